@@ -1,0 +1,365 @@
+//! The conversation vocabulary shared by the agent, the session log, the providers and the wire:
+//! agent messages (user, assistant, tool result, bash execution, custom, summaries), their content
+//! blocks and token usage. Field names and key order are pi's (`ai:dist/types.d.ts`,
+//! `dist/core/messages.js`), so a message serializes the same in an RPC record and in a session
+//! file, and messages written by the reference deserialize here.
+//!
+//! Unknown extra fields on a message are kept in `extra` so a session written by a newer pi
+//! round-trips without losing data.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Milliseconds since the Unix epoch, as pi stamps messages.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role")]
+pub enum AgentMessage {
+    #[serde(rename = "user")]
+    User(UserMessage),
+    #[serde(rename = "assistant")]
+    Assistant(AssistantMessage),
+    #[serde(rename = "toolResult")]
+    ToolResult(ToolResultMessage),
+    #[serde(rename = "bashExecution")]
+    BashExecution(BashExecutionMessage),
+    #[serde(rename = "custom")]
+    Custom(CustomMessage),
+    #[serde(rename = "compactionSummary")]
+    CompactionSummary(CompactionSummaryMessage),
+    #[serde(rename = "branchSummary")]
+    BranchSummary(BranchSummaryMessage),
+}
+
+impl AgentMessage {
+    pub fn as_assistant(&self) -> Option<&AssistantMessage> {
+        match self {
+            AgentMessage::Assistant(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// User content is an array of blocks when pi-rs or RPC creates it; files from elsewhere may hold
+/// a plain string.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Blocks(Vec<ContentBlock>),
+}
+
+impl UserContent {
+    /// All text of the content, text blocks joined without separator.
+    pub fn text(&self) -> String {
+        match self {
+            UserContent::Text(t) => t.clone(),
+            UserContent::Blocks(blocks) => blocks
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub content: UserContent,
+    pub timestamp: i64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl UserMessage {
+    /// A user message as RPC builds it: one text block, then the images as given.
+    pub fn new(text: &str, images: Vec<ImageContent>) -> UserMessage {
+        let mut blocks = vec![ContentBlock::Text(TextContent::new(text))];
+        blocks.extend(images.into_iter().map(ContentBlock::Image));
+        UserMessage {
+            content: UserContent::Blocks(blocks),
+            timestamp: now_ms(),
+            extra: Map::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ContentBlock {
+    #[serde(rename = "text")]
+    Text(TextContent),
+    #[serde(rename = "thinking")]
+    Thinking(ThinkingContent),
+    #[serde(rename = "toolCall")]
+    ToolCall(ToolCall),
+    #[serde(rename = "image")]
+    Image(ImageContent),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TextContent {
+    pub text: String,
+    #[serde(rename = "textSignature", skip_serializing_if = "Option::is_none", default)]
+    pub text_signature: Option<String>,
+}
+
+impl TextContent {
+    pub fn new(text: &str) -> TextContent {
+        TextContent { text: text.to_string(), text_signature: None }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThinkingContent {
+    pub thinking: String,
+    #[serde(rename = "thinkingSignature", skip_serializing_if = "Option::is_none", default)]
+    pub thinking_signature: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub redacted: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+    #[serde(rename = "thoughtSignature", skip_serializing_if = "Option::is_none", default)]
+    pub thought_signature: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageContent {
+    pub data: String,
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopReason {
+    #[serde(rename = "stop")]
+    Stop,
+    #[serde(rename = "length")]
+    Length,
+    #[serde(rename = "toolUse")]
+    ToolUse,
+    #[serde(rename = "error")]
+    Error,
+    #[serde(rename = "aborted")]
+    Aborted,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    #[serde(default, serialize_with = "js_number")]
+    pub input: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub output: f64,
+    #[serde(rename = "cacheRead", default, serialize_with = "js_number")]
+    pub cache_read: f64,
+    #[serde(rename = "cacheWrite", default, serialize_with = "js_number")]
+    pub cache_write: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub total: f64,
+}
+
+/// Serializes a float the way JavaScript's JSON.stringify does for the values we meet: integral
+/// values without a fraction (`3`, not `3.0`), so records and session files match pi's bytes.
+pub fn js_number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        s.serialize_i64(*v as i64)
+    } else if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_none()
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input: u64,
+    #[serde(default)]
+    pub output: u64,
+    #[serde(rename = "cacheRead", default)]
+    pub cache_read: u64,
+    #[serde(rename = "cacheWrite", default)]
+    pub cache_write: u64,
+    #[serde(rename = "totalTokens", default)]
+    pub total_tokens: u64,
+    #[serde(default)]
+    pub cost: Cost,
+}
+
+impl Usage {
+    /// Fills `cost` from per-million-token prices (pi-ai's calculateCost).
+    pub fn apply_prices(&mut self, prices: &crate::config::ModelCost) {
+        self.cost.input = prices.input / 1e6 * self.input as f64;
+        self.cost.output = prices.output / 1e6 * self.output as f64;
+        self.cost.cache_read = prices.cache_read / 1e6 * self.cache_read as f64;
+        self.cost.cache_write = prices.cache_write / 1e6 * self.cache_write as f64;
+        self.cost.total =
+            self.cost.input + self.cost.output + self.cost.cache_read + self.cost.cache_write;
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub content: Vec<ContentBlock>,
+    pub api: String,
+    pub provider: String,
+    pub model: String,
+    pub usage: Usage,
+    #[serde(rename = "stopReason")]
+    pub stop_reason: StopReason,
+    pub timestamp: i64,
+    #[serde(rename = "responseId", skip_serializing_if = "Option::is_none", default)]
+    pub response_id: Option<String>,
+    #[serde(rename = "responseModel", skip_serializing_if = "Option::is_none", default)]
+    pub response_model: Option<String>,
+    #[serde(rename = "errorMessage", skip_serializing_if = "Option::is_none", default)]
+    pub error_message: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl AssistantMessage {
+    /// The empty message a stream starts from (pi-ai: content [], zero usage, stopReason stop).
+    pub fn empty(api: &str, provider: &str, model: &str) -> AssistantMessage {
+        AssistantMessage {
+            content: Vec::new(),
+            api: api.to_string(),
+            provider: provider.to_string(),
+            model: model.to_string(),
+            usage: Usage::default(),
+            stop_reason: StopReason::Stop,
+            timestamp: now_ms(),
+            response_id: None,
+            response_model: None,
+            error_message: None,
+            extra: Map::new(),
+        }
+    }
+
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolCall(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// Text blocks joined by newlines (get_last_assistant_text, print mode).
+    pub fn text(&self) -> String {
+        let parts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        parts.join("")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultMessage {
+    #[serde(rename = "toolCallId")]
+    pub tool_call_id: String,
+    #[serde(rename = "toolName")]
+    pub tool_name: String,
+    pub content: Vec<ContentBlock>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub details: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub usage: Option<Usage>,
+    #[serde(rename = "isError")]
+    pub is_error: bool,
+    pub timestamp: i64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BashExecutionMessage {
+    pub command: String,
+    pub output: String,
+    #[serde(rename = "exitCode", skip_serializing_if = "Option::is_none", default)]
+    pub exit_code: Option<i32>,
+    pub cancelled: bool,
+    pub truncated: bool,
+    #[serde(rename = "fullOutputPath", skip_serializing_if = "Option::is_none", default)]
+    pub full_output_path: Option<String>,
+    pub timestamp: i64,
+    #[serde(rename = "excludeFromContext", skip_serializing_if = "Option::is_none", default)]
+    pub exclude_from_context: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CustomMessage {
+    #[serde(rename = "customType")]
+    pub custom_type: String,
+    pub content: UserContent,
+    pub display: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub details: Option<Value>,
+    pub timestamp: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactionSummaryMessage {
+    pub summary: String,
+    #[serde(rename = "tokensBefore")]
+    pub tokens_before: u64,
+    pub timestamp: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BranchSummaryMessage {
+    pub summary: String,
+    #[serde(rename = "fromId")]
+    pub from_id: String,
+    pub timestamp: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn user_message_serializes_like_pi() {
+        let mut m = UserMessage::new("hi", vec![]);
+        m.timestamp = 5;
+        let v = serde_json::to_string(&AgentMessage::User(m)).unwrap();
+        assert_eq!(v, r#"{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":5}"#);
+    }
+
+    #[test]
+    fn assistant_round_trips_with_unknown_fields() {
+        let src = json!({"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"read","arguments":{"path":"a"}}],
+            "api":"anthropic-messages","provider":"anthropic","model":"m",
+            "usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},
+            "stopReason":"toolUse","timestamp":7,"futureField":true});
+        let m: AgentMessage = serde_json::from_value(src.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&m).unwrap(), src);
+    }
+
+    #[test]
+    fn string_user_content_is_accepted() {
+        let m: AgentMessage =
+            serde_json::from_str(r#"{"role":"user","content":"hello","timestamp":1}"#).unwrap();
+        match m {
+            AgentMessage::User(u) => assert_eq!(u.content.text(), "hello"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
