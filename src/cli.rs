@@ -1,1 +1,315 @@
-//! Command line.
+//! Command line: lexopt → `Args`. Pure (no I/O), so it is tested without a process. Flags are
+//! pi's (FACTS §1.2). pi's multi-letter short flags (`-nt`, `-nbt`, `-nc`, …) are rewritten to their
+//! long forms before lexopt sees them, since lexopt would read `-nt` as `-n -t`.
+
+use std::ffi::OsString;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// No mode and no `-p`: pi's TUI, which pi-rs does not have.
+    #[default]
+    Interactive,
+    Text,
+    Json,
+    Rpc,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Args {
+    pub mode: Mode,
+    pub print: bool,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub models: Option<String>,
+    pub thinking: Option<String>,
+    pub api_key: Option<String>,
+    pub system_prompt: Option<String>,
+    pub append_system_prompt: Vec<String>,
+    pub tools: Option<Vec<String>>,
+    pub no_tools: bool,
+    pub no_builtin_tools: bool,
+    pub name: Option<String>,
+    pub no_session: bool,
+    pub session_dir: Option<String>,
+    pub session: Option<String>,
+    pub continue_session: bool,
+    pub resume: bool,
+    pub fork: Option<String>,
+    pub extensions: Vec<String>,
+    pub no_extensions: bool,
+    pub skills: Vec<String>,
+    pub no_skills: bool,
+    pub prompt_templates: Vec<String>,
+    pub no_prompt_templates: bool,
+    pub themes: Vec<String>,
+    pub no_themes: bool,
+    pub no_context_files: bool,
+    /// `--export <session> [out.html]`.
+    pub export: Option<(String, Option<String>)>,
+    pub offline: bool,
+    /// `--list-models [search]`.
+    pub list_models: Option<Option<String>>,
+    pub verbose: bool,
+    pub help: bool,
+    pub version: bool,
+    /// Bare words: messages for print mode.
+    pub messages: Vec<String>,
+    /// `@file` arguments.
+    pub file_args: Vec<String>,
+}
+
+/// A command-line error; main prints `Error: <text>` and exits 2.
+#[derive(Debug, PartialEq)]
+pub struct CliError(pub String);
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<lexopt::Error> for CliError {
+    fn from(e: lexopt::Error) -> CliError {
+        CliError(e.to_string())
+    }
+}
+
+fn expand_short_aliases(arg: OsString) -> OsString {
+    let long = match arg.to_str() {
+        Some("-nt") => "--no-tools",
+        Some("-nbt") => "--no-builtin-tools",
+        Some("-ne") => "--no-extensions",
+        Some("-ns") => "--no-skills",
+        Some("-np") => "--no-prompt-templates",
+        Some("-nc") => "--no-context-files",
+        _ => return arg,
+    };
+    OsString::from(long)
+}
+
+fn string(value: OsString, flag: &str) -> Result<String, CliError> {
+    value
+        .into_string()
+        .map_err(|_| CliError(format!("{flag} needs a UTF-8 value")))
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args.into_iter().map(expand_short_aliases));
+    let mut out = Args::default();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("mode") => {
+                out.mode = match string(parser.value()?, "--mode")?.as_str() {
+                    "rpc" => Mode::Rpc,
+                    "json" => Mode::Json,
+                    "text" => Mode::Text,
+                    other => {
+                        return Err(CliError(format!(
+                            "Invalid --mode \"{other}\". Valid values: text, json, rpc"
+                        )));
+                    }
+                }
+            }
+            Short('p') | Long("print") => out.print = true,
+            Long("provider") => out.provider = Some(string(parser.value()?, "--provider")?),
+            Long("model") => out.model = Some(string(parser.value()?, "--model")?),
+            Long("models") => out.models = Some(string(parser.value()?, "--models")?),
+            Long("thinking") => out.thinking = Some(string(parser.value()?, "--thinking")?),
+            Long("api-key") => out.api_key = Some(string(parser.value()?, "--api-key")?),
+            Long("system-prompt") => {
+                out.system_prompt = Some(string(parser.value()?, "--system-prompt")?)
+            }
+            Long("append-system-prompt") => out
+                .append_system_prompt
+                .push(string(parser.value()?, "--append-system-prompt")?),
+            Short('t') | Long("tools") => {
+                let list = string(parser.value()?, "--tools")?;
+                out.tools = Some(
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect(),
+                );
+            }
+            Long("no-tools") => out.no_tools = true,
+            Long("no-builtin-tools") => out.no_builtin_tools = true,
+            Short('n') | Long("name") => out.name = Some(string(parser.value()?, "--name")?),
+            Long("no-session") => out.no_session = true,
+            Long("session-dir") => {
+                out.session_dir = Some(string(parser.value()?, "--session-dir")?)
+            }
+            Long("session") => out.session = Some(string(parser.value()?, "--session")?),
+            Short('c') | Long("continue") => out.continue_session = true,
+            Short('r') | Long("resume") => out.resume = true,
+            Long("fork") => out.fork = Some(string(parser.value()?, "--fork")?),
+            Short('e') | Long("extension") => {
+                out.extensions.push(string(parser.value()?, "--extension")?)
+            }
+            Long("no-extensions") => out.no_extensions = true,
+            Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
+            Long("no-skills") => out.no_skills = true,
+            Long("prompt-template") => out
+                .prompt_templates
+                .push(string(parser.value()?, "--prompt-template")?),
+            Long("no-prompt-templates") => out.no_prompt_templates = true,
+            Long("theme") => out.themes.push(string(parser.value()?, "--theme")?),
+            Long("no-themes") => out.no_themes = true,
+            Long("no-context-files") => out.no_context_files = true,
+            Long("export") => {
+                let session = string(parser.value()?, "--export")?;
+                let output = next_bare_word(&mut parser);
+                out.export = Some((session, output));
+            }
+            Long("offline") => out.offline = true,
+            Long("list-models") => out.list_models = Some(next_bare_word(&mut parser)),
+            Long("verbose") => out.verbose = true,
+            Short('h') | Long("help") => out.help = true,
+            Short('v') | Long("version") => out.version = true,
+            Value(value) => {
+                let word = string(value, "an argument")?;
+                match word.strip_prefix('@') {
+                    Some(file) => out.file_args.push(file.to_string()),
+                    None => out.messages.push(word),
+                }
+            }
+            Long(other) => return Err(CliError(format!("Unknown option: --{other}"))),
+            Short(other) => return Err(CliError(format!("Unknown option: -{other}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// Takes the next argument if it is a plain word (not a flag), for flags with an optional value.
+fn next_bare_word(parser: &mut lexopt::Parser) -> Option<String> {
+    let mut raw = parser.try_raw_args()?;
+    let next = raw.peek()?.to_str()?;
+    if next.starts_with('-') {
+        return None;
+    }
+    let word = next.to_string();
+    raw.next();
+    Some(word)
+}
+
+pub const HELP: &str = "\
+pi-rs — the pi coding agent's RPC mode, in Rust
+
+Usage:
+  pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
+  pi --list-models [search]      list the models you have credentials for
+
+Options:
+  --mode rpc|json|text           protocol mode (json and text: print modes, not yet in pi-rs)
+  --provider <name>              provider for --model
+  --model <pattern>              model id, provider/id, or pattern; optional :<thinking> suffix
+  --thinking <level>             off, minimal, low, medium, high, xhigh, max
+  --api-key <key>                key for the selected model's provider (not stored)
+  --system-prompt <text|file>    replace the system prompt's body
+  --append-system-prompt <text|file>  append to the system prompt (repeatable)
+  -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
+  -nt, --no-tools                no tools at all
+  -n, --name <name>              session display name
+  --no-session                   keep the session in memory only
+  --session-dir <dir>            where session files go
+  --offline                      no network besides the model provider
+  --verbose                      more logging on stderr (or set RUST_LOG)
+  -h, --help                     this text
+  -v, --version                  version
+
+Config: $PI_CODING_AGENT_DIR (default ~/.pi/agent): settings.json, models.json, auth.json.
+";
+
+pub const NO_TUI: &str = "\
+pi-rs has no interactive terminal UI: it is pi's RPC mode, meant to be driven by a program.
+
+  pi --mode rpc                  start the JSONL protocol on stdin/stdout
+  pi --help                      all options
+
+For the interactive TUI, use the reference pi (npm install -g @mariozechner/pi-coding-agent).
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(args: &[&str]) -> Result<Args, CliError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn rpc_mode_with_common_flags() {
+        let args = parse_str(&[
+            "--mode",
+            "rpc",
+            "--provider",
+            "anthropic",
+            "--model",
+            "sonnet:high",
+            "-n",
+            "work",
+            "--no-session",
+            "--tools",
+            "read,bash",
+            "--append-system-prompt",
+            "a",
+            "--append-system-prompt",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(args.mode, Mode::Rpc);
+        assert_eq!(args.provider.as_deref(), Some("anthropic"));
+        assert_eq!(args.model.as_deref(), Some("sonnet:high"));
+        assert_eq!(args.name.as_deref(), Some("work"));
+        assert!(args.no_session);
+        assert_eq!(
+            args.tools,
+            Some(vec!["read".to_string(), "bash".to_string()])
+        );
+        assert_eq!(args.append_system_prompt, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn multi_letter_short_flags() {
+        let args = parse_str(&["-nt", "-nc", "-nbt"]).unwrap();
+        assert!(args.no_tools && args.no_context_files && args.no_builtin_tools);
+    }
+
+    #[test]
+    fn optional_values() {
+        assert_eq!(
+            parse_str(&["--list-models"]).unwrap().list_models,
+            Some(None)
+        );
+        assert_eq!(
+            parse_str(&["--list-models", "son"]).unwrap().list_models,
+            Some(Some("son".to_string()))
+        );
+        assert_eq!(
+            parse_str(&["--list-models", "--verbose"])
+                .unwrap()
+                .list_models,
+            Some(None)
+        );
+        let print = parse_str(&["-p", "hello", "@a.txt"]).unwrap();
+        assert!(print.print);
+        assert_eq!(print.messages, vec!["hello"]);
+        assert_eq!(print.file_args, vec!["a.txt"]);
+    }
+
+    #[test]
+    fn unknown_flags_and_bad_modes_are_errors() {
+        assert_eq!(
+            parse_str(&["--frobnicate"]),
+            Err(CliError("Unknown option: --frobnicate".into()))
+        );
+        assert_eq!(
+            parse_str(&["-x"]),
+            Err(CliError("Unknown option: -x".into()))
+        );
+        assert!(parse_str(&["--mode", "tui"]).is_err());
+        assert!(parse_str(&["--model"]).is_err());
+    }
+}

@@ -1,4 +1,9 @@
 //! pi-rs: the pi coding agent's RPC mode as a synchronous, thread-per-component program.
+//!
+//! `main` parses the command line, loads config, resolves the model, wires the threads
+//! (stdin-reader → agent on the main thread → stdout-writer), runs the agent loop and turns its
+//! end into the exit code. It joins the writer (so every record is flushed) but never the stdin
+//! reader, which may still sit in a blocking read.
 
 // FIXME(skeleton): components are wired one by one; remove once main uses them all.
 #![allow(dead_code)]
@@ -13,4 +18,254 @@ mod rpc;
 mod session;
 mod tools;
 
-fn main() {}
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cli::{Args, Mode};
+use config::{Config, Diagnostic, Model, ThinkingLevel};
+
+fn main() -> ExitCode {
+    let args = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            eprintln!("Run `pi --help` for the options.");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(args.verbose);
+    match run(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(message) => {
+            eprintln!("Error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(verbose: bool) {
+    let default = if verbose { "debug" } else { "warn" };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
+        .target(env_logger::Target::Stderr)
+        .init();
+}
+
+fn run(args: Args) -> Result<u8, String> {
+    if args.help {
+        eprint!("{}", cli::HELP);
+        return Ok(0);
+    }
+    if args.version {
+        eprintln!("{}", env!("CARGO_PKG_VERSION"));
+        return Ok(0);
+    }
+    reject_unsupported(&args)?;
+
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let agent_dir = config::agent_dir_from_env();
+    let mut config = Config::load(agent_dir.clone(), cwd.clone());
+    report(&config.diagnostics)?;
+
+    if let Some(search) = &args.list_models {
+        let _ = search;
+        return Err("--list-models is not supported by pi-rs yet".into());
+    }
+    if args.mode != Mode::Rpc {
+        if args.print || args.mode != Mode::Interactive {
+            return Err(
+                "print and json modes are not supported by pi-rs yet; use --mode rpc".into(),
+            );
+        }
+        eprint!("{}", cli::NO_TUI);
+        return Ok(1);
+    }
+    if !args.file_args.is_empty() {
+        return Err("@file arguments are not supported in RPC mode".into());
+    }
+
+    let (model, thinking) = choose_model(&args, &mut config)?;
+    let tool_names = active_tools(&args);
+    let system_prompt = system_prompt(&args, &config, &tool_names);
+
+    let mut session = session::SessionLog::in_memory(&cwd);
+    if !args.no_session {
+        log::warn!("session files are not written yet: this session lives in memory");
+    }
+    if !model.is_placeholder() {
+        let _ = session.append_model_change(&model.provider, &model.id);
+    }
+    let _ = session.append_thinking_level_change(thinking);
+    if let Some(name) = args
+        .name
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        let _ = session.append_session_info(name);
+    }
+
+    let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
+    let writer = rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx)
+        .map_err(|e| format!("cannot start the stdout writer: {e}"))?;
+    let (stdin_tx, stdin_rx) = crossbeam_channel::bounded(64);
+    rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
+
+    let setup = agent::AgentSetup {
+        config,
+        session,
+        model,
+        thinking,
+        tool_names,
+        system_prompt,
+    };
+    let channels = agent::Channels {
+        stdin: stdin_rx,
+        writer_events,
+        out: writer.records,
+    };
+    let code = agent::Agent::new(setup, channels).run();
+    // The agent (and with it the last record sender) is gone: the writer flushes and ends.
+    if writer.thread.join().is_err() {
+        log::error!("the stdout writer panicked");
+    }
+    Ok(code as u8)
+}
+
+/// Flags whose features have not landed yet are refused, never silently ignored.
+fn reject_unsupported(args: &Args) -> Result<(), String> {
+    let unsupported = [
+        (args.session.is_some(), "--session"),
+        (args.continue_session, "--continue"),
+        (args.resume, "--resume"),
+        (args.fork.is_some(), "--fork"),
+        (args.models.is_some(), "--models"),
+        (!args.extensions.is_empty(), "--extension"),
+        (!args.skills.is_empty(), "--skill"),
+        (!args.prompt_templates.is_empty(), "--prompt-template"),
+        (!args.themes.is_empty(), "--theme"),
+        (args.export.is_some(), "--export"),
+    ];
+    match unsupported.iter().find(|(given, _)| *given) {
+        Some((_, flag)) => Err(format!("{flag} is not supported by pi-rs yet")),
+        None => Ok(()),
+    }
+}
+
+/// Prints startup diagnostics; any error stops the process, as in pi.
+fn report(diagnostics: &[Diagnostic]) -> Result<(), String> {
+    let mut stderr = std::io::stderr().lock();
+    let mut failed = None;
+    for diagnostic in diagnostics {
+        match diagnostic {
+            Diagnostic::Warning(text) => {
+                let _ = writeln!(stderr, "Warning: {text}");
+            }
+            Diagnostic::Error(text) => failed = Some(text.clone()),
+        }
+    }
+    match failed {
+        Some(text) => Err(text),
+        None => Ok(()),
+    }
+}
+
+/// The starting model and thinking level (FACTS §1.8): `--model` (resolved among all models),
+/// else settings/defaults via the registry, else the placeholder. Thinking: `--thinking` >
+/// `:level` suffix > settings default > medium, clamped to the model.
+fn choose_model(args: &Args, config: &mut Config) -> Result<(Model, ThinkingLevel), String> {
+    let mut suffix_level = None;
+    let model = match &args.model {
+        Some(pattern) => {
+            let resolved = config.resolve_cli_model(args.provider.as_deref(), pattern)?;
+            if let Some(warning) = &resolved.warning {
+                eprintln!("Warning: {warning}");
+            }
+            suffix_level = resolved.thinking;
+            Some(resolved.model)
+        }
+        None => None,
+    };
+    if let Some(key) = &args.api_key {
+        let Some(model) = &model else {
+            return Err("--api-key requires a model to be specified via --model, --provider/--model, or --models".into());
+        };
+        config.set_runtime_api_key(&model.provider, key.clone());
+    }
+    let model = model
+        .or_else(|| config.initial_model())
+        .unwrap_or_else(Model::placeholder);
+    let flag_level = match args.thinking.as_deref() {
+        Some(text) => match ThinkingLevel::parse(text) {
+            Some(level) => Some(level),
+            None => {
+                eprintln!(
+                    "Warning: Invalid thinking level \"{text}\". Valid values: off, minimal, low, medium, high, xhigh, max"
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    let wanted = flag_level
+        .or(suffix_level)
+        .or_else(|| config.default_thinking_level())
+        .unwrap_or(ThinkingLevel::Medium);
+    let thinking = model.clamp_thinking_level(wanted);
+    Ok((model, thinking))
+}
+
+fn active_tools(args: &Args) -> Vec<String> {
+    if args.no_tools || args.no_builtin_tools {
+        return Vec::new();
+    }
+    match &args.tools {
+        Some(list) => list
+            .iter()
+            .filter(|name| tools::ALL_TOOLS.contains(&name.as_str()))
+            .cloned()
+            .collect(),
+        None => tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn system_prompt(args: &Args, config: &Config, tool_names: &[String]) -> String {
+    let cwd = &config.cwd;
+    let custom = match &args.system_prompt {
+        Some(value) => Some(resources::text_or_file(value, cwd)),
+        None => resources::discover_prompt_file("SYSTEM.md", cwd, &config.agent_dir),
+    };
+    let append: Vec<String> = if args.append_system_prompt.is_empty() {
+        resources::discover_prompt_file("APPEND_SYSTEM.md", cwd, &config.agent_dir)
+            .into_iter()
+            .collect()
+    } else {
+        args.append_system_prompt
+            .iter()
+            .map(|v| resources::text_or_file(v, cwd))
+            .collect()
+    };
+    let context_files = if args.no_context_files {
+        Vec::new()
+    } else {
+        resources::context_files(cwd, &config.agent_dir)
+    };
+    let tool_lines: Vec<resources::system_prompt::ToolLine> = tool_names
+        .iter()
+        .map(|name| resources::system_prompt::ToolLine {
+            name,
+            snippet: None,
+            guidelines: &[],
+        })
+        .collect();
+    let date = resources::system_prompt::today();
+    resources::system_prompt::build(&resources::system_prompt::PromptInputs {
+        custom: custom.as_deref(),
+        tools: &tool_lines,
+        append: &append,
+        context_files: &context_files,
+        date: &date,
+        cwd: &PathBuf::from(cwd),
+    })
+}

@@ -1,1 +1,1004 @@
-//! The agent loop.
+//! The agent loop, on the main thread: the single owner of every piece of mutable state — the
+//! phase, the steering and follow-up queues, the message list, the session log, config and model.
+//! Workers own only their I/O and report back over channels.
+//!
+//! Shape: `run` = `next_incoming` (one `select_biased!`, stdin first so `abort` and `steer` beat a
+//! flood of deltas) → `handle` (one exhaustive match) → named methods. A failed turn is an event
+//! (an assistant message with `stopReason:"error"`), never a `?` out of the loop.
+//!
+//! Blocking calls and how they end: the select wakes on stdin input or its closing, the writer's
+//! closed notice, the current provider stream's events (or its thread ending), the current tool
+//! batch's events, and the idle timer of a stream. Sending a record blocks while stdout is full
+//! (bounded writer channel): a client that stops reading pauses the agent, by design.
+//!
+//! How it ends: stdin closes (a running run is aborted with its `agent_end` first), or stdout
+//! closes. Then the session is synced and `run` returns the exit code.
+
+pub mod convert;
+pub mod draft;
+pub mod state;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, never, select_biased};
+use serde_json::{Value, json};
+
+use crate::config::{Config, Model, QueueMode, ThinkingLevel};
+use crate::messages::{
+    AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, TextContent,
+    ToolResultMessage, UserMessage, now_ms,
+};
+use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
+use crate::rpc::events;
+use crate::rpc::protocol::{Command, Request, StreamingBehavior, response_error, response_ok};
+use crate::rpc::stdin_reader::Input;
+use crate::rpc::stdout_writer::WriterEvent;
+use crate::session::SessionLog;
+use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
+
+use draft::Draft;
+use state::{Phase, QueuedMessage, Run, Stream, ToolBatch};
+
+/// A stream that delivers nothing for this long is abandoned as failed.
+pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Provider events buffered before the provider thread waits (backpressure to the socket).
+const PROVIDER_CHANNEL_CAPACITY: usize = 256;
+
+/// Everything the agent is started with; built by main from the CLI and config.
+pub struct AgentSetup {
+    pub config: Config,
+    pub session: SessionLog,
+    pub model: Model,
+    pub thinking: ThinkingLevel,
+    pub tool_names: Vec<String>,
+    pub system_prompt: String,
+}
+
+/// The loop's channel ends.
+pub struct Channels {
+    pub stdin: Receiver<Input>,
+    pub writer_events: Receiver<WriterEvent>,
+    pub out: Sender<Value>,
+}
+
+/// One thing the loop reacts to.
+enum Incoming {
+    Input(Input),
+    StdinClosed,
+    StdoutClosed,
+    Provider(ProviderEvent),
+    /// The stream's thread ended without a terminal event (it panicked).
+    ProviderGone,
+    StreamIdle,
+    Tool(ToolEvent),
+    /// Every tool thread of the batch ended.
+    ToolsGone,
+}
+
+pub struct Agent {
+    config: Config,
+    session: SessionLog,
+    /// The conversation as the model will see it (agent state; may differ from the session
+    /// file, e.g. after a retry removed a failed reply).
+    messages: Vec<AgentMessage>,
+    model: Model,
+    thinking: ThinkingLevel,
+    tool_names: Vec<String>,
+    tool_specs: Vec<ToolSpec>,
+    system_prompt: String,
+    steering: VecDeque<QueuedMessage>,
+    follow_up: VecDeque<QueuedMessage>,
+    steering_mode: QueueMode,
+    follow_up_mode: QueueMode,
+    auto_compaction: bool,
+    auto_retry: bool,
+    phase: Phase,
+    /// Between `agent_start` and `agent_end`.
+    run: Option<Run>,
+    next_request: u64,
+    stdin: Receiver<Input>,
+    stdin_open: bool,
+    writer_events: Receiver<WriterEvent>,
+    out: Sender<Value>,
+    stdout_open: bool,
+}
+
+impl Agent {
+    pub fn new(setup: AgentSetup, channels: Channels) -> Agent {
+        let tool_specs = tools::specs(&setup.tool_names);
+        Agent {
+            steering_mode: setup.config.steering_mode(),
+            follow_up_mode: setup.config.follow_up_mode(),
+            auto_compaction: setup.config.compaction_enabled(),
+            auto_retry: setup.config.retry_enabled(),
+            messages: setup.session.context().messages,
+            config: setup.config,
+            session: setup.session,
+            model: setup.model,
+            thinking: setup.thinking,
+            tool_names: setup.tool_names,
+            tool_specs,
+            system_prompt: setup.system_prompt,
+            steering: VecDeque::new(),
+            follow_up: VecDeque::new(),
+            phase: Phase::Idle,
+            run: None,
+            next_request: 0,
+            stdin: channels.stdin,
+            stdin_open: true,
+            writer_events: channels.writer_events,
+            out: channels.out,
+            stdout_open: true,
+        }
+    }
+
+    /// Runs until stdin or stdout closes; returns the process exit code.
+    pub fn run(mut self) -> i32 {
+        while self.stdin_open && self.stdout_open {
+            let incoming = self.next_incoming();
+            self.handle(incoming);
+        }
+        if self.run.is_some() {
+            self.abort_run();
+        }
+        if let Err(e) = self.session.sync() {
+            log::error!("session sync at shutdown failed: {e}");
+        }
+        0
+    }
+
+    fn next_incoming(&self) -> Incoming {
+        let no_provider: Receiver<ProviderEvent> = never();
+        let no_tools: Receiver<ToolEvent> = never();
+        let (provider_events, idle_deadline) = match &self.phase {
+            Phase::Streaming(stream) => (
+                &stream.events,
+                Some(stream.last_event + STREAM_IDLE_TIMEOUT),
+            ),
+            _ => (&no_provider, None),
+        };
+        let tool_events = match &self.phase {
+            Phase::RunningTools(batch) => &batch.events,
+            _ => &no_tools,
+        };
+        let idle_timer = match idle_deadline {
+            Some(deadline) => crossbeam_channel::at(deadline),
+            None => never(),
+        };
+        select_biased! {
+            recv(self.stdin) -> input => match input {
+                Ok(input) => Incoming::Input(input),
+                Err(_) => Incoming::StdinClosed,
+            },
+            recv(self.writer_events) -> _ => Incoming::StdoutClosed,
+            recv(provider_events) -> event => match event {
+                Ok(event) => Incoming::Provider(event),
+                Err(_) => Incoming::ProviderGone,
+            },
+            recv(tool_events) -> event => match event {
+                Ok(event) => Incoming::Tool(event),
+                Err(_) => Incoming::ToolsGone,
+            },
+            recv(idle_timer) -> _ => Incoming::StreamIdle,
+        }
+    }
+
+    fn handle(&mut self, incoming: Incoming) {
+        match incoming {
+            Incoming::Input(Input::Request(request)) => self.handle_request(request),
+            Incoming::Input(Input::Rejected(rejected)) => self.emit(rejected.to_record()),
+            Incoming::StdinClosed => self.stdin_open = false,
+            Incoming::StdoutClosed => self.stdout_open = false,
+            Incoming::Provider(event) => self.on_provider_event(event),
+            Incoming::ProviderGone => {
+                self.fail_stream("Provider stream ended unexpectedly (connection error)".into())
+            }
+            Incoming::StreamIdle => self.fail_stream(format!(
+                "Request timed out: no data from the provider for {} seconds",
+                STREAM_IDLE_TIMEOUT.as_secs()
+            )),
+            Incoming::Tool(event) => self.on_tool_event(event),
+            Incoming::ToolsGone => self.on_tools_gone(),
+        }
+    }
+
+    /// Sends a record to the writer. Blocks while the writer's channel is full.
+    fn emit(&mut self, record: Value) {
+        if self.stdout_open && self.out.send(record).is_err() {
+            self.stdout_open = false;
+        }
+    }
+
+    fn respond_ok(&mut self, id: Option<&Value>, command: &str, data: Option<Value>) {
+        self.emit(response_ok(id, command, data));
+    }
+
+    fn respond_error(&mut self, id: Option<&Value>, command: &str, error: &str) {
+        self.emit(response_error(id, command, error));
+    }
+
+    // ---- commands ----------------------------------------------------------------------------
+
+    fn handle_request(&mut self, request: Request) {
+        let Request { id, command } = request;
+        let id = id.as_ref();
+        let name = command.name();
+        match command {
+            Command::Prompt {
+                message,
+                images,
+                streaming_behavior,
+            } => self.prompt(id, message, images, streaming_behavior),
+            Command::Steer { message, images } => {
+                self.enqueue(StreamingBehavior::Steer, message, images);
+                self.respond_ok(id, name, None);
+            }
+            Command::FollowUp { message, images } => {
+                self.enqueue(StreamingBehavior::FollowUp, message, images);
+                self.respond_ok(id, name, None);
+            }
+            Command::Abort => {
+                if self.run.is_some() {
+                    self.abort_run();
+                }
+                self.respond_ok(id, name, None);
+            }
+            Command::GetState => {
+                let state = self.state_json();
+                self.respond_ok(id, name, Some(state));
+            }
+            Command::GetMessages => {
+                let messages = serde_json::to_value(&self.messages).unwrap_or(Value::Null);
+                self.respond_ok(id, name, Some(json!({ "messages": messages })));
+            }
+            Command::SetModel { provider, model_id } => {
+                self.set_model_command(id, &provider, &model_id)
+            }
+            Command::CycleModel => self.cycle_model(id),
+            Command::GetAvailableModels => {
+                let models = self.config.available_models();
+                self.respond_ok(id, name, Some(json!({ "models": models })));
+            }
+            Command::SetThinkingLevel { level } => {
+                let requested = ThinkingLevel::parse(&level);
+                let level = match requested {
+                    Some(level) => self.model.clamp_thinking_level(level),
+                    // pi: unknown strings become the first supported level.
+                    None => self.model.supported_thinking_levels()[0],
+                };
+                self.set_thinking_level(level, true);
+                self.respond_ok(id, name, None);
+            }
+            Command::CycleThinkingLevel => {
+                if !self.model.reasoning {
+                    self.respond_ok(id, name, Some(Value::Null));
+                    return;
+                }
+                let levels = self.model.supported_thinking_levels();
+                let position = levels.iter().position(|l| *l == self.thinking);
+                let next = levels[position.map_or(0, |p| (p + 1) % levels.len())];
+                self.set_thinking_level(next, true);
+                self.respond_ok(id, name, Some(json!({ "level": next.as_str() })));
+            }
+            Command::GetAvailableThinkingLevels => {
+                let levels: Vec<&str> = self
+                    .model
+                    .supported_thinking_levels()
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect();
+                self.respond_ok(id, name, Some(json!({ "levels": levels })));
+            }
+            Command::SetSteeringMode { mode } => match parse_queue_mode(&mode) {
+                Some(parsed) => {
+                    self.steering_mode = parsed;
+                    self.config.set_steering_mode(parsed.as_str());
+                    self.respond_ok(id, name, None);
+                }
+                None => self.respond_error(id, name, &invalid_mode(&mode)),
+            },
+            Command::SetFollowUpMode { mode } => match parse_queue_mode(&mode) {
+                Some(parsed) => {
+                    self.follow_up_mode = parsed;
+                    self.config.set_follow_up_mode(parsed.as_str());
+                    self.respond_ok(id, name, None);
+                }
+                None => self.respond_error(id, name, &invalid_mode(&mode)),
+            },
+            Command::SetAutoCompaction { enabled } => {
+                self.auto_compaction = enabled;
+                self.config.set_compaction_enabled(enabled);
+                self.respond_ok(id, name, None);
+            }
+            Command::SetAutoRetry { enabled } => {
+                self.auto_retry = enabled;
+                self.config.set_retry_enabled(enabled);
+                self.respond_ok(id, name, None);
+            }
+            Command::AbortRetry => {
+                // No retry delay is ever pending yet (auto-retry comes with its own issue), so
+                // there is nothing to cancel.
+                self.respond_ok(id, name, None);
+            }
+            Command::GetLastAssistantText => {
+                let text = self.last_assistant_text();
+                self.respond_ok(id, name, Some(json!({ "text": text })));
+            }
+            Command::SetSessionName { name: session_name } => {
+                let trimmed = session_name.trim();
+                if trimmed.is_empty() {
+                    self.respond_error(id, name, "Session name cannot be empty");
+                    return;
+                }
+                if let Err(e) = self.session.append_session_info(trimmed) {
+                    self.respond_error(id, name, &format!("Could not save the session name: {e}"));
+                    return;
+                }
+                self.emit(events::session_info_changed(trimmed));
+                self.respond_ok(id, name, None);
+            }
+            Command::ExtensionUiResponse { .. } => {
+                // No extension is waiting on a dialog; unknown response ids are ignored (seed).
+            }
+            Command::NewSession { .. }
+            | Command::Compact { .. }
+            | Command::Bash { .. }
+            | Command::AbortBash
+            | Command::GetSessionStats
+            | Command::ExportHtml { .. }
+            | Command::SwitchSession { .. }
+            | Command::Fork { .. }
+            | Command::Clone
+            | Command::GetForkMessages
+            | Command::GetEntries { .. }
+            | Command::GetTree
+            | Command::GetCommands => {
+                self.respond_error(id, name, &format!("{name} is not supported by pi-rs yet"));
+            }
+        }
+    }
+
+    fn state_json(&self) -> Value {
+        let mut state = serde_json::Map::new();
+        state.insert(
+            "model".into(),
+            serde_json::to_value(&self.model).unwrap_or(Value::Null),
+        );
+        state.insert("thinkingLevel".into(), json!(self.thinking.as_str()));
+        state.insert("isStreaming".into(), json!(self.run.is_some()));
+        state.insert("isCompacting".into(), json!(false));
+        state.insert("steeringMode".into(), json!(self.steering_mode.as_str()));
+        state.insert("followUpMode".into(), json!(self.follow_up_mode.as_str()));
+        if let Some(path) = self.session.file_path() {
+            state.insert("sessionFile".into(), json!(path.to_string_lossy()));
+        }
+        state.insert("sessionId".into(), json!(self.session.id()));
+        if let Some(name) = self.session.name() {
+            state.insert("sessionName".into(), json!(name));
+        }
+        state.insert("autoCompactionEnabled".into(), json!(self.auto_compaction));
+        state.insert("messageCount".into(), json!(self.messages.len()));
+        state.insert(
+            "pendingMessageCount".into(),
+            json!(self.steering.len() + self.follow_up.len()),
+        );
+        Value::Object(state)
+    }
+
+    fn last_assistant_text(&self) -> Option<String> {
+        self.messages.iter().rev().find_map(|m| match m {
+            AgentMessage::Assistant(a)
+                if a.stop_reason == StopReason::Aborted && a.content.is_empty() =>
+            {
+                None
+            }
+            AgentMessage::Assistant(a) => {
+                let text = a.text().trim().to_string();
+                Some(text).filter(|t| !t.is_empty())
+            }
+            _ => None,
+        })
+    }
+
+    // ---- model and thinking -------------------------------------------------------------------
+
+    fn set_model_command(&mut self, id: Option<&Value>, provider: &str, model_id: &str) {
+        let found = self
+            .config
+            .available_models()
+            .into_iter()
+            .find(|m| m.provider == provider && m.id == model_id);
+        match found {
+            Some(model) => {
+                self.switch_model(model.clone());
+                let data = serde_json::to_value(&model).unwrap_or(Value::Null);
+                self.respond_ok(id, "set_model", Some(data));
+            }
+            None => self.respond_error(
+                id,
+                "set_model",
+                &format!("Model not found: {provider}/{model_id}"),
+            ),
+        }
+    }
+
+    fn cycle_model(&mut self, id: Option<&Value>) {
+        let candidates = self.config.available_models();
+        if candidates.len() <= 1 {
+            self.respond_ok(id, "cycle_model", Some(Value::Null));
+            return;
+        }
+        let current = candidates
+            .iter()
+            .position(|m| m.provider == self.model.provider && m.id == self.model.id);
+        let next = candidates[current.map_or(0, |p| (p + 1) % candidates.len())].clone();
+        self.switch_model(next);
+        let data = json!({
+            "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
+            "thinkingLevel": self.thinking.as_str(),
+            "isScoped": false,
+        });
+        self.respond_ok(id, "cycle_model", Some(data));
+    }
+
+    /// Switches model: persisted as the default, recorded in the session, thinking re-clamped
+    /// (kept if the old model reasons, else the default level).
+    fn switch_model(&mut self, model: Model) {
+        let wanted = if self.model.reasoning {
+            self.thinking
+        } else {
+            self.config
+                .default_thinking_level()
+                .unwrap_or(ThinkingLevel::Medium)
+        };
+        self.model = model;
+        self.config
+            .set_default_model(&self.model.provider, &self.model.id);
+        if let Err(e) = self
+            .session
+            .append_model_change(&self.model.provider, &self.model.id)
+        {
+            log::error!("could not record the model change: {e}");
+        }
+        let level = self.model.clamp_thinking_level(wanted);
+        self.set_thinking_level(level, false);
+    }
+
+    /// Applies an effective thinking-level change: session entry, event, settings default.
+    fn set_thinking_level(&mut self, level: ThinkingLevel, persist_default: bool) {
+        if level == self.thinking {
+            return;
+        }
+        self.thinking = level;
+        if let Err(e) = self.session.append_thinking_level_change(level) {
+            log::error!("could not record the thinking level change: {e}");
+        }
+        if persist_default && (self.model.reasoning || level != ThinkingLevel::Off) {
+            self.config.set_default_thinking_level(level);
+        }
+        self.emit(events::thinking_level_changed(level.as_str()));
+    }
+
+    // ---- prompts and queues -------------------------------------------------------------------
+
+    fn prompt(
+        &mut self,
+        id: Option<&Value>,
+        message: String,
+        images: Vec<ImageContent>,
+        behavior: Option<StreamingBehavior>,
+    ) {
+        if self.run.is_some() {
+            match behavior {
+                Some(behavior) => {
+                    self.enqueue(behavior, message, images);
+                    self.respond_ok(id, "prompt", Some(json!({ "disposition": "queued" })));
+                }
+                None => self.respond_error(
+                    id,
+                    "prompt",
+                    "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.",
+                ),
+            }
+            return;
+        }
+        if let Err(error) = self.check_credentials() {
+            self.respond_error(id, "prompt", &error);
+            return;
+        }
+        self.respond_ok(id, "prompt", Some(json!({ "disposition": "started" })));
+        let user = UserMessage::new(&message, images);
+        self.start_run(vec![AgentMessage::User(user)]);
+    }
+
+    fn check_credentials(&self) -> Result<(), String> {
+        if self.model.is_placeholder() {
+            return Err(format!(
+                "No API key found for the selected model.\n\n{}",
+                login_help()
+            ));
+        }
+        if self.config.api_key(&self.model.provider).is_none() {
+            return Err(format!(
+                "No API key found for {}.\n\n{}",
+                self.model.provider,
+                login_help()
+            ));
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, behavior: StreamingBehavior, text: String, images: Vec<ImageContent>) {
+        let message = UserMessage::new(&text, images);
+        let queued = QueuedMessage { text, message };
+        match behavior {
+            StreamingBehavior::Steer => self.steering.push_back(queued),
+            StreamingBehavior::FollowUp => self.follow_up.push_back(queued),
+        }
+        self.emit_queue_update();
+    }
+
+    fn emit_queue_update(&mut self) {
+        let record = events::queue_update(
+            self.steering.iter().map(|q| q.text.as_str()),
+            self.follow_up.iter().map(|q| q.text.as_str()),
+        );
+        self.emit(record);
+    }
+
+    /// Delivers queued messages at a drain point: all of them or one, per the queue's mode. Each
+    /// is announced by a `queue_update` just before its `message_start`. Returns how many.
+    fn deliver_queued(&mut self, steering: bool) -> usize {
+        let (queue, mode) = if steering {
+            (&mut self.steering, self.steering_mode)
+        } else {
+            (&mut self.follow_up, self.follow_up_mode)
+        };
+        let count = match mode {
+            QueueMode::All => queue.len(),
+            QueueMode::OneAtATime => queue.len().min(1),
+        };
+        for _ in 0..count {
+            let queue = if steering {
+                &mut self.steering
+            } else {
+                &mut self.follow_up
+            };
+            let Some(item) = queue.pop_front() else { break };
+            self.emit_queue_update();
+            self.add_message(AgentMessage::User(item.message));
+        }
+        count
+    }
+
+    // ---- the run ------------------------------------------------------------------------------
+
+    fn start_run(&mut self, prompt_messages: Vec<AgentMessage>) {
+        self.run = Some(Run::default());
+        self.emit(events::agent_start());
+        self.emit(events::turn_start());
+        for message in prompt_messages {
+            self.add_message(message);
+        }
+        // Steering queued while idle joins the first turn, right after the prompt.
+        self.deliver_queued(true);
+        self.request_completion();
+    }
+
+    /// Emits `message_start`/`message_end` for a complete message and records it everywhere.
+    fn add_message(&mut self, message: AgentMessage) {
+        self.emit(events::message_start(&message));
+        self.record_message(&message);
+        self.emit(events::message_end(&message));
+        self.messages.push(message);
+    }
+
+    /// Appends to the run's messages and the session log (persisted on message_end, as pi).
+    fn record_message(&mut self, message: &AgentMessage) {
+        if let Some(run) = self.run.as_mut() {
+            run.messages.push(message.clone());
+        }
+        if let Err(e) = self.session.append_message(message) {
+            log::error!("could not append to the session: {e}");
+        }
+    }
+
+    fn request_completion(&mut self) {
+        let Some(api_key) = self.config.api_key(&self.model.provider) else {
+            let message = format!("No API key for provider: {}", self.model.provider);
+            self.fail_before_stream(message);
+            return;
+        };
+        self.next_request += 1;
+        let req = RequestId(self.next_request);
+        let request = StreamRequest {
+            model: self.model.clone(),
+            api_key,
+            headers: self.config.request_headers(&self.model),
+            system_prompt: self.system_prompt.clone(),
+            messages: convert::to_llm(&self.messages),
+            tools: self.tool_specs.clone(),
+            thinking: self.thinking,
+            thinking_budgets: [
+                self.config.thinking_budget(ThinkingLevel::Minimal),
+                self.config.thinking_budget(ThinkingLevel::Low),
+                self.config.thinking_budget(ThinkingLevel::Medium),
+                self.config.thinking_budget(ThinkingLevel::High),
+            ],
+            max_tokens: None,
+            session_id: self.session.id().to_string(),
+            idle_timeout: STREAM_IDLE_TIMEOUT,
+        };
+        let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        let handle = provider::spawn_stream(req, request, sender);
+        self.phase = Phase::Streaming(Stream {
+            handle,
+            events,
+            draft: Draft::new(&self.model),
+            last_event: Instant::now(),
+        });
+    }
+
+    /// pi's failure path when a request cannot even be made: only `agent_end` with an empty
+    /// error reply (FACTS §4.1), kept in agent state but not persisted.
+    fn fail_before_stream(&mut self, error: String) {
+        let mut failure =
+            AssistantMessage::empty(&self.model.api, &self.model.provider, &self.model.id);
+        failure.content = vec![ContentBlock::Text(TextContent::new(""))];
+        failure.stop_reason = StopReason::Error;
+        failure.error_message = Some(error);
+        let failure = AgentMessage::Assistant(failure);
+        if let Some(run) = self.run.as_mut() {
+            run.messages.push(failure.clone());
+        }
+        self.messages.push(failure);
+        self.end_run();
+    }
+
+    fn on_provider_event(&mut self, event: ProviderEvent) {
+        let Phase::Streaming(stream) = &mut self.phase else {
+            log::debug!(
+                "provider event for request {} after its stream ended",
+                event.req.0
+            );
+            return;
+        };
+        if stream.handle.req != event.req {
+            log::debug!("stale provider event for request {}", event.req.0);
+            return;
+        }
+        stream.last_event = Instant::now();
+        let record = match event.event {
+            StreamEvent::Opened => (!stream.draft.started).then(|| stream.draft.start_record()),
+            StreamEvent::Meta {
+                response_id,
+                response_model,
+            } => {
+                stream.draft.set_meta(response_id, response_model);
+                None
+            }
+            StreamEvent::BlockStart { index, kind } => {
+                let start = (!stream.draft.started).then(|| stream.draft.start_record());
+                if let Some(start) = start {
+                    self.emit(start);
+                }
+                let Phase::Streaming(stream) = &mut self.phase else {
+                    return;
+                };
+                Some(stream.draft.block_start(index, kind))
+            }
+            StreamEvent::Delta { index, delta } => stream.draft.delta(index, delta),
+            StreamEvent::BlockEnd { index, signature } => stream.draft.block_end(index, signature),
+            StreamEvent::Usage(usage) => {
+                stream.draft.set_usage(usage);
+                None
+            }
+            StreamEvent::Done {
+                stop_reason,
+                error_message,
+            } => {
+                self.finish_stream(stop_reason, error_message);
+                return;
+            }
+            StreamEvent::Failed(error) => {
+                self.finish_stream(StopReason::Error, Some(error.message));
+                return;
+            }
+        };
+        if let Some(record) = record {
+            self.emit(record);
+        }
+    }
+
+    fn fail_stream(&mut self, error: String) {
+        if matches!(self.phase, Phase::Streaming(_)) {
+            self.finish_stream(StopReason::Error, Some(error));
+        }
+    }
+
+    /// Closes the streamed reply (dropping the request handle) and decides what follows.
+    fn finish_stream(&mut self, stop_reason: StopReason, error_message: Option<String>) {
+        let Phase::Streaming(stream) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Stream {
+            handle,
+            events,
+            mut draft,
+            ..
+        } = stream;
+        drop(handle);
+        drop(events);
+        if !draft.started {
+            let start = draft.start_record();
+            self.emit(start);
+        }
+        let assistant = draft.finish(stop_reason, error_message);
+        let message = AgentMessage::Assistant(assistant.clone());
+        self.record_message(&message);
+        self.emit(events::message_end(&message));
+        self.messages.push(message.clone());
+
+        let aborted = self.run.as_ref().is_some_and(|r| r.aborted);
+        match assistant.stop_reason {
+            StopReason::Error | StopReason::Aborted => {
+                self.emit(events::turn_end(&message, &[]));
+                self.end_run();
+            }
+            _ if aborted => {
+                self.emit(events::turn_end(&message, &[]));
+                self.end_run();
+            }
+            _ if assistant.tool_calls().next().is_some() => self.start_tools(assistant),
+            _ => {
+                self.emit(events::turn_end(&message, &[]));
+                self.after_turn(false);
+            }
+        }
+    }
+
+    fn tool_context(&self) -> ToolContext {
+        ToolContext {
+            cwd: self.config.cwd.clone(),
+            agent_dir: self.config.agent_dir.clone(),
+            shell_path: self.config.shell_path(),
+            shell_command_prefix: self.config.shell_command_prefix(),
+            model_supports_images: self.model.supports_images(),
+        }
+    }
+
+    /// Runs every tool call of the reply in parallel, one thread each.
+    fn start_tools(&mut self, assistant: AssistantMessage) {
+        let calls: Vec<_> = assistant.tool_calls().cloned().collect();
+        let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        let context = self.tool_context();
+        let mut handles = Vec::with_capacity(calls.len());
+        for call in &calls {
+            self.emit(events::tool_execution_start(call));
+            handles.push(Some(tools::spawn_tool(
+                call.clone(),
+                context.clone(),
+                sender.clone(),
+            )));
+        }
+        drop(sender);
+        let results = vec![None; calls.len()];
+        let partials = vec![None; calls.len()];
+        self.phase = Phase::RunningTools(ToolBatch {
+            assistant,
+            calls,
+            handles,
+            results,
+            partials,
+            events,
+        });
+    }
+
+    fn on_tool_event(&mut self, event: ToolEvent) {
+        let Phase::RunningTools(batch) = &mut self.phase else {
+            return;
+        };
+        let Some(index) = batch.position_of(&event.call_id) else {
+            log::debug!("event for unknown tool call {}", event.call_id);
+            return;
+        };
+        let call = batch.calls[index].clone();
+        match event.kind {
+            ToolEventKind::Update(partial) => {
+                let record = events::tool_execution_update(
+                    &call,
+                    events::tool_result_value(&partial.content, partial.details.as_ref()),
+                );
+                batch.partials[index] = Some(partial);
+                self.emit(record);
+            }
+            ToolEventKind::Finished(output) => {
+                batch.handles[index] = None;
+                let record = events::tool_execution_end(
+                    &call,
+                    events::tool_result_value(&output.content, output.details.as_ref()),
+                    output.is_error,
+                );
+                batch.results[index] = Some(output);
+                self.emit(record);
+                self.finish_tools_if_done();
+            }
+        }
+    }
+
+    /// Every tool thread ended but some never reported (a panic): those calls fail.
+    fn on_tools_gone(&mut self) {
+        let Phase::RunningTools(batch) = &mut self.phase else {
+            return;
+        };
+        let missing: Vec<usize> = (0..batch.calls.len())
+            .filter(|i| batch.results[*i].is_none())
+            .collect();
+        for index in missing {
+            let output = ToolOutput::error("Tool execution failed unexpectedly");
+            self.finish_call(index, output);
+        }
+        self.finish_tools_if_done();
+    }
+
+    /// Records a result the agent produced itself (abort, crash) with its end event.
+    fn finish_call(&mut self, index: usize, output: ToolOutput) {
+        let Phase::RunningTools(batch) = &mut self.phase else {
+            return;
+        };
+        batch.handles[index] = None;
+        let record = events::tool_execution_end(
+            &batch.calls[index],
+            events::tool_result_value(&output.content, output.details.as_ref()),
+            output.is_error,
+        );
+        batch.results[index] = Some(output);
+        self.emit(record);
+    }
+
+    fn finish_tools_if_done(&mut self) {
+        let done =
+            matches!(&self.phase, Phase::RunningTools(b) if b.results.iter().all(Option::is_some));
+        if !done {
+            return;
+        }
+        let Phase::RunningTools(batch) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let mut tool_results = Vec::with_capacity(batch.calls.len());
+        for (call, output) in batch.calls.iter().zip(batch.results) {
+            let output =
+                output.unwrap_or_else(|| ToolOutput::error("Tool execution failed unexpectedly"));
+            let message = AgentMessage::ToolResult(ToolResultMessage {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: output.content,
+                details: output.details,
+                usage: None,
+                is_error: output.is_error,
+                timestamp: now_ms(),
+                extra: Default::default(),
+            });
+            self.add_message(message.clone());
+            tool_results.push(message);
+        }
+        self.emit(events::turn_end(
+            &AgentMessage::Assistant(batch.assistant),
+            &tool_results,
+        ));
+        self.after_turn(true);
+    }
+
+    /// After `turn_end`: steering first, then another turn for tool results, then follow-ups;
+    /// otherwise the run ends.
+    fn after_turn(&mut self, had_tool_calls: bool) {
+        if self.run.as_ref().is_some_and(|r| r.aborted) {
+            self.end_run();
+            return;
+        }
+        if !self.steering.is_empty() {
+            self.emit(events::turn_start());
+            self.deliver_queued(true);
+            self.request_completion();
+        } else if had_tool_calls {
+            self.emit(events::turn_start());
+            self.request_completion();
+        } else if !self.follow_up.is_empty() {
+            self.emit(events::turn_start());
+            self.deliver_queued(false);
+            self.request_completion();
+        } else {
+            self.end_run();
+        }
+    }
+
+    fn end_run(&mut self) {
+        let Some(run) = self.run.take() else { return };
+        self.phase = Phase::Idle;
+        self.emit(events::agent_end(&run.messages, false));
+        if let Err(e) = self.session.sync() {
+            log::error!("session sync failed: {e}");
+        }
+        self.emit(events::agent_settled());
+    }
+
+    /// Stops the run now: the streaming reply is closed as aborted, running tools are cancelled
+    /// (their group killed) with "aborted" results, and the run ends with its `agent_end`. Queued
+    /// steering and follow-ups survive, as in pi.
+    fn abort_run(&mut self) {
+        if let Some(run) = self.run.as_mut() {
+            run.aborted = true;
+        }
+        match &self.phase {
+            Phase::Streaming(_) => {
+                self.finish_stream(StopReason::Aborted, Some("Request was aborted".into()))
+            }
+            Phase::RunningTools(batch) => {
+                let unfinished: Vec<(usize, String, Option<String>)> = (0..batch.calls.len())
+                    .filter(|i| batch.results[*i].is_none())
+                    .map(|i| {
+                        (
+                            i,
+                            batch.calls[i].name.clone(),
+                            batch.partials[i].as_ref().map(output_text),
+                        )
+                    })
+                    .collect();
+                // Dropping the handles cancels the threads and kills bash process groups.
+                if let Phase::RunningTools(batch) = &mut self.phase {
+                    batch.handles.iter_mut().for_each(|h| *h = None);
+                }
+                for (index, tool, partial) in unfinished {
+                    let notice = if tool == "bash" {
+                        "Command aborted"
+                    } else {
+                        "Operation aborted"
+                    };
+                    let text = match partial.filter(|t| !t.is_empty()) {
+                        Some(partial) => format!("{partial}\n\n{notice}"),
+                        None => notice.to_string(),
+                    };
+                    self.finish_call(index, ToolOutput::error(text));
+                }
+                self.finish_tools_if_done();
+            }
+            Phase::Idle => self.end_run(),
+        }
+    }
+}
+
+fn output_text(output: &ToolOutput) -> String {
+    output
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn parse_queue_mode(mode: &str) -> Option<QueueMode> {
+    match mode {
+        "all" => Some(QueueMode::All),
+        "one-at-a-time" => Some(QueueMode::OneAtATime),
+        _ => None,
+    }
+}
+
+fn invalid_mode(mode: &str) -> String {
+    format!("Invalid mode \"{mode}\": expected \"all\" or \"one-at-a-time\"")
+}
+
+/// Where credentials come from, appended to "no API key" errors.
+pub fn login_help() -> String {
+    let agent_dir = crate::config::agent_dir_from_env();
+    format!(
+        "Set the provider's API key environment variable (e.g. ANTHROPIC_API_KEY, OPENAI_API_KEY), \
+         add it to {}/auth.json, or configure the provider in {}/models.json.",
+        agent_dir.display(),
+        agent_dir.display()
+    )
+}

@@ -1,1 +1,8 @@
-//! The RPC transport: JSONL framing, wire types, the stdin reader and stdout writer threads.
+//! The RPC transport: JSONL framing, wire types, event records, the stdin reader and the stdout
+//! writer threads. Only this module knows pi-rs's wire format.
+
+pub mod events;
+pub mod jsonl;
+pub mod protocol;
+pub mod stdin_reader;
+pub mod stdout_writer;

@@ -1,0 +1,271 @@
+//! The assistant message being streamed (pure): provider-neutral `StreamEvent`s in, the growing
+//! `AssistantMessage` and the `message_update` records out. The draft holds the reply once; each
+//! delta is forwarded, never a cumulative copy (seed: delta-only updates).
+
+use serde_json::Value;
+
+use crate::config::Model;
+use crate::messages::{
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ThinkingContent,
+    ToolCall, Usage,
+};
+use crate::provider::BlockKind;
+use crate::rpc::events::{self, BlockFamily};
+
+pub struct Draft {
+    pub message: AssistantMessage,
+    /// Raw argument JSON of tool-call blocks, by content index, until the block ends.
+    tool_arguments: Vec<(usize, String)>,
+    prices: crate::config::ModelCost,
+    /// `message_start` went out.
+    pub started: bool,
+}
+
+impl Draft {
+    pub fn new(model: &Model) -> Draft {
+        Draft {
+            message: AssistantMessage::empty(&model.api, &model.provider, &model.id),
+            tool_arguments: Vec::new(),
+            prices: model.cost.clone(),
+            started: false,
+        }
+    }
+
+    /// The `message_start` record (empty content, zero usage), marking the draft started.
+    pub fn start_record(&mut self) -> Value {
+        self.started = true;
+        events::message_start(&AgentMessage::Assistant(self.message.clone()))
+    }
+
+    pub fn set_meta(&mut self, response_id: Option<String>, response_model: Option<String>) {
+        if response_id.is_some() {
+            self.message.response_id = response_id;
+        }
+        if response_model.is_some() {
+            self.message.response_model = response_model;
+        }
+    }
+
+    pub fn set_usage(&mut self, mut usage: Usage) {
+        usage.apply_prices(&self.prices);
+        self.message.usage = usage;
+    }
+
+    pub fn block_start(&mut self, index: usize, kind: BlockKind) -> Value {
+        let (block, family) = match kind {
+            BlockKind::Text => (ContentBlock::Text(TextContent::new("")), BlockFamily::Text),
+            BlockKind::Thinking { redacted } => (
+                ContentBlock::Thinking(ThinkingContent {
+                    thinking: String::new(),
+                    thinking_signature: None,
+                    redacted: redacted.then_some(true),
+                }),
+                BlockFamily::Thinking,
+            ),
+            BlockKind::ToolCall { id, name } => {
+                self.tool_arguments.push((index, String::new()));
+                (
+                    ContentBlock::ToolCall(ToolCall {
+                        id,
+                        name,
+                        arguments: Value::Object(Default::default()),
+                        thought_signature: None,
+                    }),
+                    BlockFamily::ToolCall,
+                )
+            }
+        };
+        if index != self.message.content.len() {
+            log::warn!(
+                "provider started block {index} at position {}",
+                self.message.content.len()
+            );
+        }
+        self.message.content.push(block);
+        events::update_start(family, self.message.content.len() - 1)
+    }
+
+    /// Appends a delta; `None` when the index names no block (a provider bug, logged).
+    pub fn delta(&mut self, index: usize, delta: String) -> Option<Value> {
+        let family = match self.message.content.get_mut(index) {
+            Some(ContentBlock::Text(t)) => {
+                t.text.push_str(&delta);
+                BlockFamily::Text
+            }
+            Some(ContentBlock::Thinking(t)) => {
+                t.thinking.push_str(&delta);
+                BlockFamily::Thinking
+            }
+            Some(ContentBlock::ToolCall(_)) => {
+                let buffer = self.tool_arguments.iter_mut().find(|(i, _)| *i == index)?;
+                buffer.1.push_str(&delta);
+                BlockFamily::ToolCall
+            }
+            Some(ContentBlock::Image(_)) | None => {
+                log::warn!("delta for unknown content block {index}");
+                return None;
+            }
+        };
+        Some(events::update_delta(family, index, &delta))
+    }
+
+    pub fn block_end(&mut self, index: usize, signature: Option<String>) -> Option<Value> {
+        self.finish_tool_arguments(index);
+        let block = self.message.content.get_mut(index)?;
+        match block {
+            ContentBlock::Text(t) => t.text_signature = signature.or(t.text_signature.take()),
+            ContentBlock::Thinking(t) => {
+                t.thinking_signature = signature.or(t.thinking_signature.take())
+            }
+            ContentBlock::ToolCall(c) => {
+                c.thought_signature = signature.or(c.thought_signature.take())
+            }
+            ContentBlock::Image(_) => {}
+        }
+        Some(events::update_end(index, block))
+    }
+
+    fn finish_tool_arguments(&mut self, index: usize) {
+        let Some(position) = self.tool_arguments.iter().position(|(i, _)| *i == index) else {
+            return;
+        };
+        let (_, raw) = self.tool_arguments.swap_remove(position);
+        if let Some(ContentBlock::ToolCall(call)) = self.message.content.get_mut(index) {
+            call.arguments = parse_arguments(&raw);
+        }
+    }
+
+    /// Closes the message: any open tool-call arguments are parsed as far as they go.
+    pub fn finish(
+        mut self,
+        stop_reason: StopReason,
+        error_message: Option<String>,
+    ) -> AssistantMessage {
+        let open: Vec<usize> = self.tool_arguments.iter().map(|(i, _)| *i).collect();
+        for index in open {
+            self.finish_tool_arguments(index);
+        }
+        self.message.stop_reason = stop_reason;
+        self.message.error_message = error_message;
+        self.message
+    }
+}
+
+/// Tool arguments as the model streamed them; incomplete JSON (an aborted stream) is closed as
+/// far as possible, and anything unusable becomes `{}`.
+pub fn parse_arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(Default::default());
+    }
+    if let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(raw) {
+        return value;
+    }
+    if let Some(closed) = close_partial_json(raw)
+        && let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(&closed)
+    {
+        return value;
+    }
+    Value::Object(Default::default())
+}
+
+/// Appends the closing quotes and brackets an interrupted JSON text is missing.
+fn close_partial_json(raw: &str) -> Option<String> {
+    let mut stack = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in raw.chars() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => stack.push('}'),
+            '[' => stack.push(']'),
+            '}' | ']' => {
+                stack.pop()?;
+            }
+            _ => {}
+        }
+    }
+    let mut closed = raw.trim_end().to_string();
+    if escaped {
+        closed.pop();
+    }
+    if in_string {
+        closed.push('"');
+    }
+    let trimmed = closed.trim_end_matches([',', ':', ' ']).len();
+    closed.truncate(trimmed);
+    while let Some(c) = stack.pop() {
+        closed.push(c);
+    }
+    Some(closed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn assembles_text_and_tool_calls_and_emits_deltas_only() {
+        let mut model = Model::placeholder();
+        model.cost.output = 1_000_000.0;
+        let mut draft = Draft::new(&model);
+        draft.start_record();
+        let start = draft.block_start(0, BlockKind::Text);
+        assert_eq!(
+            start["assistantMessageEvent"],
+            json!({"type":"text_start","contentIndex":0})
+        );
+        let delta = draft.delta(0, "Hel".into()).unwrap();
+        assert_eq!(
+            delta["assistantMessageEvent"],
+            json!({"type":"text_delta","contentIndex":0,"delta":"Hel"})
+        );
+        draft.delta(0, "lo".into());
+        let end = draft.block_end(0, None).unwrap();
+        assert_eq!(
+            end["assistantMessageEvent"],
+            json!({"type":"text_end","contentIndex":0,"content":"Hello"})
+        );
+        draft.block_start(
+            1,
+            BlockKind::ToolCall {
+                id: "c1".into(),
+                name: "bash".into(),
+            },
+        );
+        draft.delta(1, "{\"command\":".into());
+        draft.delta(1, "\"ls\"}".into());
+        let end = draft.block_end(1, None).unwrap();
+        assert_eq!(
+            end["assistantMessageEvent"]["toolCall"],
+            json!({"id":"c1","name":"bash","arguments":{"command":"ls"}})
+        );
+        draft.set_usage(Usage {
+            output: 2,
+            ..Usage::default()
+        });
+        let message = draft.finish(StopReason::ToolUse, None);
+        assert_eq!(message.usage.cost.output, 2.0);
+        assert_eq!(message.tool_calls().count(), 1);
+    }
+
+    #[test]
+    fn partial_arguments_are_closed() {
+        assert_eq!(
+            parse_arguments(r#"{"command":"ec"#),
+            json!({"command":"ec"})
+        );
+        assert_eq!(parse_arguments(r#"{"a":[1,2"#), json!({"a":[1,2]}));
+        assert_eq!(parse_arguments(r#"{"a":"#), json!({}));
+        assert_eq!(parse_arguments("garbage"), json!({}));
+    }
+}

@@ -1,0 +1,129 @@
+//! Session event records for stdout, in pi's shapes and key order (FACTS §2.4, seed event list).
+//! `message_update` carries only the delta event (seed): no cumulative `message`, no `partial`.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::messages::{AgentMessage, ContentBlock, ToolCall};
+
+fn to_value<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+pub fn agent_start() -> Value {
+    json!({"type": "agent_start"})
+}
+
+pub fn agent_end(messages: &[AgentMessage], will_retry: bool) -> Value {
+    json!({"type": "agent_end", "messages": to_value(&messages), "willRetry": will_retry})
+}
+
+pub fn agent_settled() -> Value {
+    json!({"type": "agent_settled"})
+}
+
+pub fn turn_start() -> Value {
+    json!({"type": "turn_start"})
+}
+
+pub fn turn_end(message: &AgentMessage, tool_results: &[AgentMessage]) -> Value {
+    json!({"type": "turn_end", "message": to_value(message), "toolResults": to_value(&tool_results)})
+}
+
+pub fn message_start(message: &AgentMessage) -> Value {
+    json!({"type": "message_start", "message": to_value(message)})
+}
+
+pub fn message_end(message: &AgentMessage) -> Value {
+    json!({"type": "message_end", "message": to_value(message)})
+}
+
+/// The kinds of streaming update, as `assistantMessageEvent.type` names them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BlockFamily {
+    Text,
+    Thinking,
+    ToolCall,
+}
+
+impl BlockFamily {
+    fn prefix(self) -> &'static str {
+        match self {
+            BlockFamily::Text => "text",
+            BlockFamily::Thinking => "thinking",
+            BlockFamily::ToolCall => "toolcall",
+        }
+    }
+}
+
+pub fn update_start(family: BlockFamily, index: usize) -> Value {
+    message_update(json!({"type": format!("{}_start", family.prefix()), "contentIndex": index}))
+}
+
+pub fn update_delta(family: BlockFamily, index: usize, delta: &str) -> Value {
+    message_update(
+        json!({"type": format!("{}_delta", family.prefix()), "contentIndex": index, "delta": delta}),
+    )
+}
+
+/// `text_end`/`thinking_end` carry the block's full text; `toolcall_end` the parsed call.
+pub fn update_end(index: usize, block: &ContentBlock) -> Value {
+    let event = match block {
+        ContentBlock::Text(t) => {
+            json!({"type": "text_end", "contentIndex": index, "content": t.text})
+        }
+        ContentBlock::Thinking(t) => {
+            json!({"type": "thinking_end", "contentIndex": index, "content": t.thinking})
+        }
+        ContentBlock::ToolCall(call) => {
+            json!({"type": "toolcall_end", "contentIndex": index, "toolCall": to_value(call)})
+        }
+        ContentBlock::Image(_) => json!({"type": "image_end", "contentIndex": index}),
+    };
+    message_update(event)
+}
+
+fn message_update(event: Value) -> Value {
+    json!({"type": "message_update", "assistantMessageEvent": event})
+}
+
+pub fn tool_execution_start(call: &ToolCall) -> Value {
+    json!({"type": "tool_execution_start", "toolCallId": call.id, "toolName": call.name, "args": call.arguments})
+}
+
+/// `{content, details?}` as tool events carry results.
+pub fn tool_result_value(content: &[ContentBlock], details: Option<&Value>) -> Value {
+    let mut result = Map::new();
+    result.insert("content".into(), to_value(&content));
+    if let Some(details) = details {
+        result.insert("details".into(), details.clone());
+    }
+    Value::Object(result)
+}
+
+pub fn tool_execution_update(call: &ToolCall, partial_result: Value) -> Value {
+    json!({"type": "tool_execution_update", "toolCallId": call.id, "toolName": call.name,
+           "args": call.arguments, "partialResult": partial_result})
+}
+
+pub fn tool_execution_end(call: &ToolCall, result: Value, is_error: bool) -> Value {
+    json!({"type": "tool_execution_end", "toolCallId": call.id, "toolName": call.name,
+           "result": result, "isError": is_error})
+}
+
+pub fn queue_update<'a>(
+    steering: impl Iterator<Item = &'a str>,
+    follow_up: impl Iterator<Item = &'a str>,
+) -> Value {
+    let steering: Vec<&str> = steering.collect();
+    let follow_up: Vec<&str> = follow_up.collect();
+    json!({"type": "queue_update", "steering": steering, "followUp": follow_up})
+}
+
+pub fn thinking_level_changed(level: &str) -> Value {
+    json!({"type": "thinking_level_changed", "level": level})
+}
+
+pub fn session_info_changed(name: &str) -> Value {
+    json!({"type": "session_info_changed", "name": name})
+}

@@ -1,0 +1,531 @@
+//! The RPC wire format, and the only place that knows it: stdin commands parsed into `Command`,
+//! and the response records written back. Event records are built by `rpc::events`.
+//!
+//! Parsing is strict about what a command needs and forgiving about the rest: unknown fields are
+//! ignored, a missing or mistyped field is a clear error naming it, and the request `id` is echoed
+//! with its JSON type on every response — unknown commands included.
+
+use serde_json::{Map, Value, json};
+
+use crate::messages::ImageContent;
+
+/// A parsed stdin record.
+#[derive(Debug, PartialEq)]
+pub struct Request {
+    pub id: Option<Value>,
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamingBehavior {
+    Steer,
+    FollowUp,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Command {
+    Prompt {
+        message: String,
+        images: Vec<ImageContent>,
+        streaming_behavior: Option<StreamingBehavior>,
+    },
+    Steer {
+        message: String,
+        images: Vec<ImageContent>,
+    },
+    FollowUp {
+        message: String,
+        images: Vec<ImageContent>,
+    },
+    Abort,
+    NewSession {
+        parent_session: Option<String>,
+    },
+    GetState,
+    GetMessages,
+    SetModel {
+        provider: String,
+        model_id: String,
+    },
+    CycleModel,
+    GetAvailableModels,
+    SetThinkingLevel {
+        level: String,
+    },
+    CycleThinkingLevel,
+    GetAvailableThinkingLevels,
+    SetSteeringMode {
+        mode: String,
+    },
+    SetFollowUpMode {
+        mode: String,
+    },
+    Compact {
+        custom_instructions: Option<String>,
+    },
+    SetAutoCompaction {
+        enabled: bool,
+    },
+    SetAutoRetry {
+        enabled: bool,
+    },
+    AbortRetry,
+    Bash {
+        command: String,
+    },
+    AbortBash,
+    GetSessionStats,
+    ExportHtml {
+        output_path: Option<String>,
+    },
+    SwitchSession {
+        session_path: String,
+    },
+    Fork {
+        entry_id: String,
+    },
+    Clone,
+    GetForkMessages,
+    GetEntries {
+        since: Option<String>,
+    },
+    GetTree,
+    GetLastAssistantText,
+    SetSessionName {
+        name: String,
+    },
+    GetCommands,
+    /// An answer to an `extension_ui_request`; produces no response record.
+    ExtensionUiResponse {
+        id: String,
+        value: Option<Value>,
+        confirmed: Option<bool>,
+        cancelled: bool,
+    },
+}
+
+/// A stdin record that could not become a `Request`; answered with `success:false`.
+#[derive(Debug, PartialEq)]
+pub struct Rejected {
+    pub id: Option<Value>,
+    /// The `command` field of the error response: the record's `type`, or "parse".
+    pub command: String,
+    pub error: String,
+}
+
+impl Rejected {
+    pub fn to_record(&self) -> Value {
+        response_error(self.id.as_ref(), &self.command, &self.error)
+    }
+}
+
+/// Parses one framed record.
+pub fn parse_record(bytes: &[u8]) -> Result<Request, Rejected> {
+    let parse_error = |error: String| Rejected {
+        id: None,
+        command: "parse".into(),
+        error,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        parse_error(format!(
+            "Failed to parse command: invalid UTF-8 at byte {}",
+            e.valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(parse_error(
+            "Failed to parse command: Unexpected end of JSON input".into(),
+        ));
+    }
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| parse_error(format!("Failed to parse command: {e}")))?;
+    let Value::Object(object) = value else {
+        let kind = json_kind(&value);
+        return Err(parse_error(format!(
+            "Failed to parse command: expected a JSON object, got {kind}"
+        )));
+    };
+    parse_command(object)
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn parse_command(object: Map<String, Value>) -> Result<Request, Rejected> {
+    let id = object.get("id").cloned();
+    let kind = match object.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        Some(other) => {
+            return Err(Rejected {
+                id,
+                command: "parse".into(),
+                error: format!(
+                    "Invalid command: \"type\" must be a string, got {}",
+                    json_kind(other)
+                ),
+            });
+        }
+        None => {
+            return Err(Rejected {
+                id,
+                command: "parse".into(),
+                error: "Invalid command: missing \"type\" field".into(),
+            });
+        }
+    };
+    let fields = Fields {
+        object: &object,
+        command: &kind,
+    };
+    let command = match kind.as_str() {
+        "prompt" => Command::Prompt {
+            message: fields.string("message")?,
+            images: fields.images()?,
+            streaming_behavior: match fields.opt_string("streamingBehavior")?.as_deref() {
+                None => None,
+                Some("steer") => Some(StreamingBehavior::Steer),
+                Some("followUp") => Some(StreamingBehavior::FollowUp),
+                Some(other) => {
+                    return Err(fields.error(format!(
+                        "Invalid streamingBehavior \"{other}\": expected \"steer\" or \"followUp\""
+                    )));
+                }
+            },
+        },
+        "steer" => Command::Steer {
+            message: fields.string("message")?,
+            images: fields.images()?,
+        },
+        "follow_up" => Command::FollowUp {
+            message: fields.string("message")?,
+            images: fields.images()?,
+        },
+        "abort" => Command::Abort,
+        "new_session" => Command::NewSession {
+            parent_session: fields.opt_string("parentSession")?,
+        },
+        "get_state" => Command::GetState,
+        "get_messages" => Command::GetMessages,
+        "set_model" => Command::SetModel {
+            provider: fields.string("provider")?,
+            model_id: fields.string("modelId")?,
+        },
+        "cycle_model" => Command::CycleModel,
+        "get_available_models" => Command::GetAvailableModels,
+        "set_thinking_level" => Command::SetThinkingLevel {
+            level: fields.string("level")?,
+        },
+        "cycle_thinking_level" => Command::CycleThinkingLevel,
+        "get_available_thinking_levels" => Command::GetAvailableThinkingLevels,
+        "set_steering_mode" => Command::SetSteeringMode {
+            mode: fields.string("mode")?,
+        },
+        "set_follow_up_mode" => Command::SetFollowUpMode {
+            mode: fields.string("mode")?,
+        },
+        "compact" => Command::Compact {
+            custom_instructions: fields.opt_string("customInstructions")?,
+        },
+        "set_auto_compaction" => Command::SetAutoCompaction {
+            enabled: fields.bool("enabled")?,
+        },
+        "set_auto_retry" => Command::SetAutoRetry {
+            enabled: fields.bool("enabled")?,
+        },
+        "abort_retry" => Command::AbortRetry,
+        "bash" => Command::Bash {
+            command: fields.string("command")?,
+        },
+        "abort_bash" => Command::AbortBash,
+        "get_session_stats" => Command::GetSessionStats,
+        "export_html" => Command::ExportHtml {
+            output_path: fields.opt_string("outputPath")?,
+        },
+        "switch_session" => Command::SwitchSession {
+            session_path: fields.string("sessionPath")?,
+        },
+        "fork" => Command::Fork {
+            entry_id: fields.string("entryId")?,
+        },
+        "clone" => Command::Clone,
+        "get_fork_messages" => Command::GetForkMessages,
+        "get_entries" => Command::GetEntries {
+            since: fields.opt_string("since")?,
+        },
+        "get_tree" => Command::GetTree,
+        "get_last_assistant_text" => Command::GetLastAssistantText,
+        "set_session_name" => Command::SetSessionName {
+            name: fields.string("name")?,
+        },
+        "get_commands" => Command::GetCommands,
+        "extension_ui_response" => Command::ExtensionUiResponse {
+            id: fields.string("id")?,
+            value: object.get("value").cloned(),
+            confirmed: object.get("confirmed").and_then(Value::as_bool),
+            cancelled: object
+                .get("cancelled")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        },
+        other => {
+            return Err(Rejected {
+                id,
+                command: other.to_string(),
+                error: format!("Unknown command: {other}"),
+            });
+        }
+    };
+    Ok(Request { id, command })
+}
+
+/// Field access with errors that name the command and the field.
+struct Fields<'a> {
+    object: &'a Map<String, Value>,
+    command: &'a str,
+}
+
+impl Fields<'_> {
+    fn error(&self, error: String) -> Rejected {
+        Rejected {
+            id: self.object.get("id").cloned(),
+            command: self.command.to_string(),
+            error,
+        }
+    }
+
+    fn string(&self, name: &str) -> Result<String, Rejected> {
+        match self.object.get(name) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            None | Some(Value::Null) => {
+                Err(self.error(format!("Missing required field \"{name}\" (a string)")))
+            }
+            Some(other) => Err(self.error(format!(
+                "Field \"{name}\" must be a string, got {}",
+                json_kind(other)
+            ))),
+        }
+    }
+
+    fn opt_string(&self, name: &str) -> Result<Option<String>, Rejected> {
+        match self.object.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(self.error(format!(
+                "Field \"{name}\" must be a string, got {}",
+                json_kind(other)
+            ))),
+        }
+    }
+
+    fn bool(&self, name: &str) -> Result<bool, Rejected> {
+        match self.object.get(name) {
+            Some(Value::Bool(b)) => Ok(*b),
+            None | Some(Value::Null) => {
+                Err(self.error(format!("Missing required field \"{name}\" (a boolean)")))
+            }
+            Some(other) => Err(self.error(format!(
+                "Field \"{name}\" must be a boolean, got {}",
+                json_kind(other)
+            ))),
+        }
+    }
+
+    fn images(&self) -> Result<Vec<ImageContent>, Rejected> {
+        let items = match self.object.get("images") {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                return Err(self.error(format!(
+                    "Field \"images\" must be an array, got {}",
+                    json_kind(other)
+                )));
+            }
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let data = item.get("data").and_then(Value::as_str);
+                let mime = item.get("mimeType").and_then(Value::as_str);
+                match (data, mime) {
+                    (Some(data), Some(mime)) => {
+                        Ok(ImageContent { data: data.to_string(), mime_type: mime.to_string() })
+                    }
+                    _ => Err(self.error(format!(
+                        "Invalid images[{i}]: expected {{\"type\":\"image\",\"data\":<base64>,\"mimeType\":<string>}}"
+                    ))),
+                }
+            })
+            .collect()
+    }
+}
+
+/// `{"id"?, "type":"response", "command", "success":true, "data"?}` — pi's key order.
+pub fn response_ok(id: Option<&Value>, command: &str, data: Option<Value>) -> Value {
+    let mut record = Map::new();
+    if let Some(id) = id {
+        record.insert("id".into(), id.clone());
+    }
+    record.insert("type".into(), json!("response"));
+    record.insert("command".into(), json!(command));
+    record.insert("success".into(), json!(true));
+    if let Some(data) = data {
+        record.insert("data".into(), data);
+    }
+    Value::Object(record)
+}
+
+/// `{"id"?, "type":"response", "command", "success":false, "error"}`.
+pub fn response_error(id: Option<&Value>, command: &str, error: &str) -> Value {
+    let mut record = Map::new();
+    if let Some(id) = id {
+        record.insert("id".into(), id.clone());
+    }
+    record.insert("type".into(), json!("response"));
+    record.insert("command".into(), json!(command));
+    record.insert("success".into(), json!(false));
+    record.insert("error".into(), json!(error));
+    Value::Object(record)
+}
+
+impl Command {
+    /// The command's wire name, as echoed in its response.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Prompt { .. } => "prompt",
+            Command::Steer { .. } => "steer",
+            Command::FollowUp { .. } => "follow_up",
+            Command::Abort => "abort",
+            Command::NewSession { .. } => "new_session",
+            Command::GetState => "get_state",
+            Command::GetMessages => "get_messages",
+            Command::SetModel { .. } => "set_model",
+            Command::CycleModel => "cycle_model",
+            Command::GetAvailableModels => "get_available_models",
+            Command::SetThinkingLevel { .. } => "set_thinking_level",
+            Command::CycleThinkingLevel => "cycle_thinking_level",
+            Command::GetAvailableThinkingLevels => "get_available_thinking_levels",
+            Command::SetSteeringMode { .. } => "set_steering_mode",
+            Command::SetFollowUpMode { .. } => "set_follow_up_mode",
+            Command::Compact { .. } => "compact",
+            Command::SetAutoCompaction { .. } => "set_auto_compaction",
+            Command::SetAutoRetry { .. } => "set_auto_retry",
+            Command::AbortRetry => "abort_retry",
+            Command::Bash { .. } => "bash",
+            Command::AbortBash => "abort_bash",
+            Command::GetSessionStats => "get_session_stats",
+            Command::ExportHtml { .. } => "export_html",
+            Command::SwitchSession { .. } => "switch_session",
+            Command::Fork { .. } => "fork",
+            Command::Clone => "clone",
+            Command::GetForkMessages => "get_fork_messages",
+            Command::GetEntries { .. } => "get_entries",
+            Command::GetTree => "get_tree",
+            Command::GetLastAssistantText => "get_last_assistant_text",
+            Command::SetSessionName { .. } => "set_session_name",
+            Command::GetCommands => "get_commands",
+            Command::ExtensionUiResponse { .. } => "extension_ui_response",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(line: &str) -> Value {
+        parse_record(line.as_bytes()).unwrap_err().to_record()
+    }
+
+    #[test]
+    fn parses_prompt_with_everything() {
+        let req = parse_record(
+            br#"{"id":7,"type":"prompt","message":"hi","images":[{"type":"image","data":"QQ==","mimeType":"image/png"}],"streamingBehavior":"followUp","extra":1}"#,
+        )
+        .unwrap();
+        assert_eq!(req.id, Some(json!(7)));
+        assert_eq!(
+            req.command,
+            Command::Prompt {
+                message: "hi".into(),
+                images: vec![ImageContent {
+                    data: "QQ==".into(),
+                    mime_type: "image/png".into()
+                }],
+                streaming_behavior: Some(StreamingBehavior::FollowUp),
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_records_are_parse_errors() {
+        let r = rejected("not json");
+        assert_eq!(r["command"], "parse");
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("Failed to parse command: ")
+        );
+        assert_eq!(
+            rejected("")["error"],
+            "Failed to parse command: Unexpected end of JSON input"
+        );
+        assert_eq!(
+            rejected("null")["error"],
+            "Failed to parse command: expected a JSON object, got null"
+        );
+        assert_eq!(
+            rejected("[]")["error"],
+            "Failed to parse command: expected a JSON object, got an array"
+        );
+        let invalid = parse_record(b"{\"type\":\"get_state\xff\"}").unwrap_err();
+        assert!(invalid.error.contains("invalid UTF-8"));
+    }
+
+    #[test]
+    fn unknown_commands_echo_the_id_with_its_type() {
+        assert_eq!(
+            rejected(r#"{"id":{"n":1},"type":"nope"}"#),
+            json!({"id":{"n":1},"type":"response","command":"nope","success":false,"error":"Unknown command: nope"})
+        );
+    }
+
+    #[test]
+    fn missing_and_mistyped_fields_name_the_field() {
+        assert_eq!(
+            rejected(r#"{"id":"a","type":"prompt"}"#),
+            json!({"id":"a","type":"response","command":"prompt","success":false,"error":"Missing required field \"message\" (a string)"})
+        );
+        assert_eq!(
+            rejected(r#"{"type":"set_auto_retry","enabled":"yes"}"#)["error"],
+            "Field \"enabled\" must be a boolean, got a string"
+        );
+        assert_eq!(
+            rejected(r#"{"id":1}"#)["error"],
+            "Invalid command: missing \"type\" field"
+        );
+    }
+
+    #[test]
+    fn response_key_order_is_pis() {
+        let ok = response_ok(Some(&json!("1")), "get_state", Some(json!({})));
+        assert_eq!(
+            serde_json::to_string(&ok).unwrap(),
+            r#"{"id":"1","type":"response","command":"get_state","success":true,"data":{}}"#
+        );
+        let err = response_error(None, "set_model", "Model not found: a/b");
+        assert_eq!(
+            serde_json::to_string(&err).unwrap(),
+            r#"{"type":"response","command":"set_model","success":false,"error":"Model not found: a/b"}"#
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! Thread "stdin-reader": reads stdin in chunks, frames records (`jsonl`), parses them
+//! (`protocol`) and sends each as an `Input` to the agent over a bounded channel, so a client
+//! flooding stdin waits on the pipe instead of growing our memory.
+//!
+//! How it ends: at EOF or a read error it delivers the unterminated tail and returns, dropping its
+//! `Sender` — the agent sees the disconnect as "stdin closed". It also returns when the agent has
+//! gone (send fails). It is never joined: it may sit in a blocking read when the process exits.
+
+use std::io::Read;
+
+use crossbeam_channel::Sender;
+
+use super::jsonl::{Frame, Framer};
+use super::protocol::{self, Rejected, Request};
+
+/// Records longer than this are dropped with a parse error (64 MiB: room for large images).
+pub const MAX_RECORD_BYTES: usize = 64 << 20;
+
+#[derive(Debug)]
+pub enum Input {
+    Request(Request),
+    Rejected(Rejected),
+}
+
+pub fn spawn(input: Box<dyn Read + Send>, to_agent: Sender<Input>) {
+    let spawned = std::thread::Builder::new()
+        .name("stdin-reader".into())
+        .spawn(move || read_loop(input, MAX_RECORD_BYTES, &to_agent));
+    if let Err(e) = spawned {
+        log::error!("cannot start the stdin reader: {e}");
+    }
+}
+
+fn read_loop(mut input: Box<dyn Read + Send>, max_record: usize, to_agent: &Sender<Input>) {
+    let mut framer = Framer::new(max_record);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut frames = Vec::new();
+    loop {
+        let n = match input.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                log::warn!("stdin read failed, treating it as closed: {e}");
+                break;
+            }
+        };
+        framer.push(&chunk[..n], &mut frames);
+        if !deliver(&mut frames, to_agent) {
+            return;
+        }
+    }
+    framer.finish(&mut frames);
+    deliver(&mut frames, to_agent);
+}
+
+/// Parses and sends every frame; false once the agent is gone.
+fn deliver(frames: &mut Vec<Frame>, to_agent: &Sender<Input>) -> bool {
+    for frame in frames.drain(..) {
+        let input = match frame {
+            Frame::Record(bytes) => match protocol::parse_record(&bytes) {
+                Ok(request) => Input::Request(request),
+                Err(rejected) => Input::Rejected(rejected),
+            },
+            Frame::TooLong { len } => Input::Rejected(Rejected {
+                id: None,
+                command: "parse".into(),
+                error: format!(
+                    "Failed to parse command: record of {len} bytes exceeds the {MAX_RECORD_BYTES}-byte limit"
+                ),
+            }),
+        };
+        if to_agent.send(input).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivers_every_record_then_disconnects() {
+        let (tx, rx) = crossbeam_channel::bounded(4);
+        let data = b"{\"type\":\"get_state\"}\nbad\n{\"id\":1,\"type\":\"abort\"}".to_vec();
+        let handle =
+            std::thread::spawn(move || read_loop(Box::new(std::io::Cursor::new(data)), 1024, &tx));
+        let inputs: Vec<Input> = rx.iter().collect();
+        handle.join().unwrap();
+        assert_eq!(inputs.len(), 3);
+        assert!(matches!(inputs[0], Input::Request(_)));
+        assert!(matches!(inputs[1], Input::Rejected(_)));
+        assert!(matches!(inputs[2], Input::Request(_)));
+    }
+}

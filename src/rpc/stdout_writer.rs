@@ -1,0 +1,126 @@
+//! Thread "stdout-writer": the sole owner of stdout. Receives records, serializes each once and
+//! writes it whole with its LF; flushes whenever the channel runs dry, so bursts of deltas become
+//! few large writes. The channel is bounded: when the client stops reading, the pipe fills, this
+//! thread blocks in `write`, the channel fills and the agent (and behind it the provider socket)
+//! waits — memory stays bounded instead of buffering the stream.
+//!
+//! How it ends: when every `Sender` is dropped (after the last record is written and flushed), or
+//! on a write error such as EPIPE (the client closed stdout), after which it reports
+//! `Closed` once and drains and drops the remaining records so nobody blocks on it.
+
+use std::io::Write;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::Value;
+
+/// Records queued for stdout before the agent waits.
+pub const CHANNEL_CAPACITY: usize = 1024;
+
+/// What the writer tells the agent.
+#[derive(Debug, PartialEq)]
+pub enum WriterEvent {
+    /// stdout is gone (EPIPE or another write error): shut down.
+    Closed,
+}
+
+pub struct Writer {
+    pub records: Sender<Value>,
+    pub thread: JoinHandle<()>,
+}
+
+pub fn spawn(
+    output: Box<dyn Write + Send>,
+    events: Sender<WriterEvent>,
+) -> std::io::Result<Writer> {
+    let (records, inbox) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+    let thread = std::thread::Builder::new()
+        .name("stdout-writer".into())
+        .spawn(move || write_loop(output, inbox, events))?;
+    Ok(Writer { records, thread })
+}
+
+fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Value>, events: Sender<WriterEvent>) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
+    let mut line = Vec::with_capacity(4096);
+    for record in inbox.iter() {
+        line.clear();
+        if serde_json::to_writer(&mut line, &record).is_err() {
+            log::error!("could not serialize a record; dropped");
+            continue;
+        }
+        line.push(b'\n');
+        let mut result = out.write_all(&line);
+        if result.is_ok() && inbox.is_empty() {
+            result = out.flush();
+        }
+        if let Err(e) = result {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                log::warn!("stdout write failed: {e}");
+            }
+            let _ = events.send(WriterEvent::Closed);
+            // Keep draining so the agent never blocks on a full channel while it shuts down.
+            for _ in inbox.iter() {}
+            return;
+        }
+        // Memory back after a huge record.
+        if line.capacity() > 1 << 20 {
+            line = Vec::with_capacity(4096);
+        }
+    }
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn writes_one_line_per_record_keeping_separators_raw() {
+        let sink = Shared::default();
+        let (etx, _erx) = crossbeam_channel::unbounded();
+        let writer = spawn(Box::new(sink.clone()), etx).unwrap();
+        writer.records.send(json!({"a": "x\u{2028}y"})).unwrap();
+        writer.records.send(json!({"b": 1})).unwrap();
+        drop(writer.records);
+        writer.thread.join().unwrap();
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text, "{\"a\":\"x\u{2028}y\"}\n{\"b\":1}\n");
+    }
+
+    struct Broken;
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    #[test]
+    fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
+        let (etx, erx) = crossbeam_channel::unbounded();
+        let writer = spawn(Box::new(Broken), etx).unwrap();
+        for i in 0..(CHANNEL_CAPACITY * 2) {
+            writer.records.send(json!({"i": i})).unwrap();
+        }
+        assert_eq!(erx.recv().unwrap(), WriterEvent::Closed);
+        drop(writer.records);
+        writer.thread.join().unwrap();
+    }
+}
