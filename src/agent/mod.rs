@@ -16,6 +16,8 @@
 
 pub mod convert;
 pub mod draft;
+pub mod pattern;
+pub mod retry;
 pub mod state;
 
 use std::collections::VecDeque;
@@ -38,7 +40,7 @@ use crate::session::SessionLog;
 use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
 
 use draft::Draft;
-use state::{Phase, QueuedMessage, Run, Stream, ToolBatch};
+use state::{Phase, QueuedMessage, RetryWait, Run, Stream, ToolBatch};
 
 /// A stream that delivers nothing for this long is abandoned as failed.
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -74,6 +76,7 @@ enum Incoming {
     Tool(ToolEvent),
     /// Every tool thread of the batch ended.
     ToolsGone,
+    RetryDue,
 }
 
 pub struct Agent {
@@ -97,6 +100,10 @@ pub struct Agent {
     /// Between `agent_start` and `agent_end`.
     run: Option<Run>,
     next_request: u64,
+    /// Automatic retries made since the last successful reply (0 = not retrying).
+    retry_attempt: u32,
+    /// The server's `retry-after` for the latest failed request.
+    retry_after: Option<Duration>,
     stdin: Receiver<Input>,
     stdin_open: bool,
     writer_events: Receiver<WriterEvent>,
@@ -125,6 +132,8 @@ impl Agent {
             phase: Phase::Idle,
             run: None,
             next_request: 0,
+            retry_attempt: 0,
+            retry_after: None,
             stdin: channels.stdin,
             stdin_open: true,
             writer_events: channels.writer_events,
@@ -139,7 +148,7 @@ impl Agent {
             let incoming = self.next_incoming();
             self.handle(incoming);
         }
-        if self.run.is_some() {
+        if self.is_busy() {
             self.abort_run();
         }
         if let Err(e) = self.session.sync() {
@@ -166,6 +175,10 @@ impl Agent {
             Some(deadline) => crossbeam_channel::at(deadline),
             None => never(),
         };
+        let retry_timer = match &self.phase {
+            Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
+            _ => never(),
+        };
         select_biased! {
             recv(self.stdin) -> input => match input {
                 Ok(input) => Incoming::Input(input),
@@ -181,6 +194,7 @@ impl Agent {
                 Err(_) => Incoming::ToolsGone,
             },
             recv(idle_timer) -> _ => Incoming::StreamIdle,
+            recv(retry_timer) -> _ => Incoming::RetryDue,
         }
     }
 
@@ -200,6 +214,7 @@ impl Agent {
             )),
             Incoming::Tool(event) => self.on_tool_event(event),
             Incoming::ToolsGone => self.on_tools_gone(),
+            Incoming::RetryDue => self.retry_now(),
         }
     }
 
@@ -239,7 +254,7 @@ impl Agent {
                 self.respond_ok(id, name, None);
             }
             Command::Abort => {
-                if self.run.is_some() {
+                if self.is_busy() {
                     self.abort_run();
                 }
                 self.respond_ok(id, name, None);
@@ -317,8 +332,9 @@ impl Agent {
                 self.respond_ok(id, name, None);
             }
             Command::AbortRetry => {
-                // No retry delay is ever pending yet (auto-retry comes with its own issue), so
-                // there is nothing to cancel.
+                if matches!(self.phase, Phase::RetryWait(_)) {
+                    self.cancel_retry();
+                }
                 self.respond_ok(id, name, None);
             }
             Command::GetLastAssistantText => {
@@ -366,7 +382,7 @@ impl Agent {
             serde_json::to_value(&self.model).unwrap_or(Value::Null),
         );
         state.insert("thinkingLevel".into(), json!(self.thinking.as_str()));
-        state.insert("isStreaming".into(), json!(self.run.is_some()));
+        state.insert("isStreaming".into(), json!(self.is_busy()));
         state.insert("isCompacting".into(), json!(false));
         state.insert("steeringMode".into(), json!(self.steering_mode.as_str()));
         state.insert("followUpMode".into(), json!(self.follow_up_mode.as_str()));
@@ -489,7 +505,7 @@ impl Agent {
         images: Vec<ImageContent>,
         behavior: Option<StreamingBehavior>,
     ) {
-        if self.run.is_some() {
+        if self.is_busy() {
             match behavior {
                 Some(behavior) => {
                     self.enqueue(behavior, message, images);
@@ -702,6 +718,7 @@ impl Agent {
                 return;
             }
             StreamEvent::Failed(error) => {
+                self.retry_after = error.retry_after;
                 self.finish_stream(StopReason::Error, Some(error.message));
                 return;
             }
@@ -739,6 +756,10 @@ impl Agent {
         self.record_message(&message);
         self.emit(events::message_end(&message));
         self.messages.push(message.clone());
+        if assistant.stop_reason != StopReason::Error && self.retry_attempt > 0 {
+            let attempt = std::mem::take(&mut self.retry_attempt);
+            self.emit(events::auto_retry_end(true, attempt, None));
+        }
 
         let aborted = self.run.as_ref().is_some_and(|r| r.aborted);
         match assistant.stop_reason {
@@ -913,13 +934,129 @@ impl Agent {
         }
     }
 
+    /// Closes the run with `agent_end`, then either schedules an automatic retry or settles.
     fn end_run(&mut self) {
         let Some(run) = self.run.take() else { return };
         self.phase = Phase::Idle;
-        self.emit(events::agent_end(&run.messages, false));
+        let failed = match run
+            .messages
+            .iter()
+            .rev()
+            .find_map(AgentMessage::as_assistant)
+        {
+            Some(last) if last.stop_reason == StopReason::Error && !run.aborted => {
+                Some(last.clone())
+            }
+            _ => None,
+        };
+        let retry = match &failed {
+            Some(failed) => self.plan_retry(failed),
+            None => Ok(None),
+        };
+        self.emit(events::agent_end(
+            &run.messages,
+            matches!(retry, Ok(Some(_))),
+        ));
         if let Err(e) = self.session.sync() {
             log::error!("session sync failed: {e}");
         }
+        match retry {
+            Ok(Some(delay)) => {
+                let failed = failed.expect("a retry is planned only for a failed reply");
+                self.schedule_retry(delay, &failed);
+                return;
+            }
+            Ok(None) => {}
+            Err(final_error) => {
+                let attempt = std::mem::take(&mut self.retry_attempt);
+                self.emit(events::auto_retry_end(false, attempt, Some(&final_error)));
+            }
+        }
+        if self.retry_attempt > 0 {
+            // The chain ended some other way (abort, a non-transient error): close it.
+            let attempt = std::mem::take(&mut self.retry_attempt);
+            let error = failed
+                .and_then(|f| f.error_message)
+                .unwrap_or_else(|| "Retry cancelled".into());
+            self.emit(events::auto_retry_end(false, attempt, Some(&error)));
+        }
+        self.emit(events::agent_settled());
+    }
+
+    fn is_busy(&self) -> bool {
+        self.run.is_some() || matches!(self.phase, Phase::RetryWait(_))
+    }
+
+    /// `Ok(Some(delay))` to retry, `Ok(None)` when the failure is not retried at all, `Err(text)`
+    /// when retries are exhausted (or the server asks for a longer wait than allowed).
+    fn plan_retry(&mut self, failed: &AssistantMessage) -> Result<Option<Duration>, String> {
+        if !self.auto_retry || !retry::is_retryable(failed, self.model.context_window) {
+            return Ok(None);
+        }
+        let error = failed.error_message.clone().unwrap_or_default();
+        let attempt = self.retry_attempt + 1;
+        if attempt > self.config.retry_max_retries() {
+            return if self.retry_attempt > 0 {
+                Err(error)
+            } else {
+                Ok(None)
+            };
+        }
+        let mut delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
+        if let Some(asked) = self.retry_after.take() {
+            let limit = Duration::from_millis(self.config.retry_max_delay_ms());
+            if asked > limit {
+                return Err(format!(
+                    "{error} (the provider asked to retry after {} s, more than retry.provider.maxRetryDelayMs allows: {} s)",
+                    asked.as_secs(),
+                    limit.as_secs()
+                ));
+            }
+            delay = delay.max(asked);
+        }
+        Ok(Some(delay))
+    }
+
+    /// The failed reply leaves the agent's context (it stays in the session file), and the
+    /// retry waits in the loop's select, where `abort` and `abort_retry` cancel it at once.
+    fn schedule_retry(&mut self, delay: Duration, failed: &AssistantMessage) {
+        self.retry_attempt += 1;
+        if matches!(self.messages.last(), Some(AgentMessage::Assistant(_))) {
+            self.messages.pop();
+        }
+        let error = failed.error_message.as_deref().unwrap_or("Unknown error");
+        self.emit(events::auto_retry_start(
+            self.retry_attempt,
+            self.config.retry_max_retries(),
+            delay.as_millis() as u64,
+            error,
+        ));
+        self.phase = Phase::RetryWait(RetryWait {
+            deadline: Instant::now() + delay,
+        });
+    }
+
+    /// The delay ran out: continue the conversation with a new run (no new user message).
+    fn retry_now(&mut self) {
+        if !matches!(self.phase, Phase::RetryWait(_)) {
+            return;
+        }
+        self.phase = Phase::Idle;
+        self.run = Some(Run::default());
+        self.emit(events::agent_start());
+        self.emit(events::turn_start());
+        self.deliver_queued(true);
+        self.request_completion();
+    }
+
+    fn cancel_retry(&mut self) {
+        self.phase = Phase::Idle;
+        let attempt = std::mem::take(&mut self.retry_attempt);
+        self.emit(events::auto_retry_end(
+            false,
+            attempt,
+            Some("Retry cancelled"),
+        ));
         self.emit(events::agent_settled());
     }
 
@@ -963,6 +1100,7 @@ impl Agent {
                 }
                 self.finish_tools_if_done();
             }
+            Phase::RetryWait(_) => self.cancel_retry(),
             Phase::Idle => self.end_run(),
         }
     }

@@ -17,6 +17,12 @@ pub enum Phase {
     Streaming(Stream),
     /// The reply's tool calls are running, one thread each.
     RunningTools(ToolBatch),
+    /// Between a failed run and its automatic retry; the timer lives in the loop's select.
+    RetryWait(RetryWait),
+}
+
+pub struct RetryWait {
+    pub deadline: Instant,
 }
 
 pub struct Stream {

@@ -186,6 +186,16 @@ impl Config {
     pub fn retry_enabled(&self) -> bool {
         true
     }
+    pub fn retry_max_retries(&self) -> u32 {
+        3
+    }
+    pub fn retry_base_delay_ms(&self) -> u64 {
+        2000
+    }
+    /// `retry.provider.maxRetryDelayMs`: the longest server-requested delay we honour.
+    pub fn retry_max_delay_ms(&self) -> u64 {
+        60_000
+    }
     pub fn default_thinking_level(&self) -> Option<ThinkingLevel> {
         None
     }

@@ -127,3 +127,21 @@ pub fn thinking_level_changed(level: &str) -> Value {
 pub fn session_info_changed(name: &str) -> Value {
     json!({"type": "session_info_changed", "name": name})
 }
+
+pub fn auto_retry_start(
+    attempt: u32,
+    max_attempts: u32,
+    delay_ms: u64,
+    error_message: &str,
+) -> Value {
+    json!({"type": "auto_retry_start", "attempt": attempt, "maxAttempts": max_attempts,
+           "delayMs": delay_ms, "errorMessage": error_message})
+}
+
+pub fn auto_retry_end(success: bool, attempt: u32, final_error: Option<&str>) -> Value {
+    let mut record = json!({"type": "auto_retry_end", "success": success, "attempt": attempt});
+    if let Some(error) = final_error {
+        record["finalError"] = json!(error);
+    }
+    record
+}
