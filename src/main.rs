@@ -16,6 +16,7 @@ mod provider;
 mod resources;
 mod rpc;
 mod session;
+mod signals;
 mod tools;
 
 use std::io::Write;
@@ -109,6 +110,10 @@ fn run(args: Args) -> Result<u8, String> {
     let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
     let writer = rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx)
         .map_err(|e| format!("cannot start the stdout writer: {e}"))?;
+    let (signal_tx, signals) = crossbeam_channel::bounded(4);
+    if let Err(e) = signals::spawn(signal_tx) {
+        log::warn!("signals are not handled: {e}");
+    }
     let (stdin_tx, stdin_rx) = crossbeam_channel::bounded(64);
     rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
 
@@ -123,6 +128,7 @@ fn run(args: Args) -> Result<u8, String> {
     let channels = agent::Channels {
         stdin: stdin_rx,
         writer_events,
+        signals,
         out: writer.records,
     };
     let code = agent::Agent::new(setup, channels).run();

@@ -61,6 +61,8 @@ pub struct AgentSetup {
 pub struct Channels {
     pub stdin: Receiver<Input>,
     pub writer_events: Receiver<WriterEvent>,
+    /// SIGTERM / SIGHUP numbers from the signals thread.
+    pub signals: Receiver<i32>,
     pub out: Sender<Value>,
 }
 
@@ -69,6 +71,7 @@ enum Incoming {
     Input(Input),
     StdinClosed,
     StdoutClosed,
+    Signal(i32),
     Provider(ProviderEvent),
     /// The stream's thread ended without a terminal event (it panicked).
     ProviderGone,
@@ -107,6 +110,9 @@ pub struct Agent {
     stdin: Receiver<Input>,
     stdin_open: bool,
     writer_events: Receiver<WriterEvent>,
+    signals: Receiver<i32>,
+    /// Set by SIGTERM/SIGHUP: the loop ends and the exit code is 128 + signal.
+    exit_signal: Option<i32>,
     out: Sender<Value>,
     stdout_open: bool,
 }
@@ -137,6 +143,8 @@ impl Agent {
             stdin: channels.stdin,
             stdin_open: true,
             writer_events: channels.writer_events,
+            signals: channels.signals,
+            exit_signal: None,
             out: channels.out,
             stdout_open: true,
         }
@@ -144,7 +152,7 @@ impl Agent {
 
     /// Runs until stdin or stdout closes; returns the process exit code.
     pub fn run(mut self) -> i32 {
-        while self.stdin_open && self.stdout_open {
+        while self.stdin_open && self.stdout_open && self.exit_signal.is_none() {
             let incoming = self.next_incoming();
             self.handle(incoming);
         }
@@ -154,7 +162,7 @@ impl Agent {
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
-        0
+        self.exit_signal.map_or(0, |signal| 128 + signal)
     }
 
     fn next_incoming(&self) -> Incoming {
@@ -184,6 +192,10 @@ impl Agent {
                 Ok(input) => Incoming::Input(input),
                 Err(_) => Incoming::StdinClosed,
             },
+            recv(self.signals) -> signal => match signal {
+                Ok(signal) => Incoming::Signal(signal),
+                Err(_) => Incoming::StdinClosed,
+            },
             recv(self.writer_events) -> _ => Incoming::StdoutClosed,
             recv(provider_events) -> event => match event {
                 Ok(event) => Incoming::Provider(event),
@@ -204,6 +216,7 @@ impl Agent {
             Incoming::Input(Input::Rejected(rejected)) => self.emit(rejected.to_record()),
             Incoming::StdinClosed => self.stdin_open = false,
             Incoming::StdoutClosed => self.stdout_open = false,
+            Incoming::Signal(signal) => self.exit_signal = Some(signal),
             Incoming::Provider(event) => self.on_provider_event(event),
             Incoming::ProviderGone => {
                 self.fail_stream("Provider stream ended unexpectedly (connection error)".into())
