@@ -153,7 +153,9 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panicking connection thread must not hide the test's own result.
-        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     fn shutting_down(&self) -> bool {
@@ -255,7 +257,10 @@ impl FakeProvider {
             "fake provider failures:\n{}",
             failures.join("\n")
         );
-        assert_eq!(remaining, 0, "fake provider: {remaining} scripted replies unused");
+        assert_eq!(
+            remaining, 0,
+            "fake provider: {remaining} scripted replies unused"
+        );
     }
 }
 
@@ -369,9 +374,7 @@ impl Connection {
             self.read_chunked_body(shared)?
         } else {
             let length: usize = match header("content-length") {
-                Some(text) => text
-                    .parse()
-                    .map_err(|_| invalid("bad content-length"))?,
+                Some(text) => text.parse().map_err(|_| invalid("bad content-length"))?,
                 None => 0,
             };
             self.read_exact_body(length, shared)?
@@ -408,8 +411,8 @@ impl Connection {
             };
             let size_text = String::from_utf8_lossy(&self.buffer[..line_end]).to_string();
             let size_text = size_text.split(';').next().unwrap_or_default().trim();
-            let size = usize::from_str_radix(size_text, 16)
-                .map_err(|_| invalid("bad chunk size"))?;
+            let size =
+                usize::from_str_radix(size_text, 16).map_err(|_| invalid("bad chunk size"))?;
             self.buffer.drain(..line_end + 2);
             // The chunk, then its CRLF (for the last chunk: the empty trailer line).
             let data = self.read_exact_body(size + 2, shared)?;
@@ -666,10 +669,7 @@ pub fn check_tool_pairing(messages: &[Value]) -> Vec<String> {
         }
         if role == "tool" {
             results.push((
-                message["tool_call_id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .into(),
+                message["tool_call_id"].as_str().unwrap_or_default().into(),
                 index,
             ));
         }
@@ -707,7 +707,9 @@ pub fn check_tool_pairing(messages: &[Value]) -> Vec<String> {
     }
     for (id, index) in &results {
         if !calls.iter().any(|(call_id, _)| call_id == id) {
-            problems.push(format!("tool result {id:?} (message {index}) answers no call"));
+            problems.push(format!(
+                "tool result {id:?} (message {index}) answers no call"
+            ));
         }
     }
     problems

@@ -112,9 +112,7 @@ impl AnthropicStream {
     /// Everything up to (not including) the stop events: for stalls and truncated streams.
     pub fn unfinished(self) -> String {
         let full = self.finish("end_turn");
-        let cut = full
-            .find("event: message_delta")
-            .unwrap_or(full.len());
+        let cut = full.find("event: message_delta").unwrap_or(full.len());
         full[..cut].to_string()
     }
 }
@@ -164,8 +162,10 @@ impl OpenAiStream {
     pub fn reasoning(mut self, parts: &[&str]) -> Self {
         for part in parts {
             self.completion_tokens += 1;
-            self.chunks
-                .push_str(&openai_chunk(json!({"reasoning_content":part}), Value::Null));
+            self.chunks.push_str(&openai_chunk(
+                json!({"reasoning_content":part}),
+                Value::Null,
+            ));
         }
         self
     }
@@ -207,7 +207,8 @@ impl OpenAiStream {
             "usage":{"prompt_tokens":100,"completion_tokens":completion,"total_tokens":100 + completion,
                      "prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}
         });
-        self.chunks.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
+        self.chunks
+            .push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
         self.chunks
     }
 
