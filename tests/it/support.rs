@@ -1,0 +1,651 @@
+//! Drives one `pi --mode rpc` process over stdio for a test.
+//!
+//! `Pi::spawn(&Setup)` makes a private temp dir (agent dir, cwd, HOME; removed on drop), writes
+//! `models.json` from `fixtures/models.json` pointing the `fake-anthropic` and `fake-openai`
+//! providers at a `FakeProvider`, an optional `settings.json`, and starts the binary with
+//! `--mode rpc --no-session --provider <p> --model <m>` in a scrubbed environment (an allowlist:
+//! no proxies, no provider keys, no user config). A reader thread splits stdout on LF only and
+//! forwards each line; another collects stderr for failure reports. Every stdout record is kept,
+//! in order, for assertions after the fact.
+//!
+//! Which binary: `env!("CARGO_BIN_EXE_pi")`, unless `PI_TEST_BIN` names another executable.
+//! Running the suite against the reference (TypeScript pi 0.73.1) checks the harness and the
+//! fixtures, and shows which assertions are seed-only:
+//!
+//! ```text
+//! ref=$(../shared/tools/reference-pi)      # installs once, prints the executable
+//! PI_TEST_BIN=$ref cargo test --test it -- --test-threads=2
+//! ```
+//!
+//! The reference starts in about 5 s and lacks the seed's protocol additions (FACTS.md §0), so
+//! some tests fail against it by design; each test names those at its top. Deadlines are 10 s
+//! per wait for pi-rs and 30 s for the reference (`PI_TEST_TIMEOUT_SECS` overrides both).
+//! `PI_TEST_TRACE=1` echoes every stdout record to stderr; `PI_TEST_KEEP=1` keeps the temp dir.
+//!
+//! Ends: `Drop` closes stdin, waits for the exit (bounded), kills the process if it lingers, and
+//! prints stderr plus the last records when the test is failing.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, fixture};
+
+/// Environment variables passed through to the child; everything else is dropped.
+const ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+];
+
+/// True when the suite runs against another executable (the reference) via `PI_TEST_BIN`.
+pub fn is_reference() -> bool {
+    std::env::var_os("PI_TEST_BIN").is_some_and(|v| !v.is_empty())
+}
+
+fn binary() -> PathBuf {
+    match std::env::var_os("PI_TEST_BIN") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_pi")),
+    }
+}
+
+/// The per-wait deadline used by every helper.
+pub fn default_timeout() -> Duration {
+    if let Some(secs) = std::env::var("PI_TEST_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return Duration::from_secs(secs);
+    }
+    if is_reference() {
+        Duration::from_secs(30)
+    } else {
+        Duration::from_secs(10)
+    }
+}
+
+/// What to start: provider/model (from `fixtures/models.json`), settings, extra args, files.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub base_url: String,
+    pub provider: String,
+    pub model: String,
+    pub settings: Option<Value>,
+    pub extra_args: Vec<String>,
+    /// Files created in the cwd before start: (relative path, contents).
+    pub files: Vec<(String, String)>,
+    /// Extra environment for the child (after scrubbing).
+    pub env: Vec<(String, String)>,
+}
+
+impl Setup {
+    /// `fake-anthropic/fake-claude` (api anthropic-messages, reasoning model).
+    pub fn anthropic(fake: &FakeProvider) -> Setup {
+        Setup::new(fake, "fake-anthropic", "fake-claude")
+    }
+
+    /// `fake-openai/fake-gpt` (api openai-completions, no reasoning).
+    pub fn openai(fake: &FakeProvider) -> Setup {
+        Setup::new(fake, "fake-openai", "fake-gpt")
+    }
+
+    pub fn new(fake: &FakeProvider, provider: &str, model: &str) -> Setup {
+        Setup {
+            base_url: fake.base_url(),
+            provider: provider.into(),
+            model: model.into(),
+            settings: None,
+            extra_args: Vec::new(),
+            files: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    pub fn model(mut self, id: &str) -> Self {
+        self.model = id.into();
+        self
+    }
+
+    /// Global `settings.json` contents.
+    pub fn settings(mut self, settings: Value) -> Self {
+        self.settings = Some(settings);
+        self
+    }
+
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.extra_args.push(arg.into());
+        self
+    }
+
+    pub fn file(mut self, relative: &str, contents: &str) -> Self {
+        self.files.push((relative.into(), contents.into()));
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// A temp dir removed on drop (kept with `PI_TEST_KEEP=1`).
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!(
+            "pi-it-{label}-{}-{}-{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("PI_TEST_KEEP").is_some() {
+            eprintln!("kept temp dir {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// One line of the child's stdout.
+enum Line {
+    Text(String),
+    /// Bytes that were not UTF-8: always a protocol violation.
+    Binary(Vec<u8>),
+}
+
+pub struct Pi {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Line>,
+    stdout_closed: bool,
+    /// Every record received, in order, and its raw line (same index).
+    records: Vec<Value>,
+    raw: Vec<String>,
+    /// Records before this index were consumed by sequential waits.
+    cursor: usize,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    timeout: Duration,
+    trace: bool,
+    exit_status: Option<ExitStatus>,
+    dir: TempDir,
+}
+
+impl Pi {
+    /// Starts the binary for `setup`; panics if it cannot be started.
+    pub fn spawn(setup: &Setup) -> Pi {
+        let dir = TempDir::new("rpc");
+        let agent_dir = dir.path().join("agent");
+        let cwd = dir.path().join("work");
+        std::fs::create_dir_all(&agent_dir).expect("create agent dir");
+        std::fs::create_dir_all(&cwd).expect("create cwd");
+
+        let models = fixture("models.json").replace("__BASE_URL__", &setup.base_url);
+        std::fs::write(agent_dir.join("models.json"), models).expect("write models.json");
+        if let Some(settings) = &setup.settings {
+            let text = serde_json::to_string_pretty(settings).expect("settings json");
+            std::fs::write(agent_dir.join("settings.json"), text).expect("write settings.json");
+        }
+        for (relative, contents) in &setup.files {
+            let path = cwd.join(relative);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).expect("create file parent");
+            }
+            std::fs::write(&path, contents).expect("write setup file");
+        }
+
+        let mut command = Command::new(binary());
+        command
+            .args(["--mode", "rpc", "--no-session", "--provider"])
+            .arg(&setup.provider)
+            .arg("--model")
+            .arg(&setup.model)
+            .args(&setup.extra_args)
+            .current_dir(&cwd)
+            .env_clear();
+        for name in ENV_ALLOWLIST {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        command
+            .env("PI_CODING_AGENT_DIR", &agent_dir)
+            .env("PI_OFFLINE", "1")
+            .env("HOME", dir.path())
+            .envs(setup.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start {}: {err}", binary().display()));
+
+        let stdout = child.stdout.take().expect("stdout piped");
+        let (line_tx, lines) = crossbeam_channel::unbounded();
+        thread::Builder::new()
+            .name("pi-stdout".into())
+            .spawn(move || {
+                // Split on LF only: U+2028/U+2029 are ordinary characters inside records.
+                let mut reader = BufReader::new(stdout);
+                let mut buffer = Vec::new();
+                loop {
+                    buffer.clear();
+                    match reader.read_until(b'\n', &mut buffer) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    if buffer.last() == Some(&b'\n') {
+                        buffer.pop();
+                    }
+                    let line = match String::from_utf8(buffer.clone()) {
+                        Ok(text) => Line::Text(text),
+                        Err(_) => Line::Binary(buffer.clone()),
+                    };
+                    if line_tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn stdout reader");
+
+        let mut stderr_pipe = child.stderr.take().expect("stderr piped");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stderr_sink = Arc::clone(&stderr);
+        thread::Builder::new()
+            .name("pi-stderr".into())
+            .spawn(move || {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = stderr_pipe.read(&mut chunk) {
+                    if n == 0 {
+                        return;
+                    }
+                    if let Ok(mut sink) = stderr_sink.lock() {
+                        sink.extend_from_slice(&chunk[..n]);
+                    }
+                }
+            })
+            .expect("spawn stderr reader");
+
+        Pi {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            stdout_closed: false,
+            records: Vec::new(),
+            raw: Vec::new(),
+            cursor: 0,
+            stderr,
+            timeout: default_timeout(),
+            trace: std::env::var_os("PI_TEST_TRACE").is_some(),
+            exit_status: None,
+            dir,
+        }
+    }
+
+    /// The working directory the process runs in.
+    pub fn cwd(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// The agent dir (`PI_CODING_AGENT_DIR`).
+    pub fn agent_dir(&self) -> PathBuf {
+        self.dir.path().join("agent")
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `now + timeout()`.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout
+    }
+
+    /// Sends one command as a JSON line.
+    #[track_caller]
+    pub fn send(&mut self, command: Value) {
+        let mut line = serde_json::to_vec(&command).expect("serialize command");
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Writes bytes to stdin as they are (no LF added).
+    #[track_caller]
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin already closed");
+        stdin
+            .write_all(bytes)
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|err| panic!("write to pi stdin: {err}\n{}", self.stderr_text()));
+    }
+
+    /// Sends `command` (which must carry a string `id`) and returns its response.
+    #[track_caller]
+    pub fn request(&mut self, command: Value) -> Value {
+        let id = command["id"]
+            .as_str()
+            .expect("request() needs a string id")
+            .to_string();
+        self.send(command);
+        self.response_for(&id)
+    }
+
+    /// Sends `{"id":id,"type":ty}` plus `fields` and returns the response.
+    #[track_caller]
+    pub fn command(&mut self, id: &str, ty: &str, fields: Value) -> Value {
+        let mut command = json!({"id": id, "type": ty});
+        if let (Some(target), Some(extra)) = (command.as_object_mut(), fields.as_object()) {
+            for (key, value) in extra {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+        self.send(command);
+        self.response_for(id)
+    }
+
+    /// Receives one more record into the log; false on deadline or closed stdout.
+    fn pull(&mut self, deadline: Instant) -> bool {
+        if self.stdout_closed {
+            return false;
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.lines.recv_timeout(wait) {
+            Ok(Line::Text(text)) => {
+                let value = serde_json::from_str::<Value>(&text).unwrap_or_else(|err| {
+                    panic!(
+                        "stdout carried a line that is not JSON ({err}): {text:?}\n{}",
+                        self.stderr_text()
+                    )
+                });
+                if self.trace {
+                    eprintln!("pi> {text}");
+                }
+                self.records.push(value);
+                self.raw.push(text);
+                true
+            }
+            Ok(Line::Binary(bytes)) => {
+                panic!("stdout carried a line that is not UTF-8: {bytes:?}")
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => {
+                self.stdout_closed = true;
+                false
+            }
+        }
+    }
+
+    /// Consumes records from the cursor until one matches `pred`; returns the consumed records
+    /// (the match last). Panics at `deadline` or when stdout closes first.
+    #[track_caller]
+    pub fn recv_until(&mut self, pred: impl Fn(&Value) -> bool, deadline: Instant) -> Vec<Value> {
+        let start = self.cursor;
+        let mut scan = self.cursor;
+        loop {
+            while scan < self.records.len() {
+                if pred(&self.records[scan]) {
+                    self.cursor = scan + 1;
+                    return self.records[start..=scan].to_vec();
+                }
+                scan += 1;
+            }
+            if !self.pull(deadline) {
+                let why = if self.stdout_closed {
+                    "stdout closed"
+                } else {
+                    "deadline passed"
+                };
+                panic!(
+                    "{why} before the awaited record; records since the last match:\n{}\n{}",
+                    self.describe(start),
+                    self.stderr_text()
+                );
+            }
+        }
+    }
+
+    /// Sequentially waits for the next event of type `ty` and returns it.
+    #[track_caller]
+    pub fn wait_for_event(&mut self, ty: &str) -> Value {
+        let deadline = self.deadline();
+        let mut consumed = self.recv_until(|r| r["type"] == ty, deadline);
+        consumed.pop().expect("recv_until returns the match")
+    }
+
+    /// Sequentially consumes records up to and including the next one of type `ty`.
+    #[track_caller]
+    pub fn records_until_event(&mut self, ty: &str) -> Vec<Value> {
+        let deadline = self.deadline();
+        self.recv_until(|r| r["type"] == ty, deadline)
+    }
+
+    /// The response carrying `id`, wherever it is in the log (does not move the cursor:
+    /// responses and events may interleave in any order).
+    #[track_caller]
+    pub fn response_for(&mut self, id: &str) -> Value {
+        let is_it = |r: &Value| r["type"] == "response" && r["id"] == id;
+        let deadline = self.deadline();
+        let mut scan = 0;
+        loop {
+            while scan < self.records.len() {
+                if is_it(&self.records[scan]) {
+                    return self.records[scan].clone();
+                }
+                scan += 1;
+            }
+            if !self.pull(deadline) {
+                panic!(
+                    "no response with id {id:?} before the deadline; all records:\n{}\n{}",
+                    self.describe(0),
+                    self.stderr_text()
+                );
+            }
+        }
+    }
+
+    /// The first record anywhere in the log matching `pred`, waiting for it if needed.
+    #[track_caller]
+    pub fn find(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = self.deadline();
+        let mut scan = 0;
+        loop {
+            while scan < self.records.len() {
+                if pred(&self.records[scan]) {
+                    return self.records[scan].clone();
+                }
+                scan += 1;
+            }
+            if !self.pull(deadline) {
+                panic!(
+                    "no matching record before the deadline; all records:\n{}\n{}",
+                    self.describe(0),
+                    self.stderr_text()
+                );
+            }
+        }
+    }
+
+    /// Collects whatever arrives within `window` (for "nothing else happens" checks only).
+    pub fn drain_for(&mut self, window: Duration) -> Vec<Value> {
+        let start = self.records.len();
+        let deadline = Instant::now() + window;
+        while self.pull(deadline) {}
+        self.records[start..].to_vec()
+    }
+
+    /// Every record received so far.
+    pub fn records(&self) -> &[Value] {
+        &self.records
+    }
+
+    /// The raw stdout line of `records()[index]`.
+    pub fn raw_line(&self, index: usize) -> &str {
+        &self.raw[index]
+    }
+
+    /// The index of `record` in `records()` (first equal record).
+    pub fn index_of(&self, record: &Value) -> Option<usize> {
+        self.records.iter().position(|r| r == record)
+    }
+
+    /// Current position of the sequential cursor (use with `records()[mark..]`).
+    pub fn mark(&self) -> usize {
+        self.cursor
+    }
+
+    pub fn stderr_text(&self) -> String {
+        let bytes = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
+        format!(
+            "--- pi stderr ---\n{}\n--- end stderr ---",
+            String::from_utf8_lossy(&bytes)
+        )
+    }
+
+    fn describe(&self, from: usize) -> String {
+        let mut out = String::new();
+        for (index, raw) in self.raw.iter().enumerate().skip(from) {
+            let shown: String = raw.chars().take(400).collect();
+            out.push_str(&format!("  [{index}] {shown}\n"));
+        }
+        if out.is_empty() {
+            out.push_str("  (none)\n");
+        }
+        out
+    }
+
+    /// Closes stdin and waits for the exit; panics if the process outlives the deadline.
+    #[track_caller]
+    pub fn close_and_wait(&mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        let deadline = self.deadline();
+        match self.wait_until(deadline) {
+            Some(status) => status,
+            None => panic!(
+                "pi did not exit within {:?} after stdin closed\n{}",
+                self.timeout,
+                self.stderr_text()
+            ),
+        }
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        if let Some(status) = self.exit_status {
+            return Some(status);
+        }
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    self.exit_status = Some(status);
+                    return Some(status);
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    // Polling an exit has no event to wait on in std; this bounds the wait.
+                    thread::sleep(Duration::from_millis(10));
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Pi {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        if self.wait_until(deadline).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            if !thread::panicking() {
+                eprintln!("pi did not exit within 5 s of stdin closing; killed it");
+            }
+        }
+        if thread::panicking() {
+            let from = self.raw.len().saturating_sub(40);
+            eprintln!(
+                "--- last pi records ---\n{}{}",
+                self.describe(from),
+                self.stderr_text()
+            );
+        }
+    }
+}
+
+/// The `type` fields of `records`, for sequence assertions.
+pub fn types(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| r["type"].as_str().unwrap_or("<no type>").to_string())
+        .collect()
+}
+
+/// `records` without responses (events only).
+pub fn events(records: &[Value]) -> Vec<Value> {
+    records
+        .iter()
+        .filter(|r| r["type"] != "response")
+        .cloned()
+        .collect()
+}
+
+/// Short labels for an event sequence: `message_start:user`, `message_update:text_delta`, ...
+pub fn event_labels(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| {
+            let ty = r["type"].as_str().unwrap_or("<no type>");
+            match ty {
+                "message_start" | "message_end" => {
+                    format!("{ty}:{}", r["message"]["role"].as_str().unwrap_or("?"))
+                }
+                "message_update" => format!(
+                    "{ty}:{}",
+                    r["assistantMessageEvent"]["type"].as_str().unwrap_or("?")
+                ),
+                "response" => format!("{ty}:{}", r["command"].as_str().unwrap_or("?")),
+                _ => ty.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Asserts that `actual` has exactly the keys of `expected`, in that order.
+#[track_caller]
+pub fn assert_keys(actual: &Value, expected: &[&str]) {
+    let keys: Vec<&str> = actual
+        .as_object()
+        .unwrap_or_else(|| panic!("expected an object, got {actual}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, expected, "keys of {actual}");
+}
