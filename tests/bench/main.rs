@@ -1,0 +1,2 @@
+//! Benchmark: placeholder until the bench lands.
+fn main() {}
