@@ -25,6 +25,7 @@ use std::process::ExitCode;
 
 use cli::{Args, Mode};
 use config::{Config, Diagnostic, Model, ThinkingLevel};
+use rpc::print_mode;
 
 fn main() -> ExitCode {
     let args = match cli::parse(std::env::args_os().skip(1)) {
@@ -73,18 +74,24 @@ fn run(args: Args) -> Result<u8, String> {
         let _ = search;
         return Err("--list-models is not supported by pi-rs yet".into());
     }
-    if args.mode != Mode::Rpc {
-        if args.print || args.mode != Mode::Interactive {
-            return Err(
-                "print and json modes are not supported by pi-rs yet; use --mode rpc".into(),
-            );
+    let print_output = match (args.mode, args.print) {
+        (Mode::Rpc, _) => None,
+        (Mode::Json, _) => Some(print_mode::Output::Json),
+        (Mode::Text, _) | (Mode::Interactive, true) => Some(print_mode::Output::Text),
+        (Mode::Interactive, false) if stdin_is_terminal() => {
+            eprint!("{}", cli::NO_TUI);
+            return Ok(1);
         }
-        eprint!("{}", cli::NO_TUI);
-        return Ok(1);
-    }
-    if !args.file_args.is_empty() {
+        // Piped stdin without a mode: print mode, as pi does.
+        (Mode::Interactive, false) => Some(print_mode::Output::Text),
+    };
+    if print_output.is_none() && !args.file_args.is_empty() {
         return Err("@file arguments are not supported in RPC mode".into());
     }
+    let print_messages = match print_output {
+        Some(_) => print_messages(&args, &cwd)?,
+        None => Vec::new(),
+    };
 
     let (model, thinking) = choose_model(&args, &mut config)?;
     let tool_names = active_tools(&args);
@@ -107,16 +114,10 @@ fn run(args: Args) -> Result<u8, String> {
         let _ = session.append_session_info(name);
     }
 
-    let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
-    let writer = rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx)
-        .map_err(|e| format!("cannot start the stdout writer: {e}"))?;
     let (signal_tx, signals) = crossbeam_channel::bounded(4);
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
     }
-    let (stdin_tx, stdin_rx) = crossbeam_channel::bounded(64);
-    rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
-
     let setup = agent::AgentSetup {
         config,
         session,
@@ -125,8 +126,26 @@ fn run(args: Args) -> Result<u8, String> {
         tool_names,
         system_prompt,
     };
+    match print_output {
+        None => Ok(run_rpc(setup, signals)),
+        Some(output) => run_print(setup, signals, output, print_messages),
+    }
+}
+
+/// RPC mode: stdin-reader → agent → stdout-writer.
+fn run_rpc(setup: agent::AgentSetup, signals: crossbeam_channel::Receiver<i32>) -> u8 {
+    let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
+    let writer = match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx) {
+        Ok(writer) => writer,
+        Err(e) => {
+            eprintln!("Error: cannot start the stdout writer: {e}");
+            return 1;
+        }
+    };
+    let (stdin_tx, stdin) = crossbeam_channel::bounded(64);
+    rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
     let channels = agent::Channels {
-        stdin: stdin_rx,
+        stdin,
         writer_events,
         signals,
         out: writer.records,
@@ -136,7 +155,158 @@ fn run(args: Args) -> Result<u8, String> {
     if writer.thread.join().is_err() {
         log::error!("the stdout writer panicked");
     }
-    Ok(code as u8)
+    code as u8
+}
+
+/// Print and JSON modes: the print driver feeds the messages and owns stdout.
+fn run_print(
+    setup: agent::AgentSetup,
+    signals: crossbeam_channel::Receiver<i32>,
+    output: print_mode::Output,
+    messages: Vec<print_mode::PrintMessage>,
+) -> Result<u8, String> {
+    let header = serde_json::json!({
+        "type": "session",
+        "version": 3,
+        "id": setup.session.id(),
+        "timestamp": session_timestamp(),
+        "cwd": setup.session.cwd().to_string_lossy(),
+    });
+    let (records_tx, records) = crossbeam_channel::bounded(rpc::stdout_writer::CHANNEL_CAPACITY);
+    let (input_tx, input) = crossbeam_channel::bounded(64);
+    // Never fires: stdout belongs to the driver, which simply stops reading when it is gone.
+    let (_writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
+    let driver = print_mode::spawn(output, header, messages, records, input_tx)
+        .map_err(|e| format!("cannot start the print driver: {e}"))?;
+    let channels = agent::Channels {
+        stdin: input,
+        writer_events,
+        signals,
+        out: records_tx,
+    };
+    let agent_code = agent::Agent::new(setup, channels).run();
+    let driver_code = driver.join().unwrap_or(1);
+    Ok(if agent_code != 0 {
+        agent_code as u8
+    } else {
+        driver_code
+    })
+}
+
+fn session_timestamp() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs() as i64;
+    let (y, m, d) = resources::system_prompt::civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_millis()
+    )
+}
+
+fn stdin_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal()
+}
+
+/// The messages print mode sends: the first is piped stdin + `@file` contents + the first CLI
+/// message, concatenated as pi does; the rest follow one by one.
+fn print_messages(
+    args: &Args,
+    cwd: &std::path::Path,
+) -> Result<Vec<print_mode::PrintMessage>, String> {
+    let mut first = String::new();
+    if !stdin_is_terminal() {
+        let mut piped = String::new();
+        use std::io::Read;
+        std::io::stdin()
+            .read_to_string(&mut piped)
+            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        if !piped.trim().is_empty() {
+            first.push_str(&piped);
+        }
+    }
+    let mut images = Vec::new();
+    for file in &args.file_args {
+        let path = cwd.join(file);
+        let bytes =
+            std::fs::read(&path).map_err(|_| format!("File not found: {}", path.display()))?;
+        if bytes.is_empty() {
+            continue;
+        }
+        let shown = path.display();
+        match tools_image_mime(&bytes) {
+            Some(mime) => {
+                images.push(messages::ImageContent {
+                    data: base64_encode(&bytes),
+                    mime_type: mime.into(),
+                });
+                first.push_str(&format!("<file name=\"{shown}\"></file>\n"));
+            }
+            None => {
+                let text = String::from_utf8_lossy(&bytes);
+                first.push_str(&format!("<file name=\"{shown}\">\n{text}\n</file>\n"));
+            }
+        }
+    }
+    let mut rest = args.messages.iter();
+    if let Some(message) = rest.next() {
+        first.push_str(message);
+    }
+    let mut messages = Vec::new();
+    if !first.is_empty() || !images.is_empty() {
+        messages.push(print_mode::PrintMessage {
+            text: first,
+            images,
+        });
+    }
+    messages.extend(rest.map(|text| print_mode::PrintMessage {
+        text: text.clone(),
+        images: Vec::new(),
+    }));
+    if messages.is_empty() {
+        return Err("no message given: pass it as an argument, an @file, or on stdin".into());
+    }
+    Ok(messages)
+}
+
+/// An image type by its magic bytes (png, jpeg, gif, webp).
+fn tools_image_mime(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(&[0x89, b'P', b'N', b'G']) {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF8") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// Flags whose features have not landed yet are refused, never silently ignored.

@@ -3,6 +3,7 @@
 
 pub mod events;
 pub mod jsonl;
+pub mod print_mode;
 pub mod protocol;
 pub mod stdin_reader;
 pub mod stdout_writer;

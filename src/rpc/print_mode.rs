@@ -1,0 +1,142 @@
+//! Print and JSON modes (`pi -p "msg"`, `pi --mode json "msg"`): the same agent loop, driven by a
+//! thread "print-driver" instead of stdin. The driver sends the messages one at a time as
+//! `prompt` requests, waits for each to settle, then closes the agent's input so it exits.
+//!
+//! Text mode prints the final assistant reply's text; a reply that ended in error or abort prints
+//! its error on stderr and exits 1. JSON mode writes the session header, then every session event
+//! as one JSON line (the same records RPC mode emits; responses are not events and stay out).
+//! The driver is the only writer of stdout in these modes.
+//!
+//! How it ends: after the last message settles, or when the agent's records channel disconnects.
+
+use std::io::Write;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::{Value, json};
+
+use super::protocol::{Command, Request};
+use super::stdin_reader::Input;
+use crate::messages::ImageContent;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// One message to send: text plus images (from `@file` arguments).
+pub struct PrintMessage {
+    pub text: String,
+    pub images: Vec<ImageContent>,
+}
+
+/// Starts the driver. `records` is the agent's output channel; `to_agent` its input. Joining the
+/// handle gives the exit code.
+pub fn spawn(
+    output: Output,
+    header: Value,
+    messages: Vec<PrintMessage>,
+    records: Receiver<Value>,
+    to_agent: Sender<Input>,
+) -> std::io::Result<JoinHandle<u8>> {
+    std::thread::Builder::new()
+        .name("print-driver".into())
+        .spawn(move || drive(output, header, messages, records, to_agent))
+}
+
+fn drive(
+    output: Output,
+    header: Value,
+    messages: Vec<PrintMessage>,
+    records: Receiver<Value>,
+    to_agent: Sender<Input>,
+) -> u8 {
+    let mut stdout = std::io::stdout().lock();
+    if output == Output::Json && write_line(&mut stdout, &header).is_err() {
+        return 0;
+    }
+    let mut last_reply: Option<Value> = None;
+    for (n, message) in messages.into_iter().enumerate() {
+        let id = json!(format!("print-{n}"));
+        let request = Request {
+            id: Some(id.clone()),
+            command: Command::Prompt {
+                message: message.text,
+                images: message.images,
+                streaming_behavior: None,
+            },
+        };
+        if to_agent.send(Input::Request(request)).is_err() {
+            break;
+        }
+        loop {
+            let Ok(record) = records.recv() else {
+                return finish(output, last_reply.as_ref());
+            };
+            let kind = record["type"].as_str().unwrap_or_default().to_string();
+            if kind == "response" {
+                if record["id"] == id && record["success"] == false {
+                    let error = record["error"]
+                        .as_str()
+                        .unwrap_or("the prompt was rejected");
+                    eprintln!("{error}");
+                    return 1;
+                }
+                continue;
+            }
+            if kind == "message_end" && record["message"]["role"] == "assistant" {
+                last_reply = Some(record["message"].clone());
+            }
+            if output == Output::Json && write_line(&mut stdout, &record).is_err() {
+                return 0;
+            }
+            if kind == "agent_settled" {
+                break;
+            }
+        }
+    }
+    drop(to_agent);
+    // Let the agent finish; anything it still says is written in JSON mode.
+    for record in records.iter() {
+        if output == Output::Json
+            && record["type"] != "response"
+            && write_line(&mut stdout, &record).is_err()
+        {
+            return 0;
+        }
+    }
+    finish(output, last_reply.as_ref())
+}
+
+fn write_line(out: &mut impl Write, record: &Value) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, record)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+/// Text mode prints the last reply's text blocks; any mode fails on an error or aborted reply.
+fn finish(output: Output, reply: Option<&Value>) -> u8 {
+    let Some(reply) = reply else { return 0 };
+    let stop = reply["stopReason"].as_str().unwrap_or_default();
+    if stop == "error" || stop == "aborted" {
+        let error = reply["errorMessage"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("Request {stop}"));
+        eprintln!("{error}");
+        return 1;
+    }
+    if output == Output::Text {
+        let mut stdout = std::io::stdout().lock();
+        for block in reply["content"].as_array().into_iter().flatten() {
+            if block["type"] == "text"
+                && let Some(text) = block["text"].as_str()
+            {
+                let _ = writeln!(stdout, "{text}");
+            }
+        }
+        let _ = stdout.flush();
+    }
+    0
+}
