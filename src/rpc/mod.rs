@@ -7,3 +7,6 @@ pub mod print_mode;
 pub mod protocol;
 pub mod stdin_reader;
 pub mod stdout_writer;
+
+#[cfg(test)]
+mod fuzz_tests;
