@@ -43,10 +43,17 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> ToolOutput {
-        ToolOutput { content: vec![ContentBlock::Text(TextContent::new(&text.into()))], details: None, is_error: false }
+        ToolOutput {
+            content: vec![ContentBlock::Text(TextContent::new(&text.into()))],
+            details: None,
+            is_error: false,
+        }
     }
     pub fn error(text: impl Into<String>) -> ToolOutput {
-        ToolOutput { is_error: true, ..ToolOutput::text(text) }
+        ToolOutput {
+            is_error: true,
+            ..ToolOutput::text(text)
+        }
     }
 }
 
@@ -99,10 +106,15 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
     let cancel = CancelFlag::default();
     let call_id = call.id.clone();
     let flag = cancel.clone();
-    let _ = std::thread::Builder::new().name(format!("tool-{}", call.id)).spawn(move || {
-        let _ = (&context, &flag);
-        let output = ToolOutput::error(format!("Tool {} not found", call.name));
-        let _ = events.send(ToolEvent { call_id: call.id, kind: ToolEventKind::Finished(output) });
-    });
+    let _ = std::thread::Builder::new()
+        .name(format!("tool-{}", call.id))
+        .spawn(move || {
+            let _ = (&context, &flag);
+            let output = ToolOutput::error(format!("Tool {} not found", call.name));
+            let _ = events.send(ToolEvent {
+                call_id: call.id,
+                kind: ToolEventKind::Finished(output),
+            });
+        });
     ToolHandle { call_id, cancel }
 }
