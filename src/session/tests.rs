@@ -512,3 +512,90 @@ fn hundred_thousand_entries_load_and_build_the_tree() {
     assert!(loaded.branch().len() > 99_000);
     fs::remove_dir_all(dir).unwrap();
 }
+
+/// Files written by the reference pi 0.73.1 (tests/session_fixtures/generate.py): a conversation
+/// with a tool call, a name, a compaction, and a fork of it.
+const REFERENCE_MAIN: &str = include_str!("../../fixtures/sessions/reference-main.jsonl");
+const REFERENCE_FORK: &str = include_str!("../../fixtures/sessions/reference-fork.jsonl");
+
+#[test]
+fn reference_written_sessions_load_with_the_same_context_tree_and_name() {
+    let dir = temp_dir("fixtures");
+    let main_path = dir.join("main.jsonl");
+    fs::write(&main_path, REFERENCE_MAIN).unwrap();
+    let (mut main, warnings) = SessionLog::open(&main_path, None, Path::new("/x")).unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(
+        fs::read_to_string(&main_path).unwrap(),
+        REFERENCE_MAIN,
+        "opening does not touch the file"
+    );
+    assert_eq!(
+        file::whole_file(main.header(), main.entries()),
+        REFERENCE_MAIN,
+        "byte-identical re-serialization"
+    );
+    assert_eq!(main.name().as_deref(), Some("Fixture session"));
+    assert_eq!(main.leaf_id(), Some("32ac918c"));
+    let context = main.context();
+    assert_eq!(
+        texts(&context),
+        [
+            "compaction:\n\n---\n\n**Turn Context (split turn):**\n\n## Goal\nFixture summary of the earlier conversation.",
+            "assistant:echo: third question",
+            "user:after compaction",
+            "assistant:echo: after compaction"
+        ]
+    );
+    assert_eq!(context.thinking_level, Some(ThinkingLevel::Off));
+    assert_eq!(context.model, Some(("mock".into(), "mock-1".into())));
+    let tree = main.tree();
+    assert_eq!(tree.len(), 1);
+    assert_eq!(tree[0]["entry"]["type"], "model_change");
+    assert_eq!(main.tree_json(), serde_json::to_string(&tree).unwrap());
+    let forkable: Vec<String> = main.fork_messages().into_iter().map(|m| m.text).collect();
+    assert_eq!(
+        forkable,
+        [
+            "hello there",
+            "please use a tool",
+            "third question",
+            "after compaction"
+        ]
+    );
+
+    // What the reference's fork produced, we produce too (modulo new ids and times).
+    let (ours, text) = main.fork("c223dc0d").unwrap();
+    assert_eq!(text, "please use a tool");
+    let fork_path = dir.join("fork.jsonl");
+    fs::write(&fork_path, REFERENCE_FORK).unwrap();
+    let (theirs, _) = SessionLog::open(&fork_path, None, Path::new("/x")).unwrap();
+    assert!(
+        theirs
+            .parent_session()
+            .unwrap()
+            .ends_with("_01a227d7-0998-7348-9937-69658d923f8e.jsonl")
+    );
+    let copied: Vec<Value> = theirs.entries()[..4]
+        .iter()
+        .map(SessionEntry::to_value)
+        .collect();
+    assert_eq!(ours.entries_since(None).unwrap(), copied);
+    assert_eq!(
+        texts(&theirs.context()),
+        [
+            "user:hello there",
+            "assistant:echo: hello there",
+            "user:forked question",
+            "assistant:echo: forked question"
+        ]
+    );
+
+    // Appending to a reference file keeps it a valid reference file.
+    main.append_message(&user("from pi-rs")).unwrap();
+    let reread = fs::read_to_string(&main_path).unwrap();
+    assert!(reread.starts_with(REFERENCE_MAIN));
+    let last: Value = serde_json::from_str(reread.lines().last().unwrap()).unwrap();
+    assert_eq!(last["parentId"], "32ac918c");
+    fs::remove_dir_all(dir).unwrap();
+}
