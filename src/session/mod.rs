@@ -1,18 +1,42 @@
 //! The session log: pi's session file format (version 3), an append-only JSONL tree of entries
 //! with `id`/`parentId`, owned by the agent thread. With `--no-session` it lives in memory only.
 //!
-//! Input: entries to append. Output: the rebuilt context (messages, thinking level, model) and the
-//! entries/tree for clients. Writing is lazy like pi's: nothing reaches disk before the first
-//! assistant message; then each entry is one `write` of a complete line.
+//! Input: entries to append, leaf moves, fork/clone requests. Output: the rebuilt context
+//! (messages, thinking level, model), the entries/tree for clients, new logs for forks. Writing
+//! is lazy like pi's: nothing reaches disk before the first assistant message; then the header
+//! and everything buffered go out as one atomic file creation, and each later entry is one
+//! `write` of one complete line. A write that fails leaves the entry in memory and the file as it
+//! was; the next append or `sync` retries. Nothing here panics on file content.
+//!
+//! Submodules: `entry` (line types), `file` (disk I/O, repair, migration), `tree` (context and
+//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`.
 
+mod entry;
+mod file;
+mod ids;
+mod locate;
+mod tree;
+
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+pub use entry::{EntryKind, SessionEntry, SessionHeader};
+// Re-exported for main.rs and the RPC layer, which wire them in later.
+#[allow(unused_imports)]
+pub use ids::{iso_from_ms, now_iso, uuid_v7};
+#[allow(unused_imports)]
+pub use locate::{
+    SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
+};
+pub use tree::Label;
 
 use crate::config::ThinkingLevel;
-use crate::messages::AgentMessage;
+use crate::messages::{AgentMessage, UserContent};
 
-/// Failure to persist an entry (disk full, read-only dir, …). The entry stays in memory.
+/// A session operation that failed: an entry could not be persisted (disk full, read-only dir,
+/// …; the entry stays in memory), a file could not be opened, or an id was unknown.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionError(pub String);
 
@@ -22,37 +46,221 @@ impl std::fmt::Display for SessionError {
     }
 }
 
+impl std::error::Error for SessionError {}
+
 /// What the active branch says the conversation is.
 #[derive(Clone, Debug, Default)]
 pub struct SessionContext {
     pub messages: Vec<AgentMessage>,
+    /// The last thinking_level_change on the path; None when the branch has none (pi: "off").
     pub thinking_level: Option<ThinkingLevel>,
     /// (provider, model id) of the last model_change or assistant message.
     pub model: Option<(String, String)>,
 }
 
+/// A user message that can be forked from (get_fork_messages).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForkMessage {
+    pub entry_id: String,
+    pub text: String,
+}
+
 pub struct SessionLog {
-    id: String,
+    header: SessionHeader,
     cwd: PathBuf,
+    /// Where sibling sessions (new, fork, clone) are created; None in memory.
+    session_dir: Option<PathBuf>,
+    /// None for an in-memory session.
     file: Option<PathBuf>,
-    entries: Vec<Value>,
-    next: u64,
+    /// File order, header excluded.
+    entries: Vec<SessionEntry>,
+    /// id → index of its last occurrence in `entries`.
+    by_id: HashMap<String, usize>,
+    /// target id → label, with the order in which it was first set (pi's Map order).
+    labels: HashMap<String, (Label, u64)>,
+    label_sequence: u64,
+    leaf: Option<usize>,
+    has_assistant: bool,
+    disk: DiskState,
+}
+
+/// A summary, not the entries (a log can hold 100k of them).
+impl std::fmt::Debug for SessionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLog")
+            .field("id", &self.id())
+            .field("file", &self.file)
+            .field("entries", &self.entries.len())
+            .field("leaf", &self.leaf_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How much of the log is on disk.
+#[derive(Clone, Copy, Debug, Default)]
+struct DiskState {
+    header_written: bool,
+    /// `entries[..entries_written]` are in the file.
+    entries_written: usize,
+    /// The file exists but holds nothing worth keeping (empty, or our own torn first write).
+    may_replace: bool,
 }
 
 impl SessionLog {
     /// A session that never touches the disk (`--no-session`).
     pub fn in_memory(cwd: &Path) -> SessionLog {
-        SessionLog {
-            id: "00000000-0000-7000-8000-000000000000".into(),
-            cwd: cwd.to_path_buf(),
-            file: None,
-            entries: Vec::new(),
-            next: 0,
+        let header = SessionHeader::new(&uuid_v7(), &now_iso(), &cwd.to_string_lossy(), None);
+        SessionLog::from_parts(header, cwd.to_path_buf(), None, None, Vec::new())
+    }
+
+    /// A new session in `dir` (created if missing), file named from its start time and id.
+    /// Nothing is written until the first assistant message.
+    pub fn create(dir: &Path, cwd: &Path) -> Result<SessionLog, SessionError> {
+        SessionLog::create_with_parent(dir, cwd, None)
+    }
+
+    /// Like [`SessionLog::create`], with `parentSession` in the header (new_session, forks).
+    pub fn create_with_parent(
+        dir: &Path,
+        cwd: &Path,
+        parent_session: Option<&str>,
+    ) -> Result<SessionLog, SessionError> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            SessionError(format!(
+                "Cannot create session directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        let (id, timestamp) = (uuid_v7(), now_iso());
+        let header = SessionHeader::new(&id, &timestamp, &cwd.to_string_lossy(), parent_session);
+        let file = dir.join(session_file_name(&timestamp, &id));
+        Ok(SessionLog::from_parts(
+            header,
+            cwd.to_path_buf(),
+            Some(dir.to_path_buf()),
+            Some(file),
+            Vec::new(),
+        ))
+    }
+
+    /// Opens `path` (`--session`, `--continue`, switch_session). A missing or empty file gives a
+    /// new session bound to that path, with `default_cwd`; an existing one is repaired and
+    /// migrated as needed, its cwd taken from the header. `session_dir` is where forks go
+    /// (default: the file's directory). Returns the log and the problems found while reading.
+    pub fn open(
+        path: &Path,
+        session_dir: Option<&Path>,
+        default_cwd: &Path,
+    ) -> Result<(SessionLog, Vec<String>), SessionError> {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let dir = session_dir
+            .map(Path::to_path_buf)
+            .or_else(|| path.parent().map(Path::to_path_buf));
+        let fresh = |may_replace: bool| -> Result<SessionLog, SessionError> {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    SessionError(format!(
+                        "Cannot create session directory {}: {e}",
+                        parent.display()
+                    ))
+                })?;
+            }
+            let header =
+                SessionHeader::new(&uuid_v7(), &now_iso(), &default_cwd.to_string_lossy(), None);
+            let mut log = SessionLog::from_parts(
+                header,
+                default_cwd.to_path_buf(),
+                dir.clone(),
+                Some(path.clone()),
+                Vec::new(),
+            );
+            log.disk.may_replace = may_replace;
+            Ok(log)
+        };
+        match file::load(&path)? {
+            file::Loaded::Missing => Ok((fresh(false)?, Vec::new())),
+            file::Loaded::Empty { warnings } => Ok((fresh(true)?, warnings)),
+            file::Loaded::Session(loaded) => {
+                let cwd = loaded
+                    .header
+                    .cwd()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| default_cwd.to_path_buf());
+                let mut log =
+                    SessionLog::from_parts(loaded.header, cwd, dir, Some(path), loaded.entries);
+                log.disk = DiskState {
+                    header_written: true,
+                    entries_written: log.entries.len(),
+                    may_replace: false,
+                };
+                Ok((log, loaded.warnings))
+            }
         }
     }
 
+    fn from_parts(
+        header: SessionHeader,
+        cwd: PathBuf,
+        session_dir: Option<PathBuf>,
+        file: Option<PathBuf>,
+        entries: Vec<SessionEntry>,
+    ) -> SessionLog {
+        let mut log = SessionLog {
+            header,
+            cwd,
+            session_dir,
+            file,
+            entries: Vec::new(),
+            by_id: HashMap::new(),
+            labels: HashMap::new(),
+            label_sequence: 0,
+            leaf: None,
+            has_assistant: false,
+            disk: DiskState::default(),
+        };
+        log.entries.reserve(entries.len());
+        for entry in entries {
+            log.index(entry);
+        }
+        log
+    }
+
+    /// Adds an entry to memory and the indexes, and makes it the leaf (if it has an id).
+    fn index(&mut self, entry: SessionEntry) {
+        let position = self.entries.len();
+        if entry.is_assistant_message() {
+            self.has_assistant = true;
+        }
+        if let EntryKind::Label { target_id, label } = &entry.kind {
+            match label.as_deref().filter(|l| !l.is_empty()) {
+                Some(text) => {
+                    let label = Label {
+                        text: text.to_string(),
+                        timestamp: entry.timestamp.clone(),
+                    };
+                    let sequence = match self.labels.get(target_id) {
+                        Some((_, sequence)) => *sequence,
+                        None => {
+                            self.label_sequence += 1;
+                            self.label_sequence
+                        }
+                    };
+                    self.labels.insert(target_id.clone(), (label, sequence));
+                }
+                None => {
+                    self.labels.remove(target_id);
+                }
+            }
+        }
+        if !entry.id.is_empty() {
+            self.by_id.insert(entry.id.clone(), position);
+            self.leaf = Some(position);
+        }
+        self.entries.push(entry);
+    }
+
     pub fn id(&self) -> &str {
-        &self.id
+        self.header.id()
     }
 
     pub fn cwd(&self) -> &Path {
@@ -63,21 +271,63 @@ impl SessionLog {
         self.file.as_deref()
     }
 
-    pub fn leaf_id(&self) -> Option<&str> {
-        self.entries.last().and_then(|e| e["id"].as_str())
+    pub fn session_dir(&self) -> Option<&Path> {
+        self.session_dir.as_deref()
     }
 
-    fn append(&mut self, mut entry: Value) -> Result<String, SessionError> {
-        self.next += 1;
-        let id = format!("{:08x}", self.next);
-        entry["id"] = json!(id);
-        entry["parentId"] = json!(self.leaf_id());
-        self.entries.push(entry);
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    pub fn parent_session(&self) -> Option<&str> {
+        self.header.parent_session()
+    }
+
+    /// Whether anything of this session is on disk yet.
+    pub fn is_on_disk(&self) -> bool {
+        self.disk.header_written
+    }
+
+    pub fn leaf_id(&self) -> Option<&str> {
+        self.leaf.map(|i| self.entries[i].id.as_str())
+    }
+
+    pub fn entry(&self, id: &str) -> Option<&SessionEntry> {
+        self.by_id.get(id).map(|&i| &self.entries[i])
+    }
+
+    /// All entries in file order (header excluded).
+    pub fn entries(&self) -> &[SessionEntry] {
+        &self.entries
+    }
+
+    /// The label currently set on an entry.
+    pub fn label(&self, id: &str) -> Option<&Label> {
+        self.labels.get(id).map(|(label, _)| label)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Appending. Each returns the new entry's id. On `Err` the entry is nevertheless in the log
+    // (it is the leaf) and will be written by the next successful append or sync.
+
+    fn append(&mut self, kind: EntryKind) -> Result<String, SessionError> {
+        let parent = self.leaf_id().map(str::to_string);
+        self.append_with_parent(parent, kind)
+    }
+
+    fn append_with_parent(
+        &mut self,
+        parent_id: Option<String>,
+        kind: EntryKind,
+    ) -> Result<String, SessionError> {
+        let id = ids::entry_id(&|candidate| self.by_id.contains_key(candidate));
+        self.index(SessionEntry::new(id.clone(), parent_id, now_iso(), kind));
+        self.persist()?;
         Ok(id)
     }
 
     pub fn append_message(&mut self, message: &AgentMessage) -> Result<String, SessionError> {
-        self.append(json!({"type": "message", "message": message}))
+        self.append(EntryKind::Message(Some(Box::new(message.clone()))))
     }
 
     pub fn append_model_change(
@@ -85,37 +335,371 @@ impl SessionLog {
         provider: &str,
         model_id: &str,
     ) -> Result<String, SessionError> {
-        self.append(json!({"type": "model_change", "provider": provider, "modelId": model_id}))
+        self.append(EntryKind::ModelChange {
+            provider: provider.to_string(),
+            model_id: model_id.to_string(),
+        })
     }
 
     pub fn append_thinking_level_change(
         &mut self,
         level: ThinkingLevel,
     ) -> Result<String, SessionError> {
-        self.append(json!({"type": "thinking_level_change", "thinkingLevel": level.as_str()}))
+        self.append(EntryKind::ThinkingLevelChange {
+            thinking_level: level.as_str().to_string(),
+        })
     }
 
+    /// Sets the session name (trimmed; empty clears it).
     pub fn append_session_info(&mut self, name: &str) -> Result<String, SessionError> {
-        self.append(json!({"type": "session_info", "name": name}))
+        self.append(EntryKind::SessionInfo {
+            name: Some(name.trim().to_string()),
+        })
     }
 
-    /// The current session name (latest session_info in file order), if any.
+    /// pi writes `fromHook: false` for its own compactions.
+    pub fn append_compaction(
+        &mut self,
+        summary: &str,
+        first_kept_entry_id: &str,
+        tokens_before: u64,
+        details: Option<Value>,
+        from_hook: Option<bool>,
+    ) -> Result<String, SessionError> {
+        self.append(EntryKind::Compaction {
+            summary: summary.to_string(),
+            first_kept_entry_id: first_kept_entry_id.to_string(),
+            tokens_before,
+            details,
+            from_hook,
+        })
+    }
+
+    pub fn append_custom(
+        &mut self,
+        custom_type: &str,
+        data: Option<Value>,
+    ) -> Result<String, SessionError> {
+        self.append(EntryKind::Custom {
+            custom_type: custom_type.to_string(),
+            data,
+        })
+    }
+
+    pub fn append_custom_message(
+        &mut self,
+        custom_type: &str,
+        content: UserContent,
+        display: bool,
+        details: Option<Value>,
+    ) -> Result<String, SessionError> {
+        self.append(EntryKind::CustomMessage {
+            custom_type: custom_type.to_string(),
+            content,
+            display,
+            details,
+        })
+    }
+
+    /// Sets (`Some`, non-empty) or clears a label on an entry. Unknown target → `Entry <id> not
+    /// found`, nothing appended.
+    pub fn append_label(
+        &mut self,
+        target_id: &str,
+        label: Option<&str>,
+    ) -> Result<String, SessionError> {
+        if !self.by_id.contains_key(target_id) {
+            return Err(SessionError(format!("Entry {target_id} not found")));
+        }
+        let label = label.filter(|l| !l.is_empty()).map(str::to_string);
+        self.append(EntryKind::Label {
+            target_id: target_id.to_string(),
+            label,
+        })
+    }
+
+    /// Moves the leaf to `from_id` (None = before the first entry) and appends a branch_summary
+    /// there (`fromId` is the id, or "root").
+    pub fn branch_with_summary(
+        &mut self,
+        from_id: Option<&str>,
+        summary: &str,
+        details: Option<Value>,
+        from_hook: Option<bool>,
+    ) -> Result<String, SessionError> {
+        match from_id {
+            Some(id) => self.set_leaf(id)?,
+            None => self.reset_leaf(),
+        }
+        let kind = EntryKind::BranchSummary {
+            from_id: from_id.unwrap_or("root").to_string(),
+            summary: summary.to_string(),
+            details,
+            from_hook,
+        };
+        self.append_with_parent(from_id.map(str::to_string), kind)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Leaf and views
+
+    /// Moves the leaf to an existing entry; the next append starts a new branch there.
+    pub fn set_leaf(&mut self, id: &str) -> Result<(), SessionError> {
+        match self.by_id.get(id) {
+            Some(&index) => {
+                self.leaf = Some(index);
+                Ok(())
+            }
+            None => Err(SessionError(format!("Entry {id} not found"))),
+        }
+    }
+
+    /// Leaf before the first entry: the next append is a new root.
+    pub fn reset_leaf(&mut self) {
+        self.leaf = None;
+    }
+
+    /// The entries from the root to the leaf.
+    pub fn branch(&self) -> Vec<&SessionEntry> {
+        match self.leaf {
+            Some(leaf) => tree::path_to(&self.entries, &self.by_id, leaf)
+                .into_iter()
+                .map(|i| &self.entries[i])
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The current session name (latest session_info in file order, trimmed), if any.
     pub fn name(&self) -> Option<String> {
         self.entries
             .iter()
             .rev()
-            .find(|e| e["type"] == "session_info")
-            .and_then(|e| e["name"].as_str())
-            .filter(|n| !n.is_empty())
-            .map(str::to_string)
+            .find_map(|e| match &e.kind {
+                EntryKind::SessionInfo { name } => {
+                    Some(name.as_deref().unwrap_or("").trim().to_string())
+                }
+                _ => None,
+            })
+            .filter(|name| !name.is_empty())
     }
 
     pub fn context(&self) -> SessionContext {
-        SessionContext::default()
+        tree::context(&self.entries, &self.by_id, self.leaf)
+    }
+
+    /// Entries strictly after `since` in append order (all entries for None), as JSON.
+    pub fn entries_since(&self, since: Option<&str>) -> Result<Vec<Value>, String> {
+        let start = match since {
+            None => 0,
+            Some(id) => self
+                .by_id
+                .get(id)
+                .map(|i| i + 1)
+                .ok_or_else(|| format!("Entry {id} not found"))?,
+        };
+        Ok(self.entries[start..]
+            .iter()
+            .map(SessionEntry::to_value)
+            .collect())
+    }
+
+    /// The tree as `{entry, children, label?, labelTimestamp?}` values; orphans are roots,
+    /// children sorted by timestamp. Nesting is as deep as the longest branch: for the wire
+    /// prefer [`SessionLog::tree_json`], which is safe at any depth.
+    pub fn tree(&self) -> Vec<Value> {
+        tree::tree_values(&self.entries, &self.by_id, &self.plain_labels())
+    }
+
+    /// [`SessionLog::tree`] serialized (a JSON array), built without recursion.
+    pub fn tree_json(&self) -> String {
+        tree::tree_json(&self.entries, &self.by_id, &self.plain_labels())
+    }
+
+    fn plain_labels(&self) -> HashMap<String, Label> {
+        self.labels
+            .iter()
+            .map(|(id, (label, _))| (id.clone(), label.clone()))
+            .collect()
+    }
+
+    /// User message entries with non-empty text, in file order (get_fork_messages).
+    pub fn fork_messages(&self) -> Vec<ForkMessage> {
+        self.entries
+            .iter()
+            .filter_map(|entry| match entry.message() {
+                Some(AgentMessage::User(user)) => {
+                    let text = user.content.text();
+                    (!text.is_empty()).then(|| ForkMessage {
+                        entry_id: entry.id.clone(),
+                        text,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Forks. These build a new log; the caller swaps it in. The new file is written at once if
+    // the copy holds an assistant message (else lazily); a write failure is logged and retried
+    // by the new log's next append or sync.
+
+    /// RPC `fork`: `entry_id` must be a user message; the new session holds the path up to its
+    /// parent. Returns the new log and the message's text.
+    pub fn fork(&self, entry_id: &str) -> Result<(SessionLog, String), String> {
+        let invalid = || "Invalid entry ID for forking".to_string();
+        let entry = self.entry(entry_id).ok_or_else(invalid)?;
+        let Some(AgentMessage::User(user)) = entry.message() else {
+            return Err(invalid());
+        };
+        let text = user.content.text();
+        let log = match entry.parent_id.as_deref() {
+            Some(parent) => self.fork_at(parent)?,
+            None => self.empty_child().map_err(|e| e.0)?,
+        };
+        Ok((log, text))
+    }
+
+    /// RPC `clone`: the current branch, leaf kept.
+    pub fn clone_at_leaf(&self) -> Result<SessionLog, String> {
+        let leaf = self
+            .leaf_id()
+            .ok_or_else(|| "Cannot clone session: no current entry selected".to_string())?;
+        self.fork_at(leaf)
+    }
+
+    /// A new session holding the entries from the root to `entry_id` (ids preserved, label
+    /// entries dropped and the labels on kept entries re-created at the end), with
+    /// `parentSession` = this file. Unknown id → `Entry <id> not found`.
+    pub fn fork_at(&self, entry_id: &str) -> Result<SessionLog, String> {
+        let &target = self
+            .by_id
+            .get(entry_id)
+            .ok_or_else(|| format!("Entry {entry_id} not found"))?;
+        let kept: Vec<SessionEntry> = tree::path_to(&self.entries, &self.by_id, target)
+            .into_iter()
+            .map(|i| self.entries[i].clone())
+            .filter(|e| !matches!(e.kind, EntryKind::Label { .. }))
+            .collect();
+        let mut taken: HashSet<String> = kept.iter().map(|e| e.id.clone()).collect();
+        let mut labels: Vec<(&String, &(Label, u64))> = self
+            .labels
+            .iter()
+            .filter(|(id, _)| taken.contains(*id))
+            .collect();
+        labels.sort_by_key(|(_, (_, sequence))| *sequence);
+        let mut parent = kept.last().map(|e| e.id.clone());
+        let mut copied = kept;
+        for (target_id, (label, _)) in labels {
+            let id = ids::entry_id_not_in(&taken);
+            taken.insert(id.clone());
+            let kind = EntryKind::Label {
+                target_id: target_id.clone(),
+                label: Some(label.text.clone()),
+            };
+            copied.push(SessionEntry::new(
+                id.clone(),
+                parent.replace(id),
+                label.timestamp.clone(),
+                kind,
+            ));
+        }
+        let (id, timestamp) = (uuid_v7(), now_iso());
+        let parent_session = self.file.as_ref().map(|f| f.to_string_lossy().into_owned());
+        let header = SessionHeader::new(
+            &id,
+            &timestamp,
+            &self.cwd.to_string_lossy(),
+            parent_session.as_deref(),
+        );
+        let file = match (&self.file, &self.session_dir) {
+            (Some(_), Some(dir)) => Some(dir.join(session_file_name(&timestamp, &id))),
+            _ => None,
+        };
+        let mut log = SessionLog::from_parts(
+            header,
+            self.cwd.clone(),
+            self.session_dir.clone(),
+            file,
+            copied,
+        );
+        if let Err(e) = log.persist() {
+            log::error!("Forked session not written yet (will retry): {e}");
+        }
+        Ok(log)
+    }
+
+    /// An empty session whose header points at this one (fork of the first message).
+    fn empty_child(&self) -> Result<SessionLog, SessionError> {
+        match (&self.file, &self.session_dir) {
+            (Some(file), Some(dir)) => {
+                SessionLog::create_with_parent(dir, &self.cwd, Some(&file.to_string_lossy()))
+            }
+            _ => Ok(SessionLog::in_memory(&self.cwd)),
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Disk
+
+    /// Writes whatever is pending, following the lazy-write rule.
+    pub fn flush(&mut self) -> Result<(), SessionError> {
+        self.persist()
     }
 
     /// Makes everything written so far durable (fsync); called at agent_end and shutdown.
     pub fn sync(&mut self) -> Result<(), SessionError> {
+        self.persist()?;
+        match (&self.file, self.disk.header_written) {
+            (Some(path), true) => file::sync_file(path),
+            _ => Ok(()),
+        }
+    }
+
+    fn persist(&mut self) -> Result<(), SessionError> {
+        let Some(path) = self.file.clone() else {
+            return Ok(());
+        };
+        if !self.disk.header_written {
+            if !self.has_assistant {
+                return Ok(()); // pi's lazy rule: no file for sessions that never got an answer
+            }
+            return self.write_whole_file(&path, self.disk.may_replace);
+        }
+        while self.disk.entries_written < self.entries.len() {
+            let line = self.entries[self.disk.entries_written].to_line();
+            if !file::append_line(&path, &line)? {
+                log::warn!(
+                    "Session file {} disappeared; writing it again from memory",
+                    path.display()
+                );
+                return self.write_whole_file(&path, false);
+            }
+            self.disk.entries_written += 1;
+        }
+        Ok(())
+    }
+
+    fn write_whole_file(&mut self, path: &Path, replace: bool) -> Result<(), SessionError> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                SessionError(format!(
+                    "Cannot create session directory {}: {e}",
+                    parent.display()
+                ))
+            })?;
+        }
+        let content = file::whole_file(&self.header, &self.entries);
+        file::write_atomically(path, content.as_bytes(), replace)?;
+        self.disk = DiskState {
+            header_written: true,
+            entries_written: self.entries.len(),
+            may_replace: false,
+        };
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

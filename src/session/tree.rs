@@ -1,0 +1,298 @@
+//! Read-only views over a session's entries: the path from a leaf to the root, the context that
+//! path yields for the model (pi's buildSessionContext, compaction included) and the whole tree
+//! for clients (pi's getTree). Input: entries in file order plus an id index. Output: messages and
+//! JSON values. Every walk is iterative and linear, so 100k-entry sessions (a 100k-deep chain)
+//! neither take quadratic time nor overflow the stack.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::entry::{EntryKind, SessionEntry};
+use super::ids;
+use crate::config::ThinkingLevel;
+use crate::messages::{
+    AgentMessage, BranchSummaryMessage, CompactionSummaryMessage, CustomMessage,
+};
+
+/// A label on an entry: its text and the timestamp of the label entry that set it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Label {
+    pub text: String,
+    pub timestamp: String,
+}
+
+/// Indexes of the entries from the root to `leaf` (inclusive), root first. A parent cycle in a
+/// damaged file stops the walk instead of looping.
+pub fn path_to(
+    entries: &[SessionEntry],
+    by_id: &HashMap<String, usize>,
+    leaf: usize,
+) -> Vec<usize> {
+    let mut path = vec![leaf];
+    let mut current = leaf;
+    while let Some(parent) = entries[current]
+        .parent_id
+        .as_deref()
+        .and_then(|p| by_id.get(p))
+    {
+        if path.len() > entries.len() {
+            log::warn!(
+                "Session entries form a parent cycle at {}",
+                entries[current].id
+            );
+            break;
+        }
+        current = *parent;
+        path.push(current);
+    }
+    path.reverse();
+    path
+}
+
+/// What the path says: messages for the model, the last thinking level and model.
+pub fn context(
+    entries: &[SessionEntry],
+    by_id: &HashMap<String, usize>,
+    leaf: Option<usize>,
+) -> super::SessionContext {
+    let mut result = super::SessionContext::default();
+    let Some(leaf) = leaf else { return result };
+    let path = path_to(entries, by_id, leaf);
+    let mut compaction_at = None;
+    for (position, &index) in path.iter().enumerate() {
+        let entry = &entries[index];
+        match &entry.kind {
+            EntryKind::ThinkingLevelChange { thinking_level } => {
+                result.thinking_level = ThinkingLevel::parse(thinking_level);
+            }
+            EntryKind::ModelChange { provider, model_id } => {
+                result.model = Some((provider.clone(), model_id.clone()));
+            }
+            EntryKind::Message(Some(message)) => {
+                if let AgentMessage::Assistant(assistant) = &**message {
+                    result.model = Some((assistant.provider.clone(), assistant.model.clone()));
+                }
+            }
+            EntryKind::Compaction { .. } => compaction_at = Some(position),
+            _ => {}
+        }
+    }
+    let Some(compaction_at) = compaction_at else {
+        result.messages = path
+            .iter()
+            .filter_map(|&i| context_message(&entries[i]))
+            .collect();
+        return result;
+    };
+    let compaction = &entries[path[compaction_at]];
+    if let EntryKind::Compaction {
+        summary,
+        first_kept_entry_id,
+        tokens_before,
+        ..
+    } = &compaction.kind
+    {
+        result
+            .messages
+            .push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
+                summary: summary.clone(),
+                tokens_before: *tokens_before,
+                timestamp: entry_ms(compaction),
+            }));
+        // Kept entries: from firstKeptEntryId up to the compaction (none if the id is not on the
+        // path, as in pi).
+        let kept_from = path[..compaction_at]
+            .iter()
+            .position(|&i| entries[i].id == *first_kept_entry_id);
+        if let Some(kept_from) = kept_from {
+            let kept = &path[kept_from..compaction_at];
+            result
+                .messages
+                .extend(kept.iter().filter_map(|&i| context_message(&entries[i])));
+        }
+    }
+    let after = &path[compaction_at + 1..];
+    result
+        .messages
+        .extend(after.iter().filter_map(|&i| context_message(&entries[i])));
+    result
+}
+
+/// The message an entry contributes to the context, if any.
+fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
+    match &entry.kind {
+        EntryKind::Message(message) => message.as_deref().cloned(),
+        EntryKind::CustomMessage {
+            custom_type,
+            content,
+            display,
+            details,
+        } => Some(AgentMessage::Custom(CustomMessage {
+            custom_type: custom_type.clone(),
+            content: content.clone(),
+            display: *display,
+            details: details.clone(),
+            timestamp: entry_ms(entry),
+        })),
+        // pi skips a branch summary with an empty summary.
+        EntryKind::BranchSummary {
+            from_id, summary, ..
+        } if !summary.is_empty() => Some(AgentMessage::BranchSummary(BranchSummaryMessage {
+            summary: summary.clone(),
+            from_id: from_id.clone(),
+            timestamp: entry_ms(entry),
+        })),
+        _ => None,
+    }
+}
+
+/// The entry's ISO timestamp in milliseconds (0 if unreadable; pi would produce NaN → null).
+fn entry_ms(entry: &SessionEntry) -> i64 {
+    ids::ms_from_iso(&entry.timestamp).unwrap_or(0)
+}
+
+/// The tree's shape: for each root and each node, the indexes of its children, sorted by entry
+/// timestamp. Entries repeated under the same id (a damaged file) appear once, as their last copy.
+pub struct TreeShape {
+    pub roots: Vec<usize>,
+    pub children: Vec<Vec<usize>>,
+}
+
+pub fn shape(entries: &[SessionEntry], by_id: &HashMap<String, usize>) -> TreeShape {
+    let mut roots = Vec::new();
+    let mut children = vec![Vec::new(); entries.len()];
+    for (index, entry) in entries.iter().enumerate() {
+        if by_id.get(&entry.id) != Some(&index) {
+            continue; // not indexed: no id, or an earlier duplicate
+        }
+        let parent = entry
+            .parent_id
+            .as_deref()
+            .filter(|p| *p != entry.id)
+            .and_then(|p| by_id.get(p));
+        match parent {
+            Some(&parent) => children[parent].push(index),
+            None => roots.push(index),
+        }
+    }
+    // Stable sort on parsed times; unreadable times sort first (a total order, unlike pi's NaN).
+    let times: Vec<i64> = entries
+        .iter()
+        .map(|e| ids::ms_from_iso(&e.timestamp).unwrap_or(i64::MIN))
+        .collect();
+    for list in children.iter_mut().filter(|list| list.len() > 1) {
+        list.sort_by_key(|&i| times[i]);
+    }
+    TreeShape { roots, children }
+}
+
+/// One node's JSON without its children: `{entry, children: [], label?, labelTimestamp?}`.
+fn node_value(entry: &SessionEntry, labels: &HashMap<String, Label>) -> Map<String, Value> {
+    let mut node = Map::new();
+    node.insert("entry".into(), entry.to_value());
+    node.insert("children".into(), json!([]));
+    if let Some(label) = labels.get(&entry.id) {
+        node.insert("label".into(), json!(label.text));
+        node.insert("labelTimestamp".into(), json!(label.timestamp));
+    }
+    node
+}
+
+/// The tree as nested JSON values, built bottom-up without recursion.
+///
+/// Nesting depth equals the longest branch. serde_json serializes and drops values recursively,
+/// so very deep trees should go to the wire through [`tree_json`] instead.
+pub fn tree_values(
+    entries: &[SessionEntry],
+    by_id: &HashMap<String, usize>,
+    labels: &HashMap<String, Label>,
+) -> Vec<Value> {
+    let shape = shape(entries, by_id);
+    let order = post_order(&shape);
+    let mut built: Vec<Option<Value>> = vec![None; entries.len()];
+    for index in order {
+        let mut node = node_value(&entries[index], labels);
+        let kids: Vec<Value> = shape.children[index]
+            .iter()
+            .filter_map(|&c| built[c].take())
+            .collect();
+        node.insert("children".into(), Value::Array(kids));
+        built[index] = Some(Value::Object(node));
+    }
+    shape
+        .roots
+        .iter()
+        .filter_map(|&r| built[r].take())
+        .collect()
+}
+
+/// Every node after its children (roots' subtrees in order).
+fn post_order(shape: &TreeShape) -> Vec<usize> {
+    let mut order = Vec::with_capacity(shape.children.len());
+    let mut stack: Vec<(usize, bool)> = shape.roots.iter().rev().map(|&r| (r, false)).collect();
+    while let Some((index, expanded)) = stack.pop() {
+        if expanded {
+            order.push(index);
+        } else {
+            stack.push((index, true));
+            stack.extend(shape.children[index].iter().rev().map(|&c| (c, false)));
+        }
+    }
+    order
+}
+
+/// The tree as JSON text, byte-identical to serializing [`tree_values`], written iteratively so
+/// any depth is safe.
+pub fn tree_json(
+    entries: &[SessionEntry],
+    by_id: &HashMap<String, usize>,
+    labels: &HashMap<String, Label>,
+) -> String {
+    let shape = shape(entries, by_id);
+    let mut out = String::from("[");
+    // Work items: open a node, or close the children array + object of a node.
+    enum Step {
+        Open(usize, bool),
+        Close(usize),
+    }
+    let mut stack: Vec<Step> = shape
+        .roots
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(n, &r)| Step::Open(r, n > 0))
+        .collect();
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Open(index, comma) => {
+                if comma {
+                    out.push(',');
+                }
+                out.push_str("{\"entry\":");
+                out.push_str(&entries[index].to_value().to_string());
+                out.push_str(",\"children\":[");
+                stack.push(Step::Close(index));
+                let kids = &shape.children[index];
+                stack.extend(
+                    kids.iter()
+                        .enumerate()
+                        .rev()
+                        .map(|(n, &c)| Step::Open(c, n > 0)),
+                );
+            }
+            Step::Close(index) => {
+                out.push(']');
+                if let Some(label) = labels.get(&entries[index].id) {
+                    out.push_str(",\"label\":");
+                    out.push_str(&json!(label.text).to_string());
+                    out.push_str(",\"labelTimestamp\":");
+                    out.push_str(&json!(label.timestamp).to_string());
+                }
+                out.push('}');
+            }
+        }
+    }
+    out.push(']');
+    out
+}
