@@ -1,0 +1,1161 @@
+//! The `anthropic-messages` wire API (FACTS §8.1; pi-ai `providers/anthropic.js`): the request
+//! builder (url, headers, JSON body exactly as pi sends it) and the stream decoder that turns
+//! Anthropic's SSE events into provider-neutral `StreamEvent`s. Both are pure; the HTTP exchange
+//! lives in `provider/mod.rs`.
+//!
+//! The decoder ends with `Done` at `message_stop`, or with `Failed` on an `event: error`, an
+//! unparsable event, an unknown stop reason, or a body that ends after `message_start` but before
+//! `message_stop`.
+
+use serde_json::{Map, Value, json};
+
+use super::sse::SseEvent;
+use super::transform::transform_messages;
+use super::{
+    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
+    base_max_tokens, cache_retention_from_env, join_url, parse_json_with_repair,
+    with_extra_headers,
+};
+use crate::config::{Model, ThinkingLevel};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+
+const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+const FINE_GRAINED_TOOL_STREAMING_BETA: &str = "fine-grained-tool-streaming-2025-05-14";
+const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+const CLAUDE_CODE_VERSION: &str = "2.1.75";
+const CLAUDE_CODE_IDENTITY: &str = "You are Claude Code, Anthropic's official CLI for Claude.";
+/// Claude Code's tool names; OAuth requests use this casing for tools whose names match.
+const CLAUDE_CODE_TOOLS: &[&str] = &[
+    "Read",
+    "Write",
+    "Edit",
+    "Bash",
+    "Grep",
+    "Glob",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ExitPlanMode",
+    "KillShell",
+    "NotebookEdit",
+    "Skill",
+    "Task",
+    "TaskOutput",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+];
+
+/// The request pi would send, with cache retention taken from the environment.
+pub fn build_request(request: &StreamRequest) -> HttpRequest {
+    build_request_with(request, cache_retention_from_env())
+}
+
+pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) -> HttpRequest {
+    let model = &request.model;
+    let oauth = is_oauth_token(&request.api_key);
+    let adaptive = supports_adaptive_thinking(&model.id);
+    let eager_tool_streaming = model
+        .compat_bool("supportsEagerToolInputStreaming")
+        .unwrap_or(true);
+    let long_cache = model
+        .compat_bool("supportsLongCacheRetention")
+        .unwrap_or(true);
+
+    let mut cache_control = json!({"type": "ephemeral"});
+    if retention == CacheRetention::Long && long_cache {
+        cache_control["ttl"] = json!("1h");
+    }
+
+    // Headers: pi's defaults, then the model's and the caller's extra headers.
+    let mut betas: Vec<&str> = Vec::new();
+    if !request.tools.is_empty() && !eager_tool_streaming {
+        betas.push(FINE_GRAINED_TOOL_STREAMING_BETA);
+    }
+    if !adaptive {
+        betas.push(INTERLEAVED_THINKING_BETA);
+    }
+    let mut headers: Vec<(String, String)> = vec![
+        ("accept".into(), "application/json".into()),
+        ("content-type".into(), "application/json".into()),
+        ("anthropic-version".into(), "2023-06-01".into()),
+        (
+            "anthropic-dangerous-direct-browser-access".into(),
+            "true".into(),
+        ),
+    ];
+    if oauth {
+        let mut all = vec!["claude-code-20250219", "oauth-2025-04-20"];
+        all.extend(&betas);
+        headers.push(("anthropic-beta".into(), all.join(",")));
+        headers.push((
+            "user-agent".into(),
+            format!("claude-cli/{CLAUDE_CODE_VERSION}"),
+        ));
+        headers.push(("x-app".into(), "cli".into()));
+        headers.push((
+            "authorization".into(),
+            format!("Bearer {}", request.api_key),
+        ));
+    } else {
+        if !betas.is_empty() {
+            headers.push(("anthropic-beta".into(), betas.join(",")));
+        }
+        headers.push(("x-api-key".into(), request.api_key.clone()));
+    }
+    let headers = with_extra_headers(headers, model, &request.headers);
+
+    // Thinking and output budget (pi-ai streamSimpleAnthropic + buildParams).
+    let base = base_max_tokens(request);
+    let reasoning = (request.thinking != ThinkingLevel::Off).then_some(request.thinking);
+    let mut max_tokens = base;
+    let mut thinking: Option<Value> = None;
+    let mut output_config: Option<Value> = None;
+    match reasoning {
+        None => {
+            if model.reasoning {
+                thinking = Some(json!({"type": "disabled"}));
+            }
+        }
+        Some(level) if adaptive => {
+            if model.reasoning {
+                thinking = Some(json!({"type": "adaptive", "display": "summarized"}));
+                output_config = Some(json!({"effort": adaptive_effort(model, level)}));
+            }
+        }
+        Some(level) => {
+            let (adjusted_max, budget) = adjust_max_tokens_for_thinking(
+                base.unwrap_or(0),
+                model.max_tokens,
+                level,
+                &request.thinking_budgets,
+            );
+            max_tokens = adjusted_max;
+            if model.reasoning {
+                thinking = Some(json!({
+                    "type": "enabled",
+                    "budget_tokens": budget.filter(|b| *b > 0).unwrap_or(1024),
+                    "display": "summarized",
+                }));
+            }
+        }
+    }
+    // `options.maxTokens || (model.maxTokens / 3) | 0`
+    let max_tokens = max_tokens
+        .filter(|m| *m > 0)
+        .unwrap_or(model.max_tokens / 3);
+
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model.id));
+    body.insert(
+        "messages".into(),
+        Value::Array(convert_messages(
+            &request.messages,
+            model,
+            oauth,
+            &cache_control,
+        )),
+    );
+    body.insert("max_tokens".into(), json!(max_tokens));
+    body.insert("stream".into(), json!(true));
+    let mut system = Vec::new();
+    if oauth {
+        system.push(
+            json!({"type": "text", "text": CLAUDE_CODE_IDENTITY, "cache_control": cache_control}),
+        );
+    }
+    if !request.system_prompt.is_empty() {
+        system.push(
+            json!({"type": "text", "text": request.system_prompt, "cache_control": cache_control}),
+        );
+    }
+    if !system.is_empty() {
+        body.insert("system".into(), Value::Array(system));
+    }
+    if !request.tools.is_empty() {
+        let last = request.tools.len() - 1;
+        let tools = request
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| {
+                let mut t = Map::new();
+                let name = if oauth { to_claude_code_name(&tool.name) } else { tool.name.clone() };
+                t.insert("name".into(), json!(name));
+                t.insert("description".into(), json!(tool.description));
+                if eager_tool_streaming {
+                    t.insert("eager_input_streaming".into(), json!(true));
+                }
+                let properties = tool.parameters.get("properties").cloned();
+                let required = tool.parameters.get("required").cloned();
+                t.insert(
+                    "input_schema".into(),
+                    json!({
+                        "type": "object",
+                        "properties": properties.filter(|v| !v.is_null()).unwrap_or_else(|| json!({})),
+                        "required": required.filter(|v| !v.is_null()).unwrap_or_else(|| json!([])),
+                    }),
+                );
+                if i == last {
+                    t.insert("cache_control".into(), cache_control.clone());
+                }
+                Value::Object(t)
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(thinking) = thinking {
+        body.insert("thinking".into(), thinking);
+    }
+    if let Some(output_config) = output_config {
+        body.insert("output_config".into(), output_config);
+    }
+
+    HttpRequest {
+        url: join_url(
+            if model.base_url.is_empty() {
+                DEFAULT_BASE_URL
+            } else {
+                &model.base_url
+            },
+            "/v1/messages",
+        ),
+        headers,
+        body: Value::Object(body),
+    }
+}
+
+/// Opus 4.6+/Sonnet 4.6 think adaptively (effort instead of a token budget).
+pub fn supports_adaptive_thinking(model_id: &str) -> bool {
+    [
+        "opus-4-6",
+        "opus-4.6",
+        "opus-4-7",
+        "opus-4.7",
+        "sonnet-4-6",
+        "sonnet-4.6",
+    ]
+    .iter()
+    .any(|marker| model_id.contains(marker))
+}
+
+fn is_oauth_token(api_key: &str) -> bool {
+    api_key.contains("sk-ant-oat")
+}
+
+fn to_claude_code_name(name: &str) -> String {
+    CLAUDE_CODE_TOOLS
+        .iter()
+        .find(|t| t.eq_ignore_ascii_case(name))
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| name.to_string())
+}
+
+fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
+    let mapped = model
+        .thinking_level_map
+        .as_ref()
+        .and_then(|m| m.get(level.as_str()))
+        .and_then(Value::as_str);
+    if let Some(mapped) = mapped {
+        return mapped.to_string();
+    }
+    match level {
+        ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+        ThinkingLevel::Medium => "medium",
+        _ => "high",
+    }
+    .to_string()
+}
+
+/// pi-ai `adjustMaxTokensForThinking`: the output cap grows by the thinking budget, bounded by the
+/// model's maximum; a budget that would not leave 1024 output tokens is shrunk. Returns
+/// `(max_tokens, budget)`; `None` where pi computes NaN/undefined (a level without a budget).
+pub fn adjust_max_tokens_for_thinking(
+    base_max_tokens: u64,
+    model_max_tokens: u64,
+    level: ThinkingLevel,
+    custom_budgets: &[Option<u64>; 4],
+) -> (Option<u64>, Option<u64>) {
+    let slot = match level {
+        ThinkingLevel::Minimal => 0,
+        ThinkingLevel::Low => 1,
+        ThinkingLevel::Medium => 2,
+        ThinkingLevel::High | ThinkingLevel::Xhigh => 3,
+        ThinkingLevel::Off | ThinkingLevel::Max => return (None, None),
+    };
+    let default_budget = [1024, 2048, 8192, 16384][slot];
+    let mut budget = custom_budgets[slot].unwrap_or(default_budget);
+    let max_tokens = (base_max_tokens + budget).min(model_max_tokens);
+    if max_tokens <= budget {
+        budget = max_tokens.saturating_sub(1024);
+    }
+    (Some(max_tokens), Some(budget))
+}
+
+/// Tool call ids Anthropic accepts: `[A-Za-z0-9_-]`, at most 64 characters.
+pub fn normalize_tool_call_id(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+fn convert_messages(
+    messages: &[AgentMessage],
+    model: &Model,
+    oauth: bool,
+    cache_control: &Value,
+) -> Vec<Value> {
+    let transformed = transform_messages(messages, model, &normalize_tool_call_id);
+    let mut params: Vec<Value> = Vec::new();
+    let mut i = 0;
+    while i < transformed.len() {
+        match &transformed[i] {
+            AgentMessage::User(user) => match &user.content {
+                UserContent::Text(text) => {
+                    if !text.trim().is_empty() {
+                        params.push(json!({"role": "user", "content": text}));
+                    }
+                }
+                UserContent::Blocks(blocks) => {
+                    let content: Vec<Value> = blocks
+                        .iter()
+                        .filter_map(|block| match block {
+                            ContentBlock::Text(t) if t.text.trim().is_empty() => None,
+                            ContentBlock::Text(t) => Some(json!({"type": "text", "text": t.text})),
+                            ContentBlock::Image(img) => {
+                                Some(image_block(&img.mime_type, &img.data))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if !content.is_empty() {
+                        params.push(json!({"role": "user", "content": content}));
+                    }
+                }
+            },
+            AgentMessage::Assistant(assistant) => {
+                let mut blocks = Vec::new();
+                for block in &assistant.content {
+                    match block {
+                        ContentBlock::Text(t) => {
+                            if !t.text.trim().is_empty() {
+                                blocks.push(json!({"type": "text", "text": t.text}));
+                            }
+                        }
+                        ContentBlock::Thinking(t) => {
+                            if t.redacted == Some(true) {
+                                blocks.push(json!({"type": "redacted_thinking",
+                                    "data": t.thinking_signature.clone().unwrap_or_default()}));
+                                continue;
+                            }
+                            if t.thinking.trim().is_empty() {
+                                continue;
+                            }
+                            match t.thinking_signature.as_deref() {
+                                Some(sig) if !sig.trim().is_empty() => blocks.push(json!({
+                                    "type": "thinking", "thinking": t.thinking, "signature": sig})),
+                                // Unsigned thinking (e.g. an interrupted stream) is replayed as
+                                // plain text; the API rejects thinking without a signature.
+                                _ => blocks.push(json!({"type": "text", "text": t.thinking})),
+                            }
+                        }
+                        ContentBlock::ToolCall(call) => {
+                            let name = if oauth {
+                                to_claude_code_name(&call.name)
+                            } else {
+                                call.name.clone()
+                            };
+                            let input = if call.arguments.is_null() {
+                                json!({})
+                            } else {
+                                call.arguments.clone()
+                            };
+                            blocks.push(json!({"type": "tool_use", "id": call.id, "name": name,
+                                "input": input}));
+                        }
+                        ContentBlock::Image(_) => {}
+                    }
+                }
+                if !blocks.is_empty() {
+                    params.push(json!({"role": "assistant", "content": blocks}));
+                }
+            }
+            AgentMessage::ToolResult(_) => {
+                // Consecutive tool results go into one user message (z.ai's endpoint needs it).
+                let mut results = Vec::new();
+                while let Some(AgentMessage::ToolResult(result)) = transformed.get(i) {
+                    results.push(json!({
+                        "type": "tool_result",
+                        "tool_use_id": result.tool_call_id,
+                        "content": tool_result_content(&result.content),
+                        "is_error": result.is_error,
+                    }));
+                    i += 1;
+                }
+                params.push(json!({"role": "user", "content": results}));
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+
+    // Cache the conversation so far: the last block of a trailing user message.
+    if let Some(last) = params.last_mut()
+        && last["role"] == "user"
+    {
+        if let Some(text) = last["content"].as_str().map(str::to_string) {
+            last["content"] =
+                json!([{"type": "text", "text": text, "cache_control": cache_control}]);
+        } else if let Some(block) = last["content"]
+            .as_array_mut()
+            .and_then(|blocks| blocks.last_mut())
+        {
+            let kind = block["type"].as_str().unwrap_or("");
+            if matches!(kind, "text" | "image" | "tool_result") {
+                block["cache_control"] = cache_control.clone();
+            }
+        }
+    }
+    params
+}
+
+fn image_block(mime_type: &str, data: &str) -> Value {
+    json!({"type": "image", "source": {"type": "base64", "media_type": mime_type, "data": data}})
+}
+
+/// Text-only results are one string (texts joined by LF); with images, a block list that starts
+/// with a placeholder text when there is no text at all.
+fn tool_result_content(content: &[ContentBlock]) -> Value {
+    let has_images = content.iter().any(|b| matches!(b, ContentBlock::Image(_)));
+    if !has_images {
+        let texts: Vec<&str> = content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text(t) => t.text.as_str(),
+                _ => "",
+            })
+            .collect();
+        return json!(texts.join("\n"));
+    }
+    let mut blocks: Vec<Value> = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(json!({"type": "text", "text": t.text})),
+            ContentBlock::Image(img) => Some(image_block(&img.mime_type, &img.data)),
+            _ => None,
+        })
+        .collect();
+    if !blocks.iter().any(|b| b["type"] == "text") {
+        blocks.insert(0, json!({"type": "text", "text": "(see attached image)"}));
+    }
+    Value::Array(blocks)
+}
+
+/// Maps Anthropic stop reasons; `Err` carries pi's message for a reason it does not know.
+fn map_stop_reason(reason: &str) -> Result<StopReason, String> {
+    match reason {
+        "end_turn" | "pause_turn" | "stop_sequence" => Ok(StopReason::Stop),
+        "max_tokens" => Ok(StopReason::Length),
+        "tool_use" => Ok(StopReason::ToolUse),
+        "refusal" | "sensitive" => Ok(StopReason::Error),
+        other => Err(format!("Unhandled stop reason: {other}")),
+    }
+}
+
+/// One content block the decoder has started and not yet stopped.
+struct OpenBlock {
+    /// Anthropic's `index` of the block.
+    wire_index: u64,
+    /// Our content index.
+    index: usize,
+    kind: OpenKind,
+}
+
+enum OpenKind {
+    Text,
+    Thinking { signature: String },
+    RedactedThinking { data: String },
+    ToolCall,
+}
+
+/// Anthropic SSE → `StreamEvent`s.
+pub struct Decoder {
+    open: Vec<OpenBlock>,
+    next_index: usize,
+    usage: Usage,
+    stop_reason: StopReason,
+    saw_message_start: bool,
+    finished: bool,
+    /// OAuth requests rename tools to Claude Code casing; names coming back are mapped to ours.
+    oauth_tool_names: Option<Vec<String>>,
+}
+
+impl Decoder {
+    pub fn new(request: &StreamRequest) -> Decoder {
+        Decoder {
+            open: Vec::new(),
+            next_index: 0,
+            usage: Usage::default(),
+            stop_reason: StopReason::Stop,
+            saw_message_start: false,
+            finished: false,
+            oauth_tool_names: is_oauth_token(&request.api_key)
+                .then(|| request.tools.iter().map(|t| t.name.clone()).collect()),
+        }
+    }
+
+    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        if sse.event == "error" {
+            // pi throws the raw data of an error event as the message.
+            self.fail(&mut out, sse.data.clone());
+            return out;
+        }
+        const MESSAGE_EVENTS: [&str; 6] = [
+            "message_start",
+            "message_delta",
+            "message_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+        ];
+        if !MESSAGE_EVENTS.contains(&sse.event.as_str()) {
+            return out;
+        }
+        let event = match parse_json_with_repair(&sse.data) {
+            Ok(v) => v,
+            Err(e) => {
+                let message = format!(
+                    "Could not parse Anthropic SSE event {}: {}; data={}",
+                    sse.event, e, sse.data
+                );
+                self.fail(&mut out, message);
+                return out;
+            }
+        };
+        match event["type"].as_str().unwrap_or("") {
+            "message_start" => {
+                self.saw_message_start = true;
+                let message = &event["message"];
+                let response_id = message["id"].as_str().map(str::to_string);
+                if response_id.is_some() {
+                    out.push(StreamEvent::Meta {
+                        response_id,
+                        response_model: None,
+                    });
+                }
+                let usage = &message["usage"];
+                self.usage.input = usage["input_tokens"].as_u64().unwrap_or(0);
+                self.usage.output = usage["output_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_read = usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_write = usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                self.push_usage(&mut out);
+            }
+            "content_block_start" => self.block_start(&event, &mut out),
+            "content_block_delta" => self.block_delta(&event, &mut out),
+            "content_block_stop" => {
+                let wire_index = event["index"].as_u64().unwrap_or(u64::MAX);
+                if let Some(pos) = self.open.iter().position(|b| b.wire_index == wire_index) {
+                    let block = self.open.remove(pos);
+                    let signature = match block.kind {
+                        OpenKind::Text | OpenKind::ToolCall => None,
+                        OpenKind::Thinking { signature } => Some(signature),
+                        OpenKind::RedactedThinking { data } => Some(data),
+                    };
+                    out.push(StreamEvent::BlockEnd {
+                        index: block.index,
+                        signature,
+                    });
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
+                    match map_stop_reason(reason) {
+                        Ok(stop) => self.stop_reason = stop,
+                        Err(message) => {
+                            self.fail(&mut out, message);
+                            return out;
+                        }
+                    }
+                }
+                // Only fields present and non-null replace what message_start said.
+                let usage = &event["usage"];
+                if let Some(v) = usage["input_tokens"].as_u64() {
+                    self.usage.input = v;
+                }
+                if let Some(v) = usage["output_tokens"].as_u64() {
+                    self.usage.output = v;
+                }
+                if let Some(v) = usage["cache_read_input_tokens"].as_u64() {
+                    self.usage.cache_read = v;
+                }
+                if let Some(v) = usage["cache_creation_input_tokens"].as_u64() {
+                    self.usage.cache_write = v;
+                }
+                self.push_usage(&mut out);
+            }
+            "message_stop" => {
+                self.finished = true;
+                let error_message = (self.stop_reason == StopReason::Error)
+                    .then(|| "An unknown error occurred".to_string());
+                out.push(StreamEvent::Done {
+                    stop_reason: self.stop_reason,
+                    error_message,
+                });
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// The body ended. Without `message_stop` after a `message_start` the response is incomplete.
+    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        if self.saw_message_start {
+            self.fail(
+                &mut out,
+                "Anthropic stream ended before message_stop".into(),
+            );
+        } else {
+            // pi reports an empty, successful message for a body without any message events.
+            self.finished = true;
+            let error_message = (self.stop_reason == StopReason::Error)
+                .then(|| "An unknown error occurred".to_string());
+            out.push(StreamEvent::Done {
+                stop_reason: self.stop_reason,
+                error_message,
+            });
+        }
+        out
+    }
+
+    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
+        self.finished = true;
+        out.push(StreamEvent::Failed(ProviderError {
+            message,
+            retry_after: None,
+        }));
+    }
+
+    fn push_usage(&mut self, out: &mut Vec<StreamEvent>) {
+        self.usage.total_tokens =
+            self.usage.input + self.usage.output + self.usage.cache_read + self.usage.cache_write;
+        out.push(StreamEvent::Usage(self.usage.clone()));
+    }
+
+    fn block_start(&mut self, event: &Value, out: &mut Vec<StreamEvent>) {
+        let wire_index = event["index"].as_u64().unwrap_or(u64::MAX);
+        let block = &event["content_block"];
+        let (kind, open_kind) = match block["type"].as_str().unwrap_or("") {
+            "text" => (BlockKind::Text, OpenKind::Text),
+            "thinking" => (
+                BlockKind::Thinking { redacted: false },
+                OpenKind::Thinking {
+                    signature: String::new(),
+                },
+            ),
+            "redacted_thinking" => (
+                BlockKind::Thinking { redacted: true },
+                OpenKind::RedactedThinking {
+                    data: block["data"].as_str().unwrap_or("").to_string(),
+                },
+            ),
+            "tool_use" => {
+                let id = block["id"].as_str().unwrap_or("").to_string();
+                let mut name = block["name"].as_str().unwrap_or("").to_string();
+                if let Some(ours) = &self.oauth_tool_names
+                    && let Some(found) = ours.iter().find(|t| t.eq_ignore_ascii_case(&name))
+                {
+                    name = found.clone();
+                }
+                (BlockKind::ToolCall { id, name }, OpenKind::ToolCall)
+            }
+            // Server tools, citations and future block types are not part of pi's message.
+            _ => return,
+        };
+        let index = self.next_index;
+        self.next_index += 1;
+        self.open.push(OpenBlock {
+            wire_index,
+            index,
+            kind: open_kind,
+        });
+        out.push(StreamEvent::BlockStart { index, kind });
+    }
+
+    fn block_delta(&mut self, event: &Value, out: &mut Vec<StreamEvent>) {
+        let wire_index = event["index"].as_u64().unwrap_or(u64::MAX);
+        let Some(block) = self.open.iter_mut().find(|b| b.wire_index == wire_index) else {
+            return;
+        };
+        let delta = &event["delta"];
+        let text = |key: &str| delta[key].as_str().unwrap_or("").to_string();
+        match (delta["type"].as_str().unwrap_or(""), &mut block.kind) {
+            ("text_delta", OpenKind::Text) => out.push(StreamEvent::Delta {
+                index: block.index,
+                delta: text("text"),
+            }),
+            ("thinking_delta", OpenKind::Thinking { .. }) => out.push(StreamEvent::Delta {
+                index: block.index,
+                delta: text("thinking"),
+            }),
+            ("input_json_delta", OpenKind::ToolCall) => out.push(StreamEvent::Delta {
+                index: block.index,
+                delta: text("partial_json"),
+            }),
+            ("signature_delta", OpenKind::Thinking { signature }) => {
+                signature.push_str(&text("signature"))
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::*;
+    use crate::messages::{ThinkingContent, ToolCall};
+
+    fn anthropic_model(id: &str, reasoning: bool) -> Model {
+        let mut m = model("anthropic-messages", "anthropic", id);
+        m.base_url = "https://api.anthropic.com".into();
+        m.reasoning = reasoning;
+        m.max_tokens = 64000;
+        m
+    }
+
+    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+        req.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn body_matches_the_recorded_reference_shape() {
+        let mut r = request(anthropic_model("claude-sonnet-4-5", true), vec![user("hi")]);
+        r.system_prompt = "SYS".into();
+        r.thinking = ThinkingLevel::Medium;
+        r.tools = vec![super::super::ToolSpec {
+            name: "read".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+        }];
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(http.url, "https://api.anthropic.com/v1/messages");
+        assert_eq!(header(&http, "x-api-key"), Some("KEY"));
+        assert_eq!(
+            header(&http, "anthropic-beta"),
+            Some("interleaved-thinking-2025-05-14")
+        );
+        let expected = json!({
+            "model": "claude-sonnet-4-5",
+            "messages": [{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],
+            "max_tokens": 40192,
+            "stream": true,
+            "system": [{"type":"text","text":"SYS","cache_control":{"type":"ephemeral"}}],
+            "tools": [{"name":"read","description":"Read a file","eager_input_streaming":true,
+                "input_schema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]},
+                "cache_control":{"type":"ephemeral"}}],
+            "thinking": {"type":"enabled","budget_tokens":8192,"display":"summarized"},
+        });
+        assert_eq!(
+            serde_json::to_string(&http.body).unwrap(),
+            expected.to_string()
+        );
+    }
+
+    #[test]
+    fn adaptive_models_use_effort_and_no_interleaved_beta() {
+        let mut r = request(anthropic_model("claude-opus-4-6", true), vec![user("hi")]);
+        r.thinking = ThinkingLevel::Minimal;
+        let http = build_request_with(&r, CacheRetention::Long);
+        assert_eq!(header(&http, "anthropic-beta"), None);
+        assert_eq!(http.body["max_tokens"], 32000);
+        assert_eq!(
+            http.body["thinking"],
+            json!({"type":"adaptive","display":"summarized"})
+        );
+        assert_eq!(http.body["output_config"], json!({"effort":"low"}));
+        assert_eq!(
+            http.body["messages"][0]["content"][0]["cache_control"],
+            json!({"type":"ephemeral","ttl":"1h"})
+        );
+        // Thinking off on a reasoning model disables it explicitly.
+        r.thinking = ThinkingLevel::Off;
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(http.body["thinking"], json!({"type":"disabled"}));
+        assert!(http.body.get("output_config").is_none());
+    }
+
+    #[test]
+    fn budgets_shrink_when_the_model_cap_is_small() {
+        assert_eq!(
+            adjust_max_tokens_for_thinking(32000, 64000, ThinkingLevel::Medium, &[None; 4]),
+            (Some(40192), Some(8192))
+        );
+        assert_eq!(
+            adjust_max_tokens_for_thinking(4096, 4096, ThinkingLevel::High, &[None; 4]),
+            (Some(4096), Some(3072))
+        );
+        assert_eq!(
+            adjust_max_tokens_for_thinking(
+                100,
+                64000,
+                ThinkingLevel::Low,
+                &[None, Some(500), None, None]
+            ),
+            (Some(600), Some(500))
+        );
+    }
+
+    #[test]
+    fn messages_merge_tool_results_and_convert_thinking() {
+        let mut a = assistant(
+            "anthropic-messages",
+            "anthropic",
+            "claude-sonnet-4-5",
+            vec![
+                ContentBlock::Thinking(ThinkingContent {
+                    thinking: "hmm".into(),
+                    thinking_signature: Some("SIG".into()),
+                    redacted: None,
+                }),
+                ContentBlock::Thinking(ThinkingContent {
+                    thinking: "[Reasoning redacted]".into(),
+                    thinking_signature: Some("OPAQUE".into()),
+                    redacted: Some(true),
+                }),
+                ContentBlock::Thinking(ThinkingContent {
+                    thinking: "unsigned".into(),
+                    thinking_signature: Some(String::new()),
+                    redacted: None,
+                }),
+                ContentBlock::Text(crate::messages::TextContent::new("  ")),
+                ContentBlock::ToolCall(ToolCall {
+                    id: "t1".into(),
+                    name: "read".into(),
+                    arguments: json!({"path":"a"}),
+                    thought_signature: None,
+                }),
+                ContentBlock::ToolCall(ToolCall {
+                    id: "t2".into(),
+                    name: "read".into(),
+                    arguments: json!({"path":"b"}),
+                    thought_signature: None,
+                }),
+            ],
+        );
+        a.stop_reason = StopReason::ToolUse;
+        let messages = vec![
+            user("go"),
+            AgentMessage::Assistant(a),
+            tool_result("t1", "read", "A", false),
+            tool_result("t2", "read", "B\nC", true),
+        ];
+        let r = request(anthropic_model("claude-sonnet-4-5", true), messages);
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        let expected = json!([
+            {"role":"user","content":[{"type":"text","text":"go"}]},
+            {"role":"assistant","content":[
+                {"type":"thinking","thinking":"hmm","signature":"SIG"},
+                {"type":"redacted_thinking","data":"OPAQUE"},
+                {"type":"text","text":"unsigned"},
+                {"type":"tool_use","id":"t1","name":"read","input":{"path":"a"}},
+                {"type":"tool_use","id":"t2","name":"read","input":{"path":"b"}}]},
+            {"role":"user","content":[
+                {"type":"tool_result","tool_use_id":"t1","content":"A","is_error":false},
+                {"type":"tool_result","tool_use_id":"t2","content":"B\nC","is_error":true,
+                 "cache_control":{"type":"ephemeral"}}]}
+        ]);
+        assert_eq!(body["messages"], expected);
+    }
+
+    #[test]
+    fn oauth_tokens_use_claude_code_identity() {
+        let mut r = request(
+            anthropic_model("claude-sonnet-4-5", false),
+            vec![user("hi")],
+        );
+        r.api_key = "sk-ant-oat01-abc".into();
+        r.system_prompt = "SYS".into();
+        r.tools = vec![super::super::ToolSpec {
+            name: "bash".into(),
+            description: "d".into(),
+            parameters: json!({"type":"object","properties":{}}),
+        }];
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(
+            header(&http, "authorization"),
+            Some("Bearer sk-ant-oat01-abc")
+        );
+        assert_eq!(header(&http, "x-api-key"), None);
+        assert_eq!(
+            header(&http, "anthropic-beta"),
+            Some("claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14")
+        );
+        assert_eq!(http.body["system"][0]["text"], CLAUDE_CODE_IDENTITY);
+        assert_eq!(http.body["system"][1]["text"], "SYS");
+        assert_eq!(http.body["tools"][0]["name"], "Bash");
+        assert_eq!(http.body["max_tokens"], 32000);
+        assert!(http.body.get("thinking").is_none());
+
+        let mut decoder = Decoder::new(&r);
+        let events = decode(
+            &mut decoder,
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n\
+             event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"x\",\"name\":\"Bash\",\"input\":{}}}\n\n",
+        );
+        assert!(events.contains(&StreamEvent::BlockStart {
+            index: 0,
+            kind: BlockKind::ToolCall {
+                id: "x".into(),
+                name: "bash".into()
+            }
+        }));
+    }
+
+    fn decode(decoder: &mut Decoder, stream: &str) -> Vec<StreamEvent> {
+        let mut parser = super::super::sse::SseParser::new();
+        parser.push(stream.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = parser.next_event() {
+            out.extend(decoder.on_sse(&e));
+        }
+        for e in parser.finish() {
+            out.extend(decoder.on_sse(&e));
+        }
+        out.extend(decoder.on_eof());
+        out
+    }
+
+    pub(crate) const THINKING_AND_TOOLS: &str = "event: message_start
+data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\",\"usage\":{\"input_tokens\":10,\"cache_creation_input_tokens\":5,\"cache_read_input_tokens\":20,\"output_tokens\":1}}}
+
+event: ping
+data: {\"type\":\"ping\"}
+
+event: content_block_start
+data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}
+
+event: content_block_delta
+data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me\"}}
+
+event: content_block_delta
+data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQB\"}}
+
+event: content_block_stop
+data: {\"type\":\"content_block_stop\",\"index\":0}
+
+event: content_block_start
+data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"OPAQUE\"}}
+
+event: content_block_stop
+data: {\"type\":\"content_block_stop\",\"index\":1}
+
+event: content_block_start
+data: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}
+
+event: content_block_delta
+data: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"text_delta\",\"text\":\"Reading.\"}}
+
+event: content_block_stop
+data: {\"type\":\"content_block_stop\",\"index\":2}
+
+event: content_block_start
+data: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}
+
+event: content_block_delta
+data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\":\"}}
+
+event: content_block_delta
+data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\" \\\"a.txt\\\"}\"}}
+
+event: content_block_stop
+data: {\"type\":\"content_block_stop\",\"index\":3}
+
+event: message_delta
+data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":42}}
+
+event: message_stop
+data: {\"type\":\"message_stop\"}
+
+";
+
+    fn usage(input: u64, output: u64, cache_read: u64, cache_write: u64) -> StreamEvent {
+        StreamEvent::Usage(Usage {
+            input,
+            output,
+            cache_read,
+            cache_write,
+            total_tokens: input + output + cache_read + cache_write,
+            ..Usage::default()
+        })
+    }
+
+    #[test]
+    fn decodes_thinking_redacted_text_and_tool_calls() {
+        let r = request(anthropic_model("claude-sonnet-4-5", true), vec![]);
+        let events = decode(&mut Decoder::new(&r), THINKING_AND_TOOLS);
+        let delta = |index, d: &str| StreamEvent::Delta {
+            index,
+            delta: d.into(),
+        };
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::Meta {
+                    response_id: Some("msg_1".into()),
+                    response_model: None
+                },
+                usage(10, 1, 20, 5),
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::Thinking { redacted: false }
+                },
+                delta(0, "Let me"),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: Some("EqQB".into())
+                },
+                StreamEvent::BlockStart {
+                    index: 1,
+                    kind: BlockKind::Thinking { redacted: true }
+                },
+                StreamEvent::BlockEnd {
+                    index: 1,
+                    signature: Some("OPAQUE".into())
+                },
+                StreamEvent::BlockStart {
+                    index: 2,
+                    kind: BlockKind::Text
+                },
+                delta(2, "Reading."),
+                StreamEvent::BlockEnd {
+                    index: 2,
+                    signature: None
+                },
+                StreamEvent::BlockStart {
+                    index: 3,
+                    kind: BlockKind::ToolCall {
+                        id: "toolu_1".into(),
+                        name: "read".into()
+                    }
+                },
+                delta(3, "{\"path\":"),
+                delta(3, " \"a.txt\"}"),
+                StreamEvent::BlockEnd {
+                    index: 3,
+                    signature: None
+                },
+                usage(10, 42, 20, 5),
+                StreamEvent::Done {
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn every_split_point_decodes_the_same() {
+        let r = request(anthropic_model("claude-sonnet-4-5", true), vec![]);
+        let whole = decode(&mut Decoder::new(&r), THINKING_AND_TOOLS);
+        let bytes = THINKING_AND_TOOLS.as_bytes();
+        for at in 0..=bytes.len() {
+            let mut parser = super::super::sse::SseParser::new();
+            let mut decoder = Decoder::new(&r);
+            let mut out = Vec::new();
+            for part in [&bytes[..at], &bytes[at..]] {
+                parser.push(part).unwrap();
+                while let Some(e) = parser.next_event() {
+                    out.extend(decoder.on_sse(&e));
+                }
+            }
+            for e in parser.finish() {
+                out.extend(decoder.on_sse(&e));
+            }
+            out.extend(decoder.on_eof());
+            assert_eq!(out, whole, "split at {at}");
+        }
+    }
+
+    #[test]
+    fn errors_and_truncation_use_pi_messages() {
+        let r = request(anthropic_model("claude-sonnet-4-5", false), vec![]);
+        let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n";
+        let failed = |m: &str| {
+            StreamEvent::Failed(ProviderError {
+                message: m.into(),
+                retry_after: None,
+            })
+        };
+
+        let events = decode(&mut Decoder::new(&r), start);
+        assert_eq!(
+            events.last(),
+            Some(&failed("Anthropic stream ended before message_stop"))
+        );
+
+        let body = format!(
+            "{start}event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}}}\n\n"
+        );
+        let events = decode(&mut Decoder::new(&r), &body);
+        assert_eq!(
+            events.last(),
+            Some(&failed(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ))
+        );
+
+        let body = format!(
+            "{start}event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"max_tokens\"}},\"usage\":{{\"output_tokens\":9}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        );
+        let events = decode(&mut Decoder::new(&r), &body);
+        assert_eq!(
+            events.last(),
+            Some(&StreamEvent::Done {
+                stop_reason: StopReason::Length,
+                error_message: None
+            })
+        );
+
+        let body = format!(
+            "{start}event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"refusal\"}},\"usage\":{{}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        );
+        let events = decode(&mut Decoder::new(&r), &body);
+        assert_eq!(
+            events.last(),
+            Some(&StreamEvent::Done {
+                stop_reason: StopReason::Error,
+                error_message: Some("An unknown error occurred".into())
+            })
+        );
+
+        let body = format!(
+            "{start}event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"weird\"}},\"usage\":{{}}}}\n\n"
+        );
+        let events = decode(&mut Decoder::new(&r), &body);
+        assert_eq!(events.last(), Some(&failed("Unhandled stop reason: weird")));
+    }
+}

@@ -1,0 +1,1317 @@
+//! The `openai-completions` wire API (FACTS §8.2; pi-ai `providers/openai-completions.js`): Chat
+//! Completions requests for OpenAI and the many OpenAI-compatible servers, with the per-server
+//! `compat` switches (detected from provider/baseUrl, overridden by models.json), and the stream
+//! decoder for its `data:` JSON chunks. Both are pure; the HTTP exchange lives in `provider/mod.rs`.
+//!
+//! The decoder ends at `[DONE]` or at the end of the body; like pi it closes every block (in content
+//! order) only then, and reports a finish reason pi does not know as an error.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::sse::SseEvent;
+use super::transform::transform_messages;
+use super::{
+    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
+    base_max_tokens, cache_retention_from_env, join_url, with_extra_headers,
+};
+use crate::config::{Model, ThinkingLevel};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+
+const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The server quirks pi knows (`OpenAICompletionsCompat`), fully resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compat {
+    pub supports_store: bool,
+    pub supports_developer_role: bool,
+    pub supports_reasoning_effort: bool,
+    pub supports_usage_in_streaming: bool,
+    /// `max_completion_tokens` or `max_tokens`.
+    pub max_tokens_field: String,
+    pub requires_tool_result_name: bool,
+    pub requires_assistant_after_tool_result: bool,
+    pub requires_thinking_as_text: bool,
+    pub requires_reasoning_content_on_assistant_messages: bool,
+    /// openai | deepseek | zai | qwen | qwen-chat-template | openrouter
+    pub thinking_format: String,
+    pub zai_tool_stream: bool,
+    pub supports_strict_mode: bool,
+    /// `Some("anthropic")`: OpenRouter's Anthropic models take `cache_control` markers.
+    pub cache_control_format: Option<String>,
+    pub send_session_affinity_headers: bool,
+    pub supports_long_cache_retention: bool,
+}
+
+/// pi-ai `detectCompat` + `getCompat`: known servers by provider name or base URL, then the
+/// model's explicit `compat` entries win.
+pub fn resolve_compat(model: &Model) -> Compat {
+    let provider = model.provider.as_str();
+    let url = model.base_url.as_str();
+    let is_zai = provider == "zai" || url.contains("api.z.ai");
+    let is_moonshot =
+        provider == "moonshotai" || provider == "moonshotai-cn" || url.contains("api.moonshot.");
+    let is_cf_workers = provider == "cloudflare-workers-ai" || url.contains("api.cloudflare.com");
+    let is_cf_gateway =
+        provider == "cloudflare-ai-gateway" || url.contains("gateway.ai.cloudflare.com");
+    let is_non_standard = provider == "cerebras"
+        || url.contains("cerebras.ai")
+        || provider == "xai"
+        || url.contains("api.x.ai")
+        || url.contains("chutes.ai")
+        || url.contains("deepseek.com")
+        || is_zai
+        || is_moonshot
+        || provider == "opencode"
+        || url.contains("opencode.ai")
+        || is_cf_workers
+        || is_cf_gateway;
+    let use_max_tokens = url.contains("chutes.ai") || is_moonshot || is_cf_gateway;
+    let is_grok = provider == "xai" || url.contains("api.x.ai");
+    let is_deepseek = provider == "deepseek" || url.contains("deepseek.com");
+    let thinking_format = if is_deepseek {
+        "deepseek"
+    } else if is_zai {
+        "zai"
+    } else if provider == "openrouter" || url.contains("openrouter.ai") {
+        "openrouter"
+    } else {
+        "openai"
+    };
+    let detected = Compat {
+        supports_store: !is_non_standard,
+        supports_developer_role: !is_non_standard,
+        supports_reasoning_effort: !is_grok && !is_zai && !is_moonshot && !is_cf_gateway,
+        supports_usage_in_streaming: true,
+        max_tokens_field: if use_max_tokens {
+            "max_tokens"
+        } else {
+            "max_completion_tokens"
+        }
+        .to_string(),
+        requires_tool_result_name: false,
+        requires_assistant_after_tool_result: false,
+        requires_thinking_as_text: false,
+        requires_reasoning_content_on_assistant_messages: is_deepseek,
+        thinking_format: thinking_format.to_string(),
+        zai_tool_stream: false,
+        supports_strict_mode: !is_moonshot && !is_cf_gateway,
+        cache_control_format: (provider == "openrouter" && model.id.starts_with("anthropic/"))
+            .then(|| "anthropic".to_string()),
+        send_session_affinity_headers: false,
+        supports_long_cache_retention: !(is_cf_workers || is_cf_gateway),
+    };
+    if model.compat.is_none() {
+        return detected;
+    }
+    let flag = |key: &str, default: bool| model.compat_bool(key).unwrap_or(default);
+    let text = |key: &str, default: &str| model.compat_str(key).unwrap_or(default).to_string();
+    Compat {
+        supports_store: flag("supportsStore", detected.supports_store),
+        supports_developer_role: flag("supportsDeveloperRole", detected.supports_developer_role),
+        supports_reasoning_effort: flag(
+            "supportsReasoningEffort",
+            detected.supports_reasoning_effort,
+        ),
+        supports_usage_in_streaming: flag(
+            "supportsUsageInStreaming",
+            detected.supports_usage_in_streaming,
+        ),
+        max_tokens_field: text("maxTokensField", &detected.max_tokens_field),
+        requires_tool_result_name: flag(
+            "requiresToolResultName",
+            detected.requires_tool_result_name,
+        ),
+        requires_assistant_after_tool_result: flag(
+            "requiresAssistantAfterToolResult",
+            detected.requires_assistant_after_tool_result,
+        ),
+        requires_thinking_as_text: flag(
+            "requiresThinkingAsText",
+            detected.requires_thinking_as_text,
+        ),
+        requires_reasoning_content_on_assistant_messages: flag(
+            "requiresReasoningContentOnAssistantMessages",
+            detected.requires_reasoning_content_on_assistant_messages,
+        ),
+        thinking_format: text("thinkingFormat", &detected.thinking_format),
+        zai_tool_stream: flag("zaiToolStream", detected.zai_tool_stream),
+        supports_strict_mode: flag("supportsStrictMode", detected.supports_strict_mode),
+        cache_control_format: model
+            .compat_str("cacheControlFormat")
+            .map(str::to_string)
+            .or(detected.cache_control_format),
+        send_session_affinity_headers: flag(
+            "sendSessionAffinityHeaders",
+            detected.send_session_affinity_headers,
+        ),
+        supports_long_cache_retention: flag(
+            "supportsLongCacheRetention",
+            detected.supports_long_cache_retention,
+        ),
+    }
+}
+
+/// The request pi would send, with cache retention taken from the environment.
+pub fn build_request(request: &StreamRequest) -> HttpRequest {
+    build_request_with(request, cache_retention_from_env())
+}
+
+pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) -> HttpRequest {
+    let model = &request.model;
+    let compat = resolve_compat(model);
+
+    let mut headers: Vec<(String, String)> = vec![
+        ("accept".into(), "application/json".into()),
+        ("content-type".into(), "application/json".into()),
+        (
+            "authorization".into(),
+            format!("Bearer {}", request.api_key),
+        ),
+    ];
+    if compat.send_session_affinity_headers && !request.session_id.is_empty() {
+        for name in ["session_id", "x-client-request-id", "x-session-affinity"] {
+            headers.push((name.into(), request.session_id.clone()));
+        }
+    }
+    let headers = with_extra_headers(headers, model, &request.headers);
+
+    // Thinking level as pi-ai's streamSimpleOpenAICompletions passes it: clamped, off → none.
+    let effort = match request.thinking {
+        ThinkingLevel::Off => None,
+        level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
+    };
+    let mapped_effort = |level: ThinkingLevel| -> Value {
+        match model
+            .thinking_level_map
+            .as_ref()
+            .and_then(|m| m.get(level.as_str()))
+        {
+            Some(v) if !v.is_null() => v.clone(),
+            _ => json!(level.as_str()),
+        }
+    };
+
+    let mut messages = convert_messages(request, &compat);
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model.id));
+    // messages are inserted below, after cache markers are applied; keep the key order.
+    body.insert("messages".into(), Value::Null);
+    body.insert("stream".into(), json!(true));
+    let long = retention == CacheRetention::Long && compat.supports_long_cache_retention;
+    if (model.base_url.contains("api.openai.com") || long) && !request.session_id.is_empty() {
+        body.insert("prompt_cache_key".into(), json!(request.session_id));
+    }
+    if long {
+        body.insert("prompt_cache_retention".into(), json!("24h"));
+    }
+    if compat.supports_usage_in_streaming {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if compat.supports_store {
+        body.insert("store".into(), json!(false));
+    }
+    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
+        let field = if compat.max_tokens_field == "max_tokens" {
+            "max_tokens"
+        } else {
+            "max_completion_tokens"
+        };
+        body.insert(field.into(), json!(max_tokens));
+    }
+    let mut tools: Option<Vec<Value>> = None;
+    if !request.tools.is_empty() {
+        tools = Some(
+            request
+                .tools
+                .iter()
+                .map(|tool| {
+                    let mut function = Map::new();
+                    function.insert("name".into(), json!(tool.name));
+                    function.insert("description".into(), json!(tool.description));
+                    function.insert("parameters".into(), tool.parameters.clone());
+                    if compat.supports_strict_mode {
+                        function.insert("strict".into(), json!(false));
+                    }
+                    json!({"type": "function", "function": function})
+                })
+                .collect(),
+        );
+    } else if has_tool_history(&request.messages) {
+        // Proxies in front of Anthropic want `tools` whenever the history has tool traffic.
+        tools = Some(Vec::new());
+    }
+    if compat.cache_control_format.as_deref() == Some("anthropic") {
+        let mut cache_control = json!({"type": "ephemeral"});
+        if long {
+            cache_control["ttl"] = json!("1h");
+        }
+        apply_anthropic_cache_control(&mut messages, tools.as_mut(), &cache_control);
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    if let Some(tools) = tools {
+        let had_tools = !tools.is_empty();
+        body.insert("tools".into(), Value::Array(tools));
+        if had_tools && compat.zai_tool_stream {
+            body.insert("tool_stream".into(), json!(true));
+        }
+    }
+
+    if model.reasoning {
+        match compat.thinking_format.as_str() {
+            "zai" | "qwen" => {
+                body.insert("enable_thinking".into(), json!(effort.is_some()));
+            }
+            "qwen-chat-template" => {
+                body.insert(
+                    "chat_template_kwargs".into(),
+                    json!({"enable_thinking": effort.is_some(), "preserve_thinking": true}),
+                );
+            }
+            "deepseek" => {
+                let kind = if effort.is_some() {
+                    "enabled"
+                } else {
+                    "disabled"
+                };
+                body.insert("thinking".into(), json!({"type": kind}));
+                if let Some(level) = effort {
+                    body.insert("reasoning_effort".into(), mapped_effort(level));
+                }
+            }
+            "openrouter" => {
+                let off = model.thinking_level_map.as_ref().and_then(|m| m.get("off"));
+                if let Some(level) = effort {
+                    body.insert("reasoning".into(), json!({"effort": mapped_effort(level)}));
+                } else if !off.is_some_and(Value::is_null) {
+                    let off = off.cloned().unwrap_or_else(|| json!("none"));
+                    body.insert("reasoning".into(), json!({"effort": off}));
+                }
+            }
+            _ if compat.supports_reasoning_effort => {
+                if let Some(level) = effort {
+                    body.insert("reasoning_effort".into(), mapped_effort(level));
+                } else if let Some(off) = model
+                    .thinking_level_map
+                    .as_ref()
+                    .and_then(|m| m.get("off"))
+                    .filter(|v| v.is_string())
+                {
+                    body.insert("reasoning_effort".into(), off.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    if model.base_url.contains("openrouter.ai")
+        && let Some(routing) = model
+            .compat
+            .as_ref()
+            .and_then(|c| c.get("openRouterRouting"))
+        && super::json_truthy(routing)
+    {
+        body.insert("provider".into(), routing.clone());
+    }
+    if model.base_url.contains("ai-gateway.vercel.sh")
+        && let Some(routing) = model
+            .compat
+            .as_ref()
+            .and_then(|c| c.get("vercelGatewayRouting"))
+    {
+        let mut gateway = Map::new();
+        for key in ["only", "order"] {
+            if let Some(v) = routing.get(key).filter(|v| super::json_truthy(v)) {
+                gateway.insert(key.into(), v.clone());
+            }
+        }
+        if !gateway.is_empty() {
+            body.insert("providerOptions".into(), json!({"gateway": gateway}));
+        }
+    }
+
+    HttpRequest {
+        url: join_url(
+            if model.base_url.is_empty() {
+                DEFAULT_BASE_URL
+            } else {
+                &model.base_url
+            },
+            "/chat/completions",
+        ),
+        headers,
+        body: Value::Object(body),
+    }
+}
+
+fn has_tool_history(messages: &[AgentMessage]) -> bool {
+    messages.iter().any(|m| match m {
+        AgentMessage::ToolResult(_) => true,
+        AgentMessage::Assistant(a) => a.tool_calls().next().is_some(),
+        _ => false,
+    })
+}
+
+/// Ids from the Responses API look like `call_id|item_id`: keep the call id, sanitized and cut to
+/// OpenAI's 40 characters; `openai` itself gets over-long ids cut.
+fn normalize_tool_call_id(model: &Model, id: &str) -> String {
+    if let Some((call_id, _)) = id.split_once('|') {
+        return call_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(40)
+            .collect();
+    }
+    if model.provider == "openai" && id.chars().count() > 40 {
+        return id.chars().take(40).collect();
+    }
+    id.to_string()
+}
+
+fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
+    let model = &request.model;
+    let transformed = transform_messages(&request.messages, model, &|id| {
+        normalize_tool_call_id(model, id)
+    });
+    let mut params = Vec::new();
+    if !request.system_prompt.is_empty() {
+        let role = if model.reasoning && compat.supports_developer_role {
+            "developer"
+        } else {
+            "system"
+        };
+        params.push(json!({"role": role, "content": request.system_prompt}));
+    }
+    let bridge = || json!({"role": "assistant", "content": "I have processed the tool results."});
+    let mut last_was_tool_result = false;
+    let mut i = 0;
+    while i < transformed.len() {
+        let message = &transformed[i];
+        if compat.requires_assistant_after_tool_result
+            && last_was_tool_result
+            && matches!(message, AgentMessage::User(_))
+        {
+            params.push(bridge());
+        }
+        match message {
+            AgentMessage::User(user) => match &user.content {
+                UserContent::Text(text) => params.push(json!({"role": "user", "content": text})),
+                UserContent::Blocks(blocks) => {
+                    let content: Vec<Value> = blocks
+                        .iter()
+                        .filter_map(|block| match block {
+                            ContentBlock::Text(t) => Some(json!({"type": "text", "text": t.text})),
+                            ContentBlock::Image(img) => Some(json!({"type": "image_url",
+                                "image_url": {"url": format!("data:{};base64,{}", img.mime_type, img.data)}})),
+                            _ => None,
+                        })
+                        .collect();
+                    if !content.is_empty() {
+                        params.push(json!({"role": "user", "content": content}));
+                    }
+                }
+            },
+            AgentMessage::Assistant(assistant) => {
+                if let Some(converted) = convert_assistant(assistant, model, compat) {
+                    params.push(converted);
+                }
+            }
+            AgentMessage::ToolResult(_) => {
+                let mut images = Vec::new();
+                while let Some(AgentMessage::ToolResult(result)) = transformed.get(i) {
+                    let texts: Vec<&str> = result
+                        .content
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Text(t) => Some(t.text.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                    let text = texts.join("\n");
+                    let content = if text.is_empty() {
+                        "(see attached image)".to_string()
+                    } else {
+                        text
+                    };
+                    let mut tool = json!({"role": "tool", "content": content,
+                        "tool_call_id": result.tool_call_id});
+                    if compat.requires_tool_result_name && !result.tool_name.is_empty() {
+                        tool["name"] = json!(result.tool_name);
+                    }
+                    params.push(tool);
+                    if model.supports_images() {
+                        for block in &result.content {
+                            if let ContentBlock::Image(img) = block {
+                                images.push(json!({"type": "image_url", "image_url":
+                                    {"url": format!("data:{};base64,{}", img.mime_type, img.data)}}));
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                if images.is_empty() {
+                    last_was_tool_result = true;
+                } else {
+                    if compat.requires_assistant_after_tool_result {
+                        params.push(bridge());
+                    }
+                    let mut content = vec![
+                        json!({"type": "text", "text": "Attached image(s) from tool result:"}),
+                    ];
+                    content.extend(images);
+                    params.push(json!({"role": "user", "content": content}));
+                    last_was_tool_result = false;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        last_was_tool_result = false;
+        i += 1;
+    }
+    params
+}
+
+fn convert_assistant(
+    assistant: &crate::messages::AssistantMessage,
+    model: &Model,
+    compat: &Compat,
+) -> Option<Value> {
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    message.insert(
+        "content".into(),
+        if compat.requires_assistant_after_tool_result {
+            json!("")
+        } else {
+            Value::Null
+        },
+    );
+    let texts: Vec<&str> = assistant
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) if !t.text.trim().is_empty() => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let text = texts.concat();
+    let thinking: Vec<&crate::messages::ThinkingContent> = assistant
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Thinking(t) if !t.thinking.trim().is_empty() => Some(t),
+            _ => None,
+        })
+        .collect();
+    if !thinking.is_empty() {
+        if compat.requires_thinking_as_text {
+            let joined: Vec<&str> = thinking.iter().map(|t| t.thinking.as_str()).collect();
+            let mut parts = vec![json!({"type": "text", "text": joined.join("\n\n")})];
+            parts.extend(texts.iter().map(|t| json!({"type": "text", "text": t})));
+            message.insert("content".into(), Value::Array(parts));
+        } else {
+            if !text.is_empty() {
+                message.insert("content".into(), json!(text));
+            }
+            // The reasoning goes back in the field it came from (e.g. `reasoning_content`).
+            if let Some(field) = thinking[0]
+                .thinking_signature
+                .as_deref()
+                .filter(|s| !s.is_empty())
+            {
+                let joined: Vec<&str> = thinking.iter().map(|t| t.thinking.as_str()).collect();
+                message.insert(field.to_string(), json!(joined.join("\n")));
+            }
+        }
+    } else if !text.is_empty() {
+        message.insert("content".into(), json!(text));
+    }
+    let calls: Vec<&crate::messages::ToolCall> = assistant.tool_calls().collect();
+    if !calls.is_empty() {
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function", "function": {"name": c.name,
+                    "arguments": serde_json::to_string(&c.arguments).unwrap_or_default()}})
+            })
+            .collect();
+        message.insert("tool_calls".into(), Value::Array(tool_calls));
+        let details: Vec<Value> = calls
+            .iter()
+            .filter_map(|c| c.thought_signature.as_deref())
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| serde_json::from_str::<Value>(s).ok())
+            .filter(super::json_truthy)
+            .collect();
+        if !details.is_empty() {
+            message.insert("reasoning_details".into(), Value::Array(details));
+        }
+    }
+    if compat.requires_reasoning_content_on_assistant_messages
+        && model.reasoning
+        && !message.contains_key("reasoning_content")
+    {
+        message.insert("reasoning_content".into(), json!(""));
+    }
+    let has_content = match &message["content"] {
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        _ => false,
+    };
+    if !has_content && !message.contains_key("tool_calls") {
+        return None;
+    }
+    Some(Value::Object(message))
+}
+
+/// OpenRouter's Anthropic models: cache markers on the system prompt, the last tool and the last
+/// user/assistant text.
+fn apply_anthropic_cache_control(
+    messages: &mut [Value],
+    tools: Option<&mut Vec<Value>>,
+    cache_control: &Value,
+) {
+    if let Some(system) = messages
+        .iter_mut()
+        .find(|m| m["role"] == "system" || m["role"] == "developer")
+    {
+        mark_last_text(system, cache_control);
+    }
+    if let Some(last) = tools.and_then(|t| t.last_mut()) {
+        last["cache_control"] = cache_control.clone();
+    }
+    for message in messages.iter_mut().rev() {
+        if (message["role"] == "user" || message["role"] == "assistant")
+            && mark_last_text(message, cache_control)
+        {
+            return;
+        }
+    }
+}
+
+fn mark_last_text(message: &mut Value, cache_control: &Value) -> bool {
+    if let Some(text) = message["content"].as_str() {
+        if text.is_empty() {
+            return false;
+        }
+        let text = text.to_string();
+        message["content"] =
+            json!([{"type": "text", "text": text, "cache_control": cache_control}]);
+        return true;
+    }
+    if let Some(parts) = message["content"].as_array_mut()
+        && let Some(part) = parts.iter_mut().rev().find(|p| p["type"] == "text")
+    {
+        part["cache_control"] = cache_control.clone();
+        return true;
+    }
+    false
+}
+
+/// pi-ai `parseChunkUsage`: cached tokens split into reads and writes, input without them.
+fn parse_usage(raw: &Value) -> Usage {
+    let number = |v: &Value| {
+        v.as_f64()
+            .filter(|f| f.is_finite() && *f > 0.0)
+            .unwrap_or(0.0) as u64
+    };
+    let prompt = number(&raw["prompt_tokens"]);
+    let details = &raw["prompt_tokens_details"];
+    // `??`: only a missing/null value falls through to the next source.
+    let reported_cached = if !details["cached_tokens"].is_null() {
+        number(&details["cached_tokens"])
+    } else {
+        number(&raw["prompt_cache_hit_tokens"])
+    };
+    let cache_write = number(&details["cache_write_tokens"]);
+    let cache_read = if cache_write > 0 {
+        reported_cached.saturating_sub(cache_write)
+    } else {
+        reported_cached
+    };
+    let input = prompt
+        .saturating_sub(cache_read)
+        .saturating_sub(cache_write);
+    let output = number(&raw["completion_tokens"]);
+    Usage {
+        input,
+        output,
+        cache_read,
+        cache_write,
+        total_tokens: input + output + cache_read + cache_write,
+        ..Usage::default()
+    }
+}
+
+fn map_finish_reason(reason: &str) -> (StopReason, Option<String>) {
+    match reason {
+        "stop" | "end" => (StopReason::Stop, None),
+        "length" => (StopReason::Length, None),
+        "function_call" | "tool_calls" => (StopReason::ToolUse, None),
+        other => (
+            StopReason::Error,
+            Some(format!("Provider finish_reason: {other}")),
+        ),
+    }
+}
+
+enum BlockState {
+    Text,
+    /// The delta field the reasoning came in (`reasoning_content`, …): pi's thinking signature.
+    Thinking {
+        field: String,
+    },
+    ToolCall {
+        id: String,
+        thought_signature: Option<String>,
+    },
+}
+
+/// Chat Completions chunks → `StreamEvent`s.
+pub struct Decoder {
+    model_id: String,
+    /// Blocks in content order.
+    blocks: Vec<BlockState>,
+    text_block: Option<usize>,
+    thinking_block: Option<usize>,
+    tool_by_stream_index: HashMap<u64, usize>,
+    tool_by_id: HashMap<String, usize>,
+    response_id: Option<String>,
+    response_model: Option<String>,
+    stop_reason: StopReason,
+    error_message: Option<String>,
+    finished: bool,
+}
+
+impl Decoder {
+    pub fn new(request: &StreamRequest) -> Decoder {
+        Decoder {
+            model_id: request.model.id.clone(),
+            blocks: Vec::new(),
+            text_block: None,
+            thinking_block: None,
+            tool_by_stream_index: HashMap::new(),
+            tool_by_id: HashMap::new(),
+            response_id: None,
+            response_model: None,
+            stop_reason: StopReason::Stop,
+            error_message: None,
+            finished: false,
+        }
+    }
+
+    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        if sse.data.starts_with("[DONE]") {
+            self.finish(&mut out);
+            return out;
+        }
+        let chunk: Value = match serde_json::from_str(&sse.data) {
+            Ok(v) => v,
+            Err(e) => {
+                self.fail(
+                    &mut out,
+                    format!("Could not parse stream chunk as JSON: {e}"),
+                );
+                return out;
+            }
+        };
+        // The SDK turns a chunk carrying `error` into an APIError without a status.
+        if let Some(error) = chunk.get("error").filter(|e| super::json_truthy(e)) {
+            let mut message = super::sdk_error_message(None, Some(error), None);
+            if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str)
+                && !raw.is_empty()
+            {
+                message.push('\n');
+                message.push_str(raw);
+            }
+            self.fail(&mut out, message);
+            return out;
+        }
+        if !chunk.is_object() {
+            return out;
+        }
+        self.on_chunk(&chunk, &mut out);
+        out
+    }
+
+    /// End of body: same as `[DONE]` (the SDK does not require it).
+    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        if !self.finished {
+            self.finish(&mut out);
+        }
+        out
+    }
+
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
+        let mut meta_changed = false;
+        if self.response_id.is_none()
+            && let Some(id) = chunk["id"].as_str().filter(|s| !s.is_empty())
+        {
+            self.response_id = Some(id.to_string());
+            meta_changed = true;
+        }
+        if self.response_model.is_none()
+            && let Some(m) = chunk["model"]
+                .as_str()
+                .filter(|m| !m.is_empty() && *m != self.model_id)
+        {
+            self.response_model = Some(m.to_string());
+            meta_changed = true;
+        }
+        if meta_changed {
+            out.push(StreamEvent::Meta {
+                response_id: self.response_id.clone(),
+                response_model: self.response_model.clone(),
+            });
+        }
+        let chunk_usage = chunk.get("usage").filter(|u| super::json_truthy(u));
+        if let Some(usage) = chunk_usage {
+            out.push(StreamEvent::Usage(parse_usage(usage)));
+        }
+        let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
+            return;
+        };
+        // Some servers (Moonshot) put usage on the choice.
+        if chunk_usage.is_none()
+            && let Some(usage) = choice.get("usage").filter(|u| super::json_truthy(u))
+        {
+            out.push(StreamEvent::Usage(parse_usage(usage)));
+        }
+        if let Some(reason) = choice["finish_reason"].as_str().filter(|r| !r.is_empty()) {
+            let (stop, message) = map_finish_reason(reason);
+            self.stop_reason = stop;
+            if message.is_some() {
+                self.error_message = message;
+            }
+        }
+        let delta = &choice["delta"];
+        if !delta.is_object() {
+            return;
+        }
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            let index = match self.text_block {
+                Some(index) => index,
+                None => {
+                    let index = self.start_block(BlockState::Text, BlockKind::Text, out);
+                    self.text_block = Some(index);
+                    index
+                }
+            };
+            out.push(StreamEvent::Delta {
+                index,
+                delta: text.to_string(),
+            });
+        }
+        // The first non-empty reasoning field wins (some servers send the same text twice).
+        let reasoning = ["reasoning_content", "reasoning", "reasoning_text"]
+            .iter()
+            .find_map(|field| {
+                delta[*field]
+                    .as_str()
+                    .filter(|t| !t.is_empty())
+                    .map(|t| (*field, t))
+            });
+        if let Some((field, text)) = reasoning {
+            let index = match self.thinking_block {
+                Some(index) => index,
+                None => {
+                    let index = self.start_block(
+                        BlockState::Thinking {
+                            field: field.to_string(),
+                        },
+                        BlockKind::Thinking { redacted: false },
+                        out,
+                    );
+                    self.thinking_block = Some(index);
+                    index
+                }
+            };
+            out.push(StreamEvent::Delta {
+                index,
+                delta: text.to_string(),
+            });
+        }
+        if let Some(calls) = delta["tool_calls"].as_array() {
+            for call in calls {
+                self.tool_call_delta(call, out);
+            }
+        }
+        if let Some(details) = delta["reasoning_details"].as_array() {
+            for detail in details {
+                let encrypted = detail["type"] == "reasoning.encrypted"
+                    && detail.get("data").is_some_and(super::json_truthy);
+                let Some(id) = detail["id"]
+                    .as_str()
+                    .filter(|id| encrypted && !id.is_empty())
+                else {
+                    continue;
+                };
+                if let Some(&index) = self.tool_by_id.get(id)
+                    && let BlockState::ToolCall {
+                        thought_signature, ..
+                    } = &mut self.blocks[index]
+                {
+                    *thought_signature = Some(detail.to_string());
+                }
+            }
+        }
+    }
+
+    fn tool_call_delta(&mut self, call: &Value, out: &mut Vec<StreamEvent>) {
+        let stream_index = call["index"].as_u64();
+        let id = call["id"].as_str().filter(|s| !s.is_empty());
+        let name = call["function"]["name"].as_str().unwrap_or("");
+        let existing = stream_index
+            .and_then(|i| self.tool_by_stream_index.get(&i).copied())
+            .or_else(|| id.and_then(|id| self.tool_by_id.get(id).copied()));
+        let index = match existing {
+            Some(index) => index,
+            None => self.start_block(
+                BlockState::ToolCall {
+                    id: id.unwrap_or("").to_string(),
+                    thought_signature: None,
+                },
+                BlockKind::ToolCall {
+                    id: id.unwrap_or("").to_string(),
+                    name: name.to_string(),
+                },
+                out,
+            ),
+        };
+        if let Some(stream_index) = stream_index {
+            self.tool_by_stream_index
+                .entry(stream_index)
+                .or_insert(index);
+        }
+        if let Some(id) = id {
+            self.tool_by_id.insert(id.to_string(), index);
+            if let BlockState::ToolCall { id: block_id, .. } = &mut self.blocks[index]
+                && block_id.is_empty()
+            {
+                *block_id = id.to_string();
+            }
+        }
+        let arguments = call["function"]["arguments"].as_str().unwrap_or("");
+        out.push(StreamEvent::Delta {
+            index,
+            delta: arguments.to_string(),
+        });
+    }
+
+    fn start_block(
+        &mut self,
+        state: BlockState,
+        kind: BlockKind,
+        out: &mut Vec<StreamEvent>,
+    ) -> usize {
+        let index = self.blocks.len();
+        self.blocks.push(state);
+        out.push(StreamEvent::BlockStart { index, kind });
+        index
+    }
+
+    /// pi closes every block at the end of the stream, in content order, then reports the outcome.
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+        self.finished = true;
+        for (index, block) in self.blocks.iter().enumerate() {
+            let signature = match block {
+                BlockState::Text => None,
+                BlockState::Thinking { field } => Some(field.clone()),
+                BlockState::ToolCall {
+                    thought_signature, ..
+                } => thought_signature.clone(),
+            };
+            out.push(StreamEvent::BlockEnd { index, signature });
+        }
+        let error_message = match self.stop_reason {
+            StopReason::Error => Some(
+                self.error_message
+                    .clone()
+                    .unwrap_or_else(|| "Provider returned an error stop reason".to_string()),
+            ),
+            _ => None,
+        };
+        out.push(StreamEvent::Done {
+            stop_reason: self.stop_reason,
+            error_message,
+        });
+    }
+
+    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
+        self.finished = true;
+        out.push(StreamEvent::Failed(ProviderError {
+            message,
+            retry_after: None,
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ToolSpec;
+    use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::*;
+    use crate::messages::{ImageContent, TextContent, ThinkingContent, ToolCall};
+
+    fn openai_model(provider: &str, base_url: &str, reasoning: bool) -> Model {
+        let mut m = model("openai-completions", provider, "gpt-test");
+        m.base_url = base_url.into();
+        m.reasoning = reasoning;
+        m.max_tokens = 16384;
+        m
+    }
+
+    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+        req.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn body_matches_the_recorded_reference_shape() {
+        let mut r = request(
+            openai_model("mock", "http://127.0.0.1:9/v1", true),
+            vec![user("hi")],
+        );
+        r.system_prompt = "SYS".into();
+        r.thinking = ThinkingLevel::Medium;
+        r.tools = vec![ToolSpec {
+            name: "read".into(),
+            description: "Read".into(),
+            parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+        }];
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(http.url, "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(header(&http, "authorization"), Some("Bearer KEY"));
+        let expected = json!({
+            "model": "gpt-test",
+            "messages": [
+                {"role":"developer","content":"SYS"},
+                {"role":"user","content":[{"type":"text","text":"hi"}]}
+            ],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "store": false,
+            "max_completion_tokens": 16384,
+            "tools": [{"type":"function","function":{"name":"read","description":"Read",
+                "parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]},
+                "strict":false}}],
+            "reasoning_effort": "medium",
+        });
+        assert_eq!(
+            serde_json::to_string(&http.body).unwrap(),
+            expected.to_string()
+        );
+    }
+
+    #[test]
+    fn compat_detection_changes_roles_fields_and_thinking() {
+        let mut r = request(
+            openai_model("deepseek", "https://api.deepseek.com", true),
+            vec![user("x")],
+        );
+        r.system_prompt = "S".into();
+        r.thinking = ThinkingLevel::High;
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert_eq!(body["messages"][0]["role"], "system");
+        assert!(body.get("store").is_none());
+        assert_eq!(body["thinking"], json!({"type":"enabled"}));
+        assert_eq!(body["reasoning_effort"], "high");
+
+        let mut r = request(
+            openai_model("openrouter", "https://openrouter.ai/api/v1", true),
+            vec![],
+        );
+        r.thinking = ThinkingLevel::Off;
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert_eq!(body["reasoning"], json!({"effort":"none"}));
+
+        let r = request(
+            openai_model("zai", "https://api.z.ai/api/coding/paas/v4", true),
+            vec![],
+        );
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert_eq!(body["enable_thinking"], false);
+        assert!(body.get("reasoning_effort").is_none());
+
+        let mut m = openai_model("moonshotai", "https://api.moonshot.ai/v1", false);
+        m.compat = json!({"maxTokensField":"max_completion_tokens","supportsStore":true})
+            .as_object()
+            .cloned();
+        let body = build_request_with(&request(m, vec![]), CacheRetention::Short).body;
+        assert_eq!(body["max_completion_tokens"], 16384);
+        assert_eq!(body["store"], false);
+
+        let r = request(
+            openai_model("moonshotai", "https://api.moonshot.ai/v1", false),
+            vec![],
+        );
+        assert_eq!(
+            build_request_with(&r, CacheRetention::Short).body["max_tokens"],
+            16384
+        );
+
+        let r = request(
+            openai_model("openai", "https://api.openai.com/v1", false),
+            vec![],
+        );
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert_eq!(body["prompt_cache_key"], "session-1");
+        let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys[..4],
+            ["model", "messages", "stream", "prompt_cache_key"]
+        );
+    }
+
+    #[test]
+    fn history_converts_like_pi() {
+        let mut m = openai_model("mock", "http://x/v1", true);
+        m.input = vec!["text".into(), "image".into()];
+        let mut a = assistant(
+            "openai-completions",
+            "mock",
+            "gpt-test",
+            vec![
+                ContentBlock::Thinking(ThinkingContent {
+                    thinking: "think".into(),
+                    thinking_signature: Some("reasoning_content".into()),
+                    redacted: None,
+                }),
+                ContentBlock::Text(TextContent::new("a")),
+                ContentBlock::Text(TextContent::new("b")),
+                ContentBlock::ToolCall(ToolCall {
+                    id: "call_1".into(),
+                    name: "read".into(),
+                    arguments: json!({"path":"x"}),
+                    thought_signature: None,
+                }),
+            ],
+        );
+        a.stop_reason = StopReason::ToolUse;
+        let mut image_result = tool_result("call_1", "read", "", false);
+        if let AgentMessage::ToolResult(r) = &mut image_result {
+            r.content = vec![ContentBlock::Image(ImageContent {
+                data: "AAAA".into(),
+                mime_type: "image/png".into(),
+            })];
+        }
+        let empty = assistant("openai-completions", "mock", "gpt-test", vec![]);
+        let messages = vec![
+            user("go"),
+            AgentMessage::Assistant(a),
+            image_result,
+            AgentMessage::Assistant(empty),
+        ];
+        let body = build_request_with(&request(m, messages), CacheRetention::Short).body;
+        let expected = json!([
+            {"role":"user","content":[{"type":"text","text":"go"}]},
+            {"role":"assistant","content":"ab","reasoning_content":"think",
+             "tool_calls":[{"id":"call_1","type":"function","function":{"name":"read","arguments":"{\"path\":\"x\"}"}}]},
+            {"role":"tool","content":"(see attached image)","tool_call_id":"call_1"},
+            {"role":"user","content":[{"type":"text","text":"Attached image(s) from tool result:"},
+                {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}
+        ]);
+        assert_eq!(body["messages"], expected);
+        assert_eq!(body["tools"], json!([]));
+    }
+
+    fn decode(stream: &str) -> Vec<StreamEvent> {
+        let r = request(openai_model("mock", "http://x/v1", true), vec![]);
+        let mut decoder = Decoder::new(&r);
+        let mut parser = super::super::sse::SseParser::new();
+        parser.push(stream.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = parser.next_event() {
+            out.extend(decoder.on_sse(&e));
+        }
+        for e in parser.finish() {
+            out.extend(decoder.on_sse(&e));
+        }
+        out.extend(decoder.on_eof());
+        out
+    }
+
+    pub(crate) const PARALLEL_TOOLS: &str = r#"data: {"id":"chatcmpl-1","model":"gpt-test-2025","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Plan"}}]}
+
+data: {"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"Hi"}}]}
+
+data: {"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"read","arguments":""}}]}}]}
+
+data: {"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"ls","arguments":"{\"pa"}}]}}]}
+
+data: {"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"a\"}"}}]}}]}
+
+data: {"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"th\":\".\"}"}}]}}]}
+
+data: {"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: {"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"prompt_tokens_details":{"cached_tokens":30}}}
+
+data: [DONE]
+
+"#;
+
+    #[test]
+    fn decodes_reasoning_text_and_parallel_tool_calls() {
+        let delta = |index, d: &str| StreamEvent::Delta {
+            index,
+            delta: d.into(),
+        };
+        let tool = |id: &str, name: &str| BlockKind::ToolCall {
+            id: id.into(),
+            name: name.into(),
+        };
+        assert_eq!(
+            decode(PARALLEL_TOOLS),
+            vec![
+                StreamEvent::Meta {
+                    response_id: Some("chatcmpl-1".into()),
+                    response_model: Some("gpt-test-2025".into())
+                },
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::Thinking { redacted: false }
+                },
+                delta(0, "Plan"),
+                StreamEvent::BlockStart {
+                    index: 1,
+                    kind: BlockKind::Text
+                },
+                delta(1, "Hi"),
+                StreamEvent::BlockStart {
+                    index: 2,
+                    kind: tool("call_a", "read")
+                },
+                delta(2, ""),
+                StreamEvent::BlockStart {
+                    index: 3,
+                    kind: tool("call_b", "ls")
+                },
+                delta(3, "{\"pa"),
+                delta(2, "{\"path\":\"a\"}"),
+                delta(3, "th\":\".\"}"),
+                StreamEvent::Usage(Usage {
+                    input: 70,
+                    output: 20,
+                    cache_read: 30,
+                    cache_write: 0,
+                    total_tokens: 120,
+                    ..Usage::default()
+                }),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: Some("reasoning_content".into())
+                },
+                StreamEvent::BlockEnd {
+                    index: 1,
+                    signature: None
+                },
+                StreamEvent::BlockEnd {
+                    index: 2,
+                    signature: None
+                },
+                StreamEvent::BlockEnd {
+                    index: 3,
+                    signature: None
+                },
+                StreamEvent::Done {
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn every_split_point_decodes_the_same() {
+        let whole = decode(PARALLEL_TOOLS);
+        let bytes = PARALLEL_TOOLS.as_bytes();
+        let r = request(openai_model("mock", "http://x/v1", true), vec![]);
+        for at in 0..=bytes.len() {
+            let mut parser = super::super::sse::SseParser::new();
+            let mut decoder = Decoder::new(&r);
+            let mut out = Vec::new();
+            for part in [&bytes[..at], &bytes[at..]] {
+                parser.push(part).unwrap();
+                while let Some(e) = parser.next_event() {
+                    out.extend(decoder.on_sse(&e));
+                }
+            }
+            for e in parser.finish() {
+                out.extend(decoder.on_sse(&e));
+            }
+            out.extend(decoder.on_eof());
+            assert_eq!(out, whole, "split at {at}");
+        }
+    }
+
+    #[test]
+    fn finish_reasons_and_errors() {
+        let events = decode(
+            "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"length\"}]}\n\n",
+        );
+        assert_eq!(
+            events.last(),
+            Some(&StreamEvent::Done {
+                stop_reason: StopReason::Length,
+                error_message: None
+            })
+        );
+        let events = decode(
+            "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"content_filter\"}]}\n\ndata: [DONE]\n\n",
+        );
+        assert_eq!(
+            events[events.len() - 2],
+            StreamEvent::BlockEnd {
+                index: 0,
+                signature: None
+            }
+        );
+        assert_eq!(
+            events.last(),
+            Some(&StreamEvent::Done {
+                stop_reason: StopReason::Error,
+                error_message: Some("Provider finish_reason: content_filter".into())
+            })
+        );
+        let events = decode("data: {\"error\":{\"message\":\"Rate limited\",\"code\":429}}\n\n");
+        assert_eq!(
+            events,
+            vec![StreamEvent::Failed(ProviderError {
+                message: "Rate limited".into(),
+                retry_after: None
+            })]
+        );
+        // Usage with cache writes (OpenRouter counts them inside cached_tokens).
+        let usage = parse_usage(&json!({"prompt_tokens":100,"completion_tokens":5,
+            "prompt_tokens_details":{"cached_tokens":50,"cache_write_tokens":20}}));
+        assert_eq!(
+            (
+                usage.input,
+                usage.cache_read,
+                usage.cache_write,
+                usage.total_tokens
+            ),
+            (50, 30, 20, 105)
+        );
+    }
+}
