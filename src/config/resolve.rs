@@ -517,6 +517,76 @@ mod tests {
     }
 
     #[test]
+    fn matches_the_reference_on_ambiguous_patterns() {
+        // Observed with `pi --mode rpc --model <pattern>` + get_state (0.73.1).
+        let all = builtin_models();
+        let cases = [
+            (
+                "sonnet",
+                "amazon-bedrock",
+                "us.anthropic.claude-sonnet-4-6",
+                None,
+            ),
+            (
+                "gpt-4o:low",
+                "openrouter",
+                "openai/gpt-4o-mini-2024-07-18",
+                Some(ThinkingLevel::Low),
+            ),
+            (
+                "gemini",
+                "openrouter",
+                "google/gemini-3.1-pro-preview-customtools",
+                None,
+            ),
+            (
+                "claude-3-5-haiku",
+                "cloudflare-ai-gateway",
+                "claude-3-5-haiku",
+                None,
+            ),
+        ];
+        for (pattern, provider, id, thinking) in cases {
+            let r = resolve_cli_model(&all, None, pattern).unwrap();
+            assert_eq!(
+                (r.model.provider.as_str(), r.model.id.as_str(), r.thinking),
+                (provider, id, thinking),
+                "{pattern}"
+            );
+            assert_eq!(r.warning, None);
+        }
+        let r = resolve_cli_model(&all, Some("anthropic"), "opus").unwrap();
+        assert_eq!(r.model.id, "claude-opus-4-7");
+        let r = resolve_cli_model(&all, None, "openai/gpt-4o:extended").unwrap();
+        assert_eq!(
+            (r.model.provider.as_str(), r.model.id.as_str()),
+            ("openai", "gpt-4o:extended")
+        );
+        assert_eq!(
+            r.warning.as_deref(),
+            Some(
+                "Model \"gpt-4o:extended\" not found for provider \"openai\". Using custom model id."
+            )
+        );
+        let available: Vec<Model> = all
+            .iter()
+            .filter(|m| m.provider == "anthropic" || m.provider == "openai")
+            .cloned()
+            .collect();
+        let patterns: Vec<String> = ["*sonnet*", "gpt-5.4:xhigh", "nothing*"]
+            .map(String::from)
+            .to_vec();
+        let (scoped, warnings) = resolve_model_scope(&available, &patterns);
+        assert_eq!(scoped[0].model.id, "claude-3-5-sonnet-20240620");
+        assert_eq!(
+            warnings,
+            vec![Diagnostic::Warning(
+                "No models match pattern \"nothing*\"".into()
+            )]
+        );
+    }
+
+    #[test]
     fn dated_ids_pick_the_latest() {
         let all = by(&builtin_models(), "anthropic");
         let dated: Vec<Model> = all.iter().filter(|m| !is_alias(&m.id)).cloned().collect();
