@@ -8,11 +8,25 @@
 //! Nothing here blocks except file reads and the optional `!command` key resolution, which has a
 //! 10 s bound.
 
+pub mod auth;
+pub mod jsonc;
+pub mod matching;
 pub mod model;
+pub mod registry;
+pub mod resolve;
+pub mod settings;
 
 pub use model::{Model, ModelCost, ThinkingLevel};
+pub use resolve::ScopedModel;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use auth::{AuthFile, Credential, Env, ValueResolver};
+use registry::Registry;
+use settings::Settings;
 
 /// A startup message for stderr, as pi prints `Warning: …` / `Error: …`.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,6 +78,15 @@ pub fn agent_dir_from_env() -> PathBuf {
     }
 }
 
+/// `$PI_CODING_AGENT_SESSION_DIR` with `~` expanded, when set and non-empty. Precedence is
+/// `--session-dir` > this > settings `sessionDir` (the caller applies it).
+pub fn session_dir_from_env() -> Option<PathBuf> {
+    match std::env::var("PI_CODING_AGENT_SESSION_DIR") {
+        Ok(dir) if !dir.is_empty() => Some(expand_tilde(&dir, &home_dir())),
+        _ => None,
+    }
+}
+
 pub fn home_dir() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -80,36 +103,123 @@ pub fn expand_tilde(path: &str, home: &Path) -> PathBuf {
     }
 }
 
+/// The login help paragraph of "No API key found" / "No models available" messages, pointing at
+/// the provider and model docs in `docs_dir`.
+pub fn login_help(docs_dir: &Path) -> String {
+    format!(
+        "Use /login to log into a provider via OAuth or API key. See:\n  {}\n  {}",
+        docs_dir.join("providers.md").display(),
+        docs_dir.join("models.md").display()
+    )
+}
+
+/// Default docs dir: `$PI_PACKAGE_DIR/docs` when set (as the reference), else `docs/` next to
+/// the executable.
+fn default_docs_dir(env: &Env) -> PathBuf {
+    if let Some(dir) = env.get("PI_PACKAGE_DIR") {
+        return expand_tilde(dir, &env.home()).join("docs");
+    }
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    exe_dir.unwrap_or_default().join("docs")
+}
+
+/// Secrets shorter than this are not offered for redaction: replacing a two-letter "key"
+/// everywhere would mangle ordinary text and protects nothing real.
+const MIN_SECRET_LEN: usize = 6;
+
+/// What a request to a model needs: the API key (if any) and extra headers, in order.
+pub type RequestAuth = (Option<String>, Vec<(String, String)>);
+
 pub struct Config {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
     pub diagnostics: Vec<Diagnostic>,
-    models: Vec<Model>,
-    runtime_api_key: Option<(String, String)>,
+    env: Env,
+    settings: Settings,
+    registry: Registry,
+    auth: AuthFile,
+    resolver: ValueResolver,
+    runtime_api_keys: HashMap<String, String>,
+    docs_dir: PathBuf,
+    /// Providers whose auth.json OAuth token has expired (pi-rs does not refresh tokens).
+    expired_oauth: Vec<String>,
 }
 
 impl Config {
     /// Loads settings, models and credentials. Never fails: problems become diagnostics.
     pub fn load(agent_dir: PathBuf, cwd: PathBuf) -> Config {
-        Config {
+        Config::load_with_env(agent_dir, cwd, Env::from_process())
+    }
+
+    /// `load` with an explicit environment snapshot (tests, embedding).
+    pub fn load_with_env(agent_dir: PathBuf, cwd: PathBuf, env: Env) -> Config {
+        let mut diagnostics = Vec::new();
+        let (settings, errors) = Settings::load(&agent_dir, &cwd);
+        for (scope, error) in errors {
+            diagnostics.push(Diagnostic::Warning(format!(
+                "(runtime creation, {scope} settings) {error}"
+            )));
+        }
+        let (auth, auth_problem) = AuthFile::load(&agent_dir);
+        if let Some(problem) = auth_problem {
+            diagnostics.push(Diagnostic::Warning(format!("auth.json: {problem}")));
+        }
+        let registry = Registry::load(&agent_dir.join("models.json"));
+        if let Some(error) = &registry.load_error {
+            // The reference keeps this quiet in RPC mode; a warning never stops startup.
+            diagnostics.push(Diagnostic::Warning(format!(
+                "errors loading models.json:\n{error}"
+            )));
+        }
+        let mut config = Config {
             agent_dir,
             cwd,
-            diagnostics: Vec::new(),
-            models: Vec::new(),
-            runtime_api_key: None,
+            diagnostics,
+            docs_dir: default_docs_dir(&env),
+            env,
+            settings,
+            registry,
+            auth,
+            resolver: ValueResolver::default(),
+            runtime_api_keys: HashMap::new(),
+            expired_oauth: Vec::new(),
+        };
+        config.note_expired_oauth();
+        config
+    }
+
+    fn note_expired_oauth(&mut self) {
+        let now = auth::now_ms();
+        let providers: Vec<String> = self.auth.providers().map(str::to_string).collect();
+        for provider in providers {
+            if let Some(Credential::OAuth { expires_ms, .. }) = self.auth.get(&provider)
+                && expires_ms.is_none_or(|e| now >= e)
+            {
+                let message = expired_oauth_message(&provider);
+                self.diagnostics.push(Diagnostic::Warning(message));
+                self.expired_oauth.push(provider);
+            }
         }
+    }
+
+    /// Path of the global settings file (setters write here).
+    pub fn global_settings_path(&self) -> &Path {
+        self.settings.global_path()
     }
 
     // ---- models -------------------------------------------------------------------------
 
     /// Every known model (catalog, then models.json additions), registry order.
     pub fn all_models(&self) -> &[Model] {
-        &self.models
+        &self.registry.models
     }
 
     /// Models whose provider has credentials configured (pi's "available").
     pub fn available_models(&self) -> Vec<Model> {
-        self.models
+        self.registry
+            .models
             .iter()
             .filter(|m| self.has_auth(&m.provider))
             .cloned()
@@ -117,9 +227,15 @@ impl Config {
     }
 
     pub fn find_model(&self, provider: &str, id: &str) -> Option<&Model> {
-        self.models
+        self.registry
+            .models
             .iter()
             .find(|m| m.provider == provider && m.id == id)
+    }
+
+    /// Why models.json was ignored, if it was (also in `diagnostics`).
+    pub fn models_json_error(&self) -> Option<&str> {
+        self.registry.load_error.as_deref()
     }
 
     /// `--provider`/`--model` resolution (FACTS §1.9).
@@ -128,107 +244,408 @@ impl Config {
         provider: Option<&str>,
         pattern: &str,
     ) -> Result<ResolvedModel, String> {
-        let _ = provider;
-        Err(format!(
-            "Model \"{pattern}\" not found. Use --list-models to see available models."
-        ))
+        resolve::resolve_cli_model(&self.registry.models, provider, pattern)
+    }
+
+    /// `--models` / settings `enabledModels` resolution against the models with auth. Returns the
+    /// scoped models in pattern order and the warnings to print.
+    pub fn resolve_model_scope(&self, patterns: &[String]) -> (Vec<ScopedModel>, Vec<Diagnostic>) {
+        resolve::resolve_model_scope(&self.available_models(), patterns)
     }
 
     /// The model to start with when no `--model` was given (FACTS §1.8 steps 4–7, no session).
     pub fn initial_model(&self) -> Option<Model> {
-        self.available_models().into_iter().next()
+        resolve::initial_model(
+            &self.registry.models,
+            &self.available_models(),
+            self.settings.get_str("defaultProvider"),
+            self.settings.get_str("defaultModel"),
+        )
+    }
+
+    /// The `--list-models [search]` table, exactly as the reference prints it (ends with `\n`).
+    pub fn list_models(&self, search: Option<&str>) -> String {
+        let no_models = format!("No models available. {}", self.login_help());
+        resolve::list_models(&self.available_models(), search, &no_models)
     }
 
     // ---- credentials ----------------------------------------------------------------------
 
     /// `--api-key`: a runtime key for one provider, never persisted.
     pub fn set_runtime_api_key(&mut self, provider: &str, key: String) {
-        self.runtime_api_key = Some((provider.to_string(), key));
+        self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
+    /// Any credential configured for the provider, checked without running `!command`s.
     pub fn has_auth(&self, provider: &str) -> bool {
-        self.api_key(provider).is_some()
+        self.runtime_api_keys.contains_key(provider)
+            || self.auth.has(provider)
+            || auth::env_api_key(&self.env, provider).is_some()
+            || self
+                .registry
+                .provider_configs
+                .get(provider)
+                .is_some_and(|c| c.api_key.is_some())
     }
 
-    /// The key for a provider: runtime > auth.json > env var > models.json apiKey.
+    /// The key for a provider: runtime > auth.json api_key > auth.json OAuth token (unexpired)
+    /// > env var > models.json apiKey. May run a `!command` (bounded, 10 s).
     pub fn api_key(&self, provider: &str) -> Option<String> {
-        match &self.runtime_api_key {
-            Some((p, k)) if p == provider => Some(k.clone()),
-            _ => None,
+        if let Some(key) = self.stored_api_key(provider) {
+            return key;
         }
+        let config_key = self
+            .registry
+            .provider_configs
+            .get(provider)?
+            .api_key
+            .as_deref()?;
+        self.resolver.resolve_uncached(&self.env, config_key)
+    }
+
+    /// Runtime, auth.json and env sources. `Some(None)` means a source decided "no key" and
+    /// lower sources must not be consulted (the reference stops at an auth.json api_key entry
+    /// whose value does not resolve, and at OAuth entries of unknown providers).
+    fn stored_api_key(&self, provider: &str) -> Option<Option<String>> {
+        if let Some(key) = self
+            .runtime_api_keys
+            .get(provider)
+            .filter(|k| !k.is_empty())
+        {
+            return Some(Some(key.clone()));
+        }
+        match self.auth.get(provider) {
+            Some(Credential::ApiKey(key)) => return Some(self.resolver.resolve(&self.env, &key)),
+            Some(Credential::OAuth {
+                access, expires_ms, ..
+            }) => {
+                if !AuthFile::knows_oauth_provider(provider) {
+                    return Some(None);
+                }
+                let fresh = expires_ms.is_some_and(|e| auth::now_ms() < e);
+                if fresh && !access.is_empty() {
+                    return Some(Some(access));
+                }
+                // Expired: treated as absent (the notice is in `auth_notice`).
+            }
+            Some(Credential::Other) | None => {}
+        }
+        auth::env_api_key(&self.env, provider).map(Some)
+    }
+
+    /// Key and headers for a request to `model`, as the reference computes them: catalog headers,
+    /// then models.json provider headers, then models.json model headers (values resolved like
+    /// keys, commands re-run), plus `Authorization: Bearer <key>` when the provider sets
+    /// `authHeader`. Errors carry the reference's wording.
+    pub fn request_auth(&self, model: &Model) -> Result<RequestAuth, String> {
+        let provider_config = self.registry.provider_configs.get(&model.provider);
+        let api_key = match self.stored_api_key(&model.provider) {
+            Some(key) => key,
+            None => match provider_config.and_then(|c| c.api_key.as_deref()) {
+                Some(config) => Some(self.resolver.resolve_or_error(
+                    &self.env,
+                    config,
+                    &format!("API key for provider \"{}\"", model.provider),
+                )?),
+                None => None,
+            },
+        };
+        let mut headers: Vec<(String, String)> = Vec::new();
+        let mut put = |name: &str, value: String| match headers.iter_mut().find(|(n, _)| n == name)
+        {
+            Some(slot) => slot.1 = value,
+            None => headers.push((name.to_string(), value)),
+        };
+        for (name, value) in model.headers.iter().flatten() {
+            if let Some(v) = value.as_str() {
+                put(name, v.to_string());
+            }
+        }
+        if let Some(h) = provider_config.and_then(|c| c.headers.as_ref()) {
+            for (name, value) in h {
+                let v = self.resolver.resolve_or_error(
+                    &self.env,
+                    value.as_str().unwrap_or_default(),
+                    &format!("provider \"{}\" header \"{name}\"", model.provider),
+                )?;
+                put(name, v);
+            }
+        }
+        let key = (model.provider.clone(), model.id.clone());
+        if let Some(h) = self.registry.model_headers.get(&key) {
+            for (name, value) in h {
+                let v = self.resolver.resolve_or_error(
+                    &self.env,
+                    value.as_str().unwrap_or_default(),
+                    &format!(
+                        "model \"{}/{}\" header \"{name}\"",
+                        model.provider, model.id
+                    ),
+                )?;
+                put(name, v);
+            }
+        }
+        if provider_config.is_some_and(|c| c.auth_header) {
+            let Some(key) = &api_key else {
+                return Err(format!("No API key found for \"{}\"", model.provider));
+            };
+            put("Authorization", format!("Bearer {key}"));
+        }
+        Ok((api_key, headers))
     }
 
     /// Extra request headers for a model (models.json `headers`, resolved; `authHeader`).
+    /// Resolution failures are logged and yield no headers; use `request_auth` for the error.
     pub fn request_headers(&self, model: &Model) -> Vec<(String, String)> {
-        let _ = model;
-        Vec::new()
+        match self.request_auth(model) {
+            Ok((_, headers)) => headers,
+            Err(e) => {
+                log::warn!("request headers for {}/{}: {e}", model.provider, model.id);
+                Vec::new()
+            }
+        }
     }
 
-    /// Every credential value we know of, for redaction from records and logs.
-    pub fn known_secrets(&self) -> Vec<String> {
-        self.runtime_api_key
+    /// When the provider's only credential is an expired auth.json OAuth token: a message telling
+    /// the user to log in again with the reference pi (pi-rs cannot refresh tokens).
+    pub fn auth_notice(&self, provider: &str) -> Option<String> {
+        self.expired_oauth
             .iter()
-            .map(|(_, k)| k.clone())
-            .collect()
+            .any(|p| p == provider)
+            .then(|| expired_oauth_message(provider))
+    }
+
+    /// The login help paragraph used in "No API key found" / "No model selected" messages.
+    pub fn login_help(&self) -> String {
+        login_help(&self.docs_dir)
+    }
+
+    /// Where the provider/model docs referenced by `login_help` live.
+    pub fn set_docs_dir(&mut self, dir: PathBuf) {
+        self.docs_dir = dir;
+    }
+
+    /// Every credential value we know of, for redaction from records and logs: runtime keys,
+    /// auth.json keys (literal or env-resolved; command results once they have run), OAuth tokens,
+    /// provider env vars, models.json keys and resolved header values. Values shorter than 6
+    /// characters are left out.
+    pub fn known_secrets(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.runtime_api_keys.values().cloned().collect();
+        for provider in self.auth.providers() {
+            match self.auth.get(provider) {
+                Some(Credential::ApiKey(key)) if !key.starts_with('!') => {
+                    out.push(self.env.get(&key).unwrap_or(&key).to_string());
+                }
+                Some(Credential::OAuth {
+                    access, refresh, ..
+                }) => {
+                    out.push(access);
+                    out.extend(refresh);
+                }
+                _ => {}
+            }
+        }
+        for (provider, _) in registry::DEFAULT_MODEL_PER_PROVIDER {
+            for name in auth::env_key_names(provider).unwrap_or(&[]) {
+                out.extend(self.env.get(name).map(str::to_string));
+            }
+        }
+        for name in auth::EXTRA_SECRET_ENV_VARS {
+            out.extend(self.env.get(name).map(str::to_string));
+        }
+        for config in self.registry.provider_configs.values() {
+            if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
+                out.push(self.env.get(key).unwrap_or(key).to_string());
+            }
+        }
+        out.extend(self.resolver.resolved_values());
+        out.retain(|s| s.len() >= MIN_SECRET_LEN && s != auth::AMBIENT_CREDENTIALS);
+        let mut unique: Vec<String> = Vec::new();
+        for s in out {
+            if !unique.contains(&s) {
+                unique.push(s);
+            }
+        }
+        unique
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------
 
+    /// Any merged setting by dotted path (`"retry.provider.timeoutMs"`).
+    pub fn setting(&self, dotted_path: &str) -> Option<&Value> {
+        self.settings.get(dotted_path)
+    }
+
     pub fn steering_mode(&self) -> QueueMode {
-        QueueMode::OneAtATime
+        QueueMode::parse(
+            self.settings
+                .get_str("steeringMode")
+                .unwrap_or("one-at-a-time"),
+        )
     }
     pub fn follow_up_mode(&self) -> QueueMode {
-        QueueMode::OneAtATime
+        QueueMode::parse(
+            self.settings
+                .get_str("followUpMode")
+                .unwrap_or("one-at-a-time"),
+        )
     }
     pub fn compaction_enabled(&self) -> bool {
-        true
+        self.settings.get_bool("compaction.enabled").unwrap_or(true)
+    }
+    pub fn compaction_reserve_tokens(&self) -> u64 {
+        self.settings
+            .get_u64("compaction.reserveTokens")
+            .unwrap_or(16384)
+    }
+    pub fn compaction_keep_recent_tokens(&self) -> u64 {
+        self.settings
+            .get_u64("compaction.keepRecentTokens")
+            .unwrap_or(20000)
+    }
+    pub fn branch_summary_reserve_tokens(&self) -> u64 {
+        self.settings
+            .get_u64("branchSummary.reserveTokens")
+            .unwrap_or(16384)
     }
     pub fn retry_enabled(&self) -> bool {
-        true
+        self.settings.get_bool("retry.enabled").unwrap_or(true)
     }
-    pub fn retry_max_retries(&self) -> u32 {
-        3
+    pub fn retry_max_retries(&self) -> u64 {
+        self.settings.get_u64("retry.maxRetries").unwrap_or(3)
     }
     pub fn retry_base_delay_ms(&self) -> u64 {
-        2000
+        self.settings.get_u64("retry.baseDelayMs").unwrap_or(2000)
     }
-    /// `retry.provider.maxRetryDelayMs`: the longest server-requested delay we honour.
-    pub fn retry_max_delay_ms(&self) -> u64 {
-        60_000
+    /// `retry.provider.maxRetryDelayMs` (default 60000; legacy `retry.maxDelayMs` migrated).
+    pub fn provider_max_retry_delay_ms(&self) -> u64 {
+        self.settings
+            .get_u64("retry.provider.maxRetryDelayMs")
+            .unwrap_or(60000)
     }
+    /// `retry.provider.timeoutMs`: unset means the provider's own default.
+    pub fn provider_timeout_ms(&self) -> Option<u64> {
+        self.settings.get_u64("retry.provider.timeoutMs")
+    }
+    /// `retry.provider.maxRetries`: unset means the provider's own default.
+    pub fn provider_max_retries(&self) -> Option<u64> {
+        self.settings.get_u64("retry.provider.maxRetries")
+    }
+    pub fn default_provider(&self) -> Option<&str> {
+        self.settings.get_str("defaultProvider")
+    }
+    pub fn default_model(&self) -> Option<&str> {
+        self.settings.get_str("defaultModel")
+    }
+    /// settings `defaultThinkingLevel` when it names a valid level.
     pub fn default_thinking_level(&self) -> Option<ThinkingLevel> {
-        None
+        self.settings
+            .get_str("defaultThinkingLevel")
+            .and_then(ThinkingLevel::parse)
     }
     pub fn shell_path(&self) -> Option<String> {
-        None
+        self.settings.get_str("shellPath").map(str::to_string)
     }
     pub fn shell_command_prefix(&self) -> Option<String> {
-        None
+        self.settings
+            .get_str("shellCommandPrefix")
+            .map(str::to_string)
+    }
+    /// settings `sessionDir` with `~`/`~/` expanded; a relative path stays relative (to the
+    /// process cwd). Precedence over it: `--session-dir`, then `$PI_CODING_AGENT_SESSION_DIR`.
+    pub fn session_dir(&self) -> Option<PathBuf> {
+        let dir = self
+            .settings
+            .get_str("sessionDir")
+            .filter(|d| !d.is_empty())?;
+        Some(expand_tilde(dir, &self.env.home()))
+    }
+    /// settings `enabledModels` (same syntax as `--models`).
+    pub fn enabled_models(&self) -> Option<Vec<String>> {
+        let list = self.settings.get("enabledModels")?.as_array()?;
+        Some(
+            list.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+        )
+    }
+    /// settings `images.blockImages` (default false).
+    pub fn block_images(&self) -> bool {
+        self.settings
+            .get_bool("images.blockImages")
+            .unwrap_or(false)
+    }
+    /// settings `transport` (default "auto").
+    pub fn transport(&self) -> String {
+        self.settings
+            .get_str("transport")
+            .unwrap_or("auto")
+            .to_string()
     }
     /// settings `thinkingBudgets` overrides: (minimal, low, medium, high).
     pub fn thinking_budget(&self, level: ThinkingLevel) -> Option<u64> {
-        let _ = level;
-        None
+        self.settings
+            .get_u64(&format!("thinkingBudgets.{}", level.as_str()))
     }
 
     // ---- settings (setters; persisted to the global settings.json) --------------------------
 
+    fn persisted(&mut self, result: Result<(), String>) {
+        if let Err(e) = result {
+            log::warn!("settings not saved: {e}");
+            self.diagnostics.push(Diagnostic::Warning(format!(
+                "(settings, global settings) {e}"
+            )));
+        }
+    }
+
     pub fn set_default_model(&mut self, provider: &str, model_id: &str) {
-        let _ = (provider, model_id);
+        self.settings
+            .set_top_no_save("defaultProvider", Value::String(provider.into()));
+        let r = self
+            .settings
+            .set_top("defaultModel", Value::String(model_id.into()));
+        self.persisted(r);
     }
     pub fn set_default_thinking_level(&mut self, level: ThinkingLevel) {
-        let _ = level;
+        let r = self
+            .settings
+            .set_top("defaultThinkingLevel", Value::String(level.as_str().into()));
+        self.persisted(r);
     }
     pub fn set_steering_mode(&mut self, mode: &str) {
-        let _ = mode;
+        let r = self
+            .settings
+            .set_top("steeringMode", Value::String(mode.into()));
+        self.persisted(r);
     }
     pub fn set_follow_up_mode(&mut self, mode: &str) {
-        let _ = mode;
+        let r = self
+            .settings
+            .set_top("followUpMode", Value::String(mode.into()));
+        self.persisted(r);
     }
     pub fn set_compaction_enabled(&mut self, enabled: bool) {
-        let _ = enabled;
+        let r = self
+            .settings
+            .set_nested("compaction", "enabled", Value::Bool(enabled));
+        self.persisted(r);
     }
     pub fn set_retry_enabled(&mut self, enabled: bool) {
-        let _ = enabled;
+        let r = self
+            .settings
+            .set_nested("retry", "enabled", Value::Bool(enabled));
+        self.persisted(r);
     }
 }
+
+fn expired_oauth_message(provider: &str) -> String {
+    format!(
+        "The OAuth login for \"{provider}\" in auth.json has expired and pi-rs cannot refresh it. \
+         Log in again with the reference pi (`pi`, then `/login {provider}`), or configure an API key."
+    )
+}
+
+#[cfg(test)]
+mod tests;

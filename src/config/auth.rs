@@ -1,0 +1,528 @@
+//! Credentials: `auth.json` in the agent dir, provider environment variables, and the shared
+//! config-value syntax used by auth.json keys and models.json `apiKey`/`headers`:
+//! `!command` (run through `sh -c`, trimmed stdout, 10 s bound), else the value of the
+//! environment variable of that name when set and non-empty, else the literal text.
+//!
+//! auth.json is created as `{}` (file mode 0600, directory 0700) when missing, like the reference.
+//! OAuth entries are used only while unexpired: pi-rs does not refresh tokens, so an expired one
+//! counts as absent and leaves a notice telling the user to log in again with the reference.
+//!
+//! The environment is captured once (`Env`) so lookups are consistent and tests can inject one.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+/// How long a `!command` may run before it is killed and treated as failed.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A snapshot of environment variables.
+#[derive(Clone, Debug, Default)]
+pub struct Env {
+    vars: HashMap<String, String>,
+}
+
+impl Env {
+    pub fn from_process() -> Env {
+        Env {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
+    }
+
+    pub fn from_pairs<I: IntoIterator<Item = (S, S)>, S: Into<String>>(pairs: I) -> Env {
+        Env {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
+    }
+
+    /// The value when set and non-empty (JS truthiness, as the reference tests it).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.get("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"))
+    }
+}
+
+/// Environment variables holding a provider's key, in priority order (pi-ai's table).
+pub fn env_key_names(provider: &str) -> Option<&'static [&'static str]> {
+    const TABLE: &[(&str, &[&str])] = &[
+        (
+            "github-copilot",
+            &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
+        ),
+        // The OAuth token wins over the plain API key.
+        ("anthropic", &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"]),
+        ("openai", &["OPENAI_API_KEY"]),
+        ("azure-openai-responses", &["AZURE_OPENAI_API_KEY"]),
+        ("deepseek", &["DEEPSEEK_API_KEY"]),
+        ("google", &["GEMINI_API_KEY"]),
+        ("google-vertex", &["GOOGLE_CLOUD_API_KEY"]),
+        ("groq", &["GROQ_API_KEY"]),
+        ("cerebras", &["CEREBRAS_API_KEY"]),
+        ("xai", &["XAI_API_KEY"]),
+        ("openrouter", &["OPENROUTER_API_KEY"]),
+        ("vercel-ai-gateway", &["AI_GATEWAY_API_KEY"]),
+        ("zai", &["ZAI_API_KEY"]),
+        ("mistral", &["MISTRAL_API_KEY"]),
+        ("minimax", &["MINIMAX_API_KEY"]),
+        ("minimax-cn", &["MINIMAX_CN_API_KEY"]),
+        ("moonshotai", &["MOONSHOT_API_KEY"]),
+        ("moonshotai-cn", &["MOONSHOT_API_KEY"]),
+        ("huggingface", &["HF_TOKEN"]),
+        ("fireworks", &["FIREWORKS_API_KEY"]),
+        ("opencode", &["OPENCODE_API_KEY"]),
+        ("opencode-go", &["OPENCODE_API_KEY"]),
+        ("kimi-coding", &["KIMI_API_KEY"]),
+        ("cloudflare-workers-ai", &["CLOUDFLARE_API_KEY"]),
+        ("cloudflare-ai-gateway", &["CLOUDFLARE_API_KEY"]),
+        ("xiaomi", &["XIAOMI_API_KEY"]),
+        ("xiaomi-token-plan-cn", &["XIAOMI_TOKEN_PLAN_CN_API_KEY"]),
+        ("xiaomi-token-plan-ams", &["XIAOMI_TOKEN_PLAN_AMS_API_KEY"]),
+        ("xiaomi-token-plan-sgp", &["XIAOMI_TOKEN_PLAN_SGP_API_KEY"]),
+    ];
+    TABLE
+        .iter()
+        .find(|(p, _)| *p == provider)
+        .map(|(_, names)| *names)
+}
+
+/// Marker value for providers authenticated by ambient cloud credentials (no key to send).
+pub const AMBIENT_CREDENTIALS: &str = "<authenticated>";
+
+/// The provider key from the environment (pi-ai's getEnvApiKey), including the ambient-credential
+/// checks for Vertex (ADC file + project + location) and Bedrock (profile, keys, tokens, roles).
+pub fn env_api_key(env: &Env, provider: &str) -> Option<String> {
+    if let Some(names) = env_key_names(provider)
+        && let Some(value) = names.iter().find_map(|n| env.get(n))
+    {
+        return Some(value.to_string());
+    }
+    match provider {
+        "google-vertex" => {
+            let credentials = match env.get("GOOGLE_APPLICATION_CREDENTIALS") {
+                Some(path) => Path::new(path).exists(),
+                None => env
+                    .home()
+                    .join(".config/gcloud/application_default_credentials.json")
+                    .exists(),
+            };
+            let project = env
+                .get("GOOGLE_CLOUD_PROJECT")
+                .or_else(|| env.get("GCLOUD_PROJECT"))
+                .is_some();
+            let location = env.get("GOOGLE_CLOUD_LOCATION").is_some();
+            (credentials && project && location).then(|| AMBIENT_CREDENTIALS.to_string())
+        }
+        "amazon-bedrock" => {
+            let any = env.get("AWS_PROFILE").is_some()
+                || (env.get("AWS_ACCESS_KEY_ID").is_some()
+                    && env.get("AWS_SECRET_ACCESS_KEY").is_some())
+                || env.get("AWS_BEARER_TOKEN_BEDROCK").is_some()
+                || env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").is_some()
+                || env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI").is_some()
+                || env.get("AWS_WEB_IDENTITY_TOKEN_FILE").is_some();
+            any.then(|| AMBIENT_CREDENTIALS.to_string())
+        }
+        _ => None,
+    }
+}
+
+/// Environment variables whose values are secrets even though they are not the provider key
+/// itself (used only for redaction).
+pub const EXTRA_SECRET_ENV_VARS: &[&str] = &[
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_SESSION_TOKEN",
+];
+
+// ---- config values -------------------------------------------------------------------------------
+
+/// Resolves config values; caches `!command` results for the process lifetime (auth.json keys)
+/// and remembers every resolved value so it can be redacted later.
+#[derive(Default)]
+pub struct ValueResolver {
+    command_cache: Mutex<HashMap<String, Option<String>>>,
+    resolved: Mutex<Vec<String>>,
+}
+
+impl ValueResolver {
+    /// Cached resolution (auth.json `key`).
+    pub fn resolve(&self, env: &Env, config: &str) -> Option<String> {
+        let value = if let Some(command) = config.strip_prefix('!') {
+            let mut cache = lock(&self.command_cache);
+            if let Some(hit) = cache.get(config) {
+                hit.clone()
+            } else {
+                let result = run_command(command);
+                cache.insert(config.to_string(), result.clone());
+                result
+            }
+        } else {
+            Some(env.get(config).unwrap_or(config).to_string())
+        };
+        self.remember(value.as_deref());
+        value
+    }
+
+    /// Uncached resolution (models.json `apiKey` and `headers`): commands run every time.
+    pub fn resolve_uncached(&self, env: &Env, config: &str) -> Option<String> {
+        let value = match config.strip_prefix('!') {
+            Some(command) => run_command(command),
+            None => Some(env.get(config).unwrap_or(config).to_string()),
+        };
+        self.remember(value.as_deref());
+        value
+    }
+
+    /// Like `resolve_uncached`, with the reference's error text when nothing comes out.
+    pub fn resolve_or_error(
+        &self,
+        env: &Env,
+        config: &str,
+        description: &str,
+    ) -> Result<String, String> {
+        match self.resolve_uncached(env, config) {
+            Some(v) => Ok(v),
+            None => match config.strip_prefix('!') {
+                Some(command) => Err(format!(
+                    "Failed to resolve {description} from shell command: {command}"
+                )),
+                None => Err(format!("Failed to resolve {description}")),
+            },
+        }
+    }
+
+    fn remember(&self, value: Option<&str>) {
+        if let Some(v) = value {
+            let mut resolved = lock(&self.resolved);
+            if !resolved.iter().any(|r| r == v) {
+                resolved.push(v.to_string());
+            }
+        }
+    }
+
+    /// Every value resolved so far.
+    pub fn resolved_values(&self) -> Vec<String> {
+        lock(&self.resolved).clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `sh -c command` with stdin and stderr closed, bounded by `COMMAND_TIMEOUT`. Returns the
+/// trimmed stdout when the command succeeds with non-empty output.
+pub fn run_command(command: &str) -> Option<String> {
+    run_command_with_timeout(command, COMMAND_TIMEOUT)
+}
+
+pub fn run_command_with_timeout(command: &str, timeout: Duration) -> Option<String> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        // Own process group, so a timeout can kill grandchildren holding stdout open.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| log::warn!("cannot run config command: {e}"))
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    let deadline = Instant::now() + timeout;
+    let output = match rx.recv_deadline(deadline) {
+        Ok(buf) => buf,
+        Err(_) => {
+            kill_group(&child);
+            let _ = child.wait();
+            log::warn!("config command timed out after {} s", timeout.as_secs());
+            return None;
+        }
+    };
+    // stdout is closed; the shell is exiting. Still bound the wait.
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                kill_group(&child);
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    if !status?.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&output).trim().to_string();
+    (!text.is_empty()).then_some(text)
+}
+
+fn kill_group(child: &std::process::Child) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: kill(2) with a negative pid signals the process group we created for this child.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+// ---- auth.json -----------------------------------------------------------------------------------
+
+/// One auth.json entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Credential {
+    ApiKey(String),
+    OAuth {
+        access: String,
+        refresh: Option<String>,
+        expires_ms: Option<f64>,
+    },
+    /// An entry of another or malformed type: it still counts as "configured".
+    Other,
+}
+
+pub struct AuthFile {
+    pub path: PathBuf,
+    entries: Map<String, Value>,
+}
+
+/// OAuth providers the reference knows how to use (their access token is the key).
+const OAUTH_PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex"];
+
+impl AuthFile {
+    /// Loads `<agent_dir>/auth.json`, creating it (and the dir) when missing. A broken file
+    /// counts as empty and yields an error message.
+    pub fn load(agent_dir: &Path) -> (AuthFile, Option<String>) {
+        let path = agent_dir.join("auth.json");
+        let mut problem = None;
+        if let Err(e) = ensure_auth_file(agent_dir, &path) {
+            problem = Some(format!("cannot create {}: {e}", path.display()));
+        }
+        let entries = match fs::read(&path) {
+            Ok(bytes) if bytes.is_empty() => Map::new(),
+            Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+                Ok(Value::Object(map)) => map,
+                Ok(_) => {
+                    problem = Some(format!("{}: expected a JSON object", path.display()));
+                    Map::new()
+                }
+                Err(e) => {
+                    problem = Some(format!("{}: {e}", path.display()));
+                    Map::new()
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
+            Err(e) => {
+                problem = Some(format!("{}: {e}", path.display()));
+                Map::new()
+            }
+        };
+        (AuthFile { path, entries }, problem)
+    }
+
+    pub fn from_value(entries: Map<String, Value>) -> AuthFile {
+        AuthFile {
+            path: PathBuf::new(),
+            entries,
+        }
+    }
+
+    /// True when auth.json has any (truthy) entry for the provider.
+    pub fn has(&self, provider: &str) -> bool {
+        self.entries
+            .get(provider)
+            .is_some_and(|v| !matches!(v, Value::Null | Value::Bool(false)))
+    }
+
+    pub fn get(&self, provider: &str) -> Option<Credential> {
+        let entry = self.entries.get(provider)?;
+        let kind = entry.get("type").and_then(Value::as_str);
+        Some(match kind {
+            Some("api_key") => match entry.get("key").and_then(Value::as_str) {
+                Some(key) => Credential::ApiKey(key.to_string()),
+                None => Credential::Other,
+            },
+            Some("oauth") => Credential::OAuth {
+                access: entry
+                    .get("access")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                refresh: entry
+                    .get("refresh")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                expires_ms: entry.get("expires").and_then(Value::as_f64),
+            },
+            _ => Credential::Other,
+        })
+    }
+
+    pub fn providers(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    pub fn knows_oauth_provider(provider: &str) -> bool {
+        OAUTH_PROVIDERS.contains(&provider)
+    }
+}
+
+fn ensure_auth_file(dir: &Path, path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    if !path.exists() {
+        fs::write(path, "{}")?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since the epoch (OAuth `expires` is in ms).
+pub fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as f64)
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_keys_follow_the_table() {
+        let env = Env::from_pairs([
+            ("ANTHROPIC_API_KEY", "plain"),
+            ("ANTHROPIC_OAUTH_TOKEN", "oauth"),
+            ("GH_TOKEN", "gh"),
+            ("OPENAI_API_KEY", ""),
+        ]);
+        assert_eq!(env_api_key(&env, "anthropic").as_deref(), Some("oauth"));
+        assert_eq!(env_api_key(&env, "github-copilot").as_deref(), Some("gh"));
+        assert_eq!(
+            env_api_key(&env, "openai"),
+            None,
+            "empty values do not count"
+        );
+        assert_eq!(env_api_key(&env, "nope"), None);
+        let aws = Env::from_pairs([("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b")]);
+        assert_eq!(
+            env_api_key(&aws, "amazon-bedrock").as_deref(),
+            Some(AMBIENT_CREDENTIALS)
+        );
+        assert_eq!(
+            env_api_key(
+                &Env::from_pairs([("AWS_ACCESS_KEY_ID", "a")]),
+                "amazon-bedrock"
+            ),
+            None
+        );
+        assert_eq!(
+            env_key_names("moonshotai-cn"),
+            Some(&["MOONSHOT_API_KEY"][..])
+        );
+    }
+
+    #[test]
+    fn config_values_resolve_command_env_or_literal() {
+        let env = Env::from_pairs([("MY_KEY", "from-env")]);
+        let r = ValueResolver::default();
+        assert_eq!(r.resolve(&env, "MY_KEY").as_deref(), Some("from-env"));
+        assert_eq!(
+            r.resolve(&env, "literal-key").as_deref(),
+            Some("literal-key")
+        );
+        assert_eq!(
+            r.resolve(&env, "!printf '  hello \\n'").as_deref(),
+            Some("hello")
+        );
+        assert_eq!(r.resolve(&env, "!exit 3"), None);
+        assert_eq!(r.resolve(&env, "!true"), None, "empty output is no value");
+        assert_eq!(
+            r.resolve_or_error(&env, "!false", "API key for provider \"x\"")
+                .unwrap_err(),
+            "Failed to resolve API key for provider \"x\" from shell command: false"
+        );
+        assert!(r.resolved_values().contains(&"hello".to_string()));
+    }
+
+    #[test]
+    fn cached_commands_run_once() {
+        let dir = std::env::temp_dir().join(format!("pi-rs-auth-cache-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let counter = dir.join("count");
+        let cmd = format!("!echo x >> '{}'; echo key", counter.display());
+        let r = ValueResolver::default();
+        let env = Env::default();
+        assert_eq!(r.resolve(&env, &cmd).as_deref(), Some("key"));
+        assert_eq!(r.resolve(&env, &cmd).as_deref(), Some("key"));
+        assert_eq!(fs::read_to_string(&counter).unwrap().lines().count(), 1);
+        r.resolve_uncached(&env, &cmd);
+        assert_eq!(fs::read_to_string(&counter).unwrap().lines().count(), 2);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn commands_are_bounded_even_with_lingering_children() {
+        let start = Instant::now();
+        let out = run_command_with_timeout(
+            "sleep 30 & echo partial; sleep 30",
+            Duration::from_millis(300),
+        );
+        assert_eq!(out, None);
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn auth_file_is_created_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir()
+            .join(format!("pi-rs-auth-create-{}", std::process::id()))
+            .join("agent");
+        let _ = fs::remove_dir_all(dir.parent().unwrap());
+        let (auth, problem) = AuthFile::load(&dir);
+        assert_eq!(problem, None);
+        assert_eq!(fs::read_to_string(&auth.path).unwrap(), "{}");
+        assert_eq!(
+            fs::metadata(&auth.path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let _ = fs::remove_dir_all(dir.parent().unwrap());
+    }
+}

@@ -1,0 +1,800 @@
+//! The model registry: the built-in catalog (`catalog.json`, generated from the reference's pi-ai
+//! package by `tests/gen_catalog.mjs`, embedded at build time) plus `models.json` customisations:
+//! provider-level `baseUrl`/`compat` overrides, per-model `modelOverrides`, new or replacing
+//! models, and the per-provider request settings (`apiKey`, `headers`, `authHeader`).
+//!
+//! models.json is JSON with comments and trailing commas. Any schema or consistency problem makes
+//! the whole file count as absent (the built-in models stay usable) and is returned as a message.
+//!
+//! Also holds the two fixed tables of the reference: the default model id per provider.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::jsonc::strip_jsonc;
+use super::model::{Model, ModelCost};
+
+/// Provider → preferred model id, in the priority order used to pick the initial model.
+pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
+    ("amazon-bedrock", "us.anthropic.claude-opus-4-6-v1"),
+    ("anthropic", "claude-opus-4-7"),
+    ("openai", "gpt-5.4"),
+    ("azure-openai-responses", "gpt-5.4"),
+    ("openai-codex", "gpt-5.5"),
+    ("deepseek", "deepseek-v4-pro"),
+    ("google", "gemini-3.1-pro-preview"),
+    ("google-vertex", "gemini-3.1-pro-preview"),
+    ("github-copilot", "gpt-5.4"),
+    ("openrouter", "moonshotai/kimi-k2.6"),
+    ("vercel-ai-gateway", "zai/glm-5.1"),
+    ("xai", "grok-4.20-0309-reasoning"),
+    ("groq", "openai/gpt-oss-120b"),
+    ("cerebras", "zai-glm-4.7"),
+    ("zai", "glm-5.1"),
+    ("mistral", "devstral-medium-latest"),
+    ("minimax", "MiniMax-M2.7"),
+    ("minimax-cn", "MiniMax-M2.7"),
+    ("moonshotai", "kimi-k2.6"),
+    ("moonshotai-cn", "kimi-k2.6"),
+    ("huggingface", "moonshotai/Kimi-K2.6"),
+    ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
+    ("opencode", "kimi-k2.6"),
+    ("opencode-go", "kimi-k2.6"),
+    ("kimi-coding", "kimi-for-coding"),
+    ("cloudflare-workers-ai", "@cf/moonshotai/kimi-k2.6"),
+    (
+        "cloudflare-ai-gateway",
+        "workers-ai/@cf/moonshotai/kimi-k2.6",
+    ),
+    ("xiaomi", "mimo-v2.5-pro"),
+    ("xiaomi-token-plan-cn", "mimo-v2.5-pro"),
+    ("xiaomi-token-plan-ams", "mimo-v2.5-pro"),
+    ("xiaomi-token-plan-sgp", "mimo-v2.5-pro"),
+];
+
+pub fn default_model_for(provider: &str) -> Option<&'static str> {
+    DEFAULT_MODEL_PER_PROVIDER
+        .iter()
+        .find(|(p, _)| *p == provider)
+        .map(|(_, id)| *id)
+}
+
+const CATALOG_JSON: &str = include_str!("catalog.json");
+
+/// One catalog row, as written by tests/gen_catalog.mjs.
+type CatalogRow = (
+    String,                     // provider
+    String,                     // id
+    String,                     // name
+    String,                     // api
+    String,                     // baseUrl
+    bool,                       // reasoning
+    Vec<String>,                // input
+    [f64; 4],                   // cost: input, output, cacheRead, cacheWrite
+    u64,                        // contextWindow
+    u64,                        // maxTokens
+    Option<Map<String, Value>>, // thinkingLevelMap
+    Option<Map<String, Value>>, // headers
+    Option<Map<String, Value>>, // compat
+    u8,                         // 1 when the reference lists headers/compat before reasoning
+);
+
+#[derive(serde::Deserialize)]
+struct CatalogFile {
+    models: Vec<CatalogRow>,
+}
+
+/// The built-in models in registry order. The catalog is part of the binary, so a parse failure
+/// is a build defect; it is logged and yields an empty catalog rather than a panic.
+pub fn builtin_models() -> Vec<Model> {
+    let file: CatalogFile = match serde_json::from_str(CATALOG_JSON) {
+        Ok(f) => f,
+        Err(e) => {
+            log::error!("built-in model catalog does not parse: {e}");
+            return Vec::new();
+        }
+    };
+    file.models
+        .into_iter()
+        .map(|r| Model {
+            provider: r.0,
+            id: r.1,
+            name: r.2,
+            api: r.3,
+            base_url: r.4,
+            reasoning: r.5,
+            input: r.6,
+            cost: ModelCost {
+                input: r.7[0],
+                output: r.7[1],
+                cache_read: r.7[2],
+                cache_write: r.7[3],
+            },
+            context_window: r.8,
+            max_tokens: r.9,
+            thinking_level_map: r.10,
+            headers: r.11,
+            compat: r.12,
+        })
+        .collect()
+}
+
+/// Request settings of a models.json provider (kept only when one of them is set).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProviderRequestConfig {
+    pub api_key: Option<String>,
+    pub headers: Option<Map<String, Value>>,
+    pub auth_header: bool,
+}
+
+/// Built-in models plus models.json, ready for lookups.
+#[derive(Default)]
+pub struct Registry {
+    pub models: Vec<Model>,
+    pub provider_configs: HashMap<String, ProviderRequestConfig>,
+    /// models.json per-model headers, keyed by (provider, model id).
+    pub model_headers: HashMap<(String, String), Map<String, Value>>,
+    /// Why models.json was ignored, if it was.
+    pub load_error: Option<String>,
+}
+
+impl Registry {
+    /// Builds the registry; `models_json` is the path of models.json (missing file = none).
+    pub fn load(models_json: &Path) -> Registry {
+        let text = match fs::read(models_json) {
+            Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                let mut r = Registry::from_models_json(None);
+                r.load_error = Some(format!(
+                    "Failed to load models.json: {e}\n\nFile: {}",
+                    models_json.display()
+                ));
+                return r;
+            }
+        };
+        let mut registry = Registry::from_models_json(text.as_deref());
+        if let Some(err) = registry.load_error.take() {
+            registry.load_error = Some(format!("{err}\n\nFile: {}", models_json.display()));
+        }
+        registry
+    }
+
+    /// Builds the registry from models.json text (None = no file).
+    pub fn from_models_json(text: Option<&str>) -> Registry {
+        let builtins = builtin_models();
+        let mut registry = Registry::default();
+        let Some(text) = text else {
+            registry.models = builtins;
+            return registry;
+        };
+        let config = match parse_models_json(text, &builtins) {
+            Ok(c) => c,
+            Err(e) => {
+                registry.models = builtins;
+                registry.load_error = Some(e);
+                return registry;
+            }
+        };
+        registry.apply(config, builtins);
+        registry
+    }
+
+    fn apply(&mut self, providers: Map<String, Value>, builtins: Vec<Model>) {
+        let mut first_builtin: HashMap<&str, (String, String)> = HashMap::new();
+        for m in &builtins {
+            first_builtin
+                .entry(m.provider.as_str())
+                .or_insert_with(|| (m.api.clone(), m.base_url.clone()));
+        }
+        let mut custom = Vec::new();
+        for (provider, config) in &providers {
+            let str_field = |k: &str| config.get(k).and_then(Value::as_str).map(str::to_string);
+            let headers = config.get("headers").and_then(Value::as_object).cloned();
+            let auth_header = config
+                .get("authHeader")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let api_key = str_field("apiKey");
+            if api_key.is_some() || headers.is_some() || auth_header {
+                self.provider_configs.insert(
+                    provider.clone(),
+                    ProviderRequestConfig {
+                        api_key,
+                        headers,
+                        auth_header,
+                    },
+                );
+            }
+            if let Some(Value::Object(overrides)) = config.get("modelOverrides") {
+                for (model_id, o) in overrides {
+                    self.store_model_headers(provider, model_id, o.get("headers"));
+                }
+            }
+            let models = config.get("models").and_then(Value::as_array);
+            let Some(models) = models.filter(|m| !m.is_empty()) else {
+                continue;
+            };
+            let defaults = first_builtin.get(provider.as_str());
+            for def in models {
+                let id = def
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let get = |k: &str| def.get(k).and_then(Value::as_str).map(str::to_string);
+                let Some(api) = get("api")
+                    .or_else(|| str_field("api"))
+                    .or_else(|| defaults.map(|d| d.0.clone()))
+                else {
+                    continue;
+                };
+                let Some(base_url) = get("baseUrl")
+                    .or_else(|| str_field("baseUrl"))
+                    .or_else(|| defaults.map(|d| d.1.clone()))
+                else {
+                    continue;
+                };
+                self.store_model_headers(provider, &id, def.get("headers"));
+                let compat = merge_compat(
+                    config.get("compat").and_then(Value::as_object).cloned(),
+                    def.get("compat").and_then(Value::as_object),
+                );
+                let cost = def.get("cost").map(|c| ModelCost {
+                    input: c.get("input").and_then(Value::as_f64).unwrap_or(0.0),
+                    output: c.get("output").and_then(Value::as_f64).unwrap_or(0.0),
+                    cache_read: c.get("cacheRead").and_then(Value::as_f64).unwrap_or(0.0),
+                    cache_write: c.get("cacheWrite").and_then(Value::as_f64).unwrap_or(0.0),
+                });
+                custom.push(Model {
+                    name: get("name").unwrap_or_else(|| id.clone()),
+                    id,
+                    api,
+                    provider: provider.clone(),
+                    base_url,
+                    reasoning: def
+                        .get("reasoning")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    thinking_level_map: def
+                        .get("thinkingLevelMap")
+                        .and_then(Value::as_object)
+                        .cloned(),
+                    input: match def.get("input").and_then(Value::as_array) {
+                        Some(list) => list
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect(),
+                        None => vec!["text".to_string()],
+                    },
+                    cost: cost.unwrap_or_default(),
+                    context_window: def
+                        .get("contextWindow")
+                        .and_then(as_count)
+                        .unwrap_or(128000),
+                    max_tokens: def.get("maxTokens").and_then(as_count).unwrap_or(16384),
+                    headers: None,
+                    compat,
+                });
+            }
+        }
+
+        // Built-ins with provider-level and per-model overrides applied.
+        let mut models: Vec<Model> = builtins
+            .into_iter()
+            .map(|mut m| {
+                let Some(config) = providers.get(&m.provider) else {
+                    return m;
+                };
+                let base_url = config.get("baseUrl").and_then(Value::as_str);
+                let compat = config.get("compat").and_then(Value::as_object);
+                if base_url.is_some() || compat.is_some() {
+                    if let Some(url) = base_url {
+                        m.base_url = url.to_string();
+                    }
+                    m.compat = merge_compat(m.compat.take(), compat);
+                }
+                if let Some(o) = config.get("modelOverrides").and_then(|o| o.get(&m.id)) {
+                    apply_model_override(&mut m, o);
+                }
+                m
+            })
+            .collect();
+        for model in custom {
+            match models
+                .iter()
+                .position(|m| m.provider == model.provider && m.id == model.id)
+            {
+                Some(i) => models[i] = model,
+                None => models.push(model),
+            }
+        }
+        self.models = models;
+    }
+
+    fn store_model_headers(&mut self, provider: &str, model_id: &str, headers: Option<&Value>) {
+        let key = (provider.to_string(), model_id.to_string());
+        match headers.and_then(Value::as_object).filter(|h| !h.is_empty()) {
+            Some(h) => {
+                self.model_headers.insert(key, h.clone());
+            }
+            None => {
+                self.model_headers.remove(&key);
+            }
+        }
+    }
+}
+
+fn as_count(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.is_finite() && *f > 0.0)
+            .map(|f| f as u64)
+    })
+}
+
+/// Shallow merge of compat objects; the two routing sub-objects are merged one more level.
+fn merge_compat(
+    base: Option<Map<String, Value>>,
+    over: Option<&Map<String, Value>>,
+) -> Option<Map<String, Value>> {
+    let Some(over) = over else {
+        return base;
+    };
+    let mut merged = base.clone().unwrap_or_default();
+    for (k, v) in over {
+        merged.insert(k.clone(), v.clone());
+    }
+    for key in ["openRouterRouting", "vercelGatewayRouting"] {
+        let b = base
+            .as_ref()
+            .and_then(|b| b.get(key))
+            .and_then(Value::as_object);
+        let o = over.get(key).and_then(Value::as_object);
+        if b.is_some() || o.is_some() {
+            let mut inner = b.cloned().unwrap_or_default();
+            for (k, v) in o.into_iter().flatten() {
+                inner.insert(k.clone(), v.clone());
+            }
+            merged.insert(key.to_string(), Value::Object(inner));
+        }
+    }
+    Some(merged)
+}
+
+fn apply_model_override(m: &mut Model, o: &Value) {
+    if let Some(name) = o.get("name").and_then(Value::as_str) {
+        m.name = name.to_string();
+    }
+    if let Some(r) = o.get("reasoning").and_then(Value::as_bool) {
+        m.reasoning = r;
+    }
+    if let Some(map) = o.get("thinkingLevelMap").and_then(Value::as_object) {
+        let mut merged = m.thinking_level_map.take().unwrap_or_default();
+        for (k, v) in map {
+            merged.insert(k.clone(), v.clone());
+        }
+        m.thinking_level_map = Some(merged);
+    }
+    if let Some(input) = o.get("input").and_then(Value::as_array) {
+        m.input = input
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+    }
+    if let Some(n) = o.get("contextWindow").and_then(as_count) {
+        m.context_window = n;
+    }
+    if let Some(n) = o.get("maxTokens").and_then(as_count) {
+        m.max_tokens = n;
+    }
+    if let Some(cost) = o.get("cost").and_then(Value::as_object) {
+        let pick = |k: &str, old: f64| cost.get(k).and_then(Value::as_f64).unwrap_or(old);
+        m.cost = ModelCost {
+            input: pick("input", m.cost.input),
+            output: pick("output", m.cost.output),
+            cache_read: pick("cacheRead", m.cost.cache_read),
+            cache_write: pick("cacheWrite", m.cost.cache_write),
+        };
+    }
+    m.compat = merge_compat(m.compat.take(), o.get("compat").and_then(Value::as_object));
+}
+
+// ---- parsing and validation ---------------------------------------------------------------------
+
+/// Parses and validates models.json text; returns the `providers` object.
+fn parse_models_json(text: &str, builtins: &[Model]) -> Result<Map<String, Value>, String> {
+    let value: Value = serde_json::from_str(&strip_jsonc(text))
+        .map_err(|e| format!("Failed to parse models.json: {e}"))?;
+    let mut errors = Vec::new();
+    check_schema(&value, &mut errors);
+    if !errors.is_empty() {
+        let list: Vec<String> = errors
+            .iter()
+            .map(|(path, msg)| format!("  - {path}: {msg}"))
+            .collect();
+        return Err(format!("Invalid models.json schema:\n{}", list.join("\n")));
+    }
+    let providers = value
+        .get("providers")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    check_consistency(&providers, builtins)
+        .map_err(|e| format!("Failed to load models.json: {e}"))?;
+    Ok(providers)
+}
+
+type Errors = Vec<(String, String)>;
+
+fn check_schema(root: &Value, errors: &mut Errors) {
+    let Some(root) = expect_object(root, "root", errors) else {
+        return;
+    };
+    let Some(providers) = root.get("providers") else {
+        errors.push((
+            "providers".into(),
+            "must have required property 'providers'".into(),
+        ));
+        return;
+    };
+    let Some(providers) = expect_object(providers, "providers", errors) else {
+        return;
+    };
+    for (name, config) in providers {
+        let path = format!("providers.{name}");
+        let Some(config) = expect_object(config, &path, errors) else {
+            continue;
+        };
+        for key in ["name", "baseUrl", "apiKey", "api"] {
+            check_nonempty_string(config.get(key), &format!("{path}.{key}"), errors);
+        }
+        check_string_record(config.get("headers"), &format!("{path}.headers"), errors);
+        check_optional_object(config.get("compat"), &format!("{path}.compat"), errors);
+        if let Some(v) = config.get("authHeader")
+            && !v.is_boolean()
+        {
+            errors.push((format!("{path}.authHeader"), "must be boolean".into()));
+        }
+        if let Some(models) = config.get("models") {
+            match models.as_array() {
+                Some(list) => {
+                    for (i, def) in list.iter().enumerate() {
+                        check_model_def(def, &format!("{path}.models.{i}"), true, errors);
+                    }
+                }
+                None => errors.push((format!("{path}.models"), "must be array".into())),
+            }
+        }
+        if let Some(overrides) = config.get("modelOverrides")
+            && let Some(map) = expect_object(overrides, &format!("{path}.modelOverrides"), errors)
+        {
+            for (id, o) in map {
+                check_model_def(o, &format!("{path}.modelOverrides.{id}"), false, errors);
+            }
+        }
+    }
+}
+
+/// A model definition (`full`) or a per-model override.
+fn check_model_def(def: &Value, path: &str, full: bool, errors: &mut Errors) {
+    let Some(def) = expect_object(def, path, errors) else {
+        return;
+    };
+    if full {
+        match def.get("id") {
+            None => errors.push((
+                format!("{path}.id"),
+                "must have required property 'id'".into(),
+            )),
+            Some(v) => check_nonempty_string(Some(v), &format!("{path}.id"), errors),
+        }
+        check_nonempty_string(def.get("api"), &format!("{path}.api"), errors);
+        check_nonempty_string(def.get("baseUrl"), &format!("{path}.baseUrl"), errors);
+    }
+    check_nonempty_string(def.get("name"), &format!("{path}.name"), errors);
+    if let Some(v) = def.get("reasoning")
+        && !v.is_boolean()
+    {
+        errors.push((format!("{path}.reasoning"), "must be boolean".into()));
+    }
+    if let Some(map) = def.get("thinkingLevelMap")
+        && let Some(map) = expect_object(map, &format!("{path}.thinkingLevelMap"), errors)
+    {
+        for (level, v) in map {
+            if !(v.is_string() || v.is_null()) {
+                errors.push((
+                    format!("{path}.thinkingLevelMap.{level}"),
+                    "must be string or null".into(),
+                ));
+            }
+        }
+    }
+    if let Some(input) = def.get("input") {
+        match input.as_array() {
+            Some(list) => {
+                for (i, v) in list.iter().enumerate() {
+                    if !matches!(v.as_str(), Some("text") | Some("image")) {
+                        errors.push((
+                            format!("{path}.input.{i}"),
+                            "must be \"text\" or \"image\"".into(),
+                        ));
+                    }
+                }
+            }
+            None => errors.push((format!("{path}.input"), "must be array".into())),
+        }
+    }
+    if let Some(cost) = def.get("cost")
+        && let Some(cost) = expect_object(cost, &format!("{path}.cost"), errors)
+    {
+        for key in ["input", "output", "cacheRead", "cacheWrite"] {
+            match cost.get(key) {
+                Some(v) if !v.is_number() => {
+                    errors.push((format!("{path}.cost.{key}"), "must be number".into()))
+                }
+                None if full => errors.push((
+                    format!("{path}.cost.{key}"),
+                    format!("must have required property '{key}'"),
+                )),
+                _ => {}
+            }
+        }
+    }
+    for key in ["contextWindow", "maxTokens"] {
+        if let Some(v) = def.get(key)
+            && !v.is_number()
+        {
+            errors.push((format!("{path}.{key}"), "must be number".into()));
+        }
+    }
+    check_string_record(def.get("headers"), &format!("{path}.headers"), errors);
+    check_optional_object(def.get("compat"), &format!("{path}.compat"), errors);
+}
+
+fn expect_object<'a>(
+    v: &'a Value,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<&'a Map<String, Value>> {
+    let obj = v.as_object();
+    if obj.is_none() {
+        errors.push((path.to_string(), "must be object".into()));
+    }
+    obj
+}
+
+fn check_optional_object(v: Option<&Value>, path: &str, errors: &mut Errors) {
+    if let Some(v) = v {
+        expect_object(v, path, errors);
+    }
+}
+
+fn check_nonempty_string(v: Option<&Value>, path: &str, errors: &mut Errors) {
+    match v {
+        None => {}
+        Some(Value::String(s)) if s.is_empty() => errors.push((
+            path.to_string(),
+            "must not have fewer than 1 characters".into(),
+        )),
+        Some(Value::String(_)) => {}
+        Some(_) => errors.push((path.to_string(), "must be string".into())),
+    }
+}
+
+fn check_string_record(v: Option<&Value>, path: &str, errors: &mut Errors) {
+    if let Some(v) = v
+        && let Some(map) = expect_object(v, path, errors)
+    {
+        for (k, v) in map {
+            if !v.is_string() {
+                errors.push((format!("{path}.{k}"), "must be string".into()));
+            }
+        }
+    }
+}
+
+/// The reference's checks beyond the schema; the first failure wins.
+fn check_consistency(providers: &Map<String, Value>, builtins: &[Model]) -> Result<(), String> {
+    for (name, config) in providers {
+        let is_builtin = builtins.iter().any(|m| &m.provider == name);
+        let has = |k: &str| config.get(k).is_some_and(|v| !v.is_null());
+        let models = config
+            .get("models")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let has_overrides = config
+            .get("modelOverrides")
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty());
+        if models.is_empty() {
+            if !has("baseUrl") && !has("headers") && !has("compat") && !has_overrides {
+                return Err(format!(
+                    "Provider {name}: must specify \"baseUrl\", \"headers\", \"compat\", \"modelOverrides\", or \"models\"."
+                ));
+            }
+        } else if !is_builtin {
+            if !has("baseUrl") {
+                return Err(format!(
+                    "Provider {name}: \"baseUrl\" is required when defining custom models."
+                ));
+            }
+            if !has("apiKey") {
+                return Err(format!(
+                    "Provider {name}: \"apiKey\" is required when defining custom models."
+                ));
+            }
+        }
+        for def in models {
+            let id = def.get("id").and_then(Value::as_str).unwrap_or_default();
+            if !has("api") && def.get("api").is_none() && !is_builtin {
+                return Err(format!(
+                    "Provider {name}, model {id}: no \"api\" specified. Set at provider or model level."
+                ));
+            }
+            if id.is_empty() {
+                return Err(format!("Provider {name}: model missing \"id\""));
+            }
+            for (key, label) in [
+                ("contextWindow", "contextWindow"),
+                ("maxTokens", "maxTokens"),
+            ] {
+                if def
+                    .get(key)
+                    .and_then(Value::as_f64)
+                    .is_some_and(|n| n <= 0.0)
+                {
+                    return Err(format!("Provider {name}, model {id}: invalid {label}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn catalog_has_every_reference_model_in_order() {
+        let models = builtin_models();
+        assert_eq!(models.len(), 969);
+        assert_eq!(models[0].provider, "amazon-bedrock");
+        assert_eq!(models[0].id, "amazon.nova-2-lite-v1:0");
+        let gpt = models
+            .iter()
+            .find(|m| m.provider == "openai" && m.id == "gpt-5.4")
+            .unwrap();
+        assert_eq!(gpt.thinking_level_map.as_ref().unwrap()["off"], Value::Null);
+        let copilot = models
+            .iter()
+            .find(|m| m.provider == "github-copilot")
+            .unwrap();
+        assert!(
+            copilot
+                .headers
+                .as_ref()
+                .unwrap()
+                .contains_key("Editor-Version")
+        );
+        // Every provider with a default model id has that model in the catalog.
+        for (provider, id) in DEFAULT_MODEL_PER_PROVIDER {
+            if *provider == "openai-codex" || *provider == "xiaomi-token-plan-ams" {
+                continue;
+            }
+            assert!(
+                models
+                    .iter()
+                    .any(|m| m.provider == *provider && m.id == *id),
+                "{provider}/{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn custom_models_get_defaults_and_replace_builtins() {
+        let text = r#"{
+          // local server
+          "providers": {
+            "mock": {"baseUrl": "http://127.0.0.1:1/v1", "apiKey": "MOCK_KEY", "api": "openai-completions",
+                     "headers": {"X-A": "1"}, "authHeader": true,
+                     "models": [{"id": "m1", "headers": {"X-B": "2"}}, {"id": "m2", "reasoning": true, "input": ["text", "image"]},]},
+            "openai": {"models": [{"id": "gpt-5.4", "name": "Mine"}], "modelOverrides": {"gpt-4o": {"name": "Four", "cost": {"input": 9}}}},
+            "anthropic": {"baseUrl": "http://proxy", "compat": {"x": true}},
+          }
+        }"#;
+        let r = Registry::from_models_json(Some(text));
+        assert_eq!(r.load_error, None);
+        let m1 = r.models.iter().find(|m| m.id == "m1").unwrap();
+        let wire = serde_json::to_value(m1).unwrap();
+        assert_eq!(
+            wire,
+            json!({"id":"m1","name":"m1","api":"openai-completions","provider":"mock","baseUrl":"http://127.0.0.1:1/v1",
+                   "reasoning":false,"input":["text"],"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0},
+                   "contextWindow":128000,"maxTokens":16384})
+        );
+        assert_eq!(
+            r.models.last().unwrap().id,
+            "m2",
+            "new models are appended in file order"
+        );
+        let mine = r
+            .models
+            .iter()
+            .position(|m| m.provider == "openai" && m.id == "gpt-5.4")
+            .unwrap();
+        assert_eq!(r.models[mine].name, "Mine");
+        assert_eq!(
+            r.models[mine].api, "openai-responses",
+            "api inherited from the provider's first built-in"
+        );
+        assert!(
+            r.models[mine].thinking_level_map.is_none(),
+            "replacement is a fresh definition"
+        );
+        let four = r
+            .models
+            .iter()
+            .find(|m| m.provider == "openai" && m.id == "gpt-4o")
+            .unwrap();
+        assert_eq!((four.name.as_str(), four.cost.input), ("Four", 9.0));
+        assert!(four.cost.output > 0.0);
+        let claude = r.models.iter().find(|m| m.provider == "anthropic").unwrap();
+        assert_eq!(claude.base_url, "http://proxy");
+        assert_eq!(claude.compat.as_ref().unwrap()["x"], true);
+        let cfg = &r.provider_configs["mock"];
+        assert_eq!(cfg.api_key.as_deref(), Some("MOCK_KEY"));
+        assert!(cfg.auth_header);
+        assert_eq!(
+            r.model_headers[&("mock".to_string(), "m1".to_string())]["X-B"],
+            "2"
+        );
+    }
+
+    #[test]
+    fn errors_drop_the_file_but_keep_builtins() {
+        let r =
+            Registry::from_models_json(Some(r#"{"providers": {"x": {"models": [{"id": "a"}]}}}"#));
+        assert_eq!(
+            r.load_error.as_deref(),
+            Some(
+                "Failed to load models.json: Provider x: \"baseUrl\" is required when defining custom models."
+            )
+        );
+        assert_eq!(r.models.len(), 969);
+        let r = Registry::from_models_json(Some(r#"{"providers": {"x": {}}}"#));
+        assert!(r.load_error.unwrap().contains("must specify \"baseUrl\""));
+        let r = Registry::from_models_json(Some(
+            r#"{"providers": {"x": {"baseUrl": 5, "apiKey": "", "authHeader": "y"}}}"#,
+        ));
+        assert_eq!(
+            r.load_error.as_deref(),
+            Some(
+                "Invalid models.json schema:\n  - providers.x.baseUrl: must be string\n  - providers.x.apiKey: must not have fewer than 1 characters\n  - providers.x.authHeader: must be boolean"
+            )
+        );
+        let r = Registry::from_models_json(Some("{ nope"));
+        assert!(
+            r.load_error
+                .unwrap()
+                .starts_with("Failed to parse models.json: ")
+        );
+        let r = Registry::from_models_json(Some(
+            r#"{"providers": {"y": {"baseUrl": "u", "apiKey": "k", "models": [{"id": "a"}]}}}"#,
+        ));
+        assert_eq!(
+            r.load_error.as_deref(),
+            Some(
+                "Failed to load models.json: Provider y, model a: no \"api\" specified. Set at provider or model level."
+            )
+        );
+    }
+}

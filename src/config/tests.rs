@@ -1,0 +1,289 @@
+//! Tests of `Config` as a whole: files in a temp agent dir, an injected environment.
+
+use super::*;
+use std::fs;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("pi-rs-config-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn write(&self, name: &str, text: &str) {
+        let path = self.0.join(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn load(dir: &TempDir, env: &[(&str, &str)]) -> Config {
+    Config::load_with_env(
+        dir.0.clone(),
+        dir.0.join("project"),
+        Env::from_pairs(env.iter().copied()),
+    )
+}
+
+const MOCK_MODELS: &str = r#"{
+  "providers": {
+    "mock": {
+      "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "MOCK_ENV",
+      "headers": {"X-Static": "static-value", "X-From-Env": "HEADER_ENV"},
+      "authHeader": true,
+      "models": [{"id": "mock-1", "reasoning": true, "headers": {"X-Model": "!echo from-command"}}, {"id": "mock-2"}]
+    }
+  }
+}"#;
+
+#[test]
+fn key_priority_runtime_auth_oauth_env_models_json() {
+    let dir = TempDir::new("priority");
+    let future = auth::now_ms() + 3_600_000.0;
+    dir.write(
+        "auth.json",
+        &format!(
+            r#"{{"openai": {{"type": "api_key", "key": "auth-openai-key"}},
+                 "anthropic": {{"type": "oauth", "access": "oauth-access-token", "refresh": "r-token-123", "expires": {future}}},
+                 "github-copilot": {{"type": "oauth", "access": "old-access", "refresh": "r", "expires": 1}},
+                 "xai": {{"type": "api_key", "key": "!echo xai-from-cmd"}},
+                 "groq": {{"type": "api_key", "key": "GROQ_INDIRECT"}}}}"#
+        ),
+    );
+    dir.write("models.json", MOCK_MODELS);
+    let env = [
+        ("OPENAI_API_KEY", "env-openai-key"),
+        ("ANTHROPIC_API_KEY", "env-anthropic"),
+        ("GH_TOKEN", "gh-env-token"),
+        ("GROQ_INDIRECT", "groq-indirect-value"),
+        ("MOCK_ENV", "mock-env-key"),
+        ("HEADER_ENV", "header-from-env"),
+        ("MISTRAL_API_KEY", "mistral-env-key"),
+    ];
+    let mut c = load(&dir, &env);
+    assert_eq!(c.api_key("openai").as_deref(), Some("auth-openai-key"));
+    assert_eq!(
+        c.api_key("anthropic").as_deref(),
+        Some("oauth-access-token")
+    );
+    // Expired OAuth is absent → env var; a notice says how to log in again.
+    assert_eq!(c.api_key("github-copilot").as_deref(), Some("gh-env-token"));
+    assert!(
+        c.auth_notice("github-copilot")
+            .unwrap()
+            .contains("/login github-copilot")
+    );
+    assert!(
+        c.diagnostics
+            .iter()
+            .any(|d| matches!(d, Diagnostic::Warning(w) if w.contains("github-copilot")))
+    );
+    assert_eq!(c.auth_notice("anthropic"), None);
+    assert_eq!(c.api_key("xai").as_deref(), Some("xai-from-cmd"));
+    assert_eq!(c.api_key("groq").as_deref(), Some("groq-indirect-value"));
+    assert_eq!(c.api_key("mistral").as_deref(), Some("mistral-env-key"));
+    assert_eq!(c.api_key("mock").as_deref(), Some("mock-env-key"));
+    assert_eq!(c.api_key("cerebras"), None);
+    c.set_runtime_api_key("openai", "runtime-key-1".into());
+    assert_eq!(c.api_key("openai").as_deref(), Some("runtime-key-1"));
+    assert!(!c.has_auth("cerebras"));
+    c.set_runtime_api_key("cerebras", "runtime-key-2".into());
+    assert!(c.has_auth("cerebras"));
+
+    // Request headers: catalog < provider < model; authHeader adds the bearer key.
+    let mock1 = c.find_model("mock", "mock-1").unwrap().clone();
+    let (key, headers) = c.request_auth(&mock1).unwrap();
+    assert_eq!(key.as_deref(), Some("mock-env-key"));
+    assert_eq!(
+        headers,
+        vec![
+            ("X-Static".to_string(), "static-value".to_string()),
+            ("X-From-Env".to_string(), "header-from-env".to_string()),
+            ("X-Model".to_string(), "from-command".to_string()),
+            (
+                "Authorization".to_string(),
+                "Bearer mock-env-key".to_string()
+            ),
+        ]
+    );
+    let copilot = c
+        .all_models()
+        .iter()
+        .find(|m| m.provider == "github-copilot")
+        .unwrap()
+        .clone();
+    assert!(
+        c.request_headers(&copilot)
+            .iter()
+            .any(|(k, _)| k == "Copilot-Integration-Id")
+    );
+
+    let secrets = c.known_secrets();
+    for s in [
+        "auth-openai-key",
+        "oauth-access-token",
+        "r-token-123",
+        "env-openai-key",
+        "gh-env-token",
+        "groq-indirect-value",
+        "mock-env-key",
+        "header-from-env",
+        "xai-from-cmd",
+        "runtime-key-1",
+    ] {
+        assert!(
+            secrets.iter().any(|k| k == s),
+            "{s} missing from {secrets:?}"
+        );
+    }
+}
+
+#[test]
+fn auth_json_without_key_does_not_fall_through() {
+    let dir = TempDir::new("nofall");
+    dir.write(
+        "auth.json",
+        r#"{"openai": {"type": "api_key", "key": "!exit 1"}}"#,
+    );
+    let c = load(&dir, &[("OPENAI_API_KEY", "env-key-value")]);
+    assert_eq!(c.api_key("openai"), None);
+    assert!(c.has_auth("openai"), "availability never runs commands");
+}
+
+#[test]
+fn available_models_and_initial_model() {
+    let dir = TempDir::new("available");
+    dir.write("models.json", MOCK_MODELS);
+    let c = load(&dir, &[]);
+    let available = c.available_models();
+    assert_eq!(
+        available.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        vec!["mock-1", "mock-2"]
+    );
+    assert_eq!(c.initial_model().unwrap().id, "mock-1");
+    let r = c.resolve_cli_model(Some("mock"), "zzz").unwrap();
+    assert_eq!(
+        r.warning.as_deref(),
+        Some("Model \"zzz\" not found for provider \"mock\". Using custom model id.")
+    );
+    assert_eq!(r.model.base_url, "http://127.0.0.1:9/v1");
+
+    let empty = TempDir::new("available-none");
+    let c = load(&empty, &[]);
+    assert!(c.available_models().is_empty());
+    assert!(c.initial_model().is_none());
+    assert!(
+        c.list_models(None)
+            .starts_with("No models available. Use /login")
+    );
+    // auth.json was created.
+    assert_eq!(fs::read_to_string(empty.0.join("auth.json")).unwrap(), "{}");
+}
+
+#[test]
+fn settings_getters_and_setters() {
+    let dir = TempDir::new("settings");
+    dir.write(
+        "settings.json",
+        r#"{"queueMode": "all", "retry": {"maxDelayMs": 7000, "maxRetries": 5}, "compaction": {"keepRecentTokens": 100},
+            "defaultThinkingLevel": "high", "sessionDir": "~/sessions", "enabledModels": ["a", "b*"],
+            "thinkingBudgets": {"low": 1000}, "images": {"blockImages": true}, "shellPath": "/bin/bash"}"#,
+    );
+    dir.write(
+        "project/.pi/settings.json",
+        r#"{"compaction": {"reserveTokens": 999}}"#,
+    );
+    let mut c = load(&dir, &[("HOME", "/home/u")]);
+    assert_eq!(c.steering_mode(), QueueMode::All);
+    assert_eq!(c.follow_up_mode(), QueueMode::OneAtATime);
+    assert_eq!(c.retry_max_retries(), 5);
+    assert_eq!(c.retry_base_delay_ms(), 2000);
+    assert_eq!(c.provider_max_retry_delay_ms(), 7000);
+    assert_eq!(c.compaction_reserve_tokens(), 999);
+    assert_eq!(c.compaction_keep_recent_tokens(), 100);
+    assert!(c.compaction_enabled());
+    assert_eq!(c.default_thinking_level(), Some(ThinkingLevel::High));
+    assert_eq!(c.session_dir(), Some(PathBuf::from("/home/u/sessions")));
+    assert_eq!(
+        c.enabled_models(),
+        Some(vec!["a".to_string(), "b*".to_string()])
+    );
+    assert_eq!(c.thinking_budget(ThinkingLevel::Low), Some(1000));
+    assert_eq!(c.thinking_budget(ThinkingLevel::High), None);
+    assert!(c.block_images());
+    assert_eq!(c.shell_path().as_deref(), Some("/bin/bash"));
+    assert_eq!(
+        c.setting("retry.provider.maxRetryDelayMs"),
+        Some(&Value::from(7000))
+    );
+
+    c.set_default_model("openai", "gpt-5.4");
+    c.set_compaction_enabled(false);
+    c.set_follow_up_mode("all");
+    assert_eq!(c.follow_up_mode(), QueueMode::All);
+    assert!(!c.compaction_enabled());
+    let written: Value =
+        serde_json::from_str(&fs::read_to_string(dir.0.join("settings.json")).unwrap()).unwrap();
+    // Only the modified keys changed; the migrated legacy keys are written in their new form.
+    assert_eq!(written["defaultProvider"], "openai");
+    assert_eq!(written["defaultModel"], "gpt-5.4");
+    assert_eq!(
+        written["compaction"],
+        serde_json::json!({"keepRecentTokens": 100, "enabled": false})
+    );
+    assert_eq!(written["steeringMode"], "all");
+    assert_eq!(written["followUpMode"], "all");
+    assert!(written.get("queueMode").is_none());
+    assert_eq!(c.default_model(), Some("gpt-5.4"));
+    assert_eq!(
+        c.initial_model().unwrap().id,
+        "gpt-5.4",
+        "saved default wins without auth"
+    );
+}
+
+#[test]
+fn broken_files_become_warnings() {
+    let dir = TempDir::new("broken");
+    dir.write("settings.json", "{ nope");
+    dir.write(
+        "models.json",
+        r#"{"providers": {"x": {"models": [{"id": "a"}]}}}"#,
+    );
+    let c = load(&dir, &[]);
+    let warnings: Vec<&str> = c
+        .diagnostics
+        .iter()
+        .map(|d| match d {
+            Diagnostic::Warning(w) => w.as_str(),
+            Diagnostic::Error(e) => panic!("unexpected error {e}"),
+        })
+        .collect();
+    assert!(
+        warnings[0].starts_with("(runtime creation, global settings) "),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1]
+            .starts_with("errors loading models.json:\nFailed to load models.json: Provider x:")
+    );
+    assert!(warnings[1].ends_with(&format!("File: {}", dir.0.join("models.json").display())));
+    assert_eq!(c.all_models().len(), 969);
+}
+
+#[test]
+fn tilde_expansion() {
+    let home = Path::new("/h");
+    assert_eq!(expand_tilde("~", home), PathBuf::from("/h"));
+    assert_eq!(expand_tilde("~/x/y", home), PathBuf::from("/h/x/y"));
+    assert_eq!(expand_tilde("~x", home), PathBuf::from("~x"));
+    assert_eq!(expand_tilde("rel/p", home), PathBuf::from("rel/p"));
+}
