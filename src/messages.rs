@@ -108,20 +108,31 @@ pub enum ContentBlock {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TextContent {
     pub text: String,
-    #[serde(rename = "textSignature", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "textSignature",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub text_signature: Option<String>,
 }
 
 impl TextContent {
     pub fn new(text: &str) -> TextContent {
-        TextContent { text: text.to_string(), text_signature: None }
+        TextContent {
+            text: text.to_string(),
+            text_signature: None,
+        }
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThinkingContent {
     pub thinking: String,
-    #[serde(rename = "thinkingSignature", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "thinkingSignature",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub thinking_signature: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub redacted: Option<bool>,
@@ -132,7 +143,11 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: Value,
-    #[serde(rename = "thoughtSignature", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "thoughtSignature",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub thought_signature: Option<String>,
 }
 
@@ -221,11 +236,23 @@ pub struct AssistantMessage {
     #[serde(rename = "stopReason")]
     pub stop_reason: StopReason,
     pub timestamp: i64,
-    #[serde(rename = "responseId", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "responseId",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub response_id: Option<String>,
-    #[serde(rename = "responseModel", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "responseModel",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub response_model: Option<String>,
-    #[serde(rename = "errorMessage", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "errorMessage",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub error_message: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -296,10 +323,18 @@ pub struct BashExecutionMessage {
     pub exit_code: Option<i32>,
     pub cancelled: bool,
     pub truncated: bool,
-    #[serde(rename = "fullOutputPath", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "fullOutputPath",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub full_output_path: Option<String>,
     pub timestamp: i64,
-    #[serde(rename = "excludeFromContext", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "excludeFromContext",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub exclude_from_context: Option<bool>,
 }
 
@@ -340,7 +375,10 @@ mod tests {
         let mut m = UserMessage::new("hi", vec![]);
         m.timestamp = 5;
         let v = serde_json::to_string(&AgentMessage::User(m)).unwrap();
-        assert_eq!(v, r#"{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":5}"#);
+        assert_eq!(
+            v,
+            r#"{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":5}"#
+        );
     }
 
     #[test]

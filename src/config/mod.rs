@@ -31,7 +31,11 @@ pub enum QueueMode {
 impl QueueMode {
     /// pi does not validate: anything but "all" behaves as one-at-a-time.
     pub fn parse(s: &str) -> QueueMode {
-        if s == "all" { QueueMode::All } else { QueueMode::OneAtATime }
+        if s == "all" {
+            QueueMode::All
+        } else {
+            QueueMode::OneAtATime
+        }
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -61,7 +65,9 @@ pub fn agent_dir_from_env() -> PathBuf {
 }
 
 pub fn home_dir() -> PathBuf {
-    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"))
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 pub fn expand_tilde(path: &str, home: &Path) -> PathBuf {
@@ -85,7 +91,13 @@ pub struct Config {
 impl Config {
     /// Loads settings, models and credentials. Never fails: problems become diagnostics.
     pub fn load(agent_dir: PathBuf, cwd: PathBuf) -> Config {
-        Config { agent_dir, cwd, diagnostics: Vec::new(), models: Vec::new(), runtime_api_key: None }
+        Config {
+            agent_dir,
+            cwd,
+            diagnostics: Vec::new(),
+            models: Vec::new(),
+            runtime_api_key: None,
+        }
     }
 
     // ---- models -------------------------------------------------------------------------
@@ -97,11 +109,17 @@ impl Config {
 
     /// Models whose provider has credentials configured (pi's "available").
     pub fn available_models(&self) -> Vec<Model> {
-        self.models.iter().filter(|m| self.has_auth(&m.provider)).cloned().collect()
+        self.models
+            .iter()
+            .filter(|m| self.has_auth(&m.provider))
+            .cloned()
+            .collect()
     }
 
     pub fn find_model(&self, provider: &str, id: &str) -> Option<&Model> {
-        self.models.iter().find(|m| m.provider == provider && m.id == id)
+        self.models
+            .iter()
+            .find(|m| m.provider == provider && m.id == id)
     }
 
     /// `--provider`/`--model` resolution (FACTS §1.9).
@@ -111,7 +129,9 @@ impl Config {
         pattern: &str,
     ) -> Result<ResolvedModel, String> {
         let _ = provider;
-        Err(format!("Model \"{pattern}\" not found. Use --list-models to see available models."))
+        Err(format!(
+            "Model \"{pattern}\" not found. Use --list-models to see available models."
+        ))
     }
 
     /// The model to start with when no `--model` was given (FACTS §1.8 steps 4–7, no session).
@@ -146,7 +166,10 @@ impl Config {
 
     /// Every credential value we know of, for redaction from records and logs.
     pub fn known_secrets(&self) -> Vec<String> {
-        self.runtime_api_key.iter().map(|(_, k)| k.clone()).collect()
+        self.runtime_api_key
+            .iter()
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------

@@ -29,7 +29,11 @@ pub struct Model {
     pub base_url: String,
     pub reasoning: bool,
     /// Level → provider value; `null` removes a level (e.g. gpt-5.4 has no "off").
-    #[serde(rename = "thinkingLevelMap", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "thinkingLevelMap",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub thinking_level_map: Option<Map<String, Value>>,
     pub input: Vec<String>,
     pub cost: ModelCost,
@@ -162,7 +166,10 @@ impl ThinkingLevel {
     }
 
     fn rank(self) -> usize {
-        ThinkingLevel::ALL.iter().position(|l| *l == self).unwrap_or(0)
+        ThinkingLevel::ALL
+            .iter()
+            .position(|l| *l == self)
+            .unwrap_or(0)
     }
 }
 
@@ -180,14 +187,20 @@ mod tests {
 
     #[test]
     fn non_reasoning_models_only_have_off() {
-        assert_eq!(Model::placeholder().supported_thinking_levels(), vec![ThinkingLevel::Off]);
+        assert_eq!(
+            Model::placeholder().supported_thinking_levels(),
+            vec![ThinkingLevel::Off]
+        );
     }
 
     #[test]
     fn null_entries_remove_levels_and_xhigh_needs_a_mapping() {
         let m = reasoning_model(json!({"off": null, "xhigh": "xhigh"}));
         use ThinkingLevel::*;
-        assert_eq!(m.supported_thinking_levels(), vec![Minimal, Low, Medium, High, Xhigh]);
+        assert_eq!(
+            m.supported_thinking_levels(),
+            vec![Minimal, Low, Medium, High, Xhigh]
+        );
         let plain = reasoning_model(json!({}));
         assert_eq!(plain.clamp_thinking_level(Xhigh), High);
         assert_eq!(m.clamp_thinking_level(Off), Minimal);

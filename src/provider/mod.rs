@@ -68,17 +68,32 @@ pub enum StreamEvent {
     /// Response headers arrived with a success status: the assistant message starts.
     Opened,
     /// Response id / model as the provider reports them.
-    Meta { response_id: Option<String>, response_model: Option<String> },
-    BlockStart { index: usize, kind: BlockKind },
+    Meta {
+        response_id: Option<String>,
+        response_model: Option<String>,
+    },
+    BlockStart {
+        index: usize,
+        kind: BlockKind,
+    },
     /// Text, thinking or tool-call argument JSON, by the block's kind.
-    Delta { index: usize, delta: String },
+    Delta {
+        index: usize,
+        delta: String,
+    },
     /// The block is complete. `signature` is the text/thinking signature or the thought signature
     /// of a tool call; for redacted thinking it carries the opaque data.
-    BlockEnd { index: usize, signature: Option<String> },
+    BlockEnd {
+        index: usize,
+        signature: Option<String>,
+    },
     /// Token counts so far (replaces earlier ones; cost is filled by the agent from the model).
     Usage(Usage),
     /// The stream finished. An `Error` stop reason carries the provider's message.
-    Done { stop_reason: StopReason, error_message: Option<String> },
+    Done {
+        stop_reason: StopReason,
+        error_message: Option<String>,
+    },
     /// The request failed (HTTP status, network, malformed stream). Ends the stream.
     Failed(ProviderError),
 }
@@ -115,9 +130,15 @@ pub fn spawn_stream(
             let message = format!("No API provider registered for api: {}", request.model.api);
             let _ = events.send(ProviderEvent {
                 req,
-                event: StreamEvent::Failed(ProviderError { message, retry_after: None }),
+                event: StreamEvent::Failed(ProviderError {
+                    message,
+                    retry_after: None,
+                }),
             });
         })
         .ok();
-    StreamHandle { req, _thread: thread }
+    StreamHandle {
+        req,
+        _thread: thread,
+    }
 }

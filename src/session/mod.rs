@@ -42,7 +42,13 @@ pub struct SessionLog {
 impl SessionLog {
     /// A session that never touches the disk (`--no-session`).
     pub fn in_memory(cwd: &Path) -> SessionLog {
-        SessionLog { id: "00000000-0000-7000-8000-000000000000".into(), cwd: cwd.to_path_buf(), file: None, entries: Vec::new(), next: 0 }
+        SessionLog {
+            id: "00000000-0000-7000-8000-000000000000".into(),
+            cwd: cwd.to_path_buf(),
+            file: None,
+            entries: Vec::new(),
+            next: 0,
+        }
     }
 
     pub fn id(&self) -> &str {
@@ -74,11 +80,18 @@ impl SessionLog {
         self.append(json!({"type": "message", "message": message}))
     }
 
-    pub fn append_model_change(&mut self, provider: &str, model_id: &str) -> Result<String, SessionError> {
+    pub fn append_model_change(
+        &mut self,
+        provider: &str,
+        model_id: &str,
+    ) -> Result<String, SessionError> {
         self.append(json!({"type": "model_change", "provider": provider, "modelId": model_id}))
     }
 
-    pub fn append_thinking_level_change(&mut self, level: ThinkingLevel) -> Result<String, SessionError> {
+    pub fn append_thinking_level_change(
+        &mut self,
+        level: ThinkingLevel,
+    ) -> Result<String, SessionError> {
         self.append(json!({"type": "thinking_level_change", "thinkingLevel": level.as_str()}))
     }
 
@@ -88,7 +101,13 @@ impl SessionLog {
 
     /// The current session name (latest session_info in file order), if any.
     pub fn name(&self) -> Option<String> {
-        self.entries.iter().rev().find(|e| e["type"] == "session_info").and_then(|e| e["name"].as_str()).filter(|n| !n.is_empty()).map(str::to_string)
+        self.entries
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "session_info")
+            .and_then(|e| e["name"].as_str())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
     }
 
     pub fn context(&self) -> SessionContext {

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail};
+use super::truncate::{
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail,
+};
 use super::validate::js_number_string;
 use super::{CancelFlag, ToolContext, ToolOutput};
 
@@ -69,7 +71,11 @@ fn live_groups() -> &'static Mutex<HashSet<i32>> {
 
 /// SIGKILLs every shell process group still running (for process shutdown).
 pub fn kill_all_shells() {
-    let groups: Vec<i32> = live_groups().lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+    let groups: Vec<i32> = live_groups()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain()
+        .collect();
     for pgid in groups {
         kill_group(pgid);
     }
@@ -104,12 +110,15 @@ pub fn resolve_shell(custom: Option<&str>) -> Result<String, String> {
 /// First executable file called `name` in PATH.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| is_executable(candidate))
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// PATH with `<agentDir>/bin` in front (unless already listed).
@@ -119,7 +128,11 @@ pub fn shell_path_env(agent_dir: &Path) -> String {
     if current.split(':').any(|entry| entry == bin) {
         return current;
     }
-    if current.is_empty() { bin } else { format!("{bin}:{current}") }
+    if current.is_empty() {
+        bin
+    } else {
+        format!("{bin}:{current}")
+    }
 }
 
 /// Runs one command to completion (see the module doc). Errors are the texts the tool reports:
@@ -141,7 +154,9 @@ pub fn run_shell(
         None => request.command.to_string(),
     };
     let (reader, writer) = std::io::pipe().map_err(|e| format!("spawn {shell} failed: {e}"))?;
-    let writer_for_stderr = writer.try_clone().map_err(|e| format!("spawn {shell} failed: {e}"))?;
+    let writer_for_stderr = writer
+        .try_clone()
+        .map_err(|e| format!("spawn {shell} failed: {e}"))?;
     let mut command = Command::new(&shell);
     command
         .arg("-c")
@@ -160,33 +175,44 @@ pub fn run_shell(
         format!("spawn {shell} {code}")
     })?;
     let pgid = child.id() as i32;
-    live_groups().lock().unwrap_or_else(|p| p.into_inner()).insert(pgid);
+    live_groups()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(pgid);
 
     let (chunk_tx, chunk_rx) = crossbeam_channel::bounded::<Vec<u8>>(16);
-    let reader_thread = std::thread::Builder::new().name("bash-output".to_string()).spawn(move || {
-        let mut reader = reader;
-        let mut buffer = vec![0u8; 64 * 1024];
-        loop {
-            match reader.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(n) => {
-                    if chunk_tx.send(buffer[..n].to_vec()).is_err() {
-                        break;
+    let reader_thread = std::thread::Builder::new()
+        .name("bash-output".to_string())
+        .spawn(move || {
+            let mut reader = reader;
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                match reader.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if chunk_tx.send(buffer[..n].to_vec()).is_err() {
+                            break;
+                        }
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
             }
-        }
-    });
+        });
     if reader_thread.is_err() {
         kill_group(pgid);
         let _ = child.wait();
-        live_groups().lock().unwrap_or_else(|p| p.into_inner()).remove(&pgid);
+        live_groups()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pgid);
         return Err("Failed to start the output reader thread".to_string());
     }
 
-    let deadline = request.timeout.filter(|t| *t > 0.0 && t.is_finite()).map(|t| Instant::now() + Duration::from_secs_f64(t));
+    let deadline = request
+        .timeout
+        .filter(|t| *t > 0.0 && t.is_finite())
+        .map(|t| Instant::now() + Duration::from_secs_f64(t));
     let mut pipe_closed = false;
     let mut killed = false;
     let mut timed_out = false;
@@ -223,7 +249,10 @@ pub fn run_shell(
             break;
         }
     }
-    live_groups().lock().unwrap_or_else(|p| p.into_inner()).remove(&pgid);
+    live_groups()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&pgid);
     // Dropping the receiver ends the reader thread at its next chunk if descendants still write.
     drop(chunk_rx);
     if cancel.is_cancelled() {
@@ -238,9 +267,14 @@ pub fn run_shell(
 /// 16 random hex digits for temp file names.
 pub fn random_hex16() -> String {
     let mut bytes = [0u8; 8];
-    let from_urandom = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
+    let from_urandom = File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok();
     if !from_urandom {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let mixed = (nanos as u64) ^ (u64::from(std::process::id()) << 32);
         bytes = mixed.to_le_bytes();
     }
@@ -279,7 +313,11 @@ impl OutputAccumulator {
         OutputAccumulator::with_limits(temp_prefix, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
     }
 
-    pub fn with_limits(temp_prefix: &'static str, max_lines: usize, max_bytes: usize) -> OutputAccumulator {
+    pub fn with_limits(
+        temp_prefix: &'static str,
+        max_lines: usize,
+        max_bytes: usize,
+    ) -> OutputAccumulator {
         OutputAccumulator {
             max_lines,
             max_bytes,
@@ -331,13 +369,15 @@ impl OutputAccumulator {
 
     pub fn snapshot(&mut self, persist_if_truncated: bool) -> OutputSnapshot {
         let tail = truncate_tail(self.snapshot_text(), self.max_lines, self.max_bytes);
-        let truncated = self.total_lines > self.max_lines || self.total_decoded_bytes > self.max_bytes;
+        let truncated =
+            self.total_lines > self.max_lines || self.total_decoded_bytes > self.max_bytes;
         let truncated_by = if truncated {
-            tail.truncated_by.or(Some(if self.total_decoded_bytes > self.max_bytes {
-                super::truncate::TruncatedBy::Bytes
-            } else {
-                super::truncate::TruncatedBy::Lines
-            }))
+            tail.truncated_by
+                .or(Some(if self.total_decoded_bytes > self.max_bytes {
+                    super::truncate::TruncatedBy::Bytes
+                } else {
+                    super::truncate::TruncatedBy::Lines
+                }))
         } else {
             None
         };
@@ -353,7 +393,11 @@ impl OutputAccumulator {
         if persist_if_truncated && truncation.truncated {
             self.ensure_temp_file();
         }
-        OutputSnapshot { content: truncation.content.clone(), truncation, full_output_path: self.temp_path.clone() }
+        OutputSnapshot {
+            content: truncation.content.clone(),
+            truncation,
+            full_output_path: self.temp_path.clone(),
+        }
     }
 
     /// Bytes of the last (possibly unfinished) line.
@@ -457,7 +501,8 @@ impl OutputAccumulator {
         if self.temp_path.is_some() {
             return;
         }
-        let path = std::env::temp_dir().join(format!("{}-{}.log", self.temp_prefix, random_hex16()));
+        let path =
+            std::env::temp_dir().join(format!("{}-{}.log", self.temp_prefix, random_hex16()));
         match File::create(&path) {
             Ok(file) => self.temp_file = Some(file),
             Err(e) => log::warn!("could not create {}: {e}", path.display()),
@@ -485,19 +530,34 @@ fn update_details(snapshot: &OutputSnapshot) -> Value {
         details.insert("truncation".to_string(), snapshot.truncation.to_json());
     }
     if let Some(path) = &snapshot.full_output_path {
-        details.insert("fullOutputPath".to_string(), Value::from(path.to_string_lossy().to_string()));
+        details.insert(
+            "fullOutputPath".to_string(),
+            Value::from(path.to_string_lossy().to_string()),
+        );
     }
     Value::Object(details)
 }
 
 /// Final text (+ details when truncated) for a snapshot; `empty_text` stands in for no output.
-fn format_output(snapshot: &OutputSnapshot, last_line_bytes: usize, empty_text: &str) -> (String, Option<Value>) {
+fn format_output(
+    snapshot: &OutputSnapshot,
+    last_line_bytes: usize,
+    empty_text: &str,
+) -> (String, Option<Value>) {
     let truncation = &snapshot.truncation;
-    let mut text = if snapshot.content.is_empty() { empty_text.to_string() } else { snapshot.content.clone() };
+    let mut text = if snapshot.content.is_empty() {
+        empty_text.to_string()
+    } else {
+        snapshot.content.clone()
+    };
     if !truncation.truncated {
         return (text, None);
     }
-    let path = snapshot.full_output_path.as_ref().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+    let path = snapshot
+        .full_output_path
+        .as_ref()
+        .map(|p| p.to_string_lossy().to_string())
+        .unwrap_or_default();
     let details = json!({"truncation": truncation.to_json(), "fullOutputPath": path});
     let start_line = truncation.total_lines - truncation.output_lines + 1;
     let end_line = truncation.total_lines;
@@ -508,7 +568,10 @@ fn format_output(snapshot: &OutputSnapshot, last_line_bytes: usize, empty_text: 
             format_size(last_line_bytes)
         ));
     } else if truncation.truncated_by == Some(super::truncate::TruncatedBy::Lines) {
-        text.push_str(&format!("\n\n[Showing lines {start_line}-{end_line} of {}. Full output: {path}]", truncation.total_lines));
+        text.push_str(&format!(
+            "\n\n[Showing lines {start_line}-{end_line} of {}. Full output: {path}]",
+            truncation.total_lines
+        ));
     } else {
         text.push_str(&format!(
             "\n\n[Showing lines {start_line}-{end_line} of {} ({} limit). Full output: {path}]",
@@ -520,12 +583,24 @@ fn format_output(snapshot: &OutputSnapshot, last_line_bytes: usize, empty_text: 
 }
 
 fn append_status(text: &str, status: &str) -> String {
-    if text.is_empty() { status.to_string() } else { format!("{text}\n\n{status}") }
+    if text.is_empty() {
+        status.to_string()
+    } else {
+        format!("{text}\n\n{status}")
+    }
 }
 
 /// The bash tool. `emit` receives the partial results; the return value is the final one.
-pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag, emit: &mut dyn FnMut(ToolOutput)) -> ToolOutput {
-    let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
+pub fn execute(
+    args: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+    emit: &mut dyn FnMut(ToolOutput),
+) -> ToolOutput {
+    let command = args
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let timeout = args.get("timeout").and_then(Value::as_f64);
     let request = ShellRequest {
         command,
@@ -536,20 +611,25 @@ pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag, emit: &
         timeout,
     };
     let mut output = OutputAccumulator::new("pi-bash");
-    emit(ToolOutput { content: Vec::new(), details: None, is_error: false });
+    emit(ToolOutput {
+        content: Vec::new(),
+        details: None,
+        is_error: false,
+    });
     let mut dirty = false;
     let mut last_update: Option<Instant> = None;
-    let mut emit_update = |output: &mut OutputAccumulator, dirty: &mut bool, last: &mut Option<Instant>| {
-        if !*dirty {
-            return;
-        }
-        *dirty = false;
-        *last = Some(Instant::now());
-        let snapshot = output.snapshot(true);
-        let mut partial = ToolOutput::text(snapshot.content.clone());
-        partial.details = Some(update_details(&snapshot));
-        emit(partial);
-    };
+    let mut emit_update =
+        |output: &mut OutputAccumulator, dirty: &mut bool, last: &mut Option<Instant>| {
+            if !*dirty {
+                return;
+            }
+            *dirty = false;
+            *last = Some(Instant::now());
+            let snapshot = output.snapshot(true);
+            let mut partial = ToolOutput::text(snapshot.content.clone());
+            partial.details = Some(update_details(&snapshot));
+            emit(partial);
+        };
     let result = run_shell(&request, cancel, &mut |event| {
         match event {
             ShellEvent::Output(bytes) => {
@@ -579,14 +659,329 @@ pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag, emit: &
         ShellOutcome::TimedOut => {
             let (text, _) = format_output(&snapshot, last_line_bytes, "");
             let seconds = js_number_string(timeout.unwrap_or(0.0));
-            ToolOutput::error(append_status(&text, &format!("Command timed out after {seconds} seconds")))
+            ToolOutput::error(append_status(
+                &text,
+                &format!("Command timed out after {seconds} seconds"),
+            ))
         }
         ShellOutcome::Exited(code) => {
             let (text, details) = format_output(&snapshot, last_line_bytes, "(no output)");
             match code {
-                Some(code) if code != 0 => ToolOutput::error(append_status(&text, &format!("Command exited with code {code}"))),
-                _ => ToolOutput { details, ..ToolOutput::text(text) },
+                Some(code) if code != 0 => ToolOutput::error(append_status(
+                    &text,
+                    &format!("Command exited with code {code}"),
+                )),
+                _ => ToolOutput {
+                    details,
+                    ..ToolOutput::text(text)
+                },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ContentBlock;
+    use crate::tools::{ToolEvent, ToolEventKind, spawn_tool};
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pi-rs-bash-{tag}-{}", random_hex16()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn context(cwd: &Path) -> ToolContext {
+        ToolContext {
+            cwd: cwd.to_path_buf(),
+            agent_dir: cwd.to_path_buf(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        }
+    }
+
+    fn text(output: &ToolOutput) -> String {
+        match output.content.first() {
+            Some(ContentBlock::Text(t)) => t.text.clone(),
+            _ => String::new(),
+        }
+    }
+
+    fn run(command: &str, ctx: &ToolContext) -> (ToolOutput, Vec<ToolOutput>) {
+        let mut updates = Vec::new();
+        let out = execute(
+            &json!({"command": command}),
+            ctx,
+            &CancelFlag::default(),
+            &mut |u| updates.push(u),
+        );
+        (out, updates)
+    }
+
+    #[test]
+    fn output_exit_codes_and_merging() {
+        let dir = temp_dir("basic");
+        let ctx = context(&dir);
+        let (out, updates) = run("echo a; echo b >&2; echo c", &ctx);
+        assert_eq!(text(&out), "a\nb\nc\n");
+        assert!(!out.is_error);
+        assert_eq!(out.details, None);
+        assert_eq!(
+            updates[0],
+            ToolOutput {
+                content: Vec::new(),
+                details: None,
+                is_error: false
+            }
+        );
+        assert_eq!(updates.last().map(text), Some("a\nb\nc\n".to_string()));
+        assert_eq!(updates.last().unwrap().details, Some(json!({})));
+        // Same text as the reference: the command's newline is kept before the status.
+        let (out, _) = run("echo hi; exit 3", &ctx);
+        assert!(out.is_error);
+        assert_eq!(text(&out), "hi\n\n\nCommand exited with code 3");
+        let (out, _) = run("true", &ctx);
+        assert_eq!(text(&out), "(no output)");
+        let (out, _) = run("exit 4", &ctx);
+        assert_eq!(text(&out), "(no output)\n\nCommand exited with code 4");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn prefix_path_cwd_and_shell_errors() {
+        let dir = temp_dir("env");
+        let ctx = ToolContext {
+            shell_command_prefix: Some("GREETING=hello".to_string()),
+            ..context(&dir)
+        };
+        let (out, _) = run("echo $GREETING; pwd; echo $PATH", &ctx);
+        let expected_bin = dir.join("bin").to_string_lossy().to_string();
+        let lines: Vec<String> = text(&out).lines().map(str::to_string).collect();
+        assert_eq!(lines[0], "hello");
+        assert_eq!(lines[1], dir.to_string_lossy());
+        assert!(lines[2].starts_with(&format!("{expected_bin}:")));
+        let missing = ToolContext {
+            cwd: dir.join("gone"),
+            ..context(&dir)
+        };
+        let (out, _) = run("echo x", &missing);
+        assert_eq!(
+            text(&out),
+            format!(
+                "Working directory does not exist: {}\nCannot execute bash commands.",
+                dir.join("gone").display()
+            )
+        );
+        let bad_shell = ToolContext {
+            shell_path: Some("/no/such/shell".to_string()),
+            ..context(&dir)
+        };
+        let (out, _) = run("echo x", &bad_shell);
+        assert_eq!(text(&out), "Custom shell path not found: /no/such/shell");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn timeout_kills_and_reports() {
+        let dir = temp_dir("timeout");
+        let started = Instant::now();
+        let out = execute(
+            &json!({"command":"echo before; sleep 30","timeout":0.3}),
+            &context(&dir),
+            &CancelFlag::default(),
+            &mut |_| {},
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(out.is_error);
+        assert_eq!(
+            text(&out),
+            "before\n\n\nCommand timed out after 0.3 seconds"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tail_truncation_and_spill_file() {
+        let dir = temp_dir("trunc");
+        let (out, _) = run("seq 1 3000", &context(&dir));
+        let body = text(&out);
+        let notice = body.rsplit("\n\n").next().unwrap().to_string();
+        let details = out.details.clone().unwrap();
+        let path = details["fullOutputPath"].as_str().unwrap().to_string();
+        // Reference: "[Showing lines 1002-3001 of 3001. Full output: …]".
+        assert_eq!(
+            notice,
+            format!("[Showing lines 1002-3001 of 3001. Full output: {path}]")
+        );
+        assert!(body.starts_with("1002\n"));
+        assert_eq!(details["truncation"]["truncatedBy"], "lines");
+        let expected: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+        std::fs::remove_file(&path).unwrap();
+
+        // One 3 MB line then a short one: the long line is dropped by bytes.
+        let (out, _) = run(
+            "head -c 3000000 /dev/zero | tr '\\0' a; echo; echo tail",
+            &context(&dir),
+        );
+        let body = text(&out);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            body,
+            format!("tail\n\n\n[Showing lines 2-3 of 3 (50.0KB limit). Full output: {path}]")
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn huge_single_line_keeps_memory_bounded() {
+        let dir = temp_dir("huge");
+        let (out, _) = run("head -c 20000000 /dev/zero | tr '\\0' a", &context(&dir));
+        let body = text(&out);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(body.ends_with(&format!(
+            "\n\n[Showing last 50.0KB of line 1 (line is 19.1MB). Full output: {path}]"
+        )));
+        assert_eq!(
+            body.len(),
+            51200 + body.rsplit("\n\n").next().unwrap().len() + 2
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 20_000_000);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn accumulator_decodes_split_utf8_and_bounds_memory() {
+        let mut acc = OutputAccumulator::with_limits("pi-rs-test", 10, 100);
+        let bytes = "é".as_bytes();
+        acc.append(&bytes[..1]);
+        acc.append(&bytes[1..]);
+        acc.append(&[0xFF, b'\n']);
+        acc.finish();
+        let snap = acc.snapshot(false);
+        assert_eq!(snap.content, "é\u{FFFD}\n");
+        let mut acc = OutputAccumulator::with_limits("pi-rs-test", 2000, 100);
+        for _ in 0..10_000 {
+            acc.append(b"0123456789\n");
+        }
+        assert!(acc.tail_text.len() <= 400);
+        let snap = acc.snapshot(true);
+        assert_eq!(snap.truncation.total_lines, 10_001);
+        let path = snap.full_output_path.unwrap();
+        acc.close_temp_file();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 110_000);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    fn process_alive(pid: i32) -> bool {
+        // A zombie waiting for its (container) reaper is dead for our purposes.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z'),
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn dropping_the_handle_kills_the_process_group() {
+        let dir = temp_dir("abort");
+        let (tx, rx) = crossbeam_channel::unbounded::<ToolEvent>();
+        let call = crate::messages::ToolCall {
+            id: "call-abort".to_string(),
+            name: "bash".to_string(),
+            arguments: json!({"command":"sleep 100 & echo started $!; wait"}),
+            thought_signature: None,
+        };
+        let handle = spawn_tool(call, context(&dir), tx);
+        let mut grandchild = None;
+        while grandchild.is_none() {
+            let event = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("bash produced output");
+            if let ToolEventKind::Update(update) = event.kind {
+                grandchild = text(&update)
+                    .trim()
+                    .strip_prefix("started ")
+                    .and_then(|p| p.parse::<i32>().ok());
+            }
+        }
+        let pid = grandchild.unwrap();
+        assert!(process_alive(pid));
+        drop(handle);
+        let finished = loop {
+            let event = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("bash finished");
+            if let ToolEventKind::Finished(output) = event.kind {
+                break output;
+            }
+        };
+        assert!(finished.is_error);
+        assert_eq!(
+            text(&finished),
+            format!("started {pid}\n\n\nCommand aborted")
+        );
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!process_alive(pid), "grandchild {pid} survived the abort");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn updates_are_throttled_and_cumulative() {
+        let dir = temp_dir("throttle");
+        let mut stamps: Vec<(Instant, ToolOutput)> = Vec::new();
+        let out = execute(
+            &json!({"command":"for i in $(seq 1 30); do echo $i; sleep 0.02; done"}),
+            &context(&dir),
+            &CancelFlag::default(),
+            &mut |u| stamps.push((Instant::now(), u)),
+        );
+        let expected: String = (1..=30).map(|i| format!("{i}\n")).collect();
+        assert_eq!(text(&out), expected);
+        assert!(stamps[0].1.content.is_empty());
+        let snapshots = &stamps[1..];
+        // ~0.6 s of output at ≥100 ms spacing: at most ~7 snapshots plus the final flush.
+        assert!(
+            snapshots.len() >= 2 && snapshots.len() <= 9,
+            "{} updates",
+            snapshots.len()
+        );
+        // All but the final flush are ≥100 ms apart (small scheduler slack allowed).
+        for pair in snapshots[..snapshots.len() - 1].windows(2) {
+            assert!(pair[1].0 - pair[0].0 >= Duration::from_millis(95));
+        }
+        // Cumulative: each snapshot extends the previous one; the last equals the final text.
+        for pair in snapshots.windows(2) {
+            assert!(text(&pair[1].1).starts_with(&text(&pair[0].1)));
+        }
+        assert_eq!(text(&snapshots.last().unwrap().1), expected);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn background_child_holding_the_pipe_does_not_block() {
+        let dir = temp_dir("bg");
+        let started = Instant::now();
+        let (out, _) = run("sleep 3 & echo done", &context(&dir));
+        assert_eq!(text(&out), "done\n");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -21,13 +21,17 @@ use super::{CancelFlag, ToolContext, ToolOutput};
 /// Mirrors the reference's argument preparation: `edits` given as a JSON string is parsed, and a
 /// top-level `oldText`/`newText` pair is appended to `edits` and removed from the top level.
 pub fn prepare_arguments(arguments: Value) -> Value {
-    let Value::Object(mut map) = arguments else { return arguments };
+    let Value::Object(mut map) = arguments else {
+        return arguments;
+    };
     if let Some(Value::String(text)) = map.get("edits")
         && let Ok(parsed @ Value::Array(_)) = serde_json::from_str::<Value>(text)
     {
         map.insert("edits".to_string(), parsed);
     }
-    let (Some(Value::String(old_text)), Some(Value::String(new_text))) = (map.get("oldText"), map.get("newText")) else {
+    let (Some(Value::String(old_text)), Some(Value::String(new_text))) =
+        (map.get("oldText"), map.get("newText"))
+    else {
         return Value::Object(map);
     };
     let legacy = json!({"oldText": old_text, "newText": new_text});
@@ -50,24 +54,42 @@ pub struct Replacement {
     pub new_text: String,
 }
 
-pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag) -> Result<ToolOutput, String> {
+pub fn execute(
+    args: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+) -> Result<ToolOutput, String> {
     let raw_path = args.get("path").and_then(Value::as_str).unwrap_or_default();
     let edits: Vec<Replacement> = match args.get("edits") {
         Some(Value::Array(items)) if !items.is_empty() => items
             .iter()
             .map(|item| Replacement {
-                old_text: item.get("oldText").and_then(Value::as_str).unwrap_or_default().to_string(),
-                new_text: item.get("newText").and_then(Value::as_str).unwrap_or_default().to_string(),
+                old_text: item
+                    .get("oldText")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                new_text: item
+                    .get("newText")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
             })
             .collect(),
-        _ => return Err("Edit tool input is invalid. edits must contain at least one replacement.".to_string()),
+        _ => {
+            return Err(
+                "Edit tool input is invalid. edits must contain at least one replacement."
+                    .to_string(),
+            );
+        }
     };
     let absolute = resolve_to_cwd(raw_path, &context.cwd);
     let _lock = FileLock::acquire(&absolute);
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    check_read_write(&absolute).map_err(|code| format!("Could not edit file: {raw_path}. Error code: {code}."))?;
+    check_read_write(&absolute)
+        .map_err(|code| format!("Could not edit file: {raw_path}. Error code: {code}."))?;
     let bytes = std::fs::read(&absolute).map_err(|e| node_fs_error_no_path(&e, "read"))?;
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
@@ -83,7 +105,11 @@ pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag) -> Resu
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    let restored = if ending == "\r\n" { new_content.replace('\n', "\r\n") } else { new_content.clone() };
+    let restored = if ending == "\r\n" {
+        new_content.replace('\n', "\r\n")
+    } else {
+        new_content.clone()
+    };
     std::fs::write(&absolute, format!("{bom}{restored}"))
         .map_err(|e| super::path::node_fs_error(&e, "open", &absolute))?;
     let (diff, first_changed_line) = diff_string(&base, &new_content, 4);
@@ -94,13 +120,17 @@ pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag) -> Resu
     }
     Ok(ToolOutput {
         details: Some(Value::Object(details)),
-        ..ToolOutput::text(format!("Successfully replaced {} block(s) in {raw_path}.", edits.len()))
+        ..ToolOutput::text(format!(
+            "Successfully replaced {} block(s) in {raw_path}.",
+            edits.len()
+        ))
     })
 }
 
 /// `access(path, R_OK | W_OK)`, returning the errno name on failure.
 fn check_read_write(path: &std::path::Path) -> Result<(), &'static str> {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| "ENOENT")?;
+    let c_path =
+        std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| "ENOENT")?;
     // SAFETY: valid NUL-terminated string; access() only reads it.
     if unsafe { libc::access(c_path.as_ptr(), libc::R_OK | libc::W_OK) } != 0 {
         return Err(errno_parts(&std::io::Error::last_os_error()).0);
@@ -148,14 +178,19 @@ pub fn normalize_for_fuzzy_match(text: &str) -> String {
     let mut nfkc = String::with_capacity(text.len());
     for ch in text.chars() {
         match ch {
-            '\u{FF01}'..='\u{FF5E}' => nfkc.push(char::from_u32(ch as u32 - 0xFF01 + 0x21).unwrap_or(ch)),
+            '\u{FF01}'..='\u{FF5E}' => {
+                nfkc.push(char::from_u32(ch as u32 - 0xFF01 + 0x21).unwrap_or(ch))
+            }
             _ => match nfkc_lite(ch) {
                 Some(replacement) => nfkc.push_str(replacement),
                 None => nfkc.push(ch),
             },
         }
     }
-    let trimmed: Vec<&str> = nfkc.split('\n').map(|line| line.trim_end_matches(is_js_whitespace)).collect();
+    let trimmed: Vec<&str> = nfkc
+        .split('\n')
+        .map(|line| line.trim_end_matches(is_js_whitespace))
+        .collect();
     trimmed
         .join("\n")
         .chars()
@@ -177,11 +212,19 @@ struct FoundText {
 
 fn fuzzy_find(content: &str, old_text: &str) -> Option<FoundText> {
     if let Some(index) = content.find(old_text) {
-        return Some(FoundText { index, length: old_text.len(), fuzzy: false });
+        return Some(FoundText {
+            index,
+            length: old_text.len(),
+            fuzzy: false,
+        });
     }
     let fuzzy_content = normalize_for_fuzzy_match(content);
     let fuzzy_old = normalize_for_fuzzy_match(old_text);
-    fuzzy_content.find(&fuzzy_old).map(|index| FoundText { index, length: fuzzy_old.len(), fuzzy: true })
+    fuzzy_content.find(&fuzzy_old).map(|index| FoundText {
+        index,
+        length: fuzzy_old.len(),
+        fuzzy: true,
+    })
 }
 
 fn count_occurrences(content: &str, old_text: &str) -> usize {
@@ -189,16 +232,25 @@ fn count_occurrences(content: &str, old_text: &str) -> usize {
     if fuzzy_old.is_empty() {
         return 0;
     }
-    normalize_for_fuzzy_match(content).matches(&fuzzy_old).count()
+    normalize_for_fuzzy_match(content)
+        .matches(&fuzzy_old)
+        .count()
 }
 
 /// Applies all edits to LF content; returns (base content the edits were matched in, new content).
 /// If any edit needed fuzzy matching, base is the fuzzy-normalized content.
-pub fn apply_edits(content: &str, edits: &[Replacement], path: &str) -> Result<(String, String), String> {
+pub fn apply_edits(
+    content: &str,
+    edits: &[Replacement],
+    path: &str,
+) -> Result<(String, String), String> {
     let total = edits.len();
     let edits: Vec<Replacement> = edits
         .iter()
-        .map(|e| Replacement { old_text: normalize_to_lf(&e.old_text), new_text: normalize_to_lf(&e.new_text) })
+        .map(|e| Replacement {
+            old_text: normalize_to_lf(&e.old_text),
+            new_text: normalize_to_lf(&e.new_text),
+        })
         .collect();
     for (index, edit) in edits.iter().enumerate() {
         if edit.old_text.is_empty() {
@@ -209,8 +261,14 @@ pub fn apply_edits(content: &str, edits: &[Replacement], path: &str) -> Result<(
             });
         }
     }
-    let any_fuzzy = edits.iter().any(|e| fuzzy_find(content, &e.old_text).is_some_and(|f| f.fuzzy));
-    let base = if any_fuzzy { normalize_for_fuzzy_match(content) } else { content.to_string() };
+    let any_fuzzy = edits
+        .iter()
+        .any(|e| fuzzy_find(content, &e.old_text).is_some_and(|f| f.fuzzy));
+    let base = if any_fuzzy {
+        normalize_for_fuzzy_match(content)
+    } else {
+        content.to_string()
+    };
     let mut matched: Vec<(usize, usize, usize)> = Vec::new(); // (edit index, start, length)
     for (index, edit) in edits.iter().enumerate() {
         let Some(found) = fuzzy_find(&base, &edit.old_text) else {
@@ -254,7 +312,9 @@ pub fn apply_edits(content: &str, edits: &[Replacement], path: &str) -> Result<(
         // outside the string or inside a char.
         let end = (start + length).min(new_content.len());
         if !new_content.is_char_boundary(start) || !new_content.is_char_boundary(end) {
-            return Err(format!("Could not find edits[{index}] in {path}. The oldText must match exactly including all whitespace and newlines."));
+            return Err(format!(
+                "Could not find edits[{index}] in {path}. The oldText must match exactly including all whitespace and newlines."
+            ));
         }
         new_content.replace_range(start..end, &edits[index].new_text);
     }
@@ -285,7 +345,13 @@ fn diff_lines(old: &str, new: &str) -> Vec<(PartKind, Vec<String>)> {
     let b: Vec<&str> = new.split_inclusive('\n').collect();
     let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
     let max_suffix = a.len().min(b.len()) - prefix;
-    let suffix = a.iter().rev().zip(b.iter().rev()).take(max_suffix).take_while(|(x, y)| x == y).count();
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suffix)
+        .take_while(|(x, y)| x == y)
+        .count();
     let mid_a = &a[prefix..a.len() - suffix];
     let mid_b = &b[prefix..b.len() - suffix];
     let mut ops: Vec<(PartKind, &str)> = Vec::new();
@@ -296,13 +362,17 @@ fn diff_lines(old: &str, new: &str) -> Vec<(PartKind, Vec<String>)> {
         let at = |i: usize, j: usize| i * (m + 1) + j;
         for i in (0..n).rev() {
             for j in (0..m).rev() {
-                lcs[at(i, j)] =
-                    if mid_a[i] == mid_b[j] { lcs[at(i + 1, j + 1)] + 1 } else { lcs[at(i + 1, j)].max(lcs[at(i, j + 1)]) };
+                lcs[at(i, j)] = if mid_a[i] == mid_b[j] {
+                    lcs[at(i + 1, j + 1)] + 1
+                } else {
+                    lcs[at(i + 1, j)].max(lcs[at(i, j + 1)])
+                };
             }
         }
         let (mut i, mut j) = (0, 0);
         while i < n || j < m {
-            if i < n && j < m && mid_a[i] == mid_b[j] && lcs[at(i, j)] == lcs[at(i + 1, j + 1)] + 1 {
+            if i < n && j < m && mid_a[i] == mid_b[j] && lcs[at(i, j)] == lcs[at(i + 1, j + 1)] + 1
+            {
                 ops.push((PartKind::Same, mid_a[i]));
                 i += 1;
                 j += 1;
@@ -356,7 +426,12 @@ fn diff_lines(old: &str, new: &str) -> Vec<(PartKind, Vec<String>)> {
 /// changed line (numbered in the new file).
 pub fn diff_string(old: &str, new: &str, context: usize) -> (String, Option<usize>) {
     let parts = diff_lines(old, new);
-    let width = old.split('\n').count().max(new.split('\n').count()).to_string().len();
+    let width = old
+        .split('\n')
+        .count()
+        .max(new.split('\n').count())
+        .to_string()
+        .len();
     let pad = " ".repeat(width);
     let mut output: Vec<String> = Vec::new();
     let (mut old_line, mut new_line) = (1usize, 1usize);
@@ -383,8 +458,13 @@ pub fn diff_string(old: &str, new: &str, context: usize) -> (String, Option<usiz
                 last_was_change = true;
             }
             PartKind::Same => {
-                let next_is_change = parts.get(index + 1).is_some_and(|(k, _)| *k != PartKind::Same);
-                let show = |lines: &[&str], output: &mut Vec<String>, old_line: &mut usize, new_line: &mut usize| {
+                let next_is_change = parts
+                    .get(index + 1)
+                    .is_some_and(|(k, _)| *k != PartKind::Same);
+                let show = |lines: &[&str],
+                            output: &mut Vec<String>,
+                            old_line: &mut usize,
+                            new_line: &mut usize| {
                     for line in lines {
                         output.push(format!(" {:>width$} {line}", *old_line));
                         *old_line += 1;
@@ -400,7 +480,12 @@ pub fn diff_string(old: &str, new: &str, context: usize) -> (String, Option<usiz
                         output.push(format!(" {pad} ..."));
                         old_line += skipped;
                         new_line += skipped;
-                        show(&raw[raw.len() - context..], &mut output, &mut old_line, &mut new_line);
+                        show(
+                            &raw[raw.len() - context..],
+                            &mut output,
+                            &mut old_line,
+                            &mut new_line,
+                        );
                     }
                 } else if last_was_change {
                     let shown = raw.len().min(context);
@@ -428,4 +513,178 @@ pub fn diff_string(old: &str, new: &str, context: usize) -> (String, Option<usiz
         }
     }
     (output.join("\n"), first_changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ContentBlock;
+
+    fn edits(pairs: &[(&str, &str)]) -> Vec<Replacement> {
+        pairs
+            .iter()
+            .map(|(o, n)| Replacement {
+                old_text: o.to_string(),
+                new_text: n.to_string(),
+            })
+            .collect()
+    }
+
+    // Expected diffs come from the reference's generateDiffString (node probe).
+    #[test]
+    fn diff_format_matches_reference() {
+        assert_eq!(
+            diff_string("a\nb\nc\n", "a\nB\nc\n", 4),
+            (" 1 a\n-2 b\n+2 B\n 3 c".to_string(), Some(2))
+        );
+        let old: String = (1..=20).map(|i| format!("l{i}\n")).collect();
+        let new: String = (1..=20)
+            .map(|i| {
+                if i == 3 {
+                    "X\n".to_string()
+                } else if i == 16 {
+                    "Y\n".to_string()
+                } else {
+                    format!("l{i}\n")
+                }
+            })
+            .collect();
+        assert_eq!(
+            diff_string(&old, &new, 4).0,
+            "  1 l1\n  2 l2\n- 3 l3\n+ 3 X\n  4 l4\n  5 l5\n  6 l6\n  7 l7\n    ...\n 12 l12\n 13 l13\n 14 l14\n 15 l15\n-16 l16\n+16 Y\n 17 l17\n 18 l18\n 19 l19\n 20 l20"
+        );
+        assert_eq!(
+            diff_string("a\nb", "a\nb\nc", 4).0,
+            " 1 a\n-2 b\n+2 b\n+3 c"
+        );
+        assert_eq!(
+            diff_string("x\ny\ny\nz\n", "x\ny\nz\n", 4),
+            (" 1 x\n 2 y\n-3 y\n 4 z".to_string(), Some(3))
+        );
+        let old: String = (1..=12).map(|i| format!("{i}\n")).collect();
+        let new = old.replace("6\n", "6\nnew\n");
+        assert_eq!(
+            diff_string(&old, &new, 4),
+            ("    ...\n  3 3\n  4 4\n  5 5\n  6 6\n+ 7 new\n  7 7\n  8 8\n  9 9\n 10 10\n    ...".to_string(), Some(7))
+        );
+    }
+
+    #[test]
+    fn fuzzy_matching_rewrites_in_normalized_space() {
+        assert_eq!(
+            normalize_for_fuzzy_match("a\u{a0}b\u{2014}c \u{2018}q\u{2019} \u{ff21}\u{2026}  \n"),
+            "a b-c 'q' A...\n"
+        );
+        let content = "const s = \u{201c}hi\u{201d};   \nlet x = 1;\n";
+        let (base, new) = apply_edits(
+            content,
+            &edits(&[("const s = \"hi\";\nlet", "const s = \"yo\";\nlet")]),
+            "f.js",
+        )
+        .unwrap();
+        assert_eq!(base, "const s = \"hi\";\nlet x = 1;\n");
+        assert_eq!(new, "const s = \"yo\";\nlet x = 1;\n");
+    }
+
+    #[test]
+    fn edit_error_texts() {
+        let one = |o: &str| apply_edits("aa bb aa\n", &edits(&[(o, "z")]), "p.txt").unwrap_err();
+        assert_eq!(
+            one("zz"),
+            "Could not find the exact text in p.txt. The old text must match exactly including all whitespace and newlines."
+        );
+        assert_eq!(
+            one("aa"),
+            "Found 2 occurrences of the text in p.txt. The text must be unique. Please provide more context to make it unique."
+        );
+        assert_eq!(one(""), "oldText must not be empty in p.txt.");
+        let err = apply_edits("aa bb\n", &edits(&[("bb", "bb")]), "p.txt").unwrap_err();
+        assert!(
+            err.starts_with(
+                "No changes made to p.txt. The replacement produced identical content."
+            )
+        );
+        let err =
+            apply_edits("abcdef\n", &edits(&[("abc", "1"), ("cde", "2")]), "p.txt").unwrap_err();
+        assert_eq!(
+            err,
+            "edits[0] and edits[1] overlap in p.txt. Merge them into one edit or target disjoint regions."
+        );
+        let err = apply_edits("abc\n", &edits(&[("a", "1"), ("q", "2")]), "p.txt").unwrap_err();
+        assert_eq!(
+            err,
+            "Could not find edits[1] in p.txt. The oldText must match exactly including all whitespace and newlines."
+        );
+        let (_, new) = apply_edits(
+            "one two three\n",
+            &edits(&[("three", "3"), ("one", "1")]),
+            "p.txt",
+        )
+        .unwrap();
+        assert_eq!(new, "1 two 3\n");
+    }
+
+    #[test]
+    fn legacy_and_string_arguments_are_prepared() {
+        let prepared = prepare_arguments(json!({"path":"a","oldText":"x","newText":"y"}));
+        assert_eq!(
+            prepared,
+            json!({"path":"a","edits":[{"oldText":"x","newText":"y"}]})
+        );
+        let prepared = prepare_arguments(
+            json!({"path":"a","edits":"[{\"oldText\":\"x\",\"newText\":\"y\"}]"}),
+        );
+        assert_eq!(
+            prepared,
+            json!({"path":"a","edits":[{"oldText":"x","newText":"y"}]})
+        );
+    }
+
+    #[test]
+    fn edits_file_keeping_bom_and_crlf() {
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-edit-{}", super::super::bash::random_hex16()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f.txt");
+        std::fs::write(&file, "\u{feff}one\r\ntwo\r\nthree\r\n").unwrap();
+        let ctx = ToolContext {
+            cwd: dir.clone(),
+            agent_dir: dir.clone(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        };
+        let cancel = CancelFlag::default();
+        let out = execute(
+            &json!({"path":"f.txt","edits":[{"oldText":"two\nthree","newText":"2\n3"}]}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        let ContentBlock::Text(text) = &out.content[0] else {
+            panic!()
+        };
+        assert_eq!(text.text, "Successfully replaced 1 block(s) in f.txt.");
+        assert_eq!(
+            out.details,
+            Some(json!({"diff":" 1 one\n-2 two\n-3 three\n+2 2\n+3 3","firstChangedLine":2}))
+        );
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "\u{feff}one\r\n2\r\n3\r\n"
+        );
+        let err = execute(
+            &json!({"path":"nope.txt","edits":[{"oldText":"a","newText":"b"}]}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap_err();
+        assert_eq!(err, "Could not edit file: nope.txt. Error code: ENOENT.");
+        let err = execute(&json!({"path":"f.txt","edits":[]}), &ctx, &cancel).unwrap_err();
+        assert_eq!(
+            err,
+            "Edit tool input is invalid. edits must contain at least one replacement."
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -13,7 +13,9 @@ use super::CancelFlag;
 /// Expands `{a,b}` alternatives (nested too) into plain patterns.
 pub fn expand_braces(pattern: &str) -> Vec<String> {
     let chars: Vec<char> = pattern.chars().collect();
-    let Some(open) = chars.iter().position(|c| *c == '{') else { return vec![pattern.to_string()] };
+    let Some(open) = chars.iter().position(|c| *c == '{') else {
+        return vec![pattern.to_string()];
+    };
     let mut depth = 0;
     let mut close = None;
     let mut commas = Vec::new();
@@ -31,7 +33,9 @@ pub fn expand_braces(pattern: &str) -> Vec<String> {
             _ => {}
         }
     }
-    let Some(close) = close else { return vec![pattern.to_string()] };
+    let Some(close) = close else {
+        return vec![pattern.to_string()];
+    };
     let head: String = chars[..open].iter().collect();
     let tail: String = chars[close + 1..].iter().collect();
     let mut bounds = vec![open];
@@ -74,14 +78,18 @@ fn match_from(pattern: &[char], text: &[char]) -> bool {
         return (0..=text.len()).any(|i| match_from(rest, &text[i..]));
     }
     match pattern[0] {
-        '*' => (0..=text.len()).take_while(|&i| i == 0 || text[i - 1] != '/').any(|i| match_from(&pattern[1..], &text[i..])),
+        '*' => (0..=text.len())
+            .take_while(|&i| i == 0 || text[i - 1] != '/')
+            .any(|i| match_from(&pattern[1..], &text[i..])),
         '?' => !text.is_empty() && text[0] != '/' && match_from(&pattern[1..], &text[1..]),
         '[' => match class_match(pattern, text.first().copied()) {
             Some((true, used)) => match_from(&pattern[used..], &text[1..]),
             Some((false, _)) => false,
             None => !text.is_empty() && text[0] == '[' && match_from(&pattern[1..], &text[1..]),
         },
-        '\\' if pattern.len() > 1 => !text.is_empty() && text[0] == pattern[1] && match_from(&pattern[2..], &text[1..]),
+        '\\' if pattern.len() > 1 => {
+            !text.is_empty() && text[0] == pattern[1] && match_from(&pattern[2..], &text[1..])
+        }
         literal => !text.is_empty() && text[0] == literal && match_from(&pattern[1..], &text[1..]),
     }
 }
@@ -99,7 +107,9 @@ fn class_match(pattern: &[char], ch: Option<char>) -> Option<(bool, usize)> {
     while index < pattern.len() {
         let c = pattern[index];
         if c == ']' && !first {
-            let Some(ch) = ch.filter(|c| *c != '/') else { return Some((false, index + 1)) };
+            let Some(ch) = ch.filter(|c| *c != '/') else {
+                return Some((false, index + 1));
+            };
             let _ = ch;
             return Some((matched != negated, index + 1));
         }
@@ -133,7 +143,9 @@ struct IgnoreRule {
 }
 
 fn load_gitignore(dir: &Path) -> Vec<IgnoreRule> {
-    let Ok(text) = std::fs::read_to_string(dir.join(".gitignore")) else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(dir.join(".gitignore")) else {
+        return Vec::new();
+    };
     text.lines()
         .map(str::trim_end)
         .filter(|line| !line.is_empty() && !line.starts_with('#') && !line.starts_with('!'))
@@ -156,7 +168,9 @@ fn is_ignored(rules: &[IgnoreRule], path: &Path, is_dir: bool) -> bool {
         if rule.dir_only && !is_dir {
             return false;
         }
-        let Ok(relative) = path.strip_prefix(&rule.base) else { return false };
+        let Ok(relative) = path.strip_prefix(&rule.base) else {
+            return false;
+        };
         let relative = relative.to_string_lossy();
         if rule.anchored {
             glob_match(&rule.pattern, &relative)
@@ -200,7 +214,10 @@ fn walk_dir(
             keep_going = false;
             break;
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         if is_dir && (name == ".git" || name == "node_modules") {
             continue;
         }
@@ -238,7 +255,8 @@ mod tests {
 
     #[test]
     fn walk_honors_gitignore_and_skips_git() {
-        let root = std::env::temp_dir().join(format!("pi-rs-glob-{}", super::super::bash::random_hex16()));
+        let root =
+            std::env::temp_dir().join(format!("pi-rs-glob-{}", super::super::bash::random_hex16()));
         std::fs::create_dir_all(root.join(".git")).unwrap();
         std::fs::create_dir_all(root.join("build")).unwrap();
         std::fs::create_dir_all(root.join("src")).unwrap();
@@ -249,7 +267,12 @@ mod tests {
         std::fs::write(root.join(".git/config"), "").unwrap();
         let mut seen = Vec::new();
         walk(&root, &CancelFlag::default(), &mut |path, _| {
-            seen.push(path.strip_prefix(&root).unwrap().to_string_lossy().to_string());
+            seen.push(
+                path.strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string(),
+            );
             true
         });
         assert_eq!(seen, [".gitignore", "src", "src/a.rs"]);

@@ -18,7 +18,10 @@ use serde_json::{Map, Value};
 
 use super::glob::{glob_match, walk};
 use super::path::resolve_to_cwd;
-use super::truncate::{DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head, truncate_line};
+use super::truncate::{
+    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
+    truncate_line,
+};
 use super::validate::js_number_string;
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
 
@@ -36,37 +39,52 @@ pub enum LinesEnd {
 
 /// Runs `command` (stdin null), handing each stdout line (without its newline) to `on_line`
 /// until it returns false, the child ends, or `cancel` is raised.
-pub fn run_lines(command: &mut Command, cancel: &CancelFlag, on_line: &mut dyn FnMut(&str) -> bool) -> std::io::Result<LinesEnd> {
-    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+pub fn run_lines(
+    command: &mut Command,
+    cancel: &CancelFlag,
+    on_line: &mut dyn FnMut(&str) -> bool,
+) -> std::io::Result<LinesEnd> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let (line_tx, line_rx) = crossbeam_channel::bounded::<String>(256);
-    let _ = std::thread::Builder::new().name("tool-stdout".to_string()).spawn(move || {
-        let Some(stdout) = stdout else { return };
-        let mut reader = BufReader::new(stdout);
-        let mut buffer = Vec::new();
-        loop {
-            buffer.clear();
-            match reader.read_until(b'\n', &mut buffer) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if buffer.last() == Some(&b'\n') {
-                        buffer.pop();
-                    }
-                    if line_tx.send(String::from_utf8_lossy(&buffer).into_owned()).is_err() {
-                        break;
+    let _ = std::thread::Builder::new()
+        .name("tool-stdout".to_string())
+        .spawn(move || {
+            let Some(stdout) = stdout else { return };
+            let mut reader = BufReader::new(stdout);
+            let mut buffer = Vec::new();
+            loop {
+                buffer.clear();
+                match reader.read_until(b'\n', &mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if buffer.last() == Some(&b'\n') {
+                            buffer.pop();
+                        }
+                        if line_tx
+                            .send(String::from_utf8_lossy(&buffer).into_owned())
+                            .is_err()
+                        {
+                            break;
+                        }
                     }
                 }
             }
-        }
-    });
-    let stderr_thread = std::thread::Builder::new().name("tool-stderr".to_string()).spawn(move || {
-        let mut collected = Vec::new();
-        if let Some(stderr) = stderr {
-            let _ = stderr.take(64 * 1024).read_to_end(&mut collected);
-        }
-        String::from_utf8_lossy(&collected).into_owned()
-    });
+        });
+    let stderr_thread = std::thread::Builder::new()
+        .name("tool-stderr".to_string())
+        .spawn(move || {
+            let mut collected = Vec::new();
+            if let Some(stderr) = stderr {
+                let _ = stderr.take(64 * 1024).read_to_end(&mut collected);
+            }
+            String::from_utf8_lossy(&collected).into_owned()
+        });
     let mut end = None;
     loop {
         if cancel.is_cancelled() {
@@ -89,7 +107,10 @@ pub fn run_lines(command: &mut Command, cancel: &CancelFlag, on_line: &mut dyn F
     }
     drop(line_rx);
     let status = child.wait()?;
-    let stderr_text = stderr_thread.ok().and_then(|t| t.join().ok()).unwrap_or_default();
+    let stderr_text = stderr_thread
+        .ok()
+        .and_then(|t| t.join().ok())
+        .unwrap_or_default();
     Ok(end.unwrap_or(LinesEnd::Exited(status.code(), stderr_text)))
 }
 
@@ -99,7 +120,9 @@ pub fn find_tool(agent_dir: &Path, names: &[&str]) -> Option<PathBuf> {
     if local.is_file() {
         return Some(local);
     }
-    names.iter().find_map(|name| super::bash::find_on_path(name))
+    names
+        .iter()
+        .find_map(|name| super::bash::find_on_path(name))
 }
 
 struct Match {
@@ -116,16 +139,45 @@ struct Search<'a> {
     limit: f64,
 }
 
-pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag) -> Result<ToolOutput, String> {
+pub fn execute(
+    args: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+) -> Result<ToolOutput, String> {
     let search = Search {
-        pattern: args.get("pattern").and_then(Value::as_str).unwrap_or_default(),
-        glob: args.get("glob").and_then(Value::as_str).filter(|g| !g.is_empty()),
-        ignore_case: args.get("ignoreCase").and_then(Value::as_bool).unwrap_or(false),
-        literal: args.get("literal").and_then(Value::as_bool).unwrap_or(false),
-        limit: args.get("limit").and_then(Value::as_f64).unwrap_or(DEFAULT_LIMIT as f64).max(1.0),
+        pattern: args
+            .get("pattern")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        glob: args
+            .get("glob")
+            .and_then(Value::as_str)
+            .filter(|g| !g.is_empty()),
+        ignore_case: args
+            .get("ignoreCase")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        literal: args
+            .get("literal")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        limit: args
+            .get("limit")
+            .and_then(Value::as_f64)
+            .unwrap_or(DEFAULT_LIMIT as f64)
+            .max(1.0),
     };
-    let raw_path = args.get("path").and_then(Value::as_str).filter(|p| !p.is_empty()).unwrap_or(".");
-    let context_lines = args.get("context").and_then(Value::as_f64).filter(|c| *c > 0.0).map(|c| c as usize).unwrap_or(0);
+    let raw_path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or(".");
+    let context_lines = args
+        .get("context")
+        .and_then(Value::as_f64)
+        .filter(|c| *c > 0.0)
+        .map(|c| c as usize)
+        .unwrap_or(0);
     let search_path = resolve_to_cwd(raw_path, &context.cwd);
     let Ok(metadata) = std::fs::metadata(&search_path) else {
         return Err(format!("Path not found: {}", search_path.display()));
@@ -141,10 +193,22 @@ pub fn execute(args: &Value, context: &ToolContext, cancel: &CancelFlag) -> Resu
     if matches.is_empty() {
         return Ok(ToolOutput::text("No matches found"));
     }
-    Ok(format_matches(&matches, limit_reached, search.limit, &search_path, is_dir, context_lines))
+    Ok(format_matches(
+        &matches,
+        limit_reached,
+        search.limit,
+        &search_path,
+        is_dir,
+        context_lines,
+    ))
 }
 
-fn search_with_rg(rg: &Path, search: &Search, search_path: &Path, cancel: &CancelFlag) -> Result<(Vec<Match>, bool), String> {
+fn search_with_rg(
+    rg: &Path,
+    search: &Search,
+    search_path: &Path,
+    cancel: &CancelFlag,
+) -> Result<(Vec<Match>, bool), String> {
     let mut command = Command::new(rg);
     command.args(["--json", "--line-number", "--color=never", "--hidden"]);
     if search.ignore_case {
@@ -163,12 +227,16 @@ fn search_with_rg(rg: &Path, search: &Search, search_path: &Path, cancel: &Cance
         if line.trim().is_empty() || matches.len() as f64 >= search.limit {
             return true;
         }
-        let Ok(event) = serde_json::from_str::<Value>(line) else { return true };
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            return true;
+        };
         if event.get("type").and_then(Value::as_str) != Some("match") {
             return true;
         }
         let data = &event["data"];
-        if let (Some(file), Some(number)) = (data["path"]["text"].as_str(), data["line_number"].as_u64()) {
+        if let (Some(file), Some(number)) =
+            (data["path"]["text"].as_str(), data["line_number"].as_u64())
+        {
             matches.push(Match {
                 file: PathBuf::from(file),
                 line_number: number as usize,
@@ -187,7 +255,11 @@ fn search_with_rg(rg: &Path, search: &Search, search_path: &Path, cancel: &Cance
         LinesEnd::Exited(code, stderr) if code != Some(0) && code != Some(1) => {
             let trimmed = stderr.trim();
             Err(if trimmed.is_empty() {
-                format!("ripgrep exited with code {}", code.map(|c| c.to_string()).unwrap_or_else(|| "null".to_string()))
+                format!(
+                    "ripgrep exited with code {}",
+                    code.map(|c| c.to_string())
+                        .unwrap_or_else(|| "null".to_string())
+                )
             } else {
                 trimmed.to_string()
             })
@@ -218,7 +290,9 @@ fn system_grep() -> Option<&'static (PathBuf, &'static str)> {
 }
 
 fn looks_binary(path: &Path) -> bool {
-    let Ok(mut file) = std::fs::File::open(path) else { return true };
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return true;
+    };
     let mut head = [0u8; 8192];
     let read = file.read(&mut head).unwrap_or(0);
     head[..read].contains(&0)
@@ -230,16 +304,28 @@ fn glob_allows(glob: Option<&str>, relative: &str) -> bool {
         Some(rest) => (true, rest),
         None => (false, glob),
     };
-    let subject = if pattern.contains('/') { relative } else { relative.rsplit('/').next().unwrap_or(relative) };
+    let subject = if pattern.contains('/') {
+        relative
+    } else {
+        relative.rsplit('/').next().unwrap_or(relative)
+    };
     glob_match(pattern.trim_start_matches('/'), subject) != negated
 }
 
-fn search_fallback(search: &Search, search_path: &Path, is_dir: bool, cancel: &CancelFlag) -> Result<(Vec<Match>, bool), String> {
+fn search_fallback(
+    search: &Search,
+    search_path: &Path,
+    is_dir: bool,
+    cancel: &CancelFlag,
+) -> Result<(Vec<Match>, bool), String> {
     let mut files = Vec::new();
     if is_dir {
         walk(search_path, cancel, &mut |path, is_dir| {
             if !is_dir {
-                let relative = path.strip_prefix(search_path).map(|r| r.to_string_lossy().to_string()).unwrap_or_default();
+                let relative = path
+                    .strip_prefix(search_path)
+                    .map(|r| r.to_string_lossy().to_string())
+                    .unwrap_or_default();
                 if glob_allows(search.glob, &relative) && !looks_binary(path) {
                     files.push(path.to_path_buf());
                 }
@@ -254,17 +340,31 @@ fn search_fallback(search: &Search, search_path: &Path, is_dir: bool, cancel: &C
     }
     let mut matches = Vec::new();
     if search.literal || !has_regex_syntax(search.pattern) {
-        let needle = if search.ignore_case { search.pattern.to_lowercase() } else { search.pattern.to_string() };
+        let needle = if search.ignore_case {
+            search.pattern.to_lowercase()
+        } else {
+            search.pattern.to_string()
+        };
         for file in files {
             if cancel.is_cancelled() {
                 return Err(ABORTED.to_string());
             }
-            let Ok(bytes) = std::fs::read(&file) else { continue };
+            let Ok(bytes) = std::fs::read(&file) else {
+                continue;
+            };
             let text = String::from_utf8_lossy(&bytes);
             for (index, line) in text.split('\n').enumerate() {
-                let found = if search.ignore_case { line.to_lowercase().contains(&needle) } else { line.contains(&needle) };
+                let found = if search.ignore_case {
+                    line.to_lowercase().contains(&needle)
+                } else {
+                    line.contains(&needle)
+                };
                 if found {
-                    matches.push(Match { file: file.clone(), line_number: index + 1, line_text: Some(line.to_string()) });
+                    matches.push(Match {
+                        file: file.clone(),
+                        line_number: index + 1,
+                        line_text: Some(line.to_string()),
+                    });
                     if matches.len() as f64 >= search.limit {
                         return Ok((matches, true));
                     }
@@ -285,10 +385,20 @@ fn search_fallback(search: &Search, search_path: &Path, is_dir: bool, cancel: &C
         command.arg("-e").arg(search.pattern).arg("--").args(batch);
         let mut limit_reached = false;
         let end = run_lines(&mut command, cancel, &mut |line| {
-            let Some((file, rest)) = line.split_once('\0') else { return true };
-            let Some((number, text)) = rest.split_once(':') else { return true };
-            let Ok(number) = number.parse::<usize>() else { return true };
-            matches.push(Match { file: PathBuf::from(file), line_number: number, line_text: Some(text.to_string()) });
+            let Some((file, rest)) = line.split_once('\0') else {
+                return true;
+            };
+            let Some((number, text)) = rest.split_once(':') else {
+                return true;
+            };
+            let Ok(number) = number.parse::<usize>() else {
+                return true;
+            };
+            matches.push(Match {
+                file: PathBuf::from(file),
+                line_number: number,
+                line_text: Some(text.to_string()),
+            });
             if matches.len() as f64 >= search.limit {
                 limit_reached = true;
                 return false;
@@ -300,7 +410,11 @@ fn search_fallback(search: &Search, search_path: &Path, is_dir: bool, cancel: &C
             LinesEnd::Aborted => return Err(ABORTED.to_string()),
             LinesEnd::Exited(Some(2), stderr) => {
                 let trimmed = stderr.trim();
-                return Err(if trimmed.is_empty() { "grep exited with code 2".to_string() } else { trimmed.to_string() });
+                return Err(if trimmed.is_empty() {
+                    "grep exited with code 2".to_string()
+                } else {
+                    trimmed.to_string()
+                });
             }
             _ => {}
         }
@@ -311,21 +425,29 @@ fn search_fallback(search: &Search, search_path: &Path, is_dir: bool, cancel: &C
     Ok((matches, false))
 }
 
-fn format_matches(matches: &[Match], limit_reached: bool, limit: f64, search_path: &Path, is_dir: bool, context_lines: usize) -> ToolOutput {
+fn format_matches(
+    matches: &[Match],
+    limit_reached: bool,
+    limit: f64,
+    search_path: &Path,
+    is_dir: bool,
+    context_lines: usize,
+) -> ToolOutput {
     let format_path = |file: &Path| -> String {
-        if is_dir
-            && let Ok(relative) = file.strip_prefix(search_path)
-        {
+        if is_dir && let Ok(relative) = file.strip_prefix(search_path) {
             let relative = relative.to_string_lossy();
             if !relative.is_empty() {
                 return relative.to_string();
             }
         }
-        file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default()
+        file.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default()
     };
     let mut lines_truncated = false;
     let mut output_lines: Vec<String> = Vec::new();
-    let mut cache: std::collections::HashMap<PathBuf, Vec<String>> = std::collections::HashMap::new();
+    let mut cache: std::collections::HashMap<PathBuf, Vec<String>> =
+        std::collections::HashMap::new();
     for m in matches {
         let relative = format_path(&m.file);
         if context_lines == 0
@@ -338,21 +460,38 @@ fn format_matches(matches: &[Match], limit_reached: bool, limit: f64, search_pat
             output_lines.push(format!("{relative}:{}: {shown}", m.line_number));
             continue;
         }
-        let lines = cache.entry(m.file.clone()).or_insert_with(|| match std::fs::read(&m.file) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).replace("\r\n", "\n").replace('\r', "\n").split('\n').map(str::to_string).collect(),
-            Err(_) => Vec::new(),
-        });
+        let lines = cache
+            .entry(m.file.clone())
+            .or_insert_with(|| match std::fs::read(&m.file) {
+                Ok(bytes) => String::from_utf8_lossy(&bytes)
+                    .replace("\r\n", "\n")
+                    .replace('\r', "\n")
+                    .split('\n')
+                    .map(str::to_string)
+                    .collect(),
+                Err(_) => Vec::new(),
+            });
         if lines.is_empty() {
-            output_lines.push(format!("{relative}:{}: (unable to read file)", m.line_number));
+            output_lines.push(format!(
+                "{relative}:{}: (unable to read file)",
+                m.line_number
+            ));
             continue;
         }
         let (start, end) = if context_lines > 0 {
-            (m.line_number.saturating_sub(context_lines).max(1), (m.line_number + context_lines).min(lines.len()))
+            (
+                m.line_number.saturating_sub(context_lines).max(1),
+                (m.line_number + context_lines).min(lines.len()),
+            )
         } else {
             (m.line_number, m.line_number)
         };
         for current in start..=end {
-            let text = lines.get(current - 1).map(String::as_str).unwrap_or("").replace('\r', "");
+            let text = lines
+                .get(current - 1)
+                .map(String::as_str)
+                .unwrap_or("")
+                .replace('\r', "");
             let (shown, cut) = truncate_line(&text);
             lines_truncated |= cut;
             if current == m.line_number {
@@ -372,18 +511,116 @@ fn format_matches(matches: &[Match], limit_reached: bool, limit: f64, search_pat
             js_number_string(limit),
             js_number_string(limit * 2.0)
         ));
-        details.insert("matchLimitReached".to_string(), super::validate::number_value(limit));
+        details.insert(
+            "matchLimitReached".to_string(),
+            super::validate::number_value(limit),
+        );
     }
     if truncation.truncated {
         notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
         details.insert("truncation".to_string(), truncation.to_json());
     }
     if lines_truncated {
-        notices.push(format!("Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"));
+        notices.push(format!(
+            "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
+        ));
         details.insert("linesTruncated".to_string(), Value::Bool(true));
     }
     if !notices.is_empty() {
         output.push_str(&format!("\n\n[{}]", notices.join(". ")));
     }
-    ToolOutput { details: if details.is_empty() { None } else { Some(Value::Object(details)) }, ..ToolOutput::text(output) }
+    ToolOutput {
+        details: if details.is_empty() {
+            None
+        } else {
+            Some(Value::Object(details))
+        },
+        ..ToolOutput::text(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ContentBlock;
+    use serde_json::json;
+
+    fn text(output: &ToolOutput) -> String {
+        let ContentBlock::Text(t) = &output.content[0] else {
+            panic!()
+        };
+        t.text.clone()
+    }
+
+    /// These run whichever backend the machine has (rg if installed, else the fallback); the
+    /// expected texts are backend-independent.
+    #[test]
+    fn grep_formats_matches_context_and_limits() {
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-grep-{}", super::super::bash::random_hex16()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::create_dir_all(dir.join(".hidden")).unwrap();
+        std::fs::write(dir.join("src/main.rs"), "fn main() {}\nlet x = 1;\n").unwrap();
+        std::fs::write(dir.join("readme.txt"), "hello world\nHello again\nbye\n").unwrap();
+        std::fs::write(
+            dir.join(".hidden/h.txt"),
+            format!("secret hello {}\n", "z".repeat(600)),
+        )
+        .unwrap();
+        let ctx = ToolContext {
+            cwd: dir.clone(),
+            agent_dir: dir.clone(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        };
+        let cancel = CancelFlag::default();
+        let out = execute(
+            &json!({"pattern":"hello","glob":"*.txt","path":"readme.txt"}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(text(&out), "readme.txt:1: hello world");
+        let out = execute(
+            &json!({"pattern":"hello","ignoreCase":true,"path":"readme.txt","context":1}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(
+            text(&out),
+            "readme.txt:1: hello world\nreadme.txt-2- Hello again\nreadme.txt-1- hello world\nreadme.txt:2: Hello again\nreadme.txt-3- bye"
+        );
+        let out = execute(&json!({"pattern":"secret"}), &ctx, &cancel).unwrap();
+        assert_eq!(
+            text(&out),
+            format!(
+                ".hidden/h.txt:1: secret hello {}... [truncated]\n\n[Some lines truncated to 500 chars. Use read tool to see full lines]",
+                "z".repeat(500 - 13)
+            )
+        );
+        assert_eq!(out.details, Some(json!({"linesTruncated":true})));
+        let out = execute(
+            &json!({"pattern":"l+o","path":"readme.txt","limit":1}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(
+            text(&out),
+            "readme.txt:1: hello world\n\n[1 matches limit reached. Use limit=2 for more, or refine pattern]"
+        );
+        assert_eq!(out.details, Some(json!({"matchLimitReached":1})));
+        assert_eq!(
+            text(&execute(&json!({"pattern":"nothing-here"}), &ctx, &cancel).unwrap()),
+            "No matches found"
+        );
+        let err = execute(&json!({"pattern":"x","path":"missing"}), &ctx, &cancel).unwrap_err();
+        assert_eq!(
+            err,
+            format!("Path not found: {}", dir.join("missing").display())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

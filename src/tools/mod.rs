@@ -55,11 +55,19 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> ToolOutput {
-        ToolOutput { content: vec![ContentBlock::Text(TextContent::new(&text.into()))], details: None, is_error: false }
+        ToolOutput {
+            content: vec![ContentBlock::Text(TextContent::new(&text.into()))],
+            details: None,
+            is_error: false,
+        }
     }
     /// A failed result: `details` is `{}`, as the reference's error results carry.
     pub fn error(text: impl Into<String>) -> ToolOutput {
-        ToolOutput { is_error: true, details: Some(Value::Object(serde_json::Map::new())), ..ToolOutput::text(text) }
+        ToolOutput {
+            is_error: true,
+            details: Some(Value::Object(serde_json::Map::new())),
+            ..ToolOutput::text(text)
+        }
     }
 }
 
@@ -107,7 +115,11 @@ pub fn specs(names: &[String]) -> Vec<ToolSpec> {
         .iter()
         .filter_map(|name| {
             let (description, parameters) = definition(name)?;
-            Some(ToolSpec { name: name.clone(), description, parameters })
+            Some(ToolSpec {
+                name: name.clone(),
+                description,
+                parameters,
+            })
         })
         .collect()
 }
@@ -207,7 +219,10 @@ fn definition(name: &str) -> Option<(String, Value)> {
 /// The system prompt's tool line (`- <name>: <snippet>`) and the tool's guideline bullets.
 pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])> {
     match name {
-        "read" => Some(("Read file contents", &["Use read to look at files rather than cat or sed."])),
+        "read" => Some((
+            "Read file contents",
+            &["Use read to look at files rather than cat or sed."],
+        )),
         "bash" => Some(("Execute bash commands (ls, grep, find, etc.)", &[])),
         "edit" => Some((
             "Make precise file edits by exact text replacement, several disjoint edits per call allowed",
@@ -218,7 +233,10 @@ pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])
                 "Keep each edits[].oldText as short as it can be while staying unique in the file; do not pad it with large unchanged regions.",
             ],
         )),
-        "write" => Some(("Create or overwrite files", &["Use write only for new files or full rewrites."])),
+        "write" => Some((
+            "Create or overwrite files",
+            &["Use write only for new files or full rewrites."],
+        )),
         "grep" => Some(("Search file contents for patterns (honors .gitignore)", &[])),
         "find" => Some(("Find files by glob pattern (honors .gitignore)", &[])),
         "ls" => Some(("List directory contents", &[])),
@@ -233,22 +251,35 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
     let call_id = call.id.clone();
     let flag = cancel.clone();
     let thread_events = events.clone();
-    let spawned = std::thread::Builder::new().name(format!("tool-{}", call.id)).spawn(move || {
-        let call_id = call.id.clone();
-        let update_events = thread_events.clone();
-        let update_id = call_id.clone();
-        let mut emit = move |partial: ToolOutput| {
-            let _ = update_events.send(ToolEvent { call_id: update_id.clone(), kind: ToolEventKind::Update(partial) });
-        };
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
-        }));
-        let output = outcome.unwrap_or_else(|_| ToolOutput::error(format!("Tool {} failed unexpectedly", call.name)));
-        let _ = thread_events.send(ToolEvent { call_id, kind: ToolEventKind::Finished(output) });
-    });
+    let spawned = std::thread::Builder::new()
+        .name(format!("tool-{}", call.id))
+        .spawn(move || {
+            let call_id = call.id.clone();
+            let update_events = thread_events.clone();
+            let update_id = call_id.clone();
+            let mut emit = move |partial: ToolOutput| {
+                let _ = update_events.send(ToolEvent {
+                    call_id: update_id.clone(),
+                    kind: ToolEventKind::Update(partial),
+                });
+            };
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
+            }));
+            let output = outcome.unwrap_or_else(|_| {
+                ToolOutput::error(format!("Tool {} failed unexpectedly", call.name))
+            });
+            let _ = thread_events.send(ToolEvent {
+                call_id,
+                kind: ToolEventKind::Finished(output),
+            });
+        });
     if let Err(e) = spawned {
         let output = ToolOutput::error(format!("Could not start tool thread: {e}"));
-        let _ = events.send(ToolEvent { call_id: call_id.clone(), kind: ToolEventKind::Finished(output) });
+        let _ = events.send(ToolEvent {
+            call_id: call_id.clone(),
+            kind: ToolEventKind::Finished(output),
+        });
     }
     ToolHandle { call_id, cancel }
 }
@@ -265,7 +296,11 @@ pub fn run_tool(
     let Some((_, schema)) = definition(name) else {
         return ToolOutput::error(format!("Tool {name} not found"));
     };
-    let prepared = if name == "edit" { edit::prepare_arguments(arguments.clone()) } else { arguments.clone() };
+    let prepared = if name == "edit" {
+        edit::prepare_arguments(arguments.clone())
+    } else {
+        arguments.clone()
+    };
     let args = match validate::validate_arguments(name, &schema, &prepared) {
         Ok(args) => args,
         Err(message) => return ToolOutput::error(message),
@@ -293,3 +328,151 @@ pub fn run_tool(
 
 /// The error text of a tool run abandoned by the agent (all tools but bash).
 pub const ABORTED: &str = "Operation aborted";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn context() -> ToolContext {
+        let dir = std::env::temp_dir();
+        ToolContext {
+            cwd: dir.clone(),
+            agent_dir: dir,
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        }
+    }
+
+    fn finished(call: ToolCall) -> ToolOutput {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handle = spawn_tool(call, context(), tx);
+        loop {
+            let event = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("tool finished");
+            assert_eq!(event.call_id, handle.call_id);
+            if let ToolEventKind::Finished(output) = event.kind {
+                return output;
+            }
+        }
+    }
+
+    fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: "c1".to_string(),
+            name: name.to_string(),
+            arguments,
+            thought_signature: None,
+        }
+    }
+
+    fn text(output: &ToolOutput) -> String {
+        let ContentBlock::Text(t) = &output.content[0] else {
+            panic!()
+        };
+        t.text.clone()
+    }
+
+    #[test]
+    fn specs_keep_requested_order_and_schema_shape() {
+        let names: Vec<String> = ["ls", "edit", "nope", "read"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let specs = specs(&names);
+        assert_eq!(
+            specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["ls", "edit", "read"]
+        );
+        let edit = &specs[1].parameters;
+        let keys: Vec<&String> = edit.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["type", "required", "properties", "additionalProperties"]
+        );
+        assert_eq!(
+            edit["properties"]["edits"]["items"]["additionalProperties"],
+            false
+        );
+        assert_eq!(specs[0].parameters.get("required"), None);
+        for name in ALL_TOOLS {
+            assert!(prompt_info(name).is_some());
+        }
+        assert_eq!(prompt_info("read").unwrap().1.len(), 1);
+        assert_eq!(prompt_info("edit").unwrap().1.len(), 4);
+        assert!(prompt_info("bash").unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn unknown_tool_and_validation_failures() {
+        let out = finished(call("frobnicate", json!({})));
+        assert!(out.is_error);
+        assert_eq!(text(&out), "Tool frobnicate not found");
+        assert_eq!(out.details, Some(json!({})));
+        let out = finished(call("read", json!({"path":"x","limit":"lots"})));
+        assert_eq!(
+            text(&out),
+            "Validation failed for tool \"read\":\n  - limit: must be number\n\nReceived arguments:\n{\n  \"path\": \"x\",\n  \"limit\": \"lots\"\n}"
+        );
+        // Legacy edit arguments are folded into edits before validation.
+        let out = finished(call("edit", json!({"path":"x","oldText":"a"})));
+        assert!(text(&out).contains(
+            "  - oldText: schema is false\n  - root: must not have additional properties"
+        ));
+    }
+
+    #[test]
+    fn cancelled_file_tools_report_operation_aborted() {
+        let cancel = CancelFlag::default();
+        cancel.cancel();
+        for (name, args) in [
+            ("read", json!({"path":"x"})),
+            ("write", json!({"path":"x","content":""})),
+            (
+                "edit",
+                json!({"path":"x","edits":[{"oldText":"a","newText":"b"}]}),
+            ),
+            ("grep", json!({"pattern":"a"})),
+            ("find", json!({"pattern":"a"})),
+            ("ls", json!({})),
+        ] {
+            let out = run_tool(name, &args, &context(), &cancel, &mut |_| {});
+            assert_eq!(text(&out), "Operation aborted", "{name}");
+        }
+    }
+
+    #[test]
+    fn same_file_edits_in_parallel_do_not_lose_updates() {
+        let dir = std::env::temp_dir().join(format!("pi-rs-mod-{}", bash::random_hex16()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lines: String = (0..20).map(|i| format!("line{i}\n")).collect();
+        std::fs::write(dir.join("f.txt"), &lines).unwrap();
+        let ctx = ToolContext {
+            cwd: dir.clone(),
+            ..context()
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handles: Vec<ToolHandle> = (0..20)
+            .map(|i| {
+                let args = json!({"path":"f.txt","edits":[{"oldText":format!("line{i}\n"),"newText":format!("LINE{i}\n")}]});
+                spawn_tool(ToolCall { id: format!("e{i}"), name: "edit".to_string(), arguments: args, thought_signature: None }, ctx.clone(), tx.clone())
+            })
+            .collect();
+        for _ in 0..20 {
+            let event = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            let ToolEventKind::Finished(output) = event.kind else {
+                panic!()
+            };
+            assert!(!output.is_error, "{}", text(&output));
+        }
+        drop(handles);
+        let expected: String = (0..20).map(|i| format!("LINE{i}\n")).collect();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("f.txt")).unwrap(),
+            expected
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

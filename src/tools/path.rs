@@ -12,7 +12,10 @@ use std::sync::{Condvar, Mutex, OnceLock};
 
 /// Unicode spaces models sometimes put into paths; each becomes a plain space.
 fn is_unicode_space(ch: char) -> bool {
-    matches!(ch, '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}')
+    matches!(
+        ch,
+        '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}'
+    )
 }
 
 fn home_dir() -> String {
@@ -22,7 +25,10 @@ fn home_dir() -> String {
 /// Strips one leading `@`, turns Unicode spaces into spaces and expands `~` / `~/`.
 pub fn expand_path(raw: &str) -> String {
     let without_at = raw.strip_prefix('@').unwrap_or(raw);
-    let normalized: String = without_at.chars().map(|c| if is_unicode_space(c) { ' ' } else { c }).collect();
+    let normalized: String = without_at
+        .chars()
+        .map(|c| if is_unicode_space(c) { ' ' } else { c })
+        .collect();
     if normalized == "~" {
         return home_dir();
     }
@@ -52,7 +58,11 @@ pub fn normalize_lexically(path: &Path) -> PathBuf {
 pub fn resolve_to_cwd(raw: &str, cwd: &Path) -> PathBuf {
     let expanded = expand_path(raw);
     let path = Path::new(&expanded);
-    if path.is_absolute() { normalize_lexically(path) } else { normalize_lexically(&cwd.join(path)) }
+    if path.is_absolute() {
+        normalize_lexically(path)
+    } else {
+        normalize_lexically(&cwd.join(path))
+    }
 }
 
 /// Like `resolve_to_cwd`, but when the file does not exist also tries the spellings macOS uses in
@@ -139,7 +149,10 @@ struct LockTable {
 
 fn lock_table() -> &'static LockTable {
     static TABLE: OnceLock<LockTable> = OnceLock::new();
-    TABLE.get_or_init(|| LockTable { busy: Mutex::new(HashSet::new()), released: Condvar::new() })
+    TABLE.get_or_init(|| LockTable {
+        busy: Mutex::new(HashSet::new()),
+        released: Condvar::new(),
+    })
 }
 
 /// Holds the per-file mutation lock until dropped.
@@ -178,7 +191,10 @@ mod tests {
     #[test]
     fn paths_expand_and_resolve() {
         let cwd = Path::new("/work/proj");
-        assert_eq!(resolve_to_cwd("@src/a.rs", cwd), PathBuf::from("/work/proj/src/a.rs"));
+        assert_eq!(
+            resolve_to_cwd("@src/a.rs", cwd),
+            PathBuf::from("/work/proj/src/a.rs")
+        );
         assert_eq!(resolve_to_cwd("../x/./y", cwd), PathBuf::from("/work/x/y"));
         assert_eq!(resolve_to_cwd("/abs/p", cwd), PathBuf::from("/abs/p"));
         assert_eq!(expand_path("a\u{00A0}b\u{3000}c"), "a b c");
@@ -189,14 +205,20 @@ mod tests {
 
     #[test]
     fn am_pm_variant_inserts_narrow_nbsp() {
-        assert_eq!(am_pm_variant("Shot 1.02.03 PM.png"), "Shot 1.02.03\u{202F}PM.png");
+        assert_eq!(
+            am_pm_variant("Shot 1.02.03 PM.png"),
+            "Shot 1.02.03\u{202F}PM.png"
+        );
         assert_eq!(am_pm_variant("a b"), "a b");
     }
 
     #[test]
     fn node_error_format() {
         let err = io::Error::from_raw_os_error(libc::ENOENT);
-        assert_eq!(node_fs_error(&err, "access", Path::new("/x")), "ENOENT: no such file or directory, access '/x'");
+        assert_eq!(
+            node_fs_error(&err, "access", Path::new("/x")),
+            "ENOENT: no such file or directory, access '/x'"
+        );
     }
 
     #[test]
@@ -209,7 +231,10 @@ mod tests {
             let _second = FileLock::acquire(&other);
             let _ = tx.send(());
         });
-        assert!(rx.recv_timeout(std::time::Duration::from_millis(50)).is_err());
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(50))
+                .is_err()
+        );
         drop(first);
         assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
         waiter.join().unwrap();

@@ -94,7 +94,11 @@ pub fn format_size(bytes: usize) -> String {
 /// ties (x.x5) really happen: round them up like JS does.
 fn to_fixed_1(value: f64) -> String {
     let scaled = value * 10.0;
-    let rounded = if scaled.fract() == 0.5 { scaled.ceil() } else { scaled.round() };
+    let rounded = if scaled.fract() == 0.5 {
+        scaled.ceil()
+    } else {
+        scaled.round()
+    };
     format!("{:.1}", rounded / 10.0)
 }
 
@@ -121,7 +125,10 @@ pub fn truncate_head(content: &str, max_lines: usize, max_bytes: usize) -> Trunc
         max_bytes,
     };
     if lines[0].len() > max_bytes {
-        return Truncation { first_line_exceeds_limit: true, ..base };
+        return Truncation {
+            first_line_exceeds_limit: true,
+            ..base
+        };
     }
     let mut kept = 0usize;
     let mut bytes = 0usize;

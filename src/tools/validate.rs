@@ -32,7 +32,12 @@ pub fn coerce(value: Value, schema: &Value) -> Value {
                 other => vec![other],
             };
             let item_schema = schema.get("items").cloned().unwrap_or(Value::Null);
-            Value::Array(items.into_iter().map(|item| coerce(item, &item_schema)).collect())
+            Value::Array(
+                items
+                    .into_iter()
+                    .map(|item| coerce(item, &item_schema))
+                    .collect(),
+            )
         }
         "string" => match value {
             Value::Null => Value::from("null"),
@@ -78,7 +83,9 @@ pub fn number_value(number: f64) -> Value {
     if number.fract() == 0.0 && number.abs() < 9_007_199_254_740_992.0 {
         Value::from(number as i64)
     } else {
-        Number::from_f64(number).map(Value::Number).unwrap_or(Value::Null)
+        Number::from_f64(number)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
     }
 }
 
@@ -116,8 +123,14 @@ fn string_to_number(text: &str) -> Option<f64> {
 pub fn is_js_whitespace(ch: char) -> bool {
     matches!(
         ch,
-        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'..='\u{200A}'
-            | '\u{2028}' | '\u{2029}' | '\u{202F}' | '\u{205F}' | '\u{3000}' | '\u{FEFF}'
+        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202F}'
+                | '\u{205F}'
+                | '\u{3000}'
+                | '\u{FEFF}'
     )
 }
 
@@ -148,11 +161,20 @@ pub fn js_to_number(text: &str) -> Option<f64> {
     }
     let unsigned = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
     if unsigned == "Infinity" {
-        return Some(if trimmed.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY });
+        return Some(if trimmed.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
     }
     // Rust's float parser also takes "inf"/"nan"; JS only takes digits, '.', and an exponent.
-    let valid = unsigned.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
-        && unsigned.bytes().next().is_some_and(|b| b.is_ascii_digit() || b == b'.');
+    let valid = unsigned
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+        && unsigned
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_digit() || b == b'.');
     if !valid {
         return None;
     }
@@ -168,7 +190,11 @@ pub fn check(value: &Value, schema: &Value) -> Vec<String> {
 }
 
 fn display_path(segments: &[String]) -> String {
-    if segments.is_empty() { "root".to_string() } else { segments.join(".") }
+    if segments.is_empty() {
+        "root".to_string()
+    } else {
+        segments.join(".")
+    }
 }
 
 fn check_at(value: &Value, schema: &Value, path: &mut Vec<String>, errors: &mut Vec<String>) {
@@ -204,29 +230,51 @@ fn check_at(value: &Value, schema: &Value, path: &mut Vec<String>, errors: &mut 
     }
 }
 
-fn check_object(map: &Map<String, Value>, schema: &Value, path: &mut Vec<String>, errors: &mut Vec<String>) {
+fn check_object(
+    map: &Map<String, Value>,
+    schema: &Value,
+    path: &mut Vec<String>,
+    errors: &mut Vec<String>,
+) {
     let empty = Map::new();
-    let properties = schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let missing: Vec<&str> = required.iter().copied().filter(|key| !map.contains_key(*key)).collect();
+    let missing: Vec<&str> = required
+        .iter()
+        .copied()
+        .filter(|key| !map.contains_key(*key))
+        .collect();
     if let Some(first) = missing.first() {
         path.push((*first).to_string());
-        errors.push(format!("  - {}: must have required properties {}", display_path(path), missing.join(", ")));
+        errors.push(format!(
+            "  - {}: must have required properties {}",
+            display_path(path),
+            missing.join(", ")
+        ));
         path.pop();
     }
     if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
-        let extra: Vec<&String> = map.keys().filter(|key| !properties.contains_key(*key)).collect();
+        let extra: Vec<&String> = map
+            .keys()
+            .filter(|key| !properties.contains_key(*key))
+            .collect();
         for key in &extra {
             path.push((*key).clone());
             errors.push(format!("  - {}: schema is false", display_path(path)));
             path.pop();
         }
         if !extra.is_empty() {
-            errors.push(format!("  - {}: must not have additional properties", display_path(path)));
+            errors.push(format!(
+                "  - {}: must not have additional properties",
+                display_path(path)
+            ));
         }
     }
     for (key, property) in properties {
@@ -247,7 +295,10 @@ pub fn validate_arguments(name: &str, schema: &Value, arguments: &Value) -> Resu
         return Ok(coerced);
     }
     let received = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| "null".to_string());
-    Err(format!("Validation failed for tool \"{name}\":\n{}\n\nReceived arguments:\n{received}", errors.join("\n")))
+    Err(format!(
+        "Validation failed for tool \"{name}\":\n{}\n\nReceived arguments:\n{received}",
+        errors.join("\n")
+    ))
 }
 
 #[cfg(test)]
@@ -280,11 +331,26 @@ mod tests {
 
     #[test]
     fn coercion_of_strings_and_nulls() {
-        let ok = validate_arguments("read", &read_schema(), &json!({"path":1,"offset":" 5 ","limit":"1e3"})).unwrap();
+        let ok = validate_arguments(
+            "read",
+            &read_schema(),
+            &json!({"path":1,"offset":" 5 ","limit":"1e3"}),
+        )
+        .unwrap();
         assert_eq!(ok, json!({"path":"1","offset":5,"limit":1000}));
-        let ok = validate_arguments("read", &read_schema(), &json!({"path":null,"offset":true,"limit":""})).unwrap();
+        let ok = validate_arguments(
+            "read",
+            &read_schema(),
+            &json!({"path":null,"offset":true,"limit":""}),
+        )
+        .unwrap();
         assert_eq!(ok, json!({"path":"null","offset":1,"limit":0}));
-        let ok = validate_arguments("read", &read_schema(), &json!({"path":"a","offset":"5n","limit":"0x10"})).unwrap();
+        let ok = validate_arguments(
+            "read",
+            &read_schema(),
+            &json!({"path":"a","offset":"5n","limit":"0x10"}),
+        )
+        .unwrap();
         assert_eq!(ok, json!({"path":"a","offset":5,"limit":16}));
         let schema = json!({"type":"object","properties":{"b":{"type":"boolean"}}});
         assert_eq!(coerce(json!({"b":"TRUE"}), &schema), json!({"b":true}));
@@ -294,14 +360,21 @@ mod tests {
 
     #[test]
     fn type_errors_in_schema_order() {
-        let err =
-            validate_arguments("read", &read_schema(), &json!({"offset":"x","path":{},"limit":"Infinity"})).unwrap_err();
+        let err = validate_arguments(
+            "read",
+            &read_schema(),
+            &json!({"offset":"x","path":{},"limit":"Infinity"}),
+        )
+        .unwrap_err();
         assert_eq!(
             err,
             "Validation failed for tool \"read\":\n  - path: must be string\n  - offset: must be number\n  - limit: must be number\n\nReceived arguments:\n{\n  \"offset\": \"x\",\n  \"path\": {},\n  \"limit\": \"Infinity\"\n}"
         );
         let err = validate_arguments("read", &read_schema(), &json!(null)).unwrap_err();
-        assert_eq!(err, "Validation failed for tool \"read\":\n  - root: must be object\n\nReceived arguments:\nnull");
+        assert_eq!(
+            err,
+            "Validation failed for tool \"read\":\n  - root: must be object\n\nReceived arguments:\nnull"
+        );
     }
 
     #[test]
@@ -321,10 +394,14 @@ mod tests {
                 "  - edits.1.oldText: must be string",
             ]
         );
-        let err = validate_arguments("edit", &edit_schema(), &json!({"path":"a","edits":"5"})).unwrap_err();
+        let err = validate_arguments("edit", &edit_schema(), &json!({"path":"a","edits":"5"}))
+            .unwrap_err();
         assert!(err.contains("  - edits.0: must be object\n"));
-        let err = validate_arguments("edit", &edit_schema(), &json!({"path":"a","edits":{}})).unwrap_err();
-        assert!(err.contains("  - edits.0.oldText: must have required properties oldText, newText\n"));
+        let err = validate_arguments("edit", &edit_schema(), &json!({"path":"a","edits":{}}))
+            .unwrap_err();
+        assert!(
+            err.contains("  - edits.0.oldText: must have required properties oldText, newText\n")
+        );
     }
 
     #[test]
