@@ -7,12 +7,24 @@
 //! process group so grandchildren die and pipes close, and the thread's last send fails harmlessly.
 //! Tool failures are data for the model (`is_error: true`), never a panic or an `Err` to the loop.
 
+pub mod bash;
+pub mod edit;
+pub mod find;
+pub mod glob;
+pub mod grep;
+pub mod ls;
+pub mod path;
+pub mod read;
+pub mod truncate;
+pub mod validate;
+pub mod write;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::Sender;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::messages::{ContentBlock, TextContent, ToolCall};
 use crate::provider::ToolSpec;
@@ -49,9 +61,11 @@ impl ToolOutput {
             is_error: false,
         }
     }
+    /// A failed result: `details` is `{}`, as the reference's error results carry.
     pub fn error(text: impl Into<String>) -> ToolOutput {
         ToolOutput {
             is_error: true,
+            details: Some(Value::Object(serde_json::Map::new())),
             ..ToolOutput::text(text)
         }
     }
@@ -97,24 +111,368 @@ impl Drop for ToolHandle {
 
 /// Specs of the named built-in tools, in the given order; unknown names are skipped.
 pub fn specs(names: &[String]) -> Vec<ToolSpec> {
-    let _ = names;
-    Vec::new()
+    names
+        .iter()
+        .filter_map(|name| {
+            let (description, parameters) = definition(name)?;
+            Some(ToolSpec {
+                name: name.clone(),
+                description,
+                parameters,
+            })
+        })
+        .collect()
 }
 
-/// Starts `call` on its own thread.
+/// Description and JSON Schema of a built-in tool (same properties, types, required lists,
+/// `additionalProperties` and key order as the reference; our own wording).
+fn definition(name: &str) -> Option<(String, Value)> {
+    let lines = truncate::DEFAULT_MAX_LINES;
+    let kb = truncate::DEFAULT_MAX_BYTES / 1024;
+    let found = match name {
+        "read" => (
+            format!(
+                "Reads a file. Handles text files and images (jpg, png, gif, webp); images come back as attachments. \
+                 Text output stops at {lines} lines or {kb}KB, whichever comes first. For big files use offset/limit, and \
+                 keep reading with a larger offset until you have everything you need."
+            ),
+            json!({"type":"object","required":["path"],"properties":{
+                "path":{"type":"string","description":"File to read, relative or absolute"},
+                "offset":{"type":"number","description":"First line to read (counting from 1)"},
+                "limit":{"type":"number","description":"How many lines to read at most"}}}),
+        ),
+        "bash" => (
+            format!(
+                "Runs a bash command in the current working directory and returns its stdout and stderr. Only the last \
+                 {lines} lines or {kb}KB of output are returned (whichever limit is reached first); when output is cut, \
+                 the complete output is written to a temp file. An optional timeout in seconds can be given."
+            ),
+            json!({"type":"object","required":["command"],"properties":{
+                "command":{"type":"string","description":"The bash command to run"},
+                "timeout":{"type":"number","description":"Timeout in seconds (optional; none by default)"}}}),
+        ),
+        "edit" => (
+            "Edits one file by exact text replacement. Each edits[].oldText has to match a unique region of the original \
+             file, and regions must not overlap. When two changes touch the same block or lines close together, combine \
+             them into a single edit. Do not pad edits with long unchanged stretches just to bridge distant changes."
+                .to_string(),
+            json!({"type":"object","required":["path","edits"],"properties":{
+                "path":{"type":"string","description":"File to edit, relative or absolute"},
+                "edits":{"type":"array","items":{"type":"object","required":["oldText","newText"],"properties":{
+                    "oldText":{"type":"string","description":"Exact text of one targeted replacement. It has to be unique in the original file and must not overlap any other edits[].oldText of this call."},
+                    "newText":{"type":"string","description":"Text that replaces oldText."}},
+                    "additionalProperties":false},
+                    "description":"One or more targeted replacements, each matched against the original file (not against the result of earlier edits). No overlapping or nested edits: merge changes to the same block or nearby lines into one edit."}},
+                "additionalProperties":false}),
+        ),
+        "write" => (
+            "Writes content to a file, creating it when missing and overwriting it otherwise. Parent directories are \
+             created as needed."
+                .to_string(),
+            json!({"type":"object","required":["path","content"],"properties":{
+                "path":{"type":"string","description":"File to write, relative or absolute"},
+                "content":{"type":"string","description":"The content to write"}}}),
+        ),
+        "grep" => (
+            format!(
+                "Searches file contents for a pattern and returns the matching lines with file path and line number. \
+                 Honors .gitignore. Output stops at {} matches or {kb}KB, whichever comes first; lines longer than {} \
+                 characters are cut.",
+                grep::DEFAULT_LIMIT,
+                truncate::GREP_MAX_LINE_LENGTH
+            ),
+            json!({"type":"object","required":["pattern"],"properties":{
+                "pattern":{"type":"string","description":"Pattern to search for (regex, or a literal string)"},
+                "path":{"type":"string","description":"Directory or file to search (defaults to the current directory)"},
+                "glob":{"type":"string","description":"Only search files matching this glob, e.g. '*.ts' or '**/*.spec.ts'"},
+                "ignoreCase":{"type":"boolean","description":"Match case-insensitively (default: false)"},
+                "literal":{"type":"boolean","description":"Take the pattern as a literal string, not a regex (default: false)"},
+                "context":{"type":"number","description":"Lines of context to show before and after each match (default: 0)"},
+                "limit":{"type":"number","description":"Most matches to return (default: 100)"}}}),
+        ),
+        "find" => (
+            format!(
+                "Finds files by glob pattern and returns their paths relative to the search directory. Honors \
+                 .gitignore. Output stops at {} results or {kb}KB, whichever comes first.",
+                find::DEFAULT_LIMIT
+            ),
+            json!({"type":"object","required":["pattern"],"properties":{
+                "pattern":{"type":"string","description":"Glob that file paths must match, e.g. '*.ts', '**/*.json' or 'src/**/*.spec.ts'"},
+                "path":{"type":"string","description":"Directory to search (defaults to the current directory)"},
+                "limit":{"type":"number","description":"Most results to return (default: 1000)"}}}),
+        ),
+        "ls" => (
+            format!(
+                "Lists a directory. Entries are sorted alphabetically, directories end in '/', dotfiles are included. \
+                 Output stops at {} entries or {kb}KB, whichever comes first.",
+                ls::DEFAULT_LIMIT
+            ),
+            json!({"type":"object","properties":{
+                "path":{"type":"string","description":"Directory to list (defaults to the current directory)"},
+                "limit":{"type":"number","description":"Most entries to return (default: 500)"}}}),
+        ),
+        _ => return None,
+    };
+    Some(found)
+}
+
+/// The system prompt's tool line (`- <name>: <snippet>`) and the tool's guideline bullets.
+pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])> {
+    match name {
+        "read" => Some((
+            "Read file contents",
+            &["Use read to look at files rather than cat or sed."],
+        )),
+        "bash" => Some(("Execute bash commands (ls, grep, find, etc.)", &[])),
+        "edit" => Some((
+            "Make precise file edits by exact text replacement, several disjoint edits per call allowed",
+            &[
+                "Use edit for precise changes (edits[].oldText has to match exactly)",
+                "To change several separate places in one file, send one edit call with several entries in edits[] rather than several edit calls",
+                "Every edits[].oldText is matched against the original file, not against the result of earlier edits. Never send overlapping or nested edits; merge nearby changes into one edit.",
+                "Keep each edits[].oldText as short as it can be while staying unique in the file; do not pad it with large unchanged regions.",
+            ],
+        )),
+        "write" => Some((
+            "Create or overwrite files",
+            &["Use write only for new files or full rewrites."],
+        )),
+        "grep" => Some(("Search file contents for patterns (honors .gitignore)", &[])),
+        "find" => Some(("Find files by glob pattern (honors .gitignore)", &[])),
+        "ls" => Some(("List directory contents", &[])),
+        _ => None,
+    }
+}
+
+/// Starts `call` on its own thread ("tool-<callId>"). Only built-in names are known here; the
+/// caller checks the call against the ACTIVE tool set first (inactive → `Tool <name> not found`).
 pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent>) -> ToolHandle {
     let cancel = CancelFlag::default();
     let call_id = call.id.clone();
     let flag = cancel.clone();
-    let _ = std::thread::Builder::new()
+    let thread_events = events.clone();
+    let spawned = std::thread::Builder::new()
         .name(format!("tool-{}", call.id))
         .spawn(move || {
-            let _ = (&context, &flag);
-            let output = ToolOutput::error(format!("Tool {} not found", call.name));
-            let _ = events.send(ToolEvent {
-                call_id: call.id,
+            let call_id = call.id.clone();
+            let update_events = thread_events.clone();
+            let update_id = call_id.clone();
+            let mut emit = move |partial: ToolOutput| {
+                let _ = update_events.send(ToolEvent {
+                    call_id: update_id.clone(),
+                    kind: ToolEventKind::Update(partial),
+                });
+            };
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
+            }));
+            let output = outcome.unwrap_or_else(|_| {
+                ToolOutput::error(format!("Tool {} failed unexpectedly", call.name))
+            });
+            let _ = thread_events.send(ToolEvent {
+                call_id,
                 kind: ToolEventKind::Finished(output),
             });
         });
+    if let Err(e) = spawned {
+        let output = ToolOutput::error(format!("Could not start tool thread: {e}"));
+        let _ = events.send(ToolEvent {
+            call_id: call_id.clone(),
+            kind: ToolEventKind::Finished(output),
+        });
+    }
     ToolHandle { call_id, cancel }
+}
+
+/// Runs one call synchronously: argument preparation, validation, execution.
+/// Failures come back as error outputs (`is_error: true`).
+pub fn run_tool(
+    name: &str,
+    arguments: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+    emit: &mut dyn FnMut(ToolOutput),
+) -> ToolOutput {
+    let Some((_, schema)) = definition(name) else {
+        return ToolOutput::error(format!("Tool {name} not found"));
+    };
+    let prepared = if name == "edit" {
+        edit::prepare_arguments(arguments.clone())
+    } else {
+        arguments.clone()
+    };
+    let args = match validate::validate_arguments(name, &schema, &prepared) {
+        Ok(args) => args,
+        Err(message) => return ToolOutput::error(message),
+    };
+    if name == "bash" {
+        return bash::execute(&args, context, cancel, emit);
+    }
+    if cancel.is_cancelled() {
+        return ToolOutput::error(ABORTED);
+    }
+    let result = match name {
+        "read" => read::execute(&args, context, cancel),
+        "edit" => edit::execute(&args, context, cancel),
+        "write" => write::execute(&args, context, cancel),
+        "grep" => grep::execute(&args, context, cancel),
+        "find" => find::execute(&args, context, cancel),
+        "ls" => ls::execute(&args, context, cancel),
+        _ => Err(format!("Tool {name} not found")),
+    };
+    if cancel.is_cancelled() {
+        return ToolOutput::error(ABORTED);
+    }
+    result.unwrap_or_else(ToolOutput::error)
+}
+
+/// The error text of a tool run abandoned by the agent (all tools but bash).
+pub const ABORTED: &str = "Operation aborted";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn context() -> ToolContext {
+        let dir = std::env::temp_dir();
+        ToolContext {
+            cwd: dir.clone(),
+            agent_dir: dir,
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        }
+    }
+
+    fn finished(call: ToolCall) -> ToolOutput {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handle = spawn_tool(call, context(), tx);
+        loop {
+            let event = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("tool finished");
+            assert_eq!(event.call_id, handle.call_id);
+            if let ToolEventKind::Finished(output) = event.kind {
+                return output;
+            }
+        }
+    }
+
+    fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: "c1".to_string(),
+            name: name.to_string(),
+            arguments,
+            thought_signature: None,
+        }
+    }
+
+    fn text(output: &ToolOutput) -> String {
+        let ContentBlock::Text(t) = &output.content[0] else {
+            panic!()
+        };
+        t.text.clone()
+    }
+
+    #[test]
+    fn specs_keep_requested_order_and_schema_shape() {
+        let names: Vec<String> = ["ls", "edit", "nope", "read"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let specs = specs(&names);
+        assert_eq!(
+            specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["ls", "edit", "read"]
+        );
+        let edit = &specs[1].parameters;
+        let keys: Vec<&String> = edit.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["type", "required", "properties", "additionalProperties"]
+        );
+        assert_eq!(
+            edit["properties"]["edits"]["items"]["additionalProperties"],
+            false
+        );
+        assert_eq!(specs[0].parameters.get("required"), None);
+        for name in ALL_TOOLS {
+            assert!(prompt_info(name).is_some());
+        }
+        assert_eq!(prompt_info("read").unwrap().1.len(), 1);
+        assert_eq!(prompt_info("edit").unwrap().1.len(), 4);
+        assert!(prompt_info("bash").unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn unknown_tool_and_validation_failures() {
+        let out = finished(call("frobnicate", json!({})));
+        assert!(out.is_error);
+        assert_eq!(text(&out), "Tool frobnicate not found");
+        assert_eq!(out.details, Some(json!({})));
+        let out = finished(call("read", json!({"path":"x","limit":"lots"})));
+        assert_eq!(
+            text(&out),
+            "Validation failed for tool \"read\":\n  - limit: must be number\n\nReceived arguments:\n{\n  \"path\": \"x\",\n  \"limit\": \"lots\"\n}"
+        );
+        // Legacy edit arguments are folded into edits before validation.
+        let out = finished(call("edit", json!({"path":"x","oldText":"a"})));
+        assert!(text(&out).contains(
+            "  - oldText: schema is false\n  - root: must not have additional properties"
+        ));
+    }
+
+    #[test]
+    fn cancelled_file_tools_report_operation_aborted() {
+        let cancel = CancelFlag::default();
+        cancel.cancel();
+        for (name, args) in [
+            ("read", json!({"path":"x"})),
+            ("write", json!({"path":"x","content":""})),
+            (
+                "edit",
+                json!({"path":"x","edits":[{"oldText":"a","newText":"b"}]}),
+            ),
+            ("grep", json!({"pattern":"a"})),
+            ("find", json!({"pattern":"a"})),
+            ("ls", json!({})),
+        ] {
+            let out = run_tool(name, &args, &context(), &cancel, &mut |_| {});
+            assert_eq!(text(&out), "Operation aborted", "{name}");
+        }
+    }
+
+    #[test]
+    fn same_file_edits_in_parallel_do_not_lose_updates() {
+        let dir = std::env::temp_dir().join(format!("pi-rs-mod-{}", bash::random_hex16()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lines: String = (0..20).map(|i| format!("line{i}\n")).collect();
+        std::fs::write(dir.join("f.txt"), &lines).unwrap();
+        let ctx = ToolContext {
+            cwd: dir.clone(),
+            ..context()
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handles: Vec<ToolHandle> = (0..20)
+            .map(|i| {
+                let args = json!({"path":"f.txt","edits":[{"oldText":format!("line{i}\n"),"newText":format!("LINE{i}\n")}]});
+                spawn_tool(ToolCall { id: format!("e{i}"), name: "edit".to_string(), arguments: args, thought_signature: None }, ctx.clone(), tx.clone())
+            })
+            .collect();
+        for _ in 0..20 {
+            let event = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            let ToolEventKind::Finished(output) = event.kind else {
+                panic!()
+            };
+            assert!(!output.is_error, "{}", text(&output));
+        }
+        drop(handles);
+        let expected: String = (0..20).map(|i| format!("LINE{i}\n")).collect();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("f.txt")).unwrap(),
+            expected
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -1,0 +1,987 @@
+//! The bash tool and the shell runner it shares with the RPC `bash` command.
+//!
+//! `run_shell` starts `<shell> -c <command>` in its own process group (stdin null, stdout and
+//! stderr merged into one pipe so chunks keep their arrival order), streams output chunks and
+//! periodic ticks to a callback, and ends when the shell exited and the pipe closed (or 100 ms
+//! after exit when a background grandchild keeps the pipe open). Cancel or timeout SIGKILLs the
+//! whole group. `OutputAccumulator` keeps a bounded rolling tail in memory and spills the raw
+//! bytes to `$TMPDIR/pi-bash-<16 hex>.log` once the output passes the limits.
+//! The tool (`execute`) turns that into pi's throttled partial results and final text.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::truncate::{
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail,
+};
+use super::validate::js_number_string;
+use super::{CancelFlag, ToolContext, ToolOutput};
+
+/// How often the runner wakes up to check cancel/timeout/exit when no output arrives.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// After the shell exits, how long to keep reading output still held by its descendants.
+const EXIT_STDIO_GRACE: Duration = Duration::from_millis(100);
+/// Minimum spacing of the tool's partial results.
+const UPDATE_THROTTLE: Duration = Duration::from_millis(100);
+
+/// One shell command to run.
+#[derive(Clone, Debug)]
+pub struct ShellRequest<'a> {
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    /// settings `shellPath`.
+    pub shell_path: Option<&'a str>,
+    /// settings `shellCommandPrefix`, put on its own line before the command.
+    pub command_prefix: Option<&'a str>,
+    /// `<agentDir>/bin` is prepended to PATH.
+    pub agent_dir: &'a Path,
+    /// Seconds; `None` or ≤ 0 means no timeout.
+    pub timeout: Option<f64>,
+}
+
+/// What the runner reports while the command runs.
+pub enum ShellEvent<'a> {
+    /// Raw bytes from stdout or stderr, in arrival order.
+    Output(&'a [u8]),
+    /// Nothing arrived for a poll interval (lets callers flush throttled updates).
+    Tick,
+}
+
+/// How a command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShellOutcome {
+    /// Exit code; `None` when a signal (not sent by us) ended the shell.
+    Exited(Option<i32>),
+    TimedOut,
+    Aborted,
+}
+
+fn live_groups() -> &'static Mutex<HashSet<i32>> {
+    static GROUPS: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
+    GROUPS.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+/// SIGKILLs every shell process group still running (for process shutdown).
+pub fn kill_all_shells() {
+    let groups: Vec<i32> = live_groups()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain()
+        .collect();
+    for pgid in groups {
+        kill_group(pgid);
+    }
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: plain syscalls on a pid we spawned; failure (already gone) is harmless.
+    unsafe {
+        if libc::killpg(pgid, libc::SIGKILL) != 0 {
+            libc::kill(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// The shell to use: settings `shellPath` (must exist), else /bin/bash, else bash on PATH, else sh.
+pub fn resolve_shell(custom: Option<&str>) -> Result<String, String> {
+    if let Some(path) = custom.filter(|p| !p.is_empty()) {
+        if Path::new(path).exists() {
+            return Ok(path.to_string());
+        }
+        return Err(format!("Custom shell path not found: {path}"));
+    }
+    if Path::new("/bin/bash").exists() {
+        return Ok("/bin/bash".to_string());
+    }
+    if let Some(found) = find_on_path("bash") {
+        return Ok(found.to_string_lossy().to_string());
+    }
+    Ok("sh".to_string())
+}
+
+/// First executable file called `name` in PATH.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// PATH with `<agentDir>/bin` in front (unless already listed).
+pub fn shell_path_env(agent_dir: &Path) -> String {
+    let bin = agent_dir.join("bin").to_string_lossy().to_string();
+    let current = std::env::var("PATH").unwrap_or_default();
+    if current.split(':').any(|entry| entry == bin) {
+        return current;
+    }
+    if current.is_empty() {
+        bin
+    } else {
+        format!("{bin}:{current}")
+    }
+}
+
+/// Runs one command to completion (see the module doc). Errors are the texts the tool reports:
+/// missing custom shell, missing cwd, spawn failure.
+pub fn run_shell(
+    request: &ShellRequest,
+    cancel: &CancelFlag,
+    on_event: &mut dyn FnMut(ShellEvent),
+) -> Result<ShellOutcome, String> {
+    let shell = resolve_shell(request.shell_path)?;
+    if !request.cwd.exists() {
+        return Err(format!(
+            "Working directory does not exist: {}\nCannot execute bash commands.",
+            request.cwd.display()
+        ));
+    }
+    let full_command = match request.command_prefix.filter(|p| !p.is_empty()) {
+        Some(prefix) => format!("{prefix}\n{}", request.command),
+        None => request.command.to_string(),
+    };
+    let (reader, writer) = std::io::pipe().map_err(|e| format!("spawn {shell} failed: {e}"))?;
+    let writer_for_stderr = writer
+        .try_clone()
+        .map_err(|e| format!("spawn {shell} failed: {e}"))?;
+    let mut command = Command::new(&shell);
+    command
+        .arg("-c")
+        .arg(&full_command)
+        .current_dir(request.cwd)
+        .env("PATH", shell_path_env(request.agent_dir))
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer_for_stderr)
+        .process_group(0);
+    let spawned = command.spawn();
+    // The Command still owns our copies of the pipe's write end; drop them so EOF can happen.
+    drop(command);
+    let mut child = spawned.map_err(|e| {
+        let (code, _) = super::path::errno_parts(&e);
+        format!("spawn {shell} {code}")
+    })?;
+    let pgid = child.id() as i32;
+    live_groups()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(pgid);
+
+    let (chunk_tx, chunk_rx) = crossbeam_channel::bounded::<Vec<u8>>(16);
+    let reader_thread = std::thread::Builder::new()
+        .name("bash-output".to_string())
+        .spawn(move || {
+            let mut reader = reader;
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                match reader.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if chunk_tx.send(buffer[..n].to_vec()).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        });
+    if reader_thread.is_err() {
+        kill_group(pgid);
+        let _ = child.wait();
+        live_groups()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pgid);
+        return Err("Failed to start the output reader thread".to_string());
+    }
+
+    let deadline = request
+        .timeout
+        .filter(|t| *t > 0.0 && t.is_finite())
+        .map(|t| Instant::now() + Duration::from_secs_f64(t));
+    let mut pipe_closed = false;
+    let mut killed = false;
+    let mut timed_out = false;
+    let mut exit: Option<(Option<i32>, Instant)> = None;
+    loop {
+        if pipe_closed {
+            std::thread::sleep(POLL_INTERVAL);
+        } else {
+            match chunk_rx.recv_timeout(POLL_INTERVAL) {
+                Ok(chunk) => on_event(ShellEvent::Output(&chunk)),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => on_event(ShellEvent::Tick),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => pipe_closed = true,
+            }
+        }
+        if !killed && cancel.is_cancelled() {
+            kill_group(pgid);
+            killed = true;
+        }
+        if !killed && deadline.is_some_and(|d| Instant::now() >= d) {
+            kill_group(pgid);
+            killed = true;
+            timed_out = true;
+        }
+        if exit.is_none() {
+            match child.try_wait() {
+                Ok(Some(status)) => exit = Some((status.code(), Instant::now())),
+                Ok(None) => {}
+                Err(_) => exit = Some((None, Instant::now())),
+            }
+        }
+        if let Some((_, exited_at)) = exit
+            && (pipe_closed || exited_at.elapsed() >= EXIT_STDIO_GRACE)
+        {
+            break;
+        }
+    }
+    live_groups()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&pgid);
+    // Dropping the receiver ends the reader thread at its next chunk if descendants still write.
+    drop(chunk_rx);
+    if cancel.is_cancelled() {
+        return Ok(ShellOutcome::Aborted);
+    }
+    if timed_out {
+        return Ok(ShellOutcome::TimedOut);
+    }
+    Ok(ShellOutcome::Exited(exit.and_then(|(code, _)| code)))
+}
+
+/// 16 random hex digits for temp file names.
+pub fn random_hex16() -> String {
+    let mut bytes = [0u8; 8];
+    let from_urandom = File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok();
+    if !from_urandom {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let mixed = (nanos as u64) ^ (u64::from(std::process::id()) << 32);
+        bytes = mixed.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Streaming output with bounded memory: decoded rolling tail for display, counters for the
+/// totals, raw bytes spilled to a temp file once the limits are passed.
+pub struct OutputAccumulator {
+    max_lines: usize,
+    max_bytes: usize,
+    max_rolling_bytes: usize,
+    temp_prefix: &'static str,
+    pending_utf8: Vec<u8>,
+    raw_chunks: Vec<Vec<u8>>,
+    tail_text: String,
+    tail_starts_at_line_boundary: bool,
+    total_raw_bytes: usize,
+    total_decoded_bytes: usize,
+    total_lines: usize,
+    current_line_bytes: usize,
+    finished: bool,
+    temp_path: Option<PathBuf>,
+    temp_file: Option<File>,
+}
+
+/// One view of the accumulated output.
+pub struct OutputSnapshot {
+    pub content: String,
+    pub truncation: Truncation,
+    pub full_output_path: Option<PathBuf>,
+}
+
+impl OutputAccumulator {
+    pub fn new(temp_prefix: &'static str) -> OutputAccumulator {
+        OutputAccumulator::with_limits(temp_prefix, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
+    }
+
+    pub fn with_limits(
+        temp_prefix: &'static str,
+        max_lines: usize,
+        max_bytes: usize,
+    ) -> OutputAccumulator {
+        OutputAccumulator {
+            max_lines,
+            max_bytes,
+            max_rolling_bytes: (max_bytes * 2).max(1),
+            temp_prefix,
+            pending_utf8: Vec::new(),
+            raw_chunks: Vec::new(),
+            tail_text: String::new(),
+            tail_starts_at_line_boundary: true,
+            total_raw_bytes: 0,
+            total_decoded_bytes: 0,
+            total_lines: 1,
+            current_line_bytes: 0,
+            finished: false,
+            temp_path: None,
+            temp_file: None,
+        }
+    }
+
+    pub fn append(&mut self, data: &[u8]) {
+        if self.finished {
+            return;
+        }
+        self.total_raw_bytes += data.len();
+        let text = self.decode(data);
+        self.append_decoded(&text);
+        if self.temp_file.is_some() || self.should_use_temp_file() {
+            self.ensure_temp_file();
+            self.write_temp(data);
+        } else if !data.is_empty() {
+            self.raw_chunks.push(data.to_vec());
+        }
+    }
+
+    /// Flushes the decoder; the output may not grow afterwards.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if !self.pending_utf8.is_empty() {
+            self.pending_utf8.clear();
+            self.append_decoded("\u{FFFD}");
+        }
+        if self.should_use_temp_file() {
+            self.ensure_temp_file();
+        }
+    }
+
+    pub fn snapshot(&mut self, persist_if_truncated: bool) -> OutputSnapshot {
+        let tail = truncate_tail(self.snapshot_text(), self.max_lines, self.max_bytes);
+        let truncated =
+            self.total_lines > self.max_lines || self.total_decoded_bytes > self.max_bytes;
+        let truncated_by = if truncated {
+            tail.truncated_by
+                .or(Some(if self.total_decoded_bytes > self.max_bytes {
+                    super::truncate::TruncatedBy::Bytes
+                } else {
+                    super::truncate::TruncatedBy::Lines
+                }))
+        } else {
+            None
+        };
+        let truncation = Truncation {
+            truncated,
+            truncated_by,
+            total_lines: self.total_lines,
+            total_bytes: self.total_decoded_bytes,
+            max_lines: self.max_lines,
+            max_bytes: self.max_bytes,
+            ..tail
+        };
+        if persist_if_truncated && truncation.truncated {
+            self.ensure_temp_file();
+        }
+        OutputSnapshot {
+            content: truncation.content.clone(),
+            truncation,
+            full_output_path: self.temp_path.clone(),
+        }
+    }
+
+    /// Bytes of the last (possibly unfinished) line.
+    pub fn last_line_bytes(&self) -> usize {
+        self.current_line_bytes
+    }
+
+    /// Closes the temp file (all raw bytes written).
+    pub fn close_temp_file(&mut self) {
+        if let Some(mut file) = self.temp_file.take() {
+            let _ = file.flush();
+        }
+    }
+
+    pub fn total_raw_bytes(&self) -> usize {
+        self.total_raw_bytes
+    }
+
+    /// Streaming UTF-8 decode: invalid sequences become U+FFFD, an incomplete sequence at the end
+    /// of a chunk waits for the next one.
+    fn decode(&mut self, data: &[u8]) -> String {
+        let mut bytes = std::mem::take(&mut self.pending_utf8);
+        bytes.extend_from_slice(data);
+        let mut out = String::with_capacity(bytes.len());
+        let mut rest: &[u8] = &bytes;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(valid) => {
+                    out.push_str(valid);
+                    break;
+                }
+                Err(error) => {
+                    let (valid, after) = rest.split_at(error.valid_up_to());
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match error.error_len() {
+                        Some(bad) => {
+                            out.push('\u{FFFD}');
+                            rest = &after[bad..];
+                        }
+                        None => {
+                            self.pending_utf8 = after.to_vec();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn append_decoded(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.total_decoded_bytes += text.len();
+        self.tail_text.push_str(text);
+        if self.tail_text.len() > self.max_rolling_bytes * 2 {
+            self.trim_tail();
+        }
+        match text.rfind('\n') {
+            None => self.current_line_bytes += text.len(),
+            Some(last) => {
+                self.total_lines += memchr::memchr_iter(b'\n', text.as_bytes()).count();
+                self.current_line_bytes = text.len() - last - 1;
+            }
+        }
+    }
+
+    fn trim_tail(&mut self) {
+        let len = self.tail_text.len();
+        if len <= self.max_rolling_bytes {
+            return;
+        }
+        let mut start = len - self.max_rolling_bytes;
+        while !self.tail_text.is_char_boundary(start) {
+            start += 1;
+        }
+        if start > 0 {
+            self.tail_starts_at_line_boundary = self.tail_text.as_bytes()[start - 1] == b'\n';
+        }
+        self.tail_text.drain(..start);
+    }
+
+    fn snapshot_text(&self) -> &str {
+        if self.tail_starts_at_line_boundary {
+            return &self.tail_text;
+        }
+        match self.tail_text.find('\n') {
+            Some(first) => &self.tail_text[first + 1..],
+            None => &self.tail_text,
+        }
+    }
+
+    fn should_use_temp_file(&self) -> bool {
+        self.total_raw_bytes > self.max_bytes
+            || self.total_decoded_bytes > self.max_bytes
+            || self.total_lines > self.max_lines
+    }
+
+    fn ensure_temp_file(&mut self) {
+        if self.temp_path.is_some() {
+            return;
+        }
+        let path =
+            std::env::temp_dir().join(format!("{}-{}.log", self.temp_prefix, random_hex16()));
+        match File::create(&path) {
+            Ok(file) => self.temp_file = Some(file),
+            Err(e) => log::warn!("could not create {}: {e}", path.display()),
+        }
+        self.temp_path = Some(path);
+        for chunk in std::mem::take(&mut self.raw_chunks) {
+            self.write_temp(&chunk);
+        }
+    }
+
+    fn write_temp(&mut self, data: &[u8]) {
+        if let Some(file) = self.temp_file.as_mut()
+            && let Err(e) = file.write_all(data)
+        {
+            log::warn!("writing bash output to its temp file failed: {e}");
+            self.temp_file = None;
+        }
+    }
+}
+
+/// The `details` of a partial result: `{truncation?, fullOutputPath?}`.
+fn update_details(snapshot: &OutputSnapshot) -> Value {
+    let mut details = Map::new();
+    if snapshot.truncation.truncated {
+        details.insert("truncation".to_string(), snapshot.truncation.to_json());
+    }
+    if let Some(path) = &snapshot.full_output_path {
+        details.insert(
+            "fullOutputPath".to_string(),
+            Value::from(path.to_string_lossy().to_string()),
+        );
+    }
+    Value::Object(details)
+}
+
+/// Final text (+ details when truncated) for a snapshot; `empty_text` stands in for no output.
+fn format_output(
+    snapshot: &OutputSnapshot,
+    last_line_bytes: usize,
+    empty_text: &str,
+) -> (String, Option<Value>) {
+    let truncation = &snapshot.truncation;
+    let mut text = if snapshot.content.is_empty() {
+        empty_text.to_string()
+    } else {
+        snapshot.content.clone()
+    };
+    if !truncation.truncated {
+        return (text, None);
+    }
+    let path = snapshot
+        .full_output_path
+        .as_ref()
+        .map(|p| p.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let details = json!({"truncation": truncation.to_json(), "fullOutputPath": path});
+    let start_line = truncation.total_lines - truncation.output_lines + 1;
+    let end_line = truncation.total_lines;
+    if truncation.last_line_partial {
+        text.push_str(&format!(
+            "\n\n[Showing last {} of line {end_line} (line is {}). Full output: {path}]",
+            format_size(truncation.output_bytes),
+            format_size(last_line_bytes)
+        ));
+    } else if truncation.truncated_by == Some(super::truncate::TruncatedBy::Lines) {
+        text.push_str(&format!(
+            "\n\n[Showing lines {start_line}-{end_line} of {}. Full output: {path}]",
+            truncation.total_lines
+        ));
+    } else {
+        text.push_str(&format!(
+            "\n\n[Showing lines {start_line}-{end_line} of {} ({} limit). Full output: {path}]",
+            truncation.total_lines,
+            format_size(DEFAULT_MAX_BYTES)
+        ));
+    }
+    (text, Some(details))
+}
+
+fn append_status(text: &str, status: &str) -> String {
+    if text.is_empty() {
+        status.to_string()
+    } else {
+        format!("{text}\n\n{status}")
+    }
+}
+
+/// The bash tool. `emit` receives the partial results; the return value is the final one.
+pub fn execute(
+    args: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+    emit: &mut dyn FnMut(ToolOutput),
+) -> ToolOutput {
+    let command = args
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let timeout = args.get("timeout").and_then(Value::as_f64);
+    let request = ShellRequest {
+        command,
+        cwd: &context.cwd,
+        shell_path: context.shell_path.as_deref(),
+        command_prefix: context.shell_command_prefix.as_deref(),
+        agent_dir: &context.agent_dir,
+        timeout,
+    };
+    let mut output = OutputAccumulator::new("pi-bash");
+    emit(ToolOutput {
+        content: Vec::new(),
+        details: None,
+        is_error: false,
+    });
+    let mut dirty = false;
+    let mut last_update: Option<Instant> = None;
+    let mut emit_update =
+        |output: &mut OutputAccumulator, dirty: &mut bool, last: &mut Option<Instant>| {
+            if !*dirty {
+                return;
+            }
+            *dirty = false;
+            *last = Some(Instant::now());
+            let snapshot = output.snapshot(true);
+            let mut partial = ToolOutput::text(snapshot.content.clone());
+            partial.details = Some(update_details(&snapshot));
+            emit(partial);
+        };
+    let result = run_shell(&request, cancel, &mut |event| {
+        match event {
+            ShellEvent::Output(bytes) => {
+                output.append(bytes);
+                dirty = true;
+            }
+            ShellEvent::Tick => {}
+        }
+        if dirty && last_update.is_none_or(|at| at.elapsed() >= UPDATE_THROTTLE) {
+            emit_update(&mut output, &mut dirty, &mut last_update);
+        }
+    });
+    output.finish();
+    emit_update(&mut output, &mut dirty, &mut last_update);
+    let snapshot = output.snapshot(true);
+    output.close_temp_file();
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(message) => return ToolOutput::error(message),
+    };
+    let last_line_bytes = output.last_line_bytes();
+    match outcome {
+        ShellOutcome::Aborted => {
+            let (text, _) = format_output(&snapshot, last_line_bytes, "");
+            ToolOutput::error(append_status(&text, "Command aborted"))
+        }
+        ShellOutcome::TimedOut => {
+            let (text, _) = format_output(&snapshot, last_line_bytes, "");
+            let seconds = js_number_string(timeout.unwrap_or(0.0));
+            ToolOutput::error(append_status(
+                &text,
+                &format!("Command timed out after {seconds} seconds"),
+            ))
+        }
+        ShellOutcome::Exited(code) => {
+            let (text, details) = format_output(&snapshot, last_line_bytes, "(no output)");
+            match code {
+                Some(code) if code != 0 => ToolOutput::error(append_status(
+                    &text,
+                    &format!("Command exited with code {code}"),
+                )),
+                _ => ToolOutput {
+                    details,
+                    ..ToolOutput::text(text)
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ContentBlock;
+    use crate::tools::{ToolEvent, ToolEventKind, spawn_tool};
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pi-rs-bash-{tag}-{}", random_hex16()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn context(cwd: &Path) -> ToolContext {
+        ToolContext {
+            cwd: cwd.to_path_buf(),
+            agent_dir: cwd.to_path_buf(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        }
+    }
+
+    fn text(output: &ToolOutput) -> String {
+        match output.content.first() {
+            Some(ContentBlock::Text(t)) => t.text.clone(),
+            _ => String::new(),
+        }
+    }
+
+    fn run(command: &str, ctx: &ToolContext) -> (ToolOutput, Vec<ToolOutput>) {
+        let mut updates = Vec::new();
+        let out = execute(
+            &json!({"command": command}),
+            ctx,
+            &CancelFlag::default(),
+            &mut |u| updates.push(u),
+        );
+        (out, updates)
+    }
+
+    #[test]
+    fn output_exit_codes_and_merging() {
+        let dir = temp_dir("basic");
+        let ctx = context(&dir);
+        let (out, updates) = run("echo a; echo b >&2; echo c", &ctx);
+        assert_eq!(text(&out), "a\nb\nc\n");
+        assert!(!out.is_error);
+        assert_eq!(out.details, None);
+        assert_eq!(
+            updates[0],
+            ToolOutput {
+                content: Vec::new(),
+                details: None,
+                is_error: false
+            }
+        );
+        assert_eq!(updates.last().map(text), Some("a\nb\nc\n".to_string()));
+        assert_eq!(updates.last().unwrap().details, Some(json!({})));
+        // Same text as the reference: the command's newline is kept before the status.
+        let (out, _) = run("echo hi; exit 3", &ctx);
+        assert!(out.is_error);
+        assert_eq!(text(&out), "hi\n\n\nCommand exited with code 3");
+        let (out, _) = run("true", &ctx);
+        assert_eq!(text(&out), "(no output)");
+        let (out, _) = run("exit 4", &ctx);
+        assert_eq!(text(&out), "(no output)\n\nCommand exited with code 4");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn prefix_path_cwd_and_shell_errors() {
+        let dir = temp_dir("env");
+        let ctx = ToolContext {
+            shell_command_prefix: Some("GREETING=hello".to_string()),
+            ..context(&dir)
+        };
+        let (out, _) = run("echo $GREETING; pwd; echo $PATH", &ctx);
+        let expected_bin = dir.join("bin").to_string_lossy().to_string();
+        let lines: Vec<String> = text(&out).lines().map(str::to_string).collect();
+        assert_eq!(lines[0], "hello");
+        assert_eq!(lines[1], dir.to_string_lossy());
+        assert!(lines[2].starts_with(&format!("{expected_bin}:")));
+        let missing = ToolContext {
+            cwd: dir.join("gone"),
+            ..context(&dir)
+        };
+        let (out, _) = run("echo x", &missing);
+        assert_eq!(
+            text(&out),
+            format!(
+                "Working directory does not exist: {}\nCannot execute bash commands.",
+                dir.join("gone").display()
+            )
+        );
+        let bad_shell = ToolContext {
+            shell_path: Some("/no/such/shell".to_string()),
+            ..context(&dir)
+        };
+        let (out, _) = run("echo x", &bad_shell);
+        assert_eq!(text(&out), "Custom shell path not found: /no/such/shell");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn timeout_kills_and_reports() {
+        let dir = temp_dir("timeout");
+        let started = Instant::now();
+        let out = execute(
+            &json!({"command":"echo before; sleep 30","timeout":0.3}),
+            &context(&dir),
+            &CancelFlag::default(),
+            &mut |_| {},
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(out.is_error);
+        assert_eq!(
+            text(&out),
+            "before\n\n\nCommand timed out after 0.3 seconds"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tail_truncation_and_spill_file() {
+        let dir = temp_dir("trunc");
+        let (out, _) = run("seq 1 3000", &context(&dir));
+        let body = text(&out);
+        let notice = body.rsplit("\n\n").next().unwrap().to_string();
+        let details = out.details.clone().unwrap();
+        let path = details["fullOutputPath"].as_str().unwrap().to_string();
+        // Reference: "[Showing lines 1002-3001 of 3001. Full output: …]".
+        assert_eq!(
+            notice,
+            format!("[Showing lines 1002-3001 of 3001. Full output: {path}]")
+        );
+        assert!(body.starts_with("1002\n"));
+        assert_eq!(details["truncation"]["truncatedBy"], "lines");
+        let expected: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+        std::fs::remove_file(&path).unwrap();
+
+        // One 3 MB line then a short one: the long line is dropped by bytes.
+        let (out, _) = run(
+            "head -c 3000000 /dev/zero | tr '\\0' a; echo; echo tail",
+            &context(&dir),
+        );
+        let body = text(&out);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            body,
+            format!("tail\n\n\n[Showing lines 2-3 of 3 (50.0KB limit). Full output: {path}]")
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn huge_single_line_keeps_memory_bounded() {
+        let dir = temp_dir("huge");
+        let (out, _) = run("head -c 20000000 /dev/zero | tr '\\0' a", &context(&dir));
+        let body = text(&out);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(body.ends_with(&format!(
+            "\n\n[Showing last 50.0KB of line 1 (line is 19.1MB). Full output: {path}]"
+        )));
+        assert_eq!(
+            body.len(),
+            51200 + body.rsplit("\n\n").next().unwrap().len() + 2
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 20_000_000);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn accumulator_decodes_split_utf8_and_bounds_memory() {
+        let mut acc = OutputAccumulator::with_limits("pi-rs-test", 10, 100);
+        let bytes = "é".as_bytes();
+        acc.append(&bytes[..1]);
+        acc.append(&bytes[1..]);
+        acc.append(&[0xFF, b'\n']);
+        acc.finish();
+        let snap = acc.snapshot(false);
+        assert_eq!(snap.content, "é\u{FFFD}\n");
+        let mut acc = OutputAccumulator::with_limits("pi-rs-test", 2000, 100);
+        for _ in 0..10_000 {
+            acc.append(b"0123456789\n");
+        }
+        assert!(acc.tail_text.len() <= 400);
+        let snap = acc.snapshot(true);
+        assert_eq!(snap.truncation.total_lines, 10_001);
+        let path = snap.full_output_path.unwrap();
+        acc.close_temp_file();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 110_000);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    fn process_alive(pid: i32) -> bool {
+        // A zombie waiting for its (container) reaper is dead for our purposes.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z'),
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn dropping_the_handle_kills_the_process_group() {
+        let dir = temp_dir("abort");
+        let (tx, rx) = crossbeam_channel::unbounded::<ToolEvent>();
+        let call = crate::messages::ToolCall {
+            id: "call-abort".to_string(),
+            name: "bash".to_string(),
+            arguments: json!({"command":"sleep 100 & echo started $!; wait"}),
+            thought_signature: None,
+        };
+        let handle = spawn_tool(call, context(&dir), tx);
+        let mut grandchild = None;
+        while grandchild.is_none() {
+            let event = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("bash produced output");
+            if let ToolEventKind::Update(update) = event.kind {
+                grandchild = text(&update)
+                    .trim()
+                    .strip_prefix("started ")
+                    .and_then(|p| p.parse::<i32>().ok());
+            }
+        }
+        let pid = grandchild.unwrap();
+        assert!(process_alive(pid));
+        drop(handle);
+        let finished = loop {
+            let event = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("bash finished");
+            if let ToolEventKind::Finished(output) = event.kind {
+                break output;
+            }
+        };
+        assert!(finished.is_error);
+        assert_eq!(
+            text(&finished),
+            format!("started {pid}\n\n\nCommand aborted")
+        );
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!process_alive(pid), "grandchild {pid} survived the abort");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn updates_are_throttled_and_cumulative() {
+        let dir = temp_dir("throttle");
+        let mut stamps: Vec<(Instant, ToolOutput)> = Vec::new();
+        let out = execute(
+            &json!({"command":"for i in $(seq 1 30); do echo $i; sleep 0.02; done"}),
+            &context(&dir),
+            &CancelFlag::default(),
+            &mut |u| stamps.push((Instant::now(), u)),
+        );
+        let expected: String = (1..=30).map(|i| format!("{i}\n")).collect();
+        assert_eq!(text(&out), expected);
+        assert!(stamps[0].1.content.is_empty());
+        let snapshots = &stamps[1..];
+        // ~0.6 s of output at ≥100 ms spacing: at most ~7 snapshots plus the final flush.
+        assert!(
+            snapshots.len() >= 2 && snapshots.len() <= 9,
+            "{} updates",
+            snapshots.len()
+        );
+        // All but the final flush are ≥100 ms apart (small scheduler slack allowed).
+        for pair in snapshots[..snapshots.len() - 1].windows(2) {
+            assert!(pair[1].0 - pair[0].0 >= Duration::from_millis(95));
+        }
+        // Cumulative: each snapshot extends the previous one; the last equals the final text.
+        for pair in snapshots.windows(2) {
+            assert!(text(&pair[1].1).starts_with(&text(&pair[0].1)));
+        }
+        assert_eq!(text(&snapshots.last().unwrap().1), expected);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn background_child_holding_the_pipe_does_not_block() {
+        let dir = temp_dir("bg");
+        let started = Instant::now();
+        let (out, _) = run("sleep 3 & echo done", &context(&dir));
+        assert_eq!(text(&out), "done\n");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,264 @@
+//! The find tool: files by glob through `fd` (from `<agentDir>/bin` or PATH, also as `fdfind`)
+//! with the reference's arguments, relative POSIX paths, limits and notices.
+//!
+//! Fallback when fd is missing (the reference would download it or fail): our own walk and glob
+//! matcher (`glob.rs`): the pattern is matched against the entry name, or against the path
+//! relative to the search directory when it contains `/`; fd's smart case is imitated (all
+//! lowercase pattern → case-insensitive); directories are listed with a trailing `/`.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Map, Value};
+
+use super::glob::{glob_match, walk};
+use super::grep::{LinesEnd, find_tool, run_lines};
+use super::path::resolve_to_cwd;
+use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
+use super::validate::{js_number_string, number_value};
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+
+pub const DEFAULT_LIMIT: usize = 1000;
+
+pub fn execute(
+    args: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+) -> Result<ToolOutput, String> {
+    let pattern = args
+        .get("pattern")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let raw_path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or(".");
+    let limit = args
+        .get("limit")
+        .and_then(Value::as_f64)
+        .unwrap_or(DEFAULT_LIMIT as f64);
+    let search_path = resolve_to_cwd(raw_path, &context.cwd);
+    let lines = match find_tool(&context.agent_dir, &["fd", "fdfind"]) {
+        Some(fd) => run_fd(&fd, pattern, &search_path, limit, cancel)?,
+        None => find_fallback(pattern, &search_path, limit, cancel)?,
+    };
+    if cancel.is_cancelled() {
+        return Err(ABORTED.to_string());
+    }
+    if lines.is_empty() {
+        return Ok(ToolOutput::text("No files found matching pattern"));
+    }
+    let prefix = search_path.to_string_lossy().to_string();
+    let mut relativized = Vec::new();
+    for raw in &lines {
+        let line = raw.strip_suffix('\r').unwrap_or(raw).trim();
+        if line.is_empty() {
+            continue;
+        }
+        let had_slash = line.ends_with('/');
+        let mut relative = match line.strip_prefix(&prefix) {
+            Some(rest) if rest.starts_with('/') => rest[1..].to_string(),
+            _ => relative_path(&search_path, Path::new(line)),
+        };
+        if had_slash && !relative.ends_with('/') {
+            relative.push('/');
+        }
+        relativized.push(relative);
+    }
+    let limit_reached = relativized.len() as f64 >= limit;
+    let truncation = truncate_head(&relativized.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
+    let mut output = truncation.content.clone();
+    let mut details = Map::new();
+    let mut notices = Vec::new();
+    if limit_reached {
+        notices.push(format!(
+            "{} results limit reached. Use limit={} for more, or refine pattern",
+            js_number_string(limit),
+            js_number_string(limit * 2.0)
+        ));
+        details.insert("resultLimitReached".to_string(), number_value(limit));
+    }
+    if truncation.truncated {
+        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
+        details.insert("truncation".to_string(), truncation.to_json());
+    }
+    if !notices.is_empty() {
+        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    Ok(ToolOutput {
+        details: if details.is_empty() {
+            None
+        } else {
+            Some(Value::Object(details))
+        },
+        ..ToolOutput::text(output)
+    })
+}
+
+/// Node's `path.relative(from, to)` for absolute paths.
+fn relative_path(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to_parts: Vec<_> = to.components().collect();
+    let common = from
+        .iter()
+        .zip(&to_parts)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(
+        to_parts[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().to_string()),
+    );
+    parts.join("/")
+}
+
+fn run_fd(
+    fd: &Path,
+    pattern: &str,
+    search_path: &Path,
+    limit: f64,
+    cancel: &CancelFlag,
+) -> Result<Vec<String>, String> {
+    let mut command = Command::new(fd);
+    command.args([
+        "--glob",
+        "--color=never",
+        "--hidden",
+        "--no-require-git",
+        "--max-results",
+        &js_number_string(limit),
+    ]);
+    let mut effective = pattern.to_string();
+    if pattern.contains('/') {
+        command.arg("--full-path");
+        if !pattern.starts_with('/') && !pattern.starts_with("**/") && pattern != "**" {
+            effective = format!("**/{pattern}");
+        }
+    }
+    command.arg("--").arg(&effective).arg(search_path);
+    let mut lines = Vec::new();
+    let end = run_lines(&mut command, cancel, &mut |line| {
+        lines.push(line.to_string());
+        true
+    })
+    .map_err(|e| format!("Failed to run fd: {e}"))?;
+    match end {
+        LinesEnd::Aborted => Err(ABORTED.to_string()),
+        LinesEnd::Exited(code, stderr) if code != Some(0) && lines.iter().all(|l| l.is_empty()) => {
+            let trimmed = stderr.trim();
+            Err(if trimmed.is_empty() {
+                format!(
+                    "fd exited with code {}",
+                    code.map(|c| c.to_string())
+                        .unwrap_or_else(|| "null".to_string())
+                )
+            } else {
+                trimmed.to_string()
+            })
+        }
+        _ => Ok(lines),
+    }
+}
+
+fn find_fallback(
+    pattern: &str,
+    search_path: &Path,
+    limit: f64,
+    cancel: &CancelFlag,
+) -> Result<Vec<String>, String> {
+    if !search_path.is_dir() {
+        return Err(format!("Path not found: {}", search_path.display()));
+    }
+    let case_insensitive = !pattern.chars().any(char::is_uppercase);
+    let mut effective = pattern.trim_start_matches('/').to_string();
+    if case_insensitive {
+        effective = effective.to_lowercase();
+    }
+    let full_path = pattern.contains('/');
+    let mut found = Vec::new();
+    walk(search_path, cancel, &mut |path, is_dir| {
+        let Ok(relative) = path.strip_prefix(search_path) else {
+            return true;
+        };
+        let relative = relative.to_string_lossy().to_string();
+        let subject = if full_path {
+            relative.clone()
+        } else {
+            relative.rsplit('/').next().unwrap_or(&relative).to_string()
+        };
+        let subject = if case_insensitive {
+            subject.to_lowercase()
+        } else {
+            subject
+        };
+        if glob_match(&effective, &subject) {
+            // Absolute, like fd prints for an absolute search path; execute() relativizes.
+            let absolute = path.to_string_lossy().to_string();
+            found.push(if is_dir {
+                format!("{absolute}/")
+            } else {
+                absolute
+            });
+            if found.len() as f64 >= limit {
+                return false;
+            }
+        }
+        true
+    });
+    if cancel.is_cancelled() {
+        return Err(ABORTED.to_string());
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ContentBlock;
+    use serde_json::json;
+
+    fn text(output: &ToolOutput) -> String {
+        let ContentBlock::Text(t) = &output.content[0] else {
+            panic!()
+        };
+        t.text.clone()
+    }
+
+    #[test]
+    fn find_lists_relative_paths_with_limits() {
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-find-{}", super::super::bash::random_hex16()));
+        std::fs::create_dir_all(dir.join("src/deep")).unwrap();
+        std::fs::write(dir.join("src/a.rs"), "").unwrap();
+        std::fs::write(dir.join("src/deep/b.rs"), "").unwrap();
+        std::fs::write(dir.join("c.txt"), "").unwrap();
+        let ctx = ToolContext {
+            cwd: dir.clone(),
+            agent_dir: dir.clone(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        };
+        let cancel = CancelFlag::default();
+        let out = execute(&json!({"pattern":"*.rs"}), &ctx, &cancel).unwrap();
+        let mut lines: Vec<String> = text(&out).lines().map(str::to_string).collect();
+        lines.sort();
+        assert_eq!(lines, ["src/a.rs", "src/deep/b.rs"]);
+        let out = execute(&json!({"pattern":"src/deep/*.rs"}), &ctx, &cancel).unwrap();
+        assert_eq!(text(&out), "src/deep/b.rs");
+        let out = execute(&json!({"pattern":"*.rs","limit":1}), &ctx, &cancel).unwrap();
+        assert!(
+            text(&out).ends_with(
+                "\n\n[1 results limit reached. Use limit=2 for more, or refine pattern]"
+            )
+        );
+        assert_eq!(out.details, Some(json!({"resultLimitReached":1})));
+        assert_eq!(
+            text(&execute(&json!({"pattern":"*.zip"}), &ctx, &cancel).unwrap()),
+            "No files found matching pattern"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,626 @@
+//! The grep tool: content search through ripgrep (`rg --json`, from `<agentDir>/bin` or PATH) with
+//! pi's output format, limits and notices.
+//!
+//! Fallback when `rg` is missing (the reference would try to download it and otherwise fail):
+//! walk the tree ourselves (see `glob.rs`: hidden files included, `.git`/`node_modules` skipped,
+//! simple .gitignore rules) and match each line — with a plain substring test when the pattern is
+//! literal (flag or no regex metacharacters), else through the system `grep -P` (or `grep -E`
+//! when -P is unsupported), whose regex dialect is close to but not exactly ripgrep's.
+//! Also holds `run_lines`, the cancellable line-streaming child runner shared with find.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::glob::{glob_match, walk};
+use super::path::resolve_to_cwd;
+use super::truncate::{
+    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
+    truncate_line,
+};
+use super::validate::js_number_string;
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+
+pub const DEFAULT_LIMIT: usize = 100;
+
+/// How a streamed child run ended.
+pub enum LinesEnd {
+    /// Exit code (None = killed by a signal) and the first 64 KB of stderr.
+    Exited(Option<i32>, String),
+    /// `on_line` asked to stop; the child was killed.
+    Stopped,
+    /// The cancel flag was raised; the child was killed.
+    Aborted,
+}
+
+/// Runs `command` (stdin null), handing each stdout line (without its newline) to `on_line`
+/// until it returns false, the child ends, or `cancel` is raised.
+pub fn run_lines(
+    command: &mut Command,
+    cancel: &CancelFlag,
+    on_line: &mut dyn FnMut(&str) -> bool,
+) -> std::io::Result<LinesEnd> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (line_tx, line_rx) = crossbeam_channel::bounded::<String>(256);
+    let _ = std::thread::Builder::new()
+        .name("tool-stdout".to_string())
+        .spawn(move || {
+            let Some(stdout) = stdout else { return };
+            let mut reader = BufReader::new(stdout);
+            let mut buffer = Vec::new();
+            loop {
+                buffer.clear();
+                match reader.read_until(b'\n', &mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if buffer.last() == Some(&b'\n') {
+                            buffer.pop();
+                        }
+                        if line_tx
+                            .send(String::from_utf8_lossy(&buffer).into_owned())
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    let stderr_thread = std::thread::Builder::new()
+        .name("tool-stderr".to_string())
+        .spawn(move || {
+            let mut collected = Vec::new();
+            if let Some(stderr) = stderr {
+                let _ = stderr.take(64 * 1024).read_to_end(&mut collected);
+            }
+            String::from_utf8_lossy(&collected).into_owned()
+        });
+    let mut end = None;
+    loop {
+        if cancel.is_cancelled() {
+            end = Some(LinesEnd::Aborted);
+            break;
+        }
+        match line_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(line) => {
+                if !on_line(&line) {
+                    end = Some(LinesEnd::Stopped);
+                    break;
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if end.is_some() {
+        let _ = child.kill();
+    }
+    drop(line_rx);
+    let status = child.wait()?;
+    let stderr_text = stderr_thread
+        .ok()
+        .and_then(|t| t.join().ok())
+        .unwrap_or_default();
+    Ok(end.unwrap_or(LinesEnd::Exited(status.code(), stderr_text)))
+}
+
+/// A helper binary: `<agentDir>/bin/<name>` first, then each of `names` on PATH.
+pub fn find_tool(agent_dir: &Path, names: &[&str]) -> Option<PathBuf> {
+    let local = agent_dir.join("bin").join(names[0]);
+    if local.is_file() {
+        return Some(local);
+    }
+    names
+        .iter()
+        .find_map(|name| super::bash::find_on_path(name))
+}
+
+struct Match {
+    file: PathBuf,
+    line_number: usize,
+    line_text: Option<String>,
+}
+
+struct Search<'a> {
+    pattern: &'a str,
+    glob: Option<&'a str>,
+    ignore_case: bool,
+    literal: bool,
+    limit: f64,
+}
+
+pub fn execute(
+    args: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+) -> Result<ToolOutput, String> {
+    let search = Search {
+        pattern: args
+            .get("pattern")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        glob: args
+            .get("glob")
+            .and_then(Value::as_str)
+            .filter(|g| !g.is_empty()),
+        ignore_case: args
+            .get("ignoreCase")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        literal: args
+            .get("literal")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        limit: args
+            .get("limit")
+            .and_then(Value::as_f64)
+            .unwrap_or(DEFAULT_LIMIT as f64)
+            .max(1.0),
+    };
+    let raw_path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or(".");
+    let context_lines = args
+        .get("context")
+        .and_then(Value::as_f64)
+        .filter(|c| *c > 0.0)
+        .map(|c| c as usize)
+        .unwrap_or(0);
+    let search_path = resolve_to_cwd(raw_path, &context.cwd);
+    let Ok(metadata) = std::fs::metadata(&search_path) else {
+        return Err(format!("Path not found: {}", search_path.display()));
+    };
+    let is_dir = metadata.is_dir();
+    let (matches, limit_reached) = match find_tool(&context.agent_dir, &["rg"]) {
+        Some(rg) => search_with_rg(&rg, &search, &search_path, cancel)?,
+        None => search_fallback(&search, &search_path, is_dir, cancel)?,
+    };
+    if cancel.is_cancelled() {
+        return Err(ABORTED.to_string());
+    }
+    if matches.is_empty() {
+        return Ok(ToolOutput::text("No matches found"));
+    }
+    Ok(format_matches(
+        &matches,
+        limit_reached,
+        search.limit,
+        &search_path,
+        is_dir,
+        context_lines,
+    ))
+}
+
+fn search_with_rg(
+    rg: &Path,
+    search: &Search,
+    search_path: &Path,
+    cancel: &CancelFlag,
+) -> Result<(Vec<Match>, bool), String> {
+    let mut command = Command::new(rg);
+    command.args(["--json", "--line-number", "--color=never", "--hidden"]);
+    if search.ignore_case {
+        command.arg("--ignore-case");
+    }
+    if search.literal {
+        command.arg("--fixed-strings");
+    }
+    if let Some(glob) = search.glob {
+        command.args(["--glob", glob]);
+    }
+    command.arg("--").arg(search.pattern).arg(search_path);
+    let mut matches = Vec::new();
+    let mut limit_reached = false;
+    let end = run_lines(&mut command, cancel, &mut |line| {
+        if line.trim().is_empty() || matches.len() as f64 >= search.limit {
+            return true;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            return true;
+        };
+        if event.get("type").and_then(Value::as_str) != Some("match") {
+            return true;
+        }
+        let data = &event["data"];
+        if let (Some(file), Some(number)) =
+            (data["path"]["text"].as_str(), data["line_number"].as_u64())
+        {
+            matches.push(Match {
+                file: PathBuf::from(file),
+                line_number: number as usize,
+                line_text: data["lines"]["text"].as_str().map(str::to_string),
+            });
+        }
+        if matches.len() as f64 >= search.limit {
+            limit_reached = true;
+            return false;
+        }
+        true
+    })
+    .map_err(|e| format!("Failed to run ripgrep: {e}"))?;
+    match end {
+        LinesEnd::Aborted => Err(ABORTED.to_string()),
+        LinesEnd::Exited(code, stderr) if code != Some(0) && code != Some(1) => {
+            let trimmed = stderr.trim();
+            Err(if trimmed.is_empty() {
+                format!(
+                    "ripgrep exited with code {}",
+                    code.map(|c| c.to_string())
+                        .unwrap_or_else(|| "null".to_string())
+                )
+            } else {
+                trimmed.to_string()
+            })
+        }
+        _ => Ok((matches, limit_reached)),
+    }
+}
+
+fn has_regex_syntax(pattern: &str) -> bool {
+    pattern.chars().any(|c| ".^$*+?()[]{}|\\".contains(c))
+}
+
+/// `-P` when the system grep supports it (closest to ripgrep's syntax), else `-E`.
+fn system_grep() -> Option<&'static (PathBuf, &'static str)> {
+    static GREP: OnceLock<Option<(PathBuf, &'static str)>> = OnceLock::new();
+    GREP.get_or_init(|| {
+        let path = super::bash::find_on_path("grep")?;
+        let pcre = Command::new(&path)
+            .args(["-P", "x", "/dev/null"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.code() == Some(1));
+        Some((path, if pcre { "-P" } else { "-E" }))
+    })
+    .as_ref()
+}
+
+fn looks_binary(path: &Path) -> bool {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return true;
+    };
+    let mut head = [0u8; 8192];
+    let read = file.read(&mut head).unwrap_or(0);
+    head[..read].contains(&0)
+}
+
+fn glob_allows(glob: Option<&str>, relative: &str) -> bool {
+    let Some(glob) = glob else { return true };
+    let (negated, pattern) = match glob.strip_prefix('!') {
+        Some(rest) => (true, rest),
+        None => (false, glob),
+    };
+    let subject = if pattern.contains('/') {
+        relative
+    } else {
+        relative.rsplit('/').next().unwrap_or(relative)
+    };
+    glob_match(pattern.trim_start_matches('/'), subject) != negated
+}
+
+fn search_fallback(
+    search: &Search,
+    search_path: &Path,
+    is_dir: bool,
+    cancel: &CancelFlag,
+) -> Result<(Vec<Match>, bool), String> {
+    let mut files = Vec::new();
+    if is_dir {
+        walk(search_path, cancel, &mut |path, is_dir| {
+            if !is_dir {
+                let relative = path
+                    .strip_prefix(search_path)
+                    .map(|r| r.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                if glob_allows(search.glob, &relative) && !looks_binary(path) {
+                    files.push(path.to_path_buf());
+                }
+            }
+            true
+        });
+    } else {
+        files.push(search_path.to_path_buf());
+    }
+    if cancel.is_cancelled() {
+        return Err(ABORTED.to_string());
+    }
+    let mut matches = Vec::new();
+    if search.literal || !has_regex_syntax(search.pattern) {
+        let needle = if search.ignore_case {
+            search.pattern.to_lowercase()
+        } else {
+            search.pattern.to_string()
+        };
+        for file in files {
+            if cancel.is_cancelled() {
+                return Err(ABORTED.to_string());
+            }
+            let Ok(bytes) = std::fs::read(&file) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            for (index, line) in text.split('\n').enumerate() {
+                let found = if search.ignore_case {
+                    line.to_lowercase().contains(&needle)
+                } else {
+                    line.contains(&needle)
+                };
+                if found {
+                    matches.push(Match {
+                        file: file.clone(),
+                        line_number: index + 1,
+                        line_text: Some(line.to_string()),
+                    });
+                    if matches.len() as f64 >= search.limit {
+                        return Ok((matches, true));
+                    }
+                }
+            }
+        }
+        return Ok((matches, false));
+    }
+    let Some((grep, flavor)) = system_grep() else {
+        return Err("ripgrep (rg) is not available and could not be downloaded".to_string());
+    };
+    for batch in files.chunks(200) {
+        let mut command = Command::new(grep);
+        command.args([*flavor, "-n", "-H", "-Z", "-I", "--color=never"]);
+        if search.ignore_case {
+            command.arg("-i");
+        }
+        command.arg("-e").arg(search.pattern).arg("--").args(batch);
+        let mut limit_reached = false;
+        let end = run_lines(&mut command, cancel, &mut |line| {
+            let Some((file, rest)) = line.split_once('\0') else {
+                return true;
+            };
+            let Some((number, text)) = rest.split_once(':') else {
+                return true;
+            };
+            let Ok(number) = number.parse::<usize>() else {
+                return true;
+            };
+            matches.push(Match {
+                file: PathBuf::from(file),
+                line_number: number,
+                line_text: Some(text.to_string()),
+            });
+            if matches.len() as f64 >= search.limit {
+                limit_reached = true;
+                return false;
+            }
+            true
+        })
+        .map_err(|e| format!("Failed to run grep: {e}"))?;
+        match end {
+            LinesEnd::Aborted => return Err(ABORTED.to_string()),
+            LinesEnd::Exited(Some(2), stderr) => {
+                let trimmed = stderr.trim();
+                return Err(if trimmed.is_empty() {
+                    "grep exited with code 2".to_string()
+                } else {
+                    trimmed.to_string()
+                });
+            }
+            _ => {}
+        }
+        if limit_reached {
+            return Ok((matches, true));
+        }
+    }
+    Ok((matches, false))
+}
+
+fn format_matches(
+    matches: &[Match],
+    limit_reached: bool,
+    limit: f64,
+    search_path: &Path,
+    is_dir: bool,
+    context_lines: usize,
+) -> ToolOutput {
+    let format_path = |file: &Path| -> String {
+        if is_dir && let Ok(relative) = file.strip_prefix(search_path) {
+            let relative = relative.to_string_lossy();
+            if !relative.is_empty() {
+                return relative.to_string();
+            }
+        }
+        file.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default()
+    };
+    let mut lines_truncated = false;
+    let mut output_lines: Vec<String> = Vec::new();
+    let mut cache: std::collections::HashMap<PathBuf, Vec<String>> =
+        std::collections::HashMap::new();
+    for m in matches {
+        let relative = format_path(&m.file);
+        if context_lines == 0
+            && let Some(text) = &m.line_text
+        {
+            let sanitized = text.replace("\r\n", "\n").replace('\r', "");
+            let sanitized = sanitized.strip_suffix('\n').unwrap_or(&sanitized);
+            let (shown, cut) = truncate_line(sanitized);
+            lines_truncated |= cut;
+            output_lines.push(format!("{relative}:{}: {shown}", m.line_number));
+            continue;
+        }
+        let lines = cache
+            .entry(m.file.clone())
+            .or_insert_with(|| match std::fs::read(&m.file) {
+                Ok(bytes) => String::from_utf8_lossy(&bytes)
+                    .replace("\r\n", "\n")
+                    .replace('\r', "\n")
+                    .split('\n')
+                    .map(str::to_string)
+                    .collect(),
+                Err(_) => Vec::new(),
+            });
+        if lines.is_empty() {
+            output_lines.push(format!(
+                "{relative}:{}: (unable to read file)",
+                m.line_number
+            ));
+            continue;
+        }
+        let (start, end) = if context_lines > 0 {
+            (
+                m.line_number.saturating_sub(context_lines).max(1),
+                (m.line_number + context_lines).min(lines.len()),
+            )
+        } else {
+            (m.line_number, m.line_number)
+        };
+        for current in start..=end {
+            let text = lines
+                .get(current - 1)
+                .map(String::as_str)
+                .unwrap_or("")
+                .replace('\r', "");
+            let (shown, cut) = truncate_line(&text);
+            lines_truncated |= cut;
+            if current == m.line_number {
+                output_lines.push(format!("{relative}:{current}: {shown}"));
+            } else {
+                output_lines.push(format!("{relative}-{current}- {shown}"));
+            }
+        }
+    }
+    let truncation = truncate_head(&output_lines.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
+    let mut output = truncation.content.clone();
+    let mut details = Map::new();
+    let mut notices = Vec::new();
+    if limit_reached {
+        notices.push(format!(
+            "{} matches limit reached. Use limit={} for more, or refine pattern",
+            js_number_string(limit),
+            js_number_string(limit * 2.0)
+        ));
+        details.insert(
+            "matchLimitReached".to_string(),
+            super::validate::number_value(limit),
+        );
+    }
+    if truncation.truncated {
+        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
+        details.insert("truncation".to_string(), truncation.to_json());
+    }
+    if lines_truncated {
+        notices.push(format!(
+            "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
+        ));
+        details.insert("linesTruncated".to_string(), Value::Bool(true));
+    }
+    if !notices.is_empty() {
+        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    ToolOutput {
+        details: if details.is_empty() {
+            None
+        } else {
+            Some(Value::Object(details))
+        },
+        ..ToolOutput::text(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ContentBlock;
+    use serde_json::json;
+
+    fn text(output: &ToolOutput) -> String {
+        let ContentBlock::Text(t) = &output.content[0] else {
+            panic!()
+        };
+        t.text.clone()
+    }
+
+    /// These run whichever backend the machine has (rg if installed, else the fallback); the
+    /// expected texts are backend-independent.
+    #[test]
+    fn grep_formats_matches_context_and_limits() {
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-grep-{}", super::super::bash::random_hex16()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::create_dir_all(dir.join(".hidden")).unwrap();
+        std::fs::write(dir.join("src/main.rs"), "fn main() {}\nlet x = 1;\n").unwrap();
+        std::fs::write(dir.join("readme.txt"), "hello world\nHello again\nbye\n").unwrap();
+        std::fs::write(
+            dir.join(".hidden/h.txt"),
+            format!("secret hello {}\n", "z".repeat(600)),
+        )
+        .unwrap();
+        let ctx = ToolContext {
+            cwd: dir.clone(),
+            agent_dir: dir.clone(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        };
+        let cancel = CancelFlag::default();
+        let out = execute(
+            &json!({"pattern":"hello","glob":"*.txt","path":"readme.txt"}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(text(&out), "readme.txt:1: hello world");
+        let out = execute(
+            &json!({"pattern":"hello","ignoreCase":true,"path":"readme.txt","context":1}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(
+            text(&out),
+            "readme.txt:1: hello world\nreadme.txt-2- Hello again\nreadme.txt-1- hello world\nreadme.txt:2: Hello again\nreadme.txt-3- bye"
+        );
+        let out = execute(&json!({"pattern":"secret"}), &ctx, &cancel).unwrap();
+        assert_eq!(
+            text(&out),
+            format!(
+                ".hidden/h.txt:1: secret hello {}... [truncated]\n\n[Some lines truncated to 500 chars. Use read tool to see full lines]",
+                "z".repeat(500 - 13)
+            )
+        );
+        assert_eq!(out.details, Some(json!({"linesTruncated":true})));
+        let out = execute(
+            &json!({"pattern":"l+o","path":"readme.txt","limit":1}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(
+            text(&out),
+            "readme.txt:1: hello world\n\n[1 matches limit reached. Use limit=2 for more, or refine pattern]"
+        );
+        assert_eq!(out.details, Some(json!({"matchLimitReached":1})));
+        assert_eq!(
+            text(&execute(&json!({"pattern":"nothing-here"}), &ctx, &cancel).unwrap()),
+            "No matches found"
+        );
+        let err = execute(&json!({"pattern":"x","path":"missing"}), &ctx, &cancel).unwrap_err();
+        assert_eq!(
+            err,
+            format!("Path not found: {}", dir.join("missing").display())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

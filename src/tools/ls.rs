@@ -1,0 +1,180 @@
+//! The ls tool: one directory's entries, sorted like the reference (lower-cased, ICU-style
+//! collation), directories suffixed with `/`, dotfiles included, with limit and size notices.
+//!
+//! Input: validated `{path?, limit?}`. Output: the listing or `Path not found` / `Not a directory`.
+
+use std::cmp::Ordering;
+
+use serde_json::{Map, Value};
+
+use super::path::{node_fs_error, resolve_to_cwd};
+use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
+use super::validate::{js_number_string, number_value};
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+
+pub const DEFAULT_LIMIT: usize = 500;
+
+/// ICU root order of the printable ASCII characters (lower case), as `localeCompare` sorts them.
+const ICU_ASCII_ORDER: &str =
+    " _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789abcdefghijklmnopqrstuvwxyz";
+
+/// Collation weight of one lower-cased char: ASCII by ICU order, anything else after ASCII in
+/// code point order (we do not model ICU's accent folding, e.g. é sorting beside e).
+fn weight(ch: char) -> u32 {
+    match ICU_ASCII_ORDER.find(ch) {
+        Some(index) => index as u32,
+        None => 0x100 + ch as u32,
+    }
+}
+
+/// `a.toLowerCase().localeCompare(b.toLowerCase())`, approximated.
+pub fn compare_names(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.to_lowercase(), b.to_lowercase());
+    a.chars().map(weight).cmp(b.chars().map(weight))
+}
+
+pub fn execute(
+    args: &Value,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+) -> Result<ToolOutput, String> {
+    let raw_path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or(".");
+    let limit = args
+        .get("limit")
+        .and_then(Value::as_f64)
+        .unwrap_or(DEFAULT_LIMIT as f64);
+    let dir = resolve_to_cwd(raw_path, &context.cwd);
+    let Ok(metadata) = std::fs::metadata(&dir) else {
+        return Err(format!("Path not found: {}", dir.display()));
+    };
+    if !metadata.is_dir() {
+        return Err(format!("Not a directory: {}", dir.display()));
+    }
+    let read = std::fs::read_dir(&dir).map_err(|e| {
+        format!(
+            "Cannot read directory: {}",
+            node_fs_error(&e, "scandir", &dir)
+        )
+    })?;
+    let mut names: Vec<String> = read
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort_by(|a, b| compare_names(a, b));
+    let mut results = Vec::new();
+    let mut limit_reached = false;
+    for name in names {
+        if cancel.is_cancelled() {
+            return Err(ABORTED.to_string());
+        }
+        if results.len() as f64 >= limit {
+            limit_reached = true;
+            break;
+        }
+        // stat follows symlinks; entries that cannot be stat'ed (broken links) are left out.
+        let Ok(meta) = std::fs::metadata(dir.join(&name)) else {
+            continue;
+        };
+        results.push(if meta.is_dir() {
+            format!("{name}/")
+        } else {
+            name
+        });
+    }
+    if results.is_empty() {
+        return Ok(ToolOutput::text("(empty directory)"));
+    }
+    let truncation = truncate_head(&results.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
+    let mut output = truncation.content.clone();
+    let mut details = Map::new();
+    let mut notices = Vec::new();
+    if limit_reached {
+        notices.push(format!(
+            "{} entries limit reached. Use limit={} for more",
+            js_number_string(limit),
+            js_number_string(limit * 2.0)
+        ));
+        details.insert("entryLimitReached".to_string(), number_value(limit));
+    }
+    if truncation.truncated {
+        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
+        details.insert("truncation".to_string(), truncation.to_json());
+    }
+    if !notices.is_empty() {
+        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    Ok(ToolOutput {
+        details: if details.is_empty() {
+            None
+        } else {
+            Some(Value::Object(details))
+        },
+        ..ToolOutput::text(output)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ContentBlock;
+    use serde_json::json;
+
+    fn text(output: &ToolOutput) -> String {
+        let ContentBlock::Text(t) = &output.content[0] else {
+            panic!()
+        };
+        t.text.clone()
+    }
+
+    #[test]
+    fn listing_matches_reference_order_and_notices() {
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-ls-{}", super::super::bash::random_hex16()));
+        for sub in ["src", ".hidden", "Docs"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        for file in ["readme.txt", "_under", "Zeta", "alpha", "1num"] {
+            std::fs::write(dir.join(file), "").unwrap();
+        }
+        let ctx = ToolContext {
+            cwd: dir.clone(),
+            agent_dir: dir.clone(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        };
+        let cancel = CancelFlag::default();
+        // Expected strings produced by the reference ls tool on the same tree.
+        let out = execute(&json!({}), &ctx, &cancel).unwrap();
+        assert_eq!(
+            text(&out),
+            "_under\n.hidden/\n1num\nalpha\nDocs/\nreadme.txt\nsrc/\nZeta"
+        );
+        assert_eq!(out.details, None);
+        let out = execute(&json!({"limit":2}), &ctx, &cancel).unwrap();
+        assert_eq!(
+            text(&out),
+            "_under\n.hidden/\n\n[2 entries limit reached. Use limit=4 for more]"
+        );
+        assert_eq!(out.details, Some(json!({"entryLimitReached":2})));
+        assert_eq!(
+            text(&execute(&json!({"path":"Docs"}), &ctx, &cancel).unwrap()),
+            "(empty directory)"
+        );
+        let err = execute(&json!({"path":"alpha"}), &ctx, &cancel).unwrap_err();
+        assert_eq!(
+            err,
+            format!("Not a directory: {}", dir.join("alpha").display())
+        );
+        let err = execute(&json!({"path":"nope"}), &ctx, &cancel).unwrap_err();
+        assert_eq!(
+            err,
+            format!("Path not found: {}", dir.join("nope").display())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
