@@ -9,7 +9,7 @@ use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ThinkingContent,
     ToolCall, Usage,
 };
-use crate::provider::BlockKind;
+use crate::provider::{self, BlockKind};
 use crate::rpc::events::{self, BlockFamily};
 
 pub struct Draft {
@@ -56,7 +56,12 @@ impl Draft {
             BlockKind::Text => (ContentBlock::Text(TextContent::new("")), BlockFamily::Text),
             BlockKind::Thinking { redacted } => (
                 ContentBlock::Thinking(ThinkingContent {
-                    thinking: String::new(),
+                    // Redacted thinking has no readable text; pi shows a fixed placeholder.
+                    thinking: if redacted {
+                        provider::REDACTED_THINKING_TEXT.to_string()
+                    } else {
+                        String::new()
+                    },
                     thinking_signature: None,
                     redacted: redacted.then_some(true),
                 }),
@@ -131,7 +136,7 @@ impl Draft {
         };
         let (_, raw) = self.tool_arguments.swap_remove(position);
         if let Some(ContentBlock::ToolCall(call)) = self.message.content.get_mut(index) {
-            call.arguments = parse_arguments(&raw);
+            call.arguments = provider::parse_tool_arguments(&raw);
         }
     }
 
@@ -149,63 +154,6 @@ impl Draft {
         self.message.error_message = error_message;
         self.message
     }
-}
-
-/// Tool arguments as the model streamed them; incomplete JSON (an aborted stream) is closed as
-/// far as possible, and anything unusable becomes `{}`.
-pub fn parse_arguments(raw: &str) -> Value {
-    if raw.trim().is_empty() {
-        return Value::Object(Default::default());
-    }
-    if let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(raw) {
-        return value;
-    }
-    if let Some(closed) = close_partial_json(raw)
-        && let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(&closed)
-    {
-        return value;
-    }
-    Value::Object(Default::default())
-}
-
-/// Appends the closing quotes and brackets an interrupted JSON text is missing.
-fn close_partial_json(raw: &str) -> Option<String> {
-    let mut stack = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for c in raw.chars() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' => stack.push('}'),
-            '[' => stack.push(']'),
-            '}' | ']' => {
-                stack.pop()?;
-            }
-            _ => {}
-        }
-    }
-    let mut closed = raw.trim_end().to_string();
-    if escaped {
-        closed.pop();
-    }
-    if in_string {
-        closed.push('"');
-    }
-    let trimmed = closed.trim_end_matches([',', ':', ' ']).len();
-    closed.truncate(trimmed);
-    while let Some(c) = stack.pop() {
-        closed.push(c);
-    }
-    Some(closed)
 }
 
 #[cfg(test)]
@@ -247,7 +195,7 @@ mod tests {
         let end = draft.block_end(1, None).unwrap();
         assert_eq!(
             end["assistantMessageEvent"]["toolCall"],
-            json!({"id":"c1","name":"bash","arguments":{"command":"ls"}})
+            json!({"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"ls"}})
         );
         draft.set_usage(Usage {
             output: 2,
@@ -256,16 +204,5 @@ mod tests {
         let message = draft.finish(StopReason::ToolUse, None);
         assert_eq!(message.usage.cost.output, 2.0);
         assert_eq!(message.tool_calls().count(), 1);
-    }
-
-    #[test]
-    fn partial_arguments_are_closed() {
-        assert_eq!(
-            parse_arguments(r#"{"command":"ec"#),
-            json!({"command":"ec"})
-        );
-        assert_eq!(parse_arguments(r#"{"a":[1,2"#), json!({"a":[1,2]}));
-        assert_eq!(parse_arguments(r#"{"a":"#), json!({}));
-        assert_eq!(parse_arguments("garbage"), json!({}));
     }
 }

@@ -104,7 +104,7 @@ pub struct Agent {
     run: Option<Run>,
     next_request: u64,
     /// Automatic retries made since the last successful reply (0 = not retrying).
-    retry_attempt: u32,
+    retry_attempt: u64,
     /// The server's `retry-after` for the latest failed request.
     retry_after: Option<Duration>,
     stdin: Receiver<Input>,
@@ -1017,7 +1017,7 @@ impl Agent {
         }
         let mut delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
         if let Some(asked) = self.retry_after.take() {
-            let limit = Duration::from_millis(self.config.retry_max_delay_ms());
+            let limit = Duration::from_millis(self.config.provider_max_retry_delay_ms());
             if asked > limit {
                 return Err(format!(
                     "{error} (the provider asked to retry after {} s, more than retry.provider.maxRetryDelayMs allows: {} s)",

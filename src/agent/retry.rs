@@ -53,10 +53,9 @@ pub fn is_retryable(message: &AssistantMessage, context_window: u64) -> bool {
 }
 
 /// base · 2^(attempt−1).
-pub fn backoff_delay(base_delay_ms: u64, attempt: u32) -> Duration {
-    let factor = 1u64
-        .checked_shl(attempt.saturating_sub(1))
-        .unwrap_or(u64::MAX);
+pub fn backoff_delay(base_delay_ms: u64, attempt: u64) -> Duration {
+    let shift = u32::try_from(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+    let factor = 1u64.checked_shl(shift).unwrap_or(u64::MAX);
     Duration::from_millis(base_delay_ms.saturating_mul(factor))
 }
 

@@ -75,8 +75,9 @@ pub fn update_end(index: usize, block: &ContentBlock) -> Value {
         ContentBlock::Thinking(t) => {
             json!({"type": "thinking_end", "contentIndex": index, "content": t.thinking})
         }
-        ContentBlock::ToolCall(call) => {
-            json!({"type": "toolcall_end", "contentIndex": index, "toolCall": to_value(call)})
+        ContentBlock::ToolCall(_) => {
+            // The whole content block, `type` included, as pi sends it.
+            json!({"type": "toolcall_end", "contentIndex": index, "toolCall": to_value(block)})
         }
         ContentBlock::Image(_) => json!({"type": "image_end", "contentIndex": index}),
     };
@@ -129,8 +130,8 @@ pub fn session_info_changed(name: &str) -> Value {
 }
 
 pub fn auto_retry_start(
-    attempt: u32,
-    max_attempts: u32,
+    attempt: u64,
+    max_attempts: u64,
     delay_ms: u64,
     error_message: &str,
 ) -> Value {
@@ -138,7 +139,7 @@ pub fn auto_retry_start(
            "delayMs": delay_ms, "errorMessage": error_message})
 }
 
-pub fn auto_retry_end(success: bool, attempt: u32, final_error: Option<&str>) -> Value {
+pub fn auto_retry_end(success: bool, attempt: u64, final_error: Option<&str>) -> Value {
     let mut record = json!({"type": "auto_retry_end", "success": success, "attempt": attempt});
     if let Some(error) = final_error {
         record["finalError"] = json!(error);

@@ -42,7 +42,7 @@ pub fn record(rng: &mut XorShift) -> Vec<u8> {
         .as_bytes()
         .to_vec();
     let mut out = match rng.below(12) {
-        0 | 1 | 2 => base,
+        0..=2 => base,
         3 => base[..rng.below(base.len() as u64) as usize].to_vec(),
         4 => {
             let depth = 1 + rng.below(400) as usize;
