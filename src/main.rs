@@ -93,18 +93,24 @@ fn run(args: Args) -> Result<u8, String> {
         None => Vec::new(),
     };
 
-    let (model, thinking) = choose_model(&args, &mut config)?;
+    let (mut session, resumed) = open_session(&args, &config, &cwd)?;
+    let context = session.context();
+    let (model, thinking) = choose_model(&args, &mut config, &context)?;
     let tool_names = active_tools(&args);
     let system_prompt = system_prompt(&args, &config, &tool_names);
 
-    let mut session = session::SessionLog::in_memory(&cwd);
-    if !args.no_session {
-        log::warn!("session files are not written yet: this session lives in memory");
+    // A new session records its model and level at once; a resumed one only what changed.
+    let record_model = !model.is_placeholder()
+        && (!resumed
+            || context.model.as_ref() != Some(&(model.provider.clone(), model.id.clone())));
+    if record_model && let Err(e) = session.append_model_change(&model.provider, &model.id) {
+        log::error!("could not record the model: {e}");
     }
-    if !model.is_placeholder() {
-        let _ = session.append_model_change(&model.provider, &model.id);
+    if (!resumed || context.thinking_level.is_none() || context.thinking_level != Some(thinking))
+        && let Err(e) = session.append_thinking_level_change(thinking)
+    {
+        log::error!("could not record the thinking level: {e}");
     }
-    let _ = session.append_thinking_level_change(thinking);
     if let Some(name) = args
         .name
         .as_deref()
@@ -309,13 +315,89 @@ fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
+/// The session to start with, and whether it was resumed (FACTS §9.2, §1.2): `--no-session`
+/// (memory only), `--fork` (a copy in this project's session dir), `--session <path|id>`,
+/// `--continue` (most recent here), else a new one. Files are written lazily.
+fn open_session(
+    args: &Args,
+    config: &Config,
+    cwd: &std::path::Path,
+) -> Result<(session::SessionLog, bool), String> {
+    use session::{SessionArg, SessionLog};
+    let other_choices = args.session.is_some() || args.continue_session || args.resume;
+    if args.fork.is_some() && (other_choices || args.no_session) {
+        return Err(
+            "--fork cannot be combined with --session, --continue, --resume or --no-session".into(),
+        );
+    }
+    if args.no_session {
+        return Ok((SessionLog::in_memory(cwd), false));
+    }
+    if args.resume {
+        return Err(
+            "--resume needs pi's interactive picker; use --session <id> or --continue".into(),
+        );
+    }
+    let dir = match &args.session_dir {
+        Some(dir) => cwd.join(config::expand_tilde(dir, &config::home_dir())),
+        None => config::session_dir_from_env()
+            .or_else(|| config.session_dir())
+            .map(|d| cwd.join(d))
+            .unwrap_or_else(|| session::default_session_dir(&config.agent_dir, cwd)),
+    };
+    let sessions_root = config.agent_dir.join("sessions");
+    let open = |path: &std::path::Path| -> Result<SessionLog, String> {
+        let (log, warnings) = SessionLog::open(path, Some(&dir), cwd).map_err(|e| e.0)?;
+        for warning in warnings {
+            eprintln!("Warning: {warning}");
+        }
+        Ok(log)
+    };
+    let resolve = |arg: &str| -> Result<(std::path::PathBuf, bool), String> {
+        match session::resolve_session_arg(arg, &dir, &sessions_root) {
+            SessionArg::Path(path) => Ok((cwd.join(path), true)),
+            SessionArg::Local(path) => Ok((path, true)),
+            SessionArg::Global { path, .. } => Ok((path, false)),
+            SessionArg::NotFound => Err(format!("No session found matching '{arg}'")),
+        }
+    };
+    if let Some(arg) = &args.fork {
+        let (path, _) = resolve(arg)?;
+        if !path.is_file() {
+            return Err(format!("Session file not found: {}", path.display()));
+        }
+        let source = open(&path)?;
+        let copy = match source.leaf_id() {
+            Some(_) => source.clone_at_leaf()?,
+            None => SessionLog::create_with_parent(&dir, cwd, Some(&path.to_string_lossy()))
+                .map_err(|e| e.0)?,
+        };
+        return Ok((copy, true));
+    }
+    if let Some(arg) = &args.session {
+        let (path, local) = resolve(arg)?;
+        if !local {
+            // pi asks whether to fork a session of another project; without a terminal pi-rs
+            // forks it into this project, leaving the original untouched.
+            eprintln!(
+                "Warning: session {arg} belongs to another project; continuing in a forked copy"
+            );
+            let source = open(&path)?;
+            return Ok((source.clone_at_leaf()?, true));
+        }
+        return Ok((open(&path)?, true));
+    }
+    if args.continue_session
+        && let Some(path) = session::find_most_recent(&dir)
+    {
+        return Ok((open(&path)?, true));
+    }
+    Ok((SessionLog::create(&dir, cwd).map_err(|e| e.0)?, false))
+}
+
 /// Flags whose features have not landed yet are refused, never silently ignored.
 fn reject_unsupported(args: &Args) -> Result<(), String> {
     let unsupported = [
-        (args.session.is_some(), "--session"),
-        (args.continue_session, "--continue"),
-        (args.resume, "--resume"),
-        (args.fork.is_some(), "--fork"),
         (args.models.is_some(), "--models"),
         (!args.extensions.is_empty(), "--extension"),
         (!args.skills.is_empty(), "--skill"),
@@ -350,7 +432,11 @@ fn report(diagnostics: &[Diagnostic]) -> Result<(), String> {
 /// The starting model and thinking level (FACTS §1.8): `--model` (resolved among all models),
 /// else settings/defaults via the registry, else the placeholder. Thinking: `--thinking` >
 /// `:level` suffix > settings default > medium, clamped to the model.
-fn choose_model(args: &Args, config: &mut Config) -> Result<(Model, ThinkingLevel), String> {
+fn choose_model(
+    args: &Args,
+    config: &mut Config,
+    resumed: &session::SessionContext,
+) -> Result<(Model, ThinkingLevel), String> {
     let mut suffix_level = None;
     let model = match &args.model {
         Some(pattern) => {
@@ -369,7 +455,15 @@ fn choose_model(args: &Args, config: &mut Config) -> Result<(Model, ThinkingLeve
         };
         config.set_runtime_api_key(&model.provider, key.clone());
     }
+    // A resumed session keeps its model if it still exists and has credentials.
+    let session_model = resumed.model.as_ref().and_then(|(provider, id)| {
+        config
+            .find_model(provider, id)
+            .filter(|m| config.has_auth(&m.provider))
+            .cloned()
+    });
     let model = model
+        .or(session_model)
         .or_else(|| config.initial_model())
         .unwrap_or_else(Model::placeholder);
     let flag_level = match args.thinking.as_deref() {
@@ -386,6 +480,7 @@ fn choose_model(args: &Args, config: &mut Config) -> Result<(Model, ThinkingLeve
     };
     let wanted = flag_level
         .or(suffix_level)
+        .or(resumed.thinking_level)
         .or_else(|| config.default_thinking_level())
         .unwrap_or(ThinkingLevel::Medium);
     let thinking = model.clamp_thinking_level(wanted);

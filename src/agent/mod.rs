@@ -32,10 +32,10 @@ use crate::messages::{
     ToolResultMessage, UserMessage, now_ms,
 };
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
-use crate::rpc::events;
 use crate::rpc::protocol::{Command, Request, StreamingBehavior, response_error, response_ok};
 use crate::rpc::stdin_reader::Input;
 use crate::rpc::stdout_writer::WriterEvent;
+use crate::rpc::{Record, events};
 use crate::session::SessionLog;
 use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
 
@@ -63,7 +63,7 @@ pub struct Channels {
     pub writer_events: Receiver<WriterEvent>,
     /// SIGTERM / SIGHUP numbers from the signals thread.
     pub signals: Receiver<i32>,
-    pub out: Sender<Value>,
+    pub out: Sender<Record>,
 }
 
 /// One thing the loop reacts to.
@@ -113,7 +113,7 @@ pub struct Agent {
     signals: Receiver<i32>,
     /// Set by SIGTERM/SIGHUP: the loop ends and the exit code is 128 + signal.
     exit_signal: Option<i32>,
-    out: Sender<Value>,
+    out: Sender<Record>,
     stdout_open: bool,
 }
 
@@ -232,8 +232,8 @@ impl Agent {
     }
 
     /// Sends a record to the writer. Blocks while the writer's channel is full.
-    fn emit(&mut self, record: Value) {
-        if self.stdout_open && self.out.send(record).is_err() {
+    fn emit(&mut self, record: impl Into<Record>) {
+        if self.stdout_open && self.out.send(record.into()).is_err() {
             self.stdout_open = false;
         }
     }
@@ -370,21 +370,135 @@ impl Agent {
             Command::ExtensionUiResponse { .. } => {
                 // No extension is waiting on a dialog; unknown response ids are ignored (seed).
             }
-            Command::NewSession { .. }
-            | Command::Compact { .. }
+            Command::NewSession { parent_session } => {
+                let created = match self.session.session_dir() {
+                    Some(dir) => SessionLog::create_with_parent(
+                        &dir.to_path_buf(),
+                        &self.config.cwd,
+                        parent_session.as_deref(),
+                    ),
+                    None => Ok(SessionLog::in_memory(&self.config.cwd)),
+                };
+                match created {
+                    Ok(log) => {
+                        self.replace_session(log, true);
+                        self.respond_ok(id, name, Some(json!({ "cancelled": false })));
+                    }
+                    Err(e) => self.respond_error(id, name, &e.0),
+                }
+            }
+            Command::SwitchSession { session_path } => {
+                let path = self.config.cwd.join(&session_path);
+                let dir = self.session.session_dir().map(|d| d.to_path_buf());
+                match SessionLog::open(&path, dir.as_deref(), &self.config.cwd) {
+                    Ok((log, warnings)) => {
+                        for warning in warnings {
+                            log::warn!("{}: {warning}", path.display());
+                        }
+                        self.replace_session(log, false);
+                        self.respond_ok(id, name, Some(json!({ "cancelled": false })));
+                    }
+                    Err(e) => self.respond_error(id, name, &e.0),
+                }
+            }
+            Command::Fork { entry_id } => match self.session.fork(&entry_id) {
+                Ok((log, text)) => {
+                    self.replace_session(log, false);
+                    self.respond_ok(id, name, Some(json!({ "text": text, "cancelled": false })));
+                }
+                Err(e) => self.respond_error(id, name, &e),
+            },
+            Command::Clone => match self.session.clone_at_leaf() {
+                Ok(log) => {
+                    self.replace_session(log, false);
+                    self.respond_ok(id, name, Some(json!({ "cancelled": false })));
+                }
+                Err(e) => self.respond_error(id, name, &e),
+            },
+            Command::GetForkMessages => {
+                let messages: Vec<Value> = self
+                    .session
+                    .fork_messages()
+                    .into_iter()
+                    .map(|m| json!({ "entryId": m.entry_id, "text": m.text }))
+                    .collect();
+                self.respond_ok(id, name, Some(json!({ "messages": messages })));
+            }
+            Command::GetEntries { since } => match self.session.entries_since(since.as_deref()) {
+                Ok(entries) => {
+                    let leaf = self.session.leaf_id().map(str::to_string);
+                    self.respond_ok(
+                        id,
+                        name,
+                        Some(json!({ "entries": entries, "leafId": leaf })),
+                    );
+                }
+                Err(e) => self.respond_error(id, name, &e),
+            },
+            Command::GetTree => {
+                // Built as text: a long session is a deep tree that serde_json would recurse into.
+                let mut head = response_ok(id, name, None);
+                head.as_object_mut().map(|o| o.remove("data"));
+                let head = serde_json::to_string(&head).unwrap_or_default();
+                let leaf = serde_json::to_string(&self.session.leaf_id()).unwrap_or_default();
+                let line = format!(
+                    "{},\"data\":{{\"tree\":{},\"leafId\":{leaf}}}}}",
+                    head.strip_suffix('}').unwrap_or(&head),
+                    self.session.tree_json()
+                );
+                self.emit(Record::Raw(line));
+            }
+            Command::Compact { .. }
             | Command::Bash { .. }
             | Command::AbortBash
             | Command::GetSessionStats
             | Command::ExportHtml { .. }
-            | Command::SwitchSession { .. }
-            | Command::Fork { .. }
-            | Command::Clone
-            | Command::GetForkMessages
-            | Command::GetEntries { .. }
-            | Command::GetTree
             | Command::GetCommands => {
                 self.respond_error(id, name, &format!("{name} is not supported by pi-rs yet"));
             }
+        }
+    }
+
+    /// Swaps in another session (new, switch, fork, clone). A running run is aborted first — it
+    /// must not keep working unseen on the old session. The conversation, model and thinking
+    /// level come from the new session's active branch.
+    fn replace_session(&mut self, log: SessionLog, fresh: bool) {
+        if self.is_busy() {
+            self.abort_run();
+        }
+        if let Err(e) = self.session.sync() {
+            log::error!("session sync failed: {e}");
+        }
+        self.session = log;
+        let context = self.session.context();
+        self.messages = context.messages;
+        if let Some((provider, id)) = &context.model
+            && let Some(model) = self
+                .config
+                .find_model(provider, id)
+                .filter(|m| self.config.has_auth(&m.provider))
+        {
+            self.model = model.clone();
+        }
+        if let Some(level) = context.thinking_level {
+            self.thinking = self.model.clamp_thinking_level(level);
+        }
+        if fresh {
+            if !self.model.is_placeholder()
+                && let Err(e) = self
+                    .session
+                    .append_model_change(&self.model.provider, &self.model.id)
+            {
+                log::error!("could not record the model: {e}");
+            }
+            if let Err(e) = self.session.append_thinking_level_change(self.thinking) {
+                log::error!("could not record the thinking level: {e}");
+            }
+        }
+        if !self.steering.is_empty() || !self.follow_up.is_empty() {
+            self.steering.clear();
+            self.follow_up.clear();
+            self.emit_queue_update();
         }
     }
 

@@ -8,5 +8,21 @@ pub mod protocol;
 pub mod stdin_reader;
 pub mod stdout_writer;
 
+use serde_json::Value;
+
+/// One record for stdout: a JSON value, or a line already serialized (large nested data such as
+/// `get_tree`, built without recursion so a deep tree cannot overflow the stack).
+#[derive(Debug)]
+pub enum Record {
+    Json(Value),
+    Raw(String),
+}
+
+impl From<Value> for Record {
+    fn from(value: Value) -> Record {
+        Record::Json(value)
+    }
+}
+
 #[cfg(test)]
 mod fuzz_tests;

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Value, json};
 
+use super::Record;
 use super::protocol::{Command, Request};
 use super::stdin_reader::Input;
 use crate::messages::ImageContent;
@@ -37,7 +38,7 @@ pub fn spawn(
     output: Output,
     header: Value,
     messages: Vec<PrintMessage>,
-    records: Receiver<Value>,
+    records: Receiver<Record>,
     to_agent: Sender<Input>,
 ) -> std::io::Result<JoinHandle<u8>> {
     std::thread::Builder::new()
@@ -49,7 +50,7 @@ fn drive(
     output: Output,
     header: Value,
     messages: Vec<PrintMessage>,
-    records: Receiver<Value>,
+    records: Receiver<Record>,
     to_agent: Sender<Input>,
 ) -> u8 {
     let mut stdout = std::io::stdout().lock();
@@ -73,6 +74,10 @@ fn drive(
         loop {
             let Ok(record) = records.recv() else {
                 return finish(output, last_reply.as_ref());
+            };
+            // Pre-serialized records are command responses, never events.
+            let Record::Json(record) = record else {
+                continue;
             };
             let kind = record["type"].as_str().unwrap_or_default().to_string();
             if kind == "response" {
@@ -99,6 +104,9 @@ fn drive(
     drop(to_agent);
     // Let the agent finish; anything it still says is written in JSON mode.
     for record in records.iter() {
+        let Record::Json(record) = record else {
+            continue;
+        };
         if output == Output::Json
             && record["type"] != "response"
             && write_line(&mut stdout, &record).is_err()

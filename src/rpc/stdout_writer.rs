@@ -11,8 +11,8 @@
 use std::io::Write;
 use std::thread::JoinHandle;
 
+use super::Record;
 use crossbeam_channel::{Receiver, Sender};
-use serde_json::Value;
 
 /// Records queued for stdout before the agent waits.
 pub const CHANNEL_CAPACITY: usize = 1024;
@@ -25,7 +25,7 @@ pub enum WriterEvent {
 }
 
 pub struct Writer {
-    pub records: Sender<Value>,
+    pub records: Sender<Record>,
     pub thread: JoinHandle<()>,
 }
 
@@ -40,14 +40,19 @@ pub fn spawn(
     Ok(Writer { records, thread })
 }
 
-fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Value>, events: Sender<WriterEvent>) {
+fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Sender<WriterEvent>) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
     let mut line = Vec::with_capacity(4096);
     for record in inbox.iter() {
         line.clear();
-        if serde_json::to_writer(&mut line, &record).is_err() {
-            log::error!("could not serialize a record; dropped");
-            continue;
+        match record {
+            Record::Json(value) => {
+                if serde_json::to_writer(&mut line, &value).is_err() {
+                    log::error!("could not serialize a record; dropped");
+                    continue;
+                }
+            }
+            Record::Raw(text) => line.extend_from_slice(text.as_bytes()),
         }
         line.push(b'\n');
         let mut result = out.write_all(&line);
@@ -94,8 +99,14 @@ mod tests {
         let sink = Shared::default();
         let (etx, _erx) = crossbeam_channel::unbounded();
         let writer = spawn(Box::new(sink.clone()), etx).unwrap();
-        writer.records.send(json!({"a": "x\u{2028}y"})).unwrap();
-        writer.records.send(json!({"b": 1})).unwrap();
+        writer
+            .records
+            .send(json!({"a": "x\u{2028}y"}).into())
+            .unwrap();
+        writer
+            .records
+            .send(Record::Raw("{\"b\":1}".into()))
+            .unwrap();
         drop(writer.records);
         writer.thread.join().unwrap();
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
@@ -117,7 +128,7 @@ mod tests {
         let (etx, erx) = crossbeam_channel::unbounded();
         let writer = spawn(Box::new(Broken), etx).unwrap();
         for i in 0..(CHANNEL_CAPACITY * 2) {
-            writer.records.send(json!({"i": i})).unwrap();
+            writer.records.send(json!({"i": i}).into()).unwrap();
         }
         assert_eq!(erx.recv().unwrap(), WriterEvent::Closed);
         drop(writer.records);
