@@ -373,7 +373,7 @@ impl Agent {
             Command::NewSession { parent_session } => {
                 let created = match self.session.session_dir() {
                     Some(dir) => SessionLog::create_with_parent(
-                        &dir.to_path_buf(),
+                        dir,
                         &self.config.cwd,
                         parent_session.as_deref(),
                     ),
