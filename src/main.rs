@@ -71,8 +71,8 @@ fn run(args: Args) -> Result<u8, String> {
     report(&config.diagnostics)?;
 
     if let Some(search) = &args.list_models {
-        let _ = search;
-        return Err("--list-models is not supported by pi-rs yet".into());
+        rpc::print_text(&config.list_models(search.as_deref()));
+        return Ok(0);
     }
     let print_output = match (args.mode, args.print) {
         (Mode::Rpc, _) => None,

@@ -14,6 +14,7 @@
 //! How it ends: stdin closes (a running run is aborted with its `agent_end` first), or stdout
 //! closes. Then the session is synced and `run` returns the exit code.
 
+pub mod bash_command;
 pub mod convert;
 pub mod draft;
 pub mod pattern;
@@ -80,6 +81,14 @@ enum Incoming {
     /// Every tool thread of the batch ended.
     ToolsGone,
     RetryDue,
+    Bash(bash_command::BashEvent),
+}
+
+struct BashJobState {
+    job: u64,
+    request_id: Option<Value>,
+    command: String,
+    cancel: tools::CancelFlag,
 }
 
 pub struct Agent {
@@ -107,6 +116,13 @@ pub struct Agent {
     retry_attempt: u64,
     /// The server's `retry-after` for the latest failed request.
     retry_after: Option<Duration>,
+    /// RPC `bash` commands in flight: (job, request id, command, cancel flag), oldest first.
+    bash_jobs: Vec<BashJobState>,
+    next_bash_job: u64,
+    bash_events: Receiver<bash_command::BashEvent>,
+    bash_sender: Sender<bash_command::BashEvent>,
+    /// Bash results that finished while a run streamed: they join the context at the next prompt.
+    pending_bash: Vec<AgentMessage>,
     stdin: Receiver<Input>,
     stdin_open: bool,
     writer_events: Receiver<WriterEvent>,
@@ -120,6 +136,7 @@ pub struct Agent {
 impl Agent {
     pub fn new(setup: AgentSetup, channels: Channels) -> Agent {
         let tool_specs = tools::specs(&setup.tool_names);
+        let (bash_sender, bash_events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         Agent {
             steering_mode: setup.config.steering_mode(),
             follow_up_mode: setup.config.follow_up_mode(),
@@ -140,6 +157,11 @@ impl Agent {
             next_request: 0,
             retry_attempt: 0,
             retry_after: None,
+            bash_jobs: Vec::new(),
+            next_bash_job: 0,
+            bash_events,
+            bash_sender,
+            pending_bash: Vec::new(),
             stdin: channels.stdin,
             stdin_open: true,
             writer_events: channels.writer_events,
@@ -159,6 +181,12 @@ impl Agent {
         if self.is_busy() {
             self.abort_run();
         }
+        // Every shell we started (tools and RPC bash) dies with its process group, now: the
+        // process is about to exit and must leave no children behind.
+        for job in &self.bash_jobs {
+            job.cancel.cancel();
+        }
+        tools::bash::kill_all_shells();
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
@@ -205,6 +233,10 @@ impl Agent {
                 Ok(event) => Incoming::Tool(event),
                 Err(_) => Incoming::ToolsGone,
             },
+            recv(self.bash_events) -> event => match event {
+                Ok(event) => Incoming::Bash(event),
+                Err(_) => Incoming::StdinClosed,
+            },
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
         }
@@ -228,6 +260,7 @@ impl Agent {
             Incoming::Tool(event) => self.on_tool_event(event),
             Incoming::ToolsGone => self.on_tools_gone(),
             Incoming::RetryDue => self.retry_now(),
+            Incoming::Bash(event) => self.on_bash_event(event),
         }
     }
 
@@ -448,9 +481,14 @@ impl Agent {
                 );
                 self.emit(Record::Raw(line));
             }
+            Command::Bash { command } => self.start_bash(id, command),
+            Command::AbortBash => {
+                if let Some(job) = self.bash_jobs.last() {
+                    job.cancel.cancel();
+                }
+                self.respond_ok(id, name, None);
+            }
             Command::Compact { .. }
-            | Command::Bash { .. }
-            | Command::AbortBash
             | Command::GetSessionStats
             | Command::ExportHtml { .. }
             | Command::GetCommands => {
@@ -499,6 +537,71 @@ impl Agent {
             self.steering.clear();
             self.follow_up.clear();
             self.emit_queue_update();
+        }
+    }
+
+    fn start_bash(&mut self, id: Option<&Value>, command: String) {
+        self.next_bash_job += 1;
+        let cancel = tools::CancelFlag::default();
+        let job = bash_command::BashJob {
+            job: self.next_bash_job,
+            command: command.clone(),
+            cwd: self.config.cwd.clone(),
+            agent_dir: self.config.agent_dir.clone(),
+            shell_path: self.config.shell_path(),
+            shell_command_prefix: self.config.shell_command_prefix(),
+        };
+        match bash_command::spawn(job, cancel.clone(), self.bash_sender.clone()) {
+            Ok(()) => self.bash_jobs.push(BashJobState {
+                job: self.next_bash_job,
+                request_id: id.cloned(),
+                command,
+                cancel,
+            }),
+            Err(e) => self.respond_error(id, "bash", &format!("Cannot start the command: {e}")),
+        }
+    }
+
+    fn on_bash_event(&mut self, event: bash_command::BashEvent) {
+        let Some(position) = self.bash_jobs.iter().position(|j| j.job == event.job) else {
+            return;
+        };
+        match event.kind {
+            bash_command::BashEventKind::Delta(delta) => {
+                let id = self.bash_jobs[position].request_id.clone();
+                self.emit(events::bash_execution_update(id.as_ref(), &delta));
+            }
+            bash_command::BashEventKind::Finished(result) => {
+                let job = self.bash_jobs.remove(position);
+                let message = AgentMessage::BashExecution(crate::messages::BashExecutionMessage {
+                    command: job.command,
+                    output: result.output.clone(),
+                    exit_code: result.exit_code,
+                    cancelled: result.cancelled,
+                    truncated: result.truncated,
+                    full_output_path: result.full_output_path.clone(),
+                    timestamp: now_ms(),
+                    exclude_from_context: None,
+                });
+                if self.is_busy() {
+                    // pi holds it until the next prompt, so a streaming turn's context is stable.
+                    self.pending_bash.push(message);
+                } else {
+                    self.record_message(&message);
+                    self.messages.push(message);
+                }
+                let mut data = serde_json::Map::new();
+                data.insert("output".into(), json!(result.output));
+                if let Some(code) = result.exit_code {
+                    data.insert("exitCode".into(), json!(code));
+                }
+                data.insert("cancelled".into(), json!(result.cancelled));
+                data.insert("truncated".into(), json!(result.truncated));
+                if let Some(path) = result.full_output_path {
+                    data.insert("fullOutputPath".into(), json!(path));
+                }
+                self.respond_ok(job.request_id.as_ref(), "bash", Some(Value::Object(data)));
+            }
         }
     }
 
@@ -651,6 +754,10 @@ impl Agent {
             return;
         }
         self.respond_ok(id, "prompt", Some(json!({ "disposition": "started" })));
+        for held in std::mem::take(&mut self.pending_bash) {
+            self.record_message(&held);
+            self.messages.push(held);
+        }
         let user = UserMessage::new(&message, images);
         self.start_run(vec![AgentMessage::User(user)]);
     }

@@ -146,3 +146,14 @@ pub fn auto_retry_end(success: bool, attempt: u64, final_error: Option<&str>) ->
     }
     record
 }
+
+/// One chunk of an RPC `bash` command's output, tagged with that command's id (seed).
+pub fn bash_execution_update(id: Option<&Value>, delta: &str) -> Value {
+    let mut record = Map::new();
+    record.insert("type".into(), json!("bash_execution_update"));
+    if let Some(id) = id {
+        record.insert("id".into(), id.clone());
+    }
+    record.insert("delta".into(), json!(delta));
+    Value::Object(record)
+}

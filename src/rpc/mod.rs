@@ -18,6 +18,14 @@ pub enum Record {
     Raw(String),
 }
 
+/// Plain text for stdout outside the protocol modes (`--list-models`), where no writer thread runs.
+pub fn print_text(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
 impl From<Value> for Record {
     fn from(value: Value) -> Record {
         Record::Json(value)
