@@ -97,6 +97,17 @@ fn run(args: Args) -> Result<u8, String> {
     let context = session.context();
     let (model, thinking) = choose_model(&args, &mut config, &context)?;
     let tool_names = active_tools(&args);
+    let passthrough = config
+        .setting("shellEnvPassthrough")
+        .and_then(|v| v.as_array())
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    tools::env::set_passthrough(passthrough);
     let system_prompt = system_prompt(&args, &config, &tool_names);
 
     // A new session records its model and level at once; a resumed one only what changed.
@@ -141,13 +152,15 @@ fn run(args: Args) -> Result<u8, String> {
 /// RPC mode: stdin-reader → agent → stdout-writer.
 fn run_rpc(setup: agent::AgentSetup, signals: crossbeam_channel::Receiver<i32>) -> u8 {
     let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
-    let writer = match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx) {
-        Ok(writer) => writer,
-        Err(e) => {
-            eprintln!("Error: cannot start the stdout writer: {e}");
-            return 1;
-        }
-    };
+    let secrets = setup.config.known_secrets();
+    let writer =
+        match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx, secrets) {
+            Ok(writer) => writer,
+            Err(e) => {
+                eprintln!("Error: cannot start the stdout writer: {e}");
+                return 1;
+            }
+        };
     let (stdin_tx, stdin) = crossbeam_channel::bounded(64);
     rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
     let channels = agent::Channels {

@@ -29,18 +29,26 @@ pub struct Writer {
     pub thread: JoinHandle<()>,
 }
 
+/// `secrets` are credential values (API keys) replaced by `[redacted]` wherever they would appear
+/// on stdout — a model or a tool could echo one back.
 pub fn spawn(
     output: Box<dyn Write + Send>,
     events: Sender<WriterEvent>,
+    secrets: Vec<String>,
 ) -> std::io::Result<Writer> {
     let (records, inbox) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
     let thread = std::thread::Builder::new()
         .name("stdout-writer".into())
-        .spawn(move || write_loop(output, inbox, events))?;
+        .spawn(move || write_loop(output, inbox, events, &secrets))?;
     Ok(Writer { records, thread })
 }
 
-fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Sender<WriterEvent>) {
+fn write_loop(
+    output: Box<dyn Write + Send>,
+    inbox: Receiver<Record>,
+    events: Sender<WriterEvent>,
+    secrets: &[String],
+) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
     let mut line = Vec::with_capacity(4096);
     for record in inbox.iter() {
@@ -54,6 +62,7 @@ fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Se
             }
             Record::Raw(text) => line.extend_from_slice(text.as_bytes()),
         }
+        redact(&mut line, secrets);
         line.push(b'\n');
         let mut result = out.write_all(&line);
         if result.is_ok() && inbox.is_empty() {
@@ -74,6 +83,27 @@ fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Se
         }
     }
     let _ = out.flush();
+}
+
+pub const REDACTED: &str = "[redacted]";
+
+/// Replaces every occurrence of each secret in `line`.
+pub fn redact(line: &mut Vec<u8>, secrets: &[String]) {
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        let finder = memchr::memmem::Finder::new(secret.as_bytes());
+        if finder.find(line).is_none() {
+            continue;
+        }
+        let mut out = Vec::with_capacity(line.len());
+        let mut rest: &[u8] = line;
+        while let Some(at) = finder.find(rest) {
+            out.extend_from_slice(&rest[..at]);
+            out.extend_from_slice(REDACTED.as_bytes());
+            rest = &rest[at + secret.len()..];
+        }
+        out.extend_from_slice(rest);
+        *line = out;
+    }
 }
 
 #[cfg(test)]
@@ -98,7 +128,7 @@ mod tests {
     fn writes_one_line_per_record_keeping_separators_raw() {
         let sink = Shared::default();
         let (etx, _erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(sink.clone()), etx).unwrap();
+        let writer = spawn(Box::new(sink.clone()), etx, vec!["sk-secret-123".into()]).unwrap();
         writer
             .records
             .send(json!({"a": "x\u{2028}y"}).into())
@@ -107,10 +137,15 @@ mod tests {
             .records
             .send(Record::Raw("{\"b\":1}".into()))
             .unwrap();
+        let secret = json!({"k": "key=sk-secret-123!"});
+        writer.records.send(secret.into()).unwrap();
         drop(writer.records);
         writer.thread.join().unwrap();
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(text, "{\"a\":\"x\u{2028}y\"}\n{\"b\":1}\n");
+        assert_eq!(
+            text,
+            "{\"a\":\"x\u{2028}y\"}\n{\"b\":1}\n{\"k\":\"key=[redacted]!\"}\n"
+        );
     }
 
     struct Broken;
@@ -126,7 +161,7 @@ mod tests {
     #[test]
     fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
         let (etx, erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(Broken), etx).unwrap();
+        let writer = spawn(Box::new(Broken), etx, Vec::new()).unwrap();
         for i in 0..(CHANNEL_CAPACITY * 2) {
             writer.records.send(json!({"i": i}).into()).unwrap();
         }

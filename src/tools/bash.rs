@@ -158,6 +158,7 @@ pub fn run_shell(
         .try_clone()
         .map_err(|e| format!("spawn {shell} failed: {e}"))?;
     let mut command = Command::new(&shell);
+    super::env::scrub(&mut command);
     command
         .arg("-c")
         .arg(&full_command)

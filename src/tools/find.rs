@@ -122,6 +122,7 @@ fn run_fd(
     cancel: &CancelFlag,
 ) -> Result<Vec<String>, String> {
     let mut command = Command::new(fd);
+    super::env::scrub(&mut command);
     command.args([
         "--glob",
         "--color=never",

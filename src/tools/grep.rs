@@ -210,6 +210,7 @@ fn search_with_rg(
     cancel: &CancelFlag,
 ) -> Result<(Vec<Match>, bool), String> {
     let mut command = Command::new(rg);
+    super::env::scrub(&mut command);
     command.args(["--json", "--line-number", "--color=never", "--hidden"]);
     if search.ignore_case {
         command.arg("--ignore-case");
@@ -378,6 +379,7 @@ fn search_fallback(
     };
     for batch in files.chunks(200) {
         let mut command = Command::new(grep);
+        super::env::scrub(&mut command);
         command.args([*flavor, "-n", "-H", "-Z", "-I", "--color=never"]);
         if search.ignore_case {
             command.arg("-i");

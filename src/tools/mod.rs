@@ -9,6 +9,7 @@
 
 pub mod bash;
 pub mod edit;
+pub mod env;
 pub mod find;
 pub mod glob;
 pub mod grep;

@@ -1,0 +1,61 @@
+//! The environment tool and shell subprocesses get: pi-rs's own minus credentials. Provider key
+//! variables and anything whose name contains KEY, TOKEN, SECRET or PASSWORD are removed, so a
+//! model-run `env` or `printenv` cannot leak them; settings `shellEnvPassthrough` (a list of
+//! names) lets chosen ones through. Decided once at startup.
+
+use std::process::Command;
+use std::sync::OnceLock;
+
+static PASSTHROUGH: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Names from settings that are passed through even if they look like credentials.
+pub fn set_passthrough(names: Vec<String>) {
+    let _ = PASSTHROUGH.set(names);
+}
+
+/// Whether a variable of this name is withheld from children.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let looks_secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
+        .iter()
+        .any(|word| upper.contains(word))
+        || upper.starts_with("AWS_")
+        || upper == "GOOGLE_APPLICATION_CREDENTIALS";
+    looks_secret
+        && !PASSTHROUGH
+            .get()
+            .is_some_and(|allowed| allowed.iter().any(|a| a == name))
+}
+
+/// Removes the withheld variables from a command about to be spawned.
+pub fn scrub(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        if let Some(name) = name.to_str()
+            && is_secret_name(name)
+        {
+            command.env_remove(name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_names_are_withheld() {
+        for name in [
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "GH_TOKEN",
+            "my_secret",
+            "DB_PASSWORD",
+            "AWS_PROFILE",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "LANG", "TERM", "PI_CODING_AGENT"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+    }
+}
