@@ -95,7 +95,23 @@ fn run(args: Args) -> Result<u8, String> {
 
     let (mut session, resumed) = open_session(&args, &config, &cwd)?;
     let context = session.context();
-    let (model, thinking) = choose_model(&args, &mut config, &context)?;
+    let patterns: Vec<String> = match &args.models {
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect(),
+        None => config.enabled_models().unwrap_or_default(),
+    };
+    let scoped = if patterns.is_empty() {
+        Vec::new()
+    } else {
+        let (scoped, diagnostics) = config.resolve_model_scope(&patterns);
+        report(&diagnostics)?;
+        scoped
+    };
+    let (model, thinking) = choose_model(&args, &mut config, &context, &scoped, resumed)?;
     let tool_names = active_tools(&args);
     let passthrough = config
         .setting("shellEnvPassthrough")
@@ -136,6 +152,7 @@ fn run(args: Args) -> Result<u8, String> {
         log::warn!("signals are not handled: {e}");
     }
     let setup = agent::AgentSetup {
+        scoped_models: scoped,
         config,
         session,
         model,
@@ -411,7 +428,6 @@ fn open_session(
 /// Flags whose features have not landed yet are refused, never silently ignored.
 fn reject_unsupported(args: &Args) -> Result<(), String> {
     let unsupported = [
-        (args.models.is_some(), "--models"),
         (!args.extensions.is_empty(), "--extension"),
         (!args.skills.is_empty(), "--skill"),
         (!args.prompt_templates.is_empty(), "--prompt-template"),
@@ -449,6 +465,8 @@ fn choose_model(
     args: &Args,
     config: &mut Config,
     resumed: &session::SessionContext,
+    scoped: &[config::ScopedModel],
+    resuming: bool,
 ) -> Result<(Model, ThinkingLevel), String> {
     let mut suffix_level = None;
     let model = match &args.model {
@@ -475,7 +493,22 @@ fn choose_model(
             .filter(|m| config.has_auth(&m.provider))
             .cloned()
     });
+    // Scoped models (--models / enabledModels) come before the saved default, unless resuming;
+    // the saved default wins if it is in scope.
+    let scoped_choice = (!resuming && model.is_none())
+        .then(|| {
+            let saved = scoped.iter().find(|s| {
+                Some(s.model.provider.as_str()) == config.default_provider()
+                    && Some(s.model.id.as_str()) == config.default_model()
+            });
+            saved.or(scoped.first()).cloned()
+        })
+        .flatten();
+    if let Some(choice) = &scoped_choice {
+        suffix_level = suffix_level.or(choice.thinking);
+    }
     let model = model
+        .or(scoped_choice.map(|s| s.model))
         .or(session_model)
         .or_else(|| config.initial_model())
         .unwrap_or_else(Model::placeholder);

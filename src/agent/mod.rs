@@ -56,6 +56,8 @@ pub struct AgentSetup {
     pub thinking: ThinkingLevel,
     pub tool_names: Vec<String>,
     pub system_prompt: String,
+    /// `--models` / enabledModels: what cycle_model cycles through (empty: every available model).
+    pub scoped_models: Vec<crate::config::ScopedModel>,
 }
 
 /// The loop's channel ends.
@@ -101,6 +103,7 @@ pub struct Agent {
     thinking: ThinkingLevel,
     tool_names: Vec<String>,
     tool_specs: Vec<ToolSpec>,
+    scoped_models: Vec<crate::config::ScopedModel>,
     system_prompt: String,
     steering: VecDeque<QueuedMessage>,
     follow_up: VecDeque<QueuedMessage>,
@@ -149,6 +152,7 @@ impl Agent {
             thinking: setup.thinking,
             tool_names: setup.tool_names,
             tool_specs,
+            scoped_models: setup.scoped_models,
             system_prompt: setup.system_prompt,
             steering: VecDeque::new(),
             follow_up: VecDeque::new(),
@@ -670,20 +674,36 @@ impl Agent {
     }
 
     fn cycle_model(&mut self, id: Option<&Value>) {
-        let candidates = self.config.available_models();
+        let is_scoped = !self.scoped_models.is_empty();
+        let candidates: Vec<(Model, Option<ThinkingLevel>)> = if is_scoped {
+            self.scoped_models
+                .iter()
+                .map(|s| (s.model.clone(), s.thinking))
+                .collect()
+        } else {
+            self.config
+                .available_models()
+                .into_iter()
+                .map(|m| (m, None))
+                .collect()
+        };
         if candidates.len() <= 1 {
             self.respond_ok(id, "cycle_model", Some(Value::Null));
             return;
         }
         let current = candidates
             .iter()
-            .position(|m| m.provider == self.model.provider && m.id == self.model.id);
-        let next = candidates[current.map_or(0, |p| (p + 1) % candidates.len())].clone();
+            .position(|(m, _)| m.provider == self.model.provider && m.id == self.model.id);
+        let (next, level) = candidates[current.map_or(0, |p| (p + 1) % candidates.len())].clone();
         self.switch_model(next);
+        if let Some(level) = level {
+            let level = self.model.clamp_thinking_level(level);
+            self.set_thinking_level(level, false);
+        }
         let data = json!({
             "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
             "thinkingLevel": self.thinking.as_str(),
-            "isScoped": false,
+            "isScoped": is_scoped,
         });
         self.respond_ok(id, "cycle_model", Some(data));
     }
