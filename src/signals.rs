@@ -3,8 +3,10 @@
 //! process groups killed, session synced), with exit code 128 + signal. The handler only writes
 //! the signal number to a self-pipe (async-signal-safe); this thread reads the pipe.
 //!
-//! Also asks the kernel to send SIGTERM when the parent process dies (PR_SET_PDEATHSIG), so an
-//! editor that crashes does not leave pi-rs running.
+//! Also asks the kernel to signal us when the parent dies (PR_SET_PDEATHSIG), so an editor that
+//! crashes does not leave pi-rs running. The kernel sends that signal when the parent *thread*
+//! that spawned us exits, which a multi-threaded parent does without dying; so it is SIGUSR2,
+//! and only counts (as a hang-up, exit 129) once `getppid()` shows the parent really is gone.
 //!
 //! How it ends: it blocks in `read` on the pipe for the life of the process and is never joined.
 
@@ -34,7 +36,9 @@ pub fn spawn(to_agent: Sender<i32>) -> std::io::Result<()> {
     }
     let [read_end, write_end] = fds;
     PIPE_WRITE_END.store(write_end, Ordering::Relaxed);
-    for signal in [libc::SIGTERM, libc::SIGHUP] {
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR2] {
         // SAFETY: installing a handler that only performs an async-signal-safe write.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
@@ -48,7 +52,7 @@ pub fn spawn(to_agent: Sender<i32>) -> std::io::Result<()> {
     }
     // SAFETY: prctl with PR_SET_PDEATHSIG and a valid signal number has no memory effects.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2);
     }
     std::thread::Builder::new()
         .name("signals".into())
@@ -58,7 +62,15 @@ pub fn spawn(to_agent: Sender<i32>) -> std::io::Result<()> {
                 // SAFETY: reading one byte into a local buffer from our own pipe.
                 let n = unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) };
                 if n == 1 {
-                    if to_agent.send(i32::from(byte)).is_err() {
+                    let mut signal = i32::from(byte);
+                    if signal == libc::SIGUSR2 {
+                        // SAFETY: getppid has no preconditions.
+                        if unsafe { libc::getppid() } == parent {
+                            continue; // only the spawning thread ended
+                        }
+                        signal = libc::SIGHUP;
+                    }
+                    if to_agent.send(signal).is_err() {
                         return;
                     }
                 } else if n < 0
