@@ -14,6 +14,7 @@
 //! How it ends: stdin closes (a running run is aborted with its `agent_end` first), or stdout
 //! closes. Then the session is synced and `run` returns the exit code.
 
+pub mod compaction;
 pub mod convert;
 pub mod draft;
 pub mod pattern;
