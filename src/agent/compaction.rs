@@ -34,13 +34,11 @@ pub use estimate::{
 pub use prompts::{INITIAL_PROMPT, SYSTEM_PROMPT, TURN_PREFIX_PROMPT, UPDATE_PROMPT};
 #[allow(unused_imports)]
 pub use serialize::{
-    FileOps, TOOL_RESULT_MAX_CHARS, format_file_lists, serialize_conversation,
-    truncate_for_summary,
+    FileOps, TOOL_RESULT_MAX_CHARS, format_file_lists, serialize_conversation, truncate_for_summary,
 };
 #[allow(unused_imports)]
 pub use stats::{
-    Totals, awaiting_usage_after_compaction, context_usage, js_float, session_stats,
-    session_totals,
+    Totals, awaiting_usage_after_compaction, context_usage, js_float, session_stats, session_totals,
 };
 
 use super::convert::to_llm;
@@ -48,7 +46,7 @@ use super::retry::is_context_overflow;
 use crate::config::Model;
 use crate::messages::{
     AgentMessage, AssistantMessage, BranchSummaryMessage, CompactionSummaryMessage, ContentBlock,
-    CustomMessage, StopReason, UserMessage, Usage,
+    CustomMessage, StopReason, Usage, UserMessage,
 };
 use crate::provider::StreamRequest;
 use crate::session::{EntryKind, SessionEntry};
@@ -325,7 +323,10 @@ pub fn prepare(
         branch.len(),
         settings.keep_recent_tokens,
     );
-    let Some(first_kept) = branch.get(cut.first_kept_index).filter(|e| !e.id.is_empty()) else {
+    let Some(first_kept) = branch
+        .get(cut.first_kept_index)
+        .filter(|e| !e.id.is_empty())
+    else {
         return Err(PrepareError::NothingToCompact);
     };
     let history_end = match cut.turn_start_index {
@@ -518,7 +519,11 @@ pub fn context_messages(branch: &[&SessionEntry]) -> Vec<AgentMessage> {
             .iter()
             .position(|e| e.id == *first_kept_entry_id)
         {
-            messages.extend(branch[kept_from..at].iter().filter_map(|e| context_message(e)));
+            messages.extend(
+                branch[kept_from..at]
+                    .iter()
+                    .filter_map(|e| context_message(e)),
+            );
         }
     }
     messages.extend(branch[at + 1..].iter().filter_map(|e| context_message(e)));
@@ -551,7 +556,10 @@ impl SummaryRequest {
     /// replaced. Thinking stays on only for reasoning models (pi passes the session's level then).
     pub fn into_stream_request(self, mut base: StreamRequest) -> StreamRequest {
         base.system_prompt = self.system_prompt;
-        base.messages = vec![AgentMessage::User(UserMessage::new(&self.user_text, vec![]))];
+        base.messages = vec![AgentMessage::User(UserMessage::new(
+            &self.user_text,
+            vec![],
+        ))];
         base.tools = Vec::new();
         base.max_tokens = Some(self.max_tokens);
         if !base.model.reasoning {

@@ -38,9 +38,11 @@ pub fn serialize_conversation(messages: &[AgentMessage]) -> String {
                     match block {
                         ContentBlock::Text(t) => texts.push(t.text.as_str()),
                         ContentBlock::Thinking(t) => thoughts.push(t.thinking.as_str()),
-                        ContentBlock::ToolCall(call) => {
-                            calls.push(format!("{}({})", call.name, call_arguments(&call.arguments)))
-                        }
+                        ContentBlock::ToolCall(call) => calls.push(format!(
+                            "{}({})",
+                            call.name,
+                            call_arguments(&call.arguments)
+                        )),
                         ContentBlock::Image(_) => {}
                     }
                 }
@@ -195,7 +197,10 @@ fn js_compare(a: &str, b: &str) -> Ordering {
 pub fn format_file_lists(read_files: &[String], modified_files: &[String]) -> String {
     let mut sections = Vec::new();
     if !read_files.is_empty() {
-        sections.push(format!("<read-files>\n{}\n</read-files>", read_files.join("\n")));
+        sections.push(format!(
+            "<read-files>\n{}\n</read-files>",
+            read_files.join("\n")
+        ));
     }
     if !modified_files.is_empty() {
         sections.push(format!(

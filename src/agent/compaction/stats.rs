@@ -147,7 +147,7 @@ pub fn awaiting_usage_after_compaction(branch: &[&SessionEntry]) -> bool {
         .rev()
         .filter_map(|e| e.message())
         .find_map(reliable_usage);
-    !newest_reply.is_some_and(|usage| usage_context_tokens(usage) > 0)
+    newest_reply.is_none_or(|usage| usage_context_tokens(usage) == 0)
 }
 
 /// A float as JavaScript prints it: integral values without a fraction.
