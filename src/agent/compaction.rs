@@ -552,8 +552,10 @@ pub struct SummaryRequest {
 
 impl SummaryRequest {
     /// The provider request: `base` is the request the agent would send now (model, key,
-    /// headers, thinking, session id, timeouts); its prompt, messages, tools and output cap are
+    /// headers, thinking level, timeouts); its prompt, messages, tools and output cap are
     /// replaced. Thinking stays on only for reasoning models (pi passes the session's level then).
+    /// pi makes this call without the session id (no affinity headers, no prompt cache key) and
+    /// without the settings' thinking budgets, so both are cleared.
     pub fn into_stream_request(self, mut base: StreamRequest) -> StreamRequest {
         base.system_prompt = self.system_prompt;
         base.messages = vec![AgentMessage::User(UserMessage::new(
@@ -562,6 +564,8 @@ impl SummaryRequest {
         ))];
         base.tools = Vec::new();
         base.max_tokens = Some(self.max_tokens);
+        base.session_id = String::new();
+        base.thinking_budgets = [None; 4];
         if !base.model.reasoning {
             base.thinking = crate::config::ThinkingLevel::Off;
         }

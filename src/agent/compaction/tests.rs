@@ -383,7 +383,7 @@ fn stream_request_has_no_tools_and_the_budget() {
         messages: vec![user("old")],
         tools: crate::tools::specs(&["read".to_string()]),
         thinking: ThinkingLevel::High,
-        thinking_budgets: [None; 4],
+        thinking_budgets: [Some(1); 4],
         max_tokens: None,
         session_id: "s".into(),
         idle_timeout: std::time::Duration::from_secs(1),
@@ -394,6 +394,8 @@ fn stream_request_has_no_tools_and_the_budget() {
     assert!(stream.tools.is_empty());
     assert_eq!(stream.max_tokens, Some(13107));
     assert_eq!(stream.thinking, ThinkingLevel::Off);
+    assert_eq!(stream.session_id, "");
+    assert_eq!(stream.thinking_budgets, [None; 4]);
     match &stream.messages[..] {
         [AgentMessage::User(u)] => assert_eq!(u.content.text(), user_text),
         other => panic!("{other:?}"),
