@@ -15,6 +15,7 @@
 //! closes. Then the session is synced and `run` returns the exit code.
 
 pub mod bash_command;
+pub mod compaction;
 pub mod convert;
 pub mod draft;
 pub mod pattern;
