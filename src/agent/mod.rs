@@ -15,6 +15,7 @@
 //! closes. Then the session is synced and `run` returns the exit code.
 
 pub mod bash_command;
+mod compacting;
 pub mod compaction;
 pub mod convert;
 pub mod draft;
@@ -127,6 +128,10 @@ pub struct Agent {
     bash_sender: Sender<bash_command::BashEvent>,
     /// Bash results that finished while a run streamed: they join the context at the next prompt.
     pending_bash: Vec<AgentMessage>,
+    /// An overflow compaction already ran for the current user message (pi retries once).
+    overflow_recovery_attempted: bool,
+    /// Usage of LLM calls outside the conversation (summaries), for get_session_stats.
+    extra_usage: Vec<crate::messages::Usage>,
     stdin: Receiver<Input>,
     stdin_open: bool,
     writer_events: Receiver<WriterEvent>,
@@ -167,6 +172,8 @@ impl Agent {
             bash_events,
             bash_sender,
             pending_bash: Vec::new(),
+            overflow_recovery_attempted: false,
+            extra_usage: Vec::new(),
             stdin: channels.stdin,
             stdin_open: true,
             writer_events: channels.writer_events,
@@ -206,6 +213,7 @@ impl Agent {
                 &stream.events,
                 Some(stream.last_event + STREAM_IDLE_TIMEOUT),
             ),
+            Phase::Compacting(compaction) => (&compaction.events, None),
             _ => (&no_provider, None),
         };
         let tool_events = match &self.phase {
@@ -218,6 +226,10 @@ impl Agent {
         };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
+            Phase::Compacting(compaction) => match compaction.retry_at {
+                Some((_, deadline)) => crossbeam_channel::at(deadline),
+                None => never(),
+            },
             _ => never(),
         };
         select_biased! {
@@ -254,6 +266,9 @@ impl Agent {
             Incoming::StdinClosed => self.stdin_open = false,
             Incoming::StdoutClosed => self.stdout_open = false,
             Incoming::Signal(signal) => self.exit_signal = Some(signal),
+            Incoming::Provider(event) if matches!(self.phase, Phase::Compacting(_)) => {
+                self.on_compaction_event(event)
+            }
             Incoming::Provider(event) => self.on_provider_event(event),
             Incoming::ProviderGone => {
                 self.fail_stream("Provider stream ended unexpectedly (connection error)".into())
@@ -264,6 +279,9 @@ impl Agent {
             )),
             Incoming::Tool(event) => self.on_tool_event(event),
             Incoming::ToolsGone => self.on_tools_gone(),
+            Incoming::RetryDue if matches!(self.phase, Phase::Compacting(_)) => {
+                self.retry_summary()
+            }
             Incoming::RetryDue => self.retry_now(),
             Incoming::Bash(event) => self.on_bash_event(event),
         }
@@ -493,10 +511,33 @@ impl Agent {
                 }
                 self.respond_ok(id, name, None);
             }
-            Command::Compact { .. }
-            | Command::GetSessionStats
-            | Command::ExportHtml { .. }
-            | Command::GetCommands => {
+            Command::Compact {
+                custom_instructions,
+            } => {
+                if matches!(self.phase, Phase::Compacting(_)) {
+                    self.respond_error(id, name, "Compaction already in progress");
+                    return;
+                }
+                if self.is_busy() {
+                    self.abort_run();
+                }
+                let origin = compacting::Origin::Command { id: id.cloned() };
+                self.start_compaction(
+                    compaction::CompactionReason::Manual,
+                    origin,
+                    custom_instructions.as_deref(),
+                );
+            }
+            Command::GetSessionStats => {
+                let stats = compaction::session_stats(
+                    &self.session,
+                    &self.messages,
+                    &self.extra_usage,
+                    &self.model,
+                );
+                self.respond_ok(id, name, Some(stats));
+            }
+            Command::ExportHtml { .. } | Command::GetCommands => {
                 self.respond_error(id, name, &format!("{name} is not supported by pi-rs yet"));
             }
         }
@@ -618,7 +659,10 @@ impl Agent {
         );
         state.insert("thinkingLevel".into(), json!(self.thinking.as_str()));
         state.insert("isStreaming".into(), json!(self.is_busy()));
-        state.insert("isCompacting".into(), json!(false));
+        state.insert(
+            "isCompacting".into(),
+            json!(matches!(self.phase, Phase::Compacting(_))),
+        );
         state.insert("steeringMode".into(), json!(self.steering_mode.as_str()));
         state.insert("followUpMode".into(), json!(self.follow_up_mode.as_str()));
         if let Some(path) = self.session.file_path() {
@@ -774,6 +818,34 @@ impl Agent {
             self.respond_error(id, "prompt", &error);
             return;
         }
+        // A context near its limit is compacted first; its events come before the response.
+        let last_reply = self
+            .messages
+            .iter()
+            .rev()
+            .find_map(AgentMessage::as_assistant)
+            .cloned();
+        if let Some(reply) = last_reply {
+            let reason = match self.compaction_trigger(&reply, true) {
+                compaction::Trigger::Threshold => Some(compaction::CompactionReason::Threshold),
+                compaction::Trigger::Overflow => Some(compaction::CompactionReason::Overflow),
+                compaction::Trigger::Nothing | compaction::Trigger::OverflowGaveUp => None,
+            };
+            if let Some(reason) = reason {
+                let origin = compacting::Origin::BeforePrompt {
+                    id: id.cloned(),
+                    message,
+                    images,
+                };
+                self.start_compaction(reason, origin, None);
+                return;
+            }
+        }
+        self.begin_prompt(id, message, images);
+    }
+
+    /// The accepted prompt: answered, held bash results joined, and the run started.
+    fn begin_prompt(&mut self, id: Option<&Value>, message: String, images: Vec<ImageContent>) {
         self.respond_ok(id, "prompt", Some(json!({ "disposition": "started" })));
         for held in std::mem::take(&mut self.pending_bash) {
             self.record_message(&held);
@@ -781,6 +853,23 @@ impl Agent {
         }
         let user = UserMessage::new(&message, images);
         self.start_run(vec![AgentMessage::User(user)]);
+    }
+
+    /// A run that continues the conversation without a new prompt (retry, overflow recovery,
+    /// queued messages after a compaction).
+    fn continue_run(&mut self) {
+        self.run = Some(Run::default());
+        self.emit(events::agent_start());
+        self.emit(events::turn_start());
+        if self.deliver_queued(true) == 0 {
+            self.deliver_queued(false);
+        }
+        self.request_completion();
+    }
+
+    /// Nothing more will happen by itself.
+    fn settle(&mut self) {
+        self.emit(events::agent_settled());
     }
 
     fn check_credentials(&self) -> Result<(), String> {
@@ -859,6 +948,9 @@ impl Agent {
 
     /// Emits `message_start`/`message_end` for a complete message and records it everywhere.
     fn add_message(&mut self, message: AgentMessage) {
+        if matches!(message, AgentMessage::User(_)) {
+            self.overflow_recovery_attempted = false;
+        }
         self.emit(events::message_start(&message));
         self.record_message(&message);
         self.emit(events::message_end(&message));
@@ -875,15 +967,10 @@ impl Agent {
         }
     }
 
-    fn request_completion(&mut self) {
-        let Some(api_key) = self.config.api_key(&self.model.provider) else {
-            let message = format!("No API key for provider: {}", self.model.provider);
-            self.fail_before_stream(message);
-            return;
-        };
-        self.next_request += 1;
-        let req = RequestId(self.next_request);
-        let request = StreamRequest {
+    /// The parts of an LLM request that do not depend on what is asked; Err without a key.
+    fn base_request(&self) -> Result<StreamRequest, ()> {
+        let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
+        Ok(StreamRequest {
             model: self.model.clone(),
             api_key,
             headers: self.config.request_headers(&self.model),
@@ -900,7 +987,21 @@ impl Agent {
             max_tokens: None,
             session_id: self.session.id().to_string(),
             idle_timeout: STREAM_IDLE_TIMEOUT,
+        })
+    }
+
+    fn credentials_error(&self) -> String {
+        format!("No API key for provider: {}", self.model.provider)
+    }
+
+    fn request_completion(&mut self) {
+        let Ok(request) = self.base_request() else {
+            let message = self.credentials_error();
+            self.fail_before_stream(message);
+            return;
         };
+        self.next_request += 1;
+        let req = RequestId(self.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         let handle = provider::spawn_stream(req, request, sender);
         self.phase = Phase::Streaming(Stream {
@@ -1011,6 +1112,9 @@ impl Agent {
         self.record_message(&message);
         self.emit(events::message_end(&message));
         self.messages.push(message.clone());
+        if assistant.stop_reason != StopReason::Error {
+            self.overflow_recovery_attempted = false;
+        }
         if assistant.stop_reason != StopReason::Error && self.retry_attempt > 0 {
             let attempt = std::mem::take(&mut self.retry_attempt);
             self.emit(events::auto_retry_end(true, attempt, None));
@@ -1208,10 +1312,22 @@ impl Agent {
             Some(failed) => self.plan_retry(failed),
             None => Ok(None),
         };
-        self.emit(events::agent_end(
-            &run.messages,
-            matches!(retry, Ok(Some(_))),
-        ));
+        // Without a retry, the context may need compacting (threshold) or overflowed (then a
+        // compaction and one more try follow, so agent_end says willRetry).
+        let last_reply = run
+            .messages
+            .iter()
+            .rev()
+            .find_map(AgentMessage::as_assistant)
+            .cloned();
+        let trigger = match (&retry, &last_reply) {
+            (Ok(None) | Err(_), Some(reply)) if !run.aborted => {
+                self.compaction_trigger(reply, false)
+            }
+            _ => compaction::Trigger::Nothing,
+        };
+        let will_retry = matches!(retry, Ok(Some(_))) || trigger == compaction::Trigger::Overflow;
+        self.emit(events::agent_end(&run.messages, will_retry));
         if let Err(e) = self.session.sync() {
             log::error!("session sync failed: {e}");
         }
@@ -1235,11 +1351,29 @@ impl Agent {
                 .unwrap_or_else(|| "Retry cancelled".into());
             self.emit(events::auto_retry_end(false, attempt, Some(&error)));
         }
-        self.emit(events::agent_settled());
+        match trigger {
+            compaction::Trigger::Nothing => self.settle(),
+            compaction::Trigger::OverflowGaveUp => {
+                let reason = compaction::CompactionReason::Overflow;
+                let gave_up = Some(compaction::OVERFLOW_GAVE_UP);
+                self.emit(compaction::end_event(reason, None, false, false, gave_up));
+                self.settle();
+            }
+            compaction::Trigger::Overflow => self.start_compaction(
+                compaction::CompactionReason::Overflow,
+                compacting::Origin::AfterRun,
+                None,
+            ),
+            compaction::Trigger::Threshold => self.start_compaction(
+                compaction::CompactionReason::Threshold,
+                compacting::Origin::AfterRun,
+                None,
+            ),
+        }
     }
 
     fn is_busy(&self) -> bool {
-        self.run.is_some() || matches!(self.phase, Phase::RetryWait(_))
+        self.run.is_some() || matches!(self.phase, Phase::RetryWait(_) | Phase::Compacting(_))
     }
 
     /// `Ok(Some(delay))` to retry, `Ok(None)` when the failure is not retried at all, `Err(text)`
@@ -1297,11 +1431,7 @@ impl Agent {
             return;
         }
         self.phase = Phase::Idle;
-        self.run = Some(Run::default());
-        self.emit(events::agent_start());
-        self.emit(events::turn_start());
-        self.deliver_queued(true);
-        self.request_completion();
+        self.continue_run();
     }
 
     fn cancel_retry(&mut self) {
@@ -1312,7 +1442,7 @@ impl Agent {
             attempt,
             Some("Retry cancelled"),
         ));
-        self.emit(events::agent_settled());
+        self.settle();
     }
 
     /// Stops the run now: the streaming reply is closed as aborted, running tools are cancelled
@@ -1356,6 +1486,7 @@ impl Agent {
                 self.finish_tools_if_done();
             }
             Phase::RetryWait(_) => self.cancel_retry(),
+            Phase::Compacting(_) => self.abort_compaction(),
             Phase::Idle => self.end_run(),
         }
     }

@@ -19,6 +19,8 @@ pub enum Phase {
     RunningTools(ToolBatch),
     /// Between a failed run and its automatic retry; the timer lives in the loop's select.
     RetryWait(RetryWait),
+    /// Summarizing the older conversation (manual, threshold or overflow).
+    Compacting(Box<super::compacting::Compaction>),
 }
 
 pub struct RetryWait {

@@ -1,0 +1,412 @@
+//! Driving a compaction from the agent loop (FACTS §10.1, seed events): the `compact` command,
+//! the threshold check after a run and before a prompt, and overflow recovery. The pure parts
+//! (what to cut, the prompts, the result) are `compaction`; this file owns the phase: one or two
+//! summary requests streaming in parallel on one channel, transient failures retried with the
+//! retry settings (`summarization_retry_*` events, timer in the loop's select), abort, and what
+//! happens afterwards (answer the command, continue the prompt, retry the run, or settle).
+
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::{Value, json};
+
+use super::compaction::{
+    self, CompactionReason, CompactionSettings, Preparation, SummaryRequest, Trigger, TriggerCheck,
+};
+use super::draft::Draft;
+use super::state::Phase;
+use super::{Agent, PROVIDER_CHANNEL_CAPACITY, retry};
+use crate::messages::{AgentMessage, AssistantMessage, ImageContent, StopReason, Usage};
+use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamHandle};
+
+/// What started the compaction, which decides what happens when it ends.
+pub enum Origin {
+    /// The `compact` command: answered at the end.
+    Command { id: Option<Value> },
+    /// After a run ended: then retry the run (overflow), continue with queued messages, or settle.
+    AfterRun,
+    /// Before a prompt (threshold): then the prompt goes ahead.
+    BeforePrompt {
+        id: Option<Value>,
+        message: String,
+        images: Vec<ImageContent>,
+    },
+}
+
+pub struct Compaction {
+    reason: CompactionReason,
+    will_retry: bool,
+    origin: Origin,
+    preparation: Preparation,
+    slots: Vec<Slot>,
+    sender: Sender<ProviderEvent>,
+    pub events: Receiver<ProviderEvent>,
+    /// A summary request waiting to be retried: (slot, when).
+    pub retry_at: Option<(usize, Instant)>,
+    usages: Vec<Usage>,
+}
+
+struct Slot {
+    request: SummaryRequest,
+    /// The running request, or None when finished or waiting to retry.
+    running: Option<(StreamHandle, Draft)>,
+    text: Option<String>,
+    attempts: u64,
+}
+
+impl Compaction {
+    pub fn is_waiting_to_retry(&self) -> bool {
+        self.retry_at.is_some()
+    }
+}
+
+impl Agent {
+    fn compaction_settings(&self) -> CompactionSettings {
+        CompactionSettings {
+            reserve_tokens: self.config.compaction_reserve_tokens(),
+            keep_recent_tokens: self.config.compaction_keep_recent_tokens(),
+        }
+    }
+
+    /// pi's `_checkCompaction` for the latest reply.
+    pub(super) fn compaction_trigger(
+        &self,
+        reply: &AssistantMessage,
+        include_aborted: bool,
+    ) -> Trigger {
+        let branch = self.session.branch();
+        TriggerCheck {
+            enabled: self.auto_compaction,
+            assistant: reply,
+            include_aborted,
+            model: &self.model,
+            messages: &self.messages,
+            branch: &branch,
+            reserve_tokens: self.config.compaction_reserve_tokens(),
+            overflow_recovery_attempted: self.overflow_recovery_attempted,
+        }
+        .decide()
+    }
+
+    /// Starts a compaction; every path ends in `finish_compaction` (possibly at once).
+    pub(super) fn start_compaction(
+        &mut self,
+        reason: CompactionReason,
+        origin: Origin,
+        custom_instructions: Option<&str>,
+    ) {
+        let will_retry = reason == CompactionReason::Overflow;
+        if will_retry {
+            self.overflow_recovery_attempted = true;
+            if matches!(self.messages.last(), Some(AgentMessage::Assistant(a)) if a.stop_reason == StopReason::Error)
+            {
+                self.messages.pop();
+            }
+        }
+        self.emit(compaction::start_event(reason));
+        let manual = matches!(origin, Origin::Command { .. });
+        let Ok(base) = self.base_request() else {
+            let error = self.credentials_error();
+            let message = manual.then(|| reason.failure_message(&error));
+            self.emit(compaction::end_event(
+                reason,
+                None,
+                false,
+                false,
+                message.as_deref(),
+            ));
+            return self.after_compaction(origin, false, manual.then_some(error));
+        };
+        let branch = self.session.branch();
+        let preparation = match compaction::prepare(&branch, self.compaction_settings()) {
+            Ok(preparation) => preparation,
+            Err(e) => {
+                let error = e.to_string();
+                let message = manual.then(|| reason.failure_message(&error));
+                self.emit(compaction::end_event(
+                    reason,
+                    None,
+                    false,
+                    false,
+                    message.as_deref(),
+                ));
+                return self.after_compaction(origin, false, manual.then_some(error));
+            }
+        };
+        let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        let mut compaction = Compaction {
+            reason,
+            will_retry,
+            origin,
+            slots: Vec::new(),
+            sender,
+            events,
+            retry_at: None,
+            usages: Vec::new(),
+            preparation,
+        };
+        for request in compaction.preparation.summary_requests(custom_instructions) {
+            compaction.slots.push(Slot {
+                request,
+                running: None,
+                text: None,
+                attempts: 0,
+            });
+        }
+        for index in 0..compaction.slots.len() {
+            self.spawn_summary(&mut compaction, index, &base);
+        }
+        self.phase = Phase::Compacting(Box::new(compaction));
+    }
+
+    fn spawn_summary(
+        &mut self,
+        compaction: &mut Compaction,
+        index: usize,
+        base: &provider::StreamRequest,
+    ) {
+        self.next_request += 1;
+        let req = RequestId(self.next_request);
+        let slot = &mut compaction.slots[index];
+        let request = slot.request.clone().into_stream_request(base.clone());
+        let handle = provider::spawn_stream(req, request, compaction.sender.clone());
+        slot.running = Some((handle, Draft::new(&self.model)));
+    }
+
+    pub(super) fn on_compaction_event(&mut self, event: ProviderEvent) {
+        let Phase::Compacting(compaction) = &mut self.phase else {
+            return;
+        };
+        let Some(index) = compaction
+            .slots
+            .iter()
+            .position(|s| s.running.as_ref().is_some_and(|(h, _)| h.req == event.req))
+        else {
+            return;
+        };
+        let (_, draft) = compaction.slots[index]
+            .running
+            .as_mut()
+            .expect("found running above");
+        // The summary is not streamed to the client: only the finished text matters.
+        let finished = match event.event {
+            StreamEvent::Opened | StreamEvent::Meta { .. } => None,
+            StreamEvent::BlockStart { index, kind } => {
+                draft.block_start(index, kind);
+                None
+            }
+            StreamEvent::Delta { index, delta } => {
+                draft.delta(index, delta);
+                None
+            }
+            StreamEvent::BlockEnd { index, signature } => {
+                draft.block_end(index, signature);
+                None
+            }
+            StreamEvent::Usage(usage) => {
+                draft.set_usage(usage);
+                None
+            }
+            StreamEvent::Done {
+                stop_reason,
+                error_message,
+            } => Some((stop_reason, error_message)),
+            StreamEvent::Failed(error) => Some((StopReason::Error, Some(error.message))),
+        };
+        if let Some((stop_reason, error_message)) = finished {
+            let (_, draft) = compaction.slots[index]
+                .running
+                .take()
+                .expect("found running above");
+            let reply = draft.finish(stop_reason, error_message);
+            self.on_summary_reply(index, reply);
+        }
+    }
+
+    fn on_summary_reply(&mut self, index: usize, reply: AssistantMessage) {
+        let Phase::Compacting(compaction) = &mut self.phase else {
+            return;
+        };
+        compaction.usages.push(reply.usage.clone());
+        let slot = &mut compaction.slots[index];
+        let outcome = slot.request.reply_text(&reply);
+        let retried = slot.attempts > 0;
+        match outcome {
+            Ok(text) => {
+                slot.text = Some(text);
+                if retried {
+                    self.emit(json!({"type": "summarization_retry_finished"}));
+                }
+                self.complete_compaction_if_done();
+            }
+            Err(error) => {
+                let max = self.config.retry_max_retries();
+                let Phase::Compacting(compaction) = &mut self.phase else {
+                    return;
+                };
+                let slot = &mut compaction.slots[index];
+                let transient =
+                    self.auto_retry && retry::is_retryable(&reply, self.model.context_window);
+                if transient && slot.attempts < max {
+                    slot.attempts += 1;
+                    let attempt = slot.attempts;
+                    let delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
+                    compaction.retry_at = Some((index, Instant::now() + delay));
+                    let raw = reply.error_message.unwrap_or_default();
+                    self.emit(json!({"type": "summarization_retry_scheduled", "attempt": attempt,
+                        "maxAttempts": max, "delayMs": delay.as_millis() as u64, "errorMessage": raw}));
+                } else {
+                    if retried {
+                        self.emit(json!({"type": "summarization_retry_finished"}));
+                    }
+                    self.fail_compaction(error);
+                }
+            }
+        }
+    }
+
+    /// The retry delay of a summary request ran out.
+    pub(super) fn retry_summary(&mut self) {
+        let Phase::Compacting(mut compaction) = std::mem::replace(&mut self.phase, Phase::Idle)
+        else {
+            return;
+        };
+        let Some((index, _)) = compaction.retry_at.take() else {
+            self.phase = Phase::Compacting(compaction);
+            return;
+        };
+        self.emit(
+            json!({"type": "summarization_retry_attempt_start", "source": "compaction",
+            "reason": compaction.reason.as_str()}),
+        );
+        match self.base_request() {
+            Ok(base) => {
+                self.spawn_summary(&mut compaction, index, &base);
+                self.phase = Phase::Compacting(compaction);
+            }
+            Err(()) => {
+                self.phase = Phase::Compacting(compaction);
+                let error = self.credentials_error();
+                self.fail_compaction(error);
+            }
+        }
+    }
+
+    fn complete_compaction_if_done(&mut self) {
+        let done =
+            matches!(&self.phase, Phase::Compacting(c) if c.slots.iter().all(|s| s.text.is_some()));
+        if !done {
+            return;
+        }
+        let Phase::Compacting(compaction) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Compaction {
+            reason,
+            will_retry,
+            origin,
+            preparation,
+            slots,
+            usages,
+            ..
+        } = *compaction;
+        let texts: Vec<String> = slots.into_iter().filter_map(|s| s.text).collect();
+        let result = preparation.finish(&texts);
+        if let Err(e) = self.session.append_compaction(
+            &result.summary,
+            &result.first_kept_entry_id,
+            result.tokens_before,
+            Some(result.details.clone()),
+            Some(false),
+        ) {
+            log::error!("could not save the compaction: {e}");
+        }
+        self.messages = self.session.context().messages;
+        let usage = compaction::sum_usage(&usages);
+        self.extra_usage.extend(usages);
+        let result_json = result.to_json(Some(&usage));
+        self.emit(compaction::end_event(
+            reason,
+            Some(result_json.clone()),
+            false,
+            will_retry,
+            None,
+        ));
+        if let Origin::Command { id } = &origin {
+            self.respond_ok(id.as_ref(), "compact", Some(result_json));
+        }
+        self.after_compaction(origin, will_retry, None);
+    }
+
+    fn fail_compaction(&mut self, error: String) {
+        let Phase::Compacting(compaction) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Compaction {
+            reason,
+            origin,
+            usages,
+            ..
+        } = *compaction;
+        self.extra_usage.extend(usages);
+        self.emit(compaction::end_event(
+            reason,
+            None,
+            false,
+            false,
+            Some(&reason.failure_message(&error)),
+        ));
+        self.after_compaction(origin, false, Some(error));
+    }
+
+    /// `abort` during a compaction: requests dropped, nothing saved.
+    pub(super) fn abort_compaction(&mut self) {
+        let Phase::Compacting(compaction) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Compaction {
+            reason,
+            origin,
+            usages,
+            ..
+        } = *compaction;
+        self.extra_usage.extend(usages);
+        self.emit(compaction::end_event(reason, None, true, false, None));
+        match origin {
+            Origin::Command { id } => {
+                self.respond_error(id.as_ref(), "compact", compaction::CANCELLED)
+            }
+            Origin::BeforePrompt { id, .. } => self.respond_error(
+                id.as_ref(),
+                "prompt",
+                "Aborted while compacting before the prompt",
+            ),
+            Origin::AfterRun => self.settle(),
+        }
+    }
+
+    /// What follows a compaction: the command's error, the waiting prompt, or the run's
+    /// continuation (the overflow retry, queued messages) — otherwise the chain settles.
+    fn after_compaction(&mut self, origin: Origin, retry_run: bool, error: Option<String>) {
+        self.phase = Phase::Idle;
+        match origin {
+            Origin::Command { id } => {
+                if let Some(error) = error {
+                    self.respond_error(id.as_ref(), "compact", &error);
+                }
+            }
+            Origin::BeforePrompt {
+                id,
+                message,
+                images,
+            } => self.begin_prompt(id.as_ref(), message, images),
+            Origin::AfterRun => {
+                if retry_run || !self.steering.is_empty() || !self.follow_up.is_empty() {
+                    self.continue_run();
+                } else {
+                    self.settle();
+                }
+            }
+        }
+    }
+}
