@@ -3,10 +3,13 @@
 //! `Pi::spawn(&Setup)` makes a private temp dir (agent dir, cwd, HOME; removed on drop), writes
 //! `models.json` from `fixtures/models.json` pointing the `fake-anthropic` and `fake-openai`
 //! providers at a `FakeProvider`, an optional `settings.json`, and starts the binary with
-//! `--mode rpc --no-session --provider <p> --model <m>` in a scrubbed environment (an allowlist:
+//! `--mode rpc --no-session --provider <p> --model <m>` (`Setup::with_sessions()` drops
+//! `--no-session`) in a scrubbed environment (an allowlist:
 //! no proxies, no provider keys, no user config). A reader thread splits stdout on LF only and
 //! forwards each line; another collects stderr for failure reports. Every stdout record is kept,
-//! in order, for assertions after the fact.
+//! in order, for assertions after the fact. The temp dir is a `Workspace`: `Pi::spawn_in` starts
+//! another process in the same one (restarts for `--continue`/`--session`), and its helpers find
+//! the session files a process left behind.
 //!
 //! Which binary: `env!("CARGO_BIN_EXE_pi")`, unless `PI_TEST_BIN` names another executable.
 //! Running the suite against the reference (TypeScript pi 0.73.1) checks the harness and the
@@ -92,6 +95,9 @@ pub struct Setup {
     /// Keep sessions on (omit `--no-session`): files go to the agent dir unless the args say
     /// otherwise.
     pub sessions: bool,
+    /// Run this executable instead of the default one (differential checks that start pi-rs
+    /// and the reference in one scenario).
+    pub binary: Option<PathBuf>,
 }
 
 impl Setup {
@@ -115,6 +121,7 @@ impl Setup {
             files: Vec::new(),
             env: Vec::new(),
             sessions: false,
+            binary: None,
         }
     }
 
@@ -267,7 +274,12 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
                     index + 1
                 )
             });
-            assert!(value.is_object(), "{} line {}: {line}", path.display(), index + 1);
+            assert!(
+                value.is_object(),
+                "{} line {}: {line}",
+                path.display(),
+                index + 1
+            );
             value
         })
         .collect()
@@ -322,7 +334,8 @@ impl Pi {
             std::fs::write(&path, contents).expect("write setup file");
         }
 
-        let mut command = Command::new(binary());
+        let program = setup.binary.clone().unwrap_or_else(binary);
+        let mut command = Command::new(&program);
         command
             .args(["--mode", "rpc"])
             .args(if setup.sessions {
@@ -352,7 +365,7 @@ impl Pi {
             .stderr(Stdio::piped());
         let mut child = command
             .spawn()
-            .unwrap_or_else(|err| panic!("cannot start {}: {err}", binary().display()));
+            .unwrap_or_else(|err| panic!("cannot start {}: {err}", program.display()));
 
         let stdout = child.stdout.take().expect("stdout piped");
         let (line_tx, lines) = crossbeam_channel::unbounded();
