@@ -5,9 +5,10 @@
 //! Against the reference (PI_TEST_BIN) the following fail by design: anything calling
 //! `get_entries`/`get_tree` (seed-only commands, FACTS.md §0.1), the test that expects a session
 //! replacement to abort the active run (0.73.1 lets it run on unseen, FACTS.md §9.5),
-//! `--no-session` + `new_session` (0.73.1 writes a file into the cwd, FACTS.md §9.7) and the
-//! torn-tail and unwritable-directory tests (0.73.1 neither repairs nor warns, and crashes on an
-//! unusable session dir). Each test names its expectation at its top.
+//! `--no-session` + `new_session` (0.73.1 writes a file into the cwd, FACTS.md §9.7), the torn
+//! tail (0.73.1 neither repairs nor warns, and glues its next entry onto the torn line) and the
+//! session dir lost mid-session (0.73.1 silently never writes the file). Each test names its
+//! expectation at its top.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -944,7 +945,7 @@ fn torn_tail_is_repaired_with_a_warning() {
     fake.finish();
 }
 
-/// Reference: fails (0.73.1 crashes with a stack trace; the exit code is 1 as well).
+/// Reference: passes (its message is an uncaught ENOTDIR with a Node stack trace, exit code 1).
 #[test]
 fn unusable_session_dir_at_startup_is_a_clear_error() {
     let fake = FakeProvider::start(Vec::new());
@@ -965,8 +966,9 @@ fn unusable_session_dir_at_startup_is_a_clear_error() {
     fake.finish();
 }
 
-/// Reference: fails (0.73.1 throws inside the run; here the failure is logged, the session
-/// stays in memory, and the next append writes the whole file once the directory is usable).
+/// Reference: fails (0.73.1 says nothing and never writes that session, even after the directory
+/// is usable again; here the failure is logged, the session stays in memory, and the next append
+/// writes the whole file).
 #[test]
 fn session_dir_lost_mid_session_is_reported_and_recovered() {
     let fake = FakeProvider::start(vec![text_reply("one"), text_reply("two")]);
