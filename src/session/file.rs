@@ -21,7 +21,8 @@ use super::ids;
 pub struct LoadedFile {
     pub header: SessionHeader,
     pub entries: Vec<SessionEntry>,
-    /// Problems found and repaired or skipped, one sentence each (also logged).
+    /// Problems found and repaired or skipped, one sentence each. Not logged here: the caller
+    /// reports each once (startup prints them, switch_session logs them).
     pub warnings: Vec<String>,
 }
 
@@ -75,7 +76,6 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
                 last.end - last.start,
                 last.start
             );
-            log::warn!("{message}");
             warnings.push(message);
         } else if !last.terminated {
             keep_len = last.end;
@@ -89,7 +89,6 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             bad.end - bad.start,
             bad.start
         );
-        log::warn!("{message}");
         warnings.push(message);
     }
 

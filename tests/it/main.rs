@@ -3,6 +3,7 @@
 
 mod commands;
 mod errors;
+mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.
 #[allow(dead_code)]

@@ -3,10 +3,13 @@
 //! `Pi::spawn(&Setup)` makes a private temp dir (agent dir, cwd, HOME; removed on drop), writes
 //! `models.json` from `fixtures/models.json` pointing the `fake-anthropic` and `fake-openai`
 //! providers at a `FakeProvider`, an optional `settings.json`, and starts the binary with
-//! `--mode rpc --no-session --provider <p> --model <m>` in a scrubbed environment (an allowlist:
+//! `--mode rpc --no-session --provider <p> --model <m>` (`Setup::with_sessions()` drops
+//! `--no-session`) in a scrubbed environment (an allowlist:
 //! no proxies, no provider keys, no user config). A reader thread splits stdout on LF only and
 //! forwards each line; another collects stderr for failure reports. Every stdout record is kept,
-//! in order, for assertions after the fact.
+//! in order, for assertions after the fact. The temp dir is a `Workspace`: `Pi::spawn_in` starts
+//! another process in the same one (restarts for `--continue`/`--session`), and its helpers find
+//! the session files a process left behind.
 //!
 //! Which binary: `env!("CARGO_BIN_EXE_pi")`, unless `PI_TEST_BIN` names another executable.
 //! Running the suite against the reference (TypeScript pi 0.73.1) checks the harness and the
@@ -89,6 +92,12 @@ pub struct Setup {
     pub files: Vec<(String, String)>,
     /// Extra environment for the child (after scrubbing).
     pub env: Vec<(String, String)>,
+    /// Keep sessions on (omit `--no-session`): files go to the agent dir unless the args say
+    /// otherwise.
+    pub sessions: bool,
+    /// Run this executable instead of the default one (differential checks that start pi-rs
+    /// and the reference in one scenario).
+    pub binary: Option<PathBuf>,
 }
 
 impl Setup {
@@ -111,7 +120,15 @@ impl Setup {
             extra_args: Vec::new(),
             files: Vec::new(),
             env: Vec::new(),
+            sessions: false,
+            binary: None,
         }
+    }
+
+    /// Sessions on: `--no-session` is not passed.
+    pub fn with_sessions(mut self) -> Self {
+        self.sessions = true;
+        self
     }
 
     pub fn model(mut self, id: &str) -> Self {
@@ -177,6 +194,97 @@ impl Drop for TempDir {
     }
 }
 
+/// The private directory of one or more consecutive processes: `agent/` (the agent dir),
+/// `work/` (the cwd) and HOME. Cloning shares it; the last clone dropped removes it. Restarting
+/// a process in the same workspace is how `--continue` and `--session` scenarios run.
+#[derive(Clone)]
+pub struct Workspace {
+    dir: Arc<TempDir>,
+}
+
+impl Workspace {
+    pub fn new() -> Workspace {
+        let dir = TempDir::new("rpc");
+        std::fs::create_dir_all(dir.path().join("agent")).expect("create agent dir");
+        std::fs::create_dir_all(dir.path().join("work")).expect("create cwd");
+        Workspace { dir: Arc::new(dir) }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn agent_dir(&self) -> PathBuf {
+        self.dir.path().join("agent")
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// pi's default session directory for this cwd:
+    /// `<agentDir>/sessions/--<cwd without its leading /, with / replaced by ->--/`.
+    pub fn default_session_dir(&self) -> PathBuf {
+        let cwd = self.cwd().to_string_lossy().into_owned();
+        let encoded = cwd.trim_start_matches('/').replace(['/', '\\', ':'], "-");
+        self.agent_dir()
+            .join("sessions")
+            .join(format!("--{encoded}--"))
+    }
+
+    /// Every `*.jsonl` file anywhere in the workspace, sorted.
+    pub fn jsonl_files(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|x| x == "jsonl") {
+                    out.push(path);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self.root(), &mut out);
+        out.sort();
+        out
+    }
+}
+
+/// Reads a JSONL file, asserting that it ends with LF and that every line is a JSON object.
+#[track_caller]
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{} does not end with a newline:\n{text}",
+        path.display()
+    );
+    text.lines()
+        .enumerate()
+        .map(|(index, line)| {
+            let value: Value = serde_json::from_str(line).unwrap_or_else(|err| {
+                panic!(
+                    "{} line {} is not JSON ({err}): {line:?}",
+                    path.display(),
+                    index + 1
+                )
+            });
+            assert!(
+                value.is_object(),
+                "{} line {}: {line}",
+                path.display(),
+                index + 1
+            );
+            value
+        })
+        .collect()
+}
+
 /// One line of the child's stdout.
 enum Line {
     Text(String),
@@ -198,17 +306,19 @@ pub struct Pi {
     timeout: Duration,
     trace: bool,
     exit_status: Option<ExitStatus>,
-    dir: TempDir,
+    workspace: Workspace,
 }
 
 impl Pi {
     /// Starts the binary for `setup`; panics if it cannot be started.
     pub fn spawn(setup: &Setup) -> Pi {
-        let dir = TempDir::new("rpc");
-        let agent_dir = dir.path().join("agent");
-        let cwd = dir.path().join("work");
-        std::fs::create_dir_all(&agent_dir).expect("create agent dir");
-        std::fs::create_dir_all(&cwd).expect("create cwd");
+        Pi::spawn_in(&Workspace::new(), setup)
+    }
+
+    /// Starts the binary in an existing workspace (e.g. after a previous process there ended).
+    pub fn spawn_in(workspace: &Workspace, setup: &Setup) -> Pi {
+        let agent_dir = workspace.agent_dir();
+        let cwd = workspace.cwd();
 
         let models = fixture("models.json").replace("__BASE_URL__", &setup.base_url);
         std::fs::write(agent_dir.join("models.json"), models).expect("write models.json");
@@ -224,9 +334,16 @@ impl Pi {
             std::fs::write(&path, contents).expect("write setup file");
         }
 
-        let mut command = Command::new(binary());
+        let program = setup.binary.clone().unwrap_or_else(binary);
+        let mut command = Command::new(&program);
         command
-            .args(["--mode", "rpc", "--no-session", "--provider"])
+            .args(["--mode", "rpc"])
+            .args(if setup.sessions {
+                &[][..]
+            } else {
+                &["--no-session"][..]
+            })
+            .arg("--provider")
             .arg(&setup.provider)
             .arg("--model")
             .arg(&setup.model)
@@ -241,14 +358,14 @@ impl Pi {
         command
             .env("PI_CODING_AGENT_DIR", &agent_dir)
             .env("PI_OFFLINE", "1")
-            .env("HOME", dir.path())
+            .env("HOME", workspace.root())
             .envs(setup.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = command
             .spawn()
-            .unwrap_or_else(|err| panic!("cannot start {}: {err}", binary().display()));
+            .unwrap_or_else(|err| panic!("cannot start {}: {err}", program.display()));
 
         let stdout = child.stdout.take().expect("stdout piped");
         let (line_tx, lines) = crossbeam_channel::unbounded();
@@ -308,18 +425,31 @@ impl Pi {
             timeout: default_timeout(),
             trace: std::env::var_os("PI_TEST_TRACE").is_some(),
             exit_status: None,
-            dir,
+            workspace: workspace.clone(),
         }
     }
 
     /// The working directory the process runs in.
     pub fn cwd(&self) -> PathBuf {
-        self.dir.path().join("work")
+        self.workspace.cwd()
     }
 
     /// The agent dir (`PI_CODING_AGENT_DIR`).
     pub fn agent_dir(&self) -> PathBuf {
-        self.dir.path().join("agent")
+        self.workspace.agent_dir()
+    }
+
+    /// The workspace, to start another process in it later.
+    pub fn workspace(&self) -> Workspace {
+        self.workspace.clone()
+    }
+
+    /// SIGKILL: no chance to flush or clean up. Waits for the process to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        if let Ok(status) = self.child.wait() {
+            self.exit_status = Some(status);
+        }
     }
 
     pub fn timeout(&self) -> Duration {
