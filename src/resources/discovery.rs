@@ -321,7 +321,12 @@ fn ancestor_agents_skill_dirs(cwd: &Path) -> Vec<PathBuf> {
 }
 
 /// pi's `resolveSkillPath`-style order: a list of file paths from discovery, then CLI paths.
-fn merged_paths(found: &[Found], disabled: bool, cli: &[String], options: &LoadOptions) -> Vec<PathBuf> {
+fn merged_paths(
+    found: &[Found],
+    disabled: bool,
+    cli: &[String],
+    options: &LoadOptions,
+) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = Vec::new();
     if !disabled {
         paths.extend(found.iter().map(|f| f.path.clone()));
@@ -337,7 +342,8 @@ fn merged_paths(found: &[Found], disabled: bool, cli: &[String], options: &LoadO
 
 fn load_skills(options: &LoadOptions, found: &[Found], warnings: &mut Vec<String>) -> Vec<Skill> {
     let paths = merged_paths(found, options.no_skills, &options.cli_skills, options);
-    let metadata: HashMap<&Path, &Meta> = found.iter().map(|f| (f.path.as_path(), &f.meta)).collect();
+    let metadata: HashMap<&Path, &Meta> =
+        found.iter().map(|f| (f.path.as_path(), &f.meta)).collect();
     let user_dir = options.agent_dir.join("skills");
     let project_dir = options.cwd.join(".pi").join("skills");
     let mut skills: Vec<Skill> = Vec::new();
@@ -363,7 +369,9 @@ fn load_skills(options: &LoadOptions, found: &[Found], warnings: &mut Vec<String
                 .filter_map(|file| load_skill_from_file(file, origin, warnings))
                 .collect()
         } else if path.is_file() && display.ends_with(".md") {
-            load_skill_from_file(&path, origin, warnings).into_iter().collect()
+            load_skill_from_file(&path, origin, warnings)
+                .into_iter()
+                .collect()
         } else {
             warnings.push(format!("{display}: skill path is not a markdown file"));
             continue;
@@ -402,7 +410,8 @@ fn load_prompts(
         &options.cli_prompt_templates,
         options,
     );
-    let metadata: HashMap<&Path, &Meta> = found.iter().map(|f| (f.path.as_path(), &f.meta)).collect();
+    let metadata: HashMap<&Path, &Meta> =
+        found.iter().map(|f| (f.path.as_path(), &f.meta)).collect();
     let user_dir = options.agent_dir.join("prompts");
     let project_dir = options.cwd.join(".pi").join("prompts");
     let source_info_for = |file: &Path| -> SourceInfo {
@@ -422,8 +431,15 @@ fn load_prompts(
     let mut all: Vec<PromptTemplate> = Vec::new();
     for path in paths {
         if !path.exists() {
-            if options.cli_prompt_templates.iter().any(|p| resolve_user_path(p, &options.cwd, &options.home) == path) {
-                warnings.push(format!("{}: Prompt template path does not exist", path.display()));
+            if options
+                .cli_prompt_templates
+                .iter()
+                .any(|p| resolve_user_path(p, &options.cwd, &options.home) == path)
+            {
+                warnings.push(format!(
+                    "{}: Prompt template path does not exist",
+                    path.display()
+                ));
             }
             continue;
         }
@@ -777,16 +793,36 @@ mod tests {
             ]
         );
         assert_eq!(r.skills[0].description, "project-settings");
-        let collisions = r.warnings.iter().filter(|w| w.contains("collision")).count();
+        let collisions = r
+            .warnings
+            .iter()
+            .filter(|w| w.contains("collision"))
+            .count();
         assert_eq!(collisions, 7, "{:?}", r.warnings);
         let pi = &r.skills[2].source_info;
         assert_eq!((pi.source.as_str(), pi.scope.as_str()), ("auto", "project"));
-        assert_eq!(pi.base_dir.as_deref(), Some(t.path("repo/sub/.pi").as_str()));
+        assert_eq!(
+            pi.base_dir.as_deref(),
+            Some(t.path("repo/sub/.pi").as_str())
+        );
         let settings = &r.skills[1].source_info;
-        assert_eq!((settings.source.as_str(), settings.scope.as_str(), settings.base_dir.as_deref()), ("local", "project", None));
+        assert_eq!(
+            (
+                settings.source.as_str(),
+                settings.scope.as_str(),
+                settings.base_dir.as_deref()
+            ),
+            ("local", "project", None)
+        );
         let cli = &r.skills[8].source_info;
-        assert_eq!((cli.source.as_str(), cli.scope.as_str()), ("local", "temporary"));
-        assert_eq!(cli.base_dir.as_deref(), Some(t.path("cli-skills/cli").as_str()));
+        assert_eq!(
+            (cli.source.as_str(), cli.scope.as_str()),
+            ("local", "temporary")
+        );
+        assert_eq!(
+            cli.base_dir.as_deref(),
+            Some(t.path("cli-skills/cli").as_str())
+        );
     }
 
     #[test]
@@ -798,7 +834,11 @@ mod tests {
         let r = load_resources(&o);
         let names: Vec<&str> = r.skills.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, vec!["cli"]);
-        assert!(r.warnings.iter().any(|w| w.contains("missing") && w.contains("does not exist")));
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("missing") && w.contains("does not exist"))
+        );
     }
 
     #[test]
@@ -806,11 +846,17 @@ mod tests {
         let t = TempTree::new("prompts");
         std::fs::create_dir_all(t.0.join("repo/sub")).unwrap();
         t.write("agent/prompts/review.md", "user review");
-        t.write("agent/prompts/only-user.md", "---\ndescription: U\n---\nuser");
+        t.write(
+            "agent/prompts/only-user.md",
+            "---\ndescription: U\n---\nuser",
+        );
         t.write("repo/sub/.pi/prompts/review.md", "project review");
         t.write("repo/sub/.pi/prompts/.hidden.md", "hidden");
         t.write("repo/sub/.pi/prompts/nested/deep.md", "not auto-discovered");
-        t.write("shared/prompts/deep/settings.md", "from settings, recursive");
+        t.write(
+            "shared/prompts/deep/settings.md",
+            "from settings, recursive",
+        );
         let cli = t.write("cli/review.md", "cli review");
         let mut o = options(&t);
         o.user_settings_prompts = vec![t.path("shared/prompts")];
@@ -829,13 +875,22 @@ mod tests {
                 ("only-user", "user"),
             ]
         );
-        assert_eq!(r.warnings.iter().filter(|w| w.contains("collision")).count(), 2);
+        assert_eq!(
+            r.warnings
+                .iter()
+                .filter(|w| w.contains("collision"))
+                .count(),
+            2
+        );
         o.no_prompt_templates = true;
         let r = load_resources(&o);
         assert_eq!(r.templates.len(), 1);
         assert_eq!(r.templates[0].content, "cli review");
         let info = &r.templates[0].source_info;
-        assert_eq!((info.source.as_str(), info.scope.as_str()), ("local", "temporary"));
+        assert_eq!(
+            (info.source.as_str(), info.scope.as_str()),
+            ("local", "temporary")
+        );
         assert_eq!(info.base_dir.as_deref(), Some(t.path("cli").as_str()));
     }
 
@@ -843,8 +898,14 @@ mod tests {
     fn get_commands_items_carry_both_shapes() {
         let t = TempTree::new("commands");
         std::fs::create_dir_all(t.0.join("repo/sub")).unwrap();
-        t.write("repo/sub/.pi/prompts/fix-tests.md", "---\ndescription: Fix failing tests\n---\nFix");
-        t.write("agent/skills/brave-search/SKILL.md", &skill_md("Web search"));
+        t.write(
+            "repo/sub/.pi/prompts/fix-tests.md",
+            "---\ndescription: Fix failing tests\n---\nFix",
+        );
+        t.write(
+            "agent/skills/brave-search/SKILL.md",
+            &skill_md("Web search"),
+        );
         let r = load_resources(&options(&t));
         let commands = commands_json(&r);
         let expected = json!([
@@ -859,7 +920,17 @@ mod tests {
         ]);
         assert_eq!(Value::Array(commands.clone()), expected);
         let keys: Vec<&String> = commands[0].as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["name", "description", "source", "location", "path", "sourceInfo"]);
+        assert_eq!(
+            keys,
+            [
+                "name",
+                "description",
+                "source",
+                "location",
+                "path",
+                "sourceInfo"
+            ]
+        );
     }
 
     #[test]
@@ -869,8 +940,15 @@ mod tests {
         t.write("repo/sub/.pi/prompts/fix.md", "Fix $1: ${@:2}");
         t.write("agent/skills/s/SKILL.md", &skill_md("S"));
         let r = load_resources(&options(&t));
-        assert_eq!(expand_input("/fix a.ts \"too slow\" now", &r).unwrap(), "Fix a.ts: too slow now");
-        assert!(expand_input("/skill:s go", &r).unwrap().starts_with("<skill name=\"s\""));
+        assert_eq!(
+            expand_input("/fix a.ts \"too slow\" now", &r).unwrap(),
+            "Fix a.ts: too slow now"
+        );
+        assert!(
+            expand_input("/skill:s go", &r)
+                .unwrap()
+                .starts_with("<skill name=\"s\"")
+        );
         assert_eq!(expand_input("/nope x", &r).unwrap(), "/nope x");
         assert_eq!(expand_input("/skill:nope x", &r).unwrap(), "/skill:nope x");
     }
@@ -878,7 +956,14 @@ mod tests {
     #[test]
     fn ignore_rules() {
         let mut rules = IgnoreRules::default();
-        for (line, prefix) in [("*.tmp", ""), ("build/", ""), ("/top.md", ""), ("keep.md", "sub/"), ("!important.tmp", ""), ("docs/**/x.md", "")] {
+        for (line, prefix) in [
+            ("*.tmp", ""),
+            ("build/", ""),
+            ("/top.md", ""),
+            ("keep.md", "sub/"),
+            ("!important.tmp", ""),
+            ("docs/**/x.md", ""),
+        ] {
             if let Some(rule) = IgnoreRule::parse(line, prefix) {
                 rules.rules.push(rule);
             }

@@ -119,20 +119,14 @@ pub fn js_trim(text: &str) -> &str {
 fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,
-        '\t' | '\n'
-            | '\u{b}'
-            | '\u{c}'
-            | '\r'
-            | ' '
-            | '\u{a0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200a}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202f}'
-            | '\u{205f}'
-            | '\u{3000}'
-            | '\u{feff}'
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202f}'
+                | '\u{205f}'
+                | '\u{3000}'
+                | '\u{feff}'
     )
 }
 
@@ -285,7 +279,10 @@ fn parse_value(
         }
         b'[' | b'{' => Ok((YamlValue::Other, skip_flow(lines, index, rest))),
         b'*' => Ok((YamlValue::Other, index + 1)),
-        b'@' | b'`' => Err(error("Plain value cannot start with reserved character", index)),
+        b'@' | b'`' => Err(error(
+            "Plain value cannot start with reserved character",
+            index,
+        )),
         b'%' => Err(error(
             "Plain value cannot start with directive indicator character %",
             index,
@@ -757,7 +754,10 @@ mod tests {
         let empty = parse_frontmatter("---\n---\n text ").unwrap();
         assert_eq!(empty.body, "text");
         // Whatever follows the closing marker on its line is body.
-        assert_eq!(parse_frontmatter("---\na: 1\n----x\ny").unwrap().body, "-x\ny");
+        assert_eq!(
+            parse_frontmatter("---\na: 1\n----x\ny").unwrap().body,
+            "-x\ny"
+        );
         assert_eq!(js_trim("\u{feff} a \u{a0}"), "a");
     }
 
@@ -768,12 +768,24 @@ mod tests {
         assert_eq!(desc("description: a#b"), s("a#b"));
         assert_eq!(desc("description: foo:bar"), s("foo:bar"));
         assert_eq!(desc("description:   spaced  "), s("spaced"));
-        assert_eq!(desc("description: plain\n  continued\n  more"), s("plain continued more"));
+        assert_eq!(
+            desc("description: plain\n  continued\n  more"),
+            s("plain continued more")
+        );
         assert_eq!(desc("description: foo\n\n  bar\n"), s("foo\nbar"));
-        assert_eq!(desc("description:\n  indented on next"), s("indented on next"));
-        assert_eq!(desc("description: 42"), Some(YamlValue::Number("42".into())));
+        assert_eq!(
+            desc("description:\n  indented on next"),
+            s("indented on next")
+        );
+        assert_eq!(
+            desc("description: 42"),
+            Some(YamlValue::Number("42".into()))
+        );
         assert_eq!(desc("description: 12abc"), s("12abc"));
-        assert_eq!(desc("description: 1e3"), Some(YamlValue::Number("1e3".into())));
+        assert_eq!(
+            desc("description: 1e3"),
+            Some(YamlValue::Number("1e3".into()))
+        );
         assert_eq!(desc("description: ~"), Some(YamlValue::Null));
         assert_eq!(desc("description:"), Some(YamlValue::Null));
         assert_eq!(desc("description: &a foo"), s("foo"));
@@ -805,7 +817,10 @@ mod tests {
             desc("description: >\n  line one\n  line two\n\n  para\nname: x"),
             s("line one line two\npara\n")
         );
-        assert_eq!(desc("description: |\n  line one\n  line two\n"), s("line one\nline two\n"));
+        assert_eq!(
+            desc("description: |\n  line one\n  line two\n"),
+            s("line one\nline two\n")
+        );
         assert_eq!(desc("description: |-\n  a\n  b\n\n"), s("a\nb"));
         assert_eq!(desc("description: >\n  a\n    b\n  c\n"), s("a\n  b\nc\n"));
         assert_eq!(desc("description: >+\n  a\n\n\nname: n"), s("a\n\n\n"));
@@ -854,6 +869,56 @@ mod tests {
             "description: foo\n  # c\n  bar",
         ] {
             assert!(fm(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+    /// Arbitrary mixes of YAML-ish fragments (with multi-byte text) never panic.
+    #[test]
+    fn odd_inputs_never_panic() {
+        let fragments = [
+            "---",
+            "\n",
+            "description:",
+            " ",
+            "\t",
+            "\"",
+            "'",
+            "\\",
+            "|",
+            ">",
+            "-",
+            "+",
+            "2",
+            "#",
+            ":",
+            "é",
+            "😀",
+            "  ",
+            "key",
+            "[",
+            "{",
+            "}",
+            "]",
+            "&a",
+            "!t",
+            "*x",
+            "\r\n",
+            "...",
+            "\\u00",
+            "''",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..4000 {
+            let mut text = String::from("---\n");
+            let len = (seed % 24) as usize;
+            for _ in 0..len {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                text.push_str(fragments[(seed >> 33) as usize % fragments.len()]);
+            }
+            text.push_str("\n---\nbody");
+            let _ = parse_frontmatter(&text);
+            let _ = parse_frontmatter(&text[4..]);
         }
     }
 }

@@ -185,7 +185,7 @@ fn replace_slices(content: &str, args: &[String]) -> String {
 /// Matches `${@:N}` or `${@:N:L}` at byte `at`: (matched length, replacement).
 fn match_slice(content: &str, at: usize, args: &[String]) -> Option<(usize, String)> {
     let bytes = content.as_bytes();
-    if !content[at..].starts_with("${@:") {
+    if !bytes[at..].starts_with(b"${@:") {
         return None;
     }
     let start_digits = at + 4;
@@ -230,7 +230,13 @@ fn replace_literal_js(text: &str, needle: &str, replacement: &str) -> String {
 }
 
 /// JavaScript's GetSubstitution for a pattern without capture groups.
-fn expand_js_replacement(out: &mut String, replacement: &str, matched: &str, before: &str, after: &str) {
+fn expand_js_replacement(
+    out: &mut String,
+    replacement: &str,
+    matched: &str,
+    before: &str,
+    after: &str,
+) {
     let mut chars = replacement.chars().peekable();
     while let Some(c) = chars.next() {
         if c != '$' {
@@ -295,9 +301,18 @@ mod tests {
 
     #[test]
     fn arguments_split_on_blanks_with_quotes() {
-        assert_eq!(parse_command_args(r#"a.ts "too slow" now"#), args(&["a.ts", "too slow", "now"]));
-        assert_eq!(parse_command_args("  a\t 'b c'd \"\" e"), args(&["a", "b cd", "e"]));
-        assert_eq!(parse_command_args("x 'unclosed rest"), args(&["x", "unclosed rest"]));
+        assert_eq!(
+            parse_command_args(r#"a.ts "too slow" now"#),
+            args(&["a.ts", "too slow", "now"])
+        );
+        assert_eq!(
+            parse_command_args("  a\t 'b c'd \"\" e"),
+            args(&["a", "b cd", "e"])
+        );
+        assert_eq!(
+            parse_command_args("x 'unclosed rest"),
+            args(&["x", "unclosed rest"])
+        );
         assert_eq!(parse_command_args("it\"'\"s"), args(&["it's"]));
         assert!(parse_command_args("   ").is_empty());
     }
@@ -307,9 +322,18 @@ mod tests {
         let a = args(&["a.ts", "too slow", "now"]);
         assert_eq!(substitute_args("$1|${@:2}", &a), "a.ts|too slow now");
         assert_eq!(substitute_args("$3 $4 $0 $10", &a), "now   ");
-        assert_eq!(substitute_args("${@:1:2}|${@:0}|${@:2:1}|${@:9}", &a), "a.ts too slow|a.ts too slow now|too slow|");
-        assert_eq!(substitute_args("$ARGUMENTS / $@", &a), "a.ts too slow now / a.ts too slow now");
-        assert_eq!(substitute_args("${@:2:}|${@:x}|$x", &a), "${@:2:}|${@:x}|$x");
+        assert_eq!(
+            substitute_args("${@:1:2}|${@:0}|${@:2:1}|${@:9}", &a),
+            "a.ts too slow|a.ts too slow now|too slow|"
+        );
+        assert_eq!(
+            substitute_args("$ARGUMENTS / $@", &a),
+            "a.ts too slow now / a.ts too slow now"
+        );
+        assert_eq!(
+            substitute_args("${@:2:}|${@:x}|$x", &a),
+            "${@:2:}|${@:x}|$x"
+        );
         assert_eq!(substitute_args("$99999999999999999999999", &a), "");
         // A positional value is not re-read by the positional pass itself.
         assert_eq!(substitute_args("$1 $2", &args(&["$2", "b"])), "$2 b");
@@ -319,14 +343,23 @@ mod tests {
     fn later_passes_see_earlier_output_like_pi() {
         // Same results as pi's chained String.replace calls.
         assert_eq!(substitute_args("$1", &args(&["$@"])), "$@");
-        assert_eq!(substitute_args("$ARGUMENTS", &args(&["$$", "$&", "x"])), "$ $ARGUMENTS x");
+        assert_eq!(
+            substitute_args("$ARGUMENTS", &args(&["$$", "$&", "x"])),
+            "$ $ARGUMENTS x"
+        );
         assert_eq!(substitute_args("a$@b", &args(&["$`", "$'"])), "aa bb");
     }
 
     #[test]
     fn expansion_of_message_text() {
-        let t = vec![template("fix", "Fix $1 because ${@:2}"), template("plain", "Body")];
-        assert_eq!(expand_template(r#"/fix a.ts "too slow" now"#, &t), "Fix a.ts because too slow now");
+        let t = vec![
+            template("fix", "Fix $1 because ${@:2}"),
+            template("plain", "Body"),
+        ];
+        assert_eq!(
+            expand_template(r#"/fix a.ts "too slow" now"#, &t),
+            "Fix a.ts because too slow now"
+        );
         assert_eq!(expand_template("/plain", &t), "Body");
         assert_eq!(expand_template("/unknown x", &t), "/unknown x");
         assert_eq!(expand_template("fix a", &t), "fix a");
@@ -340,7 +373,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let long = "x".repeat(70);
         std::fs::write(dir.join("a.md"), format!("\n\n{long}\nmore\n")).unwrap();
-        std::fs::write(dir.join("b.md"), "---\ndescription: Bee\nargument-hint: <file>\n---\n\n Body $1 \n").unwrap();
+        std::fs::write(
+            dir.join("b.md"),
+            "---\ndescription: Bee\nargument-hint: <file>\n---\n\n Body $1 \n",
+        )
+        .unwrap();
         std::fs::write(dir.join("c.txt"), "not a template").unwrap();
         let mut warnings = Vec::new();
         let loaded = load_templates_from_dir(&dir, &|_| SourceInfo::default(), &mut warnings);
@@ -352,5 +389,71 @@ mod tests {
         assert_eq!(loaded[1].argument_hint.as_deref(), Some("<file>"));
         assert_eq!(loaded[1].content, "Body $1");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+    /// Expected strings produced by pi 0.73.1's own `expandPromptTemplate` under Node.
+    #[test]
+    fn expansions_match_pi_byte_for_byte() {
+        let templates = vec![
+            template("fix", "Fix $1 because ${@:2} [$ARGUMENTS] {$@}"),
+            template(
+                "all",
+                "$1|$2|$3|$10|$0|${@:0}|${@:1:1}|${@:2:0}|${@:3:5}|${@:}|${@:2:}|$ARGUMENTSX|$@@|$$1",
+            ),
+            template("uni", "é $1 ü ${@:2} 😀 $ARGUMENTS"),
+            template("empty", ""),
+        ];
+        for (input, expected) in [
+            (
+                "/fix a.ts \"too slow\" now",
+                "Fix a.ts because too slow now [a.ts too slow now] {a.ts too slow now}",
+            ),
+            ("/all", "|||||||||${@:}|${@:2:}|X|@|$"),
+            (
+                "/all a b c d e f g h i j k",
+                "a|b|c|j||a b c d e f g h i j k|a||c d e f g|${@:}|${@:2:}|a b c d e f g h i j kX|a b c d e f g h i j k@|$a",
+            ),
+            (
+                "/all '$1' \"$@\" '${@:1}' $ARGUMENTS",
+                "$1|$1 $@ ${@:1} $ARGUMENTS|$1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTS|||$1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTS|$1||${@:1} $1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTS|${@:}|${@:2:}|$1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTSX|$1 $@ ${@:1} $ARGUMENTS@|$$1",
+            ),
+            (
+                "/all $$ $& $` $' x",
+                "$$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}|$ $ARGUMENTS $$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}| $ xX|$ $@ $$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}|$ $ARGUMENTS $$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}| $ xX| $ x@|$$$",
+            ),
+            ("/uni ü 'é x' 😀", "é ü ü é x 😀 😀 ü é x 😀"),
+            ("/empty a b", ""),
+            ("/fix", "Fix  because  [] {}"),
+            ("/fix  ", "Fix  because  [] {}"),
+            ("/fix\ta b", "/fix\ta b"),
+            ("/unknown a", "/unknown a"),
+            ("fix a", "fix a"),
+            ("/", "/"),
+            (
+                "/fix 'unterminated quote",
+                "Fix unterminated quote because  [unterminated quote] {unterminated quote}",
+            ),
+            (
+                "/all a\"b c\"d 'e'f",
+                "ab cd|ef||||ab cd ef|ab cd|||${@:}|${@:2:}|ab cd efX|ab cd ef@|$ab cd",
+            ),
+        ] {
+            assert_eq!(
+                expand_template(input, &templates),
+                expected,
+                "input {input:?}"
+            );
+        }
+    }
+    /// Placeholders cut at every position, next to multi-byte text, never panic.
+    #[test]
+    fn odd_templates_never_panic() {
+        let content = "é${@:1:2}ü$1😀${@:2}$ARGUMENTS$@$$&${@:}${@:9999999999999999999999:1}$";
+        let a = args(&["é", "$`", "😀"]);
+        for end in 0..=content.len() {
+            if content.is_char_boundary(end) {
+                let _ = substitute_args(&content[..end], &a);
+                let _ = substitute_args(&content[end..], &a);
+            }
+        }
     }
 }

@@ -88,9 +88,10 @@ pub(crate) fn load_skill_from_file(
     }
     let name = match frontmatter.get("name") {
         Some(YamlValue::String(s)) if !s.is_empty() => s.clone(),
-        None | Some(YamlValue::Null) | Some(YamlValue::Bool(false)) | Some(YamlValue::String(_)) => {
-            parent_name.clone()
-        }
+        None
+        | Some(YamlValue::Null)
+        | Some(YamlValue::Bool(false))
+        | Some(YamlValue::String(_)) => parent_name.clone(),
         Some(_) => {
             warn(warnings, "name is not a string".into());
             return None;
@@ -297,7 +298,8 @@ pub fn expand_skill_command(text: &str, skills: &[Skill]) -> Result<String, Expa
         path: skill.file_path.clone(),
         message,
     };
-    let bytes = std::fs::read(&skill.file_path).map_err(|e| fail(node_read_error(&e, &skill.file_path)))?;
+    let bytes =
+        std::fs::read(&skill.file_path).map_err(|e| fail(node_read_error(&e, &skill.file_path)))?;
     let content = String::from_utf8_lossy(&bytes);
     let body = strip_frontmatter(&content).map_err(|e| fail(e.to_string()))?;
     let body = js_trim(&body);
@@ -380,22 +382,54 @@ mod tests {
     fn skill_file_rules() {
         let root = temp_dir("file");
         let mut warnings = Vec::new();
-        write(&root.join("ok/SKILL.md"), "---\ndescription: Does things\ndisable-model-invocation: true\n---\nBody");
-        let s = load_skill_from_file(&root.join("ok/SKILL.md"), SkillOrigin::Path, &mut warnings).unwrap();
+        write(
+            &root.join("ok/SKILL.md"),
+            "---\ndescription: Does things\ndisable-model-invocation: true\n---\nBody",
+        );
+        let s = load_skill_from_file(&root.join("ok/SKILL.md"), SkillOrigin::Path, &mut warnings)
+            .unwrap();
         assert_eq!(s.name, "ok");
         assert!(s.disable_model_invocation);
         assert!(warnings.is_empty(), "{warnings:?}");
-        write(&root.join("nodesc/SKILL.md"), "---\nname: nodesc\n---\nBody");
-        assert!(load_skill_from_file(&root.join("nodesc/SKILL.md"), SkillOrigin::Path, &mut warnings).is_none());
+        write(
+            &root.join("nodesc/SKILL.md"),
+            "---\nname: nodesc\n---\nBody",
+        );
+        assert!(
+            load_skill_from_file(
+                &root.join("nodesc/SKILL.md"),
+                SkillOrigin::Path,
+                &mut warnings
+            )
+            .is_none()
+        );
         assert!(warnings[0].ends_with("description is required"));
         warnings.clear();
-        write(&root.join("Bad_Dir/SKILL.md"), "---\nname: Other\ndescription: d\n---\n");
-        let s = load_skill_from_file(&root.join("Bad_Dir/SKILL.md"), SkillOrigin::Path, &mut warnings).unwrap();
+        write(
+            &root.join("Bad_Dir/SKILL.md"),
+            "---\nname: Other\ndescription: d\n---\n",
+        );
+        let s = load_skill_from_file(
+            &root.join("Bad_Dir/SKILL.md"),
+            SkillOrigin::Path,
+            &mut warnings,
+        )
+        .unwrap();
         assert_eq!(s.name, "Other");
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         warnings.clear();
-        write(&root.join("colon/SKILL.md"), "---\ndescription: use when: x\n---\n");
-        assert!(load_skill_from_file(&root.join("colon/SKILL.md"), SkillOrigin::Path, &mut warnings).is_none());
+        write(
+            &root.join("colon/SKILL.md"),
+            "---\ndescription: use when: x\n---\n",
+        );
+        assert!(
+            load_skill_from_file(
+                &root.join("colon/SKILL.md"),
+                SkillOrigin::Path,
+                &mut warnings
+            )
+            .is_none()
+        );
         assert_eq!(warnings.len(), 1);
         std::fs::remove_dir_all(&root).unwrap();
     }
@@ -421,7 +455,10 @@ mod tests {
     #[test]
     fn expansion_wraps_body_and_reports_read_errors() {
         let root = temp_dir("expand");
-        write(&root.join("a/SKILL.md"), "---\ndescription: d\n---\n\n  Do it.\n\n");
+        write(
+            &root.join("a/SKILL.md"),
+            "---\ndescription: d\n---\n\n  Do it.\n\n",
+        );
         let mut s = skill("a", "d", false);
         s.file_path = root.join("a/SKILL.md").to_string_lossy().into_owned();
         s.base_dir = root.join("a").to_string_lossy().into_owned();
@@ -435,7 +472,10 @@ mod tests {
             expand_skill_command("/skill:a   some  args  ", &skills).unwrap(),
             format!("{expected}\n\nsome  args")
         );
-        assert_eq!(expand_skill_command("/skill:zz x", &skills).unwrap(), "/skill:zz x");
+        assert_eq!(
+            expand_skill_command("/skill:zz x", &skills).unwrap(),
+            "/skill:zz x"
+        );
         assert_eq!(expand_skill_command("hello", &skills).unwrap(), "hello");
         std::fs::remove_file(root.join("a/SKILL.md")).unwrap();
         let err = expand_skill_command("/skill:a", &skills).unwrap_err();
@@ -444,6 +484,73 @@ mod tests {
             err.message,
             format!("ENOENT: no such file or directory, open '{}'", s.file_path)
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+    /// Files and expected texts checked against pi 0.73.1's expansion run under Node (CRLF,
+    /// no frontmatter, JavaScript-only whitespace such as NBSP/EM SPACE/BOM around the body).
+    #[test]
+    fn expansion_matches_pi_byte_for_byte() {
+        let root = temp_dir("exact");
+        write(
+            &root.join("crlf/SKILL.md"),
+            "---\r\ndescription: d\r\n---\r\n\r\n  Line one\r\n\r\nLine two  \r\n",
+        );
+        write(
+            &root.join("nofm/SKILL.md"),
+            "No frontmatter here\n\n  indented\n\n",
+        );
+        write(
+            &root.join("uni/SKILL.md"),
+            "---\ndescription: \"u\"\n---\n\u{a0}\u{2003}Unicode body \u{1f600}\n\u{feff}",
+        );
+        let skills: Vec<Skill> = ["crlf", "nofm", "uni"]
+            .iter()
+            .map(|n| Skill {
+                name: n.to_string(),
+                description: "d".into(),
+                file_path: root.join(n).join("SKILL.md").to_string_lossy().into_owned(),
+                base_dir: root.join(n).to_string_lossy().into_owned(),
+                disable_model_invocation: false,
+                source_info: SourceInfo::default(),
+            })
+            .collect();
+        let head = |n: &str| {
+            format!(
+                "<skill name=\"{n}\" location=\"{}\">\nReferences are relative to {}.\n\n",
+                root.join(n).join("SKILL.md").display(),
+                root.join(n).display()
+            )
+        };
+        let cases = [
+            (
+                "/skill:crlf",
+                format!("{}Line one\n\nLine two\n</skill>", head("crlf")),
+            ),
+            (
+                "/skill:crlf  my args \t ",
+                format!("{}Line one\n\nLine two\n</skill>\n\nmy args", head("crlf")),
+            ),
+            (
+                "/skill:nofm x",
+                format!(
+                    "{}No frontmatter here\n\n  indented\n</skill>\n\nx",
+                    head("nofm")
+                ),
+            ),
+            (
+                "/skill:uni",
+                format!("{}Unicode body \u{1f600}\n</skill>", head("uni")),
+            ),
+            ("/skill:", "/skill:".to_string()),
+            ("/skill:crlf\targ", "/skill:crlf\targ".to_string()),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(
+                expand_skill_command(input, &skills).unwrap(),
+                expected,
+                "{input:?}"
+            );
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
