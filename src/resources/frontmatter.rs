@@ -170,7 +170,10 @@ fn strip_comment(text: &str) -> &str {
 }
 
 fn parse_yaml_mapping(src: &str) -> Result<Frontmatter, FrontmatterError> {
-    let lines: Vec<&str> = src.split('\n').collect();
+    let mut lines: Vec<&str> = src.split('\n').collect();
+    if src.ends_with('\n') {
+        lines.pop(); // the text after the last newline is not a line
+    }
     let mut entries: Vec<(String, YamlValue)> = Vec::new();
     let mut base: Option<usize> = None;
     let mut i = 0;
@@ -548,6 +551,15 @@ fn block_scalar(
             .find(|l| !l.trim_matches(' ').is_empty())
             .map_or(base + 1, |l| indent_of(l)),
     };
+    if let Some(k) = body
+        .iter()
+        .position(|l| !l.trim_matches(' ').is_empty() && indent_of(l) < content_indent)
+    {
+        return Err(error(
+            "Block scalar line is indented less than its first line",
+            index + 1 + k,
+        ));
+    }
     let strip = |l: &&str| -> String {
         if indent_of(l) >= content_indent {
             l[content_indent..].to_string()
@@ -829,6 +841,7 @@ mod tests {
         assert_eq!(desc("description: |\n\n  a\n"), s("\na\n"));
         assert_eq!(desc("description: >\n  a\n\n\n  b\n\n"), s("a\n\nb\n"));
         assert_eq!(desc("description: >\n"), s(""));
+        assert_eq!(desc("description: >+\n"), s(""));
         let f = fm("description: |\nname: x").unwrap();
         assert_eq!(f.string("description"), Some(""));
         assert_eq!(f.string("name"), Some("x"));
@@ -867,6 +880,7 @@ mod tests {
             "description: - x",
             "hello\nname: x",
             "description: foo\n  # c\n  bar",
+            "description: >\n    deeper\n  less",
         ] {
             assert!(fm(bad).is_err(), "{bad:?} should be rejected");
         }
