@@ -3,6 +3,10 @@
 //! (`--append-system-prompt`, `APPEND_SYSTEM.md`) and context files (AGENTS.md / CLAUDE.md from
 //! the agent dir and from the filesystem root down to the working directory).
 
+pub mod discovery;
+pub mod frontmatter;
+pub mod prompt_templates;
+pub mod skills;
 pub mod system_prompt;
 
 use std::path::{Path, PathBuf};

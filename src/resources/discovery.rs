@@ -1,0 +1,984 @@
+//! Finding skills and prompt templates (FACTS §13.1) and what the rest of pi-rs does with them:
+//! [`load_resources`] walks the places pi looks, in pi's precedence order (first wins on a name
+//! collision; losers become warnings); [`expand_input`] turns `/skill:name args` and
+//! `/template args` message texts into what the model receives; [`commands_json`] lists both as
+//! `get_commands` items. Loading happens once per call; nothing is cached or watched.
+//!
+//! Precedence: project settings paths (`.pi/settings.json` `skills`/`prompts`), project
+//! auto-discovery (`<cwd>/.pi/skills`, `.agents/skills` of cwd and each ancestor up to the git
+//! root, `<cwd>/.pi/prompts`), user settings paths, user auto-discovery (`<agentDir>/skills`,
+//! `$HOME/.agents/skills`, `<agentDir>/prompts`), then `--skill` / `--prompt-template` paths.
+//! `--no-skills` / `--no-prompt-templates` drop everything but the CLI paths.
+//!
+//! Simplifications (documented, not hidden): settings entries that are patterns (`!x`, `+x`,
+//! `-x`, globs) are ignored instead of filtering the discovered files; settings `packages` and
+//! `-e` extension resources are not resolved; ignore files support `*`, `?`, `**`, `[…]`, `!`,
+//! leading and trailing `/` — the rest of gitignore syntax (escapes, ranges edge cases) is not.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use super::prompt_templates::{
+    PromptTemplate, expand_template, load_template_from_file, load_templates_from_dir,
+};
+use super::skills::{
+    ExpansionError, Skill, SkillOrigin, collect_skill_files, expand_skill_command,
+    load_skill_from_file,
+};
+
+/// pi's `sourceInfo` of a command: where its file came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceInfo {
+    pub path: String,
+    /// "auto" (discovered), "local" (settings or explicit path), "cli".
+    pub source: String,
+    /// "user", "project" or "temporary".
+    pub scope: String,
+    /// Always "top-level" here ("package" is for settings packages, which we do not resolve).
+    pub origin: String,
+    pub base_dir: Option<String>,
+}
+
+impl SourceInfo {
+    /// pi's `createSyntheticSourceInfo`: scope defaults to "temporary".
+    pub(crate) fn synthetic(path: &str, source: &str, scope: Option<&str>, base_dir: &str) -> Self {
+        SourceInfo {
+            path: path.to_string(),
+            source: source.to_string(),
+            scope: scope.unwrap_or("temporary").to_string(),
+            origin: "top-level".to_string(),
+            base_dir: Some(base_dir.to_string()),
+        }
+    }
+
+    /// `{path, source, scope, origin, baseDir?}` in pi's key order.
+    pub fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        object.insert("path".into(), json!(self.path));
+        object.insert("source".into(), json!(self.source));
+        object.insert("scope".into(), json!(self.scope));
+        object.insert("origin".into(), json!(self.origin));
+        if let Some(base_dir) = &self.base_dir {
+            object.insert("baseDir".into(), json!(base_dir));
+        }
+        Value::Object(object)
+    }
+
+    /// The seed protocol's `location`: "user", "project", or "path" for anything else.
+    pub fn location(&self) -> &'static str {
+        match self.scope.as_str() {
+            "user" => "user",
+            "project" => "project",
+            _ => "path",
+        }
+    }
+}
+
+/// Everything [`load_resources`] needs; the lead fills it from the CLI and settings.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    pub cwd: PathBuf,
+    pub agent_dir: PathBuf,
+    /// `$HOME` (for `~` and `$HOME/.agents/skills`).
+    pub home: PathBuf,
+    /// `skills` / `prompts` of `<cwd>/.pi/settings.json` (relative entries resolve against `<cwd>/.pi`).
+    pub project_settings_skills: Vec<String>,
+    pub project_settings_prompts: Vec<String>,
+    /// `skills` / `prompts` of `<agentDir>/settings.json` (relative entries resolve against the agent dir).
+    pub user_settings_skills: Vec<String>,
+    pub user_settings_prompts: Vec<String>,
+    /// `--skill` / `--prompt-template` values, in order (relative to cwd).
+    pub cli_skills: Vec<String>,
+    pub cli_prompt_templates: Vec<String>,
+    pub no_skills: bool,
+    pub no_prompt_templates: bool,
+}
+
+/// The loaded skills and templates, deduplicated by name, in precedence order.
+#[derive(Debug, Clone, Default)]
+pub struct Resources {
+    pub skills: Vec<Skill>,
+    pub templates: Vec<PromptTemplate>,
+    /// Human-readable problems (unreadable files, spec violations, name collisions) for the log.
+    pub warnings: Vec<String>,
+}
+
+/// One discovered file with how it was found.
+#[derive(Debug, Clone)]
+struct Found {
+    path: PathBuf,
+    meta: Meta,
+}
+
+#[derive(Debug, Clone)]
+struct Meta {
+    source: &'static str,
+    scope: &'static str,
+    base_dir: Option<PathBuf>,
+}
+
+impl Meta {
+    /// pi's `resourcePrecedenceRank`: project settings, project auto, user settings, user auto.
+    fn rank(&self) -> u8 {
+        let scope_base = if self.scope == "project" { 0 } else { 2 };
+        scope_base + u8::from(self.source != "local")
+    }
+
+    fn source_info(&self, path: &str) -> SourceInfo {
+        SourceInfo {
+            path: path.to_string(),
+            source: self.source.to_string(),
+            scope: self.scope.to_string(),
+            origin: "top-level".to_string(),
+            base_dir: self
+                .base_dir
+                .as_ref()
+                .map(|b| b.to_string_lossy().into_owned()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Skills,
+    Prompts,
+}
+
+/// Loads skills and prompt templates from every place pi looks.
+pub fn load_resources(options: &LoadOptions) -> Resources {
+    let mut warnings = Vec::new();
+    let skills_found = discover(options, Kind::Skills);
+    let prompts_found = discover(options, Kind::Prompts);
+    let skills = load_skills(options, &skills_found, &mut warnings);
+    let templates = load_prompts(options, &prompts_found, &mut warnings);
+    Resources {
+        skills,
+        templates,
+        warnings,
+    }
+}
+
+/// Settings entries and auto-discovered files of one kind, sorted by precedence and deduplicated
+/// by real path (pi's `DefaultPackageManager.resolve`).
+fn discover(options: &LoadOptions, kind: Kind) -> Vec<Found> {
+    let project_base = options.cwd.join(".pi");
+    let user_base = options.agent_dir.clone();
+    let (project_entries, user_entries) = match kind {
+        Kind::Skills => (
+            &options.project_settings_skills,
+            &options.user_settings_skills,
+        ),
+        Kind::Prompts => (
+            &options.project_settings_prompts,
+            &options.user_settings_prompts,
+        ),
+    };
+    let local = |scope| Meta {
+        source: "local",
+        scope,
+        base_dir: None,
+    };
+    let auto = |scope, base: &Path| Meta {
+        source: "auto",
+        scope,
+        base_dir: Some(base.to_path_buf()),
+    };
+    let mut found: Vec<Found> = Vec::new();
+    let mut add = |paths: Vec<PathBuf>, meta: Meta| {
+        for path in paths {
+            if !found.iter().any(|f| f.path == path) {
+                found.push(Found {
+                    path,
+                    meta: meta.clone(),
+                });
+            }
+        }
+    };
+    add(
+        settings_files(project_entries, &project_base, &options.home, kind),
+        local("project"),
+    );
+    add(
+        settings_files(user_entries, &user_base, &options.home, kind),
+        local("user"),
+    );
+    let user_agents_skills = options.home.join(".agents").join("skills");
+    match kind {
+        Kind::Skills => {
+            let mut project = collect_skill_files(&project_base.join("skills"), true);
+            for dir in ancestor_agents_skill_dirs(&options.cwd) {
+                if normalize(&dir) != normalize(&user_agents_skills) {
+                    project.extend(collect_skill_files(&dir, false));
+                }
+            }
+            add(project, auto("project", &project_base));
+            let mut user = collect_skill_files(&user_base.join("skills"), true);
+            user.extend(collect_skill_files(&user_agents_skills, false));
+            add(user, auto("user", &user_base));
+        }
+        Kind::Prompts => {
+            add(
+                collect_prompt_files(&project_base.join("prompts")),
+                auto("project", &project_base),
+            );
+            add(
+                collect_prompt_files(&user_base.join("prompts")),
+                auto("user", &user_base),
+            );
+        }
+    }
+    found.sort_by_key(|f| f.meta.rank());
+    let mut seen = HashSet::new();
+    found.retain(|f| seen.insert(canonical(&f.path)));
+    found
+}
+
+/// pi's `isPattern`: settings entries that filter rather than name a path.
+fn is_pattern(entry: &str) -> bool {
+    entry.starts_with(['!', '+', '-']) || entry.contains(['*', '?'])
+}
+
+/// The files named by plain settings entries: a file as is, a directory walked (skills: the skill
+/// walk; prompts: every `*.md` below it, recursively).
+fn settings_files(entries: &[String], base: &Path, home: &Path, kind: Kind) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in entries.iter().filter(|e| !is_pattern(e)) {
+        let path = resolve_user_path(entry, base, home);
+        if path.is_file() {
+            files.push(path);
+        } else if path.is_dir() {
+            match kind {
+                Kind::Skills => files.extend(collect_skill_files(&path, true)),
+                Kind::Prompts => {
+                    let mut rules = IgnoreRules::default();
+                    collect_markdown_recursive(&path, &path, &mut rules, &mut files);
+                }
+            }
+        }
+    }
+    files
+}
+
+fn collect_markdown_recursive(
+    dir: &Path,
+    root: &Path,
+    rules: &mut IgnoreRules,
+    files: &mut Vec<PathBuf>,
+) {
+    rules.add_dir(dir, root);
+    for (name, path) in read_dir_sorted(dir) {
+        if name.starts_with('.') || name == "node_modules" {
+            continue;
+        }
+        let relative = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned();
+        let is_dir = path.is_dir();
+        if rules.ignores(&relative, is_dir) {
+            continue;
+        }
+        if is_dir {
+            collect_markdown_recursive(&path, root, rules, files);
+        } else if path.is_file() && name.ends_with(".md") {
+            files.push(path);
+        }
+    }
+}
+
+/// `*.md` files directly in an auto-discovered prompts directory.
+fn collect_prompt_files(dir: &Path) -> Vec<PathBuf> {
+    let mut rules = IgnoreRules::default();
+    rules.add_dir(dir, dir);
+    read_dir_sorted(dir)
+        .into_iter()
+        .filter(|(name, path)| {
+            !name.starts_with('.')
+                && name != "node_modules"
+                && !rules.ignores(name, false)
+                && name.ends_with(".md")
+                && path.is_file()
+        })
+        .map(|(_, path)| path)
+        .collect()
+}
+
+/// `<dir>/.agents/skills` for cwd and each ancestor, stopping at the git root (or `/`).
+fn ancestor_agents_skill_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let start = normalize(cwd);
+    let git_root = start.ancestors().find(|d| d.join(".git").exists());
+    let mut dirs = Vec::new();
+    for dir in start.ancestors() {
+        dirs.push(dir.join(".agents").join("skills"));
+        if Some(dir) == git_root {
+            break;
+        }
+    }
+    dirs
+}
+
+/// pi's `resolveSkillPath`-style order: a list of file paths from discovery, then CLI paths.
+fn merged_paths(
+    found: &[Found],
+    disabled: bool,
+    cli: &[String],
+    options: &LoadOptions,
+) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    if !disabled {
+        paths.extend(found.iter().map(|f| f.path.clone()));
+    }
+    paths.extend(
+        cli.iter()
+            .map(|p| resolve_user_path(p, &options.cwd, &options.home)),
+    );
+    let mut seen = HashSet::new();
+    paths.retain(|p| seen.insert(canonical(p)));
+    paths
+}
+
+fn load_skills(options: &LoadOptions, found: &[Found], warnings: &mut Vec<String>) -> Vec<Skill> {
+    let paths = merged_paths(found, options.no_skills, &options.cli_skills, options);
+    let metadata: HashMap<&Path, &Meta> =
+        found.iter().map(|f| (f.path.as_path(), &f.meta)).collect();
+    let user_dir = options.agent_dir.join("skills");
+    let project_dir = options.cwd.join(".pi").join("skills");
+    let mut skills: Vec<Skill> = Vec::new();
+    let mut real_paths: HashSet<PathBuf> = HashSet::new();
+    let mut collisions = Vec::new();
+    for path in paths {
+        let display = path.display().to_string();
+        if !path.exists() {
+            warnings.push(format!("{display}: skill path does not exist"));
+            continue;
+        }
+        // Only used when discovery has no record of the file (explicit CLI paths).
+        let origin = if path.starts_with(&user_dir) {
+            SkillOrigin::User
+        } else if path.starts_with(&project_dir) {
+            SkillOrigin::Project
+        } else {
+            SkillOrigin::Path
+        };
+        let loaded: Vec<Skill> = if path.is_dir() {
+            collect_skill_files(&path, true)
+                .iter()
+                .filter_map(|file| load_skill_from_file(file, origin, warnings))
+                .collect()
+        } else if path.is_file() && display.ends_with(".md") {
+            load_skill_from_file(&path, origin, warnings)
+                .into_iter()
+                .collect()
+        } else {
+            warnings.push(format!("{display}: skill path is not a markdown file"));
+            continue;
+        };
+        for mut skill in loaded {
+            let real = canonical(Path::new(&skill.file_path));
+            if real_paths.contains(&real) {
+                continue; // the same file reached twice (symlink): silently skipped
+            }
+            if let Some(winner) = skills.iter().find(|s| s.name == skill.name) {
+                collisions.push(format!(
+                    "{}: name \"{}\" collision (kept {})",
+                    skill.file_path, skill.name, winner.file_path
+                ));
+                continue;
+            }
+            if let Some(meta) = metadata.get(Path::new(&skill.file_path)) {
+                skill.source_info = meta.source_info(&skill.file_path);
+            }
+            real_paths.insert(real);
+            skills.push(skill);
+        }
+    }
+    warnings.extend(collisions);
+    skills
+}
+
+fn load_prompts(
+    options: &LoadOptions,
+    found: &[Found],
+    warnings: &mut Vec<String>,
+) -> Vec<PromptTemplate> {
+    let paths = merged_paths(
+        found,
+        options.no_prompt_templates,
+        &options.cli_prompt_templates,
+        options,
+    );
+    let metadata: HashMap<&Path, &Meta> =
+        found.iter().map(|f| (f.path.as_path(), &f.meta)).collect();
+    let user_dir = options.agent_dir.join("prompts");
+    let project_dir = options.cwd.join(".pi").join("prompts");
+    let source_info_for = |file: &Path| -> SourceInfo {
+        let path = file.to_string_lossy();
+        if let Some(meta) = metadata.get(file) {
+            return meta.source_info(&path);
+        }
+        let (scope, base) = if file.starts_with(&user_dir) {
+            (Some("user"), user_dir.clone())
+        } else if file.starts_with(&project_dir) {
+            (Some("project"), project_dir.clone())
+        } else {
+            (None, file.parent().unwrap_or(Path::new("/")).to_path_buf())
+        };
+        SourceInfo::synthetic(&path, "local", scope, &base.to_string_lossy())
+    };
+    let mut all: Vec<PromptTemplate> = Vec::new();
+    for path in paths {
+        if !path.exists() {
+            if options
+                .cli_prompt_templates
+                .iter()
+                .any(|p| resolve_user_path(p, &options.cwd, &options.home) == path)
+            {
+                warnings.push(format!(
+                    "{}: Prompt template path does not exist",
+                    path.display()
+                ));
+            }
+            continue;
+        }
+        if path.is_dir() {
+            all.extend(load_templates_from_dir(&path, &source_info_for, warnings));
+        } else if path.is_file() && path.to_string_lossy().ends_with(".md") {
+            match load_template_from_file(&path, source_info_for(&path)) {
+                Ok(t) => all.push(t),
+                Err(e) => warnings.push(format!("{}: {e}", path.display())),
+            }
+        }
+    }
+    let mut templates: Vec<PromptTemplate> = Vec::new();
+    for template in all {
+        if let Some(winner) = templates.iter().find(|t| t.name == template.name) {
+            warnings.push(format!(
+                "{}: name \"/{}\" collision (kept {})",
+                template.file_path, template.name, winner.file_path
+            ));
+            continue;
+        }
+        templates.push(template);
+    }
+    templates
+}
+
+/// What a prompt / steer / follow_up text becomes: `/skill:name args` expanded first, then
+/// `/template args`. Anything else (including unknown `/x`) is returned unchanged. On error the
+/// caller reports it (`extension_error`, event "skill_expansion") and uses the original text.
+pub fn expand_input(text: &str, resources: &Resources) -> Result<String, ExpansionError> {
+    let text = expand_skill_command(text, &resources.skills)?;
+    Ok(expand_template(&text, &resources.templates))
+}
+
+/// `get_commands` items for templates then skills (extension commands, added by the caller, go
+/// before them). Each item carries the seed's `location`/`path` and pi 0.73.1's `sourceInfo`.
+pub fn commands_json(resources: &Resources) -> Vec<Value> {
+    let item = |name: String, description: &str, source: &str, info: &SourceInfo, path: &str| {
+        let mut object = Map::new();
+        object.insert("name".into(), json!(name));
+        object.insert("description".into(), json!(description));
+        object.insert("source".into(), json!(source));
+        object.insert("location".into(), json!(info.location()));
+        object.insert("path".into(), json!(path));
+        object.insert("sourceInfo".into(), info.to_json());
+        Value::Object(object)
+    };
+    let templates = resources.templates.iter().map(|t| {
+        item(
+            t.name.clone(),
+            &t.description,
+            "prompt",
+            &t.source_info,
+            &t.file_path,
+        )
+    });
+    let skills = resources.skills.iter().map(|s| {
+        item(
+            format!("skill:{}", s.name),
+            &s.description,
+            "skill",
+            &s.source_info,
+            &s.file_path,
+        )
+    });
+    templates.chain(skills).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths and directory listing.
+
+/// Directory entries as (name, path), sorted by name bytes: Node's `readdirSync` returns them
+/// sorted, and the order decides collisions. Unreadable directories give nothing.
+pub(crate) fn read_dir_sorted(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut entries: Vec<(String, PathBuf)> = read
+        .filter_map(Result::ok)
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
+    entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    entries
+}
+
+/// Trims, expands `~` (pi also turns `~name` into `$HOME/name`) and resolves against `base`.
+fn resolve_user_path(input: &str, base: &Path, home: &Path) -> PathBuf {
+    let trimmed = input.trim();
+    let expanded = if trimmed == "~" {
+        home.to_path_buf()
+    } else if let Some(rest) = trimmed.strip_prefix("~/") {
+        home.join(rest)
+    } else if let Some(rest) = trimmed.strip_prefix('~') {
+        home.join(rest)
+    } else {
+        base.join(trimmed)
+    };
+    normalize(&expanded)
+}
+
+/// Lexical normalisation like Node's `path.resolve` (`.` and `..` removed, no symlink lookups).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The real path when it can be resolved, else the path itself (pi's `canonicalizePath`).
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ignore files.
+
+/// Rules from `.gitignore`, `.ignore` and `.fdignore` files met while walking down from a root.
+/// Patterns of a nested ignore file are prefixed with its directory, as pi does.
+#[derive(Debug, Default)]
+pub(crate) struct IgnoreRules {
+    rules: Vec<IgnoreRule>,
+}
+
+#[derive(Debug)]
+struct IgnoreRule {
+    negated: bool,
+    dir_only: bool,
+    /// Contains a `/` (other than a trailing one): matched against the whole relative path.
+    anchored: bool,
+    glob: String,
+}
+
+impl IgnoreRules {
+    pub(crate) fn add_dir(&mut self, dir: &Path, root: &Path) {
+        let prefix = match dir.strip_prefix(root) {
+            Ok(rel) if !rel.as_os_str().is_empty() => format!("{}/", rel.to_string_lossy()),
+            _ => String::new(),
+        };
+        for file in [".gitignore", ".ignore", ".fdignore"] {
+            let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
+                continue;
+            };
+            for line in text.lines() {
+                if let Some(rule) = IgnoreRule::parse(line, &prefix) {
+                    self.rules.push(rule);
+                }
+            }
+        }
+    }
+
+    /// Whether `relative` (a path below the root, `/`-separated) is ignored; the last matching
+    /// rule decides.
+    pub(crate) fn ignores(&self, relative: &str, is_dir: bool) -> bool {
+        let mut ignored = false;
+        for rule in &self.rules {
+            if rule.matches(relative, is_dir) {
+                ignored = !rule.negated;
+            }
+        }
+        ignored
+    }
+}
+
+impl IgnoreRule {
+    fn parse(line: &str, prefix: &str) -> Option<IgnoreRule> {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            return None;
+        }
+        let mut pattern = trimmed;
+        let negated = pattern.starts_with('!');
+        if negated {
+            pattern = &pattern[1..];
+        }
+        let dir_only = pattern.ends_with('/');
+        let pattern = pattern.trim_end_matches('/');
+        let leading_slash = pattern.starts_with('/');
+        let pattern = pattern.trim_start_matches('/');
+        if pattern.is_empty() {
+            return None;
+        }
+        let anchored = leading_slash || pattern.contains('/') || !prefix.is_empty();
+        Some(IgnoreRule {
+            negated,
+            dir_only,
+            anchored,
+            glob: format!("{prefix}{pattern}"),
+        })
+    }
+
+    fn matches(&self, relative: &str, is_dir: bool) -> bool {
+        if self.dir_only && !is_dir {
+            return false;
+        }
+        if self.anchored {
+            glob_match(self.glob.as_bytes(), relative.as_bytes())
+        } else {
+            let name = relative.rsplit('/').next().unwrap_or(relative);
+            glob_match(self.glob.as_bytes(), name.as_bytes())
+        }
+    }
+}
+
+/// Glob matching with `*` and `?` (not crossing `/`), `**` (crossing it) and `[…]` classes.
+fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    if pattern.is_empty() {
+        return text.is_empty();
+    }
+    match pattern[0] {
+        b'*' if pattern.get(1) == Some(&b'*') => {
+            let rest = &pattern[2..];
+            let rest = rest.strip_prefix(b"/").unwrap_or(rest);
+            (0..=text.len()).any(|i| glob_match(rest, &text[i..]))
+        }
+        b'*' => {
+            let rest = &pattern[1..];
+            for i in 0..=text.len() {
+                if glob_match(rest, &text[i..]) {
+                    return true;
+                }
+                if i < text.len() && text[i] == b'/' {
+                    return false;
+                }
+            }
+            false
+        }
+        b'?' => !text.is_empty() && text[0] != b'/' && glob_match(&pattern[1..], &text[1..]),
+        b'[' => match pattern.iter().position(|&b| b == b']') {
+            Some(close) if close > 1 && !text.is_empty() => {
+                let class = &pattern[1..close];
+                let (negate, class) = match class.first() {
+                    Some(b'!') | Some(b'^') => (true, &class[1..]),
+                    _ => (false, class),
+                };
+                let c = text[0];
+                let mut hit = false;
+                let mut k = 0;
+                while k < class.len() {
+                    if k + 2 < class.len() && class[k + 1] == b'-' {
+                        hit |= class[k] <= c && c <= class[k + 2];
+                        k += 3;
+                    } else {
+                        hit |= class[k] == c;
+                        k += 1;
+                    }
+                }
+                hit != negate && glob_match(&pattern[close + 1..], &text[1..])
+            }
+            _ => !text.is_empty() && text[0] == b'[' && glob_match(&pattern[1..], &text[1..]),
+        },
+        c => !text.is_empty() && text[0] == c && glob_match(&pattern[1..], &text[1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TempTree(PathBuf);
+
+    impl TempTree {
+        fn new(tag: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("pi-rs-disc-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempTree(normalize(&std::fs::canonicalize(&dir).unwrap()))
+        }
+
+        fn write(&self, rel: &str, text: &str) -> PathBuf {
+            let path = self.0.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            path
+        }
+
+        fn path(&self, rel: &str) -> String {
+            self.0.join(rel).to_string_lossy().into_owned()
+        }
+    }
+
+    impl Drop for TempTree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn skill_md(description: &str) -> String {
+        format!("---\ndescription: {description}\n---\nBody of {description}\n")
+    }
+
+    fn options(t: &TempTree) -> LoadOptions {
+        LoadOptions {
+            cwd: t.0.join("repo/sub"),
+            agent_dir: t.0.join("agent"),
+            home: t.0.join("home"),
+            ..LoadOptions::default()
+        }
+    }
+
+    /// One tree with a skill named `dup` in every place, plus one unique skill per place.
+    fn populated() -> TempTree {
+        let t = TempTree::new("order");
+        std::fs::create_dir_all(t.0.join("repo/.git")).unwrap();
+        std::fs::create_dir_all(t.0.join("repo/sub")).unwrap();
+        let places = [
+            ("project-settings", "repo/sub/extra-skills"),
+            ("project-pi", "repo/sub/.pi/skills"),
+            ("project-agents", "repo/sub/.agents/skills"),
+            ("repo-agents", "repo/.agents/skills"),
+            ("above-git-root", ".agents/skills"),
+            ("user-settings", "agent/my-skills"),
+            ("user-pi", "agent/skills"),
+            ("home-agents", "home/.agents/skills"),
+            ("cli", "cli-skills"),
+        ];
+        for (tag, dir) in places {
+            t.write(&format!("{dir}/dup/SKILL.md"), &skill_md(tag));
+            t.write(&format!("{dir}/{tag}/SKILL.md"), &skill_md(tag));
+        }
+        t
+    }
+
+    #[test]
+    fn skills_follow_pi_precedence_and_collisions_warn() {
+        let t = populated();
+        let mut o = options(&t);
+        o.project_settings_skills = vec!["../extra-skills".into(), "!ignored-pattern".into()];
+        o.user_settings_skills = vec!["my-skills".into()];
+        o.cli_skills = vec![t.path("cli-skills")];
+        let r = load_resources(&o);
+        let names: Vec<&str> = r.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "dup",
+                "project-settings",
+                "project-pi",
+                "project-agents",
+                "repo-agents",
+                "user-settings",
+                "user-pi",
+                "home-agents",
+                "cli"
+            ]
+        );
+        assert_eq!(r.skills[0].description, "project-settings");
+        let collisions = r
+            .warnings
+            .iter()
+            .filter(|w| w.contains("collision"))
+            .count();
+        assert_eq!(collisions, 7, "{:?}", r.warnings);
+        let pi = &r.skills[2].source_info;
+        assert_eq!((pi.source.as_str(), pi.scope.as_str()), ("auto", "project"));
+        assert_eq!(
+            pi.base_dir.as_deref(),
+            Some(t.path("repo/sub/.pi").as_str())
+        );
+        let settings = &r.skills[1].source_info;
+        assert_eq!(
+            (
+                settings.source.as_str(),
+                settings.scope.as_str(),
+                settings.base_dir.as_deref()
+            ),
+            ("local", "project", None)
+        );
+        let cli = &r.skills[8].source_info;
+        assert_eq!(
+            (cli.source.as_str(), cli.scope.as_str()),
+            ("local", "temporary")
+        );
+        assert_eq!(
+            cli.base_dir.as_deref(),
+            Some(t.path("cli-skills/cli").as_str())
+        );
+    }
+
+    #[test]
+    fn disabling_discovery_keeps_explicit_paths() {
+        let t = populated();
+        let mut o = options(&t);
+        o.no_skills = true;
+        o.cli_skills = vec![t.path("cli-skills/cli/SKILL.md"), "~/missing".into()];
+        let r = load_resources(&o);
+        let names: Vec<&str> = r.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, vec!["cli"]);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("missing") && w.contains("does not exist"))
+        );
+    }
+
+    #[test]
+    fn templates_follow_precedence_and_cli_comes_last() {
+        let t = TempTree::new("prompts");
+        std::fs::create_dir_all(t.0.join("repo/sub")).unwrap();
+        t.write("agent/prompts/review.md", "user review");
+        t.write(
+            "agent/prompts/only-user.md",
+            "---\ndescription: U\n---\nuser",
+        );
+        t.write("repo/sub/.pi/prompts/review.md", "project review");
+        t.write("repo/sub/.pi/prompts/.hidden.md", "hidden");
+        t.write("repo/sub/.pi/prompts/nested/deep.md", "not auto-discovered");
+        t.write(
+            "shared/prompts/deep/settings.md",
+            "from settings, recursive",
+        );
+        let cli = t.write("cli/review.md", "cli review");
+        let mut o = options(&t);
+        o.user_settings_prompts = vec![t.path("shared/prompts")];
+        o.cli_prompt_templates = vec![cli.to_string_lossy().into_owned()];
+        let r = load_resources(&o);
+        let names: Vec<(&str, &str)> = r
+            .templates
+            .iter()
+            .map(|p| (p.name.as_str(), p.content.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("review", "project review"),
+                ("settings", "from settings, recursive"),
+                ("only-user", "user"),
+            ]
+        );
+        assert_eq!(
+            r.warnings
+                .iter()
+                .filter(|w| w.contains("collision"))
+                .count(),
+            2
+        );
+        o.no_prompt_templates = true;
+        let r = load_resources(&o);
+        assert_eq!(r.templates.len(), 1);
+        assert_eq!(r.templates[0].content, "cli review");
+        let info = &r.templates[0].source_info;
+        assert_eq!(
+            (info.source.as_str(), info.scope.as_str()),
+            ("local", "temporary")
+        );
+        assert_eq!(info.base_dir.as_deref(), Some(t.path("cli").as_str()));
+    }
+
+    #[test]
+    fn get_commands_items_carry_both_shapes() {
+        let t = TempTree::new("commands");
+        std::fs::create_dir_all(t.0.join("repo/sub")).unwrap();
+        t.write(
+            "repo/sub/.pi/prompts/fix-tests.md",
+            "---\ndescription: Fix failing tests\n---\nFix",
+        );
+        t.write(
+            "agent/skills/brave-search/SKILL.md",
+            &skill_md("Web search"),
+        );
+        let r = load_resources(&options(&t));
+        let commands = commands_json(&r);
+        let expected = json!([
+            {"name": "fix-tests", "description": "Fix failing tests", "source": "prompt",
+             "location": "project", "path": t.path("repo/sub/.pi/prompts/fix-tests.md"),
+             "sourceInfo": {"path": t.path("repo/sub/.pi/prompts/fix-tests.md"), "source": "auto",
+                            "scope": "project", "origin": "top-level", "baseDir": t.path("repo/sub/.pi")}},
+            {"name": "skill:brave-search", "description": "Web search", "source": "skill",
+             "location": "user", "path": t.path("agent/skills/brave-search/SKILL.md"),
+             "sourceInfo": {"path": t.path("agent/skills/brave-search/SKILL.md"), "source": "auto",
+                            "scope": "user", "origin": "top-level", "baseDir": t.path("agent")}}
+        ]);
+        assert_eq!(Value::Array(commands.clone()), expected);
+        let keys: Vec<&String> = commands[0].as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "name",
+                "description",
+                "source",
+                "location",
+                "path",
+                "sourceInfo"
+            ]
+        );
+    }
+
+    #[test]
+    fn expand_input_runs_skills_then_templates() {
+        let t = TempTree::new("expand");
+        std::fs::create_dir_all(t.0.join("repo/sub")).unwrap();
+        t.write("repo/sub/.pi/prompts/fix.md", "Fix $1: ${@:2}");
+        t.write("agent/skills/s/SKILL.md", &skill_md("S"));
+        let r = load_resources(&options(&t));
+        assert_eq!(
+            expand_input("/fix a.ts \"too slow\" now", &r).unwrap(),
+            "Fix a.ts: too slow now"
+        );
+        assert!(
+            expand_input("/skill:s go", &r)
+                .unwrap()
+                .starts_with("<skill name=\"s\"")
+        );
+        assert_eq!(expand_input("/nope x", &r).unwrap(), "/nope x");
+        assert_eq!(expand_input("/skill:nope x", &r).unwrap(), "/skill:nope x");
+    }
+
+    #[test]
+    fn ignore_rules() {
+        let mut rules = IgnoreRules::default();
+        for (line, prefix) in [
+            ("*.tmp", ""),
+            ("build/", ""),
+            ("/top.md", ""),
+            ("keep.md", "sub/"),
+            ("!important.tmp", ""),
+            ("docs/**/x.md", ""),
+        ] {
+            if let Some(rule) = IgnoreRule::parse(line, prefix) {
+                rules.rules.push(rule);
+            }
+        }
+        assert!(rules.ignores("a/b.tmp", false));
+        assert!(!rules.ignores("a/important.tmp", false));
+        assert!(rules.ignores("x/build", true));
+        assert!(!rules.ignores("x/build", false));
+        assert!(rules.ignores("top.md", false));
+        assert!(!rules.ignores("a/top.md", false));
+        assert!(rules.ignores("sub/keep.md", false));
+        assert!(!rules.ignores("sub/deeper/keep.md", false));
+        assert!(rules.ignores("docs/a/b/x.md", false));
+        assert!(rules.ignores("docs/x.md", false));
+        assert!(glob_match(b"[a-c]?.md", b"bx.md"));
+        assert!(!glob_match(b"*.md", b"a/b.md"));
+    }
+}
