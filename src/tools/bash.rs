@@ -29,6 +29,8 @@ use super::{CancelFlag, ToolContext, ToolOutput};
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// After the shell exits, how long to keep reading output still held by its descendants.
 const EXIT_STDIO_GRACE: Duration = Duration::from_millis(100);
+/// Bound on draining the pipe after the whole group is gone (EOF normally comes at once).
+const EMPTY_GROUP_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// Minimum spacing of the tool's partial results.
 const UPDATE_THROTTLE: Duration = Duration::from_millis(100);
 
@@ -245,7 +247,7 @@ pub fn run_shell(
             }
         }
         if let Some((_, exited_at)) = exit
-            && (pipe_closed || exited_at.elapsed() >= EXIT_STDIO_GRACE)
+            && (pipe_closed || exited_at.elapsed() >= stdio_grace(pgid))
         {
             break;
         }
@@ -263,6 +265,20 @@ pub fn run_shell(
         return Ok(ShellOutcome::TimedOut);
     }
     Ok(ShellOutcome::Exited(exit.and_then(|(code, _)| code)))
+}
+
+/// How long to keep reading after the shell exited. While a background descendant still lives in
+/// the group it may hold the pipe open forever, so pi's short grace applies; once the group is
+/// empty nobody can write any more, and the remaining bytes are read to EOF (a busy machine may
+/// not have scheduled our reader yet — cutting it short would lose output).
+fn stdio_grace(pgid: i32) -> Duration {
+    // SAFETY: signal 0 only checks whether any process of the group exists.
+    let group_alive = unsafe { libc::kill(-pgid, 0) } == 0;
+    if group_alive {
+        EXIT_STDIO_GRACE
+    } else {
+        EMPTY_GROUP_DRAIN_LIMIT
+    }
 }
 
 /// 16 random hex digits for temp file names.
