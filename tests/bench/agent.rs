@@ -40,6 +40,9 @@ pub struct SpawnOptions<'a> {
     pub session_file: Option<String>,
     /// Files created in the cwd before the start: (relative path, contents).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Reads give up (and the run is reported n/a) once the process's RSS passes this, so a
+    /// process that buffers without bound cannot take the machine down.
+    pub rss_cap_kb: u64,
 }
 
 /// The fields of one stdout record the bench looks at.
@@ -147,6 +150,8 @@ pub struct Agent {
     /// Every stdout byte read so far.
     pub stdout_bytes: u64,
     stderr: Arc<Mutex<Vec<u8>>>,
+    rss_cap_kb: u64,
+    rss_checked_at: Instant,
     /// Taken just before the spawn.
     pub spawned_at: Instant,
     /// Kept for its drop (removes the temp dir after the process is gone).
@@ -237,18 +242,26 @@ impl Agent {
             stdout_eof: false,
             stdout_bytes: 0,
             stderr,
+            rss_cap_kb: options.rss_cap_kb,
+            rss_checked_at: spawned_at,
             spawned_at,
             _dir: dir,
         })
     }
 
-    /// The last lines of stderr, for failure reasons.
+    /// The most telling part of stderr for a failure reason: the last line that mentions an
+    /// error (Node prints its stack after the message), else the last non-empty line.
     pub fn stderr_tail(&self) -> String {
         let bytes = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().rev().take(3).collect();
-        let joined: Vec<&str> = lines.into_iter().rev().collect();
-        joined.join(" | ")
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        lines
+            .iter()
+            .rev()
+            .find(|line| line.contains("Error") || line.contains("error"))
+            .or(lines.last())
+            .map(|line| line.to_string())
+            .unwrap_or_default()
     }
 
     /// Adds the stderr tail and the exit status (if any) to a failure reason.
@@ -296,6 +309,7 @@ impl Agent {
                     byte_cap / (1024 * 1024)
                 ));
             }
+            self.check_rss_cap()?;
             // Drop consumed bytes before growing the buffer.
             if self.pending_start > 0 {
                 self.pending.drain(..self.pending_start);
@@ -328,6 +342,32 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// `Err` once VmRSS passes the cap; reads /proc at most every 50 ms.
+    pub fn check_rss_cap(&mut self) -> Result<(), String> {
+        if self.rss_checked_at.elapsed() < Duration::from_millis(50) {
+            return Ok(());
+        }
+        self.rss_checked_at = Instant::now();
+        match self.rss_kb() {
+            Some(kb) if kb > self.rss_cap_kb => Err(format!(
+                "RSS reached {} MB, past the cap of {} MB (PI_BENCH_RSS_CAP_MB)",
+                kb / 1024,
+                self.rss_cap_kb / 1024
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sleeps for `pause` without reading stdout, watching the RSS cap.
+    pub fn pause_reading(&mut self, pause: Duration) -> Result<(), String> {
+        let until = Instant::now() + pause;
+        while Instant::now() < until {
+            thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+            self.check_rss_cap()?;
+        }
+        Ok(())
     }
 
     /// `poll(2)` on stdout; true when a read will not block.
@@ -373,13 +413,14 @@ impl Agent {
     /// Sends `{"id":id,"type":ty}` and waits for its response; `Err` for `success:false` too.
     pub fn request(&mut self, id: &str, ty: &str, deadline: Instant) -> Result<(), String> {
         self.send(&serde_json::json!({"id": id, "type": ty}))?;
-        self.await_response(id, deadline)
-    }
-
-    pub fn await_response(&mut self, id: &str, deadline: Instant) -> Result<(), String> {
         let mut outcome = Ok(());
         self.pump(deadline, u64::MAX, |record, _| {
-            if !record.is_response_to(id) {
+            // The reference answers an unknown command without its id.
+            let unknown_without_id = record.kind == "response"
+                && record.id.is_none()
+                && record.command.as_deref() == Some(ty)
+                && record.success == Some(false);
+            if !record.is_response_to(id) && !unknown_without_id {
                 return Flow::Continue;
             }
             if record.success != Some(true) {

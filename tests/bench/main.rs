@@ -12,8 +12,8 @@
 //! PI_REFERENCE, PI_BENCH_RUNS (cheap figures, default 5), PI_BENCH_HEAVY_RUNS (default 3),
 //! PI_BENCH_REF_RUNS (caps the reference's runs, default: same as pi-rs), PI_BENCH_DELTAS
 //! (20000), PI_BENCH_STALL_MB (50), PI_BENCH_STALL_SECS (10), PI_BENCH_BASH_MB (100),
-//! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096: a run whose stdout grows past
-//! this gives up), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
+//! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
+//! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
 //! select scenarios by name: startup turn stream stall bash tree size.
 //!
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
@@ -80,6 +80,7 @@ fn main() {
         bash_bytes: env_number("PI_BENCH_BASH_MB", 100).max(1) * 1_000_000,
         tree_entries: env_number("PI_BENCH_TREE_ENTRIES", 100_000).max(1) as usize,
         stdout_cap: env_number("PI_BENCH_STDOUT_CAP_MB", 4096).max(1) * 1024 * 1024,
+        rss_cap_kb: env_number("PI_BENCH_RSS_CAP_MB", 6144).max(1) * 1024,
         long_wait: Duration::from_secs(env_number("PI_BENCH_TIMEOUT_SECS", 300).max(1)),
         short_wait: Duration::from_secs(30),
     };

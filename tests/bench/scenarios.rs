@@ -31,6 +31,7 @@ pub struct Config {
     pub bash_bytes: u64,
     pub tree_entries: usize,
     pub stdout_cap: u64,
+    pub rss_cap_kb: u64,
     pub long_wait: Duration,
     pub short_wait: Duration,
 }
@@ -149,13 +150,14 @@ fn alternate(
         .collect()
 }
 
-fn spawn(binary: &Binary, fake: &Fake) -> Result<Agent, String> {
+fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String> {
     Agent::spawn(&SpawnOptions {
         binary: &binary.path,
         base_url: &fake.base_url(),
         extra_args: Vec::new(),
         session_file: None,
         files: Vec::new(),
+        rss_cap_kb: config.rss_cap_kb,
     })
 }
 
@@ -235,7 +237,7 @@ const IDLE_SETTLE: Duration = Duration::from_millis(500);
 pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
     alternate("startup", binaries, config.runs, config, &STARTUP, |binary| {
         let fake = Fake::start(Vec::new());
-        let mut agent = spawn(binary, &fake)?;
+        let mut agent = spawn(binary, &fake, config)?;
         agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
         let first_state = agent.spawned_at.elapsed();
         std::thread::sleep(IDLE_SETTLE);
@@ -270,6 +272,7 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             extra_args: Vec::new(),
             session_file: None,
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
+            rss_cap_kb: config.rss_cap_kb,
         })?;
         agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
         let started = Instant::now();
@@ -369,7 +372,7 @@ pub fn stream(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
     let reply_size: u64 = parts.iter().map(|p| p.len() as u64).sum();
     alternate("stream", binaries, config.heavy_runs, config, &STREAM, |binary| {
         let fake = Fake::start(vec![Reply::sse(body.clone())]);
-        let mut agent = spawn(binary, &fake)?;
+        let mut agent = spawn(binary, &fake, config)?;
         agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
         let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
         let started = Instant::now();
@@ -438,7 +441,7 @@ pub fn stall(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
     drop(refs);
     alternate("stall", binaries, config.heavy_runs, config, &STALL, |binary| {
         let fake = Fake::start(vec![Reply::sse(body.clone())]);
-        let mut agent = spawn(binary, &fake)?;
+        let mut agent = spawn(binary, &fake, config)?;
         agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
         let started = Instant::now();
         let deadline = started + config.long_wait + config.stall;
@@ -456,7 +459,9 @@ pub fn stall(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         });
         if outcome.is_ok() && !watch.ended && watch.failure.is_none() {
             stalled = true;
-            std::thread::sleep(config.stall);
+            outcome = agent.pause_reading(config.stall);
+        }
+        if outcome.is_ok() && stalled {
             outcome = agent.pump(deadline, config.stdout_cap, |record, _| {
                 tally.observe(record);
                 if watch.observe(record) { Flow::Stop } else { Flow::Continue }
@@ -506,7 +511,7 @@ pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             Reply::sse(anthropic_bash("toolu_bench_bash", &command)),
             Reply::sse(anthropic_text(&["Lots of x."])),
         ]);
-        let mut agent = spawn(binary, &fake)?;
+        let mut agent = spawn(binary, &fake, config)?;
         agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
         let started = Instant::now();
         run_prompt(
@@ -583,6 +588,7 @@ pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             extra_args: Vec::new(),
             session_file: Some(contents.clone()),
             files: Vec::new(),
+            rss_cap_kb: config.rss_cap_kb,
         })?;
         agent.request("bench-state", "get_state", Instant::now() + config.long_wait)?;
         let first_state = agent.spawned_at.elapsed();
