@@ -183,7 +183,9 @@ impl Agent {
         let mut command = Command::new(options.binary);
         command.args(["--mode", "rpc"]);
         match &options.session_file {
-            Some(_) => command.arg("--session").arg(dir.path().join("session.jsonl")),
+            Some(_) => command
+                .arg("--session")
+                .arg(dir.path().join("session.jsonl")),
             None => command.arg("--no-session"),
         };
         command
@@ -254,11 +256,22 @@ impl Agent {
     pub fn stderr_tail(&self) -> String {
         let bytes = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if std::env::var_os("PI_BENCH_VERBOSE").is_some() {
+            eprintln!("--- stderr of pid {} ---\n{text}\n--- end ---", self.pid);
+        }
+        let is_message = |line: &&&str| {
+            !line.starts_with("at ")
+                && (line.contains("Error:") || line.contains("FATAL") || line.contains("error:"))
+        };
         lines
             .iter()
             .rev()
-            .find(|line| line.contains("Error") || line.contains("error"))
+            .find(is_message)
             .or(lines.last())
             .map(|line| line.to_string())
             .unwrap_or_default()
@@ -292,7 +305,11 @@ impl Agent {
 
     /// Reads until one full line is available; `Ok(None)` at EOF. Gives up at `deadline` or when
     /// the total stdout passes `byte_cap`.
-    pub fn read_line(&mut self, deadline: Instant, byte_cap: u64) -> Result<Option<Vec<u8>>, String> {
+    pub fn read_line(
+        &mut self,
+        deadline: Instant,
+        byte_cap: u64,
+    ) -> Result<Option<Vec<u8>>, String> {
         loop {
             if let Some(offset) = memchr::memchr(b'\n', &self.pending[self.pending_start..]) {
                 let end = self.pending_start + offset;
@@ -447,7 +464,9 @@ impl Agent {
                     // std has no exit event to wait on; a short poll keeps the error below 0.2 ms.
                     thread::sleep(Duration::from_micros(200));
                 }
-                Ok(None) => return Err(self.explain("no exit before the deadline after stdin closed")),
+                Ok(None) => {
+                    return Err(self.explain("no exit before the deadline after stdin closed"));
+                }
                 Err(err) => return Err(format!("wait: {err}")),
             }
         }
@@ -497,7 +516,10 @@ impl Drop for Agent {
                 Ok(None) => break,
             }
         }
-        eprintln!("bench: pid {} did not exit within 5 s of stdin closing; killing it", self.pid);
+        eprintln!(
+            "bench: pid {} did not exit within 5 s of stdin closing; killing it",
+            self.pid
+        );
         self.kill();
     }
 }

@@ -85,7 +85,7 @@ pub fn summarize(outcomes: &[Outcome]) -> Option<Summary> {
     }
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
-    let median = if values.len() % 2 == 0 {
+    let median = if values.len().is_multiple_of(2) {
         (values[middle - 1] + values[middle]) / 2.0
     } else {
         values[middle]
@@ -165,12 +165,7 @@ pub fn table(figures: &[Figure], with_reference: bool) -> String {
     for figure in figures {
         let ours = cell(figure.unit, &figure.pi_rs, &mut notes, "pi-rs");
         let theirs = if with_reference {
-            cell(
-                figure.unit,
-                &figure.reference,
-                &mut notes,
-                "reference",
-            )
+            cell(figure.unit, &figure.reference, &mut notes, "reference")
         } else {
             "-".into()
         };

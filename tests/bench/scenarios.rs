@@ -80,6 +80,8 @@ const fn spec(key: &'static str, title: &'static str, unit: Unit) -> Spec {
     Spec { key, title, unit }
 }
 
+const MIB: f64 = 1024.0 * 1024.0;
+
 fn mb(kb: Option<u64>) -> Outcome {
     match kb {
         Some(kb) => Outcome::Value(kb as f64 / 1024.0),
@@ -112,7 +114,11 @@ fn alternate(
             if given_up[index] || round >= limit {
                 continue;
             }
-            eprintln!("bench: {scenario} run {}/{limit} {}", round + 1, binary.name);
+            eprintln!(
+                "bench: {scenario} run {}/{limit} {}",
+                round + 1,
+                binary.name
+            );
             let started = Instant::now();
             let outcomes = match run(binary) {
                 Ok(outcomes) => outcomes,
@@ -226,34 +232,65 @@ fn run_prompt(
 // 1 + 2a: startup, idle RSS, exit
 
 const STARTUP: [Spec; 3] = [
-    spec("startup.first_get_state_ms", "spawn → first get_state response", Unit::Millis),
-    spec("startup.idle_rss_mb", "RSS idle after startup", Unit::Megabytes),
-    spec("startup.exit_ms", "stdin closed → process exit", Unit::Millis),
+    spec(
+        "startup.first_get_state_ms",
+        "spawn → first get_state response",
+        Unit::Millis,
+    ),
+    spec(
+        "startup.idle_rss_mb",
+        "RSS idle after startup",
+        Unit::Megabytes,
+    ),
+    spec(
+        "startup.exit_ms",
+        "stdin closed → process exit",
+        Unit::Millis,
+    ),
 ];
 
 /// How long an idle process is left alone before its RSS is read.
 const IDLE_SETTLE: Duration = Duration::from_millis(500);
 
 pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
-    alternate("startup", binaries, config.runs, config, &STARTUP, |binary| {
-        let fake = Fake::start(Vec::new());
-        let mut agent = spawn(binary, &fake, config)?;
-        agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
-        let first_state = agent.spawned_at.elapsed();
-        std::thread::sleep(IDLE_SETTLE);
-        let idle = agent.rss_kb();
-        let exit = agent.close_and_time_exit(Instant::now() + config.short_wait)?;
-        fake.check(0)?;
-        Ok(vec![millis(first_state), mb(idle), millis(exit)])
-    })
+    alternate(
+        "startup",
+        binaries,
+        config.runs,
+        config,
+        &STARTUP,
+        |binary| {
+            let fake = Fake::start(Vec::new());
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let first_state = agent.spawned_at.elapsed();
+            std::thread::sleep(IDLE_SETTLE);
+            let idle = agent.rss_kb();
+            let exit = agent.close_and_time_exit(Instant::now() + config.short_wait)?;
+            fake.check(0)?;
+            Ok(vec![millis(first_state), mb(idle), millis(exit)])
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // 2b: a turn with two tool calls
 
 const TURN: [Spec; 2] = [
-    spec("turn.peak_rss_mb", "peak RSS, turn with 2 tool calls", Unit::Megabytes),
-    spec("turn.wall_ms", "turn with 2 tool calls, prompt → agent_end", Unit::Millis),
+    spec(
+        "turn.peak_rss_mb",
+        "peak RSS, turn with 2 tool calls",
+        Unit::Megabytes,
+    ),
+    spec(
+        "turn.wall_ms",
+        "turn with 2 tool calls, prompt → agent_end",
+        Unit::Millis,
+    ),
 ];
 
 pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
@@ -274,7 +311,11 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
             rss_cap_kb: config.rss_cap_kb,
         })?;
-        agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
+        agent.request(
+            "bench-state",
+            "get_state",
+            Instant::now() + config.short_wait,
+        )?;
         let started = Instant::now();
         run_prompt(
             &mut agent,
@@ -294,10 +335,22 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
 // 3: streaming cost
 
 const STREAM: [Spec; 4] = [
-    spec("stream.cpu_per_delta_us", "stream: agent CPU per text delta", Unit::Micros),
+    spec(
+        "stream.cpu_per_delta_us",
+        "stream: agent CPU per text delta",
+        Unit::Micros,
+    ),
     spec("stream.wall_ms", "stream: prompt → agent_end", Unit::Millis),
-    spec("stream.stdout_mb", "stream: stdout during the turn", Unit::Megabytes),
-    spec("stream.stdout_ratio", "stream: stdout / reply text size", Unit::Ratio),
+    spec(
+        "stream.stdout_mb",
+        "stream: stdout during the turn",
+        Unit::Megabytes,
+    ),
+    spec(
+        "stream.stdout_ratio",
+        "stream: stdout / reply text size",
+        Unit::Ratio,
+    ),
 ];
 
 /// 64-bit FNV-1a, fed piece by piece: equal over the same bytes in the same order.
@@ -334,12 +387,13 @@ impl DeltaTally {
     }
 
     fn observe(&mut self, record: &Record) {
-        if record.kind == "message_update" && record.event_kind.as_deref() == Some("text_delta") {
-            if let Some(delta) = &record.delta {
-                self.count += 1;
-                self.bytes += delta.len() as u64;
-                self.checksum.feed(delta.as_bytes());
-            }
+        if record.kind != "message_update" || record.event_kind.as_deref() != Some("text_delta") {
+            return;
+        }
+        if let Some(delta) = &record.delta {
+            self.count += 1;
+            self.bytes += delta.len() as u64;
+            self.checksum.feed(delta.as_bytes());
         }
     }
 
@@ -359,67 +413,97 @@ impl DeltaTally {
             self.count,
             self.bytes,
             parts.len(),
-            if self.bytes == bytes { " (same size, different checksum)" } else { "" }
+            if self.bytes == bytes {
+                " (same size, different checksum)"
+            } else {
+                ""
+            }
         ))
     }
 }
 
 pub fn stream(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
     // Short varied pieces ("017 ", "018 ", ...), like tokens.
-    let parts: Vec<String> = (0..config.deltas).map(|i| format!("{:03} ", i % 1000)).collect();
+    let parts: Vec<String> = (0..config.deltas)
+        .map(|i| format!("{:03} ", i % 1000))
+        .collect();
     let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
     let body = AnthropicStream::new().text(&refs).finish("end_turn");
     let reply_size: u64 = parts.iter().map(|p| p.len() as u64).sum();
-    alternate("stream", binaries, config.heavy_runs, config, &STREAM, |binary| {
-        let fake = Fake::start(vec![Reply::sse(body.clone())]);
-        let mut agent = spawn(binary, &fake, config)?;
-        agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
-        let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
-        let started = Instant::now();
-        let mut tally = DeltaTally::new();
-        let mut turn_bytes = 0u64;
-        let outcome = run_prompt(
-            &mut agent,
-            "Count.",
-            started + config.long_wait,
-            config.stdout_cap,
-            |record, line_len| {
-                turn_bytes += line_len as u64 + 1;
-                tally.observe(record);
-            },
-        );
-        if let Err(reason) = outcome {
-            let reason = format!(
-                "{reason} (after {:.1} s, {} of {} deltas, {} MB of stdout)",
-                started.elapsed().as_secs_f64(),
-                tally.count,
-                parts.len(),
-                agent.stdout_bytes / (1024 * 1024)
+    alternate(
+        "stream",
+        binaries,
+        config.heavy_runs,
+        config,
+        &STREAM,
+        |binary| {
+            let fake = Fake::start(vec![Reply::sse(body.clone())]);
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+            let started = Instant::now();
+            let mut tally = DeltaTally::new();
+            let mut turn_bytes = 0u64;
+            let outcome = run_prompt(
+                &mut agent,
+                "Count.",
+                started + config.long_wait,
+                config.stdout_cap,
+                |record, line_len| {
+                    turn_bytes += line_len as u64 + 1;
+                    tally.observe(record);
+                },
             );
-            agent.kill();
-            return Err(reason);
-        }
-        let wall = started.elapsed();
-        let cpu_after = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
-        fake.check(1)?;
-        tally.verify(&parts)?;
-        let cpu_per_delta = cpu_after.saturating_sub(cpu_before).as_secs_f64() * 1e6 / parts.len() as f64;
-        Ok(vec![
-            Outcome::Value(cpu_per_delta),
-            millis(wall),
-            Outcome::Value(turn_bytes as f64 / (1024.0 * 1024.0)),
-            Outcome::Value(turn_bytes as f64 / reply_size as f64),
-        ])
-    })
+            if let Err(reason) = outcome {
+                let reason = format!(
+                    "{reason} (after {:.1} s, {} of {} deltas, {:.1} MB of stdout)",
+                    started.elapsed().as_secs_f64(),
+                    tally.count,
+                    parts.len(),
+                    agent.stdout_bytes as f64 / MIB
+                );
+                agent.kill();
+                return Err(reason);
+            }
+            let wall = started.elapsed();
+            let cpu_after = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+            fake.check(1)?;
+            tally.verify(&parts)?;
+            let cpu_per_delta =
+                cpu_after.saturating_sub(cpu_before).as_secs_f64() * 1e6 / parts.len() as f64;
+            Ok(vec![
+                Outcome::Value(cpu_per_delta),
+                millis(wall),
+                Outcome::Value(turn_bytes as f64 / MIB),
+                Outcome::Value(turn_bytes as f64 / reply_size as f64),
+            ])
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // 4: a client that stops reading
 
 const STALL: [Spec; 3] = [
-    spec("stall.peak_rss_mb", "stalled client: agent peak RSS", Unit::Megabytes),
-    spec("stall.intact", "stalled client: every delta, in order", Unit::Check),
-    spec("stall.wall_ms", "stalled client: prompt → agent_end", Unit::Millis),
+    spec(
+        "stall.peak_rss_mb",
+        "stalled client: agent peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "stall.intact",
+        "stalled client: every delta, in order",
+        Unit::Check,
+    ),
+    spec(
+        "stall.wall_ms",
+        "stalled client: prompt → agent_end",
+        Unit::Millis,
+    ),
 ];
 
 /// Bytes of text per delta in the stall reply.
@@ -439,66 +523,89 @@ pub fn stall(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
     let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
     let body = AnthropicStream::new().text(&refs).finish("end_turn");
     drop(refs);
-    alternate("stall", binaries, config.heavy_runs, config, &STALL, |binary| {
-        let fake = Fake::start(vec![Reply::sse(body.clone())]);
-        let mut agent = spawn(binary, &fake, config)?;
-        agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
-        let started = Instant::now();
-        let deadline = started + config.long_wait + config.stall;
-        let mut tally = DeltaTally::new();
-        let mut watch = PromptWatch::send(&mut agent, "bench-prompt", "Stream a lot.")?;
-        // Read up to the first delta, then stop reading while the reply keeps coming.
-        let mut stalled = false;
-        let mut outcome = agent.pump(deadline, config.stdout_cap, |record, _| {
-            tally.observe(record);
-            if watch.observe(record) || tally.count > 0 {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            }
-        });
-        if outcome.is_ok() && !watch.ended && watch.failure.is_none() {
-            stalled = true;
-            outcome = agent.pause_reading(config.stall);
-        }
-        if outcome.is_ok() && stalled {
-            outcome = agent.pump(deadline, config.stdout_cap, |record, _| {
+    alternate(
+        "stall",
+        binaries,
+        config.heavy_runs,
+        config,
+        &STALL,
+        |binary| {
+            let fake = Fake::start(vec![Reply::sse(body.clone())]);
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let started = Instant::now();
+            let deadline = started + config.long_wait + config.stall;
+            let mut tally = DeltaTally::new();
+            let mut watch = PromptWatch::send(&mut agent, "bench-prompt", "Stream a lot.")?;
+            // Read up to the first delta, then stop reading while the reply keeps coming.
+            let mut stalled = false;
+            let mut outcome = agent.pump(deadline, config.stdout_cap, |record, _| {
                 tally.observe(record);
-                if watch.observe(record) { Flow::Stop } else { Flow::Continue }
+                if watch.observe(record) || tally.count > 0 {
+                    Flow::Stop
+                } else {
+                    Flow::Continue
+                }
             });
-        }
-        let peak = agent.peak_rss_kb();
-        if let Err(reason) = outcome.and_then(|()| watch.result()) {
-            let reason = format!(
-                "{reason} (after {:.1} s: {} of {} MB of text arrived, {} MB of stdout, peak RSS {} MB)",
-                started.elapsed().as_secs_f64(),
-                tally.bytes / (1024 * 1024),
-                config.stall_bytes / (1024 * 1024),
-                agent.stdout_bytes / (1024 * 1024),
-                peak.map_or("?".to_string(), |kb| (kb / 1024).to_string())
-            );
-            agent.kill();
-            return Err(reason);
-        }
-        let wall = started.elapsed();
-        fake.check(1)?;
-        if !stalled {
-            return Err("the turn ended before any text delta; nothing was stalled".into());
-        }
-        let intact = match tally.verify(&parts) {
-            Ok(()) => Outcome::Value(1.0),
-            Err(reason) => Outcome::NotAvailable(reason),
-        };
-        Ok(vec![mb(peak), intact, millis(wall)])
-    })
+            if outcome.is_ok() && !watch.ended && watch.failure.is_none() {
+                stalled = true;
+                outcome = agent.pause_reading(config.stall);
+            }
+            if outcome.is_ok() && stalled {
+                outcome = agent.pump(deadline, config.stdout_cap, |record, _| {
+                    tally.observe(record);
+                    if watch.observe(record) {
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
+                    }
+                });
+            }
+            let peak = agent.peak_rss_kb();
+            if let Err(reason) = outcome.and_then(|()| watch.result()) {
+                let reason = format!(
+                    "{reason} (after {:.1} s: {:.1} of {:.0} MB of text arrived, {:.1} MB of stdout, peak RSS {} MB)",
+                    started.elapsed().as_secs_f64(),
+                    tally.bytes as f64 / MIB,
+                    config.stall_bytes as f64 / MIB,
+                    agent.stdout_bytes as f64 / MIB,
+                    peak.map_or("?".to_string(), |kb| (kb / 1024).to_string())
+                );
+                agent.kill();
+                return Err(reason);
+            }
+            let wall = started.elapsed();
+            fake.check(1)?;
+            if !stalled {
+                return Err("the turn ended before any text delta; nothing was stalled".into());
+            }
+            let intact = match tally.verify(&parts) {
+                Ok(()) => Outcome::Value(1.0),
+                Err(reason) => Outcome::NotAvailable(reason),
+            };
+            Ok(vec![mb(peak), intact, millis(wall)])
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // 5: huge bash output
 
 const BASH: [Spec; 2] = [
-    spec("bash.peak_rss_mb", "bash tool, huge output: peak RSS", Unit::Megabytes),
-    spec("bash.wall_ms", "bash tool, huge output: prompt → agent_end", Unit::Millis),
+    spec(
+        "bash.peak_rss_mb",
+        "bash tool, huge output: peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "bash.wall_ms",
+        "bash tool, huge output: prompt → agent_end",
+        Unit::Millis,
+    ),
 ];
 
 pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
@@ -506,35 +613,58 @@ pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         "head -c {} /dev/zero | tr '\\0' 'x' | fold -w 100",
         config.bash_bytes
     );
-    alternate("bash", binaries, config.heavy_runs, config, &BASH, |binary| {
-        let fake = Fake::start(vec![
-            Reply::sse(anthropic_bash("toolu_bench_bash", &command)),
-            Reply::sse(anthropic_text(&["Lots of x."])),
-        ]);
-        let mut agent = spawn(binary, &fake, config)?;
-        agent.request("bench-state", "get_state", Instant::now() + config.short_wait)?;
-        let started = Instant::now();
-        run_prompt(
-            &mut agent,
-            "Print many x.",
-            started + config.long_wait,
-            config.stdout_cap,
-            |_, _| {},
-        )?;
-        let wall = started.elapsed();
-        let peak = agent.peak_rss_kb();
-        fake.check(2)?;
-        Ok(vec![mb(peak), millis(wall)])
-    })
+    alternate(
+        "bash",
+        binaries,
+        config.heavy_runs,
+        config,
+        &BASH,
+        |binary| {
+            let fake = Fake::start(vec![
+                Reply::sse(anthropic_bash("toolu_bench_bash", &command)),
+                Reply::sse(anthropic_text(&["Lots of x."])),
+            ]);
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let started = Instant::now();
+            run_prompt(
+                &mut agent,
+                "Print many x.",
+                started + config.long_wait,
+                config.stdout_cap,
+                |_, _| {},
+            )?;
+            let wall = started.elapsed();
+            let peak = agent.peak_rss_kb();
+            fake.check(2)?;
+            Ok(vec![mb(peak), millis(wall)])
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // 6: a long session and get_tree
 
 const TREE: [Spec; 3] = [
-    spec("tree.first_get_state_ms", "long session: spawn → get_state", Unit::Millis),
-    spec("tree.get_tree_ms", "long session: get_tree response", Unit::Millis),
-    spec("tree.peak_rss_mb", "long session: peak RSS", Unit::Megabytes),
+    spec(
+        "tree.first_get_state_ms",
+        "long session: spawn → get_state",
+        Unit::Millis,
+    ),
+    spec(
+        "tree.get_tree_ms",
+        "long session: get_tree response",
+        Unit::Millis,
+    ),
+    spec(
+        "tree.peak_rss_mb",
+        "long session: peak RSS",
+        Unit::Megabytes,
+    ),
 ];
 
 /// A session file (format v3) with one linear branch of alternating user/assistant messages.
@@ -558,7 +688,11 @@ fn session_file(entries: usize) -> String {
             ms % 1000
         );
         let id = format!("{:08x}", index + 1);
-        let parent = if index == 0 { json!(null) } else { json!(format!("{index:08x}")) };
+        let parent = if index == 0 {
+            json!(null)
+        } else {
+            json!(format!("{index:08x}"))
+        };
         let message = if index % 2 == 0 {
             json!({"role":"user","content":[{"type":"text","text":format!("Question number {index}?")}],
                    "timestamp": base_ms + ms})
@@ -580,30 +714,41 @@ fn session_file(entries: usize) -> String {
 
 pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
     let contents = session_file(config.tree_entries);
-    alternate("tree", binaries, config.heavy_runs, config, &TREE, |binary| {
-        let fake = Fake::start(Vec::new());
-        let mut agent = Agent::spawn(&SpawnOptions {
-            binary: &binary.path,
-            base_url: &fake.base_url(),
-            extra_args: Vec::new(),
-            session_file: Some(contents.clone()),
-            files: Vec::new(),
-            rss_cap_kb: config.rss_cap_kb,
-        })?;
-        agent.request("bench-state", "get_state", Instant::now() + config.long_wait)?;
-        let first_state = agent.spawned_at.elapsed();
-        let asked = Instant::now();
-        let tree = match agent.request("bench-tree", "get_tree", asked + config.long_wait) {
-            Ok(()) => millis(asked.elapsed()),
-            Err(reason) => {
-                eprintln!("bench:   get_tree: {reason}");
-                Outcome::NotAvailable(format!("get_tree: {reason}"))
-            }
-        };
-        let peak = agent.peak_rss_kb();
-        fake.check(0)?;
-        Ok(vec![millis(first_state), tree, mb(peak)])
-    })
+    alternate(
+        "tree",
+        binaries,
+        config.heavy_runs,
+        config,
+        &TREE,
+        |binary| {
+            let fake = Fake::start(Vec::new());
+            let mut agent = Agent::spawn(&SpawnOptions {
+                binary: &binary.path,
+                base_url: &fake.base_url(),
+                extra_args: Vec::new(),
+                session_file: Some(contents.clone()),
+                files: Vec::new(),
+                rss_cap_kb: config.rss_cap_kb,
+            })?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.long_wait,
+            )?;
+            let first_state = agent.spawned_at.elapsed();
+            let asked = Instant::now();
+            let tree = match agent.request("bench-tree", "get_tree", asked + config.long_wait) {
+                Ok(()) => millis(asked.elapsed()),
+                Err(reason) => {
+                    eprintln!("bench:   get_tree: {reason}");
+                    Outcome::NotAvailable(format!("get_tree: {reason}"))
+                }
+            };
+            let peak = agent.peak_rss_kb();
+            fake.check(0)?;
+            Ok(vec![millis(first_state), tree, mb(peak)])
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -616,19 +761,27 @@ fn tree_size(dir: &Path) -> (u64, u64) {
     let mut packages = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&current) else { continue };
+        let Ok(entries) = std::fs::read_dir(&current) else {
+            continue;
+        };
         for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             let path = entry.path();
             if kind.is_dir() {
-                let parent = path.parent().and_then(Path::file_name).and_then(|n| n.to_str());
+                let parent = path
+                    .parent()
+                    .and_then(Path::file_name)
+                    .and_then(|n| n.to_str());
                 let grandparent = path
                     .parent()
                     .and_then(Path::parent)
                     .and_then(Path::file_name)
                     .and_then(|n| n.to_str());
                 let in_modules = parent == Some("node_modules")
-                    || (parent.is_some_and(|p| p.starts_with('@')) && grandparent == Some("node_modules"));
+                    || (parent.is_some_and(|p| p.starts_with('@'))
+                        && grandparent == Some("node_modules"));
                 if in_modules && path.join("package.json").is_file() {
                     packages += 1;
                 }
@@ -678,14 +831,22 @@ fn crate_count() -> Result<u64, String> {
 }
 
 const SIZE: [Spec; 2] = [
-    spec("size.install_mb", "installed size (pi-rs: stripped binary)", Unit::Megabytes),
-    spec("size.dependencies", "dependencies (crates / npm packages)", Unit::Count),
+    spec(
+        "size.install_mb",
+        "installed size (pi-rs: stripped binary)",
+        Unit::Megabytes,
+    ),
+    spec(
+        "size.dependencies",
+        "dependencies (crates / npm packages)",
+        Unit::Count,
+    ),
 ];
 
 pub fn size(pi_rs: &Binary, reference: Option<&Binary>) -> Vec<Figure> {
     eprintln!("bench: size");
     let binary_mb = match std::fs::metadata(&pi_rs.path) {
-        Ok(meta) => Outcome::Value(meta.len() as f64 / (1024.0 * 1024.0)),
+        Ok(meta) => Outcome::Value(meta.len() as f64 / MIB),
         Err(err) => Outcome::NotAvailable(format!("{}: {err}", pi_rs.path.display())),
     };
     let crates = match crate_count() {
@@ -707,7 +868,7 @@ pub fn size(pi_rs: &Binary, reference: Option<&Binary>) -> Vec<Figure> {
                 Some(root) => {
                     let (bytes, packages) = tree_size(&root);
                     (
-                        vec![Outcome::Value(bytes as f64 / (1024.0 * 1024.0))],
+                        vec![Outcome::Value(bytes as f64 / MIB)],
                         vec![Outcome::Value(packages as f64)],
                     )
                 }
