@@ -454,6 +454,11 @@ impl Agent {
 
     /// Closes stdin and waits for the exit; returns the time from close to exit.
     pub fn close_and_time_exit(&mut self, deadline: Instant) -> Result<Duration, String> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Err(format!(
+                "the process had already ended ({status}) before stdin closed"
+            ));
+        }
         drop(self.stdin.take());
         let closed_at = Instant::now();
         loop {
