@@ -240,6 +240,12 @@ impl FakeProvider {
         self.shared.lock().stalls_closed_by_client
     }
 
+    /// Takes the problems recorded so far (so `Drop` will not panic over them): for callers,
+    /// like the bench, that report problems instead of failing a test.
+    pub fn take_failures(&self) -> Vec<String> {
+        std::mem::take(&mut self.shared.lock().failures)
+    }
+
     /// Replies not yet used.
     pub fn remaining_replies(&self) -> usize {
         self.shared.lock().script.len()

@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, fixture};
 
 /// Environment variables passed through to the child; everything else is dropped.
-const ENV_ALLOWLIST: &[&str] = &[
+pub const ENV_ALLOWLIST: &[&str] = &[
     "PATH",
     "LANG",
     "LC_ALL",

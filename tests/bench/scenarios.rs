@@ -1,0 +1,901 @@
+//! The measured scenarios. Each one scripts a fresh fake provider and a fresh process per run,
+//! and returns its figures with one outcome per run and binary.
+//!
+//! `alternate` interleaves the binaries run by run (A B A B ...). A run that fails returns
+//! `Err(reason)`: every figure of that run becomes n/a with the reason, and that binary is not run
+//! again in this scenario (failures here are deterministic, and the reference is slow to start).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::agent::{Agent, Flow, Record, SpawnOptions};
+use crate::fake_provider::{FakeProvider, Reply};
+use crate::report::{Figure, Outcome, Unit};
+use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text};
+
+pub struct Binary {
+    pub name: &'static str,
+    pub path: PathBuf,
+    pub is_reference: bool,
+}
+
+pub struct Config {
+    pub runs: usize,
+    pub heavy_runs: usize,
+    pub reference_runs: usize,
+    pub deltas: usize,
+    pub stall_bytes: u64,
+    pub stall: Duration,
+    pub bash_bytes: u64,
+    pub tree_entries: usize,
+    pub stdout_cap: u64,
+    pub rss_cap_kb: u64,
+    pub long_wait: Duration,
+    pub short_wait: Duration,
+}
+
+/// A fake provider whose recorded problems are collected instead of panicking on drop.
+struct Fake(FakeProvider);
+
+impl Fake {
+    fn start(script: Vec<Reply>) -> Fake {
+        Fake(FakeProvider::start(script))
+    }
+
+    fn base_url(&self) -> String {
+        self.0.base_url()
+    }
+
+    /// `Err` when the fake saw problems or a different number of requests than scripted.
+    fn check(&self, expected_requests: usize) -> Result<(), String> {
+        let failures = self.0.take_failures();
+        if !failures.is_empty() {
+            return Err(format!("fake provider: {}", failures.join("; ")));
+        }
+        let seen = self.0.requests().len();
+        if seen != expected_requests {
+            return Err(format!(
+                "the fake provider got {seen} request(s), {expected_requests} scripted"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = self.0.take_failures();
+    }
+}
+
+struct Spec {
+    key: &'static str,
+    title: &'static str,
+    unit: Unit,
+}
+
+const fn spec(key: &'static str, title: &'static str, unit: Unit) -> Spec {
+    Spec { key, title, unit }
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn mb(kb: Option<u64>) -> Outcome {
+    match kb {
+        Some(kb) => Outcome::Value(kb as f64 / 1024.0),
+        None => Outcome::NotAvailable("cannot read /proc/<pid>/status".into()),
+    }
+}
+
+fn millis(duration: Duration) -> Outcome {
+    Outcome::Value(duration.as_secs_f64() * 1000.0)
+}
+
+/// Runs `run` alternately for each binary and gathers one outcome per figure per run.
+fn alternate(
+    scenario: &str,
+    binaries: &[&Binary],
+    runs: usize,
+    config: &Config,
+    specs: &[Spec],
+    mut run: impl FnMut(&Binary) -> Result<Vec<Outcome>, String>,
+) -> Vec<Figure> {
+    let mut results: Vec<Vec<Vec<Outcome>>> = vec![vec![Vec::new(); specs.len()]; binaries.len()];
+    let mut given_up = vec![false; binaries.len()];
+    for round in 0..runs {
+        for (index, binary) in binaries.iter().enumerate() {
+            let limit = if binary.is_reference {
+                runs.min(config.reference_runs)
+            } else {
+                runs
+            };
+            if given_up[index] || round >= limit {
+                continue;
+            }
+            eprintln!(
+                "bench: {scenario} run {}/{limit} {}",
+                round + 1,
+                binary.name
+            );
+            let started = Instant::now();
+            let outcomes = match run(binary) {
+                Ok(outcomes) => outcomes,
+                Err(reason) => {
+                    eprintln!("bench:   n/a: {reason}");
+                    given_up[index] = true;
+                    specs
+                        .iter()
+                        .map(|_| Outcome::NotAvailable(reason.clone()))
+                        .collect()
+                }
+            };
+            eprintln!("bench:   took {:.1} s", started.elapsed().as_secs_f64());
+            for (slot, outcome) in results[index].iter_mut().zip(outcomes) {
+                slot.push(outcome);
+            }
+        }
+    }
+    let mut per_binary = results.into_iter();
+    let pi_rs = per_binary.next().unwrap_or_default();
+    let reference = per_binary.next();
+    specs
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| Figure {
+            key: spec.key,
+            title: spec.title,
+            unit: spec.unit,
+            pi_rs: pi_rs[index].clone(),
+            reference: reference
+                .as_ref()
+                .map(|r| r[index].clone())
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String> {
+    Agent::spawn(&SpawnOptions {
+        binary: &binary.path,
+        base_url: &fake.base_url(),
+        extra_args: Vec::new(),
+        session_file: None,
+        files: Vec::new(),
+        rss_cap_kb: config.rss_cap_kb,
+    })
+}
+
+/// Tracks one prompt: fails on a `success:false` prompt response, ends at `agent_end`.
+struct PromptWatch {
+    id: &'static str,
+    failure: Option<String>,
+    ended: bool,
+}
+
+impl PromptWatch {
+    fn send(agent: &mut Agent, id: &'static str, message: &str) -> Result<PromptWatch, String> {
+        agent.send(&json!({"id": id, "type": "prompt", "message": message}))?;
+        Ok(PromptWatch {
+            id,
+            failure: None,
+            ended: false,
+        })
+    }
+
+    /// Looks at one record; true when the visitor should stop (turn over or prompt refused).
+    fn observe(&mut self, record: &Record) -> bool {
+        if record.is_response_to(self.id) && record.success != Some(true) {
+            self.failure = Some(format!(
+                "prompt refused: {}",
+                record.error.as_deref().unwrap_or("(no error text)")
+            ));
+            return true;
+        }
+        if record.kind == "agent_end" {
+            self.ended = true;
+            return true;
+        }
+        false
+    }
+
+    fn result(&self) -> Result<(), String> {
+        match &self.failure {
+            Some(reason) => Err(reason.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs a prompt to `agent_end`, handing every record to `visit` as well.
+fn run_prompt(
+    agent: &mut Agent,
+    message: &str,
+    deadline: Instant,
+    byte_cap: u64,
+    mut visit: impl FnMut(&Record, usize),
+) -> Result<(), String> {
+    let mut watch = PromptWatch::send(agent, "bench-prompt", message)?;
+    agent.pump(deadline, byte_cap, |record, line_len| {
+        visit(record, line_len);
+        if watch.observe(record) {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    })?;
+    watch.result()
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1 + 2a: startup, idle RSS, exit
+
+const STARTUP: [Spec; 3] = [
+    spec(
+        "startup.first_get_state_ms",
+        "spawn → first get_state response",
+        Unit::Millis,
+    ),
+    spec(
+        "startup.idle_rss_mb",
+        "RSS idle after startup",
+        Unit::Megabytes,
+    ),
+    spec(
+        "startup.exit_ms",
+        "stdin closed → process exit",
+        Unit::Millis,
+    ),
+];
+
+/// How long an idle process is left alone before its RSS is read.
+const IDLE_SETTLE: Duration = Duration::from_millis(500);
+
+pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    alternate(
+        "startup",
+        binaries,
+        config.runs,
+        config,
+        &STARTUP,
+        |binary| {
+            let fake = Fake::start(Vec::new());
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let first_state = agent.spawned_at.elapsed();
+            std::thread::sleep(IDLE_SETTLE);
+            let idle = agent.rss_kb();
+            let exit = agent.close_and_time_exit(Instant::now() + config.short_wait)?;
+            fake.check(0)?;
+            Ok(vec![millis(first_state), mb(idle), millis(exit)])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2b: a turn with two tool calls
+
+const TURN: [Spec; 2] = [
+    spec(
+        "turn.peak_rss_mb",
+        "peak RSS, turn with 2 tool calls",
+        Unit::Megabytes,
+    ),
+    spec(
+        "turn.wall_ms",
+        "turn with 2 tool calls, prompt → agent_end",
+        Unit::Millis,
+    ),
+];
+
+pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    alternate("turn", binaries, config.runs, config, &TURN, |binary| {
+        let calls = AnthropicStream::new()
+            .tool_use("toolu_bench_read", "read", &[r#"{"path":"notes.txt"}"#])
+            .tool_use("toolu_bench_bash", "bash", &[r#"{"command":"echo bench"}"#])
+            .finish("tool_use");
+        let fake = Fake::start(vec![
+            Reply::sse(calls),
+            Reply::sse(anthropic_text(&["Both ", "tools ", "ran."])),
+        ]);
+        let mut agent = Agent::spawn(&SpawnOptions {
+            binary: &binary.path,
+            base_url: &fake.base_url(),
+            extra_args: Vec::new(),
+            session_file: None,
+            files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
+            rss_cap_kb: config.rss_cap_kb,
+        })?;
+        agent.request(
+            "bench-state",
+            "get_state",
+            Instant::now() + config.short_wait,
+        )?;
+        let started = Instant::now();
+        run_prompt(
+            &mut agent,
+            "Read notes.txt and run echo.",
+            started + config.short_wait,
+            config.stdout_cap,
+            |_, _| {},
+        )?;
+        let wall = started.elapsed();
+        let peak = agent.peak_rss_kb();
+        fake.check(2)?;
+        Ok(vec![mb(peak), millis(wall)])
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3: streaming cost
+
+const STREAM: [Spec; 4] = [
+    spec(
+        "stream.cpu_per_delta_us",
+        "stream: agent CPU per text delta",
+        Unit::Micros,
+    ),
+    spec("stream.wall_ms", "stream: prompt → agent_end", Unit::Millis),
+    spec(
+        "stream.stdout_mb",
+        "stream: stdout during the turn",
+        Unit::Megabytes,
+    ),
+    spec(
+        "stream.stdout_ratio",
+        "stream: stdout / reply text size",
+        Unit::Ratio,
+    ),
+];
+
+/// 64-bit FNV-1a, fed piece by piece: equal over the same bytes in the same order.
+#[derive(Clone, Copy, PartialEq)]
+struct Checksum(u64);
+
+impl Checksum {
+    fn new() -> Checksum {
+        Checksum(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// What arrived as `text_delta`s.
+struct DeltaTally {
+    count: usize,
+    bytes: u64,
+    checksum: Checksum,
+}
+
+impl DeltaTally {
+    fn new() -> DeltaTally {
+        DeltaTally {
+            count: 0,
+            bytes: 0,
+            checksum: Checksum::new(),
+        }
+    }
+
+    fn observe(&mut self, record: &Record) {
+        if record.kind != "message_update" || record.event_kind.as_deref() != Some("text_delta") {
+            return;
+        }
+        if let Some(delta) = &record.delta {
+            self.count += 1;
+            self.bytes += delta.len() as u64;
+            self.checksum.feed(delta.as_bytes());
+        }
+    }
+
+    /// `Err` unless exactly the expected text arrived, in order.
+    fn verify(&self, parts: &[String]) -> Result<(), String> {
+        let mut expected = Checksum::new();
+        let mut bytes = 0u64;
+        for part in parts {
+            expected.feed(part.as_bytes());
+            bytes += part.len() as u64;
+        }
+        if self.checksum == expected && self.bytes == bytes {
+            return Ok(());
+        }
+        Err(format!(
+            "text deltas differ from the reply: {} deltas / {} bytes arrived, {} / {bytes} sent{}",
+            self.count,
+            self.bytes,
+            parts.len(),
+            if self.bytes == bytes {
+                " (same size, different checksum)"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
+pub fn stream(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    // Short varied pieces ("017 ", "018 ", ...), like tokens.
+    let parts: Vec<String> = (0..config.deltas)
+        .map(|i| format!("{:03} ", i % 1000))
+        .collect();
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let body = AnthropicStream::new().text(&refs).finish("end_turn");
+    let reply_size: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    alternate(
+        "stream",
+        binaries,
+        config.heavy_runs,
+        config,
+        &STREAM,
+        |binary| {
+            let fake = Fake::start(vec![Reply::sse(body.clone())]);
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+            let started = Instant::now();
+            let mut tally = DeltaTally::new();
+            let mut turn_bytes = 0u64;
+            let outcome = run_prompt(
+                &mut agent,
+                "Count.",
+                started + config.long_wait,
+                config.stdout_cap,
+                |record, line_len| {
+                    turn_bytes += line_len as u64 + 1;
+                    tally.observe(record);
+                },
+            );
+            if let Err(reason) = outcome {
+                let reason = format!(
+                    "{reason} (after {:.1} s, {} of {} deltas, {:.1} MB of stdout)",
+                    started.elapsed().as_secs_f64(),
+                    tally.count,
+                    parts.len(),
+                    agent.stdout_bytes as f64 / MIB
+                );
+                agent.kill();
+                return Err(reason);
+            }
+            let wall = started.elapsed();
+            let cpu_after = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+            fake.check(1)?;
+            tally.verify(&parts)?;
+            let cpu_per_delta =
+                cpu_after.saturating_sub(cpu_before).as_secs_f64() * 1e6 / parts.len() as f64;
+            Ok(vec![
+                Outcome::Value(cpu_per_delta),
+                millis(wall),
+                Outcome::Value(turn_bytes as f64 / MIB),
+                Outcome::Value(turn_bytes as f64 / reply_size as f64),
+            ])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4: a client that stops reading
+
+const STALL: [Spec; 3] = [
+    spec(
+        "stall.peak_rss_mb",
+        "stalled client: agent peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "stall.intact",
+        "stalled client: every delta, in order",
+        Unit::Check,
+    ),
+    spec(
+        "stall.wall_ms",
+        "stalled client: prompt → agent_end",
+        Unit::Millis,
+    ),
+];
+
+/// Bytes of text per delta in the stall reply.
+const STALL_DELTA_BYTES: usize = 1000;
+
+pub fn stall(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let count = (config.stall_bytes as usize).div_ceil(STALL_DELTA_BYTES);
+    // Each piece starts with its index, so a lost or swapped delta changes the checksum.
+    let parts: Vec<String> = (0..count)
+        .map(|i| {
+            let mut piece = format!("{i:09}:");
+            let filler = (b'a' + (i % 26) as u8) as char;
+            piece.extend(std::iter::repeat_n(filler, STALL_DELTA_BYTES - piece.len()));
+            piece
+        })
+        .collect();
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let body = AnthropicStream::new().text(&refs).finish("end_turn");
+    drop(refs);
+    alternate(
+        "stall",
+        binaries,
+        config.heavy_runs,
+        config,
+        &STALL,
+        |binary| {
+            let fake = Fake::start(vec![Reply::sse(body.clone())]);
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let started = Instant::now();
+            let deadline = started + config.long_wait + config.stall;
+            let mut tally = DeltaTally::new();
+            let mut watch = PromptWatch::send(&mut agent, "bench-prompt", "Stream a lot.")?;
+            // Read up to the first delta, then stop reading while the reply keeps coming.
+            let mut stalled = false;
+            let mut outcome = agent.pump(deadline, config.stdout_cap, |record, _| {
+                tally.observe(record);
+                if watch.observe(record) || tally.count > 0 {
+                    Flow::Stop
+                } else {
+                    Flow::Continue
+                }
+            });
+            if outcome.is_ok() && !watch.ended && watch.failure.is_none() {
+                stalled = true;
+                outcome = agent.pause_reading(config.stall);
+            }
+            if outcome.is_ok() && stalled {
+                outcome = agent.pump(deadline, config.stdout_cap, |record, _| {
+                    tally.observe(record);
+                    if watch.observe(record) {
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
+                    }
+                });
+            }
+            let peak = agent.peak_rss_kb();
+            if let Err(reason) = outcome.and_then(|()| watch.result()) {
+                let reason = format!(
+                    "{reason} (after {:.1} s: {:.1} of {:.0} MB of text arrived, {:.1} MB of stdout, peak RSS {} MB)",
+                    started.elapsed().as_secs_f64(),
+                    tally.bytes as f64 / MIB,
+                    config.stall_bytes as f64 / MIB,
+                    agent.stdout_bytes as f64 / MIB,
+                    peak.map_or("?".to_string(), |kb| (kb / 1024).to_string())
+                );
+                agent.kill();
+                return Err(reason);
+            }
+            let wall = started.elapsed();
+            fake.check(1)?;
+            if !stalled {
+                return Err("the turn ended before any text delta; nothing was stalled".into());
+            }
+            let intact = match tally.verify(&parts) {
+                Ok(()) => Outcome::Value(1.0),
+                Err(reason) => Outcome::NotAvailable(reason),
+            };
+            Ok(vec![mb(peak), intact, millis(wall)])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5: huge bash output
+
+const BASH: [Spec; 2] = [
+    spec(
+        "bash.peak_rss_mb",
+        "bash tool, huge output: peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "bash.wall_ms",
+        "bash tool, huge output: prompt → agent_end",
+        Unit::Millis,
+    ),
+];
+
+pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let command = format!(
+        "head -c {} /dev/zero | tr '\\0' 'x' | fold -w 100",
+        config.bash_bytes
+    );
+    alternate(
+        "bash",
+        binaries,
+        config.heavy_runs,
+        config,
+        &BASH,
+        |binary| {
+            let fake = Fake::start(vec![
+                Reply::sse(anthropic_bash("toolu_bench_bash", &command)),
+                Reply::sse(anthropic_text(&["Lots of x."])),
+            ]);
+            let mut agent = spawn(binary, &fake, config)?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let started = Instant::now();
+            run_prompt(
+                &mut agent,
+                "Print many x.",
+                started + config.long_wait,
+                config.stdout_cap,
+                |_, _| {},
+            )?;
+            let wall = started.elapsed();
+            let peak = agent.peak_rss_kb();
+            fake.check(2)?;
+            Ok(vec![mb(peak), millis(wall)])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6: a long session and get_tree
+
+const TREE: [Spec; 3] = [
+    spec(
+        "tree.first_get_state_ms",
+        "long session: spawn → get_state",
+        Unit::Millis,
+    ),
+    spec(
+        "tree.get_tree_ms",
+        "long session: get_tree response",
+        Unit::Millis,
+    ),
+    spec(
+        "tree.peak_rss_mb",
+        "long session: peak RSS",
+        Unit::Megabytes,
+    ),
+];
+
+/// A session file (format v3) with one linear branch of alternating user/assistant messages.
+/// `__CWD__` in the header is replaced by the run's cwd at spawn time.
+fn session_file(entries: usize) -> String {
+    let mut out = String::with_capacity(entries * 420);
+    out.push_str(
+        &json!({"type":"session","version":3,"id":"0190c2a0-0000-7000-8000-00000000beef",
+                "timestamp":"2025-01-01T00:00:00.000Z","cwd":"__CWD__"})
+        .to_string(),
+    );
+    out.push('\n');
+    let base_ms: i64 = 1_735_689_600_000; // 2025-01-01T00:00:00Z
+    for index in 0..entries {
+        let ms = index as i64;
+        let timestamp = format!(
+            "2025-01-01T{:02}:{:02}:{:02}.{:03}Z",
+            ms / 3_600_000 % 24,
+            ms / 60_000 % 60,
+            ms / 1000 % 60,
+            ms % 1000
+        );
+        let id = format!("{:08x}", index + 1);
+        let parent = if index == 0 {
+            json!(null)
+        } else {
+            json!(format!("{index:08x}"))
+        };
+        let message = if index % 2 == 0 {
+            json!({"role":"user","content":[{"type":"text","text":format!("Question number {index}?")}],
+                   "timestamp": base_ms + ms})
+        } else {
+            json!({"role":"assistant","content":[{"type":"text","text":format!("Answer number {index}.")}],
+                   "api":"anthropic-messages","provider":"fake-anthropic","model":"fake-claude",
+                   "usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,
+                            "cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},
+                   "stopReason":"stop","timestamp": base_ms + ms})
+        };
+        out.push_str(
+            &json!({"type":"message","id":id,"parentId":parent,"timestamp":timestamp,"message":message})
+                .to_string(),
+        );
+        out.push('\n');
+    }
+    out
+}
+
+pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let contents = session_file(config.tree_entries);
+    alternate(
+        "tree",
+        binaries,
+        config.heavy_runs,
+        config,
+        &TREE,
+        |binary| {
+            let fake = Fake::start(Vec::new());
+            let mut agent = Agent::spawn(&SpawnOptions {
+                binary: &binary.path,
+                base_url: &fake.base_url(),
+                extra_args: Vec::new(),
+                session_file: Some(contents.clone()),
+                files: Vec::new(),
+                rss_cap_kb: config.rss_cap_kb,
+            })?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.long_wait,
+            )?;
+            let first_state = agent.spawned_at.elapsed();
+            let asked = Instant::now();
+            let tree = match agent.request("bench-tree", "get_tree", asked + config.long_wait) {
+                Ok(()) => millis(asked.elapsed()),
+                Err(reason) => {
+                    eprintln!("bench:   get_tree: {reason}");
+                    Outcome::NotAvailable(format!("get_tree: {reason}"))
+                }
+            };
+            let peak = agent.peak_rss_kb();
+            fake.check(0)?;
+            Ok(vec![millis(first_state), tree, mb(peak)])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7: size
+
+/// Total bytes of regular files under `dir` and the number of npm packages in it (directories
+/// with a package.json directly under a node_modules directory or an @scope inside one).
+fn tree_size(dir: &Path) -> (u64, u64) {
+    let mut bytes = 0;
+    let mut packages = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                let parent = path
+                    .parent()
+                    .and_then(Path::file_name)
+                    .and_then(|n| n.to_str());
+                let grandparent = path
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(Path::file_name)
+                    .and_then(|n| n.to_str());
+                let in_modules = parent == Some("node_modules")
+                    || (parent.is_some_and(|p| p.starts_with('@'))
+                        && grandparent == Some("node_modules"));
+                if in_modules && path.join("package.json").is_file() {
+                    packages += 1;
+                }
+                stack.push(path);
+            } else if kind.is_file() {
+                bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+    }
+    (bytes, packages)
+}
+
+/// Distinct crates in `cargo tree -e normal --target all`, the root package excluded. Every
+/// target's crates may need a download; without a registry it falls back to the host target.
+fn crate_count() -> Result<u64, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let attempts: [&[&str]; 2] = [&["--target", "all"], &["--offline"]];
+    let mut last_failure = String::new();
+    for (index, extra) in attempts.iter().enumerate() {
+        let output = std::process::Command::new(&cargo)
+            .args(["tree", "--prefix", "none", "-e", "normal"])
+            .args(*extra)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .map_err(|err| format!("cannot run cargo tree: {err}"))?;
+        if !output.status.success() {
+            last_failure = format!("cargo tree {} failed: {}", extra.join(" "), output.status);
+            continue;
+        }
+        if index > 0 {
+            eprintln!("bench: {last_failure}; counting the host target's crates only");
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut names: Vec<&str> = text
+            .lines()
+            .map(|line| line.trim_end_matches(" (*)").trim())
+            .filter(|line| !line.is_empty())
+            .collect();
+        let root = names.first().copied();
+        names.sort_unstable();
+        names.dedup();
+        return Ok(names.iter().filter(|name| Some(**name) != root).count() as u64);
+    }
+    Err(last_failure)
+}
+
+const SIZE: [Spec; 2] = [
+    spec(
+        "size.install_mb",
+        "installed size (pi-rs: stripped binary)",
+        Unit::Megabytes,
+    ),
+    spec(
+        "size.dependencies",
+        "dependencies (crates / npm packages)",
+        Unit::Count,
+    ),
+];
+
+pub fn size(pi_rs: &Binary, reference: Option<&Binary>) -> Vec<Figure> {
+    eprintln!("bench: size");
+    let binary_mb = match std::fs::metadata(&pi_rs.path) {
+        Ok(meta) => Outcome::Value(meta.len() as f64 / MIB),
+        Err(err) => Outcome::NotAvailable(format!("{}: {err}", pi_rs.path.display())),
+    };
+    let crates = match crate_count() {
+        Ok(count) => Outcome::Value(count as f64),
+        Err(reason) => Outcome::NotAvailable(reason),
+    };
+    let (reference_mb, reference_packages) = match reference {
+        None => (Vec::new(), Vec::new()),
+        Some(reference) => {
+            // The install is the outermost node_modules above the executable (`.bin/pi`); the
+            // Node runtime itself is not counted.
+            let root = reference
+                .path
+                .ancestors()
+                .filter(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
+                .last()
+                .map(Path::to_path_buf);
+            match root {
+                Some(root) => {
+                    let (bytes, packages) = tree_size(&root);
+                    (
+                        vec![Outcome::Value(bytes as f64 / MIB)],
+                        vec![Outcome::Value(packages as f64)],
+                    )
+                }
+                None => {
+                    let reason = "PI_REFERENCE is not inside a node_modules directory".to_string();
+                    (
+                        vec![Outcome::NotAvailable(reason.clone())],
+                        vec![Outcome::NotAvailable(reason)],
+                    )
+                }
+            }
+        }
+    };
+    vec![
+        Figure {
+            key: SIZE[0].key,
+            title: SIZE[0].title,
+            unit: SIZE[0].unit,
+            pi_rs: vec![binary_mb],
+            reference: reference_mb,
+        },
+        Figure {
+            key: SIZE[1].key,
+            title: SIZE[1].title,
+            unit: SIZE[1].unit,
+            pi_rs: vec![crates],
+            reference: reference_packages,
+        },
+    ]
+}
