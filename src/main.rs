@@ -153,6 +153,7 @@ fn run(args: Args) -> Result<u8, String> {
     }
     let setup = agent::AgentSetup {
         scoped_models: scoped,
+        messages: context.messages,
         config,
         session,
         model,

@@ -60,6 +60,8 @@ pub struct AgentSetup {
     pub system_prompt: String,
     /// `--models` / enabledModels: what cycle_model cycles through (empty: every available model).
     pub scoped_models: Vec<crate::config::ScopedModel>,
+    /// The session's rebuilt context (computed once at startup).
+    pub messages: Vec<AgentMessage>,
 }
 
 /// The loop's channel ends.
@@ -151,7 +153,7 @@ impl Agent {
             follow_up_mode: setup.config.follow_up_mode(),
             auto_compaction: setup.config.compaction_enabled(),
             auto_retry: setup.config.retry_enabled(),
-            messages: setup.session.context().messages,
+            messages: setup.messages,
             config: setup.config,
             session: setup.session,
             model: setup.model,
