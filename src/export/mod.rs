@@ -117,7 +117,11 @@ fn session_data(input: &ExportInput) -> Value {
     data.insert("entries".into(), Value::Array(input.entries.clone()));
     data.insert(
         "leafId".into(),
-        input.leaf_id.clone().map(Value::from).unwrap_or(Value::Null),
+        input
+            .leaf_id
+            .clone()
+            .map(Value::from)
+            .unwrap_or(Value::Null),
     );
     data.insert(
         "systemPrompt".into(),

@@ -116,13 +116,21 @@
         (ITEM.test(line) && !isBlank(ITEM.exec(line)[3]));
     }
 
+    // Quotes and lists nest at most this deep; deeper content is shown as plain text, because
+    // thousands of nested boxes make the browser's layout crawl.
+    var MAX_DEPTH = 16;
+
     function render(text, parent) {
       var lines = str(text).replace(/\r\n?/g, '\n').replace(/\t/g, '    ').split('\n');
-      blocks(lines, parent);
+      blocks(lines, parent, 0);
       return parent;
     }
 
-    function blocks(lines, parent) {
+    function blocks(lines, parent, depth) {
+      if (depth > MAX_DEPTH) {
+        parent.appendChild(el('pre', 'output', lines.join('\n')));
+        return parent;
+      }
       var i = 0;
       while (i < lines.length) {
         var line = lines[i];
@@ -145,9 +153,9 @@
             inner.push(m[1]);
             i++;
           }
-          parent.appendChild(blocks(inner, el('blockquote')));
+          parent.appendChild(blocks(inner, el('blockquote'), depth + 1));
         } else if (ITEM.test(line)) {
-          i = list(lines, i, parent);
+          i = list(lines, i, parent, depth);
         } else if (line.indexOf('|') >= 0 && i + 1 < lines.length &&
           lines[i + 1].indexOf('|') >= 0 && TABLE_RULE.test(lines[i + 1])) {
           i = table(lines, i, parent);
@@ -184,7 +192,7 @@
       return i;
     }
 
-    function list(lines, start, parent) {
+    function list(lines, start, parent, depth) {
       var first = ITEM.exec(lines[start]);
       var baseIndent = first[1].length;
       var ordered = /\d/.test(first[2]);
@@ -241,7 +249,7 @@
           li.className = 'task';
           li.appendChild(el('span', 'task-box', task[1] === ' ' ? '\u2610 ' : '\u2611 '));
         }
-        blocks(itemLines, li);
+        blocks(itemLines, li, depth + 1);
         if (!loose) unwrapParagraphs(li);
         node.appendChild(li);
       }
@@ -374,7 +382,9 @@
     function parseLink(text, open) {
       var depth = 0;
       var j = open;
-      for (; j < text.length; j++) {
+      // Link labels are short; the bound keeps many unmatched brackets from going quadratic.
+      var limit = Math.min(text.length, open + 2000);
+      for (; j < limit; j++) {
         var c = text.charAt(j);
         if (c === '\\') {
           j++;
@@ -385,7 +395,7 @@
           if (depth === 0) break;
         }
       }
-      if (j >= text.length || text.charAt(j + 1) !== '(') return null;
+      if (j >= limit || text.charAt(j + 1) !== '(') return null;
       LINK_TARGET.lastIndex = j + 1;
       var m = LINK_TARGET.exec(text);
       if (!m) return null;
@@ -401,7 +411,7 @@
       return out;
     }
 
-    function emphasis(text, i) {
+    function emphasis(text, i, memo) {
       var ch = text.charAt(i);
       var n = 0;
       while (text.charAt(i + n) === ch) n++;
@@ -413,7 +423,7 @@
       var sizes = n >= 3 ? [3, 2, 1] : n === 2 ? [2, 1] : [1];
       for (var s = 0; s < sizes.length; s++) {
         var use = sizes[s];
-        var close = findCloser(text, i + use, ch, use);
+        var close = findCloser(text, i + use, ch, use, memo);
         if (close > i + use) {
           var inner = text.slice(i + use, close);
           var tag = ch === '~' ? 'del' : use === 1 ? 'em' : 'strong';
@@ -423,7 +433,17 @@
       return null;
     }
 
-    function findCloser(text, from, ch, size) {
+    // `memo` remembers, per delimiter, a position from which no closer exists, so a text full of
+    // unmatched markers costs linear rather than quadratic time.
+    function findCloser(text, from, ch, size, memo) {
+      var key = ch + size;
+      if (memo[key] !== undefined && from >= memo[key]) return -1;
+      var found = scanCloser(text, from, ch, size);
+      if (found < 0) memo[key] = memo[key] === undefined ? from : Math.min(memo[key], from);
+      return found;
+    }
+
+    function scanCloser(text, from, ch, size) {
       var j = from;
       while (j < text.length) {
         var c = text.charAt(j);
@@ -457,6 +477,7 @@
 
     function inline(text, parent) {
       var buf = '';
+      var memo = {};
       function flush() {
         if (buf) {
           parent.appendChild(document.createTextNode(buf));
@@ -483,7 +504,9 @@
         if (ch === '`') {
           var n = 0;
           while (text.charAt(i + n) === '`') n++;
-          var close = findTicks(text, i + n, n);
+          var tickKey = 't' + n;
+          var close = memo[tickKey] !== undefined && i >= memo[tickKey] ? -1 : findTicks(text, i + n, n);
+          if (close < 0 && memo[tickKey] === undefined) memo[tickKey] = i;
           if (close >= 0) {
             flush();
             var code = text.slice(i + n, close).replace(/\n/g, ' ');
@@ -540,7 +563,7 @@
           }
         }
         if (ch === '*' || ch === '_' || ch === '~') {
-          var em = emphasis(text, i);
+          var em = emphasis(text, i, memo);
           if (em) {
             flush();
             var node = el(em.tag);
@@ -579,8 +602,17 @@
     return wrap;
   }
 
+  // A message the renderer cannot handle (say, nesting deep enough to exhaust the stack) is shown
+  // as plain text instead of taking the whole page down.
   function markdownBlock(text, className) {
-    return markdown.render(text, el('div', 'md' + (className ? ' ' + className : '')));
+    var box = el('div', 'md' + (className ? ' ' + className : ''));
+    try {
+      return markdown.render(text, box);
+    } catch (err) {
+      box.textContent = '';
+      box.appendChild(el('pre', 'output', str(text)));
+      return box;
+    }
   }
 
   // Long outputs show their first lines with a button for the rest.
@@ -805,6 +837,11 @@
     }
   }
 
+  // One-line previews drop the commonest markdown markers.
+  function plainText(text) {
+    return str(text).replace(/^\s{0,3}#{1,6}\s+/gm, '').replace(/\*\*|__|`/g, '');
+  }
+
   var treeRows = new Map();
 
   function buildTree() {
@@ -849,7 +886,7 @@
     if (item.fork) button.appendChild(el('span', 'fork-mark', item.fork === 'last' ? '\u2514' : '\u251c'));
     button.appendChild(el('span', 'dot'));
     button.appendChild(el('span', 'tree-tag', info.tag));
-    button.appendChild(el('span', 'tree-text', oneLine(info.text, 90)));
+    button.appendChild(el('span', 'tree-text', oneLine(plainText(info.text), 90)));
     if (labels.has(entry.id)) button.appendChild(el('span', 'badge label-badge', labels.get(entry.id)));
     if (entry.id === activeLeaf) button.appendChild(el('span', 'badge leaf-badge', 'leaf'));
     button.addEventListener('click', function () {
@@ -1188,7 +1225,7 @@
       var leaf = newestLeafUnder(kid);
       var button = el('button', 'fork-choice' + (kid === nextId ? ' current' : '') + (activePath.has(kid) ? ' active' : ''));
       button.type = 'button';
-      button.textContent = oneLine(info.text, 48) || info.tag;
+      button.textContent = oneLine(plainText(info.text), 48) || info.tag;
       button.title = 'Show the branch ending at ' + leaf + (activePath.has(kid) ? ' (active branch)' : '');
       button.addEventListener('click', function () {
         state.shownLeaf = leaf;
@@ -1273,11 +1310,21 @@
     state.selected = id;
     if (!new Set(pathTo(state.shownLeaf)).has(id)) state.shownLeaf = newestLeafUnder(id);
     renderConversation(scroll ? id : null);
-    var row = treeRows.get(id);
-    if (row) row.li.scrollIntoView({ block: 'nearest' });
+    revealTreeRow(id);
     if (!scroll) {
       var node = document.getElementById('entry-' + id);
       if (node) node.classList.add('flash');
+    }
+  }
+
+  // Scrolls only the tree list: scrollIntoView would also move the page under the sticky panel.
+  function revealTreeRow(id) {
+    var row = treeRows.get(id);
+    var list = document.getElementById('tree');
+    if (!row || !list) return;
+    var top = row.li.offsetTop - list.offsetTop;
+    if (top < list.scrollTop || top > list.scrollTop + list.clientHeight - row.li.offsetHeight) {
+      list.scrollTop = Math.max(0, top - list.clientHeight / 3);
     }
   }
 

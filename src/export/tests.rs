@@ -33,7 +33,10 @@ fn entry(kind: &str, id: &str, parent: &str, ts: &str, mut fields: Value) -> Val
     map.insert("type".into(), json!(kind));
     map.insert("id".into(), json!(id));
     map.insert("parentId".into(), json!(parent));
-    map.insert("timestamp".into(), json!(format!("2026-11-29T15:{ts}.000Z")));
+    map.insert(
+        "timestamp".into(),
+        json!(format!("2026-11-29T15:{ts}.000Z")),
+    );
     if let Some(extra) = fields.as_object_mut() {
         map.append(extra);
     }
@@ -84,42 +87,146 @@ fn sample_input() -> ExportInput {
         ```rust\nfn parse_args(args: &[String]) -> Vec<Flag> {\n    let mut i = 0;\n    while i < args.len() {\n        i += 1;\n    }\n    Vec::new()\n}\n```\n\n\
         > Note: flags after `--` are positional.\n\n\
         | flag | kind |\n|------|:----:|\n| `--model` | value |\n| `--print` | switch |\n\n\
-        See [the docs](https://example.com/docs) or <https://example.org>. ~~Old idea~~ dropped.";
+        See [the docs](https://example.com/docs) or <https://example.org>. ~~Old idea~~ dropped.\n\n\
+        Edge cases: snake_case_name stays, 2 * 3 * 4 = 24, <b>not bold</b>, [bad](javascript:alert(1)), \
+        ![pic](https://example.com/x.png), **unclosed";
 
     let crafted = vec![
-        message("c0ffee01", "32ac918c", "06:00", user("Why does `pi --model` crash? Fix it please.")),
-        message("c0ffee02", "c0ffee01", "06:05", assistant(json!([
-            {"type": "thinking", "thinking": "The user wants a fix. Let me **run** the tests first, then look at `cli.rs`."},
-            {"type": "text", "text": "Let me look at the failing test first."},
-            {"type": "toolCall", "id": "toolu_01", "name": "bash", "arguments": {"command": "cargo test cli::tests 2>&1 | tail -5", "timeout": 60}},
-            {"type": "toolCall", "id": "toolu_02", "name": "edit", "arguments": {"path": "/tmp/tmpj4cp4ao1/work/src/cli.rs", "edits": [{"oldText": "while i + 1 < len {", "newText": "while i < len {"}]}}
-        ]), "toolUse")),
-        message("c0ffee03", "c0ffee02", "06:09", tool_result("toolu_01", "bash",
-            "running 3 tests\ntest cli::tests::model_flag ... FAILED\n\nfailures:\n    cli::tests::model_flag\n\ntest result: FAILED. 2 passed; 1 failed", false, json!({}))),
-        message("c0ffee04", "c0ffee03", "06:10", tool_result("toolu_02", "edit",
-            "Successfully replaced 1 block(s) in src/cli.rs.", false,
-            json!({"diff": "  40     let len = args.len();\n- 41     while i + 1 < len {\n+ 41     while i < len {\n  42         match args[i].as_str() {", "firstChangedLine": 41}))),
-        message("c0ffee05", "c0ffee04", "06:20", assistant(json!([{"type": "text", "text": markdown}]), "stop")),
-        message("c0ffee06", "c0ffee05", "06:30", json!({"role": "bashExecution", "command": "git diff --stat", "output": " src/cli.rs | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)", "exitCode": 0, "cancelled": false, "truncated": false, "timestamp": 1795964830000_i64})),
-        entry("label", "c0ffee07", "c0ffee06", "06:31", json!({"targetId": "c0ffee05", "label": "the fix"})),
-        entry("custom_message", "c0ffee08", "c0ffee07", "06:32", json!({"customType": "reminder", "content": "Remember to update the *changelog*.", "display": true})),
-        entry("model_change", "c0ffee09", "c0ffee08", "06:33", json!({"provider": "openai", "modelId": "gpt-5"})),
-        entry("thinking_level_change", "c0ffee10", "c0ffee09", "06:34", json!({"thinkingLevel": "high"})),
+        message(
+            "c0ffee01",
+            "32ac918c",
+            "06:00",
+            user("Why does `pi --model` crash? Fix it please."),
+        ),
+        message(
+            "c0ffee02",
+            "c0ffee01",
+            "06:05",
+            assistant(
+                json!([
+                    {"type": "thinking", "thinking": "The user wants a fix. Let me **run** the tests first, then look at `cli.rs`."},
+                    {"type": "text", "text": "Let me look at the failing test first."},
+                    {"type": "toolCall", "id": "toolu_01", "name": "bash", "arguments": {"command": "cargo test cli::tests 2>&1 | tail -5", "timeout": 60}},
+                    {"type": "toolCall", "id": "toolu_02", "name": "edit", "arguments": {"path": "/tmp/tmpj4cp4ao1/work/src/cli.rs", "edits": [{"oldText": "while i + 1 < len {", "newText": "while i < len {"}]}}
+                ]),
+                "toolUse",
+            ),
+        ),
+        message(
+            "c0ffee03",
+            "c0ffee02",
+            "06:09",
+            tool_result(
+                "toolu_01",
+                "bash",
+                "running 3 tests\ntest cli::tests::model_flag ... FAILED\n\nfailures:\n    cli::tests::model_flag\n\ntest result: FAILED. 2 passed; 1 failed",
+                false,
+                json!({}),
+            ),
+        ),
+        message(
+            "c0ffee04",
+            "c0ffee03",
+            "06:10",
+            tool_result(
+                "toolu_02",
+                "edit",
+                "Successfully replaced 1 block(s) in src/cli.rs.",
+                false,
+                json!({"diff": "  40     let len = args.len();\n- 41     while i + 1 < len {\n+ 41     while i < len {\n  42         match args[i].as_str() {", "firstChangedLine": 41}),
+            ),
+        ),
+        message(
+            "c0ffee05",
+            "c0ffee04",
+            "06:20",
+            assistant(json!([{"type": "text", "text": markdown}]), "stop"),
+        ),
+        message(
+            "c0ffee06",
+            "c0ffee05",
+            "06:30",
+            json!({"role": "bashExecution", "command": "git diff --stat", "output": " src/cli.rs | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)", "exitCode": 0, "cancelled": false, "truncated": false, "timestamp": 1795964830000_i64}),
+        ),
+        entry(
+            "label",
+            "c0ffee07",
+            "c0ffee06",
+            "06:31",
+            json!({"targetId": "c0ffee05", "label": "the fix"}),
+        ),
+        entry(
+            "custom_message",
+            "c0ffee08",
+            "c0ffee07",
+            "06:32",
+            json!({"customType": "reminder", "content": "Remember to update the *changelog*.", "display": true}),
+        ),
+        entry(
+            "model_change",
+            "c0ffee09",
+            "c0ffee08",
+            "06:33",
+            json!({"provider": "openai", "modelId": "gpt-5"}),
+        ),
+        entry(
+            "thinking_level_change",
+            "c0ffee10",
+            "c0ffee09",
+            "06:34",
+            json!({"thinkingLevel": "high"}),
+        ),
         message("c0ffee11", "c0ffee10", "06:40", user(XSS)),
-        entry("custom", "c0ffee12", "c0ffee11", "06:41", json!({"customType": "todo-state", "data": {"open": 2}})),
+        entry(
+            "custom",
+            "c0ffee12",
+            "c0ffee11",
+            "06:41",
+            json!({"customType": "todo-state", "data": {"open": 2}}),
+        ),
         message("c0ffee13", "c0ffee12", "06:45", {
             let mut m = assistant(json!([]), "error");
-            m["errorMessage"] = json!("429 rate_limit_error: Number of requests has exceeded your rate limit");
+            m["errorMessage"] =
+                json!("429 rate_limit_error: Number of requests has exceeded your rate limit");
             m
         }),
         // A second crafted branch, left earlier with a summary.
-        entry("branch_summary", "beef0001", "c0ffee05", "07:00", json!({"fromId": "c0ffee13", "summary": "Tried to **retry** after the rate limit; gave up.", "fromHook": false})),
-        message("beef0002", "beef0001", "07:01", user("Read the config file instead.")),
-        message("beef0003", "beef0002", "07:02", assistant(json!([
-            {"type": "toolCall", "id": "toolu_03", "name": "read", "arguments": {"path": "missing.toml", "offset": 10, "limit": 20}}
-        ]), "toolUse")),
-        message("beef0004", "beef0003", "07:03", tool_result("toolu_03", "read",
-            "ENOENT: no such file or directory, access '/tmp/tmpj4cp4ao1/work/missing.toml'", true, json!(null))),
+        entry(
+            "branch_summary",
+            "beef0001",
+            "c0ffee05",
+            "07:00",
+            json!({"fromId": "c0ffee13", "summary": "Tried to **retry** after the rate limit; gave up.", "fromHook": false}),
+        ),
+        message(
+            "beef0002",
+            "beef0001",
+            "07:01",
+            user("Read the config file instead."),
+        ),
+        message(
+            "beef0003",
+            "beef0002",
+            "07:02",
+            assistant(
+                json!([
+                    {"type": "toolCall", "id": "toolu_03", "name": "read", "arguments": {"path": "missing.toml", "offset": 10, "limit": 20}}
+                ]),
+                "toolUse",
+            ),
+        ),
+        message(
+            "beef0004",
+            "beef0003",
+            "07:03",
+            tool_result(
+                "toolu_03",
+                "read",
+                "ENOENT: no such file or directory, access '/tmp/tmpj4cp4ao1/work/missing.toml'",
+                true,
+                json!(null),
+            ),
+        ),
     ];
     entries.extend(crafted);
 
@@ -182,7 +289,11 @@ fn page_loads_nothing_from_the_network() {
     ] {
         assert!(!lower.contains(needle), "page template contains {needle:?}");
     }
-    assert_eq!(lower.matches("<script").count(), 2, "only the data block and the inline script");
+    assert_eq!(
+        lower.matches("<script").count(),
+        2,
+        "only the data block and the inline script"
+    );
     assert_eq!(lower.matches("<style").count(), 1);
 }
 
@@ -207,8 +318,16 @@ fn data_blob_holds_every_branch_in_reference_shape() {
     let input = sample_input();
     let (data, _) = split_data_block(&render_html(&input));
     let parsed: Value = serde_json::from_str(&data).unwrap();
-    let keys: Vec<&str> = parsed.as_object().unwrap().keys().map(|k| k.as_str()).collect();
-    assert_eq!(keys, ["header", "entries", "leafId", "systemPrompt", "tools"]);
+    let keys: Vec<&str> = parsed
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["header", "entries", "leafId", "systemPrompt", "tools"]
+    );
     let ids: Vec<&str> = parsed["entries"]
         .as_array()
         .unwrap()
@@ -241,8 +360,10 @@ fn data_blob_holds_every_branch_in_reference_shape() {
 
 #[test]
 fn placeholders_inside_session_text_stay_literal() {
-    let mut input = ExportInput::default();
-    input.system_prompt = "{{SCRIPT}} and {{STYLE}} {{".to_string();
+    let input = ExportInput {
+        system_prompt: "{{SCRIPT}} and {{STYLE}} {{".to_string(),
+        ..ExportInput::default()
+    };
     let html = render_html(&input);
     let (data, _) = split_data_block(&html);
     assert!(data.contains("{{SCRIPT}} and {{STYLE}} {{"));
@@ -255,7 +376,11 @@ fn template_assets_cannot_close_their_own_tags() {
     let js = TEMPLATE_JS.to_ascii_lowercase();
     assert!(!css.contains("</style"));
     assert!(!js.contains("</script") && !js.contains("<!--"));
-    assert!(!js.contains("innerhtml") && !js.contains("outerhtml") && !js.contains("insertadjacenthtml"));
+    assert!(
+        !js.contains("innerhtml")
+            && !js.contains("outerhtml")
+            && !js.contains("insertadjacenthtml")
+    );
     assert!(!js.contains("document.write") && !js.contains("eval("));
 }
 
@@ -282,7 +407,10 @@ fn export_writes_the_page_and_replaces_an_old_one() {
     let path = export_to_file(&input, &target).unwrap();
     assert_eq!(path, target);
     assert_eq!(fs::read_to_string(&target).unwrap(), render_html(&input));
-    let names: Vec<_> = fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["out.html"], "no temp file left behind");
 
     let missing = dir.0.join("no-such-dir").join("out.html");
@@ -292,8 +420,15 @@ fn export_writes_the_page_and_replaces_an_old_one() {
 
     let err = export_to_file(&input, &dir.0).unwrap_err();
     assert!(err.starts_with("Failed to write "), "{err}");
-    let names: Vec<_> = fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, ["out.html"], "no temp file left behind after a failure");
+    let names: Vec<_> = fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        ["out.html"],
+        "no temp file left behind after a failure"
+    );
 }
 
 fn find_on_path(names: &[&str]) -> Option<PathBuf> {
@@ -360,13 +495,23 @@ fn page_renders_in_headless_chromium() {
     };
     // The scripts are part of the dump; only the body before them is what the viewer drew.
     let dom = &dom[..dom.find("<script").expect("scripts in the dump")];
-    assert!(dom.contains(r#"data-rendered="ok""#), "script did not finish");
+    assert!(
+        dom.contains(r#"data-rendered="ok""#),
+        "script did not finish"
+    );
     assert!(!dom.contains("data-render-error"), "{dom}");
     // Messages of the active branch, rendered as text (the hostile one escaped, not executed).
     assert!(dom.contains("Why does <code>pi --model</code> crash?"));
     assert!(dom.contains("look: &lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(dom.contains("<strong>drops</strong>"));
     assert!(dom.contains("429 rate_limit_error"));
+    // Markdown edge cases: no intraword emphasis, raw HTML stays text, no script links, images
+    // from the network become links instead of fetches.
+    assert!(dom.contains("snake_case_name stays, 2 * 3 * 4 = 24, &lt;b&gt;not bold&lt;/b&gt;"));
+    assert!(dom.contains("**unclosed"));
+    assert!(!dom.contains("href=\"javascript"));
+    assert!(!dom.contains("<img src=\"http"));
+    assert!(dom.contains(r#"<a href="https://example.com/docs""#));
     // Other branches are listed in the tree.
     assert!(dom.contains("forked question"));
     assert!(dom.contains("Read the config file instead."));
