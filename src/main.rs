@@ -125,7 +125,23 @@ fn run(args: Args) -> Result<u8, String> {
         })
         .unwrap_or_default();
     tools::env::set_passthrough(passthrough);
-    let system_prompt = system_prompt(&args, &config, &tool_names);
+    let loaded = resources::discovery::load_resources(&resources::discovery::LoadOptions {
+        cwd: cwd.clone(),
+        agent_dir: agent_dir.clone(),
+        home: config::home_dir(),
+        project_settings_skills: config.scoped_list(true, "skills"),
+        project_settings_prompts: config.scoped_list(true, "prompts"),
+        user_settings_skills: config.scoped_list(false, "skills"),
+        user_settings_prompts: config.scoped_list(false, "prompts"),
+        cli_skills: args.skills.clone(),
+        cli_prompt_templates: args.prompt_templates.clone(),
+        no_skills: args.no_skills,
+        no_prompt_templates: args.no_prompt_templates,
+    });
+    for warning in &loaded.warnings {
+        log::info!("{warning}");
+    }
+    let system_prompt = system_prompt(&args, &config, &tool_names, &loaded);
 
     // A new session records its model and level at once; a resumed one only what changed.
     let record_model = !model.is_placeholder()
@@ -153,6 +169,7 @@ fn run(args: Args) -> Result<u8, String> {
         log::warn!("signals are not handled: {e}");
     }
     let setup = agent::AgentSetup {
+        resources: loaded,
         scoped_models: scoped,
         messages: context.messages,
         config,
@@ -203,13 +220,7 @@ fn run_print(
     output: print_mode::Output,
     messages: Vec<print_mode::PrintMessage>,
 ) -> Result<u8, String> {
-    let header = serde_json::json!({
-        "type": "session",
-        "version": 3,
-        "id": setup.session.id(),
-        "timestamp": session_timestamp(),
-        "cwd": setup.session.cwd().to_string_lossy(),
-    });
+    let header = setup.session.header().to_value().clone();
     let (records_tx, records) = crossbeam_channel::bounded(rpc::stdout_writer::CHANNEL_CAPACITY);
     let (input_tx, input) = crossbeam_channel::bounded(64);
     // Never fires: stdout belongs to the driver, which simply stops reading when it is gone.
@@ -431,8 +442,6 @@ fn open_session(
 fn reject_unsupported(args: &Args) -> Result<(), String> {
     let unsupported = [
         (!args.extensions.is_empty(), "--extension"),
-        (!args.skills.is_empty(), "--skill"),
-        (!args.prompt_templates.is_empty(), "--prompt-template"),
         (!args.themes.is_empty(), "--theme"),
         (args.export.is_some(), "--export"),
     ];
@@ -549,7 +558,12 @@ fn active_tools(args: &Args) -> Vec<String> {
     }
 }
 
-fn system_prompt(args: &Args, config: &Config, tool_names: &[String]) -> String {
+fn system_prompt(
+    args: &Args,
+    config: &Config,
+    tool_names: &[String],
+    loaded: &resources::discovery::Resources,
+) -> String {
     let cwd = &config.cwd;
     let custom = match &args.system_prompt {
         Some(value) => Some(resources::text_or_file(value, cwd)),
@@ -578,12 +592,17 @@ fn system_prompt(args: &Args, config: &Config, tool_names: &[String]) -> String 
             guidelines: &[],
         })
         .collect();
+    // Skills are offered when the model can read them: `read` active, or no explicit tool list.
+    let skills_block = (args.tools.is_none() || tool_names.iter().any(|t| t == "read"))
+        .then(|| resources::skills::skills_prompt_block(&loaded.skills))
+        .flatten();
     let date = resources::system_prompt::today();
     resources::system_prompt::build(&resources::system_prompt::PromptInputs {
         custom: custom.as_deref(),
         tools: &tool_lines,
         append: &append,
         context_files: &context_files,
+        skills_block: skills_block.as_deref(),
         date: &date,
         cwd: &PathBuf::from(cwd),
     })

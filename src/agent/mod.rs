@@ -62,6 +62,8 @@ pub struct AgentSetup {
     pub scoped_models: Vec<crate::config::ScopedModel>,
     /// The session's rebuilt context (computed once at startup).
     pub messages: Vec<AgentMessage>,
+    /// Skills and prompt templates (expansion, get_commands).
+    pub resources: crate::resources::discovery::Resources,
 }
 
 /// The loop's channel ends.
@@ -108,6 +110,7 @@ pub struct Agent {
     tool_names: Vec<String>,
     tool_specs: Vec<ToolSpec>,
     scoped_models: Vec<crate::config::ScopedModel>,
+    resources: crate::resources::discovery::Resources,
     system_prompt: String,
     steering: VecDeque<QueuedMessage>,
     follow_up: VecDeque<QueuedMessage>,
@@ -161,6 +164,7 @@ impl Agent {
             tool_names: setup.tool_names,
             tool_specs,
             scoped_models: setup.scoped_models,
+            resources: setup.resources,
             system_prompt: setup.system_prompt,
             steering: VecDeque::new(),
             follow_up: VecDeque::new(),
@@ -315,12 +319,17 @@ impl Agent {
                 message,
                 images,
                 streaming_behavior,
-            } => self.prompt(id, message, images, streaming_behavior),
+            } => {
+                let message = self.expand(message);
+                self.prompt(id, message, images, streaming_behavior)
+            }
             Command::Steer { message, images } => {
+                let message = self.expand(message);
                 self.enqueue(StreamingBehavior::Steer, message, images);
                 self.respond_ok(id, name, None);
             }
             Command::FollowUp { message, images } => {
+                let message = self.expand(message);
                 self.enqueue(StreamingBehavior::FollowUp, message, images);
                 self.respond_ok(id, name, None);
             }
@@ -539,9 +548,14 @@ impl Agent {
                 );
                 self.respond_ok(id, name, Some(stats));
             }
-            Command::ExportHtml { .. } | Command::GetCommands => {
-                self.respond_error(id, name, &format!("{name} is not supported by pi-rs yet"));
+            Command::GetCommands => {
+                let commands = crate::resources::discovery::commands_json(&self.resources);
+                self.respond_ok(id, name, Some(json!({ "commands": commands })));
             }
+            Command::ExportHtml { output_path } => match self.export_html(output_path.as_deref()) {
+                Ok(path) => self.respond_ok(id, name, Some(json!({ "path": path }))),
+                Err(e) => self.respond_error(id, name, &e),
+            },
         }
     }
 
@@ -651,6 +665,46 @@ impl Agent {
                 self.respond_ok(job.request_id.as_ref(), "bash", Some(Value::Object(data)));
             }
         }
+    }
+
+    /// `/skill:name args` and `/template args` expansion; a skill that cannot be read is reported
+    /// and the text goes on unchanged.
+    fn expand(&mut self, text: String) -> String {
+        match crate::resources::discovery::expand_input(&text, &self.resources) {
+            Ok(expanded) => expanded,
+            Err(e) => {
+                self.emit(json!({"type": "extension_error", "extensionPath": e.path,
+                    "event": "skill_expansion", "error": e.message}));
+                text
+            }
+        }
+    }
+
+    /// `export_html`: the saved session as one self-contained page.
+    fn export_html(&self, output: Option<&str>) -> Result<String, String> {
+        let Some(file) = self.session.file_path() else {
+            return Err("Cannot export in-memory session to HTML".into());
+        };
+        if !self.session.is_on_disk() {
+            return Err("Nothing to export yet - start a conversation first".into());
+        }
+        let output = match output {
+            Some(path) => path.to_string(),
+            None => crate::export::default_output_name(file),
+        };
+        let input = crate::export::ExportInput {
+            header: self.session.header().to_value().clone(),
+            entries: self.session.entries_since(None).unwrap_or_default(),
+            leaf_id: self.session.leaf_id().map(str::to_string),
+            system_prompt: self.system_prompt.clone(),
+            tools: self
+                .tool_specs
+                .iter()
+                .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
+                .collect(),
+        };
+        crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
+        Ok(output)
     }
 
     fn state_json(&self) -> Value {

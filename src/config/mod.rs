@@ -476,6 +476,11 @@ impl Config {
         self.settings.get(dotted_path)
     }
 
+    /// A string list from the global (`project: false`) or project settings file alone.
+    pub fn scoped_list(&self, project: bool, key: &str) -> Vec<String> {
+        self.settings.scoped_list(project, key)
+    }
+
     pub fn steering_mode(&self) -> QueueMode {
         QueueMode::parse(
             self.settings

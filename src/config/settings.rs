@@ -196,6 +196,21 @@ impl Settings {
         Some(current)
     }
 
+    /// A string list of one scope's file (`skills`, `prompts`, `extensions`: each scope's paths
+    /// resolve against its own directory, so they are not merged).
+    pub fn scoped_list(&self, project: bool, key: &str) -> Vec<String> {
+        let map = if project { &self.project } else { &self.global };
+        map.get(key)
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn get_str(&self, dotted_path: &str) -> Option<&str> {
         self.get(dotted_path)?.as_str()
     }

@@ -125,10 +125,20 @@ pub struct ProviderError {
 /// `BlockEnd::signature`).
 pub const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
 
-/// Owns a running request. Dropping it abandons the request: the thread's next send fails.
+/// Owns a running request. Dropping it cancels the request: the HTTP agent is shut down, which
+/// interrupts a read blocked on a silent server at once, and the thread's next send fails.
 pub struct StreamHandle {
     pub req: RequestId,
+    http: Option<ureq::Agent>,
     _thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for StreamHandle {
+    fn drop(&mut self) {
+        if let Some(agent) = self.http.take() {
+            agent.shutdown();
+        }
+    }
 }
 
 /// Starts `request` on its own thread; events arrive on `events` tagged with `req`: `Opened`, then
@@ -139,14 +149,33 @@ pub fn spawn_stream(
     request: StreamRequest,
     events: Sender<ProviderEvent>,
 ) -> StreamHandle {
+    let agent = http_agent(request.idle_timeout, ProxySource::Environment);
+    let thread_agent = agent.clone();
     let thread = std::thread::Builder::new()
         .name(format!("provider-{}", req.0))
-        .spawn(move || run_stream(req, &request, &events, ProxySource::Environment))
+        .spawn(move || run_stream(req, &request, &events, thread_agent))
         .ok();
     StreamHandle {
         req,
+        http: Some(agent),
         _thread: thread,
     }
+}
+
+/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else.
+fn http_agent(idle: Duration, proxy: ProxySource) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(CONNECT_TIMEOUT.min(idle)))
+        .timeout_per_read(Some(idle))
+        .timeout_per_write(Some(idle));
+    let config = match proxy {
+        // ureq's default configuration already reads `*_PROXY`/`NO_PROXY`.
+        ProxySource::Environment => config,
+        #[cfg(test)]
+        ProxySource::None => config.proxy(None),
+    };
+    config.build().into()
 }
 
 /// An HTTP request as a wire API module builds it.
@@ -233,7 +262,7 @@ fn run_stream(
     req: RequestId,
     request: &StreamRequest,
     events: &Sender<ProviderEvent>,
-    proxy: ProxySource,
+    agent: ureq::Agent,
 ) {
     // `false` means the agent dropped the receiver: stop at once.
     let send = |event: StreamEvent| events.send(ProviderEvent { req, event }).is_ok();
@@ -258,20 +287,6 @@ fn run_stream(
             return;
         }
     };
-
-    let idle = request.idle_timeout;
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(CONNECT_TIMEOUT.min(idle)))
-        .timeout_per_read(Some(idle))
-        .timeout_per_write(Some(idle));
-    let config = match proxy {
-        // ureq's default configuration already reads `*_PROXY`/`NO_PROXY`.
-        ProxySource::Environment => config,
-        #[cfg(test)]
-        ProxySource::None => config.proxy(None),
-    };
-    let agent: ureq::Agent = config.build().into();
 
     let mut builder = agent.post(&http.url);
     for (name, value) in &http.headers {
@@ -776,7 +791,14 @@ mod tests {
 
     fn start(request: StreamRequest) -> Receiver<ProviderEvent> {
         let (tx, rx) = bounded(64);
-        std::thread::spawn(move || run_stream(RequestId(7), &request, &tx, ProxySource::None));
+        std::thread::spawn(move || {
+            run_stream(
+                RequestId(7),
+                &request,
+                &tx,
+                http_agent(request.idle_timeout, ProxySource::None),
+            )
+        });
         rx
     }
 
@@ -994,8 +1016,14 @@ mod tests {
         let (url, _server) = serve(Reply::Stall(sse_response(&body), Duration::from_secs(10)));
         let (tx, rx) = bounded(1);
         let r = openai_request(&url);
-        let thread =
-            std::thread::spawn(move || run_stream(RequestId(1), &r, &tx, ProxySource::None));
+        let thread = std::thread::spawn(move || {
+            run_stream(
+                RequestId(1),
+                &r,
+                &tx,
+                http_agent(r.idle_timeout, ProxySource::None),
+            )
+        });
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(10)).unwrap().event,
             StreamEvent::Opened

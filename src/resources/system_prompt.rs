@@ -18,6 +18,8 @@ pub struct PromptInputs<'a> {
     pub append: &'a [String],
     /// (absolute path, content) of each context file, outermost first.
     pub context_files: &'a [(String, String)],
+    /// The skills block (already starting with its blank lines), when skills are offered.
+    pub skills_block: Option<&'a str>,
     pub date: &'a str,
     pub cwd: &'a Path,
 }
@@ -37,6 +39,9 @@ pub fn build(inputs: &PromptInputs) -> String {
         for (path, content) in inputs.context_files {
             prompt.push_str(&format!("## {path}\n\n{content}\n\n"));
         }
+    }
+    if let Some(block) = inputs.skills_block {
+        prompt.push_str(block);
     }
     prompt.push_str(&format!("\nCurrent date: {}", inputs.date));
     let cwd = inputs.cwd.to_string_lossy().replace('\\', "/");
@@ -137,6 +142,7 @@ mod tests {
             tools: &tools,
             append: &["extra".to_string()],
             context_files: &context,
+            skills_block: None,
             date: "2026-01-02",
             cwd: Path::new("/p"),
         });

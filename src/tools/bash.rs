@@ -220,12 +220,16 @@ pub fn run_shell(
     let mut killed = false;
     let mut timed_out = false;
     let mut exit: Option<(Option<i32>, Instant)> = None;
+    let mut last_output = Instant::now();
     loop {
         if pipe_closed {
             std::thread::sleep(POLL_INTERVAL);
         } else {
             match chunk_rx.recv_timeout(POLL_INTERVAL) {
-                Ok(chunk) => on_event(ShellEvent::Output(&chunk)),
+                Ok(chunk) => {
+                    last_output = Instant::now();
+                    on_event(ShellEvent::Output(&chunk))
+                }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => on_event(ShellEvent::Tick),
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => pipe_closed = true,
             }
@@ -246,8 +250,12 @@ pub fn run_shell(
                 Err(_) => exit = Some((None, Instant::now())),
             }
         }
+        // Output still flowing after the exit counts as activity: the grace runs from the later
+        // of the two, bounded overall.
         if let Some((_, exited_at)) = exit
-            && (pipe_closed || exited_at.elapsed() >= stdio_grace(pgid))
+            && (pipe_closed
+                || exited_at.max(last_output).elapsed() >= stdio_grace(pgid)
+                || exited_at.elapsed() >= EMPTY_GROUP_DRAIN_LIMIT)
         {
             break;
         }
