@@ -11,4 +11,5 @@ mod fake_provider;
 mod sse;
 #[allow(dead_code)]
 mod support;
+mod steering;
 mod turns;
