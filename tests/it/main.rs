@@ -1,6 +1,7 @@
 //! The one integration-test binary: drives `pi --mode rpc` over stdio against a scripted fake
 //! provider on 127.0.0.1. See `support.rs` for how to run it against the reference pi.
 
+mod abort;
 mod commands;
 mod errors;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
@@ -11,5 +12,6 @@ mod fake_provider;
 mod sse;
 #[allow(dead_code)]
 mod support;
+mod retry;
 mod steering;
 mod turns;
