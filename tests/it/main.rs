@@ -4,6 +4,7 @@
 mod abort;
 mod commands;
 mod errors;
+mod idle_commands;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.
 #[allow(dead_code)]
