@@ -5,10 +5,12 @@ mod abort;
 mod commands;
 mod errors;
 mod idle_commands;
+mod lifecycle;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.
 #[allow(dead_code)]
 mod fake_provider;
+mod framing;
 #[allow(dead_code)]
 mod sse;
 #[allow(dead_code)]

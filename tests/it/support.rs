@@ -593,6 +593,7 @@ fn read_stdout_lines(
 ) {
     let fd = stdout.as_raw_fd();
     let mut pending: Vec<u8> = Vec::new();
+    let mut searched = 0;
     let mut chunk = vec![0u8; 256 * 1024];
     loop {
         if close_requested.load(Ordering::SeqCst) {
@@ -619,9 +620,11 @@ fn read_stdout_lines(
         };
         pending.extend_from_slice(&chunk[..n]);
         let mut start = 0;
-        while let Some(offset) = memchr::memchr(b'\n', &pending[start..]) {
-            let line = pending[start..start + offset].to_vec();
-            start += offset + 1;
+        while let Some(offset) = memchr::memchr(b'\n', &pending[searched..]) {
+            let end = searched + offset;
+            let line = pending[start..end].to_vec();
+            start = end + 1;
+            searched = start;
             let line = match String::from_utf8(line) {
                 Ok(text) => Line::Text(text),
                 Err(err) => Line::Binary(err.into_bytes()),
@@ -631,6 +634,8 @@ fn read_stdout_lines(
             }
         }
         pending.drain(..start);
+        // A long record arrives in many chunks: never rescan what has no LF.
+        searched = pending.len();
     }
     if !pending.is_empty() {
         let line = match String::from_utf8(pending) {
@@ -652,6 +657,16 @@ impl Pi {
         // SAFETY: plain kill(2) on our own child's pid.
         let result = unsafe { libc::kill(self.pid(), signal) };
         assert_eq!(result, 0, "kill({}, {signal}) failed", self.pid());
+    }
+
+    /// Sends a command, tolerating a process that already went away; false if the write failed.
+    pub fn try_send(&mut self, command: Value) -> bool {
+        let mut line = serde_json::to_vec(&command).expect("serialize command");
+        line.push(b'\n');
+        match self.stdin.as_mut() {
+            Some(stdin) => stdin.write_all(&line).and_then(|()| stdin.flush()).is_ok(),
+            None => false,
+        }
     }
 
     /// Closes stdin without waiting for anything.
