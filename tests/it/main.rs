@@ -16,5 +16,6 @@ mod sse;
 #[allow(dead_code)]
 mod support;
 mod retry;
+mod rpc_bash;
 mod steering;
 mod turns;
