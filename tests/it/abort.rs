@@ -41,7 +41,8 @@ pub fn wait_for_tool_pid(pi: &mut Pi, marker: &str) -> i32 {
     let deadline = pi.deadline();
     let records = pi.recv_until(
         |r| {
-            r["type"] == "tool_execution_update" && result_text(&r["partialResult"]).contains(marker)
+            r["type"] == "tool_execution_update"
+                && result_text(&r["partialResult"]).contains(marker)
         },
         deadline,
     );

@@ -107,7 +107,9 @@ fn many_records_in_one_write_are_all_answered_in_order() {
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     let mut bytes = Vec::new();
     for n in 0..100 {
-        bytes.extend_from_slice(format!("{{\"id\":\"r{n}\",\"type\":\"get_messages\"}}\n").as_bytes());
+        bytes.extend_from_slice(
+            format!("{{\"id\":\"r{n}\",\"type\":\"get_messages\"}}\n").as_bytes(),
+        );
     }
     pi.send_raw(&bytes);
     pi.response_for("r99");

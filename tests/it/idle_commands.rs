@@ -72,7 +72,11 @@ fn set_model_returns_the_model_and_announces_thinking_changes() {
         json!({"provider": "fake-anthropic", "modelId": "fake-claude-plain"}),
     );
     assert_eq!(response, ok_with("m1", "set_model", claude_plain(&fake)));
-    assert_eq!(events, [thinking_changed("off")], "medium → off on a plain model");
+    assert_eq!(
+        events,
+        [thinking_changed("off")],
+        "medium → off on a plain model"
+    );
     assert_eq!(state(&mut pi, "s1")["thinkingLevel"], "off");
 
     let (events, response) = command_with_events(
@@ -95,7 +99,10 @@ fn set_model_returns_the_model_and_announces_thinking_changes() {
         json!({"provider": "fake-openai", "modelId": "fake-gpt-reasoning"}),
     );
     assert_eq!(response["data"]["id"], "fake-gpt-reasoning");
-    assert_eq!(response["data"]["baseUrl"], format!("{}/v1", fake.base_url()));
+    assert_eq!(
+        response["data"]["baseUrl"],
+        format!("{}/v1", fake.base_url())
+    );
     assert!(events.is_empty(), "same level, no event: {events:?}");
 
     let (events, response) = command_with_events(
@@ -104,7 +111,10 @@ fn set_model_returns_the_model_and_announces_thinking_changes() {
         "set_model",
         json!({"provider": "nope", "modelId": "nothing"}),
     );
-    assert_eq!(response, error("m4", "set_model", "Model not found: nope/nothing"));
+    assert_eq!(
+        response,
+        error("m4", "set_model", "Model not found: nope/nothing")
+    );
     assert!(events.is_empty());
     let (_, response) = command_with_events(
         &mut pi,
@@ -114,11 +124,18 @@ fn set_model_returns_the_model_and_announces_thinking_changes() {
     );
     assert_eq!(
         response,
-        error("m5", "set_model", "Model not found: fake-openai/fake-claude"),
+        error(
+            "m5",
+            "set_model",
+            "Model not found: fake-openai/fake-claude"
+        ),
         "a model id under the wrong provider is not found"
     );
     let current = state(&mut pi, "s2");
-    assert_eq!(current["model"]["id"], "fake-gpt-reasoning", "a failure changes nothing");
+    assert_eq!(
+        current["model"]["id"], "fake-gpt-reasoning",
+        "a failure changes nothing"
+    );
 
     let settings = pi.agent_settings();
     assert_eq!(settings["defaultProvider"], "fake-openai", "{settings}");
@@ -148,7 +165,9 @@ fn cycle_model_walks_the_available_models() {
         let response = pi.command(&format!("c{n}"), "cycle_model", json!({}));
         seen.push(format!(
             "{}/{}:{}",
-            response["data"]["model"]["provider"].as_str().unwrap_or("?"),
+            response["data"]["model"]["provider"]
+                .as_str()
+                .unwrap_or("?"),
             response["data"]["model"]["id"].as_str().unwrap_or("?"),
             response["data"]["thinkingLevel"].as_str().unwrap_or("?")
         ));
@@ -229,8 +248,12 @@ fn set_thinking_level_clamps_and_announces_changes() {
 
     let fake2 = FakeProvider::start(Vec::new());
     let mut plain = Pi::spawn(&Setup::openai(&fake2));
-    let (events, response) =
-        command_with_events(&mut plain, "t1", "set_thinking_level", json!({"level": "high"}));
+    let (events, response) = command_with_events(
+        &mut plain,
+        "t1",
+        "set_thinking_level",
+        json!({"level": "high"}),
+    );
     assert_eq!(response, ok("t1", "set_thinking_level"));
     assert!(events.is_empty(), "a plain model stays off: {events:?}");
     assert_eq!(state(&mut plain, "s1")["thinkingLevel"], "off");
@@ -246,8 +269,12 @@ fn cycle_thinking_level_wraps_and_is_null_without_reasoning() {
     let mut seen = Vec::new();
     for n in 0..4 {
         let id = format!("c{n}");
-        let (events, response) = command_with_events(&mut pi, &id, "cycle_thinking_level", json!({}));
-        let level = response["data"]["level"].as_str().unwrap_or("?").to_string();
+        let (events, response) =
+            command_with_events(&mut pi, &id, "cycle_thinking_level", json!({}));
+        let level = response["data"]["level"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
         assert_eq!(
             response,
             ok_with(&id, "cycle_thinking_level", json!({"level": level}))
@@ -259,7 +286,8 @@ fn cycle_thinking_level_wraps_and_is_null_without_reasoning() {
 
     let fake2 = FakeProvider::start(Vec::new());
     let mut plain = Pi::spawn(&Setup::openai(&fake2));
-    let (events, response) = command_with_events(&mut plain, "c1", "cycle_thinking_level", json!({}));
+    let (events, response) =
+        command_with_events(&mut plain, "c1", "cycle_thinking_level", json!({}));
     assert_eq!(response, ok_with("c1", "cycle_thinking_level", Value::Null));
     assert_keys(&response, &["id", "type", "command", "success", "data"]);
     assert!(events.is_empty());
@@ -286,7 +314,9 @@ fn queue_modes_validate_apply_and_persist() {
         assert_keys(&response, &["id", "type", "command", "success", "error"]);
         assert_eq!(response["success"], false, "{response}");
         assert!(
-            response["error"].as_str().is_some_and(|e| e.contains("sometimes")),
+            response["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("sometimes")),
             "the error names the bad mode: {response}"
         );
         assert_eq!(
@@ -296,9 +326,16 @@ fn queue_modes_validate_apply_and_persist() {
         );
         assert_eq!(pi.agent_settings()[key], "all");
 
-        let response = pi.command(&format!("{command}-3"), command, json!({"mode": "one-at-a-time"}));
+        let response = pi.command(
+            &format!("{command}-3"),
+            command,
+            json!({"mode": "one-at-a-time"}),
+        );
         assert_eq!(response["success"], true);
-        assert_eq!(state(&mut pi, &format!("{command}-s3"))[key], "one-at-a-time");
+        assert_eq!(
+            state(&mut pi, &format!("{command}-s3"))[key],
+            "one-at-a-time"
+        );
         assert_eq!(pi.agent_settings()[key], "one-at-a-time");
     }
     fake.finish();
@@ -324,7 +361,10 @@ fn auto_compaction_and_auto_retry_toggles_persist_and_apply() {
     assert_eq!(response, ok("r1", "set_auto_retry"));
     let settings = pi.agent_settings();
     assert_eq!(settings["retry"]["enabled"], false, "{settings}");
-    assert_eq!(settings["retry"]["baseDelayMs"], 10, "other keys are kept: {settings}");
+    assert_eq!(
+        settings["retry"]["baseDelayMs"], 10,
+        "other keys are kept: {settings}"
+    );
     assert_eq!(settings["compaction"]["enabled"], false, "{settings}");
 
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
@@ -348,7 +388,8 @@ fn auto_compaction_and_auto_retry_toggles_persist_and_apply() {
 #[test]
 fn get_last_assistant_text_is_null_then_the_text() {
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[
-        "  Hello", " there.\n",
+        "  Hello",
+        " there.\n",
     ]))]);
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     let response = pi.command("l1", "get_last_assistant_text", json!({}));
@@ -361,7 +402,11 @@ fn get_last_assistant_text_is_null_then_the_text() {
     let response = pi.command("l2", "get_last_assistant_text", json!({}));
     assert_eq!(
         response,
-        ok_with("l2", "get_last_assistant_text", json!({"text": "Hello there."}))
+        ok_with(
+            "l2",
+            "get_last_assistant_text",
+            json!({"text": "Hello there."})
+        )
     );
     fake.finish();
 }
@@ -381,8 +426,12 @@ fn set_session_name_validates_and_announces() {
     assert!(events.is_empty());
     assert!(state(&mut pi, "s1").get("sessionName").is_none());
 
-    let (events, response) =
-        command_with_events(&mut pi, "n2", "set_session_name", json!({"name": "  My work "}));
+    let (events, response) = command_with_events(
+        &mut pi,
+        "n2",
+        "set_session_name",
+        json!({"name": "  My work "}),
+    );
     assert_eq!(response, ok("n2", "set_session_name"));
     assert_eq!(
         events,

@@ -97,7 +97,12 @@ fn sigterm_ends_the_run_and_exits_143() {
     pi.signal(libc::SIGTERM);
     pi.records_until_event("agent_end");
     let status = pi.wait_for_exit();
-    assert_eq!(status.code(), Some(143), "{status:?} (signal {:?})", status.signal());
+    assert_eq!(
+        status.code(),
+        Some(143),
+        "{status:?} (signal {:?})",
+        status.signal()
+    );
     assert_no_panic(&pi);
     assert_gone(sleeper, &pi);
     fake.finish();
@@ -110,7 +115,12 @@ fn sighup_ends_the_run_and_exits_129() {
     pi.signal(libc::SIGHUP);
     pi.records_until_event("agent_end");
     let status = pi.wait_for_exit();
-    assert_eq!(status.code(), Some(129), "{status:?} (signal {:?})", status.signal());
+    assert_eq!(
+        status.code(),
+        Some(129),
+        "{status:?} (signal {:?})",
+        status.signal()
+    );
     assert_no_panic(&pi);
     assert_gone(sleeper, &pi);
     fake.finish();
@@ -140,7 +150,12 @@ fn stdout_closed_while_idle_exits_zero() {
     pi.close_stdout();
     pi.try_send(json!({"id": "s2", "type": "get_state"}));
     let status = pi.wait_for_exit();
-    assert_eq!(status.code(), Some(0), "{status:?} (signal {:?})", status.signal());
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{status:?} (signal {:?})",
+        status.signal()
+    );
     assert_no_panic(&pi);
     fake.finish();
 }
@@ -153,7 +168,12 @@ fn stdout_closed_mid_tool_exits_zero_and_kills_children() {
     // Something to write: pi notices the closed pipe on its next record.
     pi.try_send(json!({"id": "s2", "type": "get_state"}));
     let status = pi.wait_for_exit();
-    assert_eq!(status.code(), Some(0), "{status:?} (signal {:?})", status.signal());
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{status:?} (signal {:?})",
+        status.signal()
+    );
     assert_no_panic(&pi);
     assert_gone(sleeper, &pi);
     fake.finish();

@@ -6,16 +6,18 @@ mod commands;
 mod errors;
 mod idle_commands;
 mod lifecycle;
+mod print_modes;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.
 #[allow(dead_code)]
 mod fake_provider;
 mod framing;
-#[allow(dead_code)]
-mod sse;
-#[allow(dead_code)]
-mod support;
 mod retry;
 mod rpc_bash;
+mod secrets;
+#[allow(dead_code)]
+mod sse;
 mod steering;
+#[allow(dead_code)]
+mod support;
 mod turns;

@@ -126,8 +126,8 @@ fn retries_are_exhausted_after_max_retries() {
         Reply::status(500, body.clone(), &[]),
         Reply::status(500, body.clone(), &[]),
     ]);
-    let setup = Setup::anthropic(&fake)
-        .settings(json!({"retry": {"baseDelayMs": 50, "maxRetries": 2}}));
+    let setup =
+        Setup::anthropic(&fake).settings(json!({"retry": {"baseDelayMs": 50, "maxRetries": 2}}));
     let mut pi = Pi::spawn(&setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
     let records = pi.records_until_event("agent_settled");
@@ -181,7 +181,10 @@ fn retry_after_header_sets_the_minimum_delay() {
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
     let start = pi.wait_for_event("auto_retry_start");
     let delay = start["delayMs"].as_u64().expect("delayMs");
-    assert!(delay >= 1000, "delayMs {delay} ignores retry-after: {start}");
+    assert!(
+        delay >= 1000,
+        "delayMs {delay} ignores retry-after: {start}"
+    );
     let records = pi.records_until_event("agent_settled");
     assert!(
         records

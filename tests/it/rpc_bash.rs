@@ -58,7 +58,8 @@ fn bash_streams_output_then_answers_with_the_result() {
 fn bash_nonzero_exit_is_success_with_the_code() {
     let fake = FakeProvider::start(Vec::new());
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
-    let response = pi.request(json!({"id": "b1", "type": "bash", "command": "echo failing; exit 3"}));
+    let response =
+        pi.request(json!({"id": "b1", "type": "bash", "command": "echo failing; exit 3"}));
     assert_eq!(
         response["data"],
         json!({"output": "failing\n", "exitCode": 3, "cancelled": false, "truncated": false})
@@ -76,12 +77,18 @@ fn abort_bash_cancels_and_state_is_answered_meanwhile() {
     pi.send(json!({"id": "b1", "type": "bash", "command": "echo started; sleep 100; echo never"}));
     let deadline = pi.deadline();
     pi.recv_until(
-        |r| r["type"] == "bash_execution_update" && streamed(std::slice::from_ref(r), "b1").contains("started"),
+        |r| {
+            r["type"] == "bash_execution_update"
+                && streamed(std::slice::from_ref(r), "b1").contains("started")
+        },
         deadline,
     );
     let state = pi.command("s1", "get_state", json!({}));
     assert_eq!(state["success"], true);
-    assert_eq!(state["data"]["isStreaming"], false, "an RPC bash is not a run");
+    assert_eq!(
+        state["data"]["isStreaming"], false,
+        "an RPC bash is not a run"
+    );
     let response = pi.request(json!({"id": "k1", "type": "abort_bash"}));
     assert_eq!(
         response,
@@ -114,19 +121,29 @@ fn large_output_is_truncated_with_a_full_output_file_and_fully_streamed() {
     assert_eq!(data["truncated"], true);
     assert_keys(
         data,
-        &["output", "exitCode", "cancelled", "truncated", "fullOutputPath"],
+        &[
+            "output",
+            "exitCode",
+            "cancelled",
+            "truncated",
+            "fullOutputPath",
+        ],
     );
     let output = data["output"].as_str().expect("output");
-    assert!(output.len() <= 50 * 1024, "output is {} bytes", output.len());
+    assert!(
+        output.len() <= 50 * 1024,
+        "output is {} bytes",
+        output.len()
+    );
     assert!(output.ends_with(&format!("{}\n", "a".repeat(99))));
     let path = data["fullOutputPath"].as_str().expect("fullOutputPath");
     let file = std::fs::read_to_string(path).expect("the full output file exists");
+    let _ = std::fs::remove_file(path);
     assert_eq!(file.len(), 5_000_000, "the file holds everything");
     assert!(file.ends_with(output), "the output is the file's tail");
     let deltas = streamed(&records, "big");
     assert_eq!(deltas.len(), file.len(), "every delta arrived");
     assert!(deltas == file, "the deltas add up to the file");
-    let _ = std::fs::remove_file(path);
     fake.finish();
 }
 
@@ -150,7 +167,11 @@ fn bash_results_reach_the_next_prompt_as_user_messages() {
     assert_eq!(messages[0]["command"], "echo hi");
     assert_eq!(messages[0]["output"], "hi\n");
     assert_eq!(messages[0]["exitCode"], 0);
-    assert!(messages[0].get("fullOutputPath").is_none(), "{}", messages[0]);
+    assert!(
+        messages[0].get("fullOutputPath").is_none(),
+        "{}",
+        messages[0]
+    );
     assert_eq!(fake.requests().len(), 0, "bash alone calls no model");
 
     pi.send(json!({"id": "p1", "type": "prompt", "message": "What happened?"}));
@@ -159,7 +180,12 @@ fn bash_results_reach_the_next_prompt_as_user_messages() {
     let texts: Vec<(String, String)> = requests[0]
         .messages()
         .iter()
-        .map(|m| (m["role"].as_str().unwrap_or("?").to_string(), message_text(m)))
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("?").to_string(),
+                message_text(m),
+            )
+        })
         .collect();
     let user = |text: &str| ("user".to_string(), text.to_string());
     assert_eq!(

@@ -102,7 +102,10 @@ fn enqueue(pi: &mut Pi, id: &str, ty: &str, text: &str, expected_queue: Value) {
         .rfind(|r| r["type"] == "queue_update")
         .cloned()
         .expect("a queue_update before the response");
-    assert_eq!(update, expected_queue, "queue_update before {id}'s response");
+    assert_eq!(
+        update, expected_queue,
+        "queue_update before {id}'s response"
+    );
 }
 
 #[track_caller]
@@ -132,7 +135,13 @@ fn steering_one_at_a_time_delivers_one_message_per_turn_after_the_tool_results()
     ]));
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     start_gated_run(&mut pi);
-    enqueue(&mut pi, "s1", "steer", "First steer", queue(&["First steer"], &[]));
+    enqueue(
+        &mut pi,
+        "s1",
+        "steer",
+        "First steer",
+        queue(&["First steer"], &[]),
+    );
     enqueue(
         &mut pi,
         "s2",
@@ -143,7 +152,11 @@ fn steering_one_at_a_time_delivers_one_message_per_turn_after_the_tool_results()
     let state = pi.command("g1", "get_state", json!({}));
     assert_eq!(state["data"]["pendingMessageCount"], 2, "{state}");
     assert_eq!(state["data"]["isStreaming"], true, "{state}");
-    assert_eq!(fake.requests().len(), 1, "nothing delivered while the tool runs");
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "nothing delivered while the tool runs"
+    );
 
     open_gate(&pi);
     let run = pi.records_until_event("agent_end");
@@ -218,7 +231,13 @@ fn steering_all_delivers_every_message_at_the_next_drain_point() {
         json!({"id": "m1", "type": "response", "command": "set_steering_mode", "success": true})
     );
     start_gated_run(&mut pi);
-    enqueue(&mut pi, "s1", "steer", "First steer", queue(&["First steer"], &[]));
+    enqueue(
+        &mut pi,
+        "s1",
+        "steer",
+        "First steer",
+        queue(&["First steer"], &[]),
+    );
     enqueue(
         &mut pi,
         "s2",
@@ -277,7 +296,13 @@ fn follow_up_is_delivered_only_when_the_agent_would_stop() {
     ]));
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     start_gated_run(&mut pi);
-    enqueue(&mut pi, "f1", "follow_up", "Later please", queue(&[], &["Later please"]));
+    enqueue(
+        &mut pi,
+        "f1",
+        "follow_up",
+        "Later please",
+        queue(&[], &["Later please"]),
+    );
     assert_eq!(pending_count(&mut pi, "g1"), 1);
     open_gate(&pi);
     let run = pi.records_until_event("agent_end");
@@ -339,7 +364,13 @@ fn follow_up_modes_deliver_one_or_all() {
         let response = pi.command("m1", "set_follow_up_mode", json!({"mode": mode}));
         assert_eq!(response["success"], true, "{response}");
         start_gated_run(&mut pi);
-        enqueue(&mut pi, "f1", "follow_up", "Follow A", queue(&[], &["Follow A"]));
+        enqueue(
+            &mut pi,
+            "f1",
+            "follow_up",
+            "Follow A",
+            queue(&[], &["Follow A"]),
+        );
         enqueue(
             &mut pi,
             "f2",
@@ -391,7 +422,13 @@ fn steering_beats_follow_up() {
     ]));
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     start_gated_run(&mut pi);
-    enqueue(&mut pi, "f1", "follow_up", "The follow-up", queue(&[], &["The follow-up"]));
+    enqueue(
+        &mut pi,
+        "f1",
+        "follow_up",
+        "The follow-up",
+        queue(&[], &["The follow-up"]),
+    );
     enqueue(
         &mut pi,
         "s1",
@@ -422,7 +459,10 @@ fn steering_beats_follow_up() {
     );
     assert_eq!(
         tail(&requests[2], 2),
-        [pair("assistant", "After steer."), pair("user", "The follow-up")]
+        [
+            pair("assistant", "After steer."),
+            pair("user", "The follow-up")
+        ]
     );
     pi.wait_for_event("agent_settled");
     fake.finish();
@@ -437,7 +477,13 @@ fn messages_queued_while_idle_join_the_next_prompt() {
         Reply::sse(sse::anthropic_text(&["Second answer."])),
     ]);
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
-    enqueue(&mut pi, "s1", "steer", "Idle steer", queue(&["Idle steer"], &[]));
+    enqueue(
+        &mut pi,
+        "s1",
+        "steer",
+        "Idle steer",
+        queue(&["Idle steer"], &[]),
+    );
     enqueue(
         &mut pi,
         "f1",
@@ -485,7 +531,10 @@ fn messages_queued_while_idle_join_the_next_prompt() {
     );
     assert_eq!(
         tail(&requests[1], 2),
-        [pair("assistant", "First answer."), pair("user", "Idle follow-up")]
+        [
+            pair("assistant", "First answer."),
+            pair("user", "Idle follow-up")
+        ]
     );
     pi.wait_for_event("agent_settled");
     fake.finish();
@@ -510,8 +559,10 @@ fn prompt_while_streaming_is_queued_or_refused() {
         deadline,
     );
 
-    let queued = pi.request(json!({"id": "p2", "type": "prompt", "message": "Queued steer",
-                                   "streamingBehavior": "steer"}));
+    let queued = pi.request(
+        json!({"id": "p2", "type": "prompt", "message": "Queued steer",
+                                   "streamingBehavior": "steer"}),
+    );
     assert_eq!(
         queued,
         json!({"id": "p2", "type": "response", "command": "prompt", "success": true,
@@ -523,8 +574,10 @@ fn prompt_while_streaming_is_queued_or_refused() {
         queue(&["Queued steer"], &[]),
         "queue_update comes right before the response"
     );
-    let queued = pi.request(json!({"id": "p3", "type": "prompt", "message": "Queued follow-up",
-                                   "streamingBehavior": "followUp"}));
+    let queued = pi.request(
+        json!({"id": "p3", "type": "prompt", "message": "Queued follow-up",
+                                   "streamingBehavior": "followUp"}),
+    );
     assert_eq!(queued["data"], json!({"disposition": "queued"}));
     let refused = pi.request(json!({"id": "p4", "type": "prompt", "message": "Refused"}));
     assert_eq!(
@@ -566,11 +619,17 @@ fn prompt_while_streaming_is_queued_or_refused() {
     assert_eq!(requests.len(), 3);
     assert_eq!(
         tail(&requests[1], 2),
-        [pair("assistant", "Long answer."), pair("user", "Queued steer")]
+        [
+            pair("assistant", "Long answer."),
+            pair("user", "Queued steer")
+        ]
     );
     assert_eq!(
         tail(&requests[2], 2),
-        [pair("assistant", "Ack steer."), pair("user", "Queued follow-up")]
+        [
+            pair("assistant", "Ack steer."),
+            pair("user", "Queued follow-up")
+        ]
     );
     assert!(
         requests

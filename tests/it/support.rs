@@ -22,14 +22,19 @@
 //! per wait for pi-rs and 30 s for the reference (`PI_TEST_TIMEOUT_SECS` overrides both).
 //! `PI_TEST_TRACE=1` echoes every stdout record to stderr; `PI_TEST_KEEP=1` keeps the temp dir.
 //!
+//! Beyond commands and records: `signal`, `close_stdin`, `close_stdout` (the reader drops its end
+//! of the pipe, as a client that goes away), `wait_for_exit`, `agent_settings`; `run_cli` runs a
+//! one-shot print/JSON-mode process in the same prepared dir layout; `process_alive` /
+//! `wait_until_gone` check that children really died.
+//!
 //! Ends: `Drop` closes stdin, waits for the exit (bounded), kills the process if it lingers, and
 //! prints stderr plus the last records when the test is failing.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::process::ChildStdout;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -776,7 +781,13 @@ pub fn run_cli(setup: &Setup, args: &[&str], stdin: Option<&[u8]>) -> CliRun {
     let dir = TempDir::new("cli");
     let mut command = prepare(setup, &dir);
     command
-        .args(["--provider", &setup.provider, "--model", &setup.model, "--no-session"])
+        .args([
+            "--provider",
+            &setup.provider,
+            "--model",
+            &setup.model,
+            "--no-session",
+        ])
         .args(&setup.extra_args)
         .args(args)
         .stdin(Stdio::piped())
@@ -819,8 +830,7 @@ pub fn run_cli(setup: &Setup, args: &[&str], stdin: Option<&[u8]>) -> CliRun {
         }
     };
     let _ = writer.join();
-    let stdout = String::from_utf8(out_reader.join().unwrap_or_default())
-        .expect("stdout is UTF-8");
+    let stdout = String::from_utf8(out_reader.join().unwrap_or_default()).expect("stdout is UTF-8");
     let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
     CliRun {
         status,
