@@ -120,10 +120,12 @@ struct Collected {
 impl Collected {
     fn add(&mut self, raw: usize, text: &str) {
         self.raw_bytes += raw;
+        self.tail.push_str(text);
         if self.spill.is_none() && self.raw_bytes > DEFAULT_MAX_BYTES {
             let path = std::env::temp_dir().join(format!("pi-bash-{}.log", random_hex16()));
             let mut file = File::create(&path).ok();
-            // What scrolled out of the rolling tail is lost; pi starts its file the same way.
+            // The file starts with everything so far (the tail still holds it all: the spill
+            // begins long before the rolling tail drops anything), this chunk included.
             if let Some(f) = file.as_mut()
                 && f.write_all(self.tail.as_bytes()).is_err()
             {
@@ -135,7 +137,6 @@ impl Collected {
         {
             log::warn!("bash output spill file: write failed");
         }
-        self.tail.push_str(text);
         if self.tail.len() > ROLLING_BYTES * 2 {
             let mut cut = self.tail.len() - ROLLING_BYTES;
             while !self.tail.is_char_boundary(cut) {

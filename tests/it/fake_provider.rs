@@ -58,6 +58,10 @@ pub enum Reply {
     /// `FakeProvider::release_stalls()` (which drops the connection mid-stream), the client
     /// closes it, or the fake shuts down.
     Stall { prefix: String },
+    /// `200 text/event-stream`, sends `prefix`, holds the stream open until
+    /// `FakeProvider::release_stalls()`, then sends `rest` and ends the body normally (unlike
+    /// `Stall`, the reply completes). Lets a test act while a turn is provably mid-stream.
+    Hold { prefix: String, rest: String },
 }
 
 impl Reply {
@@ -101,6 +105,19 @@ impl Reply {
             prefix: prefix.into(),
         }
     }
+
+    /// Sends the events of `body` up to (not including) the first whose text contains
+    /// `hold_before`, waits for `release_stalls()`, then sends the rest.
+    pub fn hold(body: &str, hold_before: &str) -> Reply {
+        let cut = body
+            .find(hold_before)
+            .map(|pos| body[..pos].rfind("\n\n").map_or(0, |p| p + 2))
+            .unwrap_or_else(|| panic!("hold point {hold_before:?} not in the body"));
+        Reply::Hold {
+            prefix: body[..cut].to_string(),
+            rest: body[cut..].to_string(),
+        }
+    }
 }
 
 /// One request as the fake saw it.
@@ -113,6 +130,8 @@ pub struct RecordedRequest {
     /// The body parsed as JSON (`Value::Null` if it was empty or not JSON).
     pub body: Value,
     pub raw_body: Vec<u8>,
+    /// When the request's body was complete.
+    pub received_at: Instant,
 }
 
 impl RecordedRequest {
@@ -244,6 +263,29 @@ impl FakeProvider {
     /// like the bench, that report problems instead of failing a test.
     pub fn take_failures(&self) -> Vec<String> {
         std::mem::take(&mut self.shared.lock().failures)
+    }
+
+    /// Waits until at least `count` stalled or held streams were closed by the client (e.g. an
+    /// abort that really cancels the HTTP request); panics after `timeout`.
+    #[track_caller]
+    pub fn wait_for_stalls_closed_by_client(&self, count: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        while state.stalls_closed_by_client < count {
+            let now = Instant::now();
+            if now >= deadline {
+                panic!(
+                    "fake provider: waited {timeout:?} for {count} client-closed stream(s), got {}",
+                    state.stalls_closed_by_client
+                );
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|poison| poison.into_inner())
+                .0;
+        }
     }
 
     /// Replies not yet used.
@@ -392,6 +434,7 @@ impl Connection {
             headers,
             body,
             raw_body,
+            received_at: Instant::now(),
         }))
     }
 
@@ -509,31 +552,55 @@ fn write_reply(conn: &mut Connection, reply: Reply, shared: &Shared) -> io::Resu
                 write_chunk(&mut conn.stream, event.as_bytes())?;
             }
             conn.stream.flush()?;
-            let mut probe = [0u8; 1024];
-            loop {
-                {
-                    let state = shared.lock();
-                    if state.shutdown || state.release_generation > generation {
-                        break;
-                    }
-                }
-                match conn.stream.read(&mut probe) {
-                    Ok(0) => {
-                        shared.lock().stalls_closed_by_client += 1;
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(err) if is_timeout(&err) => {}
-                    Err(_) => {
-                        shared.lock().stalls_closed_by_client += 1;
-                        break;
-                    }
-                }
-            }
+            wait_for_release(conn, shared, generation);
             let _ = conn.stream.shutdown(std::net::Shutdown::Both);
             Ok(false)
         }
+        Reply::Hold { prefix, rest } => {
+            let generation = shared.lock().release_generation;
+            write_sse_head(&mut conn.stream)?;
+            for event in split_sse_events(&prefix) {
+                write_chunk(&mut conn.stream, event.as_bytes())?;
+            }
+            conn.stream.flush()?;
+            if !wait_for_release(conn, shared, generation) {
+                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+                return Ok(false);
+            }
+            for event in split_sse_events(&rest) {
+                write_chunk(&mut conn.stream, event.as_bytes())?;
+            }
+            conn.stream.write_all(b"0\r\n\r\n")?;
+            conn.stream.flush()?;
+            Ok(true)
+        }
     }
+}
+
+/// Holds a stream open until `release_stalls()` bumps the generation (true), or the client
+/// closes the connection or the fake shuts down (false).
+fn wait_for_release(conn: &mut Connection, shared: &Shared, generation: u64) -> bool {
+    let mut probe = [0u8; 1024];
+    loop {
+        {
+            let state = shared.lock();
+            if state.shutdown {
+                return false;
+            }
+            if state.release_generation > generation {
+                return true;
+            }
+        }
+        match conn.stream.read(&mut probe) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(err) if is_timeout(&err) => {}
+            Err(_) => break,
+        }
+    }
+    shared.lock().stalls_closed_by_client += 1;
+    shared.changed.notify_all();
+    false
 }
 
 fn write_sse_head(stream: &mut TcpStream) -> io::Result<()> {

@@ -1,15 +1,24 @@
 //! The one integration-test binary: drives `pi --mode rpc` over stdio against a scripted fake
 //! provider on 127.0.0.1. See `support.rs` for how to run it against the reference pi.
 
+mod abort;
 mod commands;
 mod errors;
+mod idle_commands;
+mod lifecycle;
+mod print_modes;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.
 #[allow(dead_code)]
 mod fake_provider;
+mod framing;
+mod retry;
+mod rpc_bash;
+mod secrets;
 #[allow(dead_code)]
 mod sse;
+mod steering;
 #[allow(dead_code)]
 mod support;
 mod turns;

@@ -25,13 +25,20 @@
 //! per wait for pi-rs and 30 s for the reference (`PI_TEST_TIMEOUT_SECS` overrides both).
 //! `PI_TEST_TRACE=1` echoes every stdout record to stderr; `PI_TEST_KEEP=1` keeps the temp dir.
 //!
+//! Beyond commands and records: `signal`, `close_stdin`, `close_stdout` (the reader drops its end
+//! of the pipe, as a client that goes away), `wait_for_exit`, `agent_settings`; `run_cli` runs a
+//! one-shot print/JSON-mode process in the same prepared dir layout; `process_alive` /
+//! `wait_until_gone` check that children really died.
+//!
 //! Ends: `Drop` closes stdin, waits for the exit (bounded), kills the process if it lingers, and
 //! prints stderr plus the last records when the test is failing.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::process::ChildStdout;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -98,6 +105,8 @@ pub struct Setup {
     /// Run this executable instead of the default one (differential checks that start pi-rs
     /// and the reference in one scenario).
     pub binary: Option<PathBuf>,
+    /// Replaces `fixtures/models.json` (`__BASE_URL__` is still substituted).
+    pub models_json: Option<String>,
 }
 
 impl Setup {
@@ -122,6 +131,7 @@ impl Setup {
             env: Vec::new(),
             sessions: false,
             binary: None,
+            models_json: None,
         }
     }
 
@@ -156,6 +166,50 @@ impl Setup {
         self.env.push((name.into(), value.into()));
         self
     }
+
+    /// Uses `text` as the agent dir's `models.json` instead of the fixture.
+    pub fn models_json(mut self, text: &str) -> Self {
+        self.models_json = Some(text.into());
+        self
+    }
+}
+
+/// Creates the agent dir, cwd and files for `setup` under `dir` and returns the command to run
+/// the binary there (scrubbed environment, no arguments yet, stdio not configured).
+fn prepare(setup: &Setup, workspace: &Workspace) -> Command {
+    let agent_dir = workspace.agent_dir();
+    let cwd = workspace.cwd();
+    let models = setup
+        .models_json
+        .clone()
+        .unwrap_or_else(|| fixture("models.json"))
+        .replace("__BASE_URL__", &setup.base_url);
+    std::fs::write(agent_dir.join("models.json"), models).expect("write models.json");
+    if let Some(settings) = &setup.settings {
+        let text = serde_json::to_string_pretty(settings).expect("settings json");
+        std::fs::write(agent_dir.join("settings.json"), text).expect("write settings.json");
+    }
+    for (relative, contents) in &setup.files {
+        let path = cwd.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create file parent");
+        }
+        std::fs::write(&path, contents).expect("write setup file");
+    }
+
+    let mut command = Command::new(setup.binary.clone().unwrap_or_else(binary));
+    command.current_dir(&cwd).env_clear();
+    for name in ENV_ALLOWLIST {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command
+        .env("PI_CODING_AGENT_DIR", &agent_dir)
+        .env("PI_OFFLINE", "1")
+        .env("HOME", workspace.root())
+        .envs(setup.env.iter().map(|(k, v)| (k, v)));
+    command
 }
 
 /// A temp dir removed on drop (kept with `PI_TEST_KEEP=1`).
@@ -307,6 +361,8 @@ pub struct Pi {
     trace: bool,
     exit_status: Option<ExitStatus>,
     workspace: Workspace,
+    /// Asks the stdout reader to drop its end of the pipe (`close_stdout`).
+    close_stdout: Arc<AtomicBool>,
 }
 
 impl Pi {
@@ -317,25 +373,8 @@ impl Pi {
 
     /// Starts the binary in an existing workspace (e.g. after a previous process there ended).
     pub fn spawn_in(workspace: &Workspace, setup: &Setup) -> Pi {
-        let agent_dir = workspace.agent_dir();
-        let cwd = workspace.cwd();
-
-        let models = fixture("models.json").replace("__BASE_URL__", &setup.base_url);
-        std::fs::write(agent_dir.join("models.json"), models).expect("write models.json");
-        if let Some(settings) = &setup.settings {
-            let text = serde_json::to_string_pretty(settings).expect("settings json");
-            std::fs::write(agent_dir.join("settings.json"), text).expect("write settings.json");
-        }
-        for (relative, contents) in &setup.files {
-            let path = cwd.join(relative);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).expect("create file parent");
-            }
-            std::fs::write(&path, contents).expect("write setup file");
-        }
-
         let program = setup.binary.clone().unwrap_or_else(binary);
-        let mut command = Command::new(&program);
+        let mut command = prepare(setup, workspace);
         command
             .args(["--mode", "rpc"])
             .args(if setup.sessions {
@@ -348,18 +387,6 @@ impl Pi {
             .arg("--model")
             .arg(&setup.model)
             .args(&setup.extra_args)
-            .current_dir(&cwd)
-            .env_clear();
-        for name in ENV_ALLOWLIST {
-            if let Some(value) = std::env::var_os(name) {
-                command.env(name, value);
-            }
-        }
-        command
-            .env("PI_CODING_AGENT_DIR", &agent_dir)
-            .env("PI_OFFLINE", "1")
-            .env("HOME", workspace.root())
-            .envs(setup.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -369,30 +396,11 @@ impl Pi {
 
         let stdout = child.stdout.take().expect("stdout piped");
         let (line_tx, lines) = crossbeam_channel::unbounded();
+        let close_stdout = Arc::new(AtomicBool::new(false));
+        let close_requested = Arc::clone(&close_stdout);
         thread::Builder::new()
             .name("pi-stdout".into())
-            .spawn(move || {
-                // Split on LF only: U+2028/U+2029 are ordinary characters inside records.
-                let mut reader = BufReader::new(stdout);
-                let mut buffer = Vec::new();
-                loop {
-                    buffer.clear();
-                    match reader.read_until(b'\n', &mut buffer) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {}
-                    }
-                    if buffer.last() == Some(&b'\n') {
-                        buffer.pop();
-                    }
-                    let line = match String::from_utf8(buffer.clone()) {
-                        Ok(text) => Line::Text(text),
-                        Err(_) => Line::Binary(buffer.clone()),
-                    };
-                    if line_tx.send(line).is_err() {
-                        return;
-                    }
-                }
-            })
+            .spawn(move || read_stdout_lines(stdout, &line_tx, &close_requested))
             .expect("spawn stdout reader");
 
         let mut stderr_pipe = child.stderr.take().expect("stderr piped");
@@ -426,6 +434,7 @@ impl Pi {
             trace: std::env::var_os("PI_TEST_TRACE").is_some(),
             exit_status: None,
             workspace: workspace.clone(),
+            close_stdout,
         }
     }
 
@@ -705,6 +714,258 @@ impl Pi {
                 _ => return None,
             }
         }
+    }
+}
+
+/// The stdout reader: splits on LF only (U+2028/U+2029 are ordinary characters inside records)
+/// and forwards each line. It waits in `poll` with a short tick so that `close_requested` can make
+/// it drop the pipe's read end (a client that stops reading and closes its side).
+fn read_stdout_lines(
+    mut stdout: ChildStdout,
+    lines: &crossbeam_channel::Sender<Line>,
+    close_requested: &AtomicBool,
+) {
+    let fd = stdout.as_raw_fd();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut searched = 0;
+    let mut chunk = vec![0u8; 256 * 1024];
+    loop {
+        if close_requested.load(Ordering::SeqCst) {
+            return; // drops `stdout`: the child's next write gets EPIPE
+        }
+        let mut poll_fd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll_fd, 1, 50) };
+        if ready == 0 {
+            continue;
+        }
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+        let n = match stdout.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        pending.extend_from_slice(&chunk[..n]);
+        let mut start = 0;
+        while let Some(offset) = memchr::memchr(b'\n', &pending[searched..]) {
+            let end = searched + offset;
+            let line = pending[start..end].to_vec();
+            start = end + 1;
+            searched = start;
+            let line = match String::from_utf8(line) {
+                Ok(text) => Line::Text(text),
+                Err(err) => Line::Binary(err.into_bytes()),
+            };
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+        pending.drain(..start);
+        // A long record arrives in many chunks: never rescan what has no LF.
+        searched = pending.len();
+    }
+    if !pending.is_empty() {
+        let line = match String::from_utf8(pending) {
+            Ok(text) => Line::Text(text),
+            Err(err) => Line::Binary(err.into_bytes()),
+        };
+        let _ = lines.send(line);
+    }
+}
+
+impl Pi {
+    /// The child's process id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`) to the child.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        let result = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(result, 0, "kill({}, {signal}) failed", self.pid());
+    }
+
+    /// Sends a command, tolerating a process that already went away; false if the write failed.
+    pub fn try_send(&mut self, command: Value) -> bool {
+        let mut line = serde_json::to_vec(&command).expect("serialize command");
+        line.push(b'\n');
+        match self.stdin.as_mut() {
+            Some(stdin) => stdin.write_all(&line).and_then(|()| stdin.flush()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Closes stdin without waiting for anything.
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Closes our end of the child's stdout (after taking in whatever was already read) and
+    /// waits until the reader thread has let go of it.
+    #[track_caller]
+    pub fn close_stdout(&mut self) {
+        self.close_stdout.store(true, Ordering::SeqCst);
+        let deadline = self.deadline();
+        while self.pull(deadline) {}
+        assert!(
+            self.stdout_closed,
+            "the stdout reader did not stop before the deadline"
+        );
+    }
+
+    /// Waits for the process to exit (stdin stays as it is); panics at the deadline.
+    #[track_caller]
+    pub fn wait_for_exit(&mut self) -> ExitStatus {
+        let deadline = self.deadline();
+        match self.wait_until(deadline) {
+            Some(status) => status,
+            None => panic!(
+                "pi did not exit within {:?}\n{}",
+                self.timeout,
+                self.stderr_text()
+            ),
+        }
+    }
+
+    /// Takes in every remaining stdout line until the pipe closes (after an exit).
+    #[track_caller]
+    pub fn drain_until_stdout_closes(&mut self) {
+        let deadline = self.deadline();
+        while self.pull(deadline) {}
+        assert!(self.stdout_closed, "stdout still open at the deadline");
+    }
+
+    /// The agent dir's `settings.json`, parsed (`Value::Null` if it does not exist).
+    pub fn agent_settings(&self) -> Value {
+        match std::fs::read_to_string(self.agent_dir().join("settings.json")) {
+            Ok(text) => serde_json::from_str(&text)
+                .unwrap_or_else(|err| panic!("settings.json is not JSON ({err}): {text}")),
+            Err(_) => Value::Null,
+        }
+    }
+
+    /// Raw stderr so far.
+    pub fn stderr_raw(&self) -> String {
+        let bytes = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// Whether `pid` is a live process (a zombie counts as dead: it only waits to be reaped).
+pub fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` is gone; false if it is still alive after `timeout`.
+pub fn wait_until_gone(pid: i32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if !process_alive(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        // A process ending has no event we can wait on from here; poll with a bound.
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The result of a one-shot run (print or JSON mode).
+pub struct CliRun {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub workspace: Workspace,
+}
+
+impl CliRun {
+    pub fn cwd(&self) -> PathBuf {
+        self.workspace.cwd()
+    }
+}
+
+/// Runs the binary once with `args` (after `--provider <p> --model <m> --no-session`) in a
+/// prepared dir, feeding `stdin` (closed right after; `None` = an empty pipe). Kills it and
+/// panics if it outlives the deadline.
+#[track_caller]
+pub fn run_cli(setup: &Setup, args: &[&str], stdin: Option<&[u8]>) -> CliRun {
+    let workspace = Workspace::new();
+    let mut command = prepare(setup, &workspace);
+    command
+        .args([
+            "--provider",
+            &setup.provider,
+            "--model",
+            &setup.model,
+            "--no-session",
+        ])
+        .args(&setup.extra_args)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|err| panic!("cannot start {}: {err}", binary().display()));
+    let mut input = child.stdin.take().expect("stdin piped");
+    let bytes = stdin.map(<[u8]>::to_vec).unwrap_or_default();
+    let writer = thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let mut out_pipe = child.stdout.take().expect("stdout piped");
+    let mut err_pipe = child.stderr.take().expect("stderr piped");
+    let out_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out_pipe.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err_pipe.read_to_end(&mut buf);
+        buf
+    });
+    let deadline = Instant::now() + default_timeout();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let err = err_reader.join().unwrap_or_default();
+                panic!(
+                    "pi {args:?} did not exit before the deadline; stderr:\n{}",
+                    String::from_utf8_lossy(&err)
+                );
+            }
+        }
+    };
+    let _ = writer.join();
+    let stdout = String::from_utf8(out_reader.join().unwrap_or_default()).expect("stdout is UTF-8");
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    CliRun {
+        status,
+        stdout,
+        stderr,
+        workspace,
     }
 }
 

@@ -1,0 +1,114 @@
+//! Print (`-p`) and JSON (`--mode json`) modes (FACTS.md §14): one-shot runs that print the
+//! final text or the event stream, with piped stdin and `@file` arguments joined into the first
+//! message.
+//!
+//! Reference: the JSON-mode event assertions that rely on seed-only events (`agent_settled`) are
+//! not made; these tests should pass against 0.73.1.
+
+use serde_json::Value;
+
+use crate::fake_provider::{FakeProvider, Reply, fixture};
+use crate::sse;
+use crate::steering::message_text;
+use crate::support::{Setup, run_cli};
+
+/// `pi -p "msg"` prints the reply's text and a newline, and exits 0.
+#[test]
+fn print_mode_prints_the_final_text() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[
+        "Printed ", "answer.",
+    ]))]);
+    let run = run_cli(&Setup::anthropic(&fake), &["-p", "Say it"], None);
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.stdout, "Printed answer.\n");
+    let request = &fake.requests()[0];
+    assert_eq!(
+        message_text(request.messages().last().expect("message")),
+        "Say it"
+    );
+    fake.finish();
+}
+
+/// A provider error: nothing useful on stdout, the error on stderr, exit 1.
+#[test]
+fn print_mode_provider_error_exits_one_with_the_error_on_stderr() {
+    let body = fixture("anthropic/error_400.json");
+    let fake = FakeProvider::start(vec![Reply::status(400, body.clone(), &[])]);
+    let run = run_cli(&Setup::anthropic(&fake), &["-p", "Fail please"], None);
+    assert_eq!(run.status.code(), Some(1), "stdout: {}", run.stdout);
+    assert!(
+        run.stderr.contains(&format!("400 {body}")),
+        "stderr: {}",
+        run.stderr
+    );
+    assert!(
+        !run.stdout.contains("400"),
+        "the error goes to stderr only: {}",
+        run.stdout
+    );
+    fake.finish();
+}
+
+/// `--mode json`: the session header first, then the session events as JSON lines (no
+/// responses).
+#[test]
+fn json_mode_writes_the_header_then_events() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Json answer."]))]);
+    let run = run_cli(&Setup::anthropic(&fake), &["--mode", "json", "Hello"], None);
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let records: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let header = &records[0];
+    assert_eq!(header["type"], "session", "{header}");
+    assert!(
+        header["id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{header}"
+    );
+    assert_eq!(
+        header["cwd"].as_str(),
+        Some(run.cwd().to_string_lossy().as_ref()),
+        "{header}"
+    );
+    let types: Vec<&str> = records[1..]
+        .iter()
+        .map(|r| r["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(types.first(), Some(&"agent_start"), "{types:?}");
+    assert!(types.contains(&"agent_end"), "{types:?}");
+    assert!(!types.contains(&"response"), "{types:?}");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "agent_end")
+        .expect("agent_end");
+    assert_eq!(end["messages"][1]["content"][0]["text"], "Json answer.");
+    fake.finish();
+}
+
+/// Piped stdin, then `@file` contents, then the CLI message form the first message.
+#[test]
+fn piped_stdin_and_file_argument_join_the_first_message() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Got it."]))]);
+    let setup = Setup::anthropic(&fake).file("notes.txt", "file body line");
+    let run = run_cli(
+        &setup,
+        &["-p", "@notes.txt", "and the question"],
+        Some(b"piped text\n"),
+    );
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.stdout, "Got it.\n");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    let text = message_text(requests[0].messages().last().expect("message"));
+    let stdin_at = text.find("piped text").expect("stdin text");
+    let file_at = text.find("file body line").expect("file text");
+    let question_at = text.find("and the question").expect("the message");
+    assert!(
+        stdin_at < file_at && file_at < question_at,
+        "order: stdin, file, message: {text:?}"
+    );
+    assert!(text.contains("notes.txt"), "the file is named: {text:?}");
+    fake.finish();
+}
