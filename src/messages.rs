@@ -276,6 +276,23 @@ impl AssistantMessage {
         }
     }
 
+    /// Everything but the content blocks (which can be megabytes).
+    pub fn clone_without_content(&self) -> AssistantMessage {
+        AssistantMessage {
+            content: Vec::new(),
+            api: self.api.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            usage: self.usage.clone(),
+            stop_reason: self.stop_reason,
+            timestamp: self.timestamp,
+            response_id: self.response_id.clone(),
+            response_model: self.response_model.clone(),
+            error_message: self.error_message.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
         self.content.iter().filter_map(|b| match b {
             ContentBlock::ToolCall(c) => Some(c),

@@ -31,14 +31,14 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, Model, QueueMode, ThinkingLevel};
 use crate::messages::{
-    AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, TextContent,
+    AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, TextContent, ToolCall,
     ToolResultMessage, UserMessage, now_ms,
 };
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
 use crate::rpc::protocol::{Command, Request, StreamingBehavior, response_error, response_ok};
 use crate::rpc::stdin_reader::Input;
 use crate::rpc::stdout_writer::WriterEvent;
-use crate::rpc::{Record, events};
+use crate::rpc::{Record, SharedJson, events};
 use crate::session::SessionLog;
 use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
 
@@ -47,6 +47,8 @@ use state::{Phase, QueuedMessage, RetryWait, Run, Stream, ToolBatch};
 
 /// A stream that delivers nothing for this long is abandoned as failed.
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Merged deltas stop growing at this size, so one update never gets huge.
+const COALESCE_LIMIT: usize = 64 * 1024;
 /// Provider events buffered before the provider thread waits (backpressure to the socket).
 const PROVIDER_CHANNEL_CAPACITY: usize = 256;
 
@@ -211,7 +213,12 @@ impl Agent {
         self.exit_signal.map_or(0, |signal| 128 + signal)
     }
 
-    fn next_incoming(&self) -> Incoming {
+    fn next_incoming(&mut self) -> Incoming {
+        if let Phase::Streaming(stream) = &mut self.phase
+            && let Some(event) = stream.lookahead.take()
+        {
+            return Incoming::Provider(event);
+        }
         let no_provider: Receiver<ProviderEvent> = never();
         let no_tools: Receiver<ToolEvent> = never();
         let (provider_events, idle_deadline) = match &self.phase {
@@ -649,7 +656,8 @@ impl Agent {
                     // pi holds it until the next prompt, so a streaming turn's context is stable.
                     self.pending_bash.push(message);
                 } else {
-                    self.record_message(&message);
+                    let json = serialize_message(&message);
+                    self.record_message(&message, &json);
                     self.messages.push(message);
                 }
                 let mut data = serde_json::Map::new();
@@ -904,7 +912,8 @@ impl Agent {
     fn begin_prompt(&mut self, id: Option<&Value>, message: String, images: Vec<ImageContent>) {
         self.respond_ok(id, "prompt", Some(json!({ "disposition": "started" })));
         for held in std::mem::take(&mut self.pending_bash) {
-            self.record_message(&held);
+            let json = serialize_message(&held);
+            self.record_message(&held, &json);
             self.messages.push(held);
         }
         let user = UserMessage::new(&message, images);
@@ -1003,20 +1012,26 @@ impl Agent {
     }
 
     /// Emits `message_start`/`message_end` for a complete message and records it everywhere.
-    fn add_message(&mut self, message: AgentMessage) {
+    /// Returns the message serialized (shared by every record that carries it).
+    fn add_message(&mut self, message: AgentMessage) -> SharedJson {
         if matches!(message, AgentMessage::User(_)) {
             self.overflow_recovery_attempted = false;
         }
-        self.emit(events::message_start(&message));
-        self.record_message(&message);
-        self.emit(events::message_end(&message));
+        let json = serialize_message(&message);
+        self.emit(events::message_start_shared(&json));
+        self.record_message(&message, &json);
+        self.emit(events::message_end_shared(&json));
         self.messages.push(message);
+        json
     }
 
     /// Appends to the run's messages and the session log (persisted on message_end, as pi).
-    fn record_message(&mut self, message: &AgentMessage) {
+    fn record_message(&mut self, message: &AgentMessage, json: &SharedJson) {
         if let Some(run) = self.run.as_mut() {
-            run.messages.push(message.clone());
+            run.messages.push(json.clone());
+            if matches!(message, AgentMessage::Assistant(_)) {
+                run.last_reply = Some(self.messages.len());
+            }
         }
         if let Err(e) = self.session.append_message(message) {
             log::error!("could not append to the session: {e}");
@@ -1060,12 +1075,13 @@ impl Agent {
         let req = RequestId(self.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         let handle = provider::spawn_stream(req, request, sender);
-        self.phase = Phase::Streaming(Stream {
+        self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,
             draft: Draft::new(&self.model),
             last_event: Instant::now(),
-        });
+            lookahead: None,
+        }));
     }
 
     /// pi's failure path when a request cannot even be made: only `agent_end` with an empty
@@ -1077,8 +1093,10 @@ impl Agent {
         failure.stop_reason = StopReason::Error;
         failure.error_message = Some(error);
         let failure = AgentMessage::Assistant(failure);
+        let json = serialize_message(&failure);
         if let Some(run) = self.run.as_mut() {
-            run.messages.push(failure.clone());
+            run.messages.push(json);
+            run.last_reply = Some(self.messages.len());
         }
         self.messages.push(failure);
         self.end_run();
@@ -1116,7 +1134,30 @@ impl Agent {
                 };
                 Some(stream.draft.block_start(index, kind))
             }
-            StreamEvent::Delta { index, delta } => stream.draft.delta(index, delta),
+            StreamEvent::Delta { index, mut delta } => {
+                // While the client lags behind (stdout backlog), deltas that piled up go out as
+                // one update: the same text in fewer records. A client that keeps up sees every
+                // provider delta as its own record.
+                let lagging = self.out.len() > crate::rpc::stdout_writer::CHANNEL_CAPACITY / 2;
+                while lagging && delta.len() < COALESCE_LIMIT {
+                    match stream.events.try_recv() {
+                        Ok(ProviderEvent {
+                            req,
+                            event:
+                                StreamEvent::Delta {
+                                    index: next,
+                                    delta: more,
+                                },
+                        }) if req == stream.handle.req && next == index => delta.push_str(&more),
+                        Ok(other) => {
+                            stream.lookahead = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                stream.draft.delta(index, delta)
+            }
             StreamEvent::BlockEnd { index, signature } => stream.draft.block_end(index, signature),
             StreamEvent::Usage(usage) => {
                 stream.draft.set_usage(usage);
@@ -1156,39 +1197,44 @@ impl Agent {
             events,
             mut draft,
             ..
-        } = stream;
+        } = *stream;
         drop(handle);
         drop(events);
         if !draft.started {
             let start = draft.start_record();
             self.emit(start);
         }
-        let assistant = draft.finish(stop_reason, error_message);
-        let message = AgentMessage::Assistant(assistant.clone());
-        self.record_message(&message);
-        self.emit(events::message_end(&message));
-        self.messages.push(message.clone());
-        if assistant.stop_reason != StopReason::Error {
+        let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
+        let json = serialize_message(&message);
+        self.record_message(&message, &json);
+        self.emit(events::message_end_shared(&json));
+        let AgentMessage::Assistant(assistant) = &message else {
+            unreachable!("built as an assistant message above")
+        };
+        let stop_reason = assistant.stop_reason;
+        let calls: Vec<ToolCall> = assistant.tool_calls().cloned().collect();
+        self.messages.push(message);
+        if stop_reason != StopReason::Error {
             self.overflow_recovery_attempted = false;
         }
-        if assistant.stop_reason != StopReason::Error && self.retry_attempt > 0 {
+        if stop_reason != StopReason::Error && self.retry_attempt > 0 {
             let attempt = std::mem::take(&mut self.retry_attempt);
             self.emit(events::auto_retry_end(true, attempt, None));
         }
 
         let aborted = self.run.as_ref().is_some_and(|r| r.aborted);
-        match assistant.stop_reason {
+        match stop_reason {
             StopReason::Error | StopReason::Aborted => {
-                self.emit(events::turn_end(&message, &[]));
+                self.emit(events::turn_end_shared(&json, &[]));
                 self.end_run();
             }
             _ if aborted => {
-                self.emit(events::turn_end(&message, &[]));
+                self.emit(events::turn_end_shared(&json, &[]));
                 self.end_run();
             }
-            _ if assistant.tool_calls().next().is_some() => self.start_tools(assistant),
+            _ if !calls.is_empty() => self.start_tools(json, calls),
             _ => {
-                self.emit(events::turn_end(&message, &[]));
+                self.emit(events::turn_end_shared(&json, &[]));
                 self.after_turn(false);
             }
         }
@@ -1205,8 +1251,7 @@ impl Agent {
     }
 
     /// Runs every tool call of the reply in parallel, one thread each.
-    fn start_tools(&mut self, assistant: AssistantMessage) {
-        let calls: Vec<_> = assistant.tool_calls().cloned().collect();
+    fn start_tools(&mut self, assistant: SharedJson, calls: Vec<ToolCall>) {
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         let context = self.tool_context();
         let mut handles = Vec::with_capacity(calls.len());
@@ -1316,13 +1361,9 @@ impl Agent {
                 timestamp: now_ms(),
                 extra: Default::default(),
             });
-            self.add_message(message.clone());
-            tool_results.push(message);
+            tool_results.push(self.add_message(message));
         }
-        self.emit(events::turn_end(
-            &AgentMessage::Assistant(batch.assistant),
-            &tool_results,
-        ));
+        self.emit(events::turn_end_shared(&batch.assistant, &tool_results));
         self.after_turn(true);
     }
 
@@ -1353,12 +1394,13 @@ impl Agent {
     fn end_run(&mut self) {
         let Some(run) = self.run.take() else { return };
         self.phase = Phase::Idle;
-        let failed = match run
-            .messages
-            .iter()
-            .rev()
-            .find_map(AgentMessage::as_assistant)
-        {
+        // The run's latest reply, without its content (all the decisions below need).
+        let last_reply = run
+            .last_reply
+            .and_then(|i| self.messages.get(i))
+            .and_then(AgentMessage::as_assistant)
+            .map(AssistantMessage::clone_without_content);
+        let failed = match &last_reply {
             Some(last) if last.stop_reason == StopReason::Error && !run.aborted => {
                 Some(last.clone())
             }
@@ -1370,12 +1412,6 @@ impl Agent {
         };
         // Without a retry, the context may need compacting (threshold) or overflowed (then a
         // compaction and one more try follow, so agent_end says willRetry).
-        let last_reply = run
-            .messages
-            .iter()
-            .rev()
-            .find_map(AgentMessage::as_assistant)
-            .cloned();
         let trigger = match (&retry, &last_reply) {
             (Ok(None) | Err(_), Some(reply)) if !run.aborted => {
                 self.compaction_trigger(reply, false)
@@ -1383,7 +1419,7 @@ impl Agent {
             _ => compaction::Trigger::Nothing,
         };
         let will_retry = matches!(retry, Ok(Some(_))) || trigger == compaction::Trigger::Overflow;
-        self.emit(events::agent_end(&run.messages, will_retry));
+        self.emit(events::agent_end_shared(&run.messages, will_retry));
         if let Err(e) = self.session.sync() {
             log::error!("session sync failed: {e}");
         }
@@ -1546,6 +1582,24 @@ impl Agent {
             Phase::Idle => self.end_run(),
         }
     }
+}
+
+/// A message serialized once for every record that carries it.
+fn serialize_message(message: &AgentMessage) -> SharedJson {
+    let size_hint = match message {
+        AgentMessage::Assistant(a) => a
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text(t) => t.text.len(),
+                ContentBlock::Thinking(t) => t.thinking.len(),
+                ContentBlock::ToolCall(_) => 256,
+                ContentBlock::Image(i) => i.data.len(),
+            })
+            .sum(),
+        _ => 1024,
+    };
+    crate::rpc::shared_json(message, size_hint + size_hint / 16)
 }
 
 fn output_text(output: &ToolOutput) -> String {

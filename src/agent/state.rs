@@ -7,14 +7,15 @@ use std::time::Instant;
 use crossbeam_channel::Receiver;
 
 use super::draft::Draft;
-use crate::messages::{AgentMessage, AssistantMessage, ToolCall, UserMessage};
+use crate::messages::{ToolCall, UserMessage};
 use crate::provider::{ProviderEvent, StreamHandle};
+use crate::rpc::SharedJson;
 use crate::tools::{ToolEvent, ToolHandle, ToolOutput};
 
 pub enum Phase {
     Idle,
     /// One LLM request is streaming the assistant reply.
-    Streaming(Stream),
+    Streaming(Box<Stream>),
     /// The reply's tool calls are running, one thread each.
     RunningTools(ToolBatch),
     /// Between a failed run and its automatic retry; the timer lives in the loop's select.
@@ -34,10 +35,13 @@ pub struct Stream {
     pub draft: Draft,
     /// For the idle timeout.
     pub last_event: Instant,
+    /// An event read ahead while merging deltas, handled next.
+    pub lookahead: Option<ProviderEvent>,
 }
 
 pub struct ToolBatch {
-    pub assistant: AssistantMessage,
+    /// The reply whose calls these are, as `turn_end` will carry it.
+    pub assistant: SharedJson,
     pub calls: Vec<ToolCall>,
     /// `None` once a call finished; dropping a handle cancels its call.
     pub handles: Vec<Option<ToolHandle>>,
@@ -57,8 +61,10 @@ impl ToolBatch {
 /// One agent run: from `agent_start` to `agent_end`.
 #[derive(Default)]
 pub struct Run {
-    /// Everything the run produced, for `agent_end.messages`.
-    pub messages: Vec<AgentMessage>,
+    /// Everything the run produced, serialized once, for `agent_end.messages`.
+    pub messages: Vec<SharedJson>,
+    /// Index in the agent's messages of the run's latest reply.
+    pub last_reply: Option<usize>,
     pub aborted: bool,
 }
 

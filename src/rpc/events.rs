@@ -157,3 +157,61 @@ pub fn bash_execution_update(id: Option<&Value>, delta: &str) -> Value {
     record.insert("delta".into(), json!(delta));
     Value::Object(record)
 }
+
+// ---- records sharing a serialized message -----------------------------------------------------
+
+use super::{Part, Record, SharedJson};
+
+fn text(s: &str) -> Part {
+    Part::Text(s.to_string())
+}
+
+/// `{"type":"message_start","message":<json>}` around a shared message.
+pub fn message_start_shared(message: &SharedJson) -> Record {
+    Record::Parts(vec![
+        text(r#"{"type":"message_start","message":"#),
+        Part::Shared(message.clone()),
+        text("}"),
+    ])
+}
+
+pub fn message_end_shared(message: &SharedJson) -> Record {
+    Record::Parts(vec![
+        text(r#"{"type":"message_end","message":"#),
+        Part::Shared(message.clone()),
+        text("}"),
+    ])
+}
+
+fn json_array(parts: &mut Vec<Part>, items: &[SharedJson]) {
+    parts.push(text("["));
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            parts.push(text(","));
+        }
+        parts.push(Part::Shared(item.clone()));
+    }
+    parts.push(text("]"));
+}
+
+pub fn turn_end_shared(message: &SharedJson, tool_results: &[SharedJson]) -> Record {
+    let mut parts = vec![
+        text(r#"{"type":"turn_end","message":"#),
+        Part::Shared(message.clone()),
+    ];
+    parts.push(text(r#","toolResults":"#));
+    json_array(&mut parts, tool_results);
+    parts.push(text("}"));
+    Record::Parts(parts)
+}
+
+pub fn agent_end_shared(messages: &[SharedJson], will_retry: bool) -> Record {
+    let mut parts = vec![text(r#"{"type":"agent_end","messages":"#)];
+    json_array(&mut parts, messages);
+    parts.push(text(if will_retry {
+        r#","willRetry":true}"#
+    } else {
+        r#","willRetry":false}"#
+    }));
+    Record::Parts(parts)
+}

@@ -75,8 +75,7 @@ fn drive(
             let Ok(record) = records.recv() else {
                 return finish(output, last_reply.as_ref());
             };
-            // Pre-serialized records are command responses, never events.
-            let Record::Json(record) = record else {
+            let Some(record) = event_value(record) else {
                 continue;
             };
             let kind = record["type"].as_str().unwrap_or_default().to_string();
@@ -104,7 +103,7 @@ fn drive(
     drop(to_agent);
     // Let the agent finish; anything it still says is written in JSON mode.
     for record in records.iter() {
-        let Record::Json(record) = record else {
+        let Some(record) = event_value(record) else {
             continue;
         };
         if output == Output::Json
@@ -115,6 +114,15 @@ fn drive(
         }
     }
     finish(output, last_reply.as_ref())
+}
+
+/// The record as a value to inspect; `Raw` records are command responses, never events.
+fn event_value(record: Record) -> Option<Value> {
+    match record {
+        Record::Json(value) => Some(value),
+        Record::Raw(_) => None,
+        parts @ Record::Parts(_) => parts.to_value(),
+    }
 }
 
 fn write_line(out: &mut impl Write, record: &Value) -> std::io::Result<()> {

@@ -61,10 +61,50 @@ fn write_loop(
                 }
             }
             Record::Raw(text) => line.extend_from_slice(text.as_bytes()),
+            Record::Parts(parts) => {
+                // Written piece by piece: a shared message is never copied into the line.
+                let mut result = Ok(());
+                for part in &parts {
+                    let mut piece = part.as_str().as_bytes();
+                    let mut redacted = Vec::new();
+                    if contains_secret(piece, secrets) {
+                        redacted.extend_from_slice(piece);
+                        redact(&mut redacted, secrets);
+                        piece = &redacted;
+                    }
+                    result = result.and_then(|()| out.write_all(piece));
+                }
+                line.push(b'\n');
+                if !finish_record(&mut out, &line, &inbox, &events, result) {
+                    return;
+                }
+                continue;
+            }
         }
         redact(&mut line, secrets);
         line.push(b'\n');
-        let mut result = out.write_all(&line);
+        if !finish_record(&mut out, &line, &inbox, &events, Ok(())) {
+            return;
+        }
+        // Memory back after a huge record.
+        if line.capacity() > 1 << 20 {
+            line = Vec::with_capacity(4096);
+        }
+    }
+    let _ = out.flush();
+}
+
+/// Writes the rest of a record (`tail`, ending in LF) and flushes when nothing else is queued.
+/// False when stdout is gone: the close is reported and the inbox drained.
+fn finish_record(
+    out: &mut std::io::BufWriter<Box<dyn Write + Send>>,
+    tail: &[u8],
+    inbox: &Receiver<Record>,
+    events: &Sender<WriterEvent>,
+    earlier: std::io::Result<()>,
+) -> bool {
+    {
+        let mut result = earlier.and_then(|()| out.write_all(tail));
         if result.is_ok() && inbox.is_empty() {
             result = out.flush();
         }
@@ -75,14 +115,16 @@ fn write_loop(
             let _ = events.send(WriterEvent::Closed);
             // Keep draining so the agent never blocks on a full channel while it shuts down.
             for _ in inbox.iter() {}
-            return;
-        }
-        // Memory back after a huge record.
-        if line.capacity() > 1 << 20 {
-            line = Vec::with_capacity(4096);
+            return false;
         }
     }
-    let _ = out.flush();
+    true
+}
+
+fn contains_secret(bytes: &[u8], secrets: &[String]) -> bool {
+    secrets
+        .iter()
+        .any(|s| !s.is_empty() && memchr::memmem::find(bytes, s.as_bytes()).is_some())
 }
 
 pub const REDACTED: &str = "[redacted]";
