@@ -11,6 +11,7 @@
 mod agent;
 mod cli;
 mod config;
+mod extensions;
 mod messages;
 mod provider;
 mod resources;
