@@ -464,9 +464,10 @@ fn describe_call(tool: &str, args: &Value) -> String {
         (_, Some(Value::String(path))) => path.clone(),
         _ => args.to_string(),
     };
-    let mut shown: String = shown.chars().take(500).collect();
-    if shown.len() < args.to_string().len() && shown.chars().count() == 500 {
-        shown.push('…');
+    if shown.chars().count() > 500 {
+        let mut cut: String = shown.chars().take(500).collect();
+        cut.push('…');
+        return cut;
     }
     shown
 }

@@ -681,8 +681,8 @@ fn wait_for_registrations(
             FromExtension::Eof { .. } => {
                 let status = slot
                     .process
-                    .as_mut()
-                    .and_then(Process::kill_and_reap)
+                    .take()
+                    .and_then(|mut p| p.kill_and_reap())
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "unknown status".into());
                 fail(
@@ -1145,10 +1145,11 @@ impl Router {
                 format!("malformed output: a line of {len} bytes is too long"),
             ),
             FromExtension::Eof { .. } => {
+                // Taken out first, so `fail` does not signal the group of a reaped leader again.
                 let status = self.extensions[index]
                     .process
-                    .as_mut()
-                    .and_then(Process::kill_and_reap);
+                    .take()
+                    .and_then(|mut p| p.kill_and_reap());
                 let shown = status.map_or("unknown status".into(), |s| s.to_string());
                 self.fail(index, "exit", format!("exited unexpectedly ({shown})"));
             }
@@ -1415,10 +1416,11 @@ impl Router {
             })
             .collect();
         for index in exited {
+            // Taken out first, so `fail` does not signal the group of a reaped leader again.
             let status = self.extensions[index]
                 .process
-                .as_mut()
-                .and_then(Process::kill_and_reap);
+                .take()
+                .and_then(|mut p| p.kill_and_reap());
             let shown = status.map_or("unknown status".into(), |s| s.to_string());
             self.fail(index, "exit", format!("exited unexpectedly ({shown})"));
         }
