@@ -12,6 +12,7 @@ mod agent;
 mod cli;
 mod config;
 mod export;
+mod extensions;
 mod messages;
 mod provider;
 mod resources;

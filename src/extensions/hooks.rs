@@ -1,0 +1,392 @@
+//! Hook chaining (pure): how the answers of several extensions to one hook combine into the one
+//! outcome the agent acts on. Extensions are asked one after the other in load order; each sees
+//! the payload as the previous ones left it.
+//!
+//! - `tool_call`: `input` rewrites replace the arguments for later extensions and for execution;
+//!   the first `block` wins and ends the chain. A failed step (error, crash, timeout, bad answer)
+//!   blocks the call — fail-safe, as pi does when a `tool_call` handler throws.
+//! - `tool_result`: `content` / `details` / `isError` patches apply in turn (middleware); a
+//!   failed step changes nothing.
+//! - `input`: `transform` replaces the text (and images) for later extensions; the first
+//!   `handled` wins and ends the chain; a failed step changes nothing.
+//! - `before_agent_start`: every `message` is collected in order; `systemPrompt` replaces the
+//!   prompt, and later extensions see the replaced one; a failed step changes nothing.
+//!
+//! Input: the agent's payload, then one answer object (or one failure) per step. Output: a
+//! `HookOutcome`. No IO; the host drives it.
+
+use serde_json::{Map, Value};
+
+use super::protocol::{HookKind, parse_content};
+use crate::messages::ContentBlock;
+
+/// What the agent does with a `tool_call`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolCallOutcome {
+    /// Run the tool; `args` is Some when an extension rewrote the arguments.
+    Allow { args: Option<Value> },
+    /// Do not run it; the reason is the tool result's text (`isError: true`).
+    Block { reason: String },
+}
+
+/// Changes to a finished tool's result; None = keep the tool's own value.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolResultPatch {
+    pub content: Option<Vec<ContentBlock>>,
+    pub details: Option<Value>,
+    pub is_error: Option<bool>,
+}
+
+/// What happens to prompt text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputOutcome {
+    Continue,
+    /// Use this text (and, when Some, these images: the raw JSON array) instead.
+    Transform {
+        text: String,
+        images: Option<Value>,
+    },
+    /// An extension dealt with the input: no run starts.
+    Handled,
+}
+
+/// A custom message an extension injects before a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InjectedMessage {
+    pub custom_type: String,
+    /// A string or an array of content blocks.
+    pub content: Value,
+    pub display: bool,
+    pub details: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BeforeAgentStartOutcome {
+    /// Persisted custom messages, sent to the model after the user's prompt.
+    pub messages: Vec<InjectedMessage>,
+    /// The system prompt for this prompt's run, when an extension replaced it.
+    pub system_prompt: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum HookOutcome {
+    ToolCall(ToolCallOutcome),
+    ToolResult(ToolResultPatch),
+    Input(InputOutcome),
+    BeforeAgentStart(BeforeAgentStartOutcome),
+}
+
+/// The text of a `tool_call` blocked because an extension failed.
+pub fn failed_tool_call_reason(error: &str) -> String {
+    format!("Extension failed, blocking execution: {error}")
+}
+
+/// One hook's progress through the chain.
+#[derive(Clone, Debug)]
+pub struct HookChain {
+    kind: HookKind,
+    /// The payload the next extension sees (rewritten by earlier steps).
+    payload: Map<String, Value>,
+    args_rewritten: bool,
+    blocked: Option<String>,
+    patch: ToolResultPatch,
+    original_text: Option<Value>,
+    original_images: Option<Value>,
+    handled: bool,
+    injected: Vec<InjectedMessage>,
+    system_prompt_replaced: bool,
+}
+
+impl HookChain {
+    pub fn new(kind: HookKind, payload: Value) -> HookChain {
+        let payload = match payload {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        HookChain {
+            kind,
+            original_text: payload.get("text").cloned(),
+            original_images: payload.get("images").cloned(),
+            payload,
+            args_rewritten: false,
+            blocked: None,
+            patch: ToolResultPatch::default(),
+            handled: false,
+            injected: Vec::new(),
+            system_prompt_replaced: false,
+        }
+    }
+
+    pub fn kind(&self) -> HookKind {
+        self.kind
+    }
+
+    /// The payload for the next extension.
+    pub fn payload(&self) -> Value {
+        Value::Object(self.payload.clone())
+    }
+
+    /// Whether the chain has reached its final answer (block / handled): no more steps.
+    pub fn is_settled(&self) -> bool {
+        self.blocked.is_some() || self.handled
+    }
+
+    /// Applies one extension's answer. An `Err` means the answer was malformed: the caller
+    /// reports it and then calls `apply_failure`.
+    pub fn apply(&mut self, result: &Value) -> Result<(), String> {
+        let empty = Map::new();
+        let result = result.as_object().unwrap_or(&empty);
+        match self.kind {
+            HookKind::ToolCall => {
+                if let Some(input) = result.get("input").filter(|v| !v.is_null()) {
+                    if !input.is_object() {
+                        return Err("tool_call result: input must be an object".into());
+                    }
+                    self.payload.insert("input".into(), input.clone());
+                    self.args_rewritten = true;
+                }
+                if result.get("block").and_then(Value::as_bool) == Some(true) {
+                    let reason = result
+                        .get("reason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Tool execution was blocked");
+                    self.blocked = Some(reason.to_string());
+                }
+            }
+            HookKind::ToolResult => {
+                if let Some(content) = result.get("content").filter(|v| !v.is_null()) {
+                    let blocks = parse_content(Some(content)).map_err(|e| e.0)?;
+                    self.payload.insert("content".into(), content.clone());
+                    self.patch.content = Some(blocks);
+                }
+                if let Some(details) = result.get("details").filter(|v| !v.is_null()) {
+                    self.payload.insert("details".into(), details.clone());
+                    self.patch.details = Some(details.clone());
+                }
+                if let Some(is_error) = result.get("isError").and_then(Value::as_bool) {
+                    self.payload.insert("isError".into(), is_error.into());
+                    self.patch.is_error = Some(is_error);
+                }
+            }
+            HookKind::Input => match result.get("action").and_then(Value::as_str) {
+                None | Some("continue") => {}
+                Some("handled") => self.handled = true,
+                Some("transform") => {
+                    let Some(text) = result.get("text").and_then(Value::as_str) else {
+                        return Err("input result: transform needs a text".into());
+                    };
+                    self.payload.insert("text".into(), text.into());
+                    if let Some(images) = result.get("images").filter(|v| v.is_array()) {
+                        self.payload.insert("images".into(), images.clone());
+                    }
+                }
+                Some(other) => return Err(format!("input result: unknown action {other:?}")),
+            },
+            HookKind::BeforeAgentStart => {
+                if let Some(message) = result.get("message").filter(|v| !v.is_null()) {
+                    self.injected.push(parse_injected(message)?);
+                }
+                if let Some(prompt) = result.get("systemPrompt").filter(|v| !v.is_null()) {
+                    let Some(prompt) = prompt.as_str() else {
+                        return Err(
+                            "before_agent_start result: systemPrompt must be a string".into()
+                        );
+                    };
+                    self.payload.insert("systemPrompt".into(), prompt.into());
+                    self.system_prompt_replaced = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A step that produced no usable answer: `tool_call` blocks, the others change nothing.
+    pub fn apply_failure(&mut self, error: &str) {
+        if self.kind == HookKind::ToolCall && self.blocked.is_none() {
+            self.blocked = Some(failed_tool_call_reason(error));
+        }
+    }
+
+    pub fn finish(self) -> HookOutcome {
+        match self.kind {
+            HookKind::ToolCall => HookOutcome::ToolCall(match self.blocked {
+                Some(reason) => ToolCallOutcome::Block { reason },
+                None => ToolCallOutcome::Allow {
+                    args: self
+                        .args_rewritten
+                        .then(|| self.payload.get("input").cloned())
+                        .flatten(),
+                },
+            }),
+            HookKind::ToolResult => HookOutcome::ToolResult(self.patch),
+            HookKind::Input => HookOutcome::Input(if self.handled {
+                InputOutcome::Handled
+            } else if self.payload.get("text") != self.original_text.as_ref()
+                || self.payload.get("images") != self.original_images.as_ref()
+            {
+                InputOutcome::Transform {
+                    text: self
+                        .payload
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    images: self.payload.get("images").cloned(),
+                }
+            } else {
+                InputOutcome::Continue
+            }),
+            HookKind::BeforeAgentStart => HookOutcome::BeforeAgentStart(BeforeAgentStartOutcome {
+                messages: self.injected,
+                system_prompt: self
+                    .system_prompt_replaced
+                    .then(|| {
+                        self.payload
+                            .get("systemPrompt")
+                            .and_then(Value::as_str)
+                            .map(String::from)
+                    })
+                    .flatten(),
+            }),
+        }
+    }
+}
+
+fn parse_injected(message: &Value) -> Result<InjectedMessage, String> {
+    let Some(object) = message.as_object() else {
+        return Err("before_agent_start result: message must be an object".into());
+    };
+    let custom_type = object
+        .get("customType")
+        .and_then(Value::as_str)
+        .ok_or("before_agent_start result: message.customType must be a string")?;
+    let content = match object.get("content") {
+        Some(content @ (Value::String(_) | Value::Array(_))) => content.clone(),
+        _ => {
+            return Err(
+                "before_agent_start result: message.content must be a string or blocks".into(),
+            );
+        }
+    };
+    Ok(InjectedMessage {
+        custom_type: custom_type.to_string(),
+        content,
+        display: object.get("display").and_then(Value::as_bool) != Some(false),
+        details: object.get("details").cloned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_call_rewrites_chain_and_first_block_wins() {
+        let mut chain = HookChain::new(
+            HookKind::ToolCall,
+            json!({"toolName":"bash","toolCallId":"c1","input":{"command":"ls"}}),
+        );
+        chain.apply(&json!({})).unwrap();
+        assert!(!chain.is_settled());
+        chain.apply(&json!({"input":{"command":"ls -a"}})).unwrap();
+        assert_eq!(chain.payload()["input"]["command"], "ls -a");
+        assert_eq!(
+            chain.clone().finish(),
+            HookOutcome::ToolCall(ToolCallOutcome::Allow {
+                args: Some(json!({"command":"ls -a"}))
+            })
+        );
+        chain.apply(&json!({"block":true})).unwrap();
+        assert!(chain.is_settled());
+        assert_eq!(
+            chain.finish(),
+            HookOutcome::ToolCall(ToolCallOutcome::Block {
+                reason: "Tool execution was blocked".into()
+            })
+        );
+    }
+
+    #[test]
+    fn tool_call_without_answers_allows_unchanged_and_failure_blocks() {
+        let chain = HookChain::new(HookKind::ToolCall, json!({"input":{}}));
+        assert_eq!(
+            chain.finish(),
+            HookOutcome::ToolCall(ToolCallOutcome::Allow { args: None })
+        );
+        let mut chain = HookChain::new(HookKind::ToolCall, json!({"input":{}}));
+        chain.apply_failure("timed out");
+        assert_eq!(
+            chain.finish(),
+            HookOutcome::ToolCall(ToolCallOutcome::Block {
+                reason: "Extension failed, blocking execution: timed out".into()
+            })
+        );
+    }
+
+    #[test]
+    fn tool_result_patches_accumulate() {
+        let mut chain = HookChain::new(
+            HookKind::ToolResult,
+            json!({"content":[{"type":"text","text":"a"}],"isError":false}),
+        );
+        chain.apply(&json!({"isError":true})).unwrap();
+        chain.apply(&json!({"content":"b"})).unwrap();
+        chain.apply_failure("crashed");
+        assert!(chain.apply(&json!({"content":7})).is_err());
+        let HookOutcome::ToolResult(patch) = chain.finish() else {
+            panic!()
+        };
+        assert_eq!(patch.is_error, Some(true));
+        assert_eq!(patch.content.unwrap().len(), 1);
+        assert_eq!(patch.details, None);
+    }
+
+    #[test]
+    fn input_transforms_chain_and_handled_wins() {
+        let mut chain = HookChain::new(HookKind::Input, json!({"text":"?q hi","source":"rpc"}));
+        chain
+            .apply(&json!({"action":"transform","text":"Briefly: hi"}))
+            .unwrap();
+        assert_eq!(chain.payload()["text"], "Briefly: hi");
+        assert_eq!(
+            chain.clone().finish(),
+            HookOutcome::Input(InputOutcome::Transform {
+                text: "Briefly: hi".into(),
+                images: None
+            })
+        );
+        chain.apply(&json!({"action":"handled"})).unwrap();
+        assert_eq!(chain.finish(), HookOutcome::Input(InputOutcome::Handled));
+        let unchanged = HookChain::new(HookKind::Input, json!({"text":"x"}));
+        assert_eq!(
+            unchanged.finish(),
+            HookOutcome::Input(InputOutcome::Continue)
+        );
+        let mut bad = HookChain::new(HookKind::Input, json!({"text":"x"}));
+        assert!(bad.apply(&json!({"action":"explode"})).is_err());
+    }
+
+    #[test]
+    fn before_agent_start_collects_messages_and_chains_the_prompt() {
+        let mut chain = HookChain::new(
+            HookKind::BeforeAgentStart,
+            json!({"prompt":"hi","systemPrompt":"base"}),
+        );
+        chain
+            .apply(
+                &json!({"message":{"customType":"ctx","content":"extra"},"systemPrompt":"base+1"}),
+            )
+            .unwrap();
+        assert_eq!(chain.payload()["systemPrompt"], "base+1");
+        chain
+            .apply(&json!({"message":{"customType":"ctx2","content":"more","display":false}}))
+            .unwrap();
+        let HookOutcome::BeforeAgentStart(outcome) = chain.finish() else {
+            panic!()
+        };
+        assert_eq!(outcome.messages.len(), 2);
+        assert!(!outcome.messages[1].display);
+        assert_eq!(outcome.system_prompt.as_deref(), Some("base+1"));
+    }
+}

@@ -1,0 +1,294 @@
+//! Extensions: executables (any language) that pi-rs starts as child processes and talks to in
+//! JSONL over their stdin/stdout (PROTOCOL.md). pi loads TypeScript modules in-process; pi-rs has
+//! no JavaScript engine, so a `.ts`/`.js` extension is refused with an `extension_error`.
+//!
+//! This file owns discovery: which files are extensions, in which order (`-e` paths, project
+//! settings paths, user settings paths, `<cwd>/.pi/extensions/`, `<agentDir>/extensions/`; the
+//! first occurrence of a file wins). `host` owns the processes, `protocol` the wire format,
+//! `hooks` how several extensions' answers combine, `approval` the built-in approval gate.
+//!
+//! Input: paths. Output: `ExtensionSpec`s for `ExtensionHost::start`. Discovery only reads
+//! directories; it never runs anything.
+
+pub mod approval;
+pub mod hooks;
+pub mod host;
+pub mod protocol;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+// The agent loop names these once it drives the host (the lead's integration).
+#[allow(unused_imports)]
+pub use host::{
+    CommandRunId, ExtensionCommand, ExtensionError, ExtensionEvent, ExtensionHost, ExtensionId,
+    ExtensionTool, HookId,
+};
+
+/// Where an extension path came from (it decides `sourceInfo` in `get_commands`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExtensionOrigin {
+    /// `-e/--extension`.
+    Cli,
+    /// `extensions` in `<cwd>/.pi/settings.json`.
+    ProjectSettings,
+    /// `extensions` in `<agentDir>/settings.json`.
+    UserSettings,
+    /// Found in `<cwd>/.pi/extensions/`.
+    Project { base_dir: PathBuf },
+    /// Found in `<agentDir>/extensions/`.
+    User { base_dir: PathBuf },
+}
+
+/// One extension to start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExtensionSpec {
+    pub path: PathBuf,
+    pub origin: ExtensionOrigin,
+}
+
+impl ExtensionSpec {
+    /// pi's `sourceInfo` object for this extension's commands.
+    pub fn source_info(&self) -> Value {
+        let path = self.path.to_string_lossy();
+        match &self.origin {
+            ExtensionOrigin::Cli => {
+                json!({"path": path, "source": "cli", "scope": "temporary", "origin": "top-level"})
+            }
+            ExtensionOrigin::ProjectSettings => {
+                json!({"path": path, "source": "local", "scope": "project", "origin": "top-level"})
+            }
+            ExtensionOrigin::UserSettings => {
+                json!({"path": path, "source": "local", "scope": "user", "origin": "top-level"})
+            }
+            ExtensionOrigin::Project { base_dir } => json!({"path": path, "source": "auto",
+                "scope": "project", "origin": "top-level", "baseDir": base_dir.to_string_lossy()}),
+            ExtensionOrigin::User { base_dir } => json!({"path": path, "source": "auto",
+                "scope": "user", "origin": "top-level", "baseDir": base_dir.to_string_lossy()}),
+        }
+    }
+}
+
+/// The places to look, as the lead's config code knows them.
+#[derive(Clone, Debug, Default)]
+pub struct ExtensionSources {
+    /// `-e` paths as given (relative ones are taken from the cwd).
+    pub cli: Vec<PathBuf>,
+    /// Project settings `extensions` entries (relative to `<cwd>/.pi`).
+    pub project_settings: Vec<PathBuf>,
+    /// User settings `extensions` entries (relative to the agent dir).
+    pub user_settings: Vec<PathBuf>,
+    pub cwd: PathBuf,
+    pub agent_dir: PathBuf,
+    /// `--no-extensions`: only the `-e` paths are used.
+    pub no_extensions: bool,
+}
+
+/// File name endings of JavaScript/TypeScript modules (reported, never run).
+const SCRIPT_MODULE_ENDINGS: [&str; 6] = [".ts", ".js", ".mjs", ".cjs", ".mts", ".cts"];
+
+pub fn is_script_module(path: &Path) -> bool {
+    let name = path.to_string_lossy();
+    SCRIPT_MODULE_ENDINGS.iter().any(|end| name.ends_with(end))
+}
+
+pub fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Every extension to start, in load order, without duplicates.
+pub fn discover(sources: &ExtensionSources) -> Vec<ExtensionSpec> {
+    let mut found = Vec::new();
+    let home = crate::config::home_dir();
+    let expand = |path: &Path, base: &Path| {
+        base.join(crate::config::expand_tilde(&path.to_string_lossy(), &home))
+    };
+    for path in &sources.cli {
+        add_path(
+            &expand(path, &sources.cwd),
+            ExtensionOrigin::Cli,
+            &mut found,
+        );
+    }
+    if !sources.no_extensions {
+        let project_base = sources.cwd.join(".pi");
+        for path in &sources.project_settings {
+            add_path(
+                &expand(path, &project_base),
+                ExtensionOrigin::ProjectSettings,
+                &mut found,
+            );
+        }
+        for path in &sources.user_settings {
+            add_path(
+                &expand(path, &sources.agent_dir),
+                ExtensionOrigin::UserSettings,
+                &mut found,
+            );
+        }
+        scan_dir(
+            &project_base.join("extensions"),
+            &ExtensionOrigin::Project {
+                base_dir: project_base.clone(),
+            },
+            &mut found,
+        );
+        scan_dir(
+            &sources.agent_dir.join("extensions"),
+            &ExtensionOrigin::User {
+                base_dir: sources.agent_dir.clone(),
+            },
+            &mut found,
+        );
+    }
+    let mut seen = HashSet::new();
+    found.retain(|spec: &ExtensionSpec| {
+        seen.insert(std::fs::canonicalize(&spec.path).unwrap_or_else(|_| spec.path.clone()))
+    });
+    found
+}
+
+/// An explicit path: a file is itself (even if missing — start reports it), a directory is its
+/// `index*` entry or, without one, every extension inside.
+fn add_path(path: &Path, origin: ExtensionOrigin, found: &mut Vec<ExtensionSpec>) {
+    if path.is_dir() {
+        match index_entry(path) {
+            Some(index) => found.push(ExtensionSpec {
+                path: index,
+                origin,
+            }),
+            None => scan_dir(path, &origin, found),
+        }
+    } else {
+        found.push(ExtensionSpec {
+            path: path.to_path_buf(),
+            origin,
+        });
+    }
+}
+
+/// A discovery directory: its executable files and JS/TS modules (to report them), and each
+/// subdirectory's `index*` entry, sorted by name. Hidden entries and other files are skipped.
+fn scan_dir(dir: &Path, origin: &ExtensionOrigin, found: &mut Vec<ExtensionSpec>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    paths.sort();
+    for path in paths {
+        let candidate = if path.is_dir() {
+            index_entry(&path)
+        } else if is_executable_file(&path) || is_script_module(&path) {
+            Some(path)
+        } else {
+            None
+        };
+        if let Some(path) = candidate {
+            found.push(ExtensionSpec {
+                path,
+                origin: origin.clone(),
+            });
+        }
+    }
+}
+
+/// `<dir>/index` or `<dir>/index.<anything>` that is executable (or a JS/TS module).
+fn index_entry(dir: &Path) -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_stem().is_some_and(|s| s == "index")
+                && (is_executable_file(p) || is_script_module(p))
+        })
+        .collect();
+    candidates.sort();
+    // An executable index beats a JS/TS one.
+    candidates.sort_by_key(|p| !is_executable_file(p));
+    candidates.into_iter().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-ext-discover-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn write(path: &Path, executable: bool) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        let mode = if executable { 0o755 } else { 0o644 };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn discovery_order_kinds_and_no_extensions() {
+        let root = temp_dir("order");
+        let cwd = root.join("project");
+        let agent_dir = root.join("agent");
+        write(&cwd.join(".pi/extensions/b.sh"), true);
+        write(&cwd.join(".pi/extensions/a.ts"), false);
+        write(&cwd.join(".pi/extensions/README.md"), false);
+        write(&cwd.join(".pi/extensions/.hidden"), true);
+        write(&cwd.join(".pi/extensions/tool/index.py"), true);
+        write(&cwd.join(".pi/extensions/tool/helper.py"), true);
+        write(&agent_dir.join("extensions/user.sh"), true);
+        write(&root.join("explicit.sh"), true);
+        let sources = ExtensionSources {
+            cli: vec![
+                root.join("explicit.sh"),
+                PathBuf::from(".pi/extensions/b.sh"),
+            ],
+            project_settings: vec![],
+            user_settings: vec![],
+            cwd: cwd.clone(),
+            agent_dir: agent_dir.clone(),
+            no_extensions: false,
+        };
+        let found = discover(&sources);
+        let names: Vec<String> = found
+            .iter()
+            .map(|s| {
+                s.path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "explicit.sh",
+                "project/.pi/extensions/b.sh",
+                "project/.pi/extensions/a.ts",
+                "project/.pi/extensions/tool/index.py",
+                "agent/extensions/user.sh"
+            ]
+        );
+        assert_eq!(found[1].origin, ExtensionOrigin::Cli);
+        assert_eq!(found[2].source_info()["scope"], "project");
+        let only_cli = discover(&ExtensionSources {
+            no_extensions: true,
+            ..sources
+        });
+        assert_eq!(only_cli.len(), 2);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

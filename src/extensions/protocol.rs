@@ -1,0 +1,866 @@
+//! The extension wire protocol (pure): parsing the JSONL lines an extension writes on its stdout
+//! into `ExtensionMessage`s, and building the lines pi-rs writes on the extension's stdin. Only
+//! this file knows the extension wire format; PROTOCOL.md beside it is the human description.
+//!
+//! Input: one line's bytes (already framed). Output: a typed message or a `ProtocolError` naming
+//! what was wrong; nothing here panics on peer data. Builders return the line without its LF.
+
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+
+use crate::messages::ContentBlock;
+use crate::tools::ToolOutput;
+
+/// Version of the protocol pi-rs speaks; sent in `hello`, expected back in `register`.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// A hook: a point where an extension's answer can change what the agent does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HookKind {
+    ToolCall,
+    ToolResult,
+    Input,
+    BeforeAgentStart,
+}
+
+impl HookKind {
+    pub const ALL: [HookKind; 4] = [
+        HookKind::ToolCall,
+        HookKind::ToolResult,
+        HookKind::Input,
+        HookKind::BeforeAgentStart,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookKind::ToolCall => "tool_call",
+            HookKind::ToolResult => "tool_result",
+            HookKind::Input => "input",
+            HookKind::BeforeAgentStart => "before_agent_start",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<HookKind> {
+        HookKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+/// A slash command an extension offers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandDecl {
+    pub name: String,
+    pub description: Option<String>,
+}
+
+/// A tool an extension offers to the model and executes itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDecl {
+    pub name: String,
+    pub label: Option<String>,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub parameters: Value,
+    pub prompt_snippet: Option<String>,
+    pub prompt_guidelines: Vec<String>,
+}
+
+/// A command-line flag an extension declares (values arrive in `hello.flags`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlagDecl {
+    pub name: String,
+    pub description: Option<String>,
+    /// "boolean" or "string".
+    pub kind: String,
+    pub default: Option<Value>,
+}
+
+/// Everything an extension declares in its `register` line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Registration {
+    pub name: Option<String>,
+    pub commands: Vec<CommandDecl>,
+    pub tools: Vec<ToolDecl>,
+    /// Event types it wants (`"*"` = every event).
+    pub events: Vec<String>,
+    pub hooks: Vec<HookKind>,
+    pub flags: Vec<FlagDecl>,
+}
+
+impl Registration {
+    pub fn wants_event(&self, event_type: &str) -> bool {
+        self.events.iter().any(|e| e == "*" || e == event_type)
+    }
+    pub fn handles(&self, hook: HookKind) -> bool {
+        self.hooks.contains(&hook)
+    }
+}
+
+/// When a message an extension sends joins the conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// After the current turn's tool calls, before the next model call.
+    Steer,
+    /// When the agent would otherwise stop.
+    FollowUp,
+    /// With the next user prompt (custom messages only).
+    NextTurn,
+}
+
+impl Delivery {
+    fn parse(text: &str) -> Option<Delivery> {
+        match text {
+            "steer" => Some(Delivery::Steer),
+            "followUp" => Some(Delivery::FollowUp),
+            "nextTurn" => Some(Delivery::NextTurn),
+            _ => None,
+        }
+    }
+}
+
+/// Something an extension asks the agent to do, at any time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// A user message, as if typed (`content` is a string or an array of content blocks).
+    /// `deliver_as` None: start a run when idle, steer when busy.
+    SendUserMessage {
+        content: Value,
+        deliver_as: Option<Delivery>,
+    },
+    /// A custom message (role `custom`), seen by the model.
+    SendMessage {
+        custom_type: String,
+        content: Value,
+        display: bool,
+        details: Option<Value>,
+        deliver_as: Option<Delivery>,
+        trigger_turn: bool,
+    },
+    /// A custom session entry (not seen by the model).
+    AppendEntry {
+        custom_type: String,
+        data: Option<Value>,
+    },
+    SetSessionName {
+        name: String,
+    },
+    /// `label` None clears the label.
+    SetLabel {
+        entry_id: String,
+        label: Option<String>,
+    },
+    /// The extension asks pi-rs to shut down (as `ctx.shutdown()`).
+    Shutdown,
+}
+
+/// The dialog methods: they wait for the client's answer.
+pub const DIALOG_METHODS: [&str; 4] = ["select", "confirm", "input", "editor"];
+/// The fire-and-forget methods.
+pub const NOTICE_METHODS: [&str; 5] = [
+    "notify",
+    "setStatus",
+    "setWidget",
+    "setTitle",
+    "set_editor_text",
+];
+
+/// One line from an extension.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExtensionMessage {
+    Register {
+        protocol: u64,
+        registration: Registration,
+    },
+    /// The answer to `hook` `id`: a result object (may be empty: no change) or an error text.
+    HookResult {
+        id: String,
+        result: Result<Value, String>,
+    },
+    ToolUpdate {
+        id: String,
+        partial: ToolOutput,
+    },
+    ToolResult {
+        id: String,
+        output: ToolOutput,
+    },
+    CommandDone {
+        id: String,
+        error: Option<String>,
+    },
+    Action(Action),
+    /// A UI request. `id` is the extension's own id (dialogs only); `request` holds the method's
+    /// fields in the order of pi's `extension_ui_request`, without `type` and `id`.
+    Ui {
+        id: Option<String>,
+        method: String,
+        request: Map<String, Value>,
+    },
+    /// A non-fatal error the extension reports about itself.
+    Error {
+        error: String,
+    },
+}
+
+/// Why a line from an extension could not be understood.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProtocolError(pub String);
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn bad(text: impl Into<String>) -> ProtocolError {
+    ProtocolError(text.into())
+}
+
+/// Parses one line an extension wrote.
+pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| {
+        let shown = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+        bad(format!("not a JSON line ({e}): {shown}"))
+    })?;
+    let Value::Object(object) = value else {
+        return Err(bad("a line must be a JSON object"));
+    };
+    let fields = Fields(&object);
+    let kind = fields.string("type")?;
+    match kind.as_str() {
+        "register" => parse_register(&fields),
+        "hook_result" => {
+            let id = fields.string("id")?;
+            let result = match object.get("error") {
+                Some(Value::String(error)) => Err(error.clone()),
+                Some(other) if !other.is_null() => Err(other.to_string()),
+                _ => match object.get("result") {
+                    None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+                    Some(Value::Object(result)) => Ok(Value::Object(result.clone())),
+                    Some(_) => return Err(bad("hook_result.result must be an object")),
+                },
+            };
+            Ok(ExtensionMessage::HookResult { id, result })
+        }
+        "tool_update" => Ok(ExtensionMessage::ToolUpdate {
+            id: fields.string("id")?,
+            partial: parse_tool_output(object.get("partialResult"), false)?,
+        }),
+        "tool_result" => {
+            let id = fields.string("id")?;
+            let output = match object.get("error") {
+                Some(Value::String(error)) => ToolOutput::error(error.clone()),
+                _ => parse_tool_output(object.get("result"), true)?,
+            };
+            Ok(ExtensionMessage::ToolResult { id, output })
+        }
+        "command_done" => Ok(ExtensionMessage::CommandDone {
+            id: fields.string("id")?,
+            error: fields.opt_string("error")?,
+        }),
+        "ui" => parse_ui(&fields),
+        "error" => Ok(ExtensionMessage::Error {
+            error: fields.string("error")?,
+        }),
+        _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
+    }
+}
+
+fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
+    let protocol = fields
+        .0
+        .get("protocol")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("register.protocol must be a number"))?;
+    let mut registration = Registration {
+        name: fields.opt_string("name")?,
+        ..Registration::default()
+    };
+    for item in fields.array("commands")? {
+        let command = Fields(as_object(item, "commands[]")?);
+        let name = command.string("name")?;
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(bad(format!("invalid command name {name:?}")));
+        }
+        registration.commands.push(CommandDecl {
+            name,
+            description: command.opt_string("description")?,
+        });
+    }
+    for item in fields.array("tools")? {
+        let tool = Fields(as_object(item, "tools[]")?);
+        let name = tool.string("name")?;
+        let parameters = match tool.0.get("parameters") {
+            Some(Value::Object(schema)) => Value::Object(schema.clone()),
+            None => json!({"type": "object", "properties": {}}),
+            Some(_) => return Err(bad(format!("tool {name}: parameters must be an object"))),
+        };
+        registration.tools.push(ToolDecl {
+            label: tool.opt_string("label")?,
+            description: tool.opt_string("description")?.unwrap_or_default(),
+            parameters,
+            prompt_snippet: tool.opt_string("promptSnippet")?,
+            prompt_guidelines: tool
+                .array("promptGuidelines")?
+                .iter()
+                .filter_map(|g| g.as_str().map(String::from))
+                .collect(),
+            name,
+        });
+    }
+    for item in fields.array("events")? {
+        let event = item
+            .as_str()
+            .ok_or_else(|| bad("events[] must be strings"))?;
+        registration.events.push(event.to_string());
+    }
+    for item in fields.array("hooks")? {
+        let name = item
+            .as_str()
+            .ok_or_else(|| bad("hooks[] must be strings"))?;
+        let hook = HookKind::parse(name).ok_or_else(|| bad(format!("unknown hook {name:?}")))?;
+        if !registration.hooks.contains(&hook) {
+            registration.hooks.push(hook);
+        }
+    }
+    for item in fields.array("flags")? {
+        let flag = Fields(as_object(item, "flags[]")?);
+        registration.flags.push(FlagDecl {
+            name: flag.string("name")?,
+            description: flag.opt_string("description")?,
+            kind: flag
+                .opt_string("type")?
+                .unwrap_or_else(|| "boolean".to_string()),
+            default: flag.0.get("default").cloned(),
+        });
+    }
+    Ok(ExtensionMessage::Register {
+        protocol,
+        registration,
+    })
+}
+
+fn parse_action(kind: &str, fields: &Fields) -> Result<Action, ProtocolError> {
+    let delivery = |fields: &Fields| -> Result<Option<Delivery>, ProtocolError> {
+        match fields.opt_string("deliverAs")? {
+            None => Ok(None),
+            Some(text) => Delivery::parse(&text)
+                .map(Some)
+                .ok_or_else(|| bad(format!("unknown deliverAs {text:?}"))),
+        }
+    };
+    let content = |fields: &Fields| -> Result<Value, ProtocolError> {
+        match fields.0.get("content") {
+            Some(content @ (Value::String(_) | Value::Array(_))) => Ok(content.clone()),
+            _ => Err(bad(format!(
+                "{kind}.content must be a string or an array of content blocks"
+            ))),
+        }
+    };
+    match kind {
+        "send_user_message" => {
+            let deliver_as = delivery(fields)?;
+            if deliver_as == Some(Delivery::NextTurn) {
+                return Err(bad("send_user_message cannot be delivered as nextTurn"));
+            }
+            Ok(Action::SendUserMessage {
+                content: content(fields)?,
+                deliver_as,
+            })
+        }
+        "send_message" => Ok(Action::SendMessage {
+            custom_type: fields.string("customType")?,
+            content: content(fields)?,
+            display: fields.0.get("display").and_then(Value::as_bool) != Some(false),
+            details: fields.0.get("details").cloned(),
+            deliver_as: delivery(fields)?,
+            trigger_turn: fields.0.get("triggerTurn").and_then(Value::as_bool) == Some(true),
+        }),
+        "append_entry" => Ok(Action::AppendEntry {
+            custom_type: fields.string("customType")?,
+            data: fields.0.get("data").cloned(),
+        }),
+        "set_session_name" => Ok(Action::SetSessionName {
+            name: fields.string("name")?,
+        }),
+        "set_label" => Ok(Action::SetLabel {
+            entry_id: fields.string("entryId")?,
+            label: fields.opt_string("label")?,
+        }),
+        "shutdown" => Ok(Action::Shutdown),
+        other => Err(bad(format!("unknown message type {other:?}"))),
+    }
+}
+
+/// Checks a UI request's fields and puts them in the order pi's `extension_ui_request` has.
+fn parse_ui(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
+    let method = fields.string("method")?;
+    let mut request = Map::new();
+    let copy = |request: &mut Map<String, Value>, key: &str| {
+        if let Some(value) = fields.0.get(key).filter(|v| !v.is_null()) {
+            request.insert(key.to_string(), value.clone());
+        }
+    };
+    let need_string = |key: &str| -> Result<(), ProtocolError> {
+        match fields.0.get(key) {
+            Some(Value::String(_)) => Ok(()),
+            _ => Err(bad(format!("ui {method}: {key} must be a string"))),
+        }
+    };
+    match method.as_str() {
+        "select" => {
+            need_string("title")?;
+            let options_ok = fields
+                .0
+                .get("options")
+                .and_then(Value::as_array)
+                .is_some_and(|o| o.iter().all(Value::is_string));
+            if !options_ok {
+                return Err(bad("ui select: options must be an array of strings"));
+            }
+            for key in ["title", "options", "timeout"] {
+                copy(&mut request, key);
+            }
+        }
+        "confirm" => {
+            need_string("title")?;
+            for key in ["title", "message", "timeout"] {
+                copy(&mut request, key);
+            }
+        }
+        "input" => {
+            need_string("title")?;
+            for key in ["title", "placeholder", "timeout"] {
+                copy(&mut request, key);
+            }
+        }
+        "editor" => {
+            need_string("title")?;
+            for key in ["title", "prefill", "timeout"] {
+                copy(&mut request, key);
+            }
+        }
+        "notify" => {
+            need_string("message")?;
+            for key in ["message", "notifyType"] {
+                copy(&mut request, key);
+            }
+        }
+        "setStatus" => {
+            need_string("statusKey")?;
+            for key in ["statusKey", "statusText"] {
+                copy(&mut request, key);
+            }
+        }
+        "setWidget" => {
+            need_string("widgetKey")?;
+            for key in ["widgetKey", "widgetLines", "widgetPlacement"] {
+                copy(&mut request, key);
+            }
+        }
+        "setTitle" => {
+            need_string("title")?;
+            copy(&mut request, "title");
+        }
+        "set_editor_text" => {
+            need_string("text")?;
+            copy(&mut request, "text");
+        }
+        other => return Err(bad(format!("unknown ui method {other:?}"))),
+    }
+    if let Some(timeout) = request.get("timeout")
+        && timeout.as_u64().is_none()
+    {
+        return Err(bad(format!(
+            "ui {method}: timeout must be a whole number of milliseconds"
+        )));
+    }
+    let id = if DIALOG_METHODS.contains(&method.as_str()) {
+        Some(fields.string("id")?)
+    } else {
+        None
+    };
+    Ok(ExtensionMessage::Ui {
+        id,
+        method,
+        request,
+    })
+}
+
+/// `{content, details?, isError?}`; `final_result` false (a partial) ignores `isError`.
+fn parse_tool_output(
+    value: Option<&Value>,
+    final_result: bool,
+) -> Result<ToolOutput, ProtocolError> {
+    let Some(Value::Object(object)) = value else {
+        return Err(bad("a tool result must be an object with content"));
+    };
+    let content = parse_content(object.get("content"))?;
+    Ok(ToolOutput {
+        content,
+        details: object.get("details").cloned(),
+        is_error: final_result && object.get("isError").and_then(Value::as_bool) == Some(true),
+    })
+}
+
+/// Content blocks (text or image) from an array, or a plain string as one text block.
+pub fn parse_content(value: Option<&Value>) -> Result<Vec<ContentBlock>, ProtocolError> {
+    match value {
+        Some(Value::String(text)) => Ok(vec![ContentBlock::Text(
+            crate::messages::TextContent::new(text),
+        )]),
+        Some(Value::Array(_)) => {
+            let blocks: Vec<ContentBlock> =
+                serde_json::from_value(value.cloned().unwrap_or_default())
+                    .map_err(|e| bad(format!("invalid content blocks: {e}")))?;
+            Ok(blocks)
+        }
+        _ => Err(bad(
+            "content must be a string or an array of content blocks",
+        )),
+    }
+}
+
+// ---- lines pi-rs writes ----
+
+/// What the handshake tells every extension.
+#[derive(Clone, Debug, Default)]
+pub struct Handshake {
+    pub cwd: String,
+    pub session_id: String,
+    pub session_file: Option<String>,
+    /// Values of extension flags given on the command line (`--plan`, `--level x`).
+    pub flag_values: Map<String, Value>,
+}
+
+pub fn hello_line(handshake: &Handshake, extension_path: &str) -> String {
+    json!({
+        "type": "hello",
+        "protocol": PROTOCOL_VERSION,
+        "mode": "rpc",
+        "cwd": handshake.cwd,
+        "sessionId": handshake.session_id,
+        "sessionFile": handshake.session_file,
+        "extensionPath": extension_path,
+        "flags": handshake.flag_values,
+    })
+    .to_string()
+}
+
+pub fn event_line(event: &Value) -> String {
+    json!({"type": "event", "event": event}).to_string()
+}
+
+pub fn hook_line(id: &str, hook: HookKind, deadline_ms: u64, payload: &Value) -> String {
+    json!({"type": "hook", "id": id, "hook": hook.as_str(), "deadlineMs": deadline_ms, "payload": payload})
+        .to_string()
+}
+
+pub fn run_tool_line(id: &str, tool_name: &str, tool_call_id: &str, args: &Value) -> String {
+    json!({"type": "run_tool", "id": id, "toolName": tool_name, "toolCallId": tool_call_id, "args": args})
+        .to_string()
+}
+
+pub fn cancel_tool_line(id: &str) -> String {
+    json!({"type": "cancel_tool", "id": id}).to_string()
+}
+
+pub fn run_command_line(id: &str, name: &str, args: &str) -> String {
+    json!({"type": "run_command", "id": id, "name": name, "args": args}).to_string()
+}
+
+/// The client's answer to a dialog, as the extension receives it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UiResponse {
+    pub value: Option<Value>,
+    pub confirmed: Option<bool>,
+    pub cancelled: bool,
+}
+
+/// Dialog answers normalised as pi does: select/input/editor give `value` (null when cancelled),
+/// confirm gives `confirmed` (false when cancelled); `timedOut` marks a timeout.
+pub fn ui_response_line(id: &str, method: &str, response: &UiResponse, timed_out: bool) -> String {
+    let mut line = Map::new();
+    line.insert("type".into(), "ui_response".into());
+    line.insert("id".into(), id.into());
+    let cancelled = response.cancelled || timed_out;
+    if method == "confirm" {
+        let confirmed = !cancelled && response.confirmed == Some(true);
+        line.insert("confirmed".into(), confirmed.into());
+    } else {
+        let value = match (&response.value, cancelled) {
+            (Some(value), false) => value.clone(),
+            _ => Value::Null,
+        };
+        line.insert("value".into(), value);
+    }
+    line.insert("cancelled".into(), cancelled.into());
+    if timed_out {
+        line.insert("timedOut".into(), true.into());
+    }
+    Value::Object(line).to_string()
+}
+
+// ---- small field readers ----
+
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl Fields<'_> {
+    fn string(&self, key: &str) -> Result<String, ProtocolError> {
+        match self.0.get(key) {
+            Some(Value::String(text)) => Ok(text.clone()),
+            Some(_) => Err(bad(format!("{key} must be a string"))),
+            None => Err(bad(format!("missing {key}"))),
+        }
+    }
+    fn opt_string(&self, key: &str) -> Result<Option<String>, ProtocolError> {
+        match self.0.get(key) {
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => Err(bad(format!("{key} must be a string"))),
+        }
+    }
+    fn array(&self, key: &str) -> Result<&[Value], ProtocolError> {
+        match self.0.get(key) {
+            Some(Value::Array(items)) => Ok(items),
+            None | Some(Value::Null) => Ok(&[]),
+            Some(_) => Err(bad(format!("{key} must be an array"))),
+        }
+    }
+}
+
+fn as_object<'a>(value: &'a Value, what: &str) -> Result<&'a Map<String, Value>, ProtocolError> {
+    value
+        .as_object()
+        .ok_or_else(|| bad(format!("{what} must be an object")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(value: Value) -> Result<ExtensionMessage, ProtocolError> {
+        parse_line(value.to_string().as_bytes())
+    }
+
+    #[test]
+    fn register_reads_every_declaration() {
+        let message = parse(json!({
+            "type": "register", "protocol": 1, "name": "demo",
+            "commands": [{"name": "hello", "description": "Say hello"}],
+            "tools": [{"name": "word_count", "description": "Count words",
+                       "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}],
+            "events": ["agent_end"], "hooks": ["tool_call", "input"],
+            "flags": [{"name": "plan", "type": "boolean", "default": false}]
+        }))
+        .unwrap();
+        let ExtensionMessage::Register {
+            protocol,
+            registration,
+        } = message
+        else {
+            panic!("not a register: {message:?}");
+        };
+        assert_eq!(protocol, 1);
+        assert_eq!(registration.name.as_deref(), Some("demo"));
+        assert_eq!(registration.commands[0].name, "hello");
+        assert_eq!(registration.tools[0].name, "word_count");
+        assert!(registration.wants_event("agent_end"));
+        assert!(!registration.wants_event("agent_start"));
+        assert!(registration.handles(HookKind::ToolCall));
+        assert!(!registration.handles(HookKind::ToolResult));
+        assert_eq!(registration.flags[0].kind, "boolean");
+    }
+
+    #[test]
+    fn register_rejects_unknown_hooks_and_bad_names() {
+        let err = parse(json!({"type":"register","protocol":1,"hooks":["context"]})).unwrap_err();
+        assert!(err.0.contains("unknown hook"), "{err}");
+        let err =
+            parse(json!({"type":"register","protocol":1,"commands":[{"name":"a b"}]})).unwrap_err();
+        assert!(err.0.contains("invalid command name"), "{err}");
+    }
+
+    #[test]
+    fn junk_is_an_error_not_a_panic() {
+        for line in [
+            &b"hello world"[..],
+            b"[1,2]",
+            b"{\"type\":42}",
+            b"{\"no\":\"type\"}",
+            b"\xff\xfe",
+            b"",
+        ] {
+            assert!(parse_line(line).is_err(), "{line:?}");
+        }
+        let err = parse(json!({"type": "fly"})).unwrap_err();
+        assert!(err.0.contains("unknown message type"), "{err}");
+    }
+
+    #[test]
+    fn hook_results_carry_a_result_or_an_error() {
+        let ok = parse(json!({"type":"hook_result","id":"h1","result":{"block":true}})).unwrap();
+        assert_eq!(
+            ok,
+            ExtensionMessage::HookResult {
+                id: "h1".into(),
+                result: Ok(json!({"block": true}))
+            }
+        );
+        let empty = parse(json!({"type":"hook_result","id":"h2"})).unwrap();
+        assert_eq!(
+            empty,
+            ExtensionMessage::HookResult {
+                id: "h2".into(),
+                result: Ok(json!({}))
+            }
+        );
+        let failed = parse(json!({"type":"hook_result","id":"h3","error":"boom"})).unwrap();
+        assert_eq!(
+            failed,
+            ExtensionMessage::HookResult {
+                id: "h3".into(),
+                result: Err("boom".into())
+            }
+        );
+    }
+
+    #[test]
+    fn tool_results_accept_strings_blocks_and_errors() {
+        let message = parse(json!({"type":"tool_result","id":"t1",
+            "result":{"content":[{"type":"text","text":"3 words"}],"details":{"n":3}}}))
+        .unwrap();
+        let ExtensionMessage::ToolResult { output, .. } = message else {
+            panic!()
+        };
+        assert_eq!(output.content.len(), 1);
+        assert_eq!(output.details, Some(json!({"n": 3})));
+        assert!(!output.is_error);
+        let message = parse(json!({"type":"tool_result","id":"t1","error":"no input"})).unwrap();
+        let ExtensionMessage::ToolResult { output, .. } = message else {
+            panic!()
+        };
+        assert!(output.is_error);
+        let err =
+            parse(json!({"type":"tool_result","id":"t1","result":{"content":[{"type":"nope"}]}}))
+                .unwrap_err();
+        assert!(err.0.contains("invalid content"), "{err}");
+    }
+
+    #[test]
+    fn actions_parse_with_their_defaults() {
+        assert_eq!(
+            parse(json!({"type":"send_user_message","content":"hi","deliverAs":"followUp"}))
+                .unwrap(),
+            ExtensionMessage::Action(Action::SendUserMessage {
+                content: json!("hi"),
+                deliver_as: Some(Delivery::FollowUp)
+            })
+        );
+        assert_eq!(
+            parse(json!({"type":"send_message","customType":"note","content":"x"})).unwrap(),
+            ExtensionMessage::Action(Action::SendMessage {
+                custom_type: "note".into(),
+                content: json!("x"),
+                display: true,
+                details: None,
+                deliver_as: None,
+                trigger_turn: false
+            })
+        );
+        assert_eq!(
+            parse(json!({"type":"set_label","entryId":"e1","label":null})).unwrap(),
+            ExtensionMessage::Action(Action::SetLabel {
+                entry_id: "e1".into(),
+                label: None
+            })
+        );
+        assert!(
+            parse(json!({"type":"send_user_message","content":"x","deliverAs":"nextTurn"}))
+                .is_err()
+        );
+        assert!(parse(json!({"type":"send_user_message","content":5})).is_err());
+    }
+
+    #[test]
+    fn ui_requests_keep_pi_key_order_and_need_ids_for_dialogs() {
+        let message = parse(
+            json!({"type":"ui","timeout":500,"options":["a","b"],"title":"Pick",
+            "method":"select","id":"q1"}),
+        )
+        .unwrap();
+        let ExtensionMessage::Ui {
+            id,
+            method,
+            request,
+        } = message
+        else {
+            panic!()
+        };
+        assert_eq!(id.as_deref(), Some("q1"));
+        assert_eq!(method, "select");
+        let keys: Vec<&String> = request.keys().collect();
+        assert_eq!(keys, ["title", "options", "timeout"]);
+        assert!(parse(json!({"type":"ui","method":"confirm","title":"x"})).is_err());
+        let notice = parse(json!({"type":"ui","method":"notify","message":"hi"})).unwrap();
+        assert!(matches!(notice, ExtensionMessage::Ui { id: None, .. }));
+        assert!(parse(json!({"type":"ui","method":"custom"})).is_err());
+        assert!(
+            parse(json!({"type":"ui","method":"select","id":"q","title":"t","options":[1]}))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn ui_responses_are_normalised_per_method() {
+        let answer = UiResponse {
+            value: Some(json!("Allow")),
+            ..UiResponse::default()
+        };
+        assert_eq!(
+            ui_response_line("q1", "select", &answer, false),
+            r#"{"type":"ui_response","id":"q1","value":"Allow","cancelled":false}"#
+        );
+        assert_eq!(
+            ui_response_line("q1", "select", &answer, true),
+            r#"{"type":"ui_response","id":"q1","value":null,"cancelled":true,"timedOut":true}"#
+        );
+        let yes = UiResponse {
+            confirmed: Some(true),
+            ..UiResponse::default()
+        };
+        assert_eq!(
+            ui_response_line("q2", "confirm", &yes, false),
+            r#"{"type":"ui_response","id":"q2","confirmed":true,"cancelled":false}"#
+        );
+        let cancelled = UiResponse {
+            confirmed: Some(true),
+            cancelled: true,
+            ..UiResponse::default()
+        };
+        assert_eq!(
+            ui_response_line("q2", "confirm", &cancelled, false),
+            r#"{"type":"ui_response","id":"q2","confirmed":false,"cancelled":true}"#
+        );
+    }
+
+    #[test]
+    fn hello_carries_the_handshake() {
+        let line = hello_line(
+            &Handshake {
+                cwd: "/w".into(),
+                session_id: "s1".into(),
+                session_file: None,
+                flag_values: Map::new(),
+            },
+            "/w/.pi/extensions/a.sh",
+        );
+        let value: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["protocol"], 1);
+        assert_eq!(value["mode"], "rpc");
+        assert_eq!(value["sessionId"], "s1");
+        assert_eq!(value["sessionFile"], Value::Null);
+    }
+}
