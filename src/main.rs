@@ -169,7 +169,13 @@ fn run(args: Args) -> Result<u8, String> {
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
     }
+    let (extensions, extension_events, approvals, startup_records) =
+        start_extensions(&args, &config, &session);
     let setup = agent::AgentSetup {
+        extensions,
+        extension_events,
+        approvals,
+        startup_records,
         resources: loaded,
         scoped_models: scoped,
         messages: context.messages,
@@ -439,10 +445,61 @@ fn open_session(
     Ok((SessionLog::create(&dir, cwd).map_err(|e| e.0)?, false))
 }
 
+/// Extensions (executables) and the approval gate. The host also runs with no extension when
+/// approval rules may need to ask the client.
+fn start_extensions(
+    args: &Args,
+    config: &Config,
+    session: &session::SessionLog,
+) -> (
+    Option<extensions::ExtensionHost>,
+    crossbeam_channel::Receiver<extensions::ExtensionEvent>,
+    extensions::approval::ApprovalPolicy,
+    Vec<serde_json::Value>,
+) {
+    let (policy, warnings) =
+        extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
+    for warning in warnings {
+        eprintln!("Warning: {warning}");
+    }
+    let specs = extensions::discover(&extensions::ExtensionSources {
+        cli: args.extensions.iter().map(PathBuf::from).collect(),
+        project_settings: config
+            .scoped_list(true, "extensions")
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+        user_settings: config
+            .scoped_list(false, "extensions")
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+        cwd: config.cwd.clone(),
+        agent_dir: config.agent_dir.clone(),
+        no_extensions: args.no_extensions,
+    });
+    let (events_tx, events) = crossbeam_channel::bounded(256);
+    if specs.is_empty() && !policy.is_enabled() {
+        return (None, crossbeam_channel::never(), policy, Vec::new());
+    }
+    let handshake = extensions::protocol::Handshake {
+        cwd: config.cwd.to_string_lossy().into_owned(),
+        session_id: session.id().to_string(),
+        session_file: session
+            .file_path()
+            .map(|p| p.to_string_lossy().into_owned()),
+        flag_values: Default::default(),
+    };
+    let (host, errors) = extensions::ExtensionHost::start(specs, &handshake, events_tx);
+    let mut policy = policy;
+    policy.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
+    let records = errors.iter().map(|e| e.record()).collect();
+    (Some(host), events, policy, records)
+}
+
 /// Flags whose features have not landed yet are refused, never silently ignored.
 fn reject_unsupported(args: &Args) -> Result<(), String> {
     let unsupported = [
-        (!args.extensions.is_empty(), "--extension"),
         (!args.themes.is_empty(), "--theme"),
         (args.export.is_some(), "--export"),
     ];

@@ -19,9 +19,11 @@ mod compacting;
 pub mod compaction;
 pub mod convert;
 pub mod draft;
+mod extending;
 pub mod pattern;
 pub mod retry;
 pub mod state;
+mod tool_batch;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -32,7 +34,7 @@ use serde_json::{Value, json};
 use crate::config::{Config, Model, QueueMode, ThinkingLevel};
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, TextContent, ToolCall,
-    ToolResultMessage, UserMessage, now_ms,
+    UserMessage, now_ms,
 };
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
 use crate::rpc::protocol::{Command, Request, StreamingBehavior, response_error, response_ok};
@@ -40,10 +42,10 @@ use crate::rpc::stdin_reader::Input;
 use crate::rpc::stdout_writer::WriterEvent;
 use crate::rpc::{Record, SharedJson, events};
 use crate::session::SessionLog;
-use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
+use crate::tools::{self, ToolContext, ToolEvent};
 
 use draft::Draft;
-use state::{Phase, QueuedMessage, RetryWait, Run, Stream, ToolBatch};
+use state::{Phase, QueuedMessage, RetryWait, Run, Stream};
 
 /// A stream that delivers nothing for this long is abandoned as failed.
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -66,6 +68,12 @@ pub struct AgentSetup {
     pub messages: Vec<AgentMessage>,
     /// Skills and prompt templates (expansion, get_commands).
     pub resources: crate::resources::discovery::Resources,
+    /// Running extensions (also present, with none loaded, when the approval gate needs dialogs).
+    pub extensions: Option<crate::extensions::ExtensionHost>,
+    pub extension_events: Receiver<crate::extensions::ExtensionEvent>,
+    pub approvals: crate::extensions::approval::ApprovalPolicy,
+    /// Records to write first (extension load errors).
+    pub startup_records: Vec<Value>,
 }
 
 /// The loop's channel ends.
@@ -88,10 +96,12 @@ enum Incoming {
     ProviderGone,
     StreamIdle,
     Tool(ToolEvent),
-    /// Every tool thread of the batch ended.
-    ToolsGone,
+
     RetryDue,
     Bash(bash_command::BashEvent),
+    Extension(crate::extensions::ExtensionEvent),
+    /// The extension host's channel closed (no host, or its router ended).
+    ExtensionsGone,
 }
 
 struct BashJobState {
@@ -113,6 +123,20 @@ pub struct Agent {
     tool_specs: Vec<ToolSpec>,
     scoped_models: Vec<crate::config::ScopedModel>,
     resources: crate::resources::discovery::Resources,
+    extensions: Option<crate::extensions::ExtensionHost>,
+    extension_events: Receiver<crate::extensions::ExtensionEvent>,
+    extension_tools: Vec<crate::extensions::ExtensionTool>,
+    approvals: crate::extensions::approval::ApprovalPolicy,
+    grants: crate::extensions::approval::SessionGrants,
+    /// Extension commands run from `prompt`, answered `handled` when they finish.
+    command_runs: Vec<(crate::extensions::CommandRunId, Option<Value>)>,
+    /// Extension messages delivered with the next prompt.
+    next_turn_messages: Vec<AgentMessage>,
+    /// This prompt's system prompt when an extension replaced it (before_agent_start).
+    run_system_prompt: Option<String>,
+    /// An extension asked to shut down: exit once nothing runs.
+    shutdown_requested: bool,
+    startup_records: Vec<Value>,
     system_prompt: String,
     steering: VecDeque<QueuedMessage>,
     follow_up: VecDeque<QueuedMessage>,
@@ -151,7 +175,13 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(setup: AgentSetup, channels: Channels) -> Agent {
-        let tool_specs = tools::specs(&setup.tool_names);
+        let mut tool_specs = tools::specs(&setup.tool_names);
+        let extension_tools = setup
+            .extensions
+            .as_ref()
+            .map(|h| h.tools())
+            .unwrap_or_default();
+        tool_specs.extend(extension_tools.iter().map(|t| t.spec()));
         let (bash_sender, bash_events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         Agent {
             steering_mode: setup.config.steering_mode(),
@@ -167,6 +197,16 @@ impl Agent {
             tool_specs,
             scoped_models: setup.scoped_models,
             resources: setup.resources,
+            extensions: setup.extensions,
+            extension_events: setup.extension_events,
+            extension_tools,
+            approvals: setup.approvals,
+            grants: Default::default(),
+            command_runs: Vec::new(),
+            next_turn_messages: Vec::new(),
+            run_system_prompt: None,
+            shutdown_requested: false,
+            startup_records: setup.startup_records,
             system_prompt: setup.system_prompt,
             steering: VecDeque::new(),
             follow_up: VecDeque::new(),
@@ -194,7 +234,17 @@ impl Agent {
 
     /// Runs until stdin or stdout closes; returns the process exit code.
     pub fn run(mut self) -> i32 {
-        while self.stdin_open && self.stdout_open && self.exit_signal.is_none() {
+        for record in std::mem::take(&mut self.startup_records) {
+            self.emit(record);
+        }
+        if let Some(host) = &self.extensions {
+            host.notify_event(&json!({"type": "session_start", "reason": "startup"}));
+        }
+        while self.stdin_open
+            && self.stdout_open
+            && self.exit_signal.is_none()
+            && (!self.shutdown_requested || self.is_busy())
+        {
             let incoming = self.next_incoming();
             self.handle(incoming);
         }
@@ -207,6 +257,9 @@ impl Agent {
             job.cancel.cancel();
         }
         tools::bash::kill_all_shells();
+        if let Some(host) = self.extensions.take() {
+            host.shutdown(Duration::from_millis(500));
+        }
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
@@ -254,14 +307,18 @@ impl Agent {
                 Ok(signal) => Incoming::Signal(signal),
                 Err(_) => Incoming::StdinClosed,
             },
-            recv(self.writer_events) -> _ => Incoming::StdoutClosed,
+                        recv(self.writer_events) -> _ => Incoming::StdoutClosed,
+                        recv(self.extension_events) -> event => match event {
+                Ok(event) => Incoming::Extension(event),
+                Err(_) => Incoming::ExtensionsGone,
+            },
             recv(provider_events) -> event => match event {
                 Ok(event) => Incoming::Provider(event),
                 Err(_) => Incoming::ProviderGone,
             },
-            recv(tool_events) -> event => match event {
+                        recv(tool_events) -> event => match event {
                 Ok(event) => Incoming::Tool(event),
-                Err(_) => Incoming::ToolsGone,
+                Err(_) => Incoming::StdinClosed,
             },
             recv(self.bash_events) -> event => match event {
                 Ok(event) => Incoming::Bash(event),
@@ -291,18 +348,24 @@ impl Agent {
                 STREAM_IDLE_TIMEOUT.as_secs()
             )),
             Incoming::Tool(event) => self.on_tool_event(event),
-            Incoming::ToolsGone => self.on_tools_gone(),
+
             Incoming::RetryDue if matches!(self.phase, Phase::Compacting(_)) => {
                 self.retry_summary()
             }
             Incoming::RetryDue => self.retry_now(),
             Incoming::Bash(event) => self.on_bash_event(event),
+            Incoming::Extension(event) => self.on_extension_event(event),
+            Incoming::ExtensionsGone => self.extension_events = never(),
         }
     }
 
     /// Sends a record to the writer. Blocks while the writer's channel is full.
     fn emit(&mut self, record: impl Into<Record>) {
-        if self.stdout_open && self.out.send(record.into()).is_err() {
+        let record = record.into();
+        if let Some(host) = &self.extensions {
+            notify_extensions(host, &record);
+        }
+        if self.stdout_open && self.out.send(record).is_err() {
             self.stdout_open = false;
         }
     }
@@ -327,8 +390,15 @@ impl Agent {
                 images,
                 streaming_behavior,
             } => {
-                let message = self.expand(message);
-                self.prompt(id, message, images, streaming_behavior)
+                if !self.try_extension_command(id, &message) {
+                    self.prompt(id, message, images, streaming_behavior)
+                }
+            }
+            Command::Steer { message, .. } if self.is_extension_command(&message) => {
+                self.respond_error(id, name, &cannot_queue(&message));
+            }
+            Command::FollowUp { message, .. } if self.is_extension_command(&message) => {
+                self.respond_error(id, name, &cannot_queue(&message));
             }
             Command::Steer { message, images } => {
                 let message = self.expand(message);
@@ -441,8 +511,14 @@ impl Agent {
                 self.emit(events::session_info_changed(trimmed));
                 self.respond_ok(id, name, None);
             }
-            Command::ExtensionUiResponse { .. } => {
-                // No extension is waiting on a dialog; unknown response ids are ignored (seed).
+            Command::ExtensionUiResponse {
+                id: ui_id,
+                value,
+                confirmed,
+                cancelled,
+            } => {
+                // Unknown or expired ids are ignored (seed); no response record either way.
+                self.deliver_ui_response(&ui_id, value, confirmed, cancelled);
             }
             Command::NewSession { parent_session } => {
                 let created = match self.session.session_dir() {
@@ -556,7 +632,18 @@ impl Agent {
                 self.respond_ok(id, name, Some(stats));
             }
             Command::GetCommands => {
-                let commands = crate::resources::discovery::commands_json(&self.resources);
+                // Extension commands first, then prompt templates and skills (pi's order).
+                let mut commands: Vec<Value> = self
+                    .extensions
+                    .as_ref()
+                    .map(|host| {
+                        host.commands()
+                            .iter()
+                            .map(|c| c.get_commands_item())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                commands.extend(crate::resources::discovery::commands_json(&self.resources));
                 self.respond_ok(id, name, Some(json!({ "commands": commands })));
             }
             Command::ExportHtml { output_path } => match self.export_html(output_path.as_deref()) {
@@ -867,6 +954,7 @@ impl Agent {
         if self.is_busy() {
             match behavior {
                 Some(behavior) => {
+                    let message = self.expand(message);
                     self.enqueue(behavior, message, images);
                     self.respond_ok(id, "prompt", Some(json!({ "disposition": "queued" })));
                 }
@@ -882,42 +970,8 @@ impl Agent {
             self.respond_error(id, "prompt", &error);
             return;
         }
-        // A context near its limit is compacted first; its events come before the response.
-        let last_reply = self
-            .messages
-            .iter()
-            .rev()
-            .find_map(AgentMessage::as_assistant)
-            .cloned();
-        if let Some(reply) = last_reply {
-            let reason = match self.compaction_trigger(&reply, true) {
-                compaction::Trigger::Threshold => Some(compaction::CompactionReason::Threshold),
-                compaction::Trigger::Overflow => Some(compaction::CompactionReason::Overflow),
-                compaction::Trigger::Nothing | compaction::Trigger::OverflowGaveUp => None,
-            };
-            if let Some(reason) = reason {
-                let origin = compacting::Origin::BeforePrompt {
-                    id: id.cloned(),
-                    message,
-                    images,
-                };
-                self.start_compaction(reason, origin, None);
-                return;
-            }
-        }
-        self.begin_prompt(id, message, images);
-    }
-
-    /// The accepted prompt: answered, held bash results joined, and the run started.
-    fn begin_prompt(&mut self, id: Option<&Value>, message: String, images: Vec<ImageContent>) {
-        self.respond_ok(id, "prompt", Some(json!({ "disposition": "started" })));
-        for held in std::mem::take(&mut self.pending_bash) {
-            let json = serialize_message(&held);
-            self.record_message(&held, &json);
-            self.messages.push(held);
-        }
-        let user = UserMessage::new(&message, images);
-        self.start_run(vec![AgentMessage::User(user)]);
+        // Extensions' input hook, expansion, a compaction if needed, then the run.
+        self.prepare_prompt(id, message, images);
     }
 
     /// A run that continues the conversation without a new prompt (retry, overflow recovery,
@@ -955,7 +1009,7 @@ impl Agent {
     }
 
     fn enqueue(&mut self, behavior: StreamingBehavior, text: String, images: Vec<ImageContent>) {
-        let message = UserMessage::new(&text, images);
+        let message = AgentMessage::User(UserMessage::new(&text, images));
         let queued = QueuedMessage { text, message };
         match behavior {
             StreamingBehavior::Steer => self.steering.push_back(queued),
@@ -992,7 +1046,7 @@ impl Agent {
             };
             let Some(item) = queue.pop_front() else { break };
             self.emit_queue_update();
-            self.add_message(AgentMessage::User(item.message));
+            self.add_message(item.message);
         }
         count
     }
@@ -1045,7 +1099,10 @@ impl Agent {
             model: self.model.clone(),
             api_key,
             headers: self.config.request_headers(&self.model),
-            system_prompt: self.system_prompt.clone(),
+            system_prompt: self
+                .run_system_prompt
+                .clone()
+                .unwrap_or_else(|| self.system_prompt.clone()),
             messages: convert::to_llm(&self.messages),
             tools: self.tool_specs.clone(),
             thinking: self.thinking,
@@ -1250,123 +1307,6 @@ impl Agent {
         }
     }
 
-    /// Runs every tool call of the reply in parallel, one thread each.
-    fn start_tools(&mut self, assistant: SharedJson, calls: Vec<ToolCall>) {
-        let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
-        let context = self.tool_context();
-        let mut handles = Vec::with_capacity(calls.len());
-        for call in &calls {
-            self.emit(events::tool_execution_start(call));
-            handles.push(Some(tools::spawn_tool(
-                call.clone(),
-                context.clone(),
-                sender.clone(),
-            )));
-        }
-        drop(sender);
-        let results = vec![None; calls.len()];
-        let partials = vec![None; calls.len()];
-        self.phase = Phase::RunningTools(ToolBatch {
-            assistant,
-            calls,
-            handles,
-            results,
-            partials,
-            events,
-        });
-    }
-
-    fn on_tool_event(&mut self, event: ToolEvent) {
-        let Phase::RunningTools(batch) = &mut self.phase else {
-            return;
-        };
-        let Some(index) = batch.position_of(&event.call_id) else {
-            log::debug!("event for unknown tool call {}", event.call_id);
-            return;
-        };
-        let call = batch.calls[index].clone();
-        match event.kind {
-            ToolEventKind::Update(partial) => {
-                let record = events::tool_execution_update(
-                    &call,
-                    events::tool_result_value(&partial.content, partial.details.as_ref()),
-                );
-                batch.partials[index] = Some(partial);
-                self.emit(record);
-            }
-            ToolEventKind::Finished(output) => {
-                batch.handles[index] = None;
-                let record = events::tool_execution_end(
-                    &call,
-                    events::tool_result_value(&output.content, output.details.as_ref()),
-                    output.is_error,
-                );
-                batch.results[index] = Some(output);
-                self.emit(record);
-                self.finish_tools_if_done();
-            }
-        }
-    }
-
-    /// Every tool thread ended but some never reported (a panic): those calls fail.
-    fn on_tools_gone(&mut self) {
-        let Phase::RunningTools(batch) = &mut self.phase else {
-            return;
-        };
-        let missing: Vec<usize> = (0..batch.calls.len())
-            .filter(|i| batch.results[*i].is_none())
-            .collect();
-        for index in missing {
-            let output = ToolOutput::error("Tool execution failed unexpectedly");
-            self.finish_call(index, output);
-        }
-        self.finish_tools_if_done();
-    }
-
-    /// Records a result the agent produced itself (abort, crash) with its end event.
-    fn finish_call(&mut self, index: usize, output: ToolOutput) {
-        let Phase::RunningTools(batch) = &mut self.phase else {
-            return;
-        };
-        batch.handles[index] = None;
-        let record = events::tool_execution_end(
-            &batch.calls[index],
-            events::tool_result_value(&output.content, output.details.as_ref()),
-            output.is_error,
-        );
-        batch.results[index] = Some(output);
-        self.emit(record);
-    }
-
-    fn finish_tools_if_done(&mut self) {
-        let done =
-            matches!(&self.phase, Phase::RunningTools(b) if b.results.iter().all(Option::is_some));
-        if !done {
-            return;
-        }
-        let Phase::RunningTools(batch) = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            return;
-        };
-        let mut tool_results = Vec::with_capacity(batch.calls.len());
-        for (call, output) in batch.calls.iter().zip(batch.results) {
-            let output =
-                output.unwrap_or_else(|| ToolOutput::error("Tool execution failed unexpectedly"));
-            let message = AgentMessage::ToolResult(ToolResultMessage {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                content: output.content,
-                details: output.details,
-                usage: None,
-                is_error: output.is_error,
-                timestamp: now_ms(),
-                extra: Default::default(),
-            });
-            tool_results.push(self.add_message(message));
-        }
-        self.emit(events::turn_end_shared(&batch.assistant, &tool_results));
-        self.after_turn(true);
-    }
-
     /// After `turn_end`: steering first, then another turn for tool results, then follow-ups;
     /// otherwise the run ends.
     fn after_turn(&mut self, had_tool_calls: bool) {
@@ -1465,7 +1405,11 @@ impl Agent {
     }
 
     fn is_busy(&self) -> bool {
-        self.run.is_some() || matches!(self.phase, Phase::RetryWait(_) | Phase::Compacting(_))
+        self.run.is_some()
+            || matches!(
+                self.phase,
+                Phase::RetryWait(_) | Phase::Compacting(_) | Phase::Preparing(_)
+            )
     }
 
     /// `Ok(Some(delay))` to retry, `Ok(None)` when the failure is not retried at all, `Err(text)`
@@ -1548,37 +1492,10 @@ impl Agent {
             Phase::Streaming(_) => {
                 self.finish_stream(StopReason::Aborted, Some("Request was aborted".into()))
             }
-            Phase::RunningTools(batch) => {
-                let unfinished: Vec<(usize, String, Option<String>)> = (0..batch.calls.len())
-                    .filter(|i| batch.results[*i].is_none())
-                    .map(|i| {
-                        (
-                            i,
-                            batch.calls[i].name.clone(),
-                            batch.partials[i].as_ref().map(output_text),
-                        )
-                    })
-                    .collect();
-                // Dropping the handles cancels the threads and kills bash process groups.
-                if let Phase::RunningTools(batch) = &mut self.phase {
-                    batch.handles.iter_mut().for_each(|h| *h = None);
-                }
-                for (index, tool, partial) in unfinished {
-                    let notice = if tool == "bash" {
-                        "Command aborted"
-                    } else {
-                        "Operation aborted"
-                    };
-                    let text = match partial.filter(|t| !t.is_empty()) {
-                        Some(partial) => format!("{partial}\n\n{notice}"),
-                        None => notice.to_string(),
-                    };
-                    self.finish_call(index, ToolOutput::error(text));
-                }
-                self.finish_tools_if_done();
-            }
+            Phase::RunningTools(_) => self.abort_tools(),
             Phase::RetryWait(_) => self.cancel_retry(),
             Phase::Compacting(_) => self.abort_compaction(),
+            Phase::Preparing(_) => self.abort_preparing(),
             Phase::Idle => self.end_run(),
         }
     }
@@ -1602,18 +1519,6 @@ fn serialize_message(message: &AgentMessage) -> SharedJson {
     crate::rpc::shared_json(message, size_hint + size_hint / 16)
 }
 
-fn output_text(output: &ToolOutput) -> String {
-    output
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn parse_queue_mode(mode: &str) -> Option<QueueMode> {
     match mode {
         "all" => Some(QueueMode::All),
@@ -1624,6 +1529,34 @@ fn parse_queue_mode(mode: &str) -> Option<QueueMode> {
 
 fn invalid_mode(mode: &str) -> String {
     format!("Invalid mode \"{mode}\": expected \"all\" or \"one-at-a-time\"")
+}
+
+/// Session events go to the extensions that subscribed; responses and dialogs do not.
+fn notify_extensions(host: &crate::extensions::ExtensionHost, record: &Record) {
+    let kind = match record {
+        Record::Json(value) => value.get("type").and_then(Value::as_str),
+        Record::Parts(parts) => parts.first().and_then(|p| {
+            let text = p.as_str().strip_prefix(r#"{"type":""#)?;
+            text.split('"').next()
+        }),
+        Record::Raw(_) => None,
+    };
+    match kind {
+        None | Some("response" | "extension_ui_request" | "extension_error") => {}
+        Some(kind) if !host.wants_event(kind) => {}
+        Some(_) => {
+            if let Some(value) = record.to_value() {
+                host.notify_event(&value);
+            }
+        }
+    }
+}
+
+fn cannot_queue(text: &str) -> String {
+    let name = extending::split_command(text).map_or(text, |(name, _)| name);
+    format!(
+        "Extension command \"/{name}\" cannot be queued. Use prompt() or execute the command when not streaming."
+    )
 }
 
 /// Where credentials come from, appended to "no API key" errors.

@@ -4,10 +4,11 @@
 
 use std::time::Instant;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 
 use super::draft::Draft;
-use crate::messages::{ToolCall, UserMessage};
+use crate::extensions::HookId;
+use crate::messages::{AgentMessage, ImageContent, ToolCall};
 use crate::provider::{ProviderEvent, StreamHandle};
 use crate::rpc::SharedJson;
 use crate::tools::{ToolEvent, ToolHandle, ToolOutput};
@@ -22,6 +23,26 @@ pub enum Phase {
     RetryWait(RetryWait),
     /// Summarizing the older conversation (manual, threshold or overflow).
     Compacting(Box<super::compacting::Compaction>),
+    /// An accepted prompt waiting for an extension hook (`input`, `before_agent_start`).
+    Preparing(Box<PromptPrep>),
+}
+
+/// A prompt between its arrival and its run, while extensions look at it.
+pub struct PromptPrep {
+    pub id: Option<serde_json::Value>,
+    pub text: String,
+    pub images: Vec<ImageContent>,
+    pub hook: HookId,
+    pub stage: PrepStage,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrepStage {
+    /// `input`: may transform the text or handle the prompt (no run).
+    Input,
+    /// `before_agent_start`: may inject messages or replace this run's system prompt. The prompt
+    /// was already answered.
+    BeforeStart,
 }
 
 pub struct RetryWait {
@@ -48,7 +69,28 @@ pub struct ToolBatch {
     pub results: Vec<Option<ToolOutput>>,
     /// The latest cumulative update of each call (kept for an aborted call's result).
     pub partials: Vec<Option<ToolOutput>>,
+    /// What each call waits for before or after running (approval, extension hooks).
+    pub waits: Vec<Option<CallWait>>,
+    /// The arguments each call runs with (an extension may rewrite them).
+    pub args: Vec<serde_json::Value>,
+    /// Calls executed by an extension (cancelled through the host on abort).
+    pub by_extension: Vec<bool>,
+    /// For builtin tools started later (after an approval or a hook). Tool threads catch their
+    /// own panics, so every started call reports back; the channel need not disconnect.
+    pub sender: Sender<ToolEvent>,
+    /// Still starting the calls: do not finish the batch yet.
+    pub starting: bool,
     pub events: Receiver<ToolEvent>,
+}
+
+/// A tool call paused on something outside the tool itself.
+pub enum CallWait {
+    /// The approval gate asked the client (`grant_key` for "allow for this session").
+    Approval { ui_id: String, grant_key: String },
+    /// Extensions' `tool_call` hook: may block or rewrite the call.
+    CallHook(HookId),
+    /// Extensions' `tool_result` hook on the finished output.
+    ResultHook(HookId, ToolOutput),
 }
 
 impl ToolBatch {
@@ -72,5 +114,6 @@ pub struct Run {
 pub struct QueuedMessage {
     /// As the client sent it (queue_update lists texts).
     pub text: String,
-    pub message: UserMessage,
+    /// A user message, or an extension's custom message.
+    pub message: AgentMessage,
 }

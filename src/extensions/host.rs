@@ -342,6 +342,13 @@ impl ExtensionHost {
             .any(|(_, loaded)| loaded.registration.handles(kind))
     }
 
+    /// Whether any live extension subscribed to events of this `type` (checked before the agent
+    /// builds a value for a record it holds in serialized form).
+    pub fn wants_event(&self, event_type: &str) -> bool {
+        self.live()
+            .any(|(_, loaded)| loaded.registration.wants_event(event_type))
+    }
+
     /// Passes a record the agent emitted (or `session_start`, model/thinking changes…) to the
     /// extensions subscribed to its `type`. Never blocks; cheap when nobody subscribed.
     pub fn notify_event(&self, event: &Value) {

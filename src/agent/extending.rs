@@ -1,0 +1,462 @@
+//! The agent's side of extensions (the host is `crate::extensions`): the prompt pipeline with the
+//! `input` and `before_agent_start` hooks, extension commands, the extension events the loop
+//! receives (hook results, tool updates, actions, dialogs, errors) and the UI answers routed back.
+//! Tool-call hooks and the approval gate live with the tool batch (`tool_batch`).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::state::{Phase, PrepStage, PromptPrep, QueuedMessage};
+use super::{Agent, compacting, compaction};
+use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
+use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};
+use crate::extensions::{CommandRunId, ExtensionEvent};
+use crate::messages::{
+    AgentMessage, CustomMessage, ImageContent, UserContent, UserMessage, now_ms,
+};
+use crate::rpc::events;
+
+/// How long extensions get to answer a prompt hook.
+const PROMPT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A `/name args` prompt, split.
+pub fn split_command(text: &str) -> Option<(&str, &str)> {
+    let rest = text.strip_prefix('/')?;
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    (!name.is_empty()).then_some((name, args.trim()))
+}
+
+impl Agent {
+    /// `/name args` naming an extension command runs it at once — even during a run — and the
+    /// prompt is answered `handled` when it finishes. Returns false when it is no such command.
+    pub(super) fn try_extension_command(&mut self, id: Option<&Value>, text: &str) -> bool {
+        let Some((name, args)) = split_command(text) else {
+            return false;
+        };
+        let Some(host) = &self.extensions else {
+            return false;
+        };
+        let Some(run) = host.run_command(name, args) else {
+            return false;
+        };
+        self.command_runs.push((run, id.cloned()));
+        true
+    }
+
+    /// Whether `text` is an extension command (steer/follow_up refuse those).
+    pub(super) fn is_extension_command(&self, text: &str) -> bool {
+        let Some((name, _)) = split_command(text) else {
+            return false;
+        };
+        self.extensions
+            .as_ref()
+            .is_some_and(|host| host.commands().iter().any(|c| c.name == name))
+    }
+
+    /// An accepted idle prompt: the `input` hook first, then expansion and the rest.
+    pub(super) fn prepare_prompt(
+        &mut self,
+        id: Option<&Value>,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        let mut payload = json!({ "text": text, "source": "rpc" });
+        if !images.is_empty() {
+            payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
+        }
+        let hook = self
+            .extensions
+            .as_ref()
+            .and_then(|host| host.start_hook(HookKind::Input, payload, PROMPT_HOOK_DEADLINE));
+        match hook {
+            Some(hook) => {
+                let prep = PromptPrep {
+                    id: id.cloned(),
+                    text,
+                    images,
+                    hook,
+                    stage: PrepStage::Input,
+                };
+                self.phase = Phase::Preparing(Box::new(prep));
+            }
+            None => self.after_input(id, text, images),
+        }
+    }
+
+    /// After `input`: skill/template expansion, then a compaction if the context is near full,
+    /// then the prompt is answered and the run prepared.
+    pub(super) fn after_input(
+        &mut self,
+        id: Option<&Value>,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        let text = self.expand(text);
+        let last_reply = self
+            .messages
+            .iter()
+            .rev()
+            .find_map(AgentMessage::as_assistant)
+            .map(|a| a.clone_without_content());
+        if let Some(reply) = last_reply {
+            let reason = match self.compaction_trigger(&reply, true) {
+                compaction::Trigger::Threshold => Some(compaction::CompactionReason::Threshold),
+                compaction::Trigger::Overflow => Some(compaction::CompactionReason::Overflow),
+                compaction::Trigger::Nothing | compaction::Trigger::OverflowGaveUp => None,
+            };
+            if let Some(reason) = reason {
+                let origin = compacting::Origin::BeforePrompt {
+                    id: id.cloned(),
+                    message: text,
+                    images,
+                };
+                self.start_compaction(reason, origin, None);
+                return;
+            }
+        }
+        self.begin_prompt(id, text, images);
+    }
+
+    /// The prompt is answered `started`; `before_agent_start` may still add messages or replace
+    /// this run's system prompt.
+    pub(super) fn begin_prompt(
+        &mut self,
+        id: Option<&Value>,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        self.respond_ok(id, "prompt", Some(json!({ "disposition": "started" })));
+        for held in std::mem::take(&mut self.pending_bash) {
+            let json = super::serialize_message(&held);
+            self.record_message(&held, &json);
+            self.messages.push(held);
+        }
+        let mut payload = json!({ "prompt": text, "systemPrompt": self.system_prompt });
+        if !images.is_empty() {
+            payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
+        }
+        let hook = self.extensions.as_ref().and_then(|host| {
+            host.start_hook(HookKind::BeforeAgentStart, payload, PROMPT_HOOK_DEADLINE)
+        });
+        match hook {
+            Some(hook) => {
+                let prep = PromptPrep {
+                    id: None,
+                    text,
+                    images,
+                    hook,
+                    stage: PrepStage::BeforeStart,
+                };
+                self.phase = Phase::Preparing(Box::new(prep));
+            }
+            None => self.start_prompt_run(text, images, Vec::new(), None),
+        }
+    }
+
+    fn start_prompt_run(
+        &mut self,
+        text: String,
+        images: Vec<ImageContent>,
+        injected: Vec<InjectedMessage>,
+        system_prompt: Option<String>,
+    ) {
+        self.run_system_prompt = system_prompt;
+        let mut messages = vec![AgentMessage::User(UserMessage::new(&text, images))];
+        messages.extend(injected.into_iter().map(custom_message));
+        messages.extend(std::mem::take(&mut self.next_turn_messages));
+        self.start_run(messages);
+    }
+
+    fn on_prompt_hook(&mut self, outcome: HookOutcome) {
+        let Phase::Preparing(prep) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let PromptPrep {
+            id,
+            text,
+            images,
+            stage,
+            ..
+        } = *prep;
+        match (stage, outcome) {
+            (PrepStage::Input, HookOutcome::Input(InputOutcome::Handled)) => {
+                self.respond_ok(
+                    id.as_ref(),
+                    "prompt",
+                    Some(json!({ "disposition": "handled" })),
+                );
+            }
+            (
+                PrepStage::Input,
+                HookOutcome::Input(InputOutcome::Transform {
+                    text,
+                    images: new_images,
+                }),
+            ) => {
+                let images = match new_images {
+                    Some(value) => serde_json::from_value(value).unwrap_or(images),
+                    None => images,
+                };
+                self.after_input(id.as_ref(), text, images);
+            }
+            (PrepStage::Input, _) => self.after_input(id.as_ref(), text, images),
+            (PrepStage::BeforeStart, HookOutcome::BeforeAgentStart(outcome)) => {
+                self.start_prompt_run(text, images, outcome.messages, outcome.system_prompt)
+            }
+            (PrepStage::BeforeStart, _) => self.start_prompt_run(text, images, Vec::new(), None),
+        }
+    }
+
+    /// Abort while a prompt waits for a hook: the prompt is dropped (answered if it was not yet).
+    pub(super) fn abort_preparing(&mut self) {
+        let Phase::Preparing(prep) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        if prep.stage == PrepStage::Input {
+            self.respond_error(
+                prep.id.as_ref(),
+                "prompt",
+                "Aborted before the prompt started",
+            );
+        } else {
+            self.settle();
+        }
+    }
+
+    pub(super) fn on_extension_event(&mut self, event: ExtensionEvent) {
+        match event {
+            ExtensionEvent::HookResult { id, outcome } => {
+                let for_prompt = matches!(&self.phase, Phase::Preparing(prep) if prep.hook == id);
+                if for_prompt {
+                    self.on_prompt_hook(outcome);
+                } else if !self.on_tool_hook(id, outcome) {
+                    log::debug!("hook result {id:?} arrived after its step ended");
+                }
+            }
+            ExtensionEvent::ToolUpdate { call_id, partial } => {
+                if let Some(index) = self.extension_call(&call_id) {
+                    self.on_tool_update(index, partial);
+                }
+            }
+            ExtensionEvent::ToolFinished { call_id, output } => {
+                if let Some(index) = self.extension_call(&call_id) {
+                    self.on_tool_finished(index, output);
+                }
+            }
+            ExtensionEvent::CommandFinished { id, name, error } => {
+                self.on_command_finished(id, &name, error)
+            }
+            ExtensionEvent::Action { action, .. } => self.on_action(action),
+            ExtensionEvent::UiRequest { record } => self.emit(record),
+            ExtensionEvent::ApprovalAnswered { ui_id, answer } => self.on_approval(&ui_id, answer),
+            ExtensionEvent::Error(error) => self.emit(error.record()),
+            ExtensionEvent::Exited { .. } => self.refresh_extension_tools(),
+        }
+    }
+
+    fn extension_call(&mut self, call_id: &str) -> Option<usize> {
+        let Phase::RunningTools(batch) = &self.phase else {
+            return None;
+        };
+        let index = batch.position_of(call_id)?;
+        batch.by_extension[index].then_some(index)
+    }
+
+    /// A dead extension's tools are no longer offered.
+    fn refresh_extension_tools(&mut self) {
+        let Some(host) = &self.extensions else { return };
+        self.extension_tools = host.tools();
+        self.tool_specs = crate::tools::specs(&self.tool_names);
+        self.tool_specs
+            .extend(self.extension_tools.iter().map(|t| t.spec()));
+    }
+
+    fn on_command_finished(&mut self, run: CommandRunId, name: &str, error: Option<String>) {
+        if let Some(error) = error {
+            self.emit(
+                json!({"type": "extension_error", "extensionPath": format!("command:{name}"),
+                "event": "command", "error": error}),
+            );
+        }
+        if let Some(position) = self.command_runs.iter().position(|(r, _)| *r == run) {
+            let (_, id) = self.command_runs.remove(position);
+            self.respond_ok(
+                id.as_ref(),
+                "prompt",
+                Some(json!({ "disposition": "handled" })),
+            );
+        }
+    }
+
+    fn on_action(&mut self, action: Action) {
+        match action {
+            Action::SendUserMessage {
+                content,
+                deliver_as,
+            } => {
+                let (text, images) = split_content(&content);
+                match (self.is_busy(), deliver_as) {
+                    (false, None) => self.prepare_prompt(None, text, images),
+                    (_, Some(Delivery::FollowUp)) => self.enqueue_message(
+                        false,
+                        text.clone(),
+                        AgentMessage::User(UserMessage::new(&text, images)),
+                    ),
+                    _ => self.enqueue_message(
+                        true,
+                        text.clone(),
+                        AgentMessage::User(UserMessage::new(&text, images)),
+                    ),
+                }
+            }
+            Action::SendMessage {
+                custom_type,
+                content,
+                display,
+                details,
+                deliver_as,
+                trigger_turn,
+            } => {
+                let message = custom_message(InjectedMessage {
+                    custom_type,
+                    content,
+                    display,
+                    details,
+                });
+                let text = match &message {
+                    AgentMessage::Custom(c) => c.content.text(),
+                    _ => String::new(),
+                };
+                match (self.is_busy(), deliver_as) {
+                    (_, Some(Delivery::NextTurn)) => self.next_turn_messages.push(message),
+                    (true, Some(Delivery::FollowUp)) => self.enqueue_message(false, text, message),
+                    (true, _) => self.enqueue_message(true, text, message),
+                    (false, _) if trigger_turn => self.start_run_without_prompt(message),
+                    (false, _) => {
+                        let json = super::serialize_message(&message);
+                        self.emit(events::message_start_shared(&json));
+                        self.record_message(&message, &json);
+                        self.emit(events::message_end_shared(&json));
+                        self.messages.push(message);
+                    }
+                }
+            }
+            Action::AppendEntry { custom_type, data } => {
+                if let Err(e) = self.session.append_custom(&custom_type, data) {
+                    log::error!("could not append the extension's entry: {e}");
+                }
+            }
+            Action::SetSessionName { name } => {
+                let trimmed = name.trim().to_string();
+                if !trimmed.is_empty() && self.session.append_session_info(&trimmed).is_ok() {
+                    self.emit(events::session_info_changed(&trimmed));
+                }
+            }
+            Action::SetLabel { entry_id, label } => {
+                if let Err(e) = self.session.append_label(&entry_id, label.as_deref()) {
+                    log::warn!("extension label: {e}");
+                }
+            }
+            Action::Shutdown => self.shutdown_requested = true,
+        }
+    }
+
+    /// A custom message that starts a run of its own (an extension's `triggerTurn`).
+    fn start_run_without_prompt(&mut self, message: AgentMessage) {
+        self.run_system_prompt = None;
+        self.start_run(vec![message]);
+    }
+
+    fn enqueue_message(&mut self, steering: bool, text: String, message: AgentMessage) {
+        let queued = QueuedMessage { text, message };
+        if steering {
+            self.steering.push_back(queued);
+        } else {
+            self.follow_up.push_back(queued);
+        }
+        self.emit_queue_update();
+    }
+
+    /// An `extension_ui_response` from the client.
+    pub(super) fn deliver_ui_response(
+        &mut self,
+        ui_id: &str,
+        value: Option<Value>,
+        confirmed: Option<bool>,
+        cancelled: bool,
+    ) {
+        if let Some(host) = &self.extensions {
+            host.deliver_ui_response(
+                ui_id,
+                UiResponse {
+                    value,
+                    confirmed,
+                    cancelled,
+                },
+            );
+        }
+    }
+}
+
+/// An injected message as the conversation holds it.
+fn custom_message(injected: InjectedMessage) -> AgentMessage {
+    let content = match injected.content {
+        Value::String(text) => UserContent::Text(text),
+        other => serde_json::from_value(other.clone())
+            .map(UserContent::Blocks)
+            .unwrap_or_else(|_| UserContent::Text(other.to_string())),
+    };
+    AgentMessage::Custom(CustomMessage {
+        custom_type: injected.custom_type,
+        content,
+        display: injected.display,
+        details: injected.details,
+        timestamp: now_ms(),
+    })
+}
+
+/// Text and images of a message an extension sends (a string or content blocks).
+fn split_content(content: &Value) -> (String, Vec<ImageContent>) {
+    match content {
+        Value::String(text) => (text.clone(), Vec::new()),
+        Value::Array(blocks) => {
+            let mut text = String::new();
+            let mut images = Vec::new();
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => text.push_str(
+                        block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    ),
+                    Some("image") => {
+                        if let Ok(image) = serde_json::from_value::<ImageContent>(block.clone()) {
+                            images.push(image);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (text, images)
+        }
+        other => (other.to_string(), Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_split_from_their_arguments() {
+        assert_eq!(
+            split_command("/hello Ada  Lovelace "),
+            Some(("hello", "Ada  Lovelace"))
+        );
+        assert_eq!(split_command("/x"), Some(("x", "")));
+        assert_eq!(split_command("hello"), None);
+        assert_eq!(split_command("/ x"), None);
+    }
+}

@@ -1,0 +1,401 @@
+//! Running one reply's tool calls (FACTS §4.3): every call gets its `tool_execution_start` in call
+//! order, then each goes through its own small pipeline and they run in parallel:
+//!
+//! ```text
+//! known tool? → approval gate (may ask the client) → extensions' tool_call hook (may block or
+//! rewrite) → run (a builtin on its own thread, or an extension tool) → extensions' tool_result
+//! hook (may patch) → tool_execution_end
+//! ```
+//!
+//! Waiting steps are `CallWait`s on the call; the answers (approval dialogs, hook results, tool
+//! events) arrive through the loop's select and move the call on. When every call has its
+//! result, the tool result messages follow in call order, then `turn_end`.
+
+use serde_json::{Value, json};
+
+use super::state::{CallWait, Phase, ToolBatch};
+use super::{Agent, PROVIDER_CHANNEL_CAPACITY};
+use crate::extensions::HookId;
+use crate::extensions::approval::{ApprovalAnswer, Decision};
+use crate::extensions::hooks::{HookOutcome, ToolCallOutcome};
+use crate::extensions::protocol::HookKind;
+use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage, now_ms};
+use crate::rpc::{SharedJson, events};
+use crate::tools::{self, ToolEvent, ToolEventKind, ToolOutput};
+
+/// How long extensions get to answer a tool hook.
+const TOOL_HOOK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Agent {
+    /// Starts the calls of a reply.
+    pub(super) fn start_tools(&mut self, assistant: SharedJson, calls: Vec<ToolCall>) {
+        let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        let count = calls.len();
+        for call in &calls {
+            self.emit(events::tool_execution_start(call));
+        }
+        self.phase = Phase::RunningTools(ToolBatch {
+            assistant,
+            args: calls.iter().map(|c| c.arguments.clone()).collect(),
+            calls,
+            handles: (0..count).map(|_| None).collect(),
+            results: vec![None; count],
+            partials: vec![None; count],
+            waits: (0..count).map(|_| None).collect(),
+            by_extension: vec![false; count],
+            sender,
+            starting: true,
+            events,
+        });
+        for index in 0..count {
+            self.gate_call(index);
+        }
+        if let Phase::RunningTools(batch) = &mut self.phase {
+            batch.starting = false;
+        }
+        self.finish_tools_if_done();
+    }
+
+    fn batch(&mut self) -> Option<&mut ToolBatch> {
+        match &mut self.phase {
+            Phase::RunningTools(batch) => Some(batch),
+            _ => None,
+        }
+    }
+
+    /// Known tool, then the approval gate.
+    fn gate_call(&mut self, index: usize) {
+        let Some(batch) = self.batch() else { return };
+        let name = batch.calls[index].name.clone();
+        let args = batch.args[index].clone();
+        let known = self.tool_names.contains(&name)
+            || self.extension_tools.iter().any(|t| t.decl.name == name);
+        if !known {
+            self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
+            return;
+        }
+        match self
+            .approvals
+            .decide(&name, &args, &self.config.cwd, &self.grants)
+        {
+            Decision::Allow => self.hook_call(index),
+            Decision::Deny { reason } => {
+                self.record_approval(&name, &args, "denied by rule");
+                self.finish_call(index, ToolOutput::error(reason));
+            }
+            Decision::Ask {
+                title,
+                message,
+                grant_key,
+            } => {
+                let Some(host) = &self.extensions else {
+                    self.finish_call(
+                        index,
+                        ToolOutput::error("Approval needed, but no client dialog is available"),
+                    );
+                    return;
+                };
+                let (ui_id, record) =
+                    host.ask_approval(&title, &message, self.approvals.ask_timeout());
+                if let Some(batch) = self.batch() {
+                    batch.waits[index] = Some(CallWait::Approval { ui_id, grant_key });
+                }
+                self.emit(record);
+            }
+        }
+    }
+
+    /// The approval gate records every decision in the session, as a custom entry.
+    fn record_approval(&mut self, tool: &str, args: &Value, decision: &str) {
+        let data = json!({ "tool": tool, "args": args, "decision": decision });
+        if let Err(e) = self.session.append_custom("approval", Some(data)) {
+            log::error!("could not record the approval decision: {e}");
+        }
+    }
+
+    /// Extensions' `tool_call` hook, if any handles it.
+    fn hook_call(&mut self, index: usize) {
+        let Some(batch) = self.batch() else { return };
+        let payload = json!({
+            "toolName": batch.calls[index].name,
+            "toolCallId": batch.calls[index].id,
+            "input": batch.args[index],
+        });
+        let hook = self
+            .extensions
+            .as_ref()
+            .and_then(|host| host.start_hook(HookKind::ToolCall, payload, TOOL_HOOK_DEADLINE));
+        match hook {
+            Some(hook) => {
+                if let Some(batch) = self.batch() {
+                    batch.waits[index] = Some(CallWait::CallHook(hook));
+                }
+            }
+            None => self.execute_call(index),
+        }
+    }
+
+    fn execute_call(&mut self, index: usize) {
+        let context = self.tool_context();
+        let Phase::RunningTools(batch) = &self.phase else {
+            return;
+        };
+        let name = &batch.calls[index].name;
+        // Builtins win over an extension tool of the same name.
+        let owner = match self.tool_names.contains(name) {
+            true => None,
+            false => self
+                .extension_tools
+                .iter()
+                .find(|t| t.decl.name == *name)
+                .map(|t| t.extension),
+        };
+        let Phase::RunningTools(batch) = &mut self.phase else {
+            return;
+        };
+        let mut call = batch.calls[index].clone();
+        call.arguments = batch.args[index].clone();
+        match (owner, &self.extensions) {
+            (Some(extension), Some(host)) => {
+                batch.by_extension[index] = true;
+                host.run_tool(extension, &call.id, &call.name, &call.arguments);
+            }
+            _ => {
+                batch.handles[index] = Some(tools::spawn_tool(call, context, batch.sender.clone()))
+            }
+        }
+    }
+
+    pub(super) fn on_tool_event(&mut self, event: ToolEvent) {
+        let Some(batch) = self.batch() else { return };
+        let Some(index) = batch.position_of(&event.call_id) else {
+            log::debug!("event for unknown tool call {}", event.call_id);
+            return;
+        };
+        match event.kind {
+            ToolEventKind::Update(partial) => self.on_tool_update(index, partial),
+            ToolEventKind::Finished(output) => self.on_tool_finished(index, output),
+        }
+    }
+
+    pub(super) fn on_tool_update(&mut self, index: usize, partial: ToolOutput) {
+        let Some(batch) = self.batch() else { return };
+        let record = events::tool_execution_update(
+            &batch.calls[index],
+            events::tool_result_value(&partial.content, partial.details.as_ref()),
+        );
+        batch.partials[index] = Some(partial);
+        self.emit(record);
+    }
+
+    /// A call's own result; extensions' `tool_result` hook may still patch it.
+    pub(super) fn on_tool_finished(&mut self, index: usize, output: ToolOutput) {
+        let Some(batch) = self.batch() else { return };
+        batch.handles[index] = None;
+        let payload = json!({
+            "toolName": batch.calls[index].name,
+            "toolCallId": batch.calls[index].id,
+            "input": batch.args[index],
+            "content": output.content,
+            "details": output.details,
+            "isError": output.is_error,
+        });
+        let hook = self
+            .extensions
+            .as_ref()
+            .and_then(|host| host.start_hook(HookKind::ToolResult, payload, TOOL_HOOK_DEADLINE));
+        match hook {
+            Some(hook) => {
+                if let Some(batch) = self.batch() {
+                    batch.waits[index] = Some(CallWait::ResultHook(hook, output));
+                }
+            }
+            None => self.finish_call(index, output),
+        }
+    }
+
+    /// A tool hook answered. Returns false when no call of the batch waited for it.
+    pub(super) fn on_tool_hook(&mut self, hook: HookId, outcome: HookOutcome) -> bool {
+        let Some(batch) = self.batch() else {
+            return false;
+        };
+        let waiting = batch.waits.iter().position(|w| match w {
+            Some(CallWait::CallHook(h)) | Some(CallWait::ResultHook(h, _)) => *h == hook,
+            _ => false,
+        });
+        let Some(index) = waiting else { return false };
+        match (batch.waits[index].take(), outcome) {
+            (
+                Some(CallWait::CallHook(_)),
+                HookOutcome::ToolCall(ToolCallOutcome::Block { reason }),
+            ) => {
+                self.finish_call(index, ToolOutput::error(reason));
+            }
+            (
+                Some(CallWait::CallHook(_)),
+                HookOutcome::ToolCall(ToolCallOutcome::Allow { args }),
+            ) => {
+                if let Some(args) = args {
+                    batch.args[index] = args;
+                }
+                self.execute_call(index);
+            }
+            (Some(CallWait::ResultHook(_, mut output)), HookOutcome::ToolResult(patch)) => {
+                if let Some(content) = patch.content {
+                    output.content = content;
+                }
+                if patch.details.is_some() {
+                    output.details = patch.details;
+                }
+                if let Some(is_error) = patch.is_error {
+                    output.is_error = is_error;
+                }
+                self.finish_call(index, output);
+            }
+            (Some(CallWait::CallHook(_)), _) => self.execute_call(index),
+            (Some(CallWait::ResultHook(_, output)), _) => self.finish_call(index, output),
+            (other, _) => batch.waits[index] = other,
+        }
+        true
+    }
+
+    /// The client answered (or did not answer) an approval dialog.
+    pub(super) fn on_approval(&mut self, ui_id: &str, answer: ApprovalAnswer) {
+        let Some(batch) = self.batch() else { return };
+        let waiting = batch
+            .waits
+            .iter()
+            .position(|w| matches!(w, Some(CallWait::Approval { ui_id: id, .. }) if id == ui_id));
+        let Some(index) = waiting else { return };
+        let Some(CallWait::Approval { grant_key, .. }) = batch.waits[index].take() else {
+            return;
+        };
+        let name = batch.calls[index].name.clone();
+        let args = batch.args[index].clone();
+        match answer {
+            ApprovalAnswer::AllowOnce => {
+                self.record_approval(&name, &args, "allowed once");
+                self.hook_call(index);
+            }
+            ApprovalAnswer::AllowForSession => {
+                self.grants.grant(&grant_key);
+                self.record_approval(&name, &args, "allowed for this session");
+                self.hook_call(index);
+            }
+            ApprovalAnswer::Deny { timed_out } => {
+                let decision = if timed_out {
+                    "denied (no answer in time)"
+                } else {
+                    "denied by the user"
+                };
+                self.record_approval(&name, &args, decision);
+                let reason = answer
+                    .denial_reason(&name)
+                    .unwrap_or_else(|| "Denied".into());
+                self.finish_call(index, ToolOutput::error(reason));
+            }
+        }
+    }
+
+    /// Records a call's final result with its end event.
+    pub(super) fn finish_call(&mut self, index: usize, output: ToolOutput) {
+        let Some(batch) = self.batch() else { return };
+        batch.handles[index] = None;
+        batch.waits[index] = None;
+        let record = events::tool_execution_end(
+            &batch.calls[index],
+            events::tool_result_value(&output.content, output.details.as_ref()),
+            output.is_error,
+        );
+        batch.results[index] = Some(output);
+        self.emit(record);
+        self.finish_tools_if_done();
+    }
+
+    /// Once every call has its result: the tool result messages in call order, then `turn_end`.
+    fn finish_tools_if_done(&mut self) {
+        let done = matches!(&self.phase,
+            Phase::RunningTools(b) if !b.starting && b.results.iter().all(Option::is_some));
+        if !done {
+            return;
+        }
+        let Phase::RunningTools(batch) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let mut tool_results = Vec::with_capacity(batch.calls.len());
+        for (call, output) in batch.calls.iter().zip(batch.results) {
+            let output =
+                output.unwrap_or_else(|| ToolOutput::error("Tool execution failed unexpectedly"));
+            let message = AgentMessage::ToolResult(ToolResultMessage {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: output.content,
+                details: output.details,
+                usage: None,
+                is_error: output.is_error,
+                timestamp: now_ms(),
+                extra: Default::default(),
+            });
+            tool_results.push(self.add_message(message));
+        }
+        self.emit(events::turn_end_shared(&batch.assistant, &tool_results));
+        self.after_turn(true);
+    }
+
+    /// Abort: running tools are cancelled (their process groups killed), waiting ones dropped;
+    /// each unfinished call gets an "aborted" result (with the output it had so far).
+    pub(super) fn abort_tools(&mut self) {
+        let Some(batch) = self.batch() else { return };
+        let unfinished: Vec<usize> = (0..batch.calls.len())
+            .filter(|i| batch.results[*i].is_none())
+            .collect();
+        for &index in &unfinished {
+            batch.handles[index] = None;
+            batch.waits[index] = None;
+        }
+        let cancelled: Vec<String> = unfinished
+            .iter()
+            .filter(|i| batch.by_extension[**i])
+            .map(|i| batch.calls[*i].id.clone())
+            .collect();
+        let texts: Vec<(usize, String)> = unfinished
+            .iter()
+            .map(|&i| {
+                let notice = if batch.calls[i].name == "bash" {
+                    "Command aborted"
+                } else {
+                    "Operation aborted"
+                };
+                let partial = batch.partials[i]
+                    .as_ref()
+                    .map(output_text)
+                    .filter(|t| !t.is_empty());
+                let text = match partial {
+                    Some(partial) => format!("{partial}\n\n{notice}"),
+                    None => notice.to_string(),
+                };
+                (i, text)
+            })
+            .collect();
+        if let Some(host) = &self.extensions {
+            for call_id in &cancelled {
+                host.cancel_tool(call_id);
+            }
+        }
+        for (index, text) in texts {
+            self.finish_call(index, ToolOutput::error(text));
+        }
+    }
+}
+
+fn output_text(output: &ToolOutput) -> String {
+    output
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
