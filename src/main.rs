@@ -5,9 +5,6 @@
 //! end into the exit code. It joins the writer (so every record is flushed) but never the stdin
 //! reader, which may still sit in a blocking read.
 
-// FIXME(skeleton): components are wired one by one; remove once main uses them all.
-#![allow(dead_code)]
-
 mod agent;
 mod cli;
 mod config;
@@ -142,7 +139,10 @@ fn run(args: Args) -> Result<u8, String> {
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
-    let system_prompt = system_prompt(&args, &config, &tool_names, &loaded);
+    let (extensions, extension_events, approvals, startup_records) =
+        start_extensions(&args, &config, &session);
+    let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
+    let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
 
     // A new session records its model and level at once; a resumed one only what changed.
     let record_model = !model.is_placeholder()
@@ -169,8 +169,6 @@ fn run(args: Args) -> Result<u8, String> {
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
     }
-    let (extensions, extension_events, approvals, startup_records) =
-        start_extensions(&args, &config, &session);
     let setup = agent::AgentSetup {
         extensions,
         extension_events,
@@ -247,22 +245,6 @@ fn run_print(
     } else {
         driver_code
     })
-}
-
-fn session_timestamp() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs() as i64;
-    let (y, m, d) = resources::system_prompt::civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        now.subsec_millis()
-    )
 }
 
 fn stdin_is_terminal() -> bool {
@@ -509,22 +491,13 @@ fn reject_unsupported(args: &Args) -> Result<(), String> {
     }
 }
 
-/// Prints startup diagnostics; any error stops the process, as in pi.
+/// Prints startup warnings (config problems never stop pi-rs: built-ins stay usable).
 fn report(diagnostics: &[Diagnostic]) -> Result<(), String> {
     let mut stderr = std::io::stderr().lock();
-    let mut failed = None;
-    for diagnostic in diagnostics {
-        match diagnostic {
-            Diagnostic::Warning(text) => {
-                let _ = writeln!(stderr, "Warning: {text}");
-            }
-            Diagnostic::Error(text) => failed = Some(text.clone()),
-        }
+    for Diagnostic::Warning(text) in diagnostics {
+        let _ = writeln!(stderr, "Warning: {text}");
     }
-    match failed {
-        Some(text) => Err(text),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// The starting model and thinking level (FACTS §1.8): `--model` (resolved among all models),
@@ -620,6 +593,7 @@ fn system_prompt(
     args: &Args,
     config: &Config,
     tool_names: &[String],
+    extension_tools: &[extensions::ExtensionTool],
     loaded: &resources::discovery::Resources,
 ) -> String {
     let cwd = &config.cwd;
@@ -642,14 +616,37 @@ fn system_prompt(
     } else {
         resources::context_files(cwd, &config.agent_dir)
     };
-    let tool_lines: Vec<resources::system_prompt::ToolLine> = tool_names
+    let extension_guidelines: Vec<Vec<&str>> = extension_tools
         .iter()
-        .map(|name| resources::system_prompt::ToolLine {
-            name,
-            snippet: None,
-            guidelines: &[],
+        .map(|t| {
+            t.decl
+                .prompt_guidelines
+                .iter()
+                .map(String::as_str)
+                .collect()
         })
         .collect();
+    let mut tool_lines: Vec<resources::system_prompt::ToolLine> = tool_names
+        .iter()
+        .map(|name| {
+            let (snippet, guidelines) = match tools::prompt_info(name) {
+                Some((snippet, guidelines)) => (Some(snippet), guidelines),
+                None => (None, &[][..]),
+            };
+            resources::system_prompt::ToolLine {
+                name,
+                snippet,
+                guidelines,
+            }
+        })
+        .collect();
+    tool_lines.extend(extension_tools.iter().zip(&extension_guidelines).map(
+        |(tool, guidelines)| resources::system_prompt::ToolLine {
+            name: &tool.decl.name,
+            snippet: tool.decl.prompt_snippet.as_deref(),
+            guidelines,
+        },
+    ));
     // Skills are offered when the model can read them: `read` active, or no explicit tool list.
     let skills_block = (args.tools.is_none() || tool_names.iter().any(|t| t == "read"))
         .then(|| resources::skills::skills_prompt_block(&loaded.skills))

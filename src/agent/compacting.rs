@@ -54,11 +54,7 @@ struct Slot {
     attempts: u64,
 }
 
-impl Compaction {
-    pub fn is_waiting_to_retry(&self) -> bool {
-        self.retry_at.is_some()
-    }
-}
+impl Compaction {}
 
 impl Agent {
     fn compaction_settings(&self) -> CompactionSettings {

@@ -47,7 +47,8 @@ use crate::tools::{self, ToolContext, ToolEvent};
 use draft::Draft;
 use state::{Phase, QueuedMessage, RetryWait, Run, Stream};
 
-/// A stream that delivers nothing for this long is abandoned as failed.
+/// A stream that delivers nothing for this long is abandoned as failed (default; settings
+/// `retry.provider.timeoutMs` overrides it).
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Merged deltas stop growing at this size, so one update never gets huge.
 const COALESCE_LIMIT: usize = 64 * 1024;
@@ -137,6 +138,8 @@ pub struct Agent {
     /// An extension asked to shut down: exit once nothing runs.
     shutdown_requested: bool,
     startup_records: Vec<Value>,
+    /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
+    idle_timeout: Duration,
     system_prompt: String,
     steering: VecDeque<QueuedMessage>,
     follow_up: VecDeque<QueuedMessage>,
@@ -175,6 +178,10 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(setup: AgentSetup, channels: Channels) -> Agent {
+        let idle_timeout = setup
+            .config
+            .provider_timeout_ms()
+            .map_or(STREAM_IDLE_TIMEOUT, Duration::from_millis);
         let mut tool_specs = tools::specs(&setup.tool_names);
         let extension_tools = setup
             .extensions
@@ -207,6 +214,7 @@ impl Agent {
             run_system_prompt: None,
             shutdown_requested: false,
             startup_records: setup.startup_records,
+            idle_timeout,
             system_prompt: setup.system_prompt,
             steering: VecDeque::new(),
             follow_up: VecDeque::new(),
@@ -275,10 +283,9 @@ impl Agent {
         let no_provider: Receiver<ProviderEvent> = never();
         let no_tools: Receiver<ToolEvent> = never();
         let (provider_events, idle_deadline) = match &self.phase {
-            Phase::Streaming(stream) => (
-                &stream.events,
-                Some(stream.last_event + STREAM_IDLE_TIMEOUT),
-            ),
+            Phase::Streaming(stream) => {
+                (&stream.events, Some(stream.last_event + self.idle_timeout))
+            }
             Phase::Compacting(compaction) => (&compaction.events, None),
             _ => (&no_provider, None),
         };
@@ -345,7 +352,7 @@ impl Agent {
             }
             Incoming::StreamIdle => self.fail_stream(format!(
                 "Request timed out: no data from the provider for {} seconds",
-                STREAM_IDLE_TIMEOUT.as_secs()
+                self.idle_timeout.as_secs()
             )),
             Incoming::Tool(event) => self.on_tool_event(event),
 
@@ -999,6 +1006,9 @@ impl Agent {
             ));
         }
         if self.config.api_key(&self.model.provider).is_none() {
+            if let Some(notice) = self.config.auth_notice(&self.model.provider) {
+                return Err(notice);
+            }
             return Err(format!(
                 "No API key found for {}.\n\n{}",
                 self.model.provider,
@@ -1103,7 +1113,10 @@ impl Agent {
                 .run_system_prompt
                 .clone()
                 .unwrap_or_else(|| self.system_prompt.clone()),
-            messages: convert::to_llm(&self.messages),
+            messages: match self.config.block_images() {
+                true => convert::without_images(convert::to_llm(&self.messages)),
+                false => convert::to_llm(&self.messages),
+            },
             tools: self.tool_specs.clone(),
             thinking: self.thinking,
             thinking_budgets: [
@@ -1114,7 +1127,7 @@ impl Agent {
             ],
             max_tokens: None,
             session_id: self.session.id().to_string(),
-            idle_timeout: STREAM_IDLE_TIMEOUT,
+            idle_timeout: self.idle_timeout,
         })
     }
 

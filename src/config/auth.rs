@@ -37,6 +37,7 @@ impl Env {
         }
     }
 
+    #[cfg(test)]
     pub fn from_pairs<I: IntoIterator<Item = (S, S)>, S: Into<String>>(pairs: I) -> Env {
         Env {
             vars: pairs
@@ -308,7 +309,6 @@ pub enum Credential {
 }
 
 pub struct AuthFile {
-    pub path: PathBuf,
     entries: Map<String, Value>,
 }
 
@@ -343,14 +343,12 @@ impl AuthFile {
                 Map::new()
             }
         };
-        (AuthFile { path, entries }, problem)
+        (AuthFile { entries }, problem)
     }
 
+    #[cfg(test)]
     pub fn from_value(entries: Map<String, Value>) -> AuthFile {
-        AuthFile {
-            path: PathBuf::new(),
-            entries,
-        }
+        AuthFile { entries }
     }
 
     /// True when auth.json has any (truthy) entry for the provider.

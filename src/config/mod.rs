@@ -32,7 +32,6 @@ use settings::Settings;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Diagnostic {
     Warning(String),
-    Error(String),
 }
 
 /// How steering / follow-up queues drain.
@@ -204,14 +203,10 @@ impl Config {
         }
     }
 
-    /// Path of the global settings file (setters write here).
-    pub fn global_settings_path(&self) -> &Path {
-        self.settings.global_path()
-    }
-
     // ---- models -------------------------------------------------------------------------
 
     /// Every known model (catalog, then models.json additions), registry order.
+    #[cfg(test)]
     pub fn all_models(&self) -> &[Model] {
         &self.registry.models
     }
@@ -231,11 +226,6 @@ impl Config {
             .models
             .iter()
             .find(|m| m.provider == provider && m.id == id)
-    }
-
-    /// Why models.json was ignored, if it was (also in `diagnostics`).
-    pub fn models_json_error(&self) -> Option<&str> {
-        self.registry.load_error.as_deref()
     }
 
     /// `--provider`/`--model` resolution (FACTS §1.9).
@@ -420,11 +410,6 @@ impl Config {
         login_help(&self.docs_dir)
     }
 
-    /// Where the provider/model docs referenced by `login_help` live.
-    pub fn set_docs_dir(&mut self, dir: PathBuf) {
-        self.docs_dir = dir;
-    }
-
     /// Every credential value we know of, for redaction from records and logs: runtime keys,
     /// auth.json keys (literal or env-resolved; command results once they have run), OAuth tokens,
     /// provider env vars, models.json keys and resolved header values. Values shorter than 6
@@ -508,11 +493,6 @@ impl Config {
             .get_u64("compaction.keepRecentTokens")
             .unwrap_or(20000)
     }
-    pub fn branch_summary_reserve_tokens(&self) -> u64 {
-        self.settings
-            .get_u64("branchSummary.reserveTokens")
-            .unwrap_or(16384)
-    }
     pub fn retry_enabled(&self) -> bool {
         self.settings.get_bool("retry.enabled").unwrap_or(true)
     }
@@ -531,10 +511,6 @@ impl Config {
     /// `retry.provider.timeoutMs`: unset means the provider's own default.
     pub fn provider_timeout_ms(&self) -> Option<u64> {
         self.settings.get_u64("retry.provider.timeoutMs")
-    }
-    /// `retry.provider.maxRetries`: unset means the provider's own default.
-    pub fn provider_max_retries(&self) -> Option<u64> {
-        self.settings.get_u64("retry.provider.maxRetries")
     }
     pub fn default_provider(&self) -> Option<&str> {
         self.settings.get_str("defaultProvider")
@@ -580,13 +556,6 @@ impl Config {
         self.settings
             .get_bool("images.blockImages")
             .unwrap_or(false)
-    }
-    /// settings `transport` (default "auto").
-    pub fn transport(&self) -> String {
-        self.settings
-            .get_str("transport")
-            .unwrap_or("auto")
-            .to_string()
     }
     /// settings `thinkingBudgets` overrides: (minimal, low, medium, high).
     pub fn thinking_budget(&self, level: ThinkingLevel) -> Option<u64> {

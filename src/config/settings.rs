@@ -123,7 +123,6 @@ struct Modified {
 
 pub struct Settings {
     global_path: PathBuf,
-    project_path: PathBuf,
     global: Map<String, Value>,
     project: Map<String, Value>,
     merged: Map<String, Value>,
@@ -150,7 +149,6 @@ impl Settings {
         let merged = merge_settings(&global, &project);
         let settings = Settings {
             global_path,
-            project_path,
             global,
             project,
             merged,
@@ -161,6 +159,7 @@ impl Settings {
     }
 
     /// Settings from in-memory objects (tests, or callers without files). Writes go to `global_path`.
+    #[cfg(test)]
     pub fn from_values(
         global_path: PathBuf,
         global: Map<String, Value>,
@@ -168,7 +167,6 @@ impl Settings {
     ) -> Settings {
         let merged = merge_settings(&global, &project);
         Settings {
-            project_path: PathBuf::new(),
             global_path,
             global,
             project,
@@ -178,12 +176,9 @@ impl Settings {
         }
     }
 
+    #[cfg(test)]
     pub fn global_path(&self) -> &Path {
         &self.global_path
-    }
-
-    pub fn project_path(&self) -> &Path {
-        &self.project_path
     }
 
     /// The merged value at a dotted path, e.g. `retry.provider.maxRetryDelayMs`.

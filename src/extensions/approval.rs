@@ -77,9 +77,6 @@ impl SessionGrants {
     pub fn contains(&self, key: &str) -> bool {
         self.0.contains(key)
     }
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
 }
 
 /// The user's answer to an approval dialog.

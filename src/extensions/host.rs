@@ -179,6 +179,7 @@ pub struct ExtensionHost {
 }
 
 struct Loaded {
+    #[cfg_attr(not(test), allow(dead_code))] // read by tests through extension_path
     path: String,
     registration: Registration,
 }
@@ -322,10 +323,12 @@ impl ExtensionHost {
     }
 
     /// The registrations, by `ExtensionId` (empty for extensions that failed to load).
+    #[cfg(test)]
     pub fn registration(&self, extension: ExtensionId) -> Option<&Registration> {
         self.extensions.get(extension.0).map(|l| &l.registration)
     }
 
+    #[cfg(test)]
     pub fn extension_path(&self, extension: ExtensionId) -> Option<&str> {
         self.extensions.get(extension.0).map(|l| l.path.as_str())
     }

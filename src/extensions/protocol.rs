@@ -155,14 +155,6 @@ pub enum Action {
 
 /// The dialog methods: they wait for the client's answer.
 pub const DIALOG_METHODS: [&str; 4] = ["select", "confirm", "input", "editor"];
-/// The fire-and-forget methods.
-pub const NOTICE_METHODS: [&str; 5] = [
-    "notify",
-    "setStatus",
-    "setWidget",
-    "setTitle",
-    "set_editor_text",
-];
 
 /// One line from an extension.
 #[derive(Clone, Debug, PartialEq)]

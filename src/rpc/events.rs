@@ -14,10 +14,6 @@ pub fn agent_start() -> Value {
     json!({"type": "agent_start"})
 }
 
-pub fn agent_end(messages: &[AgentMessage], will_retry: bool) -> Value {
-    json!({"type": "agent_end", "messages": to_value(&messages), "willRetry": will_retry})
-}
-
 pub fn agent_settled() -> Value {
     json!({"type": "agent_settled"})
 }
@@ -26,16 +22,8 @@ pub fn turn_start() -> Value {
     json!({"type": "turn_start"})
 }
 
-pub fn turn_end(message: &AgentMessage, tool_results: &[AgentMessage]) -> Value {
-    json!({"type": "turn_end", "message": to_value(message), "toolResults": to_value(&tool_results)})
-}
-
 pub fn message_start(message: &AgentMessage) -> Value {
     json!({"type": "message_start", "message": to_value(message)})
-}
-
-pub fn message_end(message: &AgentMessage) -> Value {
-    json!({"type": "message_end", "message": to_value(message)})
 }
 
 /// The kinds of streaming update, as `assistantMessageEvent.type` names them.

@@ -437,6 +437,7 @@ impl OutputAccumulator {
         }
     }
 
+    #[cfg(test)]
     pub fn total_raw_bytes(&self) -> usize {
         self.total_raw_bytes
     }

@@ -100,7 +100,6 @@ impl CancelFlag {
 
 /// Owns a running tool. Dropping it cancels the run.
 pub struct ToolHandle {
-    pub call_id: String,
     cancel: CancelFlag,
 }
 
@@ -278,11 +277,11 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
     if let Err(e) = spawned {
         let output = ToolOutput::error(format!("Could not start tool thread: {e}"));
         let _ = events.send(ToolEvent {
-            call_id: call_id.clone(),
+            call_id,
             kind: ToolEventKind::Finished(output),
         });
     }
-    ToolHandle { call_id, cancel }
+    ToolHandle { cancel }
 }
 
 /// Runs one call synchronously: argument preparation, validation, execution.
