@@ -510,11 +510,12 @@ mod tests {
             .join(format!("pi-rs-auth-create-{}", std::process::id()))
             .join("agent");
         let _ = fs::remove_dir_all(dir.parent().unwrap());
-        let (auth, problem) = AuthFile::load(&dir);
+        let (_auth, problem) = AuthFile::load(&dir);
         assert_eq!(problem, None);
-        assert_eq!(fs::read_to_string(&auth.path).unwrap(), "{}");
+        let path = dir.join("auth.json");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "{}");
         assert_eq!(
-            fs::metadata(&auth.path).unwrap().permissions().mode() & 0o777,
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
         assert_eq!(

@@ -347,12 +347,13 @@ mod tests {
 
     fn finished(call: ToolCall) -> ToolOutput {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let handle = spawn_tool(call, context(), tx);
+        let call_id = call.id.clone();
+        let _handle = spawn_tool(call, context(), tx);
         loop {
             let event = rx
                 .recv_timeout(Duration::from_secs(10))
                 .expect("tool finished");
-            assert_eq!(event.call_id, handle.call_id);
+            assert_eq!(event.call_id, call_id);
             if let ToolEventKind::Finished(output) = event.kind {
                 return output;
             }
