@@ -503,7 +503,7 @@ fn check_loadable(path: &std::path::Path) -> Result<(), String> {
     if is_script_module(path) {
         return Err(
             "pi-rs runs extensions as executables speaking JSONL on stdin/stdout \
-                    (see PROTOCOL.md); JavaScript/TypeScript modules cannot be loaded"
+                    (see the Extensions section of the pi-rs README); JavaScript/TypeScript modules cannot be loaded"
                 .into(),
         );
     }

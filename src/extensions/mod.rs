@@ -1,5 +1,5 @@
 //! Extensions: executables (any language) that pi-rs starts as child processes and talks to in
-//! JSONL over their stdin/stdout (PROTOCOL.md). pi loads TypeScript modules in-process; pi-rs has
+//! JSONL over their stdin/stdout (README.md, Extensions). pi loads TypeScript modules in-process; pi-rs has
 //! no JavaScript engine, so a `.ts`/`.js` extension is refused with an `extension_error`.
 //!
 //! This file owns discovery: which files are extensions, in which order (`-e` paths, project

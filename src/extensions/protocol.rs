@@ -1,6 +1,6 @@
 //! The extension wire protocol (pure): parsing the JSONL lines an extension writes on its stdout
 //! into `ExtensionMessage`s, and building the lines pi-rs writes on the extension's stdin. Only
-//! this file knows the extension wire format; PROTOCOL.md beside it is the human description.
+//! this file knows the extension wire format; the README's Extensions section is the human description.
 //!
 //! Input: one line's bytes (already framed). Output: a typed message or a `ProtocolError` naming
 //! what was wrong; nothing here panics on peer data. Builders return the line without its LF.
