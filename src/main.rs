@@ -69,6 +69,9 @@ fn run(args: Args) -> Result<u8, String> {
     let mut config = Config::load(agent_dir.clone(), cwd.clone());
     report(&config.diagnostics)?;
 
+    if let Some((session_path, output)) = &args.export {
+        return export_session(&cwd, session_path, output.as_deref());
+    }
     if let Some(search) = &args.list_models {
         rpc::print_text(&config.list_models(search.as_deref()));
         return Ok(0);
@@ -479,16 +482,41 @@ fn start_extensions(
     (Some(host), events, policy, records)
 }
 
-/// Flags whose features have not landed yet are refused, never silently ignored.
-fn reject_unsupported(args: &Args) -> Result<(), String> {
-    let unsupported = [
-        (!args.themes.is_empty(), "--theme"),
-        (args.export.is_some(), "--export"),
-    ];
-    match unsupported.iter().find(|(given, _)| *given) {
-        Some((_, flag)) => Err(format!("{flag} is not supported by pi-rs yet")),
-        None => Ok(()),
+/// `pi --export <session.jsonl> [out.html]`: writes the page and prints its path.
+fn export_session(
+    cwd: &std::path::Path,
+    session_path: &str,
+    output: Option<&str>,
+) -> Result<u8, String> {
+    let path = cwd.join(session_path);
+    if !path.is_file() {
+        return Err(format!("File not found: {}", path.display()));
     }
+    let (log, warnings) = session::SessionLog::open(&path, None, cwd).map_err(|e| e.0)?;
+    for warning in warnings {
+        eprintln!("Warning: {warning}");
+    }
+    let output = output
+        .map(String::from)
+        .unwrap_or_else(|| export::default_output_name(&path));
+    let input = export::ExportInput {
+        header: log.header().to_value().clone(),
+        entries: log.entries_since(None).unwrap_or_default(),
+        leaf_id: log.leaf_id().map(str::to_string),
+        system_prompt: String::new(),
+        tools: Vec::new(),
+    };
+    export::export_to_file(&input, &cwd.join(&output))?;
+    eprintln!("Exported to: {output}");
+    Ok(0)
+}
+
+/// Flags pi-rs cannot honour are refused, never silently ignored.
+fn reject_unsupported(args: &Args) -> Result<(), String> {
+    if !args.themes.is_empty() {
+        return Err("--theme styles pi's interactive TUI, which pi-rs does not have".into());
+    }
+    Ok(())
 }
 
 /// Prints startup warnings (config problems never stop pi-rs: built-ins stay usable).
