@@ -142,7 +142,10 @@ fn ask_and_allow_once_runs_the_call() {
     );
     assert_eq!(dialog["timeout"], 10_000);
     let title = dialog["title"].as_str().unwrap_or_default();
-    assert!(title.contains("bash") && title.contains("echo asked"), "{title}");
+    assert!(
+        title.contains("bash") && title.contains("echo asked"),
+        "{title}"
+    );
     pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Allow once"}));
     let end = pi.wait_for_event("tool_execution_end");
     assert_eq!(end["isError"], false, "{end}");
@@ -216,7 +219,10 @@ fn allow_for_this_session_lets_later_identical_calls_run_without_a_dialog() {
     let first = pi.wait_for_event("tool_execution_end");
     assert_eq!(first["isError"], false, "{first}");
     let second = next_tool_step(&mut pi);
-    assert_eq!(second["type"], "tool_execution_end", "no second dialog: {second}");
+    assert_eq!(
+        second["type"], "tool_execution_end",
+        "no second dialog: {second}"
+    );
     assert_eq!(second["toolCallId"], "toolu_2");
     assert_eq!(second["isError"], false, "{second}");
     assert_eq!(result_text(&second["result"]).trim(), "again");

@@ -123,7 +123,12 @@ fn announced_pids(pi: &mut Pi, count: usize) -> Vec<Vec<i32>> {
             .records()
             .iter()
             .filter(|r| r["type"] == "extension_ui_request" && r["method"] == "notify")
-            .filter_map(|r| r["message"].as_str()?.strip_prefix("pid ").map(str::to_string))
+            .filter_map(|r| {
+                r["message"]
+                    .as_str()?
+                    .strip_prefix("pid ")
+                    .map(str::to_string)
+            })
             .map(|rest| rest.split(' ').filter_map(|p| p.parse().ok()).collect())
             .collect();
         if found.len() >= count {
@@ -227,7 +232,10 @@ fn a_typescript_extension_is_a_load_error_and_the_others_still_run() {
 fn a_file_without_the_executable_bit_is_a_load_error() {
     let fake = FakeProvider::start(vec![]);
     let setup = Setup::anthropic(&fake)
-        .file("plain.sh", "#!/bin/sh\necho '{\"type\":\"register\",\"protocol\":1}'\n")
+        .file(
+            "plain.sh",
+            "#!/bin/sh\necho '{\"type\":\"register\",\"protocol\":1}'\n",
+        )
         .arg("-e")
         .arg("plain.sh");
     let mut pi = Pi::spawn(&setup);
@@ -308,7 +316,11 @@ fn no_extensions_turns_discovery_off_but_keeps_cli_paths() {
     let setup = with_extensions(Setup::anthropic(&fake).arg("--no-extensions"), &["full.py"]);
     let mut pi = Pi::spawn_in(&workspace, &setup);
     let response = pi.command("c1", "get_commands", json!({}));
-    assert_eq!(command_names(&response), ["actions", "ui", "bye"], "{response}");
+    assert_eq!(
+        command_names(&response),
+        ["actions", "ui", "bye"],
+        "{response}"
+    );
     // The discovered recorder never ran.
     pi.close_and_wait();
     assert!(!workspace.cwd().join("recorder.pid").exists());
@@ -323,13 +335,20 @@ fn an_extension_command_runs_and_the_prompt_is_handled() {
     let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["hello.sh"]));
     let response = pi.command("p1", "prompt", json!({"message": "/hello Ada"}));
     assert_eq!(response, prompt_response("p1", "handled"));
-    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify"
-        && r["message"] == "Hello, Ada!");
+    let notice = pi.find(|r| {
+        r["type"] == "extension_ui_request"
+            && r["method"] == "notify"
+            && r["message"] == "Hello, Ada!"
+    });
     assert_eq!(notice["notifyType"], "info");
     assert!(notice["id"].as_str().is_some_and(|id| !id.is_empty()));
     // The command's notice comes before its prompt is answered.
     assert!(pi.index_of(&notice) < pi.index_of(&response));
-    assert!(pi.drain_for(Duration::from_millis(200)).iter().all(|r| r["type"] != "agent_start"));
+    assert!(
+        pi.drain_for(Duration::from_millis(200))
+            .iter()
+            .all(|r| r["type"] != "agent_start")
+    );
     fake.finish(); // no request reached the model
 }
 
@@ -397,7 +416,11 @@ fn an_extension_user_message_reaches_the_input_hook_as_an_extension_input() {
     let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["recorder.py"]));
     pi.command("p1", "prompt", json!({"message": "typed by the client"}));
     pi.wait_for_event("agent_end");
-    pi.command("p2", "prompt", json!({"message": "/follow sent by the extension"}));
+    pi.command(
+        "p2",
+        "prompt",
+        json!({"message": "/follow sent by the extension"}),
+    );
     pi.wait_for_event("agent_end");
     let inputs = wait_for_file(&pi.cwd().join("recorder-inputs.log"), pi.timeout(), |t| {
         t.lines().count() >= 2
@@ -425,6 +448,23 @@ fn an_extension_user_message_is_not_expanded() {
         "/review"
     );
     fake.finish();
+}
+
+/// full.py's /actions sends every action; the session name is the one observable at once (the
+/// action arrives before the command's `command_done`, so before the prompt is answered).
+#[test]
+fn a_command_can_name_the_session() {
+    // /actions also sends a user message that may start a run: one reply is there for it, and
+    // `finish()` is not called because whether it is used depends on delivery details tested
+    // elsewhere.
+    let fake = FakeProvider::start(one_text_reply("Hello back."));
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["full.py"]));
+    let response = pi.command("p1", "prompt", json!({"message": "/actions now"}));
+    assert_eq!(response, prompt_response("p1", "handled"));
+    let state = pi.command("g1", "get_state", json!({}));
+    assert_eq!(state["data"]["sessionName"], "named by full.py", "{state}");
+    let changed = pi.find(|r| r["type"] == "session_info_changed");
+    assert_eq!(changed["name"], "named by full.py", "{changed}");
 }
 
 #[test]
@@ -475,7 +515,10 @@ fn an_extension_command_runs_during_a_run() {
     assert_eq!(response, prompt_response("p2", "handled"));
     pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Hello, Bo!");
     let agent_ended = pi.records().iter().any(|r| r["type"] == "agent_end");
-    assert!(!agent_ended, "the command ran while the run was still streaming");
+    assert!(
+        !agent_ended,
+        "the command ran while the run was still streaming"
+    );
     fake.release_stalls();
     pi.wait_for_event("agent_end");
     fake.finish();
@@ -520,7 +563,11 @@ fn a_tool_call_hook_rewrites_the_arguments() {
     let (end, request) = run_bash_through_full("echo REWRITE_ME");
     assert_eq!(end["isError"], false, "{end}");
     let text = result_text(&end["result"]);
-    assert_eq!(text.trim(), "rewritten", "what ran is the rewritten command");
+    assert_eq!(
+        text.trim(),
+        "rewritten",
+        "what ran is the rewritten command"
+    );
     let block = tool_result_block(&request, "toolu_1");
     assert_eq!(tool_result_block_text(&block).trim(), "rewritten");
 }
@@ -544,7 +591,10 @@ fn an_input_hook_transforms_the_prompt() {
     let response = pi.command("p1", "prompt", json!({"message": "?quick what is 2+2"}));
     assert_eq!(response, prompt_response("p1", "started"));
     let user = pi.find(|r| r["type"] == "message_start" && r["message"]["role"] == "user");
-    assert_eq!(message_text(&user["message"]), "Answer briefly: what is 2+2");
+    assert_eq!(
+        message_text(&user["message"]),
+        "Answer briefly: what is 2+2"
+    );
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(1, pi.timeout());
     assert_eq!(
@@ -658,7 +708,10 @@ fn dialogs_are_forwarded_and_answers_reach_the_extension() {
 
     let select = next_ui_request(&mut pi, "select");
     let select_id = select["id"].as_str().expect("id").to_string();
-    assert_ne!(select_id, "q1", "the client sees a fresh id, not the extension's");
+    assert_ne!(
+        select_id, "q1",
+        "the client sees a fresh id, not the extension's"
+    );
     assert_eq!(select["title"], "Pick one");
     assert_eq!(select["options"], json!(["red", "green"]));
     assert_eq!(select["timeout"], 5000);
@@ -805,7 +858,10 @@ fn a_crashing_extension_is_reported_and_the_agent_goes_on() {
 #[test]
 fn an_extension_printing_junk_is_stopped_and_the_run_completes() {
     let fake = FakeProvider::start(one_text_reply("Fine."));
-    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["junk_event.sh"]));
+    let mut pi = Pi::spawn(&with_extensions(
+        Setup::anthropic(&fake),
+        &["junk_event.sh"],
+    ));
     let pid = announced_pids(&mut pi, 1)[0][0];
     let response = pi.command("p1", "prompt", json!({"message": "hi"}));
     assert_eq!(response, prompt_response("p1", "started"));
@@ -836,7 +892,13 @@ fn subscribed_events_reach_the_extension() {
     let text = wait_for_file(&log, pi.timeout(), |t| t.contains("eof"));
     assert_eq!(
         text.lines().collect::<Vec<_>>(),
-        ["session_start", "agent_start", "agent_end", "session_shutdown", "eof"]
+        [
+            "session_start",
+            "agent_start",
+            "agent_end",
+            "session_shutdown",
+            "eof"
+        ]
     );
     fake.finish();
 }
@@ -871,7 +933,11 @@ fn stdin_eof_ends_every_extension_and_its_children() {
         t.ends_with('\n')
     });
     pids.push(recorder.trim().parse().expect("recorder pid"));
-    assert_eq!(pids.len(), 4, "hello, hang and its sleep, recorder: {pids:?}");
+    assert_eq!(
+        pids.len(),
+        4,
+        "hello, hang and its sleep, recorder: {pids:?}"
+    );
     assert!(pids.iter().all(|p| process_alive(*p)));
     let status = pi.close_and_wait();
     assert!(status.success(), "{status:?}");

@@ -1065,7 +1065,10 @@ pub fn wait_for_file(path: &Path, timeout: Duration, done: impl Fn(&str) -> bool
             return text;
         }
         if Instant::now() >= deadline {
-            panic!("{} never reached the awaited state; it holds:\n{text}", path.display());
+            panic!(
+                "{} never reached the awaited state; it holds:\n{text}",
+                path.display()
+            );
         }
         // Another process writes the file; there is no event to wait on, so poll with a bound.
         thread::sleep(Duration::from_millis(20));
