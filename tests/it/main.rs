@@ -2,8 +2,10 @@
 //! provider on 127.0.0.1. See `support.rs` for how to run it against the reference pi.
 
 mod abort;
+mod approvals;
 mod commands;
 mod errors;
+mod extensions;
 mod idle_commands;
 mod lifecycle;
 mod print_modes;

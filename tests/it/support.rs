@@ -1040,3 +1040,37 @@ pub fn assert_keys(actual: &Value, expected: &[&str]) {
         .collect();
     assert_eq!(keys, expected, "keys of {actual}");
 }
+
+/// Writes `contents` to `path` with mode 0755 (an executable extension), creating its parents.
+#[track_caller]
+pub fn write_executable(path: &Path, contents: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("create parent dir");
+    }
+    std::fs::write(path, contents)
+        .unwrap_or_else(|err| panic!("cannot write {}: {err}", path.display()));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|err| panic!("cannot chmod {}: {err}", path.display()));
+}
+
+/// Waits until the text file at `path` satisfies `done` (a child process writes it) and returns
+/// its contents; panics with what it holds after `timeout`.
+#[track_caller]
+pub fn wait_for_file(path: &Path, timeout: Duration, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if done(&text) {
+            return text;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "{} never reached the awaited state; it holds:\n{text}",
+                path.display()
+            );
+        }
+        // Another process writes the file; there is no event to wait on, so poll with a bound.
+        thread::sleep(Duration::from_millis(20));
+    }
+}
