@@ -3,7 +3,9 @@
 
 mod abort;
 mod commands;
+mod compaction;
 mod errors;
+mod faults;
 mod idle_commands;
 mod lifecycle;
 mod print_modes;
