@@ -223,9 +223,7 @@ fn headers_then_silence_is_ended_promptly_by_abort() {
 /// Some text, then a body that ends (cleanly, as chunked encoding goes) inside an event.
 #[test]
 fn body_ending_inside_an_event_fails_clearly() {
-    let mut body = sse::AnthropicStream::new()
-        .text(&["Partial "])
-        .unfinished();
+    let mut body = sse::AnthropicStream::new().text(&["Partial "]).unfinished();
     body.push_str(
         "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_del",
     );
@@ -241,9 +239,7 @@ fn body_ending_inside_an_event_fails_clearly() {
 /// The connection drops inside an event: a transient failure, retried; the retry succeeds.
 #[test]
 fn connection_dropped_inside_an_event_is_retried() {
-    let mut prefix = sse::AnthropicStream::new()
-        .text(&["Partial "])
-        .unfinished();
+    let mut prefix = sse::AnthropicStream::new().text(&["Partial "]).unfinished();
     prefix.push_str("event: content_block_delta\ndata: {\"type\":\"content_bl");
     let fake = FakeProvider::start(vec![
         Reply::stall_after(prefix),
@@ -253,7 +249,10 @@ fn connection_dropped_inside_an_event_is_retried() {
     let mut pi = Pi::spawn(&setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
     let deadline = pi.deadline();
-    pi.recv_until(|r| r["assistantMessageEvent"]["delta"] == "Partial ", deadline);
+    pi.recv_until(
+        |r| r["assistantMessageEvent"]["delta"] == "Partial ",
+        deadline,
+    );
     fake.release_stalls();
     let records = pi.records_until_event("agent_settled");
     let replies = replies(&records);
@@ -362,7 +361,11 @@ fn twenty_megabytes_of_text_deltas_complete() {
     let deadline = Instant::now() + pi.timeout() * 6;
     let records = pi.recv_until(|r| r["type"] == "agent_settled", deadline);
     let reply = replies(&records).pop().expect("the reply");
-    assert_eq!(reply["stopReason"], "stop", "errorMessage: {}", reply["errorMessage"]);
+    assert_eq!(
+        reply["stopReason"], "stop",
+        "errorMessage: {}",
+        reply["errorMessage"]
+    );
     let text = reply["content"][0]["text"].as_str().unwrap_or_default();
     assert_eq!(text.len(), expected.len());
     assert!(text == expected, "the text arrived altered or out of order");
