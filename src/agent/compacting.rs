@@ -14,7 +14,7 @@ use super::compaction::{
     self, CompactionReason, CompactionSettings, Preparation, SummaryRequest, Trigger, TriggerCheck,
 };
 use super::draft::Draft;
-use super::state::Phase;
+use super::state::{Phase, PromptFrom};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY, retry};
 use crate::messages::{AgentMessage, AssistantMessage, ImageContent, StopReason, Usage};
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamHandle};
@@ -27,7 +27,7 @@ pub enum Origin {
     AfterRun,
     /// Before a prompt (threshold): then the prompt goes ahead.
     BeforePrompt {
-        id: Option<Value>,
+        from: PromptFrom,
         message: String,
         images: Vec<ImageContent>,
     },
@@ -372,11 +372,18 @@ impl Agent {
             Origin::Command { id } => {
                 self.respond_error(id.as_ref(), "compact", compaction::CANCELLED)
             }
-            Origin::BeforePrompt { id, .. } => self.respond_error(
+            Origin::BeforePrompt {
+                from: PromptFrom::Client(id),
+                ..
+            } => self.respond_error(
                 id.as_ref(),
                 "prompt",
                 "Aborted while compacting before the prompt",
             ),
+            Origin::BeforePrompt {
+                from: PromptFrom::Extension,
+                ..
+            } => {}
             Origin::AfterRun => self.settle(),
         }
     }
@@ -392,10 +399,10 @@ impl Agent {
                 }
             }
             Origin::BeforePrompt {
-                id,
+                from,
                 message,
                 images,
-            } => self.begin_prompt(id.as_ref(), message, images),
+            } => self.begin_prompt(from, message, images),
             Origin::AfterRun => {
                 if retry_run || !self.steering.is_empty() || !self.follow_up.is_empty() {
                     self.continue_run();

@@ -191,7 +191,9 @@ impl TriggerCheck<'_> {
         // A reply from before the latest compaction describes the old context.
         let compaction_ms = latest_compaction(self.branch).map(|e| iso_ms(&e.timestamp));
         if let Some(compaction_ms) = compaction_ms
-            && compaction_ms.is_some_and(|ms| reply.timestamp <= ms)
+                        // Strictly older: the reply that retries an overflow can share the compaction's
+            // millisecond.
+            && compaction_ms.is_some_and(|ms| reply.timestamp < ms)
         {
             return Trigger::Nothing;
         }
@@ -345,6 +347,10 @@ pub fn prepare(
     } else {
         Vec::new()
     };
+    // Nothing older than the kept part: a summary would say nothing (pi would still ask for one).
+    if messages_to_summarize.is_empty() && turn_prefix_messages.is_empty() {
+        return Err(PrepareError::NothingToCompact);
+    }
     messages_to_summarize
         .iter()
         .chain(&turn_prefix_messages)

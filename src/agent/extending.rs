@@ -3,11 +3,9 @@
 //! receives (hook results, tool updates, actions, dialogs, errors) and the UI answers routed back.
 //! Tool-call hooks and the approval gate live with the tool batch (`tool_batch`).
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
-use super::state::{Phase, PrepStage, PromptPrep, QueuedMessage};
+use super::state::{Phase, PrepStage, PromptFrom, PromptPrep, QueuedMessage};
 use super::{Agent, compacting, compaction};
 use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
 use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};
@@ -16,9 +14,6 @@ use crate::messages::{
     AgentMessage, CustomMessage, ImageContent, UserContent, UserMessage, now_ms,
 };
 use crate::rpc::events;
-
-/// How long extensions get to answer a prompt hook.
-const PROMPT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A `/name args` prompt, split.
 pub fn split_command(text: &str) -> Option<(&str, &str)> {
@@ -57,22 +52,19 @@ impl Agent {
     /// An accepted idle prompt: the `input` hook first, then expansion and the rest.
     pub(super) fn prepare_prompt(
         &mut self,
-        id: Option<&Value>,
+        from: PromptFrom,
         text: String,
         images: Vec<ImageContent>,
     ) {
-        let mut payload = json!({ "text": text, "source": "rpc" });
+        let mut payload = json!({ "text": text, "source": from.source() });
         if !images.is_empty() {
             payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
         }
-        let hook = self
-            .extensions
-            .as_ref()
-            .and_then(|host| host.start_hook(HookKind::Input, payload, PROMPT_HOOK_DEADLINE));
+        let hook = self.start_prompt_hook(HookKind::Input, payload);
         match hook {
             Some(hook) => {
                 let prep = PromptPrep {
-                    id: id.cloned(),
+                    from,
                     text,
                     images,
                     hook,
@@ -80,19 +72,33 @@ impl Agent {
                 };
                 self.phase = Phase::Preparing(Box::new(prep));
             }
-            None => self.after_input(id, text, images),
+            None => self.after_input(from, text, images),
         }
     }
 
-    /// After `input`: skill/template expansion, then a compaction if the context is near full,
-    /// then the prompt is answered and the run prepared.
+    fn start_prompt_hook(
+        &self,
+        kind: HookKind,
+        payload: Value,
+    ) -> Option<crate::extensions::HookId> {
+        let deadline = self.hook_deadline;
+        self.extensions
+            .as_ref()
+            .and_then(|host| host.start_hook(kind, payload, deadline))
+    }
+
+    /// After `input`: skill/template expansion (of the client's text only, as pi), then a
+    /// compaction if the context is near full, then the prompt is answered and the run prepared.
     pub(super) fn after_input(
         &mut self,
-        id: Option<&Value>,
+        from: PromptFrom,
         text: String,
         images: Vec<ImageContent>,
     ) {
-        let text = self.expand(text);
+        let text = match from {
+            PromptFrom::Client(_) => self.expand(text),
+            PromptFrom::Extension => text,
+        };
         let last_reply = self
             .messages
             .iter()
@@ -107,7 +113,7 @@ impl Agent {
             };
             if let Some(reason) = reason {
                 let origin = compacting::Origin::BeforePrompt {
-                    id: id.cloned(),
+                    from,
                     message: text,
                     images,
                 };
@@ -115,18 +121,24 @@ impl Agent {
                 return;
             }
         }
-        self.begin_prompt(id, text, images);
+        self.begin_prompt(from, text, images);
     }
 
-    /// The prompt is answered `started`; `before_agent_start` may still add messages or replace
-    /// this run's system prompt.
+    /// The client's prompt is answered `started` (an extension's message gets no response);
+    /// `before_agent_start` may still add messages or replace this run's system prompt.
     pub(super) fn begin_prompt(
         &mut self,
-        id: Option<&Value>,
+        from: PromptFrom,
         text: String,
         images: Vec<ImageContent>,
     ) {
-        self.respond_ok(id, "prompt", Some(json!({ "disposition": "started" })));
+        if let PromptFrom::Client(id) = &from {
+            self.respond_ok(
+                id.as_ref(),
+                "prompt",
+                Some(json!({ "disposition": "started" })),
+            );
+        }
         for held in std::mem::take(&mut self.pending_bash) {
             let json = super::serialize_message(&held);
             self.record_message(&held, &json);
@@ -136,13 +148,10 @@ impl Agent {
         if !images.is_empty() {
             payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
         }
-        let hook = self.extensions.as_ref().and_then(|host| {
-            host.start_hook(HookKind::BeforeAgentStart, payload, PROMPT_HOOK_DEADLINE)
-        });
-        match hook {
+        match self.start_prompt_hook(HookKind::BeforeAgentStart, payload) {
             Some(hook) => {
                 let prep = PromptPrep {
-                    id: None,
+                    from: PromptFrom::Extension,
                     text,
                     images,
                     hook,
@@ -173,7 +182,7 @@ impl Agent {
             return;
         };
         let PromptPrep {
-            id,
+            from,
             text,
             images,
             stage,
@@ -181,11 +190,13 @@ impl Agent {
         } = *prep;
         match (stage, outcome) {
             (PrepStage::Input, HookOutcome::Input(InputOutcome::Handled)) => {
-                self.respond_ok(
-                    id.as_ref(),
-                    "prompt",
-                    Some(json!({ "disposition": "handled" })),
-                );
+                if let PromptFrom::Client(id) = &from {
+                    self.respond_ok(
+                        id.as_ref(),
+                        "prompt",
+                        Some(json!({ "disposition": "handled" })),
+                    );
+                }
             }
             (
                 PrepStage::Input,
@@ -198,9 +209,9 @@ impl Agent {
                     Some(value) => serde_json::from_value(value).unwrap_or(images),
                     None => images,
                 };
-                self.after_input(id.as_ref(), text, images);
+                self.after_input(from, text, images);
             }
-            (PrepStage::Input, _) => self.after_input(id.as_ref(), text, images),
+            (PrepStage::Input, _) => self.after_input(from, text, images),
             (PrepStage::BeforeStart, HookOutcome::BeforeAgentStart(outcome)) => {
                 self.start_prompt_run(text, images, outcome.messages, outcome.system_prompt)
             }
@@ -213,14 +224,12 @@ impl Agent {
         let Phase::Preparing(prep) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
-        if prep.stage == PrepStage::Input {
-            self.respond_error(
-                prep.id.as_ref(),
-                "prompt",
-                "Aborted before the prompt started",
-            );
-        } else {
-            self.settle();
+        match (&prep.stage, &prep.from) {
+            (PrepStage::Input, PromptFrom::Client(id)) => {
+                self.respond_error(id.as_ref(), "prompt", "Aborted before the prompt started")
+            }
+            (PrepStage::Input, PromptFrom::Extension) => {}
+            (PrepStage::BeforeStart, _) => self.settle(),
         }
     }
 
@@ -250,7 +259,11 @@ impl Agent {
             ExtensionEvent::Action { action, .. } => self.on_action(action),
             ExtensionEvent::UiRequest { record } => self.emit(record),
             ExtensionEvent::ApprovalAnswered { ui_id, answer } => self.on_approval(&ui_id, answer),
-            ExtensionEvent::Error(error) => self.emit(error.record()),
+            ExtensionEvent::Error(error) => {
+                // A failed extension's tools must not reach the next request.
+                self.emit(error.record());
+                self.refresh_extension_tools();
+            }
             ExtensionEvent::Exited { .. } => self.refresh_extension_tools(),
         }
     }
@@ -297,8 +310,9 @@ impl Agent {
             } => {
                 let (text, images) = split_content(&content);
                 match (self.is_busy(), deliver_as) {
-                    (false, None) => self.prepare_prompt(None, text, images),
-                    (_, Some(Delivery::FollowUp)) => self.enqueue_message(
+                    // Idle: a message starts a run, whatever its delivery says (as pi).
+                    (false, _) => self.prepare_prompt(PromptFrom::Extension, text, images),
+                    (true, Some(Delivery::FollowUp)) => self.enqueue_message(
                         false,
                         text.clone(),
                         AgentMessage::User(UserMessage::new(&text, images)),

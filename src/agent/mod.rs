@@ -50,6 +50,8 @@ use state::{Phase, QueuedMessage, RetryWait, Run, Stream};
 /// A stream that delivers nothing for this long is abandoned as failed (default; settings
 /// `retry.provider.timeoutMs` overrides it).
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long extensions get to answer a hook, unless settings `extensionHookTimeoutMs` says.
+const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
 /// Merged deltas stop growing at this size, so one update never gets huge.
 const COALESCE_LIMIT: usize = 64 * 1024;
 /// Provider events buffered before the provider thread waits (backpressure to the socket).
@@ -140,6 +142,8 @@ pub struct Agent {
     startup_records: Vec<Value>,
     /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
     idle_timeout: Duration,
+    /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
+    hook_deadline: Duration,
     system_prompt: String,
     steering: VecDeque<QueuedMessage>,
     follow_up: VecDeque<QueuedMessage>,
@@ -182,6 +186,11 @@ impl Agent {
             .config
             .provider_timeout_ms()
             .map_or(STREAM_IDLE_TIMEOUT, Duration::from_millis);
+        let hook_deadline = setup
+            .config
+            .setting("extensionHookTimeoutMs")
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
         let mut tool_specs = tools::specs(&setup.tool_names);
         let extension_tools = setup
             .extensions
@@ -215,6 +224,7 @@ impl Agent {
             shutdown_requested: false,
             startup_records: setup.startup_records,
             idle_timeout,
+            hook_deadline,
             system_prompt: setup.system_prompt,
             steering: VecDeque::new(),
             follow_up: VecDeque::new(),
@@ -251,7 +261,8 @@ impl Agent {
         while self.stdin_open
             && self.stdout_open
             && self.exit_signal.is_none()
-            && (!self.shutdown_requested || self.is_busy())
+                        // An extension's shutdown waits for the current command and run (seed).
+            && (!self.shutdown_requested || self.is_busy() || !self.command_runs.is_empty())
         {
             let incoming = self.next_incoming();
             self.handle(incoming);
@@ -978,7 +989,7 @@ impl Agent {
             return;
         }
         // Extensions' input hook, expansion, a compaction if needed, then the run.
-        self.prepare_prompt(id, message, images);
+        self.prepare_prompt(state::PromptFrom::Client(id.cloned()), message, images);
     }
 
     /// A run that continues the conversation without a new prompt (retry, overflow recovery,

@@ -29,11 +29,28 @@ pub enum Phase {
 
 /// A prompt between its arrival and its run, while extensions look at it.
 pub struct PromptPrep {
-    pub id: Option<serde_json::Value>,
+    pub from: PromptFrom,
     pub text: String,
     pub images: Vec<ImageContent>,
     pub hook: HookId,
     pub stage: PrepStage,
+}
+
+/// Who sent a prompt: the client (answered, with its request id) or an extension (no response,
+/// no template expansion, `source:"extension"` in the input hook).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptFrom {
+    Client(Option<serde_json::Value>),
+    Extension,
+}
+
+impl PromptFrom {
+    pub fn source(&self) -> &'static str {
+        match self {
+            PromptFrom::Client(_) => "rpc",
+            PromptFrom::Extension => "extension",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

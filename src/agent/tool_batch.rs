@@ -23,9 +23,6 @@ use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage, n
 use crate::rpc::{SharedJson, events};
 use crate::tools::{self, ToolEvent, ToolEventKind, ToolOutput};
 
-/// How long extensions get to answer a tool hook.
-const TOOL_HOOK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
-
 impl Agent {
     /// Starts the calls of a reply.
     pub(super) fn start_tools(&mut self, assistant: SharedJson, calls: Vec<ToolCall>) {
@@ -78,7 +75,12 @@ impl Agent {
             .approvals
             .decide(&name, &args, &self.config.cwd, &self.grants)
         {
-            Decision::Allow => self.hook_call(index),
+            Decision::Allow => {
+                if self.approvals.is_enabled() {
+                    self.record_approval(&name, &args, "allowed by rule");
+                }
+                self.hook_call(index)
+            }
             Decision::Deny { reason } => {
                 self.record_approval(&name, &args, "denied by rule");
                 self.finish_call(index, ToolOutput::error(reason));
@@ -124,7 +126,7 @@ impl Agent {
         let hook = self
             .extensions
             .as_ref()
-            .and_then(|host| host.start_hook(HookKind::ToolCall, payload, TOOL_HOOK_DEADLINE));
+            .and_then(|host| host.start_hook(HookKind::ToolCall, payload, self.hook_deadline));
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {
@@ -203,7 +205,7 @@ impl Agent {
         let hook = self
             .extensions
             .as_ref()
-            .and_then(|host| host.start_hook(HookKind::ToolResult, payload, TOOL_HOOK_DEADLINE));
+            .and_then(|host| host.start_hook(HookKind::ToolResult, payload, self.hook_deadline));
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {

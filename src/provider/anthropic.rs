@@ -630,21 +630,14 @@ impl Decoder {
         if self.finished {
             return out;
         }
-        if self.saw_message_start {
-            self.fail(
-                &mut out,
-                "Anthropic stream ended before message_stop".into(),
-            );
+        // pi reports an empty, successful message for a body without any message events; pi-rs
+        // calls that what it is, a failure (a proxy page, garbage), so it is seen and retried.
+        let message = if self.saw_message_start {
+            "Anthropic stream ended before message_stop"
         } else {
-            // pi reports an empty, successful message for a body without any message events.
-            self.finished = true;
-            let error_message = (self.stop_reason == StopReason::Error)
-                .then(|| "An unknown error occurred".to_string());
-            out.push(StreamEvent::Done {
-                stop_reason: self.stop_reason,
-                error_message,
-            });
-        }
+            "Anthropic stream ended without a message (no message_start event)"
+        };
+        self.fail(&mut out, message.into());
         out
     }
 

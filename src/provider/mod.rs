@@ -329,9 +329,19 @@ fn run_stream(
         return;
     }
 
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none")
+        .to_string();
     let mut reader = response.into_body().into_reader();
     let mut parser = sse::SseParser::new();
     let mut buf = vec![0u8; READ_CHUNK];
+    // A 2xx body without a single event (an HTML error page, a proxy's banner) is a failure,
+    // not an empty reply; the body's start goes into the message to show what came instead.
+    let mut saw_event = false;
+    let mut body_start = String::new();
     loop {
         let n = match reader.read(&mut buf) {
             Ok(n) => n,
@@ -343,9 +353,23 @@ fn run_stream(
             }
         };
         let mut produced = Vec::new();
+        if body_start.len() < 200 {
+            body_start.push_str(&String::from_utf8_lossy(&buf[..n.min(200)]));
+        }
         if n == 0 {
             for sse in parser.finish() {
+                saw_event = true;
                 produced.extend(decoder.on_sse(&sse));
+            }
+            if !saw_event {
+                let snippet: String = body_start.trim().chars().take(200).collect();
+                fail(
+                    format!(
+                        "The provider's response is not an event stream (content-type: {content_type}): {snippet}"
+                    ),
+                    None,
+                );
+                return;
             }
             produced.extend(decoder.on_eof());
         } else {
@@ -354,6 +378,7 @@ fn run_stream(
                 return;
             }
             while let Some(sse) = parser.next_event() {
+                saw_event = true;
                 produced.extend(decoder.on_sse(&sse));
                 if decoder.is_finished() {
                     break;

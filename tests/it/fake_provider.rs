@@ -7,6 +7,10 @@
 //! (`/v1/chat/completions`) providers of `fixtures/models.json`. Streams are written with
 //! `Transfer-Encoding: chunked`, one chunk per SSE event, as the real APIs do.
 //!
+//! A connection that opens with a TLS handshake (an `https://` URL pointed at this port) gets a
+//! plain-text 400 and is closed, as real HTTP servers answer it; `tls_handshakes_refused` counts
+//! them.
+//!
 //! Checks made on every request, reported by `finish()` or, failing that, by `Drop` (which panics
 //! the test unless it is already panicking): a request arriving after the script ran out, a body
 //! that is not JSON, and a conversation history in which a tool call does not have exactly one
@@ -28,6 +32,8 @@ use serde_json::Value;
 
 /// How often blocked socket reads wake up to look at the shutdown/release flags.
 const POLL_TICK: Duration = Duration::from_millis(50);
+/// The first byte of a TLS ClientHello (record type "handshake").
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// Absolute path of a file under `fixtures/`.
 pub fn fixture_path(relative: &str) -> PathBuf {
@@ -161,6 +167,8 @@ struct State {
     release_generation: u64,
     /// Stalled connections that the client closed on its own (e.g. after an abort).
     stalls_closed_by_client: usize,
+    /// Connections that opened with a TLS handshake and got a plain-text 400.
+    tls_handshakes_refused: usize,
     shutdown: bool,
 }
 
@@ -286,6 +294,11 @@ impl FakeProvider {
                 .unwrap_or_else(|poison| poison.into_inner())
                 .0;
         }
+    }
+
+    /// Connections that started a TLS handshake on this plain-HTTP port (answered with a 400).
+    pub fn tls_handshakes_refused(&self) -> usize {
+        self.shared.lock().tls_handshakes_refused
     }
 
     /// Replies not yet used.
@@ -480,6 +493,24 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         stream,
         buffer: Vec::new(),
     };
+    if let Fill::Closed = conn.fill(shared)? {
+        return Ok(());
+    }
+    if conn.buffer.first() == Some(&TLS_HANDSHAKE_RECORD) {
+        // A client speaking TLS to this plain-HTTP port: answer in plain text and hang up, as
+        // real HTTP servers do, so the client's handshake fails at once instead of waiting.
+        shared.lock().tls_handshakes_refused += 1;
+        shared.changed.notify_all();
+        let body = "400 Bad Request: plain HTTP port";
+        write!(
+            conn.stream,
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        conn.stream.flush()?;
+        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        return Ok(());
+    }
     while let Some(request) = conn.read_request(shared)? {
         let reply = {
             let mut state = shared.lock();
@@ -631,13 +662,20 @@ fn write_status(
     body: &str,
     headers: &[(String, String)],
 ) -> io::Result<()> {
+    // A caller-given content type (e.g. an HTML error page) replaces the JSON default.
+    let content_type = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map_or("application/json", |(_, value)| value.as_str());
     let mut head = format!(
-        "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: keep-alive\r\n",
+        "HTTP/1.1 {code} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: keep-alive\r\n",
         reason_phrase(code),
         body.len()
     );
     for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        if !name.eq_ignore_ascii_case("content-type") {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;

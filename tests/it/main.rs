@@ -4,8 +4,10 @@
 mod abort;
 mod approvals;
 mod commands;
+mod compaction;
 mod errors;
 mod extensions;
+mod faults;
 mod idle_commands;
 mod lifecycle;
 mod print_modes;

@@ -16,6 +16,7 @@ pub struct AnthropicStream {
     blocks: String,
     next_index: usize,
     output_tokens: u64,
+    input_tokens: u64,
 }
 
 impl AnthropicStream {
@@ -24,7 +25,14 @@ impl AnthropicStream {
             blocks: String::new(),
             next_index: 0,
             output_tokens: 0,
+            input_tokens: 100,
         }
+    }
+
+    /// The prompt size `message_start` reports (100 unless set): how big the context looks.
+    pub fn input_tokens(mut self, tokens: u64) -> Self {
+        self.input_tokens = tokens;
+        self
     }
 
     fn start_block(&mut self, block: Value) -> usize {
@@ -91,7 +99,7 @@ impl AnthropicStream {
 
     /// The whole stream, ending with `stop_reason` (end_turn, tool_use, max_tokens, ...).
     pub fn finish(self, stop_reason: &str) -> String {
-        let usage = json!({"input_tokens":100,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1});
+        let usage = json!({"input_tokens":self.input_tokens,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1});
         let mut out = anthropic_event(
             "message_start",
             json!({"type":"message_start","message":{"model":"fake-claude","id":"msg_01GeneratedByHarness","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"usage":usage}}),

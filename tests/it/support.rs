@@ -107,6 +107,9 @@ pub struct Setup {
     pub binary: Option<PathBuf>,
     /// Replaces `fixtures/models.json` (`__BASE_URL__` is still substituted).
     pub models_json: Option<String>,
+    /// Starts this program with these leading arguments instead, the binary's path and its
+    /// arguments following them (e.g. an intermediate `sh -c` parent).
+    pub wrapper: Vec<String>,
 }
 
 impl Setup {
@@ -132,6 +135,7 @@ impl Setup {
             sessions: false,
             binary: None,
             models_json: None,
+            wrapper: Vec::new(),
         }
     }
 
@@ -172,6 +176,13 @@ impl Setup {
         self.models_json = Some(text.into());
         self
     }
+
+    /// Runs `wrapper[0]` with the rest of `wrapper`, then the binary's path and its usual
+    /// arguments: `Pi::pid()` and `kill()` then address the wrapper, not pi.
+    pub fn wrapped_in(mut self, wrapper: &[&str]) -> Self {
+        self.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        self
+    }
 }
 
 /// Creates the agent dir, cwd and files for `setup` under `dir` and returns the command to run
@@ -197,7 +208,15 @@ fn prepare(setup: &Setup, workspace: &Workspace) -> Command {
         std::fs::write(&path, contents).expect("write setup file");
     }
 
-    let mut command = Command::new(setup.binary.clone().unwrap_or_else(binary));
+    let program = setup.binary.clone().unwrap_or_else(binary);
+    let mut command = match setup.wrapper.split_first() {
+        Some((wrapper, leading)) => {
+            let mut command = Command::new(wrapper);
+            command.args(leading).arg(program);
+            command
+        }
+        None => Command::new(program),
+    };
     command.current_dir(&cwd).env_clear();
     for name in ENV_ALLOWLIST {
         if let Some(value) = std::env::var_os(name) {
