@@ -93,6 +93,45 @@ fn user_text(text: String, timestamp: i64) -> AgentMessage {
     })
 }
 
+/// Text that replaces images when settings `images.blockImages` is on.
+pub const IMAGES_BLOCKED: &str = "Image reading is disabled.";
+
+/// settings `images.blockImages`: every image becomes a note (consecutive notes collapse), so no
+/// image reaches the provider.
+pub fn without_images(messages: Vec<AgentMessage>) -> Vec<AgentMessage> {
+    fn strip(blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
+        let mut out: Vec<ContentBlock> = Vec::with_capacity(blocks.len());
+        for block in blocks {
+            match block {
+                ContentBlock::Image(_) => {
+                    let repeated = matches!(out.last(), Some(ContentBlock::Text(t)) if t.text == IMAGES_BLOCKED);
+                    if !repeated {
+                        out.push(ContentBlock::Text(TextContent::new(IMAGES_BLOCKED)));
+                    }
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+    messages
+        .into_iter()
+        .map(|message| match message {
+            AgentMessage::User(mut user) => {
+                if let UserContent::Blocks(blocks) = user.content {
+                    user.content = UserContent::Blocks(strip(blocks));
+                }
+                AgentMessage::User(user)
+            }
+            AgentMessage::ToolResult(mut result) => {
+                result.content = strip(result.content);
+                AgentMessage::ToolResult(result)
+            }
+            other => other,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,43 +208,4 @@ mod tests {
             ])
         );
     }
-}
-
-/// Text that replaces images when settings `images.blockImages` is on.
-pub const IMAGES_BLOCKED: &str = "Image reading is disabled.";
-
-/// settings `images.blockImages`: every image becomes a note (consecutive notes collapse), so no
-/// image reaches the provider.
-pub fn without_images(messages: Vec<AgentMessage>) -> Vec<AgentMessage> {
-    fn strip(blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
-        let mut out: Vec<ContentBlock> = Vec::with_capacity(blocks.len());
-        for block in blocks {
-            match block {
-                ContentBlock::Image(_) => {
-                    let repeated = matches!(out.last(), Some(ContentBlock::Text(t)) if t.text == IMAGES_BLOCKED);
-                    if !repeated {
-                        out.push(ContentBlock::Text(TextContent::new(IMAGES_BLOCKED)));
-                    }
-                }
-                other => out.push(other),
-            }
-        }
-        out
-    }
-    messages
-        .into_iter()
-        .map(|message| match message {
-            AgentMessage::User(mut user) => {
-                if let UserContent::Blocks(blocks) = user.content {
-                    user.content = UserContent::Blocks(strip(blocks));
-                }
-                AgentMessage::User(user)
-            }
-            AgentMessage::ToolResult(mut result) => {
-                result.content = strip(result.content);
-                AgentMessage::ToolResult(result)
-            }
-            other => other,
-        })
-        .collect()
 }

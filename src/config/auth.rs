@@ -346,11 +346,6 @@ impl AuthFile {
         (AuthFile { entries }, problem)
     }
 
-    #[cfg(test)]
-    pub fn from_value(entries: Map<String, Value>) -> AuthFile {
-        AuthFile { entries }
-    }
-
     /// True when auth.json has any (truthy) entry for the provider.
     pub fn has(&self, provider: &str) -> bool {
         self.entries

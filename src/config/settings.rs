@@ -158,29 +158,6 @@ impl Settings {
         (settings, errors)
     }
 
-    /// Settings from in-memory objects (tests, or callers without files). Writes go to `global_path`.
-    #[cfg(test)]
-    pub fn from_values(
-        global_path: PathBuf,
-        global: Map<String, Value>,
-        project: Map<String, Value>,
-    ) -> Settings {
-        let merged = merge_settings(&global, &project);
-        Settings {
-            global_path,
-            global,
-            project,
-            merged,
-            global_load_failed: false,
-            modified: Vec::new(),
-        }
-    }
-
-    #[cfg(test)]
-    pub fn global_path(&self) -> &Path {
-        &self.global_path
-    }
-
     /// The merged value at a dotted path, e.g. `retry.provider.maxRetryDelayMs`.
     pub fn get(&self, dotted_path: &str) -> Option<&Value> {
         let mut parts = dotted_path.split('.');

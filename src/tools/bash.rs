@@ -437,11 +437,6 @@ impl OutputAccumulator {
         }
     }
 
-    #[cfg(test)]
-    pub fn total_raw_bytes(&self) -> usize {
-        self.total_raw_bytes
-    }
-
     /// Streaming UTF-8 decode: invalid sequences become U+FFFD, an incomplete sequence at the end
     /// of a chunk waits for the next one.
     fn decode(&mut self, data: &[u8]) -> String {
