@@ -1,18 +1,24 @@
 //! Session file lines as typed values: the header and the nine entry types of pi's version-3
-//! format, plus `Unknown` for any other object. Input: one parsed JSON line. Output: JSON with
-//! pi's key order (base fields `type,id,parentId,timestamp` first; `custom` and `custom_message`
-//! start `type,customType` and end with the base fields, as pi's object literals do).
+//! format, plus `Unknown` for any other object. Input: one line of a file (or one parsed JSON
+//! value). Output: JSON with pi's key order (base fields `type,id,parentId,timestamp` first;
+//! `custom` and `custom_message` start `type,customType` and end with the base fields, as pi's
+//! object literals do).
 //!
-//! A line read from a file must come back out unchanged. When the typed form would serialize
-//! differently (extra fields, a message our vocabulary cannot represent exactly, unusual key
-//! order), the original JSON is kept and written instead; the typed view is still used for the
-//! context.
+//! A line read from a file must come back out unchanged, so every entry read from a file keeps
+//! its text: a range of the file's contents, which all lines of that file share. That text is
+//! what gets written back and what goes on the wire; the typed view beside it feeds the
+//! context. Reading a line deserializes it straight into the typed view, without building a
+//! `serde_json::Value` (a 100k-entry file would otherwise cost hundreds of MB of maps); only
+//! lines that do not fit the typed view take the slower `Value` route.
 
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 
 use crate::messages::{AgentMessage, UserContent};
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SessionEntry {
     /// Empty only for an `Unknown` line without a string id (such lines are never indexed).
     pub id: String,
@@ -20,8 +26,60 @@ pub struct SessionEntry {
     /// ISO-8601 as written (pi: `Date.toISOString`).
     pub timestamp: String,
     pub kind: EntryKind,
-    /// The line exactly as read, when the typed form would not reproduce it.
-    verbatim: Option<Value>,
+    /// The line as read (without surrounding whitespace), or, for an entry built from a value
+    /// that the typed form would not reproduce, that value's JSON. None: the typed form is
+    /// the line.
+    line: Option<LineText>,
+}
+
+/// Two entries are equal when their typed views and their lines are.
+impl PartialEq for SessionEntry {
+    fn eq(&self, other: &SessionEntry) -> bool {
+        self.id == other.id
+            && self.parent_id == other.parent_id
+            && self.timestamp == other.timestamp
+            && self.kind == other.kind
+            && self.to_line() == other.to_line()
+    }
+}
+
+/// The text of one line.
+#[derive(Clone)]
+enum LineText {
+    /// `file[start..end]`: the whole file is kept once and shared by its entries (and by
+    /// copies of them in forks), instead of one allocation per line.
+    Shared {
+        file: Arc<String>,
+        start: usize,
+        end: usize,
+    },
+    Owned(Box<str>),
+}
+
+impl LineText {
+    fn as_str(&self) -> &str {
+        match self {
+            // The range was checked when the entry was read; `get` keeps this panic-free.
+            LineText::Shared { file, start, end } => file.get(*start..*end).unwrap_or("{}"),
+            LineText::Owned(text) => text,
+        }
+    }
+}
+
+/// Not the text: a long line (or a whole file's worth) in a debug print helps nobody.
+impl std::fmt::Debug for LineText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LineText({} bytes)", self.as_str().len())
+    }
+}
+
+/// What reading one line of a file gave.
+pub(super) enum ReadLine {
+    Entry(SessionEntry),
+    /// A second session header (concatenated files): not an entry.
+    Header,
+    /// Not a JSON object.
+    Invalid,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -83,7 +141,7 @@ impl SessionEntry {
             parent_id,
             timestamp,
             kind,
-            verbatim: None,
+            line: None,
         }
     }
 
@@ -115,10 +173,7 @@ impl SessionEntry {
         match &self.kind {
             EntryKind::Message(Some(message)) => matches!(**message, AgentMessage::Assistant(_)),
             EntryKind::Message(None) => {
-                self.verbatim
-                    .as_ref()
-                    .and_then(|v| v["message"]["role"].as_str())
-                    == Some("assistant")
+                self.to_value()["message"]["role"].as_str() == Some("assistant")
             }
             _ => false,
         }
@@ -128,37 +183,106 @@ impl SessionEntry {
     pub fn from_value(value: Value) -> SessionEntry {
         let typed = typed_from_value(&value);
         match typed {
-            Some(entry) if same_json(&entry.to_value(), &value) => entry,
+            Some(entry) if same_json(&entry.typed_value(), &value) => entry,
             Some(mut entry) => {
-                entry.verbatim = Some(value);
+                entry.line = Some(LineText::Owned(value.to_string().into_boxed_str()));
                 entry
             }
-            None => SessionEntry {
-                id: value
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                parent_id: value
-                    .get("parentId")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                timestamp: value
-                    .get("timestamp")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                kind: EntryKind::Unknown(value),
-                verbatim: None,
-            },
+            None => unknown_entry(value, None),
         }
     }
 
-    /// The entry as JSON, in pi's key order (or exactly as read).
-    pub fn to_value(&self) -> Value {
-        if let Some(original) = &self.verbatim {
-            return original.clone();
+    /// Reads `file[start..end]`, one line of a session file (not the first header). The entry
+    /// keeps that range as its text.
+    pub(super) fn read_line(file: &Arc<String>, start: usize, end: usize) -> ReadLine {
+        let Some(text) = file.get(start..end) else {
+            return ReadLine::Invalid;
+        };
+        // A struct deserializes from a JSON array too; a line must be an object.
+        if !text.starts_with('{') {
+            return ReadLine::Invalid;
         }
+        let line = Some(LineText::Shared {
+            file: Arc::clone(file),
+            start,
+            end,
+        });
+        // Fast route: straight into the typed fields. Anything it does not accept (a field of
+        // an unexpected type or shape, a duplicate key, a missing field, an unknown type) takes
+        // the `Value` route, which decides exactly as `from_value` does.
+        if let Ok(fields) = serde_json::from_str::<LineFields>(text) {
+            if fields.kind.as_deref() == Some("session") {
+                return ReadLine::Header;
+            }
+            if let Some(mut entry) = typed_from_fields(fields) {
+                entry.line = line;
+                return ReadLine::Entry(entry);
+            }
+        }
+        let value: Value = match serde_json::from_str(text) {
+            Ok(value @ Value::Object(_)) => value,
+            _ => return ReadLine::Invalid,
+        };
+        if value.get("type").and_then(Value::as_str) == Some("session") {
+            return ReadLine::Header;
+        }
+        match typed_from_value(&value) {
+            Some(mut entry) => {
+                entry.line = line;
+                ReadLine::Entry(entry)
+            }
+            None => ReadLine::Entry(unknown_entry(value, line)),
+        }
+    }
+
+    /// The entry as JSON (the line as read, or the typed form in pi's key order).
+    pub fn to_value(&self) -> Value {
+        if let EntryKind::Unknown(value) = &self.kind {
+            return value.clone();
+        }
+        if let Some(line) = &self.line
+            && let Ok(value) = serde_json::from_str(line.as_str())
+        {
+            return value;
+        }
+        self.typed_value()
+    }
+
+    /// One file line, without the newline.
+    pub fn to_line(&self) -> String {
+        match &self.line {
+            Some(line) => line.as_str().to_string(),
+            None => self.typed_value().to_string(),
+        }
+    }
+
+    /// Appends [`SessionEntry::to_line`] to `out`.
+    pub fn write_line(&self, out: &mut String) {
+        match &self.line {
+            Some(line) => out.push_str(line.as_str()),
+            None => out.push_str(&self.typed_value().to_string()),
+        }
+    }
+
+    /// Appends the entry as compact JSON to `out`, as serializing [`SessionEntry::to_value`]
+    /// would: the line as read when it has no whitespace between tokens (every line pi or
+    /// pi-rs writes), else re-serialized (a hand-edited line; a raw CR could also split a
+    /// client's lines).
+    pub fn write_json(&self, out: &mut String) {
+        match &self.line {
+            Some(line) if is_compact(line.as_str().as_bytes()) => out.push_str(line.as_str()),
+            Some(_) => out.push_str(&self.to_value().to_string()),
+            None => out.push_str(&self.typed_value().to_string()),
+        }
+    }
+
+    /// The length of the line as read; a guess for entries built in memory (sizing buffers).
+    pub(super) fn line_len(&self) -> usize {
+        self.line.as_ref().map_or(256, |line| line.as_str().len())
+    }
+
+    /// The typed form as JSON, in pi's key order.
+    fn typed_value(&self) -> Value {
         let mut out = Map::new();
         let base = |out: &mut Map<String, Value>| {
             out.insert("id".into(), json!(self.id));
@@ -240,11 +364,44 @@ impl SessionEntry {
         }
         Value::Object(out)
     }
+}
 
-    /// One file line, without the newline.
-    pub fn to_line(&self) -> String {
-        self.to_value().to_string()
+/// An entry for a line that has no typed form: the whole object, base fields copied out.
+fn unknown_entry(value: Value, line: Option<LineText>) -> SessionEntry {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    SessionEntry {
+        id: text("id").unwrap_or_default(),
+        parent_id: text("parentId"),
+        timestamp: text("timestamp").unwrap_or_default(),
+        line,
+        kind: EntryKind::Unknown(value),
     }
+}
+
+/// Whether JSON text has no whitespace outside its strings.
+fn is_compact(text: &[u8]) -> bool {
+    let mut position = 0;
+    while position < text.len() {
+        match text[position] {
+            b' ' | b'\t' | b'\r' | b'\n' => return false,
+            b'"' => {
+                // Skip the string: to its closing quote, stepping over escapes.
+                position += 1;
+                loop {
+                    match memchr::memchr2(b'"', b'\\', &text[position.min(text.len())..]) {
+                        None => return true, // unterminated: not JSON, nothing to judge
+                        Some(offset) if text[position + offset] == b'"' => {
+                            position += offset + 1;
+                            break;
+                        }
+                        Some(offset) => position += offset + 2,
+                    }
+                }
+            }
+            _ => position += 1,
+        }
+    }
+    true
 }
 
 /// Equality that also compares key order (serde_json's `==` on maps ignores it), since the
@@ -343,7 +500,117 @@ fn typed_from_value(value: &Value) -> Option<SessionEntry> {
         parent_id,
         timestamp,
         kind,
-        verbatim: None,
+        line: None,
+    })
+}
+
+/// The fields of any typed line, for the fast route of [`SessionEntry::read_line`]. Every field
+/// is `Some` exactly when the key is present, and present means well-typed (a `null` where a
+/// string belongs fails the whole line over to the `Value` route). Unknown keys are skipped.
+#[derive(Deserialize)]
+struct LineFields {
+    #[serde(rename = "type", default, deserialize_with = "present")]
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<String>,
+    #[serde(rename = "parentId", default, deserialize_with = "present")]
+    parent_id: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    timestamp: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    message: Option<AgentMessage>,
+    #[serde(rename = "thinkingLevel", default, deserialize_with = "present")]
+    thinking_level: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    provider: Option<String>,
+    #[serde(rename = "modelId", default, deserialize_with = "present")]
+    model_id: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    summary: Option<String>,
+    #[serde(rename = "firstKeptEntryId", default, deserialize_with = "present")]
+    first_kept_entry_id: Option<String>,
+    #[serde(rename = "tokensBefore", default, deserialize_with = "present")]
+    tokens_before: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    details: Option<Value>,
+    #[serde(rename = "fromHook", default, deserialize_with = "present")]
+    from_hook: Option<bool>,
+    #[serde(rename = "fromId", default, deserialize_with = "present")]
+    from_id: Option<String>,
+    #[serde(rename = "customType", default, deserialize_with = "present")]
+    custom_type: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    data: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    content: Option<UserContent>,
+    #[serde(default, deserialize_with = "present")]
+    display: Option<bool>,
+    #[serde(rename = "targetId", default, deserialize_with = "present")]
+    target_id: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    label: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    name: Option<String>,
+}
+
+/// A present key, including `null` for types that accept it (serde's plain `Option` would turn
+/// a present `null` into "absent").
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// The typed entry, with the same requirements per type as [`typed_from_value`]; None when
+/// one is not met (the caller then asks `typed_from_value`, which decides).
+fn typed_from_fields(fields: LineFields) -> Option<SessionEntry> {
+    let kind = match fields.kind?.as_str() {
+        "message" => EntryKind::Message(Some(Box::new(fields.message?))),
+        "thinking_level_change" => EntryKind::ThinkingLevelChange {
+            thinking_level: fields.thinking_level?,
+        },
+        "model_change" => EntryKind::ModelChange {
+            provider: fields.provider?,
+            model_id: fields.model_id?,
+        },
+        "compaction" => EntryKind::Compaction {
+            summary: fields.summary?,
+            first_kept_entry_id: fields.first_kept_entry_id?,
+            tokens_before: fields.tokens_before?,
+            details: fields.details,
+            from_hook: fields.from_hook,
+        },
+        "branch_summary" => EntryKind::BranchSummary {
+            from_id: fields.from_id?,
+            summary: fields.summary?,
+            details: fields.details,
+            from_hook: fields.from_hook,
+        },
+        "custom" => EntryKind::Custom {
+            custom_type: fields.custom_type?,
+            data: fields.data,
+        },
+        "custom_message" => EntryKind::CustomMessage {
+            custom_type: fields.custom_type?,
+            content: fields.content?,
+            display: fields.display?,
+            details: fields.details,
+        },
+        "label" => EntryKind::Label {
+            target_id: fields.target_id?,
+            label: fields.label,
+        },
+        "session_info" => EntryKind::SessionInfo { name: fields.name },
+        _ => return None,
+    };
+    Some(SessionEntry {
+        id: fields.id?,
+        parent_id: fields.parent_id?,
+        timestamp: fields.timestamp?,
+        kind,
+        line: None,
     })
 }
 
@@ -450,30 +717,32 @@ pub(crate) mod tests {
             let entry = SessionEntry::from_value(value);
             assert!(!matches!(entry.kind, EntryKind::Unknown(_)), "{line}");
             assert!(
-                entry.verbatim.is_none(),
+                entry.line.is_none(),
                 "typed form should reproduce {line}"
             );
             assert_eq!(entry.to_line(), *line);
         }
     }
 
+    /// Lines the typed form does not reproduce, or cannot hold.
+    const UNUSUAL_LINES: &[&str] = &[
+        // Unknown type from a newer pi.
+        r#"{"type":"future_thing","id":"0000aaaa","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","x":[1,2]}"#,
+        // Known type with an extra field.
+        r#"{"type":"model_change","id":"0000aaab","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","provider":"p","modelId":"m","extra":1}"#,
+        // Message our vocabulary cannot hold (unknown role) and one with an odd block field.
+        r#"{"type":"message","id":"0000aaac","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"alien","content":"?"}}"#,
+        r#"{"type":"message","id":"0000aaad","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"a","cache":true}],"timestamp":1}}"#,
+        // Known type with a missing field and a custom entry with explicit null data.
+        r#"{"type":"compaction","id":"0000aaae","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","summary":"s"}"#,
+        r#"{"type":"custom","customType":"c","data":null,"id":"0000aaaf","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}"#,
+        // Key order different from pi's.
+        r#"{"id":"0000aab0","type":"session_info","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","name":"n"}"#,
+    ];
+
     #[test]
     fn unusual_lines_round_trip_verbatim() {
-        let lines = [
-            // Unknown type from a newer pi.
-            r#"{"type":"future_thing","id":"0000aaaa","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","x":[1,2]}"#,
-            // Known type with an extra field.
-            r#"{"type":"model_change","id":"0000aaab","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","provider":"p","modelId":"m","extra":1}"#,
-            // Message our vocabulary cannot hold (unknown role) and one with an odd block field.
-            r#"{"type":"message","id":"0000aaac","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"alien","content":"?"}}"#,
-            r#"{"type":"message","id":"0000aaad","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"a","cache":true}],"timestamp":1}}"#,
-            // Known type with a missing field and a custom entry with explicit null data.
-            r#"{"type":"compaction","id":"0000aaae","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","summary":"s"}"#,
-            r#"{"type":"custom","customType":"c","data":null,"id":"0000aaaf","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}"#,
-            // Key order different from pi's.
-            r#"{"id":"0000aab0","type":"session_info","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","name":"n"}"#,
-        ];
-        for line in lines {
+        let lines = UNUSUAL_LINES;        for &line in lines {
             let entry = SessionEntry::from_value(serde_json::from_str(line).unwrap());
             assert_eq!(entry.to_line(), line);
         }
@@ -504,5 +773,83 @@ pub(crate) mod tests {
         let v1 = SessionHeader::from_value(json!({"type":"session","id":"x"})).unwrap();
         assert_eq!(v1.version(), 1);
         assert!(SessionHeader::from_value(json!({"type":"session","id":5})).is_none());
+    }
+
+    /// `read_line` on `text` as the only content of a file.
+    fn read(text: &str) -> ReadLine {
+        let file = Arc::new(text.to_string());
+        SessionEntry::read_line(&file, 0, text.len())
+    }
+
+    #[test]
+    fn reading_a_line_gives_what_parsing_it_to_a_value_gives() {
+        let more = [
+            // Present nulls where a value is required, and a message that does not type.
+            r#"{"type":"label","id":"0000aac0","parentId":null,"timestamp":"t","targetId":"x","label":null}"#,
+            r#"{"type":"session_info","id":"0000aac1","parentId":null,"timestamp":"t","name":null}"#,
+            r#"{"type":"compaction","id":"0000aac2","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":5.0,"details":null,"fromHook":null}"#,
+            r#"{"type":"branch_summary","id":"0000aac3","parentId":null,"timestamp":"t","fromId":"root","summary":"s","details":null}"#,
+            r#"{"type":"custom","customType":"c","data":null,"id":"0000aac4","parentId":null,"timestamp":"t"}"#,
+            r#"{"type":"message","id":"0000aac5","timestamp":"t","message":{"role":"user","content":"no parent","timestamp":1}}"#,
+            r#"{"type":"message","id":"0000aac6","parentId":5,"timestamp":"t","message":{"role":"user","content":"odd parent","timestamp":1}}"#,
+            r#"{"type":"message","id":"0000aac7","parentId":null,"timestamp":"t","message":{"role":"assistant","content":"not blocks"}}"#,
+            // Duplicate key (the last one wins, as in a parsed value) and spaces between tokens.
+            r#"{"type":"model_change","id":"0000aac8","parentId":null,"timestamp":"t","provider":"a","provider":"b","modelId":"m"}"#,
+            r#"{ "type": "session_info", "id": "0000aac9", "parentId": null, "timestamp": "t", "name": "spaced" }"#,
+            r#"{"type":42,"id":"0000aaca","parentId":null,"timestamp":"t"}"#,
+        ];
+        let all = REFERENCE_LINES.iter().chain(UNUSUAL_LINES).chain(&more);
+        for &line in all {
+            let value: Value = serde_json::from_str(line).unwrap();
+            let parsed = SessionEntry::from_value(value.clone());
+            let ReadLine::Entry(read) = read(line) else {
+                panic!("not read as an entry: {line}");
+            };
+            assert_eq!(read.id, parsed.id, "{line}");
+            assert_eq!(read.parent_id, parsed.parent_id, "{line}");
+            assert_eq!(read.timestamp, parsed.timestamp, "{line}");
+            assert_eq!(read.kind, parsed.kind, "{line}");
+            assert_eq!(read.to_line(), line, "the line comes back as read");
+            assert_eq!(read.to_value(), value, "{line}");
+            assert!(same_json(&read.to_value(), &value), "key order kept: {line}");
+            assert_eq!(
+                read.is_assistant_message(),
+                parsed.is_assistant_message(),
+                "{line}"
+            );
+        }
+        assert!(matches!(read(r#"["message","x"]"#), ReadLine::Invalid));
+        assert!(matches!(read("12"), ReadLine::Invalid));
+        assert!(matches!(read(r#"{"type":"message""#), ReadLine::Invalid));
+        assert!(matches!(
+            read(r#"{"type":"session","version":3,"id":"x","timestamp":"t","cwd":"/"}"#),
+            ReadLine::Header
+        ));
+        let ReadLine::Entry(alien) = read(UNUSUAL_LINES[2]) else {
+            panic!("alien message not read");
+        };
+        assert!(matches!(alien.kind, EntryKind::Message(None)));
+    }
+
+    #[test]
+    fn wire_json_is_the_line_when_compact_and_reserialized_otherwise() {
+        let compact = REFERENCE_LINES[1];
+        let ReadLine::Entry(entry) = read(compact) else {
+            panic!("not read");
+        };
+        let mut out = String::new();
+        entry.write_json(&mut out);
+        assert_eq!(out, compact);
+        let spaced = r#"{"type": "session_info","id":"0000aab1","parentId":null,"timestamp":"t","name":"a \" b"}"#;
+        let ReadLine::Entry(entry) = read(spaced) else {
+            panic!("not read");
+        };
+        let mut out = String::new();
+        entry.write_json(&mut out);
+        assert_eq!(out, spaced.replacen(": ", ":", 1));
+        assert_eq!(entry.to_line(), spaced, "the file keeps the line as read");
+        assert!(is_compact(br#"{"a":"x \" y \\","b":[1,2]}"#));
+        assert!(!is_compact(br#"{"a":"x \" y \\", "b":[1,2]}"#));
+        assert!(!is_compact(b"{\"a\":1}\r"));
     }
 }

@@ -10,11 +10,12 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::SessionError;
-use super::entry::{SessionEntry, SessionHeader};
+use super::entry::{ReadLine, SessionEntry, SessionHeader};
 use super::ids;
 
 /// What a session file held.
@@ -50,19 +51,51 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             )));
         }
     };
-    let mut warnings = Vec::new();
     let lines = split_lines(&bytes);
-    let mut parsed: Vec<(Line, Value)> = Vec::with_capacity(lines.len());
+    // The entries keep their lines as ranges of this one buffer.
+    let (text, original) = into_text(bytes, &lines);
+    let text = Arc::new(text);
+
+    let mut header: Option<SessionHeader> = None;
+    let mut entries: Vec<SessionEntry> = Vec::new();
+    // Only for files that need migrating: the remaining lines as values.
+    let mut legacy: Option<Vec<Value>> = None;
     let mut bad_lines: Vec<Line> = Vec::new();
     for line in &lines {
-        match serde_json::from_slice::<Value>(&bytes[line.start..line.end]) {
-            Ok(value) if value.is_object() => parsed.push((*line, value)),
-            _ => bad_lines.push(*line),
+        let (start, end) = trimmed(text.as_bytes(), line);
+        if header.is_none() {
+            // The first object decides whether this is a session file at all.
+            match serde_json::from_str::<Value>(text.get(start..end).unwrap_or("")) {
+                Ok(value) if value.is_object() => {
+                    let found = SessionHeader::from_value(value).ok_or_else(|| not_a_session(path))?;
+                    if found.version() < SessionHeader::CURRENT_VERSION {
+                        legacy = Some(Vec::new());
+                    } else {
+                        entries.reserve(lines.len());
+                    }
+                    header = Some(found);
+                }
+                _ => bad_lines.push(*line),
+            }
+            continue;
+        }
+        if let Some(values) = &mut legacy {
+            match serde_json::from_str::<Value>(text.get(start..end).unwrap_or("")) {
+                Ok(value) if value.is_object() => values.push(value),
+                _ => bad_lines.push(*line),
+            }
+            continue;
+        }
+        match SessionEntry::read_line(&text, start, end) {
+            ReadLine::Entry(entry) => entries.push(entry),
+            ReadLine::Header => {}
+            ReadLine::Invalid => bad_lines.push(*line),
         }
     }
 
     // The last non-blank line decides whether the tail needs repair.
-    let mut keep_len = bytes.len();
+    let mut warnings = Vec::new();
+    let mut keep_len = text.len();
     let mut needs_repair = false;
     if let Some(last) = lines.last() {
         let last_is_bad = bad_lines.last().is_some_and(|bad| bad.start == last.start);
@@ -92,8 +125,7 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         warnings.push(message);
     }
 
-    let mut values = parsed.into_iter().map(|(_, value)| value);
-    let Some(first) = values.next() else {
+    let Some(mut header) = header else {
         // No object at all. Zero or one line can only be an empty file or our own torn first
         // write; anything longer is some other file we must not overwrite.
         if lines.len() <= 1 {
@@ -101,18 +133,13 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         }
         return Err(not_a_session(path));
     };
-    let Some(mut header) = SessionHeader::from_value(first) else {
-        return Err(not_a_session(path));
-    };
-    let mut values: Vec<Value> = values.collect();
-    let migrated = migrate(&mut header, &mut values);
-    let entries: Vec<SessionEntry> = values
-        .into_iter()
-        .filter(|value| value.get("type").and_then(Value::as_str) != Some("session"))
-        .map(SessionEntry::from_value)
-        .collect();
-
-    if migrated {
+    if let Some(mut values) = legacy {
+        migrate(&mut header, &mut values);
+        let entries: Vec<SessionEntry> = values
+            .into_iter()
+            .filter(|value| value.get("type").and_then(Value::as_str) != Some("session"))
+            .map(SessionEntry::from_value)
+            .collect();
         // pi rewrites migrated files in place; we do it atomically.
         let content = whole_file(&header, &entries);
         write_atomically(path, content.as_bytes(), true)?;
@@ -122,8 +149,15 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             SessionHeader::CURRENT_VERSION
         );
         log::info!("{message}");
-    } else if needs_repair {
-        let mut content = bytes[..keep_len].to_vec();
+        return Ok(Loaded::Session(LoadedFile {
+            header,
+            entries,
+            warnings,
+        }));
+    }
+    if needs_repair {
+        let original = original.as_deref().unwrap_or(text.as_bytes());
+        let mut content = original[..keep_len].to_vec();
         if content.last().is_some_and(|&b| b != b'\n') {
             content.push(b'\n');
         }
@@ -134,6 +168,38 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         entries,
         warnings,
     }))
+}
+
+/// The file as text, and the original bytes when they had to be changed for that: lines that
+/// are not UTF-8 (which can never parse as JSON) are blanked to spaces, so every range keeps
+/// its offsets. The original bytes are still needed to repair the file without altering those
+/// lines.
+fn into_text(bytes: Vec<u8>, lines: &[Line]) -> (String, Option<Vec<u8>>) {
+    let original = match String::from_utf8(bytes) {
+        Ok(text) => return (text, None),
+        Err(e) => e.into_bytes(),
+    };
+    let mut blanked = original.clone();
+    for line in lines {
+        if std::str::from_utf8(&original[line.start..line.end]).is_err() {
+            blanked[line.start..line.end].fill(b' ');
+        }
+    }
+    let text = String::from_utf8(blanked)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    (text, Some(original))
+}
+
+/// A line's range without leading and trailing whitespace (a CRLF file's CR included).
+fn trimmed(bytes: &[u8], line: &Line) -> (usize, usize) {
+    let (mut start, mut end) = (line.start, line.end.min(bytes.len()));
+    while start < end && bytes[start].is_ascii_whitespace() {
+        start += 1;
+    }
+    while end > start && bytes[end - 1].is_ascii_whitespace() {
+        end -= 1;
+    }
+    (start, end)
 }
 
 fn not_a_session(path: &Path) -> SessionError {
@@ -196,12 +262,9 @@ fn split_lines(bytes: &[u8]) -> Vec<Line> {
     lines
 }
 
-/// Brings version 1 and 2 data to version 3 (pi's migrations). Returns whether anything changed.
-fn migrate(header: &mut SessionHeader, values: &mut [Value]) -> bool {
+/// Brings version 1 and 2 data to version 3 (pi's migrations).
+fn migrate(header: &mut SessionHeader, values: &mut [Value]) {
     let version = header.version();
-    if version >= SessionHeader::CURRENT_VERSION {
-        return false;
-    }
     if version < 2 {
         // v1 was a flat list: give every entry an id and chain it to the previous one, and turn
         // compaction's index (into the whole file, header included) into an id.
@@ -244,7 +307,6 @@ fn migrate(header: &mut SessionHeader, values: &mut [Value]) -> bool {
         }
     }
     header.set_version(SessionHeader::CURRENT_VERSION);
-    true
 }
 
 /// Header and entries as file content, one line each, newline-terminated.
@@ -252,7 +314,7 @@ pub fn whole_file(header: &SessionHeader, entries: &[SessionEntry]) -> String {
     let mut content = header.to_line();
     content.push('\n');
     for entry in entries {
-        content.push_str(&entry.to_line());
+        entry.write_line(&mut content);
         content.push('\n');
     }
     content

@@ -152,16 +152,28 @@ fn entry_ms(entry: &SessionEntry) -> i64 {
     ids::ms_from_iso(&entry.timestamp).unwrap_or(0)
 }
 
-/// The tree's shape: for each root and each node, the indexes of its children, sorted by entry
+/// The tree's shape: the roots, and for each node the indexes of its children, sorted by entry
 /// timestamp. Entries repeated under the same id (a damaged file) appear once, as their last copy.
 pub struct TreeShape {
     pub roots: Vec<usize>,
-    pub children: Vec<Vec<usize>>,
+    /// All children lists back to back, node by node (one allocation, not one per node).
+    children: Vec<usize>,
+    /// Node `i`'s children are `children[starts[i]..starts[i + 1]]`.
+    starts: Vec<usize>,
+}
+
+impl TreeShape {
+    pub fn children(&self, index: usize) -> &[usize] {
+        &self.children[self.starts[index]..self.starts[index + 1]]
+    }
 }
 
 pub fn shape(entries: &[SessionEntry], by_id: &HashMap<String, usize>) -> TreeShape {
+    const ROOT: usize = usize::MAX;
     let mut roots = Vec::new();
-    let mut children = vec![Vec::new(); entries.len()];
+    // Each indexed node's parent (ROOT for roots and unindexed entries), and child counts.
+    let mut parents = vec![ROOT; entries.len()];
+    let mut counts = vec![0usize; entries.len() + 1];
     for (index, entry) in entries.iter().enumerate() {
         if by_id.get(&entry.id) != Some(&index) {
             continue; // not indexed: no id, or an earlier duplicate
@@ -172,19 +184,41 @@ pub fn shape(entries: &[SessionEntry], by_id: &HashMap<String, usize>) -> TreeSh
             .filter(|p| *p != entry.id)
             .and_then(|p| by_id.get(p));
         match parent {
-            Some(&parent) => children[parent].push(index),
+            Some(&parent) => {
+                parents[index] = parent;
+                counts[parent] += 1;
+            }
             None => roots.push(index),
         }
     }
-    // Stable sort on parsed times; unreadable times sort first (a total order, unlike pi's NaN).
-    let times: Vec<i64> = entries
-        .iter()
-        .map(|e| ids::ms_from_iso(&e.timestamp).unwrap_or(i64::MIN))
-        .collect();
-    for list in children.iter_mut().filter(|list| list.len() > 1) {
-        list.sort_by_key(|&i| times[i]);
+    let mut starts = Vec::with_capacity(entries.len() + 1);
+    let mut total = 0;
+    for count in &counts {
+        starts.push(total);
+        total += count;
     }
-    TreeShape { roots, children }
+    // Fill in file order, so the sort below keeps file order among equal times.
+    let mut children = vec![0usize; total];
+    let mut next = starts.clone();
+    for (index, &parent) in parents.iter().enumerate() {
+        if parent != ROOT {
+            children[next[parent]] = index;
+            next[parent] += 1;
+        }
+    }
+    // Stable sort on parsed times; unreadable times sort first (a total order, unlike pi's NaN).
+    let time = |i: usize| ids::ms_from_iso(&entries[i].timestamp).unwrap_or(i64::MIN);
+    for node in 0..entries.len() {
+        let list = &mut children[starts[node]..starts[node + 1]];
+        if list.len() > 1 {
+            list.sort_by_cached_key(|&i| time(i));
+        }
+    }
+    TreeShape {
+        roots,
+        children,
+        starts,
+    }
 }
 
 /// One node's JSON without its children: `{entry, children: [], label?, labelTimestamp?}`.
@@ -213,7 +247,8 @@ pub fn tree_values(
     let mut built: Vec<Option<Value>> = vec![None; entries.len()];
     for index in order {
         let mut node = node_value(&entries[index], labels);
-        let kids: Vec<Value> = shape.children[index]
+        let kids: Vec<Value> = shape
+            .children(index)
             .iter()
             .filter_map(|&c| built[c].take())
             .collect();
@@ -229,14 +264,14 @@ pub fn tree_values(
 
 /// Every node after its children (roots' subtrees in order).
 fn post_order(shape: &TreeShape) -> Vec<usize> {
-    let mut order = Vec::with_capacity(shape.children.len());
+    let mut order = Vec::with_capacity(shape.starts.len());
     let mut stack: Vec<(usize, bool)> = shape.roots.iter().rev().map(|&r| (r, false)).collect();
     while let Some((index, expanded)) = stack.pop() {
         if expanded {
             order.push(index);
         } else {
             stack.push((index, true));
-            stack.extend(shape.children[index].iter().rev().map(|&c| (c, false)));
+            stack.extend(shape.children(index).iter().rev().map(|&c| (c, false)));
         }
     }
     order
@@ -250,7 +285,10 @@ pub fn tree_json(
     labels: &HashMap<String, Label>,
 ) -> String {
     let shape = shape(entries, by_id);
-    let mut out = String::from("[");
+    // Each node adds its entry's line plus about 40 bytes of wrapping.
+    let lines: usize = entries.iter().map(|e| e.line_len() + 40).sum();
+    let mut out = String::with_capacity(lines + 2);
+    out.push('[');
     // Work items: open a node, or close the children array + object of a node.
     enum Step {
         Open(usize, bool),
@@ -270,10 +308,10 @@ pub fn tree_json(
                     out.push(',');
                 }
                 out.push_str("{\"entry\":");
-                out.push_str(&entries[index].to_value().to_string());
+                entries[index].write_json(&mut out);
                 out.push_str(",\"children\":[");
                 stack.push(Step::Close(index));
-                let kids = &shape.children[index];
+                let kids = shape.children(index);
                 stack.extend(
                     kids.iter()
                         .enumerate()
