@@ -716,10 +716,7 @@ pub(crate) mod tests {
             let value: Value = serde_json::from_str(line).unwrap();
             let entry = SessionEntry::from_value(value);
             assert!(!matches!(entry.kind, EntryKind::Unknown(_)), "{line}");
-            assert!(
-                entry.line.is_none(),
-                "typed form should reproduce {line}"
-            );
+            assert!(entry.line.is_none(), "typed form should reproduce {line}");
             assert_eq!(entry.to_line(), *line);
         }
     }
@@ -742,7 +739,8 @@ pub(crate) mod tests {
 
     #[test]
     fn unusual_lines_round_trip_verbatim() {
-        let lines = UNUSUAL_LINES;        for &line in lines {
+        let lines = UNUSUAL_LINES;
+        for &line in lines {
             let entry = SessionEntry::from_value(serde_json::from_str(line).unwrap());
             assert_eq!(entry.to_line(), line);
         }
@@ -811,7 +809,10 @@ pub(crate) mod tests {
             assert_eq!(read.kind, parsed.kind, "{line}");
             assert_eq!(read.to_line(), line, "the line comes back as read");
             assert_eq!(read.to_value(), value, "{line}");
-            assert!(same_json(&read.to_value(), &value), "key order kept: {line}");
+            assert!(
+                same_json(&read.to_value(), &value),
+                "key order kept: {line}"
+            );
             assert_eq!(
                 read.is_assistant_message(),
                 parsed.is_assistant_message(),

@@ -67,7 +67,8 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             // The first object decides whether this is a session file at all.
             match serde_json::from_str::<Value>(text.get(start..end).unwrap_or("")) {
                 Ok(value) if value.is_object() => {
-                    let found = SessionHeader::from_value(value).ok_or_else(|| not_a_session(path))?;
+                    let found =
+                        SessionHeader::from_value(value).ok_or_else(|| not_a_session(path))?;
                     if found.version() < SessionHeader::CURRENT_VERSION {
                         legacy = Some(Vec::new());
                     } else {

@@ -14,6 +14,7 @@
 mod entry;
 mod file;
 mod ids;
+mod index;
 mod locate;
 mod tree;
 
@@ -26,6 +27,7 @@ pub use entry::{EntryKind, SessionEntry, SessionHeader};
 // Re-exported for main.rs and the RPC layer, which wire them in later.
 #[allow(unused_imports)]
 pub use ids::{iso_from_ms, now_iso, uuid_v7};
+use index::IdIndex;
 #[allow(unused_imports)]
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
@@ -75,7 +77,7 @@ pub struct SessionLog {
     /// File order, header excluded.
     entries: Vec<SessionEntry>,
     /// id → index of its last occurrence in `entries`.
-    by_id: HashMap<String, usize>,
+    by_id: IdIndex,
     /// target id → label, with the order in which it was first set (pi's Map order).
     labels: HashMap<String, (Label, u64)>,
     label_sequence: u64,
@@ -211,23 +213,33 @@ impl SessionLog {
             session_dir,
             file,
             entries: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: IdIndex::default(),
             labels: HashMap::new(),
             label_sequence: 0,
             leaf: None,
             has_assistant: false,
             disk: DiskState::default(),
         };
-        log.entries.reserve(entries.len());
-        for entry in entries {
-            log.index(entry);
+        // Taken over as it is (a copy would hold the list twice for a moment), with room for
+        // this run's appends so the first one does not double a large list.
+        log.entries = entries;
+        log.entries.reserve(log.entries.len() / 16 + 16);
+        log.by_id.reserve(&log.entries, log.entries.len());
+        for position in 0..log.entries.len() {
+            log.index(position);
         }
         log
     }
 
     /// Adds an entry to memory and the indexes, and makes it the leaf (if it has an id).
-    fn index(&mut self, entry: SessionEntry) {
-        let position = self.entries.len();
+    fn push(&mut self, entry: SessionEntry) {
+        self.entries.push(entry);
+        self.index(self.entries.len() - 1);
+    }
+
+    /// Indexes `entries[position]` (labels, ids, leaf, first assistant message).
+    fn index(&mut self, position: usize) {
+        let entry = &self.entries[position];
         if entry.is_assistant_message() {
             self.has_assistant = true;
         }
@@ -253,10 +265,9 @@ impl SessionLog {
             }
         }
         if !entry.id.is_empty() {
-            self.by_id.insert(entry.id.clone(), position);
+            self.by_id.insert(&self.entries, position);
             self.leaf = Some(position);
         }
-        self.entries.push(entry);
     }
 
     pub fn id(&self) -> &str {
@@ -293,7 +304,7 @@ impl SessionLog {
     }
 
     pub fn entry(&self, id: &str) -> Option<&SessionEntry> {
-        self.by_id.get(id).map(|&i| &self.entries[i])
+        self.by_id.get(&self.entries, id).map(|i| &self.entries[i])
     }
 
     /// All entries in file order (header excluded).
@@ -320,8 +331,8 @@ impl SessionLog {
         parent_id: Option<String>,
         kind: EntryKind,
     ) -> Result<String, SessionError> {
-        let id = ids::entry_id(&|candidate| self.by_id.contains_key(candidate));
-        self.index(SessionEntry::new(id.clone(), parent_id, now_iso(), kind));
+        let id = ids::entry_id(&|candidate| self.by_id.contains(&self.entries, candidate));
+        self.push(SessionEntry::new(id.clone(), parent_id, now_iso(), kind));
         self.persist()?;
         Ok(id)
     }
@@ -408,7 +419,7 @@ impl SessionLog {
         target_id: &str,
         label: Option<&str>,
     ) -> Result<String, SessionError> {
-        if !self.by_id.contains_key(target_id) {
+        if !self.by_id.contains(&self.entries, target_id) {
             return Err(SessionError(format!("Entry {target_id} not found")));
         }
         let label = label.filter(|l| !l.is_empty()).map(str::to_string);
@@ -445,8 +456,8 @@ impl SessionLog {
 
     /// Moves the leaf to an existing entry; the next append starts a new branch there.
     pub fn set_leaf(&mut self, id: &str) -> Result<(), SessionError> {
-        match self.by_id.get(id) {
-            Some(&index) => {
+        match self.by_id.get(&self.entries, id) {
+            Some(index) => {
                 self.leaf = Some(index);
                 Ok(())
             }
@@ -494,7 +505,7 @@ impl SessionLog {
             None => 0,
             Some(id) => self
                 .by_id
-                .get(id)
+                .get(&self.entries, id)
                 .map(|i| i + 1)
                 .ok_or_else(|| format!("Entry {id} not found"))?,
         };
@@ -573,9 +584,9 @@ impl SessionLog {
     /// entries dropped and the labels on kept entries re-created at the end), with
     /// `parentSession` = this file. Unknown id → `Entry <id> not found`.
     pub fn fork_at(&self, entry_id: &str) -> Result<SessionLog, String> {
-        let &target = self
+        let target = self
             .by_id
-            .get(entry_id)
+            .get(&self.entries, entry_id)
             .ok_or_else(|| format!("Entry {entry_id} not found"))?;
         let kept: Vec<SessionEntry> = tree::path_to(&self.entries, &self.by_id, target)
             .into_iter()

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::entry::{EntryKind, SessionEntry};
 use super::ids;
+use super::index::IdIndex;
 use crate::config::ThinkingLevel;
 use crate::messages::{
     AgentMessage, BranchSummaryMessage, CompactionSummaryMessage, CustomMessage,
@@ -24,17 +25,13 @@ pub struct Label {
 
 /// Indexes of the entries from the root to `leaf` (inclusive), root first. A parent cycle in a
 /// damaged file stops the walk instead of looping.
-pub fn path_to(
-    entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
-    leaf: usize,
-) -> Vec<usize> {
+pub fn path_to(entries: &[SessionEntry], by_id: &IdIndex, leaf: usize) -> Vec<usize> {
     let mut path = vec![leaf];
     let mut current = leaf;
     while let Some(parent) = entries[current]
         .parent_id
         .as_deref()
-        .and_then(|p| by_id.get(p))
+        .and_then(|p| by_id.get(entries, p))
     {
         if path.len() > entries.len() {
             log::warn!(
@@ -43,7 +40,7 @@ pub fn path_to(
             );
             break;
         }
-        current = *parent;
+        current = parent;
         path.push(current);
     }
     path.reverse();
@@ -53,7 +50,7 @@ pub fn path_to(
 /// What the path says: messages for the model, the last thinking level and model.
 pub fn context(
     entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
+    by_id: &IdIndex,
     leaf: Option<usize>,
 ) -> super::SessionContext {
     let mut result = super::SessionContext::default();
@@ -79,10 +76,7 @@ pub fn context(
         }
     }
     let Some(compaction_at) = compaction_at else {
-        result.messages = path
-            .iter()
-            .filter_map(|&i| context_message(&entries[i]))
-            .collect();
+        result.messages = context_messages(entries, &path);
         return result;
     };
     let compaction = &entries[path[compaction_at]];
@@ -93,30 +87,45 @@ pub fn context(
         ..
     } = &compaction.kind
     {
-        result
-            .messages
-            .push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
-                summary: summary.clone(),
-                tokens_before: *tokens_before,
-                timestamp: entry_ms(compaction),
-            }));
         // Kept entries: from firstKeptEntryId up to the compaction (none if the id is not on the
         // path, as in pi).
         let kept_from = path[..compaction_at]
             .iter()
             .position(|&i| entries[i].id == *first_kept_entry_id);
-        if let Some(kept_from) = kept_from {
-            let kept = &path[kept_from..compaction_at];
-            result
-                .messages
-                .extend(kept.iter().filter_map(|&i| context_message(&entries[i])));
-        }
+        let kept = kept_from.map_or(&[][..], |from| &path[from..compaction_at]);
+        let after = &path[compaction_at + 1..];
+        let mut messages =
+            Vec::with_capacity(1 + countable(entries, kept) + countable(entries, after));
+        messages.push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            summary: summary.clone(),
+            tokens_before: *tokens_before,
+            timestamp: entry_ms(compaction),
+        }));
+        messages.extend(kept.iter().filter_map(|&i| context_message(&entries[i])));
+        messages.extend(after.iter().filter_map(|&i| context_message(&entries[i])));
+        result.messages = messages;
     }
-    let after = &path[compaction_at + 1..];
     result
-        .messages
-        .extend(after.iter().filter_map(|&i| context_message(&entries[i])));
-    result
+}
+
+/// The messages of the entries at `path`, in a list of exactly the right size: the caller
+/// keeps it for the whole run, and a doubled list of 100k messages wastes tens of MB.
+fn context_messages(entries: &[SessionEntry], path: &[usize]) -> Vec<AgentMessage> {
+    let mut messages = Vec::with_capacity(countable(entries, path));
+    messages.extend(path.iter().filter_map(|&i| context_message(&entries[i])));
+    messages
+}
+
+/// How many of the entries at `path` contribute a message.
+fn countable(entries: &[SessionEntry], path: &[usize]) -> usize {
+    path.iter()
+        .filter(|&&i| match &entries[i].kind {
+            EntryKind::Message(message) => message.is_some(),
+            EntryKind::CustomMessage { .. } => true,
+            EntryKind::BranchSummary { summary, .. } => !summary.is_empty(),
+            _ => false,
+        })
+        .count()
 }
 
 /// The message an entry contributes to the context, if any.
@@ -168,23 +177,23 @@ impl TreeShape {
     }
 }
 
-pub fn shape(entries: &[SessionEntry], by_id: &HashMap<String, usize>) -> TreeShape {
+pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
     const ROOT: usize = usize::MAX;
     let mut roots = Vec::new();
     // Each indexed node's parent (ROOT for roots and unindexed entries), and child counts.
     let mut parents = vec![ROOT; entries.len()];
     let mut counts = vec![0usize; entries.len() + 1];
     for (index, entry) in entries.iter().enumerate() {
-        if by_id.get(&entry.id) != Some(&index) {
+        if by_id.get(entries, &entry.id) != Some(index) {
             continue; // not indexed: no id, or an earlier duplicate
         }
         let parent = entry
             .parent_id
             .as_deref()
             .filter(|p| *p != entry.id)
-            .and_then(|p| by_id.get(p));
+            .and_then(|p| by_id.get(entries, p));
         match parent {
-            Some(&parent) => {
+            Some(parent) => {
                 parents[index] = parent;
                 counts[parent] += 1;
             }
@@ -239,7 +248,7 @@ fn node_value(entry: &SessionEntry, labels: &HashMap<String, Label>) -> Map<Stri
 /// so very deep trees should go to the wire through [`tree_json`] instead.
 pub fn tree_values(
     entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
+    by_id: &IdIndex,
     labels: &HashMap<String, Label>,
 ) -> Vec<Value> {
     let shape = shape(entries, by_id);
@@ -281,7 +290,7 @@ fn post_order(shape: &TreeShape) -> Vec<usize> {
 /// any depth is safe.
 pub fn tree_json(
     entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
+    by_id: &IdIndex,
     labels: &HashMap<String, Label>,
 ) -> String {
     let shape = shape(entries, by_id);
