@@ -73,7 +73,9 @@ impl std::fmt::Debug for LineText {
     }
 }
 
-/// What reading one line of a file gave.
+/// What reading one line of a file gave. Not boxed: it is moved straight into the entry list,
+/// and a box would cost one allocation per line.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum ReadLine {
     Entry(SessionEntry),
     /// A second session header (concatenated files): not an entry.
