@@ -4,17 +4,17 @@
 //! `custom` and `custom_message` start `type,customType` and end with the base fields, as pi's
 //! object literals do).
 //!
-//! A line read from a file must come back out unchanged, so every entry read from a file keeps
-//! its text: a range of the file's contents, which all lines of that file share. That text is
-//! what gets written back and what goes on the wire; the typed view beside it feeds the
-//! context. Reading a line deserializes it straight into the typed view, without building a
-//! `serde_json::Value` (a 100k-entry file would otherwise cost hundreds of MB of maps); only
-//! lines that do not fit the typed view take the slower `Value` route.
+//! A line read from a file must come back out unchanged. Reading deserializes a line straight
+//! into the typed view (no `serde_json::Value`: a 100k-entry file would cost hundreds of MB of
+//! maps), then serializes that view once to check it gives back the same bytes. It does for
+//! the lines pi and pi-rs write, which then cost nothing more; any other line (extra fields, a
+//! message our vocabulary cannot represent exactly, unusual key order or spacing) keeps its
+//! text, which is what gets written back. The typed view always feeds the context. Lines that
+//! do not fit the typed view at all take the slower `Value` route.
 
-use std::sync::Arc;
-
-use serde::{Deserialize, Deserializer};
-use serde_json::{Map, Value, json};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Value, json};
 
 use crate::messages::{AgentMessage, UserContent};
 
@@ -26,10 +26,9 @@ pub struct SessionEntry {
     /// ISO-8601 as written (pi: `Date.toISOString`).
     pub timestamp: String,
     pub kind: EntryKind,
-    /// The line as read (without surrounding whitespace), or, for an entry built from a value
-    /// that the typed form would not reproduce, that value's JSON. None: the typed form is
-    /// the line.
-    line: Option<LineText>,
+    /// The line as read (without surrounding whitespace) when the typed form does not
+    /// reproduce it byte for byte; None when it does, and for entries built in memory.
+    line: Option<Box<str>>,
 }
 
 /// Two entries are equal when their typed views and their lines are.
@@ -40,36 +39,6 @@ impl PartialEq for SessionEntry {
             && self.timestamp == other.timestamp
             && self.kind == other.kind
             && self.to_line() == other.to_line()
-    }
-}
-
-/// The text of one line.
-#[derive(Clone)]
-enum LineText {
-    /// `file[start..end]`: the whole file is kept once and shared by its entries (and by
-    /// copies of them in forks), instead of one allocation per line.
-    Shared {
-        file: Arc<String>,
-        start: usize,
-        end: usize,
-    },
-    Owned(Box<str>),
-}
-
-impl LineText {
-    fn as_str(&self) -> &str {
-        match self {
-            // The range was checked when the entry was read; `get` keeps this panic-free.
-            LineText::Shared { file, start, end } => file.get(*start..*end).unwrap_or("{}"),
-            LineText::Owned(text) => text,
-        }
-    }
-}
-
-/// Not the text: a long line (or a whole file's worth) in a debug print helps nobody.
-impl std::fmt::Debug for LineText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LineText({} bytes)", self.as_str().len())
     }
 }
 
@@ -183,67 +152,62 @@ impl SessionEntry {
 
     /// Reads one parsed line (not the header). Never fails: what does not fit becomes `Unknown`.
     pub fn from_value(value: Value) -> SessionEntry {
-        let typed = typed_from_value(&value);
-        match typed {
-            Some(entry) if same_json(&entry.typed_value(), &value) => entry,
-            Some(mut entry) => {
-                entry.line = Some(LineText::Owned(value.to_string().into_boxed_str()));
-                entry
-            }
-            None => unknown_entry(value, None),
-        }
+        let text = value.to_string();
+        let mut entry = match typed_from_value(&value) {
+            Some(entry) => entry,
+            None => unknown_entry(value),
+        };
+        entry.keep_line_unless_reproduced(&text, &mut Vec::new());
+        entry
     }
 
-    /// Reads `file[start..end]`, one line of a session file (not the first header). The entry
-    /// keeps that range as its text.
-    pub(super) fn read_line(file: &Arc<String>, start: usize, end: usize) -> ReadLine {
-        let Some(text) = file.get(start..end) else {
-            return ReadLine::Invalid;
-        };
+    /// Reads one line of a session file (not the first header), without surrounding
+    /// whitespace. `scratch` is a buffer reused from line to line.
+    pub(super) fn read_line(text: &str, scratch: &mut Vec<u8>) -> ReadLine {
         // A struct deserializes from a JSON array too; a line must be an object.
         if !text.starts_with('{') {
             return ReadLine::Invalid;
         }
-        let line = Some(LineText::Shared {
-            file: Arc::clone(file),
-            start,
-            end,
-        });
         // Fast route: straight into the typed fields. Anything it does not accept (a field of
         // an unexpected type or shape, a duplicate key, a missing field, an unknown type) takes
         // the `Value` route, which decides exactly as `from_value` does.
-        if let Ok(fields) = serde_json::from_str::<LineFields>(text) {
-            if fields.kind.as_deref() == Some("session") {
-                return ReadLine::Header;
-            }
-            if let Some(mut entry) = typed_from_fields(fields) {
-                entry.line = line;
-                return ReadLine::Entry(entry);
-            }
-        }
-        let value: Value = match serde_json::from_str(text) {
-            Ok(value @ Value::Object(_)) => value,
-            _ => return ReadLine::Invalid,
+        let fast = match serde_json::from_str::<LineFields>(text) {
+            Ok(fields) if fields.kind.as_deref() == Some("session") => return ReadLine::Header,
+            Ok(fields) => typed_from_fields(fields),
+            Err(_) => None,
         };
-        if value.get("type").and_then(Value::as_str) == Some("session") {
-            return ReadLine::Header;
-        }
-        match typed_from_value(&value) {
-            Some(mut entry) => {
-                entry.line = line;
-                ReadLine::Entry(entry)
+        let mut entry = match fast {
+            Some(entry) => entry,
+            None => {
+                let value: Value = match serde_json::from_str(text) {
+                    Ok(value @ Value::Object(_)) => value,
+                    _ => return ReadLine::Invalid,
+                };
+                if value.get("type").and_then(Value::as_str) == Some("session") {
+                    return ReadLine::Header;
+                }
+                match typed_from_value(&value) {
+                    Some(entry) => entry,
+                    None => unknown_entry(value),
+                }
             }
-            None => ReadLine::Entry(unknown_entry(value, line)),
-        }
+        };
+        entry.keep_line_unless_reproduced(text, scratch);
+        ReadLine::Entry(entry)
+    }
+
+    /// Keeps `text` as the entry's line unless the typed form serializes to exactly it.
+    fn keep_line_unless_reproduced(&mut self, text: &str, scratch: &mut Vec<u8>) {
+        scratch.clear();
+        let reproduced = serde_json::to_writer(&mut *scratch, &Typed(self)).is_ok()
+            && scratch == text.as_bytes();
+        self.line = (!reproduced).then(|| text.into());
     }
 
     /// The entry as JSON (the line as read, or the typed form in pi's key order).
     pub fn to_value(&self) -> Value {
-        if let EntryKind::Unknown(value) = &self.kind {
-            return value.clone();
-        }
         if let Some(line) = &self.line
-            && let Ok(value) = serde_json::from_str(line.as_str())
+            && let Ok(value) = serde_json::from_str(line)
         {
             return value;
         }
@@ -253,51 +217,73 @@ impl SessionEntry {
     /// One file line, without the newline.
     pub fn to_line(&self) -> String {
         match &self.line {
-            Some(line) => line.as_str().to_string(),
-            None => self.typed_value().to_string(),
+            Some(line) => line.to_string(),
+            None => serde_json::to_string(&Typed(self)).unwrap_or_default(),
         }
     }
 
     /// Appends [`SessionEntry::to_line`] to `out`.
-    pub fn write_line(&self, out: &mut String) {
+    pub fn write_line(&self, out: &mut Vec<u8>) {
         match &self.line {
-            Some(line) => out.push_str(line.as_str()),
-            None => out.push_str(&self.typed_value().to_string()),
+            Some(line) => out.extend_from_slice(line.as_bytes()),
+            None => {
+                // Cannot fail: every map key is a string and the output is memory.
+                let _ = serde_json::to_writer(out, &Typed(self));
+            }
         }
     }
 
     /// Appends the entry as compact JSON to `out`, as serializing [`SessionEntry::to_value`]
-    /// would: the line as read when it has no whitespace between tokens (every line pi or
-    /// pi-rs writes), else re-serialized (a hand-edited line; a raw CR could also split a
-    /// client's lines).
-    pub fn write_json(&self, out: &mut String) {
+    /// would: the typed form, or the line as read when it has no whitespace between tokens,
+    /// else the line re-serialized (a hand-edited line; a raw CR could also split a client's
+    /// lines).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
         match &self.line {
-            Some(line) if is_compact(line.as_str().as_bytes()) => out.push_str(line.as_str()),
-            Some(_) => out.push_str(&self.to_value().to_string()),
-            None => out.push_str(&self.typed_value().to_string()),
+            Some(line) if !is_compact(line.as_bytes()) => {
+                let _ = serde_json::to_writer(out, &self.to_value());
+            }
+            _ => self.write_line(out),
         }
-    }
-
-    /// The length of the line as read; a guess for entries built in memory (sizing buffers).
-    pub(super) fn line_len(&self) -> usize {
-        self.line.as_ref().map_or(256, |line| line.as_str().len())
     }
 
     /// The typed form as JSON, in pi's key order.
     fn typed_value(&self) -> Value {
-        let mut out = Map::new();
-        let base = |out: &mut Map<String, Value>| {
-            out.insert("id".into(), json!(self.id));
-            out.insert("parentId".into(), json!(self.parent_id));
-            out.insert("timestamp".into(), json!(self.timestamp));
-        };
-        match &self.kind {
-            EntryKind::Unknown(value) => return value.clone(),
+        serde_json::to_value(Typed(self)).unwrap_or(Value::Null)
+    }
+}
+
+/// An entry's typed form, serialized in pi's key order: `type,id,parentId,timestamp`, then the
+/// type's fields; `custom` and `custom_message` put the base fields last. Absent optional
+/// fields are left out (JSON.stringify drops `undefined`).
+struct Typed<'a>(&'a SessionEntry);
+
+impl Serialize for Typed<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        fn base<M: SerializeMap>(map: &mut M, entry: &SessionEntry) -> Result<(), M::Error> {
+            map.serialize_entry("id", &entry.id)?;
+            map.serialize_entry("parentId", &entry.parent_id)?;
+            map.serialize_entry("timestamp", &entry.timestamp)
+        }
+        fn some<M: SerializeMap, T: Serialize>(
+            map: &mut M,
+            key: &str,
+            value: &Option<T>,
+        ) -> Result<(), M::Error> {
+            match value {
+                Some(value) => map.serialize_entry(key, value),
+                None => Ok(()),
+            }
+        }
+        let entry = self.0;
+        let map = match &entry.kind {
+            EntryKind::Unknown(value) => return value.serialize(serializer),
             EntryKind::Custom { custom_type, data } => {
-                out.insert("type".into(), json!("custom"));
-                out.insert("customType".into(), json!(custom_type));
-                insert_some(&mut out, "data", data.clone());
-                base(&mut out);
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "custom")?;
+                map.serialize_entry("customType", custom_type)?;
+                some(&mut map, "data", data)?;
+                base(&mut map, entry)?;
+                map
             }
             EntryKind::CustomMessage {
                 custom_type,
@@ -305,26 +291,27 @@ impl SessionEntry {
                 display,
                 details,
             } => {
-                out.insert("type".into(), json!("custom_message"));
-                out.insert("customType".into(), json!(custom_type));
-                out.insert("content".into(), json!(content));
-                out.insert("display".into(), json!(display));
-                insert_some(&mut out, "details", details.clone());
-                base(&mut out);
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "custom_message")?;
+                map.serialize_entry("customType", custom_type)?;
+                map.serialize_entry("content", content)?;
+                map.serialize_entry("display", display)?;
+                some(&mut map, "details", details)?;
+                base(&mut map, entry)?;
+                map
             }
             kind => {
-                out.insert("type".into(), json!(self.type_name()));
-                base(&mut out);
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", entry.type_name())?;
+                base(&mut map, entry)?;
                 match kind {
-                    EntryKind::Message(message) => {
-                        out.insert("message".into(), json!(message));
-                    }
+                    EntryKind::Message(message) => map.serialize_entry("message", message)?,
                     EntryKind::ThinkingLevelChange { thinking_level } => {
-                        out.insert("thinkingLevel".into(), json!(thinking_level));
+                        map.serialize_entry("thinkingLevel", thinking_level)?
                     }
                     EntryKind::ModelChange { provider, model_id } => {
-                        out.insert("provider".into(), json!(provider));
-                        out.insert("modelId".into(), json!(model_id));
+                        map.serialize_entry("provider", provider)?;
+                        map.serialize_entry("modelId", model_id)?;
                     }
                     EntryKind::Compaction {
                         summary,
@@ -333,11 +320,11 @@ impl SessionEntry {
                         details,
                         from_hook,
                     } => {
-                        out.insert("summary".into(), json!(summary));
-                        out.insert("firstKeptEntryId".into(), json!(first_kept_entry_id));
-                        out.insert("tokensBefore".into(), json!(tokens_before));
-                        insert_some(&mut out, "details", details.clone());
-                        insert_some(&mut out, "fromHook", from_hook.map(Value::Bool));
+                        map.serialize_entry("summary", summary)?;
+                        map.serialize_entry("firstKeptEntryId", first_kept_entry_id)?;
+                        map.serialize_entry("tokensBefore", tokens_before)?;
+                        some(&mut map, "details", details)?;
+                        some(&mut map, "fromHook", from_hook)?;
                     }
                     EntryKind::BranchSummary {
                         from_id,
@@ -345,37 +332,36 @@ impl SessionEntry {
                         details,
                         from_hook,
                     } => {
-                        out.insert("fromId".into(), json!(from_id));
-                        out.insert("summary".into(), json!(summary));
-                        insert_some(&mut out, "details", details.clone());
-                        insert_some(&mut out, "fromHook", from_hook.map(Value::Bool));
+                        map.serialize_entry("fromId", from_id)?;
+                        map.serialize_entry("summary", summary)?;
+                        some(&mut map, "details", details)?;
+                        some(&mut map, "fromHook", from_hook)?;
                     }
                     EntryKind::Label { target_id, label } => {
-                        out.insert("targetId".into(), json!(target_id));
-                        insert_some(&mut out, "label", label.clone().map(Value::String));
+                        map.serialize_entry("targetId", target_id)?;
+                        some(&mut map, "label", label)?;
                     }
-                    EntryKind::SessionInfo { name } => {
-                        insert_some(&mut out, "name", name.clone().map(Value::String));
-                    }
-                    // Handled in the outer match.
+                    EntryKind::SessionInfo { name } => some(&mut map, "name", name)?,
+                    // Handled above.
                     EntryKind::Unknown(_)
                     | EntryKind::Custom { .. }
                     | EntryKind::CustomMessage { .. } => {}
                 }
+                map
             }
-        }
-        Value::Object(out)
+        };
+        map.end()
     }
 }
 
 /// An entry for a line that has no typed form: the whole object, base fields copied out.
-fn unknown_entry(value: Value, line: Option<LineText>) -> SessionEntry {
+fn unknown_entry(value: Value) -> SessionEntry {
     let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
     SessionEntry {
         id: text("id").unwrap_or_default(),
         parent_id: text("parentId"),
         timestamp: text("timestamp").unwrap_or_default(),
-        line,
+        line: None,
         kind: EntryKind::Unknown(value),
     }
 }
@@ -406,8 +392,8 @@ fn is_compact(text: &[u8]) -> bool {
     true
 }
 
-/// Equality that also compares key order (serde_json's `==` on maps ignores it), since the
-/// bytes we write back must be the bytes we read.
+/// Equality that also compares key order (serde_json's `==` on maps ignores it).
+#[cfg(test)]
 fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
@@ -420,13 +406,6 @@ fn same_json(a: &Value, b: &Value) -> bool {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_json(x, y))
         }
         _ => a == b,
-    }
-}
-
-/// JSON.stringify drops `undefined` members; our `None` is that.
-fn insert_some(out: &mut Map<String, Value>, key: &str, value: Option<Value>) {
-    if let Some(value) = value {
-        out.insert(key.to_string(), value);
     }
 }
 
@@ -777,8 +756,7 @@ pub(crate) mod tests {
 
     /// `read_line` on `text` as the only content of a file.
     fn read(text: &str) -> ReadLine {
-        let file = Arc::new(text.to_string());
-        SessionEntry::read_line(&file, 0, text.len())
+        SessionEntry::read_line(text, &mut Vec::new())
     }
 
     #[test]
@@ -840,16 +818,20 @@ pub(crate) mod tests {
         let ReadLine::Entry(entry) = read(compact) else {
             panic!("not read");
         };
-        let mut out = String::new();
+        assert!(
+            entry.line.is_none(),
+            "pi's lines need no copy of their text"
+        );
+        let mut out = Vec::new();
         entry.write_json(&mut out);
-        assert_eq!(out, compact);
+        assert_eq!(out, compact.as_bytes());
         let spaced = r#"{"type": "session_info","id":"0000aab1","parentId":null,"timestamp":"t","name":"a \" b"}"#;
         let ReadLine::Entry(entry) = read(spaced) else {
             panic!("not read");
         };
-        let mut out = String::new();
+        let mut out = Vec::new();
         entry.write_json(&mut out);
-        assert_eq!(out, spaced.replacen(": ", ":", 1));
+        assert_eq!(out, spaced.replacen(": ", ":", 1).as_bytes());
         assert_eq!(entry.to_line(), spaced, "the file keeps the line as read");
         assert!(is_compact(br#"{"a":"x \" y \\","b":[1,2]}"#));
         assert!(!is_compact(br#"{"a":"x \" y \\", "b":[1,2]}"#));

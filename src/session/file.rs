@@ -10,7 +10,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -52,20 +51,22 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         }
     };
     let lines = split_lines(&bytes);
-    // The entries keep their lines as ranges of this one buffer.
-    let (text, original) = into_text(bytes, &lines);
-    let text = Arc::new(text);
 
     let mut header: Option<SessionHeader> = None;
     let mut entries: Vec<SessionEntry> = Vec::new();
     // Only for files that need migrating: the remaining lines as values.
     let mut legacy: Option<Vec<Value>> = None;
     let mut bad_lines: Vec<Line> = Vec::new();
+    let mut scratch = Vec::new();
     for line in &lines {
-        let (start, end) = trimmed(text.as_bytes(), line);
+        // Not UTF-8 can never be JSON (serde_json refuses it too).
+        let Ok(text) = std::str::from_utf8(trimmed(&bytes, line)) else {
+            bad_lines.push(*line);
+            continue;
+        };
         if header.is_none() {
             // The first object decides whether this is a session file at all.
-            match serde_json::from_str::<Value>(text.get(start..end).unwrap_or("")) {
+            match serde_json::from_str::<Value>(text) {
                 Ok(value) if value.is_object() => {
                     let found =
                         SessionHeader::from_value(value).ok_or_else(|| not_a_session(path))?;
@@ -81,13 +82,13 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             continue;
         }
         if let Some(values) = &mut legacy {
-            match serde_json::from_str::<Value>(text.get(start..end).unwrap_or("")) {
+            match serde_json::from_str::<Value>(text) {
                 Ok(value) if value.is_object() => values.push(value),
                 _ => bad_lines.push(*line),
             }
             continue;
         }
-        match SessionEntry::read_line(&text, start, end) {
+        match SessionEntry::read_line(text, &mut scratch) {
             ReadLine::Entry(entry) => entries.push(entry),
             ReadLine::Header => {}
             ReadLine::Invalid => bad_lines.push(*line),
@@ -96,7 +97,7 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
 
     // The last non-blank line decides whether the tail needs repair.
     let mut warnings = Vec::new();
-    let mut keep_len = text.len();
+    let mut keep_len = bytes.len();
     let mut needs_repair = false;
     if let Some(last) = lines.last() {
         let last_is_bad = bad_lines.last().is_some_and(|bad| bad.start == last.start);
@@ -157,8 +158,7 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         }));
     }
     if needs_repair {
-        let original = original.as_deref().unwrap_or(text.as_bytes());
-        let mut content = original[..keep_len].to_vec();
+        let mut content = bytes[..keep_len].to_vec();
         if content.last().is_some_and(|&b| b != b'\n') {
             content.push(b'\n');
         }
@@ -171,36 +171,12 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
     }))
 }
 
-/// The file as text, and the original bytes when they had to be changed for that: lines that
-/// are not UTF-8 (which can never parse as JSON) are blanked to spaces, so every range keeps
-/// its offsets. The original bytes are still needed to repair the file without altering those
-/// lines.
-fn into_text(bytes: Vec<u8>, lines: &[Line]) -> (String, Option<Vec<u8>>) {
-    let original = match String::from_utf8(bytes) {
-        Ok(text) => return (text, None),
-        Err(e) => e.into_bytes(),
-    };
-    let mut blanked = original.clone();
-    for line in lines {
-        if std::str::from_utf8(&original[line.start..line.end]).is_err() {
-            blanked[line.start..line.end].fill(b' ');
-        }
-    }
-    let text = String::from_utf8(blanked)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    (text, Some(original))
-}
-
-/// A line's range without leading and trailing whitespace (a CRLF file's CR included).
-fn trimmed(bytes: &[u8], line: &Line) -> (usize, usize) {
-    let (mut start, mut end) = (line.start, line.end.min(bytes.len()));
-    while start < end && bytes[start].is_ascii_whitespace() {
-        start += 1;
-    }
-    while end > start && bytes[end - 1].is_ascii_whitespace() {
-        end -= 1;
-    }
-    (start, end)
+/// A line without leading and trailing whitespace (a CRLF file's CR included).
+fn trimmed<'a>(bytes: &'a [u8], line: &Line) -> &'a [u8] {
+    bytes
+        .get(line.start..line.end)
+        .unwrap_or_default()
+        .trim_ascii()
 }
 
 fn not_a_session(path: &Path) -> SessionError {
@@ -312,13 +288,15 @@ fn migrate(header: &mut SessionHeader, values: &mut [Value]) {
 
 /// Header and entries as file content, one line each, newline-terminated.
 pub fn whole_file(header: &SessionHeader, entries: &[SessionEntry]) -> String {
-    let mut content = header.to_line();
-    content.push('\n');
+    let mut content = header.to_line().into_bytes();
+    content.push(b'\n');
     for entry in entries {
         entry.write_line(&mut content);
-        content.push('\n');
+        content.push(b'\n');
     }
-    content
+    // Always UTF-8: lines read were checked, the rest is serde_json's output.
+    String::from_utf8(content)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Writes `content` to `path` via a fsynced temp file and a rename. With `replace` false an

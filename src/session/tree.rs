@@ -294,10 +294,9 @@ pub fn tree_json(
     labels: &HashMap<String, Label>,
 ) -> String {
     let shape = shape(entries, by_id);
-    // Each node adds its entry's line plus about 40 bytes of wrapping.
-    let lines: usize = entries.iter().map(|e| e.line_len() + 40).sum();
-    let mut out = String::with_capacity(lines + 2);
-    out.push('[');
+    // Written as bytes (serde_json writes into a byte buffer), all of it UTF-8.
+    let mut out: Vec<u8> = Vec::with_capacity(entries.len() * 256 + 2);
+    out.push(b'[');
     // Work items: open a node, or close the children array + object of a node.
     enum Step {
         Open(usize, bool),
@@ -314,11 +313,11 @@ pub fn tree_json(
         match step {
             Step::Open(index, comma) => {
                 if comma {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str("{\"entry\":");
+                out.extend_from_slice(b"{\"entry\":");
                 entries[index].write_json(&mut out);
-                out.push_str(",\"children\":[");
+                out.extend_from_slice(b",\"children\":[");
                 stack.push(Step::Close(index));
                 let kids = shape.children(index);
                 stack.extend(
@@ -329,17 +328,18 @@ pub fn tree_json(
                 );
             }
             Step::Close(index) => {
-                out.push(']');
+                out.push(b']');
                 if let Some(label) = labels.get(&entries[index].id) {
-                    out.push_str(",\"label\":");
-                    out.push_str(&json!(label.text).to_string());
-                    out.push_str(",\"labelTimestamp\":");
-                    out.push_str(&json!(label.timestamp).to_string());
+                    out.extend_from_slice(b",\"label\":");
+                    let _ = serde_json::to_writer(&mut out, &label.text);
+                    out.extend_from_slice(b",\"labelTimestamp\":");
+                    let _ = serde_json::to_writer(&mut out, &label.timestamp);
                 }
-                out.push('}');
+                out.push(b'}');
             }
         }
     }
-    out.push(']');
-    out
+    out.push(b']');
+    // Always UTF-8: entry lines were checked when read, the rest is serde_json's output.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
