@@ -499,20 +499,43 @@ impl SessionLog {
         tree::context(&self.entries, &self.by_id, self.leaf)
     }
 
-    /// Entries strictly after `since` in append order (all entries for None), as JSON.
-    pub fn entries_since(&self, since: Option<&str>) -> Result<Vec<Value>, String> {
-        let start = match since {
-            None => 0,
+    /// Where the entries after `since` start (0 for None).
+    fn position_after(&self, since: Option<&str>) -> Result<usize, String> {
+        match since {
+            None => Ok(0),
             Some(id) => self
                 .by_id
                 .get(&self.entries, id)
                 .map(|i| i + 1)
-                .ok_or_else(|| format!("Entry {id} not found"))?,
-        };
+                .ok_or_else(|| format!("Entry {id} not found")),
+        }
+    }
+
+    /// Entries strictly after `since` in append order (all entries for None), as JSON.
+    pub fn entries_since(&self, since: Option<&str>) -> Result<Vec<Value>, String> {
+        let start = self.position_after(since)?;
         Ok(self.entries[start..]
             .iter()
             .map(SessionEntry::to_value)
             .collect())
+    }
+
+    /// [`SessionLog::entries_since`] serialized (a JSON array), written straight from the
+    /// entries: a `Value` per entry costs about ten times the line's size.
+    pub fn entries_since_json(&self, since: Option<&str>) -> Result<String, String> {
+        let start = self.position_after(since)?;
+        let mut out = Vec::with_capacity((self.entries.len() - start) * 256 + 2);
+        out.push(b'[');
+        for (n, entry) in self.entries[start..].iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            entry.write_json(&mut out);
+        }
+        out.push(b']');
+        // Always UTF-8: lines read were checked, the rest is serde_json's output.
+        Ok(String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
     }
 
     /// The tree as `{entry, children, label?, labelTimestamp?}` values; orphans are roots,
@@ -524,7 +547,19 @@ impl SessionLog {
 
     /// [`SessionLog::tree`] serialized (a JSON array), built without recursion.
     pub fn tree_json(&self) -> String {
-        tree::tree_json(&self.entries, &self.by_id, &self.plain_labels())
+        self.tree_json_between("", "")
+    }
+
+    /// `before`, [`SessionLog::tree_json`], `after`, in one buffer: get_tree's whole response
+    /// line without a second copy of a tree that can be tens of MB.
+    pub fn tree_json_between(&self, before: &str, after: &str) -> String {
+        tree::tree_json(
+            &self.entries,
+            &self.by_id,
+            &self.plain_labels(),
+            before,
+            after,
+        )
     }
 
     fn plain_labels(&self) -> HashMap<String, Label> {

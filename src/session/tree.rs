@@ -287,15 +287,19 @@ fn post_order(shape: &TreeShape) -> Vec<usize> {
 }
 
 /// The tree as JSON text, byte-identical to serializing [`tree_values`], written iteratively so
-/// any depth is safe.
+/// any depth is safe, between `before` and `after` (a caller can build its whole protocol line
+/// in this one buffer instead of copying a tree of tens of MB into another).
 pub fn tree_json(
     entries: &[SessionEntry],
     by_id: &IdIndex,
     labels: &HashMap<String, Label>,
+    before: &str,
+    after: &str,
 ) -> String {
     let shape = shape(entries, by_id);
     // Written as bytes (serde_json writes into a byte buffer), all of it UTF-8.
-    let mut out: Vec<u8> = Vec::with_capacity(entries.len() * 256 + 2);
+    let mut out: Vec<u8> = Vec::with_capacity(entries.len() * 256 + before.len() + after.len() + 2);
+    out.extend_from_slice(before.as_bytes());
     out.push(b'[');
     // Work items: open a node, or close the children array + object of a node.
     enum Step {
@@ -340,6 +344,7 @@ pub fn tree_json(
         }
     }
     out.push(b']');
+    out.extend_from_slice(after.as_bytes());
     // Always UTF-8: entry lines were checked when read, the rest is serde_json's output.
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
