@@ -223,7 +223,7 @@ impl SessionLog {
         // Taken over as it is (a copy would hold the list twice for a moment), with room for
         // this run's appends so the first one does not double a large list.
         log.entries = entries;
-        log.entries.reserve(log.entries.len() / 16 + 16);
+        log.entries.reserve_exact(log.entries.len() / 16 + 16);
         log.by_id.reserve(&log.entries, log.entries.len());
         for position in 0..log.entries.len() {
             log.index(position);
