@@ -55,7 +55,7 @@ pub(super) enum ReadLine {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntryKind {
-    /// `None` when the message is not valid for our vocabulary (kept verbatim, not in context).
+    /// `None` when the message is not valid for our vocabulary (its line is kept, not in context).
     Message(Option<Box<AgentMessage>>),
     ThinkingLevelChange {
         thinking_level: String,

@@ -9,7 +9,8 @@
 //! was; the next append or `sync` retries. Nothing here panics on file content.
 //!
 //! Submodules: `entry` (line types), `file` (disk I/O, repair, migration), `tree` (context and
-//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`.
+//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`, `index`
+//! (id → position).
 
 mod entry;
 mod file;
