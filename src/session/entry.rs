@@ -1,18 +1,24 @@
 //! Session file lines as typed values: the header and the nine entry types of pi's version-3
-//! format, plus `Unknown` for any other object. Input: one parsed JSON line. Output: JSON with
-//! pi's key order (base fields `type,id,parentId,timestamp` first; `custom` and `custom_message`
-//! start `type,customType` and end with the base fields, as pi's object literals do).
+//! format, plus `Unknown` for any other object. Input: one line of a file (or one parsed JSON
+//! value). Output: JSON with pi's key order (base fields `type,id,parentId,timestamp` first;
+//! `custom` and `custom_message` start `type,customType` and end with the base fields, as pi's
+//! object literals do).
 //!
-//! A line read from a file must come back out unchanged. When the typed form would serialize
-//! differently (extra fields, a message our vocabulary cannot represent exactly, unusual key
-//! order), the original JSON is kept and written instead; the typed view is still used for the
-//! context.
+//! A line read from a file must come back out unchanged. Reading deserializes a line straight
+//! into the typed view (no `serde_json::Value`: a 100k-entry file would cost hundreds of MB of
+//! maps), then serializes that view once to check it gives back the same bytes. It does for
+//! the lines pi and pi-rs write, which then cost nothing more; any other line (extra fields, a
+//! message our vocabulary cannot represent exactly, unusual key order or spacing) keeps its
+//! text, which is what gets written back. The typed view always feeds the context. Lines that
+//! do not fit the typed view at all take the slower `Value` route.
 
-use serde_json::{Map, Value, json};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Value, json};
 
 use crate::messages::{AgentMessage, UserContent};
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SessionEntry {
     /// Empty only for an `Unknown` line without a string id (such lines are never indexed).
     pub id: String,
@@ -20,13 +26,36 @@ pub struct SessionEntry {
     /// ISO-8601 as written (pi: `Date.toISOString`).
     pub timestamp: String,
     pub kind: EntryKind,
-    /// The line exactly as read, when the typed form would not reproduce it.
-    verbatim: Option<Value>,
+    /// The line as read (without surrounding whitespace) when the typed form does not
+    /// reproduce it byte for byte; None when it does, and for entries built in memory.
+    line: Option<Box<str>>,
+}
+
+/// Two entries are equal when their typed views and their lines are.
+impl PartialEq for SessionEntry {
+    fn eq(&self, other: &SessionEntry) -> bool {
+        self.id == other.id
+            && self.parent_id == other.parent_id
+            && self.timestamp == other.timestamp
+            && self.kind == other.kind
+            && self.to_line() == other.to_line()
+    }
+}
+
+/// What reading one line of a file gave. Not boxed: it is moved straight into the entry list,
+/// and a box would cost one allocation per line.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum ReadLine {
+    Entry(SessionEntry),
+    /// A second session header (concatenated files): not an entry.
+    Header,
+    /// Not a JSON object.
+    Invalid,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntryKind {
-    /// `None` when the message is not valid for our vocabulary (kept verbatim, not in context).
+    /// `None` when the message is not valid for our vocabulary (its line is kept, not in context).
     Message(Option<Box<AgentMessage>>),
     ThinkingLevelChange {
         thinking_level: String,
@@ -83,7 +112,7 @@ impl SessionEntry {
             parent_id,
             timestamp,
             kind,
-            verbatim: None,
+            line: None,
         }
     }
 
@@ -115,10 +144,7 @@ impl SessionEntry {
         match &self.kind {
             EntryKind::Message(Some(message)) => matches!(**message, AgentMessage::Assistant(_)),
             EntryKind::Message(None) => {
-                self.verbatim
-                    .as_ref()
-                    .and_then(|v| v["message"]["role"].as_str())
-                    == Some("assistant")
+                self.to_value()["message"]["role"].as_str() == Some("assistant")
             }
             _ => false,
         }
@@ -126,52 +152,138 @@ impl SessionEntry {
 
     /// Reads one parsed line (not the header). Never fails: what does not fit becomes `Unknown`.
     pub fn from_value(value: Value) -> SessionEntry {
-        let typed = typed_from_value(&value);
-        match typed {
-            Some(entry) if same_json(&entry.to_value(), &value) => entry,
-            Some(mut entry) => {
-                entry.verbatim = Some(value);
-                entry
+        let text = value.to_string();
+        let mut entry = match typed_from_value(&value) {
+            Some(entry) => entry,
+            None => unknown_entry(value),
+        };
+        entry.keep_line_unless_reproduced(&text, &mut Vec::new());
+        entry
+    }
+
+    /// Reads one line of a session file (not the first header), without surrounding
+    /// whitespace. `scratch` is a buffer reused from line to line.
+    pub(super) fn read_line(text: &str, scratch: &mut Vec<u8>) -> ReadLine {
+        // A struct deserializes from a JSON array too; a line must be an object.
+        if !text.starts_with('{') {
+            return ReadLine::Invalid;
+        }
+        // Fast route: straight into the typed fields. Anything it does not accept (a field of
+        // an unexpected type or shape, a duplicate key, a missing field, an unknown type) takes
+        // the `Value` route, which decides exactly as `from_value` does.
+        let fast = match serde_json::from_str::<LineFields>(text) {
+            Ok(fields) if fields.kind.as_deref() == Some("session") => return ReadLine::Header,
+            Ok(fields) => typed_from_fields(fields),
+            Err(_) => None,
+        };
+        let mut entry = match fast {
+            Some(entry) => entry,
+            None => {
+                let value: Value = match serde_json::from_str(text) {
+                    Ok(value @ Value::Object(_)) => value,
+                    _ => return ReadLine::Invalid,
+                };
+                if value.get("type").and_then(Value::as_str) == Some("session") {
+                    return ReadLine::Header;
+                }
+                match typed_from_value(&value) {
+                    Some(entry) => entry,
+                    None => unknown_entry(value),
+                }
             }
-            None => SessionEntry {
-                id: value
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                parent_id: value
-                    .get("parentId")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                timestamp: value
-                    .get("timestamp")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                kind: EntryKind::Unknown(value),
-                verbatim: None,
-            },
+        };
+        entry.keep_line_unless_reproduced(text, scratch);
+        ReadLine::Entry(entry)
+    }
+
+    /// Keeps `text` as the entry's line unless the typed form serializes to exactly it.
+    fn keep_line_unless_reproduced(&mut self, text: &str, scratch: &mut Vec<u8>) {
+        scratch.clear();
+        let reproduced = serde_json::to_writer(&mut *scratch, &Typed(self)).is_ok()
+            && scratch == text.as_bytes();
+        self.line = (!reproduced).then(|| text.into());
+    }
+
+    /// The entry as JSON (the line as read, or the typed form in pi's key order).
+    pub fn to_value(&self) -> Value {
+        if let Some(line) = &self.line
+            && let Ok(value) = serde_json::from_str(line)
+        {
+            return value;
+        }
+        self.typed_value()
+    }
+
+    /// One file line, without the newline.
+    pub fn to_line(&self) -> String {
+        match &self.line {
+            Some(line) => line.to_string(),
+            None => serde_json::to_string(&Typed(self)).unwrap_or_default(),
         }
     }
 
-    /// The entry as JSON, in pi's key order (or exactly as read).
-    pub fn to_value(&self) -> Value {
-        if let Some(original) = &self.verbatim {
-            return original.clone();
+    /// Appends [`SessionEntry::to_line`] to `out`.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        match &self.line {
+            Some(line) => out.extend_from_slice(line.as_bytes()),
+            None => {
+                // Cannot fail: every map key is a string and the output is memory.
+                let _ = serde_json::to_writer(out, &Typed(self));
+            }
         }
-        let mut out = Map::new();
-        let base = |out: &mut Map<String, Value>| {
-            out.insert("id".into(), json!(self.id));
-            out.insert("parentId".into(), json!(self.parent_id));
-            out.insert("timestamp".into(), json!(self.timestamp));
-        };
-        match &self.kind {
-            EntryKind::Unknown(value) => return value.clone(),
+    }
+
+    /// Appends the entry as compact JSON to `out`, exactly as serializing
+    /// [`SessionEntry::to_value`] would. A kept line is re-serialized rather than copied: it
+    /// may have spacing (a raw CR would split a client's lines) or spellings serde_json writes
+    /// differently; such lines are rare, so the parse costs little.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match &self.line {
+            Some(_) => {
+                let _ = serde_json::to_writer(out, &self.to_value());
+            }
+            None => self.write_line(out),
+        }
+    }
+
+    /// The typed form as JSON, in pi's key order.
+    fn typed_value(&self) -> Value {
+        serde_json::to_value(Typed(self)).unwrap_or(Value::Null)
+    }
+}
+
+/// An entry's typed form, serialized in pi's key order: `type,id,parentId,timestamp`, then the
+/// type's fields; `custom` and `custom_message` put the base fields last. Absent optional
+/// fields are left out (JSON.stringify drops `undefined`).
+struct Typed<'a>(&'a SessionEntry);
+
+impl Serialize for Typed<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        fn base<M: SerializeMap>(map: &mut M, entry: &SessionEntry) -> Result<(), M::Error> {
+            map.serialize_entry("id", &entry.id)?;
+            map.serialize_entry("parentId", &entry.parent_id)?;
+            map.serialize_entry("timestamp", &entry.timestamp)
+        }
+        fn some<M: SerializeMap, T: Serialize>(
+            map: &mut M,
+            key: &str,
+            value: &Option<T>,
+        ) -> Result<(), M::Error> {
+            match value {
+                Some(value) => map.serialize_entry(key, value),
+                None => Ok(()),
+            }
+        }
+        let entry = self.0;
+        let map = match &entry.kind {
+            EntryKind::Unknown(value) => return value.serialize(serializer),
             EntryKind::Custom { custom_type, data } => {
-                out.insert("type".into(), json!("custom"));
-                out.insert("customType".into(), json!(custom_type));
-                insert_some(&mut out, "data", data.clone());
-                base(&mut out);
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "custom")?;
+                map.serialize_entry("customType", custom_type)?;
+                some(&mut map, "data", data)?;
+                base(&mut map, entry)?;
+                map
             }
             EntryKind::CustomMessage {
                 custom_type,
@@ -179,26 +291,27 @@ impl SessionEntry {
                 display,
                 details,
             } => {
-                out.insert("type".into(), json!("custom_message"));
-                out.insert("customType".into(), json!(custom_type));
-                out.insert("content".into(), json!(content));
-                out.insert("display".into(), json!(display));
-                insert_some(&mut out, "details", details.clone());
-                base(&mut out);
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "custom_message")?;
+                map.serialize_entry("customType", custom_type)?;
+                map.serialize_entry("content", content)?;
+                map.serialize_entry("display", display)?;
+                some(&mut map, "details", details)?;
+                base(&mut map, entry)?;
+                map
             }
             kind => {
-                out.insert("type".into(), json!(self.type_name()));
-                base(&mut out);
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", entry.type_name())?;
+                base(&mut map, entry)?;
                 match kind {
-                    EntryKind::Message(message) => {
-                        out.insert("message".into(), json!(message));
-                    }
+                    EntryKind::Message(message) => map.serialize_entry("message", message)?,
                     EntryKind::ThinkingLevelChange { thinking_level } => {
-                        out.insert("thinkingLevel".into(), json!(thinking_level));
+                        map.serialize_entry("thinkingLevel", thinking_level)?
                     }
                     EntryKind::ModelChange { provider, model_id } => {
-                        out.insert("provider".into(), json!(provider));
-                        out.insert("modelId".into(), json!(model_id));
+                        map.serialize_entry("provider", provider)?;
+                        map.serialize_entry("modelId", model_id)?;
                     }
                     EntryKind::Compaction {
                         summary,
@@ -207,11 +320,11 @@ impl SessionEntry {
                         details,
                         from_hook,
                     } => {
-                        out.insert("summary".into(), json!(summary));
-                        out.insert("firstKeptEntryId".into(), json!(first_kept_entry_id));
-                        out.insert("tokensBefore".into(), json!(tokens_before));
-                        insert_some(&mut out, "details", details.clone());
-                        insert_some(&mut out, "fromHook", from_hook.map(Value::Bool));
+                        map.serialize_entry("summary", summary)?;
+                        map.serialize_entry("firstKeptEntryId", first_kept_entry_id)?;
+                        map.serialize_entry("tokensBefore", tokens_before)?;
+                        some(&mut map, "details", details)?;
+                        some(&mut map, "fromHook", from_hook)?;
                     }
                     EntryKind::BranchSummary {
                         from_id,
@@ -219,36 +332,42 @@ impl SessionEntry {
                         details,
                         from_hook,
                     } => {
-                        out.insert("fromId".into(), json!(from_id));
-                        out.insert("summary".into(), json!(summary));
-                        insert_some(&mut out, "details", details.clone());
-                        insert_some(&mut out, "fromHook", from_hook.map(Value::Bool));
+                        map.serialize_entry("fromId", from_id)?;
+                        map.serialize_entry("summary", summary)?;
+                        some(&mut map, "details", details)?;
+                        some(&mut map, "fromHook", from_hook)?;
                     }
                     EntryKind::Label { target_id, label } => {
-                        out.insert("targetId".into(), json!(target_id));
-                        insert_some(&mut out, "label", label.clone().map(Value::String));
+                        map.serialize_entry("targetId", target_id)?;
+                        some(&mut map, "label", label)?;
                     }
-                    EntryKind::SessionInfo { name } => {
-                        insert_some(&mut out, "name", name.clone().map(Value::String));
-                    }
-                    // Handled in the outer match.
+                    EntryKind::SessionInfo { name } => some(&mut map, "name", name)?,
+                    // Handled above.
                     EntryKind::Unknown(_)
                     | EntryKind::Custom { .. }
                     | EntryKind::CustomMessage { .. } => {}
                 }
+                map
             }
-        }
-        Value::Object(out)
-    }
-
-    /// One file line, without the newline.
-    pub fn to_line(&self) -> String {
-        self.to_value().to_string()
+        };
+        map.end()
     }
 }
 
-/// Equality that also compares key order (serde_json's `==` on maps ignores it), since the
-/// bytes we write back must be the bytes we read.
+/// An entry for a line that has no typed form: the whole object, base fields copied out.
+fn unknown_entry(value: Value) -> SessionEntry {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    SessionEntry {
+        id: text("id").unwrap_or_default(),
+        parent_id: text("parentId"),
+        timestamp: text("timestamp").unwrap_or_default(),
+        line: None,
+        kind: EntryKind::Unknown(value),
+    }
+}
+
+/// Equality that also compares key order (serde_json's `==` on maps ignores it).
+#[cfg(test)]
 fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
@@ -261,13 +380,6 @@ fn same_json(a: &Value, b: &Value) -> bool {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_json(x, y))
         }
         _ => a == b,
-    }
-}
-
-/// JSON.stringify drops `undefined` members; our `None` is that.
-fn insert_some(out: &mut Map<String, Value>, key: &str, value: Option<Value>) {
-    if let Some(value) = value {
-        out.insert(key.to_string(), value);
     }
 }
 
@@ -343,7 +455,117 @@ fn typed_from_value(value: &Value) -> Option<SessionEntry> {
         parent_id,
         timestamp,
         kind,
-        verbatim: None,
+        line: None,
+    })
+}
+
+/// The fields of any typed line, for the fast route of [`SessionEntry::read_line`]. Every field
+/// is `Some` exactly when the key is present, and present means well-typed (a `null` where a
+/// string belongs fails the whole line over to the `Value` route). Unknown keys are skipped.
+#[derive(Deserialize)]
+struct LineFields {
+    #[serde(rename = "type", default, deserialize_with = "present")]
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<String>,
+    #[serde(rename = "parentId", default, deserialize_with = "present")]
+    parent_id: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    timestamp: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    message: Option<AgentMessage>,
+    #[serde(rename = "thinkingLevel", default, deserialize_with = "present")]
+    thinking_level: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    provider: Option<String>,
+    #[serde(rename = "modelId", default, deserialize_with = "present")]
+    model_id: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    summary: Option<String>,
+    #[serde(rename = "firstKeptEntryId", default, deserialize_with = "present")]
+    first_kept_entry_id: Option<String>,
+    #[serde(rename = "tokensBefore", default, deserialize_with = "present")]
+    tokens_before: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    details: Option<Value>,
+    #[serde(rename = "fromHook", default, deserialize_with = "present")]
+    from_hook: Option<bool>,
+    #[serde(rename = "fromId", default, deserialize_with = "present")]
+    from_id: Option<String>,
+    #[serde(rename = "customType", default, deserialize_with = "present")]
+    custom_type: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    data: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    content: Option<UserContent>,
+    #[serde(default, deserialize_with = "present")]
+    display: Option<bool>,
+    #[serde(rename = "targetId", default, deserialize_with = "present")]
+    target_id: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    label: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    name: Option<String>,
+}
+
+/// A present key, including `null` for types that accept it (serde's plain `Option` would turn
+/// a present `null` into "absent").
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// The typed entry, with the same requirements per type as [`typed_from_value`]; None when
+/// one is not met (the caller then asks `typed_from_value`, which decides).
+fn typed_from_fields(fields: LineFields) -> Option<SessionEntry> {
+    let kind = match fields.kind?.as_str() {
+        "message" => EntryKind::Message(Some(Box::new(fields.message?))),
+        "thinking_level_change" => EntryKind::ThinkingLevelChange {
+            thinking_level: fields.thinking_level?,
+        },
+        "model_change" => EntryKind::ModelChange {
+            provider: fields.provider?,
+            model_id: fields.model_id?,
+        },
+        "compaction" => EntryKind::Compaction {
+            summary: fields.summary?,
+            first_kept_entry_id: fields.first_kept_entry_id?,
+            tokens_before: fields.tokens_before?,
+            details: fields.details,
+            from_hook: fields.from_hook,
+        },
+        "branch_summary" => EntryKind::BranchSummary {
+            from_id: fields.from_id?,
+            summary: fields.summary?,
+            details: fields.details,
+            from_hook: fields.from_hook,
+        },
+        "custom" => EntryKind::Custom {
+            custom_type: fields.custom_type?,
+            data: fields.data,
+        },
+        "custom_message" => EntryKind::CustomMessage {
+            custom_type: fields.custom_type?,
+            content: fields.content?,
+            display: fields.display?,
+            details: fields.details,
+        },
+        "label" => EntryKind::Label {
+            target_id: fields.target_id?,
+            label: fields.label,
+        },
+        "session_info" => EntryKind::SessionInfo { name: fields.name },
+        _ => return None,
+    };
+    Some(SessionEntry {
+        id: fields.id?,
+        parent_id: fields.parent_id?,
+        timestamp: fields.timestamp?,
+        kind,
+        line: None,
     })
 }
 
@@ -449,31 +671,31 @@ pub(crate) mod tests {
             let value: Value = serde_json::from_str(line).unwrap();
             let entry = SessionEntry::from_value(value);
             assert!(!matches!(entry.kind, EntryKind::Unknown(_)), "{line}");
-            assert!(
-                entry.verbatim.is_none(),
-                "typed form should reproduce {line}"
-            );
+            assert!(entry.line.is_none(), "typed form should reproduce {line}");
             assert_eq!(entry.to_line(), *line);
         }
     }
 
+    /// Lines the typed form does not reproduce, or cannot hold.
+    pub(crate) const UNUSUAL_LINES: &[&str] = &[
+        // Unknown type from a newer pi.
+        r#"{"type":"future_thing","id":"0000aaaa","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","x":[1,2]}"#,
+        // Known type with an extra field.
+        r#"{"type":"model_change","id":"0000aaab","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","provider":"p","modelId":"m","extra":1}"#,
+        // Message our vocabulary cannot hold (unknown role) and one with an odd block field.
+        r#"{"type":"message","id":"0000aaac","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"alien","content":"?"}}"#,
+        r#"{"type":"message","id":"0000aaad","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"a","cache":true}],"timestamp":1}}"#,
+        // Known type with a missing field and a custom entry with explicit null data.
+        r#"{"type":"compaction","id":"0000aaae","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","summary":"s"}"#,
+        r#"{"type":"custom","customType":"c","data":null,"id":"0000aaaf","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}"#,
+        // Key order different from pi's.
+        r#"{"id":"0000aab0","type":"session_info","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","name":"n"}"#,
+    ];
+
     #[test]
     fn unusual_lines_round_trip_verbatim() {
-        let lines = [
-            // Unknown type from a newer pi.
-            r#"{"type":"future_thing","id":"0000aaaa","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","x":[1,2]}"#,
-            // Known type with an extra field.
-            r#"{"type":"model_change","id":"0000aaab","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","provider":"p","modelId":"m","extra":1}"#,
-            // Message our vocabulary cannot hold (unknown role) and one with an odd block field.
-            r#"{"type":"message","id":"0000aaac","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"alien","content":"?"}}"#,
-            r#"{"type":"message","id":"0000aaad","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"a","cache":true}],"timestamp":1}}"#,
-            // Known type with a missing field and a custom entry with explicit null data.
-            r#"{"type":"compaction","id":"0000aaae","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","summary":"s"}"#,
-            r#"{"type":"custom","customType":"c","data":null,"id":"0000aaaf","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}"#,
-            // Key order different from pi's.
-            r#"{"id":"0000aab0","type":"session_info","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","name":"n"}"#,
-        ];
-        for line in lines {
+        let lines = UNUSUAL_LINES;
+        for &line in lines {
             let entry = SessionEntry::from_value(serde_json::from_str(line).unwrap());
             assert_eq!(entry.to_line(), line);
         }
@@ -504,5 +726,86 @@ pub(crate) mod tests {
         let v1 = SessionHeader::from_value(json!({"type":"session","id":"x"})).unwrap();
         assert_eq!(v1.version(), 1);
         assert!(SessionHeader::from_value(json!({"type":"session","id":5})).is_none());
+    }
+
+    /// `read_line` on `text` as the only content of a file.
+    fn read(text: &str) -> ReadLine {
+        SessionEntry::read_line(text, &mut Vec::new())
+    }
+
+    #[test]
+    fn reading_a_line_gives_what_parsing_it_to_a_value_gives() {
+        let more = [
+            // Present nulls where a value is required, and a message that does not type.
+            r#"{"type":"label","id":"0000aac0","parentId":null,"timestamp":"t","targetId":"x","label":null}"#,
+            r#"{"type":"session_info","id":"0000aac1","parentId":null,"timestamp":"t","name":null}"#,
+            r#"{"type":"compaction","id":"0000aac2","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":5.0,"details":null,"fromHook":null}"#,
+            r#"{"type":"branch_summary","id":"0000aac3","parentId":null,"timestamp":"t","fromId":"root","summary":"s","details":null}"#,
+            r#"{"type":"custom","customType":"c","data":null,"id":"0000aac4","parentId":null,"timestamp":"t"}"#,
+            r#"{"type":"message","id":"0000aac5","timestamp":"t","message":{"role":"user","content":"no parent","timestamp":1}}"#,
+            r#"{"type":"message","id":"0000aac6","parentId":5,"timestamp":"t","message":{"role":"user","content":"odd parent","timestamp":1}}"#,
+            r#"{"type":"message","id":"0000aac7","parentId":null,"timestamp":"t","message":{"role":"assistant","content":"not blocks"}}"#,
+            // Duplicate key (the last one wins, as in a parsed value) and spaces between tokens.
+            r#"{"type":"model_change","id":"0000aac8","parentId":null,"timestamp":"t","provider":"a","provider":"b","modelId":"m"}"#,
+            r#"{ "type": "session_info", "id": "0000aac9", "parentId": null, "timestamp": "t", "name": "spaced" }"#,
+            r#"{"type":42,"id":"0000aaca","parentId":null,"timestamp":"t"}"#,
+        ];
+        let all = REFERENCE_LINES.iter().chain(UNUSUAL_LINES).chain(&more);
+        for &line in all {
+            let value: Value = serde_json::from_str(line).unwrap();
+            let parsed = SessionEntry::from_value(value.clone());
+            let ReadLine::Entry(read) = read(line) else {
+                panic!("not read as an entry: {line}");
+            };
+            assert_eq!(read.id, parsed.id, "{line}");
+            assert_eq!(read.parent_id, parsed.parent_id, "{line}");
+            assert_eq!(read.timestamp, parsed.timestamp, "{line}");
+            assert_eq!(read.kind, parsed.kind, "{line}");
+            assert_eq!(read.to_line(), line, "the line comes back as read");
+            assert_eq!(read.to_value(), value, "{line}");
+            assert!(
+                same_json(&read.to_value(), &value),
+                "key order kept: {line}"
+            );
+            assert_eq!(
+                read.is_assistant_message(),
+                parsed.is_assistant_message(),
+                "{line}"
+            );
+        }
+        assert!(matches!(read(r#"["message","x"]"#), ReadLine::Invalid));
+        assert!(matches!(read("12"), ReadLine::Invalid));
+        assert!(matches!(read(r#"{"type":"message""#), ReadLine::Invalid));
+        assert!(matches!(
+            read(r#"{"type":"session","version":3,"id":"x","timestamp":"t","cwd":"/"}"#),
+            ReadLine::Header
+        ));
+        let ReadLine::Entry(alien) = read(UNUSUAL_LINES[2]) else {
+            panic!("alien message not read");
+        };
+        assert!(matches!(alien.kind, EntryKind::Message(None)));
+    }
+
+    #[test]
+    fn wire_json_is_the_typed_form_or_the_kept_line_reserialized() {
+        let ReadLine::Entry(entry) = read(REFERENCE_LINES[1]) else {
+            panic!("not read");
+        };
+        assert!(
+            entry.line.is_none(),
+            "pi's lines need no copy of their text"
+        );
+        let mut out = Vec::new();
+        entry.write_json(&mut out);
+        assert_eq!(out, REFERENCE_LINES[1].as_bytes());
+        let spaced = "{\"type\": \"session_info\",\"id\":\"0000aab1\",\"parentId\":null,\r\"timestamp\":\"t\",\"name\":\"a \\\" b\"}";
+        let ReadLine::Entry(entry) = read(spaced) else {
+            panic!("not read");
+        };
+        let mut out = Vec::new();
+        entry.write_json(&mut out);
+        let compact = r#"{"type":"session_info","id":"0000aab1","parentId":null,"timestamp":"t","name":"a \" b"}"#;
+        assert_eq!(String::from_utf8(out).unwrap(), compact);
+        assert_eq!(entry.to_line(), spaced, "the file keeps the line as read");
     }
 }

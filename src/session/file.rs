@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::SessionError;
-use super::entry::{SessionEntry, SessionHeader};
+use super::entry::{ReadLine, SessionEntry, SessionHeader};
 use super::ids;
 
 /// What a session file held.
@@ -50,18 +50,53 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             )));
         }
     };
-    let mut warnings = Vec::new();
     let lines = split_lines(&bytes);
-    let mut parsed: Vec<(Line, Value)> = Vec::with_capacity(lines.len());
+
+    let mut header: Option<SessionHeader> = None;
+    let mut entries: Vec<SessionEntry> = Vec::new();
+    // Only for files that need migrating: the remaining lines as values.
+    let mut legacy: Option<Vec<Value>> = None;
     let mut bad_lines: Vec<Line> = Vec::new();
+    let mut scratch = Vec::new();
     for line in &lines {
-        match serde_json::from_slice::<Value>(&bytes[line.start..line.end]) {
-            Ok(value) if value.is_object() => parsed.push((*line, value)),
-            _ => bad_lines.push(*line),
+        // Not UTF-8 can never be JSON (serde_json refuses it too).
+        let Ok(text) = std::str::from_utf8(trimmed(&bytes, line)) else {
+            bad_lines.push(*line);
+            continue;
+        };
+        if header.is_none() {
+            // The first object decides whether this is a session file at all.
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) if value.is_object() => {
+                    let found =
+                        SessionHeader::from_value(value).ok_or_else(|| not_a_session(path))?;
+                    if found.version() < SessionHeader::CURRENT_VERSION {
+                        legacy = Some(Vec::new());
+                    } else {
+                        entries.reserve(lines.len());
+                    }
+                    header = Some(found);
+                }
+                _ => bad_lines.push(*line),
+            }
+            continue;
+        }
+        if let Some(values) = &mut legacy {
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) if value.is_object() => values.push(value),
+                _ => bad_lines.push(*line),
+            }
+            continue;
+        }
+        match SessionEntry::read_line(text, &mut scratch) {
+            ReadLine::Entry(entry) => entries.push(entry),
+            ReadLine::Header => {}
+            ReadLine::Invalid => bad_lines.push(*line),
         }
     }
 
     // The last non-blank line decides whether the tail needs repair.
+    let mut warnings = Vec::new();
     let mut keep_len = bytes.len();
     let mut needs_repair = false;
     if let Some(last) = lines.last() {
@@ -92,8 +127,7 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         warnings.push(message);
     }
 
-    let mut values = parsed.into_iter().map(|(_, value)| value);
-    let Some(first) = values.next() else {
+    let Some(mut header) = header else {
         // No object at all. Zero or one line can only be an empty file or our own torn first
         // write; anything longer is some other file we must not overwrite.
         if lines.len() <= 1 {
@@ -101,18 +135,13 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         }
         return Err(not_a_session(path));
     };
-    let Some(mut header) = SessionHeader::from_value(first) else {
-        return Err(not_a_session(path));
-    };
-    let mut values: Vec<Value> = values.collect();
-    let migrated = migrate(&mut header, &mut values);
-    let entries: Vec<SessionEntry> = values
-        .into_iter()
-        .filter(|value| value.get("type").and_then(Value::as_str) != Some("session"))
-        .map(SessionEntry::from_value)
-        .collect();
-
-    if migrated {
+    if let Some(mut values) = legacy {
+        migrate(&mut header, &mut values);
+        let entries: Vec<SessionEntry> = values
+            .into_iter()
+            .filter(|value| value.get("type").and_then(Value::as_str) != Some("session"))
+            .map(SessionEntry::from_value)
+            .collect();
         // pi rewrites migrated files in place; we do it atomically.
         let content = whole_file(&header, &entries);
         write_atomically(path, content.as_bytes(), true)?;
@@ -122,7 +151,13 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             SessionHeader::CURRENT_VERSION
         );
         log::info!("{message}");
-    } else if needs_repair {
+        return Ok(Loaded::Session(LoadedFile {
+            header,
+            entries,
+            warnings,
+        }));
+    }
+    if needs_repair {
         let mut content = bytes[..keep_len].to_vec();
         if content.last().is_some_and(|&b| b != b'\n') {
             content.push(b'\n');
@@ -134,6 +169,14 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         entries,
         warnings,
     }))
+}
+
+/// A line without leading and trailing whitespace (a CRLF file's CR included).
+fn trimmed<'a>(bytes: &'a [u8], line: &Line) -> &'a [u8] {
+    bytes
+        .get(line.start..line.end)
+        .unwrap_or_default()
+        .trim_ascii()
 }
 
 fn not_a_session(path: &Path) -> SessionError {
@@ -196,12 +239,9 @@ fn split_lines(bytes: &[u8]) -> Vec<Line> {
     lines
 }
 
-/// Brings version 1 and 2 data to version 3 (pi's migrations). Returns whether anything changed.
-fn migrate(header: &mut SessionHeader, values: &mut [Value]) -> bool {
+/// Brings version 1 and 2 data to version 3 (pi's migrations).
+fn migrate(header: &mut SessionHeader, values: &mut [Value]) {
     let version = header.version();
-    if version >= SessionHeader::CURRENT_VERSION {
-        return false;
-    }
     if version < 2 {
         // v1 was a flat list: give every entry an id and chain it to the previous one, and turn
         // compaction's index (into the whole file, header included) into an id.
@@ -244,18 +284,19 @@ fn migrate(header: &mut SessionHeader, values: &mut [Value]) -> bool {
         }
     }
     header.set_version(SessionHeader::CURRENT_VERSION);
-    true
 }
 
 /// Header and entries as file content, one line each, newline-terminated.
 pub fn whole_file(header: &SessionHeader, entries: &[SessionEntry]) -> String {
-    let mut content = header.to_line();
-    content.push('\n');
+    let mut content = header.to_line().into_bytes();
+    content.push(b'\n');
     for entry in entries {
-        content.push_str(&entry.to_line());
-        content.push('\n');
+        entry.write_line(&mut content);
+        content.push(b'\n');
     }
-    content
+    // Always UTF-8: lines read were checked, the rest is serde_json's output.
+    String::from_utf8(content)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Writes `content` to `path` via a fsynced temp file and a rename. With `replace` false an

@@ -9,11 +9,13 @@
 //! was; the next append or `sync` retries. Nothing here panics on file content.
 //!
 //! Submodules: `entry` (line types), `file` (disk I/O, repair, migration), `tree` (context and
-//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`.
+//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`, `index`
+//! (id → position).
 
 mod entry;
 mod file;
 mod ids;
+mod index;
 mod locate;
 mod tree;
 
@@ -26,6 +28,7 @@ pub use entry::{EntryKind, SessionEntry, SessionHeader};
 // Re-exported for main.rs and the RPC layer, which wire them in later.
 #[allow(unused_imports)]
 pub use ids::{iso_from_ms, now_iso, uuid_v7};
+use index::IdIndex;
 #[allow(unused_imports)]
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
@@ -75,7 +78,7 @@ pub struct SessionLog {
     /// File order, header excluded.
     entries: Vec<SessionEntry>,
     /// id → index of its last occurrence in `entries`.
-    by_id: HashMap<String, usize>,
+    by_id: IdIndex,
     /// target id → label, with the order in which it was first set (pi's Map order).
     labels: HashMap<String, (Label, u64)>,
     label_sequence: u64,
@@ -211,23 +214,33 @@ impl SessionLog {
             session_dir,
             file,
             entries: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: IdIndex::default(),
             labels: HashMap::new(),
             label_sequence: 0,
             leaf: None,
             has_assistant: false,
             disk: DiskState::default(),
         };
-        log.entries.reserve(entries.len());
-        for entry in entries {
-            log.index(entry);
+        // Taken over as it is (a copy would hold the list twice for a moment), with room for
+        // this run's appends so the first one does not double a large list.
+        log.entries = entries;
+        log.entries.reserve_exact(log.entries.len() / 16 + 16);
+        log.by_id.reserve(&log.entries, log.entries.len());
+        for position in 0..log.entries.len() {
+            log.index(position);
         }
         log
     }
 
     /// Adds an entry to memory and the indexes, and makes it the leaf (if it has an id).
-    fn index(&mut self, entry: SessionEntry) {
-        let position = self.entries.len();
+    fn push(&mut self, entry: SessionEntry) {
+        self.entries.push(entry);
+        self.index(self.entries.len() - 1);
+    }
+
+    /// Indexes `entries[position]` (labels, ids, leaf, first assistant message).
+    fn index(&mut self, position: usize) {
+        let entry = &self.entries[position];
         if entry.is_assistant_message() {
             self.has_assistant = true;
         }
@@ -253,10 +266,9 @@ impl SessionLog {
             }
         }
         if !entry.id.is_empty() {
-            self.by_id.insert(entry.id.clone(), position);
+            self.by_id.insert(&self.entries, position);
             self.leaf = Some(position);
         }
-        self.entries.push(entry);
     }
 
     pub fn id(&self) -> &str {
@@ -293,7 +305,7 @@ impl SessionLog {
     }
 
     pub fn entry(&self, id: &str) -> Option<&SessionEntry> {
-        self.by_id.get(id).map(|&i| &self.entries[i])
+        self.by_id.get(&self.entries, id).map(|i| &self.entries[i])
     }
 
     /// All entries in file order (header excluded).
@@ -320,8 +332,8 @@ impl SessionLog {
         parent_id: Option<String>,
         kind: EntryKind,
     ) -> Result<String, SessionError> {
-        let id = ids::entry_id(&|candidate| self.by_id.contains_key(candidate));
-        self.index(SessionEntry::new(id.clone(), parent_id, now_iso(), kind));
+        let id = ids::entry_id(&|candidate| self.by_id.contains(&self.entries, candidate));
+        self.push(SessionEntry::new(id.clone(), parent_id, now_iso(), kind));
         self.persist()?;
         Ok(id)
     }
@@ -408,7 +420,7 @@ impl SessionLog {
         target_id: &str,
         label: Option<&str>,
     ) -> Result<String, SessionError> {
-        if !self.by_id.contains_key(target_id) {
+        if !self.by_id.contains(&self.entries, target_id) {
             return Err(SessionError(format!("Entry {target_id} not found")));
         }
         let label = label.filter(|l| !l.is_empty()).map(str::to_string);
@@ -445,8 +457,8 @@ impl SessionLog {
 
     /// Moves the leaf to an existing entry; the next append starts a new branch there.
     pub fn set_leaf(&mut self, id: &str) -> Result<(), SessionError> {
-        match self.by_id.get(id) {
-            Some(&index) => {
+        match self.by_id.get(&self.entries, id) {
+            Some(index) => {
                 self.leaf = Some(index);
                 Ok(())
             }
@@ -488,20 +500,43 @@ impl SessionLog {
         tree::context(&self.entries, &self.by_id, self.leaf)
     }
 
-    /// Entries strictly after `since` in append order (all entries for None), as JSON.
-    pub fn entries_since(&self, since: Option<&str>) -> Result<Vec<Value>, String> {
-        let start = match since {
-            None => 0,
+    /// Where the entries after `since` start (0 for None).
+    fn position_after(&self, since: Option<&str>) -> Result<usize, String> {
+        match since {
+            None => Ok(0),
             Some(id) => self
                 .by_id
-                .get(id)
+                .get(&self.entries, id)
                 .map(|i| i + 1)
-                .ok_or_else(|| format!("Entry {id} not found"))?,
-        };
+                .ok_or_else(|| format!("Entry {id} not found")),
+        }
+    }
+
+    /// Entries strictly after `since` in append order (all entries for None), as JSON.
+    pub fn entries_since(&self, since: Option<&str>) -> Result<Vec<Value>, String> {
+        let start = self.position_after(since)?;
         Ok(self.entries[start..]
             .iter()
             .map(SessionEntry::to_value)
             .collect())
+    }
+
+    /// [`SessionLog::entries_since`] serialized (a JSON array), written straight from the
+    /// entries: a `Value` per entry costs about ten times the line's size.
+    pub fn entries_since_json(&self, since: Option<&str>) -> Result<String, String> {
+        let start = self.position_after(since)?;
+        let mut out = Vec::with_capacity((self.entries.len() - start) * 256 + 2);
+        out.push(b'[');
+        for (n, entry) in self.entries[start..].iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            entry.write_json(&mut out);
+        }
+        out.push(b']');
+        // Always UTF-8: lines read were checked, the rest is serde_json's output.
+        Ok(String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
     }
 
     /// The tree as `{entry, children, label?, labelTimestamp?}` values; orphans are roots,
@@ -513,7 +548,19 @@ impl SessionLog {
 
     /// [`SessionLog::tree`] serialized (a JSON array), built without recursion.
     pub fn tree_json(&self) -> String {
-        tree::tree_json(&self.entries, &self.by_id, &self.plain_labels())
+        self.tree_json_between("", "")
+    }
+
+    /// `before`, [`SessionLog::tree_json`], `after`, in one buffer: get_tree's whole response
+    /// line without a second copy of a tree that can be tens of MB.
+    pub fn tree_json_between(&self, before: &str, after: &str) -> String {
+        tree::tree_json(
+            &self.entries,
+            &self.by_id,
+            &self.plain_labels(),
+            before,
+            after,
+        )
     }
 
     fn plain_labels(&self) -> HashMap<String, Label> {
@@ -573,9 +620,9 @@ impl SessionLog {
     /// entries dropped and the labels on kept entries re-created at the end), with
     /// `parentSession` = this file. Unknown id → `Entry <id> not found`.
     pub fn fork_at(&self, entry_id: &str) -> Result<SessionLog, String> {
-        let &target = self
+        let target = self
             .by_id
-            .get(entry_id)
+            .get(&self.entries, entry_id)
             .ok_or_else(|| format!("Entry {entry_id} not found"))?;
         let kept: Vec<SessionEntry> = tree::path_to(&self.entries, &self.by_id, target)
             .into_iter()

@@ -266,6 +266,15 @@ fn entries_since_is_a_cursor_in_append_order() {
         log.entries_since(Some("zzz")).unwrap_err(),
         "Entry zzz not found"
     );
+    for since in [None, Some(a.as_str()), Some(c.as_str())] {
+        let values = log.entries_since(since).unwrap();
+        let json = log.entries_since_json(since).unwrap();
+        assert_eq!(json, serde_json::to_string(&values).unwrap());
+    }
+    assert_eq!(
+        log.entries_since_json(Some("zzz")).unwrap_err(),
+        "Entry zzz not found"
+    );
     assert_eq!(log.leaf_id(), Some(c.as_str()));
 }
 
@@ -553,6 +562,14 @@ fn reference_written_sessions_load_with_the_same_context_tree_and_name() {
     assert_eq!(tree.len(), 1);
     assert_eq!(tree[0]["entry"]["type"], "model_change");
     assert_eq!(main.tree_json(), serde_json::to_string(&tree).unwrap());
+    assert_eq!(
+        main.tree_json_between("{\"tree\":", "}"),
+        format!("{{\"tree\":{}}}", main.tree_json())
+    );
+    assert_eq!(
+        main.entries_since_json(None).unwrap(),
+        serde_json::to_string(&main.entries_since(None).unwrap()).unwrap()
+    );
     let forkable: Vec<String> = main.fork_messages().into_iter().map(|m| m.text).collect();
     assert_eq!(
         forkable,
@@ -597,5 +614,46 @@ fn reference_written_sessions_load_with_the_same_context_tree_and_name() {
     assert!(reread.starts_with(REFERENCE_MAIN));
     let last: Value = serde_json::from_str(reread.lines().last().unwrap()).unwrap();
     assert_eq!(last["parentId"], "32ac918c");
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn lines_the_typed_form_does_not_reproduce_survive_load_rewrite_and_the_wire() {
+    let dir = temp_dir("odd-lines");
+    let path = dir.join("odd.jsonl");
+    let header = r#"{"type":"session","version":3,"id":"019b7ca9-8f2e-7000-8000-000000000000","timestamp":"2026-01-02T03:04:05.678Z","cwd":"/w"}"#;
+    let mut content = format!("{header}\n");
+    let extra = [
+        // Escapes and number spellings serde_json would write differently, and spacing.
+        r#"{"type":"custom","customType":"c","data":{"s":"caf\u00e9 \/ x","n":1e5,"f":1.50},"id":"0000aab2","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}"#,
+        r#"{"type": "session_info", "id": "0000aab3", "parentId": "0000aab2", "timestamp": "2026-01-01T00:00:01.000Z", "name": "spaced"}"#,
+    ];
+    let lines = super::entry::tests::REFERENCE_LINES
+        .iter()
+        .chain(super::entry::tests::UNUSUAL_LINES)
+        .chain(&extra);
+    for line in lines {
+        content.push_str(line);
+        content.push('\n');
+    }
+    fs::write(&path, &content).unwrap();
+    let (log, warnings) = SessionLog::open(&path, None, Path::new("/w")).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), content, "not rewritten");
+    assert_eq!(file::whole_file(log.header(), log.entries()), content);
+    assert_eq!(log.name().as_deref(), Some("spaced"));
+    let tree = log.tree();
+    assert_eq!(log.tree_json(), serde_json::to_string(&tree).unwrap());
+    let entries = log.entries_since(None).unwrap();
+    assert_eq!(
+        log.entries_since_json(None).unwrap(),
+        serde_json::to_string(&entries).unwrap()
+    );
+    assert_eq!(entries[entries.len() - 2]["data"]["s"], "café / x");
+    // A CRLF copy of the file reads the same; its lines lose only the CR.
+    fs::write(&path, content.replace('\n', "\r\n")).unwrap();
+    let (crlf, warnings) = SessionLog::open(&path, None, Path::new("/w")).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(crlf.entries(), log.entries());
     fs::remove_dir_all(dir).unwrap();
 }

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::entry::{EntryKind, SessionEntry};
 use super::ids;
+use super::index::IdIndex;
 use crate::config::ThinkingLevel;
 use crate::messages::{
     AgentMessage, BranchSummaryMessage, CompactionSummaryMessage, CustomMessage,
@@ -24,17 +25,13 @@ pub struct Label {
 
 /// Indexes of the entries from the root to `leaf` (inclusive), root first. A parent cycle in a
 /// damaged file stops the walk instead of looping.
-pub fn path_to(
-    entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
-    leaf: usize,
-) -> Vec<usize> {
+pub fn path_to(entries: &[SessionEntry], by_id: &IdIndex, leaf: usize) -> Vec<usize> {
     let mut path = vec![leaf];
     let mut current = leaf;
     while let Some(parent) = entries[current]
         .parent_id
         .as_deref()
-        .and_then(|p| by_id.get(p))
+        .and_then(|p| by_id.get(entries, p))
     {
         if path.len() > entries.len() {
             log::warn!(
@@ -43,7 +40,7 @@ pub fn path_to(
             );
             break;
         }
-        current = *parent;
+        current = parent;
         path.push(current);
     }
     path.reverse();
@@ -53,7 +50,7 @@ pub fn path_to(
 /// What the path says: messages for the model, the last thinking level and model.
 pub fn context(
     entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
+    by_id: &IdIndex,
     leaf: Option<usize>,
 ) -> super::SessionContext {
     let mut result = super::SessionContext::default();
@@ -79,10 +76,7 @@ pub fn context(
         }
     }
     let Some(compaction_at) = compaction_at else {
-        result.messages = path
-            .iter()
-            .filter_map(|&i| context_message(&entries[i]))
-            .collect();
+        result.messages = context_messages(entries, &path);
         return result;
     };
     let compaction = &entries[path[compaction_at]];
@@ -93,30 +87,45 @@ pub fn context(
         ..
     } = &compaction.kind
     {
-        result
-            .messages
-            .push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
-                summary: summary.clone(),
-                tokens_before: *tokens_before,
-                timestamp: entry_ms(compaction),
-            }));
         // Kept entries: from firstKeptEntryId up to the compaction (none if the id is not on the
         // path, as in pi).
         let kept_from = path[..compaction_at]
             .iter()
             .position(|&i| entries[i].id == *first_kept_entry_id);
-        if let Some(kept_from) = kept_from {
-            let kept = &path[kept_from..compaction_at];
-            result
-                .messages
-                .extend(kept.iter().filter_map(|&i| context_message(&entries[i])));
-        }
+        let kept = kept_from.map_or(&[][..], |from| &path[from..compaction_at]);
+        let after = &path[compaction_at + 1..];
+        let mut messages =
+            Vec::with_capacity(1 + countable(entries, kept) + countable(entries, after));
+        messages.push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            summary: summary.clone(),
+            tokens_before: *tokens_before,
+            timestamp: entry_ms(compaction),
+        }));
+        messages.extend(kept.iter().filter_map(|&i| context_message(&entries[i])));
+        messages.extend(after.iter().filter_map(|&i| context_message(&entries[i])));
+        result.messages = messages;
     }
-    let after = &path[compaction_at + 1..];
     result
-        .messages
-        .extend(after.iter().filter_map(|&i| context_message(&entries[i])));
-    result
+}
+
+/// The messages of the entries at `path`, in a list of exactly the right size: the caller
+/// keeps it for the whole run, and a doubled list of 100k messages wastes tens of MB.
+fn context_messages(entries: &[SessionEntry], path: &[usize]) -> Vec<AgentMessage> {
+    let mut messages = Vec::with_capacity(countable(entries, path));
+    messages.extend(path.iter().filter_map(|&i| context_message(&entries[i])));
+    messages
+}
+
+/// How many of the entries at `path` contribute a message.
+fn countable(entries: &[SessionEntry], path: &[usize]) -> usize {
+    path.iter()
+        .filter(|&&i| match &entries[i].kind {
+            EntryKind::Message(message) => message.is_some(),
+            EntryKind::CustomMessage { .. } => true,
+            EntryKind::BranchSummary { summary, .. } => !summary.is_empty(),
+            _ => false,
+        })
+        .count()
 }
 
 /// The message an entry contributes to the context, if any.
@@ -152,39 +161,73 @@ fn entry_ms(entry: &SessionEntry) -> i64 {
     ids::ms_from_iso(&entry.timestamp).unwrap_or(0)
 }
 
-/// The tree's shape: for each root and each node, the indexes of its children, sorted by entry
+/// The tree's shape: the roots, and for each node the indexes of its children, sorted by entry
 /// timestamp. Entries repeated under the same id (a damaged file) appear once, as their last copy.
 pub struct TreeShape {
     pub roots: Vec<usize>,
-    pub children: Vec<Vec<usize>>,
+    /// All children lists back to back, node by node (one allocation, not one per node).
+    children: Vec<usize>,
+    /// Node `i`'s children are `children[starts[i]..starts[i + 1]]`.
+    starts: Vec<usize>,
 }
 
-pub fn shape(entries: &[SessionEntry], by_id: &HashMap<String, usize>) -> TreeShape {
+impl TreeShape {
+    pub fn children(&self, index: usize) -> &[usize] {
+        &self.children[self.starts[index]..self.starts[index + 1]]
+    }
+}
+
+pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
+    const ROOT: usize = usize::MAX;
     let mut roots = Vec::new();
-    let mut children = vec![Vec::new(); entries.len()];
+    // Each indexed node's parent (ROOT for roots and unindexed entries), and child counts.
+    let mut parents = vec![ROOT; entries.len()];
+    let mut counts = vec![0usize; entries.len() + 1];
     for (index, entry) in entries.iter().enumerate() {
-        if by_id.get(&entry.id) != Some(&index) {
+        if by_id.get(entries, &entry.id) != Some(index) {
             continue; // not indexed: no id, or an earlier duplicate
         }
         let parent = entry
             .parent_id
             .as_deref()
             .filter(|p| *p != entry.id)
-            .and_then(|p| by_id.get(p));
+            .and_then(|p| by_id.get(entries, p));
         match parent {
-            Some(&parent) => children[parent].push(index),
+            Some(parent) => {
+                parents[index] = parent;
+                counts[parent] += 1;
+            }
             None => roots.push(index),
         }
     }
-    // Stable sort on parsed times; unreadable times sort first (a total order, unlike pi's NaN).
-    let times: Vec<i64> = entries
-        .iter()
-        .map(|e| ids::ms_from_iso(&e.timestamp).unwrap_or(i64::MIN))
-        .collect();
-    for list in children.iter_mut().filter(|list| list.len() > 1) {
-        list.sort_by_key(|&i| times[i]);
+    let mut starts = Vec::with_capacity(entries.len() + 1);
+    let mut total = 0;
+    for count in &counts {
+        starts.push(total);
+        total += count;
     }
-    TreeShape { roots, children }
+    // Fill in file order, so the sort below keeps file order among equal times.
+    let mut children = vec![0usize; total];
+    let mut next = starts.clone();
+    for (index, &parent) in parents.iter().enumerate() {
+        if parent != ROOT {
+            children[next[parent]] = index;
+            next[parent] += 1;
+        }
+    }
+    // Stable sort on parsed times; unreadable times sort first (a total order, unlike pi's NaN).
+    let time = |i: usize| ids::ms_from_iso(&entries[i].timestamp).unwrap_or(i64::MIN);
+    for node in 0..entries.len() {
+        let list = &mut children[starts[node]..starts[node + 1]];
+        if list.len() > 1 {
+            list.sort_by_cached_key(|&i| time(i));
+        }
+    }
+    TreeShape {
+        roots,
+        children,
+        starts,
+    }
 }
 
 /// One node's JSON without its children: `{entry, children: [], label?, labelTimestamp?}`.
@@ -205,7 +248,7 @@ fn node_value(entry: &SessionEntry, labels: &HashMap<String, Label>) -> Map<Stri
 /// so very deep trees should go to the wire through [`tree_json`] instead.
 pub fn tree_values(
     entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
+    by_id: &IdIndex,
     labels: &HashMap<String, Label>,
 ) -> Vec<Value> {
     let shape = shape(entries, by_id);
@@ -213,7 +256,8 @@ pub fn tree_values(
     let mut built: Vec<Option<Value>> = vec![None; entries.len()];
     for index in order {
         let mut node = node_value(&entries[index], labels);
-        let kids: Vec<Value> = shape.children[index]
+        let kids: Vec<Value> = shape
+            .children(index)
             .iter()
             .filter_map(|&c| built[c].take())
             .collect();
@@ -229,28 +273,34 @@ pub fn tree_values(
 
 /// Every node after its children (roots' subtrees in order).
 fn post_order(shape: &TreeShape) -> Vec<usize> {
-    let mut order = Vec::with_capacity(shape.children.len());
+    let mut order = Vec::with_capacity(shape.starts.len());
     let mut stack: Vec<(usize, bool)> = shape.roots.iter().rev().map(|&r| (r, false)).collect();
     while let Some((index, expanded)) = stack.pop() {
         if expanded {
             order.push(index);
         } else {
             stack.push((index, true));
-            stack.extend(shape.children[index].iter().rev().map(|&c| (c, false)));
+            stack.extend(shape.children(index).iter().rev().map(|&c| (c, false)));
         }
     }
     order
 }
 
 /// The tree as JSON text, byte-identical to serializing [`tree_values`], written iteratively so
-/// any depth is safe.
+/// any depth is safe, between `before` and `after` (a caller can build its whole protocol line
+/// in this one buffer instead of copying a tree of tens of MB into another).
 pub fn tree_json(
     entries: &[SessionEntry],
-    by_id: &HashMap<String, usize>,
+    by_id: &IdIndex,
     labels: &HashMap<String, Label>,
+    before: &str,
+    after: &str,
 ) -> String {
     let shape = shape(entries, by_id);
-    let mut out = String::from("[");
+    // Written as bytes (serde_json writes into a byte buffer), all of it UTF-8.
+    let mut out: Vec<u8> = Vec::with_capacity(entries.len() * 256 + before.len() + after.len() + 2);
+    out.extend_from_slice(before.as_bytes());
+    out.push(b'[');
     // Work items: open a node, or close the children array + object of a node.
     enum Step {
         Open(usize, bool),
@@ -267,13 +317,13 @@ pub fn tree_json(
         match step {
             Step::Open(index, comma) => {
                 if comma {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str("{\"entry\":");
-                out.push_str(&entries[index].to_value().to_string());
-                out.push_str(",\"children\":[");
+                out.extend_from_slice(b"{\"entry\":");
+                entries[index].write_json(&mut out);
+                out.extend_from_slice(b",\"children\":[");
                 stack.push(Step::Close(index));
-                let kids = &shape.children[index];
+                let kids = shape.children(index);
                 stack.extend(
                     kids.iter()
                         .enumerate()
@@ -282,17 +332,19 @@ pub fn tree_json(
                 );
             }
             Step::Close(index) => {
-                out.push(']');
+                out.push(b']');
                 if let Some(label) = labels.get(&entries[index].id) {
-                    out.push_str(",\"label\":");
-                    out.push_str(&json!(label.text).to_string());
-                    out.push_str(",\"labelTimestamp\":");
-                    out.push_str(&json!(label.timestamp).to_string());
+                    out.extend_from_slice(b",\"label\":");
+                    let _ = serde_json::to_writer(&mut out, &label.text);
+                    out.extend_from_slice(b",\"labelTimestamp\":");
+                    let _ = serde_json::to_writer(&mut out, &label.timestamp);
                 }
-                out.push('}');
+                out.push(b'}');
             }
         }
     }
-    out.push(']');
-    out
+    out.push(b']');
+    out.extend_from_slice(after.as_bytes());
+    // Always UTF-8: entry lines were checked when read, the rest is serde_json's output.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
