@@ -592,28 +592,26 @@ impl Agent {
                     .collect();
                 self.respond_ok(id, name, Some(json!({ "messages": messages })));
             }
-            Command::GetEntries { since } => match self.session.entries_since(since.as_deref()) {
-                Ok(entries) => {
-                    let leaf = self.session.leaf_id().map(str::to_string);
-                    self.respond_ok(
-                        id,
-                        name,
-                        Some(json!({ "entries": entries, "leafId": leaf })),
-                    );
+            Command::GetEntries { since } => {
+                match self.session.entries_since_json(since.as_deref()) {
+                    Ok(entries) => {
+                        // Written from the entries without a JSON value per entry (sessions get long).
+                        let leaf =
+                            serde_json::to_string(&self.session.leaf_id()).unwrap_or_default();
+                        let head = response_head(id, name);
+                        self.emit(Record::Raw(format!(
+                            "{head},\"data\":{{\"entries\":{entries},\"leafId\":{leaf}}}}}"
+                        )));
+                    }
+                    Err(e) => self.respond_error(id, name, &e),
                 }
-                Err(e) => self.respond_error(id, name, &e),
-            },
+            }
             Command::GetTree => {
                 // Built as text: a long session is a deep tree that serde_json would recurse into.
-                let mut head = response_ok(id, name, None);
-                head.as_object_mut().map(|o| o.remove("data"));
-                let head = serde_json::to_string(&head).unwrap_or_default();
                 let leaf = serde_json::to_string(&self.session.leaf_id()).unwrap_or_default();
-                let line = format!(
-                    "{},\"data\":{{\"tree\":{},\"leafId\":{leaf}}}}}",
-                    head.strip_suffix('}').unwrap_or(&head),
-                    self.session.tree_json()
-                );
+                let before = format!("{},\"data\":{{\"tree\":", response_head(id, name));
+                let after = format!(",\"leafId\":{leaf}}}}}");
+                let line = self.session.tree_json_between(&before, &after);
                 self.emit(Record::Raw(line));
             }
             Command::Bash { command } => self.start_bash(id, command),
@@ -1108,7 +1106,17 @@ impl Agent {
                 run.last_reply = Some(self.messages.len());
             }
         }
-        if let Err(e) = self.session.append_message(message) {
+        // Custom (extension) messages are custom_message entries in pi's format.
+        let appended = match message {
+            AgentMessage::Custom(custom) => self.session.append_custom_message(
+                &custom.custom_type,
+                custom.content.clone(),
+                custom.display,
+                custom.details.clone(),
+            ),
+            other => self.session.append_message(other),
+        };
+        if let Err(e) = appended {
             log::error!("could not append to the session: {e}");
         }
     }
@@ -1553,6 +1561,13 @@ fn parse_queue_mode(mode: &str) -> Option<QueueMode> {
 
 fn invalid_mode(mode: &str) -> String {
     format!("Invalid mode \"{mode}\": expected \"all\" or \"one-at-a-time\"")
+}
+
+/// `{"id"?,"type":"response","command":…,"success":true` — a response's start, for records
+/// written as text.
+fn response_head(id: Option<&Value>, command: &str) -> String {
+    let head = serde_json::to_string(&response_ok(id, command, None)).unwrap_or_default();
+    head.strip_suffix('}').unwrap_or(&head).to_string()
 }
 
 /// Session events go to the extensions that subscribed; responses and dialogs do not.

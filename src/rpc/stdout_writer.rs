@@ -60,6 +60,15 @@ fn write_loop(
                     continue;
                 }
             }
+            Record::Raw(text) if !contains_secret(text.as_bytes(), secrets) => {
+                // Large pre-serialized lines (get_tree, get_entries) go out without a copy.
+                let result = out.write_all(text.as_bytes());
+                line.push(b'\n');
+                if !finish_record(&mut out, &line, &inbox, &events, result) {
+                    return;
+                }
+                continue;
+            }
             Record::Raw(text) => line.extend_from_slice(text.as_bytes()),
             Record::Parts(parts) => {
                 // Written piece by piece: a shared message is never copied into the line.

@@ -617,6 +617,7 @@ impl SessionHeader {
         self.value.get("timestamp").and_then(Value::as_str)
     }
 
+    #[cfg(test)]
     pub fn parent_session(&self) -> Option<&str> {
         self.value.get("parentSession").and_then(Value::as_str)
     }

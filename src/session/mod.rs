@@ -275,6 +275,7 @@ impl SessionLog {
         self.header.id()
     }
 
+    #[cfg(test)]
     pub fn cwd(&self) -> &Path {
         &self.cwd
     }
@@ -291,6 +292,7 @@ impl SessionLog {
         &self.header
     }
 
+    #[cfg(test)]
     pub fn parent_session(&self) -> Option<&str> {
         self.header.parent_session()
     }
@@ -314,6 +316,7 @@ impl SessionLog {
     }
 
     /// The label currently set on an entry.
+    #[cfg(test)]
     pub fn label(&self, id: &str) -> Option<&Label> {
         self.labels.get(id).map(|(label, _)| label)
     }
@@ -432,6 +435,7 @@ impl SessionLog {
 
     /// Moves the leaf to `from_id` (None = before the first entry) and appends a branch_summary
     /// there (`fromId` is the id, or "root").
+    #[cfg(test)]
     pub fn branch_with_summary(
         &mut self,
         from_id: Option<&str>,
@@ -456,6 +460,7 @@ impl SessionLog {
     // Leaf and views
 
     /// Moves the leaf to an existing entry; the next append starts a new branch there.
+    #[cfg(test)]
     pub fn set_leaf(&mut self, id: &str) -> Result<(), SessionError> {
         match self.by_id.get(&self.entries, id) {
             Some(index) => {
@@ -467,6 +472,7 @@ impl SessionLog {
     }
 
     /// Leaf before the first entry: the next append is a new root.
+    #[cfg(test)]
     pub fn reset_leaf(&mut self) {
         self.leaf = None;
     }
@@ -542,11 +548,13 @@ impl SessionLog {
     /// The tree as `{entry, children, label?, labelTimestamp?}` values; orphans are roots,
     /// children sorted by timestamp. Nesting is as deep as the longest branch: for the wire
     /// prefer [`SessionLog::tree_json`], which is safe at any depth.
+    #[cfg(test)]
     pub fn tree(&self) -> Vec<Value> {
         tree::tree_values(&self.entries, &self.by_id, &self.plain_labels())
     }
 
     /// [`SessionLog::tree`] serialized (a JSON array), built without recursion.
+    #[cfg(test)]
     pub fn tree_json(&self) -> String {
         self.tree_json_between("", "")
     }
@@ -689,11 +697,6 @@ impl SessionLog {
 
     // ---------------------------------------------------------------------------------------
     // Disk
-
-    /// Writes whatever is pending, following the lazy-write rule.
-    pub fn flush(&mut self) -> Result<(), SessionError> {
-        self.persist()
-    }
 
     /// Makes everything written so far durable (fsync); called at agent_end and shutdown.
     pub fn sync(&mut self) -> Result<(), SessionError> {

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+#[cfg(test)]
 use serde_json::{Map, Value, json};
 
 use super::entry::{EntryKind, SessionEntry};
@@ -231,6 +232,7 @@ pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
 }
 
 /// One node's JSON without its children: `{entry, children: [], label?, labelTimestamp?}`.
+#[cfg(test)]
 fn node_value(entry: &SessionEntry, labels: &HashMap<String, Label>) -> Map<String, Value> {
     let mut node = Map::new();
     node.insert("entry".into(), entry.to_value());
@@ -246,6 +248,7 @@ fn node_value(entry: &SessionEntry, labels: &HashMap<String, Label>) -> Map<Stri
 ///
 /// Nesting depth equals the longest branch. serde_json serializes and drops values recursively,
 /// so very deep trees should go to the wire through [`tree_json`] instead.
+#[cfg(test)]
 pub fn tree_values(
     entries: &[SessionEntry],
     by_id: &IdIndex,
@@ -272,6 +275,7 @@ pub fn tree_values(
 }
 
 /// Every node after its children (roots' subtrees in order).
+#[cfg(test)]
 fn post_order(shape: &TreeShape) -> Vec<usize> {
     let mut order = Vec::with_capacity(shape.starts.len());
     let mut stack: Vec<(usize, bool)> = shape.roots.iter().rev().map(|&r| (r, false)).collect();
