@@ -121,16 +121,30 @@ fn run_fd(
     limit: f64,
     cancel: &CancelFlag,
 ) -> Result<Vec<String>, String> {
+    match run_fd_with(fd, pattern, search_path, limit, cancel, true) {
+        // fd before 8.7 (Debian 12's) has no --no-require-git: ask again without it.
+        Err(e) if e.contains("--no-require-git") => {
+            run_fd_with(fd, pattern, search_path, limit, cancel, false)
+        }
+        other => other,
+    }
+}
+
+fn run_fd_with(
+    fd: &Path,
+    pattern: &str,
+    search_path: &Path,
+    limit: f64,
+    cancel: &CancelFlag,
+    no_require_git: bool,
+) -> Result<Vec<String>, String> {
     let mut command = Command::new(fd);
     super::env::scrub(&mut command);
-    command.args([
-        "--glob",
-        "--color=never",
-        "--hidden",
-        "--no-require-git",
-        "--max-results",
-        &js_number_string(limit),
-    ]);
+    command.args(["--glob", "--color=never", "--hidden"]);
+    if no_require_git {
+        command.arg("--no-require-git");
+    }
+    command.args(["--max-results", &js_number_string(limit)]);
     let mut effective = pattern.to_string();
     if pattern.contains('/') {
         command.arg("--full-path");
