@@ -696,3 +696,429 @@ impl Decoder {
         }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::ToolSpec;
+    use super::super::sse::SseParser;
+    use super::super::test_support::{model, request, user};
+    use super::*;
+    use crate::config::Model;
+
+    fn google_model(id: &str) -> Model {
+        let mut m = model("google-generative-ai", "google", id);
+        m.base_url = "http://x/v1beta".into();
+        m.reasoning = true;
+        m.input = vec!["text".into(), "image".into()];
+        m.max_tokens = 65536;
+        m
+    }
+
+    /// Same-model thinking and signatures (valid and not), a blank text, tool results merged into
+    /// one turn, images from results, a foreign assistant turn.
+    const HISTORY: &str = r#"[{"role": "user", "content": [{"type": "text", "text": "go"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}], "timestamp": 1}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "plan", "thinkingSignature": "c2lnbmF0dXJl"}, {"type": "text", "text": "Looking.", "textSignature": "not base64!"}, {"type": "text", "text": "   "}, {"type": "toolCall", "id": "bash_1_1", "name": "bash", "arguments": {"command": "ls"}, "thoughtSignature": "AAAABBBB"}], "api": "google-generative-ai", "provider": "google", "model": "gemini-2.5-flash", "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}, "stopReason": "toolUse", "timestamp": 2}, {"role": "toolResult", "toolCallId": "bash_1_1", "toolName": "bash", "content": [{"type": "text", "text": "out"}], "isError": false, "timestamp": 3}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "deep", "thinkingSignature": "SIG"}, {"type": "toolCall", "id": "toolu_01|x", "name": "read", "arguments": {"path": "a.png"}}, {"type": "toolCall", "id": "toolu_02", "name": "bash", "arguments": {"command": "pwd"}}], "api": "anthropic-messages", "provider": "anthropic", "model": "claude", "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}, "stopReason": "toolUse", "timestamp": 4}, {"role": "toolResult", "toolCallId": "toolu_01|x", "toolName": "read", "content": [{"type": "text", "text": "an image"}, {"type": "image", "data": "BBBB", "mimeType": "image/jpeg"}], "isError": false, "timestamp": 5}, {"role": "toolResult", "toolCallId": "toolu_02", "toolName": "bash", "content": [{"type": "text", "text": "boom"}], "isError": true, "timestamp": 6}, {"role": "user", "content": "next", "timestamp": 9}]"#;
+
+    /// The bodies pi-ai + @google/genai sent for HISTORY (captured from the reference).
+    const BODY_GEMINI_25_FLASH: &str = r#"{"contents":[{"parts":[{"text":"go"},{"inlineData":{"data":"AAAA","mimeType":"image/png"}}],"role":"user"},{"parts":[{"text":"plan","thought":true,"thoughtSignature":"c2lnbmF0dXJl"},{"text":"Looking."},{"functionCall":{"args":{"command":"ls"},"name":"bash"},"thoughtSignature":"AAAABBBB"}],"role":"model"},{"parts":[{"functionResponse":{"name":"bash","response":{"output":"out"}}}],"role":"user"},{"parts":[{"text":"deep"},{"functionCall":{"args":{"path":"a.png"},"name":"read"}},{"functionCall":{"args":{"command":"pwd"},"name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"read","response":{"output":"an image"}}}],"role":"user"},{"parts":[{"text":"Tool result image:"},{"inlineData":{"data":"BBBB","mimeType":"image/jpeg"}}],"role":"user"},{"parts":[{"functionResponse":{"name":"bash","response":{"error":"boom"}}}],"role":"user"},{"parts":[{"text":"next"}],"role":"user"}],"systemInstruction":{"parts":[{"text":"SYS"}],"role":"user"},"tools":[{"functionDeclarations":[{"name":"bash","description":"Run","parametersJsonSchema":{"type":"object","properties":{"command":{"type":"string"}}}}]}],"generationConfig":{"maxOutputTokens":32000,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":2048}}}"#;
+    const BODY_CLAUDE_VIA_GOOGLE: &str = r#"{"contents":[{"parts":[{"text":"go"},{"inlineData":{"data":"AAAA","mimeType":"image/png"}}],"role":"user"},{"parts":[{"text":"plan"},{"text":"Looking."},{"functionCall":{"id":"bash_1_1","args":{"command":"ls"},"name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"bash","response":{"output":"out"},"id":"bash_1_1"}}],"role":"user"},{"parts":[{"text":"deep"},{"functionCall":{"id":"toolu_01_x","args":{"path":"a.png"},"name":"read"}},{"functionCall":{"id":"toolu_02","args":{"command":"pwd"},"name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"read","response":{"output":"an image"},"parts":[{"inlineData":{"mimeType":"image/jpeg","data":"BBBB"}}],"id":"toolu_01_x"}},{"functionResponse":{"name":"bash","response":{"error":"boom"},"id":"toolu_02"}}],"role":"user"},{"parts":[{"text":"next"}],"role":"user"}],"generationConfig":{"maxOutputTokens":32000,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":5000}}}"#;
+
+    fn history_request(id: &str, thinking: ThinkingLevel) -> StreamRequest {
+        let messages: Vec<AgentMessage> = serde_json::from_str(HISTORY).unwrap();
+        let mut r = request(google_model(id), messages);
+        r.thinking = thinking;
+        r
+    }
+
+    #[test]
+    fn bodies_match_the_reference() {
+        let mut r = history_request("gemini-2.5-flash", ThinkingLevel::Low);
+        r.system_prompt = "SYS".into();
+        r.tools = vec![ToolSpec {
+            name: "bash".into(),
+            description: "Run".into(),
+            parameters: json!({"type":"object","properties":{"command":{"type":"string"}}}),
+        }];
+        let http = build_request(&r);
+        assert_eq!(
+            http.url,
+            "http://x/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(
+            http.headers,
+            vec![
+                ("content-type".to_string(), "application/json".to_string()),
+                ("x-goog-api-key".to_string(), "KEY".to_string())
+            ]
+        );
+        assert_eq!(
+            serde_json::to_string(&http.body).unwrap(),
+            BODY_GEMINI_25_FLASH
+        );
+
+        // Models that need ids get them (sanitized); Gemini 3+ / non-Gemini models take result
+        // images inside the function response; settings budgets win.
+        let mut r = history_request("claude-sonnet-4-5", ThinkingLevel::Medium);
+        r.thinking_budgets = [None, None, Some(5000), None];
+        assert_eq!(
+            serde_json::to_string(&build_request(&r).body).unwrap(),
+            BODY_CLAUDE_VIA_GOOGLE
+        );
+    }
+
+    #[test]
+    fn thinking_config_per_family_and_level() {
+        use ThinkingLevel::*;
+        let config = |id: &str, level: ThinkingLevel| {
+            let mut r = request(google_model(id), vec![user("x")]);
+            r.thinking = level;
+            build_request(&r).body["generationConfig"]["thinkingConfig"].to_string()
+        };
+        // (model, level, expected) as the reference sends them.
+        let cases = [
+            (
+                "gemini-3.1-flash-lite",
+                Off,
+                r#"{"thinkingLevel":"MINIMAL"}"#,
+            ),
+            (
+                "gemini-3.1-flash-lite",
+                Minimal,
+                r#"{"includeThoughts":true,"thinkingLevel":"MINIMAL"}"#,
+            ),
+            (
+                "gemini-3.1-flash-lite",
+                Medium,
+                r#"{"includeThoughts":true,"thinkingLevel":"MEDIUM"}"#,
+            ),
+            (
+                "gemini-3.1-flash-lite",
+                Xhigh,
+                r#"{"includeThoughts":true,"thinkingLevel":"HIGH"}"#,
+            ),
+            ("gemma-4-27b", Off, r#"{"thinkingLevel":"MINIMAL"}"#),
+            (
+                "gemma-4-27b",
+                Minimal,
+                r#"{"includeThoughts":true,"thinkingLevel":"MINIMAL"}"#,
+            ),
+            (
+                "gemma-4-27b",
+                Medium,
+                r#"{"includeThoughts":true,"thinkingLevel":"HIGH"}"#,
+            ),
+            ("gemini-3-pro", Off, r#"{"thinkingLevel":"LOW"}"#),
+            (
+                "gemini-3-pro",
+                Minimal,
+                r#"{"includeThoughts":true,"thinkingLevel":"LOW"}"#,
+            ),
+            (
+                "gemini-3-pro",
+                Medium,
+                r#"{"includeThoughts":true,"thinkingLevel":"HIGH"}"#,
+            ),
+            ("gemini-2.5-flash-lite", Off, r#"{"thinkingBudget":0}"#),
+            (
+                "gemini-2.5-flash-lite",
+                Minimal,
+                r#"{"includeThoughts":true,"thinkingBudget":512}"#,
+            ),
+            (
+                "gemini-2.5-flash-lite",
+                Xhigh,
+                r#"{"includeThoughts":true,"thinkingBudget":24576}"#,
+            ),
+            (
+                "gemini-2.5-pro",
+                High,
+                r#"{"includeThoughts":true,"thinkingBudget":32768}"#,
+            ),
+            ("other", Off, r#"{"thinkingBudget":0}"#),
+            (
+                "other",
+                Medium,
+                r#"{"includeThoughts":true,"thinkingBudget":-1}"#,
+            ),
+        ];
+        for (id, level, expected) in cases {
+            assert_eq!(config(id, level), expected, "{id} {level:?}");
+        }
+        // Non-reasoning models get no thinking config at all.
+        let mut r = request(
+            model("google-generative-ai", "google", "gemini-2.0-flash"),
+            vec![user("x")],
+        );
+        r.thinking = High;
+        assert_eq!(
+            build_request(&r).body["generationConfig"],
+            json!({"maxOutputTokens": 32000})
+        );
+    }
+
+    fn decode(stream: &str) -> Vec<StreamEvent> {
+        let r = request(google_model("gemini-2.5-flash"), vec![]);
+        let mut decoder = Decoder::new(&r);
+        let mut parser = SseParser::new();
+        parser.push(stream.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = parser.next_event() {
+            out.extend(decoder.on_sse(&e));
+        }
+        for e in parser.finish() {
+            out.extend(decoder.on_sse(&e));
+        }
+        out.extend(decoder.on_eof());
+        out
+    }
+
+    fn delta(index: usize, text: &str) -> StreamEvent {
+        StreamEvent::Delta {
+            index,
+            delta: text.into(),
+        }
+    }
+
+    const TEXT: &str = include_str!("../../fixtures/google/text.sse");
+    const TOOL_PARALLEL: &str = include_str!("../../fixtures/google/tool_parallel.sse");
+
+    #[test]
+    fn decodes_thoughts_text_signature_and_usage() {
+        let usage = |total| {
+            StreamEvent::Usage(Usage {
+                input: 1843,
+                output: 57,
+                total_tokens: total,
+                ..Usage::default()
+            })
+        };
+        assert_eq!(
+            decode(TEXT),
+            vec![
+                StreamEvent::Meta {
+                    response_id: Some("kFdnaJ-xLNWTz7IPqY2x4Qc".into()),
+                    response_model: None
+                },
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::Thinking { redacted: false }
+                },
+                delta(
+                    0,
+                    "**Planning a greeting**\n\nThe user wants a short hello."
+                ),
+                usage(1900),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: None
+                },
+                StreamEvent::BlockStart {
+                    index: 1,
+                    kind: BlockKind::Text
+                },
+                delta(1, "Hello"),
+                usage(1901),
+                delta(1, " from the fake Gemini API."),
+                StreamEvent::Usage(Usage {
+                    input: 819,
+                    output: 66,
+                    cache_read: 1024,
+                    total_tokens: 1909,
+                    ..Usage::default()
+                }),
+                StreamEvent::BlockEnd {
+                    index: 1,
+                    signature: Some("CiQB0e2Kb3Rlc3RTaWduYXR1cmVGb3JUZXh0UGFydA==".into())
+                },
+                StreamEvent::Done {
+                    stop_reason: StopReason::Stop,
+                    error_message: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn function_calls_arrive_whole_with_synthesized_ids() {
+        let events = decode(TOOL_PARALLEL);
+        let ids: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::BlockStart {
+                    kind: BlockKind::ToolCall { id, .. },
+                    ..
+                } => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids.len(), 2);
+        for (id, name) in ids.iter().zip(["bash", "read"]) {
+            let parts: Vec<&str> = id.split('_').collect();
+            assert_eq!(parts.len(), 3, "{id}");
+            assert_eq!(parts[0], name);
+            assert!(parts[1].parse::<i64>().unwrap() > 1_700_000_000_000, "{id}");
+            assert!(parts[2].parse::<u64>().is_ok(), "{id}");
+        }
+        let counters: Vec<u64> = ids
+            .iter()
+            .map(|id| id.rsplit('_').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(counters[1] > counters[0]);
+        let tool = |index, id: &str, name: &str| StreamEvent::BlockStart {
+            index,
+            kind: BlockKind::ToolCall {
+                id: id.into(),
+                name: name.into(),
+            },
+        };
+        assert_eq!(
+            events[1..],
+            [
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::Text
+                },
+                delta(0, "Checking both."),
+                StreamEvent::Usage(Usage {
+                    input: 3000,
+                    total_tokens: 3004,
+                    ..Usage::default()
+                }),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: None
+                },
+                tool(1, &ids[0], "bash"),
+                delta(1, r#"{"command":"ls"}"#),
+                StreamEvent::BlockEnd {
+                    index: 1,
+                    signature: Some("CiQB0e2Kb1BhcmFsbGVsT25l".into())
+                },
+                tool(2, &ids[1], "read"),
+                delta(2, r#"{"path":"README.md"}"#),
+                StreamEvent::BlockEnd {
+                    index: 2,
+                    signature: None
+                },
+                StreamEvent::Usage(Usage {
+                    input: 3000,
+                    output: 30,
+                    total_tokens: 3030,
+                    ..Usage::default()
+                }),
+                StreamEvent::Done {
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None
+                },
+            ]
+        );
+
+        // Provided ids are kept unless they repeat.
+        let events = decode(
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"id\":\"c1\",\"name\":\"ls\"}},{\"functionCall\":{\"id\":\"c1\",\"name\":\"ls\",\"args\":null}}]}}]}\n\n",
+        );
+        let ids: Vec<&BlockKind> = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::BlockStart { kind, .. } => Some(kind),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ids[0],
+            &BlockKind::ToolCall {
+                id: "c1".into(),
+                name: "ls".into()
+            }
+        );
+        assert!(matches!(ids[1], BlockKind::ToolCall { id, .. } if id.starts_with("ls_")));
+        assert_eq!(events[1], delta(0, "{}"));
+    }
+
+    #[test]
+    fn every_split_point_decodes_the_same() {
+        let r = request(google_model("gemini-2.5-flash"), vec![]);
+        let bytes = TEXT.as_bytes();
+        let whole = decode(TEXT);
+        for at in 0..=bytes.len() {
+            let mut parser = SseParser::new();
+            let mut decoder = Decoder::new(&r);
+            let mut out = Vec::new();
+            for part in [&bytes[..at], &bytes[at..]] {
+                parser.push(part).unwrap();
+                while let Some(e) = parser.next_event() {
+                    out.extend(decoder.on_sse(&e));
+                }
+            }
+            for e in parser.finish() {
+                out.extend(decoder.on_sse(&e));
+            }
+            out.extend(decoder.on_eof());
+            assert_eq!(out, whole, "split at {at}");
+        }
+    }
+
+    #[test]
+    fn finish_reasons_and_errors() {
+        let events = decode(include_str!("../../fixtures/google/safety.sse"));
+        assert_eq!(
+            events.last(),
+            Some(&StreamEvent::Done {
+                stop_reason: StopReason::Error,
+                error_message: Some("An unknown error occurred".into())
+            })
+        );
+        assert!(events.contains(&delta(0, "I can")));
+        let finish = |reason: &str| {
+            decode(&format!(
+                "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"x\"}}]}},\"finishReason\":\"{reason}\"}}]}}\n\n"
+            ))
+            .pop()
+        };
+        let done = |stop_reason| {
+            Some(StreamEvent::Done {
+                stop_reason,
+                error_message: None,
+            })
+        };
+        assert_eq!(finish("STOP"), done(StopReason::Stop));
+        assert_eq!(finish("MAX_TOKENS"), done(StopReason::Length));
+        assert_eq!(
+            finish("NEW_REASON"),
+            Some(StreamEvent::Failed(ProviderError {
+                message: "Unhandled stop reason: NEW_REASON".into(),
+                retry_after: None
+            }))
+        );
+        assert!(matches!(
+            decode("data: {nope\n\n").last(),
+            Some(StreamEvent::Failed(e)) if e.message.starts_with("Could not parse")
+        ));
+        // HTTP errors: the JSON body re-serialized, or a text body wrapped; no status prefix.
+        assert_eq!(
+            http_error_message(400, include_str!("../../fixtures/google/error_400.json")),
+            r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com","metadata":{"service":"generativelanguage.googleapis.com"}}]}}"#
+        );
+        assert_eq!(
+            http_error_message(503, "upstream down"),
+            r#"{"error":{"message":"upstream down","code":503,"status":"Service Unavailable"}}"#
+        );
+    }
+
+    #[test]
+    fn signature_validity_and_family_detection() {
+        assert!(is_valid_signature("AAAABBBB"));
+        assert!(is_valid_signature("c2lnbmF0dXJl"));
+        assert!(is_valid_signature("ab+/cd=="));
+        assert!(!is_valid_signature("abc"));
+        assert!(!is_valid_signature("not base64!"));
+        assert!(!is_valid_signature("a==="));
+        assert!(!is_valid_signature("===="));
+        assert_eq!(family("models/gemini-3.1-pro-preview"), Family::Gemini3Pro);
+        assert_eq!(family("gemini-3-flash"), Family::Gemini3Flash);
+        assert_eq!(family("gemini-3.-pro"), Family::Other);
+        assert_eq!(family("Gemma4-it"), Family::Gemma4);
+        assert!(!supports_multimodal_function_response("gemini-2.5-flash"));
+        assert!(supports_multimodal_function_response("gemini-live-3-x"));
+        assert!(supports_multimodal_function_response("claude-sonnet"));
+    }
+}
