@@ -7,6 +7,7 @@ mod errors;
 mod idle_commands;
 mod lifecycle;
 mod print_modes;
+mod providers;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.
