@@ -248,7 +248,7 @@ fn supports_multimodal_function_response(model_id: &str) -> bool {
 
 /// Thought signatures are base64 (the API stores them as bytes); anything else is dropped.
 fn is_valid_signature(signature: &str) -> bool {
-    if signature.is_empty() || signature.len() % 4 != 0 {
+    if signature.is_empty() || !signature.len().is_multiple_of(4) {
         return false;
     }
     let body = signature.trim_end_matches('=');
