@@ -15,7 +15,9 @@
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod google;
 pub mod openai_completions;
+pub mod openai_responses;
 pub mod sse;
 pub mod transform;
 
@@ -226,6 +228,8 @@ enum ProxySource {
 enum Decoder {
     Anthropic(anthropic::Decoder),
     OpenAiCompletions(openai_completions::Decoder),
+    OpenAiResponses(openai_responses::Decoder),
+    Google(google::Decoder),
 }
 
 impl Decoder {
@@ -233,6 +237,8 @@ impl Decoder {
         match self {
             Decoder::Anthropic(d) => d.on_sse(sse),
             Decoder::OpenAiCompletions(d) => d.on_sse(sse),
+            Decoder::OpenAiResponses(d) => d.on_sse(sse),
+            Decoder::Google(d) => d.on_sse(sse),
         }
     }
 
@@ -240,6 +246,8 @@ impl Decoder {
         match self {
             Decoder::Anthropic(d) => d.on_eof(),
             Decoder::OpenAiCompletions(d) => d.on_eof(),
+            Decoder::OpenAiResponses(d) => d.on_eof(),
+            Decoder::Google(d) => d.on_eof(),
         }
     }
 
@@ -247,13 +255,18 @@ impl Decoder {
         match self {
             Decoder::Anthropic(d) => d.is_finished(),
             Decoder::OpenAiCompletions(d) => d.is_finished(),
+            Decoder::OpenAiResponses(d) => d.is_finished(),
+            Decoder::Google(d) => d.is_finished(),
         }
     }
 
     fn error_message(&self, status: u16, body: &str) -> String {
         match self {
             Decoder::Anthropic(_) => anthropic_http_error_message(status, body),
-            Decoder::OpenAiCompletions(_) => openai_http_error_message(status, body),
+            Decoder::OpenAiCompletions(_) | Decoder::OpenAiResponses(_) => {
+                openai_http_error_message(status, body)
+            }
+            Decoder::Google(_) => google::http_error_message(status, body),
         }
     }
 }
@@ -281,6 +294,14 @@ fn run_stream(
         "openai-completions" => (
             openai_completions::build_request(request),
             Decoder::OpenAiCompletions(openai_completions::Decoder::new(request)),
+        ),
+        "openai-responses" => (
+            openai_responses::build_request(request),
+            Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
+        ),
+        "google-generative-ai" => (
+            google::build_request(request),
+            Decoder::Google(google::Decoder::new(request)),
         ),
         other => {
             fail(format!("No API provider registered for api: {other}"), None);

@@ -1,0 +1,1299 @@
+//! The `openai-responses` wire API (FACTS §8.3; pi-ai `providers/openai-responses.js` and
+//! `openai-responses-shared.js`): the request builder for OpenAI's Responses endpoint (url,
+//! headers, JSON body as pi sends it, history converted into Responses input items) and the
+//! stream decoder that turns its typed `data:` events into provider-neutral `StreamEvent`s. Both
+//! are pure; the HTTP exchange lives in `provider/mod.rs`.
+//!
+//! Replies keep what the API needs to continue a conversation: a reasoning item travels as the
+//! thinking block's signature (the item's JSON, sent back verbatim), a message item's id as the
+//! text signature (`{"v":1,"id":…}`), and a tool call's id is `<call_id>|<item_id>`.
+//!
+//! The decoder ends with `Done` at `response.completed` (or `[DONE]`, or the end of the body), and
+//! with `Failed` on an `error` event, a `response.failed` event, an error chunk or an unparsable
+//! event.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::sse::SseEvent;
+use super::transform::transform_messages;
+use super::{
+    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
+    base_max_tokens, cache_retention_from_env, join_url, with_extra_headers,
+};
+use crate::config::{Model, ThinkingLevel};
+use crate::messages::{
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent,
+};
+
+const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Providers whose tool-call ids keep the `call_id|item_id` pair when replayed.
+const COMPOSITE_ID_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
+/// What pi reports when a response ends in a failed or cancelled status.
+const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
+
+/// The request pi would send, with cache retention taken from the environment.
+pub fn build_request(request: &StreamRequest) -> HttpRequest {
+    build_request_with(request, cache_retention_from_env())
+}
+
+pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) -> HttpRequest {
+    let model = &request.model;
+    let send_session_id_header = model.compat_bool("sendSessionIdHeader").unwrap_or(true);
+    let long_cache = model
+        .compat_bool("supportsLongCacheRetention")
+        .unwrap_or(true);
+
+    // The SDK's defaults, then the model's headers, then the session headers, then the caller's.
+    let defaults: Vec<(String, String)> = vec![
+        ("accept".into(), "application/json".into()),
+        ("content-type".into(), "application/json".into()),
+        (
+            "authorization".into(),
+            format!("Bearer {}", request.api_key),
+        ),
+    ];
+    let mut headers = with_extra_headers(defaults, model, &[]);
+    if !request.session_id.is_empty() {
+        if send_session_id_header {
+            set_header(&mut headers, "session_id", &request.session_id);
+        }
+        set_header(&mut headers, "x-client-request-id", &request.session_id);
+    }
+    for (name, value) in &request.headers {
+        set_header(&mut headers, name, value);
+    }
+
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model.id));
+    body.insert("input".into(), Value::Array(convert_input(request)));
+    body.insert("stream".into(), json!(true));
+    if !request.session_id.is_empty() {
+        body.insert("prompt_cache_key".into(), json!(request.session_id));
+    }
+    if retention == CacheRetention::Long && long_cache {
+        body.insert("prompt_cache_retention".into(), json!("24h"));
+    }
+    body.insert("store".into(), json!(false));
+    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
+        body.insert("max_output_tokens".into(), json!(max_tokens));
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({"type": "function", "name": tool.name, "description": tool.description,
+                    "parameters": tool.parameters, "strict": false})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if model.reasoning {
+        let level = match request.thinking {
+            ThinkingLevel::Off => None,
+            level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
+        };
+        let level_map = model.thinking_level_map.as_ref();
+        if let Some(level) = level {
+            let effort = match level_map.and_then(|m| m.get(level.as_str())) {
+                Some(v) if !v.is_null() => v.clone(),
+                _ => json!(level.as_str()),
+            };
+            body.insert(
+                "reasoning".into(),
+                json!({"effort": effort, "summary": "auto"}),
+            );
+            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        } else {
+            // Reasoning models think by default: say "none" unless the model has no off level.
+            let off = level_map.and_then(|m| m.get("off"));
+            if model.provider != "github-copilot" && !off.is_some_and(Value::is_null) {
+                let effort = off.cloned().unwrap_or_else(|| json!("none"));
+                body.insert("reasoning".into(), json!({"effort": effort}));
+            }
+        }
+    }
+
+    HttpRequest {
+        url: join_url(
+            if model.base_url.is_empty() {
+                DEFAULT_BASE_URL
+            } else {
+                &model.base_url
+            },
+            "/responses",
+        ),
+        headers,
+        body: Value::Object(body),
+    }
+}
+
+/// Replaces a header of the same name (case-insensitively) or appends it.
+fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
+    headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
+    headers.push((name.to_string(), value.to_string()));
+}
+
+/// pi-ai's `shortHash` (two 32-bit multiplicative hashes over UTF-16 code units, base 36).
+pub fn short_hash(text: &str) -> String {
+    let mut h1: u32 = 0xdead_beef;
+    let mut h2: u32 = 0x41c6_ce57;
+    for unit in text.encode_utf16() {
+        let unit = u32::from(unit);
+        h1 = (h1 ^ unit).wrapping_mul(2_654_435_761);
+        h2 = (h2 ^ unit).wrapping_mul(1_597_334_677);
+    }
+    h1 = (h1 ^ (h1 >> 16)).wrapping_mul(2_246_822_507)
+        ^ (h2 ^ (h2 >> 13)).wrapping_mul(3_266_489_909);
+    h2 = (h2 ^ (h2 >> 16)).wrapping_mul(2_246_822_507)
+        ^ (h1 ^ (h1 >> 13)).wrapping_mul(3_266_489_909);
+    format!("{}{}", to_base36(h2), to_base36(h1))
+}
+
+fn to_base36(mut n: u32) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    if n == 0 {
+        return "0".into();
+    }
+    let mut out = Vec::new();
+    while n > 0 {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Characters outside `[A-Za-z0-9_-]` become `_`, at most 64 are kept, trailing `_` dropped.
+fn normalize_id_part(part: &str) -> String {
+    let sanitized: String = part
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    sanitized.trim_end_matches('_').to_string()
+}
+
+/// Tool-call ids written by another model, as pi rewrites them for this one. `source` is the
+/// (provider, api) of the message holding the call.
+fn normalize_tool_call_id(model: &Model, id: &str, source: Option<&(String, String)>) -> String {
+    if !COMPOSITE_ID_PROVIDERS.contains(&model.provider.as_str()) || !id.contains('|') {
+        return normalize_id_part(id);
+    }
+    let mut parts = id.split('|');
+    let call_id = normalize_id_part(parts.next().unwrap_or(""));
+    let item_id = parts.next().unwrap_or("");
+    let foreign =
+        source.is_none_or(|(provider, api)| *provider != model.provider || *api != model.api);
+    let mut item_id = if foreign {
+        let hashed = format!("fc_{}", short_hash(item_id));
+        hashed.chars().take(64).collect()
+    } else {
+        normalize_id_part(item_id)
+    };
+    // The Responses API wants function-call item ids to start with "fc".
+    if !item_id.starts_with("fc_") {
+        item_id = normalize_id_part(&format!("fc_{item_id}"));
+    }
+    format!("{call_id}|{item_id}")
+}
+
+/// The text signature pi stores: `{"v":1,"id":…}` (legacy: the bare id).
+fn parse_text_signature(signature: Option<&str>) -> Option<(String, Option<String>)> {
+    let signature = signature.filter(|s| !s.is_empty())?;
+    if signature.starts_with('{')
+        && let Ok(parsed) = serde_json::from_str::<Value>(signature)
+        && parsed["v"] == 1
+        && let Some(id) = parsed["id"].as_str()
+    {
+        let phase = parsed["phase"]
+            .as_str()
+            .filter(|p| *p == "commentary" || *p == "final_answer")
+            .map(str::to_string);
+        return Some((id.to_string(), phase));
+    }
+    Some((signature.to_string(), None))
+}
+
+fn data_url(mime_type: &str, data: &str) -> String {
+    format!("data:{mime_type};base64,{data}")
+}
+
+fn convert_input(request: &StreamRequest) -> Vec<Value> {
+    let model = &request.model;
+    // Which message each tool call came from: the id rewrite depends on its provider and API.
+    let mut call_sources: HashMap<&str, (String, String)> = HashMap::new();
+    for message in &request.messages {
+        if let AgentMessage::Assistant(a) = message {
+            for call in a.tool_calls() {
+                call_sources.insert(call.id.as_str(), (a.provider.clone(), a.api.clone()));
+            }
+        }
+    }
+    let transformed = transform_messages(&request.messages, model, &|id| {
+        normalize_tool_call_id(model, id, call_sources.get(id))
+    });
+
+    let mut input = Vec::new();
+    if !request.system_prompt.is_empty() {
+        let role = if model.reasoning {
+            "developer"
+        } else {
+            "system"
+        };
+        input.push(json!({"role": role, "content": request.system_prompt}));
+    }
+    // Counts converted messages; names text items that carry no id of their own.
+    let mut message_index = 0usize;
+    for message in &transformed {
+        match message {
+            AgentMessage::User(user) => {
+                let content: Vec<Value> = match &user.content {
+                    UserContent::Text(text) => vec![json!({"type": "input_text", "text": text})],
+                    UserContent::Blocks(blocks) => blocks
+                        .iter()
+                        .filter_map(|block| match block {
+                            ContentBlock::Text(t) => {
+                                Some(json!({"type": "input_text", "text": t.text}))
+                            }
+                            ContentBlock::Image(img) => Some(json!({"type": "input_image",
+                                "detail": "auto", "image_url": data_url(&img.mime_type, &img.data)})),
+                            _ => None,
+                        })
+                        .collect(),
+                };
+                if content.is_empty() {
+                    continue;
+                }
+                input.push(json!({"role": "user", "content": content}));
+            }
+            AgentMessage::Assistant(assistant) => {
+                let items = convert_assistant(assistant, model, message_index);
+                if items.is_empty() {
+                    continue;
+                }
+                input.extend(items);
+            }
+            AgentMessage::ToolResult(result) => {
+                let texts: Vec<&str> = result
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::Text(t) => Some(t.text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let text = texts.join("\n");
+                let has_images = result
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::Image(_)));
+                let output = if has_images && model.supports_images() {
+                    let mut parts = Vec::new();
+                    if !text.is_empty() {
+                        parts.push(json!({"type": "input_text", "text": text}));
+                    }
+                    for block in &result.content {
+                        if let ContentBlock::Image(img) = block {
+                            parts.push(json!({"type": "input_image", "detail": "auto",
+                                "image_url": data_url(&img.mime_type, &img.data)}));
+                        }
+                    }
+                    Value::Array(parts)
+                } else if text.is_empty() {
+                    json!("(see attached image)")
+                } else {
+                    json!(text)
+                };
+                let call_id = result.tool_call_id.split('|').next().unwrap_or("");
+                input.push(
+                    json!({"type": "function_call_output", "call_id": call_id, "output": output}),
+                );
+            }
+            _ => continue,
+        }
+        message_index += 1;
+    }
+    input
+}
+
+fn convert_assistant(
+    assistant: &AssistantMessage,
+    model: &Model,
+    message_index: usize,
+) -> Vec<Value> {
+    // Same provider and API but another model: its function-call item ids were paired with its
+    // own reasoning items, which this model will not see.
+    let different_model = assistant.model != model.id
+        && assistant.provider == model.provider
+        && assistant.api == model.api;
+    let mut items = Vec::new();
+    for block in &assistant.content {
+        match block {
+            ContentBlock::Thinking(thinking) => {
+                let Some(signature) = thinking
+                    .thinking_signature
+                    .as_deref()
+                    .filter(|s| !s.is_empty())
+                else {
+                    continue;
+                };
+                match serde_json::from_str::<Value>(signature) {
+                    Ok(item) => items.push(item),
+                    Err(e) => log::debug!("reasoning item signature is not JSON: {e}"),
+                }
+            }
+            ContentBlock::Text(text) => {
+                let parsed = parse_text_signature(text.text_signature.as_deref());
+                let (id, phase) = match parsed {
+                    Some((id, phase)) if id.encode_utf16().count() > 64 => {
+                        (format!("msg_{}", short_hash(&id)), phase)
+                    }
+                    Some((id, phase)) if !id.is_empty() => (id, phase),
+                    Some((_, phase)) => (format!("msg_{message_index}"), phase),
+                    None => (format!("msg_{message_index}"), None),
+                };
+                let mut item = Map::new();
+                item.insert("type".into(), json!("message"));
+                item.insert("role".into(), json!("assistant"));
+                item.insert(
+                    "content".into(),
+                    json!([{"type": "output_text", "text": text.text, "annotations": []}]),
+                );
+                item.insert("status".into(), json!("completed"));
+                item.insert("id".into(), json!(id));
+                if let Some(phase) = phase {
+                    item.insert("phase".into(), json!(phase));
+                }
+                items.push(Value::Object(item));
+            }
+            ContentBlock::ToolCall(call) => {
+                let mut parts = call.id.split('|');
+                let call_id = parts.next().unwrap_or("");
+                let item_id = parts
+                    .next()
+                    .filter(|item_id| !(different_model && item_id.starts_with("fc_")));
+                let mut item = Map::new();
+                item.insert("type".into(), json!("function_call"));
+                if let Some(item_id) = item_id {
+                    item.insert("id".into(), json!(item_id));
+                }
+                item.insert("call_id".into(), json!(call_id));
+                item.insert("name".into(), json!(call.name));
+                item.insert(
+                    "arguments".into(),
+                    json!(serde_json::to_string(&call.arguments).unwrap_or_default()),
+                );
+                items.push(Value::Object(item));
+            }
+            ContentBlock::Image(_) => {}
+        }
+    }
+    items
+}
+
+/// `String(value)` for the values that appear in pi's error templates.
+fn js_string(value: Option<&Value>) -> String {
+    match value {
+        None => "undefined".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) => "null".into(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::Null => String::new(),
+                other => js_string(Some(other)),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        Some(Value::Object(_)) => "[object Object]".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// `a || b` on a JSON member: the member when truthy, else `fallback`.
+fn truthy_or(value: Option<&Value>, fallback: &str) -> String {
+    match value.filter(|v| super::json_truthy(v)) {
+        Some(v) => js_string(Some(v)),
+        None => fallback.to_string(),
+    }
+}
+
+/// A number member, or 0 (`x || 0`).
+fn count(value: &Value) -> u64 {
+    value
+        .as_f64()
+        .filter(|f| f.is_finite() && *f > 0.0)
+        .unwrap_or(0.0) as u64
+}
+
+fn map_status(status: Option<&str>) -> Result<StopReason, String> {
+    match status {
+        None | Some("") => Ok(StopReason::Stop),
+        Some("completed") | Some("in_progress") | Some("queued") => Ok(StopReason::Stop),
+        Some("incomplete") => Ok(StopReason::Length),
+        Some("failed") | Some("cancelled") => Ok(StopReason::Error),
+        Some(other) => Err(format!("Unhandled stop reason: {other}")),
+    }
+}
+
+/// The output item being streamed.
+enum Current {
+    None,
+    Reasoning {
+        index: usize,
+        /// Summary parts the item has so far (a summary delta needs one).
+        summary_parts: usize,
+        /// Thinking text sent as deltas.
+        emitted: String,
+        /// pi appends "\n\n" after each summary part; held back until more text follows, so a
+        /// finished block does not end in a separator pi's final text lacks.
+        pending: String,
+    },
+    Message {
+        index: usize,
+        /// The kind of the item's last content part: `output_text` or `refusal`.
+        last_part: Option<String>,
+        emitted: String,
+    },
+    FunctionCall {
+        index: usize,
+        partial_json: String,
+    },
+}
+
+/// Responses stream events → `StreamEvent`s.
+pub struct Decoder {
+    next_index: usize,
+    current: Current,
+    has_tool_call: bool,
+    response_id: Option<String>,
+    finished: bool,
+}
+
+impl Decoder {
+    pub fn new(_request: &StreamRequest) -> Decoder {
+        Decoder {
+            next_index: 0,
+            current: Current::None,
+            has_tool_call: false,
+            response_id: None,
+            finished: false,
+        }
+    }
+
+    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        if sse.data.starts_with("[DONE]") {
+            self.done(StopReason::Stop, &mut out);
+            return out;
+        }
+        let event: Value = match serde_json::from_str(&sse.data) {
+            Ok(v) => v,
+            Err(e) => {
+                self.fail(
+                    &mut out,
+                    format!("Could not parse stream event as JSON: {e}"),
+                );
+                return out;
+            }
+        };
+        // The SDK turns any event carrying `error` into an APIError without a status.
+        if let Some(error) = event.get("error").filter(|e| super::json_truthy(e)) {
+            self.fail(&mut out, super::sdk_error_message(None, Some(error), None));
+            return out;
+        }
+        self.on_event(&event, &mut out);
+        out
+    }
+
+    /// End of body without `response.completed`: pi keeps the reply as it stands.
+    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        if !self.finished {
+            self.done(StopReason::Stop, &mut out);
+        }
+        out
+    }
+
+    fn on_event(&mut self, event: &Value, out: &mut Vec<StreamEvent>) {
+        let kind = event["type"].as_str().unwrap_or("");
+        match kind {
+            "response.created" => {
+                if let Some(id) = event["response"]["id"].as_str() {
+                    self.set_response_id(id, out);
+                }
+            }
+            "response.output_item.added" => self.item_added(&event["item"], out),
+            "response.reasoning_summary_part.added" => {
+                if let Current::Reasoning { summary_parts, .. } = &mut self.current {
+                    *summary_parts += 1;
+                }
+            }
+            "response.reasoning_summary_text.delta" => {
+                if let Current::Reasoning { summary_parts, .. } = &self.current
+                    && *summary_parts > 0
+                {
+                    self.thinking_delta(js_string(event.get("delta")), out);
+                }
+            }
+            "response.reasoning_summary_part.done" => {
+                if let Current::Reasoning {
+                    summary_parts,
+                    pending,
+                    ..
+                } = &mut self.current
+                    && *summary_parts > 0
+                {
+                    pending.push_str("\n\n");
+                }
+            }
+            "response.reasoning_text.delta" => {
+                if matches!(self.current, Current::Reasoning { .. }) {
+                    self.thinking_delta(js_string(event.get("delta")), out);
+                }
+            }
+            "response.content_part.added" => {
+                if let Current::Message { last_part, .. } = &mut self.current {
+                    let part_type = event["part"]["type"].as_str().unwrap_or("");
+                    if part_type == "output_text" || part_type == "refusal" {
+                        *last_part = Some(part_type.to_string());
+                    }
+                }
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                let wanted = if kind == "response.output_text.delta" {
+                    "output_text"
+                } else {
+                    "refusal"
+                };
+                if let Current::Message {
+                    index,
+                    last_part,
+                    emitted,
+                } = &mut self.current
+                    && last_part.as_deref() == Some(wanted)
+                {
+                    let delta = js_string(event.get("delta"));
+                    emitted.push_str(&delta);
+                    out.push(StreamEvent::Delta {
+                        index: *index,
+                        delta,
+                    });
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                if let Current::FunctionCall {
+                    index,
+                    partial_json,
+                } = &mut self.current
+                {
+                    let delta = js_string(event.get("delta"));
+                    partial_json.push_str(&delta);
+                    out.push(StreamEvent::Delta {
+                        index: *index,
+                        delta,
+                    });
+                }
+            }
+            "response.function_call_arguments.done" => {
+                if let Current::FunctionCall {
+                    index,
+                    partial_json,
+                } = &mut self.current
+                {
+                    let arguments = event["arguments"].as_str().unwrap_or("");
+                    match arguments.strip_prefix(partial_json.as_str()) {
+                        Some(rest) if !rest.is_empty() => out.push(StreamEvent::Delta {
+                            index: *index,
+                            delta: rest.to_string(),
+                        }),
+                        Some(_) => {}
+                        None => log::debug!("final tool arguments differ from the streamed ones"),
+                    }
+                    *partial_json = arguments.to_string();
+                }
+            }
+            "response.output_item.done" => self.item_done(&event["item"], out),
+            "response.completed" => self.completed(&event["response"], out),
+            "error" => {
+                let message = format!(
+                    "Error Code {}: {}",
+                    js_string(event.get("code")),
+                    js_string(event.get("message"))
+                );
+                self.fail(out, message);
+            }
+            "response.failed" => {
+                let response = &event["response"];
+                let error = response.get("error").filter(|e| super::json_truthy(e));
+                let reason = response
+                    .pointer("/incomplete_details/reason")
+                    .filter(|r| super::json_truthy(r));
+                let message = match (error, reason) {
+                    (Some(error), _) => format!(
+                        "{}: {}",
+                        truthy_or(error.get("code"), "unknown"),
+                        truthy_or(error.get("message"), "no message")
+                    ),
+                    (None, Some(reason)) => format!("incomplete: {}", js_string(Some(reason))),
+                    (None, None) => "Unknown error (no error details in response)".to_string(),
+                };
+                self.fail(out, message);
+            }
+            _ => {}
+        }
+    }
+
+    fn set_response_id(&mut self, id: &str, out: &mut Vec<StreamEvent>) {
+        if self.response_id.as_deref() != Some(id) {
+            self.response_id = Some(id.to_string());
+            out.push(StreamEvent::Meta {
+                response_id: self.response_id.clone(),
+                response_model: None,
+            });
+        }
+    }
+
+    fn start_block(&mut self, kind: BlockKind, out: &mut Vec<StreamEvent>) -> usize {
+        let index = self.next_index;
+        self.next_index += 1;
+        out.push(StreamEvent::BlockStart { index, kind });
+        index
+    }
+
+    fn item_added(&mut self, item: &Value, out: &mut Vec<StreamEvent>) {
+        match item["type"].as_str().unwrap_or("") {
+            "reasoning" => {
+                let index = self.start_block(BlockKind::Thinking { redacted: false }, out);
+                self.current = Current::Reasoning {
+                    index,
+                    summary_parts: item["summary"].as_array().map_or(0, Vec::len),
+                    emitted: String::new(),
+                    pending: String::new(),
+                };
+            }
+            "message" => {
+                let index = self.start_block(BlockKind::Text, out);
+                let last_part = item["content"]
+                    .as_array()
+                    .and_then(|parts| parts.last())
+                    .and_then(|part| part["type"].as_str())
+                    .filter(|t| *t == "output_text" || *t == "refusal")
+                    .map(str::to_string);
+                self.current = Current::Message {
+                    index,
+                    last_part,
+                    emitted: String::new(),
+                };
+            }
+            "function_call" => {
+                let id = format!(
+                    "{}|{}",
+                    js_string(item.get("call_id")),
+                    js_string(item.get("id"))
+                );
+                let name = js_string(item.get("name"));
+                let index = self.start_block(BlockKind::ToolCall { id, name }, out);
+                self.has_tool_call = true;
+                let initial = item["arguments"].as_str().unwrap_or("").to_string();
+                if !initial.is_empty() {
+                    out.push(StreamEvent::Delta {
+                        index,
+                        delta: initial.clone(),
+                    });
+                }
+                self.current = Current::FunctionCall {
+                    index,
+                    partial_json: initial,
+                };
+            }
+            _ => {}
+        }
+    }
+
+    /// A thinking delta, preceded by any held-back part separator.
+    fn thinking_delta(&mut self, delta: String, out: &mut Vec<StreamEvent>) {
+        if let Current::Reasoning {
+            index,
+            emitted,
+            pending,
+            ..
+        } = &mut self.current
+        {
+            if !pending.is_empty() {
+                let separator = std::mem::take(pending);
+                emitted.push_str(&separator);
+                out.push(StreamEvent::Delta {
+                    index: *index,
+                    delta: separator,
+                });
+            }
+            emitted.push_str(&delta);
+            out.push(StreamEvent::Delta {
+                index: *index,
+                delta,
+            });
+        }
+    }
+
+    fn item_done(&mut self, item: &Value, out: &mut Vec<StreamEvent>) {
+        let item_type = item["type"].as_str().unwrap_or("");
+        match std::mem::replace(&mut self.current, Current::None) {
+            Current::Reasoning {
+                index,
+                emitted,
+                pending,
+                ..
+            } if item_type == "reasoning" => {
+                // pi's final text: the summary parts, else the reasoning content, else the deltas.
+                let joined = |key: &str| -> String {
+                    item[key]
+                        .as_array()
+                        .map(|parts| {
+                            parts
+                                .iter()
+                                .map(|p| js_string(p.get("text")))
+                                .collect::<Vec<_>>()
+                                .join("\n\n")
+                        })
+                        .unwrap_or_default()
+                };
+                let summary = joined("summary");
+                let content = joined("content");
+                let final_text = if !summary.is_empty() {
+                    summary
+                } else if !content.is_empty() {
+                    content
+                } else {
+                    format!("{emitted}{pending}")
+                };
+                emit_remainder(index, &emitted, &final_text, out);
+                out.push(StreamEvent::BlockEnd {
+                    index,
+                    signature: Some(item.to_string()),
+                });
+            }
+            Current::Message { index, emitted, .. } if item_type == "message" => {
+                let final_text: String = item["content"]
+                    .as_array()
+                    .map(|parts| {
+                        parts
+                            .iter()
+                            .map(|p| {
+                                if p["type"] == "output_text" {
+                                    js_string(p.get("text"))
+                                } else {
+                                    js_string(p.get("refusal"))
+                                }
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                emit_remainder(index, &emitted, &final_text, out);
+                let mut signature = Map::new();
+                signature.insert("v".into(), json!(1));
+                if let Some(id) = item.get("id").filter(|v| !v.is_null()) {
+                    signature.insert("id".into(), id.clone());
+                }
+                if let Some(phase) = item.get("phase").filter(|p| super::json_truthy(p)) {
+                    signature.insert("phase".into(), phase.clone());
+                }
+                out.push(StreamEvent::BlockEnd {
+                    index,
+                    signature: Some(Value::Object(signature).to_string()),
+                });
+            }
+            Current::FunctionCall {
+                index,
+                partial_json,
+            } if item_type == "function_call" => {
+                // Arguments that never streamed come with the finished item.
+                if partial_json.is_empty()
+                    && let Some(arguments) = item["arguments"].as_str().filter(|a| !a.is_empty())
+                {
+                    out.push(StreamEvent::Delta {
+                        index,
+                        delta: arguments.to_string(),
+                    });
+                }
+                out.push(StreamEvent::BlockEnd {
+                    index,
+                    signature: None,
+                });
+            }
+            other => {
+                // An item finishing that is not the one streaming: nothing to close. pi forgets
+                // the streaming block when a function call finishes, whatever was streaming.
+                if item_type != "function_call" {
+                    self.current = other;
+                }
+            }
+        }
+    }
+
+    fn completed(&mut self, response: &Value, out: &mut Vec<StreamEvent>) {
+        if let Some(id) = response["id"].as_str().filter(|id| !id.is_empty()) {
+            self.set_response_id(id, out);
+        }
+        if let Some(usage) = response.get("usage").filter(|u| super::json_truthy(u)) {
+            let cached = count(&usage["input_tokens_details"]["cached_tokens"]);
+            out.push(StreamEvent::Usage(Usage {
+                input: count(&usage["input_tokens"]).saturating_sub(cached),
+                output: count(&usage["output_tokens"]),
+                cache_read: cached,
+                cache_write: 0,
+                total_tokens: count(&usage["total_tokens"]),
+                ..Usage::default()
+            }));
+        }
+        match map_status(response["status"].as_str()) {
+            Ok(StopReason::Stop) if self.has_tool_call => self.done(StopReason::ToolUse, out),
+            Ok(stop) => self.done(stop, out),
+            Err(message) => self.fail(out, message),
+        }
+    }
+
+    fn done(&mut self, stop_reason: StopReason, out: &mut Vec<StreamEvent>) {
+        self.finished = true;
+        let error_message =
+            (stop_reason == StopReason::Error).then(|| UNKNOWN_ERROR_TEXT.to_string());
+        out.push(StreamEvent::Done {
+            stop_reason,
+            error_message,
+        });
+    }
+
+    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
+        self.finished = true;
+        out.push(StreamEvent::Failed(ProviderError {
+            message,
+            retry_after: None,
+        }));
+    }
+}
+
+/// Sends what the finished item adds to the streamed text. Text that disagrees with what was
+/// streamed cannot be taken back; the streamed text stands.
+fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Vec<StreamEvent>) {
+    match final_text.strip_prefix(emitted) {
+        Some(rest) if !rest.is_empty() => out.push(StreamEvent::Delta {
+            index,
+            delta: rest.to_string(),
+        }),
+        Some(_) => {}
+        None => log::debug!("final item text differs from the streamed deltas"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ToolSpec;
+    use super::super::sse::SseParser;
+    use super::super::test_support::{model, request, user};
+    use super::*;
+
+    fn responses_model(provider: &str, id: &str) -> Model {
+        let mut m = model("openai-responses", provider, id);
+        m.base_url = "http://127.0.0.1:9/v1".into();
+        m.reasoning = true;
+        m.input = vec!["text".into(), "image".into()];
+        m.max_tokens = 128000;
+        m
+    }
+
+    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+        req.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn body_matches_the_recorded_reference_shape() {
+        let mut r = request(
+            responses_model("fake-responses", "fake-gpt-5"),
+            vec![user("Say hello")],
+        );
+        r.system_prompt = "SYS".into();
+        r.thinking = ThinkingLevel::Medium;
+        r.tools = vec![ToolSpec {
+            name: "bash".into(),
+            description: "Run".into(),
+            parameters: json!({"type":"object","required":["command"],"properties":{"command":{"type":"string"}}}),
+        }];
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(http.url, "http://127.0.0.1:9/v1/responses");
+        assert_eq!(header(&http, "authorization"), Some("Bearer KEY"));
+        assert_eq!(header(&http, "session_id"), Some("session-1"));
+        assert_eq!(header(&http, "x-client-request-id"), Some("session-1"));
+        // Recorded from the reference (system prompt and tools shortened).
+        let expected = r#"{"model":"fake-gpt-5","input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hello"}]}],"stream":true,"prompt_cache_key":"session-1","store":false,"max_output_tokens":32000,"tools":[{"type":"function","name":"bash","description":"Run","parameters":{"type":"object","required":["command"],"properties":{"command":{"type":"string"}}},"strict":false}],"reasoning":{"effort":"medium","summary":"auto"},"include":["reasoning.encrypted_content"]}"#;
+        assert_eq!(serde_json::to_string(&http.body).unwrap(), expected);
+
+        let long = build_request_with(&r, CacheRetention::Long).body;
+        assert_eq!(long["prompt_cache_retention"], "24h");
+    }
+
+    #[test]
+    fn thinking_off_and_compat_switches() {
+        let mut r = request(responses_model("openai", "gpt-5"), vec![user("x")]);
+        r.thinking = ThinkingLevel::Off;
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(http.body["reasoning"], json!({"effort": "none"}));
+        assert!(http.body.get("include").is_none());
+        assert_eq!(http.body["input"][0]["role"], "user");
+
+        // A model without an "off" level keeps its default reasoning.
+        r.model.thinking_level_map = json!({"off": null, "high": "xhigh"}).as_object().cloned();
+        assert!(
+            build_request_with(&r, CacheRetention::Short)
+                .body
+                .get("reasoning")
+                .is_none()
+        );
+        r.thinking = ThinkingLevel::High;
+        assert_eq!(
+            build_request_with(&r, CacheRetention::Short).body["reasoning"]["effort"],
+            "xhigh"
+        );
+
+        // Non-reasoning models: system role, no reasoning; no session id: no session headers.
+        let mut r = request(model("openai-responses", "openai", "gpt-4.1"), vec![]);
+        r.system_prompt = "S".into();
+        r.session_id = String::new();
+        r.model.compat = json!({"sendSessionIdHeader": false}).as_object().cloned();
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(http.body["input"][0]["role"], "system");
+        assert!(http.body.get("reasoning").is_none());
+        assert!(http.body.get("prompt_cache_key").is_none());
+        assert_eq!(header(&http, "session_id"), None);
+        assert_eq!(header(&http, "x-client-request-id"), None);
+        assert_eq!(http.url, "https://api.openai.com/v1/responses");
+    }
+
+    #[test]
+    fn short_hash_matches_pi() {
+        // Values computed with pi-ai's shortHash.
+        assert_eq!(short_hash(""), "k4n83c7h0j2b");
+        assert_eq!(short_hash("fc_abc"), "1qaoofs1vxahbg");
+        assert_eq!(short_hash("item-é😀"), "h8a3ky27gwui");
+        assert_eq!(short_hash("toolu_01ABCdef"), "11th46g8nu9yr");
+    }
+
+    /// A history mixing this model, another provider, another Responses provider and an older
+    /// model of the same provider; the expected input is pi-ai's convertResponsesMessages output.
+    const HISTORY: &str = r#"[
+ {"role":"user","content":[{"type":"text","text":"go"},{"type":"image","data":"AAAA","mimeType":"image/png"}],"timestamp":1},
+ {"role":"assistant","content":[
+   {"type":"thinking","thinking":"plan","thinkingSignature":"{\"id\":\"rs_1\",\"type\":\"reasoning\",\"encrypted_content\":\"ENC\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"plan\"}]}"},
+   {"type":"text","text":"Looking.","textSignature":"{\"v\":1,\"id\":\"msg_1\",\"phase\":\"commentary\"}"},
+   {"type":"toolCall","id":"call_1|fc_1","name":"bash","arguments":{"command":"ls"}}],
+  "api":"openai-responses","provider":"openai","model":"gpt-5","usage":{},"stopReason":"toolUse","timestamp":2},
+ {"role":"toolResult","toolCallId":"call_1|fc_1","toolName":"bash","content":[{"type":"text","text":"out"}],"isError":false,"timestamp":3},
+ {"role":"assistant","content":[
+   {"type":"thinking","thinking":"deep","thinkingSignature":"SIG"},
+   {"type":"text","text":"Using tools."},
+   {"type":"toolCall","id":"toolu_01ABCdef","name":"read","arguments":{"path":"a.png"}}],
+  "api":"anthropic-messages","provider":"anthropic","model":"claude","usage":{},"stopReason":"toolUse","timestamp":4},
+ {"role":"toolResult","toolCallId":"toolu_01ABCdef","toolName":"read","content":[{"type":"text","text":"an image"},{"type":"image","data":"BBBB","mimeType":"image/jpeg"}],"isError":false,"timestamp":5},
+ {"role":"assistant","content":[
+   {"type":"toolCall","id":"call_9|item.9","name":"bash","arguments":{"command":"pwd"}}],
+  "api":"openai-responses","provider":"azure","model":"gpt-x","usage":{},"stopReason":"toolUse","timestamp":6},
+ {"role":"toolResult","toolCallId":"call_9|item.9","toolName":"bash","content":[{"type":"image","data":"CCCC","mimeType":"image/png"}],"isError":true,"timestamp":7},
+ {"role":"assistant","content":[
+   {"type":"text","text":"Older model."},
+   {"type":"toolCall","id":"call_7|fc_7","name":"bash","arguments":{}}],
+  "api":"openai-responses","provider":"openai","model":"gpt-4.1","usage":{},"stopReason":"toolUse","timestamp":8},
+ {"role":"user","content":"next","timestamp":9}
+]"#;
+
+    const HISTORY_INPUT: &str = r#"[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"go"},{"type":"input_image","detail":"auto","image_url":"data:image/png;base64,AAAA"}]},{"id":"rs_1","type":"reasoning","encrypted_content":"ENC","summary":[{"type":"summary_text","text":"plan"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Looking.","annotations":[]}],"status":"completed","id":"msg_1","phase":"commentary"},{"type":"function_call","id":"fc_1","call_id":"call_1","name":"bash","arguments":"{\"command\":\"ls\"}"},{"type":"function_call_output","call_id":"call_1","output":"out"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"deep","annotations":[]}],"status":"completed","id":"msg_3"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Using tools.","annotations":[]}],"status":"completed","id":"msg_3"},{"type":"function_call","call_id":"toolu_01ABCdef","name":"read","arguments":"{\"path\":\"a.png\"}"},{"type":"function_call_output","call_id":"toolu_01ABCdef","output":[{"type":"input_text","text":"an image"},{"type":"input_image","detail":"auto","image_url":"data:image/jpeg;base64,BBBB"}]},{"type":"function_call","id":"fc_7plq8oa3h9n","call_id":"call_9","name":"bash","arguments":"{\"command\":\"pwd\"}"},{"type":"function_call_output","call_id":"call_9","output":[{"type":"input_image","detail":"auto","image_url":"data:image/png;base64,CCCC"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Older model.","annotations":[]}],"status":"completed","id":"msg_7"},{"type":"function_call","call_id":"call_7","name":"bash","arguments":"{}"},{"type":"function_call_output","call_id":"call_7","output":"No result provided"},{"role":"user","content":[{"type":"input_text","text":"next"}]}]"#;
+
+    #[test]
+    fn history_converts_like_pi() {
+        let messages: Vec<AgentMessage> = serde_json::from_str(HISTORY).unwrap();
+        let mut r = request(responses_model("openai", "gpt-5"), messages);
+        r.system_prompt = "SYS".into();
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert_eq!(
+            serde_json::to_string(&body["input"]).unwrap(),
+            HISTORY_INPUT
+        );
+    }
+
+    fn decode(stream: &str) -> Vec<StreamEvent> {
+        let r = request(responses_model("openai", "gpt-5"), vec![]);
+        let mut decoder = Decoder::new(&r);
+        let mut parser = SseParser::new();
+        parser.push(stream.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = parser.next_event() {
+            out.extend(decoder.on_sse(&e));
+        }
+        for e in parser.finish() {
+            out.extend(decoder.on_sse(&e));
+        }
+        out.extend(decoder.on_eof());
+        out
+    }
+
+    fn delta(index: usize, text: &str) -> StreamEvent {
+        StreamEvent::Delta {
+            index,
+            delta: text.into(),
+        }
+    }
+
+    fn meta(id: &str) -> StreamEvent {
+        StreamEvent::Meta {
+            response_id: Some(id.into()),
+            response_model: None,
+        }
+    }
+
+    const TEXT: &str = include_str!("../../fixtures/openai-responses/text.sse");
+    const TOOL_PARALLEL: &str = include_str!("../../fixtures/openai-responses/tool_parallel.sse");
+
+    #[test]
+    fn decodes_reasoning_summary_and_text() {
+        let events = decode(TEXT);
+        let reasoning_item = r#"{"id":"rs_0a1b2c3d4e5f60718293a4b5c6d7e8f9aa","type":"reasoning","encrypted_content":"gAAAAABpVGVzdEVuY3J5cHRlZFJlYXNvbmluZ0Jsb2JPbmU=","summary":[{"type":"summary_text","text":"**Greeting the user**\n\nThe user wants a short hello."},{"type":"summary_text","text":"Keep it brief."}]}"#;
+        assert_eq!(
+            events,
+            vec![
+                meta("resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9"),
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::Thinking { redacted: false }
+                },
+                delta(0, "**Greeting the user**"),
+                delta(0, "\n\nThe user wants a short hello."),
+                // The part separator goes out only when the next part has text.
+                delta(0, "\n\n"),
+                delta(0, "Keep it brief."),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: Some(reasoning_item.into())
+                },
+                StreamEvent::BlockStart {
+                    index: 1,
+                    kind: BlockKind::Text
+                },
+                delta(1, "Hello"),
+                delta(1, " from the fake"),
+                delta(1, " responses API."),
+                StreamEvent::BlockEnd {
+                    index: 1,
+                    signature: Some(
+                        r#"{"v":1,"id":"msg_0a1b2c3d4e5f60718293a4b5c6d7e8f9bb"}"#.into()
+                    )
+                },
+                StreamEvent::Usage(Usage {
+                    input: 819,
+                    output: 85,
+                    cache_read: 1024,
+                    cache_write: 0,
+                    total_tokens: 1928,
+                    ..Usage::default()
+                }),
+                StreamEvent::Done {
+                    stop_reason: StopReason::Stop,
+                    error_message: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn decodes_parallel_tool_calls_with_composite_ids() {
+        let tool = |index, id: &str, name: &str| StreamEvent::BlockStart {
+            index,
+            kind: BlockKind::ToolCall {
+                id: id.into(),
+                name: name.into(),
+            },
+        };
+        let end = |index| StreamEvent::BlockEnd {
+            index,
+            signature: None,
+        };
+        let events = decode(TOOL_PARALLEL);
+        assert_eq!(
+            events,
+            vec![
+                meta("resp_2c3d4e5f60718293a4b5c6d7e8f90a1b"),
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::Text
+                },
+                delta(0, "Checking both."),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: Some(
+                        r#"{"v":1,"id":"msg_2c3d4e5f60718293a4b5c6d7e8f90a1bee","phase":"commentary"}"#
+                            .into()
+                    )
+                },
+                tool(1, "call_AAAA1111|fc_2c3d4e5f60718293a4b5c6d7e8f90a1b01", "bash"),
+                delta(1, "{\"command\":\"ls\"}"),
+                end(1),
+                tool(2, "call_BBBB2222|fc_2c3d4e5f60718293a4b5c6d7e8f90a1b02", "read"),
+                delta(2, "{\"path\":\"READ"),
+                // The finished arguments extend what streamed: the rest follows as a delta.
+                delta(2, "ME.md\"}"),
+                end(2),
+                StreamEvent::Usage(Usage {
+                    input: 952,
+                    output: 60,
+                    cache_read: 2048,
+                    cache_write: 0,
+                    total_tokens: 3060,
+                    ..Usage::default()
+                }),
+                StreamEvent::Done {
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn every_split_point_decodes_the_same() {
+        for stream in [TEXT, TOOL_PARALLEL] {
+            let whole = decode(stream);
+            let bytes = stream.as_bytes();
+            let r = request(responses_model("openai", "gpt-5"), vec![]);
+            for at in 0..=bytes.len() {
+                let mut parser = SseParser::new();
+                let mut decoder = Decoder::new(&r);
+                let mut out = Vec::new();
+                for part in [&bytes[..at], &bytes[at..]] {
+                    parser.push(part).unwrap();
+                    while let Some(e) = parser.next_event() {
+                        out.extend(decoder.on_sse(&e));
+                    }
+                }
+                for e in parser.finish() {
+                    out.extend(decoder.on_sse(&e));
+                }
+                out.extend(decoder.on_eof());
+                assert_eq!(out, whole, "split at {at}");
+            }
+        }
+    }
+
+    fn last_failure(events: &[StreamEvent]) -> String {
+        match events.last() {
+            Some(StreamEvent::Failed(e)) => e.message.clone(),
+            other => panic!("expected Failed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_forms_use_pi_texts() {
+        let events = decode(include_str!(
+            "../../fixtures/openai-responses/error_event.sse"
+        ));
+        assert_eq!(
+            last_failure(&events),
+            "Error Code server_error: The server had an error while processing your request. Sorry about that!"
+        );
+        let events = decode(include_str!("../../fixtures/openai-responses/failed.sse"));
+        assert_eq!(
+            last_failure(&events),
+            "rate_limit_exceeded: Rate limit reached for requests"
+        );
+        let failed = |response: &str| {
+            decode(&format!(
+                "data: {{\"type\":\"response.failed\",\"response\":{response}}}\n\n"
+            ))
+        };
+        assert_eq!(
+            last_failure(&failed(r#"{"error":{"message":"boom"}}"#)),
+            "unknown: boom"
+        );
+        assert_eq!(
+            last_failure(&failed(
+                r#"{"error":null,"incomplete_details":{"reason":"max_output_tokens"}}"#
+            )),
+            "incomplete: max_output_tokens"
+        );
+        assert_eq!(
+            last_failure(&failed(r#"{"status":"failed"}"#)),
+            "Unknown error (no error details in response)"
+        );
+        assert_eq!(
+            last_failure(&decode(
+                "event: error\ndata: {\"type\":\"error\",\"message\":\"m\"}\n\n"
+            )),
+            "Error Code undefined: m"
+        );
+        // A chunk with a top-level `error` is an SDK APIError.
+        assert_eq!(
+            last_failure(&decode("data: {\"error\":{\"message\":\"quota\"}}\n\n")),
+            "quota"
+        );
+        assert!(last_failure(&decode("data: {oops\n\n")).starts_with("Could not parse"));
+        // HTTP errors take the OpenAI SDK's text.
+        assert_eq!(
+            super::super::openai_http_error_message(
+                400,
+                include_str!("../../fixtures/openai-responses/error_400.json")
+            ),
+            "400 Invalid value: 'xhigh'. Supported values are: 'low', 'medium', and 'high'."
+        );
+    }
+
+    #[test]
+    fn statuses_map_to_stop_reasons() {
+        let completed = |status: &str| {
+            decode(&format!(
+                "data: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"r\",\"status\":\"{status}\"}}}}\n\n"
+            ))
+            .pop()
+        };
+        let done = |stop_reason, error_message: Option<&str>| {
+            Some(StreamEvent::Done {
+                stop_reason,
+                error_message: error_message.map(str::to_string),
+            })
+        };
+        assert_eq!(completed("completed"), done(StopReason::Stop, None));
+        assert_eq!(completed("incomplete"), done(StopReason::Length, None));
+        assert_eq!(completed("queued"), done(StopReason::Stop, None));
+        assert_eq!(
+            completed("cancelled"),
+            done(StopReason::Error, Some("An unknown error occurred"))
+        );
+        assert_eq!(
+            completed("weird"),
+            Some(StreamEvent::Failed(ProviderError {
+                message: "Unhandled stop reason: weird".into(),
+                retry_after: None
+            }))
+        );
+        // A body that ends without response.completed keeps what came, as a normal stop.
+        let events = decode(
+            "data: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"message\",\"id\":\"m\",\"content\":[]}}\n\n",
+        );
+        assert_eq!(events.last().cloned(), done(StopReason::Stop, None));
+    }
+}
