@@ -530,10 +530,13 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             }
             state.requests.push(request);
             shared.changed.notify_all();
-            reply
+            // Taken with the request recorded: a test that sees the request and then calls
+            // `release_stalls()` must release this reply, however soon it is served.
+            (reply, state.release_generation)
         };
+        let (reply, generation) = reply;
         let keep_open = match reply {
-            Some(reply) => write_reply(&mut conn, reply, shared)?,
+            Some(reply) => write_reply(&mut conn, reply, shared, generation)?,
             None => {
                 // 400 is retried by neither the provider SDKs nor pi, so one stray request
                 // stays one failure instead of a retry storm.
@@ -550,7 +553,12 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
 }
 
 /// Writes one reply; returns whether the connection can serve another request.
-fn write_reply(conn: &mut Connection, reply: Reply, shared: &Shared) -> io::Result<bool> {
+fn write_reply(
+    conn: &mut Connection,
+    reply: Reply,
+    shared: &Shared,
+    generation: u64,
+) -> io::Result<bool> {
     match reply {
         Reply::Status {
             code,
@@ -577,7 +585,6 @@ fn write_reply(conn: &mut Connection, reply: Reply, shared: &Shared) -> io::Resu
             Ok(true)
         }
         Reply::Stall { prefix } => {
-            let generation = shared.lock().release_generation;
             write_sse_head(&mut conn.stream)?;
             for event in split_sse_events(&prefix) {
                 write_chunk(&mut conn.stream, event.as_bytes())?;
@@ -588,7 +595,6 @@ fn write_reply(conn: &mut Connection, reply: Reply, shared: &Shared) -> io::Resu
             Ok(false)
         }
         Reply::Hold { prefix, rest } => {
-            let generation = shared.lock().release_generation;
             write_sse_head(&mut conn.stream)?;
             for event in split_sse_events(&prefix) {
                 write_chunk(&mut conn.stream, event.as_bytes())?;
