@@ -94,12 +94,27 @@ fn default_body(tools: &[ToolLine]) -> String {
     body
 }
 
-/// Today's date in UTC as YYYY-MM-DD (civil-from-days, no date crate needed).
+/// Today's LOCAL date as YYYY-MM-DD, as pi formats `new Date()` with local getters (TZ and
+/// /etc/localtime decide); falls back to the UTC date if the C library cannot convert.
 pub fn today() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
+    let now = secs as libc::time_t;
+    // SAFETY: localtime_r only writes into `local` (glibc and musl read TZ on first use).
+    let converted = unsafe {
+        let mut local: libc::tm = std::mem::zeroed();
+        (!libc::localtime_r(&now, &mut local).is_null()).then_some(local)
+    };
+    if let Some(local) = converted {
+        return format!(
+            "{:04}-{:02}-{:02}",
+            i64::from(local.tm_year) + 1900,
+            local.tm_mon + 1,
+            local.tm_mday
+        );
+    }
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     format!("{y:04}-{m:02}-{d:02}")
 }

@@ -27,3 +27,4 @@ mod steering;
 #[allow(dead_code)]
 mod support;
 mod turns;
+mod workspace;

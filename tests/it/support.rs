@@ -1093,3 +1093,26 @@ pub fn wait_for_file(path: &Path, timeout: Duration, done: impl Fn(&str) -> bool
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The system prompt a provider request carried: Anthropic `system` text blocks joined, or the
+/// content of the OpenAI `system`/`developer` message at the head of `messages`. Empty if none.
+pub fn system_prompt_of(request: &crate::fake_provider::RecordedRequest) -> String {
+    let text_of = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => String::new(),
+    };
+    if !request.body["system"].is_null() {
+        return text_of(&request.body["system"]);
+    }
+    request
+        .messages()
+        .first()
+        .filter(|m| m["role"] == "system" || m["role"] == "developer")
+        .map(|m| text_of(&m["content"]))
+        .unwrap_or_default()
+}
