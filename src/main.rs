@@ -675,8 +675,10 @@ fn system_prompt(
             guidelines,
         },
     ));
-    // Skills are offered when the model can read them: `read` active, or no explicit tool list.
-    let skills_block = (args.tools.is_none() || tool_names.iter().any(|t| t == "read"))
+    // Skills are offered only when the model can read them (`read` active), as pi does.
+    let skills_block = tool_names
+        .iter()
+        .any(|t| t == "read")
         .then(|| resources::skills::skills_prompt_block(&loaded.skills))
         .flatten();
     let date = resources::system_prompt::today();
