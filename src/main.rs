@@ -95,6 +95,8 @@ fn run(args: Args) -> Result<u8, String> {
         None => Vec::new(),
     };
 
+    // Every session log written from here on (forks and new sessions too) redacts these.
+    session::set_default_redactions(config.known_secrets());
     let (mut session, resumed) = open_session(&args, &config, &cwd)?;
     let context = session.context();
     let patterns: Vec<String> = match &args.models {
@@ -505,6 +507,7 @@ fn export_session(
         leaf_id: log.leaf_id().map(str::to_string),
         system_prompt: String::new(),
         tools: Vec::new(),
+        redactions: log.redactions().clone(),
     };
     export::export_to_file(&input, &cwd.join(&output))?;
     eprintln!("Exported to: {output}");

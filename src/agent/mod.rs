@@ -813,6 +813,7 @@ impl Agent {
                 .iter()
                 .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
                 .collect(),
+            redactions: self.session.redactions().clone(),
         };
         crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
         Ok(output)

@@ -4,7 +4,8 @@
 //! branch, the active leaf, the system prompt and the tool list). [`render_html`] embeds that data
 //! as a script-safe JSON blob into a fixed page whose inline CSS and JS (the `template.*` files
 //! next to this one, compiled in) draw the session tree and the conversation in the browser; the
-//! page loads nothing from the network. [`export_to_file`] writes the page atomically (temp file
+//! page loads nothing from the network. Known secrets (`ExportInput::redactions`) are replaced by
+//! `[redacted]` in the embedded data. [`export_to_file`] writes the page atomically (temp file
 //! in the target directory, then rename) and returns the path as given. Nothing here keeps state.
 
 use std::fs;
@@ -26,11 +27,14 @@ pub struct ExportInput {
     pub leaf_id: Option<String>,
     pub system_prompt: String,
     pub tools: Vec<(String, String, Value)>,
+    /// Secrets replaced by `[redacted]` in the page (the session log's own list).
+    pub redactions: crate::session::Redactions,
 }
 
 /// The whole HTML document for `input`.
 pub fn render_html(input: &ExportInput) -> String {
-    let data = script_safe_json(&session_data(input));
+    let json = session_data(input).to_string();
+    let data = script_safe_json(&input.redactions.apply(&json));
     fill_template(
         TEMPLATE_HTML,
         &[
@@ -135,8 +139,7 @@ fn session_data(input: &ExportInput) -> Value {
 /// `\u003c`-style escapes (so no `</script>` or `<!--` can appear), and U+2028/U+2029 are escaped
 /// too for old JS parsers. These characters only occur inside JSON strings, where the escapes mean
 /// the same thing, so `JSON.parse` gives back the original data.
-fn script_safe_json(value: &Value) -> String {
-    let raw = value.to_string();
+fn script_safe_json(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len() + raw.len() / 16);
     for c in raw.chars() {
         match c {

@@ -265,6 +265,7 @@ fn sample_input() -> ExportInput {
         system_prompt: "You are an expert coding assistant.\n\nAvailable tools:\n- read\n- bash\n- edit\n\n<tags> & such stay text."
             .to_string(),
         tools,
+        redactions: Default::default(),
     }
 }
 
@@ -519,4 +520,19 @@ fn page_renders_in_headless_chromium() {
         // Manual check: keep a copy of the sample page to look at in a browser.
         fs::copy(&page, out).unwrap();
     }
+}
+
+/// Known secrets never reach the page: the embedded data says `[redacted]` instead.
+#[test]
+fn secrets_are_redacted_from_the_page() {
+    let mut input = sample_input();
+    input.system_prompt = "key sk-test-SECRET123 here <b>".to_string();
+    input
+        .entries
+        .push(serde_json::json!({"type": "custom", "data": {"k": "sk-test-SECRET123"}}));
+    input.redactions = crate::session::Redactions::new(vec!["sk-test-SECRET123".to_string()]);
+    let html = render_html(&input);
+    assert!(!html.contains("sk-test-SECRET123"));
+    assert_eq!(html.matches("[redacted]").count(), 2, "both places");
+    assert!(html.contains("key [redacted] here \\u003cb\\u003e"));
 }

@@ -6,17 +6,19 @@
 //! is lazy like pi's: nothing reaches disk before the first assistant message; then the header
 //! and everything buffered go out as one atomic file creation, and each later entry is one
 //! `write` of one complete line. A write that fails leaves the entry in memory and the file as it
-//! was; the next append or `sync` retries. Nothing here panics on file content.
+//! was; the next append or `sync` retries. Nothing here panics on file content. Known secrets
+//! are cut out of every line as it is written (`redact`).
 //!
 //! Submodules: `entry` (line types), `file` (disk I/O, repair, migration), `tree` (context and
 //! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`, `index`
-//! (id → position).
+//! (id → position), `redact` (secrets out of written lines).
 
 mod entry;
 mod file;
 mod ids;
 mod index;
 mod locate;
+mod redact;
 mod tree;
 
 use std::collections::{HashMap, HashSet};
@@ -33,6 +35,7 @@ use index::IdIndex;
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
+pub use redact::{Redactions, set_default_redactions};
 pub use tree::Label;
 
 use crate::config::ThinkingLevel;
@@ -85,6 +88,8 @@ pub struct SessionLog {
     leaf: Option<usize>,
     has_assistant: bool,
     disk: DiskState,
+    /// Secrets replaced by `[redacted]` in every line written (memory keeps the originals).
+    redactions: Redactions,
 }
 
 /// A summary, not the entries (a log can hold 100k of them).
@@ -220,6 +225,7 @@ impl SessionLog {
             leaf: None,
             has_assistant: false,
             disk: DiskState::default(),
+            redactions: redact::default_redactions(),
         };
         // Taken over as it is (a copy would hold the list twice for a moment), with room for
         // this run's appends so the first one does not double a large list.
@@ -269,6 +275,18 @@ impl SessionLog {
             self.by_id.insert(&self.entries, position);
             self.leaf = Some(position);
         }
+    }
+
+    /// Replaces the secrets cut out of what this log writes (forks inherit them). Logs start
+    /// with the process-wide list of [`set_default_redactions`], which is what the binary uses.
+    #[cfg(test)]
+    pub fn set_redactions(&mut self, secrets: Vec<String>) {
+        self.redactions = Redactions::new(secrets);
+    }
+
+    /// The secrets this log cuts out of its file, for an export of it.
+    pub fn redactions(&self) -> &Redactions {
+        &self.redactions
     }
 
     pub fn id(&self) -> &str {
@@ -679,6 +697,7 @@ impl SessionLog {
             file,
             copied,
         );
+        log.redactions = self.redactions.clone();
         if let Err(e) = log.persist() {
             log::error!("Forked session not written yet (will retry): {e}");
         }
@@ -687,12 +706,14 @@ impl SessionLog {
 
     /// An empty session whose header points at this one (fork of the first message).
     fn empty_child(&self) -> Result<SessionLog, SessionError> {
-        match (&self.file, &self.session_dir) {
+        let mut log = match (&self.file, &self.session_dir) {
             (Some(file), Some(dir)) => {
-                SessionLog::create_with_parent(dir, &self.cwd, Some(&file.to_string_lossy()))
+                SessionLog::create_with_parent(dir, &self.cwd, Some(&file.to_string_lossy()))?
             }
-            _ => Ok(SessionLog::in_memory(&self.cwd)),
-        }
+            _ => SessionLog::in_memory(&self.cwd),
+        };
+        log.redactions = self.redactions.clone();
+        Ok(log)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -719,6 +740,7 @@ impl SessionLog {
         }
         while self.disk.entries_written < self.entries.len() {
             let line = self.entries[self.disk.entries_written].to_line();
+            let line = self.redactions.apply(&line);
             if !file::append_line(&path, &line)? {
                 log::warn!(
                     "Session file {} disappeared; writing it again from memory",
@@ -741,6 +763,8 @@ impl SessionLog {
             })?;
         }
         let content = file::whole_file(&self.header, &self.entries);
+        // JSONL: a secret never spans lines, so the whole content is redacted at once.
+        let content = self.redactions.apply(&content);
         file::write_atomically(path, content.as_bytes(), replace)?;
         self.disk = DiskState {
             header_written: true,

@@ -657,3 +657,40 @@ fn lines_the_typed_form_does_not_reproduce_survive_load_rewrite_and_the_wire() {
     assert_eq!(crlf.entries(), log.entries());
     fs::remove_dir_all(dir).unwrap();
 }
+
+/// Secrets given to the log never reach its file (first whole-file write, later appends, forks);
+/// memory keeps the real text.
+#[test]
+fn secrets_are_redacted_in_the_file_but_not_in_memory() {
+    const SECRET: &str = "sk-test-SECRET123";
+    let dir = temp_dir("redact");
+    let mut log = SessionLog::create(&dir, Path::new("/w")).unwrap();
+    log.set_redactions(vec![SECRET.to_string()]);
+    let path = log.file_path().unwrap().to_path_buf();
+    log.append_message(&user(&format!("my key is {SECRET}")))
+        .unwrap();
+    log.append_message(&assistant(&format!("{SECRET}!")))
+        .unwrap();
+    log.append_message(&user(&format!("again {SECRET}")))
+        .unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(SECRET), "{text}");
+    let on_disk = lines(&path);
+    assert_eq!(
+        on_disk[1]["message"]["content"][0]["text"],
+        "my key is [redacted]"
+    );
+    assert_eq!(
+        on_disk[3]["message"]["content"][0]["text"],
+        "again [redacted]"
+    );
+    assert_eq!(
+        texts(&log.context())[0],
+        format!("user:my key is {SECRET}"),
+        "memory keeps the original"
+    );
+    let fork = log.clone_at_leaf().unwrap();
+    let forked = fs::read_to_string(fork.file_path().unwrap()).unwrap();
+    assert!(!forked.contains(SECRET) && forked.contains("[redacted]"));
+    fs::remove_dir_all(dir).unwrap();
+}

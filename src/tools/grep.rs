@@ -235,13 +235,14 @@ fn search_with_rg(
             return true;
         }
         let data = &event["data"];
-        if let (Some(file), Some(number)) =
-            (data["path"]["text"].as_str(), data["line_number"].as_u64())
+        if let (Some(file), Some(number)) = (rg_bytes(&data["path"]), data["line_number"].as_u64())
         {
+            use std::os::unix::ffi::OsStringExt;
             matches.push(Match {
-                file: PathBuf::from(file),
+                file: PathBuf::from(std::ffi::OsString::from_vec(file)),
                 line_number: number as usize,
-                line_text: data["lines"]["text"].as_str().map(str::to_string),
+                line_text: rg_bytes(&data["lines"])
+                    .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
             });
         }
         if matches.len() as f64 >= search.limit {
@@ -267,6 +268,44 @@ fn search_with_rg(
         }
         _ => Ok((matches, limit_reached)),
     }
+}
+
+/// ripgrep's `{"text": …}` or, for paths and lines that are not UTF-8, `{"bytes": <base64>}`.
+fn rg_bytes(data: &Value) -> Option<Vec<u8>> {
+    if let Some(text) = data["text"].as_str() {
+        return Some(text.as_bytes().to_vec());
+    }
+    base64_decode(data["bytes"].as_str()?)
+}
+
+/// Standard base64 (padding optional); None on any other character.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let mut bits = 0u32;
+    let mut count = 0;
+    for byte in text.bytes().filter(|&b| b != b'=') {
+        let value = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        bits = (bits << 6) | u32::from(value);
+        count += 1;
+        if count == 4 {
+            out.extend_from_slice(&[(bits >> 16) as u8, (bits >> 8) as u8, bits as u8]);
+            bits = 0;
+            count = 0;
+        }
+    }
+    match count {
+        2 => out.push((bits >> 4) as u8),
+        3 => out.extend_from_slice(&[(bits >> 10) as u8, (bits >> 2) as u8]),
+        _ => {}
+    }
+    Some(out)
 }
 
 fn has_regex_syntax(pattern: &str) -> bool {
@@ -552,6 +591,67 @@ mod tests {
             panic!()
         };
         t.text.clone()
+    }
+
+    fn context(dir: &Path) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            agent_dir: dir.to_path_buf(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        }
+    }
+
+    #[test]
+    fn base64_decodes_ripgrep_bytes() {
+        assert_eq!(base64_decode("L3RtcC9i/w==").unwrap(), b"/tmp/b\xFF");
+        assert_eq!(base64_decode("Zm8").unwrap(), b"fo");
+        assert_eq!(base64_decode("Zg==").unwrap(), b"f");
+        assert_eq!(base64_decode("!!"), None);
+        assert_eq!(
+            rg_bytes(&json!({"text": "a"})).unwrap(),
+            b"a",
+            "plain text form"
+        );
+    }
+
+    /// A file whose name is not UTF-8 (ripgrep reports it base64-encoded), a binary file named
+    /// explicitly, and a tree with symlink loops: matches come back, nothing hangs or fails.
+    #[test]
+    fn odd_names_binary_files_and_symlink_loops() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!(
+            "pi-rs-grep-odd-{}",
+            super::super::bash::random_hex16()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = std::ffi::OsStr::from_bytes(b"bad\xFFname.txt");
+        std::fs::write(dir.join(name), b"needle here \xFF\n").unwrap();
+        std::fs::write(dir.join("blob.bin"), b"needle one\n\0\0binary needle\n").unwrap();
+        std::os::unix::fs::symlink(".", dir.join("loop")).unwrap();
+        std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
+        std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
+        let ctx = context(&dir);
+        let cancel = CancelFlag::default();
+        let out = execute(&json!({"pattern":"needle"}), &ctx, &cancel).unwrap();
+        let shown = text(&out);
+        assert!(
+            shown.contains("bad\u{FFFD}name.txt:1: needle here \u{FFFD}"),
+            "{shown}"
+        );
+        let out = execute(
+            &json!({"pattern":"needle","path":"blob.bin"}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert!(
+            text(&out).starts_with("blob.bin:1: needle one"),
+            "{}",
+            text(&out)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// These run whichever backend the machine has (rg if installed, else the fallback); the

@@ -60,14 +60,15 @@ pub fn execute(
             node_fs_error(&e, "scandir", &dir)
         )
     })?;
-    let mut names: Vec<String> = read
+    // (shown name, real name): a name that is not UTF-8 is shown lossily but stat'ed as it is.
+    let mut names: Vec<(String, std::ffi::OsString)> = read
         .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().to_string())
+        .map(|e| (e.file_name().to_string_lossy().to_string(), e.file_name()))
         .collect();
-    names.sort_by(|a, b| compare_names(a, b));
+    names.sort_by(|a, b| compare_names(&a.0, &b.0));
     let mut results = Vec::new();
     let mut limit_reached = false;
-    for name in names {
+    for (name, real_name) in names {
         if cancel.is_cancelled() {
             return Err(ABORTED.to_string());
         }
@@ -76,7 +77,7 @@ pub fn execute(
             break;
         }
         // stat follows symlinks; entries that cannot be stat'ed (broken links) are left out.
-        let Ok(meta) = std::fs::metadata(dir.join(&name)) else {
+        let Ok(meta) = std::fs::metadata(dir.join(&real_name)) else {
             continue;
         };
         results.push(if meta.is_dir() {

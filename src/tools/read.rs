@@ -2,6 +2,10 @@
 //! notices, or an image (sniffed by magic bytes) as an image block.
 //!
 //! Input: validated `{path, offset?, limit?}`. Output: the tool result or the error text.
+//! A text file is streamed once in chunks (line count, selected lines' sizes, and only the text
+//! the output limits can show are kept), so memory stays bounded whatever the file's size; the
+//! result is the same as splitting the whole file. Images above 32 MB are left out with the
+//! reference's "could not be resized" note instead of being loaded.
 //! Not done: the reference shrinks images larger than 2000×2000 px or 4.5 MB of base64 (re-encoding
 //! as PNG/JPEG, adding a "[Image: original WxH, displayed at …]" note, or replacing the image with
 //! "[Image omitted: could not be resized below the inline image size limit.]"). Without an image
@@ -112,14 +116,6 @@ fn check_readable(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn read_all(path: &Path) -> Result<Vec<u8>, String> {
-    let mut file = File::open(path).map_err(|e| node_fs_error(&e, "open", path))?;
-    let mut data = Vec::new();
-    file.read_to_end(&mut data)
-        .map_err(|e| node_fs_error_no_path(&e, "read"))?;
-    Ok(data)
-}
-
 fn number_arg(args: &Value, key: &str) -> Option<f64> {
     args.get(key).and_then(Value::as_f64)
 }
@@ -132,32 +128,27 @@ pub fn execute(
     let raw_path = args.get("path").and_then(Value::as_str).unwrap_or_default();
     let absolute = resolve_read_path(raw_path, &context.cwd);
     check_readable(&absolute)?;
-    let data = read_all(&absolute)?;
+    let mut file = File::open(&absolute).map_err(|e| node_fs_error(&e, "open", &absolute))?;
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    (&mut file)
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| node_fs_error_no_path(&e, "read"))?;
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    let head = &data[..data.len().min(SNIFF_BYTES)];
-    if let Some(mime) = sniff_image_mime(head) {
-        let mut note = format!("Read image file [{mime}]");
-        if !context.model_supports_images {
-            note.push('\n');
-            note.push_str(NON_VISION_NOTE);
-        }
-        return Ok(ToolOutput {
-            content: vec![
-                ContentBlock::Text(TextContent::new(&note)),
-                ContentBlock::Image(ImageContent {
-                    data: base64_encode(&data),
-                    mime_type: mime.to_string(),
-                }),
-            ],
-            details: None,
-            is_error: false,
-        });
+    if let Some(mime) = sniff_image_mime(&head) {
+        return read_image(file, head, mime, context, cancel);
     }
-    let text = String::from_utf8_lossy(&data);
-    let (text, details) = read_text(
-        &text,
+    let scan = scan_text(
+        file,
+        head,
+        number_arg(args, "offset"),
+        number_arg(args, "limit"),
+        cancel,
+    )?;
+    let (text, details) = select_text(
+        scan,
         raw_path,
         number_arg(args, "offset"),
         number_arg(args, "limit"),
@@ -168,21 +159,238 @@ pub fn execute(
     })
 }
 
-/// The text part of read: line selection, truncation and notices. `raw_path` appears in the
-/// oversized-line hint exactly as the model wrote it.
+/// An image is passed through whole (see the module note), up to `MAX_IMAGE_BYTES`; a larger
+/// one is left out with the reference's "could not be resized" note rather than held in memory.
+fn read_image(
+    mut file: File,
+    mut data: Vec<u8>,
+    mime: &str,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+) -> Result<ToolOutput, String> {
+    (&mut file)
+        .take(MAX_IMAGE_BYTES + 1 - data.len() as u64)
+        .read_to_end(&mut data)
+        .map_err(|e| node_fs_error_no_path(&e, "read"))?;
+    if cancel.is_cancelled() {
+        return Err(super::ABORTED.to_string());
+    }
+    let mut note = format!("Read image file [{mime}]");
+    let too_big = data.len() as u64 > MAX_IMAGE_BYTES;
+    if too_big {
+        note.push_str("\n[Image omitted: could not be resized below the inline image size limit.]");
+    }
+    if !context.model_supports_images {
+        note.push('\n');
+        note.push_str(NON_VISION_NOTE);
+    }
+    let mut content = vec![ContentBlock::Text(TextContent::new(&note))];
+    if !too_big {
+        content.push(ContentBlock::Image(ImageContent {
+            data: base64_encode(&data),
+            mime_type: mime.to_string(),
+        }));
+    }
+    Ok(ToolOutput {
+        content,
+        details: None,
+        is_error: false,
+    })
+}
+
+/// What one pass over a text file keeps: the line count, and of the selected lines
+/// (`offset`/`limit`) their sizes plus only as much text as the output limits can show.
+struct TextScan {
+    /// Lines in the file (newlines + 1), as `split("\n")` counts them.
+    total_lines: i64,
+    /// The selected lines joined by `\n`, cut once it holds more than the output limits allow
+    /// (more than `DEFAULT_MAX_LINES` lines or `DEFAULT_MAX_BYTES` bytes).
+    kept: String,
+    /// Whether `kept` is the whole selection.
+    kept_all: bool,
+    /// Byte count of the whole selection (after lossy UTF-8 decoding).
+    selected_bytes: usize,
+    /// Size of the first selected line.
+    first_line_bytes: usize,
+}
+
+/// Bytes read per step: memory stays at about this plus the kept text, whatever the file size.
+const READ_CHUNK: usize = 256 * 1024;
+/// Larger images are left out instead of being loaded whole.
+const MAX_IMAGE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Streams `head` then the rest of `input` through a lossy UTF-8 decoder (invalid bytes become
+/// U+FFFD exactly as `String::from_utf8_lossy` on the whole file would make them) and a line
+/// counter. Only the selected lines' first ~50 KB are held, so a 1 GB file costs a quick pass,
+/// not 1 GB of memory.
+fn scan_text(
+    mut input: impl Read,
+    head: Vec<u8>,
+    offset: Option<f64>,
+    limit: Option<f64>,
+    cancel: &CancelFlag,
+) -> Result<TextScan, String> {
+    let start = first_line_index(offset);
+    let end = limit.map(|l| start.saturating_add(l.trunc() as i64));
+    let mut scan = TextScan {
+        total_lines: 1,
+        kept: String::new(),
+        kept_all: true,
+        selected_bytes: 0,
+        first_line_bytes: 0,
+    };
+    let mut kept_newlines = 0usize;
+    let mut line: i64 = 0;
+    let selected = |line: i64| line >= start && end.is_none_or(|end| line < end);
+    let mut decoder = LossyDecoder::default();
+    let mut chunk = head;
+    let mut decoded = String::new();
+    let mut at_eof = false;
+    loop {
+        decoded.clear();
+        decoder.decode(&chunk, at_eof, &mut decoded);
+        let mut rest = decoded.as_str();
+        loop {
+            // str::find, not the memchr crate: std's search stays fast in unoptimized builds too.
+            let (segment, newline) = match rest.find('\n') {
+                Some(at) => (&rest[..at], true),
+                None => (rest, false),
+            };
+            if selected(line) {
+                scan.selected_bytes += segment.len();
+                if line == start {
+                    scan.first_line_bytes += segment.len();
+                }
+                if scan.kept_all {
+                    scan.kept.push_str(segment);
+                }
+            }
+            if !newline {
+                break;
+            }
+            rest = &rest[segment.len() + 1..];
+            // This newline separates two selected lines: it is part of the selection.
+            if selected(line) && selected(line + 1) {
+                scan.selected_bytes += 1;
+                if scan.kept_all {
+                    scan.kept.push('\n');
+                    kept_newlines += 1;
+                }
+            }
+            line += 1;
+            scan.total_lines += 1;
+            if scan.kept_all
+                && (scan.kept.len() > DEFAULT_MAX_BYTES || kept_newlines > DEFAULT_MAX_LINES)
+            {
+                scan.kept_all = false;
+            }
+        }
+        if scan.kept_all && scan.kept.len() > DEFAULT_MAX_BYTES {
+            scan.kept_all = false;
+        }
+        if at_eof {
+            return Ok(scan);
+        }
+        if cancel.is_cancelled() {
+            return Err(super::ABORTED.to_string());
+        }
+        chunk.resize(READ_CHUNK, 0);
+        let read = loop {
+            match input.read(&mut chunk) {
+                Ok(read) => break read,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(node_fs_error_no_path(&e, "read")),
+            }
+        };
+        chunk.truncate(read);
+        at_eof = read == 0;
+    }
+}
+
+/// JS: `offset ? max(0, offset - 1) : 0` — 0 and absent both mean "from the top".
+fn first_line_index(offset: Option<f64>) -> i64 {
+    match offset {
+        Some(o) if o != 0.0 => ((o - 1.0).max(0.0)).trunc() as i64,
+        _ => 0,
+    }
+}
+
+/// Incremental `from_utf8_lossy`: an incomplete sequence at the end of a chunk waits for the
+/// next one, so chunk boundaries never change the decoded text.
+#[derive(Default)]
+struct LossyDecoder {
+    pending: Vec<u8>,
+}
+
+impl LossyDecoder {
+    fn decode(&mut self, bytes: &[u8], at_eof: bool, out: &mut String) {
+        let joined;
+        let mut input: &[u8] = if self.pending.is_empty() {
+            bytes
+        } else {
+            let mut buffer = std::mem::take(&mut self.pending);
+            buffer.extend_from_slice(bytes);
+            joined = buffer;
+            &joined
+        };
+        loop {
+            match std::str::from_utf8(input) {
+                Ok(valid) => {
+                    out.push_str(valid);
+                    return;
+                }
+                Err(error) => {
+                    let (valid, after) = input.split_at(error.valid_up_to());
+                    // SAFETY-free: `valid_up_to` marks a prefix that is valid UTF-8.
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match error.error_len() {
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            input = &after[bad..];
+                        }
+                        None if at_eof => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            return;
+                        }
+                        None => {
+                            self.pending = after.to_vec();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The text part of read on a whole text (tests and callers that already hold the text).
+#[cfg(test)]
 pub fn read_text(
     text: &str,
     raw_path: &str,
     offset: Option<f64>,
     limit: Option<f64>,
 ) -> Result<(String, Option<Value>), String> {
-    let all_lines: Vec<&str> = text.split('\n').collect();
-    let total = all_lines.len() as i64;
-    // JS: `offset ? max(0, offset - 1) : 0` — 0 and absent both mean "from the top".
-    let start = match offset {
-        Some(o) if o != 0.0 => ((o - 1.0).max(0.0)).trunc() as i64,
-        _ => 0,
-    };
+    let scan = scan_text(
+        &b""[..],
+        text.as_bytes().to_vec(),
+        offset,
+        limit,
+        &CancelFlag::default(),
+    )?;
+    select_text(scan, raw_path, offset, limit)
+}
+
+/// Line selection, truncation and notices from a scan. `raw_path` appears in the oversized-line
+/// hint exactly as the model wrote it.
+fn select_text(
+    scan: TextScan,
+    raw_path: &str,
+    offset: Option<f64>,
+    limit: Option<f64>,
+) -> Result<(String, Option<Value>), String> {
+    let total = scan.total_lines;
+    let start = first_line_index(offset);
     let start_display = start + 1;
     if start >= total {
         let shown = offset
@@ -192,21 +400,17 @@ pub fn read_text(
             "Offset {shown} is beyond end of file ({total} lines total)"
         ));
     }
-    let (selected, user_limited) = match limit {
-        Some(limit) => {
-            let end = (start + limit.trunc() as i64).min(total);
-            let slice = if end > start {
-                all_lines[start as usize..end as usize].join("\n")
-            } else {
-                String::new()
-            };
-            (slice, Some(end - start))
-        }
-        None => (all_lines[start as usize..].join("\n"), None),
-    };
-    let truncation = truncate_head(&selected, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+    let end = limit.map_or(total, |l| start.saturating_add(l.trunc() as i64).min(total));
+    let user_limited = limit.map(|_| end - start);
+    // `kept` holds more than the limits whenever the selection does, so truncating it keeps
+    // exactly what truncating the whole selection would; only the totals come from the scan.
+    let mut truncation = truncate_head(&scan.kept, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+    if !scan.kept_all {
+        truncation.total_lines = (end - start).max(0) as usize;
+        truncation.total_bytes = scan.selected_bytes;
+    }
     if truncation.first_line_exceeds_limit {
-        let size = format_size(all_lines[start as usize].len());
+        let size = format_size(scan.first_line_bytes);
         let text = format!(
             "[Line {start_display} is {size}, exceeds {} limit. Use bash: sed -n '{start_display}p' {raw_path} | head -c {DEFAULT_MAX_BYTES}]",
             format_size(DEFAULT_MAX_BYTES)
@@ -362,6 +566,124 @@ mod tests {
         );
         let err = execute(&json!({"path":"."}), &ctx, &cancel).unwrap_err();
         assert_eq!(err, "EISDIR: illegal operation on a directory, read");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn lossy_decoding_does_not_depend_on_chunk_boundaries() {
+        let bytes: &[u8] = b"a\xE2\x82\xACb\xE2\x82A\xF0\x9F\x98\x80\xFF\n\xC3";
+        let expected = String::from_utf8_lossy(bytes).into_owned();
+        for split in 0..=bytes.len() {
+            for second in split..=bytes.len() {
+                let mut decoder = LossyDecoder::default();
+                let mut out = String::new();
+                decoder.decode(&bytes[..split], false, &mut out);
+                decoder.decode(&bytes[split..second], false, &mut out);
+                decoder.decode(&bytes[second..], true, &mut out);
+                assert_eq!(out, expected, "split at {split}/{second}");
+            }
+        }
+    }
+
+    /// A 1 GB file (sparse: no disk used) is streamed, never loaded: the answer is the
+    /// oversized-line notice with the real size, quickly.
+    #[test]
+    fn gigabyte_file_is_streamed_not_loaded() {
+        let dir = temp_dir("huge");
+        let file = File::create(dir.join("huge.bin")).unwrap();
+        file.set_len(1 << 30).unwrap();
+        let started = std::time::Instant::now();
+        let out = execute(
+            &json!({"path":"huge.bin"}),
+            &context(&dir),
+            &CancelFlag::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            text_of(&out),
+            "[Line 1 is 1024.0MB, exceeds 50.0KB limit. Use bash: sed -n '1p' huge.bin | head -c 51200]"
+        );
+        let truncation = &out.details.unwrap()["truncation"];
+        assert_eq!(truncation["totalBytes"], 1u64 << 30);
+        assert_eq!(truncation["totalLines"], 1);
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Many lines in a large file: the first 2000 are shown and the total is still exact.
+    #[test]
+    fn large_file_keeps_exact_totals() {
+        let dir = temp_dir("lines");
+        let text: String = (0..300_000).map(|i| format!("row {i}\n")).collect();
+        std::fs::write(dir.join("rows.txt"), &text).unwrap();
+        let ctx = context(&dir);
+        let cancel = CancelFlag::default();
+        let out = execute(&json!({"path":"rows.txt","offset":100}), &ctx, &cancel).unwrap();
+        let (expected, details) = {
+            // The selection as the whole-text rule defines it.
+            let lines: Vec<&str> = text.split('\n').collect();
+            let selected = lines[99..].join("\n");
+            let truncation = truncate_head(&selected, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+            (truncation.content.clone(), truncation.to_json())
+        };
+        assert_eq!(
+            text_of(&out),
+            format!(
+                "{expected}\n\n[Showing lines 100-2099 of 300001. Use offset=2100 to continue.]"
+            )
+        );
+        assert_eq!(out.details.unwrap()["truncation"], details);
+        let out = execute(
+            &json!({"path":"rows.txt","offset":299_999,"limit":1}),
+            &ctx,
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(
+            text_of(&out),
+            "row 299998\n\n[2 more lines in file. Use offset=300000 to continue.]"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Binary content that is no image: decoded lossily, never an error or a panic.
+    #[test]
+    fn binary_file_reads_as_lossy_text() {
+        let dir = temp_dir("binary");
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+        std::fs::write(dir.join("blob.bin"), &bytes).unwrap();
+        let out = execute(
+            &json!({"path":"blob.bin"}),
+            &context(&dir),
+            &CancelFlag::default(),
+        )
+        .unwrap();
+        let expected = read_text(&String::from_utf8_lossy(&bytes), "blob.bin", None, None)
+            .unwrap()
+            .0;
+        assert_eq!(text_of(&out), expected);
+        assert!(text_of(&out).contains('\u{FFFD}'));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn path_with_invalid_utf8_is_read() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = temp_dir("nonutf8");
+        let name = std::ffi::OsStr::from_bytes(b"bad\xFFname.txt");
+        std::fs::write(dir.join(name), "inside\n").unwrap();
+        let ctx = context(&dir);
+        // The model can only name it lossily; that name does not exist.
+        let err = execute(
+            &json!({"path":"bad\u{FFFD}name.txt"}),
+            &ctx,
+            &CancelFlag::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("ENOENT: no such file or directory, access '"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -8,6 +8,7 @@ mod compaction;
 mod errors;
 mod extensions;
 mod faults;
+mod files;
 mod idle_commands;
 mod lifecycle;
 mod print_modes;

@@ -110,6 +110,8 @@ pub struct Setup {
     /// Starts this program with these leading arguments instead, the binary's path and its
     /// arguments following them (e.g. an intermediate `sh -c` parent).
     pub wrapper: Vec<String>,
+    /// Runs in the child between fork and exec (signal dispositions, resource limits).
+    pub pre_exec: Option<fn() -> std::io::Result<()>>,
 }
 
 impl Setup {
@@ -136,6 +138,7 @@ impl Setup {
             binary: None,
             models_json: None,
             wrapper: Vec::new(),
+            pre_exec: None,
         }
     }
 
@@ -174,6 +177,12 @@ impl Setup {
     /// Uses `text` as the agent dir's `models.json` instead of the fixture.
     pub fn models_json(mut self, text: &str) -> Self {
         self.models_json = Some(text.into());
+        self
+    }
+
+    /// Runs `hook` in the child just before exec (e.g. to ignore SIGXFSZ).
+    pub fn pre_exec(mut self, hook: fn() -> std::io::Result<()>) -> Self {
+        self.pre_exec = Some(hook);
         self
     }
 
@@ -409,6 +418,11 @@ impl Pi {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(hook) = setup.pre_exec {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the hooks are plain async-signal-safe syscalls (signal, setrlimit).
+            unsafe { command.pre_exec(hook) };
+        }
         let mut child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {}: {err}", program.display()));
