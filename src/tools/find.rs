@@ -40,13 +40,7 @@ pub fn execute(
         .unwrap_or(DEFAULT_LIMIT as f64);
     let search_path = resolve_to_cwd(raw_path, &context.cwd);
     let lines = match find_tool(&context.agent_dir, &["fd", "fdfind"]) {
-        Some(fd) => match run_fd(&fd, pattern, &search_path, limit, true, cancel) {
-            // fd before 8.7 does not know --no-require-git: ask it again without.
-            Err(e) if e.contains("--no-require-git") => {
-                run_fd(&fd, pattern, &search_path, limit, false, cancel)?
-            }
-            other => other?,
-        },
+        Some(fd) => run_fd(&fd, pattern, &search_path, limit, cancel)?,
         None => find_fallback(pattern, &search_path, limit, cancel)?,
     };
     if cancel.is_cancelled() {
@@ -125,7 +119,6 @@ fn run_fd(
     pattern: &str,
     search_path: &Path,
     limit: f64,
-    no_require_git: bool,
     cancel: &CancelFlag,
 ) -> Result<Vec<String>, String> {
     match run_fd_with(fd, pattern, search_path, limit, cancel, true) {
