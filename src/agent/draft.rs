@@ -91,7 +91,7 @@ impl Draft {
     }
 
     /// Appends a delta; `None` when the index names no block (a provider bug, logged).
-    pub fn delta(&mut self, index: usize, delta: String) -> Option<Value> {
+    pub fn delta(&mut self, index: usize, delta: String) -> Option<crate::rpc::Record> {
         let family = match self.message.content.get_mut(index) {
             Some(ContentBlock::Text(t)) => {
                 t.text.push_str(&delta);
@@ -150,6 +150,15 @@ impl Draft {
         for index in open {
             self.finish_tool_arguments(index);
         }
+        // Streaming grew the texts by doubling; a long reply is held for the rest of the
+        // session, so give the slack back.
+        for block in &mut self.message.content {
+            match block {
+                ContentBlock::Text(t) => t.text.shrink_to_fit(),
+                ContentBlock::Thinking(t) => t.thinking.shrink_to_fit(),
+                ContentBlock::ToolCall(_) | ContentBlock::Image(_) => {}
+            }
+        }
         self.message.stop_reason = stop_reason;
         self.message.error_message = error_message;
         self.message
@@ -172,7 +181,7 @@ mod tests {
             start["assistantMessageEvent"],
             json!({"type":"text_start","contentIndex":0})
         );
-        let delta = draft.delta(0, "Hel".into()).unwrap();
+        let delta = draft.delta(0, "Hel".into()).unwrap().to_value().unwrap();
         assert_eq!(
             delta["assistantMessageEvent"],
             json!({"type":"text_delta","contentIndex":0,"delta":"Hel"})

@@ -1205,8 +1205,10 @@ impl Agent {
             return;
         }
         stream.last_event = Instant::now();
-        let record = match event.event {
-            StreamEvent::Opened => (!stream.draft.started).then(|| stream.draft.start_record()),
+        let record: Option<Record> = match event.event {
+            StreamEvent::Opened => {
+                (!stream.draft.started).then(|| stream.draft.start_record().into())
+            }
             StreamEvent::Meta {
                 response_id,
                 response_model,
@@ -1222,7 +1224,7 @@ impl Agent {
                 let Phase::Streaming(stream) = &mut self.phase else {
                     return;
                 };
-                Some(stream.draft.block_start(index, kind))
+                Some(stream.draft.block_start(index, kind).into())
             }
             StreamEvent::Delta { index, mut delta } => {
                 // While the client lags behind (stdout backlog), deltas that piled up go out as
@@ -1248,7 +1250,9 @@ impl Agent {
                 }
                 stream.draft.delta(index, delta)
             }
-            StreamEvent::BlockEnd { index, signature } => stream.draft.block_end(index, signature),
+            StreamEvent::BlockEnd { index, signature } => {
+                stream.draft.block_end(index, signature).map(Record::from)
+            }
             StreamEvent::Usage(usage) => {
                 stream.draft.set_usage(usage);
                 None

@@ -48,10 +48,20 @@ pub fn update_start(family: BlockFamily, index: usize) -> Value {
     message_update(json!({"type": format!("{}_start", family.prefix()), "contentIndex": index}))
 }
 
-pub fn update_delta(family: BlockFamily, index: usize, delta: &str) -> Value {
-    message_update(
-        json!({"type": format!("{}_delta", family.prefix()), "contentIndex": index, "delta": delta}),
-    )
+/// The hottest record: written straight into one string (no JSON value, no map), as
+/// `{"type":"message_update","assistantMessageEvent":{"type":"<family>_delta","contentIndex":N,"delta":"…"}}`.
+pub fn update_delta(family: BlockFamily, index: usize, delta: &str) -> super::Record {
+    let escaped = serde_json::to_string(delta).unwrap_or_else(|_| "\"\"".into());
+    let mut line = String::with_capacity(escaped.len() + 96);
+    line.push_str(r#"{"type":"message_update","assistantMessageEvent":{"type":""#);
+    line.push_str(family.prefix());
+    line.push_str(r#"_delta","contentIndex":"#);
+    line.push_str(&index.to_string());
+    line.push_str(r#","delta":"#);
+    line.push_str(&escaped);
+    line.push_str("}}");
+    // One part: extensions that subscribed still see the record's type.
+    super::Record::Parts(vec![super::Part::Text(line)])
 }
 
 /// `text_end`/`thinking_end` carry the block's full text; `toolcall_end` the parsed call.
