@@ -9,12 +9,12 @@
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::glob::{glob_match, walk};
 use super::grep::{LinesEnd, find_tool, run_lines};
 use super::path::resolve_to_cwd;
-use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
+use super::truncate::listing_output;
 use super::validate::{js_number_string, number_value};
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
 
@@ -67,33 +67,15 @@ pub fn execute(
         relativized.push(relative);
     }
     let limit_reached = relativized.len() as f64 >= limit;
-    let truncation = truncate_head(&relativized.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
-    let mut output = truncation.content.clone();
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
+    let notice = limit_reached.then(|| {
+        let text = format!(
             "{} results limit reached. Use limit={} for more, or refine pattern",
             js_number_string(limit),
             js_number_string(limit * 2.0)
-        ));
-        details.insert("resultLimitReached".to_string(), number_value(limit));
-    }
-    if truncation.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".to_string(), truncation.to_json());
-    }
-    if !notices.is_empty() {
-        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-    }
-    Ok(ToolOutput {
-        details: if details.is_empty() {
-            None
-        } else {
-            Some(Value::Object(details))
-        },
-        ..ToolOutput::text(output)
-    })
+        );
+        (text, "resultLimitReached", number_value(limit))
+    });
+    Ok(listing_output(&relativized.join("\n"), notice))
 }
 
 /// Node's `path.relative(from, to)` for absolute paths.

@@ -5,10 +5,10 @@
 
 use std::cmp::Ordering;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::path::{node_fs_error, resolve_to_cwd};
-use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
+use super::truncate::listing_output;
 use super::validate::{js_number_string, number_value};
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
 
@@ -89,33 +89,15 @@ pub fn execute(
     if results.is_empty() {
         return Ok(ToolOutput::text("(empty directory)"));
     }
-    let truncation = truncate_head(&results.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
-    let mut output = truncation.content.clone();
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
+    let notice = limit_reached.then(|| {
+        let text = format!(
             "{} entries limit reached. Use limit={} for more",
             js_number_string(limit),
             js_number_string(limit * 2.0)
-        ));
-        details.insert("entryLimitReached".to_string(), number_value(limit));
-    }
-    if truncation.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".to_string(), truncation.to_json());
-    }
-    if !notices.is_empty() {
-        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-    }
-    Ok(ToolOutput {
-        details: if details.is_empty() {
-            None
-        } else {
-            Some(Value::Object(details))
-        },
-        ..ToolOutput::text(output)
-    })
+        );
+        (text, "entryLimitReached", number_value(limit))
+    });
+    Ok(listing_output(&results.join("\n"), notice))
 }
 
 #[cfg(test)]

@@ -247,6 +247,33 @@ pub fn utf16_len(text: &str) -> usize {
     text.chars().map(char::len_utf16).sum()
 }
 
+/// A listing (find, ls) as pi returns it: cut to 50 KB from the head, with the result-limit notice
+/// (`limit`: its text, its details key and value) and the size notice in one bracket.
+pub fn listing_output(
+    text: &str,
+    limit: Option<(String, &'static str, serde_json::Value)>,
+) -> super::ToolOutput {
+    let truncation = truncate_head(text, NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
+    let mut output = truncation.content.clone();
+    let mut details = serde_json::Map::new();
+    let mut notices = Vec::new();
+    if let Some((notice, key, value)) = limit {
+        notices.push(notice);
+        details.insert(key.to_string(), value);
+    }
+    if truncation.truncated {
+        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
+        details.insert("truncation".to_string(), truncation.to_json());
+    }
+    if !notices.is_empty() {
+        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    super::ToolOutput {
+        details: (!details.is_empty()).then_some(serde_json::Value::Object(details)),
+        ..super::ToolOutput::text(output)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
