@@ -144,3 +144,85 @@ fn record_split_byte_by_byte_is_one_command() {
     assert!(pi.records().iter().all(|r| r["command"] != "parse"));
     fake.finish();
 }
+
+/// The hostile-input fuzz through the real process (the in-process test in `src/rpc` runs 10⁶
+/// records through framer and parser; this one checks the whole path): seeded records —
+/// truncated JSON, deep nesting, huge numbers, lone surrogates, invalid UTF-8, NUL bytes, giant
+/// strings, CR/LF mixes — written in random chunk sizes. Every line gets exactly one response,
+/// and the process still answers `get_state` afterwards. `PI_FUZZ_PROCESS_RECORDS` sizes it.
+#[test]
+fn hostile_records_each_get_one_response_and_the_process_survives() {
+    let count: usize = std::env::var("PI_FUZZ_PROCESS_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let fake = FakeProvider::start(Vec::new());
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    let mut seed: u64 = 0x5eed_f00d;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n.max(1)
+    };
+    // Commands that answer with one response and start nothing.
+    let valid = [
+        r#"{"type":"get_state"}"#,
+        r#"{"id":1,"type":"get_messages"}"#,
+        r#"{"id":"x","type":"get_available_thinking_levels"}"#,
+        r#"{"id":null,"type":"nope"}"#,
+        r#"{"type":"get_last_assistant_text"}"#,
+    ];
+    let mut stream = Vec::new();
+    for _ in 0..count {
+        let base = valid[next(valid.len() as u64) as usize].as_bytes().to_vec();
+        let mut record = match next(10) {
+            0..=2 => base,
+            3 => base[..next(base.len() as u64) as usize].to_vec(),
+            4 => "[".repeat(1 + next(300) as usize).into_bytes(),
+            5 => format!(
+                r#"{{"id":{}{},"type":"get_state"}}"#,
+                next(u64::MAX),
+                "9".repeat(next(300) as usize)
+            )
+            .into_bytes(),
+            6 => br#"{"type":"nope","x":"\ud800 lone \udfff"}"#.to_vec(),
+            7 => {
+                let mut v = base;
+                let at = next(v.len() as u64) as usize;
+                v.insert(at, [0xff, 0xfe, 0xc3, 0x00][next(4) as usize]);
+                v
+            }
+            8 => format!(
+                r#"{{"type":"nope","s":"{}"}}"#,
+                "y".repeat(next(100_000) as usize)
+            )
+            .into_bytes(),
+            _ => (0..next(64)).map(|_| (next(255) + 1) as u8).collect(),
+        };
+        record.retain(|b| *b != b'\n');
+        stream.extend(record);
+        if next(8) == 0 {
+            stream.push(b'\r');
+        }
+        stream.push(b'\n');
+    }
+    let mut at = 0;
+    while at < stream.len() {
+        let take = (1 + next(64 * 1024) as usize).min(stream.len() - at);
+        pi.send_raw(&stream[at..at + take]);
+        at += take;
+    }
+    pi.send(json!({"id": "after-fuzz", "type": "get_state"}));
+    let deadline = Instant::now() + pi.timeout() * 12;
+    let records = pi.recv_until(|r| r["id"] == "after-fuzz", deadline);
+    let state = records.last().expect("the get_state response");
+    assert_eq!(state["success"], true, "{state}");
+    let responses = records.iter().filter(|r| r["type"] == "response").count();
+    assert_eq!(responses, count + 1, "exactly one response per line");
+    assert!(
+        records.iter().all(|r| r["type"] == "response"),
+        "no events for idle commands"
+    );
+    fake.finish();
+}
