@@ -6,13 +6,19 @@
 //! flood of deltas) → `handle` (one exhaustive match) → named methods. A failed turn is an event
 //! (an assistant message with `stopReason:"error"`), never a `?` out of the loop.
 //!
-//! Blocking calls and how they end: the select wakes on stdin input or its closing, the writer's
-//! closed notice, the current provider stream's events (or its thread ending), the current tool
-//! batch's events, and the idle timer of a stream. Sending a record blocks while stdout is full
-//! (bounded writer channel): a client that stops reading pauses the agent, by design.
+//! Blocking calls and how they end: the select wakes on stdin input or its closing, signals, the
+//! writer's closed notice, extension events, RPC bash output, the current provider stream's (or
+//! summary requests') events, the current tool batch's events, a stream's idle timer and the
+//! retry timer. Sending a record blocks while stdout is full (bounded writer channel): a client
+//! that stops reading pauses the agent, by design.
 //!
-//! How it ends: stdin closes (a running run is aborted with its `agent_end` first), or stdout
-//! closes. Then the session is synced and `run` returns the exit code.
+//! Submodules own one concern each: `tool_batch` (a reply's tool calls), `compacting` (driving a
+//! compaction), `extending` (extension hooks, events and actions), `bash_command` (RPC bash).
+//!
+//! How it ends: stdin closes, stdout closes, SIGTERM/SIGHUP/parent death, or an extension's
+//! shutdown request once idle. A running run is aborted with its `agent_end` first, every shell
+//! group is killed, extensions are shut down, the session is synced, and `run` returns the exit
+//! code.
 
 pub mod bash_command;
 mod compacting;
