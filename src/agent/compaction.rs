@@ -437,7 +437,9 @@ pub fn find_cut_point(
 /// entries; branch summaries and custom messages count as messages.
 fn is_cut_point(entry: &SessionEntry) -> bool {
     match &entry.kind {
-        EntryKind::Message(Some(message)) => !matches!(**message, AgentMessage::ToolResult(_)),
+        EntryKind::Message(message) => message
+            .get()
+            .is_some_and(|m| !matches!(m, AgentMessage::ToolResult(_))),
         EntryKind::BranchSummary { .. } | EntryKind::CustomMessage { .. } => true,
         _ => false,
     }
@@ -446,9 +448,9 @@ fn is_cut_point(entry: &SessionEntry) -> bool {
 /// User input opens a turn: a user message, a `!` bash run, a branch summary, a custom message.
 fn starts_turn(entry: &SessionEntry) -> bool {
     match &entry.kind {
-        EntryKind::Message(Some(message)) => matches!(
-            **message,
-            AgentMessage::User(_) | AgentMessage::BashExecution(_)
+        EntryKind::Message(message) => matches!(
+            message.get(),
+            Some(AgentMessage::User(_) | AgentMessage::BashExecution(_))
         ),
         EntryKind::BranchSummary { .. } | EntryKind::CustomMessage { .. } => true,
         _ => false,
@@ -475,7 +477,7 @@ fn summarizable_message(entry: &SessionEntry) -> Option<AgentMessage> {
 fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
     let timestamp = || iso_ms(&entry.timestamp).unwrap_or(0);
     match &entry.kind {
-        EntryKind::Message(message) => message.as_deref().cloned(),
+        EntryKind::Message(message) => message.get().cloned(),
         EntryKind::CustomMessage {
             custom_type,
             content,

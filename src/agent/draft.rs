@@ -114,7 +114,11 @@ impl Draft {
         Some(events::update_delta(family, index, &delta))
     }
 
-    pub fn block_end(&mut self, index: usize, signature: Option<String>) -> Option<Value> {
+    pub fn block_end(
+        &mut self,
+        index: usize,
+        signature: Option<String>,
+    ) -> Option<crate::rpc::Record> {
         self.finish_tool_arguments(index);
         let block = self.message.content.get_mut(index)?;
         match block {
@@ -187,7 +191,7 @@ mod tests {
             json!({"type":"text_delta","contentIndex":0,"delta":"Hel"})
         );
         draft.delta(0, "lo".into());
-        let end = draft.block_end(0, None).unwrap();
+        let end = draft.block_end(0, None).unwrap().to_value().unwrap();
         assert_eq!(
             end["assistantMessageEvent"],
             json!({"type":"text_end","contentIndex":0,"content":"Hello"})
@@ -201,7 +205,7 @@ mod tests {
         );
         draft.delta(1, "{\"command\":".into());
         draft.delta(1, "\"ls\"}".into());
-        let end = draft.block_end(1, None).unwrap();
+        let end = draft.block_end(1, None).unwrap().to_value().unwrap();
         assert_eq!(
             end["assistantMessageEvent"]["toolCall"],
             json!({"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"ls"}})

@@ -58,8 +58,9 @@ use state::{Phase, QueuedMessage, RetryWait, Run, Stream};
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long extensions get to answer a hook, unless settings `extensionHookTimeoutMs` says.
 const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
-/// Merged deltas stop growing at this size, so one update never gets huge.
-const COALESCE_LIMIT: usize = 64 * 1024;
+/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds at
+/// most ~8 MB, where 64 KB records let it hold 64 MB.
+const COALESCE_LIMIT: usize = 8 * 1024;
 /// Provider events buffered before the provider thread waits (backpressure to the socket).
 const PROVIDER_CHANNEL_CAPACITY: usize = 256;
 
@@ -1121,7 +1122,8 @@ impl Agent {
                 custom.display,
                 custom.details.clone(),
             ),
-            other => self.session.append_message(other),
+            // The session keeps the text stdout got, shared rather than copied.
+            _ => self.session.append_message_json(json.clone()),
         };
         if let Err(e) = appended {
             log::error!("could not append to the session: {e}");
@@ -1256,9 +1258,7 @@ impl Agent {
                 }
                 stream.draft.delta(index, delta)
             }
-            StreamEvent::BlockEnd { index, signature } => {
-                stream.draft.block_end(index, signature).map(Record::from)
-            }
+            StreamEvent::BlockEnd { index, signature } => stream.draft.block_end(index, signature),
             StreamEvent::Usage(usage) => {
                 stream.draft.set_usage(usage);
                 None

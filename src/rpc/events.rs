@@ -65,21 +65,34 @@ pub fn update_delta(family: BlockFamily, index: usize, delta: &str) -> super::Re
 }
 
 /// `text_end`/`thinking_end` carry the block's full text; `toolcall_end` the parsed call.
-pub fn update_end(index: usize, block: &ContentBlock) -> Value {
-    let event = match block {
-        ContentBlock::Text(t) => {
-            json!({"type": "text_end", "contentIndex": index, "content": t.text})
-        }
-        ContentBlock::Thinking(t) => {
-            json!({"type": "thinking_end", "contentIndex": index, "content": t.thinking})
-        }
+pub fn update_end(index: usize, block: &ContentBlock) -> super::Record {
+    let (kind, text) = match block {
+        ContentBlock::Text(t) => ("text_end", &t.text),
+        ContentBlock::Thinking(t) => ("thinking_end", &t.thinking),
         ContentBlock::ToolCall(_) => {
             // The whole content block, `type` included, as pi sends it.
-            json!({"type": "toolcall_end", "contentIndex": index, "toolCall": to_value(block)})
+            let event =
+                json!({"type": "toolcall_end", "contentIndex": index, "toolCall": to_value(block)});
+            return message_update(event).into();
         }
-        ContentBlock::Image(_) => json!({"type": "image_end", "contentIndex": index}),
+        ContentBlock::Image(_) => {
+            return message_update(json!({"type": "image_end", "contentIndex": index})).into();
+        }
     };
-    message_update(event)
+    // The block's whole text: written once into an exactly sized line (a JSON value plus the
+    // writer's buffer would hold a long reply three more times).
+    let mut line = Vec::with_capacity(text.len() + text.len() / 16 + 128);
+    line.extend_from_slice(br#"{"type":"message_update","assistantMessageEvent":{"type":""#);
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(br#"","contentIndex":"#);
+    line.extend_from_slice(index.to_string().as_bytes());
+    line.extend_from_slice(br#","content":"#);
+    if serde_json::to_writer(&mut line, text).is_err() {
+        line.extend_from_slice(b"\"\"");
+    }
+    line.extend_from_slice(b"}}");
+    let line = String::from_utf8(line).unwrap_or_default();
+    super::Record::Parts(vec![super::Part::Text(line)])
 }
 
 fn message_update(event: Value) -> Value {

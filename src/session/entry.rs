@@ -53,10 +53,77 @@ pub(super) enum ReadLine {
     Invalid,
 }
 
+/// A message entry's message: typed, or the serialized text the agent already made for stdout
+/// (shared with those records, so a long reply is not held twice) and typed only when asked.
+#[derive(Clone, Debug, Default)]
+pub struct MessageBody {
+    typed: std::sync::OnceLock<Option<Box<AgentMessage>>>,
+    shared: Option<std::sync::Arc<String>>,
+}
+
+impl MessageBody {
+    /// `None` when the message is not valid for our vocabulary (its line is kept, not in context).
+    pub fn typed(message: Option<Box<AgentMessage>>) -> MessageBody {
+        let typed = std::sync::OnceLock::new();
+        let _ = typed.set(message);
+        MessageBody {
+            typed,
+            shared: None,
+        }
+    }
+
+    pub fn shared(json: std::sync::Arc<String>) -> MessageBody {
+        MessageBody {
+            typed: std::sync::OnceLock::new(),
+            shared: Some(json),
+        }
+    }
+
+    pub fn get(&self) -> Option<&AgentMessage> {
+        self.typed
+            .get_or_init(|| {
+                let json = self.shared.as_deref()?;
+                serde_json::from_str::<AgentMessage>(json)
+                    .ok()
+                    .map(Box::new)
+            })
+            .as_deref()
+    }
+
+    /// The role, without typing a shared message (ours always start with `{"role":"`).
+    pub fn is_assistant(&self) -> bool {
+        match (self.typed.get(), &self.shared) {
+            (Some(typed), _) => matches!(typed.as_deref(), Some(AgentMessage::Assistant(_))),
+            (None, Some(json)) => json.starts_with(r#"{"role":"assistant""#),
+            (None, None) => false,
+        }
+    }
+}
+
+impl PartialEq for MessageBody {
+    fn eq(&self, other: &MessageBody) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Serialize for MessageBody {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (self.typed.get(), &self.shared) {
+            (Some(typed), _) => typed.serialize(serializer),
+            (None, Some(json)) => {
+                // Written as the very text stdout got (validated, not copied).
+                let raw: &serde_json::value::RawValue =
+                    serde_json::from_str(json).map_err(serde::ser::Error::custom)?;
+                raw.serialize(serializer)
+            }
+            (None, None) => serializer.serialize_none(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntryKind {
-    /// `None` when the message is not valid for our vocabulary (its line is kept, not in context).
-    Message(Option<Box<AgentMessage>>),
+    Message(MessageBody),
     ThinkingLevelChange {
         thinking_level: String,
     },
@@ -133,7 +200,7 @@ impl SessionEntry {
 
     pub fn message(&self) -> Option<&AgentMessage> {
         match &self.kind {
-            EntryKind::Message(message) => message.as_deref(),
+            EntryKind::Message(message) => message.get(),
             _ => None,
         }
     }
@@ -142,8 +209,8 @@ impl SessionEntry {
     /// it): the trigger of the first write.
     pub fn is_assistant_message(&self) -> bool {
         match &self.kind {
-            EntryKind::Message(Some(message)) => matches!(**message, AgentMessage::Assistant(_)),
-            EntryKind::Message(None) => {
+            EntryKind::Message(message) if message.is_assistant() => true,
+            EntryKind::Message(message) if message.get().is_none() => {
                 self.to_value()["message"]["role"].as_str() == Some("assistant")
             }
             _ => false,
@@ -397,7 +464,9 @@ fn typed_from_value(value: &Value) -> Option<SessionEntry> {
     let kind = match object.get("type")?.as_str()? {
         "message" => {
             let message = object.get("message")?;
-            EntryKind::Message(serde_json::from_value(message.clone()).ok().map(Box::new))
+            EntryKind::Message(MessageBody::typed(
+                serde_json::from_value(message.clone()).ok().map(Box::new),
+            ))
         }
         "thinking_level_change" => EntryKind::ThinkingLevelChange {
             thinking_level: text("thinkingLevel")?,
@@ -522,7 +591,7 @@ where
 /// one is not met (the caller then asks `typed_from_value`, which decides).
 fn typed_from_fields(fields: LineFields) -> Option<SessionEntry> {
     let kind = match fields.kind?.as_str() {
-        "message" => EntryKind::Message(Some(Box::new(fields.message?))),
+        "message" => EntryKind::Message(MessageBody::typed(Some(Box::new(fields.message?)))),
         "thinking_level_change" => EntryKind::ThinkingLevelChange {
             thinking_level: fields.thinking_level?,
         },
@@ -701,7 +770,7 @@ pub(crate) mod tests {
             assert_eq!(entry.to_line(), line);
         }
         let alien = SessionEntry::from_value(serde_json::from_str(lines[2]).unwrap());
-        assert!(matches!(alien.kind, EntryKind::Message(None)));
+        assert!(matches!(&alien.kind, EntryKind::Message(m) if m.get().is_none()));
         assert_eq!(alien.id, "0000aaac");
         let odd_block = SessionEntry::from_value(serde_json::from_str(lines[3]).unwrap());
         assert!(
@@ -784,7 +853,7 @@ pub(crate) mod tests {
         let ReadLine::Entry(alien) = read(UNUSUAL_LINES[2]) else {
             panic!("alien message not read");
         };
-        assert!(matches!(alien.kind, EntryKind::Message(None)));
+        assert!(matches!(&alien.kind, EntryKind::Message(m) if m.get().is_none()));
     }
 
     #[test]

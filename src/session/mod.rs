@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use entry::{EntryKind, SessionEntry, SessionHeader};
+pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 // Re-exported for main.rs and the RPC layer, which wire them in later.
 #[allow(unused_imports)]
 pub use ids::{iso_from_ms, now_iso, uuid_v7};
@@ -359,8 +359,20 @@ impl SessionLog {
         Ok(id)
     }
 
+    /// A message the agent already serialized (for stdout): the session keeps that same text,
+    /// shared, instead of a second copy of a possibly huge reply, and types it only when asked.
+    pub fn append_message_json(
+        &mut self,
+        json: std::sync::Arc<String>,
+    ) -> Result<String, SessionError> {
+        self.append(EntryKind::Message(MessageBody::shared(json)))
+    }
+
+    #[cfg(test)]
     pub fn append_message(&mut self, message: &AgentMessage) -> Result<String, SessionError> {
-        self.append(EntryKind::Message(Some(Box::new(message.clone()))))
+        self.append(EntryKind::Message(MessageBody::typed(Some(Box::new(
+            message.clone(),
+        )))))
     }
 
     pub fn append_model_change(

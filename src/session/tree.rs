@@ -67,8 +67,8 @@ pub fn context(
             EntryKind::ModelChange { provider, model_id } => {
                 result.model = Some((provider.clone(), model_id.clone()));
             }
-            EntryKind::Message(Some(message)) => {
-                if let AgentMessage::Assistant(assistant) = &**message {
+            EntryKind::Message(message) => {
+                if let Some(AgentMessage::Assistant(assistant)) = message.get() {
                     result.model = Some((assistant.provider.clone(), assistant.model.clone()));
                 }
             }
@@ -121,7 +121,7 @@ fn context_messages(entries: &[SessionEntry], path: &[usize]) -> Vec<AgentMessag
 fn countable(entries: &[SessionEntry], path: &[usize]) -> usize {
     path.iter()
         .filter(|&&i| match &entries[i].kind {
-            EntryKind::Message(message) => message.is_some(),
+            EntryKind::Message(message) => message.get().is_some(),
             EntryKind::CustomMessage { .. } => true,
             EntryKind::BranchSummary { summary, .. } => !summary.is_empty(),
             _ => false,
@@ -132,7 +132,7 @@ fn countable(entries: &[SessionEntry], path: &[usize]) -> usize {
 /// The message an entry contributes to the context, if any.
 fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
     match &entry.kind {
-        EntryKind::Message(message) => message.as_deref().cloned(),
+        EntryKind::Message(message) => message.get().cloned(),
         EntryKind::CustomMessage {
             custom_type,
             content,

@@ -102,7 +102,9 @@ impl Chain {
     }
 
     pub fn message(&mut self, message: AgentMessage) -> String {
-        self.push(EntryKind::Message(Some(Box::new(message))))
+        self.push(EntryKind::Message(crate::session::MessageBody::typed(
+            Some(Box::new(message)),
+        )))
     }
 
     pub fn model_change(&mut self) -> String {
