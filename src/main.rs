@@ -53,12 +53,13 @@ fn init_logging(verbose: bool) {
 }
 
 fn run(args: Args) -> Result<u8, String> {
+    // Help and version are answers, not diagnostics: stdout (no protocol runs in these cases).
     if args.help {
-        eprint!("{}", cli::HELP);
+        rpc::print_text(cli::HELP);
         return Ok(0);
     }
     if args.version {
-        eprintln!("{}", env!("CARGO_PKG_VERSION"));
+        rpc::print_text(concat!(env!("CARGO_PKG_VERSION"), "\n"));
         return Ok(0);
     }
     reject_unsupported(&args)?;
