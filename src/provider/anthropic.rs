@@ -913,9 +913,8 @@ mod tests {
         assert_eq!(http.body["max_tokens"], 32000);
         assert!(http.body.get("thinking").is_none());
 
-        let mut decoder = Decoder::new(&r);
         let events = decode(
-            &mut decoder,
+            Decoder::new(&r),
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n\
              event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"x\",\"name\":\"Bash\",\"input\":{}}}\n\n",
         );
@@ -928,18 +927,11 @@ mod tests {
         }));
     }
 
-    fn decode(decoder: &mut Decoder, stream: &str) -> Vec<StreamEvent> {
-        let mut parser = super::super::sse::SseParser::new();
-        parser.push(stream.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        while let Some(e) = parser.next_event() {
-            out.extend(decoder.on_sse(&e));
-        }
-        for e in parser.finish() {
-            out.extend(decoder.on_sse(&e));
-        }
-        out.extend(decoder.on_eof());
-        out
+    fn decode(decoder: Decoder, stream: &str) -> Vec<StreamEvent> {
+        super::super::decode_in_parts(
+            super::super::Decoder::Anthropic(decoder),
+            &[stream.as_bytes()],
+        )
     }
 
     pub(crate) const THINKING_AND_TOOLS: &str = "event: message_start
@@ -1009,7 +1001,7 @@ data: {\"type\":\"message_stop\"}
     #[test]
     fn decodes_thinking_redacted_text_and_tool_calls() {
         let r = request(anthropic_model("claude-sonnet-4-5", true), vec![]);
-        let events = decode(&mut Decoder::new(&r), THINKING_AND_TOOLS);
+        let events = decode(Decoder::new(&r), THINKING_AND_TOOLS);
         let delta = |index, d: &str| StreamEvent::Delta {
             index,
             delta: d.into(),
@@ -1073,24 +1065,9 @@ data: {\"type\":\"message_stop\"}
     #[test]
     fn every_split_point_decodes_the_same() {
         let r = request(anthropic_model("claude-sonnet-4-5", true), vec![]);
-        let whole = decode(&mut Decoder::new(&r), THINKING_AND_TOOLS);
-        let bytes = THINKING_AND_TOOLS.as_bytes();
-        for at in 0..=bytes.len() {
-            let mut parser = super::super::sse::SseParser::new();
-            let mut decoder = Decoder::new(&r);
-            let mut out = Vec::new();
-            for part in [&bytes[..at], &bytes[at..]] {
-                parser.push(part).unwrap();
-                while let Some(e) = parser.next_event() {
-                    out.extend(decoder.on_sse(&e));
-                }
-            }
-            for e in parser.finish() {
-                out.extend(decoder.on_sse(&e));
-            }
-            out.extend(decoder.on_eof());
-            assert_eq!(out, whole, "split at {at}");
-        }
+        super::super::assert_every_split_decodes_the_same(THINKING_AND_TOOLS, &|| {
+            super::super::Decoder::Anthropic(Decoder::new(&r))
+        });
     }
 
     #[test]
@@ -1104,7 +1081,7 @@ data: {\"type\":\"message_stop\"}
             })
         };
 
-        let events = decode(&mut Decoder::new(&r), start);
+        let events = decode(Decoder::new(&r), start);
         assert_eq!(
             events.last(),
             Some(&failed("Anthropic stream ended before message_stop"))
@@ -1113,7 +1090,7 @@ data: {\"type\":\"message_stop\"}
         let body = format!(
             "{start}event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}}}\n\n"
         );
-        let events = decode(&mut Decoder::new(&r), &body);
+        let events = decode(Decoder::new(&r), &body);
         assert_eq!(
             events.last(),
             Some(&failed(
@@ -1124,7 +1101,7 @@ data: {\"type\":\"message_stop\"}
         let body = format!(
             "{start}event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"max_tokens\"}},\"usage\":{{\"output_tokens\":9}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
         );
-        let events = decode(&mut Decoder::new(&r), &body);
+        let events = decode(Decoder::new(&r), &body);
         assert_eq!(
             events.last(),
             Some(&StreamEvent::Done {
@@ -1136,7 +1113,7 @@ data: {\"type\":\"message_stop\"}
         let body = format!(
             "{start}event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"refusal\"}},\"usage\":{{}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
         );
-        let events = decode(&mut Decoder::new(&r), &body);
+        let events = decode(Decoder::new(&r), &body);
         assert_eq!(
             events.last(),
             Some(&StreamEvent::Done {
@@ -1148,7 +1125,7 @@ data: {\"type\":\"message_stop\"}
         let body = format!(
             "{start}event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"weird\"}},\"usage\":{{}}}}\n\n"
         );
-        let events = decode(&mut Decoder::new(&r), &body);
+        let events = decode(Decoder::new(&r), &body);
         assert_eq!(events.last(), Some(&failed("Unhandled stop reason: weird")));
     }
 }

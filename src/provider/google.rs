@@ -700,7 +700,6 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::super::ToolSpec;
-    use super::super::sse::SseParser;
     use super::super::test_support::{model, request, user};
     use super::*;
     use crate::config::Model;
@@ -857,18 +856,10 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(google_model("gemini-2.5-flash"), vec![]);
-        let mut decoder = Decoder::new(&r);
-        let mut parser = SseParser::new();
-        parser.push(stream.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        while let Some(e) = parser.next_event() {
-            out.extend(decoder.on_sse(&e));
-        }
-        for e in parser.finish() {
-            out.extend(decoder.on_sse(&e));
-        }
-        out.extend(decoder.on_eof());
-        out
+        super::super::decode_in_parts(
+            super::super::Decoder::Google(Decoder::new(&r)),
+            &[stream.as_bytes()],
+        )
     }
 
     fn delta(index: usize, text: &str) -> StreamEvent {
@@ -1037,24 +1028,9 @@ mod tests {
     #[test]
     fn every_split_point_decodes_the_same() {
         let r = request(google_model("gemini-2.5-flash"), vec![]);
-        let bytes = TEXT.as_bytes();
-        let whole = decode(TEXT);
-        for at in 0..=bytes.len() {
-            let mut parser = SseParser::new();
-            let mut decoder = Decoder::new(&r);
-            let mut out = Vec::new();
-            for part in [&bytes[..at], &bytes[at..]] {
-                parser.push(part).unwrap();
-                while let Some(e) = parser.next_event() {
-                    out.extend(decoder.on_sse(&e));
-                }
-            }
-            for e in parser.finish() {
-                out.extend(decoder.on_sse(&e));
-            }
-            out.extend(decoder.on_eof());
-            assert_eq!(out, whole, "split at {at}");
-        }
+        super::super::assert_every_split_decodes_the_same(TEXT, &|| {
+            super::super::Decoder::Google(Decoder::new(&r))
+        });
     }
 
     #[test]

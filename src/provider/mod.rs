@@ -225,7 +225,7 @@ enum ProxySource {
 }
 
 /// The wire API's decoder, chosen by `model.api`.
-enum Decoder {
+pub(crate) enum Decoder {
     Anthropic(anthropic::Decoder),
     OpenAiCompletions(openai_completions::Decoder),
     OpenAiResponses(openai_responses::Decoder),
@@ -268,6 +268,36 @@ impl Decoder {
             }
             Decoder::Google(_) => google::http_error_message(status, body),
         }
+    }
+}
+
+/// Test helper: `stream` pushed to the SSE parser in the given pieces, every event through the
+/// decoder, then EOF — what `run_stream` does with a body, without HTTP.
+#[cfg(test)]
+pub(crate) fn decode_in_parts(mut decoder: Decoder, parts: &[&[u8]]) -> Vec<StreamEvent> {
+    let mut parser = sse::SseParser::new();
+    let mut out = Vec::new();
+    for part in parts {
+        parser.push(part).unwrap();
+        while let Some(event) = parser.next_event() {
+            out.extend(decoder.on_sse(&event));
+        }
+    }
+    for event in parser.finish() {
+        out.extend(decoder.on_sse(&event));
+    }
+    out.extend(decoder.on_eof());
+    out
+}
+
+/// Test helper: the stream decoded whole, then split at every byte offset; all must agree.
+#[cfg(test)]
+pub(crate) fn assert_every_split_decodes_the_same(stream: &str, new: &dyn Fn() -> Decoder) {
+    let bytes = stream.as_bytes();
+    let whole = decode_in_parts(new(), &[bytes]);
+    for at in 0..=bytes.len() {
+        let split = decode_in_parts(new(), &[&bytes[..at], &bytes[at..]]);
+        assert_eq!(split, whole, "split at {at}");
     }
 }
 

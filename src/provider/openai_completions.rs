@@ -1136,18 +1136,10 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(openai_model("mock", "http://x/v1", true), vec![]);
-        let mut decoder = Decoder::new(&r);
-        let mut parser = super::super::sse::SseParser::new();
-        parser.push(stream.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        while let Some(e) = parser.next_event() {
-            out.extend(decoder.on_sse(&e));
-        }
-        for e in parser.finish() {
-            out.extend(decoder.on_sse(&e));
-        }
-        out.extend(decoder.on_eof());
-        out
+        super::super::decode_in_parts(
+            super::super::Decoder::OpenAiCompletions(Decoder::new(&r)),
+            &[stream.as_bytes()],
+        )
     }
 
     pub(crate) const PARALLEL_TOOLS: &str = r#"data: {"id":"chatcmpl-1","model":"gpt-test-2025","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Plan"}}]}
@@ -1243,25 +1235,10 @@ data: [DONE]
 
     #[test]
     fn every_split_point_decodes_the_same() {
-        let whole = decode(PARALLEL_TOOLS);
-        let bytes = PARALLEL_TOOLS.as_bytes();
         let r = request(openai_model("mock", "http://x/v1", true), vec![]);
-        for at in 0..=bytes.len() {
-            let mut parser = super::super::sse::SseParser::new();
-            let mut decoder = Decoder::new(&r);
-            let mut out = Vec::new();
-            for part in [&bytes[..at], &bytes[at..]] {
-                parser.push(part).unwrap();
-                while let Some(e) = parser.next_event() {
-                    out.extend(decoder.on_sse(&e));
-                }
-            }
-            for e in parser.finish() {
-                out.extend(decoder.on_sse(&e));
-            }
-            out.extend(decoder.on_eof());
-            assert_eq!(out, whole, "split at {at}");
-        }
+        super::super::assert_every_split_decodes_the_same(PARALLEL_TOOLS, &|| {
+            super::super::Decoder::OpenAiCompletions(Decoder::new(&r))
+        });
     }
 
     #[test]

@@ -905,7 +905,6 @@ fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Vec<S
 #[cfg(test)]
 mod tests {
     use super::super::ToolSpec;
-    use super::super::sse::SseParser;
     use super::super::test_support::{model, request, user};
     use super::*;
 
@@ -1040,18 +1039,10 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(responses_model("openai", "gpt-5"), vec![]);
-        let mut decoder = Decoder::new(&r);
-        let mut parser = SseParser::new();
-        parser.push(stream.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        while let Some(e) = parser.next_event() {
-            out.extend(decoder.on_sse(&e));
-        }
-        for e in parser.finish() {
-            out.extend(decoder.on_sse(&e));
-        }
-        out.extend(decoder.on_eof());
-        out
+        super::super::decode_in_parts(
+            super::super::Decoder::OpenAiResponses(Decoder::new(&r)),
+            &[stream.as_bytes()],
+        )
     }
 
     fn delta(index: usize, text: &str) -> StreamEvent {
@@ -1178,25 +1169,10 @@ mod tests {
     #[test]
     fn every_split_point_decodes_the_same() {
         for stream in [TEXT, TOOL_PARALLEL] {
-            let whole = decode(stream);
-            let bytes = stream.as_bytes();
             let r = request(responses_model("openai", "gpt-5"), vec![]);
-            for at in 0..=bytes.len() {
-                let mut parser = SseParser::new();
-                let mut decoder = Decoder::new(&r);
-                let mut out = Vec::new();
-                for part in [&bytes[..at], &bytes[at..]] {
-                    parser.push(part).unwrap();
-                    while let Some(e) = parser.next_event() {
-                        out.extend(decoder.on_sse(&e));
-                    }
-                }
-                for e in parser.finish() {
-                    out.extend(decoder.on_sse(&e));
-                }
-                out.extend(decoder.on_eof());
-                assert_eq!(out, whole, "split at {at}");
-            }
+            super::super::assert_every_split_decodes_the_same(stream, &|| {
+                super::super::Decoder::OpenAiResponses(Decoder::new(&r))
+            });
         }
     }
 

@@ -704,30 +704,12 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::ContentBlock;
     use crate::tools::{ToolEvent, ToolEventKind, spawn_tool};
 
     fn temp_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("pi-rs-bash-{tag}-{}", random_hex16()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
-    }
-
-    fn context(cwd: &Path) -> ToolContext {
-        ToolContext {
-            cwd: cwd.to_path_buf(),
-            agent_dir: cwd.to_path_buf(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        }
-    }
-
-    fn text(output: &ToolOutput) -> String {
-        match output.content.first() {
-            Some(ContentBlock::Text(t)) => t.text.clone(),
-            _ => String::new(),
-        }
     }
 
     fn run(command: &str, ctx: &ToolContext) -> (ToolOutput, Vec<ToolOutput>) {
@@ -744,9 +726,9 @@ mod tests {
     #[test]
     fn output_exit_codes_and_merging() {
         let dir = temp_dir("basic");
-        let ctx = context(&dir);
+        let ctx = ToolContext::for_test(&dir);
         let (out, updates) = run("echo a; echo b >&2; echo c", &ctx);
-        assert_eq!(text(&out), "a\nb\nc\n");
+        assert_eq!(out.first_text(), "a\nb\nc\n");
         assert!(!out.is_error);
         assert_eq!(out.details, None);
         assert_eq!(
@@ -757,16 +739,22 @@ mod tests {
                 is_error: false
             }
         );
-        assert_eq!(updates.last().map(text), Some("a\nb\nc\n".to_string()));
+        assert_eq!(
+            updates.last().map(ToolOutput::first_text),
+            Some("a\nb\nc\n".to_string())
+        );
         assert_eq!(updates.last().unwrap().details, Some(json!({})));
         // Same text as the reference: the command's newline is kept before the status.
         let (out, _) = run("echo hi; exit 3", &ctx);
         assert!(out.is_error);
-        assert_eq!(text(&out), "hi\n\n\nCommand exited with code 3");
+        assert_eq!(out.first_text(), "hi\n\n\nCommand exited with code 3");
         let (out, _) = run("true", &ctx);
-        assert_eq!(text(&out), "(no output)");
+        assert_eq!(out.first_text(), "(no output)");
         let (out, _) = run("exit 4", &ctx);
-        assert_eq!(text(&out), "(no output)\n\nCommand exited with code 4");
+        assert_eq!(
+            out.first_text(),
+            "(no output)\n\nCommand exited with code 4"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -775,21 +763,21 @@ mod tests {
         let dir = temp_dir("env");
         let ctx = ToolContext {
             shell_command_prefix: Some("GREETING=hello".to_string()),
-            ..context(&dir)
+            ..ToolContext::for_test(&dir)
         };
         let (out, _) = run("echo $GREETING; pwd; echo $PATH", &ctx);
         let expected_bin = dir.join("bin").to_string_lossy().to_string();
-        let lines: Vec<String> = text(&out).lines().map(str::to_string).collect();
+        let lines: Vec<String> = out.first_text().lines().map(str::to_string).collect();
         assert_eq!(lines[0], "hello");
         assert_eq!(lines[1], dir.to_string_lossy());
         assert!(lines[2].starts_with(&format!("{expected_bin}:")));
         let missing = ToolContext {
             cwd: dir.join("gone"),
-            ..context(&dir)
+            ..ToolContext::for_test(&dir)
         };
         let (out, _) = run("echo x", &missing);
         assert_eq!(
-            text(&out),
+            out.first_text(),
             format!(
                 "Working directory does not exist: {}\nCannot execute bash commands.",
                 dir.join("gone").display()
@@ -797,10 +785,13 @@ mod tests {
         );
         let bad_shell = ToolContext {
             shell_path: Some("/no/such/shell".to_string()),
-            ..context(&dir)
+            ..ToolContext::for_test(&dir)
         };
         let (out, _) = run("echo x", &bad_shell);
-        assert_eq!(text(&out), "Custom shell path not found: /no/such/shell");
+        assert_eq!(
+            out.first_text(),
+            "Custom shell path not found: /no/such/shell"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -810,14 +801,14 @@ mod tests {
         let started = Instant::now();
         let out = execute(
             &json!({"command":"echo before; sleep 30","timeout":0.3}),
-            &context(&dir),
+            &ToolContext::for_test(&dir),
             &CancelFlag::default(),
             &mut |_| {},
         );
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(out.is_error);
         assert_eq!(
-            text(&out),
+            out.first_text(),
             "before\n\n\nCommand timed out after 0.3 seconds"
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -826,8 +817,8 @@ mod tests {
     #[test]
     fn tail_truncation_and_spill_file() {
         let dir = temp_dir("trunc");
-        let (out, _) = run("seq 1 3000", &context(&dir));
-        let body = text(&out);
+        let (out, _) = run("seq 1 3000", &ToolContext::for_test(&dir));
+        let body = out.first_text();
         let notice = body.rsplit("\n\n").next().unwrap().to_string();
         let details = out.details.clone().unwrap();
         let path = details["fullOutputPath"].as_str().unwrap().to_string();
@@ -845,9 +836,9 @@ mod tests {
         // One 3 MB line then a short one: the long line is dropped by bytes.
         let (out, _) = run(
             "head -c 3000000 /dev/zero | tr '\\0' a; echo; echo tail",
-            &context(&dir),
+            &ToolContext::for_test(&dir),
         );
-        let body = text(&out);
+        let body = out.first_text();
         let path = out.details.as_ref().unwrap()["fullOutputPath"]
             .as_str()
             .unwrap()
@@ -863,8 +854,11 @@ mod tests {
     #[test]
     fn huge_single_line_keeps_memory_bounded() {
         let dir = temp_dir("huge");
-        let (out, _) = run("head -c 20000000 /dev/zero | tr '\\0' a", &context(&dir));
-        let body = text(&out);
+        let (out, _) = run(
+            "head -c 20000000 /dev/zero | tr '\\0' a",
+            &ToolContext::for_test(&dir),
+        );
+        let body = out.first_text();
         let path = out.details.as_ref().unwrap()["fullOutputPath"]
             .as_str()
             .unwrap()
@@ -927,14 +921,15 @@ mod tests {
             arguments: json!({"command":"sleep 100 & echo started $!; wait"}),
             thought_signature: None,
         };
-        let handle = spawn_tool(call, context(&dir), tx);
+        let handle = spawn_tool(call, ToolContext::for_test(&dir), tx);
         let mut grandchild = None;
         while grandchild.is_none() {
             let event = rx
                 .recv_timeout(Duration::from_secs(10))
                 .expect("bash produced output");
             if let ToolEventKind::Update(update) = event.kind {
-                grandchild = text(&update)
+                grandchild = update
+                    .first_text()
                     .trim()
                     .strip_prefix("started ")
                     .and_then(|p| p.parse::<i32>().ok());
@@ -953,7 +948,7 @@ mod tests {
         };
         assert!(finished.is_error);
         assert_eq!(
-            text(&finished),
+            finished.first_text(),
             format!("started {pid}\n\n\nCommand aborted")
         );
         let deadline = Instant::now() + Duration::from_secs(3);
@@ -970,12 +965,12 @@ mod tests {
         let mut stamps: Vec<(Instant, ToolOutput)> = Vec::new();
         let out = execute(
             &json!({"command":"for i in $(seq 1 30); do echo $i; sleep 0.02; done"}),
-            &context(&dir),
+            &ToolContext::for_test(&dir),
             &CancelFlag::default(),
             &mut |u| stamps.push((Instant::now(), u)),
         );
         let expected: String = (1..=30).map(|i| format!("{i}\n")).collect();
-        assert_eq!(text(&out), expected);
+        assert_eq!(out.first_text(), expected);
         assert!(stamps[0].1.content.is_empty());
         let snapshots = &stamps[1..];
         // ~0.6 s of output at ≥100 ms spacing: at most ~7 snapshots plus the final flush.
@@ -990,9 +985,9 @@ mod tests {
         }
         // Cumulative: each snapshot extends the previous one; the last equals the final text.
         for pair in snapshots.windows(2) {
-            assert!(text(&pair[1].1).starts_with(&text(&pair[0].1)));
+            assert!(pair[1].1.first_text().starts_with(&pair[0].1.first_text()));
         }
-        assert_eq!(text(&snapshots.last().unwrap().1), expected);
+        assert_eq!(snapshots.last().unwrap().1.first_text(), expected);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -1000,8 +995,8 @@ mod tests {
     fn background_child_holding_the_pipe_does_not_block() {
         let dir = temp_dir("bg");
         let started = Instant::now();
-        let (out, _) = run("sleep 3 & echo done", &context(&dir));
-        assert_eq!(text(&out), "done\n");
+        let (out, _) = run("sleep 3 & echo done", &ToolContext::for_test(&dir));
+        assert_eq!(out.first_text(), "done\n");
         assert!(started.elapsed() < Duration::from_secs(2));
         std::fs::remove_dir_all(&dir).unwrap();
     }

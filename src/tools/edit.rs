@@ -647,13 +647,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("f.txt");
         std::fs::write(&file, "\u{feff}one\r\ntwo\r\nthree\r\n").unwrap();
-        let ctx = ToolContext {
-            cwd: dir.clone(),
-            agent_dir: dir.clone(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        };
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(
             &json!({"path":"f.txt","edits":[{"oldText":"two\nthree","newText":"2\n3"}]}),

@@ -213,15 +213,7 @@ fn find_fallback(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::ContentBlock;
     use serde_json::json;
-
-    fn text(output: &ToolOutput) -> String {
-        let ContentBlock::Text(t) = &output.content[0] else {
-            panic!()
-        };
-        t.text.clone()
-    }
 
     #[test]
     fn find_lists_relative_paths_with_limits() {
@@ -231,29 +223,23 @@ mod tests {
         std::fs::write(dir.join("src/a.rs"), "").unwrap();
         std::fs::write(dir.join("src/deep/b.rs"), "").unwrap();
         std::fs::write(dir.join("c.txt"), "").unwrap();
-        let ctx = ToolContext {
-            cwd: dir.clone(),
-            agent_dir: dir.clone(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        };
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(&json!({"pattern":"*.rs"}), &ctx, &cancel).unwrap();
-        let mut lines: Vec<String> = text(&out).lines().map(str::to_string).collect();
+        let mut lines: Vec<String> = out.first_text().lines().map(str::to_string).collect();
         lines.sort();
         assert_eq!(lines, ["src/a.rs", "src/deep/b.rs"]);
         let out = execute(&json!({"pattern":"src/deep/*.rs"}), &ctx, &cancel).unwrap();
-        assert_eq!(text(&out), "src/deep/b.rs");
+        assert_eq!(out.first_text(), "src/deep/b.rs");
         let out = execute(&json!({"pattern":"*.rs","limit":1}), &ctx, &cancel).unwrap();
         assert!(
-            text(&out).ends_with(
+            out.first_text().ends_with(
                 "\n\n[1 results limit reached. Use limit=2 for more, or refine pattern]"
             )
         );
         assert_eq!(out.details, Some(json!({"resultLimitReached":1})));
         assert_eq!(
-            text(&execute(&json!({"pattern":"*.zip"}), &ctx, &cancel).unwrap()),
+            (execute(&json!({"pattern":"*.zip"}), &ctx, &cancel).unwrap()).first_text(),
             "No files found matching pattern"
         );
         std::fs::remove_dir_all(&dir).unwrap();

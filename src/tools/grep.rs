@@ -583,25 +583,7 @@ fn format_matches(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::ContentBlock;
     use serde_json::json;
-
-    fn text(output: &ToolOutput) -> String {
-        let ContentBlock::Text(t) = &output.content[0] else {
-            panic!()
-        };
-        t.text.clone()
-    }
-
-    fn context(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            agent_dir: dir.to_path_buf(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        }
-    }
 
     #[test]
     fn base64_decodes_ripgrep_bytes() {
@@ -632,10 +614,10 @@ mod tests {
         std::os::unix::fs::symlink(".", dir.join("loop")).unwrap();
         std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
         std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
-        let ctx = context(&dir);
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(&json!({"pattern":"needle"}), &ctx, &cancel).unwrap();
-        let shown = text(&out);
+        let shown = out.first_text();
         assert!(
             shown.contains("bad\u{FFFD}name.txt:1: needle here \u{FFFD}"),
             "{shown}"
@@ -647,9 +629,9 @@ mod tests {
         )
         .unwrap();
         assert!(
-            text(&out).starts_with("blob.bin:1: needle one"),
+            out.first_text().starts_with("blob.bin:1: needle one"),
             "{}",
-            text(&out)
+            out.first_text()
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -669,13 +651,7 @@ mod tests {
             format!("secret hello {}\n", "z".repeat(600)),
         )
         .unwrap();
-        let ctx = ToolContext {
-            cwd: dir.clone(),
-            agent_dir: dir.clone(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        };
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(
             &json!({"pattern":"hello","glob":"*.txt","path":"readme.txt"}),
@@ -683,7 +659,7 @@ mod tests {
             &cancel,
         )
         .unwrap();
-        assert_eq!(text(&out), "readme.txt:1: hello world");
+        assert_eq!(out.first_text(), "readme.txt:1: hello world");
         let out = execute(
             &json!({"pattern":"hello","ignoreCase":true,"path":"readme.txt","context":1}),
             &ctx,
@@ -691,12 +667,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            text(&out),
+            out.first_text(),
             "readme.txt:1: hello world\nreadme.txt-2- Hello again\nreadme.txt-1- hello world\nreadme.txt:2: Hello again\nreadme.txt-3- bye"
         );
         let out = execute(&json!({"pattern":"secret"}), &ctx, &cancel).unwrap();
         assert_eq!(
-            text(&out),
+            out.first_text(),
             format!(
                 ".hidden/h.txt:1: secret hello {}... [truncated]\n\n[Some lines truncated to 500 chars. Use read tool to see full lines]",
                 "z".repeat(500 - 13)
@@ -710,12 +686,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            text(&out),
+            out.first_text(),
             "readme.txt:1: hello world\n\n[1 matches limit reached. Use limit=2 for more, or refine pattern]"
         );
         assert_eq!(out.details, Some(json!({"matchLimitReached":1})));
         assert_eq!(
-            text(&execute(&json!({"pattern":"nothing-here"}), &ctx, &cancel).unwrap()),
+            (execute(&json!({"pattern":"nothing-here"}), &ctx, &cancel).unwrap()).first_text(),
             "No matches found"
         );
         let err = execute(&json!({"pattern":"x","path":"missing"}), &ctx, &cancel).unwrap_err();

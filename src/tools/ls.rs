@@ -103,15 +103,7 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::ContentBlock;
     use serde_json::json;
-
-    fn text(output: &ToolOutput) -> String {
-        let ContentBlock::Text(t) = &output.content[0] else {
-            panic!()
-        };
-        t.text.clone()
-    }
 
     #[test]
     fn listing_matches_reference_order_and_notices() {
@@ -123,29 +115,23 @@ mod tests {
         for file in ["readme.txt", "_under", "Zeta", "alpha", "1num"] {
             std::fs::write(dir.join(file), "").unwrap();
         }
-        let ctx = ToolContext {
-            cwd: dir.clone(),
-            agent_dir: dir.clone(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        };
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         // Expected strings produced by the reference ls tool on the same tree.
         let out = execute(&json!({}), &ctx, &cancel).unwrap();
         assert_eq!(
-            text(&out),
+            out.first_text(),
             "_under\n.hidden/\n1num\nalpha\nDocs/\nreadme.txt\nsrc/\nZeta"
         );
         assert_eq!(out.details, None);
         let out = execute(&json!({"limit":2}), &ctx, &cancel).unwrap();
         assert_eq!(
-            text(&out),
+            out.first_text(),
             "_under\n.hidden/\n\n[2 entries limit reached. Use limit=4 for more]"
         );
         assert_eq!(out.details, Some(json!({"entryLimitReached":2})));
         assert_eq!(
-            text(&execute(&json!({"path":"Docs"}), &ctx, &cancel).unwrap()),
+            (execute(&json!({"path":"Docs"}), &ctx, &cancel).unwrap()).first_text(),
             "(empty directory)"
         );
         let err = execute(&json!({"path":"alpha"}), &ctx, &cancel).unwrap_err();

@@ -329,6 +329,32 @@ pub fn run_tool(
 /// The error text of a tool run abandoned by the agent (all tools but bash).
 pub const ABORTED: &str = "Operation aborted";
 
+/// Test helpers shared by the tool modules' unit tests.
+#[cfg(test)]
+impl ToolContext {
+    /// A context rooted at `dir` with no shell overrides and image support on.
+    pub(crate) fn for_test(dir: &std::path::Path) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            agent_dir: dir.to_path_buf(),
+            shell_path: None,
+            shell_command_prefix: None,
+            model_supports_images: true,
+        }
+    }
+}
+
+#[cfg(test)]
+impl ToolOutput {
+    /// The first content block's text, or "" when it is not text.
+    pub(crate) fn first_text(&self) -> String {
+        match self.content.first() {
+            Some(ContentBlock::Text(t)) => t.text.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,13 +362,7 @@ mod tests {
 
     fn context() -> ToolContext {
         let dir = std::env::temp_dir();
-        ToolContext {
-            cwd: dir.clone(),
-            agent_dir: dir,
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        }
+        ToolContext::for_test(&dir)
     }
 
     fn finished(call: ToolCall) -> ToolOutput {
@@ -367,13 +387,6 @@ mod tests {
             arguments,
             thought_signature: None,
         }
-    }
-
-    fn text(output: &ToolOutput) -> String {
-        let ContentBlock::Text(t) = &output.content[0] else {
-            panic!()
-        };
-        t.text.clone()
     }
 
     #[test]
@@ -410,16 +423,16 @@ mod tests {
     fn unknown_tool_and_validation_failures() {
         let out = finished(call("frobnicate", json!({})));
         assert!(out.is_error);
-        assert_eq!(text(&out), "Tool frobnicate not found");
+        assert_eq!(out.first_text(), "Tool frobnicate not found");
         assert_eq!(out.details, Some(json!({})));
         let out = finished(call("read", json!({"path":"x","limit":"lots"})));
         assert_eq!(
-            text(&out),
+            out.first_text(),
             "Validation failed for tool \"read\":\n  - limit: must be number\n\nReceived arguments:\n{\n  \"path\": \"x\",\n  \"limit\": \"lots\"\n}"
         );
         // Legacy edit arguments are folded into edits before validation.
         let out = finished(call("edit", json!({"path":"x","oldText":"a"})));
-        assert!(text(&out).contains(
+        assert!(out.first_text().contains(
             "  - oldText: schema is false\n  - root: must not have additional properties"
         ));
     }
@@ -440,7 +453,7 @@ mod tests {
             ("ls", json!({})),
         ] {
             let out = run_tool(name, &args, &context(), &cancel, &mut |_| {});
-            assert_eq!(text(&out), "Operation aborted", "{name}");
+            assert_eq!(out.first_text(), "Operation aborted", "{name}");
         }
     }
 
@@ -466,7 +479,7 @@ mod tests {
             let ToolEventKind::Finished(output) = event.kind else {
                 panic!()
             };
-            assert!(!output.is_error, "{}", text(&output));
+            assert!(!output.is_error, "{}", output.first_text());
         }
         drop(handles);
         let expected: String = (0..20).map(|i| format!("LINE{i}\n")).collect();

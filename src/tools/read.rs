@@ -460,16 +460,6 @@ mod tests {
         dir
     }
 
-    fn context(cwd: &Path) -> ToolContext {
-        ToolContext {
-            cwd: cwd.to_path_buf(),
-            agent_dir: cwd.to_path_buf(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        }
-    }
-
     fn text_of(output: &ToolOutput) -> String {
         match &output.content[0] {
             ContentBlock::Text(t) => t.text.clone(),
@@ -538,7 +528,7 @@ mod tests {
             0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R',
         ];
         std::fs::write(dir.join("pic.dat"), png).unwrap();
-        let ctx = context(&dir);
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(&json!({"path":"@a.txt"}), &ctx, &cancel).unwrap();
         assert_eq!(text_of(&out), "hello\n");
@@ -595,7 +585,7 @@ mod tests {
         let started = std::time::Instant::now();
         let out = execute(
             &json!({"path":"huge.bin"}),
-            &context(&dir),
+            &ToolContext::for_test(&dir),
             &CancelFlag::default(),
         )
         .unwrap();
@@ -616,7 +606,7 @@ mod tests {
         let dir = temp_dir("lines");
         let text: String = (0..300_000).map(|i| format!("row {i}\n")).collect();
         std::fs::write(dir.join("rows.txt"), &text).unwrap();
-        let ctx = context(&dir);
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(&json!({"path":"rows.txt","offset":100}), &ctx, &cancel).unwrap();
         let (expected, details) = {
@@ -654,7 +644,7 @@ mod tests {
         std::fs::write(dir.join("blob.bin"), &bytes).unwrap();
         let out = execute(
             &json!({"path":"blob.bin"}),
-            &context(&dir),
+            &ToolContext::for_test(&dir),
             &CancelFlag::default(),
         )
         .unwrap();
@@ -672,7 +662,7 @@ mod tests {
         let dir = temp_dir("nonutf8");
         let name = std::ffi::OsStr::from_bytes(b"bad\xFFname.txt");
         std::fs::write(dir.join(name), "inside\n").unwrap();
-        let ctx = context(&dir);
+        let ctx = ToolContext::for_test(&dir);
         // The model can only name it lossily; that name does not exist.
         let err = execute(
             &json!({"path":"bad\u{FFFD}name.txt"}),
