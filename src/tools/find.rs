@@ -239,7 +239,9 @@ mod tests {
         );
         assert_eq!(out.details, Some(json!({"resultLimitReached":1})));
         assert_eq!(
-            (execute(&json!({"pattern":"*.zip"}), &ctx, &cancel).unwrap()).first_text(),
+            execute(&json!({"pattern":"*.zip"}), &ctx, &cancel)
+                .unwrap()
+                .first_text(),
             "No files found matching pattern"
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -691,7 +691,9 @@ mod tests {
         );
         assert_eq!(out.details, Some(json!({"matchLimitReached":1})));
         assert_eq!(
-            (execute(&json!({"pattern":"nothing-here"}), &ctx, &cancel).unwrap()).first_text(),
+            execute(&json!({"pattern":"nothing-here"}), &ctx, &cancel)
+                .unwrap()
+                .first_text(),
             "No matches found"
         );
         let err = execute(&json!({"pattern":"x","path":"missing"}), &ctx, &cancel).unwrap_err();

@@ -131,7 +131,9 @@ mod tests {
         );
         assert_eq!(out.details, Some(json!({"entryLimitReached":2})));
         assert_eq!(
-            (execute(&json!({"path":"Docs"}), &ctx, &cancel).unwrap()).first_text(),
+            execute(&json!({"path":"Docs"}), &ctx, &cancel)
+                .unwrap()
+                .first_text(),
             "(empty directory)"
         );
         let err = execute(&json!({"path":"alpha"}), &ctx, &cancel).unwrap_err();
