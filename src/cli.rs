@@ -47,6 +47,8 @@ pub struct Args {
     /// `--export <session> [out.html]`.
     pub export: Option<(String, Option<String>)>,
     pub offline: bool,
+    /// `--sandbox <mode>`: the tool sandbox (README "Sandbox").
+    pub sandbox: Option<crate::sandbox::Mode>,
     /// `--list-models [search]`.
     pub list_models: Option<Option<String>>,
     pub verbose: bool,
@@ -164,6 +166,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 out.export = Some((session, output));
             }
             Long("offline") => out.offline = true,
+            Long("sandbox") => {
+                let mode = string(parser.value()?, "--sandbox")?;
+                out.sandbox = Some(crate::sandbox::Mode::parse(&mode).ok_or_else(|| {
+                    CliError(format!(
+                        "Invalid --sandbox \"{mode}\". Valid values: {}",
+                        crate::sandbox::Mode::NAMES
+                    ))
+                })?);
+            }
             Long("list-models") => out.list_models = Some(next_bare_word(&mut parser)),
             Long("verbose") => out.verbose = true,
             Short('h') | Long("help") => out.help = true,
@@ -215,6 +226,7 @@ Options:
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
   --offline                      no network besides the model provider
+  --sandbox <mode>               confine tools: off, read-only, workspace-write
   --verbose                      more logging on stderr (or set RUST_LOG)
   -h, --help                     this text
   -v, --version                  version

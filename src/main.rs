@@ -14,6 +14,7 @@ mod messages;
 mod provider;
 mod resources;
 mod rpc;
+mod sandbox;
 mod session;
 mod signals;
 mod tools;
@@ -145,8 +146,22 @@ fn run(args: Args) -> Result<u8, String> {
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
-    let (extensions, extension_events, approvals, startup_records) =
-        start_extensions(&args, &config, &session);
+    let (sandbox, sandbox_warnings) = sandbox::Sandbox::new(
+        config.scoped_setting(false, "sandbox"),
+        config.scoped_setting(true, "sandbox"),
+        args.sandbox,
+        &cwd,
+        &agent_dir,
+    );
+    for warning in sandbox_warnings {
+        eprintln!("Warning: {warning}");
+    }
+    let (extensions, extension_events, approvals, mut startup_records) =
+        start_extensions(&args, &config, &session, &sandbox.policy());
+    let policy = sandbox.policy();
+    if let Some(warning) = sandbox::unenforced_warning(&policy, sandbox::support()) {
+        startup_records.push(rpc::events::sandbox_warning(&warning));
+    }
     let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
     let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
 
@@ -179,6 +194,7 @@ fn run(args: Args) -> Result<u8, String> {
         extensions,
         extension_events,
         approvals,
+        sandbox,
         startup_records,
         resources: loaded,
         scoped_models: scoped,
@@ -439,6 +455,7 @@ fn start_extensions(
     args: &Args,
     config: &Config,
     session: &session::SessionLog,
+    sandbox: &sandbox::Policy,
 ) -> (
     Option<extensions::ExtensionHost>,
     crossbeam_channel::Receiver<extensions::ExtensionEvent>,
@@ -478,7 +495,9 @@ fn start_extensions(
             .map(|p| p.to_string_lossy().into_owned()),
         flag_values: Default::default(),
     };
-    let (host, errors) = extensions::ExtensionHost::start(specs, &handshake, events_tx);
+    // Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
+    let confine = sandbox.extensions.then_some(sandbox);
+    let (host, errors) = extensions::ExtensionHost::start(specs, &handshake, confine, events_tx);
     let mut policy = policy;
     policy.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
     let records = errors.iter().map(|e| e.record()).collect();

@@ -82,6 +82,8 @@ pub struct AgentSetup {
     pub extensions: Option<crate::extensions::ExtensionHost>,
     pub extension_events: Receiver<crate::extensions::ExtensionEvent>,
     pub approvals: crate::extensions::approval::ApprovalPolicy,
+    /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
+    pub sandbox: crate::sandbox::Sandbox,
     /// Records to write first (extension load errors).
     pub startup_records: Vec<Value>,
 }
@@ -138,6 +140,7 @@ pub struct Agent {
     extension_tools: Vec<crate::extensions::ExtensionTool>,
     approvals: crate::extensions::approval::ApprovalPolicy,
     grants: crate::extensions::approval::SessionGrants,
+    sandbox: crate::sandbox::Sandbox,
     /// Extension commands run from `prompt`, answered `handled` when they finish.
     command_runs: Vec<(crate::extensions::CommandRunId, Option<Value>)>,
     /// Extension messages delivered with the next prompt.
@@ -225,6 +228,7 @@ impl Agent {
             extension_tools,
             approvals: setup.approvals,
             grants: Default::default(),
+            sandbox: setup.sandbox,
             command_runs: Vec::new(),
             next_turn_messages: Vec::new(),
             run_system_prompt: None,
@@ -445,6 +449,7 @@ impl Agent {
                 let state = self.state_json();
                 self.respond_ok(id, name, Some(state));
             }
+            Command::SetSandbox { mode, network } => self.set_sandbox(id, &mode, network),
             Command::GetMessages => {
                 let messages = serde_json::to_value(&self.messages).unwrap_or(Value::Null);
                 self.respond_ok(id, name, Some(json!({ "messages": messages })));
@@ -853,7 +858,33 @@ impl Agent {
             "pendingMessageCount".into(),
             json!(self.steering.len() + self.follow_up.len()),
         );
+        state.insert("sandbox".into(), self.sandbox_state());
         Value::Object(state)
+    }
+
+    fn sandbox_state(&self) -> Value {
+        let state = crate::sandbox::state(&self.sandbox.policy(), crate::sandbox::support());
+        serde_json::to_value(state).unwrap_or(Value::Null)
+    }
+
+    /// `set_sandbox`: applies to tools started from now on (running ones keep theirs).
+    fn set_sandbox(&mut self, id: Option<&Value>, mode: &str, network: Option<bool>) {
+        let Some(parsed) = crate::sandbox::Mode::parse(mode) else {
+            let error = format!(
+                "Invalid sandbox mode \"{mode}\". Valid values: {}",
+                crate::sandbox::Mode::NAMES
+            );
+            self.respond_error(id, "set_sandbox", &error);
+            return;
+        };
+        let policy = self.sandbox.set(parsed, network).clone();
+        let state = self.sandbox_state();
+        self.respond_ok(id, "set_sandbox", Some(json!({ "sandbox": state })));
+        if let Some(warning) =
+            crate::sandbox::unenforced_warning(&policy, crate::sandbox::support())
+        {
+            self.emit(events::sandbox_warning(&warning));
+        }
     }
 
     fn last_assistant_text(&self) -> Option<String> {
@@ -1347,6 +1378,7 @@ impl Agent {
             shell_path: self.config.shell_path(),
             shell_command_prefix: self.config.shell_command_prefix(),
             model_supports_images: self.model.supports_images(),
+            sandbox: self.sandbox.policy(),
         }
     }
 

@@ -466,6 +466,11 @@ impl Config {
         self.settings.scoped_list(project, key)
     }
 
+    /// A top-level value from the global (`project: false`) or project settings file alone.
+    pub fn scoped_setting(&self, project: bool, key: &str) -> Option<&Value> {
+        self.settings.scoped_value(project, key)
+    }
+
     pub fn steering_mode(&self) -> QueueMode {
         QueueMode::parse(
             self.settings

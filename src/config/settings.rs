@@ -183,6 +183,12 @@ impl Settings {
             .unwrap_or_default()
     }
 
+    /// A top-level value of one scope's file (the sandbox merges scopes by its own rules).
+    pub fn scoped_value(&self, project: bool, key: &str) -> Option<&Value> {
+        let map = if project { &self.project } else { &self.global };
+        map.get(key)
+    }
+
     pub fn get_str(&self, dotted_path: &str) -> Option<&str> {
         self.get(dotted_path)?.as_str()
     }

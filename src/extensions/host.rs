@@ -192,6 +192,7 @@ impl ExtensionHost {
     pub fn start(
         specs: Vec<ExtensionSpec>,
         handshake: &Handshake,
+        sandbox: Option<&crate::sandbox::Policy>,
         events: Sender<ExtensionEvent>,
     ) -> (ExtensionHost, Vec<ExtensionError>) {
         let (from_tx, from_rx) = crossbeam_channel::bounded::<FromExtension>(256);
@@ -206,7 +207,9 @@ impl ExtensionHost {
             };
             let process = match check_loadable(&spec.path) {
                 Err(error) => Err(error),
-                Ok(()) => spawn_extension(index, &spec.path, &handshake.cwd, from_tx.clone()),
+                Ok(()) => {
+                    spawn_extension(index, &spec.path, &handshake.cwd, sandbox, from_tx.clone())
+                }
             };
             let process = match process {
                 Ok(process) => {
@@ -522,6 +525,7 @@ fn spawn_extension(
     index: usize,
     path: &std::path::Path,
     cwd: &str,
+    sandbox: Option<&crate::sandbox::Policy>,
     to_router: Sender<FromExtension>,
 ) -> Result<Process, String> {
     use std::os::unix::process::CommandExt;
@@ -533,6 +537,9 @@ fn spawn_extension(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .process_group(0);
+    if let Some(policy) = sandbox {
+        crate::sandbox::confine_child(&mut command, policy)?;
+    }
     let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
     let pgid = child.id() as i32;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -1574,8 +1581,12 @@ mod tests {
 
     fn start(names: &[&str]) -> Started {
         let (tx, events) = crossbeam_channel::unbounded();
-        let (host, errors) =
-            ExtensionHost::start(names.iter().map(|n| fixture(n)).collect(), &handshake(), tx);
+        let (host, errors) = ExtensionHost::start(
+            names.iter().map(|n| fixture(n)).collect(),
+            &handshake(),
+            None,
+            tx,
+        );
         let mut started = Started {
             host,
             errors,
@@ -1695,7 +1706,7 @@ mod tests {
             .chain([fixture("hello.sh")])
             .collect();
         let (tx, events) = crossbeam_channel::unbounded();
-        let (host, errors) = ExtensionHost::start(specs, &handshake(), tx);
+        let (host, errors) = ExtensionHost::start(specs, &handshake(), None, tx);
         assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(errors.iter().all(|e| e.event == "load"));
         assert!(
@@ -2162,7 +2173,7 @@ mod tests {
     #[test]
     fn approval_dialogs_answer_or_deny_on_timeout() {
         let (tx, events) = crossbeam_channel::unbounded();
-        let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), tx);
+        let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), None, tx);
         assert!(errors.is_empty());
         let (ui_id, record) = host.ask_approval("Allow bash?", "rm x", Duration::from_millis(100));
         assert_eq!(record["id"], ui_id.as_str());

@@ -10,6 +10,12 @@ fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
+/// pi-rs: the sandbox was asked for but this kernel cannot enforce it, and `onUnsupported` is
+/// `warn` (tools run unconfined). Written at startup and after `set_sandbox`.
+pub fn sandbox_warning(message: &str) -> Value {
+    json!({"type": "sandbox_warning", "message": message})
+}
+
 pub fn agent_start() -> Value {
     json!({"type": "agent_start"})
 }

@@ -60,6 +60,11 @@ pub enum Command {
     SetFollowUpMode {
         mode: String,
     },
+    /// pi-rs: the tool sandbox for tools started from now on (README "Sandbox").
+    SetSandbox {
+        mode: String,
+        network: Option<bool>,
+    },
     Compact {
         custom_instructions: Option<String>,
     },
@@ -231,6 +236,10 @@ fn parse_command(object: Map<String, Value>) -> Result<Request, Rejected> {
         "set_follow_up_mode" => Command::SetFollowUpMode {
             mode: fields.string("mode")?,
         },
+        "set_sandbox" => Command::SetSandbox {
+            mode: fields.string("mode")?,
+            network: fields.opt_bool("network")?,
+        },
         "compact" => Command::Compact {
             custom_instructions: fields.opt_string("customInstructions")?,
         },
@@ -325,6 +334,13 @@ impl Fields<'_> {
         }
     }
 
+    fn opt_bool(&self, name: &str) -> Result<Option<bool>, Rejected> {
+        match self.object.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => self.bool(name).map(Some),
+        }
+    }
+
     fn bool(&self, name: &str) -> Result<bool, Rejected> {
         match self.object.get(name) {
             Some(Value::Bool(b)) => Ok(*b),
@@ -414,6 +430,7 @@ impl Command {
             Command::CycleThinkingLevel => "cycle_thinking_level",
             Command::GetAvailableThinkingLevels => "get_available_thinking_levels",
             Command::SetSteeringMode { .. } => "set_steering_mode",
+            Command::SetSandbox { .. } => "set_sandbox",
             Command::SetFollowUpMode { .. } => "set_follow_up_mode",
             Command::Compact { .. } => "compact",
             Command::SetAutoCompaction { .. } => "set_auto_compaction",

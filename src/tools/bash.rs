@@ -47,6 +47,8 @@ pub struct ShellRequest<'a> {
     pub agent_dir: &'a Path,
     /// Seconds; `None` or ≤ 0 means no timeout.
     pub timeout: Option<f64>,
+    /// The sandbox the shell enters between fork and exec (`None`: the client's own RPC bash).
+    pub sandbox: Option<&'a crate::sandbox::Policy>,
 }
 
 /// What the runner reports while the command runs.
@@ -170,6 +172,9 @@ pub fn run_shell(
         .stdout(writer)
         .stderr(writer_for_stderr)
         .process_group(0);
+    if let Some(policy) = request.sandbox {
+        crate::sandbox::confine_child(&mut command, policy)?;
+    }
     let spawned = command.spawn();
     // The Command still owns our copies of the pipe's write end; drop them so EOF can happen.
     drop(command);
@@ -630,6 +635,7 @@ pub fn execute(
         command_prefix: context.shell_command_prefix.as_deref(),
         agent_dir: &context.agent_dir,
         timeout,
+        sandbox: Some(&context.sandbox),
     };
     let mut output = OutputAccumulator::new("pi-bash");
     emit(ToolOutput {

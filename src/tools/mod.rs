@@ -44,6 +44,8 @@ pub struct ToolContext {
     pub shell_command_prefix: Option<String>,
     /// Whether the current model accepts images (read's image notice).
     pub model_supports_images: bool,
+    /// The sandbox in effect when the call started; the tool keeps it to its end.
+    pub sandbox: Arc<crate::sandbox::Policy>,
 }
 
 /// A tool result or a cumulative partial one.
@@ -264,6 +266,17 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
                 });
             };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // bash confines its shell instead (between fork and exec), not this thread.
+                if call.name != "bash"
+                    && let Err(blocked) = crate::sandbox::enter_tool_thread(
+                        &context.sandbox,
+                        &call.name,
+                        &call.arguments,
+                        &context.cwd,
+                    )
+                {
+                    return ToolOutput::error(blocked);
+                }
                 run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
             }));
             let output = outcome.unwrap_or_else(|_| {
@@ -340,6 +353,7 @@ impl ToolContext {
             shell_path: None,
             shell_command_prefix: None,
             model_supports_images: true,
+            sandbox: Arc::new(crate::sandbox::Policy::off(dir, dir)),
         }
     }
 }

@@ -69,13 +69,7 @@ mod tests {
             "pi-rs-write-{}",
             super::super::bash::random_hex16()
         ));
-        let ctx = ToolContext {
-            cwd: dir.clone(),
-            agent_dir: dir.clone(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        };
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(
             &json!({"path":"sub/deep/f.txt","content":"héllo😀"}),

@@ -21,6 +21,7 @@ mod fake_provider;
 mod framing;
 mod retry;
 mod rpc_bash;
+mod sandbox;
 mod secrets;
 #[allow(dead_code)]
 mod sse;
