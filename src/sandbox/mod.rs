@@ -173,6 +173,7 @@ impl Confinement {
         let mut ruleset = None;
         let mut own_proc_rights = 0;
         if support.abi > 0 {
+            let started = std::time::Instant::now();
             let plan = rules::plan(policy, support.abi);
             let handles_something = plan.handled_fs != 0
                 || (support.abi >= 4 && plan.handled_net != 0)
@@ -181,6 +182,11 @@ impl Confinement {
                 let created = landlock::Ruleset::create(&plan, support.abi).map_err(|e| {
                     format!("blocked by the sandbox: cannot build the ruleset: {e}")
                 })?;
+                log::debug!(
+                    "sandbox: {} Landlock rules built in {:?}",
+                    plan.rules.len(),
+                    started.elapsed()
+                );
                 ruleset = Some(created);
                 if for_child {
                     own_proc_rights = plan.handled_fs & landlock::READ_RIGHTS;

@@ -647,6 +647,123 @@ pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 5b: the tool sandbox's start-up cost (pi-rs only: the reference has no sandbox)
+
+const SANDBOX: [Spec; 4] = [
+    spec(
+        "sandbox.bash_first_output_ms",
+        "bash tool start → first output, workspace-write sandbox",
+        Unit::Millis,
+    ),
+    spec(
+        "sandbox.bash_first_output_open_ms",
+        "bash tool start → first output, no sandbox",
+        Unit::Millis,
+    ),
+    spec(
+        "sandbox.read_ms",
+        "read tool start → end, workspace-write sandbox",
+        Unit::Millis,
+    ),
+    spec(
+        "sandbox.read_open_ms",
+        "read tool start → end, no sandbox",
+        Unit::Millis,
+    ),
+];
+
+/// One process, one bash call then one read call; returns (start → first bash output,
+/// read start → read end), timed from the bench's side of stdout.
+fn sandbox_run(
+    binary: &Binary,
+    sandbox: Option<&str>,
+    config: &Config,
+) -> Result<(Duration, Duration), String> {
+    let fake = Fake::start(vec![
+        Reply::sse(anthropic_bash("toolu_bench_bash", "echo first; sleep 0.2")),
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_bench_read", "read", &[r#"{"path":"notes.txt"}"#])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let extra_args = match sandbox {
+        Some(mode) => vec!["--sandbox".to_string(), mode.to_string()],
+        None => Vec::new(),
+    };
+    let mut agent = Agent::spawn(&SpawnOptions {
+        binary: &binary.path,
+        base_url: &fake.base_url(),
+        extra_args,
+        session_file: None,
+        files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
+        rss_cap_kb: config.rss_cap_kb,
+    })?;
+    agent.request(
+        "bench-state",
+        "get_state",
+        Instant::now() + config.short_wait,
+    )?;
+    let started = Instant::now();
+    let mut bash_start: Option<Instant> = None;
+    let mut first_output: Option<Duration> = None;
+    let mut updates = 0;
+    let mut read_start: Option<Instant> = None;
+    let mut read_time: Option<Duration> = None;
+    let mut tool_ends = 0;
+    run_prompt(
+        &mut agent,
+        "Run echo, then read notes.txt.",
+        started + config.short_wait,
+        config.stdout_cap,
+        |record, _| match record.kind.as_str() {
+            "tool_execution_start" if bash_start.is_none() => bash_start = Some(Instant::now()),
+            "tool_execution_start" => read_start = Some(Instant::now()),
+            // The bash tool's first update is its empty start; the second carries output.
+            "tool_execution_update" if read_start.is_none() => {
+                updates += 1;
+                if updates == 2 {
+                    first_output = bash_start.map(|at| at.elapsed());
+                }
+            }
+            "tool_execution_end" => {
+                tool_ends += 1;
+                if tool_ends == 2 {
+                    read_time = read_start.map(|at| at.elapsed());
+                }
+            }
+            _ => {}
+        },
+    )?;
+    fake.check(3)?;
+    match (first_output, read_time) {
+        (Some(bash), Some(read)) => Ok((bash, read)),
+        _ => Err("the bash output or the read result did not arrive".into()),
+    }
+}
+
+pub fn sandbox(pi_rs: &Binary, config: &Config) -> Vec<Figure> {
+    alternate(
+        "sandbox",
+        &[pi_rs],
+        config.runs,
+        config,
+        &SANDBOX,
+        |binary| {
+            let (bash, read) = sandbox_run(binary, Some("workspace-write"), config)?;
+            let (bash_open, read_open) = sandbox_run(binary, None, config)?;
+            Ok(vec![
+                millis(bash),
+                millis(bash_open),
+                millis(read),
+                millis(read_open),
+            ])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // 6: a long session and get_tree
 
 const TREE: [Spec; 3] = [
