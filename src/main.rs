@@ -67,7 +67,7 @@ fn run(args: Args) -> Result<u8, String> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
     let agent_dir = config::agent_dir_from_env();
-    let mut config = Config::load(agent_dir.clone(), cwd.clone());
+    let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
     report(&config.diagnostics)?;
 
     if let Some((session_path, output)) = &args.export {
@@ -141,12 +141,18 @@ fn run(args: Args) -> Result<u8, String> {
         cli_prompt_templates: args.prompt_templates.clone(),
         no_skills: args.no_skills,
         no_prompt_templates: args.no_prompt_templates,
+        skip_project: !config.project_trust.trusted,
     });
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
-    let (extensions, extension_events, approvals, startup_records) =
+    let (extensions, extension_events, approvals, mut startup_records) =
         start_extensions(&args, &config, &session);
+    // Skipped project resources are said once, on stderr and to the client.
+    if let Some(warning) = config.project_trust.warning() {
+        eprintln!("Warning: {warning}");
+        startup_records.insert(0, rpc::events::warning_notice(&warning));
+    }
     let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
     let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
 
@@ -465,6 +471,7 @@ fn start_extensions(
         cwd: config.cwd.clone(),
         agent_dir: config.agent_dir.clone(),
         no_extensions: args.no_extensions,
+        skip_project: !config.project_trust.trusted,
     });
     let (events_tx, events) = crossbeam_channel::bounded(256);
     if specs.is_empty() && !policy.is_enabled() {
@@ -631,12 +638,22 @@ fn system_prompt(
     let cwd = &config.cwd;
     let custom = match &args.system_prompt {
         Some(value) => Some(resources::text_or_file(value, cwd)),
-        None => resources::discover_prompt_file("SYSTEM.md", cwd, &config.agent_dir),
+        None => resources::discover_prompt_file(
+            "SYSTEM.md",
+            cwd,
+            &config.agent_dir,
+            config.project_trust.trusted,
+        ),
     };
     let append: Vec<String> = if args.append_system_prompt.is_empty() {
-        resources::discover_prompt_file("APPEND_SYSTEM.md", cwd, &config.agent_dir)
-            .into_iter()
-            .collect()
+        resources::discover_prompt_file(
+            "APPEND_SYSTEM.md",
+            cwd,
+            &config.agent_dir,
+            config.project_trust.trusted,
+        )
+        .into_iter()
+        .collect()
     } else {
         args.append_system_prompt
             .iter()

@@ -15,6 +15,7 @@ pub mod model;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
+pub mod trust;
 
 pub use model::{Model, ModelCost, ThinkingLevel};
 pub use resolve::ScopedModel;
@@ -134,6 +135,8 @@ pub type RequestAuth = (Option<String>, Vec<(String, String)>);
 pub struct Config {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
+    /// Whether the project's `.pi/` resources load (and what was skipped).
+    pub project_trust: trust::ProjectTrust,
     pub diagnostics: Vec<Diagnostic>,
     env: Env,
     settings: Settings,
@@ -148,14 +151,31 @@ pub struct Config {
 
 impl Config {
     /// Loads settings, models and credentials. Never fails: problems become diagnostics.
-    pub fn load(agent_dir: PathBuf, cwd: PathBuf) -> Config {
-        Config::load_with_env(agent_dir, cwd, Env::from_process())
+    /// `trust_override` is `--approve` / `--no-approve`: project settings load only once the
+    /// project is trusted (see `trust`).
+    pub fn load(agent_dir: PathBuf, cwd: PathBuf, trust_override: Option<bool>) -> Config {
+        Config::load_with_env(agent_dir, cwd, Env::from_process(), trust_override)
     }
 
     /// `load` with an explicit environment snapshot (tests, embedding).
-    pub fn load_with_env(agent_dir: PathBuf, cwd: PathBuf, env: Env) -> Config {
+    pub fn load_with_env(
+        agent_dir: PathBuf,
+        cwd: PathBuf,
+        env: Env,
+        trust_override: Option<bool>,
+    ) -> Config {
         let mut diagnostics = Vec::new();
-        let (settings, errors) = Settings::load(&agent_dir, &cwd);
+        // `defaultProjectTrust` is a global setting: read before the project file may load.
+        let (global_only, _) = Settings::load(&agent_dir, None);
+        let project_trust = trust::resolve(
+            &agent_dir,
+            &cwd,
+            &env.home(),
+            trust_override,
+            global_only.get("defaultProjectTrust"),
+        );
+        let project_cwd = project_trust.trusted.then_some(cwd.as_path());
+        let (settings, errors) = Settings::load(&agent_dir, project_cwd);
         for (scope, error) in errors {
             diagnostics.push(Diagnostic::Warning(format!(
                 "(runtime creation, {scope} settings) {error}"
@@ -175,6 +195,7 @@ impl Config {
         let mut config = Config {
             agent_dir,
             cwd,
+            project_trust,
             diagnostics,
             docs_dir: default_docs_dir(&env),
             env,

@@ -226,3 +226,11 @@ pub fn agent_end_shared(messages: &[SharedJson], will_retry: bool) -> Record {
     }));
     Record::Parts(parts)
 }
+
+/// A warning for the client that no extension sent (project resources skipped for want of
+/// trust). It takes pi's `extension_ui_request` notice shape (`method:"notify"`,
+/// `notifyType:"warning"`), which pi clients already show; a notice needs no answer.
+pub fn warning_notice(message: &str) -> Value {
+    json!({"type": "extension_ui_request", "id": crate::extensions::host::fresh_uuid(),
+           "method": "notify", "message": message, "notifyType": "warning"})
+}

@@ -22,6 +22,7 @@ mod framing;
 mod retry;
 mod rpc_bash;
 mod secrets;
+mod security;
 #[allow(dead_code)]
 mod sse;
 mod steering;

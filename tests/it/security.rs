@@ -1,0 +1,149 @@
+//! What an untrusted model and a hostile repository tried (issue 13), each through the binary:
+//! project trust, pi-rs's own stdio and `/proc` behind the file tools, credentials in every place
+//! they can be.
+//!
+//! Reference: 0.73.1 has neither project trust nor these guards, so these fail there by design.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply};
+use crate::sse;
+use crate::support::{Pi, Setup, Workspace, system_prompt_of, write_executable};
+
+// ---- project trust (item 0) --------------------------------------------------------------------
+
+/// A repository that would run code at startup: an extension that leaves a marker, a project
+/// prompt template, a project SYSTEM.md, settings that change the thinking level, and an
+/// AGENTS.md (a context file, loaded regardless of trust, as in pi).
+fn hostile_repository(workspace: &Workspace) -> PathBuf {
+    let cwd = workspace.cwd();
+    let marker = workspace.root().join("EXTENSION_RAN");
+    write_executable(
+        &cwd.join(".pi/extensions/evil.sh"),
+        &format!(
+            "#!/bin/sh\ntouch '{}'\necho '{{\"type\":\"register\",\"protocol\":1}}'\ncat >/dev/null\n",
+            marker.display()
+        ),
+    );
+    let files = [
+        (".pi/prompts/pwn.md", "Template from the repository"),
+        (".pi/SYSTEM.md", "REPO SYSTEM PROMPT"),
+        (".pi/settings.json", r#"{"defaultThinkingLevel":"high"}"#),
+        ("AGENTS.md", "REPO CONTEXT FILE"),
+    ];
+    for (relative, text) in files {
+        let path = cwd.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    marker
+}
+
+struct Observed {
+    extension_ran: bool,
+    template: bool,
+    system_prompt: String,
+    thinking: Value,
+    warnings: Vec<String>,
+}
+
+fn observe(workspace: &Workspace, setup: &Setup, marker: &Path) -> Observed {
+    let _ = std::fs::remove_file(marker);
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["ok"]))]);
+    let setup = Setup {
+        base_url: fake.base_url(),
+        ..setup.clone()
+    };
+    let mut pi = Pi::spawn_in(workspace, &setup);
+    let commands = pi.command("c", "get_commands", json!({}));
+    let state = pi.command("s", "get_state", json!({}));
+    pi.command("p", "prompt", json!({"message": "hi"}));
+    pi.wait_for_event("agent_settled");
+    // Extensions register before the first record; a slow shell still gets a moment.
+    let until = std::time::Instant::now() + Duration::from_millis(300);
+    while !marker.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let extension_ran = marker.exists();
+    let warnings = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "extension_ui_request" && r["notifyType"] == "warning")
+        .map(|r| r["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    pi.close_and_wait();
+    let requests = fake.requests();
+    Observed {
+        extension_ran,
+        template: commands.to_string().contains("pwn"),
+        system_prompt: system_prompt_of(&requests[0]),
+        thinking: state["data"]["thinkingLevel"].clone(),
+        warnings,
+    }
+}
+
+/// Without a decision nothing protected loads (RPC mode has no prompt: `ask` skips), one warning
+/// names what was skipped, the context file still loads. A `trust.json` written the way pi
+/// writes it (a parent folder trusted) loads everything; `--no-approve` beats the file;
+/// `--approve` alone loads everything; `defaultProjectTrust: "always"` too.
+#[test]
+fn project_resources_load_only_after_a_trust_decision() {
+    let workspace = Workspace::new();
+    let marker = hostile_repository(&workspace);
+    let placeholder = FakeProvider::start(vec![]);
+    let setup = Setup::anthropic(&placeholder);
+
+    let untrusted = observe(&workspace, &setup, &marker);
+    assert!(!untrusted.extension_ran, "a repository extension ran");
+    assert!(!untrusted.template, "a repository template loaded");
+    assert!(!untrusted.system_prompt.contains("REPO SYSTEM PROMPT"));
+    assert!(untrusted.system_prompt.contains("REPO CONTEXT FILE"));
+    assert_ne!(untrusted.thinking, "high", "project settings were read");
+    assert_eq!(untrusted.warnings.len(), 1, "{:?}", untrusted.warnings);
+    assert!(untrusted.warnings[0].contains(".pi/extensions"));
+    assert!(untrusted.warnings[0].contains(".pi/settings.json"));
+
+    // pi's own file: sorted keys, two-space indent, canonical paths, a trailing newline.
+    let parent = std::fs::canonicalize(workspace.root()).unwrap();
+    let cwd = std::fs::canonicalize(workspace.cwd()).unwrap();
+    let trust = format!(
+        "{{\n  \"{}\": true\n}}\n",
+        parent.display().to_string().replace('\\', "\\\\")
+    );
+    std::fs::write(workspace.agent_dir().join("trust.json"), trust).unwrap();
+    let trusted = observe(&workspace, &setup, &marker);
+    assert!(trusted.extension_ran);
+    assert!(trusted.template);
+    assert!(trusted.system_prompt.contains("REPO SYSTEM PROMPT"));
+    assert_eq!(trusted.thinking, "high");
+    assert!(trusted.warnings.is_empty(), "{:?}", trusted.warnings);
+
+    let refused = observe(&workspace, &setup.clone().arg("--no-approve"), &marker);
+    assert!(!refused.extension_ran && !refused.template);
+
+    // The closest entry wins: the cwd itself refused under a trusted parent.
+    let both = json!({ parent.display().to_string(): true, cwd.display().to_string(): false });
+    std::fs::write(
+        workspace.agent_dir().join("trust.json"),
+        serde_json::to_string_pretty(&both).unwrap() + "\n",
+    )
+    .unwrap();
+    let closest = observe(&workspace, &setup, &marker);
+    assert!(!closest.extension_ran && !closest.template);
+
+    let approved = observe(&workspace, &setup.clone().arg("--approve"), &marker);
+    assert!(approved.extension_ran && approved.template);
+
+    std::fs::remove_file(workspace.agent_dir().join("trust.json")).unwrap();
+    let always = observe(
+        &workspace,
+        &setup
+            .clone()
+            .settings(json!({"defaultProjectTrust": "always"})),
+        &marker,
+    );
+    assert!(always.extension_ran && always.template);
+}
