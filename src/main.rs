@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(args.verbose);
+    tools::path_guard::mark_not_dumpable();
     match run(args) {
         Ok(code) => ExitCode::from(code),
         Err(message) => {

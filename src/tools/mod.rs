@@ -15,6 +15,7 @@ pub mod glob;
 pub mod grep;
 pub mod ls;
 pub mod path;
+pub mod path_guard;
 pub mod read;
 pub mod truncate;
 pub mod validate;
