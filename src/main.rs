@@ -206,15 +206,13 @@ fn run(args: Args) -> Result<u8, String> {
 /// RPC mode: stdin-reader → agent → stdout-writer.
 fn run_rpc(setup: agent::AgentSetup, signals: crossbeam_channel::Receiver<i32>) -> u8 {
     let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
-    let secrets = setup.config.known_secrets();
-    let writer =
-        match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx, secrets) {
-            Ok(writer) => writer,
-            Err(e) => {
-                eprintln!("Error: cannot start the stdout writer: {e}");
-                return 1;
-            }
-        };
+    let writer = match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx) {
+        Ok(writer) => writer,
+        Err(e) => {
+            eprintln!("Error: cannot start the stdout writer: {e}");
+            return 1;
+        }
+    };
     let (stdin_tx, stdin) = crossbeam_channel::bounded(64);
     rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
     let channels = agent::Channels {
@@ -516,7 +514,7 @@ fn export_session(
         leaf_id: log.leaf_id().map(str::to_string),
         system_prompt: String::new(),
         tools: Vec::new(),
-        redactions: log.redactions().clone(),
+        redactions: log.redactions(),
     };
     export::export_to_file(&input, &cwd.join(&output))?;
     eprintln!("Exported to: {output}");

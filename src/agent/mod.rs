@@ -820,7 +820,7 @@ impl Agent {
                 .iter()
                 .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
                 .collect(),
-            redactions: self.session.redactions().clone(),
+            redactions: self.session.redactions(),
         };
         crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
         Ok(output)

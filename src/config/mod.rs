@@ -125,10 +125,6 @@ fn default_docs_dir(env: &Env) -> PathBuf {
     exe_dir.unwrap_or_default().join("docs")
 }
 
-/// Secrets shorter than this are not offered for redaction: replacing a two-letter "key"
-/// everywhere would mangle ordinary text and protects nothing real.
-const MIN_SECRET_LEN: usize = 6;
-
 /// What a request to a model needs: the API key (if any) and extra headers, in order.
 pub type RequestAuth = (Option<String>, Vec<(String, String)>);
 
@@ -284,6 +280,8 @@ impl Config {
 
     /// `--api-key`: a runtime key for one provider, never persisted.
     pub fn set_runtime_api_key(&mut self, provider: &str, key: String) {
+        // Redacted from the moment it is known (the session header may be written next).
+        crate::session::register_secrets([key.clone()]);
         self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
@@ -465,7 +463,7 @@ impl Config {
             }
         }
         out.extend(self.resolver.resolved_values());
-        out.retain(|s| s.len() >= MIN_SECRET_LEN && s != auth::AMBIENT_CREDENTIALS);
+        out.retain(|s| crate::session::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
             if !unique.contains(&s) {

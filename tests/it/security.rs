@@ -252,3 +252,144 @@ fn file_tools_cannot_reach_pi_own_stdio_proc_or_devices() {
     }
     fake.finish();
 }
+
+// ---- credentials: resolved late, in tool results, near escapes, short dummies (2, 4, 6, 8, 9) ---
+
+fn session_file(pi: &mut Pi) -> PathBuf {
+    let state = pi.command("state", "get_state", json!({}));
+    PathBuf::from(state["data"]["sessionFile"].as_str().expect("sessionFile"))
+}
+
+/// Asserts `secret` is nowhere on stdout (every line still JSON), in the session file, in an
+/// export, or in a tool result sent to the provider after the key became known (what the model
+/// wrote itself it has already seen).
+#[track_caller]
+fn assert_nowhere(pi: &mut Pi, fake: &FakeProvider, secret: &str, requests_from: usize) {
+    for index in 0..pi.records().len() {
+        let line = pi.raw_line(index);
+        assert!(
+            !line.contains(secret),
+            "stdout record {index} leaks: {line}"
+        );
+        assert!(
+            serde_json::from_str::<Value>(line).is_ok(),
+            "not JSON: {line}"
+        );
+    }
+    let file = session_file(pi);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains(secret), "session file leaks:\n{text}");
+    let export = pi.command("e1", "export_html", json!({"outputPath": "out.html"}));
+    assert_eq!(export["success"], true, "{export}");
+    let html = std::fs::read_to_string(pi.cwd().join("out.html")).unwrap();
+    assert!(!html.contains(secret), "export leaks");
+    for (n, request) in fake.requests().iter().enumerate().skip(requests_from) {
+        for message in request.messages() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if block["type"] == "tool_result" {
+                    let text = block.to_string();
+                    assert!(!text.contains(secret), "request {n}'s tool result: {text}");
+                }
+            }
+        }
+    }
+}
+
+/// The key comes from an auth.json `!command`, resolved only at the first request (after
+/// startup took the secret list). The model says it after a tab (a JSON escape right before the
+/// key) and has a tool print it: it is redacted on stdout (every record still JSON), in the
+/// session file, in the export and in the tool result the next request carries.
+#[test]
+fn a_key_from_a_command_is_redacted_everywhere_once_resolved() {
+    const KEY: &str = "sk-cmd-SECRET-9876543210";
+    let first = sse::AnthropicStream::new()
+        .text(&[&format!("column1\t{KEY}")])
+        .tool_use(
+            "t1",
+            "bash",
+            &[&json!({"command": format!("echo {KEY}")}).to_string()],
+        )
+        .finish("tool_use");
+    let fake = FakeProvider::start(vec![
+        Reply::sse(first),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        json!({"fake-anthropic": {"type": "api_key", "key": format!("!echo {KEY}")}}).to_string(),
+    )
+    .unwrap();
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake).with_sessions());
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    assert_eq!(
+        fake.requests()[0].header("x-api-key"),
+        Some(KEY),
+        "the key is used"
+    );
+    let text = pi
+        .records()
+        .iter()
+        .find(|r| r["assistantMessageEvent"]["type"] == "text_end")
+        .expect("text_end")["assistantMessageEvent"]["content"]
+        .clone();
+    assert_eq!(text, "column1\t[redacted]");
+    assert_nowhere(&mut pi, &fake, KEY, 1);
+}
+
+/// `--api-key` is known before the session file's first line: never written in clear.
+#[test]
+fn api_key_flag_is_redacted_from_session_and_export() {
+    const KEY: &str = "sk-flag-SECRET-1234567890";
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[&format!(
+        "It is {KEY}"
+    )]))]);
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .arg("--api-key")
+        .arg(KEY);
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": format!("Say {KEY}")}));
+    pi.wait_for_event("agent_settled");
+    assert_eq!(fake.requests()[0].header("x-api-key"), Some(KEY));
+    assert_nowhere(&mut pi, &fake, KEY, 1);
+}
+
+/// A dummy key (`ollama`) is not a secret: the prompt and the session keep the word. A key that
+/// equals a structural value (here the provider's name) is cut from text but never from the
+/// `provider` field, so the session still says where a message came from.
+#[test]
+fn short_and_placeholder_keys_and_structural_fields_are_left_alone() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Pinned."])),
+        Reply::sse(sse::anthropic_text(&["ok"])),
+    ]);
+    let models = crate::fake_provider::fixture("models.json").replace("\"test-key\"", "\"ollama\"");
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).models_json(&models).with_sessions());
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Pin the ollama image version"}));
+    pi.wait_for_event("agent_settled");
+    let file = session_file(&mut pi);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("Pin the ollama image version"), "{text}");
+    assert!(!text.contains("[redacted]"), "{text}");
+    drop(pi);
+
+    let models =
+        crate::fake_provider::fixture("models.json").replace("\"test-key\"", "\"fake-anthropic\"");
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).models_json(&models).with_sessions());
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "name fake-anthropic"}));
+    pi.wait_for_event("agent_settled");
+    let file = session_file(&mut pi);
+    let entries = crate::support::read_jsonl(&file);
+    let assistant = entries
+        .iter()
+        .find(|e| e["message"]["role"] == "assistant")
+        .expect("assistant entry");
+    assert_eq!(assistant["message"]["provider"], "fake-anthropic");
+    let user = entries
+        .iter()
+        .find(|e| e["message"]["role"] == "user")
+        .expect("user entry");
+    assert_eq!(user["message"]["content"][0]["text"], "name [redacted]");
+}
