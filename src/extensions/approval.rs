@@ -29,6 +29,8 @@ use serde_json::{Map, Value, json};
 pub const ASK_OPTIONS: [&str; 3] = ["Allow once", "Allow for this session", "Deny"];
 /// How long an approval dialog waits before denying, unless `timeoutSeconds` says otherwise.
 pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest `timeoutSeconds` honoured (one day).
+const MAX_ASK_TIMEOUT: Duration = Duration::from_secs(86_400);
 /// Tools whose `path` argument is a file they change.
 const FILE_TOOLS: [&str; 2] = ["write", "edit"];
 
@@ -193,6 +195,15 @@ impl ApprovalPolicy {
         match object.get("timeoutSeconds") {
             None => {}
             Some(value) => match value.as_f64().filter(|s| *s > 0.0 && s.is_finite()) {
+                // A repository's settings must never crash pi-rs: beyond a day is a day (a
+                // deadline that far out overflows the clock arithmetic).
+                Some(seconds) if seconds > MAX_ASK_TIMEOUT.as_secs_f64() => {
+                    warnings.push(format!(
+                        "approvals: timeoutSeconds {seconds} is too large; using {}",
+                        MAX_ASK_TIMEOUT.as_secs()
+                    ));
+                    policy.timeout = Some(MAX_ASK_TIMEOUT);
+                }
                 Some(seconds) => policy.timeout = Some(Duration::from_secs_f64(seconds)),
                 None => warnings.push("approvals: timeoutSeconds must be a positive number".into()),
             },

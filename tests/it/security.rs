@@ -393,3 +393,24 @@ fn short_and_placeholder_keys_and_structural_fields_are_left_alone() {
         .expect("user entry");
     assert_eq!(user["message"]["content"][0]["text"], "name [redacted]");
 }
+
+// ---- hostile numbers in settings (item 11) ------------------------------------------------------
+
+/// `approvals.timeoutSeconds: 1e20` (from a repository's settings) used to panic at startup and
+/// `1e19` at the first ask: now clamped to a day with a warning, and the dialog is shown.
+#[test]
+fn huge_approval_timeout_is_clamped_not_a_crash() {
+    for huge in [1e19, 1e20] {
+        let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_bash("t1", "true"))]);
+        let setup = Setup::anthropic(&fake)
+            .settings(json!({"approvals": {"tools": {"bash": "ask"}, "timeoutSeconds": huge}}));
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+        let ask = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "select");
+        assert_eq!(ask["timeout"], 86_400_000, "{ask}");
+        assert!(pi.stderr_text().contains("timeoutSeconds"), "a warning");
+        pi.send(json!({"id": "a1", "type": "abort"}));
+        let state = pi.command("s1", "get_state", json!({}));
+        assert_eq!(state["success"], true);
+    }
+}
