@@ -12,9 +12,12 @@
 //! An `ask` already granted "for this session" (its grant key is in `SessionGrants`) allows.
 //!
 //! Patterns are wildcards (`*` any run of characters, `?` one character), matched against the
-//! whole argument text; a bash `command` also matches when any of its simple commands (split at
-//! `;`, `&&`, `||`, `|`, newlines) does. This is a convenience, not a sandbox: a determined
-//! command can always be written so no pattern sees it.
+//! whole argument text. A `command` is also split into its normalized simple commands
+//! (`shell_split`: wrappers, assignments, groups and `if` bodies unwrapped): a `deny` / `ask` rule
+//! matches when the whole text or any one simple command does; an `allow` rule only when every
+//! simple command does and the splitter saw through the whole line. When a tool has any `deny` or
+//! `ask` rule on `command`, a line the splitter could not see through is asked about, never
+//! allowed silently. This is a convenience, not a sandbox: the sandbox is the boundary.
 //!
 //! Input: tool name, raw arguments, cwd, grants. Output: `Decision`. No IO besides reading the
 //! cwd's canonical form.
@@ -25,12 +28,16 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::shell_split::{self, ShellLine};
+
 /// The three answers of an approval dialog, in the order shown.
 pub const ASK_OPTIONS: [&str; 3] = ["Allow once", "Allow for this session", "Deny"];
 /// How long an approval dialog waits before denying, unless `timeoutSeconds` says otherwise.
 pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `timeoutSeconds` honoured (one day).
 const MAX_ASK_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest call an approval dialog shows whole; longer ones are denied.
+const MAX_SHOWN_CHARS: usize = 20_000;
 /// Tools whose `path` argument is a file they change.
 const FILE_TOOLS: [&str; 2] = ["write", "edit"];
 
@@ -269,18 +276,63 @@ impl ApprovalPolicy {
                 }),
             },
             RuleAction::Ask if grants.contains(&verdict.grant_key) => Decision::Allow,
-            RuleAction::Ask => Decision::Ask {
-                title: format!("Allow {tool}?"),
-                message: format!("{}{}", describe_call(tool, args), verdict.why),
-                grant_key: verdict.grant_key,
-            },
+            RuleAction::Ask => {
+                let shown = describe_call(tool, args);
+                // Nobody reviews what they cannot see: too long to show is denied, not asked.
+                if shown.chars().count() > MAX_SHOWN_CHARS {
+                    return Decision::Deny {
+                        reason: format!(
+                            "The {tool} call is too long to show in an approval dialog \
+                             ({} characters); it was denied",
+                            shown.chars().count()
+                        ),
+                    };
+                }
+                Decision::Ask {
+                    title: format!("Allow {tool}?"),
+                    message: format!("{shown}{}", verdict.why),
+                    grant_key: verdict.grant_key,
+                }
+            }
         }
     }
 
     fn verdict(&self, tool: &str, args: &Value, cwd: &Path) -> Verdict {
+        let shell = args
+            .get("command")
+            .and_then(Value::as_str)
+            .map(|text| (text, shell_split::split(text)));
+        let verdict = self.rule_verdict(tool, args, cwd, shell.as_ref().map(|(_, s)| s));
+        // A line the splitter could not see through is never allowed past deny/ask rules.
+        if let Some((text, line)) = &shell
+            && line.opaque
+            && verdict.action == RuleAction::Allow
+            && self.rules.iter().any(|r| {
+                r.action != RuleAction::Allow
+                    && wildcard_match(&r.tool, tool)
+                    && r.patterns.iter().any(|(name, _)| name == "command")
+            })
+        {
+            return Verdict {
+                action: RuleAction::Ask,
+                grant_key: format!("opaque:{tool}:{text}"),
+                reason: None,
+                why: " (the command cannot be fully checked against the approval rules)".into(),
+            };
+        }
+        verdict
+    }
+
+    fn rule_verdict(
+        &self,
+        tool: &str,
+        args: &Value,
+        cwd: &Path,
+        shell: Option<&ShellLine>,
+    ) -> Verdict {
         let mut best: Option<(usize, &Rule)> = None;
         for (index, rule) in self.rules.iter().enumerate() {
-            if rule.matches(tool, args) && best.is_none_or(|(_, b)| rule.action > b.action) {
+            if rule.matches(tool, args, shell) && best.is_none_or(|(_, b)| rule.action > b.action) {
                 best = Some((index, rule));
             }
         }
@@ -344,7 +396,8 @@ struct Verdict {
 }
 
 impl Rule {
-    fn matches(&self, tool: &str, args: &Value) -> bool {
+    /// `shell` is the split `command` argument, when there is one.
+    fn matches(&self, tool: &str, args: &Value, shell: Option<&ShellLine>) -> bool {
         if !wildcard_match(&self.tool, tool) {
             return false;
         }
@@ -354,10 +407,19 @@ impl Rule {
                 Some(other) => other.to_string(),
                 None => return false,
             };
-            if wildcard_match(pattern, &text) {
-                return true;
+            match (name.as_str(), shell) {
+                ("command", Some(line)) if self.action == RuleAction::Allow => {
+                    // Every simple command must be allowed, and all of the line seen.
+                    !line.opaque
+                        && !line.commands.is_empty()
+                        && line.commands.iter().all(|c| wildcard_match(pattern, c))
+                }
+                ("command", Some(line)) => {
+                    wildcard_match(pattern, &text)
+                        || line.commands.iter().any(|c| wildcard_match(pattern, c))
+                }
+                _ => wildcard_match(pattern, &text),
             }
-            name == "command" && simple_commands(&text).any(|part| wildcard_match(pattern, part))
         })
     }
 }
@@ -392,15 +454,6 @@ fn parse_rule(value: &Value) -> Result<Rule, String> {
             .and_then(Value::as_str)
             .map(String::from),
     })
-}
-
-/// The simple commands of a shell line, split at `;`, `&&`, `||`, `|` and newlines (quotes are
-/// not understood: this only widens what a pattern can see).
-fn simple_commands(command: &str) -> impl Iterator<Item = &str> {
-    command
-        .split(['\n', ';', '|', '&'])
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
 }
 
 /// `*` matches any run of characters (slashes too), `?` exactly one; everything else is literal.
@@ -465,19 +518,49 @@ fn is_inside(path: &Path, cwd: &Path) -> bool {
     }
 }
 
-/// A one-line description of the call for the dialog.
+/// The call as the dialog shows it: the whole command (or path, or arguments) with whitespace
+/// that could hide a tail made visible. The user must see everything they approve.
 fn describe_call(tool: &str, args: &Value) -> String {
     let shown = match (args.get("command"), args.get("path")) {
         (Some(Value::String(command)), _) if tool == "bash" => command.clone(),
         (_, Some(Value::String(path))) => path.clone(),
         _ => args.to_string(),
     };
-    if shown.chars().count() > 500 {
-        let mut cut: String = shown.chars().take(500).collect();
-        cut.push('…');
-        return cut;
+    visible_whitespace(&shown)
+}
+
+/// Runs of 3+ spaces become `⟨N spaces⟩`; tabs, carriage returns and other invisible characters
+/// become `⟨tab⟩`, `⟨CR⟩`, `⟨U+XXXX⟩`. Newlines stay (a dialog shows lines).
+fn visible_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => {
+                let mut run = 1;
+                while chars.peek() == Some(&' ') {
+                    chars.next();
+                    run += 1;
+                }
+                if run >= 3 {
+                    out.push_str(&format!("⟨{run} spaces⟩"));
+                } else {
+                    out.extend(std::iter::repeat_n(' ', run));
+                }
+            }
+            '\t' => out.push_str("⟨tab⟩"),
+            '\r' => out.push_str("⟨CR⟩"),
+            '\n' => out.push('\n'),
+            c if c.is_control()
+                || c.is_whitespace()
+                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}') =>
+            {
+                out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
+            }
+            c => out.push(c),
+        }
     }
-    shown
+    out
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod approval;
 pub mod hooks;
 pub mod host;
 pub mod protocol;
+pub mod shell_split;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
