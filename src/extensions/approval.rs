@@ -23,7 +23,7 @@
 //! cwd's canonical form.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -332,7 +332,9 @@ impl ApprovalPolicy {
     ) -> Verdict {
         let mut best: Option<(usize, &Rule)> = None;
         for (index, rule) in self.rules.iter().enumerate() {
-            if rule.matches(tool, args, shell) && best.is_none_or(|(_, b)| rule.action > b.action) {
+            if rule.matches(tool, args, cwd, shell)
+                && best.is_none_or(|(_, b)| rule.action > b.action)
+            {
                 best = Some((index, rule));
             }
         }
@@ -397,7 +399,7 @@ struct Verdict {
 
 impl Rule {
     /// `shell` is the split `command` argument, when there is one.
-    fn matches(&self, tool: &str, args: &Value, shell: Option<&ShellLine>) -> bool {
+    fn matches(&self, tool: &str, args: &Value, cwd: &Path, shell: Option<&ShellLine>) -> bool {
         if !wildcard_match(&self.tool, tool) {
             return false;
         }
@@ -407,6 +409,15 @@ impl Rule {
                 Some(other) => other.to_string(),
                 None => return false,
             };
+            if name == "path" && FILE_TOOLS.contains(&tool) {
+                // What the call will really touch: `/tmp/../x` is not under `/tmp/*`.
+                let real = resolve(&text, cwd).to_string_lossy().into_owned();
+                return if self.action == RuleAction::Allow {
+                    wildcard_match(pattern, &real)
+                } else {
+                    wildcard_match(pattern, &text) || wildcard_match(pattern, &real)
+                };
+            }
             match (name.as_str(), shell) {
                 ("command", Some(line)) if self.action == RuleAction::Allow => {
                     // Every simple command must be allowed, and all of the line seen.
@@ -481,41 +492,15 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     pattern[p..].iter().all(|c| *c == '*')
 }
 
-/// A path argument made absolute against the cwd, `~` expanded, `.`/`..` folded lexically.
+/// A path argument exactly as the file tools will resolve it (`@`, `~`, Unicode spaces, `..`),
+/// then with symlinks of its existing part followed: what the call will really touch.
 fn resolve(path: &str, cwd: &Path) -> PathBuf {
-    let expanded = match path.strip_prefix("~/") {
-        Some(rest) => std::env::var_os("HOME")
-            .map(|home| PathBuf::from(home).join(rest))
-            .unwrap_or_else(|| PathBuf::from(path)),
-        None if path == "~" => std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_default(),
-        None => PathBuf::from(path.strip_prefix('@').unwrap_or(path)),
-    };
-    let joined = cwd.join(expanded);
-    let mut out = PathBuf::new();
-    for component in joined.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
+    crate::tools::path_guard::real_path(&crate::tools::path::resolve_to_cwd(path, cwd))
 }
 
-/// Whether `path` lies in `cwd`, comparing both as given and with the cwd canonicalised (so a
-/// cwd reached through a symlink still counts).
+/// Whether the real `path` lies in the real cwd.
 fn is_inside(path: &Path, cwd: &Path) -> bool {
-    if path.starts_with(cwd) {
-        return true;
-    }
-    match std::fs::canonicalize(cwd) {
-        Ok(real_cwd) => path.starts_with(&real_cwd),
-        Err(_) => false,
-    }
+    path.starts_with(crate::tools::path_guard::real_path(cwd))
 }
 
 /// The call as the dialog shows it: the whole command (or path, or arguments) with whitespace

@@ -100,7 +100,7 @@ fn own_stdio(metadata: &std::fs::Metadata) -> Option<&'static str> {
 /// When `path` lies under pi-rs's own `/proc/<pid>` (through `/proc/self`, `/proc/thread-self`,
 /// the pid, or the id of one of its threads): that directory.
 fn own_proc_entry(path: &Path) -> Option<PathBuf> {
-    let resolved = resolve_existing_prefix(path);
+    let resolved = real_path(path);
     let mut parts = resolved.strip_prefix("/proc").ok()?.components();
     let first = parts.next()?.as_os_str().to_str()?;
     let id: u32 = first.parse().ok()?;
@@ -111,8 +111,9 @@ fn own_proc_entry(path: &Path) -> Option<PathBuf> {
 
 /// The real path of the longest existing prefix of `path`, with the rest appended: `/proc/self`
 /// becomes `/proc/<pid>`, a repository symlink its target, while a `/proc/<pid>/fd/0` whose
-/// link target is not a path (`pipe:[…]`) keeps its spelling.
-fn resolve_existing_prefix(path: &Path) -> PathBuf {
+/// link target is not a path (`pipe:[…]`) keeps its spelling. The approval gate judges paths by
+/// this too.
+pub fn real_path(path: &Path) -> PathBuf {
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
     let mut prefix = path;
     loop {

@@ -515,3 +515,51 @@ fn approval_rules_see_every_simple_command_and_wrapped_spellings() {
     );
     assert!(!dialogs.iter().any(|d| d.ends_with("\nls -la")));
 }
+
+// ---- outsideCwd judged on the path the tool will really touch (item 5) ---------------------------
+
+/// `outsideCwd: deny` and an allow rule for `<root>/allowed/*`: `allowed/../x` is not under
+/// it, `@~/x` is `$HOME/x` (outside) as the tool resolves it, and a symlink in the cwd pointing
+/// outside counts as outside. Only the genuinely inside write runs.
+#[test]
+fn outside_cwd_is_judged_on_the_real_path() {
+    let workspace = Workspace::new();
+    let root = std::fs::canonicalize(workspace.root()).unwrap();
+    std::fs::create_dir_all(root.join("allowed")).unwrap();
+    std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(root.join("elsewhere"), workspace.cwd().join("link")).unwrap();
+    let dotdot = format!("{}/allowed/../dotdot.txt", root.display());
+    let fake = FakeProvider::start(tool_calls_replies(&[
+        ("dotdot", "write", json!({"path": dotdot, "content": "x"})),
+        (
+            "home",
+            "write",
+            json!({"path": "@~/home.txt", "content": "x"}),
+        ),
+        (
+            "link",
+            "write",
+            json!({"path": "link/linked.txt", "content": "x"}),
+        ),
+        (
+            "inside",
+            "write",
+            json!({"path": "inside.txt", "content": "x"}),
+        ),
+    ]));
+    let approvals = json!({"outsideCwd": "deny", "rules": [
+        {"tool": "write", "path": format!("{}/allowed/*", root.display()), "action": "allow"}
+    ]});
+    let setup = Setup::anthropic(&fake).settings(json!({ "approvals": approvals }));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    for id in ["dotdot", "home", "link"] {
+        assert_eq!(tool_end(&pi, id)["isError"], true, "{id}");
+    }
+    assert!(!root.join("dotdot.txt").exists());
+    assert!(!root.join("home.txt").exists());
+    assert!(!root.join("elsewhere/linked.txt").exists());
+    assert_eq!(tool_end(&pi, "inside")["isError"], false);
+    assert!(workspace.cwd().join("inside.txt").exists());
+}
