@@ -1258,7 +1258,15 @@ impl Agent {
                 }
                 stream.draft.delta(index, delta)
             }
-            StreamEvent::BlockEnd { index, signature } => stream.draft.block_end(index, signature),
+            StreamEvent::BlockEnd { index, signature } => {
+                if let Some(held) = stream.draft.flush_held(index) {
+                    self.emit(held);
+                }
+                let Phase::Streaming(stream) = &mut self.phase else {
+                    return;
+                };
+                stream.draft.block_end(index, signature)
+            }
             StreamEvent::Usage(usage) => {
                 stream.draft.set_usage(usage);
                 None
@@ -1303,6 +1311,10 @@ impl Agent {
         if !draft.started {
             let start = draft.start_record();
             self.emit(start);
+        }
+        // Blocks the stream left open: their held tails still go out as deltas.
+        for held in draft.flush_all_held() {
+            self.emit(held);
         }
         let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
         let json = serialize_message(&message);

@@ -563,3 +563,33 @@ fn outside_cwd_is_judged_on_the_real_path() {
     assert_eq!(tool_end(&pi, "inside")["isError"], false);
     assert!(workspace.cwd().join("inside.txt").exists());
 }
+
+// ---- a key streamed in small deltas (item 7) -----------------------------------------------------
+
+/// The model streams the key five characters at a time: joining the `text_delta` records gives
+/// `[redacted]`, never the key; the text arrives complete otherwise.
+#[test]
+fn a_key_split_across_deltas_is_never_completed_by_the_client() {
+    const KEY: &str = "sk-stream-SECRET-0123456789";
+    let text = format!("The key is {KEY}. Bye.");
+    let chars: Vec<char> = text.chars().collect();
+    let pieces: Vec<String> = chars.chunks(5).map(|c| c.iter().collect()).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&refs))]);
+    let models =
+        crate::fake_provider::fixture("models.json").replace("\"test-key\"", &format!("\"{KEY}\""));
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).models_json(&models));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "stream it"}));
+    pi.wait_for_event("agent_settled");
+    let joined: String = pi
+        .records()
+        .iter()
+        .filter(|r| r["assistantMessageEvent"]["type"] == "text_delta")
+        .map(|r| {
+            r["assistantMessageEvent"]["delta"]
+                .as_str()
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(joined, "The key is [redacted]. Bye.");
+}
