@@ -38,16 +38,6 @@ pub struct ProjectTrust {
 }
 
 impl ProjectTrust {
-    /// Trusted without any decision (tests of components that do not care).
-    #[cfg(test)]
-    pub fn trusted() -> ProjectTrust {
-        ProjectTrust {
-            trusted: true,
-            skipped: Vec::new(),
-            reason: String::new(),
-        }
-    }
-
     /// The one warning for the client when something was skipped.
     pub fn warning(&self) -> Option<String> {
         if self.skipped.is_empty() {

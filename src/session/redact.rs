@@ -98,11 +98,6 @@ impl Redactions {
         self.raw.is_empty()
     }
 
-    /// The longest secret's length in bytes (what a stream must hold back, see the writer).
-    pub fn longest(&self) -> usize {
-        self.raw.first().map_or(0, String::len)
-    }
-
     /// The raw secrets, longest first.
     pub fn secrets(&self) -> &[String] {
         &self.raw
