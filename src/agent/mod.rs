@@ -1512,7 +1512,7 @@ impl Agent {
             error,
         ));
         self.phase = Phase::RetryWait(RetryWait {
-            deadline: Instant::now() + delay,
+            deadline: crate::deadline::after(delay),
         });
     }
 

@@ -34,8 +34,6 @@ use super::shell_split::{self, ShellLine};
 pub const ASK_OPTIONS: [&str; 3] = ["Allow once", "Allow for this session", "Deny"];
 /// How long an approval dialog waits before denying, unless `timeoutSeconds` says otherwise.
 pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(60);
-/// The longest `timeoutSeconds` honoured (one day).
-const MAX_ASK_TIMEOUT: Duration = Duration::from_secs(86_400);
 /// The longest call an approval dialog shows whole; longer ones are denied.
 const MAX_SHOWN_CHARS: usize = 20_000;
 /// Tools whose `path` argument is a file they change.
@@ -204,12 +202,12 @@ impl ApprovalPolicy {
             Some(value) => match value.as_f64().filter(|s| *s > 0.0 && s.is_finite()) {
                 // A repository's settings must never crash pi-rs: beyond a day is a day (a
                 // deadline that far out overflows the clock arithmetic).
-                Some(seconds) if seconds > MAX_ASK_TIMEOUT.as_secs_f64() => {
+                Some(seconds) if seconds > crate::deadline::MAX_WAIT.as_secs_f64() => {
                     warnings.push(format!(
                         "approvals: timeoutSeconds {seconds} is too large; using {}",
-                        MAX_ASK_TIMEOUT.as_secs()
+                        crate::deadline::MAX_WAIT.as_secs()
                     ));
-                    policy.timeout = Some(MAX_ASK_TIMEOUT);
+                    policy.timeout = Some(crate::deadline::MAX_WAIT);
                 }
                 Some(seconds) => policy.timeout = Some(Duration::from_secs_f64(seconds)),
                 None => warnings.push("approvals: timeoutSeconds must be a positive number".into()),

@@ -212,10 +212,11 @@ pub fn run_shell(
         return Err("Failed to start the output reader thread".to_string());
     }
 
+    // A model-chosen timeout (1e300, NaN) is clamped, never a panic that leaves the shell running.
     let deadline = request
         .timeout
-        .filter(|t| *t > 0.0 && t.is_finite())
-        .map(|t| Instant::now() + Duration::from_secs_f64(t));
+        .and_then(crate::deadline::seconds)
+        .map(crate::deadline::after);
     let mut pipe_closed = false;
     let mut killed = false;
     let mut timed_out = false;

@@ -593,3 +593,25 @@ fn a_key_split_across_deltas_is_never_completed_by_the_client() {
         .collect();
     assert_eq!(joined, "The key is [redacted]. Bye.");
 }
+
+/// A model-chosen bash `timeout: 1e300` used to panic the tool thread (the shell kept running):
+/// it is clamped, and the command runs to its end normally.
+#[test]
+fn huge_bash_timeout_is_clamped_not_a_crash() {
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({"command": "echo finished", "timeout": 1e300}),
+    )]));
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let end = tool_end(&pi, "t1");
+    assert_eq!(end["isError"], false, "{end}");
+    assert_eq!(end["result"]["content"][0]["text"], "finished\n");
+    assert!(
+        !pi.stderr_text().contains("panicked"),
+        "{}",
+        pi.stderr_text()
+    );
+}
