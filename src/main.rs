@@ -183,6 +183,8 @@ fn run(args: Args) -> Result<u8, String> {
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
     }
+    // Spill files a session file may refer to outlive the process; otherwise they go at exit.
+    let session_persisted = session.file_path().is_some();
     let setup = agent::AgentSetup {
         extensions,
         extension_events,
@@ -198,10 +200,14 @@ fn run(args: Args) -> Result<u8, String> {
         tool_names,
         system_prompt,
     };
-    match print_output {
+    let result = match print_output {
         None => Ok(run_rpc(setup, signals)),
         Some(output) => run_print(setup, signals, output, print_messages),
+    };
+    if !session_persisted {
+        tools::bash::remove_spill_dir();
     }
+    result
 }
 
 /// RPC mode: stdin-reader → agent → stdout-writer.

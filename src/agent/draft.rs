@@ -147,23 +147,7 @@ impl Draft {
         };
         let combined = &mut self.held[slot].1;
         combined.push_str(&delta);
-        let keep = secret_prefix_tail(combined, self.redactions.secrets());
-        let mut cut = combined.len() - keep;
-        // A secret held whole that straddles the cut goes out whole (the writer redacts it).
-        loop {
-            let mut moved = cut;
-            for secret in self.redactions.secrets() {
-                for (start, _) in combined.match_indices(secret.as_str()) {
-                    if start < moved && start + secret.len() > moved {
-                        moved = start + secret.len();
-                    }
-                }
-            }
-            if moved == cut {
-                break;
-            }
-            cut = moved;
-        }
+        let cut = self.redactions.streaming_cut(combined);
         let rest = combined.split_off(cut);
         std::mem::replace(combined, rest)
     }
@@ -244,24 +228,6 @@ impl Draft {
         self.message.error_message = error_message;
         self.message
     }
-}
-
-/// The length of the longest tail of `text` that is a proper beginning of one of `secrets`.
-fn secret_prefix_tail(text: &str, secrets: &[String]) -> usize {
-    let Some(&last) = text.as_bytes().last() else {
-        return 0;
-    };
-    let mut longest = 0;
-    for secret in secrets {
-        let bytes = secret.as_bytes();
-        for k in (longest + 1..bytes.len().min(text.len() + 1)).rev() {
-            if bytes[k - 1] == last && secret.is_char_boundary(k) && text.ends_with(&secret[..k]) {
-                longest = k;
-                break;
-            }
-        }
-    }
-    longest
 }
 
 #[cfg(test)]

@@ -103,6 +103,27 @@ impl Redactions {
         &self.raw
     }
 
+    /// Where a stream of text may be cut so that no secret is completed across the cut: before
+    /// the longest tail that begins a known secret (at most longest secret − 1 bytes), but past
+    /// any secret held whole that the cut would split (it goes out whole and is redacted there).
+    pub fn streaming_cut(&self, text: &str) -> usize {
+        let mut cut = text.len() - secret_prefix_tail(text, &self.raw);
+        loop {
+            let mut moved = cut;
+            for secret in self.raw.iter() {
+                for (start, _) in text.match_indices(secret.as_str()) {
+                    if start < moved && start + secret.len() > moved {
+                        moved = start + secret.len();
+                    }
+                }
+            }
+            if moved == cut {
+                return cut;
+            }
+            cut = moved;
+        }
+    }
+
     /// Whether `json` text may hold a secret.
     pub fn may_contain(&self, json: &[u8]) -> bool {
         self.escaped
@@ -184,6 +205,24 @@ impl Redactions {
         }
         text
     }
+}
+
+/// The length of the longest tail of `text` that is a proper beginning of one of `secrets`.
+fn secret_prefix_tail(text: &str, secrets: &[String]) -> usize {
+    let Some(&last) = text.as_bytes().last() else {
+        return 0;
+    };
+    let mut longest = 0;
+    for secret in secrets {
+        let bytes = secret.as_bytes();
+        for k in (longest + 1..bytes.len().min(text.len() + 1)).rev() {
+            if bytes[k - 1] == last && secret.is_char_boundary(k) && text.ends_with(&secret[..k]) {
+                longest = k;
+                break;
+            }
+        }
+    }
+    longest
 }
 
 /// Replaces `secret` in `json` where it is not preceded by an odd run of backslashes (there its

@@ -615,3 +615,43 @@ fn huge_bash_timeout_is_clamped_not_a_crash() {
         pi.stderr_text()
     );
 }
+
+// ---- bash spill files (item 13) -------------------------------------------------------------------
+
+/// A long bash output spills to a file: in a private 0700 folder, mode 0600, the known key
+/// redacted, and gone once a `--no-session` process exits.
+#[test]
+fn bash_spill_files_are_private_redacted_and_removed_at_exit() {
+    const KEY: &str = "sk-spill-it-SECRET-0123456789";
+    let command = format!("seq 1 5000; echo {KEY}");
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    let models =
+        crate::fake_provider::fixture("models.json").replace("\"test-key\"", &format!("\"{KEY}\""));
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).models_json(&models));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let end = tool_end(&pi, "t1").clone();
+    let path = PathBuf::from(
+        end["result"]["details"]["fullOutputPath"]
+            .as_str()
+            .expect("a spill file"),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    assert_eq!(mode(&path), 0o600);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("1\n2\n"), "the whole output");
+    assert!(!text.contains(KEY), "the spill file holds the key");
+    assert!(
+        text.ends_with("[redacted]\n"),
+        "{}",
+        &text[text.len() - 40..]
+    );
+    assert!(pi.close_and_wait().success());
+    assert!(!path.exists(), "left behind after exit");
+}
