@@ -321,8 +321,21 @@ impl Settings {
     }
 }
 
-/// Writes `bytes` to a temp file next to `path`, then renames it over `path`.
+/// Writes `bytes` to a temp file next to `path`, then renames it over `path`. A symlinked
+/// `path` is written through: the link's target is replaced (the link stays a link), and an
+/// existing file keeps its permission bits.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let target = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| link_target(path))
+        }
+        _ => path.to_path_buf(),
+    };
+    let path = target.as_path();
+    let mode = fs::metadata(path).ok().map(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode()
+    });
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -331,6 +344,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut file = fs::File::create(&tmp)?;
+        if let Some(mode) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)
@@ -339,6 +356,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         let _ = fs::remove_file(&tmp);
         format!("cannot write {}: {e}", path.display())
     })
+}
+
+/// A dangling symlink's target (made absolute against the link's folder): writing creates it.
+fn link_target(link: &Path) -> PathBuf {
+    match fs::read_link(link) {
+        Ok(target) => link.parent().unwrap_or(Path::new("/")).join(target),
+        Err(_) => link.to_path_buf(),
+    }
 }
 
 /// The `<file>.lock` directory lock used by the reference (proper-lockfile): mkdir to take it,

@@ -655,3 +655,36 @@ fn bash_spill_files_are_private_redacted_and_removed_at_exit() {
     assert!(pi.close_and_wait().success());
     assert!(!path.exists(), "left behind after exit");
 }
+
+// ---- settings written through a symlink (item 14) --------------------------------------------------
+
+/// A symlinked global `settings.json` (dotfiles) stays a link when a setting is saved: the
+/// target gets the change and keeps its mode.
+#[test]
+fn settings_are_written_through_a_symlink_keeping_the_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let workspace = Workspace::new();
+    let dotfiles = workspace.root().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let target = dotfiles.join("settings.json");
+    std::fs::write(&target, "{\"theme\": \"dark\"}").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let link = workspace.agent_dir().join("settings.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let response = pi.command("m1", "set_steering_mode", json!({"mode": "all"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.close_and_wait();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
+    assert_eq!(saved["steeringMode"], "all");
+    assert_eq!(saved["theme"], "dark");
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+}
