@@ -37,6 +37,8 @@ pub struct Args {
     pub fork: Option<String>,
     pub extensions: Vec<String>,
     pub no_extensions: bool,
+    /// `--approve` (true) / `--no-approve` (false): this run's project-trust decision.
+    pub project_trust: Option<bool>,
     pub skills: Vec<String>,
     pub no_skills: bool,
     pub prompt_templates: Vec<String>,
@@ -81,6 +83,7 @@ fn expand_short_aliases(arg: OsString) -> OsString {
         Some("-nt") => "--no-tools",
         Some("-nbt") => "--no-builtin-tools",
         Some("-ne") => "--no-extensions",
+        Some("-na") => "--no-approve",
         Some("-ns") => "--no-skills",
         Some("-np") => "--no-prompt-templates",
         Some("-nc") => "--no-context-files",
@@ -151,6 +154,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 out.extensions.push(string(parser.value()?, "--extension")?)
             }
             Long("no-extensions") => out.no_extensions = true,
+            Short('a') | Long("approve") => out.project_trust = Some(true),
+            Long("no-approve") => out.project_trust = Some(false),
             Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
             Long("no-skills") => out.no_skills = true,
             Long("prompt-template") => out
@@ -225,6 +230,8 @@ Options:
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
+  -a, --approve                  trust this project's .pi/ resources for this run
+  -na, --no-approve              ignore this project's .pi/ resources for this run
   --offline                      no network besides the model provider
   --sandbox <mode>               confine tools: off, read-only, workspace-write
   --verbose                      more logging on stderr (or set RUST_LOG)

@@ -8,6 +8,7 @@
 mod agent;
 mod cli;
 mod config;
+mod deadline;
 mod export;
 mod extensions;
 mod messages;
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(args.verbose);
+    tools::path_guard::mark_not_dumpable();
     match run(args) {
         Ok(code) => ExitCode::from(code),
         Err(message) => {
@@ -68,7 +70,7 @@ fn run(args: Args) -> Result<u8, String> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
     let agent_dir = config::agent_dir_from_env();
-    let mut config = Config::load(agent_dir.clone(), cwd.clone());
+    let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
     report(&config.diagnostics)?;
 
     if let Some((session_path, output)) = &args.export {
@@ -142,6 +144,7 @@ fn run(args: Args) -> Result<u8, String> {
         cli_prompt_templates: args.prompt_templates.clone(),
         no_skills: args.no_skills,
         no_prompt_templates: args.no_prompt_templates,
+        skip_project: !config.project_trust.trusted,
     });
     for warning in &loaded.warnings {
         log::info!("{warning}");
@@ -158,9 +161,14 @@ fn run(args: Args) -> Result<u8, String> {
     }
     let (extensions, extension_events, approvals, mut startup_records) =
         start_extensions(&args, &config, &session, &sandbox.policy());
-    let policy = sandbox.policy();
-    if let Some(warning) = sandbox::unenforced_warning(&policy, sandbox::support()) {
-        startup_records.push(rpc::events::sandbox_warning(&warning));
+    // Skipped project resources are said once, on stderr and to the client.
+    if let Some(warning) = config.project_trust.warning() {
+        eprintln!("Warning: {warning}");
+        startup_records.insert(0, rpc::events::warning_notice(&warning));
+    }
+    if let Some(warning) = sandbox::unenforced_warning(&sandbox.policy(), sandbox::support()) {
+        eprintln!("Warning: {warning}");
+        startup_records.push(rpc::events::warning_notice(&warning));
     }
     let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
     let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
@@ -190,6 +198,8 @@ fn run(args: Args) -> Result<u8, String> {
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
     }
+    // Spill files a session file may refer to outlive the process; otherwise they go at exit.
+    let session_persisted = session.file_path().is_some();
     let setup = agent::AgentSetup {
         extensions,
         extension_events,
@@ -206,24 +216,26 @@ fn run(args: Args) -> Result<u8, String> {
         tool_names,
         system_prompt,
     };
-    match print_output {
+    let result = match print_output {
         None => Ok(run_rpc(setup, signals)),
         Some(output) => run_print(setup, signals, output, print_messages),
+    };
+    if !session_persisted {
+        tools::bash::remove_spill_dir();
     }
+    result
 }
 
 /// RPC mode: stdin-reader → agent → stdout-writer.
 fn run_rpc(setup: agent::AgentSetup, signals: crossbeam_channel::Receiver<i32>) -> u8 {
     let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
-    let secrets = setup.config.known_secrets();
-    let writer =
-        match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx, secrets) {
-            Ok(writer) => writer,
-            Err(e) => {
-                eprintln!("Error: cannot start the stdout writer: {e}");
-                return 1;
-            }
-        };
+    let writer = match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx) {
+        Ok(writer) => writer,
+        Err(e) => {
+            eprintln!("Error: cannot start the stdout writer: {e}");
+            return 1;
+        }
+    };
     let (stdin_tx, stdin) = crossbeam_channel::bounded(64);
     rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
     let channels = agent::Channels {
@@ -482,6 +494,7 @@ fn start_extensions(
         cwd: config.cwd.clone(),
         agent_dir: config.agent_dir.clone(),
         no_extensions: args.no_extensions,
+        skip_project: !config.project_trust.trusted,
     });
     let (events_tx, events) = crossbeam_channel::bounded(256);
     if specs.is_empty() && !policy.is_enabled() {
@@ -527,7 +540,7 @@ fn export_session(
         leaf_id: log.leaf_id().map(str::to_string),
         system_prompt: String::new(),
         tools: Vec::new(),
-        redactions: log.redactions().clone(),
+        redactions: log.redactions(),
     };
     export::export_to_file(&input, &cwd.join(&output))?;
     eprintln!("Exported to: {output}");
@@ -650,12 +663,22 @@ fn system_prompt(
     let cwd = &config.cwd;
     let custom = match &args.system_prompt {
         Some(value) => Some(resources::text_or_file(value, cwd)),
-        None => resources::discover_prompt_file("SYSTEM.md", cwd, &config.agent_dir),
+        None => resources::discover_prompt_file(
+            "SYSTEM.md",
+            cwd,
+            &config.agent_dir,
+            config.project_trust.trusted,
+        ),
     };
     let append: Vec<String> = if args.append_system_prompt.is_empty() {
-        resources::discover_prompt_file("APPEND_SYSTEM.md", cwd, &config.agent_dir)
-            .into_iter()
-            .collect()
+        resources::discover_prompt_file(
+            "APPEND_SYSTEM.md",
+            cwd,
+            &config.agent_dir,
+            config.project_trust.trusted,
+        )
+        .into_iter()
+        .collect()
     } else {
         args.append_system_prompt
             .iter()

@@ -247,7 +247,7 @@ impl Agent {
                     slot.attempts += 1;
                     let attempt = slot.attempts;
                     let delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
-                    compaction.retry_at = Some((index, Instant::now() + delay));
+                    compaction.retry_at = Some((index, crate::deadline::after(delay)));
                     let raw = reply.error_message.unwrap_or_default();
                     self.emit(json!({"type": "summarization_retry_scheduled", "attempt": attempt,
                         "maxAttempts": max, "delayMs": delay.as_millis() as u64, "errorMessage": raw}));

@@ -1,6 +1,12 @@
 //! The assistant message being streamed (pure): provider-neutral `StreamEvent`s in, the growing
 //! `AssistantMessage` and the `message_update` records out. The draft holds the reply once; each
 //! delta is forwarded, never a cumulative copy (seed: delta-only updates).
+//!
+//! Redaction is per record, so a key streamed in small deltas would arrive whole once the client
+//! joins them. So each block's delta stream holds back the longest tail of what it streamed that
+//! is the beginning of a known secret (at most longest secret − 1 bytes; usually nothing), and
+//! never cuts inside a secret it holds whole: no secret can be completed across records. The
+//! held tail goes out with the next delta, or before the block's end record (`flush_held`).
 
 use serde_json::Value;
 
@@ -11,6 +17,7 @@ use crate::messages::{
 };
 use crate::provider::{self, BlockKind};
 use crate::rpc::events::{self, BlockFamily};
+use crate::session::{Redactions, redact};
 
 pub struct Draft {
     pub message: AssistantMessage,
@@ -19,6 +26,10 @@ pub struct Draft {
     prices: crate::config::ModelCost,
     /// `message_start` went out.
     pub started: bool,
+    /// Per block index: streamed text not yet sent (see the module note).
+    held: Vec<(usize, String)>,
+    redactions: Redactions,
+    redactions_generation: u64,
 }
 
 impl Draft {
@@ -28,6 +39,9 @@ impl Draft {
             tool_arguments: Vec::new(),
             prices: model.cost.clone(),
             started: false,
+            held: Vec::new(),
+            redactions: redact::default_redactions(),
+            redactions_generation: redact::generation(),
         }
     }
 
@@ -111,7 +125,54 @@ impl Draft {
                 return None;
             }
         };
-        Some(events::update_delta(family, index, &delta))
+        let now = self.hold_back(index, delta);
+        (!now.is_empty()).then(|| events::update_delta(family, index, &now))
+    }
+
+    /// The part of `delta` (after what this block already holds) that may go out now.
+    fn hold_back(&mut self, index: usize, delta: String) -> String {
+        if redact::generation() != self.redactions_generation {
+            self.redactions_generation = redact::generation();
+            self.redactions = redact::default_redactions();
+        }
+        if self.redactions.is_empty() && self.held.is_empty() {
+            return delta;
+        }
+        let slot = match self.held.iter().position(|(i, _)| *i == index) {
+            Some(position) => position,
+            None => {
+                self.held.push((index, String::new()));
+                self.held.len() - 1
+            }
+        };
+        let combined = &mut self.held[slot].1;
+        combined.push_str(&delta);
+        let cut = self.redactions.streaming_cut(combined);
+        let rest = combined.split_off(cut);
+        std::mem::replace(combined, rest)
+    }
+
+    /// The held tail of a block as its last delta (before its end record, or when the stream
+    /// stops mid-block).
+    pub fn flush_held(&mut self, index: usize) -> Option<crate::rpc::Record> {
+        let position = self.held.iter().position(|(i, _)| *i == index)?;
+        let (_, text) = self.held.swap_remove(position);
+        let family = match self.message.content.get(index)? {
+            ContentBlock::Text(_) => BlockFamily::Text,
+            ContentBlock::Thinking(_) => BlockFamily::Thinking,
+            ContentBlock::ToolCall(_) => BlockFamily::ToolCall,
+            ContentBlock::Image(_) => return None,
+        };
+        (!text.is_empty()).then(|| events::update_delta(family, index, &text))
+    }
+
+    /// Every block's held tail (the stream ended without closing them).
+    pub fn flush_all_held(&mut self) -> Vec<crate::rpc::Record> {
+        let indexes: Vec<usize> = self.held.iter().map(|(i, _)| *i).collect();
+        indexes
+            .into_iter()
+            .filter_map(|i| self.flush_held(i))
+            .collect()
     }
 
     pub fn block_end(
@@ -217,5 +278,42 @@ mod tests {
         let message = draft.finish(StopReason::ToolUse, None);
         assert_eq!(message.usage.cost.output, 2.0);
         assert_eq!(message.tool_calls().count(), 1);
+    }
+
+    /// A secret streamed a few bytes at a time never spans two delta records.
+    #[test]
+    fn deltas_hold_back_so_no_secret_spans_records() {
+        const SECRET: &str = "sk-draft-HOLDBACK-0123456789";
+        redact::register_secrets([SECRET.to_string()]);
+        let mut draft = Draft::new(&Model::placeholder());
+        draft.block_start(0, BlockKind::Text);
+        let text = format!("The key is {SECRET}, and é again {SECRET}.");
+        let mut records = Vec::new();
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(5) {
+            records.extend(draft.delta(0, piece.iter().collect()));
+        }
+        records.extend(draft.flush_held(0));
+        let deltas: Vec<String> = records
+            .iter()
+            .map(|r| {
+                r.to_value().unwrap()["assistantMessageEvent"]["delta"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(deltas.concat(), text);
+        // No record boundary falls inside a secret.
+        let mut boundary = 0;
+        for delta in &deltas {
+            boundary += delta.len();
+            for (start, _) in text.match_indices(SECRET) {
+                assert!(
+                    !(start < boundary && boundary < start + SECRET.len()),
+                    "{deltas:?}"
+                );
+            }
+        }
     }
 }

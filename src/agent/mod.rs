@@ -825,7 +825,7 @@ impl Agent {
                 .iter()
                 .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
                 .collect(),
-            redactions: self.session.redactions().clone(),
+            redactions: self.session.redactions(),
         };
         crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
         Ok(output)
@@ -883,7 +883,7 @@ impl Agent {
         if let Some(warning) =
             crate::sandbox::unenforced_warning(&policy, crate::sandbox::support())
         {
-            self.emit(events::sandbox_warning(&warning));
+            self.emit(events::warning_notice(&warning));
         }
     }
 
@@ -1289,7 +1289,15 @@ impl Agent {
                 }
                 stream.draft.delta(index, delta)
             }
-            StreamEvent::BlockEnd { index, signature } => stream.draft.block_end(index, signature),
+            StreamEvent::BlockEnd { index, signature } => {
+                if let Some(held) = stream.draft.flush_held(index) {
+                    self.emit(held);
+                }
+                let Phase::Streaming(stream) = &mut self.phase else {
+                    return;
+                };
+                stream.draft.block_end(index, signature)
+            }
             StreamEvent::Usage(usage) => {
                 stream.draft.set_usage(usage);
                 None
@@ -1334,6 +1342,10 @@ impl Agent {
         if !draft.started {
             let start = draft.start_record();
             self.emit(start);
+        }
+        // Blocks the stream left open: their held tails still go out as deltas.
+        for held in draft.flush_all_held() {
+            self.emit(held);
         }
         let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
         let json = serialize_message(&message);
@@ -1532,7 +1544,7 @@ impl Agent {
             error,
         ));
         self.phase = Phase::RetryWait(RetryWait {
-            deadline: Instant::now() + delay,
+            deadline: crate::deadline::after(delay),
         });
     }
 

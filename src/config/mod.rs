@@ -15,6 +15,7 @@ pub mod model;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
+pub mod trust;
 
 pub use model::{Model, ModelCost, ThinkingLevel};
 pub use resolve::ScopedModel;
@@ -124,16 +125,14 @@ fn default_docs_dir(env: &Env) -> PathBuf {
     exe_dir.unwrap_or_default().join("docs")
 }
 
-/// Secrets shorter than this are not offered for redaction: replacing a two-letter "key"
-/// everywhere would mangle ordinary text and protects nothing real.
-const MIN_SECRET_LEN: usize = 6;
-
 /// What a request to a model needs: the API key (if any) and extra headers, in order.
 pub type RequestAuth = (Option<String>, Vec<(String, String)>);
 
 pub struct Config {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
+    /// Whether the project's `.pi/` resources load (and what was skipped).
+    pub project_trust: trust::ProjectTrust,
     pub diagnostics: Vec<Diagnostic>,
     env: Env,
     settings: Settings,
@@ -148,14 +147,31 @@ pub struct Config {
 
 impl Config {
     /// Loads settings, models and credentials. Never fails: problems become diagnostics.
-    pub fn load(agent_dir: PathBuf, cwd: PathBuf) -> Config {
-        Config::load_with_env(agent_dir, cwd, Env::from_process())
+    /// `trust_override` is `--approve` / `--no-approve`: project settings load only once the
+    /// project is trusted (see `trust`).
+    pub fn load(agent_dir: PathBuf, cwd: PathBuf, trust_override: Option<bool>) -> Config {
+        Config::load_with_env(agent_dir, cwd, Env::from_process(), trust_override)
     }
 
     /// `load` with an explicit environment snapshot (tests, embedding).
-    pub fn load_with_env(agent_dir: PathBuf, cwd: PathBuf, env: Env) -> Config {
+    pub fn load_with_env(
+        agent_dir: PathBuf,
+        cwd: PathBuf,
+        env: Env,
+        trust_override: Option<bool>,
+    ) -> Config {
         let mut diagnostics = Vec::new();
-        let (settings, errors) = Settings::load(&agent_dir, &cwd);
+        // `defaultProjectTrust` is a global setting: read before the project file may load.
+        let (global_only, _) = Settings::load(&agent_dir, None);
+        let project_trust = trust::resolve(
+            &agent_dir,
+            &cwd,
+            &env.home(),
+            trust_override,
+            global_only.get("defaultProjectTrust"),
+        );
+        let project_cwd = project_trust.trusted.then_some(cwd.as_path());
+        let (settings, errors) = Settings::load(&agent_dir, project_cwd);
         for (scope, error) in errors {
             diagnostics.push(Diagnostic::Warning(format!(
                 "(runtime creation, {scope} settings) {error}"
@@ -175,6 +191,7 @@ impl Config {
         let mut config = Config {
             agent_dir,
             cwd,
+            project_trust,
             diagnostics,
             docs_dir: default_docs_dir(&env),
             env,
@@ -263,6 +280,8 @@ impl Config {
 
     /// `--api-key`: a runtime key for one provider, never persisted.
     pub fn set_runtime_api_key(&mut self, provider: &str, key: String) {
+        // Redacted from the moment it is known (the session header may be written next).
+        crate::session::register_secrets([key.clone()]);
         self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
@@ -444,7 +463,7 @@ impl Config {
             }
         }
         out.extend(self.resolver.resolved_values());
-        out.retain(|s| s.len() >= MIN_SECRET_LEN && s != auth::AMBIENT_CREDENTIALS);
+        out.retain(|s| crate::session::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
             if !unique.contains(&s) {

@@ -434,7 +434,7 @@ impl ExtensionHost {
         let record = super::approval::ask_request(&ui_id, title, message, timeout);
         let _ = self.control.send(Control::Approval {
             ui_id: ui_id.clone(),
-            deadline: Instant::now() + timeout,
+            deadline: crate::deadline::after(timeout),
         });
         (ui_id, record)
     }
@@ -1101,7 +1101,7 @@ impl Router {
                 run.step = Some(HookStep {
                     extension: index,
                     wire_id: wire,
-                    deadline: Instant::now() + run.step_timeout,
+                    deadline: crate::deadline::after(run.step_timeout),
                 });
                 self.hooks.insert(id, run);
                 return;
@@ -1266,7 +1266,7 @@ impl Router {
                     let deadline = record
                         .get("timeout")
                         .and_then(Value::as_u64)
-                        .map(|ms| Instant::now() + Duration::from_millis(ms));
+                        .map(|ms| crate::deadline::after(Duration::from_millis(ms)));
                     self.dialogs.insert(
                         ui_id,
                         Dialog {

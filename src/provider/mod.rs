@@ -479,10 +479,11 @@ fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
             .ok()?;
         (value.is_finite() && value >= 0.0).then_some(value)
     };
+    // A server's header is untrusted: huge values are clamped, not a panic.
     if let Some(ms) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(crate::deadline::seconds(ms / 1000.0).unwrap_or_default());
     }
-    number("retry-after").map(Duration::from_secs_f64)
+    number("retry-after").map(|s| crate::deadline::seconds(s).unwrap_or_default())
 }
 
 /// JavaScript truthiness of a parsed JSON value.

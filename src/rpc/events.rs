@@ -10,12 +10,6 @@ fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-/// pi-rs: the sandbox was asked for but this kernel cannot enforce it, and `onUnsupported` is
-/// `warn` (tools run unconfined). Written at startup and after `set_sandbox`.
-pub fn sandbox_warning(message: &str) -> Value {
-    json!({"type": "sandbox_warning", "message": message})
-}
-
 pub fn agent_start() -> Value {
     json!({"type": "agent_start"})
 }
@@ -231,4 +225,12 @@ pub fn agent_end_shared(messages: &[SharedJson], will_retry: bool) -> Record {
         r#","willRetry":false}"#
     }));
     Record::Parts(parts)
+}
+
+/// A warning for the client that no extension sent (project resources skipped for want of
+/// trust). It takes pi's `extension_ui_request` notice shape (`method:"notify"`,
+/// `notifyType:"warning"`), which pi clients already show; a notice needs no answer.
+pub fn warning_notice(message: &str) -> Value {
+    json!({"type": "extension_ui_request", "id": crate::extensions::host::fresh_uuid(),
+           "method": "notify", "message": message, "notifyType": "warning"})
 }

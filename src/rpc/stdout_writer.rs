@@ -12,6 +12,7 @@ use std::io::Write;
 use std::thread::JoinHandle;
 
 use super::Record;
+use crate::session::redact;
 use crossbeam_channel::{Receiver, Sender};
 
 /// Records queued for stdout before the agent waits.
@@ -29,29 +30,30 @@ pub struct Writer {
     pub thread: JoinHandle<()>,
 }
 
-/// `secrets` are credential values (API keys) replaced by `[redacted]` wherever they would appear
-/// on stdout — a model or a tool could echo one back.
+/// Every credential in the process-wide redaction set (`session::redact`) is replaced by
+/// `[redacted]` wherever it would appear on stdout — a model or a tool could echo one back. The
+/// set is re-read whenever it changes, so a key resolved mid-session is covered from then on.
 pub fn spawn(
     output: Box<dyn Write + Send>,
     events: Sender<WriterEvent>,
-    secrets: Vec<String>,
 ) -> std::io::Result<Writer> {
     let (records, inbox) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
     let thread = std::thread::Builder::new()
         .name("stdout-writer".into())
-        .spawn(move || write_loop(output, inbox, events, &secrets))?;
+        .spawn(move || write_loop(output, inbox, events))?;
     Ok(Writer { records, thread })
 }
 
-fn write_loop(
-    output: Box<dyn Write + Send>,
-    inbox: Receiver<Record>,
-    events: Sender<WriterEvent>,
-    secrets: &[String],
-) {
+fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Sender<WriterEvent>) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
     let mut line = Vec::with_capacity(4096);
+    let mut generation = redact::generation();
+    let mut redactions = redact::default_redactions();
     for record in inbox.iter() {
+        if redact::generation() != generation {
+            generation = redact::generation();
+            redactions = redact::default_redactions();
+        }
         line.clear();
         match record {
             Record::Json(value) => {
@@ -60,7 +62,7 @@ fn write_loop(
                     continue;
                 }
             }
-            Record::Raw(text) if !contains_secret(text.as_bytes(), secrets) => {
+            Record::Raw(text) if !redactions.may_contain(text.as_bytes()) => {
                 // Large pre-serialized lines (get_tree, get_entries) go out without a copy.
                 let result = out.write_all(text.as_bytes());
                 line.push(b'\n');
@@ -70,18 +72,21 @@ fn write_loop(
                 continue;
             }
             Record::Raw(text) => line.extend_from_slice(text.as_bytes()),
+            Record::Parts(parts)
+                if parts
+                    .iter()
+                    .any(|p| redactions.may_contain(p.as_str().as_bytes())) =>
+            {
+                // Rare: the whole line is decoded, redacted and encoded again.
+                for part in &parts {
+                    line.extend_from_slice(part.as_str().as_bytes());
+                }
+            }
             Record::Parts(parts) => {
                 // Written piece by piece: a shared message is never copied into the line.
                 let mut result = Ok(());
                 for part in &parts {
-                    let mut piece = part.as_str().as_bytes();
-                    let mut redacted = Vec::new();
-                    if contains_secret(piece, secrets) {
-                        redacted.extend_from_slice(piece);
-                        redact(&mut redacted, secrets);
-                        piece = &redacted;
-                    }
-                    result = result.and_then(|()| out.write_all(piece));
+                    result = result.and_then(|()| out.write_all(part.as_str().as_bytes()));
                 }
                 line.push(b'\n');
                 if !finish_record(&mut out, &line, &inbox, &events, result) {
@@ -90,7 +95,10 @@ fn write_loop(
                 continue;
             }
         }
-        redact(&mut line, secrets);
+        if redactions.may_contain(&line) {
+            let text = String::from_utf8_lossy(&line).into_owned();
+            line = redactions.apply(&text).into_owned().into_bytes();
+        }
         line.push(b'\n');
         if !finish_record(&mut out, &line, &inbox, &events, Ok(())) {
             return;
@@ -130,33 +138,6 @@ fn finish_record(
     true
 }
 
-fn contains_secret(bytes: &[u8], secrets: &[String]) -> bool {
-    secrets
-        .iter()
-        .any(|s| !s.is_empty() && memchr::memmem::find(bytes, s.as_bytes()).is_some())
-}
-
-pub const REDACTED: &str = "[redacted]";
-
-/// Replaces every occurrence of each secret in `line`.
-pub fn redact(line: &mut Vec<u8>, secrets: &[String]) {
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        let finder = memchr::memmem::Finder::new(secret.as_bytes());
-        if finder.find(line).is_none() {
-            continue;
-        }
-        let mut out = Vec::with_capacity(line.len());
-        let mut rest: &[u8] = line;
-        while let Some(at) = finder.find(rest) {
-            out.extend_from_slice(&rest[..at]);
-            out.extend_from_slice(REDACTED.as_bytes());
-            rest = &rest[at + secret.len()..];
-        }
-        out.extend_from_slice(rest);
-        *line = out;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,7 +160,8 @@ mod tests {
     fn writes_one_line_per_record_keeping_separators_raw() {
         let sink = Shared::default();
         let (etx, _erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(sink.clone()), etx, vec!["sk-secret-123".into()]).unwrap();
+        redact::register_secrets(["sk-secret-123".to_string()]);
+        let writer = spawn(Box::new(sink.clone()), etx).unwrap();
         writer
             .records
             .send(json!({"a": "x\u{2028}y"}).into())
@@ -190,12 +172,17 @@ mod tests {
             .unwrap();
         let secret = json!({"k": "key=sk-secret-123!"});
         writer.records.send(secret.into()).unwrap();
+        // A tab before the key: redacted on the decoded string, the line stays JSON.
+        writer
+            .records
+            .send(json!({"t": "col\tsk-secret-123"}).into())
+            .unwrap();
         drop(writer.records);
         writer.thread.join().unwrap();
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         assert_eq!(
             text,
-            "{\"a\":\"x\u{2028}y\"}\n{\"b\":1}\n{\"k\":\"key=[redacted]!\"}\n"
+            "{\"a\":\"x\u{2028}y\"}\n{\"b\":1}\n{\"k\":\"key=[redacted]!\"}\n{\"t\":\"col\\t[redacted]\"}\n"
         );
     }
 
@@ -212,7 +199,7 @@ mod tests {
     #[test]
     fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
         let (etx, erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(Broken), etx, Vec::new()).unwrap();
+        let writer = spawn(Box::new(Broken), etx).unwrap();
         for i in 0..(CHANNEL_CAPACITY * 2) {
             writer.records.send(json!({"i": i}).into()).unwrap();
         }

@@ -18,7 +18,7 @@ mod file;
 mod ids;
 mod index;
 mod locate;
-mod redact;
+pub mod redact;
 mod tree;
 
 use std::collections::{HashMap, HashSet};
@@ -35,7 +35,7 @@ use index::IdIndex;
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
-pub use redact::{Redactions, set_default_redactions};
+pub use redact::{Redactions, register_secrets, set_default_redactions};
 pub use tree::Label;
 
 use crate::config::ThinkingLevel;
@@ -88,8 +88,9 @@ pub struct SessionLog {
     leaf: Option<usize>,
     has_assistant: bool,
     disk: DiskState,
-    /// Secrets replaced by `[redacted]` in every line written (memory keeps the originals).
-    redactions: Redactions,
+    /// Replaces the process-wide redaction set for this log (unit tests); `None` in the binary,
+    /// where every line written is redacted with the set as it is at that moment.
+    redactions: Option<Redactions>,
 }
 
 /// A summary, not the entries (a log can hold 100k of them).
@@ -225,7 +226,7 @@ impl SessionLog {
             leaf: None,
             has_assistant: false,
             disk: DiskState::default(),
-            redactions: redact::default_redactions(),
+            redactions: None,
         };
         // Taken over as it is (a copy would hold the list twice for a moment), with room for
         // this run's appends so the first one does not double a large list.
@@ -277,16 +278,18 @@ impl SessionLog {
         }
     }
 
-    /// Replaces the secrets cut out of what this log writes (forks inherit them). Logs start
-    /// with the process-wide list of [`set_default_redactions`], which is what the binary uses.
+    /// Replaces the secrets cut out of what this log writes (forks inherit them). Logs use the
+    /// process-wide set of [`register_secrets`], which is what the binary uses.
     #[cfg(test)]
     pub fn set_redactions(&mut self, secrets: Vec<String>) {
-        self.redactions = Redactions::new(secrets);
+        self.redactions = Some(Redactions::new(secrets));
     }
 
-    /// The secrets this log cuts out of its file, for an export of it.
-    pub fn redactions(&self) -> &Redactions {
-        &self.redactions
+    /// The secrets this log cuts out of its file now, for an export of it.
+    pub fn redactions(&self) -> Redactions {
+        self.redactions
+            .clone()
+            .unwrap_or_else(redact::default_redactions)
     }
 
     pub fn id(&self) -> &str {
@@ -752,7 +755,8 @@ impl SessionLog {
         }
         while self.disk.entries_written < self.entries.len() {
             let line = self.entries[self.disk.entries_written].to_line();
-            let line = self.redactions.apply(&line);
+            let redactions = self.redactions();
+            let line = redactions.apply(&line);
             if !file::append_line(&path, &line)? {
                 log::warn!(
                     "Session file {} disappeared; writing it again from memory",
@@ -776,7 +780,8 @@ impl SessionLog {
         }
         let content = file::whole_file(&self.header, &self.entries);
         // JSONL: a secret never spans lines, so the whole content is redacted at once.
-        let content = self.redactions.apply(&content);
+        let redactions = self.redactions();
+        let content = redactions.apply(&content);
         file::write_atomically(path, content.as_bytes(), replace)?;
         self.disk = DiskState {
             header_written: true,

@@ -1,7 +1,7 @@
 //! The environment tool and shell subprocesses get: pi-rs's own minus credentials. Provider key
 //! variables and anything whose name contains KEY, TOKEN, SECRET or PASSWORD are removed, so a
 //! model-run `env` or `printenv` cannot leak them; settings `shellEnvPassthrough` (a list of
-//! names) lets chosen ones through. Decided once at startup.
+//! names) lets chosen ones through. Variables holding a known credential value are removed too.
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -27,12 +27,16 @@ pub fn is_secret_name(name: &str) -> bool {
             .is_some_and(|allowed| allowed.iter().any(|a| a == name))
 }
 
-/// Removes the withheld variables from a command about to be spawned.
+/// Removes the withheld variables from a command about to be spawned: credential-like names,
+/// and any variable holding a known credential whatever its name (a models.json `apiKey` may name
+/// `MY_LLM_CREDS`).
 pub fn scrub(command: &mut Command) {
-    for (name, _) in std::env::vars_os() {
-        if let Some(name) = name.to_str()
-            && is_secret_name(name)
-        {
+    let known = crate::session::redact::default_redactions();
+    for (name, value) in std::env::vars_os() {
+        let holds_secret = value
+            .to_str()
+            .is_some_and(|v| known.secrets().iter().any(|s| s == v));
+        if holds_secret || name.to_str().is_none_or(is_secret_name) {
             command.env_remove(name);
         }
     }

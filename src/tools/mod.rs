@@ -15,6 +15,7 @@ pub mod glob;
 pub mod grep;
 pub mod ls;
 pub mod path;
+pub mod path_guard;
 pub mod read;
 pub mod truncate;
 pub mod validate;
@@ -57,6 +58,25 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
+    /// Known credentials replaced in the text and details: a tool result is stored and sent to
+    /// the model, and a key a tool printed has no business at the LLM vendor.
+    pub fn redact(&mut self) {
+        let known = crate::session::redact::default_redactions();
+        if known.is_empty() {
+            return;
+        }
+        for block in &mut self.content {
+            if let ContentBlock::Text(text) = block
+                && let std::borrow::Cow::Owned(clean) = known.apply_text(&text.text)
+            {
+                text.text = clean;
+            }
+        }
+        if let Some(details) = &mut self.details {
+            known.apply_value(details);
+        }
+    }
+
     pub fn text(text: impl Into<String>) -> ToolOutput {
         ToolOutput {
             content: vec![ContentBlock::Text(TextContent::new(&text.into()))],

@@ -43,6 +43,9 @@ pub struct SpawnOptions<'a> {
     /// Reads give up (and the run is reported n/a) once the process's RSS passes this, so a
     /// process that buffers without bound cannot take the machine down.
     pub rss_cap_kb: u64,
+    /// Replaces the fixture's provider key (`test-key`): a key under 8 bytes or a dummy such as
+    /// `ollama` leaves pi-rs's redaction set empty.
+    pub api_key: Option<&'a str>,
 }
 
 /// The fields of one stdout record the bench looks at.
@@ -166,7 +169,10 @@ impl Agent {
         let prepare = || -> std::io::Result<()> {
             std::fs::create_dir_all(&agent_dir)?;
             std::fs::create_dir_all(&cwd)?;
-            let models = fixture("models.json").replace("__BASE_URL__", options.base_url);
+            let mut models = fixture("models.json").replace("__BASE_URL__", options.base_url);
+            if let Some(key) = options.api_key {
+                models = models.replace("\"test-key\"", &serde_json::Value::from(key).to_string());
+            }
             std::fs::write(agent_dir.join("models.json"), models)?;
             for (relative, contents) in &options.files {
                 std::fs::write(cwd.join(relative), contents)?;

@@ -14,7 +14,7 @@
 //! (20000), PI_BENCH_STALL_MB (50), PI_BENCH_STALL_SECS (10), PI_BENCH_BASH_MB (100),
 //! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
 //! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
-//! select scenarios by name: startup turn stream stall bash sandbox tree size.
+//! select scenarios by name: startup turn stream holdback stall bash sandbox tree size.
 //!
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
 
@@ -117,6 +117,9 @@ fn main() {
     }
     if wants("stream") {
         figures.extend(scenarios::stream(&binaries, &config));
+    }
+    if wants("holdback") {
+        figures.extend(scenarios::hold_back(&binaries, &config));
     }
     if wants("stall") {
         figures.extend(scenarios::stall(&binaries, &config));

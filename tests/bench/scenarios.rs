@@ -164,6 +164,7 @@ fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String>
         session_file: None,
         files: Vec::new(),
         rss_cap_kb: config.rss_cap_kb,
+        api_key: None,
     })
 }
 
@@ -310,6 +311,7 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             session_file: None,
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
             rss_cap_kb: config.rss_cap_kb,
+            api_key: None,
         })?;
         agent.request(
             "bench-state",
@@ -480,6 +482,121 @@ pub fn stream(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 millis(wall),
                 Outcome::Value(turn_bytes as f64 / MIB),
                 Outcome::Value(turn_bytes as f64 / reply_size as f64),
+            ])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3b: the cost of holding back delta tails that could begin a known key (issue 13, item 7)
+
+const HOLD_BACK: [Spec; 5] = [
+    spec(
+        "holdback.cpu_per_delta_off_us",
+        "stream, no key known: agent CPU per delta",
+        Unit::Micros,
+    ),
+    spec(
+        "holdback.cpu_per_delta_on_us",
+        "stream, key known + held tails: CPU per delta",
+        Unit::Micros,
+    ),
+    spec(
+        "holdback.wall_off_ms",
+        "stream, no key known: prompt → agent_end",
+        Unit::Millis,
+    ),
+    spec(
+        "holdback.wall_on_ms",
+        "stream, key known + held tails: → agent_end",
+        Unit::Millis,
+    ),
+    spec(
+        "holdback.records_ratio",
+        "key known: text_delta records / provider deltas",
+        Unit::Ratio,
+    ),
+];
+
+/// A key long enough to be redacted; every 8th delta of the reply ends with its first bytes,
+/// so the hold-back really holds (the worst case short of streaming the key itself).
+const BENCH_KEY: &str = "sk-bench-HOLDBACK-0123456789abcdefghijklmnop";
+
+pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let parts: Vec<String> = (0..config.deltas)
+        .map(|i| {
+            if i % 8 == 7 {
+                format!("{:03} sk-b", i % 1000)
+            } else {
+                format!("{:03} ", i % 1000)
+            }
+        })
+        .collect();
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let body = AnthropicStream::new().text(&refs).finish("end_turn");
+    // pi-rs alone: the reference has no redaction to compare.
+    let pi_rs: Vec<&Binary> = binaries
+        .iter()
+        .copied()
+        .filter(|b| !b.is_reference)
+        .collect();
+    alternate(
+        "holdback",
+        &pi_rs,
+        config.heavy_runs,
+        config,
+        &HOLD_BACK,
+        |binary| {
+            let mut cpu = Vec::new();
+            let mut walls = Vec::new();
+            let mut records_ratio = 0.0;
+            for key in ["ollama", BENCH_KEY] {
+                let fake = Fake::start(vec![Reply::sse(body.clone())]);
+                let mut agent = Agent::spawn(&SpawnOptions {
+                    binary: &binary.path,
+                    base_url: &fake.base_url(),
+                    extra_args: Vec::new(),
+                    session_file: None,
+                    files: Vec::new(),
+                    rss_cap_kb: config.rss_cap_kb,
+                    api_key: Some(key),
+                })?;
+                agent.request(
+                    "bench-state",
+                    "get_state",
+                    Instant::now() + config.short_wait,
+                )?;
+                let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+                let started = Instant::now();
+                let mut tally = DeltaTally::new();
+                run_prompt(
+                    &mut agent,
+                    "Count.",
+                    started + config.long_wait,
+                    config.stdout_cap,
+                    |record, _| tally.observe(record),
+                )?;
+                walls.push(millis(started.elapsed()));
+                let cpu_after = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+                fake.check(1)?;
+                tally.verify(&parts)?;
+                cpu.push(Outcome::Value(
+                    cpu_after.saturating_sub(cpu_before).as_secs_f64() * 1e6 / parts.len() as f64,
+                ));
+                records_ratio = tally.count as f64 / parts.len() as f64;
+            }
+            let mut walls = walls.into_iter();
+            let mut cpu = cpu.into_iter();
+            Ok(vec![
+                cpu.next().unwrap_or(Outcome::NotAvailable("no run".into())),
+                cpu.next().unwrap_or(Outcome::NotAvailable("no run".into())),
+                walls
+                    .next()
+                    .unwrap_or(Outcome::NotAvailable("no run".into())),
+                walls
+                    .next()
+                    .unwrap_or(Outcome::NotAvailable("no run".into())),
+                Outcome::Value(records_ratio),
             ])
         },
     )
@@ -846,6 +963,7 @@ pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 session_file: Some(contents.clone()),
                 files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
+                api_key: None,
             })?;
             agent.request(
                 "bench-state",

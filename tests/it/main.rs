@@ -23,6 +23,7 @@ mod retry;
 mod rpc_bash;
 mod sandbox;
 mod secrets;
+mod security;
 #[allow(dead_code)]
 mod sse;
 mod steering;

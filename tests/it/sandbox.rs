@@ -290,11 +290,15 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
     if !landlock_or_skip("bash_cannot_reach_pi_rs_proc_entries") {
         return;
     }
-    let command = "tr '\\0' '\\n' < /proc/$PPID/environ | grep PI_SANDBOX_IT_MARKER; \
-                   echo '{\"type\":\"forged_record\"}' > /proc/$PPID/fd/1; \
-                   cat /proc/$PPID/fd/1 </dev/null & sleep 0.2; kill %1 2>/dev/null; \
-                   read -r own < /proc/$$/status && echo own-proc-readable; echo end";
-    let run = |settings: Value| {
+    let probe = "tr '\\0' '\\n' < /proc/$PPID/environ | grep PI_SANDBOX_IT_MARKER; \
+                 echo '{\"type\":\"forged_record\"}' > /proc/$PPID/fd/1";
+    // Reading pi-rs's stdout steals records from the client; only tried inside the sandbox (in the
+    // control it would race the harness for the forged record).
+    let steal = "cat /proc/$PPID/fd/1 </dev/null & sleep 0.2; kill %1 2>/dev/null; \
+                 read -r own < /proc/$$/status && echo own-proc-readable";
+    let sandboxed_command = format!("{probe}; {steal}; echo end");
+    let control_command = format!("{probe}; echo end");
+    let run = |settings: Value, command: &str| {
         let workspace = workspace();
         let fake = FakeProvider::start(vec![
             tool_reply("toolu_0", "bash", json!({"command": command})),
@@ -315,7 +319,7 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
         fake.finish();
         (text(&end), forged)
     };
-    let (sandboxed_output, forged) = run(workspace_write());
+    let (sandboxed_output, forged) = run(workspace_write(), &sandboxed_command);
     assert!(
         !forged,
         "a forged record reached stdout: {sandboxed_output}"
@@ -334,7 +338,7 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
     );
     if is_root() {
         // The control: without the sandbox, root reaches both (the test can fail).
-        let (open_output, forged) = run(json!({}));
+        let (open_output, forged) = run(json!({}), &control_command);
         assert!(open_output.contains("marker-value-42"), "{open_output}");
         assert!(forged, "{open_output}");
     } else {
@@ -537,7 +541,7 @@ fn get_state_reports_the_effective_sandbox_and_the_project_only_tightens() {
     .unwrap();
     let fake = FakeProvider::start(Vec::new());
     let settings = json!({"sandbox": {"mode": "workspace-write", "writableRoots": ["/opt/cache"]}});
-    let setup = sandboxed(Setup::anthropic(&fake).settings(settings), &workspace);
+    let setup = sandboxed(Setup::anthropic(&fake).settings(settings), &workspace).trust_project();
     let mut pi = Pi::spawn_in(&workspace, &setup);
     let state = pi.command("s1", "get_state", json!({}));
     let sandbox = &state["data"]["sandbox"];
@@ -600,7 +604,7 @@ fn abort_of_a_sandboxed_run_kills_the_whole_group() {
 }
 
 /// On a kernel without Landlock (here: the ABI capped to 0), `fail` refuses every tool and
-/// `warn` runs it unconfined after a `sandbox_warning` record. Runs on every kernel.
+/// `warn` runs it unconfined after a warning notice. Runs on every kernel.
 #[test]
 fn on_unsupported_fails_by_default_and_warns_when_asked() {
     let outside_of = |w: &Workspace| w.root().join("outside.txt");
@@ -640,13 +644,12 @@ fn on_unsupported_fails_by_default_and_warns_when_asked() {
         assert_blocked(end, reason);
     }
     assert!(!written);
-    assert!(!records.iter().any(|r| r["type"] == "sandbox_warning"));
+    let is_warning =
+        |r: &&Value| r["type"] == "extension_ui_request" && r["notifyType"] == "warning";
+    assert!(!records.iter().any(|r| is_warning(&r)));
 
     let (records, written) = run(Some("warn"));
-    let warning = records
-        .iter()
-        .find(|r| r["type"] == "sandbox_warning")
-        .expect("a sandbox_warning record");
+    let warning = records.iter().find(is_warning).expect("a warning notice");
     assert!(
         warning["message"].as_str().unwrap().starts_with(
             "the sandbox is not enforced: sandbox mode workspace-write needs Landlock"

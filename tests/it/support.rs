@@ -142,6 +142,12 @@ impl Setup {
         }
     }
 
+    /// `--approve`: the cwd's `.pi/` resources are the test's own, so the project is trusted
+    /// (without a decision pi and pi-rs skip them).
+    pub fn trust_project(self) -> Self {
+        self.arg("--approve")
+    }
+
     /// Sessions on: `--no-session` is not passed.
     pub fn with_sessions(mut self) -> Self {
         self.sessions = true;
