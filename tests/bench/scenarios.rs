@@ -816,6 +816,7 @@ fn sandbox_run(
         session_file: None,
         files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
         rss_cap_kb: config.rss_cap_kb,
+        api_key: None,
     })?;
     agent.request(
         "bench-state",
