@@ -202,6 +202,9 @@ fn read_only_mode_blocks_writes_in_the_workspace_too() {
                 "bash",
                 json!({"command": "cat a.txt; rm a.txt; echo x > c.txt; echo t > \"$TMPDIR/t.txt\" && echo tmp-ok"}),
             ),
+            ("grep", json!({"pattern": "keep"})),
+            ("find", json!({"pattern": "*.txt"})),
+            ("ls", json!({})),
         ],
     );
     assert_blocked(
@@ -215,6 +218,10 @@ fn read_only_mode_blocks_writes_in_the_workspace_too() {
     let bash = text(&ends[2]);
     assert!(bash.starts_with("keep\n"), "{bash}");
     assert!(bash.contains("tmp-ok"), "{bash}");
+    // The confined tool threads (and ripgrep/fd they start) still read the workspace.
+    assert!(text(&ends[3]).contains("a.txt:1: keep"), "{}", ends[3]);
+    assert_eq!(text(&ends[4]), "a.txt", "{}", ends[4]);
+    assert!(text(&ends[5]).contains("a.txt"), "{}", ends[5]);
     assert!(workspace.cwd().join("a.txt").exists());
     assert!(!workspace.cwd().join("c.txt").exists());
 }
@@ -695,4 +702,45 @@ fn extensions_are_confined_only_when_asked() {
     };
     assert!(run(false), "an unconfined extension writes where it likes");
     assert!(!run(true), "a confined extension cannot write outside");
+}
+
+/// The approval gate still asks inside the sandbox, and "Allow for this session" allows the tool,
+/// never more than the sandbox does.
+#[test]
+fn allow_for_this_session_never_widens_the_sandbox() {
+    if !landlock_or_skip("allow_for_this_session_never_widens_the_sandbox") {
+        return;
+    }
+    let workspace = workspace();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_bash("toolu_1", "echo x > ../first.txt; echo one")),
+        Reply::sse(sse::anthropic_bash("toolu_2", "echo x > ../second.txt; echo two")),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let settings = json!({"sandbox": {"mode": "workspace-write"},
+                          "approvals": {"tools": {"bash": "ask"}}});
+    let setup = sandboxed(Setup::anthropic(&fake).settings(settings), &workspace);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Go"}));
+    let dialog = pi.wait_for_event("extension_ui_request");
+    assert_eq!(dialog["method"], "select", "{dialog}");
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"],
+                   "value": "Allow for this session"}));
+    let run = pi.records_until_event("agent_end");
+    let ends: Vec<&Value> = run
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends.len(), 2, "{run:?}");
+    assert!(
+        !run.iter().any(|r| r["type"] == "extension_ui_request"),
+        "one dialog only"
+    );
+    for (end, word) in ends.iter().zip(["one", "two"]) {
+        let output = text(end);
+        assert!(output.contains("Permission denied") && output.contains(word), "{output}");
+    }
+    assert!(!workspace.root().join("first.txt").exists());
+    assert!(!workspace.root().join("second.txt").exists());
+    fake.finish();
 }
