@@ -20,6 +20,7 @@
 //!   confined process from tracing or opening the memory and descriptors of any process outside.
 //! - seccomp (`seccomp`, `network: false` only): every socket that is not AF_UNIX, io_uring.
 //! - no_new_privs: set-uid programs (sudo) gain nothing.
+//! - capabilities (`caps`): root's capabilities that reach around Landlock are dropped.
 //! - in-process (`check_call`): the tool's own path argument, symlinks and `..` resolved, so the
 //!   model gets a clear error instead of EACCES; pi-rs's own `/proc/self` for in-process tools
 //!   (the ptrace scope does not apply within one process).
@@ -27,6 +28,7 @@
 //! A tool keeps the confinement it started with: a thread's or process's Landlock domain can be
 //! neither widened nor replaced from outside, so `set_sandbox` applies to tools started after it.
 
+mod caps;
 pub mod landlock;
 pub mod policy;
 mod rules;
@@ -204,13 +206,15 @@ impl Confinement {
         }))
     }
 
-    /// no_new_privs, the Landlock domain, the seccomp filter — on the calling thread.
+    /// no_new_privs, the dangerous capabilities dropped, the Landlock domain, the seccomp filter —
+    /// on the calling thread.
     /// Async-signal-safe (used between fork and exec): syscalls only, no allocation.
     fn enter(&self) -> io::Result<()> {
         // SAFETY: prctl on the calling thread only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        caps::drop_dangerous()?;
         if let Some(ruleset) = &self.ruleset {
             if self.own_proc_rights != 0 {
                 // A child's own /proc entry did not exist when the rules were made.
@@ -318,6 +322,9 @@ pub struct Layers {
     pub landlock: Vec<&'static str>,
     pub seccomp: Vec<&'static str>,
     pub no_new_privs: bool,
+    /// Root's capabilities that reach around the sandbox (modules, raw I/O, mount, ptrace, …)
+    /// are dropped.
+    pub capabilities_dropped: bool,
     pub in_process: Vec<&'static str>,
 }
 
@@ -393,6 +400,7 @@ pub fn state(policy: &Policy, support: Support) -> State {
             landlock,
             seccomp: seccomp_layer,
             no_new_privs: enforcing,
+            capabilities_dropped: enforcing,
             in_process,
         },
         not_enforced,

@@ -302,7 +302,7 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
     // Reading pi-rs's stdout steals records from the client; only tried inside the sandbox (in the
     // control it would race the harness for the forged record).
     let steal = "cat /proc/$PPID/fd/1 </dev/null & sleep 0.2; kill %1 2>/dev/null; \
-                 read -r own < /proc/$$/status && echo own-proc-readable";
+                 read -r own < /proc/$$/status && echo own-proc-readable; grep ^CapBnd /proc/$$/status";
     let sandboxed_command = format!("{probe}; {steal}; echo end");
     let control_command = format!("{probe}; echo end");
     let run = |settings: Value, command: &str| {
@@ -344,6 +344,13 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
         "the shell reads its own /proc entry: {sandboxed_output}"
     );
     if is_root() {
+        // Root's capabilities that reach around the sandbox are gone (CAP_SYS_MODULE = 16).
+        let bounding = sandboxed_output
+            .lines()
+            .find_map(|l| l.strip_prefix("CapBnd:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no CapBnd line: {sandboxed_output}"));
+        assert_eq!(bounding & (1 << 16), 0, "{sandboxed_output}");
         // The control: without the sandbox, root reaches both (the test can fail).
         let (open_output, forged) = run(json!({}), &control_command);
         assert!(open_output.contains("marker-value-42"), "{open_output}");
@@ -713,8 +720,14 @@ fn allow_for_this_session_never_widens_the_sandbox() {
     }
     let workspace = workspace();
     let fake = FakeProvider::start(vec![
-        Reply::sse(sse::anthropic_bash("toolu_1", "echo x > ../first.txt; echo one")),
-        Reply::sse(sse::anthropic_bash("toolu_2", "echo x > ../second.txt; echo two")),
+        Reply::sse(sse::anthropic_bash(
+            "toolu_1",
+            "echo x > ../first.txt; echo one",
+        )),
+        Reply::sse(sse::anthropic_bash(
+            "toolu_2",
+            "echo x > ../second.txt; echo two",
+        )),
         Reply::sse(sse::anthropic_text(&["Done."])),
     ]);
     let settings = json!({"sandbox": {"mode": "workspace-write"},
@@ -738,7 +751,10 @@ fn allow_for_this_session_never_widens_the_sandbox() {
     );
     for (end, word) in ends.iter().zip(["one", "two"]) {
         let output = text(end);
-        assert!(output.contains("Permission denied") && output.contains(word), "{output}");
+        assert!(
+            output.contains("Permission denied") && output.contains(word),
+            "{output}"
+        );
     }
     assert!(!workspace.root().join("first.txt").exists());
     assert!(!workspace.root().join("second.txt").exists());
