@@ -11,7 +11,7 @@
 //!   other thread stay free. What the thread spawns (ripgrep, fd) inherits the confinement.
 //! - `confine_child`: registers a `pre_exec` hook on a `Command` (the bash tool's shell, and
 //!   extensions with `sandbox.extensions: true`). The ruleset and filter are built in the parent;
-//!   between fork and exec the child only makes three syscalls.
+//!   between fork and exec the child only makes syscalls on memory prepared before the fork.
 //!
 //! Layers (which one enforces what is listed in `State` and in README "Sandbox"):
 //! - Landlock (`landlock`, `rules`): filesystem writes outside the writable roots, reads of denied

@@ -9,15 +9,14 @@
 //!
 //! `/dev` is carved the same way: its entries are not readable except the harmless devices
 //! (null, zero, full, random, urandom, tty, ptmx, pts, shm), so a root shell cannot read a raw
-//! disk around the rules. `/proc/<pi-rs pid>` is carved out of `/proc` too: Landlock's ptrace
-//! scope refuses `fd/*` and `mem` of a process outside the domain, but not `environ`, `maps` or
-//! `cmdline`.
+//! disk around the rules. In `/proc` only what describes the system is readable, no process's
+//! entry: Landlock's ptrace scope refuses `fd/*` and `mem` of a process outside the domain, but
+//! not `environ`, `maps` or `cmdline` — pi-rs's own, or the keys in another program's
+//! environment. A child adds its own `/proc/<pid>` between fork and exec (see
+//! `Ruleset::allow_own_proc`); the entries of its own children stay closed.
 //!
 //! The walk reads the directories at the time the ruleset is built (each tool start): entries
-//! created later directly inside an ancestor of a denied path are not readable by that run. For
-//! `/proc` that means processes started after the rules were made: a child adds its own
-//! `/proc/<pid>` between fork and exec (see `Ruleset::allow_own_proc`); its own children's entries
-//! stay unreadable (their `/proc/self` included).
+//! created later directly inside an ancestor of a denied path are not readable by that run.
 
 use std::path::{Path, PathBuf};
 
@@ -55,12 +54,13 @@ pub fn plan(policy: &Policy, abi: u32) -> Plan {
     plan.handled_fs = landlock::fs_rights(abi);
     let denied = policy.read_deny.clone();
     let mut carved = denied.clone();
-    carved.push(PathBuf::from("/dev"));
+    carved.extend([PathBuf::from("/dev"), PathBuf::from("/proc")]);
     add_carved(&mut plan.rules, Path::new("/"), READ_RIGHTS, &carved);
     plan.rules.push(Rule {
         path: "/dev".into(),
         rights: READ_DIR,
     });
+    add_proc_without_processes(&mut plan.rules, &denied);
     for (path, extra) in DEVICES {
         plan.rules.push(Rule {
             path: path.into(),
@@ -77,6 +77,30 @@ pub fn plan(policy: &Policy, abi: u32) -> Plan {
         add_carved(&mut plan.rules, root, READ_RIGHTS | WRITE_RIGHTS, &denied);
     }
     plan
+}
+
+/// `/proc` listable, its system entries readable, no process's entry (numeric names).
+fn add_proc_without_processes(rules: &mut Vec<Rule>, denied: &[PathBuf]) {
+    let proc = Path::new("/proc");
+    if denied.iter().any(|d| proc.starts_with(d)) {
+        return;
+    }
+    rules.push(Rule {
+        path: proc.to_path_buf(),
+        rights: READ_DIR,
+    });
+    let Ok(entries) = std::fs::read_dir(proc) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_process = name.as_encoded_bytes().iter().all(u8::is_ascii_digit);
+        let is_symlink = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if is_process || is_symlink {
+            continue;
+        }
+        add_carved(rules, &proc.join(name), READ_RIGHTS, denied);
+    }
 }
 
 /// `rights` beneath `root`, except beneath the `denied` paths (see the module doc).
@@ -213,6 +237,8 @@ mod tests {
                 .any(|r| r.path == Path::new("/proc/meminfo") && r.rights == READ_RIGHTS)
         );
         assert!(!plan.rules.iter().any(|r| r.path == Path::new("/proc/1")));
+        let own = PathBuf::from(format!("/proc/{}", std::process::id()));
+        assert!(!plan.rules.iter().any(|r| r.path == own));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

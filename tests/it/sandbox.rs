@@ -303,7 +303,16 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
     // control it would race the harness for the forged record).
     let steal = "cat /proc/$PPID/fd/1 </dev/null & sleep 0.2; kill %1 2>/dev/null; \
                  read -r own < /proc/$$/status && echo own-proc-readable; grep ^CapBnd /proc/$$/status";
-    let sandboxed_command = format!("{probe}; {steal}; echo end");
+    // Another program's environment (keys in a terminal's variables) is closed too.
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .env("OTHER_PROCESS_MARKER", "other-secret-77")
+        .spawn()
+        .unwrap();
+    let other_pid = other.id();
+    let sandboxed_command = format!(
+        "{probe}; {steal}; tr '\\0' '\\n' < /proc/{other_pid}/environ | grep OTHER_PROCESS; echo end"
+    );
     let control_command = format!("{probe}; echo end");
     let run = |settings: Value, command: &str| {
         let workspace = workspace();
@@ -327,6 +336,12 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
         (text(&end), forged)
     };
     let (sandboxed_output, forged) = run(workspace_write(), &sandboxed_command);
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(
+        !sandboxed_output.contains("other-secret-77"),
+        "{sandboxed_output}"
+    );
     assert!(
         !forged,
         "a forged record reached stdout: {sandboxed_output}"
@@ -336,7 +351,7 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
         "{sandboxed_output}"
     );
     assert!(
-        sandboxed_output.matches("Permission denied").count() >= 3,
+        sandboxed_output.matches("Permission denied").count() >= 4,
         "{sandboxed_output}"
     );
     assert!(
