@@ -136,6 +136,10 @@ fn writes_outside_the_workspace_are_blocked_for_tools_bash_and_grandchildren() {
             ),
             ("write", json!({"path": "inside.txt", "content": "fine"})),
             (
+                "edit",
+                json!({"path": "inside.txt", "edits": [{"oldText": "fine", "newText": "good"}]}),
+            ),
+            (
                 "bash",
                 json!({"command": "echo x > ../bash.txt; echo rc=$?; echo y > in-bash.txt; echo t > \"$TMPDIR/t.txt\"; echo done"}),
             ),
@@ -160,10 +164,11 @@ fn writes_outside_the_workspace_are_blocked_for_tools_bash_and_grandchildren() {
         ),
     );
     assert_eq!(ends[2]["isError"], false, "{}", ends[2]);
-    let bash = text(&ends[3]);
+    assert_eq!(ends[3]["isError"], false, "{}", ends[3]);
+    let bash = text(&ends[4]);
     assert!(bash.contains("Permission denied"), "{bash}");
     assert!(bash.contains("rc=1") && bash.contains("done"), "{bash}");
-    assert!(text(&ends[4]).contains("end"), "{}", ends[4]);
+    assert!(text(&ends[5]).contains("end"), "{}", ends[5]);
 
     assert!(!outside.exists());
     assert_eq!(
@@ -175,7 +180,7 @@ fn writes_outside_the_workspace_are_blocked_for_tools_bash_and_grandchildren() {
     }
     assert_eq!(
         std::fs::read_to_string(workspace.cwd().join("inside.txt")).unwrap(),
-        "fine"
+        "good"
     );
     assert!(workspace.cwd().join("in-bash.txt").exists());
     assert!(
