@@ -688,3 +688,35 @@ fn settings_are_written_through_a_symlink_keeping_the_mode() {
     let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
 }
+
+// ---- lone surrogates (item 16) -----------------------------------------------------------------------
+
+/// `"\ud800"` is accepted as pi's `JSON.parse` accepts it (as U+FFFD), the response echoes the
+/// id, and an extension printing one is not stopped.
+#[test]
+fn lone_surrogates_are_accepted_from_the_client_and_extensions() {
+    let workspace = Workspace::new();
+    let extension = workspace.root().join("surrogate.sh");
+    write_executable(
+        &extension,
+        "#!/bin/sh\necho '{\"type\":\"register\",\"protocol\":1}'\n\
+         echo '{\"type\":\"ui\",\"method\":\"notify\",\"message\":\"odd \\ud800 text\"}'\ncat >/dev/null\n",
+    );
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["ok"]))]);
+    let setup = Setup::anthropic(&fake)
+        .arg("-e")
+        .arg(extension.to_str().unwrap());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send_raw(b"{\"id\":\"s1\",\"type\":\"prompt\",\"message\":\"bad \\ud800 char\"}\n");
+    let response = pi.response_for("s1");
+    assert_eq!(response["success"], true, "{response}");
+    pi.wait_for_event("agent_settled");
+    let request = &fake.requests()[0];
+    assert!(request.body.to_string().contains("bad \u{FFFD} char"));
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    assert_eq!(notice["message"], "odd \u{FFFD} text");
+    assert!(
+        !pi.records().iter().any(|r| r["type"] == "extension_error"),
+        "the extension was stopped"
+    );
+}
