@@ -787,3 +787,27 @@ fn shells_cannot_open_pi_own_proc_entries_or_see_env_named_keys() {
         assert_ne!(record["id"], "forged", "forged record on stdout");
     }
 }
+
+/// Print and JSON modes write stdout themselves: the key is redacted there too.
+#[test]
+fn print_and_json_modes_redact_known_keys() {
+    const KEY: &str = "sk-print-SECRET-0123456789";
+    for mode in [&["-p"][..], &["--mode", "json"][..]] {
+        let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[&format!(
+            "key {KEY}"
+        )]))]);
+        let models = crate::fake_provider::fixture("models.json")
+            .replace("\"test-key\"", &format!("\"{KEY}\""));
+        let setup = Setup::anthropic(&fake).models_json(&models);
+        let mut args = mode.to_vec();
+        args.push("say it");
+        let run = crate::support::run_cli(&setup, &args, None);
+        assert!(run.status.success(), "{mode:?}: {}", run.stderr);
+        assert!(!run.stdout.contains(KEY), "{mode:?} leaks: {}", run.stdout);
+        assert!(
+            run.stdout.contains("key [redacted]"),
+            "{mode:?}: {}",
+            run.stdout
+        );
+    }
+}
