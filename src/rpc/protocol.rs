@@ -142,7 +142,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<Request, Rejected> {
             "Failed to parse command: Unexpected end of JSON input".into(),
         ));
     }
-    let value: Value = serde_json::from_str(text)
+    let value: Value = super::jsonl::parse_value(text)
         .map_err(|e| parse_error(format!("Failed to parse command: {e}")))?;
     let Value::Object(object) = value else {
         let kind = json_kind(&value);

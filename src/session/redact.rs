@@ -79,7 +79,7 @@ impl Redactions {
     pub fn new(secrets: Vec<String>) -> Redactions {
         let mut raw: Vec<String> = secrets.into_iter().filter(|s| is_redactable(s)).collect();
         // Longest first: a secret that contains another is replaced whole.
-        raw.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        raw.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         raw.dedup();
         let escaped = raw
             .iter()

@@ -36,7 +36,12 @@ pub fn scrub(command: &mut Command) {
         let holds_secret = value
             .to_str()
             .is_some_and(|v| known.secrets().iter().any(|s| s == v));
-        if holds_secret || name.to_str().is_none_or(is_secret_name) {
+        let passed = name.to_str().is_some_and(|n| {
+            PASSTHROUGH
+                .get()
+                .is_some_and(|allowed| allowed.iter().any(|a| a == n))
+        });
+        if !passed && (holds_secret || name.to_str().is_none_or(is_secret_name)) {
             command.env_remove(name);
         }
     }

@@ -486,12 +486,13 @@ fn approval_rules_see_every_simple_command_and_wrapped_spellings() {
         let text = end["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or_default();
-        assert!(text.contains("denied"), "{command}: {text}");
         assert!(
-            dialogs
-                .iter()
-                .any(|d| d.ends_with(&command.replace('\n', "\n"))
-                    || d.contains(command.split('\n').next().unwrap())),
+            text.contains("The user denied"),
+            "{command} was asked: {text}"
+        );
+        let first_line = command.split('\n').next().unwrap_or_default();
+        assert!(
+            dialogs.iter().any(|d| d.contains(first_line)),
             "{command} was not asked about: {dialogs:?}"
         );
     }
@@ -687,4 +688,126 @@ fn settings_are_written_through_a_symlink_keeping_the_mode() {
     assert_eq!(saved["theme"], "dark");
     let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
+}
+
+// ---- lone surrogates (item 16) -----------------------------------------------------------------------
+
+/// `"\ud800"` is accepted as pi's `JSON.parse` accepts it (as U+FFFD), the response echoes the
+/// id, and an extension printing one is not stopped.
+#[test]
+fn lone_surrogates_are_accepted_from_the_client_and_extensions() {
+    let workspace = Workspace::new();
+    let extension = workspace.root().join("surrogate.sh");
+    write_executable(
+        &extension,
+        "#!/bin/sh\necho '{\"type\":\"register\",\"protocol\":1}'\n\
+         echo '{\"type\":\"ui\",\"method\":\"notify\",\"message\":\"odd \\ud800 text\"}'\ncat >/dev/null\n",
+    );
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["ok"]))]);
+    let setup = Setup::anthropic(&fake)
+        .arg("-e")
+        .arg(extension.to_str().unwrap());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send_raw(b"{\"id\":\"s1\",\"type\":\"prompt\",\"message\":\"bad \\ud800 char\"}\n");
+    let response = pi.response_for("s1");
+    assert_eq!(response["success"], true, "{response}");
+    pi.wait_for_event("agent_settled");
+    let request = &fake.requests()[0];
+    assert!(request.body.to_string().contains("bad \u{FFFD} char"));
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    assert_eq!(notice["message"], "odd \u{FFFD} text");
+    assert!(
+        !pi.records().iter().any(|r| r["type"] == "extension_error"),
+        "the extension was stopped"
+    );
+}
+
+// ---- a shell reaching pi-rs's /proc entries (items 1, 6: the non-dumpable mark) ---------------------
+
+/// Drops to `nobody` before exec when the tests run as root: the mark protects against children
+/// of the same non-root user only (root and CAP_SYS_PTRACE are the sandbox's job).
+fn as_nobody() -> std::io::Result<()> {
+    // SAFETY: plain syscalls between fork and exec.
+    unsafe {
+        if libc::geteuid() == 0 && (libc::setgid(65534) != 0 || libc::setuid(65534) != 0) {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A bash command writes a forged record to pi-rs's stdout through `/proc/$PPID/fd/1` and reads
+/// `/proc/$PPID/environ`: both are refused because pi-rs is non-dumpable, so nothing forged
+/// reaches the client and the key in pi-rs's environment stays there. The key named only by a
+/// models.json `apiKey` (`MY_LLM_CREDS`, a harmless-looking name) is not in the shell's
+/// environment either.
+#[test]
+fn shells_cannot_open_pi_own_proc_entries_or_see_env_named_keys() {
+    const KEY: &str = "sk-env-named-SECRET-0123456789";
+    let command = r#"echo '{"type":"response","id":"forged"}' > /proc/$PPID/fd/1; cat /proc/$PPID/environ | tr '\0' '\n' | grep -c CREDS; env | grep -c MY_LLM_CREDS; echo end"#;
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    let models =
+        crate::fake_provider::fixture("models.json").replace("\"test-key\"", "\"MY_LLM_CREDS\"");
+    let setup = Setup::anthropic(&fake)
+        .models_json(&models)
+        .env("MY_LLM_CREDS", KEY)
+        .pre_exec(as_nobody);
+    let workspace = Workspace::new();
+    // `nobody` must be able to reach the workspace.
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [
+        workspace.root().to_path_buf(),
+        workspace.cwd(),
+        workspace.agent_dir(),
+    ] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    assert_eq!(
+        fake.requests()[0].header("x-api-key"),
+        Some(KEY),
+        "the key is used"
+    );
+    let end = tool_end(&pi, "t1");
+    let text = end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(
+        text.contains("0\n0\nend"),
+        "env leaked through environ or env: {text}"
+    );
+    for record in pi.records() {
+        assert_ne!(record["id"], "forged", "forged record on stdout");
+    }
+}
+
+/// Print and JSON modes write stdout themselves: the key is redacted there too.
+#[test]
+fn print_and_json_modes_redact_known_keys() {
+    const KEY: &str = "sk-print-SECRET-0123456789";
+    for mode in [&["-p"][..], &["--mode", "json"][..]] {
+        let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[&format!(
+            "key {KEY}"
+        )]))]);
+        let models = crate::fake_provider::fixture("models.json")
+            .replace("\"test-key\"", &format!("\"{KEY}\""));
+        let setup = Setup::anthropic(&fake).models_json(&models);
+        let mut args = mode.to_vec();
+        args.push("say it");
+        let run = crate::support::run_cli(&setup, &args, None);
+        assert!(run.status.success(), "{mode:?}: {}", run.stderr);
+        assert!(!run.stdout.contains(KEY), "{mode:?} leaks: {}", run.stdout);
+        assert!(
+            run.stdout.contains("key [redacted]"),
+            "{mode:?}: {}",
+            run.stdout
+        );
+    }
 }
