@@ -15,7 +15,10 @@
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod azure_responses;
+pub mod codex_responses;
 pub mod google;
+pub mod mistral;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod sse;
@@ -230,6 +233,7 @@ pub(crate) enum Decoder {
     OpenAiCompletions(openai_completions::Decoder),
     OpenAiResponses(openai_responses::Decoder),
     Google(google::Decoder),
+    Mistral(mistral::Decoder),
 }
 
 impl Decoder {
@@ -239,6 +243,7 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_sse(sse),
             Decoder::OpenAiResponses(d) => d.on_sse(sse),
             Decoder::Google(d) => d.on_sse(sse),
+            Decoder::Mistral(d) => d.on_sse(sse),
         }
     }
 
@@ -248,6 +253,7 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_eof(),
             Decoder::OpenAiResponses(d) => d.on_eof(),
             Decoder::Google(d) => d.on_eof(),
+            Decoder::Mistral(d) => d.on_eof(),
         }
     }
 
@@ -257,16 +263,17 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.is_finished(),
             Decoder::OpenAiResponses(d) => d.is_finished(),
             Decoder::Google(d) => d.is_finished(),
+            Decoder::Mistral(d) => d.is_finished(),
         }
     }
 
     fn error_message(&self, status: u16, body: &str) -> String {
         match self {
             Decoder::Anthropic(_) => anthropic_http_error_message(status, body),
-            Decoder::OpenAiCompletions(_) | Decoder::OpenAiResponses(_) => {
-                openai_http_error_message(status, body)
-            }
+            Decoder::OpenAiCompletions(_) => openai_http_error_message(status, body),
+            Decoder::OpenAiResponses(d) => d.http_error_message(status, body),
             Decoder::Google(_) => google::http_error_message(status, body),
+            Decoder::Mistral(_) => mistral::http_error_message(status, body),
         }
     }
 }
@@ -333,6 +340,27 @@ fn run_stream(
             google::build_request(request),
             Decoder::Google(google::Decoder::new(request)),
         ),
+        "mistral-conversations" => (
+            mistral::build_request(request),
+            Decoder::Mistral(mistral::Decoder::new(request)),
+        ),
+        api @ ("azure-openai-responses" | "openai-codex-responses") => {
+            let built = if api == "azure-openai-responses" {
+                azure_responses::build_request(request)
+            } else {
+                codex_responses::build_request(request)
+            };
+            match built {
+                Ok(http) => (
+                    http,
+                    Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
+                ),
+                Err(message) => {
+                    fail(message, None);
+                    return;
+                }
+            }
+        }
         other => {
             fail(format!("No API provider registered for api: {other}"), None);
             return;
