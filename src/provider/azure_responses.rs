@@ -148,11 +148,10 @@ fn deployment_name(model_id: &str, map: Option<&str>) -> String {
         .filter_map(|entry| {
             let (model, deployment) = entry.trim().split_once('=')?;
             let deployment = deployment.split('=').next().unwrap_or("");
-            (!model.is_empty() && !deployment.is_empty())
-                .then(|| (model.trim(), deployment.trim()))
+            (!model.is_empty() && !deployment.is_empty()).then(|| (model.trim(), deployment.trim()))
         })
         .filter(|(model, _)| *model == model_id)
-        .last()
+        .next_back()
         .map(|(_, deployment)| deployment.to_string())
         .filter(|d| !d.is_empty())
         .unwrap_or_else(|| model_id.to_string())
@@ -216,7 +215,11 @@ mod tests {
     /// an api version) and for `gpt-4.1` (no reasoning), system prompt shortened.
     #[test]
     fn requests_match_the_reference() {
-        let mut m = model("azure-openai-responses", "azure-openai-responses", "gpt-5.2");
+        let mut m = model(
+            "azure-openai-responses",
+            "azure-openai-responses",
+            "gpt-5.2",
+        );
         m.reasoning = true;
         m.input = vec!["text".into(), "image".into()];
         m.thinking_level_map = json!({"off": null, "xhigh": "xhigh"}).as_object().cloned();
@@ -251,12 +254,19 @@ mod tests {
         );
 
         let mut r = request(
-            model("azure-openai-responses", "azure-openai-responses", "gpt-4.1"),
+            model(
+                "azure-openai-responses",
+                "azure-openai-responses",
+                "gpt-4.1",
+            ),
             vec![user("Say hi")],
         );
         r.api_key = "k".into();
         let http = build_request_with(&r, &env("http://127.0.0.1:9/openai/v1/")).unwrap();
-        assert_eq!(http.url, "http://127.0.0.1:9/openai/v1/responses?api-version=v1");
+        assert_eq!(
+            http.url,
+            "http://127.0.0.1:9/openai/v1/responses?api-version=v1"
+        );
         assert_eq!(
             serde_json::to_string(&http.body).unwrap(),
             r#"{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"stream":true,"prompt_cache_key":"session-1","max_output_tokens":32000}"#
@@ -266,7 +276,11 @@ mod tests {
     #[test]
     fn base_urls_resolve_like_pi() {
         let r = request(
-            model("azure-openai-responses", "azure-openai-responses", "gpt-4.1"),
+            model(
+                "azure-openai-responses",
+                "azure-openai-responses",
+                "gpt-4.1",
+            ),
             vec![],
         );
         let resource = AzureEnv {

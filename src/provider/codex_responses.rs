@@ -210,9 +210,13 @@ pub fn http_error_message(status: u16, body: &str) -> String {
         .to_ascii_lowercase();
     let mut friendly = None;
     if status == 429
-        || ["usage_limit_reached", "usage_not_included", "rate_limit_exceeded"]
-            .iter()
-            .any(|c| code.contains(c))
+        || [
+            "usage_limit_reached",
+            "usage_not_included",
+            "rate_limit_exceeded",
+        ]
+        .iter()
+        .any(|c| code.contains(c))
     {
         let plan = as_text(&error["plan_type"])
             .map(|p| format!(" ({} plan)", p.to_lowercase()))
@@ -227,7 +231,9 @@ pub fn http_error_message(status: u16, body: &str) -> String {
                 format!(" Try again in ~{minutes} min.")
             })
             .unwrap_or_default();
-        friendly = Some(format!("You have hit your ChatGPT usage limit{plan}.{when}"));
+        friendly = Some(format!(
+            "You have hit your ChatGPT usage limit{plan}.{when}"
+        ));
     }
     if let Some(m) = as_text(&error["message"]).or_else(|| friendly.clone()) {
         message = m;
@@ -320,7 +326,11 @@ mod tests {
             .unwrap();
         assert_eq!(done, json!({"type":"response.completed","response":{}}));
         assert_eq!(map_event("{}").unwrap(), None);
-        assert!(map_event("{oops").unwrap_err().starts_with("Invalid Codex SSE JSON"));
+        assert!(
+            map_event("{oops")
+                .unwrap_err()
+                .starts_with("Invalid Codex SSE JSON")
+        );
     }
 
     #[test]

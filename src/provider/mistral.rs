@@ -28,8 +28,11 @@ const TOOL_CALL_ID_LENGTH: usize = 9;
 const MAX_ERROR_BODY_CHARS: usize = 4000;
 const USER_AGENT: &str = "mistral-client-typescript/2.7.0";
 /// Models that take `reasoning_effort`; other reasoning models take `prompt_mode: "reasoning"`.
-const REASONING_EFFORT_MODELS: &[&str] =
-    &["mistral-small-2603", "mistral-small-latest", "mistral-medium-3.5"];
+const REASONING_EFFORT_MODELS: &[&str] = &[
+    "mistral-small-2603",
+    "mistral-small-latest",
+    "mistral-medium-3.5",
+];
 const IMAGE_OMITTED: &str = "(image omitted: model does not support images)";
 
 pub fn build_request(request: &StreamRequest) -> HttpRequest {
@@ -507,7 +510,8 @@ impl Decoder {
     }
 
     fn close_open(&mut self, out: &mut Vec<StreamEvent>) {
-        if let Open::Text(index) | Open::Thinking(index) = std::mem::replace(&mut self.open, Open::None)
+        if let Open::Text(index) | Open::Thinking(index) =
+            std::mem::replace(&mut self.open, Open::None)
         {
             out.push(StreamEvent::BlockEnd {
                 index,

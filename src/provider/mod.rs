@@ -19,6 +19,7 @@ pub mod azure_responses;
 pub mod codex_responses;
 pub mod google;
 pub mod mistral;
+pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod sse;
@@ -154,7 +155,7 @@ pub fn spawn_stream(
     request: StreamRequest,
     events: Sender<ProviderEvent>,
 ) -> StreamHandle {
-    let agent = http_agent(request.idle_timeout, ProxySource::Environment);
+    let agent = http_agent(request.idle_timeout);
     let thread_agent = agent.clone();
     let thread = std::thread::Builder::new()
         .name(format!("provider-{}", req.0))
@@ -167,20 +168,10 @@ pub fn spawn_stream(
     }
 }
 
-/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else.
-fn http_agent(idle: Duration, proxy: ProxySource) -> ureq::Agent {
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(CONNECT_TIMEOUT.min(idle)))
-        .timeout_per_read(Some(idle))
-        .timeout_per_write(Some(idle));
-    let config = match proxy {
-        // ureq's default configuration already reads `*_PROXY`/`NO_PROXY`.
-        ProxySource::Environment => config,
-        #[cfg(test)]
-        ProxySource::None => config.proxy(None),
-    };
-    config.build().into()
+/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
+/// store and proxy choice: `net`.
+fn http_agent(idle: Duration) -> ureq::Agent {
+    net::agent(CONNECT_TIMEOUT.min(idle), idle)
 }
 
 /// An HTTP request as a wire API module builds it.
@@ -218,14 +209,6 @@ const CONNECTION_ERROR_TEXT: &str = "Connection error.";
 const TIMEOUT_TEXT: &str = "Request timed out.";
 /// What undici reports when the body stream breaks off (socket reset, truncated chunked body).
 const TERMINATED_TEXT: &str = "terminated";
-
-/// Tests talk to 127.0.0.1 and must not be routed through a proxy from the environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ProxySource {
-    Environment,
-    #[cfg(test)]
-    None,
-}
 
 /// The wire API's decoder, chosen by `model.api`.
 pub(crate) enum Decoder {
@@ -367,7 +350,7 @@ fn run_stream(
         }
     };
 
-    let mut builder = agent.post(&http.url);
+    let mut builder = net::post(&agent, &http.url);
     for (name, value) in &http.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
@@ -900,7 +883,7 @@ mod tests {
                 RequestId(7),
                 &request,
                 &tx,
-                http_agent(request.idle_timeout, ProxySource::None),
+                http_agent(request.idle_timeout),
             )
         });
         rx
@@ -1121,12 +1104,7 @@ mod tests {
         let (tx, rx) = bounded(1);
         let r = openai_request(&url);
         let thread = std::thread::spawn(move || {
-            run_stream(
-                RequestId(1),
-                &r,
-                &tx,
-                http_agent(r.idle_timeout, ProxySource::None),
-            )
+            run_stream(RequestId(1), &r, &tx, http_agent(r.idle_timeout))
         });
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(10)).unwrap().event,

@@ -11,6 +11,7 @@ mod faults;
 mod files;
 mod idle_commands;
 mod lifecycle;
+mod network;
 mod print_modes;
 mod providers;
 mod sessions;
