@@ -1160,7 +1160,10 @@ impl Agent {
     }
 
     fn credentials_error(&self) -> String {
-        format!("No API key for provider: {}", self.model.provider)
+        // A subscription login that could not be refreshed says how to log in again.
+        self.config
+            .auth_notice(&self.model.provider)
+            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
     }
 
     fn request_completion(&mut self) {

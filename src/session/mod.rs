@@ -35,7 +35,7 @@ use index::IdIndex;
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
-pub use redact::{Redactions, set_default_redactions};
+pub use redact::{Redactions, add_secret, late_secrets_since, set_default_redactions};
 pub use tree::Label;
 
 use crate::config::ThinkingLevel;
