@@ -12,6 +12,7 @@ mod files;
 mod idle_commands;
 mod lifecycle;
 mod network;
+mod oauth;
 mod print_modes;
 mod providers;
 mod sessions;
