@@ -16,6 +16,8 @@
 
 pub mod anthropic;
 pub mod azure_responses;
+#[cfg(test)]
+mod catalog_coverage;
 pub mod codex_responses;
 pub mod google;
 pub mod mistral;
