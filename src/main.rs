@@ -35,7 +35,11 @@ fn main() -> ExitCode {
         .collect();
     if let Some(command @ ("login" | "logout")) = words.first().map(String::as_str) {
         init_logging(false);
-        return ExitCode::from(login::run(command, &words[1..], &config::agent_dir_from_env()));
+        return ExitCode::from(login::run(
+            command,
+            &words[1..],
+            &config::agent_dir_from_env(),
+        ));
     }
     let args = match cli::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,

@@ -143,7 +143,9 @@ mod tests {
         let file = dir.join("auth.json");
         let held = lock(&file).unwrap();
         assert!(dir.join("auth.json.lock").is_dir());
-        let err = lock_with(&file, Duration::from_millis(200), STALE).err().unwrap();
+        let err = lock_with(&file, Duration::from_millis(200), STALE)
+            .err()
+            .unwrap();
         assert!(err.contains("locked by another process"), "{err}");
         drop(held);
         assert!(!dir.join("auth.json.lock").exists());

@@ -319,7 +319,12 @@ impl Config {
     /// A subscription login's access token, refreshed (under pi's auth.json lock) when expired or
     /// about to expire. A failed refresh yields no key, as in pi, and leaves a notice saying how
     /// to log in again; the new tokens join the redaction lists at once.
-    fn oauth_access(&self, provider: &str, access: String, expires_ms: Option<f64>) -> Option<String> {
+    fn oauth_access(
+        &self,
+        provider: &str,
+        access: String,
+        expires_ms: Option<f64>,
+    ) -> Option<String> {
         let fresh = lock(&self.oauth_fresh).get(provider).cloned();
         if let Some(fresh) = &fresh
             && !oauth::needs_refresh(Some(fresh.expires_ms))

@@ -107,7 +107,11 @@ pub struct Fresh {
 /// Refreshes `provider`'s login in `<agent_dir>/auth.json` under pi's lock: re-reads the file
 /// (another pi may have refreshed it meanwhile: then that token is used), else asks the token
 /// endpoint and writes the new credentials back in pi's format.
-pub fn refresh_locked(agent_dir: &Path, provider: &str, endpoints: &Endpoints) -> Result<Fresh, String> {
+pub fn refresh_locked(
+    agent_dir: &Path,
+    provider: &str,
+    endpoints: &Endpoints,
+) -> Result<Fresh, String> {
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path)?;
     let mut data = read_auth(&path)?;
@@ -189,7 +193,10 @@ fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
     Ok(oauth_entry(&[
         ("refresh", json!(refresh)),
         ("access", json!(access)),
-        ("expires", json!(now_ms() + expires_in * 1000.0 - EARLY_EXPIRY_MS)),
+        (
+            "expires",
+            json!(now_ms() + expires_in * 1000.0 - EARLY_EXPIRY_MS),
+        ),
     ]))
 }
 
@@ -360,7 +367,11 @@ fn write_auth(path: &Path, data: &Map<String, Value>) -> std::io::Result<()> {
 }
 
 /// Stores a login (`pi login`) under the lock.
-pub fn store_login(agent_dir: &Path, provider: &str, entry: Map<String, Value>) -> Result<(), String> {
+pub fn store_login(
+    agent_dir: &Path,
+    provider: &str,
+    entry: Map<String, Value>,
+) -> Result<(), String> {
     fs::create_dir_all(agent_dir).map_err(|e| format!("{}: {e}", agent_dir.display()))?;
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path)?;
@@ -456,7 +467,9 @@ fn login_copilot(
                 "Device flow timed out".into()
             });
         }
-        std::thread::sleep(Duration::from_millis((interval_ms * multiplier).ceil() as u64).min(remaining));
+        std::thread::sleep(
+            Duration::from_millis((interval_ms * multiplier).ceil() as u64).min(remaining),
+        );
         let raw = post_form_with(
             agent,
             &format!("{github}/login/oauth/access_token"),
@@ -608,7 +621,9 @@ fn login_anthropic(
     if state.as_deref().is_some_and(|s| s != verifier) {
         return Err("OAuth state mismatch".into());
     }
-    let code = code.filter(|c| !c.is_empty()).ok_or("Missing authorization code")?;
+    let code = code
+        .filter(|c| !c.is_empty())
+        .ok_or("Missing authorization code")?;
     let state = state.unwrap_or_else(|| verifier.clone());
     let body = json!({"grant_type": "authorization_code", "client_id": ANTHROPIC_CLIENT_ID,
         "code": code, "state": state, "redirect_uri": ANTHROPIC_REDIRECT_URI,
@@ -650,7 +665,9 @@ fn login_codex(
     if pasted_state.as_deref().is_some_and(|s| s != state) {
         return Err("State mismatch".into());
     }
-    let code = code.filter(|c| !c.is_empty()).ok_or("Missing authorization code")?;
+    let code = code
+        .filter(|c| !c.is_empty())
+        .ok_or("Missing authorization code")?;
     let tokens = post_form(
         agent,
         &endpoints.codex_token,
@@ -687,8 +704,14 @@ mod tests {
             parse_authorization_input("code=a%2Bb&state=z"),
             (Some("a+b".into()), Some("z".into()))
         );
-        assert_eq!(parse_authorization_input("plain"), (Some("plain".into()), None));
-        assert_eq!(normalize_domain("https://Corp.GHE.com/x"), Some("corp.ghe.com".into()));
+        assert_eq!(
+            parse_authorization_input("plain"),
+            (Some("plain".into()), None)
+        );
+        assert_eq!(
+            normalize_domain("https://Corp.GHE.com/x"),
+            Some("corp.ghe.com".into())
+        );
         assert_eq!(normalize_domain("  "), None);
     }
 
@@ -705,15 +728,26 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pi-rs-oauth-write-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        fs::write(dir.join("auth.json"), r#"{"openai":{"type":"api_key","key":"k"}}"#).unwrap();
-        let entry = oauth_entry(&[("refresh", json!("r")), ("access", json!("a")), ("expires", json!(5))]);
+        fs::write(
+            dir.join("auth.json"),
+            r#"{"openai":{"type":"api_key","key":"k"}}"#,
+        )
+        .unwrap();
+        let entry = oauth_entry(&[
+            ("refresh", json!("r")),
+            ("access", json!("a")),
+            ("expires", json!(5)),
+        ]);
         store_login(&dir, "anthropic", entry).unwrap();
         assert_eq!(
             fs::read_to_string(dir.join("auth.json")).unwrap(),
             "{\n  \"openai\": {\n    \"type\": \"api_key\",\n    \"key\": \"k\"\n  },\n  \"anthropic\": {\n    \"type\": \"oauth\",\n    \"refresh\": \"r\",\n    \"access\": \"a\",\n    \"expires\": 5\n  }\n}"
         );
         use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(dir.join("auth.json")).unwrap().permissions().mode();
+        let mode = fs::metadata(dir.join("auth.json"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(remove_login(&dir, "anthropic").unwrap());
         assert!(!remove_login(&dir, "anthropic").unwrap());

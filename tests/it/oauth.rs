@@ -111,7 +111,10 @@ fn an_expired_anthropic_login_is_refreshed_under_pis_lock_and_written_back() {
     // auth.json: the other entry kept, the login in pi's shape and key order, lock released.
     let text = std::fs::read_to_string(workspace.agent_dir().join("auth.json")).unwrap();
     let auth: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(auth["openai"], json!({"type": "api_key", "key": "sk-openai-kept"}));
+    assert_eq!(
+        auth["openai"],
+        json!({"type": "api_key", "key": "sk-openai-kept"})
+    );
     let entry = auth["anthropic"].as_object().unwrap();
     let keys: Vec<&str> = entry.keys().map(String::as_str).collect();
     assert_eq!(keys, ["type", "refresh", "access", "expires"]);
@@ -120,7 +123,10 @@ fn an_expired_anthropic_login_is_refreshed_under_pis_lock_and_written_back() {
     let expires = entry["expires"].as_f64().unwrap();
     let expected = now_ms() + 3600.0 * 1000.0 - 5.0 * 60_000.0;
     assert!((expires - expected).abs() < 60_000.0, "expires {expires}");
-    assert!(text.starts_with("{\n  \"openai\": {\n    \"type\""), "{text}");
+    assert!(
+        text.starts_with("{\n  \"openai\": {\n    \"type\""),
+        "{text}"
+    );
     assert!(!lock.exists());
 
     let stdout: String = run.iter().map(|r| r.to_string()).collect();
@@ -282,8 +288,10 @@ fn pi_login_github_copilot_runs_the_device_flow_end_to_end() {
             "verification_uri": "https://github.com/login/device", "interval": 0, "expires_in": 60})),
         json_reply(json!({"error": "authorization_pending"})),
         json_reply(json!({"access_token": "gho_githubtoken123", "token_type": "bearer"})),
-        json_reply(json!({"token": "tid=abc;exp=1;proxy-ep=proxy.individual.githubcopilot.com",
-            "expires_at": expires_at})),
+        json_reply(
+            json!({"token": "tid=abc;exp=1;proxy-ep=proxy.individual.githubcopilot.com",
+            "expires_at": expires_at}),
+        ),
     ]);
     let workspace = Workspace::new();
     let env = [
@@ -335,5 +343,8 @@ fn pi_login_github_copilot_runs_the_device_flow_end_to_end() {
     assert_eq!(read_auth(&workspace), json!({}));
     let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "groq"], &[]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("no subscription login for groq"), "{stderr}");
+    assert!(
+        stderr.contains("no subscription login for groq"),
+        "{stderr}"
+    );
 }
