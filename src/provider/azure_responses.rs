@@ -150,8 +150,7 @@ fn deployment_name(model_id: &str, map: Option<&str>) -> String {
             let deployment = deployment.split('=').next().unwrap_or("");
             (!model.is_empty() && !deployment.is_empty()).then(|| (model.trim(), deployment.trim()))
         })
-        .filter(|(model, _)| *model == model_id)
-        .next_back()
+        .rfind(|(model, _)| *model == model_id)
         .map(|(_, deployment)| deployment.to_string())
         .filter(|d| !d.is_empty())
         .unwrap_or_else(|| model_id.to_string())

@@ -378,7 +378,7 @@ fn provider_requests_go_through_the_proxy_unless_no_proxy_says_otherwise() {
     );
     assert_eq!(message["stopReason"], "stop", "{message}");
     assert_eq!(provider.requests(), 1);
-    assert_eq!(proxy.connects(), [target.clone()], "proxy log");
+    assert_eq!(proxy.connects(), [target], "proxy log");
 
     // The lowercase variable wins, as in pi; NO_PROXY for the host bypasses the proxy.
     let message = turn(
