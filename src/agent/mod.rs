@@ -1134,7 +1134,8 @@ impl Agent {
     fn base_request(&self) -> Result<StreamRequest, ()> {
         let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
         Ok(StreamRequest {
-            model: self.model.clone(),
+            // After the key: a refreshed Copilot token may name another API host.
+            model: self.config.request_model(&self.model),
             api_key,
             headers: self.config.request_headers(&self.model),
             system_prompt: self

@@ -377,6 +377,11 @@ impl AuthFile {
         })
     }
 
+    /// A string field of a provider's entry (e.g. a Copilot login's `enterpriseUrl`).
+    pub fn field(&self, provider: &str, name: &str) -> Option<&str> {
+        self.entries.get(provider)?.get(name)?.as_str()
+    }
+
     pub fn providers(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
     }

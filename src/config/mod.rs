@@ -359,6 +359,26 @@ impl Config {
         }
     }
 
+    /// The model as a request sees it: with a GitHub Copilot subscription login, Copilot models go
+    /// to the API host named in the (possibly just refreshed) Copilot token, as pi's
+    /// `modifyModels` does.
+    pub fn request_model(&self, model: &Model) -> Model {
+        let mut model = model.clone();
+        if model.provider == crate::provider::copilot::PROVIDER
+            && let Some(Credential::OAuth { access, .. }) = self.auth.get(&model.provider)
+        {
+            let token = lock(&self.oauth_fresh)
+                .get(&model.provider)
+                .map_or(access, |fresh| fresh.access.clone());
+            let enterprise = self
+                .auth
+                .field(&model.provider, "enterpriseUrl")
+                .filter(|d| !d.is_empty());
+            model.base_url = crate::provider::copilot::base_url(&token, enterprise);
+        }
+        model
+    }
+
     /// Key and headers for a request to `model`, as the reference computes them: catalog headers,
     /// then models.json provider headers, then models.json model headers (values resolved like
     /// keys, commands re-run), plus `Authorization: Bearer <key>` when the provider sets

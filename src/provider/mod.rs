@@ -19,6 +19,7 @@ pub mod azure_responses;
 #[cfg(test)]
 mod catalog_coverage;
 pub mod codex_responses;
+pub mod copilot;
 pub mod google;
 pub mod mistral;
 pub mod net;

@@ -56,7 +56,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             format!("Bearer {}", request.api_key),
         ),
     ];
-    let mut headers = with_extra_headers(defaults, model, &[]);
+    let mut headers =
+        with_extra_headers(defaults, model, &super::copilot::dynamic_headers(request));
     if !request.session_id.is_empty() {
         if send_session_id_header {
             set_header(&mut headers, "session_id", &request.session_id);
