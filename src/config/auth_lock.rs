@@ -1,7 +1,8 @@
 //! The lock pi takes on `auth.json` (pi 0.73.1 and 1.6.0 use `proper-lockfile`): a directory
 //! `<auth.json>.lock` made with `mkdir` (atomic: whoever creates it holds the lock), whose mtime
 //! the holder refreshes while it works; a lock whose mtime is older than the stale limit belongs
-//! to a dead process and is removed. pi and pi-rs sharing an agent dir therefore never refresh
+//! to a dead process and is removed. pi 1.6.0 locks the resolved path of auth.json (0.73.1's
+//! refresh did too), and so does pi-rs. pi and pi-rs sharing an agent dir therefore never refresh
 //! or write the same login at once, so neither loses the other's refreshed token.
 //!
 //! Bounds: acquiring retries with backoff for at most `ACQUIRE_TIMEOUT`; while held, a keeper
@@ -49,9 +50,11 @@ pub fn lock_dir(file: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Takes the lock on `file`, waiting (bounded) while another process holds it.
+/// Takes the lock on `file`, waiting (bounded) while another process holds it. Like pi, the
+/// lock belongs to the resolved file, so symlinked aliases of auth.json share one lock.
 pub fn lock(file: &Path) -> Result<AuthLock, String> {
-    lock_with(file, ACQUIRE_TIMEOUT, STALE)
+    let resolved = fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    lock_with(&resolved, ACQUIRE_TIMEOUT, STALE)
 }
 
 fn lock_with(file: &Path, timeout: Duration, stale: Duration) -> Result<AuthLock, String> {

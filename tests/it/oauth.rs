@@ -348,3 +348,91 @@ fn pi_login_github_copilot_runs_the_device_flow_end_to_end() {
         "{stderr}"
     );
 }
+
+/// The value of `name` in a URL's query (percent-decoding is not needed for these values).
+fn query_param(url: &str, name: &str) -> Option<String> {
+    url.split_once('?')?.1.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == name).then(|| v.to_string())
+    })
+}
+
+#[test]
+fn pi_login_anthropic_takes_a_pasted_code_and_checks_pkce() {
+    if is_reference() {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": "sk-ant-oat01-LOGGED-IN", "refresh_token": "refresh-first", "expires_in": 28800
+    }))]);
+    let workspace = Workspace::new();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
+    command.args(["login", "anthropic"]).env_clear();
+    for name in ENV_ALLOWLIST {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    let mut child = command
+        .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+        .env("HOME", workspace.root())
+        .env(
+            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+            format!("{}/v1/oauth/token", tokens.base_url()),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut url = None;
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+        if line.starts_with("https://claude.ai/oauth/authorize?") {
+            url = Some(line.trim().to_string());
+            break;
+        }
+        line.clear();
+    }
+    let url = url.expect("the authorization URL on stderr");
+    let verifier = query_param(&url, "state").unwrap();
+    let challenge = query_param(&url, "code_challenge").unwrap();
+    use base64::Engine;
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    assert_eq!(
+        challenge,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref())
+    );
+    assert_eq!(
+        query_param(&url, "redirect_uri").as_deref(),
+        Some("http%3A%2F%2Flocalhost%3A53692%2Fcallback")
+    );
+    // What claude.ai shows after the login: `<code>#<state>`.
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "auth-code-42#{verifier}").unwrap();
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("pi login anthropic did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let exchange = &tokens.requests()[0];
+    assert_eq!(
+        exchange.body,
+        json!({"grant_type": "authorization_code", "client_id": "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
+               "code": "auth-code-42", "state": verifier,
+               "redirect_uri": "http://localhost:53692/callback", "code_verifier": verifier})
+    );
+    let auth = read_auth(&workspace);
+    assert_eq!(auth["anthropic"]["access"], "sk-ant-oat01-LOGGED-IN");
+    assert_eq!(auth["anthropic"]["refresh"], "refresh-first");
+}
