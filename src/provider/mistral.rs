@@ -6,7 +6,9 @@
 //!
 //! Tool-call ids from other providers are rewritten to the 9 alphanumeric characters Mistral
 //! accepts (pi's per-request normalizer: the id itself when it already fits, else a short hash).
-//! Tool calls stay open until the stream ends, then close in the order they started.
+//! Tool calls stay open until the stream ends, then close in the order they started. From pi
+//! 1.6.0 (which dropped the SDK) the decoder takes two fixes: cached prompt tokens are counted as
+//! cache reads, and empty text deltas open no block. The request stays 0.73.1's.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -385,15 +387,27 @@ impl Decoder {
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let count = |v: &Value| v.as_u64().unwrap_or(0);
-            let input = count(&usage["prompt_tokens"]);
+            let prompt = count(&usage["prompt_tokens"]);
+            // Cached prompt tokens (pi 1.6.0 reads them; 0.73.1 counted them as input).
+            let cached = [
+                "/prompt_tokens_details/cached_tokens",
+                "/prompt_token_details/cached_tokens",
+                "/num_cached_tokens",
+            ]
+            .iter()
+            .find_map(|p| usage.pointer(p).and_then(Value::as_u64))
+            .unwrap_or(0)
+            .min(prompt);
+            let input = prompt - cached;
             let output = count(&usage["completion_tokens"]);
             let total = match count(&usage["total_tokens"]) {
-                0 => input + output,
+                0 => input + output + cached,
                 total => total,
             };
             out.push(StreamEvent::Usage(Usage {
                 input,
                 output,
+                cache_read: cached,
                 total_tokens: total,
                 ..Usage::default()
             }));
@@ -471,6 +485,11 @@ impl Decoder {
     }
 
     fn text(&mut self, text: &str, out: &mut Vec<StreamEvent>) {
+        // Empty deltas (GLM models around thinking and tool calls) would split a block, which
+        // Mistral rejects on replay (pi 1.6.0 skips them).
+        if text.is_empty() {
+            return;
+        }
         let index = match self.open {
             Open::Text(index) => index,
             _ => {
@@ -680,6 +699,30 @@ mod tests {
         super::super::assert_every_split_decodes_the_same(TOOL_STREAM, &|| {
             super::super::Decoder::Mistral(Decoder::new(&r))
         });
+    }
+
+    #[test]
+    fn cached_tokens_and_empty_deltas_follow_pi_1_6() {
+        let events = decode(
+            "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"}}]}\n\ndata: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":2,\"total_tokens\":102,\"prompt_tokens_details\":{\"cached_tokens\":60}}}\n\ndata: [DONE]\n\n",
+        );
+        assert_eq!(
+            events[1],
+            StreamEvent::Usage(Usage {
+                input: 40,
+                output: 2,
+                cache_read: 60,
+                total_tokens: 102,
+                ..Usage::default()
+            })
+        );
+        assert_eq!(
+            events[2],
+            StreamEvent::BlockStart {
+                index: 0,
+                kind: BlockKind::Text
+            }
+        );
     }
 
     #[test]
