@@ -19,8 +19,8 @@ use crossbeam_channel::{Sender, bounded};
 /// pi's refresh uses `stale: 30000`; its synchronous writers use proper-lockfile's default 10 s.
 /// A lock untouched for longer than the larger of the two is abandoned.
 const STALE: Duration = Duration::from_secs(30);
-/// pi retries 10 times with exponential backoff capped at 10 s; this is the same order of wait.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(40);
+/// pi 1.6.0 waits up to 30 s for another holder (0.73.1: 10 retries with backoff).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Below pi's shortest stale limit (10 s) with room to spare.
 const TOUCH_INTERVAL: Duration = Duration::from_secs(2);
 
