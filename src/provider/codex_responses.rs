@@ -192,8 +192,13 @@ pub fn map_event(data: &str) -> Result<Option<Value>, String> {
 /// pi's `parseErrorResponse`: the error's message, or the ChatGPT usage-limit sentence for 429s
 /// and usage-limit codes.
 pub fn http_error_message(status: u16, body: &str) -> String {
+    // The body, else the status text, else pi's fallback.
     let mut message = if body.is_empty() {
-        "Request failed".to_string()
+        ureq::http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("Request failed")
+            .to_string()
     } else {
         body.to_string()
     };
@@ -347,5 +352,6 @@ mod tests {
             "bad"
         );
         assert_eq!(http_error_message(502, "upstream"), "upstream");
+        assert_eq!(http_error_message(503, ""), "Service Unavailable");
     }
 }
