@@ -301,6 +301,11 @@ struct Tinyproxy {
 
 impl Tinyproxy {
     fn start(binary: &Path, dir: &Path) -> Tinyproxy {
+        Tinyproxy::start_with(binary, dir, "")
+    }
+
+    /// `extra`: more configuration lines (e.g. `BasicAuth user password`).
+    fn start_with(binary: &Path, dir: &Path, extra: &str) -> Tinyproxy {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -311,7 +316,7 @@ impl Tinyproxy {
         std::fs::write(
             &conf,
             format!(
-                "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 20\nAllow 127.0.0.1\nLogLevel Info\nLogFile \"{}\"\nPidFile \"{}\"\n",
+                "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 20\nAllow 127.0.0.1\nLogLevel Info\nLogFile \"{}\"\nPidFile \"{}\"\n{extra}",
                 log.display(),
                 dir.join("tinyproxy.pid").display()
             ),
@@ -420,4 +425,35 @@ fn provider_requests_go_through_the_proxy_unless_no_proxy_says_otherwise() {
         "{:?}",
         proxy.connects()
     );
+}
+
+#[test]
+fn proxy_credentials_in_the_proxy_url_authenticate_the_tunnel() {
+    if is_reference() || !require("openssl", which("openssl").is_some()) {
+        return;
+    }
+    let Some(binary) = which("tinyproxy") else {
+        require("tinyproxy", false);
+        return;
+    };
+    let dir = TempDir::new("proxy-auth");
+    let proxy = Tinyproxy::start_with(&binary, dir.path(), "BasicAuth corp s3cret-pass\n");
+    let (ca, cert, key) = make_ca(dir.path());
+    let provider = TlsProvider::start(&cert, &key, fixture("openai/text.sse"));
+    let with_credentials = |credentials: &str| {
+        turn(
+            &setup(&provider.base_url())
+                .env("SSL_CERT_FILE", ca.to_str().unwrap())
+                .env(
+                    "HTTPS_PROXY",
+                    &format!("http://{credentials}@127.0.0.1:{}", proxy.port),
+                ),
+        )
+    };
+    let refused = with_credentials("corp:wrong");
+    assert_eq!(refused["stopReason"], "error", "{refused}");
+    assert_eq!(provider.requests(), 0);
+    let message = with_credentials("corp:s3cret-pass");
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    assert_eq!(provider.requests(), 1);
 }
