@@ -312,7 +312,6 @@ pub struct AuthFile {
     entries: Map<String, Value>,
 }
 
-
 impl AuthFile {
     /// Loads `<agent_dir>/auth.json`, creating it (and the dir) when missing. A broken file
     /// counts as empty and yields an error message.
