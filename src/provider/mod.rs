@@ -15,7 +15,14 @@
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod azure_responses;
+#[cfg(test)]
+mod catalog_coverage;
+pub mod codex_responses;
+pub mod copilot;
 pub mod google;
+pub mod mistral;
+pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod sse;
@@ -151,7 +158,7 @@ pub fn spawn_stream(
     request: StreamRequest,
     events: Sender<ProviderEvent>,
 ) -> StreamHandle {
-    let agent = http_agent(request.idle_timeout, ProxySource::Environment);
+    let agent = http_agent(request.idle_timeout);
     let thread_agent = agent.clone();
     let thread = std::thread::Builder::new()
         .name(format!("provider-{}", req.0))
@@ -164,20 +171,10 @@ pub fn spawn_stream(
     }
 }
 
-/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else.
-fn http_agent(idle: Duration, proxy: ProxySource) -> ureq::Agent {
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(CONNECT_TIMEOUT.min(idle)))
-        .timeout_per_read(Some(idle))
-        .timeout_per_write(Some(idle));
-    let config = match proxy {
-        // ureq's default configuration already reads `*_PROXY`/`NO_PROXY`.
-        ProxySource::Environment => config,
-        #[cfg(test)]
-        ProxySource::None => config.proxy(None),
-    };
-    config.build().into()
+/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
+/// store and proxy choice: `net`.
+fn http_agent(idle: Duration) -> ureq::Agent {
+    net::agent(CONNECT_TIMEOUT.min(idle), idle)
 }
 
 /// An HTTP request as a wire API module builds it.
@@ -216,20 +213,13 @@ const TIMEOUT_TEXT: &str = "Request timed out.";
 /// What undici reports when the body stream breaks off (socket reset, truncated chunked body).
 const TERMINATED_TEXT: &str = "terminated";
 
-/// Tests talk to 127.0.0.1 and must not be routed through a proxy from the environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ProxySource {
-    Environment,
-    #[cfg(test)]
-    None,
-}
-
 /// The wire API's decoder, chosen by `model.api`.
 pub(crate) enum Decoder {
     Anthropic(anthropic::Decoder),
     OpenAiCompletions(openai_completions::Decoder),
     OpenAiResponses(openai_responses::Decoder),
     Google(google::Decoder),
+    Mistral(mistral::Decoder),
 }
 
 impl Decoder {
@@ -239,6 +229,7 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_sse(sse),
             Decoder::OpenAiResponses(d) => d.on_sse(sse),
             Decoder::Google(d) => d.on_sse(sse),
+            Decoder::Mistral(d) => d.on_sse(sse),
         }
     }
 
@@ -248,6 +239,7 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_eof(),
             Decoder::OpenAiResponses(d) => d.on_eof(),
             Decoder::Google(d) => d.on_eof(),
+            Decoder::Mistral(d) => d.on_eof(),
         }
     }
 
@@ -257,16 +249,17 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.is_finished(),
             Decoder::OpenAiResponses(d) => d.is_finished(),
             Decoder::Google(d) => d.is_finished(),
+            Decoder::Mistral(d) => d.is_finished(),
         }
     }
 
     fn error_message(&self, status: u16, body: &str) -> String {
         match self {
             Decoder::Anthropic(_) => anthropic_http_error_message(status, body),
-            Decoder::OpenAiCompletions(_) | Decoder::OpenAiResponses(_) => {
-                openai_http_error_message(status, body)
-            }
+            Decoder::OpenAiCompletions(_) => openai_http_error_message(status, body),
+            Decoder::OpenAiResponses(d) => d.http_error_message(status, body),
             Decoder::Google(_) => google::http_error_message(status, body),
+            Decoder::Mistral(_) => mistral::http_error_message(status, body),
         }
     }
 }
@@ -333,13 +326,34 @@ fn run_stream(
             google::build_request(request),
             Decoder::Google(google::Decoder::new(request)),
         ),
+        "mistral-conversations" => (
+            mistral::build_request(request),
+            Decoder::Mistral(mistral::Decoder::new(request)),
+        ),
+        api @ ("azure-openai-responses" | "openai-codex-responses") => {
+            let built = if api == "azure-openai-responses" {
+                azure_responses::build_request(request)
+            } else {
+                codex_responses::build_request(request)
+            };
+            match built {
+                Ok(http) => (
+                    http,
+                    Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
+                ),
+                Err(message) => {
+                    fail(message, None);
+                    return;
+                }
+            }
+        }
         other => {
             fail(format!("No API provider registered for api: {other}"), None);
             return;
         }
     };
 
-    let mut builder = agent.post(&http.url);
+    let mut builder = net::post(&agent, &http.url);
     for (name, value) in &http.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
@@ -873,7 +887,7 @@ mod tests {
                 RequestId(7),
                 &request,
                 &tx,
-                http_agent(request.idle_timeout, ProxySource::None),
+                http_agent(request.idle_timeout),
             )
         });
         rx
@@ -1094,12 +1108,7 @@ mod tests {
         let (tx, rx) = bounded(1);
         let r = openai_request(&url);
         let thread = std::thread::spawn(move || {
-            run_stream(
-                RequestId(1),
-                &r,
-                &tx,
-                http_agent(r.idle_timeout, ProxySource::None),
-            )
+            run_stream(RequestId(1), &r, &tx, http_agent(r.idle_timeout))
         });
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(10)).unwrap().event,

@@ -2,6 +2,7 @@
 //! provider on 127.0.0.1. See `support.rs` for how to run it against the reference pi.
 
 mod abort;
+mod apis;
 mod approvals;
 mod commands;
 mod compaction;
@@ -11,6 +12,8 @@ mod faults;
 mod files;
 mod idle_commands;
 mod lifecycle;
+mod network;
+mod oauth;
 mod print_modes;
 mod providers;
 mod sessions;
