@@ -858,7 +858,10 @@ impl Agent {
             "pendingMessageCount".into(),
             json!(self.steering.len() + self.follow_up.len()),
         );
-        state.insert("sandbox".into(), self.sandbox_state());
+        // Only when a sandbox is set, so get_state stays pi's exact shape by default.
+        if self.sandbox.policy().is_active() {
+            state.insert("sandbox".into(), self.sandbox_state());
+        }
         Value::Object(state)
     }
 
