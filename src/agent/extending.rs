@@ -13,7 +13,8 @@ use crate::extensions::{CommandRunId, ExtensionEvent};
 use crate::messages::{
     AgentMessage, CustomMessage, ImageContent, UserContent, UserMessage, now_ms,
 };
-use crate::rpc::events;
+use crate::rpc::events::Event;
+use crate::rpc::protocol::Response;
 
 /// A `/name args` prompt, split.
 pub fn split_command(text: &str) -> Option<(&str, &str)> {
@@ -133,11 +134,7 @@ impl Agent {
         images: Vec<ImageContent>,
     ) {
         if let PromptFrom::Client(id) = &from {
-            self.respond_ok(
-                id.as_ref(),
-                "prompt",
-                Some(json!({ "disposition": "started" })),
-            );
+            self.respond(Response::disposition(id.as_ref(), "prompt", "started"));
         }
         for held in std::mem::take(&mut self.pending_bash) {
             let json = super::serialize_message(&held);
@@ -191,11 +188,7 @@ impl Agent {
         match (stage, outcome) {
             (PrepStage::Input, HookOutcome::Input(InputOutcome::Handled)) => {
                 if let PromptFrom::Client(id) = &from {
-                    self.respond_ok(
-                        id.as_ref(),
-                        "prompt",
-                        Some(json!({ "disposition": "handled" })),
-                    );
+                    self.respond(Response::disposition(id.as_ref(), "prompt", "handled"));
                 }
             }
             (
@@ -257,11 +250,11 @@ impl Agent {
                 self.on_command_finished(id, &name, error)
             }
             ExtensionEvent::Action { action, .. } => self.on_action(action),
-            ExtensionEvent::UiRequest { record } => self.emit(record),
+            ExtensionEvent::UiRequest { event } => self.emit(event),
             ExtensionEvent::ApprovalAnswered { ui_id, answer } => self.on_approval(&ui_id, answer),
             ExtensionEvent::Error(error) => {
                 // A failed extension's tools must not reach the next request.
-                self.emit(error.record());
+                self.emit(error.event());
                 self.refresh_extension_tools();
             }
             ExtensionEvent::Exited { .. } => self.refresh_extension_tools(),
@@ -287,18 +280,15 @@ impl Agent {
 
     fn on_command_finished(&mut self, run: CommandRunId, name: &str, error: Option<String>) {
         if let Some(error) = error {
-            self.emit(
-                json!({"type": "extension_error", "extensionPath": format!("command:{name}"),
-                "event": "command", "error": error}),
-            );
+            self.emit(Event::ExtensionError {
+                extension_path: format!("command:{name}"),
+                event: "command".into(),
+                error,
+            });
         }
         if let Some(position) = self.command_runs.iter().position(|(r, _)| *r == run) {
             let (_, id) = self.command_runs.remove(position);
-            self.respond_ok(
-                id.as_ref(),
-                "prompt",
-                Some(json!({ "disposition": "handled" })),
-            );
+            self.respond(Response::disposition(id.as_ref(), "prompt", "handled"));
         }
     }
 
@@ -349,9 +339,11 @@ impl Agent {
                     (false, _) if trigger_turn => self.start_run_without_prompt(message),
                     (false, _) => {
                         let json = super::serialize_message(&message);
-                        self.emit(events::message_start_shared(&json));
+                        self.emit(Event::MessageStart {
+                            message: json.clone(),
+                        });
                         self.record_message(&message, &json);
-                        self.emit(events::message_end_shared(&json));
+                        self.emit(Event::MessageEnd { message: json });
                         self.messages.push(message);
                     }
                 }
@@ -364,7 +356,7 @@ impl Agent {
             Action::SetSessionName { name } => {
                 let trimmed = name.trim().to_string();
                 if !trimmed.is_empty() && self.session.append_session_info(&trimmed).is_ok() {
-                    self.emit(events::session_info_changed(&trimmed));
+                    self.emit(Event::SessionInfoChanged { name: trimmed });
                 }
             }
             Action::SetLabel { entry_id, label } => {

@@ -92,6 +92,8 @@ pub struct ToolBatch {
     pub args: Vec<serde_json::Value>,
     /// Calls executed by an extension (cancelled through the host on abort).
     pub by_extension: Vec<bool>,
+    /// When each call began executing (`tool_execution_end.durationMs`); `None` if it never ran.
+    pub started: Vec<Option<std::time::Instant>>,
     /// For builtin tools started later (after an approval or a hook). Tool threads catch their
     /// own panics, so every started call reports back; the channel need not disconnect.
     pub sender: Sender<ToolEvent>,
