@@ -184,10 +184,11 @@ impl Draft {
 
     /// The end event of the block still open, if any (abort closes it, as pi does, before
     /// `message_end`); its partial says `stopReason:"aborted"`.
-    pub fn close_open_block(&mut self) -> Option<Event> {
+    pub fn close_open_block(&mut self, error_message: Option<&str>) -> Option<Event> {
         let index = self.open_block.take()?;
         self.finish_tool_arguments(index);
         self.message.stop_reason = StopReason::Aborted;
+        self.message.error_message = error_message.map(str::to_string);
         let block = self.message.content.get(index)?;
         Some(self.update(AssistantEvent::end(index, block)))
     }
@@ -302,13 +303,14 @@ mod tests {
             record["message"]
         );
         draft.delta(0, "lo".into());
-        let close = legacy(&draft.close_open_block().unwrap());
+        let close = legacy(&draft.close_open_block(Some("Request was aborted")).unwrap());
         assert_eq!(
             close["assistantMessageEvent"]["type"], "text_end",
             "{close}"
         );
         assert_eq!(close["assistantMessageEvent"]["content"], "Hello");
         assert_eq!(close["message"]["stopReason"], "aborted");
-        assert!(draft.close_open_block().is_none());
+        assert_eq!(close["message"]["errorMessage"], "Request was aborted");
+        assert!(draft.close_open_block(None).is_none());
     }
 }

@@ -447,12 +447,12 @@ impl Agent {
             Command::Steer { message, images } => {
                 let message = self.expand(message);
                 self.enqueue(StreamingBehavior::Steer, message, images);
-                self.respond_ok(id, name, None);
+                self.respond(Response::disposition(id, name, "queued"));
             }
             Command::FollowUp { message, images } => {
                 let message = self.expand(message);
                 self.enqueue(StreamingBehavior::FollowUp, message, images);
-                self.respond_ok(id, name, None);
+                self.respond(Response::disposition(id, name, "queued"));
             }
             Command::Abort => {
                 if self.is_busy() {
@@ -1337,7 +1337,7 @@ impl Agent {
             self.emit(start);
         }
         if stop_reason == StopReason::Aborted
-            && let Some(close) = draft.close_open_block()
+            && let Some(close) = draft.close_open_block(error_message.as_deref())
         {
             self.emit(close);
         }

@@ -533,6 +533,7 @@ fn spawn_extension(
     command
         .current_dir(cwd)
         .env("PI_EXTENSION_PROTOCOL", PROTOCOL_VERSION.to_string())
+        .envs(crate::tools::env::CHILD_MARKERS)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

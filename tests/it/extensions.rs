@@ -677,7 +677,10 @@ fn the_model_calls_an_extension_tool() {
         update["partialResult"],
         json!({"content": [{"type": "text", "text": "counting..."}]})
     );
-    let end = pi.wait_for_event("tool_execution_end");
+    let mut end = pi.wait_for_event("tool_execution_end");
+    // How long the tool ran (pi 1.1.0).
+    let duration = end.as_object_mut().unwrap().remove("durationMs");
+    assert!(duration.is_some_and(|d| d.is_u64()), "{end}");
     assert_eq!(
         end,
         json!({"type": "tool_execution_end", "toolCallId": "toolu_wc", "toolName": "word_count",

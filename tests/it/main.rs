@@ -12,6 +12,7 @@ mod files;
 mod idle_commands;
 mod lifecycle;
 mod print_modes;
+mod protocol_versions;
 mod providers;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
