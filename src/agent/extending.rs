@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::state::{Phase, PrepStage, PromptFrom, PromptPrep, QueuedMessage};
+use super::state::{Phase, PrepStage, PromptFrom, PromptPrep, QueueInput, QueuedMessage};
 use super::{Agent, compacting, compaction};
 use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
 use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};
@@ -14,7 +14,7 @@ use crate::messages::{
     AgentMessage, CustomMessage, ImageContent, UserContent, UserMessage, now_ms,
 };
 use crate::rpc::events::Event;
-use crate::rpc::protocol::Response;
+use crate::rpc::protocol::{Response, StreamingBehavior};
 
 /// A `/name args` prompt, split.
 pub fn split_command(text: &str) -> Option<(&str, &str)> {
@@ -74,6 +74,75 @@ impl Agent {
                 self.phase = Phase::Preparing(Box::new(prep));
             }
             None => self.after_input(from, text, images),
+        }
+    }
+
+    /// `steer`, `follow_up` and a `prompt` queued during a run: the `input` hook first (pi
+    /// 0.86.0), then expansion and the queue; answered `queued`, or `handled` when an extension
+    /// took the input.
+    pub(super) fn queue_input(
+        &mut self,
+        id: Option<&Value>,
+        command: &'static str,
+        behavior: StreamingBehavior,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        let mut payload = json!({ "text": text, "source": "rpc" });
+        if !images.is_empty() {
+            payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
+        }
+        match self.start_prompt_hook(HookKind::Input, payload) {
+            Some(hook) => self.queue_inputs.push(QueueInput {
+                hook,
+                id: id.cloned(),
+                command,
+                behavior,
+                text,
+                images,
+            }),
+            None => self.enqueue_input(id, command, behavior, text, images),
+        }
+    }
+
+    fn enqueue_input(
+        &mut self,
+        id: Option<&Value>,
+        command: &'static str,
+        behavior: StreamingBehavior,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        let text = self.expand(text);
+        self.enqueue(behavior, text, images);
+        self.respond(Response::disposition(id, command, "queued"));
+    }
+
+    /// The `input` hook answered for a queued input.
+    fn on_queue_input_hook(&mut self, input: QueueInput, outcome: HookOutcome) {
+        let QueueInput {
+            id,
+            command,
+            behavior,
+            text,
+            images,
+            ..
+        } = input;
+        match outcome {
+            HookOutcome::Input(InputOutcome::Handled) => {
+                self.respond(Response::disposition(id.as_ref(), command, "handled"))
+            }
+            HookOutcome::Input(InputOutcome::Transform {
+                text,
+                images: new_images,
+            }) => {
+                let images = match new_images {
+                    Some(value) => serde_json::from_value(value).unwrap_or(images),
+                    None => images,
+                };
+                self.enqueue_input(id.as_ref(), command, behavior, text, images)
+            }
+            _ => self.enqueue_input(id.as_ref(), command, behavior, text, images),
         }
     }
 
@@ -230,7 +299,11 @@ impl Agent {
         match event {
             ExtensionEvent::HookResult { id, outcome } => {
                 let for_prompt = matches!(&self.phase, Phase::Preparing(prep) if prep.hook == id);
-                if for_prompt {
+                let queued = self.queue_inputs.iter().position(|q| q.hook == id);
+                if let Some(position) = queued {
+                    let input = self.queue_inputs.remove(position);
+                    self.on_queue_input_hook(input, outcome);
+                } else if for_prompt {
                     self.on_prompt_hook(outcome);
                 } else if !self.on_tool_hook(id, outcome) {
                     log::debug!("hook result {id:?} arrived after its step ended");

@@ -141,6 +141,8 @@ pub struct Agent {
     extension_tools: Vec<crate::extensions::ExtensionTool>,
     approvals: crate::extensions::approval::ApprovalPolicy,
     grants: crate::extensions::approval::SessionGrants,
+    /// Queued input waiting for the extensions' `input` hook.
+    queue_inputs: Vec<state::QueueInput>,
     /// Extension commands run from `prompt`, answered `handled` when they finish.
     command_runs: Vec<(crate::extensions::CommandRunId, Option<Value>)>,
     /// Extension messages delivered with the next prompt.
@@ -232,6 +234,7 @@ impl Agent {
             approvals: setup.approvals,
             grants: Default::default(),
             command_runs: Vec::new(),
+            queue_inputs: Vec::new(),
             next_turn_messages: Vec::new(),
             run_system_prompt: None,
             shutdown_requested: false,
@@ -445,14 +448,10 @@ impl Agent {
                 self.respond_error(id, name, &cannot_queue(&message));
             }
             Command::Steer { message, images } => {
-                let message = self.expand(message);
-                self.enqueue(StreamingBehavior::Steer, message, images);
-                self.respond(Response::disposition(id, name, "queued"));
+                self.queue_input(id, name, StreamingBehavior::Steer, message, images)
             }
             Command::FollowUp { message, images } => {
-                let message = self.expand(message);
-                self.enqueue(StreamingBehavior::FollowUp, message, images);
-                self.respond(Response::disposition(id, name, "queued"));
+                self.queue_input(id, name, StreamingBehavior::FollowUp, message, images)
             }
             Command::Abort => {
                 if self.is_busy() {
@@ -1005,11 +1004,7 @@ impl Agent {
     ) {
         if self.is_busy() {
             match behavior {
-                Some(behavior) => {
-                    let message = self.expand(message);
-                    self.enqueue(behavior, message, images);
-                    self.respond(Response::disposition(id, "prompt", "queued"));
-                }
+                Some(behavior) => self.queue_input(id, "prompt", behavior, message, images),
                 None => self.respond_error(
                     id,
                     "prompt",

@@ -129,6 +129,18 @@ pub struct Run {
     pub aborted: bool,
 }
 
+/// A `steer`, `follow_up` or queued `prompt` waiting for the extensions' `input` hook before it
+/// joins its queue (pi 0.86.0).
+pub struct QueueInput {
+    pub hook: HookId,
+    pub id: Option<serde_json::Value>,
+    /// The command answered: `steer`, `follow_up` or `prompt`.
+    pub command: &'static str,
+    pub behavior: crate::rpc::protocol::StreamingBehavior,
+    pub text: String,
+    pub images: Vec<ImageContent>,
+}
+
 /// A steering or follow-up message waiting for its drain point.
 pub struct QueuedMessage {
     /// As the client sent it (queue_update lists texts).

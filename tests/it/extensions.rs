@@ -952,3 +952,52 @@ fn stdin_eof_ends_every_extension_and_its_children() {
     }
     fake.finish();
 }
+
+/// `steer` and `follow_up` go through the `input` hook like a prompt (pi 0.86.0): a transform
+/// is what gets queued, a handled input is answered `handled` and never queued.
+#[test]
+fn steer_and_follow_up_go_through_the_input_hook() {
+    let held = sse::AnthropicStream::new().text(&["Working"]).unfinished();
+    let fake = FakeProvider::start(vec![Reply::stall_after(held)]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["full.py"]));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Work"}));
+    let deadline = pi.deadline();
+    pi.recv_until(|r| r["type"] == "message_update", deadline);
+
+    let steer = pi.command("s1", "steer", json!({"message": "?quick stop"}));
+    assert_eq!(steer["data"], json!({"disposition": "queued"}), "{steer}");
+    let queue = pi.find(|r| r["type"] == "queue_update");
+    assert_eq!(queue["steering"], json!(["Answer briefly: stop"]));
+
+    let follow = pi.command("f1", "follow_up", json!({"message": "ping"}));
+    assert_eq!(
+        follow["data"],
+        json!({"disposition": "handled"}),
+        "{follow}"
+    );
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "pong");
+    let queued = pi.command(
+        "q1",
+        "prompt",
+        json!({"message": "ping", "streamingBehavior": "followUp"}),
+    );
+    assert_eq!(
+        queued["data"],
+        json!({"disposition": "handled"}),
+        "{queued}"
+    );
+    let updates: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "queue_update")
+        .cloned()
+        .collect();
+    assert_eq!(
+        updates.len(),
+        1,
+        "handled input is never queued: {updates:?}"
+    );
+
+    pi.command("a1", "abort", json!({}));
+    fake.release_stalls();
+}
