@@ -31,8 +31,13 @@ pub struct Draft {
 
 impl Draft {
     pub fn new(model: &Model, profile: Profile) -> Draft {
+        let mut message = AssistantMessage::empty(&model.api, &model.provider, &model.id);
+        if profile == Profile::Default {
+            // Partial messages say "pending" (pi 0.83.0); 0.73.1's said "stop" until they ended.
+            message.stop_reason = StopReason::Pending;
+        }
         Draft {
-            message: AssistantMessage::empty(&model.api, &model.provider, &model.id),
+            message,
             tool_arguments: Vec::new(),
             prices: model.cost.clone(),
             started: false,
