@@ -422,8 +422,13 @@ impl Agent {
                 }
             }
             Action::AppendEntry { custom_type, data } => {
-                if let Err(e) = self.session.append_custom(&custom_type, data) {
-                    log::error!("could not append the extension's entry: {e}");
+                match self.session.append_custom(&custom_type, data) {
+                    Ok(id) => {
+                        if let Some(entry) = self.session.entry(&id).map(|e| e.to_value()) {
+                            self.emit(Event::EntryAppended { entry });
+                        }
+                    }
+                    Err(e) => log::error!("could not append the extension's entry: {e}"),
                 }
             }
             Action::SetSessionName { name } => {

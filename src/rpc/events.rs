@@ -202,6 +202,10 @@ pub enum Event {
     ThinkingLevelChanged {
         level: String,
     },
+    /// An extension appended a custom session entry (pi 1.x; not in 0.73.1).
+    EntryAppended {
+        entry: Value,
+    },
     SessionInfoChanged {
         name: String,
     },
@@ -273,6 +277,7 @@ impl Event {
             Event::ToolExecutionEnd { .. } => "tool_execution_end",
             Event::QueueUpdate { .. } => "queue_update",
             Event::ThinkingLevelChanged { .. } => "thinking_level_changed",
+            Event::EntryAppended { .. } => "entry_appended",
             Event::SessionInfoChanged { .. } => "session_info_changed",
             Event::AutoRetryStart { .. } => "auto_retry_start",
             Event::AutoRetryEnd { .. } => "auto_retry_end",
@@ -309,6 +314,7 @@ impl Event {
         let record = match self {
             Event::AgentSettled { .. }
             | Event::BashExecutionUpdate { .. }
+            | Event::EntryAppended { .. }
             | Event::SummarizationRetryScheduled { .. }
             | Event::SummarizationRetryAttemptStart { .. }
             | Event::SummarizationRetryFinished
@@ -384,6 +390,9 @@ impl Event {
             }
             Event::ThinkingLevelChanged { level } => {
                 json!({"type": "thinking_level_changed", "level": level}).into()
+            }
+            Event::EntryAppended { entry } => {
+                json!({"type": "entry_appended", "entry": entry}).into()
             }
             Event::SessionInfoChanged { name } => {
                 json!({"type": "session_info_changed", "name": name}).into()

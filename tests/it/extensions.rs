@@ -465,6 +465,13 @@ fn a_command_can_name_the_session() {
     assert_eq!(state["data"]["sessionName"], "named by full.py", "{state}");
     let changed = pi.find(|r| r["type"] == "session_info_changed");
     assert_eq!(changed["name"], "named by full.py", "{changed}");
+    // The custom entry it appended is announced with the entry itself (pi 1.x).
+    let appended = pi.find(|r| r["type"] == "entry_appended");
+    let entry = &appended["entry"];
+    assert_eq!(entry["type"], "custom", "{appended}");
+    assert_eq!(entry["customType"], "full-py-state");
+    assert_eq!(entry["data"], json!({"count": 1}));
+    assert!(entry["id"].is_string(), "{appended}");
 }
 
 #[test]
