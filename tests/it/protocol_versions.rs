@@ -90,10 +90,9 @@ fn legacy_updates_show_streamed_tool_call_arguments() {
         .rfind(|u| u["assistantMessageEvent"]["type"] == "toolcall_delta")
         .expect("toolcall_delta")
         .clone();
-    assert_eq!(
-        last_delta["message"]["content"][0]["arguments"],
-        json!({"command": "echo hi"})
-    );
+    let call = &last_delta["message"]["content"][0];
+    assert_eq!(call["arguments"], json!({"command": "echo hi"}));
+    assert_eq!(call["partialJson"], "{\"command\": \"echo hi\"}");
     let end = run
         .iter()
         .find(|r| r["type"] == "tool_execution_end")
