@@ -602,4 +602,28 @@ mod tests {
             r#"{"type":"response","command":"set_model","success":false,"error":"Model not found: a/b"}"#
         );
     }
+
+    #[test]
+    fn dispositions_are_left_out_in_the_legacy_profile_and_text_data_is_spliced_once() {
+        use crate::rpc::{Profile, Record};
+        let queued = Response::disposition(Some(&json!(1)), "steer", "queued");
+        assert_eq!(
+            queued.to_record(Profile::Default).to_value().unwrap(),
+            json!({"id":1,"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}})
+        );
+        assert_eq!(
+            queued.to_record(Profile::Legacy).to_value().unwrap(),
+            json!({"id":1,"type":"response","command":"steer","success":true})
+        );
+        let tree = Response::ok_text(Some(&json!("t")), "get_tree", |prefix, suffix| {
+            format!("{prefix}{{\"tree\":[]}}{suffix}")
+        });
+        let Record::Raw(line) = tree.to_record(Profile::Legacy) else {
+            panic!("expected a raw line");
+        };
+        assert_eq!(
+            line,
+            r#"{"id":"t","type":"response","command":"get_tree","success":true,"data":{"tree":[]}}"#
+        );
+    }
 }
