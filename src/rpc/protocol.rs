@@ -413,9 +413,33 @@ impl Response {
         }
     }
 
+    /// `get_entries`: `data: {"entries", "leafId"}`, the entries already a JSON array (written
+    /// from the session without a JSON value per entry).
+    pub fn entries(id: Option<&Value>, entries_json: &str, leaf_id: Option<&str>) -> Response {
+        let leaf = serde_json::to_string(&leaf_id).unwrap_or_default();
+        Response::ok_text(id, "get_entries", |prefix, suffix| {
+            format!("{prefix}{{\"entries\":{entries_json},\"leafId\":{leaf}}}{suffix}")
+        })
+    }
+
+    /// `get_tree`: `data: {"tree", "leafId"}`; `write_tree(before, after)` returns the whole
+    /// line, `before + tree + after` (a deep tree is written without recursion).
+    pub fn tree(
+        id: Option<&Value>,
+        leaf_id: Option<&str>,
+        write_tree: impl FnOnce(&str, &str) -> String,
+    ) -> Response {
+        let leaf = serde_json::to_string(&leaf_id).unwrap_or_default();
+        Response::ok_text(id, "get_tree", |prefix, suffix| {
+            let before = format!("{prefix}{{\"tree\":");
+            let after = format!(",\"leafId\":{leaf}}}{suffix}");
+            write_tree(&before, &after)
+        })
+    }
+
     /// A success whose `data` is written as text: `write(prefix, suffix)` returns the whole line,
     /// `prefix + data + suffix` (long data built without a JSON value, or any recursion).
-    pub fn ok_text(
+    fn ok_text(
         id: Option<&Value>,
         command: &str,
         write: impl FnOnce(&str, &str) -> String,
@@ -615,15 +639,15 @@ mod tests {
             queued.to_record(Profile::Legacy).to_value().unwrap(),
             json!({"id":1,"type":"response","command":"steer","success":true})
         );
-        let tree = Response::ok_text(Some(&json!("t")), "get_tree", |prefix, suffix| {
-            format!("{prefix}{{\"tree\":[]}}{suffix}")
+        let tree = Response::tree(Some(&json!("t")), None, |before, after| {
+            format!("{before}[]{after}")
         });
         let Record::Raw(line) = tree.to_record(Profile::Legacy) else {
             panic!("expected a raw line");
         };
         assert_eq!(
             line,
-            r#"{"id":"t","type":"response","command":"get_tree","success":true,"data":{"tree":[]}}"#
+            r#"{"id":"t","type":"response","command":"get_tree","success":true,"data":{"tree":[],"leafId":null}}"#
         );
     }
 }
