@@ -1325,10 +1325,10 @@ impl Agent {
             let start = draft.start_event();
             self.emit(start);
         }
-        if stop_reason == StopReason::Aborted
-            && let Some(close) = draft.close_open_block(error_message.as_deref())
-        {
-            self.emit(close);
+        if stop_reason == StopReason::Aborted {
+            for close in draft.close_open_blocks(error_message.as_deref()) {
+                self.emit(close);
+            }
         }
         let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
         let json = serialize_message(&message);
