@@ -6,14 +6,13 @@
 
 use serde_json::Value;
 
-use crate::rpc::Profile;
-
 use crate::config::Model;
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ThinkingContent,
     ToolCall, Usage,
 };
 use crate::provider::{self, BlockKind};
+use crate::rpc::Profile;
 use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
 
 pub struct Draft {

@@ -1099,6 +1099,8 @@ impl Agent {
     // ---- the run ------------------------------------------------------------------------------
 
     fn start_run(&mut self, prompt_messages: Vec<AgentMessage>) {
+        // An abort that ended without settling (a prompt dropped while its hook ran) is over.
+        self.aborted_since_settled = false;
         self.run = Some(Run::default());
         self.emit(Event::AgentStart);
         self.emit(Event::TurnStart);
