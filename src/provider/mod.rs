@@ -15,9 +15,11 @@
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod event_stream;
 pub mod google;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod sigv4;
 pub mod sse;
 pub mod transform;
 
