@@ -9,6 +9,7 @@
 //! 10 s bound.
 
 pub mod auth;
+pub mod aws;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
@@ -438,6 +439,7 @@ impl Config {
         for name in auth::EXTRA_SECRET_ENV_VARS {
             out.extend(self.env.get(name).map(str::to_string));
         }
+        out.extend(aws::profile_secrets(&self.env));
         for config in self.registry.provider_configs.values() {
             if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
                 out.push(self.env.get(key).unwrap_or(key).to_string());

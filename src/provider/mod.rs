@@ -15,6 +15,7 @@
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod event_stream;
 pub mod google;
 pub mod openai_completions;
@@ -232,6 +233,8 @@ pub(crate) enum Decoder {
     OpenAiCompletions(openai_completions::Decoder),
     OpenAiResponses(openai_responses::Decoder),
     Google(google::Decoder),
+    /// Binary event-stream frames, not SSE: fed by `on_bytes`.
+    Bedrock(bedrock::Decoder),
 }
 
 impl Decoder {
@@ -241,6 +244,7 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_sse(sse),
             Decoder::OpenAiResponses(d) => d.on_sse(sse),
             Decoder::Google(d) => d.on_sse(sse),
+            Decoder::Bedrock(_) => Vec::new(),
         }
     }
 
@@ -250,6 +254,7 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_eof(),
             Decoder::OpenAiResponses(d) => d.on_eof(),
             Decoder::Google(d) => d.on_eof(),
+            Decoder::Bedrock(d) => d.on_eof(),
         }
     }
 
@@ -259,6 +264,7 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.is_finished(),
             Decoder::OpenAiResponses(d) => d.is_finished(),
             Decoder::Google(d) => d.is_finished(),
+            Decoder::Bedrock(d) => d.is_finished(),
         }
     }
 
@@ -269,6 +275,7 @@ impl Decoder {
                 openai_http_error_message(status, body)
             }
             Decoder::Google(_) => google::http_error_message(status, body),
+            Decoder::Bedrock(_) => bedrock::http_error_message(status, body),
         }
     }
 }
@@ -335,6 +342,14 @@ fn run_stream(
             google::build_request(request),
             Decoder::Google(google::Decoder::new(request)),
         ),
+        // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
+        "bedrock-converse-stream" => match bedrock::build_request(request) {
+            Ok(http) => (http, Decoder::Bedrock(bedrock::Decoder::new(request))),
+            Err(message) => {
+                fail(message, None);
+                return;
+            }
+        },
         other => {
             fail(format!("No API provider registered for api: {other}"), None);
             return;
@@ -425,6 +440,10 @@ fn run_stream(
                 return;
             }
             produced.extend(decoder.on_eof());
+        } else if let Decoder::Bedrock(bedrock) = &mut decoder {
+            // Every byte is checked by the frame CRCs, so any body counts as a stream.
+            saw_event = true;
+            produced.extend(bedrock.on_bytes(&buf[..n]));
         } else {
             if let Err(e) = parser.push(&buf[..n]) {
                 fail(e.to_string(), None);
@@ -1077,11 +1096,11 @@ mod tests {
         assert_eq!(failed(&events).message, "Connection error.");
 
         let mut r = anthropic_request("http://127.0.0.1:1");
-        r.model.api = "bedrock-converse-stream".into();
+        r.model.api = "no-such-api".into();
         let events = collect(&start(r));
         assert_eq!(
             failed(&events).message,
-            "No API provider registered for api: bedrock-converse-stream"
+            "No API provider registered for api: no-such-api"
         );
     }
 

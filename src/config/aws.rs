@@ -1,0 +1,317 @@
+//! AWS credentials and region for Bedrock, resolved as pi's Bedrock provider (the AWS SDK's
+//! default chain) resolves them:
+//!
+//! - auth: `AWS_BEARER_TOKEN_BEDROCK` (a Bedrock API key, sent as a bearer token) unless
+//!   `AWS_BEDROCK_SKIP_AUTH=1`; with `AWS_BEDROCK_SKIP_AUTH=1`, dummy keys (for proxies that do
+//!   their own auth); else SigV4 with, in order: `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`
+//!   (+ `AWS_SESSION_TOKEN`) — skipped when `AWS_PROFILE` is set, as the SDK skips them — then the
+//!   profile (`AWS_PROFILE`, default `default`) from the shared files `~/.aws/credentials`
+//!   (`AWS_SHARED_CREDENTIALS_FILE`) and `~/.aws/config` (`AWS_CONFIG_FILE`, sections
+//!   `[profile name]`), static keys or `credential_process`.
+//! - region: `AWS_REGION`, `AWS_DEFAULT_REGION`, else the region of a standard
+//!   `bedrock-runtime.<region>.amazonaws.com` base URL when no profile is set, else `us-east-1`
+//!   without a profile, else the profile's `region`.
+//!
+//! Not supported (an error names what is missing): SSO profiles, `role_arn` assume-role chains,
+//! web identity tokens, ECS/EC2 instance metadata credentials.
+//!
+//! Input: an `Env` snapshot and the shared files. Output: values or an error text. The only
+//! blocking call is `credential_process`, bounded by `auth::COMMAND_TIMEOUT`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::auth::{Env, run_command};
+use crate::provider::sigv4::AwsCredentials;
+
+/// How a Bedrock request authenticates.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BedrockAuth {
+    Bearer(String),
+    SigV4(AwsCredentials),
+}
+
+/// What the SDK reports when the chain finds nothing.
+pub const NO_CREDENTIALS: &str = "Could not load credentials from any providers";
+
+pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
+    let skip_auth = env.get("AWS_BEDROCK_SKIP_AUTH") == Some("1");
+    if !skip_auth && let Some(token) = env.get("AWS_BEARER_TOKEN_BEDROCK") {
+        return Ok(BedrockAuth::Bearer(token.to_string()));
+    }
+    if skip_auth {
+        return Ok(BedrockAuth::SigV4(AwsCredentials {
+            access_key_id: "dummy-access-key".into(),
+            secret_access_key: "dummy-secret-key".into(),
+            session_token: None,
+        }));
+    }
+    credentials(env).map(BedrockAuth::SigV4)
+}
+
+/// The SigV4 credential chain (environment, then the profile).
+pub fn credentials(env: &Env) -> Result<AwsCredentials, String> {
+    if env.get("AWS_PROFILE").is_none()
+        && let (Some(id), Some(secret)) = (
+            env.get("AWS_ACCESS_KEY_ID"),
+            env.get("AWS_SECRET_ACCESS_KEY"),
+        )
+    {
+        return Ok(AwsCredentials {
+            access_key_id: id.into(),
+            secret_access_key: secret.into(),
+            session_token: env.get("AWS_SESSION_TOKEN").map(str::to_string),
+        });
+    }
+    let name = profile_name(env);
+    let profile = profile(env, &name);
+    if let (Some(id), Some(secret)) = (
+        profile.get("aws_access_key_id"),
+        profile.get("aws_secret_access_key"),
+    ) {
+        return Ok(AwsCredentials {
+            access_key_id: id.clone(),
+            secret_access_key: secret.clone(),
+            session_token: profile.get("aws_session_token").cloned(),
+        });
+    }
+    if let Some(command) = profile.get("credential_process") {
+        return credential_process(command);
+    }
+    for (key, what) in [
+        ("sso_session", "SSO"),
+        ("sso_start_url", "SSO"),
+        ("role_arn", "role_arn (assume role)"),
+        ("web_identity_token_file", "web identity"),
+    ] {
+        if profile.contains_key(key) {
+            return Err(format!(
+                "{NO_CREDENTIALS}: profile \"{name}\" uses {what} credentials, which pi-rs does not support; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)"
+            ));
+        }
+    }
+    Err(NO_CREDENTIALS.to_string())
+}
+
+/// The region the request is signed for and sent to. `endpoint_region` is the region of a
+/// standard Bedrock runtime base URL.
+pub fn region(env: &Env, endpoint_region: Option<&str>) -> Result<String, String> {
+    if let Some(region) = configured_region(env) {
+        return Ok(region.to_string());
+    }
+    let has_profile = env.get("AWS_PROFILE").is_some();
+    if !has_profile {
+        return Ok(endpoint_region.unwrap_or("us-east-1").to_string());
+    }
+    profile(env, &profile_name(env))
+        .get("region")
+        .cloned()
+        .ok_or_else(|| "Region is missing".to_string())
+}
+
+/// `AWS_REGION`, else `AWS_DEFAULT_REGION`.
+pub fn configured_region(env: &Env) -> Option<&str> {
+    env.get("AWS_REGION")
+        .or_else(|| env.get("AWS_DEFAULT_REGION"))
+}
+
+fn profile_name(env: &Env) -> String {
+    env.get("AWS_PROFILE").unwrap_or("default").to_string()
+}
+
+/// The profile's keys from both shared files; the credentials file wins over the config file.
+fn profile(env: &Env, name: &str) -> HashMap<String, String> {
+    let aws_dir = env.home().join(".aws");
+    let file = |var: &str, default: &str| -> PathBuf {
+        env.get(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| aws_dir.join(default))
+    };
+    let read = |path: PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+    let config_section = if name == "default" {
+        "default".to_string()
+    } else {
+        format!("profile {name}")
+    };
+    let mut merged = ini_section(&read(file("AWS_CONFIG_FILE", "config")), &config_section);
+    if name == "default" && merged.is_empty() {
+        merged = ini_section(&read(file("AWS_CONFIG_FILE", "config")), "profile default");
+    }
+    merged.extend(ini_section(
+        &read(file("AWS_SHARED_CREDENTIALS_FILE", "credentials")),
+        name,
+    ));
+    merged
+}
+
+/// `key = value` lines of one `[section]` (comments `#`/`;`, keys lower-cased, values trimmed).
+fn ini_section(text: &str, wanted: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let section = section.split_whitespace().collect::<Vec<_>>().join(" ");
+            inside = section == wanted;
+            continue;
+        }
+        if inside && let Some((key, value)) = line.split_once('=') {
+            out.insert(key.trim().to_ascii_lowercase(), value.trim().to_string());
+        }
+    }
+    out
+}
+
+/// Runs the profile's `credential_process` and reads its JSON (`Version` 1).
+fn credential_process(command: &str) -> Result<AwsCredentials, String> {
+    let output = run_command(command)
+        .ok_or_else(|| format!("{NO_CREDENTIALS}: credential_process failed"))?;
+    let json: Value = serde_json::from_str(&output)
+        .map_err(|_| format!("{NO_CREDENTIALS}: credential_process printed no JSON"))?;
+    let field = |name: &str| json.get(name).and_then(Value::as_str).map(str::to_string);
+    match (field("AccessKeyId"), field("SecretAccessKey")) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(AwsCredentials {
+            access_key_id,
+            secret_access_key,
+            session_token: field("SessionToken"),
+        }),
+        _ => Err(format!(
+            "{NO_CREDENTIALS}: credential_process output has no AccessKeyId/SecretAccessKey"
+        )),
+    }
+}
+
+/// Every secret the shared files hold for the active profile (for redaction).
+pub fn profile_secrets(env: &Env) -> Vec<String> {
+    let profile = profile(env, &profile_name(env));
+    ["aws_secret_access_key", "aws_session_token"]
+        .iter()
+        .filter_map(|k| profile.get(*k).cloned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn home_with(files: &[(&str, &str)]) -> (PathBuf, Vec<(String, String)>) {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("pi-rs-aws-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join(".aws")).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.join(".aws").join(name), text).unwrap();
+        }
+        let home = vec![("HOME".to_string(), dir.display().to_string())];
+        (dir, home)
+    }
+
+    fn env(base: &[(String, String)], extra: &[(&str, &str)]) -> Env {
+        Env::from_pairs(
+            base.iter()
+                .cloned()
+                .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string()))),
+        )
+    }
+
+    const CREDENTIALS: &str = "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = default-secret\n\n[work]\n# a comment\naws_access_key_id=AKIDWORK\naws_secret_access_key=work-secret\naws_session_token = work-token\n";
+    const CONFIG: &str = "[default]\nregion = eu-west-1\n\n[profile work]\nregion = ap-southeast-2\n\n[profile proc]\ncredential_process = printf '{\"Version\":1,\"AccessKeyId\":\"AKIDPROC\",\"SecretAccessKey\":\"proc-secret\",\"SessionToken\":\"proc-token\"}'\n\n[profile sso]\nsso_session = corp\n";
+
+    #[test]
+    fn environment_keys_then_profiles() {
+        let (dir, home) = home_with(&[("credentials", CREDENTIALS), ("config", CONFIG)]);
+        let keys = [
+            ("AWS_ACCESS_KEY_ID", "AKIDENV"),
+            ("AWS_SECRET_ACCESS_KEY", "env-secret"),
+            ("AWS_SESSION_TOKEN", "env-token"),
+        ];
+        let c = credentials(&env(&home, &keys)).unwrap();
+        assert_eq!(
+            (c.access_key_id.as_str(), c.session_token.as_deref()),
+            ("AKIDENV", Some("env-token"))
+        );
+        // AWS_PROFILE makes the SDK skip the environment keys.
+        let mut with_profile = keys.to_vec();
+        with_profile.push(("AWS_PROFILE", "work"));
+        let c = credentials(&env(&home, &with_profile)).unwrap();
+        assert_eq!(c.access_key_id, "AKIDWORK");
+        assert_eq!(c.secret_access_key, "work-secret");
+        assert_eq!(c.session_token.as_deref(), Some("work-token"));
+        // No environment keys: the default profile.
+        let c = credentials(&env(&home, &[])).unwrap();
+        assert_eq!(c.access_key_id, "AKIDDEFAULT");
+        assert_eq!(c.session_token, None);
+        // credential_process.
+        let c = credentials(&env(&home, &[("AWS_PROFILE", "proc")])).unwrap();
+        assert_eq!(c.access_key_id, "AKIDPROC");
+        assert_eq!(c.session_token.as_deref(), Some("proc-token"));
+        // Unsupported kinds and missing profiles say so.
+        let err = credentials(&env(&home, &[("AWS_PROFILE", "sso")])).unwrap_err();
+        assert!(err.contains("SSO"), "{err}");
+        assert_eq!(
+            credentials(&env(&home, &[("AWS_PROFILE", "nope")])).unwrap_err(),
+            NO_CREDENTIALS
+        );
+        assert_eq!(
+            profile_secrets(&env(&home, &[("AWS_PROFILE", "work")])),
+            vec!["work-secret".to_string(), "work-token".to_string()]
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn bearer_token_and_skip_auth() {
+        let (dir, home) = home_with(&[]);
+        let bearer = [("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key")];
+        assert_eq!(
+            bedrock_auth(&env(&home, &bearer)),
+            Ok(BedrockAuth::Bearer("bedrock-api-key".into()))
+        );
+        let skip = [
+            ("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key"),
+            ("AWS_BEDROCK_SKIP_AUTH", "1"),
+        ];
+        match bedrock_auth(&env(&home, &skip)) {
+            Ok(BedrockAuth::SigV4(c)) => assert_eq!(c.access_key_id, "dummy-access-key"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            bedrock_auth(&env(&home, &[])),
+            Err(NO_CREDENTIALS.to_string())
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn region_resolution_follows_pi() {
+        let (dir, home) = home_with(&[("config", CONFIG)]);
+        let r =
+            |extra: &[(&str, &str)], endpoint: Option<&str>| region(&env(&home, extra), endpoint);
+        assert_eq!(
+            r(&[("AWS_REGION", "eu-north-1")], Some("us-east-1")).unwrap(),
+            "eu-north-1"
+        );
+        assert_eq!(
+            r(&[("AWS_DEFAULT_REGION", "sa-east-1")], None).unwrap(),
+            "sa-east-1"
+        );
+        assert_eq!(r(&[], Some("eu-central-1")).unwrap(), "eu-central-1");
+        assert_eq!(r(&[], None).unwrap(), "us-east-1");
+        // With a profile, the profile's region (not the catalog's endpoint).
+        assert_eq!(
+            r(&[("AWS_PROFILE", "work")], Some("us-east-1")).unwrap(),
+            "ap-southeast-2"
+        );
+        assert_eq!(r(&[("AWS_PROFILE", "default")], None).unwrap(), "eu-west-1");
+        assert_eq!(
+            r(&[("AWS_PROFILE", "proc")], None).unwrap_err(),
+            "Region is missing"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
