@@ -624,14 +624,11 @@ impl Decoder {
     fn on_event(&mut self, kind: &str, event: &Value, out: &mut Vec<StreamEvent>) {
         let wire_index = event["contentBlockIndex"].as_u64().unwrap_or(u64::MAX);
         match kind {
-            "messageStart" => {
-                if event["role"] != "assistant" {
-                    self.fail(
-                        out,
-                        "Unexpected assistant message start but got user message start instead"
-                            .into(),
-                    );
-                }
+            "messageStart" if event["role"] != "assistant" => {
+                self.fail(
+                    out,
+                    "Unexpected assistant message start but got user message start instead".into(),
+                );
             }
             "contentBlockStart" => {
                 let tool = &event["start"]["toolUse"];

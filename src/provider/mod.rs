@@ -18,11 +18,14 @@ pub mod anthropic;
 pub mod bedrock;
 pub mod event_stream;
 pub mod google;
+pub mod google_auth;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod sigv4;
 pub mod sse;
+pub mod token_cache;
 pub mod transform;
+pub mod vertex;
 
 use std::io::Read;
 use std::time::Duration;
@@ -345,6 +348,13 @@ fn run_stream(
         // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
         "bedrock-converse-stream" => match bedrock::build_request(request) {
             Ok(http) => (http, Decoder::Bedrock(bedrock::Decoder::new(request))),
+            Err(message) => {
+                fail(message, None);
+                return;
+            }
+        },
+        "google-vertex" => match vertex::build_request(request, &agent) {
+            Ok(http) => (http, Decoder::Google(google::Decoder::new(request))),
             Err(message) => {
                 fail(message, None);
                 return;

@@ -67,6 +67,7 @@ pub fn sign(
 }
 
 /// The intermediate texts, kept apart so tests can compare each step with the suite.
+#[cfg_attr(not(test), allow(dead_code))]
 struct Signed {
     canonical_request: String,
     string_to_sign: String,
