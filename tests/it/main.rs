@@ -3,6 +3,7 @@
 
 mod abort;
 mod approvals;
+mod cloud_providers;
 mod commands;
 mod compaction;
 mod errors;
