@@ -34,7 +34,7 @@ const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
 pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     let env = Env::from_process();
     let auth = aws::bedrock_auth(&env)?;
-    let endpoint = Endpoint::resolve(&env, &request.model.base_url)?;
+    let endpoint = Endpoint::resolve(&env, &request.model.base_url, &request.model.id)?;
     let body = build_body(
         request,
         cache_retention_from_env(),
@@ -53,14 +53,18 @@ struct Endpoint {
 
 impl Endpoint {
     /// pi pins the catalog's standard endpoint only when neither a region nor a profile is
-    /// configured; a custom base URL (a VPC endpoint, a proxy) is always used as is.
-    fn resolve(env: &Env, base_url: &str) -> Result<Endpoint, String> {
+    /// configured; a custom base URL (a VPC endpoint, a proxy) is always used as is. An inference
+    /// profile ARN names its own region, which wins (newest pi; 0.73.1 used AWS_REGION).
+    fn resolve(env: &Env, base_url: &str, model_id: &str) -> Result<Endpoint, String> {
         let base_url = base_url.trim().trim_end_matches('/');
         let endpoint_region = standard_endpoint_region(base_url);
         let explicit = !base_url.is_empty()
             && (endpoint_region.is_none()
                 || (aws::configured_region(env).is_none() && env.get("AWS_PROFILE").is_none()));
-        let region = aws::region(env, endpoint_region.as_deref().filter(|_| explicit))?;
+        let region = match arn_region(model_id) {
+            Some(region) => region,
+            None => aws::region(env, endpoint_region.as_deref().filter(|_| explicit))?,
+        };
         let base = if explicit {
             base_url.to_string()
         } else {
@@ -126,6 +130,25 @@ fn split_authority(base: &str) -> (String, String) {
     };
     let host = authority.strip_suffix(default_port).unwrap_or(authority);
     (host.to_string(), prefix.to_string())
+}
+
+/// The region of `arn:aws[-partition]:bedrock:<region>:…`.
+fn arn_region(model_id: &str) -> Option<String> {
+    let mut parts = model_id.split(':');
+    let (arn, partition, service, region) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let partition_ok = partition == "aws"
+        || partition.strip_prefix("aws-").is_some_and(|p| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        });
+    let region_ok = !region.is_empty()
+        && region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    (arn == "arn" && partition_ok && service == "bedrock" && region_ok && parts.next().is_some())
+        .then(|| region.to_string())
 }
 
 /// The region of `https://bedrock-runtime[-fips].<region>.amazonaws.com[.cn]`.

@@ -204,12 +204,12 @@ fn signs_like_the_aws_sdk() {
 fn endpoint_and_auth_headers() {
     let env = |pairs: &[(&str, &str)]| Env::from_pairs(pairs.iter().copied());
     let catalog = "https://bedrock-runtime.us-east-1.amazonaws.com";
-    let e = Endpoint::resolve(&env(&[]), catalog).unwrap();
+    let e = Endpoint::resolve(&env(&[]), catalog, "m").unwrap();
     assert_eq!((e.base.as_str(), e.region.as_str()), (catalog, "us-east-1"));
     // A configured region moves the request off the catalog's endpoint.
-    let e = Endpoint::resolve(&env(&[("AWS_REGION", "eu-west-3")]), catalog).unwrap();
+    let e = Endpoint::resolve(&env(&[("AWS_REGION", "eu-west-3")]), catalog, "m").unwrap();
     assert_eq!(e.base, "https://bedrock-runtime.eu-west-3.amazonaws.com");
-    let e = Endpoint::resolve(&env(&[("AWS_REGION", "cn-north-1")]), catalog).unwrap();
+    let e = Endpoint::resolve(&env(&[("AWS_REGION", "cn-north-1")]), catalog, "m").unwrap();
     assert_eq!(
         e.base,
         "https://bedrock-runtime.cn-north-1.amazonaws.com.cn"
@@ -218,6 +218,7 @@ fn endpoint_and_auth_headers() {
     let e = Endpoint::resolve(
         &env(&[("AWS_REGION", "eu-west-3")]),
         "http://127.0.0.1:9/p/",
+        "m",
     )
     .unwrap();
     assert_eq!(
@@ -228,6 +229,21 @@ fn endpoint_and_auth_headers() {
         standard_endpoint_region("https://bedrock-runtime-fips.us-gov-west-1.amazonaws.com"),
         Some("us-gov-west-1".into())
     );
+    // An application inference profile ARN carries its region (newest pi).
+    let arn = "arn:aws:bedrock:ap-northeast-1:123456789012:application-inference-profile/abc";
+    let by_arn = Endpoint::resolve(&env(&[("AWS_REGION", "eu-west-3")]), catalog, arn).unwrap();
+    assert_eq!(
+        (by_arn.base.as_str(), by_arn.region.as_str()),
+        (
+            "https://bedrock-runtime.ap-northeast-1.amazonaws.com",
+            "ap-northeast-1"
+        )
+    );
+    assert_eq!(
+        arn_region("arn:aws-us-gov:bedrock:us-gov-west-1:1:x"),
+        Some("us-gov-west-1".into())
+    );
+    assert_eq!(arn_region("anthropic.claude-v1:0"), None);
     assert_eq!(standard_endpoint_region("https://example.com"), None);
     assert_eq!(
         split_authority("https://h.example:443/x"),
