@@ -24,7 +24,23 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::auth::{Env, run_command};
-use crate::provider::sigv4::AwsCredentials;
+
+/// Access key, secret and, for temporary credentials, the session token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for AwsCredentials {
+    // The secret parts never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a Bedrock request authenticates.
 #[derive(Clone, Debug, PartialEq)]

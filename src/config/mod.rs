@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod aws;
+pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
@@ -440,6 +441,7 @@ impl Config {
             out.extend(self.env.get(name).map(str::to_string));
         }
         out.extend(aws::profile_secrets(&self.env));
+        out.extend(google_adc::file_secrets(&self.env));
         for config in self.registry.provider_configs.values() {
             if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
                 out.push(self.env.get(key).unwrap_or(key).to_string());

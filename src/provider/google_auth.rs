@@ -1,24 +1,19 @@
-//! Google Application Default Credentials for Vertex AI, as google-auth-library finds and uses
-//! them: the JSON file named by `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's
-//! `~/.config/gcloud/application_default_credentials.json`, holding either
+//! Access tokens for Google Application Default Credentials (`config/google_adc.rs` finds and
+//! parses the file), as google-auth-library gets them:
 //!
-//! - a service account (`"type":"service_account"`): an RS256-signed JWT (`iss` = the account,
-//!   `scope` = cloud-platform, `aud` = the token endpoint, one hour) is exchanged at the token
-//!   endpoint (`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`) for an access token;
-//! - a gcloud user login (`"type":"authorized_user"`): the refresh token is exchanged
-//!   (`grant_type=refresh_token` with the client id and secret); `quota_project_id` becomes the
-//!   `x-goog-user-project` header.
+//! - a service account: an RS256-signed JWT (`iss` = the account, `scope` = cloud-platform,
+//!   `aud` = the token endpoint, one hour) is exchanged at the token endpoint
+//!   (`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`);
+//! - a gcloud user login: the refresh token is exchanged (`grant_type=refresh_token` with the
+//!   client id and secret).
 //!
-//! The token endpoint is the file's `token_uri` when present (service-account keys carry it; the
-//! Python/Go libraries use it), else `https://oauth2.googleapis.com/token`. Tokens are cached
-//! process-wide until five minutes before they expire (`token_cache.rs`). RSA signing uses
-//! `ring` (already in the build through rustls).
+//! Tokens are cached process-wide until five minutes before they expire (`token_cache.rs`). RSA
+//! signing uses `ring` (already in the build through rustls).
 //!
 //! Blocking calls: the token exchange, on the request's own HTTP agent (so abort and the idle
 //! timeout bound it like the provider request itself).
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -28,124 +23,12 @@ use serde_json::{Value, json};
 
 use super::sigv4::uri_encode;
 use super::token_cache::TokenCache;
-use crate::config::auth::Env;
+use crate::config::google_adc::AdcCredentials;
 
-pub const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 const JWT_LIFETIME_SECS: u64 = 3600;
-/// google-auth-library's text when no credentials are found.
-pub const NO_CREDENTIALS: &str = "Could not load the default credentials. Browse to https://cloud.google.com/docs/authentication/getting-started for more information.";
 /// Token responses larger than this are not read further.
 const MAX_TOKEN_RESPONSE: u64 = 64 * 1024;
-
-/// What an ADC file holds (the kinds pi-rs can use).
-#[derive(Clone, PartialEq)]
-pub enum AdcCredentials {
-    ServiceAccount {
-        client_email: String,
-        private_key_pem: String,
-        private_key_id: Option<String>,
-        token_uri: String,
-    },
-    AuthorizedUser {
-        client_id: String,
-        client_secret: String,
-        refresh_token: String,
-        token_uri: String,
-        quota_project_id: Option<String>,
-    },
-}
-
-impl std::fmt::Debug for AdcCredentials {
-    // Keys and tokens never reach a log line.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.cache_key())
-    }
-}
-
-impl AdcCredentials {
-    /// Names the credential for the cache without containing a secret.
-    pub(crate) fn cache_key(&self) -> String {
-        match self {
-            AdcCredentials::ServiceAccount {
-                client_email,
-                token_uri,
-                ..
-            } => format!("service_account:{client_email}@{token_uri}"),
-            AdcCredentials::AuthorizedUser {
-                client_id,
-                refresh_token,
-                token_uri,
-                ..
-            } => {
-                // A digest tells two logins of one client apart without keeping the token.
-                let digest = ring::digest::digest(&ring::digest::SHA256, refresh_token.as_bytes());
-                let short = super::sigv4::hex(&digest.as_ref()[..8]);
-                format!("authorized_user:{client_id}:{short}@{token_uri}")
-            }
-        }
-    }
-
-    /// The project that quota and billing go to, when the file names one.
-    pub fn quota_project(&self) -> Option<&str> {
-        match self {
-            AdcCredentials::AuthorizedUser {
-                quota_project_id, ..
-            } => quota_project_id.as_deref(),
-            AdcCredentials::ServiceAccount { .. } => None,
-        }
-    }
-}
-
-/// The ADC file's path (it may not exist).
-pub fn adc_path(env: &Env) -> PathBuf {
-    match env.get("GOOGLE_APPLICATION_CREDENTIALS") {
-        Some(path) => PathBuf::from(path),
-        None => env
-            .home()
-            .join(".config/gcloud/application_default_credentials.json"),
-    }
-}
-
-pub fn load(env: &Env) -> Result<AdcCredentials, String> {
-    let path = adc_path(env);
-    let text = std::fs::read_to_string(&path).map_err(|_| NO_CREDENTIALS.to_string())?;
-    parse(&text).map_err(|e| format!("{e} ({})", path.display()))
-}
-
-fn parse(text: &str) -> Result<AdcCredentials, String> {
-    let json: Value = serde_json::from_str(text)
-        .map_err(|_| "The Google credentials file is not JSON".to_string())?;
-    let field = |name: &str| {
-        json.get(name)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    };
-    let required = |name: &str| {
-        field(name).ok_or_else(|| format!("The Google credentials file has no {name}"))
-    };
-    let token_uri = field("token_uri").unwrap_or_else(|| DEFAULT_TOKEN_URI.to_string());
-    match json.get("type").and_then(Value::as_str) {
-        Some("service_account") => Ok(AdcCredentials::ServiceAccount {
-            client_email: required("client_email")?,
-            private_key_pem: required("private_key")?,
-            private_key_id: field("private_key_id"),
-            token_uri,
-        }),
-        Some("authorized_user") => Ok(AdcCredentials::AuthorizedUser {
-            client_id: required("client_id")?,
-            client_secret: required("client_secret")?,
-            refresh_token: required("refresh_token")?,
-            token_uri,
-            quota_project_id: field("quota_project_id"),
-        }),
-        Some(other) => Err(format!(
-            "Google credentials of type \"{other}\" are not supported by pi-rs (use a service account key or `gcloud auth application-default login`)"
-        )),
-        None => Err("The Google credentials file has no type".into()),
-    }
-}
 
 /// A valid access token: from the cache, else exchanged at the token endpoint now.
 pub fn access_token(
@@ -304,6 +187,8 @@ fn exchange(agent: &ureq::Agent, url: &str, form: &str) -> Result<(String, Durat
 mod tests {
     use super::*;
 
+    use crate::config::google_adc::parse;
+
     /// A throwaway RSA key made for this test only (PKCS#8, 2048 bit), never used anywhere else.
     const TEST_KEY: &str = include_str!("../../fixtures/google/test-only-service-account-key.pem");
 
@@ -348,39 +233,6 @@ mod tests {
                 .verify(format!("{signed}x").as_bytes(), &signature)
                 .is_err()
         );
-    }
-
-    #[test]
-    fn credential_files_parse_and_name_their_problems() {
-        let user = parse(
-            r#"{"type":"authorized_user","client_id":"cid","client_secret":"cs","refresh_token":"1//rt","quota_project_id":"billing"}"#,
-        )
-        .unwrap();
-        assert_eq!(user.quota_project(), Some("billing"));
-        match &user {
-            AdcCredentials::AuthorizedUser { token_uri, .. } => {
-                assert_eq!(token_uri, DEFAULT_TOKEN_URI)
-            }
-            other => panic!("{other:?}"),
-        }
-        // The cache key and Debug never hold the refresh token or the key.
-        assert!(!format!("{user:?}").contains("1//rt"));
-        assert!(!format!("{:?}", service_account()).contains("PRIVATE"));
-        assert!(
-            parse(r#"{"type":"external_account"}"#)
-                .unwrap_err()
-                .contains("not supported")
-        );
-        assert_eq!(
-            parse(r#"{"type":"service_account","client_email":"a"}"#).unwrap_err(),
-            "The Google credentials file has no private_key"
-        );
         assert!(rsa_key("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----").is_err());
-        let env = Env::from_pairs([("HOME", "/nonexistent-home")]);
-        assert_eq!(load(&env).unwrap_err(), NO_CREDENTIALS);
-        assert_eq!(
-            adc_path(&env),
-            PathBuf::from("/nonexistent-home/.config/gcloud/application_default_credentials.json")
-        );
     }
 }

@@ -13,22 +13,7 @@
 
 use ring::{digest, hmac};
 
-/// Access key, secret and, for temporary credentials, the session token.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AwsCredentials {
-    pub access_key_id: String,
-    pub secret_access_key: String,
-    pub session_token: Option<String>,
-}
-
-impl std::fmt::Debug for AwsCredentials {
-    // The secret parts never reach a log line.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AwsCredentials")
-            .field("access_key_id", &self.access_key_id)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::config::aws::AwsCredentials;
 
 /// One request to sign.
 pub struct SigningRequest<'a> {

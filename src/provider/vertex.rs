@@ -14,6 +14,7 @@ use super::google::{self, Dialect};
 use super::token_cache;
 use super::{HttpRequest, StreamRequest, google_auth, with_extra_headers};
 use crate::config::auth::Env;
+use crate::config::google_adc;
 
 const API_VERSION: &str = "v1";
 /// The key pi stores for Vertex when ADC is meant (as well as any `<…>` placeholder).
@@ -43,7 +44,7 @@ fn build_request_in(
             let location = env.get("GOOGLE_CLOUD_LOCATION").ok_or(
                 "Vertex AI requires a location. Set GOOGLE_CLOUD_LOCATION or pass location in options.",
             )?;
-            let credentials = google_auth::load(env)?;
+            let credentials = google_adc::load(env)?;
             let token = google_auth::access_token(&credentials, agent, token_cache::shared())?;
             let mut headers = vec![("authorization".to_string(), format!("Bearer {token}"))];
             if let Some(quota) = credentials.quota_project() {
@@ -299,7 +300,7 @@ mod tests {
             ])
         };
         // A fresh cached token means no exchange: the agent is never used.
-        let credentials = google_auth::load(&env("x")).unwrap();
+        let credentials = google_adc::load(&env("x")).unwrap();
         token_cache::shared().put(
             &credentials.cache_key(),
             "ya29.cached".into(),
