@@ -8,12 +8,14 @@
 //!   profile (`AWS_PROFILE`, default `default`) from the shared files `~/.aws/credentials`
 //!   (`AWS_SHARED_CREDENTIALS_FILE`) and `~/.aws/config` (`AWS_CONFIG_FILE`, sections
 //!   `[profile name]`), static keys or `credential_process`.
+//!   Then the container credentials endpoint (ECS task roles, EKS Pod Identity), fetched by the
+//!   provider at request time.
 //! - region: `AWS_REGION`, `AWS_DEFAULT_REGION`, else the region of a standard
 //!   `bedrock-runtime.<region>.amazonaws.com` base URL when no profile is set, else `us-east-1`
 //!   without a profile, else the profile's `region`.
 //!
 //! Not supported (an error names what is missing): SSO profiles, `role_arn` assume-role chains,
-//! web identity tokens, ECS/EC2 instance metadata credentials.
+//! web identity tokens, EC2 instance metadata credentials.
 //!
 //! Input: an `Env` snapshot and the shared files. Output: values or an error text. The only
 //! blocking call is `credential_process`, bounded by `auth::COMMAND_TIMEOUT`.
@@ -47,6 +49,12 @@ impl std::fmt::Debug for AwsCredentials {
 pub enum BedrockAuth {
     Bearer(String),
     SigV4(AwsCredentials),
+    /// SigV4 with credentials fetched from the container credentials endpoint (ECS task roles,
+    /// EKS Pod Identity) at request time.
+    Container {
+        url: String,
+        authorization: Option<String>,
+    },
 }
 
 /// What the SDK reports when the chain finds nothing.
@@ -64,7 +72,81 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
             session_token: None,
         }));
     }
-    credentials(env).map(BedrockAuth::SigV4)
+    match credentials(env) {
+        Err(e) if e == NO_CREDENTIALS => match container_endpoint(env) {
+            Some(endpoint) => endpoint,
+            None if env.get("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() => Err(format!(
+                "{NO_CREDENTIALS}: web identity (AWS_WEB_IDENTITY_TOKEN_FILE) credentials are not supported by pi-rs; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN"
+            )),
+            None => Err(e),
+        },
+        other => other.map(BedrockAuth::SigV4),
+    }
+}
+
+/// The container credentials endpoint, as the SDK finds it: `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`
+/// on ECS's link-local host, else `AWS_CONTAINER_CREDENTIALS_FULL_URI` (loopback, the ECS/EKS
+/// link-local hosts, or https); the authorization from `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`
+/// or `AWS_CONTAINER_AUTHORIZATION_TOKEN`.
+fn container_endpoint(env: &Env) -> Option<Result<BedrockAuth, String>> {
+    let url = if let Some(relative) = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
+        format!("http://169.254.170.2{relative}")
+    } else {
+        let full = env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")?;
+        let host = full
+            .split_once("://")
+            .map_or("", |(_, rest)| rest.split(['/', '?']).next().unwrap_or(""));
+        let host = host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        });
+        let allowed = full.starts_with("https://")
+            || [
+                "127.0.0.1",
+                "localhost",
+                "[::1]",
+                "169.254.170.2",
+                "169.254.170.23",
+                "[fd00:ec2::23]",
+            ]
+            .contains(&host)
+            || host.starts_with("127.");
+        if !allowed {
+            return Some(Err(format!(
+                "{NO_CREDENTIALS}: AWS_CONTAINER_CREDENTIALS_FULL_URI must be https or a loopback/container host"
+            )));
+        }
+        full.to_string()
+    };
+    let authorization = match env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(token) => Some(token.trim().to_string()),
+            Err(e) => {
+                return Some(Err(format!(
+                    "{NO_CREDENTIALS}: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: {e}"
+                )));
+            }
+        },
+        None => env
+            .get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
+            .map(str::to_string),
+    };
+    Some(Ok(BedrockAuth::Container { url, authorization }))
+}
+
+/// The JSON the container endpoint (and `credential_process`) answers with.
+pub fn credentials_from_json(text: &str) -> Option<AwsCredentials> {
+    let json: Value = serde_json::from_str(text).ok()?;
+    let field = |name: &str| json.get(name).and_then(Value::as_str).map(str::to_string);
+    Some(AwsCredentials {
+        access_key_id: field("AccessKeyId")?,
+        secret_access_key: field("SecretAccessKey")?,
+        // credential_process says SessionToken; the container endpoint says Token.
+        session_token: field("SessionToken").or_else(|| field("Token")),
+    })
 }
 
 /// The SigV4 credential chain (environment, then the profile).
@@ -187,19 +269,9 @@ fn ini_section(text: &str, wanted: &str) -> HashMap<String, String> {
 fn credential_process(command: &str) -> Result<AwsCredentials, String> {
     let output = run_command(command)
         .ok_or_else(|| format!("{NO_CREDENTIALS}: credential_process failed"))?;
-    let json: Value = serde_json::from_str(&output)
-        .map_err(|_| format!("{NO_CREDENTIALS}: credential_process printed no JSON"))?;
-    let field = |name: &str| json.get(name).and_then(Value::as_str).map(str::to_string);
-    match (field("AccessKeyId"), field("SecretAccessKey")) {
-        (Some(access_key_id), Some(secret_access_key)) => Ok(AwsCredentials {
-            access_key_id,
-            secret_access_key,
-            session_token: field("SessionToken"),
-        }),
-        _ => Err(format!(
-            "{NO_CREDENTIALS}: credential_process output has no AccessKeyId/SecretAccessKey"
-        )),
-    }
+    credentials_from_json(&output).ok_or_else(|| {
+        format!("{NO_CREDENTIALS}: credential_process printed no AccessKeyId/SecretAccessKey JSON")
+    })
 }
 
 /// Every secret the shared files hold for the active profile (for redaction).
@@ -299,6 +371,73 @@ mod tests {
         assert_eq!(
             bedrock_auth(&env(&home, &[])),
             Err(NO_CREDENTIALS.to_string())
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn container_credentials_endpoint() {
+        let (dir, home) = home_with(&[]);
+        let relative = [(
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "/v2/credentials/abc",
+        )];
+        assert_eq!(
+            bedrock_auth(&env(&home, &relative)),
+            Ok(BedrockAuth::Container {
+                url: "http://169.254.170.2/v2/credentials/abc".into(),
+                authorization: None
+            })
+        );
+        std::fs::write(dir.join("token"), "eks-token\n").unwrap();
+        let token_file = dir.join("token").display().to_string();
+        let full = [
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                "http://169.254.170.23/v1/credentials",
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                token_file.as_str(),
+            ),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored"),
+        ];
+        assert_eq!(
+            bedrock_auth(&env(&home, &full)),
+            Ok(BedrockAuth::Container {
+                url: "http://169.254.170.23/v1/credentials".into(),
+                authorization: Some("eks-token".into())
+            })
+        );
+        let remote = [(
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "http://example.com/creds",
+        )];
+        assert!(
+            bedrock_auth(&env(&home, &remote))
+                .unwrap_err()
+                .contains("loopback")
+        );
+        // Static keys come first in the chain.
+        let both = [
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/x"),
+            ("AWS_ACCESS_KEY_ID", "AKID"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ];
+        assert!(matches!(
+            bedrock_auth(&env(&home, &both)),
+            Ok(BedrockAuth::SigV4(_))
+        ));
+        let web = [("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token")];
+        assert!(
+            bedrock_auth(&env(&home, &web))
+                .unwrap_err()
+                .contains("web identity")
+        );
+        assert_eq!(
+            credentials_from_json(r#"{"AccessKeyId":"A","SecretAccessKey":"S","Token":"T","Expiration":"2030-01-01T00:00:00Z"}"#)
+                .and_then(|c| c.session_token),
+            Some("T".into())
         );
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -346,7 +346,7 @@ fn run_stream(
             Decoder::Google(google::Decoder::new(request)),
         ),
         // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
-        "bedrock-converse-stream" => match bedrock::build_request(request) {
+        "bedrock-converse-stream" => match bedrock::build_request(request, &agent) {
             Ok(http) => (http, Decoder::Bedrock(bedrock::Decoder::new(request))),
             Err(message) => {
                 fail(message, None);

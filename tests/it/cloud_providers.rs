@@ -588,6 +588,89 @@ fn bedrock_profile_credentials_and_bearer_token() {
 }
 
 #[test]
+fn bedrock_container_credentials_are_fetched_once_and_used() {
+    // ECS task roles / EKS Pod Identity: credentials from a local endpoint, with its token.
+    let turns = Mutex::new(vec![text_turn("One."), text_turn("Two.")].into_iter());
+    let fake = CloudFake::start(vec![
+        (
+            "/container-credentials",
+            Box::new(|request: &Request| {
+                if request.header("authorization") != Some("container-auth-token") {
+                    return Response::json(401, json!({"message": "no token"}));
+                }
+                let expires = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+                    + 3600;
+                // ISO 8601 without a library: the fake only needs a time an hour ahead.
+                let days = expires / 86_400;
+                let (y, m, d) = civil_from_days(days as i64);
+                let secs = expires % 86_400;
+                Response::json(
+                    200,
+                    json!({
+                        "AccessKeyId": "ASIACONTAINER", "SecretAccessKey": "container-secret",
+                        "Token": "container-session-token",
+                        "Expiration": format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60),
+                    }),
+                )
+            }),
+        ),
+        (
+            "/model/",
+            Box::new(move |request: &Request| {
+                match verify_sigv4(request, "ASIACONTAINER", "container-secret", "us-east-1") {
+                    Ok(())
+                        if request.header("x-amz-security-token")
+                            == Some("container-session-token") =>
+                    {
+                        turns.lock().unwrap().next().unwrap_or_else(|| {
+                            Response::json(500, json!({"message": "script ran out"}))
+                        })
+                    }
+                    other => Response::json(403, json!({"message": format!("refused: {other:?}")})),
+                }
+            }),
+        ),
+    ]);
+    let setup = bedrock_setup(&fake)
+        .env(
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            &format!("{}/container-credentials", fake.url),
+        )
+        .env("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token");
+    let mut pi = Pi::spawn(&setup);
+    for expected in ["One.", "Two."] {
+        let run = prompt(&mut pi, "hi");
+        let message = assistant_messages(&run).pop().expect("assistant message");
+        assert_eq!(message["content"][0]["text"], expected, "{message}");
+    }
+    let targets: Vec<String> = fake.requests().iter().map(|r| r.target.clone()).collect();
+    assert_eq!(
+        targets
+            .iter()
+            .filter(|t| t.as_str() == "/container-credentials")
+            .count(),
+        1,
+        "{targets:?}"
+    );
+}
+
+/// Howard Hinnant's days → (year, month, day).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[test]
 fn bedrock_errors_reach_the_client_with_pis_wording() {
     let corrupted = {
         let mut bad = event(

@@ -264,7 +264,7 @@ fn endpoint_and_auth_headers() {
     let http = e.authorize(
         &r,
         body.clone(),
-        &BedrockAuth::Bearer("brk-key".into()),
+        &Auth::Bearer("brk-key".into()),
         "20260101T000000Z",
     );
     assert_eq!(
@@ -283,12 +283,7 @@ fn endpoint_and_auth_headers() {
         secret_access_key: "s".into(),
         session_token: Some("tok".into()),
     };
-    let http = e.authorize(
-        &r,
-        body,
-        &BedrockAuth::SigV4(credentials),
-        "20260101T000000Z",
-    );
+    let http = e.authorize(&r, body, &Auth::SigV4(credentials), "20260101T000000Z");
     let names: Vec<&str> = http.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
