@@ -1,6 +1,7 @@
-//! Short-lived access tokens (Google ADC) shared by the provider threads of one process: a token
-//! is reused until shortly before it expires, so consecutive requests do not each pay a token
-//! exchange, and never after (the refresh margin covers clock skew and a long request start).
+//! Short-lived credentials (Google ADC access tokens, AWS container credentials) shared by the
+//! provider threads of one process: an entry is reused until shortly before it expires, so
+//! consecutive requests do not each pay an exchange, and never after (the refresh margin covers
+//! clock skew and a long request start).
 //!
 //! Input: a key naming the credential (never the secret itself), the token and its lifetime.
 //! Output: the token while it is fresh. Nothing here blocks beyond a mutex held for a map lookup;

@@ -536,18 +536,32 @@ fn bedrock_tool_round_trip_signed_with_session_credentials() {
 
 #[test]
 fn bedrock_profile_credentials_and_bearer_token() {
-    // A named profile from the shared files (region from the profile too) signs the request.
+    // A named profile from the shared files (region from the profile too) signs the request;
+    // the model has the credentials file printed, and its secret never reaches stdout.
+    let cat_credentials = event_stream(vec![
+        event("messageStart", json!({"role": "assistant"})),
+        event(
+            "contentBlockStart",
+            json!({"contentBlockIndex": 0, "start": {"toolUse": {"toolUseId": "tooluse_cat", "name": "bash"}}}),
+        ),
+        event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{\"command\":\"cat ~/.aws/credentials\"}"}}}),
+        ),
+        event("contentBlockStop", json!({"contentBlockIndex": 0})),
+        event("messageStop", json!({"stopReason": "tool_use"})),
+    ]);
     let fake = signed_bedrock(
         "AKIDPROFILE",
-        "profile-secret",
+        "profile-secret-value",
         "ap-southeast-2",
-        vec![text_turn("From the profile.")],
+        vec![cat_credentials, text_turn("From the profile.")],
     );
     // The shared files in their default place, ~/.aws (HOME is the workspace root).
     let workspace = Workspace::new();
     let aws = workspace.root().join(".aws");
     std::fs::create_dir_all(&aws).unwrap();
-    std::fs::write(aws.join("credentials"), "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = wrong\n\n[work]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = profile-secret\n").unwrap();
+    std::fs::write(aws.join("credentials"), "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = wrong\n\n[work]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = profile-secret-value\n").unwrap();
     std::fs::write(
         aws.join("config"),
         "[profile work]\nregion = ap-southeast-2\n",
@@ -562,10 +576,23 @@ fn bedrock_profile_credentials_and_bearer_token() {
     let run = prompt(&mut pi, "hi");
     let messages = assistant_messages(&run);
     assert_eq!(
-        messages[0]["content"][0]["text"], "From the profile.",
+        messages[1]["content"][0]["text"], "From the profile.",
         "{run:#?}"
     );
     assert!(fake.requests()[0].header("x-amz-security-token").is_none());
+    let result = run
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool_execution_end");
+    assert!(result.to_string().contains("AKIDPROFILE"), "{result}");
+    assert!(result.to_string().contains("[redacted]"), "{result}");
+    for index in 0..pi.records().len() {
+        assert!(
+            !pi.raw_line(index).contains("profile-secret-value"),
+            "{}",
+            pi.raw_line(index)
+        );
+    }
     drop(pi);
 
     // A Bedrock API key goes as a bearer token, unsigned.
