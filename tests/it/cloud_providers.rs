@@ -10,9 +10,13 @@
 //!   stream endpoint accepts only the token it issued. A gcloud `authorized_user` login is
 //!   refreshed the same way.
 //!
-//! Reference (PI_TEST_BIN): the Bedrock tests set `AWS_BEDROCK_FORCE_HTTP1=1` so the AWS SDK
-//! talks HTTP/1.1 to the fake; google-auth-library always uses Google's token host for service
-//! accounts, so the Vertex ADC tests need pi-rs.
+//! Reference (PI_TEST_BIN=pi 0.73.1): the Bedrock tests set `AWS_BEDROCK_FORCE_HTTP1=1` so the
+//! AWS SDK talks HTTP/1.1 to the fake. The reference passes the Bedrock round trip, the
+//! profile/bearer test and the Vertex API-key test against these fakes. Known differences: the
+//! SDK retries a 429 itself (3 attempts) before pi sees it, so the error test's script runs
+//! ahead; the reference fetches container credentials for every request (pi-rs caches them);
+//! google-auth-library always uses Google's own token host for service accounts and gcloud
+//! logins, so the Vertex ADC tests need pi-rs.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -1102,4 +1106,24 @@ fn vertex_gcloud_user_login_is_refreshed_and_failures_are_reported() {
             .starts_with("No API key found for google-vertex."),
         "{response}"
     );
+}
+
+/// Vertex express mode: a Vertex API key, no project or location in the path.
+#[test]
+fn vertex_api_key_goes_in_the_header() {
+    let fake = CloudFake::start(vec![(
+        "/v1/",
+        Box::new(|request: &Request| match request.header("x-goog-api-key") {
+            Some("vertex-express-key") if request.header("authorization").is_none() => gemini_sse(),
+            _ => Response::json(403, json!({"error": {"code": 403, "message": "bad key"}})),
+        }),
+    )]);
+    let setup = setup_for(&fake, "google-vertex", "gemini-2.5-flash")
+        .models_json(VERTEX_MODELS)
+        .env("GOOGLE_CLOUD_API_KEY", "vertex-express-key");
+    let mut pi = Pi::spawn(&setup);
+    let run = prompt(&mut pi, "Say hello");
+    let message = assistant_messages(&run).pop().expect("assistant message");
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    assert_eq!(fake.requests()[0].target, VERTEX_PATH);
 }
