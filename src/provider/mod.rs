@@ -3,12 +3,15 @@
 //! agent over a bounded channel (so a stalled client stalls the socket read, not memory).
 //!
 //! Only `provider/<api>.rs` knows a provider's format: it builds the request (url, headers, body)
-//! and maps SSE events to `StreamEvent`s. This file owns the thread, HTTP and error mapping.
+//! and maps SSE events (Bedrock: binary event-stream frames) to `StreamEvent`s. This file owns the
+//! thread, HTTP and error mapping.
 //!
 //! Blocking calls and their bounds: connecting (`CONNECT_TIMEOUT`), writing the request and every
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent
 //! server ends the request with `Request timed out.`), and `send` on the bounded channel (ends when
-//! the agent reads or drops the receiver).
+//! the agent reads or drops the receiver). A credential fetch before the request (Vertex's token
+//! exchange, AWS container credentials) runs on the same HTTP agent, under the same bounds and
+//! abort; an AWS `credential_process` is bounded by `config::auth::COMMAND_TIMEOUT`.
 //!
 //! How it ends: the body reaches EOF or its terminal event (→ `Done`), or fails (→ `Failed`), or
 //! the agent drops the `StreamHandle` (the next `send` fails and the thread returns; a read blocked
