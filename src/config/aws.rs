@@ -8,14 +8,15 @@
 //!   profile (`AWS_PROFILE`, default `default`) from the shared files `~/.aws/credentials`
 //!   (`AWS_SHARED_CREDENTIALS_FILE`) and `~/.aws/config` (`AWS_CONFIG_FILE`, sections
 //!   `[profile name]`), static keys or `credential_process`.
-//!   Then the container credentials endpoint (ECS task roles, EKS Pod Identity), fetched by the
-//!   provider at request time.
+//!   Then a web identity token (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, EKS IRSA) or the
+//!   container credentials endpoint (ECS task roles, EKS Pod Identity), exchanged/fetched by the
+//!   provider at request time (`provider/aws_remote.rs`).
 //! - region: `AWS_REGION`, `AWS_DEFAULT_REGION`, else the region of a standard
 //!   `bedrock-runtime.<region>.amazonaws.com` base URL when no profile is set, else `us-east-1`
 //!   without a profile, else the profile's `region`.
 //!
-//! Not supported (an error names what is missing): SSO profiles, `role_arn` assume-role chains,
-//! web identity tokens, EC2 instance metadata credentials.
+//! Not supported (an error names what is missing): SSO profiles, `role_arn` assume-role chains in
+//! profiles, EC2 instance metadata credentials.
 //!
 //! Input: an `Env` snapshot and the shared files. Output: values or an error text. The only
 //! blocking call is `credential_process`, bounded by `auth::COMMAND_TIMEOUT`.
@@ -55,6 +56,19 @@ pub enum BedrockAuth {
         url: String,
         authorization: Option<String>,
     },
+    /// SigV4 with credentials from STS `AssumeRoleWithWebIdentity` (EKS IRSA and other OIDC
+    /// federations) at request time.
+    WebIdentity(WebIdentity),
+}
+
+/// `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN` (+ `AWS_ROLE_SESSION_NAME`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebIdentity {
+    pub role_arn: String,
+    pub session_name: String,
+    pub token_file: PathBuf,
+    /// `AWS_ENDPOINT_URL_STS`, else the regional STS endpoint.
+    pub sts_endpoint: Option<String>,
 }
 
 /// What the SDK reports when the chain finds nothing.
@@ -73,13 +87,26 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
         }));
     }
     match credentials(env) {
-        Err(e) if e == NO_CREDENTIALS => match container_endpoint(env) {
-            Some(endpoint) => endpoint,
-            None if env.get("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() => Err(format!(
-                "{NO_CREDENTIALS}: web identity (AWS_WEB_IDENTITY_TOKEN_FILE) credentials are not supported by pi-rs; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN"
-            )),
-            None => Err(e),
-        },
+        // The SDK's order after the profile: web identity token file, then the container.
+        Err(e) if e == NO_CREDENTIALS => {
+            if let (Some(token_file), Some(role_arn)) = (
+                env.get("AWS_WEB_IDENTITY_TOKEN_FILE"),
+                env.get("AWS_ROLE_ARN"),
+            ) {
+                return Ok(BedrockAuth::WebIdentity(WebIdentity {
+                    role_arn: role_arn.into(),
+                    session_name: env
+                        .get("AWS_ROLE_SESSION_NAME")
+                        .map(str::to_string)
+                        .unwrap_or_else(|| {
+                            format!("aws-sdk-js-session-{}", crate::messages::now_ms())
+                        }),
+                    token_file: PathBuf::from(token_file),
+                    sts_endpoint: env.get("AWS_ENDPOINT_URL_STS").map(str::to_string),
+                }));
+            }
+            container_endpoint(env).unwrap_or(Err(e))
+        }
         other => other.map(BedrockAuth::SigV4),
     }
 }
@@ -428,11 +455,20 @@ mod tests {
             bedrock_auth(&env(&home, &both)),
             Ok(BedrockAuth::SigV4(_))
         ));
-        let web = [("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token")];
-        assert!(
-            bedrock_auth(&env(&home, &web))
-                .unwrap_err()
-                .contains("web identity")
+        let web = [
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r"),
+            ("AWS_ROLE_SESSION_NAME", "s"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/x"),
+        ];
+        assert_eq!(
+            bedrock_auth(&env(&home, &web)),
+            Ok(BedrockAuth::WebIdentity(WebIdentity {
+                role_arn: "arn:aws:iam::1:role/r".into(),
+                session_name: "s".into(),
+                token_file: "/var/run/token".into(),
+                sts_endpoint: None
+            }))
         );
         assert_eq!(
             credentials_from_json(r#"{"AccessKeyId":"A","SecretAccessKey":"S","Token":"T","Expiration":"2030-01-01T00:00:00Z"}"#)

@@ -13,15 +13,13 @@
 //! `metadata` event after it), or with `Failed` on an exception event, a broken frame or a body
 //! that ends early.
 
-use std::io::Read;
-use std::time::{Duration, Instant};
-
 use serde_json::{Map, Value, json};
 
 use super::anthropic::{adjust_max_tokens_for_thinking, normalize_tool_call_id};
+use super::aws_remote;
 use super::event_stream;
 use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope};
-use super::token_cache::{self, TokenCache};
+use super::token_cache;
 use super::transform::transform_messages;
 use super::{
     BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
@@ -37,17 +35,19 @@ const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
 /// The request, signed for now with the credentials the environment gives.
 pub fn build_request(request: &StreamRequest, agent: &ureq::Agent) -> Result<HttpRequest, String> {
     let env = Env::from_process();
-    let auth = match aws::bedrock_auth(&env)? {
-        BedrockAuth::Bearer(token) => Auth::Bearer(token),
-        BedrockAuth::SigV4(credentials) => Auth::SigV4(credentials),
-        BedrockAuth::Container { url, authorization } => Auth::SigV4(container_credentials(
-            agent,
-            &url,
-            authorization.as_deref(),
-            token_cache::shared(),
-        )?),
-    };
     let endpoint = Endpoint::resolve(&env, &request.model.base_url, &request.model.id)?;
+    let cache = token_cache::shared();
+    let auth =
+        match aws::bedrock_auth(&env)? {
+            BedrockAuth::Bearer(token) => Auth::Bearer(token),
+            BedrockAuth::SigV4(credentials) => Auth::SigV4(credentials),
+            BedrockAuth::Container { url, authorization } => Auth::SigV4(
+                aws_remote::container_credentials(agent, &url, authorization.as_deref(), cache)?,
+            ),
+            BedrockAuth::WebIdentity(identity) => Auth::SigV4(
+                aws_remote::web_identity_credentials(agent, &identity, &endpoint.region, cache)?,
+            ),
+        };
     let body = build_body(
         request,
         cache_retention_from_env(),
@@ -60,61 +60,6 @@ pub fn build_request(request: &StreamRequest, agent: &ureq::Agent) -> Result<Htt
 enum Auth {
     Bearer(String),
     SigV4(AwsCredentials),
-}
-
-/// Credentials from the container endpoint (ECS task role, EKS Pod Identity), cached until five
-/// minutes before their `Expiration`. The request's own HTTP agent bounds and cancels the call.
-fn container_credentials(
-    agent: &ureq::Agent,
-    url: &str,
-    authorization: Option<&str>,
-    cache: &TokenCache,
-) -> Result<AwsCredentials, String> {
-    let key = format!("aws-container:{url}");
-    let cached = cache.get(&key, Instant::now());
-    let text = match cached {
-        Some(text) => text,
-        None => {
-            let mut get = agent.get(url);
-            if let Some(token) = authorization {
-                get = get.header("authorization", token);
-            }
-            let failed = |detail: String| {
-                format!("{}: container credentials: {detail}", aws::NO_CREDENTIALS)
-            };
-            let response = get
-                .call()
-                .map_err(|e| failed(super::network_error_message(&e, false)))?;
-            let status = response.status().as_u16();
-            let mut text = String::new();
-            response
-                .into_body()
-                .into_reader()
-                .take(64 * 1024)
-                .read_to_string(&mut text)
-                .map_err(|e| failed(e.to_string()))?;
-            if !(200..300).contains(&status) {
-                return Err(failed(format!("{status} {}", text.trim())));
-            }
-            let expires_in = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|json| {
-                    json["Expiration"]
-                        .as_str()
-                        .and_then(crate::session::ms_from_iso)
-                })
-                .map(|at| Duration::from_millis(at.saturating_sub(now_ms()).max(0) as u64))
-                .unwrap_or(Duration::ZERO);
-            cache.put(&key, text.clone(), expires_in, Instant::now());
-            text
-        }
-    };
-    aws::credentials_from_json(&text).ok_or_else(|| {
-        format!(
-            "{}: container credentials: no AccessKeyId/SecretAccessKey",
-            aws::NO_CREDENTIALS
-        )
-    })
 }
 
 /// Where the request goes and the region it is signed for.

@@ -18,6 +18,7 @@
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod aws_remote;
 pub mod bedrock;
 pub mod event_stream;
 pub mod google;

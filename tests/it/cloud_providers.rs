@@ -14,7 +14,8 @@
 //! AWS SDK talks HTTP/1.1 to the fake. The reference passes the Bedrock round trip, the
 //! profile/bearer test and the Vertex API-key test against these fakes. Known differences: the
 //! SDK retries a 429 itself (3 attempts) before pi sees it, so the error test's script runs
-//! ahead; the reference fetches container credentials for every request (pi-rs caches them);
+//! ahead; the reference fetches container and web-identity credentials for every request (pi-rs
+//! caches them; the reference passes those tests but for the fetch count);
 //! google-auth-library always uses Google's own token host for service accounts and gcloud
 //! logins, so the Vertex ADC tests need pi-rs.
 
@@ -683,6 +684,103 @@ fn bedrock_container_credentials_are_fetched_once_and_used() {
             .iter()
             .filter(|t| t.as_str() == "/container-credentials")
             .count(),
+        1,
+        "{targets:?}"
+    );
+}
+
+#[test]
+fn bedrock_web_identity_is_exchanged_at_sts_once() {
+    // EKS IRSA: the projected token is exchanged at STS for temporary credentials.
+    let dir = TempDir::new("web-identity");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "eyJ.oidc-token.sig\n").unwrap();
+    let turns = Mutex::new(vec![text_turn("One."), text_turn("Two.")].into_iter());
+    let fake = CloudFake::start(vec![
+        (
+            "/sts",
+            Box::new(|request: &Request| {
+                let fields = form(&request.body);
+                let expected = [
+                    ("Action", "AssumeRoleWithWebIdentity"),
+                    ("Version", "2011-06-15"),
+                    ("RoleArn", "arn:aws:iam::123456789012:role/pi-rs"),
+                    ("RoleSessionName", "pi-rs-test"),
+                    ("WebIdentityToken", "eyJ.oidc-token.sig"),
+                ];
+                // The file's text as it is (the SDK sends the trailing newline too).
+                if !expected
+                    .iter()
+                    .all(|(k, v)| fields.get(*k).map(|f| f.trim_end()) == Some(*v))
+                {
+                    let error = "<ErrorResponse><Error><Code>InvalidIdentityToken</Code><Message>bad request</Message></Error></ErrorResponse>";
+                    return Response {
+                        status: 400,
+                        content_type: "text/xml",
+                        chunks: vec![error.into()],
+                    };
+                }
+                let expires = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+                    + 3600;
+                let (y, m, d) = civil_from_days((expires / 86_400) as i64);
+                let secs = expires % 86_400;
+                let xml = format!(
+                    "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>\
+                     <AccessKeyId>ASIAWEBIDENTITY</AccessKeyId><SecretAccessKey>web-identity-secret</SecretAccessKey>\
+                     <SessionToken>web-identity-session</SessionToken>\
+                     <Expiration>{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z</Expiration></Credentials>\
+                     </AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>",
+                    secs / 3600,
+                    secs / 60 % 60,
+                    secs % 60
+                );
+                Response {
+                    status: 200,
+                    content_type: "text/xml",
+                    chunks: vec![xml.into_bytes()],
+                }
+            }),
+        ),
+        (
+            "/model/",
+            Box::new(move |request: &Request| {
+                match verify_sigv4(
+                    request,
+                    "ASIAWEBIDENTITY",
+                    "web-identity-secret",
+                    "us-west-2",
+                ) {
+                    Ok(())
+                        if request.header("x-amz-security-token")
+                            == Some("web-identity-session") =>
+                    {
+                        turns.lock().unwrap().next().unwrap_or_else(|| {
+                            Response::json(500, json!({"message": "script ran out"}))
+                        })
+                    }
+                    other => Response::json(403, json!({"message": format!("refused: {other:?}")})),
+                }
+            }),
+        ),
+    ]);
+    let setup = bedrock_setup(&fake)
+        .env("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.to_str().unwrap())
+        .env("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/pi-rs")
+        .env("AWS_ROLE_SESSION_NAME", "pi-rs-test")
+        .env("AWS_ENDPOINT_URL_STS", &format!("{}/sts", fake.url))
+        .env("AWS_REGION", "us-west-2");
+    let mut pi = Pi::spawn(&setup);
+    for expected in ["One.", "Two."] {
+        let run = prompt(&mut pi, "hi");
+        let message = assistant_messages(&run).pop().expect("assistant message");
+        assert_eq!(message["content"][0]["text"], expected, "{message}");
+    }
+    let targets: Vec<String> = fake.requests().iter().map(|r| r.target.clone()).collect();
+    assert_eq!(
+        targets.iter().filter(|t| t.as_str() == "/sts").count(),
         1,
         "{targets:?}"
     );
