@@ -15,8 +15,9 @@
 //!   `bedrock-runtime.<region>.amazonaws.com` base URL when no profile is set, else `us-east-1`
 //!   without a profile, else the profile's `region`.
 //!
-//! Not supported (an error names what is missing): SSO profiles, `role_arn` assume-role chains in
-//! profiles, EC2 instance metadata credentials.
+//! A profile's `role_arn` (with `source_profile` or `credential_source = Environment`) is assumed
+//! through STS at request time. Not supported (an error names what is missing): SSO profiles, MFA
+//! roles, chains of roles, EC2 instance metadata credentials.
 //!
 //! Input: an `Env` snapshot and the shared files. Output: values or an error text. The only
 //! blocking call is `credential_process`, bounded by `auth::COMMAND_TIMEOUT`.
@@ -59,6 +60,19 @@ pub enum BedrockAuth {
     /// SigV4 with credentials from STS `AssumeRoleWithWebIdentity` (EKS IRSA and other OIDC
     /// federations) at request time.
     WebIdentity(WebIdentity),
+    /// SigV4 with credentials from STS `AssumeRole`, signed with the source profile's keys.
+    AssumeRole(AssumeRole),
+}
+
+/// A profile's `role_arn` with its source credentials.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AssumeRole {
+    pub role_arn: String,
+    pub session_name: String,
+    pub external_id: Option<String>,
+    pub source: AwsCredentials,
+    /// `AWS_ENDPOINT_URL_STS`, else the regional STS endpoint.
+    pub sts_endpoint: Option<String>,
 }
 
 /// `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN` (+ `AWS_ROLE_SESSION_NAME`).
@@ -86,6 +100,9 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
             session_token: None,
         }));
     }
+    if let Some(role) = profile_role(env)? {
+        return Ok(BedrockAuth::AssumeRole(role));
+    }
     match credentials(env) {
         // The SDK's order after the profile: web identity token file, then the container.
         Err(e) if e == NO_CREDENTIALS => {
@@ -109,6 +126,85 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
         }
         other => other.map(BedrockAuth::SigV4),
     }
+}
+
+/// The active profile's `role_arn`, when the chain gets that far (environment keys without
+/// `AWS_PROFILE` win), with the keys of its `source_profile` or, for
+/// `credential_source = Environment`, of the environment.
+fn profile_role(env: &Env) -> Result<Option<AssumeRole>, String> {
+    let env_keys =
+        env.get("AWS_ACCESS_KEY_ID").is_some() && env.get("AWS_SECRET_ACCESS_KEY").is_some();
+    if env.get("AWS_PROFILE").is_none() && env_keys {
+        return Ok(None);
+    }
+    let name = profile_name(env);
+    let profile = profile(env, &name);
+    let Some(role_arn) = profile.get("role_arn") else {
+        return Ok(None);
+    };
+    let unsupported = |what: &str| {
+        Err(format!(
+            "{NO_CREDENTIALS}: profile \"{name}\" uses {what}, which pi-rs does not support; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)"
+        ))
+    };
+    if profile.contains_key("mfa_serial") {
+        return unsupported("an MFA role (mfa_serial)");
+    }
+    let source = match (
+        profile.get("source_profile"),
+        profile.get("credential_source"),
+    ) {
+        (Some(source), _) => {
+            let source_profile = self::profile(env, source);
+            match (
+                source_profile.get("aws_access_key_id"),
+                source_profile.get("aws_secret_access_key"),
+                source_profile.get("credential_process"),
+            ) {
+                _ if source_profile.contains_key("role_arn") && source != &name => {
+                    return unsupported("a chain of roles (source_profile with its own role_arn)");
+                }
+                (Some(id), Some(secret), _) => AwsCredentials {
+                    access_key_id: id.clone(),
+                    secret_access_key: secret.clone(),
+                    session_token: source_profile.get("aws_session_token").cloned(),
+                },
+                (_, _, Some(command)) => credential_process(command)?,
+                _ => {
+                    return Err(format!(
+                        "{NO_CREDENTIALS}: source_profile \"{source}\" has no keys"
+                    ));
+                }
+            }
+        }
+        (None, Some(source)) if source == "Environment" => match (
+            env.get("AWS_ACCESS_KEY_ID"),
+            env.get("AWS_SECRET_ACCESS_KEY"),
+        ) {
+            (Some(id), Some(secret)) => AwsCredentials {
+                access_key_id: id.into(),
+                secret_access_key: secret.into(),
+                session_token: env.get("AWS_SESSION_TOKEN").map(str::to_string),
+            },
+            _ => {
+                return Err(format!(
+                    "{NO_CREDENTIALS}: credential_source Environment without keys"
+                ));
+            }
+        },
+        (None, Some(other)) => return unsupported(&format!("credential_source {other}")),
+        (None, None) => return unsupported("role_arn without source_profile"),
+    };
+    Ok(Some(AssumeRole {
+        role_arn: role_arn.clone(),
+        session_name: profile
+            .get("role_session_name")
+            .cloned()
+            .unwrap_or_else(|| format!("aws-sdk-js-{}", crate::messages::now_ms())),
+        external_id: profile.get("external_id").cloned(),
+        source,
+        sts_endpoint: env.get("AWS_ENDPOINT_URL_STS").map(str::to_string),
+    }))
 }
 
 /// The container credentials endpoint, as the SDK finds it: `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`
@@ -208,7 +304,6 @@ pub fn credentials(env: &Env) -> Result<AwsCredentials, String> {
     for (key, what) in [
         ("sso_session", "SSO"),
         ("sso_start_url", "SSO"),
-        ("role_arn", "role_arn (assume role)"),
         ("web_identity_token_file", "web identity"),
     ] {
         if profile.contains_key(key) {
@@ -376,6 +471,38 @@ mod tests {
             profile_secrets(&env(&home, &[("AWS_PROFILE", "work")])),
             vec!["work-secret".to_string(), "work-token".to_string()]
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn profile_roles_name_their_source() {
+        let credentials =
+            "[base]\naws_access_key_id = AKIDBASE\naws_secret_access_key = base-secret\n";
+        let config = "[profile admin]\nrole_arn = arn:aws:iam::1:role/admin\nsource_profile = base\nrole_session_name = me\nexternal_id = ext\n\n[profile mfa]\nrole_arn = arn:aws:iam::1:role/x\nsource_profile = base\nmfa_serial = arn:aws:iam::1:mfa/me\n\n[profile envsource]\nrole_arn = arn:aws:iam::1:role/y\ncredential_source = Environment\n";
+        let (dir, home) = home_with(&[("credentials", credentials), ("config", config)]);
+        match bedrock_auth(&env(&home, &[("AWS_PROFILE", "admin")])) {
+            Ok(BedrockAuth::AssumeRole(role)) => {
+                assert_eq!(role.role_arn, "arn:aws:iam::1:role/admin");
+                assert_eq!(role.session_name, "me");
+                assert_eq!(role.external_id.as_deref(), Some("ext"));
+                assert_eq!(role.source.access_key_id, "AKIDBASE");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            bedrock_auth(&env(&home, &[("AWS_PROFILE", "mfa")]))
+                .unwrap_err()
+                .contains("MFA")
+        );
+        let envsource = [
+            ("AWS_PROFILE", "envsource"),
+            ("AWS_ACCESS_KEY_ID", "AKIDENV"),
+            ("AWS_SECRET_ACCESS_KEY", "env-secret"),
+        ];
+        match bedrock_auth(&env(&home, &envsource)) {
+            Ok(BedrockAuth::AssumeRole(role)) => assert_eq!(role.source.access_key_id, "AKIDENV"),
+            other => panic!("{other:?}"),
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -4,6 +4,8 @@
 //! - web identity (EKS IRSA, other OIDC federations): the token in `AWS_WEB_IDENTITY_TOKEN_FILE`
 //!   is exchanged at STS (`AssumeRoleWithWebIdentity`, unsigned, regional endpoint or
 //!   `AWS_ENDPOINT_URL_STS`) for temporary credentials;
+//! - a profile's `role_arn`: STS `AssumeRole`, signed (SigV4, service `sts`) with the source
+//!   profile's keys;
 //! - the container credentials endpoint (ECS task roles, EKS Pod Identity): a GET with the
 //!   optional authorization token, answering JSON.
 //!
@@ -16,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::sigv4::{AwsCredentials, uri_encode};
+use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope, uri_encode};
 use super::token_cache::TokenCache;
-use crate::config::aws::{self, NO_CREDENTIALS, WebIdentity};
+use crate::config::aws::{self, AssumeRole, NO_CREDENTIALS, WebIdentity};
 use crate::messages::now_ms;
 
 /// Answers larger than this are not read further.
@@ -46,6 +48,93 @@ pub fn container_credentials(
     aws::credentials_from_json(&text).ok_or_else(|| failed("no AccessKeyId/SecretAccessKey".into()))
 }
 
+/// The regional STS endpoint, unless `AWS_ENDPOINT_URL_STS` named one.
+fn sts_url(configured: Option<&String>, region: &str) -> String {
+    configured.cloned().unwrap_or_else(|| {
+        let suffix = if region.starts_with("cn-") { ".cn" } else { "" };
+        format!("https://sts.{region}.amazonaws.com{suffix}")
+    })
+}
+
+/// `<Credentials>` of an STS answer.
+fn sts_credentials(text: &str) -> Option<AwsCredentials> {
+    Some(AwsCredentials {
+        access_key_id: xml_text(text, "AccessKeyId")?,
+        secret_access_key: xml_text(text, "SecretAccessKey")?,
+        session_token: xml_text(text, "SessionToken"),
+    })
+}
+
+/// STS's own explanation (`<Code>: <Message>`) when the answer has one.
+fn sts_error(detail: String) -> String {
+    match (xml_text(&detail, "Code"), xml_text(&detail, "Message")) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        _ => detail,
+    }
+}
+
+/// Credentials for a profile's role, from STS `AssumeRole` signed with the source keys.
+pub fn assumed_role_credentials(
+    agent: &ureq::Agent,
+    role: &AssumeRole,
+    region: &str,
+    cache: &TokenCache,
+) -> Result<AwsCredentials, String> {
+    let failed = |detail: String| format!("{NO_CREDENTIALS}: assume role: {detail}");
+    let url = sts_url(role.sts_endpoint.as_ref(), region);
+    let key = format!(
+        "aws-assume-role:{}:{}@{url}",
+        role.role_arn, role.source.access_key_id
+    );
+    let text = cached_or(cache, &key, || {
+        let mut form = format!(
+            "Action=AssumeRole&Version=2011-06-15&RoleArn={}&RoleSessionName={}",
+            uri_encode(role.role_arn.as_bytes()),
+            uri_encode(role.session_name.as_bytes())
+        );
+        if let Some(external_id) = &role.external_id {
+            form.push_str(&format!(
+                "&ExternalId={}",
+                uri_encode(external_id.as_bytes())
+            ));
+        }
+        let after_scheme = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+        let (host, path) = match after_scheme.find('/') {
+            Some(at) => (&after_scheme[..at], &after_scheme[at..]),
+            None => (after_scheme, "/"),
+        };
+        let headers = vec![(
+            "content-type".to_string(),
+            "application/x-www-form-urlencoded".to_string(),
+        )];
+        let signed = sigv4::sign(
+            &SigningRequest {
+                method: "POST",
+                host,
+                path,
+                query: "",
+                headers: &headers,
+                body: form.as_bytes(),
+            },
+            &role.source,
+            &SigningScope {
+                region,
+                service: "sts",
+                amz_date: &sigv4::amz_date(now_ms()),
+                content_sha256_header: true,
+            },
+        );
+        let mut post = agent.post(&url);
+        for (name, value) in headers.iter().chain(signed.iter()) {
+            post = post.header(name.as_str(), value.as_str());
+        }
+        let text = answer(post.send(form.as_bytes())).map_err(|d| failed(sts_error(d)))?;
+        let expires = xml_text(&text, "Expiration");
+        Ok((text, expires))
+    })?;
+    sts_credentials(&text).ok_or_else(|| failed("no Credentials in the STS answer".into()))
+}
+
 /// Credentials for the role, from STS in exchange for the web identity token.
 pub fn web_identity_credentials(
     agent: &ureq::Agent,
@@ -54,10 +143,7 @@ pub fn web_identity_credentials(
     cache: &TokenCache,
 ) -> Result<AwsCredentials, String> {
     let failed = |detail: String| format!("{NO_CREDENTIALS}: web identity: {detail}");
-    let url = identity.sts_endpoint.clone().unwrap_or_else(|| {
-        let suffix = if region.starts_with("cn-") { ".cn" } else { "" };
-        format!("https://sts.{region}.amazonaws.com{suffix}")
-    });
+    let url = sts_url(identity.sts_endpoint.as_ref(), region);
     let key = format!("aws-web-identity:{}@{url}", identity.role_arn);
     let text = cached_or(cache, &key, || {
         let token = std::fs::read_to_string(&identity.token_file)
@@ -71,25 +157,11 @@ pub fn web_identity_credentials(
         let post = agent
             .post(&url)
             .header("content-type", "application/x-www-form-urlencoded");
-        let text = answer(post.send(form.as_bytes())).map_err(|detail| {
-            // STS explains itself in <Error><Code/><Message/></Error>.
-            match (xml_text(&detail, "Code"), xml_text(&detail, "Message")) {
-                (Some(code), Some(message)) => failed(format!("{code}: {message}")),
-                _ => failed(detail),
-            }
-        })?;
+        let text = answer(post.send(form.as_bytes())).map_err(|d| failed(sts_error(d)))?;
         let expires = xml_text(&text, "Expiration");
         Ok((text, expires))
     })?;
-    let field = |name: &str| xml_text(&text, name);
-    match (field("AccessKeyId"), field("SecretAccessKey")) {
-        (Some(access_key_id), Some(secret_access_key)) => Ok(AwsCredentials {
-            access_key_id,
-            secret_access_key,
-            session_token: field("SessionToken"),
-        }),
-        _ => Err(failed("no Credentials in the STS answer".into())),
-    }
+    sts_credentials(&text).ok_or_else(|| failed("no Credentials in the STS answer".into()))
 }
 
 /// The cached answer for `key`, else `fetch`'s (cached until its ISO-8601 expiry, if any).

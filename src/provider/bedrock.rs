@@ -47,6 +47,12 @@ pub fn build_request(request: &StreamRequest, agent: &ureq::Agent) -> Result<Htt
             BedrockAuth::WebIdentity(identity) => Auth::SigV4(
                 aws_remote::web_identity_credentials(agent, &identity, &endpoint.region, cache)?,
             ),
+            BedrockAuth::AssumeRole(role) => Auth::SigV4(aws_remote::assumed_role_credentials(
+                agent,
+                &role,
+                &endpoint.region,
+                cache,
+            )?),
         };
     let body = build_body(
         request,

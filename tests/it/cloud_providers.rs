@@ -12,7 +12,7 @@
 //!
 //! Reference (PI_TEST_BIN=pi 0.73.1): the Bedrock tests set `AWS_BEDROCK_FORCE_HTTP1=1` so the
 //! AWS SDK talks HTTP/1.1 to the fake. The reference passes the Bedrock round trip, the
-//! profile/bearer test and the Vertex API-key test against these fakes. Known differences: the
+//! profile/bearer test, the profile role test and the Vertex API-key test against these fakes. Known differences: the
 //! SDK retries a 429 itself (3 attempts) before pi sees it, so the error test's script runs
 //! ahead; the reference fetches container and web-identity credentials for every request (pi-rs
 //! caches them; the reference passes those tests but for the fetch count);
@@ -191,12 +191,22 @@ fn aws_encode(text: &str) -> String {
 
 /// Checks a request's `Authorization: AWS4-HMAC-SHA256 …` the way AWS does: the canonical
 /// request is rebuilt from what arrived (path segments encoded again, the signed headers' values,
-/// the body's hash) and signed with `secret`.
+/// the body's hash) and signed with `secret`, for Bedrock.
 fn verify_sigv4(
     request: &Request,
     access_key: &str,
     secret: &str,
     region: &str,
+) -> Result<(), String> {
+    verify_sigv4_for(request, access_key, secret, region, "bedrock")
+}
+
+fn verify_sigv4_for(
+    request: &Request,
+    access_key: &str,
+    secret: &str,
+    region: &str,
+    service: &str,
 ) -> Result<(), String> {
     let authorization = request.header("authorization").ok_or("no authorization")?;
     let rest = authorization
@@ -212,7 +222,7 @@ fn verify_sigv4(
     if scope.len() != 5
         || scope[0] != access_key
         || scope[2] != region
-        || scope[3] != "bedrock"
+        || scope[3] != service
         || scope[4] != "aws4_request"
     {
         return Err(format!("wrong credential scope {credential}"));
@@ -258,12 +268,12 @@ fn verify_sigv4(
         signed.join(";")
     );
     let string_to_sign = format!(
-        "AWS4-HMAC-SHA256\n{amz_date}\n{}/{region}/bedrock/aws4_request\n{}",
+        "AWS4-HMAC-SHA256\n{amz_date}\n{}/{region}/{service}/aws4_request\n{}",
         scope[1],
         sha256_hex(canonical.as_bytes())
     );
     let mut key = hmac_sha256(format!("AWS4{secret}").as_bytes(), scope[1]);
-    for part in [region, "bedrock", "aws4_request"] {
+    for part in [region, service, "aws4_request"] {
         key = hmac_sha256(&key, part);
     }
     let expected = hex(&hmac_sha256(&key, &string_to_sign));
@@ -784,6 +794,73 @@ fn bedrock_web_identity_is_exchanged_at_sts_once() {
         1,
         "{targets:?}"
     );
+}
+
+#[test]
+fn bedrock_profile_role_is_assumed_with_the_source_keys() {
+    // [profile admin] role_arn + source_profile: STS AssumeRole signed with the source's keys.
+    let workspace = Workspace::new();
+    let aws = workspace.root().join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    std::fs::write(
+        aws.join("credentials"),
+        "[base]\naws_access_key_id = AKIDBASE\naws_secret_access_key = base-secret\n",
+    )
+    .unwrap();
+    std::fs::write(aws.join("config"), "[profile admin]\nrole_arn = arn:aws:iam::123456789012:role/admin\nsource_profile = base\nrole_session_name = pi-rs-admin\nregion = eu-central-1\n").unwrap();
+    let turns = Mutex::new(vec![text_turn("Assumed.")].into_iter());
+    let fake = CloudFake::start(vec![
+        (
+            "/sts",
+            Box::new(|request: &Request| {
+                let fields = form(&request.body);
+                let signed =
+                    verify_sigv4_for(request, "AKIDBASE", "base-secret", "eu-central-1", "sts");
+                let form_ok = fields.get("Action").map(String::as_str) == Some("AssumeRole")
+                    && fields.get("RoleArn").map(String::as_str)
+                        == Some("arn:aws:iam::123456789012:role/admin")
+                    && fields.get("RoleSessionName").map(String::as_str) == Some("pi-rs-admin");
+                if signed.is_err() || !form_ok {
+                    let error = format!(
+                        "<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code><Message>{signed:?} {fields:?}</Message></Error></ErrorResponse>"
+                    );
+                    return Response {
+                        status: 403,
+                        content_type: "text/xml",
+                        chunks: vec![error.into_bytes()],
+                    };
+                }
+                let xml = "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIAASSUMED</AccessKeyId>\
+                    <SecretAccessKey>assumed-secret</SecretAccessKey><SessionToken>assumed-session</SessionToken>\
+                    <Expiration>2099-01-01T00:00:00Z</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>";
+                Response {
+                    status: 200,
+                    content_type: "text/xml",
+                    chunks: vec![xml.into()],
+                }
+            }),
+        ),
+        (
+            "/model/",
+            Box::new(move |request: &Request| {
+                match verify_sigv4(request, "ASIAASSUMED", "assumed-secret", "eu-central-1") {
+                    Ok(()) if request.header("x-amz-security-token") == Some("assumed-session") => {
+                        turns.lock().unwrap().next().unwrap_or_else(|| {
+                            Response::json(500, json!({"message": "script ran out"}))
+                        })
+                    }
+                    other => Response::json(403, json!({"message": format!("refused: {other:?}")})),
+                }
+            }),
+        ),
+    ]);
+    let setup = bedrock_setup(&fake)
+        .env("AWS_PROFILE", "admin")
+        .env("AWS_ENDPOINT_URL_STS", &format!("{}/sts", fake.url));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let run = prompt(&mut pi, "hi");
+    let message = assistant_messages(&run).pop().expect("assistant message");
+    assert_eq!(message["content"][0]["text"], "Assumed.", "{message}");
 }
 
 /// Howard Hinnant's days → (year, month, day).
