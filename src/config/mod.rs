@@ -10,6 +10,8 @@
 
 pub mod auth;
 pub mod auth_lock;
+pub mod aws;
+pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
@@ -493,6 +495,8 @@ impl Config {
         for name in auth::EXTRA_SECRET_ENV_VARS {
             out.extend(self.env.get(name).map(str::to_string));
         }
+        out.extend(aws::profile_secrets(&self.env));
+        out.extend(google_adc::file_secrets(&self.env));
         for config in self.registry.provider_configs.values() {
             if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
                 out.push(self.env.get(key).unwrap_or(key).to_string());

@@ -4,6 +4,7 @@
 mod abort;
 mod apis;
 mod approvals;
+mod cloud_providers;
 mod commands;
 mod compaction;
 mod errors;
