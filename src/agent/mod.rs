@@ -1158,7 +1158,8 @@ impl Agent {
     fn base_request(&self) -> Result<StreamRequest, ()> {
         let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
         Ok(StreamRequest {
-            model: self.model.clone(),
+            // After the key: a refreshed Copilot token may name another API host.
+            model: self.config.request_model(&self.model),
             api_key,
             headers: self.config.request_headers(&self.model),
             system_prompt: self
@@ -1184,7 +1185,10 @@ impl Agent {
     }
 
     fn credentials_error(&self) -> String {
-        format!("No API key for provider: {}", self.model.provider)
+        // A subscription login that could not be refreshed says how to log in again.
+        self.config
+            .auth_notice(&self.model.provider)
+            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
     }
 
     fn request_completion(&mut self) {
