@@ -37,6 +37,8 @@ pub struct Args {
     pub fork: Option<String>,
     pub extensions: Vec<String>,
     pub no_extensions: bool,
+    /// `--no-mcp`: no MCP servers this run.
+    pub no_mcp: bool,
     pub skills: Vec<String>,
     pub no_skills: bool,
     pub prompt_templates: Vec<String>,
@@ -149,6 +151,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 out.extensions.push(string(parser.value()?, "--extension")?)
             }
             Long("no-extensions") => out.no_extensions = true,
+            Long("no-mcp") => out.no_mcp = true,
             Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
             Long("no-skills") => out.no_skills = true,
             Long("prompt-template") => out
@@ -211,6 +214,7 @@ Options:
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
   -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
   -nt, --no-tools                no tools at all
+  --no-mcp                       no MCP servers this run (pi mcp add|remove|list edits mcp.json)
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go

@@ -141,6 +141,8 @@ pub struct Config {
     auth: AuthFile,
     resolver: ValueResolver,
     runtime_api_keys: HashMap<String, String>,
+    /// Credentials resolved elsewhere (MCP `env`/`headers` values), redacted like the others.
+    extra_secrets: Vec<String>,
     docs_dir: PathBuf,
     /// Providers whose auth.json OAuth token has expired (pi-rs does not refresh tokens).
     expired_oauth: Vec<String>,
@@ -183,6 +185,7 @@ impl Config {
             auth,
             resolver: ValueResolver::default(),
             runtime_api_keys: HashMap::new(),
+            extra_secrets: Vec::new(),
             expired_oauth: Vec::new(),
         };
         config.note_expired_oauth();
@@ -444,6 +447,7 @@ impl Config {
             }
         }
         out.extend(self.resolver.resolved_values());
+        out.extend(self.extra_secrets.iter().cloned());
         out.retain(|s| s.len() >= MIN_SECRET_LEN && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
@@ -452,6 +456,17 @@ impl Config {
             }
         }
         unique
+    }
+
+    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets`.
+    pub fn add_known_secrets(&mut self, secrets: &[String]) {
+        self.extra_secrets.extend(secrets.iter().cloned());
+    }
+
+    /// Whether the project's own config (`.pi/mcp.json`) may be used. Project trust is not
+    /// implemented yet, so no project is trusted: the project-trust work replaces this body.
+    pub fn project_trusted(&self) -> bool {
+        false
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------
