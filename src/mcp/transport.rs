@@ -142,6 +142,8 @@ struct StdioTransport {
     stdin: Option<Sender<Vec<u8>>>,
     child: Option<Child>,
     stderr: Arc<Mutex<String>>,
+    /// Set when stderr reached EOF (the server's last words are all in).
+    stderr_done: Arc<AtomicBool>,
 }
 
 impl StdioTransport {
@@ -188,9 +190,14 @@ impl StdioTransport {
         )
         .map_err(|e| e.to_string())?;
         let tail = stderr.clone();
+        let stderr_done = Arc::new(AtomicBool::new(false));
+        let done = stderr_done.clone();
         spawn(
             format!("mcp-{server}-err"),
-            Box::new(move || keep_tail(stderr_pipe, &tail)),
+            Box::new(move || {
+                keep_tail(stderr_pipe, &tail);
+                done.store(true, Ordering::SeqCst);
+            }),
         )
         .map_err(|e| e.to_string())?;
         let (stdin_tx, stdin_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
@@ -214,6 +221,7 @@ impl StdioTransport {
             stdin: Some(stdin_tx),
             child: Some(child),
             stderr,
+            stderr_done,
         })
     }
 }
@@ -256,10 +264,13 @@ fn read_lines(stdout: impl Read, generation: u64, tx: Tx) {
 fn keep_tail(stderr: impl Read, tail: &Mutex<String>) {
     let mut reader = BufReader::new(stderr);
     let mut buf = [0u8; 4096];
-    while let Ok(n) = reader.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
         let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
         tail.push_str(&String::from_utf8_lossy(&buf[..n]));
         let excess = tail.chars().count().saturating_sub(STDERR_TAIL_CHARS);
@@ -286,6 +297,11 @@ impl Transport for StdioTransport {
     }
 
     fn stderr_tail(&self) -> String {
+        // stdout may close a moment before stderr has been read to its end.
+        let until = Instant::now() + Duration::from_millis(500);
+        while !self.stderr_done.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         self.stderr
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -11,6 +11,7 @@ mod faults;
 mod files;
 mod idle_commands;
 mod lifecycle;
+mod mcp;
 mod print_modes;
 mod providers;
 mod sessions;

@@ -1,0 +1,614 @@
+//! MCP servers through the real binary: a real stdio server and a real streamable-HTTP server
+//! (`@modelcontextprotocol/server-everything` from npm, installed by
+//! `tests/install_mcp_servers.sh`, HTTP bound to 127.0.0.1 by `fixtures/mcp/loopback.cjs`) used
+//! by the model in a turn; and the failure cases on `fixtures/mcp/fake_server.py` (crash
+//! mid-call, garbage lines, slow answers past `timeout`, progress, list_changed, huge results,
+//! abort mid-call, a server that fails to start), resources, `--no-mcp`, `--tools`, `pi mcp`.
+//!
+//! Under `CI=true` a missing real server (npm install failed, no node) is a failure; elsewhere
+//! those tests print why they skip.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::extensions::{result_text, tool_result_block, tool_result_block_text};
+use crate::fake_provider::{FakeProvider, Reply, fixture_path};
+use crate::sse::{AnthropicStream, anthropic_text};
+use crate::support::{Pi, Setup, Workspace, is_reference, wait_for_file, wait_until_gone};
+
+/// The everything server's entry point, or why it is not there (a failure under CI=true).
+fn everything_server() -> Option<(PathBuf, PathBuf)> {
+    let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "target/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    let node = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+    match (node, entry.exists()) {
+        (Some(node), true) => Some((node, entry)),
+        (node, found) => {
+            let why = format!(
+                "MCP everything server not available (node: {node:?}, {} exists: {found}); run tests/install_mcp_servers.sh",
+                entry.display()
+            );
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{why}");
+            }
+            eprintln!("skipping: {why}");
+            None
+        }
+    }
+}
+
+fn write_mcp_json(workspace: &Workspace, servers: Value) {
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap(),
+    )
+    .unwrap();
+}
+
+fn fake_server(workspace: &Workspace, extra: Value) -> (Value, PathBuf) {
+    let log = workspace.root().join("fake-mcp.jsonl");
+    let mut entry = json!({
+        "command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "env": {"FAKE_MCP_LOG": log.to_string_lossy()},
+    });
+    if let (Value::Object(entry), Value::Object(extra)) = (&mut entry, extra) {
+        entry.extend(extra);
+    }
+    (entry, log)
+}
+
+/// A reply that calls one tool.
+fn tool_call(id: &str, name: &str, args: Value) -> Reply {
+    Reply::sse(
+        AnthropicStream::new()
+            .tool_use(id, name, &[&args.to_string()])
+            .finish("tool_use"),
+    )
+}
+
+fn declared_tools(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn tool_end(pi: &mut Pi) -> Value {
+    pi.wait_for_event("tool_execution_end")
+}
+
+fn log_messages(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn real_stdio_server_is_used_by_the_model() {
+    if is_reference() {
+        return;
+    }
+    let Some((node, entry)) = everything_server() else {
+        return;
+    };
+    let fake = FakeProvider::start(vec![
+        tool_call(
+            "toolu_1",
+            "mcp__everything__echo",
+            json!({"message": "hello from pi-rs"}),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"everything": {"command": node.to_string_lossy(), "args": [entry.to_string_lossy(), "stdio"], "exposure": "direct"}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "echo something"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["toolName"], "mcp__everything__echo");
+    assert_eq!(end["isError"], false, "{end}");
+    assert_eq!(result_text(&end["result"]), "Echo: hello from pi-rs");
+    assert_eq!(
+        end["result"]["details"],
+        json!({"server": "everything", "tool": "echo"})
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let declared = declared_tools(&requests[0]);
+    for name in [
+        "mcp__everything__echo",
+        "mcp__everything__get_sum",
+        "list_mcp_resources",
+        "read_mcp_resource",
+    ] {
+        assert!(
+            declared.contains(&name.to_string()),
+            "{name} in {declared:?}"
+        );
+    }
+    let block = tool_result_block(&requests[1], "toolu_1");
+    assert_eq!(tool_result_block_text(&block), "Echo: hello from pi-rs");
+    let servers = pi.command("2", "get_mcp_servers", json!({}));
+    let server = &servers["data"]["servers"][0];
+    assert_eq!(server["state"], "connected", "{servers}");
+    assert_eq!(server["transport"], "stdio");
+    assert!(server["toolCount"].as_u64().unwrap() >= 10, "{server}");
+    assert_eq!(server["protocolVersion"], "2025-11-25");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// The everything server in streamable HTTP mode on 127.0.0.1, port chosen by the OS.
+struct HttpServer {
+    child: Child,
+    port: u16,
+}
+
+impl HttpServer {
+    fn start(node: &Path, entry: &Path) -> HttpServer {
+        let mut child = Command::new(node)
+            .arg("--require")
+            .arg(fixture_path("mcp/loopback.cjs"))
+            .arg(entry)
+            .arg("streamableHttp")
+            .env("PORT", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the everything server");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(port) = line.strip_prefix("PI_TEST_LISTENING ") {
+                    let _ = tx.send(port.trim().parse::<u16>().unwrap());
+                }
+            }
+        });
+        let port = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server listens");
+        HttpServer { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn real_streamable_http_server_is_used_by_the_model() {
+    if is_reference() {
+        return;
+    }
+    let Some((node, entry)) = everything_server() else {
+        return;
+    };
+    let server = HttpServer::start(&node, &entry);
+    let fake = FakeProvider::start(vec![
+        tool_call("toolu_1", "mcp__remote__get_sum", json!({"a": 2, "b": 40})),
+        tool_call(
+            "toolu_2",
+            "read_mcp_resource",
+            json!({"server": "remote", "uri": "demo://resource/static/document/architecture.md"}),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"remote": {"type": "streamable-http", "url": format!("http://127.0.0.1:{}/mcp", server.port), "headers": {"X-Test": "1"}}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "add"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["toolName"], "mcp__remote__get_sum");
+    assert_eq!(
+        result_text(&end["result"]),
+        "The sum of 2 and 40 is 42.",
+        "{end}"
+    );
+    let end = tool_end(&mut pi);
+    assert_eq!(end["toolName"], "read_mcp_resource");
+    assert_eq!(end["isError"], false, "{end}");
+    assert!(!result_text(&end["result"]).is_empty());
+    pi.wait_for_event("agent_end");
+    let servers = pi.command("2", "get_mcp_servers", json!({}));
+    assert_eq!(servers["data"]["servers"][0]["transport"], "http");
+    assert_eq!(servers["data"]["servers"][0]["state"], "connected");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "mcp__fake__garbage", json!({})),
+        tool_call("c2", "mcp__fake__crash", json!({})),
+        tool_call("c3", "mcp__fake__echo", json!({"text": "back again"})),
+        tool_call("c4", "mcp__fake__slow", json!({})),
+        tool_call("c5", "mcp__fake__progress", json!({"seconds": 1.6})),
+        tool_call("c6", "mcp__fake__huge", json!({"size": 100000})),
+        tool_call("c7", "mcp__fake__grow", json!({})),
+        tool_call("c8", "mcp__fake__mixed", json!({})),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let (entry, log) = fake_server(&workspace, json!({"timeout": 1}));
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "go"}));
+
+    // Lines that are not JSON are skipped; the answer still arrives.
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), "after garbage", "{end}");
+    // A crash mid-call fails the call with the server's last stderr words.
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    let text = result_text(&end["result"]);
+    assert!(
+        text.starts_with("Connection closed") && text.contains("crashing on purpose"),
+        "{text}"
+    );
+    // The next call reconnects.
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), "echo: back again", "{end}");
+    // An answer slower than `timeout` is an error, and the server is told.
+    let end = tool_end(&mut pi);
+    assert_eq!(
+        result_text(&end["result"]),
+        "MCP request timed out after 1000ms"
+    );
+    // Progress notifications reset the timeout and show as updates.
+    let records = pi.records_until_event("tool_execution_end");
+    let update = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_update")
+        .expect("a progress update");
+    assert!(
+        result_text(&update["partialResult"]).starts_with("step "),
+        "{update}"
+    );
+    let end = records.last().unwrap();
+    assert!(
+        result_text(&end["result"]).starts_with("done after"),
+        "{end}"
+    );
+    // Huge results are cut in the middle; the full text is in a private file.
+    let end = tool_end(&mut pi);
+    let text = result_text(&end["result"]);
+    assert!(text.contains("HEAD") && text.contains("TAIL") && text.contains(" chars truncated…"));
+    assert!(text.len() < 21 * 1024, "{}", text.len());
+    let path = end["result"]["details"]["fullOutputPath"]
+        .as_str()
+        .expect("fullOutputPath");
+    assert_eq!(std::fs::read_to_string(path).unwrap().len(), 100_008);
+    std::fs::remove_file(path).unwrap();
+    // list_changed: later requests declare the new tool.
+    tool_end(&mut pi);
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    assert_eq!(
+        result_text(&end["result"]),
+        "it failed[Resource fake://doc \"doc\". Read it with read_mcp_resource (server \"fake\")]"
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(9, pi.timeout());
+    assert!(!declared_tools(&requests[6]).contains(&"mcp__fake__added".to_string()));
+    // The refreshed list arrives soon after the call's answer (as in pi, not before it).
+    assert!(declared_tools(&requests[8]).contains(&"mcp__fake__added".to_string()));
+    let cancelled: Vec<Value> = log_messages(&log)
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(cancelled[0]["params"]["reason"], "Request timed out");
+    let mcp_log = std::fs::read_to_string(workspace.agent_dir().join("mcp.log")).unwrap();
+    assert!(
+        mcp_log.contains(" [fake] info fake: call echo\n"),
+        "{mcp_log}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn abort_mid_call_cancels_on_the_server_and_exit_stops_it() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![tool_call("c1", "mcp__fake__slow", json!({}))]);
+    let workspace = Workspace::new();
+    let (entry, log) = fake_server(&workspace, json!({}));
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "go"}));
+    pi.wait_for_event("tool_execution_start");
+    wait_for_file(&log, pi.timeout(), |t| t.contains("\"tools/call\""));
+    pi.command("2", "abort", json!({}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    pi.wait_for_event("agent_end");
+    let text = wait_for_file(&log, pi.timeout(), |t| {
+        t.contains("notifications/cancelled")
+    });
+    let cancelled: Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap();
+    let call_id = log_messages(&log)
+        .into_iter()
+        .find(|m| m["method"] == "tools/call")
+        .unwrap()["id"]
+        .clone();
+    assert_eq!(
+        cancelled["params"],
+        json!({"requestId": call_id, "reason": "Aborted"})
+    );
+    let pid = log_messages(&log)[0]["pid"].as_i64().unwrap() as i32;
+    pi.close_stdin();
+    pi.wait_for_exit();
+    assert!(
+        wait_until_gone(pid, Duration::from_secs(5)),
+        "the server outlived pi"
+    );
+}
+
+#[test]
+fn startup_problems_are_reported_once_and_listed() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let (good, _) = fake_server(&workspace, json!({}));
+    write_mcp_json(
+        &workspace,
+        json!({
+            "bad": {"command": fixture_path("mcp/fake_server.py").to_string_lossy(), "args": ["--fail-init"]},
+            "legacy": {"type": "sse", "url": "http://127.0.0.1:1/sse"},
+            "off": {"command": "does-not-exist", "enabled": false},
+            "fake": good,
+        }),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let deadline = pi.deadline();
+    let notice = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let message = notice["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("MCP servers need attention:\n  config: "),
+        "{message}"
+    );
+    assert!(message.contains(
+        "server \"legacy\": legacy SSE transport is not supported; use the streamable HTTP URL"
+    ));
+    assert!(message.contains("\n  bad: failed: "), "{message}");
+    assert_eq!(notice["notifyType"], "warning");
+    let servers = pi.command("1", "get_mcp_servers", json!({}));
+    let list = servers["data"]["servers"].as_array().unwrap();
+    let states: Vec<(&str, &str)> = list
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("bad", "failed"),
+            ("off", "disabled"),
+            ("fake", "connected")
+        ]
+    );
+    assert!(
+        list[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing configuration FAKE_CONFIG"),
+        "{}",
+        list[0]
+    );
+    assert_eq!(list[2]["toolCount"], 8);
+    assert_eq!(list[2]["description"], "Fake server for tests");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn tools_filter_no_mcp_and_resource_tools() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "list_mcp_resources", json!({})),
+        tool_call(
+            "c2",
+            "read_mcp_resource",
+            json!({"server": "fake", "uri": "fake://doc"}),
+        ),
+        tool_call(
+            "c3",
+            "list_mcp_resource_templates",
+            json!({"server": "nope"}),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+        Reply::sse(anthropic_text(&["Filtered."])),
+        Reply::sse(anthropic_text(&["None."])),
+    ]);
+    let workspace = Workspace::new();
+    let (entry, _) = fake_server(
+        &workspace,
+        json!({"toolExposure": {"crash": "hidden", "g*": "hidden"}}),
+    );
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "resources"}));
+    let end = tool_end(&mut pi);
+    let listed: Value = serde_json::from_str(&result_text(&end["result"])).unwrap();
+    assert_eq!(
+        listed,
+        json!({"resources": [{"server": "fake", "uri": "fake://doc", "name": "doc", "mimeType": "text/plain"}]})
+    );
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), "the doc text");
+    let end = tool_end(&mut pi);
+    assert_eq!(
+        result_text(&end["result"]),
+        "MCP server \"nope\" has no resources. Servers with resources: fake"
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let declared = declared_tools(&requests[0]);
+    assert!(declared.contains(&"mcp__fake__echo".to_string()));
+    assert!(
+        !declared.contains(&"mcp__fake__crash".to_string())
+            && !declared.contains(&"mcp__fake__garbage".to_string())
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let setup = Setup::anthropic(&fake)
+        .arg("--tools")
+        .arg("read,mcp__fake__ec*");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "filtered"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(5, pi.timeout());
+    assert_eq!(declared_tools(&requests[4]), ["read", "mcp__fake__echo"]);
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake).arg("--no-mcp"));
+    pi.command("1", "prompt", json!({"message": "none"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(6, pi.timeout());
+    assert!(
+        declared_tools(&requests[5])
+            .iter()
+            .all(|t| !t.contains("mcp"))
+    );
+    let servers = pi.command("2", "get_mcp_servers", json!({}));
+    assert_eq!(servers["data"], json!({"servers": [], "errors": []}));
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn pi_mcp_add_list_remove_edit_mcp_json() {
+    if is_reference() {
+        return;
+    }
+    let workspace = Workspace::new();
+    let run = |args: &[&str]| {
+        Command::new(crate::support::binary())
+            .arg("mcp")
+            .args(args)
+            .current_dir(workspace.cwd())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+            .env("HOME", workspace.root())
+            .output()
+            .unwrap()
+    };
+    let path = workspace.agent_dir().join("mcp.json");
+    std::fs::write(&path, "{\n    \"keep\": true\n}\n").unwrap();
+    let server = fixture_path("mcp/fake_server.py");
+    let out = run(&[
+        "add",
+        "fake",
+        "--env",
+        "A=b",
+        "--",
+        server.to_str().unwrap(),
+        "--x",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&[
+        "add",
+        "web",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--bearer-token-env-var",
+        "WEB_TOKEN",
+    ]);
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.starts_with("{\n    \"keep\": true,\n    \"mcpServers\": {\n        \"fake\""),
+        "{text}"
+    );
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        parsed["mcpServers"]["fake"],
+        json!({"command": server.to_str().unwrap(), "args": ["--x"], "env": {"A": "b"}})
+    );
+    assert_eq!(
+        parsed["mcpServers"]["web"],
+        json!({"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}})
+    );
+    // `web` cannot connect: list says so and exits 1.
+    let out = run(&["list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("fake (") && stdout.contains("connected · 8 tools · resources"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  mcp__fake__echo\n"));
+    assert!(
+        stdout.contains("web (http://127.0.0.1:9/mcp) — failed: "),
+        "{stdout}"
+    );
+    let out = run(&["remove", "web"]);
+    assert!(out.status.success());
+    let out = run(&["list", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["servers"][0]["name"], "fake");
+    let out = run(&["remove", "web"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(&["add", "old", "--url", "http://x/sse", "--description"]);
+    assert_eq!(out.status.code(), Some(1));
+    let _ = Instant::now();
+}
