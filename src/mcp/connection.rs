@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::config::{ServerConfig, Transport as TransportConfig};
 use super::jsonrpc::{self, Incoming};
-use super::transport::{self, Inbound, InboundKind, Transport};
+use super::transport::{self, Failure, Inbound, InboundKind, Transport};
 use crate::tools::{ToolEvent, ToolEventKind, ToolOutput};
 
 const CONNECT_RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(250), Duration::from_secs(1)];
@@ -107,9 +107,12 @@ enum Purpose {
         tools: Vec<Value>,
         cursors: HashSet<String>,
     },
+    /// `retried`: a read-only request already retried once after a transient HTTP failure, or
+    /// any request resent on a new session after the server forgot the old one.
     Work {
         key: u64,
         work: Work,
+        retried: bool,
     },
 }
 
@@ -139,7 +142,10 @@ pub struct Connection {
     state: State,
     next_id: u64,
     pending: HashMap<u64, Pending>,
-    queued: VecDeque<(u64, Work)>,
+    /// Work waiting for the connection: (key, work, retried).
+    queued: VecDeque<(u64, Work, bool)>,
+    /// Read-only requests waiting to be sent again after a transient failure (pi waits 250 ms).
+    delayed: Vec<(Instant, u64, Work)>,
     /// Failed transient attempts of the current connect; the time of the next one.
     attempt: usize,
     retry_at: Option<Instant>,
@@ -174,6 +180,7 @@ pub fn spawn(
         next_id: 1,
         pending: HashMap::new(),
         queued: VecDeque::new(),
+        delayed: Vec::new(),
         attempt: 0,
         retry_at: None,
         has_resources: false,
@@ -195,6 +202,7 @@ impl Connection {
                 .values()
                 .map(|p| p.deadline)
                 .chain(self.retry_at)
+                .chain(self.delayed.iter().map(|(at, _, _)| *at))
                 .min();
             let timer = match deadline {
                 Some(at) => crossbeam_channel::at(at),
@@ -272,7 +280,7 @@ impl Connection {
         };
         log::warn!("MCP server {} failed to connect: {error}", self.name());
         let message = format!("MCP server \"{}\" failed to connect: {error}", self.name());
-        for (_, work) in std::mem::take(&mut self.queued) {
+        for (_, work, _) in std::mem::take(&mut self.queued) {
             work.fail(message.clone());
         }
         self.emit(McpEventKind::Failed(error));
@@ -301,8 +309,8 @@ impl Connection {
             instructions: self.instructions.clone(),
             protocol_version: self.protocol_version.clone(),
         });
-        while let Some((key, work)) = self.queued.pop_front() {
-            self.start_work(key, work);
+        while let Some((key, work, retried)) = self.queued.pop_front() {
+            self.start_work(key, work, retried);
         }
     }
 
@@ -359,11 +367,11 @@ impl Connection {
             },
         );
         if let Err(e) = self.send(&message) {
-            self.on_send_failed(Some(id), e, false, false);
+            self.on_send_failed(Some(id), e, Failure::Other);
         }
     }
 
-    fn start_work(&mut self, key: u64, work: Work) {
+    fn start_work(&mut self, key: u64, work: Work, retried: bool) {
         let (method, params) = match &work {
             Work::CallTool {
                 tool, arguments, ..
@@ -373,21 +381,15 @@ impl Connection {
             ),
             Work::Request { method, params, .. } => (*method, params.clone()),
         };
-        self.request(method, params, Purpose::Work { key, work });
+        self.request(method, params, Purpose::Work { key, work, retried });
     }
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Work { key, work } => match self.state {
-                State::Ready => self.start_work(key, work),
-                State::Connecting => self.queued.push_back((key, work)),
-                State::Down => {
-                    self.queued.push_back((key, work));
-                    self.connect();
-                }
-            },
+            Command::Work { key, work } => self.enqueue(key, work, false),
             Command::Cancel { key } => {
-                self.queued.retain(|(k, _)| *k != key);
+                self.queued.retain(|(k, _, _)| *k != key);
+                self.delayed.retain(|(_, k, _)| *k != key);
                 let found = self
                     .pending
                     .iter()
@@ -397,6 +399,17 @@ impl Connection {
                     self.pending.remove(&id);
                     self.cancel_on_server(id, "Aborted");
                 }
+            }
+        }
+    }
+
+    fn enqueue(&mut self, key: u64, work: Work, retried: bool) {
+        match self.state {
+            State::Ready => self.start_work(key, work, retried),
+            State::Connecting => self.queued.push_back((key, work, retried)),
+            State::Down => {
+                self.queued.push_back((key, work, retried));
+                self.connect();
             }
         }
     }
@@ -413,6 +426,13 @@ impl Connection {
         let now = Instant::now();
         if self.retry_at.is_some_and(|at| at <= now) {
             self.connect();
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
+            .into_iter()
+            .partition(|(at, _, _)| *at <= now);
+        self.delayed = later;
+        for (_, key, work) in due {
+            self.enqueue(key, work, true);
         }
         let expired: Vec<u64> = self
             .pending
@@ -463,21 +483,17 @@ impl Connection {
                     self.name()
                 )
             }
-            InboundKind::SendFailed {
-                id,
-                error,
-                transient,
-                auth,
-            } => self.on_send_failed(id, error, transient, auth),
+            InboundKind::SendFailed { id, error, kind } => self.on_send_failed(id, error, kind),
             InboundKind::Closed(reason) => self.dropped(reason),
         }
     }
 
-    fn on_send_failed(&mut self, id: Option<u64>, error: String, transient: bool, auth: bool) {
-        let error = match auth {
-            true => format!("MCP server \"{}\": {error}", self.name()),
-            false => error,
+    fn on_send_failed(&mut self, id: Option<u64>, error: String, kind: Failure) {
+        let error = match kind {
+            Failure::Auth => format!("MCP server \"{}\" {error}", self.name()),
+            _ => error,
         };
+        let transient = kind == Failure::Transient;
         let Some(pending) = id.and_then(|id| self.pending.remove(&id)) else {
             if self.state == State::Connecting && id.is_none() {
                 return self.connect_failed(error, transient);
@@ -493,6 +509,32 @@ impl Connection {
                     "MCP server {}: failed to refresh tools: {error}",
                     self.name()
                 )
+            }
+            // The server forgot the session, so it did not run the request: once more, on a
+            // new session. Other requests of the old session cannot be answered any more.
+            Purpose::Work {
+                key,
+                work,
+                retried: false,
+            } if kind == Failure::SessionExpired => {
+                self.close_transport();
+                self.state = State::Down;
+                for (_, other) in std::mem::take(&mut self.pending) {
+                    if let Purpose::Work { work, .. } = other.purpose {
+                        work.fail("MCP session expired".into());
+                    }
+                }
+                self.enqueue(key, work, true);
+            }
+            // Reading is retried once after a transient failure; tool calls are not (they may
+            // have run).
+            Purpose::Work {
+                key,
+                work: work @ Work::Request { .. },
+                retried: false,
+            } if transient => {
+                self.delayed
+                    .push((Instant::now() + CONNECT_RETRY_DELAYS[0], key, work));
             }
             Purpose::Work { work, .. } => work.fail(error),
         }

@@ -46,15 +46,26 @@ pub enum InboundKind {
     Message(Value),
     /// A line or event that is not JSON (stdio servers that print logs on stdout).
     Garbage(String),
-    /// Sending request `id` failed (HTTP status or network error); `transient` for 408/429/5xx.
+    /// Sending request `id` failed (HTTP status or network error).
     SendFailed {
         id: Option<u64>,
         error: String,
-        transient: bool,
-        auth: bool,
+        kind: Failure,
     },
     /// The connection is gone (child exited, stdout closed).
     Closed(String),
+}
+
+/// What kind of HTTP failure, for what happens next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Network errors, 408, 429, 5xx (not 501): worth another attempt.
+    Transient,
+    /// 401: the server wants a sign-in pi-rs cannot do.
+    Auth,
+    /// 404 on a request that carried a session id: the server forgot the session.
+    SessionExpired,
+    Other,
 }
 
 pub trait Transport: Send {
@@ -452,28 +463,29 @@ impl RequestParts {
 
     /// One POST and its answer.
     fn post(&self, body: Vec<u8>, id: Option<u64>, is_initialized: bool) -> bool {
-        let fail = |error: String, transient: bool, auth: bool| {
-            self.deliver(InboundKind::SendFailed {
-                id,
-                error,
-                transient,
-                auth,
-            });
+        let fail = |error: String, kind: Failure| {
+            self.deliver(InboundKind::SendFailed { id, error, kind });
             false
         };
+        let had_session = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
         let request = self
             .builder(self.agent.post(&self.url))
             .header("Accept", "application/json, text/event-stream")
             .header("Content-Type", "application/json");
         let response = match request.send(&body[..]) {
             Ok(response) => response,
-            Err(e) => return fail(format!("MCP HTTP request failed: {e}"), true, false),
+            Err(e) => return fail(format!("MCP HTTP request failed: {e}"), Failure::Transient),
         };
         let status = response.status().as_u16();
         if let Some(session) = response
             .headers()
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
         {
             *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.to_string());
         }
@@ -494,14 +506,22 @@ impl RequestParts {
             let _ = (&mut reader).take(8 * 1024).read_to_string(&mut text);
             let text: String = text.trim().chars().take(500).collect();
             if status == 401 {
-                return fail("MCP server requires authentication (OAuth sign-in is not supported by pi-rs; set an Authorization header)".into(), false, true);
+                let error = "requires authentication (HTTP 401): pi-rs has no OAuth sign-in; \
+                             set an Authorization header in mcp.json";
+                return fail(error.into(), Failure::Auth);
             }
             let message = match text.is_empty() {
                 true => format!("MCP HTTP request failed with status {status}"),
                 false => format!("MCP HTTP request failed with status {status}: {text}"),
             };
-            let transient = status == 408 || status == 429 || (status >= 500 && status != 501);
-            return fail(message, transient, false);
+            let kind = match status {
+                404 if had_session => Failure::SessionExpired,
+                408 | 429 => Failure::Transient,
+                501 => Failure::Other,
+                500.. => Failure::Transient,
+                _ => Failure::Other,
+            };
+            return fail(message, kind);
         }
         if id.is_none() {
             return is_initialized;
@@ -509,8 +529,7 @@ impl RequestParts {
         if status == 202 || status == 204 {
             return fail(
                 format!("MCP server accepted request without a response (status {status})"),
-                false,
-                false,
+                Failure::Other,
             );
         }
         match content_type.as_str() {
@@ -522,15 +541,14 @@ impl RequestParts {
                 {
                     return fail(
                         format!("MCP HTTP response could not be read: {e}"),
-                        true,
-                        false,
+                        Failure::Transient,
                     );
                 }
                 deliver_text(&self.tx, self.generation, &text);
             }
             "text/event-stream" => {
                 if let Err(e) = self.read_events(reader) {
-                    return fail(e, true, false);
+                    return fail(e, Failure::Transient);
                 }
             }
             other => {
@@ -539,8 +557,7 @@ impl RequestParts {
                         "Unsupported MCP response content type: {}",
                         if other.is_empty() { "missing" } else { other }
                     ),
-                    false,
-                    false,
+                    Failure::Other,
                 );
             }
         }

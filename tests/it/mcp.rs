@@ -612,3 +612,251 @@ fn pi_mcp_add_list_remove_edit_mcp_json() {
     assert_eq!(out.status.code(), Some(1));
     let _ = Instant::now();
 }
+
+/// One request a scripted HTTP server received.
+#[derive(Clone, Debug)]
+struct HttpRequest {
+    method: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl HttpRequest {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn rpc_method(&self) -> &str {
+        self.body["method"].as_str().unwrap_or("")
+    }
+}
+
+type Responder =
+    dyn Fn(&HttpRequest, &[HttpRequest]) -> (u16, Vec<(String, String)>, String) + Send + Sync;
+
+/// A streamable-HTTP endpoint on 127.0.0.1 answering from a script: for the HTTP failures a real
+/// server cannot be made to produce (401, 503, a forgotten session). One request per connection.
+struct ScriptedHttp {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<HttpRequest>>>,
+}
+
+impl ScriptedHttp {
+    fn start(respond: Box<Responder>) -> ScriptedHttp {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    continue;
+                }
+                let mut headers = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((k, v)) = line.trim_end().split_once(':') {
+                        headers.push((k.trim().to_string(), v.trim().to_string()));
+                    }
+                }
+                let length: usize = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                let request = HttpRequest {
+                    method: request_line.split(' ').next().unwrap_or("").to_string(),
+                    headers,
+                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                };
+                let before = log.lock().unwrap().clone();
+                let (status, extra, body) = respond(&request, &before);
+                log.lock().unwrap().push(request);
+                let mut response = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    body.len()
+                );
+                for (k, v) in extra {
+                    response.push_str(&format!("{k}: {v}\r\n"));
+                }
+                response.push_str("\r\n");
+                response.push_str(&body);
+                let _ = stream.write_all(response.as_bytes());
+            }
+        });
+        ScriptedHttp { port, seen }
+    }
+
+    fn requests(&self) -> Vec<HttpRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn json_answer(
+    request: &HttpRequest,
+    result: Value,
+    session: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let body = json!({"jsonrpc": "2.0", "id": request.body["id"], "result": result}).to_string();
+    let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+    if !session.is_empty() {
+        headers.push(("Mcp-Session-Id".into(), session.into()));
+    }
+    (200, headers, body)
+}
+
+#[test]
+fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header_secrets() {
+    if is_reference() {
+        return;
+    }
+    let server = ScriptedHttp::start(Box::new(|request, before| {
+        let count = |m: &str| before.iter().filter(|r| r.rpc_method() == m).count();
+        match (request.method.as_str(), request.rpc_method()) {
+            ("GET", _) => (405, vec![], String::new()),
+            ("DELETE", _) => (200, vec![], String::new()),
+            // The first attempt meets an overloaded server.
+            (_, "initialize") if count("initialize") == 0 => (503, vec![], "busy".into()),
+            (_, "initialize") => {
+                let session = format!("s{}", count("initialize"));
+                let result = json!({"protocolVersion": "2025-03-26", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}});
+                json_answer(request, result, &session)
+            }
+            (_, "tools/list") => json_answer(
+                request,
+                json!({"tools": [{"name": "whoami", "inputSchema": {}}]}),
+                "",
+            ),
+            // The first call finds its session forgotten.
+            (_, "tools/call") if count("tools/call") == 0 => {
+                (404, vec![], "no such session".into())
+            }
+            (_, "tools/call") => {
+                let text = format!(
+                    "{} on {}",
+                    request.header("authorization").unwrap_or(""),
+                    request.header("mcp-session-id").unwrap_or("")
+                );
+                json_answer(
+                    request,
+                    json!({"content": [{"type": "text", "text": text}]}),
+                    "",
+                )
+            }
+            _ => (202, vec![], String::new()),
+        }
+    }));
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "mcp__scripted__whoami", json!({})),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"scripted": {"url": format!("http://127.0.0.1:{}/mcp", server.port), "headers": {"Authorization": "Bearer ${MCP_TEST_TOKEN}"}}}),
+    );
+    let setup = Setup::anthropic(&fake).env("MCP_TEST_TOKEN", "tok-9f8e7d6c5b4a");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "who"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(
+        result_text(&end["result"]),
+        "Bearer [redacted] on s2",
+        "{end}"
+    );
+    pi.wait_for_event("agent_end");
+    let requests = server.requests();
+    let methods: Vec<String> = requests
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.rpc_method()))
+        .collect();
+    let initializes = methods.iter().filter(|m| m.ends_with("initialize")).count();
+    assert_eq!(initializes, 3, "{methods:?}");
+    let call = requests
+        .iter()
+        .rfind(|r| r.rpc_method() == "tools/call")
+        .unwrap();
+    assert_eq!(
+        call.header("authorization"),
+        Some("Bearer tok-9f8e7d6c5b4a")
+    );
+    assert_eq!(call.header("mcp-protocol-version"), Some("2025-03-26"));
+    assert_eq!(
+        call.header("accept"),
+        Some("application/json, text/event-stream")
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn http_401_is_a_clear_error_naming_the_server() {
+    if is_reference() {
+        return;
+    }
+    let server = ScriptedHttp::start(Box::new(|_, _| {
+        (
+            401,
+            vec![("WWW-Authenticate".into(), "Bearer".into())],
+            String::new(),
+        )
+    }));
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"locked": {"url": format!("http://127.0.0.1:{}/mcp", server.port)}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let deadline = pi.deadline();
+    let notice = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    assert_eq!(
+        notice["message"],
+        "MCP servers need attention:\n  locked: failed: MCP server \"locked\" requires authentication (HTTP 401): pi-rs has no OAuth sign-in; set an Authorization header in mcp.json\nSend get_mcp_servers for details."
+    );
+    // Not transient: one attempt.
+    assert_eq!(server.requests().len(), 1);
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn the_first_prompt_waits_for_a_slow_server_with_declared_tools() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Hi."]))]);
+    let workspace = Workspace::new();
+    let (entry, _) = fake_server(&workspace, json!({"args": ["--slow-start", "1.5"]}));
+    write_mcp_json(&workspace, json!({"slow": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    // Sent at once: the server is still asleep.
+    let state = pi.command("1", "prompt", json!({"message": "hello"}));
+    assert_eq!(state["data"]["disposition"], "started");
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    assert!(
+        declared_tools(&requests[0]).contains(&"mcp__slow__echo".to_string()),
+        "{:?}",
+        declared_tools(&requests[0])
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
