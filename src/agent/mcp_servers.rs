@@ -15,13 +15,41 @@ impl Agent {
         if mcp.on_event(event) {
             self.refresh_tool_specs();
         }
-        if let Some(report) = self.mcp.as_mut().and_then(|m| m.take_startup_report()) {
-            self.emit(events::notify(&report, "warning"));
-        }
+        self.emit_mcp_notices();
         let still_waiting = self.mcp.as_mut().is_some_and(|m| m.should_wait());
         if matches!(self.phase, Phase::WaitingForMcp(_)) && !still_waiting {
             self.end_mcp_wait();
         }
+    }
+
+    fn emit_mcp_notices(&mut self) {
+        let notices = self
+            .mcp
+            .as_mut()
+            .map(|m| m.take_notices())
+            .unwrap_or_default();
+        for (text, level) in notices {
+            self.emit(events::notify(&text, level));
+        }
+    }
+
+    /// `/mcp …` typed as a prompt: answered `handled`, the outcome is a notice (as pi's command
+    /// outside its TUI). Returns false when it is not `/mcp` or MCP is off.
+    pub(super) fn try_mcp_command(&mut self, id: Option<&serde_json::Value>, text: &str) -> bool {
+        let Some(("mcp", args)) = super::extending::split_command(text) else {
+            return false;
+        };
+        let Some(mcp) = self.mcp.as_mut() else {
+            return false;
+        };
+        let (notice, level) = mcp.command(args);
+        self.respond_ok(
+            id,
+            "prompt",
+            Some(serde_json::json!({ "disposition": "handled" })),
+        );
+        self.emit(events::notify(&notice, level));
+        true
     }
 
     /// Builtins, extension tools and MCP tools, as the next request declares them.

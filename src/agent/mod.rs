@@ -439,7 +439,8 @@ impl Agent {
                 images,
                 streaming_behavior,
             } => {
-                if !self.try_extension_command(id, &message) {
+                if !self.try_extension_command(id, &message) && !self.try_mcp_command(id, &message)
+                {
                     self.prompt(id, message, images, streaming_behavior)
                 }
             }
@@ -697,6 +698,9 @@ impl Agent {
                             .collect()
                     })
                     .unwrap_or_default();
+                if self.mcp.is_some() {
+                    commands.push(crate::mcp::command_item());
+                }
                 commands.extend(crate::resources::discovery::commands_json(&self.resources));
                 self.respond_ok(id, name, Some(json!({ "commands": commands })));
             }

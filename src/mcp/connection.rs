@@ -31,6 +31,8 @@ use crate::tools::{ToolEvent, ToolEventKind, ToolOutput};
 
 const CONNECT_RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(250), Duration::from_secs(1)];
 const MAX_LIST_PAGES: usize = 1000;
+/// pi's error for requests whose connection ended.
+const CONNECTION_CLOSED: &str = "MCP connection closed";
 
 /// A request from the agent (or a resource tool's thread).
 pub enum Work {
@@ -76,6 +78,8 @@ pub enum Command {
     Cancel {
         key: u64,
     },
+    /// Drop the connection (failing what is in flight) and connect again (`/mcp reconnect`).
+    Reconnect,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -314,22 +318,24 @@ impl Connection {
         }
     }
 
-    fn dropped(&mut self, reason: String) {
+    /// The transport ended. Requests in flight fail with pi's "MCP connection closed" (plus the
+    /// stdio server's stderr tail); the server shows as disconnected until the next request.
+    fn dropped(&mut self) {
         let stderr = self.close_transport();
-        let message = match stderr.is_empty() {
-            true => reason,
+        let with_tail = |reason: &str| match stderr.is_empty() {
+            true => reason.to_string(),
             false => format!("{reason}\n{stderr}"),
         };
         if self.state == State::Connecting {
-            return self.connect_failed(message, false);
+            return self.connect_failed(with_tail(CONNECTION_CLOSED), false);
         }
         self.state = State::Down;
         for (_, pending) in std::mem::take(&mut self.pending) {
             if let Purpose::Work { work, .. } = pending.purpose {
-                work.fail(message.clone());
+                work.fail(with_tail(CONNECTION_CLOSED));
             }
         }
-        self.emit(McpEventKind::Disconnected(message));
+        self.emit(McpEventKind::Disconnected(with_tail("Connection closed")));
     }
 
     // ---- requests --------------------------------------------------------------------------
@@ -337,7 +343,7 @@ impl Connection {
     fn send(&mut self, message: &Value) -> Result<(), String> {
         match &mut self.transport {
             Some(transport) => transport.send(message),
-            None => Err("Connection closed".into()),
+            None => Err(CONNECTION_CLOSED.into()),
         }
     }
 
@@ -387,6 +393,16 @@ impl Connection {
     fn on_command(&mut self, command: Command) {
         match command {
             Command::Work { key, work } => self.enqueue(key, work, false),
+            Command::Reconnect => {
+                self.close_transport();
+                for (_, pending) in std::mem::take(&mut self.pending) {
+                    if let Purpose::Work { work, .. } = pending.purpose {
+                        work.fail(CONNECTION_CLOSED.into());
+                    }
+                }
+                self.attempt = 0;
+                self.connect();
+            }
             Command::Cancel { key } => {
                 self.queued.retain(|(k, _, _)| *k != key);
                 self.delayed.retain(|(_, k, _)| *k != key);
@@ -484,7 +500,7 @@ impl Connection {
                 )
             }
             InboundKind::SendFailed { id, error, kind } => self.on_send_failed(id, error, kind),
-            InboundKind::Closed(reason) => self.dropped(reason),
+            InboundKind::Closed => self.dropped(),
         }
     }
 

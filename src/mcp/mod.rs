@@ -119,6 +119,10 @@ pub struct McpHost {
     waited: bool,
     /// Startup problems were reported to the client.
     reported: bool,
+    /// Servers `/mcp reconnect` is reconnecting (their outcome becomes a notice).
+    reconnecting: Vec<usize>,
+    /// Notices for the client, (text, level), taken by the agent after each event.
+    notices: Vec<(String, &'static str)>,
 }
 
 impl McpHost {
@@ -175,6 +179,8 @@ impl McpHost {
             next_key: Arc::new(AtomicU64::new(1)),
             waited: false,
             reported: false,
+            reconnecting: Vec::new(),
+            notices: Vec::new(),
         }
     }
 
@@ -184,6 +190,106 @@ impl McpHost {
 
     /// Applies a server's news; returns true when the tool table changed.
     pub fn on_event(&mut self, event: McpEvent) -> bool {
+        let index = event.server;
+        let settles = matches!(
+            event.kind,
+            McpEventKind::Connected { .. } | McpEventKind::Failed(_)
+        );
+        let changed = self.apply(event);
+        if settles && let Some(at) = self.reconnecting.iter().position(|i| *i == index) {
+            self.reconnecting.remove(at);
+            let server = &self.servers[index];
+            let notice = match server.status {
+                Status::Connected => (
+                    format!(
+                        "Reconnected to MCP server \"{}\" ({}).",
+                        server.config.name,
+                        describe_state(server)
+                    ),
+                    "info",
+                ),
+                _ => (
+                    format!(
+                        "MCP server \"{}\" failed to connect: {}",
+                        server.config.name,
+                        server.error.as_deref().unwrap_or("")
+                    ),
+                    "error",
+                ),
+            };
+            self.notices.push(notice);
+        }
+        if let Some(report) = self.take_startup_report() {
+            self.notices.push((report, "warning"));
+        }
+        changed
+    }
+
+    /// Notices for the client since the last call.
+    pub fn take_notices(&mut self) -> Vec<(String, &'static str)> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// `/mcp` and `/mcp reconnect <server>` (pi's command, minus what needs its TUI or OAuth);
+    /// the answer is a notice (text, level).
+    pub fn command(&mut self, args: &str) -> (String, &'static str) {
+        let words: Vec<&str> = args.split_whitespace().collect();
+        match words[..] {
+            [] => (self.status_text(), "info"),
+            ["reconnect", name] => {
+                let Some(index) = self.servers.iter().position(|s| s.config.name == name) else {
+                    return (format!("No MCP server named \"{name}\"."), "error");
+                };
+                let Some(commands) = &self.servers[index].commands else {
+                    return ("No enabled MCP server to reconnect.".into(), "error");
+                };
+                let _ = commands.send(Command::Reconnect);
+                self.servers[index].status = Status::Connecting;
+                self.reconnecting.push(index);
+                (format!("Reconnecting to MCP server \"{name}\"."), "info")
+            }
+            _ => (MCP_USAGE.into(), "warning"),
+        }
+    }
+
+    /// pi's `/mcp` status text outside its TUI.
+    fn status_text(&self) -> String {
+        if self.servers.is_empty() && self.config_errors.is_empty() {
+            return "No MCP servers configured. Add them to mcp.json in the agent directory or .pi/mcp.json.".into();
+        }
+        let mut lines: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let state = match s.status {
+                    Status::Disconnected => "disconnected, reconnects on next call",
+                    other => other.as_str(),
+                };
+                let tools = match s.status {
+                    Status::Connected => format!(", {} tools", s.tools.len()),
+                    _ => String::new(),
+                };
+                let error = match (&s.error, s.status) {
+                    (Some(e), status) if status != Status::Connected => {
+                        format!("\n    {}", e.split('\n').collect::<Vec<_>>().join("\n    "))
+                    }
+                    _ => String::new(),
+                };
+                format!(
+                    "{}: {state}{tools} ({}){error}",
+                    s.config.name, s.config.exposure_name
+                )
+            })
+            .collect();
+        lines.extend(
+            self.config_errors
+                .iter()
+                .map(|e| format!("config error: {e}")),
+        );
+        lines.join("\n")
+    }
+
+    fn apply(&mut self, event: McpEvent) -> bool {
         let Some(server) = self.servers.get_mut(event.server) else {
             return false;
         };
@@ -370,7 +476,7 @@ impl McpHost {
     }
 
     /// The one startup report (pi's text), once: config errors and failed servers.
-    pub fn take_startup_report(&mut self) -> Option<String> {
+    fn take_startup_report(&mut self) -> Option<String> {
         if self.reported || !self.settled() {
             return None;
         }
@@ -397,7 +503,7 @@ impl McpHost {
         }
         let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
         Some(format!(
-            "MCP servers need attention:\n{}\nSend get_mcp_servers for details.",
+            "MCP servers need attention:\n{}\nRun /mcp to fix.",
             body.join("\n")
         ))
     }
@@ -452,6 +558,31 @@ impl McpHost {
                 }
             }
         }
+    }
+}
+
+/// The `/mcp` entry of `get_commands` (pi lists it as its built-in MCP extension's command).
+pub fn command_item() -> Value {
+    json!({"name": "mcp", "description": "Show MCP servers and their state; /mcp reconnect <server> connects again",
+        "source": "extension", "sourceInfo": {"path": "builtin:mcp", "source": "builtin", "scope": "temporary", "origin": "top-level"}})
+}
+
+const MCP_USAGE: &str = "Usage: /mcp, /mcp reconnect <server>";
+
+/// pi's short state: `connected · N tools · resources`, `failed: <first line>`, …
+fn describe_state(server: &Server) -> String {
+    match server.status {
+        Status::Connected => format!(
+            "connected · {} tool{}{}",
+            server.tools.len(),
+            if server.tools.len() == 1 { "" } else { "s" },
+            if server.has_resources {
+                " · resources"
+            } else {
+                ""
+            }
+        ),
+        other => other.as_str().to_string(),
     }
 }
 

@@ -130,7 +130,7 @@ impl Asker<'_> {
             match answer.recv_timeout(Duration::from_millis(20)) {
                 Ok(result) => return result,
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    return Err("Connection closed".into());
+                    return Err("MCP connection closed".into());
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) if self.cancel.is_cancelled() => {
                     let _ = server.send(Command::Cancel { key });

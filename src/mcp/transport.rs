@@ -53,7 +53,7 @@ pub enum InboundKind {
         kind: Failure,
     },
     /// The connection is gone (child exited, stdout closed).
-    Closed(String),
+    Closed,
 }
 
 /// What kind of HTTP failure, for what happens next.
@@ -265,11 +265,7 @@ fn read_lines(stdout: impl Read, generation: u64, tx: Tx) {
             Err(_) => break,
         }
     }
-    let _ = deliver(
-        &tx,
-        generation,
-        InboundKind::Closed("Connection closed".into()),
-    );
+    let _ = deliver(&tx, generation, InboundKind::Closed);
 }
 
 fn keep_tail(stderr: impl Read, tail: &Mutex<String>) {
@@ -302,8 +298,8 @@ impl Transport for StdioTransport {
         match &self.stdin {
             Some(stdin) => stdin
                 .send(line)
-                .map_err(|_| "Connection closed".to_string()),
-            None => Err("Connection closed".into()),
+                .map_err(|_| "MCP connection closed".to_string()),
+            None => Err("MCP connection closed".into()),
         }
     }
 
@@ -612,7 +608,7 @@ impl RequestParts {
 impl Transport for HttpTransport {
     fn send(&mut self, message: &Value) -> Result<(), String> {
         if self.closed.load(Ordering::SeqCst) {
-            return Err("Connection closed".into());
+            return Err("MCP connection closed".into());
         }
         let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         // Requests carry a method and an id; our answers to the server's requests have no method.

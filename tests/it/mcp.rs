@@ -253,14 +253,15 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
         tool_call("c2", "mcp__fake__crash", json!({})),
         tool_call("c3", "mcp__fake__echo", json!({"text": "back again"})),
         tool_call("c4", "mcp__fake__slow", json!({})),
-        tool_call("c5", "mcp__fake__progress", json!({"seconds": 1.6})),
+        tool_call("c5", "mcp__fake__progress", json!({"seconds": 3})),
         tool_call("c6", "mcp__fake__huge", json!({"size": 100000})),
         tool_call("c7", "mcp__fake__grow", json!({})),
         tool_call("c8", "mcp__fake__mixed", json!({})),
         Reply::sse(anthropic_text(&["Done."])),
     ]);
     let workspace = Workspace::new();
-    let (entry, log) = fake_server(&workspace, json!({"timeout": 1}));
+    // 2 s: long enough for a python server to restart on a busy machine.
+    let (entry, log) = fake_server(&workspace, json!({"timeout": 2}));
     write_mcp_json(&workspace, json!({"fake": entry}));
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
     pi.command("1", "prompt", json!({"message": "go"}));
@@ -273,7 +274,7 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
     assert_eq!(end["isError"], true);
     let text = result_text(&end["result"]);
     assert!(
-        text.starts_with("Connection closed") && text.contains("crashing on purpose"),
+        text.starts_with("MCP connection closed\n") && text.contains("crashing on purpose"),
         "{text}"
     );
     // The next call reconnects.
@@ -283,7 +284,7 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
     let end = tool_end(&mut pi);
     assert_eq!(
         result_text(&end["result"]),
-        "MCP request timed out after 1000ms"
+        "MCP request timed out after 2000ms"
     );
     // Progress notifications reset the timeout and show as updates.
     let records = pi.records_until_event("tool_execution_end");
@@ -441,6 +442,45 @@ fn startup_problems_are_reported_once_and_listed() {
     );
     assert_eq!(list[2]["toolCount"], 8);
     assert_eq!(list[2]["description"], "Fake server for tests");
+
+    // `/mcp` prints the status as pi's command does outside its TUI; `reconnect` connects again.
+    let answer = pi.command("2", "prompt", json!({"message": "/mcp"}));
+    assert_eq!(answer["data"]["disposition"], "handled");
+    let deadline = pi.deadline();
+    let status = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let text = status["message"].as_str().unwrap();
+    assert!(text.starts_with("bad: failed (codemode)\n    MCP connection closed\n    fake server: missing configuration FAKE_CONFIG\noff: disabled (codemode)\nfake: connected, 8 tools (codemode)\nconfig error: "), "{text}");
+    pi.command("3", "prompt", json!({"message": "/mcp reconnect fake"}));
+    let deadline = pi.deadline();
+    let notices: Vec<String> = pi
+        .recv_until(
+            |r| {
+                r["type"] == "extension_ui_request"
+                    && r["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Reconnected"))
+            },
+            deadline,
+        )
+        .iter()
+        .filter(|r| r["method"] == "notify")
+        .map(|r| r["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        notices,
+        [
+            "Reconnecting to MCP server \"fake\".",
+            "Reconnected to MCP server \"fake\" (connected · 8 tools · resources)."
+        ]
+    );
+    let commands = pi.command("4", "get_commands", json!({}));
+    assert_eq!(commands["data"]["commands"][0]["name"], "mcp");
     pi.close_stdin();
     pi.wait_for_exit();
 }
@@ -829,7 +869,7 @@ fn http_401_is_a_clear_error_naming_the_server() {
         .unwrap();
     assert_eq!(
         notice["message"],
-        "MCP servers need attention:\n  locked: failed: MCP server \"locked\" requires authentication (HTTP 401): pi-rs has no OAuth sign-in; set an Authorization header in mcp.json\nSend get_mcp_servers for details."
+        "MCP servers need attention:\n  locked: failed: MCP server \"locked\" requires authentication (HTTP 401): pi-rs has no OAuth sign-in; set an Authorization header in mcp.json\nRun /mcp to fix."
     );
     // Not transient: one attempt.
     assert_eq!(server.requests().len(), 1);
