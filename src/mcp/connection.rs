@@ -290,8 +290,12 @@ impl Connection {
         self.emit(McpEventKind::Failed(error));
     }
 
-    /// Closes the transport and fails everything in flight; returns the stderr tail.
+    /// Closes the transport and forgets its handshake and refresh requests (their answers can no
+    /// longer come; their deadlines must not fire later). Requests of work in flight are the
+    /// caller's to fail. Returns the stderr tail.
     fn close_transport(&mut self) -> String {
+        self.pending
+            .retain(|_, p| matches!(p.purpose, Purpose::Work { .. }));
         let stderr = self
             .transport
             .as_ref()

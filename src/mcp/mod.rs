@@ -542,7 +542,8 @@ impl McpHost {
         json!({"servers": servers, "errors": self.config_errors})
     }
 
-    /// Ends every connection; waits up to `grace` for the threads.
+    /// Ends every connection; waits up to `grace` for the threads and for stdio servers to
+    /// exit after their stdin closed (the caller kills what is left: `transport::kill_all`).
     pub fn shutdown(mut self, grace: Duration) {
         let deadline = Instant::now() + grace;
         for server in &mut self.servers {
@@ -558,6 +559,7 @@ impl McpHost {
                 }
             }
         }
+        transport::wait_all_stopped(deadline);
     }
 }
 

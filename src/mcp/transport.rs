@@ -141,6 +141,18 @@ fn signal_group(pgid: i32, signal: i32) {
     }
 }
 
+/// Waits until every stdio server has stopped (their reapers are done) or `deadline` passes.
+pub fn wait_all_stopped(deadline: Instant) {
+    while Instant::now() < deadline
+        && !live_groups()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// SIGKILL to every server group still alive (pi-rs is exiting).
 pub fn kill_all() {
     let groups = live_groups().lock().unwrap_or_else(|e| e.into_inner());
