@@ -798,3 +798,83 @@ fn number(n: f64) -> String {
 
 /// How long the first prompt waits for servers whose tools it declares.
 pub const DEFAULT_STARTUP_WAIT: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::config::{Exposure, ServerConfig, Transport as TransportConfig};
+
+    fn server(command: &str, args: &[&str], timeout: Duration) -> ServerConfig {
+        ServerConfig {
+            name: "t".into(),
+            transport: TransportConfig::Stdio {
+                command: command.into(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env: Vec::new(),
+                cwd: std::env::temp_dir(),
+            },
+            timeout,
+            enabled: true,
+            description: None,
+            exposure_name: "direct".into(),
+            exposure: Exposure::Direct,
+            tool_exposure: Vec::new(),
+            source: PathBuf::from("mcp.json"),
+        }
+    }
+
+    fn events_for(config: ServerConfig, wait: Duration) -> Vec<McpEventKind> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (commands, thread) =
+            spawn(0, config, std::env::temp_dir(), std::env::temp_dir(), tx).unwrap();
+        let until = Instant::now() + wait;
+        let mut kinds = Vec::new();
+        while let Ok(event) = rx.recv_deadline(until) {
+            kinds.push(event.kind);
+        }
+        drop(commands);
+        thread.join().unwrap();
+        kinds
+    }
+
+    #[test]
+    fn a_server_that_dies_during_the_handshake_fails_once() {
+        let kinds = events_for(
+            server(
+                "sh",
+                &["-c", "echo gone >&2; exit 1"],
+                Duration::from_millis(300),
+            ),
+            Duration::from_millis(1200),
+        );
+        assert_eq!(kinds.len(), 2, "{kinds:?}");
+        assert_eq!(kinds[0], McpEventKind::Connecting);
+        assert_eq!(
+            kinds[1],
+            McpEventKind::Failed("MCP connection closed\ngone".into())
+        );
+    }
+
+    #[test]
+    fn a_silent_server_times_out_and_a_missing_one_fails_at_once() {
+        let kinds = events_for(
+            server("sleep", &["5"], Duration::from_millis(300)),
+            Duration::from_millis(1200),
+        );
+        assert_eq!(
+            kinds,
+            [
+                McpEventKind::Connecting,
+                McpEventKind::Failed("MCP request timed out after 300ms".into())
+            ]
+        );
+        let kinds = events_for(
+            server("/nonexistent/mcp-server", &[], Duration::from_secs(5)),
+            Duration::from_millis(300),
+        );
+        assert!(
+            matches!(&kinds[1], McpEventKind::Failed(e) if e.starts_with("cannot start /nonexistent/mcp-server: ")),
+            "{kinds:?}"
+        );
+    }
+}
