@@ -111,6 +111,9 @@ struct McpTool {
 pub struct McpHost {
     servers: Vec<Server>,
     events: Receiver<McpEvent>,
+    /// Kept so the channel stays open with no server threads (the agent's select must not see
+    /// it disconnect).
+    _events_tx: Sender<McpEvent>,
     tools: Vec<McpTool>,
     filter: ToolFilter,
     config_errors: Vec<String>,
@@ -173,6 +176,7 @@ impl McpHost {
         McpHost {
             servers,
             events,
+            _events_tx: events_tx,
             tools: Vec::new(),
             filter,
             config_errors,
