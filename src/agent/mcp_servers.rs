@@ -34,12 +34,12 @@ impl Agent {
     }
 
     /// `/mcp …` typed as a prompt: answered `handled`, the outcome is a notice (as pi's command
-    /// outside its TUI). Returns false when it is not `/mcp` or MCP is off.
+    /// outside its TUI). Returns false when it is not `/mcp`, MCP is off or mcp.json configures nothing.
     pub(super) fn try_mcp_command(&mut self, id: Option<&serde_json::Value>, text: &str) -> bool {
         let Some(("mcp", args)) = super::extending::split_command(text) else {
             return false;
         };
-        let Some(mcp) = self.mcp.as_mut() else {
+        let Some(mcp) = self.mcp.as_mut().filter(|m| m.is_configured()) else {
             return false;
         };
         let (notice, level) = mcp.command(args);

@@ -698,7 +698,7 @@ impl Agent {
                             .collect()
                     })
                     .unwrap_or_default();
-                if self.mcp.is_some() {
+                if self.mcp.as_ref().is_some_and(|m| m.is_configured()) {
                     commands.push(crate::mcp::command_item());
                 }
                 commands.extend(crate::resources::discovery::commands_json(&self.resources));

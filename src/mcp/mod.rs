@@ -188,6 +188,12 @@ impl McpHost {
         }
     }
 
+    /// Whether mcp.json configured anything (servers or broken entries): only then are `/mcp`
+    /// and its `get_commands` entry offered.
+    pub fn is_configured(&self) -> bool {
+        !self.servers.is_empty() || !self.config_errors.is_empty()
+    }
+
     pub fn events(&self) -> &Receiver<McpEvent> {
         &self.events
     }
