@@ -66,4 +66,31 @@ mod tests {
             "2026-01-01T00:00:00.000Z [db] info {\"n\":1}\n"
         );
     }
+
+    #[test]
+    fn the_file_moves_aside_past_five_megabytes() {
+        let dir = std::env::temp_dir().join(format!(
+            "pi-rs-mcplog-{}",
+            crate::tools::bash::random_hex16()
+        ));
+        let path = dir.join("mcp.log");
+        append(&path, "s", &json!({"data": "first"}));
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .ends_with("[s] info first\n")
+        );
+        std::fs::write(&path, vec![b'x'; 5 * 1024 * 1024 + 1]).unwrap();
+        append(&path, "s", &json!({"data": "after"}));
+        assert_eq!(
+            std::fs::metadata(dir.join("mcp.log.1")).unwrap().len(),
+            5 * 1024 * 1024 + 1
+        );
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .ends_with("[s] info after\n")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
