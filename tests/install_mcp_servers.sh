@@ -4,6 +4,9 @@
 # The version is pinned so a CI run tests what a local run tested. Called by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v npm >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+fi
 dir=target/mcp-servers
 mkdir -p "$dir"
 if [ ! -f "$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ]; then

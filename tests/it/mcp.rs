@@ -900,3 +900,58 @@ fn the_first_prompt_waits_for_a_slow_server_with_declared_tools() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+#[test]
+fn abort_while_the_first_prompt_waits_for_servers_ends_quietly() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Later."]))]);
+    let workspace = Workspace::new();
+    let (entry, _) = fake_server(&workspace, json!({"args": ["--slow-start", "3"]}));
+    write_mcp_json(&workspace, json!({"slow": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "hello"}));
+    let state = pi.command("2", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], true, "{state}");
+    pi.command("3", "abort", json!({}));
+    pi.wait_for_event("agent_settled");
+    // Nothing was asked of the model; the next prompt runs (no second wait).
+    assert!(fake.requests().is_empty());
+    pi.command("4", "prompt", json!({"message": "again"}));
+    pi.wait_for_event("agent_end");
+    assert_eq!(fake.wait_for_requests(1, pi.timeout()).len(), 1);
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn the_approval_gate_applies_to_mcp_tools() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "mcp__fake__echo", json!({"text": "secret plan"})),
+        Reply::sse(anthropic_text(&["Denied."])),
+    ]);
+    let workspace = Workspace::new();
+    let (entry, log) = fake_server(&workspace, json!({}));
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let settings = json!({"approvals": {"rules": [{"tool": "mcp__fake__*", "action": "deny", "reason": "No MCP calls here"}]}});
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake).settings(settings));
+    pi.command("1", "prompt", json!({"message": "go"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    assert!(
+        result_text(&end["result"]).contains("No MCP calls here"),
+        "{end}"
+    );
+    pi.wait_for_event("agent_end");
+    assert!(
+        log_messages(&log)
+            .iter()
+            .all(|m| m["method"] != "tools/call")
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
