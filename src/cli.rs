@@ -282,6 +282,16 @@ mod tests {
     }
 
     #[test]
+    fn no_mcp_and_mcp_tool_patterns() {
+        let args = parse_str(&["--no-mcp", "--tools", "read,mcp__docs__*"]).unwrap();
+        assert!(args.no_mcp);
+        assert_eq!(
+            args.tools,
+            Some(vec!["read".to_string(), "mcp__docs__*".to_string()])
+        );
+    }
+
+    #[test]
     fn optional_values() {
         assert_eq!(
             parse_str(&["--list-models"]).unwrap().list_models,

@@ -22,7 +22,8 @@ impl Agent {
         }
     }
 
-    fn emit_mcp_notices(&mut self) {
+    /// Writes the MCP notices waiting (startup report, reconnect outcomes) as notify records.
+    pub(super) fn emit_mcp_notices(&mut self) {
         let notices = self
             .mcp
             .as_mut()

@@ -269,6 +269,7 @@ impl Agent {
         for record in std::mem::take(&mut self.startup_records) {
             self.emit(record);
         }
+        self.emit_mcp_notices();
         if let Some(host) = &self.extensions {
             host.notify_event(&json!({"type": "session_start", "reason": "startup"}));
         }

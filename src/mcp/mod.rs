@@ -173,7 +173,7 @@ impl McpHost {
             }
             servers.push(entry);
         }
-        McpHost {
+        let mut host = McpHost {
             servers,
             events,
             _events_tx: events_tx,
@@ -185,7 +185,12 @@ impl McpHost {
             reported: false,
             reconnecting: Vec::new(),
             notices: Vec::new(),
+        };
+        // With nothing to connect (only invalid or disabled entries) the report is due now.
+        if let Some(report) = host.take_startup_report() {
+            host.notices.push((report, "warning"));
         }
+        host
     }
 
     /// Whether mcp.json configured anything (servers or broken entries): only then are `/mcp`

@@ -955,3 +955,35 @@ fn the_approval_gate_applies_to_mcp_tools() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+#[test]
+fn a_config_with_only_invalid_entries_is_reported_at_startup() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"old": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let deadline = pi.deadline();
+    let notice = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let path = workspace.agent_dir().join("mcp.json");
+    assert_eq!(
+        notice["message"],
+        format!(
+            "MCP servers need attention:\n  config: {}: server \"old\": legacy SSE transport is not supported; use the streamable HTTP URL\nRun /mcp to fix.",
+            path.display()
+        )
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
