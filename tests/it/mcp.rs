@@ -836,8 +836,24 @@ fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header
         call.header("accept"),
         Some("application/json, text/event-stream")
     );
+    // The server's own event stream was asked for (it offers none: 405).
+    let get = requests
+        .iter()
+        .find(|r| r.method == "GET")
+        .expect("a GET for the event stream");
+    assert_eq!(get.header("accept"), Some("text/event-stream"));
     pi.close_stdin();
     pi.wait_for_exit();
+    // The session ends with a DELETE.
+    let ended = |r: &HttpRequest| r.method == "DELETE" && r.header("mcp-session-id") == Some("s2");
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until && !server.requests().iter().any(ended) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        server.requests().iter().any(ended),
+        "no DELETE of the session"
+    );
 }
 
 #[test]
