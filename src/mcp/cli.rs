@@ -108,23 +108,34 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
         }
         i += 1;
     }
-    let is_http = entry.contains_key("url");
-    match (command, is_http) {
-        (Some(command), false) if !command.is_empty() => {
-            let mut stdio = Map::new();
-            stdio.insert("command".into(), json!(command[0]));
+    // pi's key order: url, headers | command, args, env, cwd; then exposure, description.
+    let mut out = Map::new();
+    match (command, entry.remove("url")) {
+        (Some(command), None) if !command.is_empty() => {
+            if !headers.is_empty() {
+                return Err("--header only applies to HTTP servers (--url).".into());
+            }
+            out.insert("command".into(), json!(command[0]));
             if command.len() > 1 {
-                stdio.insert("args".into(), json!(command[1..]));
+                out.insert("args".into(), json!(command[1..]));
             }
             if !env.is_empty() {
-                stdio.insert("env".into(), Value::Object(env));
+                out.insert("env".into(), Value::Object(env));
             }
-            stdio.extend(entry);
-            entry = stdio;
+            out.extend(entry.remove("cwd").map(|c| ("cwd".to_string(), c)));
         }
-        (None, true) => {
+        (None, Some(url)) => {
+            let misplaced = match (env.is_empty(), entry.contains_key("cwd")) {
+                (false, _) => Some("env"),
+                (true, true) => Some("cwd"),
+                (true, false) => None,
+            };
+            if let Some(option) = misplaced {
+                return Err(format!("--{option} only applies to stdio servers."));
+            }
+            out.insert("url".into(), url);
             if !headers.is_empty() {
-                entry.insert("headers".into(), Value::Object(headers));
+                out.insert("headers".into(), Value::Object(headers));
             }
         }
         _ => {
@@ -133,13 +144,18 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
             ));
         }
     }
+    for key in ["exposure", "description"] {
+        out.extend(entry.remove(key).map(|v| (key.to_string(), v)));
+    }
+    let entry = out;
     let entry = Value::Object(entry);
     config::validate(name, &entry)?;
     let path = target(local, agent_dir, cwd);
     let replaced = config::add_server(&path, name, entry)?;
     let verb = if replaced { "Replaced" } else { "Added" };
+    let scope = if local { "project" } else { "global" };
     Ok(format!(
-        "{verb} MCP server \"{name}\" in {}. Run `pi mcp list` to check it.",
+        "{verb} {scope} MCP server \"{name}\" in {}.\nCheck it with: pi mcp list",
         path.display()
     ))
 }
@@ -151,13 +167,14 @@ fn remove(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, Strin
         .ok_or(USAGE.trim_end())?;
     let local = args[1..].iter().any(|a| a == "-l" || a == "--local");
     let path = target(local, agent_dir, cwd);
+    let scope = if local { "project" } else { "global" };
     match config::remove_server(&path, name)? {
         true => Ok(format!(
-            "Removed MCP server \"{name}\" from {}.",
+            "Removed {scope} MCP server \"{name}\" from {}.",
             path.display()
         )),
         false => Err(format!(
-            "{} does not define MCP server \"{name}\".",
+            "No {scope} MCP server named \"{name}\" in {}.",
             path.display()
         )),
     }
@@ -185,49 +202,73 @@ fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) ->
             host.on_event(event);
         }
     }
-    let status = host.status();
+    let report = host.list_report();
     host.shutdown(Duration::from_secs(3));
-    let servers = status["servers"].as_array().cloned().unwrap_or_default();
+    let servers = report["servers"].as_array().cloned().unwrap_or_default();
     let failed = servers
         .iter()
         .any(|s| s["enabled"] == json!(true) && s["state"] != json!("connected"));
     if as_json {
-        crate::rpc::print_text(&format!("{}\n", status));
-    } else {
-        let mut out = String::new();
-        for error in status["errors"].as_array().into_iter().flatten() {
-            out.push_str(&format!("config: {}\n", error.as_str().unwrap_or("")));
-        }
-        if servers.is_empty() {
-            out.push_str("No MCP servers configured.\n");
-        }
-        for s in &servers {
-            let state = s["state"].as_str().unwrap_or("");
-            let detail = match state {
-                "connected" => format!(
-                    "connected · {} tools{}",
-                    s["toolCount"],
-                    if s["hasResources"] == json!(true) {
-                        " · resources"
-                    } else {
-                        ""
-                    }
-                ),
-                "failed" | "disconnected" => {
-                    format!("{state}: {}", s["error"].as_str().unwrap_or(""))
-                }
-                other => other.to_string(),
-            };
-            out.push_str(&format!(
-                "{} ({}) — {detail}\n",
-                s["name"].as_str().unwrap_or(""),
-                s["target"].as_str().unwrap_or("")
-            ));
-            for tool in s["tools"].as_array().into_iter().flatten() {
-                out.push_str(&format!("  {}\n", tool.as_str().unwrap_or("")));
-            }
-        }
-        crate::rpc::print_text(&out);
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        crate::rpc::print_text(&format!("{text}\n"));
+        return u8::from(invalid || failed);
     }
+    let mut out = String::new();
+    if servers.is_empty() && !invalid {
+        out.push_str(&format!(
+            "No MCP servers configured. Add them to {} or .pi/mcp.json.\n",
+            config::user_path(agent_dir).display()
+        ));
+    }
+    let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+    for s in &servers {
+        let tools: Vec<String> = s["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        let state = match s["state"].as_str() {
+            Some("connected") => format!(
+                "connected, {} tool{}",
+                tools.len(),
+                if tools.len() == 1 { "" } else { "s" }
+            ),
+            _ => text(&s["state"]),
+        };
+        out.push_str(&format!(
+            "{}: {state} ({}, {})\n",
+            text(&s["name"]),
+            text(&s["exposure"]),
+            text(&s["scope"])
+        ));
+        out.push_str(&format!("  {}\n", text(&s["transport"])));
+        if let Some(path) = s["override"].as_str() {
+            out.push_str(&format!("  project override: {path}\n"));
+        }
+        if !tools.is_empty() {
+            let listed: Vec<String> = tools
+                .iter()
+                .map(|t| match s["toolExposure"][t].as_str() {
+                    Some(exposure) => format!("{t} [{exposure}]"),
+                    None => t.clone(),
+                })
+                .collect();
+            out.push_str(&format!("  tools: {}\n", listed.join(", ")));
+        }
+        if s["resources"] == json!(true) {
+            out.push_str("  offers resources\n");
+        }
+        if let Some(error) = s["error"].as_str() {
+            out.push_str(&format!(
+                "  {}\n",
+                error.split('\n').collect::<Vec<_>>().join("\n  ")
+            ));
+        }
+    }
+    for error in report["errors"].as_array().into_iter().flatten() {
+        out.push_str(&format!("config error: {}\n", text(error)));
+    }
+    crate::rpc::print_text(&out);
     u8::from(invalid || failed)
 }

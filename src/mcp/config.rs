@@ -70,27 +70,39 @@ pub struct ServerConfig {
     /// The file value as written (`codemode` when absent, as pi's default).
     pub exposure_name: String,
     pub exposure: Exposure,
-    /// `toolExposure` in file order.
-    pub tool_exposure: Vec<(String, Exposure)>,
-    /// The file that defines it (and the override file, when a project overrides it).
+    /// `toolExposure` in file order: (name or pattern, exposure name with aliases resolved).
+    pub tool_exposure: Vec<(String, String)>,
+    /// The file that defines it.
     pub source: PathBuf,
+    /// Defined by the project's file (pi's `scope: "project"`).
+    pub project: bool,
+    /// The project file that overrides some of its fields, if any.
+    pub override_source: Option<PathBuf>,
 }
 
 impl ServerConfig {
     /// A tool's exposure: an exact `toolExposure` key, else the first matching pattern, else the
     /// server's.
     pub fn tool_exposure(&self, tool: &str) -> Exposure {
+        Exposure::parse(self.tool_exposure_name(tool))
+    }
+    /// The same, as the file names it (`codemode`, `deferred`, `direct`, `hidden`).
+    pub fn tool_exposure_name(&self, tool: &str) -> &str {
         if let Some((_, e)) = self.tool_exposure.iter().find(|(k, _)| k == tool) {
-            return *e;
+            return e;
         }
         self.tool_exposure
             .iter()
             .find(|(k, _)| k.contains('*') && naming::pattern_matches(k, tool))
-            .map_or(self.exposure, |(_, e)| *e)
+            .map_or(&self.exposure_name, |(_, e)| e)
     }
     /// Whether some tools are declared to the model (the first prompt waits for these servers).
     pub fn has_declared_tools(&self) -> bool {
-        self.exposure.is_declared() || self.tool_exposure.iter().any(|(_, e)| e.is_declared())
+        self.exposure.is_declared()
+            || self
+                .tool_exposure
+                .iter()
+                .any(|(_, e)| Exposure::parse(e).is_declared())
     }
     pub fn describe_transport(&self) -> String {
         match &self.transport {
@@ -182,6 +194,8 @@ struct Entry {
     name: String,
     raw: Map<String, Value>,
     source: PathBuf,
+    project: bool,
+    override_source: Option<PathBuf>,
 }
 
 /// Reads the user file and, when `project_trusted`, the project file.
@@ -262,6 +276,7 @@ fn read_file(path: &Path, project: bool, entries: &mut Vec<Entry>, errors: &mut 
                 continue;
             }
             entries[base].raw = merged;
+            entries[base].override_source = Some(path.to_path_buf());
             continue;
         }
         if let Err(e) = validate(&name, &value) {
@@ -283,6 +298,8 @@ fn read_file(path: &Path, project: bool, entries: &mut Vec<Entry>, errors: &mut 
             name: name.clone(),
             raw,
             source: path.to_path_buf(),
+            project,
+            override_source: None,
         };
         match entries.iter().position(|e| e.name == name) {
             Some(at) => entries[at] = entry,
@@ -440,11 +457,19 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
             .and_then(Value::as_object)
             .map(|m| {
                 m.iter()
-                    .map(|(k, v)| (k.clone(), Exposure::parse(v.as_str().unwrap_or(""))))
+                    .map(|(k, v)| {
+                        let name = match v.as_str().unwrap_or("codemode") {
+                            "codemode-deferred" => "codemode",
+                            other => other,
+                        };
+                        (k.clone(), name.to_string())
+                    })
                     .collect()
             })
             .unwrap_or_default(),
         source: entry.source.clone(),
+        project: entry.project,
+        override_source: entry.override_source.clone(),
     })
 }
 

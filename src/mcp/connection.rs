@@ -820,6 +820,8 @@ mod tests {
             exposure: Exposure::Direct,
             tool_exposure: Vec::new(),
             source: PathBuf::from("mcp.json"),
+            project: false,
+            override_source: None,
         }
     }
 

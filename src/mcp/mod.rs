@@ -557,6 +557,53 @@ impl McpHost {
         json!({"servers": servers, "errors": self.config_errors})
     }
 
+    /// `pi mcp list --json`'s report, in pi's shape: per server `name`, `scope`, `source`,
+    /// `override`?, `enabled`, `exposure`, `transport`, `state`, `tools` (the server's names),
+    /// `toolExposure`? (tools whose exposure differs), `resources`?, `error`?; then `errors`.
+    pub fn list_report(&self) -> Value {
+        let servers: Vec<Value> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let mut report = json!({
+                    "name": s.config.name,
+                    "scope": if s.config.project { "project" } else { "global" },
+                    "source": s.config.source.display().to_string(),
+                });
+                if let Some(path) = &s.config.override_source {
+                    report["override"] = json!(path.display().to_string());
+                }
+                report["enabled"] = json!(s.config.enabled);
+                report["exposure"] = json!(s.config.exposure_name);
+                report["transport"] = json!(s.config.describe_transport());
+                report["state"] = json!(s.status.as_str());
+                let names: Vec<&str> = s
+                    .tools
+                    .iter()
+                    .filter_map(|t| t.get("name").and_then(Value::as_str))
+                    .collect();
+                report["tools"] = json!(names);
+                let differing: serde_json::Map<String, Value> = names
+                    .iter()
+                    .map(|n| (n.to_string(), s.config.tool_exposure_name(n)))
+                    .filter(|(_, e)| *e != s.config.exposure_name)
+                    .map(|(n, e)| (n, json!(e)))
+                    .collect();
+                if !differing.is_empty() {
+                    report["toolExposure"] = Value::Object(differing);
+                }
+                if s.has_resources {
+                    report["resources"] = json!(true);
+                }
+                if let Some(error) = s.error.as_ref().filter(|_| s.status != Status::Connected) {
+                    report["error"] = json!(error);
+                }
+                report
+            })
+            .collect();
+        json!({"servers": servers, "errors": self.config_errors})
+    }
+
     /// Ends every connection; waits up to `grace` for the threads and for stdio servers to
     /// exit after their stdin closed (the caller kills what is left: `transport::kill_all`).
     pub fn shutdown(mut self, grace: Duration) {

@@ -622,19 +622,15 @@ fn pi_mcp_add_list_remove_edit_mcp_json() {
         parsed["mcpServers"]["web"],
         json!({"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}})
     );
-    // `web` cannot connect: list says so and exits 1.
+    // `web` cannot connect: list says so and exits 1 (pi's format).
     let out = run(&["list"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains("fake (") && stdout.contains("connected · 8 tools · resources"),
-        "{stdout}"
+    let expected = format!(
+        "fake: connected, 8 tools (codemode, global)\n  {} --x\n  tools: echo, crash, garbage, slow, progress, huge, grow, mixed\n  offers resources\nweb: failed (codemode, global)\n  http://127.0.0.1:9/mcp\n  MCP HTTP request failed: ",
+        server.display()
     );
-    assert!(stdout.contains("  mcp__fake__echo\n"));
-    assert!(
-        stdout.contains("web (http://127.0.0.1:9/mcp) — failed: "),
-        "{stdout}"
-    );
+    assert!(stdout.starts_with(&expected), "{stdout}");
     let out = run(&["remove", "web"]);
     assert!(out.status.success());
     let out = run(&["list", "--json"]);
@@ -646,8 +642,18 @@ fn pi_mcp_add_list_remove_edit_mcp_json() {
     );
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["servers"][0]["name"], "fake");
+    assert_eq!(listed["servers"][0]["scope"], "global");
+    assert_eq!(listed["servers"][0]["state"], "connected");
+    assert_eq!(listed["servers"][0]["resources"], true);
     let out = run(&["remove", "web"]);
     assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "No global MCP server named \"web\" in {}.\n",
+            path.display()
+        )
+    );
     let out = run(&["add", "old", "--url", "http://x/sse", "--description"]);
     assert_eq!(out.status.code(), Some(1));
     let _ = Instant::now();
