@@ -39,6 +39,8 @@ pub struct Args {
     pub no_extensions: bool,
     /// `--approve` (true) / `--no-approve` (false): this run's project-trust decision.
     pub project_trust: Option<bool>,
+    /// `--no-mcp`: no MCP servers this run.
+    pub no_mcp: bool,
     pub skills: Vec<String>,
     pub no_skills: bool,
     pub prompt_templates: Vec<String>,
@@ -53,6 +55,8 @@ pub struct Args {
     pub sandbox: Option<crate::sandbox::Mode>,
     /// `--list-models [search]`.
     pub list_models: Option<Option<String>>,
+    /// `--rpc-profile default|legacy` (checked by main, with the env var and setting).
+    pub rpc_profile: Option<String>,
     pub verbose: bool,
     pub help: bool,
     pub version: bool,
@@ -143,6 +147,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Long("no-builtin-tools") => out.no_builtin_tools = true,
             Short('n') | Long("name") => out.name = Some(string(parser.value()?, "--name")?),
             Long("no-session") => out.no_session = true,
+            Long("rpc-profile") => {
+                out.rpc_profile = Some(string(parser.value()?, "--rpc-profile")?)
+            }
             Long("session-dir") => {
                 out.session_dir = Some(string(parser.value()?, "--session-dir")?)
             }
@@ -156,6 +163,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Long("no-extensions") => out.no_extensions = true,
             Short('a') | Long("approve") => out.project_trust = Some(true),
             Long("no-approve") => out.project_trust = Some(false),
+            Long("no-mcp") => out.no_mcp = true,
             Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
             Long("no-skills") => out.no_skills = true,
             Long("prompt-template") => out
@@ -230,11 +238,14 @@ Options:
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
   -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
   -nt, --no-tools                no tools at all
+  --no-mcp                       no MCP servers this run (pi mcp add|remove|list edits mcp.json)
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
   -a, --approve                  trust this project's .pi/ resources for this run
   -na, --no-approve              ignore this project's .pi/ resources for this run
+  --rpc-profile <name>           protocol generation on stdout: default (newest pi) or legacy
+                                 (pi <= 0.83 clients); also PI_RPC_PROFILE, setting rpcProfile
   --offline                      no network besides the model provider
   --sandbox <mode>               confine tools: off, read-only, workspace-write
   --verbose                      more logging on stderr (or set RUST_LOG)
@@ -297,6 +308,16 @@ mod tests {
     fn multi_letter_short_flags() {
         let args = parse_str(&["-nt", "-nc", "-nbt"]).unwrap();
         assert!(args.no_tools && args.no_context_files && args.no_builtin_tools);
+    }
+
+    #[test]
+    fn no_mcp_and_mcp_tool_patterns() {
+        let args = parse_str(&["--no-mcp", "--tools", "read,mcp__docs__*"]).unwrap();
+        assert!(args.no_mcp);
+        assert_eq!(
+            args.tools,
+            Some(vec!["read".to_string(), "mcp__docs__*".to_string()])
+        );
     }
 
     #[test]

@@ -152,6 +152,7 @@ pub const EXTRA_SECRET_ENV_VARS: &[&str] = &[
     "AWS_SECRET_ACCESS_KEY",
     "AWS_BEARER_TOKEN_BEDROCK",
     "AWS_SESSION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
 ];
 
 // ---- config values -------------------------------------------------------------------------------

@@ -10,6 +10,8 @@
 
 pub mod auth;
 pub mod auth_lock;
+pub mod aws;
+pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
@@ -144,6 +146,8 @@ pub struct Config {
     auth: AuthFile,
     resolver: ValueResolver,
     runtime_api_keys: HashMap<String, String>,
+    /// Credentials resolved elsewhere (MCP `env`/`headers` values), redacted like the others.
+    extra_secrets: Vec<String>,
     docs_dir: PathBuf,
     /// Token endpoints of the subscription logins.
     oauth_endpoints: oauth::Endpoints,
@@ -214,6 +218,7 @@ impl Config {
             runtime_api_keys: HashMap::new(),
             oauth_fresh: Mutex::new(HashMap::new()),
             oauth_failures: Mutex::new(HashMap::new()),
+            extra_secrets: Vec::new(),
         }
     }
 
@@ -511,12 +516,15 @@ impl Config {
         for name in auth::EXTRA_SECRET_ENV_VARS {
             out.extend(self.env.get(name).map(str::to_string));
         }
+        out.extend(aws::profile_secrets(&self.env));
+        out.extend(google_adc::file_secrets(&self.env));
         for config in self.registry.provider_configs.values() {
             if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
                 out.push(self.env.get(key).unwrap_or(key).to_string());
             }
         }
         out.extend(self.resolver.resolved_values());
+        out.extend(self.extra_secrets.iter().cloned());
         out.retain(|s| crate::session::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
@@ -525,6 +533,17 @@ impl Config {
             }
         }
         unique
+    }
+
+    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets`.
+    pub fn add_known_secrets(&mut self, secrets: &[String]) {
+        self.extra_secrets.extend(secrets.iter().cloned());
+        crate::session::register_secrets(secrets.iter().cloned());
+    }
+
+    /// Whether the project's own config (`.pi/mcp.json`) may be used (project trust).
+    pub fn project_trusted(&self) -> bool {
+        self.project_trust.trusted
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------

@@ -3,30 +3,40 @@
 //! agent over a bounded channel (so a stalled client stalls the socket read, not memory).
 //!
 //! Only `provider/<api>.rs` knows a provider's format: it builds the request (url, headers, body)
-//! and maps SSE events to `StreamEvent`s. This file owns the thread, HTTP and error mapping.
+//! and maps SSE events (Bedrock: binary event-stream frames) to `StreamEvent`s. This file owns the
+//! thread, HTTP and error mapping.
 //!
 //! Blocking calls and their bounds: connecting (`CONNECT_TIMEOUT`), writing the request and every
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent
 //! server ends the request with `Request timed out.`), and `send` on the bounded channel (ends when
-//! the agent reads or drops the receiver).
+//! the agent reads or drops the receiver). A credential fetch before the request (Vertex's token
+//! exchange, AWS container credentials) runs on the same HTTP agent, under the same bounds and
+//! abort; an AWS `credential_process` is bounded by `config::auth::COMMAND_TIMEOUT`.
 //!
 //! How it ends: the body reaches EOF or its terminal event (→ `Done`), or fails (→ `Failed`), or
 //! the agent drops the `StreamHandle` (the next `send` fails and the thread returns; a read blocked
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod aws_remote;
 pub mod azure_responses;
+pub mod bedrock;
 #[cfg(test)]
 mod catalog_coverage;
 pub mod codex_responses;
 pub mod copilot;
+pub mod event_stream;
 pub mod google;
+pub mod google_auth;
 pub mod mistral;
 pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod sigv4;
 pub mod sse;
+pub mod token_cache;
 pub mod transform;
+pub mod vertex;
 
 use std::io::Read;
 use std::time::Duration;
@@ -220,6 +230,8 @@ pub(crate) enum Decoder {
     OpenAiResponses(openai_responses::Decoder),
     Google(google::Decoder),
     Mistral(mistral::Decoder),
+    /// Binary event-stream frames, not SSE: fed by `on_bytes`.
+    Bedrock(bedrock::Decoder),
 }
 
 impl Decoder {
@@ -230,6 +242,7 @@ impl Decoder {
             Decoder::OpenAiResponses(d) => d.on_sse(sse),
             Decoder::Google(d) => d.on_sse(sse),
             Decoder::Mistral(d) => d.on_sse(sse),
+            Decoder::Bedrock(_) => Vec::new(),
         }
     }
 
@@ -240,6 +253,7 @@ impl Decoder {
             Decoder::OpenAiResponses(d) => d.on_eof(),
             Decoder::Google(d) => d.on_eof(),
             Decoder::Mistral(d) => d.on_eof(),
+            Decoder::Bedrock(d) => d.on_eof(),
         }
     }
 
@@ -250,6 +264,7 @@ impl Decoder {
             Decoder::OpenAiResponses(d) => d.is_finished(),
             Decoder::Google(d) => d.is_finished(),
             Decoder::Mistral(d) => d.is_finished(),
+            Decoder::Bedrock(d) => d.is_finished(),
         }
     }
 
@@ -260,6 +275,7 @@ impl Decoder {
             Decoder::OpenAiResponses(d) => d.http_error_message(status, body),
             Decoder::Google(_) => google::http_error_message(status, body),
             Decoder::Mistral(_) => mistral::http_error_message(status, body),
+            Decoder::Bedrock(_) => bedrock::http_error_message(status, body),
         }
     }
 }
@@ -347,6 +363,21 @@ fn run_stream(
                 }
             }
         }
+        // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
+        "bedrock-converse-stream" => match bedrock::build_request(request, &agent) {
+            Ok(http) => (http, Decoder::Bedrock(bedrock::Decoder::new(request))),
+            Err(message) => {
+                fail(message, None);
+                return;
+            }
+        },
+        "google-vertex" => match vertex::build_request(request, &agent) {
+            Ok(http) => (http, Decoder::Google(google::Decoder::new(request))),
+            Err(message) => {
+                fail(message, None);
+                return;
+            }
+        },
         other => {
             fail(format!("No API provider registered for api: {other}"), None);
             return;
@@ -437,6 +468,10 @@ fn run_stream(
                 return;
             }
             produced.extend(decoder.on_eof());
+        } else if let Decoder::Bedrock(bedrock) = &mut decoder {
+            // Every byte is checked by the frame CRCs, so any body counts as a stream.
+            saw_event = true;
+            produced.extend(bedrock.on_bytes(&buf[..n]));
         } else {
             if let Err(e) = parser.push(&buf[..n]) {
                 fail(e.to_string(), None);
@@ -1090,11 +1125,11 @@ mod tests {
         assert_eq!(failed(&events).message, "Connection error.");
 
         let mut r = anthropic_request("http://127.0.0.1:1");
-        r.model.api = "bedrock-converse-stream".into();
+        r.model.api = "no-such-api".into();
         let events = collect(&start(r));
         assert_eq!(
             failed(&events).message,
-            "No API provider registered for api: bedrock-converse-stream"
+            "No API provider registered for api: no-such-api"
         );
     }
 

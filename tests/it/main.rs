@@ -4,6 +4,7 @@
 mod abort;
 mod apis;
 mod approvals;
+mod cloud_providers;
 mod commands;
 mod compaction;
 mod errors;
@@ -12,9 +13,11 @@ mod faults;
 mod files;
 mod idle_commands;
 mod lifecycle;
+mod mcp;
 mod network;
 mod oauth;
 mod print_modes;
+mod protocol_versions;
 mod providers;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
