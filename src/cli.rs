@@ -39,6 +39,8 @@ pub struct Args {
     pub no_extensions: bool,
     /// `--approve` (true) / `--no-approve` (false): this run's project-trust decision.
     pub project_trust: Option<bool>,
+    /// `--no-mcp`: no MCP servers this run.
+    pub no_mcp: bool,
     pub skills: Vec<String>,
     pub no_skills: bool,
     pub prompt_templates: Vec<String>,
@@ -154,6 +156,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Long("no-extensions") => out.no_extensions = true,
             Short('a') | Long("approve") => out.project_trust = Some(true),
             Long("no-approve") => out.project_trust = Some(false),
+            Long("no-mcp") => out.no_mcp = true,
             Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
             Long("no-skills") => out.no_skills = true,
             Long("prompt-template") => out
@@ -205,6 +208,9 @@ pi-rs — the pi coding agent's RPC mode, in Rust
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
   pi --list-models [search]      list the models you have credentials for
+  pi login <provider> [domain]   subscription login: github-copilot (device code; optional
+                                 GitHub Enterprise domain), anthropic, openai-codex (paste code)
+  pi logout <provider>           remove the provider's credentials from auth.json
 
 Options:
   --mode rpc|json|text           protocol mode (json and text: print modes, not yet in pi-rs)
@@ -216,6 +222,7 @@ Options:
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
   -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
   -nt, --no-tools                no tools at all
+  --no-mcp                       no MCP servers this run (pi mcp add|remove|list edits mcp.json)
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
@@ -282,6 +289,16 @@ mod tests {
     fn multi_letter_short_flags() {
         let args = parse_str(&["-nt", "-nc", "-nbt"]).unwrap();
         assert!(args.no_tools && args.no_context_files && args.no_builtin_tools);
+    }
+
+    #[test]
+    fn no_mcp_and_mcp_tool_patterns() {
+        let args = parse_str(&["--no-mcp", "--tools", "read,mcp__docs__*"]).unwrap();
+        assert!(args.no_mcp);
+        assert_eq!(
+            args.tools,
+            Some(vec!["read".to_string(), "mcp__docs__*".to_string()])
+        );
     }
 
     #[test]

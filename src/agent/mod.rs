@@ -26,6 +26,7 @@ pub mod compaction;
 pub mod convert;
 pub mod draft;
 mod extending;
+mod mcp_servers;
 pub mod pattern;
 pub mod retry;
 pub mod state;
@@ -84,6 +85,8 @@ pub struct AgentSetup {
     pub approvals: crate::extensions::approval::ApprovalPolicy,
     /// Records to write first (extension load errors).
     pub startup_records: Vec<Value>,
+    /// MCP servers (None with `--no-mcp`).
+    pub mcp: Option<crate::mcp::McpHost>,
 }
 
 /// The loop's channel ends.
@@ -112,6 +115,9 @@ enum Incoming {
     Extension(crate::extensions::ExtensionEvent),
     /// The extension host's channel closed (no host, or its router ended).
     ExtensionsGone,
+    Mcp(crate::mcp::connection::McpEvent),
+    /// The first prompt's wait for MCP servers is over.
+    McpWaitOver,
 }
 
 struct BashJobState {
@@ -136,6 +142,7 @@ pub struct Agent {
     extensions: Option<crate::extensions::ExtensionHost>,
     extension_events: Receiver<crate::extensions::ExtensionEvent>,
     extension_tools: Vec<crate::extensions::ExtensionTool>,
+    mcp: Option<crate::mcp::McpHost>,
     approvals: crate::extensions::approval::ApprovalPolicy,
     grants: crate::extensions::approval::SessionGrants,
     /// Extension commands run from `prompt`, answered `handled` when they finish.
@@ -198,13 +205,12 @@ impl Agent {
             .setting("extensionHookTimeoutMs")
             .and_then(Value::as_u64)
             .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
-        let mut tool_specs = tools::specs(&setup.tool_names);
         let extension_tools = setup
             .extensions
             .as_ref()
             .map(|h| h.tools())
             .unwrap_or_default();
-        tool_specs.extend(extension_tools.iter().map(|t| t.spec()));
+        let tool_specs = all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
         let (bash_sender, bash_events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         Agent {
             steering_mode: setup.config.steering_mode(),
@@ -223,6 +229,7 @@ impl Agent {
             extensions: setup.extensions,
             extension_events: setup.extension_events,
             extension_tools,
+            mcp: setup.mcp,
             approvals: setup.approvals,
             grants: Default::default(),
             command_runs: Vec::new(),
@@ -262,6 +269,7 @@ impl Agent {
         for record in std::mem::take(&mut self.startup_records) {
             self.emit(record);
         }
+        self.emit_mcp_notices();
         if let Some(host) = &self.extensions {
             host.notify_event(&json!({"type": "session_start", "reason": "startup"}));
         }
@@ -286,6 +294,10 @@ impl Agent {
         if let Some(host) = self.extensions.take() {
             host.shutdown(Duration::from_millis(500));
         }
+        if let Some(mcp) = self.mcp.take() {
+            mcp.shutdown(Duration::from_millis(500));
+        }
+        crate::mcp::transport::kill_all();
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
@@ -314,6 +326,12 @@ impl Agent {
         let idle_timer = match idle_deadline {
             Some(deadline) => crossbeam_channel::at(deadline),
             None => never(),
+        };
+        let no_mcp = never();
+        let mcp_events = self.mcp.as_ref().map_or(&no_mcp, |m| m.events());
+        let mcp_wait = match &self.phase {
+            Phase::WaitingForMcp(wait) => crossbeam_channel::at(wait.deadline),
+            _ => never(),
         };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
@@ -349,6 +367,11 @@ impl Agent {
                 Ok(event) => Incoming::Bash(event),
                 Err(_) => Incoming::StdinClosed,
             },
+            recv(mcp_events) -> event => match event {
+                Ok(event) => Incoming::Mcp(event),
+                Err(_) => Incoming::StdinClosed,
+            },
+            recv(mcp_wait) -> _ => Incoming::McpWaitOver,
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
         }
@@ -381,6 +404,8 @@ impl Agent {
             Incoming::Bash(event) => self.on_bash_event(event),
             Incoming::Extension(event) => self.on_extension_event(event),
             Incoming::ExtensionsGone => self.extension_events = never(),
+            Incoming::Mcp(event) => self.on_mcp_event(event),
+            Incoming::McpWaitOver => self.end_mcp_wait(),
         }
     }
 
@@ -415,7 +440,8 @@ impl Agent {
                 images,
                 streaming_behavior,
             } => {
-                if !self.try_extension_command(id, &message) {
+                if !self.try_extension_command(id, &message) && !self.try_mcp_command(id, &message)
+                {
                     self.prompt(id, message, images, streaming_behavior)
                 }
             }
@@ -654,6 +680,13 @@ impl Agent {
                 );
                 self.respond_ok(id, name, Some(stats));
             }
+            Command::GetMcpServers => {
+                let data = match &self.mcp {
+                    Some(mcp) => mcp.status(),
+                    None => json!({"servers": [], "errors": []}),
+                };
+                self.respond_ok(id, name, Some(data));
+            }
             Command::GetCommands => {
                 // Extension commands first, then prompt templates and skills (pi's order).
                 let mut commands: Vec<Value> = self
@@ -666,6 +699,9 @@ impl Agent {
                             .collect()
                     })
                     .unwrap_or_default();
+                if self.mcp.as_ref().is_some_and(|m| m.is_configured()) {
+                    commands.push(crate::mcp::command_item());
+                }
                 commands.extend(crate::resources::discovery::commands_json(&self.resources));
                 self.respond_ok(id, name, Some(json!({ "commands": commands })));
             }
@@ -1134,7 +1170,8 @@ impl Agent {
     fn base_request(&self) -> Result<StreamRequest, ()> {
         let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
         Ok(StreamRequest {
-            model: self.model.clone(),
+            // After the key: a refreshed Copilot token may name another API host.
+            model: self.config.request_model(&self.model),
             api_key,
             headers: self.config.request_headers(&self.model),
             system_prompt: self
@@ -1160,7 +1197,10 @@ impl Agent {
     }
 
     fn credentials_error(&self) -> String {
-        format!("No API key for provider: {}", self.model.provider)
+        // A subscription login that could not be refreshed says how to log in again.
+        self.config
+            .auth_notice(&self.model.provider)
+            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
     }
 
     fn request_completion(&mut self) {
@@ -1463,7 +1503,10 @@ impl Agent {
         self.run.is_some()
             || matches!(
                 self.phase,
-                Phase::RetryWait(_) | Phase::Compacting(_) | Phase::Preparing(_)
+                Phase::RetryWait(_)
+                    | Phase::Compacting(_)
+                    | Phase::Preparing(_)
+                    | Phase::WaitingForMcp(_)
             )
     }
 
@@ -1551,9 +1594,29 @@ impl Agent {
             Phase::RetryWait(_) => self.cancel_retry(),
             Phase::Compacting(_) => self.abort_compaction(),
             Phase::Preparing(_) => self.abort_preparing(),
+            Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
             Phase::Idle => self.end_run(),
         }
     }
+}
+
+/// What the model is offered: builtins, then extension tools, then MCP tools.
+fn all_tool_specs(
+    builtins: &[String],
+    extension_tools: &[crate::extensions::ExtensionTool],
+    mcp: Option<&crate::mcp::McpHost>,
+) -> Vec<ToolSpec> {
+    let mut specs = tools::specs(builtins);
+    specs.extend(extension_tools.iter().map(|t| t.spec()));
+    if let Some(mcp) = mcp {
+        let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        specs.extend(
+            mcp.tool_specs()
+                .into_iter()
+                .filter(|s| !taken.contains(&s.name)),
+        );
+    }
+    specs
 }
 
 /// A message serialized once for every record that carries it.

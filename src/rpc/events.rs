@@ -132,6 +132,14 @@ pub fn queue_update<'a>(
     json!({"type": "queue_update", "steering": steering, "followUp": follow_up})
 }
 
+/// A notice for the client, in the shape pi uses for its startup diagnostics (an
+/// `extension_ui_request` with `method:"notify"`; no answer expected). `level`: `info`,
+/// `warning` or `error`.
+pub fn notify(message: &str, level: &str) -> Value {
+    json!({"type": "extension_ui_request", "id": crate::extensions::host::fresh_uuid(), "method": "notify",
+        "message": message, "notifyType": level})
+}
+
 pub fn thinking_level_changed(level: &str) -> Value {
     json!({"type": "thinking_level_changed", "level": level})
 }
