@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::Agent;
 use super::state::{McpWait, Phase};
 use crate::messages::AgentMessage;
-use crate::rpc::events;
+use crate::rpc::events::Event;
 
 impl Agent {
     pub(super) fn on_mcp_event(&mut self, event: crate::mcp::connection::McpEvent) {
@@ -30,7 +30,7 @@ impl Agent {
             .map(|m| m.take_notices())
             .unwrap_or_default();
         for (text, level) in notices {
-            self.emit(events::notify(&text, level));
+            self.emit(Event::notify(&text, level));
         }
     }
 
@@ -49,7 +49,7 @@ impl Agent {
             "prompt",
             Some(serde_json::json!({ "disposition": "handled" })),
         );
-        self.emit(events::notify(&notice, level));
+        self.emit(Event::notify(&notice, level));
         true
     }
 
@@ -76,7 +76,7 @@ impl Agent {
         if let Some(mcp) = self.mcp.as_mut() {
             mcp.end_wait();
             if !mcp.settled() {
-                self.emit(events::notify(
+                self.emit(Event::notify(
                     "MCP servers are still connecting; their tools become available once connected.",
                     "info",
                 ));

@@ -36,8 +36,9 @@ pub struct Writer {
 pub fn spawn(
     output: Box<dyn Write + Send>,
     events: Sender<WriterEvent>,
+    capacity: usize,
 ) -> std::io::Result<Writer> {
-    let (records, inbox) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+    let (records, inbox) = crossbeam_channel::bounded(capacity);
     let thread = std::thread::Builder::new()
         .name("stdout-writer".into())
         .spawn(move || write_loop(output, inbox, events))?;
@@ -56,6 +57,13 @@ fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Se
         }
         line.clear();
         match record {
+            Record::Settled => {
+                // Nothing to write, but what came before it must not wait in the buffer.
+                if !finish_record(&mut out, &[], &inbox, &events, Ok(())) {
+                    return;
+                }
+                continue;
+            }
             Record::Json(value) => {
                 if serde_json::to_writer(&mut line, &value).is_err() {
                     log::error!("could not serialize a record; dropped");
@@ -161,7 +169,7 @@ mod tests {
         let sink = Shared::default();
         let (etx, _erx) = crossbeam_channel::unbounded();
         redact::register_secrets(["sk-secret-123".to_string()]);
-        let writer = spawn(Box::new(sink.clone()), etx).unwrap();
+        let writer = spawn(Box::new(sink.clone()), etx, CHANNEL_CAPACITY).unwrap();
         writer
             .records
             .send(json!({"a": "x\u{2028}y"}).into())
@@ -199,7 +207,7 @@ mod tests {
     #[test]
     fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
         let (etx, erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(Broken), etx).unwrap();
+        let writer = spawn(Box::new(Broken), etx, CHANNEL_CAPACITY).unwrap();
         for i in 0..(CHANNEL_CAPACITY * 2) {
             writer.records.send(json!({"i": i}).into()).unwrap();
         }

@@ -27,10 +27,15 @@ pub fn is_secret_name(name: &str) -> bool {
             .is_some_and(|allowed| allowed.iter().any(|a| a == name))
 }
 
-/// Removes the withheld variables from a command about to be spawned: credential-like names,
+/// What pi (0.84.0) marks its children's environment with: generic agent attribution
+/// (`AI_AGENT=pi`) and pi's own marker.
+pub const CHILD_MARKERS: [(&str, &str); 2] = [("AI_AGENT", "pi"), ("PI_CODING_AGENT", "true")];
+
+/// Removes the withheld variables from a command about to be spawned — credential-like names,
 /// and any variable holding a known credential whatever its name (a models.json `apiKey` may name
-/// `MY_LLM_CREDS`).
+/// `MY_LLM_CREDS`) — and marks it as run by an agent (`CHILD_MARKERS`).
 pub fn scrub(command: &mut Command) {
+    command.envs(CHILD_MARKERS);
     let known = crate::session::redact::default_redactions();
     for (name, value) in std::env::vars_os() {
         let holds_secret = value

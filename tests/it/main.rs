@@ -17,6 +17,7 @@ mod mcp;
 mod network;
 mod oauth;
 mod print_modes;
+mod protocol_versions;
 mod providers;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
