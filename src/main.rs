@@ -52,14 +52,28 @@ fn init_logging(verbose: bool) {
         .init();
 }
 
+/// `--version`: the pi version whose protocol pi-rs implements, bare, as pi prints it; with
+/// `--verbose` a second line names pi-rs and its own version.
+fn version_text(verbose: bool) -> String {
+    let mut text = format!("{}\n", rpc::PI_PROTOCOL_VERSION);
+    if verbose {
+        text.push_str(&format!(
+            "pi-rs {} (the pi {} RPC protocol)\n",
+            env!("CARGO_PKG_VERSION"),
+            rpc::PI_PROTOCOL_VERSION
+        ));
+    }
+    text
+}
+
 fn run(args: Args) -> Result<u8, String> {
     // Help and version are answers, not diagnostics: stdout (no protocol runs in these cases).
     if args.help {
-        rpc::print_text(cli::HELP);
+        rpc::print_text(&cli::help_text());
         return Ok(0);
     }
     if args.version {
-        rpc::print_text(concat!(env!("CARGO_PKG_VERSION"), "\n"));
+        rpc::print_text(&version_text(args.verbose));
         return Ok(0);
     }
     reject_unsupported(&args)?;
