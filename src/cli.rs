@@ -197,14 +197,13 @@ fn next_bare_word(parser: &mut lexopt::Parser) -> Option<String> {
 /// `--help`: names pi-rs's own version and the pi protocol version it speaks.
 pub fn help_text() -> String {
     format!(
-        "pi-rs {} — the pi coding agent's RPC mode, in Rust (pi {} protocol)\n{HELP}",
+        "pi-rs {} — the pi coding agent's RPC mode, in Rust (pi {} protocol)\n\n{HELP}",
         env!("CARGO_PKG_VERSION"),
         crate::rpc::PI_PROTOCOL_VERSION
     )
 }
 
 const HELP: &str = "\
-
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
   pi --list-models [search]      list the models you have credentials for

@@ -441,6 +441,10 @@ impl Agent {
                 }
                 self.respond_ok(id, name, None);
             }
+            Command::ClearQueue => {
+                let data = self.clear_queues();
+                self.respond_ok(id, name, Some(data));
+            }
             Command::GetState => {
                 let state = self.state_json();
                 self.respond_ok(id, name, Some(state));
@@ -1043,6 +1047,18 @@ impl Agent {
             StreamingBehavior::FollowUp => self.follow_up.push_back(queued),
         }
         self.emit_queue_update();
+    }
+
+    /// `clear_queue`: both queues emptied (announced by a `queue_update`, as pi does even when
+    /// they were empty); answers the texts so a client can put them back in its editor.
+    fn clear_queues(&mut self) -> Value {
+        let texts = |queue: &mut VecDeque<QueuedMessage>| -> Vec<String> {
+            queue.drain(..).map(|q| q.text).collect()
+        };
+        let steering = texts(&mut self.steering);
+        let follow_up = texts(&mut self.follow_up);
+        self.emit_queue_update();
+        json!({ "steering": steering, "followUp": follow_up })
     }
 
     fn emit_queue_update(&mut self) {
