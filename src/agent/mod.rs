@@ -1172,6 +1172,7 @@ impl Agent {
             max_tokens: None,
             session_id: self.session.id().to_string(),
             idle_timeout: self.idle_timeout,
+            provider_retry: self.config.provider_retry(),
         })
     }
 
