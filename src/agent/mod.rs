@@ -32,6 +32,7 @@ pub mod state;
 mod tool_batch;
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, never, select_biased};
@@ -567,14 +568,22 @@ impl Agent {
                 }
             }
             Command::SwitchSession { session_path } => {
-                let path = self.config.cwd.join(&session_path);
+                // Relative to where pi-rs was started, as pi resolves it (the process never
+                // changes directory; only the agent's working directory moves).
+                let path = PathBuf::from(&session_path);
                 let dir = self.session.session_dir().map(|d| d.to_path_buf());
                 match SessionLog::open(&path, dir.as_deref(), &self.config.cwd) {
                     Ok((log, warnings)) => {
+                        if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
+                            self.respond_error(id, name, &error);
+                            return;
+                        }
                         for warning in warnings {
                             log::warn!("{}: {warning}", path.display());
                         }
+                        let session_cwd = log.cwd().to_path_buf();
                         self.replace_session(log, false);
+                        self.move_to(session_cwd);
                         self.respond_ok(id, name, Some(json!({ "cancelled": false })));
                     }
                     Err(e) => self.respond_error(id, name, &e.0),
@@ -721,6 +730,18 @@ impl Agent {
             self.follow_up.clear();
             self.emit_queue_update();
         }
+    }
+
+    /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new
+    /// sessions and the prompt's working-directory line follow. Settings, context files, skills,
+    /// templates and extensions stay those loaded at startup (pi reloads them; see README).
+    fn move_to(&mut self, cwd: PathBuf) {
+        if cwd == self.config.cwd {
+            return;
+        }
+        log::info!("working directory is now {}", cwd.display());
+        self.system_prompt = crate::resources::system_prompt::with_cwd(&self.system_prompt, &cwd);
+        self.config.cwd = cwd;
     }
 
     fn start_bash(&mut self, id: Option<&Value>, command: String) {
