@@ -83,7 +83,9 @@ pub fn decide(
     }
     // 0.5 s, 1 s, 2 s, … capped at 8 s.
     let base = (0.5 * 2f64.powi(retries_done.min(16) as i32)).min(8.0);
-    Decision::RetryAfter(Duration::from_secs_f64(base * (1.0 - jitter.clamp(0.0, 1.0) * 0.25)))
+    Decision::RetryAfter(Duration::from_secs_f64(
+        base * (1.0 - jitter.clamp(0.0, 1.0) * 0.25),
+    ))
 }
 
 fn ceil_secs(delay: Duration) -> u128 {
@@ -166,7 +168,10 @@ mod tests {
         assert_eq!(delay(1, 0.0), Duration::from_secs(1));
         assert_eq!(delay(5, 0.0), Duration::from_secs(8));
         assert_eq!(delay(9, 0.0), Duration::from_secs(8));
-        assert_eq!(delay(0, 0.999_999), Duration::from_secs_f64(0.5 * 0.75000025));
+        assert_eq!(
+            delay(0, 0.999_999),
+            Duration::from_secs_f64(0.5 * 0.75000025)
+        );
     }
 
     #[test]

@@ -197,7 +197,9 @@ mod tests {
             moved,
             format!(
                 "{}/q",
-                prompt.strip_suffix("/p").expect("the cwd closes the prompt")
+                prompt
+                    .strip_suffix("/p")
+                    .expect("the cwd closes the prompt")
             )
         );
     }

@@ -13,6 +13,7 @@ mod idle_commands;
 mod lifecycle;
 mod print_modes;
 mod providers;
+mod reference_clients;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.

@@ -160,7 +160,10 @@ fn output_truncated_by_lines_only_still_has_a_full_output_file() {
     let data = &response["data"];
     assert_eq!(data["truncated"], true, "{data}");
     let output = data["output"].as_str().expect("output");
-    assert!(output.trim_end().ends_with("4999\n5000"), "the tail is kept");
+    assert!(
+        output.trim_end().ends_with("4999\n5000"),
+        "the tail is kept"
+    );
     assert!(!output.starts_with("1\n"), "the head is cut");
     let path = data["fullOutputPath"]
         .as_str()

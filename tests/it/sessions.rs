@@ -1284,13 +1284,8 @@ fn a_session_whose_working_directory_is_gone_is_refused() {
         &setup.clone().arg("--session").arg(&file.to_string_lossy()),
     );
     assert_eq!(pi.wait_for_exit().code(), Some(1));
-    assert!(
-        pi.stderr_text().contains(&expected),
-        "{}",
-        pi.stderr_text()
-    );
+    assert!(pi.stderr_text().contains(&expected), "{}", pi.stderr_text());
     drop(pi);
-
 
     // switch_session: refused, nothing changes; a session whose directory exists moves there.
     let mut pi = Pi::spawn_in(&workspace, &setup);

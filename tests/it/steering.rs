@@ -652,7 +652,13 @@ fn clear_queue_empties_both_queues_and_answers_their_texts() {
     ]))]));
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     start_gated_run(&mut pi);
-    enqueue(&mut pi, "s1", "steer", "Turn left", queue(&["Turn left"], &[]));
+    enqueue(
+        &mut pi,
+        "s1",
+        "steer",
+        "Turn left",
+        queue(&["Turn left"], &[]),
+    );
     enqueue(
         &mut pi,
         "f1",
