@@ -49,6 +49,8 @@ pub struct Args {
     pub offline: bool,
     /// `--list-models [search]`.
     pub list_models: Option<Option<String>>,
+    /// `--rpc-profile default|legacy` (checked by main, with the env var and setting).
+    pub rpc_profile: Option<String>,
     pub verbose: bool,
     pub help: bool,
     pub version: bool,
@@ -138,6 +140,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Long("no-builtin-tools") => out.no_builtin_tools = true,
             Short('n') | Long("name") => out.name = Some(string(parser.value()?, "--name")?),
             Long("no-session") => out.no_session = true,
+            Long("rpc-profile") => {
+                out.rpc_profile = Some(string(parser.value()?, "--rpc-profile")?)
+            }
             Long("session-dir") => {
                 out.session_dir = Some(string(parser.value()?, "--session-dir")?)
             }
@@ -221,6 +226,8 @@ Options:
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
+  --rpc-profile <name>           protocol generation on stdout: default (newest pi) or legacy
+                                 (pi <= 0.83 clients); also PI_RPC_PROFILE, setting rpcProfile
   --offline                      no network besides the model provider
   --verbose                      more logging on stderr (or set RUST_LOG)
   -h, --help                     this text

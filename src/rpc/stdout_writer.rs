@@ -35,8 +35,9 @@ pub fn spawn(
     output: Box<dyn Write + Send>,
     events: Sender<WriterEvent>,
     secrets: Vec<String>,
+    capacity: usize,
 ) -> std::io::Result<Writer> {
-    let (records, inbox) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+    let (records, inbox) = crossbeam_channel::bounded(capacity);
     let thread = std::thread::Builder::new()
         .name("stdout-writer".into())
         .spawn(move || write_loop(output, inbox, events, &secrets))?;
@@ -179,7 +180,13 @@ mod tests {
     fn writes_one_line_per_record_keeping_separators_raw() {
         let sink = Shared::default();
         let (etx, _erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(sink.clone()), etx, vec!["sk-secret-123".into()]).unwrap();
+        let writer = spawn(
+            Box::new(sink.clone()),
+            etx,
+            vec!["sk-secret-123".into()],
+            CHANNEL_CAPACITY,
+        )
+        .unwrap();
         writer
             .records
             .send(json!({"a": "x\u{2028}y"}).into())
@@ -212,7 +219,7 @@ mod tests {
     #[test]
     fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
         let (etx, erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(Broken), etx, Vec::new()).unwrap();
+        let writer = spawn(Box::new(Broken), etx, Vec::new(), CHANNEL_CAPACITY).unwrap();
         for i in 0..(CHANNEL_CAPACITY * 2) {
             writer.records.send(json!({"i": i}).into()).unwrap();
         }

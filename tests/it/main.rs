@@ -12,6 +12,7 @@ mod files;
 mod idle_commands;
 mod lifecycle;
 mod print_modes;
+mod protocol_versions;
 mod providers;
 mod reference_clients;
 mod sessions;
