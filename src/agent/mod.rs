@@ -1280,6 +1280,11 @@ impl Agent {
         }
         stream.last_event = Instant::now();
         let event: Option<Event> = match event.event {
+            StreamEvent::Retrying { delay } => {
+                // The provider waits silently; the stream is not idle until that wait is over.
+                stream.last_event += delay;
+                None
+            }
             StreamEvent::Opened => (!stream.draft.started).then(|| stream.draft.start_event()),
             StreamEvent::Meta {
                 response_id,

@@ -110,6 +110,11 @@ pub enum StreamEvent {
     },
     /// The request failed (HTTP status, network, malformed stream). Ends the stream.
     Failed(ProviderError),
+    /// A provider-level retry (`retry.provider.maxRetries`) waits this long before sending the
+    /// request again; nothing for the client, but the idle timeout starts after the wait.
+    Retrying {
+        delay: Duration,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -375,7 +380,9 @@ fn run_stream(
                     delay.as_millis()
                 );
                 // Disconnected: the request was cancelled (abort) while waiting.
-                if cancelled.recv_timeout(delay) != Err(RecvTimeoutError::Timeout) {
+                if !send(StreamEvent::Retrying { delay })
+                    || cancelled.recv_timeout(delay) != Err(RecvTimeoutError::Timeout)
+                {
                     return;
                 }
                 retries_done += 1;

@@ -388,3 +388,33 @@ fn wait_for_no_provider_thread(pid: i32, timeout: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A provider-level retry's wait is not silence: with `retry.provider.timeoutMs` (the idle
+/// timeout) shorter than the server's `retry-after`, the retried request still answers.
+#[test]
+fn provider_level_retry_wait_does_not_count_as_an_idle_stream() {
+    let fake = FakeProvider::start(vec![
+        Reply::status(
+            429,
+            fixture("anthropic/error_429.json"),
+            &[("retry-after", "1")],
+        ),
+        Reply::sse(sse::anthropic_text(&["After the wait."])),
+    ]);
+    let setup = Setup::anthropic(&fake).settings(json!({"retry": {
+        "enabled": false,
+        "provider": {"maxRetries": 1, "timeoutMs": 400},
+    }}));
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
+    let records = pi.records_until_event("agent_end");
+    let reply = records
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .expect("assistant message_end");
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].received_at - requests[0].received_at >= Duration::from_millis(1000));
+    fake.finish();
+}
