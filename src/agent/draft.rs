@@ -56,19 +56,9 @@ impl Draft {
     }
 
     /// A `message_update` for `event`, with the usage so far (and, in legacy, the message so
-    /// far: open tool calls show their arguments parsed as far as they go, as pi did).
+    /// far).
     fn update(&self, event: AssistantEvent) -> Event {
-        let snapshot = self.cumulative.then(|| {
-            let mut message = AgentMessage::Assistant(self.message.clone());
-            if let AgentMessage::Assistant(m) = &mut message {
-                for (index, raw) in &self.tool_arguments {
-                    if let Some(ContentBlock::ToolCall(call)) = m.content.get_mut(*index) {
-                        call.arguments = provider::parse_tool_arguments(raw);
-                    }
-                }
-            }
-            crate::rpc::shared_json(&message, 1024)
-        });
+        let snapshot = self.cumulative.then(|| self.snapshot());
         Event::MessageUpdate(Box::new(MessageUpdate {
             event,
             usage: self.message.usage.clone(),
@@ -88,6 +78,23 @@ impl Draft {
     pub fn set_usage(&mut self, mut usage: Usage) {
         usage.apply_prices(&self.prices);
         self.message.usage = usage;
+    }
+
+    /// The message so far, serialized for one legacy record. Open tool calls show their
+    /// arguments parsed as far as they have streamed, plus the raw `partialJson`, as 0.73.1 did.
+    fn snapshot(&self) -> crate::rpc::SharedJson {
+        let message = AgentMessage::Assistant(self.message.clone());
+        if self.tool_arguments.is_empty() {
+            return crate::rpc::shared_json(&message, 1024);
+        }
+        let mut value = serde_json::to_value(&message).unwrap_or(Value::Null);
+        for (index, raw) in &self.tool_arguments {
+            if let Some(Value::Object(block)) = value["content"].get_mut(*index) {
+                block.insert("arguments".into(), provider::parse_tool_arguments(raw));
+                block.insert("partialJson".into(), Value::String(raw.clone()));
+            }
+        }
+        crate::rpc::shared_json(&value, 1024)
     }
 
     pub fn block_start(&mut self, index: usize, kind: BlockKind) -> Event {

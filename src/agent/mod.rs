@@ -633,26 +633,20 @@ impl Agent {
                 self.respond_ok(id, name, Some(json!({ "messages": messages })));
             }
             Command::GetEntries { since } => {
+                // Written from the entries without a JSON value per entry (sessions get long).
                 match self.session.entries_since_json(since.as_deref()) {
                     Ok(entries) => {
-                        // Written from the entries without a JSON value per entry (sessions get long).
-                        let leaf =
-                            serde_json::to_string(&self.session.leaf_id()).unwrap_or_default();
-                        self.respond(Response::ok_text(id, name, |prefix, suffix| {
-                            format!("{prefix}{{\"entries\":{entries},\"leafId\":{leaf}}}{suffix}")
-                        }));
+                        let leaf = self.session.leaf_id();
+                        self.respond(Response::entries(id, &entries, leaf));
                     }
                     Err(e) => self.respond_error(id, name, &e),
                 }
             }
             Command::GetTree => {
                 // Built as text: a long session is a deep tree that serde_json would recurse into.
-                let leaf = serde_json::to_string(&self.session.leaf_id()).unwrap_or_default();
                 let session = &self.session;
-                let response = Response::ok_text(id, name, |prefix, suffix| {
-                    let before = format!("{prefix}{{\"tree\":");
-                    let after = format!(",\"leafId\":{leaf}}}{suffix}");
-                    session.tree_json_between(&before, &after)
+                let response = Response::tree(id, session.leaf_id(), |before, after| {
+                    session.tree_json_between(before, after)
                 });
                 self.respond(response);
             }

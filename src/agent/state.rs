@@ -18,7 +18,7 @@ pub enum Phase {
     /// One LLM request is streaming the assistant reply.
     Streaming(Box<Stream>),
     /// The reply's tool calls are running, one thread each.
-    RunningTools(ToolBatch),
+    RunningTools(Box<ToolBatch>),
     /// Between a failed run and its automatic retry; the timer lives in the loop's select.
     RetryWait(RetryWait),
     /// Summarizing the older conversation (manual, threshold or overflow).

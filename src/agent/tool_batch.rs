@@ -32,7 +32,7 @@ impl Agent {
         for call in &calls {
             self.emit(Event::ToolExecutionStart { call: call.clone() });
         }
-        self.phase = Phase::RunningTools(ToolBatch {
+        self.phase = Phase::RunningTools(Box::new(ToolBatch {
             assistant,
             args: calls.iter().map(|c| c.arguments.clone()).collect(),
             calls,
@@ -45,7 +45,7 @@ impl Agent {
             sender,
             starting: true,
             events,
-        });
+        }));
         for index in 0..count {
             self.gate_call(index);
         }

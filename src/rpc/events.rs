@@ -308,12 +308,13 @@ impl Event {
         !matches!(self, Event::Lifecycle(_))
     }
 
-    /// The record in `profile`'s shape; `None` when that profile never sends this event.
+    /// The record in `profile`'s shape; `None` when that profile never sends this event
+    /// (`agent_settled` in legacy becomes the unwritten `Record::Settled` marker).
     pub fn to_record(&self, profile: Profile) -> Option<Record> {
         let legacy = profile == Profile::Legacy;
         let record = match self {
-            Event::AgentSettled { .. }
-            | Event::BashExecutionUpdate { .. }
+            Event::AgentSettled { .. } if legacy => Record::Settled,
+            Event::BashExecutionUpdate { .. }
             | Event::EntryAppended { .. }
             | Event::SummarizationRetryScheduled { .. }
             | Event::SummarizationRetryAttemptStart { .. }
@@ -573,6 +574,7 @@ mod tests {
             Record::Json(value) => value.to_string(),
             Record::Raw(text) => text,
             Record::Parts(parts) => parts.iter().map(Part::as_str).collect(),
+            Record::Settled => return None,
         })
     }
 
@@ -623,10 +625,10 @@ mod tests {
 
     #[test]
     fn legacy_leaves_out_what_0_73_1_never_sent() {
-        assert_eq!(
-            line(&Event::AgentSettled { aborted: false }, Profile::Legacy),
-            None
-        );
+        assert!(matches!(
+            Event::AgentSettled { aborted: false }.to_record(Profile::Legacy),
+            Some(Record::Settled)
+        ));
         let bash = Event::BashExecutionUpdate {
             id: None,
             delta: "x".into(),

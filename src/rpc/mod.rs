@@ -78,6 +78,9 @@ pub enum Record {
     Raw(String),
     /// A line made of JSON fragments written one after another (see `SharedJson`).
     Parts(Vec<Part>),
+    /// Nothing to write: the work settled, in a profile that has no `agent_settled` (legacy).
+    /// The print driver still needs to know; the stdout writer skips it.
+    Settled,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +108,7 @@ impl Record {
                 let text: String = parts.iter().map(Part::as_str).collect();
                 serde_json::from_str(&text).ok()
             }
+            Record::Settled => None,
         }
     }
 }

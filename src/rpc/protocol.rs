@@ -416,9 +416,33 @@ impl Response {
         }
     }
 
+    /// `get_entries`: `data: {"entries", "leafId"}`, the entries already a JSON array (written
+    /// from the session without a JSON value per entry).
+    pub fn entries(id: Option<&Value>, entries_json: &str, leaf_id: Option<&str>) -> Response {
+        let leaf = serde_json::to_string(&leaf_id).unwrap_or_default();
+        Response::ok_text(id, "get_entries", |prefix, suffix| {
+            format!("{prefix}{{\"entries\":{entries_json},\"leafId\":{leaf}}}{suffix}")
+        })
+    }
+
+    /// `get_tree`: `data: {"tree", "leafId"}`; `write_tree(before, after)` returns the whole
+    /// line, `before + tree + after` (a deep tree is written without recursion).
+    pub fn tree(
+        id: Option<&Value>,
+        leaf_id: Option<&str>,
+        write_tree: impl FnOnce(&str, &str) -> String,
+    ) -> Response {
+        let leaf = serde_json::to_string(&leaf_id).unwrap_or_default();
+        Response::ok_text(id, "get_tree", |prefix, suffix| {
+            let before = format!("{prefix}{{\"tree\":");
+            let after = format!(",\"leafId\":{leaf}}}{suffix}");
+            write_tree(&before, &after)
+        })
+    }
+
     /// A success whose `data` is written as text: `write(prefix, suffix)` returns the whole line,
     /// `prefix + data + suffix` (long data built without a JSON value, or any recursion).
-    pub fn ok_text(
+    fn ok_text(
         id: Option<&Value>,
         command: &str,
         write: impl FnOnce(&str, &str) -> String,
@@ -604,6 +628,30 @@ mod tests {
         assert_eq!(
             line(err),
             r#"{"type":"response","command":"set_model","success":false,"error":"Model not found: a/b"}"#
+        );
+    }
+
+    #[test]
+    fn dispositions_are_left_out_in_the_legacy_profile_and_text_data_is_spliced_once() {
+        use crate::rpc::{Profile, Record};
+        let queued = Response::disposition(Some(&json!(1)), "steer", "queued");
+        assert_eq!(
+            queued.to_record(Profile::Default).to_value().unwrap(),
+            json!({"id":1,"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}})
+        );
+        assert_eq!(
+            queued.to_record(Profile::Legacy).to_value().unwrap(),
+            json!({"id":1,"type":"response","command":"steer","success":true})
+        );
+        let tree = Response::tree(Some(&json!("t")), None, |before, after| {
+            format!("{before}[]{after}")
+        });
+        let Record::Raw(line) = tree.to_record(Profile::Legacy) else {
+            panic!("expected a raw line");
+        };
+        assert_eq!(
+            line,
+            r#"{"id":"t","type":"response","command":"get_tree","success":true,"data":{"tree":[],"leafId":null}}"#
         );
     }
 }

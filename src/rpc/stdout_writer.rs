@@ -55,6 +55,7 @@ fn write_loop(
     for record in inbox.iter() {
         line.clear();
         match record {
+            Record::Settled => continue,
             Record::Json(value) => {
                 if serde_json::to_writer(&mut line, &value).is_err() {
                     log::error!("could not serialize a record; dropped");

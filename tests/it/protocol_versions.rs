@@ -2,7 +2,8 @@
 //! (1.6.0), `legacy` (`--rpc-profile legacy`, `PI_RPC_PROFILE`, settings `rpcProfile`) speaks
 //! what clients written against pi ≤ 0.83 read, checked against 0.73.1's real output.
 //!
-//! Reference: 0.73.1 passes the legacy shapes; 1.6.0 the default ones.
+//! Reference: 0.73.1 passes the legacy tests that choose the profile by environment variable or
+//! setting (it has no `--rpc-profile` flag); 1.6.0 passes `default_profile_has_the_newest_fields`.
 
 use serde_json::{Value, json};
 
@@ -94,6 +95,14 @@ fn legacy_updates_show_streamed_tool_call_arguments() {
         last_delta["message"]["content"][0]["arguments"],
         json!({"command": "echo hi"})
     );
+    // An open call also shows the raw JSON so far.
+    let raw = "{\"command\": \"echo hi\"}";
+    let partials: Vec<&str> = updates(&run)
+        .into_iter()
+        .filter_map(|u| u["message"]["content"][0]["partialJson"].as_str())
+        .collect();
+    assert!(!partials.is_empty(), "no partialJson");
+    assert!(partials.iter().all(|p| raw.starts_with(p)), "{partials:?}");
     let end = run
         .iter()
         .find(|r| r["type"] == "tool_execution_end")
