@@ -11,6 +11,10 @@
 //! The scripts: `tests/clients/rpc_client_every_method.mjs` (the scenario and its checks),
 //! `tests/clients/exec_pi_rs.mjs` (the `cliPath` the client runs with `node`, which starts the
 //! binary under test), `tests/clients/minimal_client.py`.
+//!
+//! Against the references themselves (`PI_TEST_BIN`): the 1.6.0 scenario passes on pi 1.6.0; the
+//! 0.73.1 scenario passes on pi 0.73.1 once `--rpc-profile legacy` is left out (0.73.1 rejects the
+//! flag), which is how its legacy checks were validated.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
