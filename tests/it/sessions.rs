@@ -1228,14 +1228,22 @@ fn stored_cwd_error(cwd: &Path, file: &Path, current: &Path) -> String {
 /// `--session` opens a session in the directory it was recorded in (pi builds its runtime from
 /// the header's `cwd`): shell commands run there and the model is told so. `--continue` takes
 /// the newest session of the startup directory's session folder and stays in the startup
-/// directory, whatever the header says (both references). Reference: passes.
+/// directory, whatever the header says (both references). Reference: 0.73.1 passes; 1.6.0 fails
+/// at the project-settings line only (it reads a project's `.pi/settings.json` only once the
+/// project is trusted, a 1.6.0 feature pi-rs does not have; in the start directory too).
 #[test]
 fn a_resumed_session_runs_in_its_stored_working_directory() {
     let fake = FakeProvider::start(vec![text_reply("there")]);
     let setup = Setup::anthropic(&fake).with_sessions();
     let workspace = Workspace::new();
     let project = workspace.root().join("project");
-    std::fs::create_dir_all(&project).expect("project dir");
+    // The project's own settings apply, not the start directory's.
+    std::fs::create_dir_all(project.join(".pi")).expect("project dir");
+    std::fs::write(
+        project.join(".pi/settings.json"),
+        r#"{"steeringMode": "all"}"#,
+    )
+    .expect("project settings");
     let file = workspace.root().join("stored/other.jsonl");
     session_in(&file, &project);
 
@@ -1244,6 +1252,7 @@ fn a_resumed_session_runs_in_its_stored_working_directory() {
         &setup.clone().arg("--session").arg(&file.to_string_lossy()),
     );
     assert_eq!(bash_pwd(&mut pi, "b1"), project.to_string_lossy());
+    assert_eq!(state(&mut pi, "s0")["steeringMode"], "all");
     prompt(&mut pi, "p1", "where are we?");
     let system = crate::support::system_prompt_of(&fake.requests()[0]);
     assert!(
