@@ -25,6 +25,8 @@ pub struct Draft {
     pub started: bool,
     /// Legacy: updates carry the cumulative message.
     cumulative: bool,
+    /// `message.usage` serialized, for every `message_update` until it changes.
+    usage_json: crate::rpc::SharedJson,
     /// The block that started and has not ended yet (abort closes it).
     open_block: Option<usize>,
 }
@@ -42,6 +44,7 @@ impl Draft {
             prices: model.cost.clone(),
             started: false,
             cumulative: profile == Profile::Legacy,
+            usage_json: crate::rpc::shared_json(&Usage::default(), 128),
             open_block: None,
         }
     }
@@ -61,7 +64,7 @@ impl Draft {
         let snapshot = self.cumulative.then(|| self.snapshot());
         Event::MessageUpdate(Box::new(MessageUpdate {
             event,
-            usage: self.message.usage.clone(),
+            usage: self.usage_json.clone(),
             snapshot,
         }))
     }
@@ -77,6 +80,7 @@ impl Draft {
 
     pub fn set_usage(&mut self, mut usage: Usage) {
         usage.apply_prices(&self.prices);
+        self.usage_json = crate::rpc::shared_json(&usage, 128);
         self.message.usage = usage;
     }
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{Part, Profile, Record, SharedJson};
-use crate::messages::{ContentBlock, ToolCall, Usage};
+use crate::messages::{ContentBlock, ToolCall};
 
 fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
@@ -143,8 +143,9 @@ impl AssistantEvent {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MessageUpdate {
     pub event: AssistantEvent,
-    /// The reply's latest cumulative usage (pi 0.84.2).
-    pub usage: Usage,
+    /// The reply's latest cumulative usage (pi 0.84.2), serialized once per change and shared
+    /// by the updates that follow.
+    pub usage: SharedJson,
     /// Legacy profile only: the whole message so far, serialized once for this record and
     /// written as both `assistantMessageEvent.partial` and `message`.
     pub snapshot: Option<SharedJson>,
@@ -515,7 +516,7 @@ fn message_update(update: &MessageUpdate, legacy: bool) -> Record {
     line.push_str(r#"{"type":"message_update","#);
     if !legacy {
         line.push_str(r#""usage":"#);
-        line.push_str(&serde_json::to_string(&update.usage).unwrap_or_else(|_| "{}".into()));
+        line.push_str(&update.usage);
         line.push(',');
     }
     line.push_str(r#""assistantMessageEvent":"#);
@@ -566,6 +567,7 @@ pub fn tool_result_value(content: &[ContentBlock], details: Option<&Value>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::Usage;
     use std::sync::Arc;
 
     fn line(event: &Event, profile: Profile) -> Option<String> {
@@ -581,7 +583,7 @@ mod tests {
     fn update(event: AssistantEvent, snapshot: Option<&str>) -> Event {
         Event::MessageUpdate(Box::new(MessageUpdate {
             event,
-            usage: Usage::default(),
+            usage: crate::rpc::shared_json(&Usage::default(), 128),
             snapshot: snapshot.map(|s| Arc::new(s.to_string())),
         }))
     }
