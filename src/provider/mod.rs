@@ -534,23 +534,26 @@ fn network_error_message(error: &ureq::Error, mid_stream: bool) -> String {
     }
 }
 
-/// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds or an HTTP date; only seconds
-/// are understood).
+/// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, or an HTTP date: the time left
+/// until then, zero when it has passed).
 fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    let text = |name: &str| headers.get(name)?.to_str().ok().map(str::trim);
     let number = |name: &str| -> Option<f64> {
-        let value = headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse::<f64>()
-            .ok()?;
+        let value = text(name)?.parse::<f64>().ok()?;
         (value.is_finite() && value >= 0.0).then_some(value)
     };
     if let Some(ms) = number("retry-after-ms") {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    number("retry-after").map(Duration::from_secs_f64)
+    if let Some(seconds) = number("retry-after") {
+        return Some(Duration::from_secs_f64(seconds));
+    }
+    let until = retry::parse_http_date(text("retry-after")?)?;
+    Some(
+        until
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// JavaScript truthiness of a parsed JSON value.

@@ -92,6 +92,38 @@ fn ceil_secs(delay: Duration) -> u128 {
     delay.as_millis().div_ceil(1000)
 }
 
+/// An HTTP date in the IMF-fixdate form servers send in `retry-after`
+/// (`Wed, 21 Oct 2015 07:28:00 GMT`).
+pub fn parse_http_date(text: &str) -> Option<std::time::SystemTime> {
+    let mut parts = text.split_whitespace();
+    let _weekday = parts.next()?;
+    let day: u64 = parts.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month_name = parts.next()?;
+    let month = MONTHS.iter().position(|m| *m == month_name)? as u64 + 1;
+    let year: u64 = parts.next()?.parse().ok()?;
+    let mut clock = parts.next()?.split(':').map(|p| p.parse::<u64>().ok());
+    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
+    if parts.next()? != "GMT" || !(1..=31).contains(&day) || year < 1970 || hour > 23 {
+        return None;
+    }
+    // Days since 1970-01-01 (Howard Hinnant's days_from_civil, years ≥ 1970 only).
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y / 400;
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(seconds))
+}
+
 /// A cheap jitter source in [0, 1): the clock's sub-second nanoseconds.
 pub fn clock_jitter() -> f64 {
     let nanos = std::time::SystemTime::now()
@@ -172,6 +204,20 @@ mod tests {
             delay(0, 0.999_999),
             Duration::from_secs_f64(0.5 * 0.75000025)
         );
+    }
+
+    #[test]
+    fn http_dates_parse_to_their_instant() {
+        let at = |text| {
+            parse_http_date(text)
+                .map(|t| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
+        };
+        assert_eq!(at("Wed, 21 Oct 2015 07:28:00 GMT"), Some(1_445_412_480));
+        assert_eq!(at("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(at("Tue, 29 Feb 2028 23:59:59 GMT"), Some(1_835_481_599));
+        assert_eq!(at("21 Oct 2015"), None);
+        assert_eq!(at("Wed, 21 Foo 2015 07:28:00 GMT"), None);
+        assert_eq!(at("Wed, 21 Oct 2015 07:28:00 PST"), None);
     }
 
     #[test]
