@@ -212,6 +212,9 @@ const HELP: &str = "\
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
   pi --list-models [search]      list the models you have credentials for
+  pi login <provider> [domain]   subscription login: github-copilot (device code; optional
+                                 GitHub Enterprise domain), anthropic, openai-codex (paste code)
+  pi logout <provider>           remove the provider's credentials from auth.json
 
 Options:
   --mode rpc|json|text           protocol mode (json and text: print modes, not yet in pi-rs)

@@ -10,6 +10,7 @@ mod cli;
 mod config;
 mod export;
 mod extensions;
+mod login;
 mod messages;
 mod provider;
 mod resources;
@@ -27,6 +28,19 @@ use config::{Config, Diagnostic, Model, ThinkingLevel};
 use rpc::print_mode;
 
 fn main() -> ExitCode {
+    // `pi login <provider>` / `pi logout <provider>`: subscription logins, no agent.
+    let words: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    if let Some(command @ ("login" | "logout")) = words.first().map(String::as_str) {
+        init_logging(false);
+        return ExitCode::from(login::run(
+            command,
+            &words[1..],
+            &config::agent_dir_from_env(),
+        ));
+    }
     let args = match cli::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(e) => {

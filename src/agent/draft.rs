@@ -6,14 +6,13 @@
 
 use serde_json::Value;
 
-use crate::rpc::Profile;
-
 use crate::config::Model;
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ThinkingContent,
     ToolCall, Usage,
 };
 use crate::provider::{self, BlockKind};
+use crate::rpc::Profile;
 use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
 
 pub struct Draft {
@@ -27,8 +26,8 @@ pub struct Draft {
     cumulative: bool,
     /// `message.usage` serialized, for every `message_update` until it changes.
     usage_json: crate::rpc::SharedJson,
-    /// The block that started and has not ended yet (abort closes it).
-    open_block: Option<usize>,
+    /// Blocks that started and have not ended yet, in start order (abort closes them).
+    open_blocks: Vec<usize>,
 }
 
 impl Draft {
@@ -45,7 +44,7 @@ impl Draft {
             started: false,
             cumulative: profile == Profile::Legacy,
             usage_json: crate::rpc::shared_json(&Usage::default(), 128),
-            open_block: None,
+            open_blocks: Vec::new(),
         }
     }
 
@@ -142,7 +141,7 @@ impl Draft {
         };
         self.message.content.push(block);
         let index = self.message.content.len() - 1;
-        self.open_block = Some(index);
+        self.open_blocks.push(index);
         self.update(AssistantEvent::Start {
             family,
             index,
@@ -192,21 +191,28 @@ impl Draft {
             ContentBlock::Image(_) => {}
         }
         let event = AssistantEvent::end(index, block);
-        if self.open_block == Some(index) {
-            self.open_block = None;
-        }
+        self.open_blocks.retain(|open| *open != index);
         Some(self.update(event))
     }
 
-    /// The end event of the block still open, if any (abort closes it, as pi does, before
-    /// `message_end`); its partial says `stopReason:"aborted"`.
-    pub fn close_open_block(&mut self, error_message: Option<&str>) -> Option<Event> {
-        let index = self.open_block.take()?;
-        self.finish_tool_arguments(index);
-        self.message.stop_reason = StopReason::Aborted;
-        self.message.error_message = error_message.map(str::to_string);
-        let block = self.message.content.get(index)?;
-        Some(self.update(AssistantEvent::end(index, block)))
+    /// The end events of the blocks still open, in content order (abort closes them, as pi does,
+    /// before `message_end`); their partial says `stopReason:"aborted"`.
+    pub fn close_open_blocks(&mut self, error_message: Option<&str>) -> Vec<Event> {
+        let mut open = std::mem::take(&mut self.open_blocks);
+        open.sort_unstable();
+        if !open.is_empty() {
+            self.message.stop_reason = StopReason::Aborted;
+            self.message.error_message = error_message.map(str::to_string);
+        }
+        let mut events = Vec::with_capacity(open.len());
+        for index in open {
+            self.finish_tool_arguments(index);
+            if let Some(block) = self.message.content.get(index) {
+                let end = AssistantEvent::end(index, block);
+                events.push(self.update(end));
+            }
+        }
+        events
     }
 
     fn finish_tool_arguments(&mut self, index: usize) {
@@ -319,7 +325,9 @@ mod tests {
             record["message"]
         );
         draft.delta(0, "lo".into());
-        let close = legacy(&draft.close_open_block(Some("Request was aborted")).unwrap());
+        let closes = draft.close_open_blocks(Some("Request was aborted"));
+        assert_eq!(closes.len(), 1);
+        let close = legacy(&closes[0]);
         assert_eq!(
             close["assistantMessageEvent"]["type"], "text_end",
             "{close}"
@@ -327,6 +335,6 @@ mod tests {
         assert_eq!(close["assistantMessageEvent"]["content"], "Hello");
         assert_eq!(close["message"]["stopReason"], "aborted");
         assert_eq!(close["message"]["errorMessage"], "Request was aborted");
-        assert!(draft.close_open_block(None).is_none());
+        assert!(draft.close_open_blocks(None).is_empty());
     }
 }

@@ -1136,6 +1136,8 @@ impl Agent {
     // ---- the run ------------------------------------------------------------------------------
 
     fn start_run(&mut self, prompt_messages: Vec<AgentMessage>) {
+        // An abort that ended without settling (a prompt dropped while its hook ran) is over.
+        self.aborted_since_settled = false;
         self.run = Some(Run::default());
         self.emit(Event::AgentStart);
         self.emit(Event::TurnStart);
@@ -1193,7 +1195,8 @@ impl Agent {
     fn base_request(&self) -> Result<StreamRequest, ()> {
         let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
         Ok(StreamRequest {
-            model: self.model.clone(),
+            // After the key: a refreshed Copilot token may name another API host.
+            model: self.config.request_model(&self.model),
             api_key,
             headers: self.config.request_headers(&self.model),
             system_prompt: self
@@ -1220,7 +1223,10 @@ impl Agent {
     }
 
     fn credentials_error(&self) -> String {
-        format!("No API key for provider: {}", self.model.provider)
+        // A subscription login that could not be refreshed says how to log in again.
+        self.config
+            .auth_notice(&self.model.provider)
+            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
     }
 
     fn request_completion(&mut self) {
@@ -1368,10 +1374,10 @@ impl Agent {
             let start = draft.start_event();
             self.emit(start);
         }
-        if stop_reason == StopReason::Aborted
-            && let Some(close) = draft.close_open_block(error_message.as_deref())
-        {
-            self.emit(close);
+        if stop_reason == StopReason::Aborted {
+            for close in draft.close_open_blocks(error_message.as_deref()) {
+                self.emit(close);
+            }
         }
         let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
         let json = serialize_message(&message);

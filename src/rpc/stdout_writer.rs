@@ -52,8 +52,15 @@ fn write_loop(
 ) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
     let mut line = Vec::with_capacity(4096);
+    let mut secrets = secrets.to_vec();
+    let mut late_seen = 0;
     for record in inbox.iter() {
         line.clear();
+        // Secrets learned meanwhile (a refreshed OAuth token) apply from this record on.
+        let late = crate::session::late_secrets_since(late_seen);
+        late_seen += late.len();
+        secrets.extend(late);
+        let secrets = secrets.as_slice();
         match record {
             Record::Settled => {
                 // Nothing to write, but what came before it must not wait in the buffer.

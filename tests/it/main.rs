@@ -2,7 +2,9 @@
 //! provider on 127.0.0.1. See `support.rs` for how to run it against the reference pi.
 
 mod abort;
+mod apis;
 mod approvals;
+mod cloud_providers;
 mod commands;
 mod compaction;
 mod errors;
@@ -11,6 +13,8 @@ mod faults;
 mod files;
 mod idle_commands;
 mod lifecycle;
+mod network;
+mod oauth;
 mod print_modes;
 mod protocol_versions;
 mod providers;

@@ -245,3 +245,61 @@ fn unknown_profile_is_refused() {
         run.stderr
     );
 }
+
+/// Every block still open when an abort lands gets its end event, in content order, before
+/// `message_end`: here an OpenAI-compatible reply with reasoning, text and a half-streamed tool
+/// call (whose end carries the arguments parsed as far as they came).
+#[test]
+fn abort_closes_every_open_block_in_order() {
+    let held = sse::OpenAiStream::new()
+        .reasoning(&["Think"])
+        .text(&["Say"])
+        .tool_call("call_1", "bash", &["{\"command\": \"ec"])
+        .unfinished();
+    let fake = FakeProvider::start(vec![Reply::stall_after(held)]);
+    let mut pi = Pi::spawn(&Setup::new(&fake, "fake-openai", "fake-gpt-reasoning"));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Go"}));
+    let deadline = pi.deadline();
+    pi.recv_until(
+        |r| r["assistantMessageEvent"]["type"] == "toolcall_delta",
+        deadline,
+    );
+    pi.send(json!({"id": "a1", "type": "abort"}));
+    let rest = pi.records_until_event("message_end");
+    let ends: Vec<(String, u64)> = pi
+        .records()
+        .iter()
+        .filter_map(|r| {
+            let event = &r["assistantMessageEvent"];
+            let kind = event["type"].as_str()?;
+            kind.ends_with("_end")
+                .then(|| (kind.to_string(), event["contentIndex"].as_u64().unwrap()))
+        })
+        .collect();
+    let starts = pi
+        .records()
+        .iter()
+        .filter(|r| {
+            r["assistantMessageEvent"]["type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("_start"))
+        })
+        .count();
+    assert_eq!(ends.len(), starts, "every started block ends: {ends:?}");
+    let indexes: Vec<u64> = ends.iter().map(|(_, i)| *i).collect();
+    assert!(indexes.windows(2).all(|w| w[0] < w[1]), "{ends:?}");
+    let tool_end = pi
+        .records()
+        .iter()
+        .find(|r| r["assistantMessageEvent"]["type"] == "toolcall_end")
+        .expect("toolcall_end")
+        .clone();
+    assert_eq!(
+        tool_end["assistantMessageEvent"]["toolCall"]["id"], "call_1",
+        "{tool_end}"
+    );
+    let message_end = rest.last().unwrap();
+    assert_eq!(message_end["message"]["stopReason"], "aborted");
+    fake.wait_for_stalls_closed_by_client(1, pi.timeout());
+    fake.finish();
+}
