@@ -37,6 +37,8 @@ pub struct Args {
     pub fork: Option<String>,
     pub extensions: Vec<String>,
     pub no_extensions: bool,
+    /// `--no-mcp`: no MCP servers this run.
+    pub no_mcp: bool,
     pub skills: Vec<String>,
     pub no_skills: bool,
     pub prompt_templates: Vec<String>,
@@ -154,6 +156,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 out.extensions.push(string(parser.value()?, "--extension")?)
             }
             Long("no-extensions") => out.no_extensions = true,
+            Long("no-mcp") => out.no_mcp = true,
             Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
             Long("no-skills") => out.no_skills = true,
             Long("prompt-template") => out
@@ -226,6 +229,7 @@ Options:
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
   -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
   -nt, --no-tools                no tools at all
+  --no-mcp                       no MCP servers this run (pi mcp add|remove|list edits mcp.json)
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
@@ -292,6 +296,16 @@ mod tests {
     fn multi_letter_short_flags() {
         let args = parse_str(&["-nt", "-nc", "-nbt"]).unwrap();
         assert!(args.no_tools && args.no_context_files && args.no_builtin_tools);
+    }
+
+    #[test]
+    fn no_mcp_and_mcp_tool_patterns() {
+        let args = parse_str(&["--no-mcp", "--tools", "read,mcp__docs__*"]).unwrap();
+        assert!(args.no_mcp);
+        assert_eq!(
+            args.tools,
+            Some(vec!["read".to_string(), "mcp__docs__*".to_string()])
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod config;
 mod export;
 mod extensions;
 mod login;
+mod mcp;
 mod messages;
 mod provider;
 mod resources;
@@ -40,6 +41,18 @@ fn main() -> ExitCode {
             &words[1..],
             &config::agent_dir_from_env(),
         ));
+    }
+    // `pi mcp …` is a shell command of its own, not a session.
+    let mut raw = std::env::args_os().skip(1);
+    if raw.next().is_some_and(|first| first == "mcp") {
+        init_logging(false);
+        let Ok(cwd) = std::env::current_dir() else {
+            eprintln!("Error: cannot read the working directory");
+            return ExitCode::from(1);
+        };
+        let agent_dir = config::agent_dir_from_env();
+        let trusted = Config::load(agent_dir.clone(), cwd.clone()).project_trusted();
+        return ExitCode::from(mcp::cli::run(raw.collect(), &agent_dir, &cwd, trusted));
     }
     let args = match cli::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
@@ -126,6 +139,19 @@ fn run(args: Args) -> Result<u8, String> {
         None => Vec::new(),
     };
 
+    // MCP servers' resolved `${VAR}` / `!command` values join the redaction set before any
+    // session log or the stdout writer exists.
+    let mcp_config = (!args.no_mcp).then(|| {
+        mcp::config::load(
+            &agent_dir,
+            &cwd,
+            config.project_trusted(),
+            &mcp::config::system_resolver(&cwd),
+        )
+    });
+    if let Some(mcp_config) = &mcp_config {
+        config.add_known_secrets(&mcp_config.secrets);
+    }
     // Every session log written from here on (forks and new sessions too) redacts these.
     session::set_default_redactions(config.known_secrets());
     let (mut session, resumed) = open_session(&args, &config, &cwd)?;
@@ -221,7 +247,12 @@ fn run(args: Args) -> Result<u8, String> {
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
     }
+    let mcp = mcp_config.map(|loaded| {
+        let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
+        mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
+    });
     let setup = agent::AgentSetup {
+        mcp,
         extensions,
         extension_events,
         approvals,

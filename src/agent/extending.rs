@@ -240,7 +240,7 @@ impl Agent {
         let mut messages = vec![AgentMessage::User(UserMessage::new(&text, images))];
         messages.extend(injected.into_iter().map(custom_message));
         messages.extend(std::mem::take(&mut self.next_turn_messages));
-        self.start_run(messages);
+        self.start_run_after_mcp(messages);
     }
 
     fn on_prompt_hook(&mut self, outcome: HookOutcome) {
@@ -346,9 +346,7 @@ impl Agent {
     fn refresh_extension_tools(&mut self) {
         let Some(host) = &self.extensions else { return };
         self.extension_tools = host.tools();
-        self.tool_specs = crate::tools::specs(&self.tool_names);
-        self.tool_specs
-            .extend(self.extension_tools.iter().map(|t| t.spec()));
+        self.refresh_tool_specs();
     }
 
     fn on_command_finished(&mut self, run: CommandRunId, name: &str, error: Option<String>) {

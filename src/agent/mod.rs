@@ -26,6 +26,7 @@ pub mod compaction;
 pub mod convert;
 pub mod draft;
 mod extending;
+mod mcp_servers;
 pub mod pattern;
 pub mod retry;
 pub mod state;
@@ -88,6 +89,8 @@ pub struct AgentSetup {
     pub startup_events: Vec<Event>,
     /// The protocol generation stdout speaks.
     pub profile: Profile,
+    /// MCP servers (None with `--no-mcp`).
+    pub mcp: Option<crate::mcp::McpHost>,
 }
 
 /// The loop's channel ends.
@@ -116,6 +119,9 @@ enum Incoming {
     Extension(crate::extensions::ExtensionEvent),
     /// The extension host's channel closed (no host, or its router ended).
     ExtensionsGone,
+    Mcp(crate::mcp::connection::McpEvent),
+    /// The first prompt's wait for MCP servers is over.
+    McpWaitOver,
 }
 
 struct BashJobState {
@@ -140,6 +146,7 @@ pub struct Agent {
     extensions: Option<crate::extensions::ExtensionHost>,
     extension_events: Receiver<crate::extensions::ExtensionEvent>,
     extension_tools: Vec<crate::extensions::ExtensionTool>,
+    mcp: Option<crate::mcp::McpHost>,
     approvals: crate::extensions::approval::ApprovalPolicy,
     grants: crate::extensions::approval::SessionGrants,
     /// Queued input waiting for the extensions' `input` hook.
@@ -207,13 +214,12 @@ impl Agent {
             .setting("extensionHookTimeoutMs")
             .and_then(Value::as_u64)
             .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
-        let mut tool_specs = tools::specs(&setup.tool_names);
         let extension_tools = setup
             .extensions
             .as_ref()
             .map(|h| h.tools())
             .unwrap_or_default();
-        tool_specs.extend(extension_tools.iter().map(|t| t.spec()));
+        let tool_specs = all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
         let (bash_sender, bash_events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         Agent {
             steering_mode: setup.config.steering_mode(),
@@ -232,6 +238,7 @@ impl Agent {
             extensions: setup.extensions,
             extension_events: setup.extension_events,
             extension_tools,
+            mcp: setup.mcp,
             approvals: setup.approvals,
             grants: Default::default(),
             command_runs: Vec::new(),
@@ -274,6 +281,7 @@ impl Agent {
         for event in std::mem::take(&mut self.startup_events) {
             self.emit(event);
         }
+        self.emit_mcp_notices();
         self.emit(Event::Lifecycle(Lifecycle::SessionStart));
         while self.stdin_open
             && self.stdout_open
@@ -296,6 +304,10 @@ impl Agent {
         if let Some(host) = self.extensions.take() {
             host.shutdown(Duration::from_millis(500));
         }
+        if let Some(mcp) = self.mcp.take() {
+            mcp.shutdown(Duration::from_millis(500));
+        }
+        crate::mcp::transport::kill_all();
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
@@ -324,6 +336,12 @@ impl Agent {
         let idle_timer = match idle_deadline {
             Some(deadline) => crossbeam_channel::at(deadline),
             None => never(),
+        };
+        let no_mcp = never();
+        let mcp_events = self.mcp.as_ref().map_or(&no_mcp, |m| m.events());
+        let mcp_wait = match &self.phase {
+            Phase::WaitingForMcp(wait) => crossbeam_channel::at(wait.deadline),
+            _ => never(),
         };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
@@ -359,6 +377,11 @@ impl Agent {
                 Ok(event) => Incoming::Bash(event),
                 Err(_) => Incoming::StdinClosed,
             },
+            recv(mcp_events) -> event => match event {
+                Ok(event) => Incoming::Mcp(event),
+                Err(_) => Incoming::StdinClosed,
+            },
+            recv(mcp_wait) -> _ => Incoming::McpWaitOver,
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
         }
@@ -391,6 +414,8 @@ impl Agent {
             Incoming::Bash(event) => self.on_bash_event(event),
             Incoming::Extension(event) => self.on_extension_event(event),
             Incoming::ExtensionsGone => self.extension_events = never(),
+            Incoming::Mcp(event) => self.on_mcp_event(event),
+            Incoming::McpWaitOver => self.end_mcp_wait(),
         }
     }
 
@@ -438,7 +463,8 @@ impl Agent {
                 images,
                 streaming_behavior,
             } => {
-                if !self.try_extension_command(id, &message) {
+                if !self.try_extension_command(id, &message) && !self.try_mcp_command(id, &message)
+                {
                     self.prompt(id, message, images, streaming_behavior)
                 }
             }
@@ -683,6 +709,13 @@ impl Agent {
                 );
                 self.respond_ok(id, name, Some(stats));
             }
+            Command::GetMcpServers => {
+                let data = match &self.mcp {
+                    Some(mcp) => mcp.status(),
+                    None => json!({"servers": [], "errors": []}),
+                };
+                self.respond_ok(id, name, Some(data));
+            }
             Command::GetCommands => {
                 // Extension commands first, then prompt templates and skills (pi's order).
                 let mut commands: Vec<Value> = self
@@ -695,6 +728,9 @@ impl Agent {
                             .collect()
                     })
                     .unwrap_or_default();
+                if self.mcp.as_ref().is_some_and(|m| m.is_configured()) {
+                    commands.push(crate::mcp::command_item());
+                }
                 commands.extend(crate::resources::discovery::commands_json(&self.resources));
                 self.respond_ok(id, name, Some(json!({ "commands": commands })));
             }
@@ -1552,7 +1588,10 @@ impl Agent {
         self.run.is_some()
             || matches!(
                 self.phase,
-                Phase::RetryWait(_) | Phase::Compacting(_) | Phase::Preparing(_)
+                Phase::RetryWait(_)
+                    | Phase::Compacting(_)
+                    | Phase::Preparing(_)
+                    | Phase::WaitingForMcp(_)
             )
     }
 
@@ -1641,9 +1680,29 @@ impl Agent {
             Phase::RetryWait(_) => self.cancel_retry(),
             Phase::Compacting(_) => self.abort_compaction(),
             Phase::Preparing(_) => self.abort_preparing(),
+            Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
             Phase::Idle => self.end_run(),
         }
     }
+}
+
+/// What the model is offered: builtins, then extension tools, then MCP tools.
+fn all_tool_specs(
+    builtins: &[String],
+    extension_tools: &[crate::extensions::ExtensionTool],
+    mcp: Option<&crate::mcp::McpHost>,
+) -> Vec<ToolSpec> {
+    let mut specs = tools::specs(builtins);
+    specs.extend(extension_tools.iter().map(|t| t.spec()));
+    if let Some(mcp) = mcp {
+        let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        specs.extend(
+            mcp.tool_specs()
+                .into_iter()
+                .filter(|s| !taken.contains(&s.name)),
+        );
+    }
+    specs
 }
 
 /// A message serialized once for every record that carries it.

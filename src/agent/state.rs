@@ -25,6 +25,13 @@ pub enum Phase {
     Compacting(Box<super::compacting::Compaction>),
     /// An accepted prompt waiting for an extension hook (`input`, `before_agent_start`).
     Preparing(Box<PromptPrep>),
+    /// The first prompt's run waits (up to 10 s) for MCP servers whose tools it declares.
+    WaitingForMcp(Box<McpWait>),
+}
+
+pub struct McpWait {
+    pub messages: Vec<AgentMessage>,
+    pub deadline: Instant,
 }
 
 /// A prompt between its arrival and its run, while extensions look at it.

@@ -68,7 +68,8 @@ impl Agent {
         let name = batch.calls[index].name.clone();
         let args = batch.args[index].clone();
         let known = self.tool_names.contains(&name)
-            || self.extension_tools.iter().any(|t| t.decl.name == name);
+            || self.extension_tools.iter().any(|t| t.decl.name == name)
+            || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name));
         if !known {
             self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
             return;
@@ -160,10 +161,19 @@ impl Agent {
         let mut call = batch.calls[index].clone();
         call.arguments = batch.args[index].clone();
         batch.started[index] = Some(std::time::Instant::now());
-        match (owner, &self.extensions) {
-            (Some(extension), Some(host)) => {
+        let by_mcp = owner.is_none()
+            && !self.tool_names.contains(&call.name)
+            && self
+                .mcp
+                .as_ref()
+                .is_some_and(|mcp| mcp.has_tool(&call.name));
+        match (owner, &self.extensions, &self.mcp) {
+            (Some(extension), Some(host), _) => {
                 batch.by_extension[index] = true;
                 host.run_tool(extension, &call.id, &call.name, &call.arguments);
+            }
+            (None, _, Some(mcp)) if by_mcp => {
+                batch.handles[index] = Some(mcp.spawn_call(call, batch.sender.clone()))
             }
             _ => {
                 batch.handles[index] = Some(tools::spawn_tool(call, context, batch.sender.clone()))

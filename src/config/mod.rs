@@ -147,6 +147,8 @@ pub struct Config {
     auth: AuthFile,
     resolver: ValueResolver,
     runtime_api_keys: HashMap<String, String>,
+    /// Credentials resolved elsewhere (MCP `env`/`headers` values), redacted like the others.
+    extra_secrets: Vec<String>,
     docs_dir: PathBuf,
     /// Token endpoints of the subscription logins.
     oauth_endpoints: oauth::Endpoints,
@@ -199,6 +201,7 @@ impl Config {
             runtime_api_keys: HashMap::new(),
             oauth_fresh: Mutex::new(HashMap::new()),
             oauth_failures: Mutex::new(HashMap::new()),
+            extra_secrets: Vec::new(),
         }
     }
 
@@ -503,6 +506,7 @@ impl Config {
             }
         }
         out.extend(self.resolver.resolved_values());
+        out.extend(self.extra_secrets.iter().cloned());
         out.retain(|s| s.len() >= MIN_SECRET_LEN && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
@@ -511,6 +515,17 @@ impl Config {
             }
         }
         unique
+    }
+
+    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets`.
+    pub fn add_known_secrets(&mut self, secrets: &[String]) {
+        self.extra_secrets.extend(secrets.iter().cloned());
+    }
+
+    /// Whether the project's own config (`.pi/mcp.json`) may be used. Project trust is not
+    /// implemented yet, so no project is trusted: the project-trust work replaces this body.
+    pub fn project_trusted(&self) -> bool {
+        false
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------

@@ -295,6 +295,20 @@ impl Event {
         }
     }
 
+    /// A notice for the client, in the shape pi uses for its startup diagnostics (an
+    /// `extension_ui_request` with `method:"notify"`; no answer expected). `level`: `info`,
+    /// `warning` or `error`.
+    pub fn notify(message: &str, level: &str) -> Event {
+        let mut fields = Map::new();
+        fields.insert("message".into(), json!(message));
+        fields.insert("notifyType".into(), json!(level));
+        Event::ExtensionUiRequest {
+            id: crate::extensions::host::fresh_uuid(),
+            method: "notify".into(),
+            fields,
+        }
+    }
+
     /// Whether extensions that subscribed get this event: session events do; the client's
     /// dialogs and extension failures do not.
     pub fn is_session_event(&self) -> bool {

@@ -97,6 +97,8 @@ pub enum Command {
         name: String,
     },
     GetCommands,
+    /// pi-rs: MCP servers with their state, tool counts and errors.
+    GetMcpServers,
     /// An answer to an `extension_ui_request`; produces no response record.
     ExtensionUiResponse {
         id: String,
@@ -269,6 +271,7 @@ fn parse_command(object: Map<String, Value>) -> Result<Request, Rejected> {
             name: fields.string("name")?,
         },
         "get_commands" => Command::GetCommands,
+        "get_mcp_servers" => Command::GetMcpServers,
         "extension_ui_response" => Command::ExtensionUiResponse {
             id: fields.string("id")?,
             value: object.get("value").cloned(),
@@ -526,6 +529,7 @@ impl Command {
             Command::GetLastAssistantText => "get_last_assistant_text",
             Command::SetSessionName { .. } => "set_session_name",
             Command::GetCommands => "get_commands",
+            Command::GetMcpServers => "get_mcp_servers",
             Command::ExtensionUiResponse { .. } => "extension_ui_response",
         }
     }

@@ -13,6 +13,7 @@ mod faults;
 mod files;
 mod idle_commands;
 mod lifecycle;
+mod mcp;
 mod network;
 mod oauth;
 mod print_modes;
