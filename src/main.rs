@@ -168,7 +168,7 @@ fn run(args: Args) -> Result<u8, String> {
         absolutize_cli_paths(&mut args, &cwd);
         cwd = session.cwd().to_path_buf();
         let reported = std::mem::take(&mut config.diagnostics);
-        config = Config::load(agent_dir.clone(), cwd.clone());
+        config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
         config.diagnostics.retain(|d| !reported.contains(d));
         report(&config.diagnostics)?;
         session::set_default_redactions(config.known_secrets());
