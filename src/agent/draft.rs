@@ -184,12 +184,12 @@ impl Draft {
                 return None;
             }
         };
-        let now = self.hold_back(index, delta);
-        (!now.is_empty()).then(|| {
+        let delta = self.hold_back(index, delta);
+        (!delta.is_empty()).then(|| {
             self.update(AssistantEvent::Delta {
                 family,
                 index,
-                delta: now,
+                delta,
             })
         })
     }
@@ -415,16 +415,16 @@ mod tests {
         let mut draft = Draft::new(&Model::placeholder(), Profile::Default);
         draft.block_start(0, BlockKind::Text);
         let text = format!("The key is {SECRET}, and é again {SECRET}.");
-        let mut records = Vec::new();
+        let mut events = Vec::new();
         let chars: Vec<char> = text.chars().collect();
         for piece in chars.chunks(5) {
-            records.extend(draft.delta(0, piece.iter().collect()));
+            events.extend(draft.delta(0, piece.iter().collect()));
         }
-        records.extend(draft.flush_held(0));
-        let deltas: Vec<String> = records
+        events.extend(draft.flush_held(0));
+        let deltas: Vec<String> = events
             .into_iter()
-            .map(|r| {
-                value(r)["assistantMessageEvent"]["delta"]
+            .map(|e| {
+                value(e)["assistantMessageEvent"]["delta"]
                     .as_str()
                     .unwrap()
                     .to_string()

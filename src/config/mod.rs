@@ -365,9 +365,10 @@ impl Config {
         }
         match oauth::refresh_locked(&self.agent_dir, provider, &self.oauth_endpoints) {
             Ok(fresh) => {
-                crate::session::register_secrets(
-                    std::iter::once(fresh.access.clone()).chain(fresh.refresh.clone()),
-                );
+                crate::session::add_secret(&fresh.access);
+                if let Some(refresh) = &fresh.refresh {
+                    crate::session::add_secret(refresh);
+                }
                 lock(&self.oauth_failures).remove(provider);
                 let access = fresh.access.clone();
                 lock(&self.oauth_fresh).insert(provider.to_string(), fresh);
@@ -535,13 +536,15 @@ impl Config {
         unique
     }
 
-    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets`.
+    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets` and to
+    /// the process-wide redaction set.
     pub fn add_known_secrets(&mut self, secrets: &[String]) {
-        self.extra_secrets.extend(secrets.iter().cloned());
         crate::session::register_secrets(secrets.iter().cloned());
+        self.extra_secrets.extend(secrets.iter().cloned());
     }
 
-    /// Whether the project's own config (`.pi/mcp.json`) may be used (project trust).
+    /// Whether the project's own config (`.pi/mcp.json`, settings, extensions, …) may be used:
+    /// the project-trust decision (`trust`).
     pub fn project_trusted(&self) -> bool {
         self.project_trust.trusted
     }
@@ -604,6 +607,19 @@ impl Config {
         self.settings
             .get_u64("retry.provider.maxRetryDelayMs")
             .unwrap_or(60000)
+    }
+    /// `retry.provider.maxRetries` (default 0) and `maxRetryDelayMs` (0 = no limit): silent
+    /// retries inside the provider client.
+    pub fn provider_retry(&self) -> crate::provider::retry::ProviderRetry {
+        let max_delay = self.provider_max_retry_delay_ms();
+        crate::provider::retry::ProviderRetry {
+            max_retries: self
+                .settings
+                .get_u64("retry.provider.maxRetries")
+                .unwrap_or(0)
+                .min(u64::from(u32::MAX)) as u32,
+            max_server_delay: (max_delay > 0).then(|| std::time::Duration::from_millis(max_delay)),
+        }
     }
     /// `retry.provider.timeoutMs`: unset means the provider's own default.
     pub fn provider_timeout_ms(&self) -> Option<u64> {

@@ -205,39 +205,6 @@ mod tests {
     }
 
     #[test]
-    fn a_settled_marker_writes_nothing_but_flushes_what_came_before() {
-        struct Flushes(Arc<Mutex<(Vec<u8>, Vec<u8>)>>);
-        impl Write for Flushes {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().0.extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                let mut state = self.0.lock().unwrap();
-                let pending = std::mem::take(&mut state.0);
-                state.1.extend_from_slice(&pending);
-                Ok(())
-            }
-        }
-        let state = Arc::new(Mutex::new((Vec::new(), Vec::new())));
-        let (etx, _erx) = crossbeam_channel::unbounded();
-        // Both queued before the writer runs: the record is not the last one queued, so only
-        // the marker's flush can make it visible while the sender stays open.
-        let (records, inbox) = crossbeam_channel::unbounded();
-        records.send(json!({"a": 1}).into()).unwrap();
-        records.send(Record::Settled).unwrap();
-        let out: Box<dyn Write + Send> = Box::new(Flushes(state.clone()));
-        let thread = std::thread::spawn(move || write_loop(out, inbox, etx));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while state.lock().unwrap().1.is_empty() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert_eq!(state.lock().unwrap().1, b"{\"a\":1}\n");
-        drop(records);
-        thread.join().unwrap();
-    }
-
-    #[test]
     fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
         let (etx, erx) = crossbeam_channel::unbounded();
         let writer = spawn(Box::new(Broken), etx, CHANNEL_CAPACITY).unwrap();

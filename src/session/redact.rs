@@ -279,6 +279,11 @@ pub fn register_secrets(secrets: impl IntoIterator<Item = String>) {
     }
 }
 
+/// One credential learned after startup (a refreshed OAuth token).
+pub fn add_secret(secret: &str) {
+    register_secrets([secret.to_string()]);
+}
+
 /// Startup's list (kept as a name for callers that set the initial keys).
 pub fn set_default_redactions(secrets: Vec<String>) {
     register_secrets(secrets);

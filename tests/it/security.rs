@@ -811,3 +811,27 @@ fn print_and_json_modes_redact_known_keys() {
         );
     }
 }
+
+/// A server's `retry-after: 1e300` used to panic the provider thread (a float beyond any
+/// duration): it is clamped, more than `maxRetryDelayMs` allows, so the run ends with a clear
+/// error instead.
+#[test]
+fn a_hostile_retry_after_header_is_an_error_not_a_crash() {
+    let body = crate::fake_provider::fixture("anthropic/error_429.json");
+    let fake = FakeProvider::start(vec![Reply::status(429, body, &[("retry-after", "1e300")])]);
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
+    let records = pi.records_until_event("agent_settled");
+    let text: Vec<String> = records.iter().map(Value::to_string).collect();
+    assert!(
+        text.iter().any(|r| r.contains("asked to retry after")),
+        "{text:#?}"
+    );
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["success"], true, "pi-rs is still there");
+    assert!(
+        !pi.stderr_text().contains("panicked"),
+        "{}",
+        pi.stderr_text()
+    );
+}
