@@ -105,23 +105,33 @@ pub struct Channels {
 }
 
 /// One thing the loop reacts to.
+///
+/// Each channel's disconnect has its own variant: only stdin's closing ends the loop; a worker
+/// channel that closes is logged and stops being read, and what waited on it is failed.
 enum Incoming {
     Input(Input),
     StdinClosed,
     StdoutClosed,
     Signal(i32),
+    /// The signals thread is gone (it could not start): run on without signal handling.
+    SignalsGone,
     Provider(ProviderEvent),
     /// The stream's thread ended without a terminal event (it panicked).
     ProviderGone,
     StreamIdle,
     Tool(ToolEvent),
-
+    /// The tool batch's channel closed (it holds a sender, so its state is broken).
+    ToolsGone,
     RetryDue,
     Bash(bash_command::BashEvent),
+    /// The RPC bash channel closed (the agent holds a sender, so its state is broken).
+    BashGone,
     Extension(crate::extensions::ExtensionEvent),
     /// The extension host's channel closed (no host, or its router ended).
     ExtensionsGone,
     Mcp(crate::mcp::connection::McpEvent),
+    /// The MCP host's event channel closed.
+    McpGone,
     /// The first prompt's wait for MCP servers is over.
     McpWaitOver,
 }
@@ -290,7 +300,7 @@ impl Agent {
         while self.stdin_open
             && self.stdout_open
             && self.exit_signal.is_none()
-                        // An extension's shutdown waits for the current command and run (seed).
+            // An extension's shutdown waits for the current command and run (seed).
             && (!self.shutdown_requested || self.is_busy() || !self.command_runs.is_empty())
         {
             let incoming = self.next_incoming();
@@ -362,10 +372,10 @@ impl Agent {
             },
             recv(self.signals) -> signal => match signal {
                 Ok(signal) => Incoming::Signal(signal),
-                Err(_) => Incoming::StdinClosed,
+                Err(_) => Incoming::SignalsGone,
             },
-                        recv(self.writer_events) -> _ => Incoming::StdoutClosed,
-                        recv(self.extension_events) -> event => match event {
+            recv(self.writer_events) -> _ => Incoming::StdoutClosed,
+            recv(self.extension_events) -> event => match event {
                 Ok(event) => Incoming::Extension(event),
                 Err(_) => Incoming::ExtensionsGone,
             },
@@ -373,17 +383,17 @@ impl Agent {
                 Ok(event) => Incoming::Provider(event),
                 Err(_) => Incoming::ProviderGone,
             },
-                        recv(tool_events) -> event => match event {
+            recv(tool_events) -> event => match event {
                 Ok(event) => Incoming::Tool(event),
-                Err(_) => Incoming::StdinClosed,
+                Err(_) => Incoming::ToolsGone,
             },
             recv(self.bash_events) -> event => match event {
                 Ok(event) => Incoming::Bash(event),
-                Err(_) => Incoming::StdinClosed,
+                Err(_) => Incoming::BashGone,
             },
             recv(mcp_events) -> event => match event {
                 Ok(event) => Incoming::Mcp(event),
-                Err(_) => Incoming::StdinClosed,
+                Err(_) => Incoming::McpGone,
             },
             recv(mcp_wait) -> _ => Incoming::McpWaitOver,
             recv(idle_timer) -> _ => Incoming::StreamIdle,
@@ -398,6 +408,11 @@ impl Agent {
             Incoming::StdinClosed => self.stdin_open = false,
             Incoming::StdoutClosed => self.stdout_open = false,
             Incoming::Signal(signal) => self.exit_signal = Some(signal),
+            Incoming::SignalsGone => {
+                // main.rs only warns when the signals thread cannot start: run on without it.
+                log::warn!("no signals thread: SIGTERM/SIGHUP are not turned into an orderly exit");
+                self.signals = never();
+            }
             Incoming::Provider(event) if matches!(self.phase, Phase::Compacting(_)) => {
                 self.on_compaction_event(event)
             }
@@ -410,15 +425,22 @@ impl Agent {
                 self.idle_timeout.as_secs()
             )),
             Incoming::Tool(event) => self.on_tool_event(event),
-
+            Incoming::ToolsGone => self.on_tools_gone(),
             Incoming::RetryDue if matches!(self.phase, Phase::Compacting(_)) => {
                 self.retry_summary()
             }
             Incoming::RetryDue => self.retry_now(),
             Incoming::Bash(event) => self.on_bash_event(event),
+            Incoming::BashGone => self.on_bash_gone(),
             Incoming::Extension(event) => self.on_extension_event(event),
             Incoming::ExtensionsGone => self.extension_events = never(),
             Incoming::Mcp(event) => self.on_mcp_event(event),
+            Incoming::McpGone => {
+                log::error!("the MCP servers' event channel closed; MCP news is no longer read");
+                if let Some(mcp) = &mut self.mcp {
+                    mcp.events_gone();
+                }
+            }
             Incoming::McpWaitOver => self.end_mcp_wait(),
         }
     }
@@ -820,6 +842,25 @@ impl Agent {
                 cancel,
             }),
             Err(e) => self.respond_error(id, "bash", &format!("Cannot start the command: {e}")),
+        }
+    }
+
+    /// The RPC bash channel closed, so no job in flight can report: each one is cancelled and
+    /// answered with an error, and later jobs get a fresh channel.
+    fn on_bash_gone(&mut self) {
+        log::error!(
+            "the RPC bash channel closed; failing {} job(s) in flight",
+            self.bash_jobs.len()
+        );
+        (self.bash_sender, self.bash_events) =
+            crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        for job in std::mem::take(&mut self.bash_jobs) {
+            job.cancel.cancel();
+            self.respond_error(
+                job.request_id.as_ref(),
+                "bash",
+                "The command's thread ended without a result",
+            );
         }
     }
 
@@ -1810,3 +1851,6 @@ pub fn login_help() -> String {
         agent_dir.display()
     )
 }
+
+#[cfg(test)]
+mod tests;

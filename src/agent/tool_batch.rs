@@ -193,6 +193,23 @@ impl Agent {
         }
     }
 
+    /// The batch's channel closed although the batch holds a sender: every running call gets an
+    /// error result so the turn can end, and calls started later get a fresh channel.
+    pub(super) fn on_tools_gone(&mut self) {
+        let Some(batch) = self.batch() else { return };
+        log::error!("the tool batch's channel closed; failing its running calls");
+        (batch.sender, batch.events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        let running: Vec<usize> = (0..batch.calls.len())
+            .filter(|&i| batch.results[i].is_none() && batch.handles[i].is_some())
+            .collect();
+        for index in running {
+            self.on_tool_finished(
+                index,
+                ToolOutput::error("The tool's thread ended without a result"),
+            );
+        }
+    }
+
     pub(super) fn on_tool_update(&mut self, index: usize, mut partial: ToolOutput) {
         partial.redact();
         let Some(batch) = self.batch() else { return };

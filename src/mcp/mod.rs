@@ -203,6 +203,12 @@ impl McpHost {
         &self.events
     }
 
+    /// The event channel closed (the host holds a sender, so its state is broken): stop
+    /// reading it, so the agent's select does not wake on it again.
+    pub fn events_gone(&mut self) {
+        self.events = crossbeam_channel::never();
+    }
+
     /// Applies a server's news; returns true when the tool table changed.
     pub fn on_event(&mut self, event: McpEvent) -> bool {
         let index = event.server;

@@ -28,6 +28,8 @@ use serde_json::Value;
 
 pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 // Re-exported for main.rs and the RPC layer, which wire them in later.
+#[cfg(test)]
+pub(crate) use file::tests_support;
 #[allow(unused_imports)]
 pub use ids::{iso_from_ms, ms_from_iso, now_iso, uuid_v7};
 use index::IdIndex;
