@@ -6,6 +6,7 @@
 //! reader, which may still sit in a blocking read.
 
 mod agent;
+mod child;
 mod cli;
 mod config;
 mod deadline;

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
+use crate::child::GroupChild;
+
 /// How long a `!command` may run before it is killed and treated as failed.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -240,19 +242,18 @@ pub fn run_command(command: &str) -> Option<String> {
 }
 
 pub fn run_command_with_timeout(command: &str, timeout: Duration) -> Option<String> {
-    use std::os::unix::process::CommandExt;
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        // Own process group, so a timeout can kill grandchildren holding stdout open.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| log::warn!("cannot run config command: {e}"))
-        .ok()?;
-    let mut stdout = child.stdout.take()?;
+    // Own process group, so a timeout can kill grandchildren holding stdout open.
+    let mut child = GroupChild::spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .map_err(|e| log::warn!("cannot run config command: {e}"))
+    .ok()?;
+    let mut stdout = child.pipes().stdout.take()?;
     let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -260,25 +261,17 @@ pub fn run_command_with_timeout(command: &str, timeout: Duration) -> Option<Stri
         let _ = tx.send(buf);
     });
     let deadline = Instant::now() + timeout;
-    let output = match rx.recv_deadline(deadline) {
-        Ok(buf) => buf,
-        Err(_) => {
-            kill_group(&child);
-            let _ = child.wait();
-            log::warn!("config command timed out after {} s", timeout.as_secs());
-            return None;
-        }
+    let Ok(output) = rx.recv_deadline(deadline) else {
+        // Dropping the child kills its group and reaps it.
+        log::warn!("config command timed out after {} s", timeout.as_secs());
+        return None;
     };
-    // stdout is closed; the shell is exiting. Still bound the wait.
+    // stdout is closed; the shell is exiting. Still bound the wait (a drop kills and reaps).
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            _ => {
-                kill_group(&child);
-                let _ = child.wait();
-                break None;
-            }
+            _ => break None,
         }
     };
     if !status?.success() {
@@ -286,14 +279,6 @@ pub fn run_command_with_timeout(command: &str, timeout: Duration) -> Option<Stri
     }
     let text = String::from_utf8_lossy(&output).trim().to_string();
     (!text.is_empty()).then_some(text)
-}
-
-fn kill_group(child: &std::process::Child) {
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: kill(2) with a negative pid signals the process group we created for this child.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-    }
 }
 
 // ---- auth.json -----------------------------------------------------------------------------------

@@ -432,19 +432,15 @@ fn export_writes_the_page_and_replaces_an_old_one() {
     );
 }
 
-fn find_on_path(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
-        .find(|p| p.is_file())
-}
-
 /// Loads `page` in headless chromium and returns the DOM after the scripts ran, or None (with the
 /// reason printed) when chromium is not installed. Under `CI=true` a missing chromium is a failure:
 /// `.ci/run` installs it (`tests/install_chromium.sh`), so a skip there would hide a test that never
 /// ran. Bounded: the browser is killed after 90 s.
 fn chromium_dump_dom(page: &Path) -> Option<String> {
-    let Some(chromium) = find_on_path(&["chromium", "chromium-browser"]) else {
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find_map(crate::child::find_on_path)
+    else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "chromium is not on PATH under CI=true: tests/install_chromium.sh should have installed it"

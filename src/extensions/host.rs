@@ -39,7 +39,8 @@ use super::protocol::{
     self, Action, DIALOG_METHODS, ExtensionMessage, Handshake, HookKind, PROTOCOL_VERSION,
     Registration, ToolDecl, UiResponse,
 };
-use super::{ExtensionSpec, is_executable_file, is_script_module};
+use super::{ExtensionSpec, is_script_module};
+use crate::child::{is_executable, kill_group};
 use crate::provider::ToolSpec;
 use crate::rpc::events::{Event, Lifecycle};
 use crate::rpc::jsonl::{Frame, Framer};
@@ -517,7 +518,7 @@ fn check_loadable(path: &std::path::Path) -> Result<(), String> {
     if !path.exists() {
         return Err(format!("not found: {}", path.display()));
     }
-    if !is_executable_file(path) {
+    if !is_executable(path) {
         return Err(
             "not an executable file (pi-rs runs extensions as executables; chmod +x it)".into(),
         );
@@ -1501,18 +1502,6 @@ fn has_exited_without_reaping(pid: u32) -> bool {
             libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
         );
         result == 0 && info.si_pid() != 0
-    }
-}
-
-fn kill_group(pgid: i32) {
-    if pgid <= 0 {
-        return;
-    }
-    // SAFETY: plain syscalls on a group we created; an already empty group just fails.
-    unsafe {
-        if libc::killpg(pgid, libc::SIGKILL) != 0 {
-            libc::kill(pgid, libc::SIGKILL);
-        }
     }
 }
 

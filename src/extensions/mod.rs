@@ -97,11 +97,6 @@ pub fn is_script_module(path: &Path) -> bool {
     SCRIPT_MODULE_ENDINGS.iter().any(|end| name.ends_with(end))
 }
 
-pub fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 /// Every extension to start, in load order, without duplicates.
 pub fn discover(sources: &ExtensionSources) -> Vec<ExtensionSpec> {
     let mut found = Vec::new();
@@ -197,7 +192,7 @@ fn scan_dir(dir: &Path, origin: &ExtensionOrigin, found: &mut Vec<ExtensionSpec>
     for path in paths {
         let candidate = if path.is_dir() {
             index_entry(&path)
-        } else if is_executable_file(&path) || is_script_module(&path) {
+        } else if crate::child::is_executable(&path) || is_script_module(&path) {
             Some(path)
         } else {
             None
@@ -218,12 +213,12 @@ fn index_entry(dir: &Path) -> Option<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_stem().is_some_and(|s| s == "index")
-                && (is_executable_file(p) || is_script_module(p))
+                && (crate::child::is_executable(p) || is_script_module(p))
         })
         .collect();
     candidates.sort();
     // An executable index beats a JS/TS one.
-    candidates.sort_by_key(|p| !is_executable_file(p));
+    candidates.sort_by_key(|p| !crate::child::is_executable(p));
     candidates.into_iter().next()
 }
 

@@ -15,17 +15,17 @@
 //! is opened (a 405 means the server offers none). Reads end by data, EOF, or the per-read
 //! timeout (the server's request timeout); close sends DELETE for the session.
 
-use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use super::config::Transport as TransportConfig;
+use crate::child::{LiveGroups, signal_group};
 
 /// The largest message a server may send.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -129,36 +129,18 @@ pub fn open(
 // ---- stdio -----------------------------------------------------------------------------------
 
 /// Process groups of running stdio servers, for `kill_all` at exit.
-fn live_groups() -> &'static Mutex<HashSet<i32>> {
-    static GROUPS: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
-    GROUPS.get_or_init(Default::default)
-}
-
-fn signal_group(pgid: i32, signal: i32) {
-    // SAFETY: kill(2) with a negative pid signals the process group we created for the server.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
-}
+static LIVE_SERVERS: LiveGroups = LiveGroups::new();
 
 /// Waits until every stdio server has stopped (their reapers are done) or `deadline` passes.
 pub fn wait_all_stopped(deadline: Instant) {
-    while Instant::now() < deadline
-        && !live_groups()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
-    {
+    while Instant::now() < deadline && !LIVE_SERVERS.is_empty() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
 /// SIGKILL to every server group still alive (pi-rs is exiting).
 pub fn kill_all() {
-    let groups = live_groups().lock().unwrap_or_else(|e| e.into_inner());
-    for pgid in groups.iter() {
-        signal_group(*pgid, libc::SIGKILL);
-    }
+    LIVE_SERVERS.kill_all(false);
 }
 
 struct StdioTransport {
@@ -194,10 +176,7 @@ impl StdioTransport {
             .spawn()
             .map_err(|e| format!("cannot start {command}: {e}"))?;
         let pgid = child.id() as i32;
-        live_groups()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(pgid);
+        LIVE_SERVERS.insert(pgid);
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let stderr_pipe = child.stderr.take().ok_or("no stderr")?;
         let mut stdin_pipe = child.stdin.take().ok_or("no stdin")?;
@@ -355,10 +334,7 @@ impl Transport for StdioTransport {
             }
             // Children of the server that ignored stdin closing would otherwise outlive it.
             signal_group(pgid, libc::SIGKILL);
-            live_groups()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&pgid);
+            LIVE_SERVERS.remove(pgid);
         };
         if std::thread::Builder::new()
             .name("mcp-reaper".into())

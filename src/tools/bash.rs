@@ -12,13 +12,12 @@
 //! when no session file can refer to it (`remove_spill_dir`).
 //! The tool (`execute`) turns that into pi's throttled partial results and final text.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -28,6 +27,7 @@ use super::truncate::{
 };
 use super::validate::js_number_string;
 use super::{CancelFlag, ToolContext, ToolOutput};
+use crate::child::{LiveGroups, find_on_path, group_alive, kill_group};
 
 /// How often the runner wakes up to check cancel/timeout/exit when no output arrives.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -72,30 +72,12 @@ pub enum ShellOutcome {
     Aborted,
 }
 
-fn live_groups() -> &'static Mutex<HashSet<i32>> {
-    static GROUPS: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
-    GROUPS.get_or_init(|| Mutex::new(HashSet::new()))
-}
+/// Shell process groups still running (tool calls and RPC bash).
+static LIVE_SHELLS: LiveGroups = LiveGroups::new();
 
 /// SIGKILLs every shell process group still running (for process shutdown).
 pub fn kill_all_shells() {
-    let groups: Vec<i32> = live_groups()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .drain()
-        .collect();
-    for pgid in groups {
-        kill_group(pgid);
-    }
-}
-
-fn kill_group(pgid: i32) {
-    // SAFETY: plain syscalls on a pid we spawned; failure (already gone) is harmless.
-    unsafe {
-        if libc::killpg(pgid, libc::SIGKILL) != 0 {
-            libc::kill(pgid, libc::SIGKILL);
-        }
-    }
+    LIVE_SHELLS.kill_all(true);
 }
 
 /// The shell to use: settings `shellPath` (must exist), else /bin/bash, else bash on PATH, else sh.
@@ -113,20 +95,6 @@ pub fn resolve_shell(custom: Option<&str>) -> Result<String, String> {
         return Ok(found.to_string_lossy().to_string());
     }
     Ok("sh".to_string())
-}
-
-/// First executable file called `name` in PATH.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// PATH with `<agentDir>/bin` in front (unless already listed).
@@ -187,10 +155,7 @@ pub fn run_shell(
         format!("spawn {shell} {code}")
     })?;
     let pgid = child.id() as i32;
-    live_groups()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(pgid);
+    LIVE_SHELLS.insert(pgid);
 
     let (chunk_tx, chunk_rx) = crossbeam_channel::bounded::<Vec<u8>>(16);
     let reader_thread = std::thread::Builder::new()
@@ -214,10 +179,7 @@ pub fn run_shell(
     if reader_thread.is_err() {
         kill_group(pgid);
         let _ = child.wait();
-        live_groups()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&pgid);
+        LIVE_SHELLS.remove(pgid);
         return Err("Failed to start the output reader thread".to_string());
     }
 
@@ -270,10 +232,7 @@ pub fn run_shell(
             break;
         }
     }
-    live_groups()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&pgid);
+    LIVE_SHELLS.remove(pgid);
     // Dropping the receiver ends the reader thread at its next chunk if descendants still write.
     drop(chunk_rx);
     if cancel.is_cancelled() {
@@ -290,9 +249,7 @@ pub fn run_shell(
 /// empty nobody can write any more, and the remaining bytes are read to EOF (a busy machine may
 /// not have scheduled our reader yet — cutting it short would lose output).
 fn stdio_grace(pgid: i32) -> Duration {
-    // SAFETY: signal 0 only checks whether any process of the group exists.
-    let group_alive = unsafe { libc::kill(-pgid, 0) } == 0;
-    if group_alive {
+    if group_alive(pgid) {
         EXIT_STDIO_GRACE
     } else {
         EMPTY_GROUP_DRAIN_LIMIT

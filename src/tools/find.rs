@@ -12,12 +12,13 @@ use std::process::Command;
 use serde_json::Value;
 
 use super::glob::{glob_match, walk};
-use super::grep::{LinesEnd, find_tool, run_lines};
+use super::grep::find_tool;
 use super::path::resolve_to_cwd;
 use super::path_guard::{self, Access};
 use super::truncate::listing_output;
 use super::validate::{js_number_string, number_value};
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use crate::child::{LinesEnd, run_lines};
 
 pub const DEFAULT_LIMIT: usize = 1000;
 

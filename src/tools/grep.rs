@@ -6,13 +6,11 @@
 //! simple .gitignore rules) and match each line — with a plain substring test when the pattern is
 //! literal (flag or no regex metacharacters), else through the system `grep -P` (or `grep -E`
 //! when -P is unsupported), whose regex dialect is close to but not exactly ripgrep's.
-//! Also holds `run_lines`, the cancellable line-streaming child runner shared with find.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -25,95 +23,9 @@ use super::truncate::{
 };
 use super::validate::js_number_string;
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use crate::child::{LinesEnd, run_lines};
 
 pub const DEFAULT_LIMIT: usize = 100;
-
-/// How a streamed child run ended.
-pub enum LinesEnd {
-    /// Exit code (None = killed by a signal) and the first 64 KB of stderr.
-    Exited(Option<i32>, String),
-    /// `on_line` asked to stop; the child was killed.
-    Stopped,
-    /// The cancel flag was raised; the child was killed.
-    Aborted,
-}
-
-/// Runs `command` (stdin null), handing each stdout line (without its newline) to `on_line`
-/// until it returns false, the child ends, or `cancel` is raised.
-pub fn run_lines(
-    command: &mut Command,
-    cancel: &CancelFlag,
-    on_line: &mut dyn FnMut(&str) -> bool,
-) -> std::io::Result<LinesEnd> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let (line_tx, line_rx) = crossbeam_channel::bounded::<String>(256);
-    let _ = std::thread::Builder::new()
-        .name("tool-stdout".to_string())
-        .spawn(move || {
-            let Some(stdout) = stdout else { return };
-            let mut reader = BufReader::new(stdout);
-            let mut buffer = Vec::new();
-            loop {
-                buffer.clear();
-                match reader.read_until(b'\n', &mut buffer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if buffer.last() == Some(&b'\n') {
-                            buffer.pop();
-                        }
-                        if line_tx
-                            .send(String::from_utf8_lossy(&buffer).into_owned())
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-    let stderr_thread = std::thread::Builder::new()
-        .name("tool-stderr".to_string())
-        .spawn(move || {
-            let mut collected = Vec::new();
-            if let Some(stderr) = stderr {
-                let _ = stderr.take(64 * 1024).read_to_end(&mut collected);
-            }
-            String::from_utf8_lossy(&collected).into_owned()
-        });
-    let mut end = None;
-    loop {
-        if cancel.is_cancelled() {
-            end = Some(LinesEnd::Aborted);
-            break;
-        }
-        match line_rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(line) => {
-                if !on_line(&line) {
-                    end = Some(LinesEnd::Stopped);
-                    break;
-                }
-            }
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    if end.is_some() {
-        let _ = child.kill();
-    }
-    drop(line_rx);
-    let status = child.wait()?;
-    let stderr_text = stderr_thread
-        .ok()
-        .and_then(|t| t.join().ok())
-        .unwrap_or_default();
-    Ok(end.unwrap_or(LinesEnd::Exited(status.code(), stderr_text)))
-}
 
 /// A helper binary: `<agentDir>/bin/<name>` first, then each of `names` on PATH.
 pub fn find_tool(agent_dir: &Path, names: &[&str]) -> Option<PathBuf> {
@@ -123,7 +35,7 @@ pub fn find_tool(agent_dir: &Path, names: &[&str]) -> Option<PathBuf> {
     }
     names
         .iter()
-        .find_map(|name| super::bash::find_on_path(name))
+        .find_map(|name| crate::child::find_on_path(name))
 }
 
 struct Match {
@@ -318,7 +230,7 @@ fn has_regex_syntax(pattern: &str) -> bool {
 fn system_grep() -> Option<&'static (PathBuf, &'static str)> {
     static GREP: OnceLock<Option<(PathBuf, &'static str)>> = OnceLock::new();
     GREP.get_or_init(|| {
-        let path = super::bash::find_on_path("grep")?;
+        let path = crate::child::find_on_path("grep")?;
         let pcre = Command::new(&path)
             .args(["-P", "x", "/dev/null"])
             .stdin(Stdio::null())

@@ -1,0 +1,309 @@
+//! Child processes pi-rs starts (shells, ripgrep/fd, extensions, MCP servers, config `!command`s):
+//! the one home for starting them in their own process group, killing that group, finding
+//! programs on PATH and streaming a child's stdout line by line.
+//!
+//! Why groups: a child's own children (a shell's pipeline, a server's workers) join its group, so
+//! one `killpg` reaches everything it started and nothing outlives its run. A group is killed
+//! only while its leader is unreaped (a zombie keeps its pid, and so the group id, reserved), so
+//! the kill cannot hit a stranger that reused the number.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use crate::tools::CancelFlag;
+
+/// SIGKILL to every process of the group `pgid` (the leader alone when the group call fails).
+pub fn kill_group(pgid: i32) {
+    if pgid <= 0 {
+        return;
+    }
+    // SAFETY: plain syscalls on a group we created; an already empty group just fails.
+    unsafe {
+        if libc::killpg(pgid, libc::SIGKILL) != 0 {
+            libc::kill(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Sends `signal` to the group `pgid`.
+pub fn signal_group(pgid: i32, signal: i32) {
+    if pgid <= 0 {
+        return;
+    }
+    // SAFETY: kill(2) with a negative pid signals the process group we created.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// Whether any process of the group `pgid` still exists.
+pub fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks whether any process of the group exists.
+    pgid > 0 && unsafe { libc::kill(-pgid, 0) } == 0
+}
+
+/// The process groups of one kind of child still running, for a kill-all at process exit.
+pub struct LiveGroups(OnceLock<Mutex<HashSet<i32>>>);
+
+impl LiveGroups {
+    pub const fn new() -> LiveGroups {
+        LiveGroups(OnceLock::new())
+    }
+
+    fn set(&self) -> MutexGuard<'_, HashSet<i32>> {
+        self.0
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn insert(&self, pgid: i32) {
+        self.set().insert(pgid);
+    }
+
+    pub fn remove(&self, pgid: i32) {
+        self.set().remove(&pgid);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.set().is_empty()
+    }
+
+    /// SIGKILLs every group still listed; `forget` also empties the list.
+    pub fn kill_all(&self, forget: bool) {
+        let mut set = self.set();
+        for pgid in set.iter() {
+            kill_group(*pgid);
+        }
+        if forget {
+            set.clear();
+        }
+    }
+}
+
+/// A child in its own process group. Dropping it kills the group and reaps the child, unless
+/// `wait`/`try_wait` already reaped it.
+pub struct GroupChild {
+    child: Child,
+    reaped: bool,
+}
+
+impl GroupChild {
+    /// Spawns `command` as the leader of a new process group.
+    pub fn spawn(command: &mut Command) -> std::io::Result<GroupChild> {
+        let child = command.process_group(0).spawn()?;
+        Ok(GroupChild {
+            child,
+            reaped: false,
+        })
+    }
+
+    /// The group id (the leader's pid).
+    pub fn pgid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The child's pipes (`stdin`, `stdout`, `stderr`) to take.
+    pub fn pipes(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        let status = self.child.try_wait()?;
+        self.reaped |= status.is_some();
+        Ok(status)
+    }
+
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait();
+        self.reaped = true;
+        status
+    }
+
+    /// Kills the whole group (while the leader is unreaped) and reaps the leader.
+    pub fn kill(&mut self) {
+        if !self.reaped {
+            kill_group(self.pgid());
+            let _ = self.wait();
+        }
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Whether `path` is a file with an execute bit.
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// First executable file called `name` in PATH.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// How a streamed child run ended.
+pub enum LinesEnd {
+    /// Exit code (None = killed by a signal) and the first 64 KB of stderr.
+    Exited(Option<i32>, String),
+    /// `on_line` asked to stop; the child was killed.
+    Stopped,
+    /// The cancel flag was raised; the child was killed.
+    Aborted,
+}
+
+/// Runs `command` (stdin null), handing each stdout line (without its newline) to `on_line`
+/// until it returns false, the child ends, or `cancel` is raised.
+pub fn run_lines(
+    command: &mut Command,
+    cancel: &CancelFlag,
+    on_line: &mut dyn FnMut(&str) -> bool,
+) -> std::io::Result<LinesEnd> {
+    let mut child = GroupChild::spawn(
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )?;
+    let stdout = child.pipes().stdout.take();
+    let stderr = child.pipes().stderr.take();
+    let (line_tx, line_rx) = crossbeam_channel::bounded::<String>(256);
+    let _ = std::thread::Builder::new()
+        .name("tool-stdout".to_string())
+        .spawn(move || {
+            let Some(stdout) = stdout else { return };
+            let mut reader = BufReader::new(stdout);
+            let mut buffer = Vec::new();
+            loop {
+                buffer.clear();
+                match reader.read_until(b'\n', &mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if buffer.last() == Some(&b'\n') {
+                            buffer.pop();
+                        }
+                        if line_tx
+                            .send(String::from_utf8_lossy(&buffer).into_owned())
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    let stderr_thread = std::thread::Builder::new()
+        .name("tool-stderr".to_string())
+        .spawn(move || {
+            let mut collected = Vec::new();
+            if let Some(stderr) = stderr {
+                let _ = stderr.take(64 * 1024).read_to_end(&mut collected);
+            }
+            String::from_utf8_lossy(&collected).into_owned()
+        });
+    let mut end = None;
+    loop {
+        if cancel.is_cancelled() {
+            end = Some(LinesEnd::Aborted);
+            break;
+        }
+        match line_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(line) => {
+                if !on_line(&line) {
+                    end = Some(LinesEnd::Stopped);
+                    break;
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if end.is_some() {
+        child.kill();
+    }
+    drop(line_rx);
+    let status = child.wait()?;
+    let stderr_text = stderr_thread
+        .ok()
+        .and_then(|t| t.join().ok())
+        .unwrap_or_default();
+    Ok(end.unwrap_or(LinesEnd::Exited(status.code(), stderr_text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alive(pid: i32) -> bool {
+        // SAFETY: signal 0 only checks that the process exists.
+        unsafe { libc::kill(pid, 0) == 0 }
+    }
+
+    #[test]
+    fn dropping_a_group_child_kills_what_it_started_and_reaps_it() {
+        let mut child = GroupChild::spawn(
+            Command::new("sh")
+                .arg("-c")
+                .arg("sleep 30 & echo $!; wait")
+                .stdout(Stdio::piped()),
+        )
+        .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.pipes().stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        let (leader, pgid) = (child.pipes().id() as i32, child.pgid());
+        assert_eq!(leader, pgid, "the child leads its own group");
+        assert!(alive(grandchild));
+        drop(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while group_alive(pgid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!group_alive(pgid), "the whole group is gone");
+        assert!(!alive(leader), "the leader was reaped (no zombie)");
+    }
+
+    #[test]
+    fn run_lines_streams_lines_and_stops_on_request() {
+        let mut seen = Vec::new();
+        let end = run_lines(
+            Command::new("sh")
+                .arg("-c")
+                .arg("printf 'a\\nb\\nc\\n'; sleep 30"),
+            &CancelFlag::default(),
+            &mut |line| {
+                seen.push(line.to_string());
+                seen.len() < 2
+            },
+        )
+        .unwrap();
+        assert!(matches!(end, LinesEnd::Stopped));
+        assert_eq!(seen, ["a", "b"]);
+    }
+
+    #[test]
+    fn programs_are_found_on_path_only_when_executable() {
+        assert!(find_on_path("sh").is_some_and(|p| is_executable(&p)));
+        assert!(find_on_path("no-such-program-pi-rs").is_none());
+        let dir = crate::session::tests_support::temp_dir("child");
+        let file = dir.join("plain");
+        std::fs::write(&file, "").unwrap();
+        assert!(!is_executable(&file), "no execute bit");
+        assert!(!is_executable(&dir), "a directory is no program");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
