@@ -27,6 +27,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use base64::Engine;
 use cli::{Args, Mode};
 use config::{Config, Diagnostic, Model, ThinkingLevel};
 use rpc::print_mode;
@@ -419,7 +420,7 @@ fn print_messages(
         match tools_image_mime(&bytes) {
             Some(mime) => {
                 images.push(messages::ImageContent {
-                    data: base64_encode(&bytes),
+                    data: base64::engine::general_purpose::STANDARD.encode(&bytes),
                     mime_type: mime.into(),
                 });
                 first.push_str(&format!("<file name=\"{shown}\"></file>\n"));
@@ -464,25 +465,6 @@ fn tools_image_mime(bytes: &[u8]) -> Option<&'static str> {
     } else {
         None
     }
-}
-
-fn base64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// The session to start with, and whether it was resumed (FACTS §9.2, §1.2): `--no-session`

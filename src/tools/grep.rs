@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::glob::{glob_match, walk};
@@ -194,32 +195,12 @@ fn rg_bytes(data: &Value) -> Option<Vec<u8>> {
 
 /// Standard base64 (padding optional); None on any other character.
 fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let mut bits = 0u32;
-    let mut count = 0;
-    for byte in text.bytes().filter(|&b| b != b'=') {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        bits = (bits << 6) | u32::from(value);
-        count += 1;
-        if count == 4 {
-            out.extend_from_slice(&[(bits >> 16) as u8, (bits >> 8) as u8, bits as u8]);
-            bits = 0;
-            count = 0;
-        }
-    }
-    match count {
-        2 => out.push((bits >> 4) as u8),
-        3 => out.extend_from_slice(&[(bits >> 10) as u8, (bits >> 2) as u8]),
-        _ => {}
-    }
-    Some(out)
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    LENIENT.decode(text).ok()
 }
 
 fn has_regex_syntax(pattern: &str) -> bool {

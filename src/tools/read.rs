@@ -16,6 +16,8 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use super::path::{node_fs_error, node_fs_error_no_path, resolve_read_path};
@@ -71,33 +73,6 @@ fn is_apng(head: &[u8]) -> bool {
         offset = offset.saturating_add(12).saturating_add(length);
     }
     false
-}
-
-/// Standard base64 with padding.
-pub fn base64_encode(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        out.push(ALPHABET[(n >> 18) as usize & 63] as char);
-        out.push(ALPHABET[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 {
-            ALPHABET[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if chunk.len() > 2 {
-            ALPHABET[n as usize & 63] as char
-        } else {
-            '='
-        });
-    }
-    out
 }
 
 /// `access(path, R_OK)` with Node's error text.
@@ -189,7 +164,7 @@ fn read_image(
     let mut content = vec![ContentBlock::Text(TextContent::new(&note))];
     if !too_big {
         content.push(ContentBlock::Image(ImageContent {
-            data: base64_encode(&data),
+            data: STANDARD.encode(&data),
             mime_type: mime.to_string(),
         }));
     }
@@ -537,7 +512,7 @@ mod tests {
         let out = execute(&json!({"path":"pic.dat"}), &ctx, &cancel).unwrap();
         assert_eq!(text_of(&out), "Read image file [image/png]");
         assert!(
-            matches!(&out.content[1], ContentBlock::Image(i) if i.mime_type == "image/png" && i.data == base64_encode(&png))
+            matches!(&out.content[1], ContentBlock::Image(i) if i.mime_type == "image/png" && i.data == STANDARD.encode(png))
         );
         let no_vision = ToolContext {
             model_supports_images: false,
@@ -680,11 +655,7 @@ mod tests {
     }
 
     #[test]
-    fn base64_matches_known_values() {
-        assert_eq!(base64_encode(b""), "");
-        assert_eq!(base64_encode(b"f"), "Zg==");
-        assert_eq!(base64_encode(b"fo"), "Zm8=");
-        assert_eq!(base64_encode(b"foobar"), "Zm9vYmFy");
+    fn image_types_are_sniffed_by_their_magic_bytes() {
         assert_eq!(sniff_image_mime(b"GIF89a"), Some("image/gif"));
         assert_eq!(
             sniff_image_mime(b"RIFF\0\0\0\0WEBPVP8 "),
