@@ -12,6 +12,7 @@ mod config;
 mod deadline;
 mod export;
 mod extensions;
+mod ids;
 mod login;
 mod mcp;
 mod messages;
@@ -21,6 +22,7 @@ mod rpc;
 mod sandbox;
 mod session;
 mod signals;
+mod time;
 mod tools;
 
 use std::io::Write;

@@ -14,8 +14,9 @@ use std::path::PathBuf;
 
 use crossbeam_channel::Sender;
 
+use crate::ids::random_hex16;
 use crate::tools::CancelFlag;
-use crate::tools::bash::{ShellEvent, ShellOutcome, ShellRequest, random_hex16, run_shell};
+use crate::tools::bash::{ShellEvent, ShellOutcome, ShellRequest, run_shell};
 use crate::tools::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_tail};
 
 /// Sanitized output kept in memory for the final result (pi keeps a 100 KB rolling buffer).

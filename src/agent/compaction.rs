@@ -186,7 +186,8 @@ impl TriggerCheck<'_> {
         let same_model =
             has_model && reply.provider == self.model.provider && reply.model == self.model.id;
         // A reply from before the latest compaction describes the old context.
-        let compaction_ms = latest_compaction(self.branch).map(|e| iso_ms(&e.timestamp));
+        let compaction_ms =
+            latest_compaction(self.branch).map(|e| crate::time::ms_from_iso(&e.timestamp));
         if let Some(compaction_ms) = compaction_ms
                         // Strictly older: the reply that retries an overflow can share the compaction's
             // millisecond.
@@ -463,7 +464,7 @@ fn summarizable_message(entry: &SessionEntry) -> Option<AgentMessage> {
         } => Some(AgentMessage::BranchSummary(BranchSummaryMessage {
             summary: summary.clone(),
             from_id: from_id.clone(),
-            timestamp: iso_ms(&entry.timestamp).unwrap_or(0),
+            timestamp: crate::time::ms_from_iso(&entry.timestamp).unwrap_or(0),
         })),
         _ => context_message(entry),
     }
@@ -472,7 +473,7 @@ fn summarizable_message(entry: &SessionEntry) -> Option<AgentMessage> {
 /// The message an entry puts into the model's context (as the session's context rebuild does:
 /// an empty branch summary adds nothing).
 fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
-    let timestamp = || iso_ms(&entry.timestamp).unwrap_or(0);
+    let timestamp = || crate::time::ms_from_iso(&entry.timestamp).unwrap_or(0);
     match &entry.kind {
         EntryKind::Message(message) => message.get().cloned(),
         EntryKind::CustomMessage {
@@ -518,7 +519,7 @@ pub fn context_messages(branch: &[&SessionEntry]) -> Vec<AgentMessage> {
         messages.push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
             summary: summary.clone(),
             tokens_before: *tokens_before,
-            timestamp: iso_ms(&branch[at].timestamp).unwrap_or(0),
+            timestamp: crate::time::ms_from_iso(&branch[at].timestamp).unwrap_or(0),
         }));
         if let Some(kept_from) = branch[..at]
             .iter()
@@ -758,48 +759,6 @@ pub fn sum_usage(usages: &[Usage]) -> Usage {
         sum.cost.total += u.cost.total;
     }
     sum
-}
-
-/// Milliseconds of an ISO-8601 UTC timestamp as pi writes them (`2024-05-01T12:00:00.000Z`);
-/// None when unreadable (JavaScript's NaN: comparisons with it are false).
-fn iso_ms(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    let digits = |from: usize, to: usize| -> Option<i64> {
-        let part = text.get(from..to)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())?
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
-        return None;
-    }
-    let (year, month, day) = (digits(0, 4)?, digits(5, 7)?, digits(8, 10)?);
-    let (hour, minute, second) = (digits(11, 13)?, digits(14, 16)?, digits(17, 19)?);
-    let millis = match b[19] {
-        b'.' => {
-            let end = text[20..].find(|c: char| !c.is_ascii_digit())? + 20;
-            let fraction = &text[20..end];
-            if fraction.is_empty() || &text[end..] != "Z" {
-                return None;
-            }
-            let padded: String = fraction.chars().chain("000".chars()).take(3).collect();
-            padded.parse::<i64>().ok()?
-        }
-        b'Z' if b.len() == 20 => 0,
-        _ => return None,
-    };
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    // Days since 1970-01-01 (proleptic Gregorian; Howard Hinnant's days_from_civil).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
 }
 
 #[cfg(test)]

@@ -10,11 +10,10 @@ use super::{Agent, compacting, compaction};
 use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
 use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};
 use crate::extensions::{CommandRunId, ExtensionEvent};
-use crate::messages::{
-    AgentMessage, CustomMessage, ImageContent, UserContent, UserMessage, now_ms,
-};
+use crate::messages::{AgentMessage, CustomMessage, ImageContent, UserContent, UserMessage};
 use crate::rpc::events::Event;
 use crate::rpc::protocol::{Response, StreamingBehavior};
+use crate::time::now_ms;
 
 /// A `/name args` prompt, split.
 pub fn split_command(text: &str) -> Option<(&str, &str)> {

@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use crate::config::{Config, Model, QueueMode, ThinkingLevel};
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, TextContent, ToolCall,
-    UserMessage, now_ms,
+    UserMessage,
 };
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
 use crate::rpc::events::{Event, Lifecycle};
@@ -51,6 +51,7 @@ use crate::rpc::stdin_reader::Input;
 use crate::rpc::stdout_writer::WriterEvent;
 use crate::rpc::{Profile, Record, SharedJson};
 use crate::session::SessionLog;
+use crate::time::now_ms;
 use crate::tools::{self, ToolContext, ToolEvent};
 
 use draft::Draft;

@@ -19,9 +19,10 @@ use crate::extensions::HookId;
 use crate::extensions::approval::{ApprovalAnswer, Decision};
 use crate::extensions::hooks::{HookOutcome, ToolCallOutcome};
 use crate::extensions::protocol::HookKind;
-use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage, now_ms};
+use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage};
 use crate::rpc::SharedJson;
 use crate::rpc::events::{self, Event};
+use crate::time::now_ms;
 use crate::tools::{self, ToolEvent, ToolEventKind, ToolOutput};
 
 impl Agent {

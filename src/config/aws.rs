@@ -115,9 +115,7 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
                     session_name: env
                         .get("AWS_ROLE_SESSION_NAME")
                         .map(str::to_string)
-                        .unwrap_or_else(|| {
-                            format!("aws-sdk-js-session-{}", crate::messages::now_ms())
-                        }),
+                        .unwrap_or_else(|| format!("aws-sdk-js-session-{}", crate::time::now_ms())),
                     token_file: PathBuf::from(token_file),
                     sts_endpoint: env.get("AWS_ENDPOINT_URL_STS").map(str::to_string),
                 }));
@@ -200,7 +198,7 @@ fn profile_role(env: &Env) -> Result<Option<AssumeRole>, String> {
         session_name: profile
             .get("role_session_name")
             .cloned()
-            .unwrap_or_else(|| format!("aws-sdk-js-{}", crate::messages::now_ms())),
+            .unwrap_or_else(|| format!("aws-sdk-js-{}", crate::time::now_ms())),
         external_id: profile.get("external_id").cloned(),
         source,
         sts_endpoint: env.get("AWS_ENDPOINT_URL_STS").map(str::to_string),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use super::auth::{Env, now_ms};
+use super::auth::Env;
 use super::auth_lock;
 use crate::provider::net;
 
@@ -93,7 +93,7 @@ impl Endpoints {
 
 /// True when a token with this expiry should be refreshed before use.
 pub fn needs_refresh(expires_ms: Option<f64>) -> bool {
-    expires_ms.is_none_or(|e| now_ms() + REFRESH_MARGIN_MS >= e)
+    expires_ms.is_none_or(|e| now_ms_f64() + REFRESH_MARGIN_MS >= e)
 }
 
 /// A usable login after a refresh (or after finding that another process refreshed it).
@@ -195,7 +195,7 @@ fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
         ("access", json!(access)),
         (
             "expires",
-            json!(now_ms() + expires_in * 1000.0 - EARLY_EXPIRY_MS),
+            json!(now_ms_f64() + expires_in * 1000.0 - EARLY_EXPIRY_MS),
         ),
     ]))
 }
@@ -207,7 +207,7 @@ fn codex_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
     Ok(oauth_entry(&[
         ("access", json!(access)),
         ("refresh", json!(refresh)),
-        ("expires", json!(now_ms() + expires_in * 1000.0)),
+        ("expires", json!(now_ms_f64() + expires_in * 1000.0)),
         ("accountId", json!(account)),
     ]))
 }
@@ -532,6 +532,11 @@ fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
         .fill(&mut bytes)
         .map_err(|_| "no system randomness".to_string())?;
     Ok(bytes)
+}
+
+/// Now in Unix milliseconds as OAuth's `expires` holds it (a JSON number).
+fn now_ms_f64() -> f64 {
+    crate::time::now_ms() as f64
 }
 
 fn base64url(bytes: &[u8]) -> String {

@@ -48,7 +48,7 @@ const MOCK_MODELS: &str = r#"{
 #[test]
 fn key_priority_runtime_auth_oauth_env_models_json() {
     let dir = TempDir::new("priority");
-    let future = auth::now_ms() + 3_600_000.0;
+    let future = crate::time::now_ms() as f64 + 3_600_000.0;
     dir.write(
         "auth.json",
         &format!(

@@ -435,7 +435,7 @@ impl ExtensionHost {
     /// Opens an approval dialog (approval gate `Ask`): returns its id and the
     /// `extension_ui_request` record to write; one `ApprovalAnswered` follows (a timeout denies).
     pub fn ask_approval(&self, title: &str, message: &str, timeout: Duration) -> (String, Event) {
-        let ui_id = fresh_uuid();
+        let ui_id = crate::ids::uuid_v4();
         let record = super::approval::ask_request(&ui_id, title, message, timeout);
         let _ = self.control.send(Control::Approval {
             ui_id: ui_id.clone(),
@@ -1262,7 +1262,7 @@ impl Router {
                 method,
                 request,
             } => {
-                let ui_id = fresh_uuid();
+                let ui_id = crate::ids::uuid_v4();
                 if let Some(local_id) = id.filter(|_| DIALOG_METHODS.contains(&method.as_str())) {
                     let deadline = request
                         .get("timeout")
@@ -1503,37 +1503,6 @@ fn has_exited_without_reaping(pid: u32) -> bool {
         );
         result == 0 && info.si_pid() != 0
     }
-}
-
-/// A random version-4 UUID string for UI request ids (pi uses `crypto.randomUUID()`).
-pub fn fresh_uuid() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut halves = [0u64; 2];
-    for half in &mut halves {
-        // RandomState is seeded randomly per process; the counter and clock make each call unique.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
-        *half = hasher.finish();
-    }
-    let bytes: u128 = (u128::from(halves[0]) << 64) | u128::from(halves[1]);
-    // Version 4, variant 10xx.
-    let bytes = (bytes & !(0xF << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
-    let hex = format!("{bytes:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
 }
 
 #[cfg(test)]
@@ -2227,15 +2196,5 @@ mod tests {
         let pids = started.pids[&0].clone();
         drop(started.host);
         assert_gone(&pids);
-    }
-
-    #[test]
-    fn fresh_ids_look_like_uuids_and_differ() {
-        let a = fresh_uuid();
-        let b = fresh_uuid();
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 36);
-        assert_eq!(&a[14..15], "4");
-        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
     }
 }

@@ -569,10 +569,8 @@ mod tests {
     }
 
     fn dirs(user: Value, project: Option<Value>) -> (PathBuf, PathBuf) {
-        let root = std::env::temp_dir().join(format!(
-            "pi-rs-mcpcfg-{}",
-            crate::tools::bash::random_hex16()
-        ));
+        let root =
+            std::env::temp_dir().join(format!("pi-rs-mcpcfg-{}", crate::ids::random_hex16()));
         let agent = root.join("agent");
         let cwd = root.join("proj");
         std::fs::create_dir_all(&agent).unwrap();
@@ -686,10 +684,8 @@ mod tests {
 
     #[test]
     fn edits_keep_other_content_and_indentation() {
-        let dir = std::env::temp_dir().join(format!(
-            "pi-rs-mcpedit-{}",
-            crate::tools::bash::random_hex16()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-mcpedit-{}", crate::ids::random_hex16()));
         let path = dir.join("mcp.json");
         assert!(!add_server(&path, "x", json!({"command": "x"})).unwrap());
         assert_eq!(

@@ -44,10 +44,8 @@ fn is_text_mime(mime: Option<&str>) -> bool {
 /// Writes `data` to a new private temp file and returns its path.
 pub fn save_private(data: &[u8], extension: &str) -> Result<PathBuf, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let path = std::env::temp_dir().join(format!(
-        "pi-mcp-{}{extension}",
-        crate::tools::bash::random_hex16()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("pi-mcp-{}{extension}", crate::ids::random_hex16()));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

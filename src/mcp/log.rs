@@ -29,7 +29,7 @@ pub fn format_line(server: &str, params: &Value, time: &str) -> String {
 }
 
 pub fn append(path: &PathBuf, server: &str, params: &Value) {
-    let line = format_line(server, params, &crate::session::now_iso());
+    let line = format_line(server, params, &crate::time::now_iso());
     if std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
         let _ = std::fs::rename(path, path.with_extension("log.1"));
     }
@@ -69,10 +69,7 @@ mod tests {
 
     #[test]
     fn the_file_moves_aside_past_five_megabytes() {
-        let dir = std::env::temp_dir().join(format!(
-            "pi-rs-mcplog-{}",
-            crate::tools::bash::random_hex16()
-        ));
+        let dir = std::env::temp_dir().join(format!("pi-rs-mcplog-{}", crate::ids::random_hex16()));
         let path = dir.join("mcp.log");
         append(&path, "s", &json!({"data": "first"}));
         assert!(

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope, uri_encode};
 use super::token_cache::TokenCache;
 use crate::config::aws::{self, AssumeRole, NO_CREDENTIALS, WebIdentity};
-use crate::messages::now_ms;
+use crate::time::now_ms;
 
 /// Answers larger than this are not read further.
 const MAX_ANSWER: u64 = 64 * 1024;
@@ -175,7 +175,7 @@ fn cached_or(
     let (text, expires) = fetch()?;
     let lifetime = expires
         .as_deref()
-        .and_then(crate::session::ms_from_iso)
+        .and_then(crate::time::ms_from_iso)
         .map(|at| Duration::from_millis(at.saturating_sub(now_ms()).max(0) as u64))
         .unwrap_or(Duration::ZERO);
     cache.put(key, text.clone(), lifetime, Instant::now());
@@ -240,7 +240,7 @@ mod tests {
     fn answers_are_cached_until_their_expiry() {
         let cache = TokenCache::default();
         let mut calls = 0;
-        let far = crate::session::iso_from_ms(now_ms() + 3_600_000);
+        let far = crate::time::iso_from_ms(now_ms() + 3_600_000);
         for _ in 0..2 {
             let text = cached_or(&cache, "k", || {
                 calls += 1;

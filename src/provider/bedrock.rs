@@ -28,7 +28,8 @@ use super::{
 use crate::config::auth::Env;
 use crate::config::aws::{self, BedrockAuth};
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, now_ms};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::time::now_ms;
 
 const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
 

@@ -230,7 +230,7 @@ pub fn http_error_message(status: u16, body: &str) -> String {
             .as_f64()
             .filter(|r| *r != 0.0)
             .map(|resets_at| {
-                let minutes = ((resets_at * 1000.0 - crate::config::auth::now_ms()) / 60000.0)
+                let minutes = ((resets_at * 1000.0 - crate::time::now_ms() as f64) / 60000.0)
                     .round()
                     .max(0.0);
                 format!(" Try again in ~{minutes} min.")

@@ -22,7 +22,8 @@ use super::{
     with_extra_headers,
 };
 use crate::config::ThinkingLevel;
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, now_ms};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::time::now_ms;
 
 const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
 const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";

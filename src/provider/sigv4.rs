@@ -246,7 +246,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// `YYYYMMDDTHHMMSSZ` for a Unix time in milliseconds.
 pub fn amz_date(unix_ms: i64) -> String {
     // `2015-08-30T12:36:00.000Z` → `20150830T123600Z`
-    let iso = crate::session::iso_from_ms(unix_ms);
+    let iso = crate::time::iso_from_ms(unix_ms);
     let digits: String = iso[..19]
         .chars()
         .filter(|c| *c != '-' && *c != ':')

@@ -11,8 +11,9 @@ use std::collections::{HashMap, HashSet};
 use crate::config::Model;
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ToolCall,
-    ToolResultMessage, UserContent, now_ms,
+    ToolResultMessage, UserContent,
 };
+use crate::time::now_ms;
 
 const USER_IMAGE_PLACEHOLDER: &str = "(image omitted: model does not support images)";
 const TOOL_IMAGE_PLACEHOLDER: &str = "(tool image omitted: model does not support images)";

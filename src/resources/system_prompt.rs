@@ -127,22 +127,8 @@ pub fn today() -> String {
             local.tm_mday
         );
     }
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let (y, m, d) = crate::time::civil_from_days(secs.div_euclid(86_400));
     format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Howard Hinnant's days → (year, month, day) algorithm.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]
@@ -202,12 +188,5 @@ mod tests {
                     .expect("the cwd closes the prompt")
             )
         );
-    }
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
     }
 }

@@ -303,7 +303,7 @@ impl Event {
         fields.insert("message".into(), json!(message));
         fields.insert("notifyType".into(), json!(level));
         Event::ExtensionUiRequest {
-            id: crate::extensions::host::fresh_uuid(),
+            id: crate::ids::uuid_v4(),
             method: "notify".into(),
             fields,
         }

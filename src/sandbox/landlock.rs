@@ -324,10 +324,8 @@ mod tests {
             eprintln!("SKIP: the kernel has no Landlock");
             return;
         }
-        let dir = std::env::temp_dir().join(format!(
-            "pi-rs-landlock-{}",
-            crate::tools::bash::random_hex16()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-landlock-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(dir.join("ok")).unwrap();
         let ok = dir.join("ok");
         let outside = dir.join("outside.txt");

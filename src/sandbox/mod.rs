@@ -452,10 +452,8 @@ mod tests {
 
     #[test]
     fn path_checks_name_the_reason_and_the_resolved_target() {
-        let dir = policy::temp_folder().join(format!(
-            "pi-rs-sandbox-{}",
-            crate::tools::bash::random_hex16()
-        ));
+        let dir =
+            policy::temp_folder().join(format!("pi-rs-sandbox-{}", crate::ids::random_hex16()));
         let cwd = dir.join("work");
         std::fs::create_dir_all(&cwd).unwrap();
         std::os::unix::fs::symlink("/etc", cwd.join("etc-link")).unwrap();

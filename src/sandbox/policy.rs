@@ -412,10 +412,8 @@ mod tests {
 
     #[test]
     fn canonical_resolves_symlinked_parents_of_missing_files() {
-        let dir = canonical(&std::env::temp_dir(), Path::new("/")).join(format!(
-            "pi-rs-canon-{}",
-            crate::tools::bash::random_hex16()
-        ));
+        let dir = canonical(&std::env::temp_dir(), Path::new("/"))
+            .join(format!("pi-rs-canon-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(dir.join("real")).unwrap();
         std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
         assert_eq!(

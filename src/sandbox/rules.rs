@@ -150,10 +150,7 @@ mod tests {
     use crate::sandbox::policy::{OnUnsupported, temp_folder};
 
     fn temp_dir(tag: &str) -> PathBuf {
-        let dir = temp_folder().join(format!(
-            "pi-rs-rules-{tag}-{}",
-            crate::tools::bash::random_hex16()
-        ));
+        let dir = temp_folder().join(format!("pi-rs-rules-{tag}-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

@@ -337,9 +337,7 @@ fn temp_path(path: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut suffix = [0u8; 4];
-    ids::random_bytes(&mut suffix);
-    let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+    let suffix = crate::ids::random_hex(4);
     path.with_file_name(format!(".{name}.{}-{suffix}.tmp", std::process::id()))
 }
 
@@ -432,9 +430,7 @@ pub(crate) mod tests_support {
 
     /// A fresh directory under the system temp dir (tests remove it when they pass).
     pub(crate) fn temp_dir(tag: &str) -> PathBuf {
-        let mut suffix = [0u8; 6];
-        ids::random_bytes(&mut suffix);
-        let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+        let suffix = crate::ids::random_hex(6);
         let dir = std::env::temp_dir().join(format!("pi-rs-session-{tag}-{suffix}"));
         fs::create_dir_all(&dir).unwrap();
         dir

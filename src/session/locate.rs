@@ -156,7 +156,7 @@ fn last_activity_ms(path: &Path, header_timestamp: Option<&str>) -> i64 {
                 .or_else(|| {
                     entry["timestamp"]
                         .as_str()
-                        .and_then(super::ids::ms_from_iso)
+                        .and_then(crate::time::ms_from_iso)
                 });
             if let Some(time) = time {
                 newest = Some(newest.map_or(time, |n: i64| n.max(time)));
@@ -166,7 +166,7 @@ fn last_activity_ms(path: &Path, header_timestamp: Option<&str>) -> i64 {
     if let Some(newest) = newest.filter(|&n| n > 0) {
         return newest;
     }
-    if let Some(time) = header_timestamp.and_then(super::ids::ms_from_iso) {
+    if let Some(time) = header_timestamp.and_then(crate::time::ms_from_iso) {
         return time;
     }
     fs::metadata(path)

@@ -28,10 +28,11 @@ use serde_json::Value;
 
 pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 // Re-exported for main.rs and the RPC layer, which wire them in later.
+#[allow(unused_imports)]
+use crate::ids::uuid_v7;
+use crate::time::now_iso;
 #[cfg(test)]
 pub(crate) use file::tests_support;
-#[allow(unused_imports)]
-pub use ids::{iso_from_ms, ms_from_iso, now_iso, uuid_v7};
 use index::IdIndex;
 #[allow(unused_imports)]
 pub use locate::{

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::entry::{EntryKind, SessionEntry};
-use super::ids;
 use super::index::IdIndex;
 use crate::config::ThinkingLevel;
 use crate::messages::{
@@ -159,7 +158,7 @@ fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
 
 /// The entry's ISO timestamp in milliseconds (0 if unreadable; pi would produce NaN → null).
 fn entry_ms(entry: &SessionEntry) -> i64 {
-    ids::ms_from_iso(&entry.timestamp).unwrap_or(0)
+    crate::time::ms_from_iso(&entry.timestamp).unwrap_or(0)
 }
 
 /// The tree's shape: the roots, and for each node the indexes of its children, sorted by entry
@@ -217,7 +216,7 @@ pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
         }
     }
     // Stable sort on parsed times; unreadable times sort first (a total order, unlike pi's NaN).
-    let time = |i: usize| ids::ms_from_iso(&entries[i].timestamp).unwrap_or(i64::MIN);
+    let time = |i: usize| crate::time::ms_from_iso(&entries[i].timestamp).unwrap_or(i64::MIN);
     for node in 0..entries.len() {
         let list = &mut children[starts[node]..starts[node + 1]];
         if list.len() > 1 {

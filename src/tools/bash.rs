@@ -256,23 +256,6 @@ fn stdio_grace(pgid: i32) -> Duration {
     }
 }
 
-/// 16 random hex digits for temp file names.
-pub fn random_hex16() -> String {
-    let mut bytes = [0u8; 8];
-    let from_urandom = File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_ok();
-    if !from_urandom {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let mixed = (nanos as u64) ^ (u64::from(std::process::id()) << 32);
-        bytes = mixed.to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Streaming output with bounded memory: decoded rolling tail for display, counters for the
 /// totals, raw bytes spilled to a temp file once the limits are passed.
 pub struct OutputAccumulator {
@@ -513,7 +496,11 @@ impl OutputAccumulator {
         let Some(dir) = spill_dir() else {
             return;
         };
-        let path = dir.join(format!("{}-{}.log", self.temp_prefix, random_hex16()));
+        let path = dir.join(format!(
+            "{}-{}.log",
+            self.temp_prefix,
+            crate::ids::random_hex16()
+        ));
         use std::os::unix::fs::OpenOptionsExt;
         match std::fs::OpenOptions::new()
             .read(true)
@@ -606,7 +593,7 @@ fn spill_dir() -> Option<&'static Path> {
             let dir = std::env::temp_dir().join(format!(
                 "pi-rs-{}-{}",
                 std::process::id(),
-                random_hex16()
+                crate::ids::random_hex16()
             ));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => Some(dir),
@@ -798,7 +785,8 @@ mod tests {
     use crate::tools::{ToolEvent, ToolEventKind, spawn_tool};
 
     fn temp_dir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("pi-rs-bash-{tag}-{}", random_hex16()));
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-bash-{tag}-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

@@ -644,8 +644,7 @@ mod tests {
 
     #[test]
     fn edits_file_keeping_bom_and_crlf() {
-        let dir =
-            std::env::temp_dir().join(format!("pi-rs-edit-{}", super::super::bash::random_hex16()));
+        let dir = std::env::temp_dir().join(format!("pi-rs-edit-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("f.txt");
         std::fs::write(&file, "\u{feff}one\r\ntwo\r\nthree\r\n").unwrap();

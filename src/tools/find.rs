@@ -220,8 +220,7 @@ mod tests {
 
     #[test]
     fn find_lists_relative_paths_with_limits() {
-        let dir =
-            std::env::temp_dir().join(format!("pi-rs-find-{}", super::super::bash::random_hex16()));
+        let dir = std::env::temp_dir().join(format!("pi-rs-find-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(dir.join("src/deep")).unwrap();
         std::fs::write(dir.join("src/a.rs"), "").unwrap();
         std::fs::write(dir.join("src/deep/b.rs"), "").unwrap();

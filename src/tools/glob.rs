@@ -255,8 +255,7 @@ mod tests {
 
     #[test]
     fn walk_honors_gitignore_and_skips_git() {
-        let root =
-            std::env::temp_dir().join(format!("pi-rs-glob-{}", super::super::bash::random_hex16()));
+        let root = std::env::temp_dir().join(format!("pi-rs-glob-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(root.join(".git")).unwrap();
         std::fs::create_dir_all(root.join("build")).unwrap();
         std::fs::create_dir_all(root.join("src")).unwrap();

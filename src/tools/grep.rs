@@ -498,10 +498,8 @@ mod tests {
     #[test]
     fn odd_names_binary_files_and_symlink_loops() {
         use std::os::unix::ffi::OsStrExt;
-        let dir = std::env::temp_dir().join(format!(
-            "pi-rs-grep-odd-{}",
-            super::super::bash::random_hex16()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-grep-odd-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(&dir).unwrap();
         let name = std::ffi::OsStr::from_bytes(b"bad\xFFname.txt");
         std::fs::write(dir.join(name), b"needle here \xFF\n").unwrap();
@@ -535,8 +533,7 @@ mod tests {
     /// expected texts are backend-independent.
     #[test]
     fn grep_formats_matches_context_and_limits() {
-        let dir =
-            std::env::temp_dir().join(format!("pi-rs-grep-{}", super::super::bash::random_hex16()));
+        let dir = std::env::temp_dir().join(format!("pi-rs-grep-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(dir.join("src")).unwrap();
         std::fs::create_dir_all(dir.join(".hidden")).unwrap();
         std::fs::write(dir.join("src/main.rs"), "fn main() {}\nlet x = 1;\n").unwrap();

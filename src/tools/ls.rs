@@ -109,8 +109,7 @@ mod tests {
 
     #[test]
     fn listing_matches_reference_order_and_notices() {
-        let dir =
-            std::env::temp_dir().join(format!("pi-rs-ls-{}", super::super::bash::random_hex16()));
+        let dir = std::env::temp_dir().join(format!("pi-rs-ls-{}", crate::ids::random_hex16()));
         for sub in ["src", ".hidden", "Docs"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }

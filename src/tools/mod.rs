@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn same_file_edits_in_parallel_do_not_lose_updates() {
-        let dir = std::env::temp_dir().join(format!("pi-rs-mod-{}", bash::random_hex16()));
+        let dir = std::env::temp_dir().join(format!("pi-rs-mod-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(&dir).unwrap();
         let lines: String = (0..20).map(|i| format!("line{i}\n")).collect();
         std::fs::write(dir.join("f.txt"), &lines).unwrap();

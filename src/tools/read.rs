@@ -429,10 +429,8 @@ mod tests {
     use super::*;
 
     fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "pi-rs-read-{tag}-{}",
-            super::super::bash::random_hex16()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("pi-rs-read-{tag}-{}", crate::ids::random_hex16()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

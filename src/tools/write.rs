@@ -67,10 +67,7 @@ mod tests {
 
     #[test]
     fn writes_with_parents_and_counts_utf16() {
-        let dir = std::env::temp_dir().join(format!(
-            "pi-rs-write-{}",
-            super::super::bash::random_hex16()
-        ));
+        let dir = std::env::temp_dir().join(format!("pi-rs-write-{}", crate::ids::random_hex16()));
         let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(
