@@ -5,6 +5,7 @@ mod abort;
 mod approvals;
 mod commands;
 mod compaction;
+mod containers;
 mod errors;
 mod extensions;
 mod faults;
