@@ -8,6 +8,7 @@
 mod agent;
 mod cli;
 mod config;
+mod disk;
 mod export;
 mod extensions;
 mod messages;

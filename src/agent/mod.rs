@@ -289,6 +289,10 @@ impl Agent {
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
+        // The one place the agent waits for the disk: nothing queued may be lost at exit.
+        if !crate::disk::flush(Duration::from_secs(30)) {
+            log::error!("session and settings writes still pending after 30 s; exiting anyway");
+        }
         self.exit_signal.map_or(0, |signal| 128 + signal)
     }
 

@@ -119,6 +119,8 @@ fn load_file(path: &Path) -> Result<Map<String, Value>, String> {
 struct Modified {
     field: String,
     nested: Option<String>,
+    /// The latest save that carries it; dropped once that save is confirmed.
+    save: u64,
 }
 
 pub struct Settings {
@@ -128,6 +130,9 @@ pub struct Settings {
     merged: Map<String, Value>,
     global_load_failed: bool,
     modified: Vec<Modified>,
+    saves_queued: u64,
+    /// The latest save the disk-sync thread completed.
+    saved: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Settings {
@@ -154,6 +159,8 @@ impl Settings {
             merged,
             global_load_failed,
             modified: Vec::new(),
+            saves_queued: 0,
+            saved: Default::default(),
         };
         (settings, errors)
     }
@@ -231,31 +238,61 @@ impl Settings {
     }
 
     fn mark(&mut self, field: &str, nested: Option<&str>) {
-        let m = Modified {
-            field: field.to_string(),
-            nested: nested.map(str::to_string),
-        };
-        if !self.modified.contains(&m) {
-            self.modified.push(m);
+        // u64::MAX: in no save yet, so kept until one that carries its new value is confirmed.
+        match self
+            .modified
+            .iter_mut()
+            .find(|m| m.field == field && m.nested.as_deref() == nested)
+        {
+            Some(known) => known.save = u64::MAX,
+            None => self.modified.push(Modified {
+                field: field.to_string(),
+                nested: nested.map(str::to_string),
+                save: u64::MAX,
+            }),
         }
     }
 
-    /// Recomputes the merged view and writes the modified keys to the global file.
+    /// Recomputes the merged view and queues a write of the modified keys to the global file on
+    /// the disk-writer thread: the agent never waits for it, and the command's response (sent
+    /// after this) reaches stdout only once the file is written. A failed write is reported
+    /// there; its keys stay modified, so the next save carries them again.
     fn save(&mut self) -> Result<(), String> {
         self.merged = merge_settings(&self.global, &self.project);
         if self.global_load_failed {
             // The reference never overwrites a file it could not read.
             return Ok(());
         }
-        let result = self.persist();
-        if result.is_ok() {
-            self.modified.clear();
+        let confirmed = self.saved.load(std::sync::atomic::Ordering::SeqCst);
+        self.modified.retain(|m| m.save > confirmed);
+        self.saves_queued += 1;
+        let number = self.saves_queued;
+        for m in &mut self.modified {
+            m.save = number;
         }
-        result
+        let (path, modified, global) = (
+            self.global_path.clone(),
+            self.modified.clone(),
+            self.global.clone(),
+        );
+        let saved = std::sync::Arc::clone(&self.saved);
+        crate::disk::write(move || match write_modified(&path, &modified, &global) {
+            Ok(()) => {
+                saved.fetch_max(number, std::sync::atomic::Ordering::SeqCst);
+            }
+            Err(e) => log::warn!("settings not saved: {e}"),
+        });
+        Ok(())
     }
+}
 
-    fn persist(&self) -> Result<(), String> {
-        let path = &self.global_path;
+/// Re-reads the global file and writes it back with `modified` keys taken from `global`.
+fn write_modified(
+    path: &Path,
+    modified: &[Modified],
+    global: &Map<String, Value>,
+) -> Result<(), String> {
+    {
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let _lock = FileLock::acquire(path)?;
@@ -268,7 +305,7 @@ impl Settings {
         let mut merged = current.clone();
         let fields: Vec<&str> = {
             let mut seen: Vec<&str> = Vec::new();
-            for m in &self.modified {
+            for m in modified {
                 if !seen.contains(&m.field.as_str()) {
                     seen.push(&m.field);
                 }
@@ -276,9 +313,8 @@ impl Settings {
             seen
         };
         for field in fields {
-            let value = self.global.get(field);
-            let nested_keys: Vec<&str> = self
-                .modified
+            let value = global.get(field);
+            let nested_keys: Vec<&str> = modified
                 .iter()
                 .filter(|m| m.field == field)
                 .filter_map(|m| m.nested.as_deref())
@@ -326,7 +362,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let write = || -> std::io::Result<()> {
         let mut file = fs::File::create(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        crate::disk::fsync(&file)?;
         fs::rename(&tmp, path)
     };
     write().map_err(|e| {
@@ -381,6 +417,11 @@ impl Drop for FileLock {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Waits until the disk-sync thread wrote what was queued.
+    fn settled() {
+        assert!(crate::disk::flush(std::time::Duration::from_secs(10)));
+    }
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
@@ -449,6 +490,7 @@ mod tests {
         fs::write(&path, r#"{"theme":"light","compaction":{"reserveTokens":2000,"keepRecentTokens":5},"steeringMode":"all"}"#).unwrap();
         s.set_nested("compaction", "enabled", json!(false)).unwrap();
         s.set_top("defaultProvider", json!("openai")).unwrap();
+        settled();
         let written = fs::read_to_string(&path).unwrap();
         assert_eq!(
             written,
@@ -457,6 +499,7 @@ mod tests {
         // The project file still wins for reads.
         s.set_top("steeringMode", json!("all")).unwrap();
         assert_eq!(s.get_str("steeringMode"), Some("one-at-a-time"));
+        settled();
         // No temp file or lock left behind.
         let leftovers: Vec<_> = fs::read_dir(&agent)
             .unwrap()
@@ -475,6 +518,7 @@ mod tests {
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, "global");
         s.set_top("defaultModel", json!("x")).unwrap();
+        settled();
         assert_eq!(fs::read_to_string(&path).unwrap(), "{ broken");
         assert_eq!(s.get_str("defaultModel"), Some("x"));
 
@@ -482,8 +526,11 @@ mod tests {
         fs::write(&path, "{}").unwrap();
         let (mut s, _) = Settings::load(&agent, &agent);
         fs::write(&path, "nope").unwrap();
-        assert!(s.set_top("defaultModel", json!("y")).is_err());
+        // The write fails on the disk-sync thread (reported there); the file stays untouched.
+        s.set_top("defaultModel", json!("y")).unwrap();
+        settled();
         assert_eq!(fs::read_to_string(&path).unwrap(), "nope");
+        assert_eq!(s.modified.len(), 1, "kept for the next save");
         let _ = fs::remove_dir_all(&agent);
     }
 
@@ -493,6 +540,7 @@ mod tests {
         let (mut s, errors) = Settings::load(&agent, &agent);
         assert!(errors.is_empty());
         s.set_nested("retry", "enabled", json!(false)).unwrap();
+        settled();
         assert_eq!(
             fs::read_to_string(agent.join("settings.json")).unwrap(),
             "{\n  \"retry\": {\n    \"enabled\": false\n  }\n}"

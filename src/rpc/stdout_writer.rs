@@ -52,6 +52,8 @@ fn write_loop(
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
     let mut line = Vec::with_capacity(4096);
     for record in inbox.iter() {
+        // A record acknowledging a session entry goes out only once the entry is in the file.
+        crate::disk::wait_for_writes();
         line.clear();
         match record {
             Record::Json(value) => {
