@@ -14,7 +14,8 @@
 //! (20000), PI_BENCH_STALL_MB (50), PI_BENCH_STALL_SECS (10), PI_BENCH_BASH_MB (100),
 //! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
 //! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
-//! select scenarios by name: startup turn stream stall bash tree size.
+//! select scenarios by name: startup turn stream stall bash tree disk size. `disk` runs pi-rs
+//! alone with its slow-fsync test hook (`PI_TEST_FSYNC_DELAY_MS`).
 //!
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
 
@@ -126,6 +127,9 @@ fn main() {
     }
     if wants("tree") {
         figures.extend(scenarios::tree(&binaries, &config));
+    }
+    if wants("disk") {
+        figures.extend(scenarios::disk(&binaries, &config));
     }
     if wants("size") {
         figures.extend(scenarios::size(&pi_rs, reference.as_ref()));

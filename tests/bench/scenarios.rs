@@ -164,6 +164,8 @@ fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String>
         session_file: None,
         files: Vec::new(),
         rss_cap_kb: config.rss_cap_kb,
+        sessions: false,
+        env: Vec::new(),
     })
 }
 
@@ -278,6 +280,91 @@ pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// disk: command latency while every fsync is slow
+
+const DISK: [Spec; 3] = [
+    spec(
+        "disk.get_state_p50_ms",
+        "slow fsync: get_state latency p50",
+        Unit::Millis,
+    ),
+    spec(
+        "disk.get_state_p99_ms",
+        "slow fsync: get_state latency p99 (≤ 5)",
+        Unit::Millis,
+    ),
+    spec(
+        "disk.get_state_max_ms",
+        "slow fsync: get_state latency max",
+        Unit::Millis,
+    ),
+];
+
+/// How long each fsync sleeps in the `disk` scenario (`PI_TEST_FSYNC_DELAY_MS`).
+const SLOW_FSYNC_MS: u64 = 300;
+const DISK_TURNS: usize = 20;
+const STATES_PER_TURN: usize = 10;
+
+/// Sessions on and every fsync delayed by `SLOW_FSYNC_MS`: after each of `DISK_TURNS` turns (the
+/// run's fsync follows `agent_end`) `STATES_PER_TURN` `get_state` requests go out back to back,
+/// each timed from send to response. pi-rs only: the hook is pi-rs's.
+pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let binaries: Vec<&Binary> = binaries
+        .iter()
+        .copied()
+        .filter(|b| !b.is_reference)
+        .collect();
+    alternate(
+        "disk",
+        &binaries,
+        config.heavy_runs,
+        config,
+        &DISK,
+        |binary| {
+            let script = (0..DISK_TURNS)
+                .map(|turn| Reply::sse(anthropic_text(&["turn ", &turn.to_string()])))
+                .collect();
+            let fake = Fake::start(script);
+            let mut agent = Agent::spawn(&SpawnOptions {
+                binary: &binary.path,
+                base_url: &fake.base_url(),
+                extra_args: Vec::new(),
+                session_file: None,
+                files: Vec::new(),
+                rss_cap_kb: config.rss_cap_kb,
+                sessions: true,
+                env: vec![("PI_TEST_FSYNC_DELAY_MS", SLOW_FSYNC_MS.to_string())],
+            })?;
+            let mut latencies = Vec::new();
+            for turn in 0..DISK_TURNS {
+                let deadline = Instant::now() + config.short_wait;
+                run_prompt(
+                    &mut agent,
+                    &format!("turn {turn}"),
+                    deadline,
+                    u64::MAX,
+                    |_, _| {},
+                )?;
+                for _ in 0..STATES_PER_TURN {
+                    let sent = Instant::now();
+                    agent.request(
+                        "bench-state",
+                        "get_state",
+                        Instant::now() + config.short_wait,
+                    )?;
+                    latencies.push(sent.elapsed());
+                }
+            }
+            agent.close_and_time_exit(Instant::now() + config.long_wait)?;
+            fake.check(DISK_TURNS)?;
+            latencies.sort();
+            let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+            Ok(vec![millis(at(0.5)), millis(at(0.99)), millis(at(1.0))])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // 2b: a turn with two tool calls
 
 const TURN: [Spec; 2] = [
@@ -310,6 +397,8 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             session_file: None,
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
             rss_cap_kb: config.rss_cap_kb,
+            sessions: false,
+            env: Vec::new(),
         })?;
         agent.request(
             "bench-state",
@@ -729,6 +818,8 @@ pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 session_file: Some(contents.clone()),
                 files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
+                sessions: false,
+                env: Vec::new(),
             })?;
             agent.request(
                 "bench-state",
