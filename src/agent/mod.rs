@@ -693,6 +693,9 @@ impl Agent {
         self.session = log;
         let context = self.session.context();
         self.messages = context.messages;
+        // The old session and conversation are gone: hand their memory back to the system
+        // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
+        return_freed_memory();
         if let Some((provider, id)) = &context.model
             && let Some(model) = self
                 .config
@@ -1549,6 +1552,15 @@ impl Agent {
 }
 
 /// A message serialized once for every record that carries it.
+/// Gives freed heap pages back to the kernel (glibc keeps them by default); a no-op elsewhere.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and releases glibc's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn serialize_message(message: &AgentMessage) -> SharedJson {
     let size_hint = match message {
         AgentMessage::Assistant(a) => a

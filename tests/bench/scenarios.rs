@@ -16,7 +16,7 @@ use crate::report::{Figure, Outcome, Unit};
 use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text};
 
 pub struct Binary {
-    pub name: &'static str,
+    pub name: String,
     pub path: PathBuf,
     pub is_reference: bool,
 }
@@ -70,7 +70,7 @@ impl Drop for Fake {
     }
 }
 
-struct Spec {
+pub struct Spec {
     key: &'static str,
     title: &'static str,
     unit: Unit,
@@ -139,7 +139,7 @@ fn alternate(
     }
     let mut per_binary = results.into_iter();
     let pi_rs = per_binary.next().unwrap_or_default();
-    let reference = per_binary.next();
+    let references: Vec<Vec<Vec<Outcome>>> = per_binary.collect();
     specs
         .iter()
         .enumerate()
@@ -148,10 +148,7 @@ fn alternate(
             title: spec.title,
             unit: spec.unit,
             pi_rs: pi_rs[index].clone(),
-            reference: reference
-                .as_ref()
-                .map(|r| r[index].clone())
-                .unwrap_or_default(),
+            references: references.iter().map(|r| r[index].clone()).collect(),
         })
         .collect()
 }
@@ -738,7 +735,7 @@ pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
 // ---------------------------------------------------------------------------------------------
 // 6: a long session and get_tree
 
-const TREE: [Spec; 3] = [
+pub const TREE: [Spec; 4] = [
     spec(
         "tree.first_get_state_ms",
         "long session: spawn → get_state",
@@ -752,6 +749,36 @@ const TREE: [Spec; 3] = [
     spec(
         "tree.peak_rss_mb",
         "long session: peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "tree.rss_after_new_session_mb",
+        "long session: RSS after new_session",
+        Unit::Megabytes,
+    ),
+];
+
+/// The same figures for a session ten times longer (`tree1m`: 10⁶ entries by default), so the
+/// growth curve is visible.
+pub const TREE_LARGE: [Spec; 4] = [
+    spec(
+        "tree1m.first_get_state_ms",
+        "10x longer session: spawn → get_state",
+        Unit::Millis,
+    ),
+    spec(
+        "tree1m.get_tree_ms",
+        "10x longer session: get_tree response",
+        Unit::Millis,
+    ),
+    spec(
+        "tree1m.peak_rss_mb",
+        "10x longer session: peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "tree1m.rss_after_new_session_mb",
+        "10x longer session: RSS after new_session",
         Unit::Megabytes,
     ),
 ];
@@ -801,14 +828,22 @@ fn session_file(entries: usize) -> String {
     out
 }
 
-pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
-    let contents = session_file(config.tree_entries);
-    alternate(
-        "tree",
+/// A session of `entries` entries: load, get_tree, peak, new_session. Returns the figures and
+/// the session file's size in MiB (the peak-RSS target is a multiple of it).
+pub fn tree(
+    binaries: &[&Binary],
+    config: &Config,
+    entries: usize,
+    specs: &[Spec; 4],
+) -> (Vec<Figure>, f64) {
+    let contents = session_file(entries);
+    let file_mib = contents.len() as f64 / MIB;
+    let figures = alternate(
+        specs[0].key.split('.').next().unwrap_or("tree"),
         binaries,
         config.heavy_runs,
         config,
-        &TREE,
+        specs,
         |binary| {
             let fake = Fake::start(Vec::new());
             let mut agent = Agent::spawn(&SpawnOptions {
@@ -836,10 +871,23 @@ pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 }
             };
             let peak = agent.peak_rss_kb();
+            // The old session's memory should go back to the system once it is replaced.
+            let after_new = match agent.request(
+                "bench-new",
+                "new_session",
+                Instant::now() + config.long_wait,
+            ) {
+                Ok(()) => {
+                    std::thread::sleep(IDLE_SETTLE);
+                    mb(agent.rss_kb())
+                }
+                Err(reason) => Outcome::NotAvailable(format!("new_session: {reason}")),
+            };
             fake.check(0)?;
-            Ok(vec![millis(first_state), tree, mb(peak)])
+            Ok(vec![millis(first_state), tree, mb(peak), after_new])
         },
-    )
+    );
+    (figures, file_mib)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -934,7 +982,7 @@ const SIZE: [Spec; 2] = [
     ),
 ];
 
-pub fn size(pi_rs: &Binary, reference: Option<&Binary>) -> Vec<Figure> {
+pub fn size(pi_rs: &Binary, references: &[&Binary]) -> Vec<Figure> {
     eprintln!("bench: size");
     let binary_mb = match std::fs::metadata(&pi_rs.path) {
         Ok(meta) => Outcome::Value(meta.len() as f64 / MIB),
@@ -944,49 +992,51 @@ pub fn size(pi_rs: &Binary, reference: Option<&Binary>) -> Vec<Figure> {
         Ok(count) => Outcome::Value(count as f64),
         Err(reason) => Outcome::NotAvailable(reason),
     };
-    let (reference_mb, reference_packages) = match reference {
-        None => (Vec::new(), Vec::new()),
-        Some(reference) => {
-            // The install is the outermost node_modules above the executable (`.bin/pi`); the
-            // Node runtime itself is not counted.
-            let root = reference
-                .path
-                .ancestors()
-                .filter(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
-                .last()
-                .map(Path::to_path_buf);
-            match root {
-                Some(root) => {
-                    let (bytes, packages) = tree_size(&root);
-                    (
-                        vec![Outcome::Value(bytes as f64 / MIB)],
-                        vec![Outcome::Value(packages as f64)],
-                    )
-                }
-                None => {
-                    let reason = "PI_REFERENCE is not inside a node_modules directory".to_string();
-                    (
-                        vec![Outcome::NotAvailable(reason.clone())],
-                        vec![Outcome::NotAvailable(reason)],
-                    )
-                }
+    let mut reference_mb = Vec::new();
+    let mut reference_packages = Vec::new();
+    for reference in references {
+        // The install is the outermost node_modules above the executable (`.bin/pi`), or the
+        // executable's own directory when it holds one (a launcher next to its packages and
+        // bundled Node, as pi 1.x ships).
+        let root = reference
+            .path
+            .ancestors()
+            .filter(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
+            .last()
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                let dir = reference.path.parent()?;
+                dir.join("node_modules")
+                    .is_dir()
+                    .then(|| dir.join("node_modules"))
+            });
+        match root {
+            Some(root) => {
+                let (bytes, packages) = tree_size(&root);
+                reference_mb.push(vec![Outcome::Value(bytes as f64 / MIB)]);
+                reference_packages.push(vec![Outcome::Value(packages as f64)]);
+            }
+            None => {
+                let reason = "the reference is not inside a node_modules directory".to_string();
+                reference_mb.push(vec![Outcome::NotAvailable(reason.clone())]);
+                reference_packages.push(vec![Outcome::NotAvailable(reason)]);
             }
         }
-    };
+    }
     vec![
         Figure {
             key: SIZE[0].key,
             title: SIZE[0].title,
             unit: SIZE[0].unit,
             pi_rs: vec![binary_mb],
-            reference: reference_mb,
+            references: reference_mb,
         },
         Figure {
             key: SIZE[1].key,
             title: SIZE[1].title,
             unit: SIZE[1].unit,
             pi_rs: vec![crates],
-            reference: reference_packages,
+            references: reference_packages,
         },
     ]
 }
