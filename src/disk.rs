@@ -135,3 +135,32 @@ pub fn fsync(file: &File) -> std::io::Result<()> {
     }
     file.sync_all()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn a_record_waits_for_the_writes_queued_before_it_but_not_for_syncs() {
+        let written = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&written);
+        write(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            flag.store(true, Ordering::SeqCst);
+        });
+        wait_for_writes();
+        assert!(written.load(Ordering::SeqCst), "the write was done first");
+
+        let (release, held) = crossbeam_channel::bounded::<()>(0);
+        sync(move || drop(held.recv_timeout(Duration::from_secs(10))));
+        // A sync still running does not hold records (or later writes) back.
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        write(move || _ = done_tx.send(()));
+        wait_for_writes();
+        assert!(done_rx.try_recv().is_ok());
+        drop(release);
+        assert!(flush(Duration::from_secs(10)));
+    }
+}
