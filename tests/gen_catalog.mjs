@@ -4,8 +4,9 @@
 // Run from the repository root:
 //   node tests/gen_catalog.mjs /root/.cache/pi-reference-0.73.1/node_modules/@mariozechner/pi-ai > src/config/catalog.tsv
 //
-// Output: one model per line, 16 fields separated by TAB (pi-rs reads it at start-up with a split
-// instead of a JSON parse: the start-up budget is ~2 ms and parsing JSON took ~1 ms of it):
+// Output: one model per line, 16 fields separated by TAB (pi-rs reads it at start-up with splits
+// instead of a JSON parse, and Rust's float parser reads the costs back exactly; serde_json's
+// default one was 1 ULP off for some of them):
 //   provider id name api baseUrl reasoning(0|1) input(comma-separated) costIn costOut cacheRead
 //   cacheWrite contextWindow maxTokens thinkingLevelMap headers compat
 // The last three are compact JSON objects, or empty when absent. Numbers are written as
