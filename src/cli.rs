@@ -37,6 +37,8 @@ pub struct Args {
     pub fork: Option<String>,
     pub extensions: Vec<String>,
     pub no_extensions: bool,
+    /// `--no-mcp`: no MCP servers this run.
+    pub no_mcp: bool,
     pub skills: Vec<String>,
     pub no_skills: bool,
     pub prompt_templates: Vec<String>,
@@ -49,6 +51,8 @@ pub struct Args {
     pub offline: bool,
     /// `--list-models [search]`.
     pub list_models: Option<Option<String>>,
+    /// `--rpc-profile default|legacy` (checked by main, with the env var and setting).
+    pub rpc_profile: Option<String>,
     pub verbose: bool,
     pub help: bool,
     pub version: bool,
@@ -138,6 +142,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Long("no-builtin-tools") => out.no_builtin_tools = true,
             Short('n') | Long("name") => out.name = Some(string(parser.value()?, "--name")?),
             Long("no-session") => out.no_session = true,
+            Long("rpc-profile") => {
+                out.rpc_profile = Some(string(parser.value()?, "--rpc-profile")?)
+            }
             Long("session-dir") => {
                 out.session_dir = Some(string(parser.value()?, "--session-dir")?)
             }
@@ -149,6 +156,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 out.extensions.push(string(parser.value()?, "--extension")?)
             }
             Long("no-extensions") => out.no_extensions = true,
+            Long("no-mcp") => out.no_mcp = true,
             Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
             Long("no-skills") => out.no_skills = true,
             Long("prompt-template") => out
@@ -200,6 +208,9 @@ pi-rs — the pi coding agent's RPC mode, in Rust
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
   pi --list-models [search]      list the models you have credentials for
+  pi login <provider> [domain]   subscription login: github-copilot (device code; optional
+                                 GitHub Enterprise domain), anthropic, openai-codex (paste code)
+  pi logout <provider>           remove the provider's credentials from auth.json
 
 Options:
   --mode rpc|json|text           protocol mode (json and text: print modes, not yet in pi-rs)
@@ -211,9 +222,12 @@ Options:
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
   -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
   -nt, --no-tools                no tools at all
+  --no-mcp                       no MCP servers this run (pi mcp add|remove|list edits mcp.json)
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
+  --rpc-profile <name>           protocol generation on stdout: default (newest pi) or legacy
+                                 (pi <= 0.83 clients); also PI_RPC_PROFILE, setting rpcProfile
   --offline                      no network besides the model provider
   --verbose                      more logging on stderr (or set RUST_LOG)
   -h, --help                     this text
@@ -275,6 +289,16 @@ mod tests {
     fn multi_letter_short_flags() {
         let args = parse_str(&["-nt", "-nc", "-nbt"]).unwrap();
         assert!(args.no_tools && args.no_context_files && args.no_builtin_tools);
+    }
+
+    #[test]
+    fn no_mcp_and_mcp_tool_patterns() {
+        let args = parse_str(&["--no-mcp", "--tools", "read,mcp__docs__*"]).unwrap();
+        assert!(args.no_mcp);
+        assert_eq!(
+            args.tools,
+            Some(vec!["read".to_string(), "mcp__docs__*".to_string()])
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@ mod config;
 mod disk;
 mod export;
 mod extensions;
+mod login;
+mod mcp;
 mod messages;
 mod provider;
 mod resources;
@@ -28,6 +30,31 @@ use config::{Config, Diagnostic, Model, ThinkingLevel};
 use rpc::print_mode;
 
 fn main() -> ExitCode {
+    // `pi login <provider>` / `pi logout <provider>`: subscription logins, no agent.
+    let words: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    if let Some(command @ ("login" | "logout")) = words.first().map(String::as_str) {
+        init_logging(false);
+        return ExitCode::from(login::run(
+            command,
+            &words[1..],
+            &config::agent_dir_from_env(),
+        ));
+    }
+    // `pi mcp …` is a shell command of its own, not a session.
+    let mut raw = std::env::args_os().skip(1);
+    if raw.next().is_some_and(|first| first == "mcp") {
+        init_logging(false);
+        let Ok(cwd) = std::env::current_dir() else {
+            eprintln!("Error: cannot read the working directory");
+            return ExitCode::from(1);
+        };
+        let agent_dir = config::agent_dir_from_env();
+        let trusted = Config::load(agent_dir.clone(), cwd.clone()).project_trusted();
+        return ExitCode::from(mcp::cli::run(raw.collect(), &agent_dir, &cwd, trusted));
+    }
     let args = match cli::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(e) => {
@@ -71,6 +98,8 @@ fn run(args: Args) -> Result<u8, String> {
     let mut config = Config::load(agent_dir.clone(), cwd.clone());
     report(&config.diagnostics)?;
 
+    let profile = rpc_profile(&args, &config)?;
+
     if let Some((session_path, output)) = &args.export {
         return export_session(&cwd, session_path, output.as_deref());
     }
@@ -97,6 +126,19 @@ fn run(args: Args) -> Result<u8, String> {
         None => Vec::new(),
     };
 
+    // MCP servers' resolved `${VAR}` / `!command` values join the redaction set before any
+    // session log or the stdout writer exists.
+    let mcp_config = (!args.no_mcp).then(|| {
+        mcp::config::load(
+            &agent_dir,
+            &cwd,
+            config.project_trusted(),
+            &mcp::config::system_resolver(&cwd),
+        )
+    });
+    if let Some(mcp_config) = &mcp_config {
+        config.add_known_secrets(&mcp_config.secrets);
+    }
     // Every session log written from here on (forks and new sessions too) redacts these.
     session::set_default_redactions(config.known_secrets());
     let (mut session, resumed) = open_session(&args, &config, &cwd)?;
@@ -146,7 +188,7 @@ fn run(args: Args) -> Result<u8, String> {
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
-    let (extensions, extension_events, approvals, startup_records) =
+    let (extensions, extension_events, approvals, startup_events) =
         start_extensions(&args, &config, &session);
     let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
     let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
@@ -176,11 +218,17 @@ fn run(args: Args) -> Result<u8, String> {
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
     }
+    let mcp = mcp_config.map(|loaded| {
+        let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
+        mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
+    });
     let setup = agent::AgentSetup {
+        mcp,
         extensions,
         extension_events,
         approvals,
-        startup_records,
+        startup_events,
+        profile,
         resources: loaded,
         scoped_models: scoped,
         messages: context.messages,
@@ -197,18 +245,42 @@ fn run(args: Args) -> Result<u8, String> {
     }
 }
 
+/// The protocol generation: `--rpc-profile`, else `PI_RPC_PROFILE`, else settings `rpcProfile`,
+/// else the newest. A wrong flag is an error; a wrong env var or setting a warning.
+fn rpc_profile(args: &Args, config: &Config) -> Result<rpc::Profile, String> {
+    const EXPECTED: &str = "expected \"default\" or \"legacy\"";
+    if let Some(name) = &args.rpc_profile {
+        return rpc::Profile::parse(name)
+            .ok_or_else(|| format!("Invalid --rpc-profile \"{name}\": {EXPECTED}"));
+    }
+    let env = std::env::var("PI_RPC_PROFILE")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let (name, source) = match (env, config.setting("rpcProfile")) {
+        (Some(name), _) => (name, "PI_RPC_PROFILE"),
+        (None, Some(serde_json::Value::String(name))) => (name.clone(), "setting rpcProfile"),
+        (None, Some(other)) => (other.to_string(), "setting rpcProfile"),
+        (None, None) => return Ok(rpc::Profile::Default),
+    };
+    Ok(rpc::Profile::parse(&name).unwrap_or_else(|| {
+        eprintln!("Warning: ignoring {source} \"{name}\": {EXPECTED}");
+        rpc::Profile::Default
+    }))
+}
+
 /// RPC mode: stdin-reader → agent → stdout-writer.
 fn run_rpc(setup: agent::AgentSetup, signals: crossbeam_channel::Receiver<i32>) -> u8 {
     let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
     let secrets = setup.config.known_secrets();
-    let writer =
-        match rpc::stdout_writer::spawn(Box::new(std::io::stdout()), writer_events_tx, secrets) {
-            Ok(writer) => writer,
-            Err(e) => {
-                eprintln!("Error: cannot start the stdout writer: {e}");
-                return 1;
-            }
-        };
+    let capacity = setup.profile.writer_capacity();
+    let stdout = Box::new(std::io::stdout());
+    let writer = match rpc::stdout_writer::spawn(stdout, writer_events_tx, secrets, capacity) {
+        Ok(writer) => writer,
+        Err(e) => {
+            eprintln!("Error: cannot start the stdout writer: {e}");
+            return 1;
+        }
+    };
     let (stdin_tx, stdin) = crossbeam_channel::bounded(64);
     rpc::stdin_reader::spawn(Box::new(std::io::stdin()), stdin_tx);
     let channels = agent::Channels {
@@ -233,7 +305,7 @@ fn run_print(
     messages: Vec<print_mode::PrintMessage>,
 ) -> Result<u8, String> {
     let header = setup.session.header().to_value().clone();
-    let (records_tx, records) = crossbeam_channel::bounded(rpc::stdout_writer::CHANNEL_CAPACITY);
+    let (records_tx, records) = crossbeam_channel::bounded(setup.profile.writer_capacity());
     let (input_tx, input) = crossbeam_channel::bounded(64);
     // Never fires: stdout belongs to the driver, which simply stops reading when it is gone.
     let (_writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
@@ -444,7 +516,7 @@ fn start_extensions(
     Option<extensions::ExtensionHost>,
     crossbeam_channel::Receiver<extensions::ExtensionEvent>,
     extensions::approval::ApprovalPolicy,
-    Vec<serde_json::Value>,
+    Vec<rpc::events::Event>,
 ) {
     let (policy, warnings) =
         extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
@@ -482,8 +554,8 @@ fn start_extensions(
     let (host, errors) = extensions::ExtensionHost::start(specs, &handshake, events_tx);
     let mut policy = policy;
     policy.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
-    let records = errors.iter().map(|e| e.record()).collect();
-    (Some(host), events, policy, records)
+    let startup_events = errors.iter().map(|e| e.event()).collect();
+    (Some(host), events, policy, startup_events)
 }
 
 /// `pi --export <session.jsonl> [out.html]`: writes the page and prints its path.

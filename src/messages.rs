@@ -170,6 +170,9 @@ pub enum StopReason {
     Error,
     #[serde(rename = "aborted")]
     Aborted,
+    /// A partial message still streaming (pi 0.83.0): `message_start` says so; never persisted.
+    #[serde(rename = "pending")]
+    Pending,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::compaction::{
     self, CompactionReason, CompactionSettings, Preparation, SummaryRequest, Trigger, TriggerCheck,
@@ -18,6 +18,8 @@ use super::state::{Phase, PromptFrom};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY, retry};
 use crate::messages::{AgentMessage, AssistantMessage, ImageContent, StopReason, Usage};
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamHandle};
+use crate::rpc::Profile;
+use crate::rpc::events::{self, Event};
 
 /// What started the compaction, which decides what happens when it ends.
 pub enum Origin {
@@ -166,7 +168,7 @@ impl Agent {
         let slot = &mut compaction.slots[index];
         let request = slot.request.clone().into_stream_request(base.clone());
         let handle = provider::spawn_stream(req, request, compaction.sender.clone());
-        slot.running = Some((handle, Draft::new(&self.model)));
+        slot.running = Some((handle, Draft::new(&self.model, Profile::Default)));
     }
 
     pub(super) fn on_compaction_event(&mut self, event: ProviderEvent) {
@@ -231,7 +233,7 @@ impl Agent {
             Ok(text) => {
                 slot.text = Some(text);
                 if retried {
-                    self.emit(json!({"type": "summarization_retry_finished"}));
+                    self.emit(Event::SummarizationRetryFinished);
                 }
                 self.complete_compaction_if_done();
             }
@@ -249,11 +251,15 @@ impl Agent {
                     let delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
                     compaction.retry_at = Some((index, Instant::now() + delay));
                     let raw = reply.error_message.unwrap_or_default();
-                    self.emit(json!({"type": "summarization_retry_scheduled", "attempt": attempt,
-                        "maxAttempts": max, "delayMs": delay.as_millis() as u64, "errorMessage": raw}));
+                    self.emit(Event::SummarizationRetryScheduled {
+                        attempt,
+                        max_attempts: max,
+                        delay_ms: delay.as_millis() as u64,
+                        error_message: raw,
+                    });
                 } else {
                     if retried {
-                        self.emit(json!({"type": "summarization_retry_finished"}));
+                        self.emit(Event::SummarizationRetryFinished);
                     }
                     self.fail_compaction(error);
                 }
@@ -271,10 +277,9 @@ impl Agent {
             self.phase = Phase::Compacting(compaction);
             return;
         };
-        self.emit(
-            json!({"type": "summarization_retry_attempt_start", "source": "compaction",
-            "reason": compaction.reason.as_str()}),
-        );
+        self.emit(Event::SummarizationRetryAttemptStart {
+            reason: compaction.reason.as_str(),
+        });
         match self.base_request() {
             Ok(base) => {
                 self.spawn_summary(&mut compaction, index, &base);
@@ -329,7 +334,9 @@ impl Agent {
             None,
         ));
         if let Origin::Command { id } = &origin {
-            self.respond_ok(id.as_ref(), "compact", Some(result_json));
+            let legacy = self.profile == Profile::Legacy;
+            let data = events::compaction_result(&result_json, legacy);
+            self.respond_ok(id.as_ref(), "compact", Some(data));
         }
         self.after_compaction(origin, will_retry, None);
     }

@@ -49,6 +49,7 @@ use crate::messages::{
     CustomMessage, StopReason, Usage, UserMessage,
 };
 use crate::provider::StreamRequest;
+use crate::rpc::events::Event;
 use crate::session::{EntryKind, SessionEntry};
 
 /// Placed between the history summary and the turn-prefix summary of a split turn.
@@ -107,32 +108,28 @@ impl CompactionReason {
     }
 }
 
-/// `{"type":"compaction_start","reason":…}`.
-pub fn start_event(reason: CompactionReason) -> Value {
-    json!({"type": "compaction_start", "reason": reason.as_str()})
+/// The `compaction_start` event.
+pub fn start_event(reason: CompactionReason) -> Event {
+    Event::CompactionStart {
+        reason: reason.as_str(),
+    }
 }
 
-/// `{"type":"compaction_end","reason","result"?,"aborted","willRetry","errorMessage"?}`. A missing
-/// result is omitted, never null (FACTS §2.4).
+/// The `compaction_end` event (`result` omitted when there is none).
 pub fn end_event(
     reason: CompactionReason,
     result: Option<Value>,
     aborted: bool,
     will_retry: bool,
     error_message: Option<&str>,
-) -> Value {
-    let mut out = Map::new();
-    out.insert("type".into(), json!("compaction_end"));
-    out.insert("reason".into(), json!(reason.as_str()));
-    if let Some(result) = result {
-        out.insert("result".into(), result);
+) -> Event {
+    Event::CompactionEnd {
+        reason: reason.as_str(),
+        result,
+        aborted,
+        will_retry,
+        error_message: error_message.map(str::to_string),
     }
-    out.insert("aborted".into(), json!(aborted));
-    out.insert("willRetry".into(), json!(will_retry));
-    if let Some(message) = error_message {
-        out.insert("errorMessage".into(), json!(message));
-    }
-    Value::Object(out)
 }
 
 // ---- when ------------------------------------------------------------------------------------

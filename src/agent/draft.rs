@@ -1,6 +1,8 @@
 //! The assistant message being streamed (pure): provider-neutral `StreamEvent`s in, the growing
-//! `AssistantMessage` and the `message_update` records out. The draft holds the reply once; each
-//! delta is forwarded, never a cumulative copy (seed: delta-only updates).
+//! `AssistantMessage` and the `message_update` events out. The draft holds the reply once; each
+//! delta is forwarded, never a cumulative copy (seed: delta-only updates) — except in the legacy
+//! profile, where each update also carries the message so far, serialized for that one record
+//! and dropped once written (memory stays O(reply); stdout grows quadratically by nature).
 
 use serde_json::Value;
 
@@ -10,7 +12,8 @@ use crate::messages::{
     ToolCall, Usage,
 };
 use crate::provider::{self, BlockKind};
-use crate::rpc::events::{self, BlockFamily};
+use crate::rpc::Profile;
+use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
 
 pub struct Draft {
     pub message: AssistantMessage,
@@ -19,22 +22,50 @@ pub struct Draft {
     prices: crate::config::ModelCost,
     /// `message_start` went out.
     pub started: bool,
+    /// Legacy: updates carry the cumulative message.
+    cumulative: bool,
+    /// `message.usage` serialized, for every `message_update` until it changes.
+    usage_json: crate::rpc::SharedJson,
+    /// Blocks that started and have not ended yet, in start order (abort closes them).
+    open_blocks: Vec<usize>,
 }
 
 impl Draft {
-    pub fn new(model: &Model) -> Draft {
+    pub fn new(model: &Model, profile: Profile) -> Draft {
+        let mut message = AssistantMessage::empty(&model.api, &model.provider, &model.id);
+        if profile == Profile::Default {
+            // Partial messages say "pending" (pi 0.83.0); 0.73.1's said "stop" until they ended.
+            message.stop_reason = StopReason::Pending;
+        }
         Draft {
-            message: AssistantMessage::empty(&model.api, &model.provider, &model.id),
+            message,
             tool_arguments: Vec::new(),
             prices: model.cost.clone(),
             started: false,
+            cumulative: profile == Profile::Legacy,
+            usage_json: crate::rpc::shared_json(&Usage::default(), 128),
+            open_blocks: Vec::new(),
         }
     }
 
-    /// The `message_start` record (empty content, zero usage), marking the draft started.
-    pub fn start_record(&mut self) -> Value {
+    /// The `message_start` event (empty content, zero usage), marking the draft started.
+    pub fn start_event(&mut self) -> Event {
         self.started = true;
-        events::message_start(&AgentMessage::Assistant(self.message.clone()))
+        let message = AgentMessage::Assistant(self.message.clone());
+        Event::MessageStart {
+            message: crate::rpc::shared_json(&message, 512),
+        }
+    }
+
+    /// A `message_update` for `event`, with the usage so far (and, in legacy, the message so
+    /// far).
+    fn update(&self, event: AssistantEvent) -> Event {
+        let snapshot = self.cumulative.then(|| self.snapshot());
+        Event::MessageUpdate(Box::new(MessageUpdate {
+            event,
+            usage: self.usage_json.clone(),
+            snapshot,
+        }))
     }
 
     pub fn set_meta(&mut self, response_id: Option<String>, response_model: Option<String>) {
@@ -48,10 +79,28 @@ impl Draft {
 
     pub fn set_usage(&mut self, mut usage: Usage) {
         usage.apply_prices(&self.prices);
+        self.usage_json = crate::rpc::shared_json(&usage, 128);
         self.message.usage = usage;
     }
 
-    pub fn block_start(&mut self, index: usize, kind: BlockKind) -> Value {
+    /// The message so far, serialized for one legacy record. Open tool calls show their
+    /// arguments parsed as far as they have streamed, plus the raw `partialJson`, as 0.73.1 did.
+    fn snapshot(&self) -> crate::rpc::SharedJson {
+        let message = AgentMessage::Assistant(self.message.clone());
+        if self.tool_arguments.is_empty() {
+            return crate::rpc::shared_json(&message, 1024);
+        }
+        let mut value = serde_json::to_value(&message).unwrap_or(Value::Null);
+        for (index, raw) in &self.tool_arguments {
+            if let Some(Value::Object(block)) = value["content"].get_mut(*index) {
+                block.insert("arguments".into(), provider::parse_tool_arguments(raw));
+                block.insert("partialJson".into(), Value::String(raw.clone()));
+            }
+        }
+        crate::rpc::shared_json(&value, 1024)
+    }
+
+    pub fn block_start(&mut self, index: usize, kind: BlockKind) -> Event {
         let (block, family) = match kind {
             BlockKind::Text => (ContentBlock::Text(TextContent::new("")), BlockFamily::Text),
             BlockKind::Thinking { redacted } => (
@@ -86,12 +135,22 @@ impl Draft {
                 self.message.content.len()
             );
         }
+        let tool = match &block {
+            ContentBlock::ToolCall(call) => Some((call.id.clone(), call.name.clone())),
+            _ => None,
+        };
         self.message.content.push(block);
-        events::update_start(family, self.message.content.len() - 1)
+        let index = self.message.content.len() - 1;
+        self.open_blocks.push(index);
+        self.update(AssistantEvent::Start {
+            family,
+            index,
+            tool,
+        })
     }
 
     /// Appends a delta; `None` when the index names no block (a provider bug, logged).
-    pub fn delta(&mut self, index: usize, delta: String) -> Option<crate::rpc::Record> {
+    pub fn delta(&mut self, index: usize, delta: String) -> Option<Event> {
         let family = match self.message.content.get_mut(index) {
             Some(ContentBlock::Text(t)) => {
                 t.text.push_str(&delta);
@@ -111,14 +170,14 @@ impl Draft {
                 return None;
             }
         };
-        Some(events::update_delta(family, index, &delta))
+        Some(self.update(AssistantEvent::Delta {
+            family,
+            index,
+            delta,
+        }))
     }
 
-    pub fn block_end(
-        &mut self,
-        index: usize,
-        signature: Option<String>,
-    ) -> Option<crate::rpc::Record> {
+    pub fn block_end(&mut self, index: usize, signature: Option<String>) -> Option<Event> {
         self.finish_tool_arguments(index);
         let block = self.message.content.get_mut(index)?;
         match block {
@@ -131,7 +190,29 @@ impl Draft {
             }
             ContentBlock::Image(_) => {}
         }
-        Some(events::update_end(index, block))
+        let event = AssistantEvent::end(index, block);
+        self.open_blocks.retain(|open| *open != index);
+        Some(self.update(event))
+    }
+
+    /// The end events of the blocks still open, in content order (abort closes them, as pi does,
+    /// before `message_end`); their partial says `stopReason:"aborted"`.
+    pub fn close_open_blocks(&mut self, error_message: Option<&str>) -> Vec<Event> {
+        let mut open = std::mem::take(&mut self.open_blocks);
+        open.sort_unstable();
+        if !open.is_empty() {
+            self.message.stop_reason = StopReason::Aborted;
+            self.message.error_message = error_message.map(str::to_string);
+        }
+        let mut events = Vec::with_capacity(open.len());
+        for index in open {
+            self.finish_tool_arguments(index);
+            if let Some(block) = self.message.content.get(index) {
+                let end = AssistantEvent::end(index, block);
+                events.push(self.update(end));
+            }
+        }
+        events
     }
 
     fn finish_tool_arguments(&mut self, index: usize) {
@@ -174,24 +255,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn value(event: Event) -> Value {
+        event.to_extension_value().unwrap()
+    }
+
     #[test]
     fn assembles_text_and_tool_calls_and_emits_deltas_only() {
         let mut model = Model::placeholder();
         model.cost.output = 1_000_000.0;
-        let mut draft = Draft::new(&model);
-        draft.start_record();
-        let start = draft.block_start(0, BlockKind::Text);
+        let mut draft = Draft::new(&model, Profile::Default);
+        draft.start_event();
+        let start = value(draft.block_start(0, BlockKind::Text));
         assert_eq!(
             start["assistantMessageEvent"],
             json!({"type":"text_start","contentIndex":0})
         );
-        let delta = draft.delta(0, "Hel".into()).unwrap().to_value().unwrap();
+        let delta = value(draft.delta(0, "Hel".into()).unwrap());
         assert_eq!(
             delta["assistantMessageEvent"],
             json!({"type":"text_delta","contentIndex":0,"delta":"Hel"})
         );
         draft.delta(0, "lo".into());
-        let end = draft.block_end(0, None).unwrap().to_value().unwrap();
+        let end = value(draft.block_end(0, None).unwrap());
         assert_eq!(
             end["assistantMessageEvent"],
             json!({"type":"text_end","contentIndex":0,"content":"Hello"})
@@ -205,7 +290,7 @@ mod tests {
         );
         draft.delta(1, "{\"command\":".into());
         draft.delta(1, "\"ls\"}".into());
-        let end = draft.block_end(1, None).unwrap().to_value().unwrap();
+        let end = value(draft.block_end(1, None).unwrap());
         assert_eq!(
             end["assistantMessageEvent"]["toolCall"],
             json!({"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"ls"}})
@@ -217,5 +302,39 @@ mod tests {
         let message = draft.finish(StopReason::ToolUse, None);
         assert_eq!(message.usage.cost.output, 2.0);
         assert_eq!(message.tool_calls().count(), 1);
+    }
+
+    #[test]
+    fn legacy_updates_carry_the_message_so_far_and_abort_closes_the_open_block() {
+        let model = Model::placeholder();
+        let mut draft = Draft::new(&model, Profile::Legacy);
+        draft.start_event();
+        draft.block_start(0, BlockKind::Text);
+        let delta = draft.delta(0, "Hel".into()).unwrap();
+        let legacy = |event: &Event| {
+            event
+                .to_record(Profile::Legacy)
+                .unwrap()
+                .to_value()
+                .unwrap()
+        };
+        let record = legacy(&delta);
+        assert_eq!(record["message"]["content"][0]["text"], "Hel");
+        assert_eq!(
+            record["assistantMessageEvent"]["partial"],
+            record["message"]
+        );
+        draft.delta(0, "lo".into());
+        let closes = draft.close_open_blocks(Some("Request was aborted"));
+        assert_eq!(closes.len(), 1);
+        let close = legacy(&closes[0]);
+        assert_eq!(
+            close["assistantMessageEvent"]["type"], "text_end",
+            "{close}"
+        );
+        assert_eq!(close["assistantMessageEvent"]["content"], "Hello");
+        assert_eq!(close["message"]["stopReason"], "aborted");
+        assert_eq!(close["message"]["errorMessage"], "Request was aborted");
+        assert!(draft.close_open_blocks(None).is_empty());
     }
 }

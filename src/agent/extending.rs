@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::state::{Phase, PrepStage, PromptFrom, PromptPrep, QueuedMessage};
+use super::state::{Phase, PrepStage, PromptFrom, PromptPrep, QueueInput, QueuedMessage};
 use super::{Agent, compacting, compaction};
 use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
 use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};
@@ -13,7 +13,8 @@ use crate::extensions::{CommandRunId, ExtensionEvent};
 use crate::messages::{
     AgentMessage, CustomMessage, ImageContent, UserContent, UserMessage, now_ms,
 };
-use crate::rpc::events;
+use crate::rpc::events::Event;
+use crate::rpc::protocol::{Response, StreamingBehavior};
 
 /// A `/name args` prompt, split.
 pub fn split_command(text: &str) -> Option<(&str, &str)> {
@@ -76,6 +77,75 @@ impl Agent {
         }
     }
 
+    /// `steer`, `follow_up` and a `prompt` queued during a run: the `input` hook first (pi
+    /// 0.86.0), then expansion and the queue; answered `queued`, or `handled` when an extension
+    /// took the input.
+    pub(super) fn queue_input(
+        &mut self,
+        id: Option<&Value>,
+        command: &'static str,
+        behavior: StreamingBehavior,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        let mut payload = json!({ "text": text, "source": "rpc" });
+        if !images.is_empty() {
+            payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
+        }
+        match self.start_prompt_hook(HookKind::Input, payload) {
+            Some(hook) => self.queue_inputs.push(QueueInput {
+                hook,
+                id: id.cloned(),
+                command,
+                behavior,
+                text,
+                images,
+            }),
+            None => self.enqueue_input(id, command, behavior, text, images),
+        }
+    }
+
+    fn enqueue_input(
+        &mut self,
+        id: Option<&Value>,
+        command: &'static str,
+        behavior: StreamingBehavior,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        let text = self.expand(text);
+        self.enqueue(behavior, text, images);
+        self.respond(Response::disposition(id, command, "queued"));
+    }
+
+    /// The `input` hook answered for a queued input.
+    fn on_queue_input_hook(&mut self, input: QueueInput, outcome: HookOutcome) {
+        let QueueInput {
+            id,
+            command,
+            behavior,
+            text,
+            images,
+            ..
+        } = input;
+        match outcome {
+            HookOutcome::Input(InputOutcome::Handled) => {
+                self.respond(Response::disposition(id.as_ref(), command, "handled"))
+            }
+            HookOutcome::Input(InputOutcome::Transform {
+                text,
+                images: new_images,
+            }) => {
+                let images = match new_images {
+                    Some(value) => serde_json::from_value(value).unwrap_or(images),
+                    None => images,
+                };
+                self.enqueue_input(id.as_ref(), command, behavior, text, images)
+            }
+            _ => self.enqueue_input(id.as_ref(), command, behavior, text, images),
+        }
+    }
+
     fn start_prompt_hook(
         &self,
         kind: HookKind,
@@ -133,11 +203,7 @@ impl Agent {
         images: Vec<ImageContent>,
     ) {
         if let PromptFrom::Client(id) = &from {
-            self.respond_ok(
-                id.as_ref(),
-                "prompt",
-                Some(json!({ "disposition": "started" })),
-            );
+            self.respond(Response::disposition(id.as_ref(), "prompt", "started"));
         }
         for held in std::mem::take(&mut self.pending_bash) {
             let json = super::serialize_message(&held);
@@ -174,7 +240,7 @@ impl Agent {
         let mut messages = vec![AgentMessage::User(UserMessage::new(&text, images))];
         messages.extend(injected.into_iter().map(custom_message));
         messages.extend(std::mem::take(&mut self.next_turn_messages));
-        self.start_run(messages);
+        self.start_run_after_mcp(messages);
     }
 
     fn on_prompt_hook(&mut self, outcome: HookOutcome) {
@@ -191,11 +257,7 @@ impl Agent {
         match (stage, outcome) {
             (PrepStage::Input, HookOutcome::Input(InputOutcome::Handled)) => {
                 if let PromptFrom::Client(id) = &from {
-                    self.respond_ok(
-                        id.as_ref(),
-                        "prompt",
-                        Some(json!({ "disposition": "handled" })),
-                    );
+                    self.respond(Response::disposition(id.as_ref(), "prompt", "handled"));
                 }
             }
             (
@@ -237,7 +299,11 @@ impl Agent {
         match event {
             ExtensionEvent::HookResult { id, outcome } => {
                 let for_prompt = matches!(&self.phase, Phase::Preparing(prep) if prep.hook == id);
-                if for_prompt {
+                let queued = self.queue_inputs.iter().position(|q| q.hook == id);
+                if let Some(position) = queued {
+                    let input = self.queue_inputs.remove(position);
+                    self.on_queue_input_hook(input, outcome);
+                } else if for_prompt {
                     self.on_prompt_hook(outcome);
                 } else if !self.on_tool_hook(id, outcome) {
                     log::debug!("hook result {id:?} arrived after its step ended");
@@ -257,11 +323,11 @@ impl Agent {
                 self.on_command_finished(id, &name, error)
             }
             ExtensionEvent::Action { action, .. } => self.on_action(action),
-            ExtensionEvent::UiRequest { record } => self.emit(record),
+            ExtensionEvent::UiRequest { event } => self.emit(event),
             ExtensionEvent::ApprovalAnswered { ui_id, answer } => self.on_approval(&ui_id, answer),
             ExtensionEvent::Error(error) => {
                 // A failed extension's tools must not reach the next request.
-                self.emit(error.record());
+                self.emit(error.event());
                 self.refresh_extension_tools();
             }
             ExtensionEvent::Exited { .. } => self.refresh_extension_tools(),
@@ -280,25 +346,20 @@ impl Agent {
     fn refresh_extension_tools(&mut self) {
         let Some(host) = &self.extensions else { return };
         self.extension_tools = host.tools();
-        self.tool_specs = crate::tools::specs(&self.tool_names);
-        self.tool_specs
-            .extend(self.extension_tools.iter().map(|t| t.spec()));
+        self.refresh_tool_specs();
     }
 
     fn on_command_finished(&mut self, run: CommandRunId, name: &str, error: Option<String>) {
         if let Some(error) = error {
-            self.emit(
-                json!({"type": "extension_error", "extensionPath": format!("command:{name}"),
-                "event": "command", "error": error}),
-            );
+            self.emit(Event::ExtensionError {
+                extension_path: format!("command:{name}"),
+                event: "command".into(),
+                error,
+            });
         }
         if let Some(position) = self.command_runs.iter().position(|(r, _)| *r == run) {
             let (_, id) = self.command_runs.remove(position);
-            self.respond_ok(
-                id.as_ref(),
-                "prompt",
-                Some(json!({ "disposition": "handled" })),
-            );
+            self.respond(Response::disposition(id.as_ref(), "prompt", "handled"));
         }
     }
 
@@ -349,22 +410,29 @@ impl Agent {
                     (false, _) if trigger_turn => self.start_run_without_prompt(message),
                     (false, _) => {
                         let json = super::serialize_message(&message);
-                        self.emit(events::message_start_shared(&json));
+                        self.emit(Event::MessageStart {
+                            message: json.clone(),
+                        });
                         self.record_message(&message, &json);
-                        self.emit(events::message_end_shared(&json));
+                        self.emit(Event::MessageEnd { message: json });
                         self.messages.push(message);
                     }
                 }
             }
             Action::AppendEntry { custom_type, data } => {
-                if let Err(e) = self.session.append_custom(&custom_type, data) {
-                    log::error!("could not append the extension's entry: {e}");
+                match self.session.append_custom(&custom_type, data) {
+                    Ok(id) => {
+                        if let Some(entry) = self.session.entry(&id).map(|e| e.to_value()) {
+                            self.emit(Event::EntryAppended { entry });
+                        }
+                    }
+                    Err(e) => log::error!("could not append the extension's entry: {e}"),
                 }
             }
             Action::SetSessionName { name } => {
                 let trimmed = name.trim().to_string();
                 if !trimmed.is_empty() && self.session.append_session_info(&trimmed).is_ok() {
-                    self.emit(events::session_info_changed(&trimmed));
+                    self.emit(Event::SessionInfoChanged { name: trimmed });
                 }
             }
             Action::SetLabel { entry_id, label } => {

@@ -26,6 +26,7 @@ pub mod compaction;
 pub mod convert;
 pub mod draft;
 mod extending;
+mod mcp_servers;
 pub mod pattern;
 pub mod retry;
 pub mod state;
@@ -43,10 +44,11 @@ use crate::messages::{
     UserMessage, now_ms,
 };
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
-use crate::rpc::protocol::{Command, Request, StreamingBehavior, response_error, response_ok};
+use crate::rpc::events::{Event, Lifecycle};
+use crate::rpc::protocol::{Command, Request, Response, StreamingBehavior};
 use crate::rpc::stdin_reader::Input;
 use crate::rpc::stdout_writer::WriterEvent;
-use crate::rpc::{Record, SharedJson, events};
+use crate::rpc::{Profile, Record, SharedJson};
 use crate::session::SessionLog;
 use crate::tools::{self, ToolContext, ToolEvent};
 
@@ -82,8 +84,12 @@ pub struct AgentSetup {
     pub extensions: Option<crate::extensions::ExtensionHost>,
     pub extension_events: Receiver<crate::extensions::ExtensionEvent>,
     pub approvals: crate::extensions::approval::ApprovalPolicy,
-    /// Records to write first (extension load errors).
-    pub startup_records: Vec<Value>,
+    /// Events to write first (extension load errors).
+    pub startup_events: Vec<Event>,
+    /// The protocol generation stdout speaks.
+    pub profile: Profile,
+    /// MCP servers (None with `--no-mcp`).
+    pub mcp: Option<crate::mcp::McpHost>,
 }
 
 /// The loop's channel ends.
@@ -112,6 +118,9 @@ enum Incoming {
     Extension(crate::extensions::ExtensionEvent),
     /// The extension host's channel closed (no host, or its router ended).
     ExtensionsGone,
+    Mcp(crate::mcp::connection::McpEvent),
+    /// The first prompt's wait for MCP servers is over.
+    McpWaitOver,
 }
 
 struct BashJobState {
@@ -136,8 +145,11 @@ pub struct Agent {
     extensions: Option<crate::extensions::ExtensionHost>,
     extension_events: Receiver<crate::extensions::ExtensionEvent>,
     extension_tools: Vec<crate::extensions::ExtensionTool>,
+    mcp: Option<crate::mcp::McpHost>,
     approvals: crate::extensions::approval::ApprovalPolicy,
     grants: crate::extensions::approval::SessionGrants,
+    /// Queued input waiting for the extensions' `input` hook.
+    queue_inputs: Vec<state::QueueInput>,
     /// Extension commands run from `prompt`, answered `handled` when they finish.
     command_runs: Vec<(crate::extensions::CommandRunId, Option<Value>)>,
     /// Extension messages delivered with the next prompt.
@@ -146,7 +158,10 @@ pub struct Agent {
     run_system_prompt: Option<String>,
     /// An extension asked to shut down: exit once nothing runs.
     shutdown_requested: bool,
-    startup_records: Vec<Value>,
+    startup_events: Vec<Event>,
+    profile: Profile,
+    /// An abort ended the work since the last `agent_settled` (its `aborted`).
+    aborted_since_settled: bool,
     /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
     idle_timeout: Duration,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
@@ -198,13 +213,12 @@ impl Agent {
             .setting("extensionHookTimeoutMs")
             .and_then(Value::as_u64)
             .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
-        let mut tool_specs = tools::specs(&setup.tool_names);
         let extension_tools = setup
             .extensions
             .as_ref()
             .map(|h| h.tools())
             .unwrap_or_default();
-        tool_specs.extend(extension_tools.iter().map(|t| t.spec()));
+        let tool_specs = all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
         let (bash_sender, bash_events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         Agent {
             steering_mode: setup.config.steering_mode(),
@@ -223,13 +237,17 @@ impl Agent {
             extensions: setup.extensions,
             extension_events: setup.extension_events,
             extension_tools,
+            mcp: setup.mcp,
             approvals: setup.approvals,
             grants: Default::default(),
             command_runs: Vec::new(),
+            queue_inputs: Vec::new(),
             next_turn_messages: Vec::new(),
             run_system_prompt: None,
             shutdown_requested: false,
-            startup_records: setup.startup_records,
+            startup_events: setup.startup_events,
+            profile: setup.profile,
+            aborted_since_settled: false,
             idle_timeout,
             hook_deadline,
             system_prompt: setup.system_prompt,
@@ -259,12 +277,11 @@ impl Agent {
 
     /// Runs until stdin or stdout closes; returns the process exit code.
     pub fn run(mut self) -> i32 {
-        for record in std::mem::take(&mut self.startup_records) {
-            self.emit(record);
+        for event in std::mem::take(&mut self.startup_events) {
+            self.emit(event);
         }
-        if let Some(host) = &self.extensions {
-            host.notify_event(&json!({"type": "session_start", "reason": "startup"}));
-        }
+        self.emit_mcp_notices();
+        self.emit(Event::Lifecycle(Lifecycle::SessionStart));
         while self.stdin_open
             && self.stdout_open
             && self.exit_signal.is_none()
@@ -286,6 +303,10 @@ impl Agent {
         if let Some(host) = self.extensions.take() {
             host.shutdown(Duration::from_millis(500));
         }
+        if let Some(mcp) = self.mcp.take() {
+            mcp.shutdown(Duration::from_millis(500));
+        }
+        crate::mcp::transport::kill_all();
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
@@ -318,6 +339,12 @@ impl Agent {
         let idle_timer = match idle_deadline {
             Some(deadline) => crossbeam_channel::at(deadline),
             None => never(),
+        };
+        let no_mcp = never();
+        let mcp_events = self.mcp.as_ref().map_or(&no_mcp, |m| m.events());
+        let mcp_wait = match &self.phase {
+            Phase::WaitingForMcp(wait) => crossbeam_channel::at(wait.deadline),
+            _ => never(),
         };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
@@ -353,6 +380,11 @@ impl Agent {
                 Ok(event) => Incoming::Bash(event),
                 Err(_) => Incoming::StdinClosed,
             },
+            recv(mcp_events) -> event => match event {
+                Ok(event) => Incoming::Mcp(event),
+                Err(_) => Incoming::StdinClosed,
+            },
+            recv(mcp_wait) -> _ => Incoming::McpWaitOver,
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
         }
@@ -361,7 +393,7 @@ impl Agent {
     fn handle(&mut self, incoming: Incoming) {
         match incoming {
             Incoming::Input(Input::Request(request)) => self.handle_request(request),
-            Incoming::Input(Input::Rejected(rejected)) => self.emit(rejected.to_record()),
+            Incoming::Input(Input::Rejected(rejected)) => self.respond(rejected.to_response()),
             Incoming::StdinClosed => self.stdin_open = false,
             Incoming::StdoutClosed => self.stdout_open = false,
             Incoming::Signal(signal) => self.exit_signal = Some(signal),
@@ -385,26 +417,41 @@ impl Agent {
             Incoming::Bash(event) => self.on_bash_event(event),
             Incoming::Extension(event) => self.on_extension_event(event),
             Incoming::ExtensionsGone => self.extension_events = never(),
+            Incoming::Mcp(event) => self.on_mcp_event(event),
+            Incoming::McpWaitOver => self.end_mcp_wait(),
         }
     }
 
-    /// Sends a record to the writer. Blocks while the writer's channel is full.
-    fn emit(&mut self, record: impl Into<Record>) {
-        let record = record.into();
+    /// Sends an event to the extensions that subscribed and, in this profile's shape, to the
+    /// writer. Blocks while the writer's channel is full.
+    fn emit(&mut self, event: Event) {
         if let Some(host) = &self.extensions {
-            notify_extensions(host, &record);
+            notify_extensions(host, &event);
         }
+        if event.is_for_stdout()
+            && let Some(record) = event.to_record(self.profile)
+        {
+            self.send(record);
+        }
+    }
+
+    fn respond(&mut self, response: Response) {
+        let record = response.to_record(self.profile);
+        self.send(record);
+    }
+
+    fn send(&mut self, record: Record) {
         if self.stdout_open && self.out.send(record).is_err() {
             self.stdout_open = false;
         }
     }
 
     fn respond_ok(&mut self, id: Option<&Value>, command: &str, data: Option<Value>) {
-        self.emit(response_ok(id, command, data));
+        self.respond(Response::ok(id, command, data));
     }
 
     fn respond_error(&mut self, id: Option<&Value>, command: &str, error: &str) {
-        self.emit(response_error(id, command, error));
+        self.respond(Response::error(id, command, error));
     }
 
     // ---- commands ----------------------------------------------------------------------------
@@ -419,7 +466,8 @@ impl Agent {
                 images,
                 streaming_behavior,
             } => {
-                if !self.try_extension_command(id, &message) {
+                if !self.try_extension_command(id, &message) && !self.try_mcp_command(id, &message)
+                {
                     self.prompt(id, message, images, streaming_behavior)
                 }
             }
@@ -430,14 +478,10 @@ impl Agent {
                 self.respond_error(id, name, &cannot_queue(&message));
             }
             Command::Steer { message, images } => {
-                let message = self.expand(message);
-                self.enqueue(StreamingBehavior::Steer, message, images);
-                self.respond_ok(id, name, None);
+                self.queue_input(id, name, StreamingBehavior::Steer, message, images)
             }
             Command::FollowUp { message, images } => {
-                let message = self.expand(message);
-                self.enqueue(StreamingBehavior::FollowUp, message, images);
-                self.respond_ok(id, name, None);
+                self.queue_input(id, name, StreamingBehavior::FollowUp, message, images)
             }
             Command::Abort => {
                 if self.is_busy() {
@@ -537,7 +581,9 @@ impl Agent {
                     self.respond_error(id, name, &format!("Could not save the session name: {e}"));
                     return;
                 }
-                self.emit(events::session_info_changed(trimmed));
+                self.emit(Event::SessionInfoChanged {
+                    name: trimmed.to_string(),
+                });
                 self.respond_ok(id, name, None);
             }
             Command::ExtensionUiResponse {
@@ -604,26 +650,22 @@ impl Agent {
                 self.respond_ok(id, name, Some(json!({ "messages": messages })));
             }
             Command::GetEntries { since } => {
+                // Written from the entries without a JSON value per entry (sessions get long).
                 match self.session.entries_since_json(since.as_deref()) {
                     Ok(entries) => {
-                        // Written from the entries without a JSON value per entry (sessions get long).
-                        let leaf =
-                            serde_json::to_string(&self.session.leaf_id()).unwrap_or_default();
-                        let head = response_head(id, name);
-                        self.emit(Record::Raw(format!(
-                            "{head},\"data\":{{\"entries\":{entries},\"leafId\":{leaf}}}}}"
-                        )));
+                        let leaf = self.session.leaf_id();
+                        self.respond(Response::entries(id, &entries, leaf));
                     }
                     Err(e) => self.respond_error(id, name, &e),
                 }
             }
             Command::GetTree => {
                 // Built as text: a long session is a deep tree that serde_json would recurse into.
-                let leaf = serde_json::to_string(&self.session.leaf_id()).unwrap_or_default();
-                let before = format!("{},\"data\":{{\"tree\":", response_head(id, name));
-                let after = format!(",\"leafId\":{leaf}}}}}");
-                let line = self.session.tree_json_between(&before, &after);
-                self.emit(Record::Raw(line));
+                let session = &self.session;
+                let response = Response::tree(id, session.leaf_id(), |before, after| {
+                    session.tree_json_between(before, after)
+                });
+                self.respond(response);
             }
             Command::Bash { command } => self.start_bash(id, command),
             Command::AbortBash => {
@@ -658,6 +700,13 @@ impl Agent {
                 );
                 self.respond_ok(id, name, Some(stats));
             }
+            Command::GetMcpServers => {
+                let data = match &self.mcp {
+                    Some(mcp) => mcp.status(),
+                    None => json!({"servers": [], "errors": []}),
+                };
+                self.respond_ok(id, name, Some(data));
+            }
             Command::GetCommands => {
                 // Extension commands first, then prompt templates and skills (pi's order).
                 let mut commands: Vec<Value> = self
@@ -670,6 +719,9 @@ impl Agent {
                             .collect()
                     })
                     .unwrap_or_default();
+                if self.mcp.as_ref().is_some_and(|m| m.is_configured()) {
+                    commands.push(crate::mcp::command_item());
+                }
                 commands.extend(crate::resources::discovery::commands_json(&self.resources));
                 self.respond_ok(id, name, Some(json!({ "commands": commands })));
             }
@@ -755,7 +807,7 @@ impl Agent {
         match event.kind {
             bash_command::BashEventKind::Delta(delta) => {
                 let id = self.bash_jobs[position].request_id.clone();
-                self.emit(events::bash_execution_update(id.as_ref(), &delta));
+                self.emit(Event::BashExecutionUpdate { id, delta });
             }
             bash_command::BashEventKind::Finished(result) => {
                 let job = self.bash_jobs.remove(position);
@@ -798,8 +850,11 @@ impl Agent {
         match crate::resources::discovery::expand_input(&text, &self.resources) {
             Ok(expanded) => expanded,
             Err(e) => {
-                self.emit(json!({"type": "extension_error", "extensionPath": e.path,
-                    "event": "skill_expansion", "error": e.message}));
+                self.emit(Event::ExtensionError {
+                    extension_path: e.path,
+                    event: "skill_expansion".into(),
+                    error: e.message,
+                });
                 text
             }
         }
@@ -970,7 +1025,9 @@ impl Agent {
         if persist_default && (self.model.reasoning || level != ThinkingLevel::Off) {
             self.config.set_default_thinking_level(level);
         }
-        self.emit(events::thinking_level_changed(level.as_str()));
+        self.emit(Event::ThinkingLevelChanged {
+            level: level.as_str().into(),
+        });
     }
 
     // ---- prompts and queues -------------------------------------------------------------------
@@ -984,11 +1041,7 @@ impl Agent {
     ) {
         if self.is_busy() {
             match behavior {
-                Some(behavior) => {
-                    let message = self.expand(message);
-                    self.enqueue(behavior, message, images);
-                    self.respond_ok(id, "prompt", Some(json!({ "disposition": "queued" })));
-                }
+                Some(behavior) => self.queue_input(id, "prompt", behavior, message, images),
                 None => self.respond_error(
                     id,
                     "prompt",
@@ -1009,8 +1062,8 @@ impl Agent {
     /// queued messages after a compaction).
     fn continue_run(&mut self) {
         self.run = Some(Run::default());
-        self.emit(events::agent_start());
-        self.emit(events::turn_start());
+        self.emit(Event::AgentStart);
+        self.emit(Event::TurnStart);
         if self.deliver_queued(true) == 0 {
             self.deliver_queued(false);
         }
@@ -1019,7 +1072,8 @@ impl Agent {
 
     /// Nothing more will happen by itself.
     fn settle(&mut self) {
-        self.emit(events::agent_settled());
+        let aborted = std::mem::take(&mut self.aborted_since_settled);
+        self.emit(Event::AgentSettled { aborted });
     }
 
     fn check_credentials(&self) -> Result<(), String> {
@@ -1053,11 +1107,11 @@ impl Agent {
     }
 
     fn emit_queue_update(&mut self) {
-        let record = events::queue_update(
-            self.steering.iter().map(|q| q.text.as_str()),
-            self.follow_up.iter().map(|q| q.text.as_str()),
-        );
-        self.emit(record);
+        let event = Event::QueueUpdate {
+            steering: self.steering.iter().map(|q| q.text.clone()).collect(),
+            follow_up: self.follow_up.iter().map(|q| q.text.clone()).collect(),
+        };
+        self.emit(event);
     }
 
     /// Delivers queued messages at a drain point: all of them or one, per the queue's mode. Each
@@ -1088,9 +1142,11 @@ impl Agent {
     // ---- the run ------------------------------------------------------------------------------
 
     fn start_run(&mut self, prompt_messages: Vec<AgentMessage>) {
+        // An abort that ended without settling (a prompt dropped while its hook ran) is over.
+        self.aborted_since_settled = false;
         self.run = Some(Run::default());
-        self.emit(events::agent_start());
-        self.emit(events::turn_start());
+        self.emit(Event::AgentStart);
+        self.emit(Event::TurnStart);
         for message in prompt_messages {
             self.add_message(message);
         }
@@ -1106,9 +1162,13 @@ impl Agent {
             self.overflow_recovery_attempted = false;
         }
         let json = serialize_message(&message);
-        self.emit(events::message_start_shared(&json));
+        self.emit(Event::MessageStart {
+            message: json.clone(),
+        });
         self.record_message(&message, &json);
-        self.emit(events::message_end_shared(&json));
+        self.emit(Event::MessageEnd {
+            message: json.clone(),
+        });
         self.messages.push(message);
         json
     }
@@ -1141,7 +1201,8 @@ impl Agent {
     fn base_request(&self) -> Result<StreamRequest, ()> {
         let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
         Ok(StreamRequest {
-            model: self.model.clone(),
+            // After the key: a refreshed Copilot token may name another API host.
+            model: self.config.request_model(&self.model),
             api_key,
             headers: self.config.request_headers(&self.model),
             system_prompt: self
@@ -1167,7 +1228,10 @@ impl Agent {
     }
 
     fn credentials_error(&self) -> String {
-        format!("No API key for provider: {}", self.model.provider)
+        // A subscription login that could not be refreshed says how to log in again.
+        self.config
+            .auth_notice(&self.model.provider)
+            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
     }
 
     fn request_completion(&mut self) {
@@ -1183,7 +1247,7 @@ impl Agent {
         self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,
-            draft: Draft::new(&self.model),
+            draft: Draft::new(&self.model, self.profile),
             last_event: Instant::now(),
             lookahead: None,
         }));
@@ -1220,10 +1284,8 @@ impl Agent {
             return;
         }
         stream.last_event = Instant::now();
-        let record: Option<Record> = match event.event {
-            StreamEvent::Opened => {
-                (!stream.draft.started).then(|| stream.draft.start_record().into())
-            }
+        let event: Option<Event> = match event.event {
+            StreamEvent::Opened => (!stream.draft.started).then(|| stream.draft.start_event()),
             StreamEvent::Meta {
                 response_id,
                 response_model,
@@ -1232,20 +1294,21 @@ impl Agent {
                 None
             }
             StreamEvent::BlockStart { index, kind } => {
-                let start = (!stream.draft.started).then(|| stream.draft.start_record());
+                let start = (!stream.draft.started).then(|| stream.draft.start_event());
                 if let Some(start) = start {
                     self.emit(start);
                 }
                 let Phase::Streaming(stream) = &mut self.phase else {
                     return;
                 };
-                Some(stream.draft.block_start(index, kind).into())
+                Some(stream.draft.block_start(index, kind))
             }
             StreamEvent::Delta { index, mut delta } => {
                 // While the client lags behind (stdout backlog), deltas that piled up go out as
                 // one update: the same text in fewer records. A client that keeps up sees every
                 // provider delta as its own record.
-                let lagging = self.out.len() > crate::rpc::stdout_writer::CHANNEL_CAPACITY / 2;
+                let capacity = self.out.capacity().unwrap_or(1);
+                let lagging = self.out.len() > capacity / 2;
                 while lagging && delta.len() < COALESCE_LIMIT {
                     match stream.events.try_recv() {
                         Ok(ProviderEvent {
@@ -1283,8 +1346,8 @@ impl Agent {
                 return;
             }
         };
-        if let Some(record) = record {
-            self.emit(record);
+        if let Some(event) = event {
+            self.emit(event);
         }
     }
 
@@ -1308,13 +1371,20 @@ impl Agent {
         drop(handle);
         drop(events);
         if !draft.started {
-            let start = draft.start_record();
+            let start = draft.start_event();
             self.emit(start);
+        }
+        if stop_reason == StopReason::Aborted {
+            for close in draft.close_open_blocks(error_message.as_deref()) {
+                self.emit(close);
+            }
         }
         let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
         let json = serialize_message(&message);
         self.record_message(&message, &json);
-        self.emit(events::message_end_shared(&json));
+        self.emit(Event::MessageEnd {
+            message: json.clone(),
+        });
         let AgentMessage::Assistant(assistant) = &message else {
             unreachable!("built as an assistant message above")
         };
@@ -1326,22 +1396,35 @@ impl Agent {
         }
         if stop_reason != StopReason::Error && self.retry_attempt > 0 {
             let attempt = std::mem::take(&mut self.retry_attempt);
-            self.emit(events::auto_retry_end(true, attempt, None));
+            self.emit(Event::AutoRetryEnd {
+                success: true,
+                attempt,
+                final_error: None,
+            });
         }
 
         let aborted = self.run.as_ref().is_some_and(|r| r.aborted);
         match stop_reason {
             StopReason::Error | StopReason::Aborted => {
-                self.emit(events::turn_end_shared(&json, &[]));
+                self.emit(Event::TurnEnd {
+                    message: json.clone(),
+                    tool_results: Vec::new(),
+                });
                 self.end_run();
             }
             _ if aborted => {
-                self.emit(events::turn_end_shared(&json, &[]));
+                self.emit(Event::TurnEnd {
+                    message: json.clone(),
+                    tool_results: Vec::new(),
+                });
                 self.end_run();
             }
             _ if !calls.is_empty() => self.start_tools(json, calls),
             _ => {
-                self.emit(events::turn_end_shared(&json, &[]));
+                self.emit(Event::TurnEnd {
+                    message: json.clone(),
+                    tool_results: Vec::new(),
+                });
                 self.after_turn(false);
             }
         }
@@ -1365,14 +1448,14 @@ impl Agent {
             return;
         }
         if !self.steering.is_empty() {
-            self.emit(events::turn_start());
+            self.emit(Event::TurnStart);
             self.deliver_queued(true);
             self.request_completion();
         } else if had_tool_calls {
-            self.emit(events::turn_start());
+            self.emit(Event::TurnStart);
             self.request_completion();
         } else if !self.follow_up.is_empty() {
-            self.emit(events::turn_start());
+            self.emit(Event::TurnStart);
             self.deliver_queued(false);
             self.request_completion();
         } else {
@@ -1409,7 +1492,10 @@ impl Agent {
             _ => compaction::Trigger::Nothing,
         };
         let will_retry = matches!(retry, Ok(Some(_))) || trigger == compaction::Trigger::Overflow;
-        self.emit(events::agent_end_shared(&run.messages, will_retry));
+        self.emit(Event::AgentEnd {
+            messages: run.messages,
+            will_retry,
+        });
         if let Err(e) = self.session.sync() {
             log::error!("session sync failed: {e}");
         }
@@ -1422,7 +1508,11 @@ impl Agent {
             Ok(None) => {}
             Err(final_error) => {
                 let attempt = std::mem::take(&mut self.retry_attempt);
-                self.emit(events::auto_retry_end(false, attempt, Some(&final_error)));
+                self.emit(Event::AutoRetryEnd {
+                    success: false,
+                    attempt,
+                    final_error: Some(final_error),
+                });
             }
         }
         if self.retry_attempt > 0 {
@@ -1431,7 +1521,11 @@ impl Agent {
             let error = failed
                 .and_then(|f| f.error_message)
                 .unwrap_or_else(|| "Retry cancelled".into());
-            self.emit(events::auto_retry_end(false, attempt, Some(&error)));
+            self.emit(Event::AutoRetryEnd {
+                success: false,
+                attempt,
+                final_error: Some(error),
+            });
         }
         match trigger {
             compaction::Trigger::Nothing => self.settle(),
@@ -1458,7 +1552,10 @@ impl Agent {
         self.run.is_some()
             || matches!(
                 self.phase,
-                Phase::RetryWait(_) | Phase::Compacting(_) | Phase::Preparing(_)
+                Phase::RetryWait(_)
+                    | Phase::Compacting(_)
+                    | Phase::Preparing(_)
+                    | Phase::WaitingForMcp(_)
             )
     }
 
@@ -1500,12 +1597,12 @@ impl Agent {
             self.messages.pop();
         }
         let error = failed.error_message.as_deref().unwrap_or("Unknown error");
-        self.emit(events::auto_retry_start(
-            self.retry_attempt,
-            self.config.retry_max_retries(),
-            delay.as_millis() as u64,
-            error,
-        ));
+        self.emit(Event::AutoRetryStart {
+            attempt: self.retry_attempt,
+            max_attempts: self.config.retry_max_retries(),
+            delay_ms: delay.as_millis() as u64,
+            error_message: error.to_string(),
+        });
         self.phase = Phase::RetryWait(RetryWait {
             deadline: Instant::now() + delay,
         });
@@ -1523,11 +1620,11 @@ impl Agent {
     fn cancel_retry(&mut self) {
         self.phase = Phase::Idle;
         let attempt = std::mem::take(&mut self.retry_attempt);
-        self.emit(events::auto_retry_end(
-            false,
+        self.emit(Event::AutoRetryEnd {
+            success: false,
             attempt,
-            Some("Retry cancelled"),
-        ));
+            final_error: Some("Retry cancelled".into()),
+        });
         self.settle();
     }
 
@@ -1535,6 +1632,7 @@ impl Agent {
     /// (their group killed) with "aborted" results, and the run ends with its `agent_end`. Queued
     /// steering and follow-ups survive, as in pi.
     fn abort_run(&mut self) {
+        self.aborted_since_settled = true;
         if let Some(run) = self.run.as_mut() {
             run.aborted = true;
         }
@@ -1546,9 +1644,29 @@ impl Agent {
             Phase::RetryWait(_) => self.cancel_retry(),
             Phase::Compacting(_) => self.abort_compaction(),
             Phase::Preparing(_) => self.abort_preparing(),
+            Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
             Phase::Idle => self.end_run(),
         }
     }
+}
+
+/// What the model is offered: builtins, then extension tools, then MCP tools.
+fn all_tool_specs(
+    builtins: &[String],
+    extension_tools: &[crate::extensions::ExtensionTool],
+    mcp: Option<&crate::mcp::McpHost>,
+) -> Vec<ToolSpec> {
+    let mut specs = tools::specs(builtins);
+    specs.extend(extension_tools.iter().map(|t| t.spec()));
+    if let Some(mcp) = mcp {
+        let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        specs.extend(
+            mcp.tool_specs()
+                .into_iter()
+                .filter(|s| !taken.contains(&s.name)),
+        );
+    }
+    specs
 }
 
 /// A message serialized once for every record that carries it.
@@ -1590,31 +1708,13 @@ fn invalid_mode(mode: &str) -> String {
     format!("Invalid mode \"{mode}\": expected \"all\" or \"one-at-a-time\"")
 }
 
-/// `{"id"?,"type":"response","command":…,"success":true` — a response's start, for records
-/// written as text.
-fn response_head(id: Option<&Value>, command: &str) -> String {
-    let head = serde_json::to_string(&response_ok(id, command, None)).unwrap_or_default();
-    head.strip_suffix('}').unwrap_or(&head).to_string()
-}
-
-/// Session events go to the extensions that subscribed; responses and dialogs do not.
-fn notify_extensions(host: &crate::extensions::ExtensionHost, record: &Record) {
-    let kind = match record {
-        Record::Json(value) => value.get("type").and_then(Value::as_str),
-        Record::Parts(parts) => parts.first().and_then(|p| {
-            let text = p.as_str().strip_prefix(r#"{"type":""#)?;
-            text.split('"').next()
-        }),
-        Record::Raw(_) => None,
-    };
-    match kind {
-        None | Some("response" | "extension_ui_request" | "extension_error") => {}
-        Some(kind) if !host.wants_event(kind) => {}
-        Some(_) => {
-            if let Some(value) = record.to_value() {
-                host.notify_event(&value);
-            }
-        }
+/// Session events go to the extensions that subscribed; dialogs and extension errors do not.
+fn notify_extensions(host: &crate::extensions::ExtensionHost, event: &Event) {
+    if event.is_session_event()
+        && host.wants_event(event.kind())
+        && let Some(value) = event.to_extension_value()
+    {
+        host.notify_event(&value);
     }
 }
 

@@ -18,13 +18,20 @@ pub enum Phase {
     /// One LLM request is streaming the assistant reply.
     Streaming(Box<Stream>),
     /// The reply's tool calls are running, one thread each.
-    RunningTools(ToolBatch),
+    RunningTools(Box<ToolBatch>),
     /// Between a failed run and its automatic retry; the timer lives in the loop's select.
     RetryWait(RetryWait),
     /// Summarizing the older conversation (manual, threshold or overflow).
     Compacting(Box<super::compacting::Compaction>),
     /// An accepted prompt waiting for an extension hook (`input`, `before_agent_start`).
     Preparing(Box<PromptPrep>),
+    /// The first prompt's run waits (up to 10 s) for MCP servers whose tools it declares.
+    WaitingForMcp(Box<McpWait>),
+}
+
+pub struct McpWait {
+    pub messages: Vec<AgentMessage>,
+    pub deadline: Instant,
 }
 
 /// A prompt between its arrival and its run, while extensions look at it.
@@ -92,6 +99,8 @@ pub struct ToolBatch {
     pub args: Vec<serde_json::Value>,
     /// Calls executed by an extension (cancelled through the host on abort).
     pub by_extension: Vec<bool>,
+    /// When each call began executing (`tool_execution_end.durationMs`); `None` if it never ran.
+    pub started: Vec<Option<std::time::Instant>>,
     /// For builtin tools started later (after an approval or a hook). Tool threads catch their
     /// own panics, so every started call reports back; the channel need not disconnect.
     pub sender: Sender<ToolEvent>,
@@ -125,6 +134,18 @@ pub struct Run {
     /// Index in the agent's messages of the run's latest reply.
     pub last_reply: Option<usize>,
     pub aborted: bool,
+}
+
+/// A `steer`, `follow_up` or queued `prompt` waiting for the extensions' `input` hook before it
+/// joins its queue (pi 0.86.0).
+pub struct QueueInput {
+    pub hook: HookId,
+    pub id: Option<serde_json::Value>,
+    /// The command answered: `steer`, `follow_up` or `prompt`.
+    pub command: &'static str,
+    pub behavior: crate::rpc::protocol::StreamingBehavior,
+    pub text: String,
+    pub images: Vec<ImageContent>,
 }
 
 /// A steering or follow-up message waiting for its drain point.

@@ -20,7 +20,8 @@ use crate::extensions::approval::{ApprovalAnswer, Decision};
 use crate::extensions::hooks::{HookOutcome, ToolCallOutcome};
 use crate::extensions::protocol::HookKind;
 use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage, now_ms};
-use crate::rpc::{SharedJson, events};
+use crate::rpc::SharedJson;
+use crate::rpc::events::{self, Event};
 use crate::tools::{self, ToolEvent, ToolEventKind, ToolOutput};
 
 impl Agent {
@@ -29,9 +30,9 @@ impl Agent {
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         let count = calls.len();
         for call in &calls {
-            self.emit(events::tool_execution_start(call));
+            self.emit(Event::ToolExecutionStart { call: call.clone() });
         }
-        self.phase = Phase::RunningTools(ToolBatch {
+        self.phase = Phase::RunningTools(Box::new(ToolBatch {
             assistant,
             args: calls.iter().map(|c| c.arguments.clone()).collect(),
             calls,
@@ -40,10 +41,11 @@ impl Agent {
             partials: vec![None; count],
             waits: (0..count).map(|_| None).collect(),
             by_extension: vec![false; count],
+            started: vec![None; count],
             sender,
             starting: true,
             events,
-        });
+        }));
         for index in 0..count {
             self.gate_call(index);
         }
@@ -66,7 +68,8 @@ impl Agent {
         let name = batch.calls[index].name.clone();
         let args = batch.args[index].clone();
         let known = self.tool_names.contains(&name)
-            || self.extension_tools.iter().any(|t| t.decl.name == name);
+            || self.extension_tools.iter().any(|t| t.decl.name == name)
+            || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name));
         if !known {
             self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
             return;
@@ -157,10 +160,20 @@ impl Agent {
         };
         let mut call = batch.calls[index].clone();
         call.arguments = batch.args[index].clone();
-        match (owner, &self.extensions) {
-            (Some(extension), Some(host)) => {
+        batch.started[index] = Some(std::time::Instant::now());
+        let by_mcp = owner.is_none()
+            && !self.tool_names.contains(&call.name)
+            && self
+                .mcp
+                .as_ref()
+                .is_some_and(|mcp| mcp.has_tool(&call.name));
+        match (owner, &self.extensions, &self.mcp) {
+            (Some(extension), Some(host), _) => {
                 batch.by_extension[index] = true;
                 host.run_tool(extension, &call.id, &call.name, &call.arguments);
+            }
+            (None, _, Some(mcp)) if by_mcp => {
+                batch.handles[index] = Some(mcp.spawn_call(call, batch.sender.clone()))
             }
             _ => {
                 batch.handles[index] = Some(tools::spawn_tool(call, context, batch.sender.clone()))
@@ -182,12 +195,12 @@ impl Agent {
 
     pub(super) fn on_tool_update(&mut self, index: usize, partial: ToolOutput) {
         let Some(batch) = self.batch() else { return };
-        let record = events::tool_execution_update(
-            &batch.calls[index],
-            events::tool_result_value(&partial.content, partial.details.as_ref()),
-        );
+        let event = Event::ToolExecutionUpdate {
+            call: batch.calls[index].clone(),
+            partial_result: events::tool_result_value(&partial.content, partial.details.as_ref()),
+        };
         batch.partials[index] = Some(partial);
-        self.emit(record);
+        self.emit(event);
     }
 
     /// A call's own result; extensions' `tool_result` hook may still patch it.
@@ -304,13 +317,15 @@ impl Agent {
         let Some(batch) = self.batch() else { return };
         batch.handles[index] = None;
         batch.waits[index] = None;
-        let record = events::tool_execution_end(
-            &batch.calls[index],
-            events::tool_result_value(&output.content, output.details.as_ref()),
-            output.is_error,
-        );
+        let duration_ms = batch.started[index].map(|at| at.elapsed().as_millis() as u64);
+        let event = Event::ToolExecutionEnd {
+            call: batch.calls[index].clone(),
+            result: events::tool_result_value(&output.content, output.details.as_ref()),
+            is_error: output.is_error,
+            duration_ms,
+        };
         batch.results[index] = Some(output);
-        self.emit(record);
+        self.emit(event);
         self.finish_tools_if_done();
     }
 
@@ -340,7 +355,10 @@ impl Agent {
             });
             tool_results.push(self.add_message(message));
         }
-        self.emit(events::turn_end_shared(&batch.assistant, &tool_results));
+        self.emit(Event::TurnEnd {
+            message: batch.assistant.clone(),
+            tool_results,
+        });
         self.after_turn(true);
     }
 

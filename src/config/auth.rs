@@ -4,8 +4,8 @@
 //! environment variable of that name when set and non-empty, else the literal text.
 //!
 //! auth.json is created as `{}` (file mode 0600, directory 0700) when missing, like the reference.
-//! OAuth entries are used only while unexpired: pi-rs does not refresh tokens, so an expired one
-//! counts as absent and leaves a notice telling the user to log in again with the reference.
+//! OAuth entries (subscription logins) are read here; an expired or nearly expired one is refreshed
+//! by `Config` through `oauth` before use, under pi's auth.json lock.
 //!
 //! The environment is captured once (`Env`) so lookups are consistent and tests can inject one.
 
@@ -152,6 +152,7 @@ pub const EXTRA_SECRET_ENV_VARS: &[&str] = &[
     "AWS_SECRET_ACCESS_KEY",
     "AWS_BEARER_TOKEN_BEDROCK",
     "AWS_SESSION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
 ];
 
 // ---- config values -------------------------------------------------------------------------------
@@ -312,9 +313,6 @@ pub struct AuthFile {
     entries: Map<String, Value>,
 }
 
-/// OAuth providers the reference knows how to use (their access token is the key).
-const OAUTH_PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex"];
-
 impl AuthFile {
     /// Loads `<agent_dir>/auth.json`, creating it (and the dir) when missing. A broken file
     /// counts as empty and yields an error message.
@@ -377,12 +375,17 @@ impl AuthFile {
         })
     }
 
+    /// A string field of a provider's entry (e.g. a Copilot login's `enterpriseUrl`).
+    pub fn field(&self, provider: &str, name: &str) -> Option<&str> {
+        self.entries.get(provider)?.get(name)?.as_str()
+    }
+
     pub fn providers(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
     }
 
     pub fn knows_oauth_provider(provider: &str) -> bool {
-        OAUTH_PROVIDERS.contains(&provider)
+        super::oauth::PROVIDERS.contains(&provider)
     }
 }
 

@@ -5,13 +5,17 @@
 //! setters persist to the global settings file atomically (temp file + rename).
 //!
 //! Input: files and environment. Output: values and `Diagnostic`s (warnings/errors for stderr).
-//! Nothing here blocks except file reads and the optional `!command` key resolution, which has a
-//! 10 s bound.
+//! Nothing here blocks except file reads, the optional `!command` key resolution (10 s bound)
+//! and the refresh of an expired subscription login (`oauth`; bounded HTTP under pi's lock).
 
 pub mod auth;
+pub mod auth_lock;
+pub mod aws;
+pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
+pub mod oauth;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
@@ -21,6 +25,8 @@ pub use resolve::ScopedModel;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -141,10 +147,19 @@ pub struct Config {
     auth: AuthFile,
     resolver: ValueResolver,
     runtime_api_keys: HashMap<String, String>,
+    /// Credentials resolved elsewhere (MCP `env`/`headers` values), redacted like the others.
+    extra_secrets: Vec<String>,
     docs_dir: PathBuf,
-    /// Providers whose auth.json OAuth token has expired (pi-rs does not refresh tokens).
-    expired_oauth: Vec<String>,
+    /// Token endpoints of the subscription logins.
+    oauth_endpoints: oauth::Endpoints,
+    /// Logins refreshed by this process (auth.json as loaded still holds the old tokens).
+    oauth_fresh: Mutex<HashMap<String, oauth::Fresh>>,
+    /// The last failed refresh per provider: when, and the message for the user.
+    oauth_failures: Mutex<HashMap<String, (Instant, String)>>,
 }
+
+/// A failed refresh is not retried sooner than this (a prompt asks for the key twice).
+const REFRESH_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 impl Config {
     /// Loads settings, models and credentials. Never fails: problems become diagnostics.
@@ -172,34 +187,21 @@ impl Config {
                 "errors loading models.json:\n{error}"
             )));
         }
-        let mut config = Config {
+        Config {
             agent_dir,
             cwd,
             diagnostics,
             docs_dir: default_docs_dir(&env),
+            oauth_endpoints: oauth::Endpoints::from_env(&env),
             env,
             settings,
             registry,
             auth,
             resolver: ValueResolver::default(),
             runtime_api_keys: HashMap::new(),
-            expired_oauth: Vec::new(),
-        };
-        config.note_expired_oauth();
-        config
-    }
-
-    fn note_expired_oauth(&mut self) {
-        let now = auth::now_ms();
-        let providers: Vec<String> = self.auth.providers().map(str::to_string).collect();
-        for provider in providers {
-            if let Some(Credential::OAuth { expires_ms, .. }) = self.auth.get(&provider)
-                && expires_ms.is_none_or(|e| now >= e)
-            {
-                let message = expired_oauth_message(&provider);
-                self.diagnostics.push(Diagnostic::Warning(message));
-                self.expired_oauth.push(provider);
-            }
+            oauth_fresh: Mutex::new(HashMap::new()),
+            oauth_failures: Mutex::new(HashMap::new()),
+            extra_secrets: Vec::new(),
         }
     }
 
@@ -312,15 +314,74 @@ impl Config {
                 if !AuthFile::knows_oauth_provider(provider) {
                     return Some(None);
                 }
-                let fresh = expires_ms.is_some_and(|e| auth::now_ms() < e);
-                if fresh && !access.is_empty() {
-                    return Some(Some(access));
-                }
-                // Expired: treated as absent (the notice is in `auth_notice`).
+                return Some(self.oauth_access(provider, access, expires_ms));
             }
             Some(Credential::Other) | None => {}
         }
         auth::env_api_key(&self.env, provider).map(Some)
+    }
+
+    /// A subscription login's access token, refreshed (under pi's auth.json lock) when expired or
+    /// about to expire. A failed refresh yields no key, as in pi, and leaves a notice saying how
+    /// to log in again; the new tokens join the redaction lists at once.
+    fn oauth_access(
+        &self,
+        provider: &str,
+        access: String,
+        expires_ms: Option<f64>,
+    ) -> Option<String> {
+        let fresh = lock(&self.oauth_fresh).get(provider).cloned();
+        if let Some(fresh) = &fresh
+            && !oauth::needs_refresh(Some(fresh.expires_ms))
+        {
+            return Some(fresh.access.clone());
+        }
+        if !oauth::needs_refresh(expires_ms) && !access.is_empty() && fresh.is_none() {
+            return Some(access);
+        }
+        if let Some((at, _)) = lock(&self.oauth_failures).get(provider)
+            && at.elapsed() < REFRESH_RETRY_AFTER
+        {
+            return None;
+        }
+        match oauth::refresh_locked(&self.agent_dir, provider, &self.oauth_endpoints) {
+            Ok(fresh) => {
+                crate::session::add_secret(&fresh.access);
+                if let Some(refresh) = &fresh.refresh {
+                    crate::session::add_secret(refresh);
+                }
+                lock(&self.oauth_failures).remove(provider);
+                let access = fresh.access.clone();
+                lock(&self.oauth_fresh).insert(provider.to_string(), fresh);
+                Some(access)
+            }
+            Err(reason) => {
+                log::warn!("refreshing the {provider} login failed: {reason}");
+                let message = refresh_failed_message(provider, &reason);
+                lock(&self.oauth_failures).insert(provider.to_string(), (Instant::now(), message));
+                None
+            }
+        }
+    }
+
+    /// The model as a request sees it: with a GitHub Copilot subscription login, Copilot models go
+    /// to the API host named in the (possibly just refreshed) Copilot token, as pi's
+    /// `modifyModels` does.
+    pub fn request_model(&self, model: &Model) -> Model {
+        let mut model = model.clone();
+        if model.provider == crate::provider::copilot::PROVIDER
+            && let Some(Credential::OAuth { access, .. }) = self.auth.get(&model.provider)
+        {
+            let token = lock(&self.oauth_fresh)
+                .get(&model.provider)
+                .map_or(access, |fresh| fresh.access.clone());
+            let enterprise = self
+                .auth
+                .field(&model.provider, "enterpriseUrl")
+                .filter(|d| !d.is_empty());
+            model.base_url = crate::provider::copilot::base_url(&token, enterprise);
+        }
+        model
     }
 
     /// Key and headers for a request to `model`, as the reference computes them: catalog headers,
@@ -396,13 +457,12 @@ impl Config {
         }
     }
 
-    /// When the provider's only credential is an expired auth.json OAuth token: a message telling
-    /// the user to log in again with the reference pi (pi-rs cannot refresh tokens).
+    /// When the provider's subscription login could not be refreshed: a message telling the user
+    /// how to log in again.
     pub fn auth_notice(&self, provider: &str) -> Option<String> {
-        self.expired_oauth
-            .iter()
-            .any(|p| p == provider)
-            .then(|| expired_oauth_message(provider))
+        lock(&self.oauth_failures)
+            .get(provider)
+            .map(|(_, message)| message.clone())
     }
 
     /// The login help paragraph used in "No API key found" / "No model selected" messages.
@@ -438,12 +498,15 @@ impl Config {
         for name in auth::EXTRA_SECRET_ENV_VARS {
             out.extend(self.env.get(name).map(str::to_string));
         }
+        out.extend(aws::profile_secrets(&self.env));
+        out.extend(google_adc::file_secrets(&self.env));
         for config in self.registry.provider_configs.values() {
             if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
                 out.push(self.env.get(key).unwrap_or(key).to_string());
             }
         }
         out.extend(self.resolver.resolved_values());
+        out.extend(self.extra_secrets.iter().cloned());
         out.retain(|s| s.len() >= MIN_SECRET_LEN && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
@@ -452,6 +515,17 @@ impl Config {
             }
         }
         unique
+    }
+
+    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets`.
+    pub fn add_known_secrets(&mut self, secrets: &[String]) {
+        self.extra_secrets.extend(secrets.iter().cloned());
+    }
+
+    /// Whether the project's own config (`.pi/mcp.json`) may be used. Project trust is not
+    /// implemented yet, so no project is trusted: the project-trust work replaces this body.
+    pub fn project_trusted(&self) -> bool {
+        false
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------
@@ -614,11 +688,15 @@ impl Config {
     }
 }
 
-fn expired_oauth_message(provider: &str) -> String {
+fn refresh_failed_message(provider: &str, reason: &str) -> String {
     format!(
-        "The OAuth login for \"{provider}\" in auth.json has expired and pi-rs cannot refresh it. \
-         Log in again with the reference pi (`pi`, then `/login {provider}`), or configure an API key."
+        "Your {provider} login has expired and could not be refreshed ({reason}). \
+         Log in again with `pi login {provider}` (or `/login` in pi), or configure an API key."
     )
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -67,6 +67,8 @@ fn key_priority_runtime_auth_oauth_env_models_json() {
         ("MOCK_ENV", "mock-env-key"),
         ("HEADER_ENV", "header-from-env"),
         ("MISTRAL_API_KEY", "mistral-env-key"),
+        // The expired Copilot login's refresh goes to a closed local port, never the internet.
+        ("PI_OAUTH_GITHUB_API_URL", "http://127.0.0.1:1"),
     ];
     let mut c = load(&dir, &env);
     assert_eq!(c.api_key("openai").as_deref(), Some("auth-openai-key"));
@@ -74,17 +76,13 @@ fn key_priority_runtime_auth_oauth_env_models_json() {
         c.api_key("anthropic").as_deref(),
         Some("oauth-access-token")
     );
-    // Expired OAuth is absent → env var; a notice says how to log in again.
-    assert_eq!(c.api_key("github-copilot").as_deref(), Some("gh-env-token"));
+    // An expired login whose refresh fails gives no key (as in pi: no fall back to the env
+    // var) and a notice saying how to log in again.
+    assert_eq!(c.api_key("github-copilot"), None);
     assert!(
         c.auth_notice("github-copilot")
             .unwrap()
-            .contains("/login github-copilot")
-    );
-    assert!(
-        c.diagnostics
-            .iter()
-            .any(|d| matches!(d, Diagnostic::Warning(w) if w.contains("github-copilot")))
+            .contains("pi login github-copilot")
     );
     assert_eq!(c.auth_notice("anthropic"), None);
     assert_eq!(c.api_key("xai").as_deref(), Some("xai-from-cmd"));

@@ -25,6 +25,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::rpc::events::Event;
+
 /// The three answers of an approval dialog, in the order shown.
 pub const ASK_OPTIONS: [&str; 3] = ["Allow once", "Allow for this session", "Deny"];
 /// How long an approval dialog waits before denying, unless `timeoutSeconds` says otherwise.
@@ -122,16 +124,17 @@ impl ApprovalAnswer {
     }
 }
 
-/// The `extension_ui_request` select record for an `Ask` decision.
-pub fn ask_request(ui_id: &str, title: &str, message: &str, timeout: Duration) -> Value {
-    json!({
-        "type": "extension_ui_request",
-        "id": ui_id,
-        "method": "select",
-        "title": format!("{title}\n{message}"),
-        "options": ASK_OPTIONS,
-        "timeout": timeout.as_millis() as u64,
-    })
+/// The `extension_ui_request` select dialog for an `Ask` decision.
+pub fn ask_request(ui_id: &str, title: &str, message: &str, timeout: Duration) -> Event {
+    let mut fields = serde_json::Map::new();
+    fields.insert("title".into(), json!(format!("{title}\n{message}")));
+    fields.insert("options".into(), json!(ASK_OPTIONS));
+    fields.insert("timeout".into(), json!(timeout.as_millis() as u64));
+    Event::ExtensionUiRequest {
+        id: ui_id.to_string(),
+        method: "select".into(),
+        fields,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -658,9 +661,9 @@ mod tests {
             ApprovalAnswer::from_selection(None, false, true),
             ApprovalAnswer::Deny { timed_out: true }
         );
-        let record = ask_request("u1", "Allow bash?", "rm -rf x", Duration::from_secs(30));
+        let request = ask_request("u1", "Allow bash?", "rm -rf x", Duration::from_secs(30));
         assert_eq!(
-            record.to_string(),
+            request.to_extension_value().unwrap().to_string(),
             r#"{"type":"extension_ui_request","id":"u1","method":"select","title":"Allow bash?\nrm -rf x","options":["Allow once","Allow for this session","Deny"],"timeout":30000}"#
         );
     }

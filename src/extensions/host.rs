@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, at, select};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::approval::ApprovalAnswer;
 use super::hooks::{HookChain, HookOutcome};
@@ -41,6 +41,7 @@ use super::protocol::{
 };
 use super::{ExtensionSpec, is_executable_file, is_script_module};
 use crate::provider::ToolSpec;
+use crate::rpc::events::{Event, Lifecycle};
 use crate::rpc::jsonl::{Frame, Framer};
 use crate::tools::ToolOutput;
 
@@ -72,10 +73,13 @@ pub struct ExtensionError {
 }
 
 impl ExtensionError {
-    /// The stdout record `{"type":"extension_error","extensionPath","event","error"}`.
-    pub fn record(&self) -> Value {
-        json!({"type": "extension_error", "extensionPath": self.extension_path,
-               "event": self.event, "error": self.error})
+    /// The `extension_error` event for stdout.
+    pub fn event(&self) -> Event {
+        Event::ExtensionError {
+            extension_path: self.extension_path.clone(),
+            event: self.event.clone(),
+            error: self.error.clone(),
+        }
     }
 }
 
@@ -150,17 +154,17 @@ pub enum ExtensionEvent {
         extension: ExtensionId,
         action: Action,
     },
-    /// An `extension_ui_request` record, complete with a fresh id: write it to stdout as is.
-    /// Dialog answers come back through `deliver_ui_response`.
+    /// An `extension_ui_request` (`Event::ExtensionUiRequest`), complete with a fresh id: write
+    /// it to stdout as is. Dialog answers come back through `deliver_ui_response`.
     UiRequest {
-        record: Value,
+        event: Event,
     },
     /// The answer (or timeout) of a dialog opened with `ask_approval`.
     ApprovalAnswered {
         ui_id: String,
         answer: ApprovalAnswer,
     },
-    /// Write `error.record()` to stdout.
+    /// Write `error.event()` to stdout.
     Error(ExtensionError),
     /// The extension is gone for good (after a failure).
     Exited {
@@ -426,7 +430,7 @@ impl ExtensionHost {
 
     /// Opens an approval dialog (approval gate `Ask`): returns its id and the
     /// `extension_ui_request` record to write; one `ApprovalAnswered` follows (a timeout denies).
-    pub fn ask_approval(&self, title: &str, message: &str, timeout: Duration) -> (String, Value) {
+    pub fn ask_approval(&self, title: &str, message: &str, timeout: Duration) -> (String, Event) {
         let ui_id = fresh_uuid();
         let record = super::approval::ask_request(&ui_id, title, message, timeout);
         let _ = self.control.send(Control::Approval {
@@ -529,6 +533,7 @@ fn spawn_extension(
     command
         .current_dir(cwd)
         .env("PI_EXTENSION_PROTOCOL", PROTOCOL_VERSION.to_string())
+        .envs(crate::tools::env::CHILD_MARKERS)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -1250,30 +1255,29 @@ impl Router {
                 request,
             } => {
                 let ui_id = fresh_uuid();
-                let mut record = Map::new();
-                record.insert("type".into(), "extension_ui_request".into());
-                record.insert("id".into(), ui_id.clone().into());
-                record.insert("method".into(), method.clone().into());
-                record.extend(request);
                 if let Some(local_id) = id.filter(|_| DIALOG_METHODS.contains(&method.as_str())) {
-                    let deadline = record
+                    let deadline = request
                         .get("timeout")
                         .and_then(Value::as_u64)
                         .map(|ms| Instant::now() + Duration::from_millis(ms));
                     self.dialogs.insert(
-                        ui_id,
+                        ui_id.clone(),
                         Dialog {
                             owner: DialogOwner::Extension {
                                 extension: index,
                                 local_id,
-                                method,
+                                method: method.clone(),
                             },
                             deadline,
                         },
                     );
                 }
                 self.emit(ExtensionEvent::UiRequest {
-                    record: Value::Object(record),
+                    event: Event::ExtensionUiRequest {
+                        id: ui_id,
+                        method,
+                        fields: request,
+                    },
                 });
             }
             ExtensionMessage::Error { error } => self.emit(ExtensionEvent::Error(ExtensionError {
@@ -1438,8 +1442,8 @@ impl Router {
 
     /// `session_shutdown` to subscribers, stdin closed, a grace period, then the group kill.
     fn shutdown(&mut self, grace: Duration) {
-        let event = json!({"type": "session_shutdown", "reason": "quit"});
-        let line = protocol::event_line(&event);
+        let event = Event::Lifecycle(Lifecycle::SessionShutdown).to_extension_value();
+        let line = protocol::event_line(&event.unwrap_or_default());
         for index in 0..self.extensions.len() {
             let extension = &self.extensions[index];
             if !extension.failed && extension.registration.wants_event("session_shutdown") {
@@ -1539,6 +1543,7 @@ pub fn fresh_uuid() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::path::PathBuf;
 
     use crate::extensions::ExtensionOrigin;
@@ -1589,9 +1594,10 @@ mod tests {
         let mut order = Vec::new();
         while order.len() < live {
             let event = started.next();
-            let ExtensionEvent::UiRequest { record } = &event else {
+            let ExtensionEvent::UiRequest { event: ui } = &event else {
                 panic!("expected a pid notice, got {event:?}");
             };
+            let record = ui.to_extension_value().unwrap();
             let message = record["message"].as_str().unwrap_or_default();
             let pids: Vec<i32> = message
                 .strip_prefix("pid ")
@@ -1710,7 +1716,7 @@ mod tests {
         );
         assert!(errors[2].error.contains("not found"), "{}", errors[2].error);
         assert_eq!(
-            errors[0].record()["extensionPath"],
+            errors[0].event().to_extension_value().unwrap()["extensionPath"],
             dir.join("ext.ts").to_string_lossy().as_ref()
         );
         // The rest goes on: hello.sh runs.
@@ -1735,9 +1741,10 @@ mod tests {
         assert_eq!(commands[0].get_commands_item()["source"], "extension");
         assert!(started.host.run_command("nope", "").is_none());
         let id = started.host.run_command("hello", "Ada").unwrap();
-        let ExtensionEvent::UiRequest { record } = started.next() else {
+        let ExtensionEvent::UiRequest { event: ui } = started.next() else {
             panic!()
         };
+        let record = ui.to_extension_value().unwrap();
         assert_eq!(record["method"], "notify");
         assert_eq!(record["message"], "Hello, Ada!");
         assert_eq!(record["type"], "extension_ui_request");
@@ -1755,9 +1762,10 @@ mod tests {
         started
             .host
             .notify_event(&json!({"type": "agent_end", "messages": []}));
-        let ExtensionEvent::UiRequest { record } = started.next() else {
+        let ExtensionEvent::UiRequest { event: ui } = started.next() else {
             panic!()
         };
+        let record = ui.to_extension_value().unwrap();
         assert_eq!(record["method"], "setStatus");
         assert_eq!(record["statusText"], "runs: 1");
         let pids = started.pids[&0].clone();
@@ -1795,9 +1803,10 @@ mod tests {
                 Duration::from_secs(5),
             )
             .unwrap();
-        let ExtensionEvent::UiRequest { record } = started.next() else {
+        let ExtensionEvent::UiRequest { event: ui } = started.next() else {
             panic!()
         };
+        let record = ui.to_extension_value().unwrap();
         assert_eq!(record["method"], "confirm");
         assert_eq!(record["message"], "CONFIRM make");
         let ui_id = record["id"].as_str().unwrap();
@@ -1854,9 +1863,10 @@ mod tests {
             .host
             .start_hook(HookKind::Input, json!({"text":"ping","source":"rpc"}), WAIT)
             .unwrap();
-        let ExtensionEvent::UiRequest { record } = started.next() else {
+        let ExtensionEvent::UiRequest { event: ui } = started.next() else {
             panic!()
         };
+        let record = ui.to_extension_value().unwrap();
         assert_eq!(record["message"], "pong");
         assert_eq!(
             started.next(),
@@ -1938,9 +1948,10 @@ mod tests {
             ("input", json!("Ada")),
             ("editor", json!("edited")),
         ] {
-            let ExtensionEvent::UiRequest { record } = started.next() else {
+            let ExtensionEvent::UiRequest { event: ui } = started.next() else {
                 panic!()
             };
+            let record = ui.to_extension_value().unwrap();
             assert_eq!(record["method"], method);
             started.host.deliver_ui_response(
                 record["id"].as_str().unwrap(),
@@ -1953,7 +1964,9 @@ mod tests {
         let mut notices = Vec::new();
         let error = loop {
             match started.next() {
-                ExtensionEvent::UiRequest { record } => notices.push(record),
+                ExtensionEvent::UiRequest { event } => {
+                    notices.push(event.to_extension_value().unwrap())
+                }
                 ExtensionEvent::CommandFinished {
                     id: done, error, ..
                 } if done == id => break error,
@@ -2164,7 +2177,8 @@ mod tests {
         let (tx, events) = crossbeam_channel::unbounded();
         let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), tx);
         assert!(errors.is_empty());
-        let (ui_id, record) = host.ask_approval("Allow bash?", "rm x", Duration::from_millis(100));
+        let (ui_id, ui) = host.ask_approval("Allow bash?", "rm x", Duration::from_millis(100));
+        let record = ui.to_extension_value().unwrap();
         assert_eq!(record["id"], ui_id.as_str());
         assert_eq!(record["timeout"], 100);
         assert_eq!(

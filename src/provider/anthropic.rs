@@ -83,7 +83,16 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             "true".into(),
         ),
     ];
-    if oauth {
+    if model.provider == super::copilot::PROVIDER {
+        // Copilot: Bearer auth with the Copilot token, no Claude Code identity.
+        if !betas.is_empty() {
+            headers.push(("anthropic-beta".into(), betas.join(",")));
+        }
+        headers.push((
+            "authorization".into(),
+            format!("Bearer {}", request.api_key),
+        ));
+    } else if oauth {
         let mut all = vec!["claude-code-20250219", "oauth-2025-04-20"];
         all.extend(&betas);
         headers.push(("anthropic-beta".into(), all.join(",")));
@@ -102,7 +111,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         }
         headers.push(("x-api-key".into(), request.api_key.clone()));
     }
-    let headers = with_extra_headers(headers, model, &request.headers);
+    let headers = with_extra_headers(headers, model, &super::copilot::extra_headers(request));
 
     // Thinking and output budget (pi-ai streamSimpleAnthropic + buildParams).
     let base = base_max_tokens(request);

@@ -55,8 +55,39 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
         ("x-goog-api-key".into(), request.api_key.clone()),
     ];
     let headers = with_extra_headers(defaults, model, &request.headers);
+    let body = request_body(request, Dialect::GeminiApi);
 
-    // Key order as the SDK writes the body: contents, systemInstruction, tools, generationConfig.
+    let base = if model.base_url.is_empty() {
+        DEFAULT_BASE_URL
+    } else {
+        model.base_url.trim_end_matches('/')
+    };
+    let model_path = if model.id.starts_with("models/") || model.id.starts_with("tunedModels/") {
+        model.id.clone()
+    } else {
+        format!("models/{}", model.id)
+    };
+    HttpRequest {
+        url: join_url(
+            base,
+            &format!("/{model_path}:streamGenerateContent?alt=sse"),
+        ),
+        headers,
+        body,
+    }
+}
+
+/// Which of pi's two Gemini providers the body is for: they share the message conversion but not
+/// every thinking rule (`google-vertex.js` has no Gemma 4 family and no Flash-Lite budgets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    GeminiApi,
+    Vertex,
+}
+
+/// The `generateContent` body. Key order as the SDK writes it for the Gemini API: contents,
+/// systemInstruction, tools, generationConfig (Vertex reorders some objects: `vertex.rs`).
+pub(crate) fn request_body(request: &StreamRequest, dialect: Dialect) -> Value {
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(convert_messages(request)));
     if !request.system_prompt.is_empty() {
@@ -83,29 +114,11 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
     if let Some(max_tokens) = base_max_tokens(request) {
         generation_config.insert("maxOutputTokens".into(), json!(max_tokens));
     }
-    if let Some(thinking) = thinking_config(request) {
+    if let Some(thinking) = thinking_config(request, dialect) {
         generation_config.insert("thinkingConfig".into(), thinking);
     }
     body.insert("generationConfig".into(), Value::Object(generation_config));
-
-    let base = if model.base_url.is_empty() {
-        DEFAULT_BASE_URL
-    } else {
-        model.base_url.trim_end_matches('/')
-    };
-    let model_path = if model.id.starts_with("models/") || model.id.starts_with("tunedModels/") {
-        model.id.clone()
-    } else {
-        format!("models/{}", model.id)
-    };
-    HttpRequest {
-        url: join_url(
-            base,
-            &format!("/{model_path}:streamGenerateContent?alt=sse"),
-        ),
-        headers,
-        body: Value::Object(body),
-    }
+    Value::Object(body)
 }
 
 /// The model families with their own thinking controls.
@@ -117,13 +130,13 @@ enum Family {
     Other,
 }
 
-fn family(model_id: &str) -> Family {
+fn family(model_id: &str, dialect: Dialect) -> Family {
     let id = model_id.to_lowercase();
     if gemini3_variant(&id, "-pro") {
         Family::Gemini3Pro
     } else if gemini3_variant(&id, "-flash") {
         Family::Gemini3Flash
-    } else if id.contains("gemma4") || id.contains("gemma-4") {
+    } else if dialect == Dialect::GeminiApi && (id.contains("gemma4") || id.contains("gemma-4")) {
         Family::Gemma4
     } else {
         Family::Other
@@ -151,12 +164,12 @@ fn gemini3_variant(id: &str, suffix: &str) -> bool {
 }
 
 /// `generationConfig.thinkingConfig` as pi's streamSimpleGoogle chooses it.
-fn thinking_config(request: &StreamRequest) -> Option<Value> {
+fn thinking_config(request: &StreamRequest, dialect: Dialect) -> Option<Value> {
     let model = &request.model;
     if !model.reasoning {
         return None;
     }
-    let family = family(&model.id);
+    let family = family(&model.id, dialect);
     if request.thinking == ThinkingLevel::Off {
         // Gemini 3 cannot switch thinking off: ask for the least and hide it.
         return Some(match family {
@@ -175,7 +188,7 @@ fn thinking_config(request: &StreamRequest) -> Option<Value> {
         if let Some(level) = thinking_level(family, effort) {
             config.insert("thinkingLevel".into(), json!(level));
         }
-    } else if let Some(budget) = thinking_budget(request, effort) {
+    } else if let Some(budget) = thinking_budget(request, effort, dialect) {
         config.insert("thinkingBudget".into(), json!(budget));
     }
     Some(Value::Object(config))
@@ -198,7 +211,11 @@ fn thinking_level(family: Family, effort: ThinkingLevel) -> Option<&'static str>
 
 /// Token budget for Gemini 2.x: settings `thinkingBudgets` win, then the per-model table, else
 /// -1 (dynamic). Levels beyond high have no table entry.
-fn thinking_budget(request: &StreamRequest, effort: ThinkingLevel) -> Option<i64> {
+fn thinking_budget(
+    request: &StreamRequest,
+    effort: ThinkingLevel,
+    dialect: Dialect,
+) -> Option<i64> {
     let slot = match effort {
         ThinkingLevel::Minimal => Some(0),
         ThinkingLevel::Low => Some(1),
@@ -212,7 +229,7 @@ fn thinking_budget(request: &StreamRequest, effort: ThinkingLevel) -> Option<i64
     let id = &request.model.id;
     let table: Option<[i64; 4]> = if id.contains("2.5-pro") {
         Some([128, 2048, 8192, 32768])
-    } else if id.contains("2.5-flash-lite") {
+    } else if dialect == Dialect::GeminiApi && id.contains("2.5-flash-lite") {
         Some([512, 2048, 8192, 24576])
     } else if id.contains("2.5-flash") {
         Some([128, 2048, 8192, 24576])
@@ -1089,10 +1106,17 @@ mod tests {
         assert!(!is_valid_signature("not base64!"));
         assert!(!is_valid_signature("a==="));
         assert!(!is_valid_signature("===="));
-        assert_eq!(family("models/gemini-3.1-pro-preview"), Family::Gemini3Pro);
-        assert_eq!(family("gemini-3-flash"), Family::Gemini3Flash);
-        assert_eq!(family("gemini-3.-pro"), Family::Other);
-        assert_eq!(family("Gemma4-it"), Family::Gemma4);
+        assert_eq!(
+            family("models/gemini-3.1-pro-preview", Dialect::GeminiApi),
+            Family::Gemini3Pro
+        );
+        assert_eq!(
+            family("gemini-3-flash", Dialect::GeminiApi),
+            Family::Gemini3Flash
+        );
+        assert_eq!(family("gemini-3.-pro", Dialect::GeminiApi), Family::Other);
+        assert_eq!(family("Gemma4-it", Dialect::GeminiApi), Family::Gemma4);
+        assert_eq!(family("Gemma4-it", Dialect::Vertex), Family::Other);
         assert!(!supports_multimodal_function_response("gemini-2.5-flash"));
         assert!(supports_multimodal_function_response("gemini-live-3-x"));
         assert!(supports_multimodal_function_response("claude-sonnet"));

@@ -3,23 +3,40 @@
 //! agent over a bounded channel (so a stalled client stalls the socket read, not memory).
 //!
 //! Only `provider/<api>.rs` knows a provider's format: it builds the request (url, headers, body)
-//! and maps SSE events to `StreamEvent`s. This file owns the thread, HTTP and error mapping.
+//! and maps SSE events (Bedrock: binary event-stream frames) to `StreamEvent`s. This file owns the
+//! thread, HTTP and error mapping.
 //!
 //! Blocking calls and their bounds: connecting (`CONNECT_TIMEOUT`), writing the request and every
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent
 //! server ends the request with `Request timed out.`), and `send` on the bounded channel (ends when
-//! the agent reads or drops the receiver).
+//! the agent reads or drops the receiver). A credential fetch before the request (Vertex's token
+//! exchange, AWS container credentials) runs on the same HTTP agent, under the same bounds and
+//! abort; an AWS `credential_process` is bounded by `config::auth::COMMAND_TIMEOUT`.
 //!
 //! How it ends: the body reaches EOF or its terminal event (→ `Done`), or fails (→ `Failed`), or
 //! the agent drops the `StreamHandle` (the next `send` fails and the thread returns; a read blocked
 //! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
 
 pub mod anthropic;
+pub mod aws_remote;
+pub mod azure_responses;
+pub mod bedrock;
+#[cfg(test)]
+mod catalog_coverage;
+pub mod codex_responses;
+pub mod copilot;
+pub mod event_stream;
 pub mod google;
+pub mod google_auth;
+pub mod mistral;
+pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod sigv4;
 pub mod sse;
+pub mod token_cache;
 pub mod transform;
+pub mod vertex;
 
 use std::io::Read;
 use std::time::Duration;
@@ -151,7 +168,7 @@ pub fn spawn_stream(
     request: StreamRequest,
     events: Sender<ProviderEvent>,
 ) -> StreamHandle {
-    let agent = http_agent(request.idle_timeout, ProxySource::Environment);
+    let agent = http_agent(request.idle_timeout);
     let thread_agent = agent.clone();
     let thread = std::thread::Builder::new()
         .name(format!("provider-{}", req.0))
@@ -164,20 +181,10 @@ pub fn spawn_stream(
     }
 }
 
-/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else.
-fn http_agent(idle: Duration, proxy: ProxySource) -> ureq::Agent {
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(CONNECT_TIMEOUT.min(idle)))
-        .timeout_per_read(Some(idle))
-        .timeout_per_write(Some(idle));
-    let config = match proxy {
-        // ureq's default configuration already reads `*_PROXY`/`NO_PROXY`.
-        ProxySource::Environment => config,
-        #[cfg(test)]
-        ProxySource::None => config.proxy(None),
-    };
-    config.build().into()
+/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
+/// store and proxy choice: `net`.
+fn http_agent(idle: Duration) -> ureq::Agent {
+    net::agent(CONNECT_TIMEOUT.min(idle), idle)
 }
 
 /// An HTTP request as a wire API module builds it.
@@ -216,20 +223,15 @@ const TIMEOUT_TEXT: &str = "Request timed out.";
 /// What undici reports when the body stream breaks off (socket reset, truncated chunked body).
 const TERMINATED_TEXT: &str = "terminated";
 
-/// Tests talk to 127.0.0.1 and must not be routed through a proxy from the environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ProxySource {
-    Environment,
-    #[cfg(test)]
-    None,
-}
-
 /// The wire API's decoder, chosen by `model.api`.
 pub(crate) enum Decoder {
     Anthropic(anthropic::Decoder),
     OpenAiCompletions(openai_completions::Decoder),
     OpenAiResponses(openai_responses::Decoder),
     Google(google::Decoder),
+    Mistral(mistral::Decoder),
+    /// Binary event-stream frames, not SSE: fed by `on_bytes`.
+    Bedrock(bedrock::Decoder),
 }
 
 impl Decoder {
@@ -239,6 +241,8 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_sse(sse),
             Decoder::OpenAiResponses(d) => d.on_sse(sse),
             Decoder::Google(d) => d.on_sse(sse),
+            Decoder::Mistral(d) => d.on_sse(sse),
+            Decoder::Bedrock(_) => Vec::new(),
         }
     }
 
@@ -248,6 +252,8 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.on_eof(),
             Decoder::OpenAiResponses(d) => d.on_eof(),
             Decoder::Google(d) => d.on_eof(),
+            Decoder::Mistral(d) => d.on_eof(),
+            Decoder::Bedrock(d) => d.on_eof(),
         }
     }
 
@@ -257,16 +263,19 @@ impl Decoder {
             Decoder::OpenAiCompletions(d) => d.is_finished(),
             Decoder::OpenAiResponses(d) => d.is_finished(),
             Decoder::Google(d) => d.is_finished(),
+            Decoder::Mistral(d) => d.is_finished(),
+            Decoder::Bedrock(d) => d.is_finished(),
         }
     }
 
     fn error_message(&self, status: u16, body: &str) -> String {
         match self {
             Decoder::Anthropic(_) => anthropic_http_error_message(status, body),
-            Decoder::OpenAiCompletions(_) | Decoder::OpenAiResponses(_) => {
-                openai_http_error_message(status, body)
-            }
+            Decoder::OpenAiCompletions(_) => openai_http_error_message(status, body),
+            Decoder::OpenAiResponses(d) => d.http_error_message(status, body),
             Decoder::Google(_) => google::http_error_message(status, body),
+            Decoder::Mistral(_) => mistral::http_error_message(status, body),
+            Decoder::Bedrock(_) => bedrock::http_error_message(status, body),
         }
     }
 }
@@ -333,13 +342,49 @@ fn run_stream(
             google::build_request(request),
             Decoder::Google(google::Decoder::new(request)),
         ),
+        "mistral-conversations" => (
+            mistral::build_request(request),
+            Decoder::Mistral(mistral::Decoder::new(request)),
+        ),
+        api @ ("azure-openai-responses" | "openai-codex-responses") => {
+            let built = if api == "azure-openai-responses" {
+                azure_responses::build_request(request)
+            } else {
+                codex_responses::build_request(request)
+            };
+            match built {
+                Ok(http) => (
+                    http,
+                    Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
+                ),
+                Err(message) => {
+                    fail(message, None);
+                    return;
+                }
+            }
+        }
+        // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
+        "bedrock-converse-stream" => match bedrock::build_request(request, &agent) {
+            Ok(http) => (http, Decoder::Bedrock(bedrock::Decoder::new(request))),
+            Err(message) => {
+                fail(message, None);
+                return;
+            }
+        },
+        "google-vertex" => match vertex::build_request(request, &agent) {
+            Ok(http) => (http, Decoder::Google(google::Decoder::new(request))),
+            Err(message) => {
+                fail(message, None);
+                return;
+            }
+        },
         other => {
             fail(format!("No API provider registered for api: {other}"), None);
             return;
         }
     };
 
-    let mut builder = agent.post(&http.url);
+    let mut builder = net::post(&agent, &http.url);
     for (name, value) in &http.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
@@ -423,6 +468,10 @@ fn run_stream(
                 return;
             }
             produced.extend(decoder.on_eof());
+        } else if let Decoder::Bedrock(bedrock) = &mut decoder {
+            // Every byte is checked by the frame CRCs, so any body counts as a stream.
+            saw_event = true;
+            produced.extend(bedrock.on_bytes(&buf[..n]));
         } else {
             if let Err(e) = parser.push(&buf[..n]) {
                 fail(e.to_string(), None);
@@ -872,7 +921,7 @@ mod tests {
                 RequestId(7),
                 &request,
                 &tx,
-                http_agent(request.idle_timeout, ProxySource::None),
+                http_agent(request.idle_timeout),
             )
         });
         rx
@@ -1075,11 +1124,11 @@ mod tests {
         assert_eq!(failed(&events).message, "Connection error.");
 
         let mut r = anthropic_request("http://127.0.0.1:1");
-        r.model.api = "bedrock-converse-stream".into();
+        r.model.api = "no-such-api".into();
         let events = collect(&start(r));
         assert_eq!(
             failed(&events).message,
-            "No API provider registered for api: bedrock-converse-stream"
+            "No API provider registered for api: no-such-api"
         );
     }
 
@@ -1093,12 +1142,7 @@ mod tests {
         let (tx, rx) = bounded(1);
         let r = openai_request(&url);
         let thread = std::thread::spawn(move || {
-            run_stream(
-                RequestId(1),
-                &r,
-                &tx,
-                http_agent(r.idle_timeout, ProxySource::None),
-            )
+            run_stream(RequestId(1), &r, &tx, http_agent(r.idle_timeout))
         });
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(10)).unwrap().event,

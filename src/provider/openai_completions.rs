@@ -175,7 +175,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             headers.push((name.into(), request.session_id.clone()));
         }
     }
-    let headers = with_extra_headers(headers, model, &request.headers);
+    let headers = with_extra_headers(headers, model, &super::copilot::extra_headers(request));
 
     // Thinking level as pi-ai's streamSimpleOpenAICompletions passes it: clamped, off → none.
     let effort = match request.thinking {

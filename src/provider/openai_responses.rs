@@ -28,6 +28,8 @@ use crate::messages::{
 };
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The Codex backend's API name; its decoder maps events first.
+const CODEX_API: &str = "openai-codex-responses";
 /// Providers whose tool-call ids keep the `call_id|item_id` pair when replayed.
 const COMPOSITE_ID_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
 /// What pi reports when a response ends in a failed or cancelled status.
@@ -54,7 +56,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             format!("Bearer {}", request.api_key),
         ),
     ];
-    let mut headers = with_extra_headers(defaults, model, &[]);
+    let mut headers =
+        with_extra_headers(defaults, model, &super::copilot::dynamic_headers(request));
     if !request.session_id.is_empty() {
         if send_session_id_header {
             set_header(&mut headers, "session_id", &request.session_id);
@@ -80,15 +83,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         body.insert("max_output_tokens".into(), json!(max_tokens));
     }
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({"type": "function", "name": tool.name, "description": tool.description,
-                    "parameters": tool.parameters, "strict": false})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools".into(), tools_json(request, json!(false)));
     }
     if model.reasoning {
         let level = match request.thinking {
@@ -130,8 +125,17 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 }
 
+/// The tools as Responses function tools (`strict` as the client sends it).
+pub(crate) fn tools_json(request: &StreamRequest, strict: Value) -> Value {
+    let tools = request.tools.iter().map(|tool| {
+        json!({"type": "function", "name": tool.name, "description": tool.description,
+            "parameters": tool.parameters, "strict": strict})
+    });
+    Value::Array(tools.collect())
+}
+
 /// Replaces a header of the same name (case-insensitively) or appends it.
-fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
+pub(crate) fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
     headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
     headers.push((name.to_string(), value.to_string()));
 }
@@ -184,8 +188,13 @@ fn normalize_id_part(part: &str) -> String {
 
 /// Tool-call ids written by another model, as pi rewrites them for this one. `source` is the
 /// (provider, api) of the message holding the call.
-fn normalize_tool_call_id(model: &Model, id: &str, source: Option<&(String, String)>) -> String {
-    if !COMPOSITE_ID_PROVIDERS.contains(&model.provider.as_str()) || !id.contains('|') {
+fn normalize_tool_call_id(
+    model: &Model,
+    composite_providers: &[&str],
+    id: &str,
+    source: Option<&(String, String)>,
+) -> String {
+    if !composite_providers.contains(&model.provider.as_str()) || !id.contains('|') {
         return normalize_id_part(id);
     }
     let mut parts = id.split('|');
@@ -228,6 +237,17 @@ fn data_url(mime_type: &str, data: &str) -> String {
 }
 
 fn convert_input(request: &StreamRequest) -> Vec<Value> {
+    convert_input_with(request, COMPOSITE_ID_PROVIDERS, true)
+}
+
+/// pi-ai's `convertResponsesMessages`: `composite_providers` keep `call_id|item_id` tool-call ids
+/// (each client has its own list); the system prompt leads the input unless the client sends it
+/// elsewhere (Codex's `instructions`).
+pub(crate) fn convert_input_with(
+    request: &StreamRequest,
+    composite_providers: &[&str],
+    include_system_prompt: bool,
+) -> Vec<Value> {
     let model = &request.model;
     // Which message each tool call came from: the id rewrite depends on its provider and API.
     let mut call_sources: HashMap<&str, (String, String)> = HashMap::new();
@@ -239,11 +259,11 @@ fn convert_input(request: &StreamRequest) -> Vec<Value> {
         }
     }
     let transformed = transform_messages(&request.messages, model, &|id| {
-        normalize_tool_call_id(model, id, call_sources.get(id))
+        normalize_tool_call_id(model, composite_providers, id, call_sources.get(id))
     });
 
     let mut input = Vec::new();
-    if !request.system_prompt.is_empty() {
+    if include_system_prompt && !request.system_prompt.is_empty() {
         let role = if model.reasoning {
             "developer"
         } else {
@@ -477,16 +497,29 @@ pub struct Decoder {
     has_tool_call: bool,
     response_id: Option<String>,
     finished: bool,
+    /// The ChatGPT Codex backend: pi reads its stream without the OpenAI SDK and maps its events
+    /// first (`mapCodexEvents`), and reads its HTTP errors its own way.
+    codex: bool,
 }
 
 impl Decoder {
-    pub fn new(_request: &StreamRequest) -> Decoder {
+    pub fn new(request: &StreamRequest) -> Decoder {
         Decoder {
             next_index: 0,
             current: Current::None,
             has_tool_call: false,
             response_id: None,
             finished: false,
+            codex: request.model.api == CODEX_API,
+        }
+    }
+
+    /// The error text of a failed HTTP response, as the request's client words it.
+    pub fn http_error_message(&self, status: u16, body: &str) -> String {
+        if self.codex {
+            super::codex_responses::http_error_message(status, body)
+        } else {
+            super::openai_http_error_message(status, body)
         }
     }
 
@@ -502,6 +535,14 @@ impl Decoder {
         }
         if sse.data.starts_with("[DONE]") {
             self.done(StopReason::Stop, &mut out);
+            return out;
+        }
+        if self.codex {
+            match super::codex_responses::map_event(&sse.data) {
+                Ok(Some(event)) => self.on_event(&event, &mut out),
+                Ok(None) => {}
+                Err(message) => self.fail(&mut out, message),
+            }
             return out;
         }
         let event: Value = match serde_json::from_str(&sse.data) {

@@ -1,29 +1,30 @@
-//! Session event records for stdout, in pi's shapes and key order (FACTS §2.4, seed event list).
-//! `message_update` carries only the delta event (seed): no cumulative `message`, no `partial`.
+//! Every session event pi-rs writes, as one typed `Event`, and the only code that turns one into
+//! a stdout record. The agent and the extension host build `Event`s; `Event::to_record` writes
+//! them in pi's shapes and key order (FACTS §2.4, seed event list) for the chosen
+//! [`Profile`](super::Profile):
+//!
+//! - `Default` (the newest pi, 1.6.0): `message_update` carries `usage` and only the delta event;
+//!   `toolcall_start` names the call; `tool_execution_end` has `durationMs`; `agent_settled` has
+//!   `aborted`.
+//! - `Legacy` (pi ≤ 0.83, checked against 0.73.1's output): `message_update` also carries the
+//!   cumulative `message` and `assistantMessageEvent.partial` (one serialized snapshot, written
+//!   twice); events and fields 0.73.1 never sent are left out (`to_record` answers `None`).
+//!
+//! Long messages are serialized once (`SharedJson`) and shared by every record carrying them.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::messages::{AgentMessage, ContentBlock, ToolCall};
+use super::{Part, Profile, Record, SharedJson};
+use crate::messages::{ContentBlock, ToolCall};
 
 fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-pub fn agent_start() -> Value {
-    json!({"type": "agent_start"})
-}
-
-pub fn agent_settled() -> Value {
-    json!({"type": "agent_settled"})
-}
-
-pub fn turn_start() -> Value {
-    json!({"type": "turn_start"})
-}
-
-pub fn message_start(message: &AgentMessage) -> Value {
-    json!({"type": "message_start", "message": to_value(message)})
+/// A JSON string literal for `text`, serialized once (a block's whole text can be long).
+fn json_string(text: &str) -> SharedJson {
+    super::shared_json(&text, text.len() + text.len() / 16 + 2)
 }
 
 /// The kinds of streaming update, as `assistantMessageEvent.type` names them.
@@ -44,154 +45,516 @@ impl BlockFamily {
     }
 }
 
-pub fn update_start(family: BlockFamily, index: usize) -> Value {
-    message_update(json!({"type": format!("{}_start", family.prefix()), "contentIndex": index}))
+/// `message_update.assistantMessageEvent`, without the legacy `partial`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AssistantEvent {
+    /// `<family>_start`; a tool call's start names it (`id`, `toolName`: pi 0.84.3).
+    Start {
+        family: BlockFamily,
+        index: usize,
+        tool: Option<(String, String)>,
+    },
+    Delta {
+        family: BlockFamily,
+        index: usize,
+        delta: String,
+    },
+    /// `text_end`/`thinking_end` with the block's whole text (a JSON string, serialized once).
+    TextEnd {
+        family: BlockFamily,
+        index: usize,
+        content: SharedJson,
+    },
+    /// `toolcall_end` with the whole content block, `type` included, as pi sends it.
+    ToolCallEnd {
+        index: usize,
+        tool_call: Value,
+    },
+    ImageEnd {
+        index: usize,
+    },
 }
 
-/// The hottest record: written straight into one string (no JSON value, no map), as
-/// `{"type":"message_update","assistantMessageEvent":{"type":"<family>_delta","contentIndex":N,"delta":"…"}}`.
-pub fn update_delta(family: BlockFamily, index: usize, delta: &str) -> super::Record {
-    let escaped = serde_json::to_string(delta).unwrap_or_else(|_| "\"\"".into());
-    let mut line = String::with_capacity(escaped.len() + 96);
-    line.push_str(r#"{"type":"message_update","assistantMessageEvent":{"type":""#);
-    line.push_str(family.prefix());
-    line.push_str(r#"_delta","contentIndex":"#);
-    line.push_str(&index.to_string());
-    line.push_str(r#","delta":"#);
-    line.push_str(&escaped);
-    line.push_str("}}");
-    // One part: extensions that subscribed still see the record's type.
-    super::Record::Parts(vec![super::Part::Text(line)])
-}
-
-/// `text_end`/`thinking_end` carry the block's full text; `toolcall_end` the parsed call.
-pub fn update_end(index: usize, block: &ContentBlock) -> super::Record {
-    let (kind, text) = match block {
-        ContentBlock::Text(t) => ("text_end", &t.text),
-        ContentBlock::Thinking(t) => ("thinking_end", &t.thinking),
-        ContentBlock::ToolCall(_) => {
-            // The whole content block, `type` included, as pi sends it.
-            let event =
-                json!({"type": "toolcall_end", "contentIndex": index, "toolCall": to_value(block)});
-            return message_update(event).into();
+impl AssistantEvent {
+    /// The end event of `block` at `index`.
+    pub fn end(index: usize, block: &ContentBlock) -> AssistantEvent {
+        match block {
+            ContentBlock::Text(t) => AssistantEvent::TextEnd {
+                family: BlockFamily::Text,
+                index,
+                content: json_string(&t.text),
+            },
+            ContentBlock::Thinking(t) => AssistantEvent::TextEnd {
+                family: BlockFamily::Thinking,
+                index,
+                content: json_string(&t.thinking),
+            },
+            ContentBlock::ToolCall(_) => AssistantEvent::ToolCallEnd {
+                index,
+                tool_call: to_value(block),
+            },
+            ContentBlock::Image(_) => AssistantEvent::ImageEnd { index },
         }
-        ContentBlock::Image(_) => {
-            return message_update(json!({"type": "image_end", "contentIndex": index})).into();
+    }
+
+    /// The event's fields after `{"type":…,"contentIndex":N`, appended to `line` (no closing
+    /// brace). `legacy` leaves out what 0.73.1 never sent.
+    fn write_fields(&self, line: &mut String, legacy: bool) {
+        let (kind, index) = match self {
+            AssistantEvent::Start { family, index, .. } => ((family.prefix(), "_start"), *index),
+            AssistantEvent::Delta { family, index, .. } => ((family.prefix(), "_delta"), *index),
+            AssistantEvent::TextEnd { family, index, .. } => ((family.prefix(), "_end"), *index),
+            AssistantEvent::ToolCallEnd { index, .. } => (("toolcall", "_end"), *index),
+            AssistantEvent::ImageEnd { index } => (("image", "_end"), *index),
+        };
+        line.push_str(r#"{"type":""#);
+        line.push_str(kind.0);
+        line.push_str(kind.1);
+        line.push_str(r#"","contentIndex":"#);
+        line.push_str(&index.to_string());
+        match self {
+            AssistantEvent::Start {
+                tool: Some((id, name)),
+                ..
+            } if !legacy => {
+                line.push_str(r#","id":"#);
+                line.push_str(&Value::from(id.as_str()).to_string());
+                line.push_str(r#","toolName":"#);
+                line.push_str(&Value::from(name.as_str()).to_string());
+            }
+            AssistantEvent::Delta { delta, .. } => {
+                line.push_str(r#","delta":"#);
+                line.push_str(&serde_json::to_string(delta).unwrap_or_else(|_| "\"\"".into()));
+            }
+            AssistantEvent::TextEnd { content, .. } => {
+                line.push_str(r#","content":"#);
+                line.push_str(content);
+            }
+            AssistantEvent::ToolCallEnd { tool_call, .. } => {
+                line.push_str(r#","toolCall":"#);
+                line.push_str(&tool_call.to_string());
+            }
+            _ => {}
         }
-    };
-    // The block's whole text: written once into an exactly sized line (a JSON value plus the
-    // writer's buffer would hold a long reply three more times).
-    let mut line = Vec::with_capacity(text.len() + text.len() / 16 + 128);
-    line.extend_from_slice(br#"{"type":"message_update","assistantMessageEvent":{"type":""#);
-    line.extend_from_slice(kind.as_bytes());
-    line.extend_from_slice(br#"","contentIndex":"#);
-    line.extend_from_slice(index.to_string().as_bytes());
-    line.extend_from_slice(br#","content":"#);
-    if serde_json::to_writer(&mut line, text).is_err() {
-        line.extend_from_slice(b"\"\"");
     }
-    line.extend_from_slice(b"}}");
-    let line = String::from_utf8(line).unwrap_or_default();
-    super::Record::Parts(vec![super::Part::Text(line)])
 }
 
-fn message_update(event: Value) -> Value {
-    json!({"type": "message_update", "assistantMessageEvent": event})
+/// One `message_update`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageUpdate {
+    pub event: AssistantEvent,
+    /// The reply's latest cumulative usage (pi 0.84.2), serialized once per change and shared
+    /// by the updates that follow.
+    pub usage: SharedJson,
+    /// Legacy profile only: the whole message so far, serialized once for this record and
+    /// written as both `assistantMessageEvent.partial` and `message`.
+    pub snapshot: Option<SharedJson>,
 }
 
-pub fn tool_execution_start(call: &ToolCall) -> Value {
-    json!({"type": "tool_execution_start", "toolCallId": call.id, "toolName": call.name, "args": call.arguments})
+/// Lifecycle notices extensions get (never written to stdout).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lifecycle {
+    SessionStart,
+    SessionShutdown,
 }
 
-/// `{content, details?}` as tool events carry results.
-pub fn tool_result_value(content: &[ContentBlock], details: Option<&Value>) -> Value {
-    let mut result = Map::new();
-    result.insert("content".into(), to_value(&content));
-    if let Some(details) = details {
-        result.insert("details".into(), details.clone());
+/// Every session event pi-rs emits.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    AgentStart,
+    AgentEnd {
+        messages: Vec<SharedJson>,
+        will_retry: bool,
+    },
+    /// Nothing more will happen by itself (pi 0.84; `aborted` since 1.1.0).
+    AgentSettled {
+        aborted: bool,
+    },
+    TurnStart,
+    TurnEnd {
+        message: SharedJson,
+        tool_results: Vec<SharedJson>,
+    },
+    MessageStart {
+        message: SharedJson,
+    },
+    MessageUpdate(Box<MessageUpdate>),
+    MessageEnd {
+        message: SharedJson,
+    },
+    ToolExecutionStart {
+        call: ToolCall,
+    },
+    ToolExecutionUpdate {
+        call: ToolCall,
+        partial_result: Value,
+    },
+    ToolExecutionEnd {
+        call: ToolCall,
+        result: Value,
+        is_error: bool,
+        /// How long the tool ran (pi 1.1.0); `None` when it did not run.
+        duration_ms: Option<u64>,
+    },
+    QueueUpdate {
+        steering: Vec<String>,
+        follow_up: Vec<String>,
+    },
+    ThinkingLevelChanged {
+        level: String,
+    },
+    /// An extension appended a custom session entry (pi 1.x; not in 0.73.1).
+    EntryAppended {
+        entry: Value,
+    },
+    SessionInfoChanged {
+        name: String,
+    },
+    AutoRetryStart {
+        attempt: u64,
+        max_attempts: u64,
+        delay_ms: u64,
+        error_message: String,
+    },
+    AutoRetryEnd {
+        success: bool,
+        attempt: u64,
+        final_error: Option<String>,
+    },
+    CompactionStart {
+        reason: &'static str,
+    },
+    CompactionEnd {
+        reason: &'static str,
+        result: Option<Value>,
+        aborted: bool,
+        will_retry: bool,
+        error_message: Option<String>,
+    },
+    SummarizationRetryScheduled {
+        attempt: u64,
+        max_attempts: u64,
+        delay_ms: u64,
+        error_message: String,
+    },
+    SummarizationRetryAttemptStart {
+        reason: &'static str,
+    },
+    SummarizationRetryFinished,
+    /// One chunk of an RPC `bash` command's output, tagged with that command's id (seed).
+    BashExecutionUpdate {
+        id: Option<Value>,
+        delta: String,
+    },
+    ExtensionError {
+        extension_path: String,
+        event: String,
+        error: String,
+    },
+    /// A dialog or notice for the client: `fields` in pi's order, without `type`, `id`, `method`.
+    ExtensionUiRequest {
+        id: String,
+        method: String,
+        fields: Map<String, Value>,
+    },
+    /// Only for extensions (`session_start`/`session_shutdown`).
+    Lifecycle(Lifecycle),
+}
+
+impl Event {
+    /// The record's `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::AgentStart => "agent_start",
+            Event::AgentEnd { .. } => "agent_end",
+            Event::AgentSettled { .. } => "agent_settled",
+            Event::TurnStart => "turn_start",
+            Event::TurnEnd { .. } => "turn_end",
+            Event::MessageStart { .. } => "message_start",
+            Event::MessageUpdate(_) => "message_update",
+            Event::MessageEnd { .. } => "message_end",
+            Event::ToolExecutionStart { .. } => "tool_execution_start",
+            Event::ToolExecutionUpdate { .. } => "tool_execution_update",
+            Event::ToolExecutionEnd { .. } => "tool_execution_end",
+            Event::QueueUpdate { .. } => "queue_update",
+            Event::ThinkingLevelChanged { .. } => "thinking_level_changed",
+            Event::EntryAppended { .. } => "entry_appended",
+            Event::SessionInfoChanged { .. } => "session_info_changed",
+            Event::AutoRetryStart { .. } => "auto_retry_start",
+            Event::AutoRetryEnd { .. } => "auto_retry_end",
+            Event::CompactionStart { .. } => "compaction_start",
+            Event::CompactionEnd { .. } => "compaction_end",
+            Event::SummarizationRetryScheduled { .. } => "summarization_retry_scheduled",
+            Event::SummarizationRetryAttemptStart { .. } => "summarization_retry_attempt_start",
+            Event::SummarizationRetryFinished => "summarization_retry_finished",
+            Event::BashExecutionUpdate { .. } => "bash_execution_update",
+            Event::ExtensionError { .. } => "extension_error",
+            Event::ExtensionUiRequest { .. } => "extension_ui_request",
+            Event::Lifecycle(Lifecycle::SessionStart) => "session_start",
+            Event::Lifecycle(Lifecycle::SessionShutdown) => "session_shutdown",
+        }
     }
-    Value::Object(result)
-}
 
-pub fn tool_execution_update(call: &ToolCall, partial_result: Value) -> Value {
-    json!({"type": "tool_execution_update", "toolCallId": call.id, "toolName": call.name,
-           "args": call.arguments, "partialResult": partial_result})
-}
-
-pub fn tool_execution_end(call: &ToolCall, result: Value, is_error: bool) -> Value {
-    json!({"type": "tool_execution_end", "toolCallId": call.id, "toolName": call.name,
-           "result": result, "isError": is_error})
-}
-
-pub fn queue_update<'a>(
-    steering: impl Iterator<Item = &'a str>,
-    follow_up: impl Iterator<Item = &'a str>,
-) -> Value {
-    let steering: Vec<&str> = steering.collect();
-    let follow_up: Vec<&str> = follow_up.collect();
-    json!({"type": "queue_update", "steering": steering, "followUp": follow_up})
-}
-
-pub fn thinking_level_changed(level: &str) -> Value {
-    json!({"type": "thinking_level_changed", "level": level})
-}
-
-pub fn session_info_changed(name: &str) -> Value {
-    json!({"type": "session_info_changed", "name": name})
-}
-
-pub fn auto_retry_start(
-    attempt: u64,
-    max_attempts: u64,
-    delay_ms: u64,
-    error_message: &str,
-) -> Value {
-    json!({"type": "auto_retry_start", "attempt": attempt, "maxAttempts": max_attempts,
-           "delayMs": delay_ms, "errorMessage": error_message})
-}
-
-pub fn auto_retry_end(success: bool, attempt: u64, final_error: Option<&str>) -> Value {
-    let mut record = json!({"type": "auto_retry_end", "success": success, "attempt": attempt});
-    if let Some(error) = final_error {
-        record["finalError"] = json!(error);
+    /// A notice for the client, in the shape pi uses for its startup diagnostics (an
+    /// `extension_ui_request` with `method:"notify"`; no answer expected). `level`: `info`,
+    /// `warning` or `error`.
+    pub fn notify(message: &str, level: &str) -> Event {
+        let mut fields = Map::new();
+        fields.insert("message".into(), json!(message));
+        fields.insert("notifyType".into(), json!(level));
+        Event::ExtensionUiRequest {
+            id: crate::extensions::host::fresh_uuid(),
+            method: "notify".into(),
+            fields,
+        }
     }
-    record
-}
 
-/// One chunk of an RPC `bash` command's output, tagged with that command's id (seed).
-pub fn bash_execution_update(id: Option<&Value>, delta: &str) -> Value {
-    let mut record = Map::new();
-    record.insert("type".into(), json!("bash_execution_update"));
-    if let Some(id) = id {
-        record.insert("id".into(), id.clone());
+    /// Whether extensions that subscribed get this event: session events do; the client's
+    /// dialogs and extension failures do not.
+    pub fn is_session_event(&self) -> bool {
+        !matches!(
+            self,
+            Event::ExtensionError { .. } | Event::ExtensionUiRequest { .. }
+        )
     }
-    record.insert("delta".into(), json!(delta));
-    Value::Object(record)
+
+    /// Whether stdout gets it (lifecycle notices are for extensions only).
+    pub fn is_for_stdout(&self) -> bool {
+        !matches!(self, Event::Lifecycle(_))
+    }
+
+    /// The record in `profile`'s shape; `None` when that profile never sends this event
+    /// (`agent_settled` in legacy becomes the unwritten `Record::Settled` marker).
+    pub fn to_record(&self, profile: Profile) -> Option<Record> {
+        let legacy = profile == Profile::Legacy;
+        let record = match self {
+            Event::AgentSettled { .. } if legacy => Record::Settled,
+            Event::BashExecutionUpdate { .. }
+            | Event::EntryAppended { .. }
+            | Event::SummarizationRetryScheduled { .. }
+            | Event::SummarizationRetryAttemptStart { .. }
+            | Event::SummarizationRetryFinished
+                if legacy =>
+            {
+                return None;
+            }
+            Event::AgentStart | Event::TurnStart | Event::SummarizationRetryFinished => {
+                json!({ "type": self.kind() }).into()
+            }
+            Event::AgentSettled { aborted } => {
+                json!({"type": "agent_settled", "aborted": aborted}).into()
+            }
+            Event::AgentEnd {
+                messages,
+                will_retry,
+            } => {
+                let mut parts = vec![text(r#"{"type":"agent_end","messages":"#)];
+                json_array(&mut parts, messages);
+                parts.push(text(match (legacy, will_retry) {
+                    (true, _) => "}",
+                    (false, true) => r#","willRetry":true}"#,
+                    (false, false) => r#","willRetry":false}"#,
+                }));
+                Record::Parts(parts)
+            }
+            Event::TurnEnd {
+                message,
+                tool_results,
+            } => {
+                let mut parts = vec![
+                    text(r#"{"type":"turn_end","message":"#),
+                    Part::Shared(message.clone()),
+                    text(r#","toolResults":"#),
+                ];
+                json_array(&mut parts, tool_results);
+                parts.push(text("}"));
+                Record::Parts(parts)
+            }
+            Event::MessageStart { message } | Event::MessageEnd { message } => Record::Parts(vec![
+                Part::Text(format!(r#"{{"type":"{}","message":"#, self.kind())),
+                Part::Shared(message.clone()),
+                text("}"),
+            ]),
+            Event::MessageUpdate(update) => message_update(update, legacy),
+            Event::ToolExecutionStart { call } => json!({"type": "tool_execution_start",
+                "toolCallId": call.id, "toolName": call.name, "args": call.arguments})
+            .into(),
+            Event::ToolExecutionUpdate {
+                call,
+                partial_result,
+            } => json!({"type": "tool_execution_update", "toolCallId": call.id,
+                "toolName": call.name, "args": call.arguments, "partialResult": partial_result})
+            .into(),
+            Event::ToolExecutionEnd {
+                call,
+                result,
+                is_error,
+                duration_ms,
+            } => {
+                let mut record = json!({"type": "tool_execution_end", "toolCallId": call.id,
+                    "toolName": call.name, "result": result, "isError": is_error});
+                if let Some(ms) = duration_ms.filter(|_| !legacy) {
+                    record["durationMs"] = json!(ms);
+                }
+                record.into()
+            }
+            Event::QueueUpdate {
+                steering,
+                follow_up,
+            } => {
+                json!({"type": "queue_update", "steering": steering, "followUp": follow_up}).into()
+            }
+            Event::ThinkingLevelChanged { level } => {
+                json!({"type": "thinking_level_changed", "level": level}).into()
+            }
+            Event::EntryAppended { entry } => {
+                json!({"type": "entry_appended", "entry": entry}).into()
+            }
+            Event::SessionInfoChanged { name } => {
+                json!({"type": "session_info_changed", "name": name}).into()
+            }
+            Event::AutoRetryStart {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+            } => json!({"type": "auto_retry_start", "attempt": attempt,
+                "maxAttempts": max_attempts, "delayMs": delay_ms, "errorMessage": error_message})
+            .into(),
+            Event::AutoRetryEnd {
+                success,
+                attempt,
+                final_error,
+            } => {
+                let mut record =
+                    json!({"type": "auto_retry_end", "success": success, "attempt": attempt});
+                if let Some(error) = final_error {
+                    record["finalError"] = json!(error);
+                }
+                record.into()
+            }
+            Event::CompactionStart { reason } => {
+                json!({"type": "compaction_start", "reason": reason}).into()
+            }
+            Event::CompactionEnd {
+                reason,
+                result,
+                aborted,
+                will_retry,
+                error_message,
+            } => {
+                // A missing result is omitted, never null (FACTS §2.4).
+                let mut out = Map::new();
+                out.insert("type".into(), json!("compaction_end"));
+                out.insert("reason".into(), json!(reason));
+                if let Some(result) = result {
+                    out.insert("result".into(), compaction_result(result, legacy));
+                }
+                out.insert("aborted".into(), json!(aborted));
+                out.insert("willRetry".into(), json!(will_retry));
+                if let Some(message) = error_message {
+                    out.insert("errorMessage".into(), json!(message));
+                }
+                Value::Object(out).into()
+            }
+            Event::SummarizationRetryScheduled {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+            } => json!({"type": "summarization_retry_scheduled", "attempt": attempt,
+                "maxAttempts": max_attempts, "delayMs": delay_ms, "errorMessage": error_message})
+            .into(),
+            Event::SummarizationRetryAttemptStart { reason } => json!({
+                "type": "summarization_retry_attempt_start", "source": "compaction",
+                "reason": reason})
+            .into(),
+            Event::BashExecutionUpdate { id, delta } => {
+                let mut record = Map::new();
+                record.insert("type".into(), json!("bash_execution_update"));
+                if let Some(id) = id {
+                    record.insert("id".into(), id.clone());
+                }
+                record.insert("delta".into(), json!(delta));
+                Value::Object(record).into()
+            }
+            Event::ExtensionError {
+                extension_path,
+                event,
+                error,
+            } => json!({"type": "extension_error", "extensionPath": extension_path,
+                "event": event, "error": error})
+            .into(),
+            Event::ExtensionUiRequest { id, method, fields } => {
+                let mut record = Map::new();
+                record.insert("type".into(), json!("extension_ui_request"));
+                record.insert("id".into(), json!(id));
+                record.insert("method".into(), json!(method));
+                record.extend(fields.clone());
+                Value::Object(record).into()
+            }
+            Event::Lifecycle(lifecycle) => {
+                let reason = match lifecycle {
+                    Lifecycle::SessionStart => "startup",
+                    Lifecycle::SessionShutdown => "quit",
+                };
+                json!({"type": self.kind(), "reason": reason}).into()
+            }
+        };
+        Some(record)
+    }
+
+    /// The record as extensions get it in their `event` message: always the default profile
+    /// (the extension protocol is pi-rs's own, not a pi client's).
+    pub fn to_extension_value(&self) -> Option<Value> {
+        self.to_record(Profile::Default)?.to_value()
+    }
 }
 
-// ---- records sharing a serialized message -----------------------------------------------------
+/// `compaction_end.result` / the `compact` response data: 0.73.1 had neither
+/// `estimatedTokensAfter` nor `usage`.
+pub fn compaction_result(result: &Value, legacy: bool) -> Value {
+    let mut result = result.clone();
+    if legacy && let Some(object) = result.as_object_mut() {
+        object.remove("estimatedTokensAfter");
+        object.remove("usage");
+    }
+    result
+}
 
-use super::{Part, Record, SharedJson};
+/// Default: `{"type":"message_update","usage":{…},"assistantMessageEvent":{…}}`, written
+/// straight into one string (the hottest record). Legacy:
+/// `{"type":"message_update","assistantMessageEvent":{…,"partial":<snapshot>},"message":<snapshot>}`.
+fn message_update(update: &MessageUpdate, legacy: bool) -> Record {
+    let mut line = String::with_capacity(160);
+    line.push_str(r#"{"type":"message_update","#);
+    if !legacy {
+        line.push_str(r#""usage":"#);
+        line.push_str(&update.usage);
+        line.push(',');
+    }
+    line.push_str(r#""assistantMessageEvent":"#);
+    update.event.write_fields(&mut line, legacy);
+    match (&update.snapshot, legacy) {
+        (Some(snapshot), true) => {
+            line.push_str(r#","partial":"#);
+            Record::Parts(vec![
+                Part::Text(line),
+                Part::Shared(snapshot.clone()),
+                text(r#"},"message":"#),
+                Part::Shared(snapshot.clone()),
+                text("}"),
+            ])
+        }
+        _ => {
+            line.push_str("}}");
+            Record::Parts(vec![Part::Text(line)])
+        }
+    }
+}
 
 fn text(s: &str) -> Part {
     Part::Text(s.to_string())
-}
-
-/// `{"type":"message_start","message":<json>}` around a shared message.
-pub fn message_start_shared(message: &SharedJson) -> Record {
-    Record::Parts(vec![
-        text(r#"{"type":"message_start","message":"#),
-        Part::Shared(message.clone()),
-        text("}"),
-    ])
-}
-
-pub fn message_end_shared(message: &SharedJson) -> Record {
-    Record::Parts(vec![
-        text(r#"{"type":"message_end","message":"#),
-        Part::Shared(message.clone()),
-        text("}"),
-    ])
 }
 
 fn json_array(parts: &mut Vec<Part>, items: &[SharedJson]) {
@@ -205,24 +568,103 @@ fn json_array(parts: &mut Vec<Part>, items: &[SharedJson]) {
     parts.push(text("]"));
 }
 
-pub fn turn_end_shared(message: &SharedJson, tool_results: &[SharedJson]) -> Record {
-    let mut parts = vec![
-        text(r#"{"type":"turn_end","message":"#),
-        Part::Shared(message.clone()),
-    ];
-    parts.push(text(r#","toolResults":"#));
-    json_array(&mut parts, tool_results);
-    parts.push(text("}"));
-    Record::Parts(parts)
+/// `{content, details?}` as tool events carry results.
+pub fn tool_result_value(content: &[ContentBlock], details: Option<&Value>) -> Value {
+    let mut result = Map::new();
+    result.insert("content".into(), to_value(&content));
+    if let Some(details) = details {
+        result.insert("details".into(), details.clone());
+    }
+    Value::Object(result)
 }
 
-pub fn agent_end_shared(messages: &[SharedJson], will_retry: bool) -> Record {
-    let mut parts = vec![text(r#"{"type":"agent_end","messages":"#)];
-    json_array(&mut parts, messages);
-    parts.push(text(if will_retry {
-        r#","willRetry":true}"#
-    } else {
-        r#","willRetry":false}"#
-    }));
-    Record::Parts(parts)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::Usage;
+    use std::sync::Arc;
+
+    fn line(event: &Event, profile: Profile) -> Option<String> {
+        let record = event.to_record(profile)?;
+        Some(match record {
+            Record::Json(value) => value.to_string(),
+            Record::Raw(text) => text,
+            Record::Parts(parts) => parts.iter().map(Part::as_str).collect(),
+            Record::Settled => return None,
+        })
+    }
+
+    fn update(event: AssistantEvent, snapshot: Option<&str>) -> Event {
+        Event::MessageUpdate(Box::new(MessageUpdate {
+            event,
+            usage: crate::rpc::shared_json(&Usage::default(), 128),
+            snapshot: snapshot.map(|s| Arc::new(s.to_string())),
+        }))
+    }
+
+    #[test]
+    fn default_updates_carry_usage_and_the_tool_calls_name() {
+        let start = update(
+            AssistantEvent::Start {
+                family: BlockFamily::ToolCall,
+                index: 1,
+                tool: Some(("call_1".into(), "bash".into())),
+            },
+            None,
+        );
+        let text = line(&start, Profile::Default).unwrap();
+        let value: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            value["assistantMessageEvent"],
+            json!({"type":"toolcall_start","contentIndex":1,"id":"call_1","toolName":"bash"})
+        );
+        assert_eq!(value["usage"]["totalTokens"], 0);
+        assert!(text.starts_with(r#"{"type":"message_update","usage":{"#));
+    }
+
+    #[test]
+    fn legacy_updates_carry_the_snapshot_twice_and_no_usage() {
+        let delta = update(
+            AssistantEvent::Delta {
+                family: BlockFamily::Text,
+                index: 0,
+                delta: "lo".into(),
+            },
+            Some(r#"{"role":"assistant","content":[{"type":"text","text":"Hello"}]}"#),
+        );
+        let text = line(&delta, Profile::Legacy).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"lo","partial":{"role":"assistant","content":[{"type":"text","text":"Hello"}]}},"message":{"role":"assistant","content":[{"type":"text","text":"Hello"}]}}"#
+        );
+    }
+
+    #[test]
+    fn legacy_leaves_out_what_0_73_1_never_sent() {
+        assert!(matches!(
+            Event::AgentSettled { aborted: false }.to_record(Profile::Legacy),
+            Some(Record::Settled)
+        ));
+        let bash = Event::BashExecutionUpdate {
+            id: None,
+            delta: "x".into(),
+        };
+        assert_eq!(line(&bash, Profile::Legacy), None);
+        let end = Event::AgentEnd {
+            messages: vec![],
+            will_retry: false,
+        };
+        assert_eq!(
+            line(&end, Profile::Legacy).unwrap(),
+            r#"{"type":"agent_end","messages":[]}"#
+        );
+        assert_eq!(
+            line(&end, Profile::Default).unwrap(),
+            r#"{"type":"agent_end","messages":[],"willRetry":false}"#
+        );
+        assert_eq!(
+            line(&Event::AgentSettled { aborted: true }, Profile::Default).unwrap(),
+            r#"{"type":"agent_settled","aborted":true}"#
+        );
+    }
 }

@@ -125,7 +125,7 @@ fn a_million_hostile_records_frame_and_parse_without_panic() {
                 Frame::Record(bytes) => match parse_record(&bytes) {
                     Ok(_) => parsed += 1,
                     Err(r) => {
-                        let _ = r.to_record();
+                        let _ = r.to_response();
                         rejected += 1;
                     }
                 },

@@ -1,5 +1,7 @@
 //! The RPC transport: JSONL framing, wire types, event records, the stdin reader and the stdout
-//! writer threads. Only this module knows pi-rs's wire format.
+//! writer threads. Only this module knows pi-rs's wire format: everything written to stdout is
+//! an `events::Event` or a `protocol::Response`, turned into a `Record` here, in the shape of the
+//! chosen `Profile`.
 
 pub mod events;
 pub mod jsonl;
@@ -30,7 +32,39 @@ pub fn shared_json<T: Serialize>(value: &T, size_hint: usize) -> SharedJson {
     Arc::new(String::from_utf8(buffer).unwrap_or_else(|_| "null".into()))
 }
 
-/// One record for stdout.
+/// Which pi protocol generation stdout speaks (README "Protocol versions").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Profile {
+    /// The newest pi (1.6.0): delta-only `message_update` with `usage`, and everything added
+    /// since the seed.
+    #[default]
+    Default,
+    /// For clients written against pi ≤ 0.83: cumulative `message`/`partial` in every
+    /// `message_update`, nothing 0.73.1 never sent.
+    Legacy,
+}
+
+impl Profile {
+    pub fn parse(name: &str) -> Option<Profile> {
+        match name {
+            "default" => Some(Profile::Default),
+            "legacy" => Some(Profile::Legacy),
+            _ => None,
+        }
+    }
+
+    /// How many records the writer's channel holds before the agent waits. Legacy records each
+    /// carry the reply so far: a short queue keeps the copies alive at once few (memory stays
+    /// O(reply) while a client stalls), and the agent merges deltas while the queue is half full.
+    pub fn writer_capacity(self) -> usize {
+        match self {
+            Profile::Default => stdout_writer::CHANNEL_CAPACITY,
+            Profile::Legacy => 8,
+        }
+    }
+}
+
+/// One record for stdout, as the writer gets it (built by `events` and `protocol` only).
 #[derive(Debug)]
 pub enum Record {
     Json(Value),
@@ -39,6 +73,9 @@ pub enum Record {
     Raw(String),
     /// A line made of JSON fragments written one after another (see `SharedJson`).
     Parts(Vec<Part>),
+    /// Nothing to write: the work settled, in a profile that has no `agent_settled` (legacy).
+    /// The print driver still needs to know; the stdout writer skips it.
+    Settled,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +103,7 @@ impl Record {
                 let text: String = parts.iter().map(Part::as_str).collect();
                 serde_json::from_str(&text).ok()
             }
+            Record::Settled => None,
         }
     }
 }

@@ -75,6 +75,9 @@ fn drive(
             let Ok(record) = records.recv() else {
                 return finish(output, last_reply.as_ref());
             };
+            if matches!(record, Record::Settled) {
+                break;
+            }
             let Some(record) = event_value(record) else {
                 continue;
             };
@@ -120,7 +123,7 @@ fn drive(
 fn event_value(record: Record) -> Option<Value> {
     match record {
         Record::Json(value) => Some(value),
-        Record::Raw(_) => None,
+        Record::Raw(_) | Record::Settled => None,
         parts @ Record::Parts(_) => parts.to_value(),
     }
 }

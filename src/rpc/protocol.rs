@@ -95,6 +95,8 @@ pub enum Command {
         name: String,
     },
     GetCommands,
+    /// pi-rs: MCP servers with their state, tool counts and errors.
+    GetMcpServers,
     /// An answer to an `extension_ui_request`; produces no response record.
     ExtensionUiResponse {
         id: String,
@@ -114,8 +116,8 @@ pub struct Rejected {
 }
 
 impl Rejected {
-    pub fn to_record(&self) -> Value {
-        response_error(self.id.as_ref(), &self.command, &self.error)
+    pub fn to_response(&self) -> Response {
+        Response::error(self.id.as_ref(), &self.command, &self.error)
     }
 }
 
@@ -266,6 +268,7 @@ fn parse_command(object: Map<String, Value>) -> Result<Request, Rejected> {
             name: fields.string("name")?,
         },
         "get_commands" => Command::GetCommands,
+        "get_mcp_servers" => Command::GetMcpServers,
         "extension_ui_response" => Command::ExtensionUiResponse {
             id: fields.string("id")?,
             value: object.get("value").cloned(),
@@ -368,32 +371,122 @@ impl Fields<'_> {
     }
 }
 
-/// `{"id"?, "type":"response", "command", "success":true, "data"?}` — pi's key order.
-pub fn response_ok(id: Option<&Value>, command: &str, data: Option<Value>) -> Value {
-    let mut record = Map::new();
-    if let Some(id) = id {
-        record.insert("id".into(), id.clone());
-    }
-    record.insert("type".into(), json!("response"));
-    record.insert("command".into(), json!(command));
-    record.insert("success".into(), json!(true));
-    if let Some(data) = data {
-        record.insert("data".into(), data);
-    }
-    Value::Object(record)
+/// What a successful response carries in `data`.
+#[derive(Debug, PartialEq)]
+pub enum ResponseData {
+    None,
+    Value(Value),
+    /// `{"disposition":…}` of `prompt`, `steer`, `follow_up` (pi 0.99.0; none in legacy).
+    Disposition(&'static str),
+    /// The whole line, already written (long data built as text: a session's tree, entries).
+    Line(String),
 }
 
-/// `{"id"?, "type":"response", "command", "success":false, "error"}`.
-pub fn response_error(id: Option<&Value>, command: &str, error: &str) -> Value {
+/// One `response` record: `{"id"?, "type":"response", "command", "success", "data"?|"error"}`.
+#[derive(Debug, PartialEq)]
+pub struct Response {
+    pub id: Option<Value>,
+    pub command: String,
+    pub outcome: Result<ResponseData, String>,
+}
+
+impl Response {
+    pub fn ok(id: Option<&Value>, command: &str, data: Option<Value>) -> Response {
+        Response {
+            id: id.cloned(),
+            command: command.to_string(),
+            outcome: Ok(data.map_or(ResponseData::None, ResponseData::Value)),
+        }
+    }
+
+    pub fn error(id: Option<&Value>, command: &str, error: &str) -> Response {
+        Response {
+            id: id.cloned(),
+            command: command.to_string(),
+            outcome: Err(error.to_string()),
+        }
+    }
+
+    /// `data: {"disposition": …}` (`started`, `queued`, `handled`).
+    pub fn disposition(id: Option<&Value>, command: &str, disposition: &'static str) -> Response {
+        Response {
+            id: id.cloned(),
+            command: command.to_string(),
+            outcome: Ok(ResponseData::Disposition(disposition)),
+        }
+    }
+
+    /// `get_entries`: `data: {"entries", "leafId"}`, the entries already a JSON array (written
+    /// from the session without a JSON value per entry).
+    pub fn entries(id: Option<&Value>, entries_json: &str, leaf_id: Option<&str>) -> Response {
+        let leaf = serde_json::to_string(&leaf_id).unwrap_or_default();
+        Response::ok_text(id, "get_entries", |prefix, suffix| {
+            format!("{prefix}{{\"entries\":{entries_json},\"leafId\":{leaf}}}{suffix}")
+        })
+    }
+
+    /// `get_tree`: `data: {"tree", "leafId"}`; `write_tree(before, after)` returns the whole
+    /// line, `before + tree + after` (a deep tree is written without recursion).
+    pub fn tree(
+        id: Option<&Value>,
+        leaf_id: Option<&str>,
+        write_tree: impl FnOnce(&str, &str) -> String,
+    ) -> Response {
+        let leaf = serde_json::to_string(&leaf_id).unwrap_or_default();
+        Response::ok_text(id, "get_tree", |prefix, suffix| {
+            let before = format!("{prefix}{{\"tree\":");
+            let after = format!(",\"leafId\":{leaf}}}{suffix}");
+            write_tree(&before, &after)
+        })
+    }
+
+    /// A success whose `data` is written as text: `write(prefix, suffix)` returns the whole line,
+    /// `prefix + data + suffix` (long data built without a JSON value, or any recursion).
+    fn ok_text(
+        id: Option<&Value>,
+        command: &str,
+        write: impl FnOnce(&str, &str) -> String,
+    ) -> Response {
+        let head = serde_json::to_string(&envelope(id, command, true)).unwrap_or_default();
+        let prefix = format!("{},\"data\":", head.strip_suffix('}').unwrap_or(&head));
+        Response {
+            id: id.cloned(),
+            command: command.to_string(),
+            outcome: Ok(ResponseData::Line(write(&prefix, "}"))),
+        }
+    }
+
+    /// The record in `profile`'s shape (legacy: no `disposition`, which 0.73.1 never sent).
+    pub fn to_record(&self, profile: super::Profile) -> super::Record {
+        let mut record = envelope(self.id.as_ref(), &self.command, self.outcome.is_ok());
+        match &self.outcome {
+            Ok(ResponseData::None) => {}
+            Ok(ResponseData::Value(data)) => {
+                record.insert("data".into(), data.clone());
+            }
+            Ok(ResponseData::Disposition(_)) if profile == super::Profile::Legacy => {}
+            Ok(ResponseData::Disposition(disposition)) => {
+                record.insert("data".into(), json!({ "disposition": disposition }));
+            }
+            Ok(ResponseData::Line(line)) => return super::Record::Raw(line.clone()),
+            Err(error) => {
+                record.insert("error".into(), json!(error));
+            }
+        }
+        super::Record::Json(Value::Object(record))
+    }
+}
+
+/// `{"id"?, "type":"response", "command", "success"}` — pi's key order.
+fn envelope(id: Option<&Value>, command: &str, success: bool) -> Map<String, Value> {
     let mut record = Map::new();
     if let Some(id) = id {
         record.insert("id".into(), id.clone());
     }
     record.insert("type".into(), json!("response"));
     record.insert("command".into(), json!(command));
-    record.insert("success".into(), json!(false));
-    record.insert("error".into(), json!(error));
-    Value::Object(record)
+    record.insert("success".into(), json!(success));
+    record
 }
 
 impl Command {
@@ -432,6 +525,7 @@ impl Command {
             Command::GetLastAssistantText => "get_last_assistant_text",
             Command::SetSessionName { .. } => "set_session_name",
             Command::GetCommands => "get_commands",
+            Command::GetMcpServers => "get_mcp_servers",
             Command::ExtensionUiResponse { .. } => "extension_ui_response",
         }
     }
@@ -442,7 +536,11 @@ mod tests {
     use super::*;
 
     fn rejected(line: &str) -> Value {
-        parse_record(line.as_bytes()).unwrap_err().to_record()
+        let response = parse_record(line.as_bytes()).unwrap_err().to_response();
+        response
+            .to_record(crate::rpc::Profile::Default)
+            .to_value()
+            .unwrap()
     }
 
     #[test]
@@ -517,15 +615,43 @@ mod tests {
 
     #[test]
     fn response_key_order_is_pis() {
-        let ok = response_ok(Some(&json!("1")), "get_state", Some(json!({})));
+        let line = |response: Response| match response.to_record(crate::rpc::Profile::Default) {
+            crate::rpc::Record::Json(value) => value.to_string(),
+            other => panic!("{other:?}"),
+        };
+        let ok = Response::ok(Some(&json!("1")), "get_state", Some(json!({})));
         assert_eq!(
-            serde_json::to_string(&ok).unwrap(),
+            line(ok),
             r#"{"id":"1","type":"response","command":"get_state","success":true,"data":{}}"#
         );
-        let err = response_error(None, "set_model", "Model not found: a/b");
+        let err = Response::error(None, "set_model", "Model not found: a/b");
         assert_eq!(
-            serde_json::to_string(&err).unwrap(),
+            line(err),
             r#"{"type":"response","command":"set_model","success":false,"error":"Model not found: a/b"}"#
+        );
+    }
+
+    #[test]
+    fn dispositions_are_left_out_in_the_legacy_profile_and_text_data_is_spliced_once() {
+        use crate::rpc::{Profile, Record};
+        let queued = Response::disposition(Some(&json!(1)), "steer", "queued");
+        assert_eq!(
+            queued.to_record(Profile::Default).to_value().unwrap(),
+            json!({"id":1,"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}})
+        );
+        assert_eq!(
+            queued.to_record(Profile::Legacy).to_value().unwrap(),
+            json!({"id":1,"type":"response","command":"steer","success":true})
+        );
+        let tree = Response::tree(Some(&json!("t")), None, |before, after| {
+            format!("{before}[]{after}")
+        });
+        let Record::Raw(line) = tree.to_record(Profile::Legacy) else {
+            panic!("expected a raw line");
+        };
+        assert_eq!(
+            line,
+            r#"{"id":"t","type":"response","command":"get_tree","success":true,"data":{"tree":[],"leafId":null}}"#
         );
     }
 }

@@ -35,8 +35,9 @@ pub fn spawn(
     output: Box<dyn Write + Send>,
     events: Sender<WriterEvent>,
     secrets: Vec<String>,
+    capacity: usize,
 ) -> std::io::Result<Writer> {
-    let (records, inbox) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+    let (records, inbox) = crossbeam_channel::bounded(capacity);
     let thread = std::thread::Builder::new()
         .name("stdout-writer".into())
         .spawn(move || write_loop(output, inbox, events, &secrets))?;
@@ -51,11 +52,25 @@ fn write_loop(
 ) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
     let mut line = Vec::with_capacity(4096);
+    let mut secrets = secrets.to_vec();
+    let mut late_seen = 0;
     for record in inbox.iter() {
         // A record acknowledging a session entry goes out only once the entry is in the file.
         crate::disk::wait_for_writes();
         line.clear();
+        // Secrets learned meanwhile (a refreshed OAuth token) apply from this record on.
+        let late = crate::session::late_secrets_since(late_seen);
+        late_seen += late.len();
+        secrets.extend(late);
+        let secrets = secrets.as_slice();
         match record {
+            Record::Settled => {
+                // Nothing to write, but what came before it must not wait in the buffer.
+                if !finish_record(&mut out, &[], &inbox, &events, Ok(())) {
+                    return;
+                }
+                continue;
+            }
             Record::Json(value) => {
                 if serde_json::to_writer(&mut line, &value).is_err() {
                     log::error!("could not serialize a record; dropped");
@@ -181,7 +196,13 @@ mod tests {
     fn writes_one_line_per_record_keeping_separators_raw() {
         let sink = Shared::default();
         let (etx, _erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(sink.clone()), etx, vec!["sk-secret-123".into()]).unwrap();
+        let writer = spawn(
+            Box::new(sink.clone()),
+            etx,
+            vec!["sk-secret-123".into()],
+            CHANNEL_CAPACITY,
+        )
+        .unwrap();
         writer
             .records
             .send(json!({"a": "x\u{2028}y"}).into())
@@ -212,9 +233,42 @@ mod tests {
     }
 
     #[test]
+    fn a_settled_marker_writes_nothing_but_flushes_what_came_before() {
+        struct Flushes(Arc<Mutex<(Vec<u8>, Vec<u8>)>>);
+        impl Write for Flushes {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().0.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                let mut state = self.0.lock().unwrap();
+                let pending = std::mem::take(&mut state.0);
+                state.1.extend_from_slice(&pending);
+                Ok(())
+            }
+        }
+        let state = Arc::new(Mutex::new((Vec::new(), Vec::new())));
+        let (etx, _erx) = crossbeam_channel::unbounded();
+        // Both queued before the writer runs: the record is not the last one queued, so only
+        // the marker's flush can make it visible while the sender stays open.
+        let (records, inbox) = crossbeam_channel::unbounded();
+        records.send(json!({"a": 1}).into()).unwrap();
+        records.send(Record::Settled).unwrap();
+        let out: Box<dyn Write + Send> = Box::new(Flushes(state.clone()));
+        let thread = std::thread::spawn(move || write_loop(out, inbox, etx, &[]));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while state.lock().unwrap().1.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(state.lock().unwrap().1, b"{\"a\":1}\n");
+        drop(records);
+        thread.join().unwrap();
+    }
+
+    #[test]
     fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
         let (etx, erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(Broken), etx, Vec::new()).unwrap();
+        let writer = spawn(Box::new(Broken), etx, Vec::new(), CHANNEL_CAPACITY).unwrap();
         for i in 0..(CHANNEL_CAPACITY * 2) {
             writer.records.send(json!({"i": i}).into()).unwrap();
         }

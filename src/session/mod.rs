@@ -29,13 +29,13 @@ use serde_json::Value;
 pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 // Re-exported for main.rs and the RPC layer, which wire them in later.
 #[allow(unused_imports)]
-pub use ids::{iso_from_ms, now_iso, uuid_v7};
+pub use ids::{iso_from_ms, ms_from_iso, now_iso, uuid_v7};
 use index::IdIndex;
 #[allow(unused_imports)]
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
-pub use redact::{Redactions, set_default_redactions};
+pub use redact::{Redactions, add_secret, late_secrets_since, set_default_redactions};
 pub use tree::Label;
 
 use crate::config::ThinkingLevel;

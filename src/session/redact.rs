@@ -5,10 +5,13 @@
 //! with each secret replaced. Matching happens on the JSON text, on the secret's JSON-escaped
 //! form, and only where the match starts a token (not right after an escaping backslash), so the
 //! result is always JSON again and means the original with the secret cut out. The process-wide
-//! default list is set once at startup and taken by every session log created afterwards.
+//! default list is set once at startup and taken by every session log created afterwards;
+//! secrets learned later (a refreshed OAuth token) join every list at once through
+//! [`add_secret`].
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// What a secret is replaced with (the same marker as on stdout).
 pub const REDACTED: &str = "[redacted]";
@@ -42,12 +45,20 @@ impl Redactions {
         self.escaped.is_empty()
     }
 
-    /// `json` with every secret replaced by `[redacted]`; borrowed when nothing matched.
+    /// `json` with every secret (and every secret added later) replaced by `[redacted]`;
+    /// borrowed when nothing matched.
     pub fn apply<'a>(&self, json: &'a str) -> Cow<'a, str> {
         let mut text = Cow::Borrowed(json);
         for secret in self.escaped.iter() {
             if let Some(replaced) = replace_tokens(&text, secret) {
                 text = Cow::Owned(replaced);
+            }
+        }
+        if LATE_COUNT.load(Ordering::Acquire) > 0 {
+            for secret in late_secrets_escaped() {
+                if let Some(replaced) = replace_tokens(&text, &secret) {
+                    text = Cow::Owned(replaced);
+                }
             }
         }
         text
@@ -85,6 +96,41 @@ fn replace_tokens(json: &str, secret: &str) -> Option<String> {
 }
 
 static PROCESS_DEFAULT: OnceLock<Redactions> = OnceLock::new();
+/// Secrets learned after startup, and how many there are (read without the lock).
+static LATE: RwLock<Vec<String>> = RwLock::new(Vec::new());
+static LATE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Adds a secret learned after startup (a refreshed OAuth token) to every redaction list: session
+/// files and exports from now on, and stdout (the writer polls [`late_secrets_since`]).
+pub fn add_secret(secret: &str) {
+    if secret.len() < 6 {
+        return;
+    }
+    let mut late = LATE.write().unwrap_or_else(|e| e.into_inner());
+    if !late.iter().any(|s| s == secret) {
+        late.push(secret.to_string());
+        LATE_COUNT.store(late.len(), Ordering::Release);
+    }
+}
+
+/// The secrets added after the first `seen` ones (cheap when there are none).
+pub fn late_secrets_since(seen: usize) -> Vec<String> {
+    if LATE_COUNT.load(Ordering::Acquire) <= seen {
+        return Vec::new();
+    }
+    let late = LATE.read().unwrap_or_else(|e| e.into_inner());
+    late.get(seen..).map(<[String]>::to_vec).unwrap_or_default()
+}
+
+fn late_secrets_escaped() -> Vec<String> {
+    late_secrets_since(0)
+        .iter()
+        .filter_map(|s| {
+            let quoted = serde_json::to_string(s).ok()?;
+            Some(quoted[1..quoted.len() - 1].to_string())
+        })
+        .collect()
+}
 
 /// Sets the list every session log created from now on starts with (call once, at startup,
 /// with `Config::known_secrets()`). A second call is ignored.

@@ -27,8 +27,14 @@ pub fn is_secret_name(name: &str) -> bool {
             .is_some_and(|allowed| allowed.iter().any(|a| a == name))
 }
 
-/// Removes the withheld variables from a command about to be spawned.
+/// What pi (0.84.0) marks its children's environment with: generic agent attribution
+/// (`AI_AGENT=pi`) and pi's own marker.
+pub const CHILD_MARKERS: [(&str, &str); 2] = [("AI_AGENT", "pi"), ("PI_CODING_AGENT", "true")];
+
+/// Removes the withheld variables from a command about to be spawned, and marks it as run by an
+/// agent (`CHILD_MARKERS`).
 pub fn scrub(command: &mut Command) {
+    command.envs(CHILD_MARKERS);
     for (name, _) in std::env::vars_os() {
         if let Some(name) = name.to_str()
             && is_secret_name(name)

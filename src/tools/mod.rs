@@ -98,14 +98,28 @@ impl CancelFlag {
     }
 }
 
-/// Owns a running tool. Dropping it cancels the run.
+/// Owns a running tool. Dropping it cancels the run (and runs the cancel hook, if any: an MCP
+/// call tells its server).
 pub struct ToolHandle {
     cancel: CancelFlag,
+    on_cancel: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl ToolHandle {
+    pub fn with_cancel_hook(cancel: CancelFlag, on_cancel: Box<dyn FnOnce() + Send>) -> ToolHandle {
+        ToolHandle {
+            cancel,
+            on_cancel: Some(on_cancel),
+        }
+    }
 }
 
 impl Drop for ToolHandle {
     fn drop(&mut self) {
         self.cancel.cancel();
+        if let Some(hook) = self.on_cancel.take() {
+            hook();
+        }
     }
 }
 
@@ -281,7 +295,10 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
             kind: ToolEventKind::Finished(output),
         });
     }
-    ToolHandle { cancel }
+    ToolHandle {
+        cancel,
+        on_cancel: None,
+    }
 }
 
 /// Runs one call synchronously: argument preparation, validation, execution.

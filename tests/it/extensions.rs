@@ -465,6 +465,13 @@ fn a_command_can_name_the_session() {
     assert_eq!(state["data"]["sessionName"], "named by full.py", "{state}");
     let changed = pi.find(|r| r["type"] == "session_info_changed");
     assert_eq!(changed["name"], "named by full.py", "{changed}");
+    // The custom entry it appended is announced with the entry itself (pi 1.x).
+    let appended = pi.find(|r| r["type"] == "entry_appended");
+    let entry = &appended["entry"];
+    assert_eq!(entry["type"], "custom", "{appended}");
+    assert_eq!(entry["customType"], "full-py-state");
+    assert_eq!(entry["data"], json!({"count": 1}));
+    assert!(entry["id"].is_string(), "{appended}");
 }
 
 #[test]
@@ -677,7 +684,10 @@ fn the_model_calls_an_extension_tool() {
         update["partialResult"],
         json!({"content": [{"type": "text", "text": "counting..."}]})
     );
-    let end = pi.wait_for_event("tool_execution_end");
+    let mut end = pi.wait_for_event("tool_execution_end");
+    // How long the tool ran (pi 1.1.0).
+    let duration = end.as_object_mut().unwrap().remove("durationMs");
+    assert!(duration.is_some_and(|d| d.is_u64()), "{end}");
     assert_eq!(
         end,
         json!({"type": "tool_execution_end", "toolCallId": "toolu_wc", "toolName": "word_count",
@@ -948,4 +958,53 @@ fn stdin_eof_ends_every_extension_and_its_children() {
         );
     }
     fake.finish();
+}
+
+/// `steer` and `follow_up` go through the `input` hook like a prompt (pi 0.86.0): a transform
+/// is what gets queued, a handled input is answered `handled` and never queued.
+#[test]
+fn steer_and_follow_up_go_through_the_input_hook() {
+    let held = sse::AnthropicStream::new().text(&["Working"]).unfinished();
+    let fake = FakeProvider::start(vec![Reply::stall_after(held)]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["full.py"]));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Work"}));
+    let deadline = pi.deadline();
+    pi.recv_until(|r| r["type"] == "message_update", deadline);
+
+    let steer = pi.command("s1", "steer", json!({"message": "?quick stop"}));
+    assert_eq!(steer["data"], json!({"disposition": "queued"}), "{steer}");
+    let queue = pi.find(|r| r["type"] == "queue_update");
+    assert_eq!(queue["steering"], json!(["Answer briefly: stop"]));
+
+    let follow = pi.command("f1", "follow_up", json!({"message": "ping"}));
+    assert_eq!(
+        follow["data"],
+        json!({"disposition": "handled"}),
+        "{follow}"
+    );
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "pong");
+    let queued = pi.command(
+        "q1",
+        "prompt",
+        json!({"message": "ping", "streamingBehavior": "followUp"}),
+    );
+    assert_eq!(
+        queued["data"],
+        json!({"disposition": "handled"}),
+        "{queued}"
+    );
+    let updates: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "queue_update")
+        .cloned()
+        .collect();
+    assert_eq!(
+        updates.len(),
+        1,
+        "handled input is never queued: {updates:?}"
+    );
+
+    pi.command("a1", "abort", json!({}));
+    fake.release_stalls();
 }

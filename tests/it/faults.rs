@@ -113,7 +113,7 @@ fn assert_single_error(records: &[Value]) -> String {
         retry_flow(records),
         [
             json!({"type": "agent_end", "willRetry": false}),
-            json!({"type": "agent_settled"})
+            json!({"type": "agent_settled", "aborted": false})
         ]
     );
     error
@@ -134,7 +134,7 @@ fn assert_retried_once_then_failed(records: &[Value]) {
                    "errorMessage": first}),
             json!({"type": "agent_end", "willRetry": false}),
             json!({"type": "auto_retry_end", "success": false, "attempt": 1, "finalError": last}),
-            json!({"type": "agent_settled"}),
+            json!({"type": "agent_settled", "aborted": false}),
         ]
     );
 }
@@ -267,7 +267,7 @@ fn connection_dropped_inside_an_event_is_retried() {
                    "errorMessage": error}),
             json!({"type": "auto_retry_end", "success": true, "attempt": 1}),
             json!({"type": "agent_end", "willRetry": false}),
-            json!({"type": "agent_settled"}),
+            json!({"type": "agent_settled", "aborted": false}),
         ]
     );
     assert_still_answers(&mut pi, "s1");

@@ -2,7 +2,9 @@
 //! provider on 127.0.0.1. See `support.rs` for how to run it against the reference pi.
 
 mod abort;
+mod apis;
 mod approvals;
+mod cloud_providers;
 mod commands;
 mod compaction;
 mod containers;
@@ -12,7 +14,11 @@ mod faults;
 mod files;
 mod idle_commands;
 mod lifecycle;
+mod mcp;
+mod network;
+mod oauth;
 mod print_modes;
+mod protocol_versions;
 mod providers;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream

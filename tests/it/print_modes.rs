@@ -112,3 +112,26 @@ fn piped_stdin_and_file_argument_join_the_first_message() {
     assert!(text.contains("notes.txt"), "the file is named: {text:?}");
     fake.finish();
 }
+
+/// `--mode json` speaks the chosen profile too: legacy updates carry the message so far, and the
+/// run still ends although legacy has no `agent_settled` to wait for.
+#[test]
+fn json_mode_in_the_legacy_profile_ends_and_carries_cumulative_updates() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Old", " style."]))]);
+    let setup = Setup::anthropic(&fake).env("PI_RPC_PROFILE", "legacy");
+    let run = run_cli(&setup, &["--mode", "json", "Hello"], None);
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let records: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let last_update = records
+        .iter()
+        .rfind(|r| r["type"] == "message_update")
+        .expect("message_update");
+    assert_eq!(last_update["message"]["content"][0]["text"], "Old style.");
+    assert!(records.iter().all(|r| r["type"] != "agent_settled"));
+    assert_eq!(records.last().unwrap()["type"], "agent_end");
+    fake.finish();
+}

@@ -160,7 +160,7 @@ fn retries_are_exhausted_after_max_retries() {
             json!({"type": "agent_end", "willRetry": false}),
             json!({"type": "auto_retry_end", "success": false, "attempt": 2,
                    "finalError": error_text}),
-            json!({"type": "agent_settled"}),
+            json!({"type": "agent_settled", "aborted": false}),
         ]
     );
     assert_eq!(fake.requests().len(), 3);

@@ -87,14 +87,15 @@ fn queue(steering: &[&str], follow_up: &[&str]) -> Value {
     json!({"type": "queue_update", "steering": steering, "followUp": follow_up})
 }
 
-/// Sends a steer/follow_up and checks it is answered with a bare success, preceded by the
+/// Sends a steer/follow_up and checks it is answered `queued` (pi 0.99.0), preceded by the
 /// `queue_update` that lists the queues afterwards.
 #[track_caller]
 fn enqueue(pi: &mut Pi, id: &str, ty: &str, text: &str, expected_queue: Value) {
     let response = pi.command(id, ty, json!({"message": text}));
     assert_eq!(
         response,
-        json!({"id": id, "type": "response", "command": ty, "success": true})
+        json!({"id": id, "type": "response", "command": ty, "success": true,
+               "data": {"disposition": "queued"}})
     );
     let response_index = pi.index_of(&response).expect("indexed");
     let update = pi.records()[..response_index]

@@ -40,7 +40,10 @@ fn assert_seed_run_shape(pi: &mut Pi, prompt_id: &str, run: &[Value]) {
         ["agent_settled"],
         "only agent_settled follows agent_end when nothing continues"
     );
-    assert_eq!(settled.last(), Some(&json!({"type": "agent_settled"})));
+    assert_eq!(
+        settled.last(),
+        Some(&json!({"type": "agent_settled", "aborted": false}))
+    );
 }
 
 fn text_of_deltas(run: &[Value], delta_type: &str) -> String {

@@ -306,7 +306,10 @@ fn result_json_follows_the_seed() {
 #[test]
 fn events_have_the_wire_shape() {
     assert_eq!(
-        start_event(CompactionReason::Threshold).to_string(),
+        start_event(CompactionReason::Threshold)
+            .to_extension_value()
+            .unwrap()
+            .to_string(),
         r#"{"type":"compaction_start","reason":"threshold"}"#
     );
     assert_eq!(
@@ -317,6 +320,8 @@ fn events_have_the_wire_shape() {
             false,
             Some(OVERFLOW_GAVE_UP)
         )
+        .to_extension_value()
+        .unwrap()
         .to_string(),
         format!(
             r#"{{"type":"compaction_end","reason":"overflow","aborted":false,"willRetry":false,"errorMessage":"{OVERFLOW_GAVE_UP}"}}"#
@@ -330,6 +335,8 @@ fn events_have_the_wire_shape() {
             true,
             None
         )
+        .to_extension_value()
+        .unwrap()
         .to_string(),
         r#"{"type":"compaction_end","reason":"manual","result":{"x":1},"aborted":false,"willRetry":true}"#
     );

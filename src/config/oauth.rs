@@ -1,0 +1,757 @@
+//! Subscription logins (`anthropic`, `github-copilot`, `openai-codex`) as pi-ai's
+//! `utils/oauth/*.js` runs them: refreshing an access token with its refresh token, and the
+//! headless logins of `pi login` (GitHub's device-code flow; a pasted authorization code for the
+//! other two). Credentials live in `auth.json` in pi's format, written under pi's lock
+//! (`auth_lock`), pretty-printed with two spaces like `JSON.stringify(data, null, 2)`, mode 0600.
+//!
+//! Endpoints are pi's; tests (and users of a gateway) point them elsewhere with
+//! `PI_OAUTH_ANTHROPIC_TOKEN_URL`, `PI_OAUTH_OPENAI_CODEX_TOKEN_URL`, `PI_OAUTH_GITHUB_URL`
+//! (device code and access token: `<url>/login/device/code`, `<url>/login/oauth/access_token`)
+//! and `PI_OAUTH_GITHUB_API_URL` (Copilot token: `<url>/copilot_internal/v2/token`).
+//!
+//! Every request is bounded (10 s to connect, 30 s per read); the device-code poll ends when
+//! GitHub's code expires.
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+use super::auth::{Env, now_ms};
+use super::auth_lock;
+use crate::provider::net;
+
+/// Refresh this long before the recorded expiry ("nearly expired").
+const REFRESH_MARGIN_MS: f64 = 60_000.0;
+/// pi stores Anthropic and Copilot expiries 5 minutes early.
+const EARLY_EXPIRY_MS: f64 = 5.0 * 60_000.0;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+const ANTHROPIC_CLIENT_ID: &str = "9d1c250a-e61b-44d9-88ed-5944d1962f5e";
+const ANTHROPIC_AUTHORIZE_URL: &str = "https://claude.ai/oauth/authorize";
+const ANTHROPIC_TOKEN_URL: &str = "https://platform.claude.com/v1/oauth/token";
+const ANTHROPIC_REDIRECT_URI: &str = "http://localhost:53692/callback";
+const ANTHROPIC_SCOPES: &str = "org:create_api_key user:profile user:inference user:sessions:claude_code user:mcp_servers user:file_upload";
+
+const CODEX_CLIENT_ID: &str = "app_EMoamEEZ73f0CkXaXp7hrann";
+const CODEX_AUTHORIZE_URL: &str = "https://auth.openai.com/oauth/authorize";
+const CODEX_TOKEN_URL: &str = "https://auth.openai.com/oauth/token";
+const CODEX_REDIRECT_URI: &str = "http://localhost:1455/auth/callback";
+const CODEX_SCOPE: &str = "openid profile email offline_access";
+
+const COPILOT_CLIENT_ID: &str = "Iv1.b507a08c87ecfe98";
+const COPILOT_HEADERS: &[(&str, &str)] = &[
+    ("User-Agent", "GitHubCopilotChat/0.35.0"),
+    ("Editor-Version", "vscode/1.107.0"),
+    ("Editor-Plugin-Version", "copilot-chat/0.35.0"),
+    ("Copilot-Integration-Id", "vscode-chat"),
+];
+
+/// The providers pi can log into with a subscription.
+pub const PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex"];
+
+/// Where the token requests go.
+#[derive(Clone, Debug)]
+pub struct Endpoints {
+    anthropic_token: String,
+    codex_token: String,
+    /// Overrides `https://<domain>` of the GitHub device flow.
+    github: Option<String>,
+    /// Overrides `https://api.<domain>` of the Copilot token request.
+    github_api: Option<String>,
+}
+
+impl Endpoints {
+    pub fn from_env(env: &Env) -> Endpoints {
+        let get = |name: &str| env.get(name).map(|v| v.trim_end_matches('/').to_string());
+        Endpoints {
+            anthropic_token: get("PI_OAUTH_ANTHROPIC_TOKEN_URL")
+                .unwrap_or_else(|| ANTHROPIC_TOKEN_URL.into()),
+            codex_token: get("PI_OAUTH_OPENAI_CODEX_TOKEN_URL")
+                .unwrap_or_else(|| CODEX_TOKEN_URL.into()),
+            github: get("PI_OAUTH_GITHUB_URL"),
+            github_api: get("PI_OAUTH_GITHUB_API_URL"),
+        }
+    }
+
+    fn github(&self, domain: &str) -> String {
+        self.github
+            .clone()
+            .unwrap_or_else(|| format!("https://{domain}"))
+    }
+
+    fn github_api(&self, domain: &str) -> String {
+        self.github_api
+            .clone()
+            .unwrap_or_else(|| format!("https://api.{domain}"))
+    }
+}
+
+/// True when a token with this expiry should be refreshed before use.
+pub fn needs_refresh(expires_ms: Option<f64>) -> bool {
+    expires_ms.is_none_or(|e| now_ms() + REFRESH_MARGIN_MS >= e)
+}
+
+/// A usable login after a refresh (or after finding that another process refreshed it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fresh {
+    pub access: String,
+    pub refresh: Option<String>,
+    pub expires_ms: f64,
+}
+
+/// Refreshes `provider`'s login in `<agent_dir>/auth.json` under pi's lock: re-reads the file
+/// (another pi may have refreshed it meanwhile: then that token is used), else asks the token
+/// endpoint and writes the new credentials back in pi's format.
+pub fn refresh_locked(
+    agent_dir: &Path,
+    provider: &str,
+    endpoints: &Endpoints,
+) -> Result<Fresh, String> {
+    let path = agent_dir.join("auth.json");
+    let _lock = auth_lock::lock(&path)?;
+    let mut data = read_auth(&path)?;
+    let entry = data
+        .get(provider)
+        .and_then(Value::as_object)
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("oauth"))
+        .cloned()
+        .ok_or_else(|| format!("no OAuth login for {provider} in auth.json"))?;
+    let expires = entry.get("expires").and_then(Value::as_f64);
+    if !needs_refresh(expires) {
+        return fresh_from(&entry);
+    }
+    let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
+    let renewed = refresh_entry(provider, &entry, endpoints, &agent)?;
+    let result = fresh_from(&renewed)?;
+    data.insert(provider.to_string(), Value::Object(renewed));
+    write_auth(&path, &data).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(result)
+}
+
+fn fresh_from(entry: &Map<String, Value>) -> Result<Fresh, String> {
+    let access = entry
+        .get("access")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+        .ok_or("the login has no access token")?;
+    Ok(Fresh {
+        access: access.to_string(),
+        refresh: entry
+            .get("refresh")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        expires_ms: entry.get("expires").and_then(Value::as_f64).unwrap_or(0.0),
+    })
+}
+
+/// One provider's refresh request; the new auth.json entry in pi's key order.
+fn refresh_entry(
+    provider: &str,
+    entry: &Map<String, Value>,
+    endpoints: &Endpoints,
+    agent: &ureq::Agent,
+) -> Result<Map<String, Value>, String> {
+    let refresh = entry
+        .get("refresh")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+        .ok_or("the login has no refresh token")?;
+    match provider {
+        "anthropic" => {
+            let body = json!({"grant_type": "refresh_token", "client_id": ANTHROPIC_CLIENT_ID,
+                "refresh_token": refresh});
+            let tokens = post_json(agent, &endpoints.anthropic_token, &body)?;
+            anthropic_entry(&tokens)
+        }
+        "openai-codex" => {
+            let form = [
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh),
+                ("client_id", CODEX_CLIENT_ID),
+            ];
+            let tokens = post_form(agent, &endpoints.codex_token, &form)?;
+            codex_entry(&tokens)
+        }
+        "github-copilot" => {
+            let enterprise = entry
+                .get("enterpriseUrl")
+                .and_then(Value::as_str)
+                .filter(|d| !d.is_empty());
+            copilot_entry(agent, endpoints, refresh, enterprise)
+        }
+        other => Err(format!("{other} has no OAuth refresh")),
+    }
+}
+
+fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
+    let (access, refresh, expires_in) = token_fields(tokens)?;
+    Ok(oauth_entry(&[
+        ("refresh", json!(refresh)),
+        ("access", json!(access)),
+        (
+            "expires",
+            json!(now_ms() + expires_in * 1000.0 - EARLY_EXPIRY_MS),
+        ),
+    ]))
+}
+
+fn codex_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
+    let (access, refresh, expires_in) = token_fields(tokens)?;
+    let account = crate::provider::codex_responses::account_id(&access)
+        .ok_or("Failed to extract accountId from token")?;
+    Ok(oauth_entry(&[
+        ("access", json!(access)),
+        ("refresh", json!(refresh)),
+        ("expires", json!(now_ms() + expires_in * 1000.0)),
+        ("accountId", json!(account)),
+    ]))
+}
+
+/// The Copilot token for a GitHub token (`refresh`); the entry keeps the GitHub token.
+fn copilot_entry(
+    agent: &ureq::Agent,
+    endpoints: &Endpoints,
+    github_token: &str,
+    enterprise: Option<&str>,
+) -> Result<Map<String, Value>, String> {
+    let url = format!(
+        "{}/copilot_internal/v2/token",
+        endpoints.github_api(enterprise.unwrap_or("github.com"))
+    );
+    let mut request = net::get(agent, &url)
+        .header("Accept", "application/json")
+        .header("Authorization", &format!("Bearer {github_token}"));
+    for (name, value) in COPILOT_HEADERS {
+        request = request.header(*name, *value);
+    }
+    let response = request.call().map_err(|e| format!("{url}: {e}"))?;
+    let raw = read_json(response, &url)?;
+    let token = raw["token"].as_str().filter(|t| !t.is_empty());
+    let expires_at = raw["expires_at"].as_f64();
+    let (Some(token), Some(expires_at)) = (token, expires_at) else {
+        return Err("Invalid Copilot token response fields".into());
+    };
+    let mut fields = vec![
+        ("refresh", json!(github_token)),
+        ("access", json!(token)),
+        ("expires", json!(expires_at * 1000.0 - EARLY_EXPIRY_MS)),
+    ];
+    if let Some(domain) = enterprise {
+        fields.push(("enterpriseUrl", json!(domain)));
+    }
+    Ok(oauth_entry(&fields))
+}
+
+fn oauth_entry(fields: &[(&str, Value)]) -> Map<String, Value> {
+    let mut entry = Map::new();
+    entry.insert("type".into(), json!("oauth"));
+    for (name, value) in fields {
+        entry.insert(name.to_string(), value.clone());
+    }
+    entry
+}
+
+fn token_fields(tokens: &Value) -> Result<(String, String, f64), String> {
+    let access = tokens["access_token"].as_str().filter(|s| !s.is_empty());
+    let refresh = tokens["refresh_token"].as_str().filter(|s| !s.is_empty());
+    let expires_in = tokens["expires_in"].as_f64();
+    match (access, refresh, expires_in) {
+        (Some(a), Some(r), Some(e)) => Ok((a.to_string(), r.to_string(), e)),
+        _ => Err(format!("token response missing fields: {tokens}")),
+    }
+}
+
+fn post_json(agent: &ureq::Agent, url: &str, body: &Value) -> Result<Value, String> {
+    let response = net::post(agent, url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json")
+        .send(body.to_string().as_bytes())
+        .map_err(|e| format!("{url}: {e}"))?;
+    read_json(response, url)
+}
+
+fn post_form(agent: &ureq::Agent, url: &str, form: &[(&str, &str)]) -> Result<Value, String> {
+    post_form_with(agent, url, form, &[])
+}
+
+fn post_form_with(
+    agent: &ureq::Agent,
+    url: &str,
+    form: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> Result<Value, String> {
+    let mut request = net::post(agent, url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .header("Accept", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request
+        .send(form_encode(form).as_bytes())
+        .map_err(|e| format!("{url}: {e}"))?;
+    read_json(response, url)
+}
+
+/// The JSON body of a 2xx response; otherwise the status and the body's start.
+fn read_json(response: ureq::http::Response<ureq::Body>, url: &str) -> Result<Value, String> {
+    let status = response.status().as_u16();
+    let mut text = String::new();
+    response
+        .into_body()
+        .into_reader()
+        .take(1024 * 1024)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{url}: {e}"))?;
+    if !(200..300).contains(&status) {
+        let snippet: String = text.trim().chars().take(300).collect();
+        return Err(format!("HTTP {status} from {url}: {snippet}"));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("{url} returned invalid JSON: {e}"))
+}
+
+/// `application/x-www-form-urlencoded`, as `URLSearchParams` writes it.
+pub fn form_encode(pairs: &[(&str, &str)]) -> String {
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                    (b as char).to_string()
+                }
+                b' ' => "+".to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+// ---- auth.json ---------------------------------------------------------------------------------
+
+fn read_auth(path: &Path) -> Result<Map<String, Value>, String> {
+    match fs::read(path) {
+        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Ok(Map::new()),
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(_) => Err(format!("{}: expected a JSON object", path.display())),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// pi's `JSON.stringify(data, null, 2)`, mode 0600, replaced atomically.
+fn write_auth(path: &Path, data: &Map<String, Value>) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let text = serde_json::to_string_pretty(data).map_err(std::io::Error::other)?;
+    let temp = path.with_extension(format!("json.tmp-{}", std::process::id()));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    fs::rename(&temp, path)
+}
+
+/// Stores a login (`pi login`) under the lock.
+pub fn store_login(
+    agent_dir: &Path,
+    provider: &str,
+    entry: Map<String, Value>,
+) -> Result<(), String> {
+    fs::create_dir_all(agent_dir).map_err(|e| format!("{}: {e}", agent_dir.display()))?;
+    let path = agent_dir.join("auth.json");
+    let _lock = auth_lock::lock(&path)?;
+    let mut data = read_auth(&path)?;
+    data.insert(provider.to_string(), Value::Object(entry));
+    write_auth(&path, &data).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Removes a provider's credentials (`pi logout`) under the lock; false when there were none.
+pub fn remove_login(agent_dir: &Path, provider: &str) -> Result<bool, String> {
+    let path = agent_dir.join("auth.json");
+    if !path.exists() {
+        return Ok(false);
+    }
+    let _lock = auth_lock::lock(&path)?;
+    let mut data = read_auth(&path)?;
+    if data.shift_remove(provider).is_none() {
+        return Ok(false);
+    }
+    write_auth(&path, &data).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(true)
+}
+
+// ---- headless login ----------------------------------------------------------------------------
+
+/// How a login talks to the person at the terminal.
+pub trait LoginUi {
+    /// Shows a line of instructions.
+    fn show(&mut self, text: &str);
+    /// Asks for one line (the pasted code); `None` at end of input.
+    fn ask(&mut self, prompt: &str) -> Option<String>;
+}
+
+/// Runs `provider`'s login and returns its auth.json entry. `enterprise`: a GitHub Enterprise
+/// domain for Copilot.
+pub fn login(
+    provider: &str,
+    enterprise: Option<&str>,
+    endpoints: &Endpoints,
+    ui: &mut dyn LoginUi,
+) -> Result<Map<String, Value>, String> {
+    let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
+    match provider {
+        "github-copilot" => login_copilot(&agent, endpoints, enterprise, ui),
+        "anthropic" => login_anthropic(&agent, endpoints, ui),
+        "openai-codex" => login_codex(&agent, endpoints, ui),
+        other => Err(format!(
+            "{other} has no subscription login; configure an API key (see `pi --help`)"
+        )),
+    }
+}
+
+fn login_copilot(
+    agent: &ureq::Agent,
+    endpoints: &Endpoints,
+    enterprise: Option<&str>,
+    ui: &mut dyn LoginUi,
+) -> Result<Map<String, Value>, String> {
+    let domain = match enterprise {
+        Some(input) => Some(normalize_domain(input).ok_or("Invalid GitHub Enterprise URL/domain")?),
+        None => None,
+    };
+    let github = endpoints.github(domain.as_deref().unwrap_or("github.com"));
+    let agent_header = [("User-Agent", "GitHubCopilotChat/0.35.0")];
+    let device = post_form_with(
+        agent,
+        &format!("{github}/login/device/code"),
+        &[("client_id", COPILOT_CLIENT_ID), ("scope", "read:user")],
+        &agent_header,
+    )?;
+    let (Some(device_code), Some(user_code), Some(uri), Some(interval), Some(expires_in)) = (
+        device["device_code"].as_str(),
+        device["user_code"].as_str(),
+        device["verification_uri"].as_str(),
+        device["interval"].as_f64(),
+        device["expires_in"].as_f64(),
+    ) else {
+        return Err("Invalid device code response fields".into());
+    };
+    ui.show(&format!("Open {uri} and enter code: {user_code}"));
+    ui.show("Waiting for GitHub to confirm the login...");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(expires_in.max(0.0));
+    let mut interval_ms = (interval * 1000.0).max(1000.0);
+    let mut multiplier = 1.2;
+    let mut slowed_down = false;
+    let github_token = loop {
+        let remaining = deadline.saturating_duration_since(std::time::Instant::now());
+        if remaining.is_zero() {
+            return Err(if slowed_down {
+                "Device flow timed out after one or more slow_down responses. This is often caused by clock drift in WSL or VM environments. Please sync or restart the VM clock and try again.".into()
+            } else {
+                "Device flow timed out".into()
+            });
+        }
+        std::thread::sleep(
+            Duration::from_millis((interval_ms * multiplier).ceil() as u64).min(remaining),
+        );
+        let raw = post_form_with(
+            agent,
+            &format!("{github}/login/oauth/access_token"),
+            &[
+                ("client_id", COPILOT_CLIENT_ID),
+                ("device_code", device_code),
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+            ],
+            &agent_header,
+        )?;
+        if let Some(token) = raw["access_token"].as_str() {
+            break token.to_string();
+        }
+        match raw["error"].as_str() {
+            Some("authorization_pending") => {}
+            Some("slow_down") => {
+                slowed_down = true;
+                interval_ms = match raw["interval"].as_f64() {
+                    Some(i) if i > 0.0 => i * 1000.0,
+                    _ => (interval_ms + 5000.0).max(1000.0),
+                };
+                multiplier = 1.4;
+            }
+            Some(error) => {
+                let description = raw["error_description"]
+                    .as_str()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
+                return Err(format!("Device flow failed: {error}{description}"));
+            }
+            None => return Err(format!("unexpected access token response: {raw}")),
+        }
+    };
+    copilot_entry(agent, endpoints, &github_token, domain.as_deref())
+}
+
+/// pi's `normalizeDomain`: the host of a URL or bare domain.
+fn normalize_domain(input: &str) -> Option<String> {
+    let trimmed = input.trim();
+    if trimmed.is_empty() {
+        return None;
+    }
+    let rest = trimmed.split_once("://").map_or(trimmed, |(_, r)| r);
+    let host = rest.split(['/', '?', '#']).next()?.rsplit('@').next()?;
+    let host = host.split(':').next()?.to_ascii_lowercase();
+    (!host.is_empty() && !host.contains(char::is_whitespace)).then_some(host)
+}
+
+/// PKCE verifier and S256 challenge (32 random bytes, base64url).
+fn pkce() -> Result<(String, String), String> {
+    let verifier = base64url(&random_bytes::<32>()?);
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    Ok((verifier, base64url(digest.as_ref())))
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; N];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| "no system randomness".to_string())?;
+    Ok(bytes)
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// pi's `parseAuthorizationInput`: a redirect URL, `code#state`, a query string, or the code.
+fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>) {
+    let value = input.trim();
+    if value.is_empty() {
+        return (None, None);
+    }
+    let query = |q: &str| {
+        let mut code = None;
+        let mut state = None;
+        for pair in q.split('&') {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = form_decode(v);
+            match k {
+                "code" if code.is_none() => code = Some(v),
+                "state" if state.is_none() => state = Some(v),
+                _ => {}
+            }
+        }
+        (code, state)
+    };
+    if value.contains("://") {
+        let q = value.split_once('?').map_or("", |(_, q)| q);
+        return query(q.split('#').next().unwrap_or(""));
+    }
+    if let Some((code, state)) = value.split_once('#') {
+        return (Some(code.to_string()), Some(state.to_string()));
+    }
+    if value.contains("code=") {
+        return query(value);
+    }
+    (Some(value.to_string()), None)
+}
+
+fn form_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn login_anthropic(
+    agent: &ureq::Agent,
+    endpoints: &Endpoints,
+    ui: &mut dyn LoginUi,
+) -> Result<Map<String, Value>, String> {
+    let (verifier, challenge) = pkce()?;
+    let params = form_encode(&[
+        ("code", "true"),
+        ("client_id", ANTHROPIC_CLIENT_ID),
+        ("response_type", "code"),
+        ("redirect_uri", ANTHROPIC_REDIRECT_URI),
+        ("scope", ANTHROPIC_SCOPES),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+        ("state", &verifier),
+    ]);
+    ui.show(&format!(
+        "Open this URL in a browser and log in:\n{ANTHROPIC_AUTHORIZE_URL}?{params}"
+    ));
+    let input = ui
+        .ask("Paste the authorization code or full redirect URL: ")
+        .ok_or("Missing authorization code")?;
+    let (code, state) = parse_authorization_input(&input);
+    if state.as_deref().is_some_and(|s| s != verifier) {
+        return Err("OAuth state mismatch".into());
+    }
+    let code = code
+        .filter(|c| !c.is_empty())
+        .ok_or("Missing authorization code")?;
+    let state = state.unwrap_or_else(|| verifier.clone());
+    let body = json!({"grant_type": "authorization_code", "client_id": ANTHROPIC_CLIENT_ID,
+        "code": code, "state": state, "redirect_uri": ANTHROPIC_REDIRECT_URI,
+        "code_verifier": verifier});
+    let tokens = post_json(agent, &endpoints.anthropic_token, &body)?;
+    anthropic_entry(&tokens)
+}
+
+fn login_codex(
+    agent: &ureq::Agent,
+    endpoints: &Endpoints,
+    ui: &mut dyn LoginUi,
+) -> Result<Map<String, Value>, String> {
+    let (verifier, challenge) = pkce()?;
+    let state: String = random_bytes::<16>()?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let params = form_encode(&[
+        ("response_type", "code"),
+        ("client_id", CODEX_CLIENT_ID),
+        ("redirect_uri", CODEX_REDIRECT_URI),
+        ("scope", CODEX_SCOPE),
+        ("code_challenge", &challenge),
+        ("code_challenge_method", "S256"),
+        ("state", &state),
+        ("id_token_add_organizations", "true"),
+        ("codex_cli_simplified_flow", "true"),
+        ("originator", "pi"),
+    ]);
+    ui.show(&format!(
+        "Open this URL in a browser and log in:\n{CODEX_AUTHORIZE_URL}?{params}\n\
+         The browser then fails to open {CODEX_REDIRECT_URI}: copy that address from the address bar."
+    ));
+    let input = ui
+        .ask("Paste the authorization code (or full redirect URL): ")
+        .ok_or("Missing authorization code")?;
+    let (code, pasted_state) = parse_authorization_input(&input);
+    if pasted_state.as_deref().is_some_and(|s| s != state) {
+        return Err("State mismatch".into());
+    }
+    let code = code
+        .filter(|c| !c.is_empty())
+        .ok_or("Missing authorization code")?;
+    let tokens = post_form(
+        agent,
+        &endpoints.codex_token,
+        &[
+            ("grant_type", "authorization_code"),
+            ("client_id", CODEX_CLIENT_ID),
+            ("code", &code),
+            ("code_verifier", &verifier),
+            ("redirect_uri", CODEX_REDIRECT_URI),
+        ],
+    )?;
+    codex_entry(&tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_encoding_and_pasted_codes_follow_pi() {
+        assert_eq!(
+            form_encode(&[("scope", "a b:c/d"), ("x", "é")]),
+            "scope=a+b%3Ac%2Fd&x=%C3%A9"
+        );
+        assert_eq!(
+            parse_authorization_input("http://localhost:1455/auth/callback?code=abc&state=s1"),
+            (Some("abc".into()), Some("s1".into()))
+        );
+        assert_eq!(
+            parse_authorization_input(" code123#state9 "),
+            (Some("code123".into()), Some("state9".into()))
+        );
+        assert_eq!(
+            parse_authorization_input("code=a%2Bb&state=z"),
+            (Some("a+b".into()), Some("z".into()))
+        );
+        assert_eq!(
+            parse_authorization_input("plain"),
+            (Some("plain".into()), None)
+        );
+        assert_eq!(
+            normalize_domain("https://Corp.GHE.com/x"),
+            Some("corp.ghe.com".into())
+        );
+        assert_eq!(normalize_domain("  "), None);
+    }
+
+    #[test]
+    fn pkce_challenge_is_the_verifiers_sha256() {
+        let (verifier, challenge) = pkce().unwrap();
+        assert_eq!(verifier.len(), 43);
+        let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+        assert_eq!(challenge, base64url(digest.as_ref()));
+    }
+
+    #[test]
+    fn auth_json_is_written_like_pi() {
+        let dir = std::env::temp_dir().join(format!("pi-rs-oauth-write-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("auth.json"),
+            r#"{"openai":{"type":"api_key","key":"k"}}"#,
+        )
+        .unwrap();
+        let entry = oauth_entry(&[
+            ("refresh", json!("r")),
+            ("access", json!("a")),
+            ("expires", json!(5)),
+        ]);
+        store_login(&dir, "anthropic", entry).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.join("auth.json")).unwrap(),
+            "{\n  \"openai\": {\n    \"type\": \"api_key\",\n    \"key\": \"k\"\n  },\n  \"anthropic\": {\n    \"type\": \"oauth\",\n    \"refresh\": \"r\",\n    \"access\": \"a\",\n    \"expires\": 5\n  }\n}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dir.join("auth.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(remove_login(&dir, "anthropic").unwrap());
+        assert!(!remove_login(&dir, "anthropic").unwrap());
+        assert!(!dir.join("auth.json.lock").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,79 @@
+//! `pi login <provider> [github-enterprise-domain]` and `pi logout <provider>`: subscription logins
+//! for machines without pi. The flows are `config::oauth`'s (GitHub Copilot: device code; Anthropic
+//! and OpenAI Codex: open a URL, paste the code back); this file is the terminal side: instructions
+//! on stderr, the pasted code from stdin, the result stored in auth.json under pi's lock.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use crate::config::auth::Env;
+use crate::config::oauth::{self, Endpoints, LoginUi};
+
+/// Runs `login`/`logout` with the words after it; the process exit code.
+pub fn run(command: &str, words: &[String], agent_dir: &Path) -> u8 {
+    let Some(provider) = words.first() else {
+        eprintln!(
+            "Usage: pi {command} <provider>   (providers: {})",
+            oauth::PROVIDERS.join(", ")
+        );
+        return 2;
+    };
+    let result = match command {
+        "logout" => logout(agent_dir, provider),
+        _ => login(agent_dir, provider, words.get(1).map(String::as_str)),
+    };
+    match result {
+        Ok(message) => {
+            eprintln!("{message}");
+            0
+        }
+        Err(message) => {
+            eprintln!("Error: {message}");
+            1
+        }
+    }
+}
+
+fn login(agent_dir: &Path, provider: &str, enterprise: Option<&str>) -> Result<String, String> {
+    if !oauth::PROVIDERS.contains(&provider) {
+        return Err(format!(
+            "no subscription login for {provider} (one of: {}); for API keys, set the provider's \
+             environment variable or add it to auth.json",
+            oauth::PROVIDERS.join(", ")
+        ));
+    }
+    let endpoints = Endpoints::from_env(&Env::from_process());
+    let entry = oauth::login(provider, enterprise, &endpoints, &mut Terminal)?;
+    oauth::store_login(agent_dir, provider, entry)?;
+    Ok(format!(
+        "Logged in to {provider}; credentials saved in {}",
+        agent_dir.join("auth.json").display()
+    ))
+}
+
+fn logout(agent_dir: &Path, provider: &str) -> Result<String, String> {
+    if oauth::remove_login(agent_dir, provider)? {
+        Ok(format!("Logged out of {provider}"))
+    } else {
+        Ok(format!("No credentials for {provider} in auth.json"))
+    }
+}
+
+/// stderr for instructions, stdin for the pasted code.
+struct Terminal;
+
+impl LoginUi for Terminal {
+    fn show(&mut self, text: &str) {
+        eprintln!("{text}");
+    }
+
+    fn ask(&mut self, prompt: &str) -> Option<String> {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        match std::io::stdin().lock().read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim().to_string()),
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! `pi mcp add|remove|list`: shell commands that work without a session (pi's `docs/cli.md`).
+//! `add` and `remove` edit `<agentDir>/mcp.json`, or `.pi/mcp.json` with `--local`/`-l`, keeping
+//! unrelated content; `list` connects to every enabled server and prints its state, tools and
+//! errors, exiting 1 when an entry is invalid or an enabled server did not connect.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::config;
+
+const USAGE: &str = "Usage:
+  pi mcp add <server> [-l] [--env KEY=VALUE]... [--cwd <dir>] [--exposure <mode>] [--description <text>] -- <command> [args...]
+  pi mcp add <server> [-l] --url <url> [--header KEY=VALUE]... [--bearer-token-env-var <NAME>] [--exposure <mode>] [--description <text>]
+  pi mcp remove <server> [-l]
+  pi mcp list [--json]
+";
+
+/// Runs `pi mcp <args>`; returns the exit code.
+pub fn run(args: Vec<OsString>, agent_dir: &Path, cwd: &Path, project_trusted: bool) -> u8 {
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let result = match args.first().map(String::as_str) {
+        Some("add") => add(&args[1..], agent_dir, cwd),
+        Some("remove") => remove(&args[1..], agent_dir, cwd),
+        Some("list") => return list(&args[1..], agent_dir, cwd, project_trusted),
+        _ => Err(USAGE.trim_end().to_string()),
+    };
+    match result {
+        Ok(message) => {
+            crate::rpc::print_text(&format!("{message}\n"));
+            0
+        }
+        Err(message) => {
+            eprintln!("{message}");
+            1
+        }
+    }
+}
+
+fn target(local: bool, agent_dir: &Path, cwd: &Path) -> std::path::PathBuf {
+    match local {
+        true => config::project_path(cwd),
+        false => config::user_path(agent_dir),
+    }
+}
+
+fn pair(value: &str, flag: &str) -> Result<(String, String), String> {
+    value
+        .split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{flag} expects KEY=VALUE, got \"{value}\""))
+}
+
+fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> {
+    let name = args
+        .first()
+        .filter(|n| !n.starts_with('-'))
+        .ok_or(USAGE.trim_end())?;
+    let mut local = false;
+    let mut entry = Map::new();
+    let (mut env, mut headers) = (Map::new(), Map::new());
+    let mut command: Option<&[String]> = None;
+    let mut i = 1;
+    let value = |i: usize, flag: &str| {
+        args.get(i + 1)
+            .cloned()
+            .ok_or_else(|| format!("{flag} needs a value"))
+    };
+    while i < args.len() {
+        let flag = args[i].as_str();
+        match flag {
+            "--" => {
+                command = Some(&args[i + 1..]);
+                break;
+            }
+            "-l" | "--local" => local = true,
+            "--env" => {
+                let (k, v) = pair(&value(i, flag)?, flag)?;
+                env.insert(k, json!(v));
+                i += 1;
+            }
+            "--header" => {
+                let (k, v) = pair(&value(i, flag)?, flag)?;
+                headers.insert(k, json!(v));
+                i += 1;
+            }
+            "--bearer-token-env-var" => {
+                headers.insert(
+                    "Authorization".into(),
+                    json!(format!("Bearer ${{{}}}", value(i, flag)?)),
+                );
+                i += 1;
+            }
+            "--url" | "--cwd" | "--exposure" | "--description" => {
+                entry.insert(
+                    flag.trim_start_matches("--").to_string(),
+                    json!(value(i, flag)?),
+                );
+                i += 1;
+            }
+            other => return Err(format!("Unknown option for pi mcp add: {other}\n{USAGE}")),
+        }
+        i += 1;
+    }
+    // pi's key order: url, headers | command, args, env, cwd; then exposure, description.
+    let mut out = Map::new();
+    match (command, entry.remove("url")) {
+        (Some(command), None) if !command.is_empty() => {
+            if !headers.is_empty() {
+                return Err("--header only applies to HTTP servers (--url).".into());
+            }
+            out.insert("command".into(), json!(command[0]));
+            if command.len() > 1 {
+                out.insert("args".into(), json!(command[1..]));
+            }
+            if !env.is_empty() {
+                out.insert("env".into(), Value::Object(env));
+            }
+            out.extend(entry.remove("cwd").map(|c| ("cwd".to_string(), c)));
+        }
+        (None, Some(url)) => {
+            let misplaced = match (env.is_empty(), entry.contains_key("cwd")) {
+                (false, _) => Some("env"),
+                (true, true) => Some("cwd"),
+                (true, false) => None,
+            };
+            if let Some(option) = misplaced {
+                return Err(format!("--{option} only applies to stdio servers."));
+            }
+            out.insert("url".into(), url);
+            if !headers.is_empty() {
+                out.insert("headers".into(), Value::Object(headers));
+            }
+        }
+        _ => {
+            return Err(format!(
+                "pi mcp add needs either -- <command> or --url <url>\n{USAGE}"
+            ));
+        }
+    }
+    for key in ["exposure", "description"] {
+        out.extend(entry.remove(key).map(|v| (key.to_string(), v)));
+    }
+    let entry = out;
+    let entry = Value::Object(entry);
+    config::validate(name, &entry)?;
+    let path = target(local, agent_dir, cwd);
+    let replaced = config::add_server(&path, name, entry)?;
+    let verb = if replaced { "Replaced" } else { "Added" };
+    let scope = if local { "project" } else { "global" };
+    Ok(format!(
+        "{verb} {scope} MCP server \"{name}\" in {}.\nCheck it with: pi mcp list",
+        path.display()
+    ))
+}
+
+fn remove(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> {
+    let name = args
+        .first()
+        .filter(|n| !n.starts_with('-'))
+        .ok_or(USAGE.trim_end())?;
+    let local = args[1..].iter().any(|a| a == "-l" || a == "--local");
+    let path = target(local, agent_dir, cwd);
+    let scope = if local { "project" } else { "global" };
+    match config::remove_server(&path, name)? {
+        true => Ok(format!(
+            "Removed {scope} MCP server \"{name}\" from {}.",
+            path.display()
+        )),
+        false => Err(format!(
+            "No {scope} MCP server named \"{name}\" in {}.",
+            path.display()
+        )),
+    }
+}
+
+fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) -> u8 {
+    let as_json = args.iter().any(|a| a == "--json");
+    let loaded = config::load(
+        agent_dir,
+        cwd,
+        project_trusted,
+        &config::system_resolver(cwd),
+    );
+    let invalid = !loaded.errors.is_empty();
+    let mut host = super::McpHost::start(
+        loaded,
+        super::ToolFilter::default(),
+        cwd.to_path_buf(),
+        agent_dir.to_path_buf(),
+    );
+    // Each server connects within its own timeout; stop waiting when all have settled.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !host.settled() && Instant::now() < deadline {
+        if let Ok(event) = host.events().recv_timeout(Duration::from_millis(100)) {
+            host.on_event(event);
+        }
+    }
+    let report = host.list_report();
+    host.shutdown(Duration::from_secs(3));
+    let servers = report["servers"].as_array().cloned().unwrap_or_default();
+    let failed = servers
+        .iter()
+        .any(|s| s["enabled"] == json!(true) && s["state"] != json!("connected"));
+    if as_json {
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        crate::rpc::print_text(&format!("{text}\n"));
+        return u8::from(invalid || failed);
+    }
+    let mut out = String::new();
+    if servers.is_empty() && !invalid {
+        out.push_str(&format!(
+            "No MCP servers configured. Add them to {} or .pi/mcp.json.\n",
+            config::user_path(agent_dir).display()
+        ));
+    }
+    let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+    for s in &servers {
+        let tools: Vec<String> = s["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        let state = match s["state"].as_str() {
+            Some("connected") => format!(
+                "connected, {} tool{}",
+                tools.len(),
+                if tools.len() == 1 { "" } else { "s" }
+            ),
+            _ => text(&s["state"]),
+        };
+        out.push_str(&format!(
+            "{}: {state} ({}, {})\n",
+            text(&s["name"]),
+            text(&s["exposure"]),
+            text(&s["scope"])
+        ));
+        out.push_str(&format!("  {}\n", text(&s["transport"])));
+        if let Some(path) = s["override"].as_str() {
+            out.push_str(&format!("  project override: {path}\n"));
+        }
+        if !tools.is_empty() {
+            let listed: Vec<String> = tools
+                .iter()
+                .map(|t| match s["toolExposure"][t].as_str() {
+                    Some(exposure) => format!("{t} [{exposure}]"),
+                    None => t.clone(),
+                })
+                .collect();
+            out.push_str(&format!("  tools: {}\n", listed.join(", ")));
+        }
+        if s["resources"] == json!(true) {
+            out.push_str("  offers resources\n");
+        }
+        if let Some(error) = s["error"].as_str() {
+            out.push_str(&format!(
+                "  {}\n",
+                error.split('\n').collect::<Vec<_>>().join("\n  ")
+            ));
+        }
+    }
+    for error in report["errors"].as_array().into_iter().flatten() {
+        out.push_str(&format!("config error: {}\n", text(error)));
+    }
+    crate::rpc::print_text(&out);
+    u8::from(invalid || failed)
+}

@@ -1,0 +1,720 @@
+//! MCP servers as a component of pi-rs: the agent's side (`McpHost`) and one connection thread
+//! per server (`connection`). The agent owns the host; the host owns each server's command
+//! sender and thread handle, and the table of tools the model sees. Everything the servers say
+//! arrives as `McpEvent`s on one channel the agent's loop selects on.
+//!
+//! A call to `mcp__<server>__<tool>` runs in the agent's tool batch like any other tool (approval
+//! gate, extension hooks, session log): `spawn_call` hands it to the server's thread, whose reply
+//! comes back on the batch's tool channel; dropping the returned `ToolHandle` (abort) cancels it
+//! on the server (`notifications/cancelled`). The resource tools run on a "tool-<callId>" thread
+//! that asks the servers and waits for their answers (or the abort).
+//!
+//! Ends: `shutdown` drops every command sender (each thread closes its transport and ends) and
+//! joins the threads; stdio servers still alive at exit are killed with their process groups.
+
+pub mod cli;
+pub mod config;
+pub mod connection;
+pub mod content;
+pub mod jsonrpc;
+pub mod log;
+pub mod naming;
+pub mod resources;
+pub mod transport;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::{Value, json};
+
+use crate::messages::ToolCall;
+use crate::provider::ToolSpec;
+use crate::tools::{ToolEvent, ToolHandle};
+use config::{Exposure, McpConfig, ServerConfig};
+use connection::{Command, McpEvent, McpEventKind, Work};
+
+pub use connection::DEFAULT_STARTUP_WAIT;
+
+/// Which MCP tools `--tools` / `--no-tools` leave (pi's rule: `--tools` filters MCP tools only
+/// once one of its entries starts with `mcp__`; the resource tools count as MCP tools).
+#[derive(Clone, Debug, Default)]
+pub struct ToolFilter {
+    none: bool,
+    patterns: Option<Vec<String>>,
+}
+
+impl ToolFilter {
+    pub fn from_cli(tools: Option<&[String]>, no_tools: bool) -> ToolFilter {
+        let patterns = tools
+            .filter(|list| list.iter().any(|t| t.starts_with("mcp__")))
+            .map(<[String]>::to_vec);
+        ToolFilter {
+            none: no_tools,
+            patterns,
+        }
+    }
+    pub fn allows(&self, name: &str) -> bool {
+        !self.none
+            && self
+                .patterns
+                .as_ref()
+                .is_none_or(|patterns| patterns.iter().any(|p| naming::pattern_matches(p, name)))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Disabled,
+    Connecting,
+    Connected,
+    Failed,
+    Disconnected,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Disabled => "disabled",
+            Status::Connecting => "connecting",
+            Status::Connected => "connected",
+            Status::Failed => "failed",
+            Status::Disconnected => "disconnected",
+        }
+    }
+}
+
+struct Server {
+    config: ServerConfig,
+    commands: Option<Sender<Command>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    status: Status,
+    /// The server's tools as it listed them (kept while disconnected: calls reconnect).
+    tools: Vec<Value>,
+    has_resources: bool,
+    instructions: Option<String>,
+    protocol_version: Option<String>,
+    error: Option<String>,
+}
+
+/// One tool the model can call.
+#[derive(Clone, Debug)]
+struct McpTool {
+    name: String,
+    server: usize,
+    tool: String,
+    spec: ToolSpec,
+}
+
+pub struct McpHost {
+    servers: Vec<Server>,
+    events: Receiver<McpEvent>,
+    /// Kept so the channel stays open with no server threads (the agent's select must not see
+    /// it disconnect).
+    _events_tx: Sender<McpEvent>,
+    tools: Vec<McpTool>,
+    filter: ToolFilter,
+    config_errors: Vec<String>,
+    next_key: Arc<AtomicU64>,
+    /// The first prompt waited for servers with declared tools (once per process, as pi).
+    waited: bool,
+    /// Startup problems were reported to the client.
+    reported: bool,
+    /// Servers `/mcp reconnect` is reconnecting (their outcome becomes a notice).
+    reconnecting: Vec<usize>,
+    /// Notices for the client, (text, level), taken by the agent after each event.
+    notices: Vec<(String, &'static str)>,
+}
+
+impl McpHost {
+    /// Starts a connection thread for every enabled server.
+    pub fn start(
+        config: McpConfig,
+        filter: ToolFilter,
+        cwd: PathBuf,
+        agent_dir: PathBuf,
+    ) -> McpHost {
+        let (events_tx, events) = crossbeam_channel::unbounded();
+        let mut servers = Vec::new();
+        let mut config_errors = config.errors;
+        for (index, server) in config.servers.into_iter().enumerate() {
+            let mut entry = Server {
+                status: Status::Disabled,
+                commands: None,
+                thread: None,
+                tools: Vec::new(),
+                has_resources: false,
+                instructions: None,
+                protocol_version: None,
+                error: None,
+                config: server,
+            };
+            if entry.config.enabled {
+                let spawned = connection::spawn(
+                    index,
+                    entry.config.clone(),
+                    cwd.clone(),
+                    agent_dir.clone(),
+                    events_tx.clone(),
+                );
+                match spawned {
+                    Ok((commands, thread)) => {
+                        entry.status = Status::Connecting;
+                        entry.commands = Some(commands);
+                        entry.thread = Some(thread);
+                    }
+                    Err(e) => config_errors.push(format!(
+                        "{}: cannot start its thread: {e}",
+                        entry.config.name
+                    )),
+                }
+            }
+            servers.push(entry);
+        }
+        let mut host = McpHost {
+            servers,
+            events,
+            _events_tx: events_tx,
+            tools: Vec::new(),
+            filter,
+            config_errors,
+            next_key: Arc::new(AtomicU64::new(1)),
+            waited: false,
+            reported: false,
+            reconnecting: Vec::new(),
+            notices: Vec::new(),
+        };
+        // With nothing to connect (only invalid or disabled entries) the report is due now.
+        if let Some(report) = host.take_startup_report() {
+            host.notices.push((report, "warning"));
+        }
+        host
+    }
+
+    /// Whether mcp.json configured anything (servers or broken entries): only then are `/mcp`
+    /// and its `get_commands` entry offered.
+    pub fn is_configured(&self) -> bool {
+        !self.servers.is_empty() || !self.config_errors.is_empty()
+    }
+
+    pub fn events(&self) -> &Receiver<McpEvent> {
+        &self.events
+    }
+
+    /// Applies a server's news; returns true when the tool table changed.
+    pub fn on_event(&mut self, event: McpEvent) -> bool {
+        let index = event.server;
+        let settles = matches!(
+            event.kind,
+            McpEventKind::Connected { .. } | McpEventKind::Failed(_)
+        );
+        let changed = self.apply(event);
+        if settles && let Some(at) = self.reconnecting.iter().position(|i| *i == index) {
+            self.reconnecting.remove(at);
+            let server = &self.servers[index];
+            let notice = match server.status {
+                Status::Connected => (
+                    format!(
+                        "Reconnected to MCP server \"{}\" ({}).",
+                        server.config.name,
+                        describe_state(server)
+                    ),
+                    "info",
+                ),
+                _ => (
+                    format!(
+                        "MCP server \"{}\" failed to connect: {}",
+                        server.config.name,
+                        server.error.as_deref().unwrap_or("")
+                    ),
+                    "error",
+                ),
+            };
+            self.notices.push(notice);
+        }
+        if let Some(report) = self.take_startup_report() {
+            self.notices.push((report, "warning"));
+        }
+        changed
+    }
+
+    /// Notices for the client since the last call.
+    pub fn take_notices(&mut self) -> Vec<(String, &'static str)> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// `/mcp` and `/mcp reconnect <server>` (pi's command, minus what needs its TUI or OAuth);
+    /// the answer is a notice (text, level).
+    pub fn command(&mut self, args: &str) -> (String, &'static str) {
+        let words: Vec<&str> = args.split_whitespace().collect();
+        match words[..] {
+            [] => (self.status_text(), "info"),
+            ["reconnect", name] => {
+                let Some(index) = self.servers.iter().position(|s| s.config.name == name) else {
+                    return (format!("No MCP server named \"{name}\"."), "error");
+                };
+                let Some(commands) = &self.servers[index].commands else {
+                    return ("No enabled MCP server to reconnect.".into(), "error");
+                };
+                let _ = commands.send(Command::Reconnect);
+                self.servers[index].status = Status::Connecting;
+                self.reconnecting.push(index);
+                (format!("Reconnecting to MCP server \"{name}\"."), "info")
+            }
+            _ => (MCP_USAGE.into(), "warning"),
+        }
+    }
+
+    /// pi's `/mcp` status text outside its TUI.
+    fn status_text(&self) -> String {
+        if self.servers.is_empty() && self.config_errors.is_empty() {
+            return "No MCP servers configured. Add them to mcp.json in the agent directory or .pi/mcp.json.".into();
+        }
+        let mut lines: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let state = match s.status {
+                    Status::Disconnected => "disconnected, reconnects on next call",
+                    other => other.as_str(),
+                };
+                let tools = match s.status {
+                    Status::Connected => format!(", {} tools", s.tools.len()),
+                    _ => String::new(),
+                };
+                let error = match (&s.error, s.status) {
+                    (Some(e), status) if status != Status::Connected => {
+                        format!("\n    {}", e.split('\n').collect::<Vec<_>>().join("\n    "))
+                    }
+                    _ => String::new(),
+                };
+                format!(
+                    "{}: {state}{tools} ({}){error}",
+                    s.config.name, s.config.exposure_name
+                )
+            })
+            .collect();
+        lines.extend(
+            self.config_errors
+                .iter()
+                .map(|e| format!("config error: {e}")),
+        );
+        lines.join("\n")
+    }
+
+    fn apply(&mut self, event: McpEvent) -> bool {
+        let Some(server) = self.servers.get_mut(event.server) else {
+            return false;
+        };
+        match event.kind {
+            McpEventKind::Connecting => {
+                if server.status != Status::Disconnected && server.status != Status::Failed {
+                    server.status = Status::Connecting;
+                }
+                false
+            }
+            McpEventKind::Connected {
+                tools,
+                has_resources,
+                instructions,
+                protocol_version,
+            } => {
+                server.status = Status::Connected;
+                server.tools = tools;
+                server.has_resources = has_resources;
+                server.instructions = instructions;
+                server.protocol_version = Some(protocol_version);
+                server.error = None;
+                self.rebuild_tools()
+            }
+            McpEventKind::ToolsChanged(tools) => {
+                server.tools = tools;
+                self.rebuild_tools()
+            }
+            McpEventKind::Failed(error) => {
+                server.status = Status::Failed;
+                server.error = Some(error);
+                false
+            }
+            McpEventKind::Disconnected(error) => {
+                server.status = Status::Disconnected;
+                server.error = Some(error);
+                false
+            }
+        }
+    }
+
+    /// Names every declared tool (pi's naming: all tools whose sanitized names collide get the
+    /// hash suffix, so which one keeps the plain name does not depend on list order).
+    fn rebuild_tools(&mut self) -> bool {
+        let mut tools: Vec<McpTool> = Vec::new();
+        for (index, server) in self.servers.iter().enumerate() {
+            let name = &server.config.name;
+            let plain: Vec<String> = server
+                .tools
+                .iter()
+                .filter_map(|t| t.get("name").and_then(Value::as_str))
+                .map(|t| naming::plain_tool_name(name, t))
+                .collect();
+            for tool in &server.tools {
+                let Some(tool_name) = tool.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                if !server.config.tool_exposure(tool_name).is_declared() {
+                    continue;
+                }
+                let taken = |candidate: &str| {
+                    tools.iter().any(|t| t.name == candidate)
+                        || plain.iter().filter(|p| *p == candidate).count() > 1
+                };
+                let model_name = naming::tool_name(name, tool_name, &taken);
+                if !self.filter.allows(&model_name) {
+                    continue;
+                }
+                tools.push(McpTool {
+                    spec: tool_spec(name, tool_name, tool, model_name.clone()),
+                    name: model_name,
+                    server: index,
+                    tool: tool_name.to_string(),
+                });
+            }
+        }
+        let changed = tools
+            .iter()
+            .map(|t| &t.spec)
+            .ne(self.tools.iter().map(|t| &t.spec));
+        self.tools = tools;
+        changed
+    }
+
+    /// Servers that offer resources to the model (enabled, not hidden, connected once).
+    fn resource_servers(&self) -> Vec<(String, Sender<Command>)> {
+        let mut servers: Vec<(String, Sender<Command>)> = self
+            .servers
+            .iter()
+            .filter(|s| s.has_resources && s.config.exposure != Exposure::Hidden)
+            .filter_map(|s| Some((s.config.name.clone(), s.commands.clone()?)))
+            .collect();
+        servers.sort_by(|a, b| a.0.cmp(&b.0));
+        servers
+    }
+
+    fn resource_tools_offered(&self) -> bool {
+        !self.resource_servers().is_empty()
+    }
+
+    /// What the model is offered: the servers' declared tools, then the resource tools.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut specs: Vec<ToolSpec> = self.tools.iter().map(|t| t.spec.clone()).collect();
+        if self.resource_tools_offered() {
+            specs.extend(
+                resources::specs()
+                    .into_iter()
+                    .filter(|s| self.filter.allows(&s.name)),
+            );
+        }
+        specs
+    }
+
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.tool_specs().iter().any(|s| s.name == name)
+    }
+
+    /// Starts a call of one of `tool_specs`' tools; results arrive on `events`.
+    pub fn spawn_call(&self, call: ToolCall, events: Sender<ToolEvent>) -> ToolHandle {
+        let key = self.next_key.fetch_add(1, Ordering::SeqCst);
+        if let Some(tool) = self.tools.iter().find(|t| t.name == call.name) {
+            let server = &self.servers[tool.server];
+            let readable = self.resource_tools_offered();
+            let work = Work::CallTool {
+                tool: tool.tool.clone(),
+                arguments: match call.arguments {
+                    Value::Object(_) => call.arguments.clone(),
+                    _ => json!({}),
+                },
+                call_id: call.id.clone(),
+                events: events.clone(),
+                readable,
+            };
+            let cancel = crate::tools::CancelFlag::default();
+            return match &server.commands {
+                Some(commands) if commands.send(Command::Work { key, work }).is_ok() => {
+                    let commands = commands.clone();
+                    ToolHandle::with_cancel_hook(
+                        cancel,
+                        Box::new(move || {
+                            let _ = commands.send(Command::Cancel { key });
+                        }),
+                    )
+                }
+                _ => {
+                    let _ = events.send(ToolEvent {
+                        call_id: call.id,
+                        kind: crate::tools::ToolEventKind::Finished(
+                            crate::tools::ToolOutput::error(format!(
+                                "MCP server \"{}\" is not running",
+                                server.config.name
+                            )),
+                        ),
+                    });
+                    ToolHandle::with_cancel_hook(cancel, Box::new(|| {}))
+                }
+            };
+        }
+        resources::spawn(call, self.resource_servers(), self.next_key.clone(), events)
+    }
+
+    /// Whether the first prompt should wait: a server with declared tools is still connecting.
+    pub fn should_wait(&mut self) -> bool {
+        if self.waited {
+            return false;
+        }
+        let connecting = self
+            .servers
+            .iter()
+            .any(|s| s.status == Status::Connecting && s.config.has_declared_tools());
+        if !connecting {
+            self.waited = true;
+        }
+        connecting
+    }
+
+    pub fn end_wait(&mut self) {
+        self.waited = true;
+    }
+
+    /// Every enabled server has connected or failed once.
+    pub fn settled(&self) -> bool {
+        self.servers.iter().all(|s| s.status != Status::Connecting)
+    }
+
+    /// The one startup report (pi's text), once: config errors and failed servers.
+    fn take_startup_report(&mut self) -> Option<String> {
+        if self.reported || !self.settled() {
+            return None;
+        }
+        self.reported = true;
+        let mut lines: Vec<String> = self
+            .config_errors
+            .iter()
+            .map(|e| format!("config: {e}"))
+            .collect();
+        for server in &self.servers {
+            if server.status == Status::Failed {
+                let first = server
+                    .error
+                    .as_deref()
+                    .unwrap_or("unknown error")
+                    .lines()
+                    .next()
+                    .unwrap_or("");
+                lines.push(format!("{}: failed: {first}", server.config.name));
+            }
+        }
+        if lines.is_empty() {
+            return None;
+        }
+        let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
+        Some(format!(
+            "MCP servers need attention:\n{}\nRun /mcp to fix.",
+            body.join("\n")
+        ))
+    }
+
+    /// The `get_mcp_servers` answer: every configured server with its state, and config errors.
+    pub fn status(&self) -> Value {
+        let servers: Vec<Value> = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(index, s)| {
+                let mut entry = json!({
+                    "name": s.config.name,
+                    "state": s.status.as_str(),
+                    "transport": match s.config.transport { config::Transport::Stdio { .. } => "stdio", config::Transport::Http { .. } => "http" },
+                    "target": s.config.describe_transport(),
+                    "source": s.config.source.display().to_string(),
+                    "enabled": s.config.enabled,
+                    "exposure": s.config.exposure_name,
+                    "toolCount": s.tools.len(),
+                    "tools": self.tools.iter().filter(|t| t.server == index).map(|t| t.name.clone()).collect::<Vec<_>>(),
+                    "hasResources": s.has_resources,
+                });
+                if let Some(version) = &s.protocol_version {
+                    entry["protocolVersion"] = json!(version);
+                }
+                if let Some(description) = s.config.description.as_ref().or(s.instructions.as_ref()) {
+                    entry["description"] = json!(description.lines().next().unwrap_or(""));
+                }
+                if let Some(error) = &s.error {
+                    entry["error"] = json!(error);
+                }
+                entry
+            })
+            .collect();
+        json!({"servers": servers, "errors": self.config_errors})
+    }
+
+    /// `pi mcp list --json`'s report, in pi's shape: per server `name`, `scope`, `source`,
+    /// `override`?, `enabled`, `exposure`, `transport`, `state`, `tools` (the server's names),
+    /// `toolExposure`? (tools whose exposure differs), `resources`?, `error`?; then `errors`.
+    pub fn list_report(&self) -> Value {
+        let servers: Vec<Value> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let mut report = json!({
+                    "name": s.config.name,
+                    "scope": if s.config.project { "project" } else { "global" },
+                    "source": s.config.source.display().to_string(),
+                });
+                if let Some(path) = &s.config.override_source {
+                    report["override"] = json!(path.display().to_string());
+                }
+                report["enabled"] = json!(s.config.enabled);
+                report["exposure"] = json!(s.config.exposure_name);
+                report["transport"] = json!(s.config.describe_transport());
+                report["state"] = json!(s.status.as_str());
+                let names: Vec<&str> = s
+                    .tools
+                    .iter()
+                    .filter_map(|t| t.get("name").and_then(Value::as_str))
+                    .collect();
+                report["tools"] = json!(names);
+                let differing: serde_json::Map<String, Value> = names
+                    .iter()
+                    .map(|n| (n.to_string(), s.config.tool_exposure_name(n)))
+                    .filter(|(_, e)| *e != s.config.exposure_name)
+                    .map(|(n, e)| (n, json!(e)))
+                    .collect();
+                if !differing.is_empty() {
+                    report["toolExposure"] = Value::Object(differing);
+                }
+                if s.has_resources {
+                    report["resources"] = json!(true);
+                }
+                if let Some(error) = s.error.as_ref().filter(|_| s.status != Status::Connected) {
+                    report["error"] = json!(error);
+                }
+                report
+            })
+            .collect();
+        json!({"servers": servers, "errors": self.config_errors})
+    }
+
+    /// Ends every connection; waits up to `grace` for the threads and for stdio servers to
+    /// exit after their stdin closed (the caller kills what is left: `transport::kill_all`).
+    pub fn shutdown(mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        for server in &mut self.servers {
+            server.commands = None;
+        }
+        for server in &mut self.servers {
+            if let Some(thread) = server.thread.take() {
+                while !thread.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if thread.is_finished() {
+                    let _ = thread.join();
+                }
+            }
+        }
+        transport::wait_all_stopped(deadline);
+    }
+}
+
+/// The `/mcp` entry of `get_commands` (pi lists it as its built-in MCP extension's command).
+pub fn command_item() -> Value {
+    json!({"name": "mcp", "description": "Show MCP servers and their state; /mcp reconnect <server> connects again",
+        "source": "extension", "sourceInfo": {"path": "builtin:mcp", "source": "builtin", "scope": "temporary", "origin": "top-level"}})
+}
+
+const MCP_USAGE: &str = "Usage: /mcp, /mcp reconnect <server>";
+
+/// pi's short state: `connected · N tools · resources`, `failed: <first line>`, …
+fn describe_state(server: &Server) -> String {
+    match server.status {
+        Status::Connected => format!(
+            "connected · {} tool{}{}",
+            server.tools.len(),
+            if server.tools.len() == 1 { "" } else { "s" },
+            if server.has_resources {
+                " · resources"
+            } else {
+                ""
+            }
+        ),
+        other => other.as_str().to_string(),
+    }
+}
+
+/// A server tool as the model sees it (pi's description fallbacks and schema normalization:
+/// parameters are an object schema with `properties`).
+fn tool_spec(server: &str, tool_name: &str, tool: &Value, name: String) -> ToolSpec {
+    let title = tool
+        .get("title")
+        .or_else(|| tool.get("annotations").and_then(|a| a.get("title")))
+        .and_then(Value::as_str);
+    let description = tool
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .or(title)
+        .map(String::from)
+        .unwrap_or_else(|| format!("MCP tool {tool_name} from server {server}"));
+    let mut parameters = tool
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if let Value::Object(schema) = &mut parameters {
+        schema.entry("type").or_insert(json!("object"));
+        schema.entry("properties").or_insert(json!({}));
+    }
+    ToolSpec {
+        name,
+        description,
+        parameters,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_filter_follows_pi() {
+        let all = ToolFilter::from_cli(None, false);
+        assert!(all.allows("mcp__a__b") && all.allows("read_mcp_resource"));
+        let builtins_only = ToolFilter::from_cli(Some(&["read".into(), "bash".into()]), false);
+        assert!(builtins_only.allows("mcp__a__b"));
+        let radius = ToolFilter::from_cli(Some(&["read".into(), "mcp__radius__*".into()]), false);
+        assert!(radius.allows("mcp__radius__ping") && !radius.allows("mcp__other__ping"));
+        assert!(!radius.allows("list_mcp_resources"));
+        assert!(!ToolFilter::from_cli(None, true).allows("mcp__a__b"));
+    }
+
+    #[test]
+    fn specs_are_normalized() {
+        let spec = tool_spec(
+            "s",
+            "t",
+            &json!({"name": "t", "inputSchema": {"required": []}, "annotations": {"title": "T"}}),
+            "mcp__s__t".into(),
+        );
+        assert_eq!(spec.description, "T");
+        assert_eq!(
+            spec.parameters,
+            json!({"required": [], "type": "object", "properties": {}})
+        );
+        let spec = tool_spec(
+            "s",
+            "t",
+            &json!({"name": "t", "inputSchema": {"type": "object"}}),
+            "x".into(),
+        );
+        assert_eq!(spec.description, "MCP tool t from server s");
+    }
+}

@@ -1,0 +1,681 @@
+//! The two ways to reach a server, behind one interface: `send` a JSON-RPC message, and receive
+//! `Inbound` items on the connection's channel. Each transport owns its threads; `close` ends them.
+//!
+//! stdio: the server is a child in its own process group; one thread reads its stdout as
+//! newline-delimited JSON (a line that is not JSON is reported as `Garbage`, and the connection
+//! goes on), one keeps the last 2,000 characters of its stderr, one writes its stdin (so a server
+//! that stops reading cannot block the connection). Closing: stdin closed, 500 ms grace, SIGTERM
+//! to the group, 2 s, SIGKILL to the group — on a reaper thread, so nobody waits for it; at
+//! process exit `kill_all` sends SIGKILL to every group still alive.
+//!
+//! Streamable HTTP: every message is one POST (`Accept: application/json, text/event-stream`) on
+//! its own thread; the answer is JSON or an event stream whose events are messages. The
+//! `Mcp-Session-Id` from the server is sent back on every later request and the
+//! `MCP-Protocol-Version` once negotiated; after `notifications/initialized` a GET event stream
+//! is opened (a 405 means the server offers none). Reads end by data, EOF, or the per-read
+//! timeout (the server's request timeout); close sends DELETE for the session.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use serde_json::Value;
+
+use super::config::Transport as TransportConfig;
+
+/// The largest message a server may send.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+const STDERR_TAIL_CHARS: usize = 2_000;
+const STDIN_CLOSE_GRACE: Duration = Duration::from_millis(500);
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// What a transport delivers to its connection, tagged with the transport's generation so a
+/// replaced transport's leftovers are ignored.
+#[derive(Debug)]
+pub struct Inbound {
+    pub generation: u64,
+    pub kind: InboundKind,
+}
+
+#[derive(Debug)]
+pub enum InboundKind {
+    Message(Value),
+    /// A line or event that is not JSON (stdio servers that print logs on stdout).
+    Garbage(String),
+    /// Sending request `id` failed (HTTP status or network error).
+    SendFailed {
+        id: Option<u64>,
+        error: String,
+        kind: Failure,
+    },
+    /// The connection is gone (child exited, stdout closed).
+    Closed,
+}
+
+/// What kind of HTTP failure, for what happens next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Network errors, 408, 429, 5xx (not 501): worth another attempt.
+    Transient,
+    /// 401: the server wants a sign-in pi-rs cannot do.
+    Auth,
+    /// 404 on a request that carried a session id: the server forgot the session.
+    SessionExpired,
+    Other,
+}
+
+pub trait Transport: Send {
+    /// Queues one message; `Err` when the transport is already closed.
+    fn send(&mut self, message: &Value) -> Result<(), String>;
+    /// Called once the protocol version is agreed (HTTP sends it as a header).
+    fn set_protocol_version(&mut self, _version: &str) {}
+    /// The last lines the server wrote to stderr (stdio only).
+    fn stderr_tail(&self) -> String {
+        String::new()
+    }
+    /// Ends the transport; returns at once (the rest happens on its own threads).
+    fn close(&mut self);
+}
+
+type Tx = Sender<Inbound>;
+
+fn deliver(tx: &Tx, generation: u64, kind: InboundKind) -> bool {
+    tx.send(Inbound { generation, kind }).is_ok()
+}
+
+/// Parses one line or event payload and delivers it (arrays are JSON-RPC batches).
+fn deliver_text(tx: &Tx, generation: u64, text: &str) -> bool {
+    let text = text.trim();
+    if text.is_empty() {
+        return true;
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(items)) => items
+            .into_iter()
+            .all(|item| deliver(tx, generation, InboundKind::Message(item))),
+        Ok(message) => deliver(tx, generation, InboundKind::Message(message)),
+        Err(_) => {
+            let shown: String = text.chars().take(200).collect();
+            deliver(tx, generation, InboundKind::Garbage(shown))
+        }
+    }
+}
+
+pub fn open(
+    server: &str,
+    config: &TransportConfig,
+    timeout: Duration,
+    generation: u64,
+    tx: Tx,
+) -> Result<Box<dyn Transport>, String> {
+    match config {
+        TransportConfig::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => StdioTransport::spawn(server, command, args, env, cwd, generation, tx)
+            .map(|t| Box::new(t) as Box<dyn Transport>),
+        TransportConfig::Http { url, headers } => Ok(Box::new(HttpTransport::new(
+            server, url, headers, timeout, generation, tx,
+        ))),
+    }
+}
+
+// ---- stdio -----------------------------------------------------------------------------------
+
+/// Process groups of running stdio servers, for `kill_all` at exit.
+fn live_groups() -> &'static Mutex<HashSet<i32>> {
+    static GROUPS: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
+    GROUPS.get_or_init(Default::default)
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals the process group we created for the server.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// Waits until every stdio server has stopped (their reapers are done) or `deadline` passes.
+pub fn wait_all_stopped(deadline: Instant) {
+    while Instant::now() < deadline
+        && !live_groups()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// SIGKILL to every server group still alive (pi-rs is exiting).
+pub fn kill_all() {
+    let groups = live_groups().lock().unwrap_or_else(|e| e.into_inner());
+    for pgid in groups.iter() {
+        signal_group(*pgid, libc::SIGKILL);
+    }
+}
+
+struct StdioTransport {
+    stdin: Option<Sender<Vec<u8>>>,
+    child: Option<Child>,
+    stderr: Arc<Mutex<String>>,
+    /// Set when stderr reached EOF (the server's last words are all in).
+    stderr_done: Arc<AtomicBool>,
+}
+
+impl StdioTransport {
+    fn spawn(
+        server: &str,
+        command: &str,
+        args: &[String],
+        env: &[(String, String)],
+        cwd: &std::path::Path,
+        generation: u64,
+        tx: Tx,
+    ) -> Result<StdioTransport, String> {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(command);
+        cmd.args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // pi-rs's environment without credentials, plus what the entry sets explicitly.
+        crate::tools::env::scrub(&mut cmd);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {command}: {e}"))?;
+        let pgid = child.id() as i32;
+        live_groups()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pgid);
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let stderr_pipe = child.stderr.take().ok_or("no stderr")?;
+        let mut stdin_pipe = child.stdin.take().ok_or("no stdin")?;
+        let stderr = Arc::new(Mutex::new(String::new()));
+
+        let reader_tx = tx.clone();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name).spawn(f).map(|_| ())
+        };
+        spawn(
+            format!("mcp-{server}-out"),
+            Box::new(move || read_lines(stdout, generation, reader_tx)),
+        )
+        .map_err(|e| e.to_string())?;
+        let tail = stderr.clone();
+        let stderr_done = Arc::new(AtomicBool::new(false));
+        let done = stderr_done.clone();
+        spawn(
+            format!("mcp-{server}-err"),
+            Box::new(move || {
+                keep_tail(stderr_pipe, &tail);
+                done.store(true, Ordering::SeqCst);
+            }),
+        )
+        .map_err(|e| e.to_string())?;
+        let (stdin_tx, stdin_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+        spawn(
+            format!("mcp-{server}-in"),
+            Box::new(move || {
+                for bytes in stdin_rx {
+                    if stdin_pipe
+                        .write_all(&bytes)
+                        .and_then(|_| stdin_pipe.flush())
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                // Dropping the pipe closes the server's stdin.
+            }),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(StdioTransport {
+            stdin: Some(stdin_tx),
+            child: Some(child),
+            stderr,
+            stderr_done,
+        })
+    }
+}
+
+fn read_lines(stdout: impl Read, generation: u64, tx: Tx) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_MESSAGE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) => break,
+            Ok(_) if line.len() > MAX_MESSAGE_BYTES => {
+                let _ = deliver(
+                    &tx,
+                    generation,
+                    InboundKind::Garbage(format!("message over {MAX_MESSAGE_BYTES} bytes")),
+                );
+                // Skip to the end of that line.
+                let mut skip = Vec::new();
+                let _ = reader.read_until(b'\n', &mut skip);
+            }
+            Ok(_) => {
+                if !deliver_text(&tx, generation, &String::from_utf8_lossy(&line)) {
+                    return;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = deliver(&tx, generation, InboundKind::Closed);
+}
+
+fn keep_tail(stderr: impl Read, tail: &Mutex<String>) {
+    let mut reader = BufReader::new(stderr);
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+        tail.push_str(&String::from_utf8_lossy(&buf[..n]));
+        let excess = tail.chars().count().saturating_sub(STDERR_TAIL_CHARS);
+        if excess > 0 {
+            let cut = tail
+                .char_indices()
+                .nth(excess)
+                .map_or(tail.len(), |(i, _)| i);
+            tail.drain(..cut);
+        }
+    }
+}
+
+impl Transport for StdioTransport {
+    fn send(&mut self, message: &Value) -> Result<(), String> {
+        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        match &self.stdin {
+            Some(stdin) => stdin
+                .send(line)
+                .map_err(|_| "MCP connection closed".to_string()),
+            None => Err("MCP connection closed".into()),
+        }
+    }
+
+    fn stderr_tail(&self) -> String {
+        // stdout may close a moment before stderr has been read to its end.
+        let until = Instant::now() + Duration::from_millis(500);
+        while !self.stderr_done.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .trim()
+            .to_string()
+    }
+
+    fn close(&mut self) {
+        self.stdin = None;
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pgid = child.id() as i32;
+        let reaper = move || {
+            let started = Instant::now();
+            let mut termed = false;
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                let waited = started.elapsed();
+                if !termed && waited >= STDIN_CLOSE_GRACE {
+                    signal_group(pgid, libc::SIGTERM);
+                    termed = true;
+                }
+                if waited >= STDIN_CLOSE_GRACE + TERM_GRACE {
+                    signal_group(pgid, libc::SIGKILL);
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Children of the server that ignored stdin closing would otherwise outlive it.
+            signal_group(pgid, libc::SIGKILL);
+            live_groups()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&pgid);
+        };
+        if std::thread::Builder::new()
+            .name("mcp-reaper".into())
+            .spawn(reaper)
+            .is_err()
+        {
+            signal_group(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+impl Drop for StdioTransport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+// ---- streamable HTTP -------------------------------------------------------------------------
+
+struct HttpTransport {
+    server: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    session: Arc<Mutex<Option<String>>>,
+    protocol_version: Option<String>,
+    agent: ureq::Agent,
+    generation: u64,
+    tx: Tx,
+    closed: Arc<AtomicBool>,
+    get_started: bool,
+}
+
+impl HttpTransport {
+    fn new(
+        server: &str,
+        url: &str,
+        headers: &[(String, String)],
+        timeout: Duration,
+        generation: u64,
+        tx: Tx,
+    ) -> HttpTransport {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(10).min(timeout)))
+            .timeout_per_read(Some(timeout))
+            .timeout_per_write(Some(timeout));
+        HttpTransport {
+            server: server.to_string(),
+            url: url.to_string(),
+            headers: headers.to_vec(),
+            session: Arc::default(),
+            protocol_version: None,
+            agent: config.build().into(),
+            generation,
+            tx,
+            closed: Arc::default(),
+            get_started: false,
+        }
+    }
+
+    /// Everything a request thread needs, owned.
+    fn request_parts(&self) -> RequestParts {
+        RequestParts {
+            agent: self.agent.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            session: self.session.clone(),
+            protocol_version: self.protocol_version.clone(),
+            generation: self.generation,
+            tx: self.tx.clone(),
+            closed: self.closed.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct RequestParts {
+    agent: ureq::Agent,
+    url: String,
+    headers: Vec<(String, String)>,
+    session: Arc<Mutex<Option<String>>>,
+    protocol_version: Option<String>,
+    generation: u64,
+    tx: Tx,
+    closed: Arc<AtomicBool>,
+}
+
+impl RequestParts {
+    fn builder<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        if let Some(id) = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            request = request.header("Mcp-Session-Id", id);
+        }
+        if let Some(version) = &self.protocol_version {
+            request = request.header("MCP-Protocol-Version", version);
+        }
+        request
+    }
+
+    fn deliver(&self, kind: InboundKind) -> bool {
+        !self.closed.load(Ordering::SeqCst) && deliver(&self.tx, self.generation, kind)
+    }
+
+    /// One POST and its answer.
+    fn post(&self, body: Vec<u8>, id: Option<u64>, is_initialized: bool) -> bool {
+        let fail = |error: String, kind: Failure| {
+            self.deliver(InboundKind::SendFailed { id, error, kind });
+            false
+        };
+        let had_session = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        let request = self
+            .builder(self.agent.post(&self.url))
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json");
+        let response = match request.send(&body[..]) {
+            Ok(response) => response,
+            Err(e) => return fail(format!("MCP HTTP request failed: {e}"), Failure::Transient),
+        };
+        let status = response.status().as_u16();
+        if let Some(session) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+        {
+            *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.to_string());
+        }
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let mut body = response.into_body();
+        let mut reader = body.as_reader();
+        if !(200..300).contains(&status) {
+            let mut text = String::new();
+            let _ = (&mut reader).take(8 * 1024).read_to_string(&mut text);
+            let text: String = text.trim().chars().take(500).collect();
+            if status == 401 {
+                let error = "requires authentication (HTTP 401): pi-rs has no OAuth sign-in; \
+                             set an Authorization header in mcp.json";
+                return fail(error.into(), Failure::Auth);
+            }
+            let message = match text.is_empty() {
+                true => format!("MCP HTTP request failed with status {status}"),
+                false => format!("MCP HTTP request failed with status {status}: {text}"),
+            };
+            let kind = match status {
+                404 if had_session => Failure::SessionExpired,
+                408 | 429 => Failure::Transient,
+                501 => Failure::Other,
+                500.. => Failure::Transient,
+                _ => Failure::Other,
+            };
+            return fail(message, kind);
+        }
+        if id.is_none() {
+            return is_initialized;
+        }
+        if status == 202 || status == 204 {
+            return fail(
+                format!("MCP server accepted request without a response (status {status})"),
+                Failure::Other,
+            );
+        }
+        match content_type.as_str() {
+            "application/json" => {
+                let mut text = String::new();
+                if let Err(e) = reader
+                    .take(MAX_MESSAGE_BYTES as u64)
+                    .read_to_string(&mut text)
+                {
+                    return fail(
+                        format!("MCP HTTP response could not be read: {e}"),
+                        Failure::Transient,
+                    );
+                }
+                deliver_text(&self.tx, self.generation, &text);
+            }
+            "text/event-stream" => {
+                if let Err(e) = self.read_events(reader) {
+                    return fail(e, Failure::Transient);
+                }
+            }
+            other => {
+                return fail(
+                    format!(
+                        "Unsupported MCP response content type: {}",
+                        if other.is_empty() { "missing" } else { other }
+                    ),
+                    Failure::Other,
+                );
+            }
+        }
+        false
+    }
+
+    /// Reads an event stream until EOF, delivering each event's data as a message.
+    fn read_events(&self, mut reader: impl Read) -> Result<(), String> {
+        let mut parser = crate::provider::sse::SseParser::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => return Err(format!("MCP event stream failed: {e}")),
+            };
+            parser.push(&buf[..n]).map_err(|e| e.to_string())?;
+            while let Some(event) = parser.next_event() {
+                if !deliver_text(&self.tx, self.generation, &event.data) {
+                    return Ok(());
+                }
+            }
+        }
+        for event in parser.finish() {
+            deliver_text(&self.tx, self.generation, &event.data);
+        }
+        Ok(())
+    }
+
+    /// The server's own event stream (requests and notifications outside any POST), reopened
+    /// after a read timeout until the transport closes. A 405 means it offers none.
+    fn listen(&self) {
+        while !self.closed.load(Ordering::SeqCst) {
+            let request = self
+                .builder(self.agent.get(&self.url))
+                .header("Accept", "text/event-stream");
+            let Ok(response) = request.call() else { return };
+            if response.status().as_u16() != 200 {
+                return;
+            }
+            let mut body = response.into_body();
+            if self.read_events(body.as_reader()).is_err() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&mut self, message: &Value) -> Result<(), String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err("MCP connection closed".into());
+        }
+        let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        // Requests carry a method and an id; our answers to the server's requests have no method.
+        let id = message
+            .get("method")
+            .and(message.get("id"))
+            .and_then(Value::as_u64);
+        let is_initialized =
+            message.get("method").and_then(Value::as_str) == Some("notifications/initialized");
+        let parts = self.request_parts();
+        let start_get = is_initialized && !self.get_started;
+        self.get_started |= start_get;
+        std::thread::Builder::new()
+            .name(format!("mcp-{}-post", self.server))
+            .spawn(move || {
+                if parts.post(body, id, is_initialized) && start_get {
+                    parts.listen();
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn set_protocol_version(&mut self, version: &str) {
+        self.protocol_version = Some(version.to_string());
+    }
+
+    fn close(&mut self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let parts = self.request_parts();
+        if parts
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+        {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name(format!("mcp-{}-delete", self.server))
+            .spawn(move || {
+                let _ = parts
+                    .builder(parts.agent.delete(&parts.url))
+                    .config()
+                    .timeout_global(Some(Duration::from_secs(1)))
+                    .build()
+                    .call();
+            });
+    }
+}
+
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

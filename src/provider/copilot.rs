@@ -1,0 +1,110 @@
+//! What GitHub Copilot adds to the wire APIs it is served through (pi-ai
+//! `providers/github-copilot-headers.js` and the Copilot OAuth provider): per-request headers
+//! (who initiated the request, vision input) and the API host named in the Copilot token.
+
+use super::StreamRequest;
+use crate::messages::{AgentMessage, ContentBlock, UserContent};
+
+pub const PROVIDER: &str = "github-copilot";
+
+/// `X-Initiator` (`user` when the last message is the user's, else `agent`), `Openai-Intent`,
+/// and `Copilot-Vision-Request` when images are sent; empty for other providers.
+pub fn dynamic_headers(request: &StreamRequest) -> Vec<(String, String)> {
+    if request.model.provider != PROVIDER {
+        return Vec::new();
+    }
+    let initiator = match request.messages.last() {
+        Some(AgentMessage::User(_)) | None => "user",
+        Some(_) => "agent",
+    };
+    let mut headers = vec![
+        ("X-Initiator".to_string(), initiator.to_string()),
+        (
+            "Openai-Intent".to_string(),
+            "conversation-edits".to_string(),
+        ),
+    ];
+    let has_image =
+        |blocks: &[ContentBlock]| blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)));
+    let vision = request.messages.iter().any(|m| match m {
+        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_image(b)),
+        AgentMessage::ToolResult(r) => has_image(&r.content),
+        _ => false,
+    });
+    if vision {
+        headers.push(("Copilot-Vision-Request".to_string(), "true".to_string()));
+    }
+    headers
+}
+
+/// The dynamic headers followed by the caller's (the caller's win).
+pub fn extra_headers(request: &StreamRequest) -> Vec<(String, String)> {
+    let mut headers = dynamic_headers(request);
+    headers.extend(request.headers.iter().cloned());
+    headers
+}
+
+/// pi's `getGitHubCopilotBaseUrl`: the token's `proxy-ep=proxy.<host>` as `https://api.<host>`,
+/// else the enterprise's `https://copilot-api.<domain>`, else the individual endpoint.
+pub fn base_url(token: &str, enterprise_domain: Option<&str>) -> String {
+    let from_token = token
+        .split(';')
+        .find_map(|part| part.trim().strip_prefix("proxy-ep="))
+        .filter(|host| !host.is_empty());
+    if let Some(host) = from_token {
+        let api_host = host
+            .strip_prefix("proxy.")
+            .map_or(host.to_string(), |rest| format!("api.{rest}"));
+        return format!("https://{api_host}");
+    }
+    match enterprise_domain {
+        Some(domain) => format!("https://copilot-api.{domain}"),
+        None => "https://api.individual.githubcopilot.com".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::*;
+
+    #[test]
+    fn headers_and_base_url_follow_pi() {
+        let mut r = request(
+            model("openai-completions", PROVIDER, "gpt-4.1"),
+            vec![user("hi")],
+        );
+        assert_eq!(
+            dynamic_headers(&r),
+            [
+                ("X-Initiator".to_string(), "user".to_string()),
+                (
+                    "Openai-Intent".to_string(),
+                    "conversation-edits".to_string()
+                )
+            ]
+        );
+        r.messages.push(AgentMessage::Assistant(assistant(
+            "openai-completions",
+            PROVIDER,
+            "gpt-4.1",
+            vec![],
+        )));
+        r.messages.push(tool_result("c1", "bash", "out", false));
+        assert_eq!(dynamic_headers(&r)[0].1, "agent");
+        r.model.provider = "openai".into();
+        assert!(dynamic_headers(&r).is_empty());
+        assert_eq!(
+            base_url("tid=1;proxy-ep=proxy.business.githubcopilot.com;x=y", None),
+            "https://api.business.githubcopilot.com"
+        );
+        assert_eq!(
+            base_url("opaque", Some("corp.ghe.com")),
+            "https://copilot-api.corp.ghe.com"
+        );
+        assert_eq!(
+            base_url("opaque", None),
+            "https://api.individual.githubcopilot.com"
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! The Azure OpenAI Responses, Mistral and ChatGPT Codex wire APIs end to end through the binary,
+//! against the fake provider speaking their real stream formats. The request bodies match what
+//! pi 0.73.1 sent to a local server (see the unit tests of `src/provider/azure_responses.rs`,
+//! `mistral.rs`, `codex_responses.rs`).
+//!
+//! Reference (PI_TEST_BIN): every test here passes against pi 0.73.1 as well.
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply, fixture};
+use crate::support::{Pi, Setup, Workspace};
+
+fn assistant_messages(run: &[Value]) -> Vec<Value> {
+    run.iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .map(|r| r["message"].clone())
+        .collect()
+}
+
+#[test]
+fn azure_uses_the_deployment_api_version_and_api_key_header() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let setup = Setup::new(&fake, "azure-openai-responses", "gpt-5.2")
+        .models_json(r#"{"providers": {}}"#)
+        .env("AZURE_OPENAI_API_KEY", "azure-key-123456")
+        .env(
+            "AZURE_OPENAI_BASE_URL",
+            &format!("{}/openai/v1", fake.base_url()),
+        )
+        .env("AZURE_OPENAI_DEPLOYMENT_NAME_MAP", "gpt-5.2=prod-gpt52")
+        .env("AZURE_OPENAI_API_VERSION", "2025-04-01-preview");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let messages = assistant_messages(&run);
+    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
+    assert_eq!(messages[0]["api"], "azure-openai-responses");
+    assert_eq!(
+        messages[0]["content"][1]["text"],
+        "Hello from the fake responses API."
+    );
+    let request = &fake.requests()[0];
+    assert_eq!(
+        request.path,
+        "/openai/v1/responses?api-version=2025-04-01-preview"
+    );
+    assert_eq!(request.header("api-key"), Some("azure-key-123456"));
+    assert_eq!(request.header("authorization"), None);
+    assert_eq!(request.body["model"], "prod-gpt52");
+    assert_eq!(request.body["input"][0]["role"], "developer");
+}
+
+#[test]
+fn mistral_streams_thinking_text_and_a_tool_call_and_sends_the_result_back() {
+    let second = "data: {\"id\":\"cmpl-3\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"magistral-medium-latest\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Done.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":2,\"total_tokens\":22}}\n\ndata: [DONE]\n\n";
+    let fake = FakeProvider::start(vec![
+        Reply::sse(fixture("mistral/thinking_tool.sse")),
+        Reply::sse(second),
+    ]);
+    let setup = Setup::new(&fake, "mistral", "magistral-medium-latest")
+        .models_json(r#"{"providers": {"mistral": {"baseUrl": "__BASE_URL__"}}}"#)
+        .env("MISTRAL_API_KEY", "mistral-key-123456")
+        .arg("--thinking")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Run echo hi"}));
+    let run = pi.records_until_event("agent_end");
+    let messages = assistant_messages(&run);
+    assert_eq!(messages.len(), 2);
+    assert_eq!(
+        messages[0]["content"],
+        json!([{"type": "thinking", "thinking": "Let me look."},
+               {"type": "text", "text": "Checking."},
+               {"type": "toolCall", "id": "D681PevKs", "name": "bash",
+                "arguments": {"command": "echo hi"}}])
+    );
+    assert_eq!(messages[0]["stopReason"], "toolUse");
+    assert_eq!(messages[0]["responseId"], "cmpl-2");
+    assert_eq!(messages[0]["usage"]["totalTokens"], 15);
+    assert_eq!(messages[1]["content"][0]["text"], "Done.");
+
+    let requests = fake.requests();
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer mistral-key-123456")
+    );
+    assert_eq!(requests[0].body["prompt_mode"], "reasoning");
+    let history = requests[1].messages();
+    let tool = history.last().unwrap();
+    assert_eq!(
+        tool,
+        &json!({"role": "tool", "content": [{"type": "text", "text": "hi"}],
+                "tool_call_id": "D681PevKs", "name": "bash"})
+    );
+    assert_eq!(history[history.len() - 2]["prefix"], false);
+}
+
+#[test]
+fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
+    use base64::Engine;
+    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct_42"}});
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+    let token = format!("eyJhbGciOiJub25lIn0.{payload}.sig");
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let workspace = Workspace::new();
+    let login = json!({"openai-codex": {"type": "oauth", "access": token, "refresh": "r-123456",
+        "expires": 4102444800000u64, "accountId": "acct_42"}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), login.to_string()).unwrap();
+    let setup = Setup::new(&fake, "openai-codex", "gpt-5.2")
+        .models_json(r#"{"providers": {"openai-codex": {"baseUrl": "__BASE_URL__/backend-api"}}}"#);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let messages = assistant_messages(&run);
+    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
+    assert_eq!(messages[0]["api"], "openai-codex-responses");
+    let request = &fake.requests()[0];
+    assert_eq!(request.path, "/backend-api/codex/responses");
+    assert_eq!(request.header("chatgpt-account-id"), Some("acct_42"));
+    assert_eq!(request.header("originator"), Some("pi"));
+    assert_eq!(
+        request.header("openai-beta"),
+        Some("responses=experimental")
+    );
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {token}").as_str())
+    );
+    let body = &request.body;
+    assert!(body["instructions"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(body["input"][0]["role"], "user");
+    assert_eq!(body["text"], json!({"verbosity": "low"}));
+    assert_eq!(body["store"], false);
+    assert_eq!(body["tools"][0]["strict"], Value::Null);
+    assert!(body.get("max_output_tokens").is_none());
+}

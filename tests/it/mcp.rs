@@ -1,0 +1,1011 @@
+//! MCP servers through the real binary: a real stdio server and a real streamable-HTTP server
+//! (`@modelcontextprotocol/server-everything` from npm, installed by
+//! `tests/install_mcp_servers.sh`, HTTP bound to 127.0.0.1 by `fixtures/mcp/loopback.cjs`) used
+//! by the model in a turn; and the failure cases on `fixtures/mcp/fake_server.py` (crash
+//! mid-call, garbage lines, slow answers past `timeout`, progress, list_changed, huge results,
+//! abort mid-call, a server that fails to start), resources, `--no-mcp`, `--tools`, `pi mcp`.
+//!
+//! Under `CI=true` a missing real server (npm install failed, no node) is a failure; elsewhere
+//! those tests print why they skip.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::extensions::{result_text, tool_result_block, tool_result_block_text};
+use crate::fake_provider::{FakeProvider, Reply, fixture_path};
+use crate::sse::{AnthropicStream, anthropic_text};
+use crate::support::{Pi, Setup, Workspace, is_reference, wait_for_file, wait_until_gone};
+
+/// The everything server's entry point, or why it is not there (a failure under CI=true).
+fn everything_server() -> Option<(PathBuf, PathBuf)> {
+    let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "target/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    let node = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+    match (node, entry.exists()) {
+        (Some(node), true) => Some((node, entry)),
+        (node, found) => {
+            let why = format!(
+                "MCP everything server not available (node: {node:?}, {} exists: {found}); run tests/install_mcp_servers.sh",
+                entry.display()
+            );
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{why}");
+            }
+            eprintln!("skipping: {why}");
+            None
+        }
+    }
+}
+
+fn write_mcp_json(workspace: &Workspace, servers: Value) {
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap(),
+    )
+    .unwrap();
+}
+
+fn fake_server(workspace: &Workspace, extra: Value) -> (Value, PathBuf) {
+    let log = workspace.root().join("fake-mcp.jsonl");
+    let mut entry = json!({
+        "command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "env": {"FAKE_MCP_LOG": log.to_string_lossy()},
+    });
+    if let (Value::Object(entry), Value::Object(extra)) = (&mut entry, extra) {
+        entry.extend(extra);
+    }
+    (entry, log)
+}
+
+/// A reply that calls one tool.
+fn tool_call(id: &str, name: &str, args: Value) -> Reply {
+    Reply::sse(
+        AnthropicStream::new()
+            .tool_use(id, name, &[&args.to_string()])
+            .finish("tool_use"),
+    )
+}
+
+fn declared_tools(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn tool_end(pi: &mut Pi) -> Value {
+    pi.wait_for_event("tool_execution_end")
+}
+
+fn log_messages(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn real_stdio_server_is_used_by_the_model() {
+    if is_reference() {
+        return;
+    }
+    let Some((node, entry)) = everything_server() else {
+        return;
+    };
+    let fake = FakeProvider::start(vec![
+        tool_call(
+            "toolu_1",
+            "mcp__everything__echo",
+            json!({"message": "hello from pi-rs"}),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"everything": {"command": node.to_string_lossy(), "args": [entry.to_string_lossy(), "stdio"], "exposure": "direct"}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "echo something"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["toolName"], "mcp__everything__echo");
+    assert_eq!(end["isError"], false, "{end}");
+    assert_eq!(result_text(&end["result"]), "Echo: hello from pi-rs");
+    assert_eq!(
+        end["result"]["details"],
+        json!({"server": "everything", "tool": "echo"})
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let declared = declared_tools(&requests[0]);
+    for name in [
+        "mcp__everything__echo",
+        "mcp__everything__get_sum",
+        "list_mcp_resources",
+        "read_mcp_resource",
+    ] {
+        assert!(
+            declared.contains(&name.to_string()),
+            "{name} in {declared:?}"
+        );
+    }
+    let block = tool_result_block(&requests[1], "toolu_1");
+    assert_eq!(tool_result_block_text(&block), "Echo: hello from pi-rs");
+    let servers = pi.command("2", "get_mcp_servers", json!({}));
+    let server = &servers["data"]["servers"][0];
+    assert_eq!(server["state"], "connected", "{servers}");
+    assert_eq!(server["transport"], "stdio");
+    assert!(server["toolCount"].as_u64().unwrap() >= 10, "{server}");
+    assert_eq!(server["protocolVersion"], "2025-11-25");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// The everything server in streamable HTTP mode on 127.0.0.1, port chosen by the OS.
+struct HttpServer {
+    child: Child,
+    port: u16,
+}
+
+impl HttpServer {
+    fn start(node: &Path, entry: &Path) -> HttpServer {
+        let mut child = Command::new(node)
+            .arg("--require")
+            .arg(fixture_path("mcp/loopback.cjs"))
+            .arg(entry)
+            .arg("streamableHttp")
+            .env("PORT", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the everything server");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(port) = line.strip_prefix("PI_TEST_LISTENING ") {
+                    let _ = tx.send(port.trim().parse::<u16>().unwrap());
+                }
+            }
+        });
+        let port = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server listens");
+        HttpServer { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn real_streamable_http_server_is_used_by_the_model() {
+    if is_reference() {
+        return;
+    }
+    let Some((node, entry)) = everything_server() else {
+        return;
+    };
+    let server = HttpServer::start(&node, &entry);
+    let fake = FakeProvider::start(vec![
+        tool_call("toolu_1", "mcp__remote__get_sum", json!({"a": 2, "b": 40})),
+        tool_call(
+            "toolu_2",
+            "read_mcp_resource",
+            json!({"server": "remote", "uri": "demo://resource/static/document/architecture.md"}),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"remote": {"type": "streamable-http", "url": format!("http://127.0.0.1:{}/mcp", server.port), "headers": {"X-Test": "1"}}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "add"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["toolName"], "mcp__remote__get_sum");
+    assert_eq!(
+        result_text(&end["result"]),
+        "The sum of 2 and 40 is 42.",
+        "{end}"
+    );
+    let end = tool_end(&mut pi);
+    assert_eq!(end["toolName"], "read_mcp_resource");
+    assert_eq!(end["isError"], false, "{end}");
+    assert!(!result_text(&end["result"]).is_empty());
+    pi.wait_for_event("agent_end");
+    let servers = pi.command("2", "get_mcp_servers", json!({}));
+    assert_eq!(servers["data"]["servers"][0]["transport"], "http");
+    assert_eq!(servers["data"]["servers"][0]["state"], "connected");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "mcp__fake__garbage", json!({})),
+        tool_call("c2", "mcp__fake__crash", json!({})),
+        tool_call("c3", "mcp__fake__echo", json!({"text": "back again"})),
+        tool_call("c4", "mcp__fake__slow", json!({})),
+        tool_call("c5", "mcp__fake__progress", json!({"seconds": 3})),
+        tool_call("c6", "mcp__fake__huge", json!({"size": 100000})),
+        tool_call("c7", "mcp__fake__grow", json!({})),
+        tool_call("c8", "mcp__fake__mixed", json!({})),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    // 2 s: long enough for a python server to restart on a busy machine.
+    let (entry, log) = fake_server(&workspace, json!({"timeout": 2}));
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "go"}));
+
+    // Lines that are not JSON are skipped; the answer still arrives.
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), "after garbage", "{end}");
+    // A crash mid-call fails the call with the server's last stderr words.
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    let text = result_text(&end["result"]);
+    assert!(
+        text.starts_with("MCP connection closed\n") && text.contains("crashing on purpose"),
+        "{text}"
+    );
+    // The next call reconnects.
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), "echo: back again", "{end}");
+    // An answer slower than `timeout` is an error, and the server is told.
+    let end = tool_end(&mut pi);
+    assert_eq!(
+        result_text(&end["result"]),
+        "MCP request timed out after 2000ms"
+    );
+    // Progress notifications reset the timeout and show as updates.
+    let records = pi.records_until_event("tool_execution_end");
+    let update = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_update")
+        .expect("a progress update");
+    assert!(
+        result_text(&update["partialResult"]).starts_with("step "),
+        "{update}"
+    );
+    let end = records.last().unwrap();
+    assert!(
+        result_text(&end["result"]).starts_with("done after"),
+        "{end}"
+    );
+    // Huge results are cut in the middle; the full text is in a private file.
+    let end = tool_end(&mut pi);
+    let text = result_text(&end["result"]);
+    assert!(text.contains("HEAD") && text.contains("TAIL") && text.contains(" chars truncated…"));
+    assert!(text.len() < 21 * 1024, "{}", text.len());
+    let path = end["result"]["details"]["fullOutputPath"]
+        .as_str()
+        .expect("fullOutputPath");
+    assert_eq!(std::fs::read_to_string(path).unwrap().len(), 100_008);
+    std::fs::remove_file(path).unwrap();
+    // list_changed: later requests declare the new tool.
+    tool_end(&mut pi);
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    assert_eq!(
+        result_text(&end["result"]),
+        "it failed[Resource fake://doc \"doc\". Read it with read_mcp_resource (server \"fake\")]"
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(9, pi.timeout());
+    assert!(!declared_tools(&requests[6]).contains(&"mcp__fake__added".to_string()));
+    // The refreshed list arrives soon after the call's answer (as in pi, not before it).
+    assert!(declared_tools(&requests[8]).contains(&"mcp__fake__added".to_string()));
+    let cancelled: Vec<Value> = log_messages(&log)
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(cancelled[0]["params"]["reason"], "Request timed out");
+    let mcp_log = std::fs::read_to_string(workspace.agent_dir().join("mcp.log")).unwrap();
+    assert!(
+        mcp_log.contains(" [fake] info fake: call echo\n"),
+        "{mcp_log}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn abort_mid_call_cancels_on_the_server_and_exit_stops_it() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![tool_call("c1", "mcp__fake__slow", json!({}))]);
+    let workspace = Workspace::new();
+    let (entry, log) = fake_server(&workspace, json!({}));
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "go"}));
+    pi.wait_for_event("tool_execution_start");
+    wait_for_file(&log, pi.timeout(), |t| t.contains("\"tools/call\""));
+    pi.command("2", "abort", json!({}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    pi.wait_for_event("agent_end");
+    let text = wait_for_file(&log, pi.timeout(), |t| {
+        t.contains("notifications/cancelled")
+    });
+    let cancelled: Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap();
+    let call_id = log_messages(&log)
+        .into_iter()
+        .find(|m| m["method"] == "tools/call")
+        .unwrap()["id"]
+        .clone();
+    assert_eq!(
+        cancelled["params"],
+        json!({"requestId": call_id, "reason": "Aborted"})
+    );
+    let pid = log_messages(&log)[0]["pid"].as_i64().unwrap() as i32;
+    pi.close_stdin();
+    pi.wait_for_exit();
+    assert!(
+        wait_until_gone(pid, Duration::from_secs(5)),
+        "the server outlived pi"
+    );
+}
+
+#[test]
+fn startup_problems_are_reported_once_and_listed() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let (good, _) = fake_server(&workspace, json!({}));
+    write_mcp_json(
+        &workspace,
+        json!({
+            "bad": {"command": fixture_path("mcp/fake_server.py").to_string_lossy(), "args": ["--fail-init"]},
+            "legacy": {"type": "sse", "url": "http://127.0.0.1:1/sse"},
+            "off": {"command": "does-not-exist", "enabled": false},
+            "fake": good,
+        }),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let deadline = pi.deadline();
+    let notice = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let message = notice["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("MCP servers need attention:\n  config: "),
+        "{message}"
+    );
+    assert!(message.contains(
+        "server \"legacy\": legacy SSE transport is not supported; use the streamable HTTP URL"
+    ));
+    assert!(message.contains("\n  bad: failed: "), "{message}");
+    assert_eq!(notice["notifyType"], "warning");
+    let servers = pi.command("1", "get_mcp_servers", json!({}));
+    let list = servers["data"]["servers"].as_array().unwrap();
+    let states: Vec<(&str, &str)> = list
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("bad", "failed"),
+            ("off", "disabled"),
+            ("fake", "connected")
+        ]
+    );
+    assert!(
+        list[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing configuration FAKE_CONFIG"),
+        "{}",
+        list[0]
+    );
+    assert_eq!(list[2]["toolCount"], 8);
+    assert_eq!(list[2]["description"], "Fake server for tests");
+
+    // `/mcp` prints the status as pi's command does outside its TUI; `reconnect` connects again.
+    let answer = pi.command("2", "prompt", json!({"message": "/mcp"}));
+    assert_eq!(answer["data"]["disposition"], "handled");
+    let deadline = pi.deadline();
+    let status = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let text = status["message"].as_str().unwrap();
+    assert!(text.starts_with("bad: failed (codemode)\n    MCP connection closed\n    fake server: missing configuration FAKE_CONFIG\noff: disabled (codemode)\nfake: connected, 8 tools (codemode)\nconfig error: "), "{text}");
+    pi.command("3", "prompt", json!({"message": "/mcp reconnect fake"}));
+    let deadline = pi.deadline();
+    let notices: Vec<String> = pi
+        .recv_until(
+            |r| {
+                r["type"] == "extension_ui_request"
+                    && r["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Reconnected"))
+            },
+            deadline,
+        )
+        .iter()
+        .filter(|r| r["method"] == "notify")
+        .map(|r| r["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        notices,
+        [
+            "Reconnecting to MCP server \"fake\".",
+            "Reconnected to MCP server \"fake\" (connected · 8 tools · resources)."
+        ]
+    );
+    let commands = pi.command("4", "get_commands", json!({}));
+    assert_eq!(commands["data"]["commands"][0]["name"], "mcp");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn tools_filter_no_mcp_and_resource_tools() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "list_mcp_resources", json!({})),
+        tool_call(
+            "c2",
+            "read_mcp_resource",
+            json!({"server": "fake", "uri": "fake://doc"}),
+        ),
+        tool_call(
+            "c3",
+            "list_mcp_resource_templates",
+            json!({"server": "nope"}),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+        Reply::sse(anthropic_text(&["Filtered."])),
+        Reply::sse(anthropic_text(&["None."])),
+    ]);
+    let workspace = Workspace::new();
+    let (entry, _) = fake_server(
+        &workspace,
+        json!({"toolExposure": {"crash": "hidden", "g*": "hidden"}}),
+    );
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "resources"}));
+    let end = tool_end(&mut pi);
+    let listed: Value = serde_json::from_str(&result_text(&end["result"])).unwrap();
+    assert_eq!(
+        listed,
+        json!({"resources": [{"server": "fake", "uri": "fake://doc", "name": "doc", "mimeType": "text/plain"}]})
+    );
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), "the doc text");
+    let end = tool_end(&mut pi);
+    assert_eq!(
+        result_text(&end["result"]),
+        "MCP server \"nope\" has no resources. Servers with resources: fake"
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let declared = declared_tools(&requests[0]);
+    assert!(declared.contains(&"mcp__fake__echo".to_string()));
+    assert!(
+        !declared.contains(&"mcp__fake__crash".to_string())
+            && !declared.contains(&"mcp__fake__garbage".to_string())
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let setup = Setup::anthropic(&fake)
+        .arg("--tools")
+        .arg("read,mcp__fake__ec*");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "filtered"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(5, pi.timeout());
+    assert_eq!(declared_tools(&requests[4]), ["read", "mcp__fake__echo"]);
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake).arg("--no-mcp"));
+    pi.command("1", "prompt", json!({"message": "none"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(6, pi.timeout());
+    assert!(
+        declared_tools(&requests[5])
+            .iter()
+            .all(|t| !t.contains("mcp"))
+    );
+    let servers = pi.command("2", "get_mcp_servers", json!({}));
+    assert_eq!(servers["data"], json!({"servers": [], "errors": []}));
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn pi_mcp_add_list_remove_edit_mcp_json() {
+    if is_reference() {
+        return;
+    }
+    let workspace = Workspace::new();
+    let run = |args: &[&str]| {
+        Command::new(crate::support::binary())
+            .arg("mcp")
+            .args(args)
+            .current_dir(workspace.cwd())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+            .env("HOME", workspace.root())
+            .output()
+            .unwrap()
+    };
+    let path = workspace.agent_dir().join("mcp.json");
+    std::fs::write(&path, "{\n    \"keep\": true\n}\n").unwrap();
+    let server = fixture_path("mcp/fake_server.py");
+    let out = run(&[
+        "add",
+        "fake",
+        "--env",
+        "A=b",
+        "--",
+        server.to_str().unwrap(),
+        "--x",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&[
+        "add",
+        "web",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--bearer-token-env-var",
+        "WEB_TOKEN",
+    ]);
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.starts_with("{\n    \"keep\": true,\n    \"mcpServers\": {\n        \"fake\""),
+        "{text}"
+    );
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        parsed["mcpServers"]["fake"],
+        json!({"command": server.to_str().unwrap(), "args": ["--x"], "env": {"A": "b"}})
+    );
+    assert_eq!(
+        parsed["mcpServers"]["web"],
+        json!({"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}})
+    );
+    // `web` cannot connect: list says so and exits 1 (pi's format).
+    let out = run(&["list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let expected = format!(
+        "fake: connected, 8 tools (codemode, global)\n  {} --x\n  tools: echo, crash, garbage, slow, progress, huge, grow, mixed\n  offers resources\nweb: failed (codemode, global)\n  http://127.0.0.1:9/mcp\n  MCP HTTP request failed: ",
+        server.display()
+    );
+    assert!(stdout.starts_with(&expected), "{stdout}");
+    let out = run(&["remove", "web"]);
+    assert!(out.status.success());
+    let out = run(&["list", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["servers"][0]["name"], "fake");
+    assert_eq!(listed["servers"][0]["scope"], "global");
+    assert_eq!(listed["servers"][0]["state"], "connected");
+    assert_eq!(listed["servers"][0]["resources"], true);
+    let out = run(&["remove", "web"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "No global MCP server named \"web\" in {}.\n",
+            path.display()
+        )
+    );
+    let out = run(&["add", "old", "--url", "http://x/sse", "--description"]);
+    assert_eq!(out.status.code(), Some(1));
+    let _ = Instant::now();
+}
+
+/// One request a scripted HTTP server received.
+#[derive(Clone, Debug)]
+struct HttpRequest {
+    method: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl HttpRequest {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn rpc_method(&self) -> &str {
+        self.body["method"].as_str().unwrap_or("")
+    }
+}
+
+type Responder =
+    dyn Fn(&HttpRequest, &[HttpRequest]) -> (u16, Vec<(String, String)>, String) + Send + Sync;
+
+/// A streamable-HTTP endpoint on 127.0.0.1 answering from a script: for the HTTP failures a real
+/// server cannot be made to produce (401, 503, a forgotten session). One request per connection.
+struct ScriptedHttp {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<HttpRequest>>>,
+}
+
+impl ScriptedHttp {
+    fn start(respond: Box<Responder>) -> ScriptedHttp {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    continue;
+                }
+                let mut headers = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((k, v)) = line.trim_end().split_once(':') {
+                        headers.push((k.trim().to_string(), v.trim().to_string()));
+                    }
+                }
+                let length: usize = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                let request = HttpRequest {
+                    method: request_line.split(' ').next().unwrap_or("").to_string(),
+                    headers,
+                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                };
+                let before = log.lock().unwrap().clone();
+                let (status, extra, body) = respond(&request, &before);
+                log.lock().unwrap().push(request);
+                let mut response = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    body.len()
+                );
+                for (k, v) in extra {
+                    response.push_str(&format!("{k}: {v}\r\n"));
+                }
+                response.push_str("\r\n");
+                response.push_str(&body);
+                let _ = stream.write_all(response.as_bytes());
+            }
+        });
+        ScriptedHttp { port, seen }
+    }
+
+    fn requests(&self) -> Vec<HttpRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn json_answer(
+    request: &HttpRequest,
+    result: Value,
+    session: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let body = json!({"jsonrpc": "2.0", "id": request.body["id"], "result": result}).to_string();
+    let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+    if !session.is_empty() {
+        headers.push(("Mcp-Session-Id".into(), session.into()));
+    }
+    (200, headers, body)
+}
+
+#[test]
+fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header_secrets() {
+    if is_reference() {
+        return;
+    }
+    let server = ScriptedHttp::start(Box::new(|request, before| {
+        let count = |m: &str| before.iter().filter(|r| r.rpc_method() == m).count();
+        match (request.method.as_str(), request.rpc_method()) {
+            ("GET", _) => (405, vec![], String::new()),
+            ("DELETE", _) => (200, vec![], String::new()),
+            // The first attempt meets an overloaded server.
+            (_, "initialize") if count("initialize") == 0 => (503, vec![], "busy".into()),
+            (_, "initialize") => {
+                let session = format!("s{}", count("initialize"));
+                let result = json!({"protocolVersion": "2025-03-26", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}});
+                json_answer(request, result, &session)
+            }
+            (_, "tools/list") => json_answer(
+                request,
+                json!({"tools": [{"name": "whoami", "inputSchema": {}}]}),
+                "",
+            ),
+            // The first call finds its session forgotten.
+            (_, "tools/call") if count("tools/call") == 0 => {
+                (404, vec![], "no such session".into())
+            }
+            (_, "tools/call") => {
+                let text = format!(
+                    "{} on {}",
+                    request.header("authorization").unwrap_or(""),
+                    request.header("mcp-session-id").unwrap_or("")
+                );
+                json_answer(
+                    request,
+                    json!({"content": [{"type": "text", "text": text}]}),
+                    "",
+                )
+            }
+            _ => (202, vec![], String::new()),
+        }
+    }));
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "mcp__scripted__whoami", json!({})),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"scripted": {"url": format!("http://127.0.0.1:{}/mcp", server.port), "headers": {"Authorization": "Bearer ${MCP_TEST_TOKEN}"}}}),
+    );
+    let setup = Setup::anthropic(&fake).env("MCP_TEST_TOKEN", "tok-9f8e7d6c5b4a");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "who"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(
+        result_text(&end["result"]),
+        "Bearer [redacted] on s2",
+        "{end}"
+    );
+    pi.wait_for_event("agent_end");
+    let requests = server.requests();
+    let methods: Vec<String> = requests
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.rpc_method()))
+        .collect();
+    let initializes = methods.iter().filter(|m| m.ends_with("initialize")).count();
+    assert_eq!(initializes, 3, "{methods:?}");
+    let call = requests
+        .iter()
+        .rfind(|r| r.rpc_method() == "tools/call")
+        .unwrap();
+    assert_eq!(
+        call.header("authorization"),
+        Some("Bearer tok-9f8e7d6c5b4a")
+    );
+    assert_eq!(call.header("mcp-protocol-version"), Some("2025-03-26"));
+    assert_eq!(
+        call.header("accept"),
+        Some("application/json, text/event-stream")
+    );
+    // The server's own event stream was asked for (it offers none: 405).
+    let get = requests
+        .iter()
+        .find(|r| r.method == "GET")
+        .expect("a GET for the event stream");
+    assert_eq!(get.header("accept"), Some("text/event-stream"));
+    pi.close_stdin();
+    pi.wait_for_exit();
+    // The session ends with a DELETE.
+    let ended = |r: &HttpRequest| r.method == "DELETE" && r.header("mcp-session-id") == Some("s2");
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until && !server.requests().iter().any(ended) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        server.requests().iter().any(ended),
+        "no DELETE of the session"
+    );
+}
+
+#[test]
+fn http_401_is_a_clear_error_naming_the_server() {
+    if is_reference() {
+        return;
+    }
+    let server = ScriptedHttp::start(Box::new(|_, _| {
+        (
+            401,
+            vec![("WWW-Authenticate".into(), "Bearer".into())],
+            String::new(),
+        )
+    }));
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"locked": {"url": format!("http://127.0.0.1:{}/mcp", server.port)}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let deadline = pi.deadline();
+    let notice = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    assert_eq!(
+        notice["message"],
+        "MCP servers need attention:\n  locked: failed: MCP server \"locked\" requires authentication (HTTP 401): pi-rs has no OAuth sign-in; set an Authorization header in mcp.json\nRun /mcp to fix."
+    );
+    // Not transient: one attempt.
+    assert_eq!(server.requests().len(), 1);
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn the_first_prompt_waits_for_a_slow_server_with_declared_tools() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Hi."]))]);
+    let workspace = Workspace::new();
+    let (entry, _) = fake_server(&workspace, json!({"args": ["--slow-start", "1.5"]}));
+    write_mcp_json(&workspace, json!({"slow": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    // Sent at once: the server is still asleep.
+    let state = pi.command("1", "prompt", json!({"message": "hello"}));
+    assert_eq!(state["data"]["disposition"], "started");
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    assert!(
+        declared_tools(&requests[0]).contains(&"mcp__slow__echo".to_string()),
+        "{:?}",
+        declared_tools(&requests[0])
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn abort_while_the_first_prompt_waits_for_servers_ends_quietly() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Later."]))]);
+    let workspace = Workspace::new();
+    let (entry, _) = fake_server(&workspace, json!({"args": ["--slow-start", "3"]}));
+    write_mcp_json(&workspace, json!({"slow": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.command("1", "prompt", json!({"message": "hello"}));
+    let state = pi.command("2", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], true, "{state}");
+    pi.command("3", "abort", json!({}));
+    pi.wait_for_event("agent_settled");
+    // Nothing was asked of the model; the next prompt runs (no second wait).
+    assert!(fake.requests().is_empty());
+    pi.command("4", "prompt", json!({"message": "again"}));
+    pi.wait_for_event("agent_end");
+    assert_eq!(fake.wait_for_requests(1, pi.timeout()).len(), 1);
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn the_approval_gate_applies_to_mcp_tools() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "mcp__fake__echo", json!({"text": "secret plan"})),
+        Reply::sse(anthropic_text(&["Denied."])),
+    ]);
+    let workspace = Workspace::new();
+    let (entry, log) = fake_server(&workspace, json!({}));
+    write_mcp_json(&workspace, json!({"fake": entry}));
+    let settings = json!({"approvals": {"rules": [{"tool": "mcp__fake__*", "action": "deny", "reason": "No MCP calls here"}]}});
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake).settings(settings));
+    pi.command("1", "prompt", json!({"message": "go"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true);
+    assert!(
+        result_text(&end["result"]).contains("No MCP calls here"),
+        "{end}"
+    );
+    pi.wait_for_event("agent_end");
+    assert!(
+        log_messages(&log)
+            .iter()
+            .all(|m| m["method"] != "tools/call")
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn a_config_with_only_invalid_entries_is_reported_at_startup() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    write_mcp_json(
+        &workspace,
+        json!({"old": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let deadline = pi.deadline();
+    let notice = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let path = workspace.agent_dir().join("mcp.json");
+    assert_eq!(
+        notice["message"],
+        format!(
+            "MCP servers need attention:\n  config: {}: server \"old\": legacy SSE transport is not supported; use the streamable HTTP URL\nRun /mcp to fix.",
+            path.display()
+        )
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}

@@ -1,0 +1,438 @@
+//! Subscription logins through the real binary, against faked authorization servers (the token
+//! endpoints are pointed at 127.0.0.1 with `PI_OAUTH_*` variables, see README "Providers"):
+//! an expired Anthropic login refreshed under pi's `auth.json.lock` and written back in pi's
+//! format, a failed refresh, a Codex refresh, and `pi login github-copilot` (device code) /
+//! `pi logout` end to end.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply};
+use crate::sse;
+use crate::support::{ENV_ALLOWLIST, Pi, Setup, Workspace, is_reference};
+
+const ANTHROPIC_MODELS: &str = r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#;
+
+fn json_reply(body: Value) -> Reply {
+    Reply::status(
+        200,
+        body.to_string(),
+        &[("content-type", "application/json")],
+    )
+}
+
+fn write_auth(workspace: &Workspace, auth: &Value) {
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        serde_json::to_string_pretty(auth).unwrap(),
+    )
+    .unwrap();
+}
+
+fn read_auth(workspace: &Workspace) -> Value {
+    let text = std::fs::read_to_string(workspace.agent_dir().join("auth.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn now_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64
+}
+
+#[test]
+fn an_expired_anthropic_login_is_refreshed_under_pis_lock_and_written_back() {
+    if is_reference() {
+        return;
+    }
+    let new_access = "sk-ant-oat01-REFRESHED-ACCESS-abc123";
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": new_access, "refresh_token": "refresh-NEW-456", "expires_in": 3600
+    }))]);
+    // The model repeats the new token: it must reach stdout redacted.
+    let provider = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[
+        "your token is ",
+        new_access,
+    ]))]);
+    let workspace = Workspace::new();
+    write_auth(
+        &workspace,
+        &json!({
+            "openai": {"type": "api_key", "key": "sk-openai-kept"},
+            "anthropic": {"type": "oauth", "refresh": "refresh-OLD-123",
+                          "access": "sk-ant-oat01-OLD-expired", "expires": now_ms() - 1000.0}
+        }),
+    );
+    // Another pi holds the lock for a moment: pi-rs must wait for it.
+    let lock = workspace.agent_dir().join("auth.json.lock");
+    std::fs::create_dir(&lock).unwrap();
+    let released = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(600));
+            std::fs::remove_dir(&lock).unwrap();
+            Instant::now()
+        })
+    };
+    let setup = Setup::new(&provider, "anthropic", "claude-sonnet-4-5")
+        .models_json(ANTHROPIC_MODELS)
+        .env(
+            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+            &format!("{}/v1/oauth/token", tokens.base_url()),
+        );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let released_at = released.join().unwrap();
+
+    let token_requests = tokens.requests();
+    assert_eq!(token_requests.len(), 1);
+    let refresh = &token_requests[0];
+    assert!(
+        refresh.received_at >= released_at,
+        "refreshed while another process held auth.json.lock"
+    );
+    assert_eq!(refresh.path, "/v1/oauth/token");
+    assert_eq!(
+        refresh.body,
+        json!({"grant_type": "refresh_token", "client_id": "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
+               "refresh_token": "refresh-OLD-123"})
+    );
+    let sent = provider.requests();
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {new_access}").as_str())
+    );
+
+    // auth.json: the other entry kept, the login in pi's shape and key order, lock released.
+    let text = std::fs::read_to_string(workspace.agent_dir().join("auth.json")).unwrap();
+    let auth: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        auth["openai"],
+        json!({"type": "api_key", "key": "sk-openai-kept"})
+    );
+    let entry = auth["anthropic"].as_object().unwrap();
+    let keys: Vec<&str> = entry.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["type", "refresh", "access", "expires"]);
+    assert_eq!(entry["access"], new_access);
+    assert_eq!(entry["refresh"], "refresh-NEW-456");
+    let expires = entry["expires"].as_f64().unwrap();
+    let expected = now_ms() + 3600.0 * 1000.0 - 5.0 * 60_000.0;
+    assert!((expires - expected).abs() < 60_000.0, "expires {expires}");
+    assert!(
+        text.starts_with("{\n  \"openai\": {\n    \"type\""),
+        "{text}"
+    );
+    assert!(!lock.exists());
+
+    let stdout: String = run.iter().map(|r| r.to_string()).collect();
+    assert!(!stdout.contains(new_access), "refreshed token on stdout");
+    assert!(stdout.contains("[redacted]"));
+}
+
+#[test]
+fn a_failed_refresh_is_one_clear_error_saying_how_to_log_in() {
+    if is_reference() {
+        return;
+    }
+    let tokens = FakeProvider::start_auth_server(vec![Reply::status(
+        400,
+        r#"{"error":"invalid_grant"}"#,
+        &[("content-type", "application/json")],
+    )]);
+    let provider = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let auth = json!({"anthropic": {"type": "oauth", "refresh": "refresh-revoked",
+        "access": "sk-ant-oat01-old", "expires": 1000}});
+    write_auth(&workspace, &auth);
+    let setup = Setup::new(&provider, "anthropic", "claude-sonnet-4-5")
+        .models_json(ANTHROPIC_MODELS)
+        .env(
+            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+            &format!("{}/token", tokens.base_url()),
+        );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let response = pi.request(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    assert_eq!(response["success"], false, "{response}");
+    let error = response["error"].as_str().unwrap();
+    assert!(error.contains("anthropic login has expired"), "{error}");
+    assert!(error.contains("pi login anthropic"), "{error}");
+    assert!(error.contains("HTTP 400"), "{error}");
+    assert_eq!(tokens.requests().len(), 1);
+    assert!(provider.requests().is_empty());
+    assert_eq!(read_auth(&workspace), auth, "auth.json unchanged");
+}
+
+/// A JWT whose claims carry a ChatGPT account id (the signature is not checked by clients).
+fn codex_token(account: &str) -> String {
+    use base64::Engine;
+    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": account}});
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+    format!("eyJhbGciOiJub25lIn0.{payload}.sig")
+}
+
+#[test]
+fn an_expired_codex_login_is_refreshed_and_the_backend_gets_the_account() {
+    if is_reference() {
+        return;
+    }
+    let access = codex_token("acct_new");
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": access, "refresh_token": "codex-refresh-2", "expires_in": 864000
+    }))]);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let workspace = Workspace::new();
+    write_auth(
+        &workspace,
+        &json!({"openai-codex": {"type": "oauth", "access": codex_token("acct_old"),
+            "refresh": "codex-refresh-1", "expires": now_ms() + 10_000.0, "accountId": "acct_old"}}),
+    );
+    let setup = Setup::new(&provider, "openai-codex", "gpt-5.2")
+        .models_json(r#"{"providers": {"openai-codex": {"baseUrl": "__BASE_URL__/backend-api"}}}"#)
+        .env(
+            "PI_OAUTH_OPENAI_CODEX_TOKEN_URL",
+            &format!("{}/oauth/token", tokens.base_url()),
+        );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = run
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    assert_eq!(reply["message"]["api"], "openai-codex-responses");
+
+    // Nearly expired (10 s left): refreshed with a form post.
+    let refresh = &tokens.requests()[0];
+    assert_eq!(
+        String::from_utf8_lossy(&refresh.raw_body),
+        "grant_type=refresh_token&refresh_token=codex-refresh-1&client_id=app_EMoamEEZ73f0CkXaXp7hrann"
+    );
+    let sent = &provider.requests()[0];
+    assert_eq!(sent.path, "/backend-api/codex/responses");
+    assert_eq!(sent.header("chatgpt-account-id"), Some("acct_new"));
+    assert_eq!(sent.header("originator"), Some("pi"));
+    let auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["openai-codex"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["type", "access", "refresh", "expires", "accountId"]);
+    assert_eq!(auth["openai-codex"]["accountId"], "acct_new");
+}
+
+/// Runs `pi <args>` with the test's environment (no protocol); (exit code, stderr).
+fn run_cli(agent_dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
+    command.args(args).env_clear();
+    for name in ENV_ALLOWLIST {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command
+        .env("PI_CODING_AGENT_DIR", agent_dir)
+        .env("HOME", agent_dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn pi login");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut text);
+        text
+    });
+    // Bounded: a login that hangs is killed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(out.join().unwrap().is_empty(), "login wrote to stdout");
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
+    )
+}
+
+#[test]
+fn pi_login_github_copilot_runs_the_device_flow_end_to_end() {
+    if is_reference() {
+        return;
+    }
+    let expires_at = (now_ms() / 1000.0).floor() + 1800.0;
+    let github = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"device_code": "dev-123", "user_code": "ABCD-1234",
+            "verification_uri": "https://github.com/login/device", "interval": 0, "expires_in": 60})),
+        json_reply(json!({"error": "authorization_pending"})),
+        json_reply(json!({"access_token": "gho_githubtoken123", "token_type": "bearer"})),
+        json_reply(
+            json!({"token": "tid=abc;exp=1;proxy-ep=proxy.individual.githubcopilot.com",
+            "expires_at": expires_at}),
+        ),
+    ]);
+    let workspace = Workspace::new();
+    let env = [
+        ("PI_OAUTH_GITHUB_URL", github.base_url()),
+        ("PI_OAUTH_GITHUB_API_URL", github.base_url()),
+    ];
+    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "github-copilot"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("Open https://github.com/login/device and enter code: ABCD-1234"),
+        "{stderr}"
+    );
+
+    let requests = github.requests();
+    let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/login/device/code",
+            "/login/oauth/access_token",
+            "/login/oauth/access_token",
+            "/copilot_internal/v2/token"
+        ]
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&requests[0].raw_body),
+        "client_id=Iv1.b507a08c87ecfe98&scope=read%3Auser"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&requests[1].raw_body),
+        "client_id=Iv1.b507a08c87ecfe98&device_code=dev-123&grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code"
+    );
+    assert_eq!(
+        requests[3].header("authorization"),
+        Some("Bearer gho_githubtoken123")
+    );
+    assert_eq!(requests[3].header("editor-version"), Some("vscode/1.107.0"));
+
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        auth["github-copilot"],
+        json!({"type": "oauth", "refresh": "gho_githubtoken123",
+            "access": "tid=abc;exp=1;proxy-ep=proxy.individual.githubcopilot.com",
+            "expires": expires_at * 1000.0 - 300_000.0})
+    );
+
+    let (code, stderr) = run_cli(&workspace.agent_dir(), &["logout", "github-copilot"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(read_auth(&workspace), json!({}));
+    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "groq"], &[]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("no subscription login for groq"),
+        "{stderr}"
+    );
+}
+
+/// The value of `name` in a URL's query (percent-decoding is not needed for these values).
+fn query_param(url: &str, name: &str) -> Option<String> {
+    url.split_once('?')?.1.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == name).then(|| v.to_string())
+    })
+}
+
+#[test]
+fn pi_login_anthropic_takes_a_pasted_code_and_checks_pkce() {
+    if is_reference() {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": "sk-ant-oat01-LOGGED-IN", "refresh_token": "refresh-first", "expires_in": 28800
+    }))]);
+    let workspace = Workspace::new();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
+    command.args(["login", "anthropic"]).env_clear();
+    for name in ENV_ALLOWLIST {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    let mut child = command
+        .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+        .env("HOME", workspace.root())
+        .env(
+            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+            format!("{}/v1/oauth/token", tokens.base_url()),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut url = None;
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+        if line.starts_with("https://claude.ai/oauth/authorize?") {
+            url = Some(line.trim().to_string());
+            break;
+        }
+        line.clear();
+    }
+    let url = url.expect("the authorization URL on stderr");
+    let verifier = query_param(&url, "state").unwrap();
+    let challenge = query_param(&url, "code_challenge").unwrap();
+    use base64::Engine;
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    assert_eq!(
+        challenge,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref())
+    );
+    assert_eq!(
+        query_param(&url, "redirect_uri").as_deref(),
+        Some("http%3A%2F%2Flocalhost%3A53692%2Fcallback")
+    );
+    // What claude.ai shows after the login: `<code>#<state>`.
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "auth-code-42#{verifier}").unwrap();
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("pi login anthropic did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let exchange = &tokens.requests()[0];
+    assert_eq!(
+        exchange.body,
+        json!({"grant_type": "authorization_code", "client_id": "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
+               "code": "auth-code-42", "state": verifier,
+               "redirect_uri": "http://localhost:53692/callback", "code_verifier": verifier})
+    );
+    let auth = read_auth(&workspace);
+    assert_eq!(auth["anthropic"]["access"], "sk-ant-oat01-LOGGED-IN");
+    assert_eq!(auth["anthropic"]["refresh"], "refresh-first");
+}
