@@ -154,7 +154,7 @@ mod tests {
         assert!(written.load(Ordering::SeqCst), "the write was done first");
 
         let (release, held) = crossbeam_channel::bounded::<()>(0);
-        sync(move || drop(held.recv_timeout(Duration::from_secs(10))));
+        sync(move || _ = held.recv_timeout(Duration::from_secs(10)));
         // A sync still running does not hold records (or later writes) back.
         let (done_tx, done_rx) = crossbeam_channel::bounded(1);
         write(move || _ = done_tx.send(()));
