@@ -202,9 +202,16 @@ fn next_bare_word(parser: &mut lexopt::Parser) -> Option<String> {
     Some(word)
 }
 
-pub const HELP: &str = "\
-pi-rs — the pi coding agent's RPC mode, in Rust
+/// `--help`: names pi-rs's own version and the pi protocol version it speaks.
+pub fn help_text() -> String {
+    format!(
+        "pi-rs {} — the pi coding agent's RPC mode, in Rust (pi {} protocol)\n\n{HELP}",
+        env!("CARGO_PKG_VERSION"),
+        crate::rpc::PI_PROTOCOL_VERSION
+    )
+}
 
+const HELP: &str = "\
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
   pi --list-models [search]      list the models you have credentials for
@@ -231,7 +238,7 @@ Options:
   --offline                      no network besides the model provider
   --verbose                      more logging on stderr (or set RUST_LOG)
   -h, --help                     this text
-  -v, --version                  version
+  -v, --version                  the pi version whose protocol this speaks (--verbose: also pi-rs's)
 
 Config: $PI_CODING_AGENT_DIR (default ~/.pi/agent): settings.json, models.json, auth.json.
 ";

@@ -80,19 +80,33 @@ fn init_logging(verbose: bool) {
         .init();
 }
 
+/// `--version`: the pi version whose protocol pi-rs implements, bare, as pi prints it; with
+/// `--verbose` a second line names pi-rs and its own version.
+fn version_text(verbose: bool) -> String {
+    let mut text = format!("{}\n", rpc::PI_PROTOCOL_VERSION);
+    if verbose {
+        text.push_str(&format!(
+            "pi-rs {} (the pi {} RPC protocol)\n",
+            env!("CARGO_PKG_VERSION"),
+            rpc::PI_PROTOCOL_VERSION
+        ));
+    }
+    text
+}
+
 fn run(args: Args) -> Result<u8, String> {
     // Help and version are answers, not diagnostics: stdout (no protocol runs in these cases).
     if args.help {
-        rpc::print_text(cli::HELP);
+        rpc::print_text(&cli::help_text());
         return Ok(0);
     }
     if args.version {
-        rpc::print_text(concat!(env!("CARGO_PKG_VERSION"), "\n"));
+        rpc::print_text(&version_text(args.verbose));
         return Ok(0);
     }
     reject_unsupported(&args)?;
 
-    let cwd =
+    let mut cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
     let agent_dir = config::agent_dir_from_env();
     let mut config = Config::load(agent_dir.clone(), cwd.clone());
@@ -142,6 +156,22 @@ fn run(args: Args) -> Result<u8, String> {
     // Every session log written from here on (forks and new sessions too) redacts these.
     session::set_default_redactions(config.known_secrets());
     let (mut session, resumed) = open_session(&args, &config, &cwd)?;
+    // pi runs a session opened by `--session` in its own directory (settings, resources and tools
+    // resolve there) and refuses one whose directory is gone; `--continue` stays here.
+    if let Some(message) = session.missing_cwd_error(&cwd) {
+        eprintln!("{message}");
+        return Ok(1);
+    }
+    let mut args = args;
+    if session.cwd() != cwd {
+        absolutize_cli_paths(&mut args, &cwd);
+        cwd = session.cwd().to_path_buf();
+        let reported = std::mem::take(&mut config.diagnostics);
+        config = Config::load(agent_dir.clone(), cwd.clone());
+        config.diagnostics.retain(|d| !reported.contains(d));
+        report(&config.diagnostics)?;
+        session::set_default_redactions(config.known_secrets());
+    }
     let context = session.context();
     let patterns: Vec<String> = match &args.models {
         Some(list) => list
@@ -479,7 +509,7 @@ fn open_session(
         }
         let source = open(&path)?;
         let copy = match source.leaf_id() {
-            Some(_) => source.clone_at_leaf()?,
+            Some(_) => source.clone_into(cwd)?,
             None => SessionLog::create_with_parent(&dir, cwd, Some(&path.to_string_lossy()))
                 .map_err(|e| e.0)?,
         };
@@ -494,16 +524,31 @@ fn open_session(
                 "Warning: session {arg} belongs to another project; continuing in a forked copy"
             );
             let source = open(&path)?;
-            return Ok((source.clone_at_leaf()?, true));
+            return Ok((source.clone_into(cwd)?, true));
         }
         return Ok((open(&path)?, true));
     }
     if args.continue_session
         && let Some(path) = session::find_most_recent(&dir)
     {
-        return Ok((open(&path)?, true));
+        let mut log = open(&path)?;
+        log.set_cwd(cwd);
+        return Ok((log, true));
     }
     Ok((SessionLog::create(&dir, cwd).map_err(|e| e.0)?, false))
+}
+
+/// `--extension`, `--skill` and `--prompt-template` paths stay relative to the directory pi-rs
+/// was started in when a resumed session moves it elsewhere (`~` paths are left to expand).
+fn absolutize_cli_paths(args: &mut Args, started_in: &std::path::Path) {
+    let absolute = |path: &mut String| {
+        if !path.starts_with('~') {
+            *path = started_in.join(&*path).to_string_lossy().into_owned();
+        }
+    };
+    args.extensions.iter_mut().for_each(absolute);
+    args.skills.iter_mut().for_each(absolute);
+    args.prompt_templates.iter_mut().for_each(absolute);
 }
 
 /// Extensions (executables) and the approval gate. The host also runs with no extension when

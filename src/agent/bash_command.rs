@@ -2,8 +2,8 @@
 //! ("bash-<n>"), sharing the bash tool's runner (own process group, stdout+stderr merged). Output
 //! is sanitized (ANSI escapes and control characters removed, CR dropped), streamed to the agent
 //! as deltas for `bash_execution_update`, kept as a bounded rolling tail, and spilled in full to
-//! `$TMPDIR/pi-bash-<hex>.log` once it passes 50 KB. The final result is tail-truncated to
-//! 2000 lines / 50 KB like pi.
+//! `$TMPDIR/pi-bash-<hex>.log` once it passes 50 KB, or at the end when the result is truncated
+//! by lines. The final result is tail-truncated to 2000 lines / 50 KB like pi.
 //!
 //! How it ends: the shell exits (and its pipe closes), or the agent raises the cancel flag
 //! (`abort_bash`, shutdown), which kills the whole process group.
@@ -122,16 +122,7 @@ impl Collected {
         self.raw_bytes += raw;
         self.tail.push_str(text);
         if self.spill.is_none() && self.raw_bytes > DEFAULT_MAX_BYTES {
-            let path = std::env::temp_dir().join(format!("pi-bash-{}.log", random_hex16()));
-            let mut file = File::create(&path).ok();
-            // The file starts with everything so far (the tail still holds it all: the spill
-            // begins long before the rolling tail drops anything), this chunk included.
-            if let Some(f) = file.as_mut()
-                && f.write_all(self.tail.as_bytes()).is_err()
-            {
-                file = None;
-            }
-            self.spill = Some((path, file));
+            self.start_spill();
         } else if let Some((_, Some(file))) = self.spill.as_mut()
             && file.write_all(text.as_bytes()).is_err()
         {
@@ -146,8 +137,26 @@ impl Collected {
         }
     }
 
-    fn result(self, outcome: ShellOutcome) -> BashResult {
+    /// Opens the spill file with everything so far. The tail still holds it all: spilling starts
+    /// at 50 KB, long before the rolling tail drops anything.
+    fn start_spill(&mut self) {
+        let path = std::env::temp_dir().join(format!("pi-bash-{}.log", random_hex16()));
+        let mut file = File::create(&path).ok();
+        if let Some(f) = file.as_mut()
+            && f.write_all(self.tail.as_bytes()).is_err()
+        {
+            file = None;
+        }
+        self.spill = Some((path, file));
+    }
+
+    fn result(mut self, outcome: ShellOutcome) -> BashResult {
         let truncation = truncate_tail(&self.tail, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+        // Truncated by lines while under the byte limit: nothing spilled yet, but the full output
+        // must still be reachable (pi spills whenever the result is truncated).
+        if truncation.truncated && self.spill.is_none() {
+            self.start_spill();
+        }
         let (exit_code, cancelled) = match outcome {
             ShellOutcome::Exited(code) => (code, false),
             ShellOutcome::TimedOut | ShellOutcome::Aborted => (None, true),

@@ -188,7 +188,7 @@ impl Agent {
             .expect("found running above");
         // The summary is not streamed to the client: only the finished text matters.
         let finished = match event.event {
-            StreamEvent::Opened | StreamEvent::Meta { .. } => None,
+            StreamEvent::Opened | StreamEvent::Meta { .. } | StreamEvent::Retrying { .. } => None,
             StreamEvent::BlockStart { index, kind } => {
                 draft.block_start(index, kind);
                 None

@@ -33,6 +33,7 @@ pub mod state;
 mod tool_batch;
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, never, select_biased};
@@ -489,6 +490,10 @@ impl Agent {
                 }
                 self.respond_ok(id, name, None);
             }
+            Command::ClearQueue => {
+                let data = self.clear_queues();
+                self.respond_ok(id, name, Some(data));
+            }
             Command::GetState => {
                 let state = self.state_json();
                 self.respond_ok(id, name, Some(state));
@@ -613,14 +618,22 @@ impl Agent {
                 }
             }
             Command::SwitchSession { session_path } => {
-                let path = self.config.cwd.join(&session_path);
+                // Relative to where pi-rs was started, as pi resolves it (the process never
+                // changes directory; only the agent's working directory moves).
+                let path = PathBuf::from(&session_path);
                 let dir = self.session.session_dir().map(|d| d.to_path_buf());
                 match SessionLog::open(&path, dir.as_deref(), &self.config.cwd) {
                     Ok((log, warnings)) => {
+                        if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
+                            self.respond_error(id, name, &error);
+                            return;
+                        }
                         for warning in warnings {
                             log::warn!("{}: {warning}", path.display());
                         }
+                        let session_cwd = log.cwd().to_path_buf();
                         self.replace_session(log, false);
+                        self.move_to(session_cwd);
                         self.respond_ok(id, name, Some(json!({ "cancelled": false })));
                     }
                     Err(e) => self.respond_error(id, name, &e.0),
@@ -776,6 +789,18 @@ impl Agent {
             self.follow_up.clear();
             self.emit_queue_update();
         }
+    }
+
+    /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new
+    /// sessions and the prompt's working-directory line follow. Settings, context files, skills,
+    /// templates and extensions stay those loaded at startup (pi reloads them; see README).
+    fn move_to(&mut self, cwd: PathBuf) {
+        if cwd == self.config.cwd {
+            return;
+        }
+        log::info!("working directory is now {}", cwd.display());
+        self.system_prompt = crate::resources::system_prompt::with_cwd(&self.system_prompt, &cwd);
+        self.config.cwd = cwd;
     }
 
     fn start_bash(&mut self, id: Option<&Value>, command: String) {
@@ -1106,6 +1131,18 @@ impl Agent {
         self.emit_queue_update();
     }
 
+    /// `clear_queue`: both queues emptied (announced by a `queue_update`, as pi does even when
+    /// they were empty); answers the texts so a client can put them back in its editor.
+    fn clear_queues(&mut self) -> Value {
+        let texts = |queue: &mut VecDeque<QueuedMessage>| -> Vec<String> {
+            queue.drain(..).map(|q| q.text).collect()
+        };
+        let steering = texts(&mut self.steering);
+        let follow_up = texts(&mut self.follow_up);
+        self.emit_queue_update();
+        json!({ "steering": steering, "followUp": follow_up })
+    }
+
     fn emit_queue_update(&mut self) {
         let event = Event::QueueUpdate {
             steering: self.steering.iter().map(|q| q.text.clone()).collect(),
@@ -1224,6 +1261,7 @@ impl Agent {
             max_tokens: None,
             session_id: self.session.id().to_string(),
             idle_timeout: self.idle_timeout,
+            provider_retry: self.config.provider_retry(),
         })
     }
 
@@ -1285,6 +1323,11 @@ impl Agent {
         }
         stream.last_event = Instant::now();
         let event: Option<Event> = match event.event {
+            StreamEvent::Retrying { delay } => {
+                // The provider waits silently; the stream is not idle until that wait is over.
+                stream.last_event += delay;
+                None
+            }
             StreamEvent::Opened => (!stream.draft.started).then(|| stream.draft.start_event()),
             StreamEvent::Meta {
                 response_id,

@@ -582,6 +582,19 @@ impl Config {
             .get_u64("retry.provider.maxRetryDelayMs")
             .unwrap_or(60000)
     }
+    /// `retry.provider.maxRetries` (default 0) and `maxRetryDelayMs` (0 = no limit): silent
+    /// retries inside the provider client.
+    pub fn provider_retry(&self) -> crate::provider::retry::ProviderRetry {
+        let max_delay = self.provider_max_retry_delay_ms();
+        crate::provider::retry::ProviderRetry {
+            max_retries: self
+                .settings
+                .get_u64("retry.provider.maxRetries")
+                .unwrap_or(0)
+                .min(u64::from(u32::MAX)) as u32,
+            max_server_delay: (max_delay > 0).then(|| std::time::Duration::from_millis(max_delay)),
+        }
+    }
     /// `retry.provider.timeoutMs`: unset means the provider's own default.
     pub fn provider_timeout_ms(&self) -> Option<u64> {
         self.settings.get_u64("retry.provider.timeoutMs")

@@ -440,9 +440,15 @@ fn find_on_path(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// Loads `page` in headless chromium and returns the DOM after the scripts ran, or None (with the
-/// reason printed) when chromium is not installed. Bounded: the browser is killed after 90 s.
+/// reason printed) when chromium is not installed. Under `CI=true` a missing chromium is a failure:
+/// `.ci/run` installs it (`tests/install_chromium.sh`), so a skip there would hide a test that never
+/// ran. Bounded: the browser is killed after 90 s.
 fn chromium_dump_dom(page: &Path) -> Option<String> {
     let Some(chromium) = find_on_path(&["chromium", "chromium-browser"]) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chromium is not on PATH under CI=true: tests/install_chromium.sh should have installed it"
+        );
         eprintln!("chromium is not on PATH; skipping the headless rendering check");
         return None;
     };

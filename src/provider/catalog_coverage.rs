@@ -30,7 +30,9 @@ fn every_catalog_model_resolves_to_an_implemented_wire_api() {
         r.idle_timeout = Duration::from_secs(5);
         let (tx, rx) = crossbeam_channel::bounded(64);
         let agent = http_agent(r.idle_timeout);
-        std::thread::spawn(move || run_stream(RequestId(1), &r, &tx, agent));
+        std::thread::spawn(move || {
+            run_stream(RequestId(1), &r, &tx, agent, &crossbeam_channel::never())
+        });
         let unregistered = format!("No API provider registered for api: {api}");
         let mut ended = false;
         while let Ok(event) = rx.recv_timeout(Duration::from_secs(20)) {

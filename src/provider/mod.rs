@@ -32,6 +32,7 @@ pub mod mistral;
 pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod retry;
 pub mod sigv4;
 pub mod sse;
 pub mod token_cache;
@@ -41,7 +42,7 @@ pub mod vertex;
 use std::io::Read;
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
 use crate::config::{Model, ThinkingLevel};
@@ -79,6 +80,8 @@ pub struct StreamRequest {
     pub session_id: String,
     /// A read that delivers nothing for this long fails the request.
     pub idle_timeout: Duration,
+    /// Silent retries of a request that fails before its stream opens (`retry.provider.*`).
+    pub provider_retry: retry::ProviderRetry,
 }
 
 /// What a block starts as.
@@ -124,6 +127,11 @@ pub enum StreamEvent {
     },
     /// The request failed (HTTP status, network, malformed stream). Ends the stream.
     Failed(ProviderError),
+    /// A provider-level retry (`retry.provider.maxRetries`) waits this long before sending the
+    /// request again; nothing for the client, but the idle timeout starts after the wait.
+    Retrying {
+        delay: Duration,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -145,10 +153,12 @@ pub struct ProviderError {
 pub const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
 
 /// Owns a running request. Dropping it cancels the request: the HTTP agent is shut down, which
-/// interrupts a read blocked on a silent server at once, and the thread's next send fails.
+/// interrupts a read blocked on a silent server at once, the thread's next send fails, and a
+/// provider-level retry wait ends (its channel disconnects).
 pub struct StreamHandle {
     pub req: RequestId,
     http: Option<ureq::Agent>,
+    _cancel: Sender<()>,
     _thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -170,13 +180,16 @@ pub fn spawn_stream(
 ) -> StreamHandle {
     let agent = http_agent(request.idle_timeout);
     let thread_agent = agent.clone();
+    // Nothing is ever sent: the handle's drop disconnects it, which wakes a retry wait.
+    let (cancel, cancelled) = crossbeam_channel::bounded(0);
     let thread = std::thread::Builder::new()
         .name(format!("provider-{}", req.0))
-        .spawn(move || run_stream(req, &request, &events, thread_agent))
+        .spawn(move || run_stream(req, &request, &events, thread_agent, &cancelled))
         .ok();
     StreamHandle {
         req,
         http: Some(agent),
+        _cancel: cancel,
         _thread: thread,
     }
 }
@@ -315,6 +328,7 @@ fn run_stream(
     request: &StreamRequest,
     events: &Sender<ProviderEvent>,
     agent: ureq::Agent,
+    cancelled: &Receiver<()>,
 ) {
     // `false` means the agent dropped the receiver: stop at once.
     let send = |event: StreamEvent| events.send(ProviderEvent { req, event }).is_ok();
@@ -384,10 +398,6 @@ fn run_stream(
         }
     };
 
-    let mut builder = net::post(&agent, &http.url);
-    for (name, value) in &http.headers {
-        builder = builder.header(name.as_str(), value.as_str());
-    }
     let body = match serde_json::to_vec(&http.body) {
         Ok(body) => body,
         Err(e) => {
@@ -395,32 +405,35 @@ fn run_stream(
             return;
         }
     };
-    log::debug!("provider-{}: POST {}", req.0, http.url);
-    let response = match builder.send(&body[..]) {
-        Ok(response) => response,
-        Err(error) => {
-            log::debug!("provider-{}: request failed: {error}", req.0);
-            fail(network_error_message(&error, false), None);
-            return;
+    let mut retries_done = 0;
+    let response = loop {
+        let failure = match open_response(req, &agent, &http, &body, &decoder) {
+            Ok(response) => break response,
+            Err(failure) => failure,
+        };
+        let server_delay = failure.server_delay;
+        let policy = &request.provider_retry;
+        match retry::decide(policy, failure, retries_done, retry::clock_jitter()) {
+            retry::Decision::Fail(message) => {
+                fail(message, server_delay);
+                return;
+            }
+            retry::Decision::RetryAfter(delay) => {
+                log::debug!(
+                    "provider-{}: retrying in {} ms (retry.provider.maxRetries)",
+                    req.0,
+                    delay.as_millis()
+                );
+                // Disconnected: the request was cancelled (abort) while waiting.
+                if !send(StreamEvent::Retrying { delay })
+                    || cancelled.recv_timeout(delay) != Err(RecvTimeoutError::Timeout)
+                {
+                    return;
+                }
+                retries_done += 1;
+            }
         }
     };
-
-    let status = response.status().as_u16();
-    if !(200..300).contains(&status) {
-        let retry_after = retry_after(response.headers());
-        let mut text = Vec::new();
-        let read = response
-            .into_body()
-            .into_reader()
-            .take(MAX_ERROR_BODY)
-            .read_to_end(&mut text);
-        if let Err(e) = read {
-            log::debug!("provider-{}: error body unreadable: {e}", req.0);
-        }
-        let text = String::from_utf8_lossy(&text);
-        fail(decoder.error_message(status, &text), retry_after);
-        return;
-    }
     if !send(StreamEvent::Opened) {
         return;
     }
@@ -497,6 +510,61 @@ fn run_stream(
     }
 }
 
+/// Sends the request once. A success status is the response to stream; anything else is an
+/// early failure with what the retry policy needs (status, `x-should-retry`, server delay) and
+/// the text the request ends with if it is not retried.
+fn open_response(
+    req: RequestId,
+    agent: &ureq::Agent,
+    http: &HttpRequest,
+    body: &[u8],
+    decoder: &Decoder,
+) -> Result<ureq::http::Response<ureq::Body>, retry::EarlyFailure> {
+    let mut builder = net::post(agent, &http.url);
+    for (name, value) in &http.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    log::debug!("provider-{}: POST {}", req.0, http.url);
+    let response = match builder.send(body) {
+        Ok(response) => response,
+        Err(error) => {
+            log::debug!("provider-{}: request failed: {error}", req.0);
+            return Err(retry::EarlyFailure {
+                status: None,
+                should_retry: None,
+                server_delay: None,
+                message: network_error_message(&error, false),
+            });
+        }
+    };
+    let status = response.status().as_u16();
+    if (200..300).contains(&status) {
+        return Ok(response);
+    }
+    let server_delay = retry_after(response.headers());
+    let should_retry = match response.headers().get("x-should-retry") {
+        Some(v) if v == "true" => Some(true),
+        Some(v) if v == "false" => Some(false),
+        _ => None,
+    };
+    let mut text = Vec::new();
+    let read = response
+        .into_body()
+        .into_reader()
+        .take(MAX_ERROR_BODY)
+        .read_to_end(&mut text);
+    if let Err(e) = read {
+        log::debug!("provider-{}: error body unreadable: {e}", req.0);
+    }
+    let text = String::from_utf8_lossy(&text);
+    Err(retry::EarlyFailure {
+        status: Some(status),
+        should_retry,
+        server_delay,
+        message: decoder.error_message(status, &text),
+    })
+}
+
 /// Words the agent's retry classifier knows, as the SDKs phrase them. `mid_stream`: the response
 /// had started, so a broken connection reads as undici's `terminated`.
 fn network_error_message(error: &ureq::Error, mid_stream: bool) -> String {
@@ -515,23 +583,26 @@ fn network_error_message(error: &ureq::Error, mid_stream: bool) -> String {
     }
 }
 
-/// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds or an HTTP date; only seconds
-/// are understood).
+/// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, or an HTTP date: the time left
+/// until then, zero when it has passed).
 fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    let text = |name: &str| headers.get(name)?.to_str().ok().map(str::trim);
     let number = |name: &str| -> Option<f64> {
-        let value = headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse::<f64>()
-            .ok()?;
+        let value = text(name)?.parse::<f64>().ok()?;
         (value.is_finite() && value >= 0.0).then_some(value)
     };
     if let Some(ms) = number("retry-after-ms") {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    number("retry-after").map(Duration::from_secs_f64)
+    if let Some(seconds) = number("retry-after") {
+        return Some(Duration::from_secs_f64(seconds));
+    }
+    let until = retry::parse_http_date(text("retry-after")?)?;
+    Some(
+        until
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// JavaScript truthiness of a parsed JSON value.
@@ -796,6 +867,7 @@ pub(crate) mod test_support {
             max_tokens: None,
             session_id: "session-1".into(),
             idle_timeout: Duration::from_secs(5),
+            provider_retry: retry::ProviderRetry::default(),
         }
     }
 
@@ -922,6 +994,7 @@ mod tests {
                 &request,
                 &tx,
                 http_agent(request.idle_timeout),
+                &crossbeam_channel::never(),
             )
         });
         rx
@@ -1142,7 +1215,13 @@ mod tests {
         let (tx, rx) = bounded(1);
         let r = openai_request(&url);
         let thread = std::thread::spawn(move || {
-            run_stream(RequestId(1), &r, &tx, http_agent(r.idle_timeout))
+            run_stream(
+                RequestId(1),
+                &r,
+                &tx,
+                http_agent(r.idle_timeout),
+                &crossbeam_channel::never(),
+            )
         });
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(10)).unwrap().event,

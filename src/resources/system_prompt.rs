@@ -44,9 +44,21 @@ pub fn build(inputs: &PromptInputs) -> String {
         prompt.push_str(block);
     }
     prompt.push_str(&format!("\nCurrent date: {}", inputs.date));
-    let cwd = inputs.cwd.to_string_lossy().replace('\\', "/");
-    prompt.push_str(&format!("\nCurrent working directory: {cwd}"));
+    prompt.push_str(&cwd_line(inputs.cwd));
     prompt
+}
+
+const CWD_LINE: &str = "\nCurrent working directory: ";
+
+fn cwd_line(cwd: &Path) -> String {
+    format!("{CWD_LINE}{}", cwd.to_string_lossy().replace('\\', "/"))
+}
+
+/// `prompt` (as `build` made it) with its closing working-directory line naming `cwd` instead:
+/// a session switched to another directory moves the agent there.
+pub fn with_cwd(prompt: &str, cwd: &Path) -> String {
+    let body = prompt.rfind(CWD_LINE).map_or(prompt, |at| &prompt[..at]);
+    format!("{body}{}", cwd_line(cwd))
 }
 
 fn default_body(tools: &[ToolLine]) -> String {
@@ -180,6 +192,16 @@ mod tests {
             at += found + part.len();
         }
         assert!(prompt.ends_with("Current working directory: /p"));
+        let moved = with_cwd(&prompt, Path::new("/q"));
+        assert_eq!(
+            moved,
+            format!(
+                "{}/q",
+                prompt
+                    .strip_suffix("/p")
+                    .expect("the cwd closes the prompt")
+            )
+        );
     }
 
     #[test]

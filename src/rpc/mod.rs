@@ -15,6 +15,11 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+/// The pi release whose RPC protocol pi-rs speaks. `pi --version` prints it, bare and on stdout
+/// as that release does, because clients gate features on it (pi-rs's own version would read as
+/// an ancient pi).
+pub const PI_PROTOCOL_VERSION: &str = "1.6.0";
+
 /// A message serialized once and shared by every record that carries it (message_end, turn_end,
 /// agent_end): a long reply is held once, not copied per record, even while a stalled client
 /// leaves those records queued.

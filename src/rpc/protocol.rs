@@ -38,6 +38,8 @@ pub enum Command {
         images: Vec<ImageContent>,
     },
     Abort,
+    /// Empties both queues and answers their texts (pi 0.84.4).
+    ClearQueue,
     NewSession {
         parent_session: Option<String>,
     },
@@ -211,6 +213,7 @@ fn parse_command(object: Map<String, Value>) -> Result<Request, Rejected> {
             images: fields.images()?,
         },
         "abort" => Command::Abort,
+        "clear_queue" => Command::ClearQueue,
         "new_session" => Command::NewSession {
             parent_session: fields.opt_string("parentSession")?,
         },
@@ -497,6 +500,7 @@ impl Command {
             Command::Steer { .. } => "steer",
             Command::FollowUp { .. } => "follow_up",
             Command::Abort => "abort",
+            Command::ClearQueue => "clear_queue",
             Command::NewSession { .. } => "new_session",
             Command::GetState => "get_state",
             Command::GetMessages => "get_messages",

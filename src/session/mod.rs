@@ -403,9 +403,31 @@ impl SessionLog {
         self.header.id()
     }
 
-    #[cfg(test)]
+    /// The working directory the session belongs to (its header's `cwd`).
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// `--continue` keeps the directory pi-rs was started in, whatever the file's header says
+    /// (pi continues the newest session of the current directory, in the current directory).
+    pub fn set_cwd(&mut self, cwd: &Path) {
+        self.cwd = cwd.to_path_buf();
+    }
+
+    /// pi's refusal of a stored session whose working directory is gone (`--session`,
+    /// `--continue`, `switch_session`); `None` when it exists or the session has no file yet.
+    /// `current` is the directory the agent is in now.
+    pub fn missing_cwd_error(&self, current: &Path) -> Option<String> {
+        let file = self.file.as_ref()?;
+        if self.cwd.exists() {
+            return None;
+        }
+        Some(format!(
+            "Stored session working directory does not exist: {}\nSession file: {}\nCurrent working directory: {}",
+            self.cwd.display(),
+            file.display(),
+            current.display()
+        ))
     }
 
     pub fn file_path(&self) -> Option<&Path> {
@@ -768,6 +790,19 @@ impl SessionLog {
     /// entries dropped and the labels on kept entries re-created at the end), with
     /// `parentSession` = this file. Unknown id → `Entry <id> not found`.
     pub fn fork_at(&self, entry_id: &str) -> Result<SessionLog, String> {
+        self.fork_at_into(entry_id, &self.cwd)
+    }
+
+    /// `--fork` and `--session` of another project: the current branch copied into a new session
+    /// of `cwd` (pi forks into the directory it was started in).
+    pub fn clone_into(&self, cwd: &Path) -> Result<SessionLog, String> {
+        let leaf = self
+            .leaf_id()
+            .ok_or_else(|| "Cannot clone session: no current entry selected".to_string())?;
+        self.fork_at_into(leaf, cwd)
+    }
+
+    fn fork_at_into(&self, entry_id: &str, cwd: &Path) -> Result<SessionLog, String> {
         let target = self
             .by_id
             .get(&self.entries, entry_id)
@@ -805,7 +840,7 @@ impl SessionLog {
         let header = SessionHeader::new(
             &id,
             &timestamp,
-            &self.cwd.to_string_lossy(),
+            &cwd.to_string_lossy(),
             parent_session.as_deref(),
         );
         let file = match (&self.file, &self.session_dir) {
@@ -814,7 +849,7 @@ impl SessionLog {
         };
         let mut log = SessionLog::from_parts(
             header,
-            self.cwd.clone(),
+            cwd.to_path_buf(),
             self.session_dir.clone(),
             file,
             copied,

@@ -20,6 +20,7 @@ mod oauth;
 mod print_modes;
 mod protocol_versions;
 mod providers;
+mod reference_clients;
 mod sessions;
 // Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
 // builders); unused items are for the scenarios that follow, not dead code.

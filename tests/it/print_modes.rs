@@ -113,6 +113,38 @@ fn piped_stdin_and_file_argument_join_the_first_message() {
     fake.finish();
 }
 
+/// `pi --version` prints the pi version whose protocol pi-rs implements, bare and on stdout, as
+/// pi 1.6.0 does (0.73.1 printed it on stderr): version-gating clients read it. pi-rs's own
+/// version is on `--version --verbose`'s second line and in `--help`.
+#[test]
+fn version_is_the_implemented_pi_version_bare_on_stdout() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = Setup::anthropic(&fake);
+    let run = run_cli(&setup, &["--version"], None);
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.stdout, "1.6.0\n");
+    assert_eq!(run.stderr, "");
+    if crate::support::is_reference() {
+        return;
+    }
+    let verbose = run_cli(&setup, &["--version", "--verbose"], None);
+    let lines: Vec<&str> = verbose.stdout.lines().collect();
+    assert_eq!(lines[0], "1.6.0", "{}", verbose.stdout);
+    assert!(
+        lines[1].starts_with(&format!("pi-rs {}", env!("CARGO_PKG_VERSION"))),
+        "{}",
+        verbose.stdout
+    );
+    let help = run_cli(&setup, &["--help"], None);
+    assert!(
+        help.stdout
+            .starts_with(&format!("pi-rs {} ", env!("CARGO_PKG_VERSION"))),
+        "{}",
+        help.stdout
+    );
+    fake.finish();
+}
+
 /// `--mode json` speaks the chosen profile too: legacy updates carry the message so far, and the
 /// run still ends although legacy has no `agent_settled` to wait for.
 #[test]

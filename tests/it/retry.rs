@@ -290,3 +290,131 @@ fn stream_cut_midway_is_retried() {
     assert_eq!(requests[1].messages(), requests[0].messages());
     fake.finish();
 }
+
+/// `retry.provider.maxRetries` (pi ≥ 0.76, default 0): with it at 2 and auto-retry off, a
+/// transient 500 is retried inside the provider client, silently — one run, no `auto_retry_*`,
+/// no error message — and the reply is the second request's. Both references do the same.
+#[test]
+fn provider_level_retry_answers_a_transient_500_silently() {
+    let fake = FakeProvider::start(vec![
+        Reply::status(500, fixture("anthropic/error_500.json"), &[]),
+        Reply::sse(sse::anthropic_text(&["Second time lucky."])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"retry": {"enabled": false, "provider": {"maxRetries": 2}}}));
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
+    let records = pi.records_until_event("agent_end");
+    let labels = flow(&records);
+    assert!(
+        !labels.iter().any(|l| l.starts_with("auto_retry")),
+        "provider retries are silent: {labels:?}"
+    );
+    assert_eq!(
+        labels
+            .iter()
+            .filter(|l| l.as_str() == "message_end:assistant")
+            .count(),
+        1,
+        "{labels:?}"
+    );
+    let reply = records
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .expect("assistant message_end");
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    assert_eq!(reply["message"]["content"][0]["text"], "Second time lucky.");
+    assert_eq!(fake.requests().len(), 2);
+    fake.finish();
+}
+
+/// A provider-level retry waits for the server's `retry-after`; `abort` during that wait ends
+/// the run at once, no second request is ever sent, and no provider thread is left sleeping.
+#[test]
+fn abort_ends_a_provider_level_retry_wait_at_once() {
+    let fake = FakeProvider::start(vec![
+        Reply::status(
+            503,
+            fixture("anthropic/error_500.json"),
+            &[("retry-after", "30")],
+        ),
+        Reply::sse(sse::anthropic_text(&["Never sent."])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"retry": {"enabled": false, "provider": {"maxRetries": 1}}}));
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
+    fake.wait_for_requests(1, pi.timeout());
+    assert!(
+        !pi.drain_for(Duration::from_millis(300))
+            .iter()
+            .any(|r| r["type"] == "agent_end"),
+        "the run waits for the retry"
+    );
+    pi.send(json!({"id": "a1", "type": "abort"}));
+    let records = pi.records_until_event("agent_end");
+    let end = records.last().expect("agent_end");
+    let last = end["messages"].as_array().and_then(|m| m.last()).cloned();
+    assert_eq!(
+        last.map(|m| m["stopReason"].clone()),
+        Some(json!("aborted")),
+        "{end}"
+    );
+    if !crate::support::is_reference() {
+        assert!(
+            wait_for_no_provider_thread(pi.pid(), pi.timeout()),
+            "a provider thread outlived the aborted run"
+        );
+    }
+    assert_eq!(fake.requests().len(), 1, "no retry after abort");
+    assert!(fake.remaining_replies() == 1);
+}
+
+/// Whether every `provider-<n>` thread of `pid` is gone within `timeout` (Linux `/proc`).
+fn wait_for_no_provider_thread(pid: i32, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc task list");
+        let alive = tasks.flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with("provider-"))
+        });
+        if !alive {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A provider-level retry's wait is not silence: with `retry.provider.timeoutMs` (the idle
+/// timeout) shorter than the server's `retry-after`, the retried request still answers.
+#[test]
+fn provider_level_retry_wait_does_not_count_as_an_idle_stream() {
+    let fake = FakeProvider::start(vec![
+        Reply::status(
+            429,
+            fixture("anthropic/error_429.json"),
+            &[("retry-after", "1")],
+        ),
+        Reply::sse(sse::anthropic_text(&["After the wait."])),
+    ]);
+    let setup = Setup::anthropic(&fake).settings(json!({"retry": {
+        "enabled": false,
+        "provider": {"maxRetries": 1, "timeoutMs": 400},
+    }}));
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Hi"}));
+    let records = pi.records_until_event("agent_end");
+    let reply = records
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .expect("assistant message_end");
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].received_at - requests[0].received_at >= Duration::from_millis(1000));
+    fake.finish();
+}

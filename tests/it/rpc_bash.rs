@@ -5,12 +5,14 @@
 //! Reference: 0.73.1 streams nothing (`bash_execution_update` is seed-only), so the streaming
 //! assertions fail there by design.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
 use crate::steering::message_text;
-use crate::support::{Pi, Setup, assert_keys};
+use crate::support::{Pi, Setup, assert_keys, wait_for_file};
 
 /// The concatenated deltas of `bash_execution_update` records carrying `id`.
 fn streamed(records: &[Value], id: &str) -> String {
@@ -144,6 +146,35 @@ fn large_output_is_truncated_with_a_full_output_file_and_fully_streamed() {
     let deltas = streamed(&records, "big");
     assert_eq!(deltas.len(), file.len(), "every delta arrived");
     assert!(deltas == file, "the deltas add up to the file");
+    fake.finish();
+}
+
+/// `seq 1 5000`: 23 893 bytes (under the 50 KB limit) but 5000 lines (over the 2000-line limit).
+/// The result is truncated by lines, and pi (0.73.1 and 1.6.0) still names a file holding all of
+/// it: a spill happens whenever the result is truncated, not only past the byte limit.
+#[test]
+fn output_truncated_by_lines_only_still_has_a_full_output_file() {
+    let fake = FakeProvider::start(Vec::new());
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    let response = pi.command("seq", "bash", json!({"command": "seq 1 5000"}));
+    let data = &response["data"];
+    assert_eq!(data["truncated"], true, "{data}");
+    let output = data["output"].as_str().expect("output");
+    assert!(
+        output.trim_end().ends_with("4999\n5000"),
+        "the tail is kept"
+    );
+    assert!(!output.starts_with("1\n"), "the head is cut");
+    let path = data["fullOutputPath"]
+        .as_str()
+        .expect("a fullOutputPath although only lines were cut");
+    let expected: String = (1..=5000).map(|n| format!("{n}\n")).collect();
+    // pi writes the file asynchronously, after its response; pi-rs before it.
+    let file = wait_for_file(Path::new(path), pi.timeout(), |text| {
+        text.len() >= expected.len()
+    });
+    let _ = std::fs::remove_file(path);
+    assert!(file == expected, "the file holds all 5000 lines");
     fake.finish();
 }
 

@@ -1199,3 +1199,135 @@ fn replacing_the_session_during_a_tool_call_aborts_it_and_keeps_the_old_file_pai
     assert_eq!(old[2]["isError"], true);
     fake.finish();
 }
+
+// ---------------------------------------------------------------------------------------------
+// A stored session's working directory
+
+/// A session file whose header says it belongs to `cwd`, with one user/assistant exchange.
+fn session_in(path: &Path, cwd: &Path) {
+    let lines = [
+        json!({"type": "session", "version": 3, "id": "01a227d7-0000-7000-8000-00000000c0de",
+               "timestamp": "2026-11-29T15:05:34.023Z", "cwd": cwd.to_string_lossy()}),
+        json!({"type": "message", "id": "aaaa0001", "parentId": null,
+               "timestamp": "2026-11-29T15:05:35.000Z",
+               "message": {"role": "user", "content": [{"type": "text", "text": "earlier"}],
+                           "timestamp": 1}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("session dir");
+    std::fs::write(path, text).expect("write session");
+}
+
+/// `pwd` as the RPC `bash` command sees it.
+#[track_caller]
+fn bash_pwd(pi: &mut Pi, id: &str) -> String {
+    let data = ok_data(pi, id, "bash", json!({"command": "pwd"}));
+    data["output"].as_str().unwrap_or("").trim().to_string()
+}
+
+fn stored_cwd_error(cwd: &Path, file: &Path, current: &Path) -> String {
+    format!(
+        "Stored session working directory does not exist: {}\nSession file: {}\nCurrent working directory: {}",
+        cwd.display(),
+        file.display(),
+        current.display()
+    )
+}
+
+/// `--session` opens a session in the directory it was recorded in (pi builds its runtime from
+/// the header's `cwd`): shell commands run there and the model is told so. `--continue` takes
+/// the newest session of the startup directory's session folder and stays in the startup
+/// directory, whatever the header says (both references). Reference: 0.73.1 passes; 1.6.0 fails
+/// at the project-settings line only (it reads a project's `.pi/settings.json` only once the
+/// project is trusted, a 1.6.0 feature pi-rs does not have; in the start directory too).
+#[test]
+fn a_resumed_session_runs_in_its_stored_working_directory() {
+    let fake = FakeProvider::start(vec![text_reply("there")]);
+    let setup = Setup::anthropic(&fake).with_sessions();
+    let workspace = Workspace::new();
+    let project = workspace.root().join("project");
+    // The project's own settings apply, not the start directory's.
+    std::fs::create_dir_all(project.join(".pi")).expect("project dir");
+    std::fs::write(
+        project.join(".pi/settings.json"),
+        r#"{"steeringMode": "all"}"#,
+    )
+    .expect("project settings");
+    let file = workspace.root().join("stored/other.jsonl");
+    session_in(&file, &project);
+
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &setup.clone().arg("--session").arg(&file.to_string_lossy()),
+    );
+    assert_eq!(bash_pwd(&mut pi, "b1"), project.to_string_lossy());
+    assert_eq!(state(&mut pi, "s0")["steeringMode"], "all");
+    prompt(&mut pi, "p1", "where are we?");
+    let system = crate::support::system_prompt_of(&fake.requests()[0]);
+    assert!(
+        system.contains(&*project.to_string_lossy())
+            && !system.contains(&*workspace.cwd().to_string_lossy()),
+        "the prompt names the session's directory: {system}"
+    );
+    drop(pi);
+
+    // --continue: a session recorded elsewhere (a file moved in by hand, its directory gone)
+    // is continued here, not refused.
+    let moved = workspace.default_session_dir().join("moved.jsonl");
+    session_in(&moved, &workspace.root().join("gone"));
+    let mut pi = Pi::spawn_in(&workspace, &setup.clone().arg("--continue"));
+    assert_eq!(
+        state(&mut pi, "s1")["sessionFile"],
+        json!(moved.to_string_lossy())
+    );
+    assert_eq!(bash_pwd(&mut pi, "b2"), workspace.cwd().to_string_lossy());
+    fake.finish();
+}
+
+/// A session whose recorded directory is gone is refused with pi's message: by `--session` (on
+/// stderr, exit 1) and by `switch_session` (an error response; the current session and directory
+/// stay). A `switch_session` to a session whose directory exists moves there. Reference: passes.
+#[test]
+fn a_session_whose_working_directory_is_gone_is_refused() {
+    let fake = FakeProvider::start(Vec::new());
+    let setup = Setup::anthropic(&fake).with_sessions();
+    let workspace = Workspace::new();
+    let gone = workspace.root().join("deleted-project");
+    let file = workspace.root().join("stored/orphan.jsonl");
+    session_in(&file, &gone);
+    let expected = stored_cwd_error(&gone, &file, &workspace.cwd());
+
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &setup.clone().arg("--session").arg(&file.to_string_lossy()),
+    );
+    assert_eq!(pi.wait_for_exit().code(), Some(1));
+    assert!(pi.stderr_text().contains(&expected), "{}", pi.stderr_text());
+    drop(pi);
+
+    // switch_session: refused, nothing changes; a session whose directory exists moves there.
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let before = state(&mut pi, "s1");
+    let response = pi.command(
+        "w1",
+        "switch_session",
+        json!({"sessionPath": file.to_string_lossy()}),
+    );
+    assert_eq!(response["success"], false, "{response}");
+    assert_eq!(response["error"], json!(expected));
+    assert_eq!(state(&mut pi, "s2")["sessionFile"], before["sessionFile"]);
+    assert_eq!(bash_pwd(&mut pi, "b1"), workspace.cwd().to_string_lossy());
+
+    let project = workspace.root().join("project");
+    std::fs::create_dir_all(&project).expect("project dir");
+    let other = workspace.root().join("stored/other.jsonl");
+    session_in(&other, &project);
+    ok_data(
+        &mut pi,
+        "w2",
+        "switch_session",
+        json!({"sessionPath": other.to_string_lossy()}),
+    );
+    assert_eq!(bash_pwd(&mut pi, "b2"), project.to_string_lossy());
+    fake.finish();
+}

@@ -642,3 +642,57 @@ fn prompt_while_streaming_is_queued_or_refused() {
     pi.wait_for_event("agent_settled");
     fake.finish();
 }
+
+/// `clear_queue` (pi 0.84.4): both queues are emptied, a `queue_update` says so before the
+/// response, and the response answers the removed texts (`data.steering` / `data.followUp`) so a
+/// client can restore them; the run then goes on as if they were never sent.
+#[test]
+fn clear_queue_empties_both_queues_and_answers_their_texts() {
+    let fake = FakeProvider::start(gated_script(vec![Reply::sse(sse::anthropic_text(&[
+        "Done.",
+    ]))]));
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    start_gated_run(&mut pi);
+    enqueue(
+        &mut pi,
+        "s1",
+        "steer",
+        "Turn left",
+        queue(&["Turn left"], &[]),
+    );
+    enqueue(
+        &mut pi,
+        "f1",
+        "follow_up",
+        "Then summarize",
+        queue(&["Turn left"], &["Then summarize"]),
+    );
+    let response = pi.command("c1", "clear_queue", json!({}));
+    assert_eq!(
+        response,
+        json!({"id": "c1", "type": "response", "command": "clear_queue", "success": true,
+               "data": {"steering": ["Turn left"], "followUp": ["Then summarize"]}})
+    );
+    let response_index = pi.index_of(&response).expect("indexed");
+    let update = pi.records()[..response_index]
+        .iter()
+        .rfind(|r| r["type"] == "queue_update")
+        .cloned();
+    assert_eq!(update, Some(queue(&[], &[])));
+    assert_eq!(pending_count(&mut pi, "g1"), 0);
+
+    // Cleared again: nothing left to answer.
+    let again = pi.command("c2", "clear_queue", json!({}));
+    assert_eq!(again["data"], json!({"steering": [], "followUp": []}));
+
+    open_gate(&pi);
+    pi.records_until_event("agent_end");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "no queued message delivered");
+    assert_eq!(
+        tail(&requests[1], 1),
+        [pair("user", "<tool_result>")],
+        "the cleared messages never reach the model"
+    );
+    fake.finish();
+}

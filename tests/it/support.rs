@@ -65,6 +65,7 @@ pub fn is_reference() -> bool {
     std::env::var_os("PI_TEST_BIN").is_some_and(|v| !v.is_empty())
 }
 
+/// The executable under test: pi-rs, or `PI_TEST_BIN`.
 pub fn binary() -> PathBuf {
     match std::env::var_os("PI_TEST_BIN") {
         Some(path) if !path.is_empty() => PathBuf::from(path),

@@ -395,6 +395,7 @@ fn stream_request_has_no_tools_and_the_budget() {
         max_tokens: None,
         session_id: "s".into(),
         idle_timeout: std::time::Duration::from_secs(1),
+        provider_retry: Default::default(),
     };
     let user_text = request.user_text.clone();
     let stream = request.clone().into_stream_request(base);
