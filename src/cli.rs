@@ -37,6 +37,8 @@ pub struct Args {
     pub fork: Option<String>,
     pub extensions: Vec<String>,
     pub no_extensions: bool,
+    /// `--approve` (true) / `--no-approve` (false): this run's project-trust decision.
+    pub project_trust: Option<bool>,
     /// `--no-mcp`: no MCP servers this run.
     pub no_mcp: bool,
     pub skills: Vec<String>,
@@ -49,6 +51,8 @@ pub struct Args {
     /// `--export <session> [out.html]`.
     pub export: Option<(String, Option<String>)>,
     pub offline: bool,
+    /// `--sandbox <mode>`: the tool sandbox (README "Sandbox").
+    pub sandbox: Option<crate::sandbox::Mode>,
     /// `--list-models [search]`.
     pub list_models: Option<Option<String>>,
     /// `--rpc-profile default|legacy` (checked by main, with the env var and setting).
@@ -83,6 +87,7 @@ fn expand_short_aliases(arg: OsString) -> OsString {
         Some("-nt") => "--no-tools",
         Some("-nbt") => "--no-builtin-tools",
         Some("-ne") => "--no-extensions",
+        Some("-na") => "--no-approve",
         Some("-ns") => "--no-skills",
         Some("-np") => "--no-prompt-templates",
         Some("-nc") => "--no-context-files",
@@ -156,6 +161,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 out.extensions.push(string(parser.value()?, "--extension")?)
             }
             Long("no-extensions") => out.no_extensions = true,
+            Short('a') | Long("approve") => out.project_trust = Some(true),
+            Long("no-approve") => out.project_trust = Some(false),
             Long("no-mcp") => out.no_mcp = true,
             Long("skill") => out.skills.push(string(parser.value()?, "--skill")?),
             Long("no-skills") => out.no_skills = true,
@@ -172,6 +179,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 out.export = Some((session, output));
             }
             Long("offline") => out.offline = true,
+            Long("sandbox") => {
+                let mode = string(parser.value()?, "--sandbox")?;
+                out.sandbox = Some(crate::sandbox::Mode::parse(&mode).ok_or_else(|| {
+                    CliError(format!(
+                        "Invalid --sandbox \"{mode}\". Valid values: {}",
+                        crate::sandbox::Mode::NAMES
+                    ))
+                })?);
+            }
             Long("list-models") => out.list_models = Some(next_bare_word(&mut parser)),
             Long("verbose") => out.verbose = true,
             Short('h') | Long("help") => out.help = true,
@@ -233,9 +249,12 @@ Options:
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
   --session-dir <dir>            where session files go
+  -a, --approve                  trust this project's .pi/ resources for this run
+  -na, --no-approve              ignore this project's .pi/ resources for this run
   --rpc-profile <name>           protocol generation on stdout: default (newest pi) or legacy
                                  (pi <= 0.83 clients); also PI_RPC_PROFILE, setting rpcProfile
   --offline                      no network besides the model provider
+  --sandbox <mode>               confine tools: off, read-only, workspace-write
   --verbose                      more logging on stderr (or set RUST_LOG)
   -h, --help                     this text
   -v, --version                  the pi version whose protocol this speaks (--verbose: also pi-rs's)

@@ -8,6 +8,7 @@
 mod agent;
 mod cli;
 mod config;
+mod deadline;
 mod disk;
 mod export;
 mod extensions;
@@ -17,6 +18,7 @@ mod messages;
 mod provider;
 mod resources;
 mod rpc;
+mod sandbox;
 mod session;
 mod signals;
 mod tools;
@@ -52,7 +54,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         };
         let agent_dir = config::agent_dir_from_env();
-        let trusted = Config::load(agent_dir.clone(), cwd.clone()).project_trusted();
+        let trusted = Config::load(agent_dir.clone(), cwd.clone(), None).project_trusted();
         return ExitCode::from(mcp::cli::run(raw.collect(), &agent_dir, &cwd, trusted));
     }
     let args = match cli::parse(std::env::args_os().skip(1)) {
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(args.verbose);
+    tools::path_guard::mark_not_dumpable();
     match run(args) {
         Ok(code) => ExitCode::from(code),
         Err(message) => {
@@ -109,7 +112,7 @@ fn run(args: Args) -> Result<u8, String> {
     let mut cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
     let agent_dir = config::agent_dir_from_env();
-    let mut config = Config::load(agent_dir.clone(), cwd.clone());
+    let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
     report(&config.diagnostics)?;
 
     let profile = rpc_profile(&args, &config)?;
@@ -167,7 +170,7 @@ fn run(args: Args) -> Result<u8, String> {
         absolutize_cli_paths(&mut args, &cwd);
         cwd = session.cwd().to_path_buf();
         let reported = std::mem::take(&mut config.diagnostics);
-        config = Config::load(agent_dir.clone(), cwd.clone());
+        config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
         config.diagnostics.retain(|d| !reported.contains(d));
         report(&config.diagnostics)?;
         session::set_default_redactions(config.known_secrets());
@@ -214,12 +217,32 @@ fn run(args: Args) -> Result<u8, String> {
         cli_prompt_templates: args.prompt_templates.clone(),
         no_skills: args.no_skills,
         no_prompt_templates: args.no_prompt_templates,
+        skip_project: !config.project_trust.trusted,
     });
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
-    let (extensions, extension_events, approvals, startup_events) =
-        start_extensions(&args, &config, &session);
+    let (sandbox, sandbox_warnings) = sandbox::Sandbox::new(
+        config.scoped_setting(false, "sandbox"),
+        config.scoped_setting(true, "sandbox"),
+        args.sandbox,
+        &cwd,
+        &agent_dir,
+    );
+    for warning in sandbox_warnings {
+        eprintln!("Warning: {warning}");
+    }
+    let (extensions, extension_events, approvals, mut startup_events) =
+        start_extensions(&args, &config, &session, &sandbox.policy());
+    // Skipped project resources are said once, on stderr and to the client.
+    if let Some(warning) = config.project_trust.warning() {
+        eprintln!("Warning: {warning}");
+        startup_events.insert(0, rpc::events::Event::notify(&warning, "warning"));
+    }
+    if let Some(warning) = sandbox::unenforced_warning(&sandbox.policy(), sandbox::support()) {
+        eprintln!("Warning: {warning}");
+        startup_events.push(rpc::events::Event::notify(&warning, "warning"));
+    }
     let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
     let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
 
@@ -252,11 +275,14 @@ fn run(args: Args) -> Result<u8, String> {
         let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
         mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
     });
+    // Spill files a session file may refer to outlive the process; otherwise they go at exit.
+    let session_persisted = session.file_path().is_some();
     let setup = agent::AgentSetup {
         mcp,
         extensions,
         extension_events,
         approvals,
+        sandbox,
         startup_events,
         profile,
         resources: loaded,
@@ -269,10 +295,14 @@ fn run(args: Args) -> Result<u8, String> {
         tool_names,
         system_prompt,
     };
-    match print_output {
+    let result = match print_output {
         None => Ok(run_rpc(setup, signals)),
         Some(output) => run_print(setup, signals, output, print_messages),
+    };
+    if !session_persisted {
+        tools::bash::remove_spill_dir();
     }
+    result
 }
 
 /// The protocol generation: `--rpc-profile`, else `PI_RPC_PROFILE`, else settings `rpcProfile`,
@@ -301,10 +331,9 @@ fn rpc_profile(args: &Args, config: &Config) -> Result<rpc::Profile, String> {
 /// RPC mode: stdin-reader → agent → stdout-writer.
 fn run_rpc(setup: agent::AgentSetup, signals: crossbeam_channel::Receiver<i32>) -> u8 {
     let (writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
-    let secrets = setup.config.known_secrets();
     let capacity = setup.profile.writer_capacity();
     let stdout = Box::new(std::io::stdout());
-    let writer = match rpc::stdout_writer::spawn(stdout, writer_events_tx, secrets, capacity) {
+    let writer = match rpc::stdout_writer::spawn(stdout, writer_events_tx, capacity) {
         Ok(writer) => writer,
         Err(e) => {
             eprintln!("Error: cannot start the stdout writer: {e}");
@@ -557,6 +586,7 @@ fn start_extensions(
     args: &Args,
     config: &Config,
     session: &session::SessionLog,
+    sandbox: &sandbox::Policy,
 ) -> (
     Option<extensions::ExtensionHost>,
     crossbeam_channel::Receiver<extensions::ExtensionEvent>,
@@ -583,6 +613,7 @@ fn start_extensions(
         cwd: config.cwd.clone(),
         agent_dir: config.agent_dir.clone(),
         no_extensions: args.no_extensions,
+        skip_project: !config.project_trust.trusted,
     });
     let (events_tx, events) = crossbeam_channel::bounded(256);
     if specs.is_empty() && !policy.is_enabled() {
@@ -596,7 +627,9 @@ fn start_extensions(
             .map(|p| p.to_string_lossy().into_owned()),
         flag_values: Default::default(),
     };
-    let (host, errors) = extensions::ExtensionHost::start(specs, &handshake, events_tx);
+    // Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
+    let confine = sandbox.extensions.then_some(sandbox);
+    let (host, errors) = extensions::ExtensionHost::start(specs, &handshake, confine, events_tx);
     let mut policy = policy;
     policy.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
     let startup_events = errors.iter().map(|e| e.event()).collect();
@@ -626,7 +659,7 @@ fn export_session(
         leaf_id: log.leaf_id().map(str::to_string),
         system_prompt: String::new(),
         tools: Vec::new(),
-        redactions: log.redactions().clone(),
+        redactions: log.redactions(),
     };
     export::export_to_file(&input, &cwd.join(&output))?;
     eprintln!("Exported to: {output}");
@@ -749,12 +782,22 @@ fn system_prompt(
     let cwd = &config.cwd;
     let custom = match &args.system_prompt {
         Some(value) => Some(resources::text_or_file(value, cwd)),
-        None => resources::discover_prompt_file("SYSTEM.md", cwd, &config.agent_dir),
+        None => resources::discover_prompt_file(
+            "SYSTEM.md",
+            cwd,
+            &config.agent_dir,
+            config.project_trust.trusted,
+        ),
     };
     let append: Vec<String> = if args.append_system_prompt.is_empty() {
-        resources::discover_prompt_file("APPEND_SYSTEM.md", cwd, &config.agent_dir)
-            .into_iter()
-            .collect()
+        resources::discover_prompt_file(
+            "APPEND_SYSTEM.md",
+            cwd,
+            &config.agent_dir,
+            config.project_trust.trusted,
+        )
+        .into_iter()
+        .collect()
     } else {
         args.append_system_prompt
             .iter()

@@ -69,6 +69,8 @@ fn run(job: BashJob, cancel: &CancelFlag, events: &Sender<BashEvent>) {
         command_prefix: job.shell_command_prefix.as_deref(),
         agent_dir: &job.agent_dir,
         timeout: None,
+        // The client's own command, as typed by the user: not a tool call, not sandboxed.
+        sandbox: None,
     };
     let mut sanitizer = Sanitizer::default();
     let mut collected = Collected::default();

@@ -249,7 +249,7 @@ impl Agent {
                     slot.attempts += 1;
                     let attempt = slot.attempts;
                     let delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
-                    compaction.retry_at = Some((index, Instant::now() + delay));
+                    compaction.retry_at = Some((index, crate::deadline::after(delay)));
                     let raw = reply.error_message.unwrap_or_default();
                     self.emit(Event::SummarizationRetryScheduled {
                         attempt,

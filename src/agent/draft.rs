@@ -3,6 +3,12 @@
 //! delta is forwarded, never a cumulative copy (seed: delta-only updates) — except in the legacy
 //! profile, where each update also carries the message so far, serialized for that one record
 //! and dropped once written (memory stays O(reply); stdout grows quadratically by nature).
+//!
+//! Redaction is per record, so a key streamed in small deltas would arrive whole once the client
+//! joins them. So each block's delta stream holds back the longest tail of what it streamed that
+//! is the beginning of a known secret (at most longest secret − 1 bytes; usually nothing), and
+//! never cuts inside a secret it holds whole: no secret can be completed across records. The
+//! held tail goes out with the next delta, or before the block's end record (`flush_held`).
 
 use serde_json::Value;
 
@@ -14,6 +20,7 @@ use crate::messages::{
 use crate::provider::{self, BlockKind};
 use crate::rpc::Profile;
 use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
+use crate::session::{Redactions, redact};
 
 pub struct Draft {
     pub message: AssistantMessage,
@@ -28,6 +35,10 @@ pub struct Draft {
     usage_json: crate::rpc::SharedJson,
     /// Blocks that started and have not ended yet, in start order (abort closes them).
     open_blocks: Vec<usize>,
+    /// Per block index: streamed text not yet sent (see the module note).
+    held: Vec<(usize, String)>,
+    redactions: Redactions,
+    redactions_generation: u64,
 }
 
 impl Draft {
@@ -45,6 +56,9 @@ impl Draft {
             cumulative: profile == Profile::Legacy,
             usage_json: crate::rpc::shared_json(&Usage::default(), 128),
             open_blocks: Vec::new(),
+            held: Vec::new(),
+            redactions: redact::default_redactions(),
+            redactions_generation: redact::generation(),
         }
     }
 
@@ -170,11 +184,66 @@ impl Draft {
                 return None;
             }
         };
-        Some(self.update(AssistantEvent::Delta {
-            family,
-            index,
-            delta,
-        }))
+        let delta = self.hold_back(index, delta);
+        (!delta.is_empty()).then(|| {
+            self.update(AssistantEvent::Delta {
+                family,
+                index,
+                delta,
+            })
+        })
+    }
+
+    /// The part of `delta` (after what this block already holds) that may go out now.
+    fn hold_back(&mut self, index: usize, delta: String) -> String {
+        if redact::generation() != self.redactions_generation {
+            self.redactions_generation = redact::generation();
+            self.redactions = redact::default_redactions();
+        }
+        if self.redactions.is_empty() && self.held.is_empty() {
+            return delta;
+        }
+        let slot = match self.held.iter().position(|(i, _)| *i == index) {
+            Some(position) => position,
+            None => {
+                self.held.push((index, String::new()));
+                self.held.len() - 1
+            }
+        };
+        let combined = &mut self.held[slot].1;
+        combined.push_str(&delta);
+        let cut = self.redactions.streaming_cut(combined);
+        let rest = combined.split_off(cut);
+        std::mem::replace(combined, rest)
+    }
+
+    /// The held tail of a block as its last delta (before its end record, or when the stream
+    /// stops mid-block).
+    pub fn flush_held(&mut self, index: usize) -> Option<Event> {
+        let position = self.held.iter().position(|(i, _)| *i == index)?;
+        let (_, text) = self.held.swap_remove(position);
+        let family = match self.message.content.get(index)? {
+            ContentBlock::Text(_) => BlockFamily::Text,
+            ContentBlock::Thinking(_) => BlockFamily::Thinking,
+            ContentBlock::ToolCall(_) => BlockFamily::ToolCall,
+            ContentBlock::Image(_) => return None,
+        };
+        (!text.is_empty()).then(|| {
+            self.update(AssistantEvent::Delta {
+                family,
+                index,
+                delta: text,
+            })
+        })
+    }
+
+    /// Every block's held tail (the stream ended without closing them).
+    pub fn flush_all_held(&mut self) -> Vec<Event> {
+        let indexes: Vec<usize> = self.held.iter().map(|(i, _)| *i).collect();
+        indexes
+            .into_iter()
+            .filter_map(|i| self.flush_held(i))
+            .collect()
     }
 
     pub fn block_end(&mut self, index: usize, signature: Option<String>) -> Option<Event> {
@@ -336,5 +405,42 @@ mod tests {
         assert_eq!(close["message"]["stopReason"], "aborted");
         assert_eq!(close["message"]["errorMessage"], "Request was aborted");
         assert!(draft.close_open_blocks(None).is_empty());
+    }
+
+    /// A secret streamed a few bytes at a time never spans two delta records.
+    #[test]
+    fn deltas_hold_back_so_no_secret_spans_records() {
+        const SECRET: &str = "sk-draft-HOLDBACK-0123456789";
+        redact::register_secrets([SECRET.to_string()]);
+        let mut draft = Draft::new(&Model::placeholder(), Profile::Default);
+        draft.block_start(0, BlockKind::Text);
+        let text = format!("The key is {SECRET}, and é again {SECRET}.");
+        let mut events = Vec::new();
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(5) {
+            events.extend(draft.delta(0, piece.iter().collect()));
+        }
+        events.extend(draft.flush_held(0));
+        let deltas: Vec<String> = events
+            .into_iter()
+            .map(|e| {
+                value(e)["assistantMessageEvent"]["delta"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(deltas.concat(), text);
+        // No record boundary falls inside a secret.
+        let mut boundary = 0;
+        for delta in &deltas {
+            boundary += delta.len();
+            for (start, _) in text.match_indices(SECRET) {
+                assert!(
+                    !(start < boundary && boundary < start + SECRET.len()),
+                    "{deltas:?}"
+                );
+            }
+        }
     }
 }

@@ -85,6 +85,8 @@ pub struct AgentSetup {
     pub extensions: Option<crate::extensions::ExtensionHost>,
     pub extension_events: Receiver<crate::extensions::ExtensionEvent>,
     pub approvals: crate::extensions::approval::ApprovalPolicy,
+    /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
+    pub sandbox: crate::sandbox::Sandbox,
     /// Events to write first (extension load errors).
     pub startup_events: Vec<Event>,
     /// The protocol generation stdout speaks.
@@ -149,6 +151,7 @@ pub struct Agent {
     mcp: Option<crate::mcp::McpHost>,
     approvals: crate::extensions::approval::ApprovalPolicy,
     grants: crate::extensions::approval::SessionGrants,
+    sandbox: crate::sandbox::Sandbox,
     /// Queued input waiting for the extensions' `input` hook.
     queue_inputs: Vec<state::QueueInput>,
     /// Extension commands run from `prompt`, answered `handled` when they finish.
@@ -241,6 +244,7 @@ impl Agent {
             mcp: setup.mcp,
             approvals: setup.approvals,
             grants: Default::default(),
+            sandbox: setup.sandbox,
             command_runs: Vec::new(),
             queue_inputs: Vec::new(),
             next_turn_messages: Vec::new(),
@@ -498,6 +502,7 @@ impl Agent {
                 let state = self.state_json();
                 self.respond_ok(id, name, Some(state));
             }
+            Command::SetSandbox { mode, network } => self.set_sandbox(id, &mode, network),
             Command::GetMessages => {
                 let messages = serde_json::to_value(&self.messages).unwrap_or(Value::Null);
                 self.respond_ok(id, name, Some(json!({ "messages": messages })));
@@ -907,7 +912,7 @@ impl Agent {
                 .iter()
                 .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
                 .collect(),
-            redactions: self.session.redactions().clone(),
+            redactions: self.session.redactions(),
         };
         crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
         Ok(output)
@@ -940,7 +945,36 @@ impl Agent {
             "pendingMessageCount".into(),
             json!(self.steering.len() + self.follow_up.len()),
         );
+        // Only when a sandbox is set, so get_state stays pi's exact shape by default.
+        if self.sandbox.policy().is_active() {
+            state.insert("sandbox".into(), self.sandbox_state());
+        }
         Value::Object(state)
+    }
+
+    fn sandbox_state(&self) -> Value {
+        let state = crate::sandbox::state(&self.sandbox.policy(), crate::sandbox::support());
+        serde_json::to_value(state).unwrap_or(Value::Null)
+    }
+
+    /// `set_sandbox`: applies to tools started from now on (running ones keep theirs).
+    fn set_sandbox(&mut self, id: Option<&Value>, mode: &str, network: Option<bool>) {
+        let Some(parsed) = crate::sandbox::Mode::parse(mode) else {
+            let error = format!(
+                "Invalid sandbox mode \"{mode}\". Valid values: {}",
+                crate::sandbox::Mode::NAMES
+            );
+            self.respond_error(id, "set_sandbox", &error);
+            return;
+        };
+        let policy = self.sandbox.set(parsed, network).clone();
+        let state = self.sandbox_state();
+        self.respond_ok(id, "set_sandbox", Some(json!({ "sandbox": state })));
+        if let Some(warning) =
+            crate::sandbox::unenforced_warning(&policy, crate::sandbox::support())
+        {
+            self.emit(Event::notify(&warning, "warning"));
+        }
     }
 
     fn last_assistant_text(&self) -> Option<String> {
@@ -1371,7 +1405,15 @@ impl Agent {
                 }
                 stream.draft.delta(index, delta)
             }
-            StreamEvent::BlockEnd { index, signature } => stream.draft.block_end(index, signature),
+            StreamEvent::BlockEnd { index, signature } => {
+                if let Some(held) = stream.draft.flush_held(index) {
+                    self.emit(held);
+                }
+                let Phase::Streaming(stream) = &mut self.phase else {
+                    return;
+                };
+                stream.draft.block_end(index, signature)
+            }
             StreamEvent::Usage(usage) => {
                 stream.draft.set_usage(usage);
                 None
@@ -1416,6 +1458,11 @@ impl Agent {
         if !draft.started {
             let start = draft.start_event();
             self.emit(start);
+        }
+        // Blocks the stream left open: their held tails still go out as deltas (before an
+        // abort closes them).
+        for held in draft.flush_all_held() {
+            self.emit(held);
         }
         if stop_reason == StopReason::Aborted {
             for close in draft.close_open_blocks(error_message.as_deref()) {
@@ -1480,6 +1527,7 @@ impl Agent {
             shell_path: self.config.shell_path(),
             shell_command_prefix: self.config.shell_command_prefix(),
             model_supports_images: self.model.supports_images(),
+            sandbox: self.sandbox.policy(),
         }
     }
 
@@ -1647,7 +1695,7 @@ impl Agent {
             error_message: error.to_string(),
         });
         self.phase = Phase::RetryWait(RetryWait {
-            deadline: Instant::now() + delay,
+            deadline: crate::deadline::after(delay),
         });
     }
 

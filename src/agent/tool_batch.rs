@@ -193,7 +193,8 @@ impl Agent {
         }
     }
 
-    pub(super) fn on_tool_update(&mut self, index: usize, partial: ToolOutput) {
+    pub(super) fn on_tool_update(&mut self, index: usize, mut partial: ToolOutput) {
+        partial.redact();
         let Some(batch) = self.batch() else { return };
         let event = Event::ToolExecutionUpdate {
             call: batch.calls[index].clone(),
@@ -204,7 +205,8 @@ impl Agent {
     }
 
     /// A call's own result; extensions' `tool_result` hook may still patch it.
-    pub(super) fn on_tool_finished(&mut self, index: usize, output: ToolOutput) {
+    pub(super) fn on_tool_finished(&mut self, index: usize, mut output: ToolOutput) {
+        output.redact();
         let Some(batch) = self.batch() else { return };
         batch.handles[index] = None;
         let payload = json!({
@@ -313,7 +315,9 @@ impl Agent {
     }
 
     /// Records a call's final result with its end event.
-    pub(super) fn finish_call(&mut self, index: usize, output: ToolOutput) {
+    pub(super) fn finish_call(&mut self, index: usize, mut output: ToolOutput) {
+        // Again after the hooks: an extension's patch may bring a key back.
+        output.redact();
         let Some(batch) = self.batch() else { return };
         batch.handles[index] = None;
         batch.waits[index] = None;

@@ -19,6 +19,7 @@ pub mod oauth;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
+pub mod trust;
 
 pub use model::{Model, ModelCost, ThinkingLevel};
 pub use resolve::ScopedModel;
@@ -130,16 +131,14 @@ fn default_docs_dir(env: &Env) -> PathBuf {
     exe_dir.unwrap_or_default().join("docs")
 }
 
-/// Secrets shorter than this are not offered for redaction: replacing a two-letter "key"
-/// everywhere would mangle ordinary text and protects nothing real.
-const MIN_SECRET_LEN: usize = 6;
-
 /// What a request to a model needs: the API key (if any) and extra headers, in order.
 pub type RequestAuth = (Option<String>, Vec<(String, String)>);
 
 pub struct Config {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
+    /// Whether the project's `.pi/` resources load (and what was skipped).
+    pub project_trust: trust::ProjectTrust,
     pub diagnostics: Vec<Diagnostic>,
     env: Env,
     settings: Settings,
@@ -163,14 +162,31 @@ const REFRESH_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 impl Config {
     /// Loads settings, models and credentials. Never fails: problems become diagnostics.
-    pub fn load(agent_dir: PathBuf, cwd: PathBuf) -> Config {
-        Config::load_with_env(agent_dir, cwd, Env::from_process())
+    /// `trust_override` is `--approve` / `--no-approve`: project settings load only once the
+    /// project is trusted (see `trust`).
+    pub fn load(agent_dir: PathBuf, cwd: PathBuf, trust_override: Option<bool>) -> Config {
+        Config::load_with_env(agent_dir, cwd, Env::from_process(), trust_override)
     }
 
     /// `load` with an explicit environment snapshot (tests, embedding).
-    pub fn load_with_env(agent_dir: PathBuf, cwd: PathBuf, env: Env) -> Config {
+    pub fn load_with_env(
+        agent_dir: PathBuf,
+        cwd: PathBuf,
+        env: Env,
+        trust_override: Option<bool>,
+    ) -> Config {
         let mut diagnostics = Vec::new();
-        let (settings, errors) = Settings::load(&agent_dir, &cwd);
+        // `defaultProjectTrust` is a global setting: read before the project file may load.
+        let (global_only, _) = Settings::load(&agent_dir, None);
+        let project_trust = trust::resolve(
+            &agent_dir,
+            &cwd,
+            &env.home(),
+            trust_override,
+            global_only.get("defaultProjectTrust"),
+        );
+        let project_cwd = project_trust.trusted.then_some(cwd.as_path());
+        let (settings, errors) = Settings::load(&agent_dir, project_cwd);
         for (scope, error) in errors {
             diagnostics.push(Diagnostic::Warning(format!(
                 "(runtime creation, {scope} settings) {error}"
@@ -190,6 +206,7 @@ impl Config {
         Config {
             agent_dir,
             cwd,
+            project_trust,
             diagnostics,
             docs_dir: default_docs_dir(&env),
             oauth_endpoints: oauth::Endpoints::from_env(&env),
@@ -265,6 +282,8 @@ impl Config {
 
     /// `--api-key`: a runtime key for one provider, never persisted.
     pub fn set_runtime_api_key(&mut self, provider: &str, key: String) {
+        // Redacted from the moment it is known (the session header may be written next).
+        crate::session::register_secrets([key.clone()]);
         self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
@@ -507,7 +526,7 @@ impl Config {
         }
         out.extend(self.resolver.resolved_values());
         out.extend(self.extra_secrets.iter().cloned());
-        out.retain(|s| s.len() >= MIN_SECRET_LEN && s != auth::AMBIENT_CREDENTIALS);
+        out.retain(|s| crate::session::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
             if !unique.contains(&s) {
@@ -517,15 +536,17 @@ impl Config {
         unique
     }
 
-    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets`.
+    /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets` and to
+    /// the process-wide redaction set.
     pub fn add_known_secrets(&mut self, secrets: &[String]) {
+        crate::session::register_secrets(secrets.iter().cloned());
         self.extra_secrets.extend(secrets.iter().cloned());
     }
 
-    /// Whether the project's own config (`.pi/mcp.json`) may be used. Project trust is not
-    /// implemented yet, so no project is trusted: the project-trust work replaces this body.
+    /// Whether the project's own config (`.pi/mcp.json`, settings, extensions, …) may be used:
+    /// the project-trust decision (`trust`).
     pub fn project_trusted(&self) -> bool {
-        false
+        self.project_trust.trusted
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------
@@ -538,6 +559,11 @@ impl Config {
     /// A string list from the global (`project: false`) or project settings file alone.
     pub fn scoped_list(&self, project: bool, key: &str) -> Vec<String> {
         self.settings.scoped_list(project, key)
+    }
+
+    /// A top-level value from the global (`project: false`) or project settings file alone.
+    pub fn scoped_setting(&self, project: bool, key: &str) -> Option<&Value> {
+        self.settings.scoped_value(project, key)
     }
 
     pub fn steering_mode(&self) -> QueueMode {

@@ -136,21 +136,27 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Loads both files. Returns load problems as `(scope, message)` pairs; a broken file counts
-    /// as empty.
-    pub fn load(agent_dir: &Path, cwd: &Path) -> (Settings, Vec<(&'static str, String)>) {
+    /// Loads the global file and, when `project_cwd` is given (the project is trusted), the
+    /// project file. Returns load problems as `(scope, message)` pairs; a broken file counts as
+    /// empty.
+    pub fn load(
+        agent_dir: &Path,
+        project_cwd: Option<&Path>,
+    ) -> (Settings, Vec<(&'static str, String)>) {
         let global_path = agent_dir.join("settings.json");
-        let project_path = cwd.join(".pi").join("settings.json");
         let mut errors = Vec::new();
         let global = load_file(&global_path).unwrap_or_else(|e| {
             errors.push(("global", e));
             Map::new()
         });
         let global_load_failed = !errors.is_empty();
-        let project = load_file(&project_path).unwrap_or_else(|e| {
-            errors.push(("project", e));
-            Map::new()
-        });
+        let project = match project_cwd {
+            Some(cwd) => load_file(&cwd.join(".pi").join("settings.json")).unwrap_or_else(|e| {
+                errors.push(("project", e));
+                Map::new()
+            }),
+            None => Map::new(),
+        };
         let merged = merge_settings(&global, &project);
         let settings = Settings {
             global_path,
@@ -188,6 +194,12 @@ impl Settings {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// A top-level value of one scope's file (the sandbox merges scopes by its own rules).
+    pub fn scoped_value(&self, project: bool, key: &str) -> Option<&Value> {
+        let map = if project { &self.project } else { &self.global };
+        map.get(key)
     }
 
     pub fn get_str(&self, dotted_path: &str) -> Option<&str> {
@@ -351,8 +363,21 @@ fn write_modified(
     }
 }
 
-/// Writes `bytes` to a temp file next to `path`, then renames it over `path`.
+/// Writes `bytes` to a temp file next to `path`, then renames it over `path`. A symlinked
+/// `path` is written through: the link's target is replaced (the link stays a link), and an
+/// existing file keeps its permission bits.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let target = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| link_target(path))
+        }
+        _ => path.to_path_buf(),
+    };
+    let path = target.as_path();
+    let mode = fs::metadata(path).ok().map(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode()
+    });
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -361,6 +386,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut file = fs::File::create(&tmp)?;
+        if let Some(mode) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
         file.write_all(bytes)?;
         crate::disk::fsync(&file)?;
         fs::rename(&tmp, path)
@@ -371,14 +400,22 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     })
 }
 
+/// A dangling symlink's target (made absolute against the link's folder): writing creates it.
+fn link_target(link: &Path) -> PathBuf {
+    match fs::read_link(link) {
+        Ok(target) => link.parent().unwrap_or(Path::new("/")).join(target),
+        Err(_) => link.to_path_buf(),
+    }
+}
+
 /// The `<file>.lock` directory lock used by the reference (proper-lockfile): mkdir to take it,
 /// rmdir to release. A lock older than 10 s is considered abandoned.
-struct FileLock {
+pub(crate) struct FileLock {
     dir: PathBuf,
 }
 
 impl FileLock {
-    fn acquire(path: &Path) -> Result<FileLock, String> {
+    pub(crate) fn acquire(path: &Path) -> Result<FileLock, String> {
         let mut dir = path.as_os_str().to_owned();
         dir.push(".lock");
         let dir = PathBuf::from(dir);
@@ -483,7 +520,7 @@ mod tests {
             r#"{"steeringMode":"one-at-a-time"}"#,
         )
         .unwrap();
-        let (mut s, errors) = Settings::load(&agent, &cwd);
+        let (mut s, errors) = Settings::load(&agent, Some(&cwd));
         assert!(errors.is_empty());
         assert_eq!(s.get_str("steeringMode"), Some("one-at-a-time"));
         // Another process edits the file after we loaded it.
@@ -514,7 +551,7 @@ mod tests {
         let agent = temp_dir("broken");
         let path = agent.join("settings.json");
         fs::write(&path, "{ broken").unwrap();
-        let (mut s, errors) = Settings::load(&agent, &agent);
+        let (mut s, errors) = Settings::load(&agent, Some(&agent));
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, "global");
         s.set_top("defaultModel", json!("x")).unwrap();
@@ -524,7 +561,7 @@ mod tests {
 
         // Broken only at write time: reported, file untouched.
         fs::write(&path, "{}").unwrap();
-        let (mut s, _) = Settings::load(&agent, &agent);
+        let (mut s, _) = Settings::load(&agent, Some(&agent));
         fs::write(&path, "nope").unwrap();
         // The write fails on the disk-sync thread (reported there); the file stays untouched.
         s.set_top("defaultModel", json!("y")).unwrap();
@@ -537,7 +574,7 @@ mod tests {
     #[test]
     fn creates_missing_global_file_and_dir() {
         let agent = temp_dir("create").join("nested");
-        let (mut s, errors) = Settings::load(&agent, &agent);
+        let (mut s, errors) = Settings::load(&agent, Some(&agent));
         assert!(errors.is_empty());
         s.set_nested("retry", "enabled", json!(false)).unwrap();
         settled();

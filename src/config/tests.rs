@@ -30,6 +30,7 @@ fn load(dir: &TempDir, env: &[(&str, &str)]) -> Config {
         dir.0.clone(),
         dir.0.join("project"),
         Env::from_pairs(env.iter().copied()),
+        Some(true),
     )
 }
 

@@ -12,25 +12,31 @@
 //! An `ask` already granted "for this session" (its grant key is in `SessionGrants`) allows.
 //!
 //! Patterns are wildcards (`*` any run of characters, `?` one character), matched against the
-//! whole argument text; a bash `command` also matches when any of its simple commands (split at
-//! `;`, `&&`, `||`, `|`, newlines) does. This is a convenience, not a sandbox: a determined
-//! command can always be written so no pattern sees it.
+//! whole argument text. A `command` is also split into its normalized simple commands
+//! (`shell_split`: wrappers, assignments, groups and `if` bodies unwrapped): a `deny` / `ask` rule
+//! matches when the whole text or any one simple command does; an `allow` rule only when every
+//! simple command does and the splitter saw through the whole line. When a tool has any `deny` or
+//! `ask` rule on `command`, a line the splitter could not see through is asked about, never
+//! allowed silently. This is a convenience, not a sandbox: the sandbox is the boundary.
 //!
 //! Input: tool name, raw arguments, cwd, grants. Output: `Decision`. No IO besides reading the
 //! cwd's canonical form.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::shell_split::{self, ShellLine};
 use crate::rpc::events::Event;
 
 /// The three answers of an approval dialog, in the order shown.
 pub const ASK_OPTIONS: [&str; 3] = ["Allow once", "Allow for this session", "Deny"];
 /// How long an approval dialog waits before denying, unless `timeoutSeconds` says otherwise.
 pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest call an approval dialog shows whole; longer ones are denied.
+const MAX_SHOWN_CHARS: usize = 20_000;
 /// Tools whose `path` argument is a file they change.
 const FILE_TOOLS: [&str; 2] = ["write", "edit"];
 
@@ -196,6 +202,15 @@ impl ApprovalPolicy {
         match object.get("timeoutSeconds") {
             None => {}
             Some(value) => match value.as_f64().filter(|s| *s > 0.0 && s.is_finite()) {
+                // A repository's settings must never crash pi-rs: beyond a day is a day (a
+                // deadline that far out overflows the clock arithmetic).
+                Some(seconds) if seconds > crate::deadline::MAX_WAIT.as_secs_f64() => {
+                    warnings.push(format!(
+                        "approvals: timeoutSeconds {seconds} is too large; using {}",
+                        crate::deadline::MAX_WAIT.as_secs()
+                    ));
+                    policy.timeout = Some(crate::deadline::MAX_WAIT);
+                }
                 Some(seconds) => policy.timeout = Some(Duration::from_secs_f64(seconds)),
                 None => warnings.push("approvals: timeoutSeconds must be a positive number".into()),
             },
@@ -261,18 +276,65 @@ impl ApprovalPolicy {
                 }),
             },
             RuleAction::Ask if grants.contains(&verdict.grant_key) => Decision::Allow,
-            RuleAction::Ask => Decision::Ask {
-                title: format!("Allow {tool}?"),
-                message: format!("{}{}", describe_call(tool, args), verdict.why),
-                grant_key: verdict.grant_key,
-            },
+            RuleAction::Ask => {
+                let shown = describe_call(tool, args);
+                // Nobody reviews what they cannot see: too long to show is denied, not asked.
+                if shown.chars().count() > MAX_SHOWN_CHARS {
+                    return Decision::Deny {
+                        reason: format!(
+                            "The {tool} call is too long to show in an approval dialog \
+                             ({} characters); it was denied",
+                            shown.chars().count()
+                        ),
+                    };
+                }
+                Decision::Ask {
+                    title: format!("Allow {tool}?"),
+                    message: format!("{shown}{}", verdict.why),
+                    grant_key: verdict.grant_key,
+                }
+            }
         }
     }
 
     fn verdict(&self, tool: &str, args: &Value, cwd: &Path) -> Verdict {
+        let shell = args
+            .get("command")
+            .and_then(Value::as_str)
+            .map(|text| (text, shell_split::split(text)));
+        let verdict = self.rule_verdict(tool, args, cwd, shell.as_ref().map(|(_, s)| s));
+        // A line the splitter could not see through is never allowed past deny/ask rules.
+        if let Some((text, line)) = &shell
+            && line.opaque
+            && verdict.action == RuleAction::Allow
+            && self.rules.iter().any(|r| {
+                r.action != RuleAction::Allow
+                    && wildcard_match(&r.tool, tool)
+                    && r.patterns.iter().any(|(name, _)| name == "command")
+            })
+        {
+            return Verdict {
+                action: RuleAction::Ask,
+                grant_key: format!("opaque:{tool}:{text}"),
+                reason: None,
+                why: " (the command cannot be fully checked against the approval rules)".into(),
+            };
+        }
+        verdict
+    }
+
+    fn rule_verdict(
+        &self,
+        tool: &str,
+        args: &Value,
+        cwd: &Path,
+        shell: Option<&ShellLine>,
+    ) -> Verdict {
         let mut best: Option<(usize, &Rule)> = None;
         for (index, rule) in self.rules.iter().enumerate() {
-            if rule.matches(tool, args) && best.is_none_or(|(_, b)| rule.action > b.action) {
+            if rule.matches(tool, args, cwd, shell)
+                && best.is_none_or(|(_, b)| rule.action > b.action)
+            {
                 best = Some((index, rule));
             }
         }
@@ -336,7 +398,8 @@ struct Verdict {
 }
 
 impl Rule {
-    fn matches(&self, tool: &str, args: &Value) -> bool {
+    /// `shell` is the split `command` argument, when there is one.
+    fn matches(&self, tool: &str, args: &Value, cwd: &Path, shell: Option<&ShellLine>) -> bool {
         if !wildcard_match(&self.tool, tool) {
             return false;
         }
@@ -346,10 +409,28 @@ impl Rule {
                 Some(other) => other.to_string(),
                 None => return false,
             };
-            if wildcard_match(pattern, &text) {
-                return true;
+            if name == "path" && FILE_TOOLS.contains(&tool) {
+                // What the call will really touch: `/tmp/../x` is not under `/tmp/*`.
+                let real = resolve(&text, cwd).to_string_lossy().into_owned();
+                return if self.action == RuleAction::Allow {
+                    wildcard_match(pattern, &real)
+                } else {
+                    wildcard_match(pattern, &text) || wildcard_match(pattern, &real)
+                };
             }
-            name == "command" && simple_commands(&text).any(|part| wildcard_match(pattern, part))
+            match (name.as_str(), shell) {
+                ("command", Some(line)) if self.action == RuleAction::Allow => {
+                    // Every simple command must be allowed, and all of the line seen.
+                    !line.opaque
+                        && !line.commands.is_empty()
+                        && line.commands.iter().all(|c| wildcard_match(pattern, c))
+                }
+                ("command", Some(line)) => {
+                    wildcard_match(pattern, &text)
+                        || line.commands.iter().any(|c| wildcard_match(pattern, c))
+                }
+                _ => wildcard_match(pattern, &text),
+            }
         })
     }
 }
@@ -386,15 +467,6 @@ fn parse_rule(value: &Value) -> Result<Rule, String> {
     })
 }
 
-/// The simple commands of a shell line, split at `;`, `&&`, `||`, `|` and newlines (quotes are
-/// not understood: this only widens what a pattern can see).
-fn simple_commands(command: &str) -> impl Iterator<Item = &str> {
-    command
-        .split(['\n', ';', '|', '&'])
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-}
-
 /// `*` matches any run of characters (slashes too), `?` exactly one; everything else is literal.
 pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     let pattern: Vec<char> = pattern.chars().collect();
@@ -420,56 +492,60 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     pattern[p..].iter().all(|c| *c == '*')
 }
 
-/// A path argument made absolute against the cwd, `~` expanded, `.`/`..` folded lexically.
+/// A path argument exactly as the file tools will resolve it (`@`, `~`, Unicode spaces, `..`),
+/// then with symlinks of its existing part followed: what the call will really touch.
 fn resolve(path: &str, cwd: &Path) -> PathBuf {
-    let expanded = match path.strip_prefix("~/") {
-        Some(rest) => std::env::var_os("HOME")
-            .map(|home| PathBuf::from(home).join(rest))
-            .unwrap_or_else(|| PathBuf::from(path)),
-        None if path == "~" => std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_default(),
-        None => PathBuf::from(path.strip_prefix('@').unwrap_or(path)),
-    };
-    let joined = cwd.join(expanded);
-    let mut out = PathBuf::new();
-    for component in joined.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
+    crate::tools::path_guard::real_path(&crate::tools::path::resolve_to_cwd(path, cwd))
 }
 
-/// Whether `path` lies in `cwd`, comparing both as given and with the cwd canonicalised (so a
-/// cwd reached through a symlink still counts).
+/// Whether the real `path` lies in the real cwd.
 fn is_inside(path: &Path, cwd: &Path) -> bool {
-    if path.starts_with(cwd) {
-        return true;
-    }
-    match std::fs::canonicalize(cwd) {
-        Ok(real_cwd) => path.starts_with(&real_cwd),
-        Err(_) => false,
-    }
+    path.starts_with(crate::tools::path_guard::real_path(cwd))
 }
 
-/// A one-line description of the call for the dialog.
+/// The call as the dialog shows it: the whole command (or path, or arguments) with whitespace
+/// that could hide a tail made visible. The user must see everything they approve.
 fn describe_call(tool: &str, args: &Value) -> String {
     let shown = match (args.get("command"), args.get("path")) {
         (Some(Value::String(command)), _) if tool == "bash" => command.clone(),
         (_, Some(Value::String(path))) => path.clone(),
         _ => args.to_string(),
     };
-    if shown.chars().count() > 500 {
-        let mut cut: String = shown.chars().take(500).collect();
-        cut.push('…');
-        return cut;
+    visible_whitespace(&shown)
+}
+
+/// Runs of 3+ spaces become `⟨N spaces⟩`; tabs, carriage returns and other invisible characters
+/// become `⟨tab⟩`, `⟨CR⟩`, `⟨U+XXXX⟩`. Newlines stay (a dialog shows lines).
+fn visible_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => {
+                let mut run = 1;
+                while chars.peek() == Some(&' ') {
+                    chars.next();
+                    run += 1;
+                }
+                if run >= 3 {
+                    out.push_str(&format!("⟨{run} spaces⟩"));
+                } else {
+                    out.extend(std::iter::repeat_n(' ', run));
+                }
+            }
+            '\t' => out.push_str("⟨tab⟩"),
+            '\r' => out.push_str("⟨CR⟩"),
+            '\n' => out.push('\n'),
+            c if c.is_control()
+                || c.is_whitespace()
+                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}') =>
+            {
+                out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
+            }
+            c => out.push(c),
+        }
     }
-    shown
+    out
 }
 
 #[cfg(test)]

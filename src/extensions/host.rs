@@ -196,6 +196,7 @@ impl ExtensionHost {
     pub fn start(
         specs: Vec<ExtensionSpec>,
         handshake: &Handshake,
+        sandbox: Option<&crate::sandbox::Policy>,
         events: Sender<ExtensionEvent>,
     ) -> (ExtensionHost, Vec<ExtensionError>) {
         let (from_tx, from_rx) = crossbeam_channel::bounded::<FromExtension>(256);
@@ -210,7 +211,9 @@ impl ExtensionHost {
             };
             let process = match check_loadable(&spec.path) {
                 Err(error) => Err(error),
-                Ok(()) => spawn_extension(index, &spec.path, &handshake.cwd, from_tx.clone()),
+                Ok(()) => {
+                    spawn_extension(index, &spec.path, &handshake.cwd, sandbox, from_tx.clone())
+                }
             };
             let process = match process {
                 Ok(process) => {
@@ -435,7 +438,7 @@ impl ExtensionHost {
         let record = super::approval::ask_request(&ui_id, title, message, timeout);
         let _ = self.control.send(Control::Approval {
             ui_id: ui_id.clone(),
-            deadline: Instant::now() + timeout,
+            deadline: crate::deadline::after(timeout),
         });
         (ui_id, record)
     }
@@ -526,6 +529,7 @@ fn spawn_extension(
     index: usize,
     path: &std::path::Path,
     cwd: &str,
+    sandbox: Option<&crate::sandbox::Policy>,
     to_router: Sender<FromExtension>,
 ) -> Result<Process, String> {
     use std::os::unix::process::CommandExt;
@@ -538,6 +542,9 @@ fn spawn_extension(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .process_group(0);
+    if let Some(policy) = sandbox {
+        crate::sandbox::confine_child(&mut command, policy)?;
+    }
     let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
     let pgid = child.id() as i32;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -1099,7 +1106,7 @@ impl Router {
                 run.step = Some(HookStep {
                     extension: index,
                     wire_id: wire,
-                    deadline: Instant::now() + run.step_timeout,
+                    deadline: crate::deadline::after(run.step_timeout),
                 });
                 self.hooks.insert(id, run);
                 return;
@@ -1259,7 +1266,7 @@ impl Router {
                     let deadline = request
                         .get("timeout")
                         .and_then(Value::as_u64)
-                        .map(|ms| Instant::now() + Duration::from_millis(ms));
+                        .map(|ms| crate::deadline::after(Duration::from_millis(ms)));
                     self.dialogs.insert(
                         ui_id.clone(),
                         Dialog {
@@ -1579,8 +1586,12 @@ mod tests {
 
     fn start(names: &[&str]) -> Started {
         let (tx, events) = crossbeam_channel::unbounded();
-        let (host, errors) =
-            ExtensionHost::start(names.iter().map(|n| fixture(n)).collect(), &handshake(), tx);
+        let (host, errors) = ExtensionHost::start(
+            names.iter().map(|n| fixture(n)).collect(),
+            &handshake(),
+            None,
+            tx,
+        );
         let mut started = Started {
             host,
             errors,
@@ -1701,7 +1712,7 @@ mod tests {
             .chain([fixture("hello.sh")])
             .collect();
         let (tx, events) = crossbeam_channel::unbounded();
-        let (host, errors) = ExtensionHost::start(specs, &handshake(), tx);
+        let (host, errors) = ExtensionHost::start(specs, &handshake(), None, tx);
         assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(errors.iter().all(|e| e.event == "load"));
         assert!(
@@ -2175,7 +2186,7 @@ mod tests {
     #[test]
     fn approval_dialogs_answer_or_deny_on_timeout() {
         let (tx, events) = crossbeam_channel::unbounded();
-        let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), tx);
+        let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), None, tx);
         assert!(errors.is_empty());
         let (ui_id, ui) = host.ask_approval("Allow bash?", "rm x", Duration::from_millis(100));
         let record = ui.to_extension_value().unwrap();

@@ -14,6 +14,7 @@ pub mod approval;
 pub mod hooks;
 pub mod host;
 pub mod protocol;
+pub mod shell_split;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,8 @@ pub struct ExtensionSources {
     pub agent_dir: PathBuf,
     /// `--no-extensions`: only the `-e` paths are used.
     pub no_extensions: bool,
+    /// The project is not trusted: neither `<cwd>/.pi/extensions/` nor project settings paths.
+    pub skip_project: bool,
 }
 
 /// File name endings of JavaScript/TypeScript modules (reported, never run).
@@ -115,7 +118,12 @@ pub fn discover(sources: &ExtensionSources) -> Vec<ExtensionSpec> {
     }
     if !sources.no_extensions {
         let project_base = sources.cwd.join(".pi");
-        for path in &sources.project_settings {
+        let project_settings: &[PathBuf] = if sources.skip_project {
+            &[]
+        } else {
+            &sources.project_settings
+        };
+        for path in project_settings {
             add_path(
                 &expand(path, &project_base),
                 ExtensionOrigin::ProjectSettings,
@@ -129,13 +137,15 @@ pub fn discover(sources: &ExtensionSources) -> Vec<ExtensionSpec> {
                 &mut found,
             );
         }
-        scan_dir(
-            &project_base.join("extensions"),
-            &ExtensionOrigin::Project {
-                base_dir: project_base.clone(),
-            },
-            &mut found,
-        );
+        if !sources.skip_project {
+            scan_dir(
+                &project_base.join("extensions"),
+                &ExtensionOrigin::Project {
+                    base_dir: project_base.clone(),
+                },
+                &mut found,
+            );
+        }
         scan_dir(
             &sources.agent_dir.join("extensions"),
             &ExtensionOrigin::User {
@@ -260,6 +270,7 @@ mod tests {
             cwd: cwd.clone(),
             agent_dir: agent_dir.clone(),
             no_extensions: false,
+            skip_project: false,
         };
         let found = discover(&sources);
         let names: Vec<String> = found
@@ -286,9 +297,19 @@ mod tests {
         assert_eq!(found[2].source_info()["scope"], "project");
         let only_cli = discover(&ExtensionSources {
             no_extensions: true,
-            ..sources
+            ..sources.clone()
         });
         assert_eq!(only_cli.len(), 2);
+        let untrusted = discover(&ExtensionSources {
+            skip_project: true,
+            ..sources.clone()
+        });
+        assert!(
+            untrusted
+                .iter()
+                .all(|s| !s.path.starts_with(cwd.join(".pi/extensions"))
+                    || s.origin == ExtensionOrigin::Cli)
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }

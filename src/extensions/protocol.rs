@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use serde::de::Error as _;
 use serde_json::{Map, Value, json};
 
 use crate::messages::ContentBlock;
@@ -212,10 +213,13 @@ fn bad(text: impl Into<String>) -> ProtocolError {
 
 /// Parses one line an extension wrote.
 pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
-    let value: Value = serde_json::from_slice(line).map_err(|e| {
-        let shown = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
-        bad(format!("not a JSON line ({e}): {shown}"))
-    })?;
+    let value: Value = std::str::from_utf8(line)
+        .map_err(serde_json::Error::custom)
+        .and_then(crate::rpc::jsonl::parse_value)
+        .map_err(|e| {
+            let shown = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+            bad(format!("not a JSON line ({e}): {shown}"))
+        })?;
     let Value::Object(object) = value else {
         return Err(bad("a line must be a JSON object"));
     };

@@ -591,11 +591,12 @@ fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
         let value = text(name)?.parse::<f64>().ok()?;
         (value.is_finite() && value >= 0.0).then_some(value)
     };
+    // A server's header is untrusted: huge values are clamped, not a panic.
     if let Some(ms) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(crate::deadline::seconds(ms / 1000.0).unwrap_or_default());
     }
     if let Some(seconds) = number("retry-after") {
-        return Some(Duration::from_secs_f64(seconds));
+        return Some(crate::deadline::seconds(seconds).unwrap_or_default());
     }
     let until = retry::parse_http_date(text("retry-after")?)?;
     Some(

@@ -94,6 +94,9 @@ pub struct LoadOptions {
     pub cli_prompt_templates: Vec<String>,
     pub no_skills: bool,
     pub no_prompt_templates: bool,
+    /// The project is not trusted: `<cwd>/.pi/skills|prompts` and project `.agents/skills` are
+    /// not discovered (see `config::trust`).
+    pub skip_project: bool,
 }
 
 /// The loaded skills and templates, deduplicated by name, in precedence order.
@@ -207,22 +210,26 @@ fn discover(options: &LoadOptions, kind: Kind) -> Vec<Found> {
     let user_agents_skills = options.home.join(".agents").join("skills");
     match kind {
         Kind::Skills => {
-            let mut project = collect_skill_files(&project_base.join("skills"), true);
-            for dir in ancestor_agents_skill_dirs(&options.cwd) {
-                if normalize(&dir) != normalize(&user_agents_skills) {
-                    project.extend(collect_skill_files(&dir, false));
+            if !options.skip_project {
+                let mut project = collect_skill_files(&project_base.join("skills"), true);
+                for dir in ancestor_agents_skill_dirs(&options.cwd) {
+                    if normalize(&dir) != normalize(&user_agents_skills) {
+                        project.extend(collect_skill_files(&dir, false));
+                    }
                 }
+                add(project, auto("project", &project_base));
             }
-            add(project, auto("project", &project_base));
             let mut user = collect_skill_files(&user_base.join("skills"), true);
             user.extend(collect_skill_files(&user_agents_skills, false));
             add(user, auto("user", &user_base));
         }
         Kind::Prompts => {
-            add(
-                collect_prompt_files(&project_base.join("prompts")),
-                auto("project", &project_base),
-            );
+            if !options.skip_project {
+                add(
+                    collect_prompt_files(&project_base.join("prompts")),
+                    auto("project", &project_base),
+                );
+            }
             add(
                 collect_prompt_files(&user_base.join("prompts")),
                 auto("user", &user_base),

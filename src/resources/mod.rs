@@ -22,10 +22,17 @@ pub fn text_or_file(value: &str, cwd: &Path) -> String {
     value.to_string()
 }
 
-/// The first existing of `<cwd>/.pi/<name>`, `<agentDir>/<name>`.
-pub fn discover_prompt_file(name: &str, cwd: &Path, agent_dir: &Path) -> Option<String> {
-    [cwd.join(".pi").join(name), agent_dir.join(name)]
-        .iter()
+/// The first existing of `<cwd>/.pi/<name>` (only for a trusted project), `<agentDir>/<name>`.
+pub fn discover_prompt_file(
+    name: &str,
+    cwd: &Path,
+    agent_dir: &Path,
+    project_trusted: bool,
+) -> Option<String> {
+    let project = project_trusted.then(|| cwd.join(".pi").join(name));
+    project
+        .into_iter()
+        .chain([agent_dir.join(name)])
         .find_map(|p| std::fs::read_to_string(p).ok())
 }
 

@@ -89,9 +89,74 @@ fn take_record(buffer: &mut Vec<u8>) -> Vec<u8> {
     record
 }
 
+/// Parses one JSON line as JavaScript's `JSON.parse` would: a lone UTF-16 surrogate escape
+/// (`"\ud800"`, which serde_json rejects and pi accepts) becomes U+FFFD instead of failing the
+/// whole line. Used for client commands and extension lines alike.
+pub fn parse_value(text: &str) -> serde_json::Result<serde_json::Value> {
+    match serde_json::from_str(text) {
+        Ok(value) => Ok(value),
+        Err(error) => match replace_lone_surrogates(text) {
+            Some(fixed) => serde_json::from_str(&fixed),
+            None => Err(error),
+        },
+    }
+}
+
+/// `text` with every `\uD800`–`\uDFFF` escape that is not half of a pair replaced by
+/// `\ufffd`; `None` when there is none.
+fn replace_lone_surrogates(text: &str) -> Option<String> {
+    fn escape_at(bytes: &[u8], at: usize) -> Option<u16> {
+        let hex = bytes.get(at..at + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match escape_at(bytes, i) {
+            Some(high @ 0xD800..=0xDBFF)
+                if matches!(escape_at(bytes, i + 6), Some(0xDC00..=0xDFFF)) =>
+            {
+                let _ = high;
+                i += 12; // a valid pair
+            }
+            Some(0xD800..=0xDFFF) => {
+                out.push_str(&text[copied..i]);
+                out.push_str("\\ufffd");
+                changed = true;
+                i += 6;
+                copied = i;
+            }
+            _ => i += 2, // any other escape, `\\` included
+        }
+    }
+    if !changed {
+        return None;
+    }
+    out.push_str(&text[copied..]);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let value =
+            parse_value(r#"{"id":"x","message":"a\ud800b\udc00c\ud83d\ude00\\ud800"}"#).unwrap();
+        assert_eq!(value["message"], "a\u{FFFD}b\u{FFFD}c\u{1F600}\\ud800");
+        assert!(parse_value("{").is_err());
+    }
 
     fn frames(input: &[u8], max: usize) -> Vec<Frame> {
         let mut framer = Framer::new(max);

@@ -62,6 +62,11 @@ pub enum Command {
     SetFollowUpMode {
         mode: String,
     },
+    /// pi-rs: the tool sandbox for tools started from now on (README "Sandbox").
+    SetSandbox {
+        mode: String,
+        network: Option<bool>,
+    },
     Compact {
         custom_instructions: Option<String>,
     },
@@ -141,7 +146,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<Request, Rejected> {
             "Failed to parse command: Unexpected end of JSON input".into(),
         ));
     }
-    let value: Value = serde_json::from_str(text)
+    let value: Value = super::jsonl::parse_value(text)
         .map_err(|e| parse_error(format!("Failed to parse command: {e}")))?;
     let Value::Object(object) = value else {
         let kind = json_kind(&value);
@@ -236,6 +241,10 @@ fn parse_command(object: Map<String, Value>) -> Result<Request, Rejected> {
         "set_follow_up_mode" => Command::SetFollowUpMode {
             mode: fields.string("mode")?,
         },
+        "set_sandbox" => Command::SetSandbox {
+            mode: fields.string("mode")?,
+            network: fields.opt_bool("network")?,
+        },
         "compact" => Command::Compact {
             custom_instructions: fields.opt_string("customInstructions")?,
         },
@@ -328,6 +337,13 @@ impl Fields<'_> {
                 "Field \"{name}\" must be a string, got {}",
                 json_kind(other)
             ))),
+        }
+    }
+
+    fn opt_bool(&self, name: &str) -> Result<Option<bool>, Rejected> {
+        match self.object.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => self.bool(name).map(Some),
         }
     }
 
@@ -511,6 +527,7 @@ impl Command {
             Command::CycleThinkingLevel => "cycle_thinking_level",
             Command::GetAvailableThinkingLevels => "get_available_thinking_levels",
             Command::SetSteeringMode { .. } => "set_steering_mode",
+            Command::SetSandbox { .. } => "set_sandbox",
             Command::SetFollowUpMode { .. } => "set_follow_up_mode",
             Command::Compact { .. } => "compact",
             Command::SetAutoCompaction { .. } => "set_auto_compaction",

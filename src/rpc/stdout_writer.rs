@@ -12,6 +12,7 @@ use std::io::Write;
 use std::thread::JoinHandle;
 
 use super::Record;
+use crate::session::redact;
 use crossbeam_channel::{Receiver, Sender};
 
 /// Records queued for stdout before the agent waits.
@@ -29,40 +30,34 @@ pub struct Writer {
     pub thread: JoinHandle<()>,
 }
 
-/// `secrets` are credential values (API keys) replaced by `[redacted]` wherever they would appear
-/// on stdout — a model or a tool could echo one back.
+/// Every credential in the process-wide redaction set (`session::redact`) is replaced by
+/// `[redacted]` wherever it would appear on stdout — a model or a tool could echo one back. The
+/// set is re-read whenever it changes, so a key resolved mid-session is covered from then on.
 pub fn spawn(
     output: Box<dyn Write + Send>,
     events: Sender<WriterEvent>,
-    secrets: Vec<String>,
     capacity: usize,
 ) -> std::io::Result<Writer> {
     let (records, inbox) = crossbeam_channel::bounded(capacity);
     let thread = std::thread::Builder::new()
         .name("stdout-writer".into())
-        .spawn(move || write_loop(output, inbox, events, &secrets))?;
+        .spawn(move || write_loop(output, inbox, events))?;
     Ok(Writer { records, thread })
 }
 
-fn write_loop(
-    output: Box<dyn Write + Send>,
-    inbox: Receiver<Record>,
-    events: Sender<WriterEvent>,
-    secrets: &[String],
-) {
+fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Sender<WriterEvent>) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, output);
     let mut line = Vec::with_capacity(4096);
-    let mut secrets = secrets.to_vec();
-    let mut late_seen = 0;
+    let mut generation = redact::generation();
+    let mut redactions = redact::default_redactions();
     for record in inbox.iter() {
         // A record acknowledging a session entry goes out only once the entry is in the file.
         crate::disk::wait_for_writes();
+        if redact::generation() != generation {
+            generation = redact::generation();
+            redactions = redact::default_redactions();
+        }
         line.clear();
-        // Secrets learned meanwhile (a refreshed OAuth token) apply from this record on.
-        let late = crate::session::late_secrets_since(late_seen);
-        late_seen += late.len();
-        secrets.extend(late);
-        let secrets = secrets.as_slice();
         match record {
             Record::Settled => {
                 // Nothing to write, but what came before it must not wait in the buffer.
@@ -77,7 +72,7 @@ fn write_loop(
                     continue;
                 }
             }
-            Record::Raw(text) if !contains_secret(text.as_bytes(), secrets) => {
+            Record::Raw(text) if !redactions.may_contain(text.as_bytes()) => {
                 // Large pre-serialized lines (get_tree, get_entries) go out without a copy.
                 let result = out.write_all(text.as_bytes());
                 line.push(b'\n');
@@ -87,18 +82,21 @@ fn write_loop(
                 continue;
             }
             Record::Raw(text) => line.extend_from_slice(text.as_bytes()),
+            Record::Parts(parts)
+                if parts
+                    .iter()
+                    .any(|p| redactions.may_contain(p.as_str().as_bytes())) =>
+            {
+                // Rare: the whole line is decoded, redacted and encoded again.
+                for part in &parts {
+                    line.extend_from_slice(part.as_str().as_bytes());
+                }
+            }
             Record::Parts(parts) => {
                 // Written piece by piece: a shared message is never copied into the line.
                 let mut result = Ok(());
                 for part in &parts {
-                    let mut piece = part.as_str().as_bytes();
-                    let mut redacted = Vec::new();
-                    if contains_secret(piece, secrets) {
-                        redacted.extend_from_slice(piece);
-                        redact(&mut redacted, secrets);
-                        piece = &redacted;
-                    }
-                    result = result.and_then(|()| out.write_all(piece));
+                    result = result.and_then(|()| out.write_all(part.as_str().as_bytes()));
                 }
                 line.push(b'\n');
                 if !finish_record(&mut out, &line, &inbox, &events, result) {
@@ -107,7 +105,10 @@ fn write_loop(
                 continue;
             }
         }
-        redact(&mut line, secrets);
+        if redactions.may_contain(&line) {
+            let text = String::from_utf8_lossy(&line).into_owned();
+            line = redactions.apply(&text).into_owned().into_bytes();
+        }
         line.push(b'\n');
         if !finish_record(&mut out, &line, &inbox, &events, Ok(())) {
             return;
@@ -147,33 +148,6 @@ fn finish_record(
     true
 }
 
-fn contains_secret(bytes: &[u8], secrets: &[String]) -> bool {
-    secrets
-        .iter()
-        .any(|s| !s.is_empty() && memchr::memmem::find(bytes, s.as_bytes()).is_some())
-}
-
-pub const REDACTED: &str = "[redacted]";
-
-/// Replaces every occurrence of each secret in `line`.
-pub fn redact(line: &mut Vec<u8>, secrets: &[String]) {
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        let finder = memchr::memmem::Finder::new(secret.as_bytes());
-        if finder.find(line).is_none() {
-            continue;
-        }
-        let mut out = Vec::with_capacity(line.len());
-        let mut rest: &[u8] = line;
-        while let Some(at) = finder.find(rest) {
-            out.extend_from_slice(&rest[..at]);
-            out.extend_from_slice(REDACTED.as_bytes());
-            rest = &rest[at + secret.len()..];
-        }
-        out.extend_from_slice(rest);
-        *line = out;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,13 +170,8 @@ mod tests {
     fn writes_one_line_per_record_keeping_separators_raw() {
         let sink = Shared::default();
         let (etx, _erx) = crossbeam_channel::unbounded();
-        let writer = spawn(
-            Box::new(sink.clone()),
-            etx,
-            vec!["sk-secret-123".into()],
-            CHANNEL_CAPACITY,
-        )
-        .unwrap();
+        redact::register_secrets(["sk-secret-123".to_string()]);
+        let writer = spawn(Box::new(sink.clone()), etx, CHANNEL_CAPACITY).unwrap();
         writer
             .records
             .send(json!({"a": "x\u{2028}y"}).into())
@@ -213,12 +182,17 @@ mod tests {
             .unwrap();
         let secret = json!({"k": "key=sk-secret-123!"});
         writer.records.send(secret.into()).unwrap();
+        // A tab before the key: redacted on the decoded string, the line stays JSON.
+        writer
+            .records
+            .send(json!({"t": "col\tsk-secret-123"}).into())
+            .unwrap();
         drop(writer.records);
         writer.thread.join().unwrap();
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         assert_eq!(
             text,
-            "{\"a\":\"x\u{2028}y\"}\n{\"b\":1}\n{\"k\":\"key=[redacted]!\"}\n"
+            "{\"a\":\"x\u{2028}y\"}\n{\"b\":1}\n{\"k\":\"key=[redacted]!\"}\n{\"t\":\"col\\t[redacted]\"}\n"
         );
     }
 
@@ -233,42 +207,9 @@ mod tests {
     }
 
     #[test]
-    fn a_settled_marker_writes_nothing_but_flushes_what_came_before() {
-        struct Flushes(Arc<Mutex<(Vec<u8>, Vec<u8>)>>);
-        impl Write for Flushes {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().0.extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                let mut state = self.0.lock().unwrap();
-                let pending = std::mem::take(&mut state.0);
-                state.1.extend_from_slice(&pending);
-                Ok(())
-            }
-        }
-        let state = Arc::new(Mutex::new((Vec::new(), Vec::new())));
-        let (etx, _erx) = crossbeam_channel::unbounded();
-        // Both queued before the writer runs: the record is not the last one queued, so only
-        // the marker's flush can make it visible while the sender stays open.
-        let (records, inbox) = crossbeam_channel::unbounded();
-        records.send(json!({"a": 1}).into()).unwrap();
-        records.send(Record::Settled).unwrap();
-        let out: Box<dyn Write + Send> = Box::new(Flushes(state.clone()));
-        let thread = std::thread::spawn(move || write_loop(out, inbox, etx, &[]));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while state.lock().unwrap().1.is_empty() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert_eq!(state.lock().unwrap().1, b"{\"a\":1}\n");
-        drop(records);
-        thread.join().unwrap();
-    }
-
-    #[test]
     fn broken_pipe_is_reported_and_the_channel_keeps_draining() {
         let (etx, erx) = crossbeam_channel::unbounded();
-        let writer = spawn(Box::new(Broken), etx, Vec::new(), CHANNEL_CAPACITY).unwrap();
+        let writer = spawn(Box::new(Broken), etx, CHANNEL_CAPACITY).unwrap();
         for i in 0..(CHANNEL_CAPACITY * 2) {
             writer.records.send(json!({"i": i}).into()).unwrap();
         }

@@ -18,7 +18,7 @@ mod file;
 mod ids;
 mod index;
 mod locate;
-mod redact;
+pub mod redact;
 mod tree;
 
 use std::collections::{HashMap, HashSet};
@@ -35,7 +35,7 @@ use index::IdIndex;
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
-pub use redact::{Redactions, add_secret, late_secrets_since, set_default_redactions};
+pub use redact::{Redactions, add_secret, register_secrets, set_default_redactions};
 pub use tree::Label;
 
 use crate::config::ThinkingLevel;
@@ -88,8 +88,9 @@ pub struct SessionLog {
     leaf: Option<usize>,
     has_assistant: bool,
     disk: DiskState,
-    /// Secrets replaced by `[redacted]` in every line written (memory keeps the originals).
-    redactions: Redactions,
+    /// Replaces the process-wide redaction set for this log (unit tests); `None` in the binary,
+    /// where every line written is redacted with the set as it is at that moment.
+    redactions: Option<Redactions>,
 }
 
 /// A summary, not the entries (a log can hold 100k of them).
@@ -335,7 +336,7 @@ impl SessionLog {
             leaf: None,
             has_assistant: false,
             disk: DiskState::default(),
-            redactions: redact::default_redactions(),
+            redactions: None,
         };
         // Taken over as it is (a copy would hold the list twice for a moment), with room for
         // this run's appends so the first one does not double a large list.
@@ -387,16 +388,18 @@ impl SessionLog {
         }
     }
 
-    /// Replaces the secrets cut out of what this log writes (forks inherit them). Logs start
-    /// with the process-wide list of [`set_default_redactions`], which is what the binary uses.
+    /// Replaces the secrets cut out of what this log writes (forks inherit them). Logs use the
+    /// process-wide set of [`register_secrets`], which is what the binary uses.
     #[cfg(test)]
     pub fn set_redactions(&mut self, secrets: Vec<String>) {
-        self.redactions = Redactions::new(secrets);
+        self.redactions = Some(Redactions::new(secrets));
     }
 
-    /// The secrets this log cuts out of its file, for an export of it.
-    pub fn redactions(&self) -> &Redactions {
-        &self.redactions
+    /// The secrets this log cuts out of its file now, for an export of it.
+    pub fn redactions(&self) -> Redactions {
+        self.redactions
+            .clone()
+            .unwrap_or_else(redact::default_redactions)
     }
 
     pub fn id(&self) -> &str {
@@ -919,7 +922,7 @@ impl SessionLog {
             }
             let content = file::whole_file(&self.header, &self.entries);
             // JSONL: a secret never spans lines, so the whole content is redacted at once.
-            let content = owned_redacted(&self.redactions, content);
+            let content = owned_redacted(&self.redactions(), content);
             let job = DiskWrite::Create {
                 content,
                 entries: self.entries.len(),
@@ -932,9 +935,10 @@ impl SessionLog {
         }
         if self.disk.entries_queued < self.entries.len() {
             let first = self.disk.entries_queued;
+            let redactions = self.redactions();
             let lines = self.entries[first..]
                 .iter()
-                .map(|entry| owned_redacted(&self.redactions, entry.to_line()))
+                .map(|entry| owned_redacted(&redactions, entry.to_line()))
                 .collect();
             self.disk.entries_queued = self.entries.len();
             let job = DiskWrite::Append { first, lines };
@@ -947,7 +951,7 @@ impl SessionLog {
     #[cfg(test)]
     fn write_whole_file(&mut self, path: &Path, replace: bool) -> Result<(), SessionError> {
         let content = file::whole_file(&self.header, &self.entries);
-        create_file(path, &self.redactions.apply(&content), replace)?;
+        create_file(path, &self.redactions().apply(&content), replace)?;
         self.disk.header_queued = true;
         self.disk.entries_queued = self.entries.len();
         *lock_written(&self.disk.written) = Written {

@@ -1,68 +1,228 @@
-//! Credential redaction for what the session writes to disk (session lines, and the export
-//! page's embedded data): every known secret becomes `[redacted]`.
+//! Credential redaction, one home for the whole process: the redaction set every output takes
+//! its secrets from (stdout, session files, exports, tool results before they are stored or sent
+//! to the model). A credential joins the set the moment it is resolved (`register_secrets`:
+//! startup keys, `--api-key`, `!command` results, header values), so no process state sees a
+//! resolved key unredacted.
 //!
-//! Input: the secret values (API keys, tokens) and serialized JSON text. Output: the same JSON
-//! with each secret replaced. Matching happens on the JSON text, on the secret's JSON-escaped
-//! form, and only where the match starts a token (not right after an escaping backslash), so the
-//! result is always JSON again and means the original with the secret cut out. The process-wide
-//! default list is set once at startup and taken by every session log created afterwards;
-//! secrets learned later (a refreshed OAuth token) join every list at once through
-//! [`add_secret`].
+//! Redaction works on decoded JSON string values: a line that may hold a secret (its JSON-escaped
+//! form occurs in the text) is parsed, every string value except structural fields (`provider`,
+//! `model`, `api`, ids, types, roles) has each secret replaced by `[redacted]`, and the value is
+//! encoded again, so the result is always valid JSON and never splits an escape. Text that is not
+//! JSON (a fragment) falls back to replacing whole escaped tokens. Lines without a candidate are
+//! passed through untouched (borrowed).
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
-/// What a secret is replaced with (the same marker as on stdout).
+use serde_json::Value;
+
+/// What a secret is replaced with (the same marker everywhere).
 pub const REDACTED: &str = "[redacted]";
 
-/// Secrets in the form they take inside a JSON string. Cheap to clone (shared).
+/// Values shorter than this are never treated as secrets: real API keys and tokens are long
+/// (20+ characters), while short values are words (`ollama`, `local`) that occur in ordinary text
+/// and would be mangled everywhere they appear, protecting nothing.
+const MIN_SECRET_LEN: usize = 8;
+
+/// Well-known dummy keys local servers accept; redacting them corrupts prompts and data.
+const PLACEHOLDER_KEYS: [&str; 14] = [
+    "ollama",
+    "lm-studio",
+    "lmstudio",
+    "sk-no-key-required",
+    "no-key-required",
+    "not-needed",
+    "placeholder",
+    "changeme",
+    "your-api-key",
+    "your_api_key",
+    "api-key-here",
+    "dummy-key",
+    "<authenticated>",
+    "none",
+];
+
+/// JSON keys whose string values are structure, never secrets: changing them would change what
+/// the record means (the provider a message came from, an entry's id) and a reload would differ.
+const STRUCTURAL_KEYS: [&str; 11] = [
+    "type",
+    "role",
+    "provider",
+    "model",
+    "api",
+    "id",
+    "parentId",
+    "toolCallId",
+    "toolName",
+    "stopReason",
+    "customType",
+];
+
+/// Whether `secret` is worth redacting (see `MIN_SECRET_LEN`, `PLACEHOLDER_KEYS`).
+pub fn is_redactable(secret: &str) -> bool {
+    let trimmed = secret.trim();
+    trimmed.len() >= MIN_SECRET_LEN
+        && !PLACEHOLDER_KEYS
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(trimmed))
+}
+
+/// A set of secrets, raw and in the form they take inside a JSON string. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct Redactions {
+    raw: Arc<[String]>,
     escaped: Arc<[String]>,
 }
 
 impl Redactions {
     pub fn new(secrets: Vec<String>) -> Redactions {
-        let mut escaped: Vec<String> = secrets
+        let mut raw: Vec<String> = secrets.into_iter().filter(|s| is_redactable(s)).collect();
+        // Longest first: a secret that contains another is replaced whole.
+        raw.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        raw.dedup();
+        let escaped = raw
             .iter()
-            .filter(|s| !s.is_empty())
             .filter_map(|s| {
                 let quoted = serde_json::to_string(s).ok()?;
                 Some(quoted[1..quoted.len() - 1].to_string())
             })
-            .collect();
-        // Longest first: a secret that contains another is replaced whole.
-        escaped.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        escaped.dedup();
+            .collect::<Vec<_>>();
         Redactions {
+            raw: raw.into(),
             escaped: escaped.into(),
         }
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.escaped.is_empty()
+        self.raw.is_empty()
     }
 
-    /// `json` with every secret (and every secret added later) replaced by `[redacted]`;
-    /// borrowed when nothing matched.
+    /// The raw secrets, longest first.
+    pub fn secrets(&self) -> &[String] {
+        &self.raw
+    }
+
+    /// Where a stream of text may be cut so that no secret is completed across the cut: before
+    /// the longest tail that begins a known secret (at most longest secret − 1 bytes), but past
+    /// any secret held whole that the cut would split (it goes out whole and is redacted there).
+    pub fn streaming_cut(&self, text: &str) -> usize {
+        let mut cut = text.len() - secret_prefix_tail(text, &self.raw);
+        loop {
+            let mut moved = cut;
+            for secret in self.raw.iter() {
+                for (start, _) in text.match_indices(secret.as_str()) {
+                    if start < moved && start + secret.len() > moved {
+                        moved = start + secret.len();
+                    }
+                }
+            }
+            if moved == cut {
+                return cut;
+            }
+            cut = moved;
+        }
+    }
+
+    /// Whether `json` text may hold a secret.
+    pub fn may_contain(&self, json: &[u8]) -> bool {
+        self.escaped
+            .iter()
+            .any(|s| memchr::memmem::find(json, s.as_bytes()).is_some())
+    }
+
+    /// A plain (decoded) string with every secret replaced; borrowed when nothing matched.
+    pub fn apply_text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for secret in self.raw.iter() {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+            }
+        }
+        out
+    }
+
+    /// Every string value of `value` redacted in place, structural fields excepted.
+    pub fn apply_value(&self, value: &mut Value) -> bool {
+        let mut changed = false;
+        let mut stack: Vec<&mut Value> = vec![value];
+        while let Some(node) = stack.pop() {
+            match node {
+                Value::String(text) => {
+                    if let Cow::Owned(new) = self.apply_text(text) {
+                        *text = new;
+                        changed = true;
+                    }
+                }
+                Value::Array(items) => stack.extend(items.iter_mut()),
+                Value::Object(map) => {
+                    for (key, child) in map.iter_mut() {
+                        if !(child.is_string() && STRUCTURAL_KEYS.contains(&key.as_str())) {
+                            stack.push(child);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        changed
+    }
+
+    /// One JSON text (or JSONL: line by line) with every secret replaced; borrowed when nothing
+    /// matched.
     pub fn apply<'a>(&self, json: &'a str) -> Cow<'a, str> {
+        if self.is_empty() || !self.may_contain(json.as_bytes()) {
+            return Cow::Borrowed(json);
+        }
+        if let Ok(mut value) = serde_json::from_str::<Value>(json) {
+            if !self.apply_value(&mut value) {
+                return Cow::Borrowed(json);
+            }
+            let mut out = value.to_string();
+            if json.ends_with('\n') {
+                out.push('\n');
+            }
+            return Cow::Owned(out);
+        }
+        if json.trim_end().contains('\n') {
+            let mut out = String::with_capacity(json.len());
+            for line in json.split_inclusive('\n') {
+                let (body, end) = match line.strip_suffix('\n') {
+                    Some(body) => (body, "\n"),
+                    None => (line, ""),
+                };
+                out.push_str(&self.apply(body));
+                out.push_str(end);
+            }
+            return Cow::Owned(out);
+        }
+        // A fragment (not a whole JSON value): whole escaped tokens only.
         let mut text = Cow::Borrowed(json);
         for secret in self.escaped.iter() {
             if let Some(replaced) = replace_tokens(&text, secret) {
                 text = Cow::Owned(replaced);
             }
         }
-        if LATE_COUNT.load(Ordering::Acquire) > 0 {
-            for secret in late_secrets_escaped() {
-                if let Some(replaced) = replace_tokens(&text, &secret) {
-                    text = Cow::Owned(replaced);
-                }
-            }
-        }
         text
     }
+}
+
+/// The length of the longest tail of `text` that is a proper beginning of one of `secrets`.
+fn secret_prefix_tail(text: &str, secrets: &[String]) -> usize {
+    let Some(&last) = text.as_bytes().last() else {
+        return 0;
+    };
+    let mut longest = 0;
+    for secret in secrets {
+        let bytes = secret.as_bytes();
+        for k in (longest + 1..bytes.len().min(text.len() + 1)).rev() {
+            if bytes[k - 1] == last && secret.is_char_boundary(k) && text.ends_with(&secret[..k]) {
+                longest = k;
+                break;
+            }
+        }
+    }
+    longest
 }
 
 /// Replaces `secret` in `json` where it is not preceded by an odd run of backslashes (there its
@@ -95,52 +255,52 @@ fn replace_tokens(json: &str, secret: &str) -> Option<String> {
     Some(buffer)
 }
 
-static PROCESS_DEFAULT: OnceLock<Redactions> = OnceLock::new();
-/// Secrets learned after startup, and how many there are (read without the lock).
-static LATE: RwLock<Vec<String>> = RwLock::new(Vec::new());
-static LATE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The process-wide set and a generation counter bumped on every change (readers cache).
+static REGISTRY: RwLock<Option<Redactions>> = RwLock::new(None);
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// Adds a secret learned after startup (a refreshed OAuth token) to every redaction list: session
-/// files and exports from now on, and stdout (the writer polls [`late_secrets_since`]).
-pub fn add_secret(secret: &str) {
-    if secret.len() < 6 {
+/// Adds resolved credentials to the process-wide set (values not worth redacting are skipped).
+pub fn register_secrets(secrets: impl IntoIterator<Item = String>) {
+    let new: Vec<String> = secrets.into_iter().filter(|s| is_redactable(s)).collect();
+    if new.is_empty() {
         return;
     }
-    let mut late = LATE.write().unwrap_or_else(|e| e.into_inner());
-    if !late.iter().any(|s| s == secret) {
-        late.push(secret.to_string());
-        LATE_COUNT.store(late.len(), Ordering::Release);
+    let mut guard = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    let mut all: Vec<String> = guard.as_ref().map(|r| r.raw.to_vec()).unwrap_or_default();
+    let before = all.len();
+    for secret in new {
+        if !all.contains(&secret) {
+            all.push(secret);
+        }
+    }
+    if all.len() != before {
+        *guard = Some(Redactions::new(all));
+        GENERATION.fetch_add(1, Ordering::Release);
     }
 }
 
-/// The secrets added after the first `seen` ones (cheap when there are none).
-pub fn late_secrets_since(seen: usize) -> Vec<String> {
-    if LATE_COUNT.load(Ordering::Acquire) <= seen {
-        return Vec::new();
-    }
-    let late = LATE.read().unwrap_or_else(|e| e.into_inner());
-    late.get(seen..).map(<[String]>::to_vec).unwrap_or_default()
+/// One credential learned after startup (a refreshed OAuth token).
+pub fn add_secret(secret: &str) {
+    register_secrets([secret.to_string()]);
 }
 
-fn late_secrets_escaped() -> Vec<String> {
-    late_secrets_since(0)
-        .iter()
-        .filter_map(|s| {
-            let quoted = serde_json::to_string(s).ok()?;
-            Some(quoted[1..quoted.len() - 1].to_string())
-        })
-        .collect()
-}
-
-/// Sets the list every session log created from now on starts with (call once, at startup,
-/// with `Config::known_secrets()`). A second call is ignored.
+/// Startup's list (kept as a name for callers that set the initial keys).
 pub fn set_default_redactions(secrets: Vec<String>) {
-    let _ = PROCESS_DEFAULT.set(Redactions::new(secrets));
+    register_secrets(secrets);
 }
 
-/// The process-wide list (empty until set).
+/// The process-wide set as it is now.
 pub fn default_redactions() -> Redactions {
-    PROCESS_DEFAULT.get().cloned().unwrap_or_default()
+    REGISTRY
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .unwrap_or_default()
+}
+
+/// Changes whenever the set changes: a reader re-fetches `default_redactions` when it differs.
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 #[cfg(test)]

@@ -4,8 +4,12 @@
 //! stderr merged into one pipe so chunks keep their arrival order), streams output chunks and
 //! periodic ticks to a callback, and ends when the shell exited and the pipe closed (or 100 ms
 //! after exit when a background grandchild keeps the pipe open). Cancel or timeout SIGKILLs the
-//! whole group. `OutputAccumulator` keeps a bounded rolling tail in memory and spills the raw
-//! bytes to `$TMPDIR/pi-bash-<16 hex>.log` once the output passes the limits.
+//! whole group. `OutputAccumulator` keeps a bounded rolling tail in memory and spills the output
+//! to `pi-bash-<16 hex>.log` once it passes the limits: in a private folder of this process
+//! (`$TMPDIR/pi-rs-<pid>-<hex>/`, mode 0700, files 0600), decoded and redacted (known
+//! credentials never reach the disk; a key split across chunks is held back until it is whole),
+//! capped at `MAX_SPILL_BYTES` (the tail is kept and the result says so), and removed at exit
+//! when no session file can refer to it (`remove_spill_dir`).
 //! The tool (`execute`) turns that into pi's throttled partial results and final text.
 
 use std::collections::HashSet;
@@ -47,6 +51,8 @@ pub struct ShellRequest<'a> {
     pub agent_dir: &'a Path,
     /// Seconds; `None` or ≤ 0 means no timeout.
     pub timeout: Option<f64>,
+    /// The sandbox the shell enters between fork and exec (`None`: the client's own RPC bash).
+    pub sandbox: Option<&'a crate::sandbox::Policy>,
 }
 
 /// What the runner reports while the command runs.
@@ -170,6 +176,9 @@ pub fn run_shell(
         .stdout(writer)
         .stderr(writer_for_stderr)
         .process_group(0);
+    if let Some(policy) = request.sandbox {
+        crate::sandbox::confine_child(&mut command, policy)?;
+    }
     let spawned = command.spawn();
     // The Command still owns our copies of the pipe's write end; drop them so EOF can happen.
     drop(command);
@@ -220,10 +229,11 @@ pub fn run_shell(
         return Err("Failed to start the output reader thread".to_string());
     }
 
+    // A model-chosen timeout (1e300, NaN) is clamped, never a panic that leaves the shell running.
     let deadline = request
         .timeout
-        .filter(|t| *t > 0.0 && t.is_finite())
-        .map(|t| Instant::now() + Duration::from_secs_f64(t));
+        .and_then(crate::deadline::seconds)
+        .map(crate::deadline::after);
     let mut pipe_closed = false;
     let mut killed = false;
     let mut timed_out = false;
@@ -322,7 +332,14 @@ pub struct OutputAccumulator {
     max_rolling_bytes: usize,
     temp_prefix: &'static str,
     pending_utf8: Vec<u8>,
-    raw_chunks: Vec<Vec<u8>>,
+    /// Decoded output not yet spilled (before the limits are passed).
+    unspilled: String,
+    /// Spilled text held back so no secret is cut in two (see `session::redact`).
+    spill_carry: String,
+    spill_bytes: u64,
+    /// Bytes dropped from the head of the spill file to keep it under `max_spill_bytes`.
+    spill_dropped: u64,
+    max_spill_bytes: u64,
     tail_text: String,
     tail_starts_at_line_boundary: bool,
     total_raw_bytes: usize,
@@ -339,6 +356,8 @@ pub struct OutputSnapshot {
     pub content: String,
     pub truncation: Truncation,
     pub full_output_path: Option<PathBuf>,
+    /// Bytes cut from the head of the file at `full_output_path` (it keeps the tail).
+    pub full_output_dropped: u64,
 }
 
 impl OutputAccumulator {
@@ -357,7 +376,11 @@ impl OutputAccumulator {
             max_rolling_bytes: (max_bytes * 2).max(1),
             temp_prefix,
             pending_utf8: Vec::new(),
-            raw_chunks: Vec::new(),
+            unspilled: String::new(),
+            spill_carry: String::new(),
+            spill_bytes: 0,
+            spill_dropped: 0,
+            max_spill_bytes: MAX_SPILL_BYTES,
             tail_text: String::new(),
             tail_starts_at_line_boundary: true,
             total_raw_bytes: 0,
@@ -379,9 +402,9 @@ impl OutputAccumulator {
         self.append_decoded(&text);
         if self.temp_file.is_some() || self.should_use_temp_file() {
             self.ensure_temp_file();
-            self.write_temp(data);
-        } else if !data.is_empty() {
-            self.raw_chunks.push(data.to_vec());
+            self.write_temp(&text);
+        } else {
+            self.unspilled.push_str(&text);
         }
     }
 
@@ -394,6 +417,11 @@ impl OutputAccumulator {
         if !self.pending_utf8.is_empty() {
             self.pending_utf8.clear();
             self.append_decoded("\u{FFFD}");
+            if self.temp_file.is_some() {
+                self.write_temp("\u{FFFD}");
+            } else {
+                self.unspilled.push('\u{FFFD}');
+            }
         }
         if self.should_use_temp_file() {
             self.ensure_temp_file();
@@ -430,6 +458,7 @@ impl OutputAccumulator {
             content: truncation.content.clone(),
             truncation,
             full_output_path: self.temp_path.clone(),
+            full_output_dropped: self.spill_dropped,
         }
     }
 
@@ -438,8 +467,10 @@ impl OutputAccumulator {
         self.current_line_bytes
     }
 
-    /// Closes the temp file (all raw bytes written).
+    /// Closes the temp file (everything written, the held-back tail too).
     pub fn close_temp_file(&mut self) {
+        let rest = std::mem::take(&mut self.spill_carry);
+        self.write_redacted(&rest);
         if let Some(mut file) = self.temp_file.take() {
             let _ = file.flush();
         }
@@ -530,25 +561,119 @@ impl OutputAccumulator {
         if self.temp_path.is_some() {
             return;
         }
-        let path =
-            std::env::temp_dir().join(format!("{}-{}.log", self.temp_prefix, random_hex16()));
-        match File::create(&path) {
+        let Some(dir) = spill_dir() else {
+            return;
+        };
+        let path = dir.join(format!("{}-{}.log", self.temp_prefix, random_hex16()));
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
             Ok(file) => self.temp_file = Some(file),
             Err(e) => log::warn!("could not create {}: {e}", path.display()),
         }
         self.temp_path = Some(path);
-        for chunk in std::mem::take(&mut self.raw_chunks) {
-            self.write_temp(&chunk);
+        let earlier = std::mem::take(&mut self.unspilled);
+        self.write_temp(&earlier);
+    }
+
+    /// Spills `text`, holding back a tail that could begin a known credential.
+    fn write_temp(&mut self, text: &str) {
+        if self.temp_file.is_none() {
+            return;
+        }
+        let known = crate::session::redact::default_redactions();
+        self.spill_carry.push_str(text);
+        let cut = known.streaming_cut(&self.spill_carry);
+        let rest = self.spill_carry.split_off(cut);
+        let ready = std::mem::replace(&mut self.spill_carry, rest);
+        self.write_redacted(&ready);
+    }
+
+    fn write_redacted(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let known = crate::session::redact::default_redactions();
+        let clean = known.apply_text(text);
+        let Some(file) = self.temp_file.as_mut() else {
+            return;
+        };
+        if let Err(e) = file.write_all(clean.as_bytes()) {
+            log::warn!("writing bash output to its temp file failed: {e}");
+            self.temp_file = None;
+            return;
+        }
+        self.spill_bytes += clean.len() as u64;
+        if self.spill_bytes > self.max_spill_bytes {
+            self.keep_spill_tail();
         }
     }
 
-    fn write_temp(&mut self, data: &[u8]) {
-        if let Some(file) = self.temp_file.as_mut()
-            && let Err(e) = file.write_all(data)
-        {
-            log::warn!("writing bash output to its temp file failed: {e}");
-            self.temp_file = None;
+    /// Cuts the spill file down to its last half of `max_spill_bytes` (from a line start).
+    fn keep_spill_tail(&mut self) {
+        use std::io::{Seek, SeekFrom};
+        let Some(file) = self.temp_file.as_mut() else {
+            return;
+        };
+        let keep = self.max_spill_bytes / 2;
+        let mut tail = Vec::with_capacity(keep as usize);
+        let result = (|| -> std::io::Result<()> {
+            file.seek(SeekFrom::Start(self.spill_bytes - keep))?;
+            file.take(keep).read_to_end(&mut tail)?;
+            let start = memchr::memchr(b'\n', &tail).map_or(0, |i| i + 1);
+            tail.drain(..start);
+            file.set_len(0)?;
+            file.seek(SeekFrom::Start(0))?;
+            file.write_all(&tail)
+        })();
+        match result {
+            Ok(()) => {
+                self.spill_dropped += self.spill_bytes - tail.len() as u64;
+                self.spill_bytes = tail.len() as u64;
+            }
+            Err(e) => {
+                log::warn!("trimming the bash output file failed: {e}");
+                self.temp_file = None;
+            }
         }
+    }
+}
+
+/// The largest a spill file grows; beyond it only the tail is kept.
+const MAX_SPILL_BYTES: u64 = 64 * 1024 * 1024;
+
+static SPILL_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// This process's private folder for spill files, created (0700) on first use.
+fn spill_dir() -> Option<&'static Path> {
+    SPILL_DIR
+        .get_or_init(|| {
+            use std::os::unix::fs::DirBuilderExt;
+            let dir = std::env::temp_dir().join(format!(
+                "pi-rs-{}-{}",
+                std::process::id(),
+                random_hex16()
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => Some(dir),
+                Err(e) => {
+                    log::warn!("cannot create {}: {e}", dir.display());
+                    None
+                }
+            }
+        })
+        .as_deref()
+}
+
+/// Removes the spill folder and its files (at exit, when no session file refers to them).
+pub fn remove_spill_dir() {
+    if let Some(Some(dir)) = SPILL_DIR.get() {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -588,6 +713,14 @@ fn format_output(
         .map(|p| p.to_string_lossy().to_string())
         .unwrap_or_default();
     let details = json!({"truncation": truncation.to_json(), "fullOutputPath": path});
+    let path = if snapshot.full_output_dropped > 0 {
+        format!(
+            "{path} (its first {} were dropped to bound its size)",
+            format_size(snapshot.full_output_dropped as usize)
+        )
+    } else {
+        path
+    };
     let start_line = truncation.total_lines - truncation.output_lines + 1;
     let end_line = truncation.total_lines;
     if truncation.last_line_partial {
@@ -638,6 +771,7 @@ pub fn execute(
         command_prefix: context.shell_command_prefix.as_deref(),
         agent_dir: &context.agent_dir,
         timeout,
+        sandbox: Some(&context.sandbox),
     };
     let mut output = OutputAccumulator::new("pi-bash");
     emit(ToolOutput {
@@ -965,6 +1099,39 @@ mod tests {
         }
         assert!(!process_alive(pid), "grandchild {pid} survived the abort");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The spill file is private, redacted and bounded (the tail is kept and the result says so).
+    #[test]
+    fn spill_files_are_private_redacted_and_capped() {
+        use std::os::unix::fs::PermissionsExt;
+        crate::session::register_secrets(["sk-spill-SECRET-0123456789".to_string()]);
+        let mut acc = OutputAccumulator::with_limits("pi-bash", 10, 100);
+        acc.max_spill_bytes = 4000;
+        for i in 0..2000 {
+            // The key arrives split over two chunks.
+            acc.append(format!("line {i} sk-spill-SEC").as_bytes());
+            acc.append(b"RET-0123456789\n");
+        }
+        acc.finish();
+        let snap = acc.snapshot(true);
+        acc.close_temp_file();
+        let path = snap.full_output_path.unwrap();
+        let dir_mode = std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        let file_mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!((dir_mode & 0o777, file_mode & 0o777), (0o700, 0o600));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("sk-spill-SECRET"), "{text}");
+        assert!(text.contains("line 1999 [redacted]\n"));
+        assert!(text.len() <= 4000 + 64, "{}", text.len());
+        assert!(text.starts_with("line "), "cut at a line start");
+        assert!(snap.full_output_dropped > 0 || acc.spill_dropped > 0);
+        let (shown, _) = format_output(&acc.snapshot(true), 0, "");
+        assert!(shown.contains("were dropped to bound its size"), "{shown}");
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

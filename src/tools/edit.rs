@@ -15,6 +15,7 @@
 use serde_json::{Value, json};
 
 use super::path::{FileLock, errno_parts, node_fs_error_no_path, resolve_to_cwd};
+use super::path_guard::{self, Access};
 use super::validate::is_js_whitespace;
 use super::{CancelFlag, ToolContext, ToolOutput};
 
@@ -84,6 +85,7 @@ pub fn execute(
         }
     };
     let absolute = resolve_to_cwd(raw_path, &context.cwd);
+    path_guard::check(&absolute, Access::Write)?;
     let _lock = FileLock::acquire(&absolute);
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());

@@ -1,7 +1,7 @@
 //! The environment tool and shell subprocesses get: pi-rs's own minus credentials. Provider key
 //! variables and anything whose name contains KEY, TOKEN, SECRET or PASSWORD are removed, so a
 //! model-run `env` or `printenv` cannot leak them; settings `shellEnvPassthrough` (a list of
-//! names) lets chosen ones through. Decided once at startup.
+//! names) lets chosen ones through. Variables holding a known credential value are removed too.
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -31,14 +31,22 @@ pub fn is_secret_name(name: &str) -> bool {
 /// (`AI_AGENT=pi`) and pi's own marker.
 pub const CHILD_MARKERS: [(&str, &str); 2] = [("AI_AGENT", "pi"), ("PI_CODING_AGENT", "true")];
 
-/// Removes the withheld variables from a command about to be spawned, and marks it as run by an
-/// agent (`CHILD_MARKERS`).
+/// Removes the withheld variables from a command about to be spawned — credential-like names,
+/// and any variable holding a known credential whatever its name (a models.json `apiKey` may name
+/// `MY_LLM_CREDS`) — and marks it as run by an agent (`CHILD_MARKERS`).
 pub fn scrub(command: &mut Command) {
     command.envs(CHILD_MARKERS);
-    for (name, _) in std::env::vars_os() {
-        if let Some(name) = name.to_str()
-            && is_secret_name(name)
-        {
+    let known = crate::session::redact::default_redactions();
+    for (name, value) in std::env::vars_os() {
+        let holds_secret = value
+            .to_str()
+            .is_some_and(|v| known.secrets().iter().any(|s| s == v));
+        let passed = name.to_str().is_some_and(|n| {
+            PASSTHROUGH
+                .get()
+                .is_some_and(|allowed| allowed.iter().any(|a| a == n))
+        });
+        if !passed && (holds_secret || name.to_str().is_none_or(is_secret_name)) {
             command.env_remove(name);
         }
     }

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::glob::{glob_match, walk};
 use super::grep::{LinesEnd, find_tool, run_lines};
 use super::path::resolve_to_cwd;
+use super::path_guard::{self, Access};
 use super::truncate::listing_output;
 use super::validate::{js_number_string, number_value};
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
@@ -39,6 +40,7 @@ pub fn execute(
         .and_then(Value::as_f64)
         .unwrap_or(DEFAULT_LIMIT as f64);
     let search_path = resolve_to_cwd(raw_path, &context.cwd);
+    path_guard::check(&search_path, Access::List)?;
     let lines = match find_tool(&context.agent_dir, &["fd", "fdfind"]) {
         Some(fd) => run_fd(&fd, pattern, &search_path, limit, cancel)?,
         None => find_fallback(pattern, &search_path, limit, cancel)?,

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 use super::glob::{glob_match, walk};
 use super::path::resolve_to_cwd;
+use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
     truncate_line,
@@ -179,6 +180,7 @@ pub fn execute(
         .map(|c| c as usize)
         .unwrap_or(0);
     let search_path = resolve_to_cwd(raw_path, &context.cwd);
+    path_guard::check(&search_path, Access::List)?;
     let Ok(metadata) = std::fs::metadata(&search_path) else {
         return Err(format!("Path not found: {}", search_path.display()));
     };

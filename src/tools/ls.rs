@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use serde_json::Value;
 
 use super::path::{node_fs_error, resolve_to_cwd};
+use super::path_guard::{self, Access};
 use super::truncate::listing_output;
 use super::validate::{js_number_string, number_value};
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
@@ -48,6 +49,7 @@ pub fn execute(
         .and_then(Value::as_f64)
         .unwrap_or(DEFAULT_LIMIT as f64);
     let dir = resolve_to_cwd(raw_path, &context.cwd);
+    path_guard::check(&dir, Access::List)?;
     let Ok(metadata) = std::fs::metadata(&dir) else {
         return Err(format!("Path not found: {}", dir.display()));
     };

@@ -15,6 +15,7 @@ pub mod glob;
 pub mod grep;
 pub mod ls;
 pub mod path;
+pub mod path_guard;
 pub mod read;
 pub mod truncate;
 pub mod validate;
@@ -44,6 +45,8 @@ pub struct ToolContext {
     pub shell_command_prefix: Option<String>,
     /// Whether the current model accepts images (read's image notice).
     pub model_supports_images: bool,
+    /// The sandbox in effect when the call started; the tool keeps it to its end.
+    pub sandbox: Arc<crate::sandbox::Policy>,
 }
 
 /// A tool result or a cumulative partial one.
@@ -55,6 +58,25 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
+    /// Known credentials replaced in the text and details: a tool result is stored and sent to
+    /// the model, and a key a tool printed has no business at the LLM vendor.
+    pub fn redact(&mut self) {
+        let known = crate::session::redact::default_redactions();
+        if known.is_empty() {
+            return;
+        }
+        for block in &mut self.content {
+            if let ContentBlock::Text(text) = block
+                && let std::borrow::Cow::Owned(clean) = known.apply_text(&text.text)
+            {
+                text.text = clean;
+            }
+        }
+        if let Some(details) = &mut self.details {
+            known.apply_value(details);
+        }
+    }
+
     pub fn text(text: impl Into<String>) -> ToolOutput {
         ToolOutput {
             content: vec![ContentBlock::Text(TextContent::new(&text.into()))],
@@ -278,6 +300,17 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
                 });
             };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // bash confines its shell instead (between fork and exec), not this thread.
+                if call.name != "bash"
+                    && let Err(blocked) = crate::sandbox::enter_tool_thread(
+                        &context.sandbox,
+                        &call.name,
+                        &call.arguments,
+                        &context.cwd,
+                    )
+                {
+                    return ToolOutput::error(blocked);
+                }
                 run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
             }));
             let output = outcome.unwrap_or_else(|_| {
@@ -357,6 +390,7 @@ impl ToolContext {
             shell_path: None,
             shell_command_prefix: None,
             model_supports_images: true,
+            sandbox: Arc::new(crate::sandbox::Policy::off(dir, dir)),
         }
     }
 }

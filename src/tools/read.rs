@@ -19,6 +19,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::path::{node_fs_error, node_fs_error_no_path, resolve_read_path};
+use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size, truncate_head,
 };
@@ -127,6 +128,7 @@ pub fn execute(
 ) -> Result<ToolOutput, String> {
     let raw_path = args.get("path").and_then(Value::as_str).unwrap_or_default();
     let absolute = resolve_read_path(raw_path, &context.cwd);
+    path_guard::check(&absolute, Access::Read)?;
     check_readable(&absolute)?;
     let mut file = File::open(&absolute).map_err(|e| node_fs_error(&e, "open", &absolute))?;
     let mut head = Vec::with_capacity(SNIFF_BYTES);

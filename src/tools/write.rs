@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::path::{FileLock, node_fs_error, resolve_to_cwd};
+use super::path_guard::{self, Access};
 use super::truncate::utf16_len;
 use super::{CancelFlag, ToolContext, ToolOutput};
 
@@ -21,6 +22,7 @@ pub fn execute(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let absolute = resolve_to_cwd(raw_path, &context.cwd);
+    path_guard::check(&absolute, Access::Write)?;
     let _lock = FileLock::acquire(&absolute);
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
@@ -69,13 +71,7 @@ mod tests {
             "pi-rs-write-{}",
             super::super::bash::random_hex16()
         ));
-        let ctx = ToolContext {
-            cwd: dir.clone(),
-            agent_dir: dir.clone(),
-            shell_path: None,
-            shell_command_prefix: None,
-            model_supports_images: true,
-        };
+        let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(
             &json!({"path":"sub/deep/f.txt","content":"héllo😀"}),

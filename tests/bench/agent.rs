@@ -48,6 +48,9 @@ pub struct SpawnOptions<'a> {
     pub sessions: bool,
     /// Extra environment (after scrubbing), e.g. test hooks.
     pub env: Vec<(&'static str, String)>,
+    /// Replaces the fixture's provider key (`test-key`): a key under 8 bytes or a dummy such as
+    /// `ollama` leaves pi-rs's redaction set empty.
+    pub api_key: Option<&'a str>,
 }
 
 /// The fields of one stdout record the bench looks at.
@@ -171,7 +174,10 @@ impl Agent {
         let prepare = || -> std::io::Result<()> {
             std::fs::create_dir_all(&agent_dir)?;
             std::fs::create_dir_all(&cwd)?;
-            let models = fixture("models.json").replace("__BASE_URL__", options.base_url);
+            let mut models = fixture("models.json").replace("__BASE_URL__", options.base_url);
+            if let Some(key) = options.api_key {
+                models = models.replace("\"test-key\"", &serde_json::Value::from(key).to_string());
+            }
             std::fs::write(agent_dir.join("models.json"), models)?;
             for (relative, contents) in &options.files {
                 std::fs::write(cwd.join(relative), contents)?;

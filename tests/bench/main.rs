@@ -15,9 +15,9 @@
 //! (20000), PI_BENCH_STALL_MB (50), PI_BENCH_STALL_SECS (10), PI_BENCH_BASH_MB (100),
 //! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
 //! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
-//! select scenarios by name: startup turn stream stall bash tree disk size, and `tree1m` (only
-//! when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone). `disk` runs pi-rs
-//! alone with its slow-fsync test hook (`PI_TEST_FSYNC_DELAY_MS`).
+//! select scenarios by name: startup turn stream holdback stall bash sandbox tree disk size, and
+//! `tree1m` (only when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone).
+//! `disk` runs pi-rs alone with its slow-fsync test hook (`PI_TEST_FSYNC_DELAY_MS`).
 //!
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
 
@@ -190,11 +190,17 @@ fn main() {
     if wants("stream") {
         figures.extend(scenarios::stream(&binaries, &config));
     }
+    if wants("holdback") {
+        figures.extend(scenarios::hold_back(&binaries, &config));
+    }
     if wants("stall") {
         figures.extend(scenarios::stall(&binaries, &config));
     }
     if wants("bash") {
         figures.extend(scenarios::bash_output(&binaries, &config));
+    }
+    if wants("sandbox") {
+        figures.extend(scenarios::sandbox(&pi_rs, &config));
     }
     if wants("tree") {
         let (tree, file_mib) =

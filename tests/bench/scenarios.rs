@@ -163,6 +163,7 @@ fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String>
         rss_cap_kb: config.rss_cap_kb,
         sessions: false,
         env: Vec::new(),
+        api_key: None,
     })
 }
 
@@ -329,6 +330,7 @@ pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 session_file: None,
                 files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
+                api_key: None,
                 sessions: true,
                 env: vec![("PI_TEST_FSYNC_DELAY_MS", SLOW_FSYNC_MS.to_string())],
             })?;
@@ -396,6 +398,7 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             rss_cap_kb: config.rss_cap_kb,
             sessions: false,
             env: Vec::new(),
+            api_key: None,
         })?;
         agent.request(
             "bench-state",
@@ -572,6 +575,123 @@ pub fn stream(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 3b: the cost of holding back delta tails that could begin a known key (issue 13, item 7)
+
+const HOLD_BACK: [Spec; 5] = [
+    spec(
+        "holdback.cpu_per_delta_off_us",
+        "stream, no key known: agent CPU per delta",
+        Unit::Micros,
+    ),
+    spec(
+        "holdback.cpu_per_delta_on_us",
+        "stream, key known + held tails: CPU per delta",
+        Unit::Micros,
+    ),
+    spec(
+        "holdback.wall_off_ms",
+        "stream, no key known: prompt → agent_end",
+        Unit::Millis,
+    ),
+    spec(
+        "holdback.wall_on_ms",
+        "stream, key known + held tails: → agent_end",
+        Unit::Millis,
+    ),
+    spec(
+        "holdback.records_ratio",
+        "key known: text_delta records / provider deltas",
+        Unit::Ratio,
+    ),
+];
+
+/// A key long enough to be redacted; every 8th delta of the reply ends with its first bytes,
+/// so the hold-back really holds (the worst case short of streaming the key itself).
+const BENCH_KEY: &str = "sk-bench-HOLDBACK-0123456789abcdefghijklmnop";
+
+pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let parts: Vec<String> = (0..config.deltas)
+        .map(|i| {
+            if i % 8 == 7 {
+                format!("{:03} sk-b", i % 1000)
+            } else {
+                format!("{:03} ", i % 1000)
+            }
+        })
+        .collect();
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let body = AnthropicStream::new().text(&refs).finish("end_turn");
+    // pi-rs alone: the reference has no redaction to compare.
+    let pi_rs: Vec<&Binary> = binaries
+        .iter()
+        .copied()
+        .filter(|b| !b.is_reference)
+        .collect();
+    alternate(
+        "holdback",
+        &pi_rs,
+        config.heavy_runs,
+        config,
+        &HOLD_BACK,
+        |binary| {
+            let mut cpu = Vec::new();
+            let mut walls = Vec::new();
+            let mut records_ratio = 0.0;
+            for key in ["ollama", BENCH_KEY] {
+                let fake = Fake::start(vec![Reply::sse(body.clone())]);
+                let mut agent = Agent::spawn(&SpawnOptions {
+                    binary: &binary.path,
+                    base_url: &fake.base_url(),
+                    extra_args: Vec::new(),
+                    session_file: None,
+                    files: Vec::new(),
+                    rss_cap_kb: config.rss_cap_kb,
+                    api_key: Some(key),
+                    sessions: false,
+                    env: Vec::new(),
+                })?;
+                agent.request(
+                    "bench-state",
+                    "get_state",
+                    Instant::now() + config.short_wait,
+                )?;
+                let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+                let started = Instant::now();
+                let mut tally = DeltaTally::new();
+                run_prompt(
+                    &mut agent,
+                    "Count.",
+                    started + config.long_wait,
+                    config.stdout_cap,
+                    |record, _| tally.observe(record),
+                )?;
+                walls.push(millis(started.elapsed()));
+                let cpu_after = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
+                fake.check(1)?;
+                tally.verify(&parts)?;
+                cpu.push(Outcome::Value(
+                    cpu_after.saturating_sub(cpu_before).as_secs_f64() * 1e6 / parts.len() as f64,
+                ));
+                records_ratio = tally.count as f64 / parts.len() as f64;
+            }
+            let mut walls = walls.into_iter();
+            let mut cpu = cpu.into_iter();
+            Ok(vec![
+                cpu.next().unwrap_or(Outcome::NotAvailable("no run".into())),
+                cpu.next().unwrap_or(Outcome::NotAvailable("no run".into())),
+                walls
+                    .next()
+                    .unwrap_or(Outcome::NotAvailable("no run".into())),
+                walls
+                    .next()
+                    .unwrap_or(Outcome::NotAvailable("no run".into())),
+                Outcome::Value(records_ratio),
+            ])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // 4: a client that stops reading
 
 const STALL: [Spec; 3] = [
@@ -733,6 +853,126 @@ pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 5b: the tool sandbox's start-up cost (pi-rs only: the reference has no sandbox)
+
+const SANDBOX: [Spec; 4] = [
+    spec(
+        "sandbox.bash_first_output_ms",
+        "bash tool start → first output, workspace-write sandbox",
+        Unit::Millis,
+    ),
+    spec(
+        "sandbox.bash_first_output_open_ms",
+        "bash tool start → first output, no sandbox",
+        Unit::Millis,
+    ),
+    spec(
+        "sandbox.read_ms",
+        "read tool start → end, workspace-write sandbox",
+        Unit::Millis,
+    ),
+    spec(
+        "sandbox.read_open_ms",
+        "read tool start → end, no sandbox",
+        Unit::Millis,
+    ),
+];
+
+/// One process, one bash call then one read call; returns (start → first bash output,
+/// read start → read end), timed from the bench's side of stdout.
+fn sandbox_run(
+    binary: &Binary,
+    sandbox: Option<&str>,
+    config: &Config,
+) -> Result<(Duration, Duration), String> {
+    let fake = Fake::start(vec![
+        Reply::sse(anthropic_bash("toolu_bench_bash", "echo first; sleep 0.2")),
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_bench_read", "read", &[r#"{"path":"notes.txt"}"#])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let extra_args = match sandbox {
+        Some(mode) => vec!["--sandbox".to_string(), mode.to_string()],
+        None => Vec::new(),
+    };
+    let mut agent = Agent::spawn(&SpawnOptions {
+        binary: &binary.path,
+        base_url: &fake.base_url(),
+        extra_args,
+        session_file: None,
+        files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
+        rss_cap_kb: config.rss_cap_kb,
+        api_key: None,
+        sessions: false,
+        env: Vec::new(),
+    })?;
+    agent.request(
+        "bench-state",
+        "get_state",
+        Instant::now() + config.short_wait,
+    )?;
+    let started = Instant::now();
+    let mut bash_start: Option<Instant> = None;
+    let mut first_output: Option<Duration> = None;
+    let mut updates = 0;
+    let mut read_start: Option<Instant> = None;
+    let mut read_time: Option<Duration> = None;
+    let mut tool_ends = 0;
+    run_prompt(
+        &mut agent,
+        "Run echo, then read notes.txt.",
+        started + config.short_wait,
+        config.stdout_cap,
+        |record, _| match record.kind.as_str() {
+            "tool_execution_start" if bash_start.is_none() => bash_start = Some(Instant::now()),
+            "tool_execution_start" => read_start = Some(Instant::now()),
+            // The bash tool's first update is its empty start; the second carries output.
+            "tool_execution_update" if read_start.is_none() => {
+                updates += 1;
+                if updates == 2 {
+                    first_output = bash_start.map(|at| at.elapsed());
+                }
+            }
+            "tool_execution_end" => {
+                tool_ends += 1;
+                if tool_ends == 2 {
+                    read_time = read_start.map(|at| at.elapsed());
+                }
+            }
+            _ => {}
+        },
+    )?;
+    fake.check(3)?;
+    match (first_output, read_time) {
+        (Some(bash), Some(read)) => Ok((bash, read)),
+        _ => Err("the bash output or the read result did not arrive".into()),
+    }
+}
+
+pub fn sandbox(pi_rs: &Binary, config: &Config) -> Vec<Figure> {
+    alternate(
+        "sandbox",
+        &[pi_rs],
+        config.runs,
+        config,
+        &SANDBOX,
+        |binary| {
+            let (bash, read) = sandbox_run(binary, Some("workspace-write"), config)?;
+            let (bash_open, read_open) = sandbox_run(binary, None, config)?;
+            Ok(vec![
+                millis(bash),
+                millis(bash_open),
+                millis(read),
+                millis(read_open),
+            ])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // 6: a long session and get_tree
 
 pub const TREE: [Spec; 4] = [
@@ -855,6 +1095,7 @@ pub fn tree(
                 rss_cap_kb: config.rss_cap_kb,
                 sessions: false,
                 env: Vec::new(),
+                api_key: None,
             })?;
             agent.request(
                 "bench-state",

@@ -407,6 +407,7 @@ fn setup_for(fake: &CloudFake, provider: &str, model: &str) -> Setup {
         models_json: None,
         wrapper: Vec::new(),
         pre_exec: None,
+        trust_project: false,
     }
 }
 

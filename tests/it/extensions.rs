@@ -160,7 +160,7 @@ fn one_text_reply(text: &str) -> Vec<Reply> {
 #[test]
 fn cli_extension_commands_come_first_in_get_commands() {
     let fake = FakeProvider::start(vec![]);
-    let setup = with_extensions(Setup::anthropic(&fake), &["hello.sh"])
+    let setup = with_extensions(Setup::anthropic(&fake).trust_project(), &["hello.sh"])
         .file(".pi/prompts/review.md", "Review the code");
     let mut pi = Pi::spawn(&setup);
     let response = pi.command("c1", "get_commands", json!({}));
@@ -294,7 +294,7 @@ fn command_names(response: &Value) -> Vec<String> {
 fn extensions_are_discovered_in_the_project_and_agent_dirs() {
     let fake = FakeProvider::start(vec![]);
     let workspace = discovery_workspace();
-    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake).trust_project());
     let response = pi.command("c1", "get_commands", json!({}));
     // Project extensions load before the user's.
     assert_eq!(
@@ -437,7 +437,7 @@ fn an_extension_user_message_reaches_the_input_hook_as_an_extension_input() {
 #[test]
 fn an_extension_user_message_is_not_expanded() {
     let fake = FakeProvider::start(one_text_reply("Literal."));
-    let setup = with_extensions(Setup::anthropic(&fake), &["recorder.py"])
+    let setup = with_extensions(Setup::anthropic(&fake).trust_project(), &["recorder.py"])
         .file(".pi/prompts/review.md", "Review the code carefully");
     let mut pi = Pi::spawn(&setup);
     pi.command("p1", "prompt", json!({"message": "/follow /review"}));

@@ -29,7 +29,9 @@ mod fake_provider;
 mod framing;
 mod retry;
 mod rpc_bash;
+mod sandbox;
 mod secrets;
+mod security;
 #[allow(dead_code)]
 mod sse;
 mod steering;

@@ -1237,13 +1237,12 @@ fn stored_cwd_error(cwd: &Path, file: &Path, current: &Path) -> String {
 /// `--session` opens a session in the directory it was recorded in (pi builds its runtime from
 /// the header's `cwd`): shell commands run there and the model is told so. `--continue` takes
 /// the newest session of the startup directory's session folder and stays in the startup
-/// directory, whatever the header says (both references). Reference: 0.73.1 passes; 1.6.0 fails
-/// at the project-settings line only (it reads a project's `.pi/settings.json` only once the
-/// project is trusted, a 1.6.0 feature pi-rs does not have; in the start directory too).
+/// directory, whatever the header says (both references). The project's settings need trust
+/// (a `trust.json` decision), as in pi 1.6.0.
 #[test]
 fn a_resumed_session_runs_in_its_stored_working_directory() {
     let fake = FakeProvider::start(vec![text_reply("there")]);
-    let setup = Setup::anthropic(&fake).with_sessions();
+    let setup = Setup::anthropic(&fake).with_sessions().trust_project();
     let workspace = Workspace::new();
     let project = workspace.root().join("project");
     // The project's own settings apply, not the start directory's.

@@ -113,6 +113,8 @@ pub struct Setup {
     pub wrapper: Vec<String>,
     /// Runs in the child between fork and exec (signal dispositions, resource limits).
     pub pre_exec: Option<fn() -> std::io::Result<()>>,
+    /// Writes a `trust.json` that trusts the workspace (see `trust_project`).
+    pub trust_project: bool,
 }
 
 impl Setup {
@@ -140,7 +142,16 @@ impl Setup {
             models_json: None,
             wrapper: Vec::new(),
             pre_exec: None,
+            trust_project: false,
         }
+    }
+
+    /// The cwd's `.pi/` resources are the test's own, so the project is trusted: a saved
+    /// decision in `<agentDir>/trust.json` for the workspace, in pi 1.6.0's format (without a
+    /// decision pi and pi-rs skip them; 0.73.1 ignores the file, and would refuse `--approve`).
+    pub fn trust_project(mut self) -> Self {
+        self.trust_project = true;
+        self
     }
 
     /// Sessions on: `--no-session` is not passed.
@@ -209,6 +220,13 @@ fn prepare(setup: &Setup, workspace: &Workspace) -> Command {
     if let Some(settings) = &setup.settings {
         let text = serde_json::to_string_pretty(settings).expect("settings json");
         std::fs::write(agent_dir.join("settings.json"), text).expect("write settings.json");
+    }
+    if setup.trust_project {
+        // The whole workspace, so a session's own folder elsewhere in it is trusted too.
+        let root = std::fs::canonicalize(workspace.root()).expect("canonical workspace");
+        let trust = json!({ root.to_string_lossy(): true });
+        let text = serde_json::to_string_pretty(&trust).expect("trust json") + "\n";
+        std::fs::write(agent_dir.join("trust.json"), text).expect("write trust.json");
     }
     for (relative, contents) in &setup.files {
         let path = cwd.join(relative);

@@ -26,6 +26,7 @@ use crate::support::{Pi, Setup, Workspace, is_reference, read_jsonl, run_cli, sy
 /// The workspace fixtures as `Setup` files: two skills and one prompt template under `.pi/`.
 fn with_workspace_fixtures(setup: Setup) -> Setup {
     setup
+        .trust_project()
         .file(
             ".pi/skills/review/SKILL.md",
             &fixture("workspace/skills/review/SKILL.md"),
@@ -166,6 +167,7 @@ fn project_system_md_replaces_the_body() {
     let fake = FakeProvider::start(vec![text_reply("Done.")]);
     let workspace = Workspace::new();
     let setup = Setup::anthropic(&fake)
+        .trust_project()
         .file(".pi/SYSTEM.md", "You are a careful test double.")
         .file("AGENTS.md", "Context stays.");
     let request = prompt_once(&fake, &workspace, &setup, "Hi");
@@ -194,6 +196,7 @@ fn cli_system_prompt_and_appends_as_text_and_files() {
     ]);
     let workspace = Workspace::new();
     let base = Setup::anthropic(&fake)
+        .trust_project()
         .file(".pi/SYSTEM.md", "Project system prompt.")
         .file(".pi/APPEND_SYSTEM.md", "Project append.")
         .file("extra.md", "Appended from a file.")
