@@ -123,6 +123,32 @@ struct Modified {
     save: u64,
 }
 
+/// Largest token count a setting may name (`compaction.*`, `thinkingBudgets.*`): 100 M tokens.
+const MAX_TOKENS_SETTING: u64 = 100_000_000;
+/// Largest delay or timeout a setting may name, in milliseconds: a day (`deadline::MAX_WAIT`).
+const MAX_DELAY_MS_SETTING: u64 = 86_400_000;
+
+/// Numeric settings and their bounds; larger values are clamped with a warning at load.
+const NUMERIC_BOUNDS: &[(&str, u64)] = &[
+    ("compaction.reserveTokens", MAX_TOKENS_SETTING),
+    ("compaction.keepRecentTokens", MAX_TOKENS_SETTING),
+    ("retry.maxRetries", 100),
+    ("retry.baseDelayMs", MAX_DELAY_MS_SETTING),
+    ("retry.provider.maxRetries", 100),
+    ("retry.provider.maxRetryDelayMs", MAX_DELAY_MS_SETTING),
+    ("retry.provider.timeoutMs", MAX_DELAY_MS_SETTING),
+];
+
+fn numeric_bound(dotted_path: &str) -> Option<u64> {
+    if dotted_path.starts_with("thinkingBudgets.") {
+        return Some(MAX_TOKENS_SETTING);
+    }
+    NUMERIC_BOUNDS
+        .iter()
+        .find(|(path, _)| *path == dotted_path)
+        .map(|(_, max)| *max)
+}
+
 pub struct Settings {
     global_path: PathBuf,
     global: Map<String, Value>,
@@ -210,14 +236,50 @@ impl Settings {
         self.get(dotted_path)?.as_bool()
     }
 
+    /// A whole number setting: negative, fractional-infinite or non-numeric values read as unset,
+    /// and a known setting is clamped to its bound (`NUMERIC_BOUNDS`); `numeric_warnings` says so
+    /// once at load.
     pub fn get_u64(&self, dotted_path: &str) -> Option<u64> {
         let value = self.get(dotted_path)?;
-        value.as_u64().or_else(|| {
+        let number = value.as_u64().or_else(|| {
             value
                 .as_f64()
                 .filter(|f| f.is_finite() && *f >= 0.0)
                 .map(|f| f as u64)
-        })
+        })?;
+        Some(number.min(numeric_bound(dotted_path).unwrap_or(u64::MAX)))
+    }
+
+    /// One warning per numeric setting that is not a usable number or exceeds its bound (a
+    /// repository's `.pi/settings.json` may hold anything; it never crashes pi-rs).
+    pub fn numeric_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let mut check = |path: &str, max: u64| {
+            let Some(value) = self.get(path) else {
+                return;
+            };
+            match value.as_f64() {
+                Some(f) if f.is_finite() && f >= 0.0 => {
+                    if f > max as f64 {
+                        warnings.push(format!(
+                            "settings: {path} {value} is too large; using {max}"
+                        ));
+                    }
+                }
+                _ => warnings.push(format!(
+                    "settings: {path} must be a non-negative number; ignoring {value}"
+                )),
+            }
+        };
+        for (path, max) in NUMERIC_BOUNDS {
+            check(path, *max);
+        }
+        if let Some(Value::Object(budgets)) = self.get("thinkingBudgets") {
+            for level in budgets.keys() {
+                check(&format!("thinkingBudgets.{level}"), MAX_TOKENS_SETTING);
+            }
+        }
+        warnings
     }
 
     /// Sets a top-level global key and persists it.
