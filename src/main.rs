@@ -10,6 +10,7 @@ mod child;
 mod cli;
 mod config;
 mod deadline;
+mod disk;
 mod export;
 mod extensions;
 mod ids;

@@ -1,16 +1,17 @@
-// Regenerates src/config/catalog.json from an installed pi-ai package (the reference's built-in
+// Regenerates src/config/catalog.tsv from an installed pi-ai package (the reference's built-in
 // model catalog), keeping the reference's registry order (providers, then models, as listed).
 //
 // Run from the repository root:
-//   node tests/gen_catalog.mjs /root/.cache/pi-reference-0.73.1/node_modules/@mariozechner/pi-ai > src/config/catalog.json
+//   node tests/gen_catalog.mjs /root/.cache/pi-reference-0.73.1/node_modules/@mariozechner/pi-ai > src/config/catalog.tsv
 //
-// Output shape (one model per line so diffs stay readable):
-//   {"models":[
-//   [provider,id,name,api,baseUrl,reasoning,input,[costIn,costOut,cacheRead,cacheWrite],contextWindow,maxTokens,thinkingLevelMap|null,headers|null,compat|null,compatFirst],
-//   ...]}
-// `compatFirst` is 1 when the catalog lists headers/compat before `reasoning` (the wire order of
-// those models differs), else 0. Every row has all 14 slots so the Rust side can read it as a
-// fixed tuple without building intermediate JSON values.
+// Output: one model per line, 16 fields separated by TAB (pi-rs reads it at start-up with splits
+// instead of a JSON parse, and Rust's float parser reads the costs back exactly; serde_json's
+// default one was 1 ULP off for some of them):
+//   provider id name api baseUrl reasoning(0|1) input(comma-separated) costIn costOut cacheRead
+//   cacheWrite contextWindow maxTokens thinkingLevelMap headers compat
+// The last three are compact JSON objects, or empty when absent. Numbers are written as
+// JavaScript prints them, which Rust's f64/u64 parsers read back to the same values. No field
+// may hold a TAB or a newline (checked).
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
 
@@ -35,15 +36,18 @@ for (const [provider, models] of Object.entries(MODELS)) {
     for (const n of [m.contextWindow, m.maxTokens]) {
       if (!Number.isInteger(n) || n < 0) throw new Error(`${provider}/${id}: bad token count ${n}`);
     }
-    const keys = Object.keys(m);
-    const reasoningAt = keys.indexOf("reasoning");
-    const compatFirst = keys.some((k, i) => (k === "headers" || k === "compat") && i < reasoningAt) ? 1 : 0;
-    rows.push([
-      provider, id, m.name, m.api, m.baseUrl, m.reasoning === true, m.input,
-      [m.cost.input, m.cost.output, m.cost.cacheRead, m.cost.cacheWrite],
-      m.contextWindow, m.maxTokens, m.thinkingLevelMap ?? null, m.headers ?? null, m.compat ?? null,
-      compatFirst,
-    ]);
+    const json = (v) => (v === undefined || v === null ? "" : JSON.stringify(v));
+    const fields = [
+      provider, id, m.name, m.api, m.baseUrl, m.reasoning === true ? "1" : "0", m.input.join(","),
+      String(m.cost.input), String(m.cost.output), String(m.cost.cacheRead),
+      String(m.cost.cacheWrite), String(m.contextWindow), String(m.maxTokens),
+      json(m.thinkingLevelMap), json(m.headers), json(m.compat),
+    ];
+    for (const f of fields) {
+      if (typeof f !== "string" || /[\t\n\r]/.test(f)) throw new Error(`${provider}/${id}: bad field ${f}`);
+    }
+    if (m.input.some((kind) => kind.includes(","))) throw new Error(`${provider}/${id}: bad input`);
+    rows.push(fields.join("\t"));
   }
 }
-process.stdout.write('{"models":[\n' + rows.map((r) => JSON.stringify(r)).join(",\n") + "\n]}\n");
+process.stdout.write(rows.join("\n") + "\n");

@@ -326,6 +326,10 @@ impl Agent {
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }
+        // The one place the agent waits for the disk: nothing queued may be lost at exit.
+        if !crate::disk::flush(Duration::from_secs(30)) {
+            log::error!("session and settings writes still pending after 30 s; exiting anyway");
+        }
         self.exit_signal.map_or(0, |signal| 128 + signal)
     }
 
@@ -782,6 +786,9 @@ impl Agent {
         self.session = log;
         let context = self.session.context();
         self.messages = context.messages;
+        // The old session and conversation are gone: hand their memory back to the system
+        // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
+        return_freed_memory();
         if let Some((provider, id)) = &context.model
             && let Some(model) = self
                 .config
@@ -1796,6 +1803,15 @@ fn all_tool_specs(
 }
 
 /// A message serialized once for every record that carries it.
+/// Gives freed heap pages back to the kernel (glibc keeps them by default); a no-op elsewhere.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and releases glibc's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn serialize_message(message: &AgentMessage) -> SharedJson {
     let size_hint = match message {
         AgentMessage::Assistant(a) => a

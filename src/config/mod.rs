@@ -192,6 +192,12 @@ impl Config {
                 "(runtime creation, {scope} settings) {error}"
             )));
         }
+        diagnostics.extend(
+            settings
+                .numeric_warnings()
+                .into_iter()
+                .map(Diagnostic::Warning),
+        );
         let (auth, auth_problem) = AuthFile::load(&agent_dir);
         if let Some(problem) = auth_problem {
             diagnostics.push(Diagnostic::Warning(format!("auth.json: {problem}")));

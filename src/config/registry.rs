@@ -1,4 +1,4 @@
-//! The model registry: the built-in catalog (`catalog.json`, generated from the reference's pi-ai
+//! The model registry: the built-in catalog (`catalog.tsv`, generated from the reference's pi-ai
 //! package by `tests/gen_catalog.mjs`, embedded at build time) plus `models.json` customisations:
 //! provider-level `baseUrl`/`compat` overrides, per-model `modelOverrides`, new or replacing
 //! models, and the per-provider request settings (`apiKey`, `headers`, `authHeader`).
@@ -62,64 +62,69 @@ pub fn default_model_for(provider: &str) -> Option<&'static str> {
         .map(|(_, id)| *id)
 }
 
-const CATALOG_JSON: &str = include_str!("catalog.json");
+/// The built-in catalog: one model per line, TAB-separated (format in `tests/gen_catalog.mjs`).
+/// Read with splits rather than a JSON parse: it is on the start-up path.
+const CATALOG: &str = include_str!("catalog.tsv");
 
-/// One catalog row, as written by tests/gen_catalog.mjs.
-type CatalogRow = (
-    String,                     // provider
-    String,                     // id
-    String,                     // name
-    String,                     // api
-    String,                     // baseUrl
-    bool,                       // reasoning
-    Vec<String>,                // input
-    [f64; 4],                   // cost: input, output, cacheRead, cacheWrite
-    u64,                        // contextWindow
-    u64,                        // maxTokens
-    Option<Map<String, Value>>, // thinkingLevelMap
-    Option<Map<String, Value>>, // headers
-    Option<Map<String, Value>>, // compat
-    u8,                         // 1 when the reference lists headers/compat before reasoning
-);
-
-#[derive(serde::Deserialize)]
-struct CatalogFile {
-    models: Vec<CatalogRow>,
+/// The built-in models in registry order. The catalog is part of the binary, so a bad row is a
+/// build defect (the unit tests read every row); it is logged and skipped rather than a panic.
+pub fn builtin_models() -> Vec<Model> {
+    let mut models = Vec::with_capacity(CATALOG.len() / 160);
+    for (index, line) in CATALOG.lines().enumerate() {
+        match catalog_row(line) {
+            Some(model) => models.push(model),
+            None => log::error!("built-in model catalog: line {} does not parse", index + 1),
+        }
+    }
+    models
 }
 
-/// The built-in models in registry order. The catalog is part of the binary, so a parse failure
-/// is a build defect; it is logged and yields an empty catalog rather than a panic.
-pub fn builtin_models() -> Vec<Model> {
-    let file: CatalogFile = match serde_json::from_str(CATALOG_JSON) {
-        Ok(f) => f,
-        Err(e) => {
-            log::error!("built-in model catalog does not parse: {e}");
-            return Vec::new();
+fn catalog_row(line: &str) -> Option<Model> {
+    let mut fields = line.split('\t');
+    let mut text = || fields.next();
+    let (provider, id, name, api, base_url) = (text()?, text()?, text()?, text()?, text()?);
+    let reasoning = match text()? {
+        "1" => true,
+        "0" => false,
+        _ => return None,
+    };
+    let input = text()?.split(',').map(str::to_string).collect();
+    let mut cost = [0.0; 4];
+    for slot in &mut cost {
+        *slot = text()?.parse().ok()?;
+    }
+    let context_window = text()?.parse().ok()?;
+    let max_tokens = text()?.parse().ok()?;
+    let mut object = || -> Option<Option<Map<String, Value>>> {
+        match text()? {
+            "" => Some(None),
+            json => serde_json::from_str(json).ok().map(Some),
         }
     };
-    file.models
-        .into_iter()
-        .map(|r| Model {
-            provider: r.0,
-            id: r.1,
-            name: r.2,
-            api: r.3,
-            base_url: r.4,
-            reasoning: r.5,
-            input: r.6,
-            cost: ModelCost {
-                input: r.7[0],
-                output: r.7[1],
-                cache_read: r.7[2],
-                cache_write: r.7[3],
-            },
-            context_window: r.8,
-            max_tokens: r.9,
-            thinking_level_map: r.10,
-            headers: r.11,
-            compat: r.12,
-        })
-        .collect()
+    let (thinking_level_map, headers, compat) = (object()?, object()?, object()?);
+    if fields.next().is_some() {
+        return None;
+    }
+    Some(Model {
+        provider: provider.to_string(),
+        id: id.to_string(),
+        name: name.to_string(),
+        api: api.to_string(),
+        base_url: base_url.to_string(),
+        reasoning,
+        input,
+        cost: ModelCost {
+            input: cost[0],
+            output: cost[1],
+            cache_read: cost[2],
+            cache_write: cost[3],
+        },
+        context_window,
+        max_tokens,
+        thinking_level_map,
+        headers,
+        compat,
+    })
 }
 
 /// Request settings of a models.json provider (kept only when one of them is set).
@@ -667,6 +672,14 @@ mod tests {
     fn catalog_has_every_reference_model_in_order() {
         let models = builtin_models();
         assert_eq!(models.len(), 969);
+        assert_eq!(CATALOG.lines().count(), 969, "every row parses");
+        // Costs are the reference's doubles exactly (as JavaScript prints them).
+        let tongyi = models
+            .iter()
+            .find(|m| m.id == "alibaba/tongyi-deepresearch-30b-a3b")
+            .unwrap();
+        assert_eq!(tongyi.cost.output.to_string(), "0.44999999999999996");
+        assert!(catalog_row("a\tb").is_none());
         assert_eq!(models[0].provider, "amazon-bedrock");
         assert_eq!(models[0].id, "amazon.nova-2-lite-v1:0");
         let gpt = models

@@ -119,6 +119,34 @@ fn load_file(path: &Path) -> Result<Map<String, Value>, String> {
 struct Modified {
     field: String,
     nested: Option<String>,
+    /// The latest save that carries it; dropped once that save is confirmed.
+    save: u64,
+}
+
+/// Largest token count a setting may name (`compaction.*`, `thinkingBudgets.*`): 100 M tokens.
+const MAX_TOKENS_SETTING: u64 = 100_000_000;
+/// Largest delay or timeout a setting may name, in milliseconds: a day (`deadline::MAX_WAIT`).
+const MAX_DELAY_MS_SETTING: u64 = 86_400_000;
+
+/// Numeric settings and their bounds; larger values are clamped with a warning at load.
+const NUMERIC_BOUNDS: &[(&str, u64)] = &[
+    ("compaction.reserveTokens", MAX_TOKENS_SETTING),
+    ("compaction.keepRecentTokens", MAX_TOKENS_SETTING),
+    ("retry.maxRetries", 100),
+    ("retry.baseDelayMs", MAX_DELAY_MS_SETTING),
+    ("retry.provider.maxRetries", 100),
+    ("retry.provider.maxRetryDelayMs", MAX_DELAY_MS_SETTING),
+    ("retry.provider.timeoutMs", MAX_DELAY_MS_SETTING),
+];
+
+fn numeric_bound(dotted_path: &str) -> Option<u64> {
+    if dotted_path.starts_with("thinkingBudgets.") {
+        return Some(MAX_TOKENS_SETTING);
+    }
+    NUMERIC_BOUNDS
+        .iter()
+        .find(|(path, _)| *path == dotted_path)
+        .map(|(_, max)| *max)
 }
 
 pub struct Settings {
@@ -128,6 +156,9 @@ pub struct Settings {
     merged: Map<String, Value>,
     global_load_failed: bool,
     modified: Vec<Modified>,
+    saves_queued: u64,
+    /// The latest save the disk-sync thread completed.
+    saved: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Settings {
@@ -160,6 +191,8 @@ impl Settings {
             merged,
             global_load_failed,
             modified: Vec::new(),
+            saves_queued: 0,
+            saved: Default::default(),
         };
         (settings, errors)
     }
@@ -203,14 +236,50 @@ impl Settings {
         self.get(dotted_path)?.as_bool()
     }
 
+    /// A whole number setting: negative, fractional-infinite or non-numeric values read as unset,
+    /// and a known setting is clamped to its bound (`NUMERIC_BOUNDS`); `numeric_warnings` says so
+    /// once at load.
     pub fn get_u64(&self, dotted_path: &str) -> Option<u64> {
         let value = self.get(dotted_path)?;
-        value.as_u64().or_else(|| {
+        let number = value.as_u64().or_else(|| {
             value
                 .as_f64()
                 .filter(|f| f.is_finite() && *f >= 0.0)
                 .map(|f| f as u64)
-        })
+        })?;
+        Some(number.min(numeric_bound(dotted_path).unwrap_or(u64::MAX)))
+    }
+
+    /// One warning per numeric setting that is not a usable number or exceeds its bound (a
+    /// repository's `.pi/settings.json` may hold anything; it never crashes pi-rs).
+    pub fn numeric_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let mut check = |path: &str, max: u64| {
+            let Some(value) = self.get(path) else {
+                return;
+            };
+            match value.as_f64() {
+                Some(f) if f.is_finite() && f >= 0.0 => {
+                    if f > max as f64 {
+                        warnings.push(format!(
+                            "settings: {path} {value} is too large; using {max}"
+                        ));
+                    }
+                }
+                _ => warnings.push(format!(
+                    "settings: {path} must be a non-negative number; ignoring {value}"
+                )),
+            }
+        };
+        for (path, max) in NUMERIC_BOUNDS {
+            check(path, *max);
+        }
+        if let Some(Value::Object(budgets)) = self.get("thinkingBudgets") {
+            for level in budgets.keys() {
+                check(&format!("thinkingBudgets.{level}"), MAX_TOKENS_SETTING);
+            }
+        }
+        warnings
     }
 
     /// Sets a top-level global key and persists it.
@@ -243,31 +312,61 @@ impl Settings {
     }
 
     fn mark(&mut self, field: &str, nested: Option<&str>) {
-        let m = Modified {
-            field: field.to_string(),
-            nested: nested.map(str::to_string),
-        };
-        if !self.modified.contains(&m) {
-            self.modified.push(m);
+        // u64::MAX: in no save yet, so kept until one that carries its new value is confirmed.
+        match self
+            .modified
+            .iter_mut()
+            .find(|m| m.field == field && m.nested.as_deref() == nested)
+        {
+            Some(known) => known.save = u64::MAX,
+            None => self.modified.push(Modified {
+                field: field.to_string(),
+                nested: nested.map(str::to_string),
+                save: u64::MAX,
+            }),
         }
     }
 
-    /// Recomputes the merged view and writes the modified keys to the global file.
+    /// Recomputes the merged view and queues a write of the modified keys to the global file on
+    /// the disk-writer thread: the agent never waits for it, and the command's response (sent
+    /// after this) reaches stdout only once the file is written. A failed write is reported
+    /// there; its keys stay modified, so the next save carries them again.
     fn save(&mut self) -> Result<(), String> {
         self.merged = merge_settings(&self.global, &self.project);
         if self.global_load_failed {
             // The reference never overwrites a file it could not read.
             return Ok(());
         }
-        let result = self.persist();
-        if result.is_ok() {
-            self.modified.clear();
+        let confirmed = self.saved.load(std::sync::atomic::Ordering::SeqCst);
+        self.modified.retain(|m| m.save > confirmed);
+        self.saves_queued += 1;
+        let number = self.saves_queued;
+        for m in &mut self.modified {
+            m.save = number;
         }
-        result
+        let (path, modified, global) = (
+            self.global_path.clone(),
+            self.modified.clone(),
+            self.global.clone(),
+        );
+        let saved = std::sync::Arc::clone(&self.saved);
+        crate::disk::write(move || match write_modified(&path, &modified, &global) {
+            Ok(()) => {
+                saved.fetch_max(number, std::sync::atomic::Ordering::SeqCst);
+            }
+            Err(e) => log::warn!("settings not saved: {e}"),
+        });
+        Ok(())
     }
+}
 
-    fn persist(&self) -> Result<(), String> {
-        let path = &self.global_path;
+/// Re-reads the global file and writes it back with `modified` keys taken from `global`.
+fn write_modified(
+    path: &Path,
+    modified: &[Modified],
+    global: &Map<String, Value>,
+) -> Result<(), String> {
+    {
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let _lock = FileLock::acquire(path)?;
@@ -280,7 +379,7 @@ impl Settings {
         let mut merged = current.clone();
         let fields: Vec<&str> = {
             let mut seen: Vec<&str> = Vec::new();
-            for m in &self.modified {
+            for m in modified {
                 if !seen.contains(&m.field.as_str()) {
                     seen.push(&m.field);
                 }
@@ -288,9 +387,8 @@ impl Settings {
             seen
         };
         for field in fields {
-            let value = self.global.get(field);
-            let nested_keys: Vec<&str> = self
-                .modified
+            let value = global.get(field);
+            let nested_keys: Vec<&str> = modified
                 .iter()
                 .filter(|m| m.field == field)
                 .filter_map(|m| m.nested.as_deref())
@@ -355,7 +453,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
             file.set_permissions(fs::Permissions::from_mode(mode))?;
         }
         file.write_all(bytes)?;
-        file.sync_all()?;
+        crate::disk::fsync(&file)?;
         fs::rename(&tmp, path)
     };
     write().map_err(|e| {
@@ -418,6 +516,11 @@ impl Drop for FileLock {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Waits until the disk-sync thread wrote what was queued.
+    fn settled() {
+        assert!(crate::disk::flush(std::time::Duration::from_secs(10)));
+    }
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
@@ -486,6 +589,7 @@ mod tests {
         fs::write(&path, r#"{"theme":"light","compaction":{"reserveTokens":2000,"keepRecentTokens":5},"steeringMode":"all"}"#).unwrap();
         s.set_nested("compaction", "enabled", json!(false)).unwrap();
         s.set_top("defaultProvider", json!("openai")).unwrap();
+        settled();
         let written = fs::read_to_string(&path).unwrap();
         assert_eq!(
             written,
@@ -494,6 +598,7 @@ mod tests {
         // The project file still wins for reads.
         s.set_top("steeringMode", json!("all")).unwrap();
         assert_eq!(s.get_str("steeringMode"), Some("one-at-a-time"));
+        settled();
         // No temp file or lock left behind.
         let leftovers: Vec<_> = fs::read_dir(&agent)
             .unwrap()
@@ -512,6 +617,7 @@ mod tests {
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, "global");
         s.set_top("defaultModel", json!("x")).unwrap();
+        settled();
         assert_eq!(fs::read_to_string(&path).unwrap(), "{ broken");
         assert_eq!(s.get_str("defaultModel"), Some("x"));
 
@@ -519,8 +625,11 @@ mod tests {
         fs::write(&path, "{}").unwrap();
         let (mut s, _) = Settings::load(&agent, Some(&agent));
         fs::write(&path, "nope").unwrap();
-        assert!(s.set_top("defaultModel", json!("y")).is_err());
+        // The write fails on the disk-sync thread (reported there); the file stays untouched.
+        s.set_top("defaultModel", json!("y")).unwrap();
+        settled();
         assert_eq!(fs::read_to_string(&path).unwrap(), "nope");
+        assert_eq!(s.modified.len(), 1, "kept for the next save");
         let _ = fs::remove_dir_all(&agent);
     }
 
@@ -530,6 +639,7 @@ mod tests {
         let (mut s, errors) = Settings::load(&agent, Some(&agent));
         assert!(errors.is_empty());
         s.set_nested("retry", "enabled", json!(false)).unwrap();
+        settled();
         assert_eq!(
             fs::read_to_string(agent.join("settings.json")).unwrap(),
             "{\n  \"retry\": {\n    \"enabled\": false\n  }\n}"

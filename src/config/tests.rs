@@ -229,6 +229,7 @@ fn settings_getters_and_setters() {
     c.set_follow_up_mode("all");
     assert_eq!(c.follow_up_mode(), QueueMode::All);
     assert!(!c.compaction_enabled());
+    assert!(crate::disk::flush(std::time::Duration::from_secs(10)));
     let written: Value =
         serde_json::from_str(&fs::read_to_string(dir.0.join("settings.json")).unwrap()).unwrap();
     // Only the modified keys changed; the migrated legacy keys are written in their new form.

@@ -17,7 +17,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -133,10 +133,17 @@ static LIVE_SERVERS: LiveGroups = LiveGroups::new();
 
 /// Waits until every stdio server has stopped (their reapers are done) or `deadline` passes.
 pub fn wait_all_stopped(deadline: Instant) {
-    while Instant::now() < deadline && !LIVE_SERVERS.is_empty() {
+    while Instant::now() < deadline
+        && (!LIVE_SERVERS.is_empty() || SESSION_DELETES.load(Ordering::SeqCst) > 0)
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Session-ending DELETEs still on their way. They run on threads of their own so `close` returns
+/// at once; at exit `wait_all_stopped` waits for them (each is bounded by 1 s), or the process
+/// would end before the server hears that the session is over.
+static SESSION_DELETES: AtomicUsize = AtomicUsize::new(0);
 
 /// SIGKILL to every server group still alive (pi-rs is exiting).
 pub fn kill_all() {
@@ -637,7 +644,8 @@ impl Transport for HttpTransport {
         {
             return;
         }
-        let _ = std::thread::Builder::new()
+        SESSION_DELETES.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
             .name(format!("mcp-{}-delete", self.server))
             .spawn(move || {
                 let _ = parts
@@ -646,7 +654,11 @@ impl Transport for HttpTransport {
                     .timeout_global(Some(Duration::from_secs(1)))
                     .build()
                     .call();
+                SESSION_DELETES.fetch_sub(1, Ordering::SeqCst);
             });
+        if spawned.is_err() {
+            SESSION_DELETES.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

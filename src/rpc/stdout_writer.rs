@@ -51,6 +51,8 @@ fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Se
     let mut generation = redact::generation();
     let mut redactions = redact::default_redactions();
     for record in inbox.iter() {
+        // A record acknowledging a session entry goes out only once the entry is in the file.
+        crate::disk::wait_for_writes();
         if redact::generation() != generation {
             generation = redact::generation();
             redactions = redact::default_redactions();

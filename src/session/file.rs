@@ -321,7 +321,7 @@ pub fn write_atomically(path: &Path, content: &[u8], replace: bool) -> Result<()
             .create_new(true)
             .open(&temp)?;
         file.write_all(content)?;
-        file.sync_all()?;
+        crate::disk::fsync(&file)?;
         fs::rename(&temp, path)
     })();
     if let Err(e) = written {
@@ -350,10 +350,26 @@ pub fn sync_parent_dir(path: &Path) {
     }
 }
 
-// Test hook: make the next append write this many bytes of the line, then fail.
+/// Test hook: the next append to `path` writes `partial` bytes of its line, then fails. Keyed by
+/// path because appends run on the disk-writer thread, shared by tests running in parallel.
 #[cfg(test)]
-thread_local! {
-    pub static FAIL_APPEND_AFTER: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+static FAIL_APPEND: std::sync::Mutex<Option<(PathBuf, usize)>> = std::sync::Mutex::new(None);
+
+#[cfg(test)]
+pub fn fail_next_append(path: &Path, partial: usize) {
+    *FAIL_APPEND.lock().unwrap() = Some((path.to_path_buf(), partial));
+}
+
+#[cfg(test)]
+fn injected_failure(path: &Path) -> Option<usize> {
+    let mut hook = FAIL_APPEND.lock().unwrap_or_else(|p| p.into_inner());
+    match hook.take() {
+        Some((hooked, partial)) if hooked == path => Some(partial),
+        other => {
+            *hook = other;
+            None
+        }
+    }
 }
 
 /// Appends one newline-terminated line with a single write. On failure the file is cut back to
@@ -380,7 +396,7 @@ pub fn append_line(path: &Path, line: &str) -> Result<bool, SessionError> {
     buffer.extend_from_slice(line.as_bytes());
     buffer.push(b'\n');
     #[cfg(test)]
-    if let Some(partial) = FAIL_APPEND_AFTER.with(|f| f.take()) {
+    if let Some(partial) = injected_failure(path) {
         let _ = file.write_all(&buffer[..partial.min(buffer.len())]);
         let error = io::Error::other("injected write failure");
         return Err(cut_back(&file, path, length_before, fail(error)));
@@ -408,7 +424,7 @@ fn cut_back(file: &File, path: &Path, length_before: u64, error: SessionError) -
 /// fsyncs the file.
 pub fn sync_file(path: &Path) -> Result<(), SessionError> {
     File::open(path)
-        .and_then(|file| file.sync_all())
+        .and_then(|file| crate::disk::fsync(&file))
         .map_err(|e| SessionError(format!("Cannot sync session file {}: {e}", path.display())))
 }
 
@@ -551,7 +567,7 @@ mod tests {
         let dir = temp_dir("append");
         let path = dir.join("s.jsonl");
         fs::write(&path, format!("{HEADER}\n")).unwrap();
-        FAIL_APPEND_AFTER.with(|f| f.set(Some(20)));
+        fail_next_append(&path, 20);
         assert!(append_line(&path, E1).is_err());
         assert_eq!(fs::read_to_string(&path).unwrap(), format!("{HEADER}\n"));
         assert!(append_line(&path, E1).unwrap());

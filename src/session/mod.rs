@@ -108,14 +108,122 @@ impl std::fmt::Debug for SessionLog {
     }
 }
 
-/// How much of the log is on disk.
-#[derive(Clone, Copy, Debug, Default)]
+/// How much of the log is queued for, and confirmed on, the disk.
+#[derive(Debug, Default)]
 struct DiskState {
+    /// What the disk-writer thread managed; `persist` re-queues from here after a failure.
+    written: std::sync::Arc<std::sync::Mutex<Written>>,
+    header_queued: bool,
+    /// `entries[..entries_queued]` have been handed to the disk-writer thread.
+    entries_queued: usize,
+    /// `Written::failures` when last looked at.
+    failures_seen: u64,
+    /// The file exists but holds nothing worth keeping (empty, or our own torn first write).
+    may_replace: bool,
+}
+
+/// The file as the disk-writer thread left it.
+#[derive(Debug, Default)]
+struct Written {
     header_written: bool,
     /// `entries[..entries_written]` are in the file.
     entries_written: usize,
-    /// The file exists but holds nothing worth keeping (empty, or our own torn first write).
-    may_replace: bool,
+    /// Bumped at every failed write (and when the file vanished): tells `persist` to re-queue.
+    failures: u64,
+    /// The last failure's text (already reported on stderr).
+    last_error: Option<String>,
+}
+
+impl Written {
+    fn failed(&mut self, error: String) {
+        log::error!("{error}");
+        self.failures += 1;
+        self.last_error = Some(error);
+    }
+}
+
+fn lock_written(written: &std::sync::Mutex<Written>) -> std::sync::MutexGuard<'_, Written> {
+    written.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One job for the disk-writer thread.
+enum DiskWrite {
+    /// The header and the first `entries` entries as a new file (atomic creation).
+    Create {
+        content: String,
+        entries: usize,
+        replace: bool,
+    },
+    /// Lines for `entries[first..first + lines.len()]`, each appended with one write.
+    Append { first: usize, lines: Vec<String> },
+}
+
+impl DiskWrite {
+    /// Runs on the disk-writer thread. Reports failures on stderr and records them in `written`
+    /// so the next `persist` queues the missing part again. An `Append` that does not continue
+    /// the file exactly where it ends (a write before it failed) is skipped: the re-queued copy
+    /// comes later.
+    fn run(self, path: &Path, written: &std::sync::Mutex<Written>) {
+        match self {
+            DiskWrite::Create {
+                content,
+                entries,
+                replace,
+            } => match create_file(path, &content, replace) {
+                Ok(()) => {
+                    let mut written = lock_written(written);
+                    written.header_written = true;
+                    written.entries_written = entries;
+                }
+                Err(e) => lock_written(written).failed(e.0),
+            },
+            DiskWrite::Append { first, lines } => {
+                let mut state = lock_written(written);
+                if !state.header_written || first > state.entries_written {
+                    return;
+                }
+                let already = state.entries_written - first;
+                for line in lines.iter().skip(already) {
+                    match file::append_line(path, line) {
+                        Ok(true) => state.entries_written += 1,
+                        Ok(false) => {
+                            log::warn!(
+                                "Session file {} disappeared; writing it again from memory",
+                                path.display()
+                            );
+                            state.header_written = false;
+                            state.entries_written = 0;
+                            state.failures += 1;
+                            return;
+                        }
+                        Err(e) => return state.failed(e.0),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `text` with the secrets cut out, without a copy when there are none.
+fn owned_redacted(redactions: &Redactions, text: String) -> String {
+    let redacted = match redactions.apply(&text) {
+        std::borrow::Cow::Owned(redacted) => Some(redacted),
+        std::borrow::Cow::Borrowed(_) => None,
+    };
+    redacted.unwrap_or(text)
+}
+
+/// A whole new session file (its directory created if missing).
+fn create_file(path: &Path, content: &str, replace: bool) -> Result<(), SessionError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            SessionError(format!(
+                "Cannot create session directory {}: {e}",
+                parent.display()
+            ))
+        })?;
+    }
+    file::write_atomically(path, content.as_bytes(), replace)
 }
 
 impl SessionLog {
@@ -200,10 +308,12 @@ impl SessionLog {
                     .unwrap_or_else(|| default_cwd.to_path_buf());
                 let mut log =
                     SessionLog::from_parts(loaded.header, cwd, dir, Some(path), loaded.entries);
-                log.disk = DiskState {
+                log.disk.header_queued = true;
+                log.disk.entries_queued = log.entries.len();
+                *lock_written(&log.disk.written) = Written {
                     header_written: true,
                     entries_written: log.entries.len(),
-                    may_replace: false,
+                    ..Written::default()
                 };
                 Ok((log, loaded.warnings))
             }
@@ -343,9 +453,9 @@ impl SessionLog {
         self.header.parent_session()
     }
 
-    /// Whether anything of this session is on disk yet.
+    /// Whether anything of this session is on disk yet (or queued to be written).
     pub fn is_on_disk(&self) -> bool {
-        self.disk.header_written
+        self.disk.header_queued
     }
 
     pub fn leaf_id(&self) -> Option<&str> {
@@ -772,59 +882,85 @@ impl SessionLog {
     // ---------------------------------------------------------------------------------------
     // Disk
 
-    /// Makes everything written so far durable (fsync); called at agent_end and shutdown.
+    /// Queues what is not written yet, then an fsync of the file; called at agent_end, before
+    /// the session is replaced, and at shutdown (where `crate::disk::flush` waits for both).
     pub fn sync(&mut self) -> Result<(), SessionError> {
         self.persist()?;
-        match (&self.file, self.disk.header_written) {
-            (Some(path), true) => file::sync_file(path),
-            _ => Ok(()),
-        }
-    }
-
-    fn persist(&mut self) -> Result<(), SessionError> {
-        let Some(path) = self.file.clone() else {
-            return Ok(());
-        };
-        if !self.disk.header_written {
-            if !self.has_assistant {
-                return Ok(()); // pi's lazy rule: no file for sessions that never got an answer
-            }
-            return self.write_whole_file(&path, self.disk.may_replace);
-        }
-        while self.disk.entries_written < self.entries.len() {
-            let line = self.entries[self.disk.entries_written].to_line();
-            let redactions = self.redactions();
-            let line = redactions.apply(&line);
-            if !file::append_line(&path, &line)? {
-                log::warn!(
-                    "Session file {} disappeared; writing it again from memory",
-                    path.display()
-                );
-                return self.write_whole_file(&path, false);
-            }
-            self.disk.entries_written += 1;
+        if let (Some(path), true) = (self.file.clone(), self.disk.header_queued) {
+            // Behind the writes queued so far: the fsync covers them.
+            crate::disk::write(move || {
+                crate::disk::sync(move || {
+                    if let Err(e) = file::sync_file(&path) {
+                        log::error!("{e}");
+                    }
+                })
+            });
         }
         Ok(())
     }
 
-    fn write_whole_file(&mut self, path: &Path, replace: bool) -> Result<(), SessionError> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                SessionError(format!(
-                    "Cannot create session directory {}: {e}",
-                    parent.display()
-                ))
-            })?;
+    /// Hands everything not yet queued to the disk-writer thread: the whole file first (pi's
+    /// lazy rule: not before the first assistant message), then one line per entry. After a
+    /// failed write (reported by that thread) the missing part is queued again from where the
+    /// file really ends, so the next append or sync retries it.
+    fn persist(&mut self) -> Result<(), SessionError> {
+        let Some(path) = self.file.clone() else {
+            return Ok(());
+        };
+        let mut replace = self.disk.may_replace;
+        {
+            let written = lock_written(&self.disk.written);
+            if written.failures != self.disk.failures_seen {
+                self.disk.failures_seen = written.failures;
+                self.disk.header_queued = written.header_written;
+                self.disk.entries_queued = written.entries_written;
+                // A file that vanished is created again, never over something new.
+                replace &= !written.header_written && written.entries_written == 0;
+            }
         }
+        let written = std::sync::Arc::clone(&self.disk.written);
+        if !self.disk.header_queued {
+            if !self.has_assistant {
+                return Ok(()); // pi's lazy rule: no file for sessions that never got an answer
+            }
+            let content = file::whole_file(&self.header, &self.entries);
+            // JSONL: a secret never spans lines, so the whole content is redacted at once.
+            let content = owned_redacted(&self.redactions(), content);
+            let job = DiskWrite::Create {
+                content,
+                entries: self.entries.len(),
+                replace,
+            };
+            self.disk.header_queued = true;
+            self.disk.entries_queued = self.entries.len();
+            crate::disk::write(move || job.run(&path, &written));
+            return Ok(());
+        }
+        if self.disk.entries_queued < self.entries.len() {
+            let first = self.disk.entries_queued;
+            let redactions = self.redactions();
+            let lines = self.entries[first..]
+                .iter()
+                .map(|entry| owned_redacted(&redactions, entry.to_line()))
+                .collect();
+            self.disk.entries_queued = self.entries.len();
+            let job = DiskWrite::Append { first, lines };
+            crate::disk::write(move || job.run(&path, &written));
+        }
+        Ok(())
+    }
+
+    /// Writes the whole log synchronously (tests that build a large file fast).
+    #[cfg(test)]
+    fn write_whole_file(&mut self, path: &Path, replace: bool) -> Result<(), SessionError> {
         let content = file::whole_file(&self.header, &self.entries);
-        // JSONL: a secret never spans lines, so the whole content is redacted at once.
-        let redactions = self.redactions();
-        let content = redactions.apply(&content);
-        file::write_atomically(path, content.as_bytes(), replace)?;
-        self.disk = DiskState {
+        create_file(path, &self.redactions().apply(&content), replace)?;
+        self.disk.header_queued = true;
+        self.disk.entries_queued = self.entries.len();
+        *lock_written(&self.disk.written) = Written {
             header_written: true,
             entries_written: self.entries.len(),
-            may_replace: false,
+            ..Written::default()
         };
         Ok(())
     }

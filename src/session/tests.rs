@@ -22,7 +22,19 @@ fn assistant(text: &str) -> AgentMessage {
     AgentMessage::Assistant(message)
 }
 
+/// Waits until the disk threads did everything queued so far.
+fn settled() {
+    assert!(crate::disk::flush(std::time::Duration::from_secs(10)));
+}
+
+/// The most recent write failure of `log`, once the disk threads are done.
+fn write_error(log: &SessionLog) -> Option<String> {
+    settled();
+    lock_written(&log.disk.written).last_error.clone()
+}
+
 fn lines(path: &Path) -> Vec<Value> {
+    settled();
     fs::read_to_string(path)
         .unwrap()
         .lines()
@@ -75,6 +87,7 @@ fn nothing_is_written_before_the_first_assistant_message() {
     assert_eq!(lines(&path).len(), 6, "later entries go out one line each");
     let header_keys: Vec<&String> = on_disk[0].as_object().unwrap().keys().collect();
     assert_eq!(header_keys, ["type", "version", "id", "timestamp", "cwd"]);
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -96,11 +109,13 @@ fn failed_append_keeps_entry_and_is_retried() {
     log.append_message(&user("hi")).unwrap();
     log.append_message(&assistant("hello")).unwrap();
     let path = log.file_path().unwrap().to_path_buf();
+    settled();
     let before = fs::read(&path).unwrap();
 
-    file::FAIL_APPEND_AFTER.with(|f| f.set(Some(17)));
-    let error = log.append_message(&user("lost?")).unwrap_err();
-    assert!(error.0.contains("injected"), "{error}");
+    file::fail_next_append(&path, 17);
+    log.append_message(&user("lost?")).unwrap();
+    let error = write_error(&log).expect("the failure is recorded");
+    assert!(error.contains("injected"), "{error}");
     assert_eq!(fs::read(&path).unwrap(), before, "nothing half-written");
     assert_eq!(texts(&log.context()).len(), 3, "entry kept in memory");
 
@@ -111,6 +126,7 @@ fn failed_append_keeps_entry_and_is_retried() {
     let (reopened, warnings) = SessionLog::open(&path, None, Path::new("/elsewhere")).unwrap();
     assert!(warnings.is_empty());
     assert_eq!(texts(&reopened.context()), texts(&log.context()));
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -123,11 +139,13 @@ fn first_write_failure_is_reported_and_retried() {
     let (mut log, _) = SessionLog::open(&dir.join("s.jsonl"), None, Path::new("/w")).unwrap();
     log.file = Some(blocker.join("s.jsonl"));
     log.append_message(&user("hi")).unwrap();
-    assert!(log.append_message(&assistant("a")).is_err());
-    assert!(log.sync().is_err());
+    log.append_message(&assistant("a")).unwrap();
+    log.sync().unwrap();
+    assert!(write_error(&log).is_some_and(|e| e.contains("blocker")));
     fs::remove_file(&blocker).unwrap();
     log.sync().unwrap();
     assert_eq!(lines(&blocker.join("s.jsonl")).len(), 3);
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -138,9 +156,14 @@ fn a_deleted_file_is_rewritten_from_memory() {
     log.append_message(&user("hi")).unwrap();
     log.append_message(&assistant("hello")).unwrap();
     let path = log.file_path().unwrap().to_path_buf();
+    settled();
     fs::remove_file(&path).unwrap();
     log.append_message(&user("again")).unwrap();
+    // The writer finds the file gone; the next append or sync writes it again from memory.
+    settled();
+    log.sync().unwrap();
     assert_eq!(lines(&path).len(), 4);
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -157,7 +180,11 @@ fn open_missing_empty_and_torn_files() {
     let id = log.id().to_string();
 
     // Torn last line (a crash mid-write of some other program): dropped, file repaired.
-    let mut content = fs::read_to_string(&path).unwrap();
+    let mut content = {
+        settled();
+        fs::read_to_string(&path)
+    }
+    .unwrap();
     content.push_str(r#"{"type":"message","id":"#);
     fs::write(&path, &content).unwrap();
     let (mut log, warnings) = SessionLog::open(&path, None, Path::new("/other")).unwrap();
@@ -173,6 +200,7 @@ fn open_missing_empty_and_torn_files() {
     let (mut log, _) = SessionLog::open(&path, None, Path::new("/cwd")).unwrap();
     log.append_message(&assistant("x")).unwrap();
     assert_eq!(lines(&path).len(), 2);
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -328,6 +356,7 @@ fn tree_with_branches_labels_and_orphans() {
     assert_eq!(keys, ["entry", "children", "label", "labelTimestamp"]);
     assert_eq!(log.tree_json(), serde_json::to_string(&tree).unwrap());
     assert_eq!(log.leaf_id(), Some("l3"));
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -435,6 +464,7 @@ fn fork_and_clone_copy_the_path_with_ids_and_labels() {
             .clone_at_leaf()
             .is_err()
     );
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -478,6 +508,7 @@ fn reference_shaped_file_round_trips_byte_identically_through_a_rewrite() {
             "custom"
         ]
     );
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -519,6 +550,7 @@ fn hundred_thousand_entries_load_and_build_the_tree() {
         9
     );
     assert!(loaded.branch().len() > 99_000);
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -535,7 +567,11 @@ fn reference_written_sessions_load_with_the_same_context_tree_and_name() {
     let (mut main, warnings) = SessionLog::open(&main_path, None, Path::new("/x")).unwrap();
     assert!(warnings.is_empty());
     assert_eq!(
-        fs::read_to_string(&main_path).unwrap(),
+        {
+            settled();
+            fs::read_to_string(&main_path)
+        }
+        .unwrap(),
         REFERENCE_MAIN,
         "opening does not touch the file"
     );
@@ -610,10 +646,15 @@ fn reference_written_sessions_load_with_the_same_context_tree_and_name() {
 
     // Appending to a reference file keeps it a valid reference file.
     main.append_message(&user("from pi-rs")).unwrap();
-    let reread = fs::read_to_string(&main_path).unwrap();
+    let reread = {
+        settled();
+        fs::read_to_string(&main_path)
+    }
+    .unwrap();
     assert!(reread.starts_with(REFERENCE_MAIN));
     let last: Value = serde_json::from_str(reread.lines().last().unwrap()).unwrap();
     assert_eq!(last["parentId"], "32ac918c");
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -639,7 +680,15 @@ fn lines_the_typed_form_does_not_reproduce_survive_load_rewrite_and_the_wire() {
     fs::write(&path, &content).unwrap();
     let (log, warnings) = SessionLog::open(&path, None, Path::new("/w")).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(fs::read_to_string(&path).unwrap(), content, "not rewritten");
+    assert_eq!(
+        {
+            settled();
+            fs::read_to_string(&path)
+        }
+        .unwrap(),
+        content,
+        "not rewritten"
+    );
     assert_eq!(file::whole_file(log.header(), log.entries()), content);
     assert_eq!(log.name().as_deref(), Some("spaced"));
     let tree = log.tree();
@@ -655,6 +704,7 @@ fn lines_the_typed_form_does_not_reproduce_survive_load_rewrite_and_the_wire() {
     let (crlf, warnings) = SessionLog::open(&path, None, Path::new("/w")).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(crlf.entries(), log.entries());
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }
 
@@ -673,7 +723,11 @@ fn secrets_are_redacted_in_the_file_but_not_in_memory() {
         .unwrap();
     log.append_message(&user(&format!("again {SECRET}")))
         .unwrap();
-    let text = fs::read_to_string(&path).unwrap();
+    let text = {
+        settled();
+        fs::read_to_string(&path)
+    }
+    .unwrap();
     assert!(!text.contains(SECRET), "{text}");
     let on_disk = lines(&path);
     assert_eq!(
@@ -690,7 +744,12 @@ fn secrets_are_redacted_in_the_file_but_not_in_memory() {
         "memory keeps the original"
     );
     let fork = log.clone_at_leaf().unwrap();
-    let forked = fs::read_to_string(fork.file_path().unwrap()).unwrap();
+    let forked = {
+        settled();
+        fs::read_to_string(fork.file_path().unwrap())
+    }
+    .unwrap();
     assert!(!forked.contains(SECRET) && forked.contains("[redacted]"));
+    settled();
     fs::remove_dir_all(dir).unwrap();
 }

@@ -152,7 +152,15 @@ pub fn run_shell(
     drop(command);
     let mut child = spawned.map_err(|e| {
         let (code, _) = super::path::errno_parts(&e);
-        format!("spawn {shell} {code}")
+        // pi's text first; then, when nothing was found at all (a scratch container), say so.
+        if e.kind() == std::io::ErrorKind::NotFound && shell == "sh" {
+            format!(
+                "spawn {shell} {code}\nThere is no shell here: neither /bin/bash nor bash or sh on \
+                 PATH. Install one or set shellPath in settings.json."
+            )
+        } else {
+            format!("spawn {shell} {code}")
+        }
     })?;
     let pgid = child.id() as i32;
     LIVE_SHELLS.insert(pgid);

@@ -105,7 +105,9 @@ pub fn execute(
     let absolute = resolve_read_path(raw_path, &context.cwd);
     path_guard::check(&absolute, Access::Read)?;
     check_readable(&absolute)?;
-    let mut file = File::open(&absolute).map_err(|e| node_fs_error(&e, "open", &absolute))?;
+    let opened = File::open(&absolute).map_err(|e| node_fs_error(&e, "open", &absolute))?;
+    let budget = read_budget(&opened);
+    let mut file = opened.take(budget);
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     (&mut file)
         .take(SNIFF_BYTES as u64)
@@ -136,10 +138,23 @@ pub fn execute(
     })
 }
 
+/// How many bytes one read may consume: the file as large as it was when opened, so a file that
+/// keeps growing (a log being written, a FIFO the path guard let through) still ends. Files that
+/// report no size (`/proc`, `/sys`) get `UNSIZED_READ_BYTES`.
+fn read_budget(file: &File) -> u64 {
+    match file.metadata().map(|m| m.len()) {
+        Ok(len) if len > 0 => len,
+        _ => UNSIZED_READ_BYTES,
+    }
+}
+
+/// The bound for files whose size is unknown (see `read_budget`).
+const UNSIZED_READ_BYTES: u64 = 64 * 1024 * 1024;
+
 /// An image is passed through whole (see the module note), up to `MAX_IMAGE_BYTES`; a larger
 /// one is left out with the reference's "could not be resized" note rather than held in memory.
 fn read_image(
-    mut file: File,
+    mut file: impl Read,
     mut data: Vec<u8>,
     mime: &str,
     context: &ToolContext,
@@ -552,6 +567,30 @@ mod tests {
 
     /// A 1 GB file (sparse: no disk used) is streamed, never loaded: the answer is the
     /// oversized-line notice with the real size, quickly.
+    /// A read consumes the file as large as it was when opened: what is appended meanwhile (a
+    /// log that never stops growing) is not read, so the read always ends.
+    #[test]
+    fn growing_file_is_read_up_to_its_size_at_open() {
+        use std::io::Write;
+        let dir = temp_dir("growing");
+        let path = dir.join("app.log");
+        std::fs::write(&path, "line 1\nline 2\n").unwrap();
+        let opened = File::open(&path).unwrap();
+        let budget = read_budget(&opened);
+        let mut appender = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        appender.write_all(&vec![b'x'; 1 << 20]).unwrap();
+        let mut seen = String::new();
+        opened.take(budget).read_to_string(&mut seen).unwrap();
+        assert_eq!(seen, "line 1\nline 2\n");
+        // Files that report no size (procfs) are bounded too.
+        let proc_file = File::open("/proc/self/stat").unwrap();
+        assert_eq!(read_budget(&proc_file), UNSIZED_READ_BYTES);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn gigabyte_file_is_streamed_not_loaded() {
         let dir = temp_dir("huge");

@@ -43,6 +43,11 @@ pub struct SpawnOptions<'a> {
     /// Reads give up (and the run is reported n/a) once the process's RSS passes this, so a
     /// process that buffers without bound cannot take the machine down.
     pub rss_cap_kb: u64,
+    /// Without `session_file`: keep sessions on (files in the agent dir) instead of
+    /// `--no-session`.
+    pub sessions: bool,
+    /// Extra environment (after scrubbing), e.g. test hooks.
+    pub env: Vec<(&'static str, String)>,
     /// Replaces the fixture's provider key (`test-key`): a key under 8 bytes or a dummy such as
     /// `ollama` leaves pi-rs's redaction set empty.
     pub api_key: Option<&'a str>,
@@ -192,6 +197,7 @@ impl Agent {
             Some(_) => command
                 .arg("--session")
                 .arg(dir.path().join("session.jsonl")),
+            None if options.sessions => &mut command,
             None => command.arg("--no-session"),
         };
         command
@@ -208,6 +214,7 @@ impl Agent {
             .env("PI_CODING_AGENT_DIR", &agent_dir)
             .env("PI_OFFLINE", "1")
             .env("HOME", dir.path())
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

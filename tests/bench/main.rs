@@ -9,12 +9,15 @@
 //! cannot produce is "n/a (reason)"; nothing is asserted about timings.
 //!
 //! Knobs (environment): PI_BENCH_BIN (default: the release `pi` cargo built for the bench),
-//! PI_REFERENCE, PI_BENCH_RUNS (cheap figures, default 5), PI_BENCH_HEAVY_RUNS (default 3),
+//! PI_REFERENCE (one or more executables, `:`-separated, each optionally `name=path`; one table
+//! per reference, each target marked met / MISSED), PI_BENCH_RUNS (cheap figures, default 5), PI_BENCH_HEAVY_RUNS (default 3),
 //! PI_BENCH_REF_RUNS (caps the reference's runs, default: same as pi-rs), PI_BENCH_DELTAS
 //! (20000), PI_BENCH_STALL_MB (50), PI_BENCH_STALL_SECS (10), PI_BENCH_BASH_MB (100),
 //! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
 //! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
-//! select scenarios by name: startup turn stream holdback stall bash sandbox tree size.
+//! select scenarios by name: startup turn stream holdback stall bash sandbox tree disk size, and
+//! `tree1m` (only when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone).
+//! `disk` runs pi-rs alone with its slow-fsync test hook (`PI_TEST_FSYNC_DELAY_MS`).
 //!
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
 
@@ -38,7 +41,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use report::Figure;
+use report::{Figure, Target};
 use scenarios::{Binary, Config};
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -52,6 +55,42 @@ fn env_number(name: &str, default: u64) -> u64 {
         },
         _ => default,
     }
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// `PI_REFERENCE`: one or more reference executables separated by `:`, each optionally named
+/// `name=path`. Unnamed ones are called after the `pi-reference-<version>` folder they sit in
+/// (the project's install layout), else "reference N".
+fn references() -> Vec<Binary> {
+    let Some(list) = std::env::var_os("PI_REFERENCE").filter(|v| !v.is_empty()) else {
+        return Vec::new();
+    };
+    let list = list.to_string_lossy().into_owned();
+    list.split(':')
+        .filter(|item| !item.is_empty())
+        .enumerate()
+        .map(|(index, item)| {
+            let (name, path) = match item.split_once('=') {
+                Some((name, path)) => (name.to_string(), PathBuf::from(path)),
+                None => {
+                    let path = PathBuf::from(item);
+                    let version = path.ancestors().find_map(|dir| {
+                        let name = dir.file_name()?.to_str()?;
+                        name.strip_prefix("pi-reference-").map(str::to_string)
+                    });
+                    let name =
+                        version.map_or(format!("reference {}", index + 1), |v| format!("pi {v}"));
+                    (name, path)
+                }
+            };
+            Binary {
+                name,
+                path,
+                is_reference: true,
+            }
+        })
+        .collect()
 }
 
 fn target_dir() -> PathBuf {
@@ -86,29 +125,62 @@ fn main() {
     };
 
     let pi_rs = Binary {
-        name: "pi-rs",
+        name: "pi-rs".into(),
         path: match std::env::var_os("PI_BENCH_BIN") {
             Some(path) if !path.is_empty() => PathBuf::from(path),
             _ => PathBuf::from(env!("CARGO_BIN_EXE_pi")),
         },
         is_reference: false,
     };
-    let reference = match std::env::var_os("PI_REFERENCE") {
-        Some(path) if !path.is_empty() => Some(Binary {
-            name: "reference",
-            path: PathBuf::from(path),
-            is_reference: true,
-        }),
-        _ => None,
-    };
+    let references = references();
     eprintln!("bench: pi-rs = {}", pi_rs.path.display());
-    match &reference {
-        Some(reference) => eprintln!("bench: reference = {}", reference.path.display()),
-        None => eprintln!("bench: PI_REFERENCE not set; measuring pi-rs alone"),
+    if references.is_empty() {
+        eprintln!("bench: PI_REFERENCE not set; measuring pi-rs alone");
     }
-    let binaries: Vec<&Binary> = std::iter::once(&pi_rs).chain(reference.as_ref()).collect();
+    for reference in &references {
+        eprintln!("bench: {} = {}", reference.name, reference.path.display());
+    }
+    let binaries: Vec<&Binary> = std::iter::once(&pi_rs).chain(&references).collect();
 
     let mut figures: Vec<Figure> = Vec::new();
+    let mut targets = vec![
+        Target {
+            key: "startup.first_get_state_ms",
+            limit: 2.0,
+        },
+        Target {
+            key: "startup.idle_rss_mb",
+            limit: 4.0,
+        },
+        Target {
+            key: "stream.cpu_per_delta_us",
+            limit: 5.0,
+        },
+        Target {
+            key: "stall.peak_rss_mb",
+            limit: 16.0 + 2.0 * config.stall_bytes as f64 / MIB,
+        },
+        Target {
+            key: "bash.peak_rss_mb",
+            limit: 16.0,
+        },
+        Target {
+            key: "tree.first_get_state_ms",
+            limit: 200.0,
+        },
+        Target {
+            key: "tree.get_tree_ms",
+            limit: 200.0,
+        },
+        Target {
+            key: "disk.get_state_p99_ms",
+            limit: 5.0,
+        },
+        Target {
+            key: "size.install_mb",
+            limit: 6.0,
+        },
+    ];
     if wants("startup") {
         figures.extend(scenarios::startup(&binaries, &config));
     }
@@ -131,19 +203,46 @@ fn main() {
         figures.extend(scenarios::sandbox(&pi_rs, &config));
     }
     if wants("tree") {
-        figures.extend(scenarios::tree(&binaries, &config));
+        let (tree, file_mib) =
+            scenarios::tree(&binaries, &config, config.tree_entries, &scenarios::TREE);
+        figures.extend(tree);
+        targets.push(Target {
+            key: "tree.peak_rss_mb",
+            limit: 2.0 * file_mib,
+        });
+    }
+    // Only when asked for by name: a 10x longer session takes minutes and gigabytes.
+    if selected.iter().any(|s| s == "tree1m") {
+        let entries = config.tree_entries * 10;
+        let (tree, _) = scenarios::tree(&[&pi_rs], &config, entries, &scenarios::TREE_LARGE);
+        figures.extend(tree);
+    }
+    if wants("disk") {
+        figures.extend(scenarios::disk(&binaries, &config));
     }
     if wants("size") {
-        figures.extend(scenarios::size(&pi_rs, reference.as_ref()));
+        figures.extend(scenarios::size(
+            &pi_rs,
+            &references.iter().collect::<Vec<_>>(),
+        ));
     }
 
-    let table = report::table(&figures, reference.is_some());
-    // The table is the bench's output; this is a bench binary, not src/.
-    println!("\n{table}");
+    // The tables are the bench's output; this is a bench binary, not src/.
+    if references.is_empty() {
+        println!("\n{}", report::table(&figures, None, &targets));
+    }
+    for (index, reference) in references.iter().enumerate() {
+        println!(
+            "\npi-rs against {} ({})\n\n{}",
+            reference.name,
+            reference.path.display(),
+            report::table(&figures, Some((index, &reference.name)), &targets)
+        );
+    }
 
     let meta = json!({
         "pi_rs": pi_rs.path.display().to_string(),
-        "reference": reference.as_ref().map(|r| r.path.display().to_string()),
+        "references": references.iter().map(|r| json!({"name": r.name, "path": r.path.display().to_string()})).collect::<Vec<_>>(),
         "runs": config.runs,
         "heavy_runs": config.heavy_runs,
         "deltas": config.deltas,
@@ -153,7 +252,7 @@ fn main() {
         "tree_entries": config.tree_entries,
         "ratio": "pi-rs median / reference median",
     });
-    let document = report::to_json(&figures, meta);
+    let document = report::to_json(&figures, meta, &targets);
     let dir = target_dir().join("bench");
     let path = dir.join("results.json");
     let written = std::fs::create_dir_all(&dir).and_then(|()| {

@@ -3,7 +3,8 @@
 //! A `Figure` holds, per binary, one `Outcome` per run (a number in the figure's unit, or "n/a"
 //! with the reason the run could not produce it). Summaries are min / median / max over the
 //! runs that produced a number; the ratio is pi-rs median divided by reference median, so below
-//! 1 means pi-rs is smaller or faster. Nothing is judged here: no thresholds, no assertions.
+//! 1 means pi-rs is smaller or faster. The only judgement is each target's "met" / "MISSED"
+//! (pi-rs's median against the limit the project set); nothing is asserted.
 
 use serde_json::{Value, json};
 
@@ -62,7 +63,27 @@ pub struct Figure {
     pub title: &'static str,
     pub unit: Unit,
     pub pi_rs: Vec<Outcome>,
-    pub reference: Vec<Outcome>,
+    /// One list per reference, in `PI_REFERENCE` order (empty when a scenario ran pi-rs alone).
+    pub references: Vec<Vec<Outcome>>,
+}
+
+/// A target pi-rs works toward: its median must be at most `limit` (in the figure's unit).
+pub struct Target {
+    pub key: &'static str,
+    pub limit: f64,
+}
+
+/// "met" / "missed" for pi-rs's median against the target for `figure`, if it has one.
+fn verdict(figure: &Figure, targets: &[Target]) -> String {
+    let Some(target) = targets.iter().find(|t| t.key == figure.key) else {
+        return "-".into();
+    };
+    let limit = figure.unit.format(target.limit);
+    match summarize(&figure.pi_rs) {
+        Some(s) if s.median <= target.limit => format!("≤ {limit} met"),
+        Some(_) => format!("≤ {limit} MISSED"),
+        None => format!("≤ {limit} n/a"),
+    }
 }
 
 pub struct Summary {
@@ -143,42 +164,47 @@ fn cell(unit: Unit, outcomes: &[Outcome], notes: &mut Vec<String>, label: &str) 
     }
 }
 
-fn ratio(figure: &Figure) -> Option<f64> {
+fn ratio(figure: &Figure, reference: usize) -> Option<f64> {
     if figure.unit == Unit::Check {
         return None;
     }
     let ours = summarize(&figure.pi_rs)?.median;
-    let theirs = summarize(&figure.reference)?.median;
+    let theirs = summarize(figure.references.get(reference)?)?.median;
     (theirs != 0.0).then(|| ours / theirs)
 }
 
-/// The whole table, notes (n/a reasons) underneath.
-pub fn table(figures: &[Figure], with_reference: bool) -> String {
+/// The whole table against one reference (`None`: pi-rs alone), with each target's verdict and
+/// the notes (n/a reasons) underneath.
+pub fn table(figures: &[Figure], reference: Option<(usize, &str)>, targets: &[Target]) -> String {
     let mut notes = Vec::new();
+    let label = reference.map_or("reference", |(_, name)| name);
     let mut rows = vec![[
         "figure".to_string(),
         "unit".to_string(),
         "pi-rs min / median / max".to_string(),
-        "reference min / median / max".to_string(),
+        format!("{label} min / median / max"),
         "ratio".to_string(),
+        "pi-rs target".to_string(),
     ]];
     for figure in figures {
         let ours = cell(figure.unit, &figure.pi_rs, &mut notes, "pi-rs");
-        let theirs = if with_reference {
-            cell(figure.unit, &figure.reference, &mut notes, "reference")
-        } else {
-            "-".into()
+        let theirs = match reference.and_then(|(index, _)| figure.references.get(index)) {
+            Some(outcomes) => cell(figure.unit, outcomes, &mut notes, label),
+            None => "-".into(),
         };
-        let ratio = ratio(figure).map_or("-".to_string(), |r| format!("{r:.3}"));
+        let ratio = reference
+            .and_then(|(index, _)| ratio(figure, index))
+            .map_or("-".to_string(), |r| format!("{r:.3}"));
         rows.push([
             figure.title.to_string(),
             figure.unit.label().to_string(),
             ours,
             theirs,
             ratio,
+            verdict(figure, targets),
         ]);
     }
-    let mut widths = [0usize; 5];
+    let mut widths = [0usize; 6];
     for row in &rows {
         for (width, text) in widths.iter_mut().zip(row) {
             *width = (*width).max(text.chars().count());
@@ -189,7 +215,7 @@ pub fn table(figures: &[Figure], with_reference: bool) -> String {
         let mut line = String::new();
         for (column, (text, width)) in row.iter().zip(widths).enumerate() {
             let pad = width - text.chars().count();
-            if column == 0 || column == 1 {
+            if column == 0 || column == 1 || column == 5 {
                 line.push_str(text);
                 line.push_str(&" ".repeat(pad));
             } else {
@@ -229,7 +255,7 @@ fn outcomes_json(outcomes: &[Outcome]) -> Value {
     }
 }
 
-pub fn to_json(figures: &[Figure], header: Value) -> Value {
+pub fn to_json(figures: &[Figure], header: Value, targets: &[Target]) -> Value {
     let figures: Vec<Value> = figures
         .iter()
         .map(|figure| {
@@ -238,8 +264,9 @@ pub fn to_json(figures: &[Figure], header: Value) -> Value {
                 "title": figure.title,
                 "unit": figure.unit.json_name(),
                 "pi_rs": outcomes_json(&figure.pi_rs),
-                "reference": if figure.reference.is_empty() { Value::Null } else { outcomes_json(&figure.reference) },
-                "median_ratio": ratio(figure),
+                "references": figure.references.iter().map(|r| outcomes_json(r)).collect::<Vec<_>>(),
+                "median_ratios": (0..figure.references.len()).map(|i| ratio(figure, i)).collect::<Vec<_>>(),
+                "target": verdict(figure, targets),
             })
         })
         .collect();

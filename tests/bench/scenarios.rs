@@ -16,7 +16,7 @@ use crate::report::{Figure, Outcome, Unit};
 use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text};
 
 pub struct Binary {
-    pub name: &'static str,
+    pub name: String,
     pub path: PathBuf,
     pub is_reference: bool,
 }
@@ -70,7 +70,7 @@ impl Drop for Fake {
     }
 }
 
-struct Spec {
+pub struct Spec {
     key: &'static str,
     title: &'static str,
     unit: Unit,
@@ -139,7 +139,7 @@ fn alternate(
     }
     let mut per_binary = results.into_iter();
     let pi_rs = per_binary.next().unwrap_or_default();
-    let reference = per_binary.next();
+    let references: Vec<Vec<Vec<Outcome>>> = per_binary.collect();
     specs
         .iter()
         .enumerate()
@@ -148,10 +148,7 @@ fn alternate(
             title: spec.title,
             unit: spec.unit,
             pi_rs: pi_rs[index].clone(),
-            reference: reference
-                .as_ref()
-                .map(|r| r[index].clone())
-                .unwrap_or_default(),
+            references: references.iter().map(|r| r[index].clone()).collect(),
         })
         .collect()
 }
@@ -164,6 +161,8 @@ fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String>
         session_file: None,
         files: Vec::new(),
         rss_cap_kb: config.rss_cap_kb,
+        sessions: false,
+        env: Vec::new(),
         api_key: None,
     })
 }
@@ -279,6 +278,92 @@ pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// disk: command latency while every fsync is slow
+
+const DISK: [Spec; 3] = [
+    spec(
+        "disk.get_state_p50_ms",
+        "slow fsync: get_state latency p50",
+        Unit::Millis,
+    ),
+    spec(
+        "disk.get_state_p99_ms",
+        "slow fsync: get_state latency p99 (≤ 5)",
+        Unit::Millis,
+    ),
+    spec(
+        "disk.get_state_max_ms",
+        "slow fsync: get_state latency max",
+        Unit::Millis,
+    ),
+];
+
+/// How long each fsync sleeps in the `disk` scenario (`PI_TEST_FSYNC_DELAY_MS`).
+const SLOW_FSYNC_MS: u64 = 300;
+const DISK_TURNS: usize = 20;
+const STATES_PER_TURN: usize = 10;
+
+/// Sessions on and every fsync delayed by `SLOW_FSYNC_MS`: after each of `DISK_TURNS` turns (the
+/// run's fsync follows `agent_end`) `STATES_PER_TURN` `get_state` requests go out back to back,
+/// each timed from send to response. pi-rs only: the hook is pi-rs's.
+pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let binaries: Vec<&Binary> = binaries
+        .iter()
+        .copied()
+        .filter(|b| !b.is_reference)
+        .collect();
+    alternate(
+        "disk",
+        &binaries,
+        config.heavy_runs,
+        config,
+        &DISK,
+        |binary| {
+            let script = (0..DISK_TURNS)
+                .map(|turn| Reply::sse(anthropic_text(&["turn ", &turn.to_string()])))
+                .collect();
+            let fake = Fake::start(script);
+            let mut agent = Agent::spawn(&SpawnOptions {
+                binary: &binary.path,
+                base_url: &fake.base_url(),
+                extra_args: Vec::new(),
+                session_file: None,
+                files: Vec::new(),
+                rss_cap_kb: config.rss_cap_kb,
+                api_key: None,
+                sessions: true,
+                env: vec![("PI_TEST_FSYNC_DELAY_MS", SLOW_FSYNC_MS.to_string())],
+            })?;
+            let mut latencies = Vec::new();
+            for turn in 0..DISK_TURNS {
+                let deadline = Instant::now() + config.short_wait;
+                run_prompt(
+                    &mut agent,
+                    &format!("turn {turn}"),
+                    deadline,
+                    u64::MAX,
+                    |_, _| {},
+                )?;
+                for _ in 0..STATES_PER_TURN {
+                    let sent = Instant::now();
+                    agent.request(
+                        "bench-state",
+                        "get_state",
+                        Instant::now() + config.short_wait,
+                    )?;
+                    latencies.push(sent.elapsed());
+                }
+            }
+            agent.close_and_time_exit(Instant::now() + config.long_wait)?;
+            fake.check(DISK_TURNS)?;
+            latencies.sort();
+            let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+            Ok(vec![millis(at(0.5)), millis(at(0.99)), millis(at(1.0))])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // 2b: a turn with two tool calls
 
 const TURN: [Spec; 2] = [
@@ -311,6 +396,8 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             session_file: None,
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
             rss_cap_kb: config.rss_cap_kb,
+            sessions: false,
+            env: Vec::new(),
             api_key: None,
         })?;
         agent.request(
@@ -560,6 +647,8 @@ pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                     files: Vec::new(),
                     rss_cap_kb: config.rss_cap_kb,
                     api_key: Some(key),
+                    sessions: false,
+                    env: Vec::new(),
                 })?;
                 agent.request(
                     "bench-state",
@@ -817,6 +906,8 @@ fn sandbox_run(
         files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
         rss_cap_kb: config.rss_cap_kb,
         api_key: None,
+        sessions: false,
+        env: Vec::new(),
     })?;
     agent.request(
         "bench-state",
@@ -884,7 +975,7 @@ pub fn sandbox(pi_rs: &Binary, config: &Config) -> Vec<Figure> {
 // ---------------------------------------------------------------------------------------------
 // 6: a long session and get_tree
 
-const TREE: [Spec; 3] = [
+pub const TREE: [Spec; 4] = [
     spec(
         "tree.first_get_state_ms",
         "long session: spawn → get_state",
@@ -898,6 +989,36 @@ const TREE: [Spec; 3] = [
     spec(
         "tree.peak_rss_mb",
         "long session: peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "tree.rss_after_new_session_mb",
+        "long session: RSS after new_session",
+        Unit::Megabytes,
+    ),
+];
+
+/// The same figures for a session ten times longer (`tree1m`: 10⁶ entries by default), so the
+/// growth curve is visible.
+pub const TREE_LARGE: [Spec; 4] = [
+    spec(
+        "tree1m.first_get_state_ms",
+        "10x longer session: spawn → get_state",
+        Unit::Millis,
+    ),
+    spec(
+        "tree1m.get_tree_ms",
+        "10x longer session: get_tree response",
+        Unit::Millis,
+    ),
+    spec(
+        "tree1m.peak_rss_mb",
+        "10x longer session: peak RSS",
+        Unit::Megabytes,
+    ),
+    spec(
+        "tree1m.rss_after_new_session_mb",
+        "10x longer session: RSS after new_session",
         Unit::Megabytes,
     ),
 ];
@@ -947,14 +1068,22 @@ fn session_file(entries: usize) -> String {
     out
 }
 
-pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
-    let contents = session_file(config.tree_entries);
-    alternate(
-        "tree",
+/// A session of `entries` entries: load, get_tree, peak, new_session. Returns the figures and
+/// the session file's size in MiB (the peak-RSS target is a multiple of it).
+pub fn tree(
+    binaries: &[&Binary],
+    config: &Config,
+    entries: usize,
+    specs: &[Spec; 4],
+) -> (Vec<Figure>, f64) {
+    let contents = session_file(entries);
+    let file_mib = contents.len() as f64 / MIB;
+    let figures = alternate(
+        specs[0].key.split('.').next().unwrap_or("tree"),
         binaries,
         config.heavy_runs,
         config,
-        &TREE,
+        specs,
         |binary| {
             let fake = Fake::start(Vec::new());
             let mut agent = Agent::spawn(&SpawnOptions {
@@ -964,6 +1093,8 @@ pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 session_file: Some(contents.clone()),
                 files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
+                sessions: false,
+                env: Vec::new(),
                 api_key: None,
             })?;
             agent.request(
@@ -981,10 +1112,23 @@ pub fn tree(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 }
             };
             let peak = agent.peak_rss_kb();
+            // The old session's memory should go back to the system once it is replaced.
+            let after_new = match agent.request(
+                "bench-new",
+                "new_session",
+                Instant::now() + config.long_wait,
+            ) {
+                Ok(()) => {
+                    std::thread::sleep(IDLE_SETTLE);
+                    mb(agent.rss_kb())
+                }
+                Err(reason) => Outcome::NotAvailable(format!("new_session: {reason}")),
+            };
             fake.check(0)?;
-            Ok(vec![millis(first_state), tree, mb(peak)])
+            Ok(vec![millis(first_state), tree, mb(peak), after_new])
         },
-    )
+    );
+    (figures, file_mib)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1079,7 +1223,7 @@ const SIZE: [Spec; 2] = [
     ),
 ];
 
-pub fn size(pi_rs: &Binary, reference: Option<&Binary>) -> Vec<Figure> {
+pub fn size(pi_rs: &Binary, references: &[&Binary]) -> Vec<Figure> {
     eprintln!("bench: size");
     let binary_mb = match std::fs::metadata(&pi_rs.path) {
         Ok(meta) => Outcome::Value(meta.len() as f64 / MIB),
@@ -1089,49 +1233,51 @@ pub fn size(pi_rs: &Binary, reference: Option<&Binary>) -> Vec<Figure> {
         Ok(count) => Outcome::Value(count as f64),
         Err(reason) => Outcome::NotAvailable(reason),
     };
-    let (reference_mb, reference_packages) = match reference {
-        None => (Vec::new(), Vec::new()),
-        Some(reference) => {
-            // The install is the outermost node_modules above the executable (`.bin/pi`); the
-            // Node runtime itself is not counted.
-            let root = reference
-                .path
-                .ancestors()
-                .filter(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
-                .last()
-                .map(Path::to_path_buf);
-            match root {
-                Some(root) => {
-                    let (bytes, packages) = tree_size(&root);
-                    (
-                        vec![Outcome::Value(bytes as f64 / MIB)],
-                        vec![Outcome::Value(packages as f64)],
-                    )
-                }
-                None => {
-                    let reason = "PI_REFERENCE is not inside a node_modules directory".to_string();
-                    (
-                        vec![Outcome::NotAvailable(reason.clone())],
-                        vec![Outcome::NotAvailable(reason)],
-                    )
-                }
+    let mut reference_mb = Vec::new();
+    let mut reference_packages = Vec::new();
+    for reference in references {
+        // The install is the outermost node_modules above the executable (`.bin/pi`), or the
+        // executable's own directory when it holds one (a launcher next to its packages and
+        // bundled Node, as pi 1.x ships).
+        let root = reference
+            .path
+            .ancestors()
+            .filter(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
+            .last()
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                let dir = reference.path.parent()?;
+                dir.join("node_modules")
+                    .is_dir()
+                    .then(|| dir.join("node_modules"))
+            });
+        match root {
+            Some(root) => {
+                let (bytes, packages) = tree_size(&root);
+                reference_mb.push(vec![Outcome::Value(bytes as f64 / MIB)]);
+                reference_packages.push(vec![Outcome::Value(packages as f64)]);
+            }
+            None => {
+                let reason = "the reference is not inside a node_modules directory".to_string();
+                reference_mb.push(vec![Outcome::NotAvailable(reason.clone())]);
+                reference_packages.push(vec![Outcome::NotAvailable(reason)]);
             }
         }
-    };
+    }
     vec![
         Figure {
             key: SIZE[0].key,
             title: SIZE[0].title,
             unit: SIZE[0].unit,
             pi_rs: vec![binary_mb],
-            reference: reference_mb,
+            references: reference_mb,
         },
         Figure {
             key: SIZE[1].key,
             title: SIZE[1].title,
             unit: SIZE[1].unit,
             pi_rs: vec![crates],
-            reference: reference_packages,
+            references: reference_packages,
         },
     ]
 }

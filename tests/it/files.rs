@@ -272,7 +272,7 @@ fn session_appends_on_a_full_disk_fail_cleanly_and_catch_up() {
     set_file_size_limit(pi.pid(), size + 300);
 
     prompt(&mut pi, "p2", "second");
-    let stderr = pi.stderr_raw();
+    let stderr = pi.stderr_when(|e| e.contains("File too large"));
     assert!(
         stderr.contains("Cannot append to session file") && stderr.contains("File too large"),
         "the failure is reported: {stderr}"
@@ -313,7 +313,8 @@ fn session_file_deleted_in_use_is_written_again() {
     std::fs::remove_file(&file).unwrap();
     prompt(&mut pi, "p2", "second");
     assert!(
-        pi.stderr_raw().contains("disappeared"),
+        pi.stderr_when(|e| e.contains("disappeared"))
+            .contains("disappeared"),
         "{}",
         pi.stderr_text()
     );

@@ -7,6 +7,7 @@ mod approvals;
 mod cloud_providers;
 mod commands;
 mod compaction;
+mod containers;
 mod errors;
 mod extensions;
 mod faults;

@@ -415,6 +415,41 @@ fn huge_approval_timeout_is_clamped_not_a_crash() {
     }
 }
 
+/// Every numeric setting from a (repository's) settings file is clamped or ignored with a warning:
+/// absurd retry delays and counts, token budgets and strings where numbers belong start pi-rs
+/// normally, and a turn still runs.
+#[test]
+fn hostile_numeric_settings_warn_and_are_clamped() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["fine"]))]);
+    let setup = Setup::anthropic(&fake).settings(json!({
+        "retry": {"maxRetries": 1e300, "baseDelayMs": 1e300,
+                  "provider": {"maxRetries": "lots", "maxRetryDelayMs": -5, "timeoutMs": 1e19}},
+        "compaction": {"reserveTokens": 1e30, "keepRecentTokens": {"a": 1}},
+        "thinkingBudgets": {"high": 1e40}
+    }));
+    let mut pi = Pi::spawn(&setup);
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["success"], true, "{state}");
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_end");
+    let stderr = pi.stderr_text();
+    for path in [
+        "retry.maxRetries",
+        "retry.baseDelayMs",
+        "retry.provider.maxRetries",
+        "retry.provider.maxRetryDelayMs",
+        "retry.provider.timeoutMs",
+        "compaction.reserveTokens",
+        "compaction.keepRecentTokens",
+        "thinkingBudgets.high",
+    ] {
+        assert!(
+            stderr.contains(&format!("settings: {path} ")),
+            "{path}: {stderr}"
+        );
+    }
+}
+
 // ---- the approval gate: compound commands, wrappers, hidden tails (items 3, 10) -----------------
 
 /// With `tools.bash: ask`, an allow rule `ls*` and a deny rule `git push*`: an allow needs every

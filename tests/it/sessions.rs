@@ -986,9 +986,18 @@ fn session_dir_lost_mid_session_is_reported_and_recovered() {
     std::fs::write(&dir, "in the way").unwrap();
 
     prompt(&mut pi, "p1", "first");
+    // Written by the disk-writer thread before agent_end reached stdout; the harness's stderr
+    // reader may still be catching up on a busy machine.
+    let reported = |stderr: &str| {
+        stderr.contains(&*dir.to_string_lossy()) && stderr.to_lowercase().contains("session")
+    };
+    let until = std::time::Instant::now() + pi.timeout();
+    while !reported(&pi.stderr_raw()) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let stderr = pi.stderr_text();
     assert!(
-        stderr.contains(&*dir.to_string_lossy()) && stderr.to_lowercase().contains("session"),
+        reported(&stderr),
         "the failure is reported on stderr: {stderr}"
     );
     let data = state(&mut pi, "s2");

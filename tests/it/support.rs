@@ -714,6 +714,19 @@ impl Pi {
         self.cursor
     }
 
+    /// Raw stderr once `done` holds for it (or the wait's deadline passed): messages another
+    /// thread of pi wrote before a record may still be on their way through the harness.
+    pub fn stderr_when(&self, done: impl Fn(&str) -> bool) -> String {
+        let until = Instant::now() + self.timeout;
+        loop {
+            let stderr = self.stderr_raw();
+            if done(&stderr) || Instant::now() >= until {
+                return stderr;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn stderr_text(&self) -> String {
         let bytes = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
         format!(
