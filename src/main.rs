@@ -14,6 +14,7 @@ mod disk;
 mod export;
 mod extensions;
 mod ids;
+mod js;
 mod login;
 mod mcp;
 mod messages;

@@ -7,6 +7,7 @@
 //! Unknown extra fields on a message are kept in `extra` so a session written by a newer pi
 //! round-trips without losing data.
 
+use crate::js::js_number;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -181,18 +182,6 @@ pub struct Cost {
     pub cache_write: f64,
     #[serde(default, serialize_with = "js_number")]
     pub total: f64,
-}
-
-/// Serializes a float the way JavaScript's JSON.stringify does for the values we meet: integral
-/// values without a fraction (`3`, not `3.0`), so records and session files match pi's bytes.
-pub fn js_number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-    if v.is_finite() && v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
-        s.serialize_i64(*v as i64)
-    } else if v.is_finite() {
-        s.serialize_f64(*v)
-    } else {
-        s.serialize_none()
-    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -27,8 +27,8 @@ use serde_json::{Map, Value, json};
 
 #[allow(unused_imports)]
 pub use estimate::{
-    ContextEstimate, estimate_context_tokens, estimate_tokens, js_len, reliable_usage,
-    should_compact, usage_context_tokens,
+    ContextEstimate, estimate_context_tokens, estimate_tokens, reliable_usage, should_compact,
+    usage_context_tokens,
 };
 #[allow(unused_imports)]
 pub use prompts::{INITIAL_PROMPT, SYSTEM_PROMPT, TURN_PREFIX_PROMPT, UPDATE_PROMPT};
@@ -38,7 +38,7 @@ pub use serialize::{
 };
 #[allow(unused_imports)]
 pub use stats::{
-    Totals, awaiting_usage_after_compaction, context_usage, js_float, session_stats, session_totals,
+    Totals, awaiting_usage_after_compaction, context_usage, session_stats, session_totals,
 };
 
 use super::convert::to_llm;

@@ -17,6 +17,7 @@
 //! timeout) sends `notifications/cancelled`. The thread ends when the agent drops its command
 //! sender; the transport is closed then (stdio: stdin, SIGTERM, SIGKILL to the group).
 
+use crate::js::js_number_string;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -773,9 +774,9 @@ impl Connection {
                     let total = params
                         .get("total")
                         .and_then(Value::as_f64)
-                        .map(|t| format!("/{}", number(t)))
+                        .map(|t| format!("/{}", js_number_string(t)))
                         .unwrap_or_default();
-                    format!("Progress {}{total}", number(progress))
+                    format!("Progress {}{total}", js_number_string(progress))
                 }
             };
             let mut update = ToolOutput::text(text);
@@ -785,14 +786,6 @@ impl Connection {
                 kind: ToolEventKind::Update(update),
             });
         }
-    }
-}
-
-/// A number as JavaScript prints it (no `.0` on whole numbers).
-fn number(n: f64) -> String {
-    match n.fract() == 0.0 && n.abs() < 1e15 {
-        true => format!("{}", n as i64),
-        false => n.to_string(),
     }
 }
 

@@ -11,6 +11,7 @@
 //! The decoder ends with `Done` at the end of the body (closing the open text/thinking block), or
 //! with `Failed` on an unparsable chunk or a finish reason the SDK does not know.
 
+use crate::js::js_string;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
@@ -488,16 +489,6 @@ fn map_finish_reason(reason: &str) -> Result<StopReason, String> {
         "MAX_TOKENS" => Ok(StopReason::Length),
         other if ERROR_FINISH_REASONS.contains(&other) => Ok(StopReason::Error),
         other => Err(format!("Unhandled stop reason: {other}")),
-    }
-}
-
-/// `String(value)` for ids and names that may be missing.
-fn js_string(value: Option<&Value>) -> String {
-    match value {
-        None => "undefined".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) => "null".into(),
-        Some(other) => other.to_string(),
     }
 }
 

@@ -12,6 +12,7 @@
 //! with `Failed` on an `error` event, a `response.failed` event, an error chunk or an unparsable
 //! event.
 
+use crate::js::js_string;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
@@ -418,25 +419,6 @@ fn convert_assistant(
         }
     }
     items
-}
-
-/// `String(value)` for the values that appear in pi's error templates.
-fn js_string(value: Option<&Value>) -> String {
-    match value {
-        None => "undefined".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) => "null".into(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::Null => String::new(),
-                other => js_string(Some(other)),
-            })
-            .collect::<Vec<_>>()
-            .join(","),
-        Some(Value::Object(_)) => "[object Object]".into(),
-        Some(other) => other.to_string(),
-    }
 }
 
 /// `a || b` on a JSON member: the member when truthy, else `fallback`.

@@ -11,6 +11,7 @@
 //! after a quoted value) are errors here too, so such files are skipped the same way; anything
 //! else we do not understand is ignored rather than rejected.
 
+use crate::js::js_trim;
 use std::fmt;
 
 /// One top-level frontmatter value.
@@ -108,26 +109,6 @@ pub fn parse_frontmatter(content: &str) -> Result<ParsedFile, FrontmatterError> 
 /// The body of `content` without its frontmatter.
 pub fn strip_frontmatter(content: &str) -> Result<String, FrontmatterError> {
     parse_frontmatter(content).map(|parsed| parsed.body)
-}
-
-/// JavaScript's `String.prototype.trim`: its whitespace set differs from Rust's (it includes the
-/// BOM and excludes U+0085), and the body texts must match pi's byte for byte.
-pub fn js_trim(text: &str) -> &str {
-    text.trim_matches(is_js_whitespace)
-}
-
-fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
 }
 
 // ---------------------------------------------------------------------------------------------

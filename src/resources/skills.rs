@@ -8,7 +8,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::discovery::{IgnoreRules, SourceInfo, read_dir_sorted};
-use super::frontmatter::{YamlValue, js_trim, parse_frontmatter, strip_frontmatter};
+use super::frontmatter::{YamlValue, parse_frontmatter, strip_frontmatter};
+use crate::js::js_trim;
 
 const MAX_NAME_LENGTH: usize = 64;
 const MAX_DESCRIPTION_LENGTH: usize = 1024;

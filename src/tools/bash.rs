@@ -25,9 +25,9 @@ use serde_json::{Map, Value, json};
 use super::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail,
 };
-use super::validate::js_number_string;
 use super::{CancelFlag, ToolContext, ToolOutput};
 use crate::child::{LiveGroups, find_on_path, group_alive, kill_group};
+use crate::js::js_number_string;
 
 /// How often the runner wakes up to check cancel/timeout/exit when no output arrives.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);

@@ -16,9 +16,9 @@ use super::grep::find_tool;
 use super::path::resolve_to_cwd;
 use super::path_guard::{self, Access};
 use super::truncate::listing_output;
-use super::validate::{js_number_string, number_value};
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
 use crate::child::{LinesEnd, run_lines};
+use crate::js::{js_number_string, number_value};
 
 pub const DEFAULT_LIMIT: usize = 1000;
 

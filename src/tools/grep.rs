@@ -22,9 +22,9 @@ use super::truncate::{
     DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
     truncate_line,
 };
-use super::validate::js_number_string;
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
 use crate::child::{LinesEnd, run_lines};
+use crate::js::js_number_string;
 
 pub const DEFAULT_LIMIT: usize = 100;
 
@@ -449,7 +449,7 @@ fn format_matches(
         ));
         details.insert(
             "matchLimitReached".to_string(),
-            super::validate::number_value(limit),
+            crate::js::number_value(limit),
         );
     }
     if truncation.truncated {

@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::path::{node_fs_error, resolve_to_cwd};
 use super::path_guard::{self, Access};
 use super::truncate::listing_output;
-use super::validate::{js_number_string, number_value};
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use crate::js::{js_number_string, number_value};
 
 pub const DEFAULT_LIMIT: usize = 500;
 

@@ -385,9 +385,7 @@ fn select_text(
     let start = first_line_index(offset);
     let start_display = start + 1;
     if start >= total {
-        let shown = offset
-            .map(super::validate::js_number_string)
-            .unwrap_or_default();
+        let shown = offset.map(crate::js::js_number_string).unwrap_or_default();
         return Err(format!(
             "Offset {shown} is beyond end of file ({total} lines total)"
         ));

@@ -6,7 +6,9 @@
 //! Only the schema subset the built-in tools use is supported: object/array/string/number/boolean,
 //! `properties`, `required`, `items`, `additionalProperties: false`.
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
+
+use crate::js::{js_number_string, js_to_number, number_value};
 
 /// Converts `value` towards `schema` the way TypeBox's `Value.Convert` does.
 pub fn coerce(value: Value, schema: &Value) -> Value {
@@ -78,26 +80,6 @@ fn schema_type(schema: &Value) -> &str {
     schema.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
-/// A JSON number for an f64, written as an integer when it is one (JSON.stringify does the same).
-pub fn number_value(number: f64) -> Value {
-    if number.fract() == 0.0 && number.abs() < 9_007_199_254_740_992.0 {
-        Value::from(number as i64)
-    } else {
-        Number::from_f64(number)
-            .map(Value::Number)
-            .unwrap_or(Value::Null)
-    }
-}
-
-/// JS `String(number)` for the common cases (integers and plain decimals).
-pub fn js_number_string(number: f64) -> String {
-    if number.fract() == 0.0 && number.abs() < 1e21 {
-        format!("{}", number as i128)
-    } else {
-        format!("{number}")
-    }
-}
-
 /// TypeBox's string→number conversion: JS `+text` when finite, then `true`/`false`, then `<int>n`.
 fn string_to_number(text: &str) -> Option<f64> {
     if let Some(number) = js_to_number(text).filter(|n| n.is_finite()) {
@@ -118,67 +100,6 @@ fn string_to_number(text: &str) -> Option<f64> {
         }
     }
     None
-}
-
-pub fn is_js_whitespace(ch: char) -> bool {
-    matches!(
-        ch,
-        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200A}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202F}'
-                | '\u{205F}'
-                | '\u{3000}'
-                | '\u{FEFF}'
-    )
-}
-
-/// JS `Number(text)`: whitespace-trimmed, empty → 0, 0x/0o/0b literals, decimal with exponent,
-/// `Infinity`. `None` stands for NaN.
-pub fn js_to_number(text: &str) -> Option<f64> {
-    let trimmed = text.trim_matches(is_js_whitespace);
-    if trimmed.is_empty() {
-        return Some(0.0);
-    }
-    let radix_prefix = trimmed.get(..2).map(str::to_ascii_lowercase);
-    let radix = match radix_prefix.as_deref() {
-        Some("0x") => Some(16),
-        Some("0o") => Some(8),
-        Some("0b") => Some(2),
-        _ => None,
-    };
-    if let Some(radix) = radix {
-        let digits = &trimmed[2..];
-        if digits.is_empty() {
-            return None;
-        }
-        let mut value = 0f64;
-        for ch in digits.chars() {
-            value = value * f64::from(radix) + f64::from(ch.to_digit(radix)?);
-        }
-        return Some(value);
-    }
-    let unsigned = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
-    if unsigned == "Infinity" {
-        return Some(if trimmed.starts_with('-') {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        });
-    }
-    // Rust's float parser also takes "inf"/"nan"; JS only takes digits, '.', and an exponent.
-    let valid = unsigned
-        .bytes()
-        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
-        && unsigned
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_digit() || b == b'.');
-    if !valid {
-        return None;
-    }
-    trimmed.parse::<f64>().ok()
 }
 
 /// Validates already-coerced arguments; returns the error lines (`  - path: message`), in
@@ -402,16 +323,5 @@ mod tests {
         assert!(
             err.contains("  - edits.0.oldText: must have required properties oldText, newText\n")
         );
-    }
-
-    #[test]
-    fn js_number_parsing() {
-        assert_eq!(js_to_number("  12.5e1 "), Some(125.0));
-        assert_eq!(js_to_number("-0x10"), None);
-        assert_eq!(js_to_number("1_0"), None);
-        assert_eq!(js_to_number("inf"), None);
-        assert_eq!(js_to_number(".5"), Some(0.5));
-        assert_eq!(js_number_string(3.5), "3.5");
-        assert_eq!(js_number_string(2.0), "2");
     }
 }

@@ -5,15 +5,11 @@
 //! Character counts are JavaScript string lengths (UTF-16 code units), as in pi, so the numbers
 //! match the reference for any text, not only ASCII.
 
+use crate::js::js_len;
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 
 /// Characters an image is taken to weigh (1200 tokens).
 const IMAGE_CHARS: u64 = 4800;
-
-/// Length of a string as JavaScript counts it.
-pub fn js_len(text: &str) -> u64 {
-    text.encode_utf16().count() as u64
-}
 
 /// pi's `estimateTokens`: ceil(chars / 4) over what the message would put into the context.
 /// User: text only (images are free); assistant: text, thinking, tool name and JSON arguments;

@@ -7,7 +7,7 @@
 //! the LLM (`convert::to_llm`): user, assistant and toolResult. Output: one string, byte-equal to
 //! the reference's for the same messages.
 
-use std::cmp::Ordering;
+use crate::js::js_compare;
 use std::collections::BTreeSet;
 
 use serde_json::Value;
@@ -185,11 +185,6 @@ impl FileOps {
         modified.sort_by(|a, b| js_compare(a, b));
         (read_only, modified)
     }
-}
-
-/// JavaScript's default sort order: by UTF-16 code units.
-fn js_compare(a: &str, b: &str) -> Ordering {
-    a.encode_utf16().cmp(b.encode_utf16())
 }
 
 /// The blocks appended to a summary: `\n\n<read-files>\n…\n</read-files>` and/or

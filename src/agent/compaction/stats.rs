@@ -8,6 +8,7 @@
 //! the log does not hold them). Input: the log, the agent's messages, those extra usages and the
 //! model. Output: the JSON `data` object in the seed's key order.
 
+use crate::js::number_value;
 use serde_json::{Map, Value, json};
 
 use super::estimate::{estimate_context_tokens, reliable_usage, usage_context_tokens};
@@ -83,7 +84,7 @@ pub fn session_stats(
             "total": totals.total_tokens(),
         }),
     );
-    out.insert("cost".into(), js_float(totals.cost));
+    out.insert("cost".into(), number_value(totals.cost));
     if !model.is_placeholder()
         && let Some(usage) = context_usage(&session.branch(), messages, model.context_window)
     {
@@ -129,7 +130,7 @@ pub fn context_usage(
     Some(json!({
         "tokens": tokens,
         "contextWindow": context_window,
-        "percent": js_float(percent),
+        "percent": number_value(percent),
     }))
 }
 
@@ -148,17 +149,6 @@ pub fn awaiting_usage_after_compaction(branch: &[&SessionEntry]) -> bool {
         .filter_map(|e| e.message())
         .find_map(reliable_usage);
     newest_reply.is_none_or(|usage| usage_context_tokens(usage) == 0)
-}
-
-/// A float as JavaScript prints it: integral values without a fraction.
-pub fn js_float(value: f64) -> Value {
-    if value.is_finite() && value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
-        json!(value as i64)
-    } else if value.is_finite() {
-        json!(value)
-    } else {
-        Value::Null
-    }
 }
 
 #[cfg(test)]

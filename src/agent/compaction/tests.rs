@@ -3,6 +3,7 @@
 //! `estimateContextTokens`, `prepareCompaction`, `computeFileLists`, `formatFileOperations`) on
 //! the same inputs: `node src/agent/compaction/testdata/reference.mjs` regenerates both files.
 
+use crate::js::js_len;
 use serde_json::{Value, json};
 
 use super::test_support::*;
