@@ -279,6 +279,7 @@ impl FakeProvider {
 
     /// Takes the problems recorded so far (so `Drop` will not panic over them): for callers,
     /// like the bench, that report problems instead of failing a test.
+    #[allow(dead_code)] // used by tests/bench, which compiles this file too; no test calls it
     pub fn take_failures(&self) -> Vec<String> {
         std::mem::take(&mut self.shared.lock().failures)
     }

@@ -10,8 +10,10 @@ mod compaction;
 mod containers;
 mod errors;
 mod extensions;
+mod fake_provider;
 mod faults;
 mod files;
+mod framing;
 mod idle_commands;
 mod lifecycle;
 mod mcp;
@@ -21,21 +23,14 @@ mod print_modes;
 mod protocol_versions;
 mod providers;
 mod reference_clients;
-mod sessions;
-// Helper libraries offer more than today's scenarios use (slow streams, request waits, stream
-// builders); unused items are for the scenarios that follow, not dead code.
-#[allow(dead_code)]
-mod fake_provider;
-mod framing;
 mod retry;
 mod rpc_bash;
 mod sandbox;
 mod secrets;
 mod security;
-#[allow(dead_code)]
+mod sessions;
 mod sse;
 mod steering;
-#[allow(dead_code)]
 mod support;
 mod turns;
 mod workspace;

@@ -70,20 +70,6 @@ impl AnthropicStream {
         self
     }
 
-    /// A signed thinking block streamed as the given pieces.
-    pub fn thinking(mut self, parts: &[&str], signature: &str) -> Self {
-        let index = self.start_block(json!({"type":"thinking","thinking":"","signature":""}));
-        for part in parts {
-            self.delta(index, json!({"type":"thinking_delta","thinking":part}));
-        }
-        self.delta(
-            index,
-            json!({"type":"signature_delta","signature":signature}),
-        );
-        self.stop_block(index);
-        self
-    }
-
     /// A tool_use block whose input JSON arrives as the given fragments.
     pub fn tool_use(mut self, id: &str, name: &str, json_fragments: &[&str]) -> Self {
         let index = self.start_block(json!({"type":"tool_use","id":id,"name":name,"input":{}}));

@@ -160,11 +160,6 @@ impl Setup {
         self
     }
 
-    pub fn model(mut self, id: &str) -> Self {
-        self.model = id.into();
-        self
-    }
-
     /// Global `settings.json` contents.
     pub fn settings(mut self, settings: Value) -> Self {
         self.settings = Some(settings);
@@ -709,11 +704,6 @@ impl Pi {
         self.records.iter().position(|r| r == record)
     }
 
-    /// Current position of the sequential cursor (use with `records()[mark..]`).
-    pub fn mark(&self) -> usize {
-        self.cursor
-    }
-
     /// Raw stderr once `done` holds for it (or the wait's deadline passed): messages another
     /// thread of pi wrote before a record may still be on their way through the harness.
     pub fn stderr_when(&self, done: impl Fn(&str) -> bool) -> String {
@@ -1054,14 +1044,6 @@ impl Drop for Pi {
             );
         }
     }
-}
-
-/// The `type` fields of `records`, for sequence assertions.
-pub fn types(records: &[Value]) -> Vec<String> {
-    records
-        .iter()
-        .map(|r| r["type"].as_str().unwrap_or("<no type>").to_string())
-        .collect()
 }
 
 /// `records` without responses (events only).
