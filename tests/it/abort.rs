@@ -10,46 +10,9 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::steering::message_text;
-use crate::support::{Pi, Setup, process_alive, wait_until_gone};
-
-/// The number after `marker` in `text` (e.g. a pid a command printed).
-pub fn number_after(text: &str, marker: &str) -> Option<i32> {
-    let start = text.find(marker)? + marker.len();
-    let digits: String = text[start..]
-        .chars()
-        .skip_while(|c| c.is_whitespace())
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
-
-/// The text of a tool event's (partial) result.
-pub fn result_text(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|b| b["text"].as_str())
-        .collect()
-}
-
-/// Waits for a bash tool update whose output contains `marker` and returns the pid printed
-/// after it.
-#[track_caller]
-pub fn wait_for_tool_pid(pi: &mut Pi, marker: &str) -> i32 {
-    let deadline = pi.deadline();
-    let records = pi.recv_until(
-        |r| {
-            r["type"] == "tool_execution_update"
-                && result_text(&r["partialResult"]).contains(marker)
-        },
-        deadline,
-    );
-    let update = records.last().expect("the update");
-    number_after(&result_text(&update["partialResult"]), marker)
-        .unwrap_or_else(|| panic!("no pid after {marker:?} in {update}"))
-}
+use crate::support::{
+    Pi, Setup, message_text, process_alive, result_text, wait_for_tool_pid, wait_until_gone,
+};
 
 #[track_caller]
 fn assert_abort_answers_after_agent_end(pi: &mut Pi, abort_id: &str, agent_end: &Value) {

@@ -8,14 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
-use crate::support::{Pi, Setup, Workspace};
-
-fn assistant_messages(run: &[Value]) -> Vec<Value> {
-    run.iter()
-        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .map(|r| r["message"].clone())
-        .collect()
-}
+use crate::support::{Pi, Setup, Workspace, assistant_messages};
 
 #[test]
 fn azure_uses_the_deployment_api_version_and_api_key_header() {

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::extensions::{result_text, tool_result_block, tool_result_block_text};
 use crate::fake_provider::{FakeProvider, RecordedRequest, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, read_jsonl};
+use crate::support::{
+    Pi, Setup, read_jsonl, result_text, tool_result_block, tool_result_block_text,
+};
 
 /// The model's replies: one bash call per command (one turn each), then a text answer.
 fn bash_calls_then_text(commands: &[&str]) -> Vec<Reply> {

@@ -34,7 +34,7 @@ use ring::{digest, hmac};
 use serde_json::{Value, json};
 
 use crate::fake_provider::fixture;
-use crate::support::{Pi, Setup, TempDir, Workspace};
+use crate::support::{Pi, Setup, TempDir, Workspace, assistant_messages, prompt};
 
 // ---- a small HTTP fake with per-path handlers ----------------------------------------------------
 
@@ -411,18 +411,6 @@ fn setup_for(fake: &CloudFake, provider: &str, model: &str) -> Setup {
     }
 }
 
-fn prompt(pi: &mut Pi, text: &str) -> Vec<Value> {
-    pi.send(json!({"type": "prompt", "message": text}));
-    pi.records_until_event("agent_end")
-}
-
-fn assistant_messages(run: &[Value]) -> Vec<Value> {
-    run.iter()
-        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .map(|r| r["message"].clone())
-        .collect()
-}
-
 /// Bedrock answers a signed request; anything else is refused as AWS refuses it.
 fn signed_bedrock(
     access_key: &'static str,
@@ -465,7 +453,7 @@ fn bedrock_tool_round_trip_signed_with_session_credentials() {
         .arg("--thinking")
         .arg("medium");
     let mut pi = Pi::spawn(&setup);
-    let run = prompt(&mut pi, "What does echo print?");
+    let run = prompt(&mut pi, "p1", "What does echo print?");
 
     let messages = assistant_messages(&run);
     assert_eq!(messages.len(), 2, "{run:#?}");
@@ -589,7 +577,7 @@ fn bedrock_profile_credentials_and_bearer_token() {
         .env("AWS_ACCESS_KEY_ID", "AKIDENVIRONMENT")
         .env("AWS_SECRET_ACCESS_KEY", "environment-secret");
     let mut pi = Pi::spawn_in(&workspace, &setup);
-    let run = prompt(&mut pi, "hi");
+    let run = prompt(&mut pi, "p1", "hi");
     let messages = assistant_messages(&run);
     assert_eq!(
         messages[1]["content"][0]["text"], "From the profile.",
@@ -621,7 +609,7 @@ fn bedrock_profile_credentials_and_bearer_token() {
     )]);
     let setup = bedrock_setup(&fake).env("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key-123");
     let mut pi = Pi::spawn(&setup);
-    let run = prompt(&mut pi, "hi");
+    let run = prompt(&mut pi, "p1", "hi");
     assert_eq!(
         assistant_messages(&run)[0]["content"][0]["text"],
         "Bearer accepted.",
@@ -685,7 +673,7 @@ fn bedrock_container_credentials_are_fetched_once_and_used() {
         .env("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token");
     let mut pi = Pi::spawn(&setup);
     for expected in ["One.", "Two."] {
-        let run = prompt(&mut pi, "hi");
+        let run = prompt(&mut pi, "p1", "hi");
         let message = assistant_messages(&run).pop().expect("assistant message");
         assert_eq!(message["content"][0]["text"], expected, "{message}");
     }
@@ -785,7 +773,7 @@ fn bedrock_web_identity_is_exchanged_at_sts_once() {
         .env("AWS_REGION", "us-west-2");
     let mut pi = Pi::spawn(&setup);
     for expected in ["One.", "Two."] {
-        let run = prompt(&mut pi, "hi");
+        let run = prompt(&mut pi, "p1", "hi");
         let message = assistant_messages(&run).pop().expect("assistant message");
         assert_eq!(message["content"][0]["text"], expected, "{message}");
     }
@@ -859,7 +847,7 @@ fn bedrock_profile_role_is_assumed_with_the_source_keys() {
         .env("AWS_PROFILE", "admin")
         .env("AWS_ENDPOINT_URL_STS", &format!("{}/sts", fake.url));
     let mut pi = Pi::spawn_in(&workspace, &setup);
-    let run = prompt(&mut pi, "hi");
+    let run = prompt(&mut pi, "p1", "hi");
     let message = assistant_messages(&run).pop().expect("assistant message");
     assert_eq!(message["content"][0]["text"], "Assumed.", "{message}");
 }
@@ -925,7 +913,7 @@ fn bedrock_errors_reach_the_client_with_pis_wording() {
         "event stream: message checksum mismatch",
     ];
     for text in expected {
-        let run = prompt(&mut pi, "hi");
+        let run = prompt(&mut pi, "p1", "hi");
         let message = assistant_messages(&run).pop().expect("assistant message");
         assert_eq!(message["stopReason"], "error");
         assert_eq!(message["errorMessage"], text);
@@ -937,7 +925,7 @@ fn bedrock_errors_reach_the_client_with_pis_wording() {
         .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
         .env("AWS_SECRET_ACCESS_KEY", "not-the-secret");
     let mut pi = Pi::spawn(&setup);
-    let run = prompt(&mut pi, "hi");
+    let run = prompt(&mut pi, "p1", "hi");
     let message = assistant_messages(&run).pop().expect("assistant message");
     assert!(
         message["errorMessage"].as_str().unwrap().starts_with(
@@ -1175,7 +1163,7 @@ fn vertex_service_account_jwt_is_exchanged_once_and_the_token_used() {
         .env("GOOGLE_CLOUD_LOCATION", "us-central1");
     let mut pi = Pi::spawn(&setup);
     for _ in 0..2 {
-        let run = prompt(&mut pi, "Say hello");
+        let run = prompt(&mut pi, "p1", "Say hello");
         let message = assistant_messages(&run).pop().expect("assistant message");
         assert_eq!(message["stopReason"], "stop", "{message}");
         assert_eq!(message["api"], "google-vertex");
@@ -1236,7 +1224,7 @@ fn vertex_gcloud_user_login_is_refreshed_and_failures_are_reported() {
         .env("GOOGLE_CLOUD_PROJECT", "test-project")
         .env("GOOGLE_CLOUD_LOCATION", "europe-west4");
     let mut pi = Pi::spawn_in(&workspace, &setup);
-    let run = prompt(&mut pi, "Say hello");
+    let run = prompt(&mut pi, "p1", "Say hello");
     let message = assistant_messages(&run).pop().expect("assistant message");
     assert_eq!(message["stopReason"], "stop", "{message}");
     let requests = fake.requests();
@@ -1255,7 +1243,7 @@ fn vertex_gcloud_user_login_is_refreshed_and_failures_are_reported() {
             .clone()
             .env("GOOGLE_APPLICATION_CREDENTIALS", revoked.to_str().unwrap()),
     );
-    let run = prompt(&mut pi, "Say hello");
+    let run = prompt(&mut pi, "p1", "Say hello");
     let message = assistant_messages(&run).pop().expect("assistant message");
     assert_eq!(
         message["errorMessage"],
@@ -1298,7 +1286,7 @@ fn vertex_api_key_goes_in_the_header() {
         .models_json(VERTEX_MODELS)
         .env("GOOGLE_CLOUD_API_KEY", "vertex-express-key");
     let mut pi = Pi::spawn(&setup);
-    let run = prompt(&mut pi, "Say hello");
+    let run = prompt(&mut pi, "p1", "Say hello");
     let message = assistant_messages(&run).pop().expect("assistant message");
     assert_eq!(message["stopReason"], "stop", "{message}");
     assert_eq!(fake.requests()[0].target, VERTEX_PATH);

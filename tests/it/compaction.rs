@@ -17,8 +17,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, RecordedRequest, Reply, fixture};
 use crate::sse;
-use crate::steering::message_text;
-use crate::support::{Pi, Setup, assert_keys, event_labels};
+use crate::support::{Pi, Setup, assert_keys, flow, message_text};
 
 const SECOND_ANSWER: &str = "DELTA-MARKER short answer.";
 const SUMMARY: &str = "## Goal\nExercise compaction in the tests.";
@@ -85,14 +84,6 @@ fn last_reply(records: &[Value]) -> Value {
         .rfind(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
         .unwrap_or_else(|| panic!("no assistant reply in {records:?}"))["message"]
         .clone()
-}
-
-/// Event labels without streaming deltas and responses.
-fn flow(records: &[Value]) -> Vec<String> {
-    event_labels(records)
-        .into_iter()
-        .filter(|l| !l.starts_with("message_update:") && !l.starts_with("response:"))
-        .collect()
 }
 
 /// The one `record` of type `ty` in `records`.

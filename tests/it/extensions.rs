@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::sse;
-use crate::steering::message_text;
 use crate::support::{
-    Pi, Setup, Workspace, process_alive, wait_for_file, wait_until_gone, write_executable,
+    Pi, Setup, Workspace, message_text, process_alive, result_text, tool_result_block,
+    tool_result_block_text, wait_for_file, wait_until_gone, write_executable,
 };
 
 /// Absolute path of an extension fixture.
@@ -40,41 +40,6 @@ pub fn with_extensions(mut setup: Setup, names: &[&str]) -> Setup {
         setup = setup.arg("-e").arg(&extension(name));
     }
     setup
-}
-
-/// The text blocks of a tool result (`{content:[...]}`) joined.
-pub fn result_text(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default()
-}
-
-/// The Anthropic `tool_result` block answering `tool_use_id` in a request, if any.
-pub fn tool_result_block(request: &crate::fake_provider::RecordedRequest, id: &str) -> Value {
-    request
-        .messages()
-        .iter()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == id)
-        .cloned()
-        .unwrap_or_else(|| panic!("no tool_result for {id} in {:?}", request.body))
-}
-
-/// The text of an Anthropic `tool_result` block (string content or text blocks).
-pub fn tool_result_block_text(block: &Value) -> String {
-    match &block["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
-        _ => String::new(),
-    }
 }
 
 /// The request's system prompt as one string (Anthropic sends text blocks).

@@ -19,10 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::abort::wait_for_tool_pid;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, process_alive, wait_until_gone};
+use crate::support::{Pi, Setup, Workspace, process_alive, wait_for_tool_pid, wait_until_gone};
 
 fn retry_once() -> Value {
     json!({"retry": {"baseDelayMs": 20, "maxRetries": 1}})

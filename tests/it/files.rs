@@ -8,25 +8,16 @@
 //! and redacts nothing, so those tests fail there by design.
 
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, read_jsonl};
+use crate::support::{Pi, Setup, Workspace, prompt, read_jsonl, session_file, tool_reply};
 
 const SECRET: &str = "sk-test-SECRET123";
-
-/// One assistant reply that calls `tool` with `args`.
-fn tool_reply(id: &str, tool: &str, args: Value) -> Reply {
-    Reply::sse(
-        sse::AnthropicStream::new()
-            .tool_use(id, tool, &[&args.to_string()])
-            .finish("tool_use"),
-    )
-}
 
 /// Runs one prompt in which the model calls each `(tool, args)` in turn, then says "done".
 /// Returns the pi (still running) and each call's `tool_execution_end` record.
@@ -57,7 +48,7 @@ fn run_tools(workspace: &Workspace, calls: &[(&str, Value)]) -> (FakeProvider, P
     (fake, pi, ends)
 }
 
-fn result_text(end: &Value) -> String {
+fn end_text(end: &Value) -> String {
     end["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text result: {end}"))
@@ -85,7 +76,7 @@ fn read_of_a_gigabyte_file_is_truncated_in_bounded_memory() {
     let (fake, pi, ends) = run_tools(&workspace, &[("read", json!({"path": "huge.bin"}))]);
     assert_eq!(ends[0]["isError"], false, "{}", ends[0]);
     assert_eq!(
-        result_text(&ends[0]),
+        end_text(&ends[0]),
         "[Line 1 is 1024.0MB, exceeds 50.0KB limit. Use bash: sed -n '1p' huge.bin | head -c 51200]"
     );
     assert!(started.elapsed() < pi.timeout(), "{:?}", started.elapsed());
@@ -114,18 +105,18 @@ fn binary_files_for_read_and_grep() {
         assert_eq!(end["isError"], false, "{end}");
     }
     assert_eq!(
-        result_text(&ends[0]),
+        end_text(&ends[0]),
         String::from_utf8_lossy(blob).into_owned()
     );
     assert!(
-        result_text(&ends[1]).starts_with("blob.bin:1: needle one"),
+        end_text(&ends[1]).starts_with("blob.bin:1: needle one"),
         "{}",
-        result_text(&ends[1])
+        end_text(&ends[1])
     );
     assert!(
-        result_text(&ends[2]).contains("plain.txt:1: a needle"),
+        end_text(&ends[2]).contains("plain.txt:1: a needle"),
         "{}",
-        result_text(&ends[2])
+        end_text(&ends[2])
     );
     fake.finish();
 }
@@ -154,19 +145,19 @@ fn symlink_loops_do_not_hang_ls_find_or_grep() {
         assert_eq!(end["isError"], false, "{end}");
     }
     // ls follows links (stat): the looping pair cannot be stat'ed and is left out.
-    assert_eq!(result_text(&ends[0]), "file.txt\nloop/");
-    let found = result_text(&ends[1]);
+    assert_eq!(end_text(&ends[0]), "file.txt\nloop/");
+    let found = end_text(&ends[1]);
     assert!(
         found.lines().any(|l| l == "file.txt") && found.lines().any(|l| l == "loop"),
         "{found}"
     );
-    assert_eq!(result_text(&ends[2]), "file.txt:1: needle");
-    assert_eq!(result_text(&ends[3]), "file.txt\nloop/");
+    assert_eq!(end_text(&ends[2]), "file.txt:1: needle");
+    assert_eq!(end_text(&ends[3]), "file.txt\nloop/");
     assert_eq!(ends[4]["isError"], true);
     assert!(
-        result_text(&ends[4]).starts_with("ELOOP: too many symbolic links encountered"),
+        end_text(&ends[4]).starts_with("ELOOP: too many symbolic links encountered"),
         "{}",
-        result_text(&ends[4])
+        end_text(&ends[4])
     );
     fake.finish();
 }
@@ -187,31 +178,20 @@ fn non_utf8_names_in_ls_find_grep_and_read() {
             ("read", json!({"path": "bad\u{FFFD}name.txt"})),
         ],
     );
-    assert_eq!(result_text(&ends[0]), "bad\u{FFFD}name.txt");
-    assert_eq!(result_text(&ends[1]), "bad\u{FFFD}name.txt");
-    assert_eq!(result_text(&ends[2]), "bad\u{FFFD}name.txt:1: needle here");
+    assert_eq!(end_text(&ends[0]), "bad\u{FFFD}name.txt");
+    assert_eq!(end_text(&ends[1]), "bad\u{FFFD}name.txt");
+    assert_eq!(end_text(&ends[2]), "bad\u{FFFD}name.txt:1: needle here");
     assert_eq!(ends[3]["isError"], true);
     assert!(
-        result_text(&ends[3]).starts_with("ENOENT: no such file or directory, access '"),
+        end_text(&ends[3]).starts_with("ENOENT: no such file or directory, access '"),
         "{}",
-        result_text(&ends[3])
+        end_text(&ends[3])
     );
     fake.finish();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Session log faults
-
-fn prompt(pi: &mut Pi, id: &str, text: &str) {
-    pi.send(json!({"id": id, "type": "prompt", "message": text}));
-    pi.records_until_event("agent_end");
-    assert_eq!(pi.response_for(id)["success"], true);
-}
-
-fn session_file(pi: &mut Pi, id: &str) -> PathBuf {
-    let state = pi.command(id, "get_state", json!({}));
-    PathBuf::from(state["data"]["sessionFile"].as_str().expect("sessionFile"))
-}
 
 /// The role:text of each message entry in the file.
 fn message_summary(path: &Path) -> Vec<String> {

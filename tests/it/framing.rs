@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::steering::message_text;
-use crate::support::{Pi, Setup};
+use crate::support::{Pi, Setup, message_text};
 
 /// A 10 MB prompt is accepted as one record and reaches the provider intact.
 ///

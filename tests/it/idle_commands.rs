@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, assert_keys};
+use crate::support::{Pi, Setup, assert_keys, state};
 
 /// Sends a command and returns (the events since the last call, before its response; the
 /// response). Responses to other commands are skipped.
@@ -51,11 +51,6 @@ fn claude_plain(fake: &FakeProvider) -> Value {
         "cost": {"input": 1, "output": 5, "cacheRead": 0.1, "cacheWrite": 1.25},
         "contextWindow": 100000, "maxTokens": 8192
     })
-}
-
-/// get_state's data. `id` must be unique within the test (responses are found by id).
-fn state(pi: &mut Pi, id: &str) -> Value {
-    pi.command(id, "get_state", json!({}))["data"].clone()
 }
 
 /// set_model answers the full model; a change of effective thinking level is announced first;

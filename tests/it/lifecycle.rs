@@ -9,10 +9,9 @@ use std::os::unix::process::ExitStatusExt;
 
 use serde_json::json;
 
-use crate::abort::wait_for_tool_pid;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, process_alive, wait_until_gone};
+use crate::support::{Pi, Setup, process_alive, wait_for_tool_pid, wait_until_gone};
 
 const SLEEPER: &str = "sleep 300 & echo \"started $!\"; wait";
 

@@ -15,10 +15,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::extensions::{result_text, tool_result_block, tool_result_block_text};
 use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::sse::{AnthropicStream, anthropic_text};
-use crate::support::{Pi, Setup, Workspace, is_reference, wait_for_file, wait_until_gone};
+use crate::support::{
+    Pi, Setup, Workspace, is_reference, result_text, tool_result_block, tool_result_block_text,
+    wait_for_file, wait_until_gone,
+};
 
 /// The everything server's entry point, or why it is not there (a failure under CI=true).
 fn everything_server() -> Option<(PathBuf, PathBuf)> {

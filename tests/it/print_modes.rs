@@ -9,8 +9,7 @@ use serde_json::Value;
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::steering::message_text;
-use crate::support::{Setup, run_cli};
+use crate::support::{Setup, message_text, run_cli};
 
 /// `pi -p "msg"` prints the reply's text and a newline, and exits 0.
 #[test]

@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
-use crate::support::{Pi, Setup};
+use crate::support::{Pi, Setup, assistant_messages, prompt};
 
 const MODELS: &str = r#"{
   "providers": {
@@ -58,14 +58,6 @@ fn google(fake: &FakeProvider) -> Setup {
     Setup::new(fake, "fake-google", "fake-gemini-2.5-flash").models_json(MODELS)
 }
 
-/// The assistant `message_end` records of `run`, in order.
-fn assistant_messages(run: &[Value]) -> Vec<Value> {
-    run.iter()
-        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .map(|r| r["message"].clone())
-        .collect()
-}
-
 /// Concatenated `<kind>_delta` texts of `run`.
 fn deltas(run: &[Value], kind: &str) -> String {
     run.iter()
@@ -95,17 +87,11 @@ fn assert_usage(usage: &Value, tokens: [u64; 5], costs: [f64; 5]) {
     }
 }
 
-/// Runs one prompt to `agent_end` and returns its records.
-fn prompt(pi: &mut Pi, text: &str) -> Vec<Value> {
-    pi.send(json!({"id": "p1", "type": "prompt", "message": text}));
-    pi.records_until_event("agent_end")
-}
-
 #[test]
 fn responses_text_turn_keeps_reasoning_and_message_ids() {
     let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
     let mut pi = Pi::spawn(&responses(&fake));
-    let run = prompt(&mut pi, "Say hello");
+    let run = prompt(&mut pi, "p1", "Say hello");
 
     let messages = assistant_messages(&run);
     assert_eq!(messages.len(), 1);
@@ -198,7 +184,7 @@ fn responses_tool_round_trip_replays_items() {
         Reply::sse_fixture("openai-responses/text_after_tool.sse"),
     ]);
     let mut pi = Pi::spawn(&responses(&fake));
-    let run = prompt(&mut pi, "Run echo hi");
+    let run = prompt(&mut pi, "p1", "Run echo hi");
 
     let composite = "call_Xk2pQ9sLr7TbW4vN1mZc8Hf|fc_1b2c3d4e5f60718293a4b5c6d7e8f90add";
     let messages = assistant_messages(&run);
@@ -249,7 +235,7 @@ fn responses_http_error_uses_the_sdk_text() {
         &[],
     )]);
     let mut pi = Pi::spawn(&responses(&fake));
-    let run = prompt(&mut pi, "x");
+    let run = prompt(&mut pi, "p1", "x");
     let messages = assistant_messages(&run);
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0]["stopReason"], "error");
@@ -265,7 +251,7 @@ fn responses_http_error_uses_the_sdk_text() {
 fn google_text_turn_keeps_thoughts_and_signature() {
     let fake = FakeProvider::start(vec![Reply::sse_fixture("google/text.sse")]);
     let mut pi = Pi::spawn(&google(&fake));
-    let run = prompt(&mut pi, "Say hello");
+    let run = prompt(&mut pi, "p1", "Say hello");
 
     let messages = assistant_messages(&run);
     assert_eq!(messages.len(), 1);
@@ -339,7 +325,7 @@ fn google_tool_round_trip_sends_function_responses() {
         Reply::sse_fixture("google/text_after_tool.sse"),
     ]);
     let mut pi = Pi::spawn(&google(&fake));
-    let run = prompt(&mut pi, "Run echo hi");
+    let run = prompt(&mut pi, "p1", "Run echo hi");
 
     let messages = assistant_messages(&run);
     assert_eq!(messages.len(), 2);
@@ -394,7 +380,7 @@ fn google_http_error_is_the_body_without_status() {
         &[],
     )]);
     let mut pi = Pi::spawn(&google(&fake));
-    let run = prompt(&mut pi, "x");
+    let run = prompt(&mut pi, "p1", "x");
     let messages = assistant_messages(&run);
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0]["stopReason"], "error");

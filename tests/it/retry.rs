@@ -11,14 +11,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, event_labels};
-
-fn flow(records: &[Value]) -> Vec<String> {
-    event_labels(records)
-        .into_iter()
-        .filter(|l| !l.starts_with("message_update:") && !l.starts_with("response:"))
-        .collect()
-}
+use crate::support::{Pi, Setup, flow};
 
 /// Asserts that nothing at all is emitted after the records seen so far: a `get_state` sent now
 /// is answered with no event before its response.

@@ -11,8 +11,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::steering::message_text;
-use crate::support::{Pi, Setup, assert_keys, wait_for_file};
+use crate::support::{Pi, Setup, assert_keys, message_text, wait_for_file};
 
 /// The concatenated deltas of `bash_execution_update` records carrying `id`.
 fn streamed(records: &[Value], id: &str) -> String {

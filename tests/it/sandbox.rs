@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::abort::wait_for_tool_pid;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, process_alive, wait_until_gone};
+use crate::support::{
+    Pi, Setup, Workspace, process_alive, tool_reply, wait_for_tool_pid, wait_until_gone,
+};
 
 /// The kernel's Landlock ABI (0: none).
 fn landlock_abi() -> i64 {
@@ -44,14 +45,6 @@ fn landlock_or_skip(test: &str) -> bool {
         return false;
     }
     true
-}
-
-fn tool_reply(id: &str, tool: &str, args: Value) -> Reply {
-    Reply::sse(
-        sse::AnthropicStream::new()
-            .tool_use(id, tool, &[&args.to_string()])
-            .finish("tool_use"),
-    )
 }
 
 /// A workspace whose temp folder is its own `tmp/` (so `..` of the cwd is outside everything).

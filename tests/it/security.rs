@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, system_prompt_of, write_executable};
+use crate::support::{Pi, Setup, Workspace, session_file, system_prompt_of, write_executable};
 
 // ---- project trust (item 0) --------------------------------------------------------------------
 
@@ -255,11 +255,6 @@ fn file_tools_cannot_reach_pi_own_stdio_proc_or_devices() {
 
 // ---- credentials: resolved late, in tool results, near escapes, short dummies (2, 4, 6, 8, 9) ---
 
-fn session_file(pi: &mut Pi) -> PathBuf {
-    let state = pi.command("state", "get_state", json!({}));
-    PathBuf::from(state["data"]["sessionFile"].as_str().expect("sessionFile"))
-}
-
 /// Asserts `secret` is nowhere on stdout (every line still JSON), in the session file, in an
 /// export, or in a tool result sent to the provider after the key became known (what the model
 /// wrote itself it has already seen).
@@ -276,7 +271,7 @@ fn assert_nowhere(pi: &mut Pi, fake: &FakeProvider, secret: &str, requests_from:
             "not JSON: {line}"
         );
     }
-    let file = session_file(pi);
+    let file = session_file(pi, "state");
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(!text.contains(secret), "session file leaks:\n{text}");
     let export = pi.command("e1", "export_html", json!({"outputPath": "out.html"}));
@@ -369,7 +364,7 @@ fn short_and_placeholder_keys_and_structural_fields_are_left_alone() {
     let mut pi = Pi::spawn(&Setup::anthropic(&fake).models_json(&models).with_sessions());
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Pin the ollama image version"}));
     pi.wait_for_event("agent_settled");
-    let file = session_file(&mut pi);
+    let file = session_file(&mut pi, "state");
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("Pin the ollama image version"), "{text}");
     assert!(!text.contains("[redacted]"), "{text}");
@@ -380,7 +375,7 @@ fn short_and_placeholder_keys_and_structural_fields_are_left_alone() {
     let mut pi = Pi::spawn(&Setup::anthropic(&fake).models_json(&models).with_sessions());
     pi.send(json!({"id": "p1", "type": "prompt", "message": "name fake-anthropic"}));
     pi.wait_for_event("agent_settled");
-    let file = session_file(&mut pi);
+    let file = session_file(&mut pi, "state");
     let entries = crate::support::read_jsonl(&file);
     let assistant = entries
         .iter()

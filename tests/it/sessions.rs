@@ -17,41 +17,19 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, is_reference, read_jsonl};
+use crate::support::{
+    Pi, Setup, Workspace, is_reference, last_user_text, prompt, read_jsonl, session_file, state,
+    text_reply,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-/// Sends a prompt and consumes records through its `agent_end`; returns them.
-#[track_caller]
-fn prompt(pi: &mut Pi, id: &str, text: &str) -> Vec<Value> {
-    pi.send(json!({"id": id, "type": "prompt", "message": text}));
-    let run = pi.records_until_event("agent_end");
-    let response = pi.response_for(id);
-    assert_eq!(response["success"], true, "{response}");
-    run
-}
 
 #[track_caller]
 fn ok_data(pi: &mut Pi, id: &str, ty: &str, fields: Value) -> Value {
     let response = pi.command(id, ty, fields);
     assert_eq!(response["success"], true, "{ty}: {response}");
     response.get("data").cloned().unwrap_or(Value::Null)
-}
-
-#[track_caller]
-fn state(pi: &mut Pi, id: &str) -> Value {
-    ok_data(pi, id, "get_state", json!({}))
-}
-
-#[track_caller]
-fn session_file(pi: &mut Pi, id: &str) -> PathBuf {
-    let data = state(pi, id);
-    PathBuf::from(
-        data["sessionFile"]
-            .as_str()
-            .unwrap_or_else(|| panic!("get_state has no sessionFile: {data}")),
-    )
 }
 
 #[track_caller]
@@ -170,32 +148,8 @@ fn wait_for_text_delta(pi: &mut Pi) {
     );
 }
 
-fn text_reply(text: &str) -> Reply {
-    Reply::sse(sse::anthropic_text(&[text]))
-}
-
 fn openai_reply(text: &str) -> Reply {
     Reply::sse(sse::openai_text(&[text]))
-}
-
-/// The text of the last user message in a provider request (either API shape).
-fn last_user_text(request: &crate::fake_provider::RecordedRequest) -> String {
-    let last = request
-        .messages()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .cloned()
-        .unwrap_or(Value::Null);
-    match &last["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

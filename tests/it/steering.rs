@@ -12,28 +12,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, RecordedRequest, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, event_labels};
-
-/// A shell command that blocks until the test creates `gate` in the cwd.
-pub const GATED_COMMAND: &str = "while [ ! -e gate ]; do sleep 0.02; done; echo released";
-
-/// Lets a gated tool call finish.
-pub fn open_gate(pi: &Pi) {
-    std::fs::write(pi.cwd().join("gate"), "").expect("create gate file");
-}
-
-/// The text of a request message: a string content, or its text blocks joined.
-pub fn message_text(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| b["type"] == "text")
-            .filter_map(|b| b["text"].as_str())
-            .collect(),
-        _ => String::new(),
-    }
-}
+use crate::support::{GATED_COMMAND, Pi, Setup, flow, message_text, open_gate};
 
 /// Whether a request message is an Anthropic user message holding tool results.
 fn is_tool_result_message(message: &Value) -> bool {
@@ -61,18 +40,6 @@ fn tail(request: &RecordedRequest, n: usize) -> Vec<(String, String)> {
 
 fn pair(role: &str, text: &str) -> (String, String) {
     (role.to_string(), text.to_string())
-}
-
-/// The labels of everything that is not a streaming delta or a response.
-fn flow(records: &[Value]) -> Vec<String> {
-    event_labels(records)
-        .into_iter()
-        .filter(|l| {
-            !l.starts_with("message_update:")
-                && !l.starts_with("response:")
-                && l != "tool_execution_update"
-        })
-        .collect()
 }
 
 fn queue_updates(records: &[Value]) -> Vec<Value> {

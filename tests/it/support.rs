@@ -1144,3 +1144,172 @@ pub fn system_prompt_of(request: &crate::fake_provider::RecordedRequest) -> Stri
         .map(|m| text_of(&m["content"]))
         .unwrap_or_default()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Scenario helpers shared by the test files (one home each).
+
+/// Event labels without the streaming noise (`message_update:*`, responses, tool progress):
+/// the order of what happened, for sequence assertions.
+pub fn flow(records: &[Value]) -> Vec<String> {
+    event_labels(records)
+        .into_iter()
+        .filter(|l| {
+            !l.starts_with("message_update:")
+                && !l.starts_with("response:")
+                && l != "tool_execution_update"
+        })
+        .collect()
+}
+
+/// The assistant `message_end` records' messages of `run`, in order.
+pub fn assistant_messages(run: &[Value]) -> Vec<Value> {
+    run.iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .map(|r| r["message"].clone())
+        .collect()
+}
+
+/// Sends a prompt, consumes records through its `agent_end` and returns them; the prompt must
+/// have been accepted.
+#[track_caller]
+pub fn prompt(pi: &mut Pi, id: &str, text: &str) -> Vec<Value> {
+    pi.send(json!({"id": id, "type": "prompt", "message": text}));
+    let run = pi.records_until_event("agent_end");
+    let response = pi.response_for(id);
+    assert_eq!(response["success"], true, "{response}");
+    run
+}
+
+/// get_state's data (asserted successful). `id` must be unique within the test.
+#[track_caller]
+pub fn state(pi: &mut Pi, id: &str) -> Value {
+    let response = pi.command(id, "get_state", json!({}));
+    assert_eq!(response["success"], true, "get_state: {response}");
+    response["data"].clone()
+}
+
+/// The session file get_state names.
+#[track_caller]
+pub fn session_file(pi: &mut Pi, id: &str) -> PathBuf {
+    let data = state(pi, id);
+    PathBuf::from(
+        data["sessionFile"]
+            .as_str()
+            .unwrap_or_else(|| panic!("get_state has no sessionFile: {data}")),
+    )
+}
+
+/// One Anthropic reply that says `text`.
+pub fn text_reply(text: &str) -> crate::fake_provider::Reply {
+    crate::fake_provider::Reply::sse(crate::sse::anthropic_text(&[text]))
+}
+
+/// One Anthropic reply that calls `tool` with `args`.
+pub fn tool_reply(id: &str, tool: &str, args: Value) -> crate::fake_provider::Reply {
+    crate::fake_provider::Reply::sse(
+        crate::sse::AnthropicStream::new()
+            .tool_use(id, tool, &[&args.to_string()])
+            .finish("tool_use"),
+    )
+}
+
+/// The text blocks of a tool result (`{content:[...]}`) joined.
+pub fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect()
+}
+
+/// The text of the last user message in a provider request (either API shape), wherever it
+/// stands among the request's messages.
+pub fn last_user_text(request: &crate::fake_provider::RecordedRequest) -> String {
+    let last = request
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .cloned()
+        .unwrap_or(Value::Null);
+    match &last["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+/// The text of a request message: a string content, or its text blocks joined.
+pub fn message_text(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// The Anthropic `tool_result` block answering `tool_use_id` in a request, if any.
+pub fn tool_result_block(request: &crate::fake_provider::RecordedRequest, id: &str) -> Value {
+    request
+        .messages()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool_result for {id} in {:?}", request.body))
+}
+
+/// The text of an Anthropic `tool_result` block (string content or text blocks).
+pub fn tool_result_block_text(block: &Value) -> String {
+    match &block["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+/// The number after `marker` in `text` (e.g. a pid a command printed).
+pub fn number_after(text: &str, marker: &str) -> Option<i32> {
+    let start = text.find(marker)? + marker.len();
+    let digits: String = text[start..]
+        .chars()
+        .skip_while(|c| c.is_whitespace())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Waits for a bash tool update whose output contains `marker` and returns the pid printed
+/// after it.
+#[track_caller]
+pub fn wait_for_tool_pid(pi: &mut Pi, marker: &str) -> i32 {
+    let deadline = pi.deadline();
+    let records = pi.recv_until(
+        |r| {
+            r["type"] == "tool_execution_update"
+                && result_text(&r["partialResult"]).contains(marker)
+        },
+        deadline,
+    );
+    let update = records.last().expect("the update");
+    number_after(&result_text(&update["partialResult"]), marker)
+        .unwrap_or_else(|| panic!("no pid after {marker:?} in {update}"))
+}
+
+/// A shell command that blocks until the test creates `gate` in the cwd.
+pub const GATED_COMMAND: &str = "while [ ! -e gate ]; do sleep 0.02; done; echo released";
+
+/// Lets a gated tool call finish.
+pub fn open_gate(pi: &Pi) {
+    std::fs::write(pi.cwd().join("gate"), "").expect("create gate file");
+}

@@ -20,8 +20,10 @@ use serde_json::json;
 
 use crate::fake_provider::{FakeProvider, RecordedRequest, Reply, fixture, fixture_path};
 use crate::sse;
-use crate::steering::{GATED_COMMAND, message_text, open_gate};
-use crate::support::{Pi, Setup, Workspace, is_reference, read_jsonl, run_cli, system_prompt_of};
+use crate::support::{
+    GATED_COMMAND, Pi, Setup, Workspace, is_reference, message_text, open_gate, read_jsonl,
+    run_cli, system_prompt_of, text_reply,
+};
 
 /// The workspace fixtures as `Setup` files: two skills and one prompt template under `.pi/`.
 fn with_workspace_fixtures(setup: Setup) -> Setup {
@@ -58,14 +60,10 @@ fn prompt_once(
     requests.last().expect("a request").clone()
 }
 
-fn last_user_text(request: &RecordedRequest) -> String {
+fn final_message_text(request: &RecordedRequest) -> String {
     let last = request.messages().last().expect("a message");
     assert_eq!(last["role"], "user", "{last}");
     message_text(last)
-}
-
-fn text_reply(text: &str) -> Reply {
-    Reply::sse(sse::anthropic_text(&[text]))
 }
 
 /// The `- name: snippet` lines of the prompt's tool list, as names (`(none)` kept as is).
@@ -357,7 +355,7 @@ fn skills_are_offered_and_expanded() {
     );
     assert!(!prompt.contains("secret"), "hidden skill listed:\n{prompt}");
     assert_eq!(
-        last_user_text(request),
+        final_message_text(request),
         format!(
             "<skill name=\"review\" location=\"{}\">\nReferences are relative to {}.\n\n\
              # Reviewing\n\nRead checklist.md next to this file, then go through the diff hunk \
@@ -371,7 +369,7 @@ fn skills_are_offered_and_expanded() {
     pi.wait_for_event("agent_end");
     let secret_dir = cwd.join(".pi/skills/secret");
     assert_eq!(
-        last_user_text(&fake.requests()[1]),
+        final_message_text(&fake.requests()[1]),
         format!(
             "<skill name=\"secret\" location=\"{}\">\nReferences are relative to {}.\n\n\
              Do the secret thing.\n</skill>",
@@ -394,7 +392,7 @@ fn no_skills_drops_the_block_and_the_expansion() {
         "{}",
         system_prompt_of(&request)
     );
-    assert_eq!(last_user_text(&request), "/skill:review now");
+    assert_eq!(final_message_text(&request), "/skill:review now");
     fake.finish();
 }
 
@@ -444,11 +442,14 @@ fn prompt_templates_expand_in_prompt_and_unknown_commands_stay_literal() {
         json!({"message": "/fix a.ts \"too slow\" now"}),
     );
     pi.wait_for_event("agent_end");
-    assert_eq!(last_user_text(&fake.requests()[0]), FIX_EXPANDED);
+    assert_eq!(final_message_text(&fake.requests()[0]), FIX_EXPANDED);
 
     pi.command("p2", "prompt", json!({"message": "/x keep me as I am"}));
     pi.wait_for_event("agent_end");
-    assert_eq!(last_user_text(&fake.requests()[1]), "/x keep me as I am");
+    assert_eq!(
+        final_message_text(&fake.requests()[1]),
+        "/x keep me as I am"
+    );
     fake.finish();
 }
 
@@ -481,11 +482,11 @@ fn prompt_templates_expand_in_steer_and_follow_up() {
     );
     let requests = fake.wait_for_requests(3, pi.timeout());
     assert_eq!(
-        last_user_text(&requests[1]),
+        final_message_text(&requests[1]),
         "Fix b.ts because quick.\nAll: b.ts quick"
     );
     assert_eq!(
-        last_user_text(&requests[2]),
+        final_message_text(&requests[2]),
         "Fix c.ts because much later please.\nAll: c.ts much later please"
     );
     fake.finish();
