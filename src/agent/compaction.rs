@@ -46,11 +46,11 @@ use super::retry::is_context_overflow;
 use crate::config::Model;
 use crate::messages::{
     AgentMessage, AssistantMessage, BranchSummaryMessage, CompactionSummaryMessage, ContentBlock,
-    CustomMessage, StopReason, Usage, UserMessage,
+    StopReason, Usage, UserMessage,
 };
 use crate::provider::StreamRequest;
 use crate::rpc::events::Event;
-use crate::session::{EntryKind, SessionEntry};
+use crate::session::{EntryKind, SessionEntry, context_message};
 
 /// Placed between the history summary and the turn-prefix summary of a split turn.
 pub const SPLIT_TURN_SEPARATOR: &str = "\n\n---\n\n**Turn Context (split turn):**\n\n";
@@ -467,35 +467,6 @@ fn summarizable_message(entry: &SessionEntry) -> Option<AgentMessage> {
             timestamp: crate::time::ms_from_iso(&entry.timestamp).unwrap_or(0),
         })),
         _ => context_message(entry),
-    }
-}
-
-/// The message an entry puts into the model's context (as the session's context rebuild does:
-/// an empty branch summary adds nothing).
-fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
-    let timestamp = || crate::time::ms_from_iso(&entry.timestamp).unwrap_or(0);
-    match &entry.kind {
-        EntryKind::Message(message) => message.get().cloned(),
-        EntryKind::CustomMessage {
-            custom_type,
-            content,
-            display,
-            details,
-        } => Some(AgentMessage::Custom(CustomMessage {
-            custom_type: custom_type.clone(),
-            content: content.clone(),
-            display: *display,
-            details: details.clone(),
-            timestamp: timestamp(),
-        })),
-        EntryKind::BranchSummary {
-            from_id, summary, ..
-        } if !summary.is_empty() => Some(AgentMessage::BranchSummary(BranchSummaryMessage {
-            summary: summary.clone(),
-            from_id: from_id.clone(),
-            timestamp: timestamp(),
-        })),
-        _ => None,
     }
 }
 

@@ -39,7 +39,7 @@ pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
 pub use redact::{Redactions, add_secret, register_secrets, set_default_redactions};
-pub use tree::Label;
+pub use tree::{Label, context_message};
 
 use crate::config::ThinkingLevel;
 use crate::messages::{AgentMessage, UserContent};

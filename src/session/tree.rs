@@ -128,8 +128,9 @@ fn countable(entries: &[SessionEntry], path: &[usize]) -> usize {
         .count()
 }
 
-/// The message an entry contributes to the context, if any.
-fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
+/// The message an entry contributes to the model's context, if any (the context rebuild and
+/// compaction's view of a branch both use it).
+pub fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
     match &entry.kind {
         EntryKind::Message(message) => message.get().cloned(),
         EntryKind::CustomMessage {
