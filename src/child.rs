@@ -299,7 +299,7 @@ mod tests {
     fn programs_are_found_on_path_only_when_executable() {
         assert!(find_on_path("sh").is_some_and(|p| is_executable(&p)));
         assert!(find_on_path("no-such-program-pi-rs").is_none());
-        let dir = crate::session::tests_support::temp_dir("child");
+        let dir = crate::test_support::temp_dir("child");
         let file = dir.join("plain");
         std::fs::write(&file, "").unwrap();
         assert!(!is_executable(&file), "no execute bit");

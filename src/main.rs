@@ -24,6 +24,8 @@ mod rpc;
 mod sandbox;
 mod session;
 mod signals;
+#[cfg(test)]
+mod test_support;
 mod time;
 mod tools;
 

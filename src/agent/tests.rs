@@ -2,7 +2,7 @@
 //! disconnect has its own meaning (only stdin's closing ends the loop).
 
 use super::*;
-use crate::session::tests_support::temp_dir;
+use crate::test_support::temp_dir;
 
 struct Ends {
     stdin: Sender<Input>,

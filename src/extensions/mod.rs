@@ -225,15 +225,8 @@ fn index_entry(dir: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::temp_dir;
     use std::os::unix::fs::PermissionsExt;
-
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("pi-rs-ext-discover-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     fn write(path: &Path, executable: bool) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

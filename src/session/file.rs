@@ -441,22 +441,9 @@ pub fn read_header(path: &Path) -> Option<SessionHeader> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests_support {
-    use super::*;
-
-    /// A fresh directory under the system temp dir (tests remove it when they pass).
-    pub(crate) fn temp_dir(tag: &str) -> PathBuf {
-        let suffix = crate::ids::random_hex(6);
-        let dir = std::env::temp_dir().join(format!("pi-rs-session-{tag}-{suffix}"));
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-}
-
-#[cfg(test)]
 mod tests {
-    use super::tests_support::temp_dir;
     use super::*;
+    use crate::test_support::temp_dir;
 
     const HEADER: &str = r#"{"type":"session","version":3,"id":"019b7ca9-8f2e-7000-8000-000000000000","timestamp":"2026-01-02T03:04:05.678Z","cwd":"/w"}"#;
     const E1: &str = r#"{"type":"model_change","id":"00000001","parentId":null,"timestamp":"2026-01-02T03:04:05.679Z","provider":"p","modelId":"m"}"#;

@@ -180,7 +180,7 @@ fn last_activity_ms(path: &Path, header_timestamp: Option<&str>) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::file::tests_support::temp_dir;
+    use crate::test_support::temp_dir;
 
     #[test]
     fn default_dir_encoding_matches_pi() {

@@ -31,8 +31,6 @@ pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 #[allow(unused_imports)]
 use crate::ids::uuid_v7;
 use crate::time::now_iso;
-#[cfg(test)]
-pub(crate) use file::tests_support;
 use index::IdIndex;
 #[allow(unused_imports)]
 pub use locate::{

@@ -5,9 +5,9 @@ use std::fs;
 
 use serde_json::{Value, json};
 
-use super::file::tests_support::temp_dir;
 use super::*;
 use crate::messages::{AssistantMessage, ContentBlock, TextContent, UserMessage};
+use crate::test_support::temp_dir;
 
 fn user(text: &str) -> AgentMessage {
     let mut message = UserMessage::new(text, vec![]);

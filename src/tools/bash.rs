@@ -790,14 +790,8 @@ pub fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::temp_dir;
     use crate::tools::{ToolEvent, ToolEventKind, spawn_tool};
-
-    fn temp_dir(tag: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("pi-rs-bash-{tag}-{}", crate::ids::random_hex16()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     fn run(command: &str, ctx: &ToolContext) -> (ToolOutput, Vec<ToolOutput>) {
         let mut updates = Vec::new();

@@ -440,13 +440,7 @@ fn select_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("pi-rs-read-{tag}-{}", crate::ids::random_hex16()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::test_support::temp_dir;
 
     fn text_of(output: &ToolOutput) -> String {
         match &output.content[0] {
