@@ -5,8 +5,10 @@
 
 use serde_json::{Value, json};
 
-use super::state::{Phase, PrepStage, PromptFrom, PromptPrep, QueueInput, QueuedMessage};
-use super::{Agent, compacting, compaction};
+use super::state::{
+    CompactionOrigin, Phase, PrepStage, PromptFrom, PromptPrep, QueueInput, QueuedMessage,
+};
+use super::{Agent, compaction};
 use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
 use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};
 use crate::extensions::{CommandRunId, ExtensionEvent};
@@ -181,7 +183,7 @@ impl Agent {
                 compaction::Trigger::Nothing | compaction::Trigger::OverflowGaveUp => None,
             };
             if let Some(reason) = reason {
-                let origin = compacting::Origin::BeforePrompt {
+                let origin = CompactionOrigin::BeforePrompt {
                     from,
                     message: text,
                     images,

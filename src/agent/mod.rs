@@ -12,8 +12,9 @@
 //! retry timer. Sending a record blocks while stdout is full (bounded writer channel): a client
 //! that stops reading pauses the agent, by design.
 //!
-//! Submodules own one concern each: `tool_batch` (a reply's tool calls), `compacting` (driving a
-//! compaction), `extending` (extension hooks, events and actions), `bash_command` (RPC bash).
+//! Submodules own one concern each: `tool_batch` (a reply's tool calls), `compaction_phase`
+//! (driving a compaction; its data lives in `state` with the other phases), `extending`
+//! (extension hooks, events and actions), `bash_command` (RPC bash).
 //!
 //! How it ends: stdin closes, stdout closes, SIGTERM/SIGHUP/parent death, or an extension's
 //! shutdown request once idle. A running run is aborted with its `agent_end` first, every shell
@@ -21,8 +22,8 @@
 //! code.
 
 pub mod bash_command;
-mod compacting;
 pub mod compaction;
+mod compaction_phase;
 pub mod convert;
 pub mod draft;
 mod extending;
@@ -725,7 +726,7 @@ impl Agent {
                 if self.is_busy() {
                     self.abort_run();
                 }
-                let origin = compacting::Origin::Command { id: id.cloned() };
+                let origin = state::CompactionOrigin::Command { id: id.cloned() };
                 self.start_compaction(
                     compaction::CompactionReason::Manual,
                     origin,
@@ -1670,12 +1671,12 @@ impl Agent {
             }
             compaction::Trigger::Overflow => self.start_compaction(
                 compaction::CompactionReason::Overflow,
-                compacting::Origin::AfterRun,
+                state::CompactionOrigin::AfterRun,
                 None,
             ),
             compaction::Trigger::Threshold => self.start_compaction(
                 compaction::CompactionReason::Threshold,
-                compacting::Origin::AfterRun,
+                state::CompactionOrigin::AfterRun,
                 None,
             ),
         }

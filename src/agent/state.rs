@@ -6,9 +6,12 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use serde_json::Value;
+
+use super::compaction::{CompactionReason, Preparation, SummaryRequest};
 use super::draft::Draft;
 use crate::extensions::HookId;
-use crate::messages::{AgentMessage, ImageContent, ToolCall};
+use crate::messages::{AgentMessage, ImageContent, ToolCall, Usage};
 use crate::provider::{ProviderEvent, StreamHandle};
 use crate::rpc::SharedJson;
 use crate::tools::{ToolEvent, ToolHandle, ToolOutput};
@@ -22,7 +25,7 @@ pub enum Phase {
     /// Between a failed run and its automatic retry; the timer lives in the loop's select.
     RetryWait(RetryWait),
     /// Summarizing the older conversation (manual, threshold or overflow).
-    Compacting(Box<super::compacting::Compaction>),
+    Compacting(Box<Compaction>),
     /// An accepted prompt waiting for an extension hook (`input`, `before_agent_start`).
     Preparing(Box<PromptPrep>),
     /// The first prompt's run waits (up to 10 s) for MCP servers whose tools it declares.
@@ -154,4 +157,41 @@ pub struct QueuedMessage {
     pub text: String,
     /// A user message, or an extension's custom message.
     pub message: AgentMessage,
+}
+
+// ---- compaction ------------------------------------------------------------------------------
+
+/// What started the compaction, which decides what happens when it ends.
+pub enum CompactionOrigin {
+    /// The `compact` command: answered at the end.
+    Command { id: Option<Value> },
+    /// After a run ended: then retry the run (overflow), continue with queued messages, or settle.
+    AfterRun,
+    /// Before a prompt (threshold): then the prompt goes ahead.
+    BeforePrompt {
+        from: PromptFrom,
+        message: String,
+        images: Vec<ImageContent>,
+    },
+}
+
+pub struct Compaction {
+    pub(super) reason: CompactionReason,
+    pub(super) will_retry: bool,
+    pub(super) origin: CompactionOrigin,
+    pub(super) preparation: Preparation,
+    pub(super) slots: Vec<Slot>,
+    pub(super) sender: Sender<ProviderEvent>,
+    pub events: Receiver<ProviderEvent>,
+    /// A summary request waiting to be retried: (slot, when).
+    pub retry_at: Option<(usize, Instant)>,
+    pub(super) usages: Vec<Usage>,
+}
+
+pub struct Slot {
+    pub(super) request: SummaryRequest,
+    /// The running request, or None when finished or waiting to retry.
+    pub(super) running: Option<(StreamHandle, Draft)>,
+    pub(super) text: Option<String>,
+    pub(super) attempts: u64,
 }

@@ -5,58 +5,14 @@
 //! retry settings (`summarization_retry_*` events, timer in the loop's select), abort, and what
 //! happens afterwards (answer the command, continue the prompt, retry the run, or settle).
 
-use std::time::Instant;
-
-use crossbeam_channel::{Receiver, Sender};
-use serde_json::Value;
-
-use super::compaction::{
-    self, CompactionReason, CompactionSettings, Preparation, SummaryRequest, Trigger, TriggerCheck,
-};
+use super::compaction::{self, CompactionReason, CompactionSettings, Trigger, TriggerCheck};
 use super::draft::Draft;
-use super::state::{Phase, PromptFrom};
+use super::state::{Compaction, CompactionOrigin, Phase, PromptFrom, Slot};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY, retry};
-use crate::messages::{AgentMessage, AssistantMessage, ImageContent, StopReason, Usage};
-use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamHandle};
+use crate::messages::{AgentMessage, AssistantMessage, StopReason};
+use crate::provider::{self, ProviderEvent, RequestId, StreamEvent};
 use crate::rpc::Profile;
 use crate::rpc::events::{self, Event};
-
-/// What started the compaction, which decides what happens when it ends.
-pub enum Origin {
-    /// The `compact` command: answered at the end.
-    Command { id: Option<Value> },
-    /// After a run ended: then retry the run (overflow), continue with queued messages, or settle.
-    AfterRun,
-    /// Before a prompt (threshold): then the prompt goes ahead.
-    BeforePrompt {
-        from: PromptFrom,
-        message: String,
-        images: Vec<ImageContent>,
-    },
-}
-
-pub struct Compaction {
-    reason: CompactionReason,
-    will_retry: bool,
-    origin: Origin,
-    preparation: Preparation,
-    slots: Vec<Slot>,
-    sender: Sender<ProviderEvent>,
-    pub events: Receiver<ProviderEvent>,
-    /// A summary request waiting to be retried: (slot, when).
-    pub retry_at: Option<(usize, Instant)>,
-    usages: Vec<Usage>,
-}
-
-struct Slot {
-    request: SummaryRequest,
-    /// The running request, or None when finished or waiting to retry.
-    running: Option<(StreamHandle, Draft)>,
-    text: Option<String>,
-    attempts: u64,
-}
-
-impl Compaction {}
 
 impl Agent {
     fn compaction_settings(&self) -> CompactionSettings {
@@ -90,7 +46,7 @@ impl Agent {
     pub(super) fn start_compaction(
         &mut self,
         reason: CompactionReason,
-        origin: Origin,
+        origin: CompactionOrigin,
         custom_instructions: Option<&str>,
     ) {
         let will_retry = reason == CompactionReason::Overflow;
@@ -102,7 +58,7 @@ impl Agent {
             }
         }
         self.emit(compaction::start_event(reason));
-        let manual = matches!(origin, Origin::Command { .. });
+        let manual = matches!(origin, CompactionOrigin::Command { .. });
         let Ok(base) = self.base_request() else {
             let error = self.credentials_error();
             let message = manual.then(|| reason.failure_message(&error));
@@ -333,7 +289,7 @@ impl Agent {
             will_retry,
             None,
         ));
-        if let Origin::Command { id } = &origin {
+        if let CompactionOrigin::Command { id } = &origin {
             let legacy = self.profile == Profile::Legacy;
             let data = events::compaction_result(&result_json, legacy);
             self.respond_ok(id.as_ref(), "compact", Some(data));
@@ -376,10 +332,10 @@ impl Agent {
         self.extra_usage.extend(usages);
         self.emit(compaction::end_event(reason, None, true, false, None));
         match origin {
-            Origin::Command { id } => {
+            CompactionOrigin::Command { id } => {
                 self.respond_error(id.as_ref(), "compact", compaction::CANCELLED)
             }
-            Origin::BeforePrompt {
+            CompactionOrigin::BeforePrompt {
                 from: PromptFrom::Client(id),
                 ..
             } => self.respond_error(
@@ -387,30 +343,35 @@ impl Agent {
                 "prompt",
                 "Aborted while compacting before the prompt",
             ),
-            Origin::BeforePrompt {
+            CompactionOrigin::BeforePrompt {
                 from: PromptFrom::Extension,
                 ..
             } => {}
-            Origin::AfterRun => self.settle(),
+            CompactionOrigin::AfterRun => self.settle(),
         }
     }
 
     /// What follows a compaction: the command's error, the waiting prompt, or the run's
     /// continuation (the overflow retry, queued messages) — otherwise the chain settles.
-    fn after_compaction(&mut self, origin: Origin, retry_run: bool, error: Option<String>) {
+    fn after_compaction(
+        &mut self,
+        origin: CompactionOrigin,
+        retry_run: bool,
+        error: Option<String>,
+    ) {
         self.phase = Phase::Idle;
         match origin {
-            Origin::Command { id } => {
+            CompactionOrigin::Command { id } => {
                 if let Some(error) = error {
                     self.respond_error(id.as_ref(), "compact", &error);
                 }
             }
-            Origin::BeforePrompt {
+            CompactionOrigin::BeforePrompt {
                 from,
                 message,
                 images,
             } => self.begin_prompt(from, message, images),
-            Origin::AfterRun => {
+            CompactionOrigin::AfterRun => {
                 if retry_run || !self.steering.is_empty() || !self.follow_up.is_empty() {
                     self.continue_run();
                 } else {
