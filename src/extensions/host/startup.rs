@@ -1,0 +1,295 @@
+//! Starting extensions: spawning each in its own process group, its stdin writer and stdout
+//! reader threads, and the handshake (waiting for every `register` line, bounded).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::*;
+use crate::child::{is_executable, kill_group};
+use crate::extensions::protocol::{self, ExtensionMessage, PROTOCOL_VERSION, Registration};
+use crate::extensions::{ExtensionSpec, is_script_module};
+use crate::rpc::jsonl::{Frame, Framer};
+
+pub(super) struct Slot {
+    pub(super) path: String,
+    pub(super) spec: ExtensionSpec,
+    pub(super) process: Option<Process>,
+    pub(super) registration: Option<Registration>,
+}
+
+/// A running child and its stdin queue.
+pub(super) struct Process {
+    pub(super) child: Child,
+    pub(super) pgid: i32,
+    pub(super) writer: Sender<String>,
+}
+
+impl Process {
+    /// SIGKILLs the whole group, then reaps the leader. The leader is reaped only after the
+    /// kill, so its pid (= the group id) cannot have been reused by then.
+    pub(super) fn kill_and_reap(&mut self) -> Option<std::process::ExitStatus> {
+        kill_group(self.pgid);
+        self.child.wait().ok()
+    }
+}
+
+pub(super) fn check_loadable(path: &std::path::Path) -> Result<(), String> {
+    if is_script_module(path) {
+        return Err(
+            "pi-rs runs extensions as executables speaking JSONL on stdin/stdout \
+                    (see the Extensions section of the pi-rs README); JavaScript/TypeScript modules cannot be loaded"
+                .into(),
+        );
+    }
+    if !path.exists() {
+        return Err(format!("not found: {}", path.display()));
+    }
+    if !is_executable(path) {
+        return Err(
+            "not an executable file (pi-rs runs extensions as executables; chmod +x it)".into(),
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn spawn_extension(
+    index: usize,
+    path: &std::path::Path,
+    cwd: &str,
+    sandbox: Option<&crate::sandbox::Policy>,
+    to_router: Sender<FromExtension>,
+) -> Result<Process, String> {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(path);
+    command
+        .current_dir(cwd)
+        .env("PI_EXTENSION_PROTOCOL", PROTOCOL_VERSION.to_string())
+        .envs(crate::tools::env::CHILD_MARKERS)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0);
+    if let Some(policy) = sandbox {
+        crate::sandbox::confine_child(&mut command, policy)?;
+    }
+    let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
+    let pgid = child.id() as i32;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        kill_group(pgid);
+        let _ = child.wait();
+        return Err("cannot start: no pipes".into());
+    };
+    let (writer, queue) = crossbeam_channel::bounded::<String>(OUTBOUND_CAPACITY);
+    let writer_report = to_router.clone();
+    let spawned_writer = std::thread::Builder::new()
+        .name(format!("ext-in-{index}"))
+        .spawn(move || write_lines(index, stdin, queue, writer_report));
+    let spawned_reader = spawned_writer.and_then(|_| {
+        std::thread::Builder::new()
+            .name(format!("ext-out-{index}"))
+            .spawn(move || read_lines(index, stdout, to_router))
+    });
+    if let Err(e) = spawned_reader {
+        kill_group(pgid);
+        let _ = child.wait();
+        return Err(format!("cannot start its threads: {e}"));
+    }
+    Ok(Process {
+        child,
+        pgid,
+        writer,
+    })
+}
+
+/// Thread "ext-in-<n>": queued lines → the child's stdin. Ends when the queue's sender is
+/// dropped (closing stdin, which tells the extension to exit) or the pipe breaks.
+pub(super) fn write_lines(
+    index: usize,
+    mut stdin: std::process::ChildStdin,
+    queue: Receiver<String>,
+    report: Sender<FromExtension>,
+) {
+    for line in queue {
+        let written = stdin
+            .write_all(line.as_bytes())
+            .and_then(|_| stdin.write_all(b"\n"))
+            .and_then(|_| stdin.flush());
+        if let Err(e) = written {
+            let _ = report.send(FromExtension::WriteFailed {
+                index,
+                error: e.to_string(),
+            });
+            return;
+        }
+    }
+}
+
+/// Thread "ext-out-<n>": the child's stdout → framed lines. Ends at EOF (exit or group kill) or
+/// when the router is gone.
+pub(super) fn read_lines(
+    index: usize,
+    mut stdout: std::process::ChildStdout,
+    to_router: Sender<FromExtension>,
+) {
+    let mut framer = Framer::new(MAX_LINE_BYTES);
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut frames = Vec::new();
+    loop {
+        let read = match stdout.read(&mut buffer) {
+            Ok(0) => {
+                framer.finish(&mut frames);
+                0
+            }
+            Ok(n) => {
+                framer.push(&buffer[..n], &mut frames);
+                n
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => 0,
+        };
+        for frame in frames.drain(..) {
+            let message = match frame {
+                Frame::Record(line) if line.iter().all(u8::is_ascii_whitespace) => continue,
+                Frame::Record(line) => FromExtension::Line { index, line },
+                Frame::TooLong { len } => FromExtension::TooLong { index, len },
+            };
+            if to_router.send(message).is_err() {
+                return;
+            }
+        }
+        if read == 0 {
+            let _ = to_router.send(FromExtension::Eof { index });
+            return;
+        }
+    }
+}
+
+/// Reads until every started extension registered or failed, or the timeout. Lines that follow
+/// a registration early are kept for the router, in order.
+pub(super) fn wait_for_registrations(
+    slots: &mut [Slot],
+    from: &Receiver<FromExtension>,
+    errors: &mut Vec<ExtensionError>,
+) -> Vec<FromExtension> {
+    let deadline = Instant::now() + REGISTER_TIMEOUT;
+    let mut backlog = Vec::new();
+    let pending = |slots: &[Slot]| {
+        slots
+            .iter()
+            .any(|s| s.process.is_some() && s.registration.is_none())
+    };
+    let fail = |slot: &mut Slot, error: String, errors: &mut Vec<ExtensionError>| {
+        if let Some(mut process) = slot.process.take() {
+            process.kill_and_reap();
+        }
+        errors.push(ExtensionError {
+            extension_path: slot.path.clone(),
+            event: "load".into(),
+            error,
+        });
+    };
+    while pending(slots) {
+        let message = match from.recv_deadline(deadline) {
+            Ok(message) => message,
+            Err(_) => break,
+        };
+        let index = message.index();
+        let Some(slot) = slots.get_mut(index) else {
+            continue;
+        };
+        if slot.process.is_none() {
+            continue;
+        }
+        if slot.registration.is_some() {
+            backlog.push(message);
+            continue;
+        }
+        match message {
+            FromExtension::Line { line, .. } => match protocol::parse_line(&line) {
+                Ok(ExtensionMessage::Register {
+                    protocol: version,
+                    registration,
+                }) if version == PROTOCOL_VERSION => slot.registration = Some(registration),
+                Ok(ExtensionMessage::Register {
+                    protocol: version, ..
+                }) => fail(
+                    slot,
+                    format!("speaks protocol {version}; pi-rs speaks {PROTOCOL_VERSION}"),
+                    errors,
+                ),
+                Ok(_) => fail(
+                    slot,
+                    "the first line must be a register message".into(),
+                    errors,
+                ),
+                Err(e) => fail(slot, format!("invalid register line: {e}"), errors),
+            },
+            FromExtension::TooLong { len, .. } => {
+                fail(slot, format!("a line of {len} bytes is too long"), errors)
+            }
+            FromExtension::Eof { .. } => {
+                let status = slot
+                    .process
+                    .take()
+                    .and_then(|mut p| p.kill_and_reap())
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "unknown status".into());
+                fail(
+                    slot,
+                    format!("exited before registering ({status})"),
+                    errors,
+                )
+            }
+            FromExtension::WriteFailed { error, .. } => {
+                fail(slot, format!("cannot write to it: {error}"), errors)
+            }
+        }
+    }
+    for slot in slots.iter_mut() {
+        if slot.process.is_some() && slot.registration.is_none() {
+            let seconds = REGISTER_TIMEOUT.as_secs();
+            fail(slot, format!("no register line within {seconds} s"), errors);
+        }
+    }
+    backlog
+}
+
+/// Commands of the loaded extensions; names registered by several get `:1`, `:2`… in load order.
+pub(super) fn command_list(slots: &[Slot]) -> Vec<ExtensionCommand> {
+    let mut all = Vec::new();
+    for (index, slot) in slots.iter().enumerate() {
+        let Some(registration) = slot
+            .registration
+            .as_ref()
+            .filter(|_| slot.process.is_some())
+        else {
+            continue;
+        };
+        for command in &registration.commands {
+            all.push(ExtensionCommand {
+                name: command.name.clone(),
+                registered_name: command.name.clone(),
+                description: command.description.clone(),
+                extension: ExtensionId(index),
+                source_info: slot.spec.source_info(),
+            });
+        }
+    }
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for command in &all {
+        *counts.entry(command.name.clone()).or_default() += 1;
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for command in &mut all {
+        if counts[&command.registered_name] > 1 {
+            let n = seen.entry(command.registered_name.clone()).or_default();
+            *n += 1;
+            command.name = format!("{}:{n}", command.registered_name);
+        }
+    }
+    all
+}
