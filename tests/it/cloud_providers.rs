@@ -709,10 +709,10 @@ fn bedrock_web_identity_is_exchanged_at_sts_once() {
     let dir = TempDir::new("web-identity");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "eyJ.oidc-token.sig\n").unwrap();
-    // The second reply quotes the fetched session token: it was resolved at request time and must
+    // The second reply quotes the session token STS issued: it was resolved at request time and must
     // be redacted from then on.
     let turns =
-        Mutex::new(vec![text_turn("One."), text_turn("Two. container-session-token")].into_iter());
+        Mutex::new(vec![text_turn("One."), text_turn("Two. web-identity-session")].into_iter());
     let fake = CloudFake::start(vec![
         (
             "/sts",
