@@ -45,7 +45,18 @@ pub fn container_credentials(
             .and_then(|json| json["Expiration"].as_str().map(str::to_string));
         Ok((text, expires))
     })?;
-    aws::credentials_from_json(&text).ok_or_else(|| failed("no AccessKeyId/SecretAccessKey".into()))
+    aws::credentials_from_json(&text)
+        .map(redacted)
+        .ok_or_else(|| failed("no AccessKeyId/SecretAccessKey".into()))
+}
+
+/// Credentials fetched at request time join the redaction set as soon as they are known.
+fn redacted(credentials: AwsCredentials) -> AwsCredentials {
+    crate::session::add_secret(&credentials.secret_access_key);
+    if let Some(token) = &credentials.session_token {
+        crate::session::add_secret(token);
+    }
+    credentials
 }
 
 /// The regional STS endpoint, unless `AWS_ENDPOINT_URL_STS` named one.
@@ -132,7 +143,9 @@ pub fn assumed_role_credentials(
         let expires = xml_text(&text, "Expiration");
         Ok((text, expires))
     })?;
-    sts_credentials(&text).ok_or_else(|| failed("no Credentials in the STS answer".into()))
+    sts_credentials(&text)
+        .map(redacted)
+        .ok_or_else(|| failed("no Credentials in the STS answer".into()))
 }
 
 /// Credentials for the role, from STS in exchange for the web identity token.
@@ -160,7 +173,9 @@ pub fn web_identity_credentials(
         let expires = xml_text(&text, "Expiration");
         Ok((text, expires))
     })?;
-    sts_credentials(&text).ok_or_else(|| failed("no Credentials in the STS answer".into()))
+    sts_credentials(&text)
+        .map(redacted)
+        .ok_or_else(|| failed("no Credentials in the STS answer".into()))
 }
 
 /// The cached answer for `key`, else `fetch`'s (cached until its ISO-8601 expiry, if any).

@@ -621,7 +621,10 @@ fn bedrock_profile_credentials_and_bearer_token() {
 #[test]
 fn bedrock_container_credentials_are_fetched_once_and_used() {
     // ECS task roles / EKS Pod Identity: credentials from a local endpoint, with its token.
-    let turns = Mutex::new(vec![text_turn("One."), text_turn("Two.")].into_iter());
+    // The second reply quotes the fetched session token: it was resolved at request time and must
+    // be redacted from then on.
+    let turns =
+        Mutex::new(vec![text_turn("One."), text_turn("Two. container-session-token")].into_iter());
     let fake = CloudFake::start(vec![
         (
             "/container-credentials",
@@ -672,7 +675,7 @@ fn bedrock_container_credentials_are_fetched_once_and_used() {
         )
         .env("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token");
     let mut pi = Pi::spawn(&setup);
-    for expected in ["One.", "Two."] {
+    for expected in ["One.", "Two. [redacted]"] {
         let run = prompt(&mut pi, "p1", "hi");
         let message = assistant_messages(&run).pop().expect("assistant message");
         assert_eq!(message["content"][0]["text"], expected, "{message}");
@@ -694,7 +697,10 @@ fn bedrock_web_identity_is_exchanged_at_sts_once() {
     let dir = TempDir::new("web-identity");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "eyJ.oidc-token.sig\n").unwrap();
-    let turns = Mutex::new(vec![text_turn("One."), text_turn("Two.")].into_iter());
+    // The second reply quotes the session token STS issued: it was resolved at request time and must
+    // be redacted from then on.
+    let turns =
+        Mutex::new(vec![text_turn("One."), text_turn("Two. web-identity-session")].into_iter());
     let fake = CloudFake::start(vec![
         (
             "/sts",
@@ -772,7 +778,7 @@ fn bedrock_web_identity_is_exchanged_at_sts_once() {
         .env("AWS_ENDPOINT_URL_STS", &format!("{}/sts", fake.url))
         .env("AWS_REGION", "us-west-2");
     let mut pi = Pi::spawn(&setup);
-    for expected in ["One.", "Two."] {
+    for expected in ["One.", "Two. [redacted]"] {
         let run = prompt(&mut pi, "p1", "hi");
         let message = assistant_messages(&run).pop().expect("assistant message");
         assert_eq!(message["content"][0]["text"], expected, "{message}");
