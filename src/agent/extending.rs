@@ -340,7 +340,7 @@ impl Agent {
             return None;
         };
         let index = batch.position_of(call_id)?;
-        batch.by_extension[index].then_some(index)
+        batch.calls[index].by_extension.then_some(index)
     }
 
     /// A dead extension's tools are no longer offered.

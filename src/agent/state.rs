@@ -90,26 +90,47 @@ pub struct Stream {
 pub struct ToolBatch {
     /// The reply whose calls these are, as `turn_end` will carry it.
     pub assistant: SharedJson,
-    pub calls: Vec<ToolCall>,
-    /// `None` once a call finished; dropping a handle cancels its call.
-    pub handles: Vec<Option<ToolHandle>>,
-    pub results: Vec<Option<ToolOutput>>,
-    /// The latest cumulative update of each call (kept for an aborted call's result).
-    pub partials: Vec<Option<ToolOutput>>,
-    /// What each call waits for before or after running (approval, extension hooks).
-    pub waits: Vec<Option<CallWait>>,
-    /// The arguments each call runs with (an extension may rewrite them).
-    pub args: Vec<serde_json::Value>,
-    /// Calls executed by an extension (cancelled through the host on abort).
-    pub by_extension: Vec<bool>,
-    /// When each call began executing (`tool_execution_end.durationMs`); `None` if it never ran.
-    pub started: Vec<Option<std::time::Instant>>,
+    /// One slot per call, in the reply's order.
+    pub calls: Vec<CallSlot>,
     /// For builtin tools started later (after an approval or a hook). Tool threads catch their
     /// own panics, so every started call reports back; the channel need not disconnect.
     pub sender: Sender<ToolEvent>,
     /// Still starting the calls: do not finish the batch yet.
     pub starting: bool,
     pub events: Receiver<ToolEvent>,
+}
+
+/// One tool call of a batch and everything the batch knows about it.
+pub struct CallSlot {
+    pub call: ToolCall,
+    /// The arguments the call runs with (an extension may rewrite them).
+    pub args: serde_json::Value,
+    /// `None` once the call finished; dropping a handle cancels its call.
+    pub handle: Option<ToolHandle>,
+    pub result: Option<ToolOutput>,
+    /// The latest cumulative update (kept for an aborted call's result).
+    pub partial: Option<ToolOutput>,
+    /// What the call waits for before or after running (approval, extension hooks).
+    pub wait: Option<CallWait>,
+    /// Executed by an extension (cancelled through the host on abort).
+    pub by_extension: bool,
+    /// When the call began executing (`tool_execution_end.durationMs`); `None` if it never ran.
+    pub started: Option<std::time::Instant>,
+}
+
+impl CallSlot {
+    pub fn new(call: ToolCall) -> CallSlot {
+        CallSlot {
+            args: call.arguments.clone(),
+            call,
+            handle: None,
+            result: None,
+            partial: None,
+            wait: None,
+            by_extension: false,
+            started: None,
+        }
+    }
 }
 
 /// A tool call paused on something outside the tool itself.
@@ -125,7 +146,9 @@ pub enum CallWait {
 impl ToolBatch {
     /// The first unfinished call with this id (ids are unique in practice; this tolerates repeats).
     pub fn position_of(&self, call_id: &str) -> Option<usize> {
-        (0..self.calls.len()).find(|i| self.calls[*i].id == call_id && self.results[*i].is_none())
+        self.calls
+            .iter()
+            .position(|slot| slot.call.id == call_id && slot.result.is_none())
     }
 }
 

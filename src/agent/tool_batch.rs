@@ -13,7 +13,7 @@
 
 use serde_json::{Value, json};
 
-use super::state::{CallWait, Phase, ToolBatch};
+use super::state::{CallSlot, CallWait, Phase, ToolBatch};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY};
 use crate::extensions::HookId;
 use crate::extensions::approval::{ApprovalAnswer, Decision};
@@ -35,14 +35,7 @@ impl Agent {
         }
         self.phase = Phase::RunningTools(Box::new(ToolBatch {
             assistant,
-            args: calls.iter().map(|c| c.arguments.clone()).collect(),
-            calls,
-            handles: (0..count).map(|_| None).collect(),
-            results: vec![None; count],
-            partials: vec![None; count],
-            waits: (0..count).map(|_| None).collect(),
-            by_extension: vec![false; count],
-            started: vec![None; count],
+            calls: calls.into_iter().map(CallSlot::new).collect(),
             sender,
             starting: true,
             events,
@@ -66,8 +59,8 @@ impl Agent {
     /// Known tool, then the approval gate.
     fn gate_call(&mut self, index: usize) {
         let Some(batch) = self.batch() else { return };
-        let name = batch.calls[index].name.clone();
-        let args = batch.args[index].clone();
+        let name = batch.calls[index].call.name.clone();
+        let args = batch.calls[index].args.clone();
         let known = self.tool_names.contains(&name)
             || self.extension_tools.iter().any(|t| t.decl.name == name)
             || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name));
@@ -104,7 +97,7 @@ impl Agent {
                 let (ui_id, record) =
                     host.ask_approval(&title, &message, self.approvals.ask_timeout());
                 if let Some(batch) = self.batch() {
-                    batch.waits[index] = Some(CallWait::Approval { ui_id, grant_key });
+                    batch.calls[index].wait = Some(CallWait::Approval { ui_id, grant_key });
                 }
                 self.emit(record);
             }
@@ -123,9 +116,9 @@ impl Agent {
     fn hook_call(&mut self, index: usize) {
         let Some(batch) = self.batch() else { return };
         let payload = json!({
-            "toolName": batch.calls[index].name,
-            "toolCallId": batch.calls[index].id,
-            "input": batch.args[index],
+            "toolName": batch.calls[index].call.name,
+            "toolCallId": batch.calls[index].call.id,
+            "input": batch.calls[index].args,
         });
         let hook = self
             .extensions
@@ -134,7 +127,7 @@ impl Agent {
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {
-                    batch.waits[index] = Some(CallWait::CallHook(hook));
+                    batch.calls[index].wait = Some(CallWait::CallHook(hook));
                 }
             }
             None => self.execute_call(index),
@@ -146,7 +139,7 @@ impl Agent {
         let Phase::RunningTools(batch) = &self.phase else {
             return;
         };
-        let name = &batch.calls[index].name;
+        let name = &batch.calls[index].call.name;
         // Builtins win over an extension tool of the same name.
         let owner = match self.tool_names.contains(name) {
             true => None,
@@ -159,9 +152,9 @@ impl Agent {
         let Phase::RunningTools(batch) = &mut self.phase else {
             return;
         };
-        let mut call = batch.calls[index].clone();
-        call.arguments = batch.args[index].clone();
-        batch.started[index] = Some(std::time::Instant::now());
+        let mut call = batch.calls[index].call.clone();
+        call.arguments = batch.calls[index].args.clone();
+        batch.calls[index].started = Some(std::time::Instant::now());
         let by_mcp = owner.is_none()
             && !self.tool_names.contains(&call.name)
             && self
@@ -170,14 +163,15 @@ impl Agent {
                 .is_some_and(|mcp| mcp.has_tool(&call.name));
         match (owner, &self.extensions, &self.mcp) {
             (Some(extension), Some(host), _) => {
-                batch.by_extension[index] = true;
+                batch.calls[index].by_extension = true;
                 host.run_tool(extension, &call.id, &call.name, &call.arguments);
             }
             (None, _, Some(mcp)) if by_mcp => {
-                batch.handles[index] = Some(mcp.spawn_call(call, batch.sender.clone()))
+                batch.calls[index].handle = Some(mcp.spawn_call(call, batch.sender.clone()))
             }
             _ => {
-                batch.handles[index] = Some(tools::spawn_tool(call, context, batch.sender.clone()))
+                batch.calls[index].handle =
+                    Some(tools::spawn_tool(call, context, batch.sender.clone()))
             }
         }
     }
@@ -201,7 +195,7 @@ impl Agent {
         log::error!("the tool batch's channel closed; failing its running calls");
         (batch.sender, batch.events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         let running: Vec<usize> = (0..batch.calls.len())
-            .filter(|&i| batch.results[i].is_none() && batch.handles[i].is_some())
+            .filter(|&i| batch.calls[i].result.is_none() && batch.calls[i].handle.is_some())
             .collect();
         for index in running {
             self.on_tool_finished(
@@ -215,10 +209,10 @@ impl Agent {
         partial.redact();
         let Some(batch) = self.batch() else { return };
         let event = Event::ToolExecutionUpdate {
-            call: batch.calls[index].clone(),
+            call: batch.calls[index].call.clone(),
             partial_result: events::tool_result_value(&partial.content, partial.details.as_ref()),
         };
-        batch.partials[index] = Some(partial);
+        batch.calls[index].partial = Some(partial);
         self.emit(event);
     }
 
@@ -226,11 +220,11 @@ impl Agent {
     pub(super) fn on_tool_finished(&mut self, index: usize, mut output: ToolOutput) {
         output.redact();
         let Some(batch) = self.batch() else { return };
-        batch.handles[index] = None;
+        batch.calls[index].handle = None;
         let payload = json!({
-            "toolName": batch.calls[index].name,
-            "toolCallId": batch.calls[index].id,
-            "input": batch.args[index],
+            "toolName": batch.calls[index].call.name,
+            "toolCallId": batch.calls[index].call.id,
+            "input": batch.calls[index].args,
             "content": output.content,
             "details": output.details,
             "isError": output.is_error,
@@ -242,7 +236,7 @@ impl Agent {
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {
-                    batch.waits[index] = Some(CallWait::ResultHook(hook, output));
+                    batch.calls[index].wait = Some(CallWait::ResultHook(hook, output));
                 }
             }
             None => self.finish_call(index, output),
@@ -254,12 +248,12 @@ impl Agent {
         let Some(batch) = self.batch() else {
             return false;
         };
-        let waiting = batch.waits.iter().position(|w| match w {
+        let waiting = batch.calls.iter().position(|slot| match &slot.wait {
             Some(CallWait::CallHook(h)) | Some(CallWait::ResultHook(h, _)) => *h == hook,
             _ => false,
         });
         let Some(index) = waiting else { return false };
-        match (batch.waits[index].take(), outcome) {
+        match (batch.calls[index].wait.take(), outcome) {
             (
                 Some(CallWait::CallHook(_)),
                 HookOutcome::ToolCall(ToolCallOutcome::Block { reason }),
@@ -271,7 +265,7 @@ impl Agent {
                 HookOutcome::ToolCall(ToolCallOutcome::Allow { args }),
             ) => {
                 if let Some(args) = args {
-                    batch.args[index] = args;
+                    batch.calls[index].args = args;
                 }
                 self.execute_call(index);
             }
@@ -289,7 +283,7 @@ impl Agent {
             }
             (Some(CallWait::CallHook(_)), _) => self.execute_call(index),
             (Some(CallWait::ResultHook(_, output)), _) => self.finish_call(index, output),
-            (other, _) => batch.waits[index] = other,
+            (other, _) => batch.calls[index].wait = other,
         }
         true
     }
@@ -297,16 +291,15 @@ impl Agent {
     /// The client answered (or did not answer) an approval dialog.
     pub(super) fn on_approval(&mut self, ui_id: &str, answer: ApprovalAnswer) {
         let Some(batch) = self.batch() else { return };
-        let waiting = batch
-            .waits
-            .iter()
-            .position(|w| matches!(w, Some(CallWait::Approval { ui_id: id, .. }) if id == ui_id));
+        let waiting = batch.calls.iter().position(
+            |slot| matches!(&slot.wait, Some(CallWait::Approval { ui_id: id, .. }) if id == ui_id),
+        );
         let Some(index) = waiting else { return };
-        let Some(CallWait::Approval { grant_key, .. }) = batch.waits[index].take() else {
+        let Some(CallWait::Approval { grant_key, .. }) = batch.calls[index].wait.take() else {
             return;
         };
-        let name = batch.calls[index].name.clone();
-        let args = batch.args[index].clone();
+        let name = batch.calls[index].call.name.clone();
+        let args = batch.calls[index].args.clone();
         match answer {
             ApprovalAnswer::AllowOnce => {
                 self.record_approval(&name, &args, "allowed once");
@@ -337,16 +330,18 @@ impl Agent {
         // Again after the hooks: an extension's patch may bring a key back.
         output.redact();
         let Some(batch) = self.batch() else { return };
-        batch.handles[index] = None;
-        batch.waits[index] = None;
-        let duration_ms = batch.started[index].map(|at| at.elapsed().as_millis() as u64);
+        batch.calls[index].handle = None;
+        batch.calls[index].wait = None;
+        let duration_ms = batch.calls[index]
+            .started
+            .map(|at| at.elapsed().as_millis() as u64);
         let event = Event::ToolExecutionEnd {
-            call: batch.calls[index].clone(),
+            call: batch.calls[index].call.clone(),
             result: events::tool_result_value(&output.content, output.details.as_ref()),
             is_error: output.is_error,
             duration_ms,
         };
-        batch.results[index] = Some(output);
+        batch.calls[index].result = Some(output);
         self.emit(event);
         self.finish_tools_if_done();
     }
@@ -354,17 +349,20 @@ impl Agent {
     /// Once every call has its result: the tool result messages in call order, then `turn_end`.
     fn finish_tools_if_done(&mut self) {
         let done = matches!(&self.phase,
-            Phase::RunningTools(b) if !b.starting && b.results.iter().all(Option::is_some));
+            Phase::RunningTools(b) if !b.starting && b.calls.iter().all(|slot| slot.result.is_some()));
         if !done {
             return;
         }
         let Phase::RunningTools(batch) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
-        let mut tool_results = Vec::with_capacity(batch.calls.len());
-        for (call, output) in batch.calls.iter().zip(batch.results) {
+        let ToolBatch {
+            assistant, calls, ..
+        } = *batch;
+        let mut tool_results = Vec::with_capacity(calls.len());
+        for CallSlot { call, result, .. } in calls {
             let output =
-                output.unwrap_or_else(|| ToolOutput::error("Tool execution failed unexpectedly"));
+                result.unwrap_or_else(|| ToolOutput::error("Tool execution failed unexpectedly"));
             let message = AgentMessage::ToolResult(ToolResultMessage {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
@@ -378,7 +376,7 @@ impl Agent {
             tool_results.push(self.add_message(message));
         }
         self.emit(Event::TurnEnd {
-            message: batch.assistant.clone(),
+            message: assistant,
             tool_results,
         });
         self.after_turn(true);
@@ -389,26 +387,27 @@ impl Agent {
     pub(super) fn abort_tools(&mut self) {
         let Some(batch) = self.batch() else { return };
         let unfinished: Vec<usize> = (0..batch.calls.len())
-            .filter(|i| batch.results[*i].is_none())
+            .filter(|i| batch.calls[*i].result.is_none())
             .collect();
         for &index in &unfinished {
-            batch.handles[index] = None;
-            batch.waits[index] = None;
+            batch.calls[index].handle = None;
+            batch.calls[index].wait = None;
         }
         let cancelled: Vec<String> = unfinished
             .iter()
-            .filter(|i| batch.by_extension[**i])
-            .map(|i| batch.calls[*i].id.clone())
+            .filter(|i| batch.calls[**i].by_extension)
+            .map(|i| batch.calls[*i].call.id.clone())
             .collect();
         let texts: Vec<(usize, String)> = unfinished
             .iter()
             .map(|&i| {
-                let notice = if batch.calls[i].name == "bash" {
+                let notice = if batch.calls[i].call.name == "bash" {
                     "Command aborted"
                 } else {
                     "Operation aborted"
                 };
-                let partial = batch.partials[i]
+                let partial = batch.calls[i]
+                    .partial
                     .as_ref()
                     .map(output_text)
                     .filter(|t| !t.is_empty());
