@@ -4,6 +4,7 @@
 //! the agent dir and from the filesystem root down to the working directory).
 
 pub mod discovery;
+pub mod files;
 pub mod frontmatter;
 pub mod prompt_templates;
 pub mod skills;

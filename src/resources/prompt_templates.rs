@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::discovery::{SourceInfo, read_dir_sorted};
+use super::files::{SourceInfo, read_dir_sorted};
 use super::frontmatter::{YamlValue, parse_frontmatter};
 
 /// One loaded template.

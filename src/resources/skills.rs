@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::discovery::{IgnoreRules, SourceInfo, read_dir_sorted};
+use super::files::{IgnoreRules, SourceInfo, read_dir_sorted};
 use super::frontmatter::{YamlValue, parse_frontmatter, strip_frontmatter};
 use crate::js::js_trim;
 
