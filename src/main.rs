@@ -423,7 +423,9 @@ fn print_messages(
             continue;
         }
         let shown = path.display();
-        match tools_image_mime(&bytes) {
+        // Sniffed from the head as the read tool does (pi uses one detector for both).
+        let head = &bytes[..bytes.len().min(tools::read::SNIFF_BYTES)];
+        match tools::read::sniff_image_mime(head) {
             Some(mime) => {
                 images.push(messages::ImageContent {
                     data: base64::engine::general_purpose::STANDARD.encode(&bytes),
@@ -456,21 +458,6 @@ fn print_messages(
         return Err("no message given: pass it as an argument, an @file, or on stdin".into());
     }
     Ok(messages)
-}
-
-/// An image type by its magic bytes (png, jpeg, gif, webp).
-fn tools_image_mime(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(&[0x89, b'P', b'N', b'G']) {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"GIF8") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
 }
 
 /// The session to start with, and whether it was resumed (FACTS §9.2, §1.2): `--no-session`

@@ -28,7 +28,7 @@ use super::truncate::{
 use super::{CancelFlag, ToolContext, ToolOutput};
 use crate::messages::{ContentBlock, ImageContent, TextContent};
 
-const SNIFF_BYTES: usize = 4100;
+pub const SNIFF_BYTES: usize = 4100;
 const NON_VISION_NOTE: &str =
     "[Current model does not support images. The image will be omitted from this request.]";
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Setup, message_text, run_cli};
+use crate::support::{Setup, TempDir, message_text, run_cli};
 
 /// `pi -p "msg"` prints the reply's text and a newline, and exits 0.
 #[test]
@@ -109,6 +109,43 @@ fn piped_stdin_and_file_argument_join_the_first_message() {
         "order: stdin, file, message: {text:?}"
     );
     assert!(text.contains("notes.txt"), "the file is named: {text:?}");
+    fake.finish();
+}
+
+/// An `@file` image is sniffed by its bytes as the read tool sniffs (pi uses one detector for
+/// both) and sent as an image block; the text names the file.
+#[test]
+fn file_argument_image_is_sent_as_an_image_block() {
+    use base64::Engine;
+    // A 1x1 PNG.
+    const PNG: &[u8] = &[
+        0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44,
+        0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F,
+        0x15, 0xC4, 0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00,
+        0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49,
+        0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82,
+    ];
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["A pixel."]))]);
+    let dir = TempDir::new("print-image");
+    let image = dir.path().join("pixel.png");
+    std::fs::write(&image, PNG).expect("write the image");
+    let setup = Setup::anthropic(&fake);
+    let argument = format!("@{}", image.display());
+    let run = run_cli(&setup, &["-p", &argument, "what is it?"], None);
+    assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
+    let requests = fake.requests();
+    let message = requests[0].messages().last().expect("message").clone();
+    let blocks = message["content"].as_array().expect("content blocks");
+    let image_block = blocks
+        .iter()
+        .find(|b| b["type"] == "image")
+        .unwrap_or_else(|| panic!("no image block: {message}"));
+    assert_eq!(image_block["source"]["media_type"], "image/png");
+    assert_eq!(
+        image_block["source"]["data"],
+        base64::engine::general_purpose::STANDARD.encode(PNG)
+    );
+    assert!(message_text(&message).contains("pixel.png"), "{message}");
     fake.finish();
 }
 
