@@ -34,7 +34,9 @@ use ring::{digest, hmac};
 use serde_json::{Value, json};
 
 use crate::fake_provider::fixture;
-use crate::support::{Pi, Setup, TempDir, Workspace, assistant_messages, prompt};
+use crate::support::{
+    Pi, Setup, TempDir, Workspace, assistant_messages, openssl, prompt, require, which,
+};
 
 // ---- a small HTTP fake with per-path handlers ----------------------------------------------------
 
@@ -944,54 +946,33 @@ fn bedrock_errors_reach_the_client_with_pis_wording() {
 // ---- Google: ADC with a key made by openssl, verified by openssl ----------------------------------
 
 /// `openssl`, or a clear skip (a failure under CI, where it must be installed).
-fn openssl_available() -> bool {
-    let found = Command::new("openssl")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "openssl is required under CI"
-        );
-        eprintln!("skipping: openssl not found");
-    }
-    found
-}
-
-fn openssl(args: &[&str]) {
-    let status = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("run openssl");
-    assert!(
-        status.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-}
-
 /// A fresh 2048-bit RSA key pair: (private PEM path, public PEM path).
 fn make_key(dir: &Path) -> (PathBuf, PathBuf) {
     let private = dir.join("sa-key.pem");
     let public = dir.join("sa-pub.pem");
-    openssl(&[
-        "genpkey",
-        "-algorithm",
-        "RSA",
-        "-pkeyopt",
-        "rsa_keygen_bits:2048",
-        "-out",
-        private.to_str().unwrap(),
-    ]);
-    openssl(&[
-        "pkey",
-        "-in",
-        private.to_str().unwrap(),
-        "-pubout",
-        "-out",
-        public.to_str().unwrap(),
-    ]);
+    openssl(
+        dir,
+        &[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+            private.to_str().unwrap(),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "pkey",
+            "-in",
+            private.to_str().unwrap(),
+            "-pubout",
+            "-out",
+            public.to_str().unwrap(),
+        ],
+    );
     (private, public)
 }
 
@@ -1118,7 +1099,7 @@ fn google_fake(
 
 #[test]
 fn vertex_service_account_jwt_is_exchanged_once_and_the_token_used() {
-    if !openssl_available() {
+    if !require("openssl", which("openssl").is_some()) {
         return;
     }
     let dir = TempDir::new("vertex-sa");

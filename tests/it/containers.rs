@@ -19,18 +19,10 @@ use serde_json::json;
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, is_reference};
+use crate::support::{Pi, Setup, Workspace, is_reference, prerequisite_missing};
 
 /// The host name the chrooted process resolves through its own `/etc/hosts`.
 const PROVIDER_HOST: &str = "provider.pi-test";
-
-/// Skips (prints why) outside CI; fails under `CI=true`.
-fn prerequisite_missing(reason: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true and a prerequisite of the static-binary test is missing: {reason}");
-    }
-    eprintln!("skipped: {reason}");
-}
 
 /// The static binary to test, or why there is none.
 fn static_binary() -> Result<PathBuf, String> {

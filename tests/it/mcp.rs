@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
-    Pi, Setup, Workspace, is_reference, result_text, tool_result_block, tool_result_block_text,
-    wait_for_file, wait_until_gone,
+    Pi, Setup, Workspace, is_reference, prerequisite_missing, result_text, tool_result_block,
+    tool_result_block_text, wait_for_file, wait_until_gone,
 };
 
 /// The everything server's entry point, or why it is not there (a failure under CI=true).
@@ -41,10 +41,7 @@ fn everything_server() -> Option<(PathBuf, PathBuf)> {
                 "MCP everything server not available (node: {node:?}, {} exists: {found}); run tests/install_mcp_servers.sh",
                 entry.display()
             );
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{why}");
-            }
-            eprintln!("skipping: {why}");
+            prerequisite_missing(&why);
             None
         }
     }

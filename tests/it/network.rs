@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::fake_provider::fixture;
-use crate::support::{Pi, Setup, TempDir, is_reference};
+use crate::support::{Pi, Setup, TempDir, is_reference, openssl, require, which};
 
 const MODELS: &str = r#"{
   "providers": {
@@ -30,37 +30,6 @@ const MODELS: &str = r#"{
     }
   }
 }"#;
-
-/// Skips (prints why) or, under CI, fails when `tool` is not installed.
-fn require(tool: &str, found: bool) -> bool {
-    if found {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{tool} is required under CI (tests/install_proxy.sh installs tinyproxy)");
-    }
-    eprintln!("skipped: {tool} is not installed");
-    false
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-        .map(|dir| dir.join(tool))
-        .find(|p| p.is_file())
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let status = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run openssl");
-    assert!(status.success(), "openssl {args:?} failed");
-}
 
 /// A CA and a server certificate for 127.0.0.1/localhost signed by it: (ca.pem, server.pem,
 /// server.key).

@@ -1313,3 +1313,47 @@ pub const GATED_COMMAND: &str = "while [ ! -e gate ]; do sleep 0.02; done; echo 
 pub fn open_gate(pi: &Pi) {
     std::fs::write(pi.cwd().join("gate"), "").expect("create gate file");
 }
+
+/// A prerequisite a test needs is missing: under `CI=true` that is a failure (CI installs every
+/// prerequisite, so a skip would hide a test that never ran); elsewhere the test is skipped with
+/// the reason printed.
+#[track_caller]
+pub fn prerequisite_missing(reason: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and a prerequisite is missing: {reason}");
+    }
+    eprintln!("skipped: {reason}");
+}
+
+/// Whether the tool a test needs is installed (see `prerequisite_missing` for when it is not).
+#[track_caller]
+pub fn require(tool: &str, found: bool) -> bool {
+    if !found {
+        prerequisite_missing(&format!("{tool} is not installed"));
+    }
+    found
+}
+
+/// `tool` on PATH (or in /usr/sbin, /usr/bin, where a distribution's daemons live).
+pub fn which(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// Runs the `openssl` CLI in `dir`; its stderr is in the failure message.
+#[track_caller]
+pub fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
