@@ -74,14 +74,11 @@ impl LiveGroups {
         self.set().is_empty()
     }
 
-    /// SIGKILLs every group still listed; `forget` also empties the list.
-    pub fn kill_all(&self, forget: bool) {
-        let mut set = self.set();
-        for pgid in set.iter() {
-            kill_group(*pgid);
-        }
-        if forget {
-            set.clear();
+    /// SIGKILLs every group still listed and empties the list (pi-rs is exiting; a group id is
+    /// never signalled twice).
+    pub fn kill_all(&self) {
+        for pgid in self.set().drain() {
+            kill_group(pgid);
         }
     }
 }

@@ -147,7 +147,7 @@ static SESSION_DELETES: AtomicUsize = AtomicUsize::new(0);
 
 /// SIGKILL to every server group still alive (pi-rs is exiting).
 pub fn kill_all() {
-    LIVE_SERVERS.kill_all(false);
+    LIVE_SERVERS.kill_all();
 }
 
 struct StdioTransport {

@@ -77,7 +77,7 @@ static LIVE_SHELLS: LiveGroups = LiveGroups::new();
 
 /// SIGKILLs every shell process group still running (for process shutdown).
 pub fn kill_all_shells() {
-    LIVE_SHELLS.kill_all(true);
+    LIVE_SHELLS.kill_all();
 }
 
 /// The shell to use: settings `shellPath` (must exist), else /bin/bash, else bash on PATH, else sh.
