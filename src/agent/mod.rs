@@ -9,8 +9,10 @@
 //! Blocking calls and how they end: the select wakes on stdin input or its closing, signals, the
 //! writer's closed notice, extension events, RPC bash output, the current provider stream's (or
 //! summary requests') events, the current tool batch's events, a stream's idle timer and the
-//! retry timer. Sending a record blocks while stdout is full (bounded writer channel): a client
-//! that stops reading pauses the agent, by design.
+//! retry timer, MCP news. Each channel's closing is its own `Incoming` variant: only stdin's ends
+//! the loop; a worker channel that closes is logged and what waited on it is failed. Sending a
+//! record blocks while stdout is full (bounded writer channel): a client that stops reading
+//! pauses the agent, by design.
 //!
 //! Submodules own one concern each: `tool_batch` (a reply's tool calls), `compaction_phase`
 //! (driving a compaction; its data lives in `state` with the other phases), `extending`
