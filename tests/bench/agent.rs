@@ -323,13 +323,18 @@ impl Agent {
         deadline: Instant,
         byte_cap: u64,
     ) -> Result<Option<Vec<u8>>, String> {
+        // Bytes before `searched` hold no newline: each read is searched once, so a 35 MB line
+        // arriving in 64 KB pipe reads costs one pass, not one pass per read (which made the
+        // harness, not the agent, the bulk of a long session's get_tree figure).
+        let mut searched = self.pending_start;
         loop {
-            if let Some(offset) = memchr::memchr(b'\n', &self.pending[self.pending_start..]) {
-                let end = self.pending_start + offset;
+            if let Some(offset) = memchr::memchr(b'\n', &self.pending[searched..]) {
+                let end = searched + offset;
                 let line = self.pending[self.pending_start..end].to_vec();
                 self.pending_start = end + 1;
                 return Ok(Some(line));
             }
+            searched = self.pending.len();
             if self.stdout_eof {
                 return Ok(None);
             }
@@ -343,6 +348,7 @@ impl Agent {
             // Drop consumed bytes before growing the buffer.
             if self.pending_start > 0 {
                 self.pending.drain(..self.pending_start);
+                searched -= self.pending_start;
                 self.pending_start = 0;
             }
             let now = Instant::now();
