@@ -59,23 +59,17 @@ impl Agent {
         }
         self.emit(compaction::start_event(reason));
         let manual = matches!(origin, CompactionOrigin::Command { .. });
-        let Ok(base) = self.base_request() else {
-            let error = self.credentials_error();
-            let message = manual.then(|| reason.failure_message(&error));
-            self.emit(compaction::end_event(
-                reason,
-                None,
-                false,
-                false,
-                message.as_deref(),
-            ));
-            return self.after_compaction(origin, false, manual.then_some(error));
+        // Either failure to start (no credentials, nothing to compact) ends the compaction the
+        // same way: its end event, and a manual one reports the error.
+        let started = match self.base_request() {
+            Ok(base) => compaction::prepare(&self.session.branch(), self.compaction_settings())
+                .map(|preparation| (base, preparation))
+                .map_err(|e| e.to_string()),
+            Err(()) => Err(self.credentials_error()),
         };
-        let branch = self.session.branch();
-        let preparation = match compaction::prepare(&branch, self.compaction_settings()) {
-            Ok(preparation) => preparation,
-            Err(e) => {
-                let error = e.to_string();
+        let (base, preparation) = match started {
+            Ok(started) => started,
+            Err(error) => {
                 let message = manual.then(|| reason.failure_message(&error));
                 self.emit(compaction::end_event(
                     reason,
