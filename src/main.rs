@@ -691,7 +691,6 @@ fn choose_model(
         config
             .find_model(provider, id)
             .filter(|m| config.has_auth(&m.provider))
-            .cloned()
     });
     // Scoped models (--models / enabledModels) come before the saved default, unless resuming;
     // the saved default wins if it is in scope.

@@ -233,24 +233,22 @@ impl Config {
     /// Every known model (catalog, then models.json additions), registry order.
     #[cfg(test)]
     pub fn all_models(&self) -> &[Model] {
-        &self.registry.models
+        self.registry.models()
     }
 
     /// Models whose provider has credentials configured (pi's "available").
     pub fn available_models(&self) -> Vec<Model> {
         self.registry
-            .models
+            .models()
             .iter()
             .filter(|m| self.has_auth(&m.provider))
             .cloned()
             .collect()
     }
 
-    pub fn find_model(&self, provider: &str, id: &str) -> Option<&Model> {
-        self.registry
-            .models
-            .iter()
-            .find(|m| m.provider == provider && m.id == id)
+    /// The model with this provider and id (read from that provider's rows alone).
+    pub fn find_model(&self, provider: &str, id: &str) -> Option<Model> {
+        self.registry.find(provider, id)
     }
 
     /// `--provider`/`--model` resolution (FACTS §1.9).
@@ -259,7 +257,7 @@ impl Config {
         provider: Option<&str>,
         pattern: &str,
     ) -> Result<ResolvedModel, String> {
-        resolve::resolve_cli_model(&self.registry.models, provider, pattern)
+        resolve::resolve_cli_model(&self.registry, provider, pattern)
     }
 
     /// `--models` / settings `enabledModels` resolution against the models with auth. Returns the
@@ -270,11 +268,19 @@ impl Config {
 
     /// The model to start with when no `--model` was given (FACTS §1.8 steps 4–7, no session).
     pub fn initial_model(&self) -> Option<Model> {
+        let saved_provider = self.settings.get_str("defaultProvider");
+        let saved_model = self.settings.get_str("defaultModel");
+        // The saved default, when it exists, decides without the full model list.
+        if let (Some(provider), Some(id)) = (saved_provider, saved_model)
+            && let Some(model) = self.registry.find(provider, id)
+        {
+            return Some(model);
+        }
         resolve::initial_model(
-            &self.registry.models,
+            self.registry.models(),
             &self.available_models(),
-            self.settings.get_str("defaultProvider"),
-            self.settings.get_str("defaultModel"),
+            saved_provider,
+            saved_model,
         )
     }
 

@@ -11,11 +11,13 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
 use super::jsonc::strip_jsonc;
 use super::model::{Model, ModelCost};
+use super::resolve::ModelSource;
 
 /// Provider → preferred model id, in the priority order used to pick the initial model.
 pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
@@ -63,20 +65,58 @@ pub fn default_model_for(provider: &str) -> Option<&'static str> {
 }
 
 /// The built-in catalog: one model per line, TAB-separated (format in `tests/gen_catalog.mjs`).
-/// Read with splits rather than a JSON parse: it is on the start-up path.
+/// Rows are read with splits when a lookup needs them, never all at start-up.
 const CATALOG: &str = include_str!("catalog.tsv");
 
-/// The built-in models in registry order. The catalog is part of the binary, so a bad row is a
-/// build defect (the unit tests read every row); it is logged and skipped rather than a panic.
+// `CATALOG_PROVIDERS`: each provider's rows, indexed at build time.
+include!(concat!(env!("OUT_DIR"), "/catalog_providers.rs"));
+
+/// The built-in models in registry order. The catalog is part of the binary and the build checks
+/// its shape, so a bad row is a build defect (the unit tests read every row); it is logged and
+/// skipped rather than a panic. (The registry reads them through `Registry::models`.)
+#[cfg(test)]
 pub fn builtin_models() -> Vec<Model> {
-    let mut models = Vec::with_capacity(CATALOG.len() / 160);
-    for (index, line) in CATALOG.lines().enumerate() {
-        match catalog_row(line) {
-            Some(model) => models.push(model),
-            None => log::error!("built-in model catalog: line {} does not parse", index + 1),
-        }
-    }
-    models
+    parse_rows(CATALOG)
+}
+
+fn parse_rows(rows: &str) -> Vec<Model> {
+    rows.lines()
+        .filter_map(|line| {
+            let model = catalog_row(line);
+            if model.is_none() {
+                log::error!("built-in model catalog: row {line:?} does not parse");
+            }
+            model
+        })
+        .collect()
+}
+
+/// The catalog rows of one provider (exact name), empty for a provider the catalog lacks.
+fn provider_rows(provider: &str) -> &'static str {
+    CATALOG_PROVIDERS
+        .iter()
+        .find(|(name, _, _)| *name == provider)
+        .map_or("", |&(_, start, end)| &CATALOG[start..end])
+}
+
+fn is_builtin_provider(provider: &str) -> bool {
+    CATALOG_PROVIDERS
+        .iter()
+        .any(|(name, _, _)| *name == provider)
+}
+
+fn is_builtin_model(provider: &str, id: &str) -> bool {
+    provider_rows(provider)
+        .lines()
+        .any(|line| line.split('\t').nth(1) == Some(id))
+}
+
+/// `api` and `baseUrl` of the provider's first built-in model: what its models.json models
+/// inherit.
+fn builtin_defaults(provider: &str) -> Option<(String, String)> {
+    let first = provider_rows(provider).lines().next()?;
+    let mut fields = first.split('\t').skip(3);
+    Some((fields.next()?.to_string(), fields.next()?.to_string()))
 }
 
 fn catalog_row(line: &str) -> Option<Model> {
@@ -136,9 +176,20 @@ pub struct ProviderRequestConfig {
 }
 
 /// Built-in models plus models.json, ready for lookups.
+///
+/// The full list (969 built-ins) is built on its first use only: start-up resolves its model from
+/// one provider's rows (`provider_models`, `find`), which is all `--provider`/`--model`, a saved
+/// default or a resumed session need. Every lookup answers as it would on the full list.
 #[derive(Default)]
 pub struct Registry {
-    pub models: Vec<Model>,
+    /// models.json's `providers` (validated; empty when there is no file or it was ignored):
+    /// their `baseUrl`/`compat`/`modelOverrides` apply to built-in rows as they are read.
+    providers: Map<String, Value>,
+    /// models.json's own models in file order; each replaces a built-in or an earlier one with
+    /// its (provider, id), or is appended.
+    custom: Vec<Model>,
+    /// Every model in registry order, once something needs them all.
+    all: OnceLock<Vec<Model>>,
     pub provider_configs: HashMap<String, ProviderRequestConfig>,
     /// models.json per-model headers, keyed by (provider, model id).
     pub model_headers: HashMap<(String, String), Map<String, Value>>,
@@ -170,31 +221,92 @@ impl Registry {
 
     /// Builds the registry from models.json text (None = no file).
     pub fn from_models_json(text: Option<&str>) -> Registry {
-        let builtins = builtin_models();
         let mut registry = Registry::default();
         let Some(text) = text else {
-            registry.models = builtins;
             return registry;
         };
-        let config = match parse_models_json(text, &builtins) {
-            Ok(c) => c,
-            Err(e) => {
-                registry.models = builtins;
-                registry.load_error = Some(e);
-                return registry;
-            }
-        };
-        registry.apply(config, builtins);
+        match parse_models_json(text) {
+            Ok(providers) => registry.apply(providers),
+            Err(e) => registry.load_error = Some(e),
+        }
         registry
     }
 
-    fn apply(&mut self, providers: Map<String, Value>, builtins: Vec<Model>) {
-        let mut first_builtin: HashMap<&str, (String, String)> = HashMap::new();
-        for m in &builtins {
-            first_builtin
-                .entry(m.provider.as_str())
-                .or_insert_with(|| (m.api.clone(), m.base_url.clone()));
+    /// Every model in registry order: the built-ins (with models.json's overrides), models.json
+    /// models replacing theirs in place, the other models.json models after them.
+    pub fn models(&self) -> &[Model] {
+        self.all
+            .get_or_init(|| self.with_custom(self.builtins(CATALOG), None))
+    }
+
+    /// The first model with this provider and id in registry order.
+    pub fn find(&self, provider: &str, id: &str) -> Option<Model> {
+        if let Some(all) = self.all.get() {
+            return all
+                .iter()
+                .find(|m| m.provider == provider && m.id == id)
+                .cloned();
         }
+        // A models.json model with that key takes the built-in's place (the last one wins).
+        if let Some(custom) = self
+            .custom
+            .iter()
+            .rev()
+            .find(|m| m.provider == provider && m.id == id)
+        {
+            return Some(custom.clone());
+        }
+        let line = provider_rows(provider)
+            .lines()
+            .find(|line| line.split('\t').nth(1) == Some(id))?;
+        self.builtins(line).pop()
+    }
+
+    /// Built-in rows with models.json's provider-level and per-model overrides applied.
+    fn builtins(&self, rows: &str) -> Vec<Model> {
+        let mut models = parse_rows(rows);
+        if self.providers.is_empty() {
+            return models;
+        }
+        for m in &mut models {
+            let Some(config) = self.providers.get(&m.provider) else {
+                continue;
+            };
+            let base_url = config.get("baseUrl").and_then(Value::as_str);
+            let compat = config.get("compat").and_then(Value::as_object);
+            if base_url.is_some() || compat.is_some() {
+                if let Some(url) = base_url {
+                    m.base_url = url.to_string();
+                }
+                m.compat = merge_compat(m.compat.take(), compat);
+            }
+            if let Some(o) = config.get("modelOverrides").and_then(|o| o.get(&m.id)) {
+                apply_model_override(m, o);
+            }
+        }
+        models
+    }
+
+    /// `models` with models.json's models (of `only` provider, if set) put in: in place of the
+    /// model with their key, else appended.
+    fn with_custom(&self, mut models: Vec<Model>, only: Option<&str>) -> Vec<Model> {
+        let custom = self
+            .custom
+            .iter()
+            .filter(|m| only.is_none_or(|p| m.provider == p));
+        for model in custom {
+            match models
+                .iter()
+                .position(|m| m.provider == model.provider && m.id == model.id)
+            {
+                Some(i) => models[i] = model.clone(),
+                None => models.push(model.clone()),
+            }
+        }
+        models
+    }
+
+    fn apply(&mut self, providers: Map<String, Value>) {
         let mut custom = Vec::new();
         for (provider, config) in &providers {
             let str_field = |k: &str| config.get(k).and_then(Value::as_str).map(str::to_string);
@@ -223,7 +335,7 @@ impl Registry {
             let Some(models) = models.filter(|m| !m.is_empty()) else {
                 continue;
             };
-            let defaults = first_builtin.get(provider.as_str());
+            let defaults = builtin_defaults(provider);
             for def in models {
                 let id = def
                     .get("id")
@@ -233,13 +345,13 @@ impl Registry {
                 let get = |k: &str| def.get(k).and_then(Value::as_str).map(str::to_string);
                 let Some(api) = get("api")
                     .or_else(|| str_field("api"))
-                    .or_else(|| defaults.map(|d| d.0.clone()))
+                    .or_else(|| defaults.as_ref().map(|d| d.0.clone()))
                 else {
                     continue;
                 };
                 let Some(base_url) = get("baseUrl")
                     .or_else(|| str_field("baseUrl"))
-                    .or_else(|| defaults.map(|d| d.1.clone()))
+                    .or_else(|| defaults.as_ref().map(|d| d.1.clone()))
                 else {
                     continue;
                 };
@@ -287,38 +399,8 @@ impl Registry {
                 });
             }
         }
-
-        // Built-ins with provider-level and per-model overrides applied.
-        let mut models: Vec<Model> = builtins
-            .into_iter()
-            .map(|mut m| {
-                let Some(config) = providers.get(&m.provider) else {
-                    return m;
-                };
-                let base_url = config.get("baseUrl").and_then(Value::as_str);
-                let compat = config.get("compat").and_then(Value::as_object);
-                if base_url.is_some() || compat.is_some() {
-                    if let Some(url) = base_url {
-                        m.base_url = url.to_string();
-                    }
-                    m.compat = merge_compat(m.compat.take(), compat);
-                }
-                if let Some(o) = config.get("modelOverrides").and_then(|o| o.get(&m.id)) {
-                    apply_model_override(&mut m, o);
-                }
-                m
-            })
-            .collect();
-        for model in custom {
-            match models
-                .iter()
-                .position(|m| m.provider == model.provider && m.id == model.id)
-            {
-                Some(i) => models[i] = model,
-                None => models.push(model),
-            }
-        }
-        self.models = models;
+        self.custom = custom;
+        self.providers = providers;
     }
 
     fn store_model_headers(&mut self, provider: &str, model_id: &str, headers: Option<&Value>) {
@@ -331,6 +413,51 @@ impl Registry {
                 self.model_headers.remove(&key);
             }
         }
+    }
+}
+
+/// `--model` resolution reads the registry without building the full list when it can.
+impl ModelSource for Registry {
+    fn all(&self) -> &[Model] {
+        self.models()
+    }
+
+    /// The models of one provider (exact name), in registry order: the full list filtered,
+    /// without building it.
+    fn provider_models(&self, provider: &str) -> Vec<Model> {
+        if let Some(all) = self.all.get() {
+            return all
+                .iter()
+                .filter(|m| m.provider == provider)
+                .cloned()
+                .collect();
+        }
+        self.with_custom(self.builtins(provider_rows(provider)), Some(provider))
+    }
+
+    /// The spelling of a provider name, matched without case, that the last model in registry
+    /// order carries (as the reference's provider map, built in that order, keeps it).
+    fn provider_spelling(&self, name: &str) -> Option<String> {
+        let lower = name.to_lowercase();
+        let appended = self
+            .custom
+            .iter()
+            .rev()
+            .filter(|m| !is_builtin_model(&m.provider, &m.id))
+            .find(|m| m.provider.to_lowercase() == lower)
+            .map(|m| m.provider.clone());
+        appended.or_else(|| {
+            CATALOG_PROVIDERS
+                .iter()
+                .rev()
+                .find(|(provider, _, _)| provider.to_lowercase() == lower)
+                .map(|(provider, _, _)| provider.to_string())
+        })
+    }
+
+    /// Whether any model is known (the catalog, or models.json's).
+    fn has_models(&self) -> bool {
+        !CATALOG.is_empty() || !self.custom.is_empty()
     }
 }
 
@@ -413,7 +540,7 @@ fn apply_model_override(m: &mut Model, o: &Value) {
 // ---- parsing and validation ---------------------------------------------------------------------
 
 /// Parses and validates models.json text; returns the `providers` object.
-fn parse_models_json(text: &str, builtins: &[Model]) -> Result<Map<String, Value>, String> {
+fn parse_models_json(text: &str) -> Result<Map<String, Value>, String> {
     let value: Value = serde_json::from_str(&strip_jsonc(text))
         .map_err(|e| format!("Failed to parse models.json: {e}"))?;
     let mut errors = Vec::new();
@@ -430,8 +557,7 @@ fn parse_models_json(text: &str, builtins: &[Model]) -> Result<Map<String, Value
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    check_consistency(&providers, builtins)
-        .map_err(|e| format!("Failed to load models.json: {e}"))?;
+    check_consistency(&providers).map_err(|e| format!("Failed to load models.json: {e}"))?;
     Ok(providers)
 }
 
@@ -605,9 +731,9 @@ fn check_string_record(v: Option<&Value>, path: &str, errors: &mut Errors) {
 }
 
 /// The reference's checks beyond the schema; the first failure wins.
-fn check_consistency(providers: &Map<String, Value>, builtins: &[Model]) -> Result<(), String> {
+fn check_consistency(providers: &Map<String, Value>) -> Result<(), String> {
     for (name, config) in providers {
-        let is_builtin = builtins.iter().any(|m| &m.provider == name);
+        let is_builtin = is_builtin_provider(name);
         let has = |k: &str| config.get(k).is_some_and(|v| !v.is_null());
         let models = config
             .get("models")
@@ -726,7 +852,7 @@ mod tests {
         }"#;
         let r = Registry::from_models_json(Some(text));
         assert_eq!(r.load_error, None);
-        let m1 = r.models.iter().find(|m| m.id == "m1").unwrap();
+        let m1 = r.models().iter().find(|m| m.id == "m1").unwrap();
         let wire = serde_json::to_value(m1).unwrap();
         assert_eq!(
             wire,
@@ -735,32 +861,37 @@ mod tests {
                    "contextWindow":128000,"maxTokens":16384})
         );
         assert_eq!(
-            r.models.last().unwrap().id,
+            r.models().last().unwrap().id,
             "m2",
             "new models are appended in file order"
         );
         let mine = r
-            .models
+            .models()
             .iter()
             .position(|m| m.provider == "openai" && m.id == "gpt-5.4")
             .unwrap();
-        assert_eq!(r.models[mine].name, "Mine");
+        assert_eq!(r.models()[mine].name, "Mine");
         assert_eq!(
-            r.models[mine].api, "openai-responses",
+            r.models()[mine].api,
+            "openai-responses",
             "api inherited from the provider's first built-in"
         );
         assert!(
-            r.models[mine].thinking_level_map.is_none(),
+            r.models()[mine].thinking_level_map.is_none(),
             "replacement is a fresh definition"
         );
         let four = r
-            .models
+            .models()
             .iter()
             .find(|m| m.provider == "openai" && m.id == "gpt-4o")
             .unwrap();
         assert_eq!((four.name.as_str(), four.cost.input), ("Four", 9.0));
         assert!(four.cost.output > 0.0);
-        let claude = r.models.iter().find(|m| m.provider == "anthropic").unwrap();
+        let claude = r
+            .models()
+            .iter()
+            .find(|m| m.provider == "anthropic")
+            .unwrap();
         assert_eq!(claude.base_url, "http://proxy");
         assert_eq!(claude.compat.as_ref().unwrap()["x"], true);
         let cfg = &r.provider_configs["mock"];
@@ -773,6 +904,50 @@ mod tests {
     }
 
     #[test]
+    fn lookups_without_the_full_list_answer_as_the_full_list() {
+        let text = r#"{"providers": {
+            "mock": {"baseUrl": "http://127.0.0.1:1/v1", "apiKey": "K", "api": "openai-completions",
+                     "models": [{"id": "m1"}, {"id": "m2"}, {"id": "m1", "name": "again"}]},
+            "Mock": {"baseUrl": "http://127.0.0.1:2/v1", "apiKey": "K", "api": "openai-completions",
+                     "models": [{"id": "m3"}]},
+            "OpenAI": {"baseUrl": "http://127.0.0.1:3/v1", "apiKey": "K", "api": "openai-completions",
+                     "models": [{"id": "o1"}]},
+            "openai": {"models": [{"id": "gpt-5.4", "name": "Mine"}], "modelOverrides": {"gpt-4o": {"name": "Four"}}},
+            "anthropic": {"baseUrl": "http://proxy", "compat": {"x": true}}
+        }}"#;
+        for text in [None, Some(text)] {
+            let full = Registry::from_models_json(text);
+            let lazy = Registry::from_models_json(text);
+            assert_eq!(full.load_error, None);
+            let all = full.models();
+            let mut names: Vec<String> = all.iter().map(|m| m.provider.clone()).collect();
+            names.dedup();
+            names.extend(["MOCK", "openAI", "Anthropic", "nope"].map(String::from));
+            for name in &names {
+                let expected: Vec<Model> = all
+                    .iter()
+                    .filter(|m| &m.provider == name)
+                    .cloned()
+                    .collect();
+                assert_eq!(lazy.provider_models(name), expected, "{name}");
+                assert_eq!(
+                    lazy.provider_spelling(name),
+                    all.provider_spelling(name),
+                    "{name}"
+                );
+            }
+            for m in all {
+                let first = all
+                    .iter()
+                    .find(|x| x.provider == m.provider && x.id == m.id);
+                assert_eq!(lazy.find(&m.provider, &m.id).as_ref(), first);
+            }
+            assert_eq!(lazy.find("anthropic", "no-such-model"), None);
+            assert!(lazy.all.get().is_none(), "none of that built the full list");
+        }
+    }
+
+    #[test]
     fn errors_drop_the_file_but_keep_builtins() {
         let r =
             Registry::from_models_json(Some(r#"{"providers": {"x": {"models": [{"id": "a"}]}}}"#));
@@ -782,7 +957,7 @@ mod tests {
                 "Failed to load models.json: Provider x: \"baseUrl\" is required when defining custom models."
             )
         );
-        assert_eq!(r.models.len(), 969);
+        assert_eq!(r.models().len(), 969);
         let r = Registry::from_models_json(Some(r#"{"providers": {"x": {}}}"#));
         assert!(r.load_error.unwrap().contains("must specify \"baseUrl\""));
         let r = Registry::from_models_json(Some(

@@ -155,26 +155,54 @@ fn exact_id_or_reference<'a>(input: &str, models: &'a [Model]) -> Option<&'a Mod
     })
 }
 
-/// `--provider`/`--model` resolution against `models` (all models; auth is not required).
+/// The models `--model` resolution reads (auth is not required): one provider's when the
+/// provider is known, every model only when the pattern names none (the registry builds its
+/// full list lazily, so start-up with `--provider` never does).
+pub trait ModelSource {
+    /// Every model, registry order.
+    fn all(&self) -> &[Model];
+    /// One provider's models (exact name), registry order.
+    fn provider_models(&self, provider: &str) -> Vec<Model>;
+    /// The provider name matching `name` without case, spelled as the last model in registry
+    /// order spells it.
+    fn provider_spelling(&self, name: &str) -> Option<String>;
+    fn has_models(&self) -> bool;
+}
+
+impl ModelSource for [Model] {
+    fn all(&self) -> &[Model] {
+        self
+    }
+    fn provider_models(&self, provider: &str) -> Vec<Model> {
+        self.iter()
+            .filter(|m| m.provider == provider)
+            .cloned()
+            .collect()
+    }
+    fn provider_spelling(&self, name: &str) -> Option<String> {
+        let lower = name.to_lowercase();
+        self.iter()
+            .rev()
+            .find(|m| m.provider.to_lowercase() == lower)
+            .map(|m| m.provider.clone())
+    }
+    fn has_models(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+/// `--provider`/`--model` resolution (FACTS §1.9).
 pub fn resolve_cli_model(
-    models: &[Model],
+    models: &(impl ModelSource + ?Sized),
     provider: Option<&str>,
     pattern: &str,
 ) -> Result<ResolvedModel, String> {
-    if models.is_empty() {
+    if !models.has_models() {
         return Err(
             "No models available. Check your installation or add models to models.json.".into(),
         );
     }
-    let canonical_provider = |name: &str| {
-        let lower = name.to_lowercase();
-        // The last model's spelling wins, as with the reference's Map built in registry order.
-        models
-            .iter()
-            .rev()
-            .find(|m| m.provider.to_lowercase() == lower)
-            .map(|m| m.provider.clone())
-    };
+    let canonical_provider = |name: &str| models.provider_spelling(name);
     let mut resolved_provider = match provider {
         Some(p) => match canonical_provider(p) {
             Some(c) => Some(c),
@@ -203,7 +231,7 @@ pub fn resolve_cli_model(
         inferred = true;
     }
     if resolved_provider.is_none()
-        && let Some(m) = exact_id_or_reference(pattern, models)
+        && let Some(m) = exact_id_or_reference(pattern, models.all())
     {
         return Ok(found(m, None, None));
     }
@@ -213,34 +241,29 @@ pub fn resolve_cli_model(
             pattern_part = pattern[prefix.len()..].to_string();
         }
     }
-    let candidates: Vec<Model> = match &resolved_provider {
-        Some(p) => models
-            .iter()
-            .filter(|m| &m.provider == p)
-            .cloned()
-            .collect(),
-        None => models.to_vec(),
-    };
-    let result = parse_pattern(&pattern_part, &candidates, true);
+    let provider_models = resolved_provider
+        .as_deref()
+        .map(|p| models.provider_models(p));
+    let candidates = provider_models.as_deref().unwrap_or_else(|| models.all());
+    let result = parse_pattern(&pattern_part, candidates, true);
     if let Some(m) = result.model {
         return Ok(found(m, result.thinking, result.warning));
     }
     if inferred {
-        if let Some(m) = exact_id_or_reference(pattern, models) {
+        if let Some(m) = exact_id_or_reference(pattern, models.all()) {
             return Ok(found(m, None, None));
         }
-        let fallback = parse_pattern(pattern, models, true);
+        let fallback = parse_pattern(pattern, models.all(), true);
         if let Some(m) = fallback.model {
             return Ok(found(m, fallback.thinking, fallback.warning));
         }
     }
-    if let Some(p) = &resolved_provider {
-        let provider_models: Vec<&Model> = models.iter().filter(|m| &m.provider == p).collect();
+    if let (Some(p), Some(provider_models)) = (&resolved_provider, &provider_models) {
         if let Some(first) = provider_models.first() {
             let base = default_model_for(p)
                 .and_then(|id| provider_models.iter().find(|m| m.id == id))
                 .unwrap_or(first);
-            let mut model = (*base).clone();
+            let mut model = base.clone();
             model.id = pattern_part.clone();
             model.name = pattern_part.clone();
             let note = format!(
@@ -464,27 +487,27 @@ mod tests {
     fn cli_model_resolution_cases() {
         let all = builtin_models();
         // provider/id with a thinking suffix.
-        let r = resolve_cli_model(&all, None, "openai/gpt-5.4:high").unwrap();
+        let r = resolve_cli_model(all.as_slice(), None, "openai/gpt-5.4:high").unwrap();
         assert_eq!(
             (r.model.provider.as_str(), r.model.id.as_str(), r.thinking),
             ("openai", "gpt-5.4", Some(ThinkingLevel::High))
         );
         // --provider is case-insensitive and a repeated prefix is stripped.
-        let r = resolve_cli_model(&all, Some("OpenAI"), "openai/gpt-5.4").unwrap();
+        let r = resolve_cli_model(all.as_slice(), Some("OpenAI"), "openai/gpt-5.4").unwrap();
         assert_eq!(r.model.id, "gpt-5.4");
         // Invalid level suffix fails under --model.
-        let e = resolve_cli_model(&all, Some("openai"), "gpt-5.4:ultra").unwrap();
+        let e = resolve_cli_model(all.as_slice(), Some("openai"), "gpt-5.4:ultra").unwrap();
         assert_eq!(
             e.model.id, "gpt-5.4:ultra",
             "unknown id for a known provider is synthesized"
         );
         // Unknown provider.
         assert_eq!(
-            resolve_cli_model(&all, Some("nope"), "x").unwrap_err(),
+            resolve_cli_model(all.as_slice(), Some("nope"), "x").unwrap_err(),
             "Unknown provider \"nope\". Use --list-models to see available providers/models."
         );
         // Known provider, unknown model → clone of the provider default with a warning.
-        let r = resolve_cli_model(&all, Some("openai"), "zzz").unwrap();
+        let r = resolve_cli_model(all.as_slice(), Some("openai"), "zzz").unwrap();
         assert_eq!(r.model.id, "zzz");
         assert_eq!(r.model.name, "zzz");
         assert_eq!(
@@ -500,16 +523,16 @@ mod tests {
         );
         // Unknown everything.
         assert_eq!(
-            resolve_cli_model(&all, None, "definitely-not-a-model").unwrap_err(),
+            resolve_cli_model(all.as_slice(), None, "definitely-not-a-model").unwrap_err(),
             "Model \"definitely-not-a-model\" not found. Use --list-models to see available models."
         );
         // Alias preference: the undated alias wins over dated ids.
-        let r = resolve_cli_model(&all, Some("anthropic"), "claude-3-5-haiku").unwrap();
+        let r = resolve_cli_model(all.as_slice(), Some("anthropic"), "claude-3-5-haiku").unwrap();
         assert_eq!(r.model.id, "claude-3-5-haiku-latest");
         // Ids with slashes that are not providers (openrouter style).
-        let r = resolve_cli_model(&all, None, "moonshotai/kimi-k2.6").unwrap();
+        let r = resolve_cli_model(all.as_slice(), None, "moonshotai/kimi-k2.6").unwrap();
         assert_eq!(r.model.provider, "moonshotai");
-        let r = resolve_cli_model(&all, None, "openrouter/moonshotai/kimi-k2.6").unwrap();
+        let r = resolve_cli_model(all.as_slice(), None, "openrouter/moonshotai/kimi-k2.6").unwrap();
         assert_eq!(
             (r.model.provider.as_str(), r.model.id.as_str()),
             ("openrouter", "moonshotai/kimi-k2.6")
@@ -547,7 +570,7 @@ mod tests {
             ),
         ];
         for (pattern, provider, id, thinking) in cases {
-            let r = resolve_cli_model(&all, None, pattern).unwrap();
+            let r = resolve_cli_model(all.as_slice(), None, pattern).unwrap();
             assert_eq!(
                 (r.model.provider.as_str(), r.model.id.as_str(), r.thinking),
                 (provider, id, thinking),
@@ -555,9 +578,9 @@ mod tests {
             );
             assert_eq!(r.warning, None);
         }
-        let r = resolve_cli_model(&all, Some("anthropic"), "opus").unwrap();
+        let r = resolve_cli_model(all.as_slice(), Some("anthropic"), "opus").unwrap();
         assert_eq!(r.model.id, "claude-opus-4-7");
-        let r = resolve_cli_model(&all, None, "openai/gpt-4o:extended").unwrap();
+        let r = resolve_cli_model(all.as_slice(), None, "openai/gpt-4o:extended").unwrap();
         assert_eq!(
             (r.model.provider.as_str(), r.model.id.as_str()),
             ("openai", "gpt-4o:extended")

@@ -127,6 +127,11 @@ pub fn protected_resources(cwd: &Path, home: &Path) -> Vec<PathBuf> {
 /// The closest saved decision for `cwd` or a parent: (the key that decided, the decision).
 /// `null` entries (pi writes them when a parent takes over) decide nothing.
 fn saved_decision(path: &Path, cwd: &Path) -> Result<Option<(String, bool)>, String> {
+    // No file, no lock to take (the lock is a directory made and removed: two writes on every
+    // start-up otherwise); a file that appears a moment later is a decision made after this read.
+    if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(None);
+    }
     let text = {
         let _lock = super::settings::FileLock::acquire(path).ok();
         match std::fs::read(path) {
