@@ -590,10 +590,11 @@ fn start_extensions(
         no_extensions: args.no_extensions,
         skip_project: !config.project_trust.trusted,
     });
-    let (events_tx, events) = crossbeam_channel::bounded(256);
     if specs.is_empty() && !policy.is_enabled() {
         return (None, crossbeam_channel::never(), policy, Vec::new());
     }
+    // Made only when something will use it: its 256 slots are written when it is created.
+    let (events_tx, events) = crossbeam_channel::bounded(256);
     let handshake = extensions::protocol::Handshake {
         cwd: config.cwd.to_string_lossy().into_owned(),
         session_id: session.id().to_string(),

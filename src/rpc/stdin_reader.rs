@@ -16,6 +16,10 @@ use super::protocol::{self, Rejected, Request};
 /// Records longer than this are dropped with a parse error (64 MiB: room for large images).
 pub const MAX_RECORD_BYTES: usize = 64 << 20;
 
+/// The read buffer's first and largest sizes.
+const FIRST_CHUNK: usize = 4 * 1024;
+const MAX_CHUNK: usize = 64 * 1024;
+
 #[derive(Debug)]
 pub enum Input {
     Request(Request),
@@ -33,7 +37,9 @@ pub fn spawn(input: Box<dyn Read + Send>, to_agent: Sender<Input>) {
 
 fn read_loop(mut input: Box<dyn Read + Send>, max_record: usize, to_agent: &Sender<Input>) {
     let mut framer = Framer::new(max_record);
-    let mut chunk = vec![0u8; 64 * 1024];
+    // Starts small and doubles while reads fill it: an idle client's commands never make the
+    // reader's (zeroed, so touched) buffer resident, a large record still reads in big chunks.
+    let mut chunk = vec![0u8; FIRST_CHUNK];
     let mut frames = Vec::new();
     loop {
         let n = match input.read(&mut chunk) {
@@ -46,6 +52,9 @@ fn read_loop(mut input: Box<dyn Read + Send>, max_record: usize, to_agent: &Send
             }
         };
         framer.push(&chunk[..n], &mut frames);
+        if n == chunk.len() && chunk.len() < MAX_CHUNK {
+            chunk.resize(chunk.len() * 2, 0);
+        }
         if !deliver(&mut frames, to_agent) {
             return;
         }
@@ -93,5 +102,30 @@ mod tests {
         assert!(matches!(inputs[0], Input::Request(_)));
         assert!(matches!(inputs[1], Input::Rejected(_)));
         assert!(matches!(inputs[2], Input::Request(_)));
+    }
+
+    #[test]
+    fn records_across_the_growing_buffer_arrive_whole() {
+        let (tx, rx) = crossbeam_channel::bounded(1024);
+        let mut data = Vec::new();
+        for n in 0..300 {
+            let message = "x".repeat(n * 37);
+            data.extend(format!("{{\"type\":\"prompt\",\"message\":\"{message}\"}}\n").bytes());
+        }
+        let handle = std::thread::spawn(move || {
+            read_loop(Box::new(std::io::Cursor::new(data)), MAX_RECORD_BYTES, &tx)
+        });
+        let inputs: Vec<Input> = rx.iter().collect();
+        handle.join().unwrap();
+        assert_eq!(inputs.len(), 300);
+        for (n, input) in inputs.iter().enumerate() {
+            let Input::Request(request) = input else {
+                panic!("record {n} was rejected: {input:?}");
+            };
+            assert!(
+                format!("{request:?}").contains(&"x".repeat(n * 37)),
+                "record {n}"
+            );
+        }
     }
 }
