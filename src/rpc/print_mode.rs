@@ -122,7 +122,7 @@ fn drive(
 /// The record as a value to inspect; `Raw` records are command responses, never events.
 fn event_value(record: Record) -> Option<Value> {
     match record {
-        Record::Json(value) => Some(value),
+        Record::Json(value) => Some(*value),
         Record::Raw(_) | Record::Settled => None,
         parts @ Record::Parts(_) => parts.to_value(),
     }

@@ -492,7 +492,7 @@ impl Response {
                 record.insert("error".into(), json!(error));
             }
         }
-        super::Record::Json(Value::Object(record))
+        super::Record::from(Value::Object(record))
     }
 }
 
