@@ -231,15 +231,27 @@ fn run_prompt(
 // ---------------------------------------------------------------------------------------------
 // 1 + 2a: startup, idle RSS, exit
 
-const STARTUP: [Spec; 3] = [
+const STARTUP: [Spec; 5] = [
     spec(
         "startup.first_get_state_ms",
         "spawn → first get_state response",
         Unit::Millis,
     ),
+    // Wall time above waits for the scheduler on a loaded machine; this does not.
+    spec(
+        "startup.cpu_ms",
+        "CPU (all threads) until that response",
+        Unit::Millis,
+    ),
     spec(
         "startup.idle_rss_mb",
         "RSS idle after startup",
+        Unit::Megabytes,
+    ),
+    // The rest of the idle RSS is file pages (the binary's, shared libraries'), clean and shared.
+    spec(
+        "startup.idle_rss_anon_mb",
+        "RSS idle: anonymous (private) part",
         Unit::Megabytes,
     ),
     spec(
@@ -268,11 +280,22 @@ pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 Instant::now() + config.short_wait,
             )?;
             let first_state = agent.spawned_at.elapsed();
+            let cpu = agent.threads_cpu_time();
             std::thread::sleep(IDLE_SETTLE);
             let idle = agent.rss_kb();
+            let idle_anon = agent.rss_anon_kb();
             let exit = agent.close_and_time_exit(Instant::now() + config.short_wait)?;
             fake.check(0)?;
-            Ok(vec![millis(first_state), mb(idle), millis(exit)])
+            Ok(vec![
+                millis(first_state),
+                cpu.map_or_else(
+                    || Outcome::NotAvailable("cannot read /proc/<pid>/task/*/schedstat".into()),
+                    millis,
+                ),
+                mb(idle),
+                mb(idle_anon),
+                millis(exit),
+            ])
         },
     )
 }
