@@ -1,6 +1,7 @@
 //! The conversation vocabulary shared by the agent, the session log, the providers and the wire:
 //! agent messages (user, assistant, tool result, bash execution, custom, summaries), their content
-//! blocks and token usage. Field names and key order are pi's (`ai:dist/types.d.ts`,
+//! blocks, token usage, and the tools offered to the model (`ToolSpec`, made by `tools/`, `mcp/`
+//! and extensions, sent by `provider/`). Field names and key order are pi's (`ai:dist/types.d.ts`,
 //! `dist/core/messages.js`), so a message serializes the same in an RPC record and in a session
 //! file, and messages written by the reference deserialize here.
 //!
@@ -366,6 +367,15 @@ pub struct BranchSummaryMessage {
     #[serde(rename = "fromId")]
     pub from_id: String,
     pub timestamp: i64,
+}
+
+/// A tool as offered to the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema, `{"type":"object","properties":…,"required":[…]}`.
+    pub parameters: Value,
 }
 
 #[cfg(test)]

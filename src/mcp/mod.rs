@@ -31,7 +31,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Value, json};
 
 use crate::messages::ToolCall;
-use crate::provider::ToolSpec;
+use crate::messages::ToolSpec;
 use crate::tools::{ToolEvent, ToolHandle};
 use config::{Exposure, McpConfig, ServerConfig};
 use connection::{Command, McpEvent, McpEventKind, Work};

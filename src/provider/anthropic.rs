@@ -758,7 +758,7 @@ mod tests {
         let mut r = request(anthropic_model("claude-sonnet-4-5", true), vec![user("hi")]);
         r.system_prompt = "SYS".into();
         r.thinking = ThinkingLevel::Medium;
-        r.tools = vec![super::super::ToolSpec {
+        r.tools = vec![crate::messages::ToolSpec {
             name: "read".into(),
             description: "Read a file".into(),
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
@@ -901,7 +901,7 @@ mod tests {
         );
         r.api_key = "sk-ant-oat01-abc".into();
         r.system_prompt = "SYS".into();
-        r.tools = vec![super::super::ToolSpec {
+        r.tools = vec![crate::messages::ToolSpec {
             name: "bash".into(),
             description: "d".into(),
             parameters: json!({"type":"object","properties":{}}),

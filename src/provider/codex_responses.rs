@@ -270,7 +270,7 @@ mod tests {
         r.api_key = token(r#"{"https://api.openai.com/auth":{"chatgpt_account_id":"acct_123"}}"#);
         r.system_prompt = "SYS".into();
         r.thinking = ThinkingLevel::Medium;
-        r.tools = vec![super::super::ToolSpec {
+        r.tools = vec![crate::messages::ToolSpec {
             name: "read".into(),
             description: "Read".into(),
             parameters: json!({"type": "object"}),

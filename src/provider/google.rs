@@ -708,10 +708,10 @@ impl Decoder {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
     use super::super::test_support::{model, request, user};
     use super::*;
     use crate::config::Model;
+    use crate::messages::ToolSpec;
 
     fn google_model(id: &str) -> Model {
         let mut m = model("google-generative-ai", "google", id);

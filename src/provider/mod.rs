@@ -46,20 +46,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, StopReason, Usage};
+use crate::messages::{AgentMessage, StopReason, ToolSpec, Usage};
 
 /// A request counter value; events of an abandoned request are recognised by it and dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RequestId(pub u64);
-
-/// A tool as offered to the model.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema, `{"type":"object","properties":…,"required":[…]}`.
-    pub parameters: Value,
-}
 
 /// Everything a provider thread needs; moved into the thread.
 #[derive(Clone, Debug)]

@@ -965,9 +965,9 @@ impl Decoder {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
     use super::super::test_support::{assistant, model, request, tool_result, user};
     use super::*;
+    use crate::messages::ToolSpec;
     use crate::messages::{ImageContent, TextContent, ThinkingContent, ToolCall};
 
     fn openai_model(provider: &str, base_url: &str, reasoning: bool) -> Model {

@@ -927,9 +927,9 @@ fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Vec<S
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
     use super::super::test_support::{model, request, user};
     use super::*;
+    use crate::messages::ToolSpec;
 
     fn responses_model(provider: &str, id: &str) -> Model {
         let mut m = model("openai-responses", provider, id);

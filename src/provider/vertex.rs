@@ -207,11 +207,11 @@ fn reorder(value: &mut Value, order: &[&str]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
     use super::super::test_support::{model, request};
     use super::*;
     use crate::config::ThinkingLevel;
     use crate::messages::AgentMessage;
+    use crate::messages::ToolSpec;
     use serde_json::json;
 
     /// google.rs's mixed history with the first assistant turn written by this Vertex model.

@@ -2,10 +2,11 @@
 //! pointed at a local server: `fixtures/bedrock/requests/`), the signature against one the SDK
 //! computed, endpoint/region choices, and the event-stream decoder.
 
+use super::super::StreamRequest;
 use super::super::test_support::{model, request};
-use super::super::{StreamRequest, ToolSpec};
 use super::*;
 use crate::config::auth::Env;
+use crate::messages::ToolSpec;
 use crate::provider::event_stream::encode;
 
 fn bedrock_model(id: &str, name: &str, reasoning: bool) -> Model {
