@@ -9,12 +9,13 @@
 
 use serde_json::{Map, Value, json};
 
+use super::parse_json_with_repair;
+use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
-use super::{
+use super::types::{
     BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    base_max_tokens, cache_retention_from_env, join_url, parse_json_with_repair,
-    with_extra_headers,
+    cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};

@@ -12,7 +12,8 @@
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::{convert_input_with, set_header, tools_json};
-use super::{HttpRequest, StreamRequest, base_max_tokens, join_url, with_extra_headers};
+use super::request::{base_max_tokens, join_url, with_extra_headers};
+use super::types::{HttpRequest, StreamRequest};
 use crate::config::ThinkingLevel;
 
 const DEFAULT_API_VERSION: &str = "v1";

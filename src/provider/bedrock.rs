@@ -18,12 +18,13 @@ use serde_json::{Map, Value, json};
 use super::anthropic::{adjust_max_tokens_for_thinking, normalize_tool_call_id};
 use super::aws_remote;
 use super::event_stream;
+use super::request::base_max_tokens;
 use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope};
 use super::token_cache;
 use super::transform::transform_messages;
-use super::{
+use super::types::{
     BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    base_max_tokens, cache_retention_from_env,
+    cache_retention_from_env,
 };
 use crate::config::auth::Env;
 use crate::config::aws::{self, BedrockAuth};

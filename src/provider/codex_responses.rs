@@ -13,7 +13,8 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::{convert_input_with, set_header, tools_json};
-use super::{HttpRequest, StreamRequest, with_extra_headers};
+use super::request::with_extra_headers;
+use super::types::{HttpRequest, StreamRequest};
 use crate::config::ThinkingLevel;
 
 const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";

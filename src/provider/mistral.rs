@@ -16,12 +16,10 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::short_hash;
+use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
-use super::{
-    BlockKind, HttpRequest, ProviderError, StreamEvent, StreamRequest, base_max_tokens, join_url,
-    with_extra_headers,
-};
+use super::types::{BlockKind, HttpRequest, ProviderError, StreamEvent, StreamRequest};
 use crate::config::ThinkingLevel;
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 

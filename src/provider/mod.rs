@@ -32,11 +32,15 @@ pub mod mistral;
 pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod request;
 pub mod retry;
 pub mod sigv4;
 pub mod sse;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod token_cache;
 pub mod transform;
+pub mod types;
 pub mod vertex;
 
 use std::io::Read;
@@ -45,103 +49,10 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
-use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, StopReason, ToolSpec, Usage};
-
-/// A request counter value; events of an abandoned request are recognised by it and dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RequestId(pub u64);
-
-/// Everything a provider thread needs; moved into the thread.
-#[derive(Clone, Debug)]
-pub struct StreamRequest {
-    pub model: Model,
-    pub api_key: String,
-    /// Extra headers (models.json), already resolved.
-    pub headers: Vec<(String, String)>,
-    pub system_prompt: String,
-    /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages.
-    pub messages: Vec<AgentMessage>,
-    pub tools: Vec<ToolSpec>,
-    pub thinking: ThinkingLevel,
-    /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
-    pub thinking_budgets: [Option<u64>; 4],
-    /// Output token cap; `None` → min(model.maxTokens, 32000).
-    pub max_tokens: Option<u64>,
-    pub session_id: String,
-    /// A read that delivers nothing for this long fails the request.
-    pub idle_timeout: Duration,
-    /// Silent retries of a request that fails before its stream opens (`retry.provider.*`).
-    pub provider_retry: retry::ProviderRetry,
-}
-
-/// What a block starts as.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BlockKind {
-    Text,
-    Thinking { redacted: bool },
-    ToolCall { id: String, name: String },
-}
-
-/// Provider-neutral stream events. `index` is the content index in the assistant message, assigned
-/// by the API module in order of appearance (blocks are started in index order).
-#[derive(Clone, Debug, PartialEq)]
-pub enum StreamEvent {
-    /// Response headers arrived with a success status: the assistant message starts.
-    Opened,
-    /// Response id / model as the provider reports them.
-    Meta {
-        response_id: Option<String>,
-        response_model: Option<String>,
-    },
-    BlockStart {
-        index: usize,
-        kind: BlockKind,
-    },
-    /// Text, thinking or tool-call argument JSON, by the block's kind.
-    Delta {
-        index: usize,
-        delta: String,
-    },
-    /// The block is complete. `signature` is the text/thinking signature or the thought signature
-    /// of a tool call; for redacted thinking it carries the opaque data.
-    BlockEnd {
-        index: usize,
-        signature: Option<String>,
-    },
-    /// Token counts so far (replaces earlier ones; cost is filled by the agent from the model).
-    Usage(Usage),
-    /// The stream finished. An `Error` stop reason carries the provider's message.
-    Done {
-        stop_reason: StopReason,
-        error_message: Option<String>,
-    },
-    /// The request failed (HTTP status, network, malformed stream). Ends the stream.
-    Failed(ProviderError),
-    /// A provider-level retry (`retry.provider.maxRetries`) waits this long before sending the
-    /// request again; nothing for the client, but the idle timeout starts after the wait.
-    Retrying {
-        delay: Duration,
-    },
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProviderEvent {
-    pub req: RequestId,
-    pub event: StreamEvent,
-}
-
-/// A failed request, with the text pi would put in `errorMessage`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProviderError {
-    pub message: String,
-    /// From `retry-after` / `retry-after-ms`, when the server sent one.
-    pub retry_after: Option<Duration>,
-}
-
-/// The text pi stores as the `thinking` of a redacted thinking block (the opaque payload travels in
-/// `BlockEnd::signature`).
-pub const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
+pub use types::{
+    BlockKind, HttpRequest, ProviderError, ProviderEvent, REDACTED_THINKING_TEXT, RequestId,
+    StreamEvent, StreamRequest,
+};
 
 /// Owns a running request. Dropping it cancels the request: the HTTP agent is shut down, which
 /// interrupts a read blocked on a silent server at once, the thread's next send fails, and a
@@ -189,29 +100,6 @@ pub fn spawn_stream(
 /// store and proxy choice: `net`.
 fn http_agent(idle: Duration) -> ureq::Agent {
     net::agent(CONNECT_TIMEOUT.min(idle), idle)
-}
-
-/// An HTTP request as a wire API module builds it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpRequest {
-    pub url: String,
-    /// Header names as written; later entries never repeat an earlier name (case-insensitively).
-    pub headers: Vec<(String, String)>,
-    pub body: Value,
-}
-
-/// How long prompt caches should live (`PI_CACHE_RETENTION=long` → `Long`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheRetention {
-    Short,
-    Long,
-}
-
-pub(crate) fn cache_retention_from_env() -> CacheRetention {
-    match std::env::var("PI_CACHE_RETENTION") {
-        Ok(v) if v == "long" => CacheRetention::Long,
-        _ => CacheRetention::Short,
-    }
 }
 
 /// Connecting gets its own, shorter bound than reads: an unreachable host should fail fast.
@@ -657,43 +545,6 @@ pub fn openai_http_error_message(status: u16, body: &str) -> String {
     }
 }
 
-/// `<baseUrl><path>` without a doubled slash (the SDKs' buildURL).
-pub(crate) fn join_url(base: &str, path: &str) -> String {
-    if base.ends_with('/') && path.starts_with('/') {
-        format!("{base}{}", &path[1..])
-    } else {
-        format!("{base}{path}")
-    }
-}
-
-/// The output cap before thinking adjustments: the caller's, else min(model.maxTokens, 32000);
-/// `None` when the model declares no maximum (pi leaves it undefined).
-pub(crate) fn base_max_tokens(request: &StreamRequest) -> Option<u64> {
-    request
-        .max_tokens
-        .or_else(|| (request.model.max_tokens > 0).then(|| request.model.max_tokens.min(32000)))
-}
-
-/// Adds the model's headers, then the request's, to `defaults`; a later header replaces an earlier
-/// one of the same name regardless of case (as the SDKs merge headers).
-pub(crate) fn with_extra_headers(
-    defaults: Vec<(String, String)>,
-    model: &Model,
-    extra: &[(String, String)],
-) -> Vec<(String, String)> {
-    let mut headers = defaults;
-    let model_headers = model
-        .headers
-        .iter()
-        .flatten()
-        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())));
-    for (name, value) in model_headers.chain(extra.iter().cloned()) {
-        headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(&name));
-        headers.push((name, value));
-    }
-    headers
-}
-
 /// `JSON.parse`, retried once on a repaired copy (raw control characters inside strings escaped,
 /// invalid escapes doubled) as pi-ai's `parseJsonWithRepair` does.
 pub(crate) fn parse_json_with_repair(text: &str) -> Result<Value, serde_json::Error> {
@@ -827,80 +678,12 @@ fn close_partial_json(text: &str) -> Option<Value> {
 }
 
 #[cfg(test)]
-pub(crate) mod test_support {
-    //! Small builders shared by the provider tests.
-    use super::*;
-    use crate::messages::{
-        AssistantMessage, ContentBlock, TextContent, ToolResultMessage, UserMessage,
-    };
-
-    pub fn model(api: &str, provider: &str, id: &str) -> Model {
-        let mut m = Model::placeholder();
-        m.api = api.into();
-        m.provider = provider.into();
-        m.id = id.into();
-        m.name = id.into();
-        m.input = vec!["text".into()];
-        m.max_tokens = 32000;
-        m.context_window = 200000;
-        m
-    }
-
-    pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
-        StreamRequest {
-            model,
-            api_key: "KEY".into(),
-            headers: Vec::new(),
-            system_prompt: String::new(),
-            messages,
-            tools: Vec::new(),
-            thinking: ThinkingLevel::Off,
-            thinking_budgets: [None; 4],
-            max_tokens: None,
-            session_id: "session-1".into(),
-            idle_timeout: Duration::from_secs(5),
-            provider_retry: retry::ProviderRetry::default(),
-        }
-    }
-
-    pub fn user(text: &str) -> AgentMessage {
-        let mut u = UserMessage::new(text, vec![]);
-        u.timestamp = 1;
-        AgentMessage::User(u)
-    }
-
-    pub fn assistant(
-        api: &str,
-        provider: &str,
-        model: &str,
-        content: Vec<ContentBlock>,
-    ) -> AssistantMessage {
-        let mut a = AssistantMessage::empty(api, provider, model);
-        a.content = content;
-        a.timestamp = 2;
-        a
-    }
-
-    pub fn tool_result(id: &str, name: &str, text: &str, is_error: bool) -> AgentMessage {
-        AgentMessage::ToolResult(ToolResultMessage {
-            tool_call_id: id.into(),
-            tool_name: name.into(),
-            content: vec![ContentBlock::Text(TextContent::new(text))],
-            details: None,
-            usage: None,
-            is_error,
-            timestamp: 3,
-            extra: Default::default(),
-        })
-    }
-}
-
-#[cfg(test)]
 mod tests {
     //! Loopback tests of the whole thread: a one-shot HTTP server on 127.0.0.1 serves a scripted
     //! reply and records the request it got.
     use super::test_support::{model, request, user};
     use super::*;
+    use crate::messages::StopReason;
     use crossbeam_channel::{Receiver, bounded};
     use serde_json::json;
     use std::io::{BufRead, BufReader, Write};

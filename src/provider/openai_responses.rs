@@ -17,11 +17,12 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
-use super::{
+use super::types::{
     BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    base_max_tokens, cache_retention_from_env, join_url, with_extra_headers,
+    cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
 use crate::messages::{

@@ -11,8 +11,10 @@
 use serde_json::{Map, Value};
 
 use super::google::{self, Dialect};
+use super::google_auth;
+use super::request::with_extra_headers;
 use super::token_cache;
-use super::{HttpRequest, StreamRequest, google_auth, with_extra_headers};
+use super::types::{HttpRequest, StreamRequest};
 use crate::config::auth::Env;
 use crate::config::google_adc;
 

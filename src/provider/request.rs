@@ -1,0 +1,42 @@
+//! What the wire API request builders share: the url join, the output cap before thinking
+//! adjustments, and the header merge the SDKs do. Pure.
+
+use super::types::StreamRequest;
+use crate::config::Model;
+
+/// `<baseUrl><path>` without a doubled slash (the SDKs' buildURL).
+pub(crate) fn join_url(base: &str, path: &str) -> String {
+    if base.ends_with('/') && path.starts_with('/') {
+        format!("{base}{}", &path[1..])
+    } else {
+        format!("{base}{path}")
+    }
+}
+
+/// The output cap before thinking adjustments: the caller's, else min(model.maxTokens, 32000);
+/// `None` when the model declares no maximum (pi leaves it undefined).
+pub(crate) fn base_max_tokens(request: &StreamRequest) -> Option<u64> {
+    request
+        .max_tokens
+        .or_else(|| (request.model.max_tokens > 0).then(|| request.model.max_tokens.min(32000)))
+}
+
+/// Adds the model's headers, then the request's, to `defaults`; a later header replaces an earlier
+/// one of the same name regardless of case (as the SDKs merge headers).
+pub(crate) fn with_extra_headers(
+    defaults: Vec<(String, String)>,
+    model: &Model,
+    extra: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut headers = defaults;
+    let model_headers = model
+        .headers
+        .iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())));
+    for (name, value) in model_headers.chain(extra.iter().cloned()) {
+        headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(&name));
+        headers.push((name, value));
+    }
+    headers
+}
