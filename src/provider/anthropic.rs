@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::parse_json_with_repair;
+use super::partial_json::parse_json_with_repair;
 use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;

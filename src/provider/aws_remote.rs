@@ -199,7 +199,7 @@ fn cached_or(
 
 /// The body of a 2xx answer; otherwise `<status> <body>` (or the network error's text).
 fn answer(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, String> {
-    let response = result.map_err(|e| super::network_error_message(&e, false))?;
+    let response = result.map_err(|e| super::error_text::network_error_message(&e, false))?;
     let status = response.status().as_u16();
     let mut text = String::new();
     response

@@ -16,6 +16,7 @@ use super::openai_responses::{convert_input_with, set_header, tools_json};
 use super::request::with_extra_headers;
 use super::types::{HttpRequest, StreamRequest};
 use crate::config::ThinkingLevel;
+use crate::js::js_truthy;
 
 const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
 /// Where the ChatGPT account id sits in the access token's claims.
@@ -206,7 +207,7 @@ pub fn http_error_message(status: u16, body: &str) -> String {
     let Ok(parsed) = serde_json::from_str::<Value>(body) else {
         return message;
     };
-    let Some(error) = parsed.get("error").filter(|e| super::json_truthy(e)) else {
+    let Some(error) = parsed.get("error").filter(|e| js_truthy(e)) else {
         return message;
     };
     let as_text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);

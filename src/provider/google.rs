@@ -11,7 +11,7 @@
 //! The decoder ends with `Done` at the end of the body (closing the open text/thinking block), or
 //! with `Failed` on an unparsable chunk or a finish reason the SDK does not know.
 
-use crate::js::js_string;
+use crate::js::{js_string, js_truthy};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
@@ -584,7 +584,7 @@ impl Decoder {
                 if let Some(text) = part.get("text") {
                     self.text_part(part, js_string(Some(text)), out);
                 }
-                if let Some(call) = part.get("functionCall").filter(|c| super::json_truthy(c)) {
+                if let Some(call) = part.get("functionCall").filter(|c| js_truthy(c)) {
                     self.function_call(part, call, out);
                 }
             }
@@ -604,7 +604,7 @@ impl Decoder {
                 }
             }
         }
-        if let Some(usage) = chunk.get("usageMetadata").filter(|u| super::json_truthy(u)) {
+        if let Some(usage) = chunk.get("usageMetadata").filter(|u| js_truthy(u)) {
             let cached = count(&usage["cachedContentTokenCount"]);
             out.push(StreamEvent::Usage(Usage {
                 input: count(&usage["promptTokenCount"]).saturating_sub(cached),
@@ -650,7 +650,7 @@ impl Decoder {
         self.close_open_block(out);
         let provided = call
             .get("id")
-            .filter(|id| super::json_truthy(id))
+            .filter(|id| js_truthy(id))
             .map(|id| js_string(Some(id)));
         let id = match provided {
             Some(id) if !self.tool_call_ids.contains(&id) => id,
@@ -661,7 +661,7 @@ impl Decoder {
         };
         let name = call
             .get("name")
-            .filter(|n| super::json_truthy(n))
+            .filter(|n| js_truthy(n))
             .map(|n| js_string(Some(n)))
             .unwrap_or_default();
         let args = match call.get("args") {

@@ -25,6 +25,7 @@ pub mod bedrock;
 mod catalog_coverage;
 pub mod codex_responses;
 pub mod copilot;
+pub mod error_text;
 pub mod event_stream;
 pub mod google;
 pub mod google_auth;
@@ -32,6 +33,7 @@ pub mod mistral;
 pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod partial_json;
 pub mod request;
 pub mod retry;
 pub mod sigv4;
@@ -47,8 +49,8 @@ use std::io::Read;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use serde_json::Value;
 
+use error_text::{anthropic_http_error_message, network_error_message, openai_http_error_message};
 pub use types::{
     BlockKind, HttpRequest, ProviderError, ProviderEvent, REDACTED_THINKING_TEXT, RequestId,
     StreamEvent, StreamRequest,
@@ -108,12 +110,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_ERROR_BODY: u64 = 1024 * 1024;
 /// The socket is read in chunks of this size and each chunk goes straight to the SSE parser.
 const READ_CHUNK: usize = 16 * 1024;
-
-/// SDK wordings the retry classifier recognises (FACTS §4.6).
-const CONNECTION_ERROR_TEXT: &str = "Connection error.";
-const TIMEOUT_TEXT: &str = "Request timed out.";
-/// What undici reports when the body stream breaks off (socket reset, truncated chunked body).
-const TERMINATED_TEXT: &str = "terminated";
 
 /// The wire API's decoder, chosen by `model.api`.
 pub(crate) enum Decoder {
@@ -444,24 +440,6 @@ fn open_response(
     })
 }
 
-/// Words the agent's retry classifier knows, as the SDKs phrase them. `mid_stream`: the response
-/// had started, so a broken connection reads as undici's `terminated`.
-fn network_error_message(error: &ureq::Error, mid_stream: bool) -> String {
-    use std::io::ErrorKind;
-    let timed_out = match error {
-        ureq::Error::Timeout(_) => true,
-        ureq::Error::Io(e) => matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock),
-        _ => false,
-    };
-    if timed_out {
-        TIMEOUT_TEXT.to_string()
-    } else if mid_stream {
-        TERMINATED_TEXT.to_string()
-    } else {
-        CONNECTION_ERROR_TEXT.to_string()
-    }
-}
-
 /// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, or an HTTP date: the time left
 /// until then, zero when it has passed).
 fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
@@ -485,198 +463,6 @@ fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
     )
 }
 
-/// JavaScript truthiness of a parsed JSON value.
-fn json_truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
-}
-
-/// The SDKs' `APIError.makeMessage(status, error, message)`.
-fn sdk_error_message(status: Option<u16>, error: Option<&Value>, message: Option<&str>) -> String {
-    let from_error = error
-        .filter(|e| json_truthy(e))
-        .map(|e| match e.get("message") {
-            Some(Value::String(m)) if !m.is_empty() => m.clone(),
-            Some(m) if json_truthy(m) => m.to_string(),
-            _ => e.to_string(),
-        });
-    let msg = from_error.or_else(|| message.filter(|m| !m.is_empty()).map(str::to_string));
-    match (status, msg) {
-        (Some(status), Some(msg)) => format!("{status} {msg}"),
-        (Some(status), None) => format!("{status} status code (no body)"),
-        (None, Some(msg)) => msg,
-        (None, None) => "(no status code or body)".to_string(),
-    }
-}
-
-/// Anthropic SDK: the whole JSON body is the error (so pi shows `<status> <JSON>` for Anthropic's
-/// `{"type":"error","error":{…}}`); a body that is not JSON is shown as text.
-pub fn anthropic_http_error_message(status: u16, body: &str) -> String {
-    match serde_json::from_str::<Value>(body) {
-        Ok(json) if json_truthy(&json) => sdk_error_message(Some(status), Some(&json), None),
-        _ => sdk_error_message(Some(status), None, Some(body)),
-    }
-}
-
-/// OpenAI SDK: the `error` member of a JSON body is the error (`<status> <error.message>`);
-/// OpenRouter's `error.metadata.raw` is appended on its own line, as pi does.
-pub fn openai_http_error_message(status: u16, body: &str) -> String {
-    match serde_json::from_str::<Value>(body) {
-        Ok(json) if json_truthy(&json) => {
-            let error = json.get("error");
-            let mut message = sdk_error_message(Some(status), error, None);
-            if let Some(raw) = error.and_then(|e| e.pointer("/metadata/raw"))
-                && json_truthy(raw)
-            {
-                message.push('\n');
-                match raw {
-                    Value::String(s) => message.push_str(s),
-                    other => message.push_str(&other.to_string()),
-                }
-            }
-            message
-        }
-        _ => sdk_error_message(Some(status), None, Some(body)),
-    }
-}
-
-/// `JSON.parse`, retried once on a repaired copy (raw control characters inside strings escaped,
-/// invalid escapes doubled) as pi-ai's `parseJsonWithRepair` does.
-pub(crate) fn parse_json_with_repair(text: &str) -> Result<Value, serde_json::Error> {
-    match serde_json::from_str(text) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            let repaired = repair_json(text);
-            if repaired != text {
-                serde_json::from_str(&repaired)
-            } else {
-                Err(e)
-            }
-        }
-    }
-}
-
-fn repair_json(json: &str) -> String {
-    let chars: Vec<char> = json.chars().collect();
-    let mut out = String::with_capacity(json.len());
-    let mut in_string = false;
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if !in_string {
-            out.push(c);
-            in_string = c == '"';
-            i += 1;
-            continue;
-        }
-        match c {
-            '"' => {
-                out.push(c);
-                in_string = false;
-            }
-            '\\' => match chars.get(i + 1) {
-                None => out.push_str("\\\\"),
-                Some('u')
-                    if chars.len() >= i + 6
-                        && chars[i + 2..i + 6].iter().all(char::is_ascii_hexdigit) =>
-                {
-                    out.extend(&chars[i..i + 6]);
-                    i += 5;
-                }
-                Some(&next) if "\"\\/bfnrtu".contains(next) => {
-                    out.push('\\');
-                    out.push(next);
-                    i += 1;
-                }
-                Some(_) => out.push_str("\\\\"),
-            },
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Tool-call arguments from streamed JSON, as pi-ai's `parseStreamingJson`: empty → `{}`;
-/// complete (possibly repaired) JSON as is; a truncated document is closed at its last complete
-/// value; anything else → `{}`.
-pub fn parse_tool_arguments(partial_json: &str) -> Value {
-    if partial_json.trim().is_empty() {
-        return Value::Object(Default::default());
-    }
-    if let Ok(v) = parse_json_with_repair(partial_json) {
-        return v;
-    }
-    close_partial_json(&repair_json(partial_json))
-        .unwrap_or_else(|| Value::Object(Default::default()))
-}
-
-/// Best effort for a document cut off mid-way: cut back to the last point where a value ended
-/// and close what is open.
-fn close_partial_json(text: &str) -> Option<Value> {
-    // Positions (byte offsets) after which the prefix is a sequence of complete members, with the
-    // stack of open containers at that point.
-    let mut cut_points: Vec<(usize, Vec<char>)> = Vec::new();
-    let mut stack: Vec<char> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for (pos, c) in text.char_indices() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' | '[' => {
-                stack.push(if c == '{' { '}' } else { ']' });
-                cut_points.push((pos + 1, stack.clone()));
-            }
-            '}' | ']' => {
-                stack.pop();
-                cut_points.push((pos + 1, stack.clone()));
-            }
-            ',' => cut_points.push((pos, stack.clone())),
-            _ => {}
-        }
-    }
-    // Try the whole text first (a truncated string or number may still close cleanly).
-    let mut whole = text.to_string();
-    if in_string {
-        if escaped {
-            whole.pop();
-        }
-        whole.push('"');
-    }
-    let closing: String = stack.iter().rev().collect();
-    if let Ok(v) = serde_json::from_str::<Value>(&format!("{whole}{closing}")) {
-        return Some(v);
-    }
-    for (pos, open) in cut_points.iter().rev() {
-        let closing: String = open.iter().rev().collect();
-        if let Ok(v) = serde_json::from_str::<Value>(&format!("{}{closing}", &text[..*pos])) {
-            return Some(v);
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     //! Loopback tests of the whole thread: a one-shot HTTP server on 127.0.0.1 serves a scripted
@@ -685,7 +471,6 @@ mod tests {
     use super::*;
     use crate::messages::StopReason;
     use crossbeam_channel::{Receiver, bounded};
-    use serde_json::json;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::time::Instant;
@@ -844,7 +629,7 @@ mod tests {
                 .contains("x-api-key: sk-secret-key\r\n")
         );
         assert!(recorded.head.contains("anthropic-version: 2023-06-01\r\n"));
-        let body: Value = serde_json::from_slice(&recorded.body).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&recorded.body).unwrap();
         assert_eq!(body, anthropic::build_request(&r).body);
     }
 
@@ -1011,61 +796,5 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-    }
-
-    #[test]
-    fn http_error_texts_follow_the_sdks() {
-        assert_eq!(
-            anthropic_http_error_message(502, "Bad gateway"),
-            "502 Bad gateway"
-        );
-        assert_eq!(
-            anthropic_http_error_message(503, ""),
-            "503 status code (no body)"
-        );
-        assert_eq!(
-            anthropic_http_error_message(400, r#"{"message":"m"}"#),
-            "400 m"
-        );
-        assert_eq!(
-            openai_http_error_message(429, r#"{"detail":"x"}"#),
-            "429 status code (no body)"
-        );
-        assert_eq!(
-            openai_http_error_message(404, "<html>nope</html>"),
-            "404 <html>nope</html>"
-        );
-        assert_eq!(
-            openai_http_error_message(400, r#"{"error":{"code":1}}"#),
-            r#"400 {"code":1}"#
-        );
-        assert_eq!(
-            openai_http_error_message(
-                502,
-                r#"{"error":{"message":"Provider returned error","metadata":{"raw":"upstream down"}}}"#
-            ),
-            "502 Provider returned error\nupstream down"
-        );
-    }
-
-    #[test]
-    fn tool_arguments_parse_like_pi() {
-        assert_eq!(parse_tool_arguments(""), json!({}));
-        assert_eq!(parse_tool_arguments(r#"{"a":1}"#), json!({"a":1}));
-        assert_eq!(
-            parse_tool_arguments("{\"a\":\"x\ny\"}"),
-            json!({"a":"x\ny"})
-        );
-        assert_eq!(
-            parse_tool_arguments(r#"{"a":"C:\d"}"#),
-            json!({"a":"C:\\d"})
-        );
-        assert_eq!(
-            parse_tool_arguments(r#"{"path":"a.t"#),
-            json!({"path":"a.t"})
-        );
-        assert_eq!(parse_tool_arguments(r#"{"a":1,"b":"#), json!({"a":1}));
-        assert_eq!(parse_tool_arguments(r#"{"a":[1,2"#), json!({"a":[1,2]}));
-        assert_eq!(parse_tool_arguments("nonsense"), json!({}));
     }
 }

@@ -18,6 +18,7 @@ use super::types::{
     cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
+use crate::js::js_truthy;
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -310,7 +311,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             .compat
             .as_ref()
             .and_then(|c| c.get("openRouterRouting"))
-        && super::json_truthy(routing)
+        && js_truthy(routing)
     {
         body.insert("provider".into(), routing.clone());
     }
@@ -322,7 +323,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     {
         let mut gateway = Map::new();
         for key in ["only", "order"] {
-            if let Some(v) = routing.get(key).filter(|v| super::json_truthy(v)) {
+            if let Some(v) = routing.get(key).filter(|v| js_truthy(v)) {
                 gateway.insert(key.into(), v.clone());
             }
         }
@@ -549,7 +550,7 @@ fn convert_assistant(
             .filter_map(|c| c.thought_signature.as_deref())
             .filter(|s| !s.is_empty())
             .filter_map(|s| serde_json::from_str::<Value>(s).ok())
-            .filter(super::json_truthy)
+            .filter(js_truthy)
             .collect();
         if !details.is_empty() {
             message.insert("reasoning_details".into(), Value::Array(details));
@@ -733,8 +734,8 @@ impl Decoder {
             }
         };
         // The SDK turns a chunk carrying `error` into an APIError without a status.
-        if let Some(error) = chunk.get("error").filter(|e| super::json_truthy(e)) {
-            let mut message = super::sdk_error_message(None, Some(error), None);
+        if let Some(error) = chunk.get("error").filter(|e| js_truthy(e)) {
+            let mut message = super::error_text::sdk_error_message(None, Some(error), None);
             if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str)
                 && !raw.is_empty()
             {
@@ -782,7 +783,7 @@ impl Decoder {
                 response_model: self.response_model.clone(),
             });
         }
-        let chunk_usage = chunk.get("usage").filter(|u| super::json_truthy(u));
+        let chunk_usage = chunk.get("usage").filter(|u| js_truthy(u));
         if let Some(usage) = chunk_usage {
             out.push(StreamEvent::Usage(parse_usage(usage)));
         }
@@ -791,7 +792,7 @@ impl Decoder {
         };
         // Some servers (Moonshot) put usage on the choice.
         if chunk_usage.is_none()
-            && let Some(usage) = choice.get("usage").filter(|u| super::json_truthy(u))
+            && let Some(usage) = choice.get("usage").filter(|u| js_truthy(u))
         {
             out.push(StreamEvent::Usage(parse_usage(usage)));
         }
@@ -857,7 +858,7 @@ impl Decoder {
         if let Some(details) = delta["reasoning_details"].as_array() {
             for detail in details {
                 let encrypted = detail["type"] == "reasoning.encrypted"
-                    && detail.get("data").is_some_and(super::json_truthy);
+                    && detail.get("data").is_some_and(js_truthy);
                 let Some(id) = detail["id"]
                     .as_str()
                     .filter(|id| encrypted && !id.is_empty())

@@ -12,7 +12,7 @@
 //! with `Failed` on an `error` event, a `response.failed` event, an error chunk or an unparsable
 //! event.
 
-use crate::js::js_string;
+use crate::js::{js_string, js_truthy};
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
@@ -424,7 +424,7 @@ fn convert_assistant(
 
 /// `a || b` on a JSON member: the member when truthy, else `fallback`.
 fn truthy_or(value: Option<&Value>, fallback: &str) -> String {
-    match value.filter(|v| super::json_truthy(v)) {
+    match value.filter(|v| js_truthy(v)) {
         Some(v) => js_string(Some(v)),
         None => fallback.to_string(),
     }
@@ -502,7 +502,7 @@ impl Decoder {
         if self.codex {
             super::codex_responses::http_error_message(status, body)
         } else {
-            super::openai_http_error_message(status, body)
+            super::error_text::openai_http_error_message(status, body)
         }
     }
 
@@ -539,8 +539,11 @@ impl Decoder {
             }
         };
         // The SDK turns any event carrying `error` into an APIError without a status.
-        if let Some(error) = event.get("error").filter(|e| super::json_truthy(e)) {
-            self.fail(&mut out, super::sdk_error_message(None, Some(error), None));
+        if let Some(error) = event.get("error").filter(|e| js_truthy(e)) {
+            self.fail(
+                &mut out,
+                super::error_text::sdk_error_message(None, Some(error), None),
+            );
             return out;
         }
         self.on_event(&event, &mut out);
@@ -666,10 +669,10 @@ impl Decoder {
             }
             "response.failed" => {
                 let response = &event["response"];
-                let error = response.get("error").filter(|e| super::json_truthy(e));
+                let error = response.get("error").filter(|e| js_truthy(e));
                 let reason = response
                     .pointer("/incomplete_details/reason")
-                    .filter(|r| super::json_truthy(r));
+                    .filter(|r| js_truthy(r));
                 let message = match (error, reason) {
                     (Some(error), _) => format!(
                         "{}: {}",
@@ -836,7 +839,7 @@ impl Decoder {
                 if let Some(id) = item.get("id").filter(|v| !v.is_null()) {
                     signature.insert("id".into(), id.clone());
                 }
-                if let Some(phase) = item.get("phase").filter(|p| super::json_truthy(p)) {
+                if let Some(phase) = item.get("phase").filter(|p| js_truthy(p)) {
                     signature.insert("phase".into(), phase.clone());
                 }
                 out.push(StreamEvent::BlockEnd {
@@ -876,7 +879,7 @@ impl Decoder {
         if let Some(id) = response["id"].as_str().filter(|id| !id.is_empty()) {
             self.set_response_id(id, out);
         }
-        if let Some(usage) = response.get("usage").filter(|u| super::json_truthy(u)) {
+        if let Some(usage) = response.get("usage").filter(|u| js_truthy(u)) {
             let cached = count(&usage["input_tokens_details"]["cached_tokens"]);
             out.push(StreamEvent::Usage(Usage {
                 input: count(&usage["input_tokens"]).saturating_sub(cached),
@@ -1254,7 +1257,7 @@ mod tests {
         assert!(last_failure(&decode("data: {oops\n\n")).starts_with("Could not parse"));
         // HTTP errors take the OpenAI SDK's text.
         assert_eq!(
-            super::super::openai_http_error_message(
+            super::super::error_text::openai_http_error_message(
                 400,
                 include_str!("../../fixtures/openai-responses/error_400.json")
             ),
