@@ -25,6 +25,7 @@ pub mod bedrock;
 mod catalog_coverage;
 pub mod codex_responses;
 pub mod copilot;
+pub mod decode;
 pub mod error_text;
 pub mod event_stream;
 pub mod google;
@@ -50,7 +51,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use error_text::{anthropic_http_error_message, network_error_message, openai_http_error_message};
+use decode::Decoder;
+use error_text::network_error_message;
 pub use types::{
     BlockKind, HttpRequest, ProviderError, ProviderEvent, REDACTED_THINKING_TEXT, RequestId,
     StreamEvent, StreamRequest,
@@ -111,93 +113,6 @@ const MAX_ERROR_BODY: u64 = 1024 * 1024;
 /// The socket is read in chunks of this size and each chunk goes straight to the SSE parser.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// The wire API's decoder, chosen by `model.api`.
-pub(crate) enum Decoder {
-    Anthropic(anthropic::Decoder),
-    OpenAiCompletions(openai_completions::Decoder),
-    OpenAiResponses(openai_responses::Decoder),
-    Google(google::Decoder),
-    Mistral(mistral::Decoder),
-    /// Binary event-stream frames, not SSE: fed by `on_bytes`.
-    Bedrock(bedrock::Decoder),
-}
-
-impl Decoder {
-    fn on_sse(&mut self, sse: &sse::SseEvent) -> Vec<StreamEvent> {
-        match self {
-            Decoder::Anthropic(d) => d.on_sse(sse),
-            Decoder::OpenAiCompletions(d) => d.on_sse(sse),
-            Decoder::OpenAiResponses(d) => d.on_sse(sse),
-            Decoder::Google(d) => d.on_sse(sse),
-            Decoder::Mistral(d) => d.on_sse(sse),
-            Decoder::Bedrock(_) => Vec::new(),
-        }
-    }
-
-    fn on_eof(&mut self) -> Vec<StreamEvent> {
-        match self {
-            Decoder::Anthropic(d) => d.on_eof(),
-            Decoder::OpenAiCompletions(d) => d.on_eof(),
-            Decoder::OpenAiResponses(d) => d.on_eof(),
-            Decoder::Google(d) => d.on_eof(),
-            Decoder::Mistral(d) => d.on_eof(),
-            Decoder::Bedrock(d) => d.on_eof(),
-        }
-    }
-
-    fn is_finished(&self) -> bool {
-        match self {
-            Decoder::Anthropic(d) => d.is_finished(),
-            Decoder::OpenAiCompletions(d) => d.is_finished(),
-            Decoder::OpenAiResponses(d) => d.is_finished(),
-            Decoder::Google(d) => d.is_finished(),
-            Decoder::Mistral(d) => d.is_finished(),
-            Decoder::Bedrock(d) => d.is_finished(),
-        }
-    }
-
-    fn error_message(&self, status: u16, body: &str) -> String {
-        match self {
-            Decoder::Anthropic(_) => anthropic_http_error_message(status, body),
-            Decoder::OpenAiCompletions(_) => openai_http_error_message(status, body),
-            Decoder::OpenAiResponses(d) => d.http_error_message(status, body),
-            Decoder::Google(_) => google::http_error_message(status, body),
-            Decoder::Mistral(_) => mistral::http_error_message(status, body),
-            Decoder::Bedrock(_) => bedrock::http_error_message(status, body),
-        }
-    }
-}
-
-/// Test helper: `stream` pushed to the SSE parser in the given pieces, every event through the
-/// decoder, then EOF — what `run_stream` does with a body, without HTTP.
-#[cfg(test)]
-pub(crate) fn decode_in_parts(mut decoder: Decoder, parts: &[&[u8]]) -> Vec<StreamEvent> {
-    let mut parser = sse::SseParser::new();
-    let mut out = Vec::new();
-    for part in parts {
-        parser.push(part).unwrap();
-        while let Some(event) = parser.next_event() {
-            out.extend(decoder.on_sse(&event));
-        }
-    }
-    for event in parser.finish() {
-        out.extend(decoder.on_sse(&event));
-    }
-    out.extend(decoder.on_eof());
-    out
-}
-
-/// Test helper: the stream decoded whole, then split at every byte offset; all must agree.
-#[cfg(test)]
-pub(crate) fn assert_every_split_decodes_the_same(stream: &str, new: &dyn Fn() -> Decoder) {
-    let bytes = stream.as_bytes();
-    let whole = decode_in_parts(new(), &[bytes]);
-    for at in 0..=bytes.len() {
-        let split = decode_in_parts(new(), &[&bytes[..at], &bytes[at..]]);
-        assert_eq!(split, whole, "split at {at}");
-    }
-}
-
 fn run_stream(
     req: RequestId,
     request: &StreamRequest,
@@ -217,23 +132,23 @@ fn run_stream(
     let (http, mut decoder) = match request.model.api.as_str() {
         "anthropic-messages" => (
             anthropic::build_request(request),
-            Decoder::Anthropic(anthropic::Decoder::new(request)),
+            Decoder::new(anthropic::Decoder::new(request)),
         ),
         "openai-completions" => (
             openai_completions::build_request(request),
-            Decoder::OpenAiCompletions(openai_completions::Decoder::new(request)),
+            Decoder::new(openai_completions::Decoder::new(request)),
         ),
         "openai-responses" => (
             openai_responses::build_request(request),
-            Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
+            Decoder::new(openai_responses::Decoder::new(request)),
         ),
         "google-generative-ai" => (
             google::build_request(request),
-            Decoder::Google(google::Decoder::new(request)),
+            Decoder::new(google::Decoder::new(request)),
         ),
         "mistral-conversations" => (
             mistral::build_request(request),
-            Decoder::Mistral(mistral::Decoder::new(request)),
+            Decoder::new(mistral::Decoder::new(request)),
         ),
         api @ ("azure-openai-responses" | "openai-codex-responses") => {
             let built = if api == "azure-openai-responses" {
@@ -242,10 +157,7 @@ fn run_stream(
                 codex_responses::build_request(request)
             };
             match built {
-                Ok(http) => (
-                    http,
-                    Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
-                ),
+                Ok(http) => (http, Decoder::new(openai_responses::Decoder::new(request))),
                 Err(message) => {
                     fail(message, None);
                     return;
@@ -254,14 +166,14 @@ fn run_stream(
         }
         // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
         "bedrock-converse-stream" => match bedrock::build_request(request, &agent) {
-            Ok(http) => (http, Decoder::Bedrock(bedrock::Decoder::new(request))),
+            Ok(http) => (http, Decoder::new(bedrock::Decoder::new(request))),
             Err(message) => {
                 fail(message, None);
                 return;
             }
         },
         "google-vertex" => match vertex::build_request(request, &agent) {
-            Ok(http) => (http, Decoder::Google(google::Decoder::new(request))),
+            Ok(http) => (http, Decoder::new(google::Decoder::new(request))),
             Err(message) => {
                 fail(message, None);
                 return;
@@ -320,12 +232,7 @@ fn run_stream(
         .unwrap_or("none")
         .to_string();
     let mut reader = response.into_body().into_reader();
-    let mut parser = sse::SseParser::new();
     let mut buf = vec![0u8; READ_CHUNK];
-    // A 2xx body without a single event (an HTML error page, a proxy's banner) is a failure,
-    // not an empty reply; the body's start goes into the message to show what came instead.
-    let mut saw_event = false;
-    let mut body_start = String::new();
     loop {
         let n = match reader.read(&mut buf) {
             Ok(n) => n,
@@ -336,43 +243,11 @@ fn run_stream(
                 return;
             }
         };
-        let mut produced = Vec::new();
-        if body_start.len() < 200 {
-            body_start.push_str(&String::from_utf8_lossy(&buf[..n.min(200)]));
-        }
-        if n == 0 {
-            for sse in parser.finish() {
-                saw_event = true;
-                produced.extend(decoder.on_sse(&sse));
-            }
-            if !saw_event {
-                let snippet: String = body_start.trim().chars().take(200).collect();
-                fail(
-                    format!(
-                        "The provider's response is not an event stream (content-type: {content_type}): {snippet}"
-                    ),
-                    None,
-                );
-                return;
-            }
-            produced.extend(decoder.on_eof());
-        } else if let Decoder::Bedrock(bedrock) = &mut decoder {
-            // Every byte is checked by the frame CRCs, so any body counts as a stream.
-            saw_event = true;
-            produced.extend(bedrock.on_bytes(&buf[..n]));
+        let produced = if n == 0 {
+            decoder.finish(&content_type)
         } else {
-            if let Err(e) = parser.push(&buf[..n]) {
-                fail(e.to_string(), None);
-                return;
-            }
-            while let Some(sse) = parser.next_event() {
-                saw_event = true;
-                produced.extend(decoder.on_sse(&sse));
-                if decoder.is_finished() {
-                    break;
-                }
-            }
-        }
+            decoder.feed(&buf[..n])
+        };
         for event in produced {
             if !send(event) {
                 return;
@@ -436,7 +311,7 @@ fn open_response(
         status: Some(status),
         should_retry,
         server_delay,
-        message: decoder.error_message(status, &text),
+        message: decoder.http_error_message(status, &text),
     })
 }
 

@@ -10,12 +10,13 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::decode::{Emitter, WireDecoder, token_count};
+use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{
-    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    cache_retention_from_env,
+    BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
 use crate::js::js_truthy;
@@ -619,11 +620,7 @@ fn mark_last_text(message: &mut Value, cache_control: &Value) -> bool {
 
 /// pi-ai `parseChunkUsage`: cached tokens split into reads and writes, input without them.
 fn parse_usage(raw: &Value) -> Usage {
-    let number = |v: &Value| {
-        v.as_f64()
-            .filter(|f| f.is_finite() && *f > 0.0)
-            .unwrap_or(0.0) as u64
-    };
+    let number = token_count;
     let prompt = number(&raw["prompt_tokens"]);
     let details = &raw["prompt_tokens_details"];
     // `??`: only a missing/null value falls through to the next source.
@@ -679,7 +676,7 @@ enum BlockState {
 /// Chat Completions chunks → `StreamEvent`s.
 pub struct Decoder {
     model_id: String,
-    /// Blocks in content order.
+    /// Blocks in content order (all stay open until the stream ends).
     blocks: Vec<BlockState>,
     text_block: Option<usize>,
     thinking_block: Option<usize>,
@@ -689,7 +686,6 @@ pub struct Decoder {
     response_model: Option<String>,
     stop_reason: StopReason,
     error_message: Option<String>,
-    finished: bool,
 }
 
 impl Decoder {
@@ -705,63 +701,10 @@ impl Decoder {
             response_model: None,
             stop_reason: StopReason::Stop,
             error_message: None,
-            finished: false,
         }
     }
 
-    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if sse.data.starts_with("[DONE]") {
-            self.finish(&mut out);
-            return out;
-        }
-        let chunk: Value = match serde_json::from_str(&sse.data) {
-            Ok(v) => v,
-            Err(e) => {
-                self.fail(
-                    &mut out,
-                    format!("Could not parse stream chunk as JSON: {e}"),
-                );
-                return out;
-            }
-        };
-        // The SDK turns a chunk carrying `error` into an APIError without a status.
-        if let Some(error) = chunk.get("error").filter(|e| js_truthy(e)) {
-            let mut message = super::error_text::sdk_error_message(None, Some(error), None);
-            if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str)
-                && !raw.is_empty()
-            {
-                message.push('\n');
-                message.push_str(raw);
-            }
-            self.fail(&mut out, message);
-            return out;
-        }
-        if !chunk.is_object() {
-            return out;
-        }
-        self.on_chunk(&chunk, &mut out);
-        out
-    }
-
-    /// End of body: same as `[DONE]` (the SDK does not require it).
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if !self.finished {
-            self.finish(&mut out);
-        }
-        out
-    }
-
-    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Emitter) {
         let mut meta_changed = false;
         if self.response_id.is_none()
             && let Some(id) = chunk["id"].as_str().filter(|s| !s.is_empty())
@@ -778,14 +721,11 @@ impl Decoder {
             meta_changed = true;
         }
         if meta_changed {
-            out.push(StreamEvent::Meta {
-                response_id: self.response_id.clone(),
-                response_model: self.response_model.clone(),
-            });
+            out.meta(self.response_id.clone(), self.response_model.clone());
         }
         let chunk_usage = chunk.get("usage").filter(|u| js_truthy(u));
         if let Some(usage) = chunk_usage {
-            out.push(StreamEvent::Usage(parse_usage(usage)));
+            out.usage(parse_usage(usage));
         }
         let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
             return;
@@ -794,7 +734,7 @@ impl Decoder {
         if chunk_usage.is_none()
             && let Some(usage) = choice.get("usage").filter(|u| js_truthy(u))
         {
-            out.push(StreamEvent::Usage(parse_usage(usage)));
+            out.usage(parse_usage(usage));
         }
         if let Some(reason) = choice["finish_reason"].as_str().filter(|r| !r.is_empty()) {
             let (stop, message) = map_finish_reason(reason);
@@ -816,10 +756,7 @@ impl Decoder {
                     index
                 }
             };
-            out.push(StreamEvent::Delta {
-                index,
-                delta: text.to_string(),
-            });
+            out.delta(index, text);
         }
         // The first non-empty reasoning field wins (some servers send the same text twice).
         let reasoning = ["reasoning_content", "reasoning", "reasoning_text"]
@@ -845,10 +782,7 @@ impl Decoder {
                     index
                 }
             };
-            out.push(StreamEvent::Delta {
-                index,
-                delta: text.to_string(),
-            });
+            out.delta(index, text);
         }
         if let Some(calls) = delta["tool_calls"].as_array() {
             for call in calls {
@@ -876,7 +810,7 @@ impl Decoder {
         }
     }
 
-    fn tool_call_delta(&mut self, call: &Value, out: &mut Vec<StreamEvent>) {
+    fn tool_call_delta(&mut self, call: &Value, out: &mut Emitter) {
         let stream_index = call["index"].as_u64();
         let id = call["id"].as_str().filter(|s| !s.is_empty());
         let name = call["function"]["name"].as_str().unwrap_or("");
@@ -910,28 +844,16 @@ impl Decoder {
                 *block_id = id.to_string();
             }
         }
-        let arguments = call["function"]["arguments"].as_str().unwrap_or("");
-        out.push(StreamEvent::Delta {
-            index,
-            delta: arguments.to_string(),
-        });
+        out.delta(index, call["function"]["arguments"].as_str().unwrap_or(""));
     }
 
-    fn start_block(
-        &mut self,
-        state: BlockState,
-        kind: BlockKind,
-        out: &mut Vec<StreamEvent>,
-    ) -> usize {
-        let index = self.blocks.len();
+    fn start_block(&mut self, state: BlockState, kind: BlockKind, out: &mut Emitter) -> usize {
         self.blocks.push(state);
-        out.push(StreamEvent::BlockStart { index, kind });
-        index
+        out.start(kind)
     }
 
     /// pi closes every block at the end of the stream, in content order, then reports the outcome.
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) {
-        self.finished = true;
+    fn finish(&mut self, out: &mut Emitter) {
         for (index, block) in self.blocks.iter().enumerate() {
             let signature = match block {
                 BlockState::Text => None,
@@ -940,7 +862,7 @@ impl Decoder {
                     thought_signature, ..
                 } => thought_signature.clone(),
             };
-            out.push(StreamEvent::BlockEnd { index, signature });
+            out.end(index, signature);
         }
         let error_message = match self.stop_reason {
             StopReason::Error => Some(
@@ -950,24 +872,51 @@ impl Decoder {
             ),
             _ => None,
         };
-        out.push(StreamEvent::Done {
-            stop_reason: self.stop_reason,
-            error_message,
-        });
+        out.done_with_message(self.stop_reason, error_message);
+    }
+}
+
+impl WireDecoder for Decoder {
+    fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+        if sse.data.starts_with("[DONE]") {
+            self.finish(out);
+            return;
+        }
+        let Some(chunk) = out.parse_json(&sse.data, "stream chunk") else {
+            return;
+        };
+        // The SDK turns a chunk carrying `error` into an APIError without a status.
+        if let Some(error) = chunk.get("error").filter(|e| js_truthy(e)) {
+            let mut message = sdk_error_message(None, Some(error), None);
+            if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str)
+                && !raw.is_empty()
+            {
+                message.push('\n');
+                message.push_str(raw);
+            }
+            out.fail(message);
+            return;
+        }
+        if chunk.is_object() {
+            self.on_chunk(&chunk, out);
+        }
     }
 
-    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
-        self.finished = true;
-        out.push(StreamEvent::Failed(ProviderError {
-            message,
-            retry_after: None,
-        }));
+    /// End of body: same as `[DONE]` (the SDK does not require it).
+    fn on_eof(&mut self, out: &mut Emitter) {
+        self.finish(out);
+    }
+
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        openai_http_error_message(status, body)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
     use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::super::types::{ProviderError, StreamEvent};
     use super::*;
     use crate::messages::ToolSpec;
     use crate::messages::{ImageContent, TextContent, ThinkingContent, ToolCall};
@@ -1138,10 +1087,7 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(openai_model("mock", "http://x/v1", true), vec![]);
-        super::super::decode_in_parts(
-            super::super::Decoder::OpenAiCompletions(Decoder::new(&r)),
-            &[stream.as_bytes()],
-        )
+        decode_in_parts(Decoder::new(&r), &[stream.as_bytes()])
     }
 
     pub(crate) const PARALLEL_TOOLS: &str = r#"data: {"id":"chatcmpl-1","model":"gpt-test-2025","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Plan"}}]}
@@ -1238,9 +1184,7 @@ data: [DONE]
     #[test]
     fn every_split_point_decodes_the_same() {
         let r = request(openai_model("mock", "http://x/v1", true), vec![]);
-        super::super::assert_every_split_decodes_the_same(PARALLEL_TOOLS, &|| {
-            super::super::Decoder::OpenAiCompletions(Decoder::new(&r))
-        });
+        assert_every_split_decodes_the_same(PARALLEL_TOOLS, &|| Decoder::new(&r));
     }
 
     #[test]

@@ -17,12 +17,13 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::decode::{Emitter, WireDecoder, token_count};
+use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{
-    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    cache_retention_from_env,
+    BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
 use crate::messages::{
@@ -34,8 +35,6 @@ const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const CODEX_API: &str = "openai-codex-responses";
 /// Providers whose tool-call ids keep the `call_id|item_id` pair when replayed.
 const COMPOSITE_ID_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
-/// What pi reports when a response ends in a failed or cancelled status.
-const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
 
 /// The request pi would send, with cache retention taken from the environment.
 pub fn build_request(request: &StreamRequest) -> HttpRequest {
@@ -430,14 +429,6 @@ fn truthy_or(value: Option<&Value>, fallback: &str) -> String {
     }
 }
 
-/// A number member, or 0 (`x || 0`).
-fn count(value: &Value) -> u64 {
-    value
-        .as_f64()
-        .filter(|f| f.is_finite() && *f > 0.0)
-        .unwrap_or(0.0) as u64
-}
-
 fn map_status(status: Option<&str>) -> Result<StopReason, String> {
     match status {
         None | Some("") => Ok(StopReason::Stop),
@@ -475,11 +466,9 @@ enum Current {
 
 /// Responses stream events → `StreamEvent`s.
 pub struct Decoder {
-    next_index: usize,
     current: Current,
     has_tool_call: bool,
     response_id: Option<String>,
-    finished: bool,
     /// The ChatGPT Codex backend: pi reads its stream without the OpenAI SDK and maps its events
     /// first (`mapCodexEvents`), and reads its HTTP errors its own way.
     codex: bool,
@@ -488,78 +477,14 @@ pub struct Decoder {
 impl Decoder {
     pub fn new(request: &StreamRequest) -> Decoder {
         Decoder {
-            next_index: 0,
             current: Current::None,
             has_tool_call: false,
             response_id: None,
-            finished: false,
             codex: request.model.api == CODEX_API,
         }
     }
 
-    /// The error text of a failed HTTP response, as the request's client words it.
-    pub fn http_error_message(&self, status: u16, body: &str) -> String {
-        if self.codex {
-            super::codex_responses::http_error_message(status, body)
-        } else {
-            super::error_text::openai_http_error_message(status, body)
-        }
-    }
-
-    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if sse.data.starts_with("[DONE]") {
-            self.done(StopReason::Stop, &mut out);
-            return out;
-        }
-        if self.codex {
-            match super::codex_responses::map_event(&sse.data) {
-                Ok(Some(event)) => self.on_event(&event, &mut out),
-                Ok(None) => {}
-                Err(message) => self.fail(&mut out, message),
-            }
-            return out;
-        }
-        let event: Value = match serde_json::from_str(&sse.data) {
-            Ok(v) => v,
-            Err(e) => {
-                self.fail(
-                    &mut out,
-                    format!("Could not parse stream event as JSON: {e}"),
-                );
-                return out;
-            }
-        };
-        // The SDK turns any event carrying `error` into an APIError without a status.
-        if let Some(error) = event.get("error").filter(|e| js_truthy(e)) {
-            self.fail(
-                &mut out,
-                super::error_text::sdk_error_message(None, Some(error), None),
-            );
-            return out;
-        }
-        self.on_event(&event, &mut out);
-        out
-    }
-
-    /// End of body without `response.completed`: pi keeps the reply as it stands.
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if !self.finished {
-            self.done(StopReason::Stop, &mut out);
-        }
-        out
-    }
-
-    fn on_event(&mut self, event: &Value, out: &mut Vec<StreamEvent>) {
+    fn on_event(&mut self, event: &Value, out: &mut Emitter) {
         let kind = event["type"].as_str().unwrap_or("");
         match kind {
             "response.created" => {
@@ -619,10 +544,7 @@ impl Decoder {
                 {
                     let delta = js_string(event.get("delta"));
                     emitted.push_str(&delta);
-                    out.push(StreamEvent::Delta {
-                        index: *index,
-                        delta,
-                    });
+                    out.delta(*index, delta);
                 }
             }
             "response.function_call_arguments.delta" => {
@@ -633,10 +555,7 @@ impl Decoder {
                 {
                     let delta = js_string(event.get("delta"));
                     partial_json.push_str(&delta);
-                    out.push(StreamEvent::Delta {
-                        index: *index,
-                        delta,
-                    });
+                    out.delta(*index, delta);
                 }
             }
             "response.function_call_arguments.done" => {
@@ -647,10 +566,7 @@ impl Decoder {
                 {
                     let arguments = event["arguments"].as_str().unwrap_or("");
                     match arguments.strip_prefix(partial_json.as_str()) {
-                        Some(rest) if !rest.is_empty() => out.push(StreamEvent::Delta {
-                            index: *index,
-                            delta: rest.to_string(),
-                        }),
+                        Some(rest) if !rest.is_empty() => out.delta(*index, rest.to_string()),
                         Some(_) => {}
                         None => log::debug!("final tool arguments differ from the streamed ones"),
                     }
@@ -665,7 +581,7 @@ impl Decoder {
                     js_string(event.get("code")),
                     js_string(event.get("message"))
                 );
-                self.fail(out, message);
+                out.fail(message);
             }
             "response.failed" => {
                 let response = &event["response"];
@@ -682,33 +598,23 @@ impl Decoder {
                     (None, Some(reason)) => format!("incomplete: {}", js_string(Some(reason))),
                     (None, None) => "Unknown error (no error details in response)".to_string(),
                 };
-                self.fail(out, message);
+                out.fail(message);
             }
             _ => {}
         }
     }
 
-    fn set_response_id(&mut self, id: &str, out: &mut Vec<StreamEvent>) {
+    fn set_response_id(&mut self, id: &str, out: &mut Emitter) {
         if self.response_id.as_deref() != Some(id) {
             self.response_id = Some(id.to_string());
-            out.push(StreamEvent::Meta {
-                response_id: self.response_id.clone(),
-                response_model: None,
-            });
+            out.meta(self.response_id.clone(), None);
         }
     }
 
-    fn start_block(&mut self, kind: BlockKind, out: &mut Vec<StreamEvent>) -> usize {
-        let index = self.next_index;
-        self.next_index += 1;
-        out.push(StreamEvent::BlockStart { index, kind });
-        index
-    }
-
-    fn item_added(&mut self, item: &Value, out: &mut Vec<StreamEvent>) {
+    fn item_added(&mut self, item: &Value, out: &mut Emitter) {
         match item["type"].as_str().unwrap_or("") {
             "reasoning" => {
-                let index = self.start_block(BlockKind::Thinking { redacted: false }, out);
+                let index = out.start(BlockKind::Thinking { redacted: false });
                 self.current = Current::Reasoning {
                     index,
                     summary_parts: item["summary"].as_array().map_or(0, Vec::len),
@@ -717,7 +623,7 @@ impl Decoder {
                 };
             }
             "message" => {
-                let index = self.start_block(BlockKind::Text, out);
+                let index = out.start(BlockKind::Text);
                 let last_part = item["content"]
                     .as_array()
                     .and_then(|parts| parts.last())
@@ -737,14 +643,11 @@ impl Decoder {
                     js_string(item.get("id"))
                 );
                 let name = js_string(item.get("name"));
-                let index = self.start_block(BlockKind::ToolCall { id, name }, out);
+                let index = out.start(BlockKind::ToolCall { id, name });
                 self.has_tool_call = true;
                 let initial = item["arguments"].as_str().unwrap_or("").to_string();
                 if !initial.is_empty() {
-                    out.push(StreamEvent::Delta {
-                        index,
-                        delta: initial.clone(),
-                    });
+                    out.delta(index, initial.clone());
                 }
                 self.current = Current::FunctionCall {
                     index,
@@ -756,7 +659,7 @@ impl Decoder {
     }
 
     /// A thinking delta, preceded by any held-back part separator.
-    fn thinking_delta(&mut self, delta: String, out: &mut Vec<StreamEvent>) {
+    fn thinking_delta(&mut self, delta: String, out: &mut Emitter) {
         if let Current::Reasoning {
             index,
             emitted,
@@ -767,20 +670,14 @@ impl Decoder {
             if !pending.is_empty() {
                 let separator = std::mem::take(pending);
                 emitted.push_str(&separator);
-                out.push(StreamEvent::Delta {
-                    index: *index,
-                    delta: separator,
-                });
+                out.delta(*index, separator);
             }
             emitted.push_str(&delta);
-            out.push(StreamEvent::Delta {
-                index: *index,
-                delta,
-            });
+            out.delta(*index, delta);
         }
     }
 
-    fn item_done(&mut self, item: &Value, out: &mut Vec<StreamEvent>) {
+    fn item_done(&mut self, item: &Value, out: &mut Emitter) {
         let item_type = item["type"].as_str().unwrap_or("");
         match std::mem::replace(&mut self.current, Current::None) {
             Current::Reasoning {
@@ -812,10 +709,7 @@ impl Decoder {
                     format!("{emitted}{pending}")
                 };
                 emit_remainder(index, &emitted, &final_text, out);
-                out.push(StreamEvent::BlockEnd {
-                    index,
-                    signature: Some(item.to_string()),
-                });
+                out.end(index, Some(item.to_string()));
             }
             Current::Message { index, emitted, .. } if item_type == "message" => {
                 let final_text: String = item["content"]
@@ -842,10 +736,7 @@ impl Decoder {
                 if let Some(phase) = item.get("phase").filter(|p| js_truthy(p)) {
                     signature.insert("phase".into(), phase.clone());
                 }
-                out.push(StreamEvent::BlockEnd {
-                    index,
-                    signature: Some(Value::Object(signature).to_string()),
-                });
+                out.end(index, Some(Value::Object(signature).to_string()));
             }
             Current::FunctionCall {
                 index,
@@ -855,15 +746,9 @@ impl Decoder {
                 if partial_json.is_empty()
                     && let Some(arguments) = item["arguments"].as_str().filter(|a| !a.is_empty())
                 {
-                    out.push(StreamEvent::Delta {
-                        index,
-                        delta: arguments.to_string(),
-                    });
+                    out.delta(index, arguments.to_string());
                 }
-                out.push(StreamEvent::BlockEnd {
-                    index,
-                    signature: None,
-                });
+                out.end(index, None);
             }
             other => {
                 // An item finishing that is not the one streaming: nothing to close. pi forgets
@@ -875,55 +760,74 @@ impl Decoder {
         }
     }
 
-    fn completed(&mut self, response: &Value, out: &mut Vec<StreamEvent>) {
+    fn completed(&mut self, response: &Value, out: &mut Emitter) {
         if let Some(id) = response["id"].as_str().filter(|id| !id.is_empty()) {
             self.set_response_id(id, out);
         }
         if let Some(usage) = response.get("usage").filter(|u| js_truthy(u)) {
-            let cached = count(&usage["input_tokens_details"]["cached_tokens"]);
-            out.push(StreamEvent::Usage(Usage {
-                input: count(&usage["input_tokens"]).saturating_sub(cached),
-                output: count(&usage["output_tokens"]),
+            let cached = token_count(&usage["input_tokens_details"]["cached_tokens"]);
+            out.usage(Usage {
+                input: token_count(&usage["input_tokens"]).saturating_sub(cached),
+                output: token_count(&usage["output_tokens"]),
                 cache_read: cached,
                 cache_write: 0,
-                total_tokens: count(&usage["total_tokens"]),
+                total_tokens: token_count(&usage["total_tokens"]),
                 ..Usage::default()
-            }));
+            });
         }
         match map_status(response["status"].as_str()) {
-            Ok(StopReason::Stop) if self.has_tool_call => self.done(StopReason::ToolUse, out),
-            Ok(stop) => self.done(stop, out),
-            Err(message) => self.fail(out, message),
+            Ok(StopReason::Stop) if self.has_tool_call => out.done(StopReason::ToolUse),
+            Ok(stop) => out.done(stop),
+            Err(message) => out.fail(message),
         }
     }
+}
 
-    fn done(&mut self, stop_reason: StopReason, out: &mut Vec<StreamEvent>) {
-        self.finished = true;
-        let error_message =
-            (stop_reason == StopReason::Error).then(|| UNKNOWN_ERROR_TEXT.to_string());
-        out.push(StreamEvent::Done {
-            stop_reason,
-            error_message,
-        });
+impl WireDecoder for Decoder {
+    fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+        if sse.data.starts_with("[DONE]") {
+            out.done(StopReason::Stop);
+            return;
+        }
+        if self.codex {
+            match super::codex_responses::map_event(&sse.data) {
+                Ok(Some(event)) => self.on_event(&event, out),
+                Ok(None) => {}
+                Err(message) => out.fail(message),
+            }
+            return;
+        }
+        let Some(event) = out.parse_json(&sse.data, "stream event") else {
+            return;
+        };
+        // The SDK turns any event carrying `error` into an APIError without a status.
+        if let Some(error) = event.get("error").filter(|e| js_truthy(e)) {
+            out.fail(sdk_error_message(None, Some(error), None));
+            return;
+        }
+        self.on_event(&event, out);
     }
 
-    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
-        self.finished = true;
-        out.push(StreamEvent::Failed(ProviderError {
-            message,
-            retry_after: None,
-        }));
+    /// End of body without `response.completed`: pi keeps the reply as it stands.
+    fn on_eof(&mut self, out: &mut Emitter) {
+        out.done(StopReason::Stop);
+    }
+
+    /// The request's client words it: the OpenAI SDK, or pi's own reader for Codex.
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        if self.codex {
+            super::codex_responses::http_error_message(status, body)
+        } else {
+            openai_http_error_message(status, body)
+        }
     }
 }
 
 /// Sends what the finished item adds to the streamed text. Text that disagrees with what was
 /// streamed cannot be taken back; the streamed text stands.
-fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Vec<StreamEvent>) {
+fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Emitter) {
     match final_text.strip_prefix(emitted) {
-        Some(rest) if !rest.is_empty() => out.push(StreamEvent::Delta {
-            index,
-            delta: rest.to_string(),
-        }),
+        Some(rest) if !rest.is_empty() => out.delta(index, rest.to_string()),
         Some(_) => {}
         None => log::debug!("final item text differs from the streamed deltas"),
     }
@@ -931,7 +835,9 @@ fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Vec<S
 
 #[cfg(test)]
 mod tests {
+    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
     use super::super::test_support::{model, request, user};
+    use super::super::types::{ProviderError, StreamEvent};
     use super::*;
     use crate::messages::ToolSpec;
 
@@ -1066,10 +972,7 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(responses_model("openai", "gpt-5"), vec![]);
-        super::super::decode_in_parts(
-            super::super::Decoder::OpenAiResponses(Decoder::new(&r)),
-            &[stream.as_bytes()],
-        )
+        decode_in_parts(Decoder::new(&r), &[stream.as_bytes()])
     }
 
     fn delta(index: usize, text: &str) -> StreamEvent {
@@ -1197,9 +1100,7 @@ mod tests {
     fn every_split_point_decodes_the_same() {
         for stream in [TEXT, TOOL_PARALLEL] {
             let r = request(responses_model("openai", "gpt-5"), vec![]);
-            super::super::assert_every_split_decodes_the_same(stream, &|| {
-                super::super::Decoder::OpenAiResponses(Decoder::new(&r))
-            });
+            assert_every_split_decodes_the_same(stream, &|| Decoder::new(&r));
         }
     }
 
