@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
-use super::request::{base_max_tokens, join_url, with_extra_headers};
+use super::request::{api_url, base_max_tokens, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{
@@ -334,14 +334,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 
     HttpRequest {
-        url: join_url(
-            if model.base_url.is_empty() {
-                DEFAULT_BASE_URL
-            } else {
-                &model.base_url
-            },
-            "/chat/completions",
-        ),
+        url: api_url(model, DEFAULT_BASE_URL, "/chat/completions"),
         headers,
         body: Value::Object(body),
     }
@@ -915,7 +908,7 @@ impl WireDecoder for Decoder {
 #[cfg(test)]
 mod tests {
     use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
-    use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::super::test_support::{assistant, header, model, request, tool_result, user};
     use super::super::types::{ProviderError, StreamEvent};
     use super::*;
     use crate::messages::ToolSpec;
@@ -927,13 +920,6 @@ mod tests {
         m.reasoning = reasoning;
         m.max_tokens = 16384;
         m
-    }
-
-    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
-        req.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
     }
 
     #[test]

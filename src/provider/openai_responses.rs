@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
-use super::request::{base_max_tokens, join_url, with_extra_headers};
+use super::request::{api_url, base_max_tokens, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{
@@ -113,14 +113,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 
     HttpRequest {
-        url: join_url(
-            if model.base_url.is_empty() {
-                DEFAULT_BASE_URL
-            } else {
-                &model.base_url
-            },
-            "/responses",
-        ),
+        url: api_url(model, DEFAULT_BASE_URL, "/responses"),
         headers,
         body: Value::Object(body),
     }
@@ -836,7 +829,7 @@ fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Emitt
 #[cfg(test)]
 mod tests {
     use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
-    use super::super::test_support::{model, request, user};
+    use super::super::test_support::{header, model, request, user};
     use super::super::types::{ProviderError, StreamEvent};
     use super::*;
     use crate::messages::ToolSpec;
@@ -848,13 +841,6 @@ mod tests {
         m.input = vec!["text".into(), "image".into()];
         m.max_tokens = 128000;
         m
-    }
-
-    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
-        req.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
     }
 
     #[test]

@@ -13,6 +13,16 @@ pub(crate) fn join_url(base: &str, path: &str) -> String {
     }
 }
 
+/// `<baseUrl><path>` for the model, on the API's default base URL when the model names none.
+pub(crate) fn api_url(model: &Model, default_base: &str, path: &str) -> String {
+    let base = if model.base_url.is_empty() {
+        default_base
+    } else {
+        &model.base_url
+    };
+    join_url(base, path)
+}
+
 /// The output cap before thinking adjustments: the caller's, else min(model.maxTokens, 32000);
 /// `None` when the model declares no maximum (pi leaves it undefined).
 pub(crate) fn base_max_tokens(request: &StreamRequest) -> Option<u64> {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::retry;
-use super::types::StreamRequest;
+use super::types::{HttpRequest, StreamRequest};
 use crate::config::{Model, ThinkingLevel};
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, TextContent, ToolResultMessage, UserMessage,
@@ -67,4 +67,12 @@ pub fn tool_result(id: &str, name: &str, text: &str, is_error: bool) -> AgentMes
         timestamp: 3,
         extra: Default::default(),
     })
+}
+
+/// The value of a request header, its name matched without case.
+pub fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+    req.headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
 }
