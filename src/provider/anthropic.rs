@@ -12,9 +12,9 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, OpenBlocks, WireDecoder};
 use super::error_text::anthropic_http_error_message;
 use super::partial_json::parse_json_with_repair;
-use super::request::{api_url, base_max_tokens, with_extra_headers};
+use super::request::{api_url, base_max_tokens, mapped_thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
+use super::transform::{id_chars, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
@@ -254,13 +254,9 @@ fn to_claude_code_name(name: &str) -> String {
         .unwrap_or_else(|| name.to_string())
 }
 
-fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
-    let mapped = model
-        .thinking_level_map
-        .as_ref()
-        .and_then(|m| m.get(level.as_str()))
-        .and_then(Value::as_str);
-    if let Some(mapped) = mapped {
+/// The adaptive-thinking effort for `level`: the model's mapping, else low/medium/high.
+pub(crate) fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
+    if let Some(mapped) = mapped_thinking_level(model, level).and_then(Value::as_str) {
         return mapped.to_string();
     }
     match level {
@@ -298,16 +294,7 @@ pub fn adjust_max_tokens_for_thinking(
 
 /// Tool call ids Anthropic accepts: `[A-Za-z0-9_-]`, at most 64 characters.
 pub fn normalize_tool_call_id(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
+    id_chars(id, 64)
 }
 
 fn convert_messages(

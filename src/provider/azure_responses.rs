@@ -12,9 +12,10 @@
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::{convert_input_with, set_header, tools_json};
-use super::request::{base_max_tokens, join_url, with_extra_headers};
+use super::request::{
+    base_max_tokens, join_url, mapped_effort, thinking_level, with_extra_headers,
+};
 use super::types::{HttpRequest, StreamRequest};
-use crate::config::ThinkingLevel;
 
 const DEFAULT_API_VERSION: &str = "v1";
 const TOOL_CALL_PROVIDERS: &[&str] = &[
@@ -106,17 +107,10 @@ pub fn build_request_with(request: &StreamRequest, env: &AzureEnv) -> Result<Htt
         body.insert("tools".into(), tools_json(request, json!(false)));
     }
     if model.reasoning {
-        let level = match request.thinking {
-            ThinkingLevel::Off => None,
-            level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-        };
+        let level = thinking_level(request);
         let level_map = model.thinking_level_map.as_ref();
         if let Some(level) = level {
-            let effort = level_map
-                .and_then(|m| m.get(level.as_str()))
-                .filter(|v| !v.is_null())
-                .cloned()
-                .unwrap_or_else(|| json!(level.as_str()));
+            let effort = mapped_effort(model, level, level.as_str());
             body.insert(
                 "reasoning".into(),
                 json!({"effort": effort, "summary": "auto"}),
@@ -203,6 +197,7 @@ fn query_escape(value: &str) -> String {
 mod tests {
     use super::super::test_support::{model, request, user};
     use super::*;
+    use crate::config::ThinkingLevel;
 
     fn env(base: &str) -> AzureEnv {
         AzureEnv {

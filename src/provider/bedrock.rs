@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{adjust_max_tokens_for_thinking, normalize_tool_call_id};
+use super::anthropic::{adaptive_effort, adjust_max_tokens_for_thinking, normalize_tool_call_id};
 use super::aws_remote;
 use super::decode::{Emitter, Framing, OpenBlocks, WireDecoder};
 use super::event_stream;
@@ -266,20 +266,7 @@ fn effort(model: &Model, level: ThinkingLevel) -> String {
     {
         return "xhigh".into();
     }
-    if let Some(mapped) = model
-        .thinking_level_map
-        .as_ref()
-        .and_then(|m| m.get(level.as_str()))
-        .and_then(Value::as_str)
-    {
-        return mapped.to_string();
-    }
-    match level {
-        ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        _ => "high",
-    }
-    .into()
+    adaptive_effort(model, level)
 }
 
 /// The ConverseStream body, keys in the order the SDK serializes them.

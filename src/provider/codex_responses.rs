@@ -13,9 +13,8 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::{convert_input_with, set_header, tools_json};
-use super::request::with_extra_headers;
+use super::request::{mapped_effort, thinking_level, with_extra_headers};
 use super::types::{HttpRequest, StreamRequest};
-use crate::config::ThinkingLevel;
 use crate::js::js_truthy;
 
 const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
@@ -79,18 +78,9 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     if !request.tools.is_empty() {
         body.insert("tools".into(), tools_json(request, Value::Null));
     }
-    let level = match request.thinking {
-        ThinkingLevel::Off => None,
-        level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-    };
+    let level = thinking_level(request);
     if let Some(level) = level {
-        let effort = model
-            .thinking_level_map
-            .as_ref()
-            .and_then(|m| m.get(level.as_str()))
-            .filter(|v| !v.is_null())
-            .cloned()
-            .unwrap_or_else(|| json!(level.as_str()));
+        let effort = mapped_effort(model, level, level.as_str());
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
@@ -252,6 +242,7 @@ pub fn http_error_message(status: u16, body: &str) -> String {
 mod tests {
     use super::super::test_support::{model, request, user};
     use super::*;
+    use crate::config::ThinkingLevel;
 
     fn token(claims: &str) -> String {
         let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims);

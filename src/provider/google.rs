@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, TextRun, WireDecoder, token_count};
 use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
+use super::transform::{id_chars, result_text, transform_messages};
 use super::types::{BlockKind, HttpRequest, StreamRequest};
 use crate::config::ThinkingLevel;
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
@@ -289,16 +289,7 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
         if !needs_ids {
             return id.to_string();
         }
-        id.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(64)
-            .collect()
+        id_chars(id, 64)
     });
 
     let mut contents: Vec<Value> = Vec::new();
@@ -387,15 +378,7 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
                 }
             }
             AgentMessage::ToolResult(result) => {
-                let texts: Vec<&str> = result
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                let text = texts.join("\n");
+                let text = result_text(result);
                 let images: Vec<(&str, &str)> = if model.supports_images() {
                     result
                         .content

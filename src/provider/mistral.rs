@@ -17,11 +17,12 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, TextRun, WireDecoder};
 use super::openai_responses::short_hash;
-use super::request::{base_max_tokens, join_url, with_extra_headers};
+use super::request::{
+    base_max_tokens, join_url, mapped_effort, thinking_level, with_extra_headers,
+};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{BlockKind, HttpRequest, StreamRequest};
-use crate::config::ThinkingLevel;
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 
 const DEFAULT_BASE_URL: &str = "https://api.mistral.ai";
@@ -84,19 +85,10 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
         });
         body.insert("tools".into(), Value::Array(tools.collect()));
     }
-    let level = match request.thinking {
-        ThinkingLevel::Off => None,
-        level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-    };
+    let level = thinking_level(request);
     if let Some(level) = level.filter(|_| model.reasoning) {
         if REASONING_EFFORT_MODELS.contains(&model.id.as_str()) {
-            let effort = model
-                .thinking_level_map
-                .as_ref()
-                .and_then(|m| m.get(level.as_str()))
-                .filter(|v| !v.is_null())
-                .cloned()
-                .unwrap_or_else(|| json!("high"));
+            let effort = mapped_effort(model, level, "high");
             body.insert("reasoning_effort".into(), effort);
         } else {
             body.insert("prompt_mode".into(), json!("reasoning"));
@@ -464,6 +456,7 @@ mod tests {
     use super::super::types::StreamEvent;
     use super::*;
     use crate::config::Model;
+    use crate::config::ThinkingLevel;
     use crate::messages::{TextContent, ThinkingContent, ToolCall};
 
     fn mistral_model(id: &str) -> Model {

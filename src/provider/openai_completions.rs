@@ -12,9 +12,9 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
-use super::request::{api_url, base_max_tokens, with_extra_headers};
+use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
+use super::transform::{id_chars, result_text, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
@@ -181,20 +181,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     let headers = with_extra_headers(headers, model, &super::copilot::extra_headers(request));
 
     // Thinking level as pi-ai's streamSimpleOpenAICompletions passes it: clamped, off → none.
-    let effort = match request.thinking {
-        ThinkingLevel::Off => None,
-        level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-    };
-    let mapped_effort = |level: ThinkingLevel| -> Value {
-        match model
-            .thinking_level_map
-            .as_ref()
-            .and_then(|m| m.get(level.as_str()))
-        {
-            Some(v) if !v.is_null() => v.clone(),
-            _ => json!(level.as_str()),
-        }
-    };
+    let effort = thinking_level(request);
+    let mapped_effort = |level: ThinkingLevel| mapped_effort(model, level, level.as_str());
 
     let mut messages = convert_messages(request, &compat);
     let mut body = Map::new();
@@ -352,17 +340,7 @@ fn has_tool_history(messages: &[AgentMessage]) -> bool {
 /// OpenAI's 40 characters; `openai` itself gets over-long ids cut.
 fn normalize_tool_call_id(model: &Model, id: &str) -> String {
     if let Some((call_id, _)) = id.split_once('|') {
-        return call_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(40)
-            .collect();
+        return id_chars(call_id, 40);
     }
     if model.provider == "openai" && id.chars().count() > 40 {
         return id.chars().take(40).collect();
@@ -421,15 +399,7 @@ fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
             AgentMessage::ToolResult(_) => {
                 let mut images = Vec::new();
                 while let Some(AgentMessage::ToolResult(result)) = transformed.get(i) {
-                    let texts: Vec<&str> = result
-                        .content
-                        .iter()
-                        .filter_map(|b| match b {
-                            ContentBlock::Text(t) => Some(t.text.as_str()),
-                            _ => None,
-                        })
-                        .collect();
-                    let text = texts.join("\n");
+                    let text = result_text(result);
                     let content = if text.is_empty() {
                         "(see attached image)".to_string()
                     } else {

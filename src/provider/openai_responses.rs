@@ -19,13 +19,13 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
-use super::request::{api_url, base_max_tokens, with_extra_headers};
+use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
+use super::transform::{id_chars, result_text, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
-use crate::config::{Model, ThinkingLevel};
+use crate::config::Model;
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent,
 };
@@ -87,16 +87,10 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         body.insert("tools".into(), tools_json(request, json!(false)));
     }
     if model.reasoning {
-        let level = match request.thinking {
-            ThinkingLevel::Off => None,
-            level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-        };
+        let level = thinking_level(request);
         let level_map = model.thinking_level_map.as_ref();
         if let Some(level) = level {
-            let effort = match level_map.and_then(|m| m.get(level.as_str())) {
-                Some(v) if !v.is_null() => v.clone(),
-                _ => json!(level.as_str()),
-            };
+            let effort = mapped_effort(model, level, level.as_str());
             body.insert(
                 "reasoning".into(),
                 json!({"effort": effort, "summary": "auto"}),
@@ -166,18 +160,7 @@ fn to_base36(mut n: u32) -> String {
 
 /// Characters outside `[A-Za-z0-9_-]` become `_`, at most 64 are kept, trailing `_` dropped.
 fn normalize_id_part(part: &str) -> String {
-    let sanitized: String = part
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    sanitized.trim_end_matches('_').to_string()
+    id_chars(part, 64).trim_end_matches('_').to_string()
 }
 
 /// Tool-call ids written by another model, as pi rewrites them for this one. `source` is the
@@ -297,15 +280,7 @@ pub(crate) fn convert_input_with(
                 input.extend(items);
             }
             AgentMessage::ToolResult(result) => {
-                let texts: Vec<&str> = result
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                let text = texts.join("\n");
+                let text = result_text(result);
                 let has_images = result
                     .content
                     .iter()
@@ -832,6 +807,7 @@ mod tests {
     use super::super::test_support::{header, model, request, user};
     use super::super::types::{ProviderError, StreamEvent};
     use super::*;
+    use crate::config::ThinkingLevel;
     use crate::messages::ToolSpec;
 
     fn responses_model(provider: &str, id: &str) -> Model {

@@ -1,8 +1,10 @@
 //! What the wire API request builders share: the url join, the output cap before thinking
 //! adjustments, and the header merge the SDKs do. Pure.
 
+use serde_json::{Value, json};
+
 use super::types::StreamRequest;
-use crate::config::Model;
+use crate::config::{Model, ThinkingLevel};
 
 /// `<baseUrl><path>` without a doubled slash (the SDKs' buildURL).
 pub(crate) fn join_url(base: &str, path: &str) -> String {
@@ -21,6 +23,32 @@ pub(crate) fn api_url(model: &Model, default_base: &str, path: &str) -> String {
         &model.base_url
     };
     join_url(base, path)
+}
+
+/// The requested thinking level clamped to what the model supports; `None` when thinking is off.
+pub(crate) fn thinking_level(request: &StreamRequest) -> Option<ThinkingLevel> {
+    match request.thinking {
+        ThinkingLevel::Off => None,
+        level => {
+            Some(request.model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off)
+        }
+    }
+}
+
+/// What the model's `thinkingLevelMap` maps `level` to, unless it maps it to nothing (`null`).
+pub(crate) fn mapped_thinking_level(model: &Model, level: ThinkingLevel) -> Option<&Value> {
+    model
+        .thinking_level_map
+        .as_ref()
+        .and_then(|m| m.get(level.as_str()))
+        .filter(|v| !v.is_null())
+}
+
+/// The effort to send for `level`: the model's mapping, else `default`.
+pub(crate) fn mapped_effort(model: &Model, level: ThinkingLevel, default: &str) -> Value {
+    mapped_thinking_level(model, level)
+        .cloned()
+        .unwrap_or_else(|| json!(default))
 }
 
 /// The output cap before thinking adjustments: the caller's, else min(model.maxTokens, 32000);
