@@ -80,31 +80,9 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         body.insert("prompt_cache_retention".into(), json!("24h"));
     }
     body.insert("store".into(), json!(false));
-    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
-        body.insert("max_output_tokens".into(), json!(max_tokens));
-    }
-    if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request, json!(false)));
-    }
-    if model.reasoning {
-        let level = thinking_level(request);
-        let level_map = model.thinking_level_map.as_ref();
-        if let Some(level) = level {
-            let effort = mapped_effort(model, level, level.as_str());
-            body.insert(
-                "reasoning".into(),
-                json!({"effort": effort, "summary": "auto"}),
-            );
-            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
-        } else {
-            // Reasoning models think by default: say "none" unless the model has no off level.
-            let off = level_map.and_then(|m| m.get("off"));
-            if model.provider != "github-copilot" && !off.is_some_and(Value::is_null) {
-                let effort = off.cloned().unwrap_or_else(|| json!("none"));
-                body.insert("reasoning".into(), json!({"effort": effort}));
-            }
-        }
-    }
+    // pi does not tell Copilot's reasoning models to stop reasoning.
+    let off_says_none = model.provider != "github-copilot";
+    insert_limits_tools_and_reasoning(&mut body, request, off_says_none);
 
     HttpRequest {
         url: api_url(model, DEFAULT_BASE_URL, "/responses"),
@@ -114,6 +92,41 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
 }
 
 /// The tools as Responses function tools (`strict` as the client sends it).
+/// The body members both Responses builders (this one and Azure's) end with, in this order: the
+/// output cap, the tools, the reasoning settings. With thinking off, a reasoning model is told
+/// `none` (its `off` mapping) when `off_says_none`, unless it maps `off` to nothing.
+pub(crate) fn insert_limits_tools_and_reasoning(
+    body: &mut Map<String, Value>,
+    request: &StreamRequest,
+    off_says_none: bool,
+) {
+    let model = &request.model;
+    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
+        body.insert("max_output_tokens".into(), json!(max_tokens));
+    }
+    if !request.tools.is_empty() {
+        body.insert("tools".into(), tools_json(request, json!(false)));
+    }
+    if !model.reasoning {
+        return;
+    }
+    if let Some(level) = thinking_level(request) {
+        let effort = mapped_effort(model, level, level.as_str());
+        body.insert(
+            "reasoning".into(),
+            json!({"effort": effort, "summary": "auto"}),
+        );
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    } else {
+        // Reasoning models think by default: say "none" unless the model has no off level.
+        let off = model.thinking_level_map.as_ref().and_then(|m| m.get("off"));
+        if off_says_none && !off.is_some_and(Value::is_null) {
+            let effort = off.cloned().unwrap_or_else(|| json!("none"));
+            body.insert("reasoning".into(), json!({"effort": effort}));
+        }
+    }
+}
+
 pub(crate) fn tools_json(request: &StreamRequest, strict: Value) -> Value {
     let tools = request.tools.iter().map(|tool| {
         json!({"type": "function", "name": tool.name, "description": tool.description,
