@@ -2,7 +2,7 @@
 //! `providers/github-copilot-headers.js` and the Copilot OAuth provider): per-request headers
 //! (who initiated the request, vision input) and the API host named in the Copilot token.
 
-use super::StreamRequest;
+use super::types::StreamRequest;
 use crate::messages::{AgentMessage, ContentBlock, UserContent};
 
 pub const PROVIDER: &str = "github-copilot";

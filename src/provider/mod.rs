@@ -3,8 +3,10 @@
 //! agent over a bounded channel (so a stalled client stalls the socket read, not memory).
 //!
 //! Only `provider/<api>.rs` knows a provider's format: it builds the request (url, headers, body)
-//! and maps SSE events (Bedrock: binary event-stream frames) to `StreamEvent`s. This file owns the
-//! thread, HTTP and error mapping.
+//! and maps the framed body events to `StreamEvent`s (a `decode::WireDecoder`). This file is the
+//! dispatcher: it picks the wire API by `model.api` (`wire_api`), owns the thread and the HTTP
+//! exchange (provider-level retries, status errors), and feeds the body to the decoder scaffold
+//! (`decode.rs`). The vocabulary is `types.rs`; the API files never import from here.
 //!
 //! Blocking calls and their bounds: connecting (`CONNECT_TIMEOUT`), writing the request and every
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent
@@ -54,9 +56,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use decode::Decoder;
 use error_text::network_error_message;
 pub use types::{
-    BlockKind, HttpRequest, ProviderError, ProviderEvent, REDACTED_THINKING_TEXT, RequestId,
-    StreamEvent, StreamRequest,
+    BlockKind, ProviderEvent, REDACTED_THINKING_TEXT, RequestId, StreamEvent, StreamRequest,
 };
+use types::{HttpRequest, ProviderError};
 
 /// Owns a running request. Dropping it cancels the request: the HTTP agent is shut down, which
 /// interrupts a read blocked on a silent server at once, the thread's next send fails, and a
@@ -110,8 +112,48 @@ fn http_agent(idle: Duration) -> ureq::Agent {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Error bodies are read up to this size; the rest is dropped.
 const MAX_ERROR_BODY: u64 = 1024 * 1024;
-/// The socket is read in chunks of this size and each chunk goes straight to the SSE parser.
+/// The socket is read in chunks of this size and each chunk goes straight to the decoder.
 const READ_CHUNK: usize = 16 * 1024;
+
+/// The wire API `model.api` names: the request it sends and the decoder of its body. Building
+/// fails when what the request needs (credentials, a base URL) is missing, or the API is unknown.
+fn wire_api(
+    request: &StreamRequest,
+    agent: &ureq::Agent,
+) -> Result<(HttpRequest, Decoder), String> {
+    let responses = || Decoder::new(openai_responses::Decoder::new(request));
+    Ok(match request.model.api.as_str() {
+        "anthropic-messages" => (
+            anthropic::build_request(request),
+            Decoder::new(anthropic::Decoder::new(request)),
+        ),
+        "openai-completions" => (
+            openai_completions::build_request(request),
+            Decoder::new(openai_completions::Decoder::new(request)),
+        ),
+        "openai-responses" => (openai_responses::build_request(request), responses()),
+        "azure-openai-responses" => (azure_responses::build_request(request)?, responses()),
+        "openai-codex-responses" => (codex_responses::build_request(request)?, responses()),
+        "google-generative-ai" => (
+            google::build_request(request),
+            Decoder::new(google::Decoder::new(request)),
+        ),
+        "mistral-conversations" => (
+            mistral::build_request(request),
+            Decoder::new(mistral::Decoder::new(request)),
+        ),
+        // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
+        "bedrock-converse-stream" => (
+            bedrock::build_request(request, agent)?,
+            Decoder::new(bedrock::Decoder::new(request)),
+        ),
+        "google-vertex" => (
+            vertex::build_request(request, agent)?,
+            Decoder::new(google::Decoder::new(request)),
+        ),
+        other => return Err(format!("No API provider registered for api: {other}")),
+    })
+}
 
 fn run_stream(
     req: RequestId,
@@ -129,58 +171,10 @@ fn run_stream(
         }))
     };
 
-    let (http, mut decoder) = match request.model.api.as_str() {
-        "anthropic-messages" => (
-            anthropic::build_request(request),
-            Decoder::new(anthropic::Decoder::new(request)),
-        ),
-        "openai-completions" => (
-            openai_completions::build_request(request),
-            Decoder::new(openai_completions::Decoder::new(request)),
-        ),
-        "openai-responses" => (
-            openai_responses::build_request(request),
-            Decoder::new(openai_responses::Decoder::new(request)),
-        ),
-        "google-generative-ai" => (
-            google::build_request(request),
-            Decoder::new(google::Decoder::new(request)),
-        ),
-        "mistral-conversations" => (
-            mistral::build_request(request),
-            Decoder::new(mistral::Decoder::new(request)),
-        ),
-        api @ ("azure-openai-responses" | "openai-codex-responses") => {
-            let built = if api == "azure-openai-responses" {
-                azure_responses::build_request(request)
-            } else {
-                codex_responses::build_request(request)
-            };
-            match built {
-                Ok(http) => (http, Decoder::new(openai_responses::Decoder::new(request))),
-                Err(message) => {
-                    fail(message, None);
-                    return;
-                }
-            }
-        }
-        // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
-        "bedrock-converse-stream" => match bedrock::build_request(request, &agent) {
-            Ok(http) => (http, Decoder::new(bedrock::Decoder::new(request))),
-            Err(message) => {
-                fail(message, None);
-                return;
-            }
-        },
-        "google-vertex" => match vertex::build_request(request, &agent) {
-            Ok(http) => (http, Decoder::new(google::Decoder::new(request))),
-            Err(message) => {
-                fail(message, None);
-                return;
-            }
-        },
-        other => {
-            fail(format!("No API provider registered for api: {other}"), None);
+    let (http, mut decoder) = match wire_api(request, &agent) {
+        Ok(built) => built,
+        Err(message) => {
+            fail(message, None);
             return;
         }
     };
