@@ -12,7 +12,7 @@
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use super::openai_responses::{convert_input_with, set_header, tools_json};
+use super::openai_responses::{self, convert_input_with, set_header, tools_json};
 use super::request::{mapped_effort, thinking_level, with_extra_headers};
 use super::types::{HttpRequest, StreamRequest};
 use crate::js::js_truthy;
@@ -92,6 +92,11 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
         headers,
         body: Value::Object(body),
     })
+}
+
+/// The Responses decoder, reading the stream and errors as pi's Codex client does.
+pub fn decoder() -> openai_responses::Decoder {
+    openai_responses::Decoder::with_client(map_event, http_error_message)
 }
 
 /// `<base>/codex/responses`, accepting a base that already ends in `/codex` or the full path.

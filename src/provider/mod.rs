@@ -133,7 +133,10 @@ fn wire_api(
         ),
         "openai-responses" => (openai_responses::build_request(request), responses()),
         "azure-openai-responses" => (azure_responses::build_request(request)?, responses()),
-        "openai-codex-responses" => (codex_responses::build_request(request)?, responses()),
+        "openai-codex-responses" => (
+            codex_responses::build_request(request)?,
+            Decoder::new(codex_responses::decoder()),
+        ),
         "google-generative-ai" => (
             google::build_request(request),
             Decoder::new(google::Decoder::new(request)),

@@ -31,8 +31,6 @@ use crate::messages::{
 };
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-/// The Codex backend's API name; its decoder maps events first.
-const CODEX_API: &str = "openai-codex-responses";
 /// Providers whose tool-call ids keep the `call_id|item_id` pair when replayed.
 const COMPOSITE_ID_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
 
@@ -450,18 +448,39 @@ pub struct Decoder {
     current: Current,
     has_tool_call: bool,
     response_id: Option<String>,
-    /// The ChatGPT Codex backend: pi reads its stream without the OpenAI SDK and maps its events
-    /// first (`mapCodexEvents`), and reads its HTTP errors its own way.
-    codex: bool,
+    /// A backend pi reads without the OpenAI SDK (ChatGPT Codex) maps each event's data first
+    /// (`Ok(None)` skips it, `Err` ends the stream).
+    map_event: Option<EventMapping>,
+    /// The error text of a failed HTTP response, as the request's client words it.
+    http_error_message: fn(u16, &str) -> String,
 }
 
+/// A backend's own reading of an event's data, before the Responses mapping.
+pub(crate) type EventMapping = fn(&str) -> Result<Option<Value>, String>;
+
 impl Decoder {
-    pub fn new(request: &StreamRequest) -> Decoder {
+    /// The decoder of OpenAI's Responses stream, read as the OpenAI SDK reads it.
+    pub fn new(_request: &StreamRequest) -> Decoder {
         Decoder {
             current: Current::None,
             has_tool_call: false,
             response_id: None,
-            codex: request.model.api == CODEX_API,
+            map_event: None,
+            http_error_message: openai_http_error_message,
+        }
+    }
+
+    /// The decoder of a backend that speaks the Responses stream through its own client.
+    pub(crate) fn with_client(
+        map_event: EventMapping,
+        http_error_message: fn(u16, &str) -> String,
+    ) -> Decoder {
+        Decoder {
+            current: Current::None,
+            has_tool_call: false,
+            response_id: None,
+            map_event: Some(map_event),
+            http_error_message,
         }
     }
 
@@ -770,8 +789,8 @@ impl WireDecoder for Decoder {
             out.done(StopReason::Stop);
             return;
         }
-        if self.codex {
-            match super::codex_responses::map_event(&sse.data) {
+        if let Some(map_event) = self.map_event {
+            match map_event(&sse.data) {
                 Ok(Some(event)) => self.on_event(&event, out),
                 Ok(None) => {}
                 Err(message) => out.fail(message),
@@ -794,13 +813,8 @@ impl WireDecoder for Decoder {
         out.done(StopReason::Stop);
     }
 
-    /// The request's client words it: the OpenAI SDK, or pi's own reader for Codex.
     fn http_error_message(&self, status: u16, body: &str) -> String {
-        if self.codex {
-            super::codex_responses::http_error_message(status, body)
-        } else {
-            openai_http_error_message(status, body)
-        }
+        (self.http_error_message)(status, body)
     }
 }
 
