@@ -287,17 +287,9 @@ impl AssistantMessage {
         })
     }
 
-    /// Text blocks joined by newlines (get_last_assistant_text, print mode).
+    /// Text blocks joined (get_last_assistant_text, print mode).
     pub fn text(&self) -> String {
-        let parts: Vec<&str> = self
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.text.as_str()),
-                _ => None,
-            })
-            .collect();
-        parts.join("")
+        joined_text(&self.content, "")
     }
 }
 
@@ -367,6 +359,18 @@ pub struct BranchSummaryMessage {
     #[serde(rename = "fromId")]
     pub from_id: String,
     pub timestamp: i64,
+}
+
+/// The text blocks of `content` joined by `separator`; images and other blocks are left out.
+pub fn joined_text(content: &[ContentBlock], separator: &str) -> String {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    texts.join(separator)
 }
 
 /// A tool as offered to the model.

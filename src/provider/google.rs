@@ -19,10 +19,10 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, TextRun, WireDecoder, token_count};
 use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::{id_chars, result_text, transform_messages};
+use super::transform::{id_chars, transform_messages};
 use super::types::{BlockKind, HttpRequest, StreamRequest};
 use crate::config::ThinkingLevel;
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, joined_text};
 use crate::time::now_ms;
 
 const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
@@ -378,7 +378,7 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
                 }
             }
             AgentMessage::ToolResult(result) => {
-                let text = result_text(result);
+                let text = joined_text(&result.content, "\n");
                 let images: Vec<(&str, &str)> = if model.supports_images() {
                     result
                         .content

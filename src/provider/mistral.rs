@@ -23,7 +23,7 @@ use super::request::{
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{BlockKind, HttpRequest, StreamRequest};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, joined_text};
 
 const DEFAULT_BASE_URL: &str = "https://api.mistral.ai";
 const TOOL_CALL_ID_LENGTH: usize = 9;
@@ -225,15 +225,7 @@ fn chat_messages(messages: &[AgentMessage], images: bool) -> Vec<Value> {
                 out.push(Value::Object(item));
             }
             AgentMessage::ToolResult(result) => {
-                let text = result
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                let text = joined_text(&result.content, "\n");
                 let has_images = result
                     .content
                     .iter()

@@ -14,13 +14,13 @@ use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::{id_chars, result_text, transform_messages};
+use super::transform::{id_chars, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
 use crate::js::js_truthy;
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, joined_text};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -399,7 +399,7 @@ fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
             AgentMessage::ToolResult(_) => {
                 let mut images = Vec::new();
                 while let Some(AgentMessage::ToolResult(result)) = transformed.get(i) {
-                    let text = result_text(result);
+                    let text = joined_text(&result.content, "\n");
                     let content = if text.is_empty() {
                         "(see attached image)".to_string()
                     } else {

@@ -21,13 +21,13 @@ use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::{id_chars, result_text, transform_messages};
+use super::transform::{id_chars, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::Model;
 use crate::messages::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent,
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent, joined_text,
 };
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -291,7 +291,7 @@ pub(crate) fn convert_input_with(
                 input.extend(items);
             }
             AgentMessage::ToolResult(result) => {
-                let text = result_text(result);
+                let text = joined_text(&result.content, "\n");
                 let has_images = result
                     .content
                     .iter()

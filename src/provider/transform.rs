@@ -35,19 +35,6 @@ pub fn id_chars(id: &str, max: usize) -> String {
         .collect()
 }
 
-/// The text blocks of a tool result, joined by newlines (images left out).
-pub fn result_text(result: &ToolResultMessage) -> String {
-    let texts: Vec<&str> = result
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect();
-    texts.join("\n")
-}
-
 /// `normalize_tool_call_id` rewrites ids of tool calls made by another model (provider rules).
 pub fn transform_messages(
     messages: &[AgentMessage],
