@@ -383,3 +383,153 @@ pub(crate) fn assert_every_split_decodes_the_same<W: WireDecoder + 'static>(
         assert_eq!(split, whole, "split at {at}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The scaffold's own contract, with a toy wire API: each SSE `data` is a text part of the
+    //! kind its `event` names (`text` or `thinking`); `event: stop` finishes the stream.
+    use super::*;
+
+    struct Toy {
+        run: TextRun,
+    }
+
+    impl WireDecoder for Toy {
+        fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+            match sse.event.as_str() {
+                "stop" => {
+                    self.run.close(out);
+                    out.done(StopReason::Stop);
+                }
+                "error" => out.done(StopReason::Error),
+                kind => self.run.append(kind == "thinking", sse.data.clone(), out),
+            }
+        }
+
+        fn on_eof(&mut self, out: &mut Emitter) {
+            out.fail("ended early");
+        }
+
+        fn http_error_message(&self, status: u16, _body: &str) -> String {
+            status.to_string()
+        }
+    }
+
+    fn toy() -> Toy {
+        Toy {
+            run: TextRun::default(),
+        }
+    }
+
+    #[test]
+    fn consecutive_parts_share_a_block_and_nothing_is_decoded_after_the_end() {
+        let body = "event: text\ndata: a\n\nevent: text\ndata: b\n\nevent: thinking\ndata: t\n\n\
+                    event: stop\ndata:\n\nevent: text\ndata: late\n\n";
+        let events = decode_in_parts(toy(), &[body.as_bytes()]);
+        let delta = |index, text: &str| StreamEvent::Delta {
+            index,
+            delta: text.into(),
+        };
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::Text
+                },
+                delta(0, "a"),
+                delta(0, "b"),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: None
+                },
+                StreamEvent::BlockStart {
+                    index: 1,
+                    kind: BlockKind::Thinking { redacted: false }
+                },
+                delta(1, "t"),
+                StreamEvent::BlockEnd {
+                    index: 1,
+                    signature: None
+                },
+                StreamEvent::Done {
+                    stop_reason: StopReason::Stop,
+                    error_message: None
+                },
+            ]
+        );
+        assert_eq!(
+            decode_in_parts(toy(), &[b"event: error\ndata:\n\n"]),
+            vec![StreamEvent::Done {
+                stop_reason: StopReason::Error,
+                error_message: Some(UNKNOWN_ERROR_TEXT.into())
+            }]
+        );
+    }
+
+    fn failure(events: &[StreamEvent]) -> &str {
+        match events.last() {
+            Some(StreamEvent::Failed(e)) => &e.message,
+            other => panic!("expected Failed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_body_without_events_is_not_a_stream_and_an_early_end_is_the_apis_to_word() {
+        let mut decoder = Decoder::new(toy());
+        assert!(decoder.feed(b"  <html>Bad gateway</html>").is_empty());
+        assert_eq!(
+            failure(&decoder.finish("text/html")),
+            "The provider's response is not an event stream (content-type: text/html): <html>Bad gateway</html>"
+        );
+        assert!(decoder.is_finished());
+
+        let events = decode_in_parts(toy(), &[b"event: text\ndata: a\n\n"]);
+        assert_eq!(failure(&events), "ended early");
+    }
+
+    struct Frames;
+
+    impl WireDecoder for Frames {
+        fn framing(&self) -> Framing {
+            Framing::EventStream
+        }
+
+        fn on_frame(&mut self, frame: &event_stream::Message, out: &mut Emitter) {
+            let index = out.start(BlockKind::Text);
+            out.delta(index, String::from_utf8_lossy(&frame.payload));
+        }
+
+        fn on_eof(&mut self, out: &mut Emitter) {
+            out.done(StopReason::Stop);
+        }
+
+        fn http_error_message(&self, status: u16, _body: &str) -> String {
+            status.to_string()
+        }
+    }
+
+    #[test]
+    fn event_stream_bodies_are_framed_and_a_cut_frame_fails() {
+        let frame = event_stream::encode(&[(":event-type", "x")], b"hi");
+        let events = decode_in_parts(Frames, &[&frame]);
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(
+            events[1],
+            StreamEvent::Delta {
+                index: 0,
+                delta: "hi".into()
+            }
+        );
+        let events = decode_in_parts(Frames, &[&frame[..frame.len() - 1]]);
+        assert_eq!(
+            failure(&events),
+            "event stream: body ended inside a message"
+        );
+        let mut broken = frame.clone();
+        let last = broken.len() - 1;
+        broken[last] ^= 0xff;
+        let events = decode_in_parts(Frames, &[&broken]);
+        assert_eq!(failure(&events), "event stream: message checksum mismatch");
+    }
+}
