@@ -373,6 +373,11 @@ pub fn joined_text(content: &[ContentBlock], separator: &str) -> String {
     texts.join(separator)
 }
 
+/// Whether `content` holds an image.
+pub fn has_images(content: &[ContentBlock]) -> bool {
+    content.iter().any(|b| matches!(b, ContentBlock::Image(_)))
+}
+
 /// A tool as offered to the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {

@@ -19,7 +19,7 @@ use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, has_images};
 
 const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const FINE_GRAINED_TOOL_STREAMING_BETA: &str = "fine-grained-tool-streaming-2025-05-14";
@@ -425,7 +425,7 @@ fn image_block(mime_type: &str, data: &str) -> Value {
 /// Text-only results are one string (texts joined by LF); with images, a block list that starts
 /// with a placeholder text when there is no text at all.
 fn tool_result_content(content: &[ContentBlock]) -> Value {
-    let has_images = content.iter().any(|b| matches!(b, ContentBlock::Image(_)));
+    let has_images = has_images(content);
     if !has_images {
         let texts: Vec<&str> = content
             .iter()

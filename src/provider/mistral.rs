@@ -23,7 +23,9 @@ use super::request::{
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{BlockKind, HttpRequest, StreamRequest};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, joined_text};
+use crate::messages::{
+    AgentMessage, ContentBlock, StopReason, Usage, UserContent, has_images, joined_text,
+};
 
 const DEFAULT_BASE_URL: &str = "https://api.mistral.ai";
 const TOOL_CALL_ID_LENGTH: usize = 9;
@@ -168,7 +170,7 @@ fn chat_messages(messages: &[AgentMessage], images: bool) -> Vec<Value> {
             AgentMessage::User(user) => match &user.content {
                 UserContent::Text(text) => out.push(json!({"role": "user", "content": text})),
                 UserContent::Blocks(blocks) => {
-                    let had_images = blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)));
+                    let had_images = has_images(blocks);
                     let content: Vec<Value> = blocks
                         .iter()
                         .filter_map(|block| match block {
@@ -226,10 +228,7 @@ fn chat_messages(messages: &[AgentMessage], images: bool) -> Vec<Value> {
             }
             AgentMessage::ToolResult(result) => {
                 let text = joined_text(&result.content, "\n");
-                let has_images = result
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::Image(_)));
+                let has_images = has_images(&result.content);
                 let mut content = vec![json!({"type": "text",
                     "text": tool_result_text(&text, has_images, images, result.is_error)})];
                 if images {

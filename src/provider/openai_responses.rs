@@ -27,7 +27,8 @@ use super::types::{
 };
 use crate::config::Model;
 use crate::messages::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent, joined_text,
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent, has_images,
+    joined_text,
 };
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -292,10 +293,7 @@ pub(crate) fn convert_input_with(
             }
             AgentMessage::ToolResult(result) => {
                 let text = joined_text(&result.content, "\n");
-                let has_images = result
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::Image(_)));
+                let has_images = has_images(&result.content);
                 let output = if has_images && model.supports_images() {
                     let mut parts = Vec::new();
                     if !text.is_empty() {
