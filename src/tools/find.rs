@@ -11,13 +11,15 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::glob::{glob_match, walk};
 use super::grep::find_tool;
 use super::path::resolve_to_cwd;
 use super::path_guard::{self, Access};
 use super::truncate::listing_output;
+use super::walk::walk;
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
 use crate::child::{LinesEnd, run_lines};
+use crate::glob::{Glob, GlobOptions};
+use crate::ignore::FD_FILES;
 use crate::js::{js_number_string, number_value};
 
 pub const DEFAULT_LIMIT: usize = 1000;
@@ -171,29 +173,25 @@ fn find_fallback(
     if !search_path.is_dir() {
         return Err(format!("Path not found: {}", search_path.display()));
     }
+    // fd's smart case: a pattern without capitals ignores case.
     let case_insensitive = !pattern.chars().any(char::is_uppercase);
-    let mut effective = pattern.trim_start_matches('/').to_string();
-    if case_insensitive {
-        effective = effective.to_lowercase();
-    }
+    let glob = Glob::new(
+        pattern.trim_start_matches('/'),
+        GlobOptions::GLOBSET.ignore_case(case_insensitive),
+    );
     let full_path = pattern.contains('/');
     let mut found = Vec::new();
-    walk(search_path, cancel, &mut |path, is_dir| {
+    walk(search_path, FD_FILES, cancel, &mut |path, is_dir| {
         let Ok(relative) = path.strip_prefix(search_path) else {
             return true;
         };
-        let relative = relative.to_string_lossy().to_string();
+        let relative = relative.to_string_lossy();
         let subject = if full_path {
-            relative.clone()
+            &relative
         } else {
-            relative.rsplit('/').next().unwrap_or(&relative).to_string()
+            relative.rsplit('/').next().unwrap_or(&relative)
         };
-        let subject = if case_insensitive {
-            subject.to_lowercase()
-        } else {
-            subject
-        };
-        if glob_match(&effective, &subject) {
+        if glob.matches(subject) {
             // Absolute, like fd prints for an absolute search path; execute() relativizes.
             let absolute = path.to_string_lossy().to_string();
             found.push(if is_dir {

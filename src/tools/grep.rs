@@ -15,15 +15,17 @@ use std::sync::OnceLock;
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::glob::{glob_match, walk};
 use super::path::resolve_to_cwd;
 use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
     truncate_line,
 };
+use super::walk::walk;
 use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
 use crate::child::{LinesEnd, run_lines};
+use crate::glob::{Glob, GlobOptions};
+use crate::ignore::RG_FILES;
 use crate::js::js_number_string;
 
 pub const DEFAULT_LIMIT: usize = 100;
@@ -233,18 +235,35 @@ fn looks_binary(path: &Path) -> bool {
     head[..read].contains(&0)
 }
 
-fn glob_allows(glob: Option<&str>, relative: &str) -> bool {
-    let Some(glob) = glob else { return true };
-    let (negated, pattern) = match glob.strip_prefix('!') {
-        Some(rest) => (true, rest),
-        None => (false, glob),
-    };
-    let subject = if pattern.contains('/') {
-        relative
-    } else {
-        relative.rsplit('/').next().unwrap_or(relative)
-    };
-    glob_match(pattern.trim_start_matches('/'), subject) != negated
+/// rg's `--glob`: a pattern without a `/` matches the file name, one with a `/` the path below
+/// the search root; a leading `!` excludes what matches.
+struct GlobFilter {
+    glob: Glob,
+    negated: bool,
+    full_path: bool,
+}
+
+impl GlobFilter {
+    fn new(glob: &str) -> GlobFilter {
+        let (negated, pattern) = match glob.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, glob),
+        };
+        GlobFilter {
+            glob: Glob::new(pattern.trim_start_matches('/'), GlobOptions::GLOBSET),
+            negated,
+            full_path: pattern.contains('/'),
+        }
+    }
+
+    fn allows(&self, relative: &str) -> bool {
+        let subject = if self.full_path {
+            relative
+        } else {
+            relative.rsplit('/').next().unwrap_or(relative)
+        };
+        self.glob.matches(subject) != self.negated
+    }
 }
 
 fn search_fallback(
@@ -255,13 +274,14 @@ fn search_fallback(
 ) -> Result<(Vec<Match>, bool), String> {
     let mut files = Vec::new();
     if is_dir {
-        walk(search_path, cancel, &mut |path, is_dir| {
+        let filter = search.glob.map(GlobFilter::new);
+        walk(search_path, RG_FILES, cancel, &mut |path, is_dir| {
             if !is_dir {
                 let relative = path
                     .strip_prefix(search_path)
                     .map(|r| r.to_string_lossy().to_string())
                     .unwrap_or_default();
-                if glob_allows(search.glob, &relative) && !looks_binary(path) {
+                if filter.as_ref().is_none_or(|f| f.allows(&relative)) && !looks_binary(path) {
                     files.push(path.to_path_buf());
                 }
             }

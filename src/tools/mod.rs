@@ -11,7 +11,6 @@ pub mod bash;
 pub mod edit;
 pub mod env;
 pub mod find;
-pub mod glob;
 pub mod grep;
 pub mod ls;
 pub mod path;
@@ -19,6 +18,7 @@ pub mod path_guard;
 pub mod read;
 pub mod truncate;
 pub mod validate;
+pub mod walk;
 pub mod write;
 
 use std::path::PathBuf;
