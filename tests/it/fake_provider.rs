@@ -279,7 +279,6 @@ impl FakeProvider {
 
     /// Takes the problems recorded so far (so `Drop` will not panic over them): for callers,
     /// like the bench, that report problems instead of failing a test.
-    #[allow(dead_code)] // used by tests/bench, which compiles this file too; no test calls it
     pub fn take_failures(&self) -> Vec<String> {
         std::mem::take(&mut self.shared.lock().failures)
     }
@@ -846,45 +845,4 @@ pub fn check_tool_pairing(messages: &[Value]) -> Vec<String> {
         }
     }
     problems
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn pairing_accepts_anthropic_and_openai_histories() {
-        let anthropic = [
-            json!({"role":"user","content":"hi"}),
-            json!({"role":"assistant","content":[{"type":"tool_use","id":"a","name":"bash","input":{}}]}),
-            json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x"}]}),
-        ];
-        assert!(check_tool_pairing(&anthropic).is_empty());
-        let openai = [
-            json!({"role":"user","content":"hi"}),
-            json!({"role":"assistant","content":null,"tool_calls":[{"id":"a"},{"id":"b"}]}),
-            json!({"role":"tool","tool_call_id":"a","content":"x"}),
-            json!({"role":"tool","tool_call_id":"b","content":"y"}),
-        ];
-        assert!(check_tool_pairing(&openai).is_empty());
-    }
-
-    #[test]
-    fn pairing_reports_missing_duplicate_and_orphan_results() {
-        let messages = [
-            json!({"role":"assistant","tool_calls":[{"id":"a"},{"id":"b"}]}),
-            json!({"role":"tool","tool_call_id":"a"}),
-            json!({"role":"tool","tool_call_id":"a"}),
-            json!({"role":"tool","tool_call_id":"zzz"}),
-        ];
-        let problems = check_tool_pairing(&messages);
-        assert_eq!(problems.len(), 3, "{problems:?}");
-    }
-
-    #[test]
-    fn sse_events_split_on_blank_lines() {
-        let events = split_sse_events("event: a\ndata: 1\n\nevent: b\ndata: 2\n\n");
-        assert_eq!(events, ["event: a\ndata: 1\n\n", "event: b\ndata: 2\n\n"]);
-    }
 }

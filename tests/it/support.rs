@@ -298,6 +298,12 @@ pub struct Workspace {
     dir: Arc<TempDir>,
 }
 
+impl Default for Workspace {
+    fn default() -> Workspace {
+        Workspace::new()
+    }
+}
+
 impl Workspace {
     pub fn new() -> Workspace {
         let dir = TempDir::new("rpc");
