@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::fake_provider::{FakeProvider, check_tool_pairing, split_sse_events};
 use crate::sse::{anthropic_text, openai_bash};
+use crate::support::{GAP, check_transcript, expect_transcript, matches_pattern};
 
 #[test]
 fn pairing_accepts_anthropic_and_openai_histories() {
@@ -111,4 +112,64 @@ fn unscripted_and_malformed_requests_are_recorded_problems() {
         "{failures:?}"
     );
     assert!(fake.take_failures().is_empty());
+}
+
+/// The transcript check: gaps, partial objects, `[..]` and `{...}`, and that it fails.
+#[test]
+fn transcript_check_matches_in_order_with_gaps() {
+    let records = [
+        json!({"type": "response", "command": "prompt", "id": "p1", "success": true}),
+        json!({"type": "agent_start"}),
+        json!({"type": "message_end", "message": {"role": "assistant", "errorMessage": "429 slow down"}}),
+        json!({"type": "agent_end", "willRetry": false, "messages": [1, 2]}),
+    ];
+    let [response, end] = expect_transcript(
+        &records,
+        &[
+            json!({"type": "response", "id": "p1"}),
+            json!(GAP),
+            json!({"type": "agent_end", "messages": [1, "{...}"]}),
+        ],
+    );
+    assert_eq!(*response, records[0]);
+    assert_eq!(*end, records[3]);
+    check_transcript(
+        &records,
+        &[
+            json!(GAP),
+            json!({"message": {"errorMessage": "429 [..]"}}),
+            json!(GAP),
+        ],
+    );
+    assert!(matches_pattern(&json!("a-b-c"), &json!("a[..]c")));
+    assert!(!matches_pattern(&json!("a-b-c"), &json!("b[..]")));
+    assert!(!matches_pattern(&json!({"a": 1}), &json!({"b": "{...}"})));
+    assert!(!matches_pattern(&json!([1, 2]), &json!([1])));
+
+    let fails = |steps: Vec<Value>| {
+        let records = records.clone();
+        std::panic::catch_unwind(move || {
+            check_transcript(&records, &steps);
+        })
+        .is_err()
+    };
+    // Without a trailing gap the last step must match the last record.
+    assert!(fails(vec![
+        json!({"type": "response"}),
+        json!(GAP),
+        json!({"type": "agent_start"})
+    ]));
+    // Without a leading gap the first step must match the first record.
+    assert!(fails(vec![json!({"type": "agent_start"}), json!(GAP)]));
+    // Order matters.
+    assert!(fails(vec![
+        json!(GAP),
+        json!({"type": "agent_end"}),
+        json!({"type": "agent_start"}),
+        json!(GAP)
+    ]));
+    assert!(fails(vec![
+        json!(GAP),
+        json!({"type": "agent_end", "willRetry": true})
+    ]));
 }

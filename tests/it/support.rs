@@ -1061,6 +1061,137 @@ pub fn events(records: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// A gap in [`expect_transcript`] steps: any number of records (none included).
+pub const GAP: &str = "..";
+
+/// Checks that `records` are exactly the sequence `steps` describes and returns the records the
+/// non-gap steps matched, in order (so `let [response, assistant_end] = expect_transcript(..)`
+/// names them instead of indexing the transcript). A step is a pattern record, or `json!(GAP)`
+/// for any number of records; without a leading or trailing gap the pattern must match from the
+/// first or to the last record. Patterns match like rust-analyzer's and cargo's expectations: an
+/// object pattern lists only the fields that matter (each matched recursively), an array matches
+/// element by element, a string containing `[..]` matches any text in its place, `"{...}"`
+/// matches any value that is present; everything else must be equal. Panics with the transcript
+/// and the step that could not match.
+#[track_caller]
+pub fn expect_transcript<'a, const N: usize>(
+    records: &'a [Value],
+    steps: &[Value],
+) -> [&'a Value; N] {
+    let wanted = steps.iter().filter(|step| !is_gap(step)).count();
+    assert_eq!(
+        wanted, N,
+        "expect_transcript: {wanted} non-gap steps but {N} records asked for"
+    );
+    check_transcript(records, steps)
+        .try_into()
+        .expect("one record per non-gap step")
+}
+
+/// [`expect_transcript`] for any number of steps: the matched records as a `Vec`.
+#[track_caller]
+pub fn check_transcript<'a>(records: &'a [Value], steps: &[Value]) -> Vec<&'a Value> {
+    let mut matched = Vec::new();
+    if !match_steps(records, steps, &mut matched) {
+        let mut furthest = 0;
+        furthest_step(records, steps, 0, &mut furthest);
+        panic!(
+            "transcript does not match at step #{furthest} {}\nsteps:\n{}\nrecords:\n{}",
+            steps
+                .get(furthest)
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            steps
+                .iter()
+                .enumerate()
+                .map(|(i, step)| format!("  #{i} {step}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            records
+                .iter()
+                .enumerate()
+                .map(|(i, record)| format!("  [{i}] {record}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    matched
+}
+
+fn is_gap(step: &Value) -> bool {
+    step.as_str() == Some(GAP)
+}
+
+fn match_steps<'a>(records: &'a [Value], steps: &[Value], matched: &mut Vec<&'a Value>) -> bool {
+    let Some((step, rest)) = steps.split_first() else {
+        return records.is_empty();
+    };
+    if is_gap(step) {
+        return (0..=records.len()).any(|skip| match_steps(&records[skip..], rest, matched));
+    }
+    let Some((record, later)) = records.split_first() else {
+        return false;
+    };
+    if !matches_pattern(record, step) {
+        return false;
+    }
+    matched.push(record);
+    if match_steps(later, rest, matched) {
+        return true;
+    }
+    matched.pop();
+    false
+}
+
+/// How many steps can be matched at best, for the failure message.
+fn furthest_step(records: &[Value], steps: &[Value], done: usize, furthest: &mut usize) {
+    *furthest = (*furthest).max(done);
+    let Some((step, rest)) = steps.split_first() else {
+        return;
+    };
+    if is_gap(step) {
+        for skip in 0..=records.len() {
+            furthest_step(&records[skip..], rest, done + 1, furthest);
+        }
+    } else if let Some((record, later)) = records.split_first()
+        && matches_pattern(record, step)
+    {
+        furthest_step(later, rest, done + 1, furthest);
+    }
+}
+
+/// Whether `actual` matches `pattern` (see [`expect_transcript`]).
+pub fn matches_pattern(actual: &Value, pattern: &Value) -> bool {
+    match (pattern, actual) {
+        (Value::String(p), _) if p == "{...}" => true,
+        (Value::String(p), Value::String(a)) if p.contains("[..]") => wildcard_text(p, a),
+        (Value::Object(p), Value::Object(a)) => p
+            .iter()
+            .all(|(key, p)| a.get(key).is_some_and(|a| matches_pattern(a, p))),
+        (Value::Array(p), Value::Array(a)) => {
+            p.len() == a.len() && p.iter().zip(a).all(|(p, a)| matches_pattern(a, p))
+        }
+        _ => pattern == actual,
+    }
+}
+
+/// `text` matches `pattern` where each `[..]` stands for any run of characters.
+fn wildcard_text(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split("[..]").collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
 /// Short labels for an event sequence: `message_start:user`, `message_update:text_delta`, ...
 pub fn event_labels(records: &[Value]) -> Vec<String> {
     records
