@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, prompt, read_jsonl, session_file, tool_reply};
+use crate::support::{
+    Pi, Setup, Workspace, prompt, read_jsonl, session_file, tool_ends, tool_reply,
+};
 
 const SECRET: &str = "sk-test-SECRET123";
 
@@ -34,12 +36,7 @@ fn run_tools(workspace: &Workspace, calls: &[(&str, Value)]) -> (FakeProvider, P
         .arg("read,grep,find,ls");
     let mut pi = Pi::spawn_in(workspace, &setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Use the tools"}));
-    let run = pi.records_until_event("agent_end");
-    let ends: Vec<Value> = run
-        .into_iter()
-        .filter(|r| r["type"] == "tool_execution_end")
-        .collect();
-    assert_eq!(ends.len(), calls.len(), "one result per call: {ends:?}");
+    let ends = tool_ends(pi.records_until_event("agent_end"), calls.len());
     assert!(
         !pi.stderr_raw().contains("panicked"),
         "{}",

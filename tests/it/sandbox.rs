@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, process_alive, tool_reply, wait_for_tool_pid, wait_until_gone,
+    Pi, Setup, Workspace, process_alive, tool_ends, tool_reply, wait_for_tool_pid, wait_until_gone,
 };
 
 /// The kernel's Landlock ABI (0: none).
@@ -81,12 +81,7 @@ fn run_calls(
     }
     let mut pi = Pi::spawn_in(workspace, &setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Go"}));
-    let run = pi.records_until_event("agent_end");
-    let ends: Vec<Value> = run
-        .into_iter()
-        .filter(|r| r["type"] == "tool_execution_end")
-        .collect();
-    assert_eq!(ends.len(), calls.len(), "one result per call: {ends:?}");
+    let ends = tool_ends(pi.records_until_event("agent_end"), calls.len());
     fake.finish();
     (pi, ends)
 }

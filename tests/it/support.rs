@@ -129,8 +129,14 @@ impl Setup {
     }
 
     pub fn new(fake: &FakeProvider, provider: &str, model: &str) -> Setup {
+        Setup::at(&fake.base_url(), provider, model)
+    }
+
+    /// `provider`/`model` with `fixtures/models.json` pointed at `base_url` (a server that is
+    /// not a `FakeProvider`, or none at all).
+    pub fn at(base_url: &str, provider: &str, model: &str) -> Setup {
         Setup {
-            base_url: fake.base_url(),
+            base_url: base_url.to_string(),
             provider: provider.into(),
             model: model.into(),
             settings: None,
@@ -240,18 +246,30 @@ fn prepare(setup: &Setup, workspace: &Workspace) -> Command {
         }
         None => Command::new(program),
     };
-    command.current_dir(&cwd).env_clear();
+    command.current_dir(&cwd);
+    isolate_env(&mut command, &agent_dir, workspace.root());
+    command.envs(setup.env.iter().map(|(k, v)| (k, v)));
+    command
+}
+
+/// The child's environment: only [`ENV_ALLOWLIST`] of ours, then `agent_dir` as the agent dir,
+/// `home` as `HOME`, and `PI_OFFLINE=1`.
+pub fn isolate_env(command: &mut Command, agent_dir: &Path, home: &Path) {
+    scrub_env(command);
+    command
+        .env("PI_CODING_AGENT_DIR", agent_dir)
+        .env("PI_OFFLINE", "1")
+        .env("HOME", home);
+}
+
+/// Clears the child's environment but for [`ENV_ALLOWLIST`] of ours.
+pub fn scrub_env(command: &mut Command) {
+    command.env_clear();
     for name in ENV_ALLOWLIST {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }
     }
-    command
-        .env("PI_CODING_AGENT_DIR", &agent_dir)
-        .env("PI_OFFLINE", "1")
-        .env("HOME", workspace.root())
-        .envs(setup.env.iter().map(|(k, v)| (k, v)));
-    command
 }
 
 /// A temp dir removed on drop (kept with `PI_TEST_KEEP=1`).
@@ -1315,6 +1333,17 @@ pub fn prompt(pi: &mut Pi, id: &str, text: &str) -> Vec<Value> {
     let response = pi.response_for(id);
     assert_eq!(response["success"], true, "{response}");
     run
+}
+
+/// The `tool_execution_end` records of a run, asserting there is one per scripted call.
+#[track_caller]
+pub fn tool_ends(run: Vec<Value>, calls: usize) -> Vec<Value> {
+    let ends: Vec<Value> = run
+        .into_iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends.len(), calls, "one result per call: {ends:?}");
+    ends
 }
 
 /// get_state's data (asserted successful). `id` must be unique within the test.
