@@ -16,7 +16,11 @@
 //! (`a/*/b` matches `a//b`), and the `ignore` package never matches a pattern with an unclosed
 //! `[` where we read the `[` literally.
 //!
-//! Pure: compile once with [`Glob::new`], then [`Glob::matches`] any number of texts.
+//! [`wildcard_match`] is the other dialect, for names and command lines where `/` is nothing
+//! special: approval rules and MCP tool patterns.
+//!
+//! Pure: compile once with [`Glob::new`], then [`Glob::matches`] any number of texts. Matching
+//! never backtracks exponentially (patterns may come from the model).
 
 /// How `{` in a pattern is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,38 +276,84 @@ fn parse_class(body: &[char]) -> Option<(Token, usize)> {
     None
 }
 
+/// Whether `tokens` match the whole of `text`. Each (token, text position) pair is tried at most
+/// once (`failed` remembers the ones that did not match), so a model's `*a*a*a*…b` costs
+/// tokens × characters², not an exponential backtrack.
 fn match_tokens(tokens: &[Token], text: &[char]) -> bool {
-    let Some((token, rest)) = tokens.split_first() else {
-        return text.is_empty();
-    };
-    match token {
-        Token::Everything => true,
-        Token::AnySegments => {
-            match_tokens(rest, text)
-                || (0..text.len()).any(|i| text[i] == '/' && match_tokens(rest, &text[i + 1..]))
-        }
-        Token::Star => {
-            for skip in 0..=text.len() {
-                if match_tokens(rest, &text[skip..]) {
-                    return true;
-                }
-                if skip < text.len() && text[skip] == '/' {
-                    return false;
-                }
-            }
-            false
-        }
-        Token::AnyChar => !text.is_empty() && text[0] != '/' && match_tokens(rest, &text[1..]),
-        Token::Class { negated, ranges } => {
-            let Some(&c) = text.first() else {
-                return false;
-            };
-            c != '/'
-                && ranges.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *negated
-                && match_tokens(rest, &text[1..])
-        }
-        Token::Char(c) => text.first() == Some(c) && match_tokens(rest, &text[1..]),
+    let mut failed = vec![false; (tokens.len() + 1) * (text.len() + 1)];
+    match_from(tokens, text, 0, 0, &mut failed)
+}
+
+fn match_from(tokens: &[Token], text: &[char], t: usize, x: usize, failed: &mut [bool]) -> bool {
+    let state = t * (text.len() + 1) + x;
+    if failed[state] {
+        return false;
     }
+    let rest = &text[x..];
+    let matched = match tokens.get(t) {
+        None => rest.is_empty(),
+        Some(Token::Everything) => true,
+        Some(Token::AnySegments) => {
+            match_from(tokens, text, t + 1, x, failed)
+                || (x..text.len())
+                    .any(|i| text[i] == '/' && match_from(tokens, text, t + 1, i + 1, failed))
+        }
+        Some(Token::Star) => {
+            let end = rest
+                .iter()
+                .position(|c| *c == '/')
+                .map_or(text.len(), |p| x + p);
+            (x..=end).any(|i| match_from(tokens, text, t + 1, i, failed))
+        }
+        Some(Token::AnyChar) => {
+            rest.first().is_some_and(|c| *c != '/')
+                && match_from(tokens, text, t + 1, x + 1, failed)
+        }
+        Some(Token::Class { negated, ranges }) => {
+            rest.first().is_some_and(|&c| {
+                c != '/' && ranges.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *negated
+            }) && match_from(tokens, text, t + 1, x + 1, failed)
+        }
+        Some(Token::Char(c)) => {
+            rest.first() == Some(c) && match_from(tokens, text, t + 1, x + 1, failed)
+        }
+    };
+    if !matched {
+        failed[state] = true;
+    }
+    matched
+}
+
+/// Plain wildcards, for names and command lines where `/` is an ordinary character: `*` is any
+/// run of characters, `?` (when `question_mark` is set) any one character, everything else is
+/// literal, and the whole text must match. Approval rules use both (`?` included), MCP tool
+/// patterns only `*`. Iterative backtracking over the last `*`: linear in practice, never
+/// exponential, as patterns come from settings and texts from the model.
+pub fn wildcard_match(pattern: &str, text: &str, question_mark: bool) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    // Position after the last `*` and the text position it was tried at.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        let one = pattern
+            .get(p)
+            .is_some_and(|c| (question_mark && *c == '?') || (*c != '*' && *c == text[t]));
+        if one {
+            p += 1;
+            t += 1;
+        } else if pattern.get(p) == Some(&'*') {
+            star = Some((p + 1, t));
+            p += 1;
+        } else if let Some((after_star, tried)) = star {
+            p = after_star;
+            t = tried + 1;
+            star = Some((after_star, tried + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '*')
 }
 
 #[cfg(test)]
@@ -431,5 +481,35 @@ mod tests {
         for (pattern, text, expected) in cases {
             assert_eq!(gitignore(pattern, text), expected, "{pattern} ~ {text}");
         }
+    }
+
+    #[test]
+    fn stars_do_not_backtrack_exponentially() {
+        let pattern = "*a".repeat(30) + "b";
+        let text = "a".repeat(200);
+        assert!(!Glob::new(&pattern, GlobOptions::GLOBSET).matches(&text));
+        assert!(Glob::new(&pattern, GlobOptions::GLOBSET).matches(&(text + "b")));
+    }
+
+    /// Approval rules (`?` on) and MCP tool patterns (`?` literal): `/` is nothing special.
+    #[test]
+    fn wildcards() {
+        assert!(wildcard_match("mcp__radius__*", "mcp__radius__ping", false));
+        assert!(wildcard_match("get_*", "get_", false));
+        assert!(wildcard_match("*_item*x", "get_item_box", false));
+        assert!(!wildcard_match("get_*", "set_x", false));
+        assert!(!wildcard_match("a*a", "a", false));
+        assert!(
+            wildcard_match("exact", "exact", false) && !wildcard_match("exact", "exactly", false)
+        );
+        assert!(!wildcard_match("a?c", "abc", false));
+        assert!(wildcard_match("a?c", "a?c", false));
+        assert!(wildcard_match("a?c", "abc", true));
+        assert!(wildcard_match("/tmp/*", "/tmp/a/b", true));
+        assert!(wildcard_match("git *", "git push --force", true));
+        assert!(!wildcard_match("git *", "gitk", true));
+        assert!(wildcard_match("*", "", true));
+        assert!(!wildcard_match("?", "", true));
+        assert!(!wildcard_match(&"*a".repeat(30), &"b".repeat(5000), true));
     }
 }
