@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, prompt, read_jsonl, session_file, tool_ends, tool_reply,
+    Pi, Setup, Workspace, end_text, prompt, read_jsonl, session_file, tool_ends, tool_reply,
 };
 
 const SECRET: &str = "sk-test-SECRET123";
@@ -43,13 +43,6 @@ fn run_tools(workspace: &Workspace, calls: &[(&str, Value)]) -> (FakeProvider, P
         pi.stderr_text()
     );
     (fake, pi, ends)
-}
-
-fn end_text(end: &Value) -> String {
-    end["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text result: {end}"))
-        .to_string()
 }
 
 /// Peak resident memory of a live process, in kB.

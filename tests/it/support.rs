@@ -1379,6 +1379,14 @@ pub fn tool_reply(id: &str, tool: &str, args: Value) -> crate::fake_provider::Re
     )
 }
 
+/// The first text block of a `tool_execution_end` record's result ("" when there is none).
+pub fn end_text(end: &Value) -> String {
+    end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The text blocks of a tool result (`{content:[...]}`) joined.
 pub fn result_text(result: &Value) -> String {
     result["content"]
