@@ -12,11 +12,9 @@ use std::process::Command;
 use serde_json::Value;
 
 use super::grep::find_tool;
-use super::path::resolve_to_cwd;
-use super::path_guard::{self, Access};
 use super::truncate::listing_output;
 use super::walk::walk;
-use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput, number_arg};
 use crate::child::{LinesEnd, run_lines};
 use crate::glob::{Glob, GlobOptions};
 use crate::ignore::FD_FILES;
@@ -33,17 +31,8 @@ pub fn execute(
         .get("pattern")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let raw_path = args
-        .get("path")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .unwrap_or(".");
-    let limit = args
-        .get("limit")
-        .and_then(Value::as_f64)
-        .unwrap_or(DEFAULT_LIMIT as f64);
-    let search_path = resolve_to_cwd(raw_path, &context.cwd);
-    path_guard::check(&search_path, Access::List)?;
+    let limit = number_arg(args, "limit").unwrap_or(DEFAULT_LIMIT as f64);
+    let search_path = context.listing_path(args)?;
     let lines = match find_tool(&context.agent_dir, &["fd", "fdfind"]) {
         Some(fd) => run_fd(&fd, pattern, &search_path, limit, cancel)?,
         None => find_fallback(pattern, &search_path, limit, cancel)?,

@@ -15,14 +15,12 @@ use std::sync::OnceLock;
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::path::resolve_to_cwd;
-use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
     truncate_line,
 };
 use super::walk::walk;
-use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput, number_arg};
 use crate::child::{LinesEnd, run_lines};
 use crate::glob::{Glob, GlobOptions};
 use crate::ignore::RG_FILES;
@@ -77,25 +75,17 @@ pub fn execute(
             .get("literal")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        limit: args
-            .get("limit")
-            .and_then(Value::as_f64)
+        limit: number_arg(args, "limit")
             .unwrap_or(DEFAULT_LIMIT as f64)
             .max(1.0),
     };
-    let raw_path = args
-        .get("path")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .unwrap_or(".");
     let context_lines = args
         .get("context")
         .and_then(Value::as_f64)
         .filter(|c| *c > 0.0)
         .map(|c| c as usize)
         .unwrap_or(0);
-    let search_path = resolve_to_cwd(raw_path, &context.cwd);
-    path_guard::check(&search_path, Access::List)?;
+    let search_path = context.listing_path(args)?;
     let Ok(metadata) = std::fs::metadata(&search_path) else {
         return Err(format!("Path not found: {}", search_path.display()));
     };
