@@ -1328,8 +1328,14 @@ pub fn assistant_messages(run: &[Value]) -> Vec<Value> {
 /// have been accepted.
 #[track_caller]
 pub fn prompt(pi: &mut Pi, id: &str, text: &str) -> Vec<Value> {
+    prompt_until(pi, id, text, "agent_end")
+}
+
+/// [`prompt`], consuming records through the first `event` (e.g. `agent_settled`).
+#[track_caller]
+pub fn prompt_until(pi: &mut Pi, id: &str, text: &str, event: &str) -> Vec<Value> {
     pi.send(json!({"id": id, "type": "prompt", "message": text}));
-    let run = pi.records_until_event("agent_end");
+    let run = pi.records_until_event(event);
     let response = pi.response_for(id);
     assert_eq!(response["success"], true, "{response}");
     run
