@@ -235,4 +235,48 @@ mod tests {
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// The fallback lists what `fd --glob --hidden` (8.6, `--full-path` for patterns with a `/`)
+    /// lists for the same tree: smart case, `**`, braces, `.gitignore` honored.
+    #[test]
+    fn fallback_matches_fd() {
+        let dir = std::env::temp_dir().join(format!("pi-rs-find-{}", crate::ids::random_hex16()));
+        for sub in ["src/deep", "Docs", "target"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
+        for file in [
+            "target/x.rs",
+            "src/a.rs",
+            "src/deep/B.rs",
+            "Docs/README.md",
+            "src/deep/c.txt",
+        ] {
+            std::fs::write(dir.join(file), "").unwrap();
+        }
+        let cancel = CancelFlag::default();
+        let found = |pattern: &str| -> Vec<String> {
+            let mut lines: Vec<String> = find_fallback(pattern, &dir, 100.0, &cancel)
+                .unwrap()
+                .into_iter()
+                .map(|line| {
+                    line.strip_prefix(&format!("{}/", dir.display()))
+                        .unwrap()
+                        .to_string()
+                })
+                .collect();
+            lines.sort();
+            lines
+        };
+        assert_eq!(found("*.rs"), ["src/a.rs", "src/deep/B.rs"]);
+        assert!(found("*.RS").is_empty());
+        assert_eq!(found("src/**/*.rs"), ["src/a.rs", "src/deep/B.rs"]);
+        assert_eq!(found("**/deep/*"), ["src/deep/B.rs", "src/deep/c.txt"]);
+        assert_eq!(found("readme*"), ["Docs/README.md"]);
+        assert_eq!(
+            found("*.{rs,txt}"),
+            ["src/a.rs", "src/deep/B.rs", "src/deep/c.txt"]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

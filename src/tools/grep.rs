@@ -490,6 +490,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// rg's `--glob` as `rg --files -g` reads it: a pattern without `/` is the file name, one
+    /// with `/` is anchored at the search root, `!` excludes, braces expand, case matters.
+    #[test]
+    fn glob_filter_reads_globs_like_rg() {
+        let files = [
+            "src/a.rs",
+            "src/deep/B.rs",
+            "Docs/README.md",
+            "src/deep/c.txt",
+        ];
+        let allowed = |glob: &str| -> Vec<&str> {
+            let filter = GlobFilter::new(glob);
+            files.into_iter().filter(|f| filter.allows(f)).collect()
+        };
+        assert_eq!(allowed("*.rs"), ["src/a.rs", "src/deep/B.rs"]);
+        assert_eq!(allowed("!*.rs"), ["Docs/README.md", "src/deep/c.txt"]);
+        assert!(allowed("deep/*").is_empty());
+        assert_eq!(allowed("src/deep/*"), ["src/deep/B.rs", "src/deep/c.txt"]);
+        assert_eq!(allowed("*.{md,txt}"), ["Docs/README.md", "src/deep/c.txt"]);
+        assert!(allowed("*.RS").is_empty());
+    }
+
     #[test]
     fn base64_decodes_ripgrep_bytes() {
         assert_eq!(base64_decode("L3RtcC9i/w==").unwrap(), b"/tmp/b\xFF");
