@@ -30,6 +30,11 @@
 //! one-shot print/JSON-mode process in the same prepared dir layout; `process_alive` /
 //! `wait_until_gone` check that children really died.
 //!
+//! Assertions on what came out: `expect_transcript` / `check_transcript` match a run's records
+//! (or a session file's lines) against a sequence of record patterns with `GAP`s, and hand back
+//! the matched records by name; `flow` / `event_labels` give the sequence as short labels. The
+//! scenario helpers the test files share live at the end of this file, one home each.
+//!
 //! Ends: `Drop` closes stdin, waits for the exit (bounded), kills the process if it lingers, and
 //! prints stderr plus the last records when the test is failing.
 
