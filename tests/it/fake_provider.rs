@@ -247,24 +247,9 @@ impl FakeProvider {
     /// Waits until at least `count` requests arrived; panics after `timeout`.
     #[track_caller]
     pub fn wait_for_requests(&self, count: usize, timeout: Duration) -> Vec<RecordedRequest> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        while state.requests.len() < count {
-            let now = Instant::now();
-            if now >= deadline {
-                panic!(
-                    "fake provider: waited {timeout:?} for {count} request(s), got {}",
-                    state.requests.len()
-                );
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|poison| poison.into_inner())
-                .0;
-        }
-        state.requests.clone()
+        self.wait_for_count(count, timeout, "request(s)", |state| state.requests.len())
+            .requests
+            .clone()
     }
 
     /// Ends every stalled stream by dropping its connection without the final chunk.
@@ -287,14 +272,31 @@ impl FakeProvider {
     /// abort that really cancels the HTTP request); panics after `timeout`.
     #[track_caller]
     pub fn wait_for_stalls_closed_by_client(&self, count: usize, timeout: Duration) {
+        drop(
+            self.wait_for_count(count, timeout, "client-closed stream(s)", |state| {
+                state.stalls_closed_by_client
+            }),
+        );
+    }
+
+    /// Waits until `counter` reaches `count` (woken by every change); panics after `timeout`
+    /// naming `what` was awaited.
+    #[track_caller]
+    fn wait_for_count(
+        &self,
+        count: usize,
+        timeout: Duration,
+        what: &str,
+        counter: impl Fn(&State) -> usize,
+    ) -> MutexGuard<'_, State> {
         let deadline = Instant::now() + timeout;
         let mut state = self.shared.lock();
-        while state.stalls_closed_by_client < count {
+        while counter(&state) < count {
             let now = Instant::now();
             if now >= deadline {
                 panic!(
-                    "fake provider: waited {timeout:?} for {count} client-closed stream(s), got {}",
-                    state.stalls_closed_by_client
+                    "fake provider: waited {timeout:?} for {count} {what}, got {}",
+                    counter(&state)
                 );
             }
             state = self
@@ -304,6 +306,7 @@ impl FakeProvider {
                 .unwrap_or_else(|poison| poison.into_inner())
                 .0;
         }
+        state
     }
 
     /// Connections that started a TLS handshake on this plain-HTTP port (answered with a 400).

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, end_text, prompt, read_jsonl, session_file, tool_ends, tool_reply,
+    Pi, Setup, Workspace, end_text, prompt, read_jsonl, session_file, tool_ends, tool_script,
 };
 
 const SECRET: &str = "sk-test-SECRET123";
@@ -24,13 +24,7 @@ const SECRET: &str = "sk-test-SECRET123";
 /// Runs one prompt in which the model calls each `(tool, args)` in turn, then says "done".
 /// Returns the pi (still running) and each call's `tool_execution_end` record.
 fn run_tools(workspace: &Workspace, calls: &[(&str, Value)]) -> (FakeProvider, Pi, Vec<Value>) {
-    let mut script: Vec<Reply> = calls
-        .iter()
-        .enumerate()
-        .map(|(n, (tool, args))| tool_reply(&format!("toolu_{n}"), tool, args.clone()))
-        .collect();
-    script.push(Reply::sse(sse::anthropic_text(&["done"])));
-    let fake = FakeProvider::start(script);
+    let fake = FakeProvider::start(tool_script(calls));
     let setup = Setup::anthropic(&fake)
         .arg("--tools")
         .arg("read,grep,find,ls");

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, end_text, process_alive, tool_ends, tool_reply, wait_for_tool_pid,
-    wait_until_gone,
+    Pi, Setup, Workspace, end_text, process_alive, tool_ends, tool_reply, tool_script,
+    wait_for_tool_pid, wait_until_gone,
 };
 
 /// The kernel's Landlock ABI (0: none).
@@ -67,13 +67,7 @@ fn run_calls(
     extra: &[&str],
     calls: &[(&str, Value)],
 ) -> (Pi, Vec<Value>) {
-    let mut script: Vec<Reply> = calls
-        .iter()
-        .enumerate()
-        .map(|(n, (tool, args))| tool_reply(&format!("toolu_{n}"), tool, args.clone()))
-        .collect();
-    script.push(Reply::sse(sse::anthropic_text(&["done"])));
-    let fake = FakeProvider::start(script);
+    let fake = FakeProvider::start(tool_script(calls));
     let mut setup = sandboxed(Setup::anthropic(&fake).settings(settings), workspace)
         .arg("--tools")
         .arg("read,bash,edit,write,grep,find,ls");

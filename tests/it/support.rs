@@ -984,6 +984,15 @@ impl CliRun {
     pub fn cwd(&self) -> PathBuf {
         self.workspace.cwd()
     }
+
+    /// stdout as JSON lines (JSON mode), each of which must parse.
+    #[track_caller]
+    pub fn stdout_records(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect()
+    }
 }
 
 /// Runs the binary once with `args` (after `--provider <p> --model <m> --no-session`) in a
@@ -1344,6 +1353,18 @@ pub fn prompt_until(pi: &mut Pi, id: &str, text: &str, event: &str) -> Vec<Value
     let response = pi.response_for(id);
     assert_eq!(response["success"], true, "{response}");
     run
+}
+
+/// A script that answers with one tool call per `(tool, args)` (ids `toolu_0`, `toolu_1`, …), one
+/// reply each, then the text "done".
+pub fn tool_script(calls: &[(&str, Value)]) -> Vec<crate::fake_provider::Reply> {
+    let mut script: Vec<_> = calls
+        .iter()
+        .enumerate()
+        .map(|(n, (tool, args))| tool_reply(&format!("toolu_{n}"), tool, args.clone()))
+        .collect();
+    script.push(text_reply("done"));
+    script
 }
 
 /// The `tool_execution_end` records of a run, asserting there is one per scripted call.
