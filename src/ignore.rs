@@ -4,10 +4,10 @@
 //!
 //! A line: blank lines and `#` comments are skipped (`\#` is a literal `#`); trailing whitespace
 //! is dropped; `!` negates (`\!` is a literal `!`); a trailing `/` matches directories only; a
-//! pattern with a `/` other than a trailing one (in git's style a leading one too) is matched against the
-//! whole path relative to its file's directory, any other against the last component. The last
-//! matching rule decides, so a deeper file's rules and a later line win. Globs are
-//! [`crate::glob`]'s gitignore dialect.
+//! pattern with a `/` other than a trailing one (in git's style a leading one too) is matched
+//! against the whole path relative to its file's directory, any other against the last
+//! component. The last matching rule decides, so a deeper file's rules and a later line win.
+//! Globs are [`crate::glob`]'s gitignore dialect.
 //!
 //! Where callers really differ, [`IgnoreStyle`] says which: git's own nesting (fd, rg: a nested
 //! file's rules apply relative to its directory, case-sensitively) or pi's resource loader (a
