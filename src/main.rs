@@ -33,7 +33,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use base64::Engine;
 use cli::{Args, Mode};
 use config::{Config, Diagnostic, Model, ThinkingLevel};
 use rpc::print_mode;
@@ -424,13 +423,10 @@ fn print_messages(
         }
         let shown = path.display();
         // Sniffed from the head as the read tool does (pi uses one detector for both).
-        let head = &bytes[..bytes.len().min(tools::read::SNIFF_BYTES)];
-        match tools::read::sniff_image_mime(head) {
+        let head = &bytes[..bytes.len().min(tools::image::SNIFF_BYTES)];
+        match tools::image::sniff_mime(head) {
             Some(mime) => {
-                images.push(messages::ImageContent {
-                    data: base64::engine::general_purpose::STANDARD.encode(&bytes),
-                    mime_type: mime.into(),
-                });
+                images.push(tools::image::content(&bytes, mime));
                 first.push_str(&format!("<file name=\"{shown}\"></file>\n"));
             }
             None => {

@@ -13,6 +13,7 @@ pub mod env;
 pub mod find;
 pub mod glob;
 pub mod grep;
+pub mod image;
 pub mod ls;
 pub mod path;
 pub mod path_guard;
