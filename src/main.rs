@@ -488,7 +488,7 @@ fn open_session(
     };
     let sessions_root = config.agent_dir.join("sessions");
     let open = |path: &std::path::Path| -> Result<SessionLog, String> {
-        let (log, warnings) = SessionLog::open(path, Some(&dir), cwd).map_err(|e| e.0)?;
+        let (log, warnings) = SessionLog::open(path, Some(&dir), cwd).map_err(|e| e.to_string())?;
         for warning in warnings {
             eprintln!("Warning: {warning}");
         }
@@ -509,9 +509,9 @@ fn open_session(
         }
         let source = open(&path)?;
         let copy = match source.leaf_id() {
-            Some(_) => source.clone_into(cwd)?,
+            Some(_) => source.clone_into(cwd).map_err(|e| e.to_string())?,
             None => SessionLog::create_with_parent(&dir, cwd, Some(&path.to_string_lossy()))
-                .map_err(|e| e.0)?,
+                .map_err(|e| e.to_string())?,
         };
         return Ok((copy, true));
     }
@@ -524,7 +524,7 @@ fn open_session(
                 "Warning: session {arg} belongs to another project; continuing in a forked copy"
             );
             let source = open(&path)?;
-            return Ok((source.clone_into(cwd)?, true));
+            return Ok((source.clone_into(cwd).map_err(|e| e.to_string())?, true));
         }
         return Ok((open(&path)?, true));
     }
@@ -535,7 +535,10 @@ fn open_session(
         log.set_cwd(cwd);
         return Ok((log, true));
     }
-    Ok((SessionLog::create(&dir, cwd).map_err(|e| e.0)?, false))
+    Ok((
+        SessionLog::create(&dir, cwd).map_err(|e| e.to_string())?,
+        false,
+    ))
 }
 
 /// `--extension`, `--skill` and `--prompt-template` paths stay relative to the directory pi-rs
@@ -617,7 +620,7 @@ fn export_session(
     if !path.is_file() {
         return Err(format!("File not found: {}", path.display()));
     }
-    let (log, warnings) = session::SessionLog::open(&path, None, cwd).map_err(|e| e.0)?;
+    let (log, warnings) = session::SessionLog::open(&path, None, cwd).map_err(|e| e.to_string())?;
     for warning in warnings {
         eprintln!("Warning: {warning}");
     }
