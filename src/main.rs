@@ -164,7 +164,13 @@ fn run(args: Args) -> Result<u8, String> {
     }
     // Every session log written from here on (forks and new sessions too) redacts these.
     session::set_default_redactions(config.known_secrets());
-    let (mut session, resumed) = open_session(&args, &config, &cwd)?;
+    let opened =
+        session::open::open_for_start(&session::open::StartChoice::from_args(&args), &config, &cwd)
+            .map_err(|e| e.to_string())?;
+    for warning in &opened.warnings {
+        eprintln!("Warning: {warning}");
+    }
+    let (mut session, resumed) = (opened.log, opened.resumed);
     // pi runs a session opened by `--session` in its own directory (settings, resources and tools
     // resolve there) and refuses one whose directory is gone; `--continue` stays here.
     if let Some(message) = session.missing_cwd_error(&cwd) {
@@ -252,26 +258,13 @@ fn run(args: Args) -> Result<u8, String> {
     let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
     let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
 
-    // A new session records its model and level at once; a resumed one only what changed.
-    let record_model = !model.is_placeholder()
-        && (!resumed
-            || context.model.as_ref() != Some(&(model.provider.clone(), model.id.clone())));
-    if record_model && let Err(e) = session.append_model_change(&model.provider, &model.id) {
-        log::error!("could not record the model: {e}");
-    }
-    if (!resumed || context.thinking_level.is_none() || context.thinking_level != Some(thinking))
-        && let Err(e) = session.append_thinking_level_change(thinking)
-    {
-        log::error!("could not record the thinking level: {e}");
-    }
-    if let Some(name) = args
-        .name
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-    {
-        let _ = session.append_session_info(name);
-    }
+    session::open::record_start(
+        &mut session,
+        resumed.then_some(&context),
+        &model,
+        thinking,
+        args.name.as_deref(),
+    );
 
     let (signal_tx, signals) = crossbeam_channel::bounded(4);
     if let Err(e) = signals::spawn(signal_tx) {
@@ -454,91 +447,6 @@ fn print_messages(
         return Err("no message given: pass it as an argument, an @file, or on stdin".into());
     }
     Ok(messages)
-}
-
-/// The session to start with, and whether it was resumed (FACTS §9.2, §1.2): `--no-session`
-/// (memory only), `--fork` (a copy in this project's session dir), `--session <path|id>`,
-/// `--continue` (most recent here), else a new one. Files are written lazily.
-fn open_session(
-    args: &Args,
-    config: &Config,
-    cwd: &std::path::Path,
-) -> Result<(session::SessionLog, bool), String> {
-    use session::{SessionArg, SessionLog};
-    let other_choices = args.session.is_some() || args.continue_session || args.resume;
-    if args.fork.is_some() && (other_choices || args.no_session) {
-        return Err(
-            "--fork cannot be combined with --session, --continue, --resume or --no-session".into(),
-        );
-    }
-    if args.no_session {
-        return Ok((SessionLog::in_memory(cwd), false));
-    }
-    if args.resume {
-        return Err(
-            "--resume needs pi's interactive picker; use --session <id> or --continue".into(),
-        );
-    }
-    let dir = match &args.session_dir {
-        Some(dir) => cwd.join(config::expand_tilde(dir, &config::home_dir())),
-        None => config::session_dir_from_env()
-            .or_else(|| config.session_dir())
-            .map(|d| cwd.join(d))
-            .unwrap_or_else(|| session::default_session_dir(&config.agent_dir, cwd)),
-    };
-    let sessions_root = config.agent_dir.join("sessions");
-    let open = |path: &std::path::Path| -> Result<SessionLog, String> {
-        let (log, warnings) = SessionLog::open(path, Some(&dir), cwd).map_err(|e| e.to_string())?;
-        for warning in warnings {
-            eprintln!("Warning: {warning}");
-        }
-        Ok(log)
-    };
-    let resolve = |arg: &str| -> Result<(std::path::PathBuf, bool), String> {
-        match session::resolve_session_arg(arg, &dir, &sessions_root) {
-            SessionArg::Path(path) => Ok((cwd.join(path), true)),
-            SessionArg::Local(path) => Ok((path, true)),
-            SessionArg::Global { path, .. } => Ok((path, false)),
-            SessionArg::NotFound => Err(format!("No session found matching '{arg}'")),
-        }
-    };
-    if let Some(arg) = &args.fork {
-        let (path, _) = resolve(arg)?;
-        if !path.is_file() {
-            return Err(format!("Session file not found: {}", path.display()));
-        }
-        let source = open(&path)?;
-        let copy = match source.leaf_id() {
-            Some(_) => source.clone_into(cwd).map_err(|e| e.to_string())?,
-            None => SessionLog::create_with_parent(&dir, cwd, Some(&path.to_string_lossy()))
-                .map_err(|e| e.to_string())?,
-        };
-        return Ok((copy, true));
-    }
-    if let Some(arg) = &args.session {
-        let (path, local) = resolve(arg)?;
-        if !local {
-            // pi asks whether to fork a session of another project; without a terminal pi-rs
-            // forks it into this project, leaving the original untouched.
-            eprintln!(
-                "Warning: session {arg} belongs to another project; continuing in a forked copy"
-            );
-            let source = open(&path)?;
-            return Ok((source.clone_into(cwd).map_err(|e| e.to_string())?, true));
-        }
-        return Ok((open(&path)?, true));
-    }
-    if args.continue_session
-        && let Some(path) = session::find_most_recent(&dir)
-    {
-        let mut log = open(&path)?;
-        log.set_cwd(cwd);
-        return Ok((log, true));
-    }
-    Ok((
-        SessionLog::create(&dir, cwd).map_err(|e| e.to_string())?,
-        false,
-    ))
 }
 
 /// `--extension`, `--skill` and `--prompt-template` paths stay relative to the directory pi-rs

@@ -10,14 +10,16 @@
 //! are cut out of every line as it is written (`redact`).
 //!
 //! Submodules: `entry` (line types), `file` (disk I/O, repair, migration), `tree` (context and
-//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`, `index`
-//! (id → position), `redact` (secrets out of written lines).
+//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `open` (the
+//! session a run starts with), `ids`, `index` (id → position), `redact` (secrets out of written
+//! lines).
 
 mod entry;
 mod file;
 mod ids;
 mod index;
 mod locate;
+pub mod open;
 pub mod redact;
 mod tree;
 
