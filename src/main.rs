@@ -244,8 +244,17 @@ fn run(args: Args) -> Result<u8, String> {
     for warning in sandbox_warnings {
         eprintln!("Warning: {warning}");
     }
-    let (extensions, extension_events, approvals, mut startup_events) =
-        start_extensions(&args, &config, &session, &sandbox.policy());
+    let extensions = extensions::launch::launch(
+        &args.extensions,
+        args.no_extensions,
+        &config,
+        &session,
+        &sandbox.policy(),
+    );
+    for warning in &extensions.warnings {
+        eprintln!("Warning: {warning}");
+    }
+    let mut startup_events = extensions.startup_events;
     // Skipped project resources are said once, on stderr and to the client.
     if let Some(warning) = config.project_trust.warning() {
         eprintln!("Warning: {warning}");
@@ -255,7 +264,11 @@ fn run(args: Args) -> Result<u8, String> {
         eprintln!("Warning: {warning}");
         startup_events.push(rpc::events::Event::notify(&warning, "warning"));
     }
-    let extension_tools = extensions.as_ref().map(|h| h.tools()).unwrap_or_default();
+    let extension_tools = extensions
+        .host
+        .as_ref()
+        .map(|h| h.tools())
+        .unwrap_or_default();
     let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
 
     session::open::record_start(
@@ -278,9 +291,9 @@ fn run(args: Args) -> Result<u8, String> {
     let session_persisted = session.file_path().is_some();
     let setup = agent::AgentSetup {
         mcp,
-        extensions,
-        extension_events,
-        approvals,
+        extensions: extensions.host,
+        extension_events: extensions.events,
+        approvals: extensions.approvals,
         sandbox,
         startup_events,
         profile,
@@ -460,62 +473,6 @@ fn absolutize_cli_paths(args: &mut Args, started_in: &std::path::Path) {
     args.extensions.iter_mut().for_each(absolute);
     args.skills.iter_mut().for_each(absolute);
     args.prompt_templates.iter_mut().for_each(absolute);
-}
-
-/// Extensions (executables) and the approval gate. The host also runs with no extension when
-/// approval rules may need to ask the client.
-fn start_extensions(
-    args: &Args,
-    config: &Config,
-    session: &session::SessionLog,
-    sandbox: &sandbox::Policy,
-) -> (
-    Option<extensions::ExtensionHost>,
-    crossbeam_channel::Receiver<extensions::ExtensionEvent>,
-    extensions::approval::ApprovalPolicy,
-    Vec<rpc::events::Event>,
-) {
-    let (policy, warnings) =
-        extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
-    for warning in warnings {
-        eprintln!("Warning: {warning}");
-    }
-    let specs = extensions::discover(&extensions::ExtensionSources {
-        cli: args.extensions.iter().map(PathBuf::from).collect(),
-        project_settings: config
-            .scoped_list(true, "extensions")
-            .into_iter()
-            .map(PathBuf::from)
-            .collect(),
-        user_settings: config
-            .scoped_list(false, "extensions")
-            .into_iter()
-            .map(PathBuf::from)
-            .collect(),
-        cwd: config.cwd.clone(),
-        agent_dir: config.agent_dir.clone(),
-        no_extensions: args.no_extensions,
-        skip_project: !config.project_trust.trusted,
-    });
-    let (events_tx, events) = crossbeam_channel::bounded(256);
-    if specs.is_empty() && !policy.is_enabled() {
-        return (None, crossbeam_channel::never(), policy, Vec::new());
-    }
-    let handshake = extensions::protocol::Handshake {
-        cwd: config.cwd.to_string_lossy().into_owned(),
-        session_id: session.id().to_string(),
-        session_file: session
-            .file_path()
-            .map(|p| p.to_string_lossy().into_owned()),
-        flag_values: Default::default(),
-    };
-    // Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
-    let confine = sandbox.extensions.then_some(sandbox);
-    let (host, errors) = extensions::ExtensionHost::start(specs, &handshake, confine, events_tx);
-    let mut policy = policy;
-    policy.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
-    let startup_events = errors.iter().map(|e| e.event()).collect();
-    (Some(host), events, policy, startup_events)
 }
 
 /// `pi --export <session.jsonl> [out.html]`: writes the page and prints its path.
