@@ -134,7 +134,7 @@ fn run(args: Args) -> Result<u8, String> {
         (Mode::Rpc, _) => None,
         (Mode::Json, _) => Some(print_mode::Output::Json),
         (Mode::Text, _) | (Mode::Interactive, true) => Some(print_mode::Output::Text),
-        (Mode::Interactive, false) if stdin_is_terminal() => {
+        (Mode::Interactive, false) if print_mode::stdin_is_terminal() => {
             eprint!("{}", cli::NO_TUI);
             return Ok(1);
         }
@@ -145,7 +145,8 @@ fn run(args: Args) -> Result<u8, String> {
         return Err("@file arguments are not supported in RPC mode".into());
     }
     let print_messages = match print_output {
-        Some(_) => print_messages(&args, &cwd)?,
+        Some(_) => print_mode::messages(&args.file_args, &args.messages, &cwd)
+            .map_err(|e| e.to_string())?,
         None => Vec::new(),
     };
 
@@ -395,71 +396,6 @@ fn run_print(
     } else {
         driver_code
     })
-}
-
-fn stdin_is_terminal() -> bool {
-    use std::io::IsTerminal;
-    std::io::stdin().is_terminal()
-}
-
-/// The messages print mode sends: the first is piped stdin + `@file` contents + the first CLI
-/// message, concatenated as pi does; the rest follow one by one.
-fn print_messages(
-    args: &Args,
-    cwd: &std::path::Path,
-) -> Result<Vec<print_mode::PrintMessage>, String> {
-    let mut first = String::new();
-    if !stdin_is_terminal() {
-        let mut piped = String::new();
-        use std::io::Read;
-        std::io::stdin()
-            .read_to_string(&mut piped)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
-        if !piped.trim().is_empty() {
-            first.push_str(&piped);
-        }
-    }
-    let mut images = Vec::new();
-    for file in &args.file_args {
-        let path = cwd.join(file);
-        let bytes =
-            std::fs::read(&path).map_err(|_| format!("File not found: {}", path.display()))?;
-        if bytes.is_empty() {
-            continue;
-        }
-        let shown = path.display();
-        // Sniffed from the head as the read tool does (pi uses one detector for both).
-        let head = &bytes[..bytes.len().min(tools::image::SNIFF_BYTES)];
-        match tools::image::sniff_mime(head) {
-            Some(mime) => {
-                images.push(tools::image::content(&bytes, mime));
-                first.push_str(&format!("<file name=\"{shown}\"></file>\n"));
-            }
-            None => {
-                let text = String::from_utf8_lossy(&bytes);
-                first.push_str(&format!("<file name=\"{shown}\">\n{text}\n</file>\n"));
-            }
-        }
-    }
-    let mut rest = args.messages.iter();
-    if let Some(message) = rest.next() {
-        first.push_str(message);
-    }
-    let mut messages = Vec::new();
-    if !first.is_empty() || !images.is_empty() {
-        messages.push(print_mode::PrintMessage {
-            text: first,
-            images,
-        });
-    }
-    messages.extend(rest.map(|text| print_mode::PrintMessage {
-        text: text.clone(),
-        images: Vec::new(),
-    }));
-    if messages.is_empty() {
-        return Err("no message given: pass it as an argument, an @file, or on stdin".into());
-    }
-    Ok(messages)
 }
 
 /// `--extension`, `--skill` and `--prompt-template` paths stay relative to the directory pi-rs
