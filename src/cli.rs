@@ -66,6 +66,45 @@ pub struct Args {
     pub file_args: Vec<String>,
 }
 
+impl Args {
+    /// The session flags, for `session::open`.
+    pub fn session_choice(&self) -> crate::session::open::StartChoice<'_> {
+        crate::session::open::StartChoice {
+            no_session: self.no_session,
+            fork: self.fork.as_deref(),
+            session: self.session.as_deref(),
+            continue_recent: self.continue_session,
+            resume: self.resume,
+            session_dir: self.session_dir.as_deref(),
+        }
+    }
+
+    /// The model flags, for `config::start_model`.
+    pub fn model_flags(&self) -> crate::config::start_model::ModelFlags<'_> {
+        crate::config::start_model::ModelFlags {
+            provider: self.provider.as_deref(),
+            model: self.model.as_deref(),
+            models: self.models.as_deref(),
+            thinking: self.thinking.as_deref(),
+            api_key: self.api_key.as_deref(),
+        }
+    }
+
+    /// `--extension`, `--skill` and `--prompt-template` paths stay relative to the directory
+    /// pi-rs was started in when a resumed session moves it elsewhere (`~` paths are left to
+    /// expand).
+    pub fn absolutize_paths(&mut self, started_in: &std::path::Path) {
+        let absolute = |path: &mut String| {
+            if !path.starts_with('~') {
+                *path = started_in.join(&*path).to_string_lossy().into_owned();
+            }
+        };
+        self.extensions.iter_mut().for_each(absolute);
+        self.skills.iter_mut().for_each(absolute);
+        self.prompt_templates.iter_mut().for_each(absolute);
+    }
+}
+
 /// A command-line error; main prints `Error: <text>` and exits 2.
 #[derive(Debug, PartialEq)]
 pub struct CliError(pub String);

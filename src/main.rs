@@ -30,11 +30,10 @@ mod time;
 mod tools;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cli::{Args, Mode};
-use config::{Config, Diagnostic, Model, ThinkingLevel};
+use config::{Config, Diagnostic};
 use rpc::print_mode;
 
 fn main() -> ExitCode {
@@ -121,10 +120,21 @@ fn run(args: Args) -> Result<u8, String> {
     let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
     report(&config.diagnostics)?;
 
-    let profile = rpc_profile(&args, &config)?;
+    let (profile, warning) =
+        rpc::Profile::choose(args.rpc_profile.as_deref(), config.setting("rpcProfile"))
+            .map_err(|e| e.to_string())?;
+    if let Some(warning) = warning {
+        eprintln!("Warning: {warning}");
+    }
 
     if let Some((session_path, output)) = &args.export {
-        return export_session(&cwd, session_path, output.as_deref());
+        let exported = export::export_session_file(&cwd, session_path, output.as_deref())
+            .map_err(|e| e.to_string())?;
+        for warning in exported.warnings {
+            eprintln!("Warning: {warning}");
+        }
+        eprintln!("Exported to: {}", exported.output);
+        return Ok(0);
     }
     if let Some(search) = &args.list_models {
         rpc::print_text(&config.list_models(search.as_deref()));
@@ -165,9 +175,8 @@ fn run(args: Args) -> Result<u8, String> {
     }
     // Every session log written from here on (forks and new sessions too) redacts these.
     session::set_default_redactions(config.known_secrets());
-    let opened =
-        session::open::open_for_start(&session::open::StartChoice::from_args(&args), &config, &cwd)
-            .map_err(|e| e.to_string())?;
+    let opened = session::open::open_for_start(&args.session_choice(), &config, &cwd)
+        .map_err(|e| e.to_string())?;
     for warning in &opened.warnings {
         eprintln!("Warning: {warning}");
     }
@@ -180,7 +189,7 @@ fn run(args: Args) -> Result<u8, String> {
     }
     let mut args = args;
     if session.cwd() != cwd {
-        absolutize_cli_paths(&mut args, &cwd);
+        args.absolutize_paths(&cwd);
         cwd = session.cwd().to_path_buf();
         let reported = std::mem::take(&mut config.diagnostics);
         config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
@@ -189,24 +198,25 @@ fn run(args: Args) -> Result<u8, String> {
         session::set_default_redactions(config.known_secrets());
     }
     let context = session.context();
-    let patterns: Vec<String> = match &args.models {
-        Some(list) => list
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(String::from)
-            .collect(),
-        None => config.enabled_models().unwrap_or_default(),
+    let model_flags = args.model_flags();
+    let (scoped, warnings) = config::start_model::scoped_models(&model_flags, &config);
+    print_warnings(&warnings);
+    let session_model = config::start_model::SessionModel {
+        resuming: resumed,
+        model: context
+            .model
+            .as_ref()
+            .map(|(p, id)| (p.as_str(), id.as_str())),
+        thinking: context.thinking_level,
     };
-    let scoped = if patterns.is_empty() {
-        Vec::new()
-    } else {
-        let (scoped, diagnostics) = config.resolve_model_scope(&patterns);
-        report(&diagnostics)?;
-        scoped
-    };
-    let (model, thinking) = choose_model(&args, &mut config, &context, &scoped, resumed)?;
-    let tool_names = active_tools(&args);
+    let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)
+        .map_err(|e| e.to_string())?;
+    print_warnings(&start.warnings);
+    let (model, thinking) = (start.model, start.thinking);
+    let tool_names = tools::active_builtins(
+        args.tools.as_deref(),
+        args.no_tools || args.no_builtin_tools,
+    );
     let passthrough = config
         .setting("shellEnvPassthrough")
         .and_then(|v| v.as_array())
@@ -270,7 +280,16 @@ fn run(args: Args) -> Result<u8, String> {
         .as_ref()
         .map(|h| h.tools())
         .unwrap_or_default();
-    let system_prompt = system_prompt(&args, &config, &tool_names, &extension_tools, &loaded);
+    let prompt_sources = resources::system_prompt::RunSources {
+        system_prompt: args.system_prompt.as_deref(),
+        append: &args.append_system_prompt,
+        no_context_files: args.no_context_files,
+        cwd: &config.cwd,
+        agent_dir: &config.agent_dir,
+        project_trusted: config.project_trust.trusted,
+    };
+    let system_prompt =
+        resources::system_prompt::for_run(&prompt_sources, &tool_names, &extension_tools, &loaded);
 
     session::open::record_start(
         &mut session,
@@ -316,29 +335,6 @@ fn run(args: Args) -> Result<u8, String> {
         tools::bash::remove_spill_dir();
     }
     result
-}
-
-/// The protocol generation: `--rpc-profile`, else `PI_RPC_PROFILE`, else settings `rpcProfile`,
-/// else the newest. A wrong flag is an error; a wrong env var or setting a warning.
-fn rpc_profile(args: &Args, config: &Config) -> Result<rpc::Profile, String> {
-    const EXPECTED: &str = "expected \"default\" or \"legacy\"";
-    if let Some(name) = &args.rpc_profile {
-        return rpc::Profile::parse(name)
-            .ok_or_else(|| format!("Invalid --rpc-profile \"{name}\": {EXPECTED}"));
-    }
-    let env = std::env::var("PI_RPC_PROFILE")
-        .ok()
-        .filter(|v| !v.is_empty());
-    let (name, source) = match (env, config.setting("rpcProfile")) {
-        (Some(name), _) => (name, "PI_RPC_PROFILE"),
-        (None, Some(serde_json::Value::String(name))) => (name.clone(), "setting rpcProfile"),
-        (None, Some(other)) => (other.to_string(), "setting rpcProfile"),
-        (None, None) => return Ok(rpc::Profile::Default),
-    };
-    Ok(rpc::Profile::parse(&name).unwrap_or_else(|| {
-        eprintln!("Warning: ignoring {source} \"{name}\": {EXPECTED}");
-        rpc::Profile::Default
-    }))
 }
 
 /// RPC mode: stdin-reader → agent → stdout-writer.
@@ -398,49 +394,6 @@ fn run_print(
     })
 }
 
-/// `--extension`, `--skill` and `--prompt-template` paths stay relative to the directory pi-rs
-/// was started in when a resumed session moves it elsewhere (`~` paths are left to expand).
-fn absolutize_cli_paths(args: &mut Args, started_in: &std::path::Path) {
-    let absolute = |path: &mut String| {
-        if !path.starts_with('~') {
-            *path = started_in.join(&*path).to_string_lossy().into_owned();
-        }
-    };
-    args.extensions.iter_mut().for_each(absolute);
-    args.skills.iter_mut().for_each(absolute);
-    args.prompt_templates.iter_mut().for_each(absolute);
-}
-
-/// `pi --export <session.jsonl> [out.html]`: writes the page and prints its path.
-fn export_session(
-    cwd: &std::path::Path,
-    session_path: &str,
-    output: Option<&str>,
-) -> Result<u8, String> {
-    let path = cwd.join(session_path);
-    if !path.is_file() {
-        return Err(format!("File not found: {}", path.display()));
-    }
-    let (log, warnings) = session::SessionLog::open(&path, None, cwd).map_err(|e| e.to_string())?;
-    for warning in warnings {
-        eprintln!("Warning: {warning}");
-    }
-    let output = output
-        .map(String::from)
-        .unwrap_or_else(|| export::default_output_name(&path));
-    let input = export::ExportInput {
-        header: log.header().to_value().clone(),
-        entries: log.entries_since(None).unwrap_or_default(),
-        leaf_id: log.leaf_id().map(str::to_string),
-        system_prompt: String::new(),
-        tools: Vec::new(),
-        redactions: log.redactions(),
-    };
-    export::export_to_file(&input, &cwd.join(&output))?;
-    eprintln!("Exported to: {output}");
-    Ok(0)
-}
-
 /// Flags pi-rs cannot honour are refused, never silently ignored.
 fn reject_unsupported(args: &Args) -> Result<(), String> {
     if !args.themes.is_empty() {
@@ -458,177 +411,9 @@ fn report(diagnostics: &[Diagnostic]) -> Result<(), String> {
     Ok(())
 }
 
-/// The starting model and thinking level (FACTS §1.8): `--model` (resolved among all models),
-/// else settings/defaults via the registry, else the placeholder. Thinking: `--thinking` >
-/// `:level` suffix > settings default > medium, clamped to the model.
-fn choose_model(
-    args: &Args,
-    config: &mut Config,
-    resumed: &session::SessionContext,
-    scoped: &[config::ScopedModel],
-    resuming: bool,
-) -> Result<(Model, ThinkingLevel), String> {
-    let mut suffix_level = None;
-    let model = match &args.model {
-        Some(pattern) => {
-            let resolved = config.resolve_cli_model(args.provider.as_deref(), pattern)?;
-            if let Some(warning) = &resolved.warning {
-                eprintln!("Warning: {warning}");
-            }
-            suffix_level = resolved.thinking;
-            Some(resolved.model)
-        }
-        None => None,
-    };
-    if let Some(key) = &args.api_key {
-        let Some(model) = &model else {
-            return Err("--api-key requires a model to be specified via --model, --provider/--model, or --models".into());
-        };
-        config.set_runtime_api_key(&model.provider, key.clone());
+/// Warnings for stderr, one line each.
+fn print_warnings(warnings: &[String]) {
+    for warning in warnings {
+        eprintln!("Warning: {warning}");
     }
-    // A resumed session keeps its model if it still exists and has credentials.
-    let session_model = resumed.model.as_ref().and_then(|(provider, id)| {
-        config
-            .find_model(provider, id)
-            .filter(|m| config.has_auth(&m.provider))
-            .cloned()
-    });
-    // Scoped models (--models / enabledModels) come before the saved default, unless resuming;
-    // the saved default wins if it is in scope.
-    let scoped_choice = (!resuming && model.is_none())
-        .then(|| {
-            let saved = scoped.iter().find(|s| {
-                Some(s.model.provider.as_str()) == config.default_provider()
-                    && Some(s.model.id.as_str()) == config.default_model()
-            });
-            saved.or(scoped.first()).cloned()
-        })
-        .flatten();
-    if let Some(choice) = &scoped_choice {
-        suffix_level = suffix_level.or(choice.thinking);
-    }
-    let model = model
-        .or(scoped_choice.map(|s| s.model))
-        .or(session_model)
-        .or_else(|| config.initial_model())
-        .unwrap_or_else(Model::placeholder);
-    let flag_level = match args.thinking.as_deref() {
-        Some(text) => match ThinkingLevel::parse(text) {
-            Some(level) => Some(level),
-            None => {
-                eprintln!(
-                    "Warning: Invalid thinking level \"{text}\". Valid values: off, minimal, low, medium, high, xhigh, max"
-                );
-                None
-            }
-        },
-        None => None,
-    };
-    let wanted = flag_level
-        .or(suffix_level)
-        .or(resumed.thinking_level)
-        .or_else(|| config.default_thinking_level())
-        .unwrap_or(ThinkingLevel::Medium);
-    let thinking = model.clamp_thinking_level(wanted);
-    Ok((model, thinking))
-}
-
-fn active_tools(args: &Args) -> Vec<String> {
-    if args.no_tools || args.no_builtin_tools {
-        return Vec::new();
-    }
-    match &args.tools {
-        Some(list) => list
-            .iter()
-            .filter(|name| tools::ALL_TOOLS.contains(&name.as_str()))
-            .cloned()
-            .collect(),
-        None => tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
-    }
-}
-
-fn system_prompt(
-    args: &Args,
-    config: &Config,
-    tool_names: &[String],
-    extension_tools: &[extensions::ExtensionTool],
-    loaded: &resources::discovery::Resources,
-) -> String {
-    let cwd = &config.cwd;
-    let custom = match &args.system_prompt {
-        Some(value) => Some(resources::text_or_file(value, cwd)),
-        None => resources::discover_prompt_file(
-            "SYSTEM.md",
-            cwd,
-            &config.agent_dir,
-            config.project_trust.trusted,
-        ),
-    };
-    let append: Vec<String> = if args.append_system_prompt.is_empty() {
-        resources::discover_prompt_file(
-            "APPEND_SYSTEM.md",
-            cwd,
-            &config.agent_dir,
-            config.project_trust.trusted,
-        )
-        .into_iter()
-        .collect()
-    } else {
-        args.append_system_prompt
-            .iter()
-            .map(|v| resources::text_or_file(v, cwd))
-            .collect()
-    };
-    let context_files = if args.no_context_files {
-        Vec::new()
-    } else {
-        resources::context_files(cwd, &config.agent_dir)
-    };
-    let extension_guidelines: Vec<Vec<&str>> = extension_tools
-        .iter()
-        .map(|t| {
-            t.decl
-                .prompt_guidelines
-                .iter()
-                .map(String::as_str)
-                .collect()
-        })
-        .collect();
-    let mut tool_lines: Vec<resources::system_prompt::ToolLine> = tool_names
-        .iter()
-        .map(|name| {
-            let (snippet, guidelines) = match tools::prompt_info(name) {
-                Some((snippet, guidelines)) => (Some(snippet), guidelines),
-                None => (None, &[][..]),
-            };
-            resources::system_prompt::ToolLine {
-                name,
-                snippet,
-                guidelines,
-            }
-        })
-        .collect();
-    tool_lines.extend(extension_tools.iter().zip(&extension_guidelines).map(
-        |(tool, guidelines)| resources::system_prompt::ToolLine {
-            name: &tool.decl.name,
-            snippet: tool.decl.prompt_snippet.as_deref(),
-            guidelines,
-        },
-    ));
-    // Skills are offered only when the model can read them (`read` active), as pi does.
-    let skills_block = tool_names
-        .iter()
-        .any(|t| t == "read")
-        .then(|| resources::skills::skills_prompt_block(&loaded.skills))
-        .flatten();
-    let date = resources::system_prompt::today();
-    resources::system_prompt::build(&resources::system_prompt::PromptInputs {
-        custom: custom.as_deref(),
-        tools: &tool_lines,
-        append: &append,
-        context_files: &context_files,
-        skills_block: skills_block.as_deref(),
-        date: &date,
-        cwd: &PathBuf::from(cwd),
-    })
 }

@@ -959,7 +959,8 @@ impl Agent {
                 .collect(),
             redactions: self.session.redactions(),
         };
-        crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
+        crate::export::export_to_file(&input, &self.config.cwd.join(&output))
+            .map_err(|e| e.to_string())?;
         Ok(output)
     }
 

@@ -19,10 +19,11 @@ pub mod oauth;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
+pub mod start_model;
 pub mod trust;
 
 pub use model::{Model, ModelCost, ThinkingLevel};
-pub use resolve::ScopedModel;
+pub use resolve::{ModelError, ScopedModel};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -258,7 +259,7 @@ impl Config {
         &self,
         provider: Option<&str>,
         pattern: &str,
-    ) -> Result<ResolvedModel, String> {
+    ) -> Result<ResolvedModel, resolve::ModelError> {
         resolve::resolve_cli_model(&self.registry.models, provider, pattern)
     }
 

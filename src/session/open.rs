@@ -9,10 +9,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{SessionArg, SessionContext, SessionError, SessionLog};
-use crate::cli::Args;
 use crate::config::{self, Config, Model, ThinkingLevel};
 
-/// The session flags of the command line.
+/// The session flags of the command line (`cli::Args::session_choice`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StartChoice<'a> {
     pub no_session: bool,
@@ -21,19 +20,6 @@ pub struct StartChoice<'a> {
     pub continue_recent: bool,
     pub resume: bool,
     pub session_dir: Option<&'a str>,
-}
-
-impl<'a> StartChoice<'a> {
-    pub fn from_args(args: &'a Args) -> StartChoice<'a> {
-        StartChoice {
-            no_session: args.no_session,
-            fork: args.fork.as_deref(),
-            session: args.session.as_deref(),
-            continue_recent: args.continue_session,
-            resume: args.resume,
-            session_dir: args.session_dir.as_deref(),
-        }
-    }
 }
 
 /// The session to start with.
