@@ -66,7 +66,29 @@ pub struct Args {
     pub file_args: Vec<String>,
 }
 
+/// What a run does with stdin/stdout, from `--mode`/`-p` and whether stdin is a terminal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RunMode {
+    Rpc,
+    Print(crate::rpc::print_mode::Output),
+    /// No mode on a terminal: pi's TUI, which pi-rs does not have ([`NO_TUI`]).
+    NoTui,
+}
+
 impl Args {
+    /// `--mode rpc`, `--mode json`, `--mode text` or `-p`; without either, print mode when stdin
+    /// is piped (as pi does) and [`RunMode::NoTui`] on a terminal.
+    pub fn run_mode(&self, stdin_is_terminal: bool) -> RunMode {
+        use crate::rpc::print_mode::Output;
+        match (self.mode, self.print) {
+            (Mode::Rpc, _) => RunMode::Rpc,
+            (Mode::Json, _) => RunMode::Print(Output::Json),
+            (Mode::Text, _) | (Mode::Interactive, true) => RunMode::Print(Output::Text),
+            (Mode::Interactive, false) if stdin_is_terminal => RunMode::NoTui,
+            (Mode::Interactive, false) => RunMode::Print(Output::Text),
+        }
+    }
+
     /// The session flags, for `session::open`.
     pub fn session_choice(&self) -> crate::session::open::StartChoice<'_> {
         crate::session::open::StartChoice {
@@ -255,6 +277,20 @@ fn next_bare_word(parser: &mut lexopt::Parser) -> Option<String> {
     let word = next.to_string();
     raw.next();
     Some(word)
+}
+
+/// `--version`: the pi version whose protocol pi-rs implements, bare, as pi prints it; with
+/// `--verbose` a second line names pi-rs and its own version.
+pub fn version_text(verbose: bool) -> String {
+    let mut text = format!("{}\n", crate::rpc::PI_PROTOCOL_VERSION);
+    if verbose {
+        text.push_str(&format!(
+            "pi-rs {} (the pi {} RPC protocol)\n",
+            env!("CARGO_PKG_VERSION"),
+            crate::rpc::PI_PROTOCOL_VERSION
+        ));
+    }
+    text
 }
 
 /// `--help`: names pi-rs's own version and the pi protocol version it speaks.

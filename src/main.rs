@@ -11,6 +11,7 @@ mod cli;
 mod config;
 mod deadline;
 mod disk;
+mod error;
 mod export;
 mod extensions;
 mod ids;
@@ -32,7 +33,7 @@ mod tools;
 use std::io::Write;
 use std::process::ExitCode;
 
-use cli::{Args, Mode};
+use cli::{Args, RunMode};
 use config::{Config, Diagnostic};
 use rpc::print_mode;
 
@@ -88,51 +89,30 @@ fn init_logging(verbose: bool) {
         .init();
 }
 
-/// `--version`: the pi version whose protocol pi-rs implements, bare, as pi prints it; with
-/// `--verbose` a second line names pi-rs and its own version.
-fn version_text(verbose: bool) -> String {
-    let mut text = format!("{}\n", rpc::PI_PROTOCOL_VERSION);
-    if verbose {
-        text.push_str(&format!(
-            "pi-rs {} (the pi {} RPC protocol)\n",
-            env!("CARGO_PKG_VERSION"),
-            rpc::PI_PROTOCOL_VERSION
-        ));
-    }
-    text
-}
-
-fn run(args: Args) -> Result<u8, String> {
+fn run(args: Args) -> Result<u8, error::Error> {
     // Help and version are answers, not diagnostics: stdout (no protocol runs in these cases).
     if args.help {
         rpc::print_text(&cli::help_text());
         return Ok(0);
     }
     if args.version {
-        rpc::print_text(&version_text(args.verbose));
+        rpc::print_text(&cli::version_text(args.verbose));
         return Ok(0);
     }
     reject_unsupported(&args)?;
 
-    let mut cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let mut cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
     let agent_dir = config::agent_dir_from_env();
     let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
-    report(&config.diagnostics)?;
+    report(&config.diagnostics);
 
     let (profile, warning) =
-        rpc::Profile::choose(args.rpc_profile.as_deref(), config.setting("rpcProfile"))
-            .map_err(|e| e.to_string())?;
-    if let Some(warning) = warning {
-        eprintln!("Warning: {warning}");
-    }
+        rpc::Profile::choose(args.rpc_profile.as_deref(), config.setting("rpcProfile"))?;
+    print_warnings(warning.as_slice());
 
     if let Some((session_path, output)) = &args.export {
-        let exported = export::export_session_file(&cwd, session_path, output.as_deref())
-            .map_err(|e| e.to_string())?;
-        for warning in exported.warnings {
-            eprintln!("Warning: {warning}");
-        }
+        let exported = export::export_session_file(&cwd, session_path, output.as_deref())?;
+        print_warnings(&exported.warnings);
         eprintln!("Exported to: {}", exported.output);
         return Ok(0);
     }
@@ -140,23 +120,19 @@ fn run(args: Args) -> Result<u8, String> {
         rpc::print_text(&config.list_models(search.as_deref()));
         return Ok(0);
     }
-    let print_output = match (args.mode, args.print) {
-        (Mode::Rpc, _) => None,
-        (Mode::Json, _) => Some(print_mode::Output::Json),
-        (Mode::Text, _) | (Mode::Interactive, true) => Some(print_mode::Output::Text),
-        (Mode::Interactive, false) if print_mode::stdin_is_terminal() => {
+    let print_output = match args.run_mode(print_mode::stdin_is_terminal()) {
+        RunMode::Rpc => None,
+        RunMode::Print(output) => Some(output),
+        RunMode::NoTui => {
             eprint!("{}", cli::NO_TUI);
             return Ok(1);
         }
-        // Piped stdin without a mode: print mode, as pi does.
-        (Mode::Interactive, false) => Some(print_mode::Output::Text),
     };
     if print_output.is_none() && !args.file_args.is_empty() {
-        return Err("@file arguments are not supported in RPC mode".into());
+        return Err(error::Error::FileArgsInRpcMode);
     }
     let print_messages = match print_output {
-        Some(_) => print_mode::messages(&args.file_args, &args.messages, &cwd)
-            .map_err(|e| e.to_string())?,
+        Some(_) => print_mode::messages(&args.file_args, &args.messages, &cwd)?,
         None => Vec::new(),
     };
 
@@ -175,11 +151,8 @@ fn run(args: Args) -> Result<u8, String> {
     }
     // Every session log written from here on (forks and new sessions too) redacts these.
     session::set_default_redactions(config.known_secrets());
-    let opened = session::open::open_for_start(&args.session_choice(), &config, &cwd)
-        .map_err(|e| e.to_string())?;
-    for warning in &opened.warnings {
-        eprintln!("Warning: {warning}");
-    }
+    let opened = session::open::open_for_start(&args.session_choice(), &config, &cwd)?;
+    print_warnings(&opened.warnings);
     let (mut session, resumed) = (opened.log, opened.resumed);
     // pi runs a session opened by `--session` in its own directory (settings, resources and tools
     // resolve there) and refuses one whose directory is gone; `--continue` stays here.
@@ -194,40 +167,24 @@ fn run(args: Args) -> Result<u8, String> {
         let reported = std::mem::take(&mut config.diagnostics);
         config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
         config.diagnostics.retain(|d| !reported.contains(d));
-        report(&config.diagnostics)?;
+        report(&config.diagnostics);
         session::set_default_redactions(config.known_secrets());
     }
     let context = session.context();
     let model_flags = args.model_flags();
     let (scoped, warnings) = config::start_model::scoped_models(&model_flags, &config);
     print_warnings(&warnings);
-    let session_model = config::start_model::SessionModel {
-        resuming: resumed,
-        model: context
-            .model
-            .as_ref()
-            .map(|(p, id)| (p.as_str(), id.as_str())),
-        thinking: context.thinking_level,
-    };
-    let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)
-        .map_err(|e| e.to_string())?;
+    let session_model = context.start_model(resumed);
+    let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)?;
     print_warnings(&start.warnings);
     let (model, thinking) = (start.model, start.thinking);
     let tool_names = tools::active_builtins(
         args.tools.as_deref(),
         args.no_tools || args.no_builtin_tools,
     );
-    let passthrough = config
-        .setting("shellEnvPassthrough")
-        .and_then(|v| v.as_array())
-        .map(|names| {
-            names
-                .iter()
-                .filter_map(|n| n.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    tools::env::set_passthrough(passthrough);
+    tools::env::set_passthrough(tools::env::names_from_setting(
+        config.setting("shellEnvPassthrough"),
+    ));
     let loaded = resources::discovery::load_resources(&resources::discovery::LoadOptions {
         cwd: cwd.clone(),
         agent_dir: agent_dir.clone(),
@@ -252,9 +209,7 @@ fn run(args: Args) -> Result<u8, String> {
         &cwd,
         &agent_dir,
     );
-    for warning in sandbox_warnings {
-        eprintln!("Warning: {warning}");
-    }
+    print_warnings(&sandbox_warnings);
     let extensions = extensions::launch::launch(
         &args.extensions,
         args.no_extensions,
@@ -262,9 +217,7 @@ fn run(args: Args) -> Result<u8, String> {
         &session,
         &sandbox.policy(),
     );
-    for warning in &extensions.warnings {
-        eprintln!("Warning: {warning}");
-    }
+    print_warnings(&extensions.warnings);
     let mut startup_events = extensions.startup_events;
     // Skipped project resources are said once, on stderr and to the client.
     if let Some(warning) = config.project_trust.warning() {
@@ -371,14 +324,14 @@ fn run_print(
     signals: crossbeam_channel::Receiver<i32>,
     output: print_mode::Output,
     messages: Vec<print_mode::PrintMessage>,
-) -> Result<u8, String> {
+) -> Result<u8, error::Error> {
     let header = setup.session.header().to_value().clone();
     let (records_tx, records) = crossbeam_channel::bounded(setup.profile.writer_capacity());
     let (input_tx, input) = crossbeam_channel::bounded(64);
     // Never fires: stdout belongs to the driver, which simply stops reading when it is gone.
     let (_writer_events_tx, writer_events) = crossbeam_channel::bounded(1);
     let driver = print_mode::spawn(output, header, messages, records, input_tx)
-        .map_err(|e| format!("cannot start the print driver: {e}"))?;
+        .map_err(error::Error::PrintDriver)?;
     let channels = agent::Channels {
         stdin: input,
         writer_events,
@@ -395,20 +348,21 @@ fn run_print(
 }
 
 /// Flags pi-rs cannot honour are refused, never silently ignored.
-fn reject_unsupported(args: &Args) -> Result<(), String> {
+fn reject_unsupported(args: &Args) -> Result<(), error::Error> {
     if !args.themes.is_empty() {
-        return Err("--theme styles pi's interactive TUI, which pi-rs does not have".into());
+        return Err(error::Error::Unsupported(
+            "--theme styles pi's interactive TUI, which pi-rs does not have",
+        ));
     }
     Ok(())
 }
 
 /// Prints startup warnings (config problems never stop pi-rs: built-ins stay usable).
-fn report(diagnostics: &[Diagnostic]) -> Result<(), String> {
+fn report(diagnostics: &[Diagnostic]) {
     let mut stderr = std::io::stderr().lock();
     for Diagnostic::Warning(text) in diagnostics {
         let _ = writeln!(stderr, "Warning: {text}");
     }
-    Ok(())
 }
 
 /// Warnings for stderr, one line each.

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{SessionArg, SessionContext, SessionError, SessionLog};
+use crate::config::start_model::SessionModel;
 use crate::config::{self, Config, Model, ThinkingLevel};
 
 /// The session flags of the command line (`cli::Args::session_choice`).
@@ -188,5 +189,20 @@ pub fn record_start(
         && let Err(e) = log.append_session_info(name)
     {
         log::error!("could not record the session name: {e}");
+    }
+}
+
+impl SessionContext {
+    /// What this context tells the choice of the starting model (`resuming`: the session existed
+    /// before).
+    pub fn start_model(&self, resuming: bool) -> SessionModel<'_> {
+        SessionModel {
+            resuming,
+            model: self
+                .model
+                .as_ref()
+                .map(|(provider, id)| (provider.as_str(), id.as_str())),
+            thinking: self.thinking_level,
+        }
     }
 }
