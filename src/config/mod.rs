@@ -734,7 +734,7 @@ impl Config {
     }
 }
 
-fn refresh_failed_message(provider: &str, reason: &str) -> String {
+fn refresh_failed_message(provider: &str, reason: &oauth::OAuthError) -> String {
     format!(
         "Your {provider} login has expired and could not be refreshed ({reason}). \
          Log in again with `pi login {provider}` (or `/login` in pi), or configure an API key."
