@@ -76,6 +76,12 @@ pub enum RunMode {
 }
 
 impl Args {
+    /// Why a flag pi-rs cannot honour is refused (never silently ignored).
+    pub fn unsupported(&self) -> Option<&'static str> {
+        (!self.themes.is_empty())
+            .then_some("--theme styles pi's interactive TUI, which pi-rs does not have")
+    }
+
     /// `--mode rpc`, `--mode json`, `--mode text` or `-p`; without either, print mode when stdin
     /// is piped (as pi does) and [`RunMode::NoTui`] on a terminal.
     pub fn run_mode(&self, stdin_is_terminal: bool) -> RunMode {

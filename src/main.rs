@@ -99,16 +99,23 @@ fn run(args: Args) -> Result<u8, error::Error> {
         rpc::print_text(&cli::version_text(args.verbose));
         return Ok(0);
     }
-    reject_unsupported(&args)?;
+    if let Some(refusal) = args.unsupported() {
+        return Err(error::Error::Unsupported(refusal));
+    }
 
     let mut cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
     let agent_dir = config::agent_dir_from_env();
     let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
-    report(&config.diagnostics);
+    print_warnings(
+        config
+            .diagnostics
+            .iter()
+            .map(|Diagnostic::Warning(text)| text),
+    );
 
     let (profile, warning) =
         rpc::Profile::choose(args.rpc_profile.as_deref(), config.setting("rpcProfile"))?;
-    print_warnings(warning.as_slice());
+    print_warnings(warning);
 
     if let Some((session_path, output)) = &args.export {
         let exported = export::export_session_file(&cwd, session_path, output.as_deref())?;
@@ -167,7 +174,12 @@ fn run(args: Args) -> Result<u8, error::Error> {
         let reported = std::mem::take(&mut config.diagnostics);
         config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
         config.diagnostics.retain(|d| !reported.contains(d));
-        report(&config.diagnostics);
+        print_warnings(
+            config
+                .diagnostics
+                .iter()
+                .map(|Diagnostic::Warning(text)| text),
+        );
         session::set_default_redactions(config.known_secrets());
     }
     let context = session.context();
@@ -347,27 +359,10 @@ fn run_print(
     })
 }
 
-/// Flags pi-rs cannot honour are refused, never silently ignored.
-fn reject_unsupported(args: &Args) -> Result<(), error::Error> {
-    if !args.themes.is_empty() {
-        return Err(error::Error::Unsupported(
-            "--theme styles pi's interactive TUI, which pi-rs does not have",
-        ));
-    }
-    Ok(())
-}
-
-/// Prints startup warnings (config problems never stop pi-rs: built-ins stay usable).
-fn report(diagnostics: &[Diagnostic]) {
+/// Warnings for stderr, one line each (config problems never stop pi-rs: built-ins stay usable).
+fn print_warnings<T: std::fmt::Display>(warnings: impl IntoIterator<Item = T>) {
     let mut stderr = std::io::stderr().lock();
-    for Diagnostic::Warning(text) in diagnostics {
-        let _ = writeln!(stderr, "Warning: {text}");
-    }
-}
-
-/// Warnings for stderr, one line each.
-fn print_warnings(warnings: &[String]) {
     for warning in warnings {
-        eprintln!("Warning: {warning}");
+        let _ = writeln!(stderr, "Warning: {warning}");
     }
 }
