@@ -29,12 +29,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
-// Re-exported for main.rs and the RPC layer, which wire them in later.
-#[allow(unused_imports)]
 use crate::ids::uuid_v7;
 use crate::time::now_iso;
 use index::IdIndex;
-#[allow(unused_imports)]
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
