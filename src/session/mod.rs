@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 use crate::ids::uuid_v7;
 use crate::time::now_iso;
+pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 use index::IdIndex;
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,

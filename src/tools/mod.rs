@@ -326,7 +326,7 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
                         &context.cwd,
                     )
                 {
-                    return ToolOutput::error(blocked);
+                    return ToolOutput::error(blocked.to_string());
                 }
                 run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
             }));
