@@ -118,9 +118,12 @@ fn run(args: Args) -> Result<u8, error::Error> {
     print_warnings(warning);
 
     if let Some((session_path, output)) = &args.export {
-        let exported = export::export_session_file(&cwd, session_path, output.as_deref())?;
-        print_warnings(&exported.warnings);
-        eprintln!("Exported to: {}", exported.output);
+        let mut warnings = Vec::new();
+        let exported =
+            export::export_session_file(&cwd, session_path, output.as_deref(), &mut warnings);
+        print_warnings(&warnings);
+        let output = exported?;
+        eprintln!("Exported to: {output}");
         return Ok(0);
     }
     if let Some(search) = &args.list_models {
@@ -158,8 +161,11 @@ fn run(args: Args) -> Result<u8, error::Error> {
     }
     // Every session log written from here on (forks and new sessions too) redacts these.
     session::set_default_redactions(config.known_secrets());
-    let opened = session::open::open_for_start(&args.session_choice(), &config, &cwd)?;
-    print_warnings(&opened.warnings);
+    let mut warnings = Vec::new();
+    let opened =
+        session::open::open_for_start(&args.session_choice(), &config, &cwd, &mut warnings);
+    print_warnings(&warnings);
+    let opened = opened?;
     let (mut session, resumed) = (opened.log, opened.resumed);
     // pi runs a session opened by `--session` in its own directory (settings, resources and tools
     // resolve there) and refuses one whose directory is gone; `--continue` stays here.
@@ -222,14 +228,17 @@ fn run(args: Args) -> Result<u8, error::Error> {
         &agent_dir,
     );
     print_warnings(&sandbox_warnings);
+    let (approvals, warnings) =
+        extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
+    print_warnings(&warnings);
     let extensions = extensions::launch::launch(
         &args.extensions,
         args.no_extensions,
         &config,
         &session,
         &sandbox.policy(),
+        approvals,
     );
-    print_warnings(&extensions.warnings);
     let mut startup_events = extensions.startup_events;
     // Skipped project resources are said once, on stderr and to the client.
     if let Some(warning) = config.project_trust.warning() {

@@ -70,28 +70,23 @@ impl std::error::Error for ExportError {
     }
 }
 
-/// A session file exported by `pi --export`.
-#[derive(Debug)]
-pub struct Exported {
-    /// The output path as given (or the default name).
-    pub output: String,
-    /// Problems found while reading the session, one sentence each.
-    pub warnings: Vec<String>,
-}
-
 /// `pi --export <session.jsonl> [out.html]`: the page for the session file at `session_path`
-/// (taken from `cwd`, as is `output`), without a system prompt or tool list.
+/// (taken from `cwd`, as is `output`), without a system prompt or tool list. Returns the output
+/// path as given (or the default name); problems found while reading the session go to
+/// `warnings`, one sentence each, also when the export then fails.
 pub fn export_session_file(
     cwd: &Path,
     session_path: &str,
     output: Option<&str>,
-) -> Result<Exported, ExportError> {
+    warnings: &mut Vec<String>,
+) -> Result<String, ExportError> {
     let path = cwd.join(session_path);
     if !path.is_file() {
         return Err(ExportError::NotFound(path));
     }
-    let (log, warnings) =
+    let (log, found) =
         crate::session::SessionLog::open(&path, None, cwd).map_err(ExportError::Session)?;
+    warnings.extend(found);
     let output = output
         .map(String::from)
         .unwrap_or_else(|| default_output_name(&path));
@@ -104,7 +99,7 @@ pub fn export_session_file(
         redactions: log.redactions(),
     };
     export_to_file(&input, &cwd.join(&output))?;
-    Ok(Exported { output, warnings })
+    Ok(output)
 }
 
 /// The whole HTML document for `input`.

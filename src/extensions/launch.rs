@@ -1,10 +1,10 @@
-//! Starting the extensions for a run: the approval gate's policy from settings, discovery from
-//! the command line and settings, and the host with its handshake. The host also runs with no
-//! extension when approval rules may need to ask the client.
+//! Starting the extensions for a run: discovery from the command line and settings, and the host
+//! with its handshake. The host also runs with no extension when approval rules (the policy the
+//! caller built from settings, `ApprovalPolicy::from_settings`) may need to ask the client.
 //!
 //! Input: `-e` paths, `--no-extensions`, the config, the session's id and file, the sandbox
-//! policy. Output: `Launched` — everything the agent needs from extensions, plus what to report
-//! at start (warnings for stderr, `extension_error` records for the client).
+//! policy, the approval policy. Output: `Launched` — everything the agent needs from extensions,
+//! plus the `extension_error` records to send the client at start.
 
 use std::path::PathBuf;
 
@@ -25,8 +25,6 @@ pub struct Launched {
     pub approvals: ApprovalPolicy,
     /// `extension_error` records for extensions that failed to load.
     pub startup_events: Vec<Event>,
-    /// Settings problems (approval rules), one sentence each, for stderr.
-    pub warnings: Vec<String>,
 }
 
 pub fn launch(
@@ -35,8 +33,8 @@ pub fn launch(
     config: &Config,
     session: &SessionLog,
     sandbox: &crate::sandbox::Policy,
+    approvals: ApprovalPolicy,
 ) -> Launched {
-    let (approvals, warnings) = ApprovalPolicy::from_settings(config.setting("approvals"));
     let paths = |project: bool| {
         config
             .scoped_list(project, "extensions")
@@ -59,7 +57,6 @@ pub fn launch(
             events: crossbeam_channel::never(),
             approvals,
             startup_events: Vec::new(),
-            warnings,
         };
     }
     let (events_tx, events) = crossbeam_channel::bounded(256);
@@ -81,6 +78,5 @@ pub fn launch(
         events,
         approvals,
         startup_events: errors.iter().map(|e| e.event()).collect(),
-        warnings,
     }
 }

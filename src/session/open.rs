@@ -3,8 +3,8 @@
 //! else a new one; and the entries a start records (model, thinking level, `--name`).
 //!
 //! Input: the command line's session flags, the config (session dir), the start directory.
-//! Output: the log, whether it was resumed, the warnings to print — or an `OpenError`. Files are
-//! written lazily, as everywhere in `session`.
+//! Output: the log and whether it was resumed, or an `OpenError`; warnings to print either way.
+//! Files are written lazily, as everywhere in `session`.
 
 use std::path::{Path, PathBuf};
 
@@ -29,8 +29,6 @@ pub struct Opened {
     pub log: SessionLog,
     /// It existed before (or is a fork of one that did): its model and level are kept.
     pub resumed: bool,
-    /// Problems found while reading, and choices made for the user, one sentence each.
-    pub warnings: Vec<String>,
 }
 
 /// Why no session could be opened; `main` prints `Error: <Display>` and exits 1.
@@ -80,19 +78,21 @@ impl From<SessionError> for OpenError {
     }
 }
 
-/// Opens or creates the session `choice` names, for a run started in `cwd`.
+/// Opens or creates the session `choice` names, for a run started in `cwd`. Problems found while
+/// reading and choices made for the user go to `warnings`, one sentence each, also when the
+/// opening then fails.
 pub fn open_for_start(
     choice: &StartChoice,
     config: &Config,
     cwd: &Path,
+    warnings: &mut Vec<String>,
 ) -> Result<Opened, OpenError> {
     let other_choices = choice.session.is_some() || choice.continue_recent || choice.resume;
     if choice.fork.is_some() && (other_choices || choice.no_session) {
         return Err(OpenError::ForkConflict);
     }
-    let mut warnings = Vec::new();
     if choice.no_session {
-        return Ok(opened(SessionLog::in_memory(cwd), false, warnings));
+        return Ok(opened(SessionLog::in_memory(cwd), false));
     }
     if choice.resume {
         return Err(OpenError::ResumeNeedsPicker);
@@ -124,12 +124,12 @@ pub fn open_for_start(
         if !path.is_file() {
             return Err(OpenError::FileNotFound(path));
         }
-        let source = open(&path, &mut warnings)?;
+        let source = open(&path, warnings)?;
         let copy = match source.leaf_id() {
             Some(_) => source.clone_into(cwd)?,
             None => SessionLog::create_with_parent(&dir, cwd, Some(&path.to_string_lossy()))?,
         };
-        return Ok(opened(copy, true, warnings));
+        return Ok(opened(copy, true));
     }
     if let Some(arg) = choice.session {
         let (path, local) = resolve(arg)?;
@@ -139,28 +139,24 @@ pub fn open_for_start(
             warnings.push(format!(
                 "session {arg} belongs to another project; continuing in a forked copy"
             ));
-            let source = open(&path, &mut warnings)?;
-            return Ok(opened(source.clone_into(cwd)?, true, warnings));
+            let source = open(&path, warnings)?;
+            return Ok(opened(source.clone_into(cwd)?, true));
         }
-        let log = open(&path, &mut warnings)?;
-        return Ok(opened(log, true, warnings));
+        let log = open(&path, warnings)?;
+        return Ok(opened(log, true));
     }
     if choice.continue_recent
         && let Some(path) = super::find_most_recent(&dir)
     {
-        let mut log = open(&path, &mut warnings)?;
+        let mut log = open(&path, warnings)?;
         log.set_cwd(cwd);
-        return Ok(opened(log, true, warnings));
+        return Ok(opened(log, true));
     }
-    Ok(opened(SessionLog::create(&dir, cwd)?, false, warnings))
+    Ok(opened(SessionLog::create(&dir, cwd)?, false))
 }
 
-fn opened(log: SessionLog, resumed: bool, warnings: Vec<String>) -> Opened {
-    Opened {
-        log,
-        resumed,
-        warnings,
-    }
+fn opened(log: SessionLog, resumed: bool) -> Opened {
+    Opened { log, resumed }
 }
 
 /// What a start records: a new session its model and level at once, a resumed one only what
