@@ -161,7 +161,7 @@ fn opened(log: SessionLog, resumed: bool) -> Opened {
 
 /// What a start records: a new session its model and level at once, a resumed one only what
 /// changed; `--name` as a session_info entry. Failures are logged (the run goes on in memory and
-/// the next append retries the file).
+/// the next append retries the file); a name's is not.
 pub fn record_start(
     log: &mut SessionLog,
     resumed: Option<&SessionContext>,
@@ -181,10 +181,9 @@ pub fn record_start(
     {
         log::error!("could not record the thinking level: {e}");
     }
-    if let Some(name) = name.map(str::trim).filter(|n| !n.is_empty())
-        && let Err(e) = log.append_session_info(name)
-    {
-        log::error!("could not record the session name: {e}");
+    if let Some(name) = name.map(str::trim).filter(|n| !n.is_empty()) {
+        // As before this moved here: a name that cannot be recorded is not reported.
+        let _ = log.append_session_info(name);
     }
 }
 
