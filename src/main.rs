@@ -1,9 +1,11 @@
 //! pi-rs: the pi coding agent's RPC mode as a synchronous, thread-per-component program.
 //!
-//! `main` parses the command line, loads config, resolves the model, wires the threads
-//! (stdin-reader → agent on the main thread → stdout-writer), runs the agent loop and turns its
-//! end into the exit code. It joins the writer (so every record is flushed) but never the stdin
-//! reader, which may still sit in a blocking read.
+//! `main` is wiring: it parses the command line, has each component built by the module that owns
+//! it (config, `session::open`, `config::start_model`, resources, sandbox, `extensions::launch`,
+//! MCP), wires the threads (stdin-reader or print-driver → agent on the main thread →
+//! stdout-writer), runs the agent loop and turns its end into the exit code. A start that cannot
+//! go on is an `error::Error` (`Error: <text>`, exit 1). It joins the writer (so every record is
+//! flushed) but never the stdin reader, which may still sit in a blocking read.
 
 mod agent;
 mod child;
@@ -14,7 +16,9 @@ mod disk;
 mod error;
 mod export;
 mod extensions;
+mod glob;
 mod ids;
+mod ignore;
 mod js;
 mod login;
 mod mcp;
