@@ -288,27 +288,27 @@ pub fn resolve_cli_model(
             return Ok(found(m, fallback.thinking, fallback.warning));
         }
     }
-    if let (Some(p), Some(provider_models)) = (&resolved_provider, &provider_models) {
-        if let Some(first) = provider_models.first() {
-            let base = default_model_for(p)
-                .and_then(|id| provider_models.iter().find(|m| m.id == id))
-                .unwrap_or(first);
-            let mut model = base.clone();
-            model.id = pattern_part.clone();
-            model.name = pattern_part.clone();
-            let note = format!(
-                "Model \"{pattern_part}\" not found for provider \"{p}\". Using custom model id."
-            );
-            let warning = match result.warning {
-                Some(w) => format!("{w} {note}"),
-                None => note,
-            };
-            return Ok(ResolvedModel {
-                model,
-                thinking: None,
-                warning: Some(warning),
-            });
-        }
+    if let (Some(p), Some(provider_models)) = (&resolved_provider, &provider_models)
+        && let Some(first) = provider_models.first()
+    {
+        let base = default_model_for(p)
+            .and_then(|id| provider_models.iter().find(|m| m.id == id))
+            .unwrap_or(first);
+        let mut model = base.clone();
+        model.id = pattern_part.clone();
+        model.name = pattern_part.clone();
+        let note = format!(
+            "Model \"{pattern_part}\" not found for provider \"{p}\". Using custom model id."
+        );
+        let warning = match result.warning {
+            Some(w) => format!("{w} {note}"),
+            None => note,
+        };
+        return Ok(ResolvedModel {
+            model,
+            thinking: None,
+            warning: Some(warning),
+        });
     }
     let display = match &resolved_provider {
         Some(p) => format!("{p}/{pattern_part}"),
