@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::jsonc::strip_jsonc;
 use super::model::{Model, ModelCost};
-use super::resolve::ModelSource;
+use super::resolve::{self, ModelSource};
 
 /// Provider → preferred model id, in the priority order used to pick the initial model.
 pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
@@ -453,6 +453,27 @@ impl ModelSource for Registry {
                 .find(|(provider, _, _)| provider.to_lowercase() == lower)
                 .map(|(provider, _, _)| provider.to_string())
         })
+    }
+
+    /// A scan of the catalog's provider and id fields; only the match is read in full.
+    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
+        if let Some(all) = self.all.get() {
+            return resolve::exact_id_or_reference(input, all).cloned();
+        }
+        for line in CATALOG.lines() {
+            let mut fields = line.split('\t');
+            if let (Some(provider), Some(id)) = (fields.next(), fields.next())
+                && resolve::is_id_or_reference(input, provider, id)
+            {
+                // In that place: the built-in, or the models.json model replacing it.
+                return self.find(provider, id);
+            }
+        }
+        // Appended models.json models come after every built-in (one replacing a built-in
+        // matched above, in the built-in's place).
+        self.with_custom(Vec::new(), None)
+            .into_iter()
+            .find(|m| resolve::is_id_or_reference(input, &m.provider, &m.id))
     }
 
     /// Whether any model is known (the catalog, or models.json's).
@@ -943,6 +964,20 @@ mod tests {
                 assert_eq!(lazy.find(&m.provider, &m.id).as_ref(), first);
             }
             assert_eq!(lazy.find("anthropic", "no-such-model"), None);
+            for m in all.iter().step_by(7).chain(all.iter().rev().take(6)) {
+                for pattern in [
+                    m.id.clone(),
+                    m.id.to_uppercase(),
+                    format!("{}/{}", m.provider.to_uppercase(), m.id),
+                ] {
+                    assert_eq!(
+                        lazy.exact_id_or_reference(&pattern),
+                        all.exact_id_or_reference(&pattern),
+                        "{pattern}"
+                    );
+                }
+            }
+            assert_eq!(lazy.exact_id_or_reference("no-such/model"), None);
             assert!(lazy.all.get().is_none(), "none of that built the full list");
         }
     }

@@ -184,11 +184,16 @@ fn parse_pattern<'a>(pattern: &str, models: &'a [Model], strict: bool) -> Patter
     }
 }
 
-fn exact_id_or_reference<'a>(input: &str, models: &'a [Model]) -> Option<&'a Model> {
+/// The first model whose id or `provider/id` is `input`, without case.
+pub(super) fn exact_id_or_reference<'a>(input: &str, models: &'a [Model]) -> Option<&'a Model> {
+    models
+        .iter()
+        .find(|m| is_id_or_reference(input, &m.provider, &m.id))
+}
+
+pub(super) fn is_id_or_reference(input: &str, provider: &str, id: &str) -> bool {
     let lower = input.to_lowercase();
-    models.iter().find(|m| {
-        m.id.to_lowercase() == lower || format!("{}/{}", m.provider, m.id).to_lowercase() == lower
-    })
+    id.to_lowercase() == lower || format!("{provider}/{id}").to_lowercase() == lower
 }
 
 /// The models `--model` resolution reads (auth is not required): one provider's when the
@@ -202,6 +207,8 @@ pub trait ModelSource {
     /// The provider name matching `name` without case, spelled as the last model in registry
     /// order spells it.
     fn provider_spelling(&self, name: &str) -> Option<String>;
+    /// The first model, registry order, whose id or `provider/id` is `input` without case.
+    fn exact_id_or_reference(&self, input: &str) -> Option<Model>;
     fn has_models(&self) -> bool;
 }
 
@@ -221,6 +228,9 @@ impl ModelSource for [Model] {
             .rev()
             .find(|m| m.provider.to_lowercase() == lower)
             .map(|m| m.provider.clone())
+    }
+    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
+        exact_id_or_reference(input, self).cloned()
     }
     fn has_models(&self) -> bool {
         !self.is_empty()
@@ -261,9 +271,13 @@ pub fn resolve_cli_model(
         inferred = true;
     }
     if resolved_provider.is_none()
-        && let Some(m) = exact_id_or_reference(pattern, models.all())
+        && let Some(m) = models.exact_id_or_reference(pattern)
     {
-        return Ok(found(m, None, None));
+        return Ok(ResolvedModel {
+            model: m,
+            thinking: None,
+            warning: None,
+        });
     }
     if let (Some(_), Some(p)) = (provider, &resolved_provider) {
         let prefix = format!("{p}/");
@@ -280,8 +294,12 @@ pub fn resolve_cli_model(
         return Ok(found(m, result.thinking, result.warning));
     }
     if inferred {
-        if let Some(m) = exact_id_or_reference(pattern, models.all()) {
-            return Ok(found(m, None, None));
+        if let Some(m) = models.exact_id_or_reference(pattern) {
+            return Ok(ResolvedModel {
+                model: m,
+                thinking: None,
+                warning: None,
+            });
         }
         let fallback = parse_pattern(pattern, models.all(), true);
         if let Some(m) = fallback.model {
