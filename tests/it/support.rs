@@ -432,6 +432,8 @@ pub struct Pi {
     /// Records before this index were consumed by sequential waits.
     cursor: usize,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// Disconnects when the stderr reader has read to EOF.
+    stderr_eof: Receiver<()>,
     timeout: Duration,
     trace: bool,
     exit_status: Option<ExitStatus>,
@@ -486,9 +488,11 @@ impl Pi {
         let mut stderr_pipe = child.stderr.take().expect("stderr piped");
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let stderr_sink = Arc::clone(&stderr);
+        let (eof_tx, stderr_eof) = crossbeam_channel::bounded::<()>(0);
         thread::Builder::new()
             .name("pi-stderr".into())
             .spawn(move || {
+                let _eof = eof_tx;
                 let mut chunk = [0u8; 8192];
                 while let Ok(n) = stderr_pipe.read(&mut chunk) {
                     if n == 0 {
@@ -510,6 +514,7 @@ impl Pi {
             raw: Vec::new(),
             cursor: 0,
             stderr,
+            stderr_eof,
             timeout: setup.wait_limit.unwrap_or_else(default_timeout),
             trace: std::env::var_os("PI_TEST_TRACE").is_some(),
             exit_status: None,
@@ -793,6 +798,10 @@ impl Pi {
             match self.child.try_wait() {
                 Ok(Some(status)) => {
                     self.exit_status = Some(status);
+                    // What pi wrote to stderr before exiting may not be read yet (a loaded
+                    // machine, a quick exit): wait for the reader's EOF, bounded, since a child
+                    // of pi may still hold the pipe.
+                    let _ = self.stderr_eof.recv_timeout(Duration::from_secs(2));
                     return Some(status);
                 }
                 Ok(None) if Instant::now() < deadline => {
