@@ -1514,8 +1514,7 @@ impl Agent {
                 self.emit(close);
             }
         }
-        let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
-        let json = serialize_message(&message);
+        let (message, json) = draft.finish_serialized(stop_reason, error_message);
         self.record_message(&message, &json);
         self.emit(Event::MessageEnd {
             message: json.clone(),
@@ -1816,20 +1815,7 @@ fn return_freed_memory() {
 }
 
 fn serialize_message(message: &AgentMessage) -> SharedJson {
-    let size_hint = match message {
-        AgentMessage::Assistant(a) => a
-            .content
-            .iter()
-            .map(|b| match b {
-                ContentBlock::Text(t) => t.text.len(),
-                ContentBlock::Thinking(t) => t.thinking.len(),
-                ContentBlock::ToolCall(_) => 256,
-                ContentBlock::Image(i) => i.data.len(),
-            })
-            .sum(),
-        _ => 1024,
-    };
-    crate::rpc::shared_json(message, size_hint + size_hint / 16)
+    crate::rpc::shared::message(message, &[])
 }
 
 fn parse_queue_mode(mode: &str) -> Option<QueueMode> {

@@ -499,7 +499,7 @@ impl SessionLog {
     /// shared, instead of a second copy of a possibly huge reply, and types it only when asked.
     pub fn append_message_json(
         &mut self,
-        json: std::sync::Arc<String>,
+        json: crate::rpc::SharedJson,
     ) -> Result<String, SessionError> {
         self.append(EntryKind::Message(MessageBody::shared(json)))
     }
