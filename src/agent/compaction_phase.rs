@@ -273,6 +273,7 @@ impl Agent {
             log::error!("could not save the compaction: {e}");
         }
         self.messages = self.session.context().messages;
+        self.request_cache.invalidate();
         let usage = compaction::sum_usage(&usages);
         self.extra_usage.extend(usages);
         let result_json = result.to_json(Some(&usage));

@@ -153,6 +153,8 @@ pub struct Agent {
     /// The conversation as the model will see it (agent state; may differ from the session
     /// file, e.g. after a retry removed a failed reply).
     messages: Vec<AgentMessage>,
+    /// The encoded start of `messages` for the next request (invalidated when they are replaced).
+    request_cache: provider::request_cache::RequestCache,
     model: Model,
     thinking: ThinkingLevel,
     tool_names: Vec<String>,
@@ -244,6 +246,7 @@ impl Agent {
             auto_compaction: setup.config.compaction_enabled(),
             auto_retry: setup.config.retry_enabled(),
             messages: setup.messages,
+            request_cache: Default::default(),
             config: setup.config,
             session: setup.session,
             model: setup.model,
@@ -789,6 +792,7 @@ impl Agent {
         self.session = log;
         let context = self.session.context();
         self.messages = context.messages;
+        self.request_cache.invalidate();
         // The old session and conversation are gone: hand their memory back to the system
         // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
         return_freed_memory();
@@ -1325,10 +1329,9 @@ impl Agent {
                 .run_system_prompt
                 .clone()
                 .unwrap_or_else(|| self.system_prompt.clone()),
-            messages: match self.config.block_images() {
-                true => convert::without_images(convert::to_llm(&self.messages)),
-                false => convert::to_llm(&self.messages),
-            },
+            // Filled by `request_completion` (compaction sends messages of its own).
+            messages: Vec::new(),
+            history: None,
             tools: self.tool_specs.clone(),
             thinking: self.thinking,
             thinking_budgets: [
@@ -1352,11 +1355,16 @@ impl Agent {
     }
 
     fn request_completion(&mut self) {
-        let Ok(request) = self.base_request() else {
+        let Ok(mut request) = self.base_request() else {
             let message = self.credentials_error();
             self.fail_before_stream(message);
             return;
         };
+        let block_images = self.config.block_images();
+        let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
+        request.history = self
+            .request_cache
+            .prepare(&mut request, &self.messages, &to_llm);
         self.next_request += 1;
         let req = RequestId(self.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);

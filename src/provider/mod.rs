@@ -32,6 +32,7 @@ pub mod mistral;
 pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod request_cache;
 pub mod retry;
 pub mod sigv4;
 pub mod sse;
@@ -70,7 +71,10 @@ pub struct StreamRequest {
     pub headers: Vec<(String, String)>,
     pub system_prompt: String,
     /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages.
+    /// With `history`, only the messages after it.
     pub messages: Vec<AgentMessage>,
+    /// The conversation's start, already encoded for this wire API (`request_cache`).
+    pub history: Option<request_cache::EncodedHistory>,
     pub tools: Vec<ToolSpec>,
     pub thinking: ThinkingLevel,
     /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
@@ -398,7 +402,12 @@ fn run_stream(
         }
     };
 
-    let body = match serde_json::to_vec(&http.body) {
+    let body = match &request.history {
+        Some(history) => request_cache::splice(&request.model, &http.body, history)
+            .ok_or_else(|| "the kept history does not fit the request".to_string()),
+        None => serde_json::to_vec(&http.body).map_err(|e| e.to_string()),
+    };
+    let body = match body {
         Ok(body) => body,
         Err(e) => {
             fail(format!("Could not encode the request: {e}"), None);
@@ -862,6 +871,7 @@ pub(crate) mod test_support {
             headers: Vec::new(),
             system_prompt: String::new(),
             messages,
+            history: None,
             tools: Vec::new(),
             thinking: ThinkingLevel::Off,
             thinking_budgets: [None; 4],

@@ -22,7 +22,6 @@ fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-
 /// The kinds of streaming update, as `assistantMessageEvent.type` names them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum BlockFamily {

@@ -31,7 +31,9 @@ impl SharedJson {
     }
 
     pub fn starts_with(&self, prefix: &str) -> bool {
-        self.0.first().is_some_and(|piece| piece.starts_with(prefix))
+        self.0
+            .first()
+            .is_some_and(|piece| piece.starts_with(prefix))
     }
 
     /// The whole text: borrowed when it is one piece, joined (a copy) otherwise.
@@ -134,7 +136,10 @@ fn assistant_in_pieces(
         (literal.byte_len() >= text.len() + 2).then_some(literal)
     };
     // The message without content gives what comes around the content array.
-    let frame = serialize(&AgentMessage::Assistant(message.clone_without_content()), 256);
+    let frame = serialize(
+        &AgentMessage::Assistant(message.clone_without_content()),
+        256,
+    );
     let tail = frame.strip_prefix(HEAD)?.strip_prefix(']')?;
     let mut pieces: Vec<Arc<String>> = Vec::with_capacity(2 + 2 * literals.len());
     let mut pending = String::from(HEAD);
@@ -212,7 +217,9 @@ mod tests {
         message.error_message = Some("x".into());
         message.extra.insert("later".into(), json!(1));
         let message = AgentMessage::Assistant(message);
-        let AgentMessage::Assistant(assistant) = &message else { unreachable!() };
+        let AgentMessage::Assistant(assistant) = &message else {
+            unreachable!()
+        };
         let literals = vec![
             (0, json_string("hm \"quoted\"\n")),
             (1, json_string("Hello \u{2028} wörld")),
@@ -226,7 +233,9 @@ mod tests {
         assert_eq!(pieces.byte_len(), whole.len());
         assert!(pieces.starts_with(r#"{"role":"assistant""#));
         // The literal is shared, not copied.
-        let ContentBlock::Text(_) = &assistant.content[1] else { unreachable!() };
+        let ContentBlock::Text(_) = &assistant.content[1] else {
+            unreachable!()
+        };
         assert!(pieces.0.iter().any(|p| Arc::ptr_eq(p, &literals[1].1.0[0])));
         let parsed: AgentMessage = pieces.parse().unwrap();
         assert_eq!(parsed, message);
