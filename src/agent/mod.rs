@@ -65,9 +65,9 @@ use state::{Phase, QueuedMessage, RetryWait, Run, Stream};
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long extensions get to answer a hook, unless settings `extensionHookTimeoutMs` says.
 const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
-/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds at
-/// most ~8 MB, where 64 KB records let it hold 64 MB.
-const COALESCE_LIMIT: usize = 8 * 1024;
+/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds
+/// ~2 MB of text while the client stalls (8 KB records held ~14 MB of RSS).
+const COALESCE_LIMIT: usize = 1024;
 /// Provider events buffered before the provider thread waits (backpressure to the socket).
 const PROVIDER_CHANNEL_CAPACITY: usize = 256;
 

@@ -524,7 +524,12 @@ pub fn compaction_result(result: &Value, legacy: bool) -> Value {
 /// `{"type":"message_update","assistantMessageEvent":{…,"partial":<snapshot>},"message":<snapshot>}`.
 fn message_update(update: &MessageUpdate, legacy: bool) -> Record {
     let mut parts = Vec::new();
-    let mut line = String::with_capacity(160);
+    // Sized for the delta (escapes included, mostly), so a queued record holds no slack.
+    let delta = match &update.event {
+        AssistantEvent::Delta { delta, .. } => delta.len() + delta.len() / 8,
+        _ => 0,
+    };
+    let mut line = String::with_capacity(160 + update.usage.byte_len() + delta);
     line.push_str(r#"{"type":"message_update","#);
     if !legacy {
         line.push_str(r#""usage":"#);
