@@ -20,6 +20,9 @@
 //! message); the others get the whole list as before.
 //!
 //! Pure data and functions, on the agent thread (`prepare`) and the provider thread (`splice`).
+//!
+//! Test hook: `PI_TEST_NO_REQUEST_CACHE=1` turns the cache off, so a test can compare the bodies
+//! sent with and without it.
 
 use std::sync::Arc;
 
@@ -78,7 +81,7 @@ impl RequestCache {
         source: &[AgentMessage],
         to_llm: &dyn Fn(&[AgentMessage]) -> Vec<AgentMessage>,
     ) -> Option<EncodedHistory> {
-        let Some(array) = history_key(&request.model) else {
+        let Some(array) = history_key(&request.model).filter(|_| enabled()) else {
             self.invalidate();
             request.messages = to_llm(source);
             return None;
@@ -145,6 +148,11 @@ impl RequestCache {
             bytes: Arc::clone(&self.bytes),
         })
     }
+}
+
+fn enabled() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    !*OFF.get_or_init(|| std::env::var_os("PI_TEST_NO_REQUEST_CACHE").is_some_and(|v| v == "1"))
 }
 
 /// Enough of a message to tell it from another without keeping a copy: its role, timestamp and
