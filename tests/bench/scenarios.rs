@@ -1157,7 +1157,7 @@ pub const TURN_CPU_SHORT: usize = 100;
 pub const TURN_CPU_LONG: usize = 3000;
 /// Turns timed per process: the process's utime + stime (all threads, 10 ms ticks) before and
 /// after, divided by this. Two unmeasured turns first warm the caches and the connection.
-const TURN_CPU_MEASURED: usize = 50;
+const TURN_CPU_MEASURED: usize = 200;
 const TURN_CPU_WARMUP: usize = 2;
 
 /// The process's CPU time per turn (prompt → agent_end of a short text reply) after a session
