@@ -16,8 +16,8 @@
 //! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
 //! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
 //! select scenarios by name: startup turn stream holdback stall bash sandbox tree turncpu disk size,
-//! and
-//! `tree1m` (only when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone).
+//! and `tree1m` (only when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone).
+//! `turncpu` loads a session of 100, then 3000 turns and times the process's CPU over 200 more.
 //! `disk` runs pi-rs alone with its slow-fsync test hook (`PI_TEST_FSYNC_DELAY_MS`).
 //!
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
