@@ -9,50 +9,43 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Instant;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, prompt, read_jsonl, session_file, tool_reply};
+use crate::support::{
+    Pi, Setup, Workspace, end_text, prompt, read_jsonl, session_file, tool_ends, tool_script,
+};
 
 const SECRET: &str = "sk-test-SECRET123";
 
 /// Runs one prompt in which the model calls each `(tool, args)` in turn, then says "done".
 /// Returns the pi (still running) and each call's `tool_execution_end` record.
 fn run_tools(workspace: &Workspace, calls: &[(&str, Value)]) -> (FakeProvider, Pi, Vec<Value>) {
-    let mut script: Vec<Reply> = calls
-        .iter()
-        .enumerate()
-        .map(|(n, (tool, args))| tool_reply(&format!("toolu_{n}"), tool, args.clone()))
-        .collect();
-    script.push(Reply::sse(sse::anthropic_text(&["done"])));
-    let fake = FakeProvider::start(script);
-    let setup = Setup::anthropic(&fake)
+    run_tools_within(workspace, calls, None)
+}
+
+fn run_tools_within(
+    workspace: &Workspace,
+    calls: &[(&str, Value)],
+    wait_limit: Option<Duration>,
+) -> (FakeProvider, Pi, Vec<Value>) {
+    let fake = FakeProvider::start(tool_script(calls));
+    let mut setup = Setup::anthropic(&fake)
         .arg("--tools")
         .arg("read,grep,find,ls");
+    setup.wait_limit = wait_limit;
     let mut pi = Pi::spawn_in(workspace, &setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Use the tools"}));
-    let run = pi.records_until_event("agent_end");
-    let ends: Vec<Value> = run
-        .into_iter()
-        .filter(|r| r["type"] == "tool_execution_end")
-        .collect();
-    assert_eq!(ends.len(), calls.len(), "one result per call: {ends:?}");
+    let ends = tool_ends(pi.records_until_event("agent_end"), calls.len());
     assert!(
         !pi.stderr_raw().contains("panicked"),
         "{}",
         pi.stderr_text()
     );
     (fake, pi, ends)
-}
-
-fn end_text(end: &Value) -> String {
-    end["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text result: {end}"))
-        .to_string()
 }
 
 /// Peak resident memory of a live process, in kB.
@@ -65,21 +58,24 @@ fn peak_rss_kb(pid: i32) -> u64 {
         .expect("VmHWM")
 }
 
-/// A 1 GB (sparse) file: read answers with the oversized-line notice, quickly, and pi's peak
-/// memory stays far below the file's size.
+/// A 1 GB (sparse) file: read answers with the oversized-line notice and pi's peak memory stays
+/// far below the file's size. A debug build scans the gigabyte in seconds on an idle machine but
+/// much slower on a loaded one, so the wait is generous; speed belongs to the bench.
 #[test]
 fn read_of_a_gigabyte_file_is_truncated_in_bounded_memory() {
     let workspace = Workspace::new();
     let file = std::fs::File::create(workspace.cwd().join("huge.bin")).unwrap();
     file.set_len(1 << 30).unwrap();
-    let started = Instant::now();
-    let (fake, pi, ends) = run_tools(&workspace, &[("read", json!({"path": "huge.bin"}))]);
+    let (fake, pi, ends) = run_tools_within(
+        &workspace,
+        &[("read", json!({"path": "huge.bin"}))],
+        Some(Duration::from_secs(120)),
+    );
     assert_eq!(ends[0]["isError"], false, "{}", ends[0]);
     assert_eq!(
         end_text(&ends[0]),
         "[Line 1 is 1024.0MB, exceeds 50.0KB limit. Use bash: sed -n '1p' huge.bin | head -c 51200]"
     );
-    assert!(started.elapsed() < pi.timeout(), "{:?}", started.elapsed());
     let peak = peak_rss_kb(pi.pid());
     assert!(peak < 200 * 1024, "peak RSS {peak} kB for a 1 GB read");
     fake.finish();
