@@ -24,6 +24,7 @@ mod login;
 mod mcp;
 mod messages;
 mod provider;
+mod redact;
 mod resources;
 mod rpc;
 mod sandbox;
@@ -164,7 +165,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
         config.add_known_secrets(&mcp_config.secrets);
     }
     // Every session log written from here on (forks and new sessions too) redacts these.
-    session::set_default_redactions(config.known_secrets());
+    redact::set_default_redactions(config.known_secrets());
     let mut warnings = Vec::new();
     let opened =
         session::open::open_for_start(&args.session_choice(), &config, &cwd, &mut warnings);
@@ -190,7 +191,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
                 .iter()
                 .map(|Diagnostic::Warning(text)| text),
         );
-        session::set_default_redactions(config.known_secrets());
+        redact::set_default_redactions(config.known_secrets());
     }
     let context = session.context();
     let model_flags = args.model_flags();

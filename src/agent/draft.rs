@@ -20,7 +20,7 @@ use crate::messages::{
 use crate::provider::{self, BlockKind};
 use crate::rpc::Profile;
 use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
-use crate::session::{Redactions, redact};
+use crate::redact::{self, Redactions};
 
 pub struct Draft {
     pub message: AssistantMessage,

@@ -217,7 +217,7 @@ impl ValueResolver {
     fn remember(&self, value: Option<&str>) {
         if let Some(v) = value {
             // Every resolved credential joins the redaction set at once, in any process state.
-            crate::session::register_secrets([v.to_string()]);
+            crate::redact::register_secrets([v.to_string()]);
             let mut resolved = lock(&self.resolved);
             if !resolved.iter().any(|r| r == v) {
                 resolved.push(v.to_string());

@@ -290,7 +290,7 @@ impl Config {
     /// `--api-key`: a runtime key for one provider, never persisted.
     pub fn set_runtime_api_key(&mut self, provider: &str, key: String) {
         // Redacted from the moment it is known (the session header may be written next).
-        crate::session::register_secrets([key.clone()]);
+        crate::redact::register_secrets([key.clone()]);
         self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
@@ -372,9 +372,9 @@ impl Config {
         }
         match oauth::refresh_locked(&self.agent_dir, provider, &self.oauth_endpoints) {
             Ok(fresh) => {
-                crate::session::add_secret(&fresh.access);
+                crate::redact::add_secret(&fresh.access);
                 if let Some(refresh) = &fresh.refresh {
-                    crate::session::add_secret(refresh);
+                    crate::redact::add_secret(refresh);
                 }
                 lock(&self.oauth_failures).remove(provider);
                 let access = fresh.access.clone();
@@ -533,7 +533,7 @@ impl Config {
         }
         out.extend(self.resolver.resolved_values());
         out.extend(self.extra_secrets.iter().cloned());
-        out.retain(|s| crate::session::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
+        out.retain(|s| crate::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
             if !unique.contains(&s) {
@@ -546,7 +546,7 @@ impl Config {
     /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets` and to
     /// the process-wide redaction set.
     pub fn add_known_secrets(&mut self, secrets: &[String]) {
-        crate::session::register_secrets(secrets.iter().cloned());
+        crate::redact::register_secrets(secrets.iter().cloned());
         self.extra_secrets.extend(secrets.iter().cloned());
     }
 

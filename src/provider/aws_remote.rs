@@ -52,9 +52,9 @@ pub fn container_credentials(
 
 /// Credentials fetched at request time join the redaction set as soon as they are known.
 fn redacted(credentials: AwsCredentials) -> AwsCredentials {
-    crate::session::add_secret(&credentials.secret_access_key);
+    crate::redact::add_secret(&credentials.secret_access_key);
     if let Some(token) = &credentials.session_token {
-        crate::session::add_secret(token);
+        crate::redact::add_secret(token);
     }
     credentials
 }

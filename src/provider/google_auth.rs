@@ -70,7 +70,7 @@ pub fn access_token(
     let requested = Instant::now();
     let (token, lifetime) = exchange(agent, token_uri, &form)?;
     // A credential resolved now joins the redaction set now (stdout, session, logs).
-    crate::session::add_secret(&token);
+    crate::redact::add_secret(&token);
     cache.put(&key, token.clone(), lifetime, requested);
     Ok(token)
 }

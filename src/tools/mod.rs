@@ -78,7 +78,7 @@ impl ToolOutput {
     /// Known credentials replaced in the text and details: a tool result is stored and sent to
     /// the model, and a key a tool printed has no business at the LLM vendor.
     pub fn redact(&mut self) {
-        let known = crate::session::redact::default_redactions();
+        let known = crate::redact::default_redactions();
         if known.is_empty() {
             return;
         }
