@@ -23,6 +23,7 @@ mod js;
 mod login;
 mod mcp;
 mod messages;
+mod paths;
 mod provider;
 mod redact;
 mod resources;
@@ -211,7 +212,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
     let loaded = resources::discovery::load_resources(&resources::discovery::LoadOptions {
         cwd: cwd.clone(),
         agent_dir: agent_dir.clone(),
-        home: config::home_dir(),
+        home: paths::home_dir(),
         project_settings_skills: config.scoped_list(true, "skills"),
         project_settings_prompts: config.scoped_list(true, "prompts"),
         user_settings_skills: config.scoped_list(false, "skills"),

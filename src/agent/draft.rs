@@ -18,9 +18,9 @@ use crate::messages::{
     ToolCall, Usage,
 };
 use crate::provider::{self, BlockKind};
+use crate::redact::{self, Redactions};
 use crate::rpc::Profile;
 use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
-use crate::redact::{self, Redactions};
 
 pub struct Draft {
     pub message: AssistantMessage,

@@ -36,6 +36,8 @@ use auth::{AuthFile, Credential, Env, ValueResolver};
 use registry::Registry;
 use settings::Settings;
 
+use crate::paths::{expand_tilde, home_dir};
+
 /// A startup message for stderr, as pi prints `Warning: …` / `Error: …`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Diagnostic {
@@ -91,22 +93,6 @@ pub fn session_dir_from_env() -> Option<PathBuf> {
     match std::env::var("PI_CODING_AGENT_SESSION_DIR") {
         Ok(dir) if !dir.is_empty() => Some(expand_tilde(&dir, &home_dir())),
         _ => None,
-    }
-}
-
-pub fn home_dir() -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"))
-}
-
-pub fn expand_tilde(path: &str, home: &Path) -> PathBuf {
-    if path == "~" {
-        home.to_path_buf()
-    } else if let Some(rest) = path.strip_prefix("~/") {
-        home.join(rest)
-    } else {
-        PathBuf::from(path)
     }
 }
 

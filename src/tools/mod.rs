@@ -405,7 +405,7 @@ impl ToolContext {
             .and_then(Value::as_str)
             .filter(|p| !p.is_empty())
             .unwrap_or(".");
-        let resolved = path::resolve_to_cwd(raw, &self.cwd);
+        let resolved = crate::paths::resolve_to_cwd(raw, &self.cwd);
         path_guard::check(&resolved, path_guard::Access::List)?;
         Ok(resolved)
     }
