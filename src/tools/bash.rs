@@ -25,7 +25,8 @@ use serde_json::{Map, Value, json};
 use super::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail,
 };
-use super::{CancelFlag, ToolContext, ToolOutput};
+use super::{ToolContext, ToolOutput};
+use crate::child::CancelFlag;
 use crate::child::{LiveGroups, find_on_path, group_alive, kill_group};
 use crate::js::js_number_string;
 

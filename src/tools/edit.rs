@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use super::path::{FileLock, errno_parts, node_fs_error_no_path};
 use super::path_guard::{self, Access};
-use super::{CancelFlag, ToolContext, ToolOutput};
+use super::{ToolContext, ToolOutput};
+use crate::child::CancelFlag;
 use crate::js::is_js_whitespace;
 use crate::paths::resolve_to_cwd;
 

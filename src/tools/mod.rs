@@ -24,11 +24,11 @@ pub mod write;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::Sender;
 use serde_json::{Value, json};
 
+use crate::child::CancelFlag;
 use crate::messages::{ContentBlock, TextContent, ToolCall};
 use crate::provider::ToolSpec;
 
@@ -122,19 +122,6 @@ pub enum ToolEventKind {
 pub struct ToolEvent {
     pub call_id: String,
     pub kind: ToolEventKind,
-}
-
-/// Set when the agent abandons a tool run.
-#[derive(Clone, Debug, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
-
-impl CancelFlag {
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
 }
 
 /// Owns a running tool. Dropping it cancels the run (and runs the cancel hook, if any: an MCP
