@@ -92,7 +92,7 @@ impl Draft {
     }
 
     pub fn set_usage(&mut self, mut usage: Usage) {
-        usage.apply_prices(&self.prices);
+        self.prices.apply_to(&mut usage);
         self.usage_json = crate::rpc::shared_json(&usage, 128);
         self.message.usage = usage;
     }
