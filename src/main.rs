@@ -23,6 +23,7 @@ mod js;
 mod login;
 mod mcp;
 mod messages;
+mod net;
 mod paths;
 mod provider;
 mod redact;

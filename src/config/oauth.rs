@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::auth::Env;
 use super::auth_lock;
-use crate::provider::net;
+use crate::net;
 
 /// Refresh this long before the recorded expiry ("nearly expired").
 const REFRESH_MARGIN_MS: f64 = 60_000.0;

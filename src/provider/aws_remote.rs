@@ -35,7 +35,7 @@ pub fn container_credentials(
 ) -> Result<AwsCredentials, String> {
     let failed = |detail: String| format!("{NO_CREDENTIALS}: container credentials: {detail}");
     let text = cached_or(cache, &format!("aws-container:{url}"), || {
-        let mut get = super::net::get(agent, url);
+        let mut get = crate::net::get(agent, url);
         if let Some(token) = authorization {
             get = get.header("authorization", token);
         }
@@ -135,7 +135,7 @@ pub fn assumed_role_credentials(
                 content_sha256_header: true,
             },
         );
-        let mut post = super::net::post(agent, &url);
+        let mut post = crate::net::post(agent, &url);
         for (name, value) in headers.iter().chain(signed.iter()) {
             post = post.header(name.as_str(), value.as_str());
         }
@@ -167,7 +167,7 @@ pub fn web_identity_credentials(
             uri_encode(identity.session_name.as_bytes()),
             uri_encode(token.as_bytes())
         );
-        let post = super::net::post(agent, &url)
+        let post = crate::net::post(agent, &url)
             .header("content-type", "application/x-www-form-urlencoded");
         let text = answer(post.send(form.as_bytes())).map_err(|d| failed(sts_error(d)))?;
         let expires = xml_text(&text, "Expiration");
