@@ -38,6 +38,25 @@ use settings::Settings;
 
 use crate::paths::{expand_tilde, home_dir};
 
+/// `retry.provider.*` as one request needs them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderRetry {
+    /// Extra attempts after the first (`retry.provider.maxRetries`, default 0).
+    pub max_retries: u32,
+    /// The longest server-requested wait honoured (`retry.provider.maxRetryDelayMs`, default
+    /// 60 s); `None` = no limit (the setting is 0). A longer request fails the request at once.
+    pub max_server_delay: Option<Duration>,
+}
+
+impl Default for ProviderRetry {
+    fn default() -> ProviderRetry {
+        ProviderRetry {
+            max_retries: 0,
+            max_server_delay: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
 /// A startup message for stderr, as pi prints `Warning: …` / `Error: …`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Diagnostic {
@@ -603,15 +622,15 @@ impl Config {
     }
     /// `retry.provider.maxRetries` (default 0) and `maxRetryDelayMs` (0 = no limit): silent
     /// retries inside the provider client.
-    pub fn provider_retry(&self) -> crate::provider::retry::ProviderRetry {
+    pub fn provider_retry(&self) -> ProviderRetry {
         let max_delay = self.provider_max_retry_delay_ms();
-        crate::provider::retry::ProviderRetry {
+        ProviderRetry {
             max_retries: self
                 .settings
                 .get_u64("retry.provider.maxRetries")
                 .unwrap_or(0)
                 .min(u64::from(u32::MAX)) as u32,
-            max_server_delay: (max_delay > 0).then(|| std::time::Duration::from_millis(max_delay)),
+            max_server_delay: (max_delay > 0).then(|| Duration::from_millis(max_delay)),
         }
     }
     /// `retry.provider.timeoutMs`: unset means the provider's own default.
