@@ -400,7 +400,7 @@ impl Config {
     /// `modifyModels` does.
     pub fn request_model(&self, model: &Model) -> Model {
         let mut model = model.clone();
-        if model.provider == crate::provider::copilot::PROVIDER
+        if model.provider == oauth::COPILOT_PROVIDER
             && let Some(Credential::OAuth { access, .. }) = self.auth.get(&model.provider)
         {
             let token = lock(&self.oauth_fresh)
@@ -410,7 +410,7 @@ impl Config {
                 .auth
                 .field(&model.provider, "enterpriseUrl")
                 .filter(|d| !d.is_empty());
-            model.base_url = crate::provider::copilot::base_url(&token, enterprise);
+            model.base_url = oauth::copilot_base_url(&token, enterprise);
         }
         model
     }
