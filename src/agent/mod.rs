@@ -45,9 +45,9 @@ use serde_json::{Value, json};
 use crate::config::{Config, Model, QueueMode, ThinkingLevel};
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, TextContent, ToolCall,
-    UserMessage,
+    ToolSpec, UserMessage,
 };
-use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
+use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest};
 use crate::rpc::events::{Event, Lifecycle};
 use crate::rpc::protocol::{Command, Request, Response, StreamingBehavior};
 use crate::rpc::stdin_reader::Input;

@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::connection::{Command, Work};
 use crate::child::CancelFlag;
+use crate::messages::ToolSpec;
 use crate::messages::{ContentBlock, TextContent, ToolCall};
-use crate::provider::ToolSpec;
 use crate::tools::{ToolEvent, ToolEventKind, ToolHandle, ToolOutput};
 
 pub const LIST_RESOURCES: &str = "list_mcp_resources";

@@ -3,9 +3,9 @@
 //! (who initiated the request, vision input). The API host named in the Copilot token is
 //! `config::oauth::copilot_base_url`.
 
-use super::StreamRequest;
+use super::types::StreamRequest;
 use crate::config::oauth::COPILOT_PROVIDER as PROVIDER;
-use crate::messages::{AgentMessage, ContentBlock, UserContent};
+use crate::messages::{AgentMessage, UserContent, has_images};
 
 /// `X-Initiator` (`user` when the last message is the user's, else `agent`), `Openai-Intent`,
 /// and `Copilot-Vision-Request` when images are sent; empty for other providers.
@@ -24,11 +24,9 @@ pub fn dynamic_headers(request: &StreamRequest) -> Vec<(String, String)> {
             "conversation-edits".to_string(),
         ),
     ];
-    let has_image =
-        |blocks: &[ContentBlock]| blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)));
     let vision = request.messages.iter().any(|m| match m {
-        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_image(b)),
-        AgentMessage::ToolResult(r) => has_image(&r.content),
+        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_images(b)),
+        AgentMessage::ToolResult(r) => has_images(&r.content),
         _ => false,
     });
     if vision {

@@ -29,8 +29,8 @@ use crossbeam_channel::Sender;
 use serde_json::{Value, json};
 
 use crate::child::CancelFlag;
+use crate::messages::ToolSpec;
 use crate::messages::{ContentBlock, TextContent, ToolCall};
-use crate::provider::ToolSpec;
 
 /// The default active tool set.
 pub const DEFAULT_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
