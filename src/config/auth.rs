@@ -370,10 +370,6 @@ impl AuthFile {
     pub fn providers(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
     }
-
-    pub fn knows_oauth_provider(provider: &str) -> bool {
-        super::oauth::PROVIDERS.contains(&provider)
-    }
 }
 
 fn ensure_auth_file(dir: &Path, path: &Path) -> std::io::Result<()> {

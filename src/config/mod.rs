@@ -342,7 +342,7 @@ impl Config {
             Some(Credential::OAuth {
                 access, expires_ms, ..
             }) => {
-                if !AuthFile::knows_oauth_provider(provider) {
+                if !oauth::PROVIDERS.contains(&provider) {
                     return Some(None);
                 }
                 return Some(self.oauth_access(provider, access, expires_ms));
