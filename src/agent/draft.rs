@@ -18,9 +18,9 @@ use crate::messages::{
     ToolCall, Usage,
 };
 use crate::provider::{self, BlockKind};
+use crate::redact::{self, Redactions};
 use crate::rpc::Profile;
 use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
-use crate::session::{Redactions, redact};
 
 pub struct Draft {
     pub message: AssistantMessage,
@@ -96,7 +96,7 @@ impl Draft {
     }
 
     pub fn set_usage(&mut self, mut usage: Usage) {
-        usage.apply_prices(&self.prices);
+        self.prices.apply_to(&mut usage);
         self.usage_json = crate::rpc::shared_json(&usage, 128);
         self.message.usage = usage;
     }

@@ -144,7 +144,7 @@ struct BashJobState {
     job: u64,
     request_id: Option<Value>,
     command: String,
-    cancel: tools::CancelFlag,
+    cancel: crate::child::CancelFlag,
 }
 
 pub struct Agent {
@@ -840,7 +840,7 @@ impl Agent {
 
     fn start_bash(&mut self, id: Option<&Value>, command: String) {
         self.next_bash_job += 1;
-        let cancel = tools::CancelFlag::default();
+        let cancel = crate::child::CancelFlag::default();
         let job = bash_command::BashJob {
             job: self.next_bash_job,
             command: command.clone(),

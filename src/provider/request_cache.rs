@@ -61,7 +61,9 @@ pub struct RequestCache {
 /// The array of the request body that holds the conversation, for the wire APIs that cache.
 fn history_key(model: &Model) -> Option<&'static str> {
     match model.api.as_str() {
-        "anthropic-messages" if model.provider != super::copilot::PROVIDER => Some("messages"),
+        "anthropic-messages" if model.provider != crate::config::oauth::COPILOT_PROVIDER => {
+            Some("messages")
+        }
         _ => None,
     }
 }

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::thread::JoinHandle;
 
 use super::{Part, Record};
-use crate::session::redact;
+use crate::redact;
 use crossbeam_channel::{Receiver, Sender};
 
 /// Records queued for stdout before the agent waits.
@@ -30,7 +30,7 @@ pub struct Writer {
     pub thread: JoinHandle<()>,
 }
 
-/// Every credential in the process-wide redaction set (`session::redact`) is replaced by
+/// Every credential in the process-wide redaction set (`crate::redact`) is replaced by
 /// `[redacted]` wherever it would appear on stdout — a model or a tool could echo one back. The
 /// set is re-read whenever it changes, so a key resolved mid-session is covered from then on.
 pub fn spawn(
