@@ -6,6 +6,10 @@
 //! models.json is JSON with comments and trailing commas. Any schema or consistency problem makes
 //! the whole file count as absent (the built-in models stay usable) and is returned as a message.
 //!
+//! Lookups read only the catalog rows they need (the build script indexes them by provider); the
+//! full list is built on first need. `ModelSource` is what `--model` resolution (`resolve.rs`)
+//! reads through.
+//!
 //! Also holds the two fixed tables of the reference: the default model id per provider.
 
 use std::collections::HashMap;
@@ -17,7 +21,6 @@ use serde_json::{Map, Value};
 
 use super::jsonc::strip_jsonc;
 use super::model::{Model, ModelCost};
-use super::resolve::{self, ModelSource};
 
 /// Provider → preferred model id, in the priority order used to pick the initial model.
 pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
@@ -416,6 +419,59 @@ impl Registry {
     }
 }
 
+/// The first model whose id or `provider/id` is `input`, without case.
+fn exact_id_or_reference<'a>(input: &str, models: &'a [Model]) -> Option<&'a Model> {
+    models
+        .iter()
+        .find(|m| is_id_or_reference(input, &m.provider, &m.id))
+}
+
+fn is_id_or_reference(input: &str, provider: &str, id: &str) -> bool {
+    let lower = input.to_lowercase();
+    id.to_lowercase() == lower || format!("{provider}/{id}").to_lowercase() == lower
+}
+
+/// The models `--model` resolution reads (auth is not required): one provider's when the
+/// provider is known, every model only when the pattern names none (the registry builds its
+/// full list lazily, so start-up with `--provider` never does).
+pub trait ModelSource {
+    /// Every model, registry order.
+    fn all(&self) -> &[Model];
+    /// One provider's models (exact name), registry order.
+    fn provider_models(&self, provider: &str) -> Vec<Model>;
+    /// The provider name matching `name` without case, spelled as the last model in registry
+    /// order spells it.
+    fn provider_spelling(&self, name: &str) -> Option<String>;
+    /// The first model, registry order, whose id or `provider/id` is `input` without case.
+    fn exact_id_or_reference(&self, input: &str) -> Option<Model>;
+    fn has_models(&self) -> bool;
+}
+
+impl ModelSource for [Model] {
+    fn all(&self) -> &[Model] {
+        self
+    }
+    fn provider_models(&self, provider: &str) -> Vec<Model> {
+        self.iter()
+            .filter(|m| m.provider == provider)
+            .cloned()
+            .collect()
+    }
+    fn provider_spelling(&self, name: &str) -> Option<String> {
+        let lower = name.to_lowercase();
+        self.iter()
+            .rev()
+            .find(|m| m.provider.to_lowercase() == lower)
+            .map(|m| m.provider.clone())
+    }
+    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
+        exact_id_or_reference(input, self).cloned()
+    }
+    fn has_models(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
 /// `--model` resolution reads the registry without building the full list when it can.
 impl ModelSource for Registry {
     fn all(&self) -> &[Model] {
@@ -458,12 +514,12 @@ impl ModelSource for Registry {
     /// A scan of the catalog's provider and id fields; only the match is read in full.
     fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
         if let Some(all) = self.all.get() {
-            return resolve::exact_id_or_reference(input, all).cloned();
+            return exact_id_or_reference(input, all).cloned();
         }
         for line in CATALOG.lines() {
             let mut fields = line.split('\t');
             if let (Some(provider), Some(id)) = (fields.next(), fields.next())
-                && resolve::is_id_or_reference(input, provider, id)
+                && is_id_or_reference(input, provider, id)
             {
                 // In that place: the built-in, or the models.json model replacing it.
                 return self.find(provider, id);
@@ -473,7 +529,7 @@ impl ModelSource for Registry {
         // matched above, in the built-in's place).
         self.with_custom(Vec::new(), None)
             .into_iter()
-            .find(|m| resolve::is_id_or_reference(input, &m.provider, &m.id))
+            .find(|m| is_id_or_reference(input, &m.provider, &m.id))
     }
 
     /// Whether any model is known (the catalog, or models.json's).

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 
 use super::matching::{fuzzy_matches, locale_compare};
 use super::model::{Model, ThinkingLevel};
-use super::registry::default_model_for;
+use super::registry::{ModelSource, default_model_for};
 use super::{Diagnostic, ResolvedModel};
 use crate::glob::{Glob, GlobOptions};
 
@@ -181,59 +181,6 @@ fn parse_pattern<'a>(pattern: &str, models: &'a [Model], strict: bool) -> Patter
             }
             inner
         }
-    }
-}
-
-/// The first model whose id or `provider/id` is `input`, without case.
-pub(super) fn exact_id_or_reference<'a>(input: &str, models: &'a [Model]) -> Option<&'a Model> {
-    models
-        .iter()
-        .find(|m| is_id_or_reference(input, &m.provider, &m.id))
-}
-
-pub(super) fn is_id_or_reference(input: &str, provider: &str, id: &str) -> bool {
-    let lower = input.to_lowercase();
-    id.to_lowercase() == lower || format!("{provider}/{id}").to_lowercase() == lower
-}
-
-/// The models `--model` resolution reads (auth is not required): one provider's when the
-/// provider is known, every model only when the pattern names none (the registry builds its
-/// full list lazily, so start-up with `--provider` never does).
-pub trait ModelSource {
-    /// Every model, registry order.
-    fn all(&self) -> &[Model];
-    /// One provider's models (exact name), registry order.
-    fn provider_models(&self, provider: &str) -> Vec<Model>;
-    /// The provider name matching `name` without case, spelled as the last model in registry
-    /// order spells it.
-    fn provider_spelling(&self, name: &str) -> Option<String>;
-    /// The first model, registry order, whose id or `provider/id` is `input` without case.
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model>;
-    fn has_models(&self) -> bool;
-}
-
-impl ModelSource for [Model] {
-    fn all(&self) -> &[Model] {
-        self
-    }
-    fn provider_models(&self, provider: &str) -> Vec<Model> {
-        self.iter()
-            .filter(|m| m.provider == provider)
-            .cloned()
-            .collect()
-    }
-    fn provider_spelling(&self, name: &str) -> Option<String> {
-        let lower = name.to_lowercase();
-        self.iter()
-            .rev()
-            .find(|m| m.provider.to_lowercase() == lower)
-            .map(|m| m.provider.clone())
-    }
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
-        exact_id_or_reference(input, self).cloned()
-    }
-    fn has_models(&self) -> bool {
-        !self.is_empty()
     }
 }
 
