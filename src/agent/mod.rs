@@ -14,9 +14,11 @@
 //! record blocks while stdout is full (bounded writer channel): a client that stops reading
 //! pauses the agent, by design.
 //!
-//! Submodules own one concern each: `tool_batch` (a reply's tool calls), `compaction_phase`
-//! (driving a compaction; its data lives in `state` with the other phases), `extending`
-//! (extension hooks, events and actions), `bash_command` (RPC bash).
+//! Submodules own one concern each: `commands` (the client's requests: a dispatch table into
+//! handlers; the session's in `session_commands`, the model's in `model_commands`), `tool_batch`
+//! (a reply's tool calls), `compaction_phase` (driving a compaction; its data lives in `state`
+//! with the other phases), `extending` (extension hooks, events and actions), `bash_command`
+//! (RPC bash).
 //!
 //! How it ends: stdin closes, stdout closes, SIGTERM/SIGHUP/parent death, or an extension's
 //! shutdown request once idle. A running run is aborted with its `agent_end` first, every shell
@@ -24,19 +26,21 @@
 //! code.
 
 pub mod bash_command;
+mod commands;
 pub mod compaction;
 mod compaction_phase;
 pub mod convert;
 pub mod draft;
 mod extending;
 mod mcp_servers;
+mod model_commands;
 pub mod pattern;
 pub mod retry;
+mod session_commands;
 pub mod state;
 mod tool_batch;
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, never, select_biased};
@@ -49,7 +53,7 @@ use crate::messages::{
 };
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
 use crate::rpc::events::{Event, Lifecycle};
-use crate::rpc::protocol::{Command, Request, Response, StreamingBehavior};
+use crate::rpc::protocol::{Response, StreamingBehavior};
 use crate::rpc::stdin_reader::Input;
 use crate::rpc::stdout_writer::WriterEvent;
 use crate::rpc::{Profile, Record, SharedJson};
@@ -485,355 +489,6 @@ impl Agent {
         self.respond(Response::error(id, command, error));
     }
 
-    // ---- commands ----------------------------------------------------------------------------
-
-    fn handle_request(&mut self, request: Request) {
-        let Request { id, command } = request;
-        let id = id.as_ref();
-        let name = command.name();
-        match command {
-            Command::Prompt {
-                message,
-                images,
-                streaming_behavior,
-            } => {
-                if !self.try_extension_command(id, &message) && !self.try_mcp_command(id, &message)
-                {
-                    self.prompt(id, message, images, streaming_behavior)
-                }
-            }
-            Command::Steer { message, .. } if self.is_extension_command(&message) => {
-                self.respond_error(id, name, &cannot_queue(&message));
-            }
-            Command::FollowUp { message, .. } if self.is_extension_command(&message) => {
-                self.respond_error(id, name, &cannot_queue(&message));
-            }
-            Command::Steer { message, images } => {
-                self.queue_input(id, name, StreamingBehavior::Steer, message, images)
-            }
-            Command::FollowUp { message, images } => {
-                self.queue_input(id, name, StreamingBehavior::FollowUp, message, images)
-            }
-            Command::Abort => {
-                if self.is_busy() {
-                    self.abort_run();
-                }
-                self.respond_ok(id, name, None);
-            }
-            Command::ClearQueue => {
-                let data = self.clear_queues();
-                self.respond_ok(id, name, Some(data));
-            }
-            Command::GetState => {
-                let state = self.state_json();
-                self.respond_ok(id, name, Some(state));
-            }
-            Command::SetSandbox { mode, network } => self.set_sandbox(id, &mode, network),
-            Command::GetMessages => {
-                let messages = serde_json::to_value(&self.messages).unwrap_or(Value::Null);
-                self.respond_ok(id, name, Some(json!({ "messages": messages })));
-            }
-            Command::SetModel { provider, model_id } => {
-                self.set_model_command(id, &provider, &model_id)
-            }
-            Command::CycleModel => self.cycle_model(id),
-            Command::GetAvailableModels => {
-                let models = self.config.available_models();
-                self.respond_ok(id, name, Some(json!({ "models": models })));
-            }
-            Command::SetThinkingLevel { level } => {
-                let requested = ThinkingLevel::parse(&level);
-                let level = match requested {
-                    Some(level) => self.model.clamp_thinking_level(level),
-                    // pi: unknown strings become the first supported level.
-                    None => self.model.supported_thinking_levels()[0],
-                };
-                self.set_thinking_level(level, true);
-                self.respond_ok(id, name, None);
-            }
-            Command::CycleThinkingLevel => {
-                if !self.model.reasoning {
-                    self.respond_ok(id, name, Some(Value::Null));
-                    return;
-                }
-                let levels = self.model.supported_thinking_levels();
-                let position = levels.iter().position(|l| *l == self.thinking);
-                let next = levels[position.map_or(0, |p| (p + 1) % levels.len())];
-                self.set_thinking_level(next, true);
-                self.respond_ok(id, name, Some(json!({ "level": next.as_str() })));
-            }
-            Command::GetAvailableThinkingLevels => {
-                let levels: Vec<&str> = self
-                    .model
-                    .supported_thinking_levels()
-                    .iter()
-                    .map(|l| l.as_str())
-                    .collect();
-                self.respond_ok(id, name, Some(json!({ "levels": levels })));
-            }
-            Command::SetSteeringMode { mode } => match parse_queue_mode(&mode) {
-                Some(parsed) => {
-                    self.steering_mode = parsed;
-                    self.config.set_steering_mode(parsed.as_str());
-                    self.respond_ok(id, name, None);
-                }
-                None => self.respond_error(id, name, &invalid_mode(&mode)),
-            },
-            Command::SetFollowUpMode { mode } => match parse_queue_mode(&mode) {
-                Some(parsed) => {
-                    self.follow_up_mode = parsed;
-                    self.config.set_follow_up_mode(parsed.as_str());
-                    self.respond_ok(id, name, None);
-                }
-                None => self.respond_error(id, name, &invalid_mode(&mode)),
-            },
-            Command::SetAutoCompaction { enabled } => {
-                self.auto_compaction = enabled;
-                self.config.set_compaction_enabled(enabled);
-                self.respond_ok(id, name, None);
-            }
-            Command::SetAutoRetry { enabled } => {
-                self.auto_retry = enabled;
-                self.config.set_retry_enabled(enabled);
-                self.respond_ok(id, name, None);
-            }
-            Command::AbortRetry => {
-                if matches!(self.phase, Phase::RetryWait(_)) {
-                    self.cancel_retry();
-                }
-                self.respond_ok(id, name, None);
-            }
-            Command::GetLastAssistantText => {
-                let text = self.last_assistant_text();
-                self.respond_ok(id, name, Some(json!({ "text": text })));
-            }
-            Command::SetSessionName { name: session_name } => {
-                let trimmed = session_name.trim();
-                if trimmed.is_empty() {
-                    self.respond_error(id, name, "Session name cannot be empty");
-                    return;
-                }
-                if let Err(e) = self.session.append_session_info(trimmed) {
-                    self.respond_error(id, name, &format!("Could not save the session name: {e}"));
-                    return;
-                }
-                self.emit(Event::SessionInfoChanged {
-                    name: trimmed.to_string(),
-                });
-                self.respond_ok(id, name, None);
-            }
-            Command::ExtensionUiResponse {
-                id: ui_id,
-                value,
-                confirmed,
-                cancelled,
-            } => {
-                // Unknown or expired ids are ignored (seed); no response record either way.
-                self.deliver_ui_response(&ui_id, value, confirmed, cancelled);
-            }
-            Command::NewSession { parent_session } => {
-                let created = match self.session.session_dir() {
-                    Some(dir) => SessionLog::create_with_parent(
-                        dir,
-                        &self.config.cwd,
-                        parent_session.as_deref(),
-                    ),
-                    None => Ok(SessionLog::in_memory(&self.config.cwd)),
-                };
-                match created {
-                    Ok(log) => {
-                        self.replace_session(log, true);
-                        self.respond_ok(id, name, Some(json!({ "cancelled": false })));
-                    }
-                    Err(e) => self.respond_error(id, name, &e.0),
-                }
-            }
-            Command::SwitchSession { session_path } => {
-                // Relative to where pi-rs was started, as pi resolves it (the process never
-                // changes directory; only the agent's working directory moves).
-                let path = PathBuf::from(&session_path);
-                let dir = self.session.session_dir().map(|d| d.to_path_buf());
-                match SessionLog::open(&path, dir.as_deref(), &self.config.cwd) {
-                    Ok((log, warnings)) => {
-                        if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
-                            self.respond_error(id, name, &error);
-                            return;
-                        }
-                        for warning in warnings {
-                            log::warn!("{}: {warning}", path.display());
-                        }
-                        let session_cwd = log.cwd().to_path_buf();
-                        self.replace_session(log, false);
-                        self.move_to(session_cwd);
-                        self.respond_ok(id, name, Some(json!({ "cancelled": false })));
-                    }
-                    Err(e) => self.respond_error(id, name, &e.0),
-                }
-            }
-            Command::Fork { entry_id } => match self.session.fork(&entry_id) {
-                Ok((log, text)) => {
-                    self.replace_session(log, false);
-                    self.respond_ok(id, name, Some(json!({ "text": text, "cancelled": false })));
-                }
-                Err(e) => self.respond_error(id, name, &e),
-            },
-            Command::Clone => match self.session.clone_at_leaf() {
-                Ok(log) => {
-                    self.replace_session(log, false);
-                    self.respond_ok(id, name, Some(json!({ "cancelled": false })));
-                }
-                Err(e) => self.respond_error(id, name, &e),
-            },
-            Command::GetForkMessages => {
-                let messages: Vec<Value> = self
-                    .session
-                    .fork_messages()
-                    .into_iter()
-                    .map(|m| json!({ "entryId": m.entry_id, "text": m.text }))
-                    .collect();
-                self.respond_ok(id, name, Some(json!({ "messages": messages })));
-            }
-            Command::GetEntries { since } => {
-                // Written from the entries without a JSON value per entry (sessions get long).
-                match self.session.entries_since_json(since.as_deref()) {
-                    Ok(entries) => {
-                        let leaf = self.session.leaf_id();
-                        self.respond(Response::entries(id, &entries, leaf));
-                    }
-                    Err(e) => self.respond_error(id, name, &e),
-                }
-            }
-            Command::GetTree => {
-                // Built as text: a long session is a deep tree that serde_json would recurse into.
-                let session = &self.session;
-                let response = Response::tree(id, session.leaf_id(), |before, after| {
-                    session.tree_json_between(before, after)
-                });
-                self.respond(response);
-            }
-            Command::Bash { command } => self.start_bash(id, command),
-            Command::AbortBash => {
-                if let Some(job) = self.bash_jobs.last() {
-                    job.cancel.cancel();
-                }
-                self.respond_ok(id, name, None);
-            }
-            Command::Compact {
-                custom_instructions,
-            } => {
-                if matches!(self.phase, Phase::Compacting(_)) {
-                    self.respond_error(id, name, "Compaction already in progress");
-                    return;
-                }
-                if self.is_busy() {
-                    self.abort_run();
-                }
-                let origin = state::CompactionOrigin::Command { id: id.cloned() };
-                self.start_compaction(
-                    compaction::CompactionReason::Manual,
-                    origin,
-                    custom_instructions.as_deref(),
-                );
-            }
-            Command::GetSessionStats => {
-                let stats = compaction::session_stats(
-                    &self.session,
-                    &self.messages,
-                    &self.extra_usage,
-                    &self.model,
-                );
-                self.respond_ok(id, name, Some(stats));
-            }
-            Command::GetMcpServers => {
-                let data = match &self.mcp {
-                    Some(mcp) => mcp.status(),
-                    None => json!({"servers": [], "errors": []}),
-                };
-                self.respond_ok(id, name, Some(data));
-            }
-            Command::GetCommands => {
-                // Extension commands first, then prompt templates and skills (pi's order).
-                let mut commands: Vec<Value> = self
-                    .extensions
-                    .as_ref()
-                    .map(|host| {
-                        host.commands()
-                            .iter()
-                            .map(|c| c.get_commands_item())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if self.mcp.as_ref().is_some_and(|m| m.is_configured()) {
-                    commands.push(crate::mcp::command_item());
-                }
-                commands.extend(crate::resources::discovery::commands_json(&self.resources));
-                self.respond_ok(id, name, Some(json!({ "commands": commands })));
-            }
-            Command::ExportHtml { output_path } => match self.export_html(output_path.as_deref()) {
-                Ok(path) => self.respond_ok(id, name, Some(json!({ "path": path }))),
-                Err(e) => self.respond_error(id, name, &e),
-            },
-        }
-    }
-
-    /// Swaps in another session (new, switch, fork, clone). A running run is aborted first — it
-    /// must not keep working unseen on the old session. The conversation, model and thinking
-    /// level come from the new session's active branch.
-    fn replace_session(&mut self, log: SessionLog, fresh: bool) {
-        if self.is_busy() {
-            self.abort_run();
-        }
-        if let Err(e) = self.session.sync() {
-            log::error!("session sync failed: {e}");
-        }
-        self.session = log;
-        let context = self.session.context();
-        self.messages = context.messages;
-        // The old session and conversation are gone: hand their memory back to the system
-        // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
-        return_freed_memory();
-        if let Some((provider, id)) = &context.model
-            && let Some(model) = self
-                .config
-                .find_model(provider, id)
-                .filter(|m| self.config.has_auth(&m.provider))
-        {
-            self.model = model.clone();
-        }
-        if let Some(level) = context.thinking_level {
-            self.thinking = self.model.clamp_thinking_level(level);
-        }
-        if fresh {
-            if !self.model.is_placeholder()
-                && let Err(e) = self
-                    .session
-                    .append_model_change(&self.model.provider, &self.model.id)
-            {
-                log::error!("could not record the model: {e}");
-            }
-            if let Err(e) = self.session.append_thinking_level_change(self.thinking) {
-                log::error!("could not record the thinking level: {e}");
-            }
-        }
-        if !self.steering.is_empty() || !self.follow_up.is_empty() {
-            self.steering.clear();
-            self.follow_up.clear();
-            self.emit_queue_update();
-        }
-    }
-
-    /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new
-    /// sessions and the prompt's working-directory line follow. Settings, context files, skills,
-    /// templates and extensions stay those loaded at startup (pi reloads them; see README).
-    fn move_to(&mut self, cwd: PathBuf) {
-        if cwd == self.config.cwd {
-            return;
-        }
-        log::info!("working directory is now {}", cwd.display());
-        self.system_prompt = crate::resources::system_prompt::with_cwd(&self.system_prompt, &cwd);
-        self.config.cwd = cwd;
-    }
-
     fn start_bash(&mut self, id: Option<&Value>, command: String) {
         self.next_bash_job += 1;
         let cancel = tools::CancelFlag::default();
@@ -935,232 +590,7 @@ impl Agent {
         }
     }
 
-    /// `export_html`: the saved session as one self-contained page.
-    fn export_html(&self, output: Option<&str>) -> Result<String, String> {
-        let Some(file) = self.session.file_path() else {
-            return Err("Cannot export in-memory session to HTML".into());
-        };
-        if !self.session.is_on_disk() {
-            return Err("Nothing to export yet - start a conversation first".into());
-        }
-        let output = match output {
-            Some(path) => path.to_string(),
-            None => crate::export::default_output_name(file),
-        };
-        let input = crate::export::ExportInput {
-            header: self.session.header().to_value().clone(),
-            entries: self.session.entries_since(None).unwrap_or_default(),
-            leaf_id: self.session.leaf_id().map(str::to_string),
-            system_prompt: self.system_prompt.clone(),
-            tools: self
-                .tool_specs
-                .iter()
-                .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
-                .collect(),
-            redactions: self.session.redactions(),
-        };
-        crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
-        Ok(output)
-    }
-
-    fn state_json(&self) -> Value {
-        let mut state = serde_json::Map::new();
-        state.insert(
-            "model".into(),
-            serde_json::to_value(&self.model).unwrap_or(Value::Null),
-        );
-        state.insert("thinkingLevel".into(), json!(self.thinking.as_str()));
-        state.insert("isStreaming".into(), json!(self.is_busy()));
-        state.insert(
-            "isCompacting".into(),
-            json!(matches!(self.phase, Phase::Compacting(_))),
-        );
-        state.insert("steeringMode".into(), json!(self.steering_mode.as_str()));
-        state.insert("followUpMode".into(), json!(self.follow_up_mode.as_str()));
-        if let Some(path) = self.session.file_path() {
-            state.insert("sessionFile".into(), json!(path.to_string_lossy()));
-        }
-        state.insert("sessionId".into(), json!(self.session.id()));
-        if let Some(name) = self.session.name() {
-            state.insert("sessionName".into(), json!(name));
-        }
-        state.insert("autoCompactionEnabled".into(), json!(self.auto_compaction));
-        state.insert("messageCount".into(), json!(self.messages.len()));
-        state.insert(
-            "pendingMessageCount".into(),
-            json!(self.steering.len() + self.follow_up.len()),
-        );
-        // Only when a sandbox is set, so get_state stays pi's exact shape by default.
-        if self.sandbox.policy().is_active() {
-            state.insert("sandbox".into(), self.sandbox_state());
-        }
-        Value::Object(state)
-    }
-
-    fn sandbox_state(&self) -> Value {
-        let state = crate::sandbox::state(&self.sandbox.policy(), crate::sandbox::support());
-        serde_json::to_value(state).unwrap_or(Value::Null)
-    }
-
-    /// `set_sandbox`: applies to tools started from now on (running ones keep theirs).
-    fn set_sandbox(&mut self, id: Option<&Value>, mode: &str, network: Option<bool>) {
-        let Some(parsed) = crate::sandbox::Mode::parse(mode) else {
-            let error = format!(
-                "Invalid sandbox mode \"{mode}\". Valid values: {}",
-                crate::sandbox::Mode::NAMES
-            );
-            self.respond_error(id, "set_sandbox", &error);
-            return;
-        };
-        let policy = self.sandbox.set(parsed, network).clone();
-        let state = self.sandbox_state();
-        self.respond_ok(id, "set_sandbox", Some(json!({ "sandbox": state })));
-        if let Some(warning) =
-            crate::sandbox::unenforced_warning(&policy, crate::sandbox::support())
-        {
-            self.emit(Event::notify(&warning, "warning"));
-        }
-    }
-
-    fn last_assistant_text(&self) -> Option<String> {
-        self.messages.iter().rev().find_map(|m| match m {
-            AgentMessage::Assistant(a)
-                if a.stop_reason == StopReason::Aborted && a.content.is_empty() =>
-            {
-                None
-            }
-            AgentMessage::Assistant(a) => {
-                let text = a.text().trim().to_string();
-                Some(text).filter(|t| !t.is_empty())
-            }
-            _ => None,
-        })
-    }
-
-    // ---- model and thinking -------------------------------------------------------------------
-
-    fn set_model_command(&mut self, id: Option<&Value>, provider: &str, model_id: &str) {
-        let found = self
-            .config
-            .available_models()
-            .into_iter()
-            .find(|m| m.provider == provider && m.id == model_id);
-        match found {
-            Some(model) => {
-                self.switch_model(model.clone());
-                let data = serde_json::to_value(&model).unwrap_or(Value::Null);
-                self.respond_ok(id, "set_model", Some(data));
-            }
-            None => self.respond_error(
-                id,
-                "set_model",
-                &format!("Model not found: {provider}/{model_id}"),
-            ),
-        }
-    }
-
-    fn cycle_model(&mut self, id: Option<&Value>) {
-        let is_scoped = !self.scoped_models.is_empty();
-        let candidates: Vec<(Model, Option<ThinkingLevel>)> = if is_scoped {
-            self.scoped_models
-                .iter()
-                .map(|s| (s.model.clone(), s.thinking))
-                .collect()
-        } else {
-            self.config
-                .available_models()
-                .into_iter()
-                .map(|m| (m, None))
-                .collect()
-        };
-        if candidates.len() <= 1 {
-            self.respond_ok(id, "cycle_model", Some(Value::Null));
-            return;
-        }
-        let current = candidates
-            .iter()
-            .position(|(m, _)| m.provider == self.model.provider && m.id == self.model.id);
-        let (next, level) = candidates[current.map_or(0, |p| (p + 1) % candidates.len())].clone();
-        self.switch_model(next);
-        if let Some(level) = level {
-            let level = self.model.clamp_thinking_level(level);
-            self.set_thinking_level(level, false);
-        }
-        let data = json!({
-            "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
-            "thinkingLevel": self.thinking.as_str(),
-            "isScoped": is_scoped,
-        });
-        self.respond_ok(id, "cycle_model", Some(data));
-    }
-
-    /// Switches model: persisted as the default, recorded in the session, thinking re-clamped
-    /// (kept if the old model reasons, else the default level).
-    fn switch_model(&mut self, model: Model) {
-        let wanted = if self.model.reasoning {
-            self.thinking
-        } else {
-            self.config
-                .default_thinking_level()
-                .unwrap_or(ThinkingLevel::Medium)
-        };
-        self.model = model;
-        self.config
-            .set_default_model(&self.model.provider, &self.model.id);
-        if let Err(e) = self
-            .session
-            .append_model_change(&self.model.provider, &self.model.id)
-        {
-            log::error!("could not record the model change: {e}");
-        }
-        let level = self.model.clamp_thinking_level(wanted);
-        self.set_thinking_level(level, false);
-    }
-
-    /// Applies an effective thinking-level change: session entry, event, settings default.
-    fn set_thinking_level(&mut self, level: ThinkingLevel, persist_default: bool) {
-        if level == self.thinking {
-            return;
-        }
-        self.thinking = level;
-        if let Err(e) = self.session.append_thinking_level_change(level) {
-            log::error!("could not record the thinking level change: {e}");
-        }
-        if persist_default && (self.model.reasoning || level != ThinkingLevel::Off) {
-            self.config.set_default_thinking_level(level);
-        }
-        self.emit(Event::ThinkingLevelChanged {
-            level: level.as_str().into(),
-        });
-    }
-
     // ---- prompts and queues -------------------------------------------------------------------
-
-    fn prompt(
-        &mut self,
-        id: Option<&Value>,
-        message: String,
-        images: Vec<ImageContent>,
-        behavior: Option<StreamingBehavior>,
-    ) {
-        if self.is_busy() {
-            match behavior {
-                Some(behavior) => self.queue_input(id, "prompt", behavior, message, images),
-                None => self.respond_error(
-                    id,
-                    "prompt",
-                    "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.",
-                ),
-            }
-            return;
-        }
-        if let Err(error) = self.check_credentials() {
-            self.respond_error(id, "prompt", &error);
-            return;
-        }
-        // Extensions' input hook, expansion, a compaction if needed, then the run.
-        self.prepare_prompt(state::PromptFrom::Client(id.cloned()), message, images);
-    }
 
     /// A run that continues the conversation without a new prompt (retry, overflow recovery,
     /// queued messages after a compaction).
@@ -1208,18 +638,6 @@ impl Agent {
             StreamingBehavior::FollowUp => self.follow_up.push_back(queued),
         }
         self.emit_queue_update();
-    }
-
-    /// `clear_queue`: both queues emptied (announced by a `queue_update`, as pi does even when
-    /// they were empty); answers the texts so a client can put them back in its editor.
-    fn clear_queues(&mut self) -> Value {
-        let texts = |queue: &mut VecDeque<QueuedMessage>| -> Vec<String> {
-            queue.drain(..).map(|q| q.text).collect()
-        };
-        let steering = texts(&mut self.steering);
-        let follow_up = texts(&mut self.follow_up);
-        self.emit_queue_update();
-        json!({ "steering": steering, "followUp": follow_up })
     }
 
     fn emit_queue_update(&mut self) {
@@ -1806,15 +1224,6 @@ fn all_tool_specs(
 }
 
 /// A message serialized once for every record that carries it.
-/// Gives freed heap pages back to the kernel (glibc keeps them by default); a no-op elsewhere.
-fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and releases glibc's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 fn serialize_message(message: &AgentMessage) -> SharedJson {
     let size_hint = match message {
         AgentMessage::Assistant(a) => a
@@ -1832,18 +1241,6 @@ fn serialize_message(message: &AgentMessage) -> SharedJson {
     crate::rpc::shared_json(message, size_hint + size_hint / 16)
 }
 
-fn parse_queue_mode(mode: &str) -> Option<QueueMode> {
-    match mode {
-        "all" => Some(QueueMode::All),
-        "one-at-a-time" => Some(QueueMode::OneAtATime),
-        _ => None,
-    }
-}
-
-fn invalid_mode(mode: &str) -> String {
-    format!("Invalid mode \"{mode}\": expected \"all\" or \"one-at-a-time\"")
-}
-
 /// Session events go to the extensions that subscribed; dialogs and extension errors do not.
 fn notify_extensions(host: &crate::extensions::ExtensionHost, event: &Event) {
     if event.is_session_event()
@@ -1852,13 +1249,6 @@ fn notify_extensions(host: &crate::extensions::ExtensionHost, event: &Event) {
     {
         host.notify_event(&value);
     }
-}
-
-fn cannot_queue(text: &str) -> String {
-    let name = extending::split_command(text).map_or(text, |(name, _)| name);
-    format!(
-        "Extension command \"/{name}\" cannot be queued. Use prompt() or execute the command when not streaming."
-    )
 }
 
 /// Where credentials come from, appended to "no API key" errors.
