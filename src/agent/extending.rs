@@ -480,6 +480,22 @@ impl Agent {
             );
         }
     }
+
+    /// `/skill:name args` and `/template args` expansion; a skill that cannot be read is reported
+    /// and the text goes on unchanged.
+    fn expand(&mut self, text: String) -> String {
+        match crate::resources::discovery::expand_input(&text, &self.resources) {
+            Ok(expanded) => expanded,
+            Err(e) => {
+                self.emit(Event::ExtensionError {
+                    extension_path: e.path,
+                    event: "skill_expansion".into(),
+                    error: e.message,
+                });
+                text
+            }
+        }
+    }
 }
 
 /// An injected message as the conversation holds it.

@@ -14,11 +14,13 @@
 //! record blocks while stdout is full (bounded writer channel): a client that stops reading
 //! pauses the agent, by design.
 //!
-//! Submodules own one concern each: `commands` (the client's requests: a dispatch table into
-//! handlers; the session's in `session_commands`, the model's in `model_commands`), `tool_batch`
-//! (a reply's tool calls), `compaction_phase` (driving a compaction; its data lives in `state`
-//! with the other phases), `extending` (extension hooks, events and actions), `bash_command`
-//! (RPC bash).
+//! Submodules own one concern each. The client's requests: `commands` (a dispatch table into
+//! handlers), `session_commands`, `model_commands`, `bash_jobs` (RPC bash; the job's thread is
+//! `bash_command`). The phases: `streaming`, `tool_batch` (a reply's tool calls),
+//! `compaction_phase` (driving a compaction; what to summarize is `compaction`), `retry_wait`;
+//! their data lives in `state`. Around the run: `queues` (steering and follow-up), `extending`
+//! (extension hooks, events and actions), `mcp_servers`. This file keeps the loop and the run's
+//! transitions: start, turn boundaries, end, settle, abort.
 //!
 //! How it ends: stdin closes, stdout closes, SIGTERM/SIGHUP/parent death, or an extension's
 //! shutdown request once idle. A running run is aborted with its `agent_end` first, every shell
@@ -26,6 +28,7 @@
 //! code.
 
 pub mod bash_command;
+mod bash_jobs;
 mod commands;
 pub mod compaction;
 mod compaction_phase;
@@ -35,7 +38,9 @@ mod extending;
 mod mcp_servers;
 mod model_commands;
 pub mod pattern;
+mod queues;
 pub mod retry;
+mod retry_wait;
 mod session_commands;
 pub mod state;
 mod streaming;
@@ -45,23 +50,20 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, never, select_biased};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::{Config, Model, QueueMode, ThinkingLevel};
-use crate::messages::{
-    AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, UserMessage,
-};
+use crate::messages::{AgentMessage, AssistantMessage, ContentBlock, StopReason};
 use crate::provider::{ProviderEvent, ToolSpec};
 use crate::rpc::events::{Event, Lifecycle};
-use crate::rpc::protocol::{Response, StreamingBehavior};
+use crate::rpc::protocol::Response;
 use crate::rpc::stdin_reader::Input;
 use crate::rpc::stdout_writer::WriterEvent;
 use crate::rpc::{Profile, Record, SharedJson};
 use crate::session::SessionLog;
-use crate::time::now_ms;
-use crate::tools::{self, ToolContext, ToolEvent};
+use crate::tools::{self, ToolEvent};
 
-use state::{Phase, QueuedMessage, RetryWait, Run};
+use state::{Phase, QueuedMessage, Run};
 
 /// A stream that delivers nothing for this long is abandoned as failed (default; settings
 /// `retry.provider.timeoutMs` overrides it).
@@ -140,13 +142,6 @@ enum Incoming {
     McpWaitOver,
 }
 
-struct BashJobState {
-    job: u64,
-    request_id: Option<Value>,
-    command: String,
-    cancel: tools::CancelFlag,
-}
-
 pub struct Agent {
     config: Config,
     session: SessionLog,
@@ -200,7 +195,7 @@ pub struct Agent {
     /// The server's `retry-after` for the latest failed request.
     retry_after: Option<Duration>,
     /// RPC `bash` commands in flight: (job, request id, command, cancel flag), oldest first.
-    bash_jobs: Vec<BashJobState>,
+    bash_jobs: Vec<bash_jobs::BashJobState>,
     next_bash_job: u64,
     bash_events: Receiver<bash_command::BashEvent>,
     bash_sender: Sender<bash_command::BashEvent>,
@@ -485,107 +480,6 @@ impl Agent {
         self.respond(Response::error(id, command, error));
     }
 
-    fn start_bash(&mut self, id: Option<&Value>, command: String) {
-        self.next_bash_job += 1;
-        let cancel = tools::CancelFlag::default();
-        let job = bash_command::BashJob {
-            job: self.next_bash_job,
-            command: command.clone(),
-            cwd: self.config.cwd.clone(),
-            agent_dir: self.config.agent_dir.clone(),
-            shell_path: self.config.shell_path(),
-            shell_command_prefix: self.config.shell_command_prefix(),
-        };
-        match bash_command::spawn(job, cancel.clone(), self.bash_sender.clone()) {
-            Ok(()) => self.bash_jobs.push(BashJobState {
-                job: self.next_bash_job,
-                request_id: id.cloned(),
-                command,
-                cancel,
-            }),
-            Err(e) => self.respond_error(id, "bash", &format!("Cannot start the command: {e}")),
-        }
-    }
-
-    /// The RPC bash channel closed, so no job in flight can report: each one is cancelled and
-    /// answered with an error, and later jobs get a fresh channel.
-    fn on_bash_gone(&mut self) {
-        log::error!(
-            "the RPC bash channel closed; failing {} job(s) in flight",
-            self.bash_jobs.len()
-        );
-        (self.bash_sender, self.bash_events) =
-            crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
-        for job in std::mem::take(&mut self.bash_jobs) {
-            job.cancel.cancel();
-            self.respond_error(
-                job.request_id.as_ref(),
-                "bash",
-                "The command's thread ended without a result",
-            );
-        }
-    }
-
-    fn on_bash_event(&mut self, event: bash_command::BashEvent) {
-        let Some(position) = self.bash_jobs.iter().position(|j| j.job == event.job) else {
-            return;
-        };
-        match event.kind {
-            bash_command::BashEventKind::Delta(delta) => {
-                let id = self.bash_jobs[position].request_id.clone();
-                self.emit(Event::BashExecutionUpdate { id, delta });
-            }
-            bash_command::BashEventKind::Finished(result) => {
-                let job = self.bash_jobs.remove(position);
-                let message = AgentMessage::BashExecution(crate::messages::BashExecutionMessage {
-                    command: job.command,
-                    output: result.output.clone(),
-                    exit_code: result.exit_code,
-                    cancelled: result.cancelled,
-                    truncated: result.truncated,
-                    full_output_path: result.full_output_path.clone(),
-                    timestamp: now_ms(),
-                    exclude_from_context: None,
-                });
-                if self.is_busy() {
-                    // pi holds it until the next prompt, so a streaming turn's context is stable.
-                    self.pending_bash.push(message);
-                } else {
-                    let json = serialize_message(&message);
-                    self.record_message(&message, &json);
-                    self.messages.push(message);
-                }
-                let mut data = serde_json::Map::new();
-                data.insert("output".into(), json!(result.output));
-                if let Some(code) = result.exit_code {
-                    data.insert("exitCode".into(), json!(code));
-                }
-                data.insert("cancelled".into(), json!(result.cancelled));
-                data.insert("truncated".into(), json!(result.truncated));
-                if let Some(path) = result.full_output_path {
-                    data.insert("fullOutputPath".into(), json!(path));
-                }
-                self.respond_ok(job.request_id.as_ref(), "bash", Some(Value::Object(data)));
-            }
-        }
-    }
-
-    /// `/skill:name args` and `/template args` expansion; a skill that cannot be read is reported
-    /// and the text goes on unchanged.
-    fn expand(&mut self, text: String) -> String {
-        match crate::resources::discovery::expand_input(&text, &self.resources) {
-            Ok(expanded) => expanded,
-            Err(e) => {
-                self.emit(Event::ExtensionError {
-                    extension_path: e.path,
-                    event: "skill_expansion".into(),
-                    error: e.message,
-                });
-                text
-            }
-        }
-    }
-
     // ---- prompts and queues -------------------------------------------------------------------
 
     /// A run that continues the conversation without a new prompt (retry, overflow recovery,
@@ -604,49 +498,6 @@ impl Agent {
     fn settle(&mut self) {
         let aborted = std::mem::take(&mut self.aborted_since_settled);
         self.emit(Event::AgentSettled { aborted });
-    }
-
-    fn enqueue(&mut self, behavior: StreamingBehavior, text: String, images: Vec<ImageContent>) {
-        let message = AgentMessage::User(UserMessage::new(&text, images));
-        let queued = QueuedMessage { text, message };
-        match behavior {
-            StreamingBehavior::Steer => self.steering.push_back(queued),
-            StreamingBehavior::FollowUp => self.follow_up.push_back(queued),
-        }
-        self.emit_queue_update();
-    }
-
-    fn emit_queue_update(&mut self) {
-        let event = Event::QueueUpdate {
-            steering: self.steering.iter().map(|q| q.text.clone()).collect(),
-            follow_up: self.follow_up.iter().map(|q| q.text.clone()).collect(),
-        };
-        self.emit(event);
-    }
-
-    /// Delivers queued messages at a drain point: all of them or one, per the queue's mode. Each
-    /// is announced by a `queue_update` just before its `message_start`. Returns how many.
-    fn deliver_queued(&mut self, steering: bool) -> usize {
-        let (queue, mode) = if steering {
-            (&mut self.steering, self.steering_mode)
-        } else {
-            (&mut self.follow_up, self.follow_up_mode)
-        };
-        let count = match mode {
-            QueueMode::All => queue.len(),
-            QueueMode::OneAtATime => queue.len().min(1),
-        };
-        for _ in 0..count {
-            let queue = if steering {
-                &mut self.steering
-            } else {
-                &mut self.follow_up
-            };
-            let Some(item) = queue.pop_front() else { break };
-            self.emit_queue_update();
-            self.add_message(item.message);
-        }
-        count
     }
 
     // ---- the run ------------------------------------------------------------------------------
@@ -704,17 +555,6 @@ impl Agent {
         };
         if let Err(e) = appended {
             log::error!("could not append to the session: {e}");
-        }
-    }
-
-    fn tool_context(&self) -> ToolContext {
-        ToolContext {
-            cwd: self.config.cwd.clone(),
-            agent_dir: self.config.agent_dir.clone(),
-            shell_path: self.config.shell_path(),
-            shell_command_prefix: self.config.shell_command_prefix(),
-            model_supports_images: self.model.supports_images(),
-            sandbox: self.sandbox.policy(),
         }
     }
 
@@ -835,75 +675,6 @@ impl Agent {
                     | Phase::Preparing(_)
                     | Phase::WaitingForMcp(_)
             )
-    }
-
-    /// `Ok(Some(delay))` to retry, `Ok(None)` when the failure is not retried at all, `Err(text)`
-    /// when retries are exhausted (or the server asks for a longer wait than allowed).
-    fn plan_retry(&mut self, failed: &AssistantMessage) -> Result<Option<Duration>, String> {
-        if !self.auto_retry || !retry::is_retryable(failed, self.model.context_window) {
-            return Ok(None);
-        }
-        let error = failed.error_message.clone().unwrap_or_default();
-        let attempt = self.retry_attempt + 1;
-        if attempt > self.config.retry_max_retries() {
-            return if self.retry_attempt > 0 {
-                Err(error)
-            } else {
-                Ok(None)
-            };
-        }
-        let mut delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
-        if let Some(asked) = self.retry_after.take() {
-            let limit = Duration::from_millis(self.config.provider_max_retry_delay_ms());
-            if asked > limit {
-                return Err(format!(
-                    "{error} (the provider asked to retry after {} s, more than retry.provider.maxRetryDelayMs allows: {} s)",
-                    asked.as_secs(),
-                    limit.as_secs()
-                ));
-            }
-            delay = delay.max(asked);
-        }
-        Ok(Some(delay))
-    }
-
-    /// The failed reply leaves the agent's context (it stays in the session file), and the
-    /// retry waits in the loop's select, where `abort` and `abort_retry` cancel it at once.
-    fn schedule_retry(&mut self, delay: Duration, failed: &AssistantMessage) {
-        self.retry_attempt += 1;
-        if matches!(self.messages.last(), Some(AgentMessage::Assistant(_))) {
-            self.messages.pop();
-        }
-        let error = failed.error_message.as_deref().unwrap_or("Unknown error");
-        self.emit(Event::AutoRetryStart {
-            attempt: self.retry_attempt,
-            max_attempts: self.config.retry_max_retries(),
-            delay_ms: delay.as_millis() as u64,
-            error_message: error.to_string(),
-        });
-        self.phase = Phase::RetryWait(RetryWait {
-            deadline: crate::deadline::after(delay),
-        });
-    }
-
-    /// The delay ran out: continue the conversation with a new run (no new user message).
-    fn retry_now(&mut self) {
-        if !matches!(self.phase, Phase::RetryWait(_)) {
-            return;
-        }
-        self.phase = Phase::Idle;
-        self.continue_run();
-    }
-
-    fn cancel_retry(&mut self) {
-        self.phase = Phase::Idle;
-        let attempt = std::mem::take(&mut self.retry_attempt);
-        self.emit(Event::AutoRetryEnd {
-            success: false,
-            attempt,
-            final_error: Some("Retry cancelled".into()),
-        });
-        self.settle();
     }
 
     /// Stops the run now: the streaming reply is closed as aborted, running tools are cancelled

@@ -23,7 +23,7 @@ use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage};
 use crate::rpc::SharedJson;
 use crate::rpc::events::{self, Event};
 use crate::time::now_ms;
-use crate::tools::{self, ToolEvent, ToolEventKind, ToolOutput};
+use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
 
 impl Agent {
     /// Starts the calls of a reply.
@@ -425,6 +425,17 @@ impl Agent {
         }
         for (index, text) in texts {
             self.finish_call(index, ToolOutput::error(text));
+        }
+    }
+
+    fn tool_context(&self) -> ToolContext {
+        ToolContext {
+            cwd: self.config.cwd.clone(),
+            agent_dir: self.config.agent_dir.clone(),
+            shell_path: self.config.shell_path(),
+            shell_command_prefix: self.config.shell_command_prefix(),
+            model_supports_images: self.model.supports_images(),
+            sandbox: self.sandbox.policy(),
         }
     }
 }

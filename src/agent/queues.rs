@@ -1,0 +1,61 @@
+//! The steering and follow-up queues (seed semantics): messages the client (or an extension)
+//! queued during a run, each announced by a `queue_update`, and delivered at their drain point —
+//! steering after a turn's tool calls, before the next LLM call; follow-ups only when the agent
+//! would otherwise stop — all at once or one per turn, as the queue's mode says.
+
+use super::Agent;
+use super::state::QueuedMessage;
+use crate::config::QueueMode;
+use crate::messages::{AgentMessage, ImageContent, UserMessage};
+use crate::rpc::events::Event;
+use crate::rpc::protocol::StreamingBehavior;
+
+impl Agent {
+    pub(super) fn enqueue(
+        &mut self,
+        behavior: StreamingBehavior,
+        text: String,
+        images: Vec<ImageContent>,
+    ) {
+        let message = AgentMessage::User(UserMessage::new(&text, images));
+        let queued = QueuedMessage { text, message };
+        match behavior {
+            StreamingBehavior::Steer => self.steering.push_back(queued),
+            StreamingBehavior::FollowUp => self.follow_up.push_back(queued),
+        }
+        self.emit_queue_update();
+    }
+
+    pub(super) fn emit_queue_update(&mut self) {
+        let event = Event::QueueUpdate {
+            steering: self.steering.iter().map(|q| q.text.clone()).collect(),
+            follow_up: self.follow_up.iter().map(|q| q.text.clone()).collect(),
+        };
+        self.emit(event);
+    }
+
+    /// Delivers queued messages at a drain point: all of them or one, per the queue's mode. Each
+    /// is announced by a `queue_update` just before its `message_start`. Returns how many.
+    pub(super) fn deliver_queued(&mut self, steering: bool) -> usize {
+        let (queue, mode) = if steering {
+            (&mut self.steering, self.steering_mode)
+        } else {
+            (&mut self.follow_up, self.follow_up_mode)
+        };
+        let count = match mode {
+            QueueMode::All => queue.len(),
+            QueueMode::OneAtATime => queue.len().min(1),
+        };
+        for _ in 0..count {
+            let queue = if steering {
+                &mut self.steering
+            } else {
+                &mut self.follow_up
+            };
+            let Some(item) = queue.pop_front() else { break };
+            self.emit_queue_update();
+            self.add_message(item.message);
+        }
+        count
+    }
+}
