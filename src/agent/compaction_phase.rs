@@ -284,7 +284,7 @@ impl Agent {
             None,
         ));
         if let CompactionOrigin::Command { id } = &origin {
-            let legacy = self.profile == Profile::Legacy;
+            let legacy = self.io.profile == Profile::Legacy;
             let data = events::compaction_result(&result_json, legacy);
             self.respond_ok(id.as_ref(), "compact", Some(data));
         }

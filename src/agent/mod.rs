@@ -171,8 +171,6 @@ pub struct Agent {
     run_system_prompt: Option<String>,
     /// An extension asked to shut down: exit once nothing runs.
     shutdown_requested: bool,
-    startup_events: Vec<Event>,
-    profile: Profile,
     /// An abort ended the work since the last `agent_settled` (its `aborted`).
     aborted_since_settled: bool,
     /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
@@ -205,14 +203,24 @@ pub struct Agent {
     overflow_recovery_attempted: bool,
     /// Usage of LLM calls outside the conversation (summaries), for get_session_stats.
     extra_usage: Vec<crate::messages::Usage>,
+    io: Io,
+}
+
+/// The loop's ends towards the client and the process: what is read, where records go and in
+/// which protocol generation, and which ends are still open.
+struct Io {
     stdin: Receiver<Input>,
     stdin_open: bool,
     writer_events: Receiver<WriterEvent>,
+    out: Sender<Record>,
+    stdout_open: bool,
+    /// The protocol generation stdout speaks.
+    profile: Profile,
+    /// Events to write first (extension load errors).
+    startup_events: Vec<Event>,
     signals: Receiver<i32>,
     /// Set by SIGTERM/SIGHUP: the loop ends and the exit code is 128 + signal.
     exit_signal: Option<i32>,
-    out: Sender<Record>,
-    stdout_open: bool,
 }
 
 impl Agent {
@@ -259,8 +267,6 @@ impl Agent {
             next_turn_messages: Vec::new(),
             run_system_prompt: None,
             shutdown_requested: false,
-            startup_events: setup.startup_events,
-            profile: setup.profile,
             aborted_since_settled: false,
             idle_timeout,
             hook_deadline,
@@ -279,26 +285,30 @@ impl Agent {
             pending_bash: Vec::new(),
             overflow_recovery_attempted: false,
             extra_usage: Vec::new(),
-            stdin: channels.stdin,
-            stdin_open: true,
-            writer_events: channels.writer_events,
-            signals: channels.signals,
-            exit_signal: None,
-            out: channels.out,
-            stdout_open: true,
+            io: Io {
+                stdin: channels.stdin,
+                stdin_open: true,
+                writer_events: channels.writer_events,
+                out: channels.out,
+                stdout_open: true,
+                profile: setup.profile,
+                startup_events: setup.startup_events,
+                signals: channels.signals,
+                exit_signal: None,
+            },
         }
     }
 
     /// Runs until stdin or stdout closes; returns the process exit code.
     pub fn run(mut self) -> i32 {
-        for event in std::mem::take(&mut self.startup_events) {
+        for event in std::mem::take(&mut self.io.startup_events) {
             self.emit(event);
         }
         self.emit_mcp_notices();
         self.emit(Event::Lifecycle(Lifecycle::SessionStart));
-        while self.stdin_open
-            && self.stdout_open
-            && self.exit_signal.is_none()
+        while self.io.stdin_open
+            && self.io.stdout_open
+            && self.io.exit_signal.is_none()
             // An extension's shutdown waits for the current command and run (seed).
             && (!self.shutdown_requested || self.is_busy() || !self.command_runs.is_empty())
         {
@@ -328,7 +338,7 @@ impl Agent {
         if !crate::disk::flush(Duration::from_secs(30)) {
             log::error!("session and settings writes still pending after 30 s; exiting anyway");
         }
-        self.exit_signal.map_or(0, |signal| 128 + signal)
+        self.io.exit_signal.map_or(0, |signal| 128 + signal)
     }
 
     fn next_incoming(&mut self) -> Incoming {
@@ -369,15 +379,15 @@ impl Agent {
             _ => never(),
         };
         select_biased! {
-            recv(self.stdin) -> input => match input {
+            recv(self.io.stdin) -> input => match input {
                 Ok(input) => Incoming::Input(input),
                 Err(_) => Incoming::StdinClosed,
             },
-            recv(self.signals) -> signal => match signal {
+            recv(self.io.signals) -> signal => match signal {
                 Ok(signal) => Incoming::Signal(signal),
                 Err(_) => Incoming::SignalsGone,
             },
-            recv(self.writer_events) -> _ => Incoming::StdoutClosed,
+            recv(self.io.writer_events) -> _ => Incoming::StdoutClosed,
             recv(self.extension_events) -> event => match event {
                 Ok(event) => Incoming::Extension(event),
                 Err(_) => Incoming::ExtensionsGone,
@@ -408,13 +418,13 @@ impl Agent {
         match incoming {
             Incoming::Input(Input::Request(request)) => self.handle_request(request),
             Incoming::Input(Input::Rejected(rejected)) => self.respond(rejected.to_response()),
-            Incoming::StdinClosed => self.stdin_open = false,
-            Incoming::StdoutClosed => self.stdout_open = false,
-            Incoming::Signal(signal) => self.exit_signal = Some(signal),
+            Incoming::StdinClosed => self.io.stdin_open = false,
+            Incoming::StdoutClosed => self.io.stdout_open = false,
+            Incoming::Signal(signal) => self.io.exit_signal = Some(signal),
             Incoming::SignalsGone => {
                 // main.rs only warns when the signals thread cannot start: run on without it.
                 log::warn!("no signals thread: SIGTERM/SIGHUP are not turned into an orderly exit");
-                self.signals = never();
+                self.io.signals = never();
             }
             Incoming::Provider(event) if matches!(self.phase, Phase::Compacting(_)) => {
                 self.on_compaction_event(event)
@@ -455,20 +465,20 @@ impl Agent {
             notify_extensions(host, &event);
         }
         if event.is_for_stdout()
-            && let Some(record) = event.to_record(self.profile)
+            && let Some(record) = event.to_record(self.io.profile)
         {
             self.send(record);
         }
     }
 
     fn respond(&mut self, response: Response) {
-        let record = response.to_record(self.profile);
+        let record = response.to_record(self.io.profile);
         self.send(record);
     }
 
     fn send(&mut self, record: Record) {
-        if self.stdout_open && self.out.send(record).is_err() {
-            self.stdout_open = false;
+        if self.io.stdout_open && self.io.out.send(record).is_err() {
+            self.io.stdout_open = false;
         }
     }
 

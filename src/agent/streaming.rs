@@ -95,7 +95,7 @@ impl Agent {
         self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,
-            draft: Draft::new(&self.model, self.profile),
+            draft: Draft::new(&self.model, self.io.profile),
             last_event: Instant::now(),
             lookahead: None,
         }));
@@ -160,8 +160,8 @@ impl Agent {
                 // While the client lags behind (stdout backlog), deltas that piled up go out as
                 // one update: the same text in fewer records. A client that keeps up sees every
                 // provider delta as its own record.
-                let capacity = self.out.capacity().unwrap_or(1);
-                let lagging = self.out.len() > capacity / 2;
+                let capacity = self.io.out.capacity().unwrap_or(1);
+                let lagging = self.io.out.len() > capacity / 2;
                 while lagging && delta.len() < COALESCE_LIMIT {
                     match stream.events.try_recv() {
                         Ok(ProviderEvent {

@@ -73,10 +73,10 @@ fn a_signals_thread_that_never_started_leaves_the_loop_running() {
     assert!(matches!(incoming, Incoming::SignalsGone));
     agent.handle(incoming);
     assert!(
-        agent.stdin_open,
+        agent.io.stdin_open,
         "a closed signals channel is not stdin's EOF"
     );
-    assert_eq!(agent.exit_signal, None);
+    assert_eq!(agent.io.exit_signal, None);
     // The closed channel is no longer read: the next thing the loop sees is stdin's EOF.
     drop(ends.stdin);
     assert!(matches!(agent.next_incoming(), Incoming::StdinClosed));
@@ -117,7 +117,7 @@ fn a_closed_bash_channel_gets_a_fresh_one() {
     let incoming = agent.next_incoming();
     assert!(matches!(incoming, Incoming::BashGone));
     agent.handle(incoming);
-    assert!(agent.stdin_open);
+    assert!(agent.io.stdin_open);
     agent
         .bash_sender
         .send(bash_command::BashEvent {
