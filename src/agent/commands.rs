@@ -148,8 +148,8 @@ impl Agent {
         let texts = |queue: &mut VecDeque<QueuedMessage>| -> Vec<String> {
             queue.drain(..).map(|q| q.text).collect()
         };
-        let steering = texts(&mut self.steering);
-        let follow_up = texts(&mut self.follow_up);
+        let steering = texts(&mut self.queues.steering);
+        let follow_up = texts(&mut self.queues.follow_up);
         self.emit_queue_update();
         let data = json!({ "steering": steering, "followUp": follow_up });
         self.respond_ok(id, "clear_queue", Some(data));
@@ -162,10 +162,10 @@ impl Agent {
             return;
         };
         if steering {
-            self.steering_mode = parsed;
+            self.queues.steering_mode = parsed;
             self.config.set_steering_mode(parsed.as_str());
         } else {
-            self.follow_up_mode = parsed;
+            self.queues.follow_up_mode = parsed;
             self.config.set_follow_up_mode(parsed.as_str());
         }
         self.respond_ok(id, name, None);
@@ -233,8 +233,14 @@ impl Agent {
             "isCompacting".into(),
             json!(matches!(self.phase, Phase::Compacting(_))),
         );
-        state.insert("steeringMode".into(), json!(self.steering_mode.as_str()));
-        state.insert("followUpMode".into(), json!(self.follow_up_mode.as_str()));
+        state.insert(
+            "steeringMode".into(),
+            json!(self.queues.steering_mode.as_str()),
+        );
+        state.insert(
+            "followUpMode".into(),
+            json!(self.queues.follow_up_mode.as_str()),
+        );
         if let Some(path) = self.session.file_path() {
             state.insert("sessionFile".into(), json!(path.to_string_lossy()));
         }
@@ -246,7 +252,7 @@ impl Agent {
         state.insert("messageCount".into(), json!(self.messages.len()));
         state.insert(
             "pendingMessageCount".into(),
-            json!(self.steering.len() + self.follow_up.len()),
+            json!(self.queues.steering.len() + self.queues.follow_up.len()),
         );
         // Only when a sandbox is set, so get_state stays pi's exact shape by default.
         if self.sandbox.policy().is_active() {

@@ -366,7 +366,10 @@ impl Agent {
                 images,
             } => self.begin_prompt(from, message, images),
             CompactionOrigin::AfterRun => {
-                if retry_run || !self.steering.is_empty() || !self.follow_up.is_empty() {
+                if retry_run
+                    || !self.queues.steering.is_empty()
+                    || !self.queues.follow_up.is_empty()
+                {
                     self.continue_run();
                 } else {
                     self.settle();

@@ -94,7 +94,7 @@ impl Agent {
             payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
         }
         match self.start_prompt_hook(HookKind::Input, payload) {
-            Some(hook) => self.queue_inputs.push(QueueInput {
+            Some(hook) => self.queues.inputs.push(QueueInput {
                 hook,
                 id: id.cloned(),
                 command,
@@ -300,9 +300,9 @@ impl Agent {
         match event {
             ExtensionEvent::HookResult { id, outcome } => {
                 let for_prompt = matches!(&self.phase, Phase::Preparing(prep) if prep.hook == id);
-                let queued = self.queue_inputs.iter().position(|q| q.hook == id);
+                let queued = self.queues.inputs.iter().position(|q| q.hook == id);
                 if let Some(position) = queued {
-                    let input = self.queue_inputs.remove(position);
+                    let input = self.queues.inputs.remove(position);
                     self.on_queue_input_hook(input, outcome);
                 } else if for_prompt {
                     self.on_prompt_hook(outcome);
@@ -454,9 +454,9 @@ impl Agent {
     fn enqueue_message(&mut self, steering: bool, text: String, message: AgentMessage) {
         let queued = QueuedMessage { text, message };
         if steering {
-            self.steering.push_back(queued);
+            self.queues.steering.push_back(queued);
         } else {
-            self.follow_up.push_back(queued);
+            self.queues.follow_up.push_back(queued);
         }
         self.emit_queue_update();
     }

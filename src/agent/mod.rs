@@ -46,13 +46,12 @@ pub mod state;
 mod streaming;
 mod tool_batch;
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, never, select_biased};
 use serde_json::Value;
 
-use crate::config::{Config, Model, QueueMode, ThinkingLevel};
+use crate::config::{Config, Model, ThinkingLevel};
 use crate::messages::{AgentMessage, AssistantMessage, ContentBlock, StopReason};
 use crate::provider::{ProviderEvent, ToolSpec};
 use crate::rpc::events::{Event, Lifecycle};
@@ -63,7 +62,7 @@ use crate::rpc::{Profile, Record, SharedJson};
 use crate::session::SessionLog;
 use crate::tools::{self, ToolEvent};
 
-use state::{Phase, QueuedMessage, Run};
+use state::{Phase, Run};
 
 /// A stream that delivers nothing for this long is abandoned as failed (default; settings
 /// `retry.provider.timeoutMs` overrides it).
@@ -161,8 +160,6 @@ pub struct Agent {
     approvals: crate::extensions::approval::ApprovalPolicy,
     grants: crate::extensions::approval::SessionGrants,
     sandbox: crate::sandbox::Sandbox,
-    /// Queued input waiting for the extensions' `input` hook.
-    queue_inputs: Vec<state::QueueInput>,
     /// Extension commands run from `prompt`, answered `handled` when they finish.
     command_runs: Vec<(crate::extensions::CommandRunId, Option<Value>)>,
     /// Extension messages delivered with the next prompt.
@@ -178,13 +175,10 @@ pub struct Agent {
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
     hook_deadline: Duration,
     system_prompt: String,
-    steering: VecDeque<QueuedMessage>,
-    follow_up: VecDeque<QueuedMessage>,
-    steering_mode: QueueMode,
-    follow_up_mode: QueueMode,
     auto_compaction: bool,
     auto_retry: bool,
     phase: Phase,
+    queues: queues::Queues,
     /// Between `agent_start` and `agent_end`.
     run: Option<Run>,
     next_request: u64,
@@ -242,8 +236,7 @@ impl Agent {
         let tool_specs = all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
         let (bash_sender, bash_events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         Agent {
-            steering_mode: setup.config.steering_mode(),
-            follow_up_mode: setup.config.follow_up_mode(),
+            queues: queues::Queues::new(&setup.config),
             auto_compaction: setup.config.compaction_enabled(),
             auto_retry: setup.config.retry_enabled(),
             messages: setup.messages,
@@ -263,7 +256,6 @@ impl Agent {
             grants: Default::default(),
             sandbox: setup.sandbox,
             command_runs: Vec::new(),
-            queue_inputs: Vec::new(),
             next_turn_messages: Vec::new(),
             run_system_prompt: None,
             shutdown_requested: false,
@@ -271,8 +263,6 @@ impl Agent {
             idle_timeout,
             hook_deadline,
             system_prompt: setup.system_prompt,
-            steering: VecDeque::new(),
-            follow_up: VecDeque::new(),
             phase: Phase::Idle,
             run: None,
             next_request: 0,
@@ -575,14 +565,14 @@ impl Agent {
             self.end_run();
             return;
         }
-        if !self.steering.is_empty() {
+        if !self.queues.steering.is_empty() {
             self.emit(Event::TurnStart);
             self.deliver_queued(true);
             self.request_completion();
         } else if had_tool_calls {
             self.emit(Event::TurnStart);
             self.request_completion();
-        } else if !self.follow_up.is_empty() {
+        } else if !self.queues.follow_up.is_empty() {
             self.emit(Event::TurnStart);
             self.deliver_queued(false);
             self.request_completion();

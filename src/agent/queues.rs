@@ -3,12 +3,36 @@
 //! steering after a turn's tool calls, before the next LLM call; follow-ups only when the agent
 //! would otherwise stop — all at once or one per turn, as the queue's mode says.
 
+use std::collections::VecDeque;
+
 use super::Agent;
-use super::state::QueuedMessage;
-use crate::config::QueueMode;
+use super::state::{QueueInput, QueuedMessage};
+use crate::config::{Config, QueueMode};
 use crate::messages::{AgentMessage, ImageContent, UserMessage};
 use crate::rpc::events::Event;
 use crate::rpc::protocol::StreamingBehavior;
+
+/// Messages waiting for their drain point, each queue with its mode.
+pub struct Queues {
+    pub steering: VecDeque<QueuedMessage>,
+    pub follow_up: VecDeque<QueuedMessage>,
+    pub steering_mode: QueueMode,
+    pub follow_up_mode: QueueMode,
+    /// Queued input waiting for the extensions' `input` hook before it joins its queue.
+    pub inputs: Vec<QueueInput>,
+}
+
+impl Queues {
+    pub fn new(config: &Config) -> Queues {
+        Queues {
+            steering: VecDeque::new(),
+            follow_up: VecDeque::new(),
+            steering_mode: config.steering_mode(),
+            follow_up_mode: config.follow_up_mode(),
+            inputs: Vec::new(),
+        }
+    }
+}
 
 impl Agent {
     pub(super) fn enqueue(
@@ -20,16 +44,26 @@ impl Agent {
         let message = AgentMessage::User(UserMessage::new(&text, images));
         let queued = QueuedMessage { text, message };
         match behavior {
-            StreamingBehavior::Steer => self.steering.push_back(queued),
-            StreamingBehavior::FollowUp => self.follow_up.push_back(queued),
+            StreamingBehavior::Steer => self.queues.steering.push_back(queued),
+            StreamingBehavior::FollowUp => self.queues.follow_up.push_back(queued),
         }
         self.emit_queue_update();
     }
 
     pub(super) fn emit_queue_update(&mut self) {
         let event = Event::QueueUpdate {
-            steering: self.steering.iter().map(|q| q.text.clone()).collect(),
-            follow_up: self.follow_up.iter().map(|q| q.text.clone()).collect(),
+            steering: self
+                .queues
+                .steering
+                .iter()
+                .map(|q| q.text.clone())
+                .collect(),
+            follow_up: self
+                .queues
+                .follow_up
+                .iter()
+                .map(|q| q.text.clone())
+                .collect(),
         };
         self.emit(event);
     }
@@ -38,9 +72,9 @@ impl Agent {
     /// is announced by a `queue_update` just before its `message_start`. Returns how many.
     pub(super) fn deliver_queued(&mut self, steering: bool) -> usize {
         let (queue, mode) = if steering {
-            (&mut self.steering, self.steering_mode)
+            (&mut self.queues.steering, self.queues.steering_mode)
         } else {
-            (&mut self.follow_up, self.follow_up_mode)
+            (&mut self.queues.follow_up, self.queues.follow_up_mode)
         };
         let count = match mode {
             QueueMode::All => queue.len(),
@@ -48,9 +82,9 @@ impl Agent {
         };
         for _ in 0..count {
             let queue = if steering {
-                &mut self.steering
+                &mut self.queues.steering
             } else {
-                &mut self.follow_up
+                &mut self.queues.follow_up
             };
             let Some(item) = queue.pop_front() else { break };
             self.emit_queue_update();

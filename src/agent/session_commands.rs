@@ -196,9 +196,9 @@ impl Agent {
                 log::error!("could not record the thinking level: {e}");
             }
         }
-        if !self.steering.is_empty() || !self.follow_up.is_empty() {
-            self.steering.clear();
-            self.follow_up.clear();
+        if !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty() {
+            self.queues.steering.clear();
+            self.queues.follow_up.clear();
             self.emit_queue_update();
         }
     }
