@@ -3,6 +3,7 @@
 //! request and joins the conversation (at once when idle, at the next prompt during a run, as
 //! pi does). A channel that closes under running jobs fails them and is replaced.
 
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Value, json};
 
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY, bash_command, serialize_message};
@@ -11,28 +12,53 @@ use crate::rpc::events::Event;
 use crate::time::now_ms;
 use crate::tools;
 
-pub(super) struct BashJobState {
+/// The RPC `bash` commands in flight, oldest first, and their channel.
+pub struct BashJobs {
+    pub jobs: Vec<BashJobState>,
+    next_job: u64,
+    pub events: Receiver<bash_command::BashEvent>,
+    pub sender: Sender<bash_command::BashEvent>,
+    /// Results that finished while a run streamed: they join the context at the next prompt.
+    pub pending: Vec<AgentMessage>,
+}
+
+impl BashJobs {
+    pub fn new() -> BashJobs {
+        let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        BashJobs {
+            jobs: Vec::new(),
+            next_job: 0,
+            events,
+            sender,
+            pending: Vec::new(),
+        }
+    }
+}
+
+/// One job: its id, the request it answers, the command (for the conversation) and its cancel
+/// flag.
+pub struct BashJobState {
     job: u64,
     request_id: Option<Value>,
     command: String,
-    pub(super) cancel: tools::CancelFlag,
+    pub cancel: tools::CancelFlag,
 }
 
 impl Agent {
     pub(super) fn start_bash(&mut self, id: Option<&Value>, command: String) {
-        self.next_bash_job += 1;
+        self.bash.next_job += 1;
         let cancel = tools::CancelFlag::default();
         let job = bash_command::BashJob {
-            job: self.next_bash_job,
+            job: self.bash.next_job,
             command: command.clone(),
             cwd: self.config.cwd.clone(),
             agent_dir: self.config.agent_dir.clone(),
             shell_path: self.config.shell_path(),
             shell_command_prefix: self.config.shell_command_prefix(),
         };
-        match bash_command::spawn(job, cancel.clone(), self.bash_sender.clone()) {
-            Ok(()) => self.bash_jobs.push(BashJobState {
-                job: self.next_bash_job,
+        match bash_command::spawn(job, cancel.clone(), self.bash.sender.clone()) {
+            Ok(()) => self.bash.jobs.push(BashJobState {
+                job: self.bash.next_job,
                 request_id: id.cloned(),
                 command,
                 cancel,
@@ -46,11 +72,11 @@ impl Agent {
     pub(super) fn on_bash_gone(&mut self) {
         log::error!(
             "the RPC bash channel closed; failing {} job(s) in flight",
-            self.bash_jobs.len()
+            self.bash.jobs.len()
         );
-        (self.bash_sender, self.bash_events) =
+        (self.bash.sender, self.bash.events) =
             crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
-        for job in std::mem::take(&mut self.bash_jobs) {
+        for job in std::mem::take(&mut self.bash.jobs) {
             job.cancel.cancel();
             self.respond_error(
                 job.request_id.as_ref(),
@@ -61,16 +87,16 @@ impl Agent {
     }
 
     pub(super) fn on_bash_event(&mut self, event: bash_command::BashEvent) {
-        let Some(position) = self.bash_jobs.iter().position(|j| j.job == event.job) else {
+        let Some(position) = self.bash.jobs.iter().position(|j| j.job == event.job) else {
             return;
         };
         match event.kind {
             bash_command::BashEventKind::Delta(delta) => {
-                let id = self.bash_jobs[position].request_id.clone();
+                let id = self.bash.jobs[position].request_id.clone();
                 self.emit(Event::BashExecutionUpdate { id, delta });
             }
             bash_command::BashEventKind::Finished(result) => {
-                let job = self.bash_jobs.remove(position);
+                let job = self.bash.jobs.remove(position);
                 let message = AgentMessage::BashExecution(crate::messages::BashExecutionMessage {
                     command: job.command,
                     output: result.output.clone(),
@@ -83,7 +109,7 @@ impl Agent {
                 });
                 if self.is_busy() {
                     // pi holds it until the next prompt, so a streaming turn's context is stable.
-                    self.pending_bash.push(message);
+                    self.bash.pending.push(message);
                 } else {
                     let json = serialize_message(&message);
                     self.record_message(&message, &json);

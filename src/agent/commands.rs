@@ -208,7 +208,7 @@ impl Agent {
     }
 
     fn abort_bash(&mut self, id: Option<&Value>) {
-        if let Some(job) = self.bash_jobs.last() {
+        if let Some(job) = self.bash.jobs.last() {
             job.cancel.cancel();
         }
         self.respond_ok(id, "abort_bash", None);

@@ -206,7 +206,7 @@ impl Agent {
         if let PromptFrom::Client(id) = &from {
             self.respond(Response::disposition(id.as_ref(), "prompt", "started"));
         }
-        for held in std::mem::take(&mut self.pending_bash) {
+        for held in std::mem::take(&mut self.bash.pending) {
             let json = super::serialize_message(&held);
             self.record_message(&held, &json);
             self.messages.push(held);

@@ -186,13 +186,8 @@ pub struct Agent {
     retry_attempt: u64,
     /// The server's `retry-after` for the latest failed request.
     retry_after: Option<Duration>,
-    /// RPC `bash` commands in flight: (job, request id, command, cancel flag), oldest first.
-    bash_jobs: Vec<bash_jobs::BashJobState>,
-    next_bash_job: u64,
-    bash_events: Receiver<bash_command::BashEvent>,
-    bash_sender: Sender<bash_command::BashEvent>,
-    /// Bash results that finished while a run streamed: they join the context at the next prompt.
-    pending_bash: Vec<AgentMessage>,
+    /// RPC `bash` commands in flight and their results waiting for the next prompt.
+    bash: bash_jobs::BashJobs,
     /// An overflow compaction already ran for the current user message (pi retries once).
     overflow_recovery_attempted: bool,
     /// Usage of LLM calls outside the conversation (summaries), for get_session_stats.
@@ -234,7 +229,6 @@ impl Agent {
             .map(|h| h.tools())
             .unwrap_or_default();
         let tool_specs = all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
-        let (bash_sender, bash_events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         Agent {
             queues: queues::Queues::new(&setup.config),
             auto_compaction: setup.config.compaction_enabled(),
@@ -268,11 +262,7 @@ impl Agent {
             next_request: 0,
             retry_attempt: 0,
             retry_after: None,
-            bash_jobs: Vec::new(),
-            next_bash_job: 0,
-            bash_events,
-            bash_sender,
-            pending_bash: Vec::new(),
+            bash: bash_jobs::BashJobs::new(),
             overflow_recovery_attempted: false,
             extra_usage: Vec::new(),
             io: Io {
@@ -310,7 +300,7 @@ impl Agent {
         }
         // Every shell we started (tools and RPC bash) dies with its process group, now: the
         // process is about to exit and must leave no children behind.
-        for job in &self.bash_jobs {
+        for job in &self.bash.jobs {
             job.cancel.cancel();
         }
         tools::bash::kill_all_shells();
@@ -390,7 +380,7 @@ impl Agent {
                 Ok(event) => Incoming::Tool(event),
                 Err(_) => Incoming::ToolsGone,
             },
-            recv(self.bash_events) -> event => match event {
+            recv(self.bash.events) -> event => match event {
                 Ok(event) => Incoming::Bash(event),
                 Err(_) => Incoming::BashGone,
             },

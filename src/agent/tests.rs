@@ -113,13 +113,14 @@ fn a_closed_bash_channel_gets_a_fresh_one() {
     let (mut agent, _ends) = agent();
     let (sender, events) = crossbeam_channel::bounded(1);
     drop(sender);
-    agent.bash_events = events;
+    agent.bash.events = events;
     let incoming = agent.next_incoming();
     assert!(matches!(incoming, Incoming::BashGone));
     agent.handle(incoming);
     assert!(agent.io.stdin_open);
     agent
-        .bash_sender
+        .bash
+        .sender
         .send(bash_command::BashEvent {
             job: 7,
             kind: bash_command::BashEventKind::Delta("x".into()),
