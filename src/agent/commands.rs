@@ -255,14 +255,14 @@ impl Agent {
             json!(self.queues.steering.len() + self.queues.follow_up.len()),
         );
         // Only when a sandbox is set, so get_state stays pi's exact shape by default.
-        if self.sandbox.policy().is_active() {
+        if self.tools.sandbox.policy().is_active() {
             state.insert("sandbox".into(), self.sandbox_state());
         }
         Value::Object(state)
     }
 
     fn sandbox_state(&self) -> Value {
-        let state = crate::sandbox::state(&self.sandbox.policy(), crate::sandbox::support());
+        let state = crate::sandbox::state(&self.tools.sandbox.policy(), crate::sandbox::support());
         serde_json::to_value(state).unwrap_or(Value::Null)
     }
 
@@ -276,7 +276,7 @@ impl Agent {
             self.respond_error(id, "set_sandbox", &error);
             return;
         };
-        let policy = self.sandbox.set(parsed, network).clone();
+        let policy = self.tools.sandbox.set(parsed, network).clone();
         let state = self.sandbox_state();
         self.respond_ok(id, "set_sandbox", Some(json!({ "sandbox": state })));
         if let Some(warning) =

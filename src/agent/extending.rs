@@ -346,7 +346,7 @@ impl Agent {
     /// A dead extension's tools are no longer offered.
     fn refresh_extension_tools(&mut self) {
         let Some(host) = &self.extensions else { return };
-        self.extension_tools = host.tools();
+        self.tools.extension_tools = host.tools();
         self.refresh_tool_specs();
     }
 

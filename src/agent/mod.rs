@@ -53,7 +53,7 @@ use serde_json::Value;
 
 use crate::config::{Config, Model, ThinkingLevel};
 use crate::messages::{AgentMessage, AssistantMessage, ContentBlock, StopReason};
-use crate::provider::{ProviderEvent, ToolSpec};
+use crate::provider::ProviderEvent;
 use crate::rpc::events::{Event, Lifecycle};
 use crate::rpc::protocol::Response;
 use crate::rpc::stdin_reader::Input;
@@ -149,17 +149,11 @@ pub struct Agent {
     messages: Vec<AgentMessage>,
     model: Model,
     thinking: ThinkingLevel,
-    tool_names: Vec<String>,
-    tool_specs: Vec<ToolSpec>,
     scoped_models: Vec<crate::config::ScopedModel>,
     resources: crate::resources::discovery::Resources,
     extensions: Option<crate::extensions::ExtensionHost>,
     extension_events: Receiver<crate::extensions::ExtensionEvent>,
-    extension_tools: Vec<crate::extensions::ExtensionTool>,
     mcp: Option<crate::mcp::McpHost>,
-    approvals: crate::extensions::approval::ApprovalPolicy,
-    grants: crate::extensions::approval::SessionGrants,
-    sandbox: crate::sandbox::Sandbox,
     /// Extension commands run from `prompt`, answered `handled` when they finish.
     command_runs: Vec<(crate::extensions::CommandRunId, Option<Value>)>,
     /// Extension messages delivered with the next prompt.
@@ -178,6 +172,8 @@ pub struct Agent {
     auto_compaction: bool,
     auto_retry: bool,
     phase: Phase,
+    /// What the model is offered and what a call must pass.
+    tools: tool_batch::Toolbox,
     queues: queues::Queues,
     /// Between `agent_start` and `agent_end`.
     run: Option<Run>,
@@ -228,8 +224,18 @@ impl Agent {
             .as_ref()
             .map(|h| h.tools())
             .unwrap_or_default();
-        let tool_specs = all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
+        let specs =
+            tool_batch::all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
+        let tools = tool_batch::Toolbox {
+            builtins: setup.tool_names,
+            extension_tools,
+            specs,
+            approvals: setup.approvals,
+            grants: Default::default(),
+            sandbox: setup.sandbox,
+        };
         Agent {
+            tools,
             queues: queues::Queues::new(&setup.config),
             auto_compaction: setup.config.compaction_enabled(),
             auto_retry: setup.config.retry_enabled(),
@@ -238,17 +244,11 @@ impl Agent {
             session: setup.session,
             model: setup.model,
             thinking: setup.thinking,
-            tool_names: setup.tool_names,
-            tool_specs,
             scoped_models: setup.scoped_models,
             resources: setup.resources,
             extensions: setup.extensions,
             extension_events: setup.extension_events,
-            extension_tools,
             mcp: setup.mcp,
-            approvals: setup.approvals,
-            grants: Default::default(),
-            sandbox: setup.sandbox,
             command_runs: Vec::new(),
             next_turn_messages: Vec::new(),
             run_system_prompt: None,
@@ -687,25 +687,6 @@ impl Agent {
             Phase::Idle => self.end_run(),
         }
     }
-}
-
-/// What the model is offered: builtins, then extension tools, then MCP tools.
-fn all_tool_specs(
-    builtins: &[String],
-    extension_tools: &[crate::extensions::ExtensionTool],
-    mcp: Option<&crate::mcp::McpHost>,
-) -> Vec<ToolSpec> {
-    let mut specs = tools::specs(builtins);
-    specs.extend(extension_tools.iter().map(|t| t.spec()));
-    if let Some(mcp) = mcp {
-        let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-        specs.extend(
-            mcp.tool_specs()
-                .into_iter()
-                .filter(|s| !taken.contains(&s.name)),
-        );
-    }
-    specs
 }
 
 /// A message serialized once for every record that carries it.

@@ -147,7 +147,8 @@ impl Agent {
             leaf_id: self.session.leaf_id().map(str::to_string),
             system_prompt: self.system_prompt.clone(),
             tools: self
-                .tool_specs
+                .tools
+                .specs
                 .iter()
                 .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
                 .collect(),

@@ -60,7 +60,7 @@ impl Agent {
                 true => convert::without_images(convert::to_llm(&self.messages)),
                 false => convert::to_llm(&self.messages),
             },
-            tools: self.tool_specs.clone(),
+            tools: self.tools.specs.clone(),
             thinking: self.thinking,
             thinking_budgets: [
                 self.config.thinking_budget(ThinkingLevel::Minimal),

@@ -15,15 +15,49 @@ use serde_json::{Value, json};
 
 use super::state::{CallSlot, CallWait, Phase, ToolBatch};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY};
+use crate::extensions::ExtensionTool;
 use crate::extensions::HookId;
-use crate::extensions::approval::{ApprovalAnswer, Decision};
+use crate::extensions::approval::{ApprovalAnswer, ApprovalPolicy, Decision, SessionGrants};
 use crate::extensions::hooks::{HookOutcome, ToolCallOutcome};
 use crate::extensions::protocol::HookKind;
 use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage};
+use crate::provider::ToolSpec;
 use crate::rpc::SharedJson;
 use crate::rpc::events::{self, Event};
 use crate::time::now_ms;
 use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
+
+/// What the model is offered and what a call must pass: the builtin tools, the extensions'
+/// tools, the specs sent with each request, the approval policy with this session's grants, and
+/// the sandbox tools start in.
+pub struct Toolbox {
+    pub builtins: Vec<String>,
+    pub extension_tools: Vec<ExtensionTool>,
+    pub specs: Vec<ToolSpec>,
+    pub approvals: ApprovalPolicy,
+    pub grants: SessionGrants,
+    /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
+    pub sandbox: crate::sandbox::Sandbox,
+}
+
+/// What the model is offered: builtins, then extension tools, then MCP tools.
+pub(super) fn all_tool_specs(
+    builtins: &[String],
+    extension_tools: &[crate::extensions::ExtensionTool],
+    mcp: Option<&crate::mcp::McpHost>,
+) -> Vec<ToolSpec> {
+    let mut specs = tools::specs(builtins);
+    specs.extend(extension_tools.iter().map(|t| t.spec()));
+    if let Some(mcp) = mcp {
+        let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        specs.extend(
+            mcp.tool_specs()
+                .into_iter()
+                .filter(|s| !taken.contains(&s.name)),
+        );
+    }
+    specs
+}
 
 impl Agent {
     /// Starts the calls of a reply.
@@ -61,19 +95,24 @@ impl Agent {
         let Some(batch) = self.batch() else { return };
         let name = batch.calls[index].call.name.clone();
         let args = batch.calls[index].args.clone();
-        let known = self.tool_names.contains(&name)
-            || self.extension_tools.iter().any(|t| t.decl.name == name)
+        let known = self.tools.builtins.contains(&name)
+            || self
+                .tools
+                .extension_tools
+                .iter()
+                .any(|t| t.decl.name == name)
             || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name));
         if !known {
             self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
             return;
         }
         match self
+            .tools
             .approvals
-            .decide(&name, &args, &self.config.cwd, &self.grants)
+            .decide(&name, &args, &self.config.cwd, &self.tools.grants)
         {
             Decision::Allow => {
-                if self.approvals.is_enabled() {
+                if self.tools.approvals.is_enabled() {
                     self.record_approval(&name, &args, "allowed by rule");
                 }
                 self.hook_call(index)
@@ -95,7 +134,7 @@ impl Agent {
                     return;
                 };
                 let (ui_id, record) =
-                    host.ask_approval(&title, &message, self.approvals.ask_timeout());
+                    host.ask_approval(&title, &message, self.tools.approvals.ask_timeout());
                 if let Some(batch) = self.batch() {
                     batch.calls[index].wait = Some(CallWait::Approval { ui_id, grant_key });
                 }
@@ -141,9 +180,10 @@ impl Agent {
         };
         let name = &batch.calls[index].call.name;
         // Builtins win over an extension tool of the same name.
-        let owner = match self.tool_names.contains(name) {
+        let owner = match self.tools.builtins.contains(name) {
             true => None,
             false => self
+                .tools
                 .extension_tools
                 .iter()
                 .find(|t| t.decl.name == *name)
@@ -156,7 +196,7 @@ impl Agent {
         call.arguments = batch.calls[index].args.clone();
         batch.calls[index].started = Some(std::time::Instant::now());
         let by_mcp = owner.is_none()
-            && !self.tool_names.contains(&call.name)
+            && !self.tools.builtins.contains(&call.name)
             && self
                 .mcp
                 .as_ref()
@@ -306,7 +346,7 @@ impl Agent {
                 self.hook_call(index);
             }
             ApprovalAnswer::AllowForSession => {
-                self.grants.grant(&grant_key);
+                self.tools.grants.grant(&grant_key);
                 self.record_approval(&name, &args, "allowed for this session");
                 self.hook_call(index);
             }
@@ -435,7 +475,7 @@ impl Agent {
             shell_path: self.config.shell_path(),
             shell_command_prefix: self.config.shell_command_prefix(),
             model_supports_images: self.model.supports_images(),
-            sandbox: self.sandbox.policy(),
+            sandbox: self.tools.sandbox.policy(),
         }
     }
 }
