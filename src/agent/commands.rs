@@ -333,6 +333,7 @@ impl Agent {
         // Extension commands first, then prompt templates and skills (pi's order).
         let mut commands: Vec<Value> = self
             .extensions
+            .host
             .as_ref()
             .map(|host| {
                 host.commands()

@@ -3,6 +3,7 @@
 //! receives (hook results, tool updates, actions, dialogs, errors) and the UI answers routed back.
 //! Tool-call hooks and the approval gate live with the tool batch (`tool_batch`).
 
+use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 
 use super::state::{
@@ -24,6 +25,23 @@ pub fn split_command(text: &str) -> Option<(&str, &str)> {
     (!name.is_empty()).then_some((name, args.trim()))
 }
 
+/// The running extensions and the agent's dealings with them.
+pub struct Extensions {
+    /// Running extensions (also present, with none loaded, when the approval gate needs dialogs).
+    pub host: Option<crate::extensions::ExtensionHost>,
+    pub events: Receiver<ExtensionEvent>,
+    /// Extension commands run from `prompt`, answered `handled` when they finish.
+    pub command_runs: Vec<(CommandRunId, Option<Value>)>,
+    /// Extension messages delivered with the next prompt.
+    pub next_turn_messages: Vec<AgentMessage>,
+    /// This prompt's system prompt when an extension replaced it (before_agent_start).
+    pub run_system_prompt: Option<String>,
+    /// An extension asked to shut down: exit once nothing runs.
+    pub shutdown_requested: bool,
+    /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
+    pub hook_deadline: std::time::Duration,
+}
+
 impl Agent {
     /// `/name args` naming an extension command runs it at once — even during a run — and the
     /// prompt is answered `handled` when it finishes. Returns false when it is no such command.
@@ -31,13 +49,13 @@ impl Agent {
         let Some((name, args)) = split_command(text) else {
             return false;
         };
-        let Some(host) = &self.extensions else {
+        let Some(host) = &self.extensions.host else {
             return false;
         };
         let Some(run) = host.run_command(name, args) else {
             return false;
         };
-        self.command_runs.push((run, id.cloned()));
+        self.extensions.command_runs.push((run, id.cloned()));
         true
     }
 
@@ -47,6 +65,7 @@ impl Agent {
             return false;
         };
         self.extensions
+            .host
             .as_ref()
             .is_some_and(|host| host.commands().iter().any(|c| c.name == name))
     }
@@ -152,8 +171,9 @@ impl Agent {
         kind: HookKind,
         payload: Value,
     ) -> Option<crate::extensions::HookId> {
-        let deadline = self.hook_deadline;
+        let deadline = self.extensions.hook_deadline;
         self.extensions
+            .host
             .as_ref()
             .and_then(|host| host.start_hook(kind, payload, deadline))
     }
@@ -237,10 +257,10 @@ impl Agent {
         injected: Vec<InjectedMessage>,
         system_prompt: Option<String>,
     ) {
-        self.run_system_prompt = system_prompt;
+        self.extensions.run_system_prompt = system_prompt;
         let mut messages = vec![AgentMessage::User(UserMessage::new(&text, images))];
         messages.extend(injected.into_iter().map(custom_message));
-        messages.extend(std::mem::take(&mut self.next_turn_messages));
+        messages.extend(std::mem::take(&mut self.extensions.next_turn_messages));
         self.start_run_after_mcp(messages);
     }
 
@@ -345,7 +365,9 @@ impl Agent {
 
     /// A dead extension's tools are no longer offered.
     fn refresh_extension_tools(&mut self) {
-        let Some(host) = &self.extensions else { return };
+        let Some(host) = &self.extensions.host else {
+            return;
+        };
         self.tools.extension_tools = host.tools();
         self.refresh_tool_specs();
     }
@@ -358,8 +380,13 @@ impl Agent {
                 error,
             });
         }
-        if let Some(position) = self.command_runs.iter().position(|(r, _)| *r == run) {
-            let (_, id) = self.command_runs.remove(position);
+        if let Some(position) = self
+            .extensions
+            .command_runs
+            .iter()
+            .position(|(r, _)| *r == run)
+        {
+            let (_, id) = self.extensions.command_runs.remove(position);
             self.respond(Response::disposition(id.as_ref(), "prompt", "handled"));
         }
     }
@@ -405,7 +432,9 @@ impl Agent {
                     _ => String::new(),
                 };
                 match (self.is_busy(), deliver_as) {
-                    (_, Some(Delivery::NextTurn)) => self.next_turn_messages.push(message),
+                    (_, Some(Delivery::NextTurn)) => {
+                        self.extensions.next_turn_messages.push(message)
+                    }
                     (true, Some(Delivery::FollowUp)) => self.enqueue_message(false, text, message),
                     (true, _) => self.enqueue_message(true, text, message),
                     (false, _) if trigger_turn => self.start_run_without_prompt(message),
@@ -441,13 +470,13 @@ impl Agent {
                     log::warn!("extension label: {e}");
                 }
             }
-            Action::Shutdown => self.shutdown_requested = true,
+            Action::Shutdown => self.extensions.shutdown_requested = true,
         }
     }
 
     /// A custom message that starts a run of its own (an extension's `triggerTurn`).
     fn start_run_without_prompt(&mut self, message: AgentMessage) {
-        self.run_system_prompt = None;
+        self.extensions.run_system_prompt = None;
         self.start_run(vec![message]);
     }
 
@@ -469,7 +498,7 @@ impl Agent {
         confirmed: Option<bool>,
         cancelled: bool,
     ) {
-        if let Some(host) = &self.extensions {
+        if let Some(host) = &self.extensions.host {
             host.deliver_ui_response(
                 ui_id,
                 UiResponse {

@@ -151,27 +151,17 @@ pub struct Agent {
     thinking: ThinkingLevel,
     scoped_models: Vec<crate::config::ScopedModel>,
     resources: crate::resources::discovery::Resources,
-    extensions: Option<crate::extensions::ExtensionHost>,
-    extension_events: Receiver<crate::extensions::ExtensionEvent>,
     mcp: Option<crate::mcp::McpHost>,
-    /// Extension commands run from `prompt`, answered `handled` when they finish.
-    command_runs: Vec<(crate::extensions::CommandRunId, Option<Value>)>,
-    /// Extension messages delivered with the next prompt.
-    next_turn_messages: Vec<AgentMessage>,
-    /// This prompt's system prompt when an extension replaced it (before_agent_start).
-    run_system_prompt: Option<String>,
-    /// An extension asked to shut down: exit once nothing runs.
-    shutdown_requested: bool,
     /// An abort ended the work since the last `agent_settled` (its `aborted`).
     aborted_since_settled: bool,
     /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
     idle_timeout: Duration,
-    /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
-    hook_deadline: Duration,
     system_prompt: String,
     auto_compaction: bool,
     auto_retry: bool,
     phase: Phase,
+    /// The extensions, what they asked for and what they started.
+    extensions: extending::Extensions,
     /// What the model is offered and what a call must pass.
     tools: tool_batch::Toolbox,
     queues: queues::Queues,
@@ -234,7 +224,17 @@ impl Agent {
             grants: Default::default(),
             sandbox: setup.sandbox,
         };
+        let extensions = extending::Extensions {
+            host: setup.extensions,
+            events: setup.extension_events,
+            command_runs: Vec::new(),
+            next_turn_messages: Vec::new(),
+            run_system_prompt: None,
+            shutdown_requested: false,
+            hook_deadline,
+        };
         Agent {
+            extensions,
             tools,
             queues: queues::Queues::new(&setup.config),
             auto_compaction: setup.config.compaction_enabled(),
@@ -246,16 +246,9 @@ impl Agent {
             thinking: setup.thinking,
             scoped_models: setup.scoped_models,
             resources: setup.resources,
-            extensions: setup.extensions,
-            extension_events: setup.extension_events,
             mcp: setup.mcp,
-            command_runs: Vec::new(),
-            next_turn_messages: Vec::new(),
-            run_system_prompt: None,
-            shutdown_requested: false,
             aborted_since_settled: false,
             idle_timeout,
-            hook_deadline,
             system_prompt: setup.system_prompt,
             phase: Phase::Idle,
             run: None,
@@ -290,7 +283,7 @@ impl Agent {
             && self.io.stdout_open
             && self.io.exit_signal.is_none()
             // An extension's shutdown waits for the current command and run (seed).
-            && (!self.shutdown_requested || self.is_busy() || !self.command_runs.is_empty())
+            && (!self.extensions.shutdown_requested || self.is_busy() || !self.extensions.command_runs.is_empty())
         {
             let incoming = self.next_incoming();
             self.handle(incoming);
@@ -304,7 +297,7 @@ impl Agent {
             job.cancel.cancel();
         }
         tools::bash::kill_all_shells();
-        if let Some(host) = self.extensions.take() {
+        if let Some(host) = self.extensions.host.take() {
             host.shutdown(Duration::from_millis(500));
         }
         if let Some(mcp) = self.mcp.take() {
@@ -368,7 +361,7 @@ impl Agent {
                 Err(_) => Incoming::SignalsGone,
             },
             recv(self.io.writer_events) -> _ => Incoming::StdoutClosed,
-            recv(self.extension_events) -> event => match event {
+            recv(self.extensions.events) -> event => match event {
                 Ok(event) => Incoming::Extension(event),
                 Err(_) => Incoming::ExtensionsGone,
             },
@@ -426,7 +419,7 @@ impl Agent {
             Incoming::Bash(event) => self.on_bash_event(event),
             Incoming::BashGone => self.on_bash_gone(),
             Incoming::Extension(event) => self.on_extension_event(event),
-            Incoming::ExtensionsGone => self.extension_events = never(),
+            Incoming::ExtensionsGone => self.extensions.events = never(),
             Incoming::Mcp(event) => self.on_mcp_event(event),
             Incoming::McpGone => {
                 log::error!("the MCP servers' event channel closed; MCP news is no longer read");
@@ -441,7 +434,7 @@ impl Agent {
     /// Sends an event to the extensions that subscribed and, in this profile's shape, to the
     /// writer. Blocks while the writer's channel is full.
     fn emit(&mut self, event: Event) {
-        if let Some(host) = &self.extensions {
+        if let Some(host) = &self.extensions.host {
             notify_extensions(host, &event);
         }
         if event.is_for_stdout()

@@ -53,6 +53,7 @@ impl Agent {
             api_key,
             headers: self.config.request_headers(&self.model),
             system_prompt: self
+                .extensions
                 .run_system_prompt
                 .clone()
                 .unwrap_or_else(|| self.system_prompt.clone()),

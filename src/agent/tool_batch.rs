@@ -126,7 +126,7 @@ impl Agent {
                 message,
                 grant_key,
             } => {
-                let Some(host) = &self.extensions else {
+                let Some(host) = &self.extensions.host else {
                     self.finish_call(
                         index,
                         ToolOutput::error("Approval needed, but no client dialog is available"),
@@ -159,10 +159,9 @@ impl Agent {
             "toolCallId": batch.calls[index].call.id,
             "input": batch.calls[index].args,
         });
-        let hook = self
-            .extensions
-            .as_ref()
-            .and_then(|host| host.start_hook(HookKind::ToolCall, payload, self.hook_deadline));
+        let hook = self.extensions.host.as_ref().and_then(|host| {
+            host.start_hook(HookKind::ToolCall, payload, self.extensions.hook_deadline)
+        });
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {
@@ -201,7 +200,7 @@ impl Agent {
                 .mcp
                 .as_ref()
                 .is_some_and(|mcp| mcp.has_tool(&call.name));
-        match (owner, &self.extensions, &self.mcp) {
+        match (owner, &self.extensions.host, &self.mcp) {
             (Some(extension), Some(host), _) => {
                 batch.calls[index].by_extension = true;
                 host.run_tool(extension, &call.id, &call.name, &call.arguments);
@@ -269,10 +268,9 @@ impl Agent {
             "details": output.details,
             "isError": output.is_error,
         });
-        let hook = self
-            .extensions
-            .as_ref()
-            .and_then(|host| host.start_hook(HookKind::ToolResult, payload, self.hook_deadline));
+        let hook = self.extensions.host.as_ref().and_then(|host| {
+            host.start_hook(HookKind::ToolResult, payload, self.extensions.hook_deadline)
+        });
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {
@@ -458,7 +456,7 @@ impl Agent {
                 (i, text)
             })
             .collect();
-        if let Some(host) = &self.extensions {
+        if let Some(host) = &self.extensions.host {
             for call_id in &cancelled {
                 host.cancel_tool(call_id);
             }
