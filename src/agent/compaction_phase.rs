@@ -37,7 +37,7 @@ impl Agent {
             messages: &self.messages,
             branch: &branch,
             reserve_tokens: self.config.compaction_reserve_tokens(),
-            overflow_recovery_attempted: self.overflow_recovery_attempted,
+            overflow_recovery_attempted: self.runs.overflow_recovery_attempted,
         }
         .decide()
     }
@@ -51,7 +51,7 @@ impl Agent {
     ) {
         let will_retry = reason == CompactionReason::Overflow;
         if will_retry {
-            self.overflow_recovery_attempted = true;
+            self.runs.overflow_recovery_attempted = true;
             if matches!(self.messages.last(), Some(AgentMessage::Assistant(a)) if a.stop_reason == StopReason::Error)
             {
                 self.messages.pop();
@@ -113,8 +113,8 @@ impl Agent {
         index: usize,
         base: &provider::StreamRequest,
     ) {
-        self.next_request += 1;
-        let req = RequestId(self.next_request);
+        self.runs.next_request += 1;
+        let req = RequestId(self.runs.next_request);
         let slot = &mut compaction.slots[index];
         let request = slot.request.clone().into_stream_request(base.clone());
         let handle = provider::spawn_stream(req, request, compaction.sender.clone());

@@ -62,7 +62,7 @@ use crate::rpc::{Profile, Record, SharedJson};
 use crate::session::SessionLog;
 use crate::tools::{self, ToolEvent};
 
-use state::{Phase, Run};
+use state::{Phase, Run, Runs};
 
 /// A stream that delivers nothing for this long is abandoned as failed (default; settings
 /// `retry.provider.timeoutMs` overrides it).
@@ -152,30 +152,21 @@ pub struct Agent {
     scoped_models: Vec<crate::config::ScopedModel>,
     resources: crate::resources::discovery::Resources,
     mcp: Option<crate::mcp::McpHost>,
-    /// An abort ended the work since the last `agent_settled` (its `aborted`).
-    aborted_since_settled: bool,
     /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
     idle_timeout: Duration,
     system_prompt: String,
     auto_compaction: bool,
     auto_retry: bool,
     phase: Phase,
+    /// The run in flight and what carries from one run to the next.
+    runs: Runs,
     /// The extensions, what they asked for and what they started.
     extensions: extending::Extensions,
     /// What the model is offered and what a call must pass.
     tools: tool_batch::Toolbox,
     queues: queues::Queues,
-    /// Between `agent_start` and `agent_end`.
-    run: Option<Run>,
-    next_request: u64,
-    /// Automatic retries made since the last successful reply (0 = not retrying).
-    retry_attempt: u64,
-    /// The server's `retry-after` for the latest failed request.
-    retry_after: Option<Duration>,
     /// RPC `bash` commands in flight and their results waiting for the next prompt.
     bash: bash_jobs::BashJobs,
-    /// An overflow compaction already ran for the current user message (pi retries once).
-    overflow_recovery_attempted: bool,
     /// Usage of LLM calls outside the conversation (summaries), for get_session_stats.
     extra_usage: Vec<crate::messages::Usage>,
     io: Io,
@@ -234,6 +225,7 @@ impl Agent {
             hook_deadline,
         };
         Agent {
+            runs: Runs::default(),
             extensions,
             tools,
             queues: queues::Queues::new(&setup.config),
@@ -247,16 +239,10 @@ impl Agent {
             scoped_models: setup.scoped_models,
             resources: setup.resources,
             mcp: setup.mcp,
-            aborted_since_settled: false,
             idle_timeout,
             system_prompt: setup.system_prompt,
             phase: Phase::Idle,
-            run: None,
-            next_request: 0,
-            retry_attempt: 0,
-            retry_after: None,
             bash: bash_jobs::BashJobs::new(),
-            overflow_recovery_attempted: false,
             extra_usage: Vec::new(),
             io: Io {
                 stdin: channels.stdin,
@@ -468,7 +454,7 @@ impl Agent {
     /// A run that continues the conversation without a new prompt (retry, overflow recovery,
     /// queued messages after a compaction).
     fn continue_run(&mut self) {
-        self.run = Some(Run::default());
+        self.runs.current = Some(Run::default());
         self.emit(Event::AgentStart);
         self.emit(Event::TurnStart);
         if self.deliver_queued(true) == 0 {
@@ -479,7 +465,7 @@ impl Agent {
 
     /// Nothing more will happen by itself.
     fn settle(&mut self) {
-        let aborted = std::mem::take(&mut self.aborted_since_settled);
+        let aborted = std::mem::take(&mut self.runs.aborted_since_settled);
         self.emit(Event::AgentSettled { aborted });
     }
 
@@ -487,8 +473,8 @@ impl Agent {
 
     fn start_run(&mut self, prompt_messages: Vec<AgentMessage>) {
         // An abort that ended without settling (a prompt dropped while its hook ran) is over.
-        self.aborted_since_settled = false;
-        self.run = Some(Run::default());
+        self.runs.aborted_since_settled = false;
+        self.runs.current = Some(Run::default());
         self.emit(Event::AgentStart);
         self.emit(Event::TurnStart);
         for message in prompt_messages {
@@ -503,7 +489,7 @@ impl Agent {
     /// Returns the message serialized (shared by every record that carries it).
     fn add_message(&mut self, message: AgentMessage) -> SharedJson {
         if matches!(message, AgentMessage::User(_)) {
-            self.overflow_recovery_attempted = false;
+            self.runs.overflow_recovery_attempted = false;
         }
         let json = serialize_message(&message);
         self.emit(Event::MessageStart {
@@ -519,7 +505,7 @@ impl Agent {
 
     /// Appends to the run's messages and the session log (persisted on message_end, as pi).
     fn record_message(&mut self, message: &AgentMessage, json: &SharedJson) {
-        if let Some(run) = self.run.as_mut() {
+        if let Some(run) = self.runs.current.as_mut() {
             run.messages.push(json.clone());
             if matches!(message, AgentMessage::Assistant(_)) {
                 run.last_reply = Some(self.messages.len());
@@ -544,7 +530,7 @@ impl Agent {
     /// After `turn_end`: steering first, then another turn for tool results, then follow-ups;
     /// otherwise the run ends.
     fn after_turn(&mut self, had_tool_calls: bool) {
-        if self.run.as_ref().is_some_and(|r| r.aborted) {
+        if self.runs.current.as_ref().is_some_and(|r| r.aborted) {
             self.end_run();
             return;
         }
@@ -566,7 +552,9 @@ impl Agent {
 
     /// Closes the run with `agent_end`, then either schedules an automatic retry or settles.
     fn end_run(&mut self) {
-        let Some(run) = self.run.take() else { return };
+        let Some(run) = self.runs.current.take() else {
+            return;
+        };
         self.phase = Phase::Idle;
         // The run's latest reply, without its content (all the decisions below need).
         let last_reply = run
@@ -608,7 +596,7 @@ impl Agent {
             }
             Ok(None) => {}
             Err(final_error) => {
-                let attempt = std::mem::take(&mut self.retry_attempt);
+                let attempt = std::mem::take(&mut self.runs.retry_attempt);
                 self.emit(Event::AutoRetryEnd {
                     success: false,
                     attempt,
@@ -616,9 +604,9 @@ impl Agent {
                 });
             }
         }
-        if self.retry_attempt > 0 {
+        if self.runs.retry_attempt > 0 {
             // The chain ended some other way (abort, a non-transient error): close it.
-            let attempt = std::mem::take(&mut self.retry_attempt);
+            let attempt = std::mem::take(&mut self.runs.retry_attempt);
             let error = failed
                 .and_then(|f| f.error_message)
                 .unwrap_or_else(|| "Retry cancelled".into());
@@ -650,7 +638,7 @@ impl Agent {
     }
 
     fn is_busy(&self) -> bool {
-        self.run.is_some()
+        self.runs.current.is_some()
             || matches!(
                 self.phase,
                 Phase::RetryWait(_)
@@ -664,8 +652,8 @@ impl Agent {
     /// (their group killed) with "aborted" results, and the run ends with its `agent_end`. Queued
     /// steering and follow-ups survive, as in pi.
     fn abort_run(&mut self) {
-        self.aborted_since_settled = true;
-        if let Some(run) = self.run.as_mut() {
+        self.runs.aborted_since_settled = true;
+        if let Some(run) = self.runs.current.as_mut() {
             run.aborted = true;
         }
         match &self.phase {

@@ -21,16 +21,16 @@ impl Agent {
             return Ok(None);
         }
         let error = failed.error_message.clone().unwrap_or_default();
-        let attempt = self.retry_attempt + 1;
+        let attempt = self.runs.retry_attempt + 1;
         if attempt > self.config.retry_max_retries() {
-            return if self.retry_attempt > 0 {
+            return if self.runs.retry_attempt > 0 {
                 Err(error)
             } else {
                 Ok(None)
             };
         }
         let mut delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
-        if let Some(asked) = self.retry_after.take() {
+        if let Some(asked) = self.runs.retry_after.take() {
             let limit = Duration::from_millis(self.config.provider_max_retry_delay_ms());
             if asked > limit {
                 return Err(format!(
@@ -47,13 +47,13 @@ impl Agent {
     /// The failed reply leaves the agent's context (it stays in the session file), and the
     /// retry waits in the loop's select, where `abort` and `abort_retry` cancel it at once.
     pub(super) fn schedule_retry(&mut self, delay: Duration, failed: &AssistantMessage) {
-        self.retry_attempt += 1;
+        self.runs.retry_attempt += 1;
         if matches!(self.messages.last(), Some(AgentMessage::Assistant(_))) {
             self.messages.pop();
         }
         let error = failed.error_message.as_deref().unwrap_or("Unknown error");
         self.emit(Event::AutoRetryStart {
-            attempt: self.retry_attempt,
+            attempt: self.runs.retry_attempt,
             max_attempts: self.config.retry_max_retries(),
             delay_ms: delay.as_millis() as u64,
             error_message: error.to_string(),
@@ -74,7 +74,7 @@ impl Agent {
 
     pub(super) fn cancel_retry(&mut self) {
         self.phase = Phase::Idle;
-        let attempt = std::mem::take(&mut self.retry_attempt);
+        let attempt = std::mem::take(&mut self.runs.retry_attempt);
         self.emit(Event::AutoRetryEnd {
             success: false,
             attempt,

@@ -2,7 +2,7 @@
 //! phase that owns it, so leaving a phase (a `mem::replace` to `Idle`) drops — and so cancels —
 //! its workers.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -160,6 +160,23 @@ pub struct Run {
     /// Index in the agent's messages of the run's latest reply.
     pub last_reply: Option<usize>,
     pub aborted: bool,
+}
+
+/// The run in flight and what carries from one run to the next.
+#[derive(Default)]
+pub struct Runs {
+    /// Between `agent_start` and `agent_end`.
+    pub current: Option<Run>,
+    /// The last provider request's id (conversation and summary requests alike).
+    pub next_request: u64,
+    /// Automatic retries made since the last successful reply (0 = not retrying).
+    pub retry_attempt: u64,
+    /// The server's `retry-after` for the latest failed request.
+    pub retry_after: Option<Duration>,
+    /// An overflow compaction already ran for the current user message (pi retries once).
+    pub overflow_recovery_attempted: bool,
+    /// An abort ended the work since the last `agent_settled` (its `aborted`).
+    pub aborted_since_settled: bool,
 }
 
 /// A `steer`, `follow_up` or queued `prompt` waiting for the extensions' `input` hook before it

@@ -89,8 +89,8 @@ impl Agent {
             self.fail_before_stream(message);
             return;
         };
-        self.next_request += 1;
-        let req = RequestId(self.next_request);
+        self.runs.next_request += 1;
+        let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         let handle = provider::spawn_stream(req, request, sender);
         self.phase = Phase::Streaming(Box::new(Stream {
@@ -112,7 +112,7 @@ impl Agent {
         failure.error_message = Some(error);
         let failure = AgentMessage::Assistant(failure);
         let json = serialize_message(&failure);
-        if let Some(run) = self.run.as_mut() {
+        if let Some(run) = self.runs.current.as_mut() {
             run.messages.push(json);
             run.last_reply = Some(self.messages.len());
         }
@@ -203,7 +203,7 @@ impl Agent {
                 return;
             }
             StreamEvent::Failed(error) => {
-                self.retry_after = error.retry_after;
+                self.runs.retry_after = error.retry_after;
                 self.finish_stream(StopReason::Error, Some(error.message));
                 return;
             }
@@ -259,10 +259,10 @@ impl Agent {
         let calls: Vec<ToolCall> = assistant.tool_calls().cloned().collect();
         self.messages.push(message);
         if stop_reason != StopReason::Error {
-            self.overflow_recovery_attempted = false;
+            self.runs.overflow_recovery_attempted = false;
         }
-        if stop_reason != StopReason::Error && self.retry_attempt > 0 {
-            let attempt = std::mem::take(&mut self.retry_attempt);
+        if stop_reason != StopReason::Error && self.runs.retry_attempt > 0 {
+            let attempt = std::mem::take(&mut self.runs.retry_attempt);
             self.emit(Event::AutoRetryEnd {
                 success: true,
                 attempt,
@@ -270,7 +270,7 @@ impl Agent {
             });
         }
 
-        let aborted = self.run.as_ref().is_some_and(|r| r.aborted);
+        let aborted = self.runs.current.as_ref().is_some_and(|r| r.aborted);
         match stop_reason {
             StopReason::Error | StopReason::Aborted => {
                 self.emit(Event::TurnEnd {
