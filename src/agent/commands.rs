@@ -172,13 +172,13 @@ impl Agent {
     }
 
     fn set_auto_compaction(&mut self, id: Option<&Value>, enabled: bool) {
-        self.auto_compaction = enabled;
+        self.settings.auto_compaction = enabled;
         self.config.set_compaction_enabled(enabled);
         self.respond_ok(id, "set_auto_compaction", None);
     }
 
     fn set_auto_retry(&mut self, id: Option<&Value>, enabled: bool) {
-        self.auto_retry = enabled;
+        self.settings.auto_retry = enabled;
         self.config.set_retry_enabled(enabled);
         self.respond_ok(id, "set_auto_retry", None);
     }
@@ -248,7 +248,10 @@ impl Agent {
         if let Some(name) = self.session.name() {
             state.insert("sessionName".into(), json!(name));
         }
-        state.insert("autoCompactionEnabled".into(), json!(self.auto_compaction));
+        state.insert(
+            "autoCompactionEnabled".into(),
+            json!(self.settings.auto_compaction),
+        );
         state.insert("messageCount".into(), json!(self.messages.len()));
         state.insert(
             "pendingMessageCount".into(),

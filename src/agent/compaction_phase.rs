@@ -30,7 +30,7 @@ impl Agent {
     ) -> Trigger {
         let branch = self.session.branch();
         TriggerCheck {
-            enabled: self.auto_compaction,
+            enabled: self.settings.auto_compaction,
             assistant: reply,
             include_aborted,
             model: &self.model,
@@ -193,8 +193,8 @@ impl Agent {
                     return;
                 };
                 let slot = &mut compaction.slots[index];
-                let transient =
-                    self.auto_retry && retry::is_retryable(&reply, self.model.context_window);
+                let transient = self.settings.auto_retry
+                    && retry::is_retryable(&reply, self.model.context_window);
                 if transient && slot.attempts < max {
                     slot.attempts += 1;
                     let attempt = slot.attempts;

@@ -141,35 +141,48 @@ enum Incoming {
     McpWaitOver,
 }
 
+/// The agent's state, in named parts. The core — the session, the conversation, config and the
+/// model — stays at the top; each part is owned by the file that acts on it.
 pub struct Agent {
-    config: Config,
+    /// Where the loop is; a phase owns the workers it waits for.
+    phase: Phase,
+    /// The run in flight and what carries from one run to the next.
+    runs: Runs,
     session: SessionLog,
     /// The conversation as the model will see it (agent state; may differ from the session
     /// file, e.g. after a retry removed a failed reply).
     messages: Vec<AgentMessage>,
-    model: Model,
-    thinking: ThinkingLevel,
-    scoped_models: Vec<crate::config::ScopedModel>,
-    resources: crate::resources::discovery::Resources,
-    mcp: Option<crate::mcp::McpHost>,
-    /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
-    idle_timeout: Duration,
-    system_prompt: String,
-    auto_compaction: bool,
-    auto_retry: bool,
-    phase: Phase,
-    /// The run in flight and what carries from one run to the next.
-    runs: Runs,
-    /// The extensions, what they asked for and what they started.
-    extensions: extending::Extensions,
-    /// What the model is offered and what a call must pass.
-    tools: tool_batch::Toolbox,
-    queues: queues::Queues,
-    /// RPC `bash` commands in flight and their results waiting for the next prompt.
-    bash: bash_jobs::BashJobs,
     /// Usage of LLM calls outside the conversation (summaries), for get_session_stats.
     extra_usage: Vec<crate::messages::Usage>,
+    config: Config,
+    model: Model,
+    thinking: ThinkingLevel,
+    system_prompt: String,
+    /// Skills and prompt templates (expansion, get_commands).
+    resources: crate::resources::discovery::Resources,
+    /// What the client switches over RPC and the limits runs use.
+    settings: Settings,
+    /// Steering and follow-up messages waiting for their drain point.
+    queues: queues::Queues,
+    /// What the model is offered and what a call must pass.
+    tools: tool_batch::Toolbox,
+    /// The extensions, what they asked for and what they started.
+    extensions: extending::Extensions,
+    /// MCP servers (None with `--no-mcp`).
+    mcp: Option<crate::mcp::McpHost>,
+    /// RPC `bash` commands in flight and their results waiting for the next prompt.
+    bash: bash_jobs::BashJobs,
     io: Io,
+}
+
+/// Settings the client switches over RPC (beyond the model) and the limits runs use.
+struct Settings {
+    /// `--models` / enabledModels: what cycle_model cycles through (empty: every available model).
+    scoped_models: Vec<crate::config::ScopedModel>,
+    auto_compaction: bool,
+    auto_retry: bool,
+    /// A stream that delivers nothing for this long fails (settings `retry.provider.timeoutMs`).
+    idle_timeout: Duration,
 }
 
 /// The loop's ends towards the client and the process: what is read, where records go and in
@@ -224,26 +237,29 @@ impl Agent {
             shutdown_requested: false,
             hook_deadline,
         };
-        Agent {
-            runs: Runs::default(),
-            extensions,
-            tools,
-            queues: queues::Queues::new(&setup.config),
+        let settings = Settings {
+            scoped_models: setup.scoped_models,
             auto_compaction: setup.config.compaction_enabled(),
             auto_retry: setup.config.retry_enabled(),
-            messages: setup.messages,
-            config: setup.config,
+            idle_timeout,
+        };
+        Agent {
+            phase: Phase::Idle,
+            runs: Runs::default(),
             session: setup.session,
+            messages: setup.messages,
+            extra_usage: Vec::new(),
+            queues: queues::Queues::new(&setup.config),
+            config: setup.config,
             model: setup.model,
             thinking: setup.thinking,
-            scoped_models: setup.scoped_models,
-            resources: setup.resources,
-            mcp: setup.mcp,
-            idle_timeout,
             system_prompt: setup.system_prompt,
-            phase: Phase::Idle,
+            resources: setup.resources,
+            settings,
+            tools,
+            extensions,
+            mcp: setup.mcp,
             bash: bash_jobs::BashJobs::new(),
-            extra_usage: Vec::new(),
             io: Io {
                 stdin: channels.stdin,
                 stdin_open: true,
@@ -309,9 +325,10 @@ impl Agent {
         let no_provider: Receiver<ProviderEvent> = never();
         let no_tools: Receiver<ToolEvent> = never();
         let (provider_events, idle_deadline) = match &self.phase {
-            Phase::Streaming(stream) => {
-                (&stream.events, Some(stream.last_event + self.idle_timeout))
-            }
+            Phase::Streaming(stream) => (
+                &stream.events,
+                Some(stream.last_event + self.settings.idle_timeout),
+            ),
             Phase::Compacting(compaction) => (&compaction.events, None),
             _ => (&no_provider, None),
         };
@@ -394,7 +411,7 @@ impl Agent {
             }
             Incoming::StreamIdle => self.fail_stream(format!(
                 "Request timed out: no data from the provider for {} seconds",
-                self.idle_timeout.as_secs()
+                self.settings.idle_timeout.as_secs()
             )),
             Incoming::Tool(event) => self.on_tool_event(event),
             Incoming::ToolsGone => self.on_tools_gone(),

@@ -32,9 +32,10 @@ impl Agent {
     }
 
     pub(super) fn cycle_model(&mut self, id: Option<&Value>) {
-        let is_scoped = !self.scoped_models.is_empty();
+        let is_scoped = !self.settings.scoped_models.is_empty();
         let candidates: Vec<(Model, Option<ThinkingLevel>)> = if is_scoped {
-            self.scoped_models
+            self.settings
+                .scoped_models
                 .iter()
                 .map(|s| (s.model.clone(), s.thinking))
                 .collect()

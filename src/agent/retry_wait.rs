@@ -17,7 +17,7 @@ impl Agent {
         &mut self,
         failed: &AssistantMessage,
     ) -> Result<Option<Duration>, String> {
-        if !self.auto_retry || !retry::is_retryable(failed, self.model.context_window) {
+        if !self.settings.auto_retry || !retry::is_retryable(failed, self.model.context_window) {
             return Ok(None);
         }
         let error = failed.error_message.clone().unwrap_or_default();

@@ -71,7 +71,7 @@ impl Agent {
             ],
             max_tokens: None,
             session_id: self.session.id().to_string(),
-            idle_timeout: self.idle_timeout,
+            idle_timeout: self.settings.idle_timeout,
             provider_retry: self.config.provider_retry(),
         })
     }
