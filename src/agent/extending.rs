@@ -3,6 +3,8 @@
 //! receives (hook results, tool updates, actions, dialogs, errors) and the UI answers routed back.
 //! Tool-call hooks and the approval gate live with the tool batch (`tool_batch`).
 
+use std::time::Duration;
+
 use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 
@@ -17,6 +19,9 @@ use crate::messages::{AgentMessage, CustomMessage, ImageContent, UserContent, Us
 use crate::rpc::events::Event;
 use crate::rpc::protocol::{Response, StreamingBehavior};
 use crate::time::now_ms;
+
+/// How long extensions get to answer a hook, unless settings `extensionHookTimeoutMs` says.
+const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A `/name args` prompt, split.
 pub fn split_command(text: &str) -> Option<(&str, &str)> {
@@ -39,7 +44,29 @@ pub struct Extensions {
     /// An extension asked to shut down: exit once nothing runs.
     pub shutdown_requested: bool,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
-    pub hook_deadline: std::time::Duration,
+    pub hook_deadline: Duration,
+}
+
+impl Extensions {
+    pub fn new(
+        host: Option<crate::extensions::ExtensionHost>,
+        events: Receiver<ExtensionEvent>,
+        config: &crate::config::Config,
+    ) -> Extensions {
+        let hook_deadline = config
+            .setting("extensionHookTimeoutMs")
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
+        Extensions {
+            host,
+            events,
+            command_runs: Vec::new(),
+            next_turn_messages: Vec::new(),
+            run_system_prompt: None,
+            shutdown_requested: false,
+            hook_deadline,
+        }
+    }
 }
 
 impl Agent {
@@ -524,6 +551,16 @@ impl Agent {
                 text
             }
         }
+    }
+}
+
+/// Session events go to the extensions that subscribed; dialogs and extension errors do not.
+pub(super) fn notify_extensions(host: &crate::extensions::ExtensionHost, event: &Event) {
+    if event.is_session_event()
+        && host.wants_event(event.kind())
+        && let Some(value) = event.to_extension_value()
+    {
+        host.notify_event(&value);
     }
 }
 

@@ -67,8 +67,6 @@ use state::{Phase, Run, Runs};
 /// A stream that delivers nothing for this long is abandoned as failed (default; settings
 /// `retry.provider.timeoutMs` overrides it).
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long extensions get to answer a hook, unless settings `extensionHookTimeoutMs` says.
-const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
 /// Provider events buffered before the provider thread waits (backpressure to the socket).
 const PROVIDER_CHANNEL_CAPACITY: usize = 256;
 
@@ -208,35 +206,15 @@ impl Agent {
             .config
             .provider_timeout_ms()
             .map_or(STREAM_IDLE_TIMEOUT, Duration::from_millis);
-        let hook_deadline = setup
-            .config
-            .setting("extensionHookTimeoutMs")
-            .and_then(Value::as_u64)
-            .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
-        let extension_tools = setup
-            .extensions
-            .as_ref()
-            .map(|h| h.tools())
-            .unwrap_or_default();
-        let specs =
-            tool_batch::all_tool_specs(&setup.tool_names, &extension_tools, setup.mcp.as_ref());
-        let tools = tool_batch::Toolbox {
-            builtins: setup.tool_names,
-            extension_tools,
-            specs,
-            approvals: setup.approvals,
-            grants: Default::default(),
-            sandbox: setup.sandbox,
-        };
-        let extensions = extending::Extensions {
-            host: setup.extensions,
-            events: setup.extension_events,
-            command_runs: Vec::new(),
-            next_turn_messages: Vec::new(),
-            run_system_prompt: None,
-            shutdown_requested: false,
-            hook_deadline,
-        };
+        let tools = tool_batch::Toolbox::new(
+            setup.tool_names,
+            setup.extensions.as_ref(),
+            setup.mcp.as_ref(),
+            setup.approvals,
+            setup.sandbox,
+        );
+        let extensions =
+            extending::Extensions::new(setup.extensions, setup.extension_events, &setup.config);
         let settings = Settings {
             scoped_models: setup.scoped_models,
             auto_compaction: setup.config.compaction_enabled(),
@@ -438,7 +416,7 @@ impl Agent {
     /// writer. Blocks while the writer's channel is full.
     fn emit(&mut self, event: Event) {
         if let Some(host) = &self.extensions.host {
-            notify_extensions(host, &event);
+            extending::notify_extensions(host, &event);
         }
         if event.is_for_stdout()
             && let Some(record) = event.to_record(self.io.profile)
@@ -466,7 +444,7 @@ impl Agent {
         self.respond(Response::error(id, command, error));
     }
 
-    // ---- prompts and queues -------------------------------------------------------------------
+    // ---- the run ------------------------------------------------------------------------------
 
     /// A run that continues the conversation without a new prompt (retry, overflow recovery,
     /// queued messages after a compaction).
@@ -485,8 +463,6 @@ impl Agent {
         let aborted = std::mem::take(&mut self.runs.aborted_since_settled);
         self.emit(Event::AgentSettled { aborted });
     }
-
-    // ---- the run ------------------------------------------------------------------------------
 
     fn start_run(&mut self, prompt_messages: Vec<AgentMessage>) {
         // An abort that ended without settling (a prompt dropped while its hook ran) is over.
@@ -703,16 +679,6 @@ fn serialize_message(message: &AgentMessage) -> SharedJson {
         _ => 1024,
     };
     crate::rpc::shared_json(message, size_hint + size_hint / 16)
-}
-
-/// Session events go to the extensions that subscribed; dialogs and extension errors do not.
-fn notify_extensions(host: &crate::extensions::ExtensionHost, event: &Event) {
-    if event.is_session_event()
-        && host.wants_event(event.kind())
-        && let Some(value) = event.to_extension_value()
-    {
-        host.notify_event(&value);
-    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,27 @@ pub struct Toolbox {
     pub sandbox: crate::sandbox::Sandbox,
 }
 
+impl Toolbox {
+    pub fn new(
+        builtins: Vec<String>,
+        extensions: Option<&crate::extensions::ExtensionHost>,
+        mcp: Option<&crate::mcp::McpHost>,
+        approvals: ApprovalPolicy,
+        sandbox: crate::sandbox::Sandbox,
+    ) -> Toolbox {
+        let extension_tools = extensions.map(|h| h.tools()).unwrap_or_default();
+        let specs = all_tool_specs(&builtins, &extension_tools, mcp);
+        Toolbox {
+            builtins,
+            extension_tools,
+            specs,
+            approvals,
+            grants: Default::default(),
+            sandbox,
+        }
+    }
+}
+
 /// What the model is offered: builtins, then extension tools, then MCP tools.
 pub(super) fn all_tool_specs(
     builtins: &[String],
