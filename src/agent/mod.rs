@@ -170,6 +170,7 @@ pub struct Agent {
     mcp: Option<crate::mcp::McpHost>,
     /// RPC `bash` commands in flight and their results waiting for the next prompt.
     bash: bash_jobs::BashJobs,
+    /// stdin, stdout, signals: the loop's ends and whether they are open.
     io: Io,
 }
 
