@@ -13,7 +13,8 @@ use std::collections::VecDeque;
 
 use serde_json::{Value, json};
 
-use super::state::{self, Phase, QueuedMessage};
+use super::queues::QueuedMessage;
+use super::state::{self, Phase};
 use super::{Agent, compaction, extending};
 use crate::config::QueueMode;
 use crate::messages::{AgentMessage, ImageContent, StopReason};

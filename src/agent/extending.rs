@@ -8,9 +8,8 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 
-use super::state::{
-    CompactionOrigin, Phase, PrepStage, PromptFrom, PromptPrep, QueueInput, QueuedMessage,
-};
+use super::queues::{QueueInput, QueuedMessage};
+use super::state::{CompactionOrigin, Phase, PrepStage, PromptFrom, PromptPrep};
 use super::{Agent, compaction};
 use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
 use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};

@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 
 use super::Agent;
-use super::state::{QueueInput, QueuedMessage};
 use crate::config::{Config, QueueMode};
+use crate::extensions::HookId;
 use crate::messages::{AgentMessage, ImageContent, UserMessage};
 use crate::rpc::events::Event;
 use crate::rpc::protocol::StreamingBehavior;
@@ -20,6 +20,26 @@ pub struct Queues {
     pub follow_up_mode: QueueMode,
     /// Queued input waiting for the extensions' `input` hook before it joins its queue.
     pub inputs: Vec<QueueInput>,
+}
+
+/// A `steer`, `follow_up` or queued `prompt` waiting for the extensions' `input` hook before it
+/// joins its queue (pi 0.86.0).
+pub struct QueueInput {
+    pub hook: HookId,
+    pub id: Option<serde_json::Value>,
+    /// The command answered: `steer`, `follow_up` or `prompt`.
+    pub command: &'static str,
+    pub behavior: StreamingBehavior,
+    pub text: String,
+    pub images: Vec<ImageContent>,
+}
+
+/// A steering or follow-up message waiting for its drain point.
+pub struct QueuedMessage {
+    /// As the client sent it (queue_update lists texts).
+    pub text: String,
+    /// A user message, or an extension's custom message.
+    pub message: AgentMessage,
 }
 
 impl Queues {
