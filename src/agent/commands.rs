@@ -2,7 +2,7 @@
 //! dispatch table from each `Command` to its handler, in rust-analyzer's `handlers/` style. The
 //! handlers for prompts, queues, state and the run live here; the session's (`new_session`,
 //! `switch_session`, `fork`, …) in `session_commands`, the model's and thinking level's in
-//! `model_commands`.
+//! `model_commands`, `bash` in `bash_jobs`; `extension_ui_response` goes to `extending`.
 //!
 //! Each handler answers its request with exactly one response — at once, or later for the
 //! commands whose work reports back (`prompt` after its hooks, `bash`, `compact`) — except
