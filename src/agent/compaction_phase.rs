@@ -291,9 +291,11 @@ impl Agent {
         self.after_compaction(origin, will_retry, None);
     }
 
-    fn fail_compaction(&mut self, error: String) {
+    /// Ends the `Compacting` phase without a result (its requests dropped); the summary calls'
+    /// usage still counts. Returns why it ran and who waits for it.
+    fn leave_compaction(&mut self) -> Option<(CompactionReason, CompactionOrigin)> {
         let Phase::Compacting(compaction) = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            return;
+            return None;
         };
         let Compaction {
             reason,
@@ -302,6 +304,13 @@ impl Agent {
             ..
         } = *compaction;
         self.extra_usage.extend(usages);
+        Some((reason, origin))
+    }
+
+    fn fail_compaction(&mut self, error: String) {
+        let Some((reason, origin)) = self.leave_compaction() else {
+            return;
+        };
         self.emit(compaction::end_event(
             reason,
             None,
@@ -314,16 +323,9 @@ impl Agent {
 
     /// `abort` during a compaction: requests dropped, nothing saved.
     pub(super) fn abort_compaction(&mut self) {
-        let Phase::Compacting(compaction) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+        let Some((reason, origin)) = self.leave_compaction() else {
             return;
         };
-        let Compaction {
-            reason,
-            origin,
-            usages,
-            ..
-        } = *compaction;
-        self.extra_usage.extend(usages);
         self.emit(compaction::end_event(reason, None, true, false, None));
         match origin {
             CompactionOrigin::Command { id } => {
