@@ -55,13 +55,7 @@ impl UserContent {
     pub fn text(&self) -> String {
         match self {
             UserContent::Text(t) => t.clone(),
-            UserContent::Blocks(blocks) => blocks
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::Text(t) => Some(t.text.as_str()),
-                    _ => None,
-                })
-                .collect(),
+            UserContent::Blocks(blocks) => joined_text(blocks, ""),
         }
     }
 }
@@ -98,6 +92,18 @@ pub enum ContentBlock {
     ToolCall(ToolCall),
     #[serde(rename = "image")]
     Image(ImageContent),
+}
+
+/// The text blocks of `content`, joined by `separator` (other blocks are skipped).
+pub fn joined_text(content: &[ContentBlock], separator: &str) -> String {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    texts.join(separator)
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -286,17 +292,9 @@ impl AssistantMessage {
         })
     }
 
-    /// Text blocks joined by newlines (get_last_assistant_text, print mode).
+    /// Text blocks joined without separator (get_last_assistant_text, print mode).
     pub fn text(&self) -> String {
-        let parts: Vec<&str> = self
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.text.as_str()),
-                _ => None,
-            })
-            .collect();
-        parts.join("")
+        joined_text(&self.content, "")
     }
 }
 

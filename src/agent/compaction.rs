@@ -45,8 +45,8 @@ use super::convert::to_llm;
 use super::retry::is_context_overflow;
 use crate::config::Model;
 use crate::messages::{
-    AgentMessage, AssistantMessage, BranchSummaryMessage, CompactionSummaryMessage, ContentBlock,
-    StopReason, Usage, UserMessage,
+    AgentMessage, AssistantMessage, BranchSummaryMessage, CompactionSummaryMessage, StopReason,
+    Usage, UserMessage, joined_text,
 };
 use crate::provider::StreamRequest;
 use crate::rpc::events::Event;
@@ -563,15 +563,7 @@ impl SummaryRequest {
                 SummaryKind::TurnPrefix => format!("Turn prefix summarization failed: {reason}"),
             });
         }
-        Ok(reply
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"))
+        Ok(joined_text(&reply.content, "\n"))
     }
 }
 

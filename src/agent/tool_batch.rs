@@ -20,7 +20,7 @@ use crate::extensions::HookId;
 use crate::extensions::approval::{ApprovalAnswer, ApprovalPolicy, Decision, SessionGrants};
 use crate::extensions::hooks::{HookOutcome, ToolCallOutcome};
 use crate::extensions::protocol::HookKind;
-use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage};
+use crate::messages::{AgentMessage, ToolCall, ToolResultMessage};
 use crate::provider::ToolSpec;
 use crate::rpc::SharedJson;
 use crate::rpc::events::{self, Event};
@@ -500,13 +500,5 @@ impl Agent {
 }
 
 fn output_text(output: &ToolOutput) -> String {
-    output
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::messages::joined_text(&output.content, "\n")
 }
