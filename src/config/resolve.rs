@@ -8,10 +8,11 @@
 
 use std::cmp::Ordering;
 
-use super::matching::{fuzzy_matches, glob_match, locale_compare};
+use super::matching::{fuzzy_matches, locale_compare};
 use super::model::{Model, ThinkingLevel};
 use super::registry::default_model_for;
 use super::{Diagnostic, ResolvedModel};
+use crate::glob::{Glob, GlobOptions};
 
 /// A `--models` entry resolved to a model, with the level from its `:level` suffix if any.
 #[derive(Clone, Debug)]
@@ -293,10 +294,11 @@ pub fn resolve_model_scope(
                 },
                 None => (pattern.as_str(), None),
             };
+            let glob = Glob::new(glob, GlobOptions::MINIMATCH_NOCASE);
             let matching: Vec<&Model> = available
                 .iter()
                 .filter(|m| {
-                    glob_match(glob, &format!("{}/{}", m.provider, m.id)) || glob_match(glob, &m.id)
+                    glob.matches(&format!("{}/{}", m.provider, m.id)) || glob.matches(&m.id)
                 })
                 .collect();
             if matching.is_empty() {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::naming;
+use crate::glob::wildcard_match;
 
 /// Per-request timeout unless the entry says otherwise (seconds in the file).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -93,7 +94,7 @@ impl ServerConfig {
         }
         self.tool_exposure
             .iter()
-            .find(|(k, _)| k.contains('*') && naming::pattern_matches(k, tool))
+            .find(|(k, _)| k.contains('*') && wildcard_match(k, tool, false))
             .map_or(&self.exposure_name, |(_, e)| e)
     }
     /// Whether some tools are declared to the model (the first prompt waits for these servers).

@@ -11,7 +11,6 @@ pub mod bash;
 pub mod edit;
 pub mod env;
 pub mod find;
-pub mod glob;
 pub mod grep;
 pub mod ls;
 pub mod path;
@@ -19,6 +18,7 @@ pub mod path_guard;
 pub mod read;
 pub mod truncate;
 pub mod validate;
+pub mod walk;
 pub mod write;
 
 use std::path::PathBuf;
@@ -378,6 +378,26 @@ pub fn run_tool(
 
 /// The error text of a tool run abandoned by the agent (all tools but bash).
 pub const ABORTED: &str = "Operation aborted";
+
+impl ToolContext {
+    /// The directory ls, find and grep work in: their `path` argument (`.` when absent or
+    /// empty) resolved against the cwd, checked for listing.
+    pub(crate) fn listing_path(&self, args: &Value) -> Result<PathBuf, String> {
+        let raw = args
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .unwrap_or(".");
+        let resolved = path::resolve_to_cwd(raw, &self.cwd);
+        path_guard::check(&resolved, path_guard::Access::List)?;
+        Ok(resolved)
+    }
+}
+
+/// A number argument (after schema coercion, so any JSON number).
+pub(crate) fn number_arg(args: &Value, key: &str) -> Option<f64> {
+    args.get(key).and_then(Value::as_f64)
+}
 
 /// Test helpers shared by the tool modules' unit tests.
 #[cfg(test)]

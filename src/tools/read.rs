@@ -25,7 +25,7 @@ use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size, truncate_head,
 };
-use super::{CancelFlag, ToolContext, ToolOutput};
+use super::{CancelFlag, ToolContext, ToolOutput, number_arg};
 use crate::messages::{ContentBlock, ImageContent, TextContent};
 
 pub const SNIFF_BYTES: usize = 4100;
@@ -90,10 +90,6 @@ fn check_readable(path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn number_arg(args: &Value, key: &str) -> Option<f64> {
-    args.get(key).and_then(Value::as_f64)
 }
 
 pub fn execute(
