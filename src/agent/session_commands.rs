@@ -23,7 +23,7 @@ impl Agent {
                 self.replace_session(log, true);
                 self.respond_ok(id, "new_session", Some(json!({ "cancelled": false })));
             }
-            Err(e) => self.respond_error(id, "new_session", &e.0),
+            Err(e) => self.respond_error(id, "new_session", &e.to_string()),
         }
     }
 
@@ -46,7 +46,7 @@ impl Agent {
                 self.move_to(session_cwd);
                 self.respond_ok(id, "switch_session", Some(json!({ "cancelled": false })));
             }
-            Err(e) => self.respond_error(id, "switch_session", &e.0),
+            Err(e) => self.respond_error(id, "switch_session", &e.to_string()),
         }
     }
 
@@ -57,7 +57,7 @@ impl Agent {
                 let data = json!({ "text": text, "cancelled": false });
                 self.respond_ok(id, "fork", Some(data));
             }
-            Err(e) => self.respond_error(id, "fork", &e),
+            Err(e) => self.respond_error(id, "fork", &e.to_string()),
         }
     }
 
@@ -67,7 +67,7 @@ impl Agent {
                 self.replace_session(log, false);
                 self.respond_ok(id, "clone", Some(json!({ "cancelled": false })));
             }
-            Err(e) => self.respond_error(id, "clone", &e),
+            Err(e) => self.respond_error(id, "clone", &e.to_string()),
         }
     }
 
@@ -109,7 +109,7 @@ impl Agent {
                 let leaf = self.session.leaf_id();
                 self.respond(Response::entries(id, &entries, leaf));
             }
-            Err(e) => self.respond_error(id, "get_entries", &e),
+            Err(e) => self.respond_error(id, "get_entries", &e.to_string()),
         }
     }
 
@@ -154,7 +154,8 @@ impl Agent {
                 .collect(),
             redactions: self.session.redactions(),
         };
-        crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
+        crate::export::export_to_file(&input, &self.config.cwd.join(&output))
+            .map_err(|e| e.to_string())?;
         Ok(output)
     }
 
