@@ -107,7 +107,10 @@ impl Draft {
         let mut value = serde_json::to_value(&message).unwrap_or(Value::Null);
         for (index, raw) in &self.tool_arguments {
             if let Some(Value::Object(block)) = value["content"].get_mut(*index) {
-                block.insert("arguments".into(), provider::parse_tool_arguments(raw));
+                block.insert(
+                    "arguments".into(),
+                    provider::partial_json::parse_tool_arguments(raw),
+                );
                 block.insert("partialJson".into(), Value::String(raw.clone()));
             }
         }
@@ -290,7 +293,7 @@ impl Draft {
         };
         let (_, raw) = self.tool_arguments.swap_remove(position);
         if let Some(ContentBlock::ToolCall(call)) = self.message.content.get_mut(index) {
-            call.arguments = provider::parse_tool_arguments(&raw);
+            call.arguments = provider::partial_json::parse_tool_arguments(&raw);
         }
     }
 

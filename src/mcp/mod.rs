@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 
 use crate::glob::wildcard_match;
 use crate::messages::ToolCall;
-use crate::provider::ToolSpec;
+use crate::messages::ToolSpec;
 use crate::tools::{ToolEvent, ToolHandle};
 use config::{Exposure, McpConfig, ServerConfig};
 use connection::{Command, McpEvent, McpEventKind, Work};

@@ -2,8 +2,8 @@
 //! `providers/github-copilot-headers.js` and the Copilot OAuth provider): per-request headers
 //! (who initiated the request, vision input) and the API host named in the Copilot token.
 
-use super::StreamRequest;
-use crate::messages::{AgentMessage, ContentBlock, UserContent};
+use super::types::StreamRequest;
+use crate::messages::{AgentMessage, UserContent, has_images};
 
 pub const PROVIDER: &str = "github-copilot";
 
@@ -24,11 +24,9 @@ pub fn dynamic_headers(request: &StreamRequest) -> Vec<(String, String)> {
             "conversation-edits".to_string(),
         ),
     ];
-    let has_image =
-        |blocks: &[ContentBlock]| blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)));
     let vision = request.messages.iter().any(|m| match m {
-        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_image(b)),
-        AgentMessage::ToolResult(r) => has_image(&r.content),
+        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_images(b)),
+        AgentMessage::ToolResult(r) => has_images(&r.content),
         _ => false,
     });
     if vision {

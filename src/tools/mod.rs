@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crossbeam_channel::Sender;
 use serde_json::{Value, json};
 
+use crate::messages::ToolSpec;
 use crate::messages::{ContentBlock, TextContent, ToolCall};
-use crate::provider::ToolSpec;
 
 /// The default active tool set.
 pub const DEFAULT_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
