@@ -195,18 +195,6 @@ pub struct Usage {
     pub cost: Cost,
 }
 
-impl Usage {
-    /// Fills `cost` from per-million-token prices (pi-ai's calculateCost).
-    pub fn apply_prices(&mut self, prices: &crate::config::ModelCost) {
-        self.cost.input = prices.input / 1e6 * self.input as f64;
-        self.cost.output = prices.output / 1e6 * self.output as f64;
-        self.cost.cache_read = prices.cache_read / 1e6 * self.cache_read as f64;
-        self.cost.cache_write = prices.cache_write / 1e6 * self.cache_write as f64;
-        self.cost.total =
-            self.cost.input + self.cost.output + self.cost.cache_read + self.cost.cache_write;
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {
     pub content: Vec<ContentBlock>,

@@ -10,7 +10,6 @@ use super::{Agent, PROVIDER_CHANNEL_CAPACITY, bash_command, serialize_message};
 use crate::messages::AgentMessage;
 use crate::rpc::events::Event;
 use crate::time::now_ms;
-use crate::tools;
 
 /// The RPC `bash` commands in flight, oldest first, and their channel.
 pub struct BashJobs {
@@ -41,13 +40,13 @@ pub struct BashJobState {
     job: u64,
     request_id: Option<Value>,
     command: String,
-    pub cancel: tools::CancelFlag,
+    pub cancel: crate::child::CancelFlag,
 }
 
 impl Agent {
     pub(super) fn start_bash(&mut self, id: Option<&Value>, command: String) {
         self.bash.next_job += 1;
-        let cancel = tools::CancelFlag::default();
+        let cancel = crate::child::CancelFlag::default();
         let job = bash_command::BashJob {
             job: self.bash.next_job,
             command: command.clone(),

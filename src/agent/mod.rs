@@ -52,8 +52,8 @@ use crossbeam_channel::{Receiver, Sender, never, select_biased};
 use serde_json::Value;
 
 use crate::config::{Config, Model, ThinkingLevel};
-use crate::messages::{AgentMessage, AssistantMessage, ContentBlock, StopReason};
-use crate::provider::ProviderEvent;
+use crate::messages::{AgentMessage, AssistantMessage, StopReason};
+use crate::provider::{self, ProviderEvent};
 use crate::rpc::events::{Event, Lifecycle};
 use crate::rpc::protocol::Response;
 use crate::rpc::stdin_reader::Input;
@@ -150,6 +150,8 @@ pub struct Agent {
     /// The conversation as the model will see it (agent state; may differ from the session
     /// file, e.g. after a retry removed a failed reply).
     messages: Vec<AgentMessage>,
+    /// The encoded start of `messages` for the next request (invalidated when they are replaced).
+    request_cache: provider::request_cache::RequestCache,
     /// Usage of LLM calls outside the conversation (summaries), for get_session_stats.
     extra_usage: Vec<crate::messages::Usage>,
     config: Config,
@@ -227,6 +229,7 @@ impl Agent {
             runs: Runs::default(),
             session: setup.session,
             messages: setup.messages,
+            request_cache: Default::default(),
             extra_usage: Vec::new(),
             queues: queues::Queues::new(&setup.config),
             config: setup.config,
@@ -666,20 +669,7 @@ impl Agent {
 
 /// A message serialized once for every record that carries it.
 fn serialize_message(message: &AgentMessage) -> SharedJson {
-    let size_hint = match message {
-        AgentMessage::Assistant(a) => a
-            .content
-            .iter()
-            .map(|b| match b {
-                ContentBlock::Text(t) => t.text.len(),
-                ContentBlock::Thinking(t) => t.thinking.len(),
-                ContentBlock::ToolCall(_) => 256,
-                ContentBlock::Image(i) => i.data.len(),
-            })
-            .sum(),
-        _ => 1024,
-    };
-    crate::rpc::shared_json(message, size_hint + size_hint / 16)
+    crate::rpc::shared::message(message, &[])
 }
 
 #[cfg(test)]

@@ -172,6 +172,7 @@ impl Agent {
         self.session = log;
         let context = self.session.context();
         self.messages = context.messages;
+        self.request_cache.invalidate();
         // The old session and conversation are gone: hand their memory back to the system
         // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
         return_freed_memory();

@@ -19,9 +19,9 @@ use crate::messages::{
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest};
 use crate::rpc::events::Event;
 
-/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds at
-/// most ~8 MB, where 64 KB records let it hold 64 MB.
-const COALESCE_LIMIT: usize = 8 * 1024;
+/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds
+/// ~2 MB of text while the client stalls (8 KB records held ~14 MB of RSS).
+const COALESCE_LIMIT: usize = 1024;
 
 impl Agent {
     pub(super) fn check_credentials(&self) -> Result<(), String> {
@@ -57,10 +57,9 @@ impl Agent {
                 .run_system_prompt
                 .clone()
                 .unwrap_or_else(|| self.system_prompt.clone()),
-            messages: match self.config.block_images() {
-                true => convert::without_images(convert::to_llm(&self.messages)),
-                false => convert::to_llm(&self.messages),
-            },
+            // Filled by `request_completion` (compaction sends messages of its own).
+            messages: Vec::new(),
+            history: None,
             tools: self.tools.specs.clone(),
             thinking: self.thinking,
             thinking_budgets: [
@@ -84,11 +83,16 @@ impl Agent {
     }
 
     pub(super) fn request_completion(&mut self) {
-        let Ok(request) = self.base_request() else {
+        let Ok(mut request) = self.base_request() else {
             let message = self.credentials_error();
             self.fail_before_stream(message);
             return;
         };
+        let block_images = self.config.block_images();
+        let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
+        request.history = self
+            .request_cache
+            .prepare(&mut request, &self.messages, &to_llm);
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
@@ -246,8 +250,7 @@ impl Agent {
                 self.emit(close);
             }
         }
-        let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
-        let json = serialize_message(&message);
+        let (message, json) = draft.finish_serialized(stop_reason, error_message);
         self.record_message(&message, &json);
         self.emit(Event::MessageEnd {
             message: json.clone(),

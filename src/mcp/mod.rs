@@ -445,7 +445,7 @@ impl McpHost {
                 events: events.clone(),
                 readable,
             };
-            let cancel = crate::tools::CancelFlag::default();
+            let cancel = crate::child::CancelFlag::default();
             return match &server.commands {
                 Some(commands) if commands.send(Command::Work { key, work }).is_ok() => {
                     let commands = commands.clone();

@@ -85,7 +85,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             "true".into(),
         ),
     ];
-    if model.provider == super::copilot::PROVIDER {
+    if model.provider == crate::config::oauth::COPILOT_PROVIDER {
         // Copilot: Bearer auth with the Copilot token, no Claude Code identity.
         if !betas.is_empty() {
             headers.push(("anthropic-beta".into(), betas.join(",")));

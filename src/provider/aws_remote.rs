@@ -35,7 +35,7 @@ pub fn container_credentials(
 ) -> Result<AwsCredentials, String> {
     let failed = |detail: String| format!("{NO_CREDENTIALS}: container credentials: {detail}");
     let text = cached_or(cache, &format!("aws-container:{url}"), || {
-        let mut get = super::net::get(agent, url);
+        let mut get = crate::net::get(agent, url);
         if let Some(token) = authorization {
             get = get.header("authorization", token);
         }
@@ -52,9 +52,9 @@ pub fn container_credentials(
 
 /// Credentials fetched at request time join the redaction set as soon as they are known.
 fn redacted(credentials: AwsCredentials) -> AwsCredentials {
-    crate::session::add_secret(&credentials.secret_access_key);
+    crate::redact::add_secret(&credentials.secret_access_key);
     if let Some(token) = &credentials.session_token {
-        crate::session::add_secret(token);
+        crate::redact::add_secret(token);
     }
     credentials
 }
@@ -135,7 +135,7 @@ pub fn assumed_role_credentials(
                 content_sha256_header: true,
             },
         );
-        let mut post = super::net::post(agent, &url);
+        let mut post = crate::net::post(agent, &url);
         for (name, value) in headers.iter().chain(signed.iter()) {
             post = post.header(name.as_str(), value.as_str());
         }
@@ -162,7 +162,7 @@ pub fn web_identity_credentials(
             uri_encode(identity.session_name.as_bytes()),
             uri_encode(token.as_bytes())
         );
-        let post = super::net::post(agent, &url)
+        let post = crate::net::post(agent, &url)
             .header("content-type", "application/x-www-form-urlencoded");
         Ok(post.send(form.as_bytes()))
     })

@@ -9,7 +9,6 @@
 //! pi 0.73.1 first tries a WebSocket transport and falls back to SSE; pi-rs always uses SSE
 //! (pi's `transport: "sse"`), and leaves retries of transient errors to the agent's auto-retry.
 
-use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::{self, convert_input_with, set_header, tools_json};
@@ -18,8 +17,6 @@ use super::types::{HttpRequest, StreamRequest};
 use crate::js::js_truthy;
 
 const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
-/// Where the ChatGPT account id sits in the access token's claims.
-const JWT_CLAIM_PATH: &str = "https://api.openai.com/auth";
 const TOOL_CALL_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
 /// What 0.73.1 sends as its user agent (its `os` module is not loaded in the bundle it runs).
 const USER_AGENT: &str = "pi (browser)";
@@ -33,7 +30,7 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
             request.model.provider
         ));
     }
-    let account_id = account_id(&request.api_key)
+    let account_id = crate::config::oauth::codex_account_id(&request.api_key)
         .ok_or_else(|| "Failed to extract accountId from token".to_string())?;
     let model = &request.model;
 
@@ -114,29 +111,6 @@ fn codex_url(base_url: &str) -> String {
     } else {
         format!("{base}/codex/responses")
     }
-}
-
-/// The ChatGPT account id in an access token's claims (`None` when it is not such a JWT).
-pub fn account_id(token: &str) -> Option<String> {
-    let claims = jwt_claims(token)?;
-    claims[JWT_CLAIM_PATH]["chatgpt_account_id"]
-        .as_str()
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
-}
-
-/// The payload of a JWT, decoded without checking its signature (only the token's owner reads it).
-pub fn jwt_claims(token: &str) -> Option<Value> {
-    let parts: Vec<&str> = token.split('.').collect();
-    if parts.len() != 3 {
-        return None;
-    }
-    let payload = parts[1].trim_end_matches('=');
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(payload))
-        .ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 /// pi's `mapCodexEvents` on one SSE data payload: `Ok(None)` skips it, `Err` ends the stream with
@@ -248,6 +222,7 @@ mod tests {
     use super::super::test_support::{model, request, user};
     use super::*;
     use crate::config::ThinkingLevel;
+    use base64::Engine;
 
     fn token(claims: &str) -> String {
         let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims);

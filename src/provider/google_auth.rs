@@ -70,7 +70,7 @@ pub fn access_token(
     let requested = Instant::now();
     let (token, lifetime) = exchange(agent, token_uri, &form)?;
     // A credential resolved now joins the redaction set now (stdout, session, logs).
-    crate::session::add_secret(&token);
+    crate::redact::add_secret(&token);
     cache.put(&key, token.clone(), lifetime, requested);
     Ok(token)
 }
@@ -145,7 +145,7 @@ fn rsa_key(pem: &str) -> Result<RsaKeyPair, String> {
 
 /// POSTs the form; returns the access token and its lifetime.
 fn exchange(agent: &ureq::Agent, url: &str, form: &str) -> Result<(String, Duration), String> {
-    let response = super::net::post(agent, url)
+    let response = crate::net::post(agent, url)
         .header("content-type", "application/x-www-form-urlencoded")
         .send(form.as_bytes())
         .map_err(|e| {

@@ -33,11 +33,11 @@ pub mod event_stream;
 pub mod google;
 pub mod google_auth;
 pub mod mistral;
-pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod partial_json;
 pub mod request;
+pub mod request_cache;
 pub mod retry;
 pub mod sigv4;
 pub mod sse;
@@ -103,9 +103,9 @@ pub fn spawn_stream(
 }
 
 /// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
-/// store and proxy choice: `net`.
+/// store and proxy choice: `crate::net`.
 fn http_agent(idle: Duration) -> ureq::Agent {
-    net::agent(CONNECT_TIMEOUT.min(idle), idle)
+    crate::net::agent(CONNECT_TIMEOUT.min(idle), idle)
 }
 
 /// Connecting gets its own, shorter bound than reads: an unreachable host should fail fast.
@@ -182,7 +182,12 @@ fn run_stream(
         }
     };
 
-    let body = match serde_json::to_vec(&http.body) {
+    let body = match &request.history {
+        Some(history) => request_cache::splice(&request.model, &http.body, history)
+            .ok_or_else(|| "the kept history does not fit the request".to_string()),
+        None => serde_json::to_vec(&http.body).map_err(|e| e.to_string()),
+    };
+    let body = match body {
         Ok(body) => body,
         Err(e) => {
             fail(format!("Could not encode the request: {e}"), None);
@@ -267,7 +272,7 @@ fn open_response(
     body: &[u8],
     decoder: &Decoder,
 ) -> Result<ureq::http::Response<ureq::Body>, retry::EarlyFailure> {
-    let mut builder = net::post(agent, &http.url);
+    let mut builder = crate::net::post(agent, &http.url);
     for (name, value) in &http.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }

@@ -28,6 +28,7 @@ pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
         headers: Vec::new(),
         system_prompt: String::new(),
         messages,
+        history: None,
         tools: Vec::new(),
         thinking: ThinkingLevel::Off,
         thinking_budgets: [None; 4],

@@ -24,7 +24,10 @@ pub struct StreamRequest {
     pub headers: Vec<(String, String)>,
     pub system_prompt: String,
     /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages.
+    /// With `history`, only the messages after it.
     pub messages: Vec<AgentMessage>,
+    /// The conversation's start, already encoded for this wire API (`request_cache`).
+    pub history: Option<super::request_cache::EncodedHistory>,
     pub tools: Vec<ToolSpec>,
     pub thinking: ThinkingLevel,
     /// settings `thinkingBudgets` for minimal/low/medium/high, where set.

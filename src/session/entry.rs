@@ -58,7 +58,7 @@ pub(super) enum ReadLine {
 #[derive(Clone, Debug, Default)]
 pub struct MessageBody {
     typed: std::sync::OnceLock<Option<Box<AgentMessage>>>,
-    shared: Option<std::sync::Arc<String>>,
+    shared: Option<crate::rpc::SharedJson>,
 }
 
 impl MessageBody {
@@ -72,7 +72,7 @@ impl MessageBody {
         }
     }
 
-    pub fn shared(json: std::sync::Arc<String>) -> MessageBody {
+    pub fn shared(json: crate::rpc::SharedJson) -> MessageBody {
         MessageBody {
             typed: std::sync::OnceLock::new(),
             shared: Some(json),
@@ -82,10 +82,8 @@ impl MessageBody {
     pub fn get(&self) -> Option<&AgentMessage> {
         self.typed
             .get_or_init(|| {
-                let json = self.shared.as_deref()?;
-                serde_json::from_str::<AgentMessage>(json)
-                    .ok()
-                    .map(Box::new)
+                let json = self.shared.as_ref()?;
+                json.parse::<AgentMessage>().ok().map(Box::new)
             })
             .as_deref()
     }
@@ -111,9 +109,10 @@ impl Serialize for MessageBody {
         match (self.typed.get(), &self.shared) {
             (Some(typed), _) => typed.serialize(serializer),
             (None, Some(json)) => {
-                // Written as the very text stdout got (validated, not copied).
+                // Written as the very text stdout got (validated; joined when in pieces).
+                let text = json.text();
                 let raw: &serde_json::value::RawValue =
-                    serde_json::from_str(json).map_err(serde::ser::Error::custom)?;
+                    serde_json::from_str(&text).map_err(serde::ser::Error::custom)?;
                 raw.serialize(serializer)
             }
             (None, None) => serializer.serialize_none(),
