@@ -33,6 +33,19 @@ pub enum AgentMessage {
 }
 
 impl AgentMessage {
+    /// The `role` the message is written with.
+    pub fn role(&self) -> &'static str {
+        match self {
+            AgentMessage::User(_) => "user",
+            AgentMessage::Assistant(_) => "assistant",
+            AgentMessage::ToolResult(_) => "toolResult",
+            AgentMessage::BashExecution(_) => "bashExecution",
+            AgentMessage::Custom(_) => "custom",
+            AgentMessage::CompactionSummary(_) => "compactionSummary",
+            AgentMessage::BranchSummary(_) => "branchSummary",
+        }
+    }
+
     pub fn as_assistant(&self) -> Option<&AssistantMessage> {
         match self {
             AgentMessage::Assistant(a) => Some(a),
