@@ -467,7 +467,7 @@ impl Agent {
     }
 
     fn respond(&mut self, response: Response) {
-        let record = response.to_record(self.profile);
+        let record = response.into_record(self.profile);
         self.send(record);
     }
 
