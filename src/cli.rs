@@ -66,6 +66,73 @@ pub struct Args {
     pub file_args: Vec<String>,
 }
 
+/// What a run does with stdin/stdout, from `--mode`/`-p` and whether stdin is a terminal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RunMode {
+    Rpc,
+    Print(crate::rpc::print_mode::Output),
+    /// No mode on a terminal: pi's TUI, which pi-rs does not have ([`NO_TUI`]).
+    NoTui,
+}
+
+impl Args {
+    /// Why a flag pi-rs cannot honour is refused (never silently ignored).
+    pub fn unsupported(&self) -> Option<&'static str> {
+        (!self.themes.is_empty())
+            .then_some("--theme styles pi's interactive TUI, which pi-rs does not have")
+    }
+
+    /// `--mode rpc`, `--mode json`, `--mode text` or `-p`; without either, print mode when stdin
+    /// is piped (as pi does) and [`RunMode::NoTui`] on a terminal.
+    pub fn run_mode(&self, stdin_is_terminal: bool) -> RunMode {
+        use crate::rpc::print_mode::Output;
+        match (self.mode, self.print) {
+            (Mode::Rpc, _) => RunMode::Rpc,
+            (Mode::Json, _) => RunMode::Print(Output::Json),
+            (Mode::Text, _) | (Mode::Interactive, true) => RunMode::Print(Output::Text),
+            (Mode::Interactive, false) if stdin_is_terminal => RunMode::NoTui,
+            (Mode::Interactive, false) => RunMode::Print(Output::Text),
+        }
+    }
+
+    /// The session flags, for `session::open`.
+    pub fn session_choice(&self) -> crate::session::open::StartChoice<'_> {
+        crate::session::open::StartChoice {
+            no_session: self.no_session,
+            fork: self.fork.as_deref(),
+            session: self.session.as_deref(),
+            continue_recent: self.continue_session,
+            resume: self.resume,
+            session_dir: self.session_dir.as_deref(),
+        }
+    }
+
+    /// The model flags, for `config::start_model`.
+    pub fn model_flags(&self) -> crate::config::start_model::ModelFlags<'_> {
+        crate::config::start_model::ModelFlags {
+            provider: self.provider.as_deref(),
+            model: self.model.as_deref(),
+            models: self.models.as_deref(),
+            thinking: self.thinking.as_deref(),
+            api_key: self.api_key.as_deref(),
+        }
+    }
+
+    /// `--extension`, `--skill` and `--prompt-template` paths stay relative to the directory
+    /// pi-rs was started in when a resumed session moves it elsewhere (`~` paths are left to
+    /// expand).
+    pub fn absolutize_paths(&mut self, started_in: &std::path::Path) {
+        let absolute = |path: &mut String| {
+            if !path.starts_with('~') {
+                *path = started_in.join(&*path).to_string_lossy().into_owned();
+            }
+        };
+        self.extensions.iter_mut().for_each(absolute);
+        self.skills.iter_mut().for_each(absolute);
+        self.prompt_templates.iter_mut().for_each(absolute);
+    }
+}
+
 /// A command-line error; main prints `Error: <text>` and exits 2.
 #[derive(Debug, PartialEq)]
 pub struct CliError(pub String);
@@ -216,6 +283,20 @@ fn next_bare_word(parser: &mut lexopt::Parser) -> Option<String> {
     let word = next.to_string();
     raw.next();
     Some(word)
+}
+
+/// `--version`: the pi version whose protocol pi-rs implements, bare, as pi prints it; with
+/// `--verbose` a second line names pi-rs and its own version.
+pub fn version_text(verbose: bool) -> String {
+    let mut text = format!("{}\n", crate::rpc::PI_PROTOCOL_VERSION);
+    if verbose {
+        text.push_str(&format!(
+            "pi-rs {} (the pi {} RPC protocol)\n",
+            env!("CARGO_PKG_VERSION"),
+            crate::rpc::PI_PROTOCOL_VERSION
+        ));
+    }
+    text
 }
 
 /// `--help`: names pi-rs's own version and the pi protocol version it speaks.

@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use crate::config::auth::Env;
-use crate::config::oauth::{self, Endpoints, LoginUi};
+use crate::config::oauth::{self, Endpoints, LoginUi, OAuthError};
 
 /// Runs `login`/`logout` with the words after it; the process exit code.
 pub fn run(command: &str, words: &[String], agent_dir: &Path) -> u8 {
@@ -34,13 +34,46 @@ pub fn run(command: &str, words: &[String], agent_dir: &Path) -> u8 {
     }
 }
 
-fn login(agent_dir: &Path, provider: &str, enterprise: Option<&str>) -> Result<String, String> {
+/// Why `pi login`/`pi logout` failed (printed as `Error: <Display>`, exit 1).
+#[derive(Debug)]
+enum LoginError {
+    /// A provider without a subscription login.
+    NotSubscription(String),
+    OAuth(OAuthError),
+}
+
+impl std::fmt::Display for LoginError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoginError::NotSubscription(provider) => write!(
+                f,
+                "no subscription login for {provider} (one of: {}); for API keys, set the \
+                 provider's environment variable or add it to auth.json",
+                oauth::PROVIDERS.join(", ")
+            ),
+            LoginError::OAuth(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for LoginError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LoginError::OAuth(e) => Some(e),
+            LoginError::NotSubscription(_) => None,
+        }
+    }
+}
+
+impl From<OAuthError> for LoginError {
+    fn from(e: OAuthError) -> LoginError {
+        LoginError::OAuth(e)
+    }
+}
+
+fn login(agent_dir: &Path, provider: &str, enterprise: Option<&str>) -> Result<String, LoginError> {
     if !oauth::PROVIDERS.contains(&provider) {
-        return Err(format!(
-            "no subscription login for {provider} (one of: {}); for API keys, set the provider's \
-             environment variable or add it to auth.json",
-            oauth::PROVIDERS.join(", ")
-        ));
+        return Err(LoginError::NotSubscription(provider.to_string()));
     }
     let endpoints = Endpoints::from_env(&Env::from_process());
     let entry = oauth::login(provider, enterprise, &endpoints, &mut Terminal)?;
@@ -51,7 +84,7 @@ fn login(agent_dir: &Path, provider: &str, enterprise: Option<&str>) -> Result<S
     ))
 }
 
-fn logout(agent_dir: &Path, provider: &str) -> Result<String, String> {
+fn logout(agent_dir: &Path, provider: &str) -> Result<String, LoginError> {
     if oauth::remove_login(agent_dir, provider)? {
         Ok(format!("Logged out of {provider}"))
     } else {

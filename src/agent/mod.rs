@@ -645,7 +645,7 @@ impl Agent {
                         self.replace_session(log, true);
                         self.respond_ok(id, name, Some(json!({ "cancelled": false })));
                     }
-                    Err(e) => self.respond_error(id, name, &e.0),
+                    Err(e) => self.respond_error(id, name, &e.to_string()),
                 }
             }
             Command::SwitchSession { session_path } => {
@@ -667,7 +667,7 @@ impl Agent {
                         self.move_to(session_cwd);
                         self.respond_ok(id, name, Some(json!({ "cancelled": false })));
                     }
-                    Err(e) => self.respond_error(id, name, &e.0),
+                    Err(e) => self.respond_error(id, name, &e.to_string()),
                 }
             }
             Command::Fork { entry_id } => match self.session.fork(&entry_id) {
@@ -675,14 +675,14 @@ impl Agent {
                     self.replace_session(log, false);
                     self.respond_ok(id, name, Some(json!({ "text": text, "cancelled": false })));
                 }
-                Err(e) => self.respond_error(id, name, &e),
+                Err(e) => self.respond_error(id, name, &e.to_string()),
             },
             Command::Clone => match self.session.clone_at_leaf() {
                 Ok(log) => {
                     self.replace_session(log, false);
                     self.respond_ok(id, name, Some(json!({ "cancelled": false })));
                 }
-                Err(e) => self.respond_error(id, name, &e),
+                Err(e) => self.respond_error(id, name, &e.to_string()),
             },
             Command::GetForkMessages => {
                 let messages: Vec<Value> = self
@@ -700,7 +700,7 @@ impl Agent {
                         let leaf = self.session.leaf_id();
                         self.respond(Response::entries(id, &entries, leaf));
                     }
-                    Err(e) => self.respond_error(id, name, &e),
+                    Err(e) => self.respond_error(id, name, &e.to_string()),
                 }
             }
             Command::GetTree => {
@@ -959,7 +959,8 @@ impl Agent {
                 .collect(),
             redactions: self.session.redactions(),
         };
-        crate::export::export_to_file(&input, &self.config.cwd.join(&output))?;
+        crate::export::export_to_file(&input, &self.config.cwd.join(&output))
+            .map_err(|e| e.to_string())?;
         Ok(output)
     }
 

@@ -43,6 +43,42 @@ impl Drop for AuthLock {
     }
 }
 
+/// The lock could not be taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process held it past the wait.
+    Held { file: PathBuf, dir: PathBuf },
+    Io {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held { file, dir } => write!(
+                f,
+                "{} is locked by another process (remove {} if no pi is running)",
+                file.display(),
+                dir.display()
+            ),
+            LockError::Io { file, source } => {
+                write!(f, "cannot lock {}: {source}", file.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for LockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LockError::Io { source, .. } => Some(source),
+            LockError::Held { .. } => None,
+        }
+    }
+}
+
 /// The lock directory of `file` (`<file>.lock`, as proper-lockfile names it).
 pub fn lock_dir(file: &Path) -> PathBuf {
     let mut name = file.as_os_str().to_owned();
@@ -52,12 +88,12 @@ pub fn lock_dir(file: &Path) -> PathBuf {
 
 /// Takes the lock on `file`, waiting (bounded) while another process holds it. Like pi, the
 /// lock belongs to the resolved file, so symlinked aliases of auth.json share one lock.
-pub fn lock(file: &Path) -> Result<AuthLock, String> {
+pub fn lock(file: &Path) -> Result<AuthLock, LockError> {
     let resolved = fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     lock_with(&resolved, ACQUIRE_TIMEOUT, STALE)
 }
 
-fn lock_with(file: &Path, timeout: Duration, stale: Duration) -> Result<AuthLock, String> {
+fn lock_with(file: &Path, timeout: Duration, stale: Duration) -> Result<AuthLock, LockError> {
     let dir = lock_dir(file);
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
@@ -71,16 +107,20 @@ fn lock_with(file: &Path, timeout: Duration, stale: Duration) -> Result<AuthLock
                     continue;
                 }
                 if started.elapsed() >= timeout {
-                    return Err(format!(
-                        "{} is locked by another process (remove {} if no pi is running)",
-                        file.display(),
-                        dir.display()
-                    ));
+                    return Err(LockError::Held {
+                        file: file.to_path_buf(),
+                        dir,
+                    });
                 }
                 std::thread::sleep(delay.min(timeout.saturating_sub(started.elapsed())));
                 delay = (delay * 2).min(Duration::from_secs(1));
             }
-            Err(e) => return Err(format!("cannot lock {}: {e}", file.display())),
+            Err(source) => {
+                return Err(LockError::Io {
+                    file: file.to_path_buf(),
+                    source,
+                });
+            }
         }
     }
     let (stop, stopped) = bounded::<()>(0);
@@ -148,7 +188,8 @@ mod tests {
         assert!(dir.join("auth.json.lock").is_dir());
         let err = lock_with(&file, Duration::from_millis(200), STALE)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("locked by another process"), "{err}");
         drop(held);
         assert!(!dir.join("auth.json.lock").exists());

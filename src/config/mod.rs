@@ -19,10 +19,11 @@ pub mod oauth;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
+pub mod start_model;
 pub mod trust;
 
 pub use model::{Model, ModelCost, ThinkingLevel};
-pub use resolve::ScopedModel;
+pub use resolve::{ModelError, ScopedModel};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -258,7 +259,7 @@ impl Config {
         &self,
         provider: Option<&str>,
         pattern: &str,
-    ) -> Result<ResolvedModel, String> {
+    ) -> Result<ResolvedModel, resolve::ModelError> {
         resolve::resolve_cli_model(&self.registry.models, provider, pattern)
     }
 
@@ -684,56 +685,35 @@ impl Config {
 
     // ---- settings (setters; persisted to the global settings.json) --------------------------
 
-    fn persisted(&mut self, result: Result<(), String>) {
-        if let Err(e) = result {
-            log::warn!("settings not saved: {e}");
-            self.diagnostics.push(Diagnostic::Warning(format!(
-                "(settings, global settings) {e}"
-            )));
-        }
-    }
-
     pub fn set_default_model(&mut self, provider: &str, model_id: &str) {
         self.settings
             .set_top_no_save("defaultProvider", Value::String(provider.into()));
-        let r = self
-            .settings
+        self.settings
             .set_top("defaultModel", Value::String(model_id.into()));
-        self.persisted(r);
     }
     pub fn set_default_thinking_level(&mut self, level: ThinkingLevel) {
-        let r = self
-            .settings
+        self.settings
             .set_top("defaultThinkingLevel", Value::String(level.as_str().into()));
-        self.persisted(r);
     }
     pub fn set_steering_mode(&mut self, mode: &str) {
-        let r = self
-            .settings
+        self.settings
             .set_top("steeringMode", Value::String(mode.into()));
-        self.persisted(r);
     }
     pub fn set_follow_up_mode(&mut self, mode: &str) {
-        let r = self
-            .settings
+        self.settings
             .set_top("followUpMode", Value::String(mode.into()));
-        self.persisted(r);
     }
     pub fn set_compaction_enabled(&mut self, enabled: bool) {
-        let r = self
-            .settings
+        self.settings
             .set_nested("compaction", "enabled", Value::Bool(enabled));
-        self.persisted(r);
     }
     pub fn set_retry_enabled(&mut self, enabled: bool) {
-        let r = self
-            .settings
+        self.settings
             .set_nested("retry", "enabled", Value::Bool(enabled));
-        self.persisted(r);
     }
 }
 
-fn refresh_failed_message(provider: &str, reason: &str) -> String {
+fn refresh_failed_message(provider: &str, reason: &oauth::OAuthError) -> String {
     format!(
         "Your {provider} login has expired and could not be refreshed ({reason}). \
          Log in again with `pi login {provider}` (or `/login` in pi), or configure an API key."

@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine;
@@ -91,6 +91,131 @@ impl Endpoints {
     }
 }
 
+/// A refresh or login that failed. `Display` is the reason shown on the terminal (`pi login`)
+/// and inside the "login has expired" message a client sees.
+#[derive(Debug)]
+pub enum OAuthError {
+    Lock(auth_lock::LockError),
+    /// auth.json could not be read or is not a JSON object (`problem` says which).
+    AuthFile {
+        path: PathBuf,
+        problem: String,
+    },
+    /// auth.json (or its directory) could not be written.
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    NoLogin(String),
+    NoAccessToken,
+    NoRefreshToken,
+    /// A provider without a refresh flow.
+    NoRefresh(String),
+    /// A provider without a subscription login.
+    NoSubscription(String),
+    /// No response (connection, TLS, timeout).
+    Request {
+        url: String,
+        source: ureq::Error,
+    },
+    ReadBody {
+        url: String,
+        source: std::io::Error,
+    },
+    Status {
+        url: String,
+        status: u16,
+        snippet: String,
+    },
+    InvalidJson {
+        url: String,
+        source: serde_json::Error,
+    },
+    /// A token response without `access_token`/`refresh_token`/`expires_in` (the body).
+    MissingTokenFields(String),
+    /// GitHub's device flow ended with an error code (`error` plus `: description`).
+    DeviceFlow(String),
+    /// GitHub's device flow answered neither a token nor an error (the body).
+    UnexpectedTokenResponse(String),
+    DeviceFlowTimedOut {
+        slowed_down: bool,
+    },
+    /// A fixed sentence from pi's flows ("Missing authorization code", "OAuth state mismatch",
+    /// "Invalid Copilot token response fields", …).
+    Flow(&'static str),
+}
+
+impl std::fmt::Display for OAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OAuthError::Lock(e) => e.fmt(f),
+            OAuthError::AuthFile { path, problem } => write!(f, "{}: {problem}", path.display()),
+            OAuthError::Write { path, source } => {
+                write!(f, "cannot write {}: {source}", path.display())
+            }
+            OAuthError::CreateDir { path, source } => write!(f, "{}: {source}", path.display()),
+            OAuthError::NoLogin(provider) => {
+                write!(f, "no OAuth login for {provider} in auth.json")
+            }
+            OAuthError::NoAccessToken => f.write_str("the login has no access token"),
+            OAuthError::NoRefreshToken => f.write_str("the login has no refresh token"),
+            OAuthError::NoRefresh(provider) => write!(f, "{provider} has no OAuth refresh"),
+            OAuthError::NoSubscription(provider) => write!(
+                f,
+                "{provider} has no subscription login; configure an API key (see `pi --help`)"
+            ),
+            OAuthError::Request { url, source } => write!(f, "{url}: {source}"),
+            OAuthError::ReadBody { url, source } => write!(f, "{url}: {source}"),
+            OAuthError::Status {
+                url,
+                status,
+                snippet,
+            } => write!(f, "HTTP {status} from {url}: {snippet}"),
+            OAuthError::InvalidJson { url, source } => {
+                write!(f, "{url} returned invalid JSON: {source}")
+            }
+            OAuthError::MissingTokenFields(body) => {
+                write!(f, "token response missing fields: {body}")
+            }
+            OAuthError::DeviceFlow(error) => write!(f, "Device flow failed: {error}"),
+            OAuthError::UnexpectedTokenResponse(body) => {
+                write!(f, "unexpected access token response: {body}")
+            }
+            OAuthError::DeviceFlowTimedOut { slowed_down: true } => f.write_str(
+                "Device flow timed out after one or more slow_down responses. This is often caused by clock drift in WSL or VM environments. Please sync or restart the VM clock and try again.",
+            ),
+            OAuthError::DeviceFlowTimedOut { slowed_down: false } => {
+                f.write_str("Device flow timed out")
+            }
+            OAuthError::Flow(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::error::Error for OAuthError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OAuthError::Lock(e) => Some(e),
+            OAuthError::Write { source, .. }
+            | OAuthError::CreateDir { source, .. }
+            | OAuthError::ReadBody { source, .. } => Some(source),
+            OAuthError::Request { source, .. } => Some(source),
+            OAuthError::InvalidJson { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<auth_lock::LockError> for OAuthError {
+    fn from(e: auth_lock::LockError) -> OAuthError {
+        OAuthError::Lock(e)
+    }
+}
+
 /// True when a token with this expiry should be refreshed before use.
 pub fn needs_refresh(expires_ms: Option<f64>) -> bool {
     expires_ms.is_none_or(|e| now_ms_f64() + REFRESH_MARGIN_MS >= e)
@@ -111,7 +236,7 @@ pub fn refresh_locked(
     agent_dir: &Path,
     provider: &str,
     endpoints: &Endpoints,
-) -> Result<Fresh, String> {
+) -> Result<Fresh, OAuthError> {
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path)?;
     let mut data = read_auth(&path)?;
@@ -120,7 +245,7 @@ pub fn refresh_locked(
         .and_then(Value::as_object)
         .filter(|e| e.get("type").and_then(Value::as_str) == Some("oauth"))
         .cloned()
-        .ok_or_else(|| format!("no OAuth login for {provider} in auth.json"))?;
+        .ok_or_else(|| OAuthError::NoLogin(provider.to_string()))?;
     let expires = entry.get("expires").and_then(Value::as_f64);
     if !needs_refresh(expires) {
         return fresh_from(&entry);
@@ -129,16 +254,19 @@ pub fn refresh_locked(
     let renewed = refresh_entry(provider, &entry, endpoints, &agent)?;
     let result = fresh_from(&renewed)?;
     data.insert(provider.to_string(), Value::Object(renewed));
-    write_auth(&path, &data).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    write_auth(&path, &data).map_err(|source| OAuthError::Write {
+        path: path.clone(),
+        source,
+    })?;
     Ok(result)
 }
 
-fn fresh_from(entry: &Map<String, Value>) -> Result<Fresh, String> {
+fn fresh_from(entry: &Map<String, Value>) -> Result<Fresh, OAuthError> {
     let access = entry
         .get("access")
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty())
-        .ok_or("the login has no access token")?;
+        .ok_or(OAuthError::NoAccessToken)?;
     Ok(Fresh {
         access: access.to_string(),
         refresh: entry
@@ -155,12 +283,12 @@ fn refresh_entry(
     entry: &Map<String, Value>,
     endpoints: &Endpoints,
     agent: &ureq::Agent,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, OAuthError> {
     let refresh = entry
         .get("refresh")
         .and_then(Value::as_str)
         .filter(|r| !r.is_empty())
-        .ok_or("the login has no refresh token")?;
+        .ok_or(OAuthError::NoRefreshToken)?;
     match provider {
         "anthropic" => {
             let body = json!({"grant_type": "refresh_token", "client_id": ANTHROPIC_CLIENT_ID,
@@ -184,11 +312,11 @@ fn refresh_entry(
                 .filter(|d| !d.is_empty());
             copilot_entry(agent, endpoints, refresh, enterprise)
         }
-        other => Err(format!("{other} has no OAuth refresh")),
+        other => Err(OAuthError::NoRefresh(other.to_string())),
     }
 }
 
-fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
+fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, OAuthError> {
     let (access, refresh, expires_in) = token_fields(tokens)?;
     Ok(oauth_entry(&[
         ("refresh", json!(refresh)),
@@ -200,10 +328,10 @@ fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
     ]))
 }
 
-fn codex_entry(tokens: &Value) -> Result<Map<String, Value>, String> {
+fn codex_entry(tokens: &Value) -> Result<Map<String, Value>, OAuthError> {
     let (access, refresh, expires_in) = token_fields(tokens)?;
     let account = crate::provider::codex_responses::account_id(&access)
-        .ok_or("Failed to extract accountId from token")?;
+        .ok_or(OAuthError::Flow("Failed to extract accountId from token"))?;
     Ok(oauth_entry(&[
         ("access", json!(access)),
         ("refresh", json!(refresh)),
@@ -218,7 +346,7 @@ fn copilot_entry(
     endpoints: &Endpoints,
     github_token: &str,
     enterprise: Option<&str>,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, OAuthError> {
     let url = format!(
         "{}/copilot_internal/v2/token",
         endpoints.github_api(enterprise.unwrap_or("github.com"))
@@ -229,12 +357,15 @@ fn copilot_entry(
     for (name, value) in COPILOT_HEADERS {
         request = request.header(*name, *value);
     }
-    let response = request.call().map_err(|e| format!("{url}: {e}"))?;
+    let response = request.call().map_err(|source| OAuthError::Request {
+        url: url.clone(),
+        source,
+    })?;
     let raw = read_json(response, &url)?;
     let token = raw["token"].as_str().filter(|t| !t.is_empty());
     let expires_at = raw["expires_at"].as_f64();
     let (Some(token), Some(expires_at)) = (token, expires_at) else {
-        return Err("Invalid Copilot token response fields".into());
+        return Err(OAuthError::Flow("Invalid Copilot token response fields"));
     };
     let mut fields = vec![
         ("refresh", json!(github_token)),
@@ -256,26 +387,29 @@ fn oauth_entry(fields: &[(&str, Value)]) -> Map<String, Value> {
     entry
 }
 
-fn token_fields(tokens: &Value) -> Result<(String, String, f64), String> {
+fn token_fields(tokens: &Value) -> Result<(String, String, f64), OAuthError> {
     let access = tokens["access_token"].as_str().filter(|s| !s.is_empty());
     let refresh = tokens["refresh_token"].as_str().filter(|s| !s.is_empty());
     let expires_in = tokens["expires_in"].as_f64();
     match (access, refresh, expires_in) {
         (Some(a), Some(r), Some(e)) => Ok((a.to_string(), r.to_string(), e)),
-        _ => Err(format!("token response missing fields: {tokens}")),
+        _ => Err(OAuthError::MissingTokenFields(tokens.to_string())),
     }
 }
 
-fn post_json(agent: &ureq::Agent, url: &str, body: &Value) -> Result<Value, String> {
+fn post_json(agent: &ureq::Agent, url: &str, body: &Value) -> Result<Value, OAuthError> {
     let response = net::post(agent, url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json")
         .send(body.to_string().as_bytes())
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|source| OAuthError::Request {
+            url: url.to_string(),
+            source,
+        })?;
     read_json(response, url)
 }
 
-fn post_form(agent: &ureq::Agent, url: &str, form: &[(&str, &str)]) -> Result<Value, String> {
+fn post_form(agent: &ureq::Agent, url: &str, form: &[(&str, &str)]) -> Result<Value, OAuthError> {
     post_form_with(agent, url, form, &[])
 }
 
@@ -284,7 +418,7 @@ fn post_form_with(
     url: &str,
     form: &[(&str, &str)],
     headers: &[(&str, &str)],
-) -> Result<Value, String> {
+) -> Result<Value, OAuthError> {
     let mut request = net::post(agent, url)
         .header("Content-Type", "application/x-www-form-urlencoded")
         .header("Accept", "application/json");
@@ -293,12 +427,15 @@ fn post_form_with(
     }
     let response = request
         .send(form_encode(form).as_bytes())
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|source| OAuthError::Request {
+            url: url.to_string(),
+            source,
+        })?;
     read_json(response, url)
 }
 
 /// The JSON body of a 2xx response; otherwise the status and the body's start.
-fn read_json(response: ureq::http::Response<ureq::Body>, url: &str) -> Result<Value, String> {
+fn read_json(response: ureq::http::Response<ureq::Body>, url: &str) -> Result<Value, OAuthError> {
     let status = response.status().as_u16();
     let mut text = String::new();
     response
@@ -306,12 +443,21 @@ fn read_json(response: ureq::http::Response<ureq::Body>, url: &str) -> Result<Va
         .into_reader()
         .take(1024 * 1024)
         .read_to_string(&mut text)
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|source| OAuthError::ReadBody {
+            url: url.to_string(),
+            source,
+        })?;
     if !(200..300).contains(&status) {
-        let snippet: String = text.trim().chars().take(300).collect();
-        return Err(format!("HTTP {status} from {url}: {snippet}"));
+        return Err(OAuthError::Status {
+            url: url.to_string(),
+            status,
+            snippet: text.trim().chars().take(300).collect(),
+        });
     }
-    serde_json::from_str(&text).map_err(|e| format!("{url} returned invalid JSON: {e}"))
+    serde_json::from_str(&text).map_err(|source| OAuthError::InvalidJson {
+        url: url.to_string(),
+        source,
+    })
 }
 
 /// `application/x-www-form-urlencoded`, as `URLSearchParams` writes it.
@@ -336,16 +482,20 @@ pub fn form_encode(pairs: &[(&str, &str)]) -> String {
 
 // ---- auth.json ---------------------------------------------------------------------------------
 
-fn read_auth(path: &Path) -> Result<Map<String, Value>, String> {
+fn read_auth(path: &Path) -> Result<Map<String, Value>, OAuthError> {
+    let problem = |problem: String| OAuthError::AuthFile {
+        path: path.to_path_buf(),
+        problem,
+    };
     match fs::read(path) {
         Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Ok(Map::new()),
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(map)) => Ok(map),
-            Ok(_) => Err(format!("{}: expected a JSON object", path.display())),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Ok(_) => Err(problem("expected a JSON object".into())),
+            Err(e) => Err(problem(e.to_string())),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(e) => Err(problem(e.to_string())),
     }
 }
 
@@ -371,17 +521,20 @@ pub fn store_login(
     agent_dir: &Path,
     provider: &str,
     entry: Map<String, Value>,
-) -> Result<(), String> {
-    fs::create_dir_all(agent_dir).map_err(|e| format!("{}: {e}", agent_dir.display()))?;
+) -> Result<(), OAuthError> {
+    fs::create_dir_all(agent_dir).map_err(|source| OAuthError::CreateDir {
+        path: agent_dir.to_path_buf(),
+        source,
+    })?;
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path)?;
     let mut data = read_auth(&path)?;
     data.insert(provider.to_string(), Value::Object(entry));
-    write_auth(&path, &data).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_auth(&path, &data).map_err(|source| OAuthError::Write { path, source })
 }
 
 /// Removes a provider's credentials (`pi logout`) under the lock; false when there were none.
-pub fn remove_login(agent_dir: &Path, provider: &str) -> Result<bool, String> {
+pub fn remove_login(agent_dir: &Path, provider: &str) -> Result<bool, OAuthError> {
     let path = agent_dir.join("auth.json");
     if !path.exists() {
         return Ok(false);
@@ -391,7 +544,10 @@ pub fn remove_login(agent_dir: &Path, provider: &str) -> Result<bool, String> {
     if data.shift_remove(provider).is_none() {
         return Ok(false);
     }
-    write_auth(&path, &data).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    write_auth(&path, &data).map_err(|source| OAuthError::Write {
+        path: path.clone(),
+        source,
+    })?;
     Ok(true)
 }
 
@@ -412,15 +568,13 @@ pub fn login(
     enterprise: Option<&str>,
     endpoints: &Endpoints,
     ui: &mut dyn LoginUi,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, OAuthError> {
     let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
     match provider {
         "github-copilot" => login_copilot(&agent, endpoints, enterprise, ui),
         "anthropic" => login_anthropic(&agent, endpoints, ui),
         "openai-codex" => login_codex(&agent, endpoints, ui),
-        other => Err(format!(
-            "{other} has no subscription login; configure an API key (see `pi --help`)"
-        )),
+        other => Err(OAuthError::NoSubscription(other.to_string())),
     }
 }
 
@@ -429,9 +583,12 @@ fn login_copilot(
     endpoints: &Endpoints,
     enterprise: Option<&str>,
     ui: &mut dyn LoginUi,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, OAuthError> {
     let domain = match enterprise {
-        Some(input) => Some(normalize_domain(input).ok_or("Invalid GitHub Enterprise URL/domain")?),
+        Some(input) => Some(
+            normalize_domain(input)
+                .ok_or(OAuthError::Flow("Invalid GitHub Enterprise URL/domain"))?,
+        ),
         None => None,
     };
     let github = endpoints.github(domain.as_deref().unwrap_or("github.com"));
@@ -449,7 +606,7 @@ fn login_copilot(
         device["interval"].as_f64(),
         device["expires_in"].as_f64(),
     ) else {
-        return Err("Invalid device code response fields".into());
+        return Err(OAuthError::Flow("Invalid device code response fields"));
     };
     ui.show(&format!("Open {uri} and enter code: {user_code}"));
     ui.show("Waiting for GitHub to confirm the login...");
@@ -461,11 +618,7 @@ fn login_copilot(
     let github_token = loop {
         let remaining = deadline.saturating_duration_since(std::time::Instant::now());
         if remaining.is_zero() {
-            return Err(if slowed_down {
-                "Device flow timed out after one or more slow_down responses. This is often caused by clock drift in WSL or VM environments. Please sync or restart the VM clock and try again.".into()
-            } else {
-                "Device flow timed out".into()
-            });
+            return Err(OAuthError::DeviceFlowTimedOut { slowed_down });
         }
         std::thread::sleep(
             Duration::from_millis((interval_ms * multiplier).ceil() as u64).min(remaining),
@@ -498,9 +651,9 @@ fn login_copilot(
                     .as_str()
                     .map(|d| format!(": {d}"))
                     .unwrap_or_default();
-                return Err(format!("Device flow failed: {error}{description}"));
+                return Err(OAuthError::DeviceFlow(format!("{error}{description}")));
             }
-            None => return Err(format!("unexpected access token response: {raw}")),
+            None => return Err(OAuthError::UnexpectedTokenResponse(raw.to_string())),
         }
     };
     copilot_entry(agent, endpoints, &github_token, domain.as_deref())
@@ -519,18 +672,18 @@ fn normalize_domain(input: &str) -> Option<String> {
 }
 
 /// PKCE verifier and S256 challenge (32 random bytes, base64url).
-fn pkce() -> Result<(String, String), String> {
+fn pkce() -> Result<(String, String), OAuthError> {
     let verifier = base64url(&random_bytes::<32>()?);
     let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
     Ok((verifier, base64url(digest.as_ref())))
 }
 
-fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+fn random_bytes<const N: usize>() -> Result<[u8; N], OAuthError> {
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; N];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
-        .map_err(|_| "no system randomness".to_string())?;
+        .map_err(|_| OAuthError::Flow("no system randomness"))?;
     Ok(bytes)
 }
 
@@ -604,7 +757,7 @@ fn login_anthropic(
     agent: &ureq::Agent,
     endpoints: &Endpoints,
     ui: &mut dyn LoginUi,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, OAuthError> {
     let (verifier, challenge) = pkce()?;
     let params = form_encode(&[
         ("code", "true"),
@@ -621,14 +774,14 @@ fn login_anthropic(
     ));
     let input = ui
         .ask("Paste the authorization code or full redirect URL: ")
-        .ok_or("Missing authorization code")?;
+        .ok_or(OAuthError::Flow("Missing authorization code"))?;
     let (code, state) = parse_authorization_input(&input);
     if state.as_deref().is_some_and(|s| s != verifier) {
-        return Err("OAuth state mismatch".into());
+        return Err(OAuthError::Flow("OAuth state mismatch"));
     }
     let code = code
         .filter(|c| !c.is_empty())
-        .ok_or("Missing authorization code")?;
+        .ok_or(OAuthError::Flow("Missing authorization code"))?;
     let state = state.unwrap_or_else(|| verifier.clone());
     let body = json!({"grant_type": "authorization_code", "client_id": ANTHROPIC_CLIENT_ID,
         "code": code, "state": state, "redirect_uri": ANTHROPIC_REDIRECT_URI,
@@ -641,7 +794,7 @@ fn login_codex(
     agent: &ureq::Agent,
     endpoints: &Endpoints,
     ui: &mut dyn LoginUi,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, OAuthError> {
     let (verifier, challenge) = pkce()?;
     let state: String = random_bytes::<16>()?
         .iter()
@@ -665,14 +818,14 @@ fn login_codex(
     ));
     let input = ui
         .ask("Paste the authorization code (or full redirect URL): ")
-        .ok_or("Missing authorization code")?;
+        .ok_or(OAuthError::Flow("Missing authorization code"))?;
     let (code, pasted_state) = parse_authorization_input(&input);
     if pasted_state.as_deref().is_some_and(|s| s != state) {
-        return Err("State mismatch".into());
+        return Err(OAuthError::Flow("State mismatch"));
     }
     let code = code
         .filter(|c| !c.is_empty())
-        .ok_or("Missing authorization code")?;
+        .ok_or(OAuthError::Flow("Missing authorization code"))?;
     let tokens = post_form(
         agent,
         &endpoints.codex_token,

@@ -8,10 +8,46 @@
 
 use std::cmp::Ordering;
 
-use super::matching::{fuzzy_matches, glob_match, locale_compare};
+use super::matching::{fuzzy_matches, locale_compare};
 use super::model::{Model, ThinkingLevel};
 use super::registry::default_model_for;
 use super::{Diagnostic, ResolvedModel};
+use crate::glob::{Glob, GlobOptions};
+
+/// Why `--provider`/`--model` resolved to nothing; `main` prints `Error: <Display>`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelError {
+    /// The registry is empty.
+    NoModels,
+    UnknownProvider(String),
+    /// No model matches (the pattern as shown: `provider/pattern` when a provider was given).
+    NotFound(String),
+    /// `--api-key` without a model to give it to.
+    ApiKeyWithoutModel,
+}
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelError::NoModels => f.write_str(
+                "No models available. Check your installation or add models to models.json.",
+            ),
+            ModelError::UnknownProvider(name) => write!(
+                f,
+                "Unknown provider \"{name}\". Use --list-models to see available providers/models."
+            ),
+            ModelError::NotFound(shown) => write!(
+                f,
+                "Model \"{shown}\" not found. Use --list-models to see available models."
+            ),
+            ModelError::ApiKeyWithoutModel => f.write_str(
+                "--api-key requires a model to be specified via --model, --provider/--model, or --models",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
 
 /// A `--models` entry resolved to a model, with the level from its `:level` suffix if any.
 #[derive(Clone, Debug)]
@@ -160,11 +196,9 @@ pub fn resolve_cli_model(
     models: &[Model],
     provider: Option<&str>,
     pattern: &str,
-) -> Result<ResolvedModel, String> {
+) -> Result<ResolvedModel, ModelError> {
     if models.is_empty() {
-        return Err(
-            "No models available. Check your installation or add models to models.json.".into(),
-        );
+        return Err(ModelError::NoModels);
     }
     let canonical_provider = |name: &str| {
         let lower = name.to_lowercase();
@@ -178,11 +212,7 @@ pub fn resolve_cli_model(
     let mut resolved_provider = match provider {
         Some(p) => match canonical_provider(p) {
             Some(c) => Some(c),
-            None => {
-                return Err(format!(
-                    "Unknown provider \"{p}\". Use --list-models to see available providers/models."
-                ));
-            }
+            None => return Err(ModelError::UnknownProvider(p.to_string())),
         },
         None => None,
     };
@@ -261,9 +291,7 @@ pub fn resolve_cli_model(
         Some(p) => format!("{p}/{pattern_part}"),
         None => pattern.to_string(),
     };
-    Err(format!(
-        "Model \"{display}\" not found. Use --list-models to see available models."
-    ))
+    Err(ModelError::NotFound(display))
 }
 
 /// `--models` / `enabledModels` patterns against the models with auth. Problems are warnings.
@@ -293,10 +321,11 @@ pub fn resolve_model_scope(
                 },
                 None => (pattern.as_str(), None),
             };
+            let glob = Glob::new(glob, GlobOptions::MINIMATCH_NOCASE);
             let matching: Vec<&Model> = available
                 .iter()
                 .filter(|m| {
-                    glob_match(glob, &format!("{}/{}", m.provider, m.id)) || glob_match(glob, &m.id)
+                    glob.matches(&format!("{}/{}", m.provider, m.id)) || glob.matches(&m.id)
                 })
                 .collect();
             if matching.is_empty() {
@@ -480,7 +509,9 @@ mod tests {
         );
         // Unknown provider.
         assert_eq!(
-            resolve_cli_model(&all, Some("nope"), "x").unwrap_err(),
+            resolve_cli_model(&all, Some("nope"), "x")
+                .unwrap_err()
+                .to_string(),
             "Unknown provider \"nope\". Use --list-models to see available providers/models."
         );
         // Known provider, unknown model → clone of the provider default with a warning.
@@ -500,7 +531,9 @@ mod tests {
         );
         // Unknown everything.
         assert_eq!(
-            resolve_cli_model(&all, None, "definitely-not-a-model").unwrap_err(),
+            resolve_cli_model(&all, None, "definitely-not-a-model")
+                .unwrap_err()
+                .to_string(),
             "Model \"definitely-not-a-model\" not found. Use --list-models to see available models."
         );
         // Alias preference: the undated alias wins over dated ids.

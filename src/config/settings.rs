@@ -283,7 +283,7 @@ impl Settings {
     }
 
     /// Sets a top-level global key and persists it.
-    pub fn set_top(&mut self, field: &str, value: Value) -> Result<(), String> {
+    pub fn set_top(&mut self, field: &str, value: Value) {
         self.global.insert(field.to_string(), value);
         self.mark(field, None);
         self.save()
@@ -296,7 +296,7 @@ impl Settings {
     }
 
     /// Sets `field.nested` in the global settings (creating the object) and persists it.
-    pub fn set_nested(&mut self, field: &str, nested: &str, value: Value) -> Result<(), String> {
+    pub fn set_nested(&mut self, field: &str, nested: &str, value: Value) {
         let entry = self
             .global
             .entry(field.to_string())
@@ -331,11 +331,11 @@ impl Settings {
     /// the disk-writer thread: the agent never waits for it, and the command's response (sent
     /// after this) reaches stdout only once the file is written. A failed write is reported
     /// there; its keys stay modified, so the next save carries them again.
-    fn save(&mut self) -> Result<(), String> {
+    fn save(&mut self) {
         self.merged = merge_settings(&self.global, &self.project);
         if self.global_load_failed {
             // The reference never overwrites a file it could not read.
-            return Ok(());
+            return;
         }
         let confirmed = self.saved.load(std::sync::atomic::Ordering::SeqCst);
         self.modified.retain(|m| m.save > confirmed);
@@ -356,7 +356,6 @@ impl Settings {
             }
             Err(e) => log::warn!("settings not saved: {e}"),
         });
-        Ok(())
     }
 }
 
@@ -581,8 +580,8 @@ mod tests {
         assert_eq!(s.get_str("steeringMode"), Some("one-at-a-time"));
         // Another process edits the file after we loaded it.
         fs::write(&path, r#"{"theme":"light","compaction":{"reserveTokens":2000,"keepRecentTokens":5},"steeringMode":"all"}"#).unwrap();
-        s.set_nested("compaction", "enabled", json!(false)).unwrap();
-        s.set_top("defaultProvider", json!("openai")).unwrap();
+        s.set_nested("compaction", "enabled", json!(false));
+        s.set_top("defaultProvider", json!("openai"));
         settled();
         let written = fs::read_to_string(&path).unwrap();
         assert_eq!(
@@ -590,7 +589,7 @@ mod tests {
             "{\n  \"theme\": \"light\",\n  \"compaction\": {\n    \"reserveTokens\": 2000,\n    \"keepRecentTokens\": 5,\n    \"enabled\": false\n  },\n  \"steeringMode\": \"all\",\n  \"defaultProvider\": \"openai\"\n}"
         );
         // The project file still wins for reads.
-        s.set_top("steeringMode", json!("all")).unwrap();
+        s.set_top("steeringMode", json!("all"));
         assert_eq!(s.get_str("steeringMode"), Some("one-at-a-time"));
         settled();
         // No temp file or lock left behind.
@@ -610,7 +609,7 @@ mod tests {
         let (mut s, errors) = Settings::load(&agent, Some(&agent));
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, "global");
-        s.set_top("defaultModel", json!("x")).unwrap();
+        s.set_top("defaultModel", json!("x"));
         settled();
         assert_eq!(fs::read_to_string(&path).unwrap(), "{ broken");
         assert_eq!(s.get_str("defaultModel"), Some("x"));
@@ -620,7 +619,7 @@ mod tests {
         let (mut s, _) = Settings::load(&agent, Some(&agent));
         fs::write(&path, "nope").unwrap();
         // The write fails on the disk-sync thread (reported there); the file stays untouched.
-        s.set_top("defaultModel", json!("y")).unwrap();
+        s.set_top("defaultModel", json!("y"));
         settled();
         assert_eq!(fs::read_to_string(&path).unwrap(), "nope");
         assert_eq!(s.modified.len(), 1, "kept for the next save");
@@ -632,7 +631,7 @@ mod tests {
         let agent = temp_dir("create").join("nested");
         let (mut s, errors) = Settings::load(&agent, Some(&agent));
         assert!(errors.is_empty());
-        s.set_nested("retry", "enabled", json!(false)).unwrap();
+        s.set_nested("retry", "enabled", json!(false));
         settled();
         assert_eq!(
             fs::read_to_string(agent.join("settings.json")).unwrap(),

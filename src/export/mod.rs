@@ -6,7 +6,8 @@
 //! next to this one, compiled in) draw the session tree and the conversation in the browser; the
 //! page loads nothing from the network. Known secrets (`ExportInput::redactions`) are replaced by
 //! `[redacted]` in the embedded data. [`export_to_file`] writes the page atomically (temp file
-//! in the target directory, then rename) and returns the path as given. Nothing here keeps state.
+//! in the target directory, then rename) and returns the path as given. [`export_session_file`]
+//! is `pi --export`: a session file read from disk, exported. Nothing here keeps state.
 
 use std::fs;
 use std::io::Write;
@@ -29,6 +30,76 @@ pub struct ExportInput {
     pub tools: Vec<(String, String, Value)>,
     /// Secrets replaced by `[redacted]` in the page (the session log's own list).
     pub redactions: crate::session::Redactions,
+}
+
+/// An export that failed; `Display` is the text the client (`export_html`) or the terminal
+/// (`pi --export`) sees.
+#[derive(Debug)]
+pub enum ExportError {
+    /// An output path without a file name.
+    InvalidPath(PathBuf),
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `pi --export` of a session file that does not exist.
+    NotFound(PathBuf),
+    Session(crate::session::SessionError),
+}
+
+impl std::fmt::Display for ExportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExportError::InvalidPath(path) => write!(f, "Invalid export path: {}", path.display()),
+            ExportError::Write { path, source } => {
+                write!(f, "Failed to write {}: {source}", path.display())
+            }
+            ExportError::NotFound(path) => write!(f, "File not found: {}", path.display()),
+            ExportError::Session(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ExportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ExportError::Write { source, .. } => Some(source),
+            ExportError::Session(e) => Some(e),
+            ExportError::InvalidPath(_) | ExportError::NotFound(_) => None,
+        }
+    }
+}
+
+/// `pi --export <session.jsonl> [out.html]`: the page for the session file at `session_path`
+/// (taken from `cwd`, as is `output`), without a system prompt or tool list. Returns the output
+/// path as given (or the default name); problems found while reading the session go to
+/// `warnings`, one sentence each, also when the export then fails.
+pub fn export_session_file(
+    cwd: &Path,
+    session_path: &str,
+    output: Option<&str>,
+    warnings: &mut Vec<String>,
+) -> Result<String, ExportError> {
+    let path = cwd.join(session_path);
+    if !path.is_file() {
+        return Err(ExportError::NotFound(path));
+    }
+    let (log, found) =
+        crate::session::SessionLog::open(&path, None, cwd).map_err(ExportError::Session)?;
+    warnings.extend(found);
+    let output = output
+        .map(String::from)
+        .unwrap_or_else(|| default_output_name(&path));
+    let input = ExportInput {
+        header: log.header().to_value().clone(),
+        entries: log.entries_since(None).unwrap_or_default(),
+        leaf_id: log.leaf_id().map(str::to_string),
+        system_prompt: String::new(),
+        tools: Vec::new(),
+        redactions: log.redactions(),
+    };
+    export_to_file(&input, &cwd.join(&output))?;
+    Ok(output)
 }
 
 /// The whole HTML document for `input`.
@@ -63,12 +134,11 @@ pub fn default_output_name(session_file: &Path) -> String {
 /// Renders `input` and writes it to `output_path` (relative paths resolve against the process
 /// cwd). The page first goes to a hidden temp file beside the target and is then renamed over
 /// it, so a reader never sees half a page. Returns `output_path` unchanged.
-pub fn export_to_file(input: &ExportInput, output_path: &Path) -> Result<PathBuf, String> {
+pub fn export_to_file(input: &ExportInput, output_path: &Path) -> Result<PathBuf, ExportError> {
     let html = render_html(input);
-    let shown = output_path.display();
     let file_name = output_path
         .file_name()
-        .ok_or_else(|| format!("Invalid export path: {shown}"))?;
+        .ok_or_else(|| ExportError::InvalidPath(output_path.to_path_buf()))?;
     let dir = match output_path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -88,7 +158,10 @@ pub fn export_to_file(input: &ExportInput, output_path: &Path) -> Result<PathBuf
     if let Err(e) = written {
         // The temp file may or may not exist; either way it must not linger.
         let _ = fs::remove_file(&temp_path);
-        return Err(format!("Failed to write {shown}: {e}"));
+        return Err(ExportError::Write {
+            path: output_path.to_path_buf(),
+            source: e,
+        });
     }
     Ok(output_path.to_path_buf())
 }

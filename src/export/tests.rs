@@ -415,11 +415,11 @@ fn export_writes_the_page_and_replaces_an_old_one() {
     assert_eq!(names, ["out.html"], "no temp file left behind");
 
     let missing = dir.0.join("no-such-dir").join("out.html");
-    let err = export_to_file(&input, &missing).unwrap_err();
+    let err = export_to_file(&input, &missing).unwrap_err().to_string();
     assert!(err.starts_with("Failed to write "), "{err}");
     assert!(err.contains("no-such-dir"), "{err}");
 
-    let err = export_to_file(&input, &dir.0).unwrap_err();
+    let err = export_to_file(&input, &dir.0).unwrap_err().to_string();
     assert!(err.starts_with("Failed to write "), "{err}");
     let names: Vec<_> = fs::read_dir(&dir.0)
         .unwrap()

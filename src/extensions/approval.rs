@@ -29,6 +29,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::shell_split::{self, ShellLine};
+use crate::glob::wildcard_match;
 use crate::rpc::events::Event;
 
 /// The three answers of an approval dialog, in the order shown.
@@ -309,7 +310,7 @@ impl ApprovalPolicy {
             && verdict.action == RuleAction::Allow
             && self.rules.iter().any(|r| {
                 r.action != RuleAction::Allow
-                    && wildcard_match(&r.tool, tool)
+                    && wildcard_match(&r.tool, tool, true)
                     && r.patterns.iter().any(|(name, _)| name == "command")
             })
         {
@@ -400,7 +401,7 @@ struct Verdict {
 impl Rule {
     /// `shell` is the split `command` argument, when there is one.
     fn matches(&self, tool: &str, args: &Value, cwd: &Path, shell: Option<&ShellLine>) -> bool {
-        if !wildcard_match(&self.tool, tool) {
+        if !wildcard_match(&self.tool, tool, true) {
             return false;
         }
         self.patterns.iter().all(|(name, pattern)| {
@@ -413,9 +414,9 @@ impl Rule {
                 // What the call will really touch: `/tmp/../x` is not under `/tmp/*`.
                 let real = resolve(&text, cwd).to_string_lossy().into_owned();
                 return if self.action == RuleAction::Allow {
-                    wildcard_match(pattern, &real)
+                    wildcard_match(pattern, &real, true)
                 } else {
-                    wildcard_match(pattern, &text) || wildcard_match(pattern, &real)
+                    wildcard_match(pattern, &text, true) || wildcard_match(pattern, &real, true)
                 };
             }
             match (name.as_str(), shell) {
@@ -423,13 +424,19 @@ impl Rule {
                     // Every simple command must be allowed, and all of the line seen.
                     !line.opaque
                         && !line.commands.is_empty()
-                        && line.commands.iter().all(|c| wildcard_match(pattern, c))
+                        && line
+                            .commands
+                            .iter()
+                            .all(|c| wildcard_match(pattern, c, true))
                 }
                 ("command", Some(line)) => {
-                    wildcard_match(pattern, &text)
-                        || line.commands.iter().any(|c| wildcard_match(pattern, c))
+                    wildcard_match(pattern, &text, true)
+                        || line
+                            .commands
+                            .iter()
+                            .any(|c| wildcard_match(pattern, c, true))
                 }
-                _ => wildcard_match(pattern, &text),
+                _ => wildcard_match(pattern, &text, true),
             }
         })
     }
@@ -465,31 +472,6 @@ fn parse_rule(value: &Value) -> Result<Rule, String> {
             .and_then(Value::as_str)
             .map(String::from),
     })
-}
-
-/// `*` matches any run of characters (slashes too), `?` exactly one; everything else is literal.
-pub fn wildcard_match(pattern: &str, text: &str) -> bool {
-    let pattern: Vec<char> = pattern.chars().collect();
-    let text: Vec<char> = text.chars().collect();
-    let (mut p, mut t) = (0, 0);
-    // Position after the last `*` and the text position it was tried at (classic backtracking).
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p + 1, t));
-            p += 1;
-        } else if let Some((after_star, tried)) = star {
-            p = after_star;
-            t = tried + 1;
-            star = Some((after_star, tried + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|c| *c == '*')
 }
 
 /// A path argument exactly as the file tools will resolve it (`@`, `~`, Unicode spaces, `..`),
@@ -578,15 +560,17 @@ mod tests {
 
     #[test]
     fn wildcards() {
-        assert!(wildcard_match("rm *", "rm -rf build"));
-        assert!(wildcard_match("*", ""));
-        assert!(wildcard_match("git push*", "git push"));
-        assert!(wildcard_match("a?c", "abc"));
-        assert!(!wildcard_match("a?c", "ac"));
-        assert!(!wildcard_match("rm *", "echo rm -rf"));
-        assert!(wildcard_match("*.lock", "/x/Cargo.lock"));
-        assert!(wildcard_match("*a*b*", "xxaxxbxx"));
-        assert!(!wildcard_match("*a*b", "xxbxxa"));
+        assert!(wildcard_match("rm *", "rm -rf build", true));
+        assert!(wildcard_match("*", "", true));
+        assert!(wildcard_match("git push*", "git push", true));
+        assert!(wildcard_match("a?c", "abc", true));
+        assert!(!wildcard_match("a?c", "ac", true));
+        assert!(!wildcard_match("rm *", "echo rm -rf", true));
+        assert!(wildcard_match("*.lock", "/x/Cargo.lock", true));
+        assert!(wildcard_match("*a*b*", "xxaxxbxx", true));
+        assert!(!wildcard_match("*a*b", "xxbxxa", true));
+        // A `*` in the text is text: the pattern's `*` still spans it.
+        assert!(wildcard_match("ls *", "ls *b", true));
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //!
 //! This file owns discovery: which files are extensions, in which order (`-e` paths, project
 //! settings paths, user settings paths, `<cwd>/.pi/extensions/`, `<agentDir>/extensions/`; the
-//! first occurrence of a file wins). `host` owns the processes, `protocol` the wire format,
-//! `hooks` how several extensions' answers combine, `approval` the built-in approval gate.
+//! first occurrence of a file wins). `launch` starts them for a run, `host` owns the processes,
+//! `protocol` the wire format, `hooks` how several extensions' answers combine, `approval` the
+//! built-in approval gate.
 //!
 //! Input: paths. Output: `ExtensionSpec`s for `ExtensionHost::start`. Discovery only reads
 //! directories; it never runs anything.
@@ -13,6 +14,7 @@
 pub mod approval;
 pub mod hooks;
 pub mod host;
+pub mod launch;
 pub mod protocol;
 pub mod shell_split;
 

@@ -151,7 +151,7 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
     let entry = Value::Object(entry);
     config::validate(name, &entry)?;
     let path = target(local, agent_dir, cwd);
-    let replaced = config::add_server(&path, name, entry)?;
+    let replaced = config::add_server(&path, name, entry).map_err(|e| e.to_string())?;
     let verb = if replaced { "Replaced" } else { "Added" };
     let scope = if local { "project" } else { "global" };
     Ok(format!(
@@ -168,7 +168,7 @@ fn remove(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, Strin
     let local = args[1..].iter().any(|a| a == "-l" || a == "--local");
     let path = target(local, agent_dir, cwd);
     let scope = if local { "project" } else { "global" };
-    match config::remove_server(&path, name)? {
+    match config::remove_server(&path, name).map_err(|e| e.to_string())? {
         true => Ok(format!(
             "Removed {scope} MCP server \"{name}\" from {}.",
             path.display()

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::naming;
+use crate::glob::wildcard_match;
 
 /// Per-request timeout unless the entry says otherwise (seconds in the file).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -93,7 +94,7 @@ impl ServerConfig {
         }
         self.tool_exposure
             .iter()
-            .find(|(k, _)| k.contains('*') && naming::pattern_matches(k, tool))
+            .find(|(k, _)| k.contains('*') && wildcard_match(k, tool, false))
             .map_or(&self.exposure_name, |(_, e)| e)
     }
     /// Whether some tools are declared to the model (the first prompt waits for these servers).
@@ -475,9 +476,51 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
 
 // ---- edits (`pi mcp add|remove`) -----------------------------------------------------------------
 
+/// An mcp.json that `pi mcp add|remove` could not edit (`Display`: `<path>: <problem>`).
+#[derive(Debug)]
+pub enum EditError {
+    /// Reading the file, creating its folder or writing it back.
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// Not an object, or `mcpServers` is not one.
+    Shape(PathBuf),
+    Encode(serde_json::Error),
+}
+
+impl std::fmt::Display for EditError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EditError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            EditError::Parse { path, source } => write!(f, "{}: {source}", path.display()),
+            EditError::Shape(path) => write!(
+                f,
+                "{}: expected an object with an \"mcpServers\" object",
+                path.display()
+            ),
+            EditError::Encode(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for EditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EditError::Io { source, .. } => Some(source),
+            EditError::Parse { source, .. } | EditError::Encode(source) => Some(source),
+            EditError::Shape(_) => None,
+        }
+    }
+}
+
 /// Adds or replaces `name` in the file at `path` (created when missing). Returns whether an
 /// entry was replaced.
-pub fn add_server(path: &Path, name: &str, entry: Value) -> Result<bool, String> {
+pub fn add_server(path: &Path, name: &str, entry: Value) -> Result<bool, EditError> {
     let mut replaced = false;
     edit(path, |servers| {
         replaced = servers.insert(name.to_string(), entry).is_some();
@@ -487,7 +530,7 @@ pub fn add_server(path: &Path, name: &str, entry: Value) -> Result<bool, String>
 }
 
 /// Removes `name` from the file at `path`. Returns false when the file does not define it.
-pub fn remove_server(path: &Path, name: &str) -> Result<bool, String> {
+pub fn remove_server(path: &Path, name: &str) -> Result<bool, EditError> {
     if !path.exists() {
         return Ok(false);
     }
@@ -499,22 +542,28 @@ pub fn remove_server(path: &Path, name: &str) -> Result<bool, String> {
     Ok(removed)
 }
 
-fn edit(path: &Path, change: impl FnOnce(&mut Map<String, Value>) -> bool) -> Result<(), String> {
+fn edit(
+    path: &Path,
+    change: impl FnOnce(&mut Map<String, Value>) -> bool,
+) -> Result<(), EditError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => Some(text.trim_start_matches('\u{feff}').to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => {
+            return Err(EditError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
     };
     let mut parsed: Value = match &text {
-        Some(text) => serde_json::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?,
+        Some(text) => serde_json::from_str(text).map_err(|source| EditError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?,
         None => Value::Object(Map::new()),
     };
-    let shape_error = || {
-        format!(
-            "{}: expected an object with an \"mcpServers\" object",
-            path.display()
-        )
-    };
+    let shape_error = || EditError::Shape(path.to_path_buf());
     let Value::Object(root) = &mut parsed else {
         return Err(shape_error());
     };
@@ -540,17 +589,23 @@ fn edit(path: &Path, change: impl FnOnce(&mut Map<String, Value>) -> bool) -> Re
     let mut out = Vec::new();
     let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
-    serde::Serialize::serialize(&parsed, &mut serializer).map_err(|e| e.to_string())?;
+    serde::Serialize::serialize(&parsed, &mut serializer).map_err(EditError::Encode)?;
     out.push(b'\n');
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| EditError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     }
     let temp = path.with_extension(format!("json.tmp-{}", std::process::id()));
     std::fs::write(&temp, &out)
         .and_then(|_| std::fs::rename(&temp, path))
-        .map_err(|e| {
+        .map_err(|source| {
             let _ = std::fs::remove_file(&temp);
-            format!("{}: {e}", path.display())
+            EditError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
         })
 }
 
@@ -717,6 +772,7 @@ mod tests {
         assert!(
             add_server(&path, "z", json!({}))
                 .unwrap_err()
+                .to_string()
                 .contains("expected an object")
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -258,7 +258,7 @@ impl Connection {
         );
         match opened {
             Ok(transport) => self.transport = Some(transport),
-            Err(e) => return self.connect_failed(e, false),
+            Err(e) => return self.connect_failed(e.to_string(), false),
         }
         let params = json!({
             "protocolVersion": jsonrpc::LATEST_PROTOCOL_VERSION,
@@ -345,10 +345,10 @@ impl Connection {
 
     // ---- requests --------------------------------------------------------------------------
 
-    fn send(&mut self, message: &Value) -> Result<(), String> {
+    fn send(&mut self, message: &Value) -> Result<(), transport::TransportError> {
         match &mut self.transport {
             Some(transport) => transport.send(message),
-            None => Err(CONNECTION_CLOSED.into()),
+            None => Err(transport::TransportError::Closed),
         }
     }
 
@@ -378,7 +378,7 @@ impl Connection {
             },
         );
         if let Err(e) = self.send(&message) {
-            self.on_send_failed(Some(id), e, Failure::Other);
+            self.on_send_failed(Some(id), e.to_string(), Failure::Other);
         }
     }
 
@@ -638,7 +638,7 @@ impl Connection {
         }
         let initialized = jsonrpc::notification("notifications/initialized", None);
         if let Err(e) = self.send(&initialized) {
-            return self.connect_failed(e, false);
+            return self.connect_failed(e.to_string(), false);
         }
         match capabilities.get("tools").is_some() {
             true => self.list_tools(false, Vec::new(), HashSet::new(), None),

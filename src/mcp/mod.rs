@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Value, json};
 
+use crate::glob::wildcard_match;
 use crate::messages::ToolCall;
 use crate::provider::ToolSpec;
 use crate::tools::{ToolEvent, ToolHandle};
@@ -61,7 +62,7 @@ impl ToolFilter {
             && self
                 .patterns
                 .as_ref()
-                .is_none_or(|patterns| patterns.iter().any(|p| naming::pattern_matches(p, name)))
+                .is_none_or(|patterns| patterns.iter().any(|p| wildcard_match(p, name, false)))
     }
 }
 

@@ -1,5 +1,5 @@
-//! Names of MCP tools as the model sees them, and the `*` patterns that `toolExposure` and
-//! `--tools` accept (pi's rules): `mcp__<server>__<tool>` with every character other than
+//! Names of MCP tools as the model sees them (pi's rules; the `*` patterns that `toolExposure`
+//! and `--tools` accept are `crate::glob::wildcard_match` without `?`): `mcp__<server>__<tool>` with every character other than
 //! `[A-Za-z0-9_]` replaced by `_`, shortened to 64 characters with an 8-hex-digit SHA-256 suffix
 //! when too long or when it collides. Pure functions.
 
@@ -55,26 +55,6 @@ pub fn is_valid_server_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// `*` matches any run of characters; everything else is literal; the whole name must match.
-pub fn pattern_matches(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == name;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
-        return false;
-    }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,13 +77,7 @@ mod tests {
     }
 
     #[test]
-    fn patterns_and_namespaces() {
-        assert!(pattern_matches("mcp__radius__*", "mcp__radius__ping"));
-        assert!(pattern_matches("get_*", "get_"));
-        assert!(pattern_matches("*_item*x", "get_item_box"));
-        assert!(!pattern_matches("get_*", "set_x"));
-        assert!(!pattern_matches("a*a", "a"));
-        assert!(pattern_matches("exact", "exact") && !pattern_matches("exact", "exactly"));
+    fn namespaces_and_server_names() {
         assert_eq!(namespace("dev-radius"), namespace("dev_radius"));
         assert!(
             is_valid_server_name("a-b_C9")

@@ -68,9 +68,50 @@ pub enum Failure {
     Other,
 }
 
+/// A transport that could not start or take a message. `Display` is the text the connection
+/// reports (in notices, `/mcp` and failed tool calls).
+#[derive(Debug)]
+pub enum TransportError {
+    /// The stdio server's command did not start.
+    Start {
+        command: String,
+        source: std::io::Error,
+    },
+    /// A stdio pipe the spawn asked for is missing ("stdout", "stderr", "stdin").
+    NoPipe(&'static str),
+    /// A reader, writer or request thread could not be spawned.
+    Thread(std::io::Error),
+    Encode(serde_json::Error),
+    Closed,
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::Start { command, source } => {
+                write!(f, "cannot start {command}: {source}")
+            }
+            TransportError::NoPipe(pipe) => write!(f, "no {pipe}"),
+            TransportError::Thread(e) => e.fmt(f),
+            TransportError::Encode(e) => e.fmt(f),
+            TransportError::Closed => f.write_str("MCP connection closed"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TransportError::Start { source, .. } | TransportError::Thread(source) => Some(source),
+            TransportError::Encode(e) => Some(e),
+            TransportError::NoPipe(_) | TransportError::Closed => None,
+        }
+    }
+}
+
 pub trait Transport: Send {
     /// Queues one message; `Err` when the transport is already closed.
-    fn send(&mut self, message: &Value) -> Result<(), String>;
+    fn send(&mut self, message: &Value) -> Result<(), TransportError>;
     /// Called once the protocol version is agreed (HTTP sends it as a header).
     fn set_protocol_version(&mut self, _version: &str) {}
     /// The last lines the server wrote to stderr (stdio only).
@@ -111,7 +152,7 @@ pub fn open(
     timeout: Duration,
     generation: u64,
     tx: Tx,
-) -> Result<Box<dyn Transport>, String> {
+) -> Result<Box<dyn Transport>, TransportError> {
     match config {
         TransportConfig::Stdio {
             command,
@@ -167,7 +208,7 @@ impl StdioTransport {
         cwd: &std::path::Path,
         generation: u64,
         tx: Tx,
-    ) -> Result<StdioTransport, String> {
+    ) -> Result<StdioTransport, TransportError> {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(command);
         cmd.args(args)
@@ -179,14 +220,21 @@ impl StdioTransport {
         // pi-rs's environment without credentials, plus what the entry sets explicitly.
         crate::tools::env::scrub(&mut cmd);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {command}: {e}"))?;
+        let mut child = cmd.spawn().map_err(|source| TransportError::Start {
+            command: command.to_string(),
+            source,
+        })?;
         let pgid = child.id() as i32;
         LIVE_SERVERS.insert(pgid);
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let stderr_pipe = child.stderr.take().ok_or("no stderr")?;
-        let mut stdin_pipe = child.stdin.take().ok_or("no stdin")?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or(TransportError::NoPipe("stdout"))?;
+        let stderr_pipe = child
+            .stderr
+            .take()
+            .ok_or(TransportError::NoPipe("stderr"))?;
+        let mut stdin_pipe = child.stdin.take().ok_or(TransportError::NoPipe("stdin"))?;
         let stderr = Arc::new(Mutex::new(String::new()));
 
         let reader_tx = tx.clone();
@@ -197,7 +245,7 @@ impl StdioTransport {
             format!("mcp-{server}-out"),
             Box::new(move || read_lines(stdout, generation, reader_tx)),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(TransportError::Thread)?;
         let tail = stderr.clone();
         let stderr_done = Arc::new(AtomicBool::new(false));
         let done = stderr_done.clone();
@@ -208,7 +256,7 @@ impl StdioTransport {
                 done.store(true, Ordering::SeqCst);
             }),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(TransportError::Thread)?;
         let (stdin_tx, stdin_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
         spawn(
             format!("mcp-{server}-in"),
@@ -225,7 +273,7 @@ impl StdioTransport {
                 // Dropping the pipe closes the server's stdin.
             }),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(TransportError::Thread)?;
         Ok(StdioTransport {
             stdin: Some(stdin_tx),
             child: Some(child),
@@ -290,14 +338,12 @@ fn keep_tail(stderr: impl Read, tail: &Mutex<String>) {
 }
 
 impl Transport for StdioTransport {
-    fn send(&mut self, message: &Value) -> Result<(), String> {
-        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+    fn send(&mut self, message: &Value) -> Result<(), TransportError> {
+        let mut line = serde_json::to_vec(message).map_err(TransportError::Encode)?;
         line.push(b'\n');
         match &self.stdin {
-            Some(stdin) => stdin
-                .send(line)
-                .map_err(|_| "MCP connection closed".to_string()),
-            None => Err("MCP connection closed".into()),
+            Some(stdin) => stdin.send(line).map_err(|_| TransportError::Closed),
+            None => Err(TransportError::Closed),
         }
     }
 
@@ -601,11 +647,11 @@ impl RequestParts {
 }
 
 impl Transport for HttpTransport {
-    fn send(&mut self, message: &Value) -> Result<(), String> {
+    fn send(&mut self, message: &Value) -> Result<(), TransportError> {
         if self.closed.load(Ordering::SeqCst) {
-            return Err("MCP connection closed".into());
+            return Err(TransportError::Closed);
         }
-        let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(message).map_err(TransportError::Encode)?;
         // Requests carry a method and an id; our answers to the server's requests have no method.
         let id = message
             .get("method")
@@ -624,7 +670,7 @@ impl Transport for HttpTransport {
                 }
             })
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(TransportError::Thread)
     }
 
     fn set_protocol_version(&mut self, version: &str) {

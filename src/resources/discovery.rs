@@ -12,15 +12,15 @@
 //!
 //! Simplifications (documented, not hidden): settings entries that are patterns (`!x`, `+x`,
 //! `-x`, globs) are ignored instead of filtering the discovered files; settings `packages` and
-//! `-e` extension resources are not resolved; ignore files support `*`, `?`, `**`, `[…]`, `!`,
-//! leading and trailing `/` — the rest of gitignore syntax (escapes, ranges edge cases) is not.
+//! `-e` extension resources are not resolved. Ignore files are read as pi reads them
+//! (`crate::ignore`, `IgnoreStyle::PiResources`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::files::{IgnoreRules, SourceInfo, read_dir_sorted};
+use super::files::{SourceInfo, read_dir_sorted};
 use super::prompt_templates::{
     PromptTemplate, expand_template, load_template_from_file, load_templates_from_dir,
 };
@@ -28,6 +28,7 @@ use super::skills::{
     ExpansionError, Skill, SkillOrigin, collect_skill_files, expand_skill_command,
     load_skill_from_file,
 };
+use crate::ignore::{IgnoreRules, IgnoreStyle, PI_RESOURCE_FILES};
 
 /// Everything [`load_resources`] needs; the lead fills it from the CLI and settings.
 #[derive(Debug, Clone, Default)]
@@ -212,7 +213,7 @@ fn settings_files(entries: &[String], base: &Path, home: &Path, kind: Kind) -> V
             match kind {
                 Kind::Skills => files.extend(collect_skill_files(&path, true)),
                 Kind::Prompts => {
-                    let mut rules = IgnoreRules::default();
+                    let mut rules = IgnoreRules::new(IgnoreStyle::PiResources);
                     collect_markdown_recursive(&path, &path, &mut rules, &mut files);
                 }
             }
@@ -227,7 +228,7 @@ fn collect_markdown_recursive(
     rules: &mut IgnoreRules,
     files: &mut Vec<PathBuf>,
 ) {
-    rules.add_dir(dir, root);
+    rules.add_dir(dir, root, PI_RESOURCE_FILES);
     for (name, path) in read_dir_sorted(dir) {
         if name.starts_with('.') || name == "node_modules" {
             continue;
@@ -251,8 +252,8 @@ fn collect_markdown_recursive(
 
 /// `*.md` files directly in an auto-discovered prompts directory.
 fn collect_prompt_files(dir: &Path) -> Vec<PathBuf> {
-    let mut rules = IgnoreRules::default();
-    rules.add_dir(dir, dir);
+    let mut rules = IgnoreRules::new(IgnoreStyle::PiResources);
+    rules.add_dir(dir, dir, PI_RESOURCE_FILES);
     read_dir_sorted(dir)
         .into_iter()
         .filter(|(name, path)| {

@@ -7,8 +7,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::files::{IgnoreRules, SourceInfo, read_dir_sorted};
+use super::files::{SourceInfo, read_dir_sorted};
 use super::frontmatter::{YamlValue, parse_frontmatter, strip_frontmatter};
+use crate::ignore::{IgnoreRules, IgnoreStyle, PI_RESOURCE_FILES};
 use crate::js::js_trim;
 
 const MAX_NAME_LENGTH: usize = 64;
@@ -157,7 +158,7 @@ fn name_problems(name: &str, parent_name: &str) -> Vec<String> {
 /// skills of each subdirectory, in name order. Dot-entries, `node_modules` and paths matched by
 /// `.gitignore`/`.ignore`/`.fdignore` rules are skipped.
 pub(crate) fn collect_skill_files(dir: &Path, root_markdown: bool) -> Vec<PathBuf> {
-    let mut rules = IgnoreRules::default();
+    let mut rules = IgnoreRules::new(IgnoreStyle::PiResources);
     let mut files = Vec::new();
     collect_skill_files_inner(dir, dir, root_markdown, &mut rules, &mut files);
     files
@@ -173,7 +174,7 @@ fn collect_skill_files_inner(
     if !dir.exists() {
         return;
     }
-    rules.add_dir(dir, root);
+    rules.add_dir(dir, root, PI_RESOURCE_FILES);
     let entries = read_dir_sorted(dir);
     let skill_file = dir.join("SKILL.md");
     if entries.iter().any(|(name, _)| name == "SKILL.md")

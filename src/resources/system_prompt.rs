@@ -1,8 +1,11 @@
 //! The system prompt, laid out as pi lays it out (FACTS §6), in pi-rs's own words: intro, the
 //! active tools with their one-line summaries, guidelines, appended text, project context files,
-//! then the date and working directory.
+//! then the date and working directory. `for_run` gathers a run's parts (flags, SYSTEM.md and
+//! APPEND_SYSTEM.md, context files, tool summaries, skills); `build` lays them out.
 
 use std::path::Path;
+
+use crate::extensions::ExtensionTool;
 
 /// One active tool as the prompt lists it.
 pub struct ToolLine<'a> {
@@ -22,6 +25,18 @@ pub struct PromptInputs<'a> {
     pub skills_block: Option<&'a str>,
     pub date: &'a str,
     pub cwd: &'a Path,
+}
+
+/// Where a run's prompt text comes from besides the tools: the command line and the project.
+pub struct RunSources<'a> {
+    /// `--system-prompt` (text or a file).
+    pub system_prompt: Option<&'a str>,
+    /// `--append-system-prompt` values (text or files).
+    pub append: &'a [String],
+    pub no_context_files: bool,
+    pub cwd: &'a Path,
+    pub agent_dir: &'a Path,
+    pub project_trusted: bool,
 }
 
 pub fn build(inputs: &PromptInputs) -> String {
@@ -129,6 +144,95 @@ pub fn today() -> String {
     }
     let (y, m, d) = crate::time::civil_from_days(secs.div_euclid(86_400));
     format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The system prompt of a run: `--system-prompt` or SYSTEM.md (project ones only when trusted),
+/// `--append-system-prompt` or APPEND_SYSTEM.md, context files (unless `--no-context-files`),
+/// the active built-in and extension tools, and the skills when `read` is active.
+pub fn for_run(
+    sources: &RunSources,
+    tool_names: &[String],
+    extension_tools: &[ExtensionTool],
+    loaded: &super::discovery::Resources,
+) -> String {
+    let cwd = sources.cwd;
+    let custom = match sources.system_prompt {
+        Some(value) => Some(super::text_or_file(value, cwd)),
+        None => super::discover_prompt_file(
+            "SYSTEM.md",
+            cwd,
+            sources.agent_dir,
+            sources.project_trusted,
+        ),
+    };
+    let append: Vec<String> = if sources.append.is_empty() {
+        super::discover_prompt_file(
+            "APPEND_SYSTEM.md",
+            cwd,
+            sources.agent_dir,
+            sources.project_trusted,
+        )
+        .into_iter()
+        .collect()
+    } else {
+        sources
+            .append
+            .iter()
+            .map(|v| super::text_or_file(v, cwd))
+            .collect()
+    };
+    let context_files = if sources.no_context_files {
+        Vec::new()
+    } else {
+        super::context_files(cwd, sources.agent_dir)
+    };
+    let extension_guidelines: Vec<Vec<&str>> = extension_tools
+        .iter()
+        .map(|t| {
+            t.decl
+                .prompt_guidelines
+                .iter()
+                .map(String::as_str)
+                .collect()
+        })
+        .collect();
+    let mut tool_lines: Vec<ToolLine> = tool_names
+        .iter()
+        .map(|name| {
+            let (snippet, guidelines) = match crate::tools::prompt_info(name) {
+                Some((snippet, guidelines)) => (Some(snippet), guidelines),
+                None => (None, &[][..]),
+            };
+            ToolLine {
+                name,
+                snippet,
+                guidelines,
+            }
+        })
+        .collect();
+    tool_lines.extend(extension_tools.iter().zip(&extension_guidelines).map(
+        |(tool, guidelines)| ToolLine {
+            name: &tool.decl.name,
+            snippet: tool.decl.prompt_snippet.as_deref(),
+            guidelines,
+        },
+    ));
+    // Skills are offered only when the model can read them (`read` active), as pi does.
+    let skills_block = tool_names
+        .iter()
+        .any(|t| t == "read")
+        .then(|| super::skills::skills_prompt_block(&loaded.skills))
+        .flatten();
+    let date = today();
+    build(&PromptInputs {
+        custom: custom.as_deref(),
+        tools: &tool_lines,
+        append: &append,
+        context_files: &context_files,
+        skills_block: skills_block.as_deref(),
+        date: &date,
+        cwd,
+    })
 }
 
 #[cfg(test)]

@@ -58,6 +58,36 @@ impl Profile {
         }
     }
 
+    /// The generation for this run: `--rpc-profile` (`flag`), else `PI_RPC_PROFILE`, else the
+    /// `rpcProfile` setting, else the newest. A wrong flag is an error; a wrong environment
+    /// variable or setting gives the default and a warning (returned, for stderr).
+    pub fn choose(
+        flag: Option<&str>,
+        setting: Option<&Value>,
+    ) -> Result<(Profile, Option<String>), InvalidProfile> {
+        if let Some(name) = flag {
+            return Profile::parse(name)
+                .map(|profile| (profile, None))
+                .ok_or_else(|| InvalidProfile(name.to_string()));
+        }
+        let env = std::env::var("PI_RPC_PROFILE")
+            .ok()
+            .filter(|v| !v.is_empty());
+        let (name, source) = match (env, setting) {
+            (Some(name), _) => (name, "PI_RPC_PROFILE"),
+            (None, Some(Value::String(name))) => (name.clone(), "setting rpcProfile"),
+            (None, Some(other)) => (other.to_string(), "setting rpcProfile"),
+            (None, None) => return Ok((Profile::Default, None)),
+        };
+        Ok(match Profile::parse(&name) {
+            Some(profile) => (profile, None),
+            None => (
+                Profile::Default,
+                Some(format!("ignoring {source} \"{name}\": {PROFILE_NAMES}")),
+            ),
+        })
+    }
+
     /// How many records the writer's channel holds before the agent waits. Legacy records each
     /// carry the reply so far: a short queue keeps the copies alive at once few (memory stays
     /// O(reply) while a client stalls), and the agent merges deltas while the queue is half full.
@@ -68,6 +98,20 @@ impl Profile {
         }
     }
 }
+
+const PROFILE_NAMES: &str = "expected \"default\" or \"legacy\"";
+
+/// A `--rpc-profile` value that names no profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidProfile(pub String);
+
+impl std::fmt::Display for InvalidProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Invalid --rpc-profile \"{}\": {PROFILE_NAMES}", self.0)
+    }
+}
+
+impl std::error::Error for InvalidProfile {}
 
 /// One record for stdout, as the writer gets it (built by `events` and `protocol` only).
 #[derive(Debug)]

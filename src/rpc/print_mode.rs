@@ -8,8 +8,12 @@
 //! The driver is the only writer of stdout in these modes.
 //!
 //! How it ends: after the last message settles, or when the agent's records channel disconnects.
+//!
+//! `messages` builds what the driver sends from the command line: piped stdin, `@file`
+//! arguments (text inline, images as image blocks) and the bare-word messages.
 
-use std::io::Write;
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -19,6 +23,7 @@ use super::Record;
 use super::protocol::{Command, Request};
 use super::stdin_reader::Input;
 use crate::messages::ImageContent;
+use crate::tools::image;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Output {
@@ -30,6 +35,101 @@ pub enum Output {
 pub struct PrintMessage {
     pub text: String,
     pub images: Vec<ImageContent>,
+}
+
+/// Why print mode has nothing to send; `main` prints `Error: <Display>` and exits 1.
+#[derive(Debug)]
+pub enum InputError {
+    Stdin(std::io::Error),
+    /// An `@file` argument that cannot be read.
+    FileNotFound(PathBuf),
+    NoMessage,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InputError::Stdin(e) => write!(f, "cannot read stdin: {e}"),
+            InputError::FileNotFound(path) => write!(f, "File not found: {}", path.display()),
+            InputError::NoMessage => {
+                f.write_str("no message given: pass it as an argument, an @file, or on stdin")
+            }
+        }
+    }
+}
+
+impl std::error::Error for InputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InputError::Stdin(e) => Some(e),
+            InputError::FileNotFound(_) | InputError::NoMessage => None,
+        }
+    }
+}
+
+pub fn stdin_is_terminal() -> bool {
+    std::io::stdin().is_terminal()
+}
+
+/// The messages print mode sends: the first is piped stdin + `@file` contents + the first CLI
+/// message, concatenated as pi does; the rest follow one by one. `@file` paths are taken from
+/// `cwd`.
+pub fn messages(
+    file_args: &[String],
+    cli_messages: &[String],
+    cwd: &Path,
+) -> Result<Vec<PrintMessage>, InputError> {
+    let mut first = String::new();
+    if !stdin_is_terminal() {
+        let mut piped = String::new();
+        std::io::stdin()
+            .read_to_string(&mut piped)
+            .map_err(InputError::Stdin)?;
+        if !piped.trim().is_empty() {
+            first.push_str(&piped);
+        }
+    }
+    let mut images = Vec::new();
+    for file in file_args {
+        let path = cwd.join(file);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Err(InputError::FileNotFound(path));
+        };
+        if bytes.is_empty() {
+            continue;
+        }
+        let shown = path.display();
+        // Sniffed from the head as the read tool does (pi uses one detector for both).
+        match image::sniff_mime(&bytes[..bytes.len().min(image::SNIFF_BYTES)]) {
+            Some(mime) => {
+                images.push(image::content(&bytes, mime));
+                first.push_str(&format!("<file name=\"{shown}\"></file>\n"));
+            }
+            None => {
+                let text = String::from_utf8_lossy(&bytes);
+                first.push_str(&format!("<file name=\"{shown}\">\n{text}\n</file>\n"));
+            }
+        }
+    }
+    let mut rest = cli_messages.iter();
+    if let Some(message) = rest.next() {
+        first.push_str(message);
+    }
+    let mut messages = Vec::new();
+    if !first.is_empty() || !images.is_empty() {
+        messages.push(PrintMessage {
+            text: first,
+            images,
+        });
+    }
+    messages.extend(rest.map(|text| PrintMessage {
+        text: text.clone(),
+        images: Vec::new(),
+    }));
+    if messages.is_empty() {
+        return Err(InputError::NoMessage);
+    }
+    Ok(messages)
 }
 
 /// Starts the driver. `records` is the agent's output channel; `to_agent` its input. Joining the

@@ -148,6 +148,47 @@ pub fn unsupported_reason(policy: &Policy, support: Support) -> Option<String> {
     None
 }
 
+/// Why a tool or a child may not run under the sandbox. `Display` is the tool error (or
+/// `extension_error`) text the model and the client see; every one starts "blocked by the
+/// sandbox: ".
+#[derive(Debug)]
+pub enum Blocked {
+    /// The kernel cannot enforce the policy and `sandbox.onUnsupported` is "fail".
+    Unsupported(String),
+    Ruleset(io::Error),
+    /// Entering the confinement on the tool's thread failed.
+    Confine(io::Error),
+    /// The call's path is outside what the policy allows (the whole sentence).
+    Path(String),
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blocked::Unsupported(reason) => write!(
+                f,
+                "blocked by the sandbox: {reason} (sandbox.onUnsupported is \"fail\")"
+            ),
+            Blocked::Ruleset(e) => {
+                write!(f, "blocked by the sandbox: cannot build the ruleset: {e}")
+            }
+            Blocked::Confine(e) => {
+                write!(f, "blocked by the sandbox: cannot confine the tool: {e}")
+            }
+            Blocked::Path(sentence) => f.write_str(sentence),
+        }
+    }
+}
+
+impl std::error::Error for Blocked {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Blocked::Ruleset(e) | Blocked::Confine(e) => Some(e),
+            Blocked::Unsupported(_) | Blocked::Path(_) => None,
+        }
+    }
+}
+
 /// Everything a thread or child needs to confine itself, built before it does.
 struct Confinement {
     ruleset: Option<landlock::Ruleset>,
@@ -159,16 +200,14 @@ struct Confinement {
 impl Confinement {
     /// `Ok(None)`: nothing to confine (sandbox off, or unsupported with `onUnsupported: warn`,
     /// which the agent reported as a warning record: then the tools run unconfined).
-    fn prepare(policy: &Policy, for_child: bool) -> Result<Option<Confinement>, String> {
+    fn prepare(policy: &Policy, for_child: bool) -> Result<Option<Confinement>, Blocked> {
         if !policy.is_active() {
             return Ok(None);
         }
         let support = support();
         if let Some(reason) = unsupported_reason(policy, support) {
             return match policy.on_unsupported {
-                OnUnsupported::Fail => Err(format!(
-                    "blocked by the sandbox: {reason} (sandbox.onUnsupported is \"fail\")"
-                )),
+                OnUnsupported::Fail => Err(Blocked::Unsupported(reason.to_string())),
                 OnUnsupported::Warn => Ok(None),
             };
         }
@@ -181,9 +220,8 @@ impl Confinement {
                 || (support.abi >= 4 && plan.handled_net != 0)
                 || (support.abi >= 6 && plan.scoped != 0);
             if handles_something {
-                let created = landlock::Ruleset::create(&plan, support.abi).map_err(|e| {
-                    format!("blocked by the sandbox: cannot build the ruleset: {e}")
-                })?;
+                let created =
+                    landlock::Ruleset::create(&plan, support.abi).map_err(Blocked::Ruleset)?;
                 log::debug!(
                     "sandbox: {} Landlock rules built in {:?}",
                     plan.rules.len(),
@@ -236,18 +274,16 @@ pub fn enter_tool_thread(
     tool: &str,
     args: &Value,
     cwd: &Path,
-) -> Result<(), String> {
+) -> Result<(), Blocked> {
     let Some(confinement) = Confinement::prepare(policy, false)? else {
         return Ok(());
     };
-    check_call(policy, tool, args, cwd)?;
-    confinement
-        .enter()
-        .map_err(|e| format!("blocked by the sandbox: cannot confine the tool: {e}"))
+    check_call(policy, tool, args, cwd).map_err(Blocked::Path)?;
+    confinement.enter().map_err(Blocked::Confine)
 }
 
 /// Makes `command`'s child confine itself between fork and exec. `Err`: the command must not run.
-pub fn confine_child(command: &mut Command, policy: &Policy) -> Result<(), String> {
+pub fn confine_child(command: &mut Command, policy: &Policy) -> Result<(), Blocked> {
     use std::os::unix::process::CommandExt;
     let Some(confinement) = Confinement::prepare(policy, true)? else {
         return Ok(());

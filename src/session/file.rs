@@ -44,10 +44,11 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
         Err(e) => {
-            return Err(SessionError(format!(
-                "Cannot read session file {}: {e}",
-                path.display()
-            )));
+            return Err(SessionError::File {
+                action: "read",
+                path: path.to_path_buf(),
+                source: e,
+            });
         }
     };
     // One buffer for the whole file, kept: message entries hold slices of it rather than a
@@ -200,10 +201,7 @@ fn trimmed_str<'a>(text: &'a str, line: &Line) -> Option<&'a str> {
 }
 
 fn not_a_session(path: &Path) -> SessionError {
-    SessionError(format!(
-        "Not a session file (first line is not a session header): {}",
-        path.display()
-    ))
+    SessionError::NotASession(path.to_path_buf())
 }
 
 /// Rewrites the repaired content atomically; if the directory refuses a temp file, cuts the file
@@ -222,11 +220,10 @@ fn repair(path: &Path, content: &[u8], good_prefix_len: u64) -> Result<(), Sessi
         }
         file.sync_all()
     });
-    in_place.map_err(|e| {
-        SessionError(format!(
-            "Cannot repair session file {}: {atomic_error}; {e}",
-            path.display()
-        ))
+    in_place.map_err(|source| SessionError::Repair {
+        path: path.to_path_buf(),
+        atomic: Box::new(atomic_error),
+        source,
     })
 }
 
@@ -322,17 +319,8 @@ pub fn whole_file(header: &SessionHeader, entries: &[SessionEntry]) -> String {
 /// Writes `content` to `path` via a fsynced temp file and a rename. With `replace` false an
 /// existing non-empty file is an error (a new session must never clobber another file).
 pub fn write_atomically(path: &Path, content: &[u8], replace: bool) -> Result<(), SessionError> {
-    let fail = |what: &str, e: io::Error| {
-        SessionError(format!(
-            "Cannot {what} session file {}: {e}",
-            path.display()
-        ))
-    };
     if !replace && fs::metadata(path).is_ok_and(|m| m.len() > 0) {
-        return Err(SessionError(format!(
-            "Session file already exists: {}",
-            path.display()
-        )));
+        return Err(SessionError::AlreadyExists(path.to_path_buf()));
     }
     let temp = temp_path(path);
     let written = (|| {
@@ -346,7 +334,11 @@ pub fn write_atomically(path: &Path, content: &[u8], replace: bool) -> Result<()
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&temp);
-        return Err(fail("write", e));
+        return Err(SessionError::File {
+            action: "write",
+            path: path.to_path_buf(),
+            source: e,
+        });
     }
     sync_parent_dir(path);
     Ok(())
@@ -398,19 +390,9 @@ pub fn append_line(path: &Path, line: &str) -> Result<bool, SessionError> {
     let mut file = match OpenOptions::new().append(true).open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => {
-            return Err(SessionError(format!(
-                "Cannot append to session file {}: {e}",
-                path.display()
-            )));
-        }
+        Err(e) => return Err(append_error(path, e)),
     };
-    let fail = |e: io::Error| {
-        SessionError(format!(
-            "Cannot append to session file {}: {e}",
-            path.display()
-        ))
-    };
+    let fail = |e: io::Error| append_error(path, e);
     let length_before = file.metadata().map_err(fail)?.len();
     let mut buffer = Vec::with_capacity(line.len() + 1);
     buffer.extend_from_slice(line.as_bytes());
@@ -427,6 +409,14 @@ pub fn append_line(path: &Path, line: &str) -> Result<bool, SessionError> {
     }
 }
 
+fn append_error(path: &Path, source: io::Error) -> SessionError {
+    SessionError::File {
+        action: "append to",
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Removes a partial line; if even that fails, says so in the error (the next load repairs it).
 fn cut_back(file: &File, path: &Path, length_before: u64, error: SessionError) -> SessionError {
     match file.set_len(length_before) {
@@ -436,7 +426,10 @@ fn cut_back(file: &File, path: &Path, length_before: u64, error: SessionError) -
                 "Session file {}: could not remove a partial line: {e}",
                 path.display()
             );
-            SessionError(format!("{error} (partial line left in place: {e})"))
+            SessionError::PartialLineLeft {
+                error: Box::new(error),
+                source: e,
+            }
         }
     }
 }
@@ -445,7 +438,11 @@ fn cut_back(file: &File, path: &Path, length_before: u64, error: SessionError) -
 pub fn sync_file(path: &Path) -> Result<(), SessionError> {
     File::open(path)
         .and_then(|file| crate::disk::fsync(&file))
-        .map_err(|e| SessionError(format!("Cannot sync session file {}: {e}", path.display())))
+        .map_err(|source| SessionError::File {
+            action: "sync",
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The first line of a file, if it is a session header (bounded read, for directory scans).

@@ -10,14 +10,16 @@
 //! are cut out of every line as it is written (`redact`).
 //!
 //! Submodules: `entry` (line types), `file` (disk I/O, repair, migration), `tree` (context and
-//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `ids`, `index`
-//! (id → position), `redact` (secrets out of written lines).
+//! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `open` (the
+//! session a run starts with), `ids`, `index` (id → position), `redact` (secrets out of written
+//! lines).
 
 mod entry;
 mod file;
 mod ids;
 mod index;
 mod locate;
+pub mod open;
 pub mod redact;
 mod tree;
 
@@ -26,13 +28,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
-// Re-exported for main.rs and the RPC layer, which wire them in later.
-#[allow(unused_imports)]
 use crate::ids::uuid_v7;
 use crate::time::now_iso;
+pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 use index::IdIndex;
-#[allow(unused_imports)]
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
@@ -43,17 +42,101 @@ use crate::config::ThinkingLevel;
 use crate::messages::{AgentMessage, UserContent};
 
 /// A session operation that failed: an entry could not be persisted (disk full, read-only dir,
-/// …; the entry stays in memory), a file could not be opened, or an id was unknown.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionError(pub String);
+/// …; the entry stays in memory), a file could not be opened, or an id was unknown. `Display` is
+/// the text clients see in a response's `error` (pi's wording where pi has one).
+#[derive(Debug)]
+pub enum SessionError {
+    /// `Cannot {action} session file {path}: {source}` (action: "read", "write", "append to",
+    /// "sync").
+    File {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A new session must never clobber another file.
+    AlreadyExists(PathBuf),
+    /// The first line is not a session header.
+    NotASession(PathBuf),
+    /// A torn tail could be cut neither by a rewrite (`atomic`) nor in place (`source`).
+    Repair {
+        path: PathBuf,
+        atomic: Box<SessionError>,
+        source: std::io::Error,
+    },
+    /// A failed append whose partial line could not be cut back either.
+    PartialLineLeft {
+        error: Box<SessionError>,
+        source: std::io::Error,
+    },
+    /// No entry with this id.
+    EntryNotFound(String),
+    /// `fork` of an entry that is not a user message.
+    NotForkable,
+    /// `clone` with no current entry.
+    NoCurrentEntry,
+}
 
 impl std::fmt::Display for SessionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            SessionError::File {
+                action,
+                path,
+                source,
+            } => write!(
+                f,
+                "Cannot {action} session file {}: {source}",
+                path.display()
+            ),
+            SessionError::CreateDir { path, source } => write!(
+                f,
+                "Cannot create session directory {}: {source}",
+                path.display()
+            ),
+            SessionError::AlreadyExists(path) => {
+                write!(f, "Session file already exists: {}", path.display())
+            }
+            SessionError::NotASession(path) => write!(
+                f,
+                "Not a session file (first line is not a session header): {}",
+                path.display()
+            ),
+            SessionError::Repair {
+                path,
+                atomic,
+                source,
+            } => write!(
+                f,
+                "Cannot repair session file {}: {atomic}; {source}",
+                path.display()
+            ),
+            SessionError::PartialLineLeft { error, source } => {
+                write!(f, "{error} (partial line left in place: {source})")
+            }
+            SessionError::EntryNotFound(id) => write!(f, "Entry {id} not found"),
+            SessionError::NotForkable => f.write_str("Invalid entry ID for forking"),
+            SessionError::NoCurrentEntry => {
+                f.write_str("Cannot clone session: no current entry selected")
+            }
+        }
     }
 }
 
-impl std::error::Error for SessionError {}
+impl std::error::Error for SessionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SessionError::File { source, .. }
+            | SessionError::CreateDir { source, .. }
+            | SessionError::Repair { source, .. }
+            | SessionError::PartialLineLeft { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
 /// What the active branch says the conversation is.
 #[derive(Clone, Debug, Default)]
@@ -173,7 +256,7 @@ impl DiskWrite {
                     written.header_written = true;
                     written.entries_written = entries;
                 }
-                Err(e) => lock_written(written).failed(e.0),
+                Err(e) => lock_written(written).failed(e.to_string()),
             },
             DiskWrite::Append { first, lines } => {
                 let mut state = lock_written(written);
@@ -194,7 +277,7 @@ impl DiskWrite {
                             state.failures += 1;
                             return;
                         }
-                        Err(e) => return state.failed(e.0),
+                        Err(e) => return state.failed(e.to_string()),
                     }
                 }
             }
@@ -214,11 +297,9 @@ fn owned_redacted(redactions: &Redactions, text: String) -> String {
 /// A whole new session file (its directory created if missing).
 fn create_file(path: &Path, content: &str, replace: bool) -> Result<(), SessionError> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            SessionError(format!(
-                "Cannot create session directory {}: {e}",
-                parent.display()
-            ))
+        std::fs::create_dir_all(parent).map_err(|e| SessionError::CreateDir {
+            path: parent.to_path_buf(),
+            source: e,
         })?;
     }
     file::write_atomically(path, content.as_bytes(), replace)
@@ -243,11 +324,9 @@ impl SessionLog {
         cwd: &Path,
         parent_session: Option<&str>,
     ) -> Result<SessionLog, SessionError> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            SessionError(format!(
-                "Cannot create session directory {}: {e}",
-                dir.display()
-            ))
+        std::fs::create_dir_all(dir).map_err(|e| SessionError::CreateDir {
+            path: dir.to_path_buf(),
+            source: e,
         })?;
         let (id, timestamp) = (uuid_v7(), now_iso());
         let header = SessionHeader::new(&id, &timestamp, &cwd.to_string_lossy(), parent_session);
@@ -276,11 +355,9 @@ impl SessionLog {
             .or_else(|| path.parent().map(Path::to_path_buf));
         let fresh = |may_replace: bool| -> Result<SessionLog, SessionError> {
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    SessionError(format!(
-                        "Cannot create session directory {}: {e}",
-                        parent.display()
-                    ))
+                std::fs::create_dir_all(parent).map_err(|e| SessionError::CreateDir {
+                    path: parent.to_path_buf(),
+                    source: e,
                 })?;
             }
             let header =
@@ -590,7 +667,7 @@ impl SessionLog {
         label: Option<&str>,
     ) -> Result<String, SessionError> {
         if !self.by_id.contains(&self.entries, target_id) {
-            return Err(SessionError(format!("Entry {target_id} not found")));
+            return Err(SessionError::EntryNotFound(target_id.to_string()));
         }
         let label = label.filter(|l| !l.is_empty()).map(str::to_string);
         self.append(EntryKind::Label {
@@ -633,7 +710,7 @@ impl SessionLog {
                 self.leaf = Some(index);
                 Ok(())
             }
-            None => Err(SessionError(format!("Entry {id} not found"))),
+            None => Err(SessionError::EntryNotFound(id.to_string())),
         }
     }
 
@@ -673,19 +750,19 @@ impl SessionLog {
     }
 
     /// Where the entries after `since` start (0 for None).
-    fn position_after(&self, since: Option<&str>) -> Result<usize, String> {
+    fn position_after(&self, since: Option<&str>) -> Result<usize, SessionError> {
         match since {
             None => Ok(0),
             Some(id) => self
                 .by_id
                 .get(&self.entries, id)
                 .map(|i| i + 1)
-                .ok_or_else(|| format!("Entry {id} not found")),
+                .ok_or_else(|| SessionError::EntryNotFound(id.to_string())),
         }
     }
 
     /// Entries strictly after `since` in append order (all entries for None), as JSON.
-    pub fn entries_since(&self, since: Option<&str>) -> Result<Vec<Value>, String> {
+    pub fn entries_since(&self, since: Option<&str>) -> Result<Vec<Value>, SessionError> {
         let start = self.position_after(since)?;
         Ok(self.entries[start..]
             .iter()
@@ -695,7 +772,7 @@ impl SessionLog {
 
     /// [`SessionLog::entries_since`] serialized (a JSON array), written straight from the
     /// entries: a `Value` per entry costs about ten times the line's size.
-    pub fn entries_since_json(&self, since: Option<&str>) -> Result<String, String> {
+    pub fn entries_since_json(&self, since: Option<&str>) -> Result<String, SessionError> {
         let start = self.position_after(since)?;
         let mut out = Vec::with_capacity((self.entries.len() - start) * 256 + 2);
         out.push(b'[');
@@ -769,50 +846,45 @@ impl SessionLog {
 
     /// RPC `fork`: `entry_id` must be a user message; the new session holds the path up to its
     /// parent. Returns the new log and the message's text.
-    pub fn fork(&self, entry_id: &str) -> Result<(SessionLog, String), String> {
-        let invalid = || "Invalid entry ID for forking".to_string();
-        let entry = self.entry(entry_id).ok_or_else(invalid)?;
+    pub fn fork(&self, entry_id: &str) -> Result<(SessionLog, String), SessionError> {
+        let entry = self.entry(entry_id).ok_or(SessionError::NotForkable)?;
         let message = entry.message();
         let Some(AgentMessage::User(user)) = message.as_deref() else {
-            return Err(invalid());
+            return Err(SessionError::NotForkable);
         };
         let text = user.content.text();
         let log = match entry.parent_id.as_deref() {
             Some(parent) => self.fork_at(parent)?,
-            None => self.empty_child().map_err(|e| e.0)?,
+            None => self.empty_child()?,
         };
         Ok((log, text))
     }
 
     /// RPC `clone`: the current branch, leaf kept.
-    pub fn clone_at_leaf(&self) -> Result<SessionLog, String> {
-        let leaf = self
-            .leaf_id()
-            .ok_or_else(|| "Cannot clone session: no current entry selected".to_string())?;
+    pub fn clone_at_leaf(&self) -> Result<SessionLog, SessionError> {
+        let leaf = self.leaf_id().ok_or(SessionError::NoCurrentEntry)?;
         self.fork_at(leaf)
     }
 
     /// A new session holding the entries from the root to `entry_id` (ids preserved, label
     /// entries dropped and the labels on kept entries re-created at the end), with
     /// `parentSession` = this file. Unknown id → `Entry <id> not found`.
-    pub fn fork_at(&self, entry_id: &str) -> Result<SessionLog, String> {
+    pub fn fork_at(&self, entry_id: &str) -> Result<SessionLog, SessionError> {
         self.fork_at_into(entry_id, &self.cwd)
     }
 
     /// `--fork` and `--session` of another project: the current branch copied into a new session
     /// of `cwd` (pi forks into the directory it was started in).
-    pub fn clone_into(&self, cwd: &Path) -> Result<SessionLog, String> {
-        let leaf = self
-            .leaf_id()
-            .ok_or_else(|| "Cannot clone session: no current entry selected".to_string())?;
+    pub fn clone_into(&self, cwd: &Path) -> Result<SessionLog, SessionError> {
+        let leaf = self.leaf_id().ok_or(SessionError::NoCurrentEntry)?;
         self.fork_at_into(leaf, cwd)
     }
 
-    fn fork_at_into(&self, entry_id: &str, cwd: &Path) -> Result<SessionLog, String> {
+    fn fork_at_into(&self, entry_id: &str, cwd: &Path) -> Result<SessionLog, SessionError> {
         let target = self
             .by_id
             .get(&self.entries, entry_id)
-            .ok_or_else(|| format!("Entry {entry_id} not found"))?;
+            .ok_or_else(|| SessionError::EntryNotFound(entry_id.to_string()))?;
         let kept: Vec<SessionEntry> = tree::path_to(&self.entries, &self.by_id, target)
             .into_iter()
             .map(|i| self.entries[i].clone())

@@ -291,7 +291,7 @@ fn entries_since_is_a_cursor_in_append_order() {
     );
     assert!(log.entries_since(Some(&c)).unwrap().is_empty());
     assert_eq!(
-        log.entries_since(Some("zzz")).unwrap_err(),
+        log.entries_since(Some("zzz")).unwrap_err().to_string(),
         "Entry zzz not found"
     );
     for since in [None, Some(a.as_str()), Some(c.as_str())] {
@@ -300,7 +300,7 @@ fn entries_since_is_a_cursor_in_append_order() {
         assert_eq!(json, serde_json::to_string(&values).unwrap());
     }
     assert_eq!(
-        log.entries_since_json(Some("zzz")).unwrap_err(),
+        log.entries_since_json(Some("zzz")).unwrap_err().to_string(),
         "Entry zzz not found"
     );
     assert_eq!(log.leaf_id(), Some(c.as_str()));
@@ -385,7 +385,7 @@ fn fork_and_clone_copy_the_path_with_ids_and_labels() {
     log.append_label(&u1, Some("first")).unwrap();
     log.append_label(&u2, Some("second")).unwrap();
     assert_eq!(
-        log.append_label("nope", Some("x")).unwrap_err().0,
+        log.append_label("nope", Some("x")).unwrap_err().to_string(),
         "Entry nope not found"
     );
     let original_path = log.file_path().unwrap().to_path_buf();
@@ -435,8 +435,14 @@ fn fork_and_clone_copy_the_path_with_ids_and_labels() {
     assert!(empty.entries().is_empty());
     assert!(empty.parent_session().is_some());
     assert!(!empty.file_path().unwrap().exists());
-    assert_eq!(log.fork(&a1).unwrap_err(), "Invalid entry ID for forking");
-    assert_eq!(log.fork("zz").unwrap_err(), "Invalid entry ID for forking");
+    assert_eq!(
+        log.fork(&a1).unwrap_err().to_string(),
+        "Invalid entry ID for forking"
+    );
+    assert_eq!(
+        log.fork("zz").unwrap_err().to_string(),
+        "Invalid entry ID for forking"
+    );
 
     let clone = log.clone_at_leaf().unwrap();
     assert_eq!(texts(&clone.context()), texts(&log.context()));
@@ -452,7 +458,10 @@ fn fork_and_clone_copy_the_path_with_ids_and_labels() {
         [u1.clone(), u2.clone()],
         "labels re-created in the order first set"
     );
-    assert_eq!(log.fork_at("zz").unwrap_err(), "Entry zz not found");
+    assert_eq!(
+        log.fork_at("zz").unwrap_err().to_string(),
+        "Entry zz not found"
+    );
 
     // In memory: no parentSession, no file.
     let mut memory = SessionLog::in_memory(Path::new("/w"));

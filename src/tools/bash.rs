@@ -145,7 +145,7 @@ pub fn run_shell(
         .stderr(writer_for_stderr)
         .process_group(0);
     if let Some(policy) = request.sandbox {
-        crate::sandbox::confine_child(&mut command, policy)?;
+        crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
     }
     let spawned = command.spawn();
     // The Command still owns our copies of the pipe's write end; drop them so EOF can happen.

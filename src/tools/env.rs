@@ -13,6 +13,19 @@ pub fn set_passthrough(names: Vec<String>) {
     let _ = PASSTHROUGH.set(names);
 }
 
+/// The names in settings `shellEnvPassthrough` (an array of strings; anything else is no name).
+pub fn names_from_setting(setting: Option<&serde_json::Value>) -> Vec<String> {
+    setting
+        .and_then(|v| v.as_array())
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Whether a variable of this name is withheld from children.
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();

@@ -11,13 +11,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::glob::{glob_match, walk};
 use super::grep::find_tool;
-use super::path::resolve_to_cwd;
-use super::path_guard::{self, Access};
 use super::truncate::listing_output;
-use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use super::walk::walk;
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput, number_arg};
 use crate::child::{LinesEnd, run_lines};
+use crate::glob::{Glob, GlobOptions};
+use crate::ignore::FD_FILES;
 use crate::js::{js_number_string, number_value};
 
 pub const DEFAULT_LIMIT: usize = 1000;
@@ -31,17 +31,8 @@ pub fn execute(
         .get("pattern")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let raw_path = args
-        .get("path")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .unwrap_or(".");
-    let limit = args
-        .get("limit")
-        .and_then(Value::as_f64)
-        .unwrap_or(DEFAULT_LIMIT as f64);
-    let search_path = resolve_to_cwd(raw_path, &context.cwd);
-    path_guard::check(&search_path, Access::List)?;
+    let limit = number_arg(args, "limit").unwrap_or(DEFAULT_LIMIT as f64);
+    let search_path = context.listing_path(args)?;
     let lines = match find_tool(&context.agent_dir, &["fd", "fdfind"]) {
         Some(fd) => run_fd(&fd, pattern, &search_path, limit, cancel)?,
         None => find_fallback(pattern, &search_path, limit, cancel)?,
@@ -171,29 +162,25 @@ fn find_fallback(
     if !search_path.is_dir() {
         return Err(format!("Path not found: {}", search_path.display()));
     }
+    // fd's smart case: a pattern without capitals ignores case.
     let case_insensitive = !pattern.chars().any(char::is_uppercase);
-    let mut effective = pattern.trim_start_matches('/').to_string();
-    if case_insensitive {
-        effective = effective.to_lowercase();
-    }
+    let glob = Glob::new(
+        pattern.trim_start_matches('/'),
+        GlobOptions::GLOBSET.ignore_case(case_insensitive),
+    );
     let full_path = pattern.contains('/');
     let mut found = Vec::new();
-    walk(search_path, cancel, &mut |path, is_dir| {
+    walk(search_path, FD_FILES, cancel, &mut |path, is_dir| {
         let Ok(relative) = path.strip_prefix(search_path) else {
             return true;
         };
-        let relative = relative.to_string_lossy().to_string();
+        let relative = relative.to_string_lossy();
         let subject = if full_path {
-            relative.clone()
+            &relative
         } else {
-            relative.rsplit('/').next().unwrap_or(&relative).to_string()
+            relative.rsplit('/').next().unwrap_or(&relative)
         };
-        let subject = if case_insensitive {
-            subject.to_lowercase()
-        } else {
-            subject
-        };
-        if glob_match(&effective, &subject) {
+        if glob.matches(subject) {
             // Absolute, like fd prints for an absolute search path; execute() relativizes.
             let absolute = path.to_string_lossy().to_string();
             found.push(if is_dir {
@@ -245,6 +232,50 @@ mod tests {
                 .unwrap()
                 .first_text(),
             "No files found matching pattern"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The fallback lists what `fd --glob --hidden` (8.6, `--full-path` for patterns with a `/`)
+    /// lists for the same tree: smart case, `**`, braces, `.gitignore` honored.
+    #[test]
+    fn fallback_matches_fd() {
+        let dir = std::env::temp_dir().join(format!("pi-rs-find-{}", crate::ids::random_hex16()));
+        for sub in ["src/deep", "Docs", "target"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
+        for file in [
+            "target/x.rs",
+            "src/a.rs",
+            "src/deep/B.rs",
+            "Docs/README.md",
+            "src/deep/c.txt",
+        ] {
+            std::fs::write(dir.join(file), "").unwrap();
+        }
+        let cancel = CancelFlag::default();
+        let found = |pattern: &str| -> Vec<String> {
+            let mut lines: Vec<String> = find_fallback(pattern, &dir, 100.0, &cancel)
+                .unwrap()
+                .into_iter()
+                .map(|line| {
+                    line.strip_prefix(&format!("{}/", dir.display()))
+                        .unwrap()
+                        .to_string()
+                })
+                .collect();
+            lines.sort();
+            lines
+        };
+        assert_eq!(found("*.rs"), ["src/a.rs", "src/deep/B.rs"]);
+        assert!(found("*.RS").is_empty());
+        assert_eq!(found("src/**/*.rs"), ["src/a.rs", "src/deep/B.rs"]);
+        assert_eq!(found("**/deep/*"), ["src/deep/B.rs", "src/deep/c.txt"]);
+        assert_eq!(found("readme*"), ["Docs/README.md"]);
+        assert_eq!(
+            found("*.{rs,txt}"),
+            ["src/a.rs", "src/deep/B.rs", "src/deep/c.txt"]
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -15,15 +15,15 @@ use std::sync::OnceLock;
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::glob::{glob_match, walk};
-use super::path::resolve_to_cwd;
-use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
     truncate_line,
 };
-use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use super::walk::walk;
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput, number_arg};
 use crate::child::{LinesEnd, run_lines};
+use crate::glob::{Glob, GlobOptions};
+use crate::ignore::RG_FILES;
 use crate::js::js_number_string;
 
 pub const DEFAULT_LIMIT: usize = 100;
@@ -75,25 +75,17 @@ pub fn execute(
             .get("literal")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        limit: args
-            .get("limit")
-            .and_then(Value::as_f64)
+        limit: number_arg(args, "limit")
             .unwrap_or(DEFAULT_LIMIT as f64)
             .max(1.0),
     };
-    let raw_path = args
-        .get("path")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .unwrap_or(".");
     let context_lines = args
         .get("context")
         .and_then(Value::as_f64)
         .filter(|c| *c > 0.0)
         .map(|c| c as usize)
         .unwrap_or(0);
-    let search_path = resolve_to_cwd(raw_path, &context.cwd);
-    path_guard::check(&search_path, Access::List)?;
+    let search_path = context.listing_path(args)?;
     let Ok(metadata) = std::fs::metadata(&search_path) else {
         return Err(format!("Path not found: {}", search_path.display()));
     };
@@ -233,18 +225,35 @@ fn looks_binary(path: &Path) -> bool {
     head[..read].contains(&0)
 }
 
-fn glob_allows(glob: Option<&str>, relative: &str) -> bool {
-    let Some(glob) = glob else { return true };
-    let (negated, pattern) = match glob.strip_prefix('!') {
-        Some(rest) => (true, rest),
-        None => (false, glob),
-    };
-    let subject = if pattern.contains('/') {
-        relative
-    } else {
-        relative.rsplit('/').next().unwrap_or(relative)
-    };
-    glob_match(pattern.trim_start_matches('/'), subject) != negated
+/// rg's `--glob`: a pattern without a `/` matches the file name, one with a `/` the path below
+/// the search root; a leading `!` excludes what matches.
+struct GlobFilter {
+    glob: Glob,
+    negated: bool,
+    full_path: bool,
+}
+
+impl GlobFilter {
+    fn new(glob: &str) -> GlobFilter {
+        let (negated, pattern) = match glob.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, glob),
+        };
+        GlobFilter {
+            glob: Glob::new(pattern.trim_start_matches('/'), GlobOptions::GLOBSET),
+            negated,
+            full_path: pattern.contains('/'),
+        }
+    }
+
+    fn allows(&self, relative: &str) -> bool {
+        let subject = if self.full_path {
+            relative
+        } else {
+            relative.rsplit('/').next().unwrap_or(relative)
+        };
+        self.glob.matches(subject) != self.negated
+    }
 }
 
 fn search_fallback(
@@ -255,13 +264,14 @@ fn search_fallback(
 ) -> Result<(Vec<Match>, bool), String> {
     let mut files = Vec::new();
     if is_dir {
-        walk(search_path, cancel, &mut |path, is_dir| {
+        let filter = search.glob.map(GlobFilter::new);
+        walk(search_path, RG_FILES, cancel, &mut |path, is_dir| {
             if !is_dir {
                 let relative = path
                     .strip_prefix(search_path)
                     .map(|r| r.to_string_lossy().to_string())
                     .unwrap_or_default();
-                if glob_allows(search.glob, &relative) && !looks_binary(path) {
+                if filter.as_ref().is_none_or(|f| f.allows(&relative)) && !looks_binary(path) {
                     files.push(path.to_path_buf());
                 }
             }
@@ -479,6 +489,28 @@ fn format_matches(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// rg's `--glob` as `rg --files -g` reads it: a pattern without `/` is the file name, one
+    /// with `/` is anchored at the search root, `!` excludes, braces expand, case matters.
+    #[test]
+    fn glob_filter_reads_globs_like_rg() {
+        let files = [
+            "src/a.rs",
+            "src/deep/B.rs",
+            "Docs/README.md",
+            "src/deep/c.txt",
+        ];
+        let allowed = |glob: &str| -> Vec<&str> {
+            let filter = GlobFilter::new(glob);
+            files.into_iter().filter(|f| filter.allows(f)).collect()
+        };
+        assert_eq!(allowed("*.rs"), ["src/a.rs", "src/deep/B.rs"]);
+        assert_eq!(allowed("!*.rs"), ["Docs/README.md", "src/deep/c.txt"]);
+        assert!(allowed("deep/*").is_empty());
+        assert_eq!(allowed("src/deep/*"), ["src/deep/B.rs", "src/deep/c.txt"]);
+        assert_eq!(allowed("*.{md,txt}"), ["Docs/README.md", "src/deep/c.txt"]);
+        assert!(allowed("*.RS").is_empty());
+    }
 
     #[test]
     fn base64_decodes_ripgrep_bytes() {

@@ -7,10 +7,9 @@ use std::cmp::Ordering;
 
 use serde_json::Value;
 
-use super::path::{node_fs_error, resolve_to_cwd};
-use super::path_guard::{self, Access};
+use super::path::node_fs_error;
 use super::truncate::listing_output;
-use super::{ABORTED, CancelFlag, ToolContext, ToolOutput};
+use super::{ABORTED, CancelFlag, ToolContext, ToolOutput, number_arg};
 use crate::js::{js_number_string, number_value};
 
 pub const DEFAULT_LIMIT: usize = 500;
@@ -39,17 +38,8 @@ pub fn execute(
     context: &ToolContext,
     cancel: &CancelFlag,
 ) -> Result<ToolOutput, String> {
-    let raw_path = args
-        .get("path")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .unwrap_or(".");
-    let limit = args
-        .get("limit")
-        .and_then(Value::as_f64)
-        .unwrap_or(DEFAULT_LIMIT as f64);
-    let dir = resolve_to_cwd(raw_path, &context.cwd);
-    path_guard::check(&dir, Access::List)?;
+    let limit = number_arg(args, "limit").unwrap_or(DEFAULT_LIMIT as f64);
+    let dir = context.listing_path(args)?;
     let Ok(metadata) = std::fs::metadata(&dir) else {
         return Err(format!("Path not found: {}", dir.display()));
     };

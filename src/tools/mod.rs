@@ -11,14 +11,15 @@ pub mod bash;
 pub mod edit;
 pub mod env;
 pub mod find;
-pub mod glob;
 pub mod grep;
+pub mod image;
 pub mod ls;
 pub mod path;
 pub mod path_guard;
 pub mod read;
 pub mod truncate;
 pub mod validate;
+pub mod walk;
 pub mod write;
 
 use std::path::PathBuf;
@@ -35,6 +36,22 @@ use crate::provider::ToolSpec;
 pub const DEFAULT_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
 /// Every built-in tool, in pi's order.
 pub const ALL_TOOLS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+
+/// The built-in tools a run starts with: `--tools` (built-in names only, in its order), none with
+/// `--no-tools`/`--no-builtin-tools`, else [`DEFAULT_TOOLS`].
+pub fn active_builtins(listed: Option<&[String]>, none: bool) -> Vec<String> {
+    if none {
+        return Vec::new();
+    }
+    match listed {
+        Some(list) => list
+            .iter()
+            .filter(|name| ALL_TOOLS.contains(&name.as_str()))
+            .cloned()
+            .collect(),
+        None => DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
+    }
+}
 
 /// What a tool needs to know about where it runs.
 #[derive(Clone, Debug)]
@@ -309,7 +326,7 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
                         &context.cwd,
                     )
                 {
-                    return ToolOutput::error(blocked);
+                    return ToolOutput::error(blocked.to_string());
                 }
                 run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
             }));
@@ -378,6 +395,26 @@ pub fn run_tool(
 
 /// The error text of a tool run abandoned by the agent (all tools but bash).
 pub const ABORTED: &str = "Operation aborted";
+
+impl ToolContext {
+    /// The directory ls, find and grep work in: their `path` argument (`.` when absent or
+    /// empty) resolved against the cwd, checked for listing.
+    pub(crate) fn listing_path(&self, args: &Value) -> Result<PathBuf, String> {
+        let raw = args
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .unwrap_or(".");
+        let resolved = path::resolve_to_cwd(raw, &self.cwd);
+        path_guard::check(&resolved, path_guard::Access::List)?;
+        Ok(resolved)
+    }
+}
+
+/// A number argument (after schema coercion, so any JSON number).
+pub(crate) fn number_arg(args: &Value, key: &str) -> Option<f64> {
+    args.get(key).and_then(Value::as_f64)
+}
 
 /// Test helpers shared by the tool modules' unit tests.
 #[cfg(test)]

@@ -16,64 +16,19 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
+use super::image::{self, SNIFF_BYTES};
 use super::path::{node_fs_error, node_fs_error_no_path, resolve_read_path};
 use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size, truncate_head,
 };
-use super::{CancelFlag, ToolContext, ToolOutput};
-use crate::messages::{ContentBlock, ImageContent, TextContent};
+use super::{CancelFlag, ToolContext, ToolOutput, number_arg};
+use crate::messages::{ContentBlock, TextContent};
 
-pub const SNIFF_BYTES: usize = 4100;
 const NON_VISION_NOTE: &str =
     "[Current model does not support images. The image will be omitted from this request.]";
-
-/// Supported image type of a file's first bytes (jpeg, png — not animated png —, gif, webp).
-pub fn sniff_image_mime(head: &[u8]) -> Option<&'static str> {
-    if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        return Some("image/jpeg");
-    }
-    if head.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
-        // An acTL chunk before the first IDAT makes it an APNG, which pi does not treat as an image.
-        return if is_apng(head) {
-            None
-        } else {
-            Some("image/png")
-        };
-    }
-    if head.starts_with(b"GIF8") {
-        return Some("image/gif");
-    }
-    if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
-        return Some("image/webp");
-    }
-    None
-}
-
-fn is_apng(head: &[u8]) -> bool {
-    let mut offset = 8;
-    while offset + 8 <= head.len() {
-        let length = u32::from_be_bytes([
-            head[offset],
-            head[offset + 1],
-            head[offset + 2],
-            head[offset + 3],
-        ]) as usize;
-        let kind = &head[offset + 4..offset + 8];
-        if kind == b"acTL" {
-            return true;
-        }
-        if kind == b"IDAT" {
-            return false;
-        }
-        offset = offset.saturating_add(12).saturating_add(length);
-    }
-    false
-}
 
 /// `access(path, R_OK)` with Node's error text.
 fn check_readable(path: &Path) -> Result<(), String> {
@@ -90,10 +45,6 @@ fn check_readable(path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn number_arg(args: &Value, key: &str) -> Option<f64> {
-    args.get(key).and_then(Value::as_f64)
 }
 
 pub fn execute(
@@ -116,7 +67,7 @@ pub fn execute(
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    if let Some(mime) = sniff_image_mime(&head) {
+    if let Some(mime) = image::sniff_mime(&head) {
         return read_image(file, head, mime, context, cancel);
     }
     let scan = scan_text(
@@ -178,10 +129,7 @@ fn read_image(
     }
     let mut content = vec![ContentBlock::Text(TextContent::new(&note))];
     if !too_big {
-        content.push(ContentBlock::Image(ImageContent {
-            data: STANDARD.encode(&data),
-            mime_type: mime.to_string(),
-        }));
+        content.push(ContentBlock::Image(image::content(&data, mime)));
     }
     Ok(ToolOutput {
         content,
@@ -441,6 +389,8 @@ fn select_text(
 mod tests {
     use super::*;
     use crate::test_support::temp_dir;
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
 
     fn text_of(output: &ToolOutput) -> String {
         match &output.content[0] {
@@ -681,19 +631,5 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn image_types_are_sniffed_by_their_magic_bytes() {
-        assert_eq!(sniff_image_mime(b"GIF89a"), Some("image/gif"));
-        assert_eq!(
-            sniff_image_mime(b"RIFF\0\0\0\0WEBPVP8 "),
-            Some("image/webp")
-        );
-        assert_eq!(
-            sniff_image_mime(&[0xFF, 0xD8, 0xFF, 0xE0]),
-            Some("image/jpeg")
-        );
-        assert_eq!(sniff_image_mime(b"hello"), None);
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::fake_provider::fixture;
-use crate::support::{ENV_ALLOWLIST, TempDir};
+use crate::support::{TempDir, isolate_env};
 
 /// How much of stderr is kept for failure reasons.
 const STDERR_TAIL: usize = 4096;
@@ -203,17 +203,9 @@ impl Agent {
         command
             .args(["--provider", "fake-anthropic", "--model", "fake-claude"])
             .args(&options.extra_args)
-            .current_dir(&cwd)
-            .env_clear();
-        for name in ENV_ALLOWLIST {
-            if let Some(value) = std::env::var_os(name) {
-                command.env(name, value);
-            }
-        }
+            .current_dir(&cwd);
+        isolate_env(&mut command, &agent_dir, dir.path());
         command
-            .env("PI_CODING_AGENT_DIR", &agent_dir)
-            .env("PI_OFFLINE", "1")
-            .env("HOME", dir.path())
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -22,19 +22,15 @@
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
 
 mod agent;
-// Shared with the integration tests; their `#[cfg(test)]` modules compile empty here (the bench
-// is built with cfg(test) but without libtest), hence unused imports.
-#[allow(dead_code, unused_imports)]
+// Shared with the integration tests. `pub`: what only the tests use is exported, not dead.
 #[path = "../it/fake_provider.rs"]
-mod fake_provider;
+pub mod fake_provider;
 mod report;
 mod scenarios;
-#[allow(dead_code, unused_imports)]
 #[path = "../it/sse.rs"]
-mod sse;
-#[allow(dead_code)]
+pub mod sse;
 #[path = "../it/support.rs"]
-mod support;
+pub mod support;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -29,6 +29,26 @@ fn assert_abort_answers_after_agent_end(pi: &mut Pi, abort_id: &str, agent_end: 
     );
 }
 
+/// Waits for the running prompt's first text delta, then aborts; see [`abort_now`].
+#[track_caller]
+fn abort_after_first_delta(pi: &mut Pi) -> (Vec<Value>, Value) {
+    let deadline = pi.deadline();
+    pi.recv_until(
+        |r| r["assistantMessageEvent"]["type"] == "text_delta",
+        deadline,
+    );
+    abort_now(pi)
+}
+
+/// Sends `abort` (id `a1`); the records through the run's `agent_end`, and that `agent_end`.
+#[track_caller]
+fn abort_now(pi: &mut Pi) -> (Vec<Value>, Value) {
+    pi.send(json!({"id": "a1", "type": "abort"}));
+    let rest = pi.records_until_event("agent_end");
+    let agent_end = rest.last().expect("agent_end").clone();
+    (rest, agent_end)
+}
+
 /// A slowly streamed reply is aborted after its first delta: the partial text is kept with
 /// stopReason "aborted", nothing more streams, and the next prompt works without the aborted
 /// reply in its context.
@@ -43,14 +63,7 @@ fn abort_mid_stream_keeps_partial_text_and_the_next_prompt_works() {
     ]);
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Talk slowly"}));
-    let deadline = pi.deadline();
-    pi.recv_until(
-        |r| r["assistantMessageEvent"]["type"] == "text_delta",
-        deadline,
-    );
-    pi.send(json!({"id": "a1", "type": "abort"}));
-    let rest = pi.records_until_event("agent_end");
-    let agent_end = rest.last().expect("agent_end").clone();
+    let (rest, agent_end) = abort_after_first_delta(&mut pi);
     let labels: Vec<String> = crate::support::event_labels(&rest)
         .into_iter()
         .filter(|l| !l.starts_with("message_update:"))
@@ -112,14 +125,7 @@ fn abort_mid_stream_closes_the_provider_connection() {
     let fake = FakeProvider::start(vec![Reply::stall_after(prefix)]);
     let mut pi = Pi::spawn(&Setup::anthropic(&fake));
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Talk"}));
-    let deadline = pi.deadline();
-    pi.recv_until(
-        |r| r["assistantMessageEvent"]["type"] == "text_delta",
-        deadline,
-    );
-    pi.send(json!({"id": "a1", "type": "abort"}));
-    let rest = pi.records_until_event("agent_end");
-    let agent_end = rest.last().expect("agent_end").clone();
+    let (_, agent_end) = abort_after_first_delta(&mut pi);
     assert_abort_answers_after_agent_end(&mut pi, "a1", &agent_end);
     fake.wait_for_stalls_closed_by_client(1, pi.timeout());
     pi.wait_for_event("agent_settled");
@@ -141,9 +147,7 @@ fn abort_mid_tool_kills_the_process_group_and_pairs_the_call() {
     let sleeper = wait_for_tool_pid(&mut pi, "started");
     assert!(process_alive(sleeper), "the background sleep runs");
 
-    pi.send(json!({"id": "a1", "type": "abort"}));
-    let rest = pi.records_until_event("agent_end");
-    let agent_end = rest.last().expect("agent_end").clone();
+    let (rest, agent_end) = abort_now(&mut pi);
     let end = rest
         .iter()
         .find(|r| r["type"] == "tool_execution_end")

@@ -396,21 +396,7 @@ fn bedrock_setup(fake: &CloudFake) -> Setup {
 }
 
 fn setup_for(fake: &CloudFake, provider: &str, model: &str) -> Setup {
-    Setup {
-        base_url: fake.url.clone(),
-        provider: provider.into(),
-        model: model.into(),
-        settings: Some(json!({"retry": {"enabled": false}})),
-        extra_args: Vec::new(),
-        files: Vec::new(),
-        env: Vec::new(),
-        sessions: false,
-        binary: None,
-        models_json: None,
-        wrapper: Vec::new(),
-        pre_exec: None,
-        trust_project: false,
-    }
+    Setup::at(&fake.url, provider, model).settings(json!({"retry": {"enabled": false}}))
 }
 
 /// Bedrock answers a signed request; anything else is refused as AWS refuses it.

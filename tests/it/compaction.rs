@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, RecordedRequest, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, assert_keys, flow, message_text};
+use crate::support::{
+    GAP, Pi, Setup, assert_keys, check_transcript, expect_transcript, flow, message_text,
+};
 
 const SECOND_ANSWER: &str = "DELTA-MARKER short answer.";
 const SUMMARY: &str = "## Goal\nExercise compaction in the tests.";
@@ -253,8 +255,9 @@ fn manual_compact_summarizes_the_old_turns() {
         ["compaction_start", "compaction_end"],
         "{records:?}"
     );
+    let [start] = expect_transcript(&records, &[json!({"type": "compaction_start"}), json!(GAP)]);
     assert_eq!(
-        records[0],
+        *start,
         json!({"type": "compaction_start", "reason": "manual"})
     );
     let end = only(&records, "compaction_end");
@@ -525,12 +528,16 @@ fn overflow_is_compacted_and_the_run_retried() {
             .is_some_and(|m| m.contains("prompt is too long")),
         "{failed}"
     );
-    let ends: Vec<&Value> = records
-        .iter()
-        .filter(|r| r["type"] == "agent_end")
-        .collect();
-    assert_eq!(ends[0]["willRetry"], true);
-    assert_eq!(ends[1]["willRetry"], false);
+    check_transcript(
+        &records,
+        &[
+            json!(GAP),
+            json!({"type": "agent_end", "willRetry": true}),
+            json!(GAP),
+            json!({"type": "agent_end", "willRetry": false}),
+            json!(GAP),
+        ],
+    );
     assert_eq!(
         only(&records, "compaction_start"),
         json!({"type": "compaction_start", "reason": "overflow"})
@@ -589,13 +596,17 @@ fn overflow_twice_gives_up() {
         ][..],
         "{labels:?}"
     );
-    let ends: Vec<&Value> = records
+    let ends: Vec<Value> = records
         .iter()
         .filter(|r| r["type"] == "compaction_end")
+        .cloned()
         .collect();
-    assert_eq!(ends[0]["willRetry"], true);
+    let [_, gave_up] = expect_transcript(
+        &ends,
+        &[json!({"willRetry": true}), json!("{...}"), json!(GAP)],
+    );
     assert_eq!(
-        *ends[1],
+        *gave_up,
         json!({"type": "compaction_end", "reason": "overflow", "aborted": false,
                "willRetry": false, "errorMessage": OVERFLOW_GAVE_UP})
     );

@@ -247,24 +247,9 @@ impl FakeProvider {
     /// Waits until at least `count` requests arrived; panics after `timeout`.
     #[track_caller]
     pub fn wait_for_requests(&self, count: usize, timeout: Duration) -> Vec<RecordedRequest> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        while state.requests.len() < count {
-            let now = Instant::now();
-            if now >= deadline {
-                panic!(
-                    "fake provider: waited {timeout:?} for {count} request(s), got {}",
-                    state.requests.len()
-                );
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|poison| poison.into_inner())
-                .0;
-        }
-        state.requests.clone()
+        self.wait_for_count(count, timeout, "request(s)", |state| state.requests.len())
+            .requests
+            .clone()
     }
 
     /// Ends every stalled stream by dropping its connection without the final chunk.
@@ -279,7 +264,6 @@ impl FakeProvider {
 
     /// Takes the problems recorded so far (so `Drop` will not panic over them): for callers,
     /// like the bench, that report problems instead of failing a test.
-    #[allow(dead_code)] // used by tests/bench, which compiles this file too; no test calls it
     pub fn take_failures(&self) -> Vec<String> {
         std::mem::take(&mut self.shared.lock().failures)
     }
@@ -288,14 +272,31 @@ impl FakeProvider {
     /// abort that really cancels the HTTP request); panics after `timeout`.
     #[track_caller]
     pub fn wait_for_stalls_closed_by_client(&self, count: usize, timeout: Duration) {
+        drop(
+            self.wait_for_count(count, timeout, "client-closed stream(s)", |state| {
+                state.stalls_closed_by_client
+            }),
+        );
+    }
+
+    /// Waits until `counter` reaches `count` (woken by every change); panics after `timeout`
+    /// naming `what` was awaited.
+    #[track_caller]
+    fn wait_for_count(
+        &self,
+        count: usize,
+        timeout: Duration,
+        what: &str,
+        counter: impl Fn(&State) -> usize,
+    ) -> MutexGuard<'_, State> {
         let deadline = Instant::now() + timeout;
         let mut state = self.shared.lock();
-        while state.stalls_closed_by_client < count {
+        while counter(&state) < count {
             let now = Instant::now();
             if now >= deadline {
                 panic!(
-                    "fake provider: waited {timeout:?} for {count} client-closed stream(s), got {}",
-                    state.stalls_closed_by_client
+                    "fake provider: waited {timeout:?} for {count} {what}, got {}",
+                    counter(&state)
                 );
             }
             state = self
@@ -305,6 +306,7 @@ impl FakeProvider {
                 .unwrap_or_else(|poison| poison.into_inner())
                 .0;
         }
+        state
     }
 
     /// Connections that started a TLS handshake on this plain-HTTP port (answered with a 400).
@@ -846,45 +848,4 @@ pub fn check_tool_pairing(messages: &[Value]) -> Vec<String> {
         }
     }
     problems
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn pairing_accepts_anthropic_and_openai_histories() {
-        let anthropic = [
-            json!({"role":"user","content":"hi"}),
-            json!({"role":"assistant","content":[{"type":"tool_use","id":"a","name":"bash","input":{}}]}),
-            json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x"}]}),
-        ];
-        assert!(check_tool_pairing(&anthropic).is_empty());
-        let openai = [
-            json!({"role":"user","content":"hi"}),
-            json!({"role":"assistant","content":null,"tool_calls":[{"id":"a"},{"id":"b"}]}),
-            json!({"role":"tool","tool_call_id":"a","content":"x"}),
-            json!({"role":"tool","tool_call_id":"b","content":"y"}),
-        ];
-        assert!(check_tool_pairing(&openai).is_empty());
-    }
-
-    #[test]
-    fn pairing_reports_missing_duplicate_and_orphan_results() {
-        let messages = [
-            json!({"role":"assistant","tool_calls":[{"id":"a"},{"id":"b"}]}),
-            json!({"role":"tool","tool_call_id":"a"}),
-            json!({"role":"tool","tool_call_id":"a"}),
-            json!({"role":"tool","tool_call_id":"zzz"}),
-        ];
-        let problems = check_tool_pairing(&messages);
-        assert_eq!(problems.len(), 3, "{problems:?}");
-    }
-
-    #[test]
-    fn sse_events_split_on_blank_lines() {
-        let events = split_sse_events("event: a\ndata: 1\n\nevent: b\ndata: 2\n\n");
-        assert_eq!(events, ["event: a\ndata: 1\n\n", "event: b\ndata: 2\n\n"]);
-    }
 }

@@ -21,7 +21,10 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, process_alive, wait_for_tool_pid, wait_until_gone};
+use crate::support::{
+    Pi, Setup, Workspace, assistant_messages, process_alive, prompt_until, wait_for_tool_pid,
+    wait_until_gone,
+};
 
 fn retry_once() -> Value {
     json!({"retry": {"baseDelayMs": 20, "maxRetries": 1}})
@@ -59,25 +62,6 @@ fn closed_port() -> u16 {
     port
 }
 
-/// Sends a prompt and consumes everything up to `agent_settled`.
-#[track_caller]
-fn run_prompt(pi: &mut Pi, id: &str, text: &str) -> Vec<Value> {
-    pi.send(json!({"id": id, "type": "prompt", "message": text}));
-    let records = pi.records_until_event("agent_settled");
-    let response = pi.response_for(id);
-    assert_eq!(response["success"], true, "{response}");
-    records
-}
-
-/// The assistant messages of the `message_end` records.
-fn replies(records: &[Value]) -> Vec<Value> {
-    records
-        .iter()
-        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .map(|r| r["message"].clone())
-        .collect()
-}
-
 /// The run-level events (agent_end reduced to its willRetry flag), for retry sequences.
 fn retry_flow(records: &[Value]) -> Vec<Value> {
     records
@@ -105,7 +89,7 @@ fn assert_error_reply(reply: &Value) -> String {
 /// One failed reply, not retried, then the run settled.
 #[track_caller]
 fn assert_single_error(records: &[Value]) -> String {
-    let replies = replies(records);
+    let replies = assistant_messages(records);
     assert_eq!(replies.len(), 1, "{replies:?}");
     let error = assert_error_reply(&replies[0]);
     assert_eq!(
@@ -121,7 +105,7 @@ fn assert_single_error(records: &[Value]) -> String {
 /// Two failed replies: the first retried once after 20 ms, the second final.
 #[track_caller]
 fn assert_retried_once_then_failed(records: &[Value]) {
-    let replies = replies(records);
+    let replies = assistant_messages(records);
     assert_eq!(replies.len(), 2, "{replies:?}");
     let first = assert_error_reply(&replies[0]);
     let last = assert_error_reply(&replies[1]);
@@ -154,7 +138,7 @@ fn connection_refused_is_retried_then_fails_clearly() {
     let base_url = format!("http://127.0.0.1:{}", closed_port());
     let setup = fault_setup(&fake, &base_url).settings(retry_once());
     let mut pi = Pi::spawn(&setup);
-    let records = run_prompt(&mut pi, "p1", "Hi");
+    let records = prompt_until(&mut pi, "p1", "Hi", "agent_settled");
     assert_retried_once_then_failed(&records);
     assert_still_answers(&mut pi, "s1");
     fake.finish();
@@ -166,7 +150,7 @@ fn unresolvable_host_fails_clearly() {
     let fake = FakeProvider::start(Vec::new());
     let setup = fault_setup(&fake, "http://pi-rs-fault-test.invalid:9").settings(no_retry());
     let mut pi = Pi::spawn(&setup);
-    let records = run_prompt(&mut pi, "p1", "Hi");
+    let records = prompt_until(&mut pi, "p1", "Hi", "agent_settled");
     assert_single_error(&records);
     assert_still_answers(&mut pi, "s1");
     fake.finish();
@@ -179,7 +163,7 @@ fn tls_to_a_plain_http_port_fails_clearly() {
     let base_url = fake.base_url().replacen("http://", "https://", 1);
     let setup = fault_setup(&fake, &base_url).settings(no_retry());
     let mut pi = Pi::spawn(&setup);
-    let records = run_prompt(&mut pi, "p1", "Hi");
+    let records = prompt_until(&mut pi, "p1", "Hi", "agent_settled");
     assert_single_error(&records);
     assert_eq!(
         fake.tls_handshakes_refused(),
@@ -212,7 +196,9 @@ fn headers_then_silence_is_ended_promptly_by_abort() {
     assert_eq!(response["success"], true, "{response}");
     assert!(took < Duration::from_secs(2), "abort took {took:?}");
     let records = pi.records_until_event("agent_settled");
-    let reply = replies(&records).pop().expect("the reply is closed");
+    let reply = assistant_messages(&records)
+        .pop()
+        .expect("the reply is closed");
     assert_eq!(reply["stopReason"], "aborted", "{reply}");
     fake.wait_for_stalls_closed_by_client(1, pi.timeout());
     assert_still_answers(&mut pi, "s1");
@@ -229,7 +215,7 @@ fn body_ending_inside_an_event_fails_clearly() {
     let fake = FakeProvider::start(vec![Reply::sse(body)]);
     let setup = Setup::anthropic(&fake).settings(no_retry());
     let mut pi = Pi::spawn(&setup);
-    let records = run_prompt(&mut pi, "p1", "Hi");
+    let records = prompt_until(&mut pi, "p1", "Hi", "agent_settled");
     assert_single_error(&records);
     assert_still_answers(&mut pi, "s1");
     fake.finish();
@@ -254,7 +240,7 @@ fn connection_dropped_inside_an_event_is_retried() {
     );
     fake.release_stalls();
     let records = pi.records_until_event("agent_settled");
-    let replies = replies(&records);
+    let replies = assistant_messages(&records);
     assert_eq!(replies.len(), 2, "{replies:?}");
     let error = assert_error_reply(&replies[0]);
     assert_eq!(replies[1]["stopReason"], "stop", "{}", replies[1]);
@@ -287,8 +273,8 @@ fn check_html_page_with_status_200(api: &str) {
     }
     .settings(no_retry());
     let mut pi = Pi::spawn(&setup);
-    let records = run_prompt(&mut pi, "p1", "Hi");
-    let replies = replies(&records);
+    let records = prompt_until(&mut pi, "p1", "Hi", "agent_settled");
+    let replies = assistant_messages(&records);
     assert_eq!(replies.len(), 1, "{replies:?}");
     assert_eq!(
         replies[0]["stopReason"], "error",
@@ -320,8 +306,8 @@ fn check_garbage_event_stream(api: &str) {
     }
     .settings(no_retry());
     let mut pi = Pi::spawn(&setup);
-    let records = run_prompt(&mut pi, "p1", "Hi");
-    let replies = replies(&records);
+    let records = prompt_until(&mut pi, "p1", "Hi", "agent_settled");
+    let replies = assistant_messages(&records);
     assert_eq!(replies.len(), 1, "{replies:?}");
     assert_eq!(
         replies[0]["stopReason"], "error",
@@ -359,7 +345,7 @@ fn twenty_megabytes_of_text_deltas_complete() {
     // Far more data than any other scenario: allow several ordinary deadlines.
     let deadline = Instant::now() + pi.timeout() * 6;
     let records = pi.recv_until(|r| r["type"] == "agent_settled", deadline);
-    let reply = replies(&records).pop().expect("the reply");
+    let reply = assistant_messages(&records).pop().expect("the reply");
     assert_eq!(
         reply["stopReason"], "stop",
         "errorMessage: {}",

@@ -15,44 +15,28 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, prompt, read_jsonl, session_file, tool_reply};
+use crate::support::{
+    Pi, Setup, Workspace, end_text, prompt, read_jsonl, session_file, tool_ends, tool_script,
+};
 
 const SECRET: &str = "sk-test-SECRET123";
 
 /// Runs one prompt in which the model calls each `(tool, args)` in turn, then says "done".
 /// Returns the pi (still running) and each call's `tool_execution_end` record.
 fn run_tools(workspace: &Workspace, calls: &[(&str, Value)]) -> (FakeProvider, Pi, Vec<Value>) {
-    let mut script: Vec<Reply> = calls
-        .iter()
-        .enumerate()
-        .map(|(n, (tool, args))| tool_reply(&format!("toolu_{n}"), tool, args.clone()))
-        .collect();
-    script.push(Reply::sse(sse::anthropic_text(&["done"])));
-    let fake = FakeProvider::start(script);
+    let fake = FakeProvider::start(tool_script(calls));
     let setup = Setup::anthropic(&fake)
         .arg("--tools")
         .arg("read,grep,find,ls");
     let mut pi = Pi::spawn_in(workspace, &setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Use the tools"}));
-    let run = pi.records_until_event("agent_end");
-    let ends: Vec<Value> = run
-        .into_iter()
-        .filter(|r| r["type"] == "tool_execution_end")
-        .collect();
-    assert_eq!(ends.len(), calls.len(), "one result per call: {ends:?}");
+    let ends = tool_ends(pi.records_until_event("agent_end"), calls.len());
     assert!(
         !pi.stderr_raw().contains("panicked"),
         "{}",
         pi.stderr_text()
     );
     (fake, pi, ends)
-}
-
-fn end_text(end: &Value) -> String {
-    end["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text result: {end}"))
-        .to_string()
 }
 
 /// Peak resident memory of a live process, in kB.

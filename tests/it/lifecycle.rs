@@ -92,31 +92,25 @@ fn stdin_eof_mid_tool_kills_children_and_exits_zero() {
 /// SIGTERM: agent_end first, exit code 143, no surviving child.
 #[test]
 fn sigterm_ends_the_run_and_exits_143() {
-    let (fake, mut pi, sleeper) = pi_with_sleeper();
-    pi.signal(libc::SIGTERM);
-    pi.records_until_event("agent_end");
-    let status = pi.wait_for_exit();
-    assert_eq!(
-        status.code(),
-        Some(143),
-        "{status:?} (signal {:?})",
-        status.signal()
-    );
-    assert_no_panic(&pi);
-    assert_gone(sleeper, &pi);
-    fake.finish();
+    signal_ends_the_run(libc::SIGTERM, 143);
 }
 
 /// SIGHUP: agent_end first, exit code 129, no surviving child.
 #[test]
 fn sighup_ends_the_run_and_exits_129() {
+    signal_ends_the_run(libc::SIGHUP, 129);
+}
+
+/// `signal` during a tool run: agent_end first, then exit with `code`, no surviving child.
+#[track_caller]
+fn signal_ends_the_run(signal: i32, code: i32) {
     let (fake, mut pi, sleeper) = pi_with_sleeper();
-    pi.signal(libc::SIGHUP);
+    pi.signal(signal);
     pi.records_until_event("agent_end");
     let status = pi.wait_for_exit();
     assert_eq!(
         status.code(),
-        Some(129),
+        Some(code),
         "{status:?} (signal {:?})",
         status.signal()
     );

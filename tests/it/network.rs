@@ -194,13 +194,9 @@ fn serve_tls(
 }
 
 fn setup(base_url: &str) -> Setup {
-    // The fake provider is unused: the models point at `base_url`.
-    let fake = crate::fake_provider::FakeProvider::start(vec![]);
-    let mut setup = Setup::new(&fake, "corp-openai", "corp-gpt")
+    Setup::at(base_url, "corp-openai", "corp-gpt")
         .models_json(MODELS)
-        .settings(json!({"retry": {"enabled": false}}));
-    setup.base_url = base_url.to_string();
-    setup
+        .settings(json!({"retry": {"enabled": false}}))
 }
 
 /// One prompt; the assistant's final message.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{ENV_ALLOWLIST, Pi, Setup, Workspace, is_reference};
+use crate::support::{Pi, Setup, Workspace, is_reference, scrub_env};
 
 const ANTHROPIC_MODELS: &str = r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#;
 
@@ -232,12 +232,8 @@ fn an_expired_codex_login_is_refreshed_and_the_backend_gets_the_account() {
 /// Runs `pi <args>` with the test's environment (no protocol); (exit code, stderr).
 fn run_cli(agent_dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
-    command.args(args).env_clear();
-    for name in ENV_ALLOWLIST {
-        if let Some(value) = std::env::var_os(name) {
-            command.env(name, value);
-        }
-    }
+    command.args(args);
+    scrub_env(&mut command);
     command
         .env("PI_CODING_AGENT_DIR", agent_dir)
         .env("HOME", agent_dir)
@@ -368,12 +364,8 @@ fn pi_login_anthropic_takes_a_pasted_code_and_checks_pkce() {
     }))]);
     let workspace = Workspace::new();
     let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
-    command.args(["login", "anthropic"]).env_clear();
-    for name in ENV_ALLOWLIST {
-        if let Some(value) = std::env::var_os(name) {
-            command.env(name, value);
-        }
-    }
+    command.args(["login", "anthropic"]);
+    scrub_env(&mut command);
     let mut child = command
         .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
         .env("HOME", workspace.root())

@@ -5,8 +5,6 @@
 //! Reference: the JSON-mode event assertions that rely on seed-only events (`agent_settled`) are
 //! not made; these tests should pass against 0.73.1.
 
-use serde_json::Value;
-
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{Setup, TempDir, message_text, run_cli};
@@ -55,11 +53,7 @@ fn json_mode_writes_the_header_then_events() {
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Json answer."]))]);
     let run = run_cli(&Setup::anthropic(&fake), &["--mode", "json", "Hello"], None);
     assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
-    let records: Vec<Value> = run
-        .stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
-        .collect();
+    let records = run.stdout_records();
     let header = &records[0];
     assert_eq!(header["type"], "session", "{header}");
     assert!(
@@ -189,11 +183,7 @@ fn json_mode_in_the_legacy_profile_ends_and_carries_cumulative_updates() {
     let setup = Setup::anthropic(&fake).env("PI_RPC_PROFILE", "legacy");
     let run = run_cli(&setup, &["--mode", "json", "Hello"], None);
     assert_eq!(run.status.code(), Some(0), "stderr: {}", run.stderr);
-    let records: Vec<Value> = run
-        .stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
-        .collect();
+    let records = run.stdout_records();
     let last_update = records
         .iter()
         .rfind(|r| r["type"] == "message_update")

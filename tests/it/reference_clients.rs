@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{ENV_ALLOWLIST, Workspace, binary};
+use crate::support::{Workspace, binary, isolate_env};
 
 /// An installed reference, as `tests/install_reference.sh --check` describes it.
 struct Reference {
@@ -93,19 +93,10 @@ fn run_in(
     command
         .args(args)
         .current_dir(workspace.cwd())
-        .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for name in ENV_ALLOWLIST {
-        if let Some(value) = std::env::var_os(name) {
-            command.env(name, value);
-        }
-    }
-    command
-        .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
-        .env("PI_OFFLINE", "1")
-        .env("HOME", workspace.root());
+    isolate_env(&mut command, &workspace.agent_dir(), workspace.root());
     for (name, value) in env {
         command.env(name, value);
     }

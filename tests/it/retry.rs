@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
-use crate::support::{Pi, Setup, flow};
+use crate::support::{GAP, Pi, Setup, check_transcript, flow};
 
 /// Asserts that nothing at all is emitted after the records seen so far: a `get_state` sent now
 /// is answered with no event before its response.
@@ -71,12 +71,16 @@ fn overloaded_529_is_retried_then_succeeds() {
         .expect("failed reply")["message"];
     assert_eq!(failed["stopReason"], "error");
     assert_eq!(failed["errorMessage"], error_text.as_str());
-    let ends: Vec<&Value> = records
-        .iter()
-        .filter(|r| r["type"] == "agent_end")
-        .collect();
-    assert_eq!(ends[0]["willRetry"], true);
-    assert_eq!(ends[1]["willRetry"], false);
+    check_transcript(
+        &records,
+        &[
+            json!(GAP),
+            json!({"type": "agent_end", "willRetry": true}),
+            json!(GAP),
+            json!({"type": "agent_end", "willRetry": false}),
+            json!(GAP),
+        ],
+    );
     let start = records
         .iter()
         .find(|r| r["type"] == "auto_retry_start")

@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, process_alive, tool_reply, wait_for_tool_pid, wait_until_gone,
+    Pi, Setup, Workspace, end_text, process_alive, tool_ends, tool_reply, tool_script,
+    wait_for_tool_pid, wait_until_gone,
 };
 
 /// The kernel's Landlock ABI (0: none).
@@ -66,13 +67,7 @@ fn run_calls(
     extra: &[&str],
     calls: &[(&str, Value)],
 ) -> (Pi, Vec<Value>) {
-    let mut script: Vec<Reply> = calls
-        .iter()
-        .enumerate()
-        .map(|(n, (tool, args))| tool_reply(&format!("toolu_{n}"), tool, args.clone()))
-        .collect();
-    script.push(Reply::sse(sse::anthropic_text(&["done"])));
-    let fake = FakeProvider::start(script);
+    let fake = FakeProvider::start(tool_script(calls));
     let mut setup = sandboxed(Setup::anthropic(&fake).settings(settings), workspace)
         .arg("--tools")
         .arg("read,bash,edit,write,grep,find,ls");
@@ -81,27 +76,15 @@ fn run_calls(
     }
     let mut pi = Pi::spawn_in(workspace, &setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Go"}));
-    let run = pi.records_until_event("agent_end");
-    let ends: Vec<Value> = run
-        .into_iter()
-        .filter(|r| r["type"] == "tool_execution_end")
-        .collect();
-    assert_eq!(ends.len(), calls.len(), "one result per call: {ends:?}");
+    let ends = tool_ends(pi.records_until_event("agent_end"), calls.len());
     fake.finish();
     (pi, ends)
-}
-
-fn text(end: &Value) -> String {
-    end["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 #[track_caller]
 fn assert_blocked(end: &Value, expected: &str) {
     assert_eq!(end["isError"], true, "{end}");
-    assert_eq!(text(end), expected, "{end}");
+    assert_eq!(end_text(end), expected, "{end}");
 }
 
 fn workspace_write() -> Value {
@@ -158,10 +141,10 @@ fn writes_outside_the_workspace_are_blocked_for_tools_bash_and_grandchildren() {
     );
     assert_eq!(ends[2]["isError"], false, "{}", ends[2]);
     assert_eq!(ends[3]["isError"], false, "{}", ends[3]);
-    let bash = text(&ends[4]);
+    let bash = end_text(&ends[4]);
     assert!(bash.contains("Permission denied"), "{bash}");
     assert!(bash.contains("rc=1") && bash.contains("done"), "{bash}");
-    assert!(text(&ends[5]).contains("end"), "{}", ends[5]);
+    assert!(end_text(&ends[5]).contains("end"), "{}", ends[5]);
 
     assert!(!outside.exists());
     assert_eq!(
@@ -212,8 +195,8 @@ fn read_only_mode_blocks_writes_in_the_workspace_too() {
             workspace.cwd().join("b.txt").display()
         ),
     );
-    assert_eq!(text(&ends[1]), "keep\n");
-    let bash = text(&ends[2]);
+    assert_eq!(end_text(&ends[1]), "keep\n");
+    let bash = end_text(&ends[2]);
     assert!(bash.starts_with("keep\n"), "{bash}");
     assert!(bash.contains("tmp-ok"), "{bash}");
     // /dev/fd and /dev/stderr still work in grandchildren (pipes are not paths Landlock checks).
@@ -222,9 +205,9 @@ fn read_only_mode_blocks_writes_in_the_workspace_too() {
         "{bash}"
     );
     // The confined tool threads (and ripgrep/fd they start) still read the workspace.
-    assert!(text(&ends[3]).contains("a.txt:1: keep"), "{}", ends[3]);
-    assert_eq!(text(&ends[4]), "a.txt", "{}", ends[4]);
-    assert!(text(&ends[5]).contains("a.txt"), "{}", ends[5]);
+    assert!(end_text(&ends[3]).contains("a.txt:1: keep"), "{}", ends[3]);
+    assert_eq!(end_text(&ends[4]), "a.txt", "{}", ends[4]);
+    assert!(end_text(&ends[5]).contains("a.txt"), "{}", ends[5]);
     assert!(workspace.cwd().join("a.txt").exists());
     assert!(!workspace.cwd().join("c.txt").exists());
 }
@@ -273,11 +256,11 @@ fn denied_paths_are_unreadable_by_tools_and_bash() {
         ),
     );
     assert!(
-        text(&ends[2]).starts_with("blocked by the sandbox: read of a denied path: "),
+        end_text(&ends[2]).starts_with("blocked by the sandbox: read of a denied path: "),
         "{}",
         ends[2]
     );
-    let bash = text(&ends[3]);
+    let bash = end_text(&ends[3]);
     for secret in ["PRIVATE-KEY-TEXT", "AUTH-JSON-TEXT", "VAULT-TEXT"] {
         assert!(!bash.contains(secret), "{secret} leaked: {bash}");
     }
@@ -336,7 +319,7 @@ fn bash_cannot_reach_pi_rs_proc_entries_even_as_root() {
             .cloned()
             .expect("tool end");
         fake.finish();
-        (text(&end), forged)
+        (end_text(&end), forged)
     };
     let (sandboxed_output, forged) = run(workspace_write(), &sandboxed_command);
     let _ = other.kill();
@@ -423,7 +406,7 @@ fn network_case(settings: Value, env: &[(&str, &str)]) -> (String, bool) {
         .expect("tool end");
     let connected = connected_within(&listener, Duration::from_millis(300));
     fake.finish();
-    (text(&end), connected)
+    (end_text(&end), connected)
 }
 
 #[test]
@@ -501,7 +484,7 @@ fn symlink_and_dotdot_escapes_are_blocked() {
             root.join(".ssh/id_rsa").display()
         ),
     );
-    let bash = text(&ends[3]);
+    let bash = end_text(&ends[3]);
     assert!(!bash.contains("PRIVATE-KEY-TEXT"), "{bash}");
     assert!(bash.contains("end"), "{bash}");
     assert!(!root.join("elsewhere/x.txt").exists());
@@ -547,8 +530,8 @@ fn a_tool_started_before_a_mode_change_keeps_its_sandbox() {
         .filter(|r| r["type"] == "tool_execution_end")
         .collect();
     assert_eq!(ends.len(), 2, "{run:?}");
-    assert!(text(ends[0]).contains("rc=1"), "{}", ends[0]);
-    assert!(text(ends[1]).contains("rc=0"), "{}", ends[1]);
+    assert!(end_text(ends[0]).contains("rc=1"), "{}", ends[0]);
+    assert!(end_text(ends[1]).contains("rc=0"), "{}", ends[1]);
     assert!(!workspace.cwd().join("before.txt").exists());
     assert!(workspace.cwd().join("after.txt").exists());
     let state = pi.command("s2", "get_state", json!({}));
@@ -696,7 +679,7 @@ fn on_unsupported_fails_by_default_and_warns_when_asked() {
     let ran = records
         .iter()
         .filter(|r| r["type"] == "tool_execution_end")
-        .any(|r| text(r).contains("ran"));
+        .any(|r| end_text(r).contains("ran"));
     assert!(ran);
 }
 
@@ -772,7 +755,7 @@ fn allow_for_this_session_never_widens_the_sandbox() {
         "one dialog only"
     );
     for (end, word) in ends.iter().zip(["one", "two"]) {
-        let output = text(end);
+        let output = end_text(end);
         assert!(
             output.contains("Permission denied") && output.contains(word),
             "{output}"

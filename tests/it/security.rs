@@ -403,7 +403,8 @@ fn huge_approval_timeout_is_clamped_not_a_crash() {
         pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
         let ask = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "select");
         assert_eq!(ask["timeout"], 86_400_000, "{ask}");
-        assert!(pi.stderr_text().contains("timeoutSeconds"), "a warning");
+        let stderr = pi.stderr_when(|s| s.contains("timeoutSeconds"));
+        assert!(stderr.contains("timeoutSeconds"), "a warning: {stderr}");
         pi.send(json!({"id": "a1", "type": "abort"}));
         let state = pi.command("s1", "get_state", json!({}));
         assert_eq!(state["success"], true);

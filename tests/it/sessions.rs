@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, is_reference, last_user_text, prompt, read_jsonl, session_file, state,
-    text_reply,
+    Pi, Setup, Workspace, expect_transcript, is_reference, last_user_text, prompt, read_jsonl,
+    session_file, state, text_reply,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -183,8 +183,20 @@ fn session_file_is_written_lazily_in_the_default_dir() {
 
     prompt(&mut pi, "p1", "Hello");
     let lines = read_jsonl(&file);
+    let [header, _, _, _, last] = expect_transcript(
+        &lines,
+        &[
+            json!({"type": "session", "version": 3, "id": session_id,
+                   "cwd": pi.cwd().to_string_lossy()}),
+            json!({"type": "model_change", "provider": "fake-anthropic",
+                   "modelId": "fake-claude"}),
+            json!({"type": "thinking_level_change", "thinkingLevel": "medium"}),
+            json!({"type": "message"}),
+            json!({"type": "message"}),
+        ],
+    );
     assert_eq!(
-        lines[0]
+        header
             .as_object()
             .unwrap()
             .keys()
@@ -192,29 +204,10 @@ fn session_file_is_written_lazily_in_the_default_dir() {
             .collect::<Vec<_>>(),
         ["type", "version", "id", "timestamp", "cwd"]
     );
-    assert_eq!(lines[0]["version"], 3);
-    assert_eq!(lines[0]["id"], session_id);
-    assert_eq!(lines[0]["cwd"], json!(pi.cwd().to_string_lossy()));
     let entries = &lines[1..];
-    let types: Vec<&str> = entries
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        types,
-        [
-            "model_change",
-            "thinking_level_change",
-            "message",
-            "message"
-        ]
-    );
-    assert_eq!(entries[0]["provider"], "fake-anthropic");
-    assert_eq!(entries[0]["modelId"], "fake-claude");
-    assert_eq!(entries[1]["thinkingLevel"], "medium");
     assert_well_formed(entries);
     assert_eq!(
-        branch_messages(entries, entries[3]["id"].as_str().unwrap()),
+        branch_messages(entries, last["id"].as_str().unwrap()),
         messages(&mut pi, "m1"),
         "the file's branch is exactly the agent's conversation"
     );

@@ -30,6 +30,11 @@
 //! one-shot print/JSON-mode process in the same prepared dir layout; `process_alive` /
 //! `wait_until_gone` check that children really died.
 //!
+//! Assertions on what came out: `expect_transcript` / `check_transcript` match a run's records
+//! (or a session file's lines) against a sequence of record patterns with `GAP`s, and hand back
+//! the matched records by name; `flow` / `event_labels` give the sequence as short labels. The
+//! scenario helpers the test files share live at the end of this file, one home each.
+//!
 //! Ends: `Drop` closes stdin, waits for the exit (bounded), kills the process if it lingers, and
 //! prints stderr plus the last records when the test is failing.
 
@@ -129,8 +134,14 @@ impl Setup {
     }
 
     pub fn new(fake: &FakeProvider, provider: &str, model: &str) -> Setup {
+        Setup::at(&fake.base_url(), provider, model)
+    }
+
+    /// `provider`/`model` with `fixtures/models.json` pointed at `base_url` (a server that is
+    /// not a `FakeProvider`, or none at all).
+    pub fn at(base_url: &str, provider: &str, model: &str) -> Setup {
         Setup {
-            base_url: fake.base_url(),
+            base_url: base_url.to_string(),
             provider: provider.into(),
             model: model.into(),
             settings: None,
@@ -240,18 +251,30 @@ fn prepare(setup: &Setup, workspace: &Workspace) -> Command {
         }
         None => Command::new(program),
     };
-    command.current_dir(&cwd).env_clear();
+    command.current_dir(&cwd);
+    isolate_env(&mut command, &agent_dir, workspace.root());
+    command.envs(setup.env.iter().map(|(k, v)| (k, v)));
+    command
+}
+
+/// The child's environment: only [`ENV_ALLOWLIST`] of ours, then `agent_dir` as the agent dir,
+/// `home` as `HOME`, and `PI_OFFLINE=1`.
+pub fn isolate_env(command: &mut Command, agent_dir: &Path, home: &Path) {
+    scrub_env(command);
+    command
+        .env("PI_CODING_AGENT_DIR", agent_dir)
+        .env("PI_OFFLINE", "1")
+        .env("HOME", home);
+}
+
+/// Clears the child's environment but for [`ENV_ALLOWLIST`] of ours.
+pub fn scrub_env(command: &mut Command) {
+    command.env_clear();
     for name in ENV_ALLOWLIST {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }
     }
-    command
-        .env("PI_CODING_AGENT_DIR", &agent_dir)
-        .env("PI_OFFLINE", "1")
-        .env("HOME", workspace.root())
-        .envs(setup.env.iter().map(|(k, v)| (k, v)));
-    command
 }
 
 /// A temp dir removed on drop (kept with `PI_TEST_KEEP=1`).
@@ -296,6 +319,12 @@ impl Drop for TempDir {
 #[derive(Clone)]
 pub struct Workspace {
     dir: Arc<TempDir>,
+}
+
+impl Default for Workspace {
+    fn default() -> Workspace {
+        Workspace::new()
+    }
 }
 
 impl Workspace {
@@ -955,6 +984,15 @@ impl CliRun {
     pub fn cwd(&self) -> PathBuf {
         self.workspace.cwd()
     }
+
+    /// stdout as JSON lines (JSON mode), each of which must parse.
+    #[track_caller]
+    pub fn stdout_records(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect()
+    }
 }
 
 /// Runs the binary once with `args` (after `--provider <p> --model <m> --no-session`) in a
@@ -1053,6 +1091,137 @@ pub fn events(records: &[Value]) -> Vec<Value> {
         .filter(|r| r["type"] != "response")
         .cloned()
         .collect()
+}
+
+/// A gap in [`expect_transcript`] steps: any number of records (none included).
+pub const GAP: &str = "..";
+
+/// Checks that `records` are exactly the sequence `steps` describes and returns the records the
+/// non-gap steps matched, in order (so `let [response, assistant_end] = expect_transcript(..)`
+/// names them instead of indexing the transcript). A step is a pattern record, or `json!(GAP)`
+/// for any number of records; without a leading or trailing gap the pattern must match from the
+/// first or to the last record. Patterns match like rust-analyzer's and cargo's expectations: an
+/// object pattern lists only the fields that matter (each matched recursively), an array matches
+/// element by element, a string containing `[..]` matches any text in its place, `"{...}"`
+/// matches any value that is present; everything else must be equal. Panics with the transcript
+/// and the step that could not match.
+#[track_caller]
+pub fn expect_transcript<'a, const N: usize>(
+    records: &'a [Value],
+    steps: &[Value],
+) -> [&'a Value; N] {
+    let wanted = steps.iter().filter(|step| !is_gap(step)).count();
+    assert_eq!(
+        wanted, N,
+        "expect_transcript: {wanted} non-gap steps but {N} records asked for"
+    );
+    check_transcript(records, steps)
+        .try_into()
+        .expect("one record per non-gap step")
+}
+
+/// [`expect_transcript`] for any number of steps: the matched records as a `Vec`.
+#[track_caller]
+pub fn check_transcript<'a>(records: &'a [Value], steps: &[Value]) -> Vec<&'a Value> {
+    let mut matched = Vec::new();
+    if !match_steps(records, steps, &mut matched) {
+        let mut furthest = 0;
+        furthest_step(records, steps, 0, &mut furthest);
+        panic!(
+            "transcript does not match at step #{furthest} {}\nsteps:\n{}\nrecords:\n{}",
+            steps
+                .get(furthest)
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            steps
+                .iter()
+                .enumerate()
+                .map(|(i, step)| format!("  #{i} {step}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            records
+                .iter()
+                .enumerate()
+                .map(|(i, record)| format!("  [{i}] {record}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    matched
+}
+
+fn is_gap(step: &Value) -> bool {
+    step.as_str() == Some(GAP)
+}
+
+fn match_steps<'a>(records: &'a [Value], steps: &[Value], matched: &mut Vec<&'a Value>) -> bool {
+    let Some((step, rest)) = steps.split_first() else {
+        return records.is_empty();
+    };
+    if is_gap(step) {
+        return (0..=records.len()).any(|skip| match_steps(&records[skip..], rest, matched));
+    }
+    let Some((record, later)) = records.split_first() else {
+        return false;
+    };
+    if !matches_pattern(record, step) {
+        return false;
+    }
+    matched.push(record);
+    if match_steps(later, rest, matched) {
+        return true;
+    }
+    matched.pop();
+    false
+}
+
+/// How many steps can be matched at best, for the failure message.
+fn furthest_step(records: &[Value], steps: &[Value], done: usize, furthest: &mut usize) {
+    *furthest = (*furthest).max(done);
+    let Some((step, rest)) = steps.split_first() else {
+        return;
+    };
+    if is_gap(step) {
+        for skip in 0..=records.len() {
+            furthest_step(&records[skip..], rest, done + 1, furthest);
+        }
+    } else if let Some((record, later)) = records.split_first()
+        && matches_pattern(record, step)
+    {
+        furthest_step(later, rest, done + 1, furthest);
+    }
+}
+
+/// Whether `actual` matches `pattern` (see [`expect_transcript`]).
+pub fn matches_pattern(actual: &Value, pattern: &Value) -> bool {
+    match (pattern, actual) {
+        (Value::String(p), _) if p == "{...}" => true,
+        (Value::String(p), Value::String(a)) if p.contains("[..]") => wildcard_text(p, a),
+        (Value::Object(p), Value::Object(a)) => p
+            .iter()
+            .all(|(key, p)| a.get(key).is_some_and(|a| matches_pattern(a, p))),
+        (Value::Array(p), Value::Array(a)) => {
+            p.len() == a.len() && p.iter().zip(a).all(|(p, a)| matches_pattern(a, p))
+        }
+        _ => pattern == actual,
+    }
+}
+
+/// `text` matches `pattern` where each `[..]` stands for any run of characters.
+fn wildcard_text(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split("[..]").collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Short labels for an event sequence: `message_start:user`, `message_update:text_delta`, ...
@@ -1173,11 +1342,40 @@ pub fn assistant_messages(run: &[Value]) -> Vec<Value> {
 /// have been accepted.
 #[track_caller]
 pub fn prompt(pi: &mut Pi, id: &str, text: &str) -> Vec<Value> {
+    prompt_until(pi, id, text, "agent_end")
+}
+
+/// [`prompt`], consuming records through the first `event` (e.g. `agent_settled`).
+#[track_caller]
+pub fn prompt_until(pi: &mut Pi, id: &str, text: &str, event: &str) -> Vec<Value> {
     pi.send(json!({"id": id, "type": "prompt", "message": text}));
-    let run = pi.records_until_event("agent_end");
+    let run = pi.records_until_event(event);
     let response = pi.response_for(id);
     assert_eq!(response["success"], true, "{response}");
     run
+}
+
+/// A script that answers with one tool call per `(tool, args)` (ids `toolu_0`, `toolu_1`, …), one
+/// reply each, then the text "done".
+pub fn tool_script(calls: &[(&str, Value)]) -> Vec<crate::fake_provider::Reply> {
+    let mut script: Vec<_> = calls
+        .iter()
+        .enumerate()
+        .map(|(n, (tool, args))| tool_reply(&format!("toolu_{n}"), tool, args.clone()))
+        .collect();
+    script.push(text_reply("done"));
+    script
+}
+
+/// The `tool_execution_end` records of a run, asserting there is one per scripted call.
+#[track_caller]
+pub fn tool_ends(run: Vec<Value>, calls: usize) -> Vec<Value> {
+    let ends: Vec<Value> = run
+        .into_iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends.len(), calls, "one result per call: {ends:?}");
+    ends
 }
 
 /// get_state's data (asserted successful). `id` must be unique within the test.
@@ -1211,6 +1409,14 @@ pub fn tool_reply(id: &str, tool: &str, args: Value) -> crate::fake_provider::Re
             .tool_use(id, tool, &[&args.to_string()])
             .finish("tool_use"),
     )
+}
+
+/// The first text block of a `tool_execution_end` record's result ("" when there is none).
+pub fn end_text(end: &Value) -> String {
+    end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The text blocks of a tool result (`{content:[...]}`) joined.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, event_labels, events};
+use crate::support::{GAP, Pi, Setup, event_labels, events, expect_transcript};
 
 /// The seed-only parts of a finished run, checked last so a reference run still exercises the
 /// rest. `run` is everything from the prompt response through `agent_end`.
@@ -88,9 +88,34 @@ fn text_prompt_streams_the_full_event_sequence() {
         ],
         "the prompt response comes before agent_start"
     );
-    assert_eq!(run[0]["id"], "p1");
-    let user = &run[3]["message"];
-    assert_eq!(user["role"], "user");
+    let [
+        _response,
+        user_start,
+        _text_start,
+        _first_delta,
+        text_end,
+        assistant_end,
+        turn_end,
+        agent_end,
+    ] = expect_transcript(
+        &run,
+        &[
+            json!({"type": "response", "command": "prompt", "id": "p1"}),
+            json!(GAP),
+            json!({"type": "message_start", "message": {"role": "user"}}),
+            json!(GAP),
+            json!({"type": "message_update",
+                       "assistantMessageEvent": {"type": "text_start", "contentIndex": 0}}),
+            json!({"type": "message_update",
+                       "assistantMessageEvent": {"type": "text_delta", "delta": "Hello"}}),
+            json!(GAP),
+            json!({"type": "message_update", "assistantMessageEvent": {"type": "text_end"}}),
+            json!({"type": "message_end", "message": {"role": "assistant"}}),
+            json!({"type": "turn_end"}),
+            json!({"type": "agent_end"}),
+        ],
+    );
+    let user = &user_start["message"];
     assert_eq!(
         user["content"],
         json!([{"type": "text", "text": "Say hello"}])
@@ -101,16 +126,12 @@ fn text_prompt_streams_the_full_event_sequence() {
         text_of_deltas(&run, "text_delta"),
         "Hello from the fake provider."
     );
-    let deltas: Vec<&Value> = run
-        .iter()
-        .filter(|r| r["type"] == "message_update")
-        .map(|r| &r["assistantMessageEvent"])
-        .collect();
-    assert_eq!(deltas[0]["contentIndex"], 0);
-    assert_eq!(deltas[1]["delta"], "Hello");
-    assert_eq!(deltas[4]["content"], "Hello from the fake provider.");
+    assert_eq!(
+        text_end["assistantMessageEvent"]["content"],
+        "Hello from the fake provider."
+    );
 
-    let assistant = &run[11]["message"];
+    let assistant = &assistant_end["message"];
     assert_eq!(
         assistant["content"],
         json!([{"type": "text", "text": "Hello from the fake provider."}])
@@ -125,11 +146,11 @@ fn text_prompt_streams_the_full_event_sequence() {
     assert_eq!(assistant["usage"]["totalTokens"], 1855);
     assert!(assistant.get("errorMessage").is_none());
     assert_eq!(
-        run[12]["message"], *assistant,
+        turn_end["message"], *assistant,
         "turn_end carries the assistant"
     );
-    assert_eq!(run[12]["toolResults"], json!([]));
-    assert_eq!(run[13]["messages"], json!([user, assistant]));
+    assert_eq!(turn_end["toolResults"], json!([]));
+    assert_eq!(agent_end["messages"], json!([user, assistant]));
 
     let requests = fake.requests();
     assert_eq!(requests.len(), 1);

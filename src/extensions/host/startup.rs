@@ -74,7 +74,7 @@ pub(super) fn spawn_extension(
         .stderr(Stdio::inherit())
         .process_group(0);
     if let Some(policy) = sandbox {
-        crate::sandbox::confine_child(&mut command, policy)?;
+        crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
     }
     let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
     let pgid = child.id() as i32;
