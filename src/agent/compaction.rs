@@ -418,7 +418,10 @@ pub fn find_cut_point(
         }
         cut -= 1;
     }
-    let at_user = matches!(entries[cut].message().as_deref(), Some(AgentMessage::User(_)));
+    let at_user = matches!(
+        entries[cut].message().as_deref(),
+        Some(AgentMessage::User(_))
+    );
     let turn_start_index = if at_user {
         None
     } else {

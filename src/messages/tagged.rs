@@ -118,3 +118,64 @@ pub(super) fn user_content<'de, D: Deserializer<'de>>(
     }
     deserializer.deserialize_any(ContentVisitor)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::messages::{AgentMessage, ContentBlock, UserContent};
+    use serde_json::json;
+
+    #[test]
+    fn the_tag_is_found_first_or_anywhere_with_the_same_result() {
+        let first = r#"{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"toolCall","id":"c","name":"read","arguments":{"path":"x"}}],"api":"a","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":5,"extraKey":[1]}"#;
+        let last = r#"{"content":[{"text":"a","type":"text"},{"id":"c","name":"read","arguments":{"path":"x"},"type":"toolCall"}],"api":"a","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":5,"extraKey":[1],"role":"assistant"}"#;
+        let a: AgentMessage = serde_json::from_str(first).unwrap();
+        let b: AgentMessage = serde_json::from_str(last).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            first,
+            "written back as read"
+        );
+        let AgentMessage::Assistant(assistant) = &a else {
+            panic!("not an assistant message");
+        };
+        assert_eq!(assistant.extra.get("extraKey"), Some(&json!([1])));
+        assert!(
+            !assistant.extra.contains_key("role"),
+            "the tag is not an extra field"
+        );
+        assert_eq!(
+            assistant.content.capacity(),
+            2,
+            "block lists are cut to size"
+        );
+        let from_value: AgentMessage =
+            serde_json::from_value(json!({"timestamp": 1, "role": "user", "content": "hi"}))
+                .unwrap();
+        assert!(
+            matches!(&from_value, AgentMessage::User(u) if u.content == UserContent::Text("hi".into()))
+        );
+    }
+
+    #[test]
+    fn bad_tags_and_content_are_errors() {
+        for bad in [
+            r#"{"role":"alien","content":"x","timestamp":1}"#,
+            r#"{"content":"x","timestamp":1}"#,
+            r#"{"content":"x","role":5,"timestamp":1}"#,
+            r#"{"role":"user","content":5,"timestamp":1}"#,
+            r#"{}"#,
+            r#"[]"#,
+        ] {
+            assert!(serde_json::from_str::<AgentMessage>(bad).is_err(), "{bad}");
+        }
+        assert!(serde_json::from_str::<ContentBlock>(r#"{"type":"video","url":"x"}"#).is_err());
+        let escaped: AgentMessage =
+            serde_json::from_str(r#"{"r\u006fle":"us\u0065r","content":[],"timestamp":1}"#)
+                .unwrap();
+        assert!(
+            matches!(escaped, AgentMessage::User(_)),
+            "escaped keys and tags still match"
+        );
+    }
+}

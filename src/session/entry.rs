@@ -81,9 +81,7 @@ impl JsonText {
 
     /// `part` as a slice of `file` when it lies inside it, else a copy of its own.
     fn within(file: Option<&std::sync::Arc<String>>, part: &str) -> JsonText {
-        let offset = (part.as_ptr() as usize).wrapping_sub(
-            file.map_or(0, |f| f.as_ptr() as usize),
-        );
+        let offset = (part.as_ptr() as usize).wrapping_sub(file.map_or(0, |f| f.as_ptr() as usize));
         match file {
             Some(file) if offset <= file.len() && part.len() <= file.len() - offset => JsonText {
                 text: std::sync::Arc::clone(file),
@@ -131,9 +129,7 @@ impl MessageBody {
             MessageBody::Json(json) => {
                 let text = json.as_str();
                 match text.strip_prefix(r#"{"role":""#) {
-                    Some(rest) => {
-                        rest.strip_prefix(role).is_some_and(|r| r.starts_with('"'))
-                    }
+                    Some(rest) => rest.strip_prefix(role).is_some_and(|r| r.starts_with('"')),
                     None => serde_json::from_str::<Value>(text)
                         .is_ok_and(|v| v.get("role").and_then(Value::as_str) == Some(role)),
                 }
@@ -945,6 +941,62 @@ pub(crate) mod tests {
             panic!("alien message not read");
         };
         assert!(matches!(&alien.kind, EntryKind::Message(m) if m.get().is_none()));
+    }
+
+    #[test]
+    fn a_message_read_from_a_file_is_a_slice_of_that_files_text() {
+        let file = std::sync::Arc::new(format!("{}\n", REFERENCE_LINES[1]));
+        let line = file.trim_end();
+        let ReadLine::Entry(entry) = SessionEntry::read_line(line, &mut Vec::new(), Some(&file))
+        else {
+            panic!("not read");
+        };
+        let EntryKind::Message(MessageBody::Json(json)) = &entry.kind else {
+            panic!("message not held as text");
+        };
+        assert!(
+            std::sync::Arc::ptr_eq(&json.text, &file),
+            "no copy of the text"
+        );
+        assert!(line[json.start..json.end].starts_with(r#"{"role":"assistant""#));
+        assert!(entry.line.is_none());
+        assert_eq!(entry.to_line(), line);
+        assert!(entry.is_assistant_message());
+        assert!(matches!(
+            entry.message().as_deref(),
+            Some(AgentMessage::Assistant(_))
+        ));
+        // Text that is not inside the given file is copied.
+        let ReadLine::Entry(copied) =
+            SessionEntry::read_line(REFERENCE_LINES[0], &mut Vec::new(), Some(&file))
+        else {
+            panic!("not read");
+        };
+        let EntryKind::Message(MessageBody::Json(json)) = &copied.kind else {
+            panic!("message not held as text");
+        };
+        assert!(!std::sync::Arc::ptr_eq(&json.text, &file));
+        assert_eq!(copied.to_line(), REFERENCE_LINES[0]);
+        // A raw CR (legal JSON whitespace) must never reach a client: such lines are kept and
+        // re-serialized for the wire.
+        let with_cr = REFERENCE_LINES[0].replace(r#""message":{"#, "\"message\":\r{");
+        let ReadLine::Entry(cr) = read(&with_cr) else {
+            panic!("not read");
+        };
+        let mut wire = Vec::new();
+        cr.write_json(&mut wire);
+        assert_eq!(wire, REFERENCE_LINES[0].as_bytes());
+        assert_eq!(cr.to_line(), with_cr, "the file keeps the line as read");
+    }
+
+    #[test]
+    fn roles_are_read_without_typing_and_with_it_when_written_otherwise() {
+        let body = |json: &str| MessageBody::shared(std::sync::Arc::new(json.to_string()));
+        assert!(body(r#"{"role":"assistant","content":[]}"#).is_assistant());
+        assert!(!body(r#"{"role":"assistantX","content":[]}"#).is_assistant());
+        assert!(body(r#"{ "role" : "assistant" }"#).is_assistant());
+        assert!(body(r#"{"content":[],"role":"user"}"#).has_role("user"));
+        assert!(!body(r#"{"role":"user"}"#).has_role("assistant"));
     }
 
     #[test]
