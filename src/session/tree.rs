@@ -28,11 +28,7 @@ pub struct Label {
 pub fn path_to(entries: &[SessionEntry], by_id: &IdIndex, leaf: usize) -> Vec<usize> {
     let mut path = vec![leaf];
     let mut current = leaf;
-    while let Some(parent) = entries[current]
-        .parent_id
-        .as_deref()
-        .and_then(|p| by_id.get(entries, p))
-    {
+    while let Some(parent) = by_id.parent(entries, current) {
         if path.len() > entries.len() {
             log::warn!(
                 "Session entries form a parent cycle at {}",
@@ -189,15 +185,12 @@ pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
     // Each indexed node's parent (ROOT for roots and unindexed entries), and child counts.
     let mut parents = vec![ROOT; entries.len()];
     let mut counts = vec![0usize; entries.len() + 1];
-    for (index, entry) in entries.iter().enumerate() {
-        if by_id.get(entries, &entry.id) != Some(index) {
+    for index in 0..entries.len() {
+        if !by_id.is_indexed(entries, index) {
             continue; // not indexed: no id, or an earlier duplicate
         }
-        let parent = entry
-            .parent_id
-            .as_deref()
-            .filter(|p| *p != entry.id)
-            .and_then(|p| by_id.get(entries, p));
+        // An entry that names itself as parent is a root.
+        let parent = by_id.parent(entries, index).filter(|&p| p != index);
         match parent {
             Some(parent) => {
                 parents[index] = parent;
