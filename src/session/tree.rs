@@ -185,7 +185,7 @@ pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
     // Each indexed node's parent (ROOT for roots and unindexed entries), and child counts.
     let mut parents = vec![ROOT; entries.len()];
     let mut counts = vec![0usize; entries.len() + 1];
-    for index in 0..entries.len() {
+    for (index, slot) in parents.iter_mut().enumerate() {
         if !by_id.is_indexed(entries, index) {
             continue; // not indexed: no id, or an earlier duplicate
         }
@@ -193,7 +193,7 @@ pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
         let parent = by_id.parent(entries, index).filter(|&p| p != index);
         match parent {
             Some(parent) => {
-                parents[index] = parent;
+                *slot = parent;
                 counts[parent] += 1;
             }
             None => roots.push(index),
