@@ -1,6 +1,7 @@
 //! The one glob matcher. Every caller that matches a `/`-separated path or a name against a glob
 //! compiles it here: `--models`/`enabledModels` patterns (pi's minimatch), the find and grep
-//! fallbacks (fd's and rg's globset), and ignore files (`crate::ignore`, gitignore rules).
+//! fallbacks (fd's and rg's globset), and ignore files (gitignore rules, read by the `ignore`
+//! module).
 //!
 //! What the three dialects share, and so what every [`Glob`] does: `*` is any run of characters
 //! but `/`; `?` one character but `/`; `[abc]`, `[a-z]`, `[!x]`/`[^x]` a class (never `/`; a `]`

@@ -135,6 +135,17 @@ pub fn js_string(value: Option<&Value>) -> String {
     }
 }
 
+/// JavaScript truthiness of a parsed JSON value.
+pub fn js_truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

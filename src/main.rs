@@ -23,7 +23,10 @@ mod js;
 mod login;
 mod mcp;
 mod messages;
+mod net;
+mod paths;
 mod provider;
+mod redact;
 mod resources;
 mod rpc;
 mod sandbox;
@@ -164,7 +167,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
         config.add_known_secrets(&mcp_config.secrets);
     }
     // Every session log written from here on (forks and new sessions too) redacts these.
-    session::set_default_redactions(config.known_secrets());
+    redact::set_default_redactions(config.known_secrets());
     let mut warnings = Vec::new();
     let opened =
         session::open::open_for_start(&args.session_choice(), &config, &cwd, &mut warnings);
@@ -190,7 +193,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
                 .iter()
                 .map(|Diagnostic::Warning(text)| text),
         );
-        session::set_default_redactions(config.known_secrets());
+        redact::set_default_redactions(config.known_secrets());
     }
     let context = session.context();
     let model_flags = args.model_flags();
@@ -210,7 +213,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
     let loaded = resources::discovery::load_resources(&resources::discovery::LoadOptions {
         cwd: cwd.clone(),
         agent_dir: agent_dir.clone(),
-        home: config::home_dir(),
+        home: paths::home_dir(),
         project_settings_skills: config.scoped_list(true, "skills"),
         project_settings_prompts: config.scoped_list(true, "prompts"),
         user_settings_skills: config.scoped_list(false, "skills"),

@@ -1,6 +1,7 @@
 //! The conversation vocabulary shared by the agent, the session log, the providers and the wire:
 //! agent messages (user, assistant, tool result, bash execution, custom, summaries), their content
-//! blocks and token usage. Field names and key order are pi's (`ai:dist/types.d.ts`,
+//! blocks, token usage, and the tools offered to the model (`ToolSpec`, made by `tools/`, `mcp/`
+//! and extensions, sent by `provider/`). Field names and key order are pi's (`ai:dist/types.d.ts`,
 //! `dist/core/messages.js`), so a message serializes the same in an RPC record and in a session
 //! file, and messages written by the reference deserialize here.
 //!
@@ -292,18 +293,6 @@ pub struct Usage {
     pub cost: Cost,
 }
 
-impl Usage {
-    /// Fills `cost` from per-million-token prices (pi-ai's calculateCost).
-    pub fn apply_prices(&mut self, prices: &crate::config::ModelCost) {
-        self.cost.input = prices.input / 1e6 * self.input as f64;
-        self.cost.output = prices.output / 1e6 * self.output as f64;
-        self.cost.cache_read = prices.cache_read / 1e6 * self.cache_read as f64;
-        self.cost.cache_write = prices.cache_write / 1e6 * self.cache_write as f64;
-        self.cost.total =
-            self.cost.input + self.cost.output + self.cost.cache_read + self.cost.cache_write;
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {
     #[serde(deserialize_with = "tagged::blocks")]
@@ -379,17 +368,9 @@ impl AssistantMessage {
         })
     }
 
-    /// Text blocks joined by newlines (get_last_assistant_text, print mode).
+    /// Text blocks joined (get_last_assistant_text, print mode).
     pub fn text(&self) -> String {
-        let parts: Vec<&str> = self
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.text.as_str()),
-                _ => None,
-            })
-            .collect();
-        parts.join("")
+        joined_text(&self.content, "")
     }
 }
 
@@ -460,6 +441,32 @@ pub struct BranchSummaryMessage {
     #[serde(rename = "fromId")]
     pub from_id: String,
     pub timestamp: i64,
+}
+
+/// The text blocks of `content` joined by `separator`; images and other blocks are left out.
+pub fn joined_text(content: &[ContentBlock], separator: &str) -> String {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    texts.join(separator)
+}
+
+/// Whether `content` holds an image.
+pub fn has_images(content: &[ContentBlock]) -> bool {
+    content.iter().any(|b| matches!(b, ContentBlock::Image(_)))
+}
+
+/// A tool as offered to the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema, `{"type":"object","properties":…,"required":[…]}`.
+    pub parameters: Value,
 }
 
 #[cfg(test)]

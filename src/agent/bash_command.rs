@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use crossbeam_channel::Sender;
 
+use crate::child::CancelFlag;
 use crate::ids::random_hex16;
-use crate::tools::CancelFlag;
 use crate::tools::bash::{ShellEvent, ShellOutcome, ShellRequest, run_shell};
 use crate::tools::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_tail};
 

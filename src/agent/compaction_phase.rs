@@ -13,6 +13,7 @@ use crate::messages::{AgentMessage, AssistantMessage, StopReason};
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent};
 use crate::rpc::Profile;
 use crate::rpc::events::{self, Event};
+use crate::session::SessionEntry;
 
 impl Agent {
     fn compaction_settings(&self) -> CompactionSettings {
@@ -28,18 +29,26 @@ impl Agent {
         reply: &AssistantMessage,
         include_aborted: bool,
     ) -> Trigger {
-        let branch = self.session.branch();
-        TriggerCheck {
-            enabled: self.auto_compaction,
-            assistant: reply,
-            include_aborted,
-            model: &self.model,
-            messages: &self.messages,
-            branch: &branch,
-            reserve_tokens: self.config.compaction_reserve_tokens(),
-            overflow_recovery_attempted: self.overflow_recovery_attempted,
+        let check = |branch: &[&SessionEntry]| {
+            TriggerCheck {
+                enabled: self.auto_compaction,
+                assistant: reply,
+                include_aborted,
+                model: &self.model,
+                messages: &self.messages,
+                branch,
+                reserve_tokens: self.config.compaction_reserve_tokens(),
+                overflow_recovery_attempted: self.overflow_recovery_attempted,
+            }
+            .decide()
+        };
+        // The branch is a walk over the whole session (the largest per-turn cost in a long
+        // one), and its latest compaction can only turn a trigger into `Nothing`: without a
+        // trigger there is no need to look.
+        match check(&[]) {
+            Trigger::Nothing => Trigger::Nothing,
+            _ => check(&self.session.branch()),
         }
-        .decide()
     }
 
     /// Starts a compaction; every path ends in `finish_compaction` (possibly at once).
@@ -273,6 +282,7 @@ impl Agent {
             log::error!("could not save the compaction: {e}");
         }
         self.messages = self.session.context().messages;
+        self.request_cache.invalidate();
         let usage = compaction::sum_usage(&usages);
         self.extra_usage.extend(usages);
         let result_json = result.to_json(Some(&usage));

@@ -63,6 +63,15 @@ pub fn to_llm(messages: &[AgentMessage]) -> Vec<AgentMessage> {
         .collect()
 }
 
+/// What a request sends of `messages`: `to_llm`, and `without_images` when settings
+/// `images.blockImages` is on.
+pub fn for_request(messages: &[AgentMessage], block_images: bool) -> Vec<AgentMessage> {
+    match block_images {
+        true => without_images(to_llm(messages)),
+        false => to_llm(messages),
+    }
+}
+
 /// pi's `bashExecutionToText`: the command, its output fenced (or `(no output)`), then why it
 /// ended if not cleanly, then where the full output went if it was truncated.
 pub fn bash_execution_to_text(bash: &BashExecutionMessage) -> String {

@@ -18,9 +18,9 @@ use crate::messages::{
     ToolCall, Usage,
 };
 use crate::provider::{self, BlockKind};
+use crate::redact::{self, Redactions};
 use crate::rpc::Profile;
 use crate::rpc::events::{AssistantEvent, BlockFamily, Event, MessageUpdate};
-use crate::session::{Redactions, redact};
 
 pub struct Draft {
     pub message: AssistantMessage,
@@ -39,6 +39,9 @@ pub struct Draft {
     held: Vec<(usize, String)>,
     redactions: Redactions,
     redactions_generation: u64,
+    /// Per ended text/thinking block: the JSON literal its end record carried, reused as a
+    /// piece of the finished message's JSON (a long reply is serialized once).
+    literals: Vec<(usize, crate::rpc::SharedJson)>,
 }
 
 impl Draft {
@@ -59,6 +62,7 @@ impl Draft {
             held: Vec::new(),
             redactions: redact::default_redactions(),
             redactions_generation: redact::generation(),
+            literals: Vec::new(),
         }
     }
 
@@ -92,7 +96,7 @@ impl Draft {
     }
 
     pub fn set_usage(&mut self, mut usage: Usage) {
-        usage.apply_prices(&self.prices);
+        self.prices.apply_to(&mut usage);
         self.usage_json = crate::rpc::shared_json(&usage, 128);
         self.message.usage = usage;
     }
@@ -107,7 +111,10 @@ impl Draft {
         let mut value = serde_json::to_value(&message).unwrap_or(Value::Null);
         for (index, raw) in &self.tool_arguments {
             if let Some(Value::Object(block)) = value["content"].get_mut(*index) {
-                block.insert("arguments".into(), provider::parse_tool_arguments(raw));
+                block.insert(
+                    "arguments".into(),
+                    provider::partial_json::parse_tool_arguments(raw),
+                );
                 block.insert("partialJson".into(), Value::String(raw.clone()));
             }
         }
@@ -260,6 +267,7 @@ impl Draft {
             ContentBlock::Image(_) => {}
         }
         let event = AssistantEvent::end(index, block);
+        self.keep_literal(&event);
         self.open_blocks.retain(|open| *open != index);
         Some(self.update(event))
     }
@@ -278,10 +286,18 @@ impl Draft {
             self.finish_tool_arguments(index);
             if let Some(block) = self.message.content.get(index) {
                 let end = AssistantEvent::end(index, block);
+                self.keep_literal(&end);
                 events.push(self.update(end));
             }
         }
         events
+    }
+
+    fn keep_literal(&mut self, event: &AssistantEvent) {
+        if let AssistantEvent::TextEnd { index, content, .. } = event {
+            self.literals.retain(|(i, _)| i != index);
+            self.literals.push((*index, content.clone()));
+        }
     }
 
     fn finish_tool_arguments(&mut self, index: usize) {
@@ -290,8 +306,21 @@ impl Draft {
         };
         let (_, raw) = self.tool_arguments.swap_remove(position);
         if let Some(ContentBlock::ToolCall(call)) = self.message.content.get_mut(index) {
-            call.arguments = provider::parse_tool_arguments(&raw);
+            call.arguments = provider::partial_json::parse_tool_arguments(&raw);
         }
+    }
+
+    /// `finish`, and the message serialized for its records and the session entry, sharing
+    /// each ended block's literal with that block's end record.
+    pub fn finish_serialized(
+        mut self,
+        stop_reason: StopReason,
+        error_message: Option<String>,
+    ) -> (AgentMessage, crate::rpc::SharedJson) {
+        let literals = std::mem::take(&mut self.literals);
+        let message = AgentMessage::Assistant(self.finish(stop_reason, error_message));
+        let json = crate::rpc::shared::message(&message, &literals);
+        (message, json)
     }
 
     /// Closes the message: any open tool-call arguments are parsed as far as they go.

@@ -45,9 +45,9 @@ use serde_json::{Value, json};
 use crate::config::{Config, Model, QueueMode, ThinkingLevel};
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, ImageContent, StopReason, TextContent, ToolCall,
-    UserMessage,
+    ToolSpec, UserMessage,
 };
-use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest, ToolSpec};
+use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest};
 use crate::rpc::events::{Event, Lifecycle};
 use crate::rpc::protocol::{Command, Request, Response, StreamingBehavior};
 use crate::rpc::stdin_reader::Input;
@@ -65,9 +65,9 @@ use state::{Phase, QueuedMessage, RetryWait, Run, Stream};
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long extensions get to answer a hook, unless settings `extensionHookTimeoutMs` says.
 const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
-/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds at
-/// most ~8 MB, where 64 KB records let it hold 64 MB.
-const COALESCE_LIMIT: usize = 8 * 1024;
+/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds
+/// ~2 MB of text while the client stalls (8 KB records held ~14 MB of RSS).
+const COALESCE_LIMIT: usize = 1024;
 /// Provider events buffered before the provider thread waits (backpressure to the socket).
 const PROVIDER_CHANNEL_CAPACITY: usize = 256;
 
@@ -144,7 +144,7 @@ struct BashJobState {
     job: u64,
     request_id: Option<Value>,
     command: String,
-    cancel: tools::CancelFlag,
+    cancel: crate::child::CancelFlag,
 }
 
 pub struct Agent {
@@ -153,6 +153,8 @@ pub struct Agent {
     /// The conversation as the model will see it (agent state; may differ from the session
     /// file, e.g. after a retry removed a failed reply).
     messages: Vec<AgentMessage>,
+    /// The encoded start of `messages` for the next request (invalidated when they are replaced).
+    request_cache: provider::request_cache::RequestCache,
     model: Model,
     thinking: ThinkingLevel,
     tool_names: Vec<String>,
@@ -244,6 +246,7 @@ impl Agent {
             auto_compaction: setup.config.compaction_enabled(),
             auto_retry: setup.config.retry_enabled(),
             messages: setup.messages,
+            request_cache: Default::default(),
             config: setup.config,
             session: setup.session,
             model: setup.model,
@@ -789,6 +792,7 @@ impl Agent {
         self.session = log;
         let context = self.session.context();
         self.messages = context.messages;
+        self.request_cache.invalidate();
         // The old session and conversation are gone: hand their memory back to the system
         // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
         return_freed_memory();
@@ -836,7 +840,7 @@ impl Agent {
 
     fn start_bash(&mut self, id: Option<&Value>, command: String) {
         self.next_bash_job += 1;
-        let cancel = tools::CancelFlag::default();
+        let cancel = crate::child::CancelFlag::default();
         let job = bash_command::BashJob {
             job: self.next_bash_job,
             command: command.clone(),
@@ -1326,10 +1330,9 @@ impl Agent {
                 .run_system_prompt
                 .clone()
                 .unwrap_or_else(|| self.system_prompt.clone()),
-            messages: match self.config.block_images() {
-                true => convert::without_images(convert::to_llm(&self.messages)),
-                false => convert::to_llm(&self.messages),
-            },
+            // Filled by `request_completion` (compaction sends messages of its own).
+            messages: Vec::new(),
+            history: None,
             tools: self.tool_specs.clone(),
             thinking: self.thinking,
             thinking_budgets: [
@@ -1353,11 +1356,16 @@ impl Agent {
     }
 
     fn request_completion(&mut self) {
-        let Ok(request) = self.base_request() else {
+        let Ok(mut request) = self.base_request() else {
             let message = self.credentials_error();
             self.fail_before_stream(message);
             return;
         };
+        let block_images = self.config.block_images();
+        let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
+        request.history = self
+            .request_cache
+            .prepare(&mut request, &self.messages, &to_llm);
         self.next_request += 1;
         let req = RequestId(self.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
@@ -1515,8 +1523,7 @@ impl Agent {
                 self.emit(close);
             }
         }
-        let message = AgentMessage::Assistant(draft.finish(stop_reason, error_message));
-        let json = serialize_message(&message);
+        let (message, json) = draft.finish_serialized(stop_reason, error_message);
         self.record_message(&message, &json);
         self.emit(Event::MessageEnd {
             message: json.clone(),
@@ -1817,20 +1824,7 @@ fn return_freed_memory() {
 }
 
 fn serialize_message(message: &AgentMessage) -> SharedJson {
-    let size_hint = match message {
-        AgentMessage::Assistant(a) => a
-            .content
-            .iter()
-            .map(|b| match b {
-                ContentBlock::Text(t) => t.text.len(),
-                ContentBlock::Thinking(t) => t.thinking.len(),
-                ContentBlock::ToolCall(_) => 256,
-                ContentBlock::Image(i) => i.data.len(),
-            })
-            .sum(),
-        _ => 1024,
-    };
-    crate::rpc::shared_json(message, size_hint + size_hint / 16)
+    crate::rpc::shared::message(message, &[])
 }
 
 fn parse_queue_mode(mode: &str) -> Option<QueueMode> {

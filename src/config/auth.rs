@@ -217,7 +217,7 @@ impl ValueResolver {
     fn remember(&self, value: Option<&str>) {
         if let Some(v) = value {
             // Every resolved credential joins the redaction set at once, in any process state.
-            crate::session::register_secrets([v.to_string()]);
+            crate::redact::register_secrets([v.to_string()]);
             let mut resolved = lock(&self.resolved);
             if !resolved.iter().any(|r| r == v) {
                 resolved.push(v.to_string());
@@ -369,10 +369,6 @@ impl AuthFile {
 
     pub fn providers(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
-    }
-
-    pub fn knows_oauth_provider(provider: &str) -> bool {
-        super::oauth::PROVIDERS.contains(&provider)
     }
 }
 

@@ -36,6 +36,27 @@ use auth::{AuthFile, Credential, Env, ValueResolver};
 use registry::Registry;
 use settings::Settings;
 
+use crate::paths::{expand_tilde, home_dir};
+
+/// `retry.provider.*` as one request needs them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderRetry {
+    /// Extra attempts after the first (`retry.provider.maxRetries`, default 0).
+    pub max_retries: u32,
+    /// The longest server-requested wait honoured (`retry.provider.maxRetryDelayMs`, default
+    /// 60 s); `None` = no limit (the setting is 0). A longer request fails the request at once.
+    pub max_server_delay: Option<Duration>,
+}
+
+impl Default for ProviderRetry {
+    fn default() -> ProviderRetry {
+        ProviderRetry {
+            max_retries: 0,
+            max_server_delay: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
 /// A startup message for stderr, as pi prints `Warning: …` / `Error: …`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Diagnostic {
@@ -91,22 +112,6 @@ pub fn session_dir_from_env() -> Option<PathBuf> {
     match std::env::var("PI_CODING_AGENT_SESSION_DIR") {
         Ok(dir) if !dir.is_empty() => Some(expand_tilde(&dir, &home_dir())),
         _ => None,
-    }
-}
-
-pub fn home_dir() -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"))
-}
-
-pub fn expand_tilde(path: &str, home: &Path) -> PathBuf {
-    if path == "~" {
-        home.to_path_buf()
-    } else if let Some(rest) = path.strip_prefix("~/") {
-        home.join(rest)
-    } else {
-        PathBuf::from(path)
     }
 }
 
@@ -290,7 +295,7 @@ impl Config {
     /// `--api-key`: a runtime key for one provider, never persisted.
     pub fn set_runtime_api_key(&mut self, provider: &str, key: String) {
         // Redacted from the moment it is known (the session header may be written next).
-        crate::session::register_secrets([key.clone()]);
+        crate::redact::register_secrets([key.clone()]);
         self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
@@ -337,7 +342,7 @@ impl Config {
             Some(Credential::OAuth {
                 access, expires_ms, ..
             }) => {
-                if !AuthFile::knows_oauth_provider(provider) {
+                if !oauth::PROVIDERS.contains(&provider) {
                     return Some(None);
                 }
                 return Some(self.oauth_access(provider, access, expires_ms));
@@ -372,9 +377,9 @@ impl Config {
         }
         match oauth::refresh_locked(&self.agent_dir, provider, &self.oauth_endpoints) {
             Ok(fresh) => {
-                crate::session::add_secret(&fresh.access);
+                crate::redact::add_secret(&fresh.access);
                 if let Some(refresh) = &fresh.refresh {
-                    crate::session::add_secret(refresh);
+                    crate::redact::add_secret(refresh);
                 }
                 lock(&self.oauth_failures).remove(provider);
                 let access = fresh.access.clone();
@@ -395,7 +400,7 @@ impl Config {
     /// `modifyModels` does.
     pub fn request_model(&self, model: &Model) -> Model {
         let mut model = model.clone();
-        if model.provider == crate::provider::copilot::PROVIDER
+        if model.provider == oauth::COPILOT_PROVIDER
             && let Some(Credential::OAuth { access, .. }) = self.auth.get(&model.provider)
         {
             let token = lock(&self.oauth_fresh)
@@ -405,7 +410,7 @@ impl Config {
                 .auth
                 .field(&model.provider, "enterpriseUrl")
                 .filter(|d| !d.is_empty());
-            model.base_url = crate::provider::copilot::base_url(&token, enterprise);
+            model.base_url = oauth::copilot_base_url(&token, enterprise);
         }
         model
     }
@@ -533,7 +538,7 @@ impl Config {
         }
         out.extend(self.resolver.resolved_values());
         out.extend(self.extra_secrets.iter().cloned());
-        out.retain(|s| crate::session::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
+        out.retain(|s| crate::redact::is_redactable(s) && s != auth::AMBIENT_CREDENTIALS);
         let mut unique: Vec<String> = Vec::new();
         for s in out {
             if !unique.contains(&s) {
@@ -546,7 +551,7 @@ impl Config {
     /// Adds resolved credential values (MCP server `env`/`headers`) to `known_secrets` and to
     /// the process-wide redaction set.
     pub fn add_known_secrets(&mut self, secrets: &[String]) {
-        crate::session::register_secrets(secrets.iter().cloned());
+        crate::redact::register_secrets(secrets.iter().cloned());
         self.extra_secrets.extend(secrets.iter().cloned());
     }
 
@@ -617,15 +622,15 @@ impl Config {
     }
     /// `retry.provider.maxRetries` (default 0) and `maxRetryDelayMs` (0 = no limit): silent
     /// retries inside the provider client.
-    pub fn provider_retry(&self) -> crate::provider::retry::ProviderRetry {
+    pub fn provider_retry(&self) -> ProviderRetry {
         let max_delay = self.provider_max_retry_delay_ms();
-        crate::provider::retry::ProviderRetry {
+        ProviderRetry {
             max_retries: self
                 .settings
                 .get_u64("retry.provider.maxRetries")
                 .unwrap_or(0)
                 .min(u64::from(u32::MAX)) as u32,
-            max_server_delay: (max_delay > 0).then(|| std::time::Duration::from_millis(max_delay)),
+            max_server_delay: (max_delay > 0).then(|| Duration::from_millis(max_delay)),
         }
     }
     /// `retry.provider.timeoutMs`: unset means the provider's own default.

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::js::js_number;
+use crate::messages::Usage;
 
+/// A model's prices in dollars per million tokens (`cost` in the catalog and models.json).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelCost {
     #[serde(default, serialize_with = "js_number")]
@@ -17,6 +19,18 @@ pub struct ModelCost {
     pub cache_read: f64,
     #[serde(rename = "cacheWrite", default, serialize_with = "js_number")]
     pub cache_write: f64,
+}
+
+impl ModelCost {
+    /// Fills `usage.cost` from these per-million-token prices (pi-ai's calculateCost).
+    pub fn apply_to(&self, usage: &mut Usage) {
+        usage.cost.input = self.input / 1e6 * usage.input as f64;
+        usage.cost.output = self.output / 1e6 * usage.output as f64;
+        usage.cost.cache_read = self.cache_read / 1e6 * usage.cache_read as f64;
+        usage.cost.cache_write = self.cache_write / 1e6 * usage.cache_write as f64;
+        usage.cost.total =
+            usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

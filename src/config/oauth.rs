@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::auth::Env;
 use super::auth_lock;
-use crate::provider::net;
+use crate::net;
 
 /// Refresh this long before the recorded expiry ("nearly expired").
 const REFRESH_MARGIN_MS: f64 = 60_000.0;
@@ -43,6 +43,11 @@ const CODEX_TOKEN_URL: &str = "https://auth.openai.com/oauth/token";
 const CODEX_REDIRECT_URI: &str = "http://localhost:1455/auth/callback";
 const CODEX_SCOPE: &str = "openid profile email offline_access";
 
+/// Where the ChatGPT account id sits in a Codex access token's claims.
+const CODEX_JWT_CLAIM_PATH: &str = "https://api.openai.com/auth";
+
+/// GitHub Copilot's provider name: its login, and the requests whose host its token names.
+pub const COPILOT_PROVIDER: &str = "github-copilot";
 const COPILOT_CLIENT_ID: &str = "Iv1.b507a08c87ecfe98";
 const COPILOT_HEADERS: &[(&str, &str)] = &[
     ("User-Agent", "GitHubCopilotChat/0.35.0"),
@@ -330,7 +335,7 @@ fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, OAuthError> {
 
 fn codex_entry(tokens: &Value) -> Result<Map<String, Value>, OAuthError> {
     let (access, refresh, expires_in) = token_fields(tokens)?;
-    let account = crate::provider::codex_responses::account_id(&access)
+    let account = codex_account_id(&access)
         .ok_or(OAuthError::Flow("Failed to extract accountId from token"))?;
     Ok(oauth_entry(&[
         ("access", json!(access)),
@@ -478,6 +483,50 @@ pub fn form_encode(pairs: &[(&str, &str)]) -> String {
         .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
         .collect::<Vec<_>>()
         .join("&")
+}
+
+// ---- what a login's token says ----------------------------------------------------------------
+
+/// pi's `getGitHubCopilotBaseUrl`: the token's `proxy-ep=proxy.<host>` as `https://api.<host>`,
+/// else the enterprise's `https://copilot-api.<domain>`, else the individual endpoint.
+pub fn copilot_base_url(token: &str, enterprise_domain: Option<&str>) -> String {
+    let from_token = token
+        .split(';')
+        .find_map(|part| part.trim().strip_prefix("proxy-ep="))
+        .filter(|host| !host.is_empty());
+    if let Some(host) = from_token {
+        let api_host = host
+            .strip_prefix("proxy.")
+            .map_or(host.to_string(), |rest| format!("api.{rest}"));
+        return format!("https://{api_host}");
+    }
+    match enterprise_domain {
+        Some(domain) => format!("https://copilot-api.{domain}"),
+        None => "https://api.individual.githubcopilot.com".to_string(),
+    }
+}
+
+/// The ChatGPT account id in an access token's claims (`None` when it is not such a JWT).
+pub fn codex_account_id(token: &str) -> Option<String> {
+    let claims = jwt_claims(token)?;
+    claims[CODEX_JWT_CLAIM_PATH]["chatgpt_account_id"]
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+}
+
+/// The payload of a JWT, decoded without checking its signature (only the token's owner reads it).
+fn jwt_claims(token: &str) -> Option<Value> {
+    let parts: Vec<&str> = token.split('.').collect();
+    if parts.len() != 3 {
+        return None;
+    }
+    let payload = parts[1].trim_end_matches('=');
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(payload))
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 // ---- auth.json ---------------------------------------------------------------------------------
@@ -843,6 +892,22 @@ fn login_codex(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copilot_base_url_follows_pi() {
+        assert_eq!(
+            copilot_base_url("tid=1;proxy-ep=proxy.business.githubcopilot.com;x=y", None),
+            "https://api.business.githubcopilot.com"
+        );
+        assert_eq!(
+            copilot_base_url("opaque", Some("corp.ghe.com")),
+            "https://copilot-api.corp.ghe.com"
+        );
+        assert_eq!(
+            copilot_base_url("opaque", None),
+            "https://api.individual.githubcopilot.com"
+        );
+    }
 
     #[test]
     fn form_encoding_and_pasted_codes_follow_pi() {

@@ -275,12 +275,3 @@ fn broken_files_become_warnings() {
     assert!(warnings[1].ends_with(&format!("File: {}", dir.0.join("models.json").display())));
     assert_eq!(c.all_models().len(), 969);
 }
-
-#[test]
-fn tilde_expansion() {
-    let home = Path::new("/h");
-    assert_eq!(expand_tilde("~", home), PathBuf::from("/h"));
-    assert_eq!(expand_tilde("~/x/y", home), PathBuf::from("/h/x/y"));
-    assert_eq!(expand_tilde("~x", home), PathBuf::from("~x"));
-    assert_eq!(expand_tilde("rel/p", home), PathBuf::from("rel/p"));
-}

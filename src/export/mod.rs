@@ -29,7 +29,7 @@ pub struct ExportInput {
     pub system_prompt: String,
     pub tools: Vec<(String, String, Value)>,
     /// Secrets replaced by `[redacted]` in the page (the session log's own list).
-    pub redactions: crate::session::Redactions,
+    pub redactions: crate::redact::Redactions,
 }
 
 /// An export that failed; `Display` is the text the client (`export_html`) or the terminal

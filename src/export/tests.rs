@@ -532,7 +532,7 @@ fn secrets_are_redacted_from_the_page() {
     input
         .entries
         .push(serde_json::json!({"type": "custom", "data": {"k": "sk-test-SECRET123"}}));
-    input.redactions = crate::session::Redactions::new(vec!["sk-test-SECRET123".to_string()]);
+    input.redactions = crate::redact::Redactions::new(vec!["sk-test-SECRET123".to_string()]);
     let html = render_html(&input);
     assert!(!html.contains("sk-test-SECRET123"));
     assert_eq!(html.matches("[redacted]").count(), 2, "both places");

@@ -477,7 +477,7 @@ fn parse_rule(value: &Value) -> Result<Rule, String> {
 /// A path argument exactly as the file tools will resolve it (`@`, `~`, Unicode spaces, `..`),
 /// then with symlinks of its existing part followed: what the call will really touch.
 fn resolve(path: &str, cwd: &Path) -> PathBuf {
-    crate::tools::path_guard::real_path(&crate::tools::path::resolve_to_cwd(path, cwd))
+    crate::tools::path_guard::real_path(&crate::paths::resolve_to_cwd(path, cwd))
 }
 
 /// Whether the real `path` lies in the real cwd.

@@ -42,7 +42,7 @@ use super::ExtensionSpec;
 use super::approval::ApprovalAnswer;
 use super::hooks::HookOutcome;
 use super::protocol::{self, Action, Handshake, HookKind, Registration, ToolDecl, UiResponse};
-use crate::provider::ToolSpec;
+use crate::messages::ToolSpec;
 use crate::rpc::events::Event;
 use crate::tools::ToolOutput;
 use router::*;

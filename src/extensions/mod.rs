@@ -102,9 +102,9 @@ pub fn is_script_module(path: &Path) -> bool {
 /// Every extension to start, in load order, without duplicates.
 pub fn discover(sources: &ExtensionSources) -> Vec<ExtensionSpec> {
     let mut found = Vec::new();
-    let home = crate::config::home_dir();
+    let home = crate::paths::home_dir();
     let expand = |path: &Path, base: &Path| {
-        base.join(crate::config::expand_tilde(&path.to_string_lossy(), &home))
+        base.join(crate::paths::expand_tilde(&path.to_string_lossy(), &home))
     };
     for path in &sources.cli {
         add_path(

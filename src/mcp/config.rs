@@ -176,7 +176,7 @@ pub fn system_resolver(cwd: &Path) -> Resolver<'static> {
     Resolver {
         env: &|name| std::env::var(name).ok(),
         command: &crate::config::auth::run_command,
-        home: crate::config::home_dir(),
+        home: crate::paths::home_dir(),
         cwd: cwd.to_path_buf(),
     }
 }

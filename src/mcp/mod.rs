@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 
 use crate::glob::wildcard_match;
 use crate::messages::ToolCall;
-use crate::provider::ToolSpec;
+use crate::messages::ToolSpec;
 use crate::tools::{ToolEvent, ToolHandle};
 use config::{Exposure, McpConfig, ServerConfig};
 use connection::{Command, McpEvent, McpEventKind, Work};
@@ -445,7 +445,7 @@ impl McpHost {
                 events: events.clone(),
                 readable,
             };
-            let cancel = crate::tools::CancelFlag::default();
+            let cancel = crate::child::CancelFlag::default();
             return match &server.commands {
                 Some(commands) if commands.send(Command::Work { key, work }).is_ok() => {
                     let commands = commands.clone();

@@ -11,9 +11,10 @@ use crossbeam_channel::Sender;
 use serde_json::{Map, Value, json};
 
 use super::connection::{Command, Work};
+use crate::child::CancelFlag;
+use crate::messages::ToolSpec;
 use crate::messages::{ContentBlock, TextContent, ToolCall};
-use crate::provider::ToolSpec;
-use crate::tools::{CancelFlag, ToolEvent, ToolEventKind, ToolHandle, ToolOutput};
+use crate::tools::{ToolEvent, ToolEventKind, ToolHandle, ToolOutput};
 
 pub const LIST_RESOURCES: &str = "list_mcp_resources";
 pub const LIST_TEMPLATES: &str = "list_mcp_resource_templates";

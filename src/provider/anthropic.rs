@@ -9,15 +9,17 @@
 
 use serde_json::{Map, Value, json};
 
+use super::decode::{Emitter, OpenBlocks, WireDecoder};
+use super::error_text::anthropic_http_error_message;
+use super::partial_json::parse_json_with_repair;
+use super::request::{api_url, base_max_tokens, mapped_thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
-use super::{
-    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    base_max_tokens, cache_retention_from_env, join_url, parse_json_with_repair,
-    with_extra_headers,
+use super::transform::{id_chars, transform_messages};
+use super::types::{
+    BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, has_images};
 
 const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const FINE_GRAINED_TOOL_STREAMING_BETA: &str = "fine-grained-tool-streaming-2025-05-14";
@@ -83,7 +85,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             "true".into(),
         ),
     ];
-    if model.provider == super::copilot::PROVIDER {
+    if model.provider == crate::config::oauth::COPILOT_PROVIDER {
         // Copilot: Bearer auth with the Copilot token, no Claude Code identity.
         if !betas.is_empty() {
             headers.push(("anthropic-beta".into(), betas.join(",")));
@@ -220,14 +222,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 
     HttpRequest {
-        url: join_url(
-            if model.base_url.is_empty() {
-                DEFAULT_BASE_URL
-            } else {
-                &model.base_url
-            },
-            "/v1/messages",
-        ),
+        url: api_url(model, DEFAULT_BASE_URL, "/v1/messages"),
         headers,
         body: Value::Object(body),
     }
@@ -259,13 +254,9 @@ fn to_claude_code_name(name: &str) -> String {
         .unwrap_or_else(|| name.to_string())
 }
 
-fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
-    let mapped = model
-        .thinking_level_map
-        .as_ref()
-        .and_then(|m| m.get(level.as_str()))
-        .and_then(Value::as_str);
-    if let Some(mapped) = mapped {
+/// The adaptive-thinking effort for `level`: the model's mapping, else low/medium/high.
+pub(crate) fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
+    if let Some(mapped) = mapped_thinking_level(model, level).and_then(Value::as_str) {
         return mapped.to_string();
     }
     match level {
@@ -303,16 +294,7 @@ pub fn adjust_max_tokens_for_thinking(
 
 /// Tool call ids Anthropic accepts: `[A-Za-z0-9_-]`, at most 64 characters.
 pub fn normalize_tool_call_id(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
+    id_chars(id, 64)
 }
 
 fn convert_messages(
@@ -443,7 +425,7 @@ fn image_block(mime_type: &str, data: &str) -> Value {
 /// Text-only results are one string (texts joined by LF); with images, a block list that starts
 /// with a placeholder text when there is no text at all.
 fn tool_result_content(content: &[ContentBlock]) -> Value {
-    let has_images = content.iter().any(|b| matches!(b, ContentBlock::Image(_)));
+    let has_images = has_images(content);
     if !has_images {
         let texts: Vec<&str> = content
             .iter()
@@ -479,15 +461,7 @@ fn map_stop_reason(reason: &str) -> Result<StopReason, String> {
     }
 }
 
-/// One content block the decoder has started and not yet stopped.
-struct OpenBlock {
-    /// Anthropic's `index` of the block.
-    wire_index: u64,
-    /// Our content index.
-    index: usize,
-    kind: OpenKind,
-}
-
+/// What an open block accumulates until its stop.
 enum OpenKind {
     Text,
     Thinking { signature: String },
@@ -497,12 +471,10 @@ enum OpenKind {
 
 /// Anthropic SSE → `StreamEvent`s.
 pub struct Decoder {
-    open: Vec<OpenBlock>,
-    next_index: usize,
+    open: OpenBlocks<OpenKind>,
     usage: Usage,
     stop_reason: StopReason,
     saw_message_start: bool,
-    finished: bool,
     /// OAuth requests rename tools to Claude Code casing; names coming back are mapped to ours.
     oauth_tool_names: Option<Vec<String>>,
 }
@@ -510,161 +482,22 @@ pub struct Decoder {
 impl Decoder {
     pub fn new(request: &StreamRequest) -> Decoder {
         Decoder {
-            open: Vec::new(),
-            next_index: 0,
+            open: OpenBlocks::new(),
             usage: Usage::default(),
             stop_reason: StopReason::Stop,
             saw_message_start: false,
-            finished: false,
             oauth_tool_names: is_oauth_token(&request.api_key)
                 .then(|| request.tools.iter().map(|t| t.name.clone()).collect()),
         }
     }
 
-    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if sse.event == "error" {
-            // pi throws the raw data of an error event as the message.
-            self.fail(&mut out, sse.data.clone());
-            return out;
-        }
-        const MESSAGE_EVENTS: [&str; 6] = [
-            "message_start",
-            "message_delta",
-            "message_stop",
-            "content_block_start",
-            "content_block_delta",
-            "content_block_stop",
-        ];
-        if !MESSAGE_EVENTS.contains(&sse.event.as_str()) {
-            return out;
-        }
-        let event = match parse_json_with_repair(&sse.data) {
-            Ok(v) => v,
-            Err(e) => {
-                let message = format!(
-                    "Could not parse Anthropic SSE event {}: {}; data={}",
-                    sse.event, e, sse.data
-                );
-                self.fail(&mut out, message);
-                return out;
-            }
-        };
-        match event["type"].as_str().unwrap_or("") {
-            "message_start" => {
-                self.saw_message_start = true;
-                let message = &event["message"];
-                let response_id = message["id"].as_str().map(str::to_string);
-                if response_id.is_some() {
-                    out.push(StreamEvent::Meta {
-                        response_id,
-                        response_model: None,
-                    });
-                }
-                let usage = &message["usage"];
-                self.usage.input = usage["input_tokens"].as_u64().unwrap_or(0);
-                self.usage.output = usage["output_tokens"].as_u64().unwrap_or(0);
-                self.usage.cache_read = usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
-                self.usage.cache_write = usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
-                self.push_usage(&mut out);
-            }
-            "content_block_start" => self.block_start(&event, &mut out),
-            "content_block_delta" => self.block_delta(&event, &mut out),
-            "content_block_stop" => {
-                let wire_index = event["index"].as_u64().unwrap_or(u64::MAX);
-                if let Some(pos) = self.open.iter().position(|b| b.wire_index == wire_index) {
-                    let block = self.open.remove(pos);
-                    let signature = match block.kind {
-                        OpenKind::Text | OpenKind::ToolCall => None,
-                        OpenKind::Thinking { signature } => Some(signature),
-                        OpenKind::RedactedThinking { data } => Some(data),
-                    };
-                    out.push(StreamEvent::BlockEnd {
-                        index: block.index,
-                        signature,
-                    });
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
-                    match map_stop_reason(reason) {
-                        Ok(stop) => self.stop_reason = stop,
-                        Err(message) => {
-                            self.fail(&mut out, message);
-                            return out;
-                        }
-                    }
-                }
-                // Only fields present and non-null replace what message_start said.
-                let usage = &event["usage"];
-                if let Some(v) = usage["input_tokens"].as_u64() {
-                    self.usage.input = v;
-                }
-                if let Some(v) = usage["output_tokens"].as_u64() {
-                    self.usage.output = v;
-                }
-                if let Some(v) = usage["cache_read_input_tokens"].as_u64() {
-                    self.usage.cache_read = v;
-                }
-                if let Some(v) = usage["cache_creation_input_tokens"].as_u64() {
-                    self.usage.cache_write = v;
-                }
-                self.push_usage(&mut out);
-            }
-            "message_stop" => {
-                self.finished = true;
-                let error_message = (self.stop_reason == StopReason::Error)
-                    .then(|| "An unknown error occurred".to_string());
-                out.push(StreamEvent::Done {
-                    stop_reason: self.stop_reason,
-                    error_message,
-                });
-            }
-            _ => {}
-        }
-        out
-    }
-
-    /// The body ended. Without `message_stop` after a `message_start` the response is incomplete.
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        // pi reports an empty, successful message for a body without any message events; pi-rs
-        // calls that what it is, a failure (a proxy page, garbage), so it is seen and retried.
-        let message = if self.saw_message_start {
-            "Anthropic stream ended before message_stop"
-        } else {
-            "Anthropic stream ended without a message (no message_start event)"
-        };
-        self.fail(&mut out, message.into());
-        out
-    }
-
-    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
-        self.finished = true;
-        out.push(StreamEvent::Failed(ProviderError {
-            message,
-            retry_after: None,
-        }));
-    }
-
-    fn push_usage(&mut self, out: &mut Vec<StreamEvent>) {
+    fn push_usage(&mut self, out: &mut Emitter) {
         self.usage.total_tokens =
             self.usage.input + self.usage.output + self.usage.cache_read + self.usage.cache_write;
-        out.push(StreamEvent::Usage(self.usage.clone()));
+        out.usage(self.usage.clone());
     }
 
-    fn block_start(&mut self, event: &Value, out: &mut Vec<StreamEvent>) {
+    fn block_start(&mut self, event: &Value, out: &mut Emitter) {
         let wire_index = event["index"].as_u64().unwrap_or(u64::MAX);
         let block = &event["content_block"];
         let (kind, open_kind) = match block["type"].as_str().unwrap_or("") {
@@ -694,36 +527,24 @@ impl Decoder {
             // Server tools, citations and future block types are not part of pi's message.
             _ => return,
         };
-        let index = self.next_index;
-        self.next_index += 1;
-        self.open.push(OpenBlock {
-            wire_index,
-            index,
-            kind: open_kind,
-        });
-        out.push(StreamEvent::BlockStart { index, kind });
+        self.open.start(wire_index, kind, open_kind, out);
     }
 
-    fn block_delta(&mut self, event: &Value, out: &mut Vec<StreamEvent>) {
+    fn block_delta(&mut self, event: &Value, out: &mut Emitter) {
         let wire_index = event["index"].as_u64().unwrap_or(u64::MAX);
-        let Some(block) = self.open.iter_mut().find(|b| b.wire_index == wire_index) else {
+        let Some(block) = self.open.get_mut(wire_index) else {
             return;
         };
         let delta = &event["delta"];
         let text = |key: &str| delta[key].as_str().unwrap_or("").to_string();
-        match (delta["type"].as_str().unwrap_or(""), &mut block.kind) {
-            ("text_delta", OpenKind::Text) => out.push(StreamEvent::Delta {
-                index: block.index,
-                delta: text("text"),
-            }),
-            ("thinking_delta", OpenKind::Thinking { .. }) => out.push(StreamEvent::Delta {
-                index: block.index,
-                delta: text("thinking"),
-            }),
-            ("input_json_delta", OpenKind::ToolCall) => out.push(StreamEvent::Delta {
-                index: block.index,
-                delta: text("partial_json"),
-            }),
+        match (delta["type"].as_str().unwrap_or(""), &mut block.state) {
+            ("text_delta", OpenKind::Text) => out.delta(block.index, text("text")),
+            ("thinking_delta", OpenKind::Thinking { .. }) => {
+                out.delta(block.index, text("thinking"))
+            }
+            ("input_json_delta", OpenKind::ToolCall) => {
+                out.delta(block.index, text("partial_json"))
+            }
             ("signature_delta", OpenKind::Thinking { signature }) => {
                 signature.push_str(&text("signature"))
             }
@@ -732,9 +553,114 @@ impl Decoder {
     }
 }
 
+impl WireDecoder for Decoder {
+    fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+        if sse.event == "error" {
+            // pi throws the raw data of an error event as the message.
+            out.fail(sse.data.clone());
+            return;
+        }
+        const MESSAGE_EVENTS: [&str; 6] = [
+            "message_start",
+            "message_delta",
+            "message_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+        ];
+        if !MESSAGE_EVENTS.contains(&sse.event.as_str()) {
+            return;
+        }
+        let event = match parse_json_with_repair(&sse.data) {
+            Ok(v) => v,
+            Err(e) => {
+                out.fail(format!(
+                    "Could not parse Anthropic SSE event {}: {}; data={}",
+                    sse.event, e, sse.data
+                ));
+                return;
+            }
+        };
+        match event["type"].as_str().unwrap_or("") {
+            "message_start" => {
+                self.saw_message_start = true;
+                let message = &event["message"];
+                let response_id = message["id"].as_str().map(str::to_string);
+                if response_id.is_some() {
+                    out.meta(response_id, None);
+                }
+                let usage = &message["usage"];
+                self.usage.input = usage["input_tokens"].as_u64().unwrap_or(0);
+                self.usage.output = usage["output_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_read = usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_write = usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                self.push_usage(out);
+            }
+            "content_block_start" => self.block_start(&event, out),
+            "content_block_delta" => self.block_delta(&event, out),
+            "content_block_stop" => {
+                let wire_index = event["index"].as_u64().unwrap_or(u64::MAX);
+                if let Some(block) = self.open.stop(wire_index) {
+                    let signature = match block.state {
+                        OpenKind::Text | OpenKind::ToolCall => None,
+                        OpenKind::Thinking { signature } => Some(signature),
+                        OpenKind::RedactedThinking { data } => Some(data),
+                    };
+                    out.end(block.index, signature);
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
+                    match map_stop_reason(reason) {
+                        Ok(stop) => self.stop_reason = stop,
+                        Err(message) => {
+                            out.fail(message);
+                            return;
+                        }
+                    }
+                }
+                // Only fields present and non-null replace what message_start said.
+                let usage = &event["usage"];
+                if let Some(v) = usage["input_tokens"].as_u64() {
+                    self.usage.input = v;
+                }
+                if let Some(v) = usage["output_tokens"].as_u64() {
+                    self.usage.output = v;
+                }
+                if let Some(v) = usage["cache_read_input_tokens"].as_u64() {
+                    self.usage.cache_read = v;
+                }
+                if let Some(v) = usage["cache_creation_input_tokens"].as_u64() {
+                    self.usage.cache_write = v;
+                }
+                self.push_usage(out);
+            }
+            "message_stop" => out.done(self.stop_reason),
+            _ => {}
+        }
+    }
+
+    /// The body ended. Without `message_stop` after a `message_start` the response is incomplete.
+    fn on_eof(&mut self, out: &mut Emitter) {
+        // pi reports an empty, successful message for a body without any message events; pi-rs
+        // calls that what it is, a failure (a proxy page, garbage), so it is seen and retried.
+        out.fail(if self.saw_message_start {
+            "Anthropic stream ended before message_stop"
+        } else {
+            "Anthropic stream ended without a message (no message_start event)"
+        });
+    }
+
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        anthropic_http_error_message(status, body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
+    use super::super::test_support::{assistant, header, model, request, tool_result, user};
+    use super::super::types::{ProviderError, StreamEvent};
     use super::*;
     use crate::messages::{ThinkingContent, ToolCall};
 
@@ -746,19 +672,12 @@ mod tests {
         m
     }
 
-    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
-        req.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
     #[test]
     fn body_matches_the_recorded_reference_shape() {
         let mut r = request(anthropic_model("claude-sonnet-4-5", true), vec![user("hi")]);
         r.system_prompt = "SYS".into();
         r.thinking = ThinkingLevel::Medium;
-        r.tools = vec![super::super::ToolSpec {
+        r.tools = vec![crate::messages::ToolSpec {
             name: "read".into(),
             description: "Read a file".into(),
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
@@ -901,7 +820,7 @@ mod tests {
         );
         r.api_key = "sk-ant-oat01-abc".into();
         r.system_prompt = "SYS".into();
-        r.tools = vec![super::super::ToolSpec {
+        r.tools = vec![crate::messages::ToolSpec {
             name: "bash".into(),
             description: "d".into(),
             parameters: json!({"type":"object","properties":{}}),
@@ -937,10 +856,7 @@ mod tests {
     }
 
     fn decode(decoder: Decoder, stream: &str) -> Vec<StreamEvent> {
-        super::super::decode_in_parts(
-            super::super::Decoder::Anthropic(decoder),
-            &[stream.as_bytes()],
-        )
+        decode_in_parts(decoder, &[stream.as_bytes()])
     }
 
     pub(crate) const THINKING_AND_TOOLS: &str = "event: message_start
@@ -1074,9 +990,7 @@ data: {\"type\":\"message_stop\"}
     #[test]
     fn every_split_point_decodes_the_same() {
         let r = request(anthropic_model("claude-sonnet-4-5", true), vec![]);
-        super::super::assert_every_split_decodes_the_same(THINKING_AND_TOOLS, &|| {
-            super::super::Decoder::Anthropic(Decoder::new(&r))
-        });
+        assert_every_split_decodes_the_same(THINKING_AND_TOOLS, &|| Decoder::new(&r));
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub fn container_credentials(
 ) -> Result<AwsCredentials, String> {
     let failed = |detail: String| format!("{NO_CREDENTIALS}: container credentials: {detail}");
     let text = cached_or(cache, &format!("aws-container:{url}"), || {
-        let mut get = super::net::get(agent, url);
+        let mut get = crate::net::get(agent, url);
         if let Some(token) = authorization {
             get = get.header("authorization", token);
         }
@@ -52,9 +52,9 @@ pub fn container_credentials(
 
 /// Credentials fetched at request time join the redaction set as soon as they are known.
 fn redacted(credentials: AwsCredentials) -> AwsCredentials {
-    crate::session::add_secret(&credentials.secret_access_key);
+    crate::redact::add_secret(&credentials.secret_access_key);
     if let Some(token) = &credentials.session_token {
-        crate::session::add_secret(token);
+        crate::redact::add_secret(token);
     }
     credentials
 }
@@ -97,7 +97,7 @@ pub fn assumed_role_credentials(
         "aws-assume-role:{}:{}@{url}",
         role.role_arn, role.source.access_key_id
     );
-    let text = cached_or(cache, &key, || {
+    sts_exchange(cache, &key, &failed, || {
         let mut form = format!(
             "Action=AssumeRole&Version=2011-06-15&RoleArn={}&RoleSessionName={}",
             uri_encode(role.role_arn.as_bytes()),
@@ -135,17 +135,12 @@ pub fn assumed_role_credentials(
                 content_sha256_header: true,
             },
         );
-        let mut post = super::net::post(agent, &url);
+        let mut post = crate::net::post(agent, &url);
         for (name, value) in headers.iter().chain(signed.iter()) {
             post = post.header(name.as_str(), value.as_str());
         }
-        let text = answer(post.send(form.as_bytes())).map_err(|d| failed(sts_error(d)))?;
-        let expires = xml_text(&text, "Expiration");
-        Ok((text, expires))
-    })?;
-    sts_credentials(&text)
-        .map(redacted)
-        .ok_or_else(|| failed("no Credentials in the STS answer".into()))
+        Ok(post.send(form.as_bytes()))
+    })
 }
 
 /// Credentials for the role, from STS in exchange for the web identity token.
@@ -158,7 +153,7 @@ pub fn web_identity_credentials(
     let failed = |detail: String| format!("{NO_CREDENTIALS}: web identity: {detail}");
     let url = sts_url(identity.sts_endpoint.as_ref(), region);
     let key = format!("aws-web-identity:{}@{url}", identity.role_arn);
-    let text = cached_or(cache, &key, || {
+    sts_exchange(cache, &key, &failed, || {
         let token = std::fs::read_to_string(&identity.token_file)
             .map_err(|e| failed(format!("{}: {e}", identity.token_file.display())))?;
         let form = format!(
@@ -167,9 +162,22 @@ pub fn web_identity_credentials(
             uri_encode(identity.session_name.as_bytes()),
             uri_encode(token.as_bytes())
         );
-        let post = super::net::post(agent, &url)
+        let post = crate::net::post(agent, &url)
             .header("content-type", "application/x-www-form-urlencoded");
-        let text = answer(post.send(form.as_bytes())).map_err(|d| failed(sts_error(d)))?;
+        Ok(post.send(form.as_bytes()))
+    })
+}
+
+/// Credentials from an STS answer: the cached one for `key`, else the one `send` gets (cached
+/// until the credentials expire). `failed` words a failure for the caller's credential source.
+fn sts_exchange(
+    cache: &TokenCache,
+    key: &str,
+    failed: &dyn Fn(String) -> String,
+    send: impl FnOnce() -> Result<Result<ureq::http::Response<ureq::Body>, ureq::Error>, String>,
+) -> Result<AwsCredentials, String> {
+    let text = cached_or(cache, key, || {
+        let text = answer(send()?).map_err(|d| failed(sts_error(d)))?;
         let expires = xml_text(&text, "Expiration");
         Ok((text, expires))
     })?;
@@ -199,7 +207,7 @@ fn cached_or(
 
 /// The body of a 2xx answer; otherwise `<status> <body>` (or the network error's text).
 fn answer(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, String> {
-    let response = result.map_err(|e| super::network_error_message(&e, false))?;
+    let response = result.map_err(|e| super::error_text::network_error_message(&e, false))?;
     let status = response.status().as_u16();
     let mut text = String::new();
     response

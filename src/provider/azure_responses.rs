@@ -11,9 +11,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::openai_responses::{convert_input_with, set_header, tools_json};
-use super::{HttpRequest, StreamRequest, base_max_tokens, join_url, with_extra_headers};
-use crate::config::ThinkingLevel;
+use super::openai_responses::{convert_input_with, insert_limits_tools_and_reasoning, set_header};
+use super::request::{join_url, with_extra_headers};
+use super::types::{HttpRequest, StreamRequest};
 
 const DEFAULT_API_VERSION: &str = "v1";
 const TOOL_CALL_PROVIDERS: &[&str] = &[
@@ -98,37 +98,7 @@ pub fn build_request_with(request: &StreamRequest, env: &AzureEnv) -> Result<Htt
     if !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
-    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
-        body.insert("max_output_tokens".into(), json!(max_tokens));
-    }
-    if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request, json!(false)));
-    }
-    if model.reasoning {
-        let level = match request.thinking {
-            ThinkingLevel::Off => None,
-            level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-        };
-        let level_map = model.thinking_level_map.as_ref();
-        if let Some(level) = level {
-            let effort = level_map
-                .and_then(|m| m.get(level.as_str()))
-                .filter(|v| !v.is_null())
-                .cloned()
-                .unwrap_or_else(|| json!(level.as_str()));
-            body.insert(
-                "reasoning".into(),
-                json!({"effort": effort, "summary": "auto"}),
-            );
-            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
-        } else {
-            let off = level_map.and_then(|m| m.get("off"));
-            if !off.is_some_and(Value::is_null) {
-                let effort = off.cloned().unwrap_or_else(|| json!("none"));
-                body.insert("reasoning".into(), json!({"effort": effort}));
-            }
-        }
-    }
+    insert_limits_tools_and_reasoning(&mut body, request, true);
 
     Ok(HttpRequest {
         url: format!(
@@ -202,6 +172,7 @@ fn query_escape(value: &str) -> String {
 mod tests {
     use super::super::test_support::{model, request, user};
     use super::*;
+    use crate::config::ThinkingLevel;
 
     fn env(base: &str) -> AzureEnv {
         AzureEnv {

@@ -15,23 +15,22 @@
 
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{adjust_max_tokens_for_thinking, normalize_tool_call_id};
+use super::anthropic::{adaptive_effort, adjust_max_tokens_for_thinking, normalize_tool_call_id};
 use super::aws_remote;
+use super::decode::{Emitter, Framing, OpenBlocks, WireDecoder};
 use super::event_stream;
+use super::request::base_max_tokens;
 use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope};
 use super::token_cache;
 use super::transform::transform_messages;
-use super::{
-    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    base_max_tokens, cache_retention_from_env,
+use super::types::{
+    BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::auth::Env;
 use crate::config::aws::{self, BedrockAuth};
 use crate::config::{Model, ThinkingLevel};
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 use crate::time::now_ms;
-
-const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
 
 /// The request, signed for now with the credentials the environment gives.
 pub fn build_request(request: &StreamRequest, agent: &ureq::Agent) -> Result<HttpRequest, String> {
@@ -267,20 +266,7 @@ fn effort(model: &Model, level: ThinkingLevel) -> String {
     {
         return "xhigh".into();
     }
-    if let Some(mapped) = model
-        .thinking_level_map
-        .as_ref()
-        .and_then(|m| m.get(level.as_str()))
-        .and_then(Value::as_str)
-    {
-        return mapped.to_string();
-    }
-    match level {
-        ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        _ => "high",
-    }
-    .into()
+    adaptive_effort(model, level)
 }
 
 /// The ConverseStream body, keys in the order the SDK serializes them.
@@ -558,126 +544,40 @@ enum OpenKind {
     ToolCall,
 }
 
-struct OpenBlock {
-    /// `contentBlockIndex` on the wire.
-    wire_index: u64,
-    index: usize,
+/// What an open block accumulates until its stop.
+struct Open {
     kind: OpenKind,
     signature: String,
 }
 
-/// Event-stream body → `StreamEvent`s.
+impl Open {
+    fn new(kind: OpenKind) -> Open {
+        Open {
+            kind,
+            signature: String::new(),
+        }
+    }
+}
+
+/// Event-stream messages → `StreamEvent`s.
 pub struct Decoder {
-    frames: event_stream::Decoder,
-    open: Vec<OpenBlock>,
-    next_index: usize,
+    open: OpenBlocks<Open>,
     stop_reason: Option<StopReason>,
-    finished: bool,
 }
 
 impl Decoder {
     pub fn new(_request: &StreamRequest) -> Decoder {
         Decoder {
-            frames: event_stream::Decoder::new(),
-            open: Vec::new(),
-            next_index: 0,
+            open: OpenBlocks::new(),
             stop_reason: None,
-            finished: false,
         }
     }
 
-    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    /// A piece of the body; complete messages are decoded at once.
-    pub fn on_bytes(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        self.frames.push(bytes);
-        loop {
-            match self.frames.next_message() {
-                Ok(Some(message)) => self.on_message(&message, &mut out),
-                Ok(None) => break,
-                Err(e) => self.fail(&mut out, e),
-            }
-            if self.finished {
-                break;
-            }
-        }
-        out
-    }
-
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if self.frames.has_partial() {
-            self.fail(&mut out, "event stream: body ended inside a message".into());
-            return out;
-        }
-        let Some(stop_reason) = self.stop_reason else {
-            self.fail(&mut out, "Bedrock stream ended before messageStop".into());
-            return out;
-        };
-        self.finished = true;
-        let error_message = (stop_reason == StopReason::Error).then(|| UNKNOWN_ERROR_TEXT.into());
-        out.push(StreamEvent::Done {
-            stop_reason,
-            error_message,
-        });
-        out
-    }
-
-    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
-        self.finished = true;
-        out.push(StreamEvent::Failed(ProviderError {
-            message,
-            retry_after: None,
-        }));
-    }
-
-    fn on_message(&mut self, message: &event_stream::Message, out: &mut Vec<StreamEvent>) {
-        let payload: Value = serde_json::from_slice(&message.payload).unwrap_or(Value::Null);
-        match message.header_str(":message-type").unwrap_or("event") {
-            "exception" => {
-                let kind = message.header_str(":exception-type").unwrap_or("unknown");
-                // `throttlingException` → `ThrottlingException`, the SDK's exception name.
-                let mut name = kind.to_string();
-                if let Some(first) = name.get(..1) {
-                    name.replace_range(..1, &first.to_uppercase());
-                }
-                let text = payload["message"]
-                    .as_str()
-                    .or_else(|| payload["Message"].as_str())
-                    .unwrap_or("UnknownError");
-                self.fail(out, format!("{}: {text}", error_prefix(&name)));
-            }
-            "error" => {
-                let code = message.header_str(":error-code").unwrap_or("UnknownError");
-                let text = message.header_str(":error-message").unwrap_or("");
-                self.fail(out, format!("{}: {text}", error_prefix(code)));
-            }
-            _ => self.on_event(
-                message.header_str(":event-type").unwrap_or(""),
-                &payload,
-                out,
-            ),
-        }
-    }
-
-    fn on_event(&mut self, kind: &str, event: &Value, out: &mut Vec<StreamEvent>) {
+    fn on_event(&mut self, kind: &str, event: &Value, out: &mut Emitter) {
         let wire_index = event["contentBlockIndex"].as_u64().unwrap_or(u64::MAX);
         match kind {
             "messageStart" if event["role"] != "assistant" => {
-                self.fail(
-                    out,
-                    "Unexpected assistant message start but got user message start instead".into(),
-                );
+                out.fail("Unexpected assistant message start but got user message start instead");
             }
             "contentBlockStart" => {
                 let tool = &event["start"]["toolUse"];
@@ -686,66 +586,56 @@ impl Decoder {
                         id: tool["toolUseId"].as_str().unwrap_or("").into(),
                         name: tool["name"].as_str().unwrap_or("").into(),
                     };
-                    self.open_block(wire_index, OpenKind::ToolCall, kind, out);
+                    self.open
+                        .start(wire_index, kind, Open::new(OpenKind::ToolCall), out);
                 }
             }
             "contentBlockDelta" => {
                 let delta = &event["delta"];
-                let open = self.open.iter().position(|b| b.wire_index == wire_index);
                 if let Some(text) = delta["text"].as_str() {
                     // Text blocks have no start event: the first delta opens one.
-                    let at = match open {
-                        Some(at) => at,
-                        None => self.open_block(wire_index, OpenKind::Text, BlockKind::Text, out),
-                    };
-                    if self.open[at].kind == OpenKind::Text {
-                        out.push(StreamEvent::Delta {
-                            index: self.open[at].index,
-                            delta: text.into(),
-                        });
+                    let block = self.open.get_or_start(
+                        wire_index,
+                        || (BlockKind::Text, Open::new(OpenKind::Text)),
+                        out,
+                    );
+                    if block.state.kind == OpenKind::Text {
+                        out.delta(block.index, text);
                     }
                 } else if delta["toolUse"].is_object() {
-                    if let Some(block) = open.map(|at| &self.open[at])
-                        && block.kind == OpenKind::ToolCall
+                    if let Some(block) = self.open.get_mut(wire_index)
+                        && block.state.kind == OpenKind::ToolCall
                     {
-                        out.push(StreamEvent::Delta {
-                            index: block.index,
-                            delta: delta["toolUse"]["input"].as_str().unwrap_or("").into(),
-                        });
+                        out.delta(
+                            block.index,
+                            delta["toolUse"]["input"].as_str().unwrap_or(""),
+                        );
                     }
                 } else if delta["reasoningContent"].is_object() {
                     let reasoning = &delta["reasoningContent"];
-                    let at = match open {
-                        Some(at) => at,
-                        None => self.open_block(
-                            wire_index,
-                            OpenKind::Thinking,
-                            BlockKind::Thinking { redacted: false },
-                            out,
-                        ),
-                    };
-                    let block = &mut self.open[at];
-                    if block.kind == OpenKind::Thinking {
+                    let block = self.open.get_or_start(
+                        wire_index,
+                        || {
+                            let kind = BlockKind::Thinking { redacted: false };
+                            (kind, Open::new(OpenKind::Thinking))
+                        },
+                        out,
+                    );
+                    if block.state.kind == OpenKind::Thinking {
                         if let Some(text) = reasoning["text"].as_str().filter(|t| !t.is_empty()) {
-                            out.push(StreamEvent::Delta {
-                                index: block.index,
-                                delta: text.into(),
-                            });
+                            out.delta(block.index, text);
                         }
                         if let Some(signature) = reasoning["signature"].as_str() {
-                            block.signature.push_str(signature);
+                            block.state.signature.push_str(signature);
                         }
                     }
                 }
             }
             "contentBlockStop" => {
-                if let Some(at) = self.open.iter().position(|b| b.wire_index == wire_index) {
-                    let block = self.open.remove(at);
-                    let signature = (block.kind == OpenKind::Thinking).then_some(block.signature);
-                    out.push(StreamEvent::BlockEnd {
-                        index: block.index,
-                        signature,
-                    });
+                if let Some(block) = self.open.stop(wire_index) {
+                    let signature =
+                        (block.state.kind == OpenKind::Thinking).then_some(block.state.signature);
+                    out.end(block.index, signature);
                 }
             }
             "messageStop" => {
@@ -761,38 +651,65 @@ impl Decoder {
                         0 => input + output,
                         total => total,
                     };
-                    out.push(StreamEvent::Usage(Usage {
+                    out.usage(Usage {
                         input,
                         output,
                         cache_read: count("cacheReadInputTokens"),
                         cache_write: count("cacheWriteInputTokens"),
                         total_tokens: total,
                         ..Usage::default()
-                    }));
+                    });
                 }
             }
             _ => {}
         }
     }
+}
 
-    /// Opens a block for `wire_index`; returns its position in `open`.
-    fn open_block(
-        &mut self,
-        wire_index: u64,
-        open_kind: OpenKind,
-        kind: BlockKind,
-        out: &mut Vec<StreamEvent>,
-    ) -> usize {
-        let index = self.next_index;
-        self.next_index += 1;
-        self.open.push(OpenBlock {
-            wire_index,
-            index,
-            kind: open_kind,
-            signature: String::new(),
-        });
-        out.push(StreamEvent::BlockStart { index, kind });
-        self.open.len() - 1
+impl WireDecoder for Decoder {
+    fn framing(&self) -> Framing {
+        Framing::EventStream
+    }
+
+    fn on_frame(&mut self, message: &event_stream::Message, out: &mut Emitter) {
+        let payload: Value = serde_json::from_slice(&message.payload).unwrap_or(Value::Null);
+        match message.header_str(":message-type").unwrap_or("event") {
+            "exception" => {
+                let kind = message.header_str(":exception-type").unwrap_or("unknown");
+                // `throttlingException` → `ThrottlingException`, the SDK's exception name.
+                let mut name = kind.to_string();
+                if let Some(first) = name.get(..1) {
+                    name.replace_range(..1, &first.to_uppercase());
+                }
+                let text = payload["message"]
+                    .as_str()
+                    .or_else(|| payload["Message"].as_str())
+                    .unwrap_or("UnknownError");
+                out.fail(format!("{}: {text}", error_prefix(&name)));
+            }
+            "error" => {
+                let code = message.header_str(":error-code").unwrap_or("UnknownError");
+                let text = message.header_str(":error-message").unwrap_or("");
+                out.fail(format!("{}: {text}", error_prefix(code)));
+            }
+            _ => self.on_event(
+                message.header_str(":event-type").unwrap_or(""),
+                &payload,
+                out,
+            ),
+        }
+    }
+
+    /// Usage arrives after `messageStop`, so the reply ends with the body.
+    fn on_eof(&mut self, out: &mut Emitter) {
+        match self.stop_reason {
+            Some(stop_reason) => out.done(stop_reason),
+            None => out.fail("Bedrock stream ended before messageStop"),
+        }
+    }
+
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        http_error_message(status, body)
     }
 }
 

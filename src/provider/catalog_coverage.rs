@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::test_support::{request, user};
-use super::{RequestId, StreamEvent, http_agent, run_stream};
+use super::types::{RequestId, StreamEvent};
+use super::{http_agent, run_stream};
 use crate::config::registry::builtin_models;
 
 #[test]

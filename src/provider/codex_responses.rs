@@ -9,16 +9,14 @@
 //! pi 0.73.1 first tries a WebSocket transport and falls back to SSE; pi-rs always uses SSE
 //! (pi's `transport: "sse"`), and leaves retries of transient errors to the agent's auto-retry.
 
-use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use super::openai_responses::{convert_input_with, set_header, tools_json};
-use super::{HttpRequest, StreamRequest, with_extra_headers};
-use crate::config::ThinkingLevel;
+use super::openai_responses::{self, convert_input_with, set_header, tools_json};
+use super::request::{mapped_effort, thinking_level, with_extra_headers};
+use super::types::{HttpRequest, StreamRequest};
+use crate::js::js_truthy;
 
 const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
-/// Where the ChatGPT account id sits in the access token's claims.
-const JWT_CLAIM_PATH: &str = "https://api.openai.com/auth";
 const TOOL_CALL_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
 /// What 0.73.1 sends as its user agent (its `os` module is not loaded in the bundle it runs).
 const USER_AGENT: &str = "pi (browser)";
@@ -32,7 +30,7 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
             request.model.provider
         ));
     }
-    let account_id = account_id(&request.api_key)
+    let account_id = crate::config::oauth::codex_account_id(&request.api_key)
         .ok_or_else(|| "Failed to extract accountId from token".to_string())?;
     let model = &request.model;
 
@@ -77,18 +75,9 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     if !request.tools.is_empty() {
         body.insert("tools".into(), tools_json(request, Value::Null));
     }
-    let level = match request.thinking {
-        ThinkingLevel::Off => None,
-        level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-    };
+    let level = thinking_level(request);
     if let Some(level) = level {
-        let effort = model
-            .thinking_level_map
-            .as_ref()
-            .and_then(|m| m.get(level.as_str()))
-            .filter(|v| !v.is_null())
-            .cloned()
-            .unwrap_or_else(|| json!(level.as_str()));
+        let effort = mapped_effort(model, level, level.as_str());
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
@@ -100,6 +89,11 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
         headers,
         body: Value::Object(body),
     })
+}
+
+/// The Responses decoder, reading the stream and errors as pi's Codex client does.
+pub fn decoder() -> openai_responses::Decoder {
+    openai_responses::Decoder::with_client(map_event, http_error_message)
 }
 
 /// `<base>/codex/responses`, accepting a base that already ends in `/codex` or the full path.
@@ -117,29 +111,6 @@ fn codex_url(base_url: &str) -> String {
     } else {
         format!("{base}/codex/responses")
     }
-}
-
-/// The ChatGPT account id in an access token's claims (`None` when it is not such a JWT).
-pub fn account_id(token: &str) -> Option<String> {
-    let claims = jwt_claims(token)?;
-    claims[JWT_CLAIM_PATH]["chatgpt_account_id"]
-        .as_str()
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
-}
-
-/// The payload of a JWT, decoded without checking its signature (only the token's owner reads it).
-pub fn jwt_claims(token: &str) -> Option<Value> {
-    let parts: Vec<&str> = token.split('.').collect();
-    if parts.len() != 3 {
-        return None;
-    }
-    let payload = parts[1].trim_end_matches('=');
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(payload))
-        .ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 /// pi's `mapCodexEvents` on one SSE data payload: `Ok(None)` skips it, `Err` ends the stream with
@@ -205,7 +176,7 @@ pub fn http_error_message(status: u16, body: &str) -> String {
     let Ok(parsed) = serde_json::from_str::<Value>(body) else {
         return message;
     };
-    let Some(error) = parsed.get("error").filter(|e| super::json_truthy(e)) else {
+    let Some(error) = parsed.get("error").filter(|e| js_truthy(e)) else {
         return message;
     };
     let as_text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
@@ -250,6 +221,8 @@ pub fn http_error_message(status: u16, body: &str) -> String {
 mod tests {
     use super::super::test_support::{model, request, user};
     use super::*;
+    use crate::config::ThinkingLevel;
+    use base64::Engine;
 
     fn token(claims: &str) -> String {
         let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims);
@@ -270,7 +243,7 @@ mod tests {
         r.api_key = token(r#"{"https://api.openai.com/auth":{"chatgpt_account_id":"acct_123"}}"#);
         r.system_prompt = "SYS".into();
         r.thinking = ThinkingLevel::Medium;
-        r.tools = vec![super::super::ToolSpec {
+        r.tools = vec![crate::messages::ToolSpec {
             name: "read".into(),
             description: "Read".into(),
             parameters: json!({"type": "object"}),

@@ -1,11 +1,11 @@
 //! What GitHub Copilot adds to the wire APIs it is served through (pi-ai
 //! `providers/github-copilot-headers.js` and the Copilot OAuth provider): per-request headers
-//! (who initiated the request, vision input) and the API host named in the Copilot token.
+//! (who initiated the request, vision input). The API host named in the Copilot token is
+//! `config::oauth::copilot_base_url`.
 
-use super::StreamRequest;
-use crate::messages::{AgentMessage, ContentBlock, UserContent};
-
-pub const PROVIDER: &str = "github-copilot";
+use super::types::StreamRequest;
+use crate::config::oauth::COPILOT_PROVIDER as PROVIDER;
+use crate::messages::{AgentMessage, UserContent, has_images};
 
 /// `X-Initiator` (`user` when the last message is the user's, else `agent`), `Openai-Intent`,
 /// and `Copilot-Vision-Request` when images are sent; empty for other providers.
@@ -24,11 +24,9 @@ pub fn dynamic_headers(request: &StreamRequest) -> Vec<(String, String)> {
             "conversation-edits".to_string(),
         ),
     ];
-    let has_image =
-        |blocks: &[ContentBlock]| blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)));
     let vision = request.messages.iter().any(|m| match m {
-        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_image(b)),
-        AgentMessage::ToolResult(r) => has_image(&r.content),
+        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_images(b)),
+        AgentMessage::ToolResult(r) => has_images(&r.content),
         _ => false,
     });
     if vision {
@@ -44,32 +42,13 @@ pub fn extra_headers(request: &StreamRequest) -> Vec<(String, String)> {
     headers
 }
 
-/// pi's `getGitHubCopilotBaseUrl`: the token's `proxy-ep=proxy.<host>` as `https://api.<host>`,
-/// else the enterprise's `https://copilot-api.<domain>`, else the individual endpoint.
-pub fn base_url(token: &str, enterprise_domain: Option<&str>) -> String {
-    let from_token = token
-        .split(';')
-        .find_map(|part| part.trim().strip_prefix("proxy-ep="))
-        .filter(|host| !host.is_empty());
-    if let Some(host) = from_token {
-        let api_host = host
-            .strip_prefix("proxy.")
-            .map_or(host.to_string(), |rest| format!("api.{rest}"));
-        return format!("https://{api_host}");
-    }
-    match enterprise_domain {
-        Some(domain) => format!("https://copilot-api.{domain}"),
-        None => "https://api.individual.githubcopilot.com".to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{assistant, model, request, tool_result, user};
     use super::*;
 
     #[test]
-    fn headers_and_base_url_follow_pi() {
+    fn headers_follow_pi() {
         let mut r = request(
             model("openai-completions", PROVIDER, "gpt-4.1"),
             vec![user("hi")],
@@ -94,17 +73,5 @@ mod tests {
         assert_eq!(dynamic_headers(&r)[0].1, "agent");
         r.model.provider = "openai".into();
         assert!(dynamic_headers(&r).is_empty());
-        assert_eq!(
-            base_url("tid=1;proxy-ep=proxy.business.githubcopilot.com;x=y", None),
-            "https://api.business.githubcopilot.com"
-        );
-        assert_eq!(
-            base_url("opaque", Some("corp.ghe.com")),
-            "https://copilot-api.corp.ghe.com"
-        );
-        assert_eq!(
-            base_url("opaque", None),
-            "https://api.individual.githubcopilot.com"
-        );
     }
 }

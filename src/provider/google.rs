@@ -11,23 +11,21 @@
 //! The decoder ends with `Done` at the end of the body (closing the open text/thinking block), or
 //! with `Failed` on an unparsable chunk or a finish reason the SDK does not know.
 
-use crate::js::js_string;
+use crate::js::{js_string, js_truthy};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
 
+use super::decode::{Emitter, TextRun, WireDecoder, token_count};
+use super::request::{base_max_tokens, join_url, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
-use super::{
-    BlockKind, HttpRequest, ProviderError, StreamEvent, StreamRequest, base_max_tokens, join_url,
-    with_extra_headers,
-};
+use super::transform::{id_chars, transform_messages};
+use super::types::{BlockKind, HttpRequest, StreamRequest};
 use crate::config::ThinkingLevel;
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, joined_text};
 use crate::time::now_ms;
 
 const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
-const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
 /// Finish reasons the SDK knows besides STOP and MAX_TOKENS; all end the reply as an error.
 const ERROR_FINISH_REASONS: &[&str] = &[
     "BLOCKLIST",
@@ -291,16 +289,7 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
         if !needs_ids {
             return id.to_string();
         }
-        id.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(64)
-            .collect()
+        id_chars(id, 64)
     });
 
     let mut contents: Vec<Value> = Vec::new();
@@ -389,15 +378,7 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
                 }
             }
             AgentMessage::ToolResult(result) => {
-                let texts: Vec<&str> = result
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                let text = texts.join("\n");
+                let text = joined_text(&result.content, "\n");
                 let images: Vec<(&str, &str)> = if model.supports_images() {
                     result
                         .content
@@ -492,101 +473,37 @@ fn map_finish_reason(reason: &str) -> Result<StopReason, String> {
     }
 }
 
-fn count(value: &Value) -> u64 {
-    value
-        .as_f64()
-        .filter(|f| f.is_finite() && *f > 0.0)
-        .unwrap_or(0.0) as u64
-}
-
-/// The text or thinking block consecutive parts are appended to.
-struct OpenBlock {
-    index: usize,
-    thinking: bool,
-    /// The last non-empty thought signature seen on the block's parts.
-    signature: Option<String>,
-}
-
 /// Gemini stream chunks → `StreamEvent`s.
 pub struct Decoder {
-    next_index: usize,
-    open: Option<OpenBlock>,
+    text: TextRun,
     tool_call_ids: Vec<String>,
-    response_id: Option<String>,
     stop_reason: StopReason,
-    finished: bool,
 }
 
 impl Decoder {
     pub fn new(_request: &StreamRequest) -> Decoder {
         Decoder {
-            next_index: 0,
-            open: None,
+            text: TextRun::default(),
             tool_call_ids: Vec::new(),
-            response_id: None,
             stop_reason: StopReason::Stop,
-            finished: false,
         }
     }
 
-    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished || sse.data.trim().is_empty() {
-            return out;
-        }
-        let chunk: Value = match serde_json::from_str(sse.data.trim()) {
-            Ok(v) => v,
-            Err(e) => {
-                self.fail(
-                    &mut out,
-                    format!("Could not parse stream chunk as JSON: {e}"),
-                );
-                return out;
-            }
-        };
-        self.on_chunk(&chunk, &mut out);
-        out
-    }
-
-    /// End of body: the open block closes and the reply ends with the last finish reason.
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        self.close_open_block(&mut out);
-        self.finished = true;
-        let error_message =
-            (self.stop_reason == StopReason::Error).then(|| UNKNOWN_ERROR_TEXT.to_string());
-        out.push(StreamEvent::Done {
-            stop_reason: self.stop_reason,
-            error_message,
-        });
-        out
-    }
-
-    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
-        if self.response_id.is_none()
-            && let Some(id) = chunk["responseId"].as_str().filter(|id| !id.is_empty())
-        {
-            self.response_id = Some(id.to_string());
-            out.push(StreamEvent::Meta {
-                response_id: self.response_id.clone(),
-                response_model: None,
-            });
-        }
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Emitter) {
+        out.first_response_id(chunk["responseId"].as_str());
         let candidate = &chunk["candidates"][0];
         if let Some(parts) = candidate["content"]["parts"].as_array() {
             for part in parts {
                 if let Some(text) = part.get("text") {
-                    self.text_part(part, js_string(Some(text)), out);
+                    self.text
+                        .append(part["thought"] == true, js_string(Some(text)), out);
+                    if let Some(signature) =
+                        part["thoughtSignature"].as_str().filter(|s| !s.is_empty())
+                    {
+                        self.text.set_signature(signature.to_string());
+                    }
                 }
-                if let Some(call) = part.get("functionCall").filter(|c| super::json_truthy(c)) {
+                if let Some(call) = part.get("functionCall").filter(|c| js_truthy(c)) {
                     self.function_call(part, call, out);
                 }
             }
@@ -601,58 +518,31 @@ impl Decoder {
                     };
                 }
                 Err(message) => {
-                    self.fail(out, message);
+                    out.fail(message);
                     return;
                 }
             }
         }
-        if let Some(usage) = chunk.get("usageMetadata").filter(|u| super::json_truthy(u)) {
-            let cached = count(&usage["cachedContentTokenCount"]);
-            out.push(StreamEvent::Usage(Usage {
-                input: count(&usage["promptTokenCount"]).saturating_sub(cached),
-                output: count(&usage["candidatesTokenCount"]) + count(&usage["thoughtsTokenCount"]),
+        if let Some(usage) = chunk.get("usageMetadata").filter(|u| js_truthy(u)) {
+            let cached = token_count(&usage["cachedContentTokenCount"]);
+            out.usage(Usage {
+                input: token_count(&usage["promptTokenCount"]).saturating_sub(cached),
+                output: token_count(&usage["candidatesTokenCount"])
+                    + token_count(&usage["thoughtsTokenCount"]),
                 cache_read: cached,
                 cache_write: 0,
-                total_tokens: count(&usage["totalTokenCount"]),
+                total_tokens: token_count(&usage["totalTokenCount"]),
                 ..Usage::default()
-            }));
-        }
-    }
-
-    fn text_part(&mut self, part: &Value, text: String, out: &mut Vec<StreamEvent>) {
-        let thinking = part["thought"] == true;
-        if self.open.as_ref().is_none_or(|b| b.thinking != thinking) {
-            self.close_open_block(out);
-            let index = self.next_index;
-            self.next_index += 1;
-            let kind = if thinking {
-                BlockKind::Thinking { redacted: false }
-            } else {
-                BlockKind::Text
-            };
-            out.push(StreamEvent::BlockStart { index, kind });
-            self.open = Some(OpenBlock {
-                index,
-                thinking,
-                signature: None,
-            });
-        }
-        if let Some(block) = &mut self.open {
-            if let Some(signature) = part["thoughtSignature"].as_str().filter(|s| !s.is_empty()) {
-                block.signature = Some(signature.to_string());
-            }
-            out.push(StreamEvent::Delta {
-                index: block.index,
-                delta: text,
             });
         }
     }
 
-    fn function_call(&mut self, part: &Value, call: &Value, out: &mut Vec<StreamEvent>) {
-        self.close_open_block(out);
+    /// A function call arrives whole: start, the argument JSON as one delta, end.
+    fn function_call(&mut self, part: &Value, call: &Value, out: &mut Emitter) {
+        self.text.close(out);
         let provided = call
             .get("id")
-            .filter(|id| super::json_truthy(id))
+            .filter(|id| js_truthy(id))
             .map(|id| js_string(Some(id)));
         let id = match provided {
             Some(id) if !self.tool_call_ids.contains(&id) => id,
@@ -663,55 +553,54 @@ impl Decoder {
         };
         let name = call
             .get("name")
-            .filter(|n| super::json_truthy(n))
+            .filter(|n| js_truthy(n))
             .map(|n| js_string(Some(n)))
             .unwrap_or_default();
         let args = match call.get("args") {
             None | Some(Value::Null) => json!({}),
             Some(args) => args.clone(),
         };
-        let index = self.next_index;
-        self.next_index += 1;
         self.tool_call_ids.push(id.clone());
-        out.push(StreamEvent::BlockStart {
-            index,
-            kind: BlockKind::ToolCall { id, name },
-        });
-        out.push(StreamEvent::Delta {
-            index,
-            delta: args.to_string(),
-        });
+        let index = out.start(BlockKind::ToolCall { id, name });
+        out.delta(index, args.to_string());
         let signature = part["thoughtSignature"]
             .as_str()
             .filter(|s| !s.is_empty())
             .map(str::to_string);
-        out.push(StreamEvent::BlockEnd { index, signature });
+        out.end(index, signature);
     }
+}
 
-    fn close_open_block(&mut self, out: &mut Vec<StreamEvent>) {
-        if let Some(block) = self.open.take() {
-            out.push(StreamEvent::BlockEnd {
-                index: block.index,
-                signature: block.signature,
-            });
+impl WireDecoder for Decoder {
+    fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+        let data = sse.data.trim();
+        if data.is_empty() {
+            return;
+        }
+        if let Some(chunk) = out.parse_json(data, "stream chunk") {
+            self.on_chunk(&chunk, out);
         }
     }
 
-    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
-        self.finished = true;
-        out.push(StreamEvent::Failed(ProviderError {
-            message,
-            retry_after: None,
-        }));
+    /// End of body: the open block closes and the reply ends with the last finish reason.
+    fn on_eof(&mut self, out: &mut Emitter) {
+        self.text.close(out);
+        out.done(self.stop_reason);
+    }
+
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        http_error_message(status, body)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
+    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
     use super::super::test_support::{model, request, user};
+    use super::super::types::{ProviderError, StreamEvent};
     use super::*;
     use crate::config::Model;
+    use crate::messages::ToolSpec;
 
     fn google_model(id: &str) -> Model {
         let mut m = model("google-generative-ai", "google", id);
@@ -865,10 +754,7 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(google_model("gemini-2.5-flash"), vec![]);
-        super::super::decode_in_parts(
-            super::super::Decoder::Google(Decoder::new(&r)),
-            &[stream.as_bytes()],
-        )
+        decode_in_parts(Decoder::new(&r), &[stream.as_bytes()])
     }
 
     fn delta(index: usize, text: &str) -> StreamEvent {
@@ -1037,9 +923,7 @@ mod tests {
     #[test]
     fn every_split_point_decodes_the_same() {
         let r = request(google_model("gemini-2.5-flash"), vec![]);
-        super::super::assert_every_split_decodes_the_same(TEXT, &|| {
-            super::super::Decoder::Google(Decoder::new(&r))
-        });
+        assert_every_split_decodes_the_same(TEXT, &|| Decoder::new(&r));
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub fn access_token(
     let requested = Instant::now();
     let (token, lifetime) = exchange(agent, token_uri, &form)?;
     // A credential resolved now joins the redaction set now (stdout, session, logs).
-    crate::session::add_secret(&token);
+    crate::redact::add_secret(&token);
     cache.put(&key, token.clone(), lifetime, requested);
     Ok(token)
 }
@@ -145,12 +145,12 @@ fn rsa_key(pem: &str) -> Result<RsaKeyPair, String> {
 
 /// POSTs the form; returns the access token and its lifetime.
 fn exchange(agent: &ureq::Agent, url: &str, form: &str) -> Result<(String, Duration), String> {
-    let response = super::net::post(agent, url)
+    let response = crate::net::post(agent, url)
         .header("content-type", "application/x-www-form-urlencoded")
         .send(form.as_bytes())
         .map_err(|e| {
             log::debug!("token endpoint {url}: {e}");
-            super::network_error_message(&e, false)
+            super::error_text::network_error_message(&e, false)
         })?;
     let status = response.status().as_u16();
     let mut text = Vec::new();
@@ -160,7 +160,10 @@ fn exchange(agent: &ureq::Agent, url: &str, form: &str) -> Result<(String, Durat
         .take(MAX_TOKEN_RESPONSE)
         .read_to_end(&mut text);
     if let Err(e) = read {
-        return Err(super::network_error_message(&ureq::Error::from(e), true));
+        return Err(super::error_text::network_error_message(
+            &ureq::Error::from(e),
+            true,
+        ));
     }
     let json: Value = serde_json::from_slice(&text).unwrap_or(Value::Null);
     let text_field = |name: &str| json.get(name).and_then(Value::as_str).unwrap_or("");

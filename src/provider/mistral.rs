@@ -15,15 +15,17 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::decode::{Emitter, TextRun, WireDecoder};
 use super::openai_responses::short_hash;
+use super::request::{
+    base_max_tokens, join_url, mapped_effort, thinking_level, with_extra_headers,
+};
 use super::sse::SseEvent;
 use super::transform::transform_messages;
-use super::{
-    BlockKind, HttpRequest, ProviderError, StreamEvent, StreamRequest, base_max_tokens, join_url,
-    with_extra_headers,
+use super::types::{BlockKind, HttpRequest, StreamRequest};
+use crate::messages::{
+    AgentMessage, ContentBlock, StopReason, Usage, UserContent, has_images, joined_text,
 };
-use crate::config::ThinkingLevel;
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 
 const DEFAULT_BASE_URL: &str = "https://api.mistral.ai";
 const TOOL_CALL_ID_LENGTH: usize = 9;
@@ -85,19 +87,10 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
         });
         body.insert("tools".into(), Value::Array(tools.collect()));
     }
-    let level = match request.thinking {
-        ThinkingLevel::Off => None,
-        level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-    };
+    let level = thinking_level(request);
     if let Some(level) = level.filter(|_| model.reasoning) {
         if REASONING_EFFORT_MODELS.contains(&model.id.as_str()) {
-            let effort = model
-                .thinking_level_map
-                .as_ref()
-                .and_then(|m| m.get(level.as_str()))
-                .filter(|v| !v.is_null())
-                .cloned()
-                .unwrap_or_else(|| json!("high"));
+            let effort = mapped_effort(model, level, "high");
             body.insert("reasoning_effort".into(), effort);
         } else {
             body.insert("prompt_mode".into(), json!("reasoning"));
@@ -177,7 +170,7 @@ fn chat_messages(messages: &[AgentMessage], images: bool) -> Vec<Value> {
             AgentMessage::User(user) => match &user.content {
                 UserContent::Text(text) => out.push(json!({"role": "user", "content": text})),
                 UserContent::Blocks(blocks) => {
-                    let had_images = blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)));
+                    let had_images = has_images(blocks);
                     let content: Vec<Value> = blocks
                         .iter()
                         .filter_map(|block| match block {
@@ -234,19 +227,8 @@ fn chat_messages(messages: &[AgentMessage], images: bool) -> Vec<Value> {
                 out.push(Value::Object(item));
             }
             AgentMessage::ToolResult(result) => {
-                let text = result
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let has_images = result
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::Image(_)));
+                let text = joined_text(&result.content, "\n");
+                let has_images = has_images(&result.content);
                 let mut content = vec![json!({"type": "text",
                     "text": tool_result_text(&text, has_images, images, result.is_error)})];
                 if images {
@@ -307,84 +289,25 @@ pub fn http_error_message(status: u16, body: &str) -> String {
     )
 }
 
-#[derive(PartialEq)]
-enum Open {
-    None,
-    Text(usize),
-    Thinking(usize),
-}
-
 /// Mistral chat chunks → `StreamEvent`s.
 pub struct Decoder {
-    next_index: usize,
-    open: Open,
-    /// Tool blocks by `<id>:<index>`, in the order they started.
+    text: TextRun,
+    /// Tool blocks by `<id>:<index>`, in the order they started; open until the stream ends.
     tools: Vec<(String, usize)>,
-    response_id: Option<String>,
     stop_reason: StopReason,
-    finished: bool,
 }
 
 impl Decoder {
     pub fn new(_request: &StreamRequest) -> Decoder {
         Decoder {
-            next_index: 0,
-            open: Open::None,
+            text: TextRun::default(),
             tools: Vec::new(),
-            response_id: None,
             stop_reason: StopReason::Stop,
-            finished: false,
         }
     }
 
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        let data = sse.data.trim();
-        if data == "[DONE]" {
-            self.finish(&mut out);
-            return out;
-        }
-        if data.is_empty() {
-            return out;
-        }
-        match serde_json::from_str::<Value>(data) {
-            Ok(chunk) => self.on_chunk(&chunk, &mut out),
-            Err(e) => {
-                self.finished = true;
-                out.push(StreamEvent::Failed(ProviderError {
-                    message: format!("Could not parse stream event as JSON: {e}"),
-                    retry_after: None,
-                }));
-            }
-        }
-        out
-    }
-
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if !self.finished {
-            self.finish(&mut out);
-        }
-        out
-    }
-
-    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
-        if self.response_id.is_none()
-            && let Some(id) = chunk["id"].as_str().filter(|id| !id.is_empty())
-        {
-            self.response_id = Some(id.to_string());
-            out.push(StreamEvent::Meta {
-                response_id: self.response_id.clone(),
-                response_model: None,
-            });
-        }
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Emitter) {
+        out.first_response_id(chunk["id"].as_str());
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let count = |v: &Value| v.as_u64().unwrap_or(0);
             let prompt = count(&usage["prompt_tokens"]);
@@ -404,13 +327,13 @@ impl Decoder {
                 0 => input + output + cached,
                 total => total,
             };
-            out.push(StreamEvent::Usage(Usage {
+            out.usage(Usage {
                 input,
                 output,
                 cache_read: cached,
                 total_tokens: total,
                 ..Usage::default()
-            }));
+            });
         }
         let Some(choice) = chunk["choices"].get(0) else {
             return;
@@ -425,11 +348,11 @@ impl Decoder {
         }
         let delta = &choice["delta"];
         match &delta["content"] {
-            Value::String(text) => self.text(text, out),
+            Value::String(text) => self.text_delta(text, out),
             Value::Array(items) => {
                 for item in items {
                     match item {
-                        Value::String(text) => self.text(text, out),
+                        Value::String(text) => self.text_delta(text, out),
                         _ if item["type"] == "thinking" => {
                             let text: String = item["thinking"]
                                 .as_array()
@@ -438,11 +361,11 @@ impl Decoder {
                                 .filter_map(|part| part["text"].as_str())
                                 .collect();
                             if !text.is_empty() {
-                                self.thinking(&text, out);
+                                self.text.append(true, text, out);
                             }
                         }
                         _ if item["type"] == "text" => {
-                            self.text(item["text"].as_str().unwrap_or(""), out)
+                            self.text_delta(item["text"].as_str().unwrap_or(""), out)
                         }
                         _ => {}
                     }
@@ -451,7 +374,7 @@ impl Decoder {
             _ => {}
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            self.close_open(out);
+            self.text.close(out);
             let position = call["index"].as_u64().unwrap_or(0);
             let call_id = match call["id"].as_str() {
                 Some(id) if !id.is_empty() && id != "null" => id.to_string(),
@@ -461,13 +384,8 @@ impl Decoder {
             let index = match self.tools.iter().find(|(k, _)| *k == key) {
                 Some((_, index)) => *index,
                 None => {
-                    let index = self.next_index;
-                    self.next_index += 1;
                     let name = call["function"]["name"].as_str().unwrap_or("").to_string();
-                    out.push(StreamEvent::BlockStart {
-                        index,
-                        kind: BlockKind::ToolCall { id: call_id, name },
-                    });
+                    let index = out.start(BlockKind::ToolCall { id: call_id, name });
                     self.tools.push((key, index));
                     index
                 }
@@ -477,91 +395,59 @@ impl Decoder {
                 Value::Null => "{}".to_string(),
                 other => other.to_string(),
             };
-            out.push(StreamEvent::Delta {
-                index,
-                delta: arguments,
-            });
+            out.delta(index, arguments);
         }
     }
 
-    fn text(&mut self, text: &str, out: &mut Vec<StreamEvent>) {
+    fn text_delta(&mut self, text: &str, out: &mut Emitter) {
         // Empty deltas (GLM models around thinking and tool calls) would split a block, which
         // Mistral rejects on replay (pi 1.6.0 skips them).
-        if text.is_empty() {
+        if !text.is_empty() {
+            self.text.append(false, text, out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Emitter) {
+        self.text.close(out);
+        for (_, index) in std::mem::take(&mut self.tools) {
+            out.end(index, None);
+        }
+        out.done(self.stop_reason);
+    }
+}
+
+impl WireDecoder for Decoder {
+    fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+        let data = sse.data.trim();
+        if data == "[DONE]" {
+            self.finish(out);
             return;
         }
-        let index = match self.open {
-            Open::Text(index) => index,
-            _ => {
-                self.close_open(out);
-                let index = self.start(BlockKind::Text, out);
-                self.open = Open::Text(index);
-                index
-            }
-        };
-        out.push(StreamEvent::Delta {
-            index,
-            delta: text.to_string(),
-        });
-    }
-
-    fn thinking(&mut self, text: &str, out: &mut Vec<StreamEvent>) {
-        let index = match self.open {
-            Open::Thinking(index) => index,
-            _ => {
-                self.close_open(out);
-                let index = self.start(BlockKind::Thinking { redacted: false }, out);
-                self.open = Open::Thinking(index);
-                index
-            }
-        };
-        out.push(StreamEvent::Delta {
-            index,
-            delta: text.to_string(),
-        });
-    }
-
-    fn start(&mut self, kind: BlockKind, out: &mut Vec<StreamEvent>) -> usize {
-        let index = self.next_index;
-        self.next_index += 1;
-        out.push(StreamEvent::BlockStart { index, kind });
-        index
-    }
-
-    fn close_open(&mut self, out: &mut Vec<StreamEvent>) {
-        if let Open::Text(index) | Open::Thinking(index) =
-            std::mem::replace(&mut self.open, Open::None)
-        {
-            out.push(StreamEvent::BlockEnd {
-                index,
-                signature: None,
-            });
+        if data.is_empty() {
+            return;
+        }
+        if let Some(chunk) = out.parse_json(data, "stream event") {
+            self.on_chunk(&chunk, out);
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) {
-        self.close_open(out);
-        for (_, index) in std::mem::take(&mut self.tools) {
-            out.push(StreamEvent::BlockEnd {
-                index,
-                signature: None,
-            });
-        }
-        self.finished = true;
-        let error_message = (self.stop_reason == StopReason::Error)
-            .then(|| "An unknown error occurred".to_string());
-        out.push(StreamEvent::Done {
-            stop_reason: self.stop_reason,
-            error_message,
-        });
+    fn on_eof(&mut self, out: &mut Emitter) {
+        self.finish(out);
+    }
+
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        http_error_message(status, body)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
     use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::super::types::StreamEvent;
     use super::*;
     use crate::config::Model;
+    use crate::config::ThinkingLevel;
     use crate::messages::{TextContent, ThinkingContent, ToolCall};
 
     fn mistral_model(id: &str) -> Model {
@@ -636,10 +522,7 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(mistral_model("magistral-medium-latest"), vec![]);
-        super::super::decode_in_parts(
-            super::super::Decoder::Mistral(Decoder::new(&r)),
-            &[stream.as_bytes()],
-        )
+        decode_in_parts(Decoder::new(&r), &[stream.as_bytes()])
     }
 
     const TOOL_STREAM: &str = include_str!("../../fixtures/mistral/thinking_tool.sse");
@@ -696,9 +579,7 @@ mod tests {
             ]
         );
         let r = request(mistral_model("m"), vec![]);
-        super::super::assert_every_split_decodes_the_same(TOOL_STREAM, &|| {
-            super::super::Decoder::Mistral(Decoder::new(&r))
-        });
+        assert_every_split_decodes_the_same(TOOL_STREAM, &|| Decoder::new(&r));
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! agent over a bounded channel (so a stalled client stalls the socket read, not memory).
 //!
 //! Only `provider/<api>.rs` knows a provider's format: it builds the request (url, headers, body)
-//! and maps SSE events (Bedrock: binary event-stream frames) to `StreamEvent`s. This file owns the
-//! thread, HTTP and error mapping.
+//! and maps the framed body events to `StreamEvent`s (a `decode::WireDecoder`). This file is the
+//! dispatcher: it picks the wire API by `model.api` (`wire_api`), owns the thread and the HTTP
+//! exchange (provider-level retries, status errors), and feeds the body to the decoder scaffold
+//! (`decode.rs`). The vocabulary is `types.rs`; the API files never import from here.
 //!
 //! Blocking calls and their bounds: connecting (`CONNECT_TIMEOUT`), writing the request and every
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent
@@ -25,132 +27,38 @@ pub mod bedrock;
 mod catalog_coverage;
 pub mod codex_responses;
 pub mod copilot;
+pub mod decode;
+pub mod error_text;
 pub mod event_stream;
 pub mod google;
 pub mod google_auth;
 pub mod mistral;
-pub mod net;
 pub mod openai_completions;
 pub mod openai_responses;
+pub mod partial_json;
+pub mod request;
+pub mod request_cache;
 pub mod retry;
 pub mod sigv4;
 pub mod sse;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod token_cache;
 pub mod transform;
+pub mod types;
 pub mod vertex;
 
 use std::io::Read;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use serde_json::Value;
 
-use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, StopReason, Usage};
-
-/// A request counter value; events of an abandoned request are recognised by it and dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RequestId(pub u64);
-
-/// A tool as offered to the model.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema, `{"type":"object","properties":…,"required":[…]}`.
-    pub parameters: Value,
-}
-
-/// Everything a provider thread needs; moved into the thread.
-#[derive(Clone, Debug)]
-pub struct StreamRequest {
-    pub model: Model,
-    pub api_key: String,
-    /// Extra headers (models.json), already resolved.
-    pub headers: Vec<(String, String)>,
-    pub system_prompt: String,
-    /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages.
-    pub messages: Vec<AgentMessage>,
-    pub tools: Vec<ToolSpec>,
-    pub thinking: ThinkingLevel,
-    /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
-    pub thinking_budgets: [Option<u64>; 4],
-    /// Output token cap; `None` → min(model.maxTokens, 32000).
-    pub max_tokens: Option<u64>,
-    pub session_id: String,
-    /// A read that delivers nothing for this long fails the request.
-    pub idle_timeout: Duration,
-    /// Silent retries of a request that fails before its stream opens (`retry.provider.*`).
-    pub provider_retry: retry::ProviderRetry,
-}
-
-/// What a block starts as.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BlockKind {
-    Text,
-    Thinking { redacted: bool },
-    ToolCall { id: String, name: String },
-}
-
-/// Provider-neutral stream events. `index` is the content index in the assistant message, assigned
-/// by the API module in order of appearance (blocks are started in index order).
-#[derive(Clone, Debug, PartialEq)]
-pub enum StreamEvent {
-    /// Response headers arrived with a success status: the assistant message starts.
-    Opened,
-    /// Response id / model as the provider reports them.
-    Meta {
-        response_id: Option<String>,
-        response_model: Option<String>,
-    },
-    BlockStart {
-        index: usize,
-        kind: BlockKind,
-    },
-    /// Text, thinking or tool-call argument JSON, by the block's kind.
-    Delta {
-        index: usize,
-        delta: String,
-    },
-    /// The block is complete. `signature` is the text/thinking signature or the thought signature
-    /// of a tool call; for redacted thinking it carries the opaque data.
-    BlockEnd {
-        index: usize,
-        signature: Option<String>,
-    },
-    /// Token counts so far (replaces earlier ones; cost is filled by the agent from the model).
-    Usage(Usage),
-    /// The stream finished. An `Error` stop reason carries the provider's message.
-    Done {
-        stop_reason: StopReason,
-        error_message: Option<String>,
-    },
-    /// The request failed (HTTP status, network, malformed stream). Ends the stream.
-    Failed(ProviderError),
-    /// A provider-level retry (`retry.provider.maxRetries`) waits this long before sending the
-    /// request again; nothing for the client, but the idle timeout starts after the wait.
-    Retrying {
-        delay: Duration,
-    },
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProviderEvent {
-    pub req: RequestId,
-    pub event: StreamEvent,
-}
-
-/// A failed request, with the text pi would put in `errorMessage`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProviderError {
-    pub message: String,
-    /// From `retry-after` / `retry-after-ms`, when the server sent one.
-    pub retry_after: Option<Duration>,
-}
-
-/// The text pi stores as the `thinking` of a redacted thinking block (the opaque payload travels in
-/// `BlockEnd::signature`).
-pub const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
+use decode::Decoder;
+use error_text::network_error_message;
+pub use types::{
+    BlockKind, ProviderEvent, REDACTED_THINKING_TEXT, RequestId, StreamEvent, StreamRequest,
+};
+use types::{HttpRequest, ProviderError};
 
 /// Owns a running request. Dropping it cancels the request: the HTTP agent is shut down, which
 /// interrupts a read blocked on a silent server at once, the thread's next send fails, and a
@@ -195,132 +103,59 @@ pub fn spawn_stream(
 }
 
 /// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
-/// store and proxy choice: `net`.
+/// store and proxy choice: `crate::net`.
 fn http_agent(idle: Duration) -> ureq::Agent {
-    net::agent(CONNECT_TIMEOUT.min(idle), idle)
-}
-
-/// An HTTP request as a wire API module builds it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpRequest {
-    pub url: String,
-    /// Header names as written; later entries never repeat an earlier name (case-insensitively).
-    pub headers: Vec<(String, String)>,
-    pub body: Value,
-}
-
-/// How long prompt caches should live (`PI_CACHE_RETENTION=long` → `Long`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheRetention {
-    Short,
-    Long,
-}
-
-pub(crate) fn cache_retention_from_env() -> CacheRetention {
-    match std::env::var("PI_CACHE_RETENTION") {
-        Ok(v) if v == "long" => CacheRetention::Long,
-        _ => CacheRetention::Short,
-    }
+    crate::net::agent(CONNECT_TIMEOUT.min(idle), idle)
 }
 
 /// Connecting gets its own, shorter bound than reads: an unreachable host should fail fast.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Error bodies are read up to this size; the rest is dropped.
 const MAX_ERROR_BODY: u64 = 1024 * 1024;
-/// The socket is read in chunks of this size and each chunk goes straight to the SSE parser.
+/// The socket is read in chunks of this size and each chunk goes straight to the decoder.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// SDK wordings the retry classifier recognises (FACTS §4.6).
-const CONNECTION_ERROR_TEXT: &str = "Connection error.";
-const TIMEOUT_TEXT: &str = "Request timed out.";
-/// What undici reports when the body stream breaks off (socket reset, truncated chunked body).
-const TERMINATED_TEXT: &str = "terminated";
-
-/// The wire API's decoder, chosen by `model.api`.
-pub(crate) enum Decoder {
-    Anthropic(anthropic::Decoder),
-    OpenAiCompletions(openai_completions::Decoder),
-    OpenAiResponses(openai_responses::Decoder),
-    Google(google::Decoder),
-    Mistral(mistral::Decoder),
-    /// Binary event-stream frames, not SSE: fed by `on_bytes`.
-    Bedrock(bedrock::Decoder),
-}
-
-impl Decoder {
-    fn on_sse(&mut self, sse: &sse::SseEvent) -> Vec<StreamEvent> {
-        match self {
-            Decoder::Anthropic(d) => d.on_sse(sse),
-            Decoder::OpenAiCompletions(d) => d.on_sse(sse),
-            Decoder::OpenAiResponses(d) => d.on_sse(sse),
-            Decoder::Google(d) => d.on_sse(sse),
-            Decoder::Mistral(d) => d.on_sse(sse),
-            Decoder::Bedrock(_) => Vec::new(),
-        }
-    }
-
-    fn on_eof(&mut self) -> Vec<StreamEvent> {
-        match self {
-            Decoder::Anthropic(d) => d.on_eof(),
-            Decoder::OpenAiCompletions(d) => d.on_eof(),
-            Decoder::OpenAiResponses(d) => d.on_eof(),
-            Decoder::Google(d) => d.on_eof(),
-            Decoder::Mistral(d) => d.on_eof(),
-            Decoder::Bedrock(d) => d.on_eof(),
-        }
-    }
-
-    fn is_finished(&self) -> bool {
-        match self {
-            Decoder::Anthropic(d) => d.is_finished(),
-            Decoder::OpenAiCompletions(d) => d.is_finished(),
-            Decoder::OpenAiResponses(d) => d.is_finished(),
-            Decoder::Google(d) => d.is_finished(),
-            Decoder::Mistral(d) => d.is_finished(),
-            Decoder::Bedrock(d) => d.is_finished(),
-        }
-    }
-
-    fn error_message(&self, status: u16, body: &str) -> String {
-        match self {
-            Decoder::Anthropic(_) => anthropic_http_error_message(status, body),
-            Decoder::OpenAiCompletions(_) => openai_http_error_message(status, body),
-            Decoder::OpenAiResponses(d) => d.http_error_message(status, body),
-            Decoder::Google(_) => google::http_error_message(status, body),
-            Decoder::Mistral(_) => mistral::http_error_message(status, body),
-            Decoder::Bedrock(_) => bedrock::http_error_message(status, body),
-        }
-    }
-}
-
-/// Test helper: `stream` pushed to the SSE parser in the given pieces, every event through the
-/// decoder, then EOF — what `run_stream` does with a body, without HTTP.
-#[cfg(test)]
-pub(crate) fn decode_in_parts(mut decoder: Decoder, parts: &[&[u8]]) -> Vec<StreamEvent> {
-    let mut parser = sse::SseParser::new();
-    let mut out = Vec::new();
-    for part in parts {
-        parser.push(part).unwrap();
-        while let Some(event) = parser.next_event() {
-            out.extend(decoder.on_sse(&event));
-        }
-    }
-    for event in parser.finish() {
-        out.extend(decoder.on_sse(&event));
-    }
-    out.extend(decoder.on_eof());
-    out
-}
-
-/// Test helper: the stream decoded whole, then split at every byte offset; all must agree.
-#[cfg(test)]
-pub(crate) fn assert_every_split_decodes_the_same(stream: &str, new: &dyn Fn() -> Decoder) {
-    let bytes = stream.as_bytes();
-    let whole = decode_in_parts(new(), &[bytes]);
-    for at in 0..=bytes.len() {
-        let split = decode_in_parts(new(), &[&bytes[..at], &bytes[at..]]);
-        assert_eq!(split, whole, "split at {at}");
-    }
+/// The wire API `model.api` names: the request it sends and the decoder of its body. Building
+/// fails when what the request needs (credentials, a base URL) is missing, or the API is unknown.
+fn wire_api(
+    request: &StreamRequest,
+    agent: &ureq::Agent,
+) -> Result<(HttpRequest, Decoder), String> {
+    let responses = || Decoder::new(openai_responses::Decoder::new(request));
+    Ok(match request.model.api.as_str() {
+        "anthropic-messages" => (
+            anthropic::build_request(request),
+            Decoder::new(anthropic::Decoder::new(request)),
+        ),
+        "openai-completions" => (
+            openai_completions::build_request(request),
+            Decoder::new(openai_completions::Decoder::new(request)),
+        ),
+        "openai-responses" => (openai_responses::build_request(request), responses()),
+        "azure-openai-responses" => (azure_responses::build_request(request)?, responses()),
+        "openai-codex-responses" => (
+            codex_responses::build_request(request)?,
+            Decoder::new(codex_responses::decoder()),
+        ),
+        "google-generative-ai" => (
+            google::build_request(request),
+            Decoder::new(google::Decoder::new(request)),
+        ),
+        "mistral-conversations" => (
+            mistral::build_request(request),
+            Decoder::new(mistral::Decoder::new(request)),
+        ),
+        // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
+        "bedrock-converse-stream" => (
+            bedrock::build_request(request, agent)?,
+            Decoder::new(bedrock::Decoder::new(request)),
+        ),
+        "google-vertex" => (
+            vertex::build_request(request, agent)?,
+            Decoder::new(google::Decoder::new(request)),
+        ),
+        other => return Err(format!("No API provider registered for api: {other}")),
+    })
 }
 
 fn run_stream(
@@ -339,66 +174,20 @@ fn run_stream(
         }))
     };
 
-    let (http, mut decoder) = match request.model.api.as_str() {
-        "anthropic-messages" => (
-            anthropic::build_request(request),
-            Decoder::Anthropic(anthropic::Decoder::new(request)),
-        ),
-        "openai-completions" => (
-            openai_completions::build_request(request),
-            Decoder::OpenAiCompletions(openai_completions::Decoder::new(request)),
-        ),
-        "openai-responses" => (
-            openai_responses::build_request(request),
-            Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
-        ),
-        "google-generative-ai" => (
-            google::build_request(request),
-            Decoder::Google(google::Decoder::new(request)),
-        ),
-        "mistral-conversations" => (
-            mistral::build_request(request),
-            Decoder::Mistral(mistral::Decoder::new(request)),
-        ),
-        api @ ("azure-openai-responses" | "openai-codex-responses") => {
-            let built = if api == "azure-openai-responses" {
-                azure_responses::build_request(request)
-            } else {
-                codex_responses::build_request(request)
-            };
-            match built {
-                Ok(http) => (
-                    http,
-                    Decoder::OpenAiResponses(openai_responses::Decoder::new(request)),
-                ),
-                Err(message) => {
-                    fail(message, None);
-                    return;
-                }
-            }
-        }
-        // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
-        "bedrock-converse-stream" => match bedrock::build_request(request, &agent) {
-            Ok(http) => (http, Decoder::Bedrock(bedrock::Decoder::new(request))),
-            Err(message) => {
-                fail(message, None);
-                return;
-            }
-        },
-        "google-vertex" => match vertex::build_request(request, &agent) {
-            Ok(http) => (http, Decoder::Google(google::Decoder::new(request))),
-            Err(message) => {
-                fail(message, None);
-                return;
-            }
-        },
-        other => {
-            fail(format!("No API provider registered for api: {other}"), None);
+    let (http, mut decoder) = match wire_api(request, &agent) {
+        Ok(built) => built,
+        Err(message) => {
+            fail(message, None);
             return;
         }
     };
 
-    let body = match serde_json::to_vec(&http.body) {
+    let body = match &request.history {
+        Some(history) => request_cache::splice(&request.model, &http.body, history)
+            .ok_or_else(|| "the kept history does not fit the request".to_string()),
+        None => serde_json::to_vec(&http.body).map_err(|e| e.to_string()),
+    };
+    let body = match body {
         Ok(body) => body,
         Err(e) => {
             fail(format!("Could not encode the request: {e}"), None);
@@ -445,12 +234,7 @@ fn run_stream(
         .unwrap_or("none")
         .to_string();
     let mut reader = response.into_body().into_reader();
-    let mut parser = sse::SseParser::new();
     let mut buf = vec![0u8; READ_CHUNK];
-    // A 2xx body without a single event (an HTML error page, a proxy's banner) is a failure,
-    // not an empty reply; the body's start goes into the message to show what came instead.
-    let mut saw_event = false;
-    let mut body_start = String::new();
     loop {
         let n = match reader.read(&mut buf) {
             Ok(n) => n,
@@ -461,43 +245,11 @@ fn run_stream(
                 return;
             }
         };
-        let mut produced = Vec::new();
-        if body_start.len() < 200 {
-            body_start.push_str(&String::from_utf8_lossy(&buf[..n.min(200)]));
-        }
-        if n == 0 {
-            for sse in parser.finish() {
-                saw_event = true;
-                produced.extend(decoder.on_sse(&sse));
-            }
-            if !saw_event {
-                let snippet: String = body_start.trim().chars().take(200).collect();
-                fail(
-                    format!(
-                        "The provider's response is not an event stream (content-type: {content_type}): {snippet}"
-                    ),
-                    None,
-                );
-                return;
-            }
-            produced.extend(decoder.on_eof());
-        } else if let Decoder::Bedrock(bedrock) = &mut decoder {
-            // Every byte is checked by the frame CRCs, so any body counts as a stream.
-            saw_event = true;
-            produced.extend(bedrock.on_bytes(&buf[..n]));
+        let produced = if n == 0 {
+            decoder.finish(&content_type)
         } else {
-            if let Err(e) = parser.push(&buf[..n]) {
-                fail(e.to_string(), None);
-                return;
-            }
-            while let Some(sse) = parser.next_event() {
-                saw_event = true;
-                produced.extend(decoder.on_sse(&sse));
-                if decoder.is_finished() {
-                    break;
-                }
-            }
-        }
+            decoder.feed(&buf[..n])
+        };
         for event in produced {
             if !send(event) {
                 return;
@@ -520,7 +272,7 @@ fn open_response(
     body: &[u8],
     decoder: &Decoder,
 ) -> Result<ureq::http::Response<ureq::Body>, retry::EarlyFailure> {
-    let mut builder = net::post(agent, &http.url);
+    let mut builder = crate::net::post(agent, &http.url);
     for (name, value) in &http.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
@@ -561,26 +313,8 @@ fn open_response(
         status: Some(status),
         should_retry,
         server_delay,
-        message: decoder.error_message(status, &text),
+        message: decoder.http_error_message(status, &text),
     })
-}
-
-/// Words the agent's retry classifier knows, as the SDKs phrase them. `mid_stream`: the response
-/// had started, so a broken connection reads as undici's `terminated`.
-fn network_error_message(error: &ureq::Error, mid_stream: bool) -> String {
-    use std::io::ErrorKind;
-    let timed_out = match error {
-        ureq::Error::Timeout(_) => true,
-        ureq::Error::Io(e) => matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock),
-        _ => false,
-    };
-    if timed_out {
-        TIMEOUT_TEXT.to_string()
-    } else if mid_stream {
-        TERMINATED_TEXT.to_string()
-    } else {
-        CONNECTION_ERROR_TEXT.to_string()
-    }
 }
 
 /// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, or an HTTP date: the time left
@@ -606,312 +340,14 @@ fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
     )
 }
 
-/// JavaScript truthiness of a parsed JSON value.
-fn json_truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
-}
-
-/// The SDKs' `APIError.makeMessage(status, error, message)`.
-fn sdk_error_message(status: Option<u16>, error: Option<&Value>, message: Option<&str>) -> String {
-    let from_error = error
-        .filter(|e| json_truthy(e))
-        .map(|e| match e.get("message") {
-            Some(Value::String(m)) if !m.is_empty() => m.clone(),
-            Some(m) if json_truthy(m) => m.to_string(),
-            _ => e.to_string(),
-        });
-    let msg = from_error.or_else(|| message.filter(|m| !m.is_empty()).map(str::to_string));
-    match (status, msg) {
-        (Some(status), Some(msg)) => format!("{status} {msg}"),
-        (Some(status), None) => format!("{status} status code (no body)"),
-        (None, Some(msg)) => msg,
-        (None, None) => "(no status code or body)".to_string(),
-    }
-}
-
-/// Anthropic SDK: the whole JSON body is the error (so pi shows `<status> <JSON>` for Anthropic's
-/// `{"type":"error","error":{…}}`); a body that is not JSON is shown as text.
-pub fn anthropic_http_error_message(status: u16, body: &str) -> String {
-    match serde_json::from_str::<Value>(body) {
-        Ok(json) if json_truthy(&json) => sdk_error_message(Some(status), Some(&json), None),
-        _ => sdk_error_message(Some(status), None, Some(body)),
-    }
-}
-
-/// OpenAI SDK: the `error` member of a JSON body is the error (`<status> <error.message>`);
-/// OpenRouter's `error.metadata.raw` is appended on its own line, as pi does.
-pub fn openai_http_error_message(status: u16, body: &str) -> String {
-    match serde_json::from_str::<Value>(body) {
-        Ok(json) if json_truthy(&json) => {
-            let error = json.get("error");
-            let mut message = sdk_error_message(Some(status), error, None);
-            if let Some(raw) = error.and_then(|e| e.pointer("/metadata/raw"))
-                && json_truthy(raw)
-            {
-                message.push('\n');
-                match raw {
-                    Value::String(s) => message.push_str(s),
-                    other => message.push_str(&other.to_string()),
-                }
-            }
-            message
-        }
-        _ => sdk_error_message(Some(status), None, Some(body)),
-    }
-}
-
-/// `<baseUrl><path>` without a doubled slash (the SDKs' buildURL).
-pub(crate) fn join_url(base: &str, path: &str) -> String {
-    if base.ends_with('/') && path.starts_with('/') {
-        format!("{base}{}", &path[1..])
-    } else {
-        format!("{base}{path}")
-    }
-}
-
-/// The output cap before thinking adjustments: the caller's, else min(model.maxTokens, 32000);
-/// `None` when the model declares no maximum (pi leaves it undefined).
-pub(crate) fn base_max_tokens(request: &StreamRequest) -> Option<u64> {
-    request
-        .max_tokens
-        .or_else(|| (request.model.max_tokens > 0).then(|| request.model.max_tokens.min(32000)))
-}
-
-/// Adds the model's headers, then the request's, to `defaults`; a later header replaces an earlier
-/// one of the same name regardless of case (as the SDKs merge headers).
-pub(crate) fn with_extra_headers(
-    defaults: Vec<(String, String)>,
-    model: &Model,
-    extra: &[(String, String)],
-) -> Vec<(String, String)> {
-    let mut headers = defaults;
-    let model_headers = model
-        .headers
-        .iter()
-        .flatten()
-        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())));
-    for (name, value) in model_headers.chain(extra.iter().cloned()) {
-        headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(&name));
-        headers.push((name, value));
-    }
-    headers
-}
-
-/// `JSON.parse`, retried once on a repaired copy (raw control characters inside strings escaped,
-/// invalid escapes doubled) as pi-ai's `parseJsonWithRepair` does.
-pub(crate) fn parse_json_with_repair(text: &str) -> Result<Value, serde_json::Error> {
-    match serde_json::from_str(text) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            let repaired = repair_json(text);
-            if repaired != text {
-                serde_json::from_str(&repaired)
-            } else {
-                Err(e)
-            }
-        }
-    }
-}
-
-fn repair_json(json: &str) -> String {
-    let chars: Vec<char> = json.chars().collect();
-    let mut out = String::with_capacity(json.len());
-    let mut in_string = false;
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if !in_string {
-            out.push(c);
-            in_string = c == '"';
-            i += 1;
-            continue;
-        }
-        match c {
-            '"' => {
-                out.push(c);
-                in_string = false;
-            }
-            '\\' => match chars.get(i + 1) {
-                None => out.push_str("\\\\"),
-                Some('u')
-                    if chars.len() >= i + 6
-                        && chars[i + 2..i + 6].iter().all(char::is_ascii_hexdigit) =>
-                {
-                    out.extend(&chars[i..i + 6]);
-                    i += 5;
-                }
-                Some(&next) if "\"\\/bfnrtu".contains(next) => {
-                    out.push('\\');
-                    out.push(next);
-                    i += 1;
-                }
-                Some(_) => out.push_str("\\\\"),
-            },
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Tool-call arguments from streamed JSON, as pi-ai's `parseStreamingJson`: empty → `{}`;
-/// complete (possibly repaired) JSON as is; a truncated document is closed at its last complete
-/// value; anything else → `{}`.
-pub fn parse_tool_arguments(partial_json: &str) -> Value {
-    if partial_json.trim().is_empty() {
-        return Value::Object(Default::default());
-    }
-    if let Ok(v) = parse_json_with_repair(partial_json) {
-        return v;
-    }
-    close_partial_json(&repair_json(partial_json))
-        .unwrap_or_else(|| Value::Object(Default::default()))
-}
-
-/// Best effort for a document cut off mid-way: cut back to the last point where a value ended
-/// and close what is open.
-fn close_partial_json(text: &str) -> Option<Value> {
-    // Positions (byte offsets) after which the prefix is a sequence of complete members, with the
-    // stack of open containers at that point.
-    let mut cut_points: Vec<(usize, Vec<char>)> = Vec::new();
-    let mut stack: Vec<char> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for (pos, c) in text.char_indices() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' | '[' => {
-                stack.push(if c == '{' { '}' } else { ']' });
-                cut_points.push((pos + 1, stack.clone()));
-            }
-            '}' | ']' => {
-                stack.pop();
-                cut_points.push((pos + 1, stack.clone()));
-            }
-            ',' => cut_points.push((pos, stack.clone())),
-            _ => {}
-        }
-    }
-    // Try the whole text first (a truncated string or number may still close cleanly).
-    let mut whole = text.to_string();
-    if in_string {
-        if escaped {
-            whole.pop();
-        }
-        whole.push('"');
-    }
-    let closing: String = stack.iter().rev().collect();
-    if let Ok(v) = serde_json::from_str::<Value>(&format!("{whole}{closing}")) {
-        return Some(v);
-    }
-    for (pos, open) in cut_points.iter().rev() {
-        let closing: String = open.iter().rev().collect();
-        if let Ok(v) = serde_json::from_str::<Value>(&format!("{}{closing}", &text[..*pos])) {
-            return Some(v);
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-pub(crate) mod test_support {
-    //! Small builders shared by the provider tests.
-    use super::*;
-    use crate::messages::{
-        AssistantMessage, ContentBlock, TextContent, ToolResultMessage, UserMessage,
-    };
-
-    pub fn model(api: &str, provider: &str, id: &str) -> Model {
-        let mut m = Model::placeholder();
-        m.api = api.into();
-        m.provider = provider.into();
-        m.id = id.into();
-        m.name = id.into();
-        m.input = vec!["text".into()];
-        m.max_tokens = 32000;
-        m.context_window = 200000;
-        m
-    }
-
-    pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
-        StreamRequest {
-            model,
-            api_key: "KEY".into(),
-            headers: Vec::new(),
-            system_prompt: String::new(),
-            messages,
-            tools: Vec::new(),
-            thinking: ThinkingLevel::Off,
-            thinking_budgets: [None; 4],
-            max_tokens: None,
-            session_id: "session-1".into(),
-            idle_timeout: Duration::from_secs(5),
-            provider_retry: retry::ProviderRetry::default(),
-        }
-    }
-
-    pub fn user(text: &str) -> AgentMessage {
-        let mut u = UserMessage::new(text, vec![]);
-        u.timestamp = 1;
-        AgentMessage::User(u)
-    }
-
-    pub fn assistant(
-        api: &str,
-        provider: &str,
-        model: &str,
-        content: Vec<ContentBlock>,
-    ) -> AssistantMessage {
-        let mut a = AssistantMessage::empty(api, provider, model);
-        a.content = content;
-        a.timestamp = 2;
-        a
-    }
-
-    pub fn tool_result(id: &str, name: &str, text: &str, is_error: bool) -> AgentMessage {
-        AgentMessage::ToolResult(ToolResultMessage {
-            tool_call_id: id.into(),
-            tool_name: name.into(),
-            content: vec![ContentBlock::Text(TextContent::new(text))],
-            details: None,
-            usage: None,
-            is_error,
-            timestamp: 3,
-            extra: Default::default(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! Loopback tests of the whole thread: a one-shot HTTP server on 127.0.0.1 serves a scripted
     //! reply and records the request it got.
     use super::test_support::{model, request, user};
     use super::*;
+    use crate::messages::StopReason;
     use crossbeam_channel::{Receiver, bounded};
-    use serde_json::json;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::time::Instant;
@@ -1070,7 +506,7 @@ mod tests {
                 .contains("x-api-key: sk-secret-key\r\n")
         );
         assert!(recorded.head.contains("anthropic-version: 2023-06-01\r\n"));
-        let body: Value = serde_json::from_slice(&recorded.body).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&recorded.body).unwrap();
         assert_eq!(body, anthropic::build_request(&r).body);
     }
 
@@ -1237,61 +673,5 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-    }
-
-    #[test]
-    fn http_error_texts_follow_the_sdks() {
-        assert_eq!(
-            anthropic_http_error_message(502, "Bad gateway"),
-            "502 Bad gateway"
-        );
-        assert_eq!(
-            anthropic_http_error_message(503, ""),
-            "503 status code (no body)"
-        );
-        assert_eq!(
-            anthropic_http_error_message(400, r#"{"message":"m"}"#),
-            "400 m"
-        );
-        assert_eq!(
-            openai_http_error_message(429, r#"{"detail":"x"}"#),
-            "429 status code (no body)"
-        );
-        assert_eq!(
-            openai_http_error_message(404, "<html>nope</html>"),
-            "404 <html>nope</html>"
-        );
-        assert_eq!(
-            openai_http_error_message(400, r#"{"error":{"code":1}}"#),
-            r#"400 {"code":1}"#
-        );
-        assert_eq!(
-            openai_http_error_message(
-                502,
-                r#"{"error":{"message":"Provider returned error","metadata":{"raw":"upstream down"}}}"#
-            ),
-            "502 Provider returned error\nupstream down"
-        );
-    }
-
-    #[test]
-    fn tool_arguments_parse_like_pi() {
-        assert_eq!(parse_tool_arguments(""), json!({}));
-        assert_eq!(parse_tool_arguments(r#"{"a":1}"#), json!({"a":1}));
-        assert_eq!(
-            parse_tool_arguments("{\"a\":\"x\ny\"}"),
-            json!({"a":"x\ny"})
-        );
-        assert_eq!(
-            parse_tool_arguments(r#"{"a":"C:\d"}"#),
-            json!({"a":"C:\\d"})
-        );
-        assert_eq!(
-            parse_tool_arguments(r#"{"path":"a.t"#),
-            json!({"path":"a.t"})
-        );
-        assert_eq!(parse_tool_arguments(r#"{"a":1,"b":"#), json!({"a":1}));
-        assert_eq!(parse_tool_arguments(r#"{"a":[1,2"#), json!({"a":[1,2]}));
-        assert_eq!(parse_tool_arguments("nonsense"), json!({}));
     }
 }

@@ -10,14 +10,17 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::decode::{Emitter, WireDecoder, token_count};
+use super::error_text::{openai_http_error_message, sdk_error_message};
+use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
-use super::{
-    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    base_max_tokens, cache_retention_from_env, join_url, with_extra_headers,
+use super::transform::{id_chars, transform_messages};
+use super::types::{
+    BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use crate::js::js_truthy;
+use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, joined_text};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -178,20 +181,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     let headers = with_extra_headers(headers, model, &super::copilot::extra_headers(request));
 
     // Thinking level as pi-ai's streamSimpleOpenAICompletions passes it: clamped, off → none.
-    let effort = match request.thinking {
-        ThinkingLevel::Off => None,
-        level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-    };
-    let mapped_effort = |level: ThinkingLevel| -> Value {
-        match model
-            .thinking_level_map
-            .as_ref()
-            .and_then(|m| m.get(level.as_str()))
-        {
-            Some(v) if !v.is_null() => v.clone(),
-            _ => json!(level.as_str()),
-        }
-    };
+    let effort = thinking_level(request);
+    let mapped_effort = |level: ThinkingLevel| mapped_effort(model, level, level.as_str());
 
     let mut messages = convert_messages(request, &compat);
     let mut body = Map::new();
@@ -309,7 +300,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             .compat
             .as_ref()
             .and_then(|c| c.get("openRouterRouting"))
-        && super::json_truthy(routing)
+        && js_truthy(routing)
     {
         body.insert("provider".into(), routing.clone());
     }
@@ -321,7 +312,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     {
         let mut gateway = Map::new();
         for key in ["only", "order"] {
-            if let Some(v) = routing.get(key).filter(|v| super::json_truthy(v)) {
+            if let Some(v) = routing.get(key).filter(|v| js_truthy(v)) {
                 gateway.insert(key.into(), v.clone());
             }
         }
@@ -331,14 +322,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 
     HttpRequest {
-        url: join_url(
-            if model.base_url.is_empty() {
-                DEFAULT_BASE_URL
-            } else {
-                &model.base_url
-            },
-            "/chat/completions",
-        ),
+        url: api_url(model, DEFAULT_BASE_URL, "/chat/completions"),
         headers,
         body: Value::Object(body),
     }
@@ -356,17 +340,7 @@ fn has_tool_history(messages: &[AgentMessage]) -> bool {
 /// OpenAI's 40 characters; `openai` itself gets over-long ids cut.
 fn normalize_tool_call_id(model: &Model, id: &str) -> String {
     if let Some((call_id, _)) = id.split_once('|') {
-        return call_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(40)
-            .collect();
+        return id_chars(call_id, 40);
     }
     if model.provider == "openai" && id.chars().count() > 40 {
         return id.chars().take(40).collect();
@@ -425,15 +399,7 @@ fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
             AgentMessage::ToolResult(_) => {
                 let mut images = Vec::new();
                 while let Some(AgentMessage::ToolResult(result)) = transformed.get(i) {
-                    let texts: Vec<&str> = result
-                        .content
-                        .iter()
-                        .filter_map(|b| match b {
-                            ContentBlock::Text(t) => Some(t.text.as_str()),
-                            _ => None,
-                        })
-                        .collect();
-                    let text = texts.join("\n");
+                    let text = joined_text(&result.content, "\n");
                     let content = if text.is_empty() {
                         "(see attached image)".to_string()
                     } else {
@@ -548,7 +514,7 @@ fn convert_assistant(
             .filter_map(|c| c.thought_signature.as_deref())
             .filter(|s| !s.is_empty())
             .filter_map(|s| serde_json::from_str::<Value>(s).ok())
-            .filter(super::json_truthy)
+            .filter(js_truthy)
             .collect();
         if !details.is_empty() {
             message.insert("reasoning_details".into(), Value::Array(details));
@@ -617,11 +583,7 @@ fn mark_last_text(message: &mut Value, cache_control: &Value) -> bool {
 
 /// pi-ai `parseChunkUsage`: cached tokens split into reads and writes, input without them.
 fn parse_usage(raw: &Value) -> Usage {
-    let number = |v: &Value| {
-        v.as_f64()
-            .filter(|f| f.is_finite() && *f > 0.0)
-            .unwrap_or(0.0) as u64
-    };
+    let number = token_count;
     let prompt = number(&raw["prompt_tokens"]);
     let details = &raw["prompt_tokens_details"];
     // `??`: only a missing/null value falls through to the next source.
@@ -677,7 +639,7 @@ enum BlockState {
 /// Chat Completions chunks → `StreamEvent`s.
 pub struct Decoder {
     model_id: String,
-    /// Blocks in content order.
+    /// Blocks in content order (all stay open until the stream ends).
     blocks: Vec<BlockState>,
     text_block: Option<usize>,
     thinking_block: Option<usize>,
@@ -687,7 +649,6 @@ pub struct Decoder {
     response_model: Option<String>,
     stop_reason: StopReason,
     error_message: Option<String>,
-    finished: bool,
 }
 
 impl Decoder {
@@ -703,63 +664,10 @@ impl Decoder {
             response_model: None,
             stop_reason: StopReason::Stop,
             error_message: None,
-            finished: false,
         }
     }
 
-    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if sse.data.starts_with("[DONE]") {
-            self.finish(&mut out);
-            return out;
-        }
-        let chunk: Value = match serde_json::from_str(&sse.data) {
-            Ok(v) => v,
-            Err(e) => {
-                self.fail(
-                    &mut out,
-                    format!("Could not parse stream chunk as JSON: {e}"),
-                );
-                return out;
-            }
-        };
-        // The SDK turns a chunk carrying `error` into an APIError without a status.
-        if let Some(error) = chunk.get("error").filter(|e| super::json_truthy(e)) {
-            let mut message = super::sdk_error_message(None, Some(error), None);
-            if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str)
-                && !raw.is_empty()
-            {
-                message.push('\n');
-                message.push_str(raw);
-            }
-            self.fail(&mut out, message);
-            return out;
-        }
-        if !chunk.is_object() {
-            return out;
-        }
-        self.on_chunk(&chunk, &mut out);
-        out
-    }
-
-    /// End of body: same as `[DONE]` (the SDK does not require it).
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if !self.finished {
-            self.finish(&mut out);
-        }
-        out
-    }
-
-    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Emitter) {
         let mut meta_changed = false;
         if self.response_id.is_none()
             && let Some(id) = chunk["id"].as_str().filter(|s| !s.is_empty())
@@ -776,23 +684,20 @@ impl Decoder {
             meta_changed = true;
         }
         if meta_changed {
-            out.push(StreamEvent::Meta {
-                response_id: self.response_id.clone(),
-                response_model: self.response_model.clone(),
-            });
+            out.meta(self.response_id.clone(), self.response_model.clone());
         }
-        let chunk_usage = chunk.get("usage").filter(|u| super::json_truthy(u));
+        let chunk_usage = chunk.get("usage").filter(|u| js_truthy(u));
         if let Some(usage) = chunk_usage {
-            out.push(StreamEvent::Usage(parse_usage(usage)));
+            out.usage(parse_usage(usage));
         }
         let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
             return;
         };
         // Some servers (Moonshot) put usage on the choice.
         if chunk_usage.is_none()
-            && let Some(usage) = choice.get("usage").filter(|u| super::json_truthy(u))
+            && let Some(usage) = choice.get("usage").filter(|u| js_truthy(u))
         {
-            out.push(StreamEvent::Usage(parse_usage(usage)));
+            out.usage(parse_usage(usage));
         }
         if let Some(reason) = choice["finish_reason"].as_str().filter(|r| !r.is_empty()) {
             let (stop, message) = map_finish_reason(reason);
@@ -814,10 +719,7 @@ impl Decoder {
                     index
                 }
             };
-            out.push(StreamEvent::Delta {
-                index,
-                delta: text.to_string(),
-            });
+            out.delta(index, text);
         }
         // The first non-empty reasoning field wins (some servers send the same text twice).
         let reasoning = ["reasoning_content", "reasoning", "reasoning_text"]
@@ -843,10 +745,7 @@ impl Decoder {
                     index
                 }
             };
-            out.push(StreamEvent::Delta {
-                index,
-                delta: text.to_string(),
-            });
+            out.delta(index, text);
         }
         if let Some(calls) = delta["tool_calls"].as_array() {
             for call in calls {
@@ -856,7 +755,7 @@ impl Decoder {
         if let Some(details) = delta["reasoning_details"].as_array() {
             for detail in details {
                 let encrypted = detail["type"] == "reasoning.encrypted"
-                    && detail.get("data").is_some_and(super::json_truthy);
+                    && detail.get("data").is_some_and(js_truthy);
                 let Some(id) = detail["id"]
                     .as_str()
                     .filter(|id| encrypted && !id.is_empty())
@@ -874,7 +773,7 @@ impl Decoder {
         }
     }
 
-    fn tool_call_delta(&mut self, call: &Value, out: &mut Vec<StreamEvent>) {
+    fn tool_call_delta(&mut self, call: &Value, out: &mut Emitter) {
         let stream_index = call["index"].as_u64();
         let id = call["id"].as_str().filter(|s| !s.is_empty());
         let name = call["function"]["name"].as_str().unwrap_or("");
@@ -908,28 +807,16 @@ impl Decoder {
                 *block_id = id.to_string();
             }
         }
-        let arguments = call["function"]["arguments"].as_str().unwrap_or("");
-        out.push(StreamEvent::Delta {
-            index,
-            delta: arguments.to_string(),
-        });
+        out.delta(index, call["function"]["arguments"].as_str().unwrap_or(""));
     }
 
-    fn start_block(
-        &mut self,
-        state: BlockState,
-        kind: BlockKind,
-        out: &mut Vec<StreamEvent>,
-    ) -> usize {
-        let index = self.blocks.len();
+    fn start_block(&mut self, state: BlockState, kind: BlockKind, out: &mut Emitter) -> usize {
         self.blocks.push(state);
-        out.push(StreamEvent::BlockStart { index, kind });
-        index
+        out.start(kind)
     }
 
     /// pi closes every block at the end of the stream, in content order, then reports the outcome.
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) {
-        self.finished = true;
+    fn finish(&mut self, out: &mut Emitter) {
         for (index, block) in self.blocks.iter().enumerate() {
             let signature = match block {
                 BlockState::Text => None,
@@ -938,7 +825,7 @@ impl Decoder {
                     thought_signature, ..
                 } => thought_signature.clone(),
             };
-            out.push(StreamEvent::BlockEnd { index, signature });
+            out.end(index, signature);
         }
         let error_message = match self.stop_reason {
             StopReason::Error => Some(
@@ -948,26 +835,53 @@ impl Decoder {
             ),
             _ => None,
         };
-        out.push(StreamEvent::Done {
-            stop_reason: self.stop_reason,
-            error_message,
-        });
+        out.done_with_message(self.stop_reason, error_message);
+    }
+}
+
+impl WireDecoder for Decoder {
+    fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+        if sse.data.starts_with("[DONE]") {
+            self.finish(out);
+            return;
+        }
+        let Some(chunk) = out.parse_json(&sse.data, "stream chunk") else {
+            return;
+        };
+        // The SDK turns a chunk carrying `error` into an APIError without a status.
+        if let Some(error) = chunk.get("error").filter(|e| js_truthy(e)) {
+            let mut message = sdk_error_message(None, Some(error), None);
+            if let Some(raw) = error.pointer("/metadata/raw").and_then(Value::as_str)
+                && !raw.is_empty()
+            {
+                message.push('\n');
+                message.push_str(raw);
+            }
+            out.fail(message);
+            return;
+        }
+        if chunk.is_object() {
+            self.on_chunk(&chunk, out);
+        }
     }
 
-    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
-        self.finished = true;
-        out.push(StreamEvent::Failed(ProviderError {
-            message,
-            retry_after: None,
-        }));
+    /// End of body: same as `[DONE]` (the SDK does not require it).
+    fn on_eof(&mut self, out: &mut Emitter) {
+        self.finish(out);
+    }
+
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        openai_http_error_message(status, body)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
-    use super::super::test_support::{assistant, model, request, tool_result, user};
+    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
+    use super::super::test_support::{assistant, header, model, request, tool_result, user};
+    use super::super::types::{ProviderError, StreamEvent};
     use super::*;
+    use crate::messages::ToolSpec;
     use crate::messages::{ImageContent, TextContent, ThinkingContent, ToolCall};
 
     fn openai_model(provider: &str, base_url: &str, reasoning: bool) -> Model {
@@ -976,13 +890,6 @@ mod tests {
         m.reasoning = reasoning;
         m.max_tokens = 16384;
         m
-    }
-
-    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
-        req.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
     }
 
     #[test]
@@ -1136,10 +1043,7 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(openai_model("mock", "http://x/v1", true), vec![]);
-        super::super::decode_in_parts(
-            super::super::Decoder::OpenAiCompletions(Decoder::new(&r)),
-            &[stream.as_bytes()],
-        )
+        decode_in_parts(Decoder::new(&r), &[stream.as_bytes()])
     }
 
     pub(crate) const PARALLEL_TOOLS: &str = r#"data: {"id":"chatcmpl-1","model":"gpt-test-2025","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Plan"}}]}
@@ -1236,9 +1140,7 @@ data: [DONE]
     #[test]
     fn every_split_point_decodes_the_same() {
         let r = request(openai_model("mock", "http://x/v1", true), vec![]);
-        super::super::assert_every_split_decodes_the_same(PARALLEL_TOOLS, &|| {
-            super::super::Decoder::OpenAiCompletions(Decoder::new(&r))
-        });
+        assert_every_split_decodes_the_same(PARALLEL_TOOLS, &|| Decoder::new(&r));
     }
 
     #[test]

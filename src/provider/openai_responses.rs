@@ -12,29 +12,28 @@
 //! with `Failed` on an `error` event, a `response.failed` event, an error chunk or an unparsable
 //! event.
 
-use crate::js::js_string;
+use crate::js::{js_string, js_truthy};
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::decode::{Emitter, WireDecoder, token_count};
+use super::error_text::{openai_http_error_message, sdk_error_message};
+use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
 use super::sse::SseEvent;
-use super::transform::transform_messages;
-use super::{
-    BlockKind, CacheRetention, HttpRequest, ProviderError, StreamEvent, StreamRequest,
-    base_max_tokens, cache_retention_from_env, join_url, with_extra_headers,
+use super::transform::{id_chars, transform_messages};
+use super::types::{
+    BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
-use crate::config::{Model, ThinkingLevel};
+use crate::config::Model;
 use crate::messages::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent,
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent, has_images,
+    joined_text,
 };
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-/// The Codex backend's API name; its decoder maps events first.
-const CODEX_API: &str = "openai-codex-responses";
 /// Providers whose tool-call ids keep the `call_id|item_id` pair when replayed.
 const COMPOSITE_ID_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
-/// What pi reports when a response ends in a failed or cancelled status.
-const UNKNOWN_ERROR_TEXT: &str = "An unknown error occurred";
 
 /// The request pi would send, with cache retention taken from the environment.
 pub fn build_request(request: &StreamRequest) -> HttpRequest {
@@ -80,53 +79,53 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         body.insert("prompt_cache_retention".into(), json!("24h"));
     }
     body.insert("store".into(), json!(false));
-    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
-        body.insert("max_output_tokens".into(), json!(max_tokens));
-    }
-    if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request, json!(false)));
-    }
-    if model.reasoning {
-        let level = match request.thinking {
-            ThinkingLevel::Off => None,
-            level => Some(model.clamp_thinking_level(level)).filter(|l| *l != ThinkingLevel::Off),
-        };
-        let level_map = model.thinking_level_map.as_ref();
-        if let Some(level) = level {
-            let effort = match level_map.and_then(|m| m.get(level.as_str())) {
-                Some(v) if !v.is_null() => v.clone(),
-                _ => json!(level.as_str()),
-            };
-            body.insert(
-                "reasoning".into(),
-                json!({"effort": effort, "summary": "auto"}),
-            );
-            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
-        } else {
-            // Reasoning models think by default: say "none" unless the model has no off level.
-            let off = level_map.and_then(|m| m.get("off"));
-            if model.provider != "github-copilot" && !off.is_some_and(Value::is_null) {
-                let effort = off.cloned().unwrap_or_else(|| json!("none"));
-                body.insert("reasoning".into(), json!({"effort": effort}));
-            }
-        }
-    }
+    // pi does not tell Copilot's reasoning models to stop reasoning.
+    let off_says_none = model.provider != "github-copilot";
+    insert_limits_tools_and_reasoning(&mut body, request, off_says_none);
 
     HttpRequest {
-        url: join_url(
-            if model.base_url.is_empty() {
-                DEFAULT_BASE_URL
-            } else {
-                &model.base_url
-            },
-            "/responses",
-        ),
+        url: api_url(model, DEFAULT_BASE_URL, "/responses"),
         headers,
         body: Value::Object(body),
     }
 }
 
 /// The tools as Responses function tools (`strict` as the client sends it).
+/// The body members both Responses builders (this one and Azure's) end with, in this order: the
+/// output cap, the tools, the reasoning settings. With thinking off, a reasoning model is told
+/// `none` (its `off` mapping) when `off_says_none`, unless it maps `off` to nothing.
+pub(crate) fn insert_limits_tools_and_reasoning(
+    body: &mut Map<String, Value>,
+    request: &StreamRequest,
+    off_says_none: bool,
+) {
+    let model = &request.model;
+    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
+        body.insert("max_output_tokens".into(), json!(max_tokens));
+    }
+    if !request.tools.is_empty() {
+        body.insert("tools".into(), tools_json(request, json!(false)));
+    }
+    if !model.reasoning {
+        return;
+    }
+    if let Some(level) = thinking_level(request) {
+        let effort = mapped_effort(model, level, level.as_str());
+        body.insert(
+            "reasoning".into(),
+            json!({"effort": effort, "summary": "auto"}),
+        );
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    } else {
+        // Reasoning models think by default: say "none" unless the model has no off level.
+        let off = model.thinking_level_map.as_ref().and_then(|m| m.get("off"));
+        if off_says_none && !off.is_some_and(Value::is_null) {
+            let effort = off.cloned().unwrap_or_else(|| json!("none"));
+            body.insert("reasoning".into(), json!({"effort": effort}));
+        }
+    }
+}
+
 pub(crate) fn tools_json(request: &StreamRequest, strict: Value) -> Value {
     let tools = request.tools.iter().map(|tool| {
         json!({"type": "function", "name": tool.name, "description": tool.description,
@@ -173,18 +172,7 @@ fn to_base36(mut n: u32) -> String {
 
 /// Characters outside `[A-Za-z0-9_-]` become `_`, at most 64 are kept, trailing `_` dropped.
 fn normalize_id_part(part: &str) -> String {
-    let sanitized: String = part
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    sanitized.trim_end_matches('_').to_string()
+    id_chars(part, 64).trim_end_matches('_').to_string()
 }
 
 /// Tool-call ids written by another model, as pi rewrites them for this one. `source` is the
@@ -304,19 +292,8 @@ pub(crate) fn convert_input_with(
                 input.extend(items);
             }
             AgentMessage::ToolResult(result) => {
-                let texts: Vec<&str> = result
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                let text = texts.join("\n");
-                let has_images = result
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::Image(_)));
+                let text = joined_text(&result.content, "\n");
+                let has_images = has_images(&result.content);
                 let output = if has_images && model.supports_images() {
                     let mut parts = Vec::new();
                     if !text.is_empty() {
@@ -423,18 +400,10 @@ fn convert_assistant(
 
 /// `a || b` on a JSON member: the member when truthy, else `fallback`.
 fn truthy_or(value: Option<&Value>, fallback: &str) -> String {
-    match value.filter(|v| super::json_truthy(v)) {
+    match value.filter(|v| js_truthy(v)) {
         Some(v) => js_string(Some(v)),
         None => fallback.to_string(),
     }
-}
-
-/// A number member, or 0 (`x || 0`).
-fn count(value: &Value) -> u64 {
-    value
-        .as_f64()
-        .filter(|f| f.is_finite() && *f > 0.0)
-        .unwrap_or(0.0) as u64
 }
 
 fn map_status(status: Option<&str>) -> Result<StopReason, String> {
@@ -474,88 +443,46 @@ enum Current {
 
 /// Responses stream events → `StreamEvent`s.
 pub struct Decoder {
-    next_index: usize,
     current: Current,
     has_tool_call: bool,
     response_id: Option<String>,
-    finished: bool,
-    /// The ChatGPT Codex backend: pi reads its stream without the OpenAI SDK and maps its events
-    /// first (`mapCodexEvents`), and reads its HTTP errors its own way.
-    codex: bool,
+    /// A backend pi reads without the OpenAI SDK (ChatGPT Codex) maps each event's data first
+    /// (`Ok(None)` skips it, `Err` ends the stream).
+    map_event: Option<EventMapping>,
+    /// The error text of a failed HTTP response, as the request's client words it.
+    http_error_message: fn(u16, &str) -> String,
 }
 
+/// A backend's own reading of an event's data, before the Responses mapping.
+pub(crate) type EventMapping = fn(&str) -> Result<Option<Value>, String>;
+
 impl Decoder {
-    pub fn new(request: &StreamRequest) -> Decoder {
+    /// The decoder of OpenAI's Responses stream, read as the OpenAI SDK reads it.
+    pub fn new(_request: &StreamRequest) -> Decoder {
         Decoder {
-            next_index: 0,
             current: Current::None,
             has_tool_call: false,
             response_id: None,
-            finished: false,
-            codex: request.model.api == CODEX_API,
+            map_event: None,
+            http_error_message: openai_http_error_message,
         }
     }
 
-    /// The error text of a failed HTTP response, as the request's client words it.
-    pub fn http_error_message(&self, status: u16, body: &str) -> String {
-        if self.codex {
-            super::codex_responses::http_error_message(status, body)
-        } else {
-            super::openai_http_error_message(status, body)
+    /// The decoder of a backend that speaks the Responses stream through its own client.
+    pub(crate) fn with_client(
+        map_event: EventMapping,
+        http_error_message: fn(u16, &str) -> String,
+    ) -> Decoder {
+        Decoder {
+            current: Current::None,
+            has_tool_call: false,
+            response_id: None,
+            map_event: Some(map_event),
+            http_error_message,
         }
     }
 
-    /// True once a terminal event (`Done`/`Failed`) was produced; later input is ignored.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub fn on_sse(&mut self, sse: &SseEvent) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if sse.data.starts_with("[DONE]") {
-            self.done(StopReason::Stop, &mut out);
-            return out;
-        }
-        if self.codex {
-            match super::codex_responses::map_event(&sse.data) {
-                Ok(Some(event)) => self.on_event(&event, &mut out),
-                Ok(None) => {}
-                Err(message) => self.fail(&mut out, message),
-            }
-            return out;
-        }
-        let event: Value = match serde_json::from_str(&sse.data) {
-            Ok(v) => v,
-            Err(e) => {
-                self.fail(
-                    &mut out,
-                    format!("Could not parse stream event as JSON: {e}"),
-                );
-                return out;
-            }
-        };
-        // The SDK turns any event carrying `error` into an APIError without a status.
-        if let Some(error) = event.get("error").filter(|e| super::json_truthy(e)) {
-            self.fail(&mut out, super::sdk_error_message(None, Some(error), None));
-            return out;
-        }
-        self.on_event(&event, &mut out);
-        out
-    }
-
-    /// End of body without `response.completed`: pi keeps the reply as it stands.
-    pub fn on_eof(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        if !self.finished {
-            self.done(StopReason::Stop, &mut out);
-        }
-        out
-    }
-
-    fn on_event(&mut self, event: &Value, out: &mut Vec<StreamEvent>) {
+    fn on_event(&mut self, event: &Value, out: &mut Emitter) {
         let kind = event["type"].as_str().unwrap_or("");
         match kind {
             "response.created" => {
@@ -615,10 +542,7 @@ impl Decoder {
                 {
                     let delta = js_string(event.get("delta"));
                     emitted.push_str(&delta);
-                    out.push(StreamEvent::Delta {
-                        index: *index,
-                        delta,
-                    });
+                    out.delta(*index, delta);
                 }
             }
             "response.function_call_arguments.delta" => {
@@ -629,10 +553,7 @@ impl Decoder {
                 {
                     let delta = js_string(event.get("delta"));
                     partial_json.push_str(&delta);
-                    out.push(StreamEvent::Delta {
-                        index: *index,
-                        delta,
-                    });
+                    out.delta(*index, delta);
                 }
             }
             "response.function_call_arguments.done" => {
@@ -643,10 +564,7 @@ impl Decoder {
                 {
                     let arguments = event["arguments"].as_str().unwrap_or("");
                     match arguments.strip_prefix(partial_json.as_str()) {
-                        Some(rest) if !rest.is_empty() => out.push(StreamEvent::Delta {
-                            index: *index,
-                            delta: rest.to_string(),
-                        }),
+                        Some(rest) if !rest.is_empty() => out.delta(*index, rest.to_string()),
                         Some(_) => {}
                         None => log::debug!("final tool arguments differ from the streamed ones"),
                     }
@@ -661,14 +579,14 @@ impl Decoder {
                     js_string(event.get("code")),
                     js_string(event.get("message"))
                 );
-                self.fail(out, message);
+                out.fail(message);
             }
             "response.failed" => {
                 let response = &event["response"];
-                let error = response.get("error").filter(|e| super::json_truthy(e));
+                let error = response.get("error").filter(|e| js_truthy(e));
                 let reason = response
                     .pointer("/incomplete_details/reason")
-                    .filter(|r| super::json_truthy(r));
+                    .filter(|r| js_truthy(r));
                 let message = match (error, reason) {
                     (Some(error), _) => format!(
                         "{}: {}",
@@ -678,33 +596,23 @@ impl Decoder {
                     (None, Some(reason)) => format!("incomplete: {}", js_string(Some(reason))),
                     (None, None) => "Unknown error (no error details in response)".to_string(),
                 };
-                self.fail(out, message);
+                out.fail(message);
             }
             _ => {}
         }
     }
 
-    fn set_response_id(&mut self, id: &str, out: &mut Vec<StreamEvent>) {
+    fn set_response_id(&mut self, id: &str, out: &mut Emitter) {
         if self.response_id.as_deref() != Some(id) {
             self.response_id = Some(id.to_string());
-            out.push(StreamEvent::Meta {
-                response_id: self.response_id.clone(),
-                response_model: None,
-            });
+            out.meta(self.response_id.clone(), None);
         }
     }
 
-    fn start_block(&mut self, kind: BlockKind, out: &mut Vec<StreamEvent>) -> usize {
-        let index = self.next_index;
-        self.next_index += 1;
-        out.push(StreamEvent::BlockStart { index, kind });
-        index
-    }
-
-    fn item_added(&mut self, item: &Value, out: &mut Vec<StreamEvent>) {
+    fn item_added(&mut self, item: &Value, out: &mut Emitter) {
         match item["type"].as_str().unwrap_or("") {
             "reasoning" => {
-                let index = self.start_block(BlockKind::Thinking { redacted: false }, out);
+                let index = out.start(BlockKind::Thinking { redacted: false });
                 self.current = Current::Reasoning {
                     index,
                     summary_parts: item["summary"].as_array().map_or(0, Vec::len),
@@ -713,7 +621,7 @@ impl Decoder {
                 };
             }
             "message" => {
-                let index = self.start_block(BlockKind::Text, out);
+                let index = out.start(BlockKind::Text);
                 let last_part = item["content"]
                     .as_array()
                     .and_then(|parts| parts.last())
@@ -733,14 +641,11 @@ impl Decoder {
                     js_string(item.get("id"))
                 );
                 let name = js_string(item.get("name"));
-                let index = self.start_block(BlockKind::ToolCall { id, name }, out);
+                let index = out.start(BlockKind::ToolCall { id, name });
                 self.has_tool_call = true;
                 let initial = item["arguments"].as_str().unwrap_or("").to_string();
                 if !initial.is_empty() {
-                    out.push(StreamEvent::Delta {
-                        index,
-                        delta: initial.clone(),
-                    });
+                    out.delta(index, initial.clone());
                 }
                 self.current = Current::FunctionCall {
                     index,
@@ -752,7 +657,7 @@ impl Decoder {
     }
 
     /// A thinking delta, preceded by any held-back part separator.
-    fn thinking_delta(&mut self, delta: String, out: &mut Vec<StreamEvent>) {
+    fn thinking_delta(&mut self, delta: String, out: &mut Emitter) {
         if let Current::Reasoning {
             index,
             emitted,
@@ -763,20 +668,14 @@ impl Decoder {
             if !pending.is_empty() {
                 let separator = std::mem::take(pending);
                 emitted.push_str(&separator);
-                out.push(StreamEvent::Delta {
-                    index: *index,
-                    delta: separator,
-                });
+                out.delta(*index, separator);
             }
             emitted.push_str(&delta);
-            out.push(StreamEvent::Delta {
-                index: *index,
-                delta,
-            });
+            out.delta(*index, delta);
         }
     }
 
-    fn item_done(&mut self, item: &Value, out: &mut Vec<StreamEvent>) {
+    fn item_done(&mut self, item: &Value, out: &mut Emitter) {
         let item_type = item["type"].as_str().unwrap_or("");
         match std::mem::replace(&mut self.current, Current::None) {
             Current::Reasoning {
@@ -808,10 +707,7 @@ impl Decoder {
                     format!("{emitted}{pending}")
                 };
                 emit_remainder(index, &emitted, &final_text, out);
-                out.push(StreamEvent::BlockEnd {
-                    index,
-                    signature: Some(item.to_string()),
-                });
+                out.end(index, Some(item.to_string()));
             }
             Current::Message { index, emitted, .. } if item_type == "message" => {
                 let final_text: String = item["content"]
@@ -835,13 +731,10 @@ impl Decoder {
                 if let Some(id) = item.get("id").filter(|v| !v.is_null()) {
                     signature.insert("id".into(), id.clone());
                 }
-                if let Some(phase) = item.get("phase").filter(|p| super::json_truthy(p)) {
+                if let Some(phase) = item.get("phase").filter(|p| js_truthy(p)) {
                     signature.insert("phase".into(), phase.clone());
                 }
-                out.push(StreamEvent::BlockEnd {
-                    index,
-                    signature: Some(Value::Object(signature).to_string()),
-                });
+                out.end(index, Some(Value::Object(signature).to_string()));
             }
             Current::FunctionCall {
                 index,
@@ -851,15 +744,9 @@ impl Decoder {
                 if partial_json.is_empty()
                     && let Some(arguments) = item["arguments"].as_str().filter(|a| !a.is_empty())
                 {
-                    out.push(StreamEvent::Delta {
-                        index,
-                        delta: arguments.to_string(),
-                    });
+                    out.delta(index, arguments.to_string());
                 }
-                out.push(StreamEvent::BlockEnd {
-                    index,
-                    signature: None,
-                });
+                out.end(index, None);
             }
             other => {
                 // An item finishing that is not the one streaming: nothing to close. pi forgets
@@ -871,55 +758,69 @@ impl Decoder {
         }
     }
 
-    fn completed(&mut self, response: &Value, out: &mut Vec<StreamEvent>) {
+    fn completed(&mut self, response: &Value, out: &mut Emitter) {
         if let Some(id) = response["id"].as_str().filter(|id| !id.is_empty()) {
             self.set_response_id(id, out);
         }
-        if let Some(usage) = response.get("usage").filter(|u| super::json_truthy(u)) {
-            let cached = count(&usage["input_tokens_details"]["cached_tokens"]);
-            out.push(StreamEvent::Usage(Usage {
-                input: count(&usage["input_tokens"]).saturating_sub(cached),
-                output: count(&usage["output_tokens"]),
+        if let Some(usage) = response.get("usage").filter(|u| js_truthy(u)) {
+            let cached = token_count(&usage["input_tokens_details"]["cached_tokens"]);
+            out.usage(Usage {
+                input: token_count(&usage["input_tokens"]).saturating_sub(cached),
+                output: token_count(&usage["output_tokens"]),
                 cache_read: cached,
                 cache_write: 0,
-                total_tokens: count(&usage["total_tokens"]),
+                total_tokens: token_count(&usage["total_tokens"]),
                 ..Usage::default()
-            }));
+            });
         }
         match map_status(response["status"].as_str()) {
-            Ok(StopReason::Stop) if self.has_tool_call => self.done(StopReason::ToolUse, out),
-            Ok(stop) => self.done(stop, out),
-            Err(message) => self.fail(out, message),
+            Ok(StopReason::Stop) if self.has_tool_call => out.done(StopReason::ToolUse),
+            Ok(stop) => out.done(stop),
+            Err(message) => out.fail(message),
         }
     }
+}
 
-    fn done(&mut self, stop_reason: StopReason, out: &mut Vec<StreamEvent>) {
-        self.finished = true;
-        let error_message =
-            (stop_reason == StopReason::Error).then(|| UNKNOWN_ERROR_TEXT.to_string());
-        out.push(StreamEvent::Done {
-            stop_reason,
-            error_message,
-        });
+impl WireDecoder for Decoder {
+    fn on_sse(&mut self, sse: &SseEvent, out: &mut Emitter) {
+        if sse.data.starts_with("[DONE]") {
+            out.done(StopReason::Stop);
+            return;
+        }
+        if let Some(map_event) = self.map_event {
+            match map_event(&sse.data) {
+                Ok(Some(event)) => self.on_event(&event, out),
+                Ok(None) => {}
+                Err(message) => out.fail(message),
+            }
+            return;
+        }
+        let Some(event) = out.parse_json(&sse.data, "stream event") else {
+            return;
+        };
+        // The SDK turns any event carrying `error` into an APIError without a status.
+        if let Some(error) = event.get("error").filter(|e| js_truthy(e)) {
+            out.fail(sdk_error_message(None, Some(error), None));
+            return;
+        }
+        self.on_event(&event, out);
     }
 
-    fn fail(&mut self, out: &mut Vec<StreamEvent>, message: String) {
-        self.finished = true;
-        out.push(StreamEvent::Failed(ProviderError {
-            message,
-            retry_after: None,
-        }));
+    /// End of body without `response.completed`: pi keeps the reply as it stands.
+    fn on_eof(&mut self, out: &mut Emitter) {
+        out.done(StopReason::Stop);
+    }
+
+    fn http_error_message(&self, status: u16, body: &str) -> String {
+        (self.http_error_message)(status, body)
     }
 }
 
 /// Sends what the finished item adds to the streamed text. Text that disagrees with what was
 /// streamed cannot be taken back; the streamed text stands.
-fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Vec<StreamEvent>) {
+fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Emitter) {
     match final_text.strip_prefix(emitted) {
-        Some(rest) if !rest.is_empty() => out.push(StreamEvent::Delta {
-            index,
-            delta: rest.to_string(),
-        }),
+        Some(rest) if !rest.is_empty() => out.delta(index, rest.to_string()),
         Some(_) => {}
         None => log::debug!("final item text differs from the streamed deltas"),
     }
@@ -927,9 +828,12 @@ fn emit_remainder(index: usize, emitted: &str, final_text: &str, out: &mut Vec<S
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
-    use super::super::test_support::{model, request, user};
+    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
+    use super::super::test_support::{header, model, request, user};
+    use super::super::types::{ProviderError, StreamEvent};
     use super::*;
+    use crate::config::ThinkingLevel;
+    use crate::messages::ToolSpec;
 
     fn responses_model(provider: &str, id: &str) -> Model {
         let mut m = model("openai-responses", provider, id);
@@ -938,13 +842,6 @@ mod tests {
         m.input = vec!["text".into(), "image".into()];
         m.max_tokens = 128000;
         m
-    }
-
-    fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
-        req.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
     }
 
     #[test]
@@ -1062,10 +959,7 @@ mod tests {
 
     fn decode(stream: &str) -> Vec<StreamEvent> {
         let r = request(responses_model("openai", "gpt-5"), vec![]);
-        super::super::decode_in_parts(
-            super::super::Decoder::OpenAiResponses(Decoder::new(&r)),
-            &[stream.as_bytes()],
-        )
+        decode_in_parts(Decoder::new(&r), &[stream.as_bytes()])
     }
 
     fn delta(index: usize, text: &str) -> StreamEvent {
@@ -1193,9 +1087,7 @@ mod tests {
     fn every_split_point_decodes_the_same() {
         for stream in [TEXT, TOOL_PARALLEL] {
             let r = request(responses_model("openai", "gpt-5"), vec![]);
-            super::super::assert_every_split_decodes_the_same(stream, &|| {
-                super::super::Decoder::OpenAiResponses(Decoder::new(&r))
-            });
+            assert_every_split_decodes_the_same(stream, &|| Decoder::new(&r));
         }
     }
 
@@ -1253,7 +1145,7 @@ mod tests {
         assert!(last_failure(&decode("data: {oops\n\n")).starts_with("Could not parse"));
         // HTTP errors take the OpenAI SDK's text.
         assert_eq!(
-            super::super::openai_http_error_message(
+            super::super::error_text::openai_http_error_message(
                 400,
                 include_str!("../../fixtures/openai-responses/error_400.json")
             ),

@@ -8,24 +8,8 @@
 
 use std::time::Duration;
 
-/// `retry.provider.*` as one request needs them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProviderRetry {
-    /// Extra attempts after the first (`retry.provider.maxRetries`, default 0).
-    pub max_retries: u32,
-    /// The longest server-requested wait honoured (`retry.provider.maxRetryDelayMs`, default
-    /// 60 s); `None` = no limit (the setting is 0). A longer request fails the request at once.
-    pub max_server_delay: Option<Duration>,
-}
-
-impl Default for ProviderRetry {
-    fn default() -> ProviderRetry {
-        ProviderRetry {
-            max_retries: 0,
-            max_server_delay: Some(Duration::from_secs(60)),
-        }
-    }
-}
+/// The settings this policy reads; they live in config, which builds them.
+pub use crate::config::ProviderRetry;
 
 /// A request that failed before its stream opened.
 #[derive(Debug)]

@@ -20,6 +20,21 @@ const TOOL_IMAGE_PLACEHOLDER: &str = "(tool image omitted: model does not suppor
 /// The text of a result synthesized for a tool call that never got one.
 pub const NO_RESULT_TEXT: &str = "No result provided";
 
+/// The characters tool-call ids may hold on most APIs: `[A-Za-z0-9_-]`, anything else becomes `_`;
+/// at most `max` of them.
+pub fn id_chars(id: &str, max: usize) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(max)
+        .collect()
+}
+
 /// `normalize_tool_call_id` rewrites ids of tool calls made by another model (provider rules).
 pub fn transform_messages(
     messages: &[AgentMessage],

@@ -11,8 +11,10 @@
 use serde_json::{Map, Value};
 
 use super::google::{self, Dialect};
+use super::google_auth;
+use super::request::with_extra_headers;
 use super::token_cache;
-use super::{HttpRequest, StreamRequest, google_auth, with_extra_headers};
+use super::types::{HttpRequest, StreamRequest};
 use crate::config::auth::Env;
 use crate::config::google_adc;
 
@@ -207,11 +209,11 @@ fn reorder(value: &mut Value, order: &[&str]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ToolSpec;
     use super::super::test_support::{model, request};
     use super::*;
     use crate::config::ThinkingLevel;
     use crate::messages::AgentMessage;
+    use crate::messages::ToolSpec;
     use serde_json::json;
 
     /// google.rs's mixed history with the first assistant turn written by this Vertex model.

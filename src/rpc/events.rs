@@ -15,16 +15,11 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::{Part, Profile, Record, SharedJson};
+use super::{Part, Profile, Record, SharedJson, json_string};
 use crate::messages::{ContentBlock, ToolCall};
 
 fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
-}
-
-/// A JSON string literal for `text`, serialized once (a block's whole text can be long).
-fn json_string(text: &str) -> SharedJson {
-    super::shared_json(&text, text.len() + text.len() / 16 + 2)
 }
 
 /// The kinds of streaming update, as `assistantMessageEvent.type` names them.
@@ -98,8 +93,9 @@ impl AssistantEvent {
     }
 
     /// The event's fields after `{"type":…,"contentIndex":N`, appended to `line` (no closing
-    /// brace). `legacy` leaves out what 0.73.1 never sent.
-    fn write_fields(&self, line: &mut String, legacy: bool) {
+    /// brace); a block's whole text goes to `parts` as its shared literal, with what `line` held
+    /// before it. `legacy` leaves out what 0.73.1 never sent.
+    fn write_fields(&self, parts: &mut Vec<Part>, line: &mut String, legacy: bool) {
         let (kind, index) = match self {
             AssistantEvent::Start { family, index, .. } => ((family.prefix(), "_start"), *index),
             AssistantEvent::Delta { family, index, .. } => ((family.prefix(), "_delta"), *index),
@@ -128,7 +124,8 @@ impl AssistantEvent {
             }
             AssistantEvent::TextEnd { content, .. } => {
                 line.push_str(r#","content":"#);
-                line.push_str(content);
+                parts.push(Part::Text(std::mem::take(line)));
+                parts.push(Part::Shared(content.clone()));
             }
             AssistantEvent::ToolCallEnd { tool_call, .. } => {
                 line.push_str(r#","toolCall":"#);
@@ -526,31 +523,38 @@ pub fn compaction_result(result: &Value, legacy: bool) -> Value {
 /// straight into one string (the hottest record). Legacy:
 /// `{"type":"message_update","assistantMessageEvent":{…,"partial":<snapshot>},"message":<snapshot>}`.
 fn message_update(update: &MessageUpdate, legacy: bool) -> Record {
-    let mut line = String::with_capacity(160);
+    let mut parts = Vec::new();
+    // Sized for the delta (escapes included, mostly), so a queued record holds no slack.
+    let delta = match &update.event {
+        AssistantEvent::Delta { delta, .. } => delta.len() + delta.len() / 8,
+        _ => 0,
+    };
+    let mut line = String::with_capacity(160 + update.usage.byte_len() + delta);
     line.push_str(r#"{"type":"message_update","#);
     if !legacy {
         line.push_str(r#""usage":"#);
-        line.push_str(&update.usage);
+        line.extend(update.usage.pieces());
         line.push(',');
     }
     line.push_str(r#""assistantMessageEvent":"#);
-    update.event.write_fields(&mut line, legacy);
+    update.event.write_fields(&mut parts, &mut line, legacy);
     match (&update.snapshot, legacy) {
         (Some(snapshot), true) => {
             line.push_str(r#","partial":"#);
-            Record::Parts(vec![
+            parts.extend([
                 Part::Text(line),
                 Part::Shared(snapshot.clone()),
                 text(r#"},"message":"#),
                 Part::Shared(snapshot.clone()),
                 text("}"),
-            ])
+            ]);
         }
         _ => {
             line.push_str("}}");
-            Record::Parts(vec![Part::Text(line)])
+            parts.push(Part::Text(line));
         }
     }
+    Record::Parts(parts)
 }
 
 fn text(s: &str) -> Part {
@@ -582,14 +586,13 @@ pub fn tool_result_value(content: &[ContentBlock], details: Option<&Value>) -> V
 mod tests {
     use super::*;
     use crate::messages::Usage;
-    use std::sync::Arc;
 
     fn line(event: &Event, profile: Profile) -> Option<String> {
         let record = event.to_record(profile)?;
         Some(match record {
             Record::Json(value) => value.to_string(),
             Record::Raw(text) => text,
-            Record::Parts(parts) => parts.iter().map(Part::as_str).collect(),
+            Record::Parts(parts) => parts.iter().flat_map(Part::pieces).collect(),
             Record::Settled => return None,
         })
     }
@@ -598,7 +601,7 @@ mod tests {
         Event::MessageUpdate(Box::new(MessageUpdate {
             event,
             usage: crate::rpc::shared_json(&Usage::default(), 128),
-            snapshot: snapshot.map(|s| Arc::new(s.to_string())),
+            snapshot: snapshot.map(SharedJson::from),
         }))
     }
 

@@ -7,12 +7,10 @@ pub mod events;
 pub mod jsonl;
 pub mod print_mode;
 pub mod protocol;
+pub mod shared;
 pub mod stdin_reader;
 pub mod stdout_writer;
 
-use std::sync::Arc;
-
-use serde::Serialize;
 use serde_json::Value;
 
 /// The pi release whose RPC protocol pi-rs speaks. `pi --version` prints it, bare and on stdout
@@ -20,22 +18,7 @@ use serde_json::Value;
 /// an ancient pi).
 pub const PI_PROTOCOL_VERSION: &str = "1.6.0";
 
-/// A message serialized once and shared by every record that carries it (message_end, turn_end,
-/// agent_end): a long reply is held once, not copied per record, even while a stalled client
-/// leaves those records queued.
-pub type SharedJson = Arc<String>;
-
-/// Serializes `value` once, into a buffer sized from `size_hint` so a large message does not
-/// grow by doubling.
-pub fn shared_json<T: Serialize>(value: &T, size_hint: usize) -> SharedJson {
-    let mut buffer = Vec::with_capacity(size_hint + 256);
-    if serde_json::to_writer(&mut buffer, value).is_err() {
-        buffer = b"null".to_vec();
-    }
-    buffer.shrink_to_fit();
-    // serde_json writes valid UTF-8.
-    Arc::new(String::from_utf8(buffer).unwrap_or_else(|_| "null".into()))
-}
+pub use shared::{SharedJson, json_string, shared_json};
 
 /// Which pi protocol generation stdout speaks (README "Protocol versions").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -134,11 +117,14 @@ pub enum Part {
 }
 
 impl Part {
-    pub fn as_str(&self) -> &str {
-        match self {
-            Part::Text(text) => text,
-            Part::Shared(json) => json,
-        }
+    /// The part's text, in pieces (a shared value may be several).
+    pub fn pieces(&self) -> impl Iterator<Item = &str> {
+        let (text, shared) = match self {
+            Part::Text(text) => (Some(text.as_str()), None),
+            Part::Shared(json) => (None, Some(json)),
+        };
+        text.into_iter()
+            .chain(shared.into_iter().flat_map(SharedJson::pieces))
     }
 }
 
@@ -149,7 +135,7 @@ impl Record {
             Record::Json(value) => Some(value.clone()),
             Record::Raw(text) => serde_json::from_str(text).ok(),
             Record::Parts(parts) => {
-                let text: String = parts.iter().map(Part::as_str).collect();
+                let text: String = parts.iter().flat_map(Part::pieces).collect();
                 serde_json::from_str(&text).ok()
             }
             Record::Settled => None,

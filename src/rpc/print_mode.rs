@@ -231,7 +231,7 @@ fn event_value(record: Record) -> Option<Value> {
 /// One record, every known credential redacted (as the RPC writer does).
 fn write_line(out: &mut impl Write, record: &Value) -> std::io::Result<()> {
     let line = serde_json::to_string(record)?;
-    let known = crate::session::redact::default_redactions();
+    let known = crate::redact::default_redactions();
     out.write_all(known.apply(&line).as_bytes())?;
     out.write_all(b"\n")?;
     out.flush()
@@ -246,7 +246,7 @@ fn finish(output: Output, reply: Option<&Value>) -> u8 {
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| format!("Request {stop}"));
-        let known = crate::session::redact::default_redactions();
+        let known = crate::redact::default_redactions();
         eprintln!("{}", known.apply_text(&error));
         return 1;
     }
@@ -256,7 +256,7 @@ fn finish(output: Output, reply: Option<&Value>) -> u8 {
             if block["type"] == "text"
                 && let Some(text) = block["text"].as_str()
             {
-                let known = crate::session::redact::default_redactions();
+                let known = crate::redact::default_redactions();
                 let _ = writeln!(stdout, "{}", known.apply_text(text));
             }
         }

@@ -11,8 +11,8 @@
 use std::io::Write;
 use std::thread::JoinHandle;
 
-use super::Record;
-use crate::session::redact;
+use super::{Part, Record};
+use crate::redact;
 use crossbeam_channel::{Receiver, Sender};
 
 /// Records queued for stdout before the agent waits.
@@ -30,7 +30,7 @@ pub struct Writer {
     pub thread: JoinHandle<()>,
 }
 
-/// Every credential in the process-wide redaction set (`session::redact`) is replaced by
+/// Every credential in the process-wide redaction set (`crate::redact`) is replaced by
 /// `[redacted]` wherever it would appear on stdout — a model or a tool could echo one back. The
 /// set is re-read whenever it changes, so a key resolved mid-session is covered from then on.
 pub fn spawn(
@@ -85,18 +85,19 @@ fn write_loop(output: Box<dyn Write + Send>, inbox: Receiver<Record>, events: Se
             Record::Parts(parts)
                 if parts
                     .iter()
-                    .any(|p| redactions.may_contain(p.as_str().as_bytes())) =>
+                    .flat_map(Part::pieces)
+                    .any(|piece| redactions.may_contain(piece.as_bytes())) =>
             {
                 // Rare: the whole line is decoded, redacted and encoded again.
-                for part in &parts {
-                    line.extend_from_slice(part.as_str().as_bytes());
+                for piece in parts.iter().flat_map(Part::pieces) {
+                    line.extend_from_slice(piece.as_bytes());
                 }
             }
             Record::Parts(parts) => {
                 // Written piece by piece: a shared message is never copied into the line.
                 let mut result = Ok(());
-                for part in &parts {
-                    result = result.and_then(|()| out.write_all(part.as_str().as_bytes()));
+                for piece in parts.iter().flat_map(Part::pieces) {
+                    result = result.and_then(|()| out.write_all(piece.as_bytes()));
                 }
                 line.push(b'\n');
                 if !finish_record(&mut out, &line, &inbox, &events, result) {

@@ -309,7 +309,7 @@ fn check_call(policy: &Policy, tool: &str, args: &Value, cwd: &Path) -> Result<(
         ("grep" | "find" | "ls", raw) => (false, raw.unwrap_or(".")),
         _ => return Ok(()),
     };
-    let lexical = crate::tools::path::resolve_to_cwd(raw, cwd);
+    let lexical = crate::paths::resolve_to_cwd(raw, cwd);
     let real = policy::canonical(&lexical, Path::new("/"));
     let shown = if real == lexical {
         lexical.display().to_string()
@@ -518,7 +518,7 @@ mod tests {
         assert_eq!(check("write", json!({"path": temp})), Ok(()));
         // Reads: only denied paths are refused.
         assert_eq!(check("read", json!({"path":"/etc/hostname"})), Ok(()));
-        let ssh = crate::config::home_dir().join(".ssh/id_rsa");
+        let ssh = crate::paths::home_dir().join(".ssh/id_rsa");
         let denied = check("read", json!({"path": ssh})).unwrap_err();
         assert!(denied.starts_with("blocked by the sandbox: read of a denied path: "));
         let own = check("read", json!({"path":"/proc/self/environ"})).unwrap_err();

@@ -213,8 +213,8 @@ pub fn resolve(
                 .to_string(),
         );
     }
-    let home = crate::config::home_dir();
-    let absolute = |raw: &str| canonical(&crate::config::expand_tilde(raw, &home), cwd);
+    let home = crate::paths::home_dir();
+    let absolute = |raw: &str| canonical(&crate::paths::expand_tilde(raw, &home), cwd);
     let cwd_canonical = canonical(cwd, cwd);
     let mut writable_roots = Vec::new();
     if mode != Mode::Off {
@@ -265,7 +265,7 @@ pub fn temp_folder() -> PathBuf {
 /// Absolute (relative to `base`), `..` folded, symlinks of the longest existing prefix resolved:
 /// the name the kernel will see for the inode.
 pub fn canonical(path: &Path, base: &Path) -> PathBuf {
-    let absolute = crate::tools::path::normalize_lexically(&base.join(path));
+    let absolute = crate::paths::normalize_lexically(&base.join(path));
     let mut existing = absolute.clone();
     let mut rest = Vec::new();
     loop {
@@ -391,7 +391,7 @@ mod tests {
     fn defaults_deny_the_agent_dir_keys_and_own_proc() {
         let cwd = std::env::temp_dir();
         let policy = Policy::off(&cwd, &cwd.join("agent-dir"));
-        let home = crate::config::home_dir();
+        let home = crate::paths::home_dir();
         assert!(
             policy
                 .read_deny

@@ -53,16 +53,19 @@ pub(super) enum ReadLine {
     Invalid,
 }
 
-/// A message entry's message, held once: as JSON text (the line read from the file, or the
-/// text the agent already serialized for stdout, shared with those records) or, for entries
-/// built in memory by tests and migrations, typed. JSON text is typed each time it is asked
+/// A message entry's message, held once: as JSON text (a slice of the file it was read from,
+/// or the text the agent already serialized for stdout, shared with those records) or, for
+/// entries built in memory by tests and migrations, typed. JSON text is typed each time it is asked
 /// for and never cached: the agent keeps the one typed copy of the conversation (its context),
 /// and a long session would otherwise hold every message twice.
 #[derive(Clone, Debug)]
 pub enum MessageBody {
     /// `None` when the message is not valid for our vocabulary (its line is kept, not in context).
     Typed(Option<Box<AgentMessage>>),
+    /// Read from a file.
     Json(JsonText),
+    /// Serialized by the agent (possibly in pieces).
+    Shared(crate::rpc::SharedJson),
 }
 
 /// A slice of a shared text: a message inside the file buffer it was read from (all entries
@@ -103,12 +106,8 @@ impl MessageBody {
         MessageBody::Typed(message)
     }
 
-    pub fn shared(json: std::sync::Arc<String>) -> MessageBody {
-        MessageBody::Json(JsonText {
-            end: json.len(),
-            text: json,
-            start: 0,
-        })
+    pub fn shared(json: crate::rpc::SharedJson) -> MessageBody {
+        MessageBody::Shared(json)
     }
 
     /// The message typed: borrowed when it is held typed, parsed from its text otherwise.
@@ -117,6 +116,10 @@ impl MessageBody {
         match self {
             MessageBody::Typed(typed) => typed.as_deref().map(std::borrow::Cow::Borrowed),
             MessageBody::Json(json) => serde_json::from_str::<AgentMessage>(json.as_str())
+                .ok()
+                .map(std::borrow::Cow::Owned),
+            MessageBody::Shared(json) => json
+                .parse::<AgentMessage>()
                 .ok()
                 .map(std::borrow::Cow::Owned),
         }
@@ -130,10 +133,13 @@ impl MessageBody {
                 let text = json.as_str();
                 match text.strip_prefix(r#"{"role":""#) {
                     Some(rest) => rest.strip_prefix(role).is_some_and(|r| r.starts_with('"')),
-                    None => serde_json::from_str::<Value>(text)
-                        .is_ok_and(|v| v.get("role").and_then(Value::as_str) == Some(role)),
+                    None => role_of(text) == Some(role.to_string()),
                 }
             }
+            MessageBody::Shared(json) if json.starts_with(r#"{"role":""#) => {
+                json.starts_with(&format!(r#"{{"role":"{role}""#))
+            }
+            MessageBody::Shared(json) => role_of(&json.text()) == Some(role.to_string()),
         }
     }
 
@@ -141,13 +147,23 @@ impl MessageBody {
         self.has_role("assistant")
     }
 
-    /// The JSON text, when the message is held as text.
-    fn json(&self) -> Option<&str> {
+    /// Appends the JSON text to `out`; false (nothing written) when the message is typed.
+    fn write_text(&self, out: &mut Vec<u8>) -> bool {
         match self {
-            MessageBody::Json(json) => Some(json.as_str()),
-            MessageBody::Typed(_) => None,
+            MessageBody::Json(json) => out.extend_from_slice(json.as_str().as_bytes()),
+            MessageBody::Shared(json) => json
+                .pieces()
+                .for_each(|piece| out.extend_from_slice(piece.as_bytes())),
+            MessageBody::Typed(_) => return false,
         }
+        true
     }
+}
+
+/// The `role` of a message written in an unusual way (parsed; rare).
+fn role_of(text: &str) -> Option<String> {
+    let value = serde_json::from_str::<Value>(text).ok()?;
+    value.get("role")?.as_str().map(str::to_string)
 }
 
 impl PartialEq for MessageBody {
@@ -161,9 +177,16 @@ impl Serialize for MessageBody {
         match self {
             MessageBody::Typed(typed) => typed.serialize(serializer),
             MessageBody::Json(json) => {
-                // Written as the very text read or sent (validated, not copied).
+                // Written as the very text read (validated, not copied).
                 let raw: &serde_json::value::RawValue =
                     serde_json::from_str(json.as_str()).map_err(serde::ser::Error::custom)?;
+                raw.serialize(serializer)
+            }
+            MessageBody::Shared(json) => {
+                // Written as the very text stdout got (validated; joined when in pieces).
+                let text = json.text();
+                let raw: &serde_json::value::RawValue =
+                    serde_json::from_str(&text).map_err(serde::ser::Error::custom)?;
                 raw.serialize(serializer)
             }
         }
@@ -364,8 +387,8 @@ impl SessionEntry {
     /// checked when read or written by serde_json, so it is not parsed again.
     fn write_typed(&self, out: &mut Vec<u8>) {
         // Cannot fail: every map key is a string and the output is memory.
-        if let EntryKind::Message(body) = &self.kind
-            && let Some(json) = body.json()
+        if let EntryKind::Message(body @ (MessageBody::Json(_) | MessageBody::Shared(_))) =
+            &self.kind
         {
             out.extend_from_slice(br#"{"type":"message","id":"#);
             let _ = serde_json::to_writer(&mut *out, &self.id);
@@ -374,7 +397,7 @@ impl SessionEntry {
             out.extend_from_slice(br#","timestamp":"#);
             let _ = serde_json::to_writer(&mut *out, &self.timestamp);
             out.extend_from_slice(br#","message":"#);
-            out.extend_from_slice(json.as_bytes());
+            body.write_text(out);
             out.push(b'}');
             return;
         }
@@ -991,7 +1014,7 @@ pub(crate) mod tests {
 
     #[test]
     fn roles_are_read_without_typing_and_with_it_when_written_otherwise() {
-        let body = |json: &str| MessageBody::shared(std::sync::Arc::new(json.to_string()));
+        let body = |json: &str| MessageBody::shared(crate::rpc::SharedJson::from(json));
         assert!(body(r#"{"role":"assistant","content":[]}"#).is_assistant());
         assert!(!body(r#"{"role":"assistantX","content":[]}"#).is_assistant());
         assert!(body(r#"{ "role" : "assistant" }"#).is_assistant());

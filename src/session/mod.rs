@@ -7,12 +7,11 @@
 //! and everything buffered go out as one atomic file creation, and each later entry is one
 //! `write` of one complete line. A write that fails leaves the entry in memory and the file as it
 //! was; the next append or `sync` retries. Nothing here panics on file content. Known secrets
-//! are cut out of every line as it is written (`redact`).
+//! are cut out of every line as it is written (`crate::redact`).
 //!
 //! Submodules: `entry` (line types), `file` (disk I/O, repair, migration), `tree` (context and
 //! tree views), `locate` (directories, names, `--session`/`--continue` lookup), `open` (the
-//! session a run starts with), `ids`, `index` (id → position), `redact` (secrets out of written
-//! lines).
+//! session a run starts with), `ids`, `index` (id → position).
 
 mod entry;
 mod file;
@@ -20,7 +19,6 @@ mod ids;
 mod index;
 mod locate;
 pub mod open;
-pub mod redact;
 mod tree;
 
 use std::collections::{HashMap, HashSet};
@@ -29,13 +27,13 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::ids::uuid_v7;
+use crate::redact::{self, Redactions};
 use crate::time::now_iso;
 pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 use index::IdIndex;
 pub use locate::{
     SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
 };
-pub use redact::{Redactions, add_secret, register_secrets, set_default_redactions};
 pub use tree::{Label, context_message};
 
 use crate::config::ThinkingLevel;
@@ -576,7 +574,7 @@ impl SessionLog {
     /// shared, instead of a second copy of a possibly huge reply, and types it only when asked.
     pub fn append_message_json(
         &mut self,
-        json: std::sync::Arc<String>,
+        json: crate::rpc::SharedJson,
     ) -> Result<String, SessionError> {
         self.append(EntryKind::Message(MessageBody::shared(json)))
     }

@@ -98,7 +98,7 @@ pub fn open_for_start(
         return Err(OpenError::ResumeNeedsPicker);
     }
     let dir = match choice.session_dir {
-        Some(dir) => cwd.join(config::expand_tilde(dir, &config::home_dir())),
+        Some(dir) => cwd.join(crate::paths::expand_tilde(dir, &crate::paths::home_dir())),
         None => config::session_dir_from_env()
             .or_else(|| config.session_dir())
             .map(|d| cwd.join(d))

@@ -25,7 +25,8 @@ use serde_json::{Map, Value, json};
 use super::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail,
 };
-use super::{CancelFlag, ToolContext, ToolOutput};
+use super::{ToolContext, ToolOutput};
+use crate::child::CancelFlag;
 use crate::child::{LiveGroups, find_on_path, group_alive, kill_group};
 use crate::js::js_number_string;
 
@@ -274,7 +275,7 @@ pub struct OutputAccumulator {
     pending_utf8: Vec<u8>,
     /// Decoded output not yet spilled (before the limits are passed).
     unspilled: String,
-    /// Spilled text held back so no secret is cut in two (see `session::redact`).
+    /// Spilled text held back so no secret is cut in two (see `crate::redact`).
     spill_carry: String,
     spill_bytes: u64,
     /// Bytes dropped from the head of the spill file to keep it under `max_spill_bytes`.
@@ -530,7 +531,7 @@ impl OutputAccumulator {
         if self.temp_file.is_none() {
             return;
         }
-        let known = crate::session::redact::default_redactions();
+        let known = crate::redact::default_redactions();
         self.spill_carry.push_str(text);
         let cut = known.streaming_cut(&self.spill_carry);
         let rest = self.spill_carry.split_off(cut);
@@ -542,7 +543,7 @@ impl OutputAccumulator {
         if text.is_empty() {
             return;
         }
-        let known = crate::session::redact::default_redactions();
+        let known = crate::redact::default_redactions();
         let clean = known.apply_text(text);
         let Some(file) = self.temp_file.as_mut() else {
             return;
@@ -1044,7 +1045,7 @@ mod tests {
     #[test]
     fn spill_files_are_private_redacted_and_capped() {
         use std::os::unix::fs::PermissionsExt;
-        crate::session::register_secrets(["sk-spill-SECRET-0123456789".to_string()]);
+        crate::redact::register_secrets(["sk-spill-SECRET-0123456789".to_string()]);
         let mut acc = OutputAccumulator::with_limits("pi-bash", 10, 100);
         acc.max_spill_bytes = 4000;
         for i in 0..2000 {

@@ -14,10 +14,12 @@
 
 use serde_json::{Value, json};
 
-use super::path::{FileLock, errno_parts, node_fs_error_no_path, resolve_to_cwd};
+use super::path::{FileLock, errno_parts, node_fs_error_no_path};
 use super::path_guard::{self, Access};
-use super::{CancelFlag, ToolContext, ToolOutput};
+use super::{ToolContext, ToolOutput};
+use crate::child::CancelFlag;
 use crate::js::is_js_whitespace;
+use crate::paths::resolve_to_cwd;
 
 /// Mirrors the reference's argument preparation: `edits` given as a JSON string is parsed, and a
 /// top-level `oldText`/`newText` pair is appended to `edits` and removed from the top level.

@@ -49,7 +49,7 @@ pub const CHILD_MARKERS: [(&str, &str); 2] = [("AI_AGENT", "pi"), ("PI_CODING_AG
 /// `MY_LLM_CREDS`) — and marks it as run by an agent (`CHILD_MARKERS`).
 pub fn scrub(command: &mut Command) {
     command.envs(CHILD_MARKERS);
-    let known = crate::session::redact::default_redactions();
+    let known = crate::redact::default_redactions();
     for (name, value) in std::env::vars_os() {
         let holds_secret = value
             .to_str()

@@ -20,7 +20,8 @@ use super::truncate::{
     truncate_line,
 };
 use super::walk::walk;
-use super::{ABORTED, CancelFlag, ToolContext, ToolOutput, number_arg};
+use super::{ABORTED, ToolContext, ToolOutput, number_arg};
+use crate::child::CancelFlag;
 use crate::child::{LinesEnd, run_lines};
 use crate::glob::{Glob, GlobOptions};
 use crate::ignore::RG_FILES;

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::path::node_fs_error;
 use super::truncate::listing_output;
-use super::{ABORTED, CancelFlag, ToolContext, ToolOutput, number_arg};
+use super::{ABORTED, ToolContext, ToolOutput, number_arg};
+use crate::child::CancelFlag;
 use crate::js::{js_number_string, number_value};
 
 pub const DEFAULT_LIMIT: usize = 500;

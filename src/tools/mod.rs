@@ -24,13 +24,13 @@ pub mod write;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::Sender;
 use serde_json::{Value, json};
 
+use crate::child::CancelFlag;
+use crate::messages::ToolSpec;
 use crate::messages::{ContentBlock, TextContent, ToolCall};
-use crate::provider::ToolSpec;
 
 /// The default active tool set.
 pub const DEFAULT_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
@@ -78,7 +78,7 @@ impl ToolOutput {
     /// Known credentials replaced in the text and details: a tool result is stored and sent to
     /// the model, and a key a tool printed has no business at the LLM vendor.
     pub fn redact(&mut self) {
-        let known = crate::session::redact::default_redactions();
+        let known = crate::redact::default_redactions();
         if known.is_empty() {
             return;
         }
@@ -122,19 +122,6 @@ pub enum ToolEventKind {
 pub struct ToolEvent {
     pub call_id: String,
     pub kind: ToolEventKind,
-}
-
-/// Set when the agent abandons a tool run.
-#[derive(Clone, Debug, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
-
-impl CancelFlag {
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
 }
 
 /// Owns a running tool. Dropping it cancels the run (and runs the cancel hook, if any: an MCP
@@ -405,7 +392,7 @@ impl ToolContext {
             .and_then(Value::as_str)
             .filter(|p| !p.is_empty())
             .unwrap_or(".");
-        let resolved = path::resolve_to_cwd(raw, &self.cwd);
+        let resolved = crate::paths::resolve_to_cwd(raw, &self.cwd);
         path_guard::check(&resolved, path_guard::Access::List)?;
         Ok(resolved)
     }

@@ -1,5 +1,5 @@
-//! Path handling shared by the tools: how a model-given path becomes an absolute one, the extra
-//! spellings `read` retries, Node-style file error texts, and the per-file lock that keeps edit
+//! Path handling shared by the tools (a model-given path becomes an absolute one in
+//! `crate::paths`): the extra spellings `read` retries, Node-style file error texts, and the per-file lock that keeps edit
 //! and write on the same file from interleaving.
 //!
 //! Input: raw path strings from tool arguments plus the session cwd. Output: absolute `PathBuf`s,
@@ -7,63 +7,10 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-/// Unicode spaces models sometimes put into paths; each becomes a plain space.
-fn is_unicode_space(ch: char) -> bool {
-    matches!(
-        ch,
-        '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}'
-    )
-}
-
-fn home_dir() -> String {
-    std::env::var("HOME").unwrap_or_else(|_| "/".to_string())
-}
-
-/// Strips one leading `@`, turns Unicode spaces into spaces and expands `~` / `~/`.
-pub fn expand_path(raw: &str) -> String {
-    let without_at = raw.strip_prefix('@').unwrap_or(raw);
-    let normalized: String = without_at
-        .chars()
-        .map(|c| if is_unicode_space(c) { ' ' } else { c })
-        .collect();
-    if normalized == "~" {
-        return home_dir();
-    }
-    if let Some(rest) = normalized.strip_prefix("~/") {
-        return format!("{}/{}", home_dir(), rest);
-    }
-    normalized
-}
-
-/// Lexical `path.resolve(base, p)`: `.` and `..` are folded, symlinks are not looked at.
-pub fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::RootDir | Component::Prefix(_) => out = PathBuf::from("/"),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(part) => out.push(part),
-        }
-    }
-    out
-}
-
-/// Resolves a model-given path against the session cwd (absolute paths are kept).
-pub fn resolve_to_cwd(raw: &str, cwd: &Path) -> PathBuf {
-    let expanded = expand_path(raw);
-    let path = Path::new(&expanded);
-    if path.is_absolute() {
-        normalize_lexically(path)
-    } else {
-        normalize_lexically(&cwd.join(path))
-    }
-}
+use crate::paths::{normalize_lexically, resolve_to_cwd};
 
 /// Like `resolve_to_cwd`, but when the file does not exist also tries the spellings macOS uses in
 /// screenshot names: a narrow no-break space before AM/PM and a curly apostrophe.
@@ -187,21 +134,6 @@ impl Drop for FileLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_expand_and_resolve() {
-        let cwd = Path::new("/work/proj");
-        assert_eq!(
-            resolve_to_cwd("@src/a.rs", cwd),
-            PathBuf::from("/work/proj/src/a.rs")
-        );
-        assert_eq!(resolve_to_cwd("../x/./y", cwd), PathBuf::from("/work/x/y"));
-        assert_eq!(resolve_to_cwd("/abs/p", cwd), PathBuf::from("/abs/p"));
-        assert_eq!(expand_path("a\u{00A0}b\u{3000}c"), "a b c");
-        let home = home_dir();
-        assert_eq!(expand_path("~"), home);
-        assert_eq!(expand_path("~/f"), format!("{home}/f"));
-    }
 
     #[test]
     fn am_pm_variant_inserts_narrow_nbsp() {

@@ -34,7 +34,7 @@ pub fn mark_not_dumpable() {
     }
 }
 
-/// `Ok` when a tool may use `path` (already made absolute by `tools::path`) for `access`;
+/// `Ok` when a tool may use `path` (already made absolute by `paths::resolve_to_cwd`) for `access`;
 /// otherwise the error text for the tool result.
 pub fn check(path: &Path, access: Access) -> Result<(), String> {
     let shown = path.display();

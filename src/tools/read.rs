@@ -24,7 +24,8 @@ use super::path_guard::{self, Access};
 use super::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, TruncatedBy, format_size, truncate_head,
 };
-use super::{CancelFlag, ToolContext, ToolOutput, number_arg};
+use super::{ToolContext, ToolOutput, number_arg};
+use crate::child::CancelFlag;
 use crate::messages::{ContentBlock, TextContent};
 
 const NON_VISION_NOTE: &str =

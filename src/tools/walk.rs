@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::CancelFlag;
+use crate::child::CancelFlag;
 use crate::ignore::{IgnoreRules, IgnoreStyle};
 
 /// Walks `root` (hidden entries included), calling `visit(path, is_dir)` for every entry below it

@@ -6,10 +6,12 @@
 
 use serde_json::Value;
 
-use super::path::{FileLock, node_fs_error, resolve_to_cwd};
+use super::path::{FileLock, node_fs_error};
 use super::path_guard::{self, Access};
 use super::truncate::utf16_len;
-use super::{CancelFlag, ToolContext, ToolOutput};
+use super::{ToolContext, ToolOutput};
+use crate::child::CancelFlag;
+use crate::paths::resolve_to_cwd;
 
 pub fn execute(
     args: &Value,

@@ -15,8 +15,9 @@
 //! (20000), PI_BENCH_STALL_MB (50), PI_BENCH_STALL_SECS (10), PI_BENCH_BASH_MB (100),
 //! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
 //! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
-//! select scenarios by name: startup turn stream holdback stall bash sandbox tree disk size, and
-//! `tree1m` (only when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone).
+//! select scenarios by name: startup turn stream holdback stall bash sandbox tree turncpu disk size,
+//! and `tree1m` (only when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone).
+//! `turncpu` loads a session of 100, then 3000 turns and times the process's CPU over 200 more.
 //! `disk` runs pi-rs alone with its slow-fsync test hook (`PI_TEST_FSYNC_DELAY_MS`).
 //!
 //! Ends: after the last scenario; every child is closed (or killed) by `Agent`'s drop.
@@ -168,6 +169,11 @@ fn main() {
             key: "tree.get_tree_ms",
             limit: 200.0,
         },
+        // Per-turn CPU must not grow with the conversation (issue 18 item 9).
+        Target {
+            key: "turncpu.growth",
+            limit: 1.5,
+        },
         Target {
             key: "disk.get_state_p99_ms",
             limit: 5.0,
@@ -212,6 +218,9 @@ fn main() {
         let entries = config.tree_entries * 10;
         let (tree, _) = scenarios::tree(&[&pi_rs], &config, entries, &scenarios::TREE_LARGE);
         figures.extend(tree);
+    }
+    if wants("turncpu") {
+        figures.extend(scenarios::turn_cpu(&binaries, &config));
     }
     if wants("disk") {
         figures.extend(scenarios::disk(&binaries, &config));

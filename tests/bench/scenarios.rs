@@ -1132,6 +1132,102 @@ pub fn tree(
 }
 
 // ---------------------------------------------------------------------------------------------
+// 6b: CPU per turn as the conversation grows
+
+const TURN_CPU: [Spec; 3] = [
+    spec(
+        "turncpu.short_ms",
+        "CPU per turn, 100 retained turns",
+        Unit::Millis,
+    ),
+    spec(
+        "turncpu.long_ms",
+        "CPU per turn, 3000 retained turns",
+        Unit::Millis,
+    ),
+    spec(
+        "turncpu.growth",
+        "CPU per turn: 3000 / 100 retained turns",
+        Unit::Ratio,
+    ),
+];
+
+/// Retained turns (one user and one assistant message each) before the measured turns.
+pub const TURN_CPU_SHORT: usize = 100;
+pub const TURN_CPU_LONG: usize = 3000;
+/// Turns timed per process: the process's utime + stime (all threads, 10 ms ticks) before and
+/// after, divided by this. Two unmeasured turns first warm the caches and the connection.
+const TURN_CPU_MEASURED: usize = 200;
+const TURN_CPU_WARMUP: usize = 2;
+
+/// The process's CPU time per turn (prompt → agent_end of a short text reply) after a session
+/// of `retained` turns was loaded with `--session`.
+fn cpu_per_turn(binary: &Binary, config: &Config, retained: usize) -> Result<f64, String> {
+    let turns = TURN_CPU_WARMUP + TURN_CPU_MEASURED;
+    let script = (0..turns)
+        .map(|turn| Reply::sse(anthropic_text(&["Reply ", &turn.to_string(), "."])))
+        .collect();
+    let fake = Fake::start(script);
+    let mut agent = Agent::spawn(&SpawnOptions {
+        binary: &binary.path,
+        base_url: &fake.base_url(),
+        extra_args: Vec::new(),
+        session_file: Some(session_file(2 * retained)),
+        files: Vec::new(),
+        rss_cap_kb: config.rss_cap_kb,
+        sessions: false,
+        env: Vec::new(),
+        api_key: None,
+    })?;
+    agent.request(
+        "bench-state",
+        "get_state",
+        Instant::now() + config.long_wait,
+    )?;
+    let mut before = None;
+    for turn in 0..turns {
+        if turn == TURN_CPU_WARMUP {
+            before = agent.cpu_time();
+        }
+        run_prompt(
+            &mut agent,
+            &format!("Question {turn}?"),
+            Instant::now() + config.long_wait,
+            u64::MAX,
+            |_, _| {},
+        )?;
+    }
+    let after = agent.cpu_time();
+    fake.check(turns)?;
+    match (before, after) {
+        (Some(before), Some(after)) => {
+            Ok((after - before).as_secs_f64() * 1000.0 / TURN_CPU_MEASURED as f64)
+        }
+        _ => Err("cannot read /proc/<pid>/stat".into()),
+    }
+}
+
+pub fn turn_cpu(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    alternate(
+        "turncpu",
+        binaries,
+        config.heavy_runs,
+        config,
+        &TURN_CPU,
+        |binary| {
+            let short = cpu_per_turn(binary, config, TURN_CPU_SHORT)?;
+            let long = cpu_per_turn(binary, config, TURN_CPU_LONG)?;
+            let growth = if short > 0.0 {
+                Outcome::Value(long / short)
+            } else {
+                Outcome::NotAvailable("no CPU time measured at 100 turns".into())
+            };
+            Ok(vec![Outcome::Value(short), Outcome::Value(long), growth])
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
 // 7: size
 
 /// Total bytes of regular files under `dir` and the number of npm packages in it (directories

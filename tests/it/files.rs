@@ -9,7 +9,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Instant;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -24,10 +24,19 @@ const SECRET: &str = "sk-test-SECRET123";
 /// Runs one prompt in which the model calls each `(tool, args)` in turn, then says "done".
 /// Returns the pi (still running) and each call's `tool_execution_end` record.
 fn run_tools(workspace: &Workspace, calls: &[(&str, Value)]) -> (FakeProvider, Pi, Vec<Value>) {
+    run_tools_within(workspace, calls, None)
+}
+
+fn run_tools_within(
+    workspace: &Workspace,
+    calls: &[(&str, Value)],
+    wait_limit: Option<Duration>,
+) -> (FakeProvider, Pi, Vec<Value>) {
     let fake = FakeProvider::start(tool_script(calls));
-    let setup = Setup::anthropic(&fake)
+    let mut setup = Setup::anthropic(&fake)
         .arg("--tools")
         .arg("read,grep,find,ls");
+    setup.wait_limit = wait_limit;
     let mut pi = Pi::spawn_in(workspace, &setup);
     pi.send(json!({"id": "p1", "type": "prompt", "message": "Use the tools"}));
     let ends = tool_ends(pi.records_until_event("agent_end"), calls.len());
@@ -49,21 +58,24 @@ fn peak_rss_kb(pid: i32) -> u64 {
         .expect("VmHWM")
 }
 
-/// A 1 GB (sparse) file: read answers with the oversized-line notice, quickly, and pi's peak
-/// memory stays far below the file's size.
+/// A 1 GB (sparse) file: read answers with the oversized-line notice and pi's peak memory stays
+/// far below the file's size. A debug build scans the gigabyte in seconds on an idle machine but
+/// much slower on a loaded one, so the wait is generous; speed belongs to the bench.
 #[test]
 fn read_of_a_gigabyte_file_is_truncated_in_bounded_memory() {
     let workspace = Workspace::new();
     let file = std::fs::File::create(workspace.cwd().join("huge.bin")).unwrap();
     file.set_len(1 << 30).unwrap();
-    let started = Instant::now();
-    let (fake, pi, ends) = run_tools(&workspace, &[("read", json!({"path": "huge.bin"}))]);
+    let (fake, pi, ends) = run_tools_within(
+        &workspace,
+        &[("read", json!({"path": "huge.bin"}))],
+        Some(Duration::from_secs(120)),
+    );
     assert_eq!(ends[0]["isError"], false, "{}", ends[0]);
     assert_eq!(
         end_text(&ends[0]),
         "[Line 1 is 1024.0MB, exceeds 50.0KB limit. Use bash: sed -n '1p' huge.bin | head -c 51200]"
     );
-    assert!(started.elapsed() < pi.timeout(), "{:?}", started.elapsed());
     let peak = peak_rss_kb(pi.pid());
     assert!(peak < 200 * 1024, "peak RSS {peak} kB for a 1 GB read");
     fake.finish();

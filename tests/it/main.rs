@@ -24,6 +24,7 @@ mod print_modes;
 mod protocol_versions;
 mod providers;
 mod reference_clients;
+mod request_cache;
 mod retry;
 mod rpc_bash;
 mod sandbox;

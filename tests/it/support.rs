@@ -120,6 +120,9 @@ pub struct Setup {
     pub pre_exec: Option<fn() -> std::io::Result<()>>,
     /// Writes a `trust.json` that trusts the workspace (see `trust_project`).
     pub trust_project: bool,
+    /// How long waits on this run may take, when a scenario needs longer than
+    /// `default_timeout()` (work whose duration depends on the machine's load).
+    pub wait_limit: Option<Duration>,
 }
 
 impl Setup {
@@ -154,6 +157,7 @@ impl Setup {
             wrapper: Vec::new(),
             pre_exec: None,
             trust_project: false,
+            wait_limit: None,
         }
     }
 
@@ -506,7 +510,7 @@ impl Pi {
             raw: Vec::new(),
             cursor: 0,
             stderr,
-            timeout: default_timeout(),
+            timeout: setup.wait_limit.unwrap_or_else(default_timeout),
             trace: std::env::var_os("PI_TEST_TRACE").is_some(),
             exit_status: None,
             workspace: workspace.clone(),

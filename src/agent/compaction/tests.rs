@@ -390,6 +390,7 @@ fn stream_request_has_no_tools_and_the_budget() {
         headers: Vec::new(),
         system_prompt: "agent prompt".into(),
         messages: vec![user("old")],
+        history: None,
         tools: crate::tools::specs(&["read".to_string()]),
         thinking: ThinkingLevel::High,
         thinking_budgets: [Some(1); 4],

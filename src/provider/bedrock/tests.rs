@@ -2,10 +2,12 @@
 //! pointed at a local server: `fixtures/bedrock/requests/`), the signature against one the SDK
 //! computed, endpoint/region choices, and the event-stream decoder.
 
+use super::super::decode::decode_in_parts;
 use super::super::test_support::{model, request};
-use super::super::{StreamRequest, ToolSpec};
+use super::super::types::{StreamEvent, StreamRequest};
 use super::*;
 use crate::config::auth::Env;
+use crate::messages::ToolSpec;
 use crate::provider::event_stream::encode;
 
 fn bedrock_model(id: &str, name: &str, reasoning: bool) -> Model {
@@ -390,13 +392,7 @@ fn reply() -> Vec<u8> {
 
 fn decode_parts(parts: &[&[u8]]) -> Vec<StreamEvent> {
     let r = request(bedrock_model("m", "m", true), vec![]);
-    let mut d = Decoder::new(&r);
-    let mut out = Vec::new();
-    for part in parts {
-        out.extend(d.on_bytes(part));
-    }
-    out.extend(d.on_eof());
-    out
+    decode_in_parts(Decoder::new(&r), parts)
 }
 
 #[test]

@@ -1,0 +1,133 @@
+//! The provider vocabulary: what the agent hands a provider thread (`StreamRequest`), what a wire
+//! API module builds from it (`HttpRequest`), and what comes back (`ProviderEvent`: provider-neutral
+//! `StreamEvent`s, `ProviderError`). The wire API modules and the thread (`mod.rs`) import it from
+//! here; nothing in it knows a wire format.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::retry::ProviderRetry;
+use crate::config::{Model, ThinkingLevel};
+use crate::messages::{AgentMessage, StopReason, ToolSpec, Usage};
+
+/// A request counter value; events of an abandoned request are recognised by it and dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RequestId(pub u64);
+
+/// Everything a provider thread needs; moved into the thread.
+#[derive(Clone, Debug)]
+pub struct StreamRequest {
+    pub model: Model,
+    pub api_key: String,
+    /// Extra headers (models.json), already resolved.
+    pub headers: Vec<(String, String)>,
+    pub system_prompt: String,
+    /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages.
+    /// With `history`, only the messages after it.
+    pub messages: Vec<AgentMessage>,
+    /// The conversation's start, already encoded for this wire API (`request_cache`).
+    pub history: Option<super::request_cache::EncodedHistory>,
+    pub tools: Vec<ToolSpec>,
+    pub thinking: ThinkingLevel,
+    /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
+    pub thinking_budgets: [Option<u64>; 4],
+    /// Output token cap; `None` → min(model.maxTokens, 32000).
+    pub max_tokens: Option<u64>,
+    pub session_id: String,
+    /// A read that delivers nothing for this long fails the request.
+    pub idle_timeout: Duration,
+    /// Silent retries of a request that fails before its stream opens (`retry.provider.*`).
+    pub provider_retry: ProviderRetry,
+}
+
+/// What a block starts as.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BlockKind {
+    Text,
+    Thinking { redacted: bool },
+    ToolCall { id: String, name: String },
+}
+
+/// Provider-neutral stream events. `index` is the content index in the assistant message, assigned
+/// by the API module in order of appearance (blocks are started in index order).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// Response headers arrived with a success status: the assistant message starts.
+    Opened,
+    /// Response id / model as the provider reports them.
+    Meta {
+        response_id: Option<String>,
+        response_model: Option<String>,
+    },
+    BlockStart {
+        index: usize,
+        kind: BlockKind,
+    },
+    /// Text, thinking or tool-call argument JSON, by the block's kind.
+    Delta {
+        index: usize,
+        delta: String,
+    },
+    /// The block is complete. `signature` is the text/thinking signature or the thought signature
+    /// of a tool call; for redacted thinking it carries the opaque data.
+    BlockEnd {
+        index: usize,
+        signature: Option<String>,
+    },
+    /// Token counts so far (replaces earlier ones; cost is filled by the agent from the model).
+    Usage(Usage),
+    /// The stream finished. An `Error` stop reason carries the provider's message.
+    Done {
+        stop_reason: StopReason,
+        error_message: Option<String>,
+    },
+    /// The request failed (HTTP status, network, malformed stream). Ends the stream.
+    Failed(ProviderError),
+    /// A provider-level retry (`retry.provider.maxRetries`) waits this long before sending the
+    /// request again; nothing for the client, but the idle timeout starts after the wait.
+    Retrying {
+        delay: Duration,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderEvent {
+    pub req: RequestId,
+    pub event: StreamEvent,
+}
+
+/// A failed request, with the text pi would put in `errorMessage`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderError {
+    pub message: String,
+    /// From `retry-after` / `retry-after-ms`, when the server sent one.
+    pub retry_after: Option<Duration>,
+}
+
+/// The text pi stores as the `thinking` of a redacted thinking block (the opaque payload travels in
+/// `BlockEnd::signature`).
+pub const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
+
+/// An HTTP request as a wire API module builds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpRequest {
+    pub url: String,
+    /// Header names as written; later entries never repeat an earlier name (case-insensitively).
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+/// How long prompt caches should live (`PI_CACHE_RETENTION=long` → `Long`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheRetention {
+    Short,
+    Long,
+}
+
+pub(crate) fn cache_retention_from_env() -> CacheRetention {
+    match std::env::var("PI_CACHE_RETENTION") {
+        Ok(v) if v == "long" => CacheRetention::Long,
+        _ => CacheRetention::Short,
+    }
+}

@@ -1,0 +1,147 @@
+//! The kept request prefix (`src/provider/request_cache.rs`) changes no byte the provider gets:
+//! one conversation — tool calls, a manual compaction, a fork to an earlier entry, a switch to
+//! another provider and back — is run twice, with the cache and with `PI_TEST_NO_REQUEST_CACHE=1`,
+//! and every request body must be the same (once each run's own paths and ids are masked).
+
+use serde_json::json;
+
+use crate::fake_provider::{FakeProvider, Reply};
+use crate::sse;
+use crate::support::{Pi, Setup, prompt, state, text_reply, tool_reply};
+
+fn script() -> Vec<Reply> {
+    vec![
+        text_reply("answer one"),
+        tool_reply("toolu_cache_1", "bash", json!({"command": "echo cached"})),
+        text_reply("ran it"),
+        text_reply("answer three"),
+        text_reply("answer four"),
+        // The manual compaction's summaries: the history, and the turn it cuts through. Both are
+        // asked at once, so they may arrive in either order: the same text makes that moot.
+        text_reply("## Goal\nSummary of the early turns."),
+        text_reply("## Goal\nSummary of the early turns."),
+        text_reply("answer five"),
+        // After the fork.
+        text_reply("answer six"),
+        Reply::sse(sse::openai_text(&["answer seven"])),
+        text_reply("answer eight"),
+        text_reply("answer nine"),
+    ]
+}
+
+/// Runs the conversation; returns each request body with the run's own paths and ids masked.
+fn bodies(cache: bool) -> Vec<String> {
+    let fake = FakeProvider::start(script());
+    let mut setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"compaction": {"keepRecentTokens": 10}}));
+    if !cache {
+        setup = setup.env("PI_TEST_NO_REQUEST_CACHE", "1");
+    }
+    let mut pi = Pi::spawn(&setup);
+    let mut masks = vec![
+        pi.cwd().display().to_string(),
+        pi.agent_dir().display().to_string(),
+    ];
+    prompt(&mut pi, "p1", "one");
+    prompt(&mut pi, "p2", "two: run the tool");
+    prompt(&mut pi, "p3", "three");
+    prompt(&mut pi, "p4", "four");
+    let compacted = pi.command("c1", "compact", json!({}));
+    assert_eq!(compacted["success"], true, "{compacted}");
+    prompt(&mut pi, "p5", "five");
+    masks.push(
+        state(&mut pi, "s1")["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    );
+
+    // Back to before "five": the context is the compacted one without the last turn.
+    let tree = pi.command("t1", "get_tree", json!({}));
+    let five = find_user_entry(&tree["data"], "five").expect("the entry of prompt five");
+    let forked = pi.command("f1", "fork", json!({"entryId": five}));
+    assert_eq!(forked["success"], true, "{forked}");
+    masks.push(
+        state(&mut pi, "s2")["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    );
+    prompt(&mut pi, "p6", "six");
+
+    let switched = pi.command(
+        "m1",
+        "set_model",
+        json!({"provider": "fake-openai", "modelId": "fake-gpt"}),
+    );
+    assert_eq!(switched["success"], true, "{switched}");
+    prompt(&mut pi, "p7", "seven");
+    let back = pi.command(
+        "m2",
+        "set_model",
+        json!({"provider": "fake-anthropic", "modelId": "fake-claude"}),
+    );
+    assert_eq!(back["success"], true, "{back}");
+    prompt(&mut pi, "p8", "eight");
+    prompt(&mut pi, "p9", "nine");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), script().len());
+    let mut bodies: Vec<String> = requests
+        .iter()
+        .map(|request| {
+            let mut body = String::from_utf8(request.raw_body.clone()).expect("UTF-8 body");
+            for mask in &masks {
+                body = body.replace(mask.as_str(), "<masked>");
+            }
+            body
+        })
+        .collect();
+    // The two summary requests (after the five turn requests) in a fixed order.
+    bodies[SUMMARIES].sort();
+    bodies
+}
+
+/// Where the compaction's two requests are in the script.
+const SUMMARIES: std::ops::Range<usize> = 5..7;
+
+/// The id of the user entry whose text is `text`, searching `get_tree`'s nodes.
+fn find_user_entry(node: &serde_json::Value, text: &str) -> Option<String> {
+    if let Some(items) = node.as_array() {
+        return items.iter().find_map(|item| find_user_entry(item, text));
+    }
+    node.as_object()?;
+    let entry = &node["entry"];
+    if entry["message"]["role"] == "user" && entry["message"]["content"][0]["text"] == text {
+        return entry["id"].as_str().map(str::to_string);
+    }
+    ["children", "tree"]
+        .iter()
+        .find_map(|key| find_user_entry(&node[*key], text))
+}
+
+#[test]
+fn request_bodies_are_the_same_with_and_without_the_kept_prefix() {
+    let cached = bodies(true);
+    let uncached = bodies(false);
+    for (index, (with, without)) in cached.iter().zip(&uncached).enumerate() {
+        assert_eq!(with, without, "request {index} differs");
+    }
+    // The last request carries the whole conversation since the compaction, in order.
+    let last: serde_json::Value = serde_json::from_str(cached.last().unwrap()).unwrap();
+    let texts: Vec<String> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].to_string())
+        .collect();
+    let joined = texts.join("\n");
+    for expected in ["six", "answer seven", "eight", "answer eight", "nine"] {
+        assert!(joined.contains(expected), "{expected} missing: {joined}");
+    }
+    assert!(
+        !joined.contains("answer five"),
+        "the fork left five out: {joined}"
+    );
+}
