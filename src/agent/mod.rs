@@ -430,7 +430,7 @@ impl Agent {
     }
 
     fn respond(&mut self, response: Response) {
-        let record = response.to_record(self.io.profile);
+        let record = response.into_record(self.io.profile);
         self.send(record);
     }
 
