@@ -28,7 +28,7 @@ impl Agent {
         if self.model.is_placeholder() {
             return Err(format!(
                 "No API key found for the selected model.\n\n{}",
-                login_help()
+                self.config.login_help()
             ));
         }
         if self.config.api_key(&self.model.provider).is_none() {
@@ -38,7 +38,7 @@ impl Agent {
             return Err(format!(
                 "No API key found for {}.\n\n{}",
                 self.model.provider,
-                login_help()
+                self.config.login_help()
             ));
         }
         Ok(())
@@ -299,14 +299,4 @@ impl Agent {
             }
         }
     }
-}
-/// Where credentials come from, appended to "no API key" errors.
-fn login_help() -> String {
-    let agent_dir = crate::config::agent_dir_from_env();
-    format!(
-        "Set the provider's API key environment variable (e.g. ANTHROPIC_API_KEY, OPENAI_API_KEY), \
-         add it to {}/auth.json, or configure the provider in {}/models.json.",
-        agent_dir.display(),
-        agent_dir.display()
-    )
 }
