@@ -14,7 +14,10 @@ use serde_json::{Map, Value};
 
 use crate::time::now_ms;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+mod tagged;
+
+/// Read by [`tagged`] (the `role` first, as written), written by serde's derive.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "role")]
 pub enum AgentMessage {
     #[serde(rename = "user")]
@@ -33,7 +36,63 @@ pub enum AgentMessage {
     BranchSummary(BranchSummaryMessage),
 }
 
+impl<'de> Deserialize<'de> for AgentMessage {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::deserialize(deserializer)
+    }
+}
+
+impl tagged::Tagged for AgentMessage {
+    const TAG: &'static str = "role";
+    const EXPECTING: &'static str = "a message object";
+
+    fn variant<'de, D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        Ok(match tag {
+            "user" => AgentMessage::User(UserMessage::deserialize(rest)?),
+            "assistant" => AgentMessage::Assistant(AssistantMessage::deserialize(rest)?),
+            "toolResult" => AgentMessage::ToolResult(ToolResultMessage::deserialize(rest)?),
+            "bashExecution" => {
+                AgentMessage::BashExecution(BashExecutionMessage::deserialize(rest)?)
+            }
+            "custom" => AgentMessage::Custom(CustomMessage::deserialize(rest)?),
+            "compactionSummary" => {
+                AgentMessage::CompactionSummary(CompactionSummaryMessage::deserialize(rest)?)
+            }
+            "branchSummary" => {
+                AgentMessage::BranchSummary(BranchSummaryMessage::deserialize(rest)?)
+            }
+            other => {
+                return Err(serde::de::Error::unknown_variant(
+                    other,
+                    &[
+                        "user",
+                        "assistant",
+                        "toolResult",
+                        "bashExecution",
+                        "custom",
+                        "compactionSummary",
+                        "branchSummary",
+                    ],
+                ));
+            }
+        })
+    }
+}
+
 impl AgentMessage {
+    /// The `role` the message is written with.
+    pub fn role(&self) -> &'static str {
+        match self {
+            AgentMessage::User(_) => "user",
+            AgentMessage::Assistant(_) => "assistant",
+            AgentMessage::ToolResult(_) => "toolResult",
+            AgentMessage::BashExecution(_) => "bashExecution",
+            AgentMessage::Custom(_) => "custom",
+            AgentMessage::CompactionSummary(_) => "compactionSummary",
+            AgentMessage::BranchSummary(_) => "branchSummary",
+        }
+    }
+
     pub fn as_assistant(&self) -> Option<&AssistantMessage> {
         match self {
             AgentMessage::Assistant(a) => Some(a),
@@ -44,11 +103,17 @@ impl AgentMessage {
 
 /// User content is an array of blocks when pi-rs or RPC creates it; files from elsewhere may hold
 /// a plain string.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum UserContent {
     Text(String),
     Blocks(Vec<ContentBlock>),
+}
+
+impl<'de> Deserialize<'de> for UserContent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::user_content(deserializer)
+    }
 }
 
 impl UserContent {
@@ -56,13 +121,7 @@ impl UserContent {
     pub fn text(&self) -> String {
         match self {
             UserContent::Text(t) => t.clone(),
-            UserContent::Blocks(blocks) => blocks
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::Text(t) => Some(t.text.as_str()),
-                    _ => None,
-                })
-                .collect(),
+            UserContent::Blocks(blocks) => joined_text(blocks, ""),
         }
     }
 }
@@ -88,7 +147,8 @@ impl UserMessage {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Read by [`tagged`] (the `type` first, as written), written by serde's derive.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum ContentBlock {
     #[serde(rename = "text")]
@@ -99,6 +159,32 @@ pub enum ContentBlock {
     ToolCall(ToolCall),
     #[serde(rename = "image")]
     Image(ImageContent),
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::deserialize(deserializer)
+    }
+}
+
+impl tagged::Tagged for ContentBlock {
+    const TAG: &'static str = "type";
+    const EXPECTING: &'static str = "a content block object";
+
+    fn variant<'de, D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        Ok(match tag {
+            "text" => ContentBlock::Text(TextContent::deserialize(rest)?),
+            "thinking" => ContentBlock::Thinking(ThinkingContent::deserialize(rest)?),
+            "toolCall" => ContentBlock::ToolCall(ToolCall::deserialize(rest)?),
+            "image" => ContentBlock::Image(ImageContent::deserialize(rest)?),
+            other => {
+                return Err(serde::de::Error::unknown_variant(
+                    other,
+                    &["text", "thinking", "toolCall", "image"],
+                ));
+            }
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -203,6 +289,7 @@ pub struct Usage {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {
+    #[serde(deserialize_with = "tagged::blocks")]
     pub content: Vec<ContentBlock>,
     pub api: String,
     pub provider: String,
@@ -287,6 +374,7 @@ pub struct ToolResultMessage {
     pub tool_call_id: String,
     #[serde(rename = "toolName")]
     pub tool_name: String,
+    #[serde(deserialize_with = "tagged::blocks")]
     pub content: Vec<ContentBlock>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub details: Option<Value>,

@@ -45,8 +45,8 @@ use super::convert::to_llm;
 use super::retry::is_context_overflow;
 use crate::config::Model;
 use crate::messages::{
-    AgentMessage, AssistantMessage, BranchSummaryMessage, CompactionSummaryMessage, ContentBlock,
-    StopReason, Usage, UserMessage,
+    AgentMessage, AssistantMessage, BranchSummaryMessage, CompactionSummaryMessage, StopReason,
+    Usage, UserMessage, joined_text,
 };
 use crate::provider::StreamRequest;
 use crate::rpc::events::Event;
@@ -403,7 +403,7 @@ pub fn find_cut_point(
         if entries[i].type_name() != "message" {
             continue;
         }
-        accumulated += entries[i].message().map_or(0, estimate_tokens);
+        accumulated += entries[i].message().map_or(0, |m| estimate_tokens(&m));
         if accumulated >= keep_recent_tokens {
             if let Some(&at_or_after) = cut_points.iter().find(|&&c| c >= i) {
                 cut = at_or_after;
@@ -418,7 +418,10 @@ pub fn find_cut_point(
         }
         cut -= 1;
     }
-    let at_user = matches!(entries[cut].message(), Some(AgentMessage::User(_)));
+    let at_user = matches!(
+        entries[cut].message().as_deref(),
+        Some(AgentMessage::User(_))
+    );
     let turn_start_index = if at_user {
         None
     } else {
@@ -437,7 +440,7 @@ fn is_cut_point(entry: &SessionEntry) -> bool {
     match &entry.kind {
         EntryKind::Message(message) => message
             .get()
-            .is_some_and(|m| !matches!(m, AgentMessage::ToolResult(_))),
+            .is_some_and(|m| !matches!(*m, AgentMessage::ToolResult(_))),
         EntryKind::BranchSummary { .. } | EntryKind::CustomMessage { .. } => true,
         _ => false,
     }
@@ -447,7 +450,7 @@ fn is_cut_point(entry: &SessionEntry) -> bool {
 fn starts_turn(entry: &SessionEntry) -> bool {
     match &entry.kind {
         EntryKind::Message(message) => matches!(
-            message.get(),
+            message.get().as_deref(),
             Some(AgentMessage::User(_) | AgentMessage::BashExecution(_))
         ),
         EntryKind::BranchSummary { .. } | EntryKind::CustomMessage { .. } => true,
@@ -563,15 +566,7 @@ impl SummaryRequest {
                 SummaryKind::TurnPrefix => format!("Turn prefix summarization failed: {reason}"),
             });
         }
-        Ok(reply
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"))
+        Ok(joined_text(&reply.content, "\n"))
     }
 }
 

@@ -31,14 +31,14 @@ impl Agent {
     ) -> Trigger {
         let check = |branch: &[&SessionEntry]| {
             TriggerCheck {
-                enabled: self.auto_compaction,
+                enabled: self.settings.auto_compaction,
                 assistant: reply,
                 include_aborted,
                 model: &self.model,
                 messages: &self.messages,
                 branch,
                 reserve_tokens: self.config.compaction_reserve_tokens(),
-                overflow_recovery_attempted: self.overflow_recovery_attempted,
+                overflow_recovery_attempted: self.runs.overflow_recovery_attempted,
             }
             .decide()
         };
@@ -60,7 +60,7 @@ impl Agent {
     ) {
         let will_retry = reason == CompactionReason::Overflow;
         if will_retry {
-            self.overflow_recovery_attempted = true;
+            self.runs.overflow_recovery_attempted = true;
             if matches!(self.messages.last(), Some(AgentMessage::Assistant(a)) if a.stop_reason == StopReason::Error)
             {
                 self.messages.pop();
@@ -122,8 +122,8 @@ impl Agent {
         index: usize,
         base: &provider::StreamRequest,
     ) {
-        self.next_request += 1;
-        let req = RequestId(self.next_request);
+        self.runs.next_request += 1;
+        let req = RequestId(self.runs.next_request);
         let slot = &mut compaction.slots[index];
         let request = slot.request.clone().into_stream_request(base.clone());
         let handle = provider::spawn_stream(req, request, compaction.sender.clone());
@@ -202,8 +202,8 @@ impl Agent {
                     return;
                 };
                 let slot = &mut compaction.slots[index];
-                let transient =
-                    self.auto_retry && retry::is_retryable(&reply, self.model.context_window);
+                let transient = self.settings.auto_retry
+                    && retry::is_retryable(&reply, self.model.context_window);
                 if transient && slot.attempts < max {
                     slot.attempts += 1;
                     let attempt = slot.attempts;
@@ -294,16 +294,18 @@ impl Agent {
             None,
         ));
         if let CompactionOrigin::Command { id } = &origin {
-            let legacy = self.profile == Profile::Legacy;
+            let legacy = self.io.profile == Profile::Legacy;
             let data = events::compaction_result(&result_json, legacy);
             self.respond_ok(id.as_ref(), "compact", Some(data));
         }
         self.after_compaction(origin, will_retry, None);
     }
 
-    fn fail_compaction(&mut self, error: String) {
+    /// Ends the `Compacting` phase without a result (its requests dropped); the summary calls'
+    /// usage still counts. Returns why it ran and who waits for it.
+    fn leave_compaction(&mut self) -> Option<(CompactionReason, CompactionOrigin)> {
         let Phase::Compacting(compaction) = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            return;
+            return None;
         };
         let Compaction {
             reason,
@@ -312,6 +314,13 @@ impl Agent {
             ..
         } = *compaction;
         self.extra_usage.extend(usages);
+        Some((reason, origin))
+    }
+
+    fn fail_compaction(&mut self, error: String) {
+        let Some((reason, origin)) = self.leave_compaction() else {
+            return;
+        };
         self.emit(compaction::end_event(
             reason,
             None,
@@ -324,16 +333,9 @@ impl Agent {
 
     /// `abort` during a compaction: requests dropped, nothing saved.
     pub(super) fn abort_compaction(&mut self) {
-        let Phase::Compacting(compaction) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+        let Some((reason, origin)) = self.leave_compaction() else {
             return;
         };
-        let Compaction {
-            reason,
-            origin,
-            usages,
-            ..
-        } = *compaction;
-        self.extra_usage.extend(usages);
         self.emit(compaction::end_event(reason, None, true, false, None));
         match origin {
             CompactionOrigin::Command { id } => {
@@ -376,7 +378,10 @@ impl Agent {
                 images,
             } => self.begin_prompt(from, message, images),
             CompactionOrigin::AfterRun => {
-                if retry_run || !self.steering.is_empty() || !self.follow_up.is_empty() {
+                if retry_run
+                    || !self.queues.steering.is_empty()
+                    || !self.queues.follow_up.is_empty()
+                {
                     self.continue_run();
                 } else {
                     self.settle();

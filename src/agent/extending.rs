@@ -3,11 +3,13 @@
 //! receives (hook results, tool updates, actions, dialogs, errors) and the UI answers routed back.
 //! Tool-call hooks and the approval gate live with the tool batch (`tool_batch`).
 
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 
-use super::state::{
-    CompactionOrigin, Phase, PrepStage, PromptFrom, PromptPrep, QueueInput, QueuedMessage,
-};
+use super::queues::{QueueInput, QueuedMessage};
+use super::state::{CompactionOrigin, Phase, PrepStage, PromptFrom, PromptPrep};
 use super::{Agent, compaction};
 use crate::extensions::hooks::{HookOutcome, InjectedMessage, InputOutcome};
 use crate::extensions::protocol::{Action, Delivery, HookKind, UiResponse};
@@ -17,11 +19,53 @@ use crate::rpc::events::Event;
 use crate::rpc::protocol::{Response, StreamingBehavior};
 use crate::time::now_ms;
 
+/// How long extensions get to answer a hook, unless settings `extensionHookTimeoutMs` says.
+const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(30);
+
 /// A `/name args` prompt, split.
 pub fn split_command(text: &str) -> Option<(&str, &str)> {
     let rest = text.strip_prefix('/')?;
     let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     (!name.is_empty()).then_some((name, args.trim()))
+}
+
+/// The running extensions and the agent's dealings with them.
+pub struct Extensions {
+    /// Running extensions (also present, with none loaded, when the approval gate needs dialogs).
+    pub host: Option<crate::extensions::ExtensionHost>,
+    pub events: Receiver<ExtensionEvent>,
+    /// Extension commands run from `prompt`, answered `handled` when they finish.
+    pub command_runs: Vec<(CommandRunId, Option<Value>)>,
+    /// Extension messages delivered with the next prompt.
+    pub next_turn_messages: Vec<AgentMessage>,
+    /// This prompt's system prompt when an extension replaced it (before_agent_start).
+    pub run_system_prompt: Option<String>,
+    /// An extension asked to shut down: exit once nothing runs.
+    pub shutdown_requested: bool,
+    /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
+    pub hook_deadline: Duration,
+}
+
+impl Extensions {
+    pub fn new(
+        host: Option<crate::extensions::ExtensionHost>,
+        events: Receiver<ExtensionEvent>,
+        config: &crate::config::Config,
+    ) -> Extensions {
+        let hook_deadline = config
+            .setting("extensionHookTimeoutMs")
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
+        Extensions {
+            host,
+            events,
+            command_runs: Vec::new(),
+            next_turn_messages: Vec::new(),
+            run_system_prompt: None,
+            shutdown_requested: false,
+            hook_deadline,
+        }
+    }
 }
 
 impl Agent {
@@ -31,13 +75,13 @@ impl Agent {
         let Some((name, args)) = split_command(text) else {
             return false;
         };
-        let Some(host) = &self.extensions else {
+        let Some(host) = &self.extensions.host else {
             return false;
         };
         let Some(run) = host.run_command(name, args) else {
             return false;
         };
-        self.command_runs.push((run, id.cloned()));
+        self.extensions.command_runs.push((run, id.cloned()));
         true
     }
 
@@ -47,6 +91,7 @@ impl Agent {
             return false;
         };
         self.extensions
+            .host
             .as_ref()
             .is_some_and(|host| host.commands().iter().any(|c| c.name == name))
     }
@@ -94,7 +139,7 @@ impl Agent {
             payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
         }
         match self.start_prompt_hook(HookKind::Input, payload) {
-            Some(hook) => self.queue_inputs.push(QueueInput {
+            Some(hook) => self.queues.inputs.push(QueueInput {
                 hook,
                 id: id.cloned(),
                 command,
@@ -152,8 +197,9 @@ impl Agent {
         kind: HookKind,
         payload: Value,
     ) -> Option<crate::extensions::HookId> {
-        let deadline = self.hook_deadline;
+        let deadline = self.extensions.hook_deadline;
         self.extensions
+            .host
             .as_ref()
             .and_then(|host| host.start_hook(kind, payload, deadline))
     }
@@ -206,7 +252,7 @@ impl Agent {
         if let PromptFrom::Client(id) = &from {
             self.respond(Response::disposition(id.as_ref(), "prompt", "started"));
         }
-        for held in std::mem::take(&mut self.pending_bash) {
+        for held in std::mem::take(&mut self.bash.pending) {
             let json = super::serialize_message(&held);
             self.record_message(&held, &json);
             self.messages.push(held);
@@ -237,10 +283,10 @@ impl Agent {
         injected: Vec<InjectedMessage>,
         system_prompt: Option<String>,
     ) {
-        self.run_system_prompt = system_prompt;
+        self.extensions.run_system_prompt = system_prompt;
         let mut messages = vec![AgentMessage::User(UserMessage::new(&text, images))];
         messages.extend(injected.into_iter().map(custom_message));
-        messages.extend(std::mem::take(&mut self.next_turn_messages));
+        messages.extend(std::mem::take(&mut self.extensions.next_turn_messages));
         self.start_run_after_mcp(messages);
     }
 
@@ -300,9 +346,9 @@ impl Agent {
         match event {
             ExtensionEvent::HookResult { id, outcome } => {
                 let for_prompt = matches!(&self.phase, Phase::Preparing(prep) if prep.hook == id);
-                let queued = self.queue_inputs.iter().position(|q| q.hook == id);
+                let queued = self.queues.inputs.iter().position(|q| q.hook == id);
                 if let Some(position) = queued {
-                    let input = self.queue_inputs.remove(position);
+                    let input = self.queues.inputs.remove(position);
                     self.on_queue_input_hook(input, outcome);
                 } else if for_prompt {
                     self.on_prompt_hook(outcome);
@@ -345,8 +391,10 @@ impl Agent {
 
     /// A dead extension's tools are no longer offered.
     fn refresh_extension_tools(&mut self) {
-        let Some(host) = &self.extensions else { return };
-        self.extension_tools = host.tools();
+        let Some(host) = &self.extensions.host else {
+            return;
+        };
+        self.tools.extension_tools = host.tools();
         self.refresh_tool_specs();
     }
 
@@ -358,8 +406,13 @@ impl Agent {
                 error,
             });
         }
-        if let Some(position) = self.command_runs.iter().position(|(r, _)| *r == run) {
-            let (_, id) = self.command_runs.remove(position);
+        if let Some(position) = self
+            .extensions
+            .command_runs
+            .iter()
+            .position(|(r, _)| *r == run)
+        {
+            let (_, id) = self.extensions.command_runs.remove(position);
             self.respond(Response::disposition(id.as_ref(), "prompt", "handled"));
         }
     }
@@ -405,7 +458,9 @@ impl Agent {
                     _ => String::new(),
                 };
                 match (self.is_busy(), deliver_as) {
-                    (_, Some(Delivery::NextTurn)) => self.next_turn_messages.push(message),
+                    (_, Some(Delivery::NextTurn)) => {
+                        self.extensions.next_turn_messages.push(message)
+                    }
                     (true, Some(Delivery::FollowUp)) => self.enqueue_message(false, text, message),
                     (true, _) => self.enqueue_message(true, text, message),
                     (false, _) if trigger_turn => self.start_run_without_prompt(message),
@@ -441,22 +496,22 @@ impl Agent {
                     log::warn!("extension label: {e}");
                 }
             }
-            Action::Shutdown => self.shutdown_requested = true,
+            Action::Shutdown => self.extensions.shutdown_requested = true,
         }
     }
 
     /// A custom message that starts a run of its own (an extension's `triggerTurn`).
     fn start_run_without_prompt(&mut self, message: AgentMessage) {
-        self.run_system_prompt = None;
+        self.extensions.run_system_prompt = None;
         self.start_run(vec![message]);
     }
 
     fn enqueue_message(&mut self, steering: bool, text: String, message: AgentMessage) {
         let queued = QueuedMessage { text, message };
         if steering {
-            self.steering.push_back(queued);
+            self.queues.steering.push_back(queued);
         } else {
-            self.follow_up.push_back(queued);
+            self.queues.follow_up.push_back(queued);
         }
         self.emit_queue_update();
     }
@@ -469,7 +524,7 @@ impl Agent {
         confirmed: Option<bool>,
         cancelled: bool,
     ) {
-        if let Some(host) = &self.extensions {
+        if let Some(host) = &self.extensions.host {
             host.deliver_ui_response(
                 ui_id,
                 UiResponse {
@@ -479,6 +534,32 @@ impl Agent {
                 },
             );
         }
+    }
+
+    /// `/skill:name args` and `/template args` expansion; a skill that cannot be read is reported
+    /// and the text goes on unchanged.
+    fn expand(&mut self, text: String) -> String {
+        match crate::resources::discovery::expand_input(&text, &self.resources) {
+            Ok(expanded) => expanded,
+            Err(e) => {
+                self.emit(Event::ExtensionError {
+                    extension_path: e.path,
+                    event: "skill_expansion".into(),
+                    error: e.message,
+                });
+                text
+            }
+        }
+    }
+}
+
+/// Session events go to the extensions that subscribed; dialogs and extension errors do not.
+pub(super) fn notify_extensions(host: &crate::extensions::ExtensionHost, event: &Event) {
+    if event.is_session_event()
+        && host.wants_event(event.kind())
+        && let Some(value) = event.to_extension_value()
+    {
+        host.notify_event(&value);
     }
 }
 

@@ -55,8 +55,11 @@ impl Agent {
 
     /// Builtins, extension tools and MCP tools, as the next request declares them.
     pub(super) fn refresh_tool_specs(&mut self) {
-        self.tool_specs =
-            super::all_tool_specs(&self.tool_names, &self.extension_tools, self.mcp.as_ref());
+        self.tools.specs = super::tool_batch::all_tool_specs(
+            &self.tools.builtins,
+            &self.tools.extension_tools,
+            self.mcp.as_ref(),
+        );
     }
 
     /// Starts the run, unless the first prompt must wait for MCP servers first.

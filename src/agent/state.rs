@@ -1,8 +1,8 @@
-//! The agent's phase and queue items: plain data, no I/O. A worker handle lives only inside the
-//! phase that owns it, so leaving a phase (a `mem::replace` to `Idle`) drops — and so cancels —
-//! its workers.
+//! The agent's phase, the data each phase owns, and the run bookkeeping (`Runs`): plain data, no
+//! I/O. A worker handle lives only inside the phase that owns it, so leaving a phase (a
+//! `mem::replace` to `Idle`) drops — and so cancels — its workers.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -162,24 +162,21 @@ pub struct Run {
     pub aborted: bool,
 }
 
-/// A `steer`, `follow_up` or queued `prompt` waiting for the extensions' `input` hook before it
-/// joins its queue (pi 0.86.0).
-pub struct QueueInput {
-    pub hook: HookId,
-    pub id: Option<serde_json::Value>,
-    /// The command answered: `steer`, `follow_up` or `prompt`.
-    pub command: &'static str,
-    pub behavior: crate::rpc::protocol::StreamingBehavior,
-    pub text: String,
-    pub images: Vec<ImageContent>,
-}
-
-/// A steering or follow-up message waiting for its drain point.
-pub struct QueuedMessage {
-    /// As the client sent it (queue_update lists texts).
-    pub text: String,
-    /// A user message, or an extension's custom message.
-    pub message: AgentMessage,
+/// The run in flight and what carries from one run to the next.
+#[derive(Default)]
+pub struct Runs {
+    /// Between `agent_start` and `agent_end`.
+    pub current: Option<Run>,
+    /// The last provider request's id (conversation and summary requests alike).
+    pub next_request: u64,
+    /// Automatic retries made since the last successful reply (0 = not retrying).
+    pub retry_attempt: u64,
+    /// The server's `retry-after` for the latest failed request.
+    pub retry_after: Option<Duration>,
+    /// An overflow compaction already ran for the current user message (pi retries once).
+    pub overflow_recovery_attempted: bool,
+    /// An abort ended the work since the last `agent_settled` (its `aborted`).
+    pub aborted_since_settled: bool,
 }
 
 // ---- compaction ------------------------------------------------------------------------------

@@ -73,10 +73,10 @@ fn a_signals_thread_that_never_started_leaves_the_loop_running() {
     assert!(matches!(incoming, Incoming::SignalsGone));
     agent.handle(incoming);
     assert!(
-        agent.stdin_open,
+        agent.io.stdin_open,
         "a closed signals channel is not stdin's EOF"
     );
-    assert_eq!(agent.exit_signal, None);
+    assert_eq!(agent.io.exit_signal, None);
     // The closed channel is no longer read: the next thing the loop sees is stdin's EOF.
     drop(ends.stdin);
     assert!(matches!(agent.next_incoming(), Incoming::StdinClosed));
@@ -113,13 +113,14 @@ fn a_closed_bash_channel_gets_a_fresh_one() {
     let (mut agent, _ends) = agent();
     let (sender, events) = crossbeam_channel::bounded(1);
     drop(sender);
-    agent.bash_events = events;
+    agent.bash.events = events;
     let incoming = agent.next_incoming();
     assert!(matches!(incoming, Incoming::BashGone));
     agent.handle(incoming);
-    assert!(agent.stdin_open);
+    assert!(agent.io.stdin_open);
     agent
-        .bash_sender
+        .bash
+        .sender
         .send(bash_command::BashEvent {
             job: 7,
             kind: bash_command::BashEventKind::Delta("x".into()),

@@ -15,15 +15,70 @@ use serde_json::{Value, json};
 
 use super::state::{CallSlot, CallWait, Phase, ToolBatch};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY};
+use crate::extensions::ExtensionTool;
 use crate::extensions::HookId;
-use crate::extensions::approval::{ApprovalAnswer, Decision};
+use crate::extensions::approval::{ApprovalAnswer, ApprovalPolicy, Decision, SessionGrants};
 use crate::extensions::hooks::{HookOutcome, ToolCallOutcome};
 use crate::extensions::protocol::HookKind;
-use crate::messages::{AgentMessage, ContentBlock, ToolCall, ToolResultMessage};
+use crate::messages::ToolSpec;
+use crate::messages::{AgentMessage, ToolCall, ToolResultMessage};
 use crate::rpc::SharedJson;
 use crate::rpc::events::{self, Event};
 use crate::time::now_ms;
-use crate::tools::{self, ToolEvent, ToolEventKind, ToolOutput};
+use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
+
+/// What the model is offered and what a call must pass: the builtin tools, the extensions'
+/// tools, the specs sent with each request, the approval policy with this session's grants, and
+/// the sandbox tools start in.
+pub struct Toolbox {
+    pub builtins: Vec<String>,
+    pub extension_tools: Vec<ExtensionTool>,
+    pub specs: Vec<ToolSpec>,
+    pub approvals: ApprovalPolicy,
+    pub grants: SessionGrants,
+    /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
+    pub sandbox: crate::sandbox::Sandbox,
+}
+
+impl Toolbox {
+    pub fn new(
+        builtins: Vec<String>,
+        extensions: Option<&crate::extensions::ExtensionHost>,
+        mcp: Option<&crate::mcp::McpHost>,
+        approvals: ApprovalPolicy,
+        sandbox: crate::sandbox::Sandbox,
+    ) -> Toolbox {
+        let extension_tools = extensions.map(|h| h.tools()).unwrap_or_default();
+        let specs = all_tool_specs(&builtins, &extension_tools, mcp);
+        Toolbox {
+            builtins,
+            extension_tools,
+            specs,
+            approvals,
+            grants: Default::default(),
+            sandbox,
+        }
+    }
+}
+
+/// What the model is offered: builtins, then extension tools, then MCP tools.
+pub(super) fn all_tool_specs(
+    builtins: &[String],
+    extension_tools: &[crate::extensions::ExtensionTool],
+    mcp: Option<&crate::mcp::McpHost>,
+) -> Vec<ToolSpec> {
+    let mut specs = tools::specs(builtins);
+    specs.extend(extension_tools.iter().map(|t| t.spec()));
+    if let Some(mcp) = mcp {
+        let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        specs.extend(
+            mcp.tool_specs()
+                .into_iter()
+                .filter(|s| !taken.contains(&s.name)),
+        );
+    }
+    specs
+}
 
 impl Agent {
     /// Starts the calls of a reply.
@@ -61,19 +116,24 @@ impl Agent {
         let Some(batch) = self.batch() else { return };
         let name = batch.calls[index].call.name.clone();
         let args = batch.calls[index].args.clone();
-        let known = self.tool_names.contains(&name)
-            || self.extension_tools.iter().any(|t| t.decl.name == name)
+        let known = self.tools.builtins.contains(&name)
+            || self
+                .tools
+                .extension_tools
+                .iter()
+                .any(|t| t.decl.name == name)
             || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name));
         if !known {
             self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
             return;
         }
         match self
+            .tools
             .approvals
-            .decide(&name, &args, &self.config.cwd, &self.grants)
+            .decide(&name, &args, &self.config.cwd, &self.tools.grants)
         {
             Decision::Allow => {
-                if self.approvals.is_enabled() {
+                if self.tools.approvals.is_enabled() {
                     self.record_approval(&name, &args, "allowed by rule");
                 }
                 self.hook_call(index)
@@ -87,7 +147,7 @@ impl Agent {
                 message,
                 grant_key,
             } => {
-                let Some(host) = &self.extensions else {
+                let Some(host) = &self.extensions.host else {
                     self.finish_call(
                         index,
                         ToolOutput::error("Approval needed, but no client dialog is available"),
@@ -95,7 +155,7 @@ impl Agent {
                     return;
                 };
                 let (ui_id, record) =
-                    host.ask_approval(&title, &message, self.approvals.ask_timeout());
+                    host.ask_approval(&title, &message, self.tools.approvals.ask_timeout());
                 if let Some(batch) = self.batch() {
                     batch.calls[index].wait = Some(CallWait::Approval { ui_id, grant_key });
                 }
@@ -120,10 +180,9 @@ impl Agent {
             "toolCallId": batch.calls[index].call.id,
             "input": batch.calls[index].args,
         });
-        let hook = self
-            .extensions
-            .as_ref()
-            .and_then(|host| host.start_hook(HookKind::ToolCall, payload, self.hook_deadline));
+        let hook = self.extensions.host.as_ref().and_then(|host| {
+            host.start_hook(HookKind::ToolCall, payload, self.extensions.hook_deadline)
+        });
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {
@@ -141,9 +200,10 @@ impl Agent {
         };
         let name = &batch.calls[index].call.name;
         // Builtins win over an extension tool of the same name.
-        let owner = match self.tool_names.contains(name) {
+        let owner = match self.tools.builtins.contains(name) {
             true => None,
             false => self
+                .tools
                 .extension_tools
                 .iter()
                 .find(|t| t.decl.name == *name)
@@ -156,12 +216,12 @@ impl Agent {
         call.arguments = batch.calls[index].args.clone();
         batch.calls[index].started = Some(std::time::Instant::now());
         let by_mcp = owner.is_none()
-            && !self.tool_names.contains(&call.name)
+            && !self.tools.builtins.contains(&call.name)
             && self
                 .mcp
                 .as_ref()
                 .is_some_and(|mcp| mcp.has_tool(&call.name));
-        match (owner, &self.extensions, &self.mcp) {
+        match (owner, &self.extensions.host, &self.mcp) {
             (Some(extension), Some(host), _) => {
                 batch.calls[index].by_extension = true;
                 host.run_tool(extension, &call.id, &call.name, &call.arguments);
@@ -229,10 +289,9 @@ impl Agent {
             "details": output.details,
             "isError": output.is_error,
         });
-        let hook = self
-            .extensions
-            .as_ref()
-            .and_then(|host| host.start_hook(HookKind::ToolResult, payload, self.hook_deadline));
+        let hook = self.extensions.host.as_ref().and_then(|host| {
+            host.start_hook(HookKind::ToolResult, payload, self.extensions.hook_deadline)
+        });
         match hook {
             Some(hook) => {
                 if let Some(batch) = self.batch() {
@@ -306,7 +365,7 @@ impl Agent {
                 self.hook_call(index);
             }
             ApprovalAnswer::AllowForSession => {
-                self.grants.grant(&grant_key);
+                self.tools.grants.grant(&grant_key);
                 self.record_approval(&name, &args, "allowed for this session");
                 self.hook_call(index);
             }
@@ -418,7 +477,7 @@ impl Agent {
                 (i, text)
             })
             .collect();
-        if let Some(host) = &self.extensions {
+        if let Some(host) = &self.extensions.host {
             for call_id in &cancelled {
                 host.cancel_tool(call_id);
             }
@@ -427,16 +486,19 @@ impl Agent {
             self.finish_call(index, ToolOutput::error(text));
         }
     }
+
+    fn tool_context(&self) -> ToolContext {
+        ToolContext {
+            cwd: self.config.cwd.clone(),
+            agent_dir: self.config.agent_dir.clone(),
+            shell_path: self.config.shell_path(),
+            shell_command_prefix: self.config.shell_command_prefix(),
+            model_supports_images: self.model.supports_images(),
+            sandbox: self.tools.sandbox.policy(),
+        }
+    }
 }
 
 fn output_text(output: &ToolOutput) -> String {
-    output
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::messages::joined_text(&output.content, "\n")
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::messages::{ContentBlock, ImageContent, TextContent};
+use crate::messages::{ContentBlock, ImageContent, TextContent, joined_text};
 use crate::tools::ToolOutput;
 use crate::tools::truncate::format_size;
 
@@ -166,7 +166,7 @@ pub fn call_result(server: &str, tool: &str, result: &Value, readable: bool) -> 
         ));
     }
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    if is_error && joined_text(&content).is_empty() {
+    if is_error && joined_text(&content, "\n").is_empty() {
         content.push(text(format!("MCP tool {server}/{tool} returned an error")));
     }
     let (content, full_path) = limit(content);
@@ -181,21 +181,10 @@ pub fn call_result(server: &str, tool: &str, result: &Value, readable: bool) -> 
     }
 }
 
-fn joined_text(content: &[ContentBlock]) -> String {
-    content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Keeps the model-facing text within `MAX_OUTPUT_BYTES`: longer text becomes one text block
 /// with its middle cut out (images follow it) and the full text saved. Returns the saved path.
 pub fn limit(content: Vec<ContentBlock>) -> (Vec<ContentBlock>, Option<String>) {
-    let combined = joined_text(&content);
+    let combined = joined_text(&content, "\n");
     if combined.len() <= MAX_OUTPUT_BYTES {
         return (content, None);
     }

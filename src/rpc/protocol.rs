@@ -475,6 +475,15 @@ impl Response {
         }
     }
 
+    /// [`Response::to_record`], moving a pre-serialized line (tens of MB for a long session's
+    /// `get_tree`) into the record instead of copying it.
+    pub fn into_record(self, profile: super::Profile) -> super::Record {
+        match self.outcome {
+            Ok(ResponseData::Line(line)) => super::Record::Raw(line),
+            outcome => Response { outcome, ..self }.to_record(profile),
+        }
+    }
+
     /// The record in `profile`'s shape (legacy: no `disposition`, which 0.73.1 never sent).
     pub fn to_record(&self, profile: super::Profile) -> super::Record {
         let mut record = envelope(self.id.as_ref(), &self.command, self.outcome.is_ok());

@@ -53,49 +53,117 @@ pub(super) enum ReadLine {
     Invalid,
 }
 
-/// A message entry's message: typed, or the serialized text the agent already made for stdout
-/// (shared with those records, so a long reply is not held twice) and typed only when asked.
-#[derive(Clone, Debug, Default)]
-pub struct MessageBody {
-    typed: std::sync::OnceLock<Option<Box<AgentMessage>>>,
-    shared: Option<crate::rpc::SharedJson>,
+/// A message entry's message, held once: as JSON text (a slice of the file it was read from,
+/// or the text the agent already serialized for stdout, shared with those records) or, for
+/// entries built in memory by tests and migrations, typed. JSON text is typed each time it is asked
+/// for and never cached: the agent keeps the one typed copy of the conversation (its context),
+/// and a long session would otherwise hold every message twice.
+#[derive(Clone, Debug)]
+pub enum MessageBody {
+    /// `None` when the message is not valid for our vocabulary (its line is kept, not in context).
+    Typed(Option<Box<AgentMessage>>),
+    /// Read from a file.
+    Json(JsonText),
+    /// Serialized by the agent (possibly in pieces).
+    Shared(crate::rpc::SharedJson),
+}
+
+/// A slice of a shared text: a message inside the file buffer it was read from (all entries
+/// of a file share that one buffer), or a whole serialized message.
+#[derive(Clone, Debug)]
+pub struct JsonText {
+    text: std::sync::Arc<String>,
+    start: usize,
+    end: usize,
+}
+
+impl JsonText {
+    pub fn as_str(&self) -> &str {
+        self.text.get(self.start..self.end).unwrap_or_default()
+    }
+
+    /// `part` as a slice of `file` when it lies inside it, else a copy of its own.
+    fn within(file: Option<&std::sync::Arc<String>>, part: &str) -> JsonText {
+        let offset = (part.as_ptr() as usize).wrapping_sub(file.map_or(0, |f| f.as_ptr() as usize));
+        match file {
+            Some(file) if offset <= file.len() && part.len() <= file.len() - offset => JsonText {
+                text: std::sync::Arc::clone(file),
+                start: offset,
+                end: offset + part.len(),
+            },
+            _ => JsonText {
+                end: part.len(),
+                text: std::sync::Arc::new(part.to_string()),
+                start: 0,
+            },
+        }
+    }
 }
 
 impl MessageBody {
     /// `None` when the message is not valid for our vocabulary (its line is kept, not in context).
     pub fn typed(message: Option<Box<AgentMessage>>) -> MessageBody {
-        let typed = std::sync::OnceLock::new();
-        let _ = typed.set(message);
-        MessageBody {
-            typed,
-            shared: None,
-        }
+        MessageBody::Typed(message)
     }
 
     pub fn shared(json: crate::rpc::SharedJson) -> MessageBody {
-        MessageBody {
-            typed: std::sync::OnceLock::new(),
-            shared: Some(json),
+        MessageBody::Shared(json)
+    }
+
+    /// The message typed: borrowed when it is held typed, parsed from its text otherwise.
+    /// `None` when it does not fit our vocabulary.
+    pub fn get(&self) -> Option<std::borrow::Cow<'_, AgentMessage>> {
+        match self {
+            MessageBody::Typed(typed) => typed.as_deref().map(std::borrow::Cow::Borrowed),
+            MessageBody::Json(json) => serde_json::from_str::<AgentMessage>(json.as_str())
+                .ok()
+                .map(std::borrow::Cow::Owned),
+            MessageBody::Shared(json) => json
+                .parse::<AgentMessage>()
+                .ok()
+                .map(std::borrow::Cow::Owned),
         }
     }
 
-    pub fn get(&self) -> Option<&AgentMessage> {
-        self.typed
-            .get_or_init(|| {
-                let json = self.shared.as_ref()?;
-                json.parse::<AgentMessage>().ok().map(Box::new)
-            })
-            .as_deref()
+    /// The message's `role`, without typing it (ours and pi's start with `{"role":"`).
+    pub fn has_role(&self, role: &str) -> bool {
+        match self {
+            MessageBody::Typed(typed) => typed.as_deref().is_some_and(|m| m.role() == role),
+            MessageBody::Json(json) => {
+                let text = json.as_str();
+                match text.strip_prefix(r#"{"role":""#) {
+                    Some(rest) => rest.strip_prefix(role).is_some_and(|r| r.starts_with('"')),
+                    None => role_of(text) == Some(role.to_string()),
+                }
+            }
+            MessageBody::Shared(json) if json.starts_with(r#"{"role":""#) => {
+                json.starts_with(&format!(r#"{{"role":"{role}""#))
+            }
+            MessageBody::Shared(json) => role_of(&json.text()) == Some(role.to_string()),
+        }
     }
 
-    /// The role, without typing a shared message (ours always start with `{"role":"`).
     pub fn is_assistant(&self) -> bool {
-        match (self.typed.get(), &self.shared) {
-            (Some(typed), _) => matches!(typed.as_deref(), Some(AgentMessage::Assistant(_))),
-            (None, Some(json)) => json.starts_with(r#"{"role":"assistant""#),
-            (None, None) => false,
-        }
+        self.has_role("assistant")
     }
+
+    /// Appends the JSON text to `out`; false (nothing written) when the message is typed.
+    fn write_text(&self, out: &mut Vec<u8>) -> bool {
+        match self {
+            MessageBody::Json(json) => out.extend_from_slice(json.as_str().as_bytes()),
+            MessageBody::Shared(json) => json
+                .pieces()
+                .for_each(|piece| out.extend_from_slice(piece.as_bytes())),
+            MessageBody::Typed(_) => return false,
+        }
+        true
+    }
+}
+
+/// The `role` of a message written in an unusual way (parsed; rare).
+fn role_of(text: &str) -> Option<String> {
+    let value = serde_json::from_str::<Value>(text).ok()?;
+    value.get("role")?.as_str().map(str::to_string)
 }
 
 impl PartialEq for MessageBody {
@@ -106,16 +174,21 @@ impl PartialEq for MessageBody {
 
 impl Serialize for MessageBody {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match (self.typed.get(), &self.shared) {
-            (Some(typed), _) => typed.serialize(serializer),
-            (None, Some(json)) => {
+        match self {
+            MessageBody::Typed(typed) => typed.serialize(serializer),
+            MessageBody::Json(json) => {
+                // Written as the very text read (validated, not copied).
+                let raw: &serde_json::value::RawValue =
+                    serde_json::from_str(json.as_str()).map_err(serde::ser::Error::custom)?;
+                raw.serialize(serializer)
+            }
+            MessageBody::Shared(json) => {
                 // Written as the very text stdout got (validated; joined when in pieces).
                 let text = json.text();
                 let raw: &serde_json::value::RawValue =
                     serde_json::from_str(&text).map_err(serde::ser::Error::custom)?;
                 raw.serialize(serializer)
             }
-            (None, None) => serializer.serialize_none(),
         }
     }
 }
@@ -197,7 +270,8 @@ impl SessionEntry {
         }
     }
 
-    pub fn message(&self) -> Option<&AgentMessage> {
+    /// A message entry's message, typed (parsed from its text each time: see [`MessageBody`]).
+    pub fn message(&self) -> Option<std::borrow::Cow<'_, AgentMessage>> {
         match &self.kind {
             EntryKind::Message(message) => message.get(),
             _ => None,
@@ -208,10 +282,10 @@ impl SessionEntry {
     /// it): the trigger of the first write.
     pub fn is_assistant_message(&self) -> bool {
         match &self.kind {
-            EntryKind::Message(message) if message.is_assistant() => true,
-            EntryKind::Message(message) if message.get().is_none() => {
+            EntryKind::Message(MessageBody::Typed(None)) => {
                 self.to_value()["message"]["role"].as_str() == Some("assistant")
             }
+            EntryKind::Message(message) => message.is_assistant(),
             _ => false,
         }
     }
@@ -228,18 +302,26 @@ impl SessionEntry {
     }
 
     /// Reads one line of a session file (not the first header), without surrounding
-    /// whitespace. `scratch` is a buffer reused from line to line.
-    pub(super) fn read_line(text: &str, scratch: &mut Vec<u8>) -> ReadLine {
+    /// whitespace. `scratch` is a buffer reused from line to line. When `text` lies inside
+    /// `file` (the whole file's text), a message keeps a slice of that buffer instead of a copy.
+    pub(super) fn read_line(
+        text: &str,
+        scratch: &mut Vec<u8>,
+        file: Option<&std::sync::Arc<String>>,
+    ) -> ReadLine {
         // A struct deserializes from a JSON array too; a line must be an object.
         if !text.starts_with('{') {
             return ReadLine::Invalid;
         }
-        // Fast route: straight into the typed fields. Anything it does not accept (a field of
-        // an unexpected type or shape, a duplicate key, a missing field, an unknown type) takes
-        // the `Value` route, which decides exactly as `from_value` does.
+        // Fast route: straight into the typed fields, a message as its text. Anything it does
+        // not accept (a field of an unexpected type or shape, a duplicate key, a missing field,
+        // an unknown type) takes the `Value` route, which decides exactly as `from_value` does.
+        // So does a line with a raw CR: a message's text goes to clients as it is, and a CR
+        // would split their lines.
         let fast = match serde_json::from_str::<LineFields>(text) {
+            _ if memchr::memchr(b'\r', text.as_bytes()).is_some() => None,
             Ok(fields) if fields.kind.as_deref() == Some("session") => return ReadLine::Header,
-            Ok(fields) => typed_from_fields(fields),
+            Ok(fields) => typed_from_fields(fields, file),
             Err(_) => None,
         };
         let mut entry = match fast {
@@ -265,8 +347,8 @@ impl SessionEntry {
     /// Keeps `text` as the entry's line unless the typed form serializes to exactly it.
     fn keep_line_unless_reproduced(&mut self, text: &str, scratch: &mut Vec<u8>) {
         scratch.clear();
-        let reproduced = serde_json::to_writer(&mut *scratch, &Typed(self)).is_ok()
-            && scratch == text.as_bytes();
+        self.write_typed(scratch);
+        let reproduced = scratch == text.as_bytes();
         self.line = (!reproduced).then(|| text.into());
     }
 
@@ -284,7 +366,12 @@ impl SessionEntry {
     pub fn to_line(&self) -> String {
         match &self.line {
             Some(line) => line.to_string(),
-            None => serde_json::to_string(&Typed(self)).unwrap_or_default(),
+            None => {
+                let mut out = Vec::new();
+                self.write_typed(&mut out);
+                // Always UTF-8: serde_json's output and message text that was UTF-8.
+                String::from_utf8(out).unwrap_or_default()
+            }
         }
     }
 
@@ -292,16 +379,34 @@ impl SessionEntry {
     pub fn write_line(&self, out: &mut Vec<u8>) {
         match &self.line {
             Some(line) => out.extend_from_slice(line.as_bytes()),
-            None => {
-                // Cannot fail: every map key is a string and the output is memory.
-                let _ = serde_json::to_writer(out, &Typed(self));
-            }
+            None => self.write_typed(out),
         }
     }
 
-    /// Appends the entry as compact JSON to `out`, exactly as serializing
-    /// [`SessionEntry::to_value`] would. A kept line is re-serialized rather than copied: it
-    /// may have spacing (a raw CR would split a client's lines) or spellings serde_json writes
+    /// Appends the typed form to `out`. A message held as text is copied in as it is: it was
+    /// checked when read or written by serde_json, so it is not parsed again.
+    fn write_typed(&self, out: &mut Vec<u8>) {
+        // Cannot fail: every map key is a string and the output is memory.
+        if let EntryKind::Message(body @ (MessageBody::Json(_) | MessageBody::Shared(_))) =
+            &self.kind
+        {
+            out.extend_from_slice(br#"{"type":"message","id":"#);
+            let _ = serde_json::to_writer(&mut *out, &self.id);
+            out.extend_from_slice(br#","parentId":"#);
+            let _ = serde_json::to_writer(&mut *out, &self.parent_id);
+            out.extend_from_slice(br#","timestamp":"#);
+            let _ = serde_json::to_writer(&mut *out, &self.timestamp);
+            out.extend_from_slice(br#","message":"#);
+            body.write_text(out);
+            out.push(b'}');
+            return;
+        }
+        let _ = serde_json::to_writer(out, &Typed(self));
+    }
+
+    /// Appends the entry as compact JSON to `out`: the typed form (a message's text as read,
+    /// which never holds a raw CR), or a kept line re-serialized rather than copied: it may
+    /// have spacing (a raw CR would split a client's lines) or spellings serde_json writes
     /// differently; such lines are rare, so the parse costs little.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         match &self.line {
@@ -531,17 +636,17 @@ fn typed_from_value(value: &Value) -> Option<SessionEntry> {
 /// is `Some` exactly when the key is present, and present means well-typed (a `null` where a
 /// string belongs fails the whole line over to the `Value` route). Unknown keys are skipped.
 #[derive(Deserialize)]
-struct LineFields {
-    #[serde(rename = "type", default, deserialize_with = "present")]
-    kind: Option<String>,
+struct LineFields<'a> {
+    #[serde(rename = "type", borrow, default, deserialize_with = "present")]
+    kind: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     id: Option<String>,
     #[serde(rename = "parentId", default, deserialize_with = "present")]
     parent_id: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
     timestamp: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    message: Option<AgentMessage>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    message: Option<&'a serde_json::value::RawValue>,
     #[serde(rename = "thinkingLevel", default, deserialize_with = "present")]
     thinking_level: Option<String>,
     #[serde(default, deserialize_with = "present")]
@@ -588,9 +693,15 @@ where
 
 /// The typed entry, with the same requirements per type as [`typed_from_value`]; None when
 /// one is not met (the caller then asks `typed_from_value`, which decides).
-fn typed_from_fields(fields: LineFields) -> Option<SessionEntry> {
-    let kind = match fields.kind?.as_str() {
-        "message" => EntryKind::Message(MessageBody::typed(Some(Box::new(fields.message?)))),
+fn typed_from_fields(
+    fields: LineFields,
+    file: Option<&std::sync::Arc<String>>,
+) -> Option<SessionEntry> {
+    let kind = match fields.kind?.as_ref() {
+        "message" => EntryKind::Message(MessageBody::Json(JsonText::within(
+            file,
+            fields.message?.get(),
+        ))),
         "thinking_level_change" => EntryKind::ThinkingLevelChange {
             thinking_level: fields.thinking_level?,
         },
@@ -799,7 +910,7 @@ pub(crate) mod tests {
 
     /// `read_line` on `text` as the only content of a file.
     fn read(text: &str) -> ReadLine {
-        SessionEntry::read_line(text, &mut Vec::new())
+        SessionEntry::read_line(text, &mut Vec::new(), None)
     }
 
     #[test]
@@ -853,6 +964,62 @@ pub(crate) mod tests {
             panic!("alien message not read");
         };
         assert!(matches!(&alien.kind, EntryKind::Message(m) if m.get().is_none()));
+    }
+
+    #[test]
+    fn a_message_read_from_a_file_is_a_slice_of_that_files_text() {
+        let file = std::sync::Arc::new(format!("{}\n", REFERENCE_LINES[1]));
+        let line = file.trim_end();
+        let ReadLine::Entry(entry) = SessionEntry::read_line(line, &mut Vec::new(), Some(&file))
+        else {
+            panic!("not read");
+        };
+        let EntryKind::Message(MessageBody::Json(json)) = &entry.kind else {
+            panic!("message not held as text");
+        };
+        assert!(
+            std::sync::Arc::ptr_eq(&json.text, &file),
+            "no copy of the text"
+        );
+        assert!(line[json.start..json.end].starts_with(r#"{"role":"assistant""#));
+        assert!(entry.line.is_none());
+        assert_eq!(entry.to_line(), line);
+        assert!(entry.is_assistant_message());
+        assert!(matches!(
+            entry.message().as_deref(),
+            Some(AgentMessage::Assistant(_))
+        ));
+        // Text that is not inside the given file is copied.
+        let ReadLine::Entry(copied) =
+            SessionEntry::read_line(REFERENCE_LINES[0], &mut Vec::new(), Some(&file))
+        else {
+            panic!("not read");
+        };
+        let EntryKind::Message(MessageBody::Json(json)) = &copied.kind else {
+            panic!("message not held as text");
+        };
+        assert!(!std::sync::Arc::ptr_eq(&json.text, &file));
+        assert_eq!(copied.to_line(), REFERENCE_LINES[0]);
+        // A raw CR (legal JSON whitespace) must never reach a client: such lines are kept and
+        // re-serialized for the wire.
+        let with_cr = REFERENCE_LINES[0].replace(r#""message":{"#, "\"message\":\r{");
+        let ReadLine::Entry(cr) = read(&with_cr) else {
+            panic!("not read");
+        };
+        let mut wire = Vec::new();
+        cr.write_json(&mut wire);
+        assert_eq!(wire, REFERENCE_LINES[0].as_bytes());
+        assert_eq!(cr.to_line(), with_cr, "the file keeps the line as read");
+    }
+
+    #[test]
+    fn roles_are_read_without_typing_and_with_it_when_written_otherwise() {
+        let body = |json: &str| MessageBody::shared(crate::rpc::SharedJson::from(json));
+        assert!(body(r#"{"role":"assistant","content":[]}"#).is_assistant());
+        assert!(!body(r#"{"role":"assistantX","content":[]}"#).is_assistant());
+        assert!(body(r#"{ "role" : "assistant" }"#).is_assistant());
+        assert!(body(r#"{"content":[],"role":"user"}"#).has_role("user"));
+        assert!(!body(r#"{"role":"user"}"#).has_role("assistant"));
     }
 
     #[test]

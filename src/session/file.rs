@@ -40,7 +40,7 @@ pub enum Loaded {
 
 /// Reads and, where needed, repairs or migrates the file at `path`.
 pub fn load(path: &Path) -> Result<Loaded, SessionError> {
-    let bytes = match fs::read(path) {
+    let raw = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
         Err(e) => {
@@ -51,7 +51,17 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             });
         }
     };
-    let lines = split_lines(&bytes);
+    // One buffer for the whole file, kept: message entries hold slices of it rather than a
+    // copy each. A file that is not all UTF-8 (a damaged line) is read line by line instead.
+    let (shared, raw) = match String::from_utf8(raw) {
+        Ok(text) => (Some(std::sync::Arc::new(text)), Vec::new()),
+        Err(e) => (None, e.into_bytes()),
+    };
+    let bytes: &[u8] = match &shared {
+        Some(text) => text.as_bytes(),
+        None => &raw,
+    };
+    let lines = split_lines(bytes);
 
     let mut header: Option<SessionHeader> = None;
     let mut entries: Vec<SessionEntry> = Vec::new();
@@ -61,7 +71,12 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
     let mut scratch = Vec::new();
     for line in &lines {
         // Not UTF-8 can never be JSON (serde_json refuses it too).
-        let Ok(text) = std::str::from_utf8(trimmed(&bytes, line)) else {
+        let text = match &shared {
+            // Cut at ASCII bytes (newlines, whitespace), so always at char boundaries.
+            Some(all) => trimmed_str(all, line),
+            None => std::str::from_utf8(trimmed(bytes, line)).ok(),
+        };
+        let Some(text) = text else {
             bad_lines.push(*line);
             continue;
         };
@@ -89,7 +104,7 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
             }
             continue;
         }
-        match SessionEntry::read_line(text, &mut scratch) {
+        match SessionEntry::read_line(text, &mut scratch, shared.as_ref()) {
             ReadLine::Entry(entry) => entries.push(entry),
             ReadLine::Header => {}
             ReadLine::Invalid => bad_lines.push(*line),
@@ -178,6 +193,11 @@ fn trimmed<'a>(bytes: &'a [u8], line: &Line) -> &'a [u8] {
         .get(line.start..line.end)
         .unwrap_or_default()
         .trim_ascii()
+}
+
+/// [`trimmed`] of a text.
+fn trimmed_str<'a>(text: &'a str, line: &Line) -> Option<&'a str> {
+    text.get(line.start..line.end).map(str::trim_ascii)
 }
 
 fn not_a_session(path: &Path) -> SessionError {

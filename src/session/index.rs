@@ -5,17 +5,28 @@
 //! fields, so a 100k-entry log does not hold every id a second time as a map key (a map of
 //! `String` keys cost about 70 bytes and one allocation per entry). Open addressing with linear
 //! probing; nothing is ever removed (logs only grow). Entries with an empty id are not indexed.
+//!
+//! It also remembers each entry's parent position as found when the entry was indexed, so the
+//! walks from a leaf to the root (every context rebuild, `get_tree`) do not hash 100k ids. That
+//! answer stays right until an id is indexed twice (a damaged file): from then on parents are
+//! looked up by id again, as they are for a parent indexed after its child.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
 use super::entry::SessionEntry;
 
+const NO_PARENT: usize = usize::MAX;
+
 #[derive(Clone, Debug, Default)]
 pub struct IdIndex {
     /// Position + 1 of an entry, 0 for a free slot. The length is 0 or a power of two.
     slots: Vec<usize>,
     len: usize,
+    /// Position → its parent's position when it was indexed (`NO_PARENT`: none found then).
+    parents: Vec<usize>,
+    /// An id was indexed twice: positions found earlier may be stale.
+    duplicates: bool,
     /// Seeded per process: ids come from files, and a fixed hash could be made to collide.
     hasher: RandomState,
 }
@@ -37,6 +48,25 @@ impl IdIndex {
         }
     }
 
+    /// The position of the parent of `entries[position]` (the last entry with its parent id).
+    pub fn parent(&self, entries: &[SessionEntry], position: usize) -> Option<usize> {
+        let parent_id = entries.get(position)?.parent_id.as_deref()?;
+        match self.parents.get(position) {
+            Some(&parent) if parent != NO_PARENT && !self.duplicates => Some(parent),
+            _ => self.get(entries, parent_id),
+        }
+    }
+
+    /// Whether `entries[position]` is the entry its id finds (it has an id, and no later entry
+    /// has the same one).
+    pub fn is_indexed(&self, entries: &[SessionEntry], position: usize) -> bool {
+        match entries.get(position) {
+            Some(entry) if !self.duplicates => !entry.id.is_empty(),
+            Some(entry) => self.get(entries, &entry.id) == Some(position),
+            None => false,
+        }
+    }
+
     pub fn contains(&self, entries: &[SessionEntry], id: &str) -> bool {
         self.get(entries, id).is_some()
     }
@@ -49,6 +79,14 @@ impl IdIndex {
         if id.is_empty() {
             return;
         }
+        let parent = entries[position]
+            .parent_id
+            .as_deref()
+            .and_then(|p| self.get(entries, p));
+        if self.parents.len() <= position {
+            self.parents.resize(position + 1, NO_PARENT);
+        }
+        self.parents[position] = parent.unwrap_or(NO_PARENT);
         // At most half full, so probe runs stay short.
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow(entries);
@@ -63,6 +101,7 @@ impl IdIndex {
                     return;
                 }
                 Some(other) if entries.get(other).is_some_and(|e| e.id == id) => {
+                    self.duplicates = true;
                     self.slots[slot] = position + 1;
                     return;
                 }
@@ -73,6 +112,7 @@ impl IdIndex {
 
     /// Reserves room for `additional` more ids (a whole file's worth at once).
     pub fn reserve(&mut self, entries: &[SessionEntry], additional: usize) {
+        self.parents.reserve(additional);
         while (self.len + additional) * 2 > self.slots.len() {
             self.grow(entries);
         }
@@ -124,5 +164,31 @@ mod tests {
         assert!(!index.contains(&entries, "nothere"));
         assert_eq!(index.len, 1000);
         assert!(IdIndex::default().get(&entries, "00000000").is_none());
+    }
+
+    fn child(id: &str, parent: &str) -> SessionEntry {
+        let kind = EntryKind::SessionInfo { name: None };
+        SessionEntry::new(id.into(), Some(parent.into()), String::new(), kind)
+    }
+
+    #[test]
+    fn parents_are_remembered_until_an_id_repeats() {
+        let mut entries = vec![entry("a"), child("b", "a"), child("c", "late")];
+        let mut index = IdIndex::default();
+        for n in 0..entries.len() {
+            index.insert(&entries, n);
+        }
+        assert_eq!(index.parent(&entries, 1), Some(0));
+        assert_eq!(index.parent(&entries, 0), None);
+        assert_eq!(index.parent(&entries, 2), None, "parent not there yet");
+        entries.push(entry("late")); // a parent after its child: found by id
+        index.insert(&entries, 3);
+        assert_eq!(index.parent(&entries, 2), Some(3));
+        assert!(index.is_indexed(&entries, 0));
+        entries.push(entry("a")); // the id repeats: b's parent is now the later "a"
+        index.insert(&entries, 4);
+        assert_eq!(index.parent(&entries, 1), Some(4));
+        assert!(!index.is_indexed(&entries, 0));
+        assert!(index.is_indexed(&entries, 4));
     }
 }

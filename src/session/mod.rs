@@ -823,7 +823,8 @@ impl SessionLog {
     pub fn fork_messages(&self) -> Vec<ForkMessage> {
         self.entries
             .iter()
-            .filter_map(|entry| match entry.message() {
+            .filter(|entry| matches!(&entry.kind, EntryKind::Message(m) if m.has_role("user")))
+            .filter_map(|entry| match entry.message().as_deref() {
                 Some(AgentMessage::User(user)) => {
                     let text = user.content.text();
                     (!text.is_empty()).then(|| ForkMessage {
@@ -845,7 +846,8 @@ impl SessionLog {
     /// parent. Returns the new log and the message's text.
     pub fn fork(&self, entry_id: &str) -> Result<(SessionLog, String), SessionError> {
         let entry = self.entry(entry_id).ok_or(SessionError::NotForkable)?;
-        let Some(AgentMessage::User(user)) = entry.message() else {
+        let message = entry.message();
+        let Some(AgentMessage::User(user)) = message.as_deref() else {
             return Err(SessionError::NotForkable);
         };
         let text = user.content.text();

@@ -28,11 +28,7 @@ pub struct Label {
 pub fn path_to(entries: &[SessionEntry], by_id: &IdIndex, leaf: usize) -> Vec<usize> {
     let mut path = vec![leaf];
     let mut current = leaf;
-    while let Some(parent) = entries[current]
-        .parent_id
-        .as_deref()
-        .and_then(|p| by_id.get(entries, p))
-    {
+    while let Some(parent) = by_id.parent(entries, current) {
         if path.len() > entries.len() {
             log::warn!(
                 "Session entries form a parent cycle at {}",
@@ -47,7 +43,8 @@ pub fn path_to(entries: &[SessionEntry], by_id: &IdIndex, leaf: usize) -> Vec<us
     path
 }
 
-/// What the path says: messages for the model, the last thinking level and model.
+/// What the path says: messages for the model, the last thinking level and model. Each
+/// message held as text is typed once, here, into the list the agent keeps.
 pub fn context(
     entries: &[SessionEntry],
     by_id: &IdIndex,
@@ -56,25 +53,29 @@ pub fn context(
     let mut result = super::SessionContext::default();
     let Some(leaf) = leaf else { return result };
     let path = path_to(entries, by_id, leaf);
-    let mut compaction_at = None;
-    for (position, &index) in path.iter().enumerate() {
-        let entry = &entries[index];
-        match &entry.kind {
-            EntryKind::ThinkingLevelChange { thinking_level } => {
-                result.thinking_level = ThinkingLevel::parse(thinking_level);
+    // The last thinking level and model on the path win: found from the end, so only the one
+    // deciding message is typed for it.
+    result.thinking_level = path
+        .iter()
+        .rev()
+        .find_map(|&i| match &entries[i].kind {
+            EntryKind::ThinkingLevelChange { thinking_level } => Some(thinking_level),
+            _ => None,
+        })
+        .and_then(|level| ThinkingLevel::parse(level));
+    result.model = path.iter().rev().find_map(|&i| match &entries[i].kind {
+        EntryKind::ModelChange { provider, model_id } => Some((provider.clone(), model_id.clone())),
+        EntryKind::Message(message) if message.is_assistant() => match message.get().as_deref() {
+            Some(AgentMessage::Assistant(assistant)) => {
+                Some((assistant.provider.clone(), assistant.model.clone()))
             }
-            EntryKind::ModelChange { provider, model_id } => {
-                result.model = Some((provider.clone(), model_id.clone()));
-            }
-            EntryKind::Message(message) => {
-                if let Some(AgentMessage::Assistant(assistant)) = message.get() {
-                    result.model = Some((assistant.provider.clone(), assistant.model.clone()));
-                }
-            }
-            EntryKind::Compaction { .. } => compaction_at = Some(position),
-            _ => {}
-        }
-    }
+            _ => None,
+        },
+        _ => None,
+    });
+    let compaction_at = path
+        .iter()
+        .rposition(|&i| matches!(entries[i].kind, EntryKind::Compaction { .. }));
     let Some(compaction_at) = compaction_at else {
         result.messages = context_messages(entries, &path);
         return result;
@@ -108,20 +109,20 @@ pub fn context(
     result
 }
 
-/// The messages of the entries at `path`, in a list of exactly the right size: the caller
-/// keeps it for the whole run, and a doubled list of 100k messages wastes tens of MB.
+/// The messages of the entries at `path`, in a list of (almost always) exactly the right size:
+/// the caller keeps it for the whole run, and a doubled list of 100k messages wastes tens of MB.
 fn context_messages(entries: &[SessionEntry], path: &[usize]) -> Vec<AgentMessage> {
     let mut messages = Vec::with_capacity(countable(entries, path));
     messages.extend(path.iter().filter_map(|&i| context_message(&entries[i])));
     messages
 }
 
-/// How many of the entries at `path` contribute a message.
+/// How many of the entries at `path` may contribute a message (a message that does not type
+/// is counted: finding out would type it twice).
 fn countable(entries: &[SessionEntry], path: &[usize]) -> usize {
     path.iter()
         .filter(|&&i| match &entries[i].kind {
-            EntryKind::Message(message) => message.get().is_some(),
-            EntryKind::CustomMessage { .. } => true,
+            EntryKind::Message(_) | EntryKind::CustomMessage { .. } => true,
             EntryKind::BranchSummary { summary, .. } => !summary.is_empty(),
             _ => false,
         })
@@ -132,7 +133,7 @@ fn countable(entries: &[SessionEntry], path: &[usize]) -> usize {
 /// compaction's view of a branch both use it).
 pub fn context_message(entry: &SessionEntry) -> Option<AgentMessage> {
     match &entry.kind {
-        EntryKind::Message(message) => message.get().cloned(),
+        EntryKind::Message(message) => message.get().map(std::borrow::Cow::into_owned),
         EntryKind::CustomMessage {
             custom_type,
             content,
@@ -184,18 +185,15 @@ pub fn shape(entries: &[SessionEntry], by_id: &IdIndex) -> TreeShape {
     // Each indexed node's parent (ROOT for roots and unindexed entries), and child counts.
     let mut parents = vec![ROOT; entries.len()];
     let mut counts = vec![0usize; entries.len() + 1];
-    for (index, entry) in entries.iter().enumerate() {
-        if by_id.get(entries, &entry.id) != Some(index) {
+    for (index, slot) in parents.iter_mut().enumerate() {
+        if !by_id.is_indexed(entries, index) {
             continue; // not indexed: no id, or an earlier duplicate
         }
-        let parent = entry
-            .parent_id
-            .as_deref()
-            .filter(|p| *p != entry.id)
-            .and_then(|p| by_id.get(entries, p));
+        // An entry that names itself as parent is a root.
+        let parent = by_id.parent(entries, index).filter(|&p| p != index);
         match parent {
             Some(parent) => {
-                parents[index] = parent;
+                *slot = parent;
                 counts[parent] += 1;
             }
             None => roots.push(index),

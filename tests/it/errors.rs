@@ -257,3 +257,21 @@ fn overloaded_stream_error_is_retried() {
     pi.wait_for_event("agent_settled");
     fake.finish();
 }
+
+/// A prompt for a provider without credentials is refused with pi's text: the provider's name
+/// and pi's login help, which points at the package's docs (`$PI_PACKAGE_DIR/docs`).
+#[test]
+fn prompt_without_credentials_is_refused_with_pis_login_help() {
+    let fake = FakeProvider::start(Vec::new());
+    let setup = Setup::at(&fake.base_url(), "anthropic", "claude-sonnet-4-5")
+        .env("PI_PACKAGE_DIR", "/opt/pi-package");
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("p", "prompt", json!({"message": "hi"}));
+    assert_eq!(response["success"], false, "{response}");
+    assert_eq!(
+        response["error"],
+        "No API key found for anthropic.\n\nUse /login to log into a provider via OAuth or API \
+         key. See:\n  /opt/pi-package/docs/providers.md\n  /opt/pi-package/docs/models.md"
+    );
+    assert!(fake.requests().is_empty());
+}

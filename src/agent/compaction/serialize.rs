@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::messages::{AgentMessage, ContentBlock};
+use crate::messages::{AgentMessage, ContentBlock, joined_text};
 
 /// Longest tool output kept in the text, in JavaScript characters (UTF-16 units).
 pub const TOOL_RESULT_MAX_CHARS: usize = 2000;
@@ -57,14 +57,7 @@ pub fn serialize_conversation(messages: &[AgentMessage]) -> String {
                 }
             }
             AgentMessage::ToolResult(result) => {
-                let text: String = result
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
+                let text = joined_text(&result.content, "");
                 if !text.is_empty() {
                     parts.push(format!(
                         "[Tool result]: {}",

@@ -97,7 +97,7 @@ pub fn session_stats(
 pub fn session_totals(entries: &[SessionEntry], extra_usage: &[Usage]) -> Totals {
     let mut totals = Totals::default();
     for entry in entries {
-        match entry.message() {
+        match entry.message().as_deref() {
             Some(AgentMessage::Assistant(a)) => totals.add(&a.usage),
             Some(AgentMessage::ToolResult(r)) => {
                 if let Some(usage) = &r.usage {
@@ -147,8 +147,8 @@ pub fn awaiting_usage_after_compaction(branch: &[&SessionEntry]) -> bool {
         .iter()
         .rev()
         .filter_map(|e| e.message())
-        .find_map(reliable_usage);
-    newest_reply.is_none_or(|usage| usage_context_tokens(usage) == 0)
+        .find_map(|m| reliable_usage(&m).map(usage_context_tokens));
+    newest_reply.is_none_or(|tokens| tokens == 0)
 }
 
 #[cfg(test)]

@@ -148,7 +148,7 @@ fn tool_results_are_never_the_cut() {
             let cut = find_cut_point(&branch, 0, branch.len(), budget);
             assert!(
                 !matches!(
-                    branch[cut.first_kept_index].message(),
+                    branch[cut.first_kept_index].message().as_deref(),
                     Some(AgentMessage::ToolResult(_))
                 ),
                 "{name} budget {budget}"

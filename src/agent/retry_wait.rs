@@ -1,0 +1,85 @@
+//! The `RetryWait` phase: after a run failed with a transient error, the automatic retry is
+//! planned (attempts, backoff, the server's `retry-after`), announced (`auto_retry_start`), and
+//! waited for on a timer in the loop's select — so `abort` and `abort_retry` cancel it at once —
+//! before the conversation continues with a new run. Which errors are transient is `retry`.
+
+use std::time::Duration;
+
+use super::state::{Phase, RetryWait};
+use super::{Agent, retry};
+use crate::messages::{AgentMessage, AssistantMessage};
+use crate::rpc::events::Event;
+
+impl Agent {
+    /// `Ok(Some(delay))` to retry, `Ok(None)` when the failure is not retried at all, `Err(text)`
+    /// when retries are exhausted (or the server asks for a longer wait than allowed).
+    pub(super) fn plan_retry(
+        &mut self,
+        failed: &AssistantMessage,
+    ) -> Result<Option<Duration>, String> {
+        if !self.settings.auto_retry || !retry::is_retryable(failed, self.model.context_window) {
+            return Ok(None);
+        }
+        let error = failed.error_message.clone().unwrap_or_default();
+        let attempt = self.runs.retry_attempt + 1;
+        if attempt > self.config.retry_max_retries() {
+            return if self.runs.retry_attempt > 0 {
+                Err(error)
+            } else {
+                Ok(None)
+            };
+        }
+        let mut delay = retry::backoff_delay(self.config.retry_base_delay_ms(), attempt);
+        if let Some(asked) = self.runs.retry_after.take() {
+            let limit = Duration::from_millis(self.config.provider_max_retry_delay_ms());
+            if asked > limit {
+                return Err(format!(
+                    "{error} (the provider asked to retry after {} s, more than retry.provider.maxRetryDelayMs allows: {} s)",
+                    asked.as_secs(),
+                    limit.as_secs()
+                ));
+            }
+            delay = delay.max(asked);
+        }
+        Ok(Some(delay))
+    }
+
+    /// The failed reply leaves the agent's context (it stays in the session file), and the
+    /// retry waits in the loop's select, where `abort` and `abort_retry` cancel it at once.
+    pub(super) fn schedule_retry(&mut self, delay: Duration, failed: &AssistantMessage) {
+        self.runs.retry_attempt += 1;
+        if matches!(self.messages.last(), Some(AgentMessage::Assistant(_))) {
+            self.messages.pop();
+        }
+        let error = failed.error_message.as_deref().unwrap_or("Unknown error");
+        self.emit(Event::AutoRetryStart {
+            attempt: self.runs.retry_attempt,
+            max_attempts: self.config.retry_max_retries(),
+            delay_ms: delay.as_millis() as u64,
+            error_message: error.to_string(),
+        });
+        self.phase = Phase::RetryWait(RetryWait {
+            deadline: crate::deadline::after(delay),
+        });
+    }
+
+    /// The delay ran out: continue the conversation with a new run (no new user message).
+    pub(super) fn retry_now(&mut self) {
+        if !matches!(self.phase, Phase::RetryWait(_)) {
+            return;
+        }
+        self.phase = Phase::Idle;
+        self.continue_run();
+    }
+
+    pub(super) fn cancel_retry(&mut self) {
+        self.phase = Phase::Idle;
+        let attempt = std::mem::take(&mut self.runs.retry_attempt);
+        self.emit(Event::AutoRetryEnd {
+            success: false,
+            attempt,
+            final_error: Some("Retry cancelled".into()),
+        });
+        self.settle();
+    }
+}

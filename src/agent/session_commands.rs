@@ -1,0 +1,229 @@
+//! The client's session requests: replacing the session (`new_session`, `switch_session`, `fork`,
+//! `clone`), naming it, reading it (`get_fork_messages`, `get_entries`, `get_tree`) and exporting
+//! it (`export_html`). Each is answered at once with one response; a replacement aborts a running
+//! run first and hands the old session's memory back to the system.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::Agent;
+use crate::rpc::events::Event;
+use crate::rpc::protocol::Response;
+use crate::session::SessionLog;
+
+impl Agent {
+    pub(super) fn new_session(&mut self, id: Option<&Value>, parent_session: Option<&str>) {
+        let created = match self.session.session_dir() {
+            Some(dir) => SessionLog::create_with_parent(dir, &self.config.cwd, parent_session),
+            None => Ok(SessionLog::in_memory(&self.config.cwd)),
+        };
+        match created {
+            Ok(log) => {
+                self.replace_session(log, true);
+                self.respond_ok(id, "new_session", Some(json!({ "cancelled": false })));
+            }
+            Err(e) => self.respond_error(id, "new_session", &e.to_string()),
+        }
+    }
+
+    pub(super) fn switch_session(&mut self, id: Option<&Value>, session_path: &str) {
+        // Relative to where pi-rs was started, as pi resolves it (the process never
+        // changes directory; only the agent's working directory moves).
+        let path = PathBuf::from(session_path);
+        let dir = self.session.session_dir().map(|d| d.to_path_buf());
+        match SessionLog::open(&path, dir.as_deref(), &self.config.cwd) {
+            Ok((log, warnings)) => {
+                if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
+                    self.respond_error(id, "switch_session", &error);
+                    return;
+                }
+                for warning in warnings {
+                    log::warn!("{}: {warning}", path.display());
+                }
+                let session_cwd = log.cwd().to_path_buf();
+                self.replace_session(log, false);
+                self.move_to(session_cwd);
+                self.respond_ok(id, "switch_session", Some(json!({ "cancelled": false })));
+            }
+            Err(e) => self.respond_error(id, "switch_session", &e.to_string()),
+        }
+    }
+
+    pub(super) fn fork(&mut self, id: Option<&Value>, entry_id: &str) {
+        match self.session.fork(entry_id) {
+            Ok((log, text)) => {
+                self.replace_session(log, false);
+                let data = json!({ "text": text, "cancelled": false });
+                self.respond_ok(id, "fork", Some(data));
+            }
+            Err(e) => self.respond_error(id, "fork", &e.to_string()),
+        }
+    }
+
+    pub(super) fn clone_session(&mut self, id: Option<&Value>) {
+        match self.session.clone_at_leaf() {
+            Ok(log) => {
+                self.replace_session(log, false);
+                self.respond_ok(id, "clone", Some(json!({ "cancelled": false })));
+            }
+            Err(e) => self.respond_error(id, "clone", &e.to_string()),
+        }
+    }
+
+    pub(super) fn set_session_name(&mut self, id: Option<&Value>, session_name: &str) {
+        let trimmed = session_name.trim();
+        if trimmed.is_empty() {
+            self.respond_error(id, "set_session_name", "Session name cannot be empty");
+            return;
+        }
+        if let Err(e) = self.session.append_session_info(trimmed) {
+            let error = format!("Could not save the session name: {e}");
+            self.respond_error(id, "set_session_name", &error);
+            return;
+        }
+        self.emit(Event::SessionInfoChanged {
+            name: trimmed.to_string(),
+        });
+        self.respond_ok(id, "set_session_name", None);
+    }
+
+    pub(super) fn get_fork_messages(&mut self, id: Option<&Value>) {
+        let messages: Vec<Value> = self
+            .session
+            .fork_messages()
+            .into_iter()
+            .map(|m| json!({ "entryId": m.entry_id, "text": m.text }))
+            .collect();
+        self.respond_ok(
+            id,
+            "get_fork_messages",
+            Some(json!({ "messages": messages })),
+        );
+    }
+
+    pub(super) fn get_entries(&mut self, id: Option<&Value>, since: Option<&str>) {
+        // Written from the entries without a JSON value per entry (sessions get long).
+        match self.session.entries_since_json(since) {
+            Ok(entries) => {
+                let leaf = self.session.leaf_id();
+                self.respond(Response::entries(id, &entries, leaf));
+            }
+            Err(e) => self.respond_error(id, "get_entries", &e.to_string()),
+        }
+    }
+
+    pub(super) fn get_tree(&mut self, id: Option<&Value>) {
+        // Built as text: a long session is a deep tree that serde_json would recurse into.
+        let session = &self.session;
+        let response = Response::tree(id, session.leaf_id(), |before, after| {
+            session.tree_json_between(before, after)
+        });
+        self.respond(response);
+    }
+
+    pub(super) fn export_html(&mut self, id: Option<&Value>, output_path: Option<&str>) {
+        match self.write_html_export(output_path) {
+            Ok(path) => self.respond_ok(id, "export_html", Some(json!({ "path": path }))),
+            Err(e) => self.respond_error(id, "export_html", &e),
+        }
+    }
+
+    /// The saved session as one self-contained page; returns the path written.
+    fn write_html_export(&self, output: Option<&str>) -> Result<String, String> {
+        let Some(file) = self.session.file_path() else {
+            return Err("Cannot export in-memory session to HTML".into());
+        };
+        if !self.session.is_on_disk() {
+            return Err("Nothing to export yet - start a conversation first".into());
+        }
+        let output = match output {
+            Some(path) => path.to_string(),
+            None => crate::export::default_output_name(file),
+        };
+        let input = crate::export::ExportInput {
+            header: self.session.header().to_value().clone(),
+            entries: self.session.entries_since(None).unwrap_or_default(),
+            leaf_id: self.session.leaf_id().map(str::to_string),
+            system_prompt: self.system_prompt.clone(),
+            tools: self
+                .tools
+                .specs
+                .iter()
+                .map(|t| (t.name.clone(), t.description.clone(), t.parameters.clone()))
+                .collect(),
+            redactions: self.session.redactions(),
+        };
+        crate::export::export_to_file(&input, &self.config.cwd.join(&output))
+            .map_err(|e| e.to_string())?;
+        Ok(output)
+    }
+
+    /// Swaps in another session (new, switch, fork, clone). A running run is aborted first — it
+    /// must not keep working unseen on the old session. The conversation, model and thinking
+    /// level come from the new session's active branch.
+    fn replace_session(&mut self, log: SessionLog, fresh: bool) {
+        if self.is_busy() {
+            self.abort_run();
+        }
+        if let Err(e) = self.session.sync() {
+            log::error!("session sync failed: {e}");
+        }
+        self.session = log;
+        let context = self.session.context();
+        self.messages = context.messages;
+        self.request_cache.invalidate();
+        // The old session and conversation are gone: hand their memory back to the system
+        // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
+        return_freed_memory();
+        if let Some((provider, id)) = &context.model
+            && let Some(model) = self
+                .config
+                .find_model(provider, id)
+                .filter(|m| self.config.has_auth(&m.provider))
+        {
+            self.model = model.clone();
+        }
+        if let Some(level) = context.thinking_level {
+            self.thinking = self.model.clamp_thinking_level(level);
+        }
+        if fresh {
+            if !self.model.is_placeholder()
+                && let Err(e) = self
+                    .session
+                    .append_model_change(&self.model.provider, &self.model.id)
+            {
+                log::error!("could not record the model: {e}");
+            }
+            if let Err(e) = self.session.append_thinking_level_change(self.thinking) {
+                log::error!("could not record the thinking level: {e}");
+            }
+        }
+        if !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty() {
+            self.queues.steering.clear();
+            self.queues.follow_up.clear();
+            self.emit_queue_update();
+        }
+    }
+
+    /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new
+    /// sessions and the prompt's working-directory line follow. Settings, context files, skills,
+    /// templates and extensions stay those loaded at startup (pi reloads them; see README).
+    fn move_to(&mut self, cwd: PathBuf) {
+        if cwd == self.config.cwd {
+            return;
+        }
+        log::info!("working directory is now {}", cwd.display());
+        self.system_prompt = crate::resources::system_prompt::with_cwd(&self.system_prompt, &cwd);
+        self.config.cwd = cwd;
+    }
+}
+
+/// Gives freed heap pages back to the kernel (glibc keeps them by default); a no-op elsewhere.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and releases glibc's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

@@ -1,0 +1,302 @@
+//! The `Streaming` phase: one LLM request for the conversation (`request_completion`), its
+//! provider events folded into the draft reply and emitted as `message_update`s (merged while
+//! the client lags behind), and the reply's close (`finish_stream`), which decides what follows:
+//! the reply's tool calls, the next turn, or the run's end. A request that cannot even be made
+//! (no credentials) fails the run without a stream, as pi does.
+//!
+//! Nothing here blocks but sending a record: the provider thread owns the HTTP request, and
+//! dropping the stream's handle (leaving the phase) cancels it.
+
+use std::time::Instant;
+
+use super::draft::Draft;
+use super::state::{Phase, Stream};
+use super::{Agent, PROVIDER_CHANNEL_CAPACITY, convert, serialize_message};
+use crate::config::ThinkingLevel;
+use crate::messages::{
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ToolCall,
+};
+use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest};
+use crate::rpc::events::Event;
+
+/// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds
+/// ~2 MB of text while the client stalls (8 KB records held ~14 MB of RSS).
+const COALESCE_LIMIT: usize = 1024;
+
+impl Agent {
+    pub(super) fn check_credentials(&self) -> Result<(), String> {
+        if self.model.is_placeholder() {
+            return Err(format!(
+                "No API key found for the selected model.\n\n{}",
+                self.config.login_help()
+            ));
+        }
+        if self.config.api_key(&self.model.provider).is_none() {
+            if let Some(notice) = self.config.auth_notice(&self.model.provider) {
+                return Err(notice);
+            }
+            return Err(format!(
+                "No API key found for {}.\n\n{}",
+                self.model.provider,
+                self.config.login_help()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The parts of an LLM request that do not depend on what is asked; Err without a key.
+    pub(super) fn base_request(&self) -> Result<StreamRequest, ()> {
+        let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
+        Ok(StreamRequest {
+            // After the key: a refreshed Copilot token may name another API host.
+            model: self.config.request_model(&self.model),
+            api_key,
+            headers: self.config.request_headers(&self.model),
+            system_prompt: self
+                .extensions
+                .run_system_prompt
+                .clone()
+                .unwrap_or_else(|| self.system_prompt.clone()),
+            // Filled by `request_completion` (compaction sends messages of its own).
+            messages: Vec::new(),
+            history: None,
+            tools: self.tools.specs.clone(),
+            thinking: self.thinking,
+            thinking_budgets: [
+                self.config.thinking_budget(ThinkingLevel::Minimal),
+                self.config.thinking_budget(ThinkingLevel::Low),
+                self.config.thinking_budget(ThinkingLevel::Medium),
+                self.config.thinking_budget(ThinkingLevel::High),
+            ],
+            max_tokens: None,
+            session_id: self.session.id().to_string(),
+            idle_timeout: self.settings.idle_timeout,
+            provider_retry: self.config.provider_retry(),
+        })
+    }
+
+    pub(super) fn credentials_error(&self) -> String {
+        // A subscription login that could not be refreshed says how to log in again.
+        self.config
+            .auth_notice(&self.model.provider)
+            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
+    }
+
+    pub(super) fn request_completion(&mut self) {
+        let Ok(mut request) = self.base_request() else {
+            let message = self.credentials_error();
+            self.fail_before_stream(message);
+            return;
+        };
+        let block_images = self.config.block_images();
+        let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
+        request.history = self
+            .request_cache
+            .prepare(&mut request, &self.messages, &to_llm);
+        self.runs.next_request += 1;
+        let req = RequestId(self.runs.next_request);
+        let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
+        let handle = provider::spawn_stream(req, request, sender);
+        self.phase = Phase::Streaming(Box::new(Stream {
+            handle,
+            events,
+            draft: Draft::new(&self.model, self.io.profile),
+            last_event: Instant::now(),
+            lookahead: None,
+        }));
+    }
+
+    /// pi's failure path when a request cannot even be made: only `agent_end` with an empty
+    /// error reply (FACTS §4.1), kept in agent state but not persisted.
+    fn fail_before_stream(&mut self, error: String) {
+        let mut failure =
+            AssistantMessage::empty(&self.model.api, &self.model.provider, &self.model.id);
+        failure.content = vec![ContentBlock::Text(TextContent::new(""))];
+        failure.stop_reason = StopReason::Error;
+        failure.error_message = Some(error);
+        let failure = AgentMessage::Assistant(failure);
+        let json = serialize_message(&failure);
+        if let Some(run) = self.runs.current.as_mut() {
+            run.messages.push(json);
+            run.last_reply = Some(self.messages.len());
+        }
+        self.messages.push(failure);
+        self.end_run();
+    }
+
+    pub(super) fn on_provider_event(&mut self, event: ProviderEvent) {
+        let Phase::Streaming(stream) = &mut self.phase else {
+            log::debug!(
+                "provider event for request {} after its stream ended",
+                event.req.0
+            );
+            return;
+        };
+        if stream.handle.req != event.req {
+            log::debug!("stale provider event for request {}", event.req.0);
+            return;
+        }
+        stream.last_event = Instant::now();
+        let event: Option<Event> = match event.event {
+            StreamEvent::Retrying { delay } => {
+                // The provider waits silently; the stream is not idle until that wait is over.
+                stream.last_event += delay;
+                None
+            }
+            StreamEvent::Opened => (!stream.draft.started).then(|| stream.draft.start_event()),
+            StreamEvent::Meta {
+                response_id,
+                response_model,
+            } => {
+                stream.draft.set_meta(response_id, response_model);
+                None
+            }
+            StreamEvent::BlockStart { index, kind } => {
+                let start = (!stream.draft.started).then(|| stream.draft.start_event());
+                if let Some(start) = start {
+                    self.emit(start);
+                }
+                let Phase::Streaming(stream) = &mut self.phase else {
+                    return;
+                };
+                Some(stream.draft.block_start(index, kind))
+            }
+            StreamEvent::Delta { index, mut delta } => {
+                // While the client lags behind (stdout backlog), deltas that piled up go out as
+                // one update: the same text in fewer records. A client that keeps up sees every
+                // provider delta as its own record.
+                let capacity = self.io.out.capacity().unwrap_or(1);
+                let lagging = self.io.out.len() > capacity / 2;
+                while lagging && delta.len() < COALESCE_LIMIT {
+                    match stream.events.try_recv() {
+                        Ok(ProviderEvent {
+                            req,
+                            event:
+                                StreamEvent::Delta {
+                                    index: next,
+                                    delta: more,
+                                },
+                        }) if req == stream.handle.req && next == index => delta.push_str(&more),
+                        Ok(other) => {
+                            stream.lookahead = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                stream.draft.delta(index, delta)
+            }
+            StreamEvent::BlockEnd { index, signature } => {
+                if let Some(held) = stream.draft.flush_held(index) {
+                    self.emit(held);
+                }
+                let Phase::Streaming(stream) = &mut self.phase else {
+                    return;
+                };
+                stream.draft.block_end(index, signature)
+            }
+            StreamEvent::Usage(usage) => {
+                stream.draft.set_usage(usage);
+                None
+            }
+            StreamEvent::Done {
+                stop_reason,
+                error_message,
+            } => {
+                self.finish_stream(stop_reason, error_message);
+                return;
+            }
+            StreamEvent::Failed(error) => {
+                self.runs.retry_after = error.retry_after;
+                self.finish_stream(StopReason::Error, Some(error.message));
+                return;
+            }
+        };
+        if let Some(event) = event {
+            self.emit(event);
+        }
+    }
+
+    pub(super) fn fail_stream(&mut self, error: String) {
+        if matches!(self.phase, Phase::Streaming(_)) {
+            self.finish_stream(StopReason::Error, Some(error));
+        }
+    }
+
+    /// Closes the streamed reply (dropping the request handle) and decides what follows.
+    pub(super) fn finish_stream(&mut self, stop_reason: StopReason, error_message: Option<String>) {
+        let Phase::Streaming(stream) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Stream {
+            handle,
+            events,
+            mut draft,
+            ..
+        } = *stream;
+        drop(handle);
+        drop(events);
+        if !draft.started {
+            let start = draft.start_event();
+            self.emit(start);
+        }
+        // Blocks the stream left open: their held tails still go out as deltas (before an
+        // abort closes them).
+        for held in draft.flush_all_held() {
+            self.emit(held);
+        }
+        if stop_reason == StopReason::Aborted {
+            for close in draft.close_open_blocks(error_message.as_deref()) {
+                self.emit(close);
+            }
+        }
+        let (message, json) = draft.finish_serialized(stop_reason, error_message);
+        self.record_message(&message, &json);
+        self.emit(Event::MessageEnd {
+            message: json.clone(),
+        });
+        let AgentMessage::Assistant(assistant) = &message else {
+            unreachable!("built as an assistant message above")
+        };
+        let stop_reason = assistant.stop_reason;
+        let calls: Vec<ToolCall> = assistant.tool_calls().cloned().collect();
+        self.messages.push(message);
+        if stop_reason != StopReason::Error {
+            self.runs.overflow_recovery_attempted = false;
+        }
+        if stop_reason != StopReason::Error && self.runs.retry_attempt > 0 {
+            let attempt = std::mem::take(&mut self.runs.retry_attempt);
+            self.emit(Event::AutoRetryEnd {
+                success: true,
+                attempt,
+                final_error: None,
+            });
+        }
+
+        let aborted = self.runs.current.as_ref().is_some_and(|r| r.aborted);
+        match stop_reason {
+            StopReason::Error | StopReason::Aborted => {
+                self.emit(Event::TurnEnd {
+                    message: json.clone(),
+                    tool_results: Vec::new(),
+                });
+                self.end_run();
+            }
+            _ if aborted => {
+                self.emit(Event::TurnEnd {
+                    message: json.clone(),
+                    tool_results: Vec::new(),
+                });
+                self.end_run();
+            }
+            _ if !calls.is_empty() => self.start_tools(json, calls),
+            _ => {
+                self.emit(Event::TurnEnd {
+                    message: json.clone(),
+                    tool_results: Vec::new(),
+                });
+                self.after_turn(false);
+            }
+        }
+    }
+}
