@@ -3,9 +3,10 @@
 //! (who initiated the request, vision input). The API host named in the Copilot token is
 //! `config::oauth::copilot_base_url`.
 
+use super::request_cache::HistoryFacts;
 use super::types::StreamRequest;
 use crate::config::oauth::COPILOT_PROVIDER as PROVIDER;
-use crate::messages::{AgentMessage, UserContent, has_images};
+use crate::messages::AgentMessage;
 
 /// `X-Initiator` (`user` when the last message is the user's, else `agent`), `Openai-Intent`,
 /// and `Copilot-Vision-Request` when images are sent; empty for other providers.
@@ -24,12 +25,8 @@ pub fn dynamic_headers(request: &StreamRequest) -> Vec<(String, String)> {
             "conversation-edits".to_string(),
         ),
     ];
-    let vision = request.messages.iter().any(|m| match m {
-        AgentMessage::User(u) => matches!(&u.content, UserContent::Blocks(b) if has_images(b)),
-        AgentMessage::ToolResult(r) => has_images(&r.content),
-        _ => false,
-    });
-    if vision {
+    // Images anywhere in the conversation, the kept start included.
+    if HistoryFacts::of_request(request).images {
         headers.push(("Copilot-Vision-Request".to_string(), "true".to_string()));
     }
     headers

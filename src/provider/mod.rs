@@ -183,7 +183,7 @@ fn run_stream(
     };
 
     let body = match &request.history {
-        Some(history) => request_cache::splice(&request.model, &http.body, history)
+        Some(history) => request_cache::splice(request, &http.body, history)
             .ok_or_else(|| "the kept history does not fit the request".to_string()),
         None => serde_json::to_vec(&http.body).map_err(|e| e.to_string()),
     };

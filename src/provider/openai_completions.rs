@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
+use super::request_cache::HistoryFacts;
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -229,7 +230,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
                 })
                 .collect(),
         );
-    } else if has_tool_history(&request.messages) {
+    } else if HistoryFacts::of_request(request).tool_traffic {
         // Proxies in front of Anthropic want `tools` whenever the history has tool traffic.
         tools = Some(Vec::new());
     }
@@ -328,14 +329,6 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 }
 
-fn has_tool_history(messages: &[AgentMessage]) -> bool {
-    messages.iter().any(|m| match m {
-        AgentMessage::ToolResult(_) => true,
-        AgentMessage::Assistant(a) => a.tool_calls().next().is_some(),
-        _ => false,
-    })
-}
-
 /// Ids from the Responses API look like `call_id|item_id`: keep the call id, sanitized and cut to
 /// OpenAI's 40 characters; `openai` itself gets over-long ids cut.
 fn normalize_tool_call_id(model: &Model, id: &str) -> String {
@@ -348,20 +341,34 @@ fn normalize_tool_call_id(model: &Model, id: &str) -> String {
     id.to_string()
 }
 
+/// The `messages` array without cache markers: the system prompt, then the conversation.
 fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
-    let model = &request.model;
-    let transformed = transform_messages(&request.messages, model, &|id| {
-        normalize_tool_call_id(model, id)
-    });
     let mut params = Vec::new();
     if !request.system_prompt.is_empty() {
-        let role = if model.reasoning && compat.supports_developer_role {
+        let role = if request.model.reasoning && compat.supports_developer_role {
             "developer"
         } else {
             "system"
         };
         params.push(json!({"role": role, "content": request.system_prompt}));
     }
+    convert_conversation(request, compat, &mut params);
+    params
+}
+
+/// The elements `request.messages` encode to on their own, without the system prompt or cache
+/// markers (what `request_cache` keeps).
+pub(super) fn conversation_elements(request: &StreamRequest) -> Vec<Value> {
+    let mut params = Vec::new();
+    convert_conversation(request, &resolve_compat(&request.model), &mut params);
+    params
+}
+
+fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut Vec<Value>) {
+    let model = &request.model;
+    let transformed = transform_messages(&request.messages, model, &|id| {
+        normalize_tool_call_id(model, id)
+    });
     let bridge = || json!({"role": "assistant", "content": "I have processed the tool results."});
     let mut last_was_tool_result = false;
     let mut i = 0;
@@ -441,7 +448,6 @@ fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
         last_was_tool_result = false;
         i += 1;
     }
-    params
 }
 
 fn convert_assistant(

@@ -15,9 +15,15 @@
 //! api/provider/compat, API key, thinking level); the agent calls `invalidate` whenever its
 //! message list is replaced or shortened (compaction, branch navigation, session switch, an
 //! overflow retry dropping the failed reply), and the first and last cached messages are compared
-//! on every use as a second guard. Only wire APIs whose request reads nothing else from the
-//! whole history use it (Anthropic Messages, not through Copilot, whose headers look at every
-//! message); the others get the whole list as before.
+//! on every use as a second guard.
+//!
+//! What a request reads from the whole history besides its elements travels as `HistoryFacts`,
+//! computed once per kept message: whether there was tool traffic (OpenAI Chat Completions then
+//! sends `tools: []`) and whether there were images (Copilot's vision header). Wire APIs that use
+//! the cache: Anthropic Messages (Copilot included) and OpenAI Chat Completions (its system
+//! prompt stays the first element: the history goes right after it). The others get the whole
+//! list as before: OpenAI Responses rewrites a tool call's id by the provider of the *last*
+//! message holding that id, so a later turn can change how an earlier one encodes.
 //!
 //! Pure data and functions, on the agent thread (`prepare`) and the provider thread (`splice`).
 //!
@@ -30,12 +36,63 @@ use serde_json::Value;
 
 use super::StreamRequest;
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, ContentBlock, StopReason};
+use crate::messages::{AgentMessage, ContentBlock, StopReason, UserContent, has_images};
 
 /// The serialized wire elements of the conversation's start, comma-joined, for one request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EncodedHistory {
     bytes: Arc<String>,
+    facts: HistoryFacts,
+}
+
+/// What a request reads from every message of its history, not only from their elements.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HistoryFacts {
+    /// A tool call or a tool result.
+    pub tool_traffic: bool,
+    /// An image in a user message or a tool result.
+    pub images: bool,
+}
+
+impl HistoryFacts {
+    fn of(messages: &[AgentMessage]) -> HistoryFacts {
+        let mut facts = HistoryFacts::default();
+        for message in messages {
+            facts = facts.or(match message {
+                AgentMessage::User(u) => HistoryFacts {
+                    tool_traffic: false,
+                    images: matches!(&u.content, UserContent::Blocks(b) if has_images(b)),
+                },
+                AgentMessage::ToolResult(r) => HistoryFacts {
+                    tool_traffic: true,
+                    images: has_images(&r.content),
+                },
+                AgentMessage::Assistant(a) => HistoryFacts {
+                    tool_traffic: a.tool_calls().next().is_some(),
+                    images: false,
+                },
+                _ => HistoryFacts::default(),
+            });
+        }
+        facts
+    }
+
+    fn or(self, other: HistoryFacts) -> HistoryFacts {
+        HistoryFacts {
+            tool_traffic: self.tool_traffic || other.tool_traffic,
+            images: self.images || other.images,
+        }
+    }
+
+    /// The facts of the request's whole conversation: its messages and the kept start.
+    pub fn of_request(request: &StreamRequest) -> HistoryFacts {
+        let kept = request
+            .history
+            .as_ref()
+            .map(|h| h.facts)
+            .unwrap_or_default();
+        HistoryFacts::of(&request.messages).or(kept)
+    }
 }
 
 /// What the cached encoding depends on besides the messages (no Debug: it holds the key).
@@ -56,15 +113,23 @@ pub struct RequestCache {
     first: Option<Fingerprint>,
     last: Option<Fingerprint>,
     bytes: Arc<String>,
+    facts: HistoryFacts,
 }
 
 /// The array of the request body that holds the conversation, for the wire APIs that cache.
 fn history_key(model: &Model) -> Option<&'static str> {
     match model.api.as_str() {
-        "anthropic-messages" if model.provider != crate::config::oauth::COPILOT_PROVIDER => {
-            Some("messages")
-        }
+        "anthropic-messages" | "openai-completions" => Some("messages"),
         _ => None,
+    }
+}
+
+/// How many elements of the conversation array come before the history (Chat Completions' system
+/// prompt).
+fn leading_elements(request: &StreamRequest) -> usize {
+    match request.model.api.as_str() {
+        "openai-completions" => usize::from(!request.system_prompt.is_empty()),
+        _ => 0,
     }
 }
 
@@ -116,6 +181,7 @@ impl RequestCache {
             .find(|&j| is_boundary(&llm[j - 1], &llm[j]));
         if let Some(j) = boundary {
             let segment: Vec<AgentMessage> = llm.drain(..j).collect();
+            let facts = HistoryFacts::of(&segment);
             match encode(request, segment, array) {
                 Some(encoded) => {
                     let bytes = Arc::make_mut(&mut self.bytes);
@@ -123,6 +189,7 @@ impl RequestCache {
                         bytes.push(',');
                     }
                     bytes.push_str(&encoded);
+                    self.facts = self.facts.or(facts);
                     if self.source_len == 0 {
                         self.first = source.first().map(fingerprint);
                     }
@@ -148,6 +215,7 @@ impl RequestCache {
         request.messages = llm;
         Some(EncodedHistory {
             bytes: Arc::clone(&self.bytes),
+            facts: self.facts,
         })
     }
 }
@@ -182,8 +250,8 @@ fn fingerprint(message: &AgentMessage) -> Fingerprint {
         AgentMessage::User(m) => (
             m.timestamp,
             match &m.content {
-                crate::messages::UserContent::Text(t) => t.len(),
-                crate::messages::UserContent::Blocks(b) => blocks(b),
+                UserContent::Text(t) => t.len(),
+                UserContent::Blocks(b) => blocks(b),
             },
         ),
         AgentMessage::Assistant(m) => (m.timestamp, blocks(&m.content)),
@@ -201,12 +269,18 @@ fn fingerprint(message: &AgentMessage) -> Fingerprint {
 }
 
 /// `previous` → `next` is a boundary: a finished reply with text and no tool calls, then a user
-/// message.
+/// message with text (OpenRouter's cache marker goes on the last text of the conversation: it
+/// must fall after the boundary).
 fn is_boundary(previous: &AgentMessage, next: &AgentMessage) -> bool {
-    let (AgentMessage::Assistant(reply), AgentMessage::User(_)) = (previous, next) else {
+    let (AgentMessage::Assistant(reply), AgentMessage::User(user)) = (previous, next) else {
         return false;
     };
-    !matches!(reply.stop_reason, StopReason::Error | StopReason::Aborted)
+    let user_text = match &user.content {
+        UserContent::Text(text) => !text.is_empty(),
+        UserContent::Blocks(blocks) => blocks.iter().any(|b| matches!(b, ContentBlock::Text(_))),
+    };
+    user_text
+        && !matches!(reply.stop_reason, StopReason::Error | StopReason::Aborted)
         && reply.tool_calls().next().is_none()
         && reply
             .content
@@ -253,6 +327,10 @@ fn encode(request: &StreamRequest, messages: Vec<AgentMessage>, array: &str) -> 
 fn elements(request: &StreamRequest, array: &str) -> Option<Vec<Value>> {
     let body = match request.model.api.as_str() {
         "anthropic-messages" => super::anthropic::build_request(request).body,
+        // Without the system prompt and cache markers: the elements of the messages alone.
+        "openai-completions" => {
+            return Some(super::openai_completions::conversation_elements(request));
+        }
         _ => return None,
     };
     match body {
@@ -267,16 +345,20 @@ fn elements(request: &StreamRequest, array: &str) -> Option<Vec<Value>> {
 /// The request body serialized with `history` in front of the elements `body` holds in its
 /// conversation array. `None` when the body does not have the expected shape (the request must
 /// then fail: sent without its history it would be a different conversation).
-pub fn splice(model: &Model, body: &Value, history: &EncodedHistory) -> Option<Vec<u8>> {
-    let array = history_key(model)?;
+pub fn splice(request: &StreamRequest, body: &Value, history: &EncodedHistory) -> Option<Vec<u8>> {
+    let array = history_key(&request.model)?;
     if history.bytes.is_empty() {
         return serde_json::to_vec(body).ok();
     }
-    // The APIs that cache have no elements every request starts with: the history goes first.
+    // The history goes after the elements every request starts with (a system prompt).
     let mut body = body.clone();
     let items = body.get_mut(array)?.as_array_mut()?;
+    let at = leading_elements(request);
+    if items.len() < at {
+        return None;
+    }
     let marker = Value::String(marker());
-    items.insert(0, marker.clone());
+    items.insert(at, marker.clone());
     let serialized = serde_json::to_string(&body).ok()?;
     let needle = serde_json::to_string(&marker).ok()?;
     let at = serialized.find(&needle)?;
@@ -325,26 +407,53 @@ mod tests {
         })
     }
 
-    /// The body as sent with the cache (spliced) and without it (the whole list encoded).
+    /// The wire request `request` is built into (the APIs that cache).
+    fn build(request: &StreamRequest) -> super::super::types::HttpRequest {
+        match request.model.api.as_str() {
+            "anthropic-messages" => super::super::anthropic::build_request(request),
+            "openai-completions" => super::super::openai_completions::build_request(request),
+            other => panic!("{other} does not cache"),
+        }
+    }
+
+    /// The body and headers as sent with the cache (spliced) and without it (the whole list
+    /// encoded).
+    fn sent_and_expected(
+        cache: &mut RequestCache,
+        model: &Model,
+        system_prompt: &str,
+        messages: &[AgentMessage],
+    ) -> (
+        (String, Vec<(String, String)>),
+        (String, Vec<(String, String)>),
+    ) {
+        let to_llm = |m: &[AgentMessage]| m.to_vec();
+        let mut whole = request(model.clone(), messages.to_vec());
+        whole.system_prompt = system_prompt.into();
+        let expected = build(&whole);
+        let expected = (
+            serde_json::to_string(&expected.body).unwrap(),
+            expected.headers,
+        );
+        let mut cached = whole.clone();
+        cached.history = cache.prepare(&mut cached, messages, &to_llm);
+        let http = build(&cached);
+        let body = match &cached.history {
+            Some(history) => {
+                String::from_utf8(splice(&cached, &http.body, history).unwrap()).unwrap()
+            }
+            None => serde_json::to_string(&http.body).unwrap(),
+        };
+        ((body, http.headers), expected)
+    }
+
+    /// The body as sent with the cache and without it.
     fn bodies(
         cache: &mut RequestCache,
         model: &Model,
         messages: &[AgentMessage],
     ) -> (String, String) {
-        let to_llm = |m: &[AgentMessage]| m.to_vec();
-        let mut whole = request(model.clone(), messages.to_vec());
-        whole.system_prompt = "SYS".into();
-        let expected =
-            serde_json::to_string(&super::super::anthropic::build_request(&whole).body).unwrap();
-        let mut cached = whole.clone();
-        cached.history = cache.prepare(&mut cached, messages, &to_llm);
-        let http = super::super::anthropic::build_request(&cached);
-        let sent = match &cached.history {
-            Some(history) => {
-                String::from_utf8(splice(model, &http.body, history).unwrap()).unwrap()
-            }
-            None => serde_json::to_string(&http.body).unwrap(),
-        };
+        let ((sent, _), (expected, _)) = sent_and_expected(cache, model, "SYS", messages);
         (sent, expected)
     }
 
@@ -369,15 +478,20 @@ mod tests {
             reply(vec![text("both ran")], StopReason::Stop, 16),
             user("sixth"),
         ];
-        let mut cache = RequestCache::default();
-        let mut used = 0;
-        for end in 1..=steps.len() {
-            let (sent, expected) = bodies(&mut cache, &model, &steps[..end]);
-            assert_eq!(sent, expected, "after {end} messages");
-            used += usize::from(cache.source_len > 0);
+        // Through Copilot too: its headers (initiator, vision) are compared with the body.
+        let mut copilot = model.clone();
+        copilot.provider = crate::config::oauth::COPILOT_PROVIDER.into();
+        for model in [model, copilot] {
+            let mut cache = RequestCache::default();
+            let mut used = 0;
+            for end in 1..=steps.len() {
+                let (sent, expected) = sent_and_expected(&mut cache, &model, "SYS", &steps[..end]);
+                assert_eq!(sent, expected, "{} after {end} messages", model.provider);
+                used += usize::from(cache.source_len > 0);
+            }
+            assert!(used > 0, "the cache was never used");
+            assert_eq!(cache.source_len, steps.len() - 1);
         }
-        assert!(used > 0, "the cache was never used");
-        assert_eq!(cache.source_len, steps.len() - 1);
     }
 
     #[test]
@@ -423,9 +537,194 @@ mod tests {
         assert_eq!(sent, expected);
         assert!(sent.contains(r#"{"type":"text","text":"hm"}"#), "{sent}");
         // An API that does not cache gets the whole list.
-        let openai = model("openai-completions", "openai", "gpt");
-        let mut request = request(openai, Vec::new());
+        let responses = model("openai-responses", "openai", "gpt");
+        let mut request = request(responses, Vec::new());
         assert_eq!(cache.prepare(&mut request, &first, &|m| m.to_vec()), None);
         assert_eq!(request.messages, first);
+    }
+
+    fn by(model: &Model, content: Vec<ContentBlock>, stop: StopReason, at: i64) -> AgentMessage {
+        let mut a = assistant(&model.api, &model.provider, &model.id, content);
+        a.stop_reason = stop;
+        a.timestamp = at;
+        AgentMessage::Assistant(a)
+    }
+
+    fn image(data: &str) -> ContentBlock {
+        ContentBlock::Image(crate::messages::ImageContent {
+            data: data.into(),
+            mime_type: "image/png".into(),
+        })
+    }
+
+    fn user_blocks(content: Vec<ContentBlock>, at: i64) -> AgentMessage {
+        let mut u = crate::messages::UserMessage::new("", Vec::new());
+        u.content = UserContent::Blocks(content);
+        u.timestamp = at;
+        AgentMessage::User(u)
+    }
+
+    fn thinking(text: &str, signature: &str) -> ContentBlock {
+        ContentBlock::Thinking(crate::messages::ThinkingContent {
+            thinking: text.into(),
+            thinking_signature: Some(signature.into()),
+            redacted: None,
+        })
+    }
+
+    fn completions_model(provider: &str, id: &str, base_url: &str, compat: Value) -> Model {
+        let mut m = model("openai-completions", provider, id);
+        m.base_url = base_url.into();
+        m.reasoning = true;
+        m.input = vec!["text".into(), "image".into()];
+        m.compat = compat.as_object().cloned();
+        m
+    }
+
+    /// The Chat Completions servers whose quirks touch the history: plain OpenAI, OpenRouter's
+    /// Anthropic models (cache markers on the last text), one wanting a bridge after tool results
+    /// and thinking as text, DeepSeek (reasoning_content on every reply), Copilot (headers), and
+    /// a model without vision (image placeholders).
+    fn completions_models() -> Vec<Model> {
+        let mut no_vision =
+            completions_model("mock", "text-only", "http://127.0.0.1:9/v1", json!(null));
+        no_vision.input = vec!["text".into()];
+        vec![
+            completions_model("openai", "gpt", "https://api.openai.com/v1", json!(null)),
+            completions_model(
+                "openrouter",
+                "anthropic/claude",
+                "https://openrouter.ai/api/v1",
+                json!(null),
+            ),
+            completions_model(
+                "mock",
+                "quirky",
+                "http://127.0.0.1:9/v1",
+                json!({"requiresAssistantAfterToolResult": true, "requiresToolResultName": true,
+                    "requiresThinkingAsText": true}),
+            ),
+            completions_model(
+                "deepseek",
+                "deepseek-chat",
+                "https://api.deepseek.com",
+                json!(null),
+            ),
+            completions_model(
+                crate::config::oauth::COPILOT_PROVIDER,
+                "gpt-4.1",
+                "https://api.githubcopilot.com",
+                json!(null),
+            ),
+            no_vision,
+        ]
+    }
+
+    /// A conversation written by `writer` (and once by another model): tool round trips with
+    /// thinking, images in a tool result and from the user, a Responses-style call id, replies
+    /// that are not boundaries (empty, failed, before an image-only prompt).
+    fn completions_conversation(writer: &Model) -> Vec<AgentMessage> {
+        let claude = model("anthropic-messages", "anthropic", "claude");
+        let mut shot = tool_result("c1", "read", "", false);
+        if let AgentMessage::ToolResult(r) = &mut shot {
+            r.content = vec![image("SHOT")];
+        }
+        vec![
+            user("first"),
+            by(
+                writer,
+                vec![
+                    thinking("plan", "reasoning_content"),
+                    text("reading"),
+                    call("c1"),
+                ],
+                StopReason::ToolUse,
+                10,
+            ),
+            shot,
+            by(writer, vec![text("saw it")], StopReason::Stop, 11),
+            user_blocks(vec![text("look"), image("PIC")], 12),
+            by(writer, vec![text("a picture")], StopReason::Stop, 13),
+            user("third"),
+            by(
+                &claude,
+                vec![thinking("other model", "sig"), text("from claude")],
+                StopReason::Stop,
+                14,
+            ),
+            user("fourth"),
+            by(writer, vec![call("call_x|item_y")], StopReason::ToolUse, 15),
+            tool_result("call_x|item_y", "bash", "ran", false),
+            by(writer, vec![text("")], StopReason::Stop, 16),
+            user("fifth (after an empty reply)"),
+            by(writer, vec![text("failed")], StopReason::Error, 17),
+            user("sixth (after a failed reply)"),
+            by(writer, vec![text("ok")], StopReason::Stop, 18),
+            user_blocks(vec![image("ONLY")], 19),
+            by(writer, vec![text("an image")], StopReason::Stop, 20),
+            user("eighth"),
+            by(writer, vec![call("c9")], StopReason::ToolUse, 21),
+            tool_result("c9", "bash", "nine", false),
+            by(
+                writer,
+                vec![thinking("done", "reasoning_content"), text("done")],
+                StopReason::Stop,
+                22,
+            ),
+            user("ninth"),
+        ]
+    }
+
+    #[test]
+    fn a_growing_chat_completions_conversation_sends_the_same_request_as_without_the_cache() {
+        for model in completions_models() {
+            for system_prompt in ["SYS", ""] {
+                let steps = completions_conversation(&model);
+                let mut cache = RequestCache::default();
+                let mut used = 0;
+                for end in 1..=steps.len() {
+                    let (sent, expected) =
+                        sent_and_expected(&mut cache, &model, system_prompt, &steps[..end]);
+                    assert_eq!(sent, expected, "{} after {end} messages", model.id);
+                    used += usize::from(cache.source_len > 0);
+                }
+                assert!(used > 0, "{}: the cache was never used", model.id);
+                // The kept start holds the tool traffic and the images: the last request sends
+                // `tools` and Copilot's vision header although its new messages have neither.
+                assert_eq!(cache.source_len, steps.len() - 1, "{}", model.id);
+                assert!(
+                    cache.facts.tool_traffic && cache.facts.images,
+                    "{}",
+                    model.id
+                );
+            }
+        }
+        let copilot = &completions_models()[4];
+        let steps = completions_conversation(copilot);
+        let mut cache = RequestCache::default();
+        let _ = sent_and_expected(&mut cache, copilot, "SYS", &steps[..steps.len() - 1]);
+        let ((body, headers), _) = sent_and_expected(&mut cache, copilot, "SYS", &steps);
+        assert!(body.contains(r#""tools":[]"#), "{body}");
+        assert!(
+            headers.contains(&("Copilot-Vision-Request".into(), "true".into())),
+            "{headers:?}"
+        );
+    }
+
+    #[test]
+    fn switching_models_and_apis_mid_conversation_keeps_the_requests_exact() {
+        let models: Vec<Model> = completions_models()
+            .into_iter()
+            .chain([model("anthropic-messages", "anthropic", "claude")])
+            .collect();
+        let openai = &models[0];
+        let steps = completions_conversation(openai);
+        let mut cache = RequestCache::default();
+        for end in 1..=steps.len() {
+            // A different model every few turns, back and forth, one cache throughout.
+            let model = &models[(end / 3) % models.len()];
+            let (sent, expected) = sent_and_expected(&mut cache, model, "SYS", &steps[..end]);
+            assert_eq!(sent, expected, "{} after {end} messages", model.id);
+        }
     }
 }

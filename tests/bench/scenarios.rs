@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::agent::{Agent, Flow, Record, SpawnOptions};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::report::{Figure, Outcome, Unit};
-use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text};
+use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text, openai_text};
 
 pub struct Binary {
     pub name: String,
@@ -1049,6 +1049,29 @@ pub const TREE_LARGE: [Spec; 4] = [
 /// A session file (format v3) with one linear branch of alternating user/assistant messages.
 /// `__CWD__` in the header is replaced by the run's cwd at spawn time.
 fn session_file(entries: usize) -> String {
+    session_file_by(entries, &ANTHROPIC)
+}
+
+/// A model the agent talks to, as `--provider`/`--model` and as a session's replies name it.
+struct Writer {
+    api: &'static str,
+    provider: &'static str,
+    model: &'static str,
+}
+
+const ANTHROPIC: Writer = Writer {
+    api: "anthropic-messages",
+    provider: "fake-anthropic",
+    model: "fake-claude",
+};
+const OPENAI: Writer = Writer {
+    api: "openai-completions",
+    provider: "fake-openai",
+    model: "fake-gpt",
+};
+
+/// [`session_file`] with the replies written by `writer`.
+fn session_file_by(entries: usize, writer: &Writer) -> String {
     let mut out = String::with_capacity(entries * 420);
     out.push_str(
         &json!({"type":"session","version":3,"id":"0190c2a0-0000-7000-8000-00000000beef",
@@ -1077,7 +1100,7 @@ fn session_file(entries: usize) -> String {
                    "timestamp": base_ms + ms})
         } else {
             json!({"role":"assistant","content":[{"type":"text","text":format!("Answer number {index}.")}],
-                   "api":"anthropic-messages","provider":"fake-anthropic","model":"fake-claude",
+                   "api":writer.api,"provider":writer.provider,"model":writer.model,
                    "usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,
                             "cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},
                    "stopReason":"stop","timestamp": base_ms + ms})
@@ -1157,6 +1180,26 @@ pub fn tree(
 // ---------------------------------------------------------------------------------------------
 // 6b: CPU per turn as the conversation grows
 
+/// `PI_BENCH_TURNCPU_API=openai-completions` runs the scenario on the OpenAI Chat Completions
+/// fake instead (its own figure keys).
+const TURN_CPU_OPENAI: [Spec; 3] = [
+    spec(
+        "turncpu_openai.short_ms",
+        "CPU per turn, 100 retained turns (Chat Completions)",
+        Unit::Millis,
+    ),
+    spec(
+        "turncpu_openai.long_ms",
+        "CPU per turn, 3000 retained turns (Chat Completions)",
+        Unit::Millis,
+    ),
+    spec(
+        "turncpu_openai.growth",
+        "CPU per turn: 3000 / 100 (Chat Completions)",
+        Unit::Ratio,
+    ),
+];
+
 const TURN_CPU: [Spec; 3] = [
     spec(
         "turncpu.short_ms",
@@ -1185,17 +1228,30 @@ const TURN_CPU_WARMUP: usize = 2;
 
 /// The process's CPU time per turn (prompt → agent_end of a short text reply) after a session
 /// of `retained` turns was loaded with `--session`.
-fn cpu_per_turn(binary: &Binary, config: &Config, retained: usize) -> Result<f64, String> {
+fn cpu_per_turn(
+    binary: &Binary,
+    config: &Config,
+    retained: usize,
+    writer: &Writer,
+) -> Result<f64, String> {
     let turns = TURN_CPU_WARMUP + TURN_CPU_MEASURED;
     let script = (0..turns)
-        .map(|turn| Reply::sse(anthropic_text(&["Reply ", &turn.to_string(), "."])))
+        .map(|turn| {
+            let parts = ["Reply ", &turn.to_string(), "."];
+            Reply::sse(match writer.api {
+                "openai-completions" => openai_text(&parts),
+                _ => anthropic_text(&parts),
+            })
+        })
         .collect();
     let fake = Fake::start(script);
     let mut agent = Agent::spawn(&SpawnOptions {
         binary: &binary.path,
         base_url: &fake.base_url(),
-        extra_args: Vec::new(),
-        session_file: Some(session_file(2 * retained)),
+        extra_args: ["--provider", writer.provider, "--model", writer.model]
+            .map(String::from)
+            .to_vec(),
+        session_file: Some(session_file_by(2 * retained, writer)),
         files: Vec::new(),
         rss_cap_kb: config.rss_cap_kb,
         sessions: false,
@@ -1231,15 +1287,21 @@ fn cpu_per_turn(binary: &Binary, config: &Config, retained: usize) -> Result<f64
 }
 
 pub fn turn_cpu(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let openai = std::env::var("PI_BENCH_TURNCPU_API").is_ok_and(|api| api == OPENAI.api);
+    let (writer, specs) = if openai {
+        (&OPENAI, &TURN_CPU_OPENAI)
+    } else {
+        (&ANTHROPIC, &TURN_CPU)
+    };
     alternate(
         "turncpu",
         binaries,
         config.heavy_runs,
         config,
-        &TURN_CPU,
+        specs,
         |binary| {
-            let short = cpu_per_turn(binary, config, TURN_CPU_SHORT)?;
-            let long = cpu_per_turn(binary, config, TURN_CPU_LONG)?;
+            let short = cpu_per_turn(binary, config, TURN_CPU_SHORT, writer)?;
+            let long = cpu_per_turn(binary, config, TURN_CPU_LONG, writer)?;
             let growth = if short > 0.0 {
                 Outcome::Value(long / short)
             } else {

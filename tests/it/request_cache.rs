@@ -1,12 +1,14 @@
 //! The kept request prefix (`src/provider/request_cache.rs`) changes no byte the provider gets:
 //! one conversation — tool calls, a manual compaction, a fork to an earlier entry, a switch to
 //! another provider and back — is run twice, with the cache and with `PI_TEST_NO_REQUEST_CACHE=1`,
-//! and every request body must be the same (once each run's own paths and ids are masked).
+//! and every request body must be the same (once each run's own paths and ids are masked). A
+//! second conversation does the same on the OpenAI Chat Completions fake: thinking, tool calls, an
+//! image from the user and one from a tool, a switch to a model without images and back.
 
 use serde_json::json;
 
 use crate::fake_provider::{FakeProvider, Reply};
-use crate::sse;
+use crate::sse::{self, OpenAiStream};
 use crate::support::{Pi, Setup, prompt, state, text_reply, tool_reply};
 
 fn script() -> Vec<Reply> {
@@ -144,4 +146,132 @@ fn request_bodies_are_the_same_with_and_without_the_kept_prefix() {
         !joined.contains("answer five"),
         "the fork left five out: {joined}"
     );
+}
+
+/// A 1x1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+
+fn openai_script() -> Vec<Reply> {
+    let thought = |thinking: &str, text: &str| {
+        Reply::sse(
+            OpenAiStream::new()
+                .reasoning(&[thinking])
+                .text(&[text])
+                .finish("stop"),
+        )
+    };
+    let call = |id: &str, tool: &str, args: serde_json::Value| {
+        Reply::sse(
+            OpenAiStream::new()
+                .reasoning(&["a tool will do"])
+                .tool_call(id, tool, &[&args.to_string()])
+                .finish("tool_calls"),
+        )
+    };
+    vec![
+        thought("first thoughts", "answer one"),
+        call("call_cache_1", "bash", json!({"command": "echo cached"})),
+        thought("it ran", "ran it"),
+        thought("a picture", "answer three"),
+        call("call_cache_2", "read", json!({"path": "pixel.png"})),
+        Reply::sse(sse::openai_text(&["a pixel, read"])),
+        Reply::sse(sse::openai_text(&["answer five"])),
+        // On fake-gpt (no images, no reasoning).
+        Reply::sse(sse::openai_text(&["answer six"])),
+        Reply::sse(sse::openai_text(&["answer seven"])),
+        // Back on fake-gpt-reasoning.
+        thought("last thoughts", "answer eight"),
+        Reply::sse(sse::openai_text(&["answer nine"])),
+    ]
+}
+
+/// The OpenAI conversation; returns each request body with the run's own paths masked.
+fn openai_bodies(cache: bool) -> Vec<String> {
+    use base64::Engine;
+    let fake = FakeProvider::start(openai_script());
+    let mut setup = Setup::new(&fake, "fake-openai", "fake-gpt-reasoning");
+    if !cache {
+        setup = setup.env("PI_TEST_NO_REQUEST_CACHE", "1");
+    }
+    let mut pi = Pi::spawn(&setup);
+    std::fs::write(pi.cwd().join("pixel.png"), PNG).expect("write the image");
+    let masks = [
+        pi.cwd().display().to_string(),
+        pi.agent_dir().display().to_string(),
+    ];
+    let level = pi.command("l1", "set_thinking_level", json!({"level": "high"}));
+    assert_eq!(level["success"], true, "{level}");
+    prompt(&mut pi, "p1", "one");
+    prompt(&mut pi, "p2", "two: run the tool");
+    let image = json!({"type": "image", "mimeType": "image/png",
+        "data": base64::engine::general_purpose::STANDARD.encode(PNG)});
+    pi.send(
+        json!({"id": "p3", "type": "prompt", "message": "three: this picture",
+        "images": [image]}),
+    );
+    pi.records_until_event("agent_end");
+    assert_eq!(pi.response_for("p3")["success"], true);
+    prompt(&mut pi, "p4", "four: read pixel.png");
+    prompt(&mut pi, "p5", "five");
+    let switched = pi.command(
+        "m1",
+        "set_model",
+        json!({"provider": "fake-openai", "modelId": "fake-gpt"}),
+    );
+    assert_eq!(switched["success"], true, "{switched}");
+    prompt(&mut pi, "p6", "six");
+    prompt(&mut pi, "p7", "seven");
+    let back = pi.command(
+        "m2",
+        "set_model",
+        json!({"provider": "fake-openai", "modelId": "fake-gpt-reasoning"}),
+    );
+    assert_eq!(back["success"], true, "{back}");
+    prompt(&mut pi, "p8", "eight");
+    prompt(&mut pi, "p9", "nine");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), openai_script().len());
+    requests
+        .iter()
+        .map(|request| {
+            let mut body = String::from_utf8(request.raw_body.clone()).expect("UTF-8 body");
+            for mask in &masks {
+                body = body.replace(mask.as_str(), "<masked>");
+            }
+            body
+        })
+        .collect()
+}
+
+#[test]
+fn openai_request_bodies_are_the_same_with_and_without_the_kept_prefix() {
+    let cached = openai_bodies(true);
+    let uncached = openai_bodies(false);
+    for (index, (with, without)) in cached.iter().zip(&uncached).enumerate() {
+        assert_eq!(with, without, "request {index} differs");
+    }
+    // The last request holds the whole conversation: thinking, both images, the tool traffic.
+    let last: serde_json::Value = serde_json::from_str(cached.last().unwrap()).unwrap();
+    let joined = last["messages"].to_string();
+    for expected in [
+        "first thoughts",
+        "call_cache_1",
+        "echo cached",
+        "this picture",
+        "data:image/png;base64,",
+        "Attached image(s) from tool result:",
+        "answer six",
+        "last thoughts",
+        "nine",
+    ] {
+        assert!(joined.contains(expected), "{expected} missing: {joined}");
+    }
+    assert_eq!(last["messages"][0]["role"], "developer", "{last}");
 }
