@@ -407,6 +407,9 @@ mod tests {
         })
     }
 
+    /// A request as sent: its body and its headers.
+    type Sent = (String, Vec<(String, String)>);
+
     /// The wire request `request` is built into (the APIs that cache).
     fn build(request: &StreamRequest) -> super::super::types::HttpRequest {
         match request.model.api.as_str() {
@@ -423,10 +426,7 @@ mod tests {
         model: &Model,
         system_prompt: &str,
         messages: &[AgentMessage],
-    ) -> (
-        (String, Vec<(String, String)>),
-        (String, Vec<(String, String)>),
-    ) {
+    ) -> (Sent, Sent) {
         let to_llm = |m: &[AgentMessage]| m.to_vec();
         let mut whole = request(model.clone(), messages.to_vec());
         whole.system_prompt = system_prompt.into();
