@@ -147,7 +147,7 @@ fn wire_api(
         ),
         // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
         "bedrock-converse-stream" => (
-            bedrock::build_request(request, agent)?,
+            bedrock::build_request(request, agent).map_err(|e| e.to_string())?,
             Decoder::new(bedrock::Decoder::new(request)),
         ),
         "google-vertex" => (
