@@ -151,7 +151,7 @@ fn wire_api(
             Decoder::new(bedrock::Decoder::new(request)),
         ),
         "google-vertex" => (
-            vertex::build_request(request, agent)?,
+            vertex::build_request(request, agent).map_err(|e| e.to_string())?,
             Decoder::new(google::Decoder::new(request)),
         ),
         other => return Err(format!("No API provider registered for api: {other}")),
