@@ -132,7 +132,10 @@ fn wire_api(
             Decoder::new(openai_completions::Decoder::new(request)),
         ),
         "openai-responses" => (openai_responses::build_request(request), responses()),
-        "azure-openai-responses" => (azure_responses::build_request(request)?, responses()),
+        "azure-openai-responses" => (
+            azure_responses::build_request(request).map_err(|e| e.to_string())?,
+            responses(),
+        ),
         "openai-codex-responses" => (
             codex_responses::build_request(request)?,
             Decoder::new(codex_responses::decoder()),
