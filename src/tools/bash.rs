@@ -559,33 +559,62 @@ impl OutputAccumulator {
         }
     }
 
-    /// Cuts the spill file down to its last half of `max_spill_bytes` (from a line start).
+    /// Cuts the spill file down to its last half of `max_spill_bytes` (from a line start),
+    /// moving the kept half to the front in small chunks: holding it in memory would cost the
+    /// process half the cap (32 MB) at every trim.
     fn keep_spill_tail(&mut self) {
         use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::FileExt;
         let Some(file) = self.temp_file.as_mut() else {
             return;
         };
-        let keep = self.max_spill_bytes / 2;
-        let mut tail = Vec::with_capacity(keep as usize);
-        let result = (|| -> std::io::Result<()> {
-            file.seek(SeekFrom::Start(self.spill_bytes - keep))?;
-            file.take(keep).read_to_end(&mut tail)?;
-            let start = memchr::memchr(b'\n', &tail).map_or(0, |i| i + 1);
-            tail.drain(..start);
-            file.set_len(0)?;
-            file.seek(SeekFrom::Start(0))?;
-            file.write_all(&tail)
+        let cut = self.spill_bytes - self.max_spill_bytes / 2;
+        let mut chunk = vec![0u8; 64 * 1024];
+        let result = (|| -> std::io::Result<u64> {
+            let start = first_line_start(file, cut, &mut chunk)?.unwrap_or(cut);
+            let (mut read, mut written) = (start, 0u64);
+            loop {
+                let n = file.read_at(&mut chunk, read)?;
+                if n == 0 {
+                    break;
+                }
+                file.write_all_at(&chunk[..n], written)?;
+                read += n as u64;
+                written += n as u64;
+            }
+            file.set_len(written)?;
+            file.seek(SeekFrom::Start(written))?;
+            Ok(written)
         })();
         match result {
-            Ok(()) => {
-                self.spill_dropped += self.spill_bytes - tail.len() as u64;
-                self.spill_bytes = tail.len() as u64;
+            Ok(kept) => {
+                self.spill_dropped += self.spill_bytes - kept;
+                self.spill_bytes = kept;
             }
             Err(e) => {
                 log::warn!("trimming the bash output file failed: {e}");
                 self.temp_file = None;
             }
         }
+    }
+}
+
+/// The offset just past the first LF at or after `from`, or None when there is none.
+fn first_line_start(
+    file: &std::fs::File,
+    mut from: u64,
+    chunk: &mut [u8],
+) -> std::io::Result<Option<u64>> {
+    use std::os::unix::fs::FileExt;
+    loop {
+        let n = file.read_at(chunk, from)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(i) = memchr::memchr(b'\n', &chunk[..n]) {
+            return Ok(Some(from + i as u64 + 1));
+        }
+        from += n as u64;
     }
 }
 
@@ -1071,6 +1100,38 @@ mod tests {
         assert!(snap.full_output_dropped > 0 || acc.spill_dropped > 0);
         let (shown, _) = format_output(&acc.snapshot(true), 0, "");
         assert!(shown.contains("were dropped to bound its size"), "{shown}");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Trimming moves the kept half in chunks smaller than it: the file keeps exactly a run of
+    /// whole lines ending with the last one, in order.
+    #[test]
+    fn spill_trim_keeps_an_ordered_run_of_whole_lines() {
+        let mut acc = OutputAccumulator::with_limits("pi-bash", 10, 100);
+        acc.max_spill_bytes = 400_000;
+        for i in 0..60_000 {
+            acc.append(format!("line {i:06}\n").as_bytes());
+        }
+        acc.finish();
+        let snap = acc.snapshot(true);
+        acc.close_temp_file();
+        let path = snap.full_output_path.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let numbers: Vec<usize> = text
+            .lines()
+            .map(|l| l.strip_prefix("line ").unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(*numbers.last().unwrap(), 59_999);
+        assert!(
+            numbers.windows(2).all(|w| w[1] == w[0] + 1),
+            "a gap or reorder"
+        );
+        assert!(
+            text.len() <= 400_000 && text.len() > 100_000,
+            "{}",
+            text.len()
+        );
+        assert_eq!(acc.spill_dropped + text.len() as u64, 60_000 * 12);
         let _ = std::fs::remove_file(&path);
     }
 
