@@ -19,8 +19,9 @@
 //! through STS at request time. Not supported (an error names what is missing): SSO profiles, MFA
 //! roles, chains of roles, EC2 instance metadata credentials.
 //!
-//! Input: an `Env` snapshot and the shared files. Output: values or an error text. The only
-//! blocking call is `credential_process`, bounded by `auth::COMMAND_TIMEOUT`.
+//! Input: an `Env` snapshot and the shared files. Output: values or an `AwsCredentialError`, whose
+//! text is the SDK's (`Could not load credentials from any providers`, with pi-rs's reason after a
+//! colon). The only blocking call is `credential_process`, bounded by `auth::COMMAND_TIMEOUT`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -88,7 +89,76 @@ pub struct WebIdentity {
 /// What the SDK reports when the chain finds nothing.
 pub const NO_CREDENTIALS: &str = "Could not load credentials from any providers";
 
-pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
+/// Why the credential chain (or the region) could not be resolved. `Display` is the text the
+/// request fails with: `NO_CREDENTIALS`, alone or followed by `: <reason>`.
+#[derive(Debug)]
+pub enum AwsCredentialError {
+    /// Nothing in the chain.
+    NoCredentials,
+    /// The profile uses a kind pi-rs does not support (`what`: "an MFA role (mfa_serial)", …).
+    UnsupportedProfile {
+        profile: String,
+        what: String,
+    },
+    SourceProfileWithoutKeys(String),
+    EnvironmentSourceWithoutKeys,
+    /// `AWS_CONTAINER_CREDENTIALS_FULL_URI` names a remote plain-http host.
+    ContainerHostNotAllowed,
+    ContainerTokenFile(std::io::Error),
+    CredentialProcessFailed,
+    CredentialProcessOutput,
+    /// A profile is set and has no `region`.
+    NoRegion,
+}
+
+impl std::fmt::Display for AwsCredentialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AwsCredentialError::NoCredentials => f.write_str(NO_CREDENTIALS),
+            AwsCredentialError::UnsupportedProfile { profile, what } => write!(
+                f,
+                "{NO_CREDENTIALS}: profile \"{profile}\" uses {what}, which pi-rs does not support; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)"
+            ),
+            AwsCredentialError::SourceProfileWithoutKeys(source) => {
+                write!(
+                    f,
+                    "{NO_CREDENTIALS}: source_profile \"{source}\" has no keys"
+                )
+            }
+            AwsCredentialError::EnvironmentSourceWithoutKeys => write!(
+                f,
+                "{NO_CREDENTIALS}: credential_source Environment without keys"
+            ),
+            AwsCredentialError::ContainerHostNotAllowed => write!(
+                f,
+                "{NO_CREDENTIALS}: AWS_CONTAINER_CREDENTIALS_FULL_URI must be https or a loopback/container host"
+            ),
+            AwsCredentialError::ContainerTokenFile(e) => write!(
+                f,
+                "{NO_CREDENTIALS}: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: {e}"
+            ),
+            AwsCredentialError::CredentialProcessFailed => {
+                write!(f, "{NO_CREDENTIALS}: credential_process failed")
+            }
+            AwsCredentialError::CredentialProcessOutput => write!(
+                f,
+                "{NO_CREDENTIALS}: credential_process printed no AccessKeyId/SecretAccessKey JSON"
+            ),
+            AwsCredentialError::NoRegion => f.write_str("Region is missing"),
+        }
+    }
+}
+
+impl std::error::Error for AwsCredentialError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AwsCredentialError::ContainerTokenFile(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, AwsCredentialError> {
     let skip_auth = env.get("AWS_BEDROCK_SKIP_AUTH") == Some("1");
     if !skip_auth && let Some(token) = env.get("AWS_BEARER_TOKEN_BEDROCK") {
         return Ok(BedrockAuth::Bearer(token.to_string()));
@@ -105,7 +175,7 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
     }
     match credentials(env) {
         // The SDK's order after the profile: web identity token file, then the container.
-        Err(e) if e == NO_CREDENTIALS => {
+        Err(AwsCredentialError::NoCredentials) => {
             if let (Some(token_file), Some(role_arn)) = (
                 env.get("AWS_WEB_IDENTITY_TOKEN_FILE"),
                 env.get("AWS_ROLE_ARN"),
@@ -120,7 +190,7 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
                     sts_endpoint: env.get("AWS_ENDPOINT_URL_STS").map(str::to_string),
                 }));
             }
-            container_endpoint(env).unwrap_or(Err(e))
+            container_endpoint(env).unwrap_or(Err(AwsCredentialError::NoCredentials))
         }
         other => other.map(BedrockAuth::SigV4),
     }
@@ -129,7 +199,7 @@ pub fn bedrock_auth(env: &Env) -> Result<BedrockAuth, String> {
 /// The active profile's `role_arn`, when the chain gets that far (environment keys without
 /// `AWS_PROFILE` win), with the keys of its `source_profile` or, for
 /// `credential_source = Environment`, of the environment.
-fn profile_role(env: &Env) -> Result<Option<AssumeRole>, String> {
+fn profile_role(env: &Env) -> Result<Option<AssumeRole>, AwsCredentialError> {
     let env_keys =
         env.get("AWS_ACCESS_KEY_ID").is_some() && env.get("AWS_SECRET_ACCESS_KEY").is_some();
     if env.get("AWS_PROFILE").is_none() && env_keys {
@@ -141,9 +211,10 @@ fn profile_role(env: &Env) -> Result<Option<AssumeRole>, String> {
         return Ok(None);
     };
     let unsupported = |what: &str| {
-        Err(format!(
-            "{NO_CREDENTIALS}: profile \"{name}\" uses {what}, which pi-rs does not support; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)"
-        ))
+        Err(AwsCredentialError::UnsupportedProfile {
+            profile: name.clone(),
+            what: what.to_string(),
+        })
     };
     if profile.contains_key("mfa_serial") {
         return unsupported("an MFA role (mfa_serial)");
@@ -169,9 +240,7 @@ fn profile_role(env: &Env) -> Result<Option<AssumeRole>, String> {
                 },
                 (_, _, Some(command)) => credential_process(command)?,
                 _ => {
-                    return Err(format!(
-                        "{NO_CREDENTIALS}: source_profile \"{source}\" has no keys"
-                    ));
+                    return Err(AwsCredentialError::SourceProfileWithoutKeys(source.clone()));
                 }
             }
         }
@@ -184,11 +253,7 @@ fn profile_role(env: &Env) -> Result<Option<AssumeRole>, String> {
                 secret_access_key: secret.into(),
                 session_token: env.get("AWS_SESSION_TOKEN").map(str::to_string),
             },
-            _ => {
-                return Err(format!(
-                    "{NO_CREDENTIALS}: credential_source Environment without keys"
-                ));
-            }
+            _ => return Err(AwsCredentialError::EnvironmentSourceWithoutKeys),
         },
         (None, Some(other)) => return unsupported(&format!("credential_source {other}")),
         (None, None) => return unsupported("role_arn without source_profile"),
@@ -209,7 +274,7 @@ fn profile_role(env: &Env) -> Result<Option<AssumeRole>, String> {
 /// on ECS's link-local host, else `AWS_CONTAINER_CREDENTIALS_FULL_URI` (loopback, the ECS/EKS
 /// link-local hosts, or https); the authorization from `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`
 /// or `AWS_CONTAINER_AUTHORIZATION_TOKEN`.
-fn container_endpoint(env: &Env) -> Option<Result<BedrockAuth, String>> {
+fn container_endpoint(env: &Env) -> Option<Result<BedrockAuth, AwsCredentialError>> {
     let url = if let Some(relative) = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
         format!("http://169.254.170.2{relative}")
     } else {
@@ -236,20 +301,14 @@ fn container_endpoint(env: &Env) -> Option<Result<BedrockAuth, String>> {
             .contains(&host)
             || host.starts_with("127.");
         if !allowed {
-            return Some(Err(format!(
-                "{NO_CREDENTIALS}: AWS_CONTAINER_CREDENTIALS_FULL_URI must be https or a loopback/container host"
-            )));
+            return Some(Err(AwsCredentialError::ContainerHostNotAllowed));
         }
         full.to_string()
     };
     let authorization = match env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
         Some(path) => match std::fs::read_to_string(path) {
             Ok(token) => Some(token.trim().to_string()),
-            Err(e) => {
-                return Some(Err(format!(
-                    "{NO_CREDENTIALS}: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: {e}"
-                )));
-            }
+            Err(e) => return Some(Err(AwsCredentialError::ContainerTokenFile(e))),
         },
         None => env
             .get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
@@ -271,7 +330,7 @@ pub fn credentials_from_json(text: &str) -> Option<AwsCredentials> {
 }
 
 /// The SigV4 credential chain (environment, then the profile).
-pub fn credentials(env: &Env) -> Result<AwsCredentials, String> {
+pub fn credentials(env: &Env) -> Result<AwsCredentials, AwsCredentialError> {
     if env.get("AWS_PROFILE").is_none()
         && let (Some(id), Some(secret)) = (
             env.get("AWS_ACCESS_KEY_ID"),
@@ -305,17 +364,18 @@ pub fn credentials(env: &Env) -> Result<AwsCredentials, String> {
         ("web_identity_token_file", "web identity"),
     ] {
         if profile.contains_key(key) {
-            return Err(format!(
-                "{NO_CREDENTIALS}: profile \"{name}\" uses {what} credentials, which pi-rs does not support; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)"
-            ));
+            return Err(AwsCredentialError::UnsupportedProfile {
+                profile: name,
+                what: format!("{what} credentials"),
+            });
         }
     }
-    Err(NO_CREDENTIALS.to_string())
+    Err(AwsCredentialError::NoCredentials)
 }
 
 /// The region the request is signed for and sent to. `endpoint_region` is the region of a
 /// standard Bedrock runtime base URL.
-pub fn region(env: &Env, endpoint_region: Option<&str>) -> Result<String, String> {
+pub fn region(env: &Env, endpoint_region: Option<&str>) -> Result<String, AwsCredentialError> {
     if let Some(region) = configured_region(env) {
         return Ok(region.to_string());
     }
@@ -326,7 +386,7 @@ pub fn region(env: &Env, endpoint_region: Option<&str>) -> Result<String, String
     profile(env, &profile_name(env))
         .get("region")
         .cloned()
-        .ok_or_else(|| "Region is missing".to_string())
+        .ok_or(AwsCredentialError::NoRegion)
 }
 
 /// `AWS_REGION`, else `AWS_DEFAULT_REGION`.
@@ -386,12 +446,9 @@ fn ini_section(text: &str, wanted: &str) -> HashMap<String, String> {
 }
 
 /// Runs the profile's `credential_process` and reads its JSON (`Version` 1).
-fn credential_process(command: &str) -> Result<AwsCredentials, String> {
-    let output = run_command(command)
-        .ok_or_else(|| format!("{NO_CREDENTIALS}: credential_process failed"))?;
-    credentials_from_json(&output).ok_or_else(|| {
-        format!("{NO_CREDENTIALS}: credential_process printed no AccessKeyId/SecretAccessKey JSON")
-    })
+fn credential_process(command: &str) -> Result<AwsCredentials, AwsCredentialError> {
+    let output = run_command(command).ok_or(AwsCredentialError::CredentialProcessFailed)?;
+    credentials_from_json(&output).ok_or(AwsCredentialError::CredentialProcessOutput)
 }
 
 /// Every secret the shared files hold for the active profile (for redaction).
@@ -459,10 +516,14 @@ mod tests {
         assert_eq!(c.access_key_id, "AKIDPROC");
         assert_eq!(c.session_token.as_deref(), Some("proc-token"));
         // Unsupported kinds and missing profiles say so.
-        let err = credentials(&env(&home, &[("AWS_PROFILE", "sso")])).unwrap_err();
+        let err = credentials(&env(&home, &[("AWS_PROFILE", "sso")]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("SSO"), "{err}");
         assert_eq!(
-            credentials(&env(&home, &[("AWS_PROFILE", "nope")])).unwrap_err(),
+            credentials(&env(&home, &[("AWS_PROFILE", "nope")]))
+                .unwrap_err()
+                .to_string(),
             NO_CREDENTIALS
         );
         assert_eq!(
@@ -490,6 +551,7 @@ mod tests {
         assert!(
             bedrock_auth(&env(&home, &[("AWS_PROFILE", "mfa")]))
                 .unwrap_err()
+                .to_string()
                 .contains("MFA")
         );
         let envsource = [
@@ -509,7 +571,7 @@ mod tests {
         let (dir, home) = home_with(&[]);
         let bearer = [("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key")];
         assert_eq!(
-            bedrock_auth(&env(&home, &bearer)),
+            bedrock_auth(&env(&home, &bearer)).map_err(|e| e.to_string()),
             Ok(BedrockAuth::Bearer("bedrock-api-key".into()))
         );
         let skip = [
@@ -521,7 +583,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            bedrock_auth(&env(&home, &[])),
+            bedrock_auth(&env(&home, &[])).map_err(|e| e.to_string()),
             Err(NO_CREDENTIALS.to_string())
         );
         std::fs::remove_dir_all(dir).unwrap();
@@ -535,7 +597,7 @@ mod tests {
             "/v2/credentials/abc",
         )];
         assert_eq!(
-            bedrock_auth(&env(&home, &relative)),
+            bedrock_auth(&env(&home, &relative)).map_err(|e| e.to_string()),
             Ok(BedrockAuth::Container {
                 url: "http://169.254.170.2/v2/credentials/abc".into(),
                 authorization: None
@@ -555,7 +617,7 @@ mod tests {
             ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored"),
         ];
         assert_eq!(
-            bedrock_auth(&env(&home, &full)),
+            bedrock_auth(&env(&home, &full)).map_err(|e| e.to_string()),
             Ok(BedrockAuth::Container {
                 url: "http://169.254.170.23/v1/credentials".into(),
                 authorization: Some("eks-token".into())
@@ -568,6 +630,7 @@ mod tests {
         assert!(
             bedrock_auth(&env(&home, &remote))
                 .unwrap_err()
+                .to_string()
                 .contains("loopback")
         );
         // Static keys come first in the chain.
@@ -587,7 +650,7 @@ mod tests {
             ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/x"),
         ];
         assert_eq!(
-            bedrock_auth(&env(&home, &web)),
+            bedrock_auth(&env(&home, &web)).map_err(|e| e.to_string()),
             Ok(BedrockAuth::WebIdentity(WebIdentity {
                 role_arn: "arn:aws:iam::1:role/r".into(),
                 session_name: "s".into(),
@@ -625,7 +688,7 @@ mod tests {
         );
         assert_eq!(r(&[("AWS_PROFILE", "default")], None).unwrap(), "eu-west-1");
         assert_eq!(
-            r(&[("AWS_PROFILE", "proc")], None).unwrap_err(),
+            r(&[("AWS_PROFILE", "proc")], None).unwrap_err().to_string(),
             "Region is missing"
         );
         std::fs::remove_dir_all(dir).unwrap();

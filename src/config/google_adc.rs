@@ -5,8 +5,8 @@
 //! (`"type":"authorized_user"`: client id and secret, refresh token, `quota_project_id`). The
 //! token endpoint is the file's `token_uri` when present, else Google's.
 //!
-//! Input: an `Env` snapshot and the file. Output: the parsed credentials or pi's error text, and
-//! the file's secrets for redaction. Exchanging them for access tokens is
+//! Input: an `Env` snapshot and the file. Output: the parsed credentials or an `AdcError` (its
+//! text is pi's), and the file's secrets for redaction. Exchanging them for access tokens is
 //! `provider/google_auth.rs`'s job.
 
 use std::path::PathBuf;
@@ -18,6 +18,64 @@ use super::auth::Env;
 pub const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 /// google-auth-library's text when no credentials are found.
 pub const NO_CREDENTIALS: &str = "Could not load the default credentials. Browse to https://cloud.google.com/docs/authentication/getting-started for more information.";
+
+/// Why no usable ADC file was found. `Display` is the text the request fails with.
+#[derive(Debug)]
+pub enum AdcError {
+    /// No file at the ADC path (or it cannot be read): google-auth-library's text.
+    NotFound,
+    /// The file is there but unusable; the text names the file after the problem.
+    File {
+        path: PathBuf,
+        problem: AdcFileError,
+    },
+}
+
+/// What is wrong with an ADC file's contents.
+#[derive(Debug, PartialEq)]
+pub enum AdcFileError {
+    NotJson,
+    NoType,
+    MissingField(&'static str),
+    /// A `type` pi-rs cannot use (external accounts, impersonation, …).
+    UnsupportedType(String),
+}
+
+impl std::fmt::Display for AdcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdcError::NotFound => f.write_str(NO_CREDENTIALS),
+            AdcError::File { path, problem } => write!(f, "{problem} ({})", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for AdcError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AdcError::NotFound => None,
+            AdcError::File { problem, .. } => Some(problem),
+        }
+    }
+}
+
+impl std::fmt::Display for AdcFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdcFileError::NotJson => f.write_str("The Google credentials file is not JSON"),
+            AdcFileError::NoType => f.write_str("The Google credentials file has no type"),
+            AdcFileError::MissingField(name) => {
+                write!(f, "The Google credentials file has no {name}")
+            }
+            AdcFileError::UnsupportedType(other) => write!(
+                f,
+                "Google credentials of type \"{other}\" are not supported by pi-rs (use a service account key or `gcloud auth application-default login`)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AdcFileError {}
 
 /// What an ADC file holds (the kinds pi-rs can use).
 #[derive(Clone, PartialEq)]
@@ -91,24 +149,21 @@ pub fn adc_path(env: &Env) -> PathBuf {
     }
 }
 
-pub fn load(env: &Env) -> Result<AdcCredentials, String> {
+pub fn load(env: &Env) -> Result<AdcCredentials, AdcError> {
     let path = adc_path(env);
-    let text = std::fs::read_to_string(&path).map_err(|_| NO_CREDENTIALS.to_string())?;
-    parse(&text).map_err(|e| format!("{e} ({})", path.display()))
+    let text = std::fs::read_to_string(&path).map_err(|_| AdcError::NotFound)?;
+    parse(&text).map_err(|problem| AdcError::File { path, problem })
 }
 
-pub(crate) fn parse(text: &str) -> Result<AdcCredentials, String> {
-    let json: Value = serde_json::from_str(text)
-        .map_err(|_| "The Google credentials file is not JSON".to_string())?;
+pub(crate) fn parse(text: &str) -> Result<AdcCredentials, AdcFileError> {
+    let json: Value = serde_json::from_str(text).map_err(|_| AdcFileError::NotJson)?;
     let field = |name: &str| {
         json.get(name)
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
-    let required = |name: &str| {
-        field(name).ok_or_else(|| format!("The Google credentials file has no {name}"))
-    };
+    let required = |name: &'static str| field(name).ok_or(AdcFileError::MissingField(name));
     let token_uri = field("token_uri").unwrap_or_else(|| DEFAULT_TOKEN_URI.to_string());
     match json.get("type").and_then(Value::as_str) {
         Some("service_account") => Ok(AdcCredentials::ServiceAccount {
@@ -124,10 +179,8 @@ pub(crate) fn parse(text: &str) -> Result<AdcCredentials, String> {
             token_uri,
             quota_project_id: field("quota_project_id"),
         }),
-        Some(other) => Err(format!(
-            "Google credentials of type \"{other}\" are not supported by pi-rs (use a service account key or `gcloud auth application-default login`)"
-        )),
-        None => Err("The Google credentials file has no type".into()),
+        Some(other) => Err(AdcFileError::UnsupportedType(other.to_string())),
+        None => Err(AdcFileError::NoType),
     }
 }
 
@@ -169,14 +222,17 @@ mod tests {
         assert!(
             parse(r#"{"type":"external_account"}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("not supported")
         );
         assert_eq!(
-            parse(r#"{"type":"service_account","client_email":"a"}"#).unwrap_err(),
+            parse(r#"{"type":"service_account","client_email":"a"}"#)
+                .unwrap_err()
+                .to_string(),
             "The Google credentials file has no private_key"
         );
         let env = Env::from_pairs([("HOME", "/nonexistent-home")]);
-        assert_eq!(load(&env).unwrap_err(), NO_CREDENTIALS);
+        assert_eq!(load(&env).unwrap_err().to_string(), NO_CREDENTIALS);
         assert_eq!(
             adc_path(&env),
             PathBuf::from("/nonexistent-home/.config/gcloud/application_default_credentials.json")

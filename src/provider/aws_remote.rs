@@ -11,7 +11,8 @@
 //!
 //! Both are cached until five minutes before their `Expiration` (`token_cache.rs`; the cached
 //! text is the endpoint's answer, keyed by the endpoint and role, never by a secret). The calls
-//! run on the request's own HTTP agent, so its bounds and abort apply.
+//! run on the request's own HTTP agent, so its bounds and abort apply. A failure is a
+//! `RemoteCredentialError`: the SDK's `NO_CREDENTIALS`, the source, and what went wrong.
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -26,28 +27,120 @@ use crate::time::now_ms;
 /// Answers larger than this are not read further.
 const MAX_ANSWER: u64 = 64 * 1024;
 
+/// Where credentials were being fetched from when it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteSource {
+    Container,
+    AssumeRole,
+    WebIdentity,
+}
+
+/// A credential fetch that failed. `Display`: `<NO_CREDENTIALS>: <origin>: <problem>`, e.g.
+/// `…: web identity: InvalidIdentityToken: Token expired`.
+#[derive(Debug)]
+pub struct RemoteCredentialError {
+    pub origin: RemoteSource,
+    pub problem: RemoteProblem,
+}
+
+/// What went wrong fetching remote credentials.
+#[derive(Debug)]
+pub enum RemoteProblem {
+    /// No answer (connection, TLS, timeout); shown as the provider's network error text.
+    Network(ureq::Error),
+    /// The answer's body could not be read.
+    ReadBody(std::io::Error),
+    /// A non-2xx answer: the status and the (trimmed) body.
+    Status { status: u16, body: String },
+    /// A non-2xx STS answer with its own `<Code>` and `<Message>`.
+    Sts { code: String, message: String },
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE` could not be read.
+    TokenFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The container endpoint's JSON has no keys.
+    NoKeys,
+    /// The STS answer has no `<Credentials>`.
+    NoStsCredentials,
+}
+
+impl std::fmt::Display for RemoteSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RemoteSource::Container => "container credentials",
+            RemoteSource::AssumeRole => "assume role",
+            RemoteSource::WebIdentity => "web identity",
+        })
+    }
+}
+
+impl std::fmt::Display for RemoteCredentialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{NO_CREDENTIALS}: {}: {}", self.origin, self.problem)
+    }
+}
+
+impl std::error::Error for RemoteCredentialError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.problem)
+    }
+}
+
+impl std::fmt::Display for RemoteProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoteProblem::Network(e) => {
+                f.write_str(&super::error_text::network_error_message(e, false))
+            }
+            RemoteProblem::ReadBody(e) => e.fmt(f),
+            RemoteProblem::Status { status, body } => write!(f, "{status} {body}"),
+            RemoteProblem::Sts { code, message } => write!(f, "{code}: {message}"),
+            RemoteProblem::TokenFile { path, source } => {
+                write!(f, "{}: {source}", path.display())
+            }
+            RemoteProblem::NoKeys => f.write_str("no AccessKeyId/SecretAccessKey"),
+            RemoteProblem::NoStsCredentials => f.write_str("no Credentials in the STS answer"),
+        }
+    }
+}
+
+impl std::error::Error for RemoteProblem {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RemoteProblem::Network(e) => Some(e),
+            RemoteProblem::ReadBody(e) | RemoteProblem::TokenFile { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Credentials from the container endpoint.
 pub fn container_credentials(
     agent: &ureq::Agent,
     url: &str,
     authorization: Option<&str>,
     cache: &TokenCache,
-) -> Result<AwsCredentials, String> {
-    let failed = |detail: String| format!("{NO_CREDENTIALS}: container credentials: {detail}");
+) -> Result<AwsCredentials, RemoteCredentialError> {
+    let failed = |problem| RemoteCredentialError {
+        origin: RemoteSource::Container,
+        problem,
+    };
     let text = cached_or(cache, &format!("aws-container:{url}"), || {
         let mut get = crate::net::get(agent, url);
         if let Some(token) = authorization {
             get = get.header("authorization", token);
         }
-        let text = answer(get.call()).map_err(failed)?;
+        let text = answer(get.call())?;
         let expires = serde_json::from_str::<Value>(&text)
             .ok()
             .and_then(|json| json["Expiration"].as_str().map(str::to_string));
         Ok((text, expires))
-    })?;
+    })
+    .map_err(failed)?;
     aws::credentials_from_json(&text)
         .map(redacted)
-        .ok_or_else(|| failed("no AccessKeyId/SecretAccessKey".into()))
+        .ok_or_else(|| failed(RemoteProblem::NoKeys))
 }
 
 /// Credentials fetched at request time join the redaction set as soon as they are known.
@@ -76,11 +169,14 @@ fn sts_credentials(text: &str) -> Option<AwsCredentials> {
     })
 }
 
-/// STS's own explanation (`<Code>: <Message>`) when the answer has one.
-fn sts_error(detail: String) -> String {
-    match (xml_text(&detail, "Code"), xml_text(&detail, "Message")) {
-        (Some(code), Some(message)) => format!("{code}: {message}"),
-        _ => detail,
+/// STS's own explanation (`<Code>: <Message>`) when a refusal has one.
+fn sts_error(problem: RemoteProblem) -> RemoteProblem {
+    let RemoteProblem::Status { body, .. } = &problem else {
+        return problem;
+    };
+    match (xml_text(body, "Code"), xml_text(body, "Message")) {
+        (Some(code), Some(message)) => RemoteProblem::Sts { code, message },
+        _ => problem,
     }
 }
 
@@ -90,14 +186,13 @@ pub fn assumed_role_credentials(
     role: &AssumeRole,
     region: &str,
     cache: &TokenCache,
-) -> Result<AwsCredentials, String> {
-    let failed = |detail: String| format!("{NO_CREDENTIALS}: assume role: {detail}");
+) -> Result<AwsCredentials, RemoteCredentialError> {
     let url = sts_url(role.sts_endpoint.as_ref(), region);
     let key = format!(
         "aws-assume-role:{}:{}@{url}",
         role.role_arn, role.source.access_key_id
     );
-    sts_exchange(cache, &key, &failed, || {
+    sts_exchange(cache, &key, RemoteSource::AssumeRole, || {
         let mut form = format!(
             "Action=AssumeRole&Version=2011-06-15&RoleArn={}&RoleSessionName={}",
             uri_encode(role.role_arn.as_bytes()),
@@ -149,13 +244,16 @@ pub fn web_identity_credentials(
     identity: &WebIdentity,
     region: &str,
     cache: &TokenCache,
-) -> Result<AwsCredentials, String> {
-    let failed = |detail: String| format!("{NO_CREDENTIALS}: web identity: {detail}");
+) -> Result<AwsCredentials, RemoteCredentialError> {
     let url = sts_url(identity.sts_endpoint.as_ref(), region);
     let key = format!("aws-web-identity:{}@{url}", identity.role_arn);
-    sts_exchange(cache, &key, &failed, || {
-        let token = std::fs::read_to_string(&identity.token_file)
-            .map_err(|e| failed(format!("{}: {e}", identity.token_file.display())))?;
+    sts_exchange(cache, &key, RemoteSource::WebIdentity, || {
+        let token = std::fs::read_to_string(&identity.token_file).map_err(|source| {
+            RemoteProblem::TokenFile {
+                path: identity.token_file.clone(),
+                source,
+            }
+        })?;
         let form = format!(
             "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
             uri_encode(identity.role_arn.as_bytes()),
@@ -169,29 +267,31 @@ pub fn web_identity_credentials(
 }
 
 /// Credentials from an STS answer: the cached one for `key`, else the one `send` gets (cached
-/// until the credentials expire). `failed` words a failure for the caller's credential source.
+/// until the credentials expire). A failure is reported for `origin`.
 fn sts_exchange(
     cache: &TokenCache,
     key: &str,
-    failed: &dyn Fn(String) -> String,
-    send: impl FnOnce() -> Result<Result<ureq::http::Response<ureq::Body>, ureq::Error>, String>,
-) -> Result<AwsCredentials, String> {
+    origin: RemoteSource,
+    send: impl FnOnce() -> Result<Result<ureq::http::Response<ureq::Body>, ureq::Error>, RemoteProblem>,
+) -> Result<AwsCredentials, RemoteCredentialError> {
+    let failed = |problem| RemoteCredentialError { origin, problem };
     let text = cached_or(cache, key, || {
-        let text = answer(send()?).map_err(|d| failed(sts_error(d)))?;
+        let text = answer(send()?).map_err(sts_error)?;
         let expires = xml_text(&text, "Expiration");
         Ok((text, expires))
-    })?;
+    })
+    .map_err(failed)?;
     sts_credentials(&text)
         .map(redacted)
-        .ok_or_else(|| failed("no Credentials in the STS answer".into()))
+        .ok_or_else(|| failed(RemoteProblem::NoStsCredentials))
 }
 
 /// The cached answer for `key`, else `fetch`'s (cached until its ISO-8601 expiry, if any).
 fn cached_or(
     cache: &TokenCache,
     key: &str,
-    fetch: impl FnOnce() -> Result<(String, Option<String>), String>,
-) -> Result<String, String> {
+    fetch: impl FnOnce() -> Result<(String, Option<String>), RemoteProblem>,
+) -> Result<String, RemoteProblem> {
     if let Some(text) = cache.get(key, Instant::now()) {
         return Ok(text);
     }
@@ -205,9 +305,11 @@ fn cached_or(
     Ok(text)
 }
 
-/// The body of a 2xx answer; otherwise `<status> <body>` (or the network error's text).
-fn answer(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, String> {
-    let response = result.map_err(|e| super::error_text::network_error_message(&e, false))?;
+/// The body of a 2xx answer; otherwise the status and body (or the network error).
+fn answer(
+    result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<String, RemoteProblem> {
+    let response = result.map_err(RemoteProblem::Network)?;
     let status = response.status().as_u16();
     let mut text = String::new();
     response
@@ -215,11 +317,14 @@ fn answer(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Resu
         .into_reader()
         .take(MAX_ANSWER)
         .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
+        .map_err(RemoteProblem::ReadBody)?;
     if (200..300).contains(&status) {
         Ok(text)
     } else {
-        Err(format!("{status} {}", text.trim()))
+        Err(RemoteProblem::Status {
+            status,
+            body: text.trim().to_string(),
+        })
     }
 }
 

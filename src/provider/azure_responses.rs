@@ -8,6 +8,8 @@
 //! - the body's `model` is the deployment: `AZURE_OPENAI_DEPLOYMENT_NAME_MAP`
 //!   (`model=deployment,…`) or the model id;
 //! - the key travels in an `api-key` header (`AZURE_OPENAI_API_KEY` when no other key is set).
+//!
+//! Without a key or a base URL the request is not built: an `AzureError`, pi's text.
 
 use serde_json::{Map, Value, json};
 
@@ -22,6 +24,30 @@ const TOOL_CALL_PROVIDERS: &[&str] = &[
     "opencode",
     "azure-openai-responses",
 ];
+
+/// Why an Azure request could not be built. `Display` is the assistant error's text.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AzureError {
+    NoApiKey,
+    NoBaseUrl,
+    InvalidBaseUrl(String),
+}
+
+impl std::fmt::Display for AzureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AzureError::NoApiKey => f.write_str(
+                "Azure OpenAI API key is required. Set AZURE_OPENAI_API_KEY environment variable or pass it as an argument.",
+            ),
+            AzureError::NoBaseUrl => f.write_str(
+                "Azure OpenAI base URL is required. Set AZURE_OPENAI_BASE_URL or AZURE_OPENAI_RESOURCE_NAME, or pass azureBaseUrl, azureResourceName, or model.baseUrl.",
+            ),
+            AzureError::InvalidBaseUrl(url) => write!(f, "Invalid Azure OpenAI base URL: {url}"),
+        }
+    }
+}
+
+impl std::error::Error for AzureError {}
 
 /// The Azure settings pi reads from its environment.
 #[derive(Clone, Debug, Default)]
@@ -46,19 +72,19 @@ impl AzureEnv {
     }
 }
 
-pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
+pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, AzureError> {
     build_request_with(request, &AzureEnv::from_process())
 }
 
-pub fn build_request_with(request: &StreamRequest, env: &AzureEnv) -> Result<HttpRequest, String> {
+pub fn build_request_with(
+    request: &StreamRequest,
+    env: &AzureEnv,
+) -> Result<HttpRequest, AzureError> {
     let model = &request.model;
     let api_key = Some(request.api_key.as_str())
         .filter(|k| !k.is_empty())
         .or(env.api_key.as_deref())
-        .ok_or_else(|| {
-            "Azure OpenAI API key is required. Set AZURE_OPENAI_API_KEY environment variable or pass it as an argument."
-                .to_string()
-        })?;
+        .ok_or(AzureError::NoApiKey)?;
     let base_url = env
         .base_url
         .as_deref()
@@ -71,10 +97,7 @@ pub fn build_request_with(request: &StreamRequest, env: &AzureEnv) -> Result<Htt
                 .map(|name| format!("https://{name}.openai.azure.com/openai/v1"))
         })
         .or_else(|| Some(model.base_url.clone()).filter(|u| !u.is_empty()))
-        .ok_or_else(|| {
-            "Azure OpenAI base URL is required. Set AZURE_OPENAI_BASE_URL or AZURE_OPENAI_RESOURCE_NAME, or pass azureBaseUrl, azureResourceName, or model.baseUrl."
-                .to_string()
-        })?;
+        .ok_or(AzureError::NoBaseUrl)?;
     let base_url = normalize_base_url(&base_url)?;
     let api_version = env.api_version.as_deref().unwrap_or(DEFAULT_API_VERSION);
 
@@ -128,9 +151,9 @@ fn deployment_name(model_id: &str, map: Option<&str>) -> String {
 
 /// pi's `normalizeAzureBaseUrl`: trailing slashes dropped; an Azure host without a path (or with
 /// `/openai`) gets `/openai/v1`.
-fn normalize_base_url(base_url: &str) -> Result<String, String> {
+fn normalize_base_url(base_url: &str) -> Result<String, AzureError> {
     let trimmed = base_url.trim().trim_end_matches('/');
-    let invalid = || format!("Invalid Azure OpenAI base URL: {base_url}");
+    let invalid = || AzureError::InvalidBaseUrl(base_url.to_string());
     let (scheme, rest) = trimmed.split_once("://").ok_or_else(invalid)?;
     if scheme.is_empty() || rest.is_empty() {
         return Err(invalid());
@@ -281,11 +304,13 @@ mod tests {
         assert!(
             build_request_with(&r, &AzureEnv::default())
                 .unwrap_err()
+                .to_string()
                 .starts_with("Azure OpenAI base URL is required")
         );
         assert!(
             build_request_with(&keyless, &env("http://h"))
                 .unwrap_err()
+                .to_string()
                 .starts_with("Azure OpenAI API key is required")
         );
         assert_eq!(deployment_name("a", Some(" a = dep-a ,b=c")), "dep-a");

@@ -5,7 +5,8 @@
 //! binary event-stream body (`event_stream.rs` frames carrying JSON events).
 //!
 //! The builder reads the environment and the shared AWS files (`config::aws`), so it can fail
-//! (no credentials, no region): the text is the assistant error. The body is serialized here once
+//! (no credentials, no region, an image type Bedrock does not take): a `BedrockError`, whose text
+//! is the assistant error. The body is serialized here once
 //! for the signature; `provider/mod.rs` serializes the same `Value` again, which gives the same
 //! bytes (serde_json output is deterministic).
 //!
@@ -32,8 +33,55 @@ use crate::config::{Model, ThinkingLevel};
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 use crate::time::now_ms;
 
+/// Why a Bedrock request could not be built. `Display` is the assistant error's text.
+#[derive(Debug)]
+pub enum BedrockError {
+    /// The credential chain or the region (`config::aws`).
+    Credentials(aws::AwsCredentialError),
+    /// Credentials fetched at request time (container endpoint, STS).
+    RemoteCredentials(aws_remote::RemoteCredentialError),
+    UnknownImageType(String),
+}
+
+impl std::fmt::Display for BedrockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BedrockError::Credentials(e) => e.fmt(f),
+            BedrockError::RemoteCredentials(e) => e.fmt(f),
+            BedrockError::UnknownImageType(mime_type) => {
+                write!(f, "Unknown image type: {mime_type}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BedrockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BedrockError::Credentials(e) => Some(e),
+            BedrockError::RemoteCredentials(e) => Some(e),
+            BedrockError::UnknownImageType(_) => None,
+        }
+    }
+}
+
+impl From<aws::AwsCredentialError> for BedrockError {
+    fn from(e: aws::AwsCredentialError) -> BedrockError {
+        BedrockError::Credentials(e)
+    }
+}
+
+impl From<aws_remote::RemoteCredentialError> for BedrockError {
+    fn from(e: aws_remote::RemoteCredentialError) -> BedrockError {
+        BedrockError::RemoteCredentials(e)
+    }
+}
+
 /// The request, signed for now with the credentials the environment gives.
-pub fn build_request(request: &StreamRequest, agent: &ureq::Agent) -> Result<HttpRequest, String> {
+pub fn build_request(
+    request: &StreamRequest,
+    agent: &ureq::Agent,
+) -> Result<HttpRequest, BedrockError> {
     let env = Env::from_process();
     let endpoint = Endpoint::resolve(&env, &request.model.base_url, &request.model.id)?;
     let cache = token_cache::shared();
@@ -80,7 +128,11 @@ impl Endpoint {
     /// pi pins the catalog's standard endpoint only when neither a region nor a profile is
     /// configured; a custom base URL (a VPC endpoint, a proxy) is always used as is. An inference
     /// profile ARN names its own region, which wins (newest pi; 0.73.1 used AWS_REGION).
-    fn resolve(env: &Env, base_url: &str, model_id: &str) -> Result<Endpoint, String> {
+    fn resolve(
+        env: &Env,
+        base_url: &str,
+        model_id: &str,
+    ) -> Result<Endpoint, aws::AwsCredentialError> {
         let base_url = base_url.trim().trim_end_matches('/');
         let endpoint_region = standard_endpoint_region(base_url);
         let explicit = !base_url.is_empty()
@@ -274,7 +326,7 @@ fn build_body(
     request: &StreamRequest,
     retention: CacheRetention,
     configured_region: Option<&str>,
-) -> Result<Value, String> {
+) -> Result<Value, BedrockError> {
     let model = &request.model;
     let reasoning = (request.thinking != ThinkingLevel::Off).then_some(request.thinking);
     let claude = is_claude(model);
@@ -372,18 +424,18 @@ fn build_body(
     Ok(Value::Object(body))
 }
 
-fn image_block(mime_type: &str, data: &str) -> Result<Value, String> {
+fn image_block(mime_type: &str, data: &str) -> Result<Value, BedrockError> {
     let format = match mime_type {
         "image/jpeg" | "image/jpg" => "jpeg",
         "image/png" => "png",
         "image/gif" => "gif",
         "image/webp" => "webp",
-        other => return Err(format!("Unknown image type: {other}")),
+        other => return Err(BedrockError::UnknownImageType(other.to_string())),
     };
     Ok(json!({"image": {"format": format, "source": {"bytes": data}}}))
 }
 
-fn convert_messages(request: &StreamRequest) -> Result<Vec<Value>, String> {
+fn convert_messages(request: &StreamRequest) -> Result<Vec<Value>, BedrockError> {
     let model = &request.model;
     let signatures = is_claude(model);
     let transformed = transform_messages(&request.messages, model, &normalize_tool_call_id);

@@ -319,7 +319,7 @@ impl Decoder {
                     match frames.next_message() {
                         Ok(Some(frame)) => self.wire.on_frame(&frame, &mut self.out),
                         Ok(None) => break,
-                        Err(e) => self.out.fail(e),
+                        Err(e) => self.out.fail(e.to_string()),
                     }
                 }
             }

@@ -9,14 +9,47 @@
 //! Headers are `name length u8, name, type u8, value`, the value's size given by its type.
 //!
 //! Input: body bytes in any pieces (`push`). Output: whole messages (`next_message`) whose both
-//! CRCs matched; a bad CRC, an impossible length or a malformed header is an error that ends the
-//! stream (the framing cannot be trusted after it). CRC32 comes from `crc32fast`, already in the
-//! build through flate2.
+//! CRCs matched; a bad CRC, an impossible length or a malformed header is an `EventStreamError`
+//! that ends the stream (the framing cannot be trusted after it). CRC32 comes from `crc32fast`,
+//! already in the build through flate2.
 
 /// A message larger than this is refused (Bedrock's events are far smaller; AWS caps at 16 MiB).
 const MAX_MESSAGE_LEN: usize = 24 * 1024 * 1024;
 /// Prelude (12 bytes) plus the trailing message CRC (4 bytes).
 const MIN_MESSAGE_LEN: usize = 16;
+
+/// Why the framing broke. `Display` is the stream's failure text (`event stream: …`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventStreamError {
+    PreludeChecksum,
+    MessageChecksum,
+    InvalidLength { total: usize, headers_len: usize },
+    TruncatedHeader,
+    UnknownHeaderType(u8),
+}
+
+impl std::fmt::Display for EventStreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventStreamError::PreludeChecksum => {
+                f.write_str("event stream: prelude checksum mismatch")
+            }
+            EventStreamError::MessageChecksum => {
+                f.write_str("event stream: message checksum mismatch")
+            }
+            EventStreamError::InvalidLength { total, headers_len } => write!(
+                f,
+                "event stream: invalid message length {total} (headers {headers_len})"
+            ),
+            EventStreamError::TruncatedHeader => f.write_str("event stream: truncated header"),
+            EventStreamError::UnknownHeaderType(kind) => {
+                write!(f, "event stream: unknown header type {kind}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EventStreamError {}
 
 /// One header value. Only strings matter to Bedrock; the others are decoded to stay in frame.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,7 +99,7 @@ impl Decoder {
     }
 
     /// The next complete message, `Ok(None)` when more bytes are needed.
-    pub fn next_message(&mut self) -> Result<Option<Message>, String> {
+    pub fn next_message(&mut self) -> Result<Option<Message>, EventStreamError> {
         if self.buffer.len() < 12 {
             return Ok(None);
         }
@@ -74,21 +107,19 @@ impl Decoder {
         let headers_len = be32(&self.buffer[4..8]) as usize;
         let prelude_crc = be32(&self.buffer[8..12]);
         if crc32fast::hash(&self.buffer[0..8]) != prelude_crc {
-            return Err("event stream: prelude checksum mismatch".into());
+            return Err(EventStreamError::PreludeChecksum);
         }
         if !(MIN_MESSAGE_LEN..=MAX_MESSAGE_LEN).contains(&total)
             || headers_len > total - MIN_MESSAGE_LEN
         {
-            return Err(format!(
-                "event stream: invalid message length {total} (headers {headers_len})"
-            ));
+            return Err(EventStreamError::InvalidLength { total, headers_len });
         }
         if self.buffer.len() < total {
             return Ok(None);
         }
         let message_crc = be32(&self.buffer[total - 4..total]);
         if crc32fast::hash(&self.buffer[..total - 4]) != message_crc {
-            return Err("event stream: message checksum mismatch".into());
+            return Err(EventStreamError::MessageChecksum);
         }
         let headers = parse_headers(&self.buffer[12..12 + headers_len])?;
         let payload = self.buffer[12 + headers_len..total - 4].to_vec();
@@ -101,16 +132,16 @@ fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
-fn parse_headers(mut bytes: &[u8]) -> Result<Vec<(String, HeaderValue)>, String> {
-    fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
+fn parse_headers(mut bytes: &[u8]) -> Result<Vec<(String, HeaderValue)>, EventStreamError> {
+    fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8], EventStreamError> {
         if bytes.len() < n {
-            return Err("event stream: truncated header".into());
+            return Err(EventStreamError::TruncatedHeader);
         }
         let (head, rest) = bytes.split_at(n);
         *bytes = rest;
         Ok(head)
     }
-    fn int(bytes: &mut &[u8], n: usize) -> Result<i64, String> {
+    fn int(bytes: &mut &[u8], n: usize) -> Result<i64, EventStreamError> {
         let raw = take(bytes, n)?;
         let mut value: i64 = if raw[0] & 0x80 != 0 { -1 } else { 0 };
         for b in raw {
@@ -145,7 +176,7 @@ fn parse_headers(mut bytes: &[u8]) -> Result<Vec<(String, HeaderValue)>, String>
                 uuid.copy_from_slice(take(&mut bytes, 16)?);
                 HeaderValue::Uuid(uuid)
             }
-            other => return Err(format!("event stream: unknown header type {other}")),
+            other => return Err(EventStreamError::UnknownHeaderType(other)),
         };
         headers.push((name, value));
     }
@@ -252,7 +283,7 @@ mod tests {
         let mut d = Decoder::new();
         d.push(&bad);
         assert_eq!(
-            d.next_message(),
+            d.next_message().map_err(|e| e.to_string()),
             Err("event stream: message checksum mismatch".into())
         );
         // A changed length breaks the prelude CRC before the length is trusted.
@@ -261,7 +292,7 @@ mod tests {
         let mut d = Decoder::new();
         d.push(&bad);
         assert_eq!(
-            d.next_message(),
+            d.next_message().map_err(|e| e.to_string()),
             Err("event stream: prelude checksum mismatch".into())
         );
         // A consistent prelude with an impossible length.
@@ -273,6 +304,7 @@ mod tests {
         assert!(
             d.next_message()
                 .unwrap_err()
+                .to_string()
                 .contains("invalid message length")
         );
     }

@@ -11,7 +11,8 @@
 //! signing uses `ring` (already in the build through rustls).
 //!
 //! Blocking calls: the token exchange, on the request's own HTTP agent (so abort and the idle
-//! timeout bound it like the provider request itself).
+//! timeout bound it like the provider request itself). A failure is a `GoogleAuthError`, whose
+//! text is the assistant error.
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -30,12 +31,79 @@ const JWT_LIFETIME_SECS: u64 = 3600;
 /// Token responses larger than this are not read further.
 const MAX_TOKEN_RESPONSE: u64 = 64 * 1024;
 
+/// Why no access token could be had. `Display` is the text the request fails with.
+#[derive(Debug)]
+pub enum GoogleAuthError {
+    /// An assertion was asked for credentials that are not a service account.
+    NotServiceAccount,
+    KeyNotPem,
+    KeyUnusable(ring::error::KeyRejected),
+    Sign,
+    /// No answer from the token endpoint (connection, TLS, timeout).
+    Request(ureq::Error),
+    /// The answer broke off while being read.
+    ReadBody(ureq::Error),
+    /// A non-2xx answer without an OAuth `error`: the status and the (trimmed) body.
+    Status {
+        status: u16,
+        body: String,
+    },
+    /// A non-2xx answer with an OAuth `error` (and maybe its `error_description`).
+    Refused {
+        error: String,
+        description: String,
+    },
+    NoAccessToken,
+}
+
+impl std::fmt::Display for GoogleAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const FAILED: &str = "Could not get a Google access token";
+        match self {
+            GoogleAuthError::NotServiceAccount => f.write_str("not a service account"),
+            GoogleAuthError::KeyNotPem => f.write_str("The service account private_key is not PEM"),
+            GoogleAuthError::KeyUnusable(e) => write!(
+                f,
+                "The service account private_key is not a usable RSA key: {e}"
+            ),
+            GoogleAuthError::Sign => f.write_str("Could not sign the service account JWT"),
+            GoogleAuthError::Request(e) => {
+                f.write_str(&super::error_text::network_error_message(e, false))
+            }
+            GoogleAuthError::ReadBody(e) => {
+                f.write_str(&super::error_text::network_error_message(e, true))
+            }
+            GoogleAuthError::Status { status, body } => write!(f, "{FAILED}: {status} {body}"),
+            // google-auth-library shows the OAuth error and its description.
+            GoogleAuthError::Refused { error, description } if description.is_empty() => {
+                write!(f, "{FAILED}: {error}")
+            }
+            GoogleAuthError::Refused { error, description } => {
+                write!(f, "{FAILED}: {error}: {description}")
+            }
+            GoogleAuthError::NoAccessToken => {
+                write!(f, "{FAILED}: no access_token in the answer")
+            }
+        }
+    }
+}
+
+impl std::error::Error for GoogleAuthError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // ring's `KeyRejected` is an `Error` only with its `std` feature, which the build may lack.
+        match self {
+            GoogleAuthError::Request(e) | GoogleAuthError::ReadBody(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// A valid access token: from the cache, else exchanged at the token endpoint now.
 pub fn access_token(
     credentials: &AdcCredentials,
     agent: &ureq::Agent,
     cache: &TokenCache,
-) -> Result<String, String> {
+) -> Result<String, GoogleAuthError> {
     let key = credentials.cache_key();
     if let Some(token) = cache.get(&key, Instant::now()) {
         return Ok(token);
@@ -83,7 +151,10 @@ fn unix_secs() -> u64 {
 }
 
 /// The signed JWT a service account presents (`header.claims.signature`, base64url).
-fn service_account_assertion(credentials: &AdcCredentials, iat: u64) -> Result<String, String> {
+fn service_account_assertion(
+    credentials: &AdcCredentials,
+    iat: u64,
+) -> Result<String, GoogleAuthError> {
     let AdcCredentials::ServiceAccount {
         client_email,
         private_key_pem,
@@ -91,7 +162,7 @@ fn service_account_assertion(credentials: &AdcCredentials, iat: u64) -> Result<S
         token_uri,
     } = credentials
     else {
-        return Err("not a service account".into());
+        return Err(GoogleAuthError::NotServiceAccount);
     };
     let mut header = json!({"alg": "RS256", "typ": "JWT"});
     if let Some(kid) = private_key_id {
@@ -117,7 +188,7 @@ fn service_account_assertion(credentials: &AdcCredentials, iat: u64) -> Result<S
         signing_input.as_bytes(),
         &mut signature,
     )
-    .map_err(|_| "Could not sign the service account JWT".to_string())?;
+    .map_err(|_| GoogleAuthError::Sign)?;
     Ok(format!(
         "{signing_input}.{}",
         URL_SAFE_NO_PAD.encode(signature)
@@ -125,7 +196,7 @@ fn service_account_assertion(credentials: &AdcCredentials, iat: u64) -> Result<S
 }
 
 /// The RSA key of a PEM `PRIVATE KEY` (PKCS#8, as Google issues them) or `RSA PRIVATE KEY`.
-fn rsa_key(pem: &str) -> Result<RsaKeyPair, String> {
+fn rsa_key(pem: &str) -> Result<RsaKeyPair, GoogleAuthError> {
     let pkcs1 = pem.contains("BEGIN RSA PRIVATE KEY");
     let body: String = pem
         .lines()
@@ -134,23 +205,27 @@ fn rsa_key(pem: &str) -> Result<RsaKeyPair, String> {
         .collect();
     let der = STANDARD
         .decode(body)
-        .map_err(|_| "The service account private_key is not PEM".to_string())?;
+        .map_err(|_| GoogleAuthError::KeyNotPem)?;
     let key = if pkcs1 {
         RsaKeyPair::from_der(&der)
     } else {
         RsaKeyPair::from_pkcs8(&der)
     };
-    key.map_err(|e| format!("The service account private_key is not a usable RSA key: {e}"))
+    key.map_err(GoogleAuthError::KeyUnusable)
 }
 
 /// POSTs the form; returns the access token and its lifetime.
-fn exchange(agent: &ureq::Agent, url: &str, form: &str) -> Result<(String, Duration), String> {
+fn exchange(
+    agent: &ureq::Agent,
+    url: &str,
+    form: &str,
+) -> Result<(String, Duration), GoogleAuthError> {
     let response = crate::net::post(agent, url)
         .header("content-type", "application/x-www-form-urlencoded")
         .send(form.as_bytes())
         .map_err(|e| {
             log::debug!("token endpoint {url}: {e}");
-            super::error_text::network_error_message(&e, false)
+            GoogleAuthError::Request(e)
         })?;
     let status = response.status().as_u16();
     let mut text = Vec::new();
@@ -160,25 +235,25 @@ fn exchange(agent: &ureq::Agent, url: &str, form: &str) -> Result<(String, Durat
         .take(MAX_TOKEN_RESPONSE)
         .read_to_end(&mut text);
     if let Err(e) = read {
-        return Err(super::error_text::network_error_message(
-            &ureq::Error::from(e),
-            true,
-        ));
+        return Err(GoogleAuthError::ReadBody(ureq::Error::from(e)));
     }
     let json: Value = serde_json::from_slice(&text).unwrap_or(Value::Null);
     let text_field = |name: &str| json.get(name).and_then(Value::as_str).unwrap_or("");
     if !(200..300).contains(&status) {
-        // google-auth-library shows the OAuth error and its description.
-        let detail = match (text_field("error"), text_field("error_description")) {
-            ("", _) => format!("{status} {}", String::from_utf8_lossy(&text).trim()),
-            (error, "") => error.to_string(),
-            (error, description) => format!("{error}: {description}"),
-        };
-        return Err(format!("Could not get a Google access token: {detail}"));
+        return Err(match text_field("error") {
+            "" => GoogleAuthError::Status {
+                status,
+                body: String::from_utf8_lossy(&text).trim().to_string(),
+            },
+            error => GoogleAuthError::Refused {
+                error: error.to_string(),
+                description: text_field("error_description").to_string(),
+            },
+        });
     }
     let token = text_field("access_token");
     if token.is_empty() {
-        return Err("Could not get a Google access token: no access_token in the answer".into());
+        return Err(GoogleAuthError::NoAccessToken);
     }
     let lifetime = json
         .get("expires_in")

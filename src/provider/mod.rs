@@ -132,7 +132,10 @@ fn wire_api(
             Decoder::new(openai_completions::Decoder::new(request)),
         ),
         "openai-responses" => (openai_responses::build_request(request), responses()),
-        "azure-openai-responses" => (azure_responses::build_request(request)?, responses()),
+        "azure-openai-responses" => (
+            azure_responses::build_request(request).map_err(|e| e.to_string())?,
+            responses(),
+        ),
         "openai-codex-responses" => (
             codex_responses::build_request(request)?,
             Decoder::new(codex_responses::decoder()),
@@ -147,11 +150,11 @@ fn wire_api(
         ),
         // Wire APIs whose request needs credentials resolved (and maybe fetched) first.
         "bedrock-converse-stream" => (
-            bedrock::build_request(request, agent)?,
+            bedrock::build_request(request, agent).map_err(|e| e.to_string())?,
             Decoder::new(bedrock::Decoder::new(request)),
         ),
         "google-vertex" => (
-            vertex::build_request(request, agent)?,
+            vertex::build_request(request, agent).map_err(|e| e.to_string())?,
             Decoder::new(google::Decoder::new(request)),
         ),
         other => return Err(format!("No API provider registered for api: {other}")),

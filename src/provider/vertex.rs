@@ -6,7 +6,8 @@
 //! and location from the environment, and the key order the SDK's Vertex converter writes.
 //!
 //! Building the request may block on a token exchange (on the request's own HTTP agent) and may
-//! fail (no project, no location, no credentials): the text is the assistant error, pi's words.
+//! fail (no project, no location, no credentials): a `VertexError`, whose text is the assistant
+//! error, pi's words.
 
 use serde_json::{Map, Value};
 
@@ -22,7 +23,46 @@ const API_VERSION: &str = "v1";
 /// The key pi stores for Vertex when ADC is meant (as well as any `<…>` placeholder).
 const CREDENTIALS_MARKER: &str = "gcp-vertex-credentials";
 
-pub fn build_request(request: &StreamRequest, agent: &ureq::Agent) -> Result<HttpRequest, String> {
+/// Why a Vertex request could not be built. `Display` is the assistant error's text.
+#[derive(Debug)]
+pub enum VertexError {
+    NoProject,
+    NoLocation,
+    /// No usable Application Default Credentials file.
+    Credentials(google_adc::AdcError),
+    /// The credentials could not be exchanged for an access token.
+    Token(google_auth::GoogleAuthError),
+}
+
+impl std::fmt::Display for VertexError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VertexError::NoProject => f.write_str(
+                "Vertex AI requires a project ID. Set GOOGLE_CLOUD_PROJECT/GCLOUD_PROJECT or pass project in options.",
+            ),
+            VertexError::NoLocation => f.write_str(
+                "Vertex AI requires a location. Set GOOGLE_CLOUD_LOCATION or pass location in options.",
+            ),
+            VertexError::Credentials(e) => e.fmt(f),
+            VertexError::Token(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for VertexError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VertexError::Credentials(e) => Some(e),
+            VertexError::Token(e) => Some(e),
+            VertexError::NoProject | VertexError::NoLocation => None,
+        }
+    }
+}
+
+pub fn build_request(
+    request: &StreamRequest,
+    agent: &ureq::Agent,
+) -> Result<HttpRequest, VertexError> {
     build_request_in(&Env::from_process(), request, agent)
 }
 
@@ -30,7 +70,7 @@ fn build_request_in(
     env: &Env,
     request: &StreamRequest,
     agent: &ureq::Agent,
-) -> Result<HttpRequest, String> {
+) -> Result<HttpRequest, VertexError> {
     let custom_base = custom_base_url(&request.model.base_url);
     let (base, auth_headers) = match api_key(&request.api_key, env) {
         // Vertex express mode: the global host, no project or location in the path.
@@ -42,12 +82,13 @@ fn build_request_in(
             let project = env
                 .get("GOOGLE_CLOUD_PROJECT")
                 .or_else(|| env.get("GCLOUD_PROJECT"))
-                .ok_or("Vertex AI requires a project ID. Set GOOGLE_CLOUD_PROJECT/GCLOUD_PROJECT or pass project in options.")?;
-            let location = env.get("GOOGLE_CLOUD_LOCATION").ok_or(
-                "Vertex AI requires a location. Set GOOGLE_CLOUD_LOCATION or pass location in options.",
-            )?;
-            let credentials = google_adc::load(env)?;
-            let token = google_auth::access_token(&credentials, agent, token_cache::shared())?;
+                .ok_or(VertexError::NoProject)?;
+            let location = env
+                .get("GOOGLE_CLOUD_LOCATION")
+                .ok_or(VertexError::NoLocation)?;
+            let credentials = google_adc::load(env).map_err(VertexError::Credentials)?;
+            let token = google_auth::access_token(&credentials, agent, token_cache::shared())
+                .map_err(VertexError::Token)?;
             let mut headers = vec![("authorization".to_string(), format!("Bearer {token}"))];
             if let Some(quota) = credentials.quota_project() {
                 headers.push(("x-goog-user-project".into(), quota.into()));
@@ -344,12 +385,14 @@ mod tests {
         assert!(
             build_request_in(&missing, &r, &agent)
                 .unwrap_err()
+                .to_string()
                 .starts_with("Vertex AI requires a project ID")
         );
         let missing = Env::from_pairs([("GCLOUD_PROJECT", "p")]);
         assert!(
             build_request_in(&missing, &r, &agent)
                 .unwrap_err()
+                .to_string()
                 .starts_with("Vertex AI requires a location")
         );
         std::fs::remove_dir_all(dir).unwrap();

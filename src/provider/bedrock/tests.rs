@@ -142,7 +142,9 @@ fn unknown_image_types_fail_the_request() {
         messages,
     );
     assert_eq!(
-        build_body(&r, CacheRetention::Short, None).unwrap_err(),
+        build_body(&r, CacheRetention::Short, None)
+            .unwrap_err()
+            .to_string(),
         "Unknown image type: image/tiff"
     );
 }
