@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use crate::fake_provider::{FakeProvider, Reply};
+use crate::fake_provider::{FakeProvider, RecordedRequest, Reply};
 use crate::sse::{self, OpenAiStream};
 use crate::support::{Pi, Setup, prompt, state, text_reply, tool_reply};
 
@@ -72,37 +72,42 @@ fn bodies(cache: bool) -> Vec<String> {
     );
     prompt(&mut pi, "p6", "six");
 
-    let switched = pi.command(
-        "m1",
-        "set_model",
-        json!({"provider": "fake-openai", "modelId": "fake-gpt"}),
-    );
-    assert_eq!(switched["success"], true, "{switched}");
+    switch_model(&mut pi, "m1", "fake-openai", "fake-gpt");
     prompt(&mut pi, "p7", "seven");
-    let back = pi.command(
-        "m2",
-        "set_model",
-        json!({"provider": "fake-anthropic", "modelId": "fake-claude"}),
-    );
-    assert_eq!(back["success"], true, "{back}");
+    switch_model(&mut pi, "m2", "fake-anthropic", "fake-claude");
     prompt(&mut pi, "p8", "eight");
     prompt(&mut pi, "p9", "nine");
 
     let requests = fake.requests();
     assert_eq!(requests.len(), script().len());
-    let mut bodies: Vec<String> = requests
+    let mut bodies: Vec<String> = masked_bodies(&requests, &masks);
+    // The two summary requests (after the five turn requests) in a fixed order.
+    bodies[SUMMARIES].sort();
+    bodies
+}
+
+/// `set_model` to `provider`/`model`, which must succeed.
+fn switch_model(pi: &mut Pi, id: &str, provider: &str, model: &str) {
+    let switched = pi.command(
+        id,
+        "set_model",
+        json!({"provider": provider, "modelId": model}),
+    );
+    assert_eq!(switched["success"], true, "{switched}");
+}
+
+/// Each request's body with the run-specific values (`masks`, e.g. session ids) replaced.
+fn masked_bodies(requests: &[RecordedRequest], masks: &[String]) -> Vec<String> {
+    requests
         .iter()
         .map(|request| {
             let mut body = String::from_utf8(request.raw_body.clone()).expect("UTF-8 body");
-            for mask in &masks {
+            for mask in masks {
                 body = body.replace(mask.as_str(), "<masked>");
             }
             body
         })
-        .collect();
-    // The two summary requests (after the five turn requests) in a fixed order.
-    bodies[SUMMARIES].sort();
-    bodies
+        .collect()
 }
 
 /// Where the compaction's two requests are in the script.
@@ -219,35 +224,16 @@ fn openai_bodies(cache: bool) -> Vec<String> {
     assert_eq!(pi.response_for("p3")["success"], true);
     prompt(&mut pi, "p4", "four: read pixel.png");
     prompt(&mut pi, "p5", "five");
-    let switched = pi.command(
-        "m1",
-        "set_model",
-        json!({"provider": "fake-openai", "modelId": "fake-gpt"}),
-    );
-    assert_eq!(switched["success"], true, "{switched}");
+    switch_model(&mut pi, "m1", "fake-openai", "fake-gpt");
     prompt(&mut pi, "p6", "six");
     prompt(&mut pi, "p7", "seven");
-    let back = pi.command(
-        "m2",
-        "set_model",
-        json!({"provider": "fake-openai", "modelId": "fake-gpt-reasoning"}),
-    );
-    assert_eq!(back["success"], true, "{back}");
+    switch_model(&mut pi, "m2", "fake-openai", "fake-gpt-reasoning");
     prompt(&mut pi, "p8", "eight");
     prompt(&mut pi, "p9", "nine");
 
     let requests = fake.requests();
     assert_eq!(requests.len(), openai_script().len());
-    requests
-        .iter()
-        .map(|request| {
-            let mut body = String::from_utf8(request.raw_body.clone()).expect("UTF-8 body");
-            for mask in &masks {
-                body = body.replace(mask.as_str(), "<masked>");
-            }
-            body
-        })
-        .collect()
+    masked_bodies(&requests, &masks)
 }
 
 #[test]
