@@ -24,6 +24,7 @@ mod login;
 mod mcp;
 mod messages;
 mod net;
+mod packages;
 mod paths;
 mod provider;
 mod redact;
@@ -50,6 +51,9 @@ fn main() -> ExitCode {
         .skip(1)
         .map(|w| w.to_string_lossy().into_owned())
         .collect();
+    if let Some(code) = packages::cli::run(&words) {
+        return ExitCode::from(code);
+    }
     if let Some(command @ ("login" | "logout")) = words.first().map(String::as_str) {
         init_logging(false);
         return ExitCode::from(login::run(
@@ -210,6 +214,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
     tools::env::set_passthrough(tools::env::names_from_setting(
         config.setting("shellEnvPassthrough"),
     ));
+    // pi packages (settings `packages`, `-e npm:…`/`-e git:…`): missing ones are installed now.
+    let (run_packages, package_warnings) = packages::for_run(&config, &args.extensions);
+    print_warnings(&package_warnings);
     let loaded = resources::discovery::load_resources(&resources::discovery::LoadOptions {
         cwd: cwd.clone(),
         agent_dir: agent_dir.clone(),
@@ -223,6 +230,8 @@ fn run(args: Args) -> Result<u8, error::Error> {
         no_skills: args.no_skills,
         no_prompt_templates: args.no_prompt_templates,
         skip_project: !config.project_trust.trusted,
+        package_skills: run_packages.resources(packages::collect::Kind::Skills),
+        package_prompts: run_packages.resources(packages::collect::Kind::Prompts),
     });
     for warning in &loaded.warnings {
         log::info!("{warning}");
@@ -239,7 +248,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
         extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
     print_warnings(&warnings);
     let extensions = extensions::launch::launch(
-        &args.extensions,
+        &run_packages,
         args.no_extensions,
         &config,
         &session,

@@ -106,7 +106,7 @@ pub fn parse_settings_text(text: &str) -> Result<Map<String, Value>, String> {
 }
 
 /// Reads a settings file; a missing file is an empty object.
-fn load_file(path: &Path) -> Result<Map<String, Value>, String> {
+pub(crate) fn load_file(path: &Path) -> Result<Map<String, Value>, String> {
     match fs::read(path) {
         Ok(bytes) => parse_settings_text(&String::from_utf8_lossy(&bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
@@ -422,6 +422,20 @@ fn write_modified(
             .map_err(|e| format!("cannot serialize settings: {e}"))?;
         write_atomically(path, text.as_bytes())
     }
+}
+
+/// Sets one top-level key of a settings file (the user's or a project's) and writes it at once,
+/// under the file lock, keeping the other keys as the file has them now: the package commands,
+/// which run outside a session. A file that does not parse is not overwritten.
+pub fn write_key_now(path: &Path, key: &str, value: Value) -> Result<(), String> {
+    let mut values = Map::new();
+    values.insert(key.to_string(), value);
+    let modified = [Modified {
+        field: key.to_string(),
+        nested: None,
+        save: 0,
+    }];
+    write_modified(path, &modified, &values)
 }
 
 /// Writes `bytes` to a temp file next to `path`, then renames it over `path`. A symlinked

@@ -2,7 +2,7 @@
 //! with its handshake. The host also runs with no extension when approval rules (the policy the
 //! caller built from settings, `ApprovalPolicy::from_settings`) may need to ask the client.
 //!
-//! Input: `-e` paths, `--no-extensions`, the config, the session's id and file, the sandbox
+//! Input: `-e` paths and the packages' extensions (`crate::packages::RunPackages`), `--no-extensions`, the config, the session's id and file, the sandbox
 //! policy, the approval policy. Output: `Launched` — everything the agent needs from extensions,
 //! plus the `extension_error` records to send the client at start.
 
@@ -28,7 +28,7 @@ pub struct Launched {
 }
 
 pub fn launch(
-    cli_paths: &[String],
+    packages: &crate::packages::RunPackages,
     no_extensions: bool,
     config: &Config,
     session: &SessionLog,
@@ -43,7 +43,9 @@ pub fn launch(
             .collect()
     };
     let specs = super::discover(&ExtensionSources {
-        cli: cli_paths.iter().map(PathBuf::from).collect(),
+        cli: packages.extension_paths.iter().map(PathBuf::from).collect(),
+        cli_packages: packages.with_source_info(crate::packages::collect::Kind::Extensions, true),
+        packages: packages.with_source_info(crate::packages::collect::Kind::Extensions, false),
         project_settings: paths(true),
         user_settings: paths(false),
         cwd: config.cwd.clone(),

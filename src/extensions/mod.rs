@@ -43,6 +43,8 @@ pub enum ExtensionOrigin {
     Project { base_dir: PathBuf },
     /// Found in `<agentDir>/extensions/`.
     User { base_dir: PathBuf },
+    /// From a package (settings `packages`, or `-e npm:…`/`-e git:…`): its `sourceInfo`.
+    Package(crate::resources::files::SourceInfo),
 }
 
 /// One extension to start.
@@ -70,6 +72,7 @@ impl ExtensionSpec {
                 "scope": "project", "origin": "top-level", "baseDir": base_dir.to_string_lossy()}),
             ExtensionOrigin::User { base_dir } => json!({"path": path, "source": "auto",
                 "scope": "user", "origin": "top-level", "baseDir": base_dir.to_string_lossy()}),
+            ExtensionOrigin::Package(info) => info.to_json(),
         }
     }
 }
@@ -89,6 +92,10 @@ pub struct ExtensionSources {
     pub no_extensions: bool,
     /// The project is not trusted: neither `<cwd>/.pi/extensions/` nor project settings paths.
     pub skip_project: bool,
+    /// Extensions of `-e` package sources (right after the `-e` paths) and of settings
+    /// `packages` (last; not with `--no-extensions`), with their `sourceInfo`.
+    pub cli_packages: Vec<(PathBuf, crate::resources::files::SourceInfo)>,
+    pub packages: Vec<(PathBuf, crate::resources::files::SourceInfo)>,
 }
 
 /// File name endings of JavaScript/TypeScript modules (reported, never run).
@@ -112,6 +119,12 @@ pub fn discover(sources: &ExtensionSources) -> Vec<ExtensionSpec> {
             ExtensionOrigin::Cli,
             &mut found,
         );
+    }
+    for (path, info) in &sources.cli_packages {
+        found.push(ExtensionSpec {
+            path: path.clone(),
+            origin: ExtensionOrigin::Package(info.clone()),
+        });
     }
     if !sources.no_extensions {
         let project_base = sources.cwd.join(".pi");
@@ -150,12 +163,26 @@ pub fn discover(sources: &ExtensionSources) -> Vec<ExtensionSpec> {
             },
             &mut found,
         );
+        for (path, info) in &sources.packages {
+            found.push(ExtensionSpec {
+                path: path.clone(),
+                origin: ExtensionOrigin::Package(info.clone()),
+            });
+        }
     }
     let mut seen = HashSet::new();
     found.retain(|spec: &ExtensionSpec| {
         seen.insert(std::fs::canonicalize(&spec.path).unwrap_or_else(|_| spec.path.clone()))
     });
     found
+}
+
+/// The extensions a path provides, by the rules of an explicit path (`add_path`): a package's
+/// `extensions/` folder, or a package folder that declares nothing else.
+pub fn entries_at(path: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    add_path(path, ExtensionOrigin::Cli, &mut found);
+    found.into_iter().map(|spec| spec.path).collect()
 }
 
 /// An explicit path: a file is itself (even if missing — start reports it), a directory is its
@@ -261,6 +288,8 @@ mod tests {
             agent_dir: agent_dir.clone(),
             no_extensions: false,
             skip_project: false,
+            cli_packages: Vec::new(),
+            packages: Vec::new(),
         };
         let found = discover(&sources);
         let names: Vec<String> = found

@@ -10,9 +10,11 @@
 //! `$HOME/.agents/skills`, `<agentDir>/prompts`), then `--skill` / `--prompt-template` paths.
 //! `--no-skills` / `--no-prompt-templates` drop everything but the CLI paths.
 //!
+//! Then the files of pi packages (`crate::packages` resolves them; they arrive in
+//! `LoadOptions` with their `sourceInfo`).
+//!
 //! Simplifications (documented, not hidden): settings entries that are patterns (`!x`, `+x`,
-//! `-x`, globs) are ignored instead of filtering the discovered files; settings `packages` and
-//! `-e` extension resources are not resolved. Ignore files are read as pi reads them
+//! `-x`, globs) are ignored instead of filtering the discovered files. Ignore files are read as pi reads them
 //! (`crate::ignore`, `IgnoreStyle::PiResources`).
 
 use std::collections::{HashMap, HashSet};
@@ -51,6 +53,10 @@ pub struct LoadOptions {
     /// The project is not trusted: `<cwd>/.pi/skills|prompts` and project `.agents/skills` are
     /// not discovered (see `config::trust`).
     pub skip_project: bool,
+    /// Skill and prompt files of pi packages (`crate::packages`), with their `sourceInfo`; they
+    /// rank after every settings path and discovered file.
+    pub package_skills: Vec<(PathBuf, SourceInfo)>,
+    pub package_prompts: Vec<(PathBuf, SourceInfo)>,
 }
 
 /// The loaded skills and templates, deduplicated by name, in precedence order.
@@ -71,14 +77,20 @@ struct Found {
 
 #[derive(Debug, Clone)]
 struct Meta {
-    source: &'static str,
-    scope: &'static str,
+    source: String,
+    scope: String,
+    /// "top-level" or "package".
+    origin: String,
     base_dir: Option<PathBuf>,
 }
 
 impl Meta {
-    /// pi's `resourcePrecedenceRank`: project settings, project auto, user settings, user auto.
+    /// pi's `resourcePrecedenceRank`: project settings, project auto, user settings, user auto,
+    /// packages.
     fn rank(&self) -> u8 {
+        if self.origin == "package" {
+            return 4;
+        }
         let scope_base = if self.scope == "project" { 0 } else { 2 };
         scope_base + u8::from(self.source != "local")
     }
@@ -86,9 +98,9 @@ impl Meta {
     fn source_info(&self, path: &str) -> SourceInfo {
         SourceInfo {
             path: path.to_string(),
-            source: self.source.to_string(),
-            scope: self.scope.to_string(),
-            origin: "top-level".to_string(),
+            source: self.source.clone(),
+            scope: self.scope.clone(),
+            origin: self.origin.clone(),
             base_dir: self
                 .base_dir
                 .as_ref()
@@ -132,14 +144,16 @@ fn discover(options: &LoadOptions, kind: Kind) -> Vec<Found> {
             &options.user_settings_prompts,
         ),
     };
-    let local = |scope| Meta {
-        source: "local",
-        scope,
+    let local = |scope: &str| Meta {
+        source: "local".into(),
+        scope: scope.into(),
+        origin: "top-level".into(),
         base_dir: None,
     };
-    let auto = |scope, base: &Path| Meta {
-        source: "auto",
-        scope,
+    let auto = |scope: &str, base: &Path| Meta {
+        source: "auto".into(),
+        scope: scope.into(),
+        origin: "top-level".into(),
         base_dir: Some(base.to_path_buf()),
     };
     let mut found: Vec<Found> = Vec::new();
@@ -190,6 +204,21 @@ fn discover(options: &LoadOptions, kind: Kind) -> Vec<Found> {
             );
         }
     }
+    let packages = match kind {
+        Kind::Skills => &options.package_skills,
+        Kind::Prompts => &options.package_prompts,
+    };
+    for (path, info) in packages {
+        add(
+            vec![path.clone()],
+            Meta {
+                source: info.source.clone(),
+                scope: info.scope.clone(),
+                origin: info.origin.clone(),
+                base_dir: info.base_dir.as_ref().map(PathBuf::from),
+            },
+        );
+    }
     found.sort_by_key(|f| f.meta.rank());
     let mut seen = HashSet::new();
     found.retain(|f| seen.insert(canonical(&f.path)));
@@ -212,13 +241,18 @@ fn settings_files(entries: &[String], base: &Path, home: &Path, kind: Kind) -> V
         } else if path.is_dir() {
             match kind {
                 Kind::Skills => files.extend(collect_skill_files(&path, true)),
-                Kind::Prompts => {
-                    let mut rules = IgnoreRules::new(IgnoreStyle::PiResources);
-                    collect_markdown_recursive(&path, &path, &mut rules, &mut files);
-                }
+                Kind::Prompts => files.extend(markdown_files_below(&path)),
             }
         }
     }
+    files
+}
+
+/// Every `*.md` below a folder, depth first in name order (a package's prompts folder).
+pub(crate) fn markdown_files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut rules = IgnoreRules::new(IgnoreStyle::PiResources);
+    let mut files = Vec::new();
+    collect_markdown_recursive(dir, dir, &mut rules, &mut files);
     files
 }
 

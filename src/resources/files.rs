@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 /// pi's `sourceInfo` of a command: where its file came from.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceInfo {
     pub path: String,
     /// "auto" (discovered), "local" (settings or explicit path), "cli".
