@@ -226,16 +226,33 @@ impl Installer {
                         "@{upstream}".into(),
                     )
                 }
-                _ => (
-                    vec![
-                        "fetch".into(),
-                        "--prune".into(),
-                        "--no-tags".into(),
-                        "origin".into(),
-                        "+HEAD:refs/remotes/origin/HEAD".into(),
-                    ],
-                    "origin/HEAD".into(),
-                ),
+                // No upstream (a tag or commit was checked out): the remote's default branch.
+                _ => {
+                    let _ = self.capture("git", &["remote", "set-head", "origin", "-a"], &target);
+                    let head = self
+                        .capture(
+                            "git",
+                            &["symbolic-ref", "refs/remotes/origin/HEAD"],
+                            &target,
+                        )
+                        .unwrap_or_default();
+                    let refspec = match head.strip_prefix("refs/remotes/origin/") {
+                        Some(branch) if !branch.is_empty() => {
+                            format!("+refs/heads/{branch}:refs/remotes/origin/{branch}")
+                        }
+                        _ => "+HEAD:refs/remotes/origin/HEAD".to_string(),
+                    };
+                    (
+                        vec![
+                            "fetch".into(),
+                            "--prune".into(),
+                            "--no-tags".into(),
+                            "origin".into(),
+                            refspec,
+                        ],
+                        "origin/HEAD".into(),
+                    )
+                }
             },
         };
         self.run("git", &fetch, Some(&target))?;

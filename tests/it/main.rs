@@ -20,6 +20,7 @@ mod lifecycle;
 mod mcp;
 mod network;
 mod oauth;
+mod packages;
 mod print_modes;
 mod protocol_versions;
 mod providers;
