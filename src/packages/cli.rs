@@ -459,7 +459,7 @@ fn remove(ctx: &Context, files: &SettingsFiles, input: &str, local: bool) -> Res
     let key = input_key(ctx, input);
     let kept: Vec<Value> = packages
         .iter()
-        .filter(|existing| !entry_source(existing).is_some_and(|s| ctx.identity(s, scope) == key))
+        .filter(|existing| entry_source(existing).is_none_or(|s| ctx.identity(s, scope) != key))
         .cloned()
         .collect();
     if kept.len() == packages.len() {

@@ -531,10 +531,24 @@ impl RunPackages {
             .collect()
     }
 
-    /// Skills or prompts of every package, configured ones first.
+    /// Skills or prompts of every package, configured ones first. pi 1.6.0 reports the skills
+    /// of `-e` packages as `{source: "cli", scope: "temporary", origin: "top-level"}` without a
+    /// `baseDir` (their prompts keep the package); so does pi-rs.
     pub fn resources(&self, kind: Kind) -> Vec<(PathBuf, SourceInfo)> {
         let mut all = self.with_source_info(kind, false);
-        all.extend(self.with_source_info(kind, true));
+        let temporary = self.with_source_info(kind, true).into_iter();
+        all.extend(temporary.map(|(path, info)| match kind {
+            Kind::Skills => {
+                let info = SourceInfo {
+                    source: "cli".into(),
+                    origin: "top-level".into(),
+                    base_dir: None,
+                    ..info
+                };
+                (path, info)
+            }
+            _ => (path, info),
+        }));
         all
     }
 }

@@ -456,6 +456,8 @@ fn npm_package_installs_from_a_registry_and_loads() {
     assert!(installed.join("skills/alpha/SKILL.md").is_file());
     // Peer installs are suppressed: the host package pi provides is not installed.
     assert!(!npm_root.join("node_modules/@earendil-works").exists());
+    // Nothing was written in the project (only the agent dir holds the install).
+    assert_eq!(std::fs::read_dir(workspace.cwd()).unwrap().count(), 0);
     // pi's private npm project, which npm then records the dependency in.
     let project: Value =
         serde_json::from_str(&std::fs::read_to_string(npm_root.join("package.json")).unwrap())
@@ -530,16 +532,34 @@ fn dash_e_npm_package_is_cached_for_later_runs() {
     for run in 0..2 {
         let mut pi = Pi::spawn_in(&workspace, &setup);
         let found = source_infos(&commands(&mut pi));
-        let alpha = found
-            .iter()
-            .find(|(name, _)| name == "skill:alpha")
-            .unwrap_or_else(|| panic!("run {run}: {found:?}\n{}", pi.stderr_text()));
-        assert_eq!(alpha.1["scope"], "temporary");
-        assert_eq!(alpha.1["source"], "npm:pi-rs-demo-pkg");
-        let base = PathBuf::from(alpha.1["baseDir"].as_str().unwrap());
-        let temp = workspace.agent_dir().join("tmp/extensions/npm");
-        assert!(base.starts_with(&temp), "{base:?}");
-        assert!(base.ends_with("node_modules/pi-rs-demo-pkg"));
+        let of = |name: &str| {
+            found
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, info)| info.clone())
+                .unwrap_or_else(|| panic!("run {run}: no {name} in {found:?}"))
+        };
+        // pi 1.6.0's answers: the prompt keeps its package, the skill is reported as "cli".
+        let review = of("review");
+        let base = PathBuf::from(review["baseDir"].as_str().unwrap());
+        assert_eq!(
+            review,
+            info(
+                &base.join("prompts/review.md"),
+                "npm:pi-rs-demo-pkg",
+                "temporary",
+                &base
+            )
+        );
+        let hashed = workspace
+            .agent_dir()
+            .join("tmp/extensions/npm/f35b2129/node_modules/pi-rs-demo-pkg");
+        assert_eq!(base, hashed, "pi's cache folder");
+        assert_eq!(
+            of("skill:alpha"),
+            json!({"path": hashed.join("skills/alpha/SKILL.md").to_string_lossy(),
+                "source": "cli", "scope": "temporary", "origin": "top-level"})
+        );
         pi.close_and_wait();
     }
     // The second run found the cached copy current: one download in all.
@@ -649,6 +669,7 @@ fn git_package_installs_from_a_bare_repository_and_updates() {
     assert_eq!(pinned.code, 0, "{}\n{}", pinned.stdout, pinned.stderr);
     let clone = workspace.agent_dir().join("git/example.test/owner/demo");
     assert!(clone.join("skills/alpha/SKILL.md").is_file());
+    assert_eq!(std::fs::read_dir(workspace.cwd()).unwrap().count(), 0);
     assert_eq!(
         std::fs::read_to_string(workspace.agent_dir().join("git/.gitignore")).unwrap(),
         "*\n!.gitignore\n"
