@@ -198,6 +198,15 @@ fn package_resources_load_with_their_package_as_source() {
         "{}",
         pi.stderr_text()
     );
+    // The manifest's TypeScript extension is reported as a `.ts` extension is.
+    let error = pi.find(|r| r["type"] == "extension_error");
+    assert_eq!(
+        (error["extensionPath"].as_str(), error["event"].as_str()),
+        (
+            Some(manifest.join("src/index.ts").to_string_lossy().as_ref()),
+            Some("load")
+        )
+    );
     pi.close_and_wait();
 }
 
@@ -731,6 +740,42 @@ fn git_package_installs_from_a_bare_repository_and_updates() {
     let removed = pi_rs(&workspace, &["remove", unpinned], &env_refs(&env));
     assert_eq!(removed.code, 0);
     assert!(!workspace.agent_dir().join("git/example.test").exists());
+}
+
+#[test]
+fn dash_e_git_package_is_cloned_into_the_cache() {
+    let workspace = workspace_with_packages();
+    bare_demo_repository(&workspace);
+    let mut setup = idle_setup()
+        .arg("-e")
+        .arg("git:example.test/owner/demo@v1")
+        .env("PI_OFFLINE", "0");
+    for (name, value) in tool_env("http://127.0.0.1:9/", &workspace) {
+        setup = setup.env(&name, &value);
+    }
+    // pi's folder: tmp/extensions/git-<host>/<sha256("git-<host>-<path>@<ref>")[..8]>/<path>.
+    let cached = workspace
+        .agent_dir()
+        .join("tmp/extensions/git-example.test/4408631b/owner/demo");
+    for run in 0..2 {
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        let found = source_infos(&commands(&mut pi));
+        assert!(
+            found.contains(&(
+                "review".to_string(),
+                info(
+                    &cached.join("prompts/review.md"),
+                    "git:example.test/owner/demo@v1",
+                    "temporary",
+                    &cached
+                )
+            )),
+            "run {run}: {found:?}\n{}",
+            pi.stderr_text()
+        );
+        pi.close_and_wait();
+    }
+    assert!(!workspace.agent_dir().join("settings.json").exists());
 }
 
 #[test]
