@@ -104,6 +104,15 @@ pub fn resolve(
     }
 }
 
+/// The saved decision for `cwd` alone (`pi update` trusts nothing else: no default, no "no
+/// protected resources"); a broken file decides nothing.
+pub fn saved(agent_dir: &Path, cwd: &Path) -> Option<bool> {
+    saved_decision(&agent_dir.join("trust.json"), cwd)
+        .ok()
+        .flatten()
+        .map(|(_, decision)| decision)
+}
+
 /// The protected resources present for `cwd`: `.pi/<entry>` and `.agents/skills` of the cwd and
 /// each ancestor, except `$HOME/.agents/skills` (a user resource).
 pub fn protected_resources(cwd: &Path, home: &Path) -> Vec<PathBuf> {

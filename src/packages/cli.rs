@@ -117,7 +117,16 @@ fn run_command(command: Command, rest: &[String]) -> u8 {
         return 1;
     };
     let agent_dir = crate::config::agent_dir_from_env();
-    let config = Config::load(agent_dir.clone(), cwd.clone(), options.trust);
+    // `pi update` goes by the flags or a saved decision only, as pi does.
+    let trust = match command {
+        Command::Update => Some(
+            options
+                .trust
+                .unwrap_or_else(|| crate::config::trust::saved(&agent_dir, &cwd) == Some(true)),
+        ),
+        _ => options.trust,
+    };
+    let config = Config::load(agent_dir.clone(), cwd.clone(), trust);
     let trusted = config.project_trusted();
     let writes_project = options.local && matches!(command, Command::Install | Command::Remove);
     if writes_project && !trusted {

@@ -606,6 +606,40 @@ fn missing_npm_or_git_is_one_error_and_settings_stay_untouched() {
     );
 }
 
+/// Settings `npmCommand` replaces npm; a failing install is pi's one error line, settings keep
+/// what they had.
+#[test]
+fn failing_npm_install_names_the_command_and_leaves_settings_alone() {
+    let workspace = workspace_with_packages();
+    let fake_npm = workspace.root().join("fake-npm");
+    std::fs::write(&fake_npm, "#!/bin/sh\necho \"$@\" > \"$0.args\"\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake_npm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let settings =
+        json!({"npmCommand": [fake_npm.to_string_lossy()], "packages": ["../pkgs/demo"]});
+    write_json(&workspace.agent_dir().join("settings.json"), &settings);
+    let before = settings_text(&workspace.agent_dir().join("settings.json"));
+    let run = pi_rs(&workspace, &["install", "npm:@scope/tools@1.2.3"], &[]);
+    let root = workspace.agent_dir().join("npm");
+    let args = format!(
+        "install @scope/tools@1.2.3 --prefix {} --legacy-peer-deps --no-audit --no-fund",
+        root.display()
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr,
+        format!("Error: {} {args} failed with code 3\n", fake_npm.display())
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.root().join("fake-npm.args")).unwrap(),
+        format!("{args}\n")
+    );
+    assert_eq!(
+        settings_text(&workspace.agent_dir().join("settings.json")),
+        before
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // git.
 
