@@ -471,7 +471,8 @@ pub struct RunPackages {
     pub extension_paths: Vec<String>,
 }
 
-/// Whether an `-e` value names an npm or git package rather than a path.
+/// Whether an `-e` value names an npm or git package rather than a path (a folder laid out as a
+/// package is one too: `for_run` looks at it).
 pub fn is_package_source(value: &str) -> bool {
     !matches!(source::parse(value), Source::Local(_))
 }
@@ -496,10 +497,22 @@ pub fn for_run(
     let user = entries(config.scoped_setting(false, "packages"), Scope::User);
     let project = entries(config.scoped_setting(true, "packages"), Scope::Project);
     let configured = ctx.resolve_configured(&user, &project);
-    let (package_sources, extension_paths): (Vec<String>, Vec<String>) = cli_extensions
-        .iter()
-        .cloned()
-        .partition(|value| is_package_source(value));
+    // npm and git sources, and folders laid out as packages (named by their absolute path, as
+    // pi 1.6.0 names them), are temporary packages; everything else stays an extension path.
+    let mut package_sources = Vec::new();
+    let mut extension_paths = Vec::new();
+    for value in cli_extensions {
+        if is_package_source(value) {
+            package_sources.push(value.clone());
+            continue;
+        }
+        let path = source::resolve_local(value, &config.cwd, &ctx.home);
+        if path.is_dir() && collect::unfiltered(&path).is_some() {
+            package_sources.push(path.to_string_lossy().into_owned());
+        } else {
+            extension_paths.push(value.clone());
+        }
+    }
     let temporary = ctx.resolve_temporary(&package_sources);
     let warnings = configured
         .failures

@@ -776,6 +776,53 @@ fn git_package_installs_from_a_bare_repository_and_updates() {
     assert!(!workspace.agent_dir().join("git/example.test").exists());
 }
 
+/// pi 1.6.0's answer for `-e <folder laid out as a package>`: the folder's absolute path is the
+/// source; its skills are reported as "cli" (as for every `-e` package).
+#[test]
+fn dash_e_folder_package_loads_its_resources() {
+    let workspace = workspace_with_packages();
+    let demo = workspace.root().join("pkgs/demo");
+    let setup = idle_setup().arg("-e").arg("../pkgs/demo");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let found = source_infos(&commands(&mut pi));
+    let source = demo.to_string_lossy();
+    assert_eq!(
+        found,
+        vec![
+            (
+                "demo".to_string(),
+                info(
+                    &demo.join("extensions/demo.sh"),
+                    &source,
+                    "temporary",
+                    &demo
+                )
+            ),
+            (
+                "other".to_string(),
+                info(&demo.join("prompts/other.md"), &source, "temporary", &demo)
+            ),
+            (
+                "review".to_string(),
+                info(&demo.join("prompts/review.md"), &source, "temporary", &demo)
+            ),
+            (
+                "skill:alpha".to_string(),
+                json!({"path": demo.join("skills/alpha/SKILL.md").to_string_lossy(),
+                    "source": "cli", "scope": "temporary", "origin": "top-level"})
+            ),
+            (
+                "skill:beta".to_string(),
+                json!({"path": demo.join("skills/beta/SKILL.md").to_string_lossy(),
+                    "source": "cli", "scope": "temporary", "origin": "top-level"})
+            ),
+        ],
+        "{}",
+        pi.stderr_text()
+    );
+    pi.close_and_wait();
+}
+
 #[test]
 fn dash_e_git_package_is_cloned_into_the_cache() {
     let workspace = workspace_with_packages();
