@@ -936,3 +936,72 @@ fn settings_written_by_pi_1_6_0_and_by_pi_rs_list_the_same() {
     assert_eq!(theirs.stdout, ours.stdout);
     assert!(theirs.stdout.contains("  ../pkgs/manifest\n"));
 }
+
+/// The prompts and skills pi 1.6.0 and pi-rs list for the same settings, with their `sourceInfo`
+/// (extension commands differ by design: pi runs `.ts`, pi-rs executables).
+#[test]
+fn get_commands_match_pi_1_6_0_for_the_same_packages() {
+    let Some(reference) = crate::reference_clients::reference("1.6.0") else {
+        return;
+    };
+    let workspace = workspace_with_packages();
+    write_json(
+        &workspace.agent_dir().join("settings.json"),
+        &json!({"packages": [
+            {"source": "../pkgs/demo", "skills": ["-skills/beta"], "prompts": ["!other.md"]},
+            "../pkgs/manifest"
+        ]}),
+    );
+    write_json(
+        &workspace.cwd().join(".pi/settings.json"),
+        &json!({"packages": [{"source": "../../pkgs/manifest", "autoload": false,
+            "prompts": ["-res/prompts/plan.md"]}]}),
+    );
+    let root = std::fs::canonicalize(workspace.root()).unwrap();
+    write_json(
+        &workspace.agent_dir().join("trust.json"),
+        &json!({root.to_string_lossy(): true}),
+    );
+    let listed = |program: &[PathBuf]| -> Vec<(String, Value)> {
+        let mut command = Command::new(&program[0]);
+        command
+            .args(&program[1..])
+            .args(["--mode", "rpc", "--no-session"])
+            .current_dir(workspace.cwd())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        isolate_env(&mut command, &workspace.agent_dir(), workspace.root());
+        let mut child = command.spawn().expect("start");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"{\"type\":\"get_commands\",\"id\":\"c1\"}\n")
+            .unwrap();
+        let output = child.wait_with_output().expect("wait");
+        let text = String::from_utf8_lossy(&output.stdout);
+        let response: Value = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["id"] == "c1")
+            .unwrap_or_else(|| panic!("no get_commands response: {text}"));
+        let commands = response["data"]["commands"].as_array().unwrap().clone();
+        source_infos(&commands)
+            .into_iter()
+            .filter(|(name, _)| {
+                commands
+                    .iter()
+                    .any(|c| c["name"] == name.as_str() && c["source"] != "extension")
+            })
+            .collect()
+    };
+    let theirs = listed(&[
+        reference.node.clone(),
+        reference.package.join("dist/cli.js"),
+    ]);
+    let ours = listed(&[binary()]);
+    assert_eq!(ours, theirs);
+    let names: Vec<&str> = ours.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["review", "skill:alpha", "skill:gamma"]);
+}
