@@ -2,8 +2,9 @@
 //! JSONL over their stdin/stdout (README.md, Extensions). pi loads TypeScript modules in-process; pi-rs has
 //! no JavaScript engine, so a `.ts`/`.js` extension is refused with an `extension_error`.
 //!
-//! This file owns discovery: which files are extensions, in which order (`-e` paths, project
-//! settings paths, user settings paths, `<cwd>/.pi/extensions/`, `<agentDir>/extensions/`; the
+//! This file owns discovery: which files are extensions, in which order (`-e` paths, `-e`
+//! packages' extensions, project settings paths, user settings paths, `<cwd>/.pi/extensions/`,
+//! `<agentDir>/extensions/`, settings packages' extensions (`crate::packages` finds those); the
 //! first occurrence of a file wins). `launch` starts them for a run, `host` owns the processes,
 //! `protocol` the wire format, `hooks` how several extensions' answers combine, `approval` the
 //! built-in approval gate.
