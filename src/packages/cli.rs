@@ -174,7 +174,7 @@ fn run_command(command: Command, rest: &[String]) -> u8 {
     };
     match result {
         Ok(()) => 0,
-        Err(message) if message == NO_MATCH => 1,
+        Err(message) if message == ALREADY_REPORTED => 1,
         Err(message) => {
             eprintln!("Error: {message}");
             1
@@ -473,15 +473,15 @@ fn remove(ctx: &Context, files: &SettingsFiles, input: &str, local: bool) -> Res
         .collect();
     if kept.len() == packages.len() {
         eprintln!("No matching package found for {input}");
-        return Err(NO_MATCH.into());
+        return Err(ALREADY_REPORTED.into());
     }
     files.write(scope, kept)?;
     println!("Removed {input}");
     Ok(())
 }
 
-/// Marks an error already printed (exit 1 without another line).
-const NO_MATCH: &str = "\u{0}";
+/// The error of a command that already said what went wrong: exit 1 without an `Error:` line.
+const ALREADY_REPORTED: &str = "\u{0}";
 
 fn list(ctx: &Context, files: &SettingsFiles) {
     let user = files.entries(Scope::User);
@@ -594,7 +594,7 @@ fn update(ctx: &Context, files: &SettingsFiles, options: &Options) -> Result<(),
     if matches!(target, UpdateTarget::SelfOnly | UpdateTarget::All) {
         eprintln!("error: pi cannot self-update this installation.");
         eprintln!("pi-rs is a single executable: build or download a newer one to update it.");
-        return Err(NO_MATCH.into());
+        return Err(ALREADY_REPORTED.into());
     }
     Ok(())
 }
