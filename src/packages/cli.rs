@@ -128,6 +128,10 @@ fn run_command(command: Command, rest: &[String]) -> u8 {
     };
     let config = Config::load(agent_dir.clone(), cwd.clone(), trust);
     let trusted = config.project_trusted();
+    // npm and git get the tools' environment: credentials only when settings pass them through.
+    crate::tools::env::set_passthrough(crate::tools::env::names_from_setting(
+        config.setting("shellEnvPassthrough"),
+    ));
     let writes_project = options.local && matches!(command, Command::Install | Command::Remove);
     if writes_project && !trusted {
         eprintln!("Project is not trusted. Use --approve to modify local package config.");
