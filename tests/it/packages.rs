@@ -640,6 +640,35 @@ fn failing_npm_install_names_the_command_and_leaves_settings_alone() {
     );
 }
 
+/// npm runs with the tools' environment: a credential-looking variable reaches it only when
+/// settings `shellEnvPassthrough` names it.
+#[test]
+fn npm_gets_no_credentials_unless_passed_through() {
+    let workspace = workspace_with_packages();
+    let fake_npm = workspace.root().join("fake-npm");
+    std::fs::write(
+        &fake_npm,
+        "#!/bin/sh\nprintf '%s' \"${NPM_TOKEN-unset}\" > \"$0.token\"\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake_npm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let token_seen = || std::fs::read_to_string(workspace.root().join("fake-npm.token")).unwrap();
+    let env = [("NPM_TOKEN", "npm_secret_value_123")];
+    write_json(
+        &workspace.agent_dir().join("settings.json"),
+        &json!({"npmCommand": [fake_npm.to_string_lossy()]}),
+    );
+    assert_eq!(pi_rs(&workspace, &["install", "npm:x"], &env).code, 1);
+    assert_eq!(token_seen(), "unset");
+    write_json(
+        &workspace.agent_dir().join("settings.json"),
+        &json!({"npmCommand": [fake_npm.to_string_lossy()], "shellEnvPassthrough": ["NPM_TOKEN"]}),
+    );
+    assert_eq!(pi_rs(&workspace, &["install", "npm:x"], &env).code, 1);
+    assert_eq!(token_seen(), "npm_secret_value_123");
+}
+
 // ---------------------------------------------------------------------------------------------
 // git.
 
