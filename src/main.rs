@@ -110,9 +110,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
         return Err(error::Error::Unsupported(refusal));
     }
 
-    let mut cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
+    let cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
     let agent_dir = config::agent_dir_from_env();
-    let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
+    let config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
     print_warnings(
         config
             .diagnostics
@@ -153,6 +153,41 @@ fn run(args: Args) -> Result<u8, error::Error> {
         None => Vec::new(),
     };
 
+    let (signal_tx, signals) = crossbeam_channel::bounded(4);
+    if let Err(e) = signals::spawn(signal_tx) {
+        log::warn!("signals are not handled: {e}");
+    }
+    let setup = match build_setup(args, cwd, agent_dir, config, profile)? {
+        Built::Setup(setup) => *setup,
+        Built::Exit(code) => return Ok(code),
+    };
+    // Spill files a session file may refer to outlive the process; otherwise they go at exit.
+    let session_persisted = setup.session.file_path().is_some();
+    let result = match print_output {
+        None => Ok(run_rpc(setup, signals)),
+        Some(output) => run_print(setup, signals, output, print_messages),
+    };
+    if !session_persisted {
+        tools::bash::remove_spill_dir();
+    }
+    result
+}
+
+/// What `build_setup` gives: the agent's setup, or the exit code of a start that stops there.
+enum Built {
+    Setup(Box<agent::AgentSetup>),
+    Exit(u8),
+}
+
+/// Builds one agent's setup from the command line, the start directory and its config: MCP
+/// config, the session, the model, resources, sandbox, approvals, extensions, the system prompt.
+fn build_setup(
+    args: Args,
+    mut cwd: std::path::PathBuf,
+    agent_dir: std::path::PathBuf,
+    mut config: Config,
+    profile: rpc::Profile,
+) -> Result<Built, error::Error> {
     // MCP servers' resolved `${VAR}` / `!command` values join the redaction set before any
     // session log or the stdout writer exists.
     let mcp_config = (!args.no_mcp).then(|| {
@@ -178,7 +213,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
     // resolve there) and refuses one whose directory is gone; `--continue` stays here.
     if let Some(message) = session.missing_cwd_error(&cwd) {
         eprintln!("{message}");
-        return Ok(1);
+        return Ok(Built::Exit(1));
     }
     let mut args = args;
     if session.cwd() != cwd {
@@ -280,17 +315,11 @@ fn run(args: Args) -> Result<u8, error::Error> {
         args.name.as_deref(),
     );
 
-    let (signal_tx, signals) = crossbeam_channel::bounded(4);
-    if let Err(e) = signals::spawn(signal_tx) {
-        log::warn!("signals are not handled: {e}");
-    }
     let mcp = mcp_config.map(|loaded| {
         let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
         mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
     });
-    // Spill files a session file may refer to outlive the process; otherwise they go at exit.
-    let session_persisted = session.file_path().is_some();
-    let setup = agent::AgentSetup {
+    Ok(Built::Setup(Box::new(agent::AgentSetup {
         mcp,
         extensions: extensions.host,
         extension_events: extensions.events,
@@ -307,15 +336,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
         thinking,
         tool_names,
         system_prompt,
-    };
-    let result = match print_output {
-        None => Ok(run_rpc(setup, signals)),
-        Some(output) => run_print(setup, signals, output, print_messages),
-    };
-    if !session_persisted {
-        tools::bash::remove_spill_dir();
-    }
-    result
+    })))
 }
 
 /// RPC mode: stdin-reader → agent → stdout-writer.
