@@ -7,6 +7,7 @@
 //! go on is an `error::Error` (`Error: <text>`, exit 1). It joins the writer (so every record is
 //! flushed) but never the stdin reader, which may still sit in a blocking read.
 
+mod acp;
 mod agent;
 mod child;
 mod cli;
@@ -137,8 +138,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
         rpc::print_text(&config.list_models(search.as_deref()));
         return Ok(0);
     }
-    let print_output = match args.run_mode(print_mode::stdin_is_terminal()) {
-        RunMode::Rpc => None,
+    let run_mode = args.run_mode(print_mode::stdin_is_terminal());
+    let print_output = match run_mode {
+        RunMode::Rpc | RunMode::Acp => None,
         RunMode::Print(output) => Some(output),
         RunMode::NoTui => {
             eprint!("{}", cli::NO_TUI);
@@ -156,6 +158,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
     let (signal_tx, signals) = crossbeam_channel::bounded(4);
     if let Err(e) = signals::spawn(signal_tx) {
         log::warn!("signals are not handled: {e}");
+    }
+    if run_mode == RunMode::Acp {
+        return Ok(run_acp(args, agent_dir, profile, signals));
     }
     let setup = match build_setup(args, cwd, agent_dir, config, profile)? {
         Built::Setup(setup) => *setup,
@@ -337,6 +342,42 @@ fn build_setup(
         tool_names,
         system_prompt,
     })))
+}
+
+/// ACP mode: one agent per ACP session, each built here as a run in the session's directory
+/// would be (`--session <id>` for `session/load`).
+fn run_acp(
+    args: Args,
+    agent_dir: std::path::PathBuf,
+    profile: rpc::Profile,
+    signals: crossbeam_channel::Receiver<i32>,
+) -> u8 {
+    let start = |cwd: &std::path::Path, session: Option<&str>| {
+        let mut args = args.clone();
+        // The client chooses the session: the command line's session choice does not apply.
+        args.session = session.map(str::to_string);
+        (args.continue_session, args.resume, args.fork) = (false, false, None);
+        let config = Config::load(agent_dir.clone(), cwd.to_path_buf(), args.project_trust);
+        print_warnings(config.diagnostics.iter().map(|Diagnostic::Warning(t)| t));
+        match build_setup(args, cwd.to_path_buf(), agent_dir.clone(), config, profile) {
+            Ok(Built::Setup(setup)) => Ok(*setup),
+            Ok(Built::Exit(_)) => Err("the session's working directory no longer exists".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let session_dir = |cwd: &std::path::Path| {
+        let config = Config::load(agent_dir.clone(), cwd.to_path_buf(), args.project_trust);
+        session::open::session_dir(args.session_dir.as_deref(), &config, cwd)
+    };
+    let code = acp::run(acp::Host {
+        start: &start,
+        session_dir: &session_dir,
+        signals,
+    });
+    if args.no_session {
+        tools::bash::remove_spill_dir();
+    }
+    code
 }
 
 /// RPC mode: stdin-reader → agent → stdout-writer.

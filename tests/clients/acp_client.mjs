@@ -1,0 +1,243 @@
+// An editor's side of ACP, written with the official SDK (`@agentclientprotocol/sdk`, installed
+// by tests/install_acp_sdk.sh): starts `pi --mode acp`, runs one scenario and prints what it saw
+// as one JSON object on stdout for tests/it/acp.rs to check. Every line pi-rs writes is also
+// checked against the SDK's own zod schemas (the SDK validates only some of them itself):
+// session/update notifications, permission requests, and each response against the schema of the
+// method it answers. A message that fails its schema makes the script exit 1.
+//
+// Environment: ACP_SDK (the package folder), PI_RS_BIN, PI_ACP_SCENARIO, PI_ACP_ARGS (a JSON
+// array of extra arguments), PI_ACP_CWD2 (a second project folder), PI_ACP_GATE (a file whose
+// creation releases a gated tool; the `cancel` scenario cancels first).
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { pathToFileURL } from "node:url";
+import path from "node:path";
+import fs from "node:fs";
+
+const sdkDir = process.env.ACP_SDK;
+const acp = await import(pathToFileURL(path.join(sdkDir, "dist/v1/stable/acp.js")).href);
+const z = await import(pathToFileURL(path.join(sdkDir, "dist/v1/schema/zod.gen.js")).href);
+
+const extraArgs = JSON.parse(process.env.PI_ACP_ARGS || "[]");
+const child = spawn(process.env.PI_RS_BIN, ["--mode", "acp", ...extraArgs], {
+  stdio: ["pipe", "pipe", "inherit"],
+});
+
+// Which method each of our requests was, to check its response against that method's schema.
+const responseSchemas = {
+  initialize: z.zInitializeResponse,
+  authenticate: z.zAuthenticateResponse,
+  "session/new": z.zNewSessionResponse,
+  "session/load": z.zLoadSessionResponse,
+  "session/list": z.zListSessionsResponse,
+  "session/close": z.zCloseSessionResponse,
+  "session/set_config_option": z.zSetSessionConfigOptionResponse,
+  "session/prompt": z.zPromptResponse,
+};
+const sentMethods = new Map();
+const problems = [];
+function check(schema, value, what) {
+  const result = schema.safeParse(value);
+  if (!result.success) problems.push(`${what}: ${JSON.stringify(value)}: ${result.error.message}`);
+}
+
+// Our requests pass through here on their way to pi-rs (to learn their methods).
+const toAgent = new TransformStream({
+  transform(chunk, controller) {
+    for (const line of new TextDecoder().decode(chunk).split("\n")) {
+      if (!line.trim()) continue;
+      const message = JSON.parse(line);
+      if (message.method && message.id !== undefined) sentMethods.set(message.id, message.method);
+    }
+    controller.enqueue(chunk);
+  },
+});
+toAgent.readable.pipeTo(Writable.toWeb(child.stdin)).catch(() => {});
+
+let pending = "";
+const fromAgent = new TransformStream({
+  transform(chunk, controller) {
+    pending += new TextDecoder().decode(chunk);
+    let newline;
+    while ((newline = pending.indexOf("\n")) >= 0) {
+      const line = pending.slice(0, newline);
+      pending = pending.slice(newline + 1);
+      let message;
+      try {
+        message = JSON.parse(line);
+      } catch (e) {
+        problems.push(`not JSON: ${line}`);
+        continue;
+      }
+      if (message.jsonrpc !== "2.0") problems.push(`no jsonrpc 2.0: ${line}`);
+      if (message.method === "session/update") check(z.zSessionNotification, message.params, "session/update");
+      else if (message.method === "session/request_permission")
+        check(z.zRequestPermissionRequest, message.params, "session/request_permission");
+      else if (message.method) problems.push(`unexpected method from the agent: ${line}`);
+      else if (message.result !== undefined) {
+        const method = sentMethods.get(message.id);
+        if (responseSchemas[method]) check(responseSchemas[method], message.result, `${method} response`);
+      }
+    }
+    controller.enqueue(chunk);
+  },
+});
+Readable.toWeb(child.stdout).pipeTo(fromAgent.writable).catch(() => {});
+
+const stream = acp.ndJsonStream(toAgent.writable, fromAgent.readable);
+
+// What the client saw, per session.
+const updates = {};
+const permissions = [];
+let permissionAnswers = [];
+let onUpdate = () => {};
+
+const app = acp
+  .client({ name: "pi-rs-test" })
+  .onNotification("session/update", ({ params }) => {
+    (updates[params.sessionId] ??= []).push(params.update);
+    onUpdate(params);
+  })
+  .onRequest("session/request_permission", ({ params }) => {
+    permissions.push(params);
+    const optionId = permissionAnswers.shift() ?? "reject_once";
+    if (optionId === "cancelled") return { outcome: { outcome: "cancelled" } };
+    return { outcome: { outcome: "selected", optionId } };
+  });
+
+const cwd = process.cwd();
+const out = {};
+
+async function errorOf(promise) {
+  try {
+    await promise;
+    return null;
+  } catch (e) {
+    return { code: e.code, message: e.message };
+  }
+}
+
+function text(sessionId, kind = "agent_message_chunk") {
+  return (updates[sessionId] ?? [])
+    .filter((u) => u.sessionUpdate === kind && u.content.type === "text")
+    .map((u) => u.content.text)
+    .join("");
+}
+
+const scenarios = {
+  // initialize, a session, a turn with a tool call, a prompt with image and resources, a change
+  // of thinking level, and a provider error.
+  async turn(ctx) {
+    out.init = await ctx.request("initialize", {
+      protocolVersion: 1,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      clientInfo: { name: "pi-rs-test", version: "1" },
+    });
+    out.authenticate = await ctx.request("authenticate", { methodId: "pi-login" });
+    const session = await ctx.request("session/new", { cwd, mcpServers: [] });
+    out.session = session;
+    const id = session.sessionId;
+    out.first = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "run it" }] });
+    out.firstText = text(id);
+    out.firstUpdates = [...updates[id]];
+    updates[id] = [];
+    out.second = await ctx.request("session/prompt", {
+      sessionId: id,
+      prompt: [
+        { type: "text", text: "look at these" },
+        { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
+        { type: "resource_link", uri: "file:///tmp/linked.txt", name: "linked.txt" },
+        { type: "resource", resource: { uri: "file:///tmp/embedded.txt", text: "embedded body", mimeType: "text/plain" } },
+      ],
+    });
+    out.secondText = text(id);
+    out.setLevel = await ctx.request("session/set_config_option", { sessionId: id, configId: "thought_level", value: "high" });
+    out.badLevel = await errorOf(ctx.request("session/set_config_option", { sessionId: id, configId: "thought_level", value: "loud" }));
+    out.providerError = await errorOf(ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "fail" }] }));
+    out.unknownSession = await errorOf(ctx.request("session/prompt", { sessionId: "nope", prompt: [{ type: "text", text: "x" }] }));
+  },
+
+  // Two sessions in two folders prompted at once: each sees one whole reply of its own.
+  async two(ctx) {
+    await ctx.request("initialize", { protocolVersion: 1 });
+    const a = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+    const b = (await ctx.request("session/new", { cwd: process.env.PI_ACP_CWD2, mcpServers: [] })).sessionId;
+    const [ra, rb] = await Promise.all([
+      ctx.request("session/prompt", { sessionId: a, prompt: [{ type: "text", text: "from A" }] }),
+      ctx.request("session/prompt", { sessionId: b, prompt: [{ type: "text", text: "from B" }] }),
+    ]);
+    out.sessions = { a, b };
+    out.stops = [ra.stopReason, rb.stopReason];
+    out.texts = { a: text(a), b: text(b) };
+    out.kinds = { a: updates[a].map((u) => u.sessionUpdate), b: updates[b].map((u) => u.sessionUpdate) };
+  },
+
+  // A prompt whose tool blocks is cancelled once the tool runs.
+  async cancel(ctx) {
+    await ctx.request("initialize", { protocolVersion: 1 });
+    const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+    let cancelled = false;
+    onUpdate = (params) => {
+      if (!cancelled && params.update.sessionUpdate === "tool_call_update" && params.update.status === "in_progress") {
+        cancelled = true;
+        ctx.notify("session/cancel", { sessionId: id });
+      }
+    };
+    out.cancelled = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "block" }] });
+    onUpdate = () => {};
+    out.after = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "again" }] });
+    out.afterText = text(id);
+  },
+
+  // The approval gate asks: allow always (remembered: the second call is not asked), then, in
+  // another session, reject.
+  async permission(ctx) {
+    await ctx.request("initialize", { protocolVersion: 1 });
+    const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+    permissionAnswers = ["allow_always", "reject_once"];
+    out.first = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "twice" }] });
+    out.askedAfterFirst = permissions.length;
+    // "Always" holds for that session only: a new session asks again.
+    const other = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+    out.second = await ctx.request("session/prompt", { sessionId: other, prompt: [{ type: "text", text: "other" }] });
+    out.permissions = permissions;
+    out.toolUpdates = [...updates[id], ...updates[other]].filter((u) => u.sessionUpdate === "tool_call_update" && u.status);
+  },
+
+  // A session with a turn is closed, listed, loaded (its history replayed) and prompted again.
+  async load(ctx) {
+    out.init = await ctx.request("initialize", { protocolVersion: 1 });
+    const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+    await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "write it" }] });
+    out.live = updates[id];
+    updates[id] = [];
+    out.close = await ctx.request("session/close", { sessionId: id });
+    out.closedPrompt = await errorOf(ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "x" }] }));
+    out.list = await ctx.request("session/list", { cwd });
+    out.load = await ctx.request("session/load", { sessionId: id, cwd, mcpServers: [] });
+    out.replay = updates[id];
+    updates[id] = [];
+    out.again = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "and again" }] });
+    out.againText = text(id);
+    out.missing = await errorOf(ctx.request("session/load", { sessionId: "00000000-no-such", cwd, mcpServers: [] }));
+    out.sessionId = id;
+  },
+};
+
+const scenario = scenarios[process.env.PI_ACP_SCENARIO];
+if (!scenario) throw new Error(`unknown scenario ${process.env.PI_ACP_SCENARIO}`);
+const timer = setTimeout(() => {
+  console.error("the scenario did not finish within 60 s");
+  process.exit(2);
+}, 60_000);
+try {
+  await app.connectWith(stream, scenario);
+} finally {
+  clearTimeout(timer);
+}
+child.stdin.end();
+const code = await new Promise((resolve) => child.on("exit", (c, s) => resolve(c ?? s)));
+out.exitCode = code;
+out.problems = problems;
+console.log(JSON.stringify(out));
+process.exit(problems.length ? 1 : 0);
