@@ -162,7 +162,8 @@ fn run(args: Args) -> Result<u8, error::Error> {
     if run_mode == RunMode::Acp {
         return Ok(run_acp(args, agent_dir, profile, signals));
     }
-    let setup = match build_setup(args, cwd, agent_dir, config, profile)? {
+    let no_session_mcp = mcp::config::McpConfig::default();
+    let setup = match build_setup(args, cwd, agent_dir, config, profile, no_session_mcp)? {
         Built::Setup(setup) => *setup,
         Built::Exit(code) => return Ok(code),
     };
@@ -185,23 +186,27 @@ enum Built {
 }
 
 /// Builds one agent's setup from the command line, the start directory and its config: MCP
-/// config, the session, the model, resources, sandbox, approvals, extensions, the system prompt.
+/// config (plus `session_mcp`, servers given for this session only), the session, the model,
+/// resources, sandbox, approvals, extensions, the system prompt.
 fn build_setup(
     args: Args,
     mut cwd: std::path::PathBuf,
     agent_dir: std::path::PathBuf,
     mut config: Config,
     profile: rpc::Profile,
+    session_mcp: mcp::config::McpConfig,
 ) -> Result<Built, error::Error> {
     // MCP servers' resolved `${VAR}` / `!command` values join the redaction set before any
     // session log or the stdout writer exists.
     let mcp_config = (!args.no_mcp).then(|| {
-        mcp::config::load(
+        let mut loaded = mcp::config::load(
             &agent_dir,
             &cwd,
             config.project_trusted(),
             &mcp::config::system_resolver(&cwd),
-        )
+        );
+        loaded.merge(session_mcp);
+        loaded
     });
     if let Some(mcp_config) = &mcp_config {
         config.add_known_secrets(&mcp_config.secrets);
@@ -352,14 +357,23 @@ fn run_acp(
     profile: rpc::Profile,
     signals: crossbeam_channel::Receiver<i32>,
 ) -> u8 {
-    let start = |cwd: &std::path::Path, session: Option<&str>| {
+    let start = |start: acp::Start| {
+        let (cwd, session) = (start.cwd, start.session);
         let mut args = args.clone();
         // The client chooses the session: the command line's session choice does not apply.
         args.session = session.map(str::to_string);
         (args.continue_session, args.resume, args.fork) = (false, false, None);
         let config = Config::load(agent_dir.clone(), cwd.to_path_buf(), args.project_trust);
         print_warnings(config.diagnostics.iter().map(|Diagnostic::Warning(t)| t));
-        match build_setup(args, cwd.to_path_buf(), agent_dir.clone(), config, profile) {
+        let built = build_setup(
+            args,
+            cwd.to_path_buf(),
+            agent_dir.clone(),
+            config,
+            profile,
+            start.mcp,
+        );
+        match built {
             Ok(Built::Setup(setup)) => Ok(*setup),
             Ok(Built::Exit(_)) => Err("the session's working directory no longer exists".into()),
             Err(e) => Err(e.to_string()),

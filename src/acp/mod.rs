@@ -24,14 +24,23 @@ use crossbeam_channel::{Receiver, Sender, select};
 use serde_json::{Value, json};
 
 use crate::agent::AgentSetup;
+use crate::mcp::config::McpConfig;
 use crate::rpc::Record;
 use crate::rpc::stdout_writer::{self, WriterEvent};
 use session::{Command, OutgoingRequest, Reply};
 use wire::{Incoming, RpcError};
 
-/// Builds a session's agent: a new session in the directory (`None`), or the saved one with this
-/// id (`Some`); `Err` is the reason, for the client.
-pub type StartSession<'a> = &'a dyn Fn(&Path, Option<&str>) -> Result<AgentSetup, String>;
+/// What a session's agent is built from.
+pub struct Start<'a> {
+    pub cwd: &'a Path,
+    /// A saved session's id (`session/load`); None for a new session.
+    pub session: Option<&'a str>,
+    /// The client's `mcpServers`, joined to the configured ones for this session.
+    pub mcp: McpConfig,
+}
+
+/// Builds a session's agent; `Err` is the reason, for the client.
+pub type StartSession<'a> = &'a dyn Fn(Start) -> Result<AgentSetup, String>;
 
 /// What `main` gives ACP: how to build a session's agent, where a directory's sessions are, and
 /// the process's signals.
@@ -240,7 +249,7 @@ impl Router<'_> {
             "agentCapabilities": {
                 "loadSession": true,
                 "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-                "mcpCapabilities": {"http": false, "sse": false},
+                "mcpCapabilities": {"http": true, "sse": false},
                 "sessionCapabilities": {"list": {}, "close": {}},
             },
             "authMethods": [{
@@ -268,15 +277,7 @@ impl Router<'_> {
                 cwd.display()
             )));
         }
-        if object
-            .get("mcpServers")
-            .and_then(Value::as_array)
-            .is_some_and(|servers| !servers.is_empty())
-        {
-            log::warn!(
-                "acp: the client's mcpServers are not connected yet; pi's mcp.json servers are"
-            );
-        }
+        let mcp = translate::mcp_servers(object.get("mcpServers").unwrap_or(&Value::Null), cwd)?;
         let wanted = if load {
             let session_id = wire::required_str(object, "sessionId")?;
             if session_id.is_empty() || session_id.contains(['/', '\\']) {
@@ -292,7 +293,12 @@ impl Router<'_> {
         } else {
             None
         };
-        let setup = (self.host.start)(cwd, wanted).map_err(|error| match wanted {
+        let start = Start {
+            cwd,
+            session: wanted,
+            mcp,
+        };
+        let setup = (self.host.start)(start).map_err(|error| match wanted {
             Some(session_id) if error.contains("No session found") => unknown_session(session_id),
             _ => RpcError::new(wire::INTERNAL_ERROR, error),
         })?;

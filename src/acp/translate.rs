@@ -10,6 +10,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::wire::RpcError;
+use crate::mcp::config::{DEFAULT_TIMEOUT, Exposure, McpConfig, ServerConfig, Transport};
 use crate::messages::ImageContent;
 
 /// A `session/prompt`'s content blocks as pi's prompt text and images. Text blocks join with
@@ -67,6 +68,94 @@ pub fn prompt_input(blocks: &Value) -> Result<(String, Vec<ImageContent>), RpcEr
         }
     }
     Ok((parts.join("\n\n"), images))
+}
+
+/// The client's `mcpServers` (stdio and HTTP) as MCP servers of pi's own client, for one
+/// session: stdio servers start in the session's directory; every tool is declared to the model.
+/// Names are made valid for pi's `mcp__<server>__<tool>` names (other characters become `-`).
+/// Their env and header values are redacted like mcp.json's.
+pub fn mcp_servers(servers: &Value, cwd: &Path) -> Result<McpConfig, RpcError> {
+    let mut config = McpConfig::default();
+    let items = match servers {
+        Value::Null => return Ok(config),
+        Value::Array(items) => items,
+        _ => {
+            return Err(RpcError::params(
+                "Invalid params: \"mcpServers\" must be an array",
+            ));
+        }
+    };
+    for (i, server) in items.iter().enumerate() {
+        let bad = |what: &str| RpcError::params(format!("Invalid params: mcpServers[{i}]: {what}"));
+        let name: String = server["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| bad("a server needs a name"))?
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let pairs =
+            |key: &str, secrets: &mut Vec<String>| -> Result<Vec<(String, String)>, RpcError> {
+                let mut out = Vec::new();
+                for pair in server[key].as_array().into_iter().flatten() {
+                    let (Some(name), Some(value)) = (pair["name"].as_str(), pair["value"].as_str())
+                    else {
+                        return Err(bad(&format!("{key} entries need a name and a value")));
+                    };
+                    if value.len() >= 6 {
+                        secrets.push(value.to_string());
+                    }
+                    out.push((name.to_string(), value.to_string()));
+                }
+                Ok(out)
+            };
+        let transport = match server["type"].as_str() {
+            Some("http") => Transport::Http {
+                url: server["url"]
+                    .as_str()
+                    .ok_or_else(|| bad("an http server needs a url"))?
+                    .to_string(),
+                headers: pairs("headers", &mut config.secrets)?,
+            },
+            Some("sse") => return Err(bad("the SSE transport is not supported")),
+            Some(_) => return Err(bad("unknown transport type")),
+            None => Transport::Stdio {
+                command: server["command"]
+                    .as_str()
+                    .ok_or_else(|| bad("a stdio server needs a command"))?
+                    .to_string(),
+                args: server["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect(),
+                env: pairs("env", &mut config.secrets)?,
+                cwd: cwd.to_path_buf(),
+            },
+        };
+        config.servers.push(ServerConfig {
+            name,
+            transport,
+            timeout: DEFAULT_TIMEOUT,
+            enabled: true,
+            description: None,
+            exposure_name: "direct".into(),
+            exposure: Exposure::Direct,
+            tool_exposure: Vec::new(),
+            source: "ACP client (session/new)".into(),
+            project: false,
+            override_source: None,
+        });
+    }
+    Ok(config)
 }
 
 /// ACP's kind for one of pi's tools.

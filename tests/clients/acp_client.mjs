@@ -6,8 +6,8 @@
 // method it answers. A message that fails its schema makes the script exit 1.
 //
 // Environment: ACP_SDK (the package folder), PI_RS_BIN, PI_ACP_SCENARIO, PI_ACP_ARGS (a JSON
-// array of extra arguments), PI_ACP_CWD2 (a second project folder), PI_ACP_GATE (a file whose
-// creation releases a gated tool; the `cancel` scenario cancels first).
+// array of extra arguments), PI_ACP_CWD2 (a second project folder), PI_ACP_MCP (an McpServer for
+// session/new).
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -222,6 +222,16 @@ const scenarios = {
     out.missing = await errorOf(ctx.request("session/load", { sessionId: "00000000-no-such", cwd, mcpServers: [] }));
     out.sessionId = id;
   },
+};
+
+// The client's MCP server (PI_ACP_MCP, one McpServer) is used by the model in a turn.
+scenarios.mcp = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const server = JSON.parse(process.env.PI_ACP_MCP);
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [server] })).sessionId;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "echo" }] });
+  out.updates = updates[id];
+  out.badServer = await errorOf(ctx.request("session/new", { cwd, mcpServers: [{ type: "sse", name: "x", url: "http://127.0.0.1:1/", headers: [] }] }));
 };
 
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];

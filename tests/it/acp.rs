@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
+use crate::mcp::everything_server;
 use crate::reference_clients::{missing, prepare, reference, repo_path, run_in};
 use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text};
 use crate::support::{Workspace, binary, isolate_env};
@@ -437,5 +438,51 @@ fn sessions_close_list_and_load_with_their_history_replayed() {
         "the loaded history reached the model"
     );
     assert_eq!(out["missing"]["code"], -32002);
+    fake.finish();
+}
+
+/// A real MCP server (the everything server over stdio) passed by the client in session/new:
+/// the model calls its echo tool; an SSE server is refused with invalid params.
+#[test]
+fn the_clients_mcp_server_serves_the_session() {
+    let Some((node, entry)) = everything_server() else {
+        return;
+    };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use(
+                    "toolu_m",
+                    "mcp__everything__echo",
+                    &[r#"{"message":"hello from acp"}"#],
+                )
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Echoed."])),
+    ]);
+    let workspace = Workspace::new();
+    let server = json!({"name": "everything", "command": node.to_string_lossy(),
+        "args": [entry.to_string_lossy(), "stdio"],
+        "env": [{"name": "ACP_TEST_TOKEN", "value": "acp-secret-value-123"}]});
+    let env = [("PI_ACP_MCP", server.to_string())];
+    let Some(out) = scenario("mcp", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn");
+    let done = out["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["status"] == "completed")
+        .cloned()
+        .unwrap_or_else(|| panic!("no completed call: {out}"));
+    assert_eq!(done["toolCallId"], "toolu_m");
+    assert!(
+        done["content"].to_string().contains("Echo: hello from acp"),
+        "{done}"
+    );
+    let declared = fake.requests()[0].body["tools"].to_string();
+    assert!(declared.contains("mcp__everything__echo"), "{declared}");
+    assert_eq!(out["badServer"]["code"], -32602);
     fake.finish();
 }
