@@ -121,6 +121,7 @@ pub fn spawn(
         asked: Vec::new(),
         dialogs: HashMap::new(),
         config_changed: false,
+        usage_due: false,
     };
     let thread = std::thread::Builder::new()
         .name("acp-session".into())
@@ -168,6 +169,8 @@ struct Driver {
     dialogs: HashMap<String, Dialog>,
     /// The model or thinking level changed: a `config_option_update` is due.
     config_changed: bool,
+    /// A prompt ended: a `usage_update` is due.
+    usage_due: bool,
 }
 
 impl Driver {
@@ -204,13 +207,21 @@ impl Driver {
         }
     }
 
-    /// Tells the client of a model or thinking-level change it did not make itself.
+    /// What is due once the record at hand is handled (reading it asks the agent, which must not
+    /// happen inside another wait for it): a model or thinking-level change the client did not
+    /// make itself; the context use and cost after a prompt.
     fn options_update(&mut self) {
         if std::mem::take(&mut self.config_changed) {
             let options = self.config_options();
             self.send_update(
                 json!({"sessionUpdate": "config_option_update", "configOptions": options}),
             );
+        }
+        if std::mem::take(&mut self.usage_due)
+            && let Some(stats) = self.call(AgentCommand::GetSessionStats)
+            && let Some(update) = translate::usage_update(&stats)
+        {
+            self.send_update(update);
         }
     }
 
@@ -274,6 +285,10 @@ impl Driver {
                     result["sessionId"] = json!(self.session_id);
                 }
                 self.respond(&id, Ok(result));
+                // Templates, skills and extension commands, typed as `/name args`.
+                if let Some(commands) = self.call(AgentCommand::GetCommands) {
+                    self.send_update(translate::available_commands(&commands));
+                }
             }
             Command::Prompt { id, params } => {
                 self.queued.push_back((id, params));
@@ -406,6 +421,7 @@ impl Driver {
     fn finish_prompt_with(&mut self, result: Result<Value, RpcError>) {
         if let Some((id, _)) = self.prompt.take() {
             self.respond(&id, result);
+            self.usage_due = true;
         }
         self.tools.clear();
         self.unfinished.clear();

@@ -328,6 +328,35 @@ pub fn config_options(state: &Value, models: &Value, levels: &Value) -> Value {
     ])
 }
 
+/// `available_commands_update` from `get_commands` data (templates, skills, extension
+/// commands); the client sends `/name args` as prompt text, which pi expands as over RPC.
+pub fn available_commands(data: &Value) -> Value {
+    let commands: Vec<Value> = data["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|command| {
+            let name = command["name"].as_str()?;
+            let description = command["description"].as_str().unwrap_or_default();
+            Some(json!({"name": name, "description": description}))
+        })
+        .collect();
+    json!({"sessionUpdate": "available_commands_update", "availableCommands": commands})
+}
+
+/// `usage_update` from `get_session_stats` data: tokens in context and the window, and the
+/// session's cost in USD; None while the context use is unknown (right after a compaction).
+pub fn usage_update(stats: &Value) -> Option<Value> {
+    let usage = &stats["contextUsage"];
+    let used = usage["tokens"].as_u64()?;
+    let size = usage["contextWindow"].as_u64()?;
+    let mut update = json!({"sessionUpdate": "usage_update", "used": used, "size": size});
+    if let Some(cost) = stats["cost"].as_f64() {
+        update["cost"] = json!({"amount": cost, "currency": "USD"});
+    }
+    Some(update)
+}
+
 /// The updates that show a session's messages again (`session/load`): user text and images,
 /// the model's thinking and text, each tool call with its arguments and its result.
 pub fn replay(messages: &Value, cwd: &Path) -> Vec<Value> {

@@ -88,6 +88,8 @@ const stream = acp.ndJsonStream(toAgent.writable, fromAgent.readable);
 
 // What the client saw, per session.
 const updates = {};
+// Every update of the run, never reset.
+const allUpdates = [];
 const permissions = [];
 let permissionAnswers = [];
 let onUpdate = () => {};
@@ -96,6 +98,7 @@ const app = acp
   .client({ name: "pi-rs-test" })
   .onNotification("session/update", ({ params }) => {
     (updates[params.sessionId] ??= []).push(params.update);
+    allUpdates.push(params.update);
     onUpdate(params);
   })
   .onRequest("session/request_permission", ({ params }) => {
@@ -155,6 +158,8 @@ const scenarios = {
     out.badLevel = await errorOf(ctx.request("session/set_config_option", { sessionId: id, configId: "thought_level", value: "loud" }));
     out.providerError = await errorOf(ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "fail" }] }));
     out.unknownSession = await errorOf(ctx.request("session/prompt", { sessionId: "nope", prompt: [{ type: "text", text: "x" }] }));
+    out.commandsPrompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "/fix the bug" }] });
+    out.allUpdates = allUpdates;
   },
 
   // Two sessions in two folders prompted at once: each sees one whole reply of its own.

@@ -165,8 +165,16 @@ fn a_turn_with_a_tool_call_streams_updates_and_maps_stop_reasons() {
             r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is broken"}}"#,
             &[],
         ),
+        Reply::sse(anthropic_text(&["Fixed."])),
     ]);
     let workspace = Workspace::new();
+    let prompts = workspace.agent_dir().join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::write(
+        prompts.join("fix.md"),
+        "---\ndescription: Fix something\n---\nPlease fix $ARGUMENTS",
+    )
+    .unwrap();
     let Some(out) = scenario("turn", &workspace, &fake, json!({}), &[]) else {
         return;
     };
@@ -238,6 +246,33 @@ fn a_turn_with_a_tool_call_streams_updates_and_maps_stop_reasons() {
         out["providerError"]
     );
     assert_eq!(out["unknownSession"]["code"], -32002);
+    // The template is offered and expands like over RPC.
+    let all = out["allUpdates"].as_array().unwrap();
+    let commands = all
+        .iter()
+        .find(|u| u["sessionUpdate"] == "available_commands_update")
+        .expect("available_commands_update");
+    assert!(
+        commands["availableCommands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "fix" && c["description"] == "Fix something"),
+        "{commands}"
+    );
+    assert_eq!(out["commandsPrompt"]["stopReason"], "end_turn");
+    let expanded = fake.requests()[4].messages().last().cloned().unwrap();
+    assert!(
+        expanded.to_string().contains("Please fix the bug"),
+        "{expanded}"
+    );
+    // Context use and cost after each prompt.
+    let usage = all
+        .iter()
+        .find(|u| u["sessionUpdate"] == "usage_update")
+        .expect("usage_update");
+    assert_eq!(usage["size"], 200000);
+    assert_eq!(usage["cost"]["currency"], "USD");
     fake.finish();
 }
 
@@ -414,7 +449,15 @@ fn sessions_close_list_and_load_with_their_history_replayed() {
         out["list"]["sessions"][0]["cwd"],
         workspace.cwd().to_string_lossy().as_ref()
     );
-    let replay = &out["replay"];
+    // (The first prompt's usage_update may land after the client's reset: not part of it.)
+    let replay: Vec<Value> = out["replay"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .cloned()
+        .collect();
+    let replay = &Value::Array(replay);
     assert_eq!(
         kinds(replay),
         [
