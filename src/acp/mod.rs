@@ -27,7 +27,7 @@ use crate::agent::AgentSetup;
 use crate::mcp::config::McpConfig;
 use crate::rpc::Record;
 use crate::rpc::stdout_writer::{self, WriterEvent};
-use session::{Command, OutgoingRequest, Reply};
+use session::{Command, Open, OutgoingRequest, Reply};
 use wire::{Incoming, RpcError};
 
 /// What a session's agent is built from.
@@ -177,8 +177,9 @@ impl Router<'_> {
                 // Credentials are read from auth.json (`pi login`) when a request needs them.
                 let _ = self.out.send(wire::response(id, json!({})));
             }
-            "session/new" => self.open(id, &params, false)?,
-            "session/load" => self.open(id, &params, true)?,
+            "session/new" => self.open(id, &params, Open::New)?,
+            "session/load" => self.open(id, &params, Open::Load)?,
+            "session/resume" => self.open(id, &params, Open::Resume)?,
             "session/list" => {
                 let result = self.list(&params)?;
                 let _ = self.out.send(wire::response(id, result));
@@ -250,7 +251,7 @@ impl Router<'_> {
                 "loadSession": true,
                 "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
                 "mcpCapabilities": {"http": true, "sse": false},
-                "sessionCapabilities": {"list": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "close": {}, "resume": {}},
             },
             "authMethods": [{
                 "id": AUTH_METHOD_ID,
@@ -261,9 +262,9 @@ impl Router<'_> {
         }))
     }
 
-    /// `session/new` and `session/load`: builds the session's agent and starts it; its driver
-    /// answers.
-    fn open(&mut self, id: &Value, params: &Value, load: bool) -> Result<(), RpcError> {
+    /// `session/new`, `session/load` and `session/resume`: builds the session's agent and starts
+    /// it; its driver answers.
+    fn open(&mut self, id: &Value, params: &Value, how: Open) -> Result<(), RpcError> {
         let object = wire::params_object(params)?;
         let cwd = Path::new(wire::required_str(object, "cwd")?);
         if !cwd.is_absolute() {
@@ -278,7 +279,7 @@ impl Router<'_> {
             )));
         }
         let mcp = translate::mcp_servers(object.get("mcpServers").unwrap_or(&Value::Null), cwd)?;
-        let wanted = if load {
+        let wanted = if how != Open::New {
             let session_id = wire::required_str(object, "sessionId")?;
             if session_id.is_empty() || session_id.contains(['/', '\\']) {
                 return Err(unknown_session(session_id));
@@ -307,9 +308,15 @@ impl Router<'_> {
             // An id prefix, or a session of another directory that was forked: not this one.
             return Err(unknown_session(wanted.unwrap_or_default()));
         }
+        let session_caps = &self.client_capabilities["session"];
+        let client = session::ClientSide {
+            notices: session_caps["notices"].is_object(),
+            compaction: session_caps["compaction"].is_object(),
+        };
         let handle = session::spawn(
             session_id.clone(),
             setup,
+            client,
             self.out.clone(),
             self.requests_tx.clone(),
         )
@@ -321,7 +328,7 @@ impl Router<'_> {
         })?;
         let _ = handle.commands.send(Command::Opened {
             id: id.clone(),
-            replay: load,
+            how,
         });
         self.sessions.insert(session_id, handle);
         Ok(())

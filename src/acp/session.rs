@@ -36,10 +36,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// What the router asks of a session.
 #[derive(Debug)]
 pub enum Command {
-    /// Answer `session/new` (`replay: false`) or `session/load` (history replayed first).
+    /// Answer the request that opened the session.
     Opened {
         id: Value,
-        replay: bool,
+        how: Open,
     },
     Prompt {
         id: Value,
@@ -53,6 +53,27 @@ pub enum Command {
     Close {
         id: Option<Value>,
     },
+}
+
+/// What the client said it can show (`initialize`'s `clientCapabilities.session`): updates it
+/// did not advertise are not sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientSide {
+    /// `notice` updates (retries, extensions' notifications).
+    pub notices: bool,
+    /// `compaction_update`s.
+    pub compaction: bool,
+}
+
+/// How a session was opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Open {
+    /// `session/new`: the answer names the new session.
+    New,
+    /// `session/load`: the history is replayed before the answer.
+    Load,
+    /// `session/resume`: the saved session goes on, nothing replayed.
+    Resume,
 }
 
 /// What a session asks of the router: a request to the client, its answer sent back on `reply`.
@@ -80,6 +101,7 @@ pub struct Handle {
 pub fn spawn(
     session_id: String,
     setup: AgentSetup,
+    client: ClientSide,
     out: Sender<Record>,
     requests: Sender<OutgoingRequest>,
 ) -> std::io::Result<Handle> {
@@ -103,6 +125,8 @@ pub fn spawn(
     let (replies_tx, replies) = crossbeam_channel::unbounded();
     let driver = Driver {
         session_id,
+        client,
+        compactions: 0,
         cwd: cwd.clone(),
         agent_in: Some(input_tx),
         records,
@@ -143,6 +167,9 @@ enum Dialog {
 
 struct Driver {
     session_id: String,
+    client: ClientSide,
+    /// Compactions so far (their ids).
+    compactions: u64,
     cwd: PathBuf,
     /// The agent's input; None once closed.
     agent_in: Option<Sender<Input>>,
@@ -272,8 +299,8 @@ impl Driver {
 
     fn command(&mut self, command: Command) {
         match command {
-            Command::Opened { id, replay } => {
-                if replay {
+            Command::Opened { id, how } => {
+                if how == Open::Load {
                     let messages = self.call(AgentCommand::GetMessages).unwrap_or(Value::Null);
                     for update in translate::replay(&messages["messages"], &self.cwd) {
                         self.send_update(update);
@@ -281,7 +308,7 @@ impl Driver {
                 }
                 let options = self.config_options();
                 let mut result = json!({"configOptions": options});
-                if !replay {
+                if how == Open::New {
                     result["sessionId"] = json!(self.session_id);
                 }
                 self.respond(&id, Ok(result));
@@ -517,7 +544,50 @@ impl Driver {
             "session_info_changed" => self.send_update(
                 json!({"sessionUpdate": "session_info_update", "title": record["name"]}),
             ),
+            "extension_ui_request" if record["method"] == "notify" => {
+                let level = record["notifyType"].as_str().unwrap_or("info");
+                let message = record["message"].as_str().unwrap_or_default();
+                self.notice(level, message);
+            }
             "extension_ui_request" => self.dialog(&record),
+            "auto_retry_start" => {
+                let title = format!(
+                    "Retrying in {} s (attempt {} of {}): {}",
+                    record["delayMs"].as_u64().unwrap_or(0).div_ceil(1000),
+                    record["attempt"],
+                    record["maxAttempts"],
+                    record["errorMessage"]
+                        .as_str()
+                        .unwrap_or("the request failed")
+                );
+                self.notice("warning", &title);
+            }
+            "auto_retry_end" if record["success"] == false => {
+                let error = record["finalError"]
+                    .as_str()
+                    .unwrap_or("the request failed");
+                self.notice("error", &format!("Gave up retrying: {error}"));
+            }
+            "compaction_start" if self.client.compaction => {
+                self.compactions += 1;
+                self.send_update(json!({"sessionUpdate": "compaction_update",
+                    "compactionId": format!("compaction-{}", self.compactions),
+                    "status": "in_progress"}));
+            }
+            "compaction_end" if self.client.compaction => {
+                let mut update = json!({"sessionUpdate": "compaction_update",
+                    "compactionId": format!("compaction-{}", self.compactions)});
+                if record["aborted"] == true {
+                    update["status"] = json!("cancelled");
+                } else if let Some(summary) = record["result"]["summary"].as_str() {
+                    update["status"] = json!("completed");
+                    update["summary"] = json!([{"type": "text", "text": summary}]);
+                } else {
+                    update["status"] = json!("failed");
+                    update["error"] = record["errorMessage"].clone();
+                }
+                self.send_update(update);
+            }
             "response" => {
                 let is_prompt = self
                     .prompt
@@ -537,6 +607,24 @@ impl Driver {
             }
             _ => {}
         }
+    }
+
+    /// A `notice` (first line the title, the rest its description), when the client shows them.
+    fn notice(&self, level: &str, text: &str) {
+        let mut lines = text.trim().splitn(2, '\n');
+        let title = lines.next().unwrap_or_default();
+        if !self.client.notices || title.is_empty() {
+            return;
+        }
+        let severity = match level {
+            "warning" | "error" => level,
+            _ => "info",
+        };
+        let mut update = json!({"sessionUpdate": "notice", "severity": severity, "title": title});
+        if let Some(description) = lines.next() {
+            update["description"] = json!(description);
+        }
+        self.send_update(update);
     }
 
     fn message_update(&mut self, event: &Value) {

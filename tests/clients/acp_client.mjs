@@ -29,6 +29,7 @@ const responseSchemas = {
   authenticate: z.zAuthenticateResponse,
   "session/new": z.zNewSessionResponse,
   "session/load": z.zLoadSessionResponse,
+  "session/resume": z.zResumeSessionResponse,
   "session/list": z.zListSessionsResponse,
   "session/close": z.zCloseSessionResponse,
   "session/set_config_option": z.zSetSessionConfigOptionResponse,
@@ -209,7 +210,8 @@ const scenarios = {
     out.toolUpdates = [...updates[id], ...updates[other]].filter((u) => u.sessionUpdate === "tool_call_update" && u.status);
   },
 
-  // A session with a turn is closed, listed, loaded (its history replayed) and prompted again.
+  // A session with a turn is closed, listed, loaded (its history replayed) and prompted again;
+  // closed again and resumed (nothing replayed).
   async load(ctx) {
     out.init = await ctx.request("initialize", { protocolVersion: 1 });
     const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
@@ -225,6 +227,11 @@ const scenarios = {
     out.again = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "and again" }] });
     out.againText = text(id);
     out.missing = await errorOf(ctx.request("session/load", { sessionId: "00000000-no-such", cwd, mcpServers: [] }));
+    out.loadOpen = await errorOf(ctx.request("session/load", { sessionId: id, cwd, mcpServers: [] }));
+    await ctx.request("session/close", { sessionId: id });
+    updates[id] = [];
+    out.resume = await ctx.request("session/resume", { sessionId: id, cwd, mcpServers: [] });
+    out.resumeReplayed = updates[id].filter((u) => u.sessionUpdate.endsWith("message_chunk")).length;
     out.sessionId = id;
   },
 };
@@ -237,6 +244,22 @@ scenarios.mcp = async (ctx) => {
   out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "echo" }] });
   out.updates = updates[id];
   out.badServer = await errorOf(ctx.request("session/new", { cwd, mcpServers: [{ type: "sse", name: "x", url: "http://127.0.0.1:1/", headers: [] }] }));
+};
+
+// A client that shows notices and compactions: a threshold compaction after the second prompt,
+// a retried request in the third.
+scenarios.state = async (ctx) => {
+  await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { session: { notices: {}, compaction: {} } },
+  });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.stops = [];
+  for (const text of ["first", "second", "third"]) {
+    const response = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text }] });
+    out.stops.push(response.stopReason);
+  }
+  out.allUpdates = allUpdates;
 };
 
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];

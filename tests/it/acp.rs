@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::fake_provider::{FakeProvider, Reply};
+use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::mcp::everything_server;
 use crate::reference_clients::{missing, prepare, reference, repo_path, run_in};
 use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text};
@@ -46,6 +46,9 @@ fn scenario(
 ) -> Option<Value> {
     let (sdk, node) = sdk()?;
     prepare(workspace, fake, settings);
+    if let Some((_, models)) = env.iter().find(|(name, _)| *name == "MODELS_JSON") {
+        std::fs::write(workspace.agent_dir().join("models.json"), models).unwrap();
+    }
     let script = repo_path("tests/clients/acp_client.mjs");
     let mut vars = vec![
         ("ACP_SDK", sdk.to_string_lossy().into_owned()),
@@ -402,7 +405,8 @@ fn approval_asks_become_permission_requests() {
 }
 
 /// A session with a write is closed, listed, loaded with its history replayed (the user's text,
-/// the tool call with its arguments and diff, the reply), and prompted again with that history.
+/// the tool call with its arguments and diff, the reply), prompted again with that history, then
+/// closed and resumed without a replay.
 #[test]
 fn sessions_close_list_and_load_with_their_history_replayed() {
     let write = json!({"path": "notes.txt", "content": "hello notes\n"}).to_string();
@@ -421,7 +425,7 @@ fn sessions_close_list_and_load_with_their_history_replayed() {
     };
     assert_eq!(
         out["init"]["agentCapabilities"]["sessionCapabilities"],
-        json!({"list": {}, "close": {}})
+        json!({"list": {}, "close": {}, "resume": {}})
     );
     let id = out["sessionId"].as_str().unwrap();
     let live_diff = out["live"]
@@ -481,6 +485,12 @@ fn sessions_close_list_and_load_with_their_history_replayed() {
         "the loaded history reached the model"
     );
     assert_eq!(out["missing"]["code"], -32002);
+    assert_eq!(
+        out["loadOpen"]["code"], -32600,
+        "an open session is not loaded twice"
+    );
+    assert_eq!(out["resume"]["configOptions"][0]["id"], "model");
+    assert_eq!(out["resumeReplayed"], 0);
     fake.finish();
 }
 
@@ -527,5 +537,76 @@ fn the_clients_mcp_server_serves_the_session() {
     let declared = fake.requests()[0].body["tools"].to_string();
     assert!(declared.contains("mcp__everything__echo"), "{declared}");
     assert_eq!(out["badServer"]["code"], -32602);
+    fake.finish();
+}
+
+/// A client that shows notices and compactions sees a threshold compaction (in progress, then
+/// completed with its summary) and a retried request as a warning notice.
+#[test]
+fn compactions_and_retries_are_shown_to_a_client_that_shows_them() {
+    let summary = "## Goal\nExercise compaction over ACP.";
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_text(&[&format!(
+            "First answer. {}",
+            "bravo ".repeat(200)
+        )])),
+        Reply::sse(
+            AnthropicStream::new()
+                .input_tokens(3500)
+                .text(&["Second answer."])
+                .finish("end_turn"),
+        ),
+        Reply::sse(anthropic_text(&[summary])),
+        Reply::status(
+            529,
+            fixture("anthropic/error_529.json"),
+            &[("retry-after", "0")],
+        ),
+        Reply::sse(anthropic_text(&["After the retry."])),
+    ]);
+    let workspace = Workspace::new();
+    let models = fixture("models_small_window.json").replace("__BASE_URL__", &fake.base_url());
+    let settings = json!({"compaction": {"reserveTokens": 1000, "keepRecentTokens": 200},
+        "retry": {"baseDelayMs": 20}});
+    let env = [
+        ("MODELS_JSON", models),
+        (
+            "PI_ACP_ARGS",
+            json!([
+                "--provider",
+                "fake-anthropic",
+                "--model",
+                "fake-claude-small"
+            ])
+            .to_string(),
+        ),
+    ];
+    let Some(out) = scenario("state", &workspace, &fake, settings, &env) else {
+        return;
+    };
+    assert_eq!(out["stops"], json!(["end_turn", "end_turn", "end_turn"]));
+    let all = out["allUpdates"].as_array().unwrap();
+    let compactions: Vec<&Value> = all
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "compaction_update")
+        .collect();
+    assert_eq!(compactions.len(), 2, "{all:?}");
+    assert_eq!(compactions[0]["status"], "in_progress");
+    assert_eq!(compactions[1]["status"], "completed");
+    assert_eq!(
+        compactions[0]["compactionId"],
+        compactions[1]["compactionId"]
+    );
+    let text = compactions[1]["summary"][0]["text"].as_str().unwrap();
+    assert!(text.contains(summary), "{text}");
+    let notice = all
+        .iter()
+        .find(|u| u["sessionUpdate"] == "notice")
+        .expect("a retry notice");
+    assert_eq!(notice["severity"], "warning");
+    assert!(
+        notice["title"].as_str().unwrap().contains("attempt 1"),
+        "{notice}"
+    );
     fake.finish();
 }
