@@ -7,7 +7,7 @@
 //
 // Environment: ACP_SDK (the package folder), PI_RS_BIN, PI_ACP_SCENARIO, PI_ACP_ARGS (a JSON
 // array of extra arguments), PI_ACP_CWD2 (a second project folder), PI_ACP_MCP (an McpServer for
-// session/new).
+// session/new), PI_ACP_ADAPTER (pi-acp's entry point: the agent is pi-acp over `pi --mode rpc`).
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -19,9 +19,17 @@ const acp = await import(pathToFileURL(path.join(sdkDir, "dist/v1/stable/acp.js"
 const z = await import(pathToFileURL(path.join(sdkDir, "dist/v1/schema/zod.gen.js")).href);
 
 const extraArgs = JSON.parse(process.env.PI_ACP_ARGS || "[]");
-const child = spawn(process.env.PI_RS_BIN, ["--mode", "acp", ...extraArgs], {
-  stdio: ["pipe", "pipe", "inherit"],
-});
+// PI_ACP_ADAPTER: pi-acp's entry point, run with this Node in front of `pi-rs --mode rpc` (its
+// PI_ACP_PI_COMMAND) instead of pi-rs's own ACP.
+const adapter = process.env.PI_ACP_ADAPTER;
+const child = adapter
+  ? spawn(process.execPath, [adapter], {
+      stdio: ["pipe", "pipe", "inherit"],
+      env: { ...process.env, PI_ACP_PI_COMMAND: process.env.PI_RS_BIN },
+    })
+  : spawn(process.env.PI_RS_BIN, ["--mode", "acp", ...extraArgs], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
 
 // Which method each of our requests was, to check its response against that method's schema.
 const responseSchemas = {
@@ -260,6 +268,15 @@ scenarios.state = async (ctx) => {
     out.stops.push(response.stopReason);
   }
   out.allUpdates = allUpdates;
+};
+
+// The smallest editor session: a turn with a tool call (for the pi-acp route too).
+scenarios.route = async (ctx) => {
+  out.init = await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "run it" }] });
+  out.text = text(id);
+  out.kinds = updates[id].map((u) => u.sessionUpdate);
 };
 
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];

@@ -610,3 +610,30 @@ fn compactions_and_retries_are_shown_to_a_client_that_shows_them() {
     );
     fake.finish();
 }
+
+/// The pi-acp route keeps working: pi-acp 0.0.34 (npm) in front of `pi --mode rpc` does a turn
+/// with a tool call for the same SDK client (the model from settings: pi-acp passes no flags).
+#[test]
+fn the_pi_acp_adapter_in_front_of_rpc_mode_still_works() {
+    let adapter = repo_path("target/acp-sdk/node_modules/pi-acp/dist/index.js");
+    if !adapter.exists() {
+        missing("pi-acp is not installed: run tests/install_acp_sdk.sh");
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_bash("toolu_r", "echo via-rpc")),
+        Reply::sse(anthropic_text(&["Done via ", "rpc."])),
+    ]);
+    let workspace = Workspace::new();
+    let settings = json!({"defaultProvider": "fake-anthropic", "defaultModel": "fake-claude"});
+    let env = [("PI_ACP_ADAPTER", adapter.to_string_lossy().into_owned())];
+    let Some(out) = scenario("route", &workspace, &fake, settings, &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    // (pi-acp puts a line break before the text that follows a tool call.)
+    assert_eq!(out["text"].as_str().unwrap().trim(), "Done via rpc.");
+    let kinds = out["kinds"].to_string();
+    assert!(kinds.contains("tool_call"), "{kinds}");
+    fake.finish();
+}
