@@ -350,7 +350,7 @@ fn build_setup(
 }
 
 /// ACP mode: one agent per ACP session, each built here as a run in the session's directory
-/// would be (`--session <id>` for `session/load`).
+/// would be (`--session <file>` for `session/load` and `session/resume`).
 fn run_acp(
     args: Args,
     agent_dir: std::path::PathBuf,
@@ -358,7 +358,7 @@ fn run_acp(
     signals: crossbeam_channel::Receiver<i32>,
 ) -> u8 {
     let start = |start: acp::Start| {
-        let (cwd, session) = (start.cwd, start.session);
+        let (cwd, session) = (start.cwd, start.session_file);
         let mut args = args.clone();
         // The client chooses the session: the command line's session choice does not apply.
         args.session = session.map(str::to_string);

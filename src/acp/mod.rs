@@ -33,8 +33,8 @@ use wire::{Incoming, RpcError};
 /// What a session's agent is built from.
 pub struct Start<'a> {
     pub cwd: &'a Path,
-    /// A saved session's id (`session/load`); None for a new session.
-    pub session: Option<&'a str>,
+    /// A saved session's file (`session/load`, `session/resume`); None for a new session.
+    pub session_file: Option<&'a str>,
     /// The client's `mcpServers`, joined to the configured ones for this session.
     pub mcp: McpConfig,
 }
@@ -279,33 +279,36 @@ impl Router<'_> {
             )));
         }
         let mcp = translate::mcp_servers(object.get("mcpServers").unwrap_or(&Value::Null), cwd)?;
-        let wanted = if how != Open::New {
+        // A saved session is found by its exact id among the directory's sessions and opened by
+        // its path: never by an id prefix or a path the client made up.
+        let (wanted, file) = if how != Open::New {
             let session_id = wire::required_str(object, "sessionId")?;
-            if session_id.is_empty() || session_id.contains(['/', '\\']) {
-                return Err(unknown_session(session_id));
-            }
             if self.sessions.contains_key(session_id) {
                 return Err(RpcError::new(
                     wire::INVALID_REQUEST,
                     format!("Session {session_id} is already open on this connection"),
                 ));
             }
-            Some(session_id)
+            let dir = (self.host.session_dir)(cwd);
+            let found = crate::session::list_sessions(&dir)
+                .into_iter()
+                .find(|(_, header, _)| header.id() == session_id)
+                .map(|(path, _, _)| path.to_string_lossy().into_owned())
+                .ok_or_else(|| unknown_session(session_id))?;
+            (Some(session_id), Some(found))
         } else {
-            None
+            (None, None)
         };
         let start = Start {
             cwd,
-            session: wanted,
+            session_file: file.as_deref(),
             mcp,
         };
-        let setup = (self.host.start)(start).map_err(|error| match wanted {
-            Some(session_id) if error.contains("No session found") => unknown_session(session_id),
-            _ => RpcError::new(wire::INTERNAL_ERROR, error),
-        })?;
+        let setup =
+            (self.host.start)(start).map_err(|error| RpcError::new(wire::INTERNAL_ERROR, error))?;
         let session_id = setup.session.id().to_string();
         if wanted.is_some_and(|wanted| wanted != session_id) {
-            // An id prefix, or a session of another directory that was forked: not this one.
+            // The file changed under us: not the session asked for.
             return Err(unknown_session(wanted.unwrap_or_default()));
         }
         let session_caps = &self.client_capabilities["session"];

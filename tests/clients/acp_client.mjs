@@ -235,6 +235,8 @@ const scenarios = {
     out.again = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "and again" }] });
     out.againText = text(id);
     out.missing = await errorOf(ctx.request("session/load", { sessionId: "00000000-no-such", cwd, mcpServers: [] }));
+    out.prefix = await errorOf(ctx.request("session/load", { sessionId: id.slice(0, 8), cwd, mcpServers: [] }));
+    out.pathLike = await errorOf(ctx.request("session/resume", { sessionId: "../notes.jsonl", cwd, mcpServers: [] }));
     out.loadOpen = await errorOf(ctx.request("session/load", { sessionId: id, cwd, mcpServers: [] }));
     await ctx.request("session/close", { sessionId: id });
     updates[id] = [];

@@ -485,6 +485,9 @@ fn sessions_close_list_and_load_with_their_history_replayed() {
         "the loaded history reached the model"
     );
     assert_eq!(out["missing"]["code"], -32002);
+    // Only an exact id of this directory's sessions opens one.
+    assert_eq!(out["prefix"]["code"], -32002);
+    assert_eq!(out["pathLike"]["code"], -32002);
     assert_eq!(
         out["loadOpen"]["code"], -32600,
         "an open session is not loaded twice"
