@@ -27,7 +27,7 @@ use crate::agent::AgentSetup;
 use crate::mcp::config::McpConfig;
 use crate::rpc::Record;
 use crate::rpc::stdout_writer::{self, WriterEvent};
-use session::{Command, Open, OutgoingRequest, Reply};
+use session::{Command, Open, OutgoingRequest, Reply, ToRouter};
 use wire::{Incoming, RpcError};
 
 /// What a session's agent is built from.
@@ -85,11 +85,11 @@ pub fn run(host: Host) -> u8 {
                 Ok(message) => router.message(message),
                 Err(_) => break 0,
             },
-            recv(requests) -> request => {
-                if let Ok(request) = request {
-                    router.send_request(request);
-                }
-            }
+            recv(requests) -> message => match message {
+                Ok(ToRouter::Request(request)) => router.send_request(request),
+                Ok(ToRouter::Withdraw { tag }) => router.withdraw(&tag),
+                Err(_) => {}
+            },
             recv(writer_events) -> event => {
                 if matches!(event, Ok(WriterEvent::Closed)) {
                     break 0;
@@ -114,7 +114,7 @@ pub fn run(host: Host) -> u8 {
 struct Router<'a> {
     host: &'a Host<'a>,
     out: Sender<Record>,
-    requests_tx: Sender<OutgoingRequest>,
+    requests_tx: Sender<ToRouter>,
     sessions: HashMap<String, session::Handle>,
     /// Sessions closed by the client, still stopping.
     closing: Vec<std::thread::JoinHandle<()>>,
@@ -379,6 +379,23 @@ impl Router<'_> {
         let _ = self
             .out
             .send(wire::request(id, request.method, request.params));
+    }
+
+    /// Cancels the pending request sent with `tag`: `$/cancel_request` to the client; its
+    /// answer, if one still comes, is dropped.
+    fn withdraw(&mut self, tag: &str) {
+        let Some(id) = self
+            .pending
+            .iter()
+            .find_map(|(id, (_, pending_tag))| (pending_tag == tag).then_some(*id))
+        else {
+            return;
+        };
+        self.pending.remove(&id);
+        let _ = self.out.send(wire::notification(
+            "$/cancel_request",
+            json!({"requestId": id}),
+        ));
     }
 
     /// Closes every session and waits for each to stop (runs aborted, session files synced).

@@ -76,7 +76,16 @@ pub enum Open {
     Resume,
 }
 
-/// What a session asks of the router: a request to the client, its answer sent back on `reply`.
+/// What a session asks of the router.
+pub enum ToRouter {
+    /// Send a request to the client.
+    Request(OutgoingRequest),
+    /// The request sent with this tag is moot (its turn was cancelled): tell the client
+    /// (`$/cancel_request`) and drop its answer.
+    Withdraw { tag: String },
+}
+
+/// A request to the client, its answer sent back on `reply`.
 pub struct OutgoingRequest {
     pub method: &'static str,
     pub params: Value,
@@ -103,7 +112,7 @@ pub fn spawn(
     setup: AgentSetup,
     client: ClientSide,
     out: Sender<Record>,
-    requests: Sender<OutgoingRequest>,
+    requests: Sender<ToRouter>,
 ) -> std::io::Result<Handle> {
     let cwd = setup.session.cwd().to_path_buf();
     let (input_tx, input) = crossbeam_channel::bounded(64);
@@ -178,7 +187,7 @@ struct Driver {
     replies_tx: Sender<Reply>,
     replies: Receiver<Reply>,
     out: Sender<Record>,
-    requests: Sender<OutgoingRequest>,
+    requests: Sender<ToRouter>,
     next_call: u64,
     /// The running prompt's request id and the agent-side id of its `prompt` command.
     prompt: Option<(Value, String)>,
@@ -462,6 +471,9 @@ impl Driver {
         }
         self.cancelled = true;
         for (ui_id, _) in std::mem::take(&mut self.dialogs) {
+            let _ = self
+                .requests
+                .send(ToRouter::Withdraw { tag: ui_id.clone() });
             self.answer_dialog(ui_id, None, None, true);
         }
         let _ = self.send_agent(AgentCommand::Abort);
@@ -752,7 +764,7 @@ impl Driver {
             tag: ui_id.clone(),
             reply: self.replies_tx.clone(),
         };
-        if self.requests.send(request).is_err() {
+        if self.requests.send(ToRouter::Request(request)).is_err() {
             self.dialogs.remove(&ui_id);
             self.answer_dialog(ui_id, None, None, true);
         }

@@ -44,6 +44,8 @@ const responseSchemas = {
   "session/prompt": z.zPromptResponse,
 };
 const sentMethods = new Map();
+// Ids of our pending requests the agent withdrew ($/cancel_request).
+const withdrawn = [];
 const problems = [];
 function check(schema, value, what) {
   const result = schema.safeParse(value);
@@ -82,7 +84,10 @@ const fromAgent = new TransformStream({
       if (message.method === "session/update") check(z.zSessionNotification, message.params, "session/update");
       else if (message.method === "session/request_permission")
         check(z.zRequestPermissionRequest, message.params, "session/request_permission");
-      else if (message.method) problems.push(`unexpected method from the agent: ${line}`);
+      else if (message.method === "$/cancel_request") {
+        check(z.zCancelRequestNotification, message.params, "$/cancel_request");
+        withdrawn.push(message.params.requestId);
+      } else if (message.method) problems.push(`unexpected method from the agent: ${line}`);
       else if (message.result !== undefined) {
         const method = sentMethods.get(message.id);
         if (responseSchemas[method]) check(responseSchemas[method], message.result, `${method} response`);
@@ -110,9 +115,20 @@ const app = acp
     allUpdates.push(params.update);
     onUpdate(params);
   })
-  .onRequest("session/request_permission", ({ params }) => {
+  .onRequest("session/request_permission", async ({ params, signal, agent }) => {
     permissions.push(params);
     const optionId = permissionAnswers.shift() ?? "reject_once";
+    if (optionId === "cancel-the-turn") {
+      // The user cancels the turn instead of answering; the agent withdraws the request.
+      await agent.notify("session/cancel", { sessionId: params.sessionId });
+      await new Promise((resolve) => {
+        if (signal.aborted) return resolve();
+        signal.addEventListener("abort", resolve);
+        setTimeout(resolve, 10_000);
+      });
+      out.permissionAborted = signal.aborted;
+      return { outcome: { outcome: "cancelled" } };
+    }
     if (optionId === "cancelled") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId } };
   });
@@ -279,6 +295,16 @@ scenarios.route = async (ctx) => {
   out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "run it" }] });
   out.text = text(id);
   out.kinds = updates[id].map((u) => u.sessionUpdate);
+};
+
+// A turn cancelled while a permission request is open: the request is withdrawn.
+scenarios.cancelAsk = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  permissionAnswers = ["cancel-the-turn"];
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "ask" }] });
+  out.withdrawn = withdrawn;
+  out.permissions = permissions.length;
 };
 
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];

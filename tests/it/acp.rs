@@ -404,6 +404,28 @@ fn approval_asks_become_permission_requests() {
     fake.finish();
 }
 
+/// session/cancel while a permission request is open: the prompt ends `cancelled`, the agent
+/// withdraws the request (`$/cancel_request`, the client's handler sees its abort signal) and the
+/// tool never runs.
+#[test]
+fn cancel_withdraws_an_open_permission_request() {
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_bash(
+        "toolu_ask",
+        "touch ran-anyway",
+    ))]);
+    let workspace = Workspace::new();
+    let settings = json!({"approvals": {"tools": {"bash": "ask"}, "timeoutSeconds": 30}});
+    let Some(out) = scenario("cancelAsk", &workspace, &fake, settings, &[]) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "cancelled", "{out}");
+    assert_eq!(out["permissions"], 1);
+    assert_eq!(out["withdrawn"], json!([1]), "{out}");
+    assert_eq!(out["permissionAborted"], true);
+    assert!(!workspace.cwd().join("ran-anyway").exists());
+    fake.finish();
+}
+
 /// A session with a write is closed, listed, loaded with its history replayed (the user's text,
 /// the tool call with its arguments and diff, the reply), prompted again with that history, then
 /// closed and resumed without a replay.
