@@ -315,6 +315,7 @@ impl Router<'_> {
         let client = session::ClientSide {
             notices: session_caps["notices"].is_object(),
             compaction: session_caps["compaction"].is_object(),
+            elicitation: self.client_capabilities["elicitation"]["form"].is_object(),
         };
         let handle = session::spawn(
             session_id.clone(),

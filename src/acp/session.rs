@@ -63,6 +63,8 @@ pub struct ClientSide {
     pub notices: bool,
     /// `compaction_update`s.
     pub compaction: bool,
+    /// `elicitation/create` forms (`clientCapabilities.elicitation.form`).
+    pub elicitation: bool,
 }
 
 /// How a session was opened.
@@ -172,6 +174,8 @@ enum Dialog {
     Approval,
     Confirm,
     Select(Vec<String>),
+    /// An extension's `input` or `editor` dialog, asked as a one-field elicitation form.
+    Text,
 }
 
 struct Driver {
@@ -608,6 +612,9 @@ impl Driver {
                 if is_prompt && record["success"] != true {
                     let error = record["error"].as_str().unwrap_or("the prompt was refused");
                     self.finish_prompt_with(Err(RpcError::new(INTERNAL_ERROR, error)));
+                } else if is_prompt && record["data"]["disposition"] == "handled" {
+                    // An extension command, an input hook or `/mcp` took it: no run follows.
+                    self.finish_prompt_with(Ok(json!({"stopReason": "end_turn"})));
                 }
             }
             "agent_settled" if self.prompt.is_some() => {
@@ -684,7 +691,8 @@ impl Driver {
     }
 
     /// An agent dialog: the approval gate's ask and extensions' confirm and select become
-    /// `session/request_permission`; text dialogs are answered as cancelled (no elicitation).
+    /// `session/request_permission`; text dialogs an elicitation form where the client offers
+    /// one, else they are answered as cancelled.
     fn dialog(&mut self, record: &Value) {
         let Some(ui_id) = record["id"].as_str().map(str::to_string) else {
             return;
@@ -721,6 +729,10 @@ impl Driver {
                     {"optionId": "no", "name": "No", "kind": "reject_once"},
                 ]);
                 (Dialog::Confirm, options)
+            }
+            "input" | "editor" if self.client.elicitation => {
+                self.text_dialog(ui_id, record);
+                return;
             }
             "input" | "editor" => {
                 self.answer_dialog(ui_id, None, None, true);
@@ -770,10 +782,46 @@ impl Driver {
         }
     }
 
+    /// An `input` / `editor` dialog as `elicitation/create`: one string field, the dialog's
+    /// title as the message, its prefill as the default.
+    fn text_dialog(&mut self, ui_id: String, record: &Value) {
+        let title = record["title"].as_str().unwrap_or("Input");
+        let mut field = json!({"type": "string", "title": title});
+        if let Some(prefill) = record["prefill"].as_str() {
+            field["default"] = json!(prefill);
+        }
+        let params = json!({"sessionId": self.session_id, "mode": "form", "message": title,
+            "requestedSchema": {"type": "object", "properties": {"value": field},
+                "required": ["value"]}});
+        self.dialogs.insert(ui_id.clone(), Dialog::Text);
+        let request = OutgoingRequest {
+            method: "elicitation/create",
+            params,
+            tag: ui_id.clone(),
+            reply: self.replies_tx.clone(),
+        };
+        if self.requests.send(ToRouter::Request(request)).is_err() {
+            self.dialogs.remove(&ui_id);
+            self.answer_dialog(ui_id, None, None, true);
+        }
+    }
+
     fn reply(&mut self, reply: Reply) {
         let Some(dialog) = self.dialogs.remove(&reply.tag) else {
             return;
         };
+        if let Dialog::Text = dialog {
+            let accepted = reply
+                .outcome
+                .ok()
+                .filter(|result| result["action"] == "accept")
+                .and_then(|result| result["content"]["value"].as_str().map(str::to_string));
+            match accepted {
+                Some(text) => self.answer_dialog(reply.tag, Some(json!(text)), None, false),
+                None => self.answer_dialog(reply.tag, None, None, true),
+            }
+            return;
+        }
         let selected = reply.outcome.ok().and_then(|result| {
             (result["outcome"]["outcome"] == "selected")
                 .then(|| result["outcome"]["optionId"].as_str().map(str::to_string))
@@ -805,6 +853,7 @@ impl Driver {
                     None => self.answer_dialog(reply.tag, None, None, true),
                 }
             }
+            Dialog::Text => {}
         }
     }
 

@@ -84,6 +84,8 @@ const fromAgent = new TransformStream({
       if (message.method === "session/update") check(z.zSessionNotification, message.params, "session/update");
       else if (message.method === "session/request_permission")
         check(z.zRequestPermissionRequest, message.params, "session/request_permission");
+      else if (message.method === "elicitation/create")
+        check(z.zCreateElicitationRequest, message.params, "elicitation/create");
       else if (message.method === "$/cancel_request") {
         check(z.zCancelRequestNotification, message.params, "$/cancel_request");
         withdrawn.push(message.params.requestId);
@@ -132,6 +134,15 @@ const app = acp
     if (optionId === "cancelled") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId } };
   });
+
+// Text dialogs asked as forms: the answer is chosen by the form's message.
+const elicitations = [];
+const formAnswers = { "Your name?": "Ada", Edit: "edited text" };
+app.onRequest("elicitation/create", ({ params }) => {
+  elicitations.push(params);
+  const value = formAnswers[params.message];
+  return value === undefined ? { action: "decline" } : { action: "accept", content: { value } };
+});
 
 const cwd = process.cwd();
 const out = {};
@@ -305,6 +316,20 @@ scenarios.cancelAsk = async (ctx) => {
   out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "ask" }] });
   out.withdrawn = withdrawn;
   out.permissions = permissions.length;
+};
+
+// An extension command with a select, an input and an editor dialog, then a notify.
+scenarios.dialogs = async (ctx) => {
+  await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { elicitation: { form: {} }, session: { notices: {} } },
+  });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  permissionAnswers = ["1"];
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "/ui" }] });
+  out.permissions = permissions;
+  out.elicitations = elicitations;
+  out.notices = allUpdates.filter((u) => u.sessionUpdate === "notice");
 };
 
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];

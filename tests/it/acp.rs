@@ -662,3 +662,52 @@ fn the_pi_acp_adapter_in_front_of_rpc_mode_still_works() {
     assert!(kinds.contains("tool_call"), "{kinds}");
     fake.finish();
 }
+
+/// An extension's dialogs (fixtures/extensions/full.py's `/ui`): its select becomes a permission
+/// request with one option per choice, its input and editor dialogs elicitation forms (the
+/// client offers them), its notify a notice; the command's prompt ends without a model turn.
+#[test]
+fn extension_dialogs_become_permission_requests_and_elicitation_forms() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let extension = crate::fake_provider::fixture_path("extensions/full.py");
+    let args = json!([
+        "--provider",
+        "fake-anthropic",
+        "--model",
+        "fake-claude",
+        "-e",
+        extension.to_string_lossy()
+    ]);
+    let env = [("PI_ACP_ARGS", args.to_string())];
+    let Some(out) = scenario("dialogs", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    let choices: Vec<&str> = out["permissions"][0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(choices, ["red", "green"]);
+    let forms = out["elicitations"].as_array().unwrap();
+    assert_eq!(forms.len(), 2, "{out}");
+    assert_eq!(forms[0]["message"], "Your name?");
+    assert_eq!(forms[0]["mode"], "form");
+    assert_eq!(
+        forms[1]["requestedSchema"]["properties"]["value"]["default"],
+        "line 1\nline 2"
+    );
+    let titles: Vec<&str> = out["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        titles.contains(&"picked green, name Ada, edited edited text"),
+        "{titles:?}"
+    );
+    fake.finish();
+}
