@@ -295,16 +295,30 @@ impl Driver {
     /// Sends a command and waits for its response's `data` (records that come first are handled
     /// as usual). None when the agent refused, is gone, or took longer than `CALL_TIMEOUT`.
     fn call(&mut self, command: AgentCommand) -> Option<Value> {
-        let id = self.send_agent(command)?;
+        self.call_for_error(command).ok()
+    }
+
+    /// `call`, with why it failed: the agent's error text, or that it is gone or silent.
+    fn call_for_error(&mut self, command: AgentCommand) -> Result<Value, RpcError> {
+        let gone = || RpcError::new(INTERNAL_ERROR, "the session has ended");
+        let id = self.send_agent(command).ok_or_else(gone)?;
         let deadline = std::time::Instant::now() + CALL_TIMEOUT;
         loop {
-            let record = self.records.recv_deadline(deadline).ok()?;
+            let record = self.records.recv_deadline(deadline).map_err(|e| match e {
+                crossbeam_channel::RecvTimeoutError::Timeout => {
+                    RpcError::new(INTERNAL_ERROR, "the agent did not answer")
+                }
+                crossbeam_channel::RecvTimeoutError::Disconnected => gone(),
+            })?;
             let Some(value) = record.to_value() else {
                 continue;
             };
             if value["type"] == "response" && value["id"] == id.as_str() {
-                return (value["success"] == true)
-                    .then(|| value.get("data").cloned().unwrap_or(Value::Null));
+                if value["success"] != true {
+                    let error = value["error"].as_str().unwrap_or("refused");
+                    return Err(RpcError::params(format!("Invalid params: {error}")));
+                }
+                return Ok(value.get("data").cloned().unwrap_or(Value::Null));
             }
             self.event(value);
         }
@@ -400,26 +414,7 @@ impl Driver {
                 )));
             }
         };
-        let Some(id) = self.send_agent(command) else {
-            return Err(RpcError::new(INTERNAL_ERROR, "the session has ended"));
-        };
-        let deadline = std::time::Instant::now() + CALL_TIMEOUT;
-        loop {
-            let Ok(record) = self.records.recv_deadline(deadline) else {
-                return Err(RpcError::new(INTERNAL_ERROR, "the agent did not answer"));
-            };
-            let Some(value) = record.to_value() else {
-                continue;
-            };
-            if value["type"] == "response" && value["id"] == id.as_str() {
-                if value["success"] != true {
-                    let error = value["error"].as_str().unwrap_or("refused");
-                    return Err(RpcError::params(format!("Invalid params: {error}")));
-                }
-                break;
-            }
-            self.event(value);
-        }
+        self.call_for_error(command)?;
         // The answer carries the new options.
         self.config_changed = false;
         Ok(json!({"configOptions": self.config_options()}))
