@@ -12,6 +12,8 @@ pub enum Mode {
     Text,
     Json,
     Rpc,
+    /// `--mode acp`: the Agent Client Protocol for editors (README "ACP").
+    Acp,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -70,6 +72,7 @@ pub struct Args {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum RunMode {
     Rpc,
+    Acp,
     Print(crate::rpc::print_mode::Output),
     /// No mode on a terminal: pi's TUI, which pi-rs does not have ([`NO_TUI`]).
     NoTui,
@@ -88,6 +91,7 @@ impl Args {
         use crate::rpc::print_mode::Output;
         match (self.mode, self.print) {
             (Mode::Rpc, _) => RunMode::Rpc,
+            (Mode::Acp, _) => RunMode::Acp,
             (Mode::Json, _) => RunMode::Print(Output::Json),
             (Mode::Text, _) | (Mode::Interactive, true) => RunMode::Print(Output::Text),
             (Mode::Interactive, false) if stdin_is_terminal => RunMode::NoTui,
@@ -179,11 +183,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Long("mode") => {
                 out.mode = match string(parser.value()?, "--mode")?.as_str() {
                     "rpc" => Mode::Rpc,
+                    "acp" => Mode::Acp,
                     "json" => Mode::Json,
                     "text" => Mode::Text,
                     other => {
                         return Err(CliError(format!(
-                            "Invalid --mode \"{other}\". Valid values: text, json, rpc"
+                            "Invalid --mode \"{other}\". Valid values: text, json, rpc, acp"
                         )));
                     }
                 }
@@ -311,13 +316,14 @@ pub fn help_text() -> String {
 const HELP: &str = "\
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
+  pi --mode acp [options]        the Agent Client Protocol (editors: Zed, JetBrains, Neovim)
   pi --list-models [search]      list the models you have credentials for
   pi login <provider> [domain]   subscription login: github-copilot (device code; optional
                                  GitHub Enterprise domain), anthropic, openai-codex (paste code)
   pi logout <provider>           remove the provider's credentials from auth.json
 
 Options:
-  --mode rpc|json|text           protocol mode (json and text: print modes, not yet in pi-rs)
+  --mode rpc|acp|json|text       protocol mode (json and text: print modes, not yet in pi-rs)
   --provider <name>              provider for --model
   --model <pattern>              model id, provider/id, or pattern; optional :<thinking> suffix
   --thinking <level>             off, minimal, low, medium, high, xhigh, max

@@ -7,6 +7,7 @@
 //! go on is an `error::Error` (`Error: <text>`, exit 1). It joins the writer (so every record is
 //! flushed) but never the stdin reader, which may still sit in a blocking read.
 
+mod acp;
 mod agent;
 mod child;
 mod cli;
@@ -114,9 +115,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
         return Err(error::Error::Unsupported(refusal));
     }
 
-    let mut cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
+    let cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
     let agent_dir = config::agent_dir_from_env();
-    let mut config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
+    let config = Config::load(agent_dir.clone(), cwd.clone(), args.project_trust);
     print_warnings(
         config
             .diagnostics
@@ -141,8 +142,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
         rpc::print_text(&config.list_models(search.as_deref()));
         return Ok(0);
     }
-    let print_output = match args.run_mode(print_mode::stdin_is_terminal()) {
-        RunMode::Rpc => None,
+    let run_mode = args.run_mode(print_mode::stdin_is_terminal());
+    let print_output = match run_mode {
+        RunMode::Rpc | RunMode::Acp => None,
         RunMode::Print(output) => Some(output),
         RunMode::NoTui => {
             eprint!("{}", cli::NO_TUI);
@@ -157,15 +159,58 @@ fn run(args: Args) -> Result<u8, error::Error> {
         None => Vec::new(),
     };
 
+    let (signal_tx, signals) = crossbeam_channel::bounded(4);
+    if let Err(e) = signals::spawn(signal_tx) {
+        log::warn!("signals are not handled: {e}");
+    }
+    if run_mode == RunMode::Acp {
+        return Ok(run_acp(args, agent_dir, profile, signals));
+    }
+    let no_session_mcp = mcp::config::McpConfig::default();
+    let setup = match build_setup(args, cwd, agent_dir, config, profile, no_session_mcp)? {
+        Built::Setup(setup) => *setup,
+        Built::Exit(code) => return Ok(code),
+    };
+    // Spill files a session file may refer to outlive the process; otherwise they go at exit.
+    let session_persisted = setup.session.file_path().is_some();
+    let result = match print_output {
+        None => Ok(run_rpc(setup, signals)),
+        Some(output) => run_print(setup, signals, output, print_messages),
+    };
+    if !session_persisted {
+        tools::bash::remove_spill_dir();
+    }
+    result
+}
+
+/// What `build_setup` gives: the agent's setup, or the exit code of a start that stops there.
+enum Built {
+    Setup(Box<agent::AgentSetup>),
+    Exit(u8),
+}
+
+/// Builds one agent's setup from the command line, the start directory and its config: MCP
+/// config (plus `session_mcp`, servers given for this session only), the session, the model,
+/// resources, sandbox, approvals, extensions, the system prompt.
+fn build_setup(
+    args: Args,
+    mut cwd: std::path::PathBuf,
+    agent_dir: std::path::PathBuf,
+    mut config: Config,
+    profile: rpc::Profile,
+    session_mcp: mcp::config::McpConfig,
+) -> Result<Built, error::Error> {
     // MCP servers' resolved `${VAR}` / `!command` values join the redaction set before any
     // session log or the stdout writer exists.
     let mcp_config = (!args.no_mcp).then(|| {
-        mcp::config::load(
+        let mut loaded = mcp::config::load(
             &agent_dir,
             &cwd,
             config.project_trusted(),
             &mcp::config::system_resolver(&cwd),
-        )
+        );
+        loaded.merge(session_mcp);
+        loaded
     });
     if let Some(mcp_config) = &mcp_config {
         config.add_known_secrets(&mcp_config.secrets);
@@ -182,7 +227,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
     // resolve there) and refuses one whose directory is gone; `--continue` stays here.
     if let Some(message) = session.missing_cwd_error(&cwd) {
         eprintln!("{message}");
-        return Ok(1);
+        return Ok(Built::Exit(1));
     }
     let mut args = args;
     if session.cwd() != cwd {
@@ -289,17 +334,11 @@ fn run(args: Args) -> Result<u8, error::Error> {
         args.name.as_deref(),
     );
 
-    let (signal_tx, signals) = crossbeam_channel::bounded(4);
-    if let Err(e) = signals::spawn(signal_tx) {
-        log::warn!("signals are not handled: {e}");
-    }
     let mcp = mcp_config.map(|loaded| {
         let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
         mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
     });
-    // Spill files a session file may refer to outlive the process; otherwise they go at exit.
-    let session_persisted = session.file_path().is_some();
-    let setup = agent::AgentSetup {
+    Ok(Built::Setup(Box::new(agent::AgentSetup {
         mcp,
         extensions: extensions.host,
         extension_events: extensions.events,
@@ -316,15 +355,52 @@ fn run(args: Args) -> Result<u8, error::Error> {
         thinking,
         tool_names,
         system_prompt,
+    })))
+}
+
+/// ACP mode: one agent per ACP session, each built here as a run in the session's directory
+/// would be (`--session <file>` for `session/load` and `session/resume`).
+fn run_acp(
+    args: Args,
+    agent_dir: std::path::PathBuf,
+    profile: rpc::Profile,
+    signals: crossbeam_channel::Receiver<i32>,
+) -> u8 {
+    let start = |start: acp::Start| {
+        let (cwd, session) = (start.cwd, start.session_file);
+        let mut args = args.clone();
+        // The client chooses the session: the command line's session choice does not apply.
+        args.session = session.map(str::to_string);
+        (args.continue_session, args.resume, args.fork) = (false, false, None);
+        let config = Config::load(agent_dir.clone(), cwd.to_path_buf(), args.project_trust);
+        print_warnings(config.diagnostics.iter().map(|Diagnostic::Warning(t)| t));
+        let built = build_setup(
+            args,
+            cwd.to_path_buf(),
+            agent_dir.clone(),
+            config,
+            profile,
+            start.mcp,
+        );
+        match built {
+            Ok(Built::Setup(setup)) => Ok(*setup),
+            Ok(Built::Exit(_)) => Err("the session's working directory no longer exists".into()),
+            Err(e) => Err(e.to_string()),
+        }
     };
-    let result = match print_output {
-        None => Ok(run_rpc(setup, signals)),
-        Some(output) => run_print(setup, signals, output, print_messages),
+    let session_dir = |cwd: &std::path::Path| {
+        let config = Config::load(agent_dir.clone(), cwd.to_path_buf(), args.project_trust);
+        session::open::session_dir(args.session_dir.as_deref(), &config, cwd)
     };
-    if !session_persisted {
+    let code = acp::run(acp::Host {
+        start: &start,
+        session_dir: &session_dir,
+        signals,
+    });
+    if args.no_session {
         tools::bash::remove_spill_dir();
     }
-    result
+    code
 }
 
 /// RPC mode: stdin-reader → agent → stdout-writer.

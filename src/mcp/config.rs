@@ -125,6 +125,19 @@ pub struct McpConfig {
     pub secrets: Vec<String>,
 }
 
+impl McpConfig {
+    /// Adds servers given for one session (an ACP client's `mcpServers`): one named like a
+    /// configured server replaces it.
+    pub fn merge(&mut self, other: McpConfig) {
+        for server in other.servers {
+            self.servers.retain(|s| s.name != server.name);
+            self.servers.push(server);
+        }
+        self.errors.extend(other.errors);
+        self.secrets.extend(other.secrets);
+    }
+}
+
 /// Where values come from: the environment and commands (swapped out in tests).
 pub struct Resolver<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,

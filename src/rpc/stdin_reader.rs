@@ -27,15 +27,29 @@ pub enum Input {
 }
 
 pub fn spawn(input: Box<dyn Read + Send>, to_agent: Sender<Input>) {
+    spawn_framed(input, to_agent, rpc_input);
+}
+
+/// The same reader for another protocol on stdin (`acp`): each frame becomes a `T` by `parse`.
+pub fn spawn_framed<T: Send + 'static>(
+    input: Box<dyn Read + Send>,
+    to: Sender<T>,
+    parse: fn(Frame) -> T,
+) {
     let spawned = std::thread::Builder::new()
         .name("stdin-reader".into())
-        .spawn(move || read_loop(input, MAX_RECORD_BYTES, &to_agent));
+        .spawn(move || read_loop(input, MAX_RECORD_BYTES, &to, parse));
     if let Err(e) = spawned {
         log::error!("cannot start the stdin reader: {e}");
     }
 }
 
-fn read_loop(mut input: Box<dyn Read + Send>, max_record: usize, to_agent: &Sender<Input>) {
+fn read_loop<T>(
+    mut input: Box<dyn Read + Send>,
+    max_record: usize,
+    to_agent: &Sender<T>,
+    parse: fn(Frame) -> T,
+) {
     let mut framer = Framer::new(max_record);
     // Starts small and doubles while reads fill it: an idle client's commands never make the
     // reader's (zeroed, so touched) buffer resident, a large record still reads in big chunks.
@@ -55,35 +69,39 @@ fn read_loop(mut input: Box<dyn Read + Send>, max_record: usize, to_agent: &Send
         if n == chunk.len() && chunk.len() < MAX_CHUNK {
             chunk.resize(chunk.len() * 2, 0);
         }
-        if !deliver(&mut frames, to_agent) {
+        if !deliver(&mut frames, to_agent, parse) {
             return;
         }
     }
     framer.finish(&mut frames);
-    deliver(&mut frames, to_agent);
+    deliver(&mut frames, to_agent, parse);
 }
 
 /// Parses and sends every frame; false once the agent is gone.
-fn deliver(frames: &mut Vec<Frame>, to_agent: &Sender<Input>) -> bool {
+fn deliver<T>(frames: &mut Vec<Frame>, to_agent: &Sender<T>, parse: fn(Frame) -> T) -> bool {
     for frame in frames.drain(..) {
-        let input = match frame {
-            Frame::Record(bytes) => match protocol::parse_record(&bytes) {
-                Ok(request) => Input::Request(request),
-                Err(rejected) => Input::Rejected(rejected),
-            },
-            Frame::TooLong { len } => Input::Rejected(Rejected {
-                id: None,
-                command: "parse".into(),
-                error: format!(
-                    "Failed to parse command: record of {len} bytes exceeds the {MAX_RECORD_BYTES}-byte limit"
-                ),
-            }),
-        };
-        if to_agent.send(input).is_err() {
+        if to_agent.send(parse(frame)).is_err() {
             return false;
         }
     }
     true
+}
+
+/// One frame as an RPC command, or why it is not one.
+fn rpc_input(frame: Frame) -> Input {
+    match frame {
+        Frame::Record(bytes) => match protocol::parse_record(&bytes) {
+            Ok(request) => Input::Request(request),
+            Err(rejected) => Input::Rejected(rejected),
+        },
+        Frame::TooLong { len } => Input::Rejected(Rejected {
+            id: None,
+            command: "parse".into(),
+            error: format!(
+                "Failed to parse command: record of {len} bytes exceeds the {MAX_RECORD_BYTES}-byte limit"
+            ),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -94,8 +112,9 @@ mod tests {
     fn delivers_every_record_then_disconnects() {
         let (tx, rx) = crossbeam_channel::bounded(4);
         let data = b"{\"type\":\"get_state\"}\nbad\n{\"id\":1,\"type\":\"abort\"}".to_vec();
-        let handle =
-            std::thread::spawn(move || read_loop(Box::new(std::io::Cursor::new(data)), 1024, &tx));
+        let handle = std::thread::spawn(move || {
+            read_loop(Box::new(std::io::Cursor::new(data)), 1024, &tx, rpc_input)
+        });
         let inputs: Vec<Input> = rx.iter().collect();
         handle.join().unwrap();
         assert_eq!(inputs.len(), 3);
@@ -113,7 +132,12 @@ mod tests {
             data.extend(format!("{{\"type\":\"prompt\",\"message\":\"{message}\"}}\n").bytes());
         }
         let handle = std::thread::spawn(move || {
-            read_loop(Box::new(std::io::Cursor::new(data)), MAX_RECORD_BYTES, &tx)
+            read_loop(
+                Box::new(std::io::Cursor::new(data)),
+                MAX_RECORD_BYTES,
+                &tx,
+                rpc_input,
+            )
         });
         let inputs: Vec<Input> = rx.iter().collect();
         handle.join().unwrap();

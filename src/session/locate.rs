@@ -56,6 +56,21 @@ pub fn find_most_recent(dir: &Path) -> Option<PathBuf> {
     newest.map(|(_, path)| path)
 }
 
+/// The sessions in `dir` with a valid header, most recently active first, each with its last
+/// activity (ms since the epoch, as `--session` ranks matches).
+pub fn list_sessions(dir: &Path) -> Vec<(PathBuf, super::SessionHeader, i64)> {
+    let mut found: Vec<_> = jsonl_files(dir)
+        .into_iter()
+        .filter_map(|path| {
+            let header = file::read_header(&path)?;
+            let activity = last_activity_ms(&path, header.timestamp());
+            Some((path, header, activity))
+        })
+        .collect();
+    found.sort_by_key(|(_, _, activity)| std::cmp::Reverse(*activity));
+    found
+}
+
 /// How a `--session` / `--fork` argument resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SessionArg {

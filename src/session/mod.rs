@@ -32,7 +32,8 @@ use crate::time::now_iso;
 pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 use index::IdIndex;
 pub use locate::{
-    SessionArg, default_session_dir, find_most_recent, resolve_session_arg, session_file_name,
+    SessionArg, default_session_dir, find_most_recent, list_sessions, resolve_session_arg,
+    session_file_name,
 };
 pub use tree::{Label, context_message};
 

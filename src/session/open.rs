@@ -97,13 +97,7 @@ pub fn open_for_start(
     if choice.resume {
         return Err(OpenError::ResumeNeedsPicker);
     }
-    let dir = match choice.session_dir {
-        Some(dir) => cwd.join(crate::paths::expand_tilde(dir, &crate::paths::home_dir())),
-        None => config::session_dir_from_env()
-            .or_else(|| config.session_dir())
-            .map(|d| cwd.join(d))
-            .unwrap_or_else(|| super::default_session_dir(&config.agent_dir, cwd)),
-    };
+    let dir = session_dir(choice.session_dir, config, cwd);
     let sessions_root = config.agent_dir.join("sessions");
     let open = |path: &Path, warnings: &mut Vec<String>| -> Result<SessionLog, SessionError> {
         let (log, found) = SessionLog::open(path, Some(&dir), cwd)?;
@@ -153,6 +147,18 @@ pub fn open_for_start(
         return Ok(opened(log, true));
     }
     Ok(opened(SessionLog::create(&dir, cwd)?, false))
+}
+
+/// Where the sessions of a run in `cwd` live: `--session-dir` (`flag`), else `PI_SESSION_DIR`,
+/// else the `sessionDir` setting, else the per-cwd default.
+pub fn session_dir(flag: Option<&str>, config: &Config, cwd: &Path) -> PathBuf {
+    match flag {
+        Some(dir) => cwd.join(crate::paths::expand_tilde(dir, &crate::paths::home_dir())),
+        None => config::session_dir_from_env()
+            .or_else(|| config.session_dir())
+            .map(|d| cwd.join(d))
+            .unwrap_or_else(|| super::default_session_dir(&config.agent_dir, cwd)),
+    }
 }
 
 fn opened(log: SessionLog, resumed: bool) -> Opened {

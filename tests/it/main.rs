@@ -2,6 +2,7 @@
 //! provider on 127.0.0.1. See `support.rs` for how to run it against the reference pi.
 
 mod abort;
+mod acp;
 mod apis;
 mod approvals;
 mod cloud_providers;

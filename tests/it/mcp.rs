@@ -23,7 +23,7 @@ use crate::support::{
 };
 
 /// The everything server's entry point, or why it is not there (a failure under CI=true).
-fn everything_server() -> Option<(PathBuf, PathBuf)> {
+pub fn everything_server() -> Option<(PathBuf, PathBuf)> {
     let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "target/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     );

@@ -26,24 +26,24 @@ use crate::sse;
 use crate::support::{Workspace, binary, isolate_env};
 
 /// An installed reference, as `tests/install_reference.sh --check` describes it.
-pub(crate) struct Reference {
-    pub(crate) node: PathBuf,
-    pub(crate) package: PathBuf,
+pub struct Reference {
+    pub node: PathBuf,
+    pub package: PathBuf,
 }
 
-fn repo_path(relative: &str) -> PathBuf {
+pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
 /// Under `CI=true` a missing prerequisite fails the test; elsewhere the test is skipped.
-fn missing(what: &str) {
+pub fn missing(what: &str) {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{what} (CI=true: the client tests must run; .ci/run installs what they need)");
     }
     eprintln!("SKIPPED: {what}");
 }
 
-pub(crate) fn reference(version: &str) -> Option<Reference> {
+pub fn reference(version: &str) -> Option<Reference> {
     let output = Command::new("bash")
         .arg(repo_path("tests/install_reference.sh"))
         .args(["--check", version])
@@ -70,7 +70,7 @@ pub(crate) fn reference(version: &str) -> Option<Reference> {
 }
 
 /// Writes models.json for the fake provider into the workspace's agent dir, plus settings.
-fn prepare(workspace: &Workspace, fake: &FakeProvider, settings: serde_json::Value) {
+pub fn prepare(workspace: &Workspace, fake: &FakeProvider, settings: serde_json::Value) {
     let models = fixture("models.json").replace("__BASE_URL__", &fake.base_url());
     std::fs::write(workspace.agent_dir().join("models.json"), models).expect("models.json");
     std::fs::write(
@@ -82,7 +82,7 @@ fn prepare(workspace: &Workspace, fake: &FakeProvider, settings: serde_json::Val
 
 /// Runs `program args` in the workspace's cwd with the suite's scrubbed environment plus `env`;
 /// kills it after `limit`. Returns (success, stdout, stderr).
-fn run_in(
+pub fn run_in(
     workspace: &Workspace,
     program: &Path,
     args: &[&str],

@@ -1,0 +1,713 @@
+//! `pi --mode acp` through the binary. The JSON-RPC transport is checked with raw lines (errors
+//! and their ids, the process going on); everything else by an editor's side written with the
+//! official SDK (`tests/clients/acp_client.mjs` on `@agentclientprotocol/sdk`, installed by
+//! `tests/install_acp_sdk.sh`, run by the reference pi's Node 22), which also checks every line
+//! pi-rs writes against the SDK's schemas. Against the fake provider on 127.0.0.1.
+//!
+//! Under `CI=true` a missing SDK or Node fails these tests; elsewhere they say why they skip.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply, fixture};
+use crate::mcp::everything_server;
+use crate::reference_clients::{missing, prepare, reference, repo_path, run_in};
+use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text};
+use crate::support::{Workspace, binary, isolate_env};
+
+const MODEL_ARGS: [&str; 4] = ["--provider", "fake-anthropic", "--model", "fake-claude"];
+
+/// The SDK's folder and a Node that runs it, or None (a failure under CI=true).
+fn sdk() -> Option<(PathBuf, PathBuf)> {
+    let dir = repo_path("target/acp-sdk/node_modules/@agentclientprotocol/sdk");
+    if !dir.join("dist/v1/stable/acp.js").exists() {
+        missing(&format!(
+            "the ACP SDK is not installed at {}: run tests/install_acp_sdk.sh",
+            dir.display()
+        ));
+        return None;
+    }
+    let reference = reference("1.6.0")?;
+    Some((dir, reference.node))
+}
+
+/// Runs one scenario of acp_client.mjs; returns what it printed (it must exit 0: every line
+/// pi-rs wrote passed the SDK's schemas and the scenario finished).
+fn scenario(
+    name: &str,
+    workspace: &Workspace,
+    fake: &FakeProvider,
+    settings: Value,
+    env: &[(&str, String)],
+) -> Option<Value> {
+    let (sdk, node) = sdk()?;
+    prepare(workspace, fake, settings);
+    if let Some((_, models)) = env.iter().find(|(name, _)| *name == "MODELS_JSON") {
+        std::fs::write(workspace.agent_dir().join("models.json"), models).unwrap();
+    }
+    let script = repo_path("tests/clients/acp_client.mjs");
+    let mut vars = vec![
+        ("ACP_SDK", sdk.to_string_lossy().into_owned()),
+        ("PI_RS_BIN", binary().to_string_lossy().into_owned()),
+        ("PI_ACP_SCENARIO", name.to_string()),
+        ("PI_ACP_ARGS", json!(MODEL_ARGS).to_string()),
+    ];
+    vars.extend(env.iter().cloned());
+    let (ok, stdout, stderr) = run_in(
+        workspace,
+        &node,
+        &[&script.to_string_lossy()],
+        &vars,
+        Duration::from_secs(90),
+    );
+    let out: Value = stdout
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!("no result from the client\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        });
+    assert!(
+        ok,
+        "the ACP client failed: {}\nstderr:\n{stderr}",
+        serde_json::to_string_pretty(&out["problems"]).unwrap()
+    );
+    assert_eq!(out["exitCode"], 0, "pi-rs's exit code; stderr:\n{stderr}");
+    Some(out)
+}
+
+fn kinds(updates: &Value) -> Vec<String> {
+    updates
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|u| u["sessionUpdate"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Raw JSON-RPC: every standard error with the right id, and the connection goes on.
+#[test]
+fn transport_errors_get_their_codes_and_ids_and_the_process_goes_on() {
+    let workspace = Workspace::new();
+    let mut command = Command::new(binary());
+    command
+        .args(["--mode", "acp"])
+        .current_dir(workspace.cwd())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    isolate_env(&mut command, &workspace.agent_dir(), workspace.root());
+    let mut child = command.spawn().expect("start pi --mode acp");
+    let mut stdin = child.stdin.take().unwrap();
+    let cwd = workspace.cwd().to_string_lossy().into_owned();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}"#.into(),
+        "{not json".into(),
+        "[]".into(),
+        r#"{"jsonrpc":"1.0","id":"old","method":"initialize"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":"m","method":"no/such"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"x","prompt":[]}}"#.into(),
+        r#"{"jsonrpc":"2.0","method":"no/such/notification"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":99,"result":{}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"relative"}}"#.into(),
+        format!(r#"{{"jsonrpc":"2.0","id":6,"method":"session/list","params":{{"cwd":"{cwd}"}}}}"#),
+    ];
+    for line in &lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let replies: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).expect("a JSON line"))
+        .collect();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let codes: Vec<(Value, Value)> = replies
+        .iter()
+        .map(|r| (r["id"].clone(), r["error"]["code"].clone()))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            (json!(1), json!(-32600)), // before initialize
+            (json!(2), Value::Null),
+            (Value::Null, json!(-32700)),
+            (Value::Null, json!(-32600)),
+            (json!("old"), json!(-32600)),
+            (json!("m"), json!(-32601)),
+            (json!(3), json!(-32602)),
+            (json!(4), json!(-32002)),
+            (json!(5), json!(-32602)),
+            (json!(6), Value::Null),
+        ],
+        "{replies:#?}"
+    );
+    assert_eq!(replies[1]["result"]["protocolVersion"], 1);
+    assert_eq!(replies[9]["result"], json!({"sessions": []}));
+    for reply in &replies {
+        assert_eq!(reply["jsonrpc"], "2.0");
+    }
+}
+
+/// initialize, a session, a turn in which the model calls bash, a prompt with an image and
+/// resources, the thinking level, a provider error shown as the prompt's error.
+#[test]
+fn a_turn_with_a_tool_call_streams_updates_and_maps_stop_reasons() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_bash("toolu_1", "echo from-bash")),
+        Reply::sse(anthropic_text(&["Ran ", "it."])),
+        Reply::sse(anthropic_text(&["Seen."])),
+        Reply::status(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is broken"}}"#,
+            &[],
+        ),
+        Reply::sse(anthropic_text(&["Fixed."])),
+    ]);
+    let workspace = Workspace::new();
+    let prompts = workspace.agent_dir().join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::write(
+        prompts.join("fix.md"),
+        "---\ndescription: Fix something\n---\nPlease fix $ARGUMENTS",
+    )
+    .unwrap();
+    let Some(out) = scenario("turn", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    let caps = &out["init"]["agentCapabilities"];
+    assert_eq!(out["init"]["protocolVersion"], 1);
+    assert_eq!(caps["loadSession"], true);
+    assert_eq!(caps["promptCapabilities"]["image"], true);
+    assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
+    assert_eq!(out["init"]["authMethods"][0]["id"], "pi-login");
+    let options = out["session"]["configOptions"].as_array().unwrap();
+    assert_eq!(options[0]["id"], "model");
+    assert_eq!(options[0]["currentValue"], "fake-anthropic/fake-claude");
+    assert_eq!(options[1]["id"], "thought_level");
+
+    assert_eq!(out["first"]["stopReason"], "end_turn");
+    assert_eq!(out["firstText"], "Ran it.");
+    let updates = &out["firstUpdates"];
+    let kinds = kinds(updates);
+    let first_call = kinds.iter().position(|k| k == "tool_call").unwrap();
+    let first_text = kinds
+        .iter()
+        .position(|k| k == "agent_message_chunk")
+        .unwrap();
+    assert!(first_call < first_text, "{kinds:?}");
+    let call = &updates[first_call];
+    assert_eq!(call["toolCallId"], "toolu_1");
+    assert_eq!(call["kind"], "execute");
+    let done = updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["status"] == "completed")
+        .expect("a completed tool call");
+    assert_eq!(done["toolCallId"], "toolu_1");
+    assert!(done["content"].to_string().contains("from-bash"), "{done}");
+    let with_input = updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["rawInput"]["command"] == "echo from-bash");
+    assert!(with_input.is_some(), "{updates}");
+
+    assert_eq!(out["second"]["stopReason"], "end_turn");
+    assert_eq!(out["secondText"], "Seen.");
+    let requests = fake.requests();
+    let prompt = requests[2].messages().last().cloned().unwrap();
+    let content = prompt["content"].to_string();
+    assert!(content.contains("look at these"), "{content}");
+    assert!(
+        content.contains("[linked.txt](file:///tmp/linked.txt)"),
+        "{content}"
+    );
+    assert!(
+        content.contains("<file name=\\\"/tmp/embedded.txt\\\">\\nembedded body"),
+        "{content}"
+    );
+    assert!(content.contains("\"image\""), "{content}");
+
+    let levels = out["setLevel"]["configOptions"][1].clone();
+    assert_eq!(levels["currentValue"], "high");
+    assert_eq!(out["badLevel"]["code"], -32602, "{}", out["badLevel"]);
+    assert_eq!(out["providerError"]["code"], -32603);
+    assert!(
+        out["providerError"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("prompt is broken"),
+        "{}",
+        out["providerError"]
+    );
+    assert_eq!(out["unknownSession"]["code"], -32002);
+    // The template is offered and expands like over RPC.
+    let all = out["allUpdates"].as_array().unwrap();
+    let commands = all
+        .iter()
+        .find(|u| u["sessionUpdate"] == "available_commands_update")
+        .expect("available_commands_update");
+    assert!(
+        commands["availableCommands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "fix" && c["description"] == "Fix something"),
+        "{commands}"
+    );
+    assert_eq!(out["commandsPrompt"]["stopReason"], "end_turn");
+    let expanded = fake.requests()[4].messages().last().cloned().unwrap();
+    assert!(
+        expanded.to_string().contains("Please fix the bug"),
+        "{expanded}"
+    );
+    // Context use and cost after each prompt.
+    let usage = all
+        .iter()
+        .find(|u| u["sessionUpdate"] == "usage_update")
+        .expect("usage_update");
+    assert_eq!(usage["size"], 200000);
+    assert_eq!(usage["cost"]["currency"], "USD");
+    fake.finish();
+}
+
+/// Two sessions in two folders prompted at once, both streams interleaved: each session's
+/// updates are one whole reply, and each session file holds its own prompt and that reply.
+#[test]
+fn two_sessions_at_once_never_mix_their_updates() {
+    let slow = |text: &str| {
+        let parts: Vec<String> = (0..6).map(|i| format!("{text}-{i} ")).collect();
+        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+        Reply::sse_slow(
+            AnthropicStream::new().text(&parts).finish("end_turn"),
+            Duration::from_millis(30),
+        )
+    };
+    let fake = FakeProvider::start(vec![slow("one"), slow("two")]);
+    let workspace = Workspace::new();
+    let second = workspace.root().join("project-two");
+    std::fs::create_dir_all(&second).unwrap();
+    let env = [("PI_ACP_CWD2", second.to_string_lossy().into_owned())];
+    let Some(out) = scenario("two", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["stops"], json!(["end_turn", "end_turn"]));
+    let whole = |word: &str| (0..6).map(|i| format!("{word}-{i} ")).collect::<String>();
+    let (a, b) = (
+        out["texts"]["a"].as_str().unwrap(),
+        out["texts"]["b"].as_str().unwrap(),
+    );
+    let mut got = [a.to_string(), b.to_string()];
+    got.sort();
+    assert_eq!(got, [whole("one"), whole("two")], "{out}");
+    // Each session's file: its own prompt, and the reply its client saw.
+    for (key, prompt, dir) in [("a", "from A", workspace.cwd()), ("b", "from B", second)] {
+        let session_id = out["sessions"][key].as_str().unwrap();
+        let sessions = workspace.agent_dir().join("sessions");
+        let file = find_session_file(&sessions, session_id)
+            .unwrap_or_else(|| panic!("no session file for {session_id} ({})", dir.display()));
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.contains(prompt), "{text}");
+        let seen = out["texts"][key].as_str().unwrap();
+        assert!(text.contains(&json!(seen).to_string()), "{text}");
+    }
+    fake.finish();
+}
+
+fn find_session_file(root: &std::path::Path, session_id: &str) -> Option<PathBuf> {
+    for dir in std::fs::read_dir(root).ok()?.flatten() {
+        for file in std::fs::read_dir(dir.path()).ok()?.flatten() {
+            let name = file.file_name().to_string_lossy().into_owned();
+            if name.ends_with(&format!("_{session_id}.jsonl")) {
+                return Some(file.path());
+            }
+        }
+    }
+    None
+}
+
+/// session/cancel while a tool runs: the prompt ends `cancelled` (not after the tool's 30 s), and
+/// the session takes the next prompt.
+#[test]
+fn cancel_ends_the_prompt_as_cancelled_and_the_session_goes_on() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_bash("toolu_block", "sleep 30; echo never")),
+        Reply::sse(anthropic_text(&["Back."])),
+    ]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("cancel", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(out["cancelled"]["stopReason"], "cancelled", "{out}");
+    assert_eq!(out["after"]["stopReason"], "end_turn");
+    assert_eq!(out["afterText"], "Back.");
+    fake.finish();
+}
+
+/// The approval gate's ask becomes session/request_permission: "allow always" runs the call and
+/// is remembered (the same call later is not asked), "reject" refuses it.
+#[test]
+fn approval_asks_become_permission_requests() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_bash("toolu_a", "echo allowed")),
+        Reply::sse(anthropic_bash("toolu_b", "echo allowed")),
+        Reply::sse(anthropic_text(&["Both ran."])),
+        Reply::sse(anthropic_bash("toolu_c", "echo refused")),
+        Reply::sse(anthropic_text(&["Refused."])),
+    ]);
+    let workspace = Workspace::new();
+    let settings = json!({"approvals": {"tools": {"bash": "ask"}, "timeoutSeconds": 20}});
+    let Some(out) = scenario("permission", &workspace, &fake, settings, &[]) else {
+        return;
+    };
+    assert_eq!(out["first"]["stopReason"], "end_turn");
+    assert_eq!(out["askedAfterFirst"], 1, "{out}");
+    let permissions = out["permissions"].as_array().unwrap();
+    assert_eq!(permissions.len(), 2, "{out}");
+    assert_eq!(permissions[0]["toolCall"]["toolCallId"], "toolu_a");
+    let kinds: Vec<&str> = permissions[0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(permissions[1]["toolCall"]["toolCallId"], "toolu_c");
+    let statuses: Vec<(String, String)> = out["toolUpdates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["status"] == "completed" || u["status"] == "failed")
+        .map(|u| {
+            (
+                u["toolCallId"].as_str().unwrap().to_string(),
+                u["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("toolu_a".to_string(), "completed".to_string()),
+            ("toolu_b".to_string(), "completed".to_string()),
+            ("toolu_c".to_string(), "failed".to_string()),
+        ]
+    );
+    fake.finish();
+}
+
+/// session/cancel while a permission request is open: the prompt ends `cancelled`, the agent
+/// withdraws the request (`$/cancel_request`, the client's handler sees its abort signal) and the
+/// tool never runs.
+#[test]
+fn cancel_withdraws_an_open_permission_request() {
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_bash(
+        "toolu_ask",
+        "touch ran-anyway",
+    ))]);
+    let workspace = Workspace::new();
+    let settings = json!({"approvals": {"tools": {"bash": "ask"}, "timeoutSeconds": 30}});
+    let Some(out) = scenario("cancelAsk", &workspace, &fake, settings, &[]) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "cancelled", "{out}");
+    assert_eq!(out["permissions"], 1);
+    assert_eq!(out["withdrawn"], json!([1]), "{out}");
+    assert_eq!(out["permissionAborted"], true);
+    assert!(!workspace.cwd().join("ran-anyway").exists());
+    fake.finish();
+}
+
+/// A session with a write is closed, listed, loaded with its history replayed (the user's text,
+/// the tool call with its arguments and diff, the reply), prompted again with that history, then
+/// closed and resumed without a replay.
+#[test]
+fn sessions_close_list_and_load_with_their_history_replayed() {
+    let write = json!({"path": "notes.txt", "content": "hello notes\n"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_w", "write", &[&write])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Wrote it."])),
+        Reply::sse(anthropic_text(&["Still here."])),
+    ]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("load", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(
+        out["init"]["agentCapabilities"]["sessionCapabilities"],
+        json!({"list": {}, "close": {}, "resume": {}})
+    );
+    let id = out["sessionId"].as_str().unwrap();
+    let live_diff = out["live"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["status"] == "completed")
+        .map(|u| u["content"][0].clone())
+        .unwrap();
+    let path = workspace.cwd().join("notes.txt");
+    assert_eq!(
+        live_diff,
+        json!({"type": "diff", "path": path.to_string_lossy(), "oldText": null, "newText": "hello notes\n"})
+    );
+    assert_eq!(out["close"], json!({}));
+    assert_eq!(out["closedPrompt"]["code"], -32002);
+    let listed: Vec<&str> = out["list"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [id]);
+    assert_eq!(
+        out["list"]["sessions"][0]["cwd"],
+        workspace.cwd().to_string_lossy().as_ref()
+    );
+    // (The first prompt's usage_update may land after the client's reset: not part of it.)
+    let replay: Vec<Value> = out["replay"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .cloned()
+        .collect();
+    let replay = &Value::Array(replay);
+    assert_eq!(
+        kinds(replay),
+        [
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ],
+        "{replay}"
+    );
+    assert_eq!(replay[0]["content"]["text"], "write it");
+    assert_eq!(replay[1]["rawInput"]["path"], "notes.txt");
+    assert_eq!(replay[2]["content"][0], live_diff);
+    assert_eq!(replay[3]["content"]["text"], "Wrote it.");
+    assert_eq!(out["again"]["stopReason"], "end_turn");
+    assert_eq!(out["againText"], "Still here.");
+    let requests = fake.requests();
+    assert_eq!(
+        requests[2].messages().len(),
+        5,
+        "the loaded history reached the model"
+    );
+    assert_eq!(out["missing"]["code"], -32002);
+    // Only an exact id of this directory's sessions opens one.
+    assert_eq!(out["prefix"]["code"], -32002);
+    assert_eq!(out["pathLike"]["code"], -32002);
+    assert_eq!(
+        out["loadOpen"]["code"], -32600,
+        "an open session is not loaded twice"
+    );
+    assert_eq!(out["resume"]["configOptions"][0]["id"], "model");
+    assert_eq!(out["resumeReplayed"], 0);
+    fake.finish();
+}
+
+/// A real MCP server (the everything server over stdio) passed by the client in session/new:
+/// the model calls its echo tool; an SSE server is refused with invalid params.
+#[test]
+fn the_clients_mcp_server_serves_the_session() {
+    let Some((node, entry)) = everything_server() else {
+        return;
+    };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use(
+                    "toolu_m",
+                    "mcp__everything__echo",
+                    &[r#"{"message":"hello from acp"}"#],
+                )
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Echoed."])),
+    ]);
+    let workspace = Workspace::new();
+    let server = json!({"name": "everything", "command": node.to_string_lossy(),
+        "args": [entry.to_string_lossy(), "stdio"],
+        "env": [{"name": "ACP_TEST_TOKEN", "value": "acp-secret-value-123"}]});
+    let env = [("PI_ACP_MCP", server.to_string())];
+    let Some(out) = scenario("mcp", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn");
+    let done = out["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["status"] == "completed")
+        .cloned()
+        .unwrap_or_else(|| panic!("no completed call: {out}"));
+    assert_eq!(done["toolCallId"], "toolu_m");
+    assert!(
+        done["content"].to_string().contains("Echo: hello from acp"),
+        "{done}"
+    );
+    let declared = fake.requests()[0].body["tools"].to_string();
+    assert!(declared.contains("mcp__everything__echo"), "{declared}");
+    assert_eq!(out["badServer"]["code"], -32602);
+    fake.finish();
+}
+
+/// A client that shows notices and compactions sees a threshold compaction (in progress, then
+/// completed with its summary) and a retried request as a warning notice.
+#[test]
+fn compactions_and_retries_are_shown_to_a_client_that_shows_them() {
+    let summary = "## Goal\nExercise compaction over ACP.";
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_text(&[&format!(
+            "First answer. {}",
+            "bravo ".repeat(200)
+        )])),
+        Reply::sse(
+            AnthropicStream::new()
+                .input_tokens(3500)
+                .text(&["Second answer."])
+                .finish("end_turn"),
+        ),
+        Reply::sse(anthropic_text(&[summary])),
+        Reply::status(
+            529,
+            fixture("anthropic/error_529.json"),
+            &[("retry-after", "0")],
+        ),
+        Reply::sse(anthropic_text(&["After the retry."])),
+    ]);
+    let workspace = Workspace::new();
+    let models = fixture("models_small_window.json").replace("__BASE_URL__", &fake.base_url());
+    let settings = json!({"compaction": {"reserveTokens": 1000, "keepRecentTokens": 200},
+        "retry": {"baseDelayMs": 20}});
+    let env = [
+        ("MODELS_JSON", models),
+        (
+            "PI_ACP_ARGS",
+            json!([
+                "--provider",
+                "fake-anthropic",
+                "--model",
+                "fake-claude-small"
+            ])
+            .to_string(),
+        ),
+    ];
+    let Some(out) = scenario("state", &workspace, &fake, settings, &env) else {
+        return;
+    };
+    assert_eq!(out["stops"], json!(["end_turn", "end_turn", "end_turn"]));
+    let all = out["allUpdates"].as_array().unwrap();
+    let compactions: Vec<&Value> = all
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "compaction_update")
+        .collect();
+    assert_eq!(compactions.len(), 2, "{all:?}");
+    assert_eq!(compactions[0]["status"], "in_progress");
+    assert_eq!(compactions[1]["status"], "completed");
+    assert_eq!(
+        compactions[0]["compactionId"],
+        compactions[1]["compactionId"]
+    );
+    let text = compactions[1]["summary"][0]["text"].as_str().unwrap();
+    assert!(text.contains(summary), "{text}");
+    let notice = all
+        .iter()
+        .find(|u| u["sessionUpdate"] == "notice")
+        .expect("a retry notice");
+    assert_eq!(notice["severity"], "warning");
+    assert!(
+        notice["title"].as_str().unwrap().contains("attempt 1"),
+        "{notice}"
+    );
+    fake.finish();
+}
+
+/// The pi-acp route keeps working: pi-acp 0.0.34 (npm) in front of `pi --mode rpc` does a turn
+/// with a tool call for the same SDK client (the model from settings: pi-acp passes no flags).
+#[test]
+fn the_pi_acp_adapter_in_front_of_rpc_mode_still_works() {
+    let adapter = repo_path("target/acp-sdk/node_modules/pi-acp/dist/index.js");
+    if !adapter.exists() {
+        missing("pi-acp is not installed: run tests/install_acp_sdk.sh");
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_bash("toolu_r", "echo via-rpc")),
+        Reply::sse(anthropic_text(&["Done via ", "rpc."])),
+    ]);
+    let workspace = Workspace::new();
+    let settings = json!({"defaultProvider": "fake-anthropic", "defaultModel": "fake-claude"});
+    let env = [("PI_ACP_ADAPTER", adapter.to_string_lossy().into_owned())];
+    let Some(out) = scenario("route", &workspace, &fake, settings, &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    // (pi-acp puts a line break before the text that follows a tool call.)
+    assert_eq!(out["text"].as_str().unwrap().trim(), "Done via rpc.");
+    let kinds = out["kinds"].to_string();
+    assert!(kinds.contains("tool_call"), "{kinds}");
+    fake.finish();
+}
+
+/// An extension's dialogs (fixtures/extensions/full.py's `/ui`): its select becomes a permission
+/// request with one option per choice, its input and editor dialogs elicitation forms (the
+/// client offers them), its notify a notice; the command's prompt ends without a model turn.
+#[test]
+fn extension_dialogs_become_permission_requests_and_elicitation_forms() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let extension = crate::fake_provider::fixture_path("extensions/full.py");
+    let args = json!([
+        "--provider",
+        "fake-anthropic",
+        "--model",
+        "fake-claude",
+        "-e",
+        extension.to_string_lossy()
+    ]);
+    let env = [("PI_ACP_ARGS", args.to_string())];
+    let Some(out) = scenario("dialogs", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    let choices: Vec<&str> = out["permissions"][0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(choices, ["red", "green"]);
+    let forms = out["elicitations"].as_array().unwrap();
+    assert_eq!(forms.len(), 2, "{out}");
+    assert_eq!(forms[0]["message"], "Your name?");
+    assert_eq!(forms[0]["mode"], "form");
+    assert_eq!(
+        forms[1]["requestedSchema"]["properties"]["value"]["default"],
+        "line 1\nline 2"
+    );
+    let titles: Vec<&str> = out["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        titles.contains(&"picked green, name Ada, edited edited text"),
+        "{titles:?}"
+    );
+    fake.finish();
+}
