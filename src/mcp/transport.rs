@@ -209,14 +209,13 @@ impl StdioTransport {
         generation: u64,
         tx: Tx,
     ) -> Result<StdioTransport, TransportError> {
-        use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(command);
         cmd.args(args)
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        crate::child::isolate(&mut cmd, crate::child::Origin::Agent);
         // pi-rs's environment without credentials, plus what the entry sets explicitly.
         crate::tools::env::scrub(&mut cmd);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));

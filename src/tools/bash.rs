@@ -1,6 +1,6 @@
 //! The bash tool and the shell runner it shares with the RPC `bash` command.
 //!
-//! `run_shell` starts `<shell> -c <command>` in its own process group (stdin null, stdout and
+//! `run_shell` starts `<shell> -c <command>` in its own session and process group (stdin null, stdout and
 //! stderr merged into one pipe so chunks keep their arrival order), streams output chunks and
 //! periodic ticks to a callback, and ends when the shell exited and the pipe closed (or 100 ms
 //! after exit when a background grandchild keeps the pipe open). Cancel or timeout SIGKILLs the
@@ -14,7 +14,6 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -143,8 +142,13 @@ pub fn run_shell(
         .env("PATH", shell_path_env(request.agent_dir))
         .stdin(Stdio::null())
         .stdout(writer)
-        .stderr(writer_for_stderr)
-        .process_group(0);
+        .stderr(writer_for_stderr);
+    // The client's own command keeps root's capabilities; a tool call's shell does not.
+    let origin = match request.sandbox {
+        Some(_) => crate::child::Origin::Agent,
+        None => crate::child::Origin::Client,
+    };
+    crate::child::isolate(&mut command, origin);
     if let Some(policy) = request.sandbox {
         crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
     }

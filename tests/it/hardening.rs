@@ -1,0 +1,201 @@
+//! Security round 3 (issue 29): what an attacker found in the sandbox, MCP, credentials and
+//! long-lived state, each through the binary. The round-2 cases are in `security.rs`,
+//! `sandbox.rs` and `secrets.rs`.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use serde_json::json;
+
+use crate::fake_provider::FakeProvider;
+use crate::security::{tool_calls_replies, tool_end};
+use crate::support::{Pi, Setup};
+
+// ---- item 1: tool children have no controlling terminal ---------------------------------------
+
+/// The pseudo-terminal's slave side the next `as_terminal_session` hook makes pi-rs's controlling
+/// terminal (one test uses it).
+static TERMINAL_SLAVE: AtomicI32 = AtomicI32::new(-1);
+
+/// Between fork and exec: pi-rs leads a session whose controlling terminal is the test's
+/// pseudo-terminal, as when a user starts it from a shell.
+fn as_terminal_session() -> std::io::Result<()> {
+    // SAFETY: plain syscalls between fork and exec on an fd the parent opened.
+    unsafe {
+        if libc::setsid() < 0
+            || libc::ioctl(TERMINAL_SLAVE.load(Ordering::SeqCst), libc::TIOCSCTTY, 0) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A pseudo-terminal: (master fd, slave fd, slave path).
+fn open_pty() -> (i32, i32, String) {
+    // SAFETY: the usual posix_openpt sequence; the buffer outlives ptsname_r.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        let slave = libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(slave >= 0, "open {path}");
+        (master, slave, path)
+    }
+}
+
+/// Whatever the terminal's output side holds now (the echo of injected input shows up here).
+fn drain_master(master: i32) -> String {
+    let mut collected = Vec::new();
+    let mut buffer = [0u8; 4096];
+    // SAFETY: non-blocking reads into a stack buffer.
+    unsafe {
+        let flags = libc::fcntl(master, libc::F_GETFL);
+        libc::fcntl(master, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        loop {
+            let n = libc::read(master, buffer.as_mut_ptr().cast(), buffer.len());
+            if n <= 0 {
+                break;
+            }
+            collected.extend_from_slice(&buffer[..n as usize]);
+        }
+    }
+    String::from_utf8_lossy(&collected).into_owned()
+}
+
+/// pi-rs started from a terminal: the model's shell tries to type `echo PWNED` into that
+/// terminal with `TIOCSTI`, through `/dev/tty` and through the terminal's own name, and to make
+/// the terminal its own (`TIOCSCTTY` with steal). Every attempt fails (no controlling terminal in
+/// the tool's new session; no CAP_SYS_ADMIN for a root pi-rs's children) and nothing reaches the
+/// terminal's input.
+#[test]
+fn a_tool_shell_cannot_type_into_pi_rs_terminal() {
+    let (master, slave, slave_path) = open_pty();
+    TERMINAL_SLAVE.store(slave, Ordering::SeqCst);
+    let script = format!(
+        r#"python3 - <<'EOF'
+import os, fcntl, termios
+for path in ['/dev/tty', '{slave_path}']:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as e:
+        print(path, 'open-failed', e.errno)
+        continue
+    try:
+        fcntl.ioctl(fd, termios.TIOCSCTTY, 1)
+        print(path, 'stolen')
+    except OSError as e:
+        print(path, 'steal-failed', e.errno)
+    try:
+        for c in b'echo PWNED\n':
+            fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))
+        print(path, 'injected')
+    except OSError as e:
+        print(path, 'inject-failed', e.errno)
+print('end')
+EOF"#
+    );
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({ "command": script }),
+    )]));
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).pre_exec(as_terminal_session));
+    // SAFETY: pi-rs holds its own copy.
+    unsafe { libc::close(slave) };
+    // Control: pi-rs really has the terminal (field 7 of stat, tty_nr, is not 0).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pi.pid())).unwrap();
+    let tty_nr = stat.rsplit(')').next().unwrap().split_whitespace().nth(4);
+    assert_ne!(
+        tty_nr,
+        Some("0"),
+        "pi-rs has no controlling terminal: {stat}"
+    );
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "t1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(text.contains("end"), "the script ran: {text}");
+    assert!(text.contains("/dev/tty open-failed"), "{text}");
+    assert!(!text.contains("injected"), "{text}");
+    assert!(!text.contains("stolen"), "{text}");
+    let typed = drain_master(master);
+    assert!(
+        !typed.contains("PWNED"),
+        "typed into the terminal: {typed:?}"
+    );
+    // SAFETY: our fd.
+    unsafe { libc::close(master) };
+}
+
+// ---- item 5: a root pi-rs's tool children lose CAP_SYS_PTRACE -----------------------------------
+
+fn is_root() -> bool {
+    // SAFETY: no arguments, no side effects.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Without any sandbox, the model's shell of a root pi-rs (the usual container case) tries to read
+/// pi-rs's environment and to write a forged record into its stdout through `/proc/$PPID`: both
+/// are refused (no CAP_SYS_PTRACE nor CAP_PERFMON, so the non-dumpable mark holds for root too), and neither
+/// CAP_SYS_PTRACE nor CAP_SYS_ADMIN is left in the shell's bounding or effective set. The control:
+/// the client's own RPC `bash` command, run by the same pi-rs, still reads that environment as
+/// root (the probe works).
+#[test]
+fn a_root_pi_rs_tool_shell_cannot_open_pi_rs_proc_entries_without_a_sandbox() {
+    let probe = "tr '\\0' '\\n' < /proc/$PPID/environ | grep PI_HARDENING_MARKER; \
+                 echo '{\"type\":\"forged_record\"}' > /proc/$PPID/fd/1; \
+                 grep -E '^Cap(Eff|Bnd)' /proc/$$/status; echo end";
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({ "command": probe }),
+    )]));
+    let setup = Setup::anthropic(&fake).env("PI_HARDENING_MARKER", "marker-value-29");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "t1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(text.contains("end"), "{text}");
+    assert!(!text.contains("marker-value-29"), "environ read: {text}");
+    assert!(
+        text.matches("Permission denied").count() >= 2,
+        "both opens refused: {text}"
+    );
+    assert!(
+        !pi.records().iter().any(|r| r["type"] == "forged_record"),
+        "a forged record reached stdout"
+    );
+    for set in ["CapEff:", "CapBnd:"] {
+        let mask = text
+            .lines()
+            .find_map(|l| l.strip_prefix(set))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no {set} line: {text}"));
+        assert_eq!(mask & (1 << 19 | 1 << 21 | 1 << 38), 0, "{set} {mask:x}");
+    }
+    if is_root() {
+        let response = pi.request(json!({"id": "b1", "type": "bash",
+            "command": "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c PI_HARDENING_MARKER"}));
+        assert_eq!(
+            response["data"]["output"].as_str().map(str::trim),
+            Some("1"),
+            "the control: the client's command reads it as root: {response}"
+        );
+    } else {
+        println!("note: not root; the root-only control is skipped");
+    }
+}
