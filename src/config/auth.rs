@@ -373,13 +373,8 @@ impl AuthFile {
 }
 
 fn ensure_auth_file(dir: &Path, path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
+    use std::os::unix::fs::PermissionsExt;
+    crate::disk::create_private_dir_all(dir)?;
     if !path.exists() {
         fs::write(path, "{}")?;
         fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;

@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use serde_json::json;
 
-use crate::fake_provider::FakeProvider;
+use crate::fake_provider::{FakeProvider, Reply};
 use crate::security::{tool_calls_replies, tool_end};
-use crate::support::{Pi, Setup};
+use crate::sse;
+use crate::support::{Pi, Setup, Workspace};
 
 // ---- item 1: tool children have no controlling terminal ---------------------------------------
 
@@ -198,4 +199,61 @@ fn a_root_pi_rs_tool_shell_cannot_open_pi_rs_proc_entries_without_a_sandbox() {
     } else {
         println!("note: not root; the root-only control is skipped");
     }
+}
+
+// ---- item 11: session files are private -------------------------------------------------------
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// A session file holds the whole conversation: a new one is 0600 in folders created 0700 (as
+/// OpenSSH treats private files, whatever the umask); a file that already exists keeps its
+/// mode, also when a torn tail makes pi-rs rewrite it.
+#[test]
+fn session_files_are_created_private_and_existing_modes_are_kept() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["one"])),
+        Reply::sse(sse::anthropic_text(&["two"])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake).with_sessions();
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "hello"}));
+    pi.wait_for_event("agent_settled");
+    pi.close_and_wait();
+    let files = workspace.jsonl_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = files[0].clone();
+    assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+    let folder = workspace.default_session_dir();
+    assert_eq!(file.parent(), Some(folder.as_path()));
+    assert_eq!(mode_of(&folder), 0o700, "{}", folder.display());
+    assert_eq!(mode_of(folder.parent().unwrap()), 0o700, "sessions/");
+
+    // An existing file's mode is the user's choice: kept through a repair and appends.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(r#"{"type":"message","id":"torn","#);
+    std::fs::write(&file, text).unwrap();
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .arg("--session")
+        .arg(&file.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "again"}));
+    pi.wait_for_event("agent_settled");
+    pi.close_and_wait();
+    assert!(pi.stderr_text().contains("torn"), "{}", pi.stderr_text());
+    assert!(
+        std::fs::read_to_string(&file).unwrap().contains("again"),
+        "resumed in the same file"
+    );
+    assert_eq!(mode_of(&file), 0o640);
 }
