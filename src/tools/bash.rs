@@ -506,26 +506,16 @@ impl OutputAccumulator {
         if self.temp_path.is_some() {
             return;
         }
-        let Some(dir) = spill_dir() else {
-            return;
-        };
-        let path = dir.join(format!(
-            "{}-{}.log",
-            self.temp_prefix,
-            crate::ids::random_hex16()
-        ));
-        use std::os::unix::fs::OpenOptionsExt;
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(file) => self.temp_file = Some(file),
-            Err(e) => log::warn!("could not create {}: {e}", path.display()),
+        match create_spill_file(self.temp_prefix, ".log") {
+            Ok((path, file)) => {
+                self.temp_file = Some(file);
+                self.temp_path = Some(path);
+            }
+            Err(e) => {
+                log::warn!("could not create a spill file: {e}");
+                return;
+            }
         }
-        self.temp_path = Some(path);
         let earlier = std::mem::take(&mut self.unspilled);
         self.write_temp(&earlier);
     }
@@ -646,6 +636,28 @@ fn spill_dir() -> Option<&'static Path> {
             }
         })
         .as_deref()
+}
+
+/// A new spill file `<prefix>-<16 hex><extension>` (mode 0600) in this process's private spill
+/// folder, open for reading and writing. Bash output and long MCP results go there; what is
+/// written to it must be redacted first.
+pub fn create_spill_file(
+    prefix: &str,
+    extension: &str,
+) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = spill_dir().ok_or_else(|| std::io::Error::other("no private spill folder"))?;
+    let path = dir.join(format!(
+        "{prefix}-{}{extension}",
+        crate::ids::random_hex16()
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    Ok((path, file))
 }
 
 /// Removes the spill folder and its files (at exit, when no session file refers to them).

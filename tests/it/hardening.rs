@@ -257,3 +257,64 @@ fn session_files_are_created_private_and_existing_modes_are_kept() {
     );
     assert_eq!(mode_of(&file), 0o640);
 }
+
+// ---- items 8, 13: MCP spill files and mcp.log ---------------------------------------------------
+
+const MCP_KEY: &str = "sk-hardening-MCP-SECRET-0123456789";
+
+/// A models.json whose fake key is `key` (so it joins the redaction set at start).
+fn models_with_key(key: &str) -> String {
+    crate::fake_provider::fixture("models.json").replace("\"test-key\"", &format!("\"{key}\""))
+}
+
+fn write_fake_mcp_server(workspace: &Workspace, args: &[&str]) {
+    let entry = json!({
+        "command": crate::fake_provider::fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "args": args,
+    });
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        json!({"mcpServers": {"fake": entry}}).to_string(),
+    )
+    .unwrap();
+}
+
+/// An MCP result over 20 KB that carries a known key is spilled like bash output: into the
+/// process's private folder (0700), as a 0600 file, redacted, and removed at exit when no session
+/// file refers to it. Before, it went to `$TMPDIR/pi-mcp-*.txt` unredacted and stayed.
+#[test]
+fn long_mcp_results_are_spilled_privately_redacted_and_removed_at_exit() {
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "c1",
+        "mcp__fake__huge",
+        json!({"size": 30000, "text": MCP_KEY}),
+    )]));
+    let workspace = Workspace::new();
+    write_fake_mcp_server(&workspace, &[]);
+    let setup = Setup::anthropic(&fake).models_json(&models_with_key(MCP_KEY));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let end = tool_end(&pi, "c1").clone();
+    let path = std::path::PathBuf::from(
+        end["result"]["details"]["fullOutputPath"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no fullOutputPath: {end}")),
+    );
+    let folder = path.parent().unwrap().to_path_buf();
+    assert!(
+        folder
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("pi-rs-")),
+        "in the private spill folder: {}",
+        path.display()
+    );
+    assert_eq!(mode_of(&folder), 0o700);
+    assert_eq!(mode_of(&path), 0o600);
+    let saved = std::fs::read_to_string(&path).unwrap();
+    assert!(!saved.contains(MCP_KEY), "the key reached the disk");
+    assert!(saved.starts_with("HEAD[redacted]"), "{}", &saved[..40]);
+    pi.close_and_wait();
+    assert!(!path.exists(), "left behind: {}", path.display());
+    assert!(!folder.exists(), "left behind: {}", folder.display());
+}
