@@ -152,6 +152,8 @@ pub enum OAuthError {
     /// A fixed sentence from pi's flows ("Missing authorization code", "OAuth state mismatch",
     /// "Invalid Copilot token response fields", …).
     Flow(&'static str),
+    /// The refresh worker ended without an answer (it panicked).
+    WorkerGone,
 }
 
 impl std::fmt::Display for OAuthError {
@@ -197,6 +199,7 @@ impl std::fmt::Display for OAuthError {
                 f.write_str("Device flow timed out")
             }
             OAuthError::Flow(text) => f.write_str(text),
+            OAuthError::WorkerGone => f.write_str("the refresh ended without an answer"),
         }
     }
 }
@@ -237,13 +240,15 @@ pub struct Fresh {
 /// Refreshes `provider`'s login in `<agent_dir>/auth.json` under pi's lock: re-reads the file
 /// (another pi may have refreshed it meanwhile: then that token is used), else asks the token
 /// endpoint and writes the new credentials back in pi's format.
+/// `cancel` ends the wait for the lock (the agent's abort, shutdown).
 pub fn refresh_locked(
     agent_dir: &Path,
     provider: &str,
     endpoints: &Endpoints,
+    cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
     let path = agent_dir.join("auth.json");
-    let _lock = auth_lock::lock(&path)?;
+    let _lock = auth_lock::lock(&path, cancel)?;
     let mut data = read_auth(&path)?;
     let entry = data
         .get(provider)
@@ -576,7 +581,8 @@ pub fn store_login(
         source,
     })?;
     let path = agent_dir.join("auth.json");
-    let _lock = auth_lock::lock(&path)?;
+    // `pi login`/`pi logout` on a terminal: bounded, and Ctrl-C ends it.
+    let _lock = auth_lock::lock(&path, &crate::child::CancelFlag::default())?;
     let mut data = read_auth(&path)?;
     data.insert(provider.to_string(), Value::Object(entry));
     write_auth(&path, &data).map_err(|source| OAuthError::Write { path, source })
@@ -588,7 +594,8 @@ pub fn remove_login(agent_dir: &Path, provider: &str) -> Result<bool, OAuthError
     if !path.exists() {
         return Ok(false);
     }
-    let _lock = auth_lock::lock(&path)?;
+    // `pi login`/`pi logout` on a terminal: bounded, and Ctrl-C ends it.
+    let _lock = auth_lock::lock(&path, &crate::child::CancelFlag::default())?;
     let mut data = read_auth(&path)?;
     if data.shift_remove(provider).is_none() {
         return Ok(false);

@@ -318,3 +318,98 @@ fn long_mcp_results_are_spilled_privately_redacted_and_removed_at_exit() {
     assert!(!path.exists(), "left behind: {}", path.display());
     assert!(!folder.exists(), "left behind: {}", folder.display());
 }
+
+// ---- item 9: a stale auth.json.lock never stalls the agent ------------------------------------
+
+/// CPU time (user + system, in clock ticks) `pid` has used so far.
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // After the name: state is field 3, utime 14, stime 15 (1-based over the whole line).
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// An expired subscription login and a stale `auth.json.lock` that pi's lock cannot take over
+/// (a file, then a non-empty folder, both untouched for an hour): the prompt's refresh waits on
+/// a worker, bounded and without spinning, while the agent answers commands; `abort` ends the
+/// wait at once (the prompt fails with a clear error) and SIGTERM ends the process. Before, the
+/// agent thread spun at 100 % CPU forever and ignored all three.
+#[test]
+fn a_stale_auth_lock_with_an_expired_login_never_stalls_the_agent() {
+    for lock_kind in ["file", "non-empty folder"] {
+        let tokens = FakeProvider::start_auth_server(vec![]);
+        let provider = FakeProvider::start(vec![]);
+        let workspace = Workspace::new();
+        let agent_dir = workspace.agent_dir();
+        std::fs::write(
+            agent_dir.join("auth.json"),
+            json!({"anthropic": {"type": "oauth", "refresh": "refresh-1",
+                "access": "sk-ant-oat01-old", "expires": 1000}})
+            .to_string(),
+        )
+        .unwrap();
+        let lock = agent_dir.join("auth.json.lock");
+        if lock_kind == "file" {
+            std::fs::write(&lock, "x").unwrap();
+        } else {
+            std::fs::create_dir(&lock).unwrap();
+            std::fs::write(lock.join("junk"), "x").unwrap();
+        }
+        let status = std::process::Command::new("touch")
+            .args(["-d", "1 hour ago"])
+            .arg(&lock)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let setup = Setup::new(&provider, "anthropic", "claude-sonnet-4-5")
+            .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
+            .env(
+                "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+                &format!("{}/token", tokens.base_url()),
+            );
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        pi.send(json!({"id": "p1", "type": "prompt", "message": "hi"}));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let before = cpu_ticks(pi.pid());
+        pi.send(json!({"id": "s1", "type": "get_state"}));
+        let soon = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let seen = pi.recv_until(|r| r["id"] == "s1", soon);
+        assert!(
+            seen.last().is_some_and(|r| r["id"] == "s1"),
+            "{lock_kind}: get_state unanswered during the refresh wait"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let used = cpu_ticks(pi.pid()) - before;
+        assert!(used < 30, "{lock_kind}: {used} ticks of CPU while waiting");
+        pi.send(json!({"id": "a1", "type": "abort"}));
+        let soon = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let seen = pi.recv_until(|r| r["id"] == "p1", soon);
+        let response = seen.last().cloned().unwrap_or_default();
+        assert_eq!(
+            response["id"], "p1",
+            "{lock_kind}: abort did not end the wait"
+        );
+        assert_eq!(response["success"], false, "{response}");
+        assert!(tokens.requests().is_empty(), "no refresh without the lock");
+        pi.send(json!({"id": "p2", "type": "prompt", "message": "again"}));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        pi.signal(libc::SIGTERM);
+        let started = std::time::Instant::now();
+        let status = pi.wait_for_exit();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{lock_kind}: SIGTERM took {:?}",
+            started.elapsed()
+        );
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            status.code() == Some(143) || status.signal() == Some(libc::SIGTERM),
+            "{lock_kind}: {status:?}"
+        );
+    }
+}
