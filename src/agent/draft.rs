@@ -191,7 +191,7 @@ impl Draft {
                 return None;
             }
         };
-        let delta = self.hold_back(index, delta);
+        let delta = self.hold_back(index, delta, family == BlockFamily::ToolCall);
         (!delta.is_empty()).then(|| {
             self.update(AssistantEvent::Delta {
                 family,
@@ -201,8 +201,11 @@ impl Draft {
         })
     }
 
-    /// The part of `delta` (after what this block already holds) that may go out now.
-    fn hold_back(&mut self, index: usize, delta: String) -> String {
+    /// The part of `delta` (after what this block already holds) that may go out now. Tool-call
+    /// arguments are JSON source: their `\\u` escapes of ordinary characters go out as those
+    /// characters (the same JSON), so a key spelled with escapes is seen — and redacted — whole,
+    /// and no record ends inside an escape.
+    fn hold_back(&mut self, index: usize, delta: String, json_source: bool) -> String {
         if redact::generation() != self.redactions_generation {
             self.redactions_generation = redact::generation();
             self.redactions = redact::default_redactions();
@@ -219,9 +222,18 @@ impl Draft {
         };
         let combined = &mut self.held[slot].1;
         combined.push_str(&delta);
-        let cut = self.redactions.streaming_cut(combined);
-        let rest = combined.split_off(cut);
-        std::mem::replace(combined, rest)
+        if !json_source {
+            let cut = self.redactions.streaming_cut(combined);
+            let rest = combined.split_off(cut);
+            return std::mem::replace(combined, rest);
+        }
+        let (mut plain, complete) = redact::plain_json_escapes(combined);
+        let pending = combined.split_off(complete);
+        let cut = redact::escape_safe_cut(&plain, self.redactions.streaming_cut(&plain));
+        let mut rest = plain.split_off(cut);
+        rest.push_str(&pending);
+        *combined = rest;
+        plain
     }
 
     /// The held tail of a block as its last delta (before its end record, or when the stream

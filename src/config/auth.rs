@@ -57,6 +57,14 @@ impl Env {
             .filter(|v| !v.is_empty())
     }
 
+    /// Every variable (name, value) with a non-empty value.
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     pub fn home(&self) -> PathBuf {
         self.get("HOME")
             .map(PathBuf::from)

@@ -627,6 +627,18 @@ impl Config {
         for name in auth::EXTRA_SECRET_ENV_VARS {
             out.extend(self.env.get(name).map(str::to_string));
         }
+        // Variables withheld from children by their name hold credentials by the same token
+        // (paths and AWS's region/profile settings excepted), and so does a proxy URL's password.
+        for (name, value) in self.env.vars() {
+            if crate::redact::is_secret_value_of(name, value) {
+                out.push(value.to_string());
+            }
+            if name.to_ascii_lowercase().ends_with("_proxy")
+                && let Some(password) = crate::redact::url_password(value)
+            {
+                out.push(password.to_string());
+            }
+        }
         out.extend(aws::profile_secrets(&self.env));
         out.extend(google_adc::file_secrets(&self.env));
         for config in self.registry.provider_configs.values() {

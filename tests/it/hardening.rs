@@ -413,3 +413,112 @@ fn a_stale_auth_lock_with_an_expired_login_never_stalls_the_agent() {
         );
     }
 }
+
+// ---- item 7: redaction misses ------------------------------------------------------------------
+
+/// The model writes the key inside tool-call arguments with `\u` escapes, split across deltas
+/// (`\u00` in one piece, `73` in the next): a client that joins the `toolcall_delta`s and parses
+/// them must not get the key. pi-rs writes the escapes out as the characters they stand for
+/// (the same JSON value) so the key is seen — and redacted — whole.
+#[test]
+fn a_key_spelled_with_unicode_escapes_across_toolcall_deltas_is_redacted() {
+    const KEY: &str = "sk-hardening-ESCAPED-0123456789";
+    let escaped: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let arguments = format!(r#"{{"command":"echo {escaped} > /dev/null"}}"#);
+    let pieces: Vec<String> = arguments
+        .as_bytes()
+        .chunks(5)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("t1", "bash", &pieces)
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = Setup::anthropic(&fake).models_json(&models_with_key(KEY));
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let joined: String = pi
+        .records()
+        .iter()
+        .filter(|r| r["assistantMessageEvent"]["type"] == "toolcall_delta")
+        .map(|r| {
+            r["assistantMessageEvent"]["delta"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let parsed: serde_json::Value =
+        serde_json::from_str(&joined).unwrap_or_else(|e| panic!("{e}: {joined}"));
+    let command = parsed["command"].as_str().unwrap();
+    assert!(
+        !command.contains(KEY),
+        "the client completes the key: {command}"
+    );
+    assert!(command.contains("[redacted]"), "{command}");
+    for (index, line) in (0..pi.records().len()).map(|i| (i, pi.raw_line(i))) {
+        assert!(!line.contains(KEY), "record {index}: {line}");
+    }
+}
+
+/// Values that are credentials by where they come from, though pi-rs never resolved them as a
+/// key: a literal `env` value and a header of mcp.json (what `pi mcp add --env/--header`
+/// writes), a token in a server URL's query, the password in `HTTPS_PROXY`, and the value of a
+/// variable withheld from children by its name. The model repeats each one; stdout shows none.
+#[test]
+fn config_and_environment_credentials_join_the_redaction_set() {
+    let values = [
+        "mcp-literal-env-0123456789",
+        "hdr-literal-0123456789",
+        "url-query-token-0123456789",
+        "proxy-PASS-0123456789",
+        "tok-env-named-0123456789",
+    ];
+    let text = values.join(" | ");
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[&text]))]);
+    let workspace = Workspace::new();
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        json!({"mcpServers": {
+            "local": {"command": "/bin/true", "env": {"SERVICE_API_KEY": values[0]}},
+            "remote": {"url": format!("http://127.0.0.1:9/mcp?token={}&v=2", values[2]),
+                       "headers": {"Authorization": format!("Bearer {}", values[1])}},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let setup = Setup::anthropic(&fake)
+        .env(
+            "HTTPS_PROXY",
+            &format!("http://someone:{}@127.0.0.1:9", values[3]),
+        )
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("MY_SERVICE_TOKEN", values[4]);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let end = pi
+        .records()
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .cloned()
+        .expect("a reply");
+    let shown = end["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(shown.matches("[redacted]").count(), values.len(), "{shown}");
+    for index in 0..pi.records().len() {
+        for value in values {
+            assert!(!pi.raw_line(index).contains(value), "{value} on stdout");
+        }
+    }
+}
