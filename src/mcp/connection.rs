@@ -707,9 +707,34 @@ impl Connection {
                 cursors.insert(cursor.to_string());
                 self.list_tools(refresh, tools, cursors, Some(cursor.to_string()))
             }
-            None if refresh => self.emit(McpEventKind::ToolsChanged(tools)),
-            None => self.ready(tools),
+            None => {
+                let tools = self.without_duplicates(tools);
+                match refresh {
+                    true => self.emit(McpEventKind::ToolsChanged(tools)),
+                    false => self.ready(tools),
+                }
+            }
         }
+    }
+
+    /// A tool listed twice would become two tools with one name, which providers refuse (every
+    /// request fails): the first of each name is kept, with a warning.
+    fn without_duplicates(&self, tools: Vec<Value>) -> Vec<Value> {
+        let mut seen = HashSet::new();
+        tools
+            .into_iter()
+            .filter(|tool| {
+                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+                let first = seen.insert(name.to_string());
+                if !first {
+                    log::warn!(
+                        "MCP server {}: tools/list lists the tool \"{name}\" more than once; the first one is used",
+                        self.name()
+                    );
+                }
+                first
+            })
+            .collect()
     }
 
     fn on_server_request(&mut self, id: Value, method: &str, _params: &Value) {

@@ -522,3 +522,44 @@ fn config_and_environment_credentials_join_the_redaction_set() {
         }
     }
 }
+
+/// items 13, 14: a server that lists `echo` twice and logs the key it was handed. The model sees
+/// one `mcp__fake__echo` (two tools with one name make the provider refuse every request), a
+/// warning names the duplicate, and `mcp.log` is 0600 with the key redacted.
+#[test]
+fn mcp_duplicate_tools_are_dropped_and_mcp_log_is_private_and_redacted() {
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "c1",
+        "mcp__fake__echo",
+        json!({"text": "hi", "log": MCP_KEY}),
+    )]));
+    let workspace = Workspace::new();
+    write_fake_mcp_server(&workspace, &["--duplicate"]);
+    let setup = Setup::anthropic(&fake).models_json(&models_with_key(MCP_KEY));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let requests = fake.requests();
+    let declared: Vec<String> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.contains("echo"))
+        .map(String::from)
+        .collect();
+    assert_eq!(declared, ["mcp__fake__echo"]);
+    let end = tool_end(&pi, "c1");
+    assert_eq!(end["result"]["content"][0]["text"], "echo: hi", "{end}");
+    let stderr = pi.stderr_text();
+    assert!(
+        stderr.contains("lists the tool \"echo\" more than once"),
+        "{stderr}"
+    );
+    pi.close_and_wait();
+    let log = workspace.agent_dir().join("mcp.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains(MCP_KEY), "{text}");
+    assert!(text.contains("echoing [redacted]"), "{text}");
+    assert_eq!(mode_of(&log), 0o600);
+}
