@@ -563,3 +563,89 @@ fn mcp_duplicate_tools_are_dropped_and_mcp_log_is_private_and_redacted() {
     assert!(text.contains("echoing [redacted]"), "{text}");
     assert_eq!(mode_of(&log), 0o600);
 }
+
+// ---- item 15: OAuth refresh answers never leak tokens -----------------------------------------
+
+fn expired_anthropic_login(workspace: &Workspace, refresh: &str) {
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        json!({"anthropic": {"type": "oauth", "refresh": refresh,
+            "access": "sk-ant-oat01-OLD-expired", "expires": 1000}})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+fn oauth_setup(provider: &FakeProvider, tokens: &FakeProvider) -> Setup {
+    Setup::new(provider, "anthropic", "claude-sonnet-4-5")
+        .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
+        .env(
+            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+            &format!("{}/token", tokens.base_url()),
+        )
+}
+
+/// A token endpoint that refuses and echoes the old refresh token: the error (prompt response and
+/// stderr) says why without the token. A `200` without `expires_in`: as pi 1.6.0, the new tokens
+/// are used (and written with `"expires": null`), and neither reaches stdout or stderr.
+#[test]
+fn oauth_refresh_answers_are_redacted_and_a_missing_expiry_is_accepted() {
+    const OLD_REFRESH: &str = "refresh-OLD-hardening-0123456789";
+    let tokens = FakeProvider::start_auth_server(vec![Reply::status(
+        400,
+        json!({"error": "invalid_grant", "refresh_token": OLD_REFRESH}).to_string(),
+        &[("content-type", "application/json")],
+    )]);
+    let provider = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    expired_anthropic_login(&workspace, OLD_REFRESH);
+    let mut pi = Pi::spawn_in(&workspace, &oauth_setup(&provider, &tokens));
+    let response = pi.request(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    assert_eq!(response["success"], false, "{response}");
+    assert!(
+        response["error"].as_str().unwrap().contains("HTTP 400"),
+        "{response}"
+    );
+    pi.close_and_wait();
+    let stderr = pi.stderr_text();
+    assert!(stderr.contains("invalid_grant"), "{stderr}");
+    assert!(!stderr.contains(OLD_REFRESH), "{stderr}");
+    for index in 0..pi.records().len() {
+        assert!(!pi.raw_line(index).contains(OLD_REFRESH));
+    }
+
+    const NEW_ACCESS: &str = "sk-ant-oat01-NEW-hardening-0123456789";
+    const NEW_REFRESH: &str = "refresh-NEW-hardening-0123456789";
+    let tokens = FakeProvider::start_auth_server(vec![Reply::status(
+        200,
+        json!({"access_token": NEW_ACCESS, "refresh_token": NEW_REFRESH}).to_string(),
+        &[("content-type", "application/json")],
+    )]);
+    let provider = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["ok"]))]);
+    let workspace = Workspace::new();
+    expired_anthropic_login(&workspace, OLD_REFRESH);
+    let mut pi = Pi::spawn_in(&workspace, &oauth_setup(&provider, &tokens));
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    pi.wait_for_event("agent_settled");
+    pi.close_and_wait();
+    let sent = provider.requests();
+    assert_eq!(
+        sent.first().and_then(|r| r.header("authorization")),
+        Some(format!("Bearer {NEW_ACCESS}").as_str()),
+        "{}",
+        pi.stderr_text()
+    );
+    let auth: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace.agent_dir().join("auth.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(auth["anthropic"]["access"], NEW_ACCESS);
+    assert_eq!(auth["anthropic"]["expires"], serde_json::Value::Null);
+    let stderr = pi.stderr_text();
+    for token in [NEW_ACCESS, NEW_REFRESH] {
+        assert!(!stderr.contains(token), "{stderr}");
+        for index in 0..pi.records().len() {
+            assert!(!pi.raw_line(index).contains(token));
+        }
+    }
+}
