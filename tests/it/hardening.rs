@@ -649,3 +649,62 @@ fn oauth_refresh_answers_are_redacted_and_a_missing_expiry_is_accepted() {
         }
     }
 }
+
+// ---- item 16: left from earlier rounds --------------------------------------------------------
+
+/// Records serde cannot take though they are objects with an id (nesting past its depth limit, a
+/// number beyond f64) still get their id echoed in the parse error; an unknown thinking level
+/// is refused and changes nothing.
+#[test]
+fn parse_errors_keep_the_id_and_unknown_thinking_levels_are_refused() {
+    let fake = FakeProvider::start(Vec::new());
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    let deep = format!(
+        r#"{{"type":"get_state","x":{}{},"id":"deep"}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    pi.send_raw(format!("{deep}\n").as_bytes());
+    let response = pi.response_for("deep");
+    assert_eq!(response["success"], false, "{response}");
+    assert_eq!(response["command"], "parse", "{response}");
+    pi.send_raw(b"{\"id\":7,\"type\":\"get_state\",\"x\":1e9999}\n");
+    let soon = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let seen = pi.recv_until(|r| r["id"] == 7, soon);
+    let response = seen.last().unwrap();
+    assert_eq!(response["success"], false, "{response}");
+    let before = pi.command("s1", "get_state", json!({}))["data"]["thinkingLevel"].clone();
+    let response = pi.command("t1", "set_thinking_level", json!({"level": "ultra"}));
+    assert_eq!(response["success"], false, "{response}");
+    assert!(
+        response["error"].as_str().unwrap().contains("ultra"),
+        "{response}"
+    );
+    let after = pi.command("s2", "get_state", json!({}))["data"]["thinkingLevel"].clone();
+    assert_eq!(before, after);
+}
+
+/// `read /proc/kmsg` (a file that blocks until the kernel logs something) and a FIFO in the
+/// workspace end at once with an error instead of holding the tool until abort.
+#[test]
+fn reading_files_that_never_end_fails_at_once() {
+    let workspace = Workspace::new();
+    let fifo = workspace.cwd().join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let fake = FakeProvider::start(tool_calls_replies(&[
+        ("r1", "read", json!({"path": "/proc/kmsg"})),
+        ("r2", "read", json!({"path": fifo.to_string_lossy()})),
+    ]));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    let soon = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    pi.recv_until(|r| r["type"] == "agent_settled", soon);
+    for id in ["r1", "r2"] {
+        let end = tool_end(&pi, id);
+        assert_eq!(end["isError"], true, "{end}");
+    }
+}
