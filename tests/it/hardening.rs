@@ -708,3 +708,78 @@ fn reading_files_that_never_end_fails_at_once() {
         assert_eq!(end["isError"], true, "{end}");
     }
 }
+
+// ---- item 4: credential files named by the environment and the usual folders are denied -------
+
+/// Under `workspace-write`, the shell reads none of the credential files the environment names
+/// (`GOOGLE_APPLICATION_CREDENTIALS`, `AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE`, every
+/// `KUBECONFIG` entry, `DOCKER_CONFIG`, `AZURE_CONFIG_DIR`) nor the default ones (`~/.kube`,
+/// `~/.azure`, `~/.docker/config.json`, `~/.netrc`); a plain file beside them stays readable.
+#[test]
+fn credential_files_named_by_the_environment_are_denied_in_the_sandbox() {
+    let workspace = Workspace::new();
+    let root = workspace.root().to_path_buf();
+    let files = [
+        "env/sa.json",
+        "env/aws-credentials",
+        "env/aws-config",
+        "env/kube-a",
+        "env/kube-b",
+        "env/docker/config.json",
+        "env/azure/msal_token_cache.json",
+        ".kube/config",
+        ".azure/accessTokens.json",
+        ".docker/config.json",
+        ".netrc",
+        "env/plain.txt",
+    ];
+    for file in files {
+        let path = root.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, format!("SECRET-IN-{file}\n")).unwrap();
+    }
+    let at = |relative: &str| root.join(relative).to_string_lossy().into_owned();
+    let command = files
+        .iter()
+        .map(|f| format!("cat '{}' 2>&1 | tail -c 60", at(f)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &at("env/sa.json"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", &at("env/aws-credentials"))
+        .env("AWS_CONFIG_FILE", &at("env/aws-config"))
+        .env(
+            "KUBECONFIG",
+            &format!("{}:{}", at("env/kube-a"), at("env/kube-b")),
+        )
+        .env("DOCKER_CONFIG", &at("env/docker"))
+        .env("AZURE_CONFIG_DIR", &at("env/azure"));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "t1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text.contains("SECRET-IN-env/plain.txt"),
+        "the control file is readable: {text}"
+    );
+    for file in &files[..files.len() - 1] {
+        assert!(
+            !text.contains(&format!("SECRET-IN-{file}")),
+            "{file} was read: {text}"
+        );
+    }
+    assert_eq!(
+        text.matches("Permission denied").count(),
+        files.len() - 1,
+        "{text}"
+    );
+}
