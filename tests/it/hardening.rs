@@ -783,3 +783,51 @@ fn credential_files_named_by_the_environment_are_denied_in_the_sandbox() {
         "{text}"
     );
 }
+
+// ---- item 10: the legacy profile's stdout is bounded -------------------------------------------
+
+/// The legacy profile repeats the message so far in every update: a 200 KB `write` argument
+/// streamed in 1,000 pieces wrote ~200 MB. Past 4 KB an update now waits until it brings at
+/// least an eighth of the message's size, so stdout stays a small multiple of the reply, and the
+/// joined deltas and the final arguments are whole.
+#[test]
+fn legacy_profile_updates_are_bounded_for_a_long_tool_call() {
+    let content: String = (0..200_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let arguments = json!({"path": "big.txt", "content": content}).to_string();
+    let pieces: Vec<String> = arguments
+        .as_bytes()
+        .chunks(200)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("w1", "write", &pieces)
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = Setup::anthropic(&fake).arg("--rpc-profile").arg("legacy");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_end");
+    let written: usize = (0..pi.records().len()).map(|i| pi.raw_line(i).len()).sum();
+    assert!(written < 20_000_000, "{written} bytes of stdout");
+    let joined: String = pi
+        .records()
+        .iter()
+        .filter(|r| r["assistantMessageEvent"]["type"] == "toolcall_delta")
+        .map(|r| {
+            r["assistantMessageEvent"]["delta"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(joined, arguments);
+    let on_disk = std::fs::read_to_string(pi.cwd().join("big.txt")).unwrap();
+    assert_eq!(on_disk.len(), 200_000);
+}
