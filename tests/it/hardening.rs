@@ -815,6 +815,7 @@ fn legacy_profile_updates_are_bounded_for_a_long_tool_call() {
     pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
     pi.wait_for_event("agent_end");
     let written: usize = (0..pi.records().len()).map(|i| pi.raw_line(i).len()).sum();
+    println!("legacy stdout: {written} bytes");
     assert!(written < 20_000_000, "{written} bytes of stdout");
     let joined: String = pi
         .records()
