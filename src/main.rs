@@ -181,6 +181,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
         return Ok(1);
     }
     let mut args = args;
+    let start_cwd = cwd.clone();
     if session.cwd() != cwd {
         args.absolutize_paths(&cwd);
         cwd = session.cwd().to_path_buf();
@@ -227,13 +228,17 @@ fn run(args: Args) -> Result<u8, error::Error> {
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
-    let (sandbox, sandbox_warnings) = sandbox::Sandbox::new(
+    let (sandbox_cwd, root_warning) = sandbox_root(&start_cwd, &cwd, config.project_trust.decided);
+    let (sandbox, mut sandbox_warnings) = sandbox::Sandbox::new(
         config.scoped_setting(false, "sandbox"),
         config.scoped_setting(true, "sandbox"),
         args.sandbox,
-        &cwd,
+        &sandbox_cwd,
         &agent_dir,
     );
+    if sandbox.policy().mode != sandbox::Mode::Off {
+        sandbox_warnings.extend(root_warning);
+    }
     print_warnings(&sandbox_warnings);
     let (approvals, warnings) =
         extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
@@ -376,6 +381,29 @@ fn run_print(
 }
 
 /// Warnings for stderr, one line each (config problems never stop pi-rs: built-ins stay usable).
+/// The folder the sandbox makes writable: a resumed session runs in the cwd its file names (as
+/// pi does), but a session file may come from anyone, so that folder is the writable root only
+/// when it is the start directory, inside it, or a trusted project; otherwise the start
+/// directory stays the root (and the warning says so).
+fn sandbox_root(
+    start: &std::path::Path,
+    cwd: &std::path::Path,
+    trusted: bool,
+) -> (std::path::PathBuf, Option<String>) {
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (start_real, cwd_real) = (real(start), real(cwd));
+    if trusted || cwd_real.starts_with(&start_real) {
+        return (cwd.to_path_buf(), None);
+    }
+    let warning = format!(
+        "the session's directory {} is outside the start directory and not a trusted project: \
+         the sandbox's writable root stays {}",
+        cwd_real.display(),
+        start_real.display()
+    );
+    (start.to_path_buf(), Some(warning))
+}
+
 fn print_warnings<T: std::fmt::Display>(warnings: impl IntoIterator<Item = T>) {
     let mut stderr = std::io::stderr().lock();
     for warning in warnings {

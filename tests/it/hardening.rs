@@ -832,3 +832,62 @@ fn legacy_profile_updates_are_bounded_for_a_long_tool_call() {
     let on_disk = std::fs::read_to_string(pi.cwd().join("big.txt")).unwrap();
     assert_eq!(on_disk.len(), 200_000);
 }
+
+// ---- item 6: a resumed session's cwd does not widen the sandbox --------------------------------
+
+/// A session file (anyone may hand one over) whose header names another folder as its cwd: under
+/// `workspace-write` that folder does not become writable unless it is the start directory, is
+/// inside it, or is a trusted project; the start directory stays the writable root, with a
+/// warning.
+#[test]
+fn a_resumed_sessions_cwd_outside_the_start_directory_is_not_made_writable() {
+    let workspace = Workspace::new();
+    let elsewhere = workspace.root().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let elsewhere = std::fs::canonicalize(&elsewhere).unwrap();
+    let session = workspace.root().join("handed-over.jsonl");
+    std::fs::write(
+        &session,
+        format!(
+            "{}\n",
+            json!({"type": "session", "version": 3, "id": "01a227d7-0998-7348-9937-69658d923f8e",
+                "timestamp": "2026-11-29T15:05:33.849Z", "cwd": elsewhere.to_string_lossy()})
+        ),
+    )
+    .unwrap();
+    let start = std::fs::canonicalize(workspace.cwd()).unwrap();
+    let command = format!(
+        "touch '{}/PWNED' 2>&1; touch '{}/ok' 2>&1; echo end",
+        elsewhere.display(),
+        start.display()
+    );
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    // The temp folder is writable in the sandbox: the workspace's own, not /tmp around it.
+    let temp = workspace.root().join("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("TMPDIR", &temp.to_string_lossy())
+        .with_sessions()
+        .arg("--session")
+        .arg(&session.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "t1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(text.contains("end"), "{text}");
+    assert!(!elsewhere.join("PWNED").exists(), "{text}");
+    assert!(
+        start.join("ok").exists(),
+        "the start directory stays writable: {text}"
+    );
+    let stderr = pi.stderr_text();
+    assert!(stderr.contains("writable root"), "{stderr}");
+}
