@@ -291,7 +291,15 @@ fn run(args: Args) -> Result<u8, error::Error> {
     }
     let mcp = mcp_config.map(|loaded| {
         let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
-        mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
+        let policy = sandbox.policy();
+        let reconnect_sandbox = (policy.mode != sandbox::Mode::Off).then_some(policy);
+        mcp::McpHost::start(
+            loaded,
+            filter,
+            cwd.clone(),
+            agent_dir.clone(),
+            reconnect_sandbox,
+        )
     });
     // Spill files a session file may refer to outlive the process; otherwise they go at exit.
     let session_persisted = session.file_path().is_some();

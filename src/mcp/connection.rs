@@ -143,6 +143,8 @@ pub struct Connection {
     inbound_tx: Sender<Inbound>,
     inbound: Receiver<Inbound>,
     generation: u64,
+    /// The sandbox a restarted stdio server runs in (`None`: the sandbox is off).
+    reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     transport: Option<Box<dyn Transport>>,
     state: State,
     next_id: u64,
@@ -165,6 +167,7 @@ pub fn spawn(
     config: ServerConfig,
     cwd: PathBuf,
     agent_dir: PathBuf,
+    reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     events: Sender<McpEvent>,
 ) -> std::io::Result<(Sender<Command>, std::thread::JoinHandle<()>)> {
     let (command_tx, commands) = crossbeam_channel::unbounded();
@@ -180,6 +183,7 @@ pub fn spawn(
         inbound_tx,
         inbound,
         generation: 0,
+        reconnect_sandbox,
         transport: None,
         state: State::Down,
         next_id: 1,
@@ -249,11 +253,19 @@ impl Connection {
         self.generation += 1;
         self.state = State::Connecting;
         self.emit(McpEventKind::Connecting);
+        // The first start is the user's configuration, before the model did anything; a later
+        // one may load code the model wrote since (a script in the workspace), so it runs in
+        // the sandbox pi-rs started with.
+        let sandbox = self
+            .reconnect_sandbox
+            .as_deref()
+            .filter(|_| self.generation > 1);
         let opened = transport::open(
             &self.config.name,
             &self.config.transport,
             self.config.timeout,
             self.generation,
+            sandbox,
             self.inbound_tx.clone(),
         );
         match opened {
@@ -845,8 +857,15 @@ mod tests {
 
     fn events_for(config: ServerConfig, wait: Duration) -> Vec<McpEventKind> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let (commands, thread) =
-            spawn(0, config, std::env::temp_dir(), std::env::temp_dir(), tx).unwrap();
+        let (commands, thread) = spawn(
+            0,
+            config,
+            std::env::temp_dir(),
+            std::env::temp_dir(),
+            None,
+            tx,
+        )
+        .unwrap();
         let until = Instant::now() + wait;
         let mut kinds = Vec::new();
         while let Ok(event) = rx.recv_deadline(until) {

@@ -146,11 +146,13 @@ fn deliver_text(tx: &Tx, generation: u64, text: &str) -> bool {
     }
 }
 
+/// `sandbox`: the confinement a stdio server starts in (see `Connection::connect`).
 pub fn open(
     server: &str,
     config: &TransportConfig,
     timeout: Duration,
     generation: u64,
+    sandbox: Option<&crate::sandbox::Policy>,
     tx: Tx,
 ) -> Result<Box<dyn Transport>, TransportError> {
     match config {
@@ -159,7 +161,7 @@ pub fn open(
             args,
             env,
             cwd,
-        } => StdioTransport::spawn(server, command, args, env, cwd, generation, tx)
+        } => StdioTransport::spawn(server, command, args, env, cwd, generation, sandbox, tx)
             .map(|t| Box::new(t) as Box<dyn Transport>),
         TransportConfig::Http { url, headers } => Ok(Box::new(HttpTransport::new(
             server, url, headers, timeout, generation, tx,
@@ -207,6 +209,7 @@ impl StdioTransport {
         env: &[(String, String)],
         cwd: &std::path::Path,
         generation: u64,
+        sandbox: Option<&crate::sandbox::Policy>,
         tx: Tx,
     ) -> Result<StdioTransport, TransportError> {
         let mut cmd = Command::new(command);
@@ -216,6 +219,14 @@ impl StdioTransport {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         crate::child::isolate(&mut cmd, crate::child::Origin::Agent);
+        if let Some(policy) = sandbox {
+            crate::sandbox::confine_child(&mut cmd, policy).map_err(|blocked| {
+                TransportError::Start {
+                    command: command.to_string(),
+                    source: std::io::Error::other(blocked.to_string()),
+                }
+            })?;
+        }
         // pi-rs's environment without credentials, plus what the entry sets explicitly.
         crate::tools::env::scrub(&mut cmd);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));

@@ -891,3 +891,54 @@ fn a_resumed_sessions_cwd_outside_the_start_directory_is_not_made_writable() {
     let stderr = pi.stderr_text();
     assert!(stderr.contains("writable root"), "{stderr}");
 }
+
+// ---- item 3: an MCP server restarted after the model acted runs in the sandbox ----------------
+
+/// Under `workspace-write`, a stdio server is started unsandboxed (trusted configuration, before
+/// the model did anything); once it quits (the model can make it) and is started again, that
+/// start may load code the model wrote (`python3 -m srv` reads the cwd), so it runs in the
+/// sandbox. The server's wrapper appends to a file outside the workspace on every start: only
+/// the first start's line is there, and the restarted server still answers.
+#[test]
+fn a_restarted_mcp_server_runs_in_the_sandbox() {
+    let workspace = Workspace::new();
+    let temp = workspace.root().join("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let starts = workspace.root().join("outside-starts.txt");
+    let script = format!(
+        "echo started >> '{}'; exec python3 '{}'",
+        starts.display(),
+        crate::fake_provider::fixture_path("mcp/fake_server.py").display()
+    );
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        json!({"mcpServers": {"fake": {"command": "sh", "args": ["-c", script]}}}).to_string(),
+    )
+    .unwrap();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("c1", "mcp__fake__crash", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("c2", "mcp__fake__echo", &[r#"{"text":"again"}"#])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("TMPDIR", &temp.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let end = tool_end(&pi, "c2");
+    assert_eq!(end["result"]["content"][0]["text"], "echo: again", "{end}");
+    let lines = std::fs::read_to_string(&starts).unwrap();
+    assert_eq!(
+        lines, "started\n",
+        "the restart wrote outside the workspace"
+    );
+}
