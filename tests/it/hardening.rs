@@ -942,3 +942,36 @@ fn a_restarted_mcp_server_runs_in_the_sandbox() {
         "the restart wrote outside the workspace"
     );
 }
+
+// ---- item 12: what a denied folder still shows -------------------------------------------------
+
+/// README says what holds: inside the sandbox a denied folder's file names stay listable
+/// (Landlock's list right on a parent reaches the whole tree below it), its files' contents do
+/// not.
+#[test]
+fn a_denied_folder_lists_its_names_but_not_its_contents() {
+    let workspace = Workspace::new();
+    let ssh = workspace.root().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE-KEY-CONTENT\n").unwrap();
+    let command = format!(
+        "ls '{dir}'; cat '{dir}/id_ed25519' 2>&1; echo end",
+        dir = ssh.display()
+    );
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "t1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    let setup = Setup::anthropic(&fake).settings(json!({"sandbox": {"mode": "workspace-write"}}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "t1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(text.contains("id_ed25519\n"), "names are listed: {text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(!text.contains("PRIVATE-KEY-CONTENT"), "{text}");
+}
