@@ -975,3 +975,47 @@ fn a_denied_folder_lists_its_names_but_not_its_contents() {
     assert!(text.contains("Permission denied"), "{text}");
     assert!(!text.contains("PRIVATE-KEY-CONTENT"), "{text}");
 }
+
+// ---- item 2 (part): the file tools cannot write the workspace's own pi configuration ----------
+
+/// Under a sandbox mode, `write`/`edit` refuse `.pi/` and `.agents/` in the workspace (a trusted
+/// project's next start would run what they hold outside the sandbox); other workspace files
+/// stay writable. (The shell is not held back: README says so.)
+#[test]
+fn sandboxed_file_tools_cannot_write_the_workspace_pi_configuration() {
+    let fake = FakeProvider::start(tool_calls_replies(&[
+        (
+            "w1",
+            "write",
+            json!({"path": ".pi/extensions/x.sh", "content": "#!/bin/sh\ntouch PWNED\n"}),
+        ),
+        (
+            "w2",
+            "write",
+            json!({"path": ".agents/skills/x/SKILL.md", "content": "x"}),
+        ),
+        (
+            "w3",
+            "write",
+            json!({"path": "notes.txt", "content": "fine"}),
+        ),
+    ]));
+    let workspace = Workspace::new();
+    let temp = workspace.root().join("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("TMPDIR", &temp.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    for id in ["w1", "w2"] {
+        let end = tool_end(&pi, id);
+        assert_eq!(end["isError"], true, "{end}");
+        let text = end["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("blocked by the sandbox"), "{text}");
+    }
+    assert!(!workspace.cwd().join(".pi/extensions/x.sh").exists());
+    assert_eq!(tool_end(&pi, "w3")["isError"], false);
+    assert!(workspace.cwd().join("notes.txt").exists());
+}
