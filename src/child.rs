@@ -1,11 +1,21 @@
 //! Child processes pi-rs starts (shells, ripgrep/fd, extensions, MCP servers, config `!command`s):
-//! the one home for starting them in their own process group, killing that group, finding
-//! programs on PATH and streaming a child's stdout line by line.
+//! the one home for starting them in their own session and process group (`isolate`), killing
+//! that group, finding programs on PATH and streaming a child's stdout line by line.
 //!
 //! Why groups: a child's own children (a shell's pipeline, a server's workers) join its group, so
 //! one `killpg` reaches everything it started and nothing outlives its run. A group is killed
 //! only while its leader is unreaped (a zombie keeps its pid, and so the group id, reserved), so
 //! the kill cannot hit a stranger that reused the number.
+//!
+//! Why sessions: a child in pi-rs's session shares its controlling terminal, so a model's shell
+//! could `TIOCSTI` a command into the user's shell through `/dev/tty` (bubblewrap's
+//! `--new-session` closes the same hole). Every child leads a new session (`setsid`, which also
+//! makes it the leader of a new process group): no controlling terminal, and a terminal it opens
+//! by name stays someone else's. Children pi-rs starts for the model or the repository (tools,
+//! MCP servers, extensions) of a root pi-rs also lose CAP_SYS_PTRACE, CAP_PERFMON (so pi-rs's
+//! non-dumpable mark holds: no `/proc/<pi-rs>/fd/1`, `environ`, `mem`) and CAP_SYS_ADMIN (the
+//! same, plus `TIOCSTI` and `TIOCSCTTY`-steal on any terminal), from the bounding set as well, so
+//! no program they execute gets them back.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
@@ -28,6 +38,116 @@ impl CancelFlag {
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
+}
+
+/// Who a child runs for, which decides what it keeps of a root pi-rs's privileges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The client's own command (the RPC `bash`, typed by the user): a new session only.
+    Client,
+    /// A tool call, an MCP server, an extension, a config command: a new session, and without
+    /// `UNTRUSTED_CAPS`.
+    Agent,
+}
+
+/// What a child started for the model loses (numbers from linux/capability.h): CAP_SYS_PTRACE
+/// (19), CAP_SYS_ADMIN (21) and CAP_PERFMON (38). Each of the three alone lets a root process
+/// read a non-dumpable process's `/proc/<pid>/environ` (tried on Linux 6.18); CAP_SYS_ADMIN also
+/// allows `TIOCSTI` into any terminal.
+pub const UNTRUSTED_CAPS: [u32; 3] = [19, 21, 38];
+
+/// Makes `command`'s child lead a new session and process group (group id = its pid) and, for
+/// `Origin::Agent`, drop `UNTRUSTED_CAPS`, between fork and exec. Register it before any other
+/// `pre_exec` hook (the sandbox's), and never combine it with `process_group`.
+pub fn isolate(command: &mut Command, origin: Origin) {
+    // SAFETY: setsid, prctl and capset only, on stack memory (async-signal-safe).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if origin == Origin::Agent {
+                drop_capabilities(&UNTRUSTED_CAPS)?;
+            }
+            Ok(())
+        });
+    }
+}
+
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Drops `caps` on the calling thread: from the bounding set (needs CAP_SETPCAP, so skipped for
+/// a normal user, who has nothing to drop), the effective, permitted and inheritable sets; the
+/// ambient set is cleared. Async-signal-safe: syscalls on stack memory only.
+pub fn drop_capabilities(caps: &[u32]) -> std::io::Result<()> {
+    for &cap in caps {
+        // SAFETY: prctl on the calling thread. EINVAL (a capability this kernel does not know)
+        // and EPERM (no CAP_SETPCAP: not root) leave nothing to drop.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    }
+    // SAFETY: clears the ambient set of the calling thread; fails harmlessly on old kernels.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let empty = CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    };
+    let mut data = [empty; 2];
+    // SAFETY: header and two data words, as the v3 interface wants.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    for &cap in caps {
+        let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+        data[word].effective &= !bit;
+        data[word].permitted &= !bit;
+        data[word].inheritable &= !bit;
+    }
+    // SAFETY: as above; only ever lowers the sets.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    } != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// SIGKILL to every process of the group `pgid` (the leader alone when the group call fails).
@@ -96,7 +216,7 @@ impl LiveGroups {
     }
 }
 
-/// A child in its own process group. Dropping it kills the group and reaps the child, unless
+/// A child in its own session and process group (`Origin::Agent`). Dropping it kills the group and reaps the child, unless
 /// `wait`/`try_wait` already reaped it.
 pub struct GroupChild {
     child: Child,
@@ -104,9 +224,10 @@ pub struct GroupChild {
 }
 
 impl GroupChild {
-    /// Spawns `command` as the leader of a new process group.
+    /// Spawns `command` as the leader of a new session and process group (see `isolate`).
     pub fn spawn(command: &mut Command) -> std::io::Result<GroupChild> {
-        let child = command.process_group(0).spawn()?;
+        isolate(command, Origin::Agent);
+        let child = command.spawn()?;
         Ok(GroupChild {
             child,
             reaped: false,

@@ -121,6 +121,19 @@ pub fn flush(bound: Duration) -> bool {
     rx.recv_timeout(bound).is_ok()
 }
 
+/// Creates `dir` and its missing parents as private folders (0700, as OpenSSH keeps `~/.ssh`):
+/// folders that exist already keep their mode.
+pub fn create_private_dir_all(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// fsync, with the bench's slow-disk hook.
 pub fn fsync(file: &File) -> std::io::Result<()> {
     static DELAY: OnceLock<Option<Duration>> = OnceLock::new();

@@ -230,6 +230,7 @@ fn build_setup(
         return Ok(Built::Exit(1));
     }
     let mut args = args;
+    let start_cwd = cwd.clone();
     if session.cwd() != cwd {
         args.absolutize_paths(&cwd);
         cwd = session.cwd().to_path_buf();
@@ -281,13 +282,17 @@ fn build_setup(
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
-    let (sandbox, sandbox_warnings) = sandbox::Sandbox::new(
+    let (sandbox_cwd, root_warning) = sandbox_root(&start_cwd, &cwd, config.project_trust.decided);
+    let (sandbox, mut sandbox_warnings) = sandbox::Sandbox::new(
         config.scoped_setting(false, "sandbox"),
         config.scoped_setting(true, "sandbox"),
         args.sandbox,
-        &cwd,
+        &sandbox_cwd,
         &agent_dir,
     );
+    if sandbox.policy().mode != sandbox::Mode::Off {
+        sandbox_warnings.extend(root_warning);
+    }
     print_warnings(&sandbox_warnings);
     let (approvals, warnings) =
         extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
@@ -336,7 +341,15 @@ fn build_setup(
 
     let mcp = mcp_config.map(|loaded| {
         let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
-        mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
+        let policy = sandbox.policy();
+        let reconnect_sandbox = (policy.mode != sandbox::Mode::Off).then_some(policy);
+        mcp::McpHost::start(
+            loaded,
+            filter,
+            cwd.clone(),
+            agent_dir.clone(),
+            reconnect_sandbox,
+        )
     });
     Ok(Built::Setup(Box::new(agent::AgentSetup {
         mcp,
@@ -461,6 +474,29 @@ fn run_print(
 }
 
 /// Warnings for stderr, one line each (config problems never stop pi-rs: built-ins stay usable).
+/// The folder the sandbox makes writable: a resumed session runs in the cwd its file names (as
+/// pi does), but a session file may come from anyone, so that folder is the writable root only
+/// when it is the start directory, inside it, or a trusted project; otherwise the start
+/// directory stays the root (and the warning says so).
+fn sandbox_root(
+    start: &std::path::Path,
+    cwd: &std::path::Path,
+    trusted: bool,
+) -> (std::path::PathBuf, Option<String>) {
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (start_real, cwd_real) = (real(start), real(cwd));
+    if trusted || cwd_real.starts_with(&start_real) {
+        return (cwd.to_path_buf(), None);
+    }
+    let warning = format!(
+        "the session's directory {} is outside the start directory and not a trusted project: \
+         the sandbox's writable root stays {}",
+        cwd_real.display(),
+        start_real.display()
+    );
+    (start.to_path_buf(), Some(warning))
+}
+
 fn print_warnings<T: std::fmt::Display>(warnings: impl IntoIterator<Item = T>) {
     let mut stderr = std::io::stderr().lock();
     for warning in warnings {

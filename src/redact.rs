@@ -255,6 +255,162 @@ fn replace_tokens(json: &str, secret: &str) -> Option<String> {
     Some(buffer)
 }
 
+/// Whether a variable, header or query parameter named `name` holds a credential by its name:
+/// `*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, `AWS_*`,
+/// `GOOGLE_APPLICATION_CREDENTIALS` (any case). The one rule for what children do not inherit and
+/// whose values join the redaction set.
+pub fn is_credential_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
+        .iter()
+        .any(|word| upper.contains(word))
+        || upper.starts_with("AWS_")
+        || upper == "GOOGLE_APPLICATION_CREDENTIALS"
+}
+
+/// Whether the value of the credential-named variable `name` is a secret itself: not a path
+/// (`*_FILE`, `*_PATH`, `*_DIR`, or a value starting with `/` or `~`), not AWS's region, profile
+/// or endpoint settings. Redacting those would mangle ordinary text and protect nothing.
+pub fn is_secret_value_of(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let describes = ["_FILE", "_PATH", "_DIR", "_URI", "_REGION", "_PROFILE"]
+        .iter()
+        .any(|suffix| upper.ends_with(suffix))
+        || upper.starts_with("AWS_ENDPOINT_URL")
+        || matches!(
+            upper.as_str(),
+            "AWS_SDK_LOAD_CONFIG" | "AWS_EC2_METADATA_DISABLED"
+        );
+    is_credential_name(name) && !describes && !value.starts_with(['/', '~'])
+}
+
+/// The password of a URL's user info (`scheme://user:password@host`), as written.
+pub fn url_password(url: &str) -> Option<&str> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let (user_info, _) = authority.rsplit_once('@')?;
+    let (_, password) = user_info.split_once(':')?;
+    Some(password).filter(|p| !p.is_empty())
+}
+
+/// The values of a URL's query parameters whose names are credential-like (`?token=…`,
+/// `api_key=…`, `access_token=…`, `sig=…`), as written.
+pub fn url_query_secrets(url: &str) -> Vec<&str> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Vec::new();
+    };
+    let query = query.split('#').next().unwrap_or(query);
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(name, value)| {
+            !value.is_empty()
+                && (is_credential_name(name)
+                    || ["auth", "sig", "signature", "code", "apikey"]
+                        .contains(&name.to_ascii_lowercase().as_str()))
+        })
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// `text` (JSON source, possibly cut anywhere) with every `\uXXXX` escape that stands for an
+/// ordinary character written as that character, and `\/` as `/` — the same JSON, so a key
+/// spelled with escapes becomes visible to redaction. Escapes of quotes, backslashes, control
+/// characters and lone surrogates stay. Returns the rewritten text of the longest prefix that
+/// ends outside an escape, and that prefix's length in `text` (the rest is an escape still being
+/// written).
+pub fn plain_json_escapes(text: &str) -> (String, usize) {
+    let bytes = text.as_bytes();
+    let hex = |from: usize| -> Option<u32> {
+        let digits = text.get(from..from + 4)?;
+        digits
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+            .then(|| u32::from_str_radix(digits, 16).ok())?
+    };
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut at) = (0, 0);
+    while let Some(found) = memchr::memchr(b'\\', &bytes[at..]) {
+        let start = at + found;
+        let Some(&kind) = bytes.get(start + 1) else {
+            out.push_str(&text[copied..start]);
+            return (out, start);
+        };
+        match kind {
+            b'/' => {
+                out.push_str(&text[copied..start]);
+                out.push('/');
+                (copied, at) = (start + 2, start + 2);
+            }
+            b'u' => {
+                if bytes.len() < start + 6 {
+                    out.push_str(&text[copied..start]);
+                    return (out, start);
+                }
+                let Some(unit) = hex(start + 2) else {
+                    at = start + 2;
+                    continue;
+                };
+                let (decoded, end) = if (0xD800..0xDC00).contains(&unit) {
+                    // A pair needs its low half: wait for it while it may still come.
+                    let low_start = start + 6;
+                    let tail = &text[low_start..];
+                    if tail.len() < 6 && "\\u".starts_with(&tail[..tail.len().min(2)]) {
+                        let digits_ok = tail
+                            .get(2..)
+                            .is_none_or(|d| d.bytes().all(|b| b.is_ascii_hexdigit()));
+                        if digits_ok {
+                            out.push_str(&text[copied..start]);
+                            return (out, start);
+                        }
+                    }
+                    match (text.get(low_start..low_start + 2), hex(low_start + 2)) {
+                        (Some("\\u"), Some(low)) if (0xDC00..0xE000).contains(&low) => (
+                            char::from_u32(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)),
+                            low_start + 6,
+                        ),
+                        _ => (None, start + 6),
+                    }
+                } else {
+                    (char::from_u32(unit), start + 6)
+                };
+                match decoded {
+                    Some(c) if !c.is_control() && c != '"' && c != '\\' => {
+                        out.push_str(&text[copied..start]);
+                        out.push(c);
+                        copied = end;
+                    }
+                    _ => {}
+                }
+                at = end;
+            }
+            _ => at = start + 2,
+        }
+    }
+    out.push_str(&text[copied..]);
+    (out, text.len())
+}
+
+/// Where `text` (JSON source starting outside an escape) may be cut without splitting an
+/// escape: `cut` itself, or the start of the escape it falls in.
+pub fn escape_safe_cut(text: &str, cut: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'\\', &bytes[at..cut.min(bytes.len())]) {
+        let start = at + found;
+        let length = if bytes.get(start + 1) == Some(&b'u') {
+            6
+        } else {
+            2
+        };
+        if cut < start + length {
+            return start;
+        }
+        at = start + length;
+    }
+    cut
+}
+
 /// The process-wide set and a generation counter bumped on every change (readers cache).
 static REGISTRY: RwLock<Option<Redactions>> = RwLock::new(None);
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -307,6 +463,42 @@ pub fn generation() -> u64 {
 mod tests {
     use super::*;
     use serde_json::{Value, json};
+
+    #[test]
+    fn plain_json_escapes_write_ordinary_characters_and_wait_for_cut_escapes() {
+        assert_eq!(
+            plain_json_escapes(r#"{"a":"\u0073k\/x \" \\u0041 \u000a \ud83d\ude00 \ud800!"}"#),
+            (
+                r#"{"a":"sk/x \" \\u0041 \u000a 😀 \ud800!"}"#.to_string(),
+                57
+            )
+        );
+        for cut in [
+            "ab\\",
+            "ab\\u00",
+            "ab\\ud83d",
+            "ab\\ud83d\\",
+            "ab\\ud83d\\ude0",
+        ] {
+            assert_eq!(plain_json_escapes(cut), ("ab".to_string(), 2), "{cut}");
+        }
+        assert_eq!(escape_safe_cut("a\\u0001b", 4), 1);
+        assert_eq!(escape_safe_cut("a\\u0001b", 7), 7);
+        assert_eq!(escape_safe_cut("a\\\\b", 2), 1);
+        assert_eq!(url_password("http://user:pa:ss@host:8080/x"), Some("pa:ss"));
+        assert_eq!(url_password("http://host/x@y"), None);
+        assert_eq!(
+            url_query_secrets("https://h/mcp?token=abc&v=2&api_key=def&sig=ghi#f"),
+            ["abc", "def", "ghi"]
+        );
+        assert!(is_secret_value_of("MY_SERVICE_TOKEN", "tok-1234567"));
+        assert!(!is_secret_value_of("AWS_REGION", "us-east-1"));
+        assert!(!is_secret_value_of(
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "/var/run/t"
+        ));
+        assert!(!is_secret_value_of("HOME", "whatever-long"));
+    }
 
     #[test]
     fn secrets_are_replaced_and_the_json_stays_valid() {

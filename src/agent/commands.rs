@@ -111,6 +111,26 @@ impl Agent {
             }
             return;
         }
+        // An expired login is refreshed on a worker first; the prompt goes on when it is done.
+        if let Some(refresh) = self.config.start_oauth_refresh(&self.model.provider) {
+            let then = state::AfterRefresh::Prompt {
+                id: id.cloned(),
+                message,
+                images,
+            };
+            self.phase = Phase::Refreshing(Box::new(state::Refreshing { refresh, then }));
+            return;
+        }
+        self.start_prompt(id, message, images);
+    }
+
+    /// A prompt whose credentials are known: answered with an error without a key, else run.
+    pub(super) fn start_prompt(
+        &mut self,
+        id: Option<&Value>,
+        message: String,
+        images: Vec<ImageContent>,
+    ) {
         if let Err(error) = self.check_credentials() {
             self.respond_error(id, "prompt", &error);
             return;

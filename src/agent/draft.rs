@@ -31,6 +31,8 @@ pub struct Draft {
     pub started: bool,
     /// Legacy: updates carry the cumulative message.
     cumulative: bool,
+    /// Bytes of deltas streamed into this message so far (what a legacy update repeats).
+    streamed: usize,
     /// `message.usage` serialized, for every `message_update` until it changes.
     usage_json: crate::rpc::SharedJson,
     /// Blocks that started and have not ended yet, in start order (abort closes them).
@@ -43,6 +45,12 @@ pub struct Draft {
     /// piece of the finished message's JSON (a long reply is serialized once).
     literals: Vec<(usize, crate::rpc::SharedJson)>,
 }
+
+/// Legacy updates are sent as they come until the message is this large (see
+/// `Draft::pace_cumulative`).
+const LEGACY_FREE_BYTES: usize = 4 * 1024;
+/// Past `LEGACY_FREE_BYTES`, a legacy update brings at least 1/this of the message.
+const LEGACY_GROWTH: usize = 8;
 
 impl Draft {
     pub fn new(model: &Model, profile: Profile) -> Draft {
@@ -57,6 +65,7 @@ impl Draft {
             prices: model.cost.clone(),
             started: false,
             cumulative: profile == Profile::Legacy,
+            streamed: 0,
             usage_json: crate::rpc::shared_json(&Usage::default(), 128),
             open_blocks: Vec::new(),
             held: Vec::new(),
@@ -191,7 +200,9 @@ impl Draft {
                 return None;
             }
         };
-        let delta = self.hold_back(index, delta);
+        self.streamed += delta.len();
+        let delta = self.hold_back(index, delta, family == BlockFamily::ToolCall);
+        let delta = self.pace_cumulative(index, delta);
         (!delta.is_empty()).then(|| {
             self.update(AssistantEvent::Delta {
                 family,
@@ -201,8 +212,11 @@ impl Draft {
         })
     }
 
-    /// The part of `delta` (after what this block already holds) that may go out now.
-    fn hold_back(&mut self, index: usize, delta: String) -> String {
+    /// The part of `delta` (after what this block already holds) that may go out now. Tool-call
+    /// arguments are JSON source: their `\\u` escapes of ordinary characters go out as those
+    /// characters (the same JSON), so a key spelled with escapes is seen — and redacted — whole,
+    /// and no record ends inside an escape.
+    fn hold_back(&mut self, index: usize, delta: String, json_source: bool) -> String {
         if redact::generation() != self.redactions_generation {
             self.redactions_generation = redact::generation();
             self.redactions = redact::default_redactions();
@@ -219,9 +233,38 @@ impl Draft {
         };
         let combined = &mut self.held[slot].1;
         combined.push_str(&delta);
-        let cut = self.redactions.streaming_cut(combined);
-        let rest = combined.split_off(cut);
-        std::mem::replace(combined, rest)
+        if !json_source {
+            let cut = self.redactions.streaming_cut(combined);
+            let rest = combined.split_off(cut);
+            return std::mem::replace(combined, rest);
+        }
+        let (mut plain, complete) = redact::plain_json_escapes(combined);
+        let pending = combined.split_off(complete);
+        let cut = redact::escape_safe_cut(&plain, self.redactions.streaming_cut(&plain));
+        let mut rest = plain.split_off(cut);
+        rest.push_str(&pending);
+        *combined = rest;
+        plain
+    }
+
+    /// Legacy updates repeat the whole message, so their total is quadratic in the reply. Past
+    /// `LEGACY_FREE_BYTES`, text that is ready waits (held like a secret's start) until it is at
+    /// least `1 / LEGACY_GROWTH` of the message: each update then brings a fixed share of what
+    /// it repeats, and stdout stays within ~`2 × LEGACY_GROWTH + 1` times the message (plus the
+    /// first `LEGACY_FREE_BYTES`' updates). Held text goes out before the block's end.
+    fn pace_cumulative(&mut self, index: usize, ready: String) -> String {
+        if !self.cumulative
+            || ready.is_empty()
+            || self.streamed <= LEGACY_FREE_BYTES
+            || ready.len() * LEGACY_GROWTH >= self.streamed
+        {
+            return ready;
+        }
+        match self.held.iter_mut().find(|(i, _)| *i == index) {
+            Some((_, held)) => held.insert_str(0, &ready),
+            None => self.held.push((index, ready)),
+        }
+        String::new()
     }
 
     /// The held tail of a block as its last delta (before its end record, or when the stream

@@ -137,6 +137,8 @@ enum Incoming {
     McpGone,
     /// The first prompt's wait for MCP servers is over.
     McpWaitOver,
+    /// A login refresh's worker answered (or died: an error).
+    OAuthRefreshed(Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -328,6 +330,11 @@ impl Agent {
             Phase::WaitingForMcp(wait) => crossbeam_channel::at(wait.deadline),
             _ => never(),
         };
+        let no_refresh = never();
+        let refresh_result = match &self.phase {
+            Phase::Refreshing(refreshing) => &refreshing.refresh.result,
+            _ => &no_refresh,
+        };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
             Phase::Compacting(compaction) => match compaction.retry_at {
@@ -369,6 +376,9 @@ impl Agent {
             recv(mcp_wait) -> _ => Incoming::McpWaitOver,
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
+            recv(refresh_result) -> result => Incoming::OAuthRefreshed(result.unwrap_or_else(|_| {
+                Err(crate::config::oauth::OAuthError::WorkerGone)
+            })),
         }
     }
 
@@ -413,6 +423,7 @@ impl Agent {
                 }
             }
             Incoming::McpWaitOver => self.end_mcp_wait(),
+            Incoming::OAuthRefreshed(result) => self.on_oauth_refreshed(result),
         }
     }
 
@@ -642,6 +653,7 @@ impl Agent {
                     | Phase::Compacting(_)
                     | Phase::Preparing(_)
                     | Phase::WaitingForMcp(_)
+                    | Phase::Refreshing(_)
             )
     }
 
@@ -662,6 +674,7 @@ impl Agent {
             Phase::Compacting(_) => self.abort_compaction(),
             Phase::Preparing(_) => self.abort_preparing(),
             Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
+            Phase::Refreshing(_) => self.abort_refresh(),
             Phase::Idle => self.end_run(),
         }
     }

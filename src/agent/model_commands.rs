@@ -77,11 +77,18 @@ impl Agent {
     }
 
     pub(super) fn set_thinking_level(&mut self, id: Option<&Value>, level: &str) {
-        let level = match ThinkingLevel::parse(level) {
-            Some(level) => self.model.clamp_thinking_level(level),
-            // pi: unknown strings become the first supported level.
-            None => self.model.supported_thinking_levels()[0],
+        // Stricter than pi (which takes an unknown string as the first supported level): a
+        // level that does not exist is refused and changes nothing.
+        let Some(level) = ThinkingLevel::parse(level) else {
+            let known: Vec<&str> = ThinkingLevel::ALL.iter().map(|l| l.as_str()).collect();
+            let error = format!(
+                "Invalid thinking level \"{level}\": expected one of {}",
+                known.join(", ")
+            );
+            self.respond_error(id, "set_thinking_level", &error);
+            return;
         };
+        let level = self.model.clamp_thinking_level(level);
         self.change_thinking_level(level, true);
         self.respond_ok(id, "set_thinking_level", None);
     }

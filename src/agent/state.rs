@@ -30,6 +30,25 @@ pub enum Phase {
     Preparing(Box<PromptPrep>),
     /// The first prompt's run waits (up to 10 s) for MCP servers whose tools it declares.
     WaitingForMcp(Box<McpWait>),
+    /// A subscription login is refreshed on a worker before a prompt or a request uses it.
+    Refreshing(Box<Refreshing>),
+}
+
+/// A login refresh in flight and what waits for it.
+pub struct Refreshing {
+    pub refresh: crate::config::OAuthRefresh,
+    pub then: AfterRefresh,
+}
+
+pub enum AfterRefresh {
+    /// A client's prompt, answered once the key is known.
+    Prompt {
+        id: Option<Value>,
+        message: String,
+        images: Vec<ImageContent>,
+    },
+    /// The run's next LLM request.
+    Request,
 }
 
 pub struct McpWait {

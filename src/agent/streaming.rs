@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::draft::Draft;
-use super::state::{Phase, Stream};
+use super::state::{AfterRefresh, Phase, Refreshing, Stream};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY, convert, serialize_message};
 use crate::config::ThinkingLevel;
 use crate::messages::{
@@ -75,6 +75,40 @@ impl Agent {
         })
     }
 
+    /// A login refresh ended (or its worker died): record it, then go on with what waited.
+    pub(super) fn on_oauth_refreshed(
+        &mut self,
+        result: Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>,
+    ) {
+        let Phase::Refreshing(refreshing) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Refreshing { refresh, then } = *refreshing;
+        self.config.finish_oauth_refresh(&refresh.provider, result);
+        match then {
+            AfterRefresh::Prompt {
+                id,
+                message,
+                images,
+            } => self.start_prompt(id.as_ref(), message, images),
+            AfterRefresh::Request => self.request_completion(),
+        }
+    }
+
+    /// `abort` while a login is refreshed: the worker's lock wait is cancelled; a prompt is
+    /// answered with an error, a run ends.
+    pub(super) fn abort_refresh(&mut self) {
+        let Phase::Refreshing(refreshing) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        match refreshing.then {
+            AfterRefresh::Prompt { id, .. } => {
+                self.respond_error(id.as_ref(), "prompt", "Aborted before the prompt started")
+            }
+            AfterRefresh::Request => self.end_run(),
+        }
+    }
+
     pub(super) fn credentials_error(&self) -> String {
         // A subscription login that could not be refreshed says how to log in again.
         self.config
@@ -83,6 +117,12 @@ impl Agent {
     }
 
     pub(super) fn request_completion(&mut self) {
+        // A login that expired during the run is refreshed on a worker; the request follows.
+        if let Some(refresh) = self.config.start_oauth_refresh(&self.model.provider) {
+            let then = AfterRefresh::Request;
+            self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
+            return;
+        }
         let Ok(mut request) = self.base_request() else {
             let message = self.credentials_error();
             self.fail_before_stream(message);

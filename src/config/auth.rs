@@ -57,6 +57,14 @@ impl Env {
             .filter(|v| !v.is_empty())
     }
 
+    /// Every variable (name, value) with a non-empty value.
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     pub fn home(&self) -> PathBuf {
         self.get("HOME")
             .map(PathBuf::from)
@@ -373,13 +381,8 @@ impl AuthFile {
 }
 
 fn ensure_auth_file(dir: &Path, path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
+    use std::os::unix::fs::PermissionsExt;
+    crate::disk::create_private_dir_all(dir)?;
     if !path.exists() {
         fs::write(path, "{}")?;
         fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;

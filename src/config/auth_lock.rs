@@ -5,7 +5,9 @@
 //! refresh did too), and so does pi-rs. pi and pi-rs sharing an agent dir therefore never refresh
 //! or write the same login at once, so neither loses the other's refreshed token.
 //!
-//! Bounds: acquiring retries with backoff for at most `ACQUIRE_TIMEOUT`; while held, a keeper
+//! Bounds: acquiring retries with backoff for at most `ACQUIRE_TIMEOUT`, and stops at once when
+//! the caller's cancel flag is raised (never a busy loop: a stale lock that cannot be removed —
+//! a file, or a folder someone put files in — is waited on like a held one); while held, a keeper
 //! thread touches the directory every `TOUCH_INTERVAL` (pi's own holders do the same every
 //! stale/2), and the lock is removed when the guard drops.
 
@@ -15,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Sender, bounded};
+
+use crate::child::CancelFlag;
 
 /// pi's refresh uses `stale: 30000`; its synchronous writers use proper-lockfile's default 10 s.
 /// A lock untouched for longer than the larger of the two is abandoned.
@@ -48,6 +52,8 @@ impl Drop for AuthLock {
 pub enum LockError {
     /// Another process held it past the wait.
     Held { file: PathBuf, dir: PathBuf },
+    /// The caller gave up waiting (abort, shutdown).
+    Cancelled,
     Io {
         file: PathBuf,
         source: std::io::Error,
@@ -66,6 +72,7 @@ impl std::fmt::Display for LockError {
             LockError::Io { file, source } => {
                 write!(f, "cannot lock {}: {source}", file.display())
             }
+            LockError::Cancelled => write!(f, "aborted while waiting for the auth.json lock"),
         }
     }
 }
@@ -74,7 +81,7 @@ impl std::error::Error for LockError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             LockError::Io { source, .. } => Some(source),
-            LockError::Held { .. } => None,
+            LockError::Held { .. } | LockError::Cancelled => None,
         }
     }
 }
@@ -88,23 +95,39 @@ pub fn lock_dir(file: &Path) -> PathBuf {
 
 /// Takes the lock on `file`, waiting (bounded) while another process holds it. Like pi, the
 /// lock belongs to the resolved file, so symlinked aliases of auth.json share one lock.
-pub fn lock(file: &Path) -> Result<AuthLock, LockError> {
+pub fn lock(file: &Path, cancel: &CancelFlag) -> Result<AuthLock, LockError> {
     let resolved = fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    lock_with(&resolved, ACQUIRE_TIMEOUT, STALE)
+    lock_with(&resolved, ACQUIRE_TIMEOUT, STALE, cancel)
 }
 
-fn lock_with(file: &Path, timeout: Duration, stale: Duration) -> Result<AuthLock, LockError> {
+fn lock_with(
+    file: &Path,
+    timeout: Duration,
+    stale: Duration,
+    cancel: &CancelFlag,
+) -> Result<AuthLock, LockError> {
     let dir = lock_dir(file);
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
+    let mut warned = false;
     loop {
         match fs::create_dir(&dir) {
             Ok(()) => break,
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                 if is_stale(&dir, stale) {
-                    log::warn!("removing the abandoned lock {}", dir.display());
-                    let _ = fs::remove_dir(&dir);
-                    continue;
+                    match fs::remove_dir(&dir) {
+                        Ok(()) => {
+                            log::warn!("removed the abandoned lock {}", dir.display());
+                            continue;
+                        }
+                        // A file or a non-empty folder: not a lock pi-rs may remove; wait as for
+                        // a held one (bounded), never loop on it.
+                        Err(e) if !warned => {
+                            warned = true;
+                            log::warn!("cannot remove the stale lock {}: {e}", dir.display());
+                        }
+                        Err(_) => {}
+                    }
                 }
                 if started.elapsed() >= timeout {
                     return Err(LockError::Held {
@@ -112,7 +135,19 @@ fn lock_with(file: &Path, timeout: Duration, stale: Duration) -> Result<AuthLock
                         dir,
                     });
                 }
-                std::thread::sleep(delay.min(timeout.saturating_sub(started.elapsed())));
+                let wake = Instant::now() + delay.min(timeout.saturating_sub(started.elapsed()));
+                while Instant::now() < wake {
+                    if cancel.is_cancelled() {
+                        return Err(LockError::Cancelled);
+                    }
+                    std::thread::sleep(
+                        wake.saturating_duration_since(Instant::now())
+                            .min(Duration::from_millis(20)),
+                    );
+                }
+                if cancel.is_cancelled() {
+                    return Err(LockError::Cancelled);
+                }
                 delay = (delay * 2).min(Duration::from_secs(1));
             }
             Err(source) => {
@@ -184,16 +219,26 @@ mod tests {
     fn the_lock_is_a_directory_others_wait_for() {
         let dir = temp("wait");
         let file = dir.join("auth.json");
-        let held = lock(&file).unwrap();
+        let held = lock(&file, &CancelFlag::default()).unwrap();
         assert!(dir.join("auth.json.lock").is_dir());
-        let err = lock_with(&file, Duration::from_millis(200), STALE)
-            .err()
-            .unwrap()
-            .to_string();
+        let err = lock_with(
+            &file,
+            Duration::from_millis(200),
+            STALE,
+            &CancelFlag::default(),
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(err.contains("locked by another process"), "{err}");
         drop(held);
         assert!(!dir.join("auth.json.lock").exists());
-        let again = lock_with(&file, Duration::from_millis(200), STALE);
+        let again = lock_with(
+            &file,
+            Duration::from_millis(200),
+            STALE,
+            &CancelFlag::default(),
+        );
         assert!(again.is_ok());
         drop(again);
         let _ = fs::remove_dir_all(&dir);
@@ -205,7 +250,12 @@ mod tests {
         let file = dir.join("auth.json");
         fs::create_dir(lock_dir(&file)).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        let lock = lock_with(&file, Duration::from_millis(500), Duration::from_millis(10));
+        let lock = lock_with(
+            &file,
+            Duration::from_millis(500),
+            Duration::from_millis(10),
+            &CancelFlag::default(),
+        );
         assert!(lock.is_ok());
         drop(lock);
         let _ = fs::remove_dir_all(&dir);

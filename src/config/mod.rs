@@ -166,6 +166,23 @@ pub struct Config {
 /// A failed refresh is not retried sooner than this (a prompt asks for the key twice).
 const REFRESH_RETRY_AFTER: Duration = Duration::from_secs(10);
 
+/// The login must be refreshed before its token is used.
+struct NeedsRefresh;
+
+/// A subscription login being refreshed on a worker thread (`Config::start_oauth_refresh`).
+/// Dropping it cancels the worker's wait for the auth.json lock.
+pub struct OAuthRefresh {
+    pub provider: String,
+    pub result: crossbeam_channel::Receiver<Result<oauth::Fresh, oauth::OAuthError>>,
+    cancel: crate::child::CancelFlag,
+}
+
+impl Drop for OAuthRefresh {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
 impl Config {
     /// Loads settings, models and credentials. Never fails: problems become diagnostics.
     /// `trust_override` is `--approve` / `--no-approve`: project settings load only once the
@@ -360,28 +377,103 @@ impl Config {
 
     /// A subscription login's access token, refreshed (under pi's auth.json lock) when expired or
     /// about to expire. A failed refresh yields no key, as in pi, and leaves a notice saying how
-    /// to log in again; the new tokens join the redaction lists at once.
+    /// to log in again; the new tokens join the redaction lists at once. The agent refreshes on a
+    /// worker first (`start_oauth_refresh`), so this refreshes itself only for callers that did
+    /// not (bounded by the lock's and the token endpoint's limits).
     fn oauth_access(
         &self,
         provider: &str,
         access: String,
         expires_ms: Option<f64>,
     ) -> Option<String> {
+        match self.oauth_cached(provider, access, expires_ms) {
+            Ok(key) => key,
+            Err(NeedsRefresh) => {
+                let result = oauth::refresh_locked(
+                    &self.agent_dir,
+                    provider,
+                    &self.oauth_endpoints,
+                    &crate::child::CancelFlag::default(),
+                );
+                self.finish_oauth_refresh(provider, result)
+            }
+        }
+    }
+
+    /// The token when no refresh is needed (`Ok(None)`: the last refresh failed moments ago).
+    fn oauth_cached(
+        &self,
+        provider: &str,
+        access: String,
+        expires_ms: Option<f64>,
+    ) -> Result<Option<String>, NeedsRefresh> {
         let fresh = lock(&self.oauth_fresh).get(provider).cloned();
         if let Some(fresh) = &fresh
             && !oauth::needs_refresh(Some(fresh.expires_ms))
         {
-            return Some(fresh.access.clone());
+            return Ok(Some(fresh.access.clone()));
         }
         if !oauth::needs_refresh(expires_ms) && !access.is_empty() && fresh.is_none() {
-            return Some(access);
+            return Ok(Some(access));
         }
         if let Some((at, _)) = lock(&self.oauth_failures).get(provider)
             && at.elapsed() < REFRESH_RETRY_AFTER
         {
+            return Ok(None);
+        }
+        Err(NeedsRefresh)
+    }
+
+    /// Starts refreshing `provider`'s subscription login on a worker thread when the next
+    /// `api_key` would have to (an expired login that is the key's source); `None` when not.
+    /// The agent waits for the result in its loop, so commands, `abort` and signals are served
+    /// meanwhile; dropping the handle cancels the wait for the lock.
+    pub fn start_oauth_refresh(&self, provider: &str) -> Option<OAuthRefresh> {
+        if self
+            .runtime_api_keys
+            .get(provider)
+            .is_some_and(|k| !k.is_empty())
+            || !oauth::PROVIDERS.contains(&provider)
+        {
             return None;
         }
-        match oauth::refresh_locked(&self.agent_dir, provider, &self.oauth_endpoints) {
+        let Some(Credential::OAuth {
+            access, expires_ms, ..
+        }) = self.auth.get(provider)
+        else {
+            return None;
+        };
+        self.oauth_cached(provider, access, expires_ms).err()?;
+        let (sender, result) = crossbeam_channel::bounded(1);
+        let cancel = crate::child::CancelFlag::default();
+        let (agent_dir, endpoints) = (self.agent_dir.clone(), self.oauth_endpoints.clone());
+        let (name, watched) = (provider.to_string(), cancel.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("oauth-refresh-{provider}"))
+            .spawn(move || {
+                let _ = sender.send(oauth::refresh_locked(
+                    &agent_dir, &name, &endpoints, &watched,
+                ));
+            });
+        if let Err(e) = spawned {
+            log::warn!("cannot start the {provider} login refresh: {e}");
+            return None;
+        }
+        Some(OAuthRefresh {
+            provider: provider.to_string(),
+            result,
+            cancel,
+        })
+    }
+
+    /// Records a refresh's outcome (from `start_oauth_refresh`'s worker or done in place); the
+    /// new access token, or `None` after a failure.
+    pub fn finish_oauth_refresh(
+        &self,
+        provider: &str,
+        result: Result<oauth::Fresh, oauth::OAuthError>,
+    ) -> Option<String> {
+        match result {
             Ok(fresh) => {
                 crate::redact::add_secret(&fresh.access);
                 if let Some(refresh) = &fresh.refresh {
@@ -534,6 +626,18 @@ impl Config {
         }
         for name in auth::EXTRA_SECRET_ENV_VARS {
             out.extend(self.env.get(name).map(str::to_string));
+        }
+        // Variables withheld from children by their name hold credentials by the same token
+        // (paths and AWS's region/profile settings excepted), and so does a proxy URL's password.
+        for (name, value) in self.env.vars() {
+            if crate::redact::is_secret_value_of(name, value) {
+                out.push(value.to_string());
+            }
+            if name.to_ascii_lowercase().ends_with("_proxy")
+                && let Some(password) = crate::redact::url_password(value)
+            {
+                out.push(password.to_string());
+            }
         }
         out.extend(aws::profile_secrets(&self.env));
         out.extend(google_adc::file_secrets(&self.env));

@@ -152,6 +152,8 @@ pub enum OAuthError {
     /// A fixed sentence from pi's flows ("Missing authorization code", "OAuth state mismatch",
     /// "Invalid Copilot token response fields", …).
     Flow(&'static str),
+    /// The refresh worker ended without an answer (it panicked).
+    WorkerGone,
 }
 
 impl std::fmt::Display for OAuthError {
@@ -175,20 +177,21 @@ impl std::fmt::Display for OAuthError {
             ),
             OAuthError::Request { url, source } => write!(f, "{url}: {source}"),
             OAuthError::ReadBody { url, source } => write!(f, "{url}: {source}"),
+            // Token endpoints' answers may carry tokens, old and new: redacted wherever shown.
             OAuthError::Status {
                 url,
                 status,
                 snippet,
-            } => write!(f, "HTTP {status} from {url}: {snippet}"),
+            } => write!(f, "HTTP {status} from {url}: {}", redacted(snippet)),
             OAuthError::InvalidJson { url, source } => {
                 write!(f, "{url} returned invalid JSON: {source}")
             }
             OAuthError::MissingTokenFields(body) => {
-                write!(f, "token response missing fields: {body}")
+                write!(f, "token response missing fields: {}", redacted(body))
             }
             OAuthError::DeviceFlow(error) => write!(f, "Device flow failed: {error}"),
             OAuthError::UnexpectedTokenResponse(body) => {
-                write!(f, "unexpected access token response: {body}")
+                write!(f, "unexpected access token response: {}", redacted(body))
             }
             OAuthError::DeviceFlowTimedOut { slowed_down: true } => f.write_str(
                 "Device flow timed out after one or more slow_down responses. This is often caused by clock drift in WSL or VM environments. Please sync or restart the VM clock and try again.",
@@ -197,6 +200,7 @@ impl std::fmt::Display for OAuthError {
                 f.write_str("Device flow timed out")
             }
             OAuthError::Flow(text) => f.write_str(text),
+            OAuthError::WorkerGone => f.write_str("the refresh ended without an answer"),
         }
     }
 }
@@ -213,6 +217,30 @@ impl std::error::Error for OAuthError {
             _ => None,
         }
     }
+}
+
+/// A token endpoint's answer with every token in it redacted: the ones it names
+/// (`access_token`, `refresh_token`, `id_token`, `token`, `device_code`) join the process-wide
+/// set first, the known ones (the login's own) are in it already.
+fn redacted(body: &str) -> String {
+    if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(body) {
+        let named = [
+            "access_token",
+            "refresh_token",
+            "id_token",
+            "token",
+            "device_code",
+        ];
+        crate::redact::register_secrets(
+            named
+                .iter()
+                .filter_map(|name| fields.get(*name).and_then(Value::as_str))
+                .map(str::to_string),
+        );
+    }
+    crate::redact::default_redactions()
+        .apply_text(body)
+        .into_owned()
 }
 
 impl From<auth_lock::LockError> for OAuthError {
@@ -237,13 +265,15 @@ pub struct Fresh {
 /// Refreshes `provider`'s login in `<agent_dir>/auth.json` under pi's lock: re-reads the file
 /// (another pi may have refreshed it meanwhile: then that token is used), else asks the token
 /// endpoint and writes the new credentials back in pi's format.
+/// `cancel` ends the wait for the lock (the agent's abort, shutdown).
 pub fn refresh_locked(
     agent_dir: &Path,
     provider: &str,
     endpoints: &Endpoints,
+    cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
     let path = agent_dir.join("auth.json");
-    let _lock = auth_lock::lock(&path)?;
+    let _lock = auth_lock::lock(&path, cancel)?;
     let mut data = read_auth(&path)?;
     let entry = data
         .get(provider)
@@ -257,7 +287,11 @@ pub fn refresh_locked(
     }
     let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
     let renewed = refresh_entry(provider, &entry, endpoints, &agent)?;
-    let result = fresh_from(&renewed)?;
+    let mut result = fresh_from(&renewed)?;
+    if renewed.get("expires") == Some(&Value::Null) {
+        // No expiry given (see `anthropic_entry`): good for this process, as in pi 1.6.0.
+        result.expires_ms = f64::INFINITY;
+    }
     data.insert(provider.to_string(), Value::Object(renewed));
     write_auth(&path, &data).map_err(|source| OAuthError::Write {
         path: path.clone(),
@@ -321,15 +355,18 @@ fn refresh_entry(
     }
 }
 
+/// pi 1.6.0 takes Anthropic's answer without checking `expires_in`: a missing one makes the
+/// expiry NaN, written as `"expires": null` (the token is used, and refreshed at the next start).
 fn anthropic_entry(tokens: &Value) -> Result<Map<String, Value>, OAuthError> {
-    let (access, refresh, expires_in) = token_fields(tokens)?;
+    let (access, refresh) = access_and_refresh(tokens)?;
+    let expires = match tokens.get("expires_in").and_then(Value::as_f64) {
+        Some(seconds) => json!(now_ms_f64() + seconds * 1000.0 - EARLY_EXPIRY_MS),
+        None => Value::Null,
+    };
     Ok(oauth_entry(&[
         ("refresh", json!(refresh)),
         ("access", json!(access)),
-        (
-            "expires",
-            json!(now_ms_f64() + expires_in * 1000.0 - EARLY_EXPIRY_MS),
-        ),
+        ("expires", expires),
     ]))
 }
 
@@ -393,11 +430,18 @@ fn oauth_entry(fields: &[(&str, Value)]) -> Map<String, Value> {
 }
 
 fn token_fields(tokens: &Value) -> Result<(String, String, f64), OAuthError> {
+    let (access, refresh) = access_and_refresh(tokens)?;
+    let expires_in = tokens["expires_in"]
+        .as_f64()
+        .ok_or_else(|| OAuthError::MissingTokenFields(tokens.to_string()))?;
+    Ok((access, refresh, expires_in))
+}
+
+fn access_and_refresh(tokens: &Value) -> Result<(String, String), OAuthError> {
     let access = tokens["access_token"].as_str().filter(|s| !s.is_empty());
     let refresh = tokens["refresh_token"].as_str().filter(|s| !s.is_empty());
-    let expires_in = tokens["expires_in"].as_f64();
-    match (access, refresh, expires_in) {
-        (Some(a), Some(r), Some(e)) => Ok((a.to_string(), r.to_string(), e)),
+    match (access, refresh) {
+        (Some(a), Some(r)) => Ok((a.to_string(), r.to_string())),
         _ => Err(OAuthError::MissingTokenFields(tokens.to_string())),
     }
 }
@@ -576,7 +620,8 @@ pub fn store_login(
         source,
     })?;
     let path = agent_dir.join("auth.json");
-    let _lock = auth_lock::lock(&path)?;
+    // `pi login`/`pi logout` on a terminal: bounded, and Ctrl-C ends it.
+    let _lock = auth_lock::lock(&path, &crate::child::CancelFlag::default())?;
     let mut data = read_auth(&path)?;
     data.insert(provider.to_string(), Value::Object(entry));
     write_auth(&path, &data).map_err(|source| OAuthError::Write { path, source })
@@ -588,7 +633,8 @@ pub fn remove_login(agent_dir: &Path, provider: &str) -> Result<bool, OAuthError
     if !path.exists() {
         return Ok(false);
     }
-    let _lock = auth_lock::lock(&path)?;
+    // `pi login`/`pi logout` on a terminal: bounded, and Ctrl-C ends it.
+    let _lock = auth_lock::lock(&path, &crate::child::CancelFlag::default())?;
     let mut data = read_auth(&path)?;
     if data.shift_remove(provider).is_none() {
         return Ok(false);

@@ -35,6 +35,9 @@ pub struct ProjectTrust {
     pub skipped: Vec<PathBuf>,
     /// Why: the rule that decided (for the warning and the log).
     pub reason: String,
+    /// Trusted by a decision (`--approve`, trust.json, `defaultProjectTrust: "always"`), not
+    /// only for lack of anything to protect.
+    pub decided: bool,
 }
 
 impl ProjectTrust {
@@ -74,6 +77,7 @@ pub fn resolve(
             protected.clone()
         },
         reason: reason.to_string(),
+        decided: trusted,
     };
     if let Some(trusted) = cli {
         let flag = if trusted { "--approve" } else { "--no-approve" };
@@ -88,10 +92,14 @@ pub fn resolve(
         }
     };
     if protected.is_empty() {
-        return decide(
-            saved.map(|(_, d)| d).unwrap_or(true),
-            "no protected resources",
-        );
+        let decided = saved.as_ref().is_some_and(|(_, d)| *d);
+        return ProjectTrust {
+            decided,
+            ..decide(
+                saved.map(|(_, d)| d).unwrap_or(true),
+                "no protected resources",
+            )
+        };
     }
     if let Some((path, decision)) = saved {
         return decide(decision, &format!("trust.json entry {path}"));

@@ -194,6 +194,8 @@ fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) ->
         super::ToolFilter::default(),
         cwd.to_path_buf(),
         agent_dir.to_path_buf(),
+        // `pi mcp list` on a terminal: no model, no restarts to confine.
+        None,
     );
     // Each server connects within its own timeout; stop waiting when all have settled.
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -414,6 +414,25 @@ pub fn validate(name: &str, raw: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// An HTTP server's credentials as written in mcp.json (`pi mcp add --header` writes them
+/// literally): every header value (the token after a scheme word such as `Bearer `), the
+/// credential-like query parameters and the password of the URL.
+fn literal_secrets(url: &str, headers: &[(String, String)], secrets: &mut Vec<String>) {
+    for (_, value) in headers {
+        match value.split_once(' ') {
+            // `Bearer <token>`: the scheme word stays readable.
+            Some((_, token)) => secrets.push(token.trim().to_string()),
+            None => secrets.push(value.clone()),
+        }
+    }
+    secrets.extend(
+        crate::redact::url_query_secrets(url)
+            .into_iter()
+            .chain(crate::redact::url_password(url))
+            .map(str::to_string),
+    );
+}
+
 fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<ServerConfig, String> {
     let raw = &entry.raw;
     let text = |key: &str| raw.get(key).and_then(Value::as_str).map(str::to_string);
@@ -428,10 +447,11 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
             .unwrap_or_default()
     };
     let transport = match text("url") {
-        Some(url) if raw.get("type").and_then(Value::as_str) != Some("stdio") => Transport::Http {
-            url,
-            headers: pairs("headers", secrets),
-        },
+        Some(url) if raw.get("type").and_then(Value::as_str) != Some("stdio") => {
+            let headers = pairs("headers", secrets);
+            literal_secrets(&url, &headers, secrets);
+            Transport::Http { url, headers }
+        }
         _ => Transport::Stdio {
             command: r.expand_tilde(&text("command").unwrap_or_default()),
             args: raw
@@ -444,7 +464,16 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
                         .collect()
                 })
                 .unwrap_or_default(),
-            env: pairs("env", secrets),
+            env: {
+                let env = pairs("env", secrets);
+                // Literal values (`pi mcp add --env`) of credential-named variables.
+                secrets.extend(
+                    env.iter()
+                        .filter(|(name, value)| crate::redact::is_secret_value_of(name, value))
+                        .map(|(_, value)| value.clone()),
+                );
+                env
+            },
             cwd: match text("cwd") {
                 Some(dir) => r.cwd.join(r.expand_tilde(&dir)),
                 None => r.cwd.clone(),
@@ -704,7 +733,12 @@ mod tests {
         }
         assert_eq!(
             config.secrets,
-            ["tok-secret-1", "from-command", "tok-secret-1"]
+            [
+                "tok-secret-1",
+                "from-command",
+                "tok-secret-1",
+                "tok-secret-1"
+            ]
         );
     }
 

@@ -143,6 +143,8 @@ pub struct Connection {
     inbound_tx: Sender<Inbound>,
     inbound: Receiver<Inbound>,
     generation: u64,
+    /// The sandbox a restarted stdio server runs in (`None`: the sandbox is off).
+    reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     transport: Option<Box<dyn Transport>>,
     state: State,
     next_id: u64,
@@ -165,6 +167,7 @@ pub fn spawn(
     config: ServerConfig,
     cwd: PathBuf,
     agent_dir: PathBuf,
+    reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     events: Sender<McpEvent>,
 ) -> std::io::Result<(Sender<Command>, std::thread::JoinHandle<()>)> {
     let (command_tx, commands) = crossbeam_channel::unbounded();
@@ -180,6 +183,7 @@ pub fn spawn(
         inbound_tx,
         inbound,
         generation: 0,
+        reconnect_sandbox,
         transport: None,
         state: State::Down,
         next_id: 1,
@@ -249,11 +253,19 @@ impl Connection {
         self.generation += 1;
         self.state = State::Connecting;
         self.emit(McpEventKind::Connecting);
+        // The first start is the user's configuration, before the model did anything; a later
+        // one may load code the model wrote since (a script in the workspace), so it runs in
+        // the sandbox pi-rs started with.
+        let sandbox = self
+            .reconnect_sandbox
+            .as_deref()
+            .filter(|_| self.generation > 1);
         let opened = transport::open(
             &self.config.name,
             &self.config.transport,
             self.config.timeout,
             self.generation,
+            sandbox,
             self.inbound_tx.clone(),
         );
         match opened {
@@ -707,9 +719,34 @@ impl Connection {
                 cursors.insert(cursor.to_string());
                 self.list_tools(refresh, tools, cursors, Some(cursor.to_string()))
             }
-            None if refresh => self.emit(McpEventKind::ToolsChanged(tools)),
-            None => self.ready(tools),
+            None => {
+                let tools = self.without_duplicates(tools);
+                match refresh {
+                    true => self.emit(McpEventKind::ToolsChanged(tools)),
+                    false => self.ready(tools),
+                }
+            }
         }
+    }
+
+    /// A tool listed twice would become two tools with one name, which providers refuse (every
+    /// request fails): the first of each name is kept, with a warning.
+    fn without_duplicates(&self, tools: Vec<Value>) -> Vec<Value> {
+        let mut seen = HashSet::new();
+        tools
+            .into_iter()
+            .filter(|tool| {
+                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+                let first = seen.insert(name.to_string());
+                if !first {
+                    log::warn!(
+                        "MCP server {}: tools/list lists the tool \"{name}\" more than once; the first one is used",
+                        self.name()
+                    );
+                }
+                first
+            })
+            .collect()
     }
 
     fn on_server_request(&mut self, id: Value, method: &str, _params: &Value) {
@@ -820,8 +857,15 @@ mod tests {
 
     fn events_for(config: ServerConfig, wait: Duration) -> Vec<McpEventKind> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let (commands, thread) =
-            spawn(0, config, std::env::temp_dir(), std::env::temp_dir(), tx).unwrap();
+        let (commands, thread) = spawn(
+            0,
+            config,
+            std::env::temp_dir(),
+            std::env::temp_dir(),
+            None,
+            tx,
+        )
+        .unwrap();
         let until = Instant::now() + wait;
         let mut kinds = Vec::new();
         while let Ok(event) = rx.recv_deadline(until) {

@@ -3,7 +3,8 @@
 //! become a one-line note (blobs that are not images or text are saved to a private temp file),
 //! a result without content blocks falls back to its `structuredContent` as JSON, and `isError`
 //! makes an error result. Text over 20 KB is cut in the middle (`…N chars truncated…`) with the
-//! whole text saved to a private temp file (mode 0600, created new) named in the result.
+//! whole text, redacted, saved to a spill file (the bash tool's private folder, mode 0600,
+//! created new, removed at exit when no session refers to it) named in the result.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -41,17 +42,12 @@ fn is_text_mime(mime: Option<&str>) -> bool {
         || kind.ends_with("+xml")
 }
 
-/// Writes `data` to a new private temp file and returns its path.
+/// Writes `data` to a new spill file (`pi-mcp-<hex><extension>`, 0600, in the process's private
+/// spill folder that bash output uses, removed at exit when no session refers to it) and returns
+/// its path. Text must be redacted by the caller.
 pub fn save_private(data: &[u8], extension: &str) -> Result<PathBuf, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path =
-        std::env::temp_dir().join(format!("pi-mcp-{}{extension}", crate::ids::random_hex16()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| e.to_string())?;
+    let (path, mut file) =
+        crate::tools::bash::create_spill_file("pi-mcp", extension).map_err(|e| e.to_string())?;
     file.write_all(data).map_err(|e| e.to_string())?;
     Ok(path)
 }
@@ -189,7 +185,10 @@ pub fn limit(content: Vec<ContentBlock>) -> (Vec<ContentBlock>, Option<String>) 
         return (content, None);
     }
     let (cut, lines) = cut_middle(&combined, MAX_OUTPUT_BYTES);
-    let (path, whereabouts) = match save_private(combined.as_bytes(), ".txt") {
+    // Known credentials never reach the disk.
+    let redacted = crate::redact::default_redactions();
+    let saved = redacted.apply_text(&combined);
+    let (path, whereabouts) = match save_private(saved.as_bytes(), ".txt") {
         Ok(path) => {
             let path = path.display().to_string();
             let note = format!("\n\n[Full output: {path} (read it with offset/limit)]");

@@ -1,6 +1,7 @@
 //! Server logging (`notifications/message`) appended to `<agentDir>/mcp.log` as
 //! `<time> [<server>] <level> <logger>: <message>`, continuation lines indented; the file moves
-//! to `mcp.log.1` once it grows past 5 MB (pi's format and rotation). Best effort: a write error
+//! to `mcp.log.1` once it grows past 5 MB (pi's format and rotation). Lines are redacted and a new
+//! file is 0600 (pi leaves both: clear text, the umask's mode). Best effort: a write error
 //! is ignored, logging must not break tools. Several processes may append: one write per line.
 
 use std::io::Write;
@@ -28,17 +29,24 @@ pub fn format_line(server: &str, params: &Value, time: &str) -> String {
     format!("{time} [{server}] {level}{logger} {text}\n")
 }
 
+/// Appends one message, redacted (a server may log the token it was given), to the log; a new
+/// log file is 0600 (servers log what they work on), in a folder created 0700.
 pub fn append(path: &PathBuf, server: &str, params: &Value) {
+    use std::os::unix::fs::OpenOptionsExt;
     let line = format_line(server, params, &crate::time::now_iso());
+    let line = crate::redact::default_redactions()
+        .apply_text(&line)
+        .into_owned();
     if std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
         let _ = std::fs::rename(path, path.with_extension("log.1"));
     }
     if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = crate::disk::create_private_dir_all(dir);
     }
     if let Ok(mut file) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(path)
     {
         let _ = file.write_all(line.as_bytes());

@@ -131,11 +131,14 @@ pub struct McpHost {
 
 impl McpHost {
     /// Starts a connection thread for every enabled server.
+    /// `reconnect_sandbox`: the sandbox restarted stdio servers run in (the one pi-rs started
+    /// with; `None` when it is off).
     pub fn start(
         config: McpConfig,
         filter: ToolFilter,
         cwd: PathBuf,
         agent_dir: PathBuf,
+        reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     ) -> McpHost {
         let (events_tx, events) = crossbeam_channel::unbounded();
         let mut servers = Vec::new();
@@ -158,6 +161,7 @@ impl McpHost {
                     entry.config.clone(),
                     cwd.clone(),
                     agent_dir.clone(),
+                    reconnect_sandbox.clone(),
                     events_tx.clone(),
                 );
                 match spawned {

@@ -146,11 +146,13 @@ fn deliver_text(tx: &Tx, generation: u64, text: &str) -> bool {
     }
 }
 
+/// `sandbox`: the confinement a stdio server starts in (see `Connection::connect`).
 pub fn open(
     server: &str,
     config: &TransportConfig,
     timeout: Duration,
     generation: u64,
+    sandbox: Option<&crate::sandbox::Policy>,
     tx: Tx,
 ) -> Result<Box<dyn Transport>, TransportError> {
     match config {
@@ -159,12 +161,45 @@ pub fn open(
             args,
             env,
             cwd,
-        } => StdioTransport::spawn(server, command, args, env, cwd, generation, tx)
-            .map(|t| Box::new(t) as Box<dyn Transport>),
+        } => {
+            let child = stdio_command(command, args, env, cwd, sandbox)?;
+            StdioTransport::spawn(server, command, child, generation, tx)
+                .map(|t| Box::new(t) as Box<dyn Transport>)
+        }
         TransportConfig::Http { url, headers } => Ok(Box::new(HttpTransport::new(
             server, url, headers, timeout, generation, tx,
         ))),
     }
+}
+
+/// A stdio server's command: its own session and group, pi-rs's environment without credentials
+/// plus the entry's `env`, and `sandbox`'s confinement when given.
+fn stdio_command(
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    cwd: &std::path::Path,
+    sandbox: Option<&crate::sandbox::Policy>,
+) -> Result<Command, TransportError> {
+    let mut cmd = Command::new(command);
+    cmd.args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::child::isolate(&mut cmd, crate::child::Origin::Agent);
+    if let Some(policy) = sandbox {
+        crate::sandbox::confine_child(&mut cmd, policy).map_err(|blocked| {
+            TransportError::Start {
+                command: command.to_string(),
+                source: std::io::Error::other(blocked.to_string()),
+            }
+        })?;
+    }
+    // pi-rs's environment without credentials, plus what the entry sets explicitly.
+    crate::tools::env::scrub(&mut cmd);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    Ok(cmd)
 }
 
 // ---- stdio -----------------------------------------------------------------------------------
@@ -203,23 +238,10 @@ impl StdioTransport {
     fn spawn(
         server: &str,
         command: &str,
-        args: &[String],
-        env: &[(String, String)],
-        cwd: &std::path::Path,
+        mut cmd: Command,
         generation: u64,
         tx: Tx,
     ) -> Result<StdioTransport, TransportError> {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(command);
-        cmd.args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        // pi-rs's environment without credentials, plus what the entry sets explicitly.
-        crate::tools::env::scrub(&mut cmd);
-        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let mut child = cmd.spawn().map_err(|source| TransportError::Start {
             command: command.to_string(),
             source,

@@ -146,8 +146,12 @@ pub fn parse_record(bytes: &[u8]) -> Result<Request, Rejected> {
             "Failed to parse command: Unexpected end of JSON input".into(),
         ));
     }
-    let value: Value = super::jsonl::parse_value(text)
-        .map_err(|e| parse_error(format!("Failed to parse command: {e}")))?;
+    let value: Value = super::jsonl::parse_value(text).map_err(|e| Rejected {
+        // An object serde refuses as a whole (nesting past its limit, `1e9999`) still names
+        // its request: the error echoes that id.
+        id: top_level_id(text),
+        ..parse_error(format!("Failed to parse command: {e}"))
+    })?;
     let Value::Object(object) = value else {
         let kind = json_kind(&value);
         return Err(parse_error(format!(
@@ -155,6 +159,47 @@ pub fn parse_record(bytes: &[u8]) -> Result<Request, Rejected> {
         )));
     };
     parse_command(object)
+}
+
+/// The `id` member of the top-level object in `text` (a string or a number), found by scanning
+/// without building the document: strings are skipped whole, nesting is only counted.
+fn top_level_id(text: &str) -> Option<Value> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut at) = (0usize, 0usize);
+    let mut expect_key = false;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                let start = at;
+                at += 1;
+                while at < bytes.len() && bytes[at] != b'"' {
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+                at += 1;
+                let is_id = depth == 1 && expect_key && text.get(start..at) == Some("\"id\"");
+                expect_key = false;
+                if is_id {
+                    let rest = text.get(at..)?.trim_start().strip_prefix(':')?;
+                    let value = serde_json::Deserializer::from_str(rest)
+                        .into_iter::<Value>()
+                        .next()?
+                        .ok()?;
+                    return matches!(value, Value::String(_) | Value::Number(_)).then_some(value);
+                }
+                continue;
+            }
+            b'{' => {
+                depth += 1;
+                expect_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' => expect_key = depth == 1,
+            _ => {}
+        }
+        at += 1;
+    }
+    None
 }
 
 fn json_kind(value: &Value) -> &'static str {

@@ -29,71 +29,9 @@ const DROPPED: [u32; 18] = [
     40, // CAP_CHECKPOINT_RESTORE
 ];
 
-const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-#[repr(C)]
-struct Header {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Data {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
 /// Drops `DROPPED` on the calling thread. Async-signal-safe: syscalls on stack memory only.
 pub fn drop_dangerous() -> io::Result<()> {
-    for cap in DROPPED {
-        // SAFETY: prctl on the calling thread. EINVAL (a capability this kernel does not know)
-        // and EPERM (no CAP_SETPCAP: not root) leave nothing to drop.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-    }
-    // SAFETY: clears the ambient set of the calling thread; fails harmlessly on old kernels.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    };
-    let mut header = Header {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let empty = Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    };
-    let mut data = [empty; 2];
-    // SAFETY: header and two data words, as the v3 interface wants.
-    if unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            &mut header as *mut Header,
-            data.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    for cap in DROPPED {
-        let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
-        data[word].effective &= !bit;
-        data[word].permitted &= !bit;
-        data[word].inheritable &= !bit;
-    }
-    // SAFETY: as above; only ever lowers the sets.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::child::drop_capabilities(&DROPPED)
 }
 
 #[cfg(test)]

@@ -322,6 +322,18 @@ fn check_call(policy: &Policy, tool: &str, args: &Value, cwd: &Path) -> Result<(
             "blocked by the sandbox: {what} a denied path: {shown}"
         ));
     }
+    // pi's own configuration in the workspace: what a trusted project's next start runs
+    // outside the sandbox. (The shell is not held back: Landlock cannot make one entry of a
+    // writable folder read-only without making the folder itself list-only.)
+    if writes
+        && [".pi", ".agents"]
+            .iter()
+            .any(|own| real.starts_with(policy.cwd.join(own)))
+    {
+        return Err(format!(
+            "blocked by the sandbox: write to pi's own configuration in the workspace: {shown}"
+        ));
+    }
     if writes && !policy.writable_roots.iter().any(|r| real.starts_with(r)) {
         let what = match policy.mode {
             Mode::ReadOnly => "write in read-only mode",

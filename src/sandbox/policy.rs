@@ -230,7 +230,9 @@ pub fn resolve(
         home.join(".aws"),
         home.join(".config/gcloud"),
     ];
+    read_deny.extend(credential_files(&home).into_iter().filter(|p| p.exists()));
     read_deny = read_deny.iter().map(|p| canonical(p, cwd)).collect();
+    read_deny.dedup();
     // pi-rs's own /proc entry: its environment, command line, memory map.
     read_deny.push(PathBuf::from(format!("/proc/{}", std::process::id())));
     for raw in user.read_deny.iter().chain(&project.read_deny) {
@@ -249,6 +251,37 @@ pub fn resolve(
         read_deny,
         agent_bin: canonical(&agent_dir.join("bin"), cwd),
     }
+}
+
+/// Credential files and folders beyond the agent dir, `~/.ssh`, `~/.aws` and `~/.config/gcloud`:
+/// the other clouds' and tools' default places, and every file or folder the environment names
+/// as holding credentials (`KUBECONFIG` is a list). The caller keeps those that exist.
+fn credential_files(home: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = [".azure", ".kube", ".docker/config.json", ".netrc"]
+        .iter()
+        .map(|p| home.join(p))
+        .collect();
+    let named = [
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "CLOUDSDK_CONFIG",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AZURE_CONFIG_DIR",
+        "AZURE_CLIENT_CERTIFICATE_PATH",
+        "AZURE_FEDERATED_TOKEN_FILE",
+        "DOCKER_CONFIG",
+        "NETRC",
+    ];
+    for name in named {
+        if let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) {
+            out.push(crate::paths::expand_tilde(&value.to_string_lossy(), home));
+        }
+    }
+    if let Some(list) = std::env::var_os("KUBECONFIG") {
+        out.extend(std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()));
+    }
+    out
 }
 
 /// The temp folder writes are allowed in: `$TMPDIR` (canonical), or /tmp when that is unset or

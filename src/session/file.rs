@@ -317,17 +317,24 @@ pub fn whole_file(header: &SessionHeader, entries: &[SessionEntry]) -> String {
 }
 
 /// Writes `content` to `path` via a fsynced temp file and a rename. With `replace` false an
-/// existing non-empty file is an error (a new session must never clobber another file).
+/// existing non-empty file is an error (a new session must never clobber another file). A new
+/// file is 0600 (it holds the whole conversation); a replaced one keeps its mode.
 pub fn write_atomically(path: &Path, content: &[u8], replace: bool) -> Result<(), SessionError> {
-    if !replace && fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let existing = fs::metadata(path).ok();
+    if !replace && existing.as_ref().is_some_and(|m| m.len() > 0) {
         return Err(SessionError::AlreadyExists(path.to_path_buf()));
     }
+    let mode = existing.map_or(0o600, |m| m.permissions().mode() & 0o7777);
     let temp = temp_path(path);
     let written = (|| {
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&temp)?;
+        // Exactly the kept mode, whatever the umask.
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
         file.write_all(content)?;
         crate::disk::fsync(&file)?;
         fs::rename(&temp, path)

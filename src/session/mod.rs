@@ -296,7 +296,7 @@ fn owned_redacted(redactions: &Redactions, text: String) -> String {
 /// A whole new session file (its directory created if missing).
 fn create_file(path: &Path, content: &str, replace: bool) -> Result<(), SessionError> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| SessionError::CreateDir {
+        crate::disk::create_private_dir_all(parent).map_err(|e| SessionError::CreateDir {
             path: parent.to_path_buf(),
             source: e,
         })?;
@@ -323,7 +323,7 @@ impl SessionLog {
         cwd: &Path,
         parent_session: Option<&str>,
     ) -> Result<SessionLog, SessionError> {
-        std::fs::create_dir_all(dir).map_err(|e| SessionError::CreateDir {
+        crate::disk::create_private_dir_all(dir).map_err(|e| SessionError::CreateDir {
             path: dir.to_path_buf(),
             source: e,
         })?;
@@ -354,9 +354,11 @@ impl SessionLog {
             .or_else(|| path.parent().map(Path::to_path_buf));
         let fresh = |may_replace: bool| -> Result<SessionLog, SessionError> {
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| SessionError::CreateDir {
-                    path: parent.to_path_buf(),
-                    source: e,
+                crate::disk::create_private_dir_all(parent).map_err(|e| {
+                    SessionError::CreateDir {
+                        path: parent.to_path_buf(),
+                        source: e,
+                    }
                 })?;
             }
             let header =

@@ -1,6 +1,6 @@
 //! The bash tool and the shell runner it shares with the RPC `bash` command.
 //!
-//! `run_shell` starts `<shell> -c <command>` in its own process group (stdin null, stdout and
+//! `run_shell` starts `<shell> -c <command>` in its own session and process group (stdin null, stdout and
 //! stderr merged into one pipe so chunks keep their arrival order), streams output chunks and
 //! periodic ticks to a callback, and ends when the shell exited and the pipe closed (or 100 ms
 //! after exit when a background grandchild keeps the pipe open). Cancel or timeout SIGKILLs the
@@ -14,7 +14,6 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -143,8 +142,13 @@ pub fn run_shell(
         .env("PATH", shell_path_env(request.agent_dir))
         .stdin(Stdio::null())
         .stdout(writer)
-        .stderr(writer_for_stderr)
-        .process_group(0);
+        .stderr(writer_for_stderr);
+    // The client's own command keeps root's capabilities; a tool call's shell does not.
+    let origin = match request.sandbox {
+        Some(_) => crate::child::Origin::Agent,
+        None => crate::child::Origin::Client,
+    };
+    crate::child::isolate(&mut command, origin);
     if let Some(policy) = request.sandbox {
         crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
     }
@@ -502,26 +506,16 @@ impl OutputAccumulator {
         if self.temp_path.is_some() {
             return;
         }
-        let Some(dir) = spill_dir() else {
-            return;
-        };
-        let path = dir.join(format!(
-            "{}-{}.log",
-            self.temp_prefix,
-            crate::ids::random_hex16()
-        ));
-        use std::os::unix::fs::OpenOptionsExt;
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(file) => self.temp_file = Some(file),
-            Err(e) => log::warn!("could not create {}: {e}", path.display()),
+        match create_spill_file(self.temp_prefix, ".log") {
+            Ok((path, file)) => {
+                self.temp_file = Some(file);
+                self.temp_path = Some(path);
+            }
+            Err(e) => {
+                log::warn!("could not create a spill file: {e}");
+                return;
+            }
         }
-        self.temp_path = Some(path);
         let earlier = std::mem::take(&mut self.unspilled);
         self.write_temp(&earlier);
     }
@@ -642,6 +636,28 @@ fn spill_dir() -> Option<&'static Path> {
             }
         })
         .as_deref()
+}
+
+/// A new spill file `<prefix>-<16 hex><extension>` (mode 0600) in this process's private spill
+/// folder, open for reading and writing. Bash output and long MCP results go there; what is
+/// written to it must be redacted first.
+pub fn create_spill_file(
+    prefix: &str,
+    extension: &str,
+) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = spill_dir().ok_or_else(|| std::io::Error::other("no private spill folder"))?;
+    let path = dir.join(format!(
+        "{prefix}-{}{extension}",
+        crate::ids::random_hex16()
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    Ok((path, file))
 }
 
 /// Removes the spill folder and its files (at exit, when no session file refers to them).

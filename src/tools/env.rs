@@ -28,13 +28,7 @@ pub fn names_from_setting(setting: Option<&serde_json::Value>) -> Vec<String> {
 
 /// Whether a variable of this name is withheld from children.
 pub fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    let looks_secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
-        .iter()
-        .any(|word| upper.contains(word))
-        || upper.starts_with("AWS_")
-        || upper == "GOOGLE_APPLICATION_CREDENTIALS";
-    looks_secret
+    crate::redact::is_credential_name(name)
         && !PASSTHROUGH
             .get()
             .is_some_and(|allowed| allowed.iter().any(|a| a == name))

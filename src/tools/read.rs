@@ -57,7 +57,16 @@ pub fn execute(
     let absolute = resolve_read_path(raw_path, &context.cwd);
     path_guard::check(&absolute, Access::Read)?;
     check_readable(&absolute)?;
-    let opened = File::open(&absolute).map_err(|e| node_fs_error(&e, "open", &absolute))?;
+    // Non-blocking: a file that waits for data (`/proc/kmsg`) fails with EAGAIN instead of
+    // holding the tool until abort; regular files read as always.
+    let opened = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&absolute)
+            .map_err(|e| node_fs_error(&e, "open", &absolute))?
+    };
     let budget = read_budget(&opened);
     let mut file = opened.take(budget);
     let mut head = Vec::with_capacity(SNIFF_BYTES);

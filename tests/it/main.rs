@@ -15,6 +15,7 @@ mod fake_provider;
 mod faults;
 mod files;
 mod framing;
+mod hardening;
 mod harness;
 mod idle_commands;
 mod lifecycle;

@@ -151,7 +151,7 @@ fn project_resources_load_only_after_a_trust_decision() {
 // ---- pi-rs's own stdio, /proc and special files behind the file tools (items 1, 6, 15) ----------
 
 /// Several tool calls in one reply, then a closing text reply.
-fn tool_calls_replies(calls: &[(&str, &str, Value)]) -> Vec<Reply> {
+pub(crate) fn tool_calls_replies(calls: &[(&str, &str, Value)]) -> Vec<Reply> {
     let mut stream = sse::AnthropicStream::new();
     for (id, name, input) in calls {
         stream = stream.tool_use(id, name, &[&input.to_string()]);
@@ -162,7 +162,7 @@ fn tool_calls_replies(calls: &[(&str, &str, Value)]) -> Vec<Reply> {
     ]
 }
 
-fn tool_end<'a>(pi: &'a Pi, id: &str) -> &'a Value {
+pub(crate) fn tool_end<'a>(pi: &'a Pi, id: &str) -> &'a Value {
     pi.records()
         .iter()
         .find(|r| r["type"] == "tool_execution_end" && r["toolCallId"] == id)

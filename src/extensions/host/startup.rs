@@ -63,7 +63,6 @@ pub(super) fn spawn_extension(
     sandbox: Option<&crate::sandbox::Policy>,
     to_router: Sender<FromExtension>,
 ) -> Result<Process, String> {
-    use std::os::unix::process::CommandExt;
     let mut command = Command::new(path);
     command
         .current_dir(cwd)
@@ -71,8 +70,8 @@ pub(super) fn spawn_extension(
         .envs(crate::tools::env::CHILD_MARKERS)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .process_group(0);
+        .stderr(Stdio::inherit());
+    crate::child::isolate(&mut command, crate::child::Origin::Agent);
     if let Some(policy) = sandbox {
         crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
     }
