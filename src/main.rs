@@ -240,12 +240,19 @@ fn run(args: Args) -> Result<u8, error::Error> {
     print_warnings(&warnings);
     let extensions = extensions::launch::launch(
         &args.extensions,
+        &args.extension_flags,
         args.no_extensions,
         &config,
         &session,
         &sandbox.policy(),
         approvals,
     );
+    if !extensions.flag_errors.is_empty() {
+        for error in &extensions.flag_errors {
+            eprintln!("Error: {error}");
+        }
+        return Ok(1);
+    }
     let mut startup_events = extensions.startup_events;
     // Skipped project resources are said once, on stderr and to the client.
     if let Some(warning) = config.project_trust.warning() {

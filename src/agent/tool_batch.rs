@@ -61,14 +61,25 @@ impl Toolbox {
     }
 }
 
-/// What the model is offered: builtins, then extension tools, then MCP tools.
+/// What the model is offered: builtins, then extension tools, then MCP tools. An extension tool
+/// named like a builtin replaces it in its place (pi: "the extension tool replaces the built-in"),
+/// so every name is offered once.
 pub(super) fn all_tool_specs(
     builtins: &[String],
     extension_tools: &[crate::extensions::ExtensionTool],
     mcp: Option<&crate::mcp::McpHost>,
 ) -> Vec<ToolSpec> {
-    let mut specs = tools::specs(builtins);
-    specs.extend(extension_tools.iter().map(|t| t.spec()));
+    let by_extension = |name: &str| extension_tools.iter().find(|t| t.decl.name == name);
+    let mut specs: Vec<ToolSpec> = tools::specs(builtins)
+        .into_iter()
+        .map(|spec| by_extension(&spec.name).map_or(spec, |t| t.spec()))
+        .collect();
+    specs.extend(
+        extension_tools
+            .iter()
+            .filter(|t| !builtins.contains(&t.decl.name))
+            .map(|t| t.spec()),
+    );
     if let Some(mcp) = mcp {
         let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         specs.extend(
@@ -199,16 +210,13 @@ impl Agent {
             return;
         };
         let name = &batch.calls[index].call.name;
-        // Builtins win over an extension tool of the same name.
-        let owner = match self.tools.builtins.contains(name) {
-            true => None,
-            false => self
-                .tools
-                .extension_tools
-                .iter()
-                .find(|t| t.decl.name == *name)
-                .map(|t| t.extension),
-        };
+        // An extension tool replaces a builtin of the same name.
+        let owner = self
+            .tools
+            .extension_tools
+            .iter()
+            .find(|t| t.decl.name == *name)
+            .map(|t| t.extension);
         let Phase::RunningTools(batch) = &mut self.phase else {
             return;
         };

@@ -332,6 +332,13 @@ impl ExtensionHost {
         tools
     }
 
+    /// The command-line flags the live extensions registered, in load order.
+    pub fn flags(&self) -> Vec<protocol::FlagDecl> {
+        self.live()
+            .flat_map(|(_, loaded)| loaded.registration.flags.iter().cloned())
+            .collect()
+    }
+
     /// The registrations, by `ExtensionId` (empty for extensions that failed to load).
     #[cfg(test)]
     pub fn registration(&self, extension: ExtensionId) -> Option<&Registration> {
