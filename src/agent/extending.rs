@@ -378,6 +378,11 @@ impl Agent {
                 self.refresh_extension_tools();
             }
             ExtensionEvent::Exited { .. } => self.refresh_extension_tools(),
+            ExtensionEvent::Query {
+                extension,
+                id,
+                query,
+            } => self.on_extension_query(extension, &id, query),
         }
     }
 

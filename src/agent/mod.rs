@@ -35,6 +35,7 @@ mod compaction_phase;
 pub mod convert;
 pub mod draft;
 mod extending;
+mod extension_requests;
 mod mcp_servers;
 mod model_commands;
 pub mod pattern;

@@ -54,6 +54,8 @@ pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 pub const OUTBOUND_CAPACITY: usize = 1024;
 /// The longest line accepted from an extension.
 pub const MAX_LINE_BYTES: usize = 16 << 20;
+/// v2 requests of one extension waiting for the agent; more are answered with an error.
+pub const MAX_IN_FLIGHT: usize = 64;
 /// How often the router checks whether a child exited while its stdout stays open.
 const CHILD_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -173,6 +175,12 @@ pub enum ExtensionEvent {
     Exited {
         extension: ExtensionId,
     },
+    /// (v2) A query; answer it with `answer(extension, "query_result", id, …)`.
+    Query {
+        extension: ExtensionId,
+        id: String,
+        query: protocol::Query,
+    },
 }
 
 /// The agent's handle on the running extensions. Dropping it kills them all at once.
@@ -182,6 +190,8 @@ pub struct ExtensionHost {
     alive: Arc<Vec<AtomicBool>>,
     next_id: AtomicU64,
     commands: Vec<ExtensionCommand>,
+    /// The command line's extension flags, as given (`hello.flags`).
+    flag_values: Map<String, Value>,
     router: Option<JoinHandle<()>>,
 }
 
@@ -189,6 +199,8 @@ struct Loaded {
     #[cfg_attr(not(test), allow(dead_code))] // read by tests through extension_path
     path: String,
     registration: Registration,
+    /// pi's `sourceInfo` of the extension's commands and tools.
+    source_info: Value,
 }
 
 impl ExtensionHost {
@@ -249,6 +261,7 @@ impl ExtensionHost {
             .map(|slot| Loaded {
                 path: slot.path.clone(),
                 registration: slot.registration.clone().unwrap_or_default(),
+                source_info: slot.spec.source_info(),
             })
             .collect();
         let commands = command_list(&slots);
@@ -258,6 +271,7 @@ impl ExtensionHost {
                 .into_iter()
                 .map(|slot| RouterExtension {
                     failed: slot.process.is_none(),
+                    in_flight: 0,
                     process: slot.process,
                     path: slot.path,
                     registration: slot.registration.unwrap_or_default(),
@@ -297,6 +311,7 @@ impl ExtensionHost {
             alive,
             next_id: AtomicU64::new(1),
             commands,
+            flag_values: handshake.flag_values.clone(),
             router,
         };
         (host, errors)
@@ -330,6 +345,13 @@ impl ExtensionHost {
             }
         }
         tools
+    }
+
+    /// pi's `sourceInfo` for an extension's tools and commands.
+    pub fn source_info(&self, extension: ExtensionId) -> Value {
+        self.extensions
+            .get(extension.0)
+            .map_or(Value::Null, |l| l.source_info.clone())
     }
 
     /// The command-line flags the live extensions registered, in load order.
@@ -431,6 +453,43 @@ impl ExtensionHost {
             args: args.to_string(),
         });
         Some(id)
+    }
+
+    /// (v2) Answers a request of `extension` (`kind`: `query_result` / `action_result`).
+    pub fn answer(
+        &self,
+        extension: ExtensionId,
+        kind: &'static str,
+        id: &str,
+        answer: Result<Value, String>,
+    ) {
+        let _ = self.control.send(Control::Answer {
+            extension,
+            kind,
+            id: id.to_string(),
+            answer,
+        });
+    }
+
+    /// The values of an extension's flags: those given on the command line (typed as registered:
+    /// a boolean flag is true), else the registered defaults.
+    pub fn flag_values(&self, extension: ExtensionId) -> Map<String, Value> {
+        let mut values = Map::new();
+        let Some(loaded) = self.extensions.get(extension.0) else {
+            return values;
+        };
+        for flag in &loaded.registration.flags {
+            let given = self.flag_values.get(&flag.name);
+            let value = match (given, flag.kind.as_str()) {
+                (Some(_), "boolean") => Some(Value::Bool(true)),
+                (Some(value), _) => Some(value.clone()),
+                (None, _) => flag.default.clone(),
+            };
+            if let Some(value) = value {
+                values.insert(flag.name.clone(), value);
+            }
+        }
+        values
     }
 
     /// Routes a client's `extension_ui_response`; unknown or expired ids are ignored.

@@ -16,6 +16,7 @@ pub mod hooks;
 pub mod host;
 pub mod launch;
 pub mod protocol;
+pub mod queries;
 pub mod shell_split;
 
 use std::collections::HashSet;

@@ -13,8 +13,11 @@ use serde_json::{Map, Value, json};
 use crate::messages::ContentBlock;
 use crate::tools::ToolOutput;
 
-/// Version of the protocol pi-rs speaks; sent in `hello`, expected back in `register`.
+/// The base protocol version: `hello.protocol`, understood by every extension.
 pub const PROTOCOL_VERSION: u64 = 1;
+/// The newest protocol version pi-rs speaks (`hello.maxProtocol`); an extension chooses its
+/// version in `register.protocol` (1 or 2).
+pub const MAX_PROTOCOL_VERSION: u64 = 2;
 
 /// A hook: a point where an extension's answer can change what the agent does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +82,8 @@ pub struct FlagDecl {
 /// Everything an extension declares in its `register` line.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Registration {
+    /// The protocol version the extension chose (1 or 2).
+    pub protocol: u64,
     pub name: Option<String>,
     pub commands: Vec<CommandDecl>,
     pub tools: Vec<ToolDecl>,
@@ -193,6 +198,124 @@ pub enum ExtensionMessage {
     Error {
         error: String,
     },
+    /// (v2) A question for pi-rs, answered by a `query_result` with the same `id`. `query` is
+    /// Err (the answer's error text) when the name or its fields are not understood.
+    Query {
+        id: String,
+        query: Result<Query, String>,
+    },
+}
+
+impl ExtensionMessage {
+    /// The message type exists only in protocol 2 (a v1 extension sending it is malformed).
+    pub fn needs_v2(&self) -> bool {
+        matches!(self, ExtensionMessage::Query { .. })
+    }
+
+    /// The wire name of the message type (for errors).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ExtensionMessage::Register { .. } => "register",
+            ExtensionMessage::HookResult { .. } => "hook_result",
+            ExtensionMessage::ToolUpdate { .. } => "tool_update",
+            ExtensionMessage::ToolResult { .. } => "tool_result",
+            ExtensionMessage::CommandDone { .. } => "command_done",
+            ExtensionMessage::Action(_) => "action",
+            ExtensionMessage::Ui { .. } => "ui",
+            ExtensionMessage::Error { .. } => "error",
+            ExtensionMessage::Query { .. } => "query",
+        }
+    }
+}
+
+/// (v2) What an extension can ask (`{"type":"query","id":…,"query":<name>, …fields}`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Query {
+    /// `flags`: the values of the extension's own flags (defaults applied).
+    Flags,
+    /// `model`: the current model and thinking level.
+    Model,
+    /// `models`: the model registry (every model, and whether its provider has credentials).
+    Models,
+    /// `active_tools`: the names of the tools offered to the model.
+    ActiveTools,
+    /// `all_tools`: every tool that could be offered, with its source.
+    AllTools,
+    /// `commands`: as the RPC `get_commands` lists them.
+    Commands,
+    /// `context_usage`: `{tokens, contextWindow, percent}` or null.
+    ContextUsage,
+    /// `system_prompt`: the system prompt the next request uses.
+    SystemPrompt,
+    /// `session`: the session's id, file, cwd, name, header and leaf id.
+    Session,
+    /// `session_name`.
+    SessionName,
+    /// `trust`: whether the project is trusted.
+    Trust,
+    /// `entries`: every session entry.
+    Entries,
+    /// `branch`: the entries from the root to `fromId` (default: the leaf).
+    Branch { from: Option<String> },
+    /// `entry`: one entry by `entryId` (null when there is none).
+    Entry { id: String },
+    /// `leaf`: the leaf entry (null in an empty session).
+    Leaf,
+    /// `idle`: whether no run, compaction or retry is in progress, and queued messages.
+    Idle,
+}
+
+impl Query {
+    pub const NAMES: [&'static str; 16] = [
+        "flags",
+        "model",
+        "models",
+        "active_tools",
+        "all_tools",
+        "commands",
+        "context_usage",
+        "system_prompt",
+        "session",
+        "session_name",
+        "trust",
+        "entries",
+        "branch",
+        "entry",
+        "leaf",
+        "idle",
+    ];
+}
+
+fn parse_query(name: &str, fields: &Fields) -> Result<Query, String> {
+    let text = |key: &str| fields.opt_string(key).map_err(|e| e.0);
+    Ok(match name {
+        "flags" => Query::Flags,
+        "model" => Query::Model,
+        "models" => Query::Models,
+        "active_tools" => Query::ActiveTools,
+        "all_tools" => Query::AllTools,
+        "commands" => Query::Commands,
+        "context_usage" => Query::ContextUsage,
+        "system_prompt" => Query::SystemPrompt,
+        "session" => Query::Session,
+        "session_name" => Query::SessionName,
+        "trust" => Query::Trust,
+        "entries" => Query::Entries,
+        "branch" => Query::Branch {
+            from: text("fromId")?,
+        },
+        "entry" => Query::Entry {
+            id: text("entryId")?.ok_or("entry: missing entryId")?,
+        },
+        "leaf" => Query::Leaf,
+        "idle" => Query::Idle,
+        other => {
+            return Err(format!(
+                "unknown query {other:?} (known: {})",
+                Query::NAMES.join(", ")
+            ));
+        }
+    })
 }
 
 /// Why a line from an extension could not be understood.
@@ -260,6 +383,14 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
         "error" => Ok(ExtensionMessage::Error {
             error: fields.string("error")?,
         }),
+        "query" => {
+            let id = fields.string("id")?;
+            let query = match object.get("query") {
+                Some(Value::String(name)) => parse_query(name, &fields),
+                _ => Err("query must be a string naming the query".to_string()),
+            };
+            Ok(ExtensionMessage::Query { id, query })
+        }
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }
 }
@@ -271,6 +402,7 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
         .and_then(Value::as_u64)
         .ok_or_else(|| bad("register.protocol must be a number"))?;
     let mut registration = Registration {
+        protocol,
         name: fields.opt_string("name")?,
         ..Registration::default()
     };
@@ -535,6 +667,7 @@ pub fn hello_line(handshake: &Handshake, extension_path: &str) -> String {
     json!({
         "type": "hello",
         "protocol": PROTOCOL_VERSION,
+        "maxProtocol": MAX_PROTOCOL_VERSION,
         "mode": "rpc",
         "cwd": handshake.cwd,
         "sessionId": handshake.session_id,
@@ -542,6 +675,15 @@ pub fn hello_line(handshake: &Handshake, extension_path: &str) -> String {
         "extensionPath": extension_path,
         "flags": handshake.flag_values,
     })
+    .to_string()
+}
+
+/// (v2) The answer to a query or an action with an `id`: `result` or `error`.
+pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> String {
+    match answer {
+        Ok(result) => json!({"type": kind, "id": id, "result": result}),
+        Err(error) => json!({"type": kind, "id": id, "error": error}),
+    }
     .to_string()
 }
 
@@ -677,6 +819,30 @@ mod tests {
         let err =
             parse(json!({"type":"register","protocol":1,"commands":[{"name":"a b"}]})).unwrap_err();
         assert!(err.0.contains("invalid command name"), "{err}");
+    }
+
+    #[test]
+    fn queries_parse_and_unknown_ones_become_error_answers() {
+        assert_eq!(
+            parse(json!({"type":"query","id":"q","query":"branch","fromId":"e1"})).unwrap(),
+            ExtensionMessage::Query {
+                id: "q".into(),
+                query: Ok(Query::Branch {
+                    from: Some("e1".into())
+                })
+            }
+        );
+        let ExtensionMessage::Query { query, .. } =
+            parse(json!({"type":"query","id":"q","query":"nope"})).unwrap()
+        else {
+            panic!()
+        };
+        assert!(query.unwrap_err().starts_with("unknown query"));
+        assert!(parse(json!({"type":"query","query":"model"})).is_err());
+        assert_eq!(
+            answer_line("query_result", "q", &Err("no".into())),
+            r#"{"type":"query_result","id":"q","error":"no"}"#
+        );
     }
 
     #[test]
@@ -855,6 +1021,7 @@ mod tests {
         );
         let value: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(value["protocol"], 1);
+        assert_eq!(value["maxProtocol"], 2);
         assert_eq!(value["mode"], "rpc");
         assert_eq!(value["sessionId"], "s1");
         assert_eq!(value["sessionFile"], Value::Null);

@@ -34,6 +34,19 @@ fn next_notice(pi: &mut Pi, prefix: &str) -> String {
     record["message"].as_str().unwrap_or_default()[prefix.len()..].to_string()
 }
 
+/// Makes v2.py send `lines` and returns the answer to the request with id `id`.
+#[track_caller]
+pub fn ask(pi: &mut Pi, lines: &[Value], id: &str) -> Value {
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    pi.send(json!({"type": "prompt", "message": format!("/send {}", text.join("\n"))}));
+    loop {
+        let answer: Value = serde_json::from_str(&next_notice(pi, "answer ")).expect("json");
+        if answer["id"] == id {
+            return answer;
+        }
+    }
+}
+
 // ---- 1. flags and tool overrides ---------------------------------------------------------------
 
 #[test]
@@ -109,4 +122,183 @@ fn an_extension_tool_replaces_the_builtin_of_the_same_name() {
     let block = tool_result_block(&requests[1], "toolu_r");
     assert_eq!(tool_result_block_text(&block), "v2 read notes.txt");
     fake.finish();
+}
+
+// ---- 2. version negotiation and queries -------------------------------------------------------
+
+#[test]
+fn queries_answer_what_pi_exposes_to_extensions() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]).arg("--plan");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("agent_end");
+    pi.command("n", "set_session_name", json!({"name": "queried"}));
+    let q = |id: &str, query: &str| json!({"type": "query", "id": id, "query": query});
+
+    let flags = ask(&mut pi, &[q("f", "flags")], "f");
+    assert_eq!(
+        flags["result"],
+        json!({"plan": true, "level": "low"}),
+        "{flags}"
+    );
+    let model = ask(&mut pi, &[q("m", "model")], "m");
+    assert_eq!(model["result"]["model"]["id"], "fake-claude", "{model}");
+    assert!(model["result"]["thinkingLevel"].is_string(), "{model}");
+    let models = ask(&mut pi, &[q("r", "models")], "r");
+    let available = models["result"]["available"].as_array().expect("available");
+    assert!(
+        available.iter().any(|m| m["id"] == "fake-claude"),
+        "{models}"
+    );
+    assert!(models["result"]["all"].as_array().expect("all").len() >= available.len());
+
+    let active = ask(&mut pi, &[q("a", "active_tools")], "a");
+    assert_eq!(
+        active["result"],
+        json!(["read", "bash", "edit", "write"]),
+        "{active}"
+    );
+    let all = ask(&mut pi, &[q("t", "all_tools")], "t");
+    let all = all["result"].as_array().expect("tools");
+    let read = all.iter().find(|t| t["name"] == "read").expect("read");
+    assert_eq!(read["description"], "Reads a file, the v2 way");
+    assert_eq!(read["sourceInfo"]["source"], "cli", "{read}");
+    let grep = all
+        .iter()
+        .find(|t| t["name"] == "grep")
+        .expect("grep listed though inactive");
+    assert_eq!(grep["sourceInfo"]["path"], "builtin:grep");
+
+    let commands = ask(&mut pi, &[q("c", "commands")], "c");
+    assert_eq!(commands["result"][0]["name"], "send", "{commands}");
+    let usage = ask(&mut pi, &[q("u", "context_usage")], "u");
+    assert!(
+        usage["result"]["tokens"].as_u64().is_some_and(|t| t > 0),
+        "{usage}"
+    );
+    let prompt = ask(&mut pi, &[q("s", "system_prompt")], "s");
+    let request = &fake.requests()[0];
+    assert_eq!(
+        prompt["result"].as_str().expect("text"),
+        crate::support::system_prompt_of(request)
+    );
+
+    let name = ask(&mut pi, &[q("sn", "session_name")], "sn");
+    assert_eq!(name["result"], "queried");
+    let trust = ask(&mut pi, &[q("tr", "trust")], "tr");
+    // No project resources that need trust: trusted (pi's rule).
+    assert_eq!(trust["result"], json!({"trusted": true}), "{trust}");
+    let session = ask(&mut pi, &[q("se", "session")], "se");
+    let state = pi.command("st", "get_state", json!({}));
+    assert_eq!(session["result"]["sessionId"], state["data"]["sessionId"]);
+    assert_eq!(
+        session["result"]["sessionFile"],
+        state["data"]["sessionFile"]
+    );
+    let leaf_id = session["result"]["leafId"]
+        .as_str()
+        .expect("leaf id")
+        .to_string();
+
+    let entries = ask(&mut pi, &[q("e", "entries")], "e");
+    let entries = entries["result"].as_array().expect("entries").clone();
+    assert!(
+        entries.iter().any(|e| e["type"] == "message"),
+        "{entries:?}"
+    );
+    let leaf = ask(&mut pi, &[q("l", "leaf")], "l");
+    assert_eq!(leaf["result"]["id"], leaf_id.as_str());
+    let branch = ask(&mut pi, &[q("b", "branch")], "b");
+    let branch = branch["result"].as_array().expect("branch");
+    assert_eq!(branch.last().expect("leaf")["id"], leaf_id.as_str());
+    assert!(branch[0]["parentId"].is_null(), "{branch:?}");
+    let first = entries[1]["id"].as_str().expect("id");
+    let partial = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "b2", "query": "branch", "fromId": first})],
+        "b2",
+    );
+    assert_eq!(
+        partial["result"].as_array().expect("path").len(),
+        2,
+        "{partial}"
+    );
+    let one = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e1", "query": "entry", "entryId": first})],
+        "e1",
+    );
+    assert_eq!(one["result"], entries[1]);
+    let idle = ask(&mut pi, &[q("i", "idle")], "i");
+    assert_eq!(
+        idle["result"],
+        json!({"idle": true, "pendingMessages": false})
+    );
+    fake.finish();
+}
+
+#[test]
+fn bad_queries_are_answered_with_errors_and_a_flood_is_answered() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let unknown = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "x", "query": "secrets"})],
+        "x",
+    );
+    assert!(
+        unknown["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("unknown query \"secrets\"")),
+        "{unknown}"
+    );
+    let missing = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "y", "query": "entry"})],
+        "y",
+    );
+    assert_eq!(missing["error"], "entry: missing entryId");
+    let dangling = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "z", "query": "branch", "fromId": "nope"})],
+        "z",
+    );
+    assert_eq!(dangling["error"], "Entry not found: nope");
+
+    // 300 queries at once: every one is answered (a result, or the in-flight bound's error),
+    // and the extension keeps working.
+    let flood: Vec<Value> = (0..300)
+        .map(|n| json!({"type": "query", "id": format!("f{n}"), "query": "session_name"}))
+        .collect();
+    let last = ask(&mut pi, &flood, "f299");
+    assert!(
+        last.get("result").is_some() || last.get("error").is_some(),
+        "{last}"
+    );
+    let after = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "ok", "query": "idle"})],
+        "ok",
+    );
+    assert_eq!(after["result"]["idle"], true, "{after}");
+    assert!(
+        !pi.records().iter().any(|r| r["type"] == "extension_error"),
+        "{:?}",
+        pi.records()
+    );
+}
+
+#[test]
+fn a_protocol_1_extension_cannot_send_protocol_2_messages() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v1_asks.sh"]));
+    let error = pi.find(|r| r["type"] == "extension_error");
+    assert_eq!(error["event"], "protocol", "{error}");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown message type \"query\"")),
+        "{error}"
+    );
 }

@@ -54,6 +54,13 @@ pub(super) enum Control {
         grace: Duration,
         done: Sender<()>,
     },
+    /// The agent's answer to a v2 request (`kind`: `query_result` / `action_result`).
+    Answer {
+        extension: ExtensionId,
+        kind: &'static str,
+        id: String,
+        answer: Result<Value, String>,
+    },
 }
 
 pub(super) enum FromExtension {
@@ -79,6 +86,8 @@ pub(super) struct RouterExtension {
     pub(super) registration: Registration,
     pub(super) process: Option<Process>,
     pub(super) failed: bool,
+    /// v2 requests handed to the agent and not answered yet (bounded by `MAX_IN_FLIGHT`).
+    pub(super) in_flight: usize,
 }
 
 impl Drop for RouterExtension {
@@ -302,8 +311,37 @@ impl Router {
                     },
                 );
             }
+            Control::Answer {
+                extension,
+                kind,
+                id,
+                answer,
+            } => {
+                let index = extension.0;
+                if let Some(extension) = self.extensions.get_mut(index) {
+                    extension.in_flight = extension.in_flight.saturating_sub(1);
+                }
+                self.send(index, protocol::answer_line(kind, &id, &answer), kind);
+            }
             Control::Shutdown { .. } => {}
         }
+    }
+
+    /// A v2 request for the agent: handed on with the extension's id, unless too many of this
+    /// extension's requests wait already (then answered with an error at once).
+    fn request(&mut self, index: usize, kind: &'static str, id: String, event: ExtensionEvent) {
+        let Some(extension) = self.extensions.get_mut(index) else {
+            return;
+        };
+        if extension.in_flight >= MAX_IN_FLIGHT {
+            let error = Err(format!(
+                "too many requests in flight (at most {MAX_IN_FLIGHT}); wait for the answers"
+            ));
+            self.send(index, protocol::answer_line(kind, &id, &error), kind);
+            return;
+        }
+        extension.in_flight += 1;
+        self.emit(event);
     }
 
     fn resolve_dialog(
@@ -436,7 +474,30 @@ impl Router {
     }
 
     fn extension_message(&mut self, index: usize, message: ExtensionMessage) {
+        if message.needs_v2() && self.extensions[index].registration.protocol < 2 {
+            let kind = message.type_name();
+            self.fail(
+                index,
+                "protocol",
+                format!("malformed output: unknown message type {kind:?} (protocol 2 only)"),
+            );
+            return;
+        }
         match message {
+            ExtensionMessage::Query { id, query } => match query {
+                Ok(query) => {
+                    let event = ExtensionEvent::Query {
+                        extension: ExtensionId(index),
+                        id: id.clone(),
+                        query,
+                    };
+                    self.request(index, "query_result", id, event);
+                }
+                Err(error) => {
+                    let line = protocol::answer_line("query_result", &id, &Err(error));
+                    self.send(index, line, "query");
+                }
+            },
             ExtensionMessage::Register { .. } => self.emit(ExtensionEvent::Error(ExtensionError {
                 extension_path: self.path(index),
                 event: "protocol".into(),

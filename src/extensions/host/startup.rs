@@ -10,7 +10,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::*;
 use crate::child::{is_executable, kill_group};
-use crate::extensions::protocol::{self, ExtensionMessage, PROTOCOL_VERSION, Registration};
+use crate::extensions::protocol::{
+    self, ExtensionMessage, MAX_PROTOCOL_VERSION, PROTOCOL_VERSION, Registration,
+};
 use crate::extensions::{ExtensionSpec, is_script_module};
 use crate::rpc::jsonl::{Frame, Framer};
 
@@ -68,6 +70,10 @@ pub(super) fn spawn_extension(
     command
         .current_dir(cwd)
         .env("PI_EXTENSION_PROTOCOL", PROTOCOL_VERSION.to_string())
+        .env(
+            "PI_EXTENSION_MAX_PROTOCOL",
+            MAX_PROTOCOL_VERSION.to_string(),
+        )
         .envs(crate::tools::env::CHILD_MARKERS)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -213,12 +219,16 @@ pub(super) fn wait_for_registrations(
                 Ok(ExtensionMessage::Register {
                     protocol: version,
                     registration,
-                }) if version == PROTOCOL_VERSION => slot.registration = Some(registration),
+                }) if (PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&version) => {
+                    slot.registration = Some(registration)
+                }
                 Ok(ExtensionMessage::Register {
                     protocol: version, ..
                 }) => fail(
                     slot,
-                    format!("speaks protocol {version}; pi-rs speaks {PROTOCOL_VERSION}"),
+                    format!(
+                        "speaks protocol {version}; pi-rs speaks {PROTOCOL_VERSION} to {MAX_PROTOCOL_VERSION}"
+                    ),
                     errors,
                 ),
                 Ok(_) => fail(
