@@ -67,7 +67,10 @@ impl Agent {
             }
         }
         self.emit(compaction::start_event(reason));
-        let manual = matches!(origin, CompactionOrigin::Command { .. });
+        let manual = matches!(
+            origin,
+            CompactionOrigin::Command { .. } | CompactionOrigin::Extension
+        );
         // Either failure to start (no credentials, nothing to compact) ends the compaction the
         // same way: its end event, and a manual one reports the error.
         let started = match self.base_request() {
@@ -341,6 +344,7 @@ impl Agent {
             CompactionOrigin::Command { id } => {
                 self.respond_error(id.as_ref(), "compact", compaction::CANCELLED)
             }
+            CompactionOrigin::Extension => {}
             CompactionOrigin::BeforePrompt {
                 from: PromptFrom::Client(id),
                 ..
@@ -370,6 +374,15 @@ impl Agent {
             CompactionOrigin::Command { id } => {
                 if let Some(error) = error {
                     self.respond_error(id.as_ref(), "compact", &error);
+                }
+            }
+            CompactionOrigin::Extension => {
+                if let Some(error) = error {
+                    self.emit(Event::ExtensionError {
+                        extension_path: "compact".into(),
+                        event: "compact".into(),
+                        error,
+                    });
                 }
             }
             CompactionOrigin::BeforePrompt {

@@ -44,6 +44,8 @@ pub struct Extensions {
     pub shutdown_requested: bool,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
     pub hook_deadline: Duration,
+    /// (v2) `wait_for_idle` requests, answered once the agent is idle.
+    pub idle_waiters: Vec<(crate::extensions::ExtensionId, String)>,
 }
 
 impl Extensions {
@@ -64,6 +66,7 @@ impl Extensions {
             run_system_prompt: None,
             shutdown_requested: false,
             hook_deadline,
+            idle_waiters: Vec::new(),
         }
     }
 }
@@ -83,6 +86,19 @@ impl Agent {
         };
         self.extensions.command_runs.push((run, id.cloned()));
         true
+    }
+
+    /// `/name args` sent by an extension (v2 `expandPromptTemplates`): runs the command; nobody
+    /// waits for a response. Returns false when it is no extension command.
+    fn run_command_for_extension(&mut self, text: &str) -> bool {
+        let Some((name, args)) = split_command(text) else {
+            return false;
+        };
+        self.extensions
+            .host
+            .as_ref()
+            .and_then(|host| host.run_command(name, args))
+            .is_some()
     }
 
     /// Whether `text` is an extension command (steer/follow_up refuse those).
@@ -369,7 +385,7 @@ impl Agent {
             ExtensionEvent::CommandFinished { id, name, error } => {
                 self.on_command_finished(id, &name, error)
             }
-            ExtensionEvent::Action { action, .. } => self.on_action(action),
+            ExtensionEvent::Action { extension, action } => self.on_action(extension, action),
             ExtensionEvent::UiRequest { event } => self.emit(event),
             ExtensionEvent::ApprovalAnswered { ui_id, answer } => self.on_approval(&ui_id, answer),
             ExtensionEvent::Error(error) => {
@@ -383,6 +399,11 @@ impl Agent {
                 id,
                 query,
             } => self.on_extension_query(extension, &id, query),
+            ExtensionEvent::Control {
+                extension,
+                id,
+                action,
+            } => self.on_extension_control(extension, id, action),
         }
     }
 
@@ -422,13 +443,40 @@ impl Agent {
         }
     }
 
-    fn on_action(&mut self, action: Action) {
+    fn on_action(&mut self, extension: crate::extensions::ExtensionId, action: Action) {
+        let v2 = self
+            .extensions
+            .host
+            .as_ref()
+            .is_some_and(|h| h.protocol(extension) >= 2);
         match action {
             Action::SendUserMessage {
                 content,
                 deliver_as,
+                expand,
             } => {
                 let (text, images) = split_content(&content);
+                // v2: `expandPromptTemplates` runs an extension command or expands templates.
+                if v2 && expand && self.run_command_for_extension(&text) {
+                    return;
+                }
+                let text = if v2 && expand {
+                    self.expand(text)
+                } else {
+                    text
+                };
+                // v2, as pi: while a run is going a message needs steer or followUp.
+                let refused =
+                    v2 && self.is_busy() && matches!(deliver_as, None | Some(Delivery::Immediate));
+                if refused {
+                    let path = self.extension_path(extension);
+                    self.emit(Event::ExtensionError {
+                        extension_path: path,
+                        event: "send_user_message".into(),
+                        error: "Agent is busy: send_user_message needs deliverAs \"steer\" or \"followUp\" while a run is going".into(),
+                    });
+                    return;
+                }
                 match (self.is_busy(), deliver_as) {
                     // Idle: a message starts a run, whatever its delivery says (as pi).
                     (false, _) => self.prepare_prompt(PromptFrom::Extension, text, images),

@@ -1,13 +1,18 @@
-//! (v2) Extension requests the agent answers: queries about its state (`Query`). Each is
-//! answered at once on the agent thread with one `query_result` (through the host), so an
-//! extension that asks during a hook gets its answer while the agent waits for the hook.
+//! (v2) Extension requests the agent answers: queries about its state (`Query`) and control
+//! actions (`ControlAction`). Each is answered at once on the agent thread with one
+//! `query_result` / `action_result` (through the host), so an extension that asks during a hook
+//! gets its answer while the agent waits for the hook — except `wait_for_idle`, answered once
+//! nothing runs (checked after every input the loop handles).
 
 use serde_json::{Value, json};
 
+use super::state::{CompactionOrigin, Phase};
 use super::{Agent, compaction};
+use crate::config::ThinkingLevel;
 use crate::extensions::ExtensionId;
-use crate::extensions::protocol::Query;
+use crate::extensions::protocol::{ControlAction, Query};
 use crate::extensions::queries;
+use crate::rpc::events::Event;
 
 impl Agent {
     pub(super) fn on_extension_query(&mut self, extension: ExtensionId, id: &str, query: Query) {
@@ -108,5 +113,143 @@ impl Agent {
                 "pendingMessages": !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty(),
             }),
         })
+    }
+}
+
+impl Agent {
+    pub(super) fn on_extension_control(
+        &mut self,
+        extension: ExtensionId,
+        id: Option<String>,
+        action: ControlAction,
+    ) {
+        if let ControlAction::WaitForIdle = action
+            && self.is_busy()
+        {
+            if let Some(id) = id {
+                self.extensions.idle_waiters.push((extension, id));
+            }
+            return;
+        }
+        let answer = self.control(action);
+        if let Some(id) = id
+            && let Some(host) = &self.extensions.host
+        {
+            host.answer(extension, "action_result", &id, answer);
+        } else if let Err(error) = answer {
+            self.emit(Event::ExtensionError {
+                extension_path: self.extension_path(extension),
+                event: "extension".into(),
+                error,
+            });
+        }
+    }
+
+    /// Answers the `wait_for_idle` requests once nothing runs (checked after every input).
+    pub(super) fn answer_idle_waiters(&mut self) {
+        if self.extensions.idle_waiters.is_empty() || self.is_busy() {
+            return;
+        }
+        let waiters = std::mem::take(&mut self.extensions.idle_waiters);
+        if let Some(host) = &self.extensions.host {
+            for (extension, id) in waiters {
+                host.answer(extension, "action_result", &id, Ok(Value::Null));
+            }
+        }
+    }
+
+    pub(super) fn extension_path(&self, extension: ExtensionId) -> String {
+        self.extensions
+            .host
+            .as_ref()
+            .and_then(|h| h.source_info(extension)["path"].as_str().map(String::from))
+            .unwrap_or_default()
+    }
+
+    fn control(&mut self, action: ControlAction) -> Result<Value, String> {
+        match action {
+            ControlAction::SetActiveTools { names } => {
+                let mcp_specs = self
+                    .mcp
+                    .as_ref()
+                    .map(|m| m.tool_specs())
+                    .unwrap_or_default();
+                let known = |name: &String| {
+                    crate::tools::ALL_TOOLS.contains(&name.as_str())
+                        || self
+                            .tools
+                            .extension_tools
+                            .iter()
+                            .any(|t| t.decl.name == *name)
+                        || mcp_specs.iter().any(|s| s.name == *name)
+                };
+                let mut active: Vec<String> = Vec::new();
+                for name in names.iter().filter(|n| known(n)) {
+                    if !active.contains(name) {
+                        active.push(name.clone());
+                    }
+                }
+                self.tools.builtins = active
+                    .iter()
+                    .filter(|n| crate::tools::ALL_TOOLS.contains(&n.as_str()))
+                    .cloned()
+                    .collect();
+                self.tools.active = Some(active);
+                self.refresh_tool_specs();
+                Ok(json!(
+                    self.tools
+                        .specs
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                ))
+            }
+            ControlAction::SetModel { provider, model_id } => {
+                let model = self
+                    .config
+                    .find_model(&provider, &model_id)
+                    .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
+                if !self.config.has_auth(&model.provider) {
+                    return Ok(json!(false));
+                }
+                self.switch_model(model);
+                Ok(json!(true))
+            }
+            ControlAction::SetThinkingLevel { level } => {
+                let parsed = ThinkingLevel::parse(&level)
+                    .ok_or_else(|| format!("Invalid thinking level: {level}"))?;
+                let level = self.model.clamp_thinking_level(parsed);
+                self.change_thinking_level(level, true);
+                Ok(json!(self.thinking.as_str()))
+            }
+            ControlAction::Compact {
+                custom_instructions,
+            } => {
+                if matches!(self.phase, Phase::Compacting(_)) {
+                    return Err("Compaction already in progress".into());
+                }
+                if self.is_busy() {
+                    self.abort_run();
+                }
+                self.start_compaction(
+                    compaction::CompactionReason::Manual,
+                    CompactionOrigin::Extension,
+                    custom_instructions.as_deref(),
+                );
+                Ok(json!({ "started": true }))
+            }
+            ControlAction::Abort => {
+                if self.is_busy() {
+                    self.abort_run();
+                }
+                Ok(Value::Null)
+            }
+            ControlAction::NewSession { parent_session } => {
+                self.open_new_session(parent_session.as_deref())
+            }
+            ControlAction::Fork { entry_id } => self.fork_at(&entry_id),
+            ControlAction::SwitchSession { session_path } => self.open_other_session(&session_path),
+            ControlAction::WaitForIdle => Ok(Value::Null),
+        }
     }
 }

@@ -272,6 +272,7 @@ impl Agent {
         {
             let incoming = self.next_incoming();
             self.handle(incoming);
+            self.answer_idle_waiters();
         }
         if self.is_busy() {
             self.abort_run();

@@ -112,7 +112,7 @@ impl Agent {
 
     /// Switches model: persisted as the default, recorded in the session, thinking re-clamped
     /// (kept if the old model reasons, else the default level).
-    fn switch_model(&mut self, model: Model) {
+    pub(super) fn switch_model(&mut self, model: Model) {
         let wanted = if self.model.reasoning {
             self.thinking
         } else {
@@ -134,7 +134,7 @@ impl Agent {
     }
 
     /// Applies an effective thinking-level change: session entry, event, settings default.
-    fn change_thinking_level(&mut self, level: ThinkingLevel, persist_default: bool) {
+    pub(super) fn change_thinking_level(&mut self, level: ThinkingLevel, persist_default: bool) {
         if level == self.thinking {
             return;
         }

@@ -14,51 +14,66 @@ use crate::session::SessionLog;
 
 impl Agent {
     pub(super) fn new_session(&mut self, id: Option<&Value>, parent_session: Option<&str>) {
+        let result = self.open_new_session(parent_session);
+        self.respond_result(id, "new_session", result);
+    }
+
+    pub(super) fn switch_session(&mut self, id: Option<&Value>, session_path: &str) {
+        let result = self.open_other_session(session_path);
+        self.respond_result(id, "switch_session", result);
+    }
+
+    pub(super) fn fork(&mut self, id: Option<&Value>, entry_id: &str) {
+        let result = self.fork_at(entry_id);
+        self.respond_result(id, "fork", result);
+    }
+
+    fn respond_result(&mut self, id: Option<&Value>, command: &str, result: Result<Value, String>) {
+        match result {
+            Ok(data) => self.respond_ok(id, command, Some(data)),
+            Err(error) => self.respond_error(id, command, &error),
+        }
+    }
+
+    /// A fresh session (`new_session`; an extension's `new_session`): its answer data.
+    pub(super) fn open_new_session(
+        &mut self,
+        parent_session: Option<&str>,
+    ) -> Result<Value, String> {
         let created = match self.session.session_dir() {
             Some(dir) => SessionLog::create_with_parent(dir, &self.config.cwd, parent_session),
             None => Ok(SessionLog::in_memory(&self.config.cwd)),
         };
-        match created {
-            Ok(log) => {
-                self.replace_session(log, true);
-                self.respond_ok(id, "new_session", Some(json!({ "cancelled": false })));
-            }
-            Err(e) => self.respond_error(id, "new_session", &e.to_string()),
-        }
+        let log = created.map_err(|e| e.to_string())?;
+        self.replace_session(log, true);
+        Ok(json!({ "cancelled": false }))
     }
 
-    pub(super) fn switch_session(&mut self, id: Option<&Value>, session_path: &str) {
+    /// Another session file (`switch_session`), run in its own directory.
+    pub(super) fn open_other_session(&mut self, session_path: &str) -> Result<Value, String> {
         // Relative to where pi-rs was started, as pi resolves it (the process never
         // changes directory; only the agent's working directory moves).
         let path = PathBuf::from(session_path);
         let dir = self.session.session_dir().map(|d| d.to_path_buf());
-        match SessionLog::open(&path, dir.as_deref(), &self.config.cwd) {
-            Ok((log, warnings)) => {
-                if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
-                    self.respond_error(id, "switch_session", &error);
-                    return;
-                }
-                for warning in warnings {
-                    log::warn!("{}: {warning}", path.display());
-                }
-                let session_cwd = log.cwd().to_path_buf();
-                self.replace_session(log, false);
-                self.move_to(session_cwd);
-                self.respond_ok(id, "switch_session", Some(json!({ "cancelled": false })));
-            }
-            Err(e) => self.respond_error(id, "switch_session", &e.to_string()),
+        let (log, warnings) =
+            SessionLog::open(&path, dir.as_deref(), &self.config.cwd).map_err(|e| e.to_string())?;
+        if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
+            return Err(error);
         }
+        for warning in warnings {
+            log::warn!("{}: {warning}", path.display());
+        }
+        let session_cwd = log.cwd().to_path_buf();
+        self.replace_session(log, false);
+        self.move_to(session_cwd);
+        Ok(json!({ "cancelled": false }))
     }
 
-    pub(super) fn fork(&mut self, id: Option<&Value>, entry_id: &str) {
-        match self.session.fork(entry_id) {
-            Ok((log, text)) => {
-                self.replace_session(log, false);
-                let data = json!({ "text": text, "cancelled": false });
-                self.respond_ok(id, "fork", Some(data));
-            }
-            Err(e) => self.respond_error(id, "fork", &e.to_string()),
-        }
+    /// A new session holding the branch up to `entry_id`'s parent (`fork`).
+    pub(super) fn fork_at(&mut self, entry_id: &str) -> Result<Value, String> {
+        let (log, text) = self.session.fork(entry_id).map_err(|e| e.to_string())?;
+        self.replace_session(log, false);
+        Ok(json!({ "text": text, "cancelled": false }))
     }
 
     pub(super) fn clone_session(&mut self, id: Option<&Value>) {

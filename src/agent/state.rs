@@ -185,6 +185,9 @@ pub struct Runs {
 pub enum CompactionOrigin {
     /// The `compact` command: answered at the end.
     Command { id: Option<Value> },
+    /// An extension's `compact` (v2): answered when it started; the end is the
+    /// `compaction_end` event (a failure is also reported as an `extension_error`).
+    Extension,
     /// After a run ended: then retry the run (overflow), continue with queued messages, or settle.
     AfterRun,
     /// Before a prompt (threshold): then the prompt goes ahead.

@@ -38,6 +38,17 @@ pub struct Toolbox {
     pub grants: SessionGrants,
     /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
     pub sandbox: crate::sandbox::Sandbox,
+    /// An extension's `set_active_tools` (v2): only these names are offered (None: all).
+    pub active: Option<Vec<String>>,
+}
+
+impl Toolbox {
+    /// Whether `name` passes an extension's `set_active_tools` filter.
+    pub fn is_active(&self, name: &str) -> bool {
+        self.active
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == name))
+    }
 }
 
 impl Toolbox {
@@ -57,6 +68,7 @@ impl Toolbox {
             approvals,
             grants: Default::default(),
             sandbox,
+            active: None,
         }
     }
 }
@@ -127,13 +139,14 @@ impl Agent {
         let Some(batch) = self.batch() else { return };
         let name = batch.calls[index].call.name.clone();
         let args = batch.calls[index].args.clone();
-        let known = self.tools.builtins.contains(&name)
-            || self
-                .tools
-                .extension_tools
-                .iter()
-                .any(|t| t.decl.name == name)
-            || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name));
+        let known = self.tools.is_active(&name)
+            && (self.tools.builtins.contains(&name)
+                || self
+                    .tools
+                    .extension_tools
+                    .iter()
+                    .any(|t| t.decl.name == name)
+                || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name)));
         if !known {
             self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
             return;

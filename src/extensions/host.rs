@@ -175,6 +175,13 @@ pub enum ExtensionEvent {
     Exited {
         extension: ExtensionId,
     },
+    /// (v2) A control request; when `id` is Some, answer it with
+    /// `answer(extension, "action_result", id, …)`.
+    Control {
+        extension: ExtensionId,
+        id: Option<String>,
+        action: protocol::ControlAction,
+    },
     /// (v2) A query; answer it with `answer(extension, "query_result", id, …)`.
     Query {
         extension: ExtensionId,
@@ -345,6 +352,13 @@ impl ExtensionHost {
             }
         }
         tools
+    }
+
+    /// The protocol version an extension registered with (0 when it is unknown).
+    pub fn protocol(&self, extension: ExtensionId) -> u64 {
+        self.extensions
+            .get(extension.0)
+            .map_or(0, |l| l.registration.protocol)
     }
 
     /// pi's `sourceInfo` for an extension's tools and commands.

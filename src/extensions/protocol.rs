@@ -111,6 +111,8 @@ pub enum Delivery {
     FollowUp,
     /// With the next user prompt (custom messages only).
     NextTurn,
+    /// (v2, user messages) Now: starts a run when idle, refused while one runs.
+    Immediate,
 }
 
 impl Delivery {
@@ -119,6 +121,7 @@ impl Delivery {
             "steer" => Some(Delivery::Steer),
             "followUp" => Some(Delivery::FollowUp),
             "nextTurn" => Some(Delivery::NextTurn),
+            "immediate" => Some(Delivery::Immediate),
             _ => None,
         }
     }
@@ -132,6 +135,8 @@ pub enum Action {
     SendUserMessage {
         content: Value,
         deliver_as: Option<Delivery>,
+        /// (v2) `expandPromptTemplates`: run an extension command, expand skills and templates.
+        expand: bool,
     },
     /// A custom message (role `custom`), seen by the model.
     SendMessage {
@@ -204,12 +209,20 @@ pub enum ExtensionMessage {
         id: String,
         query: Result<Query, String>,
     },
+    /// (v2) A control request; `action` is Err (the answer's error) when its fields are bad.
+    Control {
+        id: Option<String>,
+        action: Result<ControlAction, String>,
+    },
 }
 
 impl ExtensionMessage {
     /// The message type exists only in protocol 2 (a v1 extension sending it is malformed).
     pub fn needs_v2(&self) -> bool {
-        matches!(self, ExtensionMessage::Query { .. })
+        matches!(
+            self,
+            ExtensionMessage::Query { .. } | ExtensionMessage::Control { .. }
+        )
     }
 
     /// The wire name of the message type (for errors).
@@ -224,8 +237,85 @@ impl ExtensionMessage {
             ExtensionMessage::Ui { .. } => "ui",
             ExtensionMessage::Error { .. } => "error",
             ExtensionMessage::Query { .. } => "query",
+            ExtensionMessage::Control { .. } => "control",
         }
     }
+}
+
+/// (v2) A control request (`{"type":<name>, "id"?, …}`): pi-rs answers `action_result` with the
+/// same `id` when one is given.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlAction {
+    /// `set_active_tools` `{names}`: the tools offered from the next request on (unknown names
+    /// are ignored, as pi does). Answer: the active names.
+    SetActiveTools { names: Vec<String> },
+    /// `set_model` `{provider, modelId}`. Answer: true, or false when the provider has no
+    /// credentials (the model stays).
+    SetModel { provider: String, model_id: String },
+    /// `set_thinking_level` `{level}`. Answer: the effective (clamped) level.
+    SetThinkingLevel { level: String },
+    /// `compact` `{customInstructions?}`: starts a compaction. Answer: `{"started":true}`.
+    Compact { custom_instructions: Option<String> },
+    /// `abort`: aborts the run in progress. Answer: null.
+    Abort,
+    /// `new_session` `{parentSession?}`. Answer: `{"cancelled":false}`.
+    NewSession { parent_session: Option<String> },
+    /// `fork` `{entryId}`. Answer: `{"text", "cancelled":false}`.
+    Fork { entry_id: String },
+    /// `switch_session` `{sessionPath}`. Answer: `{"cancelled":false}`.
+    SwitchSession { session_path: String },
+    /// `wait_for_idle`: answered (null) once no run, compaction or retry is in progress.
+    WaitForIdle,
+}
+
+const CONTROL_TYPES: [&str; 9] = [
+    "set_active_tools",
+    "set_model",
+    "set_thinking_level",
+    "compact",
+    "abort",
+    "new_session",
+    "fork",
+    "switch_session",
+    "wait_for_idle",
+];
+
+fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
+    let text = |key: &str| fields.string(key).map_err(|e| format!("{kind}: {e}"));
+    let opt_text = |key: &str| fields.opt_string(key).map_err(|e| format!("{kind}: {e}"));
+    Ok(match kind {
+        "set_active_tools" => {
+            let names = fields
+                .array("names")
+                .map_err(|e| e.0)?
+                .iter()
+                .map(|n| n.as_str().map(String::from))
+                .collect::<Option<Vec<String>>>()
+                .ok_or("set_active_tools: names must be strings")?;
+            ControlAction::SetActiveTools { names }
+        }
+        "set_model" => ControlAction::SetModel {
+            provider: text("provider")?,
+            model_id: text("modelId")?,
+        },
+        "set_thinking_level" => ControlAction::SetThinkingLevel {
+            level: text("level")?,
+        },
+        "compact" => ControlAction::Compact {
+            custom_instructions: opt_text("customInstructions")?,
+        },
+        "abort" => ControlAction::Abort,
+        "new_session" => ControlAction::NewSession {
+            parent_session: opt_text("parentSession")?,
+        },
+        "fork" => ControlAction::Fork {
+            entry_id: text("entryId")?,
+        },
+        "switch_session" => ControlAction::SwitchSession {
+            session_path: text("sessionPath")?,
+        },
+        _ => ControlAction::WaitForIdle,
+    })
 }
 
 /// (v2) What an extension can ask (`{"type":"query","id":…,"query":<name>, …fields}`).
@@ -391,6 +481,10 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
             };
             Ok(ExtensionMessage::Query { id, query })
         }
+        kind if CONTROL_TYPES.contains(&kind) => Ok(ExtensionMessage::Control {
+            id: fields.opt_string("id")?,
+            action: parse_control(kind, &fields),
+        }),
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }
 }
@@ -496,7 +590,15 @@ fn parse_action(kind: &str, fields: &Fields) -> Result<Action, ProtocolError> {
             Ok(Action::SendUserMessage {
                 content: content(fields)?,
                 deliver_as,
+                expand: fields
+                    .0
+                    .get("expandPromptTemplates")
+                    .and_then(Value::as_bool)
+                    == Some(true),
             })
+        }
+        "send_message" if delivery(fields)? == Some(Delivery::Immediate) => {
+            Err(bad("send_message cannot be delivered as immediate"))
         }
         "send_message" => Ok(Action::SendMessage {
             custom_type: fields.string("customType")?,
@@ -918,7 +1020,8 @@ mod tests {
                 .unwrap(),
             ExtensionMessage::Action(Action::SendUserMessage {
                 content: json!("hi"),
-                deliver_as: Some(Delivery::FollowUp)
+                deliver_as: Some(Delivery::FollowUp),
+                expand: false
             })
         );
         assert_eq!(

@@ -302,3 +302,240 @@ fn a_protocol_1_extension_cannot_send_protocol_2_messages() {
         "{error}"
     );
 }
+
+// ---- 3. control actions -----------------------------------------------------------------------
+
+#[test]
+fn active_tools_model_and_thinking_level_are_set_by_the_extension() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Ok."]))]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let set = ask(
+        &mut pi,
+        &[
+            json!({"type": "set_active_tools", "id": "t", "names": ["grep", "read", "nope", "grep"]}),
+        ],
+        "t",
+    );
+    assert_eq!(set["result"], json!(["grep", "read"]), "{set}");
+    let level = ask(
+        &mut pi,
+        &[json!({"type": "set_thinking_level", "id": "l", "level": "high"})],
+        "l",
+    );
+    assert_eq!(level["result"], "high", "{level}");
+    let bad = ask(
+        &mut pi,
+        &[json!({"type": "set_thinking_level", "id": "l2", "level": "loud"})],
+        "l2",
+    );
+    assert_eq!(bad["error"], "Invalid thinking level: loud");
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    let names: Vec<&str> = request.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["grep", "read"]);
+
+    let unknown = ask(
+        &mut pi,
+        &[json!({"type": "set_model", "id": "m0", "provider": "x", "modelId": "y"})],
+        "m0",
+    );
+    assert_eq!(unknown["error"], "Model not found: x/y");
+    let model = ask(
+        &mut pi,
+        &[
+            json!({"type": "set_model", "id": "m", "provider": "fake-openai", "modelId": "fake-gpt"}),
+        ],
+        "m",
+    );
+    assert_eq!(model["result"], true, "{model}");
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["id"], "fake-gpt", "{state}");
+    assert_eq!(state["data"]["thinkingLevel"], "off", "{state}");
+    // A bad field is answered with an error, an id-less one reported as extension_error.
+    let missing = ask(&mut pi, &[json!({"type": "fork", "id": "f"})], "f");
+    assert_eq!(missing["error"], "fork: missing entryId");
+    fake.finish();
+}
+
+#[test]
+fn abort_and_wait_for_idle_from_an_extension() {
+    let fake = FakeProvider::start(vec![Reply::stall_after(
+        sse::AnthropicStream::new()
+            .text(&["Thinking about it"])
+            .unfinished(),
+    )]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("message_update");
+    let idle = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "i", "query": "idle"})],
+        "i",
+    );
+    assert_eq!(idle["result"]["idle"], false, "{idle}");
+    // The wait is answered only after the abort ended the run.
+    let lines = [
+        json!({"type": "wait_for_idle", "id": "w"}),
+        json!({"type": "abort", "id": "a"}),
+    ];
+    let waited = ask(&mut pi, &lines, "w");
+    assert_eq!(waited["result"], Value::Null, "{waited}");
+    let end = pi
+        .records()
+        .iter()
+        .position(|r| r["type"] == "agent_end")
+        .expect("agent_end before the idle answer");
+    let answered = pi
+        .records()
+        .iter()
+        .position(|r| {
+            r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("answer ") && m.contains("\"w\""))
+        })
+        .expect("the answer");
+    assert!(end < answered, "agent_end {end}, answer {answered}");
+    // Idle now: a wait is answered at once.
+    let again = ask(
+        &mut pi,
+        &[json!({"type": "wait_for_idle", "id": "w2"})],
+        "w2",
+    );
+    assert_eq!(again["result"], Value::Null);
+}
+
+#[test]
+fn sessions_are_created_forked_and_switched_by_the_extension() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "First question"}));
+    pi.wait_for_event("agent_end");
+    let first = pi.command("s1", "get_state", json!({}));
+    let first_file = first["data"]["sessionFile"]
+        .as_str()
+        .expect("file")
+        .to_string();
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let user_entry = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "user")
+        .expect("user entry")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    let created = ask(&mut pi, &[json!({"type": "new_session", "id": "n"})], "n");
+    assert_eq!(created["result"], json!({"cancelled": false}), "{created}");
+    let state = pi.command("s2", "get_state", json!({}));
+    assert_ne!(state["data"]["sessionId"], first["data"]["sessionId"]);
+    assert_eq!(state["data"]["messageCount"], 0);
+
+    let back = ask(
+        &mut pi,
+        &[json!({"type": "switch_session", "id": "sw", "sessionPath": first_file})],
+        "sw",
+    );
+    assert_eq!(back["result"], json!({"cancelled": false}), "{back}");
+    let state = pi.command("s3", "get_state", json!({}));
+    assert_eq!(state["data"]["sessionId"], first["data"]["sessionId"]);
+
+    let forked = ask(
+        &mut pi,
+        &[json!({"type": "fork", "id": "f", "entryId": user_entry})],
+        "f",
+    );
+    assert_eq!(
+        forked["result"],
+        json!({"text": "First question", "cancelled": false})
+    );
+    let state = pi.command("s4", "get_state", json!({}));
+    assert_ne!(state["data"]["sessionId"], first["data"]["sessionId"]);
+    fake.finish();
+}
+
+#[test]
+fn compaction_with_custom_instructions_from_the_extension() {
+    let long = |word: &str| format!("{word} {}", "filler ".repeat(200));
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long("second answer")])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nSummarized."])),
+        Reply::sse(sse::anthropic_text(&["## Turn prefix\nSummarized."])),
+    ]);
+    let setup = Setup::new(&fake, "fake-anthropic", "fake-claude-small")
+        .models_json(&crate::fake_provider::fixture("models_small_window.json"))
+        .settings(json!({"compaction": {"reserveTokens": 1000, "keepRecentTokens": 200}}));
+    let mut pi = Pi::spawn(&with_extensions(setup, &["v2.py"]));
+    for (id, text) in [
+        ("p1", long("first question")),
+        ("p2", long("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    let started = ask(
+        &mut pi,
+        &[json!({"type": "compact", "id": "c", "customInstructions": "FOCUS-ON-XYZ"})],
+        "c",
+    );
+    assert_eq!(started["result"], json!({"started": true}), "{started}");
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["aborted"], false, "{end}");
+    assert_eq!(end["reason"], "manual", "{end}");
+    let requests = fake.requests();
+    assert!(
+        requests[2..]
+            .iter()
+            .any(|r| r.body.to_string().contains("FOCUS-ON-XYZ")),
+        "{:?}",
+        requests.len()
+    );
+}
+
+#[test]
+fn user_messages_expand_templates_and_need_a_delivery_while_busy() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Greeted."])),
+        Reply::stall_after(sse::AnthropicStream::new().text(&["Busy"]).unfinished()),
+    ]);
+    let setup = with_extensions(Setup::anthropic(&fake).trust_project(), &["v2.py"])
+        .file(".pi/prompts/greet.md", "Please greet $1 warmly.");
+    let mut pi = Pi::spawn(&setup);
+    let send = json!({"type": "send_user_message", "content": "/greet Ada",
+                      "expandPromptTemplates": true});
+    pi.send(json!({"type": "prompt", "message": format!("/send {send}")}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert!(
+        request.body["messages"]
+            .to_string()
+            .contains("Please greet Ada warmly."),
+        "{}",
+        request.body["messages"]
+    );
+    pi.command("p2", "prompt", json!({"message": "Go on"}));
+    pi.wait_for_event("message_update");
+    let send = json!({"type": "send_user_message", "content": "now!"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {send}")}));
+    let error = pi.find(|r| r["type"] == "extension_error");
+    assert_eq!(error["event"], "send_user_message", "{error}");
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("deliverAs")
+    );
+}

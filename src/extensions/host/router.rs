@@ -484,6 +484,30 @@ impl Router {
             return;
         }
         match message {
+            ExtensionMessage::Control { id, action } => match (action, id) {
+                (Ok(action), Some(id)) => {
+                    let event = ExtensionEvent::Control {
+                        extension: ExtensionId(index),
+                        id: Some(id.clone()),
+                        action,
+                    };
+                    self.request(index, "action_result", id, event);
+                }
+                (Ok(action), None) => self.emit(ExtensionEvent::Control {
+                    extension: ExtensionId(index),
+                    id: None,
+                    action,
+                }),
+                (Err(error), Some(id)) => {
+                    let line = protocol::answer_line("action_result", &id, &Err(error));
+                    self.send(index, line, "action");
+                }
+                (Err(error), None) => self.emit(ExtensionEvent::Error(ExtensionError {
+                    extension_path: self.path(index),
+                    event: "extension".into(),
+                    error,
+                })),
+            },
             ExtensionMessage::Query { id, query } => match query {
                 Ok(query) => {
                     let event = ExtensionEvent::Query {
