@@ -415,12 +415,18 @@ impl Agent {
         batch.calls[index].by_extension.then_some(index)
     }
 
-    /// A dead extension's tools are no longer offered.
-    fn refresh_extension_tools(&mut self) {
+    /// A dead extension's tools are no longer offered; late registrations are (v2).
+    pub(super) fn refresh_extension_tools(&mut self) {
         let Some(host) = &self.extensions.host else {
             return;
         };
         self.tools.extension_tools = host.tools();
+        let names = self
+            .tools
+            .extension_tools
+            .iter()
+            .map(|t| t.decl.name.clone());
+        self.tools.approvals.set_extension_tools(names);
         self.refresh_tool_specs();
     }
 

@@ -131,7 +131,7 @@ impl Agent {
             }
             return;
         }
-        let answer = self.control(action);
+        let answer = self.control(extension, action);
         if let Some(id) = id
             && let Some(host) = &self.extensions.host
         {
@@ -166,8 +166,35 @@ impl Agent {
             .unwrap_or_default()
     }
 
-    fn control(&mut self, action: ControlAction) -> Result<Value, String> {
+    fn control(&mut self, extension: ExtensionId, action: ControlAction) -> Result<Value, String> {
         match action {
+            ControlAction::RegisterTool(decl) => {
+                if let Some(host) = self.extensions.host.as_mut() {
+                    host.register_tool(extension, decl);
+                }
+                self.refresh_extension_tools();
+                Ok(Value::Null)
+            }
+            ControlAction::UnregisterTool { name } => {
+                let removed = self
+                    .extensions
+                    .host
+                    .as_mut()
+                    .is_some_and(|host| host.unregister_tool(extension, &name));
+                self.refresh_extension_tools();
+                Ok(json!(removed))
+            }
+            ControlAction::RegisterCommand(decl) => {
+                if let Some(host) = self.extensions.host.as_mut() {
+                    host.register_command(extension, decl);
+                }
+                Ok(Value::Null)
+            }
+            ControlAction::UnregisterCommand { name } => {
+                Ok(json!(self.extensions.host.as_mut().is_some_and(|host| {
+                    host.unregister_command(extension, &name)
+                })))
+            }
             ControlAction::SetActiveTools { names } => {
                 let mcp_specs = self
                     .mcp

@@ -196,7 +196,6 @@ pub struct ExtensionHost {
     extensions: Vec<Loaded>,
     alive: Arc<Vec<AtomicBool>>,
     next_id: AtomicU64,
-    commands: Vec<ExtensionCommand>,
     /// The command line's extension flags, as given (`hello.flags`).
     flag_values: Map<String, Value>,
     router: Option<JoinHandle<()>>,
@@ -271,7 +270,6 @@ impl ExtensionHost {
                 source_info: slot.spec.source_info(),
             })
             .collect();
-        let commands = command_list(&slots);
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let router_state = Router {
             extensions: slots
@@ -317,20 +315,82 @@ impl ExtensionHost {
             extensions,
             alive,
             next_id: AtomicU64::new(1),
-            commands,
             flag_values: handshake.flag_values.clone(),
             router,
         };
         (host, errors)
     }
 
-    /// The extensions' slash commands, in load order (pi's `get_commands` lists them first).
+    /// The live extensions' slash commands, in load order (pi's `get_commands` lists them
+    /// first); names registered by several get `:1`, `:2`… in load order (pi's rule).
     pub fn commands(&self) -> Vec<ExtensionCommand> {
-        self.commands
-            .iter()
-            .filter(|c| self.is_alive(c.extension))
-            .cloned()
-            .collect()
+        let mut all = Vec::new();
+        for (index, loaded) in self.live() {
+            for command in &loaded.registration.commands {
+                all.push(ExtensionCommand {
+                    name: command.name.clone(),
+                    registered_name: command.name.clone(),
+                    description: command.description.clone(),
+                    extension: ExtensionId(index),
+                    source_info: loaded.source_info.clone(),
+                });
+            }
+        }
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for command in &all {
+            *counts.entry(command.name.clone()).or_default() += 1;
+        }
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for command in &mut all {
+            if counts[&command.registered_name] > 1 {
+                let n = seen.entry(command.registered_name.clone()).or_default();
+                *n += 1;
+                command.name = format!("{}:{n}", command.registered_name);
+            }
+        }
+        all
+    }
+
+    /// (v2) Adds or replaces one of an extension's tools (late registration).
+    pub fn register_tool(&mut self, extension: ExtensionId, decl: ToolDecl) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            let tools = &mut loaded.registration.tools;
+            match tools.iter_mut().find(|t| t.name == decl.name) {
+                Some(existing) => *existing = decl,
+                None => tools.push(decl),
+            }
+        }
+    }
+
+    /// (v2) Removes one of an extension's tools; false when it had none of that name.
+    pub fn unregister_tool(&mut self, extension: ExtensionId, name: &str) -> bool {
+        let Some(loaded) = self.extensions.get_mut(extension.0) else {
+            return false;
+        };
+        let before = loaded.registration.tools.len();
+        loaded.registration.tools.retain(|t| t.name != name);
+        loaded.registration.tools.len() != before
+    }
+
+    /// (v2) Adds or replaces one of an extension's commands.
+    pub fn register_command(&mut self, extension: ExtensionId, decl: protocol::CommandDecl) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            let commands = &mut loaded.registration.commands;
+            match commands.iter_mut().find(|c| c.name == decl.name) {
+                Some(existing) => *existing = decl,
+                None => commands.push(decl),
+            }
+        }
+    }
+
+    /// (v2) Removes one of an extension's commands; false when it had none of that name.
+    pub fn unregister_command(&mut self, extension: ExtensionId, name: &str) -> bool {
+        let Some(loaded) = self.extensions.get_mut(extension.0) else {
+            return false;
+        };
+        let before = loaded.registration.commands.len();
+        loaded.registration.commands.retain(|c| c.name != name);
+        loaded.registration.commands.len() != before
     }
 
     /// The extensions' tools, in load order; a name already taken by an earlier extension is
@@ -455,10 +515,7 @@ impl ExtensionHost {
 
     /// Runs `/name args`. None when no live extension has that command.
     pub fn run_command(&self, name: &str, args: &str) -> Option<CommandRunId> {
-        let command = self
-            .commands
-            .iter()
-            .find(|c| c.name == name && self.is_alive(c.extension))?;
+        let command = self.commands().into_iter().find(|c| c.name == name)?;
         let id = CommandRunId(self.next_id.fetch_add(1, Ordering::SeqCst));
         let _ = self.control.send(Control::RunCommand {
             id,

@@ -266,9 +266,23 @@ pub enum ControlAction {
     SwitchSession { session_path: String },
     /// `wait_for_idle`: answered (null) once no run, compaction or retry is in progress.
     WaitForIdle,
+    /// `register_tool` `{tool}` (as in `register.tools[]`): offered from the next request on;
+    /// replaces this extension's tool of that name. Answer: null.
+    RegisterTool(ToolDecl),
+    /// `unregister_tool` `{name}`: this extension's tool is no longer offered. Answer: whether
+    /// it had one.
+    UnregisterTool { name: String },
+    /// `register_command` `{command}` (as in `register.commands[]`). Answer: null.
+    RegisterCommand(CommandDecl),
+    /// `unregister_command` `{name}`. Answer: whether it had one.
+    UnregisterCommand { name: String },
 }
 
-const CONTROL_TYPES: [&str; 9] = [
+const CONTROL_TYPES: [&str; 13] = [
+    "register_tool",
+    "unregister_tool",
+    "register_command",
+    "unregister_command",
     "set_active_tools",
     "set_model",
     "set_thinking_level",
@@ -313,6 +327,30 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
         },
         "switch_session" => ControlAction::SwitchSession {
             session_path: text("sessionPath")?,
+        },
+        "register_tool" | "register_command" => {
+            let key = if kind == "register_tool" {
+                "tool"
+            } else {
+                "command"
+            };
+            let object = fields
+                .0
+                .get(key)
+                .and_then(Value::as_object)
+                .ok_or_else(|| format!("{kind}: {key} must be an object"))?;
+            let decl = |e: ProtocolError| format!("{kind}: {e}");
+            if kind == "register_tool" {
+                ControlAction::RegisterTool(parse_tool_decl(object).map_err(decl)?)
+            } else {
+                ControlAction::RegisterCommand(parse_command_decl(object).map_err(decl)?)
+            }
+        }
+        "unregister_tool" => ControlAction::UnregisterTool {
+            name: text("name")?,
+        },
+        "unregister_command" => ControlAction::UnregisterCommand {
+            name: text("name")?,
         },
         _ => ControlAction::WaitForIdle,
     })
@@ -501,36 +539,14 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
         ..Registration::default()
     };
     for item in fields.array("commands")? {
-        let command = Fields(as_object(item, "commands[]")?);
-        let name = command.string("name")?;
-        if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(bad(format!("invalid command name {name:?}")));
-        }
-        registration.commands.push(CommandDecl {
-            name,
-            description: command.opt_string("description")?,
-        });
+        registration
+            .commands
+            .push(parse_command_decl(as_object(item, "commands[]")?)?);
     }
     for item in fields.array("tools")? {
-        let tool = Fields(as_object(item, "tools[]")?);
-        let name = tool.string("name")?;
-        let parameters = match tool.0.get("parameters") {
-            Some(Value::Object(schema)) => Value::Object(schema.clone()),
-            None => json!({"type": "object", "properties": {}}),
-            Some(_) => return Err(bad(format!("tool {name}: parameters must be an object"))),
-        };
-        registration.tools.push(ToolDecl {
-            label: tool.opt_string("label")?,
-            description: tool.opt_string("description")?.unwrap_or_default(),
-            parameters,
-            prompt_snippet: tool.opt_string("promptSnippet")?,
-            prompt_guidelines: tool
-                .array("promptGuidelines")?
-                .iter()
-                .filter_map(|g| g.as_str().map(String::from))
-                .collect(),
-            name,
-        });
+        registration
+            .tools
+            .push(parse_tool_decl(as_object(item, "tools[]")?)?);
     }
     for item in fields.array("events")? {
         let event = item
@@ -561,6 +577,43 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
     Ok(ExtensionMessage::Register {
         protocol,
         registration,
+    })
+}
+
+fn parse_command_decl(object: &Map<String, Value>) -> Result<CommandDecl, ProtocolError> {
+    let command = Fields(object);
+    let name = command.string("name")?;
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(bad(format!("invalid command name {name:?}")));
+    }
+    Ok(CommandDecl {
+        name,
+        description: command.opt_string("description")?,
+    })
+}
+
+fn parse_tool_decl(object: &Map<String, Value>) -> Result<ToolDecl, ProtocolError> {
+    let tool = Fields(object);
+    let name = tool.string("name")?;
+    if name.is_empty() {
+        return Err(bad("a tool needs a name"));
+    }
+    let parameters = match tool.0.get("parameters") {
+        Some(Value::Object(schema)) => Value::Object(schema.clone()),
+        None => json!({"type": "object", "properties": {}}),
+        Some(_) => return Err(bad(format!("tool {name}: parameters must be an object"))),
+    };
+    Ok(ToolDecl {
+        label: tool.opt_string("label")?,
+        description: tool.opt_string("description")?.unwrap_or_default(),
+        parameters,
+        prompt_snippet: tool.opt_string("promptSnippet")?,
+        prompt_guidelines: tool
+            .array("promptGuidelines")?
+            .iter()
+            .filter_map(|g| g.as_str().map(String::from))
+            .collect(),
+        name,
     })
 }
 

@@ -539,3 +539,80 @@ fn user_messages_expand_templates_and_need_a_delivery_while_busy() {
             .contains("deliverAs")
     );
 }
+
+// ---- 4. late registration and removal ---------------------------------------------------------
+
+#[test]
+fn tools_and_commands_registered_and_removed_after_start() {
+    let input = json!({"path": "x"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("toolu_l", "late_tool", &[&input])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Used it."])),
+        Reply::sse(sse::anthropic_text(&["Without it."])),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let tool = json!({"name": "late_tool", "description": "Arrived late",
+                      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}});
+    let command = json!({"name": "late", "description": "A late command"});
+    let lines = [
+        json!({"type": "register_tool", "id": "rt", "tool": tool}),
+        json!({"type": "register_command", "id": "rc", "command": command}),
+    ];
+    let registered = ask(&mut pi, &lines, "rc");
+    assert_eq!(registered["result"], Value::Null, "{registered}");
+    let commands = pi.command("c1", "get_commands", json!({}));
+    let names: Vec<&str> = commands["data"]["commands"]
+        .as_array()
+        .expect("commands")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names[..2], ["send", "late"], "{commands}");
+    let done = pi.command("p0", "prompt", json!({"message": "/late"}));
+    assert_eq!(done["data"]["disposition"], "handled", "{done}");
+
+    pi.command("p1", "prompt", json!({"message": "Use the late tool"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let offered = |request: &crate::fake_provider::RecordedRequest| -> Vec<String> {
+        request.body["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert!(offered(&requests[0]).contains(&"late_tool".to_string()));
+    let block = tool_result_block(&requests[1], "toolu_l");
+    assert_eq!(tool_result_block_text(&block), "v2 late_tool x");
+
+    let lines = [
+        json!({"type": "unregister_tool", "id": "ut", "name": "late_tool"}),
+        json!({"type": "unregister_tool", "id": "ut2", "name": "late_tool"}),
+    ];
+    let again = ask(&mut pi, &lines, "ut2");
+    assert_eq!(again["result"], false, "{again}");
+    let gone = ask(
+        &mut pi,
+        &[json!({"type": "unregister_command", "id": "uc", "name": "late"})],
+        "uc",
+    );
+    assert_eq!(gone["result"], true, "{gone}");
+    let commands = pi.command("c2", "get_commands", json!({}));
+    assert!(!commands.to_string().contains("\"late\""), "{commands}");
+    pi.command("p2", "prompt", json!({"message": "Again"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert!(!offered(&requests[2]).contains(&"late_tool".to_string()));
+    let bad = ask(
+        &mut pi,
+        &[json!({"type": "register_tool", "id": "b", "tool": {"description": "no name"}})],
+        "b",
+    );
+    assert_eq!(bad["error"], "register_tool: missing name", "{bad}");
+    fake.finish();
+}

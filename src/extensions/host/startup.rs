@@ -1,7 +1,6 @@
 //! Starting extensions: spawning each in its own process group, its stdin writer and stdout
 //! reader threads, and the handshake (waiting for every `register` line, bounded).
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
@@ -266,40 +265,4 @@ pub(super) fn wait_for_registrations(
         }
     }
     backlog
-}
-
-/// Commands of the loaded extensions; names registered by several get `:1`, `:2`… in load order.
-pub(super) fn command_list(slots: &[Slot]) -> Vec<ExtensionCommand> {
-    let mut all = Vec::new();
-    for (index, slot) in slots.iter().enumerate() {
-        let Some(registration) = slot
-            .registration
-            .as_ref()
-            .filter(|_| slot.process.is_some())
-        else {
-            continue;
-        };
-        for command in &registration.commands {
-            all.push(ExtensionCommand {
-                name: command.name.clone(),
-                registered_name: command.name.clone(),
-                description: command.description.clone(),
-                extension: ExtensionId(index),
-                source_info: slot.spec.source_info(),
-            });
-        }
-    }
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    for command in &all {
-        *counts.entry(command.name.clone()).or_default() += 1;
-    }
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for command in &mut all {
-        if counts[&command.registered_name] > 1 {
-            let n = seen.entry(command.registered_name.clone()).or_default();
-            *n += 1;
-            command.name = format!("{}:{n}", command.registered_name);
-        }
-    }
-    all
 }
