@@ -377,8 +377,15 @@ impl Agent {
                     self.on_tool_update(index, partial);
                 }
             }
-            ExtensionEvent::ToolFinished { call_id, output } => {
+            ExtensionEvent::ToolFinished {
+                call_id,
+                output,
+                terminate,
+            } => {
                 if let Some(index) = self.extension_call(&call_id) {
+                    if let Phase::RunningTools(batch) = &mut self.phase {
+                        batch.calls[index].terminate = terminate;
+                    }
                     self.on_tool_finished(index, output);
                 }
             }

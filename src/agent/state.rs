@@ -97,6 +97,8 @@ pub struct ToolBatch {
     pub sender: Sender<ToolEvent>,
     /// Still starting the calls: do not finish the batch yet.
     pub starting: bool,
+    /// A call's tool has `executionMode: "sequential"` (v2): the calls run one after another.
+    pub sequential: bool,
     pub events: Receiver<ToolEvent>,
 }
 
@@ -116,6 +118,12 @@ pub struct CallSlot {
     pub by_extension: bool,
     /// When the call began executing (`tool_execution_end.durationMs`); `None` if it never ran.
     pub started: Option<std::time::Instant>,
+    /// (v2) Its result asked to end the run: with every call of the batch terminating, no
+    /// follow-up model call is made.
+    pub terminate: bool,
+    /// Passed the approval gate and hooks are under way or done (sequential batches start one
+    /// call at a time).
+    pub gated: bool,
 }
 
 impl CallSlot {
@@ -129,6 +137,8 @@ impl CallSlot {
             wait: None,
             by_extension: false,
             started: None,
+            terminate: false,
+            gated: false,
         }
     }
 }

@@ -111,14 +111,25 @@ impl Agent {
         for call in &calls {
             self.emit(Event::ToolExecutionStart { call: call.clone() });
         }
+        let sequential = calls.iter().any(|call| {
+            self.tools
+                .extension_tools
+                .iter()
+                .any(|t| t.decl.name == call.name && t.decl.sequential)
+        });
         self.phase = Phase::RunningTools(Box::new(ToolBatch {
             assistant,
             calls: calls.into_iter().map(CallSlot::new).collect(),
             sender,
             starting: true,
+            sequential,
             events,
         }));
-        for index in 0..count {
+        let first = if sequential { count.min(1) } else { count };
+        for index in 0..first {
+            if let Some(batch) = self.batch() {
+                batch.calls[index].gated = true;
+            }
             self.gate_call(index);
         }
         if let Phase::RunningTools(batch) = &mut self.phase {
@@ -336,8 +347,9 @@ impl Agent {
         match (batch.calls[index].wait.take(), outcome) {
             (
                 Some(CallWait::CallHook(_)),
-                HookOutcome::ToolCall(ToolCallOutcome::Block { reason }),
+                HookOutcome::ToolCall(ToolCallOutcome::Block { reason, terminate }),
             ) => {
+                batch.calls[index].terminate = terminate;
                 self.finish_call(index, ToolOutput::error(reason));
             }
             (
@@ -422,7 +434,17 @@ impl Agent {
             duration_ms,
         };
         batch.calls[index].result = Some(output);
+        let next = batch
+            .sequential
+            .then(|| batch.calls.iter().position(|slot| !slot.gated))
+            .flatten();
+        if let Some(next) = next {
+            batch.calls[next].gated = true;
+        }
         self.emit(event);
+        if let Some(next) = next {
+            self.gate_call(next);
+        }
         self.finish_tools_if_done();
     }
 
@@ -439,6 +461,8 @@ impl Agent {
         let ToolBatch {
             assistant, calls, ..
         } = *batch;
+        // Every result asked to end the run (v2 `terminate`): no follow-up model call.
+        let terminate = !calls.is_empty() && calls.iter().all(|slot| slot.terminate);
         let mut tool_results = Vec::with_capacity(calls.len());
         for CallSlot { call, result, .. } in calls {
             let output =
@@ -459,7 +483,7 @@ impl Agent {
             message: assistant,
             tool_results,
         });
-        self.after_turn(true);
+        self.after_turn(!terminate);
     }
 
     /// Abort: running tools are cancelled (their process groups killed), waiting ones dropped;

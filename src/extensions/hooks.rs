@@ -25,8 +25,9 @@ use crate::messages::ContentBlock;
 pub enum ToolCallOutcome {
     /// Run the tool; `args` is Some when an extension rewrote the arguments.
     Allow { args: Option<Value> },
-    /// Do not run it; the reason is the tool result's text (`isError: true`).
-    Block { reason: String },
+    /// Do not run it; the reason is the tool result's text (`isError: true`). `terminate` (v2):
+    /// the blocked result ends the run like a terminating tool result.
+    Block { reason: String, terminate: bool },
 }
 
 /// Changes to a finished tool's result; None = keep the tool's own value.
@@ -89,6 +90,8 @@ pub struct HookChain {
     payload: Map<String, Value>,
     args_rewritten: bool,
     blocked: Option<String>,
+    /// (v2) The blocking answer asked to end the run (`terminate: true`).
+    terminate: bool,
     patch: ToolResultPatch,
     original_text: Option<Value>,
     original_images: Option<Value>,
@@ -109,6 +112,7 @@ impl HookChain {
             original_images: payload.get("images").cloned(),
             payload,
             args_rewritten: false,
+            terminate: false,
             blocked: None,
             patch: ToolResultPatch::default(),
             handled: false,
@@ -151,6 +155,7 @@ impl HookChain {
                         .and_then(Value::as_str)
                         .unwrap_or("Tool execution was blocked");
                     self.blocked = Some(reason.to_string());
+                    self.terminate = result.get("terminate").and_then(Value::as_bool) == Some(true);
                 }
             }
             HookKind::ToolResult => {
@@ -210,7 +215,10 @@ impl HookChain {
     pub fn finish(self) -> HookOutcome {
         match self.kind {
             HookKind::ToolCall => HookOutcome::ToolCall(match self.blocked {
-                Some(reason) => ToolCallOutcome::Block { reason },
+                Some(reason) => ToolCallOutcome::Block {
+                    reason,
+                    terminate: self.terminate,
+                },
                 None => ToolCallOutcome::Allow {
                     args: self
                         .args_rewritten
@@ -302,7 +310,8 @@ mod tests {
         assert_eq!(
             chain.finish(),
             HookOutcome::ToolCall(ToolCallOutcome::Block {
-                reason: "Tool execution was blocked".into()
+                reason: "Tool execution was blocked".into(),
+                terminate: false,
             })
         );
     }
@@ -319,7 +328,8 @@ mod tests {
         assert_eq!(
             chain.finish(),
             HookOutcome::ToolCall(ToolCallOutcome::Block {
-                reason: "Extension failed, blocking execution: timed out".into()
+                reason: "Extension failed, blocking execution: timed out".into(),
+                terminate: false,
             })
         );
     }

@@ -135,10 +135,7 @@ impl ExtensionTool {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExtensionEvent {
     /// The combined answer to `start_hook` (always exactly one per `HookId`).
-    HookResult {
-        id: HookId,
-        outcome: HookOutcome,
-    },
+    HookResult { id: HookId, outcome: HookOutcome },
     /// A cumulative partial result of an extension tool.
     ToolUpdate {
         call_id: String,
@@ -147,6 +144,8 @@ pub enum ExtensionEvent {
     ToolFinished {
         call_id: String,
         output: ToolOutput,
+        /// (v2) The result asked to end the run (`result.terminate`).
+        terminate: bool,
     },
     /// A command ended; `error` is Some when it failed (emit `extension_error` with
     /// `extensionPath:"command:<name>"`, `event:"command"`).
@@ -161,9 +160,7 @@ pub enum ExtensionEvent {
     },
     /// An `extension_ui_request` (`Event::ExtensionUiRequest`), complete with a fresh id: write
     /// it to stdout as is. Dialog answers come back through `deliver_ui_response`.
-    UiRequest {
-        event: Event,
-    },
+    UiRequest { event: Event },
     /// The answer (or timeout) of a dialog opened with `ask_approval`.
     ApprovalAnswered {
         ui_id: String,
@@ -172,9 +169,7 @@ pub enum ExtensionEvent {
     /// Write `error.event()` to stdout.
     Error(ExtensionError),
     /// The extension is gone for good (after a failure).
-    Exited {
-        extension: ExtensionId,
-    },
+    Exited { extension: ExtensionId },
     /// (v2) A control request; when `id` is Some, answer it with
     /// `answer(extension, "action_result", id, …)`.
     Control {

@@ -67,6 +67,8 @@ pub struct ToolDecl {
     pub parameters: Value,
     pub prompt_snippet: Option<String>,
     pub prompt_guidelines: Vec<String>,
+    /// (v2) `executionMode: "sequential"`: a batch with such a call runs its calls one by one.
+    pub sequential: bool,
 }
 
 /// A command-line flag an extension declares (values arrive in `hello.flags`).
@@ -186,6 +188,8 @@ pub enum ExtensionMessage {
     ToolResult {
         id: String,
         output: ToolOutput,
+        /// (v2) `result.terminate`: no follow-up model call when every result of the batch says so.
+        terminate: bool,
     },
     CommandDone {
         id: String,
@@ -501,7 +505,16 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
                 Some(Value::String(error)) => ToolOutput::error(error.clone()),
                 _ => parse_tool_output(object.get("result"), true)?,
             };
-            Ok(ExtensionMessage::ToolResult { id, output })
+            let terminate = object
+                .get("result")
+                .and_then(|r| r.get("terminate"))
+                .and_then(Value::as_bool)
+                == Some(true);
+            Ok(ExtensionMessage::ToolResult {
+                id,
+                output,
+                terminate,
+            })
         }
         "command_done" => Ok(ExtensionMessage::CommandDone {
             id: fields.string("id")?,
@@ -603,7 +616,17 @@ fn parse_tool_decl(object: &Map<String, Value>) -> Result<ToolDecl, ProtocolErro
         None => json!({"type": "object", "properties": {}}),
         Some(_) => return Err(bad(format!("tool {name}: parameters must be an object"))),
     };
+    let sequential = match tool.opt_string("executionMode")?.as_deref() {
+        None | Some("parallel") => false,
+        Some("sequential") => true,
+        Some(other) => {
+            return Err(bad(format!(
+                "tool {name}: executionMode must be \"parallel\" or \"sequential\", not {other:?}"
+            )));
+        }
+    };
     Ok(ToolDecl {
+        sequential,
         label: tool.opt_string("label")?,
         description: tool.opt_string("description")?.unwrap_or_default(),
         parameters,

@@ -138,6 +138,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
                 prompt_snippet: None,
                 prompt_guidelines: vec![],
+                sequential: false,
             },
         };
         let all = all_tools(&[tool], |_| json!({"source": "cli"}), &[]);

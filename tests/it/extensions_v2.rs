@@ -156,7 +156,7 @@ fn queries_answer_what_pi_exposes_to_extensions() {
     let active = ask(&mut pi, &[q("a", "active_tools")], "a");
     assert_eq!(
         active["result"],
-        json!(["read", "bash", "edit", "write"]),
+        json!(["read", "bash", "edit", "write", "finish", "one_at_a_time"]),
         "{active}"
     );
     let all = ask(&mut pi, &[q("t", "all_tools")], "t");
@@ -614,5 +614,92 @@ fn tools_and_commands_registered_and_removed_after_start() {
         "b",
     );
     assert_eq!(bad["error"], "register_tool: missing name", "{bad}");
+    fake.finish();
+}
+
+// ---- 5. terminating results and executionMode --------------------------------------------------
+
+#[test]
+fn a_terminating_tool_result_ends_the_run_without_a_follow_up_call() {
+    let input = json!({"answer": "42"}).to_string();
+    let fake = FakeProvider::start(vec![Reply::sse(
+        sse::AnthropicStream::new()
+            .tool_use("toolu_f", "finish", &[&input])
+            .finish("tool_use"),
+    )]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Answer"}));
+    let records = pi.records_until_event("agent_settled");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool end");
+    assert_eq!(end["result"]["content"][0]["text"], "v2 finish ", "{end}");
+    assert_eq!(
+        records.iter().filter(|r| r["type"] == "turn_start").count(),
+        1,
+        "one turn only"
+    );
+    // The script has one reply: a follow-up request would have failed the fake.
+    fake.finish();
+}
+
+#[test]
+fn a_blocked_call_can_end_the_run_and_sequential_tools_run_alone() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_b",
+                    "bash",
+                    &[&json!({"command": "sleep 0.4; echo slow"}).to_string()],
+                )
+                .tool_use("toolu_s", "one_at_a_time", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Both ran."])),
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_x",
+                    "bash",
+                    &[&json!({"command": "echo STOP"}).to_string()],
+                )
+                .finish("tool_use"),
+        ),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Run both"}));
+    let records = pi.records_until_event("agent_settled");
+    let ends: Vec<&str> = records
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .filter_map(|r| r["toolCallId"].as_str())
+        .collect();
+    // In parallel the quick extension tool would end first; sequential keeps the call order.
+    assert_eq!(ends, ["toolu_b", "toolu_s"]);
+    let starts: Vec<usize> = ["toolu_b", "toolu_s"]
+        .iter()
+        .map(|id| {
+            records
+                .iter()
+                .position(|r| r["type"] == "tool_execution_end" && r["toolCallId"] == *id)
+                .expect("end")
+        })
+        .collect();
+    assert!(starts[0] < starts[1]);
+
+    // A tool_call hook that blocks with terminate: the run ends after this batch.
+    pi.command("p2", "prompt", json!({"message": "Stop"}));
+    let records = pi.records_until_event("agent_settled");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool end");
+    assert_eq!(
+        end["result"]["content"][0]["text"], "stopped by v2.py",
+        "{end}"
+    );
+    assert_eq!(end["isError"], true);
     fake.finish();
 }

@@ -243,6 +243,7 @@ impl Router {
                         output: ToolOutput::error(format!(
                             "Extension {path} is not running; {tool_name} cannot run"
                         )),
+                        terminate: false,
                     });
                     return;
                 }
@@ -570,13 +571,18 @@ impl Router {
                     self.emit(ExtensionEvent::ToolUpdate { call_id, partial });
                 }
             }
-            ExtensionMessage::ToolResult { id, output } => {
+            ExtensionMessage::ToolResult {
+                id,
+                output,
+                terminate,
+            } => {
                 if self.tools.get(&id).is_some_and(|r| r.extension == index)
                     && let Some(run) = self.tools.remove(&id)
                 {
                     self.emit(ExtensionEvent::ToolFinished {
                         call_id: run.call_id,
                         output,
+                        terminate,
                     });
                 }
             }
@@ -680,6 +686,7 @@ impl Router {
                 self.emit(ExtensionEvent::ToolFinished {
                     call_id: run.call_id,
                     output: ToolOutput::error(format!("Extension {path} failed: {error}")),
+                    terminate: false,
                 });
             }
         }
