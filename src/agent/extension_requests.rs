@@ -158,6 +158,14 @@ impl Agent {
         }
     }
 
+    /// An event only v2 extensions get (never written to stdout): `model_select`,
+    /// `thinking_level_select`, `session_start` / `session_shutdown` around a session change.
+    pub(super) fn notify_extensions_of(&self, event: Value) {
+        if let Some(host) = &self.extensions.host {
+            host.notify_event_v2(&event);
+        }
+    }
+
     pub(super) fn extension_path(&self, extension: ExtensionId) -> String {
         self.extensions
             .host
@@ -239,7 +247,7 @@ impl Agent {
                 if !self.config.has_auth(&model.provider) {
                     return Ok(json!(false));
                 }
-                self.switch_model(model);
+                self.switch_model(model, "set");
                 Ok(json!(true))
             }
             ControlAction::SetThinkingLevel { level } => {

@@ -45,7 +45,7 @@ impl Agent {
             None => Ok(SessionLog::in_memory(&self.config.cwd)),
         };
         let log = created.map_err(|e| e.to_string())?;
-        self.replace_session(log, true);
+        self.replace_session(log, true, "new");
         Ok(json!({ "cancelled": false }))
     }
 
@@ -64,7 +64,7 @@ impl Agent {
             log::warn!("{}: {warning}", path.display());
         }
         let session_cwd = log.cwd().to_path_buf();
-        self.replace_session(log, false);
+        self.replace_session(log, false, "resume");
         self.move_to(session_cwd);
         Ok(json!({ "cancelled": false }))
     }
@@ -72,14 +72,14 @@ impl Agent {
     /// A new session holding the branch up to `entry_id`'s parent (`fork`).
     pub(super) fn fork_at(&mut self, entry_id: &str) -> Result<Value, String> {
         let (log, text) = self.session.fork(entry_id).map_err(|e| e.to_string())?;
-        self.replace_session(log, false);
+        self.replace_session(log, false, "fork");
         Ok(json!({ "text": text, "cancelled": false }))
     }
 
     pub(super) fn clone_session(&mut self, id: Option<&Value>) {
         match self.session.clone_at_leaf() {
             Ok(log) => {
-                self.replace_session(log, false);
+                self.replace_session(log, false, "fork");
                 self.respond_ok(id, "clone", Some(json!({ "cancelled": false })));
             }
             Err(e) => self.respond_error(id, "clone", &e.to_string()),
@@ -177,10 +177,19 @@ impl Agent {
     /// Swaps in another session (new, switch, fork, clone). A running run is aborted first — it
     /// must not keep working unseen on the old session. The conversation, model and thinking
     /// level come from the new session's active branch.
-    fn replace_session(&mut self, log: SessionLog, fresh: bool) {
+    /// Replaces the session; extensions hear `session_shutdown` (with `targetSessionFile`) and
+    /// then `session_start` (with `previousSessionFile`), `reason` being new, resume or fork.
+    fn replace_session(&mut self, log: SessionLog, fresh: bool, reason: &str) {
         if self.is_busy() {
             self.abort_run();
         }
+        let file = |log: &SessionLog| log.file_path().map(|p| p.to_string_lossy().into_owned());
+        let previous_file = file(&self.session);
+        self.notify_extensions_of(json!({
+            "type": "session_shutdown",
+            "reason": reason,
+            "targetSessionFile": file(&log),
+        }));
         if let Err(e) = self.session.sync() {
             log::error!("session sync failed: {e}");
         }
@@ -219,6 +228,11 @@ impl Agent {
             self.queues.follow_up.clear();
             self.emit_queue_update();
         }
+        self.notify_extensions_of(json!({
+            "type": "session_start",
+            "reason": reason,
+            "previousSessionFile": previous_file,
+        }));
     }
 
     /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new

@@ -470,7 +470,26 @@ impl ExtensionHost {
             .live()
             .any(|(_, loaded)| loaded.registration.wants_event(event_type))
         {
-            let _ = self.control.send(Control::Event(event.clone()));
+            let _ = self.control.send(Control::Event {
+                event: event.clone(),
+                min_protocol: 0,
+            });
+        }
+    }
+
+    /// (v2) An event only protocol-2 extensions get (model and thinking-level selection, the
+    /// session_shutdown / session_start pair around a session change).
+    pub fn notify_event_v2(&self, event: &Value) {
+        let Some(event_type) = event.get("type").and_then(Value::as_str) else {
+            return;
+        };
+        if self.live().any(|(_, loaded)| {
+            loaded.registration.protocol >= 2 && loaded.registration.wants_event(event_type)
+        }) {
+            let _ = self.control.send(Control::Event {
+                event: event.clone(),
+                min_protocol: 2,
+            });
         }
     }
 

@@ -703,3 +703,48 @@ fn a_blocked_call_can_end_the_run_and_sequential_tools_run_alone() {
     assert_eq!(end["isError"], true);
     fake.finish();
 }
+
+// ---- 6./7. session lifecycle and selection events ---------------------------------------------
+
+/// The next event v2.py reported, of this type.
+#[track_caller]
+fn next_event(pi: &mut Pi, event_type: &str) -> Value {
+    loop {
+        let event: Value = serde_json::from_str(&next_notice(pi, "event ")).expect("json");
+        if event["type"] == event_type {
+            return event;
+        }
+    }
+}
+
+#[test]
+fn model_thinking_and_session_changes_reach_v2_extensions() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    let start = next_event(&mut pi, "session_start");
+    assert_eq!(start["reason"], "startup");
+
+    pi.command(
+        "m",
+        "set_model",
+        json!({"provider": "fake-openai", "modelId": "fake-gpt"}),
+    );
+    let selected = next_event(&mut pi, "model_select");
+    assert_eq!(selected["source"], "set");
+    assert_eq!(selected["model"]["id"], "fake-gpt");
+    assert_eq!(selected["previousModel"]["id"], "fake-claude");
+    let level = next_event(&mut pi, "thinking_level_select");
+    assert_eq!(level["level"], "off", "{level}");
+    assert!(level["previousLevel"].is_string(), "{level}");
+
+    let before = pi.command("s1", "get_state", json!({}));
+    pi.command("n", "new_session", json!({}));
+    let after = pi.command("s2", "get_state", json!({}));
+    let shutdown = next_event(&mut pi, "session_shutdown");
+    assert_eq!(shutdown["reason"], "new");
+    assert_eq!(shutdown["targetSessionFile"], after["data"]["sessionFile"]);
+    let start = next_event(&mut pi, "session_start");
+    assert_eq!(start["reason"], "new");
+    assert_eq!(start["previousSessionFile"], before["data"]["sessionFile"]);
+}

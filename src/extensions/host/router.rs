@@ -20,7 +20,11 @@ use crate::rpc::events::{Event, Lifecycle};
 use crate::tools::ToolOutput;
 
 pub(super) enum Control {
-    Event(Value),
+    /// An event for the subscribers that speak at least `min_protocol`.
+    Event {
+        event: Value,
+        min_protocol: u64,
+    },
     StartHook {
         id: HookId,
         kind: HookKind,
@@ -199,12 +203,18 @@ impl Router {
 
     fn control(&mut self, message: Control) {
         match message {
-            Control::Event(event) => {
+            Control::Event {
+                event,
+                min_protocol,
+            } => {
                 let event_type = event.get("type").and_then(Value::as_str).unwrap_or("");
                 let line = protocol::event_line(&event);
                 for index in 0..self.extensions.len() {
                     let extension = &self.extensions[index];
-                    if !extension.failed && extension.registration.wants_event(event_type) {
+                    if !extension.failed
+                        && extension.registration.protocol >= min_protocol
+                        && extension.registration.wants_event(event_type)
+                    {
                         self.send(index, line.clone(), event_type);
                     }
                 }
