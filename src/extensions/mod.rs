@@ -4,9 +4,10 @@
 //!
 //! This file owns discovery: which files are extensions, in which order (`-e` paths, project
 //! settings paths, user settings paths, `<cwd>/.pi/extensions/`, `<agentDir>/extensions/`; the
-//! first occurrence of a file wins). `launch` starts them for a run, `host` owns the processes,
-//! `protocol` the wire format, `hooks` how several extensions' answers combine, `approval` the
-//! built-in approval gate.
+//! first occurrence of a file wins). `launch` starts them for a run (and checks command-line
+//! flags), `host` owns the processes, `protocol` the wire format (v1 and v2), `hooks` how several
+//! extensions' answers combine, `queries` the pure parts of v2 query answers (the agent side is
+//! `agent::extension_requests`), `approval` the built-in approval gate.
 //!
 //! Input: paths. Output: `ExtensionSpec`s for `ExtensionHost::start`. Discovery only reads
 //! directories; it never runs anything.
