@@ -44,6 +44,8 @@ pub struct Extensions {
     pub shutdown_requested: bool,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
     pub hook_deadline: Duration,
+    /// (v2) The `context` hook the next model request waits for.
+    pub context_hook: Option<crate::extensions::HookId>,
     /// (v2) `wait_for_idle` requests, answered once the agent is idle.
     pub idle_waiters: Vec<(crate::extensions::ExtensionId, String)>,
 }
@@ -67,6 +69,7 @@ impl Extensions {
             shutdown_requested: false,
             hook_deadline,
             idle_waiters: Vec::new(),
+            context_hook: None,
         }
     }
 }
@@ -361,6 +364,15 @@ impl Agent {
     pub(super) fn on_extension_event(&mut self, event: ExtensionEvent) {
         match event {
             ExtensionEvent::HookResult { id, outcome } => {
+                if self.extensions.context_hook == Some(id) {
+                    self.extensions.context_hook = None;
+                    let replacement = match outcome {
+                        HookOutcome::Context(replacement) => replacement,
+                        _ => None,
+                    };
+                    self.on_context_hook(replacement);
+                    return;
+                }
                 let for_prompt = matches!(&self.phase, Phase::Preparing(prep) if prep.hook == id);
                 let queued = self.queues.inputs.iter().position(|q| q.hook == id);
                 if let Some(position) = queued {

@@ -551,6 +551,7 @@ impl Agent {
 
     /// Closes the run with `agent_end`, then either schedules an automatic retry or settles.
     fn end_run(&mut self) {
+        self.extensions.context_hook = None;
         let Some(run) = self.runs.current.take() else {
             return;
         };

@@ -75,6 +75,8 @@ pub enum HookOutcome {
     ToolResult(ToolResultPatch),
     Input(InputOutcome),
     BeforeAgentStart(BeforeAgentStartOutcome),
+    /// (v2) The messages to send instead (JSON agent messages), when an extension replaced them.
+    Context(Option<Value>),
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -98,6 +100,8 @@ pub struct HookChain {
     handled: bool,
     injected: Vec<InjectedMessage>,
     system_prompt_replaced: bool,
+    /// (v2 `context`) an extension replaced the messages.
+    messages_replaced: bool,
 }
 
 impl HookChain {
@@ -118,6 +122,7 @@ impl HookChain {
             handled: false,
             injected: Vec::new(),
             system_prompt_replaced: false,
+            messages_replaced: false,
         }
     }
 
@@ -187,6 +192,18 @@ impl HookChain {
                 }
                 Some(other) => return Err(format!("input result: unknown action {other:?}")),
             },
+            HookKind::Context => {
+                if let Some(messages) = result.get("messages").filter(|v| !v.is_null()) {
+                    let Some(list) = messages.as_array() else {
+                        return Err("context result: messages must be an array".into());
+                    };
+                    if list.iter().any(|m| !m.is_object()) {
+                        return Err("context result: messages must be message objects".into());
+                    }
+                    self.payload.insert("messages".into(), messages.clone());
+                    self.messages_replaced = true;
+                }
+            }
             HookKind::BeforeAgentStart => {
                 if let Some(message) = result.get("message").filter(|v| !v.is_null()) {
                     self.injected.push(parse_injected(message)?);
@@ -244,6 +261,11 @@ impl HookChain {
             } else {
                 InputOutcome::Continue
             }),
+            HookKind::Context => HookOutcome::Context(
+                self.messages_replaced
+                    .then(|| self.payload.get("messages").cloned())
+                    .flatten(),
+            ),
             HookKind::BeforeAgentStart => HookOutcome::BeforeAgentStart(BeforeAgentStartOutcome {
                 messages: self.injected,
                 system_prompt: self
@@ -398,5 +420,21 @@ mod tests {
         assert_eq!(outcome.messages.len(), 2);
         assert!(!outcome.messages[1].display);
         assert_eq!(outcome.system_prompt.as_deref(), Some("base+1"));
+    }
+
+    #[test]
+    fn context_answers_replace_the_messages_in_turn() {
+        let mut chain = HookChain::new(HookKind::Context, json!({"messages": [{"role": "user"}]}));
+        chain.apply(&json!({})).unwrap();
+        assert_eq!(chain.clone().finish(), HookOutcome::Context(None));
+        assert!(chain.apply(&json!({"messages": "x"})).is_err());
+        chain
+            .apply(&json!({"messages": [{"role": "user", "content": "b"}]}))
+            .unwrap();
+        assert_eq!(chain.payload()["messages"][0]["content"], "b");
+        assert_eq!(
+            chain.finish(),
+            HookOutcome::Context(Some(json!([{"role": "user", "content": "b"}])))
+        );
     }
 }

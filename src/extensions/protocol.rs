@@ -26,15 +26,23 @@ pub enum HookKind {
     ToolResult,
     Input,
     BeforeAgentStart,
+    /// (v2) Before each model request: the messages it sends, which the answer may replace.
+    Context,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 4] = [
+    pub const ALL: [HookKind; 5] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
         HookKind::BeforeAgentStart,
+        HookKind::Context,
     ];
+
+    /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
+    pub fn needs_v2(self) -> bool {
+        self == HookKind::Context
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -42,6 +50,7 @@ impl HookKind {
             HookKind::ToolResult => "tool_result",
             HookKind::Input => "input",
             HookKind::BeforeAgentStart => "before_agent_start",
+            HookKind::Context => "context",
         }
     }
 
@@ -571,7 +580,9 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
         let name = item
             .as_str()
             .ok_or_else(|| bad("hooks[] must be strings"))?;
-        let hook = HookKind::parse(name).ok_or_else(|| bad(format!("unknown hook {name:?}")))?;
+        let hook = HookKind::parse(name)
+            .filter(|h| !h.needs_v2() || protocol >= 2)
+            .ok_or_else(|| bad(format!("unknown hook {name:?}")))?;
         if !registration.hooks.contains(&hook) {
             registration.hooks.push(hook);
         }
@@ -994,6 +1005,8 @@ mod tests {
     fn register_rejects_unknown_hooks_and_bad_names() {
         let err = parse(json!({"type":"register","protocol":1,"hooks":["context"]})).unwrap_err();
         assert!(err.0.contains("unknown hook"), "{err}");
+        // `context` is a protocol-2 hook.
+        assert!(parse(json!({"type":"register","protocol":2,"hooks":["context"]})).is_ok());
         let err =
             parse(json!({"type":"register","protocol":1,"commands":[{"name":"a b"}]})).unwrap_err();
         assert!(err.0.contains("invalid command name"), "{err}");

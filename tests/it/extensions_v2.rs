@@ -748,3 +748,19 @@ fn model_thinking_and_session_changes_reach_v2_extensions() {
     assert_eq!(start["reason"], "new");
     assert_eq!(start["previousSessionFile"], before["data"]["sessionFile"]);
 }
+
+#[test]
+fn the_context_hook_rewrites_the_messages_of_one_request() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Rewritten."]))]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "REWRITE-CONTEXT please"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    let sent = request.body["messages"].to_string();
+    assert!(sent.contains("rewritten by v2.py"), "{sent}");
+    assert!(!sent.contains("REWRITE-CONTEXT"), "{sent}");
+    // The conversation itself keeps the prompt.
+    let messages = pi.command("m", "get_messages", json!({}));
+    assert!(messages.to_string().contains("REWRITE-CONTEXT please"));
+    fake.finish();
+}
