@@ -44,6 +44,8 @@ pub struct Extensions {
     pub shutdown_requested: bool,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
     pub hook_deadline: Duration,
+    /// (v2) `exec` requests waiting for the client's approval.
+    pub pending_execs: Vec<super::extension_requests::PendingExec>,
     /// (v2) The `context` hook the next model request waits for.
     pub context_hook: Option<crate::extensions::HookId>,
     /// (v2) `wait_for_idle` requests, answered once the agent is idle.
@@ -70,6 +72,7 @@ impl Extensions {
             hook_deadline,
             idle_waiters: Vec::new(),
             context_hook: None,
+            pending_execs: Vec::new(),
         }
     }
 }
@@ -406,7 +409,11 @@ impl Agent {
             }
             ExtensionEvent::Action { extension, action } => self.on_action(extension, action),
             ExtensionEvent::UiRequest { event } => self.emit(event),
-            ExtensionEvent::ApprovalAnswered { ui_id, answer } => self.on_approval(&ui_id, answer),
+            ExtensionEvent::ApprovalAnswered { ui_id, answer } => {
+                if !self.on_exec_approval(&ui_id, answer) {
+                    self.on_approval(&ui_id, answer)
+                }
+            }
             ExtensionEvent::Error(error) => {
                 // A failed extension's tools must not reach the next request.
                 self.emit(error.event());

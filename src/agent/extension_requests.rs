@@ -10,9 +10,20 @@ use super::state::{CompactionOrigin, Phase};
 use super::{Agent, compaction};
 use crate::config::ThinkingLevel;
 use crate::extensions::ExtensionId;
+use crate::extensions::approval::{ApprovalAnswer, Decision};
+use crate::extensions::exec::ExecSpec;
 use crate::extensions::protocol::{ControlAction, Query};
 use crate::extensions::queries;
 use crate::rpc::events::Event;
+
+/// An extension's `exec` waiting for the client's approval.
+pub struct PendingExec {
+    pub ui_id: String,
+    grant_key: String,
+    extension: ExtensionId,
+    id: String,
+    spec: ExecSpec,
+}
 
 impl Agent {
     pub(super) fn on_extension_query(&mut self, extension: ExtensionId, id: &str, query: Query) {
@@ -123,6 +134,10 @@ impl Agent {
         id: Option<String>,
         action: ControlAction,
     ) {
+        if let ControlAction::Exec(spec) = action {
+            self.start_exec(extension, id, spec);
+            return;
+        }
         if let ControlAction::WaitForIdle = action
             && self.is_busy()
         {
@@ -143,6 +158,104 @@ impl Agent {
                 error,
             });
         }
+    }
+
+    /// `exec`: through the approval gate as a `bash` call of the command line, then run in the
+    /// tool sandbox on a thread of its own, which answers the extension.
+    fn start_exec(&mut self, extension: ExtensionId, id: Option<String>, spec: ExecSpec) {
+        let Some(id) = id else {
+            self.emit(Event::ExtensionError {
+                extension_path: self.extension_path(extension),
+                event: "extension".into(),
+                error: "exec needs an id (its answer carries the output)".into(),
+            });
+            return;
+        };
+        let args = json!({ "command": spec.display_line() });
+        let decision =
+            self.tools
+                .approvals
+                .decide("bash", &args, &self.config.cwd, &self.tools.grants);
+        match decision {
+            Decision::Allow => {
+                if self.tools.approvals.is_enabled() {
+                    self.record_approval("bash", &args, "allowed by rule");
+                }
+                self.run_exec(extension, id, spec);
+            }
+            Decision::Deny { reason } => {
+                self.record_approval("bash", &args, "denied by rule");
+                if let Some(host) = &self.extensions.host {
+                    host.answer(extension, "action_result", &id, Err(reason));
+                }
+            }
+            Decision::Ask {
+                title,
+                message,
+                grant_key,
+            } => {
+                let Some(host) = &self.extensions.host else {
+                    return;
+                };
+                let timeout = self.tools.approvals.ask_timeout();
+                let (ui_id, record) = host.ask_approval(&title, &message, timeout);
+                self.extensions.pending_execs.push(PendingExec {
+                    ui_id,
+                    grant_key,
+                    extension,
+                    id,
+                    spec,
+                });
+                self.emit(record);
+            }
+        }
+    }
+
+    fn run_exec(&mut self, extension: ExtensionId, id: String, spec: ExecSpec) {
+        let Some(host) = &self.extensions.host else {
+            return;
+        };
+        crate::extensions::exec::start(
+            spec,
+            self.config.cwd.clone(),
+            self.tools.sandbox.policy(),
+            host.answerer(),
+            extension,
+            id,
+        );
+    }
+
+    /// The client answered an `exec`'s approval dialog. False when no exec waited for it.
+    pub(super) fn on_exec_approval(&mut self, ui_id: &str, answer: ApprovalAnswer) -> bool {
+        let Some(position) = self
+            .extensions
+            .pending_execs
+            .iter()
+            .position(|p| p.ui_id == ui_id)
+        else {
+            return false;
+        };
+        let pending = self.extensions.pending_execs.remove(position);
+        let args = json!({ "command": pending.spec.display_line() });
+        match answer {
+            ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {
+                if answer == ApprovalAnswer::AllowForSession {
+                    self.tools.grants.grant(&pending.grant_key);
+                }
+                self.record_approval("bash", &args, "allowed by the user");
+                self.run_exec(pending.extension, pending.id, pending.spec);
+            }
+            ApprovalAnswer::Deny { .. } => {
+                self.record_approval("bash", &args, "denied by the user");
+                let reason = answer
+                    .denial_reason("exec")
+                    .unwrap_or_else(|| "Denied".into());
+                if let Some(host) = &self.extensions.host {
+                    host.answer(pending.extension, "action_result", &pending.id, Err(reason));
+                }
+            }
+        }
+        true
     }
 
     /// Answers the `wait_for_idle` requests once nothing runs (checked after every input).
@@ -285,6 +398,7 @@ impl Agent {
             ControlAction::Fork { entry_id } => self.fork_at(&entry_id),
             ControlAction::SwitchSession { session_path } => self.open_other_session(&session_path),
             ControlAction::WaitForIdle => Ok(Value::Null),
+            ControlAction::Exec(_) => Err("exec is handled before".into()),
         }
     }
 }

@@ -283,6 +283,7 @@ impl Agent {
             job.cancel.cancel();
         }
         tools::bash::kill_all_shells();
+        crate::extensions::exec::kill_all();
         if let Some(host) = self.extensions.host.take() {
             host.shutdown(Duration::from_millis(500));
         }

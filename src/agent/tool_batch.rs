@@ -200,7 +200,7 @@ impl Agent {
     }
 
     /// The approval gate records every decision in the session, as a custom entry.
-    fn record_approval(&mut self, tool: &str, args: &Value, decision: &str) {
+    pub(super) fn record_approval(&mut self, tool: &str, args: &Value, decision: &str) {
         let data = json!({ "tool": tool, "args": args, "decision": decision });
         if let Err(e) = self.session.append_custom("approval", Some(data)) {
             log::error!("could not record the approval decision: {e}");

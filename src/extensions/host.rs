@@ -185,6 +185,29 @@ pub enum ExtensionEvent {
     },
 }
 
+/// (v2) Answers requests from any thread (a worker that finishes an extension's `exec`).
+#[derive(Clone)]
+pub struct Answerer {
+    control: Sender<Control>,
+}
+
+impl Answerer {
+    pub fn answer(
+        &self,
+        extension: ExtensionId,
+        kind: &'static str,
+        id: &str,
+        answer: Result<Value, String>,
+    ) {
+        let _ = self.control.send(Control::Answer {
+            extension,
+            kind,
+            id: id.to_string(),
+            answer,
+        });
+    }
+}
+
 /// The agent's handle on the running extensions. Dropping it kills them all at once.
 pub struct ExtensionHost {
     control: Sender<Control>,
@@ -548,12 +571,14 @@ impl ExtensionHost {
         id: &str,
         answer: Result<Value, String>,
     ) {
-        let _ = self.control.send(Control::Answer {
-            extension,
-            kind,
-            id: id.to_string(),
-            answer,
-        });
+        self.answerer().answer(extension, kind, id, answer);
+    }
+
+    /// (v2) A handle that answers requests from another thread.
+    pub fn answerer(&self) -> Answerer {
+        Answerer {
+            control: self.control.clone(),
+        }
     }
 
     /// The values of an extension's flags: those given on the command line (typed as registered:

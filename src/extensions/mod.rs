@@ -13,6 +13,7 @@
 //! directories; it never runs anything.
 
 pub mod approval;
+pub mod exec;
 pub mod hooks;
 pub mod host;
 pub mod launch;

@@ -289,9 +289,14 @@ pub enum ControlAction {
     RegisterCommand(CommandDecl),
     /// `unregister_command` `{name}`. Answer: whether it had one.
     UnregisterCommand { name: String },
+    /// `exec` `{command, args?, cwd?, timeout?, maxBuffer?}` (needs an `id`): runs a program
+    /// through pi-rs (approval gate as `bash`, tool sandbox). Answer: `{stdout, stderr, code,
+    /// killed, truncated}`.
+    Exec(super::exec::ExecSpec),
 }
 
-const CONTROL_TYPES: [&str; 13] = [
+const CONTROL_TYPES: [&str; 14] = [
+    "exec",
     "register_tool",
     "unregister_tool",
     "register_command",
@@ -358,6 +363,29 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
             } else {
                 ControlAction::RegisterCommand(parse_command_decl(object).map_err(decl)?)
             }
+        }
+        "exec" => {
+            let args = fields
+                .array("args")
+                .map_err(|e| format!("exec: {}", e.0))?
+                .iter()
+                .map(|a| a.as_str().map(String::from))
+                .collect::<Option<Vec<String>>>()
+                .ok_or("exec: args must be strings")?;
+            let number = |key: &str| match fields.0.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .map(Some)
+                    .ok_or(format!("exec: {key} must be a whole number")),
+            };
+            ControlAction::Exec(super::exec::ExecSpec {
+                command: text("command")?,
+                args,
+                cwd: opt_text("cwd")?,
+                timeout: number("timeout")?.map(std::time::Duration::from_millis),
+                max_buffer: number("maxBuffer")?.map(|n| n as usize),
+            })
         }
         "unregister_tool" => ControlAction::UnregisterTool {
             name: text("name")?,

@@ -764,3 +764,74 @@ fn the_context_hook_rewrites_the_messages_of_one_request() {
     assert!(messages.to_string().contains("REWRITE-CONTEXT please"));
     fake.finish();
 }
+
+#[test]
+fn exec_runs_through_the_approval_gate() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py"]).settings(json!({
+        "approvals": {"rules": [
+            {"tool": "bash", "command": "rm *", "action": "deny", "reason": "No rm here"},
+            {"tool": "bash", "command": "echo *", "action": "ask"}
+        ]}
+    }));
+    let mut pi = Pi::spawn(&setup);
+    // No shell: the program and its arguments as given (a `sh -c` line would be asked about).
+    let plain =
+        json!({"type": "exec", "id": "x1", "command": "printf", "args": ["%s-%s", "a b", "c"]});
+    let done = ask(&mut pi, &[plain], "x1");
+    assert_eq!(
+        done["result"],
+        json!({"stdout": "a b-c", "stderr": "", "code": 0, "killed": false, "truncated": false}),
+        "{done}"
+    );
+    let failing =
+        json!({"type": "exec", "id": "x0", "command": "ls", "args": ["no-such-dir-here"]});
+    let failed = ask(&mut pi, &[failing], "x0");
+    assert_ne!(failed["result"]["code"], 0, "{failed}");
+    assert!(
+        failed["result"]["stderr"]
+            .as_str()
+            .is_some_and(|e| e.contains("no-such-dir-here")),
+        "{failed}"
+    );
+    let denied = ask(
+        &mut pi,
+        &[json!({"type": "exec", "id": "x2", "command": "rm", "args": ["-rf", "build"]})],
+        "x2",
+    );
+    assert_eq!(denied["error"], "No rm here", "{denied}");
+
+    let asked = json!({"type": "exec", "id": "x3", "command": "echo", "args": ["hello there"]});
+    pi.send(json!({"type": "prompt", "message": format!("/send {asked}")}));
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "select",
+            deadline,
+        )
+        .pop()
+        .expect("dialog");
+    assert!(
+        dialog["title"]
+            .as_str()
+            .is_some_and(|m| m.contains("echo 'hello there'")),
+        "{dialog}"
+    );
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Allow once"}));
+    loop {
+        let answer: Value = serde_json::from_str(&next_notice(&mut pi, "answer ")).expect("json");
+        if answer["id"] == "x3" {
+            assert_eq!(answer["result"]["stdout"], "hello there\n", "{answer}");
+            break;
+        }
+    }
+    let no_id = json!({"type": "exec", "command": "true"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {no_id}")}));
+    let error = pi.find(|r| r["type"] == "extension_error");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("exec needs an id")),
+        "{error}"
+    );
+}
