@@ -44,6 +44,12 @@ pub struct Extensions {
     pub shutdown_requested: bool,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
     pub hook_deadline: Duration,
+    /// (v2) Session changes waiting for the `session_before_*` hook.
+    pub session_changes: Vec<(
+        crate::extensions::HookId,
+        super::session_commands::SessionOp,
+        super::session_commands::OpReply,
+    )>,
     /// (v2) `exec` requests waiting for the client's approval.
     pub pending_execs: Vec<super::extension_requests::PendingExec>,
     /// (v2) The `context` hook the next model request waits for.
@@ -73,6 +79,7 @@ impl Extensions {
             idle_waiters: Vec::new(),
             context_hook: None,
             pending_execs: Vec::new(),
+            session_changes: Vec::new(),
         }
     }
 }
@@ -367,6 +374,11 @@ impl Agent {
     pub(super) fn on_extension_event(&mut self, event: ExtensionEvent) {
         match event {
             ExtensionEvent::HookResult { id, outcome } => {
+                if let HookOutcome::SessionChange { cancel } = outcome
+                    && self.on_session_change_hook(id, cancel)
+                {
+                    return;
+                }
                 if self.extensions.context_hook == Some(id) {
                     self.extensions.context_hook = None;
                     let replacement = match outcome {

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use super::session_commands::{OpReply, SessionOp};
 use super::state::{CompactionOrigin, Phase};
 use super::{Agent, compaction};
 use crate::config::ThinkingLevel;
@@ -138,6 +139,22 @@ impl Agent {
             self.start_exec(extension, id, spec);
             return;
         }
+        let op = match &action {
+            ControlAction::NewSession { parent_session } => Some(SessionOp::New {
+                parent_session: parent_session.clone(),
+            }),
+            ControlAction::SwitchSession { session_path } => Some(SessionOp::Switch {
+                session_path: session_path.clone(),
+            }),
+            ControlAction::Fork { entry_id } => Some(SessionOp::Fork {
+                entry_id: entry_id.clone(),
+            }),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.change_session(op, OpReply::Extension { extension, id });
+            return;
+        }
         if let ControlAction::WaitForIdle = action
             && self.is_busy()
         {
@@ -147,6 +164,17 @@ impl Agent {
             return;
         }
         let answer = self.control(extension, action);
+        self.answer_extension(extension, id, answer);
+    }
+
+    /// Answers a control request (`action_result`); without an id a failure is an
+    /// `extension_error`.
+    pub(super) fn answer_extension(
+        &mut self,
+        extension: ExtensionId,
+        id: Option<String>,
+        answer: Result<Value, String>,
+    ) {
         if let Some(id) = id
             && let Some(host) = &self.extensions.host
         {
@@ -392,13 +420,12 @@ impl Agent {
                 }
                 Ok(Value::Null)
             }
-            ControlAction::NewSession { parent_session } => {
-                self.open_new_session(parent_session.as_deref())
-            }
-            ControlAction::Fork { entry_id } => self.fork_at(&entry_id),
-            ControlAction::SwitchSession { session_path } => self.open_other_session(&session_path),
-            ControlAction::WaitForIdle => Ok(Value::Null),
-            ControlAction::Exec(_) => Err("exec is handled before".into()),
+            // Handled by `on_extension_control` (they wait for a hook or a worker).
+            ControlAction::NewSession { .. }
+            | ControlAction::Fork { .. }
+            | ControlAction::SwitchSession { .. }
+            | ControlAction::Exec(_)
+            | ControlAction::WaitForIdle => Ok(Value::Null),
         }
     }
 }

@@ -8,24 +8,129 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::Agent;
+use crate::extensions::protocol::HookKind;
+use crate::extensions::{ExtensionId, HookId};
 use crate::rpc::events::Event;
 use crate::rpc::protocol::Response;
 use crate::session::SessionLog;
 
+/// A session change waiting for the extensions' `session_before_*` hook.
+pub enum SessionOp {
+    New { parent_session: Option<String> },
+    Switch { session_path: String },
+    Fork { entry_id: String },
+    Clone,
+}
+
+/// Who gets the answer of a session change.
+pub enum OpReply {
+    Client {
+        id: Option<Value>,
+        command: &'static str,
+    },
+    Extension {
+        extension: ExtensionId,
+        id: Option<String>,
+    },
+}
+
+impl OpReply {
+    fn client(id: Option<&Value>, command: &'static str) -> OpReply {
+        OpReply::Client {
+            id: id.cloned(),
+            command,
+        }
+    }
+}
+
 impl Agent {
     pub(super) fn new_session(&mut self, id: Option<&Value>, parent_session: Option<&str>) {
-        let result = self.open_new_session(parent_session);
-        self.respond_result(id, "new_session", result);
+        let op = SessionOp::New {
+            parent_session: parent_session.map(String::from),
+        };
+        self.change_session(op, OpReply::client(id, "new_session"));
     }
 
     pub(super) fn switch_session(&mut self, id: Option<&Value>, session_path: &str) {
-        let result = self.open_other_session(session_path);
-        self.respond_result(id, "switch_session", result);
+        let op = SessionOp::Switch {
+            session_path: session_path.to_string(),
+        };
+        self.change_session(op, OpReply::client(id, "switch_session"));
     }
 
     pub(super) fn fork(&mut self, id: Option<&Value>, entry_id: &str) {
-        let result = self.fork_at(entry_id);
-        self.respond_result(id, "fork", result);
+        let op = SessionOp::Fork {
+            entry_id: entry_id.to_string(),
+        };
+        self.change_session(op, OpReply::client(id, "fork"));
+    }
+
+    pub(super) fn clone_session(&mut self, id: Option<&Value>) {
+        self.change_session(SessionOp::Clone, OpReply::client(id, "clone"));
+    }
+
+    /// A session change from the client or an extension: v2 extensions' `session_before_switch`
+    /// / `session_before_fork` hook first (any may cancel it), then the change and its answer.
+    pub(super) fn change_session(&mut self, op: SessionOp, reply: OpReply) {
+        let (kind, payload) = match &op {
+            SessionOp::New { .. } => (HookKind::SessionBeforeSwitch, json!({"reason": "new"})),
+            SessionOp::Switch { session_path } => (
+                HookKind::SessionBeforeSwitch,
+                json!({"reason": "resume", "targetSessionFile": session_path}),
+            ),
+            SessionOp::Fork { entry_id } => (
+                HookKind::SessionBeforeFork,
+                json!({"entryId": entry_id, "position": "before"}),
+            ),
+            SessionOp::Clone => (
+                HookKind::SessionBeforeFork,
+                json!({"entryId": self.session.leaf_id(), "position": "at"}),
+            ),
+        };
+        let deadline = self.extensions.hook_deadline;
+        let hook = self
+            .extensions
+            .host
+            .as_ref()
+            .and_then(|host| host.start_hook(kind, payload, deadline));
+        match hook {
+            Some(hook) => self.extensions.session_changes.push((hook, op, reply)),
+            None => self.finish_session_change(op, reply, false),
+        }
+    }
+
+    /// The hook answered for a waiting session change. False when none waited for it.
+    pub(super) fn on_session_change_hook(&mut self, hook: HookId, cancel: bool) -> bool {
+        let Some(position) = self
+            .extensions
+            .session_changes
+            .iter()
+            .position(|(h, _, _)| *h == hook)
+        else {
+            return false;
+        };
+        let (_, op, reply) = self.extensions.session_changes.remove(position);
+        self.finish_session_change(op, reply, cancel);
+        true
+    }
+
+    fn finish_session_change(&mut self, op: SessionOp, reply: OpReply, cancel: bool) {
+        let result = if cancel {
+            Ok(json!({ "cancelled": true }))
+        } else {
+            match op {
+                SessionOp::New { parent_session } => {
+                    self.open_new_session(parent_session.as_deref())
+                }
+                SessionOp::Switch { session_path } => self.open_other_session(&session_path),
+                SessionOp::Fork { entry_id } => self.fork_at(&entry_id),
+                SessionOp::Clone => self.clone_at_leaf(),
+            }
+        };
+        match reply {
+            OpReply::Client { id, command } => self.respond_result(id.as_ref(), command, result),
+            OpReply::Extension { extension, id } => self.answer_extension(extension, id, result),
+        }
     }
 
     fn respond_result(&mut self, id: Option<&Value>, command: &str, result: Result<Value, String>) {
@@ -76,14 +181,11 @@ impl Agent {
         Ok(json!({ "text": text, "cancelled": false }))
     }
 
-    pub(super) fn clone_session(&mut self, id: Option<&Value>) {
-        match self.session.clone_at_leaf() {
-            Ok(log) => {
-                self.replace_session(log, false, "fork");
-                self.respond_ok(id, "clone", Some(json!({ "cancelled": false })));
-            }
-            Err(e) => self.respond_error(id, "clone", &e.to_string()),
-        }
+    /// A copy of the session up to its leaf (`clone`).
+    fn clone_at_leaf(&mut self) -> Result<Value, String> {
+        let log = self.session.clone_at_leaf().map_err(|e| e.to_string())?;
+        self.replace_session(log, false, "fork");
+        Ok(json!({ "cancelled": false }))
     }
 
     pub(super) fn set_session_name(&mut self, id: Option<&Value>, session_name: &str) {

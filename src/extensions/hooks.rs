@@ -77,6 +77,10 @@ pub enum HookOutcome {
     BeforeAgentStart(BeforeAgentStartOutcome),
     /// (v2) The messages to send instead (JSON agent messages), when an extension replaced them.
     Context(Option<Value>),
+    /// (v2) `session_before_switch` / `session_before_fork`: whether an extension cancelled.
+    SessionChange {
+        cancel: bool,
+    },
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -192,6 +196,12 @@ impl HookChain {
                 }
                 Some(other) => return Err(format!("input result: unknown action {other:?}")),
             },
+            HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork => {
+                // The first `cancel` settles the chain (nobody after it is asked).
+                if result.get("cancel").and_then(Value::as_bool) == Some(true) {
+                    self.handled = true;
+                }
+            }
             HookKind::Context => {
                 if let Some(messages) = result.get("messages").filter(|v| !v.is_null()) {
                     let Some(list) = messages.as_array() else {
@@ -261,6 +271,11 @@ impl HookChain {
             } else {
                 InputOutcome::Continue
             }),
+            HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork => {
+                HookOutcome::SessionChange {
+                    cancel: self.handled,
+                }
+            }
             HookKind::Context => HookOutcome::Context(
                 self.messages_replaced
                     .then(|| self.payload.get("messages").cloned())

@@ -28,20 +28,29 @@ pub enum HookKind {
     BeforeAgentStart,
     /// (v2) Before each model request: the messages it sends, which the answer may replace.
     Context,
+    /// (v2) Before a new session or a switch to another one; `{cancel: true}` stops it.
+    SessionBeforeSwitch,
+    /// (v2) Before a fork or clone; `{cancel: true}` stops it.
+    SessionBeforeFork,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 5] = [
+    pub const ALL: [HookKind; 7] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
         HookKind::BeforeAgentStart,
         HookKind::Context,
+        HookKind::SessionBeforeSwitch,
+        HookKind::SessionBeforeFork,
     ];
 
     /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
     pub fn needs_v2(self) -> bool {
-        self == HookKind::Context
+        matches!(
+            self,
+            HookKind::Context | HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +60,8 @@ impl HookKind {
             HookKind::Input => "input",
             HookKind::BeforeAgentStart => "before_agent_start",
             HookKind::Context => "context",
+            HookKind::SessionBeforeSwitch => "session_before_switch",
+            HookKind::SessionBeforeFork => "session_before_fork",
         }
     }
 

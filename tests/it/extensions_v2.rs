@@ -835,3 +835,40 @@ fn exec_runs_through_the_approval_gate() {
         "{error}"
     );
 }
+
+#[test]
+fn session_before_hooks_can_cancel_a_session_change() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    let before = pi.command("s0", "get_state", json!({}));
+
+    let locked = pi.command(
+        "sw",
+        "switch_session",
+        json!({"sessionPath": "/tmp/locked.jsonl"}),
+    );
+    assert_eq!(locked["success"], true, "{locked}");
+    assert_eq!(locked["data"], json!({"cancelled": true}), "{locked}");
+    let cloned = pi.command("c", "clone", json!({}));
+    assert_eq!(cloned["data"], json!({"cancelled": true}), "{cloned}");
+    let same = pi.command("s1", "get_state", json!({}));
+    assert_eq!(same["data"]["sessionId"], before["data"]["sessionId"]);
+
+    let messages = pi.command("fm", "get_fork_messages", json!({}));
+    let entry = messages["data"]["messages"][0]["entryId"].clone();
+    let forked = pi.command("f", "fork", json!({"entryId": entry}));
+    assert_eq!(
+        forked["data"],
+        json!({"text": "First", "cancelled": false}),
+        "{forked}"
+    );
+    // The extension's own request goes through the same hook.
+    let created = ask(&mut pi, &[json!({"type": "new_session", "id": "n"})], "n");
+    assert_eq!(created["result"], json!({"cancelled": false}), "{created}");
+    let after = pi.command("s2", "get_state", json!({}));
+    assert_ne!(after["data"]["sessionId"], before["data"]["sessionId"]);
+    fake.finish();
+}
