@@ -275,14 +275,23 @@ impl Agent {
         } = *compaction;
         let texts: Vec<String> = slots.into_iter().filter_map(|s| s.text).collect();
         let result = preparation.finish(&texts);
-        if let Err(e) = self.session.append_compaction(
+        match self.session.append_compaction(
             &result.summary,
             &result.first_kept_entry_id,
             result.tokens_before,
             Some(result.details.clone()),
             Some(false),
         ) {
-            log::error!("could not save the compaction: {e}");
+            // (v2) Extensions hear of the saved compaction (pi's `session_compact`).
+            Ok(entry_id) => {
+                let entry = self.session.entry(&entry_id).map(|e| e.to_value());
+                self.notify_extensions_of(serde_json::json!({
+                    "type": "session_compact",
+                    "compactionEntry": entry,
+                    "fromExtension": matches!(origin, CompactionOrigin::Extension),
+                }));
+            }
+            Err(e) => log::error!("could not save the compaction: {e}"),
         }
         self.messages = self.session.context().messages;
         self.request_cache.invalidate();

@@ -495,6 +495,12 @@ fn compaction_with_custom_instructions_from_the_extension() {
     let end = pi.wait_for_event("compaction_end");
     assert_eq!(end["aborted"], false, "{end}");
     assert_eq!(end["reason"], "manual", "{end}");
+    let compacted = next_event(&mut pi, "session_compact");
+    assert_eq!(compacted["fromExtension"], true, "{compacted}");
+    assert_eq!(
+        compacted["compactionEntry"]["type"], "compaction",
+        "{compacted}"
+    );
     let requests = fake.requests();
     assert!(
         requests[2..]
