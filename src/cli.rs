@@ -60,6 +60,9 @@ pub struct Args {
     /// `--rpc-profile default|legacy` (checked by main, with the env var and setting).
     pub rpc_profile: Option<String>,
     pub verbose: bool,
+    /// Unknown `--name [value]` options, kept (as pi does) until the extensions have registered
+    /// their flags: `--name=value` and `--name value` give the text, a bare `--name` gives true.
+    pub extension_flags: Vec<(String, serde_json::Value)>,
     pub help: bool,
     pub version: bool,
     /// Bare words: messages for print mode.
@@ -271,11 +274,32 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                     None => out.messages.push(word),
                 }
             }
-            Long(other) => return Err(CliError(format!("Unknown option: --{other}"))),
+            Long(other) => {
+                let name = other.to_string();
+                let value = match parser.optional_value() {
+                    Some(value) => string(value, &format!("--{name}"))?.into(),
+                    None => {
+                        flag_word(&mut parser).map_or(serde_json::Value::Bool(true), Into::into)
+                    }
+                };
+                out.extension_flags.push((name, value));
+            }
             Short(other) => return Err(CliError(format!("Unknown option: -{other}"))),
         }
     }
     Ok(out)
+}
+
+/// The value of an unknown `--name`: the next argument unless it starts with `-` or `@` (pi's rule).
+fn flag_word(parser: &mut lexopt::Parser) -> Option<String> {
+    let mut raw = parser.try_raw_args()?;
+    let next = raw.peek()?.to_str()?;
+    if next.starts_with('-') || next.starts_with('@') {
+        return None;
+    }
+    let word = next.to_string();
+    raw.next();
+    Some(word)
 }
 
 /// Takes the next argument if it is a plain word (not a flag), for flags with an optional value.
@@ -437,11 +461,23 @@ mod tests {
     }
 
     #[test]
-    fn unknown_flags_and_bad_modes_are_errors() {
+    fn unknown_long_options_are_kept_for_extensions() {
+        let args = parse_str(&["--plan", "--level", "high", "--x=3", "--y", "@f", "msg"]).unwrap();
         assert_eq!(
-            parse_str(&["--frobnicate"]),
-            Err(CliError("Unknown option: --frobnicate".into()))
+            args.extension_flags,
+            vec![
+                ("plan".to_string(), serde_json::Value::Bool(true)),
+                ("level".to_string(), "high".into()),
+                ("x".to_string(), "3".into()),
+                ("y".to_string(), serde_json::Value::Bool(true)),
+            ]
         );
+        assert_eq!(args.file_args, vec!["f"]);
+        assert_eq!(args.messages, vec!["msg"]);
+    }
+
+    #[test]
+    fn unknown_flags_and_bad_modes_are_errors() {
         assert_eq!(
             parse_str(&["-x"]),
             Err(CliError("Unknown option: -x".into()))

@@ -299,12 +299,19 @@ fn build_setup(
     print_warnings(&warnings);
     let extensions = extensions::launch::launch(
         &run_packages,
+        &args.extension_flags,
         args.no_extensions,
         &config,
         &session,
         &sandbox.policy(),
         approvals,
     );
+    if !extensions.flag_errors.is_empty() {
+        for error in &extensions.flag_errors {
+            eprintln!("Error: {error}");
+        }
+        return Ok(Built::Exit(1));
+    }
     let mut startup_events = extensions.startup_events;
     // Skipped project resources are said once, on stderr and to the client.
     if let Some(warning) = config.project_trust.warning() {
@@ -397,7 +404,7 @@ fn run_acp(
         );
         match built {
             Ok(Built::Setup(setup)) => Ok(*setup),
-            Ok(Built::Exit(_)) => Err("the session's working directory no longer exists".into()),
+            Ok(Built::Exit(_)) => Err("the session could not start (see stderr)".into()),
             Err(e) => Err(e.to_string()),
         }
     };

@@ -354,7 +354,12 @@ impl Agent {
     }
 
     fn get_commands(&mut self, id: Option<&Value>) {
-        // Extension commands first, then prompt templates and skills (pi's order).
+        let commands = self.commands_list();
+        self.respond_ok(id, "get_commands", Some(json!({ "commands": commands })));
+    }
+
+    /// Extension commands first, then `/mcp`, prompt templates and skills (pi's order).
+    pub(super) fn commands_list(&self) -> Vec<Value> {
         let mut commands: Vec<Value> = self
             .extensions
             .host
@@ -370,7 +375,7 @@ impl Agent {
             commands.push(crate::mcp::command_item());
         }
         commands.extend(crate::resources::discovery::commands_json(&self.resources));
-        self.respond_ok(id, "get_commands", Some(json!({ "commands": commands })));
+        commands
     }
 }
 

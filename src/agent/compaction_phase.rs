@@ -67,7 +67,10 @@ impl Agent {
             }
         }
         self.emit(compaction::start_event(reason));
-        let manual = matches!(origin, CompactionOrigin::Command { .. });
+        let manual = matches!(
+            origin,
+            CompactionOrigin::Command { .. } | CompactionOrigin::Extension
+        );
         // Either failure to start (no credentials, nothing to compact) ends the compaction the
         // same way: its end event, and a manual one reports the error.
         let started = match self.base_request() {
@@ -272,14 +275,23 @@ impl Agent {
         } = *compaction;
         let texts: Vec<String> = slots.into_iter().filter_map(|s| s.text).collect();
         let result = preparation.finish(&texts);
-        if let Err(e) = self.session.append_compaction(
+        match self.session.append_compaction(
             &result.summary,
             &result.first_kept_entry_id,
             result.tokens_before,
             Some(result.details.clone()),
             Some(false),
         ) {
-            log::error!("could not save the compaction: {e}");
+            // (v2) Extensions hear of the saved compaction (pi's `session_compact`).
+            Ok(entry_id) => {
+                let entry = self.session.entry(&entry_id).map(|e| e.to_value());
+                self.notify_extensions_of(serde_json::json!({
+                    "type": "session_compact",
+                    "compactionEntry": entry,
+                    "fromExtension": matches!(origin, CompactionOrigin::Extension),
+                }));
+            }
+            Err(e) => log::error!("could not save the compaction: {e}"),
         }
         self.messages = self.session.context().messages;
         self.request_cache.invalidate();
@@ -341,6 +353,7 @@ impl Agent {
             CompactionOrigin::Command { id } => {
                 self.respond_error(id.as_ref(), "compact", compaction::CANCELLED)
             }
+            CompactionOrigin::Extension => {}
             CompactionOrigin::BeforePrompt {
                 from: PromptFrom::Client(id),
                 ..
@@ -370,6 +383,15 @@ impl Agent {
             CompactionOrigin::Command { id } => {
                 if let Some(error) = error {
                     self.respond_error(id.as_ref(), "compact", &error);
+                }
+            }
+            CompactionOrigin::Extension => {
+                if let Some(error) = error {
+                    self.emit(Event::ExtensionError {
+                        extension_path: "compact".into(),
+                        event: "compact".into(),
+                        error,
+                    });
                 }
             }
             CompactionOrigin::BeforePrompt {

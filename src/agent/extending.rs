@@ -44,6 +44,18 @@ pub struct Extensions {
     pub shutdown_requested: bool,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
     pub hook_deadline: Duration,
+    /// (v2) Session changes waiting for the `session_before_*` hook.
+    pub session_changes: Vec<(
+        crate::extensions::HookId,
+        super::session_commands::SessionOp,
+        super::session_commands::OpReply,
+    )>,
+    /// (v2) `exec` requests waiting for the client's approval.
+    pub pending_execs: Vec<super::extension_requests::PendingExec>,
+    /// (v2) The `context` hook the next model request waits for.
+    pub context_hook: Option<crate::extensions::HookId>,
+    /// (v2) `wait_for_idle` requests, answered once the agent is idle.
+    pub idle_waiters: Vec<(crate::extensions::ExtensionId, String)>,
 }
 
 impl Extensions {
@@ -64,6 +76,10 @@ impl Extensions {
             run_system_prompt: None,
             shutdown_requested: false,
             hook_deadline,
+            idle_waiters: Vec::new(),
+            context_hook: None,
+            pending_execs: Vec::new(),
+            session_changes: Vec::new(),
         }
     }
 }
@@ -83,6 +99,19 @@ impl Agent {
         };
         self.extensions.command_runs.push((run, id.cloned()));
         true
+    }
+
+    /// `/name args` sent by an extension (v2 `expandPromptTemplates`): runs the command; nobody
+    /// waits for a response. Returns false when it is no extension command.
+    fn run_command_for_extension(&mut self, text: &str) -> bool {
+        let Some((name, args)) = split_command(text) else {
+            return false;
+        };
+        self.extensions
+            .host
+            .as_ref()
+            .and_then(|host| host.run_command(name, args))
+            .is_some()
     }
 
     /// Whether `text` is an extension command (steer/follow_up refuse those).
@@ -345,6 +374,20 @@ impl Agent {
     pub(super) fn on_extension_event(&mut self, event: ExtensionEvent) {
         match event {
             ExtensionEvent::HookResult { id, outcome } => {
+                if let HookOutcome::SessionChange { cancel } = outcome
+                    && self.on_session_change_hook(id, cancel)
+                {
+                    return;
+                }
+                if self.extensions.context_hook == Some(id) {
+                    self.extensions.context_hook = None;
+                    let replacement = match outcome {
+                        HookOutcome::Context(replacement) => replacement,
+                        _ => None,
+                    };
+                    self.on_context_hook(replacement);
+                    return;
+                }
                 let for_prompt = matches!(&self.phase, Phase::Preparing(prep) if prep.hook == id);
                 let queued = self.queues.inputs.iter().position(|q| q.hook == id);
                 if let Some(position) = queued {
@@ -361,23 +404,44 @@ impl Agent {
                     self.on_tool_update(index, partial);
                 }
             }
-            ExtensionEvent::ToolFinished { call_id, output } => {
+            ExtensionEvent::ToolFinished {
+                call_id,
+                output,
+                terminate,
+            } => {
                 if let Some(index) = self.extension_call(&call_id) {
+                    if let Phase::RunningTools(batch) = &mut self.phase {
+                        batch.calls[index].terminate = terminate;
+                    }
                     self.on_tool_finished(index, output);
                 }
             }
             ExtensionEvent::CommandFinished { id, name, error } => {
                 self.on_command_finished(id, &name, error)
             }
-            ExtensionEvent::Action { action, .. } => self.on_action(action),
+            ExtensionEvent::Action { extension, action } => self.on_action(extension, action),
             ExtensionEvent::UiRequest { event } => self.emit(event),
-            ExtensionEvent::ApprovalAnswered { ui_id, answer } => self.on_approval(&ui_id, answer),
+            ExtensionEvent::ApprovalAnswered { ui_id, answer } => {
+                if !self.on_exec_approval(&ui_id, answer) {
+                    self.on_approval(&ui_id, answer)
+                }
+            }
             ExtensionEvent::Error(error) => {
                 // A failed extension's tools must not reach the next request.
                 self.emit(error.event());
                 self.refresh_extension_tools();
             }
             ExtensionEvent::Exited { .. } => self.refresh_extension_tools(),
+            ExtensionEvent::Query {
+                extension,
+                id,
+                query,
+            } => self.on_extension_query(extension, &id, query),
+            ExtensionEvent::Control {
+                extension,
+                id,
+                action,
+            } => self.on_extension_control(extension, id, action),
         }
     }
 
@@ -389,12 +453,18 @@ impl Agent {
         batch.calls[index].by_extension.then_some(index)
     }
 
-    /// A dead extension's tools are no longer offered.
-    fn refresh_extension_tools(&mut self) {
+    /// A dead extension's tools are no longer offered; late registrations are (v2).
+    pub(super) fn refresh_extension_tools(&mut self) {
         let Some(host) = &self.extensions.host else {
             return;
         };
         self.tools.extension_tools = host.tools();
+        let names = self
+            .tools
+            .extension_tools
+            .iter()
+            .map(|t| t.decl.name.clone());
+        self.tools.approvals.set_extension_tools(names);
         self.refresh_tool_specs();
     }
 
@@ -417,13 +487,40 @@ impl Agent {
         }
     }
 
-    fn on_action(&mut self, action: Action) {
+    fn on_action(&mut self, extension: crate::extensions::ExtensionId, action: Action) {
+        let v2 = self
+            .extensions
+            .host
+            .as_ref()
+            .is_some_and(|h| h.protocol(extension) >= 2);
         match action {
             Action::SendUserMessage {
                 content,
                 deliver_as,
+                expand,
             } => {
                 let (text, images) = split_content(&content);
+                // v2: `expandPromptTemplates` runs an extension command or expands templates.
+                if v2 && expand && self.run_command_for_extension(&text) {
+                    return;
+                }
+                let text = if v2 && expand {
+                    self.expand(text)
+                } else {
+                    text
+                };
+                // v2, as pi: while a run is going a message needs steer or followUp.
+                let refused =
+                    v2 && self.is_busy() && matches!(deliver_as, None | Some(Delivery::Immediate));
+                if refused {
+                    let path = self.extension_path(extension);
+                    self.emit(Event::ExtensionError {
+                        extension_path: path,
+                        event: "send_user_message".into(),
+                        error: "Agent is busy: send_user_message needs deliverAs \"steer\" or \"followUp\" while a run is going".into(),
+                    });
+                    return;
+                }
                 match (self.is_busy(), deliver_as) {
                     // Idle: a message starts a run, whatever its delivery says (as pi).
                     (false, _) => self.prepare_prompt(PromptFrom::Extension, text, images),

@@ -60,6 +60,9 @@ impl Agent {
             &self.tools.extension_tools,
             self.mcp.as_ref(),
         );
+        if let Some(names) = &self.tools.active {
+            self.tools.specs.retain(|s| names.contains(&s.name));
+        }
     }
 
     /// Starts the run, unless the first prompt must wait for MCP servers first.

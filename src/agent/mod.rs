@@ -35,6 +35,7 @@ mod compaction_phase;
 pub mod convert;
 pub mod draft;
 mod extending;
+mod extension_requests;
 mod mcp_servers;
 mod model_commands;
 pub mod pattern;
@@ -273,6 +274,7 @@ impl Agent {
         {
             let incoming = self.next_incoming();
             self.handle(incoming);
+            self.answer_idle_waiters();
         }
         if self.is_busy() {
             self.abort_run();
@@ -283,6 +285,7 @@ impl Agent {
             job.cancel.cancel();
         }
         tools::bash::kill_all_shells();
+        crate::extensions::exec::kill_all();
         if let Some(host) = self.extensions.host.take() {
             host.shutdown(Duration::from_millis(500));
         }
@@ -560,6 +563,7 @@ impl Agent {
 
     /// Closes the run with `agent_end`, then either schedules an automatic retry or settles.
     fn end_run(&mut self) {
+        self.extensions.context_hook = None;
         let Some(run) = self.runs.current.take() else {
             return;
         };

@@ -19,7 +19,7 @@ impl Agent {
             .find(|m| m.provider == provider && m.id == model_id);
         match found {
             Some(model) => {
-                self.switch_model(model.clone());
+                self.switch_model(model.clone(), "set");
                 let data = serde_json::to_value(&model).unwrap_or(Value::Null);
                 self.respond_ok(id, "set_model", Some(data));
             }
@@ -54,7 +54,7 @@ impl Agent {
             .iter()
             .position(|(m, _)| m.provider == self.model.provider && m.id == self.model.id);
         let (next, level) = candidates[current.map_or(0, |p| (p + 1) % candidates.len())].clone();
-        self.switch_model(next);
+        self.switch_model(next, "cycle");
         if let Some(level) = level {
             let level = self.model.clamp_thinking_level(level);
             self.change_thinking_level(level, false);
@@ -119,7 +119,8 @@ impl Agent {
 
     /// Switches model: persisted as the default, recorded in the session, thinking re-clamped
     /// (kept if the old model reasons, else the default level).
-    fn switch_model(&mut self, model: Model) {
+    pub(super) fn switch_model(&mut self, model: Model, source: &str) {
+        let previous = serde_json::to_value(&self.model).unwrap_or(Value::Null);
         let wanted = if self.model.reasoning {
             self.thinking
         } else {
@@ -128,6 +129,13 @@ impl Agent {
                 .unwrap_or(ThinkingLevel::Medium)
         };
         self.model = model;
+        // (v2) Extensions hear of it (pi's `model_select`; `source`: "set" or "cycle").
+        self.notify_extensions_of(json!({
+            "type": "model_select",
+            "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
+            "previousModel": previous,
+            "source": source,
+        }));
         self.config
             .set_default_model(&self.model.provider, &self.model.id);
         if let Err(e) = self
@@ -141,10 +149,15 @@ impl Agent {
     }
 
     /// Applies an effective thinking-level change: session entry, event, settings default.
-    fn change_thinking_level(&mut self, level: ThinkingLevel, persist_default: bool) {
+    pub(super) fn change_thinking_level(&mut self, level: ThinkingLevel, persist_default: bool) {
         if level == self.thinking {
             return;
         }
+        self.notify_extensions_of(json!({
+            "type": "thinking_level_select",
+            "level": level.as_str(),
+            "previousLevel": self.thinking.as_str(),
+        }));
         self.thinking = level;
         if let Err(e) = self.session.append_thinking_level_change(level) {
             log::error!("could not record the thinking level change: {e}");

@@ -8,67 +8,184 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::Agent;
+use crate::extensions::protocol::HookKind;
+use crate::extensions::{ExtensionId, HookId};
 use crate::rpc::events::Event;
 use crate::rpc::protocol::Response;
 use crate::session::SessionLog;
 
+/// A session change waiting for the extensions' `session_before_*` hook.
+pub enum SessionOp {
+    New { parent_session: Option<String> },
+    Switch { session_path: String },
+    Fork { entry_id: String },
+    Clone,
+}
+
+/// Who gets the answer of a session change.
+pub enum OpReply {
+    Client {
+        id: Option<Value>,
+        command: &'static str,
+    },
+    Extension {
+        extension: ExtensionId,
+        id: Option<String>,
+    },
+}
+
+impl OpReply {
+    fn client(id: Option<&Value>, command: &'static str) -> OpReply {
+        OpReply::Client {
+            id: id.cloned(),
+            command,
+        }
+    }
+}
+
 impl Agent {
     pub(super) fn new_session(&mut self, id: Option<&Value>, parent_session: Option<&str>) {
+        let op = SessionOp::New {
+            parent_session: parent_session.map(String::from),
+        };
+        self.change_session(op, OpReply::client(id, "new_session"));
+    }
+
+    pub(super) fn switch_session(&mut self, id: Option<&Value>, session_path: &str) {
+        let op = SessionOp::Switch {
+            session_path: session_path.to_string(),
+        };
+        self.change_session(op, OpReply::client(id, "switch_session"));
+    }
+
+    pub(super) fn fork(&mut self, id: Option<&Value>, entry_id: &str) {
+        let op = SessionOp::Fork {
+            entry_id: entry_id.to_string(),
+        };
+        self.change_session(op, OpReply::client(id, "fork"));
+    }
+
+    pub(super) fn clone_session(&mut self, id: Option<&Value>) {
+        self.change_session(SessionOp::Clone, OpReply::client(id, "clone"));
+    }
+
+    /// A session change from the client or an extension: v2 extensions' `session_before_switch`
+    /// / `session_before_fork` hook first (any may cancel it), then the change and its answer.
+    pub(super) fn change_session(&mut self, op: SessionOp, reply: OpReply) {
+        let (kind, payload) = match &op {
+            SessionOp::New { .. } => (HookKind::SessionBeforeSwitch, json!({"reason": "new"})),
+            SessionOp::Switch { session_path } => (
+                HookKind::SessionBeforeSwitch,
+                json!({"reason": "resume", "targetSessionFile": session_path}),
+            ),
+            SessionOp::Fork { entry_id } => (
+                HookKind::SessionBeforeFork,
+                json!({"entryId": entry_id, "position": "before"}),
+            ),
+            SessionOp::Clone => (
+                HookKind::SessionBeforeFork,
+                json!({"entryId": self.session.leaf_id(), "position": "at"}),
+            ),
+        };
+        let deadline = self.extensions.hook_deadline;
+        let hook = self
+            .extensions
+            .host
+            .as_ref()
+            .and_then(|host| host.start_hook(kind, payload, deadline));
+        match hook {
+            Some(hook) => self.extensions.session_changes.push((hook, op, reply)),
+            None => self.finish_session_change(op, reply, false),
+        }
+    }
+
+    /// The hook answered for a waiting session change. False when none waited for it.
+    pub(super) fn on_session_change_hook(&mut self, hook: HookId, cancel: bool) -> bool {
+        let Some(position) = self
+            .extensions
+            .session_changes
+            .iter()
+            .position(|(h, _, _)| *h == hook)
+        else {
+            return false;
+        };
+        let (_, op, reply) = self.extensions.session_changes.remove(position);
+        self.finish_session_change(op, reply, cancel);
+        true
+    }
+
+    fn finish_session_change(&mut self, op: SessionOp, reply: OpReply, cancel: bool) {
+        let result = if cancel {
+            Ok(json!({ "cancelled": true }))
+        } else {
+            match op {
+                SessionOp::New { parent_session } => {
+                    self.open_new_session(parent_session.as_deref())
+                }
+                SessionOp::Switch { session_path } => self.open_other_session(&session_path),
+                SessionOp::Fork { entry_id } => self.fork_at(&entry_id),
+                SessionOp::Clone => self.clone_at_leaf(),
+            }
+        };
+        match reply {
+            OpReply::Client { id, command } => self.respond_result(id.as_ref(), command, result),
+            OpReply::Extension { extension, id } => self.answer_extension(extension, id, result),
+        }
+    }
+
+    fn respond_result(&mut self, id: Option<&Value>, command: &str, result: Result<Value, String>) {
+        match result {
+            Ok(data) => self.respond_ok(id, command, Some(data)),
+            Err(error) => self.respond_error(id, command, &error),
+        }
+    }
+
+    /// A fresh session (`new_session`; an extension's `new_session`): its answer data.
+    pub(super) fn open_new_session(
+        &mut self,
+        parent_session: Option<&str>,
+    ) -> Result<Value, String> {
         let created = match self.session.session_dir() {
             Some(dir) => SessionLog::create_with_parent(dir, &self.config.cwd, parent_session),
             None => Ok(SessionLog::in_memory(&self.config.cwd)),
         };
-        match created {
-            Ok(log) => {
-                self.replace_session(log, true);
-                self.respond_ok(id, "new_session", Some(json!({ "cancelled": false })));
-            }
-            Err(e) => self.respond_error(id, "new_session", &e.to_string()),
-        }
+        let log = created.map_err(|e| e.to_string())?;
+        self.replace_session(log, true, "new");
+        Ok(json!({ "cancelled": false }))
     }
 
-    pub(super) fn switch_session(&mut self, id: Option<&Value>, session_path: &str) {
+    /// Another session file (`switch_session`), run in its own directory.
+    pub(super) fn open_other_session(&mut self, session_path: &str) -> Result<Value, String> {
         // Relative to where pi-rs was started, as pi resolves it (the process never
         // changes directory; only the agent's working directory moves).
         let path = PathBuf::from(session_path);
         let dir = self.session.session_dir().map(|d| d.to_path_buf());
-        match SessionLog::open(&path, dir.as_deref(), &self.config.cwd) {
-            Ok((log, warnings)) => {
-                if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
-                    self.respond_error(id, "switch_session", &error);
-                    return;
-                }
-                for warning in warnings {
-                    log::warn!("{}: {warning}", path.display());
-                }
-                let session_cwd = log.cwd().to_path_buf();
-                self.replace_session(log, false);
-                self.move_to(session_cwd);
-                self.respond_ok(id, "switch_session", Some(json!({ "cancelled": false })));
-            }
-            Err(e) => self.respond_error(id, "switch_session", &e.to_string()),
+        let (log, warnings) =
+            SessionLog::open(&path, dir.as_deref(), &self.config.cwd).map_err(|e| e.to_string())?;
+        if let Some(error) = log.missing_cwd_error(&self.config.cwd) {
+            return Err(error);
         }
+        for warning in warnings {
+            log::warn!("{}: {warning}", path.display());
+        }
+        let session_cwd = log.cwd().to_path_buf();
+        self.replace_session(log, false, "resume");
+        self.move_to(session_cwd);
+        Ok(json!({ "cancelled": false }))
     }
 
-    pub(super) fn fork(&mut self, id: Option<&Value>, entry_id: &str) {
-        match self.session.fork(entry_id) {
-            Ok((log, text)) => {
-                self.replace_session(log, false);
-                let data = json!({ "text": text, "cancelled": false });
-                self.respond_ok(id, "fork", Some(data));
-            }
-            Err(e) => self.respond_error(id, "fork", &e.to_string()),
-        }
+    /// A new session holding the branch up to `entry_id`'s parent (`fork`).
+    pub(super) fn fork_at(&mut self, entry_id: &str) -> Result<Value, String> {
+        let (log, text) = self.session.fork(entry_id).map_err(|e| e.to_string())?;
+        self.replace_session(log, false, "fork");
+        Ok(json!({ "text": text, "cancelled": false }))
     }
 
-    pub(super) fn clone_session(&mut self, id: Option<&Value>) {
-        match self.session.clone_at_leaf() {
-            Ok(log) => {
-                self.replace_session(log, false);
-                self.respond_ok(id, "clone", Some(json!({ "cancelled": false })));
-            }
-            Err(e) => self.respond_error(id, "clone", &e.to_string()),
-        }
+    /// A copy of the session up to its leaf (`clone`).
+    fn clone_at_leaf(&mut self) -> Result<Value, String> {
+        let log = self.session.clone_at_leaf().map_err(|e| e.to_string())?;
+        self.replace_session(log, false, "fork");
+        Ok(json!({ "cancelled": false }))
     }
 
     pub(super) fn set_session_name(&mut self, id: Option<&Value>, session_name: &str) {
@@ -162,10 +279,19 @@ impl Agent {
     /// Swaps in another session (new, switch, fork, clone). A running run is aborted first — it
     /// must not keep working unseen on the old session. The conversation, model and thinking
     /// level come from the new session's active branch.
-    fn replace_session(&mut self, log: SessionLog, fresh: bool) {
+    /// Replaces the session; extensions hear `session_shutdown` (with `targetSessionFile`) and
+    /// then `session_start` (with `previousSessionFile`), `reason` being new, resume or fork.
+    fn replace_session(&mut self, log: SessionLog, fresh: bool, reason: &str) {
         if self.is_busy() {
             self.abort_run();
         }
+        let file = |log: &SessionLog| log.file_path().map(|p| p.to_string_lossy().into_owned());
+        let previous_file = file(&self.session);
+        self.notify_extensions_of(json!({
+            "type": "session_shutdown",
+            "reason": reason,
+            "targetSessionFile": file(&log),
+        }));
         if let Err(e) = self.session.sync() {
             log::error!("session sync failed: {e}");
         }
@@ -204,6 +330,11 @@ impl Agent {
             self.queues.follow_up.clear();
             self.emit_queue_update();
         }
+        self.notify_extensions_of(json!({
+            "type": "session_start",
+            "reason": reason,
+            "previousSessionFile": previous_file,
+        }));
     }
 
     /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new

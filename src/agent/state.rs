@@ -116,6 +116,8 @@ pub struct ToolBatch {
     pub sender: Sender<ToolEvent>,
     /// Still starting the calls: do not finish the batch yet.
     pub starting: bool,
+    /// A call's tool has `executionMode: "sequential"` (v2): the calls run one after another.
+    pub sequential: bool,
     pub events: Receiver<ToolEvent>,
 }
 
@@ -135,6 +137,12 @@ pub struct CallSlot {
     pub by_extension: bool,
     /// When the call began executing (`tool_execution_end.durationMs`); `None` if it never ran.
     pub started: Option<std::time::Instant>,
+    /// (v2) Its result asked to end the run: with every call of the batch terminating, no
+    /// follow-up model call is made.
+    pub terminate: bool,
+    /// Passed the approval gate and hooks are under way or done (sequential batches start one
+    /// call at a time).
+    pub gated: bool,
 }
 
 impl CallSlot {
@@ -148,6 +156,8 @@ impl CallSlot {
             wait: None,
             by_extension: false,
             started: None,
+            terminate: false,
+            gated: false,
         }
     }
 }
@@ -204,6 +214,9 @@ pub struct Runs {
 pub enum CompactionOrigin {
     /// The `compact` command: answered at the end.
     Command { id: Option<Value> },
+    /// An extension's `compact` (v2): answered when it started; the end is the
+    /// `compaction_end` event (a failure is also reported as an `extension_error`).
+    Extension,
     /// After a run ended: then retry the run (overflow), continue with queued messages, or settle.
     AfterRun,
     /// Before a prompt (threshold): then the prompt goes ahead.

@@ -13,11 +13,13 @@ use super::draft::Draft;
 use super::state::{AfterRefresh, Phase, Refreshing, Stream};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY, convert, serialize_message};
 use crate::config::ThinkingLevel;
+use crate::extensions::protocol::HookKind;
 use crate::messages::{
     AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent, ToolCall,
 };
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent, StreamRequest};
 use crate::rpc::events::Event;
+use serde_json::Value;
 
 /// Merged deltas stop growing at this size: a full writer channel (1024 records) then holds
 /// ~2 MB of text while the client stalls (8 KB records held ~14 MB of RSS).
@@ -116,6 +118,8 @@ impl Agent {
             .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
     }
 
+    /// The next model request of the run: v2 extensions' `context` hook first (it may replace
+    /// the messages this request sends), then the request.
     pub(super) fn request_completion(&mut self) {
         // A login that expired during the run is refreshed on a worker; the request follows.
         if let Some(refresh) = self.config.start_oauth_refresh(&self.model.provider) {
@@ -123,6 +127,44 @@ impl Agent {
             self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
             return;
         }
+        let hook = self.extensions.host.as_ref().and_then(|host| {
+            if !host.handles_hook(HookKind::Context) {
+                return None;
+            }
+            let messages = serde_json::to_value(&self.messages).unwrap_or(Value::Null);
+            let payload = serde_json::json!({ "messages": messages });
+            host.start_hook(HookKind::Context, payload, self.extensions.hook_deadline)
+        });
+        match hook {
+            Some(hook) => self.extensions.context_hook = Some(hook),
+            None => self.send_request(None),
+        }
+    }
+
+    /// The `context` hook answered: send the request (with the extensions' messages, if they
+    /// replaced them). A late answer (the run ended or was aborted meanwhile) is dropped.
+    pub(super) fn on_context_hook(&mut self, replacement: Option<Value>) {
+        let waiting = matches!(self.phase, Phase::Idle)
+            && self.runs.current.as_ref().is_some_and(|run| !run.aborted);
+        if !waiting {
+            return;
+        }
+        let messages = match replacement.map(serde_json::from_value::<Vec<AgentMessage>>) {
+            None => None,
+            Some(Ok(messages)) => Some(messages),
+            Some(Err(e)) => {
+                self.emit(Event::ExtensionError {
+                    extension_path: "context".into(),
+                    event: "context".into(),
+                    error: format!("bad answer: the messages are not agent messages: {e}"),
+                });
+                None
+            }
+        };
+        self.send_request(messages);
+    }
+
+    fn send_request(&mut self, replacement: Option<Vec<AgentMessage>>) {
         let Ok(mut request) = self.base_request() else {
             let message = self.credentials_error();
             self.fail_before_stream(message);
@@ -130,9 +172,16 @@ impl Agent {
         };
         let block_images = self.config.block_images();
         let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
-        request.history = self
-            .request_cache
-            .prepare(&mut request, &self.messages, &to_llm);
+        request.history = match &replacement {
+            // This request only: the cache keeps describing the agent's own messages.
+            Some(messages) => {
+                request.messages = to_llm(messages);
+                None
+            }
+            None => self
+                .request_cache
+                .prepare(&mut request, &self.messages, &to_llm),
+        };
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);

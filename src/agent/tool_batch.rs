@@ -38,6 +38,17 @@ pub struct Toolbox {
     pub grants: SessionGrants,
     /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
     pub sandbox: crate::sandbox::Sandbox,
+    /// An extension's `set_active_tools` (v2): only these names are offered (None: all).
+    pub active: Option<Vec<String>>,
+}
+
+impl Toolbox {
+    /// Whether `name` passes an extension's `set_active_tools` filter.
+    pub fn is_active(&self, name: &str) -> bool {
+        self.active
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == name))
+    }
 }
 
 impl Toolbox {
@@ -57,18 +68,30 @@ impl Toolbox {
             approvals,
             grants: Default::default(),
             sandbox,
+            active: None,
         }
     }
 }
 
-/// What the model is offered: builtins, then extension tools, then MCP tools.
+/// What the model is offered: builtins, then extension tools, then MCP tools. An extension tool
+/// named like a builtin replaces it in its place (pi: "the extension tool replaces the built-in"),
+/// so every name is offered once.
 pub(super) fn all_tool_specs(
     builtins: &[String],
     extension_tools: &[crate::extensions::ExtensionTool],
     mcp: Option<&crate::mcp::McpHost>,
 ) -> Vec<ToolSpec> {
-    let mut specs = tools::specs(builtins);
-    specs.extend(extension_tools.iter().map(|t| t.spec()));
+    let by_extension = |name: &str| extension_tools.iter().find(|t| t.decl.name == name);
+    let mut specs: Vec<ToolSpec> = tools::specs(builtins)
+        .into_iter()
+        .map(|spec| by_extension(&spec.name).map_or(spec, |t| t.spec()))
+        .collect();
+    specs.extend(
+        extension_tools
+            .iter()
+            .filter(|t| !builtins.contains(&t.decl.name))
+            .map(|t| t.spec()),
+    );
     if let Some(mcp) = mcp {
         let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         specs.extend(
@@ -88,14 +111,25 @@ impl Agent {
         for call in &calls {
             self.emit(Event::ToolExecutionStart { call: call.clone() });
         }
+        let sequential = calls.iter().any(|call| {
+            self.tools
+                .extension_tools
+                .iter()
+                .any(|t| t.decl.name == call.name && t.decl.sequential)
+        });
         self.phase = Phase::RunningTools(Box::new(ToolBatch {
             assistant,
             calls: calls.into_iter().map(CallSlot::new).collect(),
             sender,
             starting: true,
+            sequential,
             events,
         }));
-        for index in 0..count {
+        let first = if sequential { count.min(1) } else { count };
+        for index in 0..first {
+            if let Some(batch) = self.batch() {
+                batch.calls[index].gated = true;
+            }
             self.gate_call(index);
         }
         if let Phase::RunningTools(batch) = &mut self.phase {
@@ -116,13 +150,14 @@ impl Agent {
         let Some(batch) = self.batch() else { return };
         let name = batch.calls[index].call.name.clone();
         let args = batch.calls[index].args.clone();
-        let known = self.tools.builtins.contains(&name)
-            || self
-                .tools
-                .extension_tools
-                .iter()
-                .any(|t| t.decl.name == name)
-            || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name));
+        let known = self.tools.is_active(&name)
+            && (self.tools.builtins.contains(&name)
+                || self
+                    .tools
+                    .extension_tools
+                    .iter()
+                    .any(|t| t.decl.name == name)
+                || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name)));
         if !known {
             self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
             return;
@@ -165,7 +200,7 @@ impl Agent {
     }
 
     /// The approval gate records every decision in the session, as a custom entry.
-    fn record_approval(&mut self, tool: &str, args: &Value, decision: &str) {
+    pub(super) fn record_approval(&mut self, tool: &str, args: &Value, decision: &str) {
         let data = json!({ "tool": tool, "args": args, "decision": decision });
         if let Err(e) = self.session.append_custom("approval", Some(data)) {
             log::error!("could not record the approval decision: {e}");
@@ -199,16 +234,13 @@ impl Agent {
             return;
         };
         let name = &batch.calls[index].call.name;
-        // Builtins win over an extension tool of the same name.
-        let owner = match self.tools.builtins.contains(name) {
-            true => None,
-            false => self
-                .tools
-                .extension_tools
-                .iter()
-                .find(|t| t.decl.name == *name)
-                .map(|t| t.extension),
-        };
+        // An extension tool replaces a builtin of the same name.
+        let owner = self
+            .tools
+            .extension_tools
+            .iter()
+            .find(|t| t.decl.name == *name)
+            .map(|t| t.extension);
         let Phase::RunningTools(batch) = &mut self.phase else {
             return;
         };
@@ -315,8 +347,9 @@ impl Agent {
         match (batch.calls[index].wait.take(), outcome) {
             (
                 Some(CallWait::CallHook(_)),
-                HookOutcome::ToolCall(ToolCallOutcome::Block { reason }),
+                HookOutcome::ToolCall(ToolCallOutcome::Block { reason, terminate }),
             ) => {
+                batch.calls[index].terminate = terminate;
                 self.finish_call(index, ToolOutput::error(reason));
             }
             (
@@ -401,7 +434,17 @@ impl Agent {
             duration_ms,
         };
         batch.calls[index].result = Some(output);
+        let next = batch
+            .sequential
+            .then(|| batch.calls.iter().position(|slot| !slot.gated))
+            .flatten();
+        if let Some(next) = next {
+            batch.calls[next].gated = true;
+        }
         self.emit(event);
+        if let Some(next) = next {
+            self.gate_call(next);
+        }
         self.finish_tools_if_done();
     }
 
@@ -418,6 +461,8 @@ impl Agent {
         let ToolBatch {
             assistant, calls, ..
         } = *batch;
+        // Every result asked to end the run (v2 `terminate`): no follow-up model call.
+        let terminate = !calls.is_empty() && calls.iter().all(|slot| slot.terminate);
         let mut tool_results = Vec::with_capacity(calls.len());
         for CallSlot { call, result, .. } in calls {
             let output =
@@ -438,7 +483,7 @@ impl Agent {
             message: assistant,
             tool_results,
         });
-        self.after_turn(true);
+        self.after_turn(!terminate);
     }
 
     /// Abort: running tools are cancelled (their process groups killed), waiting ones dropped;

@@ -254,7 +254,6 @@ impl Config {
     // ---- models -------------------------------------------------------------------------
 
     /// Every known model (catalog, then models.json additions), registry order.
-    #[cfg(test)]
     pub fn all_models(&self) -> &[Model] {
         self.registry.models()
     }

@@ -25,8 +25,9 @@ use crate::messages::ContentBlock;
 pub enum ToolCallOutcome {
     /// Run the tool; `args` is Some when an extension rewrote the arguments.
     Allow { args: Option<Value> },
-    /// Do not run it; the reason is the tool result's text (`isError: true`).
-    Block { reason: String },
+    /// Do not run it; the reason is the tool result's text (`isError: true`). `terminate` (v2):
+    /// the blocked result ends the run like a terminating tool result.
+    Block { reason: String, terminate: bool },
 }
 
 /// Changes to a finished tool's result; None = keep the tool's own value.
@@ -74,6 +75,12 @@ pub enum HookOutcome {
     ToolResult(ToolResultPatch),
     Input(InputOutcome),
     BeforeAgentStart(BeforeAgentStartOutcome),
+    /// (v2) The messages to send instead (JSON agent messages), when an extension replaced them.
+    Context(Option<Value>),
+    /// (v2) `session_before_switch` / `session_before_fork`: whether an extension cancelled.
+    SessionChange {
+        cancel: bool,
+    },
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -89,12 +96,16 @@ pub struct HookChain {
     payload: Map<String, Value>,
     args_rewritten: bool,
     blocked: Option<String>,
+    /// (v2) The blocking answer asked to end the run (`terminate: true`).
+    terminate: bool,
     patch: ToolResultPatch,
     original_text: Option<Value>,
     original_images: Option<Value>,
     handled: bool,
     injected: Vec<InjectedMessage>,
     system_prompt_replaced: bool,
+    /// (v2 `context`) an extension replaced the messages.
+    messages_replaced: bool,
 }
 
 impl HookChain {
@@ -109,11 +120,13 @@ impl HookChain {
             original_images: payload.get("images").cloned(),
             payload,
             args_rewritten: false,
+            terminate: false,
             blocked: None,
             patch: ToolResultPatch::default(),
             handled: false,
             injected: Vec::new(),
             system_prompt_replaced: false,
+            messages_replaced: false,
         }
     }
 
@@ -151,6 +164,7 @@ impl HookChain {
                         .and_then(Value::as_str)
                         .unwrap_or("Tool execution was blocked");
                     self.blocked = Some(reason.to_string());
+                    self.terminate = result.get("terminate").and_then(Value::as_bool) == Some(true);
                 }
             }
             HookKind::ToolResult => {
@@ -182,6 +196,24 @@ impl HookChain {
                 }
                 Some(other) => return Err(format!("input result: unknown action {other:?}")),
             },
+            HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork => {
+                // The first `cancel` settles the chain (nobody after it is asked).
+                if result.get("cancel").and_then(Value::as_bool) == Some(true) {
+                    self.handled = true;
+                }
+            }
+            HookKind::Context => {
+                if let Some(messages) = result.get("messages").filter(|v| !v.is_null()) {
+                    let Some(list) = messages.as_array() else {
+                        return Err("context result: messages must be an array".into());
+                    };
+                    if list.iter().any(|m| !m.is_object()) {
+                        return Err("context result: messages must be message objects".into());
+                    }
+                    self.payload.insert("messages".into(), messages.clone());
+                    self.messages_replaced = true;
+                }
+            }
             HookKind::BeforeAgentStart => {
                 if let Some(message) = result.get("message").filter(|v| !v.is_null()) {
                     self.injected.push(parse_injected(message)?);
@@ -210,7 +242,10 @@ impl HookChain {
     pub fn finish(self) -> HookOutcome {
         match self.kind {
             HookKind::ToolCall => HookOutcome::ToolCall(match self.blocked {
-                Some(reason) => ToolCallOutcome::Block { reason },
+                Some(reason) => ToolCallOutcome::Block {
+                    reason,
+                    terminate: self.terminate,
+                },
                 None => ToolCallOutcome::Allow {
                     args: self
                         .args_rewritten
@@ -236,6 +271,16 @@ impl HookChain {
             } else {
                 InputOutcome::Continue
             }),
+            HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork => {
+                HookOutcome::SessionChange {
+                    cancel: self.handled,
+                }
+            }
+            HookKind::Context => HookOutcome::Context(
+                self.messages_replaced
+                    .then(|| self.payload.get("messages").cloned())
+                    .flatten(),
+            ),
             HookKind::BeforeAgentStart => HookOutcome::BeforeAgentStart(BeforeAgentStartOutcome {
                 messages: self.injected,
                 system_prompt: self
@@ -302,7 +347,8 @@ mod tests {
         assert_eq!(
             chain.finish(),
             HookOutcome::ToolCall(ToolCallOutcome::Block {
-                reason: "Tool execution was blocked".into()
+                reason: "Tool execution was blocked".into(),
+                terminate: false,
             })
         );
     }
@@ -319,7 +365,8 @@ mod tests {
         assert_eq!(
             chain.finish(),
             HookOutcome::ToolCall(ToolCallOutcome::Block {
-                reason: "Extension failed, blocking execution: timed out".into()
+                reason: "Extension failed, blocking execution: timed out".into(),
+                terminate: false,
             })
         );
     }
@@ -388,5 +435,21 @@ mod tests {
         assert_eq!(outcome.messages.len(), 2);
         assert!(!outcome.messages[1].display);
         assert_eq!(outcome.system_prompt.as_deref(), Some("base+1"));
+    }
+
+    #[test]
+    fn context_answers_replace_the_messages_in_turn() {
+        let mut chain = HookChain::new(HookKind::Context, json!({"messages": [{"role": "user"}]}));
+        chain.apply(&json!({})).unwrap();
+        assert_eq!(chain.clone().finish(), HookOutcome::Context(None));
+        assert!(chain.apply(&json!({"messages": "x"})).is_err());
+        chain
+            .apply(&json!({"messages": [{"role": "user", "content": "b"}]}))
+            .unwrap();
+        assert_eq!(chain.payload()["messages"][0]["content"], "b");
+        assert_eq!(
+            chain.finish(),
+            HookOutcome::Context(Some(json!([{"role": "user", "content": "b"}])))
+        );
     }
 }

@@ -54,6 +54,8 @@ pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 pub const OUTBOUND_CAPACITY: usize = 1024;
 /// The longest line accepted from an extension.
 pub const MAX_LINE_BYTES: usize = 16 << 20;
+/// v2 requests of one extension waiting for the agent; more are answered with an error.
+pub const MAX_IN_FLIGHT: usize = 64;
 /// How often the router checks whether a child exited while its stdout stays open.
 const CHILD_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -133,10 +135,7 @@ impl ExtensionTool {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExtensionEvent {
     /// The combined answer to `start_hook` (always exactly one per `HookId`).
-    HookResult {
-        id: HookId,
-        outcome: HookOutcome,
-    },
+    HookResult { id: HookId, outcome: HookOutcome },
     /// A cumulative partial result of an extension tool.
     ToolUpdate {
         call_id: String,
@@ -145,6 +144,8 @@ pub enum ExtensionEvent {
     ToolFinished {
         call_id: String,
         output: ToolOutput,
+        /// (v2) The result asked to end the run (`result.terminate`).
+        terminate: bool,
     },
     /// A command ended; `error` is Some when it failed (emit `extension_error` with
     /// `extensionPath:"command:<name>"`, `event:"command"`).
@@ -159,9 +160,7 @@ pub enum ExtensionEvent {
     },
     /// An `extension_ui_request` (`Event::ExtensionUiRequest`), complete with a fresh id: write
     /// it to stdout as is. Dialog answers come back through `deliver_ui_response`.
-    UiRequest {
-        event: Event,
-    },
+    UiRequest { event: Event },
     /// The answer (or timeout) of a dialog opened with `ask_approval`.
     ApprovalAnswered {
         ui_id: String,
@@ -170,9 +169,43 @@ pub enum ExtensionEvent {
     /// Write `error.event()` to stdout.
     Error(ExtensionError),
     /// The extension is gone for good (after a failure).
-    Exited {
+    Exited { extension: ExtensionId },
+    /// (v2) A control request; when `id` is Some, answer it with
+    /// `answer(extension, "action_result", id, …)`.
+    Control {
         extension: ExtensionId,
+        id: Option<String>,
+        action: protocol::ControlAction,
     },
+    /// (v2) A query; answer it with `answer(extension, "query_result", id, …)`.
+    Query {
+        extension: ExtensionId,
+        id: String,
+        query: protocol::Query,
+    },
+}
+
+/// (v2) Answers requests from any thread (a worker that finishes an extension's `exec`).
+#[derive(Clone)]
+pub struct Answerer {
+    control: Sender<Control>,
+}
+
+impl Answerer {
+    pub fn answer(
+        &self,
+        extension: ExtensionId,
+        kind: &'static str,
+        id: &str,
+        answer: Result<Value, String>,
+    ) {
+        let _ = self.control.send(Control::Answer {
+            extension,
+            kind,
+            id: id.to_string(),
+            answer,
+        });
+    }
 }
 
 /// The agent's handle on the running extensions. Dropping it kills them all at once.
@@ -181,7 +214,8 @@ pub struct ExtensionHost {
     extensions: Vec<Loaded>,
     alive: Arc<Vec<AtomicBool>>,
     next_id: AtomicU64,
-    commands: Vec<ExtensionCommand>,
+    /// The command line's extension flags, as given (`hello.flags`).
+    flag_values: Map<String, Value>,
     router: Option<JoinHandle<()>>,
 }
 
@@ -189,6 +223,8 @@ struct Loaded {
     #[cfg_attr(not(test), allow(dead_code))] // read by tests through extension_path
     path: String,
     registration: Registration,
+    /// pi's `sourceInfo` of the extension's commands and tools.
+    source_info: Value,
 }
 
 impl ExtensionHost {
@@ -249,15 +285,16 @@ impl ExtensionHost {
             .map(|slot| Loaded {
                 path: slot.path.clone(),
                 registration: slot.registration.clone().unwrap_or_default(),
+                source_info: slot.spec.source_info(),
             })
             .collect();
-        let commands = command_list(&slots);
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let router_state = Router {
             extensions: slots
                 .into_iter()
                 .map(|slot| RouterExtension {
                     failed: slot.process.is_none(),
+                    in_flight: 0,
                     process: slot.process,
                     path: slot.path,
                     registration: slot.registration.unwrap_or_default(),
@@ -296,19 +333,82 @@ impl ExtensionHost {
             extensions,
             alive,
             next_id: AtomicU64::new(1),
-            commands,
+            flag_values: handshake.flag_values.clone(),
             router,
         };
         (host, errors)
     }
 
-    /// The extensions' slash commands, in load order (pi's `get_commands` lists them first).
+    /// The live extensions' slash commands, in load order (pi's `get_commands` lists them
+    /// first); names registered by several get `:1`, `:2`… in load order (pi's rule).
     pub fn commands(&self) -> Vec<ExtensionCommand> {
-        self.commands
-            .iter()
-            .filter(|c| self.is_alive(c.extension))
-            .cloned()
-            .collect()
+        let mut all = Vec::new();
+        for (index, loaded) in self.live() {
+            for command in &loaded.registration.commands {
+                all.push(ExtensionCommand {
+                    name: command.name.clone(),
+                    registered_name: command.name.clone(),
+                    description: command.description.clone(),
+                    extension: ExtensionId(index),
+                    source_info: loaded.source_info.clone(),
+                });
+            }
+        }
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for command in &all {
+            *counts.entry(command.name.clone()).or_default() += 1;
+        }
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for command in &mut all {
+            if counts[&command.registered_name] > 1 {
+                let n = seen.entry(command.registered_name.clone()).or_default();
+                *n += 1;
+                command.name = format!("{}:{n}", command.registered_name);
+            }
+        }
+        all
+    }
+
+    /// (v2) Adds or replaces one of an extension's tools (late registration).
+    pub fn register_tool(&mut self, extension: ExtensionId, decl: ToolDecl) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            let tools = &mut loaded.registration.tools;
+            match tools.iter_mut().find(|t| t.name == decl.name) {
+                Some(existing) => *existing = decl,
+                None => tools.push(decl),
+            }
+        }
+    }
+
+    /// (v2) Removes one of an extension's tools; false when it had none of that name.
+    pub fn unregister_tool(&mut self, extension: ExtensionId, name: &str) -> bool {
+        let Some(loaded) = self.extensions.get_mut(extension.0) else {
+            return false;
+        };
+        let before = loaded.registration.tools.len();
+        loaded.registration.tools.retain(|t| t.name != name);
+        loaded.registration.tools.len() != before
+    }
+
+    /// (v2) Adds or replaces one of an extension's commands.
+    pub fn register_command(&mut self, extension: ExtensionId, decl: protocol::CommandDecl) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            let commands = &mut loaded.registration.commands;
+            match commands.iter_mut().find(|c| c.name == decl.name) {
+                Some(existing) => *existing = decl,
+                None => commands.push(decl),
+            }
+        }
+    }
+
+    /// (v2) Removes one of an extension's commands; false when it had none of that name.
+    pub fn unregister_command(&mut self, extension: ExtensionId, name: &str) -> bool {
+        let Some(loaded) = self.extensions.get_mut(extension.0) else {
+            return false;
+        };
+        let before = loaded.registration.commands.len();
+        loaded.registration.commands.retain(|c| c.name != name);
+        loaded.registration.commands.len() != before
     }
 
     /// The extensions' tools, in load order; a name already taken by an earlier extension is
@@ -330,6 +430,27 @@ impl ExtensionHost {
             }
         }
         tools
+    }
+
+    /// The protocol version an extension registered with (0 when it is unknown).
+    pub fn protocol(&self, extension: ExtensionId) -> u64 {
+        self.extensions
+            .get(extension.0)
+            .map_or(0, |l| l.registration.protocol)
+    }
+
+    /// pi's `sourceInfo` for an extension's tools and commands.
+    pub fn source_info(&self, extension: ExtensionId) -> Value {
+        self.extensions
+            .get(extension.0)
+            .map_or(Value::Null, |l| l.source_info.clone())
+    }
+
+    /// The command-line flags the live extensions registered, in load order.
+    pub fn flags(&self) -> Vec<protocol::FlagDecl> {
+        self.live()
+            .flat_map(|(_, loaded)| loaded.registration.flags.iter().cloned())
+            .collect()
     }
 
     /// The registrations, by `ExtensionId` (empty for extensions that failed to load).
@@ -372,7 +493,26 @@ impl ExtensionHost {
             .live()
             .any(|(_, loaded)| loaded.registration.wants_event(event_type))
         {
-            let _ = self.control.send(Control::Event(event.clone()));
+            let _ = self.control.send(Control::Event {
+                event: event.clone(),
+                min_protocol: 0,
+            });
+        }
+    }
+
+    /// (v2) An event only protocol-2 extensions get (model and thinking-level selection, the
+    /// session_shutdown / session_start pair around a session change).
+    pub fn notify_event_v2(&self, event: &Value) {
+        let Some(event_type) = event.get("type").and_then(Value::as_str) else {
+            return;
+        };
+        if self.live().any(|(_, loaded)| {
+            loaded.registration.protocol >= 2 && loaded.registration.wants_event(event_type)
+        }) {
+            let _ = self.control.send(Control::Event {
+                event: event.clone(),
+                min_protocol: 2,
+            });
         }
     }
 
@@ -412,10 +552,7 @@ impl ExtensionHost {
 
     /// Runs `/name args`. None when no live extension has that command.
     pub fn run_command(&self, name: &str, args: &str) -> Option<CommandRunId> {
-        let command = self
-            .commands
-            .iter()
-            .find(|c| c.name == name && self.is_alive(c.extension))?;
+        let command = self.commands().into_iter().find(|c| c.name == name)?;
         let id = CommandRunId(self.next_id.fetch_add(1, Ordering::SeqCst));
         let _ = self.control.send(Control::RunCommand {
             id,
@@ -424,6 +561,45 @@ impl ExtensionHost {
             args: args.to_string(),
         });
         Some(id)
+    }
+
+    /// (v2) Answers a request of `extension` (`kind`: `query_result` / `action_result`).
+    pub fn answer(
+        &self,
+        extension: ExtensionId,
+        kind: &'static str,
+        id: &str,
+        answer: Result<Value, String>,
+    ) {
+        self.answerer().answer(extension, kind, id, answer);
+    }
+
+    /// (v2) A handle that answers requests from another thread.
+    pub fn answerer(&self) -> Answerer {
+        Answerer {
+            control: self.control.clone(),
+        }
+    }
+
+    /// The values of an extension's flags: those given on the command line (typed as registered:
+    /// a boolean flag is true), else the registered defaults.
+    pub fn flag_values(&self, extension: ExtensionId) -> Map<String, Value> {
+        let mut values = Map::new();
+        let Some(loaded) = self.extensions.get(extension.0) else {
+            return values;
+        };
+        for flag in &loaded.registration.flags {
+            let given = self.flag_values.get(&flag.name);
+            let value = match (given, flag.kind.as_str()) {
+                (Some(_), "boolean") => Some(Value::Bool(true)),
+                (Some(value), _) => Some(value.clone()),
+                (None, _) => flag.default.clone(),
+            };
+            if let Some(value) = value {
+                values.insert(flag.name.clone(), value);
+            }
+        }
+        values
     }
 
     /// Routes a client's `extension_ui_response`; unknown or expired ids are ignored.

@@ -25,10 +25,14 @@ pub struct Launched {
     pub approvals: ApprovalPolicy,
     /// `extension_error` records for extensions that failed to load.
     pub startup_events: Vec<Event>,
+    /// Command-line options no extension registered, or flags missing their value (pi's
+    /// diagnostics: the run stops with these on stderr).
+    pub flag_errors: Vec<String>,
 }
 
 pub fn launch(
     packages: &crate::packages::RunPackages,
+    cli_flags: &[(String, serde_json::Value)],
     no_extensions: bool,
     config: &Config,
     session: &SessionLog,
@@ -59,6 +63,7 @@ pub fn launch(
             events: crossbeam_channel::never(),
             approvals,
             startup_events: Vec::new(),
+            flag_errors: check_flags(cli_flags, &[]),
         };
     }
     let (events_tx, events) = crossbeam_channel::bounded(256);
@@ -68,11 +73,12 @@ pub fn launch(
         session_file: session
             .file_path()
             .map(|p| p.to_string_lossy().into_owned()),
-        flag_values: Default::default(),
+        flag_values: cli_flags.iter().cloned().collect(),
     };
     // Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
     let confine = sandbox.extensions.then_some(sandbox);
     let (host, errors) = ExtensionHost::start(specs, &handshake, confine, events_tx);
+    let flag_errors = check_flags(cli_flags, &host.flags());
     let mut approvals = approvals;
     approvals.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
     Launched {
@@ -80,5 +86,79 @@ pub fn launch(
         events,
         approvals,
         startup_events: errors.iter().map(|e| e.event()).collect(),
+        flag_errors,
+    }
+}
+
+/// pi's check of the kept `--name [value]` options once extensions registered their flags: a
+/// name nobody registered is an unknown option; a string flag needs a value.
+pub fn check_flags(
+    given: &[(String, serde_json::Value)],
+    registered: &[super::protocol::FlagDecl],
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut unknown = Vec::new();
+    for (name, value) in given {
+        match registered.iter().find(|f| f.name == *name) {
+            None => unknown.push(format!("--{name}")),
+            Some(flag) if flag.kind != "boolean" && !value.is_string() => {
+                errors.push(format!("Extension flag \"--{name}\" requires a value"))
+            }
+            Some(_) => {}
+        }
+    }
+    if !unknown.is_empty() {
+        let plural = if unknown.len() == 1 { "" } else { "s" };
+        errors.push(format!("Unknown option{plural}: {}", unknown.join(", ")));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extensions::protocol::FlagDecl;
+    use serde_json::{Value, json};
+
+    fn flag(name: &str, kind: &str) -> FlagDecl {
+        FlagDecl {
+            name: name.into(),
+            description: None,
+            kind: kind.into(),
+            default: None,
+        }
+    }
+
+    #[test]
+    fn flags_are_checked_as_pi_checks_them() {
+        let registered = [flag("plan", "boolean"), flag("level", "string")];
+        let given = |pairs: &[(&str, Value)]| -> Vec<(String, Value)> {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.clone()))
+                .collect()
+        };
+        assert!(
+            check_flags(
+                &given(&[("plan", json!("x")), ("level", json!("hi"))]),
+                &registered
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            check_flags(&given(&[("level", json!(true))]), &registered),
+            ["Extension flag \"--level\" requires a value"]
+        );
+        assert_eq!(
+            check_flags(
+                &given(&[("x", json!(true)), ("y", json!("1"))]),
+                &registered
+            ),
+            ["Unknown options: --x, --y"]
+        );
+        assert_eq!(
+            check_flags(&given(&[("x", json!(true))]), &[]),
+            ["Unknown option: --x"]
+        );
     }
 }

@@ -5,18 +5,21 @@
 //! This file owns discovery: which files are extensions, in which order (`-e` paths, `-e`
 //! packages' extensions, project settings paths, user settings paths, `<cwd>/.pi/extensions/`,
 //! `<agentDir>/extensions/`, settings packages' extensions (`crate::packages` finds those); the
-//! first occurrence of a file wins). `launch` starts them for a run, `host` owns the processes,
-//! `protocol` the wire format, `hooks` how several extensions' answers combine, `approval` the
-//! built-in approval gate.
+//! first occurrence of a file wins). `launch` starts them for a run (and checks command-line
+//! flags), `host` owns the processes, `protocol` the wire format (v1 and v2), `hooks` how several
+//! extensions' answers combine, `queries` the pure parts of v2 query answers (the agent side is
+//! `agent::extension_requests`), `approval` the built-in approval gate.
 //!
 //! Input: paths. Output: `ExtensionSpec`s for `ExtensionHost::start`. Discovery only reads
 //! directories; it never runs anything.
 
 pub mod approval;
+pub mod exec;
 pub mod hooks;
 pub mod host;
 pub mod launch;
 pub mod protocol;
+pub mod queries;
 pub mod shell_split;
 
 use std::collections::HashSet;

@@ -13,8 +13,11 @@ use serde_json::{Map, Value, json};
 use crate::messages::ContentBlock;
 use crate::tools::ToolOutput;
 
-/// Version of the protocol pi-rs speaks; sent in `hello`, expected back in `register`.
+/// The base protocol version: `hello.protocol`, understood by every extension.
 pub const PROTOCOL_VERSION: u64 = 1;
+/// The newest protocol version pi-rs speaks (`hello.maxProtocol`); an extension chooses its
+/// version in `register.protocol` (1 or 2).
+pub const MAX_PROTOCOL_VERSION: u64 = 2;
 
 /// A hook: a point where an extension's answer can change what the agent does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,15 +26,32 @@ pub enum HookKind {
     ToolResult,
     Input,
     BeforeAgentStart,
+    /// (v2) Before each model request: the messages it sends, which the answer may replace.
+    Context,
+    /// (v2) Before a new session or a switch to another one; `{cancel: true}` stops it.
+    SessionBeforeSwitch,
+    /// (v2) Before a fork or clone; `{cancel: true}` stops it.
+    SessionBeforeFork,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 4] = [
+    pub const ALL: [HookKind; 7] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
         HookKind::BeforeAgentStart,
+        HookKind::Context,
+        HookKind::SessionBeforeSwitch,
+        HookKind::SessionBeforeFork,
     ];
+
+    /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
+    pub fn needs_v2(self) -> bool {
+        matches!(
+            self,
+            HookKind::Context | HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork
+        )
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -39,6 +59,9 @@ impl HookKind {
             HookKind::ToolResult => "tool_result",
             HookKind::Input => "input",
             HookKind::BeforeAgentStart => "before_agent_start",
+            HookKind::Context => "context",
+            HookKind::SessionBeforeSwitch => "session_before_switch",
+            HookKind::SessionBeforeFork => "session_before_fork",
         }
     }
 
@@ -64,6 +87,8 @@ pub struct ToolDecl {
     pub parameters: Value,
     pub prompt_snippet: Option<String>,
     pub prompt_guidelines: Vec<String>,
+    /// (v2) `executionMode: "sequential"`: a batch with such a call runs its calls one by one.
+    pub sequential: bool,
 }
 
 /// A command-line flag an extension declares (values arrive in `hello.flags`).
@@ -79,6 +104,8 @@ pub struct FlagDecl {
 /// Everything an extension declares in its `register` line.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Registration {
+    /// The protocol version the extension chose (1 or 2).
+    pub protocol: u64,
     pub name: Option<String>,
     pub commands: Vec<CommandDecl>,
     pub tools: Vec<ToolDecl>,
@@ -106,6 +133,8 @@ pub enum Delivery {
     FollowUp,
     /// With the next user prompt (custom messages only).
     NextTurn,
+    /// (v2, user messages) Now: starts a run when idle, refused while one runs.
+    Immediate,
 }
 
 impl Delivery {
@@ -114,6 +143,7 @@ impl Delivery {
             "steer" => Some(Delivery::Steer),
             "followUp" => Some(Delivery::FollowUp),
             "nextTurn" => Some(Delivery::NextTurn),
+            "immediate" => Some(Delivery::Immediate),
             _ => None,
         }
     }
@@ -127,6 +157,8 @@ pub enum Action {
     SendUserMessage {
         content: Value,
         deliver_as: Option<Delivery>,
+        /// (v2) `expandPromptTemplates`: run an extension command, expand skills and templates.
+        expand: bool,
     },
     /// A custom message (role `custom`), seen by the model.
     SendMessage {
@@ -176,6 +208,8 @@ pub enum ExtensionMessage {
     ToolResult {
         id: String,
         output: ToolOutput,
+        /// (v2) `result.terminate`: no follow-up model call when every result of the batch says so.
+        terminate: bool,
     },
     CommandDone {
         id: String,
@@ -193,6 +227,275 @@ pub enum ExtensionMessage {
     Error {
         error: String,
     },
+    /// (v2) A question for pi-rs, answered by a `query_result` with the same `id`. `query` is
+    /// Err (the answer's error text) when the name or its fields are not understood.
+    Query {
+        id: String,
+        query: Result<Query, String>,
+    },
+    /// (v2) A control request; `action` is Err (the answer's error) when its fields are bad.
+    Control {
+        id: Option<String>,
+        action: Result<ControlAction, String>,
+    },
+}
+
+impl ExtensionMessage {
+    /// The message type exists only in protocol 2 (a v1 extension sending it is malformed).
+    pub fn needs_v2(&self) -> bool {
+        matches!(
+            self,
+            ExtensionMessage::Query { .. } | ExtensionMessage::Control { .. }
+        )
+    }
+
+    /// The wire name of the message type (for errors).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ExtensionMessage::Register { .. } => "register",
+            ExtensionMessage::HookResult { .. } => "hook_result",
+            ExtensionMessage::ToolUpdate { .. } => "tool_update",
+            ExtensionMessage::ToolResult { .. } => "tool_result",
+            ExtensionMessage::CommandDone { .. } => "command_done",
+            ExtensionMessage::Action(_) => "action",
+            ExtensionMessage::Ui { .. } => "ui",
+            ExtensionMessage::Error { .. } => "error",
+            ExtensionMessage::Query { .. } => "query",
+            ExtensionMessage::Control { .. } => "control",
+        }
+    }
+}
+
+/// (v2) A control request (`{"type":<name>, "id"?, …}`): pi-rs answers `action_result` with the
+/// same `id` when one is given.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlAction {
+    /// `set_active_tools` `{names}`: the tools offered from the next request on (unknown names
+    /// are ignored, as pi does). Answer: the active names.
+    SetActiveTools { names: Vec<String> },
+    /// `set_model` `{provider, modelId}`. Answer: true, or false when the provider has no
+    /// credentials (the model stays).
+    SetModel { provider: String, model_id: String },
+    /// `set_thinking_level` `{level}`. Answer: the effective (clamped) level.
+    SetThinkingLevel { level: String },
+    /// `compact` `{customInstructions?}`: starts a compaction. Answer: `{"started":true}`.
+    Compact { custom_instructions: Option<String> },
+    /// `abort`: aborts the run in progress. Answer: null.
+    Abort,
+    /// `new_session` `{parentSession?}`. Answer: `{"cancelled":false}`.
+    NewSession { parent_session: Option<String> },
+    /// `fork` `{entryId}`. Answer: `{"text", "cancelled":false}`.
+    Fork { entry_id: String },
+    /// `switch_session` `{sessionPath}`. Answer: `{"cancelled":false}`.
+    SwitchSession { session_path: String },
+    /// `wait_for_idle`: answered (null) once no run, compaction or retry is in progress.
+    WaitForIdle,
+    /// `register_tool` `{tool}` (as in `register.tools[]`): offered from the next request on;
+    /// replaces this extension's tool of that name. Answer: null.
+    RegisterTool(ToolDecl),
+    /// `unregister_tool` `{name}`: this extension's tool is no longer offered. Answer: whether
+    /// it had one.
+    UnregisterTool { name: String },
+    /// `register_command` `{command}` (as in `register.commands[]`). Answer: null.
+    RegisterCommand(CommandDecl),
+    /// `unregister_command` `{name}`. Answer: whether it had one.
+    UnregisterCommand { name: String },
+    /// `exec` `{command, args?, cwd?, timeout?, maxBuffer?}` (needs an `id`): runs a program
+    /// through pi-rs (approval gate as `bash`, tool sandbox). Answer: `{stdout, stderr, code,
+    /// killed, truncated}`.
+    Exec(super::exec::ExecSpec),
+}
+
+const CONTROL_TYPES: [&str; 14] = [
+    "exec",
+    "register_tool",
+    "unregister_tool",
+    "register_command",
+    "unregister_command",
+    "set_active_tools",
+    "set_model",
+    "set_thinking_level",
+    "compact",
+    "abort",
+    "new_session",
+    "fork",
+    "switch_session",
+    "wait_for_idle",
+];
+
+fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
+    let text = |key: &str| fields.string(key).map_err(|e| format!("{kind}: {e}"));
+    let opt_text = |key: &str| fields.opt_string(key).map_err(|e| format!("{kind}: {e}"));
+    Ok(match kind {
+        "set_active_tools" => {
+            let names = fields
+                .array("names")
+                .map_err(|e| e.0)?
+                .iter()
+                .map(|n| n.as_str().map(String::from))
+                .collect::<Option<Vec<String>>>()
+                .ok_or("set_active_tools: names must be strings")?;
+            ControlAction::SetActiveTools { names }
+        }
+        "set_model" => ControlAction::SetModel {
+            provider: text("provider")?,
+            model_id: text("modelId")?,
+        },
+        "set_thinking_level" => ControlAction::SetThinkingLevel {
+            level: text("level")?,
+        },
+        "compact" => ControlAction::Compact {
+            custom_instructions: opt_text("customInstructions")?,
+        },
+        "abort" => ControlAction::Abort,
+        "new_session" => ControlAction::NewSession {
+            parent_session: opt_text("parentSession")?,
+        },
+        "fork" => ControlAction::Fork {
+            entry_id: text("entryId")?,
+        },
+        "switch_session" => ControlAction::SwitchSession {
+            session_path: text("sessionPath")?,
+        },
+        "register_tool" | "register_command" => {
+            let key = if kind == "register_tool" {
+                "tool"
+            } else {
+                "command"
+            };
+            let object = fields
+                .0
+                .get(key)
+                .and_then(Value::as_object)
+                .ok_or_else(|| format!("{kind}: {key} must be an object"))?;
+            let decl = |e: ProtocolError| format!("{kind}: {e}");
+            if kind == "register_tool" {
+                ControlAction::RegisterTool(parse_tool_decl(object).map_err(decl)?)
+            } else {
+                ControlAction::RegisterCommand(parse_command_decl(object).map_err(decl)?)
+            }
+        }
+        "exec" => {
+            let args = fields
+                .array("args")
+                .map_err(|e| format!("exec: {}", e.0))?
+                .iter()
+                .map(|a| a.as_str().map(String::from))
+                .collect::<Option<Vec<String>>>()
+                .ok_or("exec: args must be strings")?;
+            let number = |key: &str| match fields.0.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .map(Some)
+                    .ok_or(format!("exec: {key} must be a whole number")),
+            };
+            ControlAction::Exec(super::exec::ExecSpec {
+                command: text("command")?,
+                args,
+                cwd: opt_text("cwd")?,
+                timeout: number("timeout")?.map(std::time::Duration::from_millis),
+                max_buffer: number("maxBuffer")?.map(|n| n as usize),
+            })
+        }
+        "unregister_tool" => ControlAction::UnregisterTool {
+            name: text("name")?,
+        },
+        "unregister_command" => ControlAction::UnregisterCommand {
+            name: text("name")?,
+        },
+        _ => ControlAction::WaitForIdle,
+    })
+}
+
+/// (v2) What an extension can ask (`{"type":"query","id":…,"query":<name>, …fields}`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Query {
+    /// `flags`: the values of the extension's own flags (defaults applied).
+    Flags,
+    /// `model`: the current model and thinking level.
+    Model,
+    /// `models`: the model registry (every model, and whether its provider has credentials).
+    Models,
+    /// `active_tools`: the names of the tools offered to the model.
+    ActiveTools,
+    /// `all_tools`: every tool that could be offered, with its source.
+    AllTools,
+    /// `commands`: as the RPC `get_commands` lists them.
+    Commands,
+    /// `context_usage`: `{tokens, contextWindow, percent}` or null.
+    ContextUsage,
+    /// `system_prompt`: the system prompt the next request uses.
+    SystemPrompt,
+    /// `session`: the session's id, file, cwd, name, header and leaf id.
+    Session,
+    /// `session_name`.
+    SessionName,
+    /// `trust`: whether the project is trusted.
+    Trust,
+    /// `entries`: every session entry.
+    Entries,
+    /// `branch`: the entries from the root to `fromId` (default: the leaf).
+    Branch { from: Option<String> },
+    /// `entry`: one entry by `entryId` (null when there is none).
+    Entry { id: String },
+    /// `leaf`: the leaf entry (null in an empty session).
+    Leaf,
+    /// `idle`: whether no run, compaction or retry is in progress, and queued messages.
+    Idle,
+}
+
+impl Query {
+    pub const NAMES: [&'static str; 16] = [
+        "flags",
+        "model",
+        "models",
+        "active_tools",
+        "all_tools",
+        "commands",
+        "context_usage",
+        "system_prompt",
+        "session",
+        "session_name",
+        "trust",
+        "entries",
+        "branch",
+        "entry",
+        "leaf",
+        "idle",
+    ];
+}
+
+fn parse_query(name: &str, fields: &Fields) -> Result<Query, String> {
+    let text = |key: &str| fields.opt_string(key).map_err(|e| e.0);
+    Ok(match name {
+        "flags" => Query::Flags,
+        "model" => Query::Model,
+        "models" => Query::Models,
+        "active_tools" => Query::ActiveTools,
+        "all_tools" => Query::AllTools,
+        "commands" => Query::Commands,
+        "context_usage" => Query::ContextUsage,
+        "system_prompt" => Query::SystemPrompt,
+        "session" => Query::Session,
+        "session_name" => Query::SessionName,
+        "trust" => Query::Trust,
+        "entries" => Query::Entries,
+        "branch" => Query::Branch {
+            from: text("fromId")?,
+        },
+        "entry" => Query::Entry {
+            id: text("entryId")?.ok_or("entry: missing entryId")?,
+        },
+        "leaf" => Query::Leaf,
+        "idle" => Query::Idle,
+        other => {
+            return Err(format!(
+                "unknown query {other:?} (known: {})",
+                Query::NAMES.join(", ")
+            ));
+        }
+    })
 }
 
 /// Why a line from an extension could not be understood.
@@ -250,7 +553,16 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
                 Some(Value::String(error)) => ToolOutput::error(error.clone()),
                 _ => parse_tool_output(object.get("result"), true)?,
             };
-            Ok(ExtensionMessage::ToolResult { id, output })
+            let terminate = object
+                .get("result")
+                .and_then(|r| r.get("terminate"))
+                .and_then(Value::as_bool)
+                == Some(true);
+            Ok(ExtensionMessage::ToolResult {
+                id,
+                output,
+                terminate,
+            })
         }
         "command_done" => Ok(ExtensionMessage::CommandDone {
             id: fields.string("id")?,
@@ -259,6 +571,18 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
         "ui" => parse_ui(&fields),
         "error" => Ok(ExtensionMessage::Error {
             error: fields.string("error")?,
+        }),
+        "query" => {
+            let id = fields.string("id")?;
+            let query = match object.get("query") {
+                Some(Value::String(name)) => parse_query(name, &fields),
+                _ => Err("query must be a string naming the query".to_string()),
+            };
+            Ok(ExtensionMessage::Query { id, query })
+        }
+        kind if CONTROL_TYPES.contains(&kind) => Ok(ExtensionMessage::Control {
+            id: fields.opt_string("id")?,
+            action: parse_control(kind, &fields),
         }),
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }
@@ -271,40 +595,19 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
         .and_then(Value::as_u64)
         .ok_or_else(|| bad("register.protocol must be a number"))?;
     let mut registration = Registration {
+        protocol,
         name: fields.opt_string("name")?,
         ..Registration::default()
     };
     for item in fields.array("commands")? {
-        let command = Fields(as_object(item, "commands[]")?);
-        let name = command.string("name")?;
-        if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(bad(format!("invalid command name {name:?}")));
-        }
-        registration.commands.push(CommandDecl {
-            name,
-            description: command.opt_string("description")?,
-        });
+        registration
+            .commands
+            .push(parse_command_decl(as_object(item, "commands[]")?)?);
     }
     for item in fields.array("tools")? {
-        let tool = Fields(as_object(item, "tools[]")?);
-        let name = tool.string("name")?;
-        let parameters = match tool.0.get("parameters") {
-            Some(Value::Object(schema)) => Value::Object(schema.clone()),
-            None => json!({"type": "object", "properties": {}}),
-            Some(_) => return Err(bad(format!("tool {name}: parameters must be an object"))),
-        };
-        registration.tools.push(ToolDecl {
-            label: tool.opt_string("label")?,
-            description: tool.opt_string("description")?.unwrap_or_default(),
-            parameters,
-            prompt_snippet: tool.opt_string("promptSnippet")?,
-            prompt_guidelines: tool
-                .array("promptGuidelines")?
-                .iter()
-                .filter_map(|g| g.as_str().map(String::from))
-                .collect(),
-            name,
-        });
+        registration
+            .tools
+            .push(parse_tool_decl(as_object(item, "tools[]")?)?);
     }
     for item in fields.array("events")? {
         let event = item
@@ -316,7 +619,9 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
         let name = item
             .as_str()
             .ok_or_else(|| bad("hooks[] must be strings"))?;
-        let hook = HookKind::parse(name).ok_or_else(|| bad(format!("unknown hook {name:?}")))?;
+        let hook = HookKind::parse(name)
+            .filter(|h| !h.needs_v2() || protocol >= 2)
+            .ok_or_else(|| bad(format!("unknown hook {name:?}")))?;
         if !registration.hooks.contains(&hook) {
             registration.hooks.push(hook);
         }
@@ -335,6 +640,53 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
     Ok(ExtensionMessage::Register {
         protocol,
         registration,
+    })
+}
+
+fn parse_command_decl(object: &Map<String, Value>) -> Result<CommandDecl, ProtocolError> {
+    let command = Fields(object);
+    let name = command.string("name")?;
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(bad(format!("invalid command name {name:?}")));
+    }
+    Ok(CommandDecl {
+        name,
+        description: command.opt_string("description")?,
+    })
+}
+
+fn parse_tool_decl(object: &Map<String, Value>) -> Result<ToolDecl, ProtocolError> {
+    let tool = Fields(object);
+    let name = tool.string("name")?;
+    if name.is_empty() {
+        return Err(bad("a tool needs a name"));
+    }
+    let parameters = match tool.0.get("parameters") {
+        Some(Value::Object(schema)) => Value::Object(schema.clone()),
+        None => json!({"type": "object", "properties": {}}),
+        Some(_) => return Err(bad(format!("tool {name}: parameters must be an object"))),
+    };
+    let sequential = match tool.opt_string("executionMode")?.as_deref() {
+        None | Some("parallel") => false,
+        Some("sequential") => true,
+        Some(other) => {
+            return Err(bad(format!(
+                "tool {name}: executionMode must be \"parallel\" or \"sequential\", not {other:?}"
+            )));
+        }
+    };
+    Ok(ToolDecl {
+        sequential,
+        label: tool.opt_string("label")?,
+        description: tool.opt_string("description")?.unwrap_or_default(),
+        parameters,
+        prompt_snippet: tool.opt_string("promptSnippet")?,
+        prompt_guidelines: tool
+            .array("promptGuidelines")?
+            .iter()
+            .filter_map(|g| g.as_str().map(String::from))
+            .collect(),
+        name,
     })
 }
 
@@ -364,7 +716,15 @@ fn parse_action(kind: &str, fields: &Fields) -> Result<Action, ProtocolError> {
             Ok(Action::SendUserMessage {
                 content: content(fields)?,
                 deliver_as,
+                expand: fields
+                    .0
+                    .get("expandPromptTemplates")
+                    .and_then(Value::as_bool)
+                    == Some(true),
             })
+        }
+        "send_message" if delivery(fields)? == Some(Delivery::Immediate) => {
+            Err(bad("send_message cannot be delivered as immediate"))
         }
         "send_message" => Ok(Action::SendMessage {
             custom_type: fields.string("customType")?,
@@ -535,6 +895,7 @@ pub fn hello_line(handshake: &Handshake, extension_path: &str) -> String {
     json!({
         "type": "hello",
         "protocol": PROTOCOL_VERSION,
+        "maxProtocol": MAX_PROTOCOL_VERSION,
         "mode": "rpc",
         "cwd": handshake.cwd,
         "sessionId": handshake.session_id,
@@ -542,6 +903,15 @@ pub fn hello_line(handshake: &Handshake, extension_path: &str) -> String {
         "extensionPath": extension_path,
         "flags": handshake.flag_values,
     })
+    .to_string()
+}
+
+/// (v2) The answer to a query or an action with an `id`: `result` or `error`.
+pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> String {
+    match answer {
+        Ok(result) => json!({"type": kind, "id": id, "result": result}),
+        Err(error) => json!({"type": kind, "id": id, "error": error}),
+    }
     .to_string()
 }
 
@@ -674,9 +1044,35 @@ mod tests {
     fn register_rejects_unknown_hooks_and_bad_names() {
         let err = parse(json!({"type":"register","protocol":1,"hooks":["context"]})).unwrap_err();
         assert!(err.0.contains("unknown hook"), "{err}");
+        // `context` is a protocol-2 hook.
+        assert!(parse(json!({"type":"register","protocol":2,"hooks":["context"]})).is_ok());
         let err =
             parse(json!({"type":"register","protocol":1,"commands":[{"name":"a b"}]})).unwrap_err();
         assert!(err.0.contains("invalid command name"), "{err}");
+    }
+
+    #[test]
+    fn queries_parse_and_unknown_ones_become_error_answers() {
+        assert_eq!(
+            parse(json!({"type":"query","id":"q","query":"branch","fromId":"e1"})).unwrap(),
+            ExtensionMessage::Query {
+                id: "q".into(),
+                query: Ok(Query::Branch {
+                    from: Some("e1".into())
+                })
+            }
+        );
+        let ExtensionMessage::Query { query, .. } =
+            parse(json!({"type":"query","id":"q","query":"nope"})).unwrap()
+        else {
+            panic!()
+        };
+        assert!(query.unwrap_err().starts_with("unknown query"));
+        assert!(parse(json!({"type":"query","query":"model"})).is_err());
+        assert_eq!(
+            answer_line("query_result", "q", &Err("no".into())),
+            r#"{"type":"query_result","id":"q","error":"no"}"#
+        );
     }
 
     #[test]
@@ -752,7 +1148,8 @@ mod tests {
                 .unwrap(),
             ExtensionMessage::Action(Action::SendUserMessage {
                 content: json!("hi"),
-                deliver_as: Some(Delivery::FollowUp)
+                deliver_as: Some(Delivery::FollowUp),
+                expand: false
             })
         );
         assert_eq!(
@@ -855,6 +1252,7 @@ mod tests {
         );
         let value: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(value["protocol"], 1);
+        assert_eq!(value["maxProtocol"], 2);
         assert_eq!(value["mode"], "rpc");
         assert_eq!(value["sessionId"], "s1");
         assert_eq!(value["sessionFile"], Value::Null);

@@ -196,8 +196,10 @@ pub fn for_run(
                 .collect()
         })
         .collect();
+    // An extension tool named like a builtin replaces it (its own snippet, not the builtin's).
     let mut tool_lines: Vec<ToolLine> = tool_names
         .iter()
+        .filter(|name| !extension_tools.iter().any(|t| t.decl.name == **name))
         .map(|name| {
             let (snippet, guidelines) = match crate::tools::prompt_info(name) {
                 Some((snippet, guidelines)) => (Some(snippet), guidelines),

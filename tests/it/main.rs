@@ -11,6 +11,7 @@ mod compaction;
 mod containers;
 mod errors;
 mod extensions;
+mod extensions_v2;
 mod fake_provider;
 mod faults;
 mod files;

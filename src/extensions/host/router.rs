@@ -20,7 +20,11 @@ use crate::rpc::events::{Event, Lifecycle};
 use crate::tools::ToolOutput;
 
 pub(super) enum Control {
-    Event(Value),
+    /// An event for the subscribers that speak at least `min_protocol`.
+    Event {
+        event: Value,
+        min_protocol: u64,
+    },
     StartHook {
         id: HookId,
         kind: HookKind,
@@ -54,6 +58,13 @@ pub(super) enum Control {
         grace: Duration,
         done: Sender<()>,
     },
+    /// The agent's answer to a v2 request (`kind`: `query_result` / `action_result`).
+    Answer {
+        extension: ExtensionId,
+        kind: &'static str,
+        id: String,
+        answer: Result<Value, String>,
+    },
 }
 
 pub(super) enum FromExtension {
@@ -79,6 +90,8 @@ pub(super) struct RouterExtension {
     pub(super) registration: Registration,
     pub(super) process: Option<Process>,
     pub(super) failed: bool,
+    /// v2 requests handed to the agent and not answered yet (bounded by `MAX_IN_FLIGHT`).
+    pub(super) in_flight: usize,
 }
 
 impl Drop for RouterExtension {
@@ -190,12 +203,18 @@ impl Router {
 
     fn control(&mut self, message: Control) {
         match message {
-            Control::Event(event) => {
+            Control::Event {
+                event,
+                min_protocol,
+            } => {
                 let event_type = event.get("type").and_then(Value::as_str).unwrap_or("");
                 let line = protocol::event_line(&event);
                 for index in 0..self.extensions.len() {
                     let extension = &self.extensions[index];
-                    if !extension.failed && extension.registration.wants_event(event_type) {
+                    if !extension.failed
+                        && extension.registration.protocol >= min_protocol
+                        && extension.registration.wants_event(event_type)
+                    {
                         self.send(index, line.clone(), event_type);
                     }
                 }
@@ -234,6 +253,7 @@ impl Router {
                         output: ToolOutput::error(format!(
                             "Extension {path} is not running; {tool_name} cannot run"
                         )),
+                        terminate: false,
                     });
                     return;
                 }
@@ -302,8 +322,37 @@ impl Router {
                     },
                 );
             }
+            Control::Answer {
+                extension,
+                kind,
+                id,
+                answer,
+            } => {
+                let index = extension.0;
+                if let Some(extension) = self.extensions.get_mut(index) {
+                    extension.in_flight = extension.in_flight.saturating_sub(1);
+                }
+                self.send(index, protocol::answer_line(kind, &id, &answer), kind);
+            }
             Control::Shutdown { .. } => {}
         }
+    }
+
+    /// A v2 request for the agent: handed on with the extension's id, unless too many of this
+    /// extension's requests wait already (then answered with an error at once).
+    fn request(&mut self, index: usize, kind: &'static str, id: String, event: ExtensionEvent) {
+        let Some(extension) = self.extensions.get_mut(index) else {
+            return;
+        };
+        if extension.in_flight >= MAX_IN_FLIGHT {
+            let error = Err(format!(
+                "too many requests in flight (at most {MAX_IN_FLIGHT}); wait for the answers"
+            ));
+            self.send(index, protocol::answer_line(kind, &id, &error), kind);
+            return;
+        }
+        extension.in_flight += 1;
+        self.emit(event);
     }
 
     fn resolve_dialog(
@@ -436,7 +485,54 @@ impl Router {
     }
 
     fn extension_message(&mut self, index: usize, message: ExtensionMessage) {
+        if message.needs_v2() && self.extensions[index].registration.protocol < 2 {
+            let kind = message.type_name();
+            self.fail(
+                index,
+                "protocol",
+                format!("malformed output: unknown message type {kind:?} (protocol 2 only)"),
+            );
+            return;
+        }
         match message {
+            ExtensionMessage::Control { id, action } => match (action, id) {
+                (Ok(action), Some(id)) => {
+                    let event = ExtensionEvent::Control {
+                        extension: ExtensionId(index),
+                        id: Some(id.clone()),
+                        action,
+                    };
+                    self.request(index, "action_result", id, event);
+                }
+                (Ok(action), None) => self.emit(ExtensionEvent::Control {
+                    extension: ExtensionId(index),
+                    id: None,
+                    action,
+                }),
+                (Err(error), Some(id)) => {
+                    let line = protocol::answer_line("action_result", &id, &Err(error));
+                    self.send(index, line, "action");
+                }
+                (Err(error), None) => self.emit(ExtensionEvent::Error(ExtensionError {
+                    extension_path: self.path(index),
+                    event: "extension".into(),
+                    error,
+                })),
+            },
+            ExtensionMessage::Query { id, query } => match query {
+                Ok(query) => {
+                    let event = ExtensionEvent::Query {
+                        extension: ExtensionId(index),
+                        id: id.clone(),
+                        query,
+                    };
+                    self.request(index, "query_result", id, event);
+                }
+                Err(error) => {
+                    let line = protocol::answer_line("query_result", &id, &Err(error));
+                    self.send(index, line, "query");
+                }
+            },
             ExtensionMessage::Register { .. } => self.emit(ExtensionEvent::Error(ExtensionError {
                 extension_path: self.path(index),
                 event: "protocol".into(),
@@ -485,13 +581,18 @@ impl Router {
                     self.emit(ExtensionEvent::ToolUpdate { call_id, partial });
                 }
             }
-            ExtensionMessage::ToolResult { id, output } => {
+            ExtensionMessage::ToolResult {
+                id,
+                output,
+                terminate,
+            } => {
                 if self.tools.get(&id).is_some_and(|r| r.extension == index)
                     && let Some(run) = self.tools.remove(&id)
                 {
                     self.emit(ExtensionEvent::ToolFinished {
                         call_id: run.call_id,
                         output,
+                        terminate,
                     });
                 }
             }
@@ -595,6 +696,7 @@ impl Router {
                 self.emit(ExtensionEvent::ToolFinished {
                     call_id: run.call_id,
                     output: ToolOutput::error(format!("Extension {path} failed: {error}")),
+                    terminate: false,
                 });
             }
         }

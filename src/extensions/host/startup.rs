@@ -1,7 +1,6 @@
 //! Starting extensions: spawning each in its own process group, its stdin writer and stdout
 //! reader threads, and the handshake (waiting for every `register` line, bounded).
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
@@ -10,7 +9,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::*;
 use crate::child::{is_executable, kill_group};
-use crate::extensions::protocol::{self, ExtensionMessage, PROTOCOL_VERSION, Registration};
+use crate::extensions::protocol::{
+    self, ExtensionMessage, MAX_PROTOCOL_VERSION, PROTOCOL_VERSION, Registration,
+};
 use crate::extensions::{ExtensionSpec, is_script_module};
 use crate::rpc::jsonl::{Frame, Framer};
 
@@ -67,6 +68,10 @@ pub(super) fn spawn_extension(
     command
         .current_dir(cwd)
         .env("PI_EXTENSION_PROTOCOL", PROTOCOL_VERSION.to_string())
+        .env(
+            "PI_EXTENSION_MAX_PROTOCOL",
+            MAX_PROTOCOL_VERSION.to_string(),
+        )
         .envs(crate::tools::env::CHILD_MARKERS)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -212,12 +217,16 @@ pub(super) fn wait_for_registrations(
                 Ok(ExtensionMessage::Register {
                     protocol: version,
                     registration,
-                }) if version == PROTOCOL_VERSION => slot.registration = Some(registration),
+                }) if (PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&version) => {
+                    slot.registration = Some(registration)
+                }
                 Ok(ExtensionMessage::Register {
                     protocol: version, ..
                 }) => fail(
                     slot,
-                    format!("speaks protocol {version}; pi-rs speaks {PROTOCOL_VERSION}"),
+                    format!(
+                        "speaks protocol {version}; pi-rs speaks {PROTOCOL_VERSION} to {MAX_PROTOCOL_VERSION}"
+                    ),
                     errors,
                 ),
                 Ok(_) => fail(
@@ -255,40 +264,4 @@ pub(super) fn wait_for_registrations(
         }
     }
     backlog
-}
-
-/// Commands of the loaded extensions; names registered by several get `:1`, `:2`… in load order.
-pub(super) fn command_list(slots: &[Slot]) -> Vec<ExtensionCommand> {
-    let mut all = Vec::new();
-    for (index, slot) in slots.iter().enumerate() {
-        let Some(registration) = slot
-            .registration
-            .as_ref()
-            .filter(|_| slot.process.is_some())
-        else {
-            continue;
-        };
-        for command in &registration.commands {
-            all.push(ExtensionCommand {
-                name: command.name.clone(),
-                registered_name: command.name.clone(),
-                description: command.description.clone(),
-                extension: ExtensionId(index),
-                source_info: slot.spec.source_info(),
-            });
-        }
-    }
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    for command in &all {
-        *counts.entry(command.name.clone()).or_default() += 1;
-    }
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for command in &mut all {
-        if counts[&command.registered_name] > 1 {
-            let n = seen.entry(command.registered_name.clone()).or_default();
-            *n += 1;
-            command.name = format!("{}:{n}", command.registered_name);
-        }
-    }
-    all
 }

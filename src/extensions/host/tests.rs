@@ -246,7 +246,8 @@ fn python_extension_hooks_change_what_happens() {
     assert_eq!(
         started.hook(HookKind::ToolCall, call("rm -rf /")),
         HookOutcome::ToolCall(ToolCallOutcome::Block {
-            reason: "full.py blocks rm -rf".into()
+            reason: "full.py blocks rm -rf".into(),
+            terminate: false,
         })
     );
     assert_eq!(
@@ -304,7 +305,8 @@ fn python_extension_hooks_change_what_happens() {
         ExtensionEvent::HookResult {
             id,
             outcome: HookOutcome::ToolCall(ToolCallOutcome::Block {
-                reason: "not confirmed".into()
+                reason: "not confirmed".into(),
+                terminate: false,
             })
         }
     );
@@ -374,7 +376,10 @@ fn python_extension_tools_commands_actions_and_dialogs() {
     };
     assert_eq!(call_id, "call-7");
     assert_eq!(partial, ToolOutput::text("counting..."));
-    let ExtensionEvent::ToolFinished { call_id, output } = started.next() else {
+    let ExtensionEvent::ToolFinished {
+        call_id, output, ..
+    } = started.next()
+    else {
         panic!()
     };
     assert_eq!(call_id, "call-7");
@@ -531,7 +536,8 @@ fn a_hung_extension_misses_its_deadline_and_is_stopped() {
             outcome: HookOutcome::ToolCall(ToolCallOutcome::Block {
                 reason:
                     "Extension failed, blocking execution: no answer to tool_call within 300 ms"
-                        .into()
+                        .into(),
+                terminate: false,
             })
         }
     );
@@ -570,7 +576,10 @@ fn a_crash_is_reported_and_pending_work_gets_defaults() {
         error.error
     );
     assert!(error.error.contains('3'), "{}", error.error);
-    let ExtensionEvent::ToolFinished { call_id, output } = started.next() else {
+    let ExtensionEvent::ToolFinished {
+        call_id, output, ..
+    } = started.next()
+    else {
         panic!()
     };
     assert_eq!(call_id, "call-1");
@@ -608,7 +617,7 @@ fn a_crash_during_a_hook_blocks_the_tool_call() {
     assert_eq!(got, id);
     assert!(matches!(
         outcome,
-        HookOutcome::ToolCall(ToolCallOutcome::Block { reason }) if reason.starts_with("Extension failed, blocking execution: exited unexpectedly")
+        HookOutcome::ToolCall(ToolCallOutcome::Block { reason, .. }) if reason.starts_with("Extension failed, blocking execution: exited unexpectedly")
     ));
 }
 

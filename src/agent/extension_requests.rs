@@ -1,0 +1,431 @@
+//! (v2) Extension requests the agent answers: queries about its state (`Query`) and control
+//! actions (`ControlAction`). Each is answered at once on the agent thread with one
+//! `query_result` / `action_result` (through the host), so an extension that asks during a hook
+//! gets its answer while the agent waits for the hook — except `wait_for_idle`, answered once
+//! nothing runs (checked after every input the loop handles).
+
+use serde_json::{Value, json};
+
+use super::session_commands::{OpReply, SessionOp};
+use super::state::{CompactionOrigin, Phase};
+use super::{Agent, compaction};
+use crate::config::ThinkingLevel;
+use crate::extensions::ExtensionId;
+use crate::extensions::approval::{ApprovalAnswer, Decision};
+use crate::extensions::exec::ExecSpec;
+use crate::extensions::protocol::{ControlAction, Query};
+use crate::extensions::queries;
+use crate::rpc::events::Event;
+
+/// An extension's `exec` waiting for the client's approval.
+pub struct PendingExec {
+    pub ui_id: String,
+    grant_key: String,
+    extension: ExtensionId,
+    id: String,
+    spec: ExecSpec,
+}
+
+impl Agent {
+    pub(super) fn on_extension_query(&mut self, extension: ExtensionId, id: &str, query: Query) {
+        let answer = self.answer_query(extension, query);
+        if let Some(host) = &self.extensions.host {
+            host.answer(extension, "query_result", id, answer);
+        }
+    }
+
+    fn answer_query(&self, extension: ExtensionId, query: Query) -> Result<Value, String> {
+        let session = &self.session;
+        let entry_value = |id: &str| session.entry(id).map(|e| e.to_value());
+        Ok(match query {
+            Query::Flags => match &self.extensions.host {
+                Some(host) => Value::Object(host.flag_values(extension)),
+                None => json!({}),
+            },
+            Query::Model => json!({
+                "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
+                "thinkingLevel": self.thinking.as_str(),
+            }),
+            Query::Models => json!({
+                "all": self.config.all_models(),
+                "available": self.config.available_models(),
+            }),
+            Query::ActiveTools => json!(
+                self.tools
+                    .specs
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+            ),
+            Query::AllTools => {
+                let host = self.extensions.host.as_ref();
+                let mcp_specs = self
+                    .mcp
+                    .as_ref()
+                    .map(|m| m.tool_specs())
+                    .unwrap_or_default();
+                json!(queries::all_tools(
+                    &self.tools.extension_tools,
+                    |tool| host.map_or(Value::Null, |h| h.source_info(tool.extension)),
+                    &mcp_specs,
+                ))
+            }
+            Query::Commands => json!(self.commands_list()),
+            Query::ContextUsage => compaction::context_usage(
+                &session.branch(),
+                &self.messages,
+                self.model.context_window,
+            )
+            .unwrap_or(Value::Null),
+            Query::SystemPrompt => json!(
+                self.extensions
+                    .run_system_prompt
+                    .as_deref()
+                    .unwrap_or(&self.system_prompt)
+            ),
+            Query::Session => json!({
+                "sessionId": session.id(),
+                "sessionFile": session.file_path().map(|p| p.to_string_lossy()),
+                "sessionDir": session.session_dir().map(|p| p.to_string_lossy()),
+                "cwd": session.cwd().to_string_lossy(),
+                "sessionName": session.name(),
+                "leafId": session.leaf_id(),
+                "header": session.header().to_value(),
+            }),
+            Query::SessionName => json!(session.name()),
+            Query::Trust => json!({ "trusted": self.config.project_trusted() }),
+            Query::Entries => json!(
+                session
+                    .entries()
+                    .iter()
+                    .map(|e| e.to_value())
+                    .collect::<Vec<_>>()
+            ),
+            Query::Branch { from } => match from {
+                None => json!(
+                    session
+                        .branch()
+                        .iter()
+                        .map(|e| e.to_value())
+                        .collect::<Vec<_>>()
+                ),
+                Some(from) => {
+                    let entries: Vec<Value> =
+                        session.entries().iter().map(|e| e.to_value()).collect();
+                    json!(queries::branch_to(&entries, &from)?)
+                }
+            },
+            Query::Entry { id } => entry_value(&id).unwrap_or(Value::Null),
+            Query::Leaf => session
+                .leaf_id()
+                .and_then(entry_value)
+                .unwrap_or(Value::Null),
+            Query::Idle => json!({
+                "idle": !self.is_busy(),
+                "pendingMessages": !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty(),
+            }),
+        })
+    }
+}
+
+impl Agent {
+    pub(super) fn on_extension_control(
+        &mut self,
+        extension: ExtensionId,
+        id: Option<String>,
+        action: ControlAction,
+    ) {
+        if let ControlAction::Exec(spec) = action {
+            self.start_exec(extension, id, spec);
+            return;
+        }
+        let op = match &action {
+            ControlAction::NewSession { parent_session } => Some(SessionOp::New {
+                parent_session: parent_session.clone(),
+            }),
+            ControlAction::SwitchSession { session_path } => Some(SessionOp::Switch {
+                session_path: session_path.clone(),
+            }),
+            ControlAction::Fork { entry_id } => Some(SessionOp::Fork {
+                entry_id: entry_id.clone(),
+            }),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.change_session(op, OpReply::Extension { extension, id });
+            return;
+        }
+        if let ControlAction::WaitForIdle = action
+            && self.is_busy()
+        {
+            if let Some(id) = id {
+                self.extensions.idle_waiters.push((extension, id));
+            }
+            return;
+        }
+        let answer = self.control(extension, action);
+        self.answer_extension(extension, id, answer);
+    }
+
+    /// Answers a control request (`action_result`); without an id a failure is an
+    /// `extension_error`.
+    pub(super) fn answer_extension(
+        &mut self,
+        extension: ExtensionId,
+        id: Option<String>,
+        answer: Result<Value, String>,
+    ) {
+        if let Some(id) = id
+            && let Some(host) = &self.extensions.host
+        {
+            host.answer(extension, "action_result", &id, answer);
+        } else if let Err(error) = answer {
+            self.emit(Event::ExtensionError {
+                extension_path: self.extension_path(extension),
+                event: "extension".into(),
+                error,
+            });
+        }
+    }
+
+    /// `exec`: through the approval gate as a `bash` call of the command line, then run in the
+    /// tool sandbox on a thread of its own, which answers the extension.
+    fn start_exec(&mut self, extension: ExtensionId, id: Option<String>, spec: ExecSpec) {
+        let Some(id) = id else {
+            self.emit(Event::ExtensionError {
+                extension_path: self.extension_path(extension),
+                event: "extension".into(),
+                error: "exec needs an id (its answer carries the output)".into(),
+            });
+            return;
+        };
+        let args = json!({ "command": spec.display_line() });
+        let decision =
+            self.tools
+                .approvals
+                .decide("bash", &args, &self.config.cwd, &self.tools.grants);
+        match decision {
+            Decision::Allow => {
+                if self.tools.approvals.is_enabled() {
+                    self.record_approval("bash", &args, "allowed by rule");
+                }
+                self.run_exec(extension, id, spec);
+            }
+            Decision::Deny { reason } => {
+                self.record_approval("bash", &args, "denied by rule");
+                if let Some(host) = &self.extensions.host {
+                    host.answer(extension, "action_result", &id, Err(reason));
+                }
+            }
+            Decision::Ask {
+                title,
+                message,
+                grant_key,
+            } => {
+                let Some(host) = &self.extensions.host else {
+                    return;
+                };
+                let timeout = self.tools.approvals.ask_timeout();
+                let (ui_id, record) = host.ask_approval(&title, &message, timeout);
+                self.extensions.pending_execs.push(PendingExec {
+                    ui_id,
+                    grant_key,
+                    extension,
+                    id,
+                    spec,
+                });
+                self.emit(record);
+            }
+        }
+    }
+
+    fn run_exec(&mut self, extension: ExtensionId, id: String, spec: ExecSpec) {
+        let Some(host) = &self.extensions.host else {
+            return;
+        };
+        crate::extensions::exec::start(
+            spec,
+            self.config.cwd.clone(),
+            self.tools.sandbox.policy(),
+            host.answerer(),
+            extension,
+            id,
+        );
+    }
+
+    /// The client answered an `exec`'s approval dialog. False when no exec waited for it.
+    pub(super) fn on_exec_approval(&mut self, ui_id: &str, answer: ApprovalAnswer) -> bool {
+        let Some(position) = self
+            .extensions
+            .pending_execs
+            .iter()
+            .position(|p| p.ui_id == ui_id)
+        else {
+            return false;
+        };
+        let pending = self.extensions.pending_execs.remove(position);
+        let args = json!({ "command": pending.spec.display_line() });
+        match answer {
+            ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {
+                if answer == ApprovalAnswer::AllowForSession {
+                    self.tools.grants.grant(&pending.grant_key);
+                }
+                self.record_approval("bash", &args, "allowed by the user");
+                self.run_exec(pending.extension, pending.id, pending.spec);
+            }
+            ApprovalAnswer::Deny { .. } => {
+                self.record_approval("bash", &args, "denied by the user");
+                let reason = answer
+                    .denial_reason("exec")
+                    .unwrap_or_else(|| "Denied".into());
+                if let Some(host) = &self.extensions.host {
+                    host.answer(pending.extension, "action_result", &pending.id, Err(reason));
+                }
+            }
+        }
+        true
+    }
+
+    /// Answers the `wait_for_idle` requests once nothing runs (checked after every input).
+    pub(super) fn answer_idle_waiters(&mut self) {
+        if self.extensions.idle_waiters.is_empty() || self.is_busy() {
+            return;
+        }
+        let waiters = std::mem::take(&mut self.extensions.idle_waiters);
+        if let Some(host) = &self.extensions.host {
+            for (extension, id) in waiters {
+                host.answer(extension, "action_result", &id, Ok(Value::Null));
+            }
+        }
+    }
+
+    /// An event only v2 extensions get (never written to stdout): `model_select`,
+    /// `thinking_level_select`, `session_start` / `session_shutdown` around a session change.
+    pub(super) fn notify_extensions_of(&self, event: Value) {
+        if let Some(host) = &self.extensions.host {
+            host.notify_event_v2(&event);
+        }
+    }
+
+    pub(super) fn extension_path(&self, extension: ExtensionId) -> String {
+        self.extensions
+            .host
+            .as_ref()
+            .and_then(|h| h.source_info(extension)["path"].as_str().map(String::from))
+            .unwrap_or_default()
+    }
+
+    fn control(&mut self, extension: ExtensionId, action: ControlAction) -> Result<Value, String> {
+        match action {
+            ControlAction::RegisterTool(decl) => {
+                if let Some(host) = self.extensions.host.as_mut() {
+                    host.register_tool(extension, decl);
+                }
+                self.refresh_extension_tools();
+                Ok(Value::Null)
+            }
+            ControlAction::UnregisterTool { name } => {
+                let removed = self
+                    .extensions
+                    .host
+                    .as_mut()
+                    .is_some_and(|host| host.unregister_tool(extension, &name));
+                self.refresh_extension_tools();
+                Ok(json!(removed))
+            }
+            ControlAction::RegisterCommand(decl) => {
+                if let Some(host) = self.extensions.host.as_mut() {
+                    host.register_command(extension, decl);
+                }
+                Ok(Value::Null)
+            }
+            ControlAction::UnregisterCommand { name } => {
+                Ok(json!(self.extensions.host.as_mut().is_some_and(|host| {
+                    host.unregister_command(extension, &name)
+                })))
+            }
+            ControlAction::SetActiveTools { names } => {
+                let mcp_specs = self
+                    .mcp
+                    .as_ref()
+                    .map(|m| m.tool_specs())
+                    .unwrap_or_default();
+                let known = |name: &String| {
+                    crate::tools::ALL_TOOLS.contains(&name.as_str())
+                        || self
+                            .tools
+                            .extension_tools
+                            .iter()
+                            .any(|t| t.decl.name == *name)
+                        || mcp_specs.iter().any(|s| s.name == *name)
+                };
+                let mut active: Vec<String> = Vec::new();
+                for name in names.iter().filter(|n| known(n)) {
+                    if !active.contains(name) {
+                        active.push(name.clone());
+                    }
+                }
+                self.tools.builtins = active
+                    .iter()
+                    .filter(|n| crate::tools::ALL_TOOLS.contains(&n.as_str()))
+                    .cloned()
+                    .collect();
+                self.tools.active = Some(active);
+                self.refresh_tool_specs();
+                Ok(json!(
+                    self.tools
+                        .specs
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                ))
+            }
+            ControlAction::SetModel { provider, model_id } => {
+                let model = self
+                    .config
+                    .find_model(&provider, &model_id)
+                    .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
+                if !self.config.has_auth(&model.provider) {
+                    return Ok(json!(false));
+                }
+                self.switch_model(model, "set");
+                Ok(json!(true))
+            }
+            ControlAction::SetThinkingLevel { level } => {
+                let parsed = ThinkingLevel::parse(&level)
+                    .ok_or_else(|| format!("Invalid thinking level: {level}"))?;
+                let level = self.model.clamp_thinking_level(parsed);
+                self.change_thinking_level(level, true);
+                Ok(json!(self.thinking.as_str()))
+            }
+            ControlAction::Compact {
+                custom_instructions,
+            } => {
+                if matches!(self.phase, Phase::Compacting(_)) {
+                    return Err("Compaction already in progress".into());
+                }
+                if self.is_busy() {
+                    self.abort_run();
+                }
+                self.start_compaction(
+                    compaction::CompactionReason::Manual,
+                    CompactionOrigin::Extension,
+                    custom_instructions.as_deref(),
+                );
+                Ok(json!({ "started": true }))
+            }
+            ControlAction::Abort => {
+                if self.is_busy() {
+                    self.abort_run();
+                }
+                Ok(Value::Null)
+            }
+            // Handled by `on_extension_control` (they wait for a hook or a worker).
+            ControlAction::NewSession { .. }
+            | ControlAction::Fork { .. }
+            | ControlAction::SwitchSession { .. }
+            | ControlAction::Exec(_)
+            | ControlAction::WaitForIdle => Ok(Value::Null),
+        }
+    }
+}

@@ -1,0 +1,880 @@
+//! Extension protocol 2 through the real binary (README.md, Extensions, "Protocol 2"): extension
+//! flags on the command line, tools that replace built-ins, queries, control actions, late
+//! registration, terminating tool results and the v2 hooks and events.
+//!
+//! The fixture `fixtures/extensions/v2.py` relays: `/send <json lines>` makes it write those
+//! lines to pi-rs, and it reports every answer and event it receives as a `notify` notice
+//! ("answer <json>", "event <json>"), so each test reads what the extension saw from stdout.
+//!
+//! Reference: pi runs TypeScript extensions, not executables; none of these tests applies to it.
+
+use serde_json::{Value, json};
+
+use crate::extensions::with_extensions;
+use crate::fake_provider::{FakeProvider, Reply};
+use crate::sse;
+use crate::support::{Pi, Setup, run_cli, tool_result_block, tool_result_block_text};
+
+/// The text of the next `notify` notice starting with `prefix`, without the prefix.
+#[track_caller]
+fn next_notice(pi: &mut Pi, prefix: &str) -> String {
+    let deadline = pi.deadline();
+    let prefix = prefix.to_string();
+    let mut records = pi.recv_until(
+        |r| {
+            r["type"] == "extension_ui_request"
+                && r["method"] == "notify"
+                && r["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(&prefix))
+        },
+        deadline,
+    );
+    let record = records.pop().expect("the match");
+    record["message"].as_str().unwrap_or_default()[prefix.len()..].to_string()
+}
+
+/// Makes v2.py send `lines` and returns the answer to the request with id `id`.
+#[track_caller]
+pub fn ask(pi: &mut Pi, lines: &[Value], id: &str) -> Value {
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    pi.send(json!({"type": "prompt", "message": format!("/send {}", text.join("\n"))}));
+    loop {
+        let answer: Value = serde_json::from_str(&next_notice(pi, "answer ")).expect("json");
+        if answer["id"] == id {
+            return answer;
+        }
+    }
+}
+
+// ---- 1. flags and tool overrides ---------------------------------------------------------------
+
+#[test]
+fn extension_flags_are_accepted_and_handed_to_the_extension() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py"])
+        .arg("--plan")
+        .arg("--level")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    let flags: Value = serde_json::from_str(&next_notice(&mut pi, "flags ")).expect("json");
+    assert_eq!(flags, json!({"plan": true, "level": "high"}));
+    let response = pi.command("s", "get_state", json!({}));
+    assert_eq!(response["success"], true, "{response}");
+}
+
+#[test]
+fn flags_nobody_registered_stop_the_run_as_pi_does() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py"]);
+    let run = run_cli(&setup, &["--mode", "rpc", "--nope", "--other=1"], None);
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("Error: Unknown options: --nope, --other"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    // A string flag without its value.
+    let run = run_cli(&setup, &["--mode", "rpc", "--level"], None);
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("Error: Extension flag \"--level\" requires a value"),
+        "{}",
+        run.stderr
+    );
+    // Without any extension, a flag is an unknown option.
+    let run = run_cli(&Setup::anthropic(&fake), &["--mode", "rpc", "--plan"], None);
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Error: Unknown option: --plan"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_extension_tool_replaces_the_builtin_of_the_same_name() {
+    let input = json!({"path": "notes.txt"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("toolu_r", "read", &[&input])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py"]).file("notes.txt", "builtin");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "Read notes.txt"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let reads: Vec<&Value> = requests[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter(|t| t["name"] == "read")
+        .collect();
+    assert_eq!(reads.len(), 1, "{:?}", requests[0].body["tools"]);
+    assert_eq!(reads[0]["description"], "Reads a file, the v2 way");
+    let block = tool_result_block(&requests[1], "toolu_r");
+    assert_eq!(tool_result_block_text(&block), "v2 read notes.txt");
+    fake.finish();
+}
+
+// ---- 2. version negotiation and queries -------------------------------------------------------
+
+#[test]
+fn queries_answer_what_pi_exposes_to_extensions() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]).arg("--plan");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("agent_end");
+    pi.command("n", "set_session_name", json!({"name": "queried"}));
+    let q = |id: &str, query: &str| json!({"type": "query", "id": id, "query": query});
+
+    let flags = ask(&mut pi, &[q("f", "flags")], "f");
+    assert_eq!(
+        flags["result"],
+        json!({"plan": true, "level": "low"}),
+        "{flags}"
+    );
+    let model = ask(&mut pi, &[q("m", "model")], "m");
+    assert_eq!(model["result"]["model"]["id"], "fake-claude", "{model}");
+    assert!(model["result"]["thinkingLevel"].is_string(), "{model}");
+    let models = ask(&mut pi, &[q("r", "models")], "r");
+    let available = models["result"]["available"].as_array().expect("available");
+    assert!(
+        available.iter().any(|m| m["id"] == "fake-claude"),
+        "{models}"
+    );
+    assert!(models["result"]["all"].as_array().expect("all").len() >= available.len());
+
+    let active = ask(&mut pi, &[q("a", "active_tools")], "a");
+    assert_eq!(
+        active["result"],
+        json!(["read", "bash", "edit", "write", "finish", "one_at_a_time"]),
+        "{active}"
+    );
+    let all = ask(&mut pi, &[q("t", "all_tools")], "t");
+    let all = all["result"].as_array().expect("tools");
+    let read = all.iter().find(|t| t["name"] == "read").expect("read");
+    assert_eq!(read["description"], "Reads a file, the v2 way");
+    assert_eq!(read["sourceInfo"]["source"], "cli", "{read}");
+    let grep = all
+        .iter()
+        .find(|t| t["name"] == "grep")
+        .expect("grep listed though inactive");
+    assert_eq!(grep["sourceInfo"]["path"], "builtin:grep");
+
+    let commands = ask(&mut pi, &[q("c", "commands")], "c");
+    assert_eq!(commands["result"][0]["name"], "send", "{commands}");
+    let usage = ask(&mut pi, &[q("u", "context_usage")], "u");
+    assert!(
+        usage["result"]["tokens"].as_u64().is_some_and(|t| t > 0),
+        "{usage}"
+    );
+    let prompt = ask(&mut pi, &[q("s", "system_prompt")], "s");
+    let request = &fake.requests()[0];
+    assert_eq!(
+        prompt["result"].as_str().expect("text"),
+        crate::support::system_prompt_of(request)
+    );
+
+    let name = ask(&mut pi, &[q("sn", "session_name")], "sn");
+    assert_eq!(name["result"], "queried");
+    let trust = ask(&mut pi, &[q("tr", "trust")], "tr");
+    // No project resources that need trust: trusted (pi's rule).
+    assert_eq!(trust["result"], json!({"trusted": true}), "{trust}");
+    let session = ask(&mut pi, &[q("se", "session")], "se");
+    let state = pi.command("st", "get_state", json!({}));
+    assert_eq!(session["result"]["sessionId"], state["data"]["sessionId"]);
+    assert_eq!(
+        session["result"]["sessionFile"],
+        state["data"]["sessionFile"]
+    );
+    let leaf_id = session["result"]["leafId"]
+        .as_str()
+        .expect("leaf id")
+        .to_string();
+
+    let entries = ask(&mut pi, &[q("e", "entries")], "e");
+    let entries = entries["result"].as_array().expect("entries").clone();
+    assert!(
+        entries.iter().any(|e| e["type"] == "message"),
+        "{entries:?}"
+    );
+    let leaf = ask(&mut pi, &[q("l", "leaf")], "l");
+    assert_eq!(leaf["result"]["id"], leaf_id.as_str());
+    let branch = ask(&mut pi, &[q("b", "branch")], "b");
+    let branch = branch["result"].as_array().expect("branch");
+    assert_eq!(branch.last().expect("leaf")["id"], leaf_id.as_str());
+    assert!(branch[0]["parentId"].is_null(), "{branch:?}");
+    let first = entries[1]["id"].as_str().expect("id");
+    let partial = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "b2", "query": "branch", "fromId": first})],
+        "b2",
+    );
+    assert_eq!(
+        partial["result"].as_array().expect("path").len(),
+        2,
+        "{partial}"
+    );
+    let one = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e1", "query": "entry", "entryId": first})],
+        "e1",
+    );
+    assert_eq!(one["result"], entries[1]);
+    let idle = ask(&mut pi, &[q("i", "idle")], "i");
+    assert_eq!(
+        idle["result"],
+        json!({"idle": true, "pendingMessages": false})
+    );
+    fake.finish();
+}
+
+#[test]
+fn bad_queries_are_answered_with_errors_and_a_flood_is_answered() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let unknown = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "x", "query": "secrets"})],
+        "x",
+    );
+    assert!(
+        unknown["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("unknown query \"secrets\"")),
+        "{unknown}"
+    );
+    let missing = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "y", "query": "entry"})],
+        "y",
+    );
+    assert_eq!(missing["error"], "entry: missing entryId");
+    let dangling = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "z", "query": "branch", "fromId": "nope"})],
+        "z",
+    );
+    assert_eq!(dangling["error"], "Entry not found: nope");
+
+    // 300 queries at once: every one is answered (a result, or the in-flight bound's error),
+    // and the extension keeps working.
+    let flood: Vec<Value> = (0..300)
+        .map(|n| json!({"type": "query", "id": format!("f{n}"), "query": "session_name"}))
+        .collect();
+    let last = ask(&mut pi, &flood, "f299");
+    assert!(
+        last.get("result").is_some() || last.get("error").is_some(),
+        "{last}"
+    );
+    let after = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "ok", "query": "idle"})],
+        "ok",
+    );
+    assert_eq!(after["result"]["idle"], true, "{after}");
+    assert!(
+        !pi.records().iter().any(|r| r["type"] == "extension_error"),
+        "{:?}",
+        pi.records()
+    );
+}
+
+#[test]
+fn a_protocol_1_extension_cannot_send_protocol_2_messages() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v1_asks.sh"]));
+    let error = pi.find(|r| r["type"] == "extension_error");
+    assert_eq!(error["event"], "protocol", "{error}");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown message type \"query\"")),
+        "{error}"
+    );
+}
+
+// ---- 3. control actions -----------------------------------------------------------------------
+
+#[test]
+fn active_tools_model_and_thinking_level_are_set_by_the_extension() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Ok."]))]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let set = ask(
+        &mut pi,
+        &[
+            json!({"type": "set_active_tools", "id": "t", "names": ["grep", "read", "nope", "grep"]}),
+        ],
+        "t",
+    );
+    assert_eq!(set["result"], json!(["grep", "read"]), "{set}");
+    let level = ask(
+        &mut pi,
+        &[json!({"type": "set_thinking_level", "id": "l", "level": "high"})],
+        "l",
+    );
+    assert_eq!(level["result"], "high", "{level}");
+    let bad = ask(
+        &mut pi,
+        &[json!({"type": "set_thinking_level", "id": "l2", "level": "loud"})],
+        "l2",
+    );
+    assert_eq!(bad["error"], "Invalid thinking level: loud");
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    let names: Vec<&str> = request.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["grep", "read"]);
+
+    let unknown = ask(
+        &mut pi,
+        &[json!({"type": "set_model", "id": "m0", "provider": "x", "modelId": "y"})],
+        "m0",
+    );
+    assert_eq!(unknown["error"], "Model not found: x/y");
+    let model = ask(
+        &mut pi,
+        &[
+            json!({"type": "set_model", "id": "m", "provider": "fake-openai", "modelId": "fake-gpt"}),
+        ],
+        "m",
+    );
+    assert_eq!(model["result"], true, "{model}");
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["id"], "fake-gpt", "{state}");
+    assert_eq!(state["data"]["thinkingLevel"], "off", "{state}");
+    // A bad field is answered with an error, an id-less one reported as extension_error.
+    let missing = ask(&mut pi, &[json!({"type": "fork", "id": "f"})], "f");
+    assert_eq!(missing["error"], "fork: missing entryId");
+    fake.finish();
+}
+
+#[test]
+fn abort_and_wait_for_idle_from_an_extension() {
+    let fake = FakeProvider::start(vec![Reply::stall_after(
+        sse::AnthropicStream::new()
+            .text(&["Thinking about it"])
+            .unfinished(),
+    )]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("message_update");
+    let idle = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "i", "query": "idle"})],
+        "i",
+    );
+    assert_eq!(idle["result"]["idle"], false, "{idle}");
+    // The wait is answered only after the abort ended the run.
+    let lines = [
+        json!({"type": "wait_for_idle", "id": "w"}),
+        json!({"type": "abort", "id": "a"}),
+    ];
+    let waited = ask(&mut pi, &lines, "w");
+    assert_eq!(waited["result"], Value::Null, "{waited}");
+    let end = pi
+        .records()
+        .iter()
+        .position(|r| r["type"] == "agent_end")
+        .expect("agent_end before the idle answer");
+    let answered = pi
+        .records()
+        .iter()
+        .position(|r| {
+            r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("answer ") && m.contains("\"w\""))
+        })
+        .expect("the answer");
+    assert!(end < answered, "agent_end {end}, answer {answered}");
+    // Idle now: a wait is answered at once.
+    let again = ask(
+        &mut pi,
+        &[json!({"type": "wait_for_idle", "id": "w2"})],
+        "w2",
+    );
+    assert_eq!(again["result"], Value::Null);
+}
+
+#[test]
+fn sessions_are_created_forked_and_switched_by_the_extension() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "First question"}));
+    pi.wait_for_event("agent_end");
+    let first = pi.command("s1", "get_state", json!({}));
+    let first_file = first["data"]["sessionFile"]
+        .as_str()
+        .expect("file")
+        .to_string();
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let user_entry = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "user")
+        .expect("user entry")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    let created = ask(&mut pi, &[json!({"type": "new_session", "id": "n"})], "n");
+    assert_eq!(created["result"], json!({"cancelled": false}), "{created}");
+    let state = pi.command("s2", "get_state", json!({}));
+    assert_ne!(state["data"]["sessionId"], first["data"]["sessionId"]);
+    assert_eq!(state["data"]["messageCount"], 0);
+
+    let back = ask(
+        &mut pi,
+        &[json!({"type": "switch_session", "id": "sw", "sessionPath": first_file})],
+        "sw",
+    );
+    assert_eq!(back["result"], json!({"cancelled": false}), "{back}");
+    let state = pi.command("s3", "get_state", json!({}));
+    assert_eq!(state["data"]["sessionId"], first["data"]["sessionId"]);
+
+    let forked = ask(
+        &mut pi,
+        &[json!({"type": "fork", "id": "f", "entryId": user_entry})],
+        "f",
+    );
+    assert_eq!(
+        forked["result"],
+        json!({"text": "First question", "cancelled": false})
+    );
+    let state = pi.command("s4", "get_state", json!({}));
+    assert_ne!(state["data"]["sessionId"], first["data"]["sessionId"]);
+    fake.finish();
+}
+
+#[test]
+fn compaction_with_custom_instructions_from_the_extension() {
+    let long = |word: &str| format!("{word} {}", "filler ".repeat(200));
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long("second answer")])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nSummarized."])),
+        Reply::sse(sse::anthropic_text(&["## Turn prefix\nSummarized."])),
+    ]);
+    let setup = Setup::new(&fake, "fake-anthropic", "fake-claude-small")
+        .models_json(&crate::fake_provider::fixture("models_small_window.json"))
+        .settings(json!({"compaction": {"reserveTokens": 1000, "keepRecentTokens": 200}}));
+    let mut pi = Pi::spawn(&with_extensions(setup, &["v2.py"]));
+    for (id, text) in [
+        ("p1", long("first question")),
+        ("p2", long("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    let started = ask(
+        &mut pi,
+        &[json!({"type": "compact", "id": "c", "customInstructions": "FOCUS-ON-XYZ"})],
+        "c",
+    );
+    assert_eq!(started["result"], json!({"started": true}), "{started}");
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["aborted"], false, "{end}");
+    assert_eq!(end["reason"], "manual", "{end}");
+    let compacted = next_event(&mut pi, "session_compact");
+    assert_eq!(compacted["fromExtension"], true, "{compacted}");
+    assert_eq!(
+        compacted["compactionEntry"]["type"], "compaction",
+        "{compacted}"
+    );
+    let requests = fake.requests();
+    assert!(
+        requests[2..]
+            .iter()
+            .any(|r| r.body.to_string().contains("FOCUS-ON-XYZ")),
+        "{:?}",
+        requests.len()
+    );
+}
+
+#[test]
+fn user_messages_expand_templates_and_need_a_delivery_while_busy() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Greeted."])),
+        Reply::stall_after(sse::AnthropicStream::new().text(&["Busy"]).unfinished()),
+    ]);
+    let setup = with_extensions(Setup::anthropic(&fake).trust_project(), &["v2.py"])
+        .file(".pi/prompts/greet.md", "Please greet $1 warmly.");
+    let mut pi = Pi::spawn(&setup);
+    let send = json!({"type": "send_user_message", "content": "/greet Ada",
+                      "expandPromptTemplates": true});
+    pi.send(json!({"type": "prompt", "message": format!("/send {send}")}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert!(
+        request.body["messages"]
+            .to_string()
+            .contains("Please greet Ada warmly."),
+        "{}",
+        request.body["messages"]
+    );
+    pi.command("p2", "prompt", json!({"message": "Go on"}));
+    pi.wait_for_event("message_update");
+    let send = json!({"type": "send_user_message", "content": "now!"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {send}")}));
+    let error = pi.find(|r| r["type"] == "extension_error");
+    assert_eq!(error["event"], "send_user_message", "{error}");
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("deliverAs")
+    );
+}
+
+// ---- 4. late registration and removal ---------------------------------------------------------
+
+#[test]
+fn tools_and_commands_registered_and_removed_after_start() {
+    let input = json!({"path": "x"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("toolu_l", "late_tool", &[&input])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Used it."])),
+        Reply::sse(sse::anthropic_text(&["Without it."])),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let tool = json!({"name": "late_tool", "description": "Arrived late",
+                      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}});
+    let command = json!({"name": "late", "description": "A late command"});
+    let lines = [
+        json!({"type": "register_tool", "id": "rt", "tool": tool}),
+        json!({"type": "register_command", "id": "rc", "command": command}),
+    ];
+    let registered = ask(&mut pi, &lines, "rc");
+    assert_eq!(registered["result"], Value::Null, "{registered}");
+    let commands = pi.command("c1", "get_commands", json!({}));
+    let names: Vec<&str> = commands["data"]["commands"]
+        .as_array()
+        .expect("commands")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names[..2], ["send", "late"], "{commands}");
+    let done = pi.command("p0", "prompt", json!({"message": "/late"}));
+    assert_eq!(done["data"]["disposition"], "handled", "{done}");
+
+    pi.command("p1", "prompt", json!({"message": "Use the late tool"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let offered = |request: &crate::fake_provider::RecordedRequest| -> Vec<String> {
+        request.body["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert!(offered(&requests[0]).contains(&"late_tool".to_string()));
+    let block = tool_result_block(&requests[1], "toolu_l");
+    assert_eq!(tool_result_block_text(&block), "v2 late_tool x");
+
+    let lines = [
+        json!({"type": "unregister_tool", "id": "ut", "name": "late_tool"}),
+        json!({"type": "unregister_tool", "id": "ut2", "name": "late_tool"}),
+    ];
+    let again = ask(&mut pi, &lines, "ut2");
+    assert_eq!(again["result"], false, "{again}");
+    let gone = ask(
+        &mut pi,
+        &[json!({"type": "unregister_command", "id": "uc", "name": "late"})],
+        "uc",
+    );
+    assert_eq!(gone["result"], true, "{gone}");
+    let commands = pi.command("c2", "get_commands", json!({}));
+    assert!(!commands.to_string().contains("\"late\""), "{commands}");
+    pi.command("p2", "prompt", json!({"message": "Again"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert!(!offered(&requests[2]).contains(&"late_tool".to_string()));
+    let bad = ask(
+        &mut pi,
+        &[json!({"type": "register_tool", "id": "b", "tool": {"description": "no name"}})],
+        "b",
+    );
+    assert_eq!(bad["error"], "register_tool: missing name", "{bad}");
+    fake.finish();
+}
+
+// ---- 5. terminating results and executionMode --------------------------------------------------
+
+#[test]
+fn a_terminating_tool_result_ends_the_run_without_a_follow_up_call() {
+    let input = json!({"answer": "42"}).to_string();
+    let fake = FakeProvider::start(vec![Reply::sse(
+        sse::AnthropicStream::new()
+            .tool_use("toolu_f", "finish", &[&input])
+            .finish("tool_use"),
+    )]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Answer"}));
+    let records = pi.records_until_event("agent_settled");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool end");
+    assert_eq!(end["result"]["content"][0]["text"], "v2 finish ", "{end}");
+    assert_eq!(
+        records.iter().filter(|r| r["type"] == "turn_start").count(),
+        1,
+        "one turn only"
+    );
+    // The script has one reply: a follow-up request would have failed the fake.
+    fake.finish();
+}
+
+#[test]
+fn a_blocked_call_can_end_the_run_and_sequential_tools_run_alone() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_b",
+                    "bash",
+                    &[&json!({"command": "sleep 0.4; echo slow"}).to_string()],
+                )
+                .tool_use("toolu_s", "one_at_a_time", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Both ran."])),
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_x",
+                    "bash",
+                    &[&json!({"command": "echo STOP"}).to_string()],
+                )
+                .finish("tool_use"),
+        ),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Run both"}));
+    let records = pi.records_until_event("agent_settled");
+    let ends: Vec<&str> = records
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .filter_map(|r| r["toolCallId"].as_str())
+        .collect();
+    // In parallel the quick extension tool would end first; sequential keeps the call order.
+    assert_eq!(ends, ["toolu_b", "toolu_s"]);
+    let starts: Vec<usize> = ["toolu_b", "toolu_s"]
+        .iter()
+        .map(|id| {
+            records
+                .iter()
+                .position(|r| r["type"] == "tool_execution_end" && r["toolCallId"] == *id)
+                .expect("end")
+        })
+        .collect();
+    assert!(starts[0] < starts[1]);
+
+    // A tool_call hook that blocks with terminate: the run ends after this batch.
+    pi.command("p2", "prompt", json!({"message": "Stop"}));
+    let records = pi.records_until_event("agent_settled");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool end");
+    assert_eq!(
+        end["result"]["content"][0]["text"], "stopped by v2.py",
+        "{end}"
+    );
+    assert_eq!(end["isError"], true);
+    fake.finish();
+}
+
+// ---- 6./7. session lifecycle and selection events ---------------------------------------------
+
+/// The next event v2.py reported, of this type.
+#[track_caller]
+fn next_event(pi: &mut Pi, event_type: &str) -> Value {
+    loop {
+        let event: Value = serde_json::from_str(&next_notice(pi, "event ")).expect("json");
+        if event["type"] == event_type {
+            return event;
+        }
+    }
+}
+
+#[test]
+fn model_thinking_and_session_changes_reach_v2_extensions() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    let start = next_event(&mut pi, "session_start");
+    assert_eq!(start["reason"], "startup");
+
+    pi.command(
+        "m",
+        "set_model",
+        json!({"provider": "fake-openai", "modelId": "fake-gpt"}),
+    );
+    let selected = next_event(&mut pi, "model_select");
+    assert_eq!(selected["source"], "set");
+    assert_eq!(selected["model"]["id"], "fake-gpt");
+    assert_eq!(selected["previousModel"]["id"], "fake-claude");
+    let level = next_event(&mut pi, "thinking_level_select");
+    assert_eq!(level["level"], "off", "{level}");
+    assert!(level["previousLevel"].is_string(), "{level}");
+
+    let before = pi.command("s1", "get_state", json!({}));
+    pi.command("n", "new_session", json!({}));
+    let after = pi.command("s2", "get_state", json!({}));
+    let shutdown = next_event(&mut pi, "session_shutdown");
+    assert_eq!(shutdown["reason"], "new");
+    assert_eq!(shutdown["targetSessionFile"], after["data"]["sessionFile"]);
+    let start = next_event(&mut pi, "session_start");
+    assert_eq!(start["reason"], "new");
+    assert_eq!(start["previousSessionFile"], before["data"]["sessionFile"]);
+}
+
+#[test]
+fn the_context_hook_rewrites_the_messages_of_one_request() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Rewritten."]))]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "REWRITE-CONTEXT please"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    let sent = request.body["messages"].to_string();
+    assert!(sent.contains("rewritten by v2.py"), "{sent}");
+    assert!(!sent.contains("REWRITE-CONTEXT"), "{sent}");
+    // The conversation itself keeps the prompt.
+    let messages = pi.command("m", "get_messages", json!({}));
+    assert!(messages.to_string().contains("REWRITE-CONTEXT please"));
+    fake.finish();
+}
+
+#[test]
+fn exec_runs_through_the_approval_gate() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py"]).settings(json!({
+        "approvals": {"rules": [
+            {"tool": "bash", "command": "rm *", "action": "deny", "reason": "No rm here"},
+            {"tool": "bash", "command": "echo *", "action": "ask"}
+        ]}
+    }));
+    let mut pi = Pi::spawn(&setup);
+    // No shell: the program and its arguments as given (a `sh -c` line would be asked about).
+    let plain =
+        json!({"type": "exec", "id": "x1", "command": "printf", "args": ["%s-%s", "a b", "c"]});
+    let done = ask(&mut pi, &[plain], "x1");
+    assert_eq!(
+        done["result"],
+        json!({"stdout": "a b-c", "stderr": "", "code": 0, "killed": false, "truncated": false}),
+        "{done}"
+    );
+    let failing =
+        json!({"type": "exec", "id": "x0", "command": "ls", "args": ["no-such-dir-here"]});
+    let failed = ask(&mut pi, &[failing], "x0");
+    assert_ne!(failed["result"]["code"], 0, "{failed}");
+    assert!(
+        failed["result"]["stderr"]
+            .as_str()
+            .is_some_and(|e| e.contains("no-such-dir-here")),
+        "{failed}"
+    );
+    let denied = ask(
+        &mut pi,
+        &[json!({"type": "exec", "id": "x2", "command": "rm", "args": ["-rf", "build"]})],
+        "x2",
+    );
+    assert_eq!(denied["error"], "No rm here", "{denied}");
+
+    let asked = json!({"type": "exec", "id": "x3", "command": "echo", "args": ["hello there"]});
+    pi.send(json!({"type": "prompt", "message": format!("/send {asked}")}));
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "select",
+            deadline,
+        )
+        .pop()
+        .expect("dialog");
+    assert!(
+        dialog["title"]
+            .as_str()
+            .is_some_and(|m| m.contains("echo 'hello there'")),
+        "{dialog}"
+    );
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Allow once"}));
+    loop {
+        let answer: Value = serde_json::from_str(&next_notice(&mut pi, "answer ")).expect("json");
+        if answer["id"] == "x3" {
+            assert_eq!(answer["result"]["stdout"], "hello there\n", "{answer}");
+            break;
+        }
+    }
+    let no_id = json!({"type": "exec", "command": "true"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {no_id}")}));
+    let error = pi.find(|r| r["type"] == "extension_error");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("exec needs an id")),
+        "{error}"
+    );
+}
+
+#[test]
+fn session_before_hooks_can_cancel_a_session_change() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    let before = pi.command("s0", "get_state", json!({}));
+
+    let locked = pi.command(
+        "sw",
+        "switch_session",
+        json!({"sessionPath": "/tmp/locked.jsonl"}),
+    );
+    assert_eq!(locked["success"], true, "{locked}");
+    assert_eq!(locked["data"], json!({"cancelled": true}), "{locked}");
+    let cloned = pi.command("c", "clone", json!({}));
+    assert_eq!(cloned["data"], json!({"cancelled": true}), "{cloned}");
+    let same = pi.command("s1", "get_state", json!({}));
+    assert_eq!(same["data"]["sessionId"], before["data"]["sessionId"]);
+
+    let messages = pi.command("fm", "get_fork_messages", json!({}));
+    let entry = messages["data"]["messages"][0]["entryId"].clone();
+    let forked = pi.command("f", "fork", json!({"entryId": entry}));
+    assert_eq!(
+        forked["data"],
+        json!({"text": "First", "cancelled": false}),
+        "{forked}"
+    );
+    // The extension's own request goes through the same hook.
+    let created = ask(&mut pi, &[json!({"type": "new_session", "id": "n"})], "n");
+    assert_eq!(created["result"], json!({"cancelled": false}), "{created}");
+    let after = pi.command("s2", "get_state", json!({}));
+    assert_ne!(after["data"]["sessionId"], before["data"]["sessionId"]);
+    fake.finish();
+}
