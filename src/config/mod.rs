@@ -655,6 +655,15 @@ impl Config {
             .get_str("defaultThinkingLevel")
             .and_then(ThinkingLevel::parse)
     }
+    /// settings `modelThinkingLevels["<provider>/<id>"]`: the level pi 1.6.0 takes when the
+    /// session switches to that model.
+    pub fn model_thinking_level(&self, provider: &str, model_id: &str) -> Option<ThinkingLevel> {
+        self.settings
+            .get("modelThinkingLevels")?
+            .get(format!("{provider}/{model_id}"))?
+            .as_str()
+            .and_then(ThinkingLevel::parse)
+    }
     pub fn shell_path(&self) -> Option<String> {
         self.settings.get_str("shellPath").map(str::to_string)
     }
@@ -696,16 +705,6 @@ impl Config {
 
     // ---- settings (setters; persisted to the global settings.json) --------------------------
 
-    pub fn set_default_model(&mut self, provider: &str, model_id: &str) {
-        self.settings
-            .set_top_no_save("defaultProvider", Value::String(provider.into()));
-        self.settings
-            .set_top("defaultModel", Value::String(model_id.into()));
-    }
-    pub fn set_default_thinking_level(&mut self, level: ThinkingLevel) {
-        self.settings
-            .set_top("defaultThinkingLevel", Value::String(level.as_str().into()));
-    }
     pub fn set_steering_mode(&mut self, mode: &str) {
         self.settings
             .set_top("steeringMode", Value::String(mode.into()));

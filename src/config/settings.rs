@@ -289,12 +289,6 @@ impl Settings {
         self.save()
     }
 
-    /// Sets a top-level global key without writing yet (the next setter call writes it too).
-    pub fn set_top_no_save(&mut self, field: &str, value: Value) {
-        self.global.insert(field.to_string(), value);
-        self.mark(field, None);
-    }
-
     /// Sets `field.nested` in the global settings (creating the object) and persists it.
     pub fn set_nested(&mut self, field: &str, nested: &str, value: Value) {
         let entry = self

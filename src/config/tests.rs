@@ -194,7 +194,9 @@ fn settings_getters_and_setters() {
         "settings.json",
         r#"{"queueMode": "all", "retry": {"maxDelayMs": 7000, "maxRetries": 5}, "compaction": {"keepRecentTokens": 100},
             "defaultThinkingLevel": "high", "sessionDir": "~/sessions", "enabledModels": ["a", "b*"],
-            "thinkingBudgets": {"low": 1000}, "images": {"blockImages": true}, "shellPath": "/bin/bash"}"#,
+            "thinkingBudgets": {"low": 1000}, "images": {"blockImages": true}, "shellPath": "/bin/bash",
+            "defaultProvider": "openai", "defaultModel": "gpt-5.4",
+            "modelThinkingLevels": {"openai/gpt-5.4": "low", "openai/bad": "loud"}}"#,
     );
     dir.write(
         "project/.pi/settings.json",
@@ -224,7 +226,13 @@ fn settings_getters_and_setters() {
         Some(&Value::from(7000))
     );
 
-    c.set_default_model("openai", "gpt-5.4");
+    assert_eq!(
+        c.model_thinking_level("openai", "gpt-5.4"),
+        Some(ThinkingLevel::Low)
+    );
+    assert_eq!(c.model_thinking_level("openai", "bad"), None);
+    assert_eq!(c.model_thinking_level("openai", "other"), None);
+
     c.set_compaction_enabled(false);
     c.set_follow_up_mode("all");
     assert_eq!(c.follow_up_mode(), QueueMode::All);
@@ -234,6 +242,7 @@ fn settings_getters_and_setters() {
         serde_json::from_str(&fs::read_to_string(dir.0.join("settings.json")).unwrap()).unwrap();
     // Only the modified keys changed; the migrated legacy keys are written in their new form.
     assert_eq!(written["defaultProvider"], "openai");
+    assert_eq!(written["modelThinkingLevels"]["openai/gpt-5.4"], "low");
     assert_eq!(written["defaultModel"], "gpt-5.4");
     assert_eq!(
         written["compaction"],
