@@ -311,25 +311,44 @@ pub fn help_text() -> String {
 const HELP: &str = "\
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
+  pi -p [options] [@file] <msg>  one prompt, the answer's text on stdout (also: piped stdin)
+  pi --mode json [options] <msg> one prompt, every event as a JSON line on stdout
   pi --list-models [search]      list the models you have credentials for
+  pi --export <session> [out]    write a session file as HTML
   pi login <provider> [domain]   subscription login: github-copilot (device code; optional
                                  GitHub Enterprise domain), anthropic, openai-codex (paste code)
   pi logout <provider>           remove the provider's credentials from auth.json
+  pi auth login|logout <provider>  the same as pi login / pi logout
+  pi mcp add|remove|list         edit mcp.json (the MCP servers)
+  pi install|remove|update|list|config, pi auth print-api-key|print-bearer-token|check
+                                 pi's package and credential commands: their usage is checked,
+                                 but pi-rs does not have them yet (exit 1, never a prompt)
 
 Options:
-  --mode rpc|json|text           protocol mode (json and text: print modes, not yet in pi-rs)
+  --mode rpc|json|text           protocol mode (text is -p)
+  -p, --print                    print mode: answer the prompt and exit
   --provider <name>              provider for --model
   --model <pattern>              model id, provider/id, or pattern; optional :<thinking> suffix
+  --models <patterns>            the models cycle_model walks (comma-separated)
   --thinking <level>             off, minimal, low, medium, high, xhigh, max
   --api-key <key>                key for the selected model's provider (not stored)
   --system-prompt <text|file>    replace the system prompt's body
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
-  -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
+  -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls, MCP
+                                 tools mcp__<server>__<tool>; * patterns)
   -nt, --no-tools                no tools at all
-  --no-mcp                       no MCP servers this run (pi mcp add|remove|list edits mcp.json)
+  -nbt, --no-builtin-tools       no built-in tools (extension and MCP tools stay)
+  --no-mcp                       no MCP servers this run
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
+  --session <file|id>            resume this session
+  -c, --continue                 continue the most recent session of this folder
+  --fork <file|id>               start a new session from a copy of this one
   --session-dir <dir>            where session files go
+  -e, --extension <path>         load an executable extension (repeatable); -ne: none
+  --skill <path>                 load a skill (repeatable); -ns, --no-skills: none
+  --prompt-template <path>       load a prompt template (repeatable); -np: none
+  -nc, --no-context-files        no AGENTS.md / CLAUDE.md
   -a, --approve                  trust this project's .pi/ resources for this run
   -na, --no-approve              ignore this project's .pi/ resources for this run
   --rpc-profile <name>           protocol generation on stdout: default (newest pi) or legacy
@@ -340,6 +359,7 @@ Options:
   -h, --help                     this text
   -v, --version                  the pi version whose protocol this speaks (--verbose: also pi-rs's)
 
+Not in pi-rs: pi's interactive terminal UI (--resume, --theme), TypeScript extensions.
 Config: $PI_CODING_AGENT_DIR (default ~/.pi/agent): settings.json, models.json, auth.json.
 ";
 

@@ -32,6 +32,7 @@ mod rpc;
 mod sandbox;
 mod session;
 mod signals;
+mod subcommands;
 #[cfg(test)]
 mod test_support;
 mod time;
@@ -45,30 +46,13 @@ use config::{Config, Diagnostic};
 use rpc::print_mode;
 
 fn main() -> ExitCode {
-    // `pi login <provider>` / `pi logout <provider>`: subscription logins, no agent.
+    // `pi install`, `pi auth …`, `pi mcp …`, `pi login …`: commands of their own, not a session.
     let words: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|w| w.to_string_lossy().into_owned())
         .collect();
-    if let Some(command @ ("login" | "logout")) = words.first().map(String::as_str) {
-        init_logging(false);
-        return ExitCode::from(login::run(
-            command,
-            &words[1..],
-            &config::agent_dir_from_env(),
-        ));
-    }
-    // `pi mcp …` is a shell command of its own, not a session.
-    let mut raw = std::env::args_os().skip(1);
-    if raw.next().is_some_and(|first| first == "mcp") {
-        init_logging(false);
-        let Ok(cwd) = std::env::current_dir() else {
-            eprintln!("Error: cannot read the working directory");
-            return ExitCode::from(1);
-        };
-        let agent_dir = config::agent_dir_from_env();
-        let trusted = Config::load(agent_dir.clone(), cwd.clone(), None).project_trusted();
-        return ExitCode::from(mcp::cli::run(raw.collect(), &agent_dir, &cwd, trusted));
+    if let Some(code) = subcommands::run(&words, &config::agent_dir_from_env()) {
+        return ExitCode::from(code);
     }
     let args = match cli::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
@@ -89,7 +73,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: bool) {
+pub(crate) fn init_logging(verbose: bool) {
     let default = if verbose { "debug" } else { "warn" };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
         .target(env_logger::Target::Stderr)

@@ -33,6 +33,7 @@ mod security;
 mod sessions;
 mod sse;
 mod steering;
+mod subcommands;
 mod support;
 mod turns;
 mod workspace;
