@@ -26,6 +26,10 @@ pub struct Args {
     pub system_prompt: Option<String>,
     pub append_system_prompt: Vec<String>,
     pub tools: Option<Vec<String>>,
+    /// How `--tools` was spelled (`-t` or `--tools`), for its error.
+    pub tools_flag: &'static str,
+    /// `--exclude-tools` / `-xt`: names or patterns taken out last.
+    pub exclude_tools: Option<Vec<String>>,
     pub no_tools: bool,
     pub no_builtin_tools: bool,
     pub name: Option<String>,
@@ -80,6 +84,23 @@ impl Args {
     pub fn unsupported(&self) -> Option<&'static str> {
         (!self.themes.is_empty())
             .then_some("--theme styles pi's interactive TUI, which pi-rs does not have")
+    }
+
+    /// A `--tools` list pi refuses (names mixed with `+name`/`-name`, or a modifier with a
+    /// pattern), as pi words it: `--tools: <problem>`.
+    pub fn tool_list_error(&self) -> Option<String> {
+        let problem = crate::tools::selection::tool_list_error(self.tools.as_deref()?)?;
+        Some(format!("{}: {problem}", self.tools_flag))
+    }
+
+    /// `--no-tools` (everything) over `--no-builtin-tools` (the built-ins).
+    pub fn no_tools(&self) -> crate::tools::selection::NoTools {
+        use crate::tools::selection::NoTools;
+        match (self.no_tools, self.no_builtin_tools) {
+            (true, _) => NoTools::All,
+            (false, true) => NoTools::Builtin,
+            (false, false) => NoTools::Keep,
+        }
     }
 
     /// `--mode rpc`, `--mode json`, `--mode text` or `-p`; without either, print mode when stdin
@@ -158,6 +179,7 @@ fn expand_short_aliases(arg: OsString) -> OsString {
         Some("-ns") => "--no-skills",
         Some("-np") => "--no-prompt-templates",
         Some("-nc") => "--no-context-files",
+        Some("-xt") => "--exclude-tools",
         _ => return arg,
     };
     OsString::from(long)
@@ -201,14 +223,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 .append_system_prompt
                 .push(string(parser.value()?, "--append-system-prompt")?),
             Short('t') | Long("tools") => {
-                let list = string(parser.value()?, "--tools")?;
-                out.tools = Some(
-                    list.split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(String::from)
-                        .collect(),
-                );
+                out.tools_flag = if matches!(arg, Short('t')) {
+                    "-t"
+                } else {
+                    "--tools"
+                };
+                out.tools = Some(comma_list(string(parser.value()?, "--tools")?));
+            }
+            Long("exclude-tools") => {
+                let list = string(parser.value()?, "--exclude-tools")?;
+                out.exclude_tools = Some(comma_list(list));
             }
             Long("no-tools") => out.no_tools = true,
             Long("no-builtin-tools") => out.no_builtin_tools = true,
@@ -273,6 +297,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
     Ok(out)
 }
 
+/// A comma-separated flag value: trimmed entries, empty ones dropped.
+fn comma_list(list: String) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// Takes the next argument if it is a plain word (not a flag), for flags with an optional value.
 fn next_bare_word(parser: &mut lexopt::Parser) -> Option<String> {
     let mut raw = parser.try_raw_args()?;
@@ -334,8 +367,10 @@ Options:
   --api-key <key>                key for the selected model's provider (not stored)
   --system-prompt <text|file>    replace the system prompt's body
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
-  -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls, MCP
-                                 tools mcp__<server>__<tool>; * patterns)
+  -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls,
+                                 extension tools, MCP tools mcp__<server>__<tool>; * patterns),
+                                 or +name/-name entries that adjust the default set
+  -xt, --exclude-tools <a,b,...> take these tools out (names or * patterns), applied last
   -nt, --no-tools                no tools at all
   -nbt, --no-builtin-tools       no built-in tools (extension and MCP tools stay)
   --no-mcp                       no MCP servers this run
@@ -425,6 +460,25 @@ mod tests {
         assert_eq!(
             args.tools,
             Some(vec!["read".to_string(), "mcp__docs__*".to_string()])
+        );
+    }
+
+    #[test]
+    fn tool_lists_and_their_errors() {
+        let args = parse_str(&["-t", "-write,+grep", "-xt", "bash, e*"]).unwrap();
+        assert_eq!(
+            args.tools,
+            Some(vec!["-write".to_string(), "+grep".to_string()])
+        );
+        assert_eq!(
+            args.exclude_tools,
+            Some(vec!["bash".to_string(), "e*".to_string()])
+        );
+        assert_eq!(args.tool_list_error(), None);
+        let mixed = parse_str(&["-t", "read,+grep"]).unwrap();
+        assert_eq!(
+            mixed.tool_list_error().as_deref(),
+            Some("-t: tool names cannot be mixed with +name or -name entries")
         );
     }
 

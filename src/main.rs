@@ -93,6 +93,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
     if let Some(refusal) = args.unsupported() {
         return Err(error::Error::Unsupported(refusal));
     }
+    if let Some(problem) = args.tool_list_error() {
+        return Err(error::Error::ToolList(problem));
+    }
 
     let mut cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
     let agent_dir = config::agent_dir_from_env();
@@ -187,10 +190,6 @@ fn run(args: Args) -> Result<u8, error::Error> {
     let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)?;
     print_warnings(&start.warnings);
     let (model, thinking) = (start.model, start.thinking);
-    let tool_names = tools::active_builtins(
-        args.tools.as_deref(),
-        args.no_tools || args.no_builtin_tools,
-    );
     tools::env::set_passthrough(tools::env::names_from_setting(
         config.setting("shellEnvPassthrough"),
     ));
@@ -245,6 +244,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
         .as_ref()
         .map(|h| h.tools())
         .unwrap_or_default();
+    let selection = select_tools(&args, &config, &extension_tools);
+    let extension_tools = selection.filter.offered(extension_tools);
+    let tool_names = selection.builtins;
     let prompt_sources = resources::system_prompt::RunSources {
         system_prompt: args.system_prompt.as_deref(),
         append: &args.append_system_prompt,
@@ -269,8 +271,12 @@ fn run(args: Args) -> Result<u8, error::Error> {
         log::warn!("signals are not handled: {e}");
     }
     let mcp = mcp_config.map(|loaded| {
-        let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
-        mcp::McpHost::start(loaded, filter, cwd.clone(), agent_dir.clone())
+        mcp::McpHost::start(
+            loaded,
+            selection.filter.clone(),
+            cwd.clone(),
+            agent_dir.clone(),
+        )
     });
     // Spill files a session file may refer to outlive the process; otherwise they go at exit.
     let session_persisted = session.file_path().is_some();
@@ -290,6 +296,7 @@ fn run(args: Args) -> Result<u8, error::Error> {
         model,
         thinking,
         tool_names,
+        tool_filter: selection.filter,
         system_prompt,
     };
     let result = match print_output {
@@ -360,6 +367,39 @@ fn run_print(
 }
 
 /// Warnings for stderr, one line each (config problems never stop pi-rs: built-ins stay usable).
+/// The run's tools from `--tools`, `--exclude-tools`, `--no-tools` / `--no-builtin-tools` and
+/// settings `defaultTools` (`tools::selection`); names that match no tool are said once.
+fn select_tools(
+    args: &Args,
+    config: &Config,
+    extension_tools: &[extensions::ExtensionTool],
+) -> tools::selection::Selection {
+    use tools::selection;
+    let defaults = selection::default_tools(
+        config.scoped_setting(false, "defaultTools"),
+        config.scoped_setting(true, "defaultTools"),
+    );
+    let known: Vec<String> = extension_tools
+        .iter()
+        .map(|t| t.decl.name.clone())
+        .collect();
+    let lists = [
+        args.tools.as_deref(),
+        args.exclude_tools.as_deref(),
+        defaults.as_deref(),
+    ];
+    let unknown = selection::unknown_names(lists.into_iter().flatten(), &known);
+    if !unknown.is_empty() {
+        eprintln!("Warning: no tool is named {}; ignored", unknown.join(", "));
+    }
+    selection::resolve(
+        args.tools.as_deref(),
+        args.exclude_tools.as_deref(),
+        args.no_tools(),
+        defaults,
+    )
+}
+
 fn print_warnings<T: std::fmt::Display>(warnings: impl IntoIterator<Item = T>) {
     let mut stderr = std::io::stderr().lock();
     for warning in warnings {

@@ -394,7 +394,7 @@ impl Agent {
         let Some(host) = &self.extensions.host else {
             return;
         };
-        self.tools.extension_tools = host.tools();
+        self.tools.extension_tools = self.tools.filter.offered(host.tools());
         self.refresh_tool_specs();
     }
 

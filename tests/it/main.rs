@@ -35,5 +35,6 @@ mod sse;
 mod steering;
 mod subcommands;
 mod support;
+mod tool_selection;
 mod turns;
 mod workspace;
