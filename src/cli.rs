@@ -39,6 +39,8 @@ pub struct Args {
     pub continue_session: bool,
     pub resume: bool,
     pub fork: Option<String>,
+    /// `--session-id <id>`.
+    pub session_id: Option<String>,
     pub extensions: Vec<String>,
     pub no_extensions: bool,
     /// `--approve` (true) / `--no-approve` (false): this run's project-trust decision.
@@ -125,6 +127,7 @@ impl Args {
             continue_recent: self.continue_session,
             resume: self.resume,
             session_dir: self.session_dir.as_deref(),
+            session_id: self.session_id.as_deref(),
         }
     }
 
@@ -248,6 +251,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Short('c') | Long("continue") => out.continue_session = true,
             Short('r') | Long("resume") => out.resume = true,
             Long("fork") => out.fork = Some(string(parser.value()?, "--fork")?),
+            Long("session-id") => out.session_id = Some(string(parser.value()?, "--session-id")?),
             Short('e') | Long("extension") => {
                 out.extensions.push(string(parser.value()?, "--extension")?)
             }
@@ -379,6 +383,8 @@ Options:
   --session <file|id>            resume this session
   -c, --continue                 continue the most recent session of this folder
   --fork <file|id>               start a new session from a copy of this one
+  --session-id <id>              this folder's session with that id, else a new one with it
+                                 (with --fork: the copy's id)
   --session-dir <dir>            where session files go
   -e, --extension <path>         load an executable extension (repeatable); -ne: none
   --skill <path>                 load a skill (repeatable); -ns, --no-skills: none
