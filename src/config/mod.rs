@@ -601,15 +601,29 @@ impl Config {
     pub fn compaction_enabled(&self) -> bool {
         self.settings.get_bool("compaction.enabled").unwrap_or(true)
     }
-    pub fn compaction_reserve_tokens(&self) -> u64 {
-        self.settings
-            .get_u64("compaction.reserveTokens")
+    /// `compaction.reserveTokens` for `model`: its `compaction.modelOverrides["provider/id"]`
+    /// value first (pi 1.6.0), default 16384.
+    pub fn compaction_reserve_tokens(&self, model: &Model) -> u64 {
+        self.compaction_override(model, "reserveTokens")
+            .or_else(|| self.settings.get_u64("compaction.reserveTokens"))
             .unwrap_or(16384)
     }
-    pub fn compaction_keep_recent_tokens(&self) -> u64 {
-        self.settings
-            .get_u64("compaction.keepRecentTokens")
+    /// `compaction.keepRecentTokens` for `model`, as [`Config::compaction_reserve_tokens`];
+    /// default 20000.
+    pub fn compaction_keep_recent_tokens(&self, model: &Model) -> u64 {
+        self.compaction_override(model, "keepRecentTokens")
+            .or_else(|| self.settings.get_u64("compaction.keepRecentTokens"))
             .unwrap_or(20000)
+    }
+    /// A model's own compaction token setting; one that is not a non-negative integer is
+    /// ignored (pi 1.6.0 fails the compaction on it), one over 100 M tokens clamped.
+    fn compaction_override(&self, model: &Model, field: &str) -> Option<u64> {
+        self.settings
+            .get("compaction.modelOverrides")?
+            .get(format!("{}/{}", model.provider, model.id))?
+            .get(field)?
+            .as_u64()
+            .map(|tokens| tokens.min(settings::MAX_TOKENS_SETTING))
     }
     pub fn retry_enabled(&self) -> bool {
         self.settings.get_bool("retry.enabled").unwrap_or(true)

@@ -123,7 +123,7 @@ struct Modified {
 }
 
 /// Largest token count a setting may name (`compaction.*`, `thinkingBudgets.*`): 100 M tokens.
-const MAX_TOKENS_SETTING: u64 = 100_000_000;
+pub(super) const MAX_TOKENS_SETTING: u64 = 100_000_000;
 /// Largest delay or timeout a setting may name, in milliseconds: a day (`deadline::MAX_WAIT`).
 const MAX_DELAY_MS_SETTING: u64 = 86_400_000;
 
