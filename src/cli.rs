@@ -28,6 +28,10 @@ pub struct Args {
     pub system_prompt: Option<String>,
     pub append_system_prompt: Vec<String>,
     pub tools: Option<Vec<String>>,
+    /// How `--tools` was spelled (`-t` or `--tools`), for its error.
+    pub tools_flag: &'static str,
+    /// `--exclude-tools` / `-xt`: names or patterns taken out last.
+    pub exclude_tools: Option<Vec<String>>,
     pub no_tools: bool,
     pub no_builtin_tools: bool,
     pub name: Option<String>,
@@ -37,6 +41,8 @@ pub struct Args {
     pub continue_session: bool,
     pub resume: bool,
     pub fork: Option<String>,
+    /// `--session-id <id>`.
+    pub session_id: Option<String>,
     pub extensions: Vec<String>,
     pub no_extensions: bool,
     /// `--approve` (true) / `--no-approve` (false): this run's project-trust decision.
@@ -88,6 +94,23 @@ impl Args {
             .then_some("--theme styles pi's interactive TUI, which pi-rs does not have")
     }
 
+    /// A `--tools` list pi refuses (names mixed with `+name`/`-name`, or a modifier with a
+    /// pattern), as pi words it: `--tools: <problem>`.
+    pub fn tool_list_error(&self) -> Option<String> {
+        let problem = crate::tools::selection::tool_list_error(self.tools.as_deref()?)?;
+        Some(format!("{}: {problem}", self.tools_flag))
+    }
+
+    /// `--no-tools` (everything) over `--no-builtin-tools` (the built-ins).
+    pub fn no_tools(&self) -> crate::tools::selection::NoTools {
+        use crate::tools::selection::NoTools;
+        match (self.no_tools, self.no_builtin_tools) {
+            (true, _) => NoTools::All,
+            (false, true) => NoTools::Builtin,
+            (false, false) => NoTools::Keep,
+        }
+    }
+
     /// `--mode rpc`, `--mode json`, `--mode text` or `-p`; without either, print mode when stdin
     /// is piped (as pi does) and [`RunMode::NoTui`] on a terminal.
     pub fn run_mode(&self, stdin_is_terminal: bool) -> RunMode {
@@ -111,6 +134,7 @@ impl Args {
             continue_recent: self.continue_session,
             resume: self.resume,
             session_dir: self.session_dir.as_deref(),
+            session_id: self.session_id.as_deref(),
         }
     }
 
@@ -165,6 +189,7 @@ fn expand_short_aliases(arg: OsString) -> OsString {
         Some("-ns") => "--no-skills",
         Some("-np") => "--no-prompt-templates",
         Some("-nc") => "--no-context-files",
+        Some("-xt") => "--exclude-tools",
         _ => return arg,
     };
     OsString::from(long)
@@ -209,14 +234,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
                 .append_system_prompt
                 .push(string(parser.value()?, "--append-system-prompt")?),
             Short('t') | Long("tools") => {
-                let list = string(parser.value()?, "--tools")?;
-                out.tools = Some(
-                    list.split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(String::from)
-                        .collect(),
-                );
+                out.tools_flag = if matches!(arg, Short('t')) {
+                    "-t"
+                } else {
+                    "--tools"
+                };
+                out.tools = Some(comma_list(string(parser.value()?, "--tools")?));
+            }
+            Long("exclude-tools") => {
+                let list = string(parser.value()?, "--exclude-tools")?;
+                out.exclude_tools = Some(comma_list(list));
             }
             Long("no-tools") => out.no_tools = true,
             Long("no-builtin-tools") => out.no_builtin_tools = true,
@@ -232,6 +259,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, CliError>
             Short('c') | Long("continue") => out.continue_session = true,
             Short('r') | Long("resume") => out.resume = true,
             Long("fork") => out.fork = Some(string(parser.value()?, "--fork")?),
+            Long("session-id") => out.session_id = Some(string(parser.value()?, "--session-id")?),
             Short('e') | Long("extension") => {
                 out.extensions.push(string(parser.value()?, "--extension")?)
             }
@@ -302,6 +330,15 @@ fn flag_word(parser: &mut lexopt::Parser) -> Option<String> {
     Some(word)
 }
 
+/// A comma-separated flag value: trimmed entries, empty ones dropped.
+fn comma_list(list: String) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// Takes the next argument if it is a plain word (not a flag), for flags with an optional value.
 fn next_bare_word(parser: &mut lexopt::Parser) -> Option<String> {
     let mut raw = parser.try_raw_args()?;
@@ -341,25 +378,48 @@ const HELP: &str = "\
 Usage:
   pi --mode rpc [options]        JSONL commands on stdin, responses and events on stdout
   pi --mode acp [options]        the Agent Client Protocol (editors: Zed, JetBrains, Neovim)
+  pi -p [options] [@file] <msg>  one prompt, the answer's text on stdout (also: piped stdin)
+  pi --mode json [options] <msg> one prompt, every event as a JSON line on stdout
   pi --list-models [search]      list the models you have credentials for
+  pi --export <session> [out]    write a session file as HTML
   pi login <provider> [domain]   subscription login: github-copilot (device code; optional
                                  GitHub Enterprise domain), anthropic, openai-codex (paste code)
   pi logout <provider>           remove the provider's credentials from auth.json
+  pi auth login|logout <provider>  the same as pi login / pi logout
+  pi mcp add|remove|list         edit mcp.json (the MCP servers)
+  pi install|remove|update|list|config, pi auth print-api-key|print-bearer-token|check
+                                 pi's package and credential commands: their usage is checked,
+                                 but pi-rs does not have them yet (exit 1, never a prompt)
 
 Options:
-  --mode rpc|acp|json|text       protocol mode (json and text: print modes, not yet in pi-rs)
+  --mode rpc|acp|json|text       protocol mode (text is -p; acp: the Agent Client Protocol)
+  -p, --print                    print mode: answer the prompt and exit
   --provider <name>              provider for --model
   --model <pattern>              model id, provider/id, or pattern; optional :<thinking> suffix
+  --models <patterns>            the models cycle_model walks (comma-separated)
   --thinking <level>             off, minimal, low, medium, high, xhigh, max
   --api-key <key>                key for the selected model's provider (not stored)
   --system-prompt <text|file>    replace the system prompt's body
   --append-system-prompt <text|file>  append to the system prompt (repeatable)
-  -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls)
+  -t, --tools <a,b,...>          only these tools (read, bash, edit, write, grep, find, ls,
+                                 extension tools, MCP tools mcp__<server>__<tool>; * patterns),
+                                 or +name/-name entries that adjust the default set
+  -xt, --exclude-tools <a,b,...> take these tools out (names or * patterns), applied last
   -nt, --no-tools                no tools at all
-  --no-mcp                       no MCP servers this run (pi mcp add|remove|list edits mcp.json)
+  -nbt, --no-builtin-tools       no built-in tools (extension and MCP tools stay)
+  --no-mcp                       no MCP servers this run
   -n, --name <name>              session display name
   --no-session                   keep the session in memory only
+  --session <file|id>            resume this session
+  -c, --continue                 continue the most recent session of this folder
+  --fork <file|id>               start a new session from a copy of this one
+  --session-id <id>              this folder's session with that id, else a new one with it
+                                 (with --fork: the copy's id)
   --session-dir <dir>            where session files go
+  -e, --extension <path>         load an executable extension (repeatable); -ne: none
+  --skill <path>                 load a skill (repeatable); -ns, --no-skills: none
+  --prompt-template <path>       load a prompt template (repeatable); -np: none
+  -nc, --no-context-files        no AGENTS.md / CLAUDE.md
   -a, --approve                  trust this project's .pi/ resources for this run
   -na, --no-approve              ignore this project's .pi/ resources for this run
   --rpc-profile <name>           protocol generation on stdout: default (newest pi) or legacy
@@ -370,6 +430,7 @@ Options:
   -h, --help                     this text
   -v, --version                  the pi version whose protocol this speaks (--verbose: also pi-rs's)
 
+Not in pi-rs: pi's interactive terminal UI (--resume, --theme), TypeScript extensions.
 Config: $PI_CODING_AGENT_DIR (default ~/.pi/agent): settings.json, models.json, auth.json.
 ";
 
@@ -435,6 +496,25 @@ mod tests {
         assert_eq!(
             args.tools,
             Some(vec!["read".to_string(), "mcp__docs__*".to_string()])
+        );
+    }
+
+    #[test]
+    fn tool_lists_and_their_errors() {
+        let args = parse_str(&["-t", "-write,+grep", "-xt", "bash, e*"]).unwrap();
+        assert_eq!(
+            args.tools,
+            Some(vec!["-write".to_string(), "+grep".to_string()])
+        );
+        assert_eq!(
+            args.exclude_tools,
+            Some(vec!["bash".to_string(), "e*".to_string()])
+        );
+        assert_eq!(args.tool_list_error(), None);
+        let mixed = parse_str(&["-t", "read,+grep"]).unwrap();
+        assert_eq!(
+            mixed.tool_list_error().as_deref(),
+            Some("-t: tool names cannot be mixed with +name or -name entries")
         );
     }
 

@@ -17,8 +17,14 @@
 //!
 //! How it ends: both threads start on first use and live as long as the process; `flush` (at
 //! shutdown, bounded) waits until everything queued so far on both is done.
+//!
+//! Also here: [`replace_file`], the one way pi-rs replaces a whole file (the write and edit tools,
+//! settings.json).
 
-use std::fs::File;
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -149,11 +155,142 @@ pub fn fsync(file: &File) -> std::io::Result<()> {
     file.sync_all()
 }
 
+/// Replaces the file at `path` with `bytes` so that a reader sees the old contents or the new
+/// ones, never a part: a temp file in the same folder, written and fsynced, renamed over it,
+/// keeping the old file's mode and owner. A symlink is written through (its target is replaced,
+/// the link stays; a dangling link's target is created).
+///
+/// Written in place instead (as a plain write would, not atomically) when a rename would change
+/// what the path is: not a regular file (`/dev/null`), several hard links (the others would keep
+/// the old contents), an owner pi-rs cannot give the new file, or a folder pi-rs cannot create
+/// the temp file in (a writable file in a read-only folder). An existing file that cannot be
+/// opened for writing gives the error a plain write would (`EACCES`, `EISDIR`, `ETXTBSY`).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let target = write_target(path);
+    let existing = fs::metadata(&target).ok();
+    if let Some(meta) = &existing {
+        if !meta.is_file() || meta.nlink() > 1 {
+            return fs::write(&target, bytes);
+        }
+        fs::OpenOptions::new().write(true).open(&target)?;
+    }
+    match write_through_temp(&target, bytes, existing.as_ref()) {
+        Ok(true) => Ok(()),
+        Ok(false) => fs::write(&target, bytes),
+        Err(e) => Err(e),
+    }
+}
+
+/// `path`, or the file a symlink at `path` leads to (absolute against the link's folder when it
+/// dangles).
+fn write_target(path: &Path) -> PathBuf {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| match fs::read_link(path) {
+                Ok(target) => path.parent().unwrap_or(Path::new("/")).join(target),
+                Err(_) => path.to_path_buf(),
+            })
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+/// The temp-file-and-rename write; `Ok(false)` when it cannot be done that way (no temp file in
+/// the folder, the owner cannot be kept) and nothing was changed.
+fn write_through_temp(
+    target: &Path,
+    bytes: &[u8],
+    existing: Option<&fs::Metadata>,
+) -> std::io::Result<bool> {
+    let dir = match target.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(
+        ".{name}.{}-{}.tmp",
+        std::process::id(),
+        crate::ids::random_hex(4)
+    ));
+    let Ok(mut file) = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+    else {
+        return Ok(false);
+    };
+    let kept = existing.is_none_or(|old| {
+        let ours = file.metadata().ok();
+        let same_owner = ours.is_some_and(|m| (m.uid(), m.gid()) == (old.uid(), old.gid()));
+        let owner_kept = same_owner
+            || std::os::unix::fs::fchown(&file, Some(old.uid()), Some(old.gid())).is_ok();
+        let mode = fs::Permissions::from_mode(old.mode() & 0o7777);
+        owner_kept && file.set_permissions(mode).is_ok()
+    });
+    if !kept {
+        drop(file);
+        let _ = fs::remove_file(&temp);
+        return Ok(false);
+    }
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| fsync(&file))
+        .and_then(|()| fs::rename(&temp, target));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(e);
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn replace_file_renames_keeps_the_mode_and_follows_links() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = crate::test_support::temp_dir("replace-file");
+        let file = dir.join("a.txt");
+        replace_file(&file, b"new file").unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"new file");
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o604)).unwrap();
+        let inode = fs::metadata(&file).unwrap().ino();
+        replace_file(&file, b"second").unwrap();
+        let meta = fs::metadata(&file).unwrap();
+        assert_ne!(meta.ino(), inode, "a new file was renamed over it");
+        assert_eq!(meta.mode() & 0o7777, 0o604);
+        assert_eq!(fs::read(&file).unwrap(), b"second");
+
+        std::os::unix::fs::symlink("made.txt", dir.join("dangling")).unwrap();
+        replace_file(&dir.join("dangling"), b"via link").unwrap();
+        assert_eq!(fs::read(dir.join("made.txt")).unwrap(), b"via link");
+        assert!(
+            fs::symlink_metadata(dir.join("dangling"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+
+        fs::hard_link(&file, dir.join("b.txt")).unwrap();
+        let inode = fs::metadata(&file).unwrap().ino();
+        replace_file(&file, b"both names").unwrap();
+        assert_eq!(fs::metadata(&file).unwrap().ino(), inode, "in place");
+        assert_eq!(fs::read(dir.join("b.txt")).unwrap(), b"both names");
+
+        assert!(replace_file(&dir, b"x").is_err(), "a folder is an error");
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 4, "no temp file left: {names:?}");
+        let _ = fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_record_waits_for_the_writes_queued_before_it_but_not_for_syncs() {

@@ -16,6 +16,8 @@ pub enum Error {
     WorkingDirectory(std::io::Error),
     /// A flag pi-rs cannot honour (refused, never silently ignored).
     Unsupported(&'static str),
+    /// A `--tools` list pi refuses.
+    ToolList(String),
     /// `@file` arguments without print mode.
     FileArgsInRpcMode,
     Profile(InvalidProfile),
@@ -32,6 +34,7 @@ impl std::fmt::Display for Error {
         match self {
             Error::WorkingDirectory(e) => write!(f, "cannot read the working directory: {e}"),
             Error::Unsupported(text) => f.write_str(text),
+            Error::ToolList(text) => f.write_str(text),
             Error::FileArgsInRpcMode => {
                 f.write_str("@file arguments are not supported in RPC mode")
             }
@@ -54,7 +57,7 @@ impl std::error::Error for Error {
             Error::PrintInput(e) => Some(e),
             Error::Session(e) => Some(e),
             Error::Model(e) => Some(e),
-            Error::Unsupported(_) | Error::FileArgsInRpcMode => None,
+            Error::Unsupported(_) | Error::ToolList(_) | Error::FileArgsInRpcMode => None,
         }
     }
 }

@@ -34,6 +34,7 @@ mod rpc;
 mod sandbox;
 mod session;
 mod signals;
+mod subcommands;
 #[cfg(test)]
 mod test_support;
 mod time;
@@ -47,33 +48,13 @@ use config::{Config, Diagnostic};
 use rpc::print_mode;
 
 fn main() -> ExitCode {
-    // `pi login <provider>` / `pi logout <provider>`: subscription logins, no agent.
+    // `pi install`, `pi auth …`, `pi mcp …`, `pi login …`: commands of their own, not a session.
     let words: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|w| w.to_string_lossy().into_owned())
         .collect();
-    if let Some(code) = packages::cli::run(&words) {
+    if let Some(code) = subcommands::run(&words, &config::agent_dir_from_env()) {
         return ExitCode::from(code);
-    }
-    if let Some(command @ ("login" | "logout")) = words.first().map(String::as_str) {
-        init_logging(false);
-        return ExitCode::from(login::run(
-            command,
-            &words[1..],
-            &config::agent_dir_from_env(),
-        ));
-    }
-    // `pi mcp …` is a shell command of its own, not a session.
-    let mut raw = std::env::args_os().skip(1);
-    if raw.next().is_some_and(|first| first == "mcp") {
-        init_logging(false);
-        let Ok(cwd) = std::env::current_dir() else {
-            eprintln!("Error: cannot read the working directory");
-            return ExitCode::from(1);
-        };
-        let agent_dir = config::agent_dir_from_env();
-        let trusted = Config::load(agent_dir.clone(), cwd.clone(), None).project_trusted();
-        return ExitCode::from(mcp::cli::run(raw.collect(), &agent_dir, &cwd, trusted));
     }
     let args = match cli::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
@@ -94,7 +75,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: bool) {
+pub(crate) fn init_logging(verbose: bool) {
     let default = if verbose { "debug" } else { "warn" };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
         .target(env_logger::Target::Stderr)
@@ -113,6 +94,9 @@ fn run(args: Args) -> Result<u8, error::Error> {
     }
     if let Some(refusal) = args.unsupported() {
         return Err(error::Error::Unsupported(refusal));
+    }
+    if let Some(problem) = args.tool_list_error() {
+        return Err(error::Error::ToolList(problem));
     }
 
     let cwd = std::env::current_dir().map_err(error::Error::WorkingDirectory)?;
@@ -253,10 +237,6 @@ fn build_setup(
     let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)?;
     print_warnings(&start.warnings);
     let (model, thinking) = (start.model, start.thinking);
-    let tool_names = tools::active_builtins(
-        args.tools.as_deref(),
-        args.no_tools || args.no_builtin_tools,
-    );
     tools::env::set_passthrough(tools::env::names_from_setting(
         config.setting("shellEnvPassthrough"),
     ));
@@ -327,6 +307,9 @@ fn build_setup(
         .as_ref()
         .map(|h| h.tools())
         .unwrap_or_default();
+    let selection = select_tools(&args, &config, &extension_tools);
+    let extension_tools = selection.filter.offered(extension_tools);
+    let tool_names = selection.builtins;
     let prompt_sources = resources::system_prompt::RunSources {
         system_prompt: args.system_prompt.as_deref(),
         append: &args.append_system_prompt,
@@ -347,12 +330,11 @@ fn build_setup(
     );
 
     let mcp = mcp_config.map(|loaded| {
-        let filter = mcp::ToolFilter::from_cli(args.tools.as_deref(), args.no_tools);
         let policy = sandbox.policy();
         let reconnect_sandbox = (policy.mode != sandbox::Mode::Off).then_some(policy);
         mcp::McpHost::start(
             loaded,
-            filter,
+            selection.filter.clone(),
             cwd.clone(),
             agent_dir.clone(),
             reconnect_sandbox,
@@ -374,6 +356,7 @@ fn build_setup(
         model,
         thinking,
         tool_names,
+        tool_filter: selection.filter,
         system_prompt,
     })))
 }
@@ -480,7 +463,6 @@ fn run_print(
     })
 }
 
-/// Warnings for stderr, one line each (config problems never stop pi-rs: built-ins stay usable).
 /// The folder the sandbox makes writable: a resumed session runs in the cwd its file names (as
 /// pi does), but a session file may come from anyone, so that folder is the writable root only
 /// when it is the start directory, inside it, or a trusted project; otherwise the start
@@ -504,6 +486,40 @@ fn sandbox_root(
     (start.to_path_buf(), Some(warning))
 }
 
+/// The run's tools from `--tools`, `--exclude-tools`, `--no-tools` / `--no-builtin-tools` and
+/// settings `defaultTools` (`tools::selection`); names that match no tool are said once.
+fn select_tools(
+    args: &Args,
+    config: &Config,
+    extension_tools: &[extensions::ExtensionTool],
+) -> tools::selection::Selection {
+    use tools::selection;
+    let defaults = selection::default_tools(
+        config.scoped_setting(false, "defaultTools"),
+        config.scoped_setting(true, "defaultTools"),
+    );
+    let known: Vec<String> = extension_tools
+        .iter()
+        .map(|t| t.decl.name.clone())
+        .collect();
+    let lists = [
+        args.tools.as_deref(),
+        args.exclude_tools.as_deref(),
+        defaults.as_deref(),
+    ];
+    let unknown = selection::unknown_names(lists.into_iter().flatten(), &known);
+    if !unknown.is_empty() {
+        eprintln!("Warning: no tool is named {}; ignored", unknown.join(", "));
+    }
+    selection::resolve(
+        args.tools.as_deref(),
+        args.exclude_tools.as_deref(),
+        args.no_tools(),
+        defaults,
+    )
+}
+
+/// Warnings for stderr, one line each (config problems never stop pi-rs: built-ins stay usable).
 fn print_warnings<T: std::fmt::Display>(warnings: impl IntoIterator<Item = T>) {
     let mut stderr = std::io::stderr().lock();
     for warning in warnings {

@@ -40,11 +40,18 @@ pub struct BashJobState {
     job: u64,
     request_id: Option<Value>,
     command: String,
+    /// `excludeFromContext` of the request: kept on the message, which the model then never sees.
+    exclude_from_context: Option<bool>,
     pub cancel: crate::child::CancelFlag,
 }
 
 impl Agent {
-    pub(super) fn start_bash(&mut self, id: Option<&Value>, command: String) {
+    pub(super) fn start_bash(
+        &mut self,
+        id: Option<&Value>,
+        command: String,
+        exclude_from_context: Option<bool>,
+    ) {
         self.bash.next_job += 1;
         let cancel = crate::child::CancelFlag::default();
         let job = bash_command::BashJob {
@@ -60,6 +67,7 @@ impl Agent {
                 job: self.bash.next_job,
                 request_id: id.cloned(),
                 command,
+                exclude_from_context,
                 cancel,
             }),
             Err(e) => self.respond_error(id, "bash", &format!("Cannot start the command: {e}")),
@@ -104,7 +112,7 @@ impl Agent {
                     truncated: result.truncated,
                     full_output_path: result.full_output_path.clone(),
                     timestamp: now_ms(),
-                    exclude_from_context: None,
+                    exclude_from_context: job.exclude_from_context,
                 });
                 if self.is_busy() {
                     // pi holds it until the next prompt, so a streaming turn's context is stable.

@@ -74,7 +74,10 @@ impl Agent {
             Command::GetForkMessages => self.get_fork_messages(id),
             Command::GetEntries { since } => self.get_entries(id, since.as_deref()),
             Command::GetTree => self.get_tree(id),
-            Command::Bash { command } => self.start_bash(id, command),
+            Command::Bash {
+                command,
+                exclude_from_context,
+            } => self.start_bash(id, command, exclude_from_context),
             Command::AbortBash => self.abort_bash(id),
             Command::Compact {
                 custom_instructions,

@@ -527,13 +527,12 @@ pub struct SummaryRequest {
     pub kind: SummaryKind,
     pub system_prompt: String,
     pub user_text: String,
-    pub max_tokens: u64,
 }
 
 impl SummaryRequest {
     /// The provider request: `base` is the request the agent would send now (model, key,
     /// headers, thinking level, timeouts); its prompt, messages, tools and output cap are
-    /// replaced. Thinking stays on only for reasoning models (pi passes the session's level then).
+    /// replaced (the cap: [`summary_max_tokens`], as pi 1.6.0). Thinking stays on only for reasoning models (pi passes the session's level then).
     /// pi makes this call without the session id (no affinity headers, no prompt cache key) and
     /// without the settings' thinking budgets, so both are cleared.
     pub fn into_stream_request(self, mut base: StreamRequest) -> StreamRequest {
@@ -543,7 +542,7 @@ impl SummaryRequest {
             vec![],
         ))];
         base.tools = Vec::new();
-        base.max_tokens = Some(self.max_tokens);
+        base.max_tokens = Some(summary_max_tokens(&base.model, &self.user_text));
         base.session_id = String::new();
         base.thinking_budgets = [None; 4];
         if !base.model.reasoning {
@@ -570,9 +569,24 @@ impl SummaryRequest {
     }
 }
 
-/// floor(fraction · reserve) computed as JavaScript does.
-fn budget(fraction: f64, reserve_tokens: u64) -> u64 {
-    (fraction * reserve_tokens as f64).floor() as u64
+/// The output cap of a summary call as pi 1.6.0 sizes it: the model's output limit (no longer a
+/// share of `reserveTokens`), fitted into the context window left after the prompt as pi-ai's
+/// `clampMaxTokensToContext` fits it — the prompt estimated at 3.5 UTF-16 units a token, a margin
+/// of 15 % of it (at least 4096 tokens) kept while that leaves 32768 tokens of output, else only
+/// the 4096 and at most 32768 tokens out; never below 1.
+pub fn summary_max_tokens(model: &Model, user_text: &str) -> u64 {
+    let wanted = i64::try_from(model.max_tokens).unwrap_or(i64::MAX);
+    if model.context_window == 0 {
+        return wanted.max(1) as u64;
+    }
+    let window = i64::try_from(model.context_window).unwrap_or(i64::MAX);
+    let input = (crate::tools::truncate::utf16_len(user_text) as f64 / 3.5).ceil() as i64;
+    let margin = 4096_i64.max((input as f64 * 0.15).ceil() as i64);
+    let mut room = window.saturating_sub(input).saturating_sub(margin);
+    if room < 32768 {
+        room = 32768_i64.min(window.saturating_sub(input).saturating_sub(4096));
+    }
+    wanted.min(room.max(1)).max(0) as u64
 }
 
 impl Preparation {
@@ -610,7 +624,6 @@ impl Preparation {
                 kind: SummaryKind::History,
                 system_prompt: SYSTEM_PROMPT.to_string(),
                 user_text: text,
-                max_tokens: budget(0.8, self.settings.reserve_tokens),
             });
         }
         if self.has_turn_prefix() {
@@ -620,7 +633,6 @@ impl Preparation {
                 kind: SummaryKind::TurnPrefix,
                 system_prompt: SYSTEM_PROMPT.to_string(),
                 user_text: text,
-                max_tokens: budget(0.5, self.settings.reserve_tokens),
             });
         }
         requests

@@ -18,8 +18,8 @@ use crate::session::SessionEntry;
 impl Agent {
     fn compaction_settings(&self) -> CompactionSettings {
         CompactionSettings {
-            reserve_tokens: self.config.compaction_reserve_tokens(),
-            keep_recent_tokens: self.config.compaction_keep_recent_tokens(),
+            reserve_tokens: self.config.compaction_reserve_tokens(&self.model),
+            keep_recent_tokens: self.config.compaction_keep_recent_tokens(&self.model),
         }
     }
 
@@ -37,7 +37,7 @@ impl Agent {
                 model: &self.model,
                 messages: &self.messages,
                 branch,
-                reserve_tokens: self.config.compaction_reserve_tokens(),
+                reserve_tokens: self.config.compaction_reserve_tokens(&self.model),
                 overflow_recovery_attempted: self.runs.overflow_recovery_attempted,
             }
             .decide()

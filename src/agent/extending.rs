@@ -458,7 +458,7 @@ impl Agent {
         let Some(host) = &self.extensions.host else {
             return;
         };
-        self.tools.extension_tools = host.tools();
+        self.tools.extension_tools = self.tools.filter.offered(host.tools());
         let names = self
             .tools
             .extension_tools

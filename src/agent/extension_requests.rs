@@ -388,14 +388,14 @@ impl Agent {
                 if !self.config.has_auth(&model.provider) {
                     return Ok(json!(false));
                 }
-                self.switch_model(model, "set");
+                self.switch_model(model, None, "set");
                 Ok(json!(true))
             }
             ControlAction::SetThinkingLevel { level } => {
                 let parsed = ThinkingLevel::parse(&level)
                     .ok_or_else(|| format!("Invalid thinking level: {level}"))?;
                 let level = self.model.clamp_thinking_level(parsed);
-                self.change_thinking_level(level, true);
+                self.change_thinking_level(level);
                 Ok(json!(self.thinking.as_str()))
             }
             ControlAction::Compact {

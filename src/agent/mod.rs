@@ -78,6 +78,8 @@ pub struct AgentSetup {
     pub model: Model,
     pub thinking: ThinkingLevel,
     pub tool_names: Vec<String>,
+    /// Which extension tools `--tools` / `--exclude-tools` leave (`tools::selection`).
+    pub tool_filter: crate::tools::selection::ToolFilter,
     pub system_prompt: String,
     /// `--models` / enabledModels: what cycle_model cycles through (empty: every available model).
     pub scoped_models: Vec<crate::config::ScopedModel>,
@@ -214,6 +216,7 @@ impl Agent {
             .map_or(STREAM_IDLE_TIMEOUT, Duration::from_millis);
         let tools = tool_batch::Toolbox::new(
             setup.tool_names,
+            setup.tool_filter,
             setup.extensions.as_ref(),
             setup.mcp.as_ref(),
             setup.approvals,

@@ -1,8 +1,9 @@
 //! The client's model and thinking-level requests (`set_model`, `cycle_model`,
 //! `get_available_models`, `set_thinking_level`, `cycle_thinking_level`,
 //! `get_available_thinking_levels`), each answered at once, and the two changes they share:
-//! `switch_model` and `change_thinking_level` (recorded in the session, persisted as the default
-//! in settings, announced by an event).
+//! `switch_model` and `change_thinking_level`. As pi 1.6.0 (since 0.84.3) both are the session's
+//! own: recorded as session entries (`model_change`, `thinking_level_change`), announced by an
+//! event, never written to the global settings.
 
 use serde_json::{Value, json};
 
@@ -19,7 +20,7 @@ impl Agent {
             .find(|m| m.provider == provider && m.id == model_id);
         match found {
             Some(model) => {
-                self.switch_model(model.clone(), "set");
+                self.switch_model(model.clone(), None, "set");
                 let data = serde_json::to_value(&model).unwrap_or(Value::Null);
                 self.respond_ok(id, "set_model", Some(data));
             }
@@ -32,33 +33,38 @@ impl Agent {
     }
 
     pub(super) fn cycle_model(&mut self, id: Option<&Value>) {
+        let available = self.config.available_models();
         let is_scoped = !self.settings.scoped_models.is_empty();
         let candidates: Vec<(Model, Option<ThinkingLevel>)> = if is_scoped {
+            // Only the scoped models that are still available, as pi.
             self.settings
                 .scoped_models
                 .iter()
+                .filter(|s| {
+                    available
+                        .iter()
+                        .any(|m| m.provider == s.model.provider && m.id == s.model.id)
+                })
                 .map(|s| (s.model.clone(), s.thinking))
                 .collect()
         } else {
-            self.config
-                .available_models()
-                .into_iter()
-                .map(|m| (m, None))
-                .collect()
+            available.into_iter().map(|m| (m, None)).collect()
         };
-        if candidates.len() <= 1 {
-            self.respond_ok(id, "cycle_model", Some(Value::Null));
-            return;
-        }
         let current = candidates
             .iter()
             .position(|(m, _)| m.provider == self.model.provider && m.id == self.model.id);
-        let (next, level) = candidates[current.map_or(0, |p| (p + 1) % candidates.len())].clone();
-        self.switch_model(next, "cycle");
-        if let Some(level) = level {
-            let level = self.model.clamp_thinking_level(level);
-            self.change_thinking_level(level, false);
-        }
+        // pi: the first when the current model is not among them; nothing to do with one.
+        let next = match (current, candidates.len()) {
+            (_, 0) | (Some(_), 1) => None,
+            (None, _) => Some(0),
+            (Some(p), n) => Some((p + 1) % n),
+        };
+        let Some(next) = next else {
+            self.respond_ok(id, "cycle_model", Some(Value::Null));
+            return;
+        };
+        let (model, level) = candidates[next].clone();
+        self.switch_model(model, level, "cycle");
         let data = json!({
             "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
             "thinkingLevel": self.thinking.as_str(),
@@ -89,7 +95,7 @@ impl Agent {
             return;
         };
         let level = self.model.clamp_thinking_level(level);
-        self.change_thinking_level(level, true);
+        self.change_thinking_level(level);
         self.respond_ok(id, "set_thinking_level", None);
     }
 
@@ -101,7 +107,7 @@ impl Agent {
         let levels = self.model.supported_thinking_levels();
         let position = levels.iter().position(|l| *l == self.thinking);
         let next = levels[position.map_or(0, |p| (p + 1) % levels.len())];
-        self.change_thinking_level(next, true);
+        self.change_thinking_level(next);
         let data = json!({ "level": next.as_str() });
         self.respond_ok(id, "cycle_thinking_level", Some(data));
     }
@@ -117,27 +123,29 @@ impl Agent {
         self.respond_ok(id, "get_available_thinking_levels", Some(data));
     }
 
-    /// Switches model: persisted as the default, recorded in the session, thinking re-clamped
-    /// (kept if the old model reasons, else the default level).
-    pub(super) fn switch_model(&mut self, model: Model, source: &str) {
+    /// Switches model: recorded in the session, then the thinking level pi 1.6.0 picks for the
+    /// new model — `explicit` (a scoped model's own level), else the settings'
+    /// `modelThinkingLevels["provider/id"]`, else `defaultThinkingLevel`, else the current
+    /// level — clamped to what the new model supports (an event only when it changes).
+    /// (v2) Extensions hear of it as pi's `model_select` (`source`: "set" or "cycle").
+    pub(super) fn switch_model(
+        &mut self,
+        model: Model,
+        explicit: Option<ThinkingLevel>,
+        source: &str,
+    ) {
         let previous = serde_json::to_value(&self.model).unwrap_or(Value::Null);
-        let wanted = if self.model.reasoning {
-            self.thinking
-        } else {
-            self.config
-                .default_thinking_level()
-                .unwrap_or(ThinkingLevel::Medium)
-        };
+        let wanted = explicit
+            .or_else(|| self.config.model_thinking_level(&model.provider, &model.id))
+            .or_else(|| self.config.default_thinking_level())
+            .unwrap_or(self.thinking);
         self.model = model;
-        // (v2) Extensions hear of it (pi's `model_select`; `source`: "set" or "cycle").
         self.notify_extensions_of(json!({
             "type": "model_select",
             "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
             "previousModel": previous,
             "source": source,
         }));
-        self.config
-            .set_default_model(&self.model.provider, &self.model.id);
         if let Err(e) = self
             .session
             .append_model_change(&self.model.provider, &self.model.id)
@@ -145,11 +153,12 @@ impl Agent {
             log::error!("could not record the model change: {e}");
         }
         let level = self.model.clamp_thinking_level(wanted);
-        self.change_thinking_level(level, false);
+        self.change_thinking_level(level);
     }
 
-    /// Applies an effective thinking-level change: session entry, event, settings default.
-    pub(super) fn change_thinking_level(&mut self, level: ThinkingLevel, persist_default: bool) {
+    /// Applies an effective thinking-level change: session entry and event; nothing when the
+    /// level is the current one.
+    pub(super) fn change_thinking_level(&mut self, level: ThinkingLevel) {
         if level == self.thinking {
             return;
         }
@@ -161,9 +170,6 @@ impl Agent {
         self.thinking = level;
         if let Err(e) = self.session.append_thinking_level_change(level) {
             log::error!("could not record the thinking level change: {e}");
-        }
-        if persist_default && (self.model.reasoning || level != ThinkingLevel::Off) {
-            self.config.set_default_thinking_level(level);
         }
         self.emit(Event::ThinkingLevelChanged {
             level: level.as_str().into(),

@@ -33,6 +33,7 @@ fn agent() -> (Agent, Ends) {
         model: Model::placeholder(),
         thinking: ThinkingLevel::Off,
         tool_names: Vec::new(),
+        tool_filter: Default::default(),
         system_prompt: String::new(),
         scoped_models: Vec::new(),
         messages: Vec::new(),

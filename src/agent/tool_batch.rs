@@ -32,6 +32,8 @@ use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
 /// the sandbox tools start in.
 pub struct Toolbox {
     pub builtins: Vec<String>,
+    /// Which extension tools are offered (MCP tools: the MCP host holds the same filter).
+    pub filter: crate::tools::selection::ToolFilter,
     pub extension_tools: Vec<ExtensionTool>,
     pub specs: Vec<ToolSpec>,
     pub approvals: ApprovalPolicy,
@@ -54,15 +56,19 @@ impl Toolbox {
 impl Toolbox {
     pub fn new(
         builtins: Vec<String>,
+        filter: crate::tools::selection::ToolFilter,
         extensions: Option<&crate::extensions::ExtensionHost>,
         mcp: Option<&crate::mcp::McpHost>,
         approvals: ApprovalPolicy,
         sandbox: crate::sandbox::Sandbox,
     ) -> Toolbox {
-        let extension_tools = extensions.map(|h| h.tools()).unwrap_or_default();
+        let extension_tools = extensions
+            .map(|h| filter.offered(h.tools()))
+            .unwrap_or_default();
         let specs = all_tool_specs(&builtins, &extension_tools, mcp);
         Toolbox {
             builtins,
+            filter,
             extension_tools,
             specs,
             approvals,

@@ -704,15 +704,29 @@ impl Config {
     pub fn compaction_enabled(&self) -> bool {
         self.settings.get_bool("compaction.enabled").unwrap_or(true)
     }
-    pub fn compaction_reserve_tokens(&self) -> u64 {
-        self.settings
-            .get_u64("compaction.reserveTokens")
+    /// `compaction.reserveTokens` for `model`: its `compaction.modelOverrides["provider/id"]`
+    /// value first (pi 1.6.0), default 16384.
+    pub fn compaction_reserve_tokens(&self, model: &Model) -> u64 {
+        self.compaction_override(model, "reserveTokens")
+            .or_else(|| self.settings.get_u64("compaction.reserveTokens"))
             .unwrap_or(16384)
     }
-    pub fn compaction_keep_recent_tokens(&self) -> u64 {
-        self.settings
-            .get_u64("compaction.keepRecentTokens")
+    /// `compaction.keepRecentTokens` for `model`, as [`Config::compaction_reserve_tokens`];
+    /// default 20000.
+    pub fn compaction_keep_recent_tokens(&self, model: &Model) -> u64 {
+        self.compaction_override(model, "keepRecentTokens")
+            .or_else(|| self.settings.get_u64("compaction.keepRecentTokens"))
             .unwrap_or(20000)
+    }
+    /// A model's own compaction token setting; one that is not a non-negative integer is
+    /// ignored (pi 1.6.0 fails the compaction on it), one over 100 M tokens clamped.
+    fn compaction_override(&self, model: &Model, field: &str) -> Option<u64> {
+        self.settings
+            .get("compaction.modelOverrides")?
+            .get(format!("{}/{}", model.provider, model.id))?
+            .get(field)?
+            .as_u64()
+            .map(|tokens| tokens.min(settings::MAX_TOKENS_SETTING))
     }
     pub fn retry_enabled(&self) -> bool {
         self.settings.get_bool("retry.enabled").unwrap_or(true)
@@ -758,6 +772,15 @@ impl Config {
             .get_str("defaultThinkingLevel")
             .and_then(ThinkingLevel::parse)
     }
+    /// settings `modelThinkingLevels["<provider>/<id>"]`: the level pi 1.6.0 takes when the
+    /// session switches to that model.
+    pub fn model_thinking_level(&self, provider: &str, model_id: &str) -> Option<ThinkingLevel> {
+        self.settings
+            .get("modelThinkingLevels")?
+            .get(format!("{provider}/{model_id}"))?
+            .as_str()
+            .and_then(ThinkingLevel::parse)
+    }
     pub fn shell_path(&self) -> Option<String> {
         self.settings.get_str("shellPath").map(str::to_string)
     }
@@ -799,16 +822,6 @@ impl Config {
 
     // ---- settings (setters; persisted to the global settings.json) --------------------------
 
-    pub fn set_default_model(&mut self, provider: &str, model_id: &str) {
-        self.settings
-            .set_top_no_save("defaultProvider", Value::String(provider.into()));
-        self.settings
-            .set_top("defaultModel", Value::String(model_id.into()));
-    }
-    pub fn set_default_thinking_level(&mut self, level: ThinkingLevel) {
-        self.settings
-            .set_top("defaultThinkingLevel", Value::String(level.as_str().into()));
-    }
     pub fn set_steering_mode(&mut self, mode: &str) {
         self.settings
             .set_top("steeringMode", Value::String(mode.into()));

@@ -11,7 +11,6 @@
 //! interleave their read-merge-write cycles.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -124,7 +123,7 @@ struct Modified {
 }
 
 /// Largest token count a setting may name (`compaction.*`, `thinkingBudgets.*`): 100 M tokens.
-const MAX_TOKENS_SETTING: u64 = 100_000_000;
+pub(super) const MAX_TOKENS_SETTING: u64 = 100_000_000;
 /// Largest delay or timeout a setting may name, in milliseconds: a day (`deadline::MAX_WAIT`).
 const MAX_DELAY_MS_SETTING: u64 = 86_400_000;
 
@@ -289,12 +288,6 @@ impl Settings {
         self.save()
     }
 
-    /// Sets a top-level global key without writing yet (the next setter call writes it too).
-    pub fn set_top_no_save(&mut self, field: &str, value: Value) {
-        self.global.insert(field.to_string(), value);
-        self.mark(field, None);
-    }
-
     /// Sets `field.nested` in the global settings (creating the object) and persists it.
     pub fn set_nested(&mut self, field: &str, nested: &str, value: Value) {
         let entry = self
@@ -438,49 +431,11 @@ pub fn write_key_now(path: &Path, key: &str, value: Value) -> Result<(), String>
     write_modified(path, &modified, &values)
 }
 
-/// Writes `bytes` to a temp file next to `path`, then renames it over `path`. A symlinked
-/// `path` is written through: the link's target is replaced (the link stays a link), and an
-/// existing file keeps its permission bits.
+/// Replaces `path` with `bytes` atomically (`disk::replace_file`: a symlink is written through,
+/// the mode and owner are kept).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let target = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            fs::canonicalize(path).unwrap_or_else(|_| link_target(path))
-        }
-        _ => path.to_path_buf(),
-    };
-    let path = target.as_path();
-    let mode = fs::metadata(path).ok().map(|m| {
-        use std::os::unix::fs::PermissionsExt;
-        m.permissions().mode()
-    });
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("settings.json");
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut file = fs::File::create(&tmp)?;
-        if let Some(mode) = mode {
-            use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(fs::Permissions::from_mode(mode))?;
-        }
-        file.write_all(bytes)?;
-        crate::disk::fsync(&file)?;
-        fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
-    })
-}
-
-/// A dangling symlink's target (made absolute against the link's folder): writing creates it.
-fn link_target(link: &Path) -> PathBuf {
-    match fs::read_link(link) {
-        Ok(target) => link.parent().unwrap_or(Path::new("/")).join(target),
-        Err(_) => link.to_path_buf(),
-    }
+    crate::disk::replace_file(path, bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The `<file>.lock` directory lock used by the reference (proper-lockfile): mkdir to take it,

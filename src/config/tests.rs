@@ -188,13 +188,37 @@ fn available_models_and_initial_model() {
 }
 
 #[test]
+fn compaction_model_overrides() {
+    let dir = TempDir::new("compaction-overrides");
+    dir.write(
+        "settings.json",
+        r#"{"compaction": {"reserveTokens": 1000, "modelOverrides": {
+            "p/big.1": {"reserveTokens": 50000, "keepRecentTokens": 7},
+            "p/bad": {"reserveTokens": -1, "keepRecentTokens": "x"}}}}"#,
+    );
+    let c = load(&dir, &[]);
+    let model = |id: &str| Model {
+        provider: "p".into(),
+        id: id.into(),
+        ..Model::placeholder()
+    };
+    assert_eq!(c.compaction_reserve_tokens(&model("big.1")), 50000);
+    assert_eq!(c.compaction_keep_recent_tokens(&model("big.1")), 7);
+    assert_eq!(c.compaction_reserve_tokens(&model("bad")), 1000);
+    assert_eq!(c.compaction_keep_recent_tokens(&model("bad")), 20000);
+    assert_eq!(c.compaction_reserve_tokens(&model("other")), 1000);
+}
+
+#[test]
 fn settings_getters_and_setters() {
     let dir = TempDir::new("settings");
     dir.write(
         "settings.json",
         r#"{"queueMode": "all", "retry": {"maxDelayMs": 7000, "maxRetries": 5}, "compaction": {"keepRecentTokens": 100},
             "defaultThinkingLevel": "high", "sessionDir": "~/sessions", "enabledModels": ["a", "b*"],
-            "thinkingBudgets": {"low": 1000}, "images": {"blockImages": true}, "shellPath": "/bin/bash"}"#,
+            "thinkingBudgets": {"low": 1000}, "images": {"blockImages": true}, "shellPath": "/bin/bash",
+            "defaultProvider": "openai", "defaultModel": "gpt-5.4",
+            "modelThinkingLevels": {"openai/gpt-5.4": "low", "openai/bad": "loud"}}"#,
     );
     dir.write(
         "project/.pi/settings.json",
@@ -206,8 +230,11 @@ fn settings_getters_and_setters() {
     assert_eq!(c.retry_max_retries(), 5);
     assert_eq!(c.retry_base_delay_ms(), 2000);
     assert_eq!(c.provider_max_retry_delay_ms(), 7000);
-    assert_eq!(c.compaction_reserve_tokens(), 999);
-    assert_eq!(c.compaction_keep_recent_tokens(), 100);
+    let model = c.available_models().into_iter().next();
+    let placeholder = crate::config::Model::placeholder();
+    let model = model.as_ref().unwrap_or(&placeholder);
+    assert_eq!(c.compaction_reserve_tokens(model), 999);
+    assert_eq!(c.compaction_keep_recent_tokens(model), 100);
     assert!(c.compaction_enabled());
     assert_eq!(c.default_thinking_level(), Some(ThinkingLevel::High));
     assert_eq!(c.session_dir(), Some(PathBuf::from("/home/u/sessions")));
@@ -224,7 +251,13 @@ fn settings_getters_and_setters() {
         Some(&Value::from(7000))
     );
 
-    c.set_default_model("openai", "gpt-5.4");
+    assert_eq!(
+        c.model_thinking_level("openai", "gpt-5.4"),
+        Some(ThinkingLevel::Low)
+    );
+    assert_eq!(c.model_thinking_level("openai", "bad"), None);
+    assert_eq!(c.model_thinking_level("openai", "other"), None);
+
     c.set_compaction_enabled(false);
     c.set_follow_up_mode("all");
     assert_eq!(c.follow_up_mode(), QueueMode::All);
@@ -234,6 +267,7 @@ fn settings_getters_and_setters() {
         serde_json::from_str(&fs::read_to_string(dir.0.join("settings.json")).unwrap()).unwrap();
     // Only the modified keys changed; the migrated legacy keys are written in their new form.
     assert_eq!(written["defaultProvider"], "openai");
+    assert_eq!(written["modelThinkingLevels"]["openai/gpt-5.4"], "low");
     assert_eq!(written["defaultModel"], "gpt-5.4");
     assert_eq!(
         written["compaction"],

@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Value, json};
 
-use crate::glob::wildcard_match;
 use crate::messages::ToolCall;
 use crate::messages::ToolSpec;
 use crate::tools::{ToolEvent, ToolHandle};
@@ -39,31 +38,17 @@ use connection::{Command, McpEvent, McpEventKind, Work};
 
 pub use connection::DEFAULT_STARTUP_WAIT;
 
-/// Which MCP tools `--tools` / `--no-tools` leave (pi's rule: `--tools` filters MCP tools only
-/// once one of its entries starts with `mcp__`; the resource tools count as MCP tools).
-#[derive(Clone, Debug, Default)]
-pub struct ToolFilter {
-    none: bool,
-    patterns: Option<Vec<String>>,
-}
+pub use crate::tools::selection::ToolFilter;
 
-impl ToolFilter {
-    pub fn from_cli(tools: Option<&[String]>, no_tools: bool) -> ToolFilter {
-        let patterns = tools
-            .filter(|list| list.iter().any(|t| t.starts_with("mcp__")))
-            .map(<[String]>::to_vec);
-        ToolFilter {
-            none: no_tools,
-            patterns,
-        }
-    }
-    pub fn allows(&self, name: &str) -> bool {
-        !self.none
-            && self
-                .patterns
-                .as_ref()
-                .is_none_or(|patterns| patterns.iter().any(|p| wildcard_match(p, name, false)))
-    }
+/// Whether a tool name is an MCP tool: a server's (`mcp__<server>__<tool>`) or a resource tool.
+pub fn is_mcp_tool_name(name: &str) -> bool {
+    name.starts_with("mcp__")
+        || [
+            resources::LIST_RESOURCES,
+            resources::LIST_TEMPLATES,
+            resources::READ_RESOURCE,
+        ]
+        .contains(&name)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -696,15 +681,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tools_filter_follows_pi() {
-        let all = ToolFilter::from_cli(None, false);
-        assert!(all.allows("mcp__a__b") && all.allows("read_mcp_resource"));
-        let builtins_only = ToolFilter::from_cli(Some(&["read".into(), "bash".into()]), false);
-        assert!(builtins_only.allows("mcp__a__b"));
-        let radius = ToolFilter::from_cli(Some(&["read".into(), "mcp__radius__*".into()]), false);
-        assert!(radius.allows("mcp__radius__ping") && !radius.allows("mcp__other__ping"));
-        assert!(!radius.allows("list_mcp_resources"));
-        assert!(!ToolFilter::from_cli(None, true).allows("mcp__a__b"));
+    fn mcp_tool_names() {
+        assert!(is_mcp_tool_name("mcp__a__b") && is_mcp_tool_name("read_mcp_resource"));
+        assert!(!is_mcp_tool_name("read") && !is_mcp_tool_name("mcp_x"));
     }
 
     #[test]

@@ -67,18 +67,17 @@ fn usage(command: Command) -> &'static str {
     }
 }
 
-/// Runs a package command when `words` (the arguments after the program) start with one;
-/// `None` otherwise. Returns the exit code.
-pub fn run(words: &[String]) -> Option<u8> {
-    let command = match words.first()?.as_str() {
+/// Runs the package command `word` (`install`, `remove`/`uninstall`, `update`, `list`, `config`;
+/// `crate::subcommands` dispatches only those) with the arguments after it; the exit code.
+pub fn run(word: &str, rest: &[String]) -> u8 {
+    let command = match word {
         "install" => Command::Install,
         "remove" | "uninstall" => Command::Remove,
         "update" => Command::Update,
         "list" => Command::List,
-        "config" => Command::Config,
-        _ => return None,
+        _ => Command::Config,
     };
-    Some(run_command(command, &words[1..]))
+    run_command(command, rest)
 }
 
 fn run_command(command: Command, rest: &[String]) -> u8 {

@@ -89,41 +89,156 @@ pub(crate) fn load_templates_from_dir(
     templates
 }
 
-/// Splits template arguments on spaces and tabs; `"…"` and `'…'` group words and lose their
-/// quotes. An unclosed quote runs to the end of the text.
+/// Whitespace as JavaScript's `\s` reads it (Unicode white space plus U+FEFF).
+fn is_js_space(c: char) -> bool {
+    c.is_whitespace() || c == '\u{FEFF}'
+}
+
+/// Splits template arguments as pi 1.6.0 does: on white space; a `"` or `'` opens a quoted
+/// argument only at the start of one (so apostrophes inside words stay: `don't` is one word),
+/// `\"` inside `"…"` (and `\'` inside `'…'`) is the quote itself, `""` is an empty argument, and
+/// an unclosed quote is literal text (the rest is split as usual).
 pub fn parse_command_args(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
     let mut args = Vec::new();
     let mut current = String::new();
+    let mut has_token = false;
     let mut in_quote: Option<char> = None;
-    for c in text.chars() {
+    let mut quote_start = 0;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
         match in_quote {
+            Some(q) if c == '\\' && chars.get(i + 1) == Some(&q) => {
+                current.push(q);
+                i += 1;
+            }
             Some(q) if c == q => in_quote = None,
             Some(_) => current.push(c),
-            None if c == '"' || c == '\'' => in_quote = Some(c),
-            None if c == ' ' || c == '\t' => {
-                if !current.is_empty() {
+            None if (c == '"' || c == '\'') && !has_token => {
+                in_quote = Some(c);
+                quote_start = i;
+                has_token = true;
+            }
+            None if is_js_space(c) => {
+                if has_token {
                     args.push(std::mem::take(&mut current));
+                    has_token = false;
                 }
             }
-            None => current.push(c),
+            None => {
+                current.push(c);
+                has_token = true;
+            }
         }
+        if in_quote.is_some() && i + 1 >= chars.len() {
+            // Unclosed: the quote is text and what followed it is read again unquoted.
+            in_quote = None;
+            current = chars[quote_start].to_string();
+            i = quote_start;
+        }
+        i += 1;
     }
-    if !current.is_empty() {
+    if has_token {
         args.push(current);
     }
     args
 }
 
-/// Substitutes placeholders in four passes, in pi's order: `$1…$N` (missing → empty), then
-/// `${@:N}` / `${@:N:L}` (1-based, 0 counts as 1), then `$ARGUMENTS`, then `$@`. Each pass reads
-/// the previous pass's output, exactly like pi's chain of `String.replace` calls — including
-/// JavaScript's `$$`, `$&`, `` $` `` and `$'` patterns inside the replacement text of the last two.
+/// Substitutes the placeholders in one left-to-right pass, as pi 1.6.0 does (a substituted value
+/// is never read again): `${N:-default}`, `${@:-default}` / `${ARGUMENTS:-default}` (the default
+/// when the value is missing or empty), `${@:N}` / `${@:N:L}` (1-based, 0 counts as 1), `$@` /
+/// `$ARGUMENTS` (all arguments), `$N` (missing → empty).
 pub fn substitute_args(content: &str, args: &[String]) -> String {
     let all_args = args.join(" ");
-    let result = replace_positional(content, args);
-    let result = replace_slices(&result, args);
-    let result = replace_literal_js(&result, "$ARGUMENTS", &all_args);
-    replace_literal_js(&result, "$@", &all_args)
+    let mut out = String::with_capacity(content.len());
+    let mut rest = content;
+    while let Some(dollar) = rest.find('$') {
+        out.push_str(&rest[..dollar]);
+        let at = &rest[dollar..];
+        match placeholder(at, args, &all_args) {
+            Some((len, value)) => {
+                out.push_str(&value);
+                rest = &at[len..];
+            }
+            None => {
+                out.push('$');
+                rest = &at[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The placeholder at the start of `text` (which starts with `$`): (its length, its value).
+fn placeholder(text: &str, args: &[String], all_args: &str) -> Option<(usize, String)> {
+    let positional = |digits: &str| -> Option<&String> {
+        digits
+            .parse::<usize>()
+            .ok()?
+            .checked_sub(1)
+            .and_then(|k| args.get(k))
+    };
+    if let Some(inner) = text.strip_prefix("${") {
+        // ${N:-default}, ${@:-default}, ${ARGUMENTS:-default}
+        let target_len = if inner.starts_with("ARGUMENTS") {
+            "ARGUMENTS".len()
+        } else if inner.starts_with('@') {
+            1
+        } else {
+            digit_run(inner)
+        };
+        if target_len > 0
+            && let Some(after) = inner[target_len..].strip_prefix(":-")
+            && let Some(close) = after.find('}')
+        {
+            let target = &inner[..target_len];
+            let value = match target {
+                "@" | "ARGUMENTS" => Some(all_args),
+                digits => positional(digits).map(String::as_str),
+            };
+            let default = &after[..close];
+            let chosen = value.filter(|v| !v.is_empty()).unwrap_or(default);
+            let len = 2 + target_len + 2 + close + 1;
+            return Some((len, chosen.to_string()));
+        }
+        // ${@:N} and ${@:N:L}
+        let slice = inner.strip_prefix("@:")?;
+        let n = digit_run(slice);
+        if n == 0 {
+            return None;
+        }
+        let start = parse_index(&slice[..n]).saturating_sub(1);
+        let mut used = n;
+        let mut length = None;
+        if let Some(after) = slice[n..].strip_prefix(':') {
+            let l = digit_run(after);
+            if l == 0 {
+                return None;
+            }
+            length = Some(parse_index(&after[..l]));
+            used += 1 + l;
+        }
+        if !slice[used..].starts_with('}') {
+            return None;
+        }
+        let from = start.min(args.len());
+        let to = length.map_or(args.len(), |l| from.saturating_add(l).min(args.len()));
+        return Some((4 + used + 1, args[from..to].join(" ")));
+    }
+    let body = &text[1..];
+    if body.starts_with("ARGUMENTS") {
+        return Some((1 + "ARGUMENTS".len(), all_args.to_string()));
+    }
+    if body.starts_with('@') {
+        return Some((2, all_args.to_string()));
+    }
+    let n = digit_run(body);
+    (n > 0).then(|| {
+        let value = positional(&body[..n]).cloned().unwrap_or_default();
+        (1 + n, value)
+    })
 }
 
 /// Parses a run of ASCII digits; values too large to index anything become `usize::MAX`.
@@ -131,150 +246,24 @@ fn parse_index(digits: &str) -> usize {
     digits.parse::<usize>().unwrap_or(usize::MAX)
 }
 
-fn digit_run(bytes: &[u8], from: usize) -> usize {
-    bytes[from..]
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .count()
+/// How many ASCII digits `text` starts with.
+fn digit_run(text: &str) -> usize {
+    text.bytes().take_while(u8::is_ascii_digit).count()
 }
 
-fn replace_positional(content: &str, args: &[String]) -> String {
-    let bytes = content.as_bytes();
-    let mut out = String::with_capacity(content.len());
-    let mut last = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'$' {
-            let n = digit_run(bytes, i + 1);
-            if n > 0 {
-                out.push_str(&content[last..i]);
-                let number = parse_index(&content[i + 1..i + 1 + n]);
-                if let Some(arg) = number.checked_sub(1).and_then(|k| args.get(k)) {
-                    out.push_str(arg);
-                }
-                i += 1 + n;
-                last = i;
-                continue;
-            }
-        }
-        i += 1;
-    }
-    out.push_str(&content[last..]);
-    out
-}
-
-fn replace_slices(content: &str, args: &[String]) -> String {
-    let bytes = content.as_bytes();
-    let mut out = String::with_capacity(content.len());
-    let mut last = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        if let Some((len, value)) = match_slice(content, i, args) {
-            out.push_str(&content[last..i]);
-            out.push_str(&value);
-            i += len;
-            last = i;
-            continue;
-        }
-        i += 1;
-    }
-    out.push_str(&content[last..]);
-    out
-}
-
-/// Matches `${@:N}` or `${@:N:L}` at byte `at`: (matched length, replacement).
-fn match_slice(content: &str, at: usize, args: &[String]) -> Option<(usize, String)> {
-    let bytes = content.as_bytes();
-    if !bytes[at..].starts_with(b"${@:") {
-        return None;
-    }
-    let start_digits = at + 4;
-    let n = digit_run(bytes, start_digits);
-    if n == 0 {
-        return None;
-    }
-    let start = parse_index(&content[start_digits..start_digits + n]).saturating_sub(1);
-    let mut pos = start_digits + n;
-    let mut length: Option<usize> = None;
-    if bytes.get(pos) == Some(&b':') {
-        let l = digit_run(bytes, pos + 1);
-        if l == 0 {
-            return None;
-        }
-        length = Some(parse_index(&content[pos + 1..pos + 1 + l]));
-        pos += 1 + l;
-    }
-    if bytes.get(pos) != Some(&b'}') {
-        return None;
-    }
-    let from = start.min(args.len());
-    let to = match length {
-        Some(l) => from.saturating_add(l).min(args.len()),
-        None => args.len(),
-    };
-    Some((pos + 1 - at, args[from..to].join(" ")))
-}
-
-/// `text.replace(/needle/g, replacement)` with JavaScript's replacement patterns.
-fn replace_literal_js(text: &str, needle: &str, replacement: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for (pos, matched) in text.match_indices(needle) {
-        out.push_str(&text[last..pos]);
-        let after = &text[pos + matched.len()..];
-        expand_js_replacement(&mut out, replacement, matched, &text[..pos], after);
-        last = pos + matched.len();
-    }
-    out.push_str(&text[last..]);
-    out
-}
-
-/// JavaScript's GetSubstitution for a pattern without capture groups.
-fn expand_js_replacement(
-    out: &mut String,
-    replacement: &str,
-    matched: &str,
-    before: &str,
-    after: &str,
-) {
-    let mut chars = replacement.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '$' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some('$') => {
-                chars.next();
-                out.push('$');
-            }
-            Some('&') => {
-                chars.next();
-                out.push_str(matched);
-            }
-            Some('`') => {
-                chars.next();
-                out.push_str(before);
-            }
-            Some('\'') => {
-                chars.next();
-                out.push_str(after);
-            }
-            _ => out.push('$'),
-        }
-    }
-}
-
-/// Expands `/name args` when `name` is a template; any other text comes back unchanged.
+/// Expands `/name args` when `name` is a template (the name runs to the first white space); any
+/// other text comes back unchanged.
 pub fn expand_template(text: &str, templates: &[PromptTemplate]) -> String {
     let Some(rest) = text.strip_prefix('/') else {
         return text.to_string();
     };
-    let (name, args) = match rest.find(' ') {
-        Some(space) => (&rest[..space], &rest[space + 1..]),
-        None => (rest, ""),
-    };
-    match templates.iter().find(|t| t.name == name) {
+    let name_end = rest.find(is_js_space).unwrap_or(rest.len());
+    let name = &rest[..name_end];
+    let args = rest[name_end..].trim_start_matches(is_js_space);
+    match templates
+        .iter()
+        .find(|t| !name.is_empty() && t.name == name)
+    {
         Some(template) => substitute_args(&template.content, &parse_command_args(args)),
         None => text.to_string(),
     }
@@ -300,71 +289,110 @@ mod tests {
     }
 
     #[test]
-    fn arguments_split_on_blanks_with_quotes() {
+    fn arguments_split_as_pi_1_6() {
         assert_eq!(
             parse_command_args(r#"a.ts "too slow" now"#),
             args(&["a.ts", "too slow", "now"])
         );
+        assert_eq!(parse_command_args("don't stop"), args(&["don't", "stop"]));
+        assert_eq!(parse_command_args(r#"a "" ''"#), args(&["a", "", ""]));
         assert_eq!(
-            parse_command_args("  a\t 'b c'd \"\" e"),
-            args(&["a", "b cd", "e"])
+            parse_command_args(r#""say \"hi\"" 'it\'s'"#),
+            args(&["say \"hi\"", "it's"])
         );
         assert_eq!(
             parse_command_args("x 'unclosed rest"),
-            args(&["x", "unclosed rest"])
+            args(&["x", "'unclosed", "rest"])
         );
-        assert_eq!(parse_command_args("it\"'\"s"), args(&["it's"]));
-        assert!(parse_command_args("   ").is_empty());
+        assert_eq!(parse_command_args("a \""), args(&["a", "\""]));
+        assert!(parse_command_args(" \t ").is_empty());
     }
 
     #[test]
-    fn substitution_rules() {
+    fn one_pass_substitution() {
         let a = args(&["a.ts", "too slow", "now"]);
         assert_eq!(substitute_args("$1|${@:2}", &a), "a.ts|too slow now");
-        assert_eq!(substitute_args("$3 $4 $0 $10", &a), "now   ");
-        assert_eq!(
-            substitute_args("${@:1:2}|${@:0}|${@:2:1}|${@:9}", &a),
-            "a.ts too slow|a.ts too slow now|too slow|"
-        );
-        assert_eq!(
-            substitute_args("$ARGUMENTS / $@", &a),
-            "a.ts too slow now / a.ts too slow now"
-        );
-        assert_eq!(
-            substitute_args("${@:2:}|${@:x}|$x", &a),
-            "${@:2:}|${@:x}|$x"
-        );
-        assert_eq!(substitute_args("$99999999999999999999999", &a), "");
-        // A positional value is not re-read by the positional pass itself.
+        assert_eq!(substitute_args("${4:-four}|${1:-x}", &a), "four|a.ts");
+        // A substituted value is never read again.
         assert_eq!(substitute_args("$1 $2", &args(&["$2", "b"])), "$2 b");
+        assert_eq!(substitute_args("$@", &args(&["$&", "$1"])), "$& $1");
+        assert_eq!(substitute_args("$99999999999999999999999", &a), "");
     }
 
+    /// Expected strings produced by pi 1.6.0's own `expandPromptTemplate` under Node.
     #[test]
-    fn later_passes_see_earlier_output_like_pi() {
-        // Same results as pi's chained String.replace calls.
-        assert_eq!(substitute_args("$1", &args(&["$@"])), "$@");
-        assert_eq!(
-            substitute_args("$ARGUMENTS", &args(&["$$", "$&", "x"])),
-            "$ $ARGUMENTS x"
-        );
-        assert_eq!(substitute_args("a$@b", &args(&["$`", "$'"])), "aa bb");
-    }
-
-    #[test]
-    fn expansion_of_message_text() {
-        let t = vec![
-            template("fix", "Fix $1 because ${@:2}"),
-            template("plain", "Body"),
+    fn expansions_match_pi_1_6_byte_for_byte() {
+        let templates = vec![
+            template("fix", "Fix $1 because ${@:2} [$ARGUMENTS] {$@}"),
+            template(
+                "all",
+                "$1|$2|$3|$10|$0|${@:0}|${@:1:1}|${@:2:0}|${@:3:5}|${@:}|${@:2:}|$ARGUMENTSX|$@@|$$1",
+            ),
+            template(
+                "def",
+                "<${1:-one}|${2:-two}|${@:-none}|${ARGUMENTS:-nada}|${0:-zero}|${1:-}|${3:-a}b}|${ARGUMENTS:2}|${9999999999999999999:-big}>",
+            ),
         ];
-        assert_eq!(
-            expand_template(r#"/fix a.ts "too slow" now"#, &t),
-            "Fix a.ts because too slow now"
-        );
-        assert_eq!(expand_template("/plain", &t), "Body");
-        assert_eq!(expand_template("/unknown x", &t), "/unknown x");
-        assert_eq!(expand_template("fix a", &t), "fix a");
-        // Only a space ends the name: a tab keeps it part of the name.
-        assert_eq!(expand_template("/plain\tx", &t), "/plain\tx");
+        for (input, expected) in [
+            (
+                "/fix a.ts \"too slow\" now",
+                "Fix a.ts because too slow now [a.ts too slow now] {a.ts too slow now}",
+            ),
+            ("/all", "|||||||||${@:}|${@:2:}|X|@|$"),
+            (
+                "/all a b c d e f g h i j k",
+                "a|b|c|j||a b c d e f g h i j k|a||c d e f g|${@:}|${@:2:}|a b c d e f g h i j kX|a b c d e f g h i j k@|$a",
+            ),
+            (
+                "/all '$1' \"$@\" '${@:1}' $ARGUMENTS",
+                "$1|$@|${@:1}|||$1 $@ ${@:1} $ARGUMENTS|$1||${@:1} $ARGUMENTS|${@:}|${@:2:}|$1 $@ ${@:1} $ARGUMENTSX|$1 $@ ${@:1} $ARGUMENTS@|$$1",
+            ),
+            (
+                "/all $$ $& $` $' x",
+                "$$|$&|$`|||$$ $& $` $' x|$$||$` $' x|${@:}|${@:2:}|$$ $& $` $' xX|$$ $& $` $' x@|$$$",
+            ),
+            ("/def", "<one|two|none|nada|zero||ab}|${ARGUMENTS:2}|big>"),
+            ("/def x", "<x|two|x|x|zero|x|ab}|${ARGUMENTS:2}|big>"),
+            ("/def \"\" y", "<one|y| y| y|zero||ab}|${ARGUMENTS:2}|big>"),
+            (
+                "/def don't stop",
+                "<don't|stop|don't stop|don't stop|zero|don't|ab}|${ARGUMENTS:2}|big>",
+            ),
+            (
+                "/def it's 'quoted arg' \"say \\\"hi\\\"\"",
+                "<it's|quoted arg|it's quoted arg say \"hi\"|it's quoted arg say \"hi\"|zero|it's|say \"hi\"b}|${ARGUMENTS:2}|big>",
+            ),
+            (
+                "/def 'unclosed rest of it",
+                "<'unclosed|rest|'unclosed rest of it|'unclosed rest of it|zero|'unclosed|ofb}|${ARGUMENTS:2}|big>",
+            ),
+            (
+                "/def a \"b",
+                "<a|\"b|a \"b|a \"b|zero|a|ab}|${ARGUMENTS:2}|big>",
+            ),
+            ("/def\tx\ty", "<x|y|x y|x y|zero|x|ab}|${ARGUMENTS:2}|big>"),
+            (
+                "/def   spaced   out  ",
+                "<spaced|out|spaced out|spaced out|zero|spaced|ab}|${ARGUMENTS:2}|big>",
+            ),
+            ("/fix", "Fix  because  [] {}"),
+            ("/ x", "/ x"),
+            ("/", "/"),
+            (
+                "/def a'b'c \"\" ''",
+                "<a'b'c|two|a'b'c  |a'b'c  |zero|a'b'c|ab}|${ARGUMENTS:2}|big>",
+            ),
+            (
+                "/def 'it\\'s' x",
+                "<it's|x|it's x|it's x|zero|it's|ab}|${ARGUMENTS:2}|big>",
+            ),
+        ] {
+            assert_eq!(
+                expand_template(input, &templates),
+                expected,
+                "input {input:?}"
+            );
+        }
     }
 
     #[test]
@@ -389,60 +417,6 @@ mod tests {
         assert_eq!(loaded[1].argument_hint.as_deref(), Some("<file>"));
         assert_eq!(loaded[1].content, "Body $1");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-    /// Expected strings produced by pi 0.73.1's own `expandPromptTemplate` under Node.
-    #[test]
-    fn expansions_match_pi_byte_for_byte() {
-        let templates = vec![
-            template("fix", "Fix $1 because ${@:2} [$ARGUMENTS] {$@}"),
-            template(
-                "all",
-                "$1|$2|$3|$10|$0|${@:0}|${@:1:1}|${@:2:0}|${@:3:5}|${@:}|${@:2:}|$ARGUMENTSX|$@@|$$1",
-            ),
-            template("uni", "é $1 ü ${@:2} 😀 $ARGUMENTS"),
-            template("empty", ""),
-        ];
-        for (input, expected) in [
-            (
-                "/fix a.ts \"too slow\" now",
-                "Fix a.ts because too slow now [a.ts too slow now] {a.ts too slow now}",
-            ),
-            ("/all", "|||||||||${@:}|${@:2:}|X|@|$"),
-            (
-                "/all a b c d e f g h i j k",
-                "a|b|c|j||a b c d e f g h i j k|a||c d e f g|${@:}|${@:2:}|a b c d e f g h i j kX|a b c d e f g h i j k@|$a",
-            ),
-            (
-                "/all '$1' \"$@\" '${@:1}' $ARGUMENTS",
-                "$1|$1 $@ ${@:1} $ARGUMENTS|$1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTS|||$1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTS|$1||${@:1} $1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTS|${@:}|${@:2:}|$1 $1 $@ ${@:1} $ARGUMENTS ${@:1} $ARGUMENTSX|$1 $@ ${@:1} $ARGUMENTS@|$$1",
-            ),
-            (
-                "/all $$ $& $` $' x",
-                "$$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}|$ $ARGUMENTS $$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}| $ xX|$ $@ $$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}|$ $ARGUMENTS $$|$&|$`|||$$ $& $` $ x|$$||$` $ x|${@:}|${@:2:}| $ xX| $ x@|$$$",
-            ),
-            ("/uni ü 'é x' 😀", "é ü ü é x 😀 😀 ü é x 😀"),
-            ("/empty a b", ""),
-            ("/fix", "Fix  because  [] {}"),
-            ("/fix  ", "Fix  because  [] {}"),
-            ("/fix\ta b", "/fix\ta b"),
-            ("/unknown a", "/unknown a"),
-            ("fix a", "fix a"),
-            ("/", "/"),
-            (
-                "/fix 'unterminated quote",
-                "Fix unterminated quote because  [unterminated quote] {unterminated quote}",
-            ),
-            (
-                "/all a\"b c\"d 'e'f",
-                "ab cd|ef||||ab cd ef|ab cd|||${@:}|${@:2:}|ab cd efX|ab cd ef@|$ab cd",
-            ),
-        ] {
-            assert_eq!(
-                expand_template(input, &templates),
-                expected,
-                "input {input:?}"
-            );
-        }
     }
     /// Placeholders cut at every position, next to multi-byte text, never panic.
     #[test]

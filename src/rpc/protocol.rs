@@ -79,6 +79,8 @@ pub enum Command {
     AbortRetry,
     Bash {
         command: String,
+        /// pi 1.6.0: the output is kept in the session but never sent to the model.
+        exclude_from_context: Option<bool>,
     },
     AbortBash,
     GetSessionStats,
@@ -302,6 +304,7 @@ fn parse_command(object: Map<String, Value>) -> Result<Request, Rejected> {
         "abort_retry" => Command::AbortRetry,
         "bash" => Command::Bash {
             command: fields.string("command")?,
+            exclude_from_context: fields.opt_bool("excludeFromContext")?,
         },
         "abort_bash" => Command::AbortBash,
         "get_session_stats" => Command::GetSessionStats,

@@ -809,6 +809,10 @@ impl SessionHeader {
             .unwrap_or(1)
     }
 
+    pub fn set_id(&mut self, id: &str) {
+        self.value["id"] = json!(id);
+    }
+
     pub fn set_version(&mut self, version: u64) {
         self.value["version"] = json!(version);
     }

@@ -114,6 +114,29 @@ pub fn resolve_session_arg(arg: &str, cwd_session_dir: &Path, sessions_root: &Pa
     }
 }
 
+/// The session file in `dir` whose header id is exactly `id` (`--session-id`); with `cwd`, only
+/// one whose header names that directory (a session dir shared by projects).
+pub fn find_by_id(dir: &Path, id: &str, cwd: Option<&Path>) -> Option<PathBuf> {
+    jsonl_files(dir).into_iter().find(|path| {
+        file::read_header(path).is_some_and(|header| {
+            header.id() == id
+                && cwd.is_none_or(|cwd| header.cwd() == Some(cwd.to_string_lossy().as_ref()))
+        })
+    })
+}
+
+/// A valid `--session-id`: letters, digits, `.`, `_`, `-`, starting and ending with a letter or
+/// digit (pi's rule).
+pub fn is_valid_session_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    edge(bytes.first())
+        && edge(bytes.last())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 fn jsonl_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .map(|entries| {
@@ -195,6 +218,16 @@ fn last_activity_ms(path: &Path, header_timestamp: Option<&str>) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_ids_follow_pi_rule() {
+        for good in ["a", "work-1", "a.b_c-9", "X"] {
+            assert!(is_valid_session_id(good), "{good}");
+        }
+        for bad in ["", "-a", "a-", "a/b", "a b", ".a", "é"] {
+            assert!(!is_valid_session_id(bad), "{bad}");
+        }
+    }
     use crate::test_support::temp_dir;
 
     #[test]

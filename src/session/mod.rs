@@ -32,8 +32,8 @@ use crate::time::now_iso;
 pub use entry::{EntryKind, MessageBody, SessionEntry, SessionHeader};
 use index::IdIndex;
 pub use locate::{
-    SessionArg, default_session_dir, find_most_recent, list_sessions, resolve_session_arg,
-    session_file_name,
+    SessionArg, default_session_dir, find_by_id, find_most_recent, is_valid_session_id,
+    list_sessions, resolve_session_arg, session_file_name,
 };
 pub use tree::{Label, context_message};
 
@@ -871,17 +871,34 @@ impl SessionLog {
     /// entries dropped and the labels on kept entries re-created at the end), with
     /// `parentSession` = this file. Unknown id → `Entry <id> not found`.
     pub fn fork_at(&self, entry_id: &str) -> Result<SessionLog, SessionError> {
-        self.fork_at_into(entry_id, &self.cwd)
+        self.fork_at_into(entry_id, &self.cwd, None)
     }
 
     /// `--fork` and `--session` of another project: the current branch copied into a new session
-    /// of `cwd` (pi forks into the directory it was started in).
-    pub fn clone_into(&self, cwd: &Path) -> Result<SessionLog, SessionError> {
+    /// of `cwd` (pi forks into the directory it was started in), with the id `id` when given
+    /// (`--session-id`).
+    pub fn clone_into(&self, cwd: &Path, id: Option<&str>) -> Result<SessionLog, SessionError> {
         let leaf = self.leaf_id().ok_or(SessionError::NoCurrentEntry)?;
-        self.fork_at_into(leaf, cwd)
+        self.fork_at_into(leaf, cwd, id)
     }
 
-    fn fork_at_into(&self, entry_id: &str, cwd: &Path) -> Result<SessionLog, SessionError> {
+    /// Gives a session that has nothing on disk yet (new, or in memory) the id `id`
+    /// (`--session-id`); its file is named for it.
+    pub fn take_id(&mut self, id: &str) {
+        self.header.set_id(id);
+        if let (Some(dir), Some(timestamp)) = (&self.session_dir, self.header.timestamp())
+            && self.file.is_some()
+        {
+            self.file = Some(dir.join(session_file_name(timestamp, id)));
+        }
+    }
+
+    fn fork_at_into(
+        &self,
+        entry_id: &str,
+        cwd: &Path,
+        new_id: Option<&str>,
+    ) -> Result<SessionLog, SessionError> {
         let target = self
             .by_id
             .get(&self.entries, entry_id)
@@ -914,7 +931,8 @@ impl SessionLog {
                 kind,
             ));
         }
-        let (id, timestamp) = (uuid_v7(), now_iso());
+        let id = new_id.map_or_else(uuid_v7, str::to_string);
+        let timestamp = now_iso();
         let parent_session = self.file.as_ref().map(|f| f.to_string_lossy().into_owned());
         let header = SessionHeader::new(
             &id,

@@ -21,6 +21,9 @@ pub struct StartChoice<'a> {
     pub continue_recent: bool,
     pub resume: bool,
     pub session_dir: Option<&'a str>,
+    /// `--session-id <id>`: this project's session with that id, else a new one with it (with
+    /// `--fork`: the fork's id; with `--no-session`: the in-memory session's).
+    pub session_id: Option<&'a str>,
 }
 
 /// The session to start with.
@@ -42,6 +45,12 @@ pub enum OpenError {
     NoMatch(String),
     /// `--fork` of a path that is not a file.
     FileNotFound(PathBuf),
+    /// `--session-id` with `--session`, `--continue` or `--resume` (the flags named).
+    SessionIdConflict(Vec<&'static str>),
+    /// A `--session-id` that breaks pi's rule.
+    InvalidSessionId,
+    /// `--fork --session-id` of an id this project already has.
+    SessionIdTaken(String),
     Session(SessionError),
 }
 
@@ -58,6 +67,18 @@ impl std::fmt::Display for OpenError {
             OpenError::FileNotFound(path) => {
                 write!(f, "Session file not found: {}", path.display())
             }
+            OpenError::SessionIdConflict(flags) => {
+                write!(
+                    f,
+                    "--session-id cannot be combined with {}",
+                    flags.join(", ")
+                )
+            }
+            OpenError::InvalidSessionId => f.write_str(
+                "Session id must be non-empty, contain only alphanumeric characters, '-', '_', \
+                 and '.', and start and end with an alphanumeric character",
+            ),
+            OpenError::SessionIdTaken(id) => write!(f, "Session already exists with id '{id}'"),
             OpenError::Session(e) => e.fmt(f),
         }
     }
@@ -91,8 +112,28 @@ pub fn open_for_start(
     if choice.fork.is_some() && (other_choices || choice.no_session) {
         return Err(OpenError::ForkConflict);
     }
+    if let Some(id) = choice.session_id {
+        let conflicts: Vec<&'static str> = [
+            (choice.session.is_some(), "--session"),
+            (choice.continue_recent, "--continue"),
+            (choice.resume, "--resume"),
+        ]
+        .into_iter()
+        .filter_map(|(set, flag)| set.then_some(flag))
+        .collect();
+        if !conflicts.is_empty() {
+            return Err(OpenError::SessionIdConflict(conflicts));
+        }
+        if !super::is_valid_session_id(id) {
+            return Err(OpenError::InvalidSessionId);
+        }
+    }
     if choice.no_session {
-        return Ok(opened(SessionLog::in_memory(cwd), false));
+        let mut log = SessionLog::in_memory(cwd);
+        if let Some(id) = choice.session_id {
+            log.take_id(id);
+        }
+        return Ok(opened(log, false));
     }
     if choice.resume {
         return Err(OpenError::ResumeNeedsPicker);
@@ -113,15 +154,33 @@ pub fn open_for_start(
             SessionArg::NotFound => Err(OpenError::NoMatch(arg.to_string())),
         }
     };
+    // pi looks for `--session-id` among this project's sessions; a session dir other than the
+    // project's default may hold other projects' too, so there only this directory's count.
+    let find_id = |id: &str| {
+        let shared = dir != super::default_session_dir(&config.agent_dir, cwd);
+        super::find_by_id(&dir, id, shared.then_some(cwd))
+    };
     if let Some(arg) = choice.fork {
+        if let Some(id) = choice.session_id
+            && find_id(id).is_some()
+        {
+            return Err(OpenError::SessionIdTaken(id.to_string()));
+        }
         let (path, _) = resolve(arg)?;
         if !path.is_file() {
             return Err(OpenError::FileNotFound(path));
         }
         let source = open(&path, warnings)?;
         let copy = match source.leaf_id() {
-            Some(_) => source.clone_into(cwd)?,
-            None => SessionLog::create_with_parent(&dir, cwd, Some(&path.to_string_lossy()))?,
+            Some(_) => source.clone_into(cwd, choice.session_id)?,
+            None => {
+                let mut log =
+                    SessionLog::create_with_parent(&dir, cwd, Some(&path.to_string_lossy()))?;
+                if let Some(id) = choice.session_id {
+                    log.take_id(id);
+                }
+                log
+            }
         };
         return Ok(opened(copy, true));
     }
@@ -134,7 +193,7 @@ pub fn open_for_start(
                 "session {arg} belongs to another project; continuing in a forked copy"
             ));
             let source = open(&path, warnings)?;
-            return Ok(opened(source.clone_into(cwd)?, true));
+            return Ok(opened(source.clone_into(cwd, None)?, true));
         }
         let log = open(&path, warnings)?;
         return Ok(opened(log, true));
@@ -145,6 +204,17 @@ pub fn open_for_start(
         let mut log = open(&path, warnings)?;
         log.set_cwd(cwd);
         return Ok(opened(log, true));
+    }
+    if let Some(id) = choice.session_id {
+        if let Some(path) = find_id(id) {
+            return Ok(opened(open(&path, warnings)?, true));
+        }
+        warnings.push(format!(
+            "No project session found with id '{id}'; creating a new session with that id."
+        ));
+        let mut log = SessionLog::create(&dir, cwd)?;
+        log.take_id(id);
+        return Ok(opened(log, false));
     }
     Ok(opened(SessionLog::create(&dir, cwd)?, false))
 }

@@ -114,7 +114,8 @@ pub fn execute(
     } else {
         new_content.clone()
     };
-    std::fs::write(&absolute, format!("{bom}{restored}"))
+    // Atomic, as the write tool: a reader never sees the file half-written.
+    crate::disk::replace_file(&absolute, format!("{bom}{restored}").as_bytes())
         .map_err(|e| super::path::node_fs_error(&e, "open", &absolute))?;
     let (diff, first_changed_line) = diff_string(&base, &new_content, 4);
     let mut details = serde_json::Map::new();

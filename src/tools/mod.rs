@@ -17,6 +17,7 @@ pub mod ls;
 pub mod path;
 pub mod path_guard;
 pub mod read;
+pub mod selection;
 pub mod truncate;
 pub mod validate;
 pub mod walk;
@@ -36,22 +37,6 @@ use crate::messages::{ContentBlock, TextContent, ToolCall};
 pub const DEFAULT_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
 /// Every built-in tool, in pi's order.
 pub const ALL_TOOLS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
-
-/// The built-in tools a run starts with: `--tools` (built-in names only, in its order), none with
-/// `--no-tools`/`--no-builtin-tools`, else [`DEFAULT_TOOLS`].
-pub fn active_builtins(listed: Option<&[String]>, none: bool) -> Vec<String> {
-    if none {
-        return Vec::new();
-    }
-    match listed {
-        Some(list) => list
-            .iter()
-            .filter(|name| ALL_TOOLS.contains(&name.as_str()))
-            .cloned()
-            .collect(),
-        None => DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
-    }
-}
 
 /// What a tool needs to know about where it runs.
 #[derive(Clone, Debug)]

@@ -1,5 +1,6 @@
 //! The write tool: creates parent directories and writes the whole file, holding the per-file
-//! lock so it never interleaves with an edit or write of the same file.
+//! lock so it never interleaves with an edit or write of the same file. The file is replaced
+//! atomically (`disk::replace_file`): a reader sees the old contents or the new, never a part.
 //!
 //! Input: validated `{path, content}`. Output: `Successfully wrote <N> bytes to <path>`, where N
 //! is the content's UTF-16 length (what the reference's `string.length` reports).
@@ -32,7 +33,8 @@ pub fn execute(
     if let Some(parent) = absolute.parent() {
         create_dirs(parent)?;
     }
-    std::fs::write(&absolute, content).map_err(|e| node_fs_error(&e, "open", &absolute))?;
+    crate::disk::replace_file(&absolute, content.as_bytes())
+        .map_err(|e| node_fs_error(&e, "open", &absolute))?;
     Ok(ToolOutput::text(format!(
         "Successfully wrote {} bytes to {raw_path}",
         utf16_len(content)

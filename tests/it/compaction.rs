@@ -124,7 +124,7 @@ fn system_text(request: &RecordedRequest) -> String {
 }
 
 /// A summarization request: the summarizer's own system prompt, no tools, one user message
-/// holding the serialized conversation (old turns only), output capped at 0.8 · reserveTokens.
+/// holding the serialized conversation (old turns only), output capped as pi 1.6.0 caps it.
 #[track_caller]
 fn assert_summary_request(summary: &RecordedRequest, agent_turn: &RecordedRequest) {
     let tools = &summary.body["tools"];
@@ -156,9 +156,23 @@ fn assert_summary_request(summary: &RecordedRequest, agent_turn: &RecordedReques
         "kept messages were summarized too: {text}"
     );
     assert_eq!(
-        summary.body["max_tokens"], 800,
-        "floor(0.8 * reserveTokens)"
+        summary.body["max_tokens"],
+        summary_output_cap(&text),
+        "the model's output limit fitted to the window (pi 1.6.0)"
     );
+}
+
+/// pi 1.6.0's summary output cap for the small-window model (contextWindow 4000, maxTokens
+/// 1024): its output limit fitted into the window left after the prompt (pi-ai's
+/// `clampMaxTokensToContext`: 3.5 UTF-16 units a token, a 4096-token margin here), at least 1.
+fn summary_output_cap(prompt: &str) -> i64 {
+    let input = (prompt.encode_utf16().count() as f64 / 3.5).ceil() as i64;
+    let margin = 4096_i64.max((input as f64 * 0.15).ceil() as i64);
+    let mut room = 4000 - input - margin;
+    if room < 32768 {
+        room = 32768_i64.min(4000 - input - 4096);
+    }
+    1024_i64.min(room.max(1))
 }
 
 /// The summary as the next request carries it, in place of the old turns.

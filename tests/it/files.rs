@@ -343,3 +343,82 @@ fn api_key_is_redacted_from_session_file_and_export() {
     assert!(html.contains("The key is [redacted]."));
     fake.finish();
 }
+
+/// write and edit replace a file atomically (beyond pi, for editors that read the file while a
+/// tool runs): a reader that opened the file before keeps the whole old contents (a new file was
+/// renamed over it, nothing was truncated in place), the mode is kept, no temp file is left; a
+/// symlink is written through to its target; a hard-linked file is written in place so both
+/// names keep seeing the same contents.
+#[test]
+fn write_and_edit_replace_files_atomically() {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+
+    let workspace = Workspace::new();
+    let cwd = workspace.cwd();
+    let doc = cwd.join("doc.txt");
+    std::fs::write(&doc, "old contents\n").unwrap();
+    std::fs::set_permissions(&doc, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut before_write = std::fs::File::open(&doc).unwrap();
+    std::fs::create_dir(cwd.join("real")).unwrap();
+    std::fs::write(cwd.join("real/target.txt"), "target\n").unwrap();
+    std::os::unix::fs::symlink("real/target.txt", cwd.join("link.txt")).unwrap();
+    std::fs::write(cwd.join("shared.txt"), "shared\n").unwrap();
+    std::fs::hard_link(cwd.join("shared.txt"), cwd.join("alias.txt")).unwrap();
+
+    let calls = [
+        (
+            "write",
+            json!({"path": "doc.txt", "content": "new contents\n"}),
+        ),
+        (
+            "edit",
+            json!({"path": "doc.txt", "edits": [{"oldText": "new", "newText": "newer"}]}),
+        ),
+        (
+            "write",
+            json!({"path": "link.txt", "content": "through the link\n"}),
+        ),
+        (
+            "edit",
+            json!({"path": "alias.txt", "edits": [{"oldText": "shared", "newText": "both"}]}),
+        ),
+    ];
+    let fake = FakeProvider::start(tool_script(&calls));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Use the tools"}));
+    let ends = tool_ends(pi.records_until_event("agent_end"), calls.len());
+    for end in &ends {
+        assert_eq!(end["isError"], false, "{end}");
+    }
+
+    let mut old = String::new();
+    before_write.read_to_string(&mut old).unwrap();
+    assert_eq!(
+        old, "old contents\n",
+        "the old file was replaced, not rewritten"
+    );
+    assert_eq!(std::fs::read_to_string(&doc).unwrap(), "newer contents\n");
+    let mode = std::fs::metadata(&doc).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640);
+    let leftovers: Vec<String> = std::fs::read_dir(&cwd)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let link = std::fs::symlink_metadata(cwd.join("link.txt")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link stays a link");
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("real/target.txt")).unwrap(),
+        "through the link\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("shared.txt")).unwrap(),
+        "both\n"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+    fake.finish();
+}

@@ -53,8 +53,10 @@ fn claude_plain(fake: &FakeProvider) -> Value {
     })
 }
 
-/// set_model answers the full model; a change of effective thinking level is announced first;
-/// an unknown model is `Model not found: <provider>/<id>`; the choice is persisted.
+/// set_model answers the full model; a change of effective thinking level is announced first,
+/// and without settings the level is kept (clamped) across models, as pi 1.6.0; an unknown model
+/// is `Model not found: <provider>/<id>`; the choice is the session's, never written to
+/// settings.json.
 #[test]
 fn set_model_returns_the_model_and_announces_thinking_changes() {
     let fake = FakeProvider::start(Vec::new());
@@ -81,11 +83,11 @@ fn set_model_returns_the_model_and_announces_thinking_changes() {
         json!({"provider": "fake-anthropic", "modelId": "fake-claude"}),
     );
     assert_eq!(response["data"]["id"], "fake-claude");
-    assert_eq!(
-        events,
-        [thinking_changed("medium")],
-        "back on a reasoning model: the default level"
+    assert!(
+        events.is_empty(),
+        "back on a reasoning model the level stays off: {events:?}"
     );
+    assert_eq!(state(&mut pi, "s1b")["thinkingLevel"], "off");
 
     let (events, response) = command_with_events(
         &mut pi,
@@ -132,9 +134,87 @@ fn set_model_returns_the_model_and_announces_thinking_changes() {
         "a failure changes nothing"
     );
 
-    let settings = pi.agent_settings();
-    assert_eq!(settings["defaultProvider"], "fake-openai", "{settings}");
-    assert_eq!(settings["defaultModel"], "fake-gpt-reasoning", "{settings}");
+    assert_eq!(pi.agent_settings(), Value::Null, "no settings.json written");
+    fake.finish();
+}
+
+/// A model change takes `modelThinkingLevels["provider/id"]`, else `defaultThinkingLevel`,
+/// clamped to the new model, as pi 1.6.0; set_model, set_thinking_level, cycle_model and
+/// cycle_thinking_level leave settings.json as it was; the changes are session entries.
+#[test]
+fn model_and_thinking_changes_stay_in_the_session() {
+    let settings = json!({
+        "defaultThinkingLevel": "low",
+        "modelThinkingLevels": {"fake-openai/fake-gpt-reasoning": "minimal"},
+        "steeringMode": "all"
+    });
+    let fake = FakeProvider::start(vec![crate::support::text_reply("done")]);
+    let mut pi = Pi::spawn(
+        &Setup::anthropic(&fake)
+            .settings(settings.clone())
+            .with_sessions(),
+    );
+    assert_eq!(state(&mut pi, "s0")["thinkingLevel"], "low");
+    let (events, _) = command_with_events(
+        &mut pi,
+        "t1",
+        "set_thinking_level",
+        json!({"level": "high"}),
+    );
+    assert_eq!(events, [thinking_changed("high")]);
+    let (events, _) = command_with_events(
+        &mut pi,
+        "m1",
+        "set_model",
+        json!({"provider": "fake-openai", "modelId": "fake-gpt-reasoning"}),
+    );
+    assert_eq!(events, [thinking_changed("minimal")], "the per-model level");
+    let (events, _) = command_with_events(
+        &mut pi,
+        "m2",
+        "set_model",
+        json!({"provider": "fake-anthropic", "modelId": "fake-claude"}),
+    );
+    assert_eq!(events, [thinking_changed("low")], "the default level");
+    let (events, _) = command_with_events(&mut pi, "c1", "cycle_thinking_level", json!({}));
+    assert_eq!(events, [thinking_changed("medium")]);
+    let (events, response) = command_with_events(&mut pi, "c2", "cycle_model", json!({}));
+    assert_eq!(response["data"]["model"]["id"], "fake-claude-plain");
+    assert_eq!(events, [thinking_changed("off")]);
+    assert_eq!(pi.agent_settings(), settings, "settings.json untouched");
+
+    let response = pi.command("p1", "prompt", json!({"message": "hi"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.wait_for_event("agent_end");
+    let path = crate::support::session_file(&mut pi, "s1");
+    let entries = crate::support::read_jsonl(&path);
+    let changes: Vec<String> = entries
+        .iter()
+        .filter_map(|e| match e["type"].as_str() {
+            Some("model_change") => Some(format!("model {}", e["modelId"].as_str()?)),
+            Some("thinking_level_change") => {
+                Some(format!("thinking {}", e["thinkingLevel"].as_str()?))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "model fake-claude",
+            "thinking low",
+            "thinking high",
+            "model fake-gpt-reasoning",
+            "thinking minimal",
+            "model fake-claude",
+            "thinking low",
+            "thinking medium",
+            "model fake-claude-plain",
+            "thinking off",
+        ],
+        "{entries:?}"
+    );
+    assert_eq!(pi.agent_settings(), settings, "settings.json untouched");
     fake.finish();
 }
 
@@ -171,8 +251,8 @@ fn cycle_model_walks_the_available_models() {
         seen,
         [
             "fake-openai/fake-gpt:off",
-            "fake-openai/fake-gpt-reasoning:medium",
-            "fake-anthropic/fake-claude:medium",
+            "fake-openai/fake-gpt-reasoning:off",
+            "fake-anthropic/fake-claude:off",
         ]
     );
     fake.finish();

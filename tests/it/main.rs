@@ -37,6 +37,8 @@ mod security;
 mod sessions;
 mod sse;
 mod steering;
+mod subcommands;
 mod support;
+mod tool_selection;
 mod turns;
 mod workspace;

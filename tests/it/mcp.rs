@@ -503,6 +503,8 @@ fn tools_filter_no_mcp_and_resource_tools() {
         ),
         Reply::sse(anthropic_text(&["Done."])),
         Reply::sse(anthropic_text(&["Filtered."])),
+        Reply::sse(anthropic_text(&["Built-ins only."])),
+        Reply::sse(anthropic_text(&["Excluded."])),
         Reply::sse(anthropic_text(&["None."])),
     ]);
     let workspace = Workspace::new();
@@ -548,12 +550,41 @@ fn tools_filter_no_mcp_and_resource_tools() {
     pi.close_stdin();
     pi.wait_for_exit();
 
+    // pi 1.6.0: a `--tools` list without an `mcp__` entry declares no (direct) MCP tool.
+    let setup = Setup::anthropic(&fake).arg("--tools").arg("read,write");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "built-ins"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(6, pi.timeout());
+    assert_eq!(declared_tools(&requests[5]), ["read", "write"]);
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    // `--exclude-tools` takes MCP tools out too, patterns included.
+    let setup = Setup::anthropic(&fake).arg("-xt").arg("mcp__fake__e*,bash");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "excluded"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(7, pi.timeout());
+    let declared = declared_tools(&requests[6]);
+    assert!(
+        !declared.contains(&"mcp__fake__echo".to_string())
+            && !declared.contains(&"bash".to_string()),
+        "{declared:?}"
+    );
+    assert!(
+        declared.contains(&"mcp__fake__slow".to_string()) && declared.contains(&"read".to_string()),
+        "{declared:?}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake).arg("--no-mcp"));
     pi.command("1", "prompt", json!({"message": "none"}));
     pi.wait_for_event("agent_end");
-    let requests = fake.wait_for_requests(6, pi.timeout());
+    let requests = fake.wait_for_requests(8, pi.timeout());
     assert!(
-        declared_tools(&requests[5])
+        declared_tools(&requests[7])
             .iter()
             .all(|t| !t.contains("mcp"))
     );

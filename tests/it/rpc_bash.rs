@@ -229,3 +229,46 @@ fn bash_results_reach_the_next_prompt_as_user_messages() {
     );
     fake.finish();
 }
+
+/// pi 1.6.0's `excludeFromContext`: the bash result is kept in the conversation (and session)
+/// with `excludeFromContext: true` but never reaches the model; without it the field is absent.
+#[test]
+fn bash_exclude_from_context_keeps_the_output_from_the_model() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Seen."]))]);
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    let response = pi.request(
+        json!({"id": "b1", "type": "bash", "command": "echo private", "excludeFromContext": true}),
+    );
+    assert_eq!(response["data"]["output"], "private\n", "{response}");
+    pi.request(json!({"id": "b2", "type": "bash", "command": "echo shared"}));
+    if !crate::support::is_reference() {
+        // Stricter than pi (README): a mistyped field is an error.
+        let bad = pi.request(
+            json!({"id": "b3", "type": "bash", "command": "true", "excludeFromContext": "yes"}),
+        );
+        assert_eq!(bad["success"], false, "{bad}");
+    }
+    let messages = pi.command("g1", "get_messages", json!({}))["data"]["messages"].clone();
+    let bash: Vec<&Value> = messages
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "bashExecution")
+        .collect();
+    assert_eq!(bash.len(), 2);
+    assert_eq!(bash[0]["excludeFromContext"], true);
+    assert!(bash[1].get("excludeFromContext").is_none(), "{}", bash[1]);
+
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "What happened?"}));
+    pi.wait_for_event("agent_settled");
+    let texts: Vec<String> = fake.requests()[0]
+        .messages()
+        .iter()
+        .map(message_text)
+        .collect();
+    assert_eq!(
+        texts,
+        ["Ran `echo shared`\n```\nshared\n\n```", "What happened?"]
+    );
+    fake.finish();
+}

@@ -1277,3 +1277,90 @@ fn a_session_whose_working_directory_is_gone_is_refused() {
     assert_eq!(bash_pwd(&mut pi, "b2"), project.to_string_lossy());
     fake.finish();
 }
+
+/// `--session-id <id>` as pi 1.6.0: a new session with that id (said on stderr) whose file is
+/// named for it, the same session again on the next start, `--fork … --session-id` naming the
+/// copy (refused when the id is taken), `--no-session` keeping the id in memory; an invalid id
+/// or one combined with `--continue` is an error (exit 1).
+#[test]
+fn session_id_creates_reopens_and_names_forks() {
+    let fake = FakeProvider::start(vec![text_reply("First"), text_reply("Second")]);
+    let workspace = Workspace::new();
+    let base = Setup::anthropic(&fake).with_sessions();
+
+    let mut pi = Pi::spawn_in(&workspace, &base.clone().arg("--session-id").arg("work-1"));
+    assert_eq!(state(&mut pi, "s1")["sessionId"], "work-1");
+    prompt(&mut pi, "p1", "Hello");
+    let file = session_file(&mut pi, "s2");
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.ends_with("_work-1.jsonl"), "{name}");
+    assert_eq!(read_jsonl(&file)[0]["id"], "work-1");
+    let stderr = pi.stderr_raw();
+    assert!(
+        stderr.contains(
+            "Warning: No project session found with id 'work-1'; creating a new session with that id."
+        ),
+        "{stderr}"
+    );
+    pi.close_and_wait();
+
+    let mut pi = Pi::spawn_in(&workspace, &base.clone().arg("--session-id").arg("work-1"));
+    assert_eq!(session_file(&mut pi, "s1"), file, "the same session again");
+    // (pi 1.6.0 also lists its leading system message)
+    let conversation = |pi: &mut Pi| {
+        let all = messages(pi, "m1");
+        all.iter().filter(|m| m["role"] != "system").count()
+    };
+    assert_eq!(conversation(&mut pi), 2);
+    assert!(!pi.stderr_raw().contains("No project session"));
+    pi.close_and_wait();
+
+    let forked = base
+        .clone()
+        .arg("--fork")
+        .arg("work-1")
+        .arg("--session-id")
+        .arg("copy-1");
+    let mut pi = Pi::spawn_in(&workspace, &forked);
+    assert_eq!(state(&mut pi, "s1")["sessionId"], "copy-1");
+    assert_eq!(conversation(&mut pi), 2, "the fork holds the messages");
+    prompt(&mut pi, "p1", "Again");
+    pi.close_and_wait();
+
+    let mut memory = Pi::spawn_in(
+        &workspace,
+        &Setup::anthropic(&fake).arg("--session-id").arg("mem.1"),
+    );
+    assert_eq!(state(&mut memory, "s1")["sessionId"], "mem.1");
+    memory.close_and_wait();
+
+    let refused: [(&[&str], &str); 3] = [
+        (
+            &["--fork", "work-1", "--session-id", "copy-1"],
+            "Session already exists with id 'copy-1'",
+        ),
+        (
+            &["--session-id", "-bad"],
+            "Session id must be non-empty, contain only alphanumeric characters, '-', '_', and '.', and start and end with an alphanumeric character",
+        ),
+        (
+            &["--session-id", "x", "--continue"],
+            "--session-id cannot be combined with --continue",
+        ),
+    ];
+    for (args, message) in refused {
+        let mut setup = base.clone();
+        for arg in args {
+            setup = setup.arg(arg);
+        }
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        let status = pi.wait_for_exit();
+        assert_eq!(status.code(), Some(1), "{args:?}");
+        assert!(
+            pi.stderr_raw().contains(message),
+            "{args:?}: {}",
+            pi.stderr_raw()
+        );
+    }
+    fake.finish();
+}

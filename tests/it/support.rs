@@ -1013,17 +1013,25 @@ impl CliRun {
 /// panics if it outlives the deadline.
 #[track_caller]
 pub fn run_cli(setup: &Setup, args: &[&str], stdin: Option<&[u8]>) -> CliRun {
+    let mut words = vec![
+        "--provider",
+        &setup.provider,
+        "--model",
+        &setup.model,
+        "--no-session",
+    ];
+    words.extend(setup.extra_args.iter().map(String::as_str));
+    words.extend(args);
+    run_words(setup, &words, stdin)
+}
+
+/// Runs the binary once with exactly `args` (no provider, model or session flags: the first
+/// word is the user's) in a prepared dir, otherwise as [`run_cli`].
+#[track_caller]
+pub fn run_words(setup: &Setup, args: &[&str], stdin: Option<&[u8]>) -> CliRun {
     let workspace = Workspace::new();
     let mut command = prepare(setup, &workspace);
     command
-        .args([
-            "--provider",
-            &setup.provider,
-            "--model",
-            &setup.model,
-            "--no-session",
-        ])
-        .args(&setup.extra_args)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -453,6 +453,40 @@ fn prompt_templates_expand_in_prompt_and_unknown_commands_stay_literal() {
     fake.finish();
 }
 
+/// pi 1.6.0's argument rules reach the model: an apostrophe inside a word, `${N:-default}`,
+/// `${@:-default}`, an unclosed quote kept as text, a tab after the name.
+#[test]
+fn prompt_template_arguments_split_as_pi_1_6() {
+    let fake = FakeProvider::start(vec![
+        text_reply("one"),
+        text_reply("two"),
+        text_reply("three"),
+    ]);
+    let setup = with_workspace_fixtures(Setup::anthropic(&fake)).file(
+        ".pi/prompts/ask.md",
+        "Ask ${1:-nobody} about ${@:-nothing}; second: ${2:-none}",
+    );
+    let mut pi = Pi::spawn(&setup);
+    for (n, message) in ["/ask don't 'panic now", "/ask", "/ask\tAnn \"\" x"]
+        .into_iter()
+        .enumerate()
+    {
+        pi.command(&format!("p{n}"), "prompt", json!({"message": message}));
+        pi.wait_for_event("agent_end");
+    }
+    let requests = fake.requests();
+    let texts: Vec<String> = requests.iter().map(final_message_text).collect();
+    assert_eq!(
+        texts,
+        [
+            "Ask don't about don't 'panic now; second: 'panic",
+            "Ask nobody about nothing; second: none",
+            "Ask Ann about Ann  x; second: none",
+        ]
+    );
+    fake.finish();
+}
+
 /// steer and follow_up expand templates (and skills) too: the steered text reaches the request
 /// after the tool result, the follow-up the request after that.
 #[test]

@@ -164,7 +164,6 @@ fn history_request_layout_and_budget() {
     assert_eq!(requests.len(), 1);
     let request = &requests[0];
     assert_eq!(request.kind, SummaryKind::History);
-    assert_eq!(request.max_tokens, 13107);
     assert_eq!(request.system_prompt, SYSTEM_PROMPT);
     let conversation = serialize_conversation(&to_llm(&prep.messages_to_summarize));
     assert_eq!(
@@ -193,7 +192,6 @@ fn previous_summary_selects_the_update_prompt() {
     );
     let prefix = &requests[1];
     assert_eq!(prefix.kind, SummaryKind::TurnPrefix);
-    assert_eq!(prefix.max_tokens, 8192);
     let conversation = serialize_conversation(&to_llm(&prep.turn_prefix_messages));
     assert_eq!(
         prefix.user_text,
@@ -378,6 +376,39 @@ fn reply_text_and_failures() {
     );
 }
 
+/// pi-ai's clampMaxTokensToContext, with its own numbers.
+#[test]
+fn summary_output_is_the_models_limit_fitted_to_the_window() {
+    let model = |window: u64, max: u64| Model {
+        context_window: window,
+        max_tokens: max,
+        ..Model::placeholder()
+    };
+    let text = |tokens: usize| "x".repeat((tokens as f64 * 3.5) as usize);
+    // Room to spare: the model's whole output limit.
+    assert_eq!(
+        summary_max_tokens(&model(200_000, 64_000), &text(1000)),
+        64_000
+    );
+    // 15 % margin: 200000 - 100000 - 15000 = 85000 ≥ 32768.
+    assert_eq!(
+        summary_max_tokens(&model(200_000, 128_000), &text(100_000)),
+        85_000
+    );
+    // Less than 32768 left with the 15 % margin: only 4096 kept, at most 32768 out.
+    assert_eq!(
+        summary_max_tokens(&model(200_000, 128_000), &text(150_000)),
+        32_768
+    );
+    assert_eq!(
+        summary_max_tokens(&model(32_000, 8_000), &text(25_000)),
+        2_904
+    );
+    // Overfull: at least one token; unknown window: the limit as it is.
+    assert_eq!(summary_max_tokens(&model(10_000, 8_000), &text(20_000)), 1);
+    assert_eq!(summary_max_tokens(&model(0, 8_000), &text(20_000)), 8_000);
+}
+
 #[test]
 fn stream_request_has_no_tools_and_the_budget() {
     let prep = prepared("turns");
@@ -403,7 +434,10 @@ fn stream_request_has_no_tools_and_the_budget() {
     let stream = request.clone().into_stream_request(base);
     assert_eq!(stream.system_prompt, SYSTEM_PROMPT);
     assert!(stream.tools.is_empty());
-    assert_eq!(stream.max_tokens, Some(request.max_tokens));
+    assert_eq!(
+        stream.max_tokens,
+        Some(summary_max_tokens(&model, &user_text))
+    );
     assert_eq!(stream.thinking, ThinkingLevel::Off);
     assert_eq!(stream.session_id, "");
     assert_eq!(stream.thinking_budgets, [None; 4]);
