@@ -67,23 +67,51 @@ impl Env {
 /// Environment variables holding a provider's key, in priority order (pi-ai's table).
 pub fn env_key_names(provider: &str) -> Option<&'static [&'static str]> {
     const TABLE: &[(&str, &[&str])] = &[
-        (
-            "github-copilot",
-            &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
-        ),
+        ("github-copilot", &["COPILOT_GITHUB_TOKEN"]),
         // The OAuth token wins over the plain API key.
         ("anthropic", &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"]),
+        ("ant-ling", &["ANT_LING_API_KEY"]),
+        // Qwen Token Plan: the per-plan variable first, then the region one both plans shared.
+        (
+            "qwen-token-plan",
+            &["QWEN_TOKEN_PLAN_TEAM_API_KEY", "QWEN_TOKEN_PLAN_API_KEY"],
+        ),
+        (
+            "qwen-token-plan-cn",
+            &[
+                "QWEN_TOKEN_PLAN_TEAM_CN_API_KEY",
+                "QWEN_TOKEN_PLAN_CN_API_KEY",
+            ],
+        ),
+        (
+            "qwen-token-plan-individual",
+            &[
+                "QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY",
+                "QWEN_TOKEN_PLAN_API_KEY",
+            ],
+        ),
+        (
+            "qwen-token-plan-individual-cn",
+            &[
+                "QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY",
+                "QWEN_TOKEN_PLAN_CN_API_KEY",
+            ],
+        ),
         ("openai", &["OPENAI_API_KEY"]),
-        ("azure-openai-responses", &["AZURE_OPENAI_API_KEY"]),
+        ("azure", &["AZURE_OPENAI_API_KEY"]),
+        ("nvidia", &["NVIDIA_API_KEY"]),
         ("deepseek", &["DEEPSEEK_API_KEY"]),
         ("google", &["GEMINI_API_KEY"]),
         ("google-vertex", &["GOOGLE_CLOUD_API_KEY"]),
         ("groq", &["GROQ_API_KEY"]),
         ("cerebras", &["CEREBRAS_API_KEY"]),
         ("xai", &["XAI_API_KEY"]),
+        ("typesafe", &["TYPESAFE_API_KEY"]),
+        ("radius", &["RADIUS_API_KEY"]),
         ("openrouter", &["OPENROUTER_API_KEY"]),
         ("vercel-ai-gateway", &["AI_GATEWAY_API_KEY"]),
         ("zai", &["ZAI_API_KEY"]),
+        ("zai-coding-cn", &["ZAI_CODING_CN_API_KEY"]),
         ("mistral", &["MISTRAL_API_KEY"]),
         ("minimax", &["MINIMAX_API_KEY"]),
         ("minimax-cn", &["MINIMAX_CN_API_KEY"]),
@@ -91,9 +119,12 @@ pub fn env_key_names(provider: &str) -> Option<&'static [&'static str]> {
         ("moonshotai-cn", &["MOONSHOT_API_KEY"]),
         ("huggingface", &["HF_TOKEN"]),
         ("fireworks", &["FIREWORKS_API_KEY"]),
+        ("together", &["TOGETHER_API_KEY"]),
+        ("baseten", &["BASETEN_API_KEY"]),
         ("opencode", &["OPENCODE_API_KEY"]),
         ("opencode-go", &["OPENCODE_API_KEY"]),
         ("kimi-coding", &["KIMI_API_KEY"]),
+        ("meta", &["META_API_KEY"]),
         ("cloudflare-workers-ai", &["CLOUDFLARE_API_KEY"]),
         ("cloudflare-ai-gateway", &["CLOUDFLARE_API_KEY"]),
         ("xiaomi", &["XIAOMI_API_KEY"]),
@@ -362,6 +393,18 @@ impl AuthFile {
         })
     }
 
+    /// A variable of the entry's `env` object (pi 1.6.0: values a credential carries besides its
+    /// key, e.g. Cloudflare's account id), when set and non-empty.
+    pub fn env_value(&self, provider: &str, name: &str) -> Option<&str> {
+        let value = self
+            .entries
+            .get(provider)?
+            .get("env")?
+            .get(name)?
+            .as_str()?;
+        (!value.is_empty()).then_some(value)
+    }
+
     /// A string field of a provider's entry (e.g. a Copilot login's `enterpriseUrl`).
     pub fn field(&self, provider: &str, name: &str) -> Option<&str> {
         self.entries.get(provider)?.get(name)?.as_str()
@@ -397,10 +440,22 @@ mod tests {
             ("ANTHROPIC_API_KEY", "plain"),
             ("ANTHROPIC_OAUTH_TOKEN", "oauth"),
             ("GH_TOKEN", "gh"),
+            ("COPILOT_GITHUB_TOKEN", "copilot"),
+            ("QWEN_TOKEN_PLAN_API_KEY", "shared"),
             ("OPENAI_API_KEY", ""),
         ]);
         assert_eq!(env_api_key(&env, "anthropic").as_deref(), Some("oauth"));
-        assert_eq!(env_api_key(&env, "github-copilot").as_deref(), Some("gh"));
+        // pi 1.6.0 reads Copilot's own variable only (GH_TOKEN is not a Copilot key there).
+        assert_eq!(
+            env_api_key(&env, "github-copilot").as_deref(),
+            Some("copilot")
+        );
+        // Qwen Token Plan: the plan's variable, else the region's shared one.
+        assert_eq!(
+            env_api_key(&env, "qwen-token-plan-individual").as_deref(),
+            Some("shared")
+        );
+        assert_eq!(env_api_key(&env, "qwen-token-plan-cn"), None);
         assert_eq!(
             env_api_key(&env, "openai"),
             None,

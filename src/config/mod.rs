@@ -305,8 +305,25 @@ impl Config {
         self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
-    /// Any credential configured for the provider, checked without running `!command`s.
+    /// A variable as a provider's credential sees it (pi 1.6.0's provider env): the `env` object
+    /// of its auth.json entry, else the process environment.
+    pub fn provider_env(&self, provider: &str, name: &str) -> Option<String> {
+        self.auth
+            .env_value(provider, name)
+            .or_else(|| self.env.get(name))
+            .map(str::to_string)
+    }
+
+    /// Any credential configured for the provider, checked without running `!command`s. A
+    /// Cloudflare key counts only with the ids its endpoint needs (`CLOUDFLARE_ACCOUNT_ID`, and
+    /// `CLOUDFLARE_GATEWAY_ID` for the AI Gateway), as in pi 1.6.0.
     pub fn has_auth(&self, provider: &str) -> bool {
+        if !cloudflare_ids(provider)
+            .iter()
+            .all(|name| self.provider_env(provider, name).is_some())
+        {
+            return false;
+        }
         self.runtime_api_keys.contains_key(provider)
             || self.auth.has(provider)
             || auth::env_api_key(&self.env, provider).is_some()
@@ -403,9 +420,18 @@ impl Config {
 
     /// The model as a request sees it: with a GitHub Copilot subscription login, Copilot models go
     /// to the API host named in the (possibly just refreshed) Copilot token, as pi's
-    /// `modifyModels` does.
+    /// `modifyModels` does; Cloudflare models get their account and gateway ids in the URL (a
+    /// placeholder without a value stays as it is, as in pi 1.6.0).
     pub fn request_model(&self, model: &Model) -> Model {
         let mut model = model.clone();
+        for name in cloudflare_ids(&model.provider) {
+            let placeholder = format!("{{{name}}}");
+            if model.base_url.contains(&placeholder)
+                && let Some(value) = self.provider_env(&model.provider, name)
+            {
+                model.base_url = model.base_url.replace(&placeholder, &value);
+            }
+        }
         if model.provider == oauth::COPILOT_PROVIDER
             && let Some(Credential::OAuth { access, .. }) = self.auth.get(&model.provider)
         {
@@ -721,6 +747,16 @@ impl Config {
     pub fn set_retry_enabled(&mut self, enabled: bool) {
         self.settings
             .set_nested("retry", "enabled", Value::Bool(enabled));
+    }
+}
+
+/// The ids a Cloudflare provider's endpoint needs besides the key (pi 1.6.0's cloudflare auth);
+/// none for other providers.
+fn cloudflare_ids(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "cloudflare-workers-ai" => &["CLOUDFLARE_ACCOUNT_ID"],
+        "cloudflare-ai-gateway" => &["CLOUDFLARE_ACCOUNT_ID", "CLOUDFLARE_GATEWAY_ID"],
+        _ => &[],
     }
 }
 

@@ -13,7 +13,7 @@ use crate::support::{Pi, Setup, Workspace, assistant_messages};
 #[test]
 fn azure_uses_the_deployment_api_version_and_api_key_header() {
     let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
-    let setup = Setup::new(&fake, "azure-openai-responses", "gpt-5.2")
+    let setup = Setup::new(&fake, "azure", "gpt-5.2")
         .models_json(r#"{"providers": {}}"#)
         .env("AZURE_OPENAI_API_KEY", "azure-key-123456")
         .env(
@@ -41,6 +41,78 @@ fn azure_uses_the_deployment_api_version_and_api_key_header() {
     assert_eq!(request.header("authorization"), None);
     assert_eq!(request.body["model"], "prod-gpt52");
     assert_eq!(request.body["input"][0]["role"], "developer");
+}
+
+/// pi 1.6.0's `azure` provider also has Chat Completions models (Foundry): they go to the same
+/// resolved endpoint as plain Chat Completions requests, the deployment as the model, the key as
+/// a bearer.
+#[test]
+fn azure_chat_completions_models_use_the_azure_endpoint_and_deployment() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let setup = Setup::new(&fake, "azure", "deepseek-v4-pro")
+        .models_json(r#"{"providers": {}}"#)
+        .env("AZURE_OPENAI_API_KEY", "azure-key-123456")
+        .env(
+            "AZURE_OPENAI_BASE_URL",
+            &format!("{}/openai/v1", fake.base_url()),
+        )
+        .env(
+            "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+            "deepseek-v4-pro=prod-ds",
+        );
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let messages = assistant_messages(&run);
+    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
+    assert_eq!(messages[0]["api"], "openai-completions");
+    let request = &fake.requests()[0];
+    assert_eq!(request.path, "/openai/v1/chat/completions");
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer azure-key-123456")
+    );
+    assert_eq!(request.body["model"], "prod-ds");
+}
+
+/// Cloudflare endpoints carry the account (and gateway) id from the environment or auth.json's
+/// `env` object in place of their `{CLOUDFLARE_…}` placeholders; the AI Gateway takes the key as
+/// `cf-aig-authorization`, never as the upstream API's `Authorization`.
+#[test]
+fn cloudflare_urls_get_their_ids_and_the_gateway_its_own_auth_header() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let base = format!(
+        "{}/v1/{{CLOUDFLARE_ACCOUNT_ID}}/{{CLOUDFLARE_GATEWAY_ID}}/compat",
+        fake.base_url()
+    );
+    let models =
+        format!(r#"{{"providers": {{"cloudflare-ai-gateway": {{"baseUrl": "{base}"}}}}}}"#);
+    let setup = Setup::new(
+        &fake,
+        "cloudflare-ai-gateway",
+        "workers-ai/@cf/deepseek-ai/deepseek-v4-pro-0813",
+    )
+    .models_json(&models)
+    .env("CLOUDFLARE_GATEWAY_ID", "gw-7");
+    let workspace = Workspace::new();
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        r#"{"cloudflare-ai-gateway": {"type": "api_key", "key": "cf-key-123456", "env": {"CLOUDFLARE_ACCOUNT_ID": "acct-42"}}}"#,
+    )
+    .unwrap();
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let messages = assistant_messages(&run);
+    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
+    let request = &fake.requests()[0];
+    assert_eq!(request.path, "/v1/acct-42/gw-7/compat/chat/completions");
+    assert_eq!(
+        request.header("cf-aig-authorization"),
+        Some("Bearer cf-key-123456")
+    );
+    assert_eq!(request.header("authorization"), None);
+    assert_eq!(request.header("x-api-key"), None);
 }
 
 #[test]
