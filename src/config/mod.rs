@@ -326,12 +326,14 @@ impl Config {
         }
         self.runtime_api_keys.contains_key(provider)
             || self.auth.has(provider)
+            || self.env_bearer_token(provider).is_some()
             || auth::env_api_key(&self.env, provider).is_some()
             || self
                 .registry
                 .provider_configs
                 .get(provider)
-                .is_some_and(|c| c.api_key.is_some())
+                .and_then(|c| c.api_key.as_deref())
+                .is_some_and(|key| auth::config_value_configured(&self.env, key))
     }
 
     /// The key for a provider: runtime > auth.json api_key > auth.json OAuth token (unexpired)
@@ -361,7 +363,11 @@ impl Config {
             return Some(Some(key.clone()));
         }
         match self.auth.get(provider) {
-            Some(Credential::ApiKey(key)) => return Some(self.resolver.resolve(&self.env, &key)),
+            Some(Credential::ApiKey(key)) => {
+                // The entry's own `env` comes first for the variables its key names.
+                let env = self.env.overlaid(self.auth.env_object(provider));
+                return Some(self.resolver.resolve(&env, &key));
+            }
             Some(Credential::OAuth {
                 access, expires_ms, ..
             }) => {
@@ -372,7 +378,28 @@ impl Config {
             }
             Some(Credential::Other) | None => {}
         }
+        if let Some(token) = self.env_bearer_token(provider) {
+            return Some(Some(token));
+        }
         auth::env_api_key(&self.env, provider).map(Some)
+    }
+
+    /// `ANTHROPIC_AUTH_TOKEN`, when it is what authenticates Anthropic requests: set, and no
+    /// runtime key or auth.json entry decides first (pi 1.6.0's Anthropic key resolution).
+    fn env_bearer_token(&self, provider: &str) -> Option<String> {
+        if provider != "anthropic"
+            || self.runtime_api_keys.contains_key(provider)
+            || self.auth.has(provider)
+        {
+            return None;
+        }
+        self.env.get(auth::ANTHROPIC_AUTH_TOKEN).map(str::to_string)
+    }
+
+    /// Whether the provider's requests carry their credential in a header of their own
+    /// (`request_auth`'s `Authorization: Bearer` of `ANTHROPIC_AUTH_TOKEN`) and no API key.
+    pub fn key_in_headers(&self, provider: &str) -> bool {
+        self.env_bearer_token(provider).is_some()
     }
 
     /// A subscription login's access token, refreshed (under pi's auth.json lock) when expired or
@@ -470,6 +497,9 @@ impl Config {
             Some(slot) => slot.1 = value,
             None => headers.push((name.to_string(), value)),
         };
+        if let Some(token) = self.env_bearer_token(&model.provider) {
+            put("Authorization", format!("Bearer {token}"));
+        }
         for (name, value) in model.headers.iter().flatten() {
             if let Some(v) = value.as_str() {
                 put(name, v.to_string());
@@ -542,7 +572,8 @@ impl Config {
         for provider in self.auth.providers() {
             match self.auth.get(provider) {
                 Some(Credential::ApiKey(key)) if !key.starts_with('!') => {
-                    out.push(self.env.get(&key).unwrap_or(&key).to_string());
+                    let env = self.env.overlaid(self.auth.env_object(provider));
+                    out.extend(auth::resolve_plain(&env, &key));
                 }
                 Some(Credential::OAuth {
                     access, refresh, ..
@@ -565,7 +596,7 @@ impl Config {
         out.extend(google_adc::file_secrets(&self.env));
         for config in self.registry.provider_configs.values() {
             if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
-                out.push(self.env.get(key).unwrap_or(key).to_string());
+                out.extend(auth::resolve_plain(&self.env, key));
             }
         }
         out.extend(self.resolver.resolved_values());

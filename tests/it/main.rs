@@ -8,6 +8,7 @@ mod catalog;
 mod cloud_providers;
 mod commands;
 mod compaction;
+mod config_values;
 mod containers;
 mod errors;
 mod extensions;
