@@ -419,7 +419,7 @@ impl Registry {
                     max_tokens: def.get("maxTokens").and_then(as_count).unwrap_or(16384),
                     headers: None,
                     compat,
-                    extra: Map::new(),
+                    extra: sampling_fields(def),
                 });
             }
         }
@@ -642,6 +642,42 @@ fn apply_model_override(m: &mut Model, o: &Value) {
         };
     }
     m.compat = merge_compat(m.compat.take(), o.get("compat").and_then(Value::as_object));
+    // samplingParams merge key by key; samplingParamsByThinkingLevel level by level.
+    for key in ["samplingParams", "samplingParamsByThinkingLevel"] {
+        let Some(over) = o.get(key).and_then(Value::as_object) else {
+            continue;
+        };
+        let mut merged = m
+            .extra
+            .get(key)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (k, v) in over {
+            let value = match (key, merged.get(k).and_then(Value::as_object), v.as_object()) {
+                ("samplingParamsByThinkingLevel", Some(old), Some(new)) => {
+                    let mut level = old.clone();
+                    level.extend(new.clone());
+                    Value::Object(level)
+                }
+                _ => v.clone(),
+            };
+            merged.insert(k.clone(), value);
+        }
+        m.extra.insert(key.to_string(), Value::Object(merged));
+    }
+}
+
+/// A models.json model's `samplingParams` and `samplingParamsByThinkingLevel` (pi 1.6.0), kept
+/// with the model's other fields: they reach get_available_models and the request bodies.
+fn sampling_fields(def: &Value) -> Map<String, Value> {
+    ["samplingParams", "samplingParamsByThinkingLevel"]
+        .into_iter()
+        .filter_map(|key| {
+            let value = def.get(key).filter(|v| v.is_object())?;
+            Some((key.to_string(), value.clone()))
+        })
+        .collect()
 }
 
 // ---- parsing and validation ---------------------------------------------------------------------
@@ -793,6 +829,26 @@ fn check_model_def(def: &Value, path: &str, full: bool, errors: &mut Errors) {
     }
     check_string_record(def.get("headers"), &format!("{path}.headers"), errors);
     check_optional_object(def.get("compat"), &format!("{path}.compat"), errors);
+    check_optional_object(
+        def.get("samplingParams"),
+        &format!("{path}.samplingParams"),
+        errors,
+    );
+    if let Some(levels) = def.get("samplingParamsByThinkingLevel")
+        && let Some(levels) = expect_object(
+            levels,
+            &format!("{path}.samplingParamsByThinkingLevel"),
+            errors,
+        )
+    {
+        for (level, params) in levels {
+            expect_object(
+                params,
+                &format!("{path}.samplingParamsByThinkingLevel.{level}"),
+                errors,
+            );
+        }
+    }
 }
 
 fn expect_object<'a>(

@@ -105,6 +105,7 @@ pub fn build_request_with(
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
     insert_limits_tools_and_reasoning(&mut body, request, true);
+    super::request::apply_sampling_params(&mut body, request);
 
     Ok(HttpRequest {
         url: format!(

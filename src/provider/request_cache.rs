@@ -699,7 +699,14 @@ mod tests {
                 );
             }
         }
-        let copilot = &completions_models()[4];
+        // A model that wants `tools: []` with tool traffic in the history (pi 1.6.0 sends it only
+        // on `requiresToolsWithToolHistory`).
+        let mut copilot = completions_models()[4].clone();
+        copilot
+            .compat
+            .get_or_insert_with(Default::default)
+            .insert("requiresToolsWithToolHistory".into(), true.into());
+        let copilot = &copilot;
         let steps = completions_conversation(copilot);
         let mut cache = RequestCache::default();
         let _ = sent_and_expected(&mut cache, copilot, "SYS", &steps[..steps.len() - 1]);

@@ -97,3 +97,41 @@ fn anthropic_auth_token_is_sent_as_a_bearer() {
     );
     assert_eq!(request.header("x-api-key"), None);
 }
+
+/// models.json `samplingParams` and `samplingParamsByThinkingLevel` (of the clamped level) are
+/// written over the body last; `cost.tiers` price the whole request by its input size.
+#[test]
+fn sampling_params_reach_the_body_and_cost_tiers_price_the_turn() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let models = r#"{"providers": {"tpl": {
+        "baseUrl": "__BASE_URL__/v1", "api": "openai-completions", "apiKey": "sk-sampling-123456",
+        "models": [{"id": "tpl-model", "reasoning": true,
+            "samplingParams": {"temperature": 0.3, "top_k": 20, "stream": true},
+            "samplingParamsByThinkingLevel": {"high": {"temperature": 0.9, "min_p": 0.05}},
+            "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0,
+                     "tiers": [{"inputTokensAbove": 1000, "input": 10, "output": 20, "cacheRead": 0, "cacheWrite": 0},
+                               {"inputTokensAbove": 100000, "input": 99, "output": 99, "cacheRead": 0, "cacheWrite": 0}]}}]}}}"#;
+    let setup = Setup::new(&fake, "tpl", "tpl-model")
+        .models_json(models)
+        .arg("--thinking")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    let request = fake.requests().remove(0);
+    assert_eq!(request.body["temperature"], 0.9);
+    assert_eq!(request.body["top_k"], 20);
+    assert_eq!(request.body["min_p"], 0.05);
+    // 1843 input tokens are above the first tier's 1000: $10 / M for all of them.
+    let cost = &message["usage"]["cost"];
+    assert!(
+        (cost["input"].as_f64().unwrap() - 0.01843).abs() < 1e-12,
+        "{cost}"
+    );
+    assert!(
+        (cost["output"].as_f64().unwrap() - 0.00024).abs() < 1e-12,
+        "{cost}"
+    );
+}
