@@ -1,5 +1,5 @@
 //! Every model of the built-in catalog (1698, generated from pi 1.6.0's) must reach a wire API
-//! this dispatcher implements, but those of `NOT_YET_IMPLEMENTED`. Each distinct API is driven once through `run_stream` against a closed
+//! this dispatcher implements. Each distinct API is driven once through `run_stream` against a closed
 //! port on 127.0.0.1: whatever it fails with (connection refused, missing credentials), it must
 //! not be "No API provider registered".
 
@@ -10,10 +10,6 @@ use super::test_support::{request, user};
 use super::types::{RequestId, StreamEvent};
 use super::{http_agent, run_stream};
 use crate::config::registry::builtin_models;
-
-/// Wire APIs of the catalog pi-rs does not speak yet (README, "Compatibility with pi"):
-/// `pi-messages`, the radius provider's.
-const NOT_YET_IMPLEMENTED: &[&str] = &["pi-messages "];
 
 #[test]
 fn every_catalog_model_resolves_to_an_implemented_wire_api() {
@@ -56,7 +52,6 @@ fn every_catalog_model_resolves_to_an_implemented_wire_api() {
         }
         assert!(ended, "{api}: no terminal event");
     }
-    missing.retain(|entry| !NOT_YET_IMPLEMENTED.iter().any(|api| entry.starts_with(api)));
     assert!(
         missing.is_empty(),
         "catalog models on wire APIs pi-rs does not implement: {}",

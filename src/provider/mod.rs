@@ -36,6 +36,7 @@ pub mod mistral;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod partial_json;
+pub mod pi_messages;
 pub mod request;
 pub mod request_cache;
 pub mod retry;
@@ -147,6 +148,10 @@ fn wire_api(
         "google-generative-ai" => (
             google::build_request(request),
             Decoder::new(google::Decoder::new(request)),
+        ),
+        "pi-messages" => (
+            pi_messages::build_request(request),
+            Decoder::new(pi_messages::Decoder::new(request)),
         ),
         "mistral-conversations" => (
             mistral::build_request(request),
