@@ -8,6 +8,7 @@
 //! flushed) but never the stdin reader, which may still sit in a blocking read.
 
 mod agent;
+mod auth_command;
 mod child;
 mod cli;
 mod config;
@@ -50,6 +51,14 @@ fn main() -> ExitCode {
         .skip(1)
         .map(|w| w.to_string_lossy().into_owned())
         .collect();
+    // `pi auth …`: check or print credentials, log in or out (pi 1.6.0), no agent.
+    if words.first().map(String::as_str) == Some("auth") {
+        init_logging(false);
+        return ExitCode::from(auth_command::run(
+            &words[1..],
+            &config::agent_dir_from_env(),
+        ));
+    }
     if let Some(command @ ("login" | "logout")) = words.first().map(String::as_str) {
         init_logging(false);
         return ExitCode::from(login::run(

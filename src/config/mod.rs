@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use auth::{AuthFile, Credential, Env, ValueResolver};
-use registry::Registry;
+use registry::{ModelSource, Registry};
 use settings::Settings;
 
 use crate::paths::{expand_tilde, home_dir};
@@ -303,6 +303,60 @@ impl Config {
         // Redacted from the moment it is known (the session header may be written next).
         crate::redact::register_secrets([key.clone()]);
         self.runtime_api_keys.insert(provider.to_string(), key);
+    }
+
+    /// Whether `provider` is a provider pi-rs knows (the catalog's, models.json's, a key
+    /// variable's or a subscription login's), for `pi auth`.
+    pub fn is_known_provider(&self, provider: &str) -> bool {
+        !self.registry.provider_models(provider).is_empty()
+            || auth::env_key_names(provider).is_some()
+            || oauth::PROVIDERS.contains(&provider)
+            || self.registry.provider_configs.contains_key(provider)
+    }
+
+    /// The type of the provider's auth.json entry (`api_key`, `oauth`), if it has one.
+    pub fn stored_credential_type(&self, provider: &str) -> Option<&'static str> {
+        match self.auth.get(provider)? {
+            Credential::ApiKey(_) => Some("api_key"),
+            Credential::OAuth { .. } => Some("oauth"),
+            Credential::Other => None,
+        }
+    }
+
+    /// A subscription login's stored access token, as it is (no refresh).
+    pub fn stored_oauth_access(&self, provider: &str) -> Option<String> {
+        match self.auth.get(provider)? {
+            Credential::OAuth { access, .. } => Some(access).filter(|a| !a.is_empty()),
+            _ => None,
+        }
+    }
+
+    /// The providers auth.json has an entry for, in file order.
+    pub fn stored_providers(&self) -> Vec<String> {
+        self.auth.providers().map(str::to_string).collect()
+    }
+
+    /// A subscription login's access token that stays valid `min_validity_ms` more, refreshed
+    /// under pi's lock when it would not (`pi auth print-bearer-token --min-expiry`).
+    pub fn oauth_token_valid_for(&self, provider: &str, min_validity_ms: f64) -> Option<String> {
+        let Some(Credential::OAuth {
+            access, expires_ms, ..
+        }) = self.auth.get(provider)
+        else {
+            return None;
+        };
+        if expires_ms.is_some_and(|e| crate::time::now_ms() as f64 + min_validity_ms < e) {
+            return Some(access);
+        }
+        let margin = min_validity_ms.max(60_000.0);
+        match oauth::refresh_locked_within(&self.agent_dir, provider, &self.oauth_endpoints, margin)
+        {
+            Ok(fresh) => Some(fresh.access),
+            Err(reason) => {
+                log::warn!("refreshing the {provider} login failed: {reason}");
+                None
+            }
+        }
     }
 
     /// A variable as a provider's credential sees it (pi 1.6.0's provider env): the `env` object

@@ -4,6 +4,7 @@
 mod abort;
 mod apis;
 mod approvals;
+mod auth_command;
 mod catalog;
 mod cloud_providers;
 mod commands;
