@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
-use super::request_cache::HistoryFacts;
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -238,9 +237,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
                 })
                 .collect(),
         );
-    } else if compat.requires_tools_with_tool_history
-        && HistoryFacts::of_request(request).tool_traffic
-    {
+    } else if compat.requires_tools_with_tool_history && request.history_facts().tool_traffic {
         tools = Some(Vec::new());
     }
     if compat.cache_control_format.as_deref() == Some("anthropic") {
