@@ -9,6 +9,7 @@
 
 mod acp;
 mod agent;
+mod auth_command;
 mod child;
 mod cli;
 mod config;

@@ -1,17 +1,20 @@
 // Regenerates src/config/catalog.tsv from an installed pi-ai package (the reference's built-in
-// model catalog), keeping the reference's registry order (providers, then models, as listed).
+// chat model catalog), keeping the reference's registry order (providers, then models, as listed).
 //
-// Run from the repository root:
-//   node tests/gen_catalog.mjs /root/.cache/pi-reference-0.73.1/node_modules/@mariozechner/pi-ai > src/config/catalog.tsv
+// Run from the repository root, with the pi-ai package of the reference (pi 1.6.0's
+// `@earendil-works/pi-ai`, found under `bash tests/install_reference.sh --check 1.6.0`'s package):
+//   node tests/gen_catalog.mjs <pi-ai package> > src/config/catalog.tsv
 //
-// Output: one model per line, 16 fields separated by TAB (pi-rs reads it at start-up with splits
-// instead of a JSON parse, and Rust's float parser reads the costs back exactly; serde_json's
-// default one was 1 ULP off for some of them):
+// Output: one model per line, 18 fields separated by TAB (pi-rs reads it with splits instead of a
+// JSON parse, and Rust's float parser reads the costs back exactly; serde_json's default one was
+// 1 ULP off for some of them):
 //   provider id name api baseUrl reasoning(0|1) input(comma-separated) costIn costOut cacheRead
-//   cacheWrite contextWindow maxTokens thinkingLevelMap headers compat
-// The last three are compact JSON objects, or empty when absent. Numbers are written as
-// JavaScript prints them, which Rust's f64/u64 parsers read back to the same values. No field
-// may hold a TAB or a newline (checked).
+//   cacheWrite contextWindow maxTokens thinkingLevelMap headers compat costTiers extra
+// thinkingLevelMap, headers and compat are compact JSON objects, costTiers a compact JSON array
+// (`cost.tiers`), extra a compact JSON object of every other field of the model in the
+// reference's key order (inputLimits, promptCache, type, lab, enabled, providers, free, ...); each
+// is empty when absent. Numbers are written as JavaScript prints them, which Rust's f64/u64
+// parsers read back to the same values. No field may hold a TAB or a newline (checked).
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
 
@@ -22,26 +25,32 @@ if (!pkg) {
 }
 const { MODELS } = await import(pathToFileURL(join(pkg, "dist", "models.generated.js")).href);
 
-const known = new Set([
+const columns = new Set([
   "id", "name", "api", "provider", "baseUrl", "reasoning", "thinkingLevelMap", "input", "cost",
   "contextWindow", "maxTokens", "headers", "compat",
 ]);
+const costKeys = new Set(["input", "output", "cacheRead", "cacheWrite", "tiers"]);
 const rows = [];
 for (const [provider, models] of Object.entries(MODELS)) {
   for (const [id, m] of Object.entries(models)) {
-    for (const key of Object.keys(m)) {
-      if (!known.has(key)) throw new Error(`${provider}/${id}: unexpected field ${key}`);
-    }
     if (m.provider !== provider || m.id !== id) throw new Error(`${provider}/${id}: key mismatch`);
     for (const n of [m.contextWindow, m.maxTokens]) {
       if (!Number.isInteger(n) || n < 0) throw new Error(`${provider}/${id}: bad token count ${n}`);
+    }
+    for (const key of Object.keys(m.cost)) {
+      if (!costKeys.has(key)) throw new Error(`${provider}/${id}: unexpected cost field ${key}`);
+    }
+    const extra = {};
+    for (const [key, value] of Object.entries(m)) {
+      if (!columns.has(key) && value !== undefined) extra[key] = value;
     }
     const json = (v) => (v === undefined || v === null ? "" : JSON.stringify(v));
     const fields = [
       provider, id, m.name, m.api, m.baseUrl, m.reasoning === true ? "1" : "0", m.input.join(","),
       String(m.cost.input), String(m.cost.output), String(m.cost.cacheRead),
       String(m.cost.cacheWrite), String(m.contextWindow), String(m.maxTokens),
-      json(m.thinkingLevelMap), json(m.headers), json(m.compat),
+      json(m.thinkingLevelMap), json(m.headers), json(m.compat), json(m.cost.tiers),
+      Object.keys(extra).length > 0 ? JSON.stringify(extra) : "",
     ];
     for (const f of fields) {
       if (typeof f !== "string" || /[\t\n\r]/.test(f)) throw new Error(`${provider}/${id}: bad field ${f}`);

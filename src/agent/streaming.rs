@@ -48,7 +48,11 @@ impl Agent {
 
     /// The parts of an LLM request that do not depend on what is asked; Err without a key.
     pub(super) fn base_request(&self) -> Result<StreamRequest, ()> {
-        let api_key = self.config.api_key(&self.model.provider).ok_or(())?;
+        let mut api_key = self.config.api_key(&self.model.provider).ok_or(())?;
+        if self.config.key_in_headers(&self.model.provider) {
+            // The credential travels in `headers` (Authorization), never as an API key.
+            api_key.clear();
+        }
         Ok(StreamRequest {
             // After the key: a refreshed Copilot token may name another API host.
             model: self.config.request_model(&self.model),

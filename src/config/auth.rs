@@ -65,6 +65,17 @@ impl Env {
             .map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// This environment with `extra` on top (an auth.json entry's `env` object).
+    pub fn overlaid<'a>(&self, extra: impl IntoIterator<Item = (&'a str, &'a str)>) -> Env {
+        let mut env = self.clone();
+        for (k, v) in extra {
+            if !v.is_empty() {
+                env.vars.insert(k.to_string(), v.to_string());
+            }
+        }
+        env
+    }
+
     pub fn home(&self) -> PathBuf {
         self.get("HOME")
             .map(PathBuf::from)
@@ -75,23 +86,51 @@ impl Env {
 /// Environment variables holding a provider's key, in priority order (pi-ai's table).
 pub fn env_key_names(provider: &str) -> Option<&'static [&'static str]> {
     const TABLE: &[(&str, &[&str])] = &[
-        (
-            "github-copilot",
-            &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
-        ),
+        ("github-copilot", &["COPILOT_GITHUB_TOKEN"]),
         // The OAuth token wins over the plain API key.
         ("anthropic", &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"]),
+        ("ant-ling", &["ANT_LING_API_KEY"]),
+        // Qwen Token Plan: the per-plan variable first, then the region one both plans shared.
+        (
+            "qwen-token-plan",
+            &["QWEN_TOKEN_PLAN_TEAM_API_KEY", "QWEN_TOKEN_PLAN_API_KEY"],
+        ),
+        (
+            "qwen-token-plan-cn",
+            &[
+                "QWEN_TOKEN_PLAN_TEAM_CN_API_KEY",
+                "QWEN_TOKEN_PLAN_CN_API_KEY",
+            ],
+        ),
+        (
+            "qwen-token-plan-individual",
+            &[
+                "QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY",
+                "QWEN_TOKEN_PLAN_API_KEY",
+            ],
+        ),
+        (
+            "qwen-token-plan-individual-cn",
+            &[
+                "QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY",
+                "QWEN_TOKEN_PLAN_CN_API_KEY",
+            ],
+        ),
         ("openai", &["OPENAI_API_KEY"]),
-        ("azure-openai-responses", &["AZURE_OPENAI_API_KEY"]),
+        ("azure", &["AZURE_OPENAI_API_KEY"]),
+        ("nvidia", &["NVIDIA_API_KEY"]),
         ("deepseek", &["DEEPSEEK_API_KEY"]),
         ("google", &["GEMINI_API_KEY"]),
         ("google-vertex", &["GOOGLE_CLOUD_API_KEY"]),
         ("groq", &["GROQ_API_KEY"]),
         ("cerebras", &["CEREBRAS_API_KEY"]),
         ("xai", &["XAI_API_KEY"]),
+        ("typesafe", &["TYPESAFE_API_KEY"]),
+        ("radius", &["RADIUS_API_KEY"]),
         ("openrouter", &["OPENROUTER_API_KEY"]),
         ("vercel-ai-gateway", &["AI_GATEWAY_API_KEY"]),
         ("zai", &["ZAI_API_KEY"]),
+        ("zai-coding-cn", &["ZAI_CODING_CN_API_KEY"]),
         ("mistral", &["MISTRAL_API_KEY"]),
         ("minimax", &["MINIMAX_API_KEY"]),
         ("minimax-cn", &["MINIMAX_CN_API_KEY"]),
@@ -99,9 +138,12 @@ pub fn env_key_names(provider: &str) -> Option<&'static [&'static str]> {
         ("moonshotai-cn", &["MOONSHOT_API_KEY"]),
         ("huggingface", &["HF_TOKEN"]),
         ("fireworks", &["FIREWORKS_API_KEY"]),
+        ("together", &["TOGETHER_API_KEY"]),
+        ("baseten", &["BASETEN_API_KEY"]),
         ("opencode", &["OPENCODE_API_KEY"]),
         ("opencode-go", &["OPENCODE_API_KEY"]),
         ("kimi-coding", &["KIMI_API_KEY"]),
+        ("meta", &["META_API_KEY"]),
         ("cloudflare-workers-ai", &["CLOUDFLARE_API_KEY"]),
         ("cloudflare-ai-gateway", &["CLOUDFLARE_API_KEY"]),
         ("xiaomi", &["XIAOMI_API_KEY"]),
@@ -163,7 +205,13 @@ pub const EXTRA_SECRET_ENV_VARS: &[&str] = &[
     "AWS_BEARER_TOKEN_BEDROCK",
     "AWS_SESSION_TOKEN",
     "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    ANTHROPIC_AUTH_TOKEN,
+    "TYPESAFE_API_KEY",
 ];
+
+/// Anthropic's bearer token variable: pi 1.6.0 sends it as `Authorization: Bearer …` instead of
+/// an API key, ahead of `ANTHROPIC_OAUTH_TOKEN` and `ANTHROPIC_API_KEY`.
+pub const ANTHROPIC_AUTH_TOKEN: &str = "ANTHROPIC_AUTH_TOKEN";
 
 // ---- config values -------------------------------------------------------------------------------
 
@@ -188,7 +236,7 @@ impl ValueResolver {
                 result
             }
         } else {
-            Some(env.get(config).unwrap_or(config).to_string())
+            resolve_template(env, config).ok()
         };
         self.remember(value.as_deref());
         value
@@ -198,7 +246,7 @@ impl ValueResolver {
     pub fn resolve_uncached(&self, env: &Env, config: &str) -> Option<String> {
         let value = match config.strip_prefix('!') {
             Some(command) => run_command(command),
-            None => Some(env.get(config).unwrap_or(config).to_string()),
+            None => resolve_template(env, config).ok(),
         };
         self.remember(value.as_deref());
         value
@@ -217,7 +265,17 @@ impl ValueResolver {
                 Some(command) => Err(format!(
                     "Failed to resolve {description} from shell command: {command}"
                 )),
-                None => Err(format!("Failed to resolve {description}")),
+                None => match resolve_template(env, config) {
+                    Err(missing) if missing.len() == 1 => Err(format!(
+                        "Failed to resolve {description} from environment variable: {}",
+                        missing[0]
+                    )),
+                    Err(missing) if !missing.is_empty() => Err(format!(
+                        "Failed to resolve {description} from environment variables: {}",
+                        missing.join(", ")
+                    )),
+                    _ => Err(format!("Failed to resolve {description}")),
+                },
             },
         }
     }
@@ -236,6 +294,144 @@ impl ValueResolver {
     /// Every value resolved so far.
     pub fn resolved_values(&self) -> Vec<String> {
         lock(&self.resolved).clone()
+    }
+}
+
+/// One piece of a config value (pi 1.6.0's template syntax).
+#[derive(Debug, PartialEq)]
+enum Part<'a> {
+    Literal(String),
+    Var(&'a str),
+}
+
+/// Splits a (non-command) config value: `$NAME` and `${NAME}` name environment variables, `$$`
+/// is a literal `$` and `$!` a literal `!`; anything else is literal text (a `$` not followed by
+/// a name, an unclosed `${`, a `${…}` that is not a name).
+fn template_parts(config: &str) -> Vec<Part<'_>> {
+    fn literal(parts: &mut Vec<Part<'_>>, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        match parts.last_mut() {
+            Some(Part::Literal(previous)) => previous.push_str(text),
+            _ => parts.push(Part::Literal(text.to_string())),
+        }
+    }
+    let name_len = |s: &str| {
+        let bytes = s.as_bytes();
+        if !bytes
+            .first()
+            .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+        {
+            return 0;
+        }
+        bytes
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+            .count()
+    };
+    let mut parts = Vec::new();
+    let mut rest = config;
+    while let Some(dollar) = rest.find('$') {
+        literal(&mut parts, &rest[..dollar]);
+        let after = &rest[dollar + 1..];
+        if after.starts_with('$') || after.starts_with('!') {
+            literal(&mut parts, &after[..1]);
+            rest = &after[1..];
+        } else if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end) if end > 0 && name_len(&braced[..end]) == end => {
+                    parts.push(Part::Var(&braced[..end]));
+                    rest = &braced[end + 1..];
+                }
+                Some(end) => {
+                    literal(&mut parts, &rest[dollar..dollar + end + 3]);
+                    rest = &braced[end + 1..];
+                }
+                None => {
+                    literal(&mut parts, "$");
+                    rest = after;
+                }
+            }
+        } else {
+            match name_len(after) {
+                0 => {
+                    literal(&mut parts, "$");
+                    rest = after;
+                }
+                n => {
+                    parts.push(Part::Var(&after[..n]));
+                    rest = &after[n..];
+                }
+            }
+        }
+    }
+    literal(&mut parts, rest);
+    parts
+}
+
+/// A non-command config value with its variables filled in; the names of the unset ones
+/// otherwise. pi 0.73.1's bare variable name (`"MY_KEY"`, literal text for pi 1.6.0) is still read
+/// from the environment when that variable is set, with a warning naming the new syntax: as
+/// literal text it could only fail at the provider.
+fn resolve_template(env: &Env, config: &str) -> Result<String, Vec<String>> {
+    let parts = template_parts(config);
+    if let [Part::Literal(text)] = parts.as_slice()
+        && is_env_name(text)
+        && let Some(value) = env.get(text)
+    {
+        warn_bare_name(text);
+        return Ok(value.to_string());
+    }
+    let mut out = String::new();
+    let mut missing: Vec<String> = Vec::new();
+    for part in &parts {
+        match part {
+            Part::Literal(text) => out.push_str(text),
+            Part::Var(name) => match env.get(name) {
+                Some(value) => out.push_str(value),
+                None if !missing.iter().any(|m| m == name) => missing.push(name.to_string()),
+                None => {}
+            },
+        }
+    }
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(missing)
+    }
+}
+
+/// A non-command config value's result, without remembering it (redaction lists).
+pub fn resolve_plain(env: &Env, config: &str) -> Option<String> {
+    resolve_template(env, config).ok()
+}
+
+/// Whether every variable a (non-command) config value names is set (pi 1.6.0's
+/// `isConfigValueConfigured`; commands count as configured).
+pub fn config_value_configured(env: &Env, config: &str) -> bool {
+    config.starts_with('!') || resolve_template(env, config).is_ok()
+}
+
+fn is_env_name(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes
+        .first()
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// Once per name and process.
+fn warn_bare_name(name: &str) {
+    static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut warned = lock(&WARNED);
+    if !warned.iter().any(|w| w == name) {
+        warned.push(name.to_string());
+        log::warn!(
+            "the config value \"{name}\" is read from the environment variable {name}, as pi 0.73.1 did; pi 1.6.0 takes it as literal text: write \"${name}\" (or \"${{{name}}}\")"
+        );
     }
 }
 
@@ -370,6 +566,28 @@ impl AuthFile {
         })
     }
 
+    /// The entry's `env` object: the variables its credential carries (pi 1.6.0).
+    pub fn env_object(&self, provider: &str) -> Vec<(&str, &str)> {
+        let Some(Value::Object(env)) = self.entries.get(provider).and_then(|e| e.get("env")) else {
+            return Vec::new();
+        };
+        env.iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+            .collect()
+    }
+
+    /// A variable of the entry's `env` object (pi 1.6.0: values a credential carries besides its
+    /// key, e.g. Cloudflare's account id), when set and non-empty.
+    pub fn env_value(&self, provider: &str, name: &str) -> Option<&str> {
+        let value = self
+            .entries
+            .get(provider)?
+            .get("env")?
+            .get(name)?
+            .as_str()?;
+        (!value.is_empty()).then_some(value)
+    }
+
     /// A string field of a provider's entry (e.g. a Copilot login's `enterpriseUrl`).
     pub fn field(&self, provider: &str, name: &str) -> Option<&str> {
         self.entries.get(provider)?.get(name)?.as_str()
@@ -400,10 +618,22 @@ mod tests {
             ("ANTHROPIC_API_KEY", "plain"),
             ("ANTHROPIC_OAUTH_TOKEN", "oauth"),
             ("GH_TOKEN", "gh"),
+            ("COPILOT_GITHUB_TOKEN", "copilot"),
+            ("QWEN_TOKEN_PLAN_API_KEY", "shared"),
             ("OPENAI_API_KEY", ""),
         ]);
         assert_eq!(env_api_key(&env, "anthropic").as_deref(), Some("oauth"));
-        assert_eq!(env_api_key(&env, "github-copilot").as_deref(), Some("gh"));
+        // pi 1.6.0 reads Copilot's own variable only (GH_TOKEN is not a Copilot key there).
+        assert_eq!(
+            env_api_key(&env, "github-copilot").as_deref(),
+            Some("copilot")
+        );
+        // Qwen Token Plan: the plan's variable, else the region's shared one.
+        assert_eq!(
+            env_api_key(&env, "qwen-token-plan-individual").as_deref(),
+            Some("shared")
+        );
+        assert_eq!(env_api_key(&env, "qwen-token-plan-cn"), None);
         assert_eq!(
             env_api_key(&env, "openai"),
             None,
@@ -449,6 +679,46 @@ mod tests {
             "Failed to resolve API key for provider \"x\" from shell command: false"
         );
         assert!(r.resolved_values().contains(&"hello".to_string()));
+    }
+
+    #[test]
+    fn templates_read_variables_and_escapes_as_pi_1_6_0() {
+        let env = Env::from_pairs([("A", "1"), ("B_2", "two"), ("EMPTY", "")]);
+        let r = ValueResolver::default();
+        let cases = [
+            ("$A", Some("1")),
+            ("${A}", Some("1")),
+            ("x-$A-${B_2}y", Some("x-1-twoy")),
+            ("$$A", Some("$A")),
+            ("$!A", Some("!A")),
+            ("cost $", Some("cost $")),
+            ("$-x", Some("$-x")),
+            ("${not a name}", Some("${not a name}")),
+            ("${A", Some("${A")),
+            ("$MISSING", None),
+            ("$EMPTY", None),
+            ("sk-plain", Some("sk-plain")),
+            // 0.73.1's bare name: still the variable when it is set, else literal.
+            ("B_2", Some("two")),
+            ("NOT_SET", Some("NOT_SET")),
+        ];
+        for (config, expected) in cases {
+            assert_eq!(r.resolve(&env, config).as_deref(), expected, "{config}");
+        }
+        assert_eq!(
+            r.resolve_or_error(&env, "$X-${Y}-$X", "API key for provider \"p\"")
+                .unwrap_err(),
+            "Failed to resolve API key for provider \"p\" from environment variables: X, Y"
+        );
+        assert_eq!(
+            r.resolve_or_error(&env, "${X}", "d").unwrap_err(),
+            "Failed to resolve d from environment variable: X"
+        );
+        assert!(config_value_configured(&env, "$A"));
+        assert!(!config_value_configured(&env, "Bearer $MISSING"));
+        assert!(config_value_configured(&env, "!anything"));
+        let overlaid = env.overlaid([("MISSING", "now")]);
+        assert_eq!(r.resolve(&overlaid, "$MISSING").as_deref(), Some("now"));
     }
 
     #[test]

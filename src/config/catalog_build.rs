@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 const CATALOG: &str = "src/config/catalog.tsv";
-const FIELDS: usize = 16;
+const FIELDS: usize = 18;
 
 fn main() {
     println!("cargo:rerun-if-changed={CATALOG}");

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use auth::{AuthFile, Credential, Env, ValueResolver};
-use registry::Registry;
+use registry::{ModelSource, Registry};
 use settings::Settings;
 
 use crate::paths::{expand_tilde, home_dir};
@@ -321,16 +321,89 @@ impl Config {
         self.runtime_api_keys.insert(provider.to_string(), key);
     }
 
-    /// Any credential configured for the provider, checked without running `!command`s.
+    /// Whether `provider` is a provider pi-rs knows (the catalog's, models.json's, a key
+    /// variable's or a subscription login's), for `pi auth`.
+    pub fn is_known_provider(&self, provider: &str) -> bool {
+        !self.registry.provider_models(provider).is_empty()
+            || auth::env_key_names(provider).is_some()
+            || oauth::PROVIDERS.contains(&provider)
+            || self.registry.provider_configs.contains_key(provider)
+    }
+
+    /// The type of the provider's auth.json entry (`api_key`, `oauth`), if it has one.
+    pub fn stored_credential_type(&self, provider: &str) -> Option<&'static str> {
+        match self.auth.get(provider)? {
+            Credential::ApiKey(_) => Some("api_key"),
+            Credential::OAuth { .. } => Some("oauth"),
+            Credential::Other => None,
+        }
+    }
+
+    /// A subscription login's stored access token, as it is (no refresh).
+    pub fn stored_oauth_access(&self, provider: &str) -> Option<String> {
+        match self.auth.get(provider)? {
+            Credential::OAuth { access, .. } => Some(access).filter(|a| !a.is_empty()),
+            _ => None,
+        }
+    }
+
+    /// The providers auth.json has an entry for, in file order.
+    pub fn stored_providers(&self) -> Vec<String> {
+        self.auth.providers().map(str::to_string).collect()
+    }
+
+    /// A subscription login's access token that stays valid `min_validity_ms` more, refreshed
+    /// under pi's lock when it would not (`pi auth print-bearer-token --min-expiry`).
+    pub fn oauth_token_valid_for(&self, provider: &str, min_validity_ms: f64) -> Option<String> {
+        let Some(Credential::OAuth {
+            access, expires_ms, ..
+        }) = self.auth.get(provider)
+        else {
+            return None;
+        };
+        if expires_ms.is_some_and(|e| crate::time::now_ms() as f64 + min_validity_ms < e) {
+            return Some(access);
+        }
+        let margin = min_validity_ms.max(60_000.0);
+        match oauth::refresh_locked_within(&self.agent_dir, provider, &self.oauth_endpoints, margin)
+        {
+            Ok(fresh) => Some(fresh.access),
+            Err(reason) => {
+                log::warn!("refreshing the {provider} login failed: {reason}");
+                None
+            }
+        }
+    }
+
+    /// A variable as a provider's credential sees it (pi 1.6.0's provider env): the `env` object
+    /// of its auth.json entry, else the process environment.
+    pub fn provider_env(&self, provider: &str, name: &str) -> Option<String> {
+        self.auth
+            .env_value(provider, name)
+            .or_else(|| self.env.get(name))
+            .map(str::to_string)
+    }
+
+    /// Any credential configured for the provider, checked without running `!command`s. A
+    /// Cloudflare key counts only with the ids its endpoint needs (`CLOUDFLARE_ACCOUNT_ID`, and
+    /// `CLOUDFLARE_GATEWAY_ID` for the AI Gateway), as in pi 1.6.0.
     pub fn has_auth(&self, provider: &str) -> bool {
+        if !cloudflare_ids(provider)
+            .iter()
+            .all(|name| self.provider_env(provider, name).is_some())
+        {
+            return false;
+        }
         self.runtime_api_keys.contains_key(provider)
             || self.auth.has(provider)
+            || self.env_bearer_token(provider).is_some()
             || auth::env_api_key(&self.env, provider).is_some()
             || self
                 .registry
                 .provider_configs
                 .get(provider)
-                .is_some_and(|c| c.api_key.is_some())
+                .and_then(|c| c.api_key.as_deref())
+                .is_some_and(|key| auth::config_value_configured(&self.env, key))
     }
 
     /// The key for a provider: runtime > auth.json api_key > auth.json OAuth token (unexpired)
@@ -360,7 +433,11 @@ impl Config {
             return Some(Some(key.clone()));
         }
         match self.auth.get(provider) {
-            Some(Credential::ApiKey(key)) => return Some(self.resolver.resolve(&self.env, &key)),
+            Some(Credential::ApiKey(key)) => {
+                // The entry's own `env` comes first for the variables its key names.
+                let env = self.env.overlaid(self.auth.env_object(provider));
+                return Some(self.resolver.resolve(&env, &key));
+            }
             Some(Credential::OAuth {
                 access, expires_ms, ..
             }) => {
@@ -371,7 +448,28 @@ impl Config {
             }
             Some(Credential::Other) | None => {}
         }
+        if let Some(token) = self.env_bearer_token(provider) {
+            return Some(Some(token));
+        }
         auth::env_api_key(&self.env, provider).map(Some)
+    }
+
+    /// `ANTHROPIC_AUTH_TOKEN`, when it is what authenticates Anthropic requests: set, and no
+    /// runtime key or auth.json entry decides first (pi 1.6.0's Anthropic key resolution).
+    fn env_bearer_token(&self, provider: &str) -> Option<String> {
+        if provider != "anthropic"
+            || self.runtime_api_keys.contains_key(provider)
+            || self.auth.has(provider)
+        {
+            return None;
+        }
+        self.env.get(auth::ANTHROPIC_AUTH_TOKEN).map(str::to_string)
+    }
+
+    /// Whether the provider's requests carry their credential in a header of their own
+    /// (`request_auth`'s `Authorization: Bearer` of `ANTHROPIC_AUTH_TOKEN`) and no API key.
+    pub fn key_in_headers(&self, provider: &str) -> bool {
+        self.env_bearer_token(provider).is_some()
     }
 
     /// A subscription login's access token, refreshed (under pi's auth.json lock) when expired or
@@ -494,9 +592,18 @@ impl Config {
 
     /// The model as a request sees it: with a GitHub Copilot subscription login, Copilot models go
     /// to the API host named in the (possibly just refreshed) Copilot token, as pi's
-    /// `modifyModels` does.
+    /// `modifyModels` does; Cloudflare models get their account and gateway ids in the URL (a
+    /// placeholder without a value stays as it is, as in pi 1.6.0).
     pub fn request_model(&self, model: &Model) -> Model {
         let mut model = model.clone();
+        for name in cloudflare_ids(&model.provider) {
+            let placeholder = format!("{{{name}}}");
+            if model.base_url.contains(&placeholder)
+                && let Some(value) = self.provider_env(&model.provider, name)
+            {
+                model.base_url = model.base_url.replace(&placeholder, &value);
+            }
+        }
         if model.provider == oauth::COPILOT_PROVIDER
             && let Some(Credential::OAuth { access, .. }) = self.auth.get(&model.provider)
         {
@@ -535,6 +642,9 @@ impl Config {
             Some(slot) => slot.1 = value,
             None => headers.push((name.to_string(), value)),
         };
+        if let Some(token) = self.env_bearer_token(&model.provider) {
+            put("Authorization", format!("Bearer {token}"));
+        }
         for (name, value) in model.headers.iter().flatten() {
             if let Some(v) = value.as_str() {
                 put(name, v.to_string());
@@ -607,7 +717,8 @@ impl Config {
         for provider in self.auth.providers() {
             match self.auth.get(provider) {
                 Some(Credential::ApiKey(key)) if !key.starts_with('!') => {
-                    out.push(self.env.get(&key).unwrap_or(&key).to_string());
+                    let env = self.env.overlaid(self.auth.env_object(provider));
+                    out.extend(auth::resolve_plain(&env, &key));
                 }
                 Some(Credential::OAuth {
                     access, refresh, ..
@@ -642,7 +753,7 @@ impl Config {
         out.extend(google_adc::file_secrets(&self.env));
         for config in self.registry.provider_configs.values() {
             if let Some(key) = config.api_key.as_deref().filter(|k| !k.starts_with('!')) {
-                out.push(self.env.get(key).unwrap_or(key).to_string());
+                out.extend(auth::resolve_plain(&self.env, key));
             }
         }
         out.extend(self.resolver.resolved_values());
@@ -837,6 +948,16 @@ impl Config {
     pub fn set_retry_enabled(&mut self, enabled: bool) {
         self.settings
             .set_nested("retry", "enabled", Value::Bool(enabled));
+    }
+}
+
+/// The ids a Cloudflare provider's endpoint needs besides the key (pi 1.6.0's cloudflare auth);
+/// none for other providers.
+fn cloudflare_ids(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "cloudflare-workers-ai" => &["CLOUDFLARE_ACCOUNT_ID"],
+        "cloudflare-ai-gateway" => &["CLOUDFLARE_ACCOUNT_ID", "CLOUDFLARE_GATEWAY_ID"],
+        _ => &[],
     }
 }
 

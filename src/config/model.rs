@@ -19,15 +19,46 @@ pub struct ModelCost {
     pub cache_read: f64,
     #[serde(rename = "cacheWrite", default, serialize_with = "js_number")]
     pub cache_write: f64,
+    /// Request-wide price tiers (`cost.tiers`): the one with the highest `inputTokensAbove` below
+    /// the request's input tokens prices the whole request.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tiers: Option<Vec<CostTier>>,
+}
+
+/// One `cost.tiers` entry: the prices used when a request's input exceeds `inputTokensAbove`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostTier {
+    #[serde(rename = "inputTokensAbove", serialize_with = "js_number")]
+    pub input_tokens_above: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub input: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub output: f64,
+    #[serde(rename = "cacheRead", default, serialize_with = "js_number")]
+    pub cache_read: f64,
+    #[serde(rename = "cacheWrite", default, serialize_with = "js_number")]
+    pub cache_write: f64,
 }
 
 impl ModelCost {
-    /// Fills `usage.cost` from these per-million-token prices (pi-ai's calculateCost).
+    /// Fills `usage.cost` from these per-million-token prices (pi-ai's calculateCost): the
+    /// matching tier's rates when the request's input (fresh + cache read + cache write) is above
+    /// a tier's threshold, else the base rates.
     pub fn apply_to(&self, usage: &mut Usage) {
-        usage.cost.input = self.input / 1e6 * usage.input as f64;
-        usage.cost.output = self.output / 1e6 * usage.output as f64;
-        usage.cost.cache_read = self.cache_read / 1e6 * usage.cache_read as f64;
-        usage.cost.cache_write = self.cache_write / 1e6 * usage.cache_write as f64;
+        let input_tokens = (usage.input + usage.cache_read + usage.cache_write) as f64;
+        let mut rates = [self.input, self.output, self.cache_read, self.cache_write];
+        let mut matched = -1.0;
+        for tier in self.tiers.iter().flatten() {
+            if input_tokens > tier.input_tokens_above && tier.input_tokens_above > matched {
+                rates = [tier.input, tier.output, tier.cache_read, tier.cache_write];
+                matched = tier.input_tokens_above;
+            }
+        }
+        let [input, output, cache_read, cache_write] = rates;
+        usage.cost.input = input / 1e6 * usage.input as f64;
+        usage.cost.output = output / 1e6 * usage.output as f64;
+        usage.cost.cache_read = cache_read / 1e6 * usage.cache_read as f64;
+        usage.cost.cache_write = cache_write / 1e6 * usage.cache_write as f64;
         usage.cost.total =
             usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
     }
@@ -59,6 +90,10 @@ pub struct Model {
     pub headers: Option<Map<String, Value>>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub compat: Option<Map<String, Value>>,
+    /// Every other field of the model as the reference's catalog (or models.json) has it, in its
+    /// order: `inputLimits`, `promptCache`, `type`, radius's `lab`/`enabled`/`providers`/`free`.
+    #[serde(flatten, default)]
+    pub extra: Map<String, Value>,
 }
 
 impl Model {
@@ -79,6 +114,7 @@ impl Model {
             max_tokens: 0,
             headers: None,
             compat: None,
+            extra: Map::new(),
         }
     }
 

@@ -272,6 +272,17 @@ pub fn refresh_locked(
     endpoints: &Endpoints,
     cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
+    refresh_locked_within(agent_dir, provider, endpoints, REFRESH_MARGIN_MS)
+}
+
+/// `refresh_locked` for a token that must stay valid `margin_ms` more (pi 1.6.0's
+/// `auth print-bearer-token --min-expiry`).
+pub fn refresh_locked_within(
+    agent_dir: &Path,
+    provider: &str,
+    endpoints: &Endpoints,
+    margin_ms: f64,
+) -> Result<Fresh, OAuthError> {
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path, cancel)?;
     let mut data = read_auth(&path)?;
@@ -282,7 +293,7 @@ pub fn refresh_locked(
         .cloned()
         .ok_or_else(|| OAuthError::NoLogin(provider.to_string()))?;
     let expires = entry.get("expires").and_then(Value::as_f64);
-    if !needs_refresh(expires) {
+    if expires.is_some_and(|e| now_ms_f64() + margin_ms < e) {
         return fresh_from(&entry);
     }
     let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);

@@ -24,40 +24,51 @@ use super::model::{Model, ModelCost};
 
 /// Provider → preferred model id, in the priority order used to pick the initial model.
 pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
-    ("amazon-bedrock", "us.anthropic.claude-opus-4-6-v1"),
-    ("anthropic", "claude-opus-4-7"),
-    ("openai", "gpt-5.4"),
-    ("azure-openai-responses", "gpt-5.4"),
-    ("openai-codex", "gpt-5.5"),
+    ("amazon-bedrock", "us.anthropic.claude-opus-5-5"),
+    ("ant-ling", "Ring-2.6-1T"),
+    ("anthropic", "claude-opus-5-5"),
+    ("openai", "gpt-6.2-sol"),
+    ("azure", "gpt-6.2-sol"),
+    ("openai-codex", "gpt-6.2-sol"),
+    ("radius", "balanced"),
+    ("nvidia", "nvidia/nemotron-3.5-super-vl-120b-a12b"),
     ("deepseek", "deepseek-v4-pro"),
-    ("google", "gemini-3.1-pro-preview"),
-    ("google-vertex", "gemini-3.1-pro-preview"),
-    ("github-copilot", "gpt-5.4"),
-    ("openrouter", "moonshotai/kimi-k2.6"),
-    ("vercel-ai-gateway", "zai/glm-5.1"),
-    ("xai", "grok-4.20-0309-reasoning"),
+    ("google", "gemini-4-argon"),
+    ("google-vertex", "gemini-4-argon"),
+    ("github-copilot", "gpt-6.1-sol"),
+    ("openrouter", "moonshotai/kimi-k2.7-code"),
+    ("vercel-ai-gateway", "zai/glm-5.3"),
+    ("xai", "grok-4.7"),
     ("groq", "openai/gpt-oss-120b"),
-    ("cerebras", "zai-glm-4.7"),
-    ("zai", "glm-5.1"),
+    ("cerebras", "gpt-oss-120b"),
+    ("zai", "glm-5.3"),
+    ("zai-coding-cn", "glm-5.3"),
     ("mistral", "devstral-medium-latest"),
-    ("minimax", "MiniMax-M2.7"),
-    ("minimax-cn", "MiniMax-M2.7"),
-    ("moonshotai", "kimi-k2.6"),
-    ("moonshotai-cn", "kimi-k2.6"),
-    ("huggingface", "moonshotai/Kimi-K2.6"),
-    ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
-    ("opencode", "kimi-k2.6"),
-    ("opencode-go", "kimi-k2.6"),
+    ("minimax", "MiniMax-M3"),
+    ("minimax-cn", "MiniMax-M3"),
+    ("moonshotai", "kimi-k2.7-code"),
+    ("moonshotai-cn", "kimi-k2.7-code"),
+    ("huggingface", "moonshotai/Kimi-K2.7-Code"),
+    ("fireworks", "accounts/fireworks/models/kimi-k3"),
+    ("together", "moonshotai/Kimi-K3"),
+    ("baseten", "zai-org/GLM-5.3"),
+    ("opencode", "kimi-k2.7-code"),
+    ("opencode-go", "kimi-k3.1-pro"),
     ("kimi-coding", "kimi-for-coding"),
-    ("cloudflare-workers-ai", "@cf/moonshotai/kimi-k2.6"),
+    ("meta", "muse-spark-1.3"),
+    ("cloudflare-workers-ai", "@cf/moonshotai/kimi-k2.7-code"),
     (
         "cloudflare-ai-gateway",
-        "workers-ai/@cf/moonshotai/kimi-k2.6",
+        "workers-ai/@cf/moonshotai/kimi-k2.7-code",
     ),
-    ("xiaomi", "mimo-v2.5-pro"),
-    ("xiaomi-token-plan-cn", "mimo-v2.5-pro"),
-    ("xiaomi-token-plan-ams", "mimo-v2.5-pro"),
-    ("xiaomi-token-plan-sgp", "mimo-v2.5-pro"),
+    ("qwen-token-plan", "qwen3.8-max"),
+    ("qwen-token-plan-cn", "qwen3.8-max"),
+    ("qwen-token-plan-individual", "qwen3.8-max"),
+    ("qwen-token-plan-individual-cn", "qwen3.8-max"),
+    ("xiaomi", "mimo-v2.6-pro"),
+    ("xiaomi-token-plan-cn", "mimo-v2.6-pro"),
+    ("xiaomi-token-plan-ams", "mimo-v2.6-pro"),
+    ("xiaomi-token-plan-sgp", "mimo-v2.6-pro"),
 ];
 
 pub fn default_model_for(provider: &str) -> Option<&'static str> {
@@ -138,13 +149,11 @@ fn catalog_row(line: &str) -> Option<Model> {
     }
     let context_window = text()?.parse().ok()?;
     let max_tokens = text()?.parse().ok()?;
-    let mut object = || -> Option<Option<Map<String, Value>>> {
-        match text()? {
-            "" => Some(None),
-            json => serde_json::from_str(json).ok().map(Some),
-        }
-    };
-    let (thinking_level_map, headers, compat) = (object()?, object()?, object()?);
+    let thinking_level_map = optional_json(text()?)?;
+    let headers = optional_json(text()?)?;
+    let compat = optional_json(text()?)?;
+    let tiers = optional_json(text()?)?;
+    let extra = optional_json(text()?)?.unwrap_or_default();
     if fields.next().is_some() {
         return None;
     }
@@ -161,13 +170,23 @@ fn catalog_row(line: &str) -> Option<Model> {
             output: cost[1],
             cache_read: cost[2],
             cache_write: cost[3],
+            tiers,
         },
         context_window,
         max_tokens,
         thinking_level_map,
         headers,
         compat,
+        extra,
     })
+}
+
+/// A catalog JSON field: empty is absent, anything else must parse.
+fn optional_json<T: serde::de::DeserializeOwned>(field: &str) -> Option<Option<T>> {
+    match field {
+        "" => Some(None),
+        json => serde_json::from_str(json).ok().map(Some),
+    }
 }
 
 /// Request settings of a models.json provider (kept only when one of them is set).
@@ -368,6 +387,7 @@ impl Registry {
                     output: c.get("output").and_then(Value::as_f64).unwrap_or(0.0),
                     cache_read: c.get("cacheRead").and_then(Value::as_f64).unwrap_or(0.0),
                     cache_write: c.get("cacheWrite").and_then(Value::as_f64).unwrap_or(0.0),
+                    tiers: cost_tiers(c),
                 });
                 custom.push(Model {
                     name: get("name").unwrap_or_else(|| id.clone()),
@@ -399,6 +419,7 @@ impl Registry {
                     max_tokens: def.get("maxTokens").and_then(as_count).unwrap_or(16384),
                     headers: None,
                     compat,
+                    extra: sampling_fields(def),
                 });
             }
         }
@@ -538,6 +559,11 @@ impl ModelSource for Registry {
     }
 }
 
+/// models.json's `cost.tiers` (validated by the schema check), if any.
+fn cost_tiers(cost: &Value) -> Option<Vec<super::model::CostTier>> {
+    serde_json::from_value(cost.get("tiers")?.clone()).ok()
+}
+
 fn as_count(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| {
         v.as_f64()
@@ -609,9 +635,49 @@ fn apply_model_override(m: &mut Model, o: &Value) {
             output: pick("output", m.cost.output),
             cache_read: pick("cacheRead", m.cost.cache_read),
             cache_write: pick("cacheWrite", m.cost.cache_write),
+            tiers: match cost.get("tiers") {
+                Some(_) => cost_tiers(&Value::Object(cost.clone())),
+                None => m.cost.tiers.take(),
+            },
         };
     }
     m.compat = merge_compat(m.compat.take(), o.get("compat").and_then(Value::as_object));
+    // samplingParams merge key by key; samplingParamsByThinkingLevel level by level.
+    for key in ["samplingParams", "samplingParamsByThinkingLevel"] {
+        let Some(over) = o.get(key).and_then(Value::as_object) else {
+            continue;
+        };
+        let mut merged = m
+            .extra
+            .get(key)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (k, v) in over {
+            let value = match (key, merged.get(k).and_then(Value::as_object), v.as_object()) {
+                ("samplingParamsByThinkingLevel", Some(old), Some(new)) => {
+                    let mut level = old.clone();
+                    level.extend(new.clone());
+                    Value::Object(level)
+                }
+                _ => v.clone(),
+            };
+            merged.insert(k.clone(), value);
+        }
+        m.extra.insert(key.to_string(), Value::Object(merged));
+    }
+}
+
+/// A models.json model's `samplingParams` and `samplingParamsByThinkingLevel` (pi 1.6.0), kept
+/// with the model's other fields: they reach get_available_models and the request bodies.
+fn sampling_fields(def: &Value) -> Map<String, Value> {
+    ["samplingParams", "samplingParamsByThinkingLevel"]
+        .into_iter()
+        .filter_map(|key| {
+            let value = def.get(key).filter(|v| v.is_object())?;
+            Some((key.to_string(), value.clone()))
+        })
+        .collect()
 }
 
 // ---- parsing and validation ---------------------------------------------------------------------
@@ -763,6 +829,26 @@ fn check_model_def(def: &Value, path: &str, full: bool, errors: &mut Errors) {
     }
     check_string_record(def.get("headers"), &format!("{path}.headers"), errors);
     check_optional_object(def.get("compat"), &format!("{path}.compat"), errors);
+    check_optional_object(
+        def.get("samplingParams"),
+        &format!("{path}.samplingParams"),
+        errors,
+    );
+    if let Some(levels) = def.get("samplingParamsByThinkingLevel")
+        && let Some(levels) = expect_object(
+            levels,
+            &format!("{path}.samplingParamsByThinkingLevel"),
+            errors,
+        )
+    {
+        for (level, params) in levels {
+            expect_object(
+                params,
+                &format!("{path}.samplingParamsByThinkingLevel.{level}"),
+                errors,
+            );
+        }
+    }
 }
 
 fn expect_object<'a>(
@@ -874,14 +960,36 @@ mod tests {
     #[test]
     fn catalog_has_every_reference_model_in_order() {
         let models = builtin_models();
-        assert_eq!(models.len(), 969);
-        assert_eq!(CATALOG.lines().count(), 969, "every row parses");
+        // pi 1.6.0's catalog: 1698 chat models of 42 providers (typesafe, the 43rd, has none).
+        assert_eq!(models.len(), 1698);
+        assert_eq!(CATALOG.lines().count(), 1698, "every row parses");
+        assert_eq!(CATALOG_PROVIDERS.len(), 42);
         // Costs are the reference's doubles exactly (as JavaScript prints them).
-        let tongyi = models
+        let micro = models
             .iter()
-            .find(|m| m.id == "alibaba/tongyi-deepresearch-30b-a3b")
+            .find(|m| m.id == "apac.amazon.nova-micro-v1:0")
             .unwrap();
-        assert_eq!(tongyi.cost.output.to_string(), "0.44999999999999996");
+        assert_eq!(micro.cost.cache_read.to_string(), "0.00925");
+        // The fields 1.6.0 added: price tiers, input limits, prompt-cache lifetimes, radius's.
+        let haiku = models
+            .iter()
+            .find(|m| m.provider == "amazon-bedrock" && m.id == "anthropic.claude-haiku-5-5")
+            .unwrap();
+        let tier = &haiku.cost.tiers.as_ref().unwrap()[0];
+        assert_eq!((tier.input_tokens_above, tier.input), (100000.0, 0.55));
+        let fable = models
+            .iter()
+            .find(|m| m.provider == "anthropic" && m.id == "claude-fable-5")
+            .unwrap();
+        assert_eq!(
+            fable.extra["promptCache"],
+            json!({"short": 300, "long": 3600})
+        );
+        assert_eq!(fable.extra["inputLimits"]["maxRequestBytes"], 33554432);
+        assert_eq!(fable.extra["type"], "chat");
+        let balanced = models.iter().find(|m| m.provider == "radius").unwrap();
+        assert_eq!(balanced.api, "pi-messages");
+        assert_eq!(balanced.extra["lab"], "Moonshot AI");
         assert!(catalog_row("a\tb").is_none());
         assert_eq!(models[0].provider, "amazon-bedrock");
         assert_eq!(models[0].id, "amazon.nova-2-lite-v1:0");
@@ -889,7 +997,10 @@ mod tests {
             .iter()
             .find(|m| m.provider == "openai" && m.id == "gpt-5.4")
             .unwrap();
-        assert_eq!(gpt.thinking_level_map.as_ref().unwrap()["off"], Value::Null);
+        assert_eq!(
+            gpt.thinking_level_map.as_ref().unwrap()["minimal"],
+            Value::Null
+        );
         let copilot = models
             .iter()
             .find(|m| m.provider == "github-copilot")
@@ -903,9 +1014,6 @@ mod tests {
         );
         // Every provider with a default model id has that model in the catalog.
         for (provider, id) in DEFAULT_MODEL_PER_PROVIDER {
-            if *provider == "openai-codex" || *provider == "xiaomi-token-plan-ams" {
-                continue;
-            }
             assert!(
                 models
                     .iter()
@@ -1048,7 +1156,7 @@ mod tests {
                 "Failed to load models.json: Provider x: \"baseUrl\" is required when defining custom models."
             )
         );
-        assert_eq!(r.models().len(), 969);
+        assert_eq!(r.models().len(), 1698);
         let r = Registry::from_models_json(Some(r#"{"providers": {"x": {}}}"#));
         assert!(r.load_error.unwrap().contains("must specify \"baseUrl\""));
         let r = Registry::from_models_json(Some(

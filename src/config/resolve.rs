@@ -524,9 +524,25 @@ mod tests {
                 .to_string(),
             "Model \"definitely-not-a-model\" not found. Use --list-models to see available models."
         );
-        // Alias preference: the undated alias wins over dated ids.
-        let r = resolve_cli_model(all.as_slice(), Some("anthropic"), "claude-3-5-haiku").unwrap();
-        assert_eq!(r.model.id, "claude-3-5-haiku-latest");
+        // Alias preference: the undated alias wins over dated ids (pi 1.6.0 picks the same).
+        let r = resolve_cli_model(all.as_slice(), Some("anthropic"), "claude-haiku-4").unwrap();
+        assert_eq!(r.model.id, "claude-haiku-4-5");
+        // A catalog id resolves to its own entry in every spelling.
+        for (provider, pattern) in [
+            (None, "anthropic/claude-opus-5-5"),
+            (None, "claude-opus-5-5"),
+            (Some("anthropic"), "claude-opus-5-5"),
+            (Some("anthropic"), "anthropic/claude-opus-5-5"),
+        ] {
+            let r = resolve_cli_model(all.as_slice(), provider, pattern).unwrap();
+            assert_eq!(r.warning, None, "{pattern}");
+            assert_eq!(
+                (r.model.provider.as_str(), r.model.name.as_str()),
+                ("anthropic", "Claude Opus 5.5"),
+                "{pattern}"
+            );
+            assert_eq!(r.model.max_tokens, 128000, "{pattern}");
+        }
         // Ids with slashes that are not providers (openrouter style).
         let r = resolve_cli_model(all.as_slice(), None, "moonshotai/kimi-k2.6").unwrap();
         assert_eq!(r.model.provider, "moonshotai");
@@ -539,32 +555,26 @@ mod tests {
 
     #[test]
     fn matches_the_reference_on_ambiguous_patterns() {
-        // Observed with `pi --mode rpc --model <pattern>` + get_state (0.73.1).
+        // Observed with `pi --mode rpc --model <pattern>` + get_state (1.6.0, every key set).
         let all = builtin_models();
         let cases = [
             (
                 "sonnet",
                 "amazon-bedrock",
-                "us.anthropic.claude-sonnet-4-6",
+                "us.anthropic.claude-sonnet-5-5",
                 None,
-            ),
-            (
-                "gpt-4o:low",
-                "openrouter",
-                "openai/gpt-4o-mini-2024-07-18",
-                Some(ThinkingLevel::Low),
             ),
             (
                 "gemini",
                 "openrouter",
-                "google/gemini-3.1-pro-preview-customtools",
+                "google/gemini-nano-banana-2.1",
                 None,
             ),
             (
-                "claude-3-5-haiku",
-                "cloudflare-ai-gateway",
-                "claude-3-5-haiku",
-                None,
+                "openai/gpt-5.4:high",
+                "openai",
+                "gpt-5.4",
+                Some(ThinkingLevel::High),
             ),
         ];
         for (pattern, provider, id, thinking) in cases {
@@ -577,7 +587,7 @@ mod tests {
             assert_eq!(r.warning, None);
         }
         let r = resolve_cli_model(all.as_slice(), Some("anthropic"), "opus").unwrap();
-        assert_eq!(r.model.id, "claude-opus-4-7");
+        assert_eq!(r.model.id, "claude-opus-5-5");
         let r = resolve_cli_model(all.as_slice(), None, "openai/gpt-4o:extended").unwrap();
         assert_eq!(
             (r.model.provider.as_str(), r.model.id.as_str()),
@@ -598,7 +608,7 @@ mod tests {
             .map(String::from)
             .to_vec();
         let (scoped, warnings) = resolve_model_scope(&available, &patterns);
-        assert_eq!(scoped[0].model.id, "claude-3-5-sonnet-20240620");
+        assert_eq!(scoped[0].model.id, "claude-sonnet-4-5");
         assert_eq!(
             warnings,
             vec![Diagnostic::Warning(
@@ -611,8 +621,8 @@ mod tests {
     fn dated_ids_pick_the_latest() {
         let all = by(&builtin_models(), "anthropic");
         let dated: Vec<Model> = all.iter().filter(|m| !is_alias(&m.id)).cloned().collect();
-        let r = parse_pattern("claude-3-5-sonnet", &dated, true);
-        assert_eq!(r.model.unwrap().id, "claude-3-5-sonnet-20241022");
+        let r = parse_pattern("claude-sonnet-4-5", &dated, true);
+        assert_eq!(r.model.unwrap().id, "claude-sonnet-4-5-20250929");
         assert!(is_alias("claude-3-5-haiku-latest"));
         assert!(!is_alias("claude-3-5-haiku-20241022"));
     }
@@ -666,12 +676,13 @@ mod tests {
         let gpt = find("openai", "gpt-5.4");
         assert_eq!(
             gpt.supported_thinking_levels(),
-            vec![Minimal, Low, Medium, High, Xhigh]
+            vec![Off, Low, Medium, High, Xhigh]
         );
-        assert_eq!(gpt.clamp_thinking_level(Off), Minimal);
+        assert_eq!(gpt.clamp_thinking_level(Minimal), Low);
+        assert_eq!(gpt.clamp_thinking_level(Max), Xhigh);
         let gemini = find("google", "gemini-3.1-pro-preview");
-        assert_eq!(gemini.supported_thinking_levels(), vec![Low, High]);
-        assert_eq!(gemini.clamp_thinking_level(Medium), High);
+        assert_eq!(gemini.supported_thinking_levels(), vec![Low, Medium, High]);
+        assert_eq!(gemini.clamp_thinking_level(Medium), Medium);
         assert_eq!(gemini.clamp_thinking_level(Minimal), Low);
         assert_eq!(gemini.clamp_thinking_level(Xhigh), High);
         let sonnet = find("anthropic", "claude-sonnet-4-5");
@@ -682,6 +693,7 @@ mod tests {
         );
         let opus = find("anthropic", "claude-opus-4-7");
         assert_eq!(opus.clamp_thinking_level(Xhigh), Xhigh);
+        assert_eq!(opus.clamp_thinking_level(Max), Max);
         let plain = find("openai", "gpt-4o");
         assert_eq!(plain.clamp_thinking_level(High), Off);
     }
@@ -697,7 +709,7 @@ mod tests {
         let m = initial_model(&all, &available, None, None).unwrap();
         assert_eq!(
             (m.provider.as_str(), m.id.as_str()),
-            ("anthropic", "claude-opus-4-7")
+            ("anthropic", "claude-opus-5-5")
         );
         // Saved default wins even without auth.
         let m = initial_model(

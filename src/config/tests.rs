@@ -63,7 +63,7 @@ fn key_priority_runtime_auth_oauth_env_models_json() {
     let env = [
         ("OPENAI_API_KEY", "env-openai-key"),
         ("ANTHROPIC_API_KEY", "env-anthropic"),
-        ("GH_TOKEN", "gh-env-token"),
+        ("COPILOT_GITHUB_TOKEN", "gh-env-token"),
         ("GROQ_INDIRECT", "groq-indirect-value"),
         ("MOCK_ENV", "mock-env-key"),
         ("HEADER_ENV", "header-from-env"),
@@ -307,5 +307,5 @@ fn broken_files_become_warnings() {
             .starts_with("errors loading models.json:\nFailed to load models.json: Provider x:")
     );
     assert!(warnings[1].ends_with(&format!("File: {}", dir.0.join("models.json").display())));
-    assert_eq!(c.all_models().len(), 969);
+    assert_eq!(c.all_models().len(), 1698);
 }

@@ -111,7 +111,10 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         if !betas.is_empty() {
             headers.push(("anthropic-beta".into(), betas.join(",")));
         }
-        headers.push(("x-api-key".into(), request.api_key.clone()));
+        // No key: the credential is a header of its own (`ANTHROPIC_AUTH_TOKEN` as a bearer).
+        if !request.api_key.is_empty() {
+            headers.push(("x-api-key".into(), request.api_key.clone()));
+        }
     }
     let headers = with_extra_headers(headers, model, &super::copilot::extra_headers(request));
 

@@ -16,14 +16,10 @@ use serde_json::{Map, Value, json};
 use super::openai_responses::{convert_input_with, insert_limits_tools_and_reasoning, set_header};
 use super::request::{join_url, with_extra_headers};
 use super::types::{HttpRequest, StreamRequest};
+use crate::config::Model;
 
 const DEFAULT_API_VERSION: &str = "v1";
-const TOOL_CALL_PROVIDERS: &[&str] = &[
-    "openai",
-    "openai-codex",
-    "opencode",
-    "azure-openai-responses",
-];
+const TOOL_CALL_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode", "azure"];
 
 /// Why an Azure request could not be built. `Display` is the assistant error's text.
 #[derive(Debug, PartialEq, Eq)]
@@ -85,20 +81,7 @@ pub fn build_request_with(
         .filter(|k| !k.is_empty())
         .or(env.api_key.as_deref())
         .ok_or(AzureError::NoApiKey)?;
-    let base_url = env
-        .base_url
-        .as_deref()
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(str::to_string)
-        .or_else(|| {
-            env.resource_name
-                .as_ref()
-                .map(|name| format!("https://{name}.openai.azure.com/openai/v1"))
-        })
-        .or_else(|| Some(model.base_url.clone()).filter(|u| !u.is_empty()))
-        .ok_or(AzureError::NoBaseUrl)?;
-    let base_url = normalize_base_url(&base_url)?;
+    let base_url = resolve_base_url(model, env)?;
     let api_version = env.api_version.as_deref().unwrap_or(DEFAULT_API_VERSION);
 
     let defaults = vec![
@@ -122,6 +105,7 @@ pub fn build_request_with(
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
     insert_limits_tools_and_reasoning(&mut body, request, true);
+    super::request::apply_sampling_params(&mut body, request);
 
     Ok(HttpRequest {
         url: format!(
@@ -132,6 +116,44 @@ pub fn build_request_with(
         headers,
         body: Value::Object(body),
     })
+}
+
+/// The endpoint: `AZURE_OPENAI_BASE_URL`, else the resource name's, else the model's, normalized.
+fn resolve_base_url(model: &Model, env: &AzureEnv) -> Result<String, AzureError> {
+    let base_url = env
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .or_else(|| {
+            env.resource_name
+                .as_ref()
+                .map(|name| format!("https://{name}.openai.azure.com/openai/v1"))
+        })
+        .or_else(|| Some(model.base_url.clone()).filter(|u| !u.is_empty()))
+        .ok_or(AzureError::NoBaseUrl)?;
+    normalize_base_url(&base_url)
+}
+
+/// The `azure` provider's Chat Completions models (Foundry): pi 1.6.0 sends them as plain
+/// `openai-completions` requests to the resolved Azure endpoint, with the deployment as the body's
+/// `model` (and the key as a bearer, as for any Chat Completions server).
+pub fn build_completions_request(request: &StreamRequest) -> Result<HttpRequest, AzureError> {
+    let env = AzureEnv::from_process();
+    let mut resolved = request.clone();
+    resolved.model.base_url = resolve_base_url(&request.model, &env)?;
+    let mut http = super::openai_completions::build_request(&resolved);
+    if let Some(body) = http.body.as_object_mut() {
+        body.insert(
+            "model".into(),
+            json!(deployment_name(
+                &request.model.id,
+                env.deployment_map.as_deref()
+            )),
+        );
+    }
+    Ok(http)
 }
 
 /// `AZURE_OPENAI_DEPLOYMENT_NAME_MAP` (`model=deployment,…`) for `model_id`, else the id.

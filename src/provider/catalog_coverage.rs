@@ -1,5 +1,5 @@
-//! Every model of the built-in catalog (969, generated from pi's) must reach a wire API this
-//! dispatcher implements. Each distinct API is driven once through `run_stream` against a closed
+//! Every model of the built-in catalog (1698, generated from pi 1.6.0's) must reach a wire API
+//! this dispatcher implements. Each distinct API is driven once through `run_stream` against a closed
 //! port on 127.0.0.1: whatever it fails with (connection refused, missing credentials), it must
 //! not be "No API provider registered".
 
@@ -14,7 +14,7 @@ use crate::config::registry::builtin_models;
 #[test]
 fn every_catalog_model_resolves_to_an_implemented_wire_api() {
     let models = builtin_models();
-    assert_eq!(models.len(), 969);
+    assert_eq!(models.len(), 1698);
     let mut per_api: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for model in &models {
         per_api

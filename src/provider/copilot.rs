@@ -3,7 +3,6 @@
 //! (who initiated the request, vision input). The API host named in the Copilot token is
 //! `config::oauth::copilot_base_url`.
 
-use super::request_cache::HistoryFacts;
 use super::types::StreamRequest;
 use crate::config::oauth::COPILOT_PROVIDER as PROVIDER;
 use crate::messages::AgentMessage;
@@ -26,7 +25,7 @@ pub fn dynamic_headers(request: &StreamRequest) -> Vec<(String, String)> {
         ),
     ];
     // Images anywhere in the conversation, the kept start included.
-    if HistoryFacts::of_request(request).images {
+    if request.history_facts().images {
         headers.push(("Copilot-Vision-Request".to_string(), "true".to_string()));
     }
     headers

@@ -32,10 +32,12 @@ pub mod error_text;
 pub mod event_stream;
 pub mod google;
 pub mod google_auth;
+pub mod history;
 pub mod mistral;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod partial_json;
+pub mod pi_messages;
 pub mod request;
 pub mod request_cache;
 pub mod retry;
@@ -122,10 +124,14 @@ fn wire_api(
     agent: &ureq::Agent,
 ) -> Result<(HttpRequest, Decoder), String> {
     let responses = || Decoder::new(openai_responses::Decoder::new(request));
-    Ok(match request.model.api.as_str() {
+    let (mut http, decoder) = match request.model.api.as_str() {
         "anthropic-messages" => (
             anthropic::build_request(request),
             Decoder::new(anthropic::Decoder::new(request)),
+        ),
+        "openai-completions" if request.model.provider == "azure" => (
+            azure_responses::build_completions_request(request).map_err(|e| e.to_string())?,
+            Decoder::new(openai_completions::Decoder::new(request)),
         ),
         "openai-completions" => (
             openai_completions::build_request(request),
@@ -144,6 +150,10 @@ fn wire_api(
             google::build_request(request),
             Decoder::new(google::Decoder::new(request)),
         ),
+        "pi-messages" => (
+            pi_messages::build_request(request),
+            Decoder::new(pi_messages::Decoder::new(request)),
+        ),
         "mistral-conversations" => (
             mistral::build_request(request),
             Decoder::new(mistral::Decoder::new(request)),
@@ -158,7 +168,23 @@ fn wire_api(
             Decoder::new(google::Decoder::new(request)),
         ),
         other => return Err(format!("No API provider registered for api: {other}")),
-    })
+    };
+    if request.model.provider == "cloudflare-ai-gateway" {
+        cloudflare_gateway_auth(&mut http, &request.api_key);
+    }
+    Ok((http, decoder))
+}
+
+/// Cloudflare's AI Gateway takes the key as `cf-aig-authorization: Bearer <key>` and no
+/// `Authorization`/`x-api-key` of the upstream API (pi 1.6.0's gateway auth).
+fn cloudflare_gateway_auth(http: &mut HttpRequest, api_key: &str) {
+    http.headers.retain(|(name, _)| {
+        !name.eq_ignore_ascii_case("authorization")
+            && !name.eq_ignore_ascii_case("x-api-key")
+            && !name.eq_ignore_ascii_case("cf-aig-authorization")
+    });
+    http.headers
+        .push(("cf-aig-authorization".into(), format!("Bearer {api_key}")));
 }
 
 fn run_stream(

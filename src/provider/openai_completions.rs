@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
-use super::request_cache::HistoryFacts;
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -37,6 +36,9 @@ pub struct Compat {
     pub requires_tool_result_name: bool,
     pub requires_assistant_after_tool_result: bool,
     pub requires_thinking_as_text: bool,
+    /// `tools: []` when the request has no tools but the history has tool traffic (proxies in
+    /// front of Anthropic want it; vLLM ≥ 0.20 rejects it, so pi 1.6.0 sends it only on request).
+    pub requires_tools_with_tool_history: bool,
     pub requires_reasoning_content_on_assistant_messages: bool,
     /// openai | deepseek | zai | qwen | qwen-chat-template | openrouter
     pub thinking_format: String,
@@ -97,6 +99,7 @@ pub fn resolve_compat(model: &Model) -> Compat {
         requires_tool_result_name: false,
         requires_assistant_after_tool_result: false,
         requires_thinking_as_text: false,
+        requires_tools_with_tool_history: false,
         requires_reasoning_content_on_assistant_messages: is_deepseek,
         thinking_format: thinking_format.to_string(),
         zai_tool_stream: false,
@@ -134,6 +137,10 @@ pub fn resolve_compat(model: &Model) -> Compat {
         requires_thinking_as_text: flag(
             "requiresThinkingAsText",
             detected.requires_thinking_as_text,
+        ),
+        requires_tools_with_tool_history: flag(
+            "requiresToolsWithToolHistory",
+            detected.requires_tools_with_tool_history,
         ),
         requires_reasoning_content_on_assistant_messages: flag(
             "requiresReasoningContentOnAssistantMessages",
@@ -230,8 +237,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
                 })
                 .collect(),
         );
-    } else if HistoryFacts::of_request(request).tool_traffic {
-        // Proxies in front of Anthropic want `tools` whenever the history has tool traffic.
+    } else if compat.requires_tools_with_tool_history && request.history_facts().tool_traffic {
         tools = Some(Vec::new());
     }
     if compat.cache_control_format.as_deref() == Some("anthropic") {
@@ -322,6 +328,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         }
     }
 
+    super::request::apply_sampling_params(&mut body, request);
     HttpRequest {
         url: api_url(model, DEFAULT_BASE_URL, "/chat/completions"),
         headers,
@@ -1034,7 +1041,8 @@ mod tests {
             image_result,
             AgentMessage::Assistant(empty),
         ];
-        let body = build_request_with(&request(m, messages), CacheRetention::Short).body;
+        let body =
+            build_request_with(&request(m.clone(), messages.clone()), CacheRetention::Short).body;
         let expected = json!([
             {"role":"user","content":[{"type":"text","text":"go"}]},
             {"role":"assistant","content":"ab","reasoning_content":"think",
@@ -1044,6 +1052,13 @@ mod tests {
                 {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}
         ]);
         assert_eq!(body["messages"], expected);
+        // No tools: pi 1.6.0 omits `tools` (vLLM ≥ 0.20 rejects `[]`) unless the model asks.
+        assert_eq!(body.get("tools"), None);
+        let mut r = request(m, messages);
+        let mut compat = Map::new();
+        compat.insert("requiresToolsWithToolHistory".into(), json!(true));
+        r.model.compat = Some(compat);
+        let body = build_request_with(&r, CacheRetention::Short).body;
         assert_eq!(body["tools"], json!([]));
     }
 

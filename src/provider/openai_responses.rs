@@ -82,6 +82,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     // pi does not tell Copilot's reasoning models to stop reasoning.
     let off_says_none = model.provider != "github-copilot";
     insert_limits_tools_and_reasoning(&mut body, request, off_says_none);
+    super::request::apply_sampling_params(&mut body, request);
 
     HttpRequest {
         url: api_url(model, DEFAULT_BASE_URL, "/responses"),

@@ -1,7 +1,7 @@
 //! What the wire API request builders share: the url join, the output cap before thinking
 //! adjustments, and the header merge the SDKs do. Pure.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::types::StreamRequest;
 use crate::config::{Model, ThinkingLevel};
@@ -77,4 +77,21 @@ pub(crate) fn with_extra_headers(
         headers.push((name, value));
     }
     headers
+}
+
+/// models.json's `samplingParams`, then `samplingParamsByThinkingLevel` of the request's
+/// (clamped) level, written over the body last (pi 1.6.0's `resolveSamplingParams`; the
+/// OpenAI-compatible APIs only).
+pub(crate) fn apply_sampling_params(body: &mut Map<String, Value>, request: &StreamRequest) {
+    let model = &request.model;
+    let level = model.clamp_thinking_level(request.thinking);
+    let base = model.extra.get("samplingParams").and_then(Value::as_object);
+    let by_level = model
+        .extra
+        .get("samplingParamsByThinkingLevel")
+        .and_then(|m| m.get(level.as_str()))
+        .and_then(Value::as_object);
+    for (key, value) in base.into_iter().chain(by_level).flatten() {
+        body.insert(key.clone(), value.clone());
+    }
 }

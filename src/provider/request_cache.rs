@@ -17,7 +17,8 @@
 //! overflow retry dropping the failed reply), and the first and last cached messages are compared
 //! on every use as a second guard.
 //!
-//! What a request reads from the whole history besides its elements travels as `HistoryFacts`,
+//! What a request reads from the whole history besides its elements travels as `HistoryFacts`
+//! (`history.rs`, below both this cache and the request builders, so the arrows run one way),
 //! computed once per kept message: whether there was tool traffic (OpenAI Chat Completions then
 //! sends `tools: []`) and whether there were images (Copilot's vision header). Wire APIs that use
 //! the cache: Anthropic Messages (Copilot included) and OpenAI Chat Completions (its system
@@ -35,65 +36,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::StreamRequest;
+use super::history::{EncodedHistory, HistoryFacts};
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, UserContent, has_images};
-
-/// The serialized wire elements of the conversation's start, comma-joined, for one request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EncodedHistory {
-    bytes: Arc<String>,
-    facts: HistoryFacts,
-}
-
-/// What a request reads from every message of its history, not only from their elements.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct HistoryFacts {
-    /// A tool call or a tool result.
-    pub tool_traffic: bool,
-    /// An image in a user message or a tool result.
-    pub images: bool,
-}
-
-impl HistoryFacts {
-    fn of(messages: &[AgentMessage]) -> HistoryFacts {
-        let mut facts = HistoryFacts::default();
-        for message in messages {
-            facts = facts.or(match message {
-                AgentMessage::User(u) => HistoryFacts {
-                    tool_traffic: false,
-                    images: matches!(&u.content, UserContent::Blocks(b) if has_images(b)),
-                },
-                AgentMessage::ToolResult(r) => HistoryFacts {
-                    tool_traffic: true,
-                    images: has_images(&r.content),
-                },
-                AgentMessage::Assistant(a) => HistoryFacts {
-                    tool_traffic: a.tool_calls().next().is_some(),
-                    images: false,
-                },
-                _ => HistoryFacts::default(),
-            });
-        }
-        facts
-    }
-
-    fn or(self, other: HistoryFacts) -> HistoryFacts {
-        HistoryFacts {
-            tool_traffic: self.tool_traffic || other.tool_traffic,
-            images: self.images || other.images,
-        }
-    }
-
-    /// The facts of the request's whole conversation: its messages and the kept start.
-    pub fn of_request(request: &StreamRequest) -> HistoryFacts {
-        let kept = request
-            .history
-            .as_ref()
-            .map(|h| h.facts)
-            .unwrap_or_default();
-        HistoryFacts::of(&request.messages).or(kept)
-    }
-}
+use crate::messages::{AgentMessage, ContentBlock, StopReason, UserContent};
 
 /// What the cached encoding depends on besides the messages (no Debug: it holds the key).
 #[derive(Clone, PartialEq)]
@@ -699,7 +644,14 @@ mod tests {
                 );
             }
         }
-        let copilot = &completions_models()[4];
+        // A model that wants `tools: []` with tool traffic in the history (pi 1.6.0 sends it only
+        // on `requiresToolsWithToolHistory`).
+        let mut copilot = completions_models()[4].clone();
+        copilot
+            .compat
+            .get_or_insert_with(Default::default)
+            .insert("requiresToolsWithToolHistory".into(), true.into());
+        let copilot = &copilot;
         let steps = completions_conversation(copilot);
         let mut cache = RequestCache::default();
         let _ = sent_and_expected(&mut cache, copilot, "SYS", &steps[..steps.len() - 1]);

@@ -27,7 +27,7 @@ pub struct StreamRequest {
     /// With `history`, only the messages after it.
     pub messages: Vec<AgentMessage>,
     /// The conversation's start, already encoded for this wire API (`request_cache`).
-    pub history: Option<super::request_cache::EncodedHistory>,
+    pub history: Option<super::history::EncodedHistory>,
     pub tools: Vec<ToolSpec>,
     pub thinking: ThinkingLevel,
     /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
@@ -39,6 +39,13 @@ pub struct StreamRequest {
     pub idle_timeout: Duration,
     /// Silent retries of a request that fails before its stream opens (`retry.provider.*`).
     pub provider_retry: ProviderRetry,
+}
+
+impl StreamRequest {
+    /// What the request reads from its whole conversation (its messages and the kept start).
+    pub fn history_facts(&self) -> super::history::HistoryFacts {
+        super::history::HistoryFacts::of_conversation(&self.messages, self.history.as_ref())
+    }
 }
 
 /// What a block starts as.

@@ -13,7 +13,7 @@ use crate::support::{Pi, Setup, Workspace, assistant_messages};
 #[test]
 fn azure_uses_the_deployment_api_version_and_api_key_header() {
     let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
-    let setup = Setup::new(&fake, "azure-openai-responses", "gpt-5.2")
+    let setup = Setup::new(&fake, "azure", "gpt-5.2")
         .models_json(r#"{"providers": {}}"#)
         .env("AZURE_OPENAI_API_KEY", "azure-key-123456")
         .env(
@@ -41,6 +41,78 @@ fn azure_uses_the_deployment_api_version_and_api_key_header() {
     assert_eq!(request.header("authorization"), None);
     assert_eq!(request.body["model"], "prod-gpt52");
     assert_eq!(request.body["input"][0]["role"], "developer");
+}
+
+/// pi 1.6.0's `azure` provider also has Chat Completions models (Foundry): they go to the same
+/// resolved endpoint as plain Chat Completions requests, the deployment as the model, the key as
+/// a bearer.
+#[test]
+fn azure_chat_completions_models_use_the_azure_endpoint_and_deployment() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let setup = Setup::new(&fake, "azure", "deepseek-v4-pro")
+        .models_json(r#"{"providers": {}}"#)
+        .env("AZURE_OPENAI_API_KEY", "azure-key-123456")
+        .env(
+            "AZURE_OPENAI_BASE_URL",
+            &format!("{}/openai/v1", fake.base_url()),
+        )
+        .env(
+            "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+            "deepseek-v4-pro=prod-ds",
+        );
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let messages = assistant_messages(&run);
+    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
+    assert_eq!(messages[0]["api"], "openai-completions");
+    let request = &fake.requests()[0];
+    assert_eq!(request.path, "/openai/v1/chat/completions");
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer azure-key-123456")
+    );
+    assert_eq!(request.body["model"], "prod-ds");
+}
+
+/// Cloudflare endpoints carry the account (and gateway) id from the environment or auth.json's
+/// `env` object in place of their `{CLOUDFLARE_…}` placeholders; the AI Gateway takes the key as
+/// `cf-aig-authorization`, never as the upstream API's `Authorization`.
+#[test]
+fn cloudflare_urls_get_their_ids_and_the_gateway_its_own_auth_header() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let base = format!(
+        "{}/v1/{{CLOUDFLARE_ACCOUNT_ID}}/{{CLOUDFLARE_GATEWAY_ID}}/compat",
+        fake.base_url()
+    );
+    let models =
+        format!(r#"{{"providers": {{"cloudflare-ai-gateway": {{"baseUrl": "{base}"}}}}}}"#);
+    let setup = Setup::new(
+        &fake,
+        "cloudflare-ai-gateway",
+        "workers-ai/@cf/deepseek-ai/deepseek-v4-pro-0813",
+    )
+    .models_json(&models)
+    .env("CLOUDFLARE_GATEWAY_ID", "gw-7");
+    let workspace = Workspace::new();
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        r#"{"cloudflare-ai-gateway": {"type": "api_key", "key": "cf-key-123456", "env": {"CLOUDFLARE_ACCOUNT_ID": "acct-42"}}}"#,
+    )
+    .unwrap();
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let messages = assistant_messages(&run);
+    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
+    let request = &fake.requests()[0];
+    assert_eq!(request.path, "/v1/acct-42/gw-7/compat/chat/completions");
+    assert_eq!(
+        request.header("cf-aig-authorization"),
+        Some("Bearer cf-key-123456")
+    );
+    assert_eq!(request.header("authorization"), None);
+    assert_eq!(request.header("x-api-key"), None);
 }
 
 #[test]
@@ -127,4 +199,88 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
     assert_eq!(body["store"], false);
     assert_eq!(body["tools"][0]["strict"], Value::Null);
     assert!(body.get("max_output_tokens").is_none());
+}
+
+/// `pi-messages` (pi 1.6.0's tenth wire API, the radius provider's): one POST of
+/// `{model, context, options}` to `<baseUrl>/messages` with a bearer key; the fake answers with
+/// the SSE of serialized assistant-message events 1.6.0 reads (`fixtures/pi-messages/text.sse`).
+/// Passes against pi 1.6.0 too.
+#[test]
+fn pi_messages_posts_the_context_and_reads_the_event_stream() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("pi-messages/text.sse")]);
+    let models = r#"{"providers": {"pim": {"baseUrl": "__BASE_URL__/v1", "api": "pi-messages",
+        "apiKey": "pm-key-123456",
+        "models": [{"id": "pm-model", "reasoning": true, "input": ["text", "image"]}]}}}"#;
+    let setup = Setup::new(&fake, "pim", "pm-model")
+        .models_json(models)
+        .arg("--thinking")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    assert_eq!(message["api"], "pi-messages");
+    assert_eq!(
+        message["content"],
+        json!([
+            {"type": "thinking", "thinking": "Plan", "thinkingSignature": "sig-1"},
+            {"type": "text", "text": "Hello from pi-messages."}
+        ])
+    );
+    assert_eq!(message["responseId"], "resp-1");
+    assert_eq!(
+        (
+            message["usage"]["input"].as_u64(),
+            message["usage"]["totalTokens"].as_u64()
+        ),
+        (Some(120), Some(132))
+    );
+    let request = &fake.requests()[0];
+    assert_eq!(request.path, "/v1/messages");
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer pm-key-123456")
+    );
+    assert_eq!(request.header("accept"), Some("text/event-stream"));
+    assert_eq!(request.body["model"], "pm-model");
+    assert_eq!(request.body["options"]["reasoning"], "high");
+    assert!(request.body["options"]["sessionId"].is_string());
+    let messages = request.body["context"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["role"], "system");
+    let tools: Vec<&str> = messages[0]["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["read", "bash", "edit", "write"]);
+    assert_eq!(
+        messages[1]["content"],
+        json!([{"type": "text", "text": "Say hello"}])
+    );
+    assert_eq!(messages[1]["role"], "user");
+}
+
+/// A failed pi-messages request: `<status> <statusText>: <error.message> (<error.code>)`.
+#[test]
+fn pi_messages_errors_carry_the_status_message_and_code() {
+    let fake = FakeProvider::start(vec![Reply::status(
+        400,
+        r#"{"error":{"message":"model not enabled","code":"model_disabled"}}"#,
+        &[("content-type", "application/json")],
+    )]);
+    let models = r#"{"providers": {"pim": {"baseUrl": "__BASE_URL__/v1", "api": "pi-messages",
+        "apiKey": "pm-key-123456", "models": [{"id": "pm-model"}]}}}"#;
+    let setup = Setup::new(&fake, "pim", "pm-model").models_json(models);
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "error");
+    assert_eq!(
+        message["errorMessage"],
+        "400 Bad Request: model not enabled (model_disabled)"
+    );
 }

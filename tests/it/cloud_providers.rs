@@ -470,8 +470,8 @@ fn bedrock_tool_round_trip_signed_with_session_credentials() {
         ),
         (Some(1300), Some(93), Some(1400))
     );
-    // Catalog price of Claude Sonnet 4.5 on Bedrock: $3 / M input.
-    assert!((usage["cost"]["input"].as_f64().unwrap() - 0.0039).abs() < 1e-12);
+    // Catalog price of Claude Sonnet 4.5 on Bedrock (pi 1.6.0): $3.30 / M input.
+    assert!((usage["cost"]["input"].as_f64().unwrap() - 0.00429).abs() < 1e-12);
 
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);

@@ -1,0 +1,174 @@
+//! The built-in catalog as pi 1.6.0 offers it: `get_available_models` with keys set and the model
+//! each single key starts with, compared with 1.6.0's own answers (`fixtures/models/`, written by
+//! `tests/gen_model_fixtures.sh` from the installed reference).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::fixture;
+use crate::support::{Workspace, binary, isolate_env};
+
+/// Starts pi-rs in RPC mode without `--provider`/`--model` (the catalog decides), with only
+/// `env` as credentials and `auth_json` as auth.json; sends `command` and returns its response
+/// data.
+fn rpc_data(env: &[(&str, &str)], auth_json: Option<&str>, command: &str) -> Value {
+    let workspace = Workspace::new();
+    if let Some(text) = auth_json {
+        std::fs::write(workspace.agent_dir().join("auth.json"), text).expect("write auth.json");
+    }
+    let mut cmd = Command::new(binary());
+    cmd.current_dir(workspace.cwd());
+    isolate_env(&mut cmd, &workspace.agent_dir(), workspace.root());
+    cmd.envs(env.iter().copied())
+        .args(["--mode", "rpc", "--no-session"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("start pi-rs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", json!({"type": command, "id": "1"})).expect("send");
+    drop(stdin);
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut data = Value::Null;
+    for line in stdout.lines() {
+        let record: Value = serde_json::from_str(&line.expect("line")).expect("json record");
+        if record["type"] == "response" && record["id"] == "1" {
+            assert_eq!(record["success"], true, "{record}");
+            data = record["data"].clone();
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    data
+}
+
+/// Every field of every model, as 1.6.0 sends them (key order aside), with an Anthropic and a
+/// Radius key: prices, tiers, limits, prompt-cache lifetimes, radius's own fields.
+#[test]
+fn available_models_with_two_keys_are_pi_1_6_0s() {
+    let expected: Value =
+        serde_json::from_str(&fixture("models/available_two_keys.json")).expect("fixture");
+    let data = rpc_data(
+        &[("ANTHROPIC_API_KEY", "k"), ("RADIUS_API_KEY", "k")],
+        None,
+        "get_available_models",
+    );
+    let got = data["models"].as_array().expect("models");
+    let expected = expected.as_array().expect("fixture list");
+    assert_eq!(got.len(), expected.len());
+    for (got, expected) in got.iter().zip(expected) {
+        assert_eq!(got, expected);
+    }
+}
+
+/// With a key for every provider (and Cloudflare's ids, a Codex login, ambient AWS and Vertex
+/// credentials): the same 1698 models in the same order, with the same limits and costs.
+#[test]
+fn available_models_with_every_key_are_pi_1_6_0s() {
+    let mut env: Vec<(String, String)> = default_keys()
+        .into_iter()
+        .map(|(name, _, _)| (name, "k".to_string()))
+        .collect();
+    for (name, value) in [
+        ("CLOUDFLARE_ACCOUNT_ID", "acc"),
+        ("CLOUDFLARE_GATEWAY_ID", "gw"),
+        ("AWS_ACCESS_KEY_ID", "a"),
+        ("AWS_SECRET_ACCESS_KEY", "b"),
+        ("GOOGLE_CLOUD_PROJECT", "p"),
+        ("GOOGLE_CLOUD_LOCATION", "l"),
+        // Stands in for ~/.config/gcloud/application_default_credentials.json: it exists, which
+        // is all the availability check asks.
+        ("GOOGLE_APPLICATION_CREDENTIALS", "/dev/null"),
+    ] {
+        env.push((name.to_string(), value.to_string()));
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let codex = r#"{"openai-codex":{"type":"oauth","access":"a","refresh":"r","expires":9999999999999,"accountId":"acc"}}"#;
+    let data = rpc_data(&env, Some(codex), "get_available_models");
+    let got: Vec<String> = data["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| {
+            format!(
+                "{}\t{}\t{}\t{}\t{}",
+                m["provider"].as_str().unwrap(),
+                m["id"].as_str().unwrap(),
+                m["contextWindow"],
+                m["maxTokens"],
+                sorted(&m["cost"])
+            )
+        })
+        .collect();
+    let expected: Vec<String> = fixture("models/available_all_keys.tsv")
+        .lines()
+        .map(|line| {
+            let (head, cost) = line.rsplit_once('\t').expect("cost column");
+            format!("{head}\t{}", sorted(&serde_json::from_str(cost).unwrap()))
+        })
+        .collect();
+    assert_eq!(got.len(), 1698);
+    assert_eq!(got.len(), expected.len());
+    for (got, expected) in got.iter().zip(&expected) {
+        assert_eq!(got, expected);
+    }
+}
+
+/// A value as compact JSON with object keys sorted.
+fn sorted(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", json!(k), sorted(&map[k])))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(sorted).collect();
+            format!("[{}]", items.join(","))
+        }
+        // Numbers compare as values: 1.6.0's fixture went through Python's float printing.
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+            Some(f) => format!("{f}"),
+            None => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// `default_per_key.tsv`: each key variable and the provider/model 1.6.0 starts with.
+fn default_keys() -> Vec<(String, String, String)> {
+    fixture("models/default_per_key.tsv")
+        .lines()
+        .map(|line| {
+            let mut f = line.split('\t').map(str::to_string);
+            (f.next().unwrap(), f.next().unwrap(), f.next().unwrap())
+        })
+        .collect()
+}
+
+/// With one key set, pi-rs starts with the model 1.6.0 starts with (the placeholder where 1.6.0
+/// has none: a Cloudflare key without its account id, typesafe's empty catalog).
+#[test]
+fn the_default_model_of_each_key_is_pi_1_6_0s() {
+    let keys = default_keys();
+    assert_eq!(keys.len(), 41);
+    for (name, provider, id) in keys {
+        let data = rpc_data(&[(name.as_str(), "k")], None, "get_state");
+        assert_eq!(
+            (
+                data["model"]["provider"].as_str().unwrap_or("-"),
+                data["model"]["id"].as_str().unwrap_or("-")
+            ),
+            (provider.as_str(), id.as_str()),
+            "{name}"
+        );
+    }
+}
