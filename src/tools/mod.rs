@@ -64,6 +64,9 @@ pub struct ToolContext {
     pub model_supports_images: bool,
     /// The sandbox in effect when the call started; the tool keeps it to its end.
     pub sandbox: Arc<crate::sandbox::Policy>,
+    /// `PI_SESSION_ID`, `PI_SESSION_FILE`, `PI_PROVIDER`, `PI_MODEL`, `PI_REASONING_LEVEL` as
+    /// they stand when the call starts (the bash tool's children see them; see `env::SESSION_VARS`).
+    pub session_env: Vec<(&'static str, String)>,
 }
 
 /// A tool result or a cumulative partial one.
@@ -415,6 +418,7 @@ impl ToolContext {
             shell_command_prefix: None,
             model_supports_images: true,
             sandbox: Arc::new(crate::sandbox::Policy::off(dir, dir)),
+            session_env: Vec::new(),
         }
     }
 }

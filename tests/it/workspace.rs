@@ -676,3 +676,87 @@ fn cli_export_writes_the_page_and_reports_it() {
     );
     fake.finish();
 }
+
+// ---------------------------------------------------------------------------------------------
+// What pi 1.6.0 adds around the prompt: AGENTS.override.md and the session variables.
+
+/// `AGENTS.override.md` is a folder's context file ahead of its AGENTS.md and CLAUDE.md (pi
+/// 1.6.0); a folder without one keeps its AGENTS.md.
+#[test]
+fn agents_override_md_wins_in_its_folder() {
+    let fake = FakeProvider::start(vec![text_reply("Done.")]);
+    let workspace = Workspace::new();
+    std::fs::write(workspace.root().join("AGENTS.md"), "Parent rule.").unwrap();
+    let setup = Setup::anthropic(&fake)
+        .file("AGENTS.md", "Plain rule: shadowed.")
+        .file("AGENTS.override.md", "Override rule.");
+    let request = prompt_once(&fake, &workspace, &setup, "Hi");
+    let prompt = system_prompt_of(&request);
+    assert!(prompt.contains("Override rule."), "{prompt}");
+    assert!(prompt.contains("Parent rule."), "{prompt}");
+    assert!(!prompt.contains("shadowed"), "{prompt}");
+    let override_path = workspace.cwd().join("AGENTS.override.md");
+    assert!(
+        prompt.contains(&override_path.display().to_string()),
+        "{prompt}"
+    );
+    fake.finish();
+}
+
+/// The bash tool's commands see `PI_SESSION_ID`, `PI_SESSION_FILE`, `PI_PROVIDER`, `PI_MODEL` and
+/// `PI_REASONING_LEVEL` as they are when the command starts (pi 1.6.0), replacing inherited
+/// ones; `--no-session` has no file, so `PI_SESSION_FILE` is unset there, not inherited. The
+/// client's own RPC `bash` keeps the inherited environment, as 1.6.0's does.
+#[test]
+fn bash_tool_sees_the_session_variables() {
+    const COMMAND: &str = "env | grep -E '^PI_(SESSION_|PROVIDER|MODEL|REASONING)' | sort";
+    let workspace = Workspace::new();
+    let fake = FakeProvider::start(crate::support::tool_script(&[(
+        "bash",
+        json!({"command": COMMAND}),
+    )]));
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .env("PI_SESSION_ID", "inherited-id")
+        .env("PI_SESSION_FILE", "/inherited/file")
+        .env("PI_MODEL", "inherited-model");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let response = pi.command("t", "set_thinking_level", json!({"level": "high"}));
+    assert_eq!(response["success"], true, "{response}");
+    let run = crate::support::prompt(&mut pi, "p1", "Show the environment");
+    let state = crate::support::state(&mut pi, "s1");
+    let ends = crate::support::tool_ends(run, 1);
+    let expected = format!(
+        "PI_MODEL=fake-claude\nPI_PROVIDER=fake-anthropic\nPI_REASONING_LEVEL=high\n\
+         PI_SESSION_FILE={}\nPI_SESSION_ID={}\n",
+        state["sessionFile"].as_str().expect("a session file"),
+        state["sessionId"].as_str().expect("a session id"),
+    );
+    assert_eq!(crate::support::end_text(&ends[0]), expected);
+    let rpc = pi.command("b1", "bash", json!({"command": COMMAND}));
+    assert_eq!(rpc["success"], true, "{rpc}");
+    assert_eq!(
+        rpc["data"]["output"],
+        "PI_MODEL=inherited-model\nPI_SESSION_FILE=/inherited/file\nPI_SESSION_ID=inherited-id\n"
+    );
+    pi.close_and_wait();
+    fake.finish();
+
+    let fake = FakeProvider::start(crate::support::tool_script(&[(
+        "bash",
+        json!({"command": COMMAND}),
+    )]));
+    let setup = Setup::anthropic(&fake).env("PI_SESSION_FILE", "/inherited/file");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let run = crate::support::prompt(&mut pi, "p1", "Show the environment");
+    let id = crate::support::state(&mut pi, "s1")["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    let ends = crate::support::tool_ends(run, 1);
+    let text = crate::support::end_text(&ends[0]);
+    assert!(!text.contains("PI_SESSION_FILE"), "{text}");
+    assert!(text.contains(&format!("PI_SESSION_ID={id}\n")), "{text}");
+    pi.close_and_wait();
+    fake.finish();
+}
