@@ -257,7 +257,7 @@ impl Agent {
             self.record_message(&held, &json);
             self.messages.push(held);
         }
-        let mut payload = json!({ "prompt": text, "systemPrompt": self.system_prompt });
+        let mut payload = json!({ "prompt": text, "systemPrompt": self.system_prompt.text() });
         if !images.is_empty() {
             payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
         }

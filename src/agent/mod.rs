@@ -77,7 +77,7 @@ pub struct AgentSetup {
     pub model: Model,
     pub thinking: ThinkingLevel,
     pub tool_names: Vec<String>,
-    pub system_prompt: String,
+    pub system_prompt: crate::resources::system_prompt::SystemPrompt,
     /// `--models` / enabledModels: what cycle_model cycles through (empty: every available model).
     pub scoped_models: Vec<crate::config::ScopedModel>,
     /// The session's rebuilt context (computed once at startup).
@@ -157,7 +157,7 @@ pub struct Agent {
     config: Config,
     model: Model,
     thinking: ThinkingLevel,
-    system_prompt: String,
+    system_prompt: crate::resources::system_prompt::SystemPrompt,
     /// Skills and prompt templates (expansion, get_commands).
     resources: crate::resources::discovery::Resources,
     /// What the client switches over RPC and the limits runs use.

@@ -33,7 +33,7 @@ fn agent() -> (Agent, Ends) {
         model: Model::placeholder(),
         thinking: ThinkingLevel::Off,
         tool_names: Vec::new(),
-        system_prompt: String::new(),
+        system_prompt: Default::default(),
         scoped_models: Vec::new(),
         messages: Vec::new(),
         resources: Default::default(),
