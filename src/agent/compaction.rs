@@ -10,7 +10,8 @@
 //! 3. `preparation.summary_requests(custom_instructions)` → 1 or 2 `SummaryRequest`s, each sent
 //!    as a tool-less `StreamRequest`; `SummaryRequest::reply_text` reads each reply.
 //! 4. `preparation.finish(&texts)` → `CompactionResult`; append it to the session
-//!    (`append_compaction(summary, first_kept_entry_id, tokens_before, Some(details), Some(false))`),
+//!    (`append_compaction(summary, first_kept_entry_id, tokens_before, Some(details), Some(false),
+//!    replayed system message)`),
 //!    rebuild the messages from the session.
 //! 5. `end_event(reason, Some(result.to_json(usage)), false, will_retry, None)`.
 //!
@@ -434,13 +435,14 @@ pub fn find_cut_point(
     }
 }
 
-/// Everything but tool results (which must stay right after their call) and non-message
-/// entries; branch summaries and custom messages count as messages.
+/// Everything but tool results (which must stay right after their call), system messages
+/// (prompt state, carried by the compaction entry) and non-message entries; branch summaries and
+/// custom messages count as messages.
 fn is_cut_point(entry: &SessionEntry) -> bool {
     match &entry.kind {
         EntryKind::Message(message) => message
             .get()
-            .is_some_and(|m| !matches!(*m, AgentMessage::ToolResult(_))),
+            .is_some_and(|m| !matches!(*m, AgentMessage::ToolResult(_) | AgentMessage::System(_))),
         EntryKind::BranchSummary { .. } | EntryKind::CustomMessage { .. } => true,
         _ => false,
     }

@@ -44,6 +44,7 @@ mod retry_wait;
 mod session_commands;
 pub mod state;
 mod streaming;
+pub mod system_message;
 mod tool_batch;
 
 use std::time::Duration;
@@ -474,6 +475,16 @@ impl Agent {
         self.runs.current = Some(Run::default());
         self.emit(Event::AgentStart);
         self.emit(Event::TurnStart);
+        // The transcript learns the prompt and tools this run uses, when they changed (pi 1.6.0).
+        if let Some(system) = system_message::patch(
+            &self.messages,
+            &self.system_prompt,
+            &self.tools.specs,
+            &self.tools.builtins,
+            crate::time::now_ms(),
+        ) {
+            self.add_message(AgentMessage::System(system));
+        }
         for message in prompt_messages {
             self.add_message(message);
         }

@@ -621,6 +621,7 @@ impl SessionLog {
         tokens_before: u64,
         details: Option<Value>,
         from_hook: Option<bool>,
+        system_message: Option<Value>,
     ) -> Result<String, SessionError> {
         self.append(EntryKind::Compaction {
             summary: summary.to_string(),
@@ -628,6 +629,7 @@ impl SessionLog {
             tokens_before,
             details,
             from_hook,
+            system_message,
         })
     }
 

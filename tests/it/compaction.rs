@@ -310,8 +310,8 @@ fn manual_compact_summarizes_the_old_turns() {
     assert_eq!(stats["userMessages"], 1, "{stats}");
     assert_eq!(stats["assistantMessages"], 1, "{stats}");
     assert_eq!(
-        stats["totalMessages"], 3,
-        "summary + kept question + answer: {stats}"
+        stats["totalMessages"], 4,
+        "the system message (pi 1.6.0) + summary + kept question + answer: {stats}"
     );
     assert_eq!(stats["toolCalls"], 0);
     assert_eq!(stats["toolResults"], 0);
@@ -710,8 +710,8 @@ fn abort_during_compaction_cancels_it() {
     let state = pi.command("s1", "get_state", json!({}));
     assert_eq!(state["data"]["isCompacting"], false);
     assert_eq!(
-        state["data"]["messageCount"], 4,
-        "the conversation is untouched"
+        state["data"]["messageCount"], 5,
+        "the conversation (system message, two questions, two answers) is untouched"
     );
     fake.finish();
 }
@@ -740,8 +740,8 @@ fn is_compacting_is_true_during_a_compaction() {
     let state = pi.command("s2", "get_state", json!({}));
     assert_eq!(state["data"]["isCompacting"], false, "{state}");
     assert_eq!(
-        state["data"]["messageCount"], 3,
-        "summary + kept question + answer"
+        state["data"]["messageCount"], 4,
+        "the system message (pi 1.6.0) + summary + kept question + answer"
     );
     fake.finish();
 }

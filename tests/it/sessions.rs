@@ -183,7 +183,7 @@ fn session_file_is_written_lazily_in_the_default_dir() {
 
     prompt(&mut pi, "p1", "Hello");
     let lines = read_jsonl(&file);
-    let [header, _, _, _, last] = expect_transcript(
+    let [header, _, _, _, _, last] = expect_transcript(
         &lines,
         &[
             json!({"type": "session", "version": 3, "id": session_id,
@@ -191,6 +191,7 @@ fn session_file_is_written_lazily_in_the_default_dir() {
             json!({"type": "model_change", "provider": "fake-anthropic",
                    "modelId": "fake-claude"}),
             json!({"type": "thinking_level_change", "thinkingLevel": "medium"}),
+            json!({"type": "message", "message": {"role": "system", "content": ""}}),
             json!({"type": "message"}),
             json!({"type": "message"}),
         ],
@@ -336,10 +337,10 @@ fn new_session_starts_an_empty_session_with_its_parent() {
             &lines[1..],
             lines.last().unwrap()["id"].as_str().unwrap()
         )),
-        ["user:again", "assistant:two"]
+        ["system:", "user:again", "assistant:two"]
     );
     // The first file is untouched by the second session.
-    assert_eq!(file_entries(Path::new(&first_file)).len(), 4);
+    assert_eq!(file_entries(Path::new(&first_file)).len(), 5);
     fake.finish();
 }
 
@@ -375,7 +376,7 @@ fn fork_copies_the_path_and_the_new_branch_grows_beside_the_old_one() {
     assert_ne!(forked, original);
     assert_eq!(
         summary(&messages(&mut pi, "m1")),
-        ["user:first", "assistant:one"]
+        ["system:", "user:first", "assistant:one"]
     );
 
     prompt(&mut pi, "p3", "second, differently");
@@ -394,6 +395,7 @@ fn fork_copies_the_path_and_the_new_branch_grows_beside_the_old_one() {
     assert_eq!(
         summary(&messages(&mut pi, "m2")),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second, differently",
@@ -421,6 +423,7 @@ fn fork_copies_the_path_and_the_new_branch_grows_beside_the_old_one() {
     assert_eq!(
         summary(&messages(&mut pi, "m3")),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second, differently",
@@ -487,7 +490,7 @@ fn clone_copies_the_active_branch_and_keeps_the_leaf() {
     assert_eq!(lines[1..], before[..], "same entries, same ids");
     assert_eq!(
         summary(&messages(&mut pi, "m1")),
-        ["user:first", "assistant:one"]
+        ["system:", "user:first", "assistant:one"]
     );
     prompt(&mut pi, "p2", "more");
     let after = file_entries(&cloned);
@@ -535,7 +538,7 @@ fn switch_session_moves_between_files_and_binds_missing_paths() {
     assert_eq!(back["sessionFile"], first["sessionFile"]);
     assert_eq!(
         summary(&messages(&mut pi, "m2")),
-        ["user:first", "assistant:one"]
+        ["system:", "user:first", "assistant:one"]
     );
     fake.finish();
 }
@@ -568,7 +571,7 @@ fn continue_in_a_restarted_process_keeps_context_and_name() {
     assert_eq!(after["sessionFile"], before["sessionFile"]);
     assert_eq!(after["sessionId"], before["sessionId"]);
     assert_eq!(after["sessionName"], "numbers");
-    assert_eq!(after["messageCount"], 2);
+    assert_eq!(after["messageCount"], 3);
     assert_eq!(messages(&mut pi, "m2"), before_messages);
     assert_eq!(
         file_entries(&file),
@@ -680,6 +683,7 @@ fn session_id_prefix_and_fork_flag_select_a_stored_session() {
     assert_eq!(
         summary(&messages(&mut pi, "m1")),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second",
@@ -783,7 +787,8 @@ fn reference_session_opens_with_its_branch_tree_and_name_then_continues() {
         added = &added[1..];
     }
     let types: Vec<&str> = added.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["message", "message"], "{added:?}");
+    // The reference file (0.73.1) has no system message: the first run adds one (pi 1.6.0).
+    assert_eq!(types, ["message", "message", "message"], "{added:?}");
     assert_eq!(
         summary(
             &added
@@ -791,7 +796,7 @@ fn reference_session_opens_with_its_branch_tree_and_name_then_continues() {
                 .map(|e| e["message"].clone())
                 .collect::<Vec<_>>()
         ),
-        ["user:fourth question", "assistant:continued"]
+        ["system:", "user:fourth question", "assistant:continued"]
     );
 
     // Seed-only views last.
@@ -949,7 +954,7 @@ fn session_dir_lost_mid_session_is_reported_and_recovered() {
     );
     let data = state(&mut pi, "s2");
     assert_eq!(data["sessionFile"], json!(file.to_string_lossy()));
-    assert_eq!(data["messageCount"], 2);
+    assert_eq!(data["messageCount"], 3);
 
     // The directory comes back: the next append writes everything kept in memory.
     std::fs::remove_file(&dir).unwrap();
@@ -962,6 +967,7 @@ fn session_dir_lost_mid_session_is_reported_and_recovered() {
             entries.last().unwrap()["id"].as_str().unwrap()
         )),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second",
@@ -1016,7 +1022,12 @@ fn sigkill_mid_stream_leaves_a_file_that_reloads_consistently() {
     let on_disk = branch_messages(&entries, &leaf);
     assert_eq!(
         summary(&on_disk),
-        ["user:first", "assistant:first answer", "user:count slowly"],
+        [
+            "system:",
+            "user:first",
+            "assistant:first answer",
+            "user:count slowly"
+        ],
         "the streaming reply was never appended"
     );
 
@@ -1141,9 +1152,13 @@ fn replacing_the_session_during_a_tool_call_aborts_it_and_keeps_the_old_file_pai
     let leaf = entries.last().unwrap()["id"].as_str().unwrap().to_string();
     let old = branch_messages(&entries, &leaf);
     let roles: Vec<&str> = old.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["user", "assistant", "toolResult"], "{old:?}");
-    assert_eq!(old[2]["toolCallId"], "toolu_1");
-    assert_eq!(old[2]["isError"], true);
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "toolResult"],
+        "{old:?}"
+    );
+    assert_eq!(old[3]["toolCallId"], "toolu_1");
+    assert_eq!(old[3]["isError"], true);
     fake.finish();
 }
 
