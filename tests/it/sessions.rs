@@ -131,9 +131,12 @@ fn branch_messages(entries: &[Value], leaf: &str) -> Vec<Value> {
 /// A reference fixture with its header cwd pointed at `cwd` (pi refuses to resume a session
 /// whose stored cwd is gone).
 fn reference_fixture(name: &str, cwd: &Path) -> String {
-    fixture(&format!("sessions/{name}")).replace(
-        "\"cwd\":\"/tmp/tmpj4cp4ao1/work\"",
+    let text = fixture(&format!("sessions/{name}"));
+    let header: Value = serde_json::from_str(text.lines().next().expect("a header")).unwrap();
+    text.replacen(
+        &format!("\"cwd\":{}", header["cwd"]),
         &format!("\"cwd\":{}", json!(cwd.to_string_lossy())),
+        1,
     )
 }
 
@@ -807,6 +810,87 @@ fn reference_session_opens_with_its_branch_tree_and_name_then_continues() {
     assert_eq!(tree.len(), 1);
     assert_eq!(tree[0]["entry"], entries[0]);
     assert_eq!(data["leafId"], after.last().unwrap()["id"]);
+    fake.finish();
+}
+
+/// A file pi 1.6.0 wrote (`tests/session_fixtures/generate.py --v1.6.0`): its system message
+/// and its compaction's `systemMessage` are read back; the compacted context starts with the
+/// compaction's replayed prompt state, the kept entries' own system messages left out; the next
+/// run patches what pi-rs's prompt and tools change (1.6.0's docs section removed, the tool
+/// declarations replaced) and the provider gets pi-rs's prompt.
+#[test]
+fn reference_1_6_0_session_with_system_messages_opens_and_continues() {
+    let fake = FakeProvider::start(vec![openai_reply("continued")]);
+    let workspace = Workspace::new();
+    let original = reference_fixture("reference-1.6.0-main.jsonl", &workspace.cwd());
+    let file = workspace.cwd().join("reference-1.6.0-main.jsonl");
+    std::fs::write(&file, &original).unwrap();
+    let entries = read_jsonl(&file)[1..].to_vec();
+    let compaction = entries.iter().find(|e| e["type"] == "compaction").unwrap();
+    let setup = Setup::openai(&fake)
+        .with_sessions()
+        .arg("--session")
+        .arg(&file.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let got = messages(&mut pi, "m1");
+    assert_eq!(
+        got[0], compaction["systemMessage"],
+        "the replayed state leads"
+    );
+    assert!(got[0]["sections"]["docs"].is_string(), "{}", got[0]);
+    assert_eq!(got[1]["role"], "compactionSummary");
+    assert_eq!(
+        got.iter().filter(|m| m["role"] == "system").count(),
+        1,
+        "{got:?}"
+    );
+
+    let run = prompt(&mut pi, "p1", "fourth question");
+    let system = &run
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .expect("a system message patching the prompt")["message"];
+    assert_eq!(system["content"], "");
+    assert_eq!(system["sections"]["docs"], Value::Null, "{system}");
+    // The fixture's prompt names the directory it was made in; this one runs elsewhere.
+    assert_eq!(
+        system["sections"]["cwd"],
+        format!("<cwd>\n{}\n</cwd>", workspace.cwd().display())
+    );
+    let names = |key: &str| -> Vec<String> {
+        system[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key}: {system}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names("toolsRemoved"), ["read", "bash", "edit", "write"]);
+    assert_eq!(names("toolsAdded"), ["read", "bash", "edit", "write"]);
+    let request = fake.requests().remove(0);
+    let prompt_text = crate::support::system_prompt_of(&request);
+    assert_eq!(
+        prompt_text,
+        [
+            system["sections"]["preamble"].as_str().unwrap(),
+            system["sections"]["tools"].as_str().unwrap(),
+            system["sections"]["rules"].as_str().unwrap(),
+            system["sections"]["cwd"].as_str().unwrap(),
+        ]
+        .join("\n\n"),
+        "the request carries the replayed prompt"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with(&original), "1.6.0's bytes are kept");
+    let added: Vec<Value> = file_entries(&file)[entries.len()..]
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["message"].clone())
+        .collect();
+    assert_eq!(
+        summary(&added),
+        ["system:", "user:fourth question", "assistant:continued"]
+    );
     fake.finish();
 }
 
