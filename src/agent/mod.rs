@@ -138,6 +138,8 @@ enum Incoming {
     McpGone,
     /// The first prompt's wait for MCP servers is over.
     McpWaitOver,
+    /// A prompt's images, scaled (`None`: the worker died).
+    ImagesScaled(Option<(String, Vec<crate::messages::ImageContent>)>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -329,6 +331,11 @@ impl Agent {
             Phase::WaitingForMcp(wait) => crossbeam_channel::at(wait.deadline),
             _ => never(),
         };
+        let no_images = never();
+        let images = match &self.phase {
+            Phase::ScalingImages(work) => &work.result,
+            _ => &no_images,
+        };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
             Phase::Compacting(compaction) => match compaction.retry_at {
@@ -368,6 +375,7 @@ impl Agent {
                 Err(_) => Incoming::McpGone,
             },
             recv(mcp_wait) -> _ => Incoming::McpWaitOver,
+            recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
         }
@@ -414,6 +422,7 @@ impl Agent {
                 }
             }
             Incoming::McpWaitOver => self.end_mcp_wait(),
+            Incoming::ImagesScaled(scaled) => self.on_images_scaled(scaled),
         }
     }
 
@@ -653,6 +662,7 @@ impl Agent {
                     | Phase::Compacting(_)
                     | Phase::Preparing(_)
                     | Phase::WaitingForMcp(_)
+                    | Phase::ScalingImages(_)
             )
     }
 
@@ -673,6 +683,7 @@ impl Agent {
             Phase::Compacting(_) => self.abort_compaction(),
             Phase::Preparing(_) => self.abort_preparing(),
             Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
+            Phase::ScalingImages(_) => self.abort_scaling(),
             Phase::Idle => self.end_run(),
         }
     }

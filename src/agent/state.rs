@@ -30,6 +30,19 @@ pub enum Phase {
     Preparing(Box<PromptPrep>),
     /// The first prompt's run waits (up to 10 s) for MCP servers whose tools it declares.
     WaitingForMcp(Box<McpWait>),
+    /// A prompt's images are being scaled to the model's limits on a worker thread.
+    ScalingImages(Box<ImageWork>),
+}
+
+/// A prompt waiting for its images (pi 1.6.0 scales them before the run starts).
+pub struct ImageWork {
+    /// The prompt's text (with the notes) and images, once scaled.
+    pub result: Receiver<(String, Vec<ImageContent>)>,
+    /// The prompt as it came, sent as is if the worker dies.
+    pub text: String,
+    pub images: Vec<ImageContent>,
+    /// The messages that follow the prompt into the run (extension-injected, next-turn ones).
+    pub rest: Vec<AgentMessage>,
 }
 
 pub struct McpWait {

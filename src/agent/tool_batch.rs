@@ -496,6 +496,11 @@ impl Agent {
             model_supports_images: self.model.supports_images(),
             sandbox: self.tools.sandbox.policy(),
             session_env: self.session_env(),
+            image_resize: self.config.auto_resize_images().then(|| {
+                crate::tools::image::ResizeLimits::from_input_limits(
+                    self.model.input_limits.as_ref(),
+                )
+            }),
         }
     }
 

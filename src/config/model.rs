@@ -59,6 +59,13 @@ pub struct Model {
     pub headers: Option<Map<String, Value>>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub compat: Option<Map<String, Value>>,
+    /// models.json `inputLimits` (images: `resize` bounds); built-in models use the defaults.
+    #[serde(
+        rename = "inputLimits",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub input_limits: Option<Value>,
 }
 
 impl Model {
@@ -79,6 +86,7 @@ impl Model {
             max_tokens: 0,
             headers: None,
             compat: None,
+            input_limits: None,
         }
     }
 

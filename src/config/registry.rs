@@ -167,6 +167,7 @@ fn catalog_row(line: &str) -> Option<Model> {
         thinking_level_map,
         headers,
         compat,
+        input_limits: None,
     })
 }
 
@@ -399,6 +400,7 @@ impl Registry {
                     max_tokens: def.get("maxTokens").and_then(as_count).unwrap_or(16384),
                     headers: None,
                     compat,
+                    input_limits: def.get("inputLimits").filter(|v| v.is_object()).cloned(),
                 });
             }
         }
@@ -612,6 +614,9 @@ fn apply_model_override(m: &mut Model, o: &Value) {
         };
     }
     m.compat = merge_compat(m.compat.take(), o.get("compat").and_then(Value::as_object));
+    if let Some(limits) = o.get("inputLimits").filter(|v| v.is_object()) {
+        m.input_limits = Some(limits.clone());
+    }
 }
 
 // ---- parsing and validation ---------------------------------------------------------------------

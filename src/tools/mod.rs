@@ -67,6 +67,9 @@ pub struct ToolContext {
     /// `PI_SESSION_ID`, `PI_SESSION_FILE`, `PI_PROVIDER`, `PI_MODEL`, `PI_REASONING_LEVEL` as
     /// they stand when the call starts (the bash tool's children see them; see `env::SESSION_VARS`).
     pub session_env: Vec<(&'static str, String)>,
+    /// How large an image read may send (the model's input limits); `None` when settings
+    /// `images.autoResize` is off.
+    pub image_resize: Option<image::ResizeLimits>,
 }
 
 /// A tool result or a cumulative partial one.
@@ -422,6 +425,7 @@ impl ToolContext {
             model_supports_images: true,
             sandbox: Arc::new(crate::sandbox::Policy::off(dir, dir)),
             session_env: Vec::new(),
+            image_resize: Some(image::ResizeLimits::default()),
         }
     }
 }

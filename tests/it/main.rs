@@ -16,6 +16,7 @@ mod files;
 mod framing;
 mod harness;
 mod idle_commands;
+mod images;
 mod lifecycle;
 mod mcp;
 mod network;
