@@ -357,6 +357,7 @@ pub fn prepare(
     let kept_messages = branch[cut.first_kept_index..]
         .iter()
         .filter_map(|e| context_message(e))
+        .filter(|m| !matches!(m, AgentMessage::System(_)))
         .collect();
     Ok(Preparation {
         first_kept_entry_id: first_kept.id.clone(),
@@ -461,9 +462,11 @@ fn starts_turn(entry: &SessionEntry) -> bool {
 }
 
 /// What the summarizer is shown of an entry: its message, custom message or branch summary;
-/// compactions are left out (their summary travels as the previous summary).
+/// compactions are left out (their summary travels as the previous summary), and so are system
+/// messages (prompt state, which the compaction entry carries; pi 1.6.0).
 fn summarizable_message(entry: &SessionEntry) -> Option<AgentMessage> {
     match &entry.kind {
+        EntryKind::Message(message) if message.is_system() => None,
         EntryKind::BranchSummary {
             from_id, summary, ..
         } => Some(AgentMessage::BranchSummary(BranchSummaryMessage {

@@ -147,6 +147,11 @@ impl MessageBody {
         self.has_role("assistant")
     }
 
+    /// A `role:"system"` message (pi 1.6.0's prompt state).
+    pub fn is_system(&self) -> bool {
+        self.has_role("system")
+    }
+
     /// Appends the JSON text to `out`; false (nothing written) when the message is typed.
     fn write_text(&self, out: &mut Vec<u8>) -> bool {
         match self {
