@@ -34,6 +34,8 @@ pub enum AgentMessage {
     CompactionSummary(CompactionSummaryMessage),
     #[serde(rename = "branchSummary")]
     BranchSummary(BranchSummaryMessage),
+    #[serde(rename = "system")]
+    System(SystemMessage),
 }
 
 impl<'de> Deserialize<'de> for AgentMessage {
@@ -61,6 +63,7 @@ impl tagged::Tagged for AgentMessage {
             "branchSummary" => {
                 AgentMessage::BranchSummary(BranchSummaryMessage::deserialize(rest)?)
             }
+            "system" => AgentMessage::System(SystemMessage::deserialize(rest)?),
             other => {
                 return Err(serde::de::Error::unknown_variant(
                     other,
@@ -72,6 +75,7 @@ impl tagged::Tagged for AgentMessage {
                         "custom",
                         "compactionSummary",
                         "branchSummary",
+                        "system",
                     ],
                 ));
             }
@@ -90,6 +94,7 @@ impl AgentMessage {
             AgentMessage::Custom(_) => "custom",
             AgentMessage::CompactionSummary(_) => "compactionSummary",
             AgentMessage::BranchSummary(_) => "branchSummary",
+            AgentMessage::System(_) => "system",
         }
     }
 
@@ -435,6 +440,32 @@ pub struct BranchSummaryMessage {
     #[serde(rename = "fromId")]
     pub from_id: String,
     pub timestamp: i64,
+}
+
+/// Prompt state in the transcript (pi 1.6.0): `content` (a whole prompt, empty when the sections
+/// carry it), the named `sections` it sets (a `null` removes one; later messages patch earlier
+/// ones by name), and the tool declarations it adds and removes. Not conversation: providers
+/// get the replayed prompt and tools, never the message (see `agent::system_message`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SystemMessage {
+    pub content: UserContent,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sections: Option<Map<String, Value>>,
+    pub timestamp: i64,
+    #[serde(
+        rename = "toolsAdded",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub tools_added: Option<Vec<Value>>,
+    #[serde(
+        rename = "toolsRemoved",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub tools_removed: Option<Vec<Value>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// The text blocks of `content` joined by `separator`; images and other blocks are left out.

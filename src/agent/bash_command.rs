@@ -72,6 +72,7 @@ fn run(job: BashJob, cancel: &CancelFlag, events: &Sender<BashEvent>) {
         timeout: None,
         // The client's own command, as typed by the user: not a tool call, not sandboxed.
         sandbox: None,
+        session_env: None,
     };
     let mut sanitizer = Sanitizer::default();
     let mut collected = Collected::default();

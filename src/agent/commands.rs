@@ -314,7 +314,18 @@ impl Agent {
     }
 
     fn get_messages(&mut self, id: Option<&Value>) {
-        let messages = serde_json::to_value(&self.messages).unwrap_or(Value::Null);
+        // The legacy profile's clients (pi ≤ 0.83) know no system messages.
+        let messages = if self.io.profile == crate::rpc::Profile::Legacy {
+            let conversation: Vec<&AgentMessage> = self
+                .messages
+                .iter()
+                .filter(|m| !matches!(m, AgentMessage::System(_)))
+                .collect();
+            serde_json::to_value(conversation)
+        } else {
+            serde_json::to_value(&self.messages)
+        }
+        .unwrap_or(Value::Null);
         self.respond_ok(id, "get_messages", Some(json!({ "messages": messages })));
     }
 

@@ -10,7 +10,8 @@
 //! 3. `preparation.summary_requests(custom_instructions)` → 1 or 2 `SummaryRequest`s, each sent
 //!    as a tool-less `StreamRequest`; `SummaryRequest::reply_text` reads each reply.
 //! 4. `preparation.finish(&texts)` → `CompactionResult`; append it to the session
-//!    (`append_compaction(summary, first_kept_entry_id, tokens_before, Some(details), Some(false))`),
+//!    (`append_compaction(summary, first_kept_entry_id, tokens_before, Some(details), Some(false),
+//!    replayed system message)`),
 //!    rebuild the messages from the session.
 //! 5. `end_event(reason, Some(result.to_json(usage)), false, will_retry, None)`.
 //!
@@ -356,6 +357,7 @@ pub fn prepare(
     let kept_messages = branch[cut.first_kept_index..]
         .iter()
         .filter_map(|e| context_message(e))
+        .filter(|m| !matches!(m, AgentMessage::System(_)))
         .collect();
     Ok(Preparation {
         first_kept_entry_id: first_kept.id.clone(),
@@ -434,13 +436,14 @@ pub fn find_cut_point(
     }
 }
 
-/// Everything but tool results (which must stay right after their call) and non-message
-/// entries; branch summaries and custom messages count as messages.
+/// Everything but tool results (which must stay right after their call), system messages
+/// (prompt state, carried by the compaction entry) and non-message entries; branch summaries and
+/// custom messages count as messages.
 fn is_cut_point(entry: &SessionEntry) -> bool {
     match &entry.kind {
         EntryKind::Message(message) => message
             .get()
-            .is_some_and(|m| !matches!(*m, AgentMessage::ToolResult(_))),
+            .is_some_and(|m| !matches!(*m, AgentMessage::ToolResult(_) | AgentMessage::System(_))),
         EntryKind::BranchSummary { .. } | EntryKind::CustomMessage { .. } => true,
         _ => false,
     }
@@ -459,9 +462,11 @@ fn starts_turn(entry: &SessionEntry) -> bool {
 }
 
 /// What the summarizer is shown of an entry: its message, custom message or branch summary;
-/// compactions are left out (their summary travels as the previous summary).
+/// compactions are left out (their summary travels as the previous summary), and so are system
+/// messages (prompt state, which the compaction entry carries; pi 1.6.0).
 fn summarizable_message(entry: &SessionEntry) -> Option<AgentMessage> {
     match &entry.kind {
+        EntryKind::Message(message) if message.is_system() => None,
         EntryKind::BranchSummary {
             from_id, summary, ..
         } => Some(AgentMessage::BranchSummary(BranchSummaryMessage {

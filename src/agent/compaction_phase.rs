@@ -275,12 +275,16 @@ impl Agent {
         } = *compaction;
         let texts: Vec<String> = slots.into_iter().filter_map(|s| s.text).collect();
         let result = preparation.finish(&texts);
+        // The prompt state so far travels in the entry (pi 1.6.0), stamped with its time.
+        let system =
+            super::system_message::compaction_snapshot(&self.messages, crate::time::now_ms());
         match self.session.append_compaction(
             &result.summary,
             &result.first_kept_entry_id,
             result.tokens_before,
             Some(result.details.clone()),
             Some(false),
+            system,
         ) {
             // (v2) Extensions hear of the saved compaction (pi's `session_compact`).
             Ok(entry_id) => {

@@ -18,11 +18,13 @@ const BRANCH_SUMMARY_PREFIX: &str =
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n";
 const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
 
-/// The messages to send, in order: only user, assistant and toolResult remain.
+/// The messages to send, in order: only user, assistant and toolResult remain. System messages
+/// are prompt state, sent as the request's prompt and tools (see `system_message`).
 pub fn to_llm(messages: &[AgentMessage]) -> Vec<AgentMessage> {
     messages
         .iter()
         .filter_map(|message| match message {
+            AgentMessage::System(_) => None,
             AgentMessage::User(_) | AgentMessage::Assistant(_) | AgentMessage::ToolResult(_) => {
                 Some(message.clone())
             }

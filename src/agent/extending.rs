@@ -286,7 +286,7 @@ impl Agent {
             self.record_message(&held, &json);
             self.messages.push(held);
         }
-        let mut payload = json!({ "prompt": text, "systemPrompt": self.system_prompt });
+        let mut payload = json!({ "prompt": text, "systemPrompt": self.system_prompt.text() });
         if !images.is_empty() {
             payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
         }
@@ -313,10 +313,76 @@ impl Agent {
         system_prompt: Option<String>,
     ) {
         self.extensions.run_system_prompt = system_prompt;
-        let mut messages = vec![AgentMessage::User(UserMessage::new(&text, images))];
-        messages.extend(injected.into_iter().map(custom_message));
-        messages.extend(std::mem::take(&mut self.extensions.next_turn_messages));
+        let mut rest: Vec<AgentMessage> = injected.into_iter().map(custom_message).collect();
+        rest.extend(std::mem::take(&mut self.extensions.next_turn_messages));
+        if images.is_empty() || !self.config.auto_resize_images() {
+            self.start_with_prompt(&text, images, rest);
+            return;
+        }
+        // Decoding and scaling take a while for large images: a worker does it, the loop waits
+        // in ScalingImages (abort still works).
+        let limits =
+            crate::tools::image::ResizeLimits::from_input_limits(self.model.input_limits());
+        let (tx, result) = crossbeam_channel::bounded(1);
+        let (work_text, work_images) = (text.clone(), images.clone());
+        let spawned = std::thread::Builder::new()
+            .name("prompt-images".to_string())
+            .spawn(move || {
+                let _ = tx.send(crate::tools::image::scale_prompt(
+                    &work_text,
+                    &work_images,
+                    &limits,
+                ));
+            });
+        match spawned {
+            Ok(_) => {
+                self.phase = Phase::ScalingImages(Box::new(super::state::ImageWork {
+                    result,
+                    text,
+                    images,
+                    rest,
+                }))
+            }
+            Err(e) => {
+                log::error!("could not start the image worker ({e}); images go unscaled");
+                self.start_with_prompt(&text, images, rest);
+            }
+        }
+    }
+
+    fn start_with_prompt(
+        &mut self,
+        text: &str,
+        images: Vec<ImageContent>,
+        rest: Vec<AgentMessage>,
+    ) {
+        let mut messages = vec![AgentMessage::User(UserMessage::new(text, images))];
+        messages.extend(rest);
         self.start_run_after_mcp(messages);
+    }
+
+    /// The prompt's images are scaled (`Some`), or the worker died (`None`: sent as they came).
+    pub(super) fn on_images_scaled(&mut self, scaled: Option<(String, Vec<ImageContent>)>) {
+        let Phase::ScalingImages(work) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let super::state::ImageWork {
+            text: original,
+            images: unscaled,
+            rest,
+            ..
+        } = *work;
+        let (text, images) = scaled.unwrap_or_else(|| {
+            log::error!("the image worker ended without a result; images go unscaled");
+            (original, unscaled)
+        });
+        self.start_with_prompt(&text, images, rest);
+    }
+
+    /// Abort while the images are scaled: the prompt is dropped, as before its run started.
+    pub(super) fn abort_scaling(&mut self) {
+        self.phase = Phase::Idle;
+        self.settle();
     }
 
     fn on_prompt_hook(&mut self, outcome: HookOutcome) {

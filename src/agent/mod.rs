@@ -45,6 +45,7 @@ mod retry_wait;
 mod session_commands;
 pub mod state;
 mod streaming;
+pub mod system_message;
 mod tool_batch;
 
 use std::time::Duration;
@@ -80,7 +81,7 @@ pub struct AgentSetup {
     pub tool_names: Vec<String>,
     /// Which extension tools `--tools` / `--exclude-tools` leave (`tools::selection`).
     pub tool_filter: crate::tools::selection::ToolFilter,
-    pub system_prompt: String,
+    pub system_prompt: crate::resources::system_prompt::SystemPrompt,
     /// `--models` / enabledModels: what cycle_model cycles through (empty: every available model).
     pub scoped_models: Vec<crate::config::ScopedModel>,
     /// The session's rebuilt context (computed once at startup).
@@ -142,6 +143,8 @@ enum Incoming {
     McpWaitOver,
     /// A login refresh's worker answered (or died: an error).
     OAuthRefreshed(Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>),
+    /// A prompt's images, scaled (`None`: the worker died).
+    ImagesScaled(Option<(String, Vec<crate::messages::ImageContent>)>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -162,7 +165,7 @@ pub struct Agent {
     config: Config,
     model: Model,
     thinking: ThinkingLevel,
-    system_prompt: String,
+    system_prompt: crate::resources::system_prompt::SystemPrompt,
     /// Skills and prompt templates (expansion, get_commands).
     resources: crate::resources::discovery::Resources,
     /// What the client switches over RPC and the limits runs use.
@@ -341,6 +344,11 @@ impl Agent {
             Phase::Refreshing(refreshing) => &refreshing.refresh.result,
             _ => &no_refresh,
         };
+        let no_images = never();
+        let images = match &self.phase {
+            Phase::ScalingImages(work) => &work.result,
+            _ => &no_images,
+        };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
             Phase::Compacting(compaction) => match compaction.retry_at {
@@ -380,6 +388,7 @@ impl Agent {
                 Err(_) => Incoming::McpGone,
             },
             recv(mcp_wait) -> _ => Incoming::McpWaitOver,
+            recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
             recv(refresh_result) -> result => Incoming::OAuthRefreshed(result.unwrap_or_else(|_| {
@@ -430,6 +439,7 @@ impl Agent {
             }
             Incoming::McpWaitOver => self.end_mcp_wait(),
             Incoming::OAuthRefreshed(result) => self.on_oauth_refreshed(result),
+            Incoming::ImagesScaled(scaled) => self.on_images_scaled(scaled),
         }
     }
 
@@ -491,6 +501,16 @@ impl Agent {
         self.runs.current = Some(Run::default());
         self.emit(Event::AgentStart);
         self.emit(Event::TurnStart);
+        // The transcript learns the prompt and tools this run uses, when they changed (pi 1.6.0).
+        if let Some(system) = system_message::patch(
+            &self.messages,
+            &self.system_prompt,
+            &self.tools.specs,
+            &self.tools.builtins,
+            crate::time::now_ms(),
+        ) {
+            self.add_message(AgentMessage::System(system));
+        }
         for message in prompt_messages {
             self.add_message(message);
         }
@@ -661,6 +681,7 @@ impl Agent {
                     | Phase::Preparing(_)
                     | Phase::WaitingForMcp(_)
                     | Phase::Refreshing(_)
+                    | Phase::ScalingImages(_)
             )
     }
 
@@ -682,6 +703,7 @@ impl Agent {
             Phase::Preparing(_) => self.abort_preparing(),
             Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
             Phase::Refreshing(_) => self.abort_refresh(),
+            Phase::ScalingImages(_) => self.abort_scaling(),
             Phase::Idle => self.end_run(),
         }
     }

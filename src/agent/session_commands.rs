@@ -262,7 +262,7 @@ impl Agent {
             header: self.session.header().to_value().clone(),
             entries: self.session.entries_since(None).unwrap_or_default(),
             leaf_id: self.session.leaf_id().map(str::to_string),
-            system_prompt: self.system_prompt.clone(),
+            system_prompt: self.system_prompt.text().to_string(),
             tools: self
                 .tools
                 .specs
@@ -345,7 +345,7 @@ impl Agent {
             return;
         }
         log::info!("working directory is now {}", cwd.display());
-        self.system_prompt = crate::resources::system_prompt::with_cwd(&self.system_prompt, &cwd);
+        self.system_prompt = self.system_prompt.with_cwd(&cwd);
         self.config.cwd = cwd;
     }
 }

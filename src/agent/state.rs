@@ -32,6 +32,8 @@ pub enum Phase {
     WaitingForMcp(Box<McpWait>),
     /// A subscription login is refreshed on a worker before a prompt or a request uses it.
     Refreshing(Box<Refreshing>),
+    /// A prompt's images are being scaled to the model's limits on a worker thread.
+    ScalingImages(Box<ImageWork>),
 }
 
 /// A login refresh in flight and what waits for it.
@@ -49,6 +51,17 @@ pub enum AfterRefresh {
     },
     /// The run's next LLM request.
     Request,
+}
+
+/// A prompt waiting for its images (pi 1.6.0 scales them before the run starts).
+pub struct ImageWork {
+    /// The prompt's text (with the notes) and images, once scaled.
+    pub result: Receiver<(String, Vec<ImageContent>)>,
+    /// The prompt as it came, sent as is if the worker dies.
+    pub text: String,
+    pub images: Vec<ImageContent>,
+    /// The messages that follow the prompt into the run (extension-injected, next-turn ones).
+    pub rest: Vec<AgentMessage>,
 }
 
 pub struct McpWait {

@@ -62,7 +62,7 @@ impl Agent {
                 .extensions
                 .run_system_prompt
                 .clone()
-                .unwrap_or_else(|| self.system_prompt.clone()),
+                .unwrap_or_else(|| self.system_prompt.text().to_string()),
             // Filled by `request_completion` (compaction sends messages of its own).
             messages: Vec::new(),
             history: None,

@@ -34,7 +34,7 @@ fn agent() -> (Agent, Ends) {
         thinking: ThinkingLevel::Off,
         tool_names: Vec::new(),
         tool_filter: Default::default(),
-        system_prompt: String::new(),
+        system_prompt: Default::default(),
         scoped_models: Vec::new(),
         messages: Vec::new(),
         resources: Default::default(),

@@ -546,7 +546,26 @@ impl Agent {
             shell_command_prefix: self.config.shell_command_prefix(),
             model_supports_images: self.model.supports_images(),
             sandbox: self.tools.sandbox.policy(),
+            session_env: self.session_env(),
+            image_resize: self.config.auto_resize_images().then(|| {
+                crate::tools::image::ResizeLimits::from_input_limits(
+                    self.model.input_limits(),
+                )
+            }),
         }
+    }
+
+    /// The session variables a bash tool call sees (pi 1.6.0's names): the session id, its file
+    /// when there is one, the model and the thinking level as they are now.
+    fn session_env(&self) -> Vec<(&'static str, String)> {
+        let mut vars = vec![("PI_SESSION_ID", self.session.id().to_string())];
+        if let Some(file) = self.session.file_path() {
+            vars.push(("PI_SESSION_FILE", file.to_string_lossy().into_owned()));
+        }
+        vars.push(("PI_PROVIDER", self.model.provider.clone()));
+        vars.push(("PI_MODEL", self.model.id.clone()));
+        vars.push(("PI_REASONING_LEVEL", self.thinking.as_str().to_string()));
+        vars
     }
 }
 

@@ -919,6 +919,11 @@ impl Config {
                 .collect(),
         )
     }
+    /// settings `images.autoResize` (default true): images larger than the model takes are
+    /// scaled down before they are sent.
+    pub fn auto_resize_images(&self) -> bool {
+        self.settings.get_bool("images.autoResize").unwrap_or(true)
+    }
     /// settings `images.blockImages` (default false).
     pub fn block_images(&self) -> bool {
         self.settings

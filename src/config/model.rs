@@ -97,6 +97,12 @@ pub struct Model {
 }
 
 impl Model {
+    /// `inputLimits` (images: `resize` bounds), from the catalog or models.json; `None` means
+    /// pi's defaults.
+    pub fn input_limits(&self) -> Option<&Value> {
+        self.extra.get("inputLimits").filter(|v| v.is_object())
+    }
+
     /// The placeholder pi keeps when no model is available (FACTS §1.1): get_state shows it and
     /// prompts fail with the no-API-key message.
     pub fn placeholder() -> Model {

@@ -419,7 +419,7 @@ impl Registry {
                     max_tokens: def.get("maxTokens").and_then(as_count).unwrap_or(16384),
                     headers: None,
                     compat,
-                    extra: sampling_fields(def),
+                    extra: extra_fields(def),
                 });
             }
         }
@@ -666,12 +666,16 @@ fn apply_model_override(m: &mut Model, o: &Value) {
         }
         m.extra.insert(key.to_string(), Value::Object(merged));
     }
+    if let Some(limits) = o.get("inputLimits").filter(|v| v.is_object()) {
+        m.extra.insert("inputLimits".to_string(), limits.clone());
+    }
 }
 
-/// A models.json model's `samplingParams` and `samplingParamsByThinkingLevel` (pi 1.6.0), kept
-/// with the model's other fields: they reach get_available_models and the request bodies.
-fn sampling_fields(def: &Value) -> Map<String, Value> {
-    ["samplingParams", "samplingParamsByThinkingLevel"]
+/// A models.json model's `samplingParams`, `samplingParamsByThinkingLevel` (pi 1.6.0) and
+/// `inputLimits`, kept with the model's other fields: they reach get_available_models, the
+/// request bodies and image scaling.
+fn extra_fields(def: &Value) -> Map<String, Value> {
+    ["samplingParams", "samplingParamsByThinkingLevel", "inputLimits"]
         .into_iter()
         .filter_map(|key| {
             let value = def.get(key).filter(|v| v.is_object())?;

@@ -205,6 +205,7 @@ fn fingerprint(message: &AgentMessage) -> Fingerprint {
         AgentMessage::Custom(m) => (m.timestamp, 0),
         AgentMessage::CompactionSummary(m) => (m.timestamp, m.summary.len()),
         AgentMessage::BranchSummary(m) => (m.timestamp, m.summary.len()),
+        AgentMessage::System(m) => (m.timestamp, m.sections.as_ref().map_or(0, |s| s.len())),
     };
     Fingerprint {
         role: std::mem::discriminant(message),

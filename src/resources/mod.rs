@@ -37,7 +37,14 @@ pub fn discover_prompt_file(
         .find_map(|p| std::fs::read_to_string(p).ok())
 }
 
-const CONTEXT_FILE_NAMES: [&str; 4] = ["AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD"];
+/// The first of these in a folder is its context file (`AGENTS.override.md` first, as pi 1.6.0).
+const CONTEXT_FILE_NAMES: [&str; 5] = [
+    "AGENTS.override.md",
+    "AGENTS.md",
+    "AGENTS.MD",
+    "CLAUDE.md",
+    "CLAUDE.MD",
+];
 
 /// Context files as (absolute path, content): the agent dir's first, then one per directory from
 /// the root down to `cwd`, each directory contributing the first name that exists.

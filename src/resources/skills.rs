@@ -217,7 +217,9 @@ fn relative_posix(root: &Path, path: &Path) -> String {
 /// The system-prompt block listing the skills the model may load (those not hidden by
 /// `disable-model-invocation`), or `None` when there are none. The text starts with the blank
 /// line that separates it from what precedes it, so it is appended as is.
-pub fn skills_prompt_block(skills: &[Skill]) -> Option<String> {
+/// The skills section's text; `reader` is the tool the model loads a skill's file with (`read`,
+/// else `bash`, as pi 1.6.0 names it).
+pub fn skills_prompt_block(skills: &[Skill], reader: &str) -> Option<String> {
     let visible: Vec<&Skill> = skills
         .iter()
         .filter(|s| !s.disable_model_invocation)
@@ -226,9 +228,14 @@ pub fn skills_prompt_block(skills: &[Skill]) -> Option<String> {
         return None;
     }
     let mut lines = vec![
-        "\n\nThe skills below hold focused instructions for particular kinds of tasks.".to_string(),
-        "When a task fits a skill's description, load that skill's file with the read tool first."
-            .to_string(),
+        "The skills below hold focused instructions for particular kinds of tasks.".to_string(),
+        if reader == "bash" {
+            "When a task fits a skill's description, load that skill's file with bash first."
+                .to_string()
+        } else {
+            "When a task fits a skill's description, load that skill's file with the read tool first."
+                .to_string()
+        },
         "Paths mentioned inside a skill file are relative to the skill's directory (the folder holding the file); turn them into absolute paths before using them in tool calls."
             .to_string(),
         String::new(),
@@ -432,18 +439,22 @@ mod tests {
 
     #[test]
     fn prompt_block_lists_visible_skills_escaped() {
-        assert_eq!(skills_prompt_block(&[skill("h", "hidden", true)]), None);
-        let block = skills_prompt_block(&[
+        assert_eq!(
+            skills_prompt_block(&[skill("h", "hidden", true)], "read"),
+            None
+        );
+        let skills = [
             skill("a", "Tom & Jerry <\"x\"> 'y'", false),
             skill("h", "hidden", true),
-        ])
-        .unwrap();
-        assert!(block.starts_with("\n\n"));
+        ];
+        let block = skills_prompt_block(&skills, "read").unwrap();
         let lines: Vec<&str> = block.lines().collect();
-        assert_eq!(lines[2..5].len(), 3);
-        assert!(lines[2..5].iter().all(|l| !l.is_empty()));
+        assert!(lines[0..3].iter().all(|l| !l.is_empty()));
+        assert!(lines[1].contains("the read tool"), "{block}");
+        let with_bash = skills_prompt_block(&skills, "bash").unwrap();
+        assert!(with_bash.lines().nth(1).unwrap().contains("with bash"));
         assert_eq!(
-            lines[5..].join("\n"),
+            lines[3..].join("\n"),
             "\n<available_skills>\n  <skill>\n    <name>a</name>\n    <description>Tom &amp; Jerry &lt;&quot;x&quot;&gt; &apos;y&apos;</description>\n    <location>/s/a/SKILL.md</location>\n  </skill>\n</available_skills>"
         );
     }

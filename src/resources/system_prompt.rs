@@ -1,7 +1,12 @@
-//! The system prompt, laid out as pi lays it out (FACTS §6), in pi-rs's own words: intro, the
-//! active tools with their one-line summaries, guidelines, appended text, project context files,
-//! then the date and working directory. `for_run` gathers a run's parts (flags, SYSTEM.md and
-//! APPEND_SYSTEM.md, context files, tool summaries, skills); `build` lays them out.
+//! The system prompt, laid out as pi 1.6.0 lays it out, in pi-rs's own words: named sections in a
+//! fixed order — `preamble` (the intro, or the custom prompt), `tools` (the active tools with
+//! their one-line summaries), `rules` (guidelines), `addendum` (appended text), `project_context`
+//! (context files), `skills`, `cwd` — each but the preamble wrapped in `<name>…</name>`, and
+//! rendered joined by blank lines. The sections are what the transcript's system message carries
+//! (`agent::system_message`). `for_run` gathers a run's parts (flags, SYSTEM.md and
+//! APPEND_SYSTEM.md, context files, tool summaries, skills); `build` lays them out. pi 1.6.0's
+//! `docs` section points at the documentation installed with pi; pi-rs installs none, so it has
+//! no such section.
 
 use std::path::Path;
 
@@ -21,9 +26,8 @@ pub struct PromptInputs<'a> {
     pub append: &'a [String],
     /// (absolute path, content) of each context file, outermost first.
     pub context_files: &'a [(String, String)],
-    /// The skills block (already starting with its blank lines), when skills are offered.
-    pub skills_block: Option<&'a str>,
-    pub date: &'a str,
+    /// The skills section's text, when skills are offered.
+    pub skills: Option<&'a str>,
     pub cwd: &'a Path,
 }
 
@@ -39,111 +43,137 @@ pub struct RunSources<'a> {
     pub project_trusted: bool,
 }
 
-pub fn build(inputs: &PromptInputs) -> String {
-    let mut prompt = match inputs.custom {
-        Some(custom) => custom.to_string(),
-        None => default_body(inputs.tools),
-    };
-    if !inputs.append.is_empty() {
-        prompt.push_str("\n\n");
-        prompt.push_str(&inputs.append.join("\n\n"));
+/// A system prompt as its named sections, in order, and their rendering.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SystemPrompt {
+    sections: Vec<(String, String)>,
+    text: String,
+}
+
+impl SystemPrompt {
+    pub fn from_sections(sections: Vec<(String, String)>) -> SystemPrompt {
+        let text = sections
+            .iter()
+            .map(|(_, text)| text.as_str())
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        SystemPrompt { sections, text }
     }
-    if !inputs.context_files.is_empty() {
-        prompt
-            .push_str("\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n");
-        for (path, content) in inputs.context_files {
-            prompt.push_str(&format!("## {path}\n\n{content}\n\n"));
+
+    /// The prompt as the model reads it: the sections joined by blank lines.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// (name, text) of each section, in order.
+    pub fn sections(&self) -> &[(String, String)] {
+        &self.sections
+    }
+
+    /// This prompt with its working-directory section naming `cwd`: a session switched to
+    /// another directory moves the agent there.
+    pub fn with_cwd(&self, cwd: &Path) -> SystemPrompt {
+        let mut sections = self.sections.clone();
+        match sections.iter_mut().find(|(name, _)| name == "cwd") {
+            Some(section) => section.1 = cwd_section(cwd),
+            None => sections.push(("cwd".to_string(), cwd_section(cwd))),
+        }
+        SystemPrompt::from_sections(sections)
+    }
+}
+
+pub fn build(inputs: &PromptInputs) -> SystemPrompt {
+    let mut sections: Vec<(String, String)> = Vec::new();
+    let mut add = |name: &str, body: String| {
+        let text = if name == "preamble" {
+            body
+        } else {
+            format!("<{name}>\n{body}\n</{name}>")
+        };
+        sections.push((name.to_string(), text));
+    };
+    match inputs.custom {
+        Some(custom) => add("preamble", custom.to_string()),
+        None => {
+            add(
+                "preamble",
+                "You are an expert coding assistant working inside pi, a coding agent harness: you \
+                 help users with their software projects by reading files, running commands and \
+                 changing code."
+                    .to_string(),
+            );
+            add("tools", tool_list(inputs.tools));
+            add("rules", rules(inputs.tools));
         }
     }
-    if let Some(block) = inputs.skills_block {
-        prompt.push_str(block);
+    if !inputs.append.is_empty() {
+        add("addendum", inputs.append.join("\n\n"));
     }
-    prompt.push_str(&format!("\nCurrent date: {}", inputs.date));
-    prompt.push_str(&cwd_line(inputs.cwd));
-    prompt
+    if !inputs.context_files.is_empty() {
+        let mut parts =
+            vec!["Instructions and guidelines from this project's context files:".to_string()];
+        parts.extend(inputs.context_files.iter().map(|(path, content)| {
+            format!("<project_instructions path=\"{path}\">\n{content}\n</project_instructions>")
+        }));
+        add("project_context", parts.join("\n\n"));
+    }
+    if let Some(skills) = inputs.skills.map(str::trim).filter(|s| !s.is_empty()) {
+        add("skills", skills.to_string());
+    }
+    add("cwd", cwd_text(inputs.cwd));
+    SystemPrompt::from_sections(sections)
 }
 
-const CWD_LINE: &str = "\nCurrent working directory: ";
-
-fn cwd_line(cwd: &Path) -> String {
-    format!("{CWD_LINE}{}", cwd.to_string_lossy().replace('\\', "/"))
+fn cwd_text(cwd: &Path) -> String {
+    cwd.to_string_lossy().replace('\\', "/")
 }
 
-/// `prompt` (as `build` made it) with its closing working-directory line naming `cwd` instead:
-/// a session switched to another directory moves the agent there.
-pub fn with_cwd(prompt: &str, cwd: &Path) -> String {
-    let body = prompt.rfind(CWD_LINE).map_or(prompt, |at| &prompt[..at]);
-    format!("{body}{}", cwd_line(cwd))
+fn cwd_section(cwd: &Path) -> String {
+    format!("<cwd>\n{}\n</cwd>", cwd_text(cwd))
 }
 
-fn default_body(tools: &[ToolLine]) -> String {
-    let mut body = String::from(
-        "You are an expert coding assistant working inside pi, a coding agent harness. You help \
-         users with their software projects by reading files, running commands, editing code and \
-         writing new files.",
-    );
-    body.push_str("\n\nAvailable tools:\n");
+/// The `- name: snippet` lines of the tools that have a snippet (`(none)` without any), then
+/// the hint that there may be more.
+fn tool_list(tools: &[ToolLine]) -> String {
     let listed: Vec<String> = tools
         .iter()
         .filter_map(|t| t.snippet.map(|s| format!("- {}: {s}", t.name)))
         .collect();
-    if listed.is_empty() {
-        body.push_str("(none)");
+    let list = if listed.is_empty() {
+        "(none)".to_string()
     } else {
-        body.push_str(&listed.join("\n"));
-    }
-    body.push_str(
-        "\n\nOther custom tools may also be available, depending on the project.\n\nGuidelines:\n",
-    );
-    let names: Vec<&str> = tools.iter().map(|t| t.name).collect();
-    let mut guidelines: Vec<String> = Vec::new();
-    let has = |n: &str| names.contains(&n);
+        listed.join("\n")
+    };
+    format!("{list}\n\nThe project may offer further tools beyond these.")
+}
+
+/// The guideline bullets: how to explore files when only bash can, each tool's own guidelines,
+/// then two general ones; trimmed, empty and repeated lines dropped.
+fn rules(tools: &[ToolLine]) -> String {
+    let has = |n: &str| tools.iter().any(|t| t.name == n);
+    let mut rules: Vec<String> = Vec::new();
+    let mut add = |rule: &str| {
+        let rule = rule.trim();
+        if !rule.is_empty() && !rules.iter().any(|r| r == rule) {
+            rules.push(rule.to_string());
+        }
+    };
     if has("bash") && !(has("grep") || has("find") || has("ls")) {
-        guidelines.push("Use bash for file operations such as ls, rg and find".into());
-    } else if has("bash") {
-        guidelines.push(
-            "Prefer the grep, find and ls tools over bash for exploring files: they are faster and \
-             respect .gitignore"
-                .into(),
-        );
+        add("Use bash for file operations such as ls, rg and find");
     }
     for tool in tools {
         for line in tool.guidelines {
-            if !guidelines.iter().any(|g| g == line) {
-                guidelines.push(line.to_string());
-            }
+            add(line);
         }
     }
-    guidelines.push("Keep your answers concise".into());
-    guidelines.push("Show file paths clearly when you work with files".into());
-    let lines: Vec<String> = guidelines.iter().map(|g| format!("- {g}")).collect();
-    body.push_str(&lines.join("\n"));
-    body
-}
-
-/// Today's LOCAL date as YYYY-MM-DD, as pi formats `new Date()` with local getters (TZ and
-/// /etc/localtime decide); falls back to the UTC date if the C library cannot convert.
-pub fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let now = secs as libc::time_t;
-    // SAFETY: localtime_r only writes into `local` (glibc and musl read TZ on first use).
-    let converted = unsafe {
-        let mut local: libc::tm = std::mem::zeroed();
-        (!libc::localtime_r(&now, &mut local).is_null()).then_some(local)
-    };
-    if let Some(local) = converted {
-        return format!(
-            "{:04}-{:02}-{:02}",
-            i64::from(local.tm_year) + 1900,
-            local.tm_mon + 1,
-            local.tm_mday
-        );
-    }
-    let (y, m, d) = crate::time::civil_from_days(secs.div_euclid(86_400));
-    format!("{y:04}-{m:02}-{d:02}")
+    add("Keep your answers concise");
+    add("Show file paths clearly when you work with files");
+    rules
+        .iter()
+        .map(|r| format!("- {r}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The system prompt of a run: `--system-prompt` or SYSTEM.md (project ones only when trusted),
@@ -154,7 +184,7 @@ pub fn for_run(
     tool_names: &[String],
     extension_tools: &[ExtensionTool],
     loaded: &super::discovery::Resources,
-) -> String {
+) -> SystemPrompt {
     let cwd = sources.cwd;
     let custom = match sources.system_prompt {
         Some(value) => Some(super::text_or_file(value, cwd)),
@@ -219,20 +249,19 @@ pub fn for_run(
             guidelines,
         },
     ));
-    // Skills are offered only when the model can read them (`read` active), as pi does.
-    let skills_block = tool_names
-        .iter()
-        .any(|t| t == "read")
-        .then(|| super::skills::skills_prompt_block(&loaded.skills))
-        .flatten();
-    let date = today();
+    // Skills are offered only when the model can read their files: with `read`, else with
+    // `bash` (pi 1.6.0).
+    let reader = ["read", "bash"]
+        .into_iter()
+        .find(|reader| tool_names.iter().any(|t| t == reader));
+    let skills =
+        reader.and_then(|reader| super::skills::skills_prompt_block(&loaded.skills, reader));
     build(&PromptInputs {
         custom: custom.as_deref(),
         tools: &tool_lines,
         append: &append,
         context_files: &context_files,
-        skills_block: skills_block.as_deref(),
-        date: &date,
+        skills: skills.as_deref(),
         cwd,
     })
 }
@@ -242,16 +271,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layout_has_pis_sections_in_order() {
+    fn layout_has_the_sections_of_pi_1_6_in_order() {
         let tools = [
             ToolLine {
                 name: "read",
                 snippet: Some("Read file contents"),
-                guidelines: &["Use read to look at files"],
+                guidelines: &["Use read to look at files", " Use read to look at files "],
             },
             ToolLine {
                 name: "bash",
                 snippet: Some("Run shell commands"),
+                guidelines: &[],
+            },
+            ToolLine {
+                name: "quiet",
+                snippet: None,
                 guidelines: &[],
             },
         ];
@@ -259,40 +293,75 @@ mod tests {
         let prompt = build(&PromptInputs {
             custom: None,
             tools: &tools,
-            append: &["extra".to_string()],
+            append: &["extra".to_string(), "more".to_string()],
             context_files: &context,
-            skills_block: None,
-            date: "2026-01-02",
+            skills: Some("\n\nSkill list"),
             cwd: Path::new("/p"),
         });
-        let order = [
-            "Available tools:\n- read: Read file contents\n- bash: Run shell commands",
-            "Guidelines:",
-            "- Use bash for file operations",
-            "- Use read to look at files",
-            "\n\nextra",
-            "# Project Context",
-            "## /p/AGENTS.md\n\nbe nice",
-            "\nCurrent date: 2026-01-02",
-            "\nCurrent working directory: /p",
-        ];
-        let mut at = 0;
-        for part in order {
-            let found = prompt[at..]
-                .find(part)
-                .unwrap_or_else(|| panic!("{part:?} missing after {at} in {prompt}"));
-            at += found + part.len();
-        }
-        assert!(prompt.ends_with("Current working directory: /p"));
-        let moved = with_cwd(&prompt, Path::new("/q"));
+        let names: Vec<&str> = prompt.sections().iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
-            moved,
+            names,
+            [
+                "preamble",
+                "tools",
+                "rules",
+                "addendum",
+                "project_context",
+                "skills",
+                "cwd"
+            ]
+        );
+        let section = |name: &str| {
+            prompt
+                .sections()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone())
+                .unwrap()
+        };
+        assert!(
+            section("tools")
+                .starts_with("<tools>\n- read: Read file contents\n- bash: Run shell commands\n\n")
+        );
+        assert_eq!(
+            section("rules"),
+            "<rules>\n- Use bash for file operations such as ls, rg and find\n\
+             - Use read to look at files\n- Keep your answers concise\n\
+             - Show file paths clearly when you work with files\n</rules>"
+        );
+        assert_eq!(
+            section("addendum"),
+            "<addendum>\nextra\n\nmore\n</addendum>"
+        );
+        assert!(section("project_context").ends_with(
+            "\n\n<project_instructions path=\"/p/AGENTS.md\">\nbe nice\n</project_instructions>\n\
+             </project_context>"
+        ));
+        assert_eq!(section("skills"), "<skills>\nSkill list\n</skills>");
+        assert_eq!(section("cwd"), "<cwd>\n/p\n</cwd>");
+        let joined: Vec<String> = prompt.sections().iter().map(|(_, t)| t.clone()).collect();
+        assert_eq!(prompt.text(), joined.join("\n\n"));
+        assert!(prompt.text().ends_with("\n\n<cwd>\n/p\n</cwd>"));
+        let moved = prompt.with_cwd(Path::new("/q"));
+        assert_eq!(
+            moved.text(),
             format!(
-                "{}/q",
-                prompt
-                    .strip_suffix("/p")
-                    .expect("the cwd closes the prompt")
+                "{}/q\n</cwd>",
+                prompt.text().strip_suffix("/p\n</cwd>").unwrap()
             )
         );
+    }
+
+    #[test]
+    fn a_custom_prompt_replaces_preamble_tools_and_rules() {
+        let prompt = build(&PromptInputs {
+            custom: Some("Be a test double."),
+            tools: &[],
+            append: &[],
+            context_files: &[],
+            skills: None,
+            cwd: Path::new("/p"),
+        });
+        assert_eq!(prompt.text(), "Be a test double.\n\n<cwd>\n/p\n</cwd>");
     }
 }

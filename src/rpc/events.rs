@@ -335,6 +335,12 @@ impl Event {
             {
                 return None;
             }
+            // pi ≤ 0.83 had no system messages in the conversation.
+            Event::MessageStart { message } | Event::MessageEnd { message }
+                if legacy && message.is_system_message() =>
+            {
+                return None;
+            }
             Event::AgentStart | Event::TurnStart | Event::SummarizationRetryFinished => {
                 json!({ "type": self.kind() }).into()
             }
@@ -346,7 +352,16 @@ impl Event {
                 will_retry,
             } => {
                 let mut parts = vec![text(r#"{"type":"agent_end","messages":"#)];
-                json_array(&mut parts, messages);
+                if legacy {
+                    let conversation: Vec<SharedJson> = messages
+                        .iter()
+                        .filter(|m| !m.is_system_message())
+                        .cloned()
+                        .collect();
+                    json_array(&mut parts, &conversation);
+                } else {
+                    json_array(&mut parts, messages);
+                }
                 parts.push(text(match (legacy, will_retry) {
                     (true, _) => "}",
                     (false, true) => r#","willRetry":true}"#,

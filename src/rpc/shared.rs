@@ -20,6 +20,14 @@ use crate::messages::{AgentMessage, AssistantMessage, ContentBlock, TextContent,
 pub struct SharedJson(Arc<Vec<Arc<String>>>);
 
 impl SharedJson {
+    /// Whether this is a serialized `role:"system"` message (pi 1.6.0's prompt state; the role
+    /// is always its first key).
+    pub fn is_system_message(&self) -> bool {
+        self.pieces()
+            .next()
+            .is_some_and(|first| first.starts_with(r#"{"role":"system""#))
+    }
+
     /// The pieces, in order; concatenated they are the JSON text.
     pub fn pieces(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|piece| piece.as_str())

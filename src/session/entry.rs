@@ -147,6 +147,11 @@ impl MessageBody {
         self.has_role("assistant")
     }
 
+    /// A `role:"system"` message (pi 1.6.0's prompt state).
+    pub fn is_system(&self) -> bool {
+        self.has_role("system")
+    }
+
     /// Appends the JSON text to `out`; false (nothing written) when the message is typed.
     fn write_text(&self, out: &mut Vec<u8>) -> bool {
         match self {
@@ -209,6 +214,9 @@ pub enum EntryKind {
         tokens_before: u64,
         details: Option<Value>,
         from_hook: Option<bool>,
+        /// The transcript's system messages replayed at compaction time (pi 1.6.0): the
+        /// compacted context starts with it.
+        system_message: Option<Value>,
     },
     BranchSummary {
         from_id: String,
@@ -490,12 +498,14 @@ impl Serialize for Typed<'_> {
                         tokens_before,
                         details,
                         from_hook,
+                        system_message,
                     } => {
                         map.serialize_entry("summary", summary)?;
                         map.serialize_entry("firstKeptEntryId", first_kept_entry_id)?;
                         map.serialize_entry("tokensBefore", tokens_before)?;
                         some(&mut map, "details", details)?;
                         some(&mut map, "fromHook", from_hook)?;
+                        some(&mut map, "systemMessage", system_message)?;
                     }
                     EntryKind::BranchSummary {
                         from_id,
@@ -588,6 +598,7 @@ fn typed_from_value(value: &Value) -> Option<SessionEntry> {
                 None => None,
                 Some(flag) => Some(flag.as_bool()?),
             },
+            system_message: optional("systemMessage"),
         },
         "branch_summary" => EntryKind::BranchSummary {
             from_id: text("fromId")?,
@@ -663,6 +674,8 @@ struct LineFields<'a> {
     details: Option<Value>,
     #[serde(rename = "fromHook", default, deserialize_with = "present")]
     from_hook: Option<bool>,
+    #[serde(rename = "systemMessage", default, deserialize_with = "present")]
+    system_message: Option<Value>,
     #[serde(rename = "fromId", default, deserialize_with = "present")]
     from_id: Option<String>,
     #[serde(rename = "customType", default, deserialize_with = "present")]
@@ -715,6 +728,7 @@ fn typed_from_fields(
             tokens_before: fields.tokens_before?,
             details: fields.details,
             from_hook: fields.from_hook,
+            system_message: fields.system_message,
         },
         "branch_summary" => EntryKind::BranchSummary {
             from_id: fields.from_id?,

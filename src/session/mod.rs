@@ -624,6 +624,7 @@ impl SessionLog {
         tokens_before: u64,
         details: Option<Value>,
         from_hook: Option<bool>,
+        system_message: Option<Value>,
     ) -> Result<String, SessionError> {
         self.append(EntryKind::Compaction {
             summary: summary.to_string(),
@@ -631,6 +632,7 @@ impl SessionLog {
             tokens_before,
             details,
             from_hook,
+            system_message,
         })
     }
 

@@ -228,7 +228,7 @@ fn branching_context_and_compaction() {
 
     // Back on the first branch, compact keeping from u2.
     log.set_leaf(&a2).unwrap();
-    log.append_compaction("summary", &u2, 1234, None, Some(false))
+    log.append_compaction("summary", &u2, 1234, None, Some(false), None)
         .unwrap();
     log.append_model_change("openai", "gpt").unwrap();
     log.append_message(&user("three")).unwrap();
@@ -567,6 +567,51 @@ fn hundred_thousand_entries_load_and_build_the_tree() {
 /// with a tool call, a name, a compaction, and a fork of it.
 const REFERENCE_MAIN: &str = include_str!("../../fixtures/sessions/reference-main.jsonl");
 const REFERENCE_FORK: &str = include_str!("../../fixtures/sessions/reference-fork.jsonl");
+
+/// A file pi 1.6.0 wrote (`generate.py --v1.6.0`): its system messages and the compaction's
+/// `systemMessage` are typed, the file re-serializes byte for byte, and the compacted context
+/// starts with the replayed prompt state.
+const REFERENCE_160_MAIN: &str = include_str!("../../fixtures/sessions/reference-1.6.0-main.jsonl");
+
+#[test]
+fn a_pi_1_6_0_session_keeps_its_system_messages() {
+    let dir = temp_dir("fixtures-160");
+    let path = dir.join("main.jsonl");
+    fs::write(&path, REFERENCE_160_MAIN).unwrap();
+    let (log, warnings) = SessionLog::open(&path, None, Path::new("/x")).unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(
+        file::whole_file(log.header(), log.entries()),
+        REFERENCE_160_MAIN,
+        "byte-identical re-serialization"
+    );
+    assert!(
+        log.entries()
+            .iter()
+            .all(|e| !matches!(e.kind, entry::EntryKind::Unknown(_))),
+        "every entry is typed"
+    );
+    let context = log.context();
+    let AgentMessage::System(system) = &context.messages[0] else {
+        panic!("{:?}", context.messages[0]);
+    };
+    let sections = system.sections.as_ref().expect("sections");
+    assert!(sections.contains_key("preamble") && sections.contains_key("cwd"));
+    assert_eq!(system.tools_added.as_ref().map(Vec::len), Some(4));
+    assert!(matches!(
+        context.messages[1],
+        AgentMessage::CompactionSummary(_)
+    ));
+    assert_eq!(
+        context
+            .messages
+            .iter()
+            .filter(|m| matches!(m, AgentMessage::System(_)))
+            .count(),
+        1
+    );
+    fs::remove_dir_all(dir).unwrap();
+}
 
 #[test]
 fn reference_written_sessions_load_with_the_same_context_tree_and_name() {

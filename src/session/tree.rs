@@ -85,6 +85,7 @@ pub fn context(
         summary,
         first_kept_entry_id,
         tokens_before,
+        system_message,
         ..
     } = &compaction.kind
     {
@@ -96,13 +97,24 @@ pub fn context(
         let kept = kept_from.map_or(&[][..], |from| &path[from..compaction_at]);
         let after = &path[compaction_at + 1..];
         let mut messages =
-            Vec::with_capacity(1 + countable(entries, kept) + countable(entries, after));
+            Vec::with_capacity(2 + countable(entries, kept) + countable(entries, after));
+        // The prompt state the compaction kept (pi 1.6.0) leads; the kept entries' own system
+        // messages are part of it, so they are left out.
+        let system = system_message
+            .as_ref()
+            .and_then(|value| serde_json::from_value::<AgentMessage>(value.clone()).ok())
+            .filter(|m| matches!(m, AgentMessage::System(_)));
+        messages.extend(system);
         messages.push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
             summary: summary.clone(),
             tokens_before: *tokens_before,
             timestamp: entry_ms(compaction),
         }));
-        messages.extend(kept.iter().filter_map(|&i| context_message(&entries[i])));
+        messages.extend(
+            kept.iter()
+                .filter_map(|&i| context_message(&entries[i]))
+                .filter(|m| !matches!(m, AgentMessage::System(_))),
+        );
         messages.extend(after.iter().filter_map(|&i| context_message(&entries[i])));
         result.messages = messages;
     }

@@ -53,6 +53,9 @@ pub struct ShellRequest<'a> {
     pub timeout: Option<f64>,
     /// The sandbox the shell enters between fork and exec (`None`: the client's own RPC bash).
     pub sandbox: Option<&'a crate::sandbox::Policy>,
+    /// The session variables a tool call sets (`None`: the client's own RPC bash, which keeps
+    /// the inherited environment as pi's does).
+    pub session_env: Option<&'a [(&'static str, String)]>,
 }
 
 /// What the runner reports while the command runs.
@@ -135,6 +138,9 @@ pub fn run_shell(
         .map_err(|e| format!("spawn {shell} failed: {e}"))?;
     let mut command = Command::new(&shell);
     super::env::scrub(&mut command);
+    if let Some(values) = request.session_env {
+        super::env::set_session_vars(&mut command, values);
+    }
     command
         .arg("-c")
         .arg(&full_command)
@@ -762,6 +768,7 @@ pub fn execute(
         agent_dir: &context.agent_dir,
         timeout,
         sandbox: Some(&context.sandbox),
+        session_env: Some(&context.session_env),
     };
     let mut output = OutputAccumulator::new("pi-bash");
     emit(ToolOutput {

@@ -59,6 +59,25 @@ pub fn scrub(command: &mut Command) {
     }
 }
 
+/// The session variables the prompt tells the model about (pi 1.6.0): the bash tool's commands
+/// get the current values, never inherited ones.
+pub const SESSION_VARS: [&str; 5] = [
+    "PI_SESSION_ID",
+    "PI_SESSION_FILE",
+    "PI_PROVIDER",
+    "PI_MODEL",
+    "PI_REASONING_LEVEL",
+];
+
+/// Replaces whatever `SESSION_VARS` the command would inherit with `values` (a variable without
+/// a value, such as the file of a `--no-session` run, is left unset).
+pub fn set_session_vars(command: &mut Command, values: &[(&'static str, String)]) {
+    for name in SESSION_VARS {
+        command.env_remove(name);
+    }
+    command.envs(values.iter().map(|(name, value)| (name, value)));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

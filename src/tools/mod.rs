@@ -49,6 +49,12 @@ pub struct ToolContext {
     pub model_supports_images: bool,
     /// The sandbox in effect when the call started; the tool keeps it to its end.
     pub sandbox: Arc<crate::sandbox::Policy>,
+    /// `PI_SESSION_ID`, `PI_SESSION_FILE`, `PI_PROVIDER`, `PI_MODEL`, `PI_REASONING_LEVEL` as
+    /// they stand when the call starts (the bash tool's children see them; see `env::SESSION_VARS`).
+    pub session_env: Vec<(&'static str, String)>,
+    /// How large an image read may send (the model's input limits); `None` when settings
+    /// `images.autoResize` is off.
+    pub image_resize: Option<image::ResizeLimits>,
 }
 
 /// A tool result or a cumulative partial one.
@@ -248,14 +254,17 @@ pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])
             "Read file contents",
             &["Use read to look at files rather than cat or sed."],
         )),
-        "bash" => Some(("Execute bash commands (ls, grep, find, etc.)", &[])),
+        "bash" => Some((
+            "Execute bash commands (ls, grep, find, etc.)",
+            &[
+                "The PI_* environment variables name the current session, provider, model and thinking level; look there when you need them.",
+            ],
+        )),
         "edit" => Some((
             "Make precise file edits by exact text replacement, several disjoint edits per call allowed",
             &[
-                "Use edit for precise changes (edits[].oldText has to match exactly)",
-                "To change several separate places in one file, send one edit call with several entries in edits[] rather than several edit calls",
-                "Every edits[].oldText is matched against the original file, not against the result of earlier edits. Never send overlapping or nested edits; merge nearby changes into one edit.",
-                "Keep each edits[].oldText as short as it can be while staying unique in the file; do not pad it with large unchanged regions.",
+                "Use edit for focused changes, and put all the changes to one file into a single call.",
+                "Every edits[].oldText has to match the original file exactly and only once. Keep them short and apart from each other; join nearby changes into one edit without spanning large unchanged stretches.",
             ],
         )),
         "write" => Some((
@@ -400,6 +409,8 @@ impl ToolContext {
             shell_command_prefix: None,
             model_supports_images: true,
             sandbox: Arc::new(crate::sandbox::Policy::off(dir, dir)),
+            session_env: Vec::new(),
+            image_resize: Some(image::ResizeLimits::default()),
         }
     }
 }
@@ -475,8 +486,8 @@ mod tests {
             assert!(prompt_info(name).is_some());
         }
         assert_eq!(prompt_info("read").unwrap().1.len(), 1);
-        assert_eq!(prompt_info("edit").unwrap().1.len(), 4);
-        assert!(prompt_info("bash").unwrap().1.is_empty());
+        assert_eq!(prompt_info("edit").unwrap().1.len(), 2);
+        assert_eq!(prompt_info("bash").unwrap().1.len(), 1);
     }
 
     #[test]

@@ -5,11 +5,9 @@
 //! A text file is streamed once in chunks (line count, selected lines' sizes, and only the text
 //! the output limits can show are kept), so memory stays bounded whatever the file's size; the
 //! result is the same as splitting the whole file. Images above 32 MB are left out with the
-//! reference's "could not be resized" note instead of being loaded.
-//! Not done: the reference shrinks images larger than 2000×2000 px or 4.5 MB of base64 (re-encoding
-//! as PNG/JPEG, adding a "[Image: original WxH, displayed at …]" note, or replacing the image with
-//! "[Image omitted: could not be resized below the inline image size limit.]"). Without an image
-//! codec we pass every image through unchanged.
+//! reference's "could not be resized" note instead of being loaded; others larger than the
+//! model's input limits are scaled and re-encoded with pi 1.6.0's coordinate note
+//! (`image::process`).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -128,19 +126,38 @@ fn read_image(
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    let mut note = format!("Read image file [{mime}]");
-    let too_big = data.len() as u64 > MAX_IMAGE_BYTES;
-    if too_big {
-        note.push_str("\n[Image omitted: could not be resized below the inline image size limit.]");
+    // Scaled to the model's limits here, on the tool's thread (pi 1.6.0).
+    let processed = if data.len() as u64 > MAX_IMAGE_BYTES {
+        Err(image::OMITTED.to_string())
+    } else {
+        match &context.image_resize {
+            Some(limits) => image::process(&data, mime, limits),
+            None => Ok(image::Processed {
+                image: image::content(&data, mime),
+                note: None,
+            }),
+        }
+    };
+    if cancel.is_cancelled() {
+        return Err(super::ABORTED.to_string());
     }
+    let (mut note, image) = match processed {
+        Ok(processed) => {
+            let mut note = format!("Read image file [{}]", processed.image.mime_type);
+            if let Some(hint) = processed.note {
+                note.push('\n');
+                note.push_str(&hint);
+            }
+            (note, Some(processed.image))
+        }
+        Err(omitted) => (format!("Read image file [{mime}]\n{omitted}"), None),
+    };
     if !context.model_supports_images {
         note.push('\n');
         note.push_str(NON_VISION_NOTE);
     }
     let mut content = vec![ContentBlock::Text(TextContent::new(&note))];
-    if !too_big {
-        content.push(ContentBlock::Image(image::content(&data, mime)));
-    }
+    content.extend(image.map(ContentBlock::Image));
     Ok(ToolOutput {
         content,
         details: None,
@@ -466,10 +483,20 @@ mod tests {
     fn files_images_and_errors() {
         let dir = temp_dir("files");
         std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
-        let png = [
+        let mut png = Vec::new();
+        ::image::DynamicImage::new_rgb8(4, 3)
+            .write_to(
+                &mut std::io::Cursor::new(&mut png),
+                ::image::ImageFormat::Png,
+            )
+            .unwrap();
+        std::fs::write(dir.join("pic.dat"), &png).unwrap();
+        // A PNG signature and header with no image behind it does not decode: left out, as pi
+        // 1.6.0 leaves out what it cannot scale.
+        let broken = [
             0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R',
         ];
-        std::fs::write(dir.join("pic.dat"), png).unwrap();
+        std::fs::write(dir.join("broken.png"), broken).unwrap();
         let ctx = ToolContext::for_test(&dir);
         let cancel = CancelFlag::default();
         let out = execute(&json!({"path":"@a.txt"}), &ctx, &cancel).unwrap();
@@ -477,8 +504,14 @@ mod tests {
         let out = execute(&json!({"path":"pic.dat"}), &ctx, &cancel).unwrap();
         assert_eq!(text_of(&out), "Read image file [image/png]");
         assert!(
-            matches!(&out.content[1], ContentBlock::Image(i) if i.mime_type == "image/png" && i.data == STANDARD.encode(png))
+            matches!(&out.content[1], ContentBlock::Image(i) if i.mime_type == "image/png" && i.data == STANDARD.encode(&png))
         );
+        let out = execute(&json!({"path":"broken.png"}), &ctx, &cancel).unwrap();
+        assert_eq!(
+            text_of(&out),
+            format!("Read image file [image/png]\n{}", image::OMITTED)
+        );
+        assert_eq!(out.content.len(), 1);
         let no_vision = ToolContext {
             model_supports_images: false,
             ..ctx.clone()

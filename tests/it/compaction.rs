@@ -238,6 +238,63 @@ fn assert_result_shape(result: &Value, tokens_before: &Value) {
     );
 }
 
+/// The prompt state across a compaction (pi 1.6.0): the first run's system message is the only
+/// one (the second run changes nothing); the compaction entry keeps the replayed state as its
+/// `systemMessage` (keys in 1.6.0's order), the compacted context starts with it, and the next
+/// run adds no system message because nothing changed.
+#[test]
+fn compaction_keeps_the_prompt_state_in_its_entry() {
+    let mut script = opening(short_second_answer());
+    script.push(summary_reply());
+    script.push(Reply::sse(sse::anthropic_text(&["Third answer."])));
+    let fake = FakeProvider::start(script);
+    let mut pi = Pi::spawn(&small_window(&fake).with_sessions());
+    prompt_and_settle(&mut pi, "p0", &first_question());
+    let first = crate::support::state(&mut pi, "s0");
+    let file = std::path::PathBuf::from(first["sessionFile"].as_str().expect("a session file"));
+    let systems = |records: &[Value]| -> Vec<Value> {
+        records
+            .iter()
+            .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+            .map(|r| r["message"].clone())
+            .collect()
+    };
+    let opening_system = pi.command("m0", "get_messages", json!({}))["data"]["messages"][0].clone();
+    assert_eq!(opening_system["role"], "system", "{opening_system}");
+    let second_run = prompt_and_settle(&mut pi, "p1", &second_question());
+    assert_eq!(systems(&second_run), Vec::<Value>::new());
+
+    let (response, _) = compact(&mut pi, "c1", json!({}));
+    assert_eq!(response["success"], true, "{response}");
+    let entries = crate::support::read_jsonl(&file);
+    let entry = entries
+        .iter()
+        .find(|e| e["type"] == "compaction")
+        .expect("a compaction entry");
+    let snapshot = &entry["systemMessage"];
+    let keys: Vec<&String> = snapshot
+        .as_object()
+        .expect("systemMessage")
+        .keys()
+        .collect();
+    assert_eq!(
+        keys,
+        ["role", "content", "sections", "toolsAdded", "timestamp"]
+    );
+    assert_eq!(snapshot["sections"], opening_system["sections"]);
+    assert_eq!(snapshot["toolsAdded"], opening_system["toolsAdded"]);
+    let messages = pi.command("m1", "get_messages", json!({}))["data"]["messages"].clone();
+    assert_eq!(
+        messages[0], *snapshot,
+        "the compacted context starts with it"
+    );
+    assert_eq!(messages[1]["role"], "compactionSummary");
+
+    let third_run = prompt_and_settle(&mut pi, "p2", "A third question");
+    assert_eq!(systems(&third_run), Vec::<Value>::new());
+    fake.finish();
+}
+
 /// Manual compact: events before the response, the result shape, the summary request, the
 /// kept entry, and the next prompt's context; get_session_stats before, right after and after
 /// the next reply.
@@ -324,8 +381,8 @@ fn manual_compact_summarizes_the_old_turns() {
     assert_eq!(stats["userMessages"], 1, "{stats}");
     assert_eq!(stats["assistantMessages"], 1, "{stats}");
     assert_eq!(
-        stats["totalMessages"], 3,
-        "summary + kept question + answer: {stats}"
+        stats["totalMessages"], 4,
+        "the system message (pi 1.6.0) + summary + kept question + answer: {stats}"
     );
     assert_eq!(stats["toolCalls"], 0);
     assert_eq!(stats["toolResults"], 0);
@@ -724,8 +781,8 @@ fn abort_during_compaction_cancels_it() {
     let state = pi.command("s1", "get_state", json!({}));
     assert_eq!(state["data"]["isCompacting"], false);
     assert_eq!(
-        state["data"]["messageCount"], 4,
-        "the conversation is untouched"
+        state["data"]["messageCount"], 5,
+        "the conversation (system message, two questions, two answers) is untouched"
     );
     fake.finish();
 }
@@ -754,8 +811,8 @@ fn is_compacting_is_true_during_a_compaction() {
     let state = pi.command("s2", "get_state", json!({}));
     assert_eq!(state["data"]["isCompacting"], false, "{state}");
     assert_eq!(
-        state["data"]["messageCount"], 3,
-        "summary + kept question + answer"
+        state["data"]["messageCount"], 4,
+        "the system message (pi 1.6.0) + summary + kept question + answer"
     );
     fake.finish();
 }

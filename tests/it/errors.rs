@@ -174,6 +174,8 @@ fn http_400_ends_the_run_with_the_providers_error_text() {
                 "response:prompt",
                 "agent_start",
                 "turn_start",
+                "message_start:system",
+                "message_end:system",
                 "message_start:user",
                 "message_end:user",
                 "message_start:assistant",

@@ -517,8 +517,8 @@ fn set_session_name_validates_and_announces() {
     fake.finish();
 }
 
-/// get_messages after a turn returns the run's messages (as agent_end listed them); get_state
-/// counts them.
+/// get_messages after a turn returns the run's messages (as agent_end listed them, the system
+/// message first); get_state counts them.
 #[test]
 fn get_messages_after_a_turn_matches_agent_end() {
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Answer."]))]);
@@ -529,18 +529,22 @@ fn get_messages_after_a_turn_matches_agent_end() {
     let response = pi.command("g1", "get_messages", json!({}));
     assert_keys(&response["data"], &["messages"]);
     let messages = response["data"]["messages"].as_array().expect("messages");
-    assert_eq!(messages.len(), 2);
+    assert_eq!(messages.len(), 3);
     assert_eq!(Value::Array(messages.clone()), agent_end["messages"]);
-    assert_eq!(messages[0]["role"], "user");
-    assert_eq!(
-        messages[0]["content"],
-        json!([{"type": "text", "text": "Question"}])
-    );
-    assert_eq!(messages[1]["role"], "assistant");
+    // The leading system message of pi 1.6.0: the prompt in sections, the tools declared.
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(messages[0]["content"], "");
+    assert!(messages[0]["sections"]["preamble"].is_string());
+    assert_eq!(messages[1]["role"], "user");
     assert_eq!(
         messages[1]["content"],
+        json!([{"type": "text", "text": "Question"}])
+    );
+    assert_eq!(messages[2]["role"], "assistant");
+    assert_eq!(
+        messages[2]["content"],
         json!([{"type": "text", "text": "Answer."}])
     );
-    assert_eq!(state(&mut pi, "s1")["messageCount"], 2);
+    assert_eq!(state(&mut pi, "s1")["messageCount"], 3);
     fake.finish();
 }

@@ -22,6 +22,7 @@ mod framing;
 mod hardening;
 mod harness;
 mod idle_commands;
+mod images;
 mod lifecycle;
 mod mcp;
 mod network;

@@ -76,7 +76,9 @@ fn json_mode_writes_the_header_then_events() {
         .iter()
         .find(|r| r["type"] == "agent_end")
         .expect("agent_end");
-    assert_eq!(end["messages"][1]["content"][0]["text"], "Json answer.");
+    // The run opens with the system message (pi 1.6.0), then the prompt and the answer.
+    assert_eq!(end["messages"][0]["role"], "system");
+    assert_eq!(end["messages"][2]["content"][0]["text"], "Json answer.");
     fake.finish();
 }
 

@@ -19,7 +19,8 @@ fn updates(records: &[Value]) -> Vec<&Value> {
 }
 
 /// A text reply in the legacy profile: every update carries the whole message so far, as an
-/// object, as `message` and as `assistantMessageEvent.partial`; nothing 0.73.1 never sent.
+/// object, as `message` and as `assistantMessageEvent.partial`; nothing 0.73.1 never sent (no
+/// system message either).
 #[test]
 fn legacy_message_update_carries_the_cumulative_message() {
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hel", "lo"]))]);
@@ -50,6 +51,22 @@ fn legacy_message_update_carries_the_cumulative_message() {
     assert_eq!(texts[3], "Hello");
     let agent_end = run.last().unwrap();
     assert!(agent_end.get("willRetry").is_none(), "{agent_end}");
+    // 0.73.1 had no system messages: none in the events, agent_end or get_messages.
+    assert!(
+        run.iter().all(|r| r["message"]["role"] != "system"),
+        "{run:?}"
+    );
+    let roles = |messages: &Value| -> Vec<String> {
+        messages
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(roles(&agent_end["messages"]), ["user", "assistant"]);
+    let got = pi.request(json!({"id": "m1", "type": "get_messages"}));
+    assert_eq!(roles(&got["data"]["messages"]), ["user", "assistant"]);
     // agent_settled does not exist in 0.73.1: a state query answers next, nothing before it.
     let state = pi.request(json!({"id": "s1", "type": "get_state"}));
     assert_eq!(state["success"], true);

@@ -47,6 +47,8 @@ fn overloaded_529_is_retried_then_succeeds() {
         [
             "agent_start",
             "turn_start",
+            "message_start:system",
+            "message_end:system",
             "message_start:user",
             "message_end:user",
             "message_start:assistant",

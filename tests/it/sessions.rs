@@ -131,9 +131,12 @@ fn branch_messages(entries: &[Value], leaf: &str) -> Vec<Value> {
 /// A reference fixture with its header cwd pointed at `cwd` (pi refuses to resume a session
 /// whose stored cwd is gone).
 fn reference_fixture(name: &str, cwd: &Path) -> String {
-    fixture(&format!("sessions/{name}")).replace(
-        "\"cwd\":\"/tmp/tmpj4cp4ao1/work\"",
+    let text = fixture(&format!("sessions/{name}"));
+    let header: Value = serde_json::from_str(text.lines().next().expect("a header")).unwrap();
+    text.replacen(
+        &format!("\"cwd\":{}", header["cwd"]),
         &format!("\"cwd\":{}", json!(cwd.to_string_lossy())),
+        1,
     )
 }
 
@@ -183,7 +186,7 @@ fn session_file_is_written_lazily_in_the_default_dir() {
 
     prompt(&mut pi, "p1", "Hello");
     let lines = read_jsonl(&file);
-    let [header, _, _, _, last] = expect_transcript(
+    let [header, _, _, _, _, last] = expect_transcript(
         &lines,
         &[
             json!({"type": "session", "version": 3, "id": session_id,
@@ -191,6 +194,7 @@ fn session_file_is_written_lazily_in_the_default_dir() {
             json!({"type": "model_change", "provider": "fake-anthropic",
                    "modelId": "fake-claude"}),
             json!({"type": "thinking_level_change", "thinkingLevel": "medium"}),
+            json!({"type": "message", "message": {"role": "system", "content": ""}}),
             json!({"type": "message"}),
             json!({"type": "message"}),
         ],
@@ -336,10 +340,10 @@ fn new_session_starts_an_empty_session_with_its_parent() {
             &lines[1..],
             lines.last().unwrap()["id"].as_str().unwrap()
         )),
-        ["user:again", "assistant:two"]
+        ["system:", "user:again", "assistant:two"]
     );
     // The first file is untouched by the second session.
-    assert_eq!(file_entries(Path::new(&first_file)).len(), 4);
+    assert_eq!(file_entries(Path::new(&first_file)).len(), 5);
     fake.finish();
 }
 
@@ -375,7 +379,7 @@ fn fork_copies_the_path_and_the_new_branch_grows_beside_the_old_one() {
     assert_ne!(forked, original);
     assert_eq!(
         summary(&messages(&mut pi, "m1")),
-        ["user:first", "assistant:one"]
+        ["system:", "user:first", "assistant:one"]
     );
 
     prompt(&mut pi, "p3", "second, differently");
@@ -394,6 +398,7 @@ fn fork_copies_the_path_and_the_new_branch_grows_beside_the_old_one() {
     assert_eq!(
         summary(&messages(&mut pi, "m2")),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second, differently",
@@ -421,6 +426,7 @@ fn fork_copies_the_path_and_the_new_branch_grows_beside_the_old_one() {
     assert_eq!(
         summary(&messages(&mut pi, "m3")),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second, differently",
@@ -487,7 +493,7 @@ fn clone_copies_the_active_branch_and_keeps_the_leaf() {
     assert_eq!(lines[1..], before[..], "same entries, same ids");
     assert_eq!(
         summary(&messages(&mut pi, "m1")),
-        ["user:first", "assistant:one"]
+        ["system:", "user:first", "assistant:one"]
     );
     prompt(&mut pi, "p2", "more");
     let after = file_entries(&cloned);
@@ -535,7 +541,7 @@ fn switch_session_moves_between_files_and_binds_missing_paths() {
     assert_eq!(back["sessionFile"], first["sessionFile"]);
     assert_eq!(
         summary(&messages(&mut pi, "m2")),
-        ["user:first", "assistant:one"]
+        ["system:", "user:first", "assistant:one"]
     );
     fake.finish();
 }
@@ -568,7 +574,7 @@ fn continue_in_a_restarted_process_keeps_context_and_name() {
     assert_eq!(after["sessionFile"], before["sessionFile"]);
     assert_eq!(after["sessionId"], before["sessionId"]);
     assert_eq!(after["sessionName"], "numbers");
-    assert_eq!(after["messageCount"], 2);
+    assert_eq!(after["messageCount"], 3);
     assert_eq!(messages(&mut pi, "m2"), before_messages);
     assert_eq!(
         file_entries(&file),
@@ -680,6 +686,7 @@ fn session_id_prefix_and_fork_flag_select_a_stored_session() {
     assert_eq!(
         summary(&messages(&mut pi, "m1")),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second",
@@ -783,7 +790,8 @@ fn reference_session_opens_with_its_branch_tree_and_name_then_continues() {
         added = &added[1..];
     }
     let types: Vec<&str> = added.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["message", "message"], "{added:?}");
+    // The reference file (0.73.1) has no system message: the first run adds one (pi 1.6.0).
+    assert_eq!(types, ["message", "message", "message"], "{added:?}");
     assert_eq!(
         summary(
             &added
@@ -791,7 +799,7 @@ fn reference_session_opens_with_its_branch_tree_and_name_then_continues() {
                 .map(|e| e["message"].clone())
                 .collect::<Vec<_>>()
         ),
-        ["user:fourth question", "assistant:continued"]
+        ["system:", "user:fourth question", "assistant:continued"]
     );
 
     // Seed-only views last.
@@ -802,6 +810,87 @@ fn reference_session_opens_with_its_branch_tree_and_name_then_continues() {
     assert_eq!(tree.len(), 1);
     assert_eq!(tree[0]["entry"], entries[0]);
     assert_eq!(data["leafId"], after.last().unwrap()["id"]);
+    fake.finish();
+}
+
+/// A file pi 1.6.0 wrote (`tests/session_fixtures/generate.py --v1.6.0`): its system message
+/// and its compaction's `systemMessage` are read back; the compacted context starts with the
+/// compaction's replayed prompt state, the kept entries' own system messages left out; the next
+/// run patches what pi-rs's prompt and tools change (1.6.0's docs section removed, the tool
+/// declarations replaced) and the provider gets pi-rs's prompt.
+#[test]
+fn reference_1_6_0_session_with_system_messages_opens_and_continues() {
+    let fake = FakeProvider::start(vec![openai_reply("continued")]);
+    let workspace = Workspace::new();
+    let original = reference_fixture("reference-1.6.0-main.jsonl", &workspace.cwd());
+    let file = workspace.cwd().join("reference-1.6.0-main.jsonl");
+    std::fs::write(&file, &original).unwrap();
+    let entries = read_jsonl(&file)[1..].to_vec();
+    let compaction = entries.iter().find(|e| e["type"] == "compaction").unwrap();
+    let setup = Setup::openai(&fake)
+        .with_sessions()
+        .arg("--session")
+        .arg(&file.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let got = messages(&mut pi, "m1");
+    assert_eq!(
+        got[0], compaction["systemMessage"],
+        "the replayed state leads"
+    );
+    assert!(got[0]["sections"]["docs"].is_string(), "{}", got[0]);
+    assert_eq!(got[1]["role"], "compactionSummary");
+    assert_eq!(
+        got.iter().filter(|m| m["role"] == "system").count(),
+        1,
+        "{got:?}"
+    );
+
+    let run = prompt(&mut pi, "p1", "fourth question");
+    let system = &run
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .expect("a system message patching the prompt")["message"];
+    assert_eq!(system["content"], "");
+    assert_eq!(system["sections"]["docs"], Value::Null, "{system}");
+    // The fixture's prompt names the directory it was made in; this one runs elsewhere.
+    assert_eq!(
+        system["sections"]["cwd"],
+        format!("<cwd>\n{}\n</cwd>", workspace.cwd().display())
+    );
+    let names = |key: &str| -> Vec<String> {
+        system[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key}: {system}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names("toolsRemoved"), ["read", "bash", "edit", "write"]);
+    assert_eq!(names("toolsAdded"), ["read", "bash", "edit", "write"]);
+    let request = fake.requests().remove(0);
+    let prompt_text = crate::support::system_prompt_of(&request);
+    assert_eq!(
+        prompt_text,
+        [
+            system["sections"]["preamble"].as_str().unwrap(),
+            system["sections"]["tools"].as_str().unwrap(),
+            system["sections"]["rules"].as_str().unwrap(),
+            system["sections"]["cwd"].as_str().unwrap(),
+        ]
+        .join("\n\n"),
+        "the request carries the replayed prompt"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with(&original), "1.6.0's bytes are kept");
+    let added: Vec<Value> = file_entries(&file)[entries.len()..]
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["message"].clone())
+        .collect();
+    assert_eq!(
+        summary(&added),
+        ["system:", "user:fourth question", "assistant:continued"]
+    );
     fake.finish();
 }
 
@@ -949,7 +1038,7 @@ fn session_dir_lost_mid_session_is_reported_and_recovered() {
     );
     let data = state(&mut pi, "s2");
     assert_eq!(data["sessionFile"], json!(file.to_string_lossy()));
-    assert_eq!(data["messageCount"], 2);
+    assert_eq!(data["messageCount"], 3);
 
     // The directory comes back: the next append writes everything kept in memory.
     std::fs::remove_file(&dir).unwrap();
@@ -962,6 +1051,7 @@ fn session_dir_lost_mid_session_is_reported_and_recovered() {
             entries.last().unwrap()["id"].as_str().unwrap()
         )),
         [
+            "system:",
             "user:first",
             "assistant:one",
             "user:second",
@@ -1016,7 +1106,12 @@ fn sigkill_mid_stream_leaves_a_file_that_reloads_consistently() {
     let on_disk = branch_messages(&entries, &leaf);
     assert_eq!(
         summary(&on_disk),
-        ["user:first", "assistant:first answer", "user:count slowly"],
+        [
+            "system:",
+            "user:first",
+            "assistant:first answer",
+            "user:count slowly"
+        ],
         "the streaming reply was never appended"
     );
 
@@ -1141,9 +1236,13 @@ fn replacing_the_session_during_a_tool_call_aborts_it_and_keeps_the_old_file_pai
     let leaf = entries.last().unwrap()["id"].as_str().unwrap().to_string();
     let old = branch_messages(&entries, &leaf);
     let roles: Vec<&str> = old.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["user", "assistant", "toolResult"], "{old:?}");
-    assert_eq!(old[2]["toolCallId"], "toolu_1");
-    assert_eq!(old[2]["isError"], true);
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "toolResult"],
+        "{old:?}"
+    );
+    assert_eq!(old[3]["toolCallId"], "toolu_1");
+    assert_eq!(old[3]["isError"], true);
     fake.finish();
 }
 

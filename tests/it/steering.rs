@@ -470,6 +470,8 @@ fn messages_queued_while_idle_join_the_next_prompt() {
             "queue_update",
             "agent_start",
             "turn_start",
+            "message_start:system",
+            "message_end:system",
             "message_start:user",
             "message_end:user",
             "queue_update",

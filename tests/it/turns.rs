@@ -74,6 +74,8 @@ fn text_prompt_streams_the_full_event_sequence() {
             "response:prompt",
             "agent_start",
             "turn_start",
+            "message_start:system",
+            "message_end:system",
             "message_start:user",
             "message_end:user",
             "message_start:assistant",
@@ -90,6 +92,7 @@ fn text_prompt_streams_the_full_event_sequence() {
     );
     let [
         _response,
+        system_end,
         user_start,
         _text_start,
         _first_delta,
@@ -102,6 +105,7 @@ fn text_prompt_streams_the_full_event_sequence() {
         &[
             json!({"type": "response", "command": "prompt", "id": "p1"}),
             json!(GAP),
+            json!({"type": "message_end", "message": {"role": "system", "content": ""}}),
             json!({"type": "message_start", "message": {"role": "user"}}),
             json!(GAP),
             json!({"type": "message_update",
@@ -150,7 +154,22 @@ fn text_prompt_streams_the_full_event_sequence() {
         "turn_end carries the assistant"
     );
     assert_eq!(turn_end["toolResults"], json!([]));
-    assert_eq!(agent_end["messages"], json!([user, assistant]));
+    // The run opens with the system message of pi 1.6.0: the prompt's sections and the tools.
+    let system = &system_end["message"];
+    let sections: Vec<&String> = system["sections"]
+        .as_object()
+        .expect("sections")
+        .keys()
+        .collect();
+    assert_eq!(sections, ["preamble", "tools", "rules", "cwd"]);
+    let tools: Vec<&str> = system["toolsAdded"]
+        .as_array()
+        .expect("toolsAdded")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(tools, ["read", "bash", "edit", "write"]);
+    assert_eq!(agent_end["messages"], json!([system, user, assistant]));
 
     let requests = fake.requests();
     assert_eq!(requests.len(), 1);
@@ -282,6 +301,8 @@ fn bash_tool_call_result_goes_back_to_the_provider() {
             "response:prompt",
             "agent_start",
             "turn_start",
+            "message_start:system",
+            "message_end:system",
             "message_start:user",
             "message_end:user",
             "message_start:assistant",

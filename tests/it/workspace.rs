@@ -1,6 +1,6 @@
 //! What the workspace puts in front of the model (FACTS.md §6, §13, §12.2): the system prompt
-//! (context files, custom and appended prompts, the tool list, the skills block, the date and cwd
-//! lines), `/skill:` and prompt-template expansion in prompt / steer / follow_up, `get_commands`,
+//! in pi 1.6.0's sections (context files, custom and appended prompts, the tool list, the skills
+//! block, the cwd; 1.6.0 has no date line), the session variables of the bash tool, `/skill:` and prompt-template expansion in prompt / steer / follow_up, `get_commands`,
 //! and HTML export over RPC and from the CLI.
 //!
 //! Every assertion about the prompt reads the request body the fake provider received, so it
@@ -13,8 +13,6 @@
 //! "conversation text in the page" checks fail there by design.
 
 use std::path::Path;
-use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
@@ -66,12 +64,12 @@ fn final_message_text(request: &RecordedRequest) -> String {
     message_text(last)
 }
 
-/// The `- name: snippet` lines of the prompt's tool list, as names (`(none)` kept as is).
+/// The `- name: snippet` lines of the prompt's `<tools>` section, as names (`(none)` kept as is).
 fn listed_tools(prompt: &str) -> Vec<String> {
     let start = prompt
-        .find("Available tools:\n")
+        .find("<tools>\n")
         .unwrap_or_else(|| panic!("no tool list in:\n{prompt}"))
-        + "Available tools:\n".len();
+        + "<tools>\n".len();
     let section = &prompt[start..];
     let section = &section[..section.find("\n\n").unwrap_or(section.len())];
     section
@@ -83,33 +81,20 @@ fn listed_tools(prompt: &str) -> Vec<String> {
         .collect()
 }
 
-/// `date +%F` under `tz` (a POSIX TZ string), i.e. the local date a process with that TZ sees.
-fn local_date(tz: &str) -> String {
-    let output = Command::new("date")
-        .arg("+%F")
-        .env("TZ", tz)
-        .output()
-        .expect("run date");
-    String::from_utf8(output.stdout)
-        .expect("date prints UTF-8")
-        .trim()
-        .to_string()
-}
+/// The first line of the `project_context` section (pi-rs's words).
+const CONTEXT_HEADING: &str = "Instructions and guidelines from this project's context files:";
 
-/// The tail every system prompt ends with.
-fn date_and_cwd_tail(date: &str, cwd: &Path) -> String {
-    format!(
-        "\nCurrent date: {date}\nCurrent working directory: {}",
-        cwd.display()
-    )
+/// The section every system prompt ends with (pi 1.6.0's `cwd` section).
+fn cwd_tail(cwd: &Path) -> String {
+    format!("\n\n<cwd>\n{}\n</cwd>", cwd.display())
 }
 
 // ---------------------------------------------------------------------------------------------
 // Context files, custom and appended prompts, the date line.
 
 /// AGENTS.md of the agent dir, then one file per directory from the root down to the cwd (the
-/// first of AGENTS.md / CLAUDE.md there), with absolute paths and contents, right before the
-/// date and cwd lines; `--no-context-files` drops the section.
+/// first of AGENTS.md / CLAUDE.md there), with absolute paths and contents, in the
+/// `project_context` section right before the cwd; `--no-context-files` drops the section.
 #[test]
 fn context_files_are_listed_in_order_with_paths_and_contents() {
     let fake = FakeProvider::start(vec![text_reply("One."), text_reply("Two.")]);
@@ -130,22 +115,21 @@ fn context_files_are_listed_in_order_with_paths_and_contents() {
     let request = prompt_once(&fake, &workspace, &setup, "Hi");
     let prompt = system_prompt_of(&request);
     let expected_section = format!(
-        "\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n\
-         ## {}\n\nGlobal rule: be careful.\n\n\n\
-         ## {}\n\nParent rule: use tabs.\n\n\
-         ## {}\n\nProject rule: run the tests.\n\n\n\
-         \nCurrent date: ",
+        "\n\n<project_context>\n{CONTEXT_HEADING}\n\n\
+         <project_instructions path=\"{}\">\nGlobal rule: be careful.\n\n</project_instructions>\n\n\
+         <project_instructions path=\"{}\">\nParent rule: use tabs.\n</project_instructions>\n\n\
+         <project_instructions path=\"{}\">\nProject rule: run the tests.\n\n</project_instructions>\n\
+         </project_context>{}",
         agent_file.display(),
         parent_file.display(),
-        cwd_file.display()
+        cwd_file.display(),
+        cwd_tail(&workspace.cwd())
     );
     assert!(
-        prompt.contains(&expected_section),
-        "the Project Context section, then the date line:\n{prompt}"
+        prompt.ends_with(&expected_section),
+        "the project_context section, then the cwd:\n{prompt}"
     );
     assert!(!prompt.contains("Shadowed"), "{prompt}");
-    let tail = format!("\nCurrent working directory: {}", workspace.cwd().display());
-    assert!(prompt.ends_with(&tail), "{prompt}");
 
     let request = prompt_once(
         &fake,
@@ -154,12 +138,13 @@ fn context_files_are_listed_in_order_with_paths_and_contents() {
         "Hi",
     );
     let prompt = system_prompt_of(&request);
-    assert!(!prompt.contains("# Project Context"), "{prompt}");
+    assert!(!prompt.contains("<project_context>"), "{prompt}");
     assert!(!prompt.contains("rule:"), "{prompt}");
     fake.finish();
 }
 
-/// `.pi/SYSTEM.md` replaces the default body only: context files, the date and cwd still follow.
+/// `.pi/SYSTEM.md` replaces the default preamble, tool list and rules: context files and the cwd
+/// still follow.
 #[test]
 fn project_system_md_replaces_the_body() {
     let fake = FakeProvider::start(vec![text_reply("Done.")]);
@@ -170,13 +155,12 @@ fn project_system_md_replaces_the_body() {
         .file("AGENTS.md", "Context stays.");
     let request = prompt_once(&fake, &workspace, &setup, "Hi");
     let prompt = system_prompt_of(&request);
-    let date_line_start = prompt.find("\nCurrent date: ").expect("date line");
-    let date = &prompt[date_line_start + "\nCurrent date: ".len()..][..10];
     let expected = format!(
-        "You are a careful test double.\n\n# Project Context\n\n\
-         Project-specific instructions and guidelines:\n\n## {}\n\nContext stays.\n\n{}",
+        "You are a careful test double.\n\n<project_context>\n{CONTEXT_HEADING}\n\n\
+         <project_instructions path=\"{}\">\nContext stays.\n</project_instructions>\n\
+         </project_context>{}",
         workspace.cwd().join("AGENTS.md").display(),
-        date_and_cwd_tail(date, &workspace.cwd())
+        cwd_tail(&workspace.cwd())
     );
     assert_eq!(prompt, expected);
     fake.finish();
@@ -210,12 +194,12 @@ fn cli_system_prompt_and_appends_as_text_and_files() {
         .arg("--append-system-prompt")
         .arg("extra.md");
     let prompt = system_prompt_of(&prompt_once(&fake, &workspace, &setup, "Hi"));
-    let date = &prompt[prompt.find("\nCurrent date: ").expect("date") + 15..][..10];
     assert_eq!(
         prompt,
         format!(
-            "Custom prompt text.\n\nFirst append.\n\nAppended from a file.{}",
-            date_and_cwd_tail(date, &cwd)
+            "Custom prompt text.\n\n<addendum>\nFirst append.\n\nAppended from a file.\n\
+             </addendum>{}",
+            cwd_tail(&cwd)
         )
     );
 
@@ -224,8 +208,8 @@ fn cli_system_prompt_and_appends_as_text_and_files() {
     assert_eq!(
         prompt,
         format!(
-            "Custom prompt from a file.\n\nProject append.{}",
-            date_and_cwd_tail(date, &cwd)
+            "Custom prompt from a file.\n\n<addendum>\nProject append.\n</addendum>{}",
+            cwd_tail(&cwd)
         )
     );
 
@@ -233,37 +217,9 @@ fn cli_system_prompt_and_appends_as_text_and_files() {
     assert_eq!(
         prompt,
         format!(
-            "Project system prompt.\n\nProject append.{}",
-            date_and_cwd_tail(date, &cwd)
+            "Project system prompt.\n\n<addendum>\nProject append.\n</addendum>{}",
+            cwd_tail(&cwd)
         )
-    );
-    fake.finish();
-}
-
-/// The date line is the LOCAL date (pi formats `new Date()` with local getters). The TZ is
-/// chosen 13 hours away from UTC on the side that makes the local date differ from the UTC date
-/// right now, so a UTC date cannot pass by luck.
-#[test]
-fn the_date_line_is_the_local_date() {
-    let fake = FakeProvider::start(vec![text_reply("Done.")]);
-    let workspace = Workspace::new();
-    let utc_hour = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() / 3600 % 24)
-        .unwrap_or(0);
-    // POSIX TZ offsets are west-positive: "XYZ-13" is UTC+13.
-    let tz = if utc_hour >= 12 { "XYZ-13" } else { "XYZ+13" };
-    let before = local_date(tz);
-    let setup = Setup::anthropic(&fake).env("TZ", tz);
-    let prompt = system_prompt_of(&prompt_once(&fake, &workspace, &setup, "Hi"));
-    let after = local_date(tz);
-    let tail_before = date_and_cwd_tail(&before, &workspace.cwd());
-    let tail_after = date_and_cwd_tail(&after, &workspace.cwd());
-    assert!(
-        prompt.ends_with(&tail_before) || prompt.ends_with(&tail_after),
-        "expected the local date {before} (TZ={tz}, UTC is {}); prompt ends with:\n{}",
-        local_date("UTC"),
-        &prompt[prompt.len().saturating_sub(120)..]
     );
     fake.finish();
 }
@@ -321,8 +277,8 @@ fn tool_list_follows_the_active_tools() {
 // ---------------------------------------------------------------------------------------------
 // Skills.
 
-/// A project skill appears in `<available_skills>` (XML-escaped, absolute location) after the
-/// context files and before the date; a `disable-model-invocation` skill is hidden there but still
+/// A project skill appears in `<available_skills>` (XML-escaped, absolute location) in the
+/// `skills` section, after the context files and before the cwd; a `disable-model-invocation` skill is hidden there but still
 /// expands on `/skill:secret`; `/skill:review args` reaches the model as the exact `<skill>`
 /// element followed by the trimmed args.
 #[test]
@@ -345,12 +301,13 @@ fn skills_are_offered_and_expanded() {
     let block = format!(
         "<available_skills>\n  <skill>\n    <name>review</name>\n    \
          <description>Reviews code &amp; &lt;diffs&gt; for &quot;risky&quot; changes</description>\n    \
-         <location>{}</location>\n  </skill>\n</available_skills>\nCurrent date: ",
-        skill_file.display()
+         <location>{}</location>\n  </skill>\n</available_skills>\n</skills>{}",
+        skill_file.display(),
+        cwd_tail(&cwd)
     );
     assert!(prompt.contains(&block), "skills block:\n{prompt}");
     assert!(
-        prompt.find("# Project Context") < prompt.find("<available_skills>"),
+        prompt.find("<project_context>") < prompt.find("<skills>"),
         "skills come after the context files:\n{prompt}"
     );
     assert!(!prompt.contains("secret"), "hidden skill listed:\n{prompt}");
@@ -396,19 +353,34 @@ fn no_skills_drops_the_block_and_the_expansion() {
     fake.finish();
 }
 
-/// Skills are offered only when the model can read them: `--no-tools` or a tool list without
-/// `read` leaves the block out (the reference passes the active tool names, always, and checks
-/// for `read`), while the expansion itself still works.
+/// Skills are offered only when the model can read their files (pi 1.6.0): with `read`, else
+/// with `bash` (the hint then names bash); `--no-tools` or a tool list with neither leaves the
+/// section out, while the expansion itself still works.
 #[test]
-fn skills_block_needs_the_read_tool() {
-    let fake = FakeProvider::start(vec![text_reply("One."), text_reply("Two.")]);
+fn skills_section_needs_a_tool_that_reads() {
+    let fake = FakeProvider::start(vec![
+        text_reply("One."),
+        text_reply("Two."),
+        text_reply("Three."),
+    ]);
     let workspace = Workspace::new();
     let setup = with_workspace_fixtures(Setup::anthropic(&fake));
 
     let request = prompt_once(&fake, &workspace, &setup.clone().arg("--no-tools"), "Hi");
     assert!(
-        !system_prompt_of(&request).contains("<available_skills>"),
+        !system_prompt_of(&request).contains("<skills>"),
         "--no-tools:\n{}",
+        system_prompt_of(&request)
+    );
+    let request = prompt_once(
+        &fake,
+        &workspace,
+        &setup.clone().arg("--tools").arg("grep,ls"),
+        "Hi",
+    );
+    assert!(
+        !system_prompt_of(&request).contains("<skills>"),
+        "--tools grep,ls:\n{}",
         system_prompt_of(&request)
     );
     let request = prompt_once(
@@ -417,11 +389,10 @@ fn skills_block_needs_the_read_tool() {
         &setup.clone().arg("--tools").arg("grep,bash"),
         "Hi",
     );
-    assert!(
-        !system_prompt_of(&request).contains("<available_skills>"),
-        "--tools grep,bash:\n{}",
-        system_prompt_of(&request)
-    );
+    let prompt = system_prompt_of(&request);
+    let skills = &prompt[prompt.find("<skills>\n").expect("a skills section")..];
+    assert!(skills.contains("with bash"), "{skills}");
+    assert!(!skills.contains("read tool"), "{skills}");
     fake.finish();
 }
 
@@ -708,5 +679,89 @@ fn cli_export_writes_the_page_and_reports_it() {
         "stderr: {}",
         run.stderr
     );
+    fake.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// What pi 1.6.0 adds around the prompt: AGENTS.override.md and the session variables.
+
+/// `AGENTS.override.md` is a folder's context file ahead of its AGENTS.md and CLAUDE.md (pi
+/// 1.6.0); a folder without one keeps its AGENTS.md.
+#[test]
+fn agents_override_md_wins_in_its_folder() {
+    let fake = FakeProvider::start(vec![text_reply("Done.")]);
+    let workspace = Workspace::new();
+    std::fs::write(workspace.root().join("AGENTS.md"), "Parent rule.").unwrap();
+    let setup = Setup::anthropic(&fake)
+        .file("AGENTS.md", "Plain rule: shadowed.")
+        .file("AGENTS.override.md", "Override rule.");
+    let request = prompt_once(&fake, &workspace, &setup, "Hi");
+    let prompt = system_prompt_of(&request);
+    assert!(prompt.contains("Override rule."), "{prompt}");
+    assert!(prompt.contains("Parent rule."), "{prompt}");
+    assert!(!prompt.contains("shadowed"), "{prompt}");
+    let override_path = workspace.cwd().join("AGENTS.override.md");
+    assert!(
+        prompt.contains(&override_path.display().to_string()),
+        "{prompt}"
+    );
+    fake.finish();
+}
+
+/// The bash tool's commands see `PI_SESSION_ID`, `PI_SESSION_FILE`, `PI_PROVIDER`, `PI_MODEL` and
+/// `PI_REASONING_LEVEL` as they are when the command starts (pi 1.6.0), replacing inherited
+/// ones; `--no-session` has no file, so `PI_SESSION_FILE` is unset there, not inherited. The
+/// client's own RPC `bash` keeps the inherited environment, as 1.6.0's does.
+#[test]
+fn bash_tool_sees_the_session_variables() {
+    const COMMAND: &str = "env | grep -E '^PI_(SESSION_|PROVIDER|MODEL|REASONING)' | sort";
+    let workspace = Workspace::new();
+    let fake = FakeProvider::start(crate::support::tool_script(&[(
+        "bash",
+        json!({"command": COMMAND}),
+    )]));
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .env("PI_SESSION_ID", "inherited-id")
+        .env("PI_SESSION_FILE", "/inherited/file")
+        .env("PI_MODEL", "inherited-model");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let response = pi.command("t", "set_thinking_level", json!({"level": "high"}));
+    assert_eq!(response["success"], true, "{response}");
+    let run = crate::support::prompt(&mut pi, "p1", "Show the environment");
+    let state = crate::support::state(&mut pi, "s1");
+    let ends = crate::support::tool_ends(run, 1);
+    let expected = format!(
+        "PI_MODEL=fake-claude\nPI_PROVIDER=fake-anthropic\nPI_REASONING_LEVEL=high\n\
+         PI_SESSION_FILE={}\nPI_SESSION_ID={}\n",
+        state["sessionFile"].as_str().expect("a session file"),
+        state["sessionId"].as_str().expect("a session id"),
+    );
+    assert_eq!(crate::support::end_text(&ends[0]), expected);
+    let rpc = pi.command("b1", "bash", json!({"command": COMMAND}));
+    assert_eq!(rpc["success"], true, "{rpc}");
+    assert_eq!(
+        rpc["data"]["output"],
+        "PI_MODEL=inherited-model\nPI_SESSION_FILE=/inherited/file\nPI_SESSION_ID=inherited-id\n"
+    );
+    pi.close_and_wait();
+    fake.finish();
+
+    let fake = FakeProvider::start(crate::support::tool_script(&[(
+        "bash",
+        json!({"command": COMMAND}),
+    )]));
+    let setup = Setup::anthropic(&fake).env("PI_SESSION_FILE", "/inherited/file");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let run = crate::support::prompt(&mut pi, "p1", "Show the environment");
+    let id = crate::support::state(&mut pi, "s1")["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    let ends = crate::support::tool_ends(run, 1);
+    let text = crate::support::end_text(&ends[0]);
+    assert!(!text.contains("PI_SESSION_FILE"), "{text}");
+    assert!(text.contains(&format!("PI_SESSION_ID={id}\n")), "{text}");
+    pi.close_and_wait();
     fake.finish();
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates fixtures/sessions/*.jsonl with the reference pi (0.73.1).
+"""Regenerates fixtures/sessions/*.jsonl with a reference pi (0.73.1, or 1.6.0 with --v1.6.0).
 
 Throwaway tooling, used only by hand: starts a scripted OpenAI-compatible SSE server on
 127.0.0.1, points an isolated agent dir's models.json at it, drives `pi --mode rpc` through a
@@ -7,7 +7,10 @@ conversation (tool call, naming, thinking change, compaction, fork) and copies t
 it wrote into fixtures/sessions/. The Rust unit test in src/session/tests.rs reads them.
 
 Usage: python3 tests/session_fixtures/generate.py   (from the repository root; needs the
-reference installed by /work/shared/tools/reference-pi)
+reference installed by /work/shared/tools/reference-pi), or
+python3 tests/session_fixtures/generate.py --v1.6.0   (pi 1.6.0 from
+`bash tests/install_reference.sh --check 1.6.0`; writes reference-1.6.0-main.jsonl and
+reference-1.6.0-fork.jsonl, which carry 1.6.0's system messages)
 """
 import http.server
 import json
@@ -20,6 +23,9 @@ import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "fixtures", "sessions")
+V160 = "--v1.6.0" in sys.argv
+# 0.73.1's fixtures were made with the tool-call check first; kept so they regenerate the same.
+SUMMARY_FIRST = V160
 
 
 def sse_chunks(request):
@@ -35,6 +41,10 @@ def sse_chunks(request):
         return dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": finish}])
 
     usage = dict(base, choices=[], usage={"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15})
+    # A summary request quotes the conversation, "use a tool" included: answer it first.
+    if SUMMARY_FIRST and "summar" in json.dumps(messages[:1]).lower():
+        reply = "## Goal\nFixture summary of the earlier conversation."
+        return [chunk({"role": "assistant", "content": reply}), chunk({}, "stop"), usage]
     if last.get("role") == "user" and "use a tool" in text:
         call = {"index": 0, "id": "call_fixture_1", "type": "function",
                 "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}}
@@ -101,7 +111,13 @@ class Pi:
 
 
 def main():
-    exe = subprocess.check_output(["/work/shared/tools/reference-pi"], text=True).strip()
+    if V160:
+        check = subprocess.check_output(
+            ["bash", os.path.join(ROOT, "tests", "install_reference.sh"), "--check", "1.6.0"], text=True)
+        exe = next(line[3:] for line in check.splitlines() if line.startswith("pi="))
+    else:
+        exe = subprocess.check_output(["/work/shared/tools/reference-pi"], text=True).strip()
+    prefix = "reference-1.6.0-" if V160 else "reference-"
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), MockHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
@@ -138,10 +154,10 @@ def main():
         pi.close()
 
         os.makedirs(OUT, exist_ok=True)
-        shutil.copyfile(main_file, os.path.join(OUT, "reference-main.jsonl"))
-        shutil.copyfile(fork_file, os.path.join(OUT, "reference-fork.jsonl"))
+        shutil.copyfile(main_file, os.path.join(OUT, prefix + "main.jsonl"))
+        shutil.copyfile(fork_file, os.path.join(OUT, prefix + "fork.jsonl"))
     server.shutdown()
-    print("wrote", os.path.join(OUT, "reference-main.jsonl"), "and reference-fork.jsonl")
+    print("wrote", os.path.join(OUT, prefix + "main.jsonl"), "and", prefix + "fork.jsonl")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 
 use crate::js::js_len;
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
+use serde_json::Value;
 
 /// Characters an image is taken to weigh (1200 tokens).
 const IMAGE_CHARS: u64 = 4800;
@@ -47,6 +48,21 @@ pub fn estimate_tokens(message: &AgentMessage) -> u64 {
         AgentMessage::BashExecution(bash) => js_len(&bash.command) + js_len(&bash.output),
         AgentMessage::CompactionSummary(summary) => js_len(&summary.summary),
         AgentMessage::BranchSummary(summary) => js_len(&summary.summary),
+        // The prompt text, its sections and the declared tools as JSON (pi 1.6.0).
+        AgentMessage::System(system) => {
+            let sections: u64 = system
+                .sections
+                .iter()
+                .flatten()
+                .filter_map(|(_, text)| text.as_str())
+                .map(js_len)
+                .sum();
+            let tools = system
+                .tools_added
+                .as_ref()
+                .map_or(0, |tools| js_len(&Value::from(tools.clone()).to_string()));
+            js_len(&system.content.text()) + sections + tools
+        }
     };
     chars.div_ceil(4)
 }

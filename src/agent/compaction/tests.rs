@@ -558,6 +558,7 @@ fn failed_replies_use_the_estimate_and_respect_the_latest_compaction() {
         tokens_before: 1,
         details: None,
         from_hook: Some(false),
+        system_message: None,
     });
     let branch = chain.branch();
     assert_eq!(

@@ -1,0 +1,250 @@
+//! The transcript's system messages, as pi 1.6.0 keeps them: the prompt's sections and the tool
+//! declarations live in the conversation as `role:"system"` messages. A run starts by comparing
+//! what the transcript says (every system message replayed: sections patched by name, tools
+//! added and removed) with the prompt and tools it is about to use; any difference becomes one
+//! system message, emitted and recorded like any other (`message_start`/`message_end`,
+//! `agent_end.messages`, `get_messages`, the session file). The first run of a session
+//! therefore opens with the whole prompt and every tool; later runs add nothing until
+//! something changes (a switched working directory, another tool set). Compaction keeps the
+//! replayed state in its entry (`systemMessage`), so a compacted context still starts with it.
+//!
+//! Providers never see these messages: the request carries the prompt and tools the agent
+//! holds, which the transcript replays to by construction (pi 1.6.0 sends later system messages
+//! in place to models that accept them; pi-rs always sends the replayed state at the head).
+
+use serde_json::{Map, Value, json};
+
+use crate::messages::{AgentMessage, SystemMessage, ToolSpec, UserContent};
+use crate::resources::system_prompt::SystemPrompt;
+
+/// Every system message of `messages` replayed into one: text contents joined by blank lines,
+/// sections patched by name, tools added and removed in order; `None` without any.
+pub fn replay(messages: &[AgentMessage]) -> Option<SystemMessage> {
+    let mut content: Vec<String> = Vec::new();
+    let mut sections = Map::new();
+    let mut timestamp = None;
+    for system in systems(messages) {
+        timestamp.get_or_insert(system.timestamp);
+        let text = system.content.text();
+        if !text.is_empty() {
+            content.push(text);
+        }
+        for (name, value) in system.sections.iter().flatten() {
+            if value.is_null() {
+                sections.shift_remove(name);
+            } else {
+                sections.insert(name.clone(), value.clone());
+            }
+        }
+    }
+    let tools = current_tools(messages);
+    if timestamp.is_none() && tools.is_empty() {
+        return None;
+    }
+    Some(SystemMessage {
+        content: UserContent::Text(content.join("\n\n")),
+        sections: (!sections.is_empty()).then_some(sections),
+        timestamp: timestamp.unwrap_or(0),
+        tools_added: (!tools.is_empty()).then_some(tools),
+        tools_removed: None,
+        extra: Map::new(),
+    })
+}
+
+/// The replayed state as a compaction entry's `systemMessage`, stamped `timestamp`, its keys in
+/// pi 1.6.0's order there (role, content, sections, toolsAdded, timestamp).
+pub fn compaction_snapshot(messages: &[AgentMessage], timestamp: i64) -> Option<Value> {
+    let state = replay(messages)?;
+    let mut snapshot = Map::new();
+    snapshot.insert("role".into(), json!("system"));
+    snapshot.insert("content".into(), json!(state.content));
+    if let Some(sections) = state.sections {
+        snapshot.insert("sections".into(), Value::Object(sections));
+    }
+    if let Some(tools) = state.tools_added {
+        snapshot.insert("toolsAdded".into(), Value::Array(tools));
+    }
+    snapshot.insert("timestamp".into(), json!(timestamp));
+    Some(Value::Object(snapshot))
+}
+
+/// The system message that brings the transcript to `prompt` and `tools`, if anything differs.
+/// `builtins` names pi-rs's own tools (their declarations carry pi's `constrainedSampling`).
+pub fn patch(
+    messages: &[AgentMessage],
+    prompt: &SystemPrompt,
+    tools: &[ToolSpec],
+    builtins: &[String],
+    timestamp: i64,
+) -> Option<SystemMessage> {
+    let previous = replay(messages);
+    let previous_sections = previous
+        .as_ref()
+        .and_then(|m| m.sections.clone())
+        .unwrap_or_default();
+    let mut sections = Map::new();
+    for (name, text) in prompt.sections() {
+        if previous_sections.get(name).and_then(Value::as_str) != Some(text.as_str()) {
+            sections.insert(name.clone(), Value::String(text.clone()));
+        }
+    }
+    for name in previous_sections.keys() {
+        if !prompt.sections().iter().any(|(n, _)| n == name) {
+            sections.insert(name.clone(), Value::Null);
+        }
+    }
+    let previous_tools = previous.and_then(|m| m.tools_added).unwrap_or_default();
+    let current: Vec<Value> = tools
+        .iter()
+        .map(|spec| declaration(spec, builtins.contains(&spec.name)))
+        .collect();
+    let named = |list: &[Value], name: &str| -> Option<Value> {
+        list.iter().find(|t| t["name"] == name).cloned()
+    };
+    let added: Vec<Value> = current
+        .iter()
+        .filter(|tool| {
+            named(&previous_tools, tool["name"].as_str().unwrap_or("")).as_ref() != Some(tool)
+        })
+        .cloned()
+        .collect();
+    let removed: Vec<Value> = previous_tools
+        .iter()
+        .filter(|tool| named(&current, tool["name"].as_str().unwrap_or("")).as_ref() != Some(tool))
+        .map(|tool| json!({"name": tool["name"]}))
+        .collect();
+    if sections.is_empty() && added.is_empty() && removed.is_empty() {
+        return None;
+    }
+    Some(SystemMessage {
+        content: UserContent::Text(String::new()),
+        sections: (!sections.is_empty()).then_some(sections),
+        timestamp,
+        tools_added: (!added.is_empty()).then_some(added),
+        tools_removed: (!removed.is_empty()).then_some(removed),
+        extra: Map::new(),
+    })
+}
+
+/// A tool as the transcript declares it: name, description, parameters, and for pi's own
+/// read/bash/edit/write the `constrainedSampling` pi 1.6.0 gives them.
+pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
+    let mut tool = json!({
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.parameters,
+    });
+    if builtin && matches!(spec.name.as_str(), "read" | "bash" | "edit" | "write") {
+        tool["constrainedSampling"] = json!({"type": "json_schema", "strict": "prefer"});
+    }
+    tool
+}
+
+fn systems(messages: &[AgentMessage]) -> impl Iterator<Item = &SystemMessage> {
+    messages.iter().filter_map(|m| match m {
+        AgentMessage::System(system) => Some(system),
+        _ => None,
+    })
+}
+
+/// The tools the transcript declares after every addition and removal, in declaration order.
+fn current_tools(messages: &[AgentMessage]) -> Vec<Value> {
+    let mut tools: Vec<Value> = Vec::new();
+    for system in systems(messages) {
+        for removed in system.tools_removed.iter().flatten() {
+            tools.retain(|t| t["name"] != removed["name"]);
+        }
+        for added in system.tools_added.iter().flatten() {
+            match tools.iter_mut().find(|t| t["name"] == added["name"]) {
+                Some(slot) => *slot = added.clone(),
+                None => tools.push(added.clone()),
+            }
+        }
+    }
+    tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, description: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    fn prompt(cwd: &str) -> SystemPrompt {
+        SystemPrompt::from_sections(vec![
+            ("preamble".into(), "Hello.".into()),
+            ("cwd".into(), format!("<cwd>\n{cwd}\n</cwd>")),
+        ])
+    }
+
+    #[test]
+    fn the_first_patch_carries_everything_then_only_changes() {
+        let builtins = vec!["read".to_string()];
+        let tools = [spec("read", "Reads."), spec("ext", "Extension.")];
+        let first = patch(&[], &prompt("/a"), &tools, &builtins, 5).expect("a first message");
+        let value = serde_json::to_value(AgentMessage::System(first.clone())).unwrap();
+        let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["role", "content", "sections", "timestamp", "toolsAdded"]
+        );
+        assert_eq!(value["content"], "");
+        assert_eq!(value["sections"]["cwd"], "<cwd>\n/a\n</cwd>");
+        assert_eq!(
+            value["toolsAdded"][0]["constrainedSampling"],
+            json!({"type": "json_schema", "strict": "prefer"})
+        );
+        assert!(value["toolsAdded"][1].get("constrainedSampling").is_none());
+
+        let transcript = vec![AgentMessage::System(first)];
+        assert_eq!(
+            patch(&transcript, &prompt("/a"), &tools, &builtins, 6),
+            None
+        );
+        let moved = patch(&transcript, &prompt("/b"), &tools[..1], &builtins, 7).unwrap();
+        let value = serde_json::to_value(AgentMessage::System(moved.clone())).unwrap();
+        assert_eq!(value["sections"], json!({"cwd": "<cwd>\n/b\n</cwd>"}));
+        assert_eq!(value["toolsRemoved"], json!([{"name": "ext"}]));
+        assert!(value.get("toolsAdded").is_none());
+
+        let mut transcript = transcript;
+        transcript.push(AgentMessage::System(moved));
+        let snapshot = compaction_snapshot(&transcript, 9).unwrap();
+        let keys: Vec<&String> = snapshot.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["role", "content", "sections", "toolsAdded", "timestamp"]
+        );
+        assert_eq!(snapshot["timestamp"], 9);
+        let state = replay(&transcript).unwrap();
+        assert_eq!(state.timestamp, 5);
+        assert_eq!(state.tools_added.unwrap().len(), 1);
+        let sections = state.sections.unwrap();
+        assert_eq!(sections["cwd"], "<cwd>\n/b\n</cwd>");
+        assert_eq!(sections["preamble"], "Hello.");
+    }
+
+    #[test]
+    fn a_dropped_section_is_removed_with_null() {
+        let transcript = vec![AgentMessage::System(
+            patch(&[], &prompt("/a"), &[], &[], 1).unwrap(),
+        )];
+        let only_preamble = SystemPrompt::from_sections(vec![("preamble".into(), "Hello.".into())]);
+        let change = patch(&transcript, &only_preamble, &[], &[], 2).unwrap();
+        assert_eq!(
+            change.sections,
+            Some(json!({"cwd": null}).as_object().unwrap().clone())
+        );
+        let read: AgentMessage = serde_json::from_value(
+            json!({"role":"system","content":"","sections":{"cwd":null},"timestamp":2}),
+        )
+        .unwrap();
+        assert_eq!(read, AgentMessage::System(change));
+    }
+}

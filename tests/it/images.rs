@@ -1,0 +1,171 @@
+//! Images as pi 1.6.0 sends them: an image the `read` tool returns and the images of a prompt
+//! are scaled into the model's input limits (default 2000×2000 px and 4.5 MiB of base64, or
+//! models.json `inputLimits.images.resize`), re-encoded as the smaller of PNG and JPEG, with
+//! 1.6.0's coordinate note; the fake provider's request bodies show what the model gets.
+//!
+//! Reference: pi 1.6.0 gives the same notes and sizes for these images (checked by hand with the
+//! same files); 0.73.1 sends images unscaled, so these tests fail there by design.
+
+use std::io::Cursor;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+
+use crate::fake_provider::FakeProvider;
+use crate::support::{Pi, Setup, Workspace, prompt, text_reply, tool_ends, tool_script};
+
+/// A `width`×`height` PNG with a smooth pattern (small file, many pixels).
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let pixels = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([
+            (x * 255 / width) as u8,
+            (y * 255 / height) as u8,
+            ((x + y) * 255 / (width + height)) as u8,
+        ])
+    });
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgb8(pixels)
+        .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
+        .expect("encode png");
+    out
+}
+
+/// Width and height of a base64 image.
+fn dimensions(data: &str) -> (u32, u32) {
+    let bytes = STANDARD.decode(data).expect("base64");
+    let image = image::load_from_memory(&bytes).expect("an image");
+    (image.width(), image.height())
+}
+
+/// Every base64 image payload anywhere in a request body (Anthropic `source.data`).
+fn body_images(body: &Value) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut stack = vec![body];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if map.get("type") == Some(&json!("base64"))
+                    && let (Some(data), Some(mime)) =
+                        (map["data"].as_str(), map["media_type"].as_str())
+                {
+                    found.push((mime.to_string(), data.to_string()));
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// A 3000×1200 PNG read by the model comes back scaled to 2000×800 with the note; the next
+/// request carries that image, not the original.
+#[test]
+fn read_of_a_large_png_sends_it_scaled_with_the_coordinate_note() {
+    let workspace = Workspace::new();
+    let original = png(3000, 1200);
+    std::fs::write(workspace.cwd().join("big.png"), &original).unwrap();
+    let fake = FakeProvider::start(tool_script(&[("read", json!({"path": "big.png"}))]));
+    let setup = Setup::anthropic(&fake).arg("--tools").arg("read");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let run = prompt(&mut pi, "p1", "Look at big.png");
+    let ends = tool_ends(run, 1);
+    let content = &ends[0]["result"]["content"];
+    let mime = content[1]["mimeType"].as_str().expect("an image block");
+    assert_eq!(
+        content[0]["text"],
+        format!(
+            "Read image file [{mime}]\n[Image: original 3000x1200, displayed at 2000x800. \
+             Multiply coordinates by 1.50 to map to original image.]"
+        )
+    );
+    let data = content[1]["data"].as_str().unwrap();
+    assert_eq!(dimensions(data), (2000, 800));
+    assert!(data.len() < 4_718_592);
+
+    let requests = fake.requests();
+    let sent = body_images(&requests[1].body);
+    assert_eq!(sent, [(mime.to_string(), data.to_string())]);
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains("Multiply coordinates by 1.50"),
+        "the note reaches the model"
+    );
+    pi.close_and_wait();
+    fake.finish();
+}
+
+/// A prompt's 2500×600 image is scaled to 2000×480 before the run, the note after the text, in
+/// the user message as recorded and as sent; a small image passes unchanged, and a model's
+/// models.json `inputLimits` sets other bounds.
+#[test]
+fn prompt_images_are_scaled_to_the_models_limits() {
+    let fake = FakeProvider::start(vec![text_reply("Seen.")]);
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    let large = STANDARD.encode(png(2500, 600));
+    let small = STANDARD.encode(png(30, 20));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Look",
+                   "images": [{"type": "image", "data": large, "mimeType": "image/png"},
+                              {"type": "image", "data": small, "mimeType": "image/png"}]}));
+    let run = pi.records_until_event("agent_end");
+    let user = &run
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "user")
+        .expect("the prompt")["message"];
+    assert_eq!(
+        user["content"][0]["text"],
+        "Look\n\n[Image: original 2500x600, displayed at 2000x480. Multiply coordinates by 1.25 \
+         to map to original image.]"
+    );
+    let scaled = user["content"][1]["data"]
+        .as_str()
+        .expect("the scaled image");
+    assert_eq!(dimensions(scaled), (2000, 480));
+    assert_eq!(
+        user["content"][2]["data"], small,
+        "within the limits: unchanged"
+    );
+    let sent: Vec<String> = body_images(&fake.requests()[0].body)
+        .into_iter()
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(sent.len(), 2);
+    assert!(sent.contains(&scaled.to_string()) && sent.contains(&small));
+    pi.close_and_wait();
+    fake.finish();
+
+    // A model that takes at most 100 px a side.
+    let fake = FakeProvider::start(vec![text_reply("Seen.")]);
+    let models = crate::fake_provider::fixture("models.json").replace(
+        "\"id\": \"fake-claude\",",
+        "\"id\": \"fake-claude\", \"inputLimits\": {\"images\": {\"resize\": {\"maxWidth\": 100, \"maxHeight\": 100}}},",
+    );
+    assert!(
+        models.contains("inputLimits"),
+        "the fixture names fake-claude"
+    );
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).models_json(&models));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Look",
+                   "images": [{"type": "image", "data": small, "mimeType": "image/png"},
+                              {"type": "image", "data": STANDARD.encode(png(300, 150)), "mimeType": "image/png"}]}));
+    let run = pi.records_until_event("agent_end");
+    let user = &run
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "user")
+        .expect("the prompt")["message"];
+    assert_eq!(
+        user["content"][0]["text"],
+        "Look\n\n[Image: original 300x150, displayed at 100x50. Multiply coordinates by 3.00 to \
+         map to original image.]"
+    );
+    assert_eq!(
+        dimensions(user["content"][2]["data"].as_str().unwrap()),
+        (100, 50)
+    );
+    pi.close_and_wait();
+    fake.finish();
+}
