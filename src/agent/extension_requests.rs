@@ -81,7 +81,7 @@ impl Agent {
                 self.extensions
                     .run_system_prompt
                     .as_deref()
-                    .unwrap_or(&self.system_prompt)
+                    .unwrap_or(self.system_prompt.text())
             ),
             Query::Session => json!({
                 "sessionId": session.id(),

@@ -365,8 +365,16 @@ impl Config {
             return Some(access);
         }
         let margin = min_validity_ms.max(60_000.0);
-        match oauth::refresh_locked_within(&self.agent_dir, provider, &self.oauth_endpoints, margin)
-        {
+        // A command on the terminal: the lock wait is bounded, nothing cancels it.
+        let cancel = crate::child::CancelFlag::default();
+        let refreshed = oauth::refresh_locked_within(
+            &self.agent_dir,
+            provider,
+            &self.oauth_endpoints,
+            margin,
+            &cancel,
+        );
+        match refreshed {
             Ok(fresh) => Some(fresh.access),
             Err(reason) => {
                 log::warn!("refreshing the {provider} login failed: {reason}");

@@ -272,7 +272,7 @@ pub fn refresh_locked(
     endpoints: &Endpoints,
     cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
-    refresh_locked_within(agent_dir, provider, endpoints, REFRESH_MARGIN_MS)
+    refresh_locked_within(agent_dir, provider, endpoints, REFRESH_MARGIN_MS, cancel)
 }
 
 /// `refresh_locked` for a token that must stay valid `margin_ms` more (pi 1.6.0's
@@ -282,6 +282,7 @@ pub fn refresh_locked_within(
     provider: &str,
     endpoints: &Endpoints,
     margin_ms: f64,
+    cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path, cancel)?;
