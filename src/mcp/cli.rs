@@ -16,6 +16,8 @@ const USAGE: &str = "Usage:
   pi mcp add <server> [-l] --url <url> [--header KEY=VALUE]... [--bearer-token-env-var <NAME>] [--exposure <mode>] [--description <text>]
   pi mcp remove <server> [-l]
   pi mcp list [--json]
+  pi mcp login <server> [-l] [--timeout <seconds>]
+  pi mcp logout <server> [-l]
 ";
 
 /// Runs `pi mcp <args>`; returns the exit code.
@@ -28,6 +30,9 @@ pub fn run(args: Vec<OsString>, agent_dir: &Path, cwd: &Path, project_trusted: b
         Some("add") => add(&args[1..], agent_dir, cwd),
         Some("remove") => remove(&args[1..], agent_dir, cwd),
         Some("list") => return list(&args[1..], agent_dir, cwd, project_trusted),
+        Some(command @ ("login" | "logout")) => {
+            sign_in_or_out(command, &args[1..], agent_dir, cwd, project_trusted)
+        }
         _ => Err(USAGE.trim_end().to_string()),
     };
     match result {
@@ -271,4 +276,123 @@ fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) ->
     }
     crate::rpc::print_text(&out);
     u8::from(invalid || failed)
+}
+
+/// `pi mcp login <server>` and `pi mcp logout <server>` (pi 1.6.0's texts).
+fn sign_in_or_out(
+    command: &str,
+    args: &[String],
+    agent_dir: &Path,
+    cwd: &Path,
+    project_trusted: bool,
+) -> Result<String, String> {
+    let mut name = None;
+    let mut local = false;
+    let mut timeout = 300.0;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "-l" | "--local" => local = true,
+            "--timeout" if command == "login" => {
+                timeout = words
+                    .next()
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .filter(|t| t.is_finite() && *t > 0.0)
+                    .ok_or("--timeout must be a positive number of seconds.")?;
+            }
+            other if name.is_none() && !other.starts_with('-') => name = Some(other.to_string()),
+            _ => return Err(format!("Usage: pi mcp {command} <server> [-l]")),
+        }
+    }
+    let Some(name) = name else {
+        return Err(format!("Usage: pi mcp {command} <server> [-l]"));
+    };
+    let loaded = config::load(
+        agent_dir,
+        cwd,
+        project_trusted,
+        &config::system_resolver(cwd),
+    );
+    crate::redact::register_secrets(loaded.secrets.clone());
+    let Some(server) = loaded.servers.iter().find(|s| s.name == name) else {
+        let names: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+        return Err(format!(
+            "No MCP server named \"{name}\". Configured: {}.",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
+    };
+    if local && !server.project {
+        return Err(format!(
+            "MCP server \"{name}\" is defined in {}, not in the project; omit --local.",
+            server.source.display()
+        ));
+    }
+    let config::Transport::Http {
+        oauth: Some(settings),
+        ..
+    } = &server.transport
+    else {
+        return Err(format!(
+            "MCP server \"{name}\" does not use OAuth. Only HTTP servers without an Authorization header do."
+        ));
+    };
+    if command == "logout" {
+        return Ok(match settings.remove()? {
+            true => format!("Signed out of MCP server \"{name}\"."),
+            false => format!("No stored credentials for MCP server \"{name}\"."),
+        });
+    }
+    let failed = |e: String| format!("Sign-in to MCP server \"{name}\" failed: {e}");
+    let Some(challenge) = super::oauth::probe(settings)
+        .map_err(|e| format!("MCP server \"{name}\" failed to connect: {e}"))?
+    else {
+        return Ok(format!("Already signed in to MCP server \"{name}\"."));
+    };
+    // A redirect URL pasted on stdin finishes a sign-in whose browser cannot reach this machine.
+    let (lines_tx, lines) = crossbeam_channel::unbounded();
+    let _ = std::thread::Builder::new()
+        .name("mcp-login-stdin".into())
+        .spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { return };
+                if lines_tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    struct Terminal<'a>(&'a str);
+    impl super::oauth::SignInUi for Terminal<'_> {
+        fn show_url(&mut self, url: &str) {
+            crate::rpc::print_text(&format!(
+                "Sign in to MCP server \"{}\" in your browser:\n{url}\n",
+                self.0
+            ));
+            eprintln!(
+                "If the browser cannot reach this machine, paste the URL it was redirected to: "
+            );
+        }
+    }
+    let seconds = Duration::from_secs_f64(timeout);
+    match super::oauth::sign_in(settings, &challenge, &mut Terminal(&name), lines, seconds) {
+        Ok(_) => {}
+        Err(e) if e == "cancelled" => {
+            return Err(format!(
+                "Sign-in to MCP server \"{name}\" was cancelled or not completed within {} seconds.",
+                timeout.round()
+            ));
+        }
+        Err(e) => return Err(failed(e)),
+    }
+    match super::oauth::probe(settings) {
+        Ok(None) => Ok(format!("Signed in to MCP server \"{name}\".")),
+        Ok(Some(_)) => Err(format!(
+            "Signed in, but MCP server \"{name}\" still rejects the credentials"
+        )),
+        Err(e) => Err(format!("Signed in, but {e}")),
+    }
 }

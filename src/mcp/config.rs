@@ -58,6 +58,8 @@ pub enum Transport {
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        /// OAuth sign-in, for servers without an `Authorization` header (pi 1.6.0's rule).
+        oauth: Option<super::oauth::Settings>,
     },
 }
 
@@ -142,7 +144,7 @@ impl Resolver<'_> {
     }
 
     /// `!command` (the whole value) or `${VAR}` references; secrets collects what was resolved.
-    fn value(&self, raw: &str, secrets: &mut Vec<String>) -> String {
+    pub(super) fn value(&self, raw: &str, secrets: &mut Vec<String>) -> String {
         if let Some(command) = raw.strip_prefix('!') {
             let out = (self.command)(command).unwrap_or_default();
             secrets.push(out.clone());
@@ -212,7 +214,16 @@ pub fn load(agent_dir: &Path, cwd: &Path, project_trusted: bool, resolver: &Reso
         ..McpConfig::default()
     };
     for entry in entries {
-        match resolve(&entry, resolver, &mut config.secrets) {
+        match resolve(&entry, resolver, &mut config.secrets).map(|mut server| {
+            super::oauth::attach(
+                &mut server,
+                &entry.raw,
+                agent_dir,
+                resolver,
+                &mut config.secrets,
+            );
+            server
+        }) {
             Ok(server) => config.servers.push(server),
             Err(e) => config
                 .errors
@@ -418,6 +429,7 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
         Some(url) if raw.get("type").and_then(Value::as_str) != Some("stdio") => Transport::Http {
             url,
             headers: pairs("headers", secrets),
+            oauth: None,
         },
         _ => Transport::Stdio {
             command: r.expand_tilde(&text("command").unwrap_or_default()),

@@ -18,6 +18,7 @@ mod harness;
 mod idle_commands;
 mod lifecycle;
 mod mcp;
+mod mcp_oauth;
 mod network;
 mod oauth;
 mod print_modes;
