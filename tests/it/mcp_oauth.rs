@@ -621,3 +621,74 @@ fn in_rpc_mode_a_server_needing_sign_in_is_reported_and_the_agent_keeps_working(
     // No sign-in was started on its own.
     assert!(fake.calls("/as/authorize").is_empty());
 }
+
+#[test]
+fn a_session_refreshes_a_rejected_token_with_the_configured_client_and_retries() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base()), "oauth": {"clientId": "configured-1"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    fake.state
+        .lock()
+        .unwrap()
+        .refresh
+        .push("rt-kept-5f4e3d2c1b0a".into());
+    let key = format!("mcp__hosted|{}/mcp", fake.base());
+    // Not expired by the clock, but the server no longer takes it (revoked on its side).
+    let far = 4_000_000_000_000_i64;
+    let state = json!({key.clone(): {
+        "serverUrl": format!("{}/mcp", fake.base()),
+        "tokens": {"access_token": "at-revoked-0a1b2c3d", "token_type": "Bearer", "refresh_token": "rt-kept-5f4e3d2c1b0a"},
+        "tokensExpireAt": far,
+    }});
+    std::fs::write(
+        workspace.agent_dir().join("mcp-auth.json"),
+        serde_json::to_string_pretty(&state).unwrap(),
+    )
+    .unwrap();
+    let provider = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("c1", "mcp__hosted__whoami", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
+    pi.command("1", "prompt", json!({"message": "who"}));
+    let end = pi.find(|r| r["type"] == "tool_execution_end");
+    assert_eq!(
+        result_text(&end["result"]),
+        "you are Bearer [redacted]",
+        "{end}"
+    );
+    pi.wait_for_event("agent_end");
+    pi.close_stdin();
+    pi.wait_for_exit();
+    let refreshes = fake.calls("/as/token");
+    assert_eq!(
+        refreshes.len(),
+        1,
+        "one refresh for the rejected token: {refreshes:?}"
+    );
+    assert_eq!(refreshes[0]["grant_type"], "refresh_token");
+    assert_eq!(refreshes[0]["client_id"], "configured-1");
+    assert!(fake.calls("/as/register").is_empty());
+    let calls = fake.calls("/mcp");
+    assert_eq!(calls[0]["authorization"], "Bearer at-revoked-0a1b2c3d");
+    let call = calls
+        .iter()
+        .rfind(|c| c["body"]["method"] == "tools/call")
+        .unwrap();
+    assert_eq!(call["authorization"], "Bearer at-1-9c8b7a6d5e4f");
+    let (stored, _) = store(&workspace);
+    // The refresh token was rotated and stored with the new access token.
+    assert_eq!(stored[&key]["tokens"]["refresh_token"], "rt-1-1a2b3c4d5e6f");
+}
