@@ -494,13 +494,24 @@ fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer
 }
 
 #[test]
-fn headless_sign_in_by_pasted_url_refuses_a_wrong_iss_then_succeeds() {
+fn headless_sign_in_by_pasted_url_refuses_a_foreign_host_and_a_wrong_iss_then_succeeds() {
     if is_reference() {
         return;
     }
     let fake = FakeOAuth::start();
     let workspace = Workspace::new();
     write_config(&workspace, &fake);
+    // A pasted URL on another host is refused before anything is exchanged.
+    let (mut child, url, stdout) = start_login(&workspace);
+    let redirected = authorize(&url);
+    let foreign = redirected.replacen("http://127.0.0.1:", "http://evil.example:", 1);
+    writeln!(child.stdin.as_mut().unwrap(), "{foreign}").unwrap();
+    let (code, out, err) = finish(child, stdout);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("Sign-in to MCP server \"hosted\" failed: The redirect URL does not match this sign-in's redirect URI"),
+        "{err}"
+    );
     fake.state.lock().unwrap().wrong_iss = true;
     let (mut child, url, stdout) = start_login(&workspace);
     let redirected = authorize(&url);
@@ -520,7 +531,6 @@ fn headless_sign_in_by_pasted_url_refuses_a_wrong_iss_then_succeeds() {
     fake.state.lock().unwrap().wrong_iss = false;
     let (mut child, url, stdout) = start_login(&workspace);
     let redirected = authorize(&url);
-    // A URL on another redirect URI is refused; the right one is then taken.
     writeln!(child.stdin.as_mut().unwrap(), "{redirected}").unwrap();
     let (code, out, err) = finish(child, stdout);
     assert_eq!(code, 0, "{out}{err}");
@@ -691,4 +701,83 @@ fn a_session_refreshes_a_rejected_token_with_the_configured_client_and_retries()
     let (stored, _) = store(&workspace);
     // The refresh token was rotated and stored with the new access token.
     assert_eq!(stored[&key]["tokens"]["refresh_token"], "rt-1-1a2b3c4d5e6f");
+}
+
+/// Runs pi 1.6.0's own credential store (`McpOAuthCredentialStore`) on the workspace's agent dir:
+/// `save` the given state, or print what `load` returns.
+fn pi_store(workspace: &Workspace, url: &str, save: Option<&Value>) -> Option<Value> {
+    let reference = crate::reference_clients::reference("1.6.0")?;
+    let module = reference
+        .package
+        .join("dist/extensions/mcp/oauth.js")
+        .to_string_lossy()
+        .into_owned();
+    let script = format!(
+        "const m = await import({module:?}); const s = new m.McpOAuthCredentialStore().forServer('hosted', {url:?}); {}",
+        match save {
+            Some(state) => format!("await s.save({state});"),
+            None => "console.log(JSON.stringify(await s.load()));".into(),
+        }
+    );
+    let out = Command::new(&reference.node)
+        .args(["--input-type=module", "-e", &script])
+        .current_dir(workspace.cwd())
+        .env_clear()
+        .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+        .env("HOME", workspace.root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).unwrap_or(Value::Null))
+}
+
+#[test]
+fn pi_1_6_0_and_pi_rs_share_one_sign_in() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    write_config(&workspace, &fake);
+    let url = format!("{}/mcp", fake.base());
+    fake.state
+        .lock()
+        .unwrap()
+        .refresh
+        .push("rt-pi-5f4e3d2c1b0a".into());
+    // pi 1.6.0 stored an expired sign-in...
+    let state = json!({
+        "serverUrl": url,
+        "clientInformation": {"client_id": "dyn-client-1", "redirect_uris": ["http://127.0.0.1:1234/callback"]},
+        "tokens": {"access_token": "at-pi-0a1b2c3d4e5f", "token_type": "Bearer", "refresh_token": "rt-pi-5f4e3d2c1b0a"},
+        "tokensExpireAt": 1_000_000,
+    });
+    if pi_store(&workspace, &url, Some(&state)).is_none() {
+        return;
+    }
+    // ...which pi-rs reads and refreshes...
+    let out = pi_mcp(&workspace, &["login", "hosted"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Already signed in to MCP server \"hosted\".\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        fake.calls("/as/token")[0]["refresh_token"],
+        "rt-pi-5f4e3d2c1b0a"
+    );
+    // ...and pi 1.6.0 reads what pi-rs wrote.
+    let loaded = pi_store(&workspace, &url, None).unwrap();
+    assert_eq!(
+        loaded["tokens"]["access_token"], "at-1-9c8b7a6d5e4f",
+        "{loaded}"
+    );
+    assert_eq!(loaded["tokens"]["refresh_token"], "rt-1-1a2b3c4d5e6f");
+    assert_eq!(loaded["clientInformation"]["client_id"], "dyn-client-1");
+    assert!(loaded["tokensExpireAt"].as_i64().unwrap() > 1_000_000);
 }

@@ -26,9 +26,9 @@ use crate::sse;
 use crate::support::{Workspace, binary, isolate_env};
 
 /// An installed reference, as `tests/install_reference.sh --check` describes it.
-struct Reference {
-    node: PathBuf,
-    package: PathBuf,
+pub(crate) struct Reference {
+    pub(crate) node: PathBuf,
+    pub(crate) package: PathBuf,
 }
 
 fn repo_path(relative: &str) -> PathBuf {
@@ -43,7 +43,7 @@ fn missing(what: &str) {
     eprintln!("SKIPPED: {what}");
 }
 
-fn reference(version: &str) -> Option<Reference> {
+pub(crate) fn reference(version: &str) -> Option<Reference> {
     let output = Command::new("bash")
         .arg(repo_path("tests/install_reference.sh"))
         .args(["--check", version])
