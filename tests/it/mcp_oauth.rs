@@ -22,6 +22,8 @@ use crate::support::{Pi, Setup, Workspace, is_reference, result_text};
 #[derive(Default)]
 struct State {
     wrong_iss: bool,
+    /// Advertise Client ID Metadata Document support.
+    cimd: bool,
     /// code -> (code_challenge, redirect_uri, client_id, resource)
     codes: Vec<(String, [String; 4])>,
     access: Vec<String>,
@@ -173,6 +175,7 @@ fn serve(mut stream: TcpStream, port: u16, state: &Mutex<State>) {
                 "code_challenge_methods_supported": ["S256"],
                 "token_endpoint_auth_methods_supported": ["none"],
                 "authorization_response_iss_parameter_supported": true,
+                "client_id_metadata_document_supported": st.cimd,
             }),
         ),
         ("POST", "/as/register") => {
@@ -780,4 +783,48 @@ fn pi_1_6_0_and_pi_rs_share_one_sign_in() {
     assert_eq!(loaded["tokens"]["refresh_token"], "rt-1-1a2b3c4d5e6f");
     assert_eq!(loaded["clientInformation"]["client_id"], "dyn-client-1");
     assert!(loaded["tokensExpireAt"].as_i64().unwrap() > 1_000_000);
+}
+
+#[test]
+fn a_server_taking_client_documents_gets_pis_document_and_the_metadata_url_override_is_used() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    fake.state.lock().unwrap().cimd = true;
+    let workspace = Workspace::new();
+    let metadata = format!("{}/.well-known/openid-configuration/as", fake.base());
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base()), "oauth": {"authServerMetadataUrl": metadata}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let (child, url, stdout) = start_login(&workspace);
+    let callback = authorize(&url);
+    ureq::get(&callback).call().unwrap();
+    let (code, out, err) = finish(child, stdout);
+    assert_eq!(code, 0, "{out}{err}");
+    // No registration: the client is pi's document, with the plain /callback (the server sends iss).
+    assert!(fake.calls("/as/register").is_empty());
+    let request = &fake.calls("/as/authorize")[0];
+    assert_eq!(request["client_id"], "https://pi.dev/oauth/client.json");
+    assert!(
+        request["redirect_uri"]
+            .as_str()
+            .unwrap()
+            .ends_with("/callback")
+    );
+    // The configured metadata URL replaced RFC 8414 discovery.
+    let paths: Vec<String> = fake.log().into_iter().map(|(_, p, _)| p).collect();
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.contains("oauth-authorization-server")),
+        "{paths:?}"
+    );
+    let (stored, _) = store(&workspace);
+    let state = &stored[&format!("mcp__hosted|{}/mcp", fake.base())];
+    assert!(state.get("clientInformation").is_none(), "{state}");
+    assert_eq!(state["tokens"]["access_token"], "at-2-9c8b7a6d5e4f");
 }
