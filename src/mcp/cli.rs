@@ -13,7 +13,7 @@ use super::config;
 
 const USAGE: &str = "Usage:
   pi mcp add <server> [-l] [--env KEY=VALUE]... [--cwd <dir>] [--exposure <mode>] [--description <text>] -- <command> [args...]
-  pi mcp add <server> [-l] --url <url> [--header KEY=VALUE]... [--bearer-token-env-var <NAME>] [--exposure <mode>] [--description <text>]
+  pi mcp add <server> [-l] --url <url> [--header KEY=VALUE]... [--bearer-token-env-var <NAME>] [--oauth-client-id <id>] [--oauth-client-secret <secret>] [--oauth-callback-port <port>] [--oauth-client-name <name>] [--oauth-client-registration <auto|dcr|cimd>] [--exposure <mode>] [--description <text>]
   pi mcp remove <server> [-l]
   pi mcp list [--json]
   pi mcp login <server> [-l] [--timeout <seconds>]
@@ -69,7 +69,7 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
         .ok_or(USAGE.trim_end())?;
     let mut local = false;
     let mut entry = Map::new();
-    let (mut env, mut headers) = (Map::new(), Map::new());
+    let (mut env, mut headers, mut oauth) = (Map::new(), Map::new(), Map::new());
     let mut command: Option<&[String]> = None;
     let mut i = 1;
     let value = |i: usize, flag: &str| {
@@ -102,6 +102,34 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
                 );
                 i += 1;
             }
+            "--oauth-client-id"
+            | "--oauth-client-secret"
+            | "--oauth-callback-port"
+            | "--oauth-client-name"
+            | "--oauth-client-registration" => {
+                let key = match flag {
+                    "--oauth-client-id" => "clientId",
+                    "--oauth-client-secret" => "clientSecret",
+                    "--oauth-callback-port" => "callbackPort",
+                    "--oauth-client-name" => "clientName",
+                    _ => "clientRegistration",
+                };
+                let given = value(i, flag)?;
+                let value = match key {
+                    "callbackPort" => given
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(serde_json::Number::from_f64)
+                        .map(|n| match n.as_f64() {
+                            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => json!(f as i64),
+                            _ => Value::Number(n),
+                        })
+                        .unwrap_or(Value::Null),
+                    _ => json!(given),
+                };
+                oauth.insert(key.to_string(), value);
+                i += 1;
+            }
             "--url" | "--cwd" | "--exposure" | "--description" => {
                 entry.insert(
                     flag.trim_start_matches("--").to_string(),
@@ -119,6 +147,16 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
         (Some(command), None) if !command.is_empty() => {
             if !headers.is_empty() {
                 return Err("--header only applies to HTTP servers (--url).".into());
+            }
+            if let Some(key) = oauth.keys().next() {
+                let flag = match key.as_str() {
+                    "clientId" => "oauth-client-id",
+                    "clientSecret" => "oauth-client-secret",
+                    "callbackPort" => "oauth-callback-port",
+                    "clientName" => "oauth-client-name",
+                    _ => "oauth-client-registration",
+                };
+                return Err(format!("--{flag} only applies to HTTP servers (--url)."));
             }
             out.insert("command".into(), json!(command[0]));
             if command.len() > 1 {
@@ -142,6 +180,20 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
             if !headers.is_empty() {
                 out.insert("headers".into(), Value::Object(headers));
             }
+            // pi's key order inside `oauth`.
+            let mut ordered = Map::new();
+            for key in [
+                "clientId",
+                "clientSecret",
+                "callbackPort",
+                "clientName",
+                "clientRegistration",
+            ] {
+                ordered.extend(oauth.remove(key).map(|v| (key.to_string(), v)));
+            }
+            if !ordered.is_empty() {
+                out.insert("oauth".into(), Value::Object(ordered));
+            }
         }
         _ => {
             return Err(format!(
@@ -152,16 +204,25 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
     for key in ["exposure", "description"] {
         out.extend(entry.remove(key).map(|v| (key.to_string(), v)));
     }
-    let entry = out;
-    let entry = Value::Object(entry);
+    // HTTP servers without an Authorization header may use OAuth.
+    let may_need_sign_in = out.contains_key("url")
+        && !out
+            .get("headers")
+            .and_then(Value::as_object)
+            .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case("authorization")));
+    let entry = Value::Object(out);
     config::validate(name, &entry)?;
     let path = target(local, agent_dir, cwd);
     let replaced = config::add_server(&path, name, entry).map_err(|e| e.to_string())?;
     let verb = if replaced { "Replaced" } else { "Added" };
     let scope = if local { "project" } else { "global" };
     Ok(format!(
-        "{verb} {scope} MCP server \"{name}\" in {}.\nCheck it with: pi mcp list",
-        path.display()
+        "{verb} {scope} MCP server \"{name}\" in {}.\nCheck it with: pi mcp list{}",
+        path.display(),
+        match may_need_sign_in {
+            true => format!(". If it requires sign-in: pi mcp login {name}"),
+            false => String::new(),
+        }
     ))
 }
 

@@ -373,6 +373,9 @@ pub fn validate(name: &str, raw: &Value) -> Result<(), String> {
         if entry.get("headers").is_some_and(|h| !string_map(h)) {
             return bad("headers must map names to strings");
         }
+        if let Some(problem) = super::oauth::validate(entry.get("oauth")) {
+            return bad(problem);
+        }
     } else if command.is_some() && matches!(kind, None | Some("stdio")) {
         if entry.get("args").is_some_and(|a| {
             !a.as_array()

@@ -101,6 +101,79 @@ pub fn attach(
     });
 }
 
+/// pi 1.6.0's checks of an entry's `oauth` object; the first problem.
+pub fn validate(value: Option<&Value>) -> Option<&'static str> {
+    let value = value?;
+    let Value::Object(o) = value else {
+        return Some("oauth must be an object");
+    };
+    let not_string = |key: &str| o.get(key).is_some_and(|v| !v.is_string());
+    if not_string("clientId") {
+        return Some("oauth.clientId must be a string");
+    }
+    if not_string("clientSecret") {
+        return Some("oauth.clientSecret must be a string");
+    }
+    let port = o.get("callbackPort");
+    if port.is_some_and(|p| !p.as_u64().is_some_and(|p| (1..=65535).contains(&p))) {
+        return Some("oauth.callbackPort must be a port number");
+    }
+    if let Some(url) = o.get("callbackUrl") {
+        let loopback = url
+            .as_str()
+            .filter(|u| u.starts_with("http://") && is_loopback(u) && !u.contains(['?', '#']));
+        let Some(url) = loopback else {
+            return Some(
+                "oauth.callbackUrl must be an http URI on localhost, 127.0.0.1, or [::1] without query or fragment",
+            );
+        };
+        let url_port = url
+            .parse::<ureq::http::Uri>()
+            .ok()
+            .and_then(|u| u.port_u16());
+        if let (Some(a), Some(b)) = (url_port, port.and_then(Value::as_u64))
+            && u64::from(a) != b
+        {
+            return Some("oauth.callbackUrl and oauth.callbackPort name different ports");
+        }
+    }
+    if not_string("scope") {
+        return Some("oauth.scope must be a string");
+    }
+    if o.get("clientName")
+        .is_some_and(|v| v.as_str().is_none_or(|s| s.trim().is_empty()))
+    {
+        return Some("oauth.clientName must be a non-empty string");
+    }
+    match o.get("clientRegistration") {
+        None => {}
+        Some(v) if v == "auto" || v == "dcr" => {}
+        Some(v) if v == "cimd" => {
+            if o.contains_key("clientId") || o.contains_key("clientName") {
+                return Some(
+                    "oauth.clientRegistration \"cimd\" cannot be combined with oauth.clientId or oauth.clientName",
+                );
+            }
+            if !is_document_callback(o.get("callbackUrl").and_then(Value::as_str)) {
+                return Some(
+                    "oauth.clientRegistration \"cimd\" requires oauth.callbackUrl on localhost or 127.0.0.1 with path /callback",
+                );
+            }
+        }
+        Some(_) => return Some("oauth.clientRegistration must be \"auto\", \"dcr\", or \"cimd\""),
+    }
+    if let Some(url) = o.get("authServerMetadataUrl")
+        && !url.as_str().is_some_and(|u| {
+            u.starts_with("https://") || (u.starts_with("http://") && is_loopback(u))
+        })
+    {
+        return Some(
+            "oauth.authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
+        );
+    }
+    None
+}
+
 // ---- URLs ----------------------------------------------------------------------------------------
 
 /// `scheme://authority` and the path (with `/` for none) of an http(s) URL.
@@ -1487,6 +1560,37 @@ mod tests {
             "http://127.0.0.1:9/mcp?x=1"
         );
         assert_eq!(decode("a%20b+c%2F"), "a b c/");
+    }
+
+    #[test]
+    fn oauth_settings_are_checked_like_pi() {
+        let check = |v: Value| validate(Some(&v));
+        assert_eq!(check(json!({"clientId": "a", "callbackPort": 8765})), None);
+        assert_eq!(check(json!([])), Some("oauth must be an object"));
+        assert_eq!(
+            check(json!({"callbackPort": 0})),
+            Some("oauth.callbackPort must be a port number")
+        );
+        assert_eq!(
+            check(json!({"clientRegistration": "cimd", "clientName": "x"})),
+            Some(
+                "oauth.clientRegistration \"cimd\" cannot be combined with oauth.clientId or oauth.clientName"
+            )
+        );
+        assert_eq!(
+            check(json!({"clientRegistration": "x"})),
+            Some("oauth.clientRegistration must be \"auto\", \"dcr\", or \"cimd\"")
+        );
+        assert_eq!(
+            check(json!({"callbackUrl": "http://127.0.0.1:1/callback", "callbackPort": 2})),
+            Some("oauth.callbackUrl and oauth.callbackPort name different ports")
+        );
+        assert_eq!(
+            check(json!({"authServerMetadataUrl": "http://example.com/x"})),
+            Some(
+                "oauth.authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"
+            )
+        );
     }
 
     #[test]

@@ -828,3 +828,79 @@ fn a_server_taking_client_documents_gets_pis_document_and_the_metadata_url_overr
     assert!(state.get("clientInformation").is_none(), "{state}");
     assert_eq!(state["tokens"]["access_token"], "at-2-9c8b7a6d5e4f");
 }
+
+#[test]
+fn pi_mcp_add_writes_oauth_settings_and_checks_them_like_pi() {
+    if is_reference() {
+        return;
+    }
+    let workspace = Workspace::new();
+    let out = pi_mcp(
+        &workspace,
+        &[
+            "add",
+            "example",
+            "--url",
+            "https://mcp.example.com/mcp",
+            "--oauth-client-registration",
+            "dcr",
+            "--oauth-callback-port",
+            "8765",
+            "--oauth-client-id",
+            "my-client",
+            "--oauth-client-secret",
+            "${EXAMPLE_SECRET}",
+        ],
+    )
+    .output()
+    .unwrap();
+    let path = workspace.agent_dir().join("mcp.json");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "Added global MCP server \"example\" in {}.\nCheck it with: pi mcp list. If it requires sign-in: pi mcp login example\n",
+            path.display()
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let entry = &written["mcpServers"]["example"];
+    assert_eq!(
+        entry.to_string(),
+        r#"{"url":"https://mcp.example.com/mcp","oauth":{"clientId":"my-client","clientSecret":"${EXAMPLE_SECRET}","callbackPort":8765,"clientRegistration":"dcr"}}"#
+    );
+    let out = pi_mcp(
+        &workspace,
+        &[
+            "add",
+            "bad",
+            "--url",
+            "https://x.test/mcp",
+            "--oauth-client-registration",
+            "cimd",
+            "--oauth-client-name",
+            "Claude Code",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "oauth.clientRegistration \"cimd\" cannot be combined with oauth.clientId or oauth.clientName"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = pi_mcp(
+        &workspace,
+        &["add", "cmd", "--oauth-client-id", "x", "--", "server"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "--oauth-client-id only applies to HTTP servers (--url).\n"
+    );
+}
