@@ -1110,9 +1110,14 @@ struct Callback {
 }
 
 impl Callback {
-    fn listen(port: u16, paths: Vec<String>, state: String) -> Result<Callback, String> {
-        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
-            format!("cannot listen on 127.0.0.1:{port} for the OAuth callback: {e}")
+    fn listen(
+        bind: &str,
+        port: u16,
+        paths: Vec<String>,
+        state: String,
+    ) -> Result<Callback, String> {
+        let listener = std::net::TcpListener::bind((bind, port)).map_err(|e| {
+            format!("cannot listen on {bind} port {port} for the OAuth callback: {e}")
         })?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
@@ -1267,7 +1272,7 @@ pub fn sign_in(
         .callback_url
         .clone()
         .unwrap_or_else(|| DEFAULT_CALLBACK.into());
-    let (callback_origin, callback_path) =
+    let (_, callback_path) =
         split_url(&configured).ok_or("oauth.callbackUrl must be an http URL")?;
     let configured_port = configured
         .parse::<ureq::http::Uri>()
@@ -1294,30 +1299,29 @@ pub fn sign_in(
             callback_id(&settings.url)
         ));
     }
+    // The redirect names the configured host (`localhost` is served on 127.0.0.1, as pi does).
+    let host = configured
+        .parse::<ureq::http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_string))
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let bind = match host.as_str() {
+        "[::1]" | "::1" => "::1",
+        _ => "127.0.0.1",
+    };
     let callback = match Callback::listen(
+        bind,
         configured_port.or(registered_port).unwrap_or(0),
-        paths,
+        paths.clone(),
         state_value.clone(),
     ) {
         Ok(c) => c,
+        // A configured port is required; the stored client's port is only preferred.
         Err(_) if configured_port.is_none() && registered_port.is_some() => {
-            Callback::listen(0, vec![callback_path.clone()], state_value.clone())?
+            Callback::listen(bind, 0, paths, state_value.clone())?
         }
         Err(e) => return Err(e),
     };
-    let host = callback_origin
-        .split_once("://")
-        .map_or("127.0.0.1", |(_, a)| a)
-        .rsplit_once(':')
-        .map_or_else(
-            || {
-                callback_origin
-                    .split_once("://")
-                    .map_or("127.0.0.1", |(_, a)| a)
-            },
-            |(h, _)| h,
-        )
-        .to_string();
     let redirect = match &settings.callback_url {
         Some(url)
             if url
