@@ -326,6 +326,10 @@ impl Settings {
     /// The server's state (taking over one stored under the legacy key); state stored for
     /// another URL is ignored so credentials never cross servers.
     pub fn load(&self) -> Result<Map<String, Value>, String> {
+        // Most HTTP servers never sign in: no file, no lock.
+        if !self.store_path().exists() {
+            return Ok(self.own(None));
+        }
         let (key, legacy) = self.keys();
         let state = self.with_states(|states| {
             if !states.contains_key(&key)
