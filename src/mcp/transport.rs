@@ -62,7 +62,8 @@ pub enum InboundKind {
 pub enum Failure {
     /// Network errors, 408, 429, 5xx (not 501): worth another attempt.
     Transient,
-    /// 401: the server wants a sign-in pi-rs cannot do.
+    /// 401 that a token refresh did not cure: the user signs in (`pi mcp login`) or fixes the
+    /// configured `Authorization` header.
     Auth,
     /// 404 on a request that carried a session id: the server forgot the session.
     SessionExpired,
