@@ -606,9 +606,14 @@ fn read_auth(path: &Path) -> Result<Map<String, Value>, OAuthError> {
 
 /// pi's `JSON.stringify(data, null, 2)`, mode 0600, replaced atomically.
 fn write_auth(path: &Path, data: &Map<String, Value>) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(data).map_err(std::io::Error::other)?;
+    write_private(path, &text)
+}
+
+/// Replaces a credentials file atomically (a temporary file renamed over it), mode 0600.
+pub(crate) fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let text = serde_json::to_string_pretty(data).map_err(std::io::Error::other)?;
     let temp = path.with_extension(format!("json.tmp-{}", std::process::id()));
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -779,13 +784,13 @@ fn normalize_domain(input: &str) -> Option<String> {
 }
 
 /// PKCE verifier and S256 challenge (32 random bytes, base64url).
-fn pkce() -> Result<(String, String), OAuthError> {
+pub(crate) fn pkce() -> Result<(String, String), OAuthError> {
     let verifier = base64url(&random_bytes::<32>()?);
     let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
     Ok((verifier, base64url(digest.as_ref())))
 }
 
-fn random_bytes<const N: usize>() -> Result<[u8; N], OAuthError> {
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], OAuthError> {
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; N];
     ring::rand::SystemRandom::new()
@@ -799,7 +804,7 @@ fn now_ms_f64() -> f64 {
     crate::time::now_ms() as f64
 }
 
-fn base64url(bytes: &[u8]) -> String {
+pub(crate) fn base64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 

@@ -13,9 +13,11 @@ use super::config;
 
 const USAGE: &str = "Usage:
   pi mcp add <server> [-l] [--env KEY=VALUE]... [--cwd <dir>] [--exposure <mode>] [--description <text>] -- <command> [args...]
-  pi mcp add <server> [-l] --url <url> [--header KEY=VALUE]... [--bearer-token-env-var <NAME>] [--exposure <mode>] [--description <text>]
+  pi mcp add <server> [-l] --url <url> [--header KEY=VALUE]... [--bearer-token-env-var <NAME>] [--oauth-client-id <id>] [--oauth-client-secret <secret>] [--oauth-callback-port <port>] [--oauth-client-name <name>] [--oauth-client-registration <auto|dcr|cimd>] [--exposure <mode>] [--description <text>]
   pi mcp remove <server> [-l]
   pi mcp list [--json]
+  pi mcp login <server> [-l] [--timeout <seconds>]
+  pi mcp logout <server> [-l]
 ";
 
 /// Runs `pi mcp <args>`; returns the exit code.
@@ -28,6 +30,9 @@ pub fn run(args: Vec<OsString>, agent_dir: &Path, cwd: &Path, project_trusted: b
         Some("add") => add(&args[1..], agent_dir, cwd),
         Some("remove") => remove(&args[1..], agent_dir, cwd),
         Some("list") => return list(&args[1..], agent_dir, cwd, project_trusted),
+        Some(command @ ("login" | "logout")) => {
+            sign_in_or_out(command, &args[1..], agent_dir, cwd, project_trusted)
+        }
         _ => Err(USAGE.trim_end().to_string()),
     };
     match result {
@@ -64,7 +69,7 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
         .ok_or(USAGE.trim_end())?;
     let mut local = false;
     let mut entry = Map::new();
-    let (mut env, mut headers) = (Map::new(), Map::new());
+    let (mut env, mut headers, mut oauth) = (Map::new(), Map::new(), Map::new());
     let mut command: Option<&[String]> = None;
     let mut i = 1;
     let value = |i: usize, flag: &str| {
@@ -97,6 +102,34 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
                 );
                 i += 1;
             }
+            "--oauth-client-id"
+            | "--oauth-client-secret"
+            | "--oauth-callback-port"
+            | "--oauth-client-name"
+            | "--oauth-client-registration" => {
+                let key = match flag {
+                    "--oauth-client-id" => "clientId",
+                    "--oauth-client-secret" => "clientSecret",
+                    "--oauth-callback-port" => "callbackPort",
+                    "--oauth-client-name" => "clientName",
+                    _ => "clientRegistration",
+                };
+                let given = value(i, flag)?;
+                let value = match key {
+                    "callbackPort" => given
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(serde_json::Number::from_f64)
+                        .map(|n| match n.as_f64() {
+                            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => json!(f as i64),
+                            _ => Value::Number(n),
+                        })
+                        .unwrap_or(Value::Null),
+                    _ => json!(given),
+                };
+                oauth.insert(key.to_string(), value);
+                i += 1;
+            }
             "--url" | "--cwd" | "--exposure" | "--description" => {
                 entry.insert(
                     flag.trim_start_matches("--").to_string(),
@@ -114,6 +147,16 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
         (Some(command), None) if !command.is_empty() => {
             if !headers.is_empty() {
                 return Err("--header only applies to HTTP servers (--url).".into());
+            }
+            if let Some(key) = oauth.keys().next() {
+                let flag = match key.as_str() {
+                    "clientId" => "oauth-client-id",
+                    "clientSecret" => "oauth-client-secret",
+                    "callbackPort" => "oauth-callback-port",
+                    "clientName" => "oauth-client-name",
+                    _ => "oauth-client-registration",
+                };
+                return Err(format!("--{flag} only applies to HTTP servers (--url)."));
             }
             out.insert("command".into(), json!(command[0]));
             if command.len() > 1 {
@@ -137,6 +180,20 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
             if !headers.is_empty() {
                 out.insert("headers".into(), Value::Object(headers));
             }
+            // pi's key order inside `oauth`.
+            let mut ordered = Map::new();
+            for key in [
+                "clientId",
+                "clientSecret",
+                "callbackPort",
+                "clientName",
+                "clientRegistration",
+            ] {
+                ordered.extend(oauth.remove(key).map(|v| (key.to_string(), v)));
+            }
+            if !ordered.is_empty() {
+                out.insert("oauth".into(), Value::Object(ordered));
+            }
         }
         _ => {
             return Err(format!(
@@ -147,16 +204,25 @@ fn add(args: &[String], agent_dir: &Path, cwd: &Path) -> Result<String, String> 
     for key in ["exposure", "description"] {
         out.extend(entry.remove(key).map(|v| (key.to_string(), v)));
     }
-    let entry = out;
-    let entry = Value::Object(entry);
+    // HTTP servers without an Authorization header may use OAuth.
+    let may_need_sign_in = out.contains_key("url")
+        && !out
+            .get("headers")
+            .and_then(Value::as_object)
+            .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case("authorization")));
+    let entry = Value::Object(out);
     config::validate(name, &entry)?;
     let path = target(local, agent_dir, cwd);
     let replaced = config::add_server(&path, name, entry).map_err(|e| e.to_string())?;
     let verb = if replaced { "Replaced" } else { "Added" };
     let scope = if local { "project" } else { "global" };
     Ok(format!(
-        "{verb} {scope} MCP server \"{name}\" in {}.\nCheck it with: pi mcp list",
-        path.display()
+        "{verb} {scope} MCP server \"{name}\" in {}.\nCheck it with: pi mcp list{}",
+        path.display(),
+        match may_need_sign_in {
+            true => format!(". If it requires sign-in: pi mcp login {name}"),
+            false => String::new(),
+        }
     ))
 }
 
@@ -273,4 +339,123 @@ fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) ->
     }
     crate::rpc::print_text(&out);
     u8::from(invalid || failed)
+}
+
+/// `pi mcp login <server>` and `pi mcp logout <server>` (pi 1.6.0's texts).
+fn sign_in_or_out(
+    command: &str,
+    args: &[String],
+    agent_dir: &Path,
+    cwd: &Path,
+    project_trusted: bool,
+) -> Result<String, String> {
+    let mut name = None;
+    let mut local = false;
+    let mut timeout = 300.0;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "-l" | "--local" => local = true,
+            "--timeout" if command == "login" => {
+                timeout = words
+                    .next()
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .filter(|t| t.is_finite() && *t > 0.0)
+                    .ok_or("--timeout must be a positive number of seconds.")?;
+            }
+            other if name.is_none() && !other.starts_with('-') => name = Some(other.to_string()),
+            _ => return Err(format!("Usage: pi mcp {command} <server> [-l]")),
+        }
+    }
+    let Some(name) = name else {
+        return Err(format!("Usage: pi mcp {command} <server> [-l]"));
+    };
+    let loaded = config::load(
+        agent_dir,
+        cwd,
+        project_trusted,
+        &config::system_resolver(cwd),
+    );
+    crate::redact::register_secrets(loaded.secrets.clone());
+    let Some(server) = loaded.servers.iter().find(|s| s.name == name) else {
+        let names: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+        return Err(format!(
+            "No MCP server named \"{name}\". Configured: {}.",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
+    };
+    if local && !server.project {
+        return Err(format!(
+            "MCP server \"{name}\" is defined in {}, not in the project; omit --local.",
+            server.source.display()
+        ));
+    }
+    let config::Transport::Http {
+        oauth: Some(settings),
+        ..
+    } = &server.transport
+    else {
+        return Err(format!(
+            "MCP server \"{name}\" does not use OAuth. Only HTTP servers without an Authorization header do."
+        ));
+    };
+    if command == "logout" {
+        return Ok(match settings.remove()? {
+            true => format!("Signed out of MCP server \"{name}\"."),
+            false => format!("No stored credentials for MCP server \"{name}\"."),
+        });
+    }
+    let failed = |e: String| format!("Sign-in to MCP server \"{name}\" failed: {e}");
+    let Some(challenge) = super::oauth::probe(settings)
+        .map_err(|e| format!("MCP server \"{name}\" failed to connect: {e}"))?
+    else {
+        return Ok(format!("Already signed in to MCP server \"{name}\"."));
+    };
+    // A redirect URL pasted on stdin finishes a sign-in whose browser cannot reach this machine.
+    let (lines_tx, lines) = crossbeam_channel::unbounded();
+    let _ = std::thread::Builder::new()
+        .name("mcp-login-stdin".into())
+        .spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { return };
+                if lines_tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    struct Terminal<'a>(&'a str);
+    impl super::oauth::SignInUi for Terminal<'_> {
+        fn show_url(&mut self, url: &str) {
+            crate::rpc::print_text(&format!(
+                "Sign in to MCP server \"{}\" in your browser:\n{url}\n",
+                self.0
+            ));
+            eprintln!(
+                "If the browser cannot reach this machine, paste the URL it was redirected to: "
+            );
+        }
+    }
+    let seconds = Duration::from_secs_f64(timeout);
+    match super::oauth::sign_in(settings, &challenge, &mut Terminal(&name), lines, seconds) {
+        Ok(_) => {}
+        Err(e) if e == "cancelled" => {
+            return Err(format!(
+                "Sign-in to MCP server \"{name}\" was cancelled or not completed within {} seconds.",
+                timeout.round()
+            ));
+        }
+        Err(e) => return Err(failed(e)),
+    }
+    match super::oauth::probe(settings) {
+        Ok(None) => Ok(format!("Signed in to MCP server \"{name}\".")),
+        Ok(Some(_)) => Err(format!(
+            "Signed in, but MCP server \"{name}\" still rejects the credentials"
+        )),
+        Err(e) => Err(format!("Signed in, but {e}")),
+    }
 }

@@ -58,6 +58,8 @@ pub enum Transport {
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        /// OAuth sign-in, for servers without an `Authorization` header (pi 1.6.0's rule).
+        oauth: Option<super::oauth::Settings>,
     },
 }
 
@@ -155,7 +157,7 @@ impl Resolver<'_> {
     }
 
     /// `!command` (the whole value) or `${VAR}` references; secrets collects what was resolved.
-    fn value(&self, raw: &str, secrets: &mut Vec<String>) -> String {
+    pub(super) fn value(&self, raw: &str, secrets: &mut Vec<String>) -> String {
         if let Some(command) = raw.strip_prefix('!') {
             let out = (self.command)(command).unwrap_or_default();
             secrets.push(out.clone());
@@ -225,7 +227,16 @@ pub fn load(agent_dir: &Path, cwd: &Path, project_trusted: bool, resolver: &Reso
         ..McpConfig::default()
     };
     for entry in entries {
-        match resolve(&entry, resolver, &mut config.secrets) {
+        match resolve(&entry, resolver, &mut config.secrets).map(|mut server| {
+            super::oauth::attach(
+                &mut server,
+                &entry.raw,
+                agent_dir,
+                resolver,
+                &mut config.secrets,
+            );
+            server
+        }) {
             Ok(server) => config.servers.push(server),
             Err(e) => config
                 .errors
@@ -375,6 +386,9 @@ pub fn validate(name: &str, raw: &Value) -> Result<(), String> {
         if entry.get("headers").is_some_and(|h| !string_map(h)) {
             return bad("headers must map names to strings");
         }
+        if let Some(problem) = super::oauth::validate(entry.get("oauth")) {
+            return bad(problem);
+        }
     } else if command.is_some() && matches!(kind, None | Some("stdio")) {
         if entry.get("args").is_some_and(|a| {
             !a.as_array()
@@ -450,7 +464,11 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
         Some(url) if raw.get("type").and_then(Value::as_str) != Some("stdio") => {
             let headers = pairs("headers", secrets);
             literal_secrets(&url, &headers, secrets);
-            Transport::Http { url, headers }
+            Transport::Http {
+                url,
+                headers,
+                oauth: None,
+            }
         }
         _ => Transport::Stdio {
             command: r.expand_tilde(&text("command").unwrap_or_default()),

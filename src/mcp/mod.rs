@@ -19,6 +19,7 @@ pub mod content;
 pub mod jsonrpc;
 pub mod log;
 pub mod naming;
+pub mod oauth;
 pub mod resources;
 pub mod transport;
 

@@ -25,6 +25,7 @@ use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use super::config::Transport as TransportConfig;
+use super::oauth::{self, Settings as OAuthSettings};
 use crate::child::{LiveGroups, signal_group};
 
 /// The largest message a server may send.
@@ -61,7 +62,8 @@ pub enum InboundKind {
 pub enum Failure {
     /// Network errors, 408, 429, 5xx (not 501): worth another attempt.
     Transient,
-    /// 401: the server wants a sign-in pi-rs cannot do.
+    /// 401 that a token refresh did not cure: the user signs in (`pi mcp login`) or fixes the
+    /// configured `Authorization` header.
     Auth,
     /// 404 on a request that carried a session id: the server forgot the session.
     SessionExpired,
@@ -166,8 +168,18 @@ pub fn open(
             StdioTransport::spawn(server, command, child, generation, tx)
                 .map(|t| Box::new(t) as Box<dyn Transport>)
         }
-        TransportConfig::Http { url, headers } => Ok(Box::new(HttpTransport::new(
-            server, url, headers, timeout, generation, tx,
+        TransportConfig::Http {
+            url,
+            headers,
+            oauth,
+        } => Ok(Box::new(HttpTransport::new(
+            server,
+            url,
+            headers,
+            oauth.clone(),
+            timeout,
+            generation,
+            tx,
         ))),
     }
 }
@@ -433,6 +445,7 @@ struct HttpTransport {
     server: String,
     url: String,
     headers: Vec<(String, String)>,
+    oauth: Option<OAuthSettings>,
     session: Arc<Mutex<Option<String>>>,
     protocol_version: Option<String>,
     agent: ureq::Agent,
@@ -447,6 +460,7 @@ impl HttpTransport {
         server: &str,
         url: &str,
         headers: &[(String, String)],
+        oauth: Option<OAuthSettings>,
         timeout: Duration,
         generation: u64,
         tx: Tx,
@@ -460,6 +474,7 @@ impl HttpTransport {
             server: server.to_string(),
             url: url.to_string(),
             headers: headers.to_vec(),
+            oauth,
             session: Arc::default(),
             protocol_version: None,
             agent: config.build().into(),
@@ -476,6 +491,8 @@ impl HttpTransport {
             agent: self.agent.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
+            oauth: self.oauth.clone(),
+            server: self.server.clone(),
             session: self.session.clone(),
             protocol_version: self.protocol_version.clone(),
             generation: self.generation,
@@ -490,6 +507,8 @@ struct RequestParts {
     agent: ureq::Agent,
     url: String,
     headers: Vec<(String, String)>,
+    oauth: Option<OAuthSettings>,
+    server: String,
     session: Arc<Mutex<Option<String>>>,
     protocol_version: Option<String>,
     generation: u64,
@@ -498,9 +517,22 @@ struct RequestParts {
 }
 
 impl RequestParts {
-    fn builder<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+    fn builder<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        let token = self.oauth.as_ref().and_then(oauth::bearer);
+        self.builder_with(request, token.as_deref())
+    }
+
+    /// The request's headers, with `token` (an OAuth access token) as the bearer.
+    fn builder_with<B>(
+        &self,
+        mut request: ureq::RequestBuilder<B>,
+        token: Option<&str>,
+    ) -> ureq::RequestBuilder<B> {
         for (name, value) in &self.headers {
             request = request.header(name, value);
+        }
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
         }
         if let Some(id) = self
             .session
@@ -522,6 +554,17 @@ impl RequestParts {
 
     /// One POST and its answer.
     fn post(&self, body: Vec<u8>, id: Option<u64>, is_initialized: bool) -> bool {
+        self.post_once(&body, id, is_initialized, false)
+    }
+
+    /// A POST; after a 401 from an OAuth server whose tokens could be refreshed, once more.
+    fn post_once(
+        &self,
+        payload: &[u8],
+        id: Option<u64>,
+        is_initialized: bool,
+        retried: bool,
+    ) -> bool {
         let fail = |error: String, kind: Failure| {
             self.deliver(InboundKind::SendFailed { id, error, kind });
             false
@@ -531,15 +574,22 @@ impl RequestParts {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
+        let token = self.oauth.as_ref().and_then(oauth::bearer);
         let request = self
-            .builder(self.agent.post(&self.url))
+            .builder_with(self.agent.post(&self.url), token.as_deref())
             .header("Accept", "application/json, text/event-stream")
             .header("Content-Type", "application/json");
-        let response = match request.send(&body[..]) {
+        let response = match request.send(payload) {
             Ok(response) => response,
             Err(e) => return fail(format!("MCP HTTP request failed: {e}"), Failure::Transient),
         };
         let status = response.status().as_u16();
+        let challenge = response
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .map(oauth::parse_challenge)
+            .unwrap_or_default();
         if let Some(session) = response
             .headers()
             .get("mcp-session-id")
@@ -565,9 +615,22 @@ impl RequestParts {
             let _ = (&mut reader).take(8 * 1024).read_to_string(&mut text);
             let text: String = text.trim().chars().take(500).collect();
             if status == 401 {
-                let error = "requires authentication (HTTP 401): pi-rs has no OAuth sign-in; \
-                             set an Authorization header in mcp.json";
-                return fail(error.into(), Failure::Auth);
+                let Some(settings) = &self.oauth else {
+                    let error = "requires authentication (HTTP 401): check the Authorization \
+                                 header in mcp.json";
+                    return fail(error.into(), Failure::Auth);
+                };
+                // A refresh keeps the granted scope, so more scope needs a new sign-in.
+                let step_up = challenge.error.as_deref() == Some("insufficient_scope");
+                if !retried
+                    && !step_up
+                    && token.is_some()
+                    && oauth::refresh(settings, token.as_deref(), &challenge) == Ok(true)
+                {
+                    return self.post_once(payload, id, is_initialized, true);
+                }
+                let error = format!("needs sign-in: run \"pi mcp login {}\"", self.server);
+                return fail(error, Failure::Auth);
             }
             let message = match text.is_empty() {
                 true => format!("MCP HTTP request failed with status {status}"),

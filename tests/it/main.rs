@@ -25,6 +25,7 @@ mod idle_commands;
 mod images;
 mod lifecycle;
 mod mcp;
+mod mcp_oauth;
 mod network;
 mod oauth;
 mod packages;

@@ -908,7 +908,7 @@ fn http_401_is_a_clear_error_naming_the_server() {
     let workspace = Workspace::new();
     write_mcp_json(
         &workspace,
-        json!({"locked": {"url": format!("http://127.0.0.1:{}/mcp", server.port)}}),
+        json!({"locked": {"url": format!("http://127.0.0.1:{}/mcp", server.port), "headers": {"Authorization": "Bearer wrong"}}}),
     );
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
     let deadline = pi.deadline();
@@ -921,7 +921,7 @@ fn http_401_is_a_clear_error_naming_the_server() {
         .unwrap();
     assert_eq!(
         notice["message"],
-        "MCP servers need attention:\n  locked: failed: MCP server \"locked\" requires authentication (HTTP 401): pi-rs has no OAuth sign-in; set an Authorization header in mcp.json\nRun /mcp to fix."
+        "MCP servers need attention:\n  locked: failed: MCP server \"locked\" requires authentication (HTTP 401): check the Authorization header in mcp.json\nRun /mcp to fix."
     );
     // Not transient: one attempt.
     assert_eq!(server.requests().len(), 1);
