@@ -122,6 +122,8 @@ pub fn mcp_servers(servers: &Value, cwd: &Path) -> Result<McpConfig, RpcError> {
                     .ok_or_else(|| bad("an http server needs a url"))?
                     .to_string(),
                 headers: pairs("headers", &mut config.secrets)?,
+                // An editor's server comes with its headers; sign-in is `pi mcp login`'s.
+                oauth: None,
             },
             Some("sse") => return Err(bad("the SSE transport is not supported")),
             Some(_) => return Err(bad("unknown transport type")),

@@ -548,9 +548,7 @@ impl Agent {
             sandbox: self.tools.sandbox.policy(),
             session_env: self.session_env(),
             image_resize: self.config.auto_resize_images().then(|| {
-                crate::tools::image::ResizeLimits::from_input_limits(
-                    self.model.input_limits(),
-                )
+                crate::tools::image::ResizeLimits::from_input_limits(self.model.input_limits())
             }),
         }
     }

@@ -675,13 +675,17 @@ fn apply_model_override(m: &mut Model, o: &Value) {
 /// `inputLimits`, kept with the model's other fields: they reach get_available_models, the
 /// request bodies and image scaling.
 fn extra_fields(def: &Value) -> Map<String, Value> {
-    ["samplingParams", "samplingParamsByThinkingLevel", "inputLimits"]
-        .into_iter()
-        .filter_map(|key| {
-            let value = def.get(key).filter(|v| v.is_object())?;
-            Some((key.to_string(), value.clone()))
-        })
-        .collect()
+    [
+        "samplingParams",
+        "samplingParamsByThinkingLevel",
+        "inputLimits",
+    ]
+    .into_iter()
+    .filter_map(|key| {
+        let value = def.get(key).filter(|v| v.is_object())?;
+        Some((key.to_string(), value.clone()))
+    })
+    .collect()
 }
 
 // ---- parsing and validation ---------------------------------------------------------------------

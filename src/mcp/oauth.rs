@@ -303,7 +303,9 @@ impl Settings {
         let path = self.store_path();
         std::fs::create_dir_all(&self.agent_dir)
             .map_err(|e| format!("cannot create {}: {e}", self.agent_dir.display()))?;
-        let _lock = auth_lock::lock(&path).map_err(|e| e.to_string())?;
+        // The wait is bounded (auth_lock); these run on a connection's or a command's thread,
+        // never the agent's, so nothing needs to cancel it.
+        let _lock = auth_lock::lock(&path, &Default::default()).map_err(|e| e.to_string())?;
         let mut states = match std::fs::read_to_string(&path) {
             Ok(text) if text.trim().is_empty() => Map::new(),
             Ok(text) => match serde_json::from_str(&text) {
@@ -394,7 +396,7 @@ impl Settings {
             .collect();
         std::fs::create_dir_all(&self.agent_dir).map_err(|e| e.to_string())?;
         let file = self.agent_dir.join(format!("mcp-auth-refresh-{hash}"));
-        let _lock = auth_lock::lock(&file).map_err(|e| e.to_string())?;
+        let _lock = auth_lock::lock(&file, &Default::default()).map_err(|e| e.to_string())?;
         Ok(f())
     }
 }
