@@ -35,6 +35,7 @@ mod rpc;
 mod sandbox;
 mod session;
 mod signals;
+mod source_info;
 mod subcommands;
 #[cfg(test)]
 mod test_support;
@@ -279,7 +280,7 @@ fn build_setup(
         extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
     print_warnings(&warnings);
     let extensions = extensions::launch::launch(
-        &run_packages,
+        run_packages.extension_files(),
         &args.extension_flags,
         args.no_extensions,
         &config,
@@ -309,7 +310,7 @@ fn build_setup(
         .map(|h| h.tools())
         .unwrap_or_default();
     let selection = select_tools(&args, &config, &extension_tools);
-    let extension_tools = selection.filter.offered(extension_tools);
+    let extension_tools = extensions::offered(extension_tools, &selection.filter);
     let tool_names = selection.builtins;
     let prompt_sources = resources::system_prompt::RunSources {
         system_prompt: args.system_prompt.as_deref(),
@@ -508,7 +509,8 @@ fn select_tools(
         args.exclude_tools.as_deref(),
         defaults.as_deref(),
     ];
-    let unknown = selection::unknown_names(lists.into_iter().flatten(), &known);
+    let unknown =
+        selection::unknown_names(lists.into_iter().flatten(), &known, mcp::is_mcp_tool_name);
     if !unknown.is_empty() {
         eprintln!("Warning: no tool is named {}; ignored", unknown.join(", "));
     }

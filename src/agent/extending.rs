@@ -524,7 +524,7 @@ impl Agent {
         let Some(host) = &self.extensions.host else {
             return;
         };
-        self.tools.extension_tools = self.tools.filter.offered(host.tools());
+        self.tools.extension_tools = crate::extensions::offered(host.tools(), &self.tools.filter);
         let names = self
             .tools
             .extension_tools

@@ -63,7 +63,7 @@ impl Toolbox {
         sandbox: crate::sandbox::Sandbox,
     ) -> Toolbox {
         let extension_tools = extensions
-            .map(|h| filter.offered(h.tools()))
+            .map(|h| crate::extensions::offered(h.tools(), &filter))
             .unwrap_or_default();
         let specs = all_tool_specs(&builtins, &extension_tools, mcp);
         Toolbox {

@@ -121,6 +121,15 @@ pub struct ExtensionTool {
     pub decl: ToolDecl,
 }
 
+/// The extension tools a `--tools` / `--exclude-tools` filter leaves.
+pub fn offered(
+    mut tools: Vec<ExtensionTool>,
+    filter: &crate::tools::selection::ToolFilter,
+) -> Vec<ExtensionTool> {
+    tools.retain(|t| filter.allows(&t.decl.name));
+    tools
+}
+
 impl ExtensionTool {
     pub fn spec(&self) -> ToolSpec {
         ToolSpec {

@@ -2,7 +2,7 @@
 //! with its handshake. The host also runs with no extension when approval rules (the policy the
 //! caller built from settings, `ApprovalPolicy::from_settings`) may need to ask the client.
 //!
-//! Input: `-e` paths and the packages' extensions (`crate::packages::RunPackages`), `--no-extensions`, the config, the session's id and file, the sandbox
+//! Input: `-e` paths and the packages' extension files (`ExtensionFiles`), `--no-extensions`, the config, the session's id and file, the sandbox
 //! policy, the approval policy. Output: `Launched` — everything the agent needs from extensions,
 //! plus the `extension_error` records to send the client at start.
 
@@ -15,6 +15,7 @@ use super::{ExtensionEvent, ExtensionHost, ExtensionSources};
 use crate::config::Config;
 use crate::rpc::events::Event;
 use crate::session::SessionLog;
+use crate::source_info::SourceInfo;
 
 /// The extensions of a run, started.
 pub struct Launched {
@@ -30,8 +31,18 @@ pub struct Launched {
     pub flag_errors: Vec<String>,
 }
 
+/// A run's extension files besides those the settings' paths and the extension folders name:
+/// `-e` paths, and the extension files of `-e` packages and of settings packages (the packages
+/// module resolves those, each with its package as `sourceInfo`).
+#[derive(Debug, Default)]
+pub struct ExtensionFiles {
+    pub cli: Vec<PathBuf>,
+    pub cli_packages: Vec<(PathBuf, SourceInfo)>,
+    pub packages: Vec<(PathBuf, SourceInfo)>,
+}
+
 pub fn launch(
-    packages: &crate::packages::RunPackages,
+    files: ExtensionFiles,
     cli_flags: &[(String, serde_json::Value)],
     no_extensions: bool,
     config: &Config,
@@ -47,9 +58,9 @@ pub fn launch(
             .collect()
     };
     let specs = super::discover(&ExtensionSources {
-        cli: packages.extension_paths.iter().map(PathBuf::from).collect(),
-        cli_packages: packages.with_source_info(crate::packages::collect::Kind::Extensions, true),
-        packages: packages.with_source_info(crate::packages::collect::Kind::Extensions, false),
+        cli: files.cli,
+        cli_packages: files.cli_packages,
+        packages: files.packages,
         project_settings: paths(true),
         user_settings: paths(false),
         cwd: config.cwd.clone(),

@@ -4,7 +4,7 @@
 //!
 //! This file owns discovery: which files are extensions, in which order (`-e` paths, `-e`
 //! packages' extensions, project settings paths, user settings paths, `<cwd>/.pi/extensions/`,
-//! `<agentDir>/extensions/`, settings packages' extensions (`crate::packages` finds those); the
+//! `<agentDir>/extensions/`, settings packages' extensions (the packages module finds those); the
 //! first occurrence of a file wins). `launch` starts them for a run (and checks command-line
 //! flags), `host` owns the processes, `protocol` the wire format (v1 and v2), `hooks` how several
 //! extensions' answers combine, `queries` the pure parts of v2 query answers (the agent side is
@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 #[allow(unused_imports)]
 pub use host::{
     CommandRunId, ExtensionCommand, ExtensionError, ExtensionEvent, ExtensionHost, ExtensionId,
-    ExtensionTool, HookId,
+    ExtensionTool, HookId, offered,
 };
 
 /// Where an extension path came from (it decides `sourceInfo` in `get_commands`).
@@ -48,7 +48,7 @@ pub enum ExtensionOrigin {
     /// Found in `<agentDir>/extensions/`.
     User { base_dir: PathBuf },
     /// From a package (settings `packages`, or `-e npm:…`/`-e git:…`): its `sourceInfo`.
-    Package(crate::resources::files::SourceInfo),
+    Package(crate::source_info::SourceInfo),
 }
 
 /// One extension to start.
@@ -98,8 +98,8 @@ pub struct ExtensionSources {
     pub skip_project: bool,
     /// Extensions of `-e` package sources (right after the `-e` paths) and of settings
     /// `packages` (last; not with `--no-extensions`), with their `sourceInfo`.
-    pub cli_packages: Vec<(PathBuf, crate::resources::files::SourceInfo)>,
-    pub packages: Vec<(PathBuf, crate::resources::files::SourceInfo)>,
+    pub cli_packages: Vec<(PathBuf, crate::source_info::SourceInfo)>,
+    pub packages: Vec<(PathBuf, crate::source_info::SourceInfo)>,
 }
 
 /// File name endings of JavaScript/TypeScript modules (reported, never run).

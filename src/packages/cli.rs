@@ -68,7 +68,7 @@ fn usage(command: Command) -> &'static str {
 }
 
 /// Runs the package command `word` (`install`, `remove`/`uninstall`, `update`, `list`, `config`;
-/// `crate::subcommands` dispatches only those) with the arguments after it; the exit code.
+/// the subcommands module dispatches only those) with the arguments after it; the exit code.
 pub fn run(word: &str, rest: &[String]) -> u8 {
     let command = match word {
         "install" => Command::Install,

@@ -531,6 +531,15 @@ pub fn for_run(
 impl RunPackages {
     /// Enabled resources of a kind as (path, `sourceInfo`): the configured packages' then the
     /// `-e` packages'.
+    /// The run's extension files: `-e` paths, then those of `-e` packages and settings packages.
+    pub fn extension_files(&self) -> crate::extensions::launch::ExtensionFiles {
+        crate::extensions::launch::ExtensionFiles {
+            cli: self.extension_paths.iter().map(PathBuf::from).collect(),
+            cli_packages: self.with_source_info(Kind::Extensions, true),
+            packages: self.with_source_info(Kind::Extensions, false),
+        }
+    }
+
     pub fn with_source_info(&self, kind: Kind, temporary: bool) -> Vec<(PathBuf, SourceInfo)> {
         let resolved = if temporary {
             &self.temporary

@@ -10,7 +10,7 @@
 //! `$HOME/.agents/skills`, `<agentDir>/prompts`), then `--skill` / `--prompt-template` paths.
 //! `--no-skills` / `--no-prompt-templates` drop everything but the CLI paths.
 //!
-//! Then the files of pi packages (`crate::packages` resolves them; they arrive in
+//! Then the files of pi packages (the packages module resolves them; they arrive in
 //! `LoadOptions` with their `sourceInfo`).
 //!
 //! Simplifications (documented, not hidden): settings entries that are patterns (`!x`, `+x`,
@@ -53,7 +53,7 @@ pub struct LoadOptions {
     /// The project is not trusted: `<cwd>/.pi/skills|prompts` and project `.agents/skills` are
     /// not discovered (see `config::trust`).
     pub skip_project: bool,
-    /// Skill and prompt files of pi packages (`crate::packages`), with their `sourceInfo`; they
+    /// Skill and prompt files of pi packages (resolved by the packages module), with their `sourceInfo`; they
     /// rank after every settings path and discovered file.
     pub package_skills: Vec<(PathBuf, SourceInfo)>,
     pub package_prompts: Vec<(PathBuf, SourceInfo)>,

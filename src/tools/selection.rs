@@ -44,15 +44,6 @@ impl ToolFilter {
                 .as_ref()
                 .is_none_or(|allowed| matches_any(allowed, name))
     }
-
-    /// The extension tools this filter offers.
-    pub fn offered(
-        &self,
-        mut tools: Vec<crate::extensions::ExtensionTool>,
-    ) -> Vec<crate::extensions::ExtensionTool> {
-        tools.retain(|t| self.allows(&t.decl.name));
-        tools
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -195,10 +186,11 @@ pub fn resolve(
 }
 
 /// The plain names in `lists` (modifiers' names included, patterns skipped) that name no
-/// built-in tool, none of `known`, and no MCP tool (those connect later), without repeats.
+/// built-in tool, none of `known`, and none `connects_later` accepts (MCP tools), without repeats.
 pub fn unknown_names<'a>(
     lists: impl IntoIterator<Item = &'a [String]>,
     known: &[String],
+    connects_later: impl Fn(&str) -> bool,
 ) -> Vec<String> {
     let mut unknown: Vec<String> = Vec::new();
     for entry in lists.into_iter().flatten() {
@@ -207,7 +199,7 @@ pub fn unknown_names<'a>(
             || name.contains('*')
             || ALL_TOOLS.contains(&name)
             || known.iter().any(|k| k == name)
-            || crate::mcp::is_mcp_tool_name(name);
+            || connects_later(name);
         if !is_known && !unknown.iter().any(|u| u == name) {
             unknown.push(name.to_string());
         }
@@ -318,7 +310,11 @@ mod tests {
         let exclude = strings(&["ghost", "nosuch"]);
         let known = strings(&["word_count"]);
         assert_eq!(
-            unknown_names([tools.as_slice(), exclude.as_slice()], &known),
+            unknown_names(
+                [tools.as_slice(), exclude.as_slice()],
+                &known,
+                crate::mcp::is_mcp_tool_name
+            ),
             ["nosuch", "x", "ghost"]
         );
     }
