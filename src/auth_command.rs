@@ -106,7 +106,7 @@ pub fn run(words: &[String], agent_dir: &Path) -> u8 {
     let first = words.first().map(String::as_str);
     if first.is_none() || first == Some("help") || words.iter().any(|w| w == "--help" || w == "-h")
     {
-        println!("{HELP}");
+        crate::rpc::print_text(&format!("{HELP}\n"));
         return 0;
     }
     if let Some(command @ ("login" | "logout")) = first {
@@ -129,7 +129,7 @@ pub fn run(words: &[String], agent_dir: &Path) -> u8 {
     match execute(kind, &request, &config) {
         Ok((output, code)) => {
             // The one place a credential is printed: this command's stdout, as pi prints it.
-            println!("{output}");
+            crate::rpc::print_text(&format!("{output}\n"));
             code
         }
         Err(refusal) => {

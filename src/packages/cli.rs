@@ -12,6 +12,17 @@
 //!
 //! Entry: [`run`], from `main` before anything else.
 
+/// One line of the command's output on stdout, through `rpc::print_text` (stdout's one helper
+/// outside the protocol writer).
+macro_rules! say {
+    () => {
+        crate::rpc::print_text("\n")
+    };
+    ($($arg:tt)*) => {
+        crate::rpc::print_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -83,7 +94,7 @@ pub fn run(word: &str, rest: &[String]) -> u8 {
 fn run_command(command: Command, rest: &[String]) -> u8 {
     let options = parse(command, rest);
     if options.help {
-        println!("{}", help(command));
+        say!("{}", help(command));
         return 0;
     }
     if let Some(option) = &options.invalid_option {
@@ -420,7 +431,7 @@ fn scope_of(local: bool) -> Scope {
 
 fn install(ctx: &Context, files: &SettingsFiles, input: &str, local: bool) -> Result<(), String> {
     let scope = scope_of(local);
-    println!("Installing {input}...");
+    say!("Installing {input}...");
     // Read first: a settings file that does not parse stops the install before npm or git run.
     let mut packages = files.raw(scope)?;
     if let Source::Local(path) = source::parse(input) {
@@ -455,13 +466,13 @@ fn install(ctx: &Context, files: &SettingsFiles, input: &str, local: bool) -> Re
     if changed {
         files.write(scope, packages)?;
     }
-    println!("Installed {input}");
+    say!("Installed {input}");
     Ok(())
 }
 
 fn remove(ctx: &Context, files: &SettingsFiles, input: &str, local: bool) -> Result<(), String> {
     let scope = scope_of(local);
-    println!("Removing {input}...");
+    say!("Removing {input}...");
     let packages = files.raw(scope)?;
     match source::parse(input) {
         Source::Npm(npm) => ctx.installer.uninstall_npm(&npm, scope)?,
@@ -479,7 +490,7 @@ fn remove(ctx: &Context, files: &SettingsFiles, input: &str, local: bool) -> Res
         return Err(ALREADY_REPORTED.into());
     }
     files.write(scope, kept)?;
-    println!("Removed {input}");
+    say!("Removed {input}");
     Ok(())
 }
 
@@ -490,28 +501,28 @@ fn list(ctx: &Context, files: &SettingsFiles) {
     let user = files.entries(Scope::User);
     let project = files.entries(Scope::Project);
     if user.is_empty() && project.is_empty() {
-        println!("No packages installed.");
+        say!("No packages installed.");
         return;
     }
     let show = |entry: &Entry| {
         if entry.object {
-            println!("  {} (filtered)", entry.source);
+            say!("  {} (filtered)", entry.source);
         } else {
-            println!("  {}", entry.source);
+            say!("  {}", entry.source);
         }
         if let Some(path) = ctx.installed_path(&entry.source, entry.scope) {
-            println!("    {}", path.display());
+            say!("    {}", path.display());
         }
     };
     if !user.is_empty() {
-        println!("User packages:");
+        say!("User packages:");
         user.iter().for_each(show);
     }
     if !project.is_empty() {
         if !user.is_empty() {
-            println!();
+            say!();
         }
-        println!("Project packages:");
+        say!("Project packages:");
         project.iter().for_each(show);
     }
 }
@@ -526,11 +537,11 @@ fn show_config(ctx: &Context, files: &SettingsFiles, local: bool) {
     let project = files.entries(Scope::Project);
     let resolved = offline.resolve_configured(&user, &project);
     if local {
-        println!("Project Local Resources");
-        println!(".pi/settings.json");
+        say!("Project Local Resources");
+        say!(".pi/settings.json");
     } else {
-        println!("Global Resources");
-        println!("~/.pi/agent/settings.json");
+        say!("Global Resources");
+        say!("~/.pi/agent/settings.json");
     }
     let mut sources: Vec<(String, Scope)> = Vec::new();
     for kind in Kind::ALL {
@@ -545,8 +556,8 @@ fn show_config(ctx: &Context, files: &SettingsFiles, local: bool) {
         }
     }
     for (source, scope) in sources {
-        println!();
-        println!("  {source} ({})", scope.as_str());
+        say!();
+        say!("  {source} ({})", scope.as_str());
         for kind in Kind::ALL {
             let list = match kind {
                 Kind::Extensions => &resolved.extensions,
@@ -560,11 +571,11 @@ fn show_config(ctx: &Context, files: &SettingsFiles, local: bool) {
             if items.is_empty() {
                 continue;
             }
-            println!("    {}", capitalized(kind.key()));
+            say!("    {}", capitalized(kind.key()));
             for item in items {
                 let mark = if item.enabled { "[x]" } else { "[ ]" };
                 let shown = item.path.strip_prefix(&item.base_dir).unwrap_or(&item.path);
-                println!("      {mark} {}", shown.display());
+                say!("      {mark} {}", shown.display());
             }
         }
     }
@@ -581,7 +592,7 @@ fn capitalized(word: &str) -> String {
 fn update(ctx: &Context, files: &SettingsFiles, options: &Options) -> Result<(), String> {
     let target = options.update.clone().unwrap_or(UpdateTarget::SelfOnly);
     if options.extensions_skipped_note {
-        println!("Extensions are skipped. Run pi update --extensions to update extensions.");
+        say!("Extensions are skipped. Run pi update --extensions to update extensions.");
     }
     match &target {
         UpdateTarget::Models => {
@@ -620,7 +631,7 @@ fn update_packages(ctx: &Context, files: &SettingsFiles, only: Option<&str>) -> 
         return Err(no_match_message(source, &entries));
     }
     if ctx.offline {
-        println!("Skipped package updates (offline mode)");
+        say!("Skipped package updates (offline mode)");
         return Ok(());
     }
     let mut updated: Vec<String> = Vec::new();
@@ -648,7 +659,7 @@ fn update_packages(ctx: &Context, files: &SettingsFiles, only: Option<&str>) -> 
                 if !wanted {
                     continue;
                 }
-                println!("Updating {}...", entry.source);
+                say!("Updating {}...", entry.source);
                 let spec = match &npm.version {
                     Some(_) => npm.spec.clone(),
                     None => format!("{}@latest", npm.name),
@@ -664,14 +675,14 @@ fn update_packages(ctx: &Context, files: &SettingsFiles, only: Option<&str>) -> 
                     ));
                 } else if let (Some(before), Some(latest)) = (&before, &latest) {
                     warnings += 1;
-                    println!(
+                    say!(
                         "{} is still {before} (registry reports {latest}); npm registry metadata may be stale, try again in a few minutes",
                         entry.source
                     );
                 }
             }
             Source::Git(git) => {
-                println!("Updating {}...", entry.source);
+                say!("Updating {}...", entry.source);
                 let path = ctx.installer.git_path(&git, entry.scope);
                 let before = ctx.installer.git_head(&path);
                 ctx.installer.update_git(&git, entry.scope)?;
@@ -694,22 +705,22 @@ fn update_packages(ctx: &Context, files: &SettingsFiles, only: Option<&str>) -> 
     }
     if updated.is_empty() && warnings > 0 {
         match only {
-            Some(source) => println!("{source} was not updated, see the warnings above"),
-            None => println!("No packages were updated, see the warnings above"),
+            Some(source) => say!("{source} was not updated, see the warnings above"),
+            None => say!("No packages were updated, see the warnings above"),
         }
     } else if updated.is_empty() {
         match only {
-            Some(source) => println!("{source} is already up to date"),
-            None => println!("Packages are already up to date"),
+            Some(source) => say!("{source} is already up to date"),
+            None => say!("Packages are already up to date"),
         }
     } else {
         let count = updated.len();
-        println!(
+        say!(
             "Updated {count} package{}:",
             if count == 1 { "" } else { "s" }
         );
         for line in updated {
-            println!("  {line}");
+            say!("  {line}");
         }
     }
     Ok(())

@@ -184,7 +184,7 @@ const scenarios = {
       sessionId: id,
       prompt: [
         { type: "text", text: "look at these" },
-        { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
+        { type: "image", data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==", mimeType: "image/png" },
         { type: "resource_link", uri: "file:///tmp/linked.txt", name: "linked.txt" },
         { type: "resource", resource: { uri: "file:///tmp/embedded.txt", text: "embedded body", mimeType: "text/plain" } },
       ],
