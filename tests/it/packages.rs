@@ -1034,3 +1034,85 @@ fn get_commands_match_pi_1_6_0_for_the_same_packages() {
     let names: Vec<&str> = ours.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["review", "skill:alpha", "skill:gamma"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// One real package from the npm registry.
+
+/// pi-prompt-template-model 0.12.2 from the npm registry, whose manifest was read before it was
+/// chosen (`pi.extensions: ["./index.ts"]`, `pi.skills: ["./skills"]`, peer dependencies on pi's
+/// own packages): installed by `pi install`, listed by `pi list`, its skill loaded with the package
+/// as its source, its TypeScript extension reported (pi-rs has no TypeScript host yet). The one
+/// test that reaches a registry, so it runs under `CI=true` (or `PI_TEST_NPM_REGISTRY=1`) only.
+#[test]
+fn a_real_pi_package_from_the_npm_registry_installs_and_loads() {
+    let wanted = std::env::var("CI").as_deref() == Ok("true")
+        || std::env::var_os("PI_TEST_NPM_REGISTRY").is_some();
+    if !wanted {
+        eprintln!("SKIPPED: the npm registry test runs under CI=true or PI_TEST_NPM_REGISTRY=1");
+        return;
+    }
+    let workspace = Workspace::new();
+    let cache = workspace.root().join("npm-cache");
+    let mut env: Vec<(String, String)> = vec![
+        ("npm_config_update_notifier".into(), "false".into()),
+        (
+            "npm_config_cache".into(),
+            cache.to_string_lossy().into_owned(),
+        ),
+    ];
+    // The machine's CA settings reach npm as they would in a user's shell.
+    for name in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.into(), value));
+        }
+    }
+    let source = "npm:pi-prompt-template-model@0.12.2";
+    let run = pi_rs(&workspace, &["install", source], &env_refs(&env));
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let installed = workspace
+        .agent_dir()
+        .join("npm/node_modules/pi-prompt-template-model");
+    assert!(
+        installed
+            .join("skills/prompt-template-authoring/SKILL.md")
+            .is_file()
+    );
+    // Peer installs are suppressed: pi's own packages are the host's, never installed.
+    assert!(
+        !workspace
+            .agent_dir()
+            .join("npm/node_modules/@earendil-works")
+            .exists()
+    );
+    assert_eq!(std::fs::read_dir(workspace.cwd()).unwrap().count(), 0);
+    assert_eq!(
+        pi_rs(&workspace, &["list"], &[]).stdout,
+        format!("User packages:\n  {source}\n    {}\n", installed.display())
+    );
+
+    let mut pi = Pi::spawn_in(&workspace, &idle_setup());
+    let found = source_infos(&commands(&mut pi));
+    let skill = installed.join("skills/prompt-template-authoring/SKILL.md");
+    assert!(
+        found.contains(&(
+            "skill:prompt-template-authoring".to_string(),
+            info(&skill, source, "user", &installed)
+        )),
+        "{found:?}"
+    );
+    let index = installed.join("index.ts");
+    assert!(
+        pi.records().iter().any(|r| r["type"] == "extension_error"
+            && r["extensionPath"] == index.to_string_lossy().as_ref()),
+        "{:?}",
+        pi.records()
+    );
+    pi.close_and_wait();
+
+    let removed = pi_rs(&workspace, &["remove", source], &env_refs(&env));
+    assert_eq!(removed.code, 0, "{}\n{}", removed.stdout, removed.stderr);
+    assert_eq!(
+        pi_rs(&workspace, &["list"], &[]).stdout,
+        "No packages installed.\n"
+    );
+}
