@@ -121,6 +121,21 @@ pub struct ExtensionTool {
     pub decl: ToolDecl,
 }
 
+/// Replaces the item named like `item`, or appends it (late registration keeps the order).
+fn upsert_by_name<T>(items: &mut Vec<T>, item: T, name: impl Fn(&T) -> &String) {
+    match items.iter().position(|i| name(i) == name(&item)) {
+        Some(at) => items[at] = item,
+        None => items.push(item),
+    }
+}
+
+/// Removes the items named `wanted`; false when there was none.
+fn remove_by_name<T>(items: &mut Vec<T>, wanted: &str, name: impl Fn(&T) -> &String) -> bool {
+    let before = items.len();
+    items.retain(|i| name(i) != wanted);
+    items.len() != before
+}
+
 /// The extension tools a `--tools` / `--exclude-tools` filter leaves.
 pub fn offered(
     mut tools: Vec<ExtensionTool>,
@@ -381,43 +396,29 @@ impl ExtensionHost {
     /// (v2) Adds or replaces one of an extension's tools (late registration).
     pub fn register_tool(&mut self, extension: ExtensionId, decl: ToolDecl) {
         if let Some(loaded) = self.extensions.get_mut(extension.0) {
-            let tools = &mut loaded.registration.tools;
-            match tools.iter_mut().find(|t| t.name == decl.name) {
-                Some(existing) => *existing = decl,
-                None => tools.push(decl),
-            }
+            upsert_by_name(&mut loaded.registration.tools, decl, |t| &t.name);
         }
     }
 
     /// (v2) Removes one of an extension's tools; false when it had none of that name.
     pub fn unregister_tool(&mut self, extension: ExtensionId, name: &str) -> bool {
-        let Some(loaded) = self.extensions.get_mut(extension.0) else {
-            return false;
-        };
-        let before = loaded.registration.tools.len();
-        loaded.registration.tools.retain(|t| t.name != name);
-        loaded.registration.tools.len() != before
+        self.extensions
+            .get_mut(extension.0)
+            .is_some_and(|loaded| remove_by_name(&mut loaded.registration.tools, name, |t| &t.name))
     }
 
     /// (v2) Adds or replaces one of an extension's commands.
     pub fn register_command(&mut self, extension: ExtensionId, decl: protocol::CommandDecl) {
         if let Some(loaded) = self.extensions.get_mut(extension.0) {
-            let commands = &mut loaded.registration.commands;
-            match commands.iter_mut().find(|c| c.name == decl.name) {
-                Some(existing) => *existing = decl,
-                None => commands.push(decl),
-            }
+            upsert_by_name(&mut loaded.registration.commands, decl, |c| &c.name);
         }
     }
 
     /// (v2) Removes one of an extension's commands; false when it had none of that name.
     pub fn unregister_command(&mut self, extension: ExtensionId, name: &str) -> bool {
-        let Some(loaded) = self.extensions.get_mut(extension.0) else {
-            return false;
-        };
-        let before = loaded.registration.commands.len();
-        loaded.registration.commands.retain(|c| c.name != name);
-        loaded.registration.commands.len() != before
+        self.extensions.get_mut(extension.0).is_some_and(|loaded| {
+            remove_by_name(&mut loaded.registration.commands, name, |c| &c.name)
+        })
     }
 
     /// The extensions' tools, in load order; a name already taken by an earlier extension is
