@@ -426,10 +426,12 @@ fn a_command_can_name_the_session() {
     let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["full.py"]));
     let response = pi.command("p1", "prompt", json!({"message": "/actions now"}));
     assert_eq!(response, prompt_response("p1", "handled"));
-    let state = pi.command("g1", "get_state", json!({}));
-    assert_eq!(state["data"]["sessionName"], "named by full.py", "{state}");
+    // The command's actions reach pi-rs after the prompt is acknowledged (as in pi, the prompt
+    // response does not wait for the command): wait for the announcement, then ask.
     let changed = pi.find(|r| r["type"] == "session_info_changed");
     assert_eq!(changed["name"], "named by full.py", "{changed}");
+    let state = pi.command("g1", "get_state", json!({}));
+    assert_eq!(state["data"]["sessionName"], "named by full.py", "{state}");
     // The custom entry it appended is announced with the entry itself (pi 1.x).
     let appended = pi.find(|r| r["type"] == "entry_appended");
     let entry = &appended["entry"];
