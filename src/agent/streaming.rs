@@ -78,7 +78,22 @@ impl Agent {
             session_id: self.session.id().to_string(),
             idle_timeout: self.settings.idle_timeout,
             provider_retry: self.config.provider_retry(),
+            hooks: self.provider_hooks(false),
         })
+    }
+
+    /// (v2) The extensions' provider hooks for a request (`loop_request`: of the agent loop,
+    /// not a compaction summary), when any extension wants them.
+    fn provider_hooks(
+        &self,
+        loop_request: bool,
+    ) -> Option<std::sync::Arc<dyn provider::types::RequestHooks>> {
+        let host = self.extensions.host.as_ref()?;
+        crate::extensions::providers::request_hooks(
+            host,
+            self.extensions.hook_deadline,
+            loop_request,
+        )
     }
 
     /// A login refresh ended (or its worker died): record it, then go on with what waited.
@@ -174,6 +189,7 @@ impl Agent {
             self.fail_before_stream(message);
             return;
         };
+        request.hooks = self.provider_hooks(true);
         let block_images = self.config.block_images();
         let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
         request.history = match &replacement {
@@ -231,7 +247,7 @@ impl Agent {
         }
         stream.last_event = Instant::now();
         let event: Option<Event> = match event.event {
-            StreamEvent::Retrying { delay } => {
+            StreamEvent::Retrying { delay } | StreamEvent::Waiting { up_to: delay } => {
                 // The provider waits silently; the stream is not idle until that wait is over.
                 stream.last_event += delay;
                 None

@@ -32,10 +32,16 @@ pub enum HookKind {
     SessionBeforeSwitch,
     /// (v2) Before a fork or clone; `{cancel: true}` stops it.
     SessionBeforeFork,
+    // --- provider hooks (issue 23 item 8; src/extensions/providers.rs) ---
+    /// (v2) The extra headers of a model request; `{headers: {name: value | null}}` sets or
+    /// removes headers of the request.
+    BeforeProviderHeaders,
+    /// (v2) The request body as built; `{payload}` replaces it.
+    BeforeProviderRequest,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 7] = [
+    pub const ALL: [HookKind; 9] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
@@ -43,13 +49,19 @@ impl HookKind {
         HookKind::Context,
         HookKind::SessionBeforeSwitch,
         HookKind::SessionBeforeFork,
+        HookKind::BeforeProviderHeaders,
+        HookKind::BeforeProviderRequest,
     ];
 
     /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
     pub fn needs_v2(self) -> bool {
         matches!(
             self,
-            HookKind::Context | HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork
+            HookKind::Context
+                | HookKind::SessionBeforeSwitch
+                | HookKind::SessionBeforeFork
+                | HookKind::BeforeProviderHeaders
+                | HookKind::BeforeProviderRequest
         )
     }
 
@@ -62,6 +74,8 @@ impl HookKind {
             HookKind::Context => "context",
             HookKind::SessionBeforeSwitch => "session_before_switch",
             HookKind::SessionBeforeFork => "session_before_fork",
+            HookKind::BeforeProviderHeaders => "before_provider_headers",
+            HookKind::BeforeProviderRequest => "before_provider_request",
         }
     }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::startup::*;
 use super::*;
 use crate::extensions::approval::ApprovalAnswer;
-use crate::extensions::hooks::HookChain;
+use crate::extensions::hooks::{HookChain, HookOutcome};
 use crate::extensions::protocol::{
     self, DIALOG_METHODS, ExtensionMessage, HookKind, Registration, UiResponse,
 };
@@ -30,6 +30,8 @@ pub(super) enum Control {
         kind: HookKind,
         payload: Value,
         deadline: Duration,
+        /// Where the outcome goes instead of the agent's channel (a provider thread's wait).
+        reply: Option<Sender<HookOutcome>>,
     },
     RunTool {
         extension: ExtensionId,
@@ -108,6 +110,8 @@ pub(super) struct HookRun {
     pub(super) remaining: VecDeque<usize>,
     pub(super) step: Option<HookStep>,
     pub(super) step_timeout: Duration,
+    /// The outcome's receiver when it is not the agent (`Control::StartHook::reply`).
+    pub(super) reply: Option<Sender<HookOutcome>>,
 }
 
 pub(super) struct HookStep {
@@ -224,6 +228,7 @@ impl Router {
                 kind,
                 payload,
                 deadline,
+                reply,
             } => {
                 let remaining = (0..self.extensions.len())
                     .filter(|i| {
@@ -236,6 +241,7 @@ impl Router {
                     remaining,
                     step: None,
                     step_timeout: deadline,
+                    reply,
                 };
                 self.advance_hook(id, run);
             }
@@ -416,10 +422,14 @@ impl Router {
             }
             run.chain.apply_failure("its input could not be written");
         }
-        self.emit(ExtensionEvent::HookResult {
-            id,
-            outcome: run.chain.finish(),
-        });
+        let outcome = run.chain.finish();
+        match run.reply {
+            // A waiter that gave up (abort) is gone: nothing to tell.
+            Some(reply) => {
+                let _ = reply.send(outcome);
+            }
+            None => self.emit(ExtensionEvent::HookResult { id, outcome }),
+        }
     }
 
     /// Queues a line for an extension; a full queue or a gone writer fails the extension.
