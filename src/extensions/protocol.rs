@@ -318,9 +318,17 @@ pub enum ControlAction {
     /// through pi-rs (approval gate as `bash`, tool sandbox). Answer: `{stdout, stderr, code,
     /// killed, truncated}`.
     Exec(super::exec::ExecSpec),
+    // --- providers (issue 23 item 9; src/extensions/providers.rs) ---
+    /// `register_provider` `{name, config}` (pi's `registerProvider` config: `baseUrl`,
+    /// `apiKey`, `api`, `headers`, `authHeader`, `models`). Answer: null.
+    RegisterProvider { name: String, config: Value },
+    /// `unregister_provider` `{name}`. Answer: whether it was registered.
+    UnregisterProvider { name: String },
 }
 
-const CONTROL_TYPES: [&str; 14] = [
+const CONTROL_TYPES: [&str; 16] = [
+    "register_provider",
+    "unregister_provider",
     "exec",
     "register_tool",
     "unregister_tool",
@@ -416,6 +424,16 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
             name: text("name")?,
         },
         "unregister_command" => ControlAction::UnregisterCommand {
+            name: text("name")?,
+        },
+        "register_provider" => ControlAction::RegisterProvider {
+            name: text("name")?,
+            config: match fields.0.get("config") {
+                Some(config @ Value::Object(_)) => config.clone(),
+                _ => return Err("register_provider: config must be an object".into()),
+            },
+        },
+        "unregister_provider" => ControlAction::UnregisterProvider {
             name: text("name")?,
         },
         _ => ControlAction::WaitForIdle,

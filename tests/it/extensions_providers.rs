@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::extensions::with_extensions;
+use crate::extensions_v2::ask;
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{Pi, Setup};
@@ -130,4 +131,119 @@ fn a_provider_hook_past_its_deadline_fails_the_extension_and_the_request_goes_on
     // The headers hook had answered; the payload went out as built.
     assert_eq!(requests[0].header("x-ext"), Some("v2_providers"));
     assert!(requests[0].body.get("temperature").is_none());
+}
+
+#[test]
+fn an_extension_registers_a_provider_that_pi_rs_serves_with_its_own_wire_api() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["From the proxy."])),
+        Reply::sse(sse::anthropic_text(&["Through the gateway."])),
+    ]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2_providers.py"])
+        .env("EXT_PROXY_KEY", "proxy-secret-4711");
+    let mut pi = Pi::spawn(&setup);
+    let model = json!({"id": "proxy-claude", "name": "Proxy Claude", "reasoning": false,
+        "input": ["text"], "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 100000, "maxTokens": 4096});
+    let register = json!({"type": "register_provider", "id": "r1", "name": "ext-proxy",
+        "config": {"baseUrl": fake.base_url(), "apiKey": "$EXT_PROXY_KEY",
+            "api": "anthropic-messages", "headers": {"X-Proxy": "yes"}, "models": [model]}});
+    let answer = ask(&mut pi, &[register], "r1");
+    assert_eq!(answer["result"], Value::Null, "{answer}");
+
+    // Bad registrations are refused and change nothing.
+    let command_key = json!({"type": "register_provider", "id": "r2", "name": "bad",
+        "config": {"baseUrl": "http://127.0.0.1:9", "apiKey": "!cat /etc/passwd",
+            "api": "anthropic-messages", "models": [model]}});
+    let answer = ask(&mut pi, &[command_key], "r2");
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("!command")),
+        "{answer}"
+    );
+    let no_api = json!({"type": "register_provider", "id": "r3", "name": "bad",
+        "config": {"baseUrl": "http://127.0.0.1:9", "models": [model]}});
+    let answer = ask(&mut pi, &[no_api], "r3");
+    assert_eq!(
+        answer["error"],
+        "register_provider: Provider bad, model proxy-claude: no \"api\" specified. Set at provider or model level.",
+        "{answer}"
+    );
+
+    let available = pi.command("m", "get_available_models", json!({}));
+    let listed = |available: &Value, provider: &str, id: &str| {
+        available["data"]["models"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["provider"] == provider && m["id"] == id))
+    };
+    assert!(
+        listed(&available, "ext-proxy", "proxy-claude"),
+        "{available}"
+    );
+    assert!(!listed(&available, "bad", "proxy-claude"), "{available}");
+
+    let set = pi.command(
+        "s",
+        "set_model",
+        json!({"provider": "ext-proxy", "modelId": "proxy-claude"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    pi.command("p", "prompt", json!({"message": "hello proxy"}));
+    let end = pi.wait_for_event("agent_end");
+    let reply = end["messages"].as_array().and_then(|m| m.last()).cloned();
+    assert_eq!(
+        reply
+            .as_ref()
+            .map(|m| (m["provider"].clone(), m["model"].clone())),
+        Some((json!("ext-proxy"), json!("proxy-claude")))
+    );
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].header("x-api-key"), Some("proxy-secret-4711"));
+    assert_eq!(requests[0].header("x-proxy"), Some("yes"));
+    assert_eq!(requests[0].body["model"], "proxy-claude");
+
+    // Unregistered: its models leave the registry.
+    let answer = ask(
+        &mut pi,
+        &[json!({"type": "unregister_provider", "id": "u1", "name": "ext-proxy"})],
+        "u1",
+    );
+    assert_eq!(answer["result"], true, "{answer}");
+    let available = pi.command("m2", "get_available_models", json!({}));
+    assert!(
+        !listed(&available, "ext-proxy", "proxy-claude"),
+        "{available}"
+    );
+
+    // Only headers for an existing provider: its models stay, its requests carry them.
+    let set = pi.command(
+        "s2",
+        "set_model",
+        json!({"provider": "fake-anthropic", "modelId": "fake-claude"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    let gateway = json!({"type": "register_provider", "id": "r4", "name": "fake-anthropic",
+        "config": {"headers": {"X-Gateway": "g1"}}});
+    assert_eq!(ask(&mut pi, &[gateway], "r4")["result"], Value::Null);
+    let available = pi.command("m3", "get_available_models", json!({}));
+    assert!(
+        listed(&available, "fake-anthropic", "fake-claude-plain"),
+        "{available}"
+    );
+    pi.command("p2", "prompt", json!({"message": "hello gateway"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[1].header("x-gateway"), Some("g1"));
+    assert_eq!(requests[1].header("x-api-key"), Some("test-key"));
+
+    // The key never reached stdout.
+    for index in 0..pi.records().len() {
+        assert!(
+            !pi.raw_line(index).contains("proxy-secret-4711"),
+            "{}",
+            pi.raw_line(index)
+        );
+    }
 }
