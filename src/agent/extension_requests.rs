@@ -349,11 +349,17 @@ impl Agent {
             }
             ControlAction::RegisterProvider { name, config } => {
                 self.config.register_provider(&name, &config)?;
+                if config.get("streamSimple").and_then(Value::as_bool) == Some(true) {
+                    self.extensions.stream_providers.insert(name, extension);
+                } else {
+                    self.extensions.stream_providers.remove(&name);
+                }
                 self.refresh_current_model();
                 Ok(Value::Null)
             }
             ControlAction::UnregisterProvider { name } => {
                 let removed = self.config.unregister_provider(&name);
+                self.extensions.stream_providers.remove(&name);
                 self.refresh_current_model();
                 Ok(json!(removed))
             }

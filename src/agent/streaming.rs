@@ -192,10 +192,21 @@ impl Agent {
         request.hooks = self.provider_hooks(true);
         let block_images = self.config.block_images();
         let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
+        // (v2) A provider an extension streams itself gets the whole conversation every time.
+        let served_by = self
+            .extensions
+            .stream_providers
+            .get(&request.model.provider)
+            .copied()
+            .zip(self.extensions.host.as_ref().map(|h| h.hook_channel()));
         request.history = match &replacement {
             // This request only: the cache keeps describing the agent's own messages.
             Some(messages) => {
                 request.messages = to_llm(messages);
+                None
+            }
+            None if served_by.is_some() => {
+                request.messages = to_llm(&self.messages);
                 None
             }
             None => self
@@ -205,7 +216,17 @@ impl Agent {
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
-        let handle = provider::spawn_stream(req, request, sender);
+        let handle = match served_by {
+            Some((extension, channel)) => {
+                let payload = crate::extensions::providers::stream_request(&request);
+                provider::spawn_served(req, sender, move |send, cancelled| {
+                    crate::extensions::providers::serve_stream(
+                        &channel, extension, &payload, send, cancelled,
+                    )
+                })
+            }
+            None => provider::spawn_stream(req, request, sender),
+        };
         self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,

@@ -268,6 +268,33 @@ impl HookChannel {
         outcome
     }
 
+    /// Starts a response `extension` streams (`request`: the `stream_request` fields); returns
+    /// the stream's wire id and where its events arrive (at most `capacity` unread; the channel
+    /// disconnects after `done`/`error`, when the extension fails, or when the reader is slow).
+    pub fn stream(
+        &self,
+        extension: ExtensionId,
+        request: &Value,
+        capacity: usize,
+    ) -> (String, crossbeam_channel::Receiver<Value>) {
+        let wire = format!("s{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let (reply, events) = crossbeam_channel::bounded(capacity);
+        let _ = self.control.send(Control::StartStream {
+            extension,
+            line: protocol::stream_request_line(&wire, request),
+            wire: wire.clone(),
+            reply,
+        });
+        (wire, events)
+    }
+
+    /// The reader of a stream is gone (abort): the extension is told `cancel_stream`.
+    pub fn cancel_stream(&self, wire: &str) {
+        let _ = self.control.send(Control::CancelStream {
+            wire: wire.to_string(),
+        });
+    }
+
     /// An event for the protocol-2 extensions subscribed to its `type`.
     pub fn event_v2(&self, event: Value) {
         let _ = self.control.send(Control::Event {
@@ -377,6 +404,7 @@ impl ExtensionHost {
             dialogs: HashMap::new(),
             next_wire: 0,
             last_child_check: Instant::now(),
+            streams: HashMap::new(),
         };
         let router = std::thread::Builder::new()
             .name("extension-host".into())

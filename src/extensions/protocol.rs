@@ -229,6 +229,12 @@ pub enum ExtensionMessage {
         id: String,
         error: Option<String>,
     },
+    /// (v2) One event of a model response the extension streams for its provider (`id`: the
+    /// `stream_request`'s); `event` is an object with a string `type`.
+    StreamEvent {
+        id: String,
+        event: Value,
+    },
     Action(Action),
     /// A UI request. `id` is the extension's own id (dialogs only); `request` holds the method's
     /// fields in the order of pi's `extension_ui_request`, without `type` and `id`.
@@ -259,7 +265,9 @@ impl ExtensionMessage {
     pub fn needs_v2(&self) -> bool {
         matches!(
             self,
-            ExtensionMessage::Query { .. } | ExtensionMessage::Control { .. }
+            ExtensionMessage::Query { .. }
+                | ExtensionMessage::Control { .. }
+                | ExtensionMessage::StreamEvent { .. }
         )
     }
 
@@ -271,6 +279,7 @@ impl ExtensionMessage {
             ExtensionMessage::ToolUpdate { .. } => "tool_update",
             ExtensionMessage::ToolResult { .. } => "tool_result",
             ExtensionMessage::CommandDone { .. } => "command_done",
+            ExtensionMessage::StreamEvent { .. } => "stream_event",
             ExtensionMessage::Action(_) => "action",
             ExtensionMessage::Ui { .. } => "ui",
             ExtensionMessage::Error { .. } => "error",
@@ -595,6 +604,20 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
                 output,
                 terminate,
             })
+        }
+        "stream_event" => {
+            let id = fields.string("id")?;
+            match object.get("event") {
+                Some(event) if event.get("type").is_some_and(Value::is_string) => {
+                    Ok(ExtensionMessage::StreamEvent {
+                        id,
+                        event: event.clone(),
+                    })
+                }
+                _ => Err(bad(
+                    "stream_event.event must be an object with a string type",
+                )),
+            }
         }
         "command_done" => Ok(ExtensionMessage::CommandDone {
             id: fields.string("id")?,
@@ -949,6 +972,25 @@ pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> Stri
 
 pub fn event_line(event: &Value) -> String {
     json!({"type": "event", "event": event}).to_string()
+}
+
+/// (v2) `{"type":"stream_request","id",…request}`: stream a model response for the extension's
+/// provider (`request`: `model`, `context`, `options`).
+pub fn stream_request_line(id: &str, request: &Value) -> String {
+    let mut line = Map::new();
+    line.insert("type".into(), "stream_request".into());
+    line.insert("id".into(), id.into());
+    if let Value::Object(fields) = request {
+        for (key, value) in fields {
+            line.insert(key.clone(), value.clone());
+        }
+    }
+    Value::Object(line).to_string()
+}
+
+/// (v2) `{"type":"cancel_stream","id"}`: pi-rs no longer reads that stream (abort).
+pub fn cancel_stream_line(id: &str) -> String {
+    json!({"type": "cancel_stream", "id": id}).to_string()
 }
 
 pub fn hook_line(id: &str, hook: HookKind, deadline_ms: u64, payload: &Value) -> String {

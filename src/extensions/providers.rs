@@ -19,10 +19,13 @@ use crossbeam_channel::{Receiver, at, select};
 use serde_json::{Map, Value, json};
 
 use super::hooks::HookOutcome;
-use super::host::{ExtensionHost, HookChannel};
+use super::host::{ExtensionHost, ExtensionId, HookChannel};
 use super::protocol::HookKind;
 use crate::config::Model;
-use crate::provider::types::{Cancelled, RequestHooks};
+use crate::messages::{StopReason, Usage};
+use crate::provider::types::{
+    BlockKind, Cancelled, ProviderError, RequestHooks, StreamEvent, StreamRequest,
+};
 
 /// Added to the extensions' deadlines before a provider thread stops waiting on its own (the
 /// router normally answers first: a missed deadline fails the extension and ends its step).
@@ -174,5 +177,274 @@ impl RequestHooks for ProviderHooks {
                 "model": model.id,
             }));
         }
+    }
+}
+
+// ---- providers that stream themselves (`register_provider` with `streamSimple: true`) -----------
+
+/// Events of one extension-streamed response waiting for the provider thread.
+const STREAM_CAPACITY: usize = 1024;
+
+/// Serves a request of a provider the extension streams itself, on the request's thread (see
+/// `provider::spawn_served`): the `stream_request` goes out, each `stream_event` is turned into
+/// pi-rs's stream events, and the stream ends with exactly one `Done` or `Failed`. A dropped
+/// handle (abort) ends it at once and tells the extension `cancel_stream`; a silent extension is
+/// ended by the agent's idle timeout (which drops the handle).
+pub fn serve_stream(
+    channel: &HookChannel,
+    extension: ExtensionId,
+    request: &Value,
+    send: &dyn Fn(StreamEvent) -> bool,
+    cancelled: &Receiver<()>,
+) {
+    let (wire, events) = channel.stream(extension, request, STREAM_CAPACITY);
+    let mut state = StreamState::default();
+    loop {
+        select! {
+            recv(events) -> event => {
+                let produced = match event {
+                    Ok(event) => state.convert(&event),
+                    Err(_) => vec![failed(
+                        "The extension stopped streaming before the response ended".into(),
+                    )],
+                };
+                for event in produced {
+                    let end = matches!(event, StreamEvent::Done { .. } | StreamEvent::Failed(_));
+                    if !send(event) {
+                        channel.cancel_stream(&wire);
+                        return;
+                    }
+                    if end {
+                        return;
+                    }
+                }
+            }
+            recv(cancelled) -> _ => {
+                channel.cancel_stream(&wire);
+                return;
+            }
+        }
+    }
+}
+
+/// The `stream_request` fields for a request: `model` (as `get_state` shows it), `context`
+/// (`systemPrompt`, `messages` as `get_messages` shows them, `tools`) and `options` (`apiKey`,
+/// `headers`, `thinkingLevel`, `maxTokens`, `sessionId`).
+pub fn stream_request(request: &StreamRequest) -> Value {
+    let headers: Map<String, Value> = request
+        .headers
+        .iter()
+        .map(|(name, value)| (name.clone(), Value::String(value.clone())))
+        .collect();
+    let tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        .collect();
+    json!({
+        "model": request.model,
+        "context": {
+            "systemPrompt": request.system_prompt,
+            "messages": request.messages,
+            "tools": tools,
+        },
+        "options": {
+            "apiKey": request.api_key,
+            "headers": headers,
+            "thinkingLevel": request.thinking.as_str(),
+            "maxTokens": request.max_tokens.unwrap_or(request.model.max_tokens.min(32000)),
+            "sessionId": request.session_id,
+        },
+    })
+}
+
+fn failed(message: String) -> StreamEvent {
+    StreamEvent::Failed(ProviderError {
+        message,
+        retry_after: None,
+    })
+}
+
+/// The stream so far: whether it opened, and the content index pi-rs gave each of the
+/// extension's `contentIndex` values (in order of their start).
+#[derive(Default)]
+struct StreamState {
+    opened: bool,
+    indexes: Vec<(u64, usize)>,
+}
+
+impl StreamState {
+    /// One `stream_event` → pi-rs's stream events; a malformed event fails the stream.
+    fn convert(&mut self, event: &Value) -> Vec<StreamEvent> {
+        match self.try_convert(event) {
+            Ok(events) => events,
+            Err(error) => vec![failed(format!(
+                "Bad stream event from the extension: {error}"
+            ))],
+        }
+    }
+
+    fn try_convert(&mut self, event: &Value) -> Result<Vec<StreamEvent>, String> {
+        let kind = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        if !self.opened && kind != "error" {
+            self.opened = true;
+            out.push(StreamEvent::Opened);
+        }
+        let text = |key: &str| -> Result<String, String> {
+            event
+                .get(key)
+                .and_then(Value::as_str)
+                .map(String::from)
+                .ok_or_else(|| format!("{kind}: {key} must be a string"))
+        };
+        let wire_index = || -> Result<u64, String> {
+            event
+                .get("contentIndex")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| format!("{kind}: contentIndex must be a whole number"))
+        };
+        match kind {
+            "start" => {}
+            "text_start" | "thinking_start" | "toolcall_start" => {
+                let wire = wire_index()?;
+                if self.indexes.iter().any(|(w, _)| *w == wire) {
+                    return Err(format!("{kind}: block {wire} was started before"));
+                }
+                let block = match kind {
+                    "text_start" => BlockKind::Text,
+                    "thinking_start" => BlockKind::Thinking { redacted: false },
+                    _ => BlockKind::ToolCall {
+                        id: text("id")?,
+                        name: text("toolName")?,
+                    },
+                };
+                let index = self.indexes.len();
+                self.indexes.push((wire, index));
+                out.push(StreamEvent::BlockStart { index, kind: block });
+            }
+            "text_delta" | "thinking_delta" | "toolcall_delta" => {
+                let index = self.index(wire_index()?, kind)?;
+                out.push(StreamEvent::Delta {
+                    index,
+                    delta: text("delta")?,
+                });
+            }
+            "text_end" | "thinking_end" | "toolcall_end" => {
+                let index = self.index(wire_index()?, kind)?;
+                let signature = event
+                    .get("signature")
+                    .and_then(Value::as_str)
+                    .map(String::from);
+                out.push(StreamEvent::BlockEnd { index, signature });
+            }
+            "done" => {
+                if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+                    let mut usage: Usage = serde_json::from_value(usage.clone())
+                        .map_err(|e| format!("done: usage: {e}"))?;
+                    if usage.total_tokens == 0 {
+                        usage.total_tokens =
+                            usage.input + usage.output + usage.cache_read + usage.cache_write;
+                    }
+                    out.push(StreamEvent::Usage(usage));
+                }
+                let stop_reason = match event.get("reason").and_then(Value::as_str) {
+                    None | Some("stop") => StopReason::Stop,
+                    Some("length") => StopReason::Length,
+                    Some("toolUse") => StopReason::ToolUse,
+                    Some(other) => return Err(format!("done: unknown reason {other:?}")),
+                };
+                out.push(StreamEvent::Done {
+                    stop_reason,
+                    error_message: None,
+                });
+            }
+            "error" => {
+                let message = event
+                    .get("errorMessage")
+                    .and_then(Value::as_str)
+                    .unwrap_or("The extension's stream failed")
+                    .to_string();
+                if self.opened {
+                    let aborted = event.get("reason").and_then(Value::as_str) == Some("aborted");
+                    out.push(StreamEvent::Done {
+                        stop_reason: if aborted {
+                            StopReason::Aborted
+                        } else {
+                            StopReason::Error
+                        },
+                        error_message: Some(message),
+                    });
+                } else {
+                    out.push(failed(message));
+                }
+            }
+            other => return Err(format!("unknown event type {other:?}")),
+        }
+        Ok(out)
+    }
+
+    fn index(&self, wire: u64, kind: &str) -> Result<usize, String> {
+        self.indexes
+            .iter()
+            .find(|(w, _)| *w == wire)
+            .map(|(_, index)| *index)
+            .ok_or_else(|| format!("{kind}: block {wire} was not started"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_events_become_pi_rs_stream_events() {
+        let mut state = StreamState::default();
+        let events = [
+            json!({"type": "start"}),
+            json!({"type": "text_start", "contentIndex": 3}),
+            json!({"type": "text_delta", "contentIndex": 3, "delta": "Hi"}),
+            json!({"type": "toolcall_start", "contentIndex": 7, "id": "c1", "toolName": "read"}),
+            json!({"type": "toolcall_delta", "contentIndex": 7, "delta": "{}"}),
+            json!({"type": "toolcall_end", "contentIndex": 7}),
+            json!({"type": "text_end", "contentIndex": 3}),
+            json!({"type": "done", "reason": "toolUse", "usage": {"input": 5, "output": 2}}),
+        ];
+        let out: Vec<StreamEvent> = events.iter().flat_map(|e| state.convert(e)).collect();
+        assert_eq!(out[0], StreamEvent::Opened);
+        assert_eq!(
+            out[1],
+            StreamEvent::BlockStart {
+                index: 0,
+                kind: BlockKind::Text
+            }
+        );
+        assert!(matches!(&out[3], StreamEvent::BlockStart { index: 1, .. }));
+        assert_eq!(
+            out[5],
+            StreamEvent::BlockEnd {
+                index: 1,
+                signature: None
+            }
+        );
+        assert!(matches!(&out[7], StreamEvent::Usage(u) if u.total_tokens == 7));
+        assert!(matches!(
+            &out[8],
+            StreamEvent::Done {
+                stop_reason: StopReason::ToolUse,
+                ..
+            }
+        ));
+        let mut bad = StreamState::default();
+        let out = bad.convert(&json!({"type": "text_delta", "contentIndex": 0, "delta": "x"}));
+        assert!(
+            matches!(out.last(), Some(StreamEvent::Failed(e)) if e.message.contains("was not started"))
+        );
+        let mut early = StreamState::default();
+        let out = early.convert(&json!({"type": "error", "errorMessage": "quota"}));
+        assert_eq!(out, vec![failed("quota".into())]);
     }
 }

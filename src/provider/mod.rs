@@ -104,6 +104,31 @@ pub fn spawn_stream(
     }
 }
 
+/// Starts a request that is not served over HTTP by pi-rs (an extension streams the response):
+/// `serve` runs on the request's own thread with a send function (false once the agent dropped
+/// the receiver) and the cancel receiver (disconnected when the handle is dropped), and must end
+/// with exactly one `Done` or `Failed`, as `spawn_stream`'s requests do.
+pub fn spawn_served(
+    req: RequestId,
+    events: Sender<ProviderEvent>,
+    serve: impl FnOnce(&dyn Fn(StreamEvent) -> bool, &Receiver<()>) + Send + 'static,
+) -> StreamHandle {
+    let (cancel, cancelled) = crossbeam_channel::bounded::<()>(0);
+    let thread = std::thread::Builder::new()
+        .name(format!("provider-{}", req.0))
+        .spawn(move || {
+            let send = |event: StreamEvent| events.send(ProviderEvent { req, event }).is_ok();
+            serve(&send, &cancelled);
+        })
+        .ok();
+    StreamHandle {
+        req,
+        http: None,
+        _cancel: cancel,
+        _thread: thread,
+    }
+}
+
 /// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
 /// store and proxy choice: `crate::net`.
 fn http_agent(idle: Duration) -> ureq::Agent {

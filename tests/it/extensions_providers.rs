@@ -247,3 +247,54 @@ fn an_extension_registers_a_provider_that_pi_rs_serves_with_its_own_wire_api() {
         );
     }
 }
+
+#[test]
+fn an_extension_streams_the_responses_of_its_own_provider() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2_providers.py"]);
+    let mut pi = Pi::spawn(&setup);
+    let register = json!({"type": "register_provider", "id": "r1", "name": "ext-stream",
+        "config": {"baseUrl": "http://127.0.0.1:9", "apiKey": "stream-key-0815",
+            "api": "ext-stream-api", "streamSimple": true,
+            "models": [{"id": "streamer", "name": "Streamer", "input": ["text"],
+                "contextWindow": 32000, "maxTokens": 1000}]}});
+    assert_eq!(ask(&mut pi, &[register], "r1")["result"], Value::Null);
+    let set = pi.command(
+        "s",
+        "set_model",
+        json!({"provider": "ext-stream", "modelId": "streamer"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+
+    pi.command("p", "prompt", json!({"message": "hello stream"}));
+    let end = pi.wait_for_event("agent_end");
+    let reply = end["messages"].as_array().and_then(|m| m.last()).cloned();
+    let reply = reply.expect("a reply");
+    assert_eq!(reply["stopReason"], "stop", "{reply}");
+    assert_eq!(reply["provider"], "ext-stream");
+    assert_eq!(reply["api"], "ext-stream-api");
+    assert_eq!(reply["usage"]["input"], 7);
+    assert_eq!(reply["usage"]["totalTokens"], 10);
+    // The extension got the key it registered; stdout shows it redacted.
+    let text = reply["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("streamed: hello stream ("), "{text}");
+    assert!(!text.contains("stream-key-0815"), "{text}");
+
+    // An abort reaches the extension's stream at once.
+    pi.command("p2", "prompt", json!({"message": "STREAM-HANG now"}));
+    // The extension started its text block: the stream is open.
+    pi.records_until_event("message_update");
+    let abort = pi.command("a", "abort", json!({}));
+    assert_eq!(abort["success"], true, "{abort}");
+    let cancelled = notice(&mut pi, "cancelled ");
+    assert!(cancelled.starts_with('s'), "{cancelled}");
+    pi.wait_for_event("agent_end");
+    assert!(fake.requests().is_empty());
+    for index in 0..pi.records().len() {
+        assert!(
+            !pi.raw_line(index).contains("stream-key-0815"),
+            "{}",
+            pi.raw_line(index)
+        );
+    }
+}

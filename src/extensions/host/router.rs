@@ -60,6 +60,18 @@ pub(super) enum Control {
         grace: Duration,
         done: Sender<()>,
     },
+    /// (v2) A model response the extension streams: `line` goes to it, its `stream_event`s
+    /// with id `wire` to `reply` (dropped when the stream ends or the extension fails).
+    StartStream {
+        extension: ExtensionId,
+        wire: String,
+        line: String,
+        reply: Sender<Value>,
+    },
+    /// (v2) The stream's reader is gone (abort): the extension is told `cancel_stream`.
+    CancelStream {
+        wire: String,
+    },
     /// The agent's answer to a v2 request (`kind`: `query_result` / `action_result`).
     Answer {
         extension: ExtensionId,
@@ -158,6 +170,8 @@ pub(super) struct Router {
     pub(super) dialogs: HashMap<String, Dialog>,
     pub(super) next_wire: u64,
     pub(super) last_child_check: Instant,
+    /// (v2) Responses extensions stream, by wire id: (extension, where the events go).
+    pub(super) streams: HashMap<String, (usize, Sender<Value>)>,
 }
 
 impl Router {
@@ -341,6 +355,22 @@ impl Router {
                 self.send(index, protocol::answer_line(kind, &id, &answer), kind);
             }
             Control::Shutdown { .. } => {}
+            Control::StartStream {
+                extension,
+                wire,
+                line,
+                reply,
+            } => {
+                // A failed extension: `reply` is dropped here, the reader sees the stream end.
+                if self.send(extension.0, line, "stream") {
+                    self.streams.insert(wire, (extension.0, reply));
+                }
+            }
+            Control::CancelStream { wire } => {
+                if let Some((index, _)) = self.streams.remove(&wire) {
+                    self.send(index, protocol::cancel_stream_line(&wire), "stream");
+                }
+            }
         }
     }
 
@@ -617,6 +647,23 @@ impl Router {
                     });
                 }
             }
+            ExtensionMessage::StreamEvent { id, event } => {
+                let Some((owner, reply)) = self.streams.get(&id) else {
+                    log::debug!("stream event for unknown stream {id}");
+                    return;
+                };
+                if *owner != index {
+                    return;
+                }
+                let terminal = matches!(
+                    event.get("type").and_then(Value::as_str),
+                    Some("done" | "error")
+                );
+                // A reader that cannot keep up (or is gone) ends the stream: never block here.
+                if reply.try_send(event).is_err() || terminal {
+                    self.streams.remove(&id);
+                }
+            }
             ExtensionMessage::Action(action) => self.emit(ExtensionEvent::Action {
                 extension: ExtensionId(index),
                 action,
@@ -725,6 +772,7 @@ impl Router {
                 });
             }
         }
+        self.streams.retain(|_, (owner, _)| *owner != index);
         self.dialogs.retain(|_, dialog| {
             !matches!(dialog.owner, DialogOwner::Extension { extension, .. } if extension == index)
         });
