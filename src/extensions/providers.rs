@@ -112,8 +112,11 @@ impl RequestHooks for ProviderHooks {
         headers: &[(String, String)],
         cancelled: &Receiver<()>,
     ) -> Result<Vec<(String, Option<String>)>, Cancelled> {
+        // `Authorization` may carry a key pi-rs resolved (`authHeader`, a bearer token): never
+        // shown; an answer may still set or remove it.
         let shown: Map<String, Value> = headers
             .iter()
+            .filter(|(name, _)| !name.eq_ignore_ascii_case("authorization"))
             .map(|(name, value)| (name.clone(), Value::String(value.clone())))
             .collect();
         let payload = json!({ "headers": shown });

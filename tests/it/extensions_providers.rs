@@ -30,12 +30,13 @@ fn notice(pi: &mut Pi, prefix: &str) -> String {
     record["message"].as_str().unwrap_or_default()[prefix.len()..].to_string()
 }
 
-/// fixtures/models.json with extra headers on the fake Anthropic provider.
+/// fixtures/models.json with extra headers (and `authHeader`: an `Authorization` carrying the
+/// key) on the fake Anthropic provider.
 fn models_with_headers() -> String {
     let text = fixture("models.json");
     text.replacen(
         "\"apiKey\": \"test-key\",",
-        "\"apiKey\": \"test-key\",\n      \"headers\": {\"X-Team\": \"blue\", \"X-Drop-Me\": \"1\"},",
+        "\"apiKey\": \"test-key\",\n      \"headers\": {\"X-Team\": \"blue\", \"X-Drop-Me\": \"1\"}, \"authHeader\": true,",
         1,
     )
 }
@@ -49,7 +50,7 @@ fn provider_hooks_see_the_extra_headers_change_the_request_and_observe_the_strea
     pi.command("p", "prompt", json!({"message": "hello SET-TEMPERATURE"}));
     pi.wait_for_event("agent_end");
 
-    // The headers hook is shown the extra headers, never the API key's.
+    // The headers hook is shown the extra headers, never those carrying the API key.
     let shown: Value = serde_json::from_str(&notice(&mut pi, "headers ")).expect("json");
     assert_eq!(shown, json!({"X-Drop-Me": "1", "X-Team": "blue"}));
     assert_eq!(notice(&mut pi, "payload "), "fake-claude");
@@ -60,6 +61,7 @@ fn provider_hooks_see_the_extra_headers_change_the_request_and_observe_the_strea
     assert_eq!(request.header("x-drop-me"), None);
     assert_eq!(request.header("x-team"), Some("blue"));
     assert_eq!(request.header("x-api-key"), Some("test-key"));
+    assert_eq!(request.header("authorization"), Some("Bearer test-key"));
     // The payload the extension returned is the body sent.
     assert_eq!(request.body["temperature"], 0.25);
     assert_eq!(request.body["model"], "fake-claude");
