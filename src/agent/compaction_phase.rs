@@ -150,7 +150,10 @@ impl Agent {
             .expect("found running above");
         // The summary is not streamed to the client: only the finished text matters.
         let finished = match event.event {
-            StreamEvent::Opened | StreamEvent::Meta { .. } | StreamEvent::Retrying { .. } => None,
+            StreamEvent::Opened
+            | StreamEvent::Meta { .. }
+            | StreamEvent::Retrying { .. }
+            | StreamEvent::Waiting { .. } => None,
             StreamEvent::BlockStart { index, kind } => {
                 draft.block_start(index, kind);
                 None

@@ -56,6 +56,9 @@ pub struct Extensions {
     pub context_hook: Option<crate::extensions::HookId>,
     /// (v2) `wait_for_idle` requests, answered once the agent is idle.
     pub idle_waiters: Vec<(crate::extensions::ExtensionId, String)>,
+    /// (v2) Providers an extension registered with `streamSimple: true`: it streams their
+    /// responses itself.
+    pub stream_providers: std::collections::HashMap<String, crate::extensions::ExtensionId>,
 }
 
 impl Extensions {
@@ -80,6 +83,7 @@ impl Extensions {
             context_hook: None,
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
+            stream_providers: std::collections::HashMap::new(),
         }
     }
 }

@@ -27,6 +27,14 @@ pub struct PendingExec {
 }
 
 impl Agent {
+    /// After the registry changed (an extension's provider): the current model as the registry
+    /// now describes it (base URL, headers); a model that left the registry stays as it was.
+    fn refresh_current_model(&mut self) {
+        if let Some(model) = self.config.find_model(&self.model.provider, &self.model.id) {
+            self.model = model;
+        }
+    }
+
     pub(super) fn on_extension_query(&mut self, extension: ExtensionId, id: &str, query: Query) {
         let answer = self.answer_query(extension, query);
         if let Some(host) = &self.extensions.host {
@@ -338,6 +346,22 @@ impl Agent {
                     host.register_command(extension, decl);
                 }
                 Ok(Value::Null)
+            }
+            ControlAction::RegisterProvider { name, config } => {
+                self.config.register_provider(&name, &config)?;
+                if config.get("streamSimple").and_then(Value::as_bool) == Some(true) {
+                    self.extensions.stream_providers.insert(name, extension);
+                } else {
+                    self.extensions.stream_providers.remove(&name);
+                }
+                self.refresh_current_model();
+                Ok(Value::Null)
+            }
+            ControlAction::UnregisterProvider { name } => {
+                let removed = self.config.unregister_provider(&name);
+                self.extensions.stream_providers.remove(&name);
+                self.refresh_current_model();
+                Ok(json!(removed))
             }
             ControlAction::UnregisterCommand { name } => {
                 Ok(json!(self.extensions.host.as_mut().is_some_and(|host| {

@@ -78,7 +78,22 @@ impl Agent {
             session_id: self.session.id().to_string(),
             idle_timeout: self.settings.idle_timeout,
             provider_retry: self.config.provider_retry(),
+            hooks: self.provider_hooks(false),
         })
+    }
+
+    /// (v2) The extensions' provider hooks for a request (`loop_request`: of the agent loop,
+    /// not a compaction summary), when any extension wants them.
+    fn provider_hooks(
+        &self,
+        loop_request: bool,
+    ) -> Option<std::sync::Arc<dyn provider::types::RequestHooks>> {
+        let host = self.extensions.host.as_ref()?;
+        crate::extensions::providers::request_hooks(
+            host,
+            self.extensions.hook_deadline,
+            loop_request,
+        )
     }
 
     /// A login refresh ended (or its worker died): record it, then go on with what waited.
@@ -174,12 +189,24 @@ impl Agent {
             self.fail_before_stream(message);
             return;
         };
+        request.hooks = self.provider_hooks(true);
         let block_images = self.config.block_images();
         let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
+        // (v2) A provider an extension streams itself gets the whole conversation every time.
+        let served_by = self
+            .extensions
+            .stream_providers
+            .get(&request.model.provider)
+            .copied()
+            .zip(self.extensions.host.as_ref().map(|h| h.hook_channel()));
         request.history = match &replacement {
             // This request only: the cache keeps describing the agent's own messages.
             Some(messages) => {
                 request.messages = to_llm(messages);
+                None
+            }
+            None if served_by.is_some() => {
+                request.messages = to_llm(&self.messages);
                 None
             }
             None => self
@@ -189,7 +216,17 @@ impl Agent {
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
-        let handle = provider::spawn_stream(req, request, sender);
+        let handle = match served_by {
+            Some((extension, channel)) => {
+                let payload = crate::extensions::providers::stream_request(&request);
+                provider::spawn_served(req, sender, move |send, cancelled| {
+                    crate::extensions::providers::serve_stream(
+                        &channel, extension, &payload, send, cancelled,
+                    )
+                })
+            }
+            None => provider::spawn_stream(req, request, sender),
+        };
         self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,
@@ -231,7 +268,7 @@ impl Agent {
         }
         stream.last_event = Instant::now();
         let event: Option<Event> = match event.event {
-            StreamEvent::Retrying { delay } => {
+            StreamEvent::Retrying { delay } | StreamEvent::Waiting { up_to: delay } => {
                 // The provider waits silently; the stream is not idle until that wait is over.
                 stream.last_event += delay;
                 None

@@ -783,6 +783,43 @@ impl Config {
         self.extra_secrets.extend(secrets.iter().cloned());
     }
 
+    /// (extensions) Registers a provider (`Registry::register_provider`). Stricter than pi:
+    /// `!command` values (`apiKey`, `headers`) are refused, since the command would run outside
+    /// the extension's sandbox; `$VAR` values resolve as in models.json. The resolved key and
+    /// header values join the known secrets (redacted from records and logs).
+    pub fn register_provider(&mut self, name: &str, config: &Value) -> Result<(), String> {
+        let header_values = config
+            .get("headers")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|h| h.values());
+        let values: Vec<&str> = config
+            .get("apiKey")
+            .into_iter()
+            .chain(header_values)
+            .filter_map(Value::as_str)
+            .collect();
+        if values.iter().any(|v| v.starts_with('!')) {
+            return Err(
+                "register_provider: `!command` values are not accepted from extensions; pass the value itself or `$VARIABLE`"
+                    .into(),
+            );
+        }
+        self.registry.register_provider(name, config)?;
+        let secrets: Vec<String> = values
+            .iter()
+            .filter_map(|v| auth::resolve_plain(&self.env, v))
+            .filter(|s| crate::redact::is_redactable(s))
+            .collect();
+        self.add_known_secrets(&secrets);
+        Ok(())
+    }
+
+    /// (extensions) Removes a provider an extension registered; false when there was none.
+    pub fn unregister_provider(&mut self, name: &str) -> bool {
+        self.registry.unregister_provider(name)
+    }
+
     /// Whether the project's own config (`.pi/mcp.json`, settings, extensions, …) may be used:
     /// the project-trust decision (`trust`).
     pub fn project_trusted(&self) -> bool {

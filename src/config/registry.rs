@@ -217,6 +217,13 @@ pub struct Registry {
     pub model_headers: HashMap<(String, String), Map<String, Value>>,
     /// Why models.json was ignored, if it was.
     pub load_error: Option<String>,
+    /// models.json's `providers` as the file has them: what extensions' registrations apply over.
+    file_providers: Map<String, Value>,
+    /// Providers registered by extensions (pi's `registerProvider`), in registration order; the
+    /// fields each gives replace the file's for that provider.
+    extension_providers: Vec<(String, Value)>,
+    /// Providers whose models an extension registration replaced: their built-in rows are hidden.
+    replaced: std::collections::HashSet<String>,
 }
 
 impl Registry {
@@ -248,10 +255,81 @@ impl Registry {
             return registry;
         };
         match parse_models_json(text) {
-            Ok(providers) => registry.apply(providers),
+            Ok(providers) => {
+                registry.file_providers = providers.clone();
+                registry.apply(providers);
+            }
             Err(e) => registry.load_error = Some(e),
         }
         registry
+    }
+
+    /// Registers (or replaces) a provider for an extension, as pi's `registerProvider` does with
+    /// the legacy config form: `models` replace every model of that provider (built-ins
+    /// included); without them, `baseUrl` / `headers` / `apiKey` / `api` override the provider's
+    /// and its models stay. Checked like a models.json entry, except that `apiKey` is optional.
+    pub fn register_provider(&mut self, name: &str, config: &Value) -> Result<(), String> {
+        if name.is_empty() || name.contains('/') {
+            return Err(format!(
+                "register_provider: {name:?} is not a provider name"
+            ));
+        }
+        let mut providers = Map::new();
+        providers.insert(name.to_string(), config.clone());
+        let root = serde_json::json!({ "providers": providers });
+        let mut errors = Vec::new();
+        check_schema(&root, &mut errors);
+        if let Some((path, message)) = errors.first() {
+            return Err(format!("register_provider: {path}: {message}"));
+        }
+        check_consistency(&providers, false).map_err(|e| format!("register_provider: {e}"))?;
+        match self.extension_providers.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot.1 = config.clone(),
+            None => self
+                .extension_providers
+                .push((name.to_string(), config.clone())),
+        }
+        self.rebuild();
+        Ok(())
+    }
+
+    /// Removes an extension's provider registration (pi's `unregisterProvider`): the provider's
+    /// built-in or models.json state comes back. False when it was not registered.
+    pub fn unregister_provider(&mut self, name: &str) -> bool {
+        let before = self.extension_providers.len();
+        self.extension_providers.retain(|(n, _)| n != name);
+        let removed = self.extension_providers.len() != before;
+        if removed {
+            self.rebuild();
+        }
+        removed
+    }
+
+    /// The request settings and models again, from the file's providers and the registrations.
+    fn rebuild(&mut self) {
+        let mut merged = self.file_providers.clone();
+        self.replaced.clear();
+        for (name, config) in &self.extension_providers {
+            let entry = merged
+                .entry(name.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let (Some(entry), Some(config)) = (entry.as_object_mut(), config.as_object()) {
+                for (key, value) in config {
+                    entry.insert(key.clone(), value.clone());
+                }
+            }
+            if config
+                .get("models")
+                .and_then(Value::as_array)
+                .is_some_and(|m| !m.is_empty())
+            {
+                self.replaced.insert(name.clone());
+            }
+        }
+        self.provider_configs.clear();
+        self.model_headers.clear();
+        self.all = OnceLock::new();
+        self.apply(merged);
     }
 
     /// Every model in registry order: the built-ins (with models.json's overrides), models.json
@@ -287,6 +365,9 @@ impl Registry {
     /// Built-in rows with models.json's provider-level and per-model overrides applied.
     fn builtins(&self, rows: &str) -> Vec<Model> {
         let mut models = parse_rows(rows);
+        if !self.replaced.is_empty() {
+            models.retain(|m| !self.replaced.contains(&m.provider));
+        }
         if self.providers.is_empty() {
             return models;
         }
@@ -708,7 +789,7 @@ fn parse_models_json(text: &str) -> Result<Map<String, Value>, String> {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    check_consistency(&providers).map_err(|e| format!("Failed to load models.json: {e}"))?;
+    check_consistency(&providers, true).map_err(|e| format!("Failed to load models.json: {e}"))?;
     Ok(providers)
 }
 
@@ -902,7 +983,9 @@ fn check_string_record(v: Option<&Value>, path: &str, errors: &mut Errors) {
 }
 
 /// The reference's checks beyond the schema; the first failure wins.
-fn check_consistency(providers: &Map<String, Value>) -> Result<(), String> {
+/// `api_key_required`: models.json needs an `apiKey` with custom models; an extension's
+/// registration does not (the user may log in instead).
+fn check_consistency(providers: &Map<String, Value>, api_key_required: bool) -> Result<(), String> {
     for (name, config) in providers {
         let is_builtin = is_builtin_provider(name);
         let has = |k: &str| config.get(k).is_some_and(|v| !v.is_null());
@@ -927,7 +1010,7 @@ fn check_consistency(providers: &Map<String, Value>) -> Result<(), String> {
                     "Provider {name}: \"baseUrl\" is required when defining custom models."
                 ));
             }
-            if !has("apiKey") {
+            if api_key_required && !has("apiKey") {
                 return Err(format!(
                     "Provider {name}: \"apiKey\" is required when defining custom models."
                 ));

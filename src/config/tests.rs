@@ -309,3 +309,66 @@ fn broken_files_become_warnings() {
     assert!(warnings[1].ends_with(&format!("File: {}", dir.0.join("models.json").display())));
     assert_eq!(c.all_models().len(), 1698);
 }
+
+#[test]
+fn extension_providers_replace_models_override_fields_and_come_undone() {
+    let dir = TempDir::new("ext-providers");
+    dir.write("models.json", MOCK_MODELS);
+    let mut config = load(&dir, &[("PROXY_KEY", "proxy-key-value-1")]);
+    let anthropic_before = config
+        .all_models()
+        .iter()
+        .filter(|m| m.provider == "anthropic")
+        .count();
+    assert!(anthropic_before > 1);
+    let models = serde_json::json!([{"id": "only-one", "name": "Only one"}]);
+    let replace = serde_json::json!({"baseUrl": "http://127.0.0.1:9", "apiKey": "$PROXY_KEY",
+        "api": "anthropic-messages", "models": models});
+    config.register_provider("anthropic", &replace).unwrap();
+    let ids: Vec<&str> = config
+        .all_models()
+        .iter()
+        .filter(|m| m.provider == "anthropic")
+        .map(|m| m.id.as_str())
+        .collect();
+    assert_eq!(ids, ["only-one"]);
+    assert!(config.find_model("anthropic", "claude-opus-5-5").is_none());
+    assert_eq!(
+        config.api_key("anthropic").as_deref(),
+        Some("proxy-key-value-1")
+    );
+    assert!(
+        config
+            .known_secrets()
+            .contains(&"proxy-key-value-1".to_string())
+    );
+    // Headers only: models.json's provider keeps its models and key.
+    let headers = serde_json::json!({"headers": {"X-Team": "t"}});
+    config.register_provider("mock", &headers).unwrap();
+    let mock = config
+        .all_models()
+        .iter()
+        .find(|m| m.provider == "mock")
+        .cloned();
+    let mock = mock.expect("mock models stay");
+    let (_, request_headers) = config.request_auth(&mock).unwrap();
+    assert!(request_headers.contains(&("X-Team".into(), "t".into())));
+    // Commands and bad shapes are refused and change nothing.
+    let command = serde_json::json!({"apiKey": "!echo hi", "baseUrl": "http://x"});
+    assert!(config.register_provider("cmd", &command).is_err());
+    assert!(config.register_provider("a/b", &headers).is_err());
+    assert!(
+        config
+            .register_provider("x", &serde_json::json!({}))
+            .is_err()
+    );
+    // Undone: the built-ins come back.
+    assert!(config.unregister_provider("anthropic"));
+    assert!(!config.unregister_provider("anthropic"));
+    let anthropic_after = config
+        .all_models()
+        .iter()
+        .filter(|m| m.provider == "anthropic")
+        .count();
+    assert_eq!(anthropic_after, anthropic_before);
+}

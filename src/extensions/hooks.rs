@@ -81,6 +81,11 @@ pub enum HookOutcome {
     SessionChange {
         cancel: bool,
     },
+    /// (v2) `before_provider_headers`: the changes to the request's headers, in order (a name
+    /// set to a value, or removed).
+    ProviderHeaders(Vec<(String, Option<String>)>),
+    /// (v2) `before_provider_request`: the body to send instead, when an extension replaced it.
+    ProviderPayload(Option<Value>),
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -106,6 +111,10 @@ pub struct HookChain {
     system_prompt_replaced: bool,
     /// (v2 `context`) an extension replaced the messages.
     messages_replaced: bool,
+    /// (v2 `before_provider_headers`) the header changes so far.
+    header_patch: Vec<(String, Option<String>)>,
+    /// (v2 `before_provider_request`) an extension replaced the payload.
+    payload_replaced: bool,
 }
 
 impl HookChain {
@@ -127,6 +136,8 @@ impl HookChain {
             injected: Vec::new(),
             system_prompt_replaced: false,
             messages_replaced: false,
+            header_patch: Vec::new(),
+            payload_replaced: false,
         }
     }
 
@@ -214,6 +225,32 @@ impl HookChain {
                     self.messages_replaced = true;
                 }
             }
+            HookKind::BeforeProviderHeaders => {
+                if let Some(headers) = result.get("headers").filter(|v| !v.is_null()) {
+                    let patch = parse_header_patch(headers)?;
+                    let mut shown = self
+                        .payload
+                        .get("headers")
+                        .and_then(Value::as_object)
+                        .cloned()
+                        .unwrap_or_default();
+                    for (name, value) in &patch {
+                        shown.retain(|have, _| !have.eq_ignore_ascii_case(name));
+                        if let Some(value) = value {
+                            shown.insert(name.clone(), value.clone().into());
+                        }
+                    }
+                    self.payload.insert("headers".into(), Value::Object(shown));
+                    self.header_patch.extend(patch);
+                }
+            }
+            HookKind::BeforeProviderRequest => {
+                // Any value replaces the payload (pi: whatever a handler returns but undefined).
+                if let Some(payload) = result.get("payload") {
+                    self.payload.insert("payload".into(), payload.clone());
+                    self.payload_replaced = true;
+                }
+            }
             HookKind::BeforeAgentStart => {
                 if let Some(message) = result.get("message").filter(|v| !v.is_null()) {
                     self.injected.push(parse_injected(message)?);
@@ -239,7 +276,7 @@ impl HookChain {
         }
     }
 
-    pub fn finish(self) -> HookOutcome {
+    pub fn finish(mut self) -> HookOutcome {
         match self.kind {
             HookKind::ToolCall => HookOutcome::ToolCall(match self.blocked {
                 Some(reason) => ToolCallOutcome::Block {
@@ -281,6 +318,12 @@ impl HookChain {
                     .then(|| self.payload.get("messages").cloned())
                     .flatten(),
             ),
+            HookKind::BeforeProviderHeaders => HookOutcome::ProviderHeaders(self.header_patch),
+            HookKind::BeforeProviderRequest => HookOutcome::ProviderPayload(
+                self.payload_replaced
+                    .then(|| self.payload.remove("payload"))
+                    .flatten(),
+            ),
             HookKind::BeforeAgentStart => HookOutcome::BeforeAgentStart(BeforeAgentStartOutcome {
                 messages: self.injected,
                 system_prompt: self
@@ -295,6 +338,34 @@ impl HookChain {
             }),
         }
     }
+}
+
+/// A `before_provider_headers` answer's `headers`: names that are HTTP tokens, each with a value
+/// without line breaks or NULs (set) or null (remove).
+fn parse_header_patch(headers: &Value) -> Result<Vec<(String, Option<String>)>, String> {
+    let Some(object) = headers.as_object() else {
+        return Err("before_provider_headers result: headers must be an object".into());
+    };
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    let mut patch = Vec::with_capacity(object.len());
+    for (name, value) in object {
+        if name.is_empty() || !name.chars().all(token) {
+            return Err(format!(
+                "before_provider_headers result: {name:?} is not a header name"
+            ));
+        }
+        let value = match value {
+            Value::Null => None,
+            Value::String(text) if !text.contains(['\r', '\n', '\0']) => Some(text.clone()),
+            _ => {
+                return Err(format!(
+                    "before_provider_headers result: the value of {name} must be a one-line string or null"
+                ));
+            }
+        };
+        patch.push((name.clone(), value));
+    }
+    Ok(patch)
 }
 
 fn parse_injected(message: &Value) -> Result<InjectedMessage, String> {
@@ -435,6 +506,55 @@ mod tests {
         assert_eq!(outcome.messages.len(), 2);
         assert!(!outcome.messages[1].display);
         assert_eq!(outcome.system_prompt.as_deref(), Some("base+1"));
+    }
+
+    #[test]
+    fn provider_header_changes_chain_and_bad_ones_are_refused() {
+        let mut chain = HookChain::new(
+            HookKind::BeforeProviderHeaders,
+            json!({"headers": {"X-Team": "a", "X-Drop": "1"}}),
+        );
+        chain
+            .apply(&json!({"headers": {"x-team": "b", "X-New": "n"}}))
+            .unwrap();
+        assert_eq!(
+            chain.payload()["headers"],
+            json!({"X-Drop": "1", "x-team": "b", "X-New": "n"})
+        );
+        chain.apply(&json!({"headers": {"X-Drop": null}})).unwrap();
+        assert!(
+            chain
+                .apply(&json!({"headers": {"X-Bad": "a\r\nb"}}))
+                .is_err()
+        );
+        assert!(chain.apply(&json!({"headers": {"bad name": "v"}})).is_err());
+        assert!(chain.apply(&json!({"headers": ["x"]})).is_err());
+        assert_eq!(
+            chain.finish(),
+            HookOutcome::ProviderHeaders(vec![
+                ("x-team".into(), Some("b".into())),
+                ("X-New".into(), Some("n".into())),
+                ("X-Drop".into(), None),
+            ])
+        );
+    }
+
+    #[test]
+    fn provider_payload_is_replaced_by_any_answer_that_names_one() {
+        let mut chain = HookChain::new(
+            HookKind::BeforeProviderRequest,
+            json!({"payload": {"model": "m"}}),
+        );
+        chain.apply(&json!({})).unwrap();
+        assert_eq!(chain.clone().finish(), HookOutcome::ProviderPayload(None));
+        chain
+            .apply(&json!({"payload": {"model": "m", "temperature": 0}}))
+            .unwrap();
+        assert_eq!(chain.payload()["payload"]["temperature"], 0);
+        assert_eq!(
+            chain.finish(),
+            HookOutcome::ProviderPayload(Some(json!({"model": "m", "temperature": 0})))
+        );
     }
 
     #[test]

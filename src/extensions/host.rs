@@ -232,12 +232,84 @@ impl Answerer {
     }
 }
 
+/// (v2) Asks hooks and sends events from a thread that is not the agent (a provider thread):
+/// outcomes come back on a channel of the caller's own, not as `HookResult`s.
+#[derive(Clone)]
+pub struct HookChannel {
+    control: Sender<Control>,
+    /// Shared with the host: hook ids stay unique.
+    next_id: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for HookChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HookChannel")
+    }
+}
+
+impl HookChannel {
+    /// Starts the hook chain; its one outcome arrives on the returned receiver (disconnected
+    /// without an outcome only when the host is gone).
+    pub fn ask(
+        &self,
+        kind: HookKind,
+        payload: Value,
+        deadline: Duration,
+    ) -> crossbeam_channel::Receiver<HookOutcome> {
+        let (reply, outcome) = crossbeam_channel::bounded(1);
+        let id = HookId(self.next_id.fetch_add(1, Ordering::SeqCst));
+        let _ = self.control.send(Control::StartHook {
+            id,
+            kind,
+            payload,
+            deadline,
+            reply: Some(reply),
+        });
+        outcome
+    }
+
+    /// Starts a response `extension` streams (`request`: the `stream_request` fields); returns
+    /// the stream's wire id and where its events arrive (at most `capacity` unread; the channel
+    /// disconnects after `done`/`error`, when the extension fails, or when the reader is slow).
+    pub fn stream(
+        &self,
+        extension: ExtensionId,
+        request: &Value,
+        capacity: usize,
+    ) -> (String, crossbeam_channel::Receiver<Value>) {
+        let wire = format!("s{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let (reply, events) = crossbeam_channel::bounded(capacity);
+        let _ = self.control.send(Control::StartStream {
+            extension,
+            line: protocol::stream_request_line(&wire, request),
+            wire: wire.clone(),
+            reply,
+        });
+        (wire, events)
+    }
+
+    /// The reader of a stream is gone (abort): the extension is told `cancel_stream`.
+    pub fn cancel_stream(&self, wire: &str) {
+        let _ = self.control.send(Control::CancelStream {
+            wire: wire.to_string(),
+        });
+    }
+
+    /// An event for the protocol-2 extensions subscribed to its `type`.
+    pub fn event_v2(&self, event: Value) {
+        let _ = self.control.send(Control::Event {
+            event,
+            min_protocol: 2,
+        });
+    }
+}
+
 /// The agent's handle on the running extensions. Dropping it kills them all at once.
 pub struct ExtensionHost {
     control: Sender<Control>,
     extensions: Vec<Loaded>,
     alive: Arc<Vec<AtomicBool>>,
-    next_id: AtomicU64,
+    next_id: Arc<AtomicU64>,
     /// The command line's extension flags, as given (`hello.flags`).
     flag_values: Map<String, Value>,
     router: Option<JoinHandle<()>>,
@@ -332,6 +404,7 @@ impl ExtensionHost {
             dialogs: HashMap::new(),
             next_wire: 0,
             last_child_check: Instant::now(),
+            streams: HashMap::new(),
         };
         let router = std::thread::Builder::new()
             .name("extension-host".into())
@@ -356,7 +429,7 @@ impl ExtensionHost {
             control: control_tx,
             extensions,
             alive,
-            next_id: AtomicU64::new(1),
+            next_id: Arc::new(AtomicU64::new(1)),
             flag_values: handshake.flag_values.clone(),
             router,
         };
@@ -486,6 +559,20 @@ impl ExtensionHost {
             .any(|(_, loaded)| loaded.registration.handles(kind))
     }
 
+    /// (v2) How many live extensions handle the hook.
+    pub fn hook_handlers(&self, kind: HookKind) -> usize {
+        self.live()
+            .filter(|(_, loaded)| loaded.registration.handles(kind))
+            .count()
+    }
+
+    /// (v2) Whether a live protocol-2 extension subscribed to events of this `type`.
+    pub fn wants_event_v2(&self, event_type: &str) -> bool {
+        self.live().any(|(_, loaded)| {
+            loaded.registration.protocol >= 2 && loaded.registration.wants_event(event_type)
+        })
+    }
+
     /// Whether any live extension subscribed to events of this `type` (checked before the agent
     /// builds a value for a record it holds in serialized form).
     pub fn wants_event(&self, event_type: &str) -> bool {
@@ -539,8 +626,17 @@ impl ExtensionHost {
             kind,
             payload,
             deadline,
+            reply: None,
         });
         Some(id)
+    }
+
+    /// (v2) A handle for another thread (a provider thread) to ask hooks and send v2 events.
+    pub fn hook_channel(&self) -> HookChannel {
+        HookChannel {
+            control: self.control.clone(),
+            next_id: self.next_id.clone(),
+        }
     }
 
     /// Runs an extension tool. Updates and the result arrive keyed by `call_id`.

@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod host;
 pub mod launch;
 pub mod protocol;
+pub mod providers;
 pub mod queries;
 pub mod shell_split;
 

@@ -32,10 +32,16 @@ pub enum HookKind {
     SessionBeforeSwitch,
     /// (v2) Before a fork or clone; `{cancel: true}` stops it.
     SessionBeforeFork,
+    // --- provider hooks (issue 23 item 8; src/extensions/providers.rs) ---
+    /// (v2) The extra headers of a model request; `{headers: {name: value | null}}` sets or
+    /// removes headers of the request.
+    BeforeProviderHeaders,
+    /// (v2) The request body as built; `{payload}` replaces it.
+    BeforeProviderRequest,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 7] = [
+    pub const ALL: [HookKind; 9] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
@@ -43,13 +49,19 @@ impl HookKind {
         HookKind::Context,
         HookKind::SessionBeforeSwitch,
         HookKind::SessionBeforeFork,
+        HookKind::BeforeProviderHeaders,
+        HookKind::BeforeProviderRequest,
     ];
 
     /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
     pub fn needs_v2(self) -> bool {
         matches!(
             self,
-            HookKind::Context | HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork
+            HookKind::Context
+                | HookKind::SessionBeforeSwitch
+                | HookKind::SessionBeforeFork
+                | HookKind::BeforeProviderHeaders
+                | HookKind::BeforeProviderRequest
         )
     }
 
@@ -62,6 +74,8 @@ impl HookKind {
             HookKind::Context => "context",
             HookKind::SessionBeforeSwitch => "session_before_switch",
             HookKind::SessionBeforeFork => "session_before_fork",
+            HookKind::BeforeProviderHeaders => "before_provider_headers",
+            HookKind::BeforeProviderRequest => "before_provider_request",
         }
     }
 
@@ -215,6 +229,12 @@ pub enum ExtensionMessage {
         id: String,
         error: Option<String>,
     },
+    /// (v2) One event of a model response the extension streams for its provider (`id`: the
+    /// `stream_request`'s); `event` is an object with a string `type`.
+    StreamEvent {
+        id: String,
+        event: Value,
+    },
     Action(Action),
     /// A UI request. `id` is the extension's own id (dialogs only); `request` holds the method's
     /// fields in the order of pi's `extension_ui_request`, without `type` and `id`.
@@ -245,7 +265,9 @@ impl ExtensionMessage {
     pub fn needs_v2(&self) -> bool {
         matches!(
             self,
-            ExtensionMessage::Query { .. } | ExtensionMessage::Control { .. }
+            ExtensionMessage::Query { .. }
+                | ExtensionMessage::Control { .. }
+                | ExtensionMessage::StreamEvent { .. }
         )
     }
 
@@ -257,6 +279,7 @@ impl ExtensionMessage {
             ExtensionMessage::ToolUpdate { .. } => "tool_update",
             ExtensionMessage::ToolResult { .. } => "tool_result",
             ExtensionMessage::CommandDone { .. } => "command_done",
+            ExtensionMessage::StreamEvent { .. } => "stream_event",
             ExtensionMessage::Action(_) => "action",
             ExtensionMessage::Ui { .. } => "ui",
             ExtensionMessage::Error { .. } => "error",
@@ -304,9 +327,17 @@ pub enum ControlAction {
     /// through pi-rs (approval gate as `bash`, tool sandbox). Answer: `{stdout, stderr, code,
     /// killed, truncated}`.
     Exec(super::exec::ExecSpec),
+    // --- providers (issue 23 item 9; src/extensions/providers.rs) ---
+    /// `register_provider` `{name, config}` (pi's `registerProvider` config: `baseUrl`,
+    /// `apiKey`, `api`, `headers`, `authHeader`, `models`). Answer: null.
+    RegisterProvider { name: String, config: Value },
+    /// `unregister_provider` `{name}`. Answer: whether it was registered.
+    UnregisterProvider { name: String },
 }
 
-const CONTROL_TYPES: [&str; 14] = [
+const CONTROL_TYPES: [&str; 16] = [
+    "register_provider",
+    "unregister_provider",
     "exec",
     "register_tool",
     "unregister_tool",
@@ -402,6 +433,16 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
             name: text("name")?,
         },
         "unregister_command" => ControlAction::UnregisterCommand {
+            name: text("name")?,
+        },
+        "register_provider" => ControlAction::RegisterProvider {
+            name: text("name")?,
+            config: match fields.0.get("config") {
+                Some(config @ Value::Object(_)) => config.clone(),
+                _ => return Err("register_provider: config must be an object".into()),
+            },
+        },
+        "unregister_provider" => ControlAction::UnregisterProvider {
             name: text("name")?,
         },
         _ => ControlAction::WaitForIdle,
@@ -563,6 +604,20 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
                 output,
                 terminate,
             })
+        }
+        "stream_event" => {
+            let id = fields.string("id")?;
+            match object.get("event") {
+                Some(event) if event.get("type").is_some_and(Value::is_string) => {
+                    Ok(ExtensionMessage::StreamEvent {
+                        id,
+                        event: event.clone(),
+                    })
+                }
+                _ => Err(bad(
+                    "stream_event.event must be an object with a string type",
+                )),
+            }
         }
         "command_done" => Ok(ExtensionMessage::CommandDone {
             id: fields.string("id")?,
@@ -917,6 +972,25 @@ pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> Stri
 
 pub fn event_line(event: &Value) -> String {
     json!({"type": "event", "event": event}).to_string()
+}
+
+/// (v2) `{"type":"stream_request","id",…request}`: stream a model response for the extension's
+/// provider (`request`: `model`, `context`, `options`).
+pub fn stream_request_line(id: &str, request: &Value) -> String {
+    let mut line = Map::new();
+    line.insert("type".into(), "stream_request".into());
+    line.insert("id".into(), id.into());
+    if let Value::Object(fields) = request {
+        for (key, value) in fields {
+            line.insert(key.clone(), value.clone());
+        }
+    }
+    Value::Object(line).to_string()
+}
+
+/// (v2) `{"type":"cancel_stream","id"}`: pi-rs no longer reads that stream (abort).
+pub fn cancel_stream_line(id: &str) -> String {
+    json!({"type": "cancel_stream", "id": id}).to_string()
 }
 
 pub fn hook_line(id: &str, hook: HookKind, deadline_ms: u64, payload: &Value) -> String {

@@ -262,6 +262,18 @@ pub(crate) struct Decoder {
     /// not an empty reply; the body's start goes into the message to show what came instead.
     saw_event: bool,
     body_start: String,
+    /// Each framed event's value, kept for extensions' `provider_stream_event` when asked
+    /// (`keep_raw_events`); taken by the thread after each `feed`/`finish`.
+    raw: Option<Vec<Value>>,
+}
+
+/// Keeps one framed event's JSON value, when values are kept (`Decoder::keep_raw_events`).
+fn keep_raw(raw: &mut Option<Vec<Value>>, data: &[u8]) {
+    if let Some(raw) = raw.as_mut()
+        && let Ok(value) = serde_json::from_slice::<Value>(data)
+    {
+        raw.push(value);
+    }
 }
 
 enum Framer {
@@ -281,7 +293,19 @@ impl Decoder {
             out: Emitter::default(),
             saw_event: false,
             body_start: String::new(),
+            raw: None,
         }
+    }
+
+    /// From now on, keep each framed event's parsed value (its JSON data; events whose data is
+    /// not JSON, such as `[DONE]`, are not kept).
+    pub fn keep_raw_events(&mut self) {
+        self.raw = Some(Vec::new());
+    }
+
+    /// The values kept since the last call, in stream order.
+    pub fn take_raw_events(&mut self) -> Vec<Value> {
+        self.raw.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// True once `Done` or `Failed` was produced: the request is over, whatever the server sends.
@@ -308,6 +332,7 @@ impl Decoder {
                     && let Some(sse) = parser.next_event()
                 {
                     self.saw_event = true;
+                    keep_raw(&mut self.raw, sse.data.as_bytes());
                     self.wire.on_sse(&sse, &mut self.out);
                 }
             }
@@ -317,7 +342,10 @@ impl Decoder {
                 frames.push(bytes);
                 while !self.out.finished {
                     match frames.next_message() {
-                        Ok(Some(frame)) => self.wire.on_frame(&frame, &mut self.out),
+                        Ok(Some(frame)) => {
+                            keep_raw(&mut self.raw, &frame.payload);
+                            self.wire.on_frame(&frame, &mut self.out)
+                        }
                         Ok(None) => break,
                         Err(e) => self.out.fail(e.to_string()),
                     }
@@ -333,6 +361,7 @@ impl Decoder {
             for sse in parser.finish() {
                 self.saw_event = true;
                 if !self.out.finished {
+                    keep_raw(&mut self.raw, sse.data.as_bytes());
                     self.wire.on_sse(&sse, &mut self.out);
                 }
             }

@@ -104,6 +104,31 @@ pub fn spawn_stream(
     }
 }
 
+/// Starts a request that is not served over HTTP by pi-rs (an extension streams the response):
+/// `serve` runs on the request's own thread with a send function (false once the agent dropped
+/// the receiver) and the cancel receiver (disconnected when the handle is dropped), and must end
+/// with exactly one `Done` or `Failed`, as `spawn_stream`'s requests do.
+pub fn spawn_served(
+    req: RequestId,
+    events: Sender<ProviderEvent>,
+    serve: impl FnOnce(&dyn Fn(StreamEvent) -> bool, &Receiver<()>) + Send + 'static,
+) -> StreamHandle {
+    let (cancel, cancelled) = crossbeam_channel::bounded::<()>(0);
+    let thread = std::thread::Builder::new()
+        .name(format!("provider-{}", req.0))
+        .spawn(move || {
+            let send = |event: StreamEvent| events.send(ProviderEvent { req, event }).is_ok();
+            serve(&send, &cancelled);
+        })
+        .ok();
+    StreamHandle {
+        req,
+        http: None,
+        _cancel: cancel,
+        _thread: thread,
+    }
+}
+
 /// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
 /// store and proxy choice: `crate::net`.
 fn http_agent(idle: Duration) -> ureq::Agent {
@@ -203,26 +228,57 @@ fn run_stream(
         }))
     };
 
-    let (http, mut decoder) = match wire_api(request, &agent) {
+    let (mut http, mut decoder) = match wire_api(request, &agent) {
         Ok(built) => built,
         Err(message) => {
             fail(message, None);
             return;
         }
     };
+    let hooks = request.hooks.as_deref();
+    // Extensions' provider hooks wait here, before anything is sent; dropping the handle (abort)
+    // ends the wait at once.
+    if let Some(hooks) = hooks.filter(|h| h.wants_headers()) {
+        if !send(StreamEvent::Waiting {
+            up_to: hooks.wait_bound(),
+        }) {
+            return;
+        }
+        match hooks.headers(&request.headers, cancelled) {
+            Ok(patch) => apply_header_patch(&mut http.headers, patch),
+            Err(types::Cancelled) => return,
+        }
+    }
 
     let body = match &request.history {
         Some(history) => request_cache::splice(request, &http.body, history)
             .ok_or_else(|| "the kept history does not fit the request".to_string()),
         None => serde_json::to_vec(&http.body).map_err(|e| e.to_string()),
     };
-    let body = match body {
+    let mut body = match body {
         Ok(body) => body,
         Err(e) => {
             fail(format!("Could not encode the request: {e}"), None);
             return;
         }
     };
+    if let Some(hooks) = hooks.filter(|h| h.wants_payload())
+        && let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&body)
+    {
+        if !send(StreamEvent::Waiting {
+            up_to: hooks.wait_bound(),
+        }) {
+            return;
+        }
+        match hooks.payload(payload, cancelled) {
+            Ok(Some(replacement)) => match serde_json::to_vec(&replacement) {
+                Ok(replaced) => body = replaced,
+                Err(e) => log::debug!("provider-{}: replacement payload unusable: {e}", req.0),
+            },
+            Ok(None) => {}
+            Err(types::Cancelled) => return,
+        }
+    }
     let mut retries_done = 0;
     let response = loop {
         let failure = match open_response(req, &agent, &http, &body, &decoder) {
@@ -252,6 +308,16 @@ fn run_stream(
             }
         }
     };
+    if let Some(hooks) = hooks {
+        hooks.response(
+            &request.model,
+            response.status().as_u16(),
+            headers_record(response.headers()),
+        );
+        if hooks.wants_stream_events() {
+            decoder.keep_raw_events();
+        }
+    }
     if !send(StreamEvent::Opened) {
         return;
     }
@@ -279,6 +345,11 @@ fn run_stream(
         } else {
             decoder.feed(&buf[..n])
         };
+        if let Some(hooks) = hooks {
+            for data in decoder.take_raw_events() {
+                hooks.stream_event(&request.model, data);
+            }
+        }
         for event in produced {
             if !send(event) {
                 return;
@@ -289,6 +360,32 @@ fn run_stream(
             return;
         }
     }
+}
+
+/// Applies extensions' header changes to the request as built: a name set replaces every header
+/// of that name (case-insensitively), a name removed drops them.
+fn apply_header_patch(headers: &mut Vec<(String, String)>, patch: Vec<(String, Option<String>)>) {
+    for (name, value) in patch {
+        headers.retain(|(have, _)| !have.eq_ignore_ascii_case(&name));
+        if let Some(value) = value {
+            headers.push((name, value));
+        }
+    }
+}
+
+/// Response headers as fetch's `Headers` show them: lower-case names, repeated ones joined by
+/// `, `.
+fn headers_record(headers: &ureq::http::HeaderMap) -> serde_json::Value {
+    let mut record = serde_json::Map::new();
+    for name in headers.keys() {
+        let values: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        record.insert(name.as_str().to_string(), values.join(", ").into());
+    }
+    serde_json::Value::Object(record)
 }
 
 /// Sends the request once. A success status is the response to stream; anything else is an

@@ -36,6 +36,7 @@ pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
         session_id: "session-1".into(),
         idle_timeout: Duration::from_secs(5),
         provider_retry: retry::ProviderRetry::default(),
+        hooks: None,
     }
 }
 

@@ -39,6 +39,42 @@ pub struct StreamRequest {
     pub idle_timeout: Duration,
     /// Silent retries of a request that fails before its stream opens (`retry.provider.*`).
     pub provider_retry: ProviderRetry,
+    /// Observers of the HTTP exchange (extensions' provider hooks), when any are registered.
+    pub hooks: Option<std::sync::Arc<dyn RequestHooks>>,
+}
+
+/// A request was cancelled (its handle dropped) while the provider thread waited on a hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled;
+
+/// What the provider thread asks before and tells during an HTTP exchange (extensions' provider
+/// hooks, which the extensions module implements). The waiting calls end by their own bound or when
+/// `cancelled` disconnects (the request's handle was dropped: an abort reaches the thread at once).
+pub trait RequestHooks: Send + Sync + std::fmt::Debug {
+    /// How long one waiting call may take at most (the agent's idle timer is paused for it).
+    fn wait_bound(&self) -> Duration;
+    /// Whether `headers` would ask anyone (otherwise the thread does not call it).
+    fn wants_headers(&self) -> bool;
+    /// The request's extra headers (not the ones carrying the API key) → a patch for the final
+    /// request's headers: a name set to a value, or removed (None). Once per request.
+    fn headers(
+        &self,
+        headers: &[(String, String)],
+        cancelled: &crossbeam_channel::Receiver<()>,
+    ) -> Result<Vec<(String, Option<String>)>, Cancelled>;
+    fn wants_payload(&self) -> bool;
+    /// The request body as built → a replacement, or None to keep it. Once per request.
+    fn payload(
+        &self,
+        payload: Value,
+        cancelled: &crossbeam_channel::Receiver<()>,
+    ) -> Result<Option<Value>, Cancelled>;
+    /// A success status arrived, before the body is read (notification: never waits).
+    fn response(&self, model: &Model, status: u16, headers: Value);
+    /// Whether `stream_event` is wanted (the decoder then keeps each parsed event's value).
+    fn wants_stream_events(&self) -> bool;
+    /// One parsed provider event, before it is normalized (notification: never waits).
+    fn stream_event(&self, model: &Model, data: Value);
 }
 
 impl StreamRequest {
@@ -95,6 +131,11 @@ pub enum StreamEvent {
     /// request again; nothing for the client, but the idle timeout starts after the wait.
     Retrying {
         delay: Duration,
+    },
+    /// The thread waits (at most this long) for extensions' provider hooks before the request
+    /// goes out; like `Retrying`, the idle timeout starts after the wait.
+    Waiting {
+        up_to: Duration,
     },
 }
 

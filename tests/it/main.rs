@@ -14,6 +14,7 @@ mod config_values;
 mod containers;
 mod errors;
 mod extensions;
+mod extensions_providers;
 mod extensions_v2;
 mod fake_provider;
 mod faults;

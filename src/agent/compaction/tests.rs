@@ -429,6 +429,7 @@ fn stream_request_has_no_tools_and_the_budget() {
         session_id: "s".into(),
         idle_timeout: std::time::Duration::from_secs(1),
         provider_retry: Default::default(),
+        hooks: None,
     };
     let user_text = request.user_text.clone();
     let stream = request.clone().into_stream_request(base);

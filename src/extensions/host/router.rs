@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::startup::*;
 use super::*;
 use crate::extensions::approval::ApprovalAnswer;
-use crate::extensions::hooks::HookChain;
+use crate::extensions::hooks::{HookChain, HookOutcome};
 use crate::extensions::protocol::{
     self, DIALOG_METHODS, ExtensionMessage, HookKind, Registration, UiResponse,
 };
@@ -30,6 +30,8 @@ pub(super) enum Control {
         kind: HookKind,
         payload: Value,
         deadline: Duration,
+        /// Where the outcome goes instead of the agent's channel (a provider thread's wait).
+        reply: Option<Sender<HookOutcome>>,
     },
     RunTool {
         extension: ExtensionId,
@@ -57,6 +59,18 @@ pub(super) enum Control {
     Shutdown {
         grace: Duration,
         done: Sender<()>,
+    },
+    /// (v2) A model response the extension streams: `line` goes to it, its `stream_event`s
+    /// with id `wire` to `reply` (dropped when the stream ends or the extension fails).
+    StartStream {
+        extension: ExtensionId,
+        wire: String,
+        line: String,
+        reply: Sender<Value>,
+    },
+    /// (v2) The stream's reader is gone (abort): the extension is told `cancel_stream`.
+    CancelStream {
+        wire: String,
     },
     /// The agent's answer to a v2 request (`kind`: `query_result` / `action_result`).
     Answer {
@@ -108,6 +122,8 @@ pub(super) struct HookRun {
     pub(super) remaining: VecDeque<usize>,
     pub(super) step: Option<HookStep>,
     pub(super) step_timeout: Duration,
+    /// The outcome's receiver when it is not the agent (`Control::StartHook::reply`).
+    pub(super) reply: Option<Sender<HookOutcome>>,
 }
 
 pub(super) struct HookStep {
@@ -154,6 +170,8 @@ pub(super) struct Router {
     pub(super) dialogs: HashMap<String, Dialog>,
     pub(super) next_wire: u64,
     pub(super) last_child_check: Instant,
+    /// (v2) Responses extensions stream, by wire id: (extension, where the events go).
+    pub(super) streams: HashMap<String, (usize, Sender<Value>)>,
 }
 
 impl Router {
@@ -224,6 +242,7 @@ impl Router {
                 kind,
                 payload,
                 deadline,
+                reply,
             } => {
                 let remaining = (0..self.extensions.len())
                     .filter(|i| {
@@ -236,6 +255,7 @@ impl Router {
                     remaining,
                     step: None,
                     step_timeout: deadline,
+                    reply,
                 };
                 self.advance_hook(id, run);
             }
@@ -335,6 +355,22 @@ impl Router {
                 self.send(index, protocol::answer_line(kind, &id, &answer), kind);
             }
             Control::Shutdown { .. } => {}
+            Control::StartStream {
+                extension,
+                wire,
+                line,
+                reply,
+            } => {
+                // A failed extension: `reply` is dropped here, the reader sees the stream end.
+                if self.send(extension.0, line, "stream") {
+                    self.streams.insert(wire, (extension.0, reply));
+                }
+            }
+            Control::CancelStream { wire } => {
+                if let Some((index, _)) = self.streams.remove(&wire) {
+                    self.send(index, protocol::cancel_stream_line(&wire), "stream");
+                }
+            }
         }
     }
 
@@ -416,10 +452,14 @@ impl Router {
             }
             run.chain.apply_failure("its input could not be written");
         }
-        self.emit(ExtensionEvent::HookResult {
-            id,
-            outcome: run.chain.finish(),
-        });
+        let outcome = run.chain.finish();
+        match run.reply {
+            // A waiter that gave up (abort) is gone: nothing to tell.
+            Some(reply) => {
+                let _ = reply.send(outcome);
+            }
+            None => self.emit(ExtensionEvent::HookResult { id, outcome }),
+        }
     }
 
     /// Queues a line for an extension; a full queue or a gone writer fails the extension.
@@ -607,6 +647,23 @@ impl Router {
                     });
                 }
             }
+            ExtensionMessage::StreamEvent { id, event } => {
+                let Some((owner, reply)) = self.streams.get(&id) else {
+                    log::debug!("stream event for unknown stream {id}");
+                    return;
+                };
+                if *owner != index {
+                    return;
+                }
+                let terminal = matches!(
+                    event.get("type").and_then(Value::as_str),
+                    Some("done" | "error")
+                );
+                // A reader that cannot keep up (or is gone) ends the stream: never block here.
+                if reply.try_send(event).is_err() || terminal {
+                    self.streams.remove(&id);
+                }
+            }
             ExtensionMessage::Action(action) => self.emit(ExtensionEvent::Action {
                 extension: ExtensionId(index),
                 action,
@@ -715,6 +772,7 @@ impl Router {
                 });
             }
         }
+        self.streams.retain(|_, (owner, _)| *owner != index);
         self.dialogs.retain(|_, dialog| {
             !matches!(dialog.owner, DialogOwner::Extension { extension, .. } if extension == index)
         });
