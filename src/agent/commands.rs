@@ -385,7 +385,7 @@ impl Agent {
                     .collect()
             })
             .unwrap_or_default();
-        if self.mcp.as_ref().is_some_and(|m| m.is_configured()) {
+        if self.mcp.is_some() {
             commands.push(crate::mcp::command_item());
         }
         commands.extend(crate::resources::discovery::commands_json(&self.resources));

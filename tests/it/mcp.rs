@@ -16,11 +16,18 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture_path};
+use crate::scripted_http::{HttpRequest, ScriptedHttp, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
     Pi, Setup, Workspace, is_reference, prerequisite_missing, result_text, tool_result_block,
     tool_result_block_text, wait_for_file, wait_until_gone,
 };
+
+/// pi 1.6.0's `get_commands` entry for its built-in `/mcp`, listed unless `--no-mcp`.
+pub fn builtin_command() -> Value {
+    json!({"name": "mcp", "description": "Manage MCP servers: sign in, reconnect, enable or disable, and change exposure",
+        "source": "extension", "sourceInfo": {"path": "builtin:mcp", "source": "builtin", "scope": "temporary", "origin": "top-level"}})
+}
 
 /// The everything server's entry point, or why it is not there (a failure under CI=true).
 pub fn everything_server() -> Option<(PathBuf, PathBuf)> {
@@ -471,12 +478,10 @@ fn startup_problems_are_reported_once_and_listed() {
         .filter(|r| r["method"] == "notify")
         .map(|r| r["message"].as_str().unwrap().to_string())
         .collect();
+    // As pi: the outcome only, then the prompt's answer.
     assert_eq!(
         notices,
-        [
-            "Reconnecting to MCP server \"fake\".",
-            "Reconnected to MCP server \"fake\" (connected · 8 tools · resources)."
-        ]
+        ["Reconnected to MCP server \"fake\" (connected · 8 tools · resources)."]
     );
     let commands = pi.command("4", "get_commands", json!({}));
     assert_eq!(commands["data"]["commands"][0]["name"], "mcp");
@@ -689,109 +694,6 @@ fn pi_mcp_add_list_remove_edit_mcp_json() {
     let _ = Instant::now();
 }
 
-/// One request a scripted HTTP server received.
-#[derive(Clone, Debug)]
-struct HttpRequest {
-    method: String,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl HttpRequest {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn rpc_method(&self) -> &str {
-        self.body["method"].as_str().unwrap_or("")
-    }
-}
-
-type Responder =
-    dyn Fn(&HttpRequest, &[HttpRequest]) -> (u16, Vec<(String, String)>, String) + Send + Sync;
-
-/// A streamable-HTTP endpoint on 127.0.0.1 answering from a script: for the HTTP failures a real
-/// server cannot be made to produce (401, 503, a forgotten session). One request per connection.
-struct ScriptedHttp {
-    port: u16,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<HttpRequest>>>,
-}
-
-impl ScriptedHttp {
-    fn start(respond: Box<Responder>) -> ScriptedHttp {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                if reader.read_line(&mut request_line).is_err() {
-                    continue;
-                }
-                let mut headers = Vec::new();
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if let Some((k, v)) = line.trim_end().split_once(':') {
-                        headers.push((k.trim().to_string(), v.trim().to_string()));
-                    }
-                }
-                let length: usize = headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                    .and_then(|(_, v)| v.parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0u8; length];
-                let _ = reader.read_exact(&mut body);
-                let request = HttpRequest {
-                    method: request_line.split(' ').next().unwrap_or("").to_string(),
-                    headers,
-                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-                };
-                let before = log.lock().unwrap().clone();
-                let (status, extra, body) = respond(&request, &before);
-                log.lock().unwrap().push(request);
-                let mut response = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-                    body.len()
-                );
-                for (k, v) in extra {
-                    response.push_str(&format!("{k}: {v}\r\n"));
-                }
-                response.push_str("\r\n");
-                response.push_str(&body);
-                let _ = stream.write_all(response.as_bytes());
-            }
-        });
-        ScriptedHttp { port, seen }
-    }
-
-    fn requests(&self) -> Vec<HttpRequest> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-fn json_answer(
-    request: &HttpRequest,
-    result: Value,
-    session: &str,
-) -> (u16, Vec<(String, String)>, String) {
-    let body = json!({"jsonrpc": "2.0", "id": request.body["id"], "result": result}).to_string();
-    let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
-    if !session.is_empty() {
-        headers.push(("Mcp-Session-Id".into(), session.into()));
-    }
-    (200, headers, body)
-}
-
 #[test]
 fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header_secrets() {
     if is_reference() {
@@ -807,9 +709,9 @@ fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header
             (_, "initialize") => {
                 let session = format!("s{}", count("initialize"));
                 let result = json!({"protocolVersion": "2025-03-26", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}});
-                json_answer(request, result, &session)
+                rpc_answer(request, result, &session)
             }
-            (_, "tools/list") => json_answer(
+            (_, "tools/list") => rpc_answer(
                 request,
                 json!({"tools": [{"name": "whoami", "inputSchema": {}}]}),
                 "",
@@ -824,7 +726,7 @@ fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header
                     request.header("authorization").unwrap_or(""),
                     request.header("mcp-session-id").unwrap_or("")
                 );
-                json_answer(
+                rpc_answer(
                     request,
                     json!({"content": [{"type": "text", "text": text}]}),
                     "",
