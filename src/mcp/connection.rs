@@ -644,8 +644,22 @@ impl Connection {
                     outcome,
                 ) => {
                     let output = match outcome {
-                        Ok(result) if result.is_object() => {
-                            super::content::call_result(&self.config.name, &tool, &result, readable)
+                        Ok(mut result) if result.is_object() => {
+                            let output = super::content::call_result(
+                                &self.config.name,
+                                &tool,
+                                &result,
+                                readable,
+                            );
+                            // Scripts' view of it in pi: the whole result without `_meta`.
+                            if let Some(fields) = result.as_object_mut() {
+                                fields.remove("_meta");
+                            }
+                            let _ = events.send(ToolEvent {
+                                call_id: call_id.clone(),
+                                kind: ToolEventKind::Structured(result),
+                            });
+                            output
                         }
                         Ok(_) => ToolOutput::error("Invalid MCP tools/call result"),
                         Err(e) => ToolOutput::error(e),

@@ -325,6 +325,13 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
         result_text(&end["result"]),
         "it failed[Resource fake://doc \"doc\". Read it with read_mcp_resource (server \"fake\")]"
     );
+    // As pi 1.6.0: the result also carries the whole `CallToolResult` and `isError`.
+    assert_eq!(
+        end["result"]["structuredContent"],
+        json!({"content": [{"type": "text", "text": "it failed"},
+            {"type": "resource_link", "uri": "fake://doc", "name": "doc"}], "isError": true})
+    );
+    assert_eq!(end["result"]["isError"], true);
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(9, pi.timeout());
     assert!(!declared_tools(&requests[6]).contains(&"mcp__fake__added".to_string()));

@@ -409,6 +409,15 @@ fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer
         "you are Bearer [redacted]",
         "{end}"
     );
+    // The whole `CallToolResult` rides along as pi's `structuredContent`, redacted too.
+    assert_eq!(
+        end["result"]["structuredContent"],
+        json!({"content": [{"type": "text", "text": "you are Bearer [redacted]"}]})
+    );
+    assert!(end["result"].get("isError").is_none(), "{end}");
+    // The session's tool result message does not keep it (pi's neither).
+    let message = pi.find(|r| r["type"] == "message_end" && r["message"]["role"] == "toolResult");
+    assert!(message["message"].get("structuredContent").is_none());
     pi.wait_for_event("agent_end");
     pi.close_stdin();
     pi.wait_for_exit();
