@@ -259,7 +259,7 @@ impl Agent {
                 .mcp
                 .as_ref()
                 .is_some_and(|mcp| mcp.has_tool(&call.name));
-        match (owner, &self.extensions.host, &self.mcp) {
+        match (owner, &self.extensions.host, &mut self.mcp) {
             (Some(extension), Some(host), _) => {
                 batch.calls[index].by_extension = true;
                 host.run_tool(extension, &call.id, &call.name, &call.arguments);

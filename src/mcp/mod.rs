@@ -114,6 +114,16 @@ pub enum Notice {
     Handled(Option<Value>),
 }
 
+/// A resource tool call waiting for servers still connecting (pi's resource tools wait for
+/// every server). `cancel` is set when the call is dropped (abort); `running` holds the started
+/// call's handle, so dropping the outer handle later cancels it.
+struct DeferredCall {
+    call: ToolCall,
+    events: Sender<ToolEvent>,
+    cancel: crate::child::CancelFlag,
+    running: Arc<std::sync::Mutex<Option<ToolHandle>>>,
+}
+
 /// A `/mcp login` in progress (one at a time).
 struct Login {
     server: usize,
@@ -134,6 +144,7 @@ pub struct McpHost {
     events_tx: Sender<McpEvent>,
     agent_dir: PathBuf,
     login: Option<Login>,
+    deferred: Vec<DeferredCall>,
     tools: Vec<McpTool>,
     filter: ToolFilter,
     config_errors: Vec<String>,
@@ -204,6 +215,7 @@ impl McpHost {
             events_tx,
             agent_dir,
             login: None,
+            deferred: Vec::new(),
             tools: Vec::new(),
             filter,
             config_errors,
@@ -244,6 +256,9 @@ impl McpHost {
         let changed = self.apply(event);
         if settles {
             self.settle_commands(index);
+        }
+        if self.settled() {
+            self.start_deferred();
         }
         if let Some(report) = self.take_startup_report() {
             self.notices.push(Notice::Notify(report, "warning"));
@@ -691,7 +706,7 @@ impl McpHost {
     }
 
     /// Starts a call of one of `tool_specs`' tools; results arrive on `events`.
-    pub fn spawn_call(&self, call: ToolCall, events: Sender<ToolEvent>) -> ToolHandle {
+    pub fn spawn_call(&mut self, call: ToolCall, events: Sender<ToolEvent>) -> ToolHandle {
         let key = self.next_key.fetch_add(1, Ordering::SeqCst);
         if let Some(tool) = self.tools.iter().find(|t| t.name == call.name) {
             let server = &self.servers[tool.server];
@@ -731,7 +746,46 @@ impl McpHost {
                 }
             };
         }
+        if !self.settled() {
+            let cancel = crate::child::CancelFlag::default();
+            let running = Arc::new(std::sync::Mutex::new(None::<ToolHandle>));
+            let slot = running.clone();
+            self.deferred.push(DeferredCall {
+                call,
+                events,
+                cancel: cancel.clone(),
+                running,
+            });
+            return ToolHandle::with_cancel_hook(
+                cancel,
+                Box::new(move || {
+                    drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
+                }),
+            );
+        }
         resources::spawn(call, self.resource_servers(), self.next_key.clone(), events)
+    }
+
+    /// Every server has connected or failed: the resource calls that waited run now, on the
+    /// servers with resources as they are now.
+    fn start_deferred(&mut self) {
+        for deferred in std::mem::take(&mut self.deferred) {
+            if deferred.cancel.is_cancelled() {
+                continue;
+            }
+            let handle = resources::spawn(
+                deferred.call,
+                self.resource_servers(),
+                self.next_key.clone(),
+                deferred.events,
+            );
+            let mut running = deferred.running.lock().unwrap_or_else(|e| e.into_inner());
+            // Dropped meanwhile: cancel what just started.
+            match deferred.cancel.is_cancelled() {
+                true => drop(handle),
+                false => *running = Some(handle),
+            }
+        }
     }
 
     /// Whether the first prompt should wait: a server with declared tools is still connecting.

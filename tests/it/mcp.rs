@@ -863,6 +863,52 @@ fn the_first_prompt_waits_for_a_slow_server_with_declared_tools() {
 }
 
 #[test]
+fn the_resource_tools_wait_for_servers_still_connecting() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "list_mcp_resources", json!({})),
+        Reply::sse(anthropic_text(&["Listed."])),
+    ]);
+    let workspace = Workspace::new();
+    let (fast, _) = fake_server(&workspace, json!({}));
+    let (slow, _) = fake_server(&workspace, json!({"args": ["--slow-start", "4"]}));
+    write_mcp_json(&workspace, json!({"fast": fast, "slow": slow}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    // The first prompt's wait is cut short, so the next one runs while `slow` still starts.
+    pi.command("1", "prompt", json!({"message": "hello"}));
+    pi.command("2", "abort", json!({}));
+    pi.wait_for_event("agent_settled");
+    let until = Instant::now() + pi.timeout();
+    let mut states = Value::Null;
+    while Instant::now() < until {
+        let id = format!("s{}", pi.records().len());
+        states = pi.command(&id, "get_mcp_servers", json!({}))["data"]["servers"].clone();
+        if states[0]["state"] == "connected" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(states[0]["state"], "connected", "{states}");
+    assert_eq!(states[1]["state"], "connecting", "{states}");
+    pi.command("3", "prompt", json!({"message": "resources"}));
+    // As pi: the call waits for `slow` and lists the resources of both.
+    let end = tool_end(&mut pi);
+    let listed: Value = serde_json::from_str(&result_text(&end["result"])).unwrap();
+    let servers: Vec<&str> = listed["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["fast", "slow"], "{listed}");
+    pi.wait_for_event("agent_end");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
 fn abort_while_the_first_prompt_waits_for_servers_ends_quietly() {
     if is_reference() {
         return;
