@@ -293,11 +293,7 @@ impl McpHost {
             self.notices.push(notice);
             self.notices.push(Notice::Handled(prompt));
         }
-        if self
-            .login
-            .as_ref()
-            .is_some_and(|l| l.server == index && l.reconnecting)
-        {
+        if let Some(login) = self.login.take_if(|l| l.server == index && l.reconnecting) {
             let notice = match server.status {
                 Status::Connected => Notice::Notify(
                     format!(
@@ -317,7 +313,6 @@ impl McpHost {
                 _ => Notice::Notify(format!("Signed in, but {error}"), "error"),
             };
             self.notices.push(notice);
-            let login = self.login.take().expect("checked above");
             self.notices.push(Notice::Handled(login.prompt));
         }
     }
