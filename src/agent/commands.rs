@@ -385,7 +385,9 @@ impl Agent {
                     .collect()
             })
             .unwrap_or_default();
-        if self.mcp.as_ref().is_some_and(|m| m.is_configured()) {
+        // An extension's `/mcp` takes the built-in one's place (it runs first, too).
+        let replaced = commands.iter().any(|c| c["name"] == "mcp");
+        if self.mcp.is_some() && !replaced {
             commands.push(crate::mcp::command_item());
         }
         commands.extend(crate::resources::discovery::commands_json(&self.resources));

@@ -691,6 +691,10 @@ impl Agent {
         confirmed: Option<bool>,
         cancelled: bool,
     ) {
+        let pasted = value.as_ref().filter(|_| !cancelled);
+        if self.deliver_mcp_ui_response(ui_id, pasted) {
+            return;
+        }
         if let Some(host) = &self.extensions.host {
             host.deliver_ui_response(
                 ui_id,

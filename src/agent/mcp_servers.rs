@@ -6,8 +6,10 @@ use std::time::Instant;
 
 use super::Agent;
 use super::state::{McpWait, Phase};
+use crate::mcp::Notice;
 use crate::messages::AgentMessage;
 use crate::rpc::events::Event;
+use serde_json::{Value, json};
 
 impl Agent {
     pub(super) fn on_mcp_event(&mut self, event: crate::mcp::connection::McpEvent) {
@@ -22,35 +24,60 @@ impl Agent {
         }
     }
 
-    /// Writes the MCP notices waiting (startup report, reconnect outcomes) as notify records.
+    /// Writes what the MCP host has for the client (startup report, command outcomes, the
+    /// sign-in's dialog, `/mcp` prompts' `handled` answers) in order.
     pub(super) fn emit_mcp_notices(&mut self) {
         let notices = self
             .mcp
             .as_mut()
             .map(|m| m.take_notices())
             .unwrap_or_default();
-        for (text, level) in notices {
-            self.emit(Event::notify(&text, level));
+        for notice in notices {
+            match notice {
+                Notice::Notify(text, level) => self.emit(Event::notify(&text, level)),
+                Notice::Input {
+                    id,
+                    title,
+                    placeholder,
+                } => {
+                    let mut fields = serde_json::Map::new();
+                    fields.insert("title".into(), json!(title));
+                    fields.insert("placeholder".into(), json!(placeholder));
+                    self.emit(Event::ExtensionUiRequest {
+                        id,
+                        method: "input".into(),
+                        fields,
+                    });
+                }
+                Notice::Handled(prompt) => self.respond_ok(
+                    prompt.as_ref(),
+                    "prompt",
+                    Some(json!({ "disposition": "handled" })),
+                ),
+            }
         }
     }
 
-    /// `/mcp …` typed as a prompt: answered `handled`, the outcome is a notice (as pi's command
-    /// outside its TUI). Returns false when it is not `/mcp`, MCP is off or mcp.json configures nothing.
+    /// `/mcp …` typed as a prompt (pi's command outside its TUI): the outcome is a notice, then
+    /// the prompt is answered `handled` (after the sign-in or reconnect it started, as pi).
+    /// Returns false when it is not `/mcp` or MCP is off.
     pub(super) fn try_mcp_command(&mut self, id: Option<&serde_json::Value>, text: &str) -> bool {
         let Some(("mcp", args)) = super::extending::split_command(text) else {
             return false;
         };
-        let Some(mcp) = self.mcp.as_mut().filter(|m| m.is_configured()) else {
+        let Some(mcp) = self.mcp.as_mut() else {
             return false;
         };
-        let (notice, level) = mcp.command(args);
-        self.respond_ok(
-            id,
-            "prompt",
-            Some(serde_json::json!({ "disposition": "handled" })),
-        );
-        self.emit(Event::notify(&notice, level));
+        mcp.command(args, id.cloned());
+        self.emit_mcp_notices();
         true
+    }
+
+    /// The client answered a dialog; true when it was the MCP sign-in's.
+    pub(super) fn deliver_mcp_ui_response(&mut self, ui_id: &str, value: Option<&Value>) -> bool {
+        self.mcp
+            .as_mut()
+            .is_some_and(|m| m.deliver_ui_response(ui_id, value.and_then(Value::as_str)))
     }
 
     /// Builtins, extension tools and MCP tools, as the next request declares them.
@@ -67,6 +94,9 @@ impl Agent {
 
     /// Starts the run, unless the first prompt must wait for MCP servers first.
     pub(super) fn start_run_after_mcp(&mut self, messages: Vec<AgentMessage>) {
+        if let Some(mcp) = &self.mcp {
+            mcp.pick_up_sign_ins();
+        }
         if self.mcp.as_mut().is_some_and(|m| m.should_wait()) {
             let deadline = Instant::now() + crate::mcp::DEFAULT_STARTUP_WAIT;
             self.phase = Phase::WaitingForMcp(Box::new(McpWait { messages, deadline }));

@@ -156,6 +156,8 @@ pub struct CallSlot {
     /// Passed the approval gate and hooks are under way or done (sequential batches start one
     /// call at a time).
     pub gated: bool,
+    /// An MCP call's whole result (`structuredContent` of `tool_execution_end`).
+    pub structured: Option<serde_json::Value>,
 }
 
 impl CallSlot {
@@ -171,6 +173,7 @@ impl CallSlot {
             started: None,
             terminate: false,
             gated: false,
+            structured: None,
         }
     }
 }

@@ -259,7 +259,7 @@ impl Agent {
                 .mcp
                 .as_ref()
                 .is_some_and(|mcp| mcp.has_tool(&call.name));
-        match (owner, &self.extensions.host, &self.mcp) {
+        match (owner, &self.extensions.host, &mut self.mcp) {
             (Some(extension), Some(host), _) => {
                 batch.calls[index].by_extension = true;
                 host.run_tool(extension, &call.id, &call.name, &call.arguments);
@@ -282,6 +282,7 @@ impl Agent {
         };
         match event.kind {
             ToolEventKind::Update(partial) => self.on_tool_update(index, partial),
+            ToolEventKind::Structured(result) => batch.calls[index].structured = Some(result),
             ToolEventKind::Finished(output) => self.on_tool_finished(index, output),
         }
     }
@@ -319,7 +320,7 @@ impl Agent {
         output.redact();
         let Some(batch) = self.batch() else { return };
         batch.calls[index].handle = None;
-        let payload = json!({
+        let mut payload = json!({
             "toolName": batch.calls[index].call.name,
             "toolCallId": batch.calls[index].call.id,
             "input": batch.calls[index].args,
@@ -327,6 +328,11 @@ impl Agent {
             "details": output.details,
             "isError": output.is_error,
         });
+        if let Some(structured) = &batch.calls[index].structured {
+            let mut structured = structured.clone();
+            crate::redact::default_redactions().apply_value(&mut structured);
+            payload["structuredContent"] = structured;
+        }
         let hook = self.extensions.host.as_ref().and_then(|host| {
             host.start_hook(HookKind::ToolResult, payload, self.extensions.hook_deadline)
         });
@@ -370,6 +376,8 @@ impl Agent {
             (Some(CallWait::ResultHook(_, mut output)), HookOutcome::ToolResult(patch)) => {
                 if let Some(content) = patch.content {
                     output.content = content;
+                    // As pi: the structured result may no longer match the new content.
+                    batch.calls[index].structured = None;
                 }
                 if patch.details.is_some() {
                     output.details = patch.details;
@@ -433,9 +441,18 @@ impl Agent {
         let duration_ms = batch.calls[index]
             .started
             .map(|at| at.elapsed().as_millis() as u64);
+        let mut result = events::tool_result_value(&output.content, output.details.as_ref());
+        // An MCP call's result also carries the whole `CallToolResult` (and `isError`), as pi's.
+        if let Some(mut structured) = batch.calls[index].structured.take() {
+            crate::redact::default_redactions().apply_value(&mut structured);
+            result["structuredContent"] = structured;
+            if output.is_error {
+                result["isError"] = json!(true);
+            }
+        }
         let event = Event::ToolExecutionEnd {
             call: batch.calls[index].call.clone(),
-            result: events::tool_result_value(&output.content, output.details.as_ref()),
+            result,
             is_error: output.is_error,
             duration_ms,
         };

@@ -302,6 +302,7 @@ fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) ->
                 tools.len(),
                 if tools.len() == 1 { "" } else { "s" }
             ),
+            Some("needs-auth") => "needs sign-in".into(),
             _ => text(&s["state"]),
         };
         out.push_str(&format!(
@@ -313,6 +314,12 @@ fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) ->
         out.push_str(&format!("  {}\n", text(&s["transport"])));
         if let Some(path) = s["override"].as_str() {
             out.push_str(&format!("  project override: {path}\n"));
+        }
+        if s["state"] == "needs-auth" {
+            out.push_str(&format!(
+                "  sign in with: pi mcp login {}\n",
+                text(&s["name"])
+            ));
         }
         if !tools.is_empty() {
             let listed: Vec<String> = tools
@@ -423,7 +430,8 @@ fn sign_in_or_out(
             use std::io::BufRead;
             for line in std::io::stdin().lock().lines() {
                 let Ok(line) = line else { return };
-                if lines_tx.send(line).is_err() {
+                // An empty line is no answer on a terminal (it would cancel the sign-in).
+                if !line.trim().is_empty() && lines_tx.send(line).is_err() {
                     return;
                 }
             }
@@ -443,7 +451,7 @@ fn sign_in_or_out(
     let seconds = Duration::from_secs_f64(timeout);
     match super::oauth::sign_in(settings, &challenge, &mut Terminal(&name), lines, seconds) {
         Ok(_) => {}
-        Err(e) if e == "cancelled" => {
+        Err(e) if e == super::oauth::TIMED_OUT => {
             return Err(format!(
                 "Sign-in to MCP server \"{name}\" was cancelled or not completed within {} seconds.",
                 timeout.round()

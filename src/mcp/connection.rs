@@ -81,6 +81,10 @@ pub enum Command {
     },
     /// Drop the connection (failing what is in flight) and connect again (`/mcp reconnect`).
     Reconnect,
+    /// Connect again if the server waits for a sign-in and its stored tokens changed since
+    /// (a sign-in done elsewhere, such as `pi mcp login` run by the agent); sent when a prompt
+    /// starts.
+    PickUpSignIn,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -95,6 +99,11 @@ pub enum McpEventKind {
     ToolsChanged(Vec<Value>),
     /// Connecting failed (the message names the cause, stderr tail included).
     Failed(String),
+    /// The OAuth server rejected the connection and a refresh did not help: it waits for a
+    /// sign-in (`/mcp login`, `pi mcp login`).
+    NeedsSignIn(String),
+    /// News of a `/mcp login` thread (not a connection's).
+    SignIn(super::login::SignInNews),
     /// A working connection dropped; the next request reconnects.
     Disconnected(String),
 }
@@ -159,6 +168,8 @@ pub struct Connection {
     has_resources: bool,
     instructions: Option<String>,
     protocol_version: String,
+    /// The stored tokens (as JSON text) when the server last asked for a sign-in.
+    tokens_at_sign_in: Option<String>,
 }
 
 /// Starts the connection thread; it connects at once.
@@ -195,6 +206,7 @@ pub fn spawn(
         has_resources: false,
         instructions: None,
         protocol_version: String::new(),
+        tokens_at_sign_in: None,
     };
     let thread = std::thread::Builder::new()
         .name(name)
@@ -270,7 +282,7 @@ impl Connection {
         );
         match opened {
             Ok(transport) => self.transport = Some(transport),
-            Err(e) => return self.connect_failed(e.to_string(), false),
+            Err(e) => return self.connect_failed(e.to_string(), Failure::Other),
         }
         let params = json!({
             "protocolVersion": jsonrpc::LATEST_PROTOCOL_VERSION,
@@ -280,10 +292,10 @@ impl Connection {
         self.request("initialize", Some(params), Purpose::Initialize);
     }
 
-    fn connect_failed(&mut self, error: String, transient: bool) {
+    fn connect_failed(&mut self, error: String, kind: Failure) {
         let stderr = self.close_transport();
         let is_http = matches!(self.config.transport, TransportConfig::Http { .. });
-        if transient && is_http && self.attempt < CONNECT_RETRY_DELAYS.len() {
+        if kind == Failure::Transient && is_http && self.attempt < CONNECT_RETRY_DELAYS.len() {
             self.retry_at = Some(Instant::now() + CONNECT_RETRY_DELAYS[self.attempt]);
             self.attempt += 1;
             self.state = State::Connecting;
@@ -300,7 +312,24 @@ impl Connection {
         for (_, work, _) in std::mem::take(&mut self.queued) {
             work.fail(message.clone());
         }
+        if kind == Failure::SignIn {
+            self.tokens_at_sign_in = Some(self.stored_tokens());
+            return self.emit(McpEventKind::NeedsSignIn(error));
+        }
         self.emit(McpEventKind::Failed(error));
+    }
+
+    /// The server's stored OAuth tokens as JSON text (`null` when none or not an OAuth server).
+    fn stored_tokens(&self) -> String {
+        let TransportConfig::Http {
+            oauth: Some(settings),
+            ..
+        } = &self.config.transport
+        else {
+            return "null".into();
+        };
+        let tokens = settings.load().ok().and_then(|s| s.get("tokens").cloned());
+        tokens.unwrap_or(Value::Null).to_string()
     }
 
     /// Closes the transport and forgets its handshake and refresh requests (their answers can no
@@ -324,6 +353,7 @@ impl Connection {
     fn ready(&mut self, tools: Vec<Value>) {
         self.state = State::Ready;
         self.attempt = 0;
+        self.tokens_at_sign_in = None;
         self.emit(McpEventKind::Connected {
             tools,
             has_resources: self.has_resources,
@@ -344,7 +374,7 @@ impl Connection {
             false => format!("{reason}\n{stderr}"),
         };
         if self.state == State::Connecting {
-            return self.connect_failed(with_tail(CONNECTION_CLOSED), false);
+            return self.connect_failed(with_tail(CONNECTION_CLOSED), Failure::Other);
         }
         self.state = State::Down;
         for (_, pending) in std::mem::take(&mut self.pending) {
@@ -420,6 +450,14 @@ impl Connection {
                 self.attempt = 0;
                 self.connect();
             }
+            Command::PickUpSignIn => {
+                let waiting = self.state == State::Down && self.tokens_at_sign_in.is_some();
+                if waiting && self.tokens_at_sign_in.as_deref() != Some(&self.stored_tokens()) {
+                    self.tokens_at_sign_in = None;
+                    self.attempt = 0;
+                    self.connect();
+                }
+            }
             Command::Cancel { key } => {
                 self.queued.retain(|(k, _, _)| *k != key);
                 self.delayed.retain(|(_, k, _)| *k != key);
@@ -480,10 +518,10 @@ impl Connection {
             };
             let error = format!("MCP request timed out after {ms}ms");
             match pending.purpose {
-                Purpose::Initialize => return self.connect_failed(error, false),
+                Purpose::Initialize => return self.connect_failed(error, Failure::Other),
                 Purpose::ListTools { refresh: false, .. } => {
                     self.cancel_on_server(id, "Request timed out");
-                    return self.connect_failed(error, false);
+                    return self.connect_failed(error, Failure::Other);
                 }
                 Purpose::ListTools { refresh: true, .. } => {
                     self.cancel_on_server(id, "Request timed out")
@@ -523,19 +561,19 @@ impl Connection {
 
     fn on_send_failed(&mut self, id: Option<u64>, error: String, kind: Failure) {
         let error = match kind {
-            Failure::Auth => format!("MCP server \"{}\" {error}", self.name()),
+            Failure::Auth | Failure::SignIn => format!("MCP server \"{}\" {error}", self.name()),
             _ => error,
         };
         let transient = kind == Failure::Transient;
         let Some(pending) = id.and_then(|id| self.pending.remove(&id)) else {
             if self.state == State::Connecting && id.is_none() {
-                return self.connect_failed(error, transient);
+                return self.connect_failed(error, kind);
             }
             return;
         };
         match pending.purpose {
             Purpose::Initialize | Purpose::ListTools { refresh: false, .. } => {
-                self.connect_failed(error, transient)
+                self.connect_failed(error, kind)
             }
             Purpose::ListTools { refresh: true, .. } => {
                 log::warn!(
@@ -581,7 +619,7 @@ impl Connection {
         match pending.purpose {
             Purpose::Initialize => match outcome {
                 Ok(result) => self.on_initialized(result),
-                Err(e) => self.connect_failed(e, false),
+                Err(e) => self.connect_failed(e, Failure::Other),
             },
             Purpose::ListTools {
                 refresh,
@@ -592,7 +630,7 @@ impl Connection {
                 Err(e) if refresh => {
                     log::warn!("MCP server {}: failed to refresh tools: {e}", self.name())
                 }
-                Err(e) => self.connect_failed(e, false),
+                Err(e) => self.connect_failed(e, Failure::Other),
             },
             Purpose::Work { work, .. } => match (work, outcome) {
                 (
@@ -606,8 +644,22 @@ impl Connection {
                     outcome,
                 ) => {
                     let output = match outcome {
-                        Ok(result) if result.is_object() => {
-                            super::content::call_result(&self.config.name, &tool, &result, readable)
+                        Ok(mut result) if result.is_object() => {
+                            let output = super::content::call_result(
+                                &self.config.name,
+                                &tool,
+                                &result,
+                                readable,
+                            );
+                            // Scripts' view of it in pi: the whole result without `_meta`.
+                            if let Some(fields) = result.as_object_mut() {
+                                fields.remove("_meta");
+                            }
+                            let _ = events.send(ToolEvent {
+                                call_id: call_id.clone(),
+                                kind: ToolEventKind::Structured(result),
+                            });
+                            output
                         }
                         Ok(_) => ToolOutput::error("Invalid MCP tools/call result"),
                         Err(e) => ToolOutput::error(e),
@@ -634,7 +686,7 @@ impl Connection {
                 true => "Invalid MCP initialize result".to_string(),
                 false => format!("MCP server selected unsupported protocol version {version}"),
             };
-            return self.connect_failed(error, false);
+            return self.connect_failed(error, Failure::Other);
         }
         self.protocol_version = version.to_string();
         let capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
@@ -650,7 +702,7 @@ impl Connection {
         }
         let initialized = jsonrpc::notification("notifications/initialized", None);
         if let Err(e) = self.send(&initialized) {
-            return self.connect_failed(e.to_string(), false);
+            return self.connect_failed(e.to_string(), Failure::Other);
         }
         match capabilities.get("tools").is_some() {
             true => self.list_tools(false, Vec::new(), HashSet::new(), None),
@@ -687,7 +739,7 @@ impl Connection {
     ) {
         let fail = |this: &mut Connection, error: String| match refresh {
             true => log::warn!("MCP server {}: {error}", this.name()),
-            false => this.connect_failed(error, false),
+            false => this.connect_failed(error, Failure::Other),
         };
         let Some(items) = page.get("tools").and_then(Value::as_array) else {
             return fail(self, "Invalid MCP tools/list result".into());

@@ -18,6 +18,7 @@ pub mod connection;
 pub mod content;
 pub mod jsonrpc;
 pub mod log;
+pub mod login;
 pub mod naming;
 pub mod oauth;
 pub mod resources;
@@ -58,6 +59,8 @@ pub enum Status {
     Connecting,
     Connected,
     Failed,
+    /// An OAuth server waits for a sign-in (pi's `needs-auth`).
+    NeedsSignIn,
     Disconnected,
 }
 
@@ -68,6 +71,7 @@ impl Status {
             Status::Connecting => "connecting",
             Status::Connected => "connected",
             Status::Failed => "failed",
+            Status::NeedsSignIn => "needs-auth",
             Status::Disconnected => "disconnected",
         }
     }
@@ -95,12 +99,52 @@ struct McpTool {
     spec: ToolSpec,
 }
 
+/// What the host has for the client, in order: notices, the dialog asking for a pasted
+/// redirect URL, and the `handled` answers of `/mcp` prompts whose command finished.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Notice {
+    Notify(String, &'static str),
+    /// An `extension_ui_request` with `method:"input"`.
+    Input {
+        id: String,
+        title: String,
+        placeholder: String,
+    },
+    /// The prompt that ran `/mcp …` (its id) is answered `handled`.
+    Handled(Option<Value>),
+}
+
+/// A resource tool call waiting for servers still connecting (pi's resource tools wait for
+/// every server). `cancel` is set when the call is dropped (abort); `running` holds the started
+/// call's handle, so dropping the outer handle later cancels it.
+struct DeferredCall {
+    call: ToolCall,
+    events: Sender<ToolEvent>,
+    cancel: crate::child::CancelFlag,
+    running: Arc<std::sync::Mutex<Option<ToolHandle>>>,
+}
+
+/// A `/mcp login` in progress (one at a time).
+struct Login {
+    server: usize,
+    /// The prompt that asked for it; answered when the sign-in and the reconnect are done.
+    prompt: Option<Value>,
+    /// The client's dialog for a pasted redirect URL, once shown.
+    dialog: Option<String>,
+    pasted: Sender<String>,
+    /// Signed in; the server is reconnecting with the new tokens.
+    reconnecting: bool,
+}
+
 pub struct McpHost {
     servers: Vec<Server>,
     events: Receiver<McpEvent>,
     /// Kept so the channel stays open with no server threads (the agent's select must not see
-    /// it disconnect).
-    _events_tx: Sender<McpEvent>,
+    /// it disconnect); sign-in threads report on it.
+    events_tx: Sender<McpEvent>,
+    agent_dir: PathBuf,
+    login: Option<Login>,
+    deferred: Vec<DeferredCall>,
     tools: Vec<McpTool>,
     filter: ToolFilter,
     config_errors: Vec<String>,
@@ -109,10 +153,11 @@ pub struct McpHost {
     waited: bool,
     /// Startup problems were reported to the client.
     reported: bool,
-    /// Servers `/mcp reconnect` is reconnecting (their outcome becomes a notice).
-    reconnecting: Vec<usize>,
-    /// Notices for the client, (text, level), taken by the agent after each event.
-    notices: Vec<(String, &'static str)>,
+    /// Servers `/mcp reconnect` is reconnecting, with the prompt that asked (their outcome
+    /// becomes a notice, then the prompt's answer).
+    reconnecting: Vec<(usize, Option<Value>)>,
+    /// What the client gets, taken by the agent after each event and command.
+    notices: Vec<Notice>,
 }
 
 impl McpHost {
@@ -167,7 +212,10 @@ impl McpHost {
         let mut host = McpHost {
             servers,
             events,
-            _events_tx: events_tx,
+            events_tx,
+            agent_dir,
+            login: None,
+            deferred: Vec::new(),
             tools: Vec::new(),
             filter,
             config_errors,
@@ -179,15 +227,9 @@ impl McpHost {
         };
         // With nothing to connect (only invalid or disabled entries) the report is due now.
         if let Some(report) = host.take_startup_report() {
-            host.notices.push((report, "warning"));
+            host.notices.push(Notice::Notify(report, "warning"));
         }
         host
-    }
-
-    /// Whether mcp.json configured anything (servers or broken entries): only then are `/mcp`
-    /// and its `get_commands` entry offered.
-    pub fn is_configured(&self) -> bool {
-        !self.servers.is_empty() || !self.config_errors.is_empty()
     }
 
     pub fn events(&self) -> &Receiver<McpEvent> {
@@ -203,16 +245,36 @@ impl McpHost {
     /// Applies a server's news; returns true when the tool table changed.
     pub fn on_event(&mut self, event: McpEvent) -> bool {
         let index = event.server;
+        if let McpEventKind::SignIn(news) = event.kind {
+            self.on_sign_in(index, news);
+            return false;
+        }
         let settles = matches!(
             event.kind,
-            McpEventKind::Connected { .. } | McpEventKind::Failed(_)
+            McpEventKind::Connected { .. } | McpEventKind::Failed(_) | McpEventKind::NeedsSignIn(_)
         );
         let changed = self.apply(event);
-        if settles && let Some(at) = self.reconnecting.iter().position(|i| *i == index) {
-            self.reconnecting.remove(at);
-            let server = &self.servers[index];
+        if settles {
+            self.settle_commands(index);
+        }
+        if self.settled() {
+            self.start_deferred();
+        }
+        if let Some(report) = self.take_startup_report() {
+            self.notices.push(Notice::Notify(report, "warning"));
+        }
+        changed
+    }
+
+    /// Server `index` connected or failed: the `/mcp reconnect` or `/mcp login` waiting for
+    /// it reports the outcome and answers its prompt.
+    fn settle_commands(&mut self, index: usize) {
+        let server = &self.servers[index];
+        let error = server.error.as_deref().unwrap_or("");
+        if let Some(at) = self.reconnecting.iter().position(|(i, _)| *i == index) {
+            let (_, prompt) = self.reconnecting.remove(at);
             let notice = match server.status {
-                Status::Connected => (
+                Status::Connected => Notice::Notify(
                     format!(
                         "Reconnected to MCP server \"{}\" ({}).",
                         server.config.name,
@@ -220,60 +282,273 @@ impl McpHost {
                     ),
                     "info",
                 ),
-                _ => (
+                _ => Notice::Notify(
                     format!(
-                        "MCP server \"{}\" failed to connect: {}",
-                        server.config.name,
-                        server.error.as_deref().unwrap_or("")
+                        "MCP server \"{}\" failed to connect: {error}",
+                        server.config.name
                     ),
                     "error",
                 ),
             };
             self.notices.push(notice);
+            self.notices.push(Notice::Handled(prompt));
         }
-        if let Some(report) = self.take_startup_report() {
-            self.notices.push((report, "warning"));
+        if let Some(login) = self.login.take_if(|l| l.server == index && l.reconnecting) {
+            let notice = match server.status {
+                Status::Connected => Notice::Notify(
+                    format!(
+                        "Signed in to MCP server \"{}\" ({} tools).",
+                        server.config.name,
+                        server.tools.len()
+                    ),
+                    "info",
+                ),
+                Status::NeedsSignIn => Notice::Notify(
+                    format!(
+                        "Signed in, but MCP server \"{}\" still rejects the credentials",
+                        server.config.name
+                    ),
+                    "error",
+                ),
+                _ => Notice::Notify(format!("Signed in, but {error}"), "error"),
+            };
+            self.notices.push(notice);
+            self.notices.push(Notice::Handled(login.prompt));
         }
-        changed
     }
 
-    /// Notices for the client since the last call.
-    pub fn take_notices(&mut self) -> Vec<(String, &'static str)> {
+    /// News of the `/mcp login` thread: show the URL and ask for a pasted redirect URL, or
+    /// reconnect with the new tokens, or report why not.
+    fn on_sign_in(&mut self, index: usize, news: login::SignInNews) {
+        let Some(login) = self.login.as_mut().filter(|l| l.server == index) else {
+            return;
+        };
+        let name = self.servers[index].config.name.clone();
+        match news {
+            login::SignInNews::Url(url) => {
+                self.notices.push(Notice::Notify(
+                    format!("Sign in to MCP server \"{name}\" in your browser:\n{url}"),
+                    "info",
+                ));
+                let id = crate::ids::uuid_v4();
+                login.dialog = Some(id.clone());
+                self.notices.push(Notice::Input {
+                    id,
+                    title: format!(
+                        "Waiting for sign-in to \"{name}\". If the browser cannot reach this machine, paste the URL it was redirected to."
+                    ),
+                    placeholder: "http://127.0.0.1:.../callback?code=...".into(),
+                });
+            }
+            login::SignInNews::Done(Ok(())) => {
+                // The dialog is moot now; like pi, nothing tells the client.
+                login.dialog = None;
+                login.reconnecting = true;
+                let server = &mut self.servers[index];
+                match &server.commands {
+                    Some(commands) if commands.send(Command::Reconnect).is_ok() => {
+                        server.status = Status::Connecting;
+                    }
+                    _ => {
+                        let prompt = self.login.take().and_then(|l| l.prompt);
+                        self.notices.push(Notice::Notify(
+                            format!("Signed in, but MCP server \"{name}\" is not running"),
+                            "error",
+                        ));
+                        self.notices.push(Notice::Handled(prompt));
+                    }
+                }
+            }
+            login::SignInNews::Done(Err(error)) => {
+                let prompt = self.login.take().and_then(|l| l.prompt);
+                self.notices.push(match error.as_str() {
+                    oauth::SIGN_IN_CANCELLED => Notice::Notify(error, "info"),
+                    _ => Notice::Notify(format!("Sign-in failed: {error}"), "error"),
+                });
+                self.notices.push(Notice::Handled(prompt));
+            }
+        }
+    }
+
+    /// The client answered a dialog; true when it was the sign-in's (a pasted redirect URL,
+    /// or cancelled: an empty answer).
+    pub fn deliver_ui_response(&mut self, id: &str, value: Option<&str>) -> bool {
+        let Some(login) = self
+            .login
+            .as_mut()
+            .filter(|l| l.dialog.as_deref() == Some(id))
+        else {
+            return false;
+        };
+        login.dialog = None;
+        let _ = login.pasted.send(value.unwrap_or("").to_string());
+        true
+    }
+
+    /// A prompt starts: servers waiting for a sign-in connect again if one was done elsewhere
+    /// meanwhile (`pi mcp login` in a shell, or run by the agent), as pi does at turn start.
+    pub fn pick_up_sign_ins(&self) {
+        for server in &self.servers {
+            if server.status == Status::NeedsSignIn
+                && let Some(commands) = &server.commands
+            {
+                let _ = commands.send(Command::PickUpSignIn);
+            }
+        }
+    }
+
+    /// What the client gets since the last call.
+    pub fn take_notices(&mut self) -> Vec<Notice> {
         std::mem::take(&mut self.notices)
     }
 
-    /// `/mcp` and `/mcp reconnect <server>` (pi's command, minus what needs its TUI or OAuth);
-    /// the answer is a notice (text, level).
-    pub fn command(&mut self, args: &str) -> (String, &'static str) {
+    /// `/mcp`, `/mcp login|logout|reconnect [server]` (pi's command outside its TUI), run from
+    /// the prompt `prompt`; the outcome is in `take_notices`, the prompt's `handled` answer last
+    /// (once a sign-in or reconnect is over).
+    pub fn command(&mut self, args: &str, prompt: Option<Value>) {
         let words: Vec<&str> = args.split_whitespace().collect();
-        match words[..] {
-            [] => (self.status_text(), "info"),
-            ["reconnect", name] => {
-                let Some(index) = self.servers.iter().position(|s| s.config.name == name) else {
-                    return (format!("No MCP server named \"{name}\"."), "error");
-                };
-                let Some(commands) = &self.servers[index].commands else {
-                    return ("No enabled MCP server to reconnect.".into(), "error");
-                };
-                let _ = commands.send(Command::Reconnect);
-                self.servers[index].status = Status::Connecting;
-                self.reconnecting.push(index);
-                (format!("Reconnecting to MCP server \"{name}\"."), "info")
+        let notice = match words[..] {
+            [] => Some(Notice::Notify(self.status_text(), "info")),
+            [action @ ("login" | "logout" | "reconnect"), ref rest @ ..] if rest.len() <= 1 => {
+                match self.pick(action, rest.first().copied()) {
+                    Err(notice) => Some(notice),
+                    Ok(index) if action == "login" => self.sign_in(index, prompt.clone()),
+                    Ok(index) if action == "logout" => Some(self.sign_out(index)),
+                    Ok(index) => {
+                        self.reconnect(index, prompt);
+                        return;
+                    }
+                }
             }
-            _ => (MCP_USAGE.into(), "warning"),
+            _ => Some(Notice::Notify(MCP_USAGE.into(), "warning")),
+        };
+        if let Some(notice) = notice {
+            self.notices.push(notice);
+            self.notices.push(Notice::Handled(prompt));
+        }
+    }
+
+    /// The server a subcommand acts on (pi's rules): the one named, else the only eligible one,
+    /// else the only one that needs it (waits for a sign-in; failed or disconnected for
+    /// `reconnect`). Where pi would ask the user to choose among several, the usage is shown.
+    fn pick(&self, action: &str, name: Option<&str>) -> Result<usize, Notice> {
+        let signs_in = action != "reconnect";
+        let eligible =
+            |s: &Server| s.commands.is_some() && (!signs_in || oauth_settings(&s.config).is_some());
+        let none = match signs_in {
+            true => NO_OAUTH_SERVER,
+            false => "No enabled MCP server to reconnect.",
+        };
+        if let Some(name) = name {
+            let Some(index) = self.servers.iter().position(|s| s.config.name == name) else {
+                return Err(Notice::Notify(
+                    format!("No MCP server named \"{name}\"."),
+                    "error",
+                ));
+            };
+            return match eligible(&self.servers[index]) {
+                true => Ok(index),
+                false => Err(Notice::Notify(none.into(), "error")),
+            };
+        }
+        let candidates: Vec<usize> = (0..self.servers.len())
+            .filter(|i| eligible(&self.servers[*i]))
+            .collect();
+        let preferred: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|i| match self.servers[*i].status {
+                Status::NeedsSignIn => signs_in,
+                Status::Failed | Status::Disconnected => !signs_in,
+                _ => false,
+            })
+            .collect();
+        match (&candidates[..], &preferred[..]) {
+            ([], _) => Err(Notice::Notify(none.into(), "info")),
+            ([only], _) | (_, [only]) => Ok(*only),
+            _ => Err(Notice::Notify(MCP_USAGE.into(), "warning")),
+        }
+    }
+
+    /// `/mcp reconnect <server>`: the outcome is reported when the server settles.
+    fn reconnect(&mut self, index: usize, prompt: Option<Value>) {
+        if let Some(commands) = &self.servers[index].commands {
+            let _ = commands.send(Command::Reconnect);
+        }
+        self.servers[index].status = Status::Connecting;
+        self.reconnecting.push((index, prompt));
+    }
+
+    /// `/mcp logout <server>`: deletes the stored credentials; the connection closes and waits
+    /// for a sign-in (it reconnects without them).
+    fn sign_out(&mut self, index: usize) -> Notice {
+        let name = &self.servers[index].config.name;
+        let Some(settings) = oauth_settings(&self.servers[index].config) else {
+            return Notice::Notify(NO_OAUTH_SERVER.into(), "error");
+        };
+        let removed = match settings.remove() {
+            Ok(removed) => removed,
+            Err(e) => return Notice::Notify(format!("Sign-out failed: {e}"), "error"),
+        };
+        if let Some(commands) = &self.servers[index].commands {
+            let _ = commands.send(Command::Reconnect);
+        }
+        match removed {
+            true => Notice::Notify(format!("Signed out of MCP server \"{name}\"."), "info"),
+            false => Notice::Notify(
+                format!("No stored credentials for MCP server \"{name}\"."),
+                "info",
+            ),
+        }
+    }
+
+    /// `/mcp login <server>`: starts the sign-in thread (None), or says why not.
+    fn sign_in(&mut self, index: usize, prompt: Option<Value>) -> Option<Notice> {
+        let settings = oauth_settings(&self.servers[index].config)?.clone();
+        if let Some(login) = &self.login {
+            return Some(Notice::Notify(
+                format!(
+                    "A sign-in to MCP server \"{}\" is already in progress.",
+                    self.servers[login.server].config.name
+                ),
+                "error",
+            ));
+        }
+        match login::spawn(index, settings, self.events_tx.clone()) {
+            Ok(pasted) => {
+                self.login = Some(Login {
+                    server: index,
+                    prompt,
+                    dialog: None,
+                    pasted,
+                    reconnecting: false,
+                });
+                None
+            }
+            Err(e) => Some(Notice::Notify(format!("Sign-in failed: {e}"), "error")),
         }
     }
 
     /// pi's `/mcp` status text outside its TUI.
     fn status_text(&self) -> String {
         if self.servers.is_empty() && self.config_errors.is_empty() {
-            return "No MCP servers configured. Add them to mcp.json in the agent directory or .pi/mcp.json.".into();
+            return format!(
+                "No MCP servers configured. Add them to {} or .pi/mcp.json.",
+                config::user_path(&self.agent_dir).display()
+            );
         }
         let mut lines: Vec<String> = self
             .servers
             .iter()
             .map(|s| {
+                let name = &s.config.name;
+                let exposure = &s.config.exposure_name;
                 let state = match s.status {
+                    Status::NeedsSignIn => {
+                        return format!(
+                            "{name}: needs sign-in, run /mcp login {name} ({exposure})"
+                        );
+                    }
                     Status::Disconnected => "disconnected, reconnects on next call",
                     other => other.as_str(),
                 };
@@ -287,10 +562,7 @@ impl McpHost {
                     }
                     _ => String::new(),
                 };
-                format!(
-                    "{}: {state}{tools} ({}){error}",
-                    s.config.name, s.config.exposure_name
-                )
+                format!("{name}: {state}{tools} ({exposure}){error}")
             })
             .collect();
         lines.extend(
@@ -335,11 +607,20 @@ impl McpHost {
                 server.error = Some(error);
                 false
             }
+            McpEventKind::NeedsSignIn(error) => {
+                // Its tools are unavailable until a sign-in (calls would fail the same way).
+                server.status = Status::NeedsSignIn;
+                server.error = Some(error);
+                server.tools.clear();
+                server.has_resources = false;
+                self.rebuild_tools()
+            }
             McpEventKind::Disconnected(error) => {
                 server.status = Status::Disconnected;
                 server.error = Some(error);
                 false
             }
+            McpEventKind::SignIn(_) => false,
         }
     }
 
@@ -420,7 +701,7 @@ impl McpHost {
     }
 
     /// Starts a call of one of `tool_specs`' tools; results arrive on `events`.
-    pub fn spawn_call(&self, call: ToolCall, events: Sender<ToolEvent>) -> ToolHandle {
+    pub fn spawn_call(&mut self, call: ToolCall, events: Sender<ToolEvent>) -> ToolHandle {
         let key = self.next_key.fetch_add(1, Ordering::SeqCst);
         if let Some(tool) = self.tools.iter().find(|t| t.name == call.name) {
             let server = &self.servers[tool.server];
@@ -460,7 +741,46 @@ impl McpHost {
                 }
             };
         }
+        if !self.settled() {
+            let cancel = crate::child::CancelFlag::default();
+            let running = Arc::new(std::sync::Mutex::new(None::<ToolHandle>));
+            let slot = running.clone();
+            self.deferred.push(DeferredCall {
+                call,
+                events,
+                cancel: cancel.clone(),
+                running,
+            });
+            return ToolHandle::with_cancel_hook(
+                cancel,
+                Box::new(move || {
+                    drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
+                }),
+            );
+        }
         resources::spawn(call, self.resource_servers(), self.next_key.clone(), events)
+    }
+
+    /// Every server has connected or failed: the resource calls that waited run now, on the
+    /// servers with resources as they are now.
+    fn start_deferred(&mut self) {
+        for deferred in std::mem::take(&mut self.deferred) {
+            if deferred.cancel.is_cancelled() {
+                continue;
+            }
+            let handle = resources::spawn(
+                deferred.call,
+                self.resource_servers(),
+                self.next_key.clone(),
+                deferred.events,
+            );
+            let mut running = deferred.running.lock().unwrap_or_else(|e| e.into_inner());
+            // Dropped meanwhile: cancel what just started.
+            match deferred.cancel.is_cancelled() {
+                true => drop(handle),
+                false => *running = Some(handle),
+            }
+        }
     }
 
     /// Whether the first prompt should wait: a server with declared tools is still connecting.
@@ -499,6 +819,9 @@ impl McpHost {
             .map(|e| format!("config: {e}"))
             .collect();
         for server in &self.servers {
+            if server.status == Status::NeedsSignIn {
+                lines.push(format!("{}: needs sign-in", server.config.name));
+            }
             if server.status == Status::Failed {
                 let first = server
                     .error
@@ -592,7 +915,8 @@ impl McpHost {
                 if s.has_resources {
                     report["resources"] = json!(true);
                 }
-                if let Some(error) = s.error.as_ref().filter(|_| s.status != Status::Connected) {
+                let has_error = !matches!(s.status, Status::Connected | Status::NeedsSignIn);
+                if let Some(error) = s.error.as_ref().filter(|_| has_error) {
                     report["error"] = json!(error);
                 }
                 report
@@ -624,11 +948,23 @@ impl McpHost {
 
 /// The `/mcp` entry of `get_commands` (pi lists it as its built-in MCP extension's command).
 pub fn command_item() -> Value {
-    json!({"name": "mcp", "description": "Show MCP servers and their state; /mcp reconnect <server> connects again",
+    json!({"name": "mcp", "description": "Manage MCP servers: sign in, reconnect, enable or disable, and change exposure",
         "source": "extension", "sourceInfo": {"path": "builtin:mcp", "source": "builtin", "scope": "temporary", "origin": "top-level"}})
 }
 
-const MCP_USAGE: &str = "Usage: /mcp, /mcp reconnect <server>";
+const NO_OAUTH_SERVER: &str =
+    "No enabled MCP server uses OAuth. Only HTTP servers without an Authorization header do.";
+
+/// A server's OAuth settings (HTTP servers without an `Authorization` header have them).
+fn oauth_settings(config: &ServerConfig) -> Option<&oauth::Settings> {
+    match &config.transport {
+        config::Transport::Http { oauth, .. } => oauth.as_ref(),
+        _ => None,
+    }
+}
+
+const MCP_USAGE: &str =
+    "Usage: /mcp, /mcp login [server], /mcp logout [server], /mcp reconnect [server]";
 
 /// pi's short state: `connected · N tools · resources`, `failed: <first line>`, …
 fn describe_state(server: &Server) -> String {

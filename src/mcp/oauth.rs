@@ -29,6 +29,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// Access tokens this close to expiry are refreshed before they are sent (pi: 30 s).
 const REFRESH_SKEW_MS: i64 = 30_000;
 const DEFAULT_CALLBACK: &str = "http://127.0.0.1/callback";
+/// `sign_in`'s error when neither the browser nor a pasted URL answered in time.
+pub const TIMED_OUT: &str = "cancelled";
+/// `sign_in`'s error when the user dismissed it (an empty pasted URL), in pi's words.
+pub const SIGN_IN_CANCELLED: &str = "Sign-in cancelled.";
 
 /// The `oauth` settings of one server, plus where its state is stored.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -1250,9 +1254,9 @@ pub enum SignedIn {
     Authorized,
 }
 
-/// `pi mcp login`: refreshes the stored tokens when it can, else runs the authorization code flow
-/// with PKCE against a loopback callback, or a redirect URL pasted on `pasted` (lines), for at
-/// most `timeout`.
+/// `pi mcp login` and `/mcp login`: refreshes the stored tokens when it can, else runs the
+/// authorization code flow with PKCE against a loopback callback, or a redirect URL pasted on
+/// `pasted` (an empty one cancels), for at most `timeout`.
 pub fn sign_in(
     settings: &Settings,
     challenge: &Challenge,
@@ -1459,7 +1463,7 @@ pub fn sign_in(
     let response = loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            return Err("cancelled".into());
+            return Err(TIMED_OUT.into());
         }
         crossbeam_channel::select! {
             recv(callback.responses) -> r => match r {
@@ -1467,11 +1471,11 @@ pub fn sign_in(
                 Err(_) => return Err("OAuth callback server closed".into()),
             },
             recv(pasted) -> line => match line {
-                Ok(line) if line.trim().is_empty() => {}
+                Ok(line) if line.trim().is_empty() => return Err(SIGN_IN_CANCELLED.into()),
                 Ok(line) => break pasted_response(&line, &redirect_uri, &state_value)?,
                 Err(_) => std::thread::sleep(left.min(Duration::from_millis(100))),
             },
-            default(left) => return Err("cancelled".into()),
+            default(left) => return Err(TIMED_OUT.into()),
         }
     };
     drop(callback);

@@ -62,9 +62,11 @@ pub enum InboundKind {
 pub enum Failure {
     /// Network errors, 408, 429, 5xx (not 501): worth another attempt.
     Transient,
-    /// 401 that a token refresh did not cure: the user signs in (`pi mcp login`) or fixes the
-    /// configured `Authorization` header.
+    /// 401 from a server with a configured `Authorization` header: the user fixes the header.
     Auth,
+    /// 401 (or 403 `insufficient_scope`) from an OAuth server that a token refresh did not cure:
+    /// the user signs in (`pi mcp login`, `/mcp login`).
+    SignIn,
     /// 404 on a request that carried a session id: the server forgot the session.
     SessionExpired,
     Other,
@@ -614,23 +616,24 @@ impl RequestParts {
             let mut text = String::new();
             let _ = (&mut reader).take(8 * 1024).read_to_string(&mut text);
             let text: String = text.trim().chars().take(500).collect();
-            if status == 401 {
+            // More scope needed (RFC 6750 `insufficient_scope`, on a 403 or a 401): a new sign-in.
+            let more_scope = challenge.error.as_deref() == Some("insufficient_scope");
+            if status == 401 || (status == 403 && more_scope && self.oauth.is_some()) {
                 let Some(settings) = &self.oauth else {
                     let error = "requires authentication (HTTP 401): check the Authorization \
                                  header in mcp.json";
                     return fail(error.into(), Failure::Auth);
                 };
                 // A refresh keeps the granted scope, so more scope needs a new sign-in.
-                let step_up = challenge.error.as_deref() == Some("insufficient_scope");
                 if !retried
-                    && !step_up
+                    && !more_scope
                     && token.is_some()
                     && oauth::refresh(settings, token.as_deref(), &challenge) == Ok(true)
                 {
                     return self.post_once(payload, id, is_initialized, true);
                 }
                 let error = format!("needs sign-in: run \"pi mcp login {}\"", self.server);
-                return fail(error, Failure::Auth);
+                return fail(error, Failure::SignIn);
             }
             let message = match text.is_empty() {
                 true => format!("MCP HTTP request failed with status {status}"),

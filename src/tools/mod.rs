@@ -106,6 +106,9 @@ impl ToolOutput {
 pub enum ToolEventKind {
     /// Cumulative partial result (replaces the previous one).
     Update(ToolOutput),
+    /// An MCP call's whole `CallToolResult` (pi's `structuredContent`), sent just before its
+    /// `Finished`: it rides on `tool_execution_end` (and the `tool_result` hook) only.
+    Structured(serde_json::Value),
     Finished(ToolOutput),
 }
 

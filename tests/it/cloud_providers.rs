@@ -966,27 +966,8 @@ fn form(body: &[u8]) -> HashMap<String, String> {
     String::from_utf8_lossy(body)
         .split('&')
         .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (k.to_string(), percent_decode(v)))
+        .map(|(k, v)| (k.to_string(), crate::scripted_http::percent_decode(v)))
         .collect()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Verifies an RS256 JWT with `openssl dgst` and the public key; returns its claims.

@@ -131,7 +131,7 @@ fn cli_extension_commands_come_first_in_get_commands() {
     let response = pi.command("c1", "get_commands", json!({}));
     assert_eq!(response["success"], true, "{response}");
     let commands = response["data"]["commands"].as_array().expect("commands");
-    assert_eq!(commands.len(), 2, "{response}");
+    assert_eq!(commands.len(), 3, "{response}");
     assert_eq!(commands[0]["name"], "hello");
     assert_eq!(
         commands[0]["description"],
@@ -139,8 +139,10 @@ fn cli_extension_commands_come_first_in_get_commands() {
     );
     assert_eq!(commands[0]["source"], "extension");
     assert_eq!(commands[0]["sourceInfo"]["path"], extension("hello.sh"));
-    assert_eq!(commands[1]["name"], "review");
-    assert_eq!(commands[1]["source"], "prompt");
+    // pi 1.6.0's built-in `/mcp` after the extensions' commands.
+    assert_eq!(commands[1]["name"], "mcp");
+    assert_eq!(commands[2]["name"], "review");
+    assert_eq!(commands[2]["source"], "prompt");
     assert!(errors(&pi).is_empty(), "{:?}", errors(&pi));
     fake.finish();
 }
@@ -264,7 +266,9 @@ fn extensions_are_discovered_in_the_project_and_agent_dirs() {
     // Project extensions load before the user's.
     assert_eq!(
         command_names(&response),
-        ["follow", "later", "fail", "quit", "note", "ask", "hello"],
+        [
+            "follow", "later", "fail", "quit", "note", "ask", "hello", "mcp"
+        ],
         "{response}"
     );
     let commands = response["data"]["commands"].as_array().expect("commands");
@@ -283,7 +287,7 @@ fn no_extensions_turns_discovery_off_but_keeps_cli_paths() {
     let response = pi.command("c1", "get_commands", json!({}));
     assert_eq!(
         command_names(&response),
-        ["actions", "ui", "bye"],
+        ["actions", "ui", "bye", "mcp"],
         "{response}"
     );
     // The discovered recorder never ran.

@@ -38,6 +38,7 @@ mod request_cache;
 mod retry;
 mod rpc_bash;
 mod sandbox;
+mod scripted_http;
 mod secrets;
 mod security;
 mod sessions;

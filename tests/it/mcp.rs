@@ -16,11 +16,18 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture_path};
+use crate::scripted_http::{HttpRequest, ScriptedHttp, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
     Pi, Setup, Workspace, is_reference, prerequisite_missing, result_text, tool_result_block,
     tool_result_block_text, wait_for_file, wait_until_gone,
 };
+
+/// pi 1.6.0's `get_commands` entry for its built-in `/mcp`, listed unless `--no-mcp`.
+pub fn builtin_command() -> Value {
+    json!({"name": "mcp", "description": "Manage MCP servers: sign in, reconnect, enable or disable, and change exposure",
+        "source": "extension", "sourceInfo": {"path": "builtin:mcp", "source": "builtin", "scope": "temporary", "origin": "top-level"}})
+}
 
 /// The everything server's entry point, or why it is not there (a failure under CI=true).
 pub fn everything_server() -> Option<(PathBuf, PathBuf)> {
@@ -318,6 +325,13 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
         result_text(&end["result"]),
         "it failed[Resource fake://doc \"doc\". Read it with read_mcp_resource (server \"fake\")]"
     );
+    // As pi 1.6.0: the result also carries the whole `CallToolResult` and `isError`.
+    assert_eq!(
+        end["result"]["structuredContent"],
+        json!({"content": [{"type": "text", "text": "it failed"},
+            {"type": "resource_link", "uri": "fake://doc", "name": "doc"}], "isError": true})
+    );
+    assert_eq!(end["result"]["isError"], true);
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(9, pi.timeout());
     assert!(!declared_tools(&requests[6]).contains(&"mcp__fake__added".to_string()));
@@ -471,12 +485,10 @@ fn startup_problems_are_reported_once_and_listed() {
         .filter(|r| r["method"] == "notify")
         .map(|r| r["message"].as_str().unwrap().to_string())
         .collect();
+    // As pi: the outcome only, then the prompt's answer.
     assert_eq!(
         notices,
-        [
-            "Reconnecting to MCP server \"fake\".",
-            "Reconnected to MCP server \"fake\" (connected · 8 tools · resources)."
-        ]
+        ["Reconnected to MCP server \"fake\" (connected · 8 tools · resources)."]
     );
     let commands = pi.command("4", "get_commands", json!({}));
     assert_eq!(commands["data"]["commands"][0]["name"], "mcp");
@@ -689,109 +701,6 @@ fn pi_mcp_add_list_remove_edit_mcp_json() {
     let _ = Instant::now();
 }
 
-/// One request a scripted HTTP server received.
-#[derive(Clone, Debug)]
-struct HttpRequest {
-    method: String,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl HttpRequest {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn rpc_method(&self) -> &str {
-        self.body["method"].as_str().unwrap_or("")
-    }
-}
-
-type Responder =
-    dyn Fn(&HttpRequest, &[HttpRequest]) -> (u16, Vec<(String, String)>, String) + Send + Sync;
-
-/// A streamable-HTTP endpoint on 127.0.0.1 answering from a script: for the HTTP failures a real
-/// server cannot be made to produce (401, 503, a forgotten session). One request per connection.
-struct ScriptedHttp {
-    port: u16,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<HttpRequest>>>,
-}
-
-impl ScriptedHttp {
-    fn start(respond: Box<Responder>) -> ScriptedHttp {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                if reader.read_line(&mut request_line).is_err() {
-                    continue;
-                }
-                let mut headers = Vec::new();
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if let Some((k, v)) = line.trim_end().split_once(':') {
-                        headers.push((k.trim().to_string(), v.trim().to_string()));
-                    }
-                }
-                let length: usize = headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                    .and_then(|(_, v)| v.parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0u8; length];
-                let _ = reader.read_exact(&mut body);
-                let request = HttpRequest {
-                    method: request_line.split(' ').next().unwrap_or("").to_string(),
-                    headers,
-                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-                };
-                let before = log.lock().unwrap().clone();
-                let (status, extra, body) = respond(&request, &before);
-                log.lock().unwrap().push(request);
-                let mut response = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-                    body.len()
-                );
-                for (k, v) in extra {
-                    response.push_str(&format!("{k}: {v}\r\n"));
-                }
-                response.push_str("\r\n");
-                response.push_str(&body);
-                let _ = stream.write_all(response.as_bytes());
-            }
-        });
-        ScriptedHttp { port, seen }
-    }
-
-    fn requests(&self) -> Vec<HttpRequest> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-fn json_answer(
-    request: &HttpRequest,
-    result: Value,
-    session: &str,
-) -> (u16, Vec<(String, String)>, String) {
-    let body = json!({"jsonrpc": "2.0", "id": request.body["id"], "result": result}).to_string();
-    let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
-    if !session.is_empty() {
-        headers.push(("Mcp-Session-Id".into(), session.into()));
-    }
-    (200, headers, body)
-}
-
 #[test]
 fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header_secrets() {
     if is_reference() {
@@ -807,9 +716,9 @@ fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header
             (_, "initialize") => {
                 let session = format!("s{}", count("initialize"));
                 let result = json!({"protocolVersion": "2025-03-26", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}});
-                json_answer(request, result, &session)
+                rpc_answer(request, result, &session)
             }
-            (_, "tools/list") => json_answer(
+            (_, "tools/list") => rpc_answer(
                 request,
                 json!({"tools": [{"name": "whoami", "inputSchema": {}}]}),
                 "",
@@ -824,7 +733,7 @@ fn http_retries_transient_statuses_renews_a_forgotten_session_and_redacts_header
                     request.header("authorization").unwrap_or(""),
                     request.header("mcp-session-id").unwrap_or("")
                 );
-                json_answer(
+                rpc_answer(
                     request,
                     json!({"content": [{"type": "text", "text": text}]}),
                     "",
@@ -949,6 +858,52 @@ fn the_first_prompt_waits_for_a_slow_server_with_declared_tools() {
         "{:?}",
         declared_tools(&requests[0])
     );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn the_resource_tools_wait_for_servers_still_connecting() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "list_mcp_resources", json!({})),
+        Reply::sse(anthropic_text(&["Listed."])),
+    ]);
+    let workspace = Workspace::new();
+    let (fast, _) = fake_server(&workspace, json!({}));
+    let (slow, _) = fake_server(&workspace, json!({"args": ["--slow-start", "4"]}));
+    write_mcp_json(&workspace, json!({"fast": fast, "slow": slow}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    // The first prompt's wait is cut short, so the next one runs while `slow` still starts.
+    pi.command("1", "prompt", json!({"message": "hello"}));
+    pi.command("2", "abort", json!({}));
+    pi.wait_for_event("agent_settled");
+    let until = Instant::now() + pi.timeout();
+    let mut states = Value::Null;
+    while Instant::now() < until {
+        let id = format!("s{}", pi.records().len());
+        states = pi.command(&id, "get_mcp_servers", json!({}))["data"]["servers"].clone();
+        if states[0]["state"] == "connected" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(states[0]["state"], "connected", "{states}");
+    assert_eq!(states[1]["state"], "connecting", "{states}");
+    pi.command("3", "prompt", json!({"message": "resources"}));
+    // As pi: the call waits for `slow` and lists the resources of both.
+    let end = tool_end(&mut pi);
+    let listed: Value = serde_json::from_str(&result_text(&end["result"])).unwrap();
+    let servers: Vec<&str> = listed["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["fast", "slow"], "{listed}");
+    pi.wait_for_event("agent_end");
     pi.close_stdin();
     pi.wait_for_exit();
 }

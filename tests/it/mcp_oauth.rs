@@ -1,21 +1,23 @@
 //! OAuth sign-in for hosted MCP servers through the real binary, against a fake authorization
-//! server and a fake streamable-HTTP MCP server on 127.0.0.1 (one listener, both roles):
+//! server and a fake streamable-HTTP MCP server on 127.0.0.1 (one `ScriptedHttp`, both roles):
 //! discovery from the 401's `resource_metadata` (RFC 9728) to the OpenID configuration of an
 //! issuer with a path, dynamic registration, PKCE S256 checked by the fake, the resource
 //! indicator, the loopback callback and a pasted redirect URL, a wrong `iss` refused, tokens
 //! stored in pi 1.6.0's `mcp-auth.json` format and sent as the bearer (redacted), refresh before
-//! expiry, `pi mcp logout`, and an RPC session that keeps working when a server needs sign-in.
+//! expiry, step-up on `insufficient_scope`, `pi mcp logout`, and RPC sessions: a server needing
+//! sign-in is a notice and the agent keeps working; `/mcp login` and `/mcp logout` as pi 1.6.0
+//! runs them outside its TUI.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
+use crate::scripted_http::{Answer, HttpRequest, ScriptedHttp, form, json_answer, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{Pi, Setup, Workspace, is_reference, result_text};
 
@@ -24,46 +26,20 @@ struct State {
     wrong_iss: bool,
     /// Advertise Client ID Metadata Document support.
     cimd: bool,
-    /// code -> (code_challenge, redirect_uri, client_id, resource)
-    codes: Vec<(String, [String; 4])>,
-    access: Vec<String>,
-    refresh: Vec<String>,
+    /// A scope every MCP request needs: tokens without it get 403 `insufficient_scope`.
+    required_scope: Option<String>,
+    /// code -> (code_challenge, redirect_uri, client_id, resource, scope)
+    codes: Vec<(String, [String; 5])>,
+    /// Valid access tokens with their scope.
+    access: Vec<(String, String)>,
+    /// Valid refresh tokens with their scope.
+    refresh: Vec<(String, String)>,
     issued: usize,
-    /// (method, path, params or body)
-    log: Vec<(String, String, Value)>,
 }
 
 struct FakeOAuth {
-    port: u16,
+    server: ScriptedHttp,
     state: Arc<Mutex<State>>,
-}
-
-fn decode(text: &str) -> String {
-    let mut out = Vec::new();
-    let b = text.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
-}
-
-fn form(text: &str) -> Map<String, Value> {
-    text.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), json!(decode(v)))
-        })
-        .collect()
 }
 
 fn s256(verifier: &str) -> String {
@@ -72,99 +48,66 @@ fn s256(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref())
 }
 
-type Answer = (u16, Vec<(String, String)>, String);
-
-fn answer_json(status: u16, body: Value) -> Answer {
-    (
-        status,
-        vec![("Content-Type".into(), "application/json".into())],
-        body.to_string(),
-    )
-}
-
 impl FakeOAuth {
     fn start() -> FakeOAuth {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { return };
-                let state = shared.clone();
-                std::thread::spawn(move || serve(stream, port, &state));
-            }
-        });
-        FakeOAuth { port, state }
+        let server = ScriptedHttp::start(Box::new(move |request, _| {
+            answer(request, &mut shared.lock().unwrap())
+        }));
+        FakeOAuth { server, state }
     }
     fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.server.base()
     }
-    fn log(&self) -> Vec<(String, String, Value)> {
-        self.state.lock().unwrap().log.clone()
+    /// A refresh token the fake takes (granting no scope).
+    fn accept_refresh_token(&self, token: &str) {
+        let mut state = self.state.lock().unwrap();
+        state.refresh.push((token.into(), String::new()));
     }
+    /// `METHOD /path` of every request, in order.
+    fn paths(&self) -> Vec<String> {
+        self.server
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    }
+    /// What each request to `path` carried: the query of `/as/authorize`, the form of
+    /// `/as/token`, the JSON of `/as/register`, `{authorization, body}` of `/mcp` POSTs.
     fn calls(&self, path: &str) -> Vec<Value> {
-        self.log()
-            .into_iter()
-            .filter(|(_, p, _)| p == path)
-            .map(|(_, _, v)| v)
+        self.server
+            .requests()
+            .iter()
+            .filter(|r| r.path == path && (path != "/mcp" || r.method == "POST"))
+            .map(logged)
             .collect()
     }
 }
 
-fn serve(mut stream: TcpStream, port: u16, state: &Mutex<State>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
-        return;
+fn logged(request: &HttpRequest) -> Value {
+    match request.path.as_str() {
+        "/as/authorize" => Value::Object(form(&request.query)),
+        "/as/token" => Value::Object(form(&request.text)),
+        "/mcp" => json!({"authorization": request.header("authorization"), "body": request.body}),
+        _ => request.body.clone(),
     }
-    let mut parts = line.split(' ');
-    let method = parts.next().unwrap_or("").to_string();
-    let target = parts.next().unwrap_or("/").to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-            break;
-        }
-        if let Some((k, v)) = h.trim_end().split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    let length: usize = header("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; length];
-    let _ = reader.read_exact(&mut body);
-    let body = String::from_utf8_lossy(&body).into_owned();
-    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-    let base = format!("http://127.0.0.1:{port}");
+}
+
+/// The fake's answer: protected resource metadata, the authorization server (OpenID
+/// configuration only, registration, authorization, token), and the MCP server itself.
+fn answer(request: &HttpRequest, st: &mut State) -> Answer {
+    let base = request.base();
     let issuer = format!("{base}/as");
-    let logged = match (method.as_str(), path) {
-        ("GET", "/as/authorize") => Value::Object(form(query)),
-        ("POST", "/as/token") => Value::Object(form(&body)),
-        ("POST", "/as/register") => serde_json::from_str(&body).unwrap_or(Value::Null),
-        ("POST", "/mcp") => {
-            json!({"authorization": header("authorization"), "body": serde_json::from_str::<Value>(&body).unwrap_or(Value::Null)})
-        }
-        _ => Value::Null,
-    };
-    let mut st = state.lock().unwrap();
-    st.log
-        .push((method.clone(), path.to_string(), logged.clone()));
-    let (status, extra, text): Answer = match (method.as_str(), path) {
-        ("GET", "/.well-known/oauth-protected-resource/mcp") => answer_json(
+    let fields = logged(request);
+    let field = |k: &str| fields[k].as_str().unwrap_or("").to_string();
+    match (request.method.as_str(), request.path.as_str()) {
+        ("GET", "/.well-known/oauth-protected-resource/mcp") => json_answer(
             200,
             json!({"resource": format!("{base}/mcp"), "authorization_servers": [issuer], "scopes_supported": ["mcp.read"]}),
         ),
         // RFC 8414 first: missing here, so discovery falls back to the OpenID configuration.
-        ("GET", "/.well-known/openid-configuration/as") => answer_json(
+        ("GET", "/.well-known/openid-configuration/as") => json_answer(
             200,
             json!({
                 "issuer": issuer,
@@ -178,17 +121,13 @@ fn serve(mut stream: TcpStream, port: u16, state: &Mutex<State>) {
                 "client_id_metadata_document_supported": st.cimd,
             }),
         ),
-        ("POST", "/as/register") => {
-            let redirects = logged["redirect_uris"].clone();
-            answer_json(
-                201,
-                json!({"client_id": "dyn-client-1", "redirect_uris": redirects, "token_endpoint_auth_method": "none"}),
-            )
-        }
+        ("POST", "/as/register") => json_answer(
+            201,
+            json!({"client_id": "dyn-client-1", "redirect_uris": fields["redirect_uris"], "token_endpoint_auth_method": "none"}),
+        ),
         ("GET", "/as/authorize") => {
             st.issued += 1;
             let code = format!("code-{}", st.issued);
-            let field = |k: &str| logged[k].as_str().unwrap_or("").to_string();
             st.codes.push((
                 code.clone(),
                 [
@@ -196,12 +135,12 @@ fn serve(mut stream: TcpStream, port: u16, state: &Mutex<State>) {
                     field("redirect_uri"),
                     field("client_id"),
                     field("resource"),
+                    field("scope"),
                 ],
             ));
-            let iss = if st.wrong_iss {
-                "http://127.0.0.1:1/evil".to_string()
-            } else {
-                issuer.clone()
+            let iss = match st.wrong_iss {
+                true => "http://127.0.0.1:1/evil".to_string(),
+                false => issuer.clone(),
             };
             let location = format!(
                 "{}?code={code}&state={}&iss={}",
@@ -212,92 +151,81 @@ fn serve(mut stream: TcpStream, port: u16, state: &Mutex<State>) {
             (302, vec![("Location".into(), location)], String::new())
         }
         ("POST", "/as/token") => {
-            let field = |k: &str| logged[k].as_str().unwrap_or("").to_string();
-            let grant = field("grant_type");
-            let ok = match grant.as_str() {
-                "authorization_code" => {
-                    st.codes
-                        .iter()
-                        .any(|(code, [challenge, redirect, client, resource])| {
-                            *code == field("code")
-                                && *challenge == s256(&field("code_verifier"))
-                                && *redirect == field("redirect_uri")
-                                && *client == field("client_id")
-                                && *resource == field("resource")
-                        })
-                }
-                "refresh_token" => {
-                    st.refresh.contains(&field("refresh_token"))
-                        && field("resource") == format!("{base}/mcp")
-                }
-                _ => false,
+            let granted = match field("grant_type").as_str() {
+                "authorization_code" => st
+                    .codes
+                    .iter()
+                    .find(|(code, [challenge, redirect, client, resource, _])| {
+                        *code == field("code")
+                            && *challenge == s256(&field("code_verifier"))
+                            && *redirect == field("redirect_uri")
+                            && *client == field("client_id")
+                            && *resource == field("resource")
+                    })
+                    .map(|(_, [.., scope])| scope.clone()),
+                "refresh_token" if field("resource") == format!("{base}/mcp") => st
+                    .refresh
+                    .iter()
+                    .find(|(token, _)| *token == field("refresh_token"))
+                    .map(|(_, scope)| scope.clone()),
+                _ => None,
             };
-            if ok {
-                st.issued += 1;
-                let access = format!("at-{}-9c8b7a6d5e4f", st.issued);
-                let refresh = format!("rt-{}-1a2b3c4d5e6f", st.issued);
-                st.access.push(access.clone());
-                st.refresh.push(refresh.clone());
-                answer_json(
-                    200,
-                    json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh}),
-                )
-            } else {
-                answer_json(400, json!({"error": "invalid_grant"}))
+            let Some(scope) = granted else {
+                return json_answer(400, json!({"error": "invalid_grant"}));
+            };
+            st.issued += 1;
+            let access = format!("at-{}-9c8b7a6d5e4f", st.issued);
+            let refresh = format!("rt-{}-1a2b3c4d5e6f", st.issued);
+            st.access.push((access.clone(), scope.clone()));
+            st.refresh.push((refresh.clone(), scope.clone()));
+            let mut tokens = json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh});
+            if !scope.is_empty() {
+                tokens["scope"] = json!(scope);
             }
+            json_answer(200, tokens)
         }
         ("POST", "/mcp") => {
-            let bearer = header("authorization").unwrap_or_default();
-            let valid = bearer
+            let bearer = request.header("authorization").unwrap_or_default();
+            let scope = bearer
                 .strip_prefix("Bearer ")
-                .is_some_and(|t| st.access.iter().any(|a| a == t));
-            if !valid {
-                (
+                .and_then(|t| st.access.iter().find(|(a, _)| a == t))
+                .map(|(_, scope)| scope.clone());
+            let metadata =
+                format!("resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"");
+            let Some(scope) = scope else {
+                let challenge = format!("Bearer {metadata}");
+                return (
                     401,
-                    vec![(
-                        "WWW-Authenticate".into(),
-                        format!(
-                            "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
-                        ),
-                    )],
+                    vec![("WWW-Authenticate".into(), challenge)],
                     String::new(),
-                )
-            } else {
-                let request = &logged["body"];
-                let result = match request["method"].as_str().unwrap_or("") {
-                    "initialize" => {
-                        json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "hosted", "version": "1"}})
-                    }
-                    "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {}}]}),
-                    "tools/call" => {
-                        json!({"content": [{"type": "text", "text": format!("you are {bearer}")}]})
-                    }
-                    _ => return reply(&mut stream, 202, &[], ""),
-                };
-                answer_json(
-                    200,
-                    json!({"jsonrpc": "2.0", "id": request["id"], "result": result}),
-                )
+                );
+            };
+            if let Some(needed) = &st.required_scope
+                && !scope.split(' ').any(|s| s == needed)
+            {
+                let challenge =
+                    format!("Bearer error=\"insufficient_scope\", scope=\"{needed}\", {metadata}");
+                return (
+                    403,
+                    vec![("WWW-Authenticate".into(), challenge)],
+                    String::new(),
+                );
             }
+            let result = match request.rpc_method() {
+                "initialize" => {
+                    json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "hosted", "version": "1"}})
+                }
+                "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {}}]}),
+                "tools/call" => {
+                    json!({"content": [{"type": "text", "text": format!("you are {bearer}")}]})
+                }
+                _ => return (202, vec![], String::new()),
+            };
+            rpc_answer(request, result, "")
         }
         ("GET", "/mcp") => (405, vec![], String::new()),
         _ => (404, vec![], String::new()),
-    };
-    drop(st);
-    reply(&mut stream, status, &extra, &text);
-}
-
-fn reply(stream: &mut TcpStream, status: u16, extra: &[(String, String)], body: &str) {
-    let mut head = format!(
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str("\r\n");
-    let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(body.as_bytes());
 }
 
 fn write_config(workspace: &Workspace, fake: &FakeOAuth) {
@@ -411,11 +339,7 @@ fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer
     assert_eq!(out, "Signed in to MCP server \"hosted\".\n");
 
     // Discovery: the 401's resource_metadata, then RFC 8414 (missing) and the OpenID fallback.
-    let paths: Vec<String> = fake
-        .log()
-        .into_iter()
-        .map(|(m, p, _)| format!("{m} {p}"))
-        .collect();
+    let paths = fake.paths();
     let at = |p: &str| {
         paths
             .iter()
@@ -485,6 +409,15 @@ fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer
         "you are Bearer [redacted]",
         "{end}"
     );
+    // The whole `CallToolResult` rides along as pi's `structuredContent`, redacted too.
+    assert_eq!(
+        end["result"]["structuredContent"],
+        json!({"content": [{"type": "text", "text": "you are Bearer [redacted]"}]})
+    );
+    assert!(end["result"].get("isError").is_none(), "{end}");
+    // The session's tool result message does not keep it (pi's neither).
+    let message = pi.find(|r| r["type"] == "message_end" && r["message"]["role"] == "toolResult");
+    assert!(message["message"].get("structuredContent").is_none());
     pi.wait_for_event("agent_end");
     pi.close_stdin();
     pi.wait_for_exit();
@@ -550,11 +483,7 @@ fn expired_tokens_are_refreshed_before_use_and_logout_deletes_them() {
     let fake = FakeOAuth::start();
     let workspace = Workspace::new();
     write_config(&workspace, &fake);
-    fake.state
-        .lock()
-        .unwrap()
-        .refresh
-        .push("rt-old-5f4e3d2c1b0a".into());
+    fake.accept_refresh_token("rt-old-5f4e3d2c1b0a");
     let key = format!("mcp__hosted|{}/mcp", fake.base());
     // As pi 1.6.0 writes it: the access token expired a minute ago.
     let state = json!({key.clone(): {
@@ -624,7 +553,7 @@ fn in_rpc_mode_a_server_needing_sign_in_is_reported_and_the_agent_keeps_working(
         .unwrap();
     assert_eq!(
         notice["message"],
-        "MCP servers need attention:\n  hosted: failed: MCP server \"hosted\" needs sign-in: run \"pi mcp login hosted\"\nRun /mcp to fix."
+        "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix."
     );
     pi.command("1", "prompt", json!({"message": "hi"}));
     let end = pi.wait_for_event("agent_end");
@@ -648,11 +577,7 @@ fn a_session_refreshes_a_rejected_token_with_the_configured_client_and_retries()
             .to_string(),
     )
     .unwrap();
-    fake.state
-        .lock()
-        .unwrap()
-        .refresh
-        .push("rt-kept-5f4e3d2c1b0a".into());
+    fake.accept_refresh_token("rt-kept-5f4e3d2c1b0a");
     let key = format!("mcp__hosted|{}/mcp", fake.base());
     // Not expired by the clock, but the server no longer takes it (revoked on its side).
     let far = 4_000_000_000_000_i64;
@@ -747,11 +672,7 @@ fn pi_1_6_0_and_pi_rs_share_one_sign_in() {
     let workspace = Workspace::new();
     write_config(&workspace, &fake);
     let url = format!("{}/mcp", fake.base());
-    fake.state
-        .lock()
-        .unwrap()
-        .refresh
-        .push("rt-pi-5f4e3d2c1b0a".into());
+    fake.accept_refresh_token("rt-pi-5f4e3d2c1b0a");
     // pi 1.6.0 stored an expired sign-in...
     let state = json!({
         "serverUrl": url,
@@ -816,7 +737,7 @@ fn a_server_taking_client_documents_gets_pis_document_and_the_metadata_url_overr
             .ends_with("/callback")
     );
     // The configured metadata URL replaced RFC 8414 discovery.
-    let paths: Vec<String> = fake.log().into_iter().map(|(_, p, _)| p).collect();
+    let paths = fake.paths();
     assert!(
         !paths
             .iter()
@@ -903,4 +824,238 @@ fn pi_mcp_add_writes_oauth_settings_and_checks_them_like_pi() {
         String::from_utf8_lossy(&out.stderr),
         "--oauth-client-id only applies to HTTP servers (--url).\n"
     );
+}
+
+/// The next notify record's message (consuming records up to it).
+fn next_notice(pi: &mut Pi) -> (String, String) {
+    let deadline = pi.deadline();
+    let notice = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    (
+        notice["message"].as_str().unwrap().to_string(),
+        notice["notifyType"].as_str().unwrap().to_string(),
+    )
+}
+
+/// `get_mcp_servers`' entry of the one server, once `done` holds for it.
+fn server_when(pi: &mut Pi, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let until = Instant::now() + pi.timeout();
+    loop {
+        let answer = pi.command(
+            &format!("{id}-{}", pi.records().len()),
+            "get_mcp_servers",
+            json!({}),
+        );
+        let server = answer["data"]["servers"][0].clone();
+        if done(&server) || Instant::now() > until {
+            return server;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The prompt's `handled` answer, once the command it ran is over.
+fn handled(pi: &mut Pi, id: &str) {
+    let answer = pi.response_for(id);
+    assert_eq!(answer["data"]["disposition"], "handled", "{answer}");
+}
+
+#[test]
+fn over_rpc_mcp_login_asks_the_client_for_the_redirect_and_logout_signs_out() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    write_config(&workspace, &fake);
+    let provider = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
+    assert_eq!(
+        next_notice(&mut pi).0,
+        "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix."
+    );
+    // `/mcp` is offered as pi 1.6.0 lists it, and its status names the way to sign in.
+    let commands = pi.command("c", "get_commands", json!({}));
+    assert_eq!(
+        commands["data"]["commands"],
+        json!([crate::mcp::builtin_command()])
+    );
+    pi.send(json!({"id": "s", "type": "prompt", "message": "/mcp"}));
+    assert_eq!(
+        next_notice(&mut pi),
+        (
+            "hosted: needs sign-in, run /mcp login hosted (codemode)".into(),
+            "info".into()
+        )
+    );
+    handled(&mut pi, "s");
+    let server = server_when(&mut pi, "g", |_| true);
+    assert_eq!(server["state"], "needs-auth");
+    assert_eq!(server["tools"], json!([]));
+
+    // The sign-in shows the URL, then asks for the redirect URL (the browser is elsewhere).
+    pi.send(json!({"id": "l1", "type": "prompt", "message": "/mcp login hosted"}));
+    let (text, level) = next_notice(&mut pi);
+    let url = text
+        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_string();
+    assert_eq!(level, "info");
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    assert_eq!(
+        dialog["title"],
+        "Waiting for sign-in to \"hosted\". If the browser cannot reach this machine, paste the URL it was redirected to."
+    );
+    assert_eq!(
+        dialog["placeholder"],
+        "http://127.0.0.1:.../callback?code=..."
+    );
+    // The prompt is answered when the command is over, as pi does.
+    assert!(!pi.records().iter().any(|r| r["id"] == "l1"));
+    let redirected = authorize(&url);
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": redirected}));
+    assert_eq!(
+        next_notice(&mut pi),
+        (
+            "Signed in to MCP server \"hosted\" (1 tools).".into(),
+            "info".into()
+        )
+    );
+    handled(&mut pi, "l1");
+    let server = server_when(&mut pi, "g", |s| s["state"] == "connected");
+    assert_eq!(server["tools"], json!(["mcp__hosted__whoami"]));
+    let (stored, _) = store(&workspace);
+    let key = format!("mcp__hosted|{}/mcp", fake.base());
+    assert_eq!(stored[&key]["tokens"]["access_token"], "at-2-9c8b7a6d5e4f");
+    // Nothing secret reached stdout: the dialog's answer is not echoed.
+    assert!(
+        !pi.records()
+            .iter()
+            .any(|r| r.to_string().contains("at-2-9c8b7a6d5e4f"))
+    );
+
+    // Sign-out deletes the credentials; the server waits for a sign-in again.
+    pi.send(json!({"id": "o", "type": "prompt", "message": "/mcp logout hosted"}));
+    assert_eq!(
+        next_notice(&mut pi),
+        ("Signed out of MCP server \"hosted\".".into(), "info".into())
+    );
+    handled(&mut pi, "o");
+    assert_eq!(store(&workspace).0, json!({}));
+    let server = server_when(&mut pi, "g", |s| s["state"] == "needs-auth");
+    assert_eq!(server["state"], "needs-auth");
+
+    // Dismissing the dialog cancels the sign-in (the login is picked when it is the only one).
+    pi.send(json!({"id": "l2", "type": "prompt", "message": "/mcp login"}));
+    next_notice(&mut pi);
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
+    assert_eq!(
+        next_notice(&mut pi),
+        ("Sign-in cancelled.".into(), "info".into())
+    );
+    handled(&mut pi, "l2");
+    // A server that does not use OAuth, and one that is not there.
+    pi.send(json!({"id": "x", "type": "prompt", "message": "/mcp logout nope"}));
+    assert_eq!(
+        next_notice(&mut pi),
+        ("No MCP server named \"nope\".".into(), "error".into())
+    );
+    handled(&mut pi, "x");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn a_session_picks_up_a_sign_in_done_elsewhere_when_the_next_prompt_starts() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    write_config(&workspace, &fake);
+    let provider = FakeProvider::start(vec![
+        Reply::sse(anthropic_text(&["One."])),
+        Reply::sse(anthropic_text(&["Two."])),
+    ]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
+    next_notice(&mut pi);
+    pi.command("1", "prompt", json!({"message": "hi"}));
+    pi.wait_for_event("agent_end");
+    // `pi mcp login` in a shell (the agent's bash tool, say) while the session runs.
+    let (child, url, stdout) = start_login(&workspace);
+    ureq::get(&authorize(&url)).call().unwrap();
+    let (code, out, err) = finish(child, stdout);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(server_when(&mut pi, "g", |_| true)["state"], "needs-auth");
+    pi.command("2", "prompt", json!({"message": "again"}));
+    pi.wait_for_event("agent_end");
+    let server = server_when(&mut pi, "g", |s| s["state"] == "connected");
+    assert_eq!(server["tools"], json!(["mcp__hosted__whoami"]), "{server}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn a_server_asking_for_more_scope_gets_a_new_sign_in_with_the_wider_scope() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    write_config(&workspace, &fake);
+    let (child, url, stdout) = start_login(&workspace);
+    ureq::get(&authorize(&url)).call().unwrap();
+    assert_eq!(finish(child, stdout).0, 0);
+    // The server now wants `mcp.write` too: a 403 with `insufficient_scope`.
+    fake.state.lock().unwrap().required_scope = Some("mcp.write".into());
+    let provider = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
+    assert_eq!(
+        next_notice(&mut pi).0,
+        "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix."
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+    // `pi mcp list` says so as pi 1.6.0 does.
+    let out = pi_mcp(&workspace, &["list"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "hosted: needs sign-in (codemode, global)\n  {}/mcp\n  sign in with: pi mcp login hosted\n",
+            fake.base()
+        )
+    );
+    // No refresh (it would keep the old scope): a new authorization asking for both scopes.
+    let (child, url, stdout) = start_login(&workspace);
+    ureq::get(&authorize(&url)).call().unwrap();
+    let (code, out, err) = finish(child, stdout);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, "Signed in to MCP server \"hosted\".\n");
+    let grants: Vec<Value> = fake
+        .calls("/as/token")
+        .iter()
+        .map(|c| c["grant_type"].clone())
+        .collect();
+    assert_eq!(grants, ["authorization_code", "authorization_code"]);
+    let requests = fake.calls("/as/authorize");
+    assert_eq!(requests[0]["scope"], "mcp.read");
+    assert_eq!(requests[1]["scope"], "mcp.read mcp.write");
+    let (stored, _) = store(&workspace);
+    let key = format!("mcp__hosted|{}/mcp", fake.base());
+    assert_eq!(stored[&key]["tokens"]["scope"], "mcp.read mcp.write");
 }

@@ -513,6 +513,8 @@ fn get_commands_lists_templates_then_skills() {
     // Auto-discovered project resources share the `<cwd>/.pi` base dir (checked on 0.73.1).
     let base_dir = path(".pi");
     let expected = json!([
+        // pi 1.6.0's built-in `/mcp` comes first (always listed unless `--no-mcp`).
+        crate::mcp::builtin_command(),
         {"name": "fix", "description": "Fix a file for a reason", "source": "prompt",
          "location": "project", "path": path(".pi/prompts/fix.md"),
          "sourceInfo": {"path": path(".pi/prompts/fix.md"), "source": "auto", "scope": "project",
