@@ -13,6 +13,7 @@
 //! aborted, its session file synced) and joined, then the writer is flushed. Exit code 0, or
 //! 128 + the signal.
 
+mod client;
 mod session;
 mod translate;
 mod wire;
@@ -316,6 +317,7 @@ impl Router<'_> {
             notices: session_caps["notices"].is_object(),
             compaction: session_caps["compaction"].is_object(),
             elicitation: self.client_capabilities["elicitation"]["form"].is_object(),
+            offers: client::Offers::from_capabilities(&self.client_capabilities),
         };
         let handle = session::spawn(
             session_id.clone(),

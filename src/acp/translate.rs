@@ -243,6 +243,15 @@ pub fn tool_content(name: &str, args: &Value, result: &Value, is_error: bool, cw
     Value::Array(content)
 }
 
+/// A finished edit's or write's content: the whole file before (null: a new file) and after, as
+/// the tool itself read and wrote it, then the result's text.
+pub fn change_content(path: &Path, old: Option<&str>, new: &str, result: &Value) -> Value {
+    let mut content = vec![json!({"type": "diff", "path": path.to_string_lossy(),
+        "oldText": old, "newText": new})];
+    content.extend(content_blocks(&result["content"]));
+    Value::Array(content)
+}
+
 /// pi content blocks (text, image) as ACP tool-call content.
 pub fn content_blocks(blocks: &Value) -> Vec<Value> {
     let mut out = Vec::new();

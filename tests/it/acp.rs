@@ -711,3 +711,144 @@ fn extension_dialogs_become_permission_requests_and_elicitation_forms() {
     );
     fake.finish();
 }
+
+/// A client that offers `fs/*` and `terminal/*`: read sees the editor's unsaved buffer, edit
+/// and write land in the editor (not on disk) and their diffs are the whole files as the tools
+/// read and wrote them, bash runs in the editor's terminal (shown in the tool call, released once
+/// the call is shown finished), and a cancel kills that terminal's command.
+#[test]
+fn an_editor_that_reads_writes_and_runs_does_it_for_the_tools() {
+    let tool = |id: &str, name: &str, args: Value| {
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use(id, name, &[&args.to_string()])
+                .finish("tool_use"),
+        )
+    };
+    let fake = FakeProvider::start(vec![
+        tool("toolu_r", "read", json!({"path": "notes.txt"})),
+        Reply::sse(anthropic_text(&["Read."])),
+        tool(
+            "toolu_e",
+            "edit",
+            json!({"path": "notes.txt", "edits": [{"oldText": "unsaved", "newText": "edited"}]}),
+        ),
+        Reply::sse(anthropic_text(&["Edited."])),
+        tool(
+            "toolu_w",
+            "write",
+            json!({"path": "new.txt", "content": "fresh\n"}),
+        ),
+        Reply::sse(anthropic_text(&["Wrote."])),
+        Reply::sse(anthropic_bash("toolu_b", "echo from-terminal; exit 3")),
+        Reply::sse(anthropic_text(&["Ran."])),
+        Reply::sse(anthropic_bash("toolu_block", "sleep 30; echo never")),
+    ]);
+    let workspace = Workspace::new();
+    let notes = workspace.cwd().join("notes.txt");
+    std::fs::write(&notes, "saved on disk\n").unwrap();
+    let notes_path = notes.to_string_lossy().into_owned();
+    let buffers = json!({ notes_path.clone(): "unsaved buffer text\n" }).to_string();
+    let Some(out) = scenario(
+        "editor",
+        &workspace,
+        &fake,
+        json!({}),
+        &[("PI_ACP_BUFFERS", buffers)],
+    ) else {
+        return;
+    };
+    assert_eq!(
+        out["stops"],
+        json!(["end_turn", "end_turn", "end_turn", "end_turn"])
+    );
+    assert_eq!(out["cancelled"]["stopReason"], "cancelled", "{out}");
+    let requests = fake.requests();
+    let result_of = |i: usize| requests[i].messages().last().unwrap().to_string();
+    // read: the unsaved buffer, not the disk.
+    assert!(
+        result_of(1).contains("unsaved buffer text"),
+        "{}",
+        result_of(1)
+    );
+    // edit and write: into the editor; the disk keeps what was saved.
+    assert_eq!(out["buffers"][&notes_path], "edited buffer text\n");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "saved on disk\n");
+    let new_path = workspace.cwd().join("new.txt");
+    assert_eq!(
+        out["buffers"][new_path.to_string_lossy().as_ref()],
+        "fresh\n"
+    );
+    assert!(!new_path.exists());
+    let updates = out["updates"].as_array().unwrap();
+    let finished = |id: &str| {
+        updates
+            .iter()
+            .find(|u| {
+                u["toolCallId"] == id && u["status"].is_string() && u["rawOutput"].is_object()
+            })
+            .unwrap_or_else(|| panic!("no final update of {id}: {updates:?}"))
+            .clone()
+    };
+    assert_eq!(
+        finished("toolu_e")["content"][0],
+        json!({"type": "diff", "path": notes_path, "oldText": "unsaved buffer text\n",
+            "newText": "edited buffer text\n"})
+    );
+    assert_eq!(
+        finished("toolu_w")["content"][0],
+        json!({"type": "diff", "path": new_path.to_string_lossy(), "oldText": null,
+            "newText": "fresh\n"})
+    );
+    // bash: in the editor's terminal, with pi's result text for the model.
+    let log = out["editorLog"].as_array().unwrap();
+    let create = log
+        .iter()
+        .find(|e| e["method"] == "terminal/create")
+        .expect("terminal/create");
+    assert_eq!(create["args"][1], "echo from-terminal; exit 3");
+    assert_eq!(create["cwd"], workspace.cwd().to_string_lossy().as_ref());
+    assert!(
+        create["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "PI_SESSION_ID"),
+        "{create}"
+    );
+    let bash_result = result_of(7);
+    assert!(
+        bash_result.contains("from-terminal") && bash_result.contains("Command exited with code 3"),
+        "{bash_result}"
+    );
+    let bash_done = finished("toolu_b");
+    assert_eq!(bash_done["status"], "failed");
+    assert!(
+        updates.iter().any(|u| u["toolCallId"] == "toolu_b"
+            && u["content"][0] == json!({"type": "terminal", "terminalId": "term-1"})),
+        "{updates:?}"
+    );
+    let methods: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|e| e["terminalId"].is_string())
+        .map(|e| {
+            (
+                e["method"].as_str().unwrap(),
+                e["terminalId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(methods.contains(&("terminal/wait_for_exit", "term-1")));
+    assert!(
+        methods.contains(&("terminal/kill", "term-2")),
+        "{methods:?}"
+    );
+    let released = |id: &str| {
+        let at = |m: &str| methods.iter().position(|e| *e == (m, id));
+        at("terminal/release").is_some_and(|r| at("terminal/create") < Some(r))
+    };
+    assert!(released("term-1") && released("term-2"), "{methods:?}");
+    assert_eq!(out["terminals"][0]["exitStatus"]["exitCode"], 3);
+    assert_eq!(out["terminals"][1]["exitStatus"]["signal"], "SIGKILL");
+    fake.finish();
+}
