@@ -169,6 +169,7 @@ pub fn spawn(
         dialogs: HashMap::new(),
         config_changed: false,
         usage_due: false,
+        shown: None,
     };
     let thread = std::thread::Builder::new()
         .name("acp-session".into())
@@ -225,8 +226,18 @@ struct Driver {
     dialogs: HashMap<String, Dialog>,
     /// The model or thinking level changed: a `config_option_update` is due.
     config_changed: bool,
-    /// A prompt ended: a `usage_update` is due.
+    /// A prompt ended: a `usage_update` is due (and a look at the model and level).
     usage_due: bool,
+    /// The model and thinking level the client was last shown (`shown_key`).
+    shown: Option<(Value, Value)>,
+}
+
+/// What the config options show of `get_state` data: the model and the thinking level.
+fn shown_key(state: &Value) -> (Value, Value) {
+    (
+        json!([state["model"]["provider"], state["model"]["id"]]),
+        state["thinkingLevel"].clone(),
+    )
 }
 
 impl Driver {
@@ -267,6 +278,14 @@ impl Driver {
     /// happen inside another wait for it): a model or thinking-level change the client did not
     /// make itself; the context use and cost after a prompt.
     fn options_update(&mut self) {
+        // The model or level changed without a word to the client (an extension's `setModel`,
+        // a cycle): seen by comparing with what the client was last shown.
+        if self.usage_due
+            && let Some(state) = self.call(AgentCommand::GetState)
+            && self.shown.as_ref() != Some(&shown_key(&state))
+        {
+            self.config_changed = true;
+        }
         if std::mem::take(&mut self.config_changed) {
             let options = self.config_options();
             self.send_update(
@@ -375,6 +394,7 @@ impl Driver {
 
     fn config_options(&mut self) -> Value {
         let state = self.call(AgentCommand::GetState).unwrap_or(Value::Null);
+        self.shown = Some(shown_key(&state));
         let models = self
             .call(AgentCommand::GetAvailableModels)
             .unwrap_or(Value::Null);

@@ -399,6 +399,17 @@ scenarios.editor = async (ctx) => {
   out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
 };
 
+// An extension command changes the model (PI_ACP_PROMPT: the prompt's text).
+scenarios.modelChange = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: process.env.PI_ACP_PROMPT }] });
+  // The update is sent once the prompt's answer is out.
+  for (let i = 0; i < 100 && !updates[id].some((u) => u.sessionUpdate === "config_option_update"); i++)
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  out.updates = updates[id];
+};
+
 // The smallest editor session: a turn with a tool call (for the pi-acp route too).
 scenarios.route = async (ctx) => {
   out.init = await ctx.request("initialize", { protocolVersion: 1 });

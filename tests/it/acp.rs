@@ -852,3 +852,43 @@ fn an_editor_that_reads_writes_and_runs_does_it_for_the_tools() {
     assert_eq!(out["terminals"][1]["exitStatus"]["signal"], "SIGKILL");
     fake.finish();
 }
+
+/// An extension's `setModel` (here through v2.py's `/send`) reaches the client as a
+/// `config_option_update` with the new model.
+#[test]
+fn a_model_an_extension_sets_is_shown_to_the_client() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let extension = crate::fake_provider::fixture_path("extensions/v2.py");
+    let mut args = json!(MODEL_ARGS);
+    args.as_array_mut()
+        .unwrap()
+        .extend([json!("-e"), json!(extension.to_string_lossy())]);
+    // The level stays "off": only the model changes (no thinking_level_changed to go by).
+    args.as_array_mut()
+        .unwrap()
+        .extend([json!("--thinking"), json!("off")]);
+    let set =
+        json!({"type": "set_model", "id": "m", "provider": "fake-openai", "modelId": "fake-gpt"});
+    let env = [
+        ("PI_ACP_ARGS", args.to_string()),
+        ("PI_ACP_PROMPT", format!("/send {set}")),
+    ];
+    let Some(out) = scenario("modelChange", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    let update = out["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["sessionUpdate"] == "config_option_update")
+        .unwrap_or_else(|| panic!("no config_option_update: {out}"))
+        .clone();
+    assert_eq!(
+        update["configOptions"][0]["currentValue"],
+        "fake-openai/fake-gpt"
+    );
+    assert_eq!(update["configOptions"][1]["currentValue"], "off");
+    fake.finish();
+}
