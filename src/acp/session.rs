@@ -364,7 +364,9 @@ impl Driver {
             Command::Opened { id, how } => {
                 if how == Open::Load {
                     let messages = self.call(AgentCommand::GetMessages).unwrap_or(Value::Null);
-                    for update in translate::replay(&messages["messages"], &self.cwd) {
+                    for update in
+                        translate::replay(&messages["messages"], &self.cwd, self.client.compaction)
+                    {
                         self.send_update(update);
                     }
                 }

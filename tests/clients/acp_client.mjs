@@ -372,7 +372,12 @@ scenarios.state = async (ctx) => {
     const response = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text }] });
     out.stops.push(response.stopReason);
   }
-  out.allUpdates = allUpdates;
+  out.allUpdates = [...allUpdates];
+  // Loaded again: the replay starts from the compaction's summary.
+  await ctx.request("session/close", { sessionId: id });
+  updates[id] = [];
+  await ctx.request("session/load", { sessionId: id, cwd, mcpServers: [] });
+  out.replay = updates[id];
 };
 
 // An editor that reads, writes and runs for the tools: four prompts (read, edit, write, bash),

@@ -633,6 +633,26 @@ fn compactions_and_retries_are_shown_to_a_client_that_shows_them() {
         notice["title"].as_str().unwrap().contains("attempt 1"),
         "{notice}"
     );
+    // session/load after the compaction: its summary first, then what came after.
+    let replay: Vec<&Value> = out["replay"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .collect();
+    assert_eq!(
+        replay[0]["sessionUpdate"], "compaction_update",
+        "{replay:?}"
+    );
+    assert_eq!(replay[0]["status"], "completed");
+    let replayed = replay[0]["summary"][0]["text"].as_str().unwrap();
+    assert!(replayed.contains(summary), "{replayed}");
+    assert!(
+        replay
+            .iter()
+            .any(|u| u["content"]["text"] == "After the retry."),
+        "{replay:?}"
+    );
     fake.finish();
 }
 
