@@ -162,8 +162,19 @@ const buffers = new Map(Object.entries(JSON.parse(process.env.PI_ACP_BUFFERS || 
 const editorLog = [];
 const terminals = new Map();
 let onTerminal = () => {};
+let silentReads = false;
 app
-  .onRequest("fs/read_text_file", ({ params }) => {
+  .onRequest("fs/read_text_file", async ({ params, signal }) => {
+    if (silentReads) {
+      // Never answered: the agent gives up and withdraws the request.
+      await new Promise((resolve) => {
+        if (signal.aborted) return resolve();
+        signal.addEventListener("abort", resolve);
+        setTimeout(resolve, 20_000);
+      });
+      editorLog.push({ method: "fs/read_text_file", path: params.path, withdrawn: signal.aborted });
+      throw acp.RequestError.requestCancelled();
+    }
     editorLog.push({ method: "fs/read_text_file", path: params.path });
     if (buffers.has(params.path)) return { content: buffers.get(params.path) };
     if (!fs.existsSync(params.path)) throw acp.RequestError.resourceNotFound(params.path);
@@ -402,6 +413,17 @@ scenarios.editor = async (ctx) => {
   out.editorLog = editorLog;
   out.buffers = Object.fromEntries(buffers);
   out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
+};
+
+// An editor that never answers fs/read_text_file (the agent's deadline is short in the test).
+scenarios.silentEditor = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: { fs: { readTextFile: true } } });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  silentReads = true;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "read it" }] });
+  for (let i = 0; i < 100 && editorLog.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+  out.editorLog = editorLog;
+  out.withdrawn = withdrawn;
 };
 
 // An extension command changes the model (PI_ACP_PROMPT: the prompt's text).

@@ -912,3 +912,33 @@ fn a_model_an_extension_sets_is_shown_to_the_client() {
     assert_eq!(update["configOptions"][1]["currentValue"], "off");
     fake.finish();
 }
+
+/// A client that never answers a request is given up on at the deadline (shortened here by
+/// `PI_TEST_ACP_CLIENT_DEADLINE_MS`): the tool fails with why, the request is withdrawn, and
+/// the turn goes on.
+#[test]
+fn a_silent_editor_is_given_up_on_at_the_deadline() {
+    let read = json!({"path": "notes.txt"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_r", "read", &[&read])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Gave up."])),
+    ]);
+    let workspace = Workspace::new();
+    let env = [("PI_TEST_ACP_CLIENT_DEADLINE_MS", "500".to_string())];
+    let Some(out) = scenario("silentEditor", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    let result = fake.requests()[1].messages().last().unwrap().to_string();
+    assert!(
+        result.contains("The editor did not answer fs/read_text_file within 0.5 s"),
+        "{result}"
+    );
+    assert_eq!(out["editorLog"][0]["withdrawn"], true, "{out}");
+    assert_eq!(out["withdrawn"].as_array().unwrap().len(), 1, "{out}");
+    fake.finish();
+}
