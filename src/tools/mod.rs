@@ -308,6 +308,19 @@ pub fn spawn_tool(
                 });
             };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // A client reads and writes where Landlock cannot see: the sandbox's path check
+                // holds on its own, even on a kernel that cannot enforce the rest.
+                if call.name != "bash"
+                    && context.client.is_some()
+                    && let Err(sentence) = crate::sandbox::check_call(
+                        &context.sandbox,
+                        &call.name,
+                        &call.arguments,
+                        &context.cwd,
+                    )
+                {
+                    return ToolOutput::error(sentence);
+                }
                 // bash confines its shell instead (between fork and exec), not this thread.
                 if call.name != "bash"
                     && let Err(blocked) = crate::sandbox::enter_tool_thread(

@@ -426,6 +426,21 @@ scenarios.silentEditor = async (ctx) => {
   out.withdrawn = withdrawn;
 };
 
+// An editor that offers fs and terminal to a sandboxed pi-rs: two prompts (write, bash).
+scenarios.sandboxedEditor = async (ctx) => {
+  await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+  });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.stops = [];
+  for (const text of ["write it", "run it"]) {
+    const response = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text }] });
+    out.stops.push(response.stopReason);
+  }
+  out.editorLog = editorLog;
+};
+
 // An extension command changes the model (PI_ACP_PROMPT: the prompt's text).
 scenarios.modelChange = async (ctx) => {
   await ctx.request("initialize", { protocolVersion: 1 });

@@ -942,3 +942,48 @@ fn a_silent_editor_is_given_up_on_at_the_deadline() {
     assert_eq!(out["withdrawn"].as_array().unwrap().len(), 1, "{out}");
     fake.finish();
 }
+
+/// With a sandbox on, the editor's offers do not take the tools out of it: a write the sandbox
+/// refuses never reaches fs/write_text_file, and bash runs in pi-rs's confined shell, not the
+/// editor's terminal (pi-rs cannot confine a process the editor starts).
+#[test]
+fn a_sandbox_keeps_the_tools_inside_it_whatever_the_editor_offers() {
+    // pi's own configuration in the workspace: refused in every sandbox mode (the workspace is
+    // in the temp folder, which read-only mode leaves writable).
+    let write = json!({"path": ".pi/settings.json", "content": "{}"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_w", "write", &[&write])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Refused."])),
+        Reply::sse(anthropic_bash("toolu_b", "echo from-local-shell")),
+        Reply::sse(anthropic_text(&["Ran."])),
+    ]);
+    let workspace = Workspace::new();
+    let mut args = json!(MODEL_ARGS);
+    args.as_array_mut()
+        .unwrap()
+        .extend([json!("--sandbox"), json!("read-only")]);
+    let env = [("PI_ACP_ARGS", args.to_string())];
+    let Some(out) = scenario("sandboxedEditor", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["stops"], json!(["end_turn", "end_turn"]), "{out}");
+    let requests = fake.requests();
+    let refused = requests[1].messages().last().unwrap().to_string();
+    assert!(refused.contains("blocked by the sandbox"), "{refused}");
+    let ran = requests[3].messages().last().unwrap().to_string();
+    assert!(ran.contains("from-local-shell"), "{ran}");
+    let methods: Vec<&str> = out["editorLog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    assert!(!methods.contains(&"fs/write_text_file"), "{methods:?}");
+    assert!(!methods.contains(&"terminal/create"), "{methods:?}");
+    assert!(!workspace.cwd().join(".pi/settings.json").exists());
+    fake.finish();
+}
