@@ -5,9 +5,9 @@
 //! file, on the main thread) answers `initialize`, `session/list` and the errors itself, starts a
 //! session per `session/new` / `session/load` (`session`: an agent thread and a driver thread
 //! each, with their own session file), routes each session's requests by `sessionId`, and sends
-//! the sessions' requests to the client (permission dialogs) under its own ids, routing the
-//! replies back; "stdout-writer" (rpc's) writes every record. Nothing is started for ACP unless
-//! `--mode acp` is given.
+//! the sessions' requests to the client (permission dialogs; the tools' `fs/*` and `terminal/*`,
+//! `client`) under its own ids, routing the replies back; "stdout-writer" (rpc's) writes every
+//! record. Nothing is started for ACP unless `--mode acp` is given.
 //!
 //! How it ends: stdin closes, stdout closes, or a signal; every session is closed (its run
 //! aborted, its session file synced) and joined, then the writer is flushed. Exit code 0, or
