@@ -344,6 +344,7 @@ fn build_setup(
     });
     Ok(Built::Setup(Box::new(agent::AgentSetup {
         mcp,
+        client: None,
         extensions: extensions.host,
         extension_events: extensions.events,
         approvals: extensions.approvals,

@@ -5,14 +5,15 @@
 //! file, on the main thread) answers `initialize`, `session/list` and the errors itself, starts a
 //! session per `session/new` / `session/load` (`session`: an agent thread and a driver thread
 //! each, with their own session file), routes each session's requests by `sessionId`, and sends
-//! the sessions' requests to the client (permission dialogs) under its own ids, routing the
-//! replies back; "stdout-writer" (rpc's) writes every record. Nothing is started for ACP unless
-//! `--mode acp` is given.
+//! the sessions' requests to the client (permission dialogs; the tools' `fs/*` and `terminal/*`,
+//! `client`) under its own ids, routing the replies back; "stdout-writer" (rpc's) writes every
+//! record. Nothing is started for ACP unless `--mode acp` is given.
 //!
 //! How it ends: stdin closes, stdout closes, or a signal; every session is closed (its run
 //! aborted, its session file synced) and joined, then the writer is flushed. Exit code 0, or
 //! 128 + the signal.
 
+mod client;
 mod session;
 mod translate;
 mod wire;
@@ -316,6 +317,7 @@ impl Router<'_> {
             notices: session_caps["notices"].is_object(),
             compaction: session_caps["compaction"].is_object(),
             elicitation: self.client_capabilities["elicitation"]["form"].is_object(),
+            offers: client::Offers::from_capabilities(&self.client_capabilities),
         };
         let handle = session::spawn(
             session_id.clone(),

@@ -16,12 +16,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, select};
 use serde_json::{Value, json};
 
+use super::client::Editor;
 use super::translate;
 use super::wire::{self, INTERNAL_ERROR, RpcError};
 use crate::agent::{self, AgentSetup};
@@ -65,6 +67,8 @@ pub struct ClientSide {
     pub compaction: bool,
     /// `elicitation/create` forms (`clientCapabilities.elicitation.form`).
     pub elicitation: bool,
+    /// `fs/*` and `terminal/*` for the tools.
+    pub offers: super::client::Offers,
 }
 
 /// How a session was opened.
@@ -111,12 +115,18 @@ pub struct Handle {
 /// Starts the session's agent and driver; the driver's first command should be `Opened`.
 pub fn spawn(
     session_id: String,
-    setup: AgentSetup,
+    mut setup: AgentSetup,
     client: ClientSide,
     out: Sender<Record>,
     requests: Sender<ToRouter>,
 ) -> std::io::Result<Handle> {
     let cwd = setup.session.cwd().to_path_buf();
+    let editor = Arc::new(Editor::new(
+        session_id.clone(),
+        client.offers,
+        requests.clone(),
+    ));
+    setup.client = Some(editor.clone());
     let (input_tx, input) = crossbeam_channel::bounded(64);
     let (records_tx, records) = crossbeam_channel::bounded(setup.profile.writer_capacity());
     let (commands_tx, commands) = crossbeam_channel::unbounded();
@@ -137,6 +147,8 @@ pub fn spawn(
     let driver = Driver {
         session_id,
         client,
+        editor,
+        terminals_shown: Vec::new(),
         compactions: 0,
         cwd: cwd.clone(),
         agent_in: Some(input_tx),
@@ -157,6 +169,7 @@ pub fn spawn(
         dialogs: HashMap::new(),
         config_changed: false,
         usage_due: false,
+        shown: None,
     };
     let thread = std::thread::Builder::new()
         .name("acp-session".into())
@@ -181,6 +194,10 @@ enum Dialog {
 struct Driver {
     session_id: String,
     client: ClientSide,
+    /// The tools' editor side: what edits changed, the terminals bash runs in.
+    editor: Arc<Editor>,
+    /// Calls whose terminal the client was shown.
+    terminals_shown: Vec<String>,
     /// Compactions so far (their ids).
     compactions: u64,
     cwd: PathBuf,
@@ -209,8 +226,18 @@ struct Driver {
     dialogs: HashMap<String, Dialog>,
     /// The model or thinking level changed: a `config_option_update` is due.
     config_changed: bool,
-    /// A prompt ended: a `usage_update` is due.
+    /// A prompt ended: a `usage_update` is due (and a look at the model and level).
     usage_due: bool,
+    /// The model and thinking level the client was last shown (`shown_key`).
+    shown: Option<(Value, Value)>,
+}
+
+/// What the config options show of `get_state` data: the model and the thinking level.
+fn shown_key(state: &Value) -> (Value, Value) {
+    (
+        json!([state["model"]["provider"], state["model"]["id"]]),
+        state["thinkingLevel"].clone(),
+    )
 }
 
 impl Driver {
@@ -251,6 +278,14 @@ impl Driver {
     /// happen inside another wait for it): a model or thinking-level change the client did not
     /// make itself; the context use and cost after a prompt.
     fn options_update(&mut self) {
+        // The model or level changed without a word to the client (an extension's `setModel`,
+        // a cycle): seen by comparing with what the client was last shown.
+        if self.usage_due
+            && let Some(state) = self.call(AgentCommand::GetState)
+            && self.shown.as_ref() != Some(&shown_key(&state))
+        {
+            self.config_changed = true;
+        }
         if std::mem::take(&mut self.config_changed) {
             let options = self.config_options();
             self.send_update(
@@ -329,7 +364,9 @@ impl Driver {
             Command::Opened { id, how } => {
                 if how == Open::Load {
                     let messages = self.call(AgentCommand::GetMessages).unwrap_or(Value::Null);
-                    for update in translate::replay(&messages["messages"], &self.cwd) {
+                    for update in
+                        translate::replay(&messages["messages"], &self.cwd, self.client.compaction)
+                    {
                         self.send_update(update);
                     }
                 }
@@ -359,6 +396,7 @@ impl Driver {
 
     fn config_options(&mut self) -> Value {
         let state = self.call(AgentCommand::GetState).unwrap_or(Value::Null);
+        self.shown = Some(shown_key(&state));
         let models = self
             .call(AgentCommand::GetAvailableModels)
             .unwrap_or(Value::Null);
@@ -475,12 +513,14 @@ impl Driver {
                 .send(ToRouter::Withdraw { tag: ui_id.clone() });
             self.answer_dialog(ui_id, None, None, true);
         }
+        self.editor.kill_all();
         let _ = self.send_agent(AgentCommand::Abort);
     }
 
     fn close(mut self, agent: JoinHandle<()>, id: Option<Value>) {
         self.cancelled = true;
         self.agent_in = None;
+        self.editor.release_all();
         // The agent aborts what runs and ends; what it still says is not for the client.
         for _ in self.records.iter() {}
         let _ = agent.join();
@@ -526,9 +566,20 @@ impl Driver {
                 }
             }
             "tool_execution_update" => {
+                let id = record["toolCallId"].as_str().unwrap_or_default();
+                if let Some(terminal) = self.editor.terminal(id) {
+                    // The client shows the command's output in its own terminal.
+                    if !self.terminals_shown.iter().any(|shown| shown == id) {
+                        self.terminals_shown.push(id.to_string());
+                        self.send_update(json!({"sessionUpdate": "tool_call_update",
+                            "toolCallId": id,
+                            "content": [{"type": "terminal", "terminalId": terminal}]}));
+                    }
+                    return;
+                }
                 let content = translate::content_blocks(&record["partialResult"]["content"]);
                 self.send_update(json!({"sessionUpdate": "tool_call_update",
-                    "toolCallId": record["toolCallId"], "content": content}));
+                    "toolCallId": id, "content": content}));
             }
             "tool_execution_end" => {
                 let id = record["toolCallId"].as_str().unwrap_or_default();
@@ -539,15 +590,40 @@ impl Driver {
                     .get(id)
                     .map(|(_, args)| args.clone())
                     .unwrap_or(Value::Null);
-                let content =
-                    translate::tool_content(name, &args, &record["result"], is_error, &self.cwd);
+                let result = &record["result"];
+                let terminal = self.editor.terminal(id);
+                let content = match (self.editor.take_change(id), &terminal) {
+                    // The whole file, as the tool itself read and wrote it.
+                    (Some(change), _) => translate::change_content(
+                        &change.path,
+                        change.old.as_deref(),
+                        &change.new,
+                        result,
+                    ),
+                    (None, Some(terminal)) => {
+                        let mut content = vec![json!({"type": "terminal", "terminalId": terminal})];
+                        if !self.terminals_shown.iter().any(|shown| shown == id) {
+                            // Never shown live: the result's text too.
+                            content.extend(translate::content_blocks(&result["content"]));
+                        }
+                        Value::Array(content)
+                    }
+                    (None, None) => {
+                        translate::tool_content(name, &args, result, is_error, &self.cwd)
+                    }
+                };
                 self.unfinished.retain(|other| other != id);
                 self.asked.retain(|other| other != id);
                 self.send_update(
                     json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
                     "status": if is_error { "failed" } else { "completed" },
-                    "content": content, "rawOutput": record["result"]}),
+                    "content": content, "rawOutput": result}),
                 );
+                if terminal.is_some() {
+                    // Shown finished: the client may let the terminal go.
+                    self.editor.release(id);
+                    self.terminals_shown.retain(|shown| shown != id);
+                }
             }
             // Told once the record at hand is handled (`options_update`): reading the options
             // asks the agent, which must not happen inside another wait for it.

@@ -243,6 +243,15 @@ pub fn tool_content(name: &str, args: &Value, result: &Value, is_error: bool, cw
     Value::Array(content)
 }
 
+/// A finished edit's or write's content: the whole file before (null: a new file) and after, as
+/// the tool itself read and wrote it, then the result's text.
+pub fn change_content(path: &Path, old: Option<&str>, new: &str, result: &Value) -> Value {
+    let mut content = vec![json!({"type": "diff", "path": path.to_string_lossy(),
+        "oldText": old, "newText": new})];
+    content.extend(content_blocks(&result["content"]));
+    Value::Array(content)
+}
+
 /// pi content blocks (text, image) as ACP tool-call content.
 pub fn content_blocks(blocks: &Value) -> Vec<Value> {
     let mut out = Vec::new();
@@ -360,12 +369,27 @@ pub fn usage_update(stats: &Value) -> Option<Value> {
 }
 
 /// The updates that show a session's messages again (`session/load`): user text and images,
-/// the model's thinking and text, each tool call with its arguments and its result.
-pub fn replay(messages: &Value, cwd: &Path) -> Vec<Value> {
+/// the model's thinking and text, each tool call with its arguments and its result. After a
+/// compaction the context starts from its summary, and so does the replay, as pi's own view of
+/// a resumed session does: a completed `compaction_update` for a client that shows compactions
+/// (`compaction`), else the summary as the agent's text; a branch summary the same way as text.
+pub fn replay(messages: &Value, cwd: &Path, compaction: bool) -> Vec<Value> {
     let mut updates = Vec::new();
     let mut calls: std::collections::HashMap<String, (String, Value)> = Default::default();
-    for message in messages.as_array().into_iter().flatten() {
+    for (i, message) in messages.as_array().into_iter().flatten().enumerate() {
+        let summary = message["summary"].as_str().unwrap_or_default();
         match message["role"].as_str() {
+            Some("compactionSummary") if compaction => updates.push(json!({
+                "sessionUpdate": "compaction_update", "compactionId": format!("loaded-{i}"),
+                "status": "completed", "summary": [{"type": "text", "text": summary}]})),
+            Some("compactionSummary") => updates.push(chunk(
+                "agent_message_chunk",
+                &format!("The conversation before this point was compacted into this summary:\n\n{summary}\n\n"),
+            )),
+            Some("branchSummary") => updates.push(chunk(
+                "agent_message_chunk",
+                &format!("Summary of the branch left behind:\n\n{summary}\n\n"),
+            )),
             Some("user") => match &message["content"] {
                 Value::String(text) => updates.push(chunk("user_message_chunk", text)),
                 blocks => {
@@ -464,6 +488,27 @@ mod tests {
         );
         let failed = tool_content("edit", &args, &result, true, Path::new("/w"));
         assert_eq!(failed.as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_replay_starts_from_the_compaction_summary() {
+        let messages = json!([
+            {"role": "compactionSummary", "summary": "## Goal\nx", "tokensBefore": 9},
+            {"role": "user", "content": "next"},
+        ]);
+        let shown = replay(&messages, Path::new("/w"), true);
+        assert_eq!(shown[0]["sessionUpdate"], "compaction_update");
+        assert_eq!(shown[0]["status"], "completed");
+        assert_eq!(shown[0]["summary"][0]["text"], "## Goal\nx");
+        assert_eq!(shown[1]["content"]["text"], "next");
+        let as_text = replay(&messages, Path::new("/w"), false);
+        assert_eq!(as_text[0]["sessionUpdate"], "agent_message_chunk");
+        assert!(
+            as_text[0]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("## Goal\nx")
+        );
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct AgentSetup {
     pub profile: Profile,
     /// MCP servers (None with `--no-mcp`).
     pub mcp: Option<crate::mcp::McpHost>,
+    /// The front door's client, when it reads, writes or runs for the built-in tools (ACP).
+    pub client: Option<std::sync::Arc<dyn crate::tools::client::Client>>,
 }
 
 /// The loop's channel ends.
@@ -217,7 +219,7 @@ impl Agent {
             .config
             .provider_timeout_ms()
             .map_or(STREAM_IDLE_TIMEOUT, Duration::from_millis);
-        let tools = tool_batch::Toolbox::new(
+        let mut tools = tool_batch::Toolbox::new(
             setup.tool_names,
             setup.tool_filter,
             setup.extensions.as_ref(),
@@ -225,6 +227,7 @@ impl Agent {
             setup.approvals,
             setup.sandbox,
         );
+        tools.client = setup.client;
         let extensions =
             extending::Extensions::new(setup.extensions, setup.extension_events, &setup.config);
         let settings = Settings {

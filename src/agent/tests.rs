@@ -45,6 +45,7 @@ fn agent() -> (Agent, Ends) {
         startup_events: Vec::new(),
         profile: Profile::Default,
         mcp: None,
+        client: None,
     };
     let (stdin_tx, stdin) = crossbeam_channel::unbounded();
     let (signals_tx, signals) = crossbeam_channel::bounded(4);

@@ -42,6 +42,8 @@ pub struct Toolbox {
     pub sandbox: crate::sandbox::Sandbox,
     /// An extension's `set_active_tools` (v2): only these names are offered (None: all).
     pub active: Option<Vec<String>>,
+    /// The front door's client, when it reads, writes or runs for the built-in tools (ACP).
+    pub client: Option<std::sync::Arc<dyn crate::tools::client::Client>>,
 }
 
 impl Toolbox {
@@ -75,6 +77,7 @@ impl Toolbox {
             grants: Default::default(),
             sandbox,
             active: None,
+            client: None,
         }
     }
 }
@@ -567,6 +570,8 @@ impl Agent {
             image_resize: self.config.auto_resize_images().then(|| {
                 crate::tools::image::ResizeLimits::from_input_limits(self.model.input_limits())
             }),
+            client: self.tools.client.clone(),
+            call_id: String::new(),
         }
     }
 

@@ -297,8 +297,10 @@ pub fn confine_child(command: &mut Command, policy: &Policy) -> Result<(), Block
 }
 
 /// The in-process layer: the path a file tool is about to use, resolved the way the tool resolves
-/// it (cwd, `~`, `@`, `..`) and then through symlinks, against the policy.
-fn check_call(policy: &Policy, tool: &str, args: &Value, cwd: &Path) -> Result<(), String> {
+/// it (cwd, `~`, `@`, `..`) and then through symlinks, against the policy. Also called on its own
+/// for tools whose reading and writing an ACP client does (Landlock cannot see those), whatever
+/// the kernel supports.
+pub fn check_call(policy: &Policy, tool: &str, args: &Value, cwd: &Path) -> Result<(), String> {
     if policy.mode == Mode::Off {
         return Ok(());
     }

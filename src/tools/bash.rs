@@ -114,13 +114,9 @@ pub fn shell_path_env(agent_dir: &Path) -> String {
     }
 }
 
-/// Runs one command to completion (see the module doc). Errors are the texts the tool reports:
-/// missing custom shell, missing cwd, spawn failure.
-pub fn run_shell(
-    request: &ShellRequest,
-    cancel: &CancelFlag,
-    on_event: &mut dyn FnMut(ShellEvent),
-) -> Result<ShellOutcome, String> {
+/// The shell and the text it runs with `-c` (the prefix on a line of its own before the
+/// command); `Err` when the shell or the working directory is missing.
+fn shell_invocation(request: &ShellRequest) -> Result<(String, String), String> {
     let shell = resolve_shell(request.shell_path)?;
     if !request.cwd.exists() {
         return Err(format!(
@@ -132,6 +128,46 @@ pub fn run_shell(
         Some(prefix) => format!("{prefix}\n{}", request.command),
         None => request.command.to_string(),
     };
+    Ok((shell, full_command))
+}
+
+/// The client's terminal, when it runs commands for the tools and no sandbox is on (pi-rs
+/// cannot confine a process the editor starts, so a sandboxed shell stays pi-rs's own).
+fn in_client_terminal(
+    client: &dyn super::client::Client,
+    request: &ShellRequest,
+    context: &ToolContext,
+    cancel: &CancelFlag,
+    on_event: &mut dyn FnMut(ShellEvent),
+) -> Result<ShellOutcome, String> {
+    let (shell, full_command) = shell_invocation(request)?;
+    let mut env: Vec<(String, String)> = context
+        .session_env
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.clone()))
+        .collect();
+    env.push(("PATH".to_string(), shell_path_env(&context.agent_dir)));
+    let command = super::client::TerminalCommand {
+        program: shell,
+        args: vec!["-c".to_string(), full_command],
+        env,
+        cwd: context.cwd.clone(),
+        timeout: request
+            .timeout
+            .filter(|t| *t > 0.0)
+            .and_then(|t| Duration::try_from_secs_f64(t).ok()),
+    };
+    client.run_command(&context.call_id, &command, cancel, on_event)
+}
+
+/// Runs one command to completion (see the module doc). Errors are the texts the tool reports:
+/// missing custom shell, missing cwd, spawn failure.
+pub fn run_shell(
+    request: &ShellRequest,
+    cancel: &CancelFlag,
+    on_event: &mut dyn FnMut(ShellEvent),
+) -> Result<ShellOutcome, String> {
+    let (shell, full_command) = shell_invocation(request)?;
     let (reader, writer) = std::io::pipe().map_err(|e| format!("spawn {shell} failed: {e}"))?;
     let writer_for_stderr = writer
         .try_clone()
@@ -790,7 +826,7 @@ pub fn execute(
             partial.details = Some(update_details(&snapshot));
             emit(partial);
         };
-    let result = run_shell(&request, cancel, &mut |event| {
+    let mut on_event = |event: ShellEvent| {
         match event {
             ShellEvent::Output(bytes) => {
                 output.append(bytes);
@@ -801,7 +837,12 @@ pub fn execute(
         if dirty && last_update.is_none_or(|at| at.elapsed() >= UPDATE_THROTTLE) {
             emit_update(&mut output, &mut dirty, &mut last_update);
         }
-    });
+    };
+    let client = context.client.as_deref();
+    let result = match client.filter(|c| c.runs_commands() && !context.sandbox.is_active()) {
+        Some(client) => in_client_terminal(client, &request, context, cancel, &mut on_event),
+        None => run_shell(&request, cancel, &mut on_event),
+    };
     output.finish();
     emit_update(&mut output, &mut dirty, &mut last_update);
     let snapshot = output.snapshot(true);

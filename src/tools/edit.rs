@@ -92,13 +92,21 @@ pub fn execute(
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    check_read_write(&absolute)
-        .map_err(|code| format!("Could not edit file: {raw_path}. Error code: {code}."))?;
-    let bytes = std::fs::read(&absolute).map_err(|e| node_fs_error_no_path(&e, "read"))?;
+    let client = context.client.as_deref();
+    let bytes;
+    let raw = match client.filter(|c| c.reads_files()) {
+        // The editor's text, unsaved changes included.
+        Some(client) => std::borrow::Cow::Owned(client.read_text_file(&absolute, cancel)?),
+        None => {
+            check_read_write(&absolute)
+                .map_err(|code| format!("Could not edit file: {raw_path}. Error code: {code}."))?;
+            bytes = std::fs::read(&absolute).map_err(|e| node_fs_error_no_path(&e, "read"))?;
+            String::from_utf8_lossy(&bytes)
+        }
+    };
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    let raw = String::from_utf8_lossy(&bytes);
     let (bom, content) = match raw.strip_prefix('\u{FEFF}') {
         Some(rest) => ("\u{FEFF}", rest),
         None => ("", raw.as_ref()),
@@ -114,9 +122,18 @@ pub fn execute(
     } else {
         new_content.clone()
     };
-    // Atomic, as the write tool: a reader never sees the file half-written.
-    crate::disk::replace_file(&absolute, format!("{bom}{restored}").as_bytes())
-        .map_err(|e| super::path::node_fs_error(&e, "open", &absolute))?;
+    let written = format!("{bom}{restored}");
+    match client.filter(|c| c.writes_files()) {
+        Some(client) => client.write_text_file(&absolute, &written, cancel)?,
+        // Atomic, as the write tool: a reader never sees the file half-written.
+        None => crate::disk::replace_file(&absolute, written.as_bytes())
+            .map_err(|e| super::path::node_fs_error(&e, "open", &absolute))?,
+    }
+    if let Some(client) = client
+        && raw.len().max(written.len()) <= super::client::MAX_DIFF_BYTES
+    {
+        client.file_changed(&context.call_id, &absolute, Some(&raw), &written);
+    }
     let (diff, first_changed_line) = diff_string(&base, &new_content, 4);
     let mut details = serde_json::Map::new();
     details.insert("diff".to_string(), Value::from(diff));

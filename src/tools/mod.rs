@@ -8,6 +8,7 @@
 //! Tool failures are data for the model (`is_error: true`), never a panic or an `Err` to the loop.
 
 pub mod bash;
+pub mod client;
 pub mod edit;
 pub mod env;
 pub mod find;
@@ -55,6 +56,10 @@ pub struct ToolContext {
     /// How large an image read may send (the model's input limits); `None` when settings
     /// `images.autoResize` is off.
     pub image_resize: Option<image::ResizeLimits>,
+    /// The front door's client, when it reads, writes or runs for the tools (ACP).
+    pub client: Option<Arc<dyn client::Client>>,
+    /// The call being run (set by `spawn_tool`).
+    pub call_id: String,
 }
 
 /// A tool result or a cumulative partial one.
@@ -283,7 +288,12 @@ pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])
 
 /// Starts `call` on its own thread ("tool-<callId>"). Only built-in names are known here; the
 /// caller checks the call against the ACTIVE tool set first (inactive → `Tool <name> not found`).
-pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent>) -> ToolHandle {
+pub fn spawn_tool(
+    call: ToolCall,
+    mut context: ToolContext,
+    events: Sender<ToolEvent>,
+) -> ToolHandle {
+    context.call_id = call.id.clone();
     let cancel = CancelFlag::default();
     let call_id = call.id.clone();
     let flag = cancel.clone();
@@ -301,6 +311,19 @@ pub fn spawn_tool(call: ToolCall, context: ToolContext, events: Sender<ToolEvent
                 });
             };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // A client reads and writes where Landlock cannot see: the sandbox's path check
+                // holds on its own, even on a kernel that cannot enforce the rest.
+                if call.name != "bash"
+                    && context.client.is_some()
+                    && let Err(sentence) = crate::sandbox::check_call(
+                        &context.sandbox,
+                        &call.name,
+                        &call.arguments,
+                        &context.cwd,
+                    )
+                {
+                    return ToolOutput::error(sentence);
+                }
                 // bash confines its shell instead (between fork and exec), not this thread.
                 if call.name != "bash"
                     && let Err(blocked) = crate::sandbox::enter_tool_thread(
@@ -414,6 +437,8 @@ impl ToolContext {
             sandbox: Arc::new(crate::sandbox::Policy::off(dir, dir)),
             session_env: Vec::new(),
             image_resize: Some(image::ResizeLimits::default()),
+            client: None,
+            call_id: String::new(),
         }
     }
 }

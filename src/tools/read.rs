@@ -54,6 +54,19 @@ pub fn execute(
     let raw_path = args.get("path").and_then(Value::as_str).unwrap_or_default();
     let absolute = resolve_read_path(raw_path, &context.cwd);
     path_guard::check(&absolute, Access::Read)?;
+    if let Some(client) = context.client.as_deref().filter(|c| c.reads_files())
+        && !is_image_on_disk(&absolute)
+    {
+        // The editor's text, unsaved changes included; selected and cut as from the disk.
+        let text = client.read_text_file(&absolute, cancel)?;
+        let (offset, limit) = (number_arg(args, "offset"), number_arg(args, "limit"));
+        let scan = scan_text(&b""[..], text.into_bytes(), offset, limit, cancel)?;
+        let (text, details) = select_text(scan, raw_path, offset, limit)?;
+        return Ok(ToolOutput {
+            details,
+            ..ToolOutput::text(text)
+        });
+    }
     check_readable(&absolute)?;
     // Non-blocking: a file that waits for data (`/proc/kmsg`) fails with EAGAIN instead of
     // holding the tool until abort; regular files read as always.
@@ -95,6 +108,21 @@ pub fn execute(
         details,
         ..ToolOutput::text(text)
     })
+}
+
+/// Whether `path` is a file on disk that starts like an image (images never go through the
+/// client, whose files are text).
+fn is_image_on_disk(path: &Path) -> bool {
+    // Regular files only: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    file.take(SNIFF_BYTES as u64).read_to_end(&mut head).is_ok()
+        && image::sniff_mime(&head).is_some()
 }
 
 /// How many bytes one read may consume: the file as large as it was when opened, so a file that

@@ -30,15 +30,36 @@ pub fn execute(
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());
     }
-    if let Some(parent) = absolute.parent() {
-        create_dirs(parent)?;
+    match &context.client {
+        Some(client) => {
+            let old = super::client::old_text(client.as_ref(), &absolute, cancel);
+            if client.writes_files() {
+                // The folders on disk, the text into the editor (which saves it there).
+                if let Some(parent) = absolute.parent() {
+                    create_dirs(parent)?;
+                }
+                client.write_text_file(&absolute, content, cancel)?;
+            } else {
+                write_to_disk(&absolute, content)?;
+            }
+            if content.len() <= super::client::MAX_DIFF_BYTES {
+                client.file_changed(&context.call_id, &absolute, old.as_deref(), content);
+            }
+        }
+        None => write_to_disk(&absolute, content)?,
     }
-    crate::disk::replace_file(&absolute, content.as_bytes())
-        .map_err(|e| node_fs_error(&e, "open", &absolute))?;
     Ok(ToolOutput::text(format!(
         "Successfully wrote {} bytes to {raw_path}",
         utf16_len(content)
     )))
+}
+
+fn write_to_disk(absolute: &std::path::Path, content: &str) -> Result<(), String> {
+    if let Some(parent) = absolute.parent() {
+        create_dirs(parent)?;
+    }
+    crate::disk::replace_file(absolute, content.as_bytes())
+        .map_err(|e| node_fs_error(&e, "open", absolute))
 }
 
 /// `mkdir -p` with Node's error text, naming the component that failed like `fs.mkdir` does.

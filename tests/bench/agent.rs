@@ -51,6 +51,10 @@ pub struct SpawnOptions<'a> {
     /// Replaces the fixture's provider key (`test-key`): a key under 8 bytes or a dummy such as
     /// `ollama` leaves pi-rs's redaction set empty.
     pub api_key: Option<&'a str>,
+    /// Replaces everything after the program (`--mode rpc`, the session and model options):
+    /// another front door (`--mode acp`) or an adapter (`node pi-acp`). The agent dir's
+    /// settings name the fake model as the default (an adapter passes no model options).
+    pub front: Option<Vec<String>>,
 }
 
 /// The fields of one stdout record the bench looks at.
@@ -148,7 +152,9 @@ pub enum Flow {
 
 pub struct Agent {
     child: Child,
-    pid: u32,
+    pub pid: u32,
+    /// The run's working directory.
+    pub cwd: std::path::PathBuf,
     stdin: Option<ChildStdin>,
     stdout: ChildStdout,
     /// Bytes read from stdout and not yet returned as lines; lines start at `pending_start`.
@@ -179,6 +185,11 @@ impl Agent {
                 models = models.replace("\"test-key\"", &serde_json::Value::from(key).to_string());
             }
             std::fs::write(agent_dir.join("models.json"), models)?;
+            if options.front.is_some() {
+                let settings =
+                    r#"{"defaultProvider":"fake-anthropic","defaultModel":"fake-claude"}"#;
+                std::fs::write(agent_dir.join("settings.json"), settings)?;
+            }
             for (relative, contents) in &options.files {
                 std::fs::write(cwd.join(relative), contents)?;
             }
@@ -192,18 +203,22 @@ impl Agent {
         prepare().map_err(|err| format!("cannot prepare the temp dir: {err}"))?;
 
         let mut command = Command::new(options.binary);
-        command.args(["--mode", "rpc"]);
-        match &options.session_file {
-            Some(_) => command
-                .arg("--session")
-                .arg(dir.path().join("session.jsonl")),
-            None if options.sessions => &mut command,
-            None => command.arg("--no-session"),
-        };
-        command
-            .args(["--provider", "fake-anthropic", "--model", "fake-claude"])
-            .args(&options.extra_args)
-            .current_dir(&cwd);
+        if let Some(front) = &options.front {
+            command.args(front);
+        } else {
+            command.args(["--mode", "rpc"]);
+            match &options.session_file {
+                Some(_) => command
+                    .arg("--session")
+                    .arg(dir.path().join("session.jsonl")),
+                None if options.sessions => &mut command,
+                None => command.arg("--no-session"),
+            };
+            command
+                .args(["--provider", "fake-anthropic", "--model", "fake-claude"])
+                .args(&options.extra_args);
+        }
+        command.current_dir(&cwd);
         isolate_env(&mut command, &agent_dir, dir.path());
         command
             .envs(options.env.iter().map(|(k, v)| (k, v)))
@@ -242,6 +257,7 @@ impl Agent {
         Ok(Agent {
             child,
             pid,
+            cwd,
             stdin,
             stdout,
             pending: Vec::new(),
@@ -547,6 +563,48 @@ impl Drop for Agent {
         );
         self.kill();
     }
+}
+
+/// VmRSS of `pid` and every process under it (an adapter's agents are its children), in kB.
+pub fn tree_rss_kb(pid: u32) -> Option<u64> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let after_name = &stat[stat.rfind(')').unwrap_or(0) + 1..];
+        if let Some(parent) = after_name
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+        {
+            parents.push((child, parent));
+        }
+    }
+    let mut tree = vec![pid];
+    let mut index = 0;
+    while index < tree.len() {
+        let parent = tree[index];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        index += 1;
+    }
+    let mut total = proc_status_kb(pid, "VmRSS")?;
+    for child in &tree[1..] {
+        total += proc_status_kb(*child, "VmRSS").unwrap_or(0);
+    }
+    Some(total)
 }
 
 /// A `kB` line of `/proc/<pid>/status` (VmRSS, VmHWM), in kB.

@@ -164,6 +164,7 @@ fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String>
         sessions: false,
         env: Vec::new(),
         api_key: None,
+        front: None,
     })
 }
 
@@ -354,6 +355,7 @@ pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
                 api_key: None,
+                front: None,
                 sessions: true,
                 env: vec![("PI_TEST_FSYNC_DELAY_MS", SLOW_FSYNC_MS.to_string())],
             })?;
@@ -422,6 +424,7 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             sessions: false,
             env: Vec::new(),
             api_key: None,
+            front: None,
         })?;
         agent.request(
             "bench-state",
@@ -670,6 +673,7 @@ pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                     files: Vec::new(),
                     rss_cap_kb: config.rss_cap_kb,
                     api_key: Some(key),
+                    front: None,
                     sessions: false,
                     env: Vec::new(),
                 })?;
@@ -929,6 +933,7 @@ fn sandbox_run(
         files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
         rss_cap_kb: config.rss_cap_kb,
         api_key: None,
+        front: None,
         sessions: false,
         env: Vec::new(),
     })?;
@@ -1142,6 +1147,7 @@ pub fn tree(
                 sessions: false,
                 env: Vec::new(),
                 api_key: None,
+                front: None,
             })?;
             agent.request(
                 "bench-state",
@@ -1257,6 +1263,7 @@ fn cpu_per_turn(
         sessions: false,
         env: Vec::new(),
         api_key: None,
+        front: None,
     })?;
     agent.request(
         "bench-state",
@@ -1461,4 +1468,162 @@ pub fn size(pi_rs: &Binary, references: &[&Binary]) -> Vec<Figure> {
             references: reference_packages,
         },
     ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// ACP: pi-rs's `--mode acp` beside pi-acp (npm, installed by tests/install_acp_sdk.sh) in front
+// of each reference pi (`PI_ACP_PI_COMMAND`), with the reference's own Node.
+
+const ACP: [Spec; 3] = [
+    spec(
+        "acp.first_chunk_ms",
+        "ACP: initialize → first agent_message_chunk",
+        Unit::Millis,
+    ),
+    spec(
+        "acp.rss_1_mb",
+        "ACP: RSS with 1 session (process tree)",
+        Unit::Megabytes,
+    ),
+    spec(
+        "acp.rss_10_mb",
+        "ACP: RSS with 10 sessions (process tree)",
+        Unit::Megabytes,
+    ),
+];
+
+/// Sessions opened (each prompted once) for the second RSS figure.
+const ACP_SESSIONS: usize = 10;
+
+pub fn acp(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let adapter = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/acp-sdk/node_modules/pi-acp/dist/index.js");
+    alternate("acp", binaries, config.heavy_runs, config, &ACP, |binary| {
+        let fake = Fake::start(
+            (0..ACP_SESSIONS)
+                .map(|_| Reply::sse(anthropic_text(&["Hello from the fake."])))
+                .collect(),
+        );
+        let (program, front, env) = if binary.is_reference {
+            if !adapter.exists() {
+                return Err(format!(
+                    "pi-acp is not installed at {}: run tests/install_acp_sdk.sh",
+                    adapter.display()
+                ));
+            }
+            let node = binary
+                .path
+                .parent()
+                .map(|dir| dir.join("node_modules/node/bin/node"))
+                .filter(|node| node.exists())
+                .unwrap_or_else(|| PathBuf::from("/usr/bin/node"));
+            let front = vec![adapter.display().to_string()];
+            let env = vec![("PI_ACP_PI_COMMAND", binary.path.display().to_string())];
+            (node, front, env)
+        } else {
+            let front = [
+                "--mode",
+                "acp",
+                "--provider",
+                "fake-anthropic",
+                "--model",
+                "fake-claude",
+            ];
+            (
+                binary.path.clone(),
+                front.iter().map(|s| s.to_string()).collect(),
+                Vec::new(),
+            )
+        };
+        let mut agent = Agent::spawn(&SpawnOptions {
+            binary: &program,
+            base_url: &fake.base_url(),
+            extra_args: Vec::new(),
+            session_file: None,
+            files: Vec::new(),
+            rss_cap_kb: config.rss_cap_kb,
+            sessions: true,
+            env,
+            api_key: None,
+            front: Some(front),
+        })?;
+        let outcomes = acp_run(&mut agent, config)?;
+        fake.check(ACP_SESSIONS)?;
+        Ok(outcomes)
+    })
+}
+
+fn acp_run(agent: &mut Agent, config: &Config) -> Result<Vec<Outcome>, String> {
+    let deadline = Instant::now() + config.long_wait;
+    let started = Instant::now();
+    let mut first_chunk = None;
+    let mut next_id = 0u64;
+    let mut call = |agent: &mut Agent,
+                    method: &str,
+                    params: serde_json::Value,
+                    first_chunk: &mut Option<Duration>|
+     -> Result<serde_json::Value, String> {
+        next_id += 1;
+        let id = next_id;
+        agent.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        loop {
+            let line = agent
+                .read_line(deadline, config.stdout_cap)?
+                .ok_or_else(|| {
+                    agent.explain(&format!("stdout closed before the {method} answer"))
+                })?;
+            let Ok(message) = serde_json::from_slice::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if message["method"] == "session/update"
+                && message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                && first_chunk.is_none()
+            {
+                *first_chunk = Some(started.elapsed());
+            }
+            if message["method"].is_string() && !message["id"].is_null() {
+                // A request of the agent's (none is expected): refused, so nothing waits on it.
+                agent.send(&json!({"jsonrpc": "2.0", "id": message["id"],
+                    "error": {"code": -32601, "message": "not offered by the bench"}}))?;
+                continue;
+            }
+            if message["method"].is_null() && message["id"] == id {
+                if let Some(error) = message.get("error") {
+                    return Err(format!("{method} failed: {error}"));
+                }
+                return Ok(message["result"].clone());
+            }
+        }
+    };
+    call(
+        agent,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        &mut first_chunk,
+    )?;
+    let cwd = agent.cwd.display().to_string();
+    let mut rss_one = None;
+    for n in 0..ACP_SESSIONS {
+        let session = call(
+            agent,
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": []}),
+            &mut first_chunk,
+        )?;
+        let id = session["sessionId"].clone();
+        let prompt = json!({"sessionId": id, "prompt": [{"type": "text", "text": "hello"}]});
+        let answer = call(agent, "session/prompt", prompt, &mut first_chunk)?;
+        if answer["stopReason"] != "end_turn" {
+            return Err(format!("session/prompt ended with {answer}"));
+        }
+        if n == 0 {
+            rss_one = crate::agent::tree_rss_kb(agent.pid);
+        }
+    }
+    let rss_ten = crate::agent::tree_rss_kb(agent.pid);
+    let chunk = match first_chunk {
+        Some(elapsed) => millis(elapsed),
+        None => Outcome::NotAvailable("no agent_message_chunk came".into()),
+    };
+    Ok(vec![chunk, mb(rss_one), mb(rss_ten)])
 }

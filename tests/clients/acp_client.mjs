@@ -7,7 +7,8 @@
 //
 // Environment: ACP_SDK (the package folder), PI_RS_BIN, PI_ACP_SCENARIO, PI_ACP_ARGS (a JSON
 // array of extra arguments), PI_ACP_CWD2 (a second project folder), PI_ACP_MCP (an McpServer for
-// session/new), PI_ACP_ADAPTER (pi-acp's entry point: the agent is pi-acp over `pi --mode rpc`).
+// session/new), PI_ACP_ADAPTER (pi-acp's entry point: the agent is pi-acp over `pi --mode rpc`),
+// PI_ACP_BUFFERS (the editor's unsaved buffers: an object, absolute path → text).
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -42,6 +43,16 @@ const responseSchemas = {
   "session/close": z.zCloseSessionResponse,
   "session/set_config_option": z.zSetSessionConfigOptionResponse,
   "session/prompt": z.zPromptResponse,
+};
+// The editor-side requests pi-rs may send (fs/*, terminal/*), checked against their schemas.
+const clientMethodSchemas = {
+  "fs/read_text_file": z.zReadTextFileRequest,
+  "fs/write_text_file": z.zWriteTextFileRequest,
+  "terminal/create": z.zCreateTerminalRequest,
+  "terminal/output": z.zTerminalOutputRequest,
+  "terminal/wait_for_exit": z.zWaitForTerminalExitRequest,
+  "terminal/kill": z.zKillTerminalRequest,
+  "terminal/release": z.zReleaseTerminalRequest,
 };
 const sentMethods = new Map();
 // Ids of our pending requests the agent withdrew ($/cancel_request).
@@ -86,6 +97,7 @@ const fromAgent = new TransformStream({
         check(z.zRequestPermissionRequest, message.params, "session/request_permission");
       else if (message.method === "elicitation/create")
         check(z.zCreateElicitationRequest, message.params, "elicitation/create");
+      else if (clientMethodSchemas[message.method]) check(clientMethodSchemas[message.method], message.params, message.method);
       else if (message.method === "$/cancel_request") {
         check(z.zCancelRequestNotification, message.params, "$/cancel_request");
         withdrawn.push(message.params.requestId);
@@ -143,6 +155,81 @@ app.onRequest("elicitation/create", ({ params }) => {
   const value = formAnswers[params.message];
   return value === undefined ? { action: "decline" } : { action: "accept", content: { value } };
 });
+
+// The editor's files (PI_ACP_BUFFERS: path → unsaved text; others are read from disk) and
+// terminals (real processes). Every fs/terminal request is logged in `editorLog`.
+const buffers = new Map(Object.entries(JSON.parse(process.env.PI_ACP_BUFFERS || "{}")));
+const editorLog = [];
+const terminals = new Map();
+let onTerminal = () => {};
+let silentReads = false;
+app
+  .onRequest("fs/read_text_file", async ({ params, signal }) => {
+    if (silentReads) {
+      // Never answered: the agent gives up and withdraws the request.
+      await new Promise((resolve) => {
+        if (signal.aborted) return resolve();
+        signal.addEventListener("abort", resolve);
+        setTimeout(resolve, 20_000);
+      });
+      editorLog.push({ method: "fs/read_text_file", path: params.path, withdrawn: signal.aborted });
+      throw acp.RequestError.requestCancelled();
+    }
+    editorLog.push({ method: "fs/read_text_file", path: params.path });
+    if (buffers.has(params.path)) return { content: buffers.get(params.path) };
+    if (!fs.existsSync(params.path)) throw acp.RequestError.resourceNotFound(params.path);
+    return { content: fs.readFileSync(params.path, "utf8") };
+  })
+  .onRequest("fs/write_text_file", ({ params }) => {
+    editorLog.push({ method: "fs/write_text_file", path: params.path, content: params.content });
+    buffers.set(params.path, params.content);
+    return {};
+  })
+  .onRequest("terminal/create", ({ params }) => {
+    const id = `term-${terminals.size + 1}`;
+    editorLog.push({ method: "terminal/create", terminalId: id, command: params.command, args: params.args, cwd: params.cwd, env: params.env });
+    const env = { ...process.env };
+    for (const { name, value } of params.env ?? []) env[name] = value;
+    const proc = spawn(params.command, params.args ?? [], { cwd: params.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    const terminal = { proc, output: "", exitStatus: null, released: false };
+    terminal.exited = new Promise((resolve) =>
+      proc.on("exit", (exitCode, signal) => {
+        terminal.exitStatus = { exitCode, signal };
+        resolve(terminal.exitStatus);
+      }),
+    );
+    const take = (chunk) => {
+      terminal.output += chunk.toString();
+      const limit = params.outputByteLimit;
+      if (limit && terminal.output.length > limit) terminal.output = terminal.output.slice(-limit);
+    };
+    proc.stdout.on("data", take);
+    proc.stderr.on("data", take);
+    terminals.set(id, terminal);
+    onTerminal(params.sessionId, id);
+    return { terminalId: id };
+  })
+  .onRequest("terminal/output", ({ params }) => {
+    const terminal = terminals.get(params.terminalId);
+    editorLog.push({ method: "terminal/output", terminalId: params.terminalId });
+    return { output: terminal.output, truncated: false, exitStatus: terminal.exitStatus };
+  })
+  .onRequest("terminal/wait_for_exit", async ({ params }) => {
+    editorLog.push({ method: "terminal/wait_for_exit", terminalId: params.terminalId });
+    return await terminals.get(params.terminalId).exited;
+  })
+  .onRequest("terminal/kill", ({ params }) => {
+    editorLog.push({ method: "terminal/kill", terminalId: params.terminalId });
+    terminals.get(params.terminalId).proc.kill("SIGKILL");
+    return {};
+  })
+  .onRequest("terminal/release", ({ params }) => {
+    editorLog.push({ method: "terminal/release", terminalId: params.terminalId });
+    const terminal = terminals.get(params.terminalId);
+    terminal.released = true;
+    if (terminal.exitStatus === null) terminal.proc.kill("SIGKILL");
+    return {};
+  });
 
 const cwd = process.cwd();
 const out = {};
@@ -296,7 +383,73 @@ scenarios.state = async (ctx) => {
     const response = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text }] });
     out.stops.push(response.stopReason);
   }
-  out.allUpdates = allUpdates;
+  out.allUpdates = [...allUpdates];
+  // Loaded again: the replay starts from the compaction's summary.
+  await ctx.request("session/close", { sessionId: id });
+  updates[id] = [];
+  await ctx.request("session/load", { sessionId: id, cwd, mcpServers: [] });
+  out.replay = updates[id];
+};
+
+// An editor that reads, writes and runs for the tools: four prompts (read, edit, write, bash),
+// then a prompt whose command is cancelled while it runs in the editor's terminal.
+scenarios.editor = async (ctx) => {
+  await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+  });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.stops = [];
+  for (const text of ["read it", "edit it", "write it", "run it"]) {
+    const response = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text }] });
+    out.stops.push(response.stopReason);
+  }
+  onTerminal = (sessionId) => setTimeout(() => ctx.notify("session/cancel", { sessionId }), 300);
+  out.cancelled = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "block" }] });
+  // The terminal/release after the cancel's last update may still be on its way.
+  for (let i = 0; i < 100 && !editorLog.some((e) => e.method === "terminal/release" && e.terminalId === "term-2"); i++)
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  out.updates = updates[id];
+  out.editorLog = editorLog;
+  out.buffers = Object.fromEntries(buffers);
+  out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
+};
+
+// An editor that never answers fs/read_text_file (the agent's deadline is short in the test).
+scenarios.silentEditor = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: { fs: { readTextFile: true } } });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  silentReads = true;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "read it" }] });
+  for (let i = 0; i < 100 && editorLog.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+  out.editorLog = editorLog;
+  out.withdrawn = withdrawn;
+};
+
+// An editor that offers fs and terminal to a sandboxed pi-rs: two prompts (write, bash).
+scenarios.sandboxedEditor = async (ctx) => {
+  await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+  });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.stops = [];
+  for (const text of ["write it", "run it"]) {
+    const response = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text }] });
+    out.stops.push(response.stopReason);
+  }
+  out.editorLog = editorLog;
+};
+
+// An extension command changes the model (PI_ACP_PROMPT: the prompt's text).
+scenarios.modelChange = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: process.env.PI_ACP_PROMPT }] });
+  // The update is sent once the prompt's answer is out.
+  for (let i = 0; i < 100 && !updates[id].some((u) => u.sessionUpdate === "config_option_update"); i++)
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  out.updates = updates[id];
 };
 
 // The smallest editor session: a turn with a tool call (for the pi-acp route too).

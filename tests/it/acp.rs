@@ -633,6 +633,26 @@ fn compactions_and_retries_are_shown_to_a_client_that_shows_them() {
         notice["title"].as_str().unwrap().contains("attempt 1"),
         "{notice}"
     );
+    // session/load after the compaction: its summary first, then what came after.
+    let replay: Vec<&Value> = out["replay"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .collect();
+    assert_eq!(
+        replay[0]["sessionUpdate"], "compaction_update",
+        "{replay:?}"
+    );
+    assert_eq!(replay[0]["status"], "completed");
+    let replayed = replay[0]["summary"][0]["text"].as_str().unwrap();
+    assert!(replayed.contains(summary), "{replayed}");
+    assert!(
+        replay
+            .iter()
+            .any(|u| u["content"]["text"] == "After the retry."),
+        "{replay:?}"
+    );
     fake.finish();
 }
 
@@ -709,5 +729,261 @@ fn extension_dialogs_become_permission_requests_and_elicitation_forms() {
         titles.contains(&"picked green, name Ada, edited edited text"),
         "{titles:?}"
     );
+    fake.finish();
+}
+
+/// A client that offers `fs/*` and `terminal/*`: read sees the editor's unsaved buffer, edit
+/// and write land in the editor (not on disk) and their diffs are the whole files as the tools
+/// read and wrote them, bash runs in the editor's terminal (shown in the tool call, released once
+/// the call is shown finished), and a cancel kills that terminal's command.
+#[test]
+fn an_editor_that_reads_writes_and_runs_does_it_for_the_tools() {
+    let tool = |id: &str, name: &str, args: Value| {
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use(id, name, &[&args.to_string()])
+                .finish("tool_use"),
+        )
+    };
+    let fake = FakeProvider::start(vec![
+        tool("toolu_r", "read", json!({"path": "notes.txt"})),
+        Reply::sse(anthropic_text(&["Read."])),
+        tool(
+            "toolu_e",
+            "edit",
+            json!({"path": "notes.txt", "edits": [{"oldText": "unsaved", "newText": "edited"}]}),
+        ),
+        Reply::sse(anthropic_text(&["Edited."])),
+        tool(
+            "toolu_w",
+            "write",
+            json!({"path": "new.txt", "content": "fresh\n"}),
+        ),
+        Reply::sse(anthropic_text(&["Wrote."])),
+        Reply::sse(anthropic_bash("toolu_b", "echo from-terminal; exit 3")),
+        Reply::sse(anthropic_text(&["Ran."])),
+        Reply::sse(anthropic_bash("toolu_block", "sleep 30; echo never")),
+    ]);
+    let workspace = Workspace::new();
+    let notes = workspace.cwd().join("notes.txt");
+    std::fs::write(&notes, "saved on disk\n").unwrap();
+    let notes_path = notes.to_string_lossy().into_owned();
+    let buffers = json!({ notes_path.clone(): "unsaved buffer text\n" }).to_string();
+    let Some(out) = scenario(
+        "editor",
+        &workspace,
+        &fake,
+        json!({}),
+        &[("PI_ACP_BUFFERS", buffers)],
+    ) else {
+        return;
+    };
+    assert_eq!(
+        out["stops"],
+        json!(["end_turn", "end_turn", "end_turn", "end_turn"])
+    );
+    assert_eq!(out["cancelled"]["stopReason"], "cancelled", "{out}");
+    let requests = fake.requests();
+    let result_of = |i: usize| requests[i].messages().last().unwrap().to_string();
+    // read: the unsaved buffer, not the disk.
+    assert!(
+        result_of(1).contains("unsaved buffer text"),
+        "{}",
+        result_of(1)
+    );
+    // edit and write: into the editor; the disk keeps what was saved.
+    assert_eq!(out["buffers"][&notes_path], "edited buffer text\n");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "saved on disk\n");
+    let new_path = workspace.cwd().join("new.txt");
+    assert_eq!(
+        out["buffers"][new_path.to_string_lossy().as_ref()],
+        "fresh\n"
+    );
+    assert!(!new_path.exists());
+    let updates = out["updates"].as_array().unwrap();
+    let finished = |id: &str| {
+        updates
+            .iter()
+            .find(|u| {
+                u["toolCallId"] == id && u["status"].is_string() && u["rawOutput"].is_object()
+            })
+            .unwrap_or_else(|| panic!("no final update of {id}: {updates:?}"))
+            .clone()
+    };
+    assert_eq!(
+        finished("toolu_e")["content"][0],
+        json!({"type": "diff", "path": notes_path, "oldText": "unsaved buffer text\n",
+            "newText": "edited buffer text\n"})
+    );
+    assert_eq!(
+        finished("toolu_w")["content"][0],
+        json!({"type": "diff", "path": new_path.to_string_lossy(), "oldText": null,
+            "newText": "fresh\n"})
+    );
+    // bash: in the editor's terminal, with pi's result text for the model.
+    let log = out["editorLog"].as_array().unwrap();
+    let create = log
+        .iter()
+        .find(|e| e["method"] == "terminal/create")
+        .expect("terminal/create");
+    assert_eq!(create["args"][1], "echo from-terminal; exit 3");
+    assert_eq!(create["cwd"], workspace.cwd().to_string_lossy().as_ref());
+    assert!(
+        create["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "PI_SESSION_ID"),
+        "{create}"
+    );
+    let bash_result = result_of(7);
+    assert!(
+        bash_result.contains("from-terminal") && bash_result.contains("Command exited with code 3"),
+        "{bash_result}"
+    );
+    let bash_done = finished("toolu_b");
+    assert_eq!(bash_done["status"], "failed");
+    assert!(
+        updates.iter().any(|u| u["toolCallId"] == "toolu_b"
+            && u["content"][0] == json!({"type": "terminal", "terminalId": "term-1"})),
+        "{updates:?}"
+    );
+    let methods: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|e| e["terminalId"].is_string())
+        .map(|e| {
+            (
+                e["method"].as_str().unwrap(),
+                e["terminalId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(methods.contains(&("terminal/wait_for_exit", "term-1")));
+    assert!(
+        methods.contains(&("terminal/kill", "term-2")),
+        "{methods:?}"
+    );
+    let released = |id: &str| {
+        let at = |m: &str| methods.iter().position(|e| *e == (m, id));
+        at("terminal/release").is_some_and(|r| at("terminal/create") < Some(r))
+    };
+    assert!(released("term-1") && released("term-2"), "{methods:?}");
+    assert_eq!(out["terminals"][0]["exitStatus"]["exitCode"], 3);
+    assert_eq!(out["terminals"][1]["exitStatus"]["signal"], "SIGKILL");
+    fake.finish();
+}
+
+/// An extension's `setModel` (here through v2.py's `/send`) reaches the client as a
+/// `config_option_update` with the new model.
+#[test]
+fn a_model_an_extension_sets_is_shown_to_the_client() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let extension = crate::fake_provider::fixture_path("extensions/v2.py");
+    let mut args = json!(MODEL_ARGS);
+    args.as_array_mut()
+        .unwrap()
+        .extend([json!("-e"), json!(extension.to_string_lossy())]);
+    // The level stays "off": only the model changes (no thinking_level_changed to go by).
+    args.as_array_mut()
+        .unwrap()
+        .extend([json!("--thinking"), json!("off")]);
+    let set =
+        json!({"type": "set_model", "id": "m", "provider": "fake-openai", "modelId": "fake-gpt"});
+    let env = [
+        ("PI_ACP_ARGS", args.to_string()),
+        ("PI_ACP_PROMPT", format!("/send {set}")),
+    ];
+    let Some(out) = scenario("modelChange", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    let update = out["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["sessionUpdate"] == "config_option_update")
+        .unwrap_or_else(|| panic!("no config_option_update: {out}"))
+        .clone();
+    assert_eq!(
+        update["configOptions"][0]["currentValue"],
+        "fake-openai/fake-gpt"
+    );
+    assert_eq!(update["configOptions"][1]["currentValue"], "off");
+    fake.finish();
+}
+
+/// A client that never answers a request is given up on at the deadline (shortened here by
+/// `PI_TEST_ACP_CLIENT_DEADLINE_MS`): the tool fails with why, the request is withdrawn, and
+/// the turn goes on.
+#[test]
+fn a_silent_editor_is_given_up_on_at_the_deadline() {
+    let read = json!({"path": "notes.txt"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_r", "read", &[&read])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Gave up."])),
+    ]);
+    let workspace = Workspace::new();
+    let env = [("PI_TEST_ACP_CLIENT_DEADLINE_MS", "500".to_string())];
+    let Some(out) = scenario("silentEditor", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    let result = fake.requests()[1].messages().last().unwrap().to_string();
+    assert!(
+        result.contains("The editor did not answer fs/read_text_file within 0.5 s"),
+        "{result}"
+    );
+    assert_eq!(out["editorLog"][0]["withdrawn"], true, "{out}");
+    assert_eq!(out["withdrawn"].as_array().unwrap().len(), 1, "{out}");
+    fake.finish();
+}
+
+/// With a sandbox on, the editor's offers do not take the tools out of it: a write the sandbox
+/// refuses never reaches fs/write_text_file, and bash runs in pi-rs's confined shell, not the
+/// editor's terminal (pi-rs cannot confine a process the editor starts).
+#[test]
+fn a_sandbox_keeps_the_tools_inside_it_whatever_the_editor_offers() {
+    // pi's own configuration in the workspace: refused in every sandbox mode (the workspace is
+    // in the temp folder, which read-only mode leaves writable).
+    let write = json!({"path": ".pi/settings.json", "content": "{}"}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_w", "write", &[&write])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Refused."])),
+        Reply::sse(anthropic_bash("toolu_b", "echo from-local-shell")),
+        Reply::sse(anthropic_text(&["Ran."])),
+    ]);
+    let workspace = Workspace::new();
+    let mut args = json!(MODEL_ARGS);
+    args.as_array_mut()
+        .unwrap()
+        .extend([json!("--sandbox"), json!("read-only")]);
+    let env = [("PI_ACP_ARGS", args.to_string())];
+    let Some(out) = scenario("sandboxedEditor", &workspace, &fake, json!({}), &env) else {
+        return;
+    };
+    assert_eq!(out["stops"], json!(["end_turn", "end_turn"]), "{out}");
+    let requests = fake.requests();
+    let refused = requests[1].messages().last().unwrap().to_string();
+    assert!(refused.contains("blocked by the sandbox"), "{refused}");
+    let ran = requests[3].messages().last().unwrap().to_string();
+    assert!(ran.contains("from-local-shell"), "{ran}");
+    let methods: Vec<&str> = out["editorLog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    assert!(!methods.contains(&"fs/write_text_file"), "{methods:?}");
+    assert!(!methods.contains(&"terminal/create"), "{methods:?}");
+    assert!(!workspace.cwd().join(".pi/settings.json").exists());
     fake.finish();
 }
