@@ -15,6 +15,7 @@ pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
+mod models_store;
 pub mod oauth;
 pub mod registry;
 pub mod resolve;
@@ -231,6 +232,9 @@ impl Config {
             diagnostics.push(Diagnostic::Warning(format!(
                 "errors loading models.json:\n{error}"
             )));
+        }
+        if let Some(error) = &registry.store_error {
+            diagnostics.push(Diagnostic::Warning(error.clone()));
         }
         Config {
             agent_dir,

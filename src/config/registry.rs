@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::jsonc::strip_jsonc;
 use super::model::{Model, ModelCost};
+use super::models_store::ModelsStore;
 
 /// Provider → preferred model id, in the priority order used to pick the initial model.
 pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
@@ -113,10 +114,15 @@ fn provider_rows(provider: &str) -> &'static str {
         .map_or("", |&(_, start, end)| &CATALOG[start..end])
 }
 
+/// 1.6.0's built-in provider without catalog rows yet (its models can only come from
+/// models-store.json); in 1.6.0's provider order it follows `together`.
+const PROVIDER_WITHOUT_ROWS: (&str, &str) = ("typesafe", "together");
+
 fn is_builtin_provider(provider: &str) -> bool {
-    CATALOG_PROVIDERS
-        .iter()
-        .any(|(name, _, _)| *name == provider)
+    provider == PROVIDER_WITHOUT_ROWS.0
+        || CATALOG_PROVIDERS
+            .iter()
+            .any(|(name, _, _)| *name == provider)
 }
 
 fn is_builtin_model(provider: &str, id: &str) -> bool {
@@ -217,6 +223,11 @@ pub struct Registry {
     pub model_headers: HashMap<(String, String), Map<String, Value>>,
     /// Why models.json was ignored, if it was.
     pub load_error: Option<String>,
+    /// pi 1.6.0's refreshed catalogs (`models-store.json`), applied to the built-in rows before
+    /// models.json's overrides, as 1.6.0 composes them.
+    store: ModelsStore,
+    /// Why models-store.json was ignored, if it was.
+    pub store_error: Option<String>,
 }
 
 impl Registry {
@@ -238,7 +249,17 @@ impl Registry {
         if let Some(err) = registry.load_error.take() {
             registry.load_error = Some(format!("{err}\n\nFile: {}", models_json.display()));
         }
+        if let Some(dir) = models_json.parent() {
+            (registry.store, registry.store_error) = ModelsStore::load(dir, is_builtin_provider);
+        }
         registry
+    }
+
+    /// The registry with a models-store.json (tests).
+    #[cfg(test)]
+    fn with_store(mut self, text: &str) -> Registry {
+        self.store = ModelsStore::parse(text, is_builtin_provider).expect("store parses");
+        self
     }
 
     /// Builds the registry from models.json text (None = no file).
@@ -257,8 +278,22 @@ impl Registry {
     /// Every model in registry order: the built-ins (with models.json's overrides), models.json
     /// models replacing theirs in place, the other models.json models after them.
     pub fn models(&self) -> &[Model] {
-        self.all
-            .get_or_init(|| self.with_custom(self.builtins(CATALOG), None))
+        self.all.get_or_init(|| {
+            let mut builtins = Vec::new();
+            for &(provider, start, end) in CATALOG_PROVIDERS {
+                builtins.extend(self.store.apply(provider, parse_rows(&CATALOG[start..end])));
+                if provider == PROVIDER_WITHOUT_ROWS.1 {
+                    builtins.extend(self.store.apply(PROVIDER_WITHOUT_ROWS.0, Vec::new()));
+                }
+            }
+            self.with_custom(self.configured(builtins), None)
+        })
+    }
+
+    /// One provider's built-in models (models-store.json applied, models.json not yet).
+    fn provider_builtins(&self, provider: &str) -> Vec<Model> {
+        self.store
+            .apply(provider, parse_rows(provider_rows(provider)))
     }
 
     /// The first model with this provider and id in registry order.
@@ -278,15 +313,19 @@ impl Registry {
         {
             return Some(custom.clone());
         }
+        if !self.store.is_empty() {
+            let builtins = self.provider_builtins(provider);
+            let found = builtins.into_iter().find(|m| m.id == id)?;
+            return self.configured(vec![found]).pop();
+        }
         let line = provider_rows(provider)
             .lines()
             .find(|line| line.split('\t').nth(1) == Some(id))?;
-        self.builtins(line).pop()
+        self.configured(parse_rows(line)).pop()
     }
 
-    /// Built-in rows with models.json's provider-level and per-model overrides applied.
-    fn builtins(&self, rows: &str) -> Vec<Model> {
-        let mut models = parse_rows(rows);
+    /// Built-in models with models.json's provider-level and per-model overrides applied.
+    fn configured(&self, mut models: Vec<Model>) -> Vec<Model> {
         if self.providers.is_empty() {
             return models;
         }
@@ -509,7 +548,10 @@ impl ModelSource for Registry {
                 .cloned()
                 .collect();
         }
-        self.with_custom(self.builtins(provider_rows(provider)), Some(provider))
+        self.with_custom(
+            self.configured(self.provider_builtins(provider)),
+            Some(provider),
+        )
     }
 
     /// The spelling of a provider name, matched without case, that the last model in registry
@@ -523,19 +565,28 @@ impl ModelSource for Registry {
             .filter(|m| !is_builtin_model(&m.provider, &m.id))
             .find(|m| m.provider.to_lowercase() == lower)
             .map(|m| m.provider.clone());
-        appended.or_else(|| {
-            CATALOG_PROVIDERS
-                .iter()
-                .rev()
-                .find(|(provider, _, _)| provider.to_lowercase() == lower)
-                .map(|(provider, _, _)| provider.to_string())
-        })
+        appended
+            .or_else(|| {
+                CATALOG_PROVIDERS
+                    .iter()
+                    .rev()
+                    .find(|(provider, _, _)| provider.to_lowercase() == lower)
+                    .map(|(provider, _, _)| provider.to_string())
+            })
+            .or_else(|| {
+                let typesafe = PROVIDER_WITHOUT_ROWS.0;
+                (lower == typesafe && self.store.has_provider(typesafe))
+                    .then(|| typesafe.to_string())
+            })
     }
 
     /// A scan of the catalog's provider and id fields; only the match is read in full.
     fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
         if let Some(all) = self.all.get() {
             return exact_id_or_reference(input, all).cloned();
+        }
+        if !self.store.is_empty() {
+            return exact_id_or_reference(input, self.models()).cloned();
         }
         for line in CATALOG.lines() {
             let mut fields = line.split('\t');
@@ -555,7 +606,7 @@ impl ModelSource for Registry {
 
     /// Whether any model is known (the catalog, or models.json's).
     fn has_models(&self) -> bool {
-        !CATALOG.is_empty() || !self.custom.is_empty()
+        !CATALOG.is_empty() || !self.custom.is_empty() || !self.store.is_empty()
     }
 }
 
