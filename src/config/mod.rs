@@ -282,8 +282,20 @@ impl Config {
         &self,
         provider: Option<&str>,
         pattern: &str,
+        inline_api_key: bool,
+        cli_thinking: Option<&str>,
     ) -> Result<ResolvedModel, resolve::ModelError> {
-        resolve::resolve_cli_model(&self.registry, provider, pattern)
+        let usable = |provider: &str| self.has_auth(provider);
+        resolve::resolve_cli_model(
+            &self.registry,
+            &resolve::CliModelRequest {
+                provider,
+                pattern,
+                usable: &usable,
+                inline_api_key,
+                cli_thinking,
+            },
+        )
     }
 
     /// `--models` / settings `enabledModels` resolution against the models with auth. Returns the

@@ -479,16 +479,14 @@ impl Registry {
     }
 }
 
-/// The first model whose id or `provider/id` is `input`, without case.
-fn exact_id_or_reference<'a>(input: &str, models: &'a [Model]) -> Option<&'a Model> {
+/// The models whose id is `id`, without case.
+fn with_id(id: &str, models: &[Model]) -> Vec<Model> {
+    let lower = id.to_lowercase();
     models
         .iter()
-        .find(|m| is_id_or_reference(input, &m.provider, &m.id))
-}
-
-fn is_id_or_reference(input: &str, provider: &str, id: &str) -> bool {
-    let lower = input.to_lowercase();
-    id.to_lowercase() == lower || format!("{provider}/{id}").to_lowercase() == lower
+        .filter(|m| m.id.to_lowercase() == lower)
+        .cloned()
+        .collect()
 }
 
 /// The models `--model` resolution reads (auth is not required): one provider's when the
@@ -502,8 +500,10 @@ pub trait ModelSource {
     /// The provider name matching `name` without case, spelled as the last model in registry
     /// order spells it.
     fn provider_spelling(&self, name: &str) -> Option<String>;
-    /// The first model, registry order, whose id or `provider/id` is `input` without case.
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model>;
+    /// Every model whose id is `id` without case, registry order.
+    fn with_id(&self, id: &str) -> Vec<Model>;
+    /// The providers with models, registry order.
+    fn provider_names(&self) -> Vec<String>;
     fn has_models(&self) -> bool;
 }
 
@@ -524,8 +524,17 @@ impl ModelSource for [Model] {
             .find(|m| m.provider.to_lowercase() == lower)
             .map(|m| m.provider.clone())
     }
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
-        exact_id_or_reference(input, self).cloned()
+    fn with_id(&self, id: &str) -> Vec<Model> {
+        with_id(id, self)
+    }
+    fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for m in self {
+            if !names.contains(&m.provider) {
+                names.push(m.provider.clone());
+            }
+        }
+        names
     }
     fn has_models(&self) -> bool {
         !self.is_empty()
@@ -580,28 +589,45 @@ impl ModelSource for Registry {
             })
     }
 
-    /// A scan of the catalog's provider and id fields; only the match is read in full.
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
-        if let Some(all) = self.all.get() {
-            return exact_id_or_reference(input, all).cloned();
+    /// A scan of the catalog's id fields; only the matches are read in full.
+    fn with_id(&self, id: &str) -> Vec<Model> {
+        if self.all.get().is_some() || !self.store.is_empty() {
+            return with_id(id, self.models());
         }
-        if !self.store.is_empty() {
-            return exact_id_or_reference(input, self.models()).cloned();
-        }
-        for line in CATALOG.lines() {
-            let mut fields = line.split('\t');
-            if let (Some(provider), Some(id)) = (fields.next(), fields.next())
-                && is_id_or_reference(input, provider, id)
-            {
+        let lower = id.to_lowercase();
+        let mut found: Vec<Model> = CATALOG
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split('\t');
+                let (provider, row_id) = (fields.next()?, fields.next()?);
                 // In that place: the built-in, or the models.json model replacing it.
-                return self.find(provider, id);
+                (row_id.to_lowercase() == lower).then(|| self.find(provider, row_id))?
+            })
+            .collect();
+        // Appended models.json models come after every built-in.
+        found.extend(
+            self.with_custom(Vec::new(), None)
+                .into_iter()
+                .filter(|m| m.id.to_lowercase() == lower && !is_builtin_model(&m.provider, &m.id)),
+        );
+        found
+    }
+
+    fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for &(provider, _, _) in CATALOG_PROVIDERS {
+            names.push(provider.to_string());
+            let (without_rows, after) = PROVIDER_WITHOUT_ROWS;
+            if provider == after && self.store.has_provider(without_rows) {
+                names.push(without_rows.to_string());
             }
         }
-        // Appended models.json models come after every built-in (one replacing a built-in
-        // matched above, in the built-in's place).
-        self.with_custom(Vec::new(), None)
-            .into_iter()
-            .find(|m| is_id_or_reference(input, &m.provider, &m.id))
+        for m in &self.custom {
+            if !names.contains(&m.provider) {
+                names.push(m.provider.clone());
+            }
+        }
+        names
     }
 
     /// Whether any model is known (the catalog, or models.json's).
@@ -1188,19 +1214,13 @@ mod tests {
             }
             assert_eq!(lazy.find("anthropic", "no-such-model"), None);
             for m in all.iter().step_by(7).chain(all.iter().rev().take(6)) {
-                for pattern in [
-                    m.id.clone(),
-                    m.id.to_uppercase(),
-                    format!("{}/{}", m.provider.to_uppercase(), m.id),
-                ] {
-                    assert_eq!(
-                        lazy.exact_id_or_reference(&pattern),
-                        all.exact_id_or_reference(&pattern),
-                        "{pattern}"
-                    );
+                for id in [m.id.clone(), m.id.to_uppercase()] {
+                    assert_eq!(lazy.with_id(&id), all.with_id(&id), "{id}");
                 }
             }
-            assert_eq!(lazy.exact_id_or_reference("no-such/model"), None);
+            assert_eq!(lazy.with_id("no-such-model"), Vec::new());
+            let providers = lazy.provider_names();
+            assert_eq!(providers, all.provider_names());
             assert!(lazy.all.get().is_none(), "none of that built the full list");
         }
     }

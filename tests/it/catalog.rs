@@ -8,12 +8,22 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
-use crate::support::{Pi, Setup, Workspace, assistant_messages, binary, isolate_env};
+use crate::support::{Pi, Setup, Workspace, assistant_messages, binary, isolate_env, run_words};
 
 /// Starts pi-rs in RPC mode without `--provider`/`--model` (the catalog decides), with only
 /// `env` as credentials and `auth_json` as auth.json; sends `command` and returns its response
 /// data.
 fn rpc_data(env: &[(&str, &str)], auth_json: Option<&str>, command: &str) -> Value {
+    rpc_data_with(env, auth_json, &[], command)
+}
+
+/// `rpc_data` with more arguments (`--model …`).
+fn rpc_data_with(
+    env: &[(&str, &str)],
+    auth_json: Option<&str>,
+    args: &[&str],
+    command: &str,
+) -> Value {
     let workspace = Workspace::new();
     if let Some(text) = auth_json {
         std::fs::write(workspace.agent_dir().join("auth.json"), text).expect("write auth.json");
@@ -23,6 +33,7 @@ fn rpc_data(env: &[(&str, &str)], auth_json: Option<&str>, command: &str) -> Val
     isolate_env(&mut cmd, &workspace.agent_dir(), workspace.root());
     cmd.envs(env.iter().copied())
         .args(["--mode", "rpc", "--no-session"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -248,4 +259,38 @@ fn models_store_json_brings_new_models_without_a_new_build() {
     let request = fake.requests().remove(0);
     assert_eq!(request.body["model"], "claude-opus-9");
     assert_eq!(request.header("x-api-key"), Some("sk-ant-store-test"));
+}
+
+/// A bare id several providers have: the one authenticated provider's model, else 1.6.0's
+/// ambiguity error (exit 1, nothing on stdout). Passes against pi 1.6.0 too.
+#[test]
+fn a_bare_id_on_several_providers_is_chosen_by_credentials_or_refused() {
+    let keys = [("GEMINI_API_KEY", "g-key"), ("OPENCODE_API_KEY", "o-key")];
+    let mut env: Vec<(&str, &str)> = keys.to_vec();
+    let start = |env: &[(&str, &str)], model: &str| {
+        let mut setup = Setup::at("http://127.0.0.1:9", "unused", "unused");
+        for (name, value) in env {
+            setup = setup.env(name, value);
+        }
+        run_words(
+            &setup,
+            &["--mode", "rpc", "--no-session", "--model", model],
+            None,
+        )
+    };
+    let run = start(&env, "gemini-3.7-flash");
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr.trim_end(),
+        "Error: Model \"gemini-3.7-flash\" is ambiguous across providers: \
+         google-vertex/gemini-3.7-flash, google/gemini-3.7-flash, opencode/gemini-3.7-flash. More \
+         than one matching provider is authenticated. Use --provider or provider/model."
+    );
+    env.retain(|(name, _)| *name == "OPENCODE_API_KEY");
+    let data = rpc_data_with(&env, None, &["--model", "gemini-3.7-flash"], "get_state");
+    assert_eq!(
+        (&data["model"]["provider"], &data["model"]["id"]),
+        (&json!("opencode"), &json!("gemini-3.7-flash"))
+    );
 }
