@@ -17,6 +17,7 @@ pub mod matching;
 pub mod model;
 mod models_store;
 pub mod oauth;
+mod oauth_xai;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
