@@ -17,6 +17,7 @@ pub mod matching;
 pub mod model;
 mod models_store;
 pub mod oauth;
+mod oauth_chatgpt;
 mod oauth_xai;
 pub mod registry;
 pub mod resolve;
@@ -466,7 +467,7 @@ impl Config {
             Some(Credential::OAuth {
                 access, expires_ms, ..
             }) => {
-                if !oauth::PROVIDERS.contains(&provider) {
+                if !oauth::is_used(provider) {
                     return Some(None);
                 }
                 return Some(self.oauth_access(provider, access, expires_ms));
@@ -555,7 +556,7 @@ impl Config {
             .runtime_api_keys
             .get(provider)
             .is_some_and(|k| !k.is_empty())
-            || !oauth::PROVIDERS.contains(&provider)
+            || !oauth::is_used(provider)
         {
             return None;
         }

@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::auth::Env;
 use super::auth_lock;
+use super::oauth_chatgpt;
 use super::oauth_xai;
 use crate::net;
 
@@ -60,6 +61,14 @@ const COPILOT_HEADERS: &[(&str, &str)] = &[
 /// The providers pi can log into with a subscription.
 pub const PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex", "xai"];
 
+/// Providers whose pi 1.6.0 login pi-rs uses and refreshes but cannot make (`pi login` refuses).
+pub const REFRESH_ONLY: &[&str] = &[oauth_chatgpt::PROVIDER];
+
+/// Whether a subscription login of `provider` in auth.json is used (and refreshed).
+pub fn is_used(provider: &str) -> bool {
+    PROVIDERS.contains(&provider) || REFRESH_ONLY.contains(&provider)
+}
+
 /// Where the token requests go.
 #[derive(Clone, Debug)]
 pub struct Endpoints {
@@ -71,6 +80,8 @@ pub struct Endpoints {
     github_api: Option<String>,
     /// xAI's authorization server (`PI_OAUTH_XAI_URL`).
     xai: String,
+    /// Sign in with ChatGPT's token endpoint (`PI_OAUTH_OPENAI_TOKEN_URL`).
+    chatgpt_token: String,
 }
 
 impl Endpoints {
@@ -84,6 +95,8 @@ impl Endpoints {
             github: get("PI_OAUTH_GITHUB_URL"),
             github_api: get("PI_OAUTH_GITHUB_API_URL"),
             xai: get("PI_OAUTH_XAI_URL").unwrap_or_else(|| oauth_xai::DEFAULT_URL.into()),
+            chatgpt_token: get("PI_OAUTH_OPENAI_TOKEN_URL")
+                .unwrap_or_else(|| oauth_chatgpt::TOKEN_URL.into()),
         }
     }
 
@@ -371,6 +384,9 @@ fn refresh_entry(
             copilot_entry(agent, endpoints, refresh, enterprise)
         }
         oauth_xai::PROVIDER => oauth_xai::refresh(agent, &endpoints.xai, refresh),
+        oauth_chatgpt::PROVIDER => {
+            oauth_chatgpt::refresh(agent, &endpoints.chatgpt_token, entry, refresh)
+        }
         other => Err(OAuthError::NoRefresh(other.to_string())),
     }
 }

@@ -529,3 +529,68 @@ fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         "kept when not rotated"
     );
 }
+
+/// A Sign in with ChatGPT login on `openai` (made by pi 1.6.0) is used rather than refused, even
+/// with OPENAI_API_KEY set: expired, it is refreshed with the client id it was issued, and the
+/// new access token is the bearer sent to the OpenAI API; auth.json keeps 1.6.0's fields.
+#[test]
+fn a_chatgpt_login_on_openai_is_refreshed_and_used() {
+    if is_reference() {
+        return;
+    }
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": "chatgpt-access-2", "refresh_token": "chatgpt-refresh-2",
+        "expires_in": 3600, "scope": "openid offline_access chatgpt.tokens.use.direct",
+        "token_type": "Bearer"
+    }))]);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let workspace = Workspace::new();
+    write_auth(
+        &workspace,
+        &json!({"openai": {"type": "oauth", "access": "chatgpt-access-1",
+            "refresh": "chatgpt-refresh-1", "expires": now_ms() - 1000.0,
+            "clientId": "issued-client-7", "scopes": ["openid", "chatgpt.tokens.use.direct"]}}),
+    );
+    let setup = Setup::new(&provider, "openai", "gpt-6.2-sol")
+        .models_json(r#"{"providers": {"openai": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("OPENAI_API_KEY", "sk-env-key-not-used")
+        .env(
+            "PI_OAUTH_OPENAI_TOKEN_URL",
+            &format!("{}/api/accounts/oauth/token", tokens.base_url()),
+        );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = run
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    let refresh = &tokens.requests()[0];
+    assert_eq!(refresh.path, "/api/accounts/oauth/token");
+    assert_eq!(
+        String::from_utf8_lossy(&refresh.raw_body),
+        "grant_type=refresh_token&client_id=issued-client-7&refresh_token=chatgpt-refresh-1&resource=https%3A%2F%2Fapi.openai.com%2Fv1"
+    );
+    assert_eq!(
+        provider.requests()[0].header("authorization"),
+        Some("Bearer chatgpt-access-2")
+    );
+    let auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["openai"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["type", "access", "refresh", "expires", "clientId", "scopes"]
+    );
+    assert_eq!(auth["openai"]["clientId"], "issued-client-7");
+    assert_eq!(
+        auth["openai"]["scopes"],
+        json!(["openid", "offline_access", "chatgpt.tokens.use.direct"])
+    );
+}
