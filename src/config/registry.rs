@@ -1225,6 +1225,48 @@ mod tests {
         }
     }
 
+    /// models-store.json's models answer every lookup as the full list has them, typesafe's
+    /// first models included.
+    #[test]
+    fn lookups_with_a_models_store_answer_as_the_full_list() {
+        let model = |provider: &str, id: &str| {
+            serde_json::json!({"id": id, "name": id, "api": "openai-completions",
+                "provider": provider, "baseUrl": "https://x", "reasoning": false,
+                "input": ["text"], "cost": {"input": 1, "output": 1, "cacheRead": 0,
+                "cacheWrite": 0}, "contextWindow": 1000, "maxTokens": 100})
+        };
+        let newer = super::super::models_store::BUILTIN_GENERATED_AT_MS + 1.0;
+        let store = serde_json::json!({
+            "anthropic": {"lastModified": newer, "models": [model("anthropic", "claude-new")]},
+            "typesafe": {"lastModified": newer, "models": [model("typesafe", "ts-1")]},
+        })
+        .to_string();
+        let lazy = Registry::from_models_json(None).with_store(&store);
+        let full = Registry::from_models_json(None).with_store(&store);
+        let all = full.models();
+        assert_eq!(all.len(), 1700);
+        let ids: Vec<&str> = all
+            .iter()
+            .filter(|m| m.provider == "typesafe")
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(ids, ["ts-1"]);
+        assert_eq!(
+            lazy.find("anthropic", "claude-new").unwrap().name,
+            "claude-new"
+        );
+        assert_eq!(
+            lazy.provider_models("anthropic"),
+            all.provider_models("anthropic")
+        );
+        assert_eq!(
+            lazy.provider_spelling("TypeSafe").as_deref(),
+            Some("typesafe")
+        );
+        assert_eq!(lazy.with_id("CLAUDE-NEW"), all.with_id("claude-new"));
+        assert_eq!(lazy.provider_names(), all.provider_names());
+    }
+
     #[test]
     fn errors_drop_the_file_but_keep_builtins() {
         let r =

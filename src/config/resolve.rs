@@ -185,7 +185,7 @@ pub struct CliModelRequest<'a> {
 
 /// What a reference resolved to.
 enum Reference {
-    Resolved(Model, Option<ThinkingLevel>),
+    Resolved(Box<Model>, Option<ThinkingLevel>),
     Ambiguous {
         candidates: Vec<Model>,
         usable_count: usize,
@@ -294,24 +294,24 @@ impl<S: ModelSource + ?Sized> Pool<'_, S> {
         let candidates: Vec<Model> = named.iter().chain(&others).cloned().collect();
         let first = candidates.first()?;
         if candidates.iter().all(|m| m.provider == first.provider) {
-            return Some(Reference::Resolved(first.clone(), None));
+            return Some(Reference::Resolved(Box::new(first.clone()), None));
         }
         if let Some(named) = &named
             && (self.usable)(&named.provider)
         {
-            return Some(Reference::Resolved(named.clone(), None));
+            return Some(Reference::Resolved(Box::new(named.clone()), None));
         }
         let usable_others: Vec<&Model> = others
             .iter()
             .filter(|m| (self.usable)(&m.provider))
             .collect();
         if let [only] = usable_others.as_slice() {
-            return Some(Reference::Resolved((*only).clone(), None));
+            return Some(Reference::Resolved(Box::new((*only).clone()), None));
         }
         if usable_others.is_empty()
             && let Some(named) = named
         {
-            return Some(Reference::Resolved(named, None));
+            return Some(Reference::Resolved(Box::new(named), None));
         }
         Some(Reference::Ambiguous {
             usable_count: usable_others.len(),
@@ -341,7 +341,7 @@ impl<S: ModelSource + ?Sized> Pool<'_, S> {
             .map(|m| (*m).clone())
             .collect();
         if tied.iter().all(|m| m.provider == best.provider) {
-            return Some(Reference::Resolved(best.clone(), None));
+            return Some(Reference::Resolved(Box::new(best.clone()), None));
         }
         Some(Reference::Ambiguous {
             usable_count: if usable.is_empty() { 0 } else { tied.len() },
@@ -414,7 +414,7 @@ pub fn resolve_cli_model(
     match pool.resolve_text(text) {
         Reference::Resolved(model, thinking) => {
             return Ok(ResolvedModel {
-                model,
+                model: *model,
                 thinking,
                 warning: None,
             });
