@@ -249,14 +249,16 @@ fn execute(kind: Kind, request: &Request, config: &Config) -> Result<(String, u8
 fn check(request: &Request, config: &Config) -> (String, u8) {
     let mut result = Map::new();
     let provider = match (&request.provider, &request.model) {
-        (provider, Some(model)) => match config.resolve_cli_model(provider.as_deref(), model) {
-            Ok(resolved) => resolved.model.provider,
-            // pi reports a model it cannot resolve as an invalid state.
-            Err(_) => {
-                let shown = request.provider.clone().unwrap_or_else(|| model.clone());
-                return check_output(request, status("invalid", &shown, "invalid_state"), None);
+        (provider, Some(model)) => {
+            match config.resolve_cli_model(provider.as_deref(), model, false, None) {
+                Ok(resolved) => resolved.model.provider,
+                // pi reports a model it cannot resolve as an invalid state.
+                Err(_) => {
+                    let shown = request.provider.clone().unwrap_or_else(|| model.clone());
+                    return check_output(request, status("invalid", &shown, "invalid_state"), None);
+                }
             }
-        },
+        }
         (Some(provider), None) => provider.clone(),
         // `parse` refuses a request without either.
         (None, None) => return check_output(request, status("invalid", "", "invalid_state"), None),
@@ -350,7 +352,7 @@ fn print_credential(kind: Kind, request: &Request, config: &Config) -> Result<St
             }
             if let Some(model) = model {
                 config
-                    .resolve_cli_model(Some(provider), model)
+                    .resolve_cli_model(Some(provider), model, false, None)
                     .map_err(|e| error(e.to_string(), 1))?;
             }
             provider.clone()

@@ -15,7 +15,10 @@ pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
+mod models_store;
 pub mod oauth;
+mod oauth_chatgpt;
+mod oauth_xai;
 pub mod registry;
 pub mod resolve;
 pub mod settings;
@@ -232,6 +235,9 @@ impl Config {
                 "errors loading models.json:\n{error}"
             )));
         }
+        if let Some(error) = &registry.store_error {
+            diagnostics.push(Diagnostic::Warning(error.clone()));
+        }
         Config {
             agent_dir,
             cwd,
@@ -278,8 +284,20 @@ impl Config {
         &self,
         provider: Option<&str>,
         pattern: &str,
+        inline_api_key: bool,
+        cli_thinking: Option<&str>,
     ) -> Result<ResolvedModel, resolve::ModelError> {
-        resolve::resolve_cli_model(&self.registry, provider, pattern)
+        let usable = |provider: &str| self.has_auth(provider);
+        resolve::resolve_cli_model(
+            &self.registry,
+            &resolve::CliModelRequest {
+                provider,
+                pattern,
+                usable: &usable,
+                inline_api_key,
+                cli_thinking,
+            },
+        )
     }
 
     /// `--models` / settings `enabledModels` resolution against the models with auth. Returns the
@@ -449,7 +467,7 @@ impl Config {
             Some(Credential::OAuth {
                 access, expires_ms, ..
             }) => {
-                if !oauth::PROVIDERS.contains(&provider) {
+                if !oauth::is_used(provider) {
                     return Some(None);
                 }
                 return Some(self.oauth_access(provider, access, expires_ms));
@@ -538,7 +556,7 @@ impl Config {
             .runtime_api_keys
             .get(provider)
             .is_some_and(|k| !k.is_empty())
-            || !oauth::PROVIDERS.contains(&provider)
+            || !oauth::is_used(provider)
         {
             return None;
         }

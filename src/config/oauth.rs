@@ -22,6 +22,8 @@ use serde_json::{Map, Value, json};
 
 use super::auth::Env;
 use super::auth_lock;
+use super::oauth_chatgpt;
+use super::oauth_xai;
 use crate::net;
 
 /// Refresh this long before the recorded expiry ("nearly expired").
@@ -57,7 +59,15 @@ const COPILOT_HEADERS: &[(&str, &str)] = &[
 ];
 
 /// The providers pi can log into with a subscription.
-pub const PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex"];
+pub const PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex", "xai"];
+
+/// Providers whose pi 1.6.0 login pi-rs uses and refreshes but cannot make (`pi login` refuses).
+pub const REFRESH_ONLY: &[&str] = &[oauth_chatgpt::PROVIDER];
+
+/// Whether a subscription login of `provider` in auth.json is used (and refreshed).
+pub fn is_used(provider: &str) -> bool {
+    PROVIDERS.contains(&provider) || REFRESH_ONLY.contains(&provider)
+}
 
 /// Where the token requests go.
 #[derive(Clone, Debug)]
@@ -68,6 +78,10 @@ pub struct Endpoints {
     github: Option<String>,
     /// Overrides `https://api.<domain>` of the Copilot token request.
     github_api: Option<String>,
+    /// xAI's authorization server (`PI_OAUTH_XAI_URL`).
+    xai: String,
+    /// Sign in with ChatGPT's token endpoint (`PI_OAUTH_OPENAI_TOKEN_URL`).
+    chatgpt_token: String,
 }
 
 impl Endpoints {
@@ -80,6 +94,9 @@ impl Endpoints {
                 .unwrap_or_else(|| CODEX_TOKEN_URL.into()),
             github: get("PI_OAUTH_GITHUB_URL"),
             github_api: get("PI_OAUTH_GITHUB_API_URL"),
+            xai: get("PI_OAUTH_XAI_URL").unwrap_or_else(|| oauth_xai::DEFAULT_URL.into()),
+            chatgpt_token: get("PI_OAUTH_OPENAI_TOKEN_URL")
+                .unwrap_or_else(|| oauth_chatgpt::TOKEN_URL.into()),
         }
     }
 
@@ -154,6 +171,8 @@ pub enum OAuthError {
     Flow(&'static str),
     /// The refresh worker ended without an answer (it panicked).
     WorkerGone,
+    /// A whole sentence from a provider's flow, shown as is (xAI's).
+    Message(String),
 }
 
 impl std::fmt::Display for OAuthError {
@@ -190,6 +209,7 @@ impl std::fmt::Display for OAuthError {
                 write!(f, "token response missing fields: {}", redacted(body))
             }
             OAuthError::DeviceFlow(error) => write!(f, "Device flow failed: {error}"),
+            OAuthError::Message(sentence) => f.write_str(sentence),
             OAuthError::UnexpectedTokenResponse(body) => {
                 write!(f, "unexpected access token response: {}", redacted(body))
             }
@@ -363,6 +383,10 @@ fn refresh_entry(
                 .filter(|d| !d.is_empty());
             copilot_entry(agent, endpoints, refresh, enterprise)
         }
+        oauth_xai::PROVIDER => oauth_xai::refresh(agent, &endpoints.xai, refresh),
+        oauth_chatgpt::PROVIDER => {
+            oauth_chatgpt::refresh(agent, &endpoints.chatgpt_token, entry, refresh)
+        }
         other => Err(OAuthError::NoRefresh(other.to_string())),
     }
 }
@@ -432,7 +456,7 @@ fn copilot_entry(
     Ok(oauth_entry(&fields))
 }
 
-fn oauth_entry(fields: &[(&str, Value)]) -> Map<String, Value> {
+pub(crate) fn oauth_entry(fields: &[(&str, Value)]) -> Map<String, Value> {
     let mut entry = Map::new();
     entry.insert("type".into(), json!("oauth"));
     for (name, value) in fields {
@@ -686,6 +710,7 @@ pub fn login(
         "github-copilot" => login_copilot(&agent, endpoints, enterprise, ui),
         "anthropic" => login_anthropic(&agent, endpoints, ui),
         "openai-codex" => login_codex(&agent, endpoints, ui),
+        oauth_xai::PROVIDER => oauth_xai::login(&agent, &endpoints.xai, ui),
         other => Err(OAuthError::NoSubscription(other.to_string())),
     }
 }
@@ -800,7 +825,7 @@ pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], OAuthError> {
 }
 
 /// Now in Unix milliseconds as OAuth's `expires` holds it (a JSON number).
-fn now_ms_f64() -> f64 {
+pub(crate) fn now_ms_f64() -> f64 {
     crate::time::now_ms() as f64
 }
 

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::jsonc::strip_jsonc;
 use super::model::{Model, ModelCost};
+use super::models_store::ModelsStore;
 
 /// Provider → preferred model id, in the priority order used to pick the initial model.
 pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
@@ -113,10 +114,15 @@ fn provider_rows(provider: &str) -> &'static str {
         .map_or("", |&(_, start, end)| &CATALOG[start..end])
 }
 
+/// 1.6.0's built-in provider without catalog rows yet (its models can only come from
+/// models-store.json); in 1.6.0's provider order it follows `together`.
+const PROVIDER_WITHOUT_ROWS: (&str, &str) = ("typesafe", "together");
+
 fn is_builtin_provider(provider: &str) -> bool {
-    CATALOG_PROVIDERS
-        .iter()
-        .any(|(name, _, _)| *name == provider)
+    provider == PROVIDER_WITHOUT_ROWS.0
+        || CATALOG_PROVIDERS
+            .iter()
+            .any(|(name, _, _)| *name == provider)
 }
 
 fn is_builtin_model(provider: &str, id: &str) -> bool {
@@ -224,6 +230,11 @@ pub struct Registry {
     extension_providers: Vec<(String, Value)>,
     /// Providers whose models an extension registration replaced: their built-in rows are hidden.
     replaced: std::collections::HashSet<String>,
+    /// pi 1.6.0's refreshed catalogs (`models-store.json`), applied to the built-in rows before
+    /// models.json's overrides, as 1.6.0 composes them.
+    store: ModelsStore,
+    /// Why models-store.json was ignored, if it was.
+    pub store_error: Option<String>,
 }
 
 impl Registry {
@@ -245,7 +256,17 @@ impl Registry {
         if let Some(err) = registry.load_error.take() {
             registry.load_error = Some(format!("{err}\n\nFile: {}", models_json.display()));
         }
+        if let Some(dir) = models_json.parent() {
+            (registry.store, registry.store_error) = ModelsStore::load(dir, is_builtin_provider);
+        }
         registry
+    }
+
+    /// The registry with a models-store.json (tests).
+    #[cfg(test)]
+    fn with_store(mut self, text: &str) -> Registry {
+        self.store = ModelsStore::parse(text, is_builtin_provider).expect("store parses");
+        self
     }
 
     /// Builds the registry from models.json text (None = no file).
@@ -335,8 +356,22 @@ impl Registry {
     /// Every model in registry order: the built-ins (with models.json's overrides), models.json
     /// models replacing theirs in place, the other models.json models after them.
     pub fn models(&self) -> &[Model] {
-        self.all
-            .get_or_init(|| self.with_custom(self.builtins(CATALOG), None))
+        self.all.get_or_init(|| {
+            let mut builtins = Vec::new();
+            for &(provider, start, end) in CATALOG_PROVIDERS {
+                builtins.extend(self.store.apply(provider, parse_rows(&CATALOG[start..end])));
+                if provider == PROVIDER_WITHOUT_ROWS.1 {
+                    builtins.extend(self.store.apply(PROVIDER_WITHOUT_ROWS.0, Vec::new()));
+                }
+            }
+            self.with_custom(self.configured(builtins), None)
+        })
+    }
+
+    /// One provider's built-in models (models-store.json applied, models.json not yet).
+    fn provider_builtins(&self, provider: &str) -> Vec<Model> {
+        self.store
+            .apply(provider, parse_rows(provider_rows(provider)))
     }
 
     /// The first model with this provider and id in registry order.
@@ -356,15 +391,20 @@ impl Registry {
         {
             return Some(custom.clone());
         }
+        if !self.store.is_empty() {
+            let builtins = self.provider_builtins(provider);
+            let found = builtins.into_iter().find(|m| m.id == id)?;
+            return self.configured(vec![found]).pop();
+        }
         let line = provider_rows(provider)
             .lines()
             .find(|line| line.split('\t').nth(1) == Some(id))?;
-        self.builtins(line).pop()
+        self.configured(parse_rows(line)).pop()
     }
 
-    /// Built-in rows with models.json's provider-level and per-model overrides applied.
-    fn builtins(&self, rows: &str) -> Vec<Model> {
-        let mut models = parse_rows(rows);
+    /// Built-in models with models.json's provider-level and per-model overrides applied; the
+    /// providers whose models an extension's registration replaced are left out.
+    fn configured(&self, mut models: Vec<Model>) -> Vec<Model> {
         if !self.replaced.is_empty() {
             models.retain(|m| !self.replaced.contains(&m.provider));
         }
@@ -521,16 +561,14 @@ impl Registry {
     }
 }
 
-/// The first model whose id or `provider/id` is `input`, without case.
-fn exact_id_or_reference<'a>(input: &str, models: &'a [Model]) -> Option<&'a Model> {
+/// The models whose id is `id`, without case.
+fn with_id(id: &str, models: &[Model]) -> Vec<Model> {
+    let lower = id.to_lowercase();
     models
         .iter()
-        .find(|m| is_id_or_reference(input, &m.provider, &m.id))
-}
-
-fn is_id_or_reference(input: &str, provider: &str, id: &str) -> bool {
-    let lower = input.to_lowercase();
-    id.to_lowercase() == lower || format!("{provider}/{id}").to_lowercase() == lower
+        .filter(|m| m.id.to_lowercase() == lower)
+        .cloned()
+        .collect()
 }
 
 /// The models `--model` resolution reads (auth is not required): one provider's when the
@@ -544,8 +582,10 @@ pub trait ModelSource {
     /// The provider name matching `name` without case, spelled as the last model in registry
     /// order spells it.
     fn provider_spelling(&self, name: &str) -> Option<String>;
-    /// The first model, registry order, whose id or `provider/id` is `input` without case.
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model>;
+    /// Every model whose id is `id` without case, registry order.
+    fn with_id(&self, id: &str) -> Vec<Model>;
+    /// The providers with models, registry order.
+    fn provider_names(&self) -> Vec<String>;
     fn has_models(&self) -> bool;
 }
 
@@ -566,8 +606,17 @@ impl ModelSource for [Model] {
             .find(|m| m.provider.to_lowercase() == lower)
             .map(|m| m.provider.clone())
     }
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
-        exact_id_or_reference(input, self).cloned()
+    fn with_id(&self, id: &str) -> Vec<Model> {
+        with_id(id, self)
+    }
+    fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for m in self {
+            if !names.contains(&m.provider) {
+                names.push(m.provider.clone());
+            }
+        }
+        names
     }
     fn has_models(&self) -> bool {
         !self.is_empty()
@@ -590,7 +639,10 @@ impl ModelSource for Registry {
                 .cloned()
                 .collect();
         }
-        self.with_custom(self.builtins(provider_rows(provider)), Some(provider))
+        self.with_custom(
+            self.configured(self.provider_builtins(provider)),
+            Some(provider),
+        )
     }
 
     /// The spelling of a provider name, matched without case, that the last model in registry
@@ -604,39 +656,65 @@ impl ModelSource for Registry {
             .filter(|m| !is_builtin_model(&m.provider, &m.id))
             .find(|m| m.provider.to_lowercase() == lower)
             .map(|m| m.provider.clone());
-        appended.or_else(|| {
-            CATALOG_PROVIDERS
-                .iter()
-                .rev()
-                .find(|(provider, _, _)| provider.to_lowercase() == lower)
-                .map(|(provider, _, _)| provider.to_string())
-        })
+        appended
+            .or_else(|| {
+                CATALOG_PROVIDERS
+                    .iter()
+                    .rev()
+                    .find(|(provider, _, _)| provider.to_lowercase() == lower)
+                    .map(|(provider, _, _)| provider.to_string())
+            })
+            .or_else(|| {
+                let typesafe = PROVIDER_WITHOUT_ROWS.0;
+                (lower == typesafe && self.store.has_provider(typesafe))
+                    .then(|| typesafe.to_string())
+            })
     }
 
-    /// A scan of the catalog's provider and id fields; only the match is read in full.
-    fn exact_id_or_reference(&self, input: &str) -> Option<Model> {
-        if let Some(all) = self.all.get() {
-            return exact_id_or_reference(input, all).cloned();
+    /// A scan of the catalog's id fields; only the matches are read in full.
+    fn with_id(&self, id: &str) -> Vec<Model> {
+        if self.all.get().is_some() || !self.store.is_empty() {
+            return with_id(id, self.models());
         }
-        for line in CATALOG.lines() {
-            let mut fields = line.split('\t');
-            if let (Some(provider), Some(id)) = (fields.next(), fields.next())
-                && is_id_or_reference(input, provider, id)
-            {
+        let lower = id.to_lowercase();
+        let mut found: Vec<Model> = CATALOG
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split('\t');
+                let (provider, row_id) = (fields.next()?, fields.next()?);
                 // In that place: the built-in, or the models.json model replacing it.
-                return self.find(provider, id);
+                (row_id.to_lowercase() == lower).then(|| self.find(provider, row_id))?
+            })
+            .collect();
+        // Appended models.json models come after every built-in.
+        found.extend(
+            self.with_custom(Vec::new(), None)
+                .into_iter()
+                .filter(|m| m.id.to_lowercase() == lower && !is_builtin_model(&m.provider, &m.id)),
+        );
+        found
+    }
+
+    fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for &(provider, _, _) in CATALOG_PROVIDERS {
+            names.push(provider.to_string());
+            let (without_rows, after) = PROVIDER_WITHOUT_ROWS;
+            if provider == after && self.store.has_provider(without_rows) {
+                names.push(without_rows.to_string());
             }
         }
-        // Appended models.json models come after every built-in (one replacing a built-in
-        // matched above, in the built-in's place).
-        self.with_custom(Vec::new(), None)
-            .into_iter()
-            .find(|m| is_id_or_reference(input, &m.provider, &m.id))
+        for m in &self.custom {
+            if !names.contains(&m.provider) {
+                names.push(m.provider.clone());
+            }
+        }
+        names
     }
 
     /// Whether any model is known (the catalog, or models.json's).
     fn has_models(&self) -> bool {
-        !CATALOG.is_empty() || !self.custom.is_empty()
+        !CATALOG.is_empty() || !self.custom.is_empty() || !self.store.is_empty()
     }
 }
 
@@ -1220,21 +1298,57 @@ mod tests {
             }
             assert_eq!(lazy.find("anthropic", "no-such-model"), None);
             for m in all.iter().step_by(7).chain(all.iter().rev().take(6)) {
-                for pattern in [
-                    m.id.clone(),
-                    m.id.to_uppercase(),
-                    format!("{}/{}", m.provider.to_uppercase(), m.id),
-                ] {
-                    assert_eq!(
-                        lazy.exact_id_or_reference(&pattern),
-                        all.exact_id_or_reference(&pattern),
-                        "{pattern}"
-                    );
+                for id in [m.id.clone(), m.id.to_uppercase()] {
+                    assert_eq!(lazy.with_id(&id), all.with_id(&id), "{id}");
                 }
             }
-            assert_eq!(lazy.exact_id_or_reference("no-such/model"), None);
+            assert_eq!(lazy.with_id("no-such-model"), Vec::new());
+            let providers = lazy.provider_names();
+            assert_eq!(providers, all.provider_names());
             assert!(lazy.all.get().is_none(), "none of that built the full list");
         }
+    }
+
+    /// models-store.json's models answer every lookup as the full list has them, typesafe's
+    /// first models included.
+    #[test]
+    fn lookups_with_a_models_store_answer_as_the_full_list() {
+        let model = |provider: &str, id: &str| {
+            serde_json::json!({"id": id, "name": id, "api": "openai-completions",
+                "provider": provider, "baseUrl": "https://x", "reasoning": false,
+                "input": ["text"], "cost": {"input": 1, "output": 1, "cacheRead": 0,
+                "cacheWrite": 0}, "contextWindow": 1000, "maxTokens": 100})
+        };
+        let newer = super::super::models_store::BUILTIN_GENERATED_AT_MS + 1.0;
+        let store = serde_json::json!({
+            "anthropic": {"lastModified": newer, "models": [model("anthropic", "claude-new")]},
+            "typesafe": {"lastModified": newer, "models": [model("typesafe", "ts-1")]},
+        })
+        .to_string();
+        let lazy = Registry::from_models_json(None).with_store(&store);
+        let full = Registry::from_models_json(None).with_store(&store);
+        let all = full.models();
+        assert_eq!(all.len(), 1700);
+        let ids: Vec<&str> = all
+            .iter()
+            .filter(|m| m.provider == "typesafe")
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(ids, ["ts-1"]);
+        assert_eq!(
+            lazy.find("anthropic", "claude-new").unwrap().name,
+            "claude-new"
+        );
+        assert_eq!(
+            lazy.provider_models("anthropic"),
+            all.provider_models("anthropic")
+        );
+        assert_eq!(
+            lazy.provider_spelling("TypeSafe").as_deref(),
+            Some("typesafe")
+        );
+        assert_eq!(lazy.with_id("CLAUDE-NEW"), all.with_id("claude-new"));
+        assert_eq!(lazy.provider_names(), all.provider_names());
     }
 
     #[test]

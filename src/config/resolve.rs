@@ -24,6 +24,8 @@ pub enum ModelError {
     NotFound(String),
     /// `--api-key` without a model to give it to.
     ApiKeyWithoutModel,
+    /// An id several providers have, credentials not telling which (1.6.0's whole sentence).
+    Ambiguous(String),
 }
 
 impl std::fmt::Display for ModelError {
@@ -40,6 +42,7 @@ impl std::fmt::Display for ModelError {
                 f,
                 "Model \"{shown}\" not found. Use --list-models to see available models."
             ),
+            ModelError::Ambiguous(sentence) => f.write_str(sentence),
             ModelError::ApiKeyWithoutModel => f.write_str(
                 "--api-key requires a model to be specified via --model, --provider/--model, or --models",
             ),
@@ -109,22 +112,7 @@ fn try_match<'a>(pattern: &str, models: &'a [Model]) -> Option<&'a Model> {
     if let Some(exact) = find_exact_reference(pattern, models) {
         return Some(exact);
     }
-    let lower = pattern.to_lowercase();
-    let matches: Vec<&Model> = models
-        .iter()
-        .filter(|m| m.id.to_lowercase().contains(&lower) || m.name.to_lowercase().contains(&lower))
-        .collect();
-    let (aliases, dated): (Vec<&Model>, Vec<&Model>) =
-        matches.into_iter().partition(|m| is_alias(&m.id));
-    let pool = if aliases.is_empty() { dated } else { aliases };
-    // Highest id by localeCompare; the first such model in registry order on ties (stable sort).
-    let mut best: Option<&Model> = None;
-    for m in pool {
-        if best.is_none_or(|b| locale_compare(&m.id, &b.id) == Ordering::Greater) {
-            best = Some(m);
-        }
-    }
-    best
+    best_fuzzy(fuzzy_id_or_name(pattern, models))
 }
 
 struct PatternMatch<'a> {
@@ -184,102 +172,314 @@ fn parse_pattern<'a>(pattern: &str, models: &'a [Model], strict: bool) -> Patter
     }
 }
 
-/// `--provider`/`--model` resolution (FACTS §1.9).
+/// How `--model` chooses between providers (1.6.0's `resolveCliModel`): `usable` says whether a
+/// provider has credentials (ties between providers go to the usable one; `--api-key` makes none
+/// usable, since it goes to whichever provider is chosen), `cli_thinking` is `--thinking`'s text.
+pub struct CliModelRequest<'a> {
+    pub provider: Option<&'a str>,
+    pub pattern: &'a str,
+    pub usable: &'a dyn Fn(&str) -> bool,
+    pub inline_api_key: bool,
+    pub cli_thinking: Option<&'a str>,
+}
+
+/// What a reference resolved to.
+enum Reference {
+    Resolved(Box<Model>, Option<ThinkingLevel>),
+    Ambiguous {
+        candidates: Vec<Model>,
+        usable_count: usize,
+    },
+    NotFound,
+}
+
+/// The models one resolution reads: one provider's (`--provider`), else all of them, read
+/// without building the full list until a fuzzy match needs it.
+struct Pool<'a, S: ModelSource + ?Sized> {
+    models: &'a S,
+    constraint: Option<String>,
+    usable: &'a dyn Fn(&str) -> bool,
+}
+
+impl<S: ModelSource + ?Sized> Pool<'_, S> {
+    fn with_id(&self, id: &str) -> Vec<Model> {
+        let mut found = self.models.with_id(id);
+        if let Some(c) = &self.constraint {
+            found.retain(|m| &m.provider == c);
+        }
+        found
+    }
+
+    fn providers(&self) -> Vec<String> {
+        match &self.constraint {
+            Some(c) => vec![c.clone()],
+            None => self.models.provider_names(),
+        }
+    }
+
+    fn all(&self) -> std::borrow::Cow<'_, [Model]> {
+        match &self.constraint {
+            Some(c) => self.models.provider_models(c).into(),
+            None => self.models.all().into(),
+        }
+    }
+
+    /// `provider/rest` with the longest provider name of the pool (provider names may hold a
+    /// `/`): the provider as the pool spells it and the rest, trimmed and not empty.
+    fn split_provider(&self, text: &str) -> Option<(String, String)> {
+        let lower = text.to_lowercase();
+        let mut best: Option<(String, String)> = None;
+        for provider in self.providers() {
+            let prefix = provider.trim().to_lowercase();
+            if prefix.is_empty()
+                || best
+                    .as_ref()
+                    .is_some_and(|(b, _)| b.len() >= provider.len())
+            {
+                continue;
+            }
+            let Some(slash) = lower.get(prefix.len()..).and_then(|rest| rest.find('/')) else {
+                continue;
+            };
+            let slash = slash + prefix.len();
+            if lower[..slash].trim() != prefix {
+                continue;
+            }
+            let model_text = text[slash + 1..].trim();
+            if !model_text.is_empty() {
+                best = Some((provider, model_text.to_string()));
+            }
+        }
+        best
+    }
+
+    /// The whole text, then its fuzzy matches, then `text:level` (a valid level only).
+    fn resolve_text(&self, text: &str) -> Reference {
+        if let Some(found) = self.select_reference(text) {
+            return found;
+        }
+        if let Some(found) = self.select_fuzzy(fuzzy_id_or_name(text, &self.all())) {
+            return found;
+        }
+        let Some((base, level)) = split_thinking_suffix(text) else {
+            return Reference::NotFound;
+        };
+        match self.resolve_text(base) {
+            Reference::Resolved(model, _) => Reference::Resolved(model, Some(level)),
+            other => other,
+        }
+    }
+
+    /// An exact id, or `provider/rest` (the named provider's id, else its fuzzy best) beside every
+    /// model whose whole id is the text; credentials break ties between providers.
+    fn select_reference(&self, text: &str) -> Option<Reference> {
+        let raw = self.with_id(text);
+        let named = self
+            .split_provider(text)
+            .and_then(|(provider, model_text)| {
+                let provider_models = self.models.provider_models(&provider);
+                let lower = model_text.to_lowercase();
+                provider_models
+                    .iter()
+                    .find(|m| m.id.to_lowercase() == lower)
+                    .or_else(|| raw.iter().find(|m| m.provider == provider))
+                    .or_else(|| best_fuzzy(fuzzy_id_or_name(&model_text, &provider_models)))
+                    .cloned()
+            });
+        let same = |a: &Model, b: &Model| a.provider == b.provider && a.id == b.id;
+        let others: Vec<Model> = raw
+            .into_iter()
+            .filter(|m| named.as_ref().is_none_or(|n| !same(m, n)))
+            .collect();
+        let candidates: Vec<Model> = named.iter().chain(&others).cloned().collect();
+        let first = candidates.first()?;
+        if candidates.iter().all(|m| m.provider == first.provider) {
+            return Some(Reference::Resolved(Box::new(first.clone()), None));
+        }
+        if let Some(named) = &named
+            && (self.usable)(&named.provider)
+        {
+            return Some(Reference::Resolved(Box::new(named.clone()), None));
+        }
+        let usable_others: Vec<&Model> = others
+            .iter()
+            .filter(|m| (self.usable)(&m.provider))
+            .collect();
+        if let [only] = usable_others.as_slice() {
+            return Some(Reference::Resolved(Box::new((*only).clone()), None));
+        }
+        if usable_others.is_empty()
+            && let Some(named) = named
+        {
+            return Some(Reference::Resolved(Box::new(named), None));
+        }
+        Some(Reference::Ambiguous {
+            usable_count: usable_others.len(),
+            candidates,
+        })
+    }
+
+    /// The best substring match; the same best id on several providers is ambiguous unless
+    /// credentials narrow it to one.
+    fn select_fuzzy(&self, matches: Vec<&Model>) -> Option<Reference> {
+        let first = matches.first()?;
+        let several = matches.iter().any(|m| m.provider != first.provider);
+        let usable: Vec<&Model> = if several {
+            matches
+                .iter()
+                .copied()
+                .filter(|m| (self.usable)(&m.provider))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let pool = if usable.is_empty() { &matches } else { &usable };
+        let best = best_fuzzy(pool.clone())?;
+        let tied: Vec<Model> = pool
+            .iter()
+            .filter(|m| m.id == best.id)
+            .map(|m| (*m).clone())
+            .collect();
+        if tied.iter().all(|m| m.provider == best.provider) {
+            return Some(Reference::Resolved(Box::new(best.clone()), None));
+        }
+        Some(Reference::Ambiguous {
+            usable_count: if usable.is_empty() { 0 } else { tied.len() },
+            candidates: tied,
+        })
+    }
+}
+
+/// Models whose id or name contains `text` (without case).
+fn fuzzy_id_or_name<'m>(text: &str, models: &'m [Model]) -> Vec<&'m Model> {
+    let lower = text.to_lowercase();
+    models
+        .iter()
+        .filter(|m| m.id.to_lowercase().contains(&lower) || m.name.to_lowercase().contains(&lower))
+        .collect()
+}
+
+/// Undated aliases first, then the highest id by localeCompare (the first in order on ties).
+fn best_fuzzy(matches: Vec<&Model>) -> Option<&Model> {
+    let (aliases, dated): (Vec<&Model>, Vec<&Model>) =
+        matches.into_iter().partition(|m| is_alias(&m.id));
+    let pool = if aliases.is_empty() { dated } else { aliases };
+    let mut best: Option<&Model> = None;
+    for m in pool {
+        if best.is_none_or(|b| locale_compare(&m.id, &b.id) == Ordering::Greater) {
+            best = Some(m);
+        }
+    }
+    best
+}
+
+/// `base:level` on the last colon, for a valid level only.
+fn split_thinking_suffix(text: &str) -> Option<(&str, ThinkingLevel)> {
+    let (base, suffix) = text.rsplit_once(':')?;
+    Some((base, ThinkingLevel::parse(suffix)?))
+}
+
+/// `--provider`/`--model` resolution as pi 1.6.0 does it (`core/model-resolver.js`): exact ids
+/// and `provider/id` first (ties between providers broken by credentials, else the ambiguity
+/// error), then fuzzy matches, then a `:level` suffix; a known provider with an unknown id gets
+/// a custom model cloned from the provider's default.
 pub fn resolve_cli_model(
     models: &(impl ModelSource + ?Sized),
-    provider: Option<&str>,
-    pattern: &str,
+    request: &CliModelRequest,
 ) -> Result<ResolvedModel, ModelError> {
     if !models.has_models() {
         return Err(ModelError::NoModels);
     }
-    let canonical_provider = |name: &str| models.provider_spelling(name);
-    let mut resolved_provider = match provider {
-        Some(p) => match canonical_provider(p) {
+    let constraint = match request.provider {
+        Some(p) => match models.provider_spelling(p) {
             Some(c) => Some(c),
             None => return Err(ModelError::UnknownProvider(p.to_string())),
         },
         None => None,
     };
-    let found = |m: &Model, thinking, warning| ResolvedModel {
-        model: m.clone(),
-        thinking,
-        warning,
+    let never = |_: &str| false;
+    let pool = Pool {
+        models,
+        constraint,
+        usable: if request.inline_api_key {
+            &never
+        } else {
+            request.usable
+        },
     };
-
-    let mut pattern_part = pattern.to_string();
-    let mut inferred = false;
-    if resolved_provider.is_none()
-        && let Some((maybe_provider, rest)) = pattern.split_once('/')
-        && let Some(c) = canonical_provider(maybe_provider)
-    {
-        resolved_provider = Some(c);
-        pattern_part = rest.to_string();
-        inferred = true;
+    let text = request.pattern.trim();
+    if text.is_empty() {
+        return Err(ModelError::NotFound(request.pattern.to_string()));
     }
-    if resolved_provider.is_none()
-        && let Some(m) = models.exact_id_or_reference(pattern)
-    {
-        return Ok(ResolvedModel {
-            model: m,
-            thinking: None,
-            warning: None,
-        });
-    }
-    if let (Some(_), Some(p)) = (provider, &resolved_provider) {
-        let prefix = format!("{p}/");
-        if pattern.to_lowercase().starts_with(&prefix.to_lowercase()) {
-            pattern_part = pattern[prefix.len()..].to_string();
-        }
-    }
-    let provider_models = resolved_provider
-        .as_deref()
-        .map(|p| models.provider_models(p));
-    let candidates = provider_models.as_deref().unwrap_or_else(|| models.all());
-    let result = parse_pattern(&pattern_part, candidates, true);
-    if let Some(m) = result.model {
-        return Ok(found(m, result.thinking, result.warning));
-    }
-    if inferred {
-        if let Some(m) = models.exact_id_or_reference(pattern) {
+    match pool.resolve_text(text) {
+        Reference::Resolved(model, thinking) => {
             return Ok(ResolvedModel {
-                model: m,
-                thinking: None,
+                model: *model,
+                thinking,
                 warning: None,
             });
         }
-        let fallback = parse_pattern(pattern, models.all(), true);
-        if let Some(m) = fallback.model {
-            return Ok(found(m, fallback.thinking, fallback.warning));
+        Reference::Ambiguous {
+            candidates,
+            usable_count,
+        } => {
+            let mut matches: Vec<String> = candidates
+                .iter()
+                .map(|m| format!("{}/{}", m.provider, m.id))
+                .collect();
+            matches.sort_by(|a, b| locale_compare(a, b));
+            let hint = if request.inline_api_key {
+                "--api-key does not choose a provider."
+            } else if usable_count == 0 {
+                "No matching provider is authenticated."
+            } else {
+                "More than one matching provider is authenticated."
+            };
+            return Err(ModelError::Ambiguous(format!(
+                "Model \"{}\" is ambiguous across providers: {}. {hint} Use --provider or provider/model.",
+                request.pattern,
+                matches.join(", ")
+            )));
         }
+        Reference::NotFound => {}
     }
-    if let (Some(p), Some(provider_models)) = (&resolved_provider, &provider_models)
-        && let Some(first) = provider_models.first()
-    {
-        let base = default_model_for(p)
-            .and_then(|id| provider_models.iter().find(|m| m.id == id))
-            .unwrap_or(first);
-        let mut model = base.clone();
-        model.id = pattern_part.clone();
-        model.name = pattern_part.clone();
-        let note = format!(
-            "Model \"{pattern_part}\" not found for provider \"{p}\". Using custom model id."
-        );
-        let warning = match result.warning {
-            Some(w) => format!("{w} {note}"),
-            None => note,
-        };
-        return Ok(ResolvedModel {
-            model,
-            thinking: None,
-            warning: Some(warning),
-        });
-    }
-    let display = match &resolved_provider {
-        Some(p) => format!("{p}/{pattern_part}"),
-        None => pattern.to_string(),
+    let split = pool.split_provider(text);
+    let provider = pool
+        .constraint
+        .clone()
+        .or_else(|| split.as_ref().map(|(p, _)| p.clone()));
+    let provider_models = provider
+        .as_deref()
+        .map(|p| models.provider_models(p))
+        .unwrap_or_default();
+    let (Some(provider), Some(first)) = (provider, provider_models.first()) else {
+        return Err(ModelError::NotFound(request.pattern.to_string()));
     };
-    Err(ModelError::NotFound(display))
+    let model_text = split.map_or_else(|| text.to_string(), |(_, rest)| rest);
+    let (model_id, suffix_level) = match (request.cli_thinking, split_thinking_suffix(&model_text))
+    {
+        (None, Some((base, level))) => (base.to_string(), Some(level)),
+        _ => (model_text.clone(), None),
+    };
+    let base = default_model_for(&provider)
+        .and_then(|id| provider_models.iter().find(|m| m.id == id))
+        .unwrap_or(first);
+    let mut model = base.clone();
+    model.id = model_id.clone();
+    model.name = model_id.clone();
+    let requested = request
+        .cli_thinking
+        .or(suffix_level.map(ThinkingLevel::as_str));
+    if requested.is_some_and(|level| level != "off") {
+        model.reasoning = true;
+    }
+    Ok(ResolvedModel {
+        model,
+        thinking: suffix_level,
+        warning: Some(format!(
+            "Model \"{model_id}\" not found for provider \"{provider}\". Using custom model id."
+        )),
+    })
 }
 
 /// `--models` / `enabledModels` patterns against the models with auth. Problems are warnings.
@@ -477,33 +677,123 @@ mod tests {
         assert_eq!(format_token_count(999), "999");
     }
 
+    /// `--model` resolution with every provider authenticated.
+    fn cli(
+        models: &[Model],
+        provider: Option<&str>,
+        pattern: &str,
+    ) -> Result<ResolvedModel, ModelError> {
+        resolve_cli_model(
+            models,
+            &CliModelRequest {
+                provider,
+                pattern,
+                usable: &|_| true,
+                inline_api_key: false,
+                cli_thinking: None,
+            },
+        )
+    }
+
+    /// 1.6.0's answers (`pi --mode rpc --model <id>` with GEMINI_API_KEY and OPENCODE_API_KEY,
+    /// or the keys named): an id several providers have resolves to the one authenticated
+    /// provider, else it is an error naming them all.
+    #[test]
+    fn ids_on_several_providers_are_chosen_by_credentials_or_ambiguous() {
+        let all = builtin_models();
+        let run = |pattern: &str, keys: &[&str], inline_api_key: bool| {
+            let usable = |p: &str| keys.contains(&p);
+            resolve_cli_model(
+                all.as_slice(),
+                &CliModelRequest {
+                    provider: None,
+                    pattern,
+                    usable: &usable,
+                    inline_api_key,
+                    cli_thinking: None,
+                },
+            )
+        };
+        let keys = ["google", "opencode"];
+        assert_eq!(
+            run("kimi-k2.5", &keys, false).unwrap().model.provider,
+            "opencode"
+        );
+        assert_eq!(
+            run("gemini-3.7-flash", &keys, false)
+                .unwrap_err()
+                .to_string(),
+            "Model \"gemini-3.7-flash\" is ambiguous across providers: google-vertex/gemini-3.7-flash, \
+             google/gemini-3.7-flash, opencode/gemini-3.7-flash. More than one matching provider is \
+             authenticated. Use --provider or provider/model."
+        );
+        assert_eq!(
+            run("gemini-3.7-flash", &keys, true)
+                .unwrap_err()
+                .to_string(),
+            "Model \"gemini-3.7-flash\" is ambiguous across providers: google-vertex/gemini-3.7-flash, \
+             google/gemini-3.7-flash, opencode/gemini-3.7-flash. --api-key does not choose a \
+             provider. Use --provider or provider/model."
+        );
+        assert_eq!(
+            run("anthropic/claude-opus-5.5", &keys, false)
+                .unwrap_err()
+                .to_string(),
+            "Model \"anthropic/claude-opus-5.5\" is ambiguous across providers: \
+             openrouter/anthropic/claude-opus-5.5, vercel-ai-gateway/anthropic/claude-opus-5.5. No \
+             matching provider is authenticated. Use --provider or provider/model."
+        );
+        let r = run("claude-opus-5-5", &["anthropic"], false).unwrap();
+        assert_eq!(
+            (r.model.provider.as_str(), r.model.max_tokens),
+            ("anthropic", 128000)
+        );
+        let r = run("anthropic/claude-opus-5.5", &["vercel-ai-gateway"], false).unwrap();
+        assert_eq!(r.model.provider, "vercel-ai-gateway");
+        let r = run("gemini-3.7-flash", &["opencode"], false).unwrap();
+        assert_eq!(r.model.provider, "opencode");
+        // `provider/id` names its provider when that one is usable.
+        let r = run("google/gemini-3.7-flash", &keys, false).unwrap();
+        assert_eq!(r.model.provider, "google");
+        // A custom id on a named provider takes a valid `:level` off the id.
+        let r = cli(all.as_slice(), None, "openai/zzz:high").unwrap();
+        assert_eq!(
+            (r.model.id.as_str(), r.thinking, r.model.reasoning),
+            ("zzz", Some(ThinkingLevel::High), true)
+        );
+        assert_eq!(
+            r.warning.as_deref(),
+            Some("Model \"zzz\" not found for provider \"openai\". Using custom model id.")
+        );
+    }
+
     #[test]
     fn cli_model_resolution_cases() {
         let all = builtin_models();
         // provider/id with a thinking suffix.
-        let r = resolve_cli_model(all.as_slice(), None, "openai/gpt-5.4:high").unwrap();
+        let r = cli(all.as_slice(), None, "openai/gpt-5.4:high").unwrap();
         assert_eq!(
             (r.model.provider.as_str(), r.model.id.as_str(), r.thinking),
             ("openai", "gpt-5.4", Some(ThinkingLevel::High))
         );
         // --provider is case-insensitive and a repeated prefix is stripped.
-        let r = resolve_cli_model(all.as_slice(), Some("OpenAI"), "openai/gpt-5.4").unwrap();
+        let r = cli(all.as_slice(), Some("OpenAI"), "openai/gpt-5.4").unwrap();
         assert_eq!(r.model.id, "gpt-5.4");
         // Invalid level suffix fails under --model.
-        let e = resolve_cli_model(all.as_slice(), Some("openai"), "gpt-5.4:ultra").unwrap();
+        let e = cli(all.as_slice(), Some("openai"), "gpt-5.4:ultra").unwrap();
         assert_eq!(
             e.model.id, "gpt-5.4:ultra",
             "unknown id for a known provider is synthesized"
         );
         // Unknown provider.
         assert_eq!(
-            resolve_cli_model(all.as_slice(), Some("nope"), "x")
+            cli(all.as_slice(), Some("nope"), "x")
                 .unwrap_err()
                 .to_string(),
             "Unknown provider \"nope\". Use --list-models to see available providers/models."
         );
         // Known provider, unknown model → clone of the provider default with a warning.
-        let r = resolve_cli_model(all.as_slice(), Some("openai"), "zzz").unwrap();
+        let r = cli(all.as_slice(), Some("openai"), "zzz").unwrap();
         assert_eq!(r.model.id, "zzz");
         assert_eq!(r.model.name, "zzz");
         assert_eq!(
@@ -519,22 +809,21 @@ mod tests {
         );
         // Unknown everything.
         assert_eq!(
-            resolve_cli_model(all.as_slice(), None, "definitely-not-a-model")
+            cli(all.as_slice(), None, "definitely-not-a-model")
                 .unwrap_err()
                 .to_string(),
             "Model \"definitely-not-a-model\" not found. Use --list-models to see available models."
         );
         // Alias preference: the undated alias wins over dated ids (pi 1.6.0 picks the same).
-        let r = resolve_cli_model(all.as_slice(), Some("anthropic"), "claude-haiku-4").unwrap();
+        let r = cli(all.as_slice(), Some("anthropic"), "claude-haiku-4").unwrap();
         assert_eq!(r.model.id, "claude-haiku-4-5");
         // A catalog id resolves to its own entry in every spelling.
         for (provider, pattern) in [
             (None, "anthropic/claude-opus-5-5"),
-            (None, "claude-opus-5-5"),
             (Some("anthropic"), "claude-opus-5-5"),
             (Some("anthropic"), "anthropic/claude-opus-5-5"),
         ] {
-            let r = resolve_cli_model(all.as_slice(), provider, pattern).unwrap();
+            let r = cli(all.as_slice(), provider, pattern).unwrap();
             assert_eq!(r.warning, None, "{pattern}");
             assert_eq!(
                 (r.model.provider.as_str(), r.model.name.as_str()),
@@ -544,9 +833,9 @@ mod tests {
             assert_eq!(r.model.max_tokens, 128000, "{pattern}");
         }
         // Ids with slashes that are not providers (openrouter style).
-        let r = resolve_cli_model(all.as_slice(), None, "moonshotai/kimi-k2.6").unwrap();
+        let r = cli(all.as_slice(), None, "moonshotai/kimi-k2.6").unwrap();
         assert_eq!(r.model.provider, "moonshotai");
-        let r = resolve_cli_model(all.as_slice(), None, "openrouter/moonshotai/kimi-k2.6").unwrap();
+        let r = cli(all.as_slice(), None, "openrouter/moonshotai/kimi-k2.6").unwrap();
         assert_eq!(
             (r.model.provider.as_str(), r.model.id.as_str()),
             ("openrouter", "moonshotai/kimi-k2.6")
@@ -578,7 +867,7 @@ mod tests {
             ),
         ];
         for (pattern, provider, id, thinking) in cases {
-            let r = resolve_cli_model(all.as_slice(), None, pattern).unwrap();
+            let r = cli(all.as_slice(), None, pattern).unwrap();
             assert_eq!(
                 (r.model.provider.as_str(), r.model.id.as_str(), r.thinking),
                 (provider, id, thinking),
@@ -586,9 +875,9 @@ mod tests {
             );
             assert_eq!(r.warning, None);
         }
-        let r = resolve_cli_model(all.as_slice(), Some("anthropic"), "opus").unwrap();
+        let r = cli(all.as_slice(), Some("anthropic"), "opus").unwrap();
         assert_eq!(r.model.id, "claude-opus-5-5");
-        let r = resolve_cli_model(all.as_slice(), None, "openai/gpt-4o:extended").unwrap();
+        let r = cli(all.as_slice(), None, "openai/gpt-4o:extended").unwrap();
         assert_eq!(
             (r.model.provider.as_str(), r.model.id.as_str()),
             ("openai", "gpt-4o:extended")

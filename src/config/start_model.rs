@@ -52,7 +52,12 @@ pub fn choose(
     let mut suffix_level = None;
     let model = match flags.model {
         Some(pattern) => {
-            let resolved = config.resolve_cli_model(flags.provider, pattern)?;
+            let resolved = config.resolve_cli_model(
+                flags.provider,
+                pattern,
+                flags.api_key.is_some(),
+                flags.thinking,
+            )?;
             warnings.extend(resolved.warning);
             suffix_level = resolved.thinking;
             Some(resolved.model)

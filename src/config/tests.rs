@@ -168,7 +168,9 @@ fn available_models_and_initial_model() {
         vec!["mock-1", "mock-2"]
     );
     assert_eq!(c.initial_model().unwrap().id, "mock-1");
-    let r = c.resolve_cli_model(Some("mock"), "zzz").unwrap();
+    let r = c
+        .resolve_cli_model(Some("mock"), "zzz", false, None)
+        .unwrap();
     assert_eq!(
         r.warning.as_deref(),
         Some("Model \"zzz\" not found for provider \"mock\". Using custom model id.")

@@ -597,7 +597,7 @@ fn update(ctx: &Context, files: &SettingsFiles, options: &Options) -> Result<(),
     match &target {
         UpdateTarget::Models => {
             return Err(
-                "pi-rs's model catalog is built in; nothing to refresh (rebuild pi-rs for a newer one)"
+                "pi-rs does not fetch model catalogs: it reads the ones pi 1.6.0's `pi update --models` writes to models-store.json"
                     .into(),
             );
         }

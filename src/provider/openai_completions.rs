@@ -47,7 +47,16 @@ pub struct Compat {
     /// `Some("anthropic")`: OpenRouter's Anthropic models take `cache_control` markers.
     pub cache_control_format: Option<String>,
     pub send_session_affinity_headers: bool,
+    /// `openai` (session_id, x-client-request-id, x-session-affinity), `openrouter`
+    /// (x-session-id), anything else: the last two of `openai`'s.
+    pub session_affinity_format: String,
     pub supports_long_cache_retention: bool,
+    /// `auto` (OpenAI's own API, or long retention where supported), `enabled`, `disabled`.
+    pub prompt_cache_key_mode: String,
+    /// vLLM's request `priority`.
+    pub vllm_priority: Option<Value>,
+    /// An assistant message with only tool calls has `content: ""` instead of `null`.
+    pub requires_non_null_assistant_content: bool,
 }
 
 /// pi-ai `detectCompat` + `getCompat`: known servers by provider name or base URL, then the
@@ -55,40 +64,70 @@ pub struct Compat {
 pub fn resolve_compat(model: &Model) -> Compat {
     let provider = model.provider.as_str();
     let url = model.base_url.as_str();
-    let is_zai = provider == "zai" || url.contains("api.z.ai");
+    let is_zai = provider == "zai"
+        || provider == "zai-coding-cn"
+        || url.contains("api.z.ai")
+        || url.contains("open.bigmodel.cn");
+    let is_together = provider == "together"
+        || url.contains("api.together.ai")
+        || url.contains("api.together.xyz");
     let is_moonshot =
         provider == "moonshotai" || provider == "moonshotai-cn" || url.contains("api.moonshot.");
+    let is_openrouter = provider == "openrouter" || url.contains("openrouter.ai");
     let is_cf_workers = provider == "cloudflare-workers-ai" || url.contains("api.cloudflare.com");
     let is_cf_gateway =
         provider == "cloudflare-ai-gateway" || url.contains("gateway.ai.cloudflare.com");
-    let is_non_standard = provider == "cerebras"
-        || url.contains("cerebras.ai")
-        || provider == "xai"
-        || url.contains("api.x.ai")
+    let is_nvidia = provider == "nvidia" || url.contains("integrate.api.nvidia.com");
+    let is_ant_ling = provider == "ant-ling" || url.contains("api.ant-ling.com");
+    let is_cerebras = provider == "cerebras" || url.contains("cerebras.ai");
+    let is_deepseek = provider == "deepseek" || url.to_lowercase().contains("deepseek.com");
+    let is_grok = provider == "xai" || url.contains("api.x.ai");
+    let is_non_standard = is_nvidia
+        || is_cerebras
+        || is_grok
+        || is_together
         || url.contains("chutes.ai")
-        || url.contains("deepseek.com")
+        || is_deepseek
         || is_zai
         || is_moonshot
         || provider == "opencode"
         || url.contains("opencode.ai")
         || is_cf_workers
-        || is_cf_gateway;
-    let use_max_tokens = url.contains("chutes.ai") || is_moonshot || is_cf_gateway;
-    let is_grok = provider == "xai" || url.contains("api.x.ai");
-    let is_deepseek = provider == "deepseek" || url.contains("deepseek.com");
+        || is_cf_gateway
+        || is_ant_ling;
+    let use_max_tokens = url.contains("chutes.ai")
+        || is_deepseek
+        || is_moonshot
+        || is_cf_gateway
+        || is_together
+        || is_nvidia
+        || is_ant_ling
+        || is_zai;
+    // The developer role is OpenAI's own; other hosts get `system` (pi 1.6.0).
+    let is_openai = provider == "openai" || url.contains("api.openai.com");
     let thinking_format = if is_deepseek {
         "deepseek"
     } else if is_zai {
         "zai"
-    } else if provider == "openrouter" || url.contains("openrouter.ai") {
+    } else if is_together {
+        "together"
+    } else if is_ant_ling {
+        "ant-ling"
+    } else if is_openrouter {
         "openrouter"
     } else {
         "openai"
     };
     let detected = Compat {
         supports_store: !is_non_standard,
-        supports_developer_role: !is_non_standard,
-        supports_reasoning_effort: !is_grok && !is_zai && !is_moonshot && !is_cf_gateway,
+        supports_developer_role: is_openai,
+        supports_reasoning_effort: !is_grok
+            && !is_zai
+            && !is_moonshot
+            && !is_together
+            && !is_cf_gateway
+            && !is_nvidia
+            && !is_ant_ling,
         supports_usage_in_streaming: true,
         max_tokens_field: if use_max_tokens {
             "max_tokens"
@@ -103,11 +142,25 @@ pub fn resolve_compat(model: &Model) -> Compat {
         requires_reasoning_content_on_assistant_messages: is_deepseek,
         thinking_format: thinking_format.to_string(),
         zai_tool_stream: false,
-        supports_strict_mode: !is_moonshot && !is_cf_gateway,
+        // OpenAI compatibility alone does not mean strict JSON-schema tools (pi 1.6.0).
+        supports_strict_mode: false,
         cache_control_format: (provider == "openrouter" && model.id.starts_with("anthropic/"))
             .then(|| "anthropic".to_string()),
-        send_session_affinity_headers: false,
-        supports_long_cache_retention: !(is_cf_workers || is_cf_gateway),
+        send_session_affinity_headers: is_openrouter,
+        session_affinity_format: if is_openrouter {
+            "openrouter"
+        } else {
+            "openai"
+        }
+        .to_string(),
+        supports_long_cache_retention: !(is_together
+            || is_cf_workers
+            || is_cf_gateway
+            || is_nvidia
+            || is_ant_ling),
+        prompt_cache_key_mode: "auto".to_string(),
+        vllm_priority: None,
+        requires_non_null_assistant_content: false,
     };
     if model.compat.is_none() {
         return detected;
@@ -157,9 +210,21 @@ pub fn resolve_compat(model: &Model) -> Compat {
             "sendSessionAffinityHeaders",
             detected.send_session_affinity_headers,
         ),
+        session_affinity_format: text("sessionAffinityFormat", &detected.session_affinity_format),
         supports_long_cache_retention: flag(
             "supportsLongCacheRetention",
             detected.supports_long_cache_retention,
+        ),
+        prompt_cache_key_mode: text("promptCacheKeyMode", &detected.prompt_cache_key_mode),
+        vllm_priority: model
+            .compat
+            .as_ref()
+            .and_then(|c| c.get("vllmPriority"))
+            .filter(|v| !v.is_null())
+            .cloned(),
+        requires_non_null_assistant_content: flag(
+            "requiresNonNullAssistantContent",
+            detected.requires_non_null_assistant_content,
         ),
     }
 }
@@ -182,8 +247,13 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         ),
     ];
     if compat.send_session_affinity_headers && !request.session_id.is_empty() {
-        for name in ["session_id", "x-client-request-id", "x-session-affinity"] {
-            headers.push((name.into(), request.session_id.clone()));
+        let names: &[&str] = match compat.session_affinity_format.as_str() {
+            "openrouter" => &["x-session-id"],
+            "openai" => &["session_id", "x-client-request-id", "x-session-affinity"],
+            _ => &["x-client-request-id", "x-session-affinity"],
+        };
+        for name in names {
+            headers.push(((*name).into(), request.session_id.clone()));
         }
     }
     let headers = with_extra_headers(headers, model, &super::copilot::extra_headers(request));
@@ -199,7 +269,12 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     body.insert("messages".into(), Value::Null);
     body.insert("stream".into(), json!(true));
     let long = retention == CacheRetention::Long && compat.supports_long_cache_retention;
-    if (model.base_url.contains("api.openai.com") || long) && !request.session_id.is_empty() {
+    let cache_key = match compat.prompt_cache_key_mode.as_str() {
+        "enabled" => true,
+        "auto" => model.base_url.contains("api.openai.com") || long,
+        _ => false,
+    };
+    if cache_key && !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
     if long {
@@ -256,10 +331,60 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         }
     }
 
+    if let Some(priority) = &compat.vllm_priority {
+        body.insert("priority".into(), priority.clone());
+    }
+    let off_value = || model.thinking_level_map.as_ref().and_then(|m| m.get("off"));
     if model.reasoning {
         match compat.thinking_format.as_str() {
-            "zai" | "qwen" => {
+            "zai" => {
+                let thinking = if effort.is_some() {
+                    json!({"type": "enabled", "clear_thinking": false})
+                } else {
+                    json!({"type": "disabled"})
+                };
+                body.insert("thinking".into(), thinking);
+                if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
+                    let effort = mapped_effort(level);
+                    if effort.is_string() {
+                        body.insert("reasoning_effort".into(), effort);
+                    }
+                }
+            }
+            "qwen" => {
                 body.insert("enable_thinking".into(), json!(effort.is_some()));
+                if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
+                    let effort = mapped_effort(level);
+                    if effort.is_string() {
+                        body.insert("reasoning_effort".into(), effort);
+                    }
+                }
+            }
+            "together" => {
+                body.insert("reasoning".into(), json!({"enabled": effort.is_some()}));
+                if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
+                    body.insert("reasoning_effort".into(), mapped_effort(level));
+                }
+            }
+            "ant-ling" => {
+                if let Some(level) = effort {
+                    let mapped = model
+                        .thinking_level_map
+                        .as_ref()
+                        .and_then(|m| m.get(level.as_str()))
+                        .filter(|v| v.is_string());
+                    if let Some(mapped) = mapped {
+                        body.insert("reasoning".into(), json!({"effort": mapped}));
+                    }
+                }
+            }
+            "string-thinking" => {
+                if let Some(level) = effort {
+                    body.insert("thinking".into(), mapped_effort(level));
+                } else if !off_value().is_some_and(Value::is_null) {
+                    let off = off_value().cloned().unwrap_or_else(|| json!("none"));
+                    body.insert("thinking".into(), off);
+                }
             }
             "qwen-chat-template" => {
                 body.insert(
@@ -268,13 +393,12 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
                 );
             }
             "deepseek" => {
-                let kind = if effort.is_some() {
-                    "enabled"
-                } else {
-                    "disabled"
-                };
-                body.insert("thinking".into(), json!({"type": kind}));
-                if let Some(level) = effort {
+                if effort.is_some() {
+                    body.insert("thinking".into(), json!({"type": "enabled"}));
+                } else if !off_value().is_some_and(Value::is_null) {
+                    body.insert("thinking".into(), json!({"type": "disabled"}));
+                }
+                if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
                     body.insert("reasoning_effort".into(), mapped_effort(level));
                 }
             }
@@ -466,7 +590,8 @@ fn convert_assistant(
     message.insert("role".into(), json!("assistant"));
     message.insert(
         "content".into(),
-        if compat.requires_assistant_after_tool_result {
+        if compat.requires_assistant_after_tool_result || compat.requires_non_null_assistant_content
+        {
             json!("")
         } else {
             Value::Null
@@ -921,10 +1046,11 @@ mod tests {
         let http = build_request_with(&r, CacheRetention::Short);
         assert_eq!(http.url, "http://127.0.0.1:9/v1/chat/completions");
         assert_eq!(header(&http, "authorization"), Some("Bearer KEY"));
+        // pi 1.6.0 against a local server: `system` (developer is OpenAI's own), no `strict`.
         let expected = json!({
             "model": "gpt-test",
             "messages": [
-                {"role":"developer","content":"SYS"},
+                {"role":"system","content":"SYS"},
                 {"role":"user","content":[{"type":"text","text":"hi"}]}
             ],
             "stream": true,
@@ -932,8 +1058,7 @@ mod tests {
             "store": false,
             "max_completion_tokens": 16384,
             "tools": [{"type":"function","function":{"name":"read","description":"Read",
-                "parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]},
-                "strict":false}}],
+                "parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}],
             "reasoning_effort": "medium",
         });
         assert_eq!(
@@ -969,8 +1094,53 @@ mod tests {
             vec![],
         );
         let body = build_request_with(&r, CacheRetention::Short).body;
-        assert_eq!(body["enable_thinking"], false);
+        assert_eq!(body["thinking"], json!({"type": "disabled"}));
+        assert_eq!(body["max_tokens"], 16384);
         assert!(body.get("reasoning_effort").is_none());
+
+        // 1.6.0's compat keys: vLLM priority, the prompt cache key on request, non-null
+        // assistant content, the together / string-thinking formats.
+        let mut m = openai_model("vllm", "http://127.0.0.1:8000/v1", true);
+        m.compat = json!({"vllmPriority": 5, "promptCacheKeyMode": "enabled",
+            "requiresNonNullAssistantContent": true, "thinkingFormat": "together"})
+        .as_object()
+        .cloned();
+        let mut a = assistant(
+            "openai-completions",
+            "vllm",
+            "gpt-test",
+            vec![ContentBlock::ToolCall(ToolCall {
+                id: "c1".into(),
+                name: "read".into(),
+                arguments: json!({}),
+                thought_signature: None,
+            })],
+        );
+        a.stop_reason = StopReason::ToolUse;
+        let mut r = request(
+            m,
+            vec![
+                user("x"),
+                AgentMessage::Assistant(a),
+                tool_result("c1", "read", "ok", false),
+            ],
+        );
+        r.thinking = ThinkingLevel::Low;
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert_eq!(body["priority"], 5);
+        assert_eq!(body["prompt_cache_key"], "session-1");
+        assert_eq!(body["messages"][1]["content"], "");
+        assert_eq!(body["reasoning"], json!({"enabled": true}));
+        assert_eq!(body["reasoning_effort"], "low");
+        let mut m = openai_model("s", "http://127.0.0.1:8000/v1", true);
+        m.compat = json!({"thinkingFormat": "string-thinking", "promptCacheKeyMode": "disabled"})
+            .as_object()
+            .cloned();
+        let mut r = request(m, vec![]);
+        r.thinking = ThinkingLevel::Off;
+        let body = build_request_with(&r, CacheRetention::Long).body;
+        assert_eq!(body["thinking"], "none");
+        assert!(body.get("prompt_cache_key").is_none());
 
         let mut m = openai_model("moonshotai", "https://api.moonshot.ai/v1", false);
         m.compat = json!({"maxTokensField":"max_completion_tokens","supportsStore":true})

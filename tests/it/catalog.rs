@@ -7,13 +7,23 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::fake_provider::fixture;
-use crate::support::{Workspace, binary, isolate_env};
+use crate::fake_provider::{FakeProvider, Reply, fixture};
+use crate::support::{Pi, Setup, Workspace, assistant_messages, binary, isolate_env, run_words};
 
 /// Starts pi-rs in RPC mode without `--provider`/`--model` (the catalog decides), with only
 /// `env` as credentials and `auth_json` as auth.json; sends `command` and returns its response
 /// data.
 fn rpc_data(env: &[(&str, &str)], auth_json: Option<&str>, command: &str) -> Value {
+    rpc_data_with(env, auth_json, &[], command)
+}
+
+/// `rpc_data` with more arguments (`--model …`).
+fn rpc_data_with(
+    env: &[(&str, &str)],
+    auth_json: Option<&str>,
+    args: &[&str],
+    command: &str,
+) -> Value {
     let workspace = Workspace::new();
     if let Some(text) = auth_json {
         std::fs::write(workspace.agent_dir().join("auth.json"), text).expect("write auth.json");
@@ -23,6 +33,7 @@ fn rpc_data(env: &[(&str, &str)], auth_json: Option<&str>, command: &str) -> Val
     isolate_env(&mut cmd, &workspace.agent_dir(), workspace.root());
     cmd.envs(env.iter().copied())
         .args(["--mode", "rpc", "--no-session"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -171,4 +182,115 @@ fn the_default_model_of_each_key_is_pi_1_6_0s() {
             "{name}"
         );
     }
+}
+
+/// A pi-ai model as pi.dev's catalog (and so models-store.json) holds it.
+fn stored_model(provider: &str, id: &str, name: &str, base_url: &str, max_tokens: u64) -> Value {
+    json!({"id": id, "name": name, "api": "anthropic-messages", "provider": provider,
+           "baseUrl": base_url, "reasoning": true, "input": ["text", "image"],
+           "cost": {"input": 1, "output": 2, "cacheRead": 0.1, "cacheWrite": 1.25},
+           "contextWindow": 500000, "maxTokens": max_tokens})
+}
+
+/// models-store.json (what `pi update --models` and 1.6.0's periodic refresh write beside
+/// models.json): a pi.dev catalog newer than the built-in data adds its models and replaces the
+/// built-ins with their ids; an older one changes nothing. The new model resolves with its
+/// stored entry by bare id and is the one the request goes to. Passes against pi 1.6.0 too.
+#[test]
+fn models_store_json_brings_new_models_without_a_new_build() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("anthropic/text.sse")]);
+    let workspace = Workspace::new();
+    let newer = 1_895_000_000_000_u64;
+    let store = json!({
+        "anthropic": {"lastModified": newer, "checkedAt": newer, "models": [
+            stored_model("anthropic", "claude-opus-9", "Claude Opus 9", &fake.base_url(), 64000),
+            stored_model("anthropic", "claude-opus-5-5", "Claude Opus 5.5 (refreshed)", "https://x", 1000),
+            {"type": "image", "id": "an-image-model", "provider": "anthropic"},
+        ]},
+        "openai": {"lastModified": 1000, "models": [
+            stored_model("openai", "gpt-from-an-old-store", "old", "https://x", 1),
+        ]},
+    });
+    std::fs::write(
+        workspace.agent_dir().join("models-store.json"),
+        serde_json::to_string_pretty(&store).unwrap(),
+    )
+    .unwrap();
+    let setup = Setup::new(&fake, "anthropic", "claude-opus-9")
+        .env("ANTHROPIC_API_KEY", "sk-ant-store-test")
+        .env("OPENAI_API_KEY", "sk-openai-store-test");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["name"], "Claude Opus 9");
+    assert_eq!(state["data"]["model"]["contextWindow"], 500000);
+
+    let listed = pi.command("m", "get_available_models", json!({}));
+    let models = listed["data"]["models"].as_array().expect("models");
+    let find = |provider: &str, id: &str| {
+        models
+            .iter()
+            .find(|m| m["provider"] == provider && m["id"] == id)
+            .cloned()
+    };
+    assert_eq!(
+        find("anthropic", "claude-opus-5-5").expect("replaced")["name"],
+        "Claude Opus 5.5 (refreshed)"
+    );
+    let anthropic: Vec<&str> = models
+        .iter()
+        .filter(|m| m["provider"] == "anthropic")
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(anthropic.last(), Some(&"claude-opus-9"), "appended");
+    assert!(find("anthropic", "an-image-model").is_none());
+    assert!(find("openai", "gpt-from-an-old-store").is_none());
+    assert!(find("openai", "gpt-6.2-sol").is_some());
+
+    let set = pi.command(
+        "set",
+        "set_model",
+        json!({"provider": "anthropic", "modelId": "claude-opus-9"}),
+    );
+    assert_eq!(set["data"]["name"], "Claude Opus 9", "{set}");
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop");
+    let request = fake.requests().remove(0);
+    assert_eq!(request.body["model"], "claude-opus-9");
+    assert_eq!(request.header("x-api-key"), Some("sk-ant-store-test"));
+}
+
+/// A bare id several providers have: the one authenticated provider's model, else 1.6.0's
+/// ambiguity error (exit 1, nothing on stdout). Passes against pi 1.6.0 too.
+#[test]
+fn a_bare_id_on_several_providers_is_chosen_by_credentials_or_refused() {
+    let keys = [("GEMINI_API_KEY", "g-key"), ("OPENCODE_API_KEY", "o-key")];
+    let mut env: Vec<(&str, &str)> = keys.to_vec();
+    let start = |env: &[(&str, &str)], model: &str| {
+        let mut setup = Setup::at("http://127.0.0.1:9", "unused", "unused");
+        for (name, value) in env {
+            setup = setup.env(name, value);
+        }
+        run_words(
+            &setup,
+            &["--mode", "rpc", "--no-session", "--model", model],
+            None,
+        )
+    };
+    let run = start(&env, "gemini-3.7-flash");
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr.trim_end(),
+        "Error: Model \"gemini-3.7-flash\" is ambiguous across providers: \
+         google-vertex/gemini-3.7-flash, google/gemini-3.7-flash, opencode/gemini-3.7-flash. More \
+         than one matching provider is authenticated. Use --provider or provider/model."
+    );
+    env.retain(|(name, _)| *name == "OPENCODE_API_KEY");
+    let data = rpc_data_with(&env, None, &["--model", "gemini-3.7-flash"], "get_state");
+    assert_eq!(
+        (&data["model"]["provider"], &data["model"]["id"]),
+        (&json!("opencode"), &json!("gemini-3.7-flash"))
+    );
 }

@@ -428,3 +428,169 @@ fn pi_login_anthropic_takes_a_pasted_code_and_checks_pkce() {
     assert_eq!(auth["anthropic"]["access"], "sk-ant-oat01-LOGGED-IN");
     assert_eq!(auth["anthropic"]["refresh"], "refresh-first");
 }
+
+/// `pi login xai` (1.6.0's device code at xAI: a pending poll, then tokens), the login stored as
+/// 1.6.0 stores it, then a prompt after it expired: refreshed under the lock with xAI's refresh
+/// grant, the new access token is the bearer of the xAI request, and auth.json gets the new one.
+#[test]
+fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
+    if is_reference() {
+        return;
+    }
+    let auth_server = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"device_code": "xdev-1", "user_code": "GROK-42",
+            "verification_uri": "https://accounts.x.ai/device",
+            "verification_uri_complete": "https://accounts.x.ai/device?code=GROK-42",
+            "interval": 1, "expires_in": 60})),
+        Reply::status(
+            400,
+            json!({"error": "authorization_pending"}).to_string(),
+            &[("content-type", "application/json")],
+        ),
+        json_reply(
+            json!({"access_token": "xai-access-1", "refresh_token": "xai-refresh-1",
+            "expires_in": 3600}),
+        ),
+        // The refresh (xAI may keep the refresh token: it is omitted here).
+        json_reply(json!({"access_token": "xai-access-2", "expires_in": 3600})),
+    ]);
+    let workspace = Workspace::new();
+    let env = [("PI_OAUTH_XAI_URL", auth_server.base_url())];
+    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "xai"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("Open https://accounts.x.ai/device?code=GROK-42 and enter code: GROK-42"),
+        "{stderr}"
+    );
+    let requests = auth_server.requests();
+    let bodies: Vec<(String, String)> = requests
+        .iter()
+        .map(|r| {
+            (
+                r.path.clone(),
+                String::from_utf8_lossy(&r.raw_body).into_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            ("/oauth2/device/code".to_string(),
+             "client_id=b1a00492-073a-47ea-816f-4c329264a828&scope=openid+profile+email+offline_access+grok-cli%3Aaccess+api%3Aaccess&referrer=pi".to_string()),
+            ("/oauth2/token".to_string(),
+             "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=b1a00492-073a-47ea-816f-4c329264a828&device_code=xdev-1".to_string()),
+            ("/oauth2/token".to_string(),
+             "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=b1a00492-073a-47ea-816f-4c329264a828&device_code=xdev-1".to_string()),
+        ]
+    );
+    let mut auth = read_auth(&workspace);
+    let entry = auth["xai"].as_object().expect("xai entry").clone();
+    let keys: Vec<&str> = entry.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["type", "access", "refresh", "expires"]);
+    assert_eq!(
+        (entry["type"].as_str(), entry["access"].as_str()),
+        (Some("oauth"), Some("xai-access-1"))
+    );
+    let expires = entry["expires"].as_f64().unwrap();
+    assert!(
+        (expires - (now_ms() + 3_300_000.0)).abs() < 60_000.0,
+        "{expires}"
+    );
+
+    // Expired: the next prompt refreshes it first.
+    auth["xai"]["expires"] = json!(now_ms() - 1000.0);
+    write_auth(&workspace, &auth);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let setup = Setup::new(&provider, "xai", "grok-4.7")
+        .models_json(r#"{"providers": {"xai": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("PI_OAUTH_XAI_URL", &auth_server.base_url());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = run
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    let refresh = &auth_server.requests()[3];
+    assert_eq!(
+        String::from_utf8_lossy(&refresh.raw_body),
+        "grant_type=refresh_token&client_id=b1a00492-073a-47ea-816f-4c329264a828&refresh_token=xai-refresh-1"
+    );
+    assert_eq!(
+        provider.requests()[0].header("authorization"),
+        Some("Bearer xai-access-2")
+    );
+    let auth = read_auth(&workspace);
+    assert_eq!(auth["xai"]["access"], "xai-access-2");
+    assert_eq!(
+        auth["xai"]["refresh"], "xai-refresh-1",
+        "kept when not rotated"
+    );
+}
+
+/// A Sign in with ChatGPT login on `openai` (made by pi 1.6.0) is used rather than refused, even
+/// with OPENAI_API_KEY set: expired, it is refreshed with the client id it was issued, and the
+/// new access token is the bearer sent to the OpenAI API; auth.json keeps 1.6.0's fields.
+#[test]
+fn a_chatgpt_login_on_openai_is_refreshed_and_used() {
+    if is_reference() {
+        return;
+    }
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": "chatgpt-access-2", "refresh_token": "chatgpt-refresh-2",
+        "expires_in": 3600, "scope": "openid offline_access chatgpt.tokens.use.direct",
+        "token_type": "Bearer"
+    }))]);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let workspace = Workspace::new();
+    write_auth(
+        &workspace,
+        &json!({"openai": {"type": "oauth", "access": "chatgpt-access-1",
+            "refresh": "chatgpt-refresh-1", "expires": now_ms() - 1000.0,
+            "clientId": "issued-client-7", "scopes": ["openid", "chatgpt.tokens.use.direct"]}}),
+    );
+    let setup = Setup::new(&provider, "openai", "gpt-6.2-sol")
+        .models_json(r#"{"providers": {"openai": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("OPENAI_API_KEY", "sk-env-key-not-used")
+        .env(
+            "PI_OAUTH_OPENAI_TOKEN_URL",
+            &format!("{}/api/accounts/oauth/token", tokens.base_url()),
+        );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = run
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    let refresh = &tokens.requests()[0];
+    assert_eq!(refresh.path, "/api/accounts/oauth/token");
+    assert_eq!(
+        String::from_utf8_lossy(&refresh.raw_body),
+        "grant_type=refresh_token&client_id=issued-client-7&refresh_token=chatgpt-refresh-1&resource=https%3A%2F%2Fapi.openai.com%2Fv1"
+    );
+    assert_eq!(
+        provider.requests()[0].header("authorization"),
+        Some("Bearer chatgpt-access-2")
+    );
+    let auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["openai"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["type", "access", "refresh", "expires", "clientId", "scopes"]
+    );
+    assert_eq!(auth["openai"]["clientId"], "issued-client-7");
+    assert_eq!(
+        auth["openai"]["scopes"],
+        json!(["openid", "offline_access", "chatgpt.tokens.use.direct"])
+    );
+}
