@@ -1019,3 +1019,182 @@ fn sandboxed_file_tools_cannot_write_the_workspace_pi_configuration() {
     assert_eq!(tool_end(&pi, "w3")["isError"], false);
     assert!(workspace.cwd().join("notes.txt").exists());
 }
+
+// ---- item 2: the shell cannot write the workspace's own pi configuration ---------------------
+
+/// Whether this system lets a process make a mount namespace of its own, the way pi-rs's
+/// sandboxed children do (root directly, anyone else through a user namespace): tried in a
+/// forked child of the test.
+fn namespaces_allowed() -> bool {
+    // SAFETY: the child only calls unshare and _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = unsafe { libc::unshare(libc::CLONE_NEWNS) } == 0
+            || unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } == 0;
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+/// Every way the model's shell might plant code that a trusted project's next start runs outside
+/// the sandbox, then the controls: other workspace files, new folders, the temp folder.
+const PLANT: &str = "mkdir -p .pi/extensions; echo 'touch PWNED' > .pi/extensions/x.sh; echo a=$?
+echo '{}' > .pi/mcp.json; echo b=$?
+mkdir -p .agents/skills/x; echo c=$?
+echo x >> .agents/kept.md; echo d=$?
+mv .pi .x; echo e=$?
+rmdir .pi; echo f=$?
+mv .agents .y; echo g=$?
+ln .agents/kept.md hard; echo h=$?
+(sh -c 'sleep 0; echo z > .pi/late.json'); echo i=$?
+echo fine > notes.txt; echo k=$?
+mkdir -p src/deep && echo y > src/deep/f.rs; echo l=$?
+echo t > \"$TMPDIR/t.txt\"; echo m=$?
+";
+
+/// Under `workspace-write`, the model's shell (and what it starts) cannot create or change the
+/// workspace's `.pi/` and `.agents/`, whether they existed or not, nor rename them away or
+/// hard-link out of them; the write tool is refused too. Writes elsewhere in the workspace and
+/// in the temp folder still work. Where this system allows no mount namespace, pi-rs refuses to
+/// start the shell and says why instead.
+#[test]
+fn a_sandboxed_shell_cannot_write_the_workspace_pi_configuration() {
+    let workspace = Workspace::new();
+    let cwd = workspace.cwd();
+    // `.agents` exists with a file; `.pi` does not.
+    std::fs::create_dir_all(cwd.join(".agents")).unwrap();
+    std::fs::write(cwd.join(".agents/kept.md"), "kept\n").unwrap();
+    let temp = workspace.root().join("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let fake = FakeProvider::start(tool_calls_replies(&[
+        ("b1", "bash", json!({ "command": PLANT })),
+        (
+            "w1",
+            "write",
+            json!({"path": ".pi/extensions/y.sh", "content": "touch PWNED\n"}),
+        ),
+    ]));
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("TMPDIR", &temp.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let state = pi.command("s1", "get_state", json!({}));
+    let layer = state["data"]["sandbox"]["layers"]["mountNamespace"].clone();
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "b1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let write = tool_end(&pi, "w1");
+    assert_eq!(write["isError"], true, "{write}");
+    assert!(!cwd.join(".pi/extensions/y.sh").exists());
+    if !namespaces_allowed() {
+        assert_eq!(tool_end(&pi, "b1")["isError"], true, "{text}");
+        assert!(
+            text.contains(
+                "blocked by the sandbox: keeping the workspace's .pi/ and .agents/ read-only"
+            ),
+            "{text}"
+        );
+        assert!(!cwd.join("notes.txt").exists());
+        assert_eq!(layer, json!([]), "{state}");
+        return;
+    }
+    assert_eq!(
+        layer,
+        json!(["the workspace's .pi/ and .agents/ (children)"]),
+        "{state}"
+    );
+    for refused in ["a", "b", "c", "d", "e", "f", "g", "h", "i"] {
+        assert!(
+            !text.lines().any(|l| l == format!("{refused}=0")),
+            "{refused}: {text}"
+        );
+    }
+    for works in ["k", "l", "m"] {
+        assert!(
+            text.lines().any(|l| l == format!("{works}=0")),
+            "{works}: {text}"
+        );
+    }
+    assert!(text.contains("Read-only file system"), "{text}");
+    assert!(!cwd.join(".pi/extensions").exists(), "{text}");
+    assert!(!cwd.join(".pi/mcp.json").exists());
+    assert!(!cwd.join(".pi/late.json").exists());
+    assert!(!cwd.join(".agents/skills").exists());
+    assert!(!cwd.join("hard").exists());
+    assert!(!cwd.join(".x").exists() && !cwd.join(".y").exists());
+    assert_eq!(
+        std::fs::read_to_string(cwd.join(".agents/kept.md")).unwrap(),
+        "kept\n"
+    );
+    // The missing `.pi` was made an empty folder.
+    assert!(cwd.join(".pi").is_dir());
+    assert!(cwd.join("notes.txt").exists(), "{text}");
+    assert!(cwd.join("src/deep/f.rs").exists());
+    assert!(temp.join("t.txt").exists());
+}
+
+/// Where the system allows no mount namespace (forced here with `PI_SANDBOX_NO_NAMESPACES`, the
+/// knob README names), the default `onUnsupported: "fail"` refuses the shell with the reason and
+/// `get_state` lists the gap; `warn` runs it (Landlock still confines it) and the workspace
+/// stays writable. Either way the write tool keeps refusing `.pi/`.
+#[test]
+fn without_namespaces_the_shell_is_refused_unless_on_unsupported_is_warn() {
+    for on_unsupported in ["fail", "warn"] {
+        let workspace = Workspace::new();
+        let fake = FakeProvider::start(tool_calls_replies(&[
+            (
+                "b1",
+                "bash",
+                json!({"command": "echo fine > notes.txt; echo k=$?"}),
+            ),
+            (
+                "w1",
+                "write",
+                json!({"path": ".pi/mcp.json", "content": "{}"}),
+            ),
+        ]));
+        let setup = Setup::anthropic(&fake)
+            .settings(
+                json!({"sandbox": {"mode": "workspace-write", "onUnsupported": on_unsupported}}),
+            )
+            .env("PI_SANDBOX_NO_NAMESPACES", "1");
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        let state = pi.command("s1", "get_state", json!({}));
+        let gaps = state["data"]["sandbox"]["notEnforced"].to_string();
+        assert!(
+            gaps.contains(".pi/ and .agents/ read-only")
+                && gaps.contains("PI_SANDBOX_NO_NAMESPACES"),
+            "{state}"
+        );
+        assert_eq!(
+            state["data"]["sandbox"]["layers"]["mountNamespace"],
+            json!([])
+        );
+        pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+        pi.wait_for_event("agent_settled");
+        let bash = tool_end(&pi, "b1");
+        let text = bash["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(tool_end(&pi, "w1")["isError"], true);
+        if on_unsupported == "fail" {
+            assert_eq!(bash["isError"], true, "{bash}");
+            assert!(text.starts_with("blocked by the sandbox: keeping the workspace's .pi/ and .agents/ read-only for the shell needs a mount namespace"), "{text}");
+            assert!(
+                text.ends_with("(sandbox.onUnsupported is \"fail\")"),
+                "{text}"
+            );
+            assert!(!workspace.cwd().join("notes.txt").exists());
+        } else {
+            assert!(text.contains("k=0"), "{text}");
+            assert!(workspace.cwd().join("notes.txt").exists());
+        }
+    }
+}
