@@ -334,6 +334,44 @@ fn cpu_ticks(pid: i32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
+/// An expired Anthropic login in `workspace` and a stale `auth.json.lock` of `lock_kind` ("file"
+/// or "non-empty folder", untouched for an hour) that pi's lock cannot take over; the setup
+/// refreshes at `tokens`.
+fn stale_lock_and_expired_login(
+    workspace: &Workspace,
+    lock_kind: &str,
+    provider: &FakeProvider,
+    tokens: &FakeProvider,
+) -> Setup {
+    let agent_dir = workspace.agent_dir();
+    std::fs::write(
+        agent_dir.join("auth.json"),
+        json!({"anthropic": {"type": "oauth", "refresh": "refresh-1",
+            "access": "sk-ant-oat01-old", "expires": 1000}})
+        .to_string(),
+    )
+    .unwrap();
+    let lock = agent_dir.join("auth.json.lock");
+    if lock_kind == "file" {
+        std::fs::write(&lock, "x").unwrap();
+    } else {
+        std::fs::create_dir(&lock).unwrap();
+        std::fs::write(lock.join("junk"), "x").unwrap();
+    }
+    let status = std::process::Command::new("touch")
+        .args(["-d", "1 hour ago"])
+        .arg(&lock)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Setup::new(provider, "anthropic", "claude-sonnet-4-5")
+        .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
+        .env(
+            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+            &format!("{}/token", tokens.base_url()),
+        )
+}
+
 /// An expired subscription login and a stale `auth.json.lock` that pi's lock cannot take over
 /// (a file, then a non-empty folder, both untouched for an hour): the prompt's refresh waits on
 /// a worker, bounded and without spinning, while the agent answers commands; `abort` ends the
@@ -345,33 +383,7 @@ fn a_stale_auth_lock_with_an_expired_login_never_stalls_the_agent() {
         let tokens = FakeProvider::start_auth_server(vec![]);
         let provider = FakeProvider::start(vec![]);
         let workspace = Workspace::new();
-        let agent_dir = workspace.agent_dir();
-        std::fs::write(
-            agent_dir.join("auth.json"),
-            json!({"anthropic": {"type": "oauth", "refresh": "refresh-1",
-                "access": "sk-ant-oat01-old", "expires": 1000}})
-            .to_string(),
-        )
-        .unwrap();
-        let lock = agent_dir.join("auth.json.lock");
-        if lock_kind == "file" {
-            std::fs::write(&lock, "x").unwrap();
-        } else {
-            std::fs::create_dir(&lock).unwrap();
-            std::fs::write(lock.join("junk"), "x").unwrap();
-        }
-        let status = std::process::Command::new("touch")
-            .args(["-d", "1 hour ago"])
-            .arg(&lock)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let setup = Setup::new(&provider, "anthropic", "claude-sonnet-4-5")
-            .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
-            .env(
-                "PI_OAUTH_ANTHROPIC_TOKEN_URL",
-                &format!("{}/token", tokens.base_url()),
-            );
+        let setup = stale_lock_and_expired_login(&workspace, lock_kind, &provider, &tokens);
         let mut pi = Pi::spawn_in(&workspace, &setup);
         pi.send(json!({"id": "p1", "type": "prompt", "message": "hi"}));
         std::thread::sleep(std::time::Duration::from_millis(300));
@@ -412,6 +424,43 @@ fn a_stale_auth_lock_with_an_expired_login_never_stalls_the_agent() {
             "{lock_kind}: {status:?}"
         );
     }
+}
+
+/// The same stale lock when a `compact` command needs the login: the refresh waits on a worker,
+/// so `get_state` is answered meanwhile and `abort` ends the compaction at once (the command
+/// fails as cancelled, `compaction_end` says aborted). Before, the compaction refreshed on the
+/// agent thread, deaf to both for up to 30 s.
+#[test]
+fn a_compaction_waiting_for_a_login_refresh_is_aborted_at_once() {
+    let tokens = FakeProvider::start_auth_server(vec![]);
+    let provider = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let setup = stale_lock_and_expired_login(&workspace, "non-empty folder", &provider, &tokens);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "c1", "type": "compact"}));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    pi.send(json!({"id": "s1", "type": "get_state"}));
+    let soon = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let seen = pi.recv_until(|r| r["id"] == "s1", soon);
+    assert!(
+        seen.last().is_some_and(|r| r["id"] == "s1"),
+        "get_state unanswered while the compaction waits for the login"
+    );
+    pi.send(json!({"id": "a1", "type": "abort"}));
+    let soon = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let seen = pi.recv_until(|r| r["id"] == "c1", soon);
+    let response = seen.last().cloned().unwrap_or_default();
+    assert_eq!(response["id"], "c1", "abort did not end the compaction");
+    assert_eq!(response["success"], false, "{response}");
+    let end = pi
+        .records()
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(end["aborted"], true, "{end}");
+    assert!(tokens.requests().is_empty(), "no refresh without the lock");
+    pi.close_and_wait();
 }
 
 // ---- item 7: redaction misses ------------------------------------------------------------------
