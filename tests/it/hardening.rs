@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::security::{tool_calls_replies, tool_end};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace};
+use crate::support::{Pi, Setup, Workspace, file_mode, is_root, write_mcp_json};
 
 // ---- item 1: tool children have no controlling terminal ---------------------------------------
 
@@ -141,11 +141,6 @@ EOF"#
 
 // ---- item 5: a root pi-rs's tool children lose CAP_SYS_PTRACE -----------------------------------
 
-fn is_root() -> bool {
-    // SAFETY: no arguments, no side effects.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Without any sandbox, the model's shell of a root pi-rs (the usual container case) tries to read
 /// pi-rs's environment and to write a forged record into its stdout through `/proc/$PPID`: both
 /// are refused (no CAP_SYS_PTRACE nor CAP_PERFMON, so the non-dumpable mark holds for root too), and neither
@@ -203,15 +198,6 @@ fn a_root_pi_rs_tool_shell_cannot_open_pi_rs_proc_entries_without_a_sandbox() {
 
 // ---- item 11: session files are private -------------------------------------------------------
 
-fn mode_of(path: &std::path::Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o7777
-}
-
 /// A session file holds the whole conversation: a new one is 0600 in folders created 0700 (as
 /// OpenSSH treats private files, whatever the umask); a file that already exists keeps its
 /// mode, also when a torn tail makes pi-rs rewrite it.
@@ -230,11 +216,11 @@ fn session_files_are_created_private_and_existing_modes_are_kept() {
     let files = workspace.jsonl_files();
     assert_eq!(files.len(), 1, "{files:?}");
     let file = files[0].clone();
-    assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+    assert_eq!(file_mode(&file), 0o600, "{}", file.display());
     let folder = workspace.default_session_dir();
     assert_eq!(file.parent(), Some(folder.as_path()));
-    assert_eq!(mode_of(&folder), 0o700, "{}", folder.display());
-    assert_eq!(mode_of(folder.parent().unwrap()), 0o700, "sessions/");
+    assert_eq!(file_mode(&folder), 0o700, "{}", folder.display());
+    assert_eq!(file_mode(folder.parent().unwrap()), 0o700, "sessions/");
 
     // An existing file's mode is the user's choice: kept through a repair and appends.
     use std::os::unix::fs::PermissionsExt;
@@ -255,7 +241,7 @@ fn session_files_are_created_private_and_existing_modes_are_kept() {
         std::fs::read_to_string(&file).unwrap().contains("again"),
         "resumed in the same file"
     );
-    assert_eq!(mode_of(&file), 0o640);
+    assert_eq!(file_mode(&file), 0o640);
 }
 
 // ---- items 8, 13: MCP spill files and mcp.log ---------------------------------------------------
@@ -272,11 +258,7 @@ fn write_fake_mcp_server(workspace: &Workspace, args: &[&str]) {
         "command": crate::fake_provider::fixture_path("mcp/fake_server.py").to_string_lossy(),
         "args": args,
     });
-    std::fs::write(
-        workspace.agent_dir().join("mcp.json"),
-        json!({"mcpServers": {"fake": entry}}).to_string(),
-    )
-    .unwrap();
+    write_mcp_json(workspace, json!({"fake": entry}));
 }
 
 /// An MCP result over 20 KB that carries a known key is spilled like bash output: into the
@@ -309,8 +291,8 @@ fn long_mcp_results_are_spilled_privately_redacted_and_removed_at_exit() {
         "in the private spill folder: {}",
         path.display()
     );
-    assert_eq!(mode_of(&folder), 0o700);
-    assert_eq!(mode_of(&path), 0o600);
+    assert_eq!(file_mode(&folder), 0o700);
+    assert_eq!(file_mode(&path), 0o600);
     let saved = std::fs::read_to_string(&path).unwrap();
     assert!(!saved.contains(MCP_KEY), "the key reached the disk");
     assert!(saved.starts_with("HEAD[redacted]"), "{}", &saved[..40]);
@@ -343,15 +325,8 @@ fn stale_lock_and_expired_login(
     provider: &FakeProvider,
     tokens: &FakeProvider,
 ) -> Setup {
-    let agent_dir = workspace.agent_dir();
-    std::fs::write(
-        agent_dir.join("auth.json"),
-        json!({"anthropic": {"type": "oauth", "refresh": "refresh-1",
-            "access": "sk-ant-oat01-old", "expires": 1000}})
-        .to_string(),
-    )
-    .unwrap();
-    let lock = agent_dir.join("auth.json.lock");
+    expired_anthropic_login(workspace, "refresh-1");
+    let lock = workspace.agent_dir().join("auth.json.lock");
     if lock_kind == "file" {
         std::fs::write(&lock, "x").unwrap();
     } else {
@@ -364,12 +339,7 @@ fn stale_lock_and_expired_login(
         .status()
         .unwrap();
     assert!(status.success());
-    Setup::new(provider, "anthropic", "claude-sonnet-4-5")
-        .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
-        .env(
-            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
-            &format!("{}/token", tokens.base_url()),
-        )
+    oauth_setup(provider, tokens)
 }
 
 /// An expired subscription login and a stale `auth.json.lock` that pi's lock cannot take over
@@ -610,7 +580,7 @@ fn mcp_duplicate_tools_are_dropped_and_mcp_log_is_private_and_redacted() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains(MCP_KEY), "{text}");
     assert!(text.contains("echoing [redacted]"), "{text}");
-    assert_eq!(mode_of(&log), 0o600);
+    assert_eq!(file_mode(&log), 0o600);
 }
 
 // ---- item 15: OAuth refresh answers never leak tokens -----------------------------------------
@@ -959,11 +929,10 @@ fn a_restarted_mcp_server_runs_in_the_sandbox() {
         starts.display(),
         crate::fake_provider::fixture_path("mcp/fake_server.py").display()
     );
-    std::fs::write(
-        workspace.agent_dir().join("mcp.json"),
-        json!({"mcpServers": {"fake": {"command": "sh", "args": ["-c", script]}}}).to_string(),
-    )
-    .unwrap();
+    write_mcp_json(
+        &workspace,
+        json!({"fake": {"command": "sh", "args": ["-c", script]}}),
+    );
     let fake = FakeProvider::start(vec![
         Reply::sse(
             sse::AnthropicStream::new()

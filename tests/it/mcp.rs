@@ -19,7 +19,7 @@ use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
     Pi, Setup, Workspace, is_reference, prerequisite_missing, result_text, tool_result_block,
-    tool_result_block_text, wait_for_file, wait_until_gone,
+    tool_result_block_text, wait_for_file, wait_until_gone, write_mcp_json,
 };
 
 /// The everything server's entry point, or why it is not there (a failure under CI=true).
@@ -45,14 +45,6 @@ pub fn everything_server() -> Option<(PathBuf, PathBuf)> {
             None
         }
     }
-}
-
-fn write_mcp_json(workspace: &Workspace, servers: Value) {
-    std::fs::write(
-        workspace.agent_dir().join("mcp.json"),
-        serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap(),
-    )
-    .unwrap();
 }
 
 fn fake_server(workspace: &Workspace, extra: Value) -> (Value, PathBuf) {
