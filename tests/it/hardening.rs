@@ -1216,3 +1216,49 @@ fn without_namespaces_the_shell_is_refused_unless_on_unsupported_is_warn() {
         }
     }
 }
+
+/// The workspace inside a wider writable root (here the temp folder; the agent dir and home are
+/// elsewhere so nothing denied sits in it): the model's shell cannot rename the workspace away
+/// to make a fresh one with its own `.pi/` (`mv ws ws2; mkdir -p ws/.pi`), because pi-rs binds
+/// the workspace onto itself and a mount point cannot be renamed. The control: in the same
+/// wider root, a folder of the model's own renames.
+#[test]
+fn a_sandboxed_shell_cannot_rename_the_workspace_away() {
+    let workspace = Workspace::new();
+    let outside = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hardening-outside-{}", std::process::id()));
+    let agent = outside.join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::create_dir_all(outside.join("home")).unwrap();
+    std::fs::remove_dir(workspace.agent_dir()).unwrap();
+    std::os::unix::fs::symlink(&agent, workspace.agent_dir()).unwrap();
+    let command = "cd .. && mkdir mine && mv mine mine2; echo n=$?
+mv work work.moved; echo j=$?
+mkdir -p work/.pi/extensions 2>/dev/null && echo planted > work/.pi/extensions/x.sh; echo p=$?";
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "b1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("TMPDIR", &workspace.root().to_string_lossy())
+        .env("HOME", &outside.join("home").to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "b1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let _ = std::fs::remove_dir_all(&outside);
+    if !namespaces_allowed() {
+        assert!(text.contains("needs a mount namespace"), "{text}");
+        return;
+    }
+    assert!(text.contains("n=0"), "the wider root is writable: {text}");
+    assert!(text.contains("Device or resource busy"), "{text}");
+    assert!(!text.contains("j=0"), "{text}");
+    assert!(!workspace.root().join("work.moved").exists(), "{text}");
+    assert!(!workspace.cwd().join(".pi/extensions").exists(), "{text}");
+}
