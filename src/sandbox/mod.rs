@@ -371,12 +371,15 @@ fn check_call(policy: &Policy, tool: &str, args: &Value, cwd: &Path) -> Result<(
         ));
     }
     // pi's own configuration in the workspace: what a trusted project's next start runs
-    // outside the sandbox. (The shell is not held back: Landlock cannot make one entry of a
-    // writable folder read-only without making the folder itself list-only.)
+    // outside the sandbox (children are held back by `mounts`). A symlinked `.pi` is protected
+    // at its target too.
     if writes
-        && [".pi", ".agents"]
-            .iter()
-            .any(|own| real.starts_with(policy.cwd.join(own)))
+        && mounts::PROTECTED.iter().any(|own| {
+            let named = policy.cwd.join(own);
+            real.starts_with(&named)
+                || lexical.starts_with(&named)
+                || real.starts_with(policy::canonical(&named, Path::new("/")))
+        })
     {
         return Err(format!(
             "blocked by the sandbox: write to pi's own configuration in the workspace: {shown}"
@@ -600,6 +603,14 @@ mod tests {
         let own = check("read", json!({"path":"/proc/self/environ"})).unwrap_err();
         assert!(own.contains("read of a denied path"), "{own}");
         assert!(check("ls", json!({"path": cwd.join("agent")})).is_err());
+        // pi's own configuration, also through a symlinked `.pi`.
+        let own = check("write", json!({"path":".pi/mcp.json"})).unwrap_err();
+        assert!(own.contains("pi's own configuration"), "{own}");
+        std::fs::create_dir_all(cwd.join("config/pi")).unwrap();
+        std::os::unix::fs::symlink("config/pi", cwd.join(".pi")).unwrap();
+        let linked = check("write", json!({"path":"config/pi/mcp.json"})).unwrap_err();
+        assert!(linked.contains("pi's own configuration"), "{linked}");
+        assert_eq!(check("write", json!({"path":"config/other.json"})), Ok(()));
         // Other tools and a sandbox that is off are not checked here.
         assert_eq!(check("bash", json!({"command":"true"})), Ok(()));
         let off = Policy::off(&cwd, &cwd.join("agent"));

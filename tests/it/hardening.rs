@@ -1262,3 +1262,42 @@ mkdir -p work/.pi/extensions 2>/dev/null && echo planted > work/.pi/extensions/x
     assert!(!workspace.root().join("work.moved").exists(), "{text}");
     assert!(!workspace.cwd().join(".pi/extensions").exists(), "{text}");
 }
+
+/// A workspace whose `.pi` is a symbolic link (to `config/pi` in the workspace): a mount would
+/// land on the target and the link itself could be swapped, so the sandboxed shell is refused
+/// with the reason, and the write tool refuses the link's target as pi's own configuration.
+#[test]
+fn a_symlinked_pi_folder_refuses_the_sandboxed_shell() {
+    let workspace = Workspace::new();
+    let cwd = workspace.cwd();
+    std::fs::create_dir_all(cwd.join("config/pi")).unwrap();
+    std::os::unix::fs::symlink("config/pi", cwd.join(".pi")).unwrap();
+    let fake = FakeProvider::start(tool_calls_replies(&[
+        (
+            "b1",
+            "bash",
+            json!({"command": "echo x > config/pi/mcp.json"}),
+        ),
+        (
+            "w1",
+            "write",
+            json!({"path": "config/pi/mcp.json", "content": "{}"}),
+        ),
+    ]));
+    let setup = Setup::anthropic(&fake).settings(json!({"sandbox": {"mode": "workspace-write"}}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let bash = tool_end(&pi, "b1");
+    assert_eq!(bash["isError"], true, "{bash}");
+    let text = bash["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("blocked by the sandbox: ") && text.contains(".pi is a symbolic link"),
+        "{text}"
+    );
+    let write = tool_end(&pi, "w1");
+    assert_eq!(write["isError"], true, "{write}");
+    assert!(!cwd.join("config/pi/mcp.json").exists());
+}
