@@ -57,8 +57,9 @@ pub enum Origin {
 pub const UNTRUSTED_CAPS: [u32; 3] = [19, 21, 38];
 
 /// Makes `command`'s child lead a new session and process group (group id = its pid) and, for
-/// `Origin::Agent`, drop `UNTRUSTED_CAPS`, between fork and exec. Register it before any other
-/// `pre_exec` hook (the sandbox's), and never combine it with `process_group`.
+/// `Origin::Agent`, drop `UNTRUSTED_CAPS`, between fork and exec. Register it after the
+/// sandbox's `pre_exec` hook (which mounts first, while root still has CAP_SYS_ADMIN, and drops
+/// these capabilities itself), and never combine it with `process_group`.
 pub fn isolate(command: &mut Command, origin: Origin) {
     // SAFETY: setsid, prctl and capset only, on stack memory (async-signal-safe).
     unsafe {

@@ -7,7 +7,9 @@
 
 use super::compaction::{self, CompactionReason, CompactionSettings, Trigger, TriggerCheck};
 use super::draft::Draft;
-use super::state::{Compaction, CompactionOrigin, Phase, PromptFrom, Slot};
+use super::state::{
+    AfterRefresh, Compaction, CompactionOrigin, Phase, PromptFrom, Refreshing, Slot,
+};
 use super::{Agent, PROVIDER_CHANNEL_CAPACITY, retry};
 use crate::messages::{AgentMessage, AssistantMessage, StopReason};
 use crate::provider::{self, ProviderEvent, RequestId, StreamEvent};
@@ -67,6 +69,27 @@ impl Agent {
             }
         }
         self.emit(compaction::start_event(reason));
+        self.begin_compaction(reason, origin, custom_instructions);
+    }
+
+    /// The compaction after its start event. A subscription login that needs a refresh is
+    /// refreshed on a worker first (`abort` reaches it at once), then this runs again.
+    pub(super) fn begin_compaction(
+        &mut self,
+        reason: CompactionReason,
+        origin: CompactionOrigin,
+        custom_instructions: Option<&str>,
+    ) {
+        if let Some(refresh) = self.config.start_oauth_refresh(&self.model.provider) {
+            let then = AfterRefresh::Compaction {
+                reason,
+                origin,
+                custom_instructions: custom_instructions.map(str::to_string),
+            };
+            self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
+            return;
+        }
+        let will_retry = reason == CompactionReason::Overflow;
         let manual = matches!(
             origin,
             CompactionOrigin::Command { .. } | CompactionOrigin::Extension
@@ -355,6 +378,15 @@ impl Agent {
         let Some((reason, origin)) = self.leave_compaction() else {
             return;
         };
+        self.compaction_aborted(reason, origin);
+    }
+
+    /// The end of an aborted compaction: its end event, then what its origin needs.
+    pub(super) fn compaction_aborted(
+        &mut self,
+        reason: CompactionReason,
+        origin: CompactionOrigin,
+    ) {
         self.emit(compaction::end_event(reason, None, true, false, None));
         match origin {
             CompactionOrigin::Command { id } => {

@@ -51,6 +51,12 @@ pub enum AfterRefresh {
     },
     /// The run's next LLM request.
     Request,
+    /// A compaction whose start event is out: its summary requests need the key.
+    Compaction {
+        reason: super::compaction::CompactionReason,
+        origin: CompactionOrigin,
+        custom_instructions: Option<String>,
+    },
 }
 
 /// A prompt waiting for its images (pi 1.6.0 scales them before the run starts).

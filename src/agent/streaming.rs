@@ -113,6 +113,11 @@ impl Agent {
                 images,
             } => self.start_prompt(id.as_ref(), message, images),
             AfterRefresh::Request => self.request_completion(),
+            AfterRefresh::Compaction {
+                reason,
+                origin,
+                custom_instructions,
+            } => self.begin_compaction(reason, origin, custom_instructions.as_deref()),
         }
     }
 
@@ -127,6 +132,9 @@ impl Agent {
                 self.respond_error(id.as_ref(), "prompt", "Aborted before the prompt started")
             }
             AfterRefresh::Request => self.end_run(),
+            AfterRefresh::Compaction { reason, origin, .. } => {
+                self.compaction_aborted(reason, origin)
+            }
         }
     }
 

@@ -201,7 +201,6 @@ fn stdio_command(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::child::isolate(&mut cmd, crate::child::Origin::Agent);
     if let Some(policy) = sandbox {
         crate::sandbox::confine_child(&mut cmd, policy).map_err(|blocked| {
             TransportError::Start {
@@ -210,6 +209,7 @@ fn stdio_command(
             }
         })?;
     }
+    crate::child::isolate(&mut cmd, crate::child::Origin::Agent);
     // pi-rs's environment without credentials, plus what the entry sets explicitly.
     crate::tools::env::scrub(&mut cmd);
     cmd.envs(env.iter().map(|(k, v)| (k, v)));

@@ -18,6 +18,7 @@
 //!   paths (pi-rs's own `/proc/<pid>` among them), device access, TCP connect/bind (ABI 4),
 //!   signals and abstract unix sockets beyond the sandbox (ABI 6); its ptrace scope keeps a
 //!   confined process from tracing or opening the memory and descriptors of any process outside.
+//! - mount namespace (`mounts`, children only): the workspace's `.pi/` and `.agents/` read-only.
 //! - seccomp (`seccomp`, `network: false` only): every socket that is not AF_UNIX, io_uring.
 //! - no_new_privs: set-uid programs (sudo) gain nothing.
 //! - capabilities (`caps`): root's capabilities that reach around Landlock are dropped.
@@ -30,6 +31,7 @@
 
 mod caps;
 pub mod landlock;
+pub mod mounts;
 pub mod policy;
 mod rules;
 mod seccomp;
@@ -195,6 +197,8 @@ struct Confinement {
     /// Rights a child gets on its own `/proc/<pid>` (added between fork and exec; 0: none).
     own_proc_rights: u64,
     filter: Option<seccomp::Filter>,
+    /// A child's read-only `.pi`/`.agents` (see `mounts`).
+    mounts: Option<mounts::Plan>,
 }
 
 impl Confinement {
@@ -237,10 +241,15 @@ impl Confinement {
             true => None,
             false => seccomp::network_filter(),
         };
+        let mounts = match for_child {
+            true => child_mounts(policy)?,
+            false => None,
+        };
         Ok(Some(Confinement {
             ruleset,
             own_proc_rights,
             filter,
+            mounts,
         }))
     }
 
@@ -248,6 +257,11 @@ impl Confinement {
     /// on the calling thread.
     /// Async-signal-safe (used between fork and exec): syscalls only, no allocation.
     fn enter(&self) -> io::Result<()> {
+        // First, while root may still mount; the capability drop and Landlock then keep the
+        // mounts in place.
+        if let Some(mounts) = &self.mounts {
+            mounts.enter()?;
+        }
         // SAFETY: prctl on the calling thread only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(io::Error::last_os_error());
@@ -265,6 +279,40 @@ impl Confinement {
         }
         Ok(())
     }
+}
+
+/// The mounts a child needs, or why it may not run. Without namespaces `onUnsupported` decides:
+/// `fail` refuses the child, `warn` runs it without them (Landlock still applies) and logs why.
+fn child_mounts(policy: &Policy) -> Result<Option<mounts::Plan>, Blocked> {
+    if policy.mode == Mode::Off {
+        return Ok(None);
+    }
+    let plan =
+        mounts::plan(policy).map_err(|e| Blocked::Path(format!("blocked by the sandbox: {e}")))?;
+    let Some(plan) = plan else {
+        return Ok(None);
+    };
+    match mounts::available() {
+        Ok(()) => Ok(Some(plan)),
+        Err(why) => match policy.on_unsupported {
+            OnUnsupported::Fail => Err(Blocked::Unsupported(namespace_gap(&why))),
+            OnUnsupported::Warn => {
+                log::warn!(
+                    "sandbox: {}; the child runs without that",
+                    namespace_gap(&why)
+                );
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// Why `.pi`/`.agents` cannot be kept read-only for children, in words.
+fn namespace_gap(why: &str) -> String {
+    format!(
+        "keeping the workspace's .pi/ and .agents/ read-only for the shell needs a mount \
+         namespace, which this system refuses ({why})"
+    )
 }
 
 /// Where an in-process tool's thread starts: checks the call's path, then confines this thread.
@@ -325,12 +373,15 @@ pub fn check_call(policy: &Policy, tool: &str, args: &Value, cwd: &Path) -> Resu
         ));
     }
     // pi's own configuration in the workspace: what a trusted project's next start runs
-    // outside the sandbox. (The shell is not held back: Landlock cannot make one entry of a
-    // writable folder read-only without making the folder itself list-only.)
+    // outside the sandbox (children are held back by `mounts`). A symlinked `.pi` is protected
+    // at its target too.
     if writes
-        && [".pi", ".agents"]
-            .iter()
-            .any(|own| real.starts_with(policy.cwd.join(own)))
+        && mounts::PROTECTED.iter().any(|own| {
+            let named = policy.cwd.join(own);
+            real.starts_with(&named)
+                || lexical.starts_with(&named)
+                || real.starts_with(policy::canonical(&named, Path::new("/")))
+        })
     {
         return Err(format!(
             "blocked by the sandbox: write to pi's own configuration in the workspace: {shown}"
@@ -375,6 +426,8 @@ pub struct Layers {
     /// Root's capabilities that reach around the sandbox (modules, raw I/O, mount, ptrace, …)
     /// are dropped.
     pub capabilities_dropped: bool,
+    /// What the children's own mount namespace keeps read-only (see `mounts`).
+    pub mount_namespace: Vec<&'static str>,
     pub in_process: Vec<&'static str>,
 }
 
@@ -427,6 +480,19 @@ pub fn state(policy: &Policy, support: Support) -> State {
     if let Some(reason) = &unsupported {
         not_enforced.insert(0, reason.clone());
     }
+    let mut mount_namespace = Vec::new();
+    if enforcing
+        && fs
+        && policy
+            .writable_roots
+            .iter()
+            .any(|r| policy.cwd.starts_with(r))
+    {
+        match mounts::available() {
+            Ok(()) => mount_namespace.push("the workspace's .pi/ and .agents/ (children)"),
+            Err(why) => not_enforced.push(namespace_gap(&why)),
+        }
+    }
     let in_process = if fs && enforcing {
         vec![
             "tool path arguments (clear errors)",
@@ -451,6 +517,7 @@ pub fn state(policy: &Policy, support: Support) -> State {
             seccomp: seccomp_layer,
             no_new_privs: enforcing,
             capabilities_dropped: enforcing,
+            mount_namespace,
             in_process,
         },
         not_enforced,
@@ -538,6 +605,14 @@ mod tests {
         let own = check("read", json!({"path":"/proc/self/environ"})).unwrap_err();
         assert!(own.contains("read of a denied path"), "{own}");
         assert!(check("ls", json!({"path": cwd.join("agent")})).is_err());
+        // pi's own configuration, also through a symlinked `.pi`.
+        let own = check("write", json!({"path":".pi/mcp.json"})).unwrap_err();
+        assert!(own.contains("pi's own configuration"), "{own}");
+        std::fs::create_dir_all(cwd.join("config/pi")).unwrap();
+        std::os::unix::fs::symlink("config/pi", cwd.join(".pi")).unwrap();
+        let linked = check("write", json!({"path":"config/pi/mcp.json"})).unwrap_err();
+        assert!(linked.contains("pi's own configuration"), "{linked}");
+        assert_eq!(check("write", json!({"path":"config/other.json"})), Ok(()));
         // Other tools and a sandbox that is off are not checked here.
         assert_eq!(check("bash", json!({"command":"true"})), Ok(()));
         let off = Policy::off(&cwd, &cwd.join("agent"));

@@ -190,10 +190,10 @@ pub fn run_shell(
         Some(_) => crate::child::Origin::Agent,
         None => crate::child::Origin::Client,
     };
-    crate::child::isolate(&mut command, origin);
     if let Some(policy) = request.sandbox {
         crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
     }
+    crate::child::isolate(&mut command, origin);
     let spawned = command.spawn();
     // The Command still owns our copies of the pipe's write end; drop them so EOF can happen.
     drop(command);

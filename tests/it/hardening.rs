@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::security::{tool_calls_replies, tool_end};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace};
+use crate::support::{Pi, Setup, Workspace, file_mode, is_root, write_mcp_json};
 
 // ---- item 1: tool children have no controlling terminal ---------------------------------------
 
@@ -141,11 +141,6 @@ EOF"#
 
 // ---- item 5: a root pi-rs's tool children lose CAP_SYS_PTRACE -----------------------------------
 
-fn is_root() -> bool {
-    // SAFETY: no arguments, no side effects.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Without any sandbox, the model's shell of a root pi-rs (the usual container case) tries to read
 /// pi-rs's environment and to write a forged record into its stdout through `/proc/$PPID`: both
 /// are refused (no CAP_SYS_PTRACE nor CAP_PERFMON, so the non-dumpable mark holds for root too), and neither
@@ -203,15 +198,6 @@ fn a_root_pi_rs_tool_shell_cannot_open_pi_rs_proc_entries_without_a_sandbox() {
 
 // ---- item 11: session files are private -------------------------------------------------------
 
-fn mode_of(path: &std::path::Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o7777
-}
-
 /// A session file holds the whole conversation: a new one is 0600 in folders created 0700 (as
 /// OpenSSH treats private files, whatever the umask); a file that already exists keeps its
 /// mode, also when a torn tail makes pi-rs rewrite it.
@@ -230,11 +216,11 @@ fn session_files_are_created_private_and_existing_modes_are_kept() {
     let files = workspace.jsonl_files();
     assert_eq!(files.len(), 1, "{files:?}");
     let file = files[0].clone();
-    assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+    assert_eq!(file_mode(&file), 0o600, "{}", file.display());
     let folder = workspace.default_session_dir();
     assert_eq!(file.parent(), Some(folder.as_path()));
-    assert_eq!(mode_of(&folder), 0o700, "{}", folder.display());
-    assert_eq!(mode_of(folder.parent().unwrap()), 0o700, "sessions/");
+    assert_eq!(file_mode(&folder), 0o700, "{}", folder.display());
+    assert_eq!(file_mode(folder.parent().unwrap()), 0o700, "sessions/");
 
     // An existing file's mode is the user's choice: kept through a repair and appends.
     use std::os::unix::fs::PermissionsExt;
@@ -255,7 +241,7 @@ fn session_files_are_created_private_and_existing_modes_are_kept() {
         std::fs::read_to_string(&file).unwrap().contains("again"),
         "resumed in the same file"
     );
-    assert_eq!(mode_of(&file), 0o640);
+    assert_eq!(file_mode(&file), 0o640);
 }
 
 // ---- items 8, 13: MCP spill files and mcp.log ---------------------------------------------------
@@ -272,11 +258,7 @@ fn write_fake_mcp_server(workspace: &Workspace, args: &[&str]) {
         "command": crate::fake_provider::fixture_path("mcp/fake_server.py").to_string_lossy(),
         "args": args,
     });
-    std::fs::write(
-        workspace.agent_dir().join("mcp.json"),
-        json!({"mcpServers": {"fake": entry}}).to_string(),
-    )
-    .unwrap();
+    write_mcp_json(workspace, json!({"fake": entry}));
 }
 
 /// An MCP result over 20 KB that carries a known key is spilled like bash output: into the
@@ -309,8 +291,8 @@ fn long_mcp_results_are_spilled_privately_redacted_and_removed_at_exit() {
         "in the private spill folder: {}",
         path.display()
     );
-    assert_eq!(mode_of(&folder), 0o700);
-    assert_eq!(mode_of(&path), 0o600);
+    assert_eq!(file_mode(&folder), 0o700);
+    assert_eq!(file_mode(&path), 0o600);
     let saved = std::fs::read_to_string(&path).unwrap();
     assert!(!saved.contains(MCP_KEY), "the key reached the disk");
     assert!(saved.starts_with("HEAD[redacted]"), "{}", &saved[..40]);
@@ -334,6 +316,32 @@ fn cpu_ticks(pid: i32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
+/// An expired Anthropic login in `workspace` and a stale `auth.json.lock` of `lock_kind` ("file"
+/// or "non-empty folder", untouched for an hour) that pi's lock cannot take over; the setup
+/// refreshes at `tokens`.
+fn stale_lock_and_expired_login(
+    workspace: &Workspace,
+    lock_kind: &str,
+    provider: &FakeProvider,
+    tokens: &FakeProvider,
+) -> Setup {
+    expired_anthropic_login(workspace, "refresh-1");
+    let lock = workspace.agent_dir().join("auth.json.lock");
+    if lock_kind == "file" {
+        std::fs::write(&lock, "x").unwrap();
+    } else {
+        std::fs::create_dir(&lock).unwrap();
+        std::fs::write(lock.join("junk"), "x").unwrap();
+    }
+    let status = std::process::Command::new("touch")
+        .args(["-d", "1 hour ago"])
+        .arg(&lock)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    oauth_setup(provider, tokens)
+}
+
 /// An expired subscription login and a stale `auth.json.lock` that pi's lock cannot take over
 /// (a file, then a non-empty folder, both untouched for an hour): the prompt's refresh waits on
 /// a worker, bounded and without spinning, while the agent answers commands; `abort` ends the
@@ -345,33 +353,7 @@ fn a_stale_auth_lock_with_an_expired_login_never_stalls_the_agent() {
         let tokens = FakeProvider::start_auth_server(vec![]);
         let provider = FakeProvider::start(vec![]);
         let workspace = Workspace::new();
-        let agent_dir = workspace.agent_dir();
-        std::fs::write(
-            agent_dir.join("auth.json"),
-            json!({"anthropic": {"type": "oauth", "refresh": "refresh-1",
-                "access": "sk-ant-oat01-old", "expires": 1000}})
-            .to_string(),
-        )
-        .unwrap();
-        let lock = agent_dir.join("auth.json.lock");
-        if lock_kind == "file" {
-            std::fs::write(&lock, "x").unwrap();
-        } else {
-            std::fs::create_dir(&lock).unwrap();
-            std::fs::write(lock.join("junk"), "x").unwrap();
-        }
-        let status = std::process::Command::new("touch")
-            .args(["-d", "1 hour ago"])
-            .arg(&lock)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let setup = Setup::new(&provider, "anthropic", "claude-sonnet-4-5")
-            .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
-            .env(
-                "PI_OAUTH_ANTHROPIC_TOKEN_URL",
-                &format!("{}/token", tokens.base_url()),
-            );
+        let setup = stale_lock_and_expired_login(&workspace, lock_kind, &provider, &tokens);
         let mut pi = Pi::spawn_in(&workspace, &setup);
         pi.send(json!({"id": "p1", "type": "prompt", "message": "hi"}));
         std::thread::sleep(std::time::Duration::from_millis(300));
@@ -412,6 +394,43 @@ fn a_stale_auth_lock_with_an_expired_login_never_stalls_the_agent() {
             "{lock_kind}: {status:?}"
         );
     }
+}
+
+/// The same stale lock when a `compact` command needs the login: the refresh waits on a worker,
+/// so `get_state` is answered meanwhile and `abort` ends the compaction at once (the command
+/// fails as cancelled, `compaction_end` says aborted). Before, the compaction refreshed on the
+/// agent thread, deaf to both for up to 30 s.
+#[test]
+fn a_compaction_waiting_for_a_login_refresh_is_aborted_at_once() {
+    let tokens = FakeProvider::start_auth_server(vec![]);
+    let provider = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let setup = stale_lock_and_expired_login(&workspace, "non-empty folder", &provider, &tokens);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "c1", "type": "compact"}));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    pi.send(json!({"id": "s1", "type": "get_state"}));
+    let soon = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let seen = pi.recv_until(|r| r["id"] == "s1", soon);
+    assert!(
+        seen.last().is_some_and(|r| r["id"] == "s1"),
+        "get_state unanswered while the compaction waits for the login"
+    );
+    pi.send(json!({"id": "a1", "type": "abort"}));
+    let soon = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let seen = pi.recv_until(|r| r["id"] == "c1", soon);
+    let response = seen.last().cloned().unwrap_or_default();
+    assert_eq!(response["id"], "c1", "abort did not end the compaction");
+    assert_eq!(response["success"], false, "{response}");
+    let end = pi
+        .records()
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(end["aborted"], true, "{end}");
+    assert!(tokens.requests().is_empty(), "no refresh without the lock");
+    pi.close_and_wait();
 }
 
 // ---- item 7: redaction misses ------------------------------------------------------------------
@@ -561,7 +580,7 @@ fn mcp_duplicate_tools_are_dropped_and_mcp_log_is_private_and_redacted() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains(MCP_KEY), "{text}");
     assert!(text.contains("echoing [redacted]"), "{text}");
-    assert_eq!(mode_of(&log), 0o600);
+    assert_eq!(file_mode(&log), 0o600);
 }
 
 // ---- item 15: OAuth refresh answers never leak tokens -----------------------------------------
@@ -910,11 +929,10 @@ fn a_restarted_mcp_server_runs_in_the_sandbox() {
         starts.display(),
         crate::fake_provider::fixture_path("mcp/fake_server.py").display()
     );
-    std::fs::write(
-        workspace.agent_dir().join("mcp.json"),
-        json!({"mcpServers": {"fake": {"command": "sh", "args": ["-c", script]}}}).to_string(),
-    )
-    .unwrap();
+    write_mcp_json(
+        &workspace,
+        json!({"fake": {"command": "sh", "args": ["-c", script]}}),
+    );
     let fake = FakeProvider::start(vec![
         Reply::sse(
             sse::AnthropicStream::new()
@@ -1018,4 +1036,268 @@ fn sandboxed_file_tools_cannot_write_the_workspace_pi_configuration() {
     assert!(!workspace.cwd().join(".pi/extensions/x.sh").exists());
     assert_eq!(tool_end(&pi, "w3")["isError"], false);
     assert!(workspace.cwd().join("notes.txt").exists());
+}
+
+// ---- item 2: the shell cannot write the workspace's own pi configuration ---------------------
+
+/// Whether this system lets a process make a mount namespace of its own, the way pi-rs's
+/// sandboxed children do (root directly, anyone else through a user namespace): tried in a
+/// forked child of the test.
+fn namespaces_allowed() -> bool {
+    // SAFETY: the child only calls unshare and _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = unsafe { libc::unshare(libc::CLONE_NEWNS) } == 0
+            || unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } == 0;
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+/// Every way the model's shell might plant code that a trusted project's next start runs outside
+/// the sandbox, then the controls: other workspace files, new folders, the temp folder.
+const PLANT: &str = "mkdir -p .pi/extensions; echo 'touch PWNED' > .pi/extensions/x.sh; echo a=$?
+echo '{}' > .pi/mcp.json; echo b=$?
+mkdir -p .agents/skills/x; echo c=$?
+echo x >> .agents/kept.md; echo d=$?
+mv .pi .x; echo e=$?
+rmdir .pi; echo f=$?
+mv .agents .y; echo g=$?
+ln .agents/kept.md hard; echo h=$?
+(sh -c 'sleep 0; echo z > .pi/late.json'); echo i=$?
+echo fine > notes.txt; echo k=$?
+mkdir -p src/deep && echo y > src/deep/f.rs; echo l=$?
+echo t > \"$TMPDIR/t.txt\"; echo m=$?
+";
+
+/// Under `workspace-write`, the model's shell (and what it starts) cannot create or change the
+/// workspace's `.pi/` and `.agents/`, whether they existed or not, nor rename them away or
+/// hard-link out of them; the write tool is refused too. Writes elsewhere in the workspace and
+/// in the temp folder still work. Where this system allows no mount namespace, pi-rs refuses to
+/// start the shell and says why instead.
+#[test]
+fn a_sandboxed_shell_cannot_write_the_workspace_pi_configuration() {
+    let workspace = Workspace::new();
+    let cwd = workspace.cwd();
+    // `.agents` exists with a file; `.pi` does not.
+    std::fs::create_dir_all(cwd.join(".agents")).unwrap();
+    std::fs::write(cwd.join(".agents/kept.md"), "kept\n").unwrap();
+    let temp = workspace.root().join("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let fake = FakeProvider::start(tool_calls_replies(&[
+        ("b1", "bash", json!({ "command": PLANT })),
+        (
+            "w1",
+            "write",
+            json!({"path": ".pi/extensions/y.sh", "content": "touch PWNED\n"}),
+        ),
+    ]));
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("TMPDIR", &temp.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let state = pi.command("s1", "get_state", json!({}));
+    let layer = state["data"]["sandbox"]["layers"]["mountNamespace"].clone();
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "b1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let write = tool_end(&pi, "w1");
+    assert_eq!(write["isError"], true, "{write}");
+    assert!(!cwd.join(".pi/extensions/y.sh").exists());
+    if !namespaces_allowed() {
+        assert_eq!(tool_end(&pi, "b1")["isError"], true, "{text}");
+        assert!(
+            text.contains(
+                "blocked by the sandbox: keeping the workspace's .pi/ and .agents/ read-only"
+            ),
+            "{text}"
+        );
+        assert!(!cwd.join("notes.txt").exists());
+        assert_eq!(layer, json!([]), "{state}");
+        return;
+    }
+    assert_eq!(
+        layer,
+        json!(["the workspace's .pi/ and .agents/ (children)"]),
+        "{state}"
+    );
+    for refused in ["a", "b", "c", "d", "e", "f", "g", "h", "i"] {
+        assert!(
+            !text.lines().any(|l| l == format!("{refused}=0")),
+            "{refused}: {text}"
+        );
+    }
+    for works in ["k", "l", "m"] {
+        assert!(
+            text.lines().any(|l| l == format!("{works}=0")),
+            "{works}: {text}"
+        );
+    }
+    assert!(text.contains("Read-only file system"), "{text}");
+    assert!(!cwd.join(".pi/extensions").exists(), "{text}");
+    assert!(!cwd.join(".pi/mcp.json").exists());
+    assert!(!cwd.join(".pi/late.json").exists());
+    assert!(!cwd.join(".agents/skills").exists());
+    assert!(!cwd.join("hard").exists());
+    assert!(!cwd.join(".x").exists() && !cwd.join(".y").exists());
+    assert_eq!(
+        std::fs::read_to_string(cwd.join(".agents/kept.md")).unwrap(),
+        "kept\n"
+    );
+    // The missing `.pi` was made an empty folder.
+    assert!(cwd.join(".pi").is_dir());
+    assert!(cwd.join("notes.txt").exists(), "{text}");
+    assert!(cwd.join("src/deep/f.rs").exists());
+    assert!(temp.join("t.txt").exists());
+}
+
+/// Where the system allows no mount namespace (forced here with `PI_SANDBOX_NO_NAMESPACES`, the
+/// knob README names), the default `onUnsupported: "fail"` refuses the shell with the reason and
+/// `get_state` lists the gap; `warn` runs it (Landlock still confines it) and the workspace
+/// stays writable. Either way the write tool keeps refusing `.pi/`.
+#[test]
+fn without_namespaces_the_shell_is_refused_unless_on_unsupported_is_warn() {
+    for on_unsupported in ["fail", "warn"] {
+        let workspace = Workspace::new();
+        let fake = FakeProvider::start(tool_calls_replies(&[
+            (
+                "b1",
+                "bash",
+                json!({"command": "echo fine > notes.txt; echo k=$?"}),
+            ),
+            (
+                "w1",
+                "write",
+                json!({"path": ".pi/mcp.json", "content": "{}"}),
+            ),
+        ]));
+        let setup = Setup::anthropic(&fake)
+            .settings(
+                json!({"sandbox": {"mode": "workspace-write", "onUnsupported": on_unsupported}}),
+            )
+            .env("PI_SANDBOX_NO_NAMESPACES", "1");
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        let state = pi.command("s1", "get_state", json!({}));
+        let gaps = state["data"]["sandbox"]["notEnforced"].to_string();
+        assert!(
+            gaps.contains(".pi/ and .agents/ read-only")
+                && gaps.contains("PI_SANDBOX_NO_NAMESPACES"),
+            "{state}"
+        );
+        assert_eq!(
+            state["data"]["sandbox"]["layers"]["mountNamespace"],
+            json!([])
+        );
+        pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+        pi.wait_for_event("agent_settled");
+        let bash = tool_end(&pi, "b1");
+        let text = bash["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(tool_end(&pi, "w1")["isError"], true);
+        if on_unsupported == "fail" {
+            assert_eq!(bash["isError"], true, "{bash}");
+            assert!(text.starts_with("blocked by the sandbox: keeping the workspace's .pi/ and .agents/ read-only for the shell needs a mount namespace"), "{text}");
+            assert!(
+                text.ends_with("(sandbox.onUnsupported is \"fail\")"),
+                "{text}"
+            );
+            assert!(!workspace.cwd().join("notes.txt").exists());
+        } else {
+            assert!(text.contains("k=0"), "{text}");
+            assert!(workspace.cwd().join("notes.txt").exists());
+        }
+    }
+}
+
+/// The workspace inside a wider writable root (here the temp folder; the agent dir and home are
+/// elsewhere so nothing denied sits in it): the model's shell cannot rename the workspace away
+/// to make a fresh one with its own `.pi/` (`mv ws ws2; mkdir -p ws/.pi`), because pi-rs binds
+/// the workspace onto itself and a mount point cannot be renamed. The control: in the same
+/// wider root, a folder of the model's own renames.
+#[test]
+fn a_sandboxed_shell_cannot_rename_the_workspace_away() {
+    let workspace = Workspace::new();
+    let outside = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hardening-outside-{}", std::process::id()));
+    let agent = outside.join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::create_dir_all(outside.join("home")).unwrap();
+    std::fs::remove_dir(workspace.agent_dir()).unwrap();
+    std::os::unix::fs::symlink(&agent, workspace.agent_dir()).unwrap();
+    let command = "cd .. && mkdir mine && mv mine mine2; echo n=$?
+mv work work.moved; echo j=$?
+mkdir -p work/.pi/extensions 2>/dev/null && echo planted > work/.pi/extensions/x.sh; echo p=$?";
+    let fake = FakeProvider::start(tool_calls_replies(&[(
+        "b1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}))
+        .env("TMPDIR", &workspace.root().to_string_lossy())
+        .env("HOME", &outside.join("home").to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let text = tool_end(&pi, "b1")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let _ = std::fs::remove_dir_all(&outside);
+    if !namespaces_allowed() {
+        assert!(text.contains("needs a mount namespace"), "{text}");
+        return;
+    }
+    assert!(text.contains("n=0"), "the wider root is writable: {text}");
+    assert!(text.contains("Device or resource busy"), "{text}");
+    assert!(!text.contains("j=0"), "{text}");
+    assert!(!workspace.root().join("work.moved").exists(), "{text}");
+    assert!(!workspace.cwd().join(".pi/extensions").exists(), "{text}");
+}
+
+/// A workspace whose `.pi` is a symbolic link (to `config/pi` in the workspace): a mount would
+/// land on the target and the link itself could be swapped, so the sandboxed shell is refused
+/// with the reason, and the write tool refuses the link's target as pi's own configuration.
+#[test]
+fn a_symlinked_pi_folder_refuses_the_sandboxed_shell() {
+    let workspace = Workspace::new();
+    let cwd = workspace.cwd();
+    std::fs::create_dir_all(cwd.join("config/pi")).unwrap();
+    std::os::unix::fs::symlink("config/pi", cwd.join(".pi")).unwrap();
+    let fake = FakeProvider::start(tool_calls_replies(&[
+        (
+            "b1",
+            "bash",
+            json!({"command": "echo x > config/pi/mcp.json"}),
+        ),
+        (
+            "w1",
+            "write",
+            json!({"path": "config/pi/mcp.json", "content": "{}"}),
+        ),
+    ]));
+    let setup = Setup::anthropic(&fake).settings(json!({"sandbox": {"mode": "workspace-write"}}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    pi.wait_for_event("agent_settled");
+    let bash = tool_end(&pi, "b1");
+    assert_eq!(bash["isError"], true, "{bash}");
+    let text = bash["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("blocked by the sandbox: ") && text.contains(".pi is a symbolic link"),
+        "{text}"
+    );
+    let write = tool_end(&pi, "w1");
+    assert_eq!(write["isError"], true, "{write}");
+    assert!(!cwd.join("config/pi/mcp.json").exists());
 }

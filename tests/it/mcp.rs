@@ -20,7 +20,7 @@ use crate::scripted_http::{HttpRequest, ScriptedHttp, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
     Pi, Setup, Workspace, is_reference, prerequisite_missing, result_text, tool_result_block,
-    tool_result_block_text, wait_for_file, wait_until_gone,
+    tool_result_block_text, wait_for_file, wait_until_gone, write_mcp_json,
 };
 
 /// pi 1.6.0's `get_commands` entry for its built-in `/mcp`, listed unless `--no-mcp`.
@@ -52,14 +52,6 @@ pub fn everything_server() -> Option<(PathBuf, PathBuf)> {
             None
         }
     }
-}
-
-fn write_mcp_json(workspace: &Workspace, servers: Value) {
-    std::fs::write(
-        workspace.agent_dir().join("mcp.json"),
-        serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap(),
-    )
-    .unwrap();
 }
 
 fn fake_server(workspace: &Workspace, extra: Value) -> (Value, PathBuf) {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::scripted_http::{Answer, HttpRequest, ScriptedHttp, form, json_answer, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
-use crate::support::{Pi, Setup, Workspace, is_reference, result_text};
+use crate::support::{Pi, Setup, Workspace, file_mode, is_reference, result_text};
 
 #[derive(Default)]
 struct State {
@@ -306,11 +306,6 @@ fn store(workspace: &Workspace) -> (Value, String) {
     (serde_json::from_str(&text).unwrap(), text)
 }
 
-fn mode(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
-}
-
 #[test]
 fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer() {
     if is_reference() {
@@ -389,7 +384,10 @@ fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer
     assert_eq!(state["tokens"]["scope"], "mcp.read");
     assert!(state["tokensExpireAt"].as_f64().unwrap() > 0.0);
     assert!(text.ends_with("}\n") && text.contains("\n  \""));
-    assert_eq!(mode(&workspace.agent_dir().join("mcp-auth.json")), 0o600);
+    assert_eq!(
+        file_mode(&workspace.agent_dir().join("mcp-auth.json")),
+        0o600
+    );
     assert!(!workspace.agent_dir().join("mcp-auth.json.lock").exists());
 
     // A session uses the stored token; the tool's echo of it is redacted.

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, end_text, process_alive, tool_ends, tool_reply, tool_script,
+    Pi, Setup, Workspace, end_text, is_root, process_alive, tool_ends, tool_reply, tool_script,
     wait_for_tool_pid, wait_until_gone,
 };
 
@@ -269,11 +269,6 @@ fn denied_paths_are_unreadable_by_tools_and_bash() {
         bash.contains("OPEN-TEXT") && bash.contains("home-listed"),
         "{bash}"
     );
-}
-
-fn is_root() -> bool {
-    // SAFETY: no arguments, no side effects.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Bash tries to read pi-rs's environment and write into its stdout; inside the sandbox both are

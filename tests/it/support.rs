@@ -956,6 +956,31 @@ impl Pi {
     }
 }
 
+/// Whether the tests run as root (some cases differ for root, e.g. capabilities).
+pub fn is_root() -> bool {
+    // SAFETY: no arguments, no side effects.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A file's permission bits (set-id and sticky included).
+pub fn file_mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Writes the agent dir's `mcp.json` with these `mcpServers`.
+pub fn write_mcp_json(workspace: &Workspace, servers: Value) {
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap(),
+    )
+    .unwrap();
+}
+
 /// Whether `pid` is a live process (a zombie counts as dead: it only waits to be reaped).
 pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

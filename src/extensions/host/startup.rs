@@ -76,10 +76,10 @@ pub(super) fn spawn_extension(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    crate::child::isolate(&mut command, crate::child::Origin::Agent);
     if let Some(policy) = sandbox {
         crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
     }
+    crate::child::isolate(&mut command, crate::child::Origin::Agent);
     let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
     let pgid = child.id() as i32;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
