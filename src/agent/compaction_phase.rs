@@ -167,6 +167,14 @@ impl Agent {
                 draft.set_usage(usage);
                 None
             }
+            StreamEvent::PricedUsage(usage) => {
+                draft.set_priced_usage(usage);
+                None
+            }
+            StreamEvent::RawStopReason(reason) => {
+                draft.set_raw_stop_reason(reason);
+                None
+            }
             StreamEvent::Done {
                 stop_reason,
                 error_message,

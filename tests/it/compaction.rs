@@ -229,6 +229,8 @@ fn assert_result_shape(result: &Value, tokens_before: &Value) {
             "cacheWrite",
             "totalTokens",
             "cost",
+            // pi 1.6.0: Anthropic's one-hour cache writes, after the cost.
+            "cacheWrite1h",
         ],
     );
     assert_eq!(result["usage"]["input"], 100, "the summary call's usage");
