@@ -274,6 +274,14 @@ pub struct Cost {
     pub cache_write: f64,
     #[serde(default, serialize_with = "js_number")]
     pub total: f64,
+    /// pi 1.6.0: `false` when `total` is the catalog estimate (every priced usage), `true` when
+    /// it is what the provider billed (OpenRouter); absent when nothing priced it.
+    #[serde(
+        rename = "totalFromProvider",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub total_from_provider: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -286,10 +294,20 @@ pub struct Usage {
     pub cache_read: u64,
     #[serde(rename = "cacheWrite", default)]
     pub cache_write: u64,
+    /// Reasoning tokens, a part of `output`, where the API reports them (pi 1.6.0).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reasoning: Option<u64>,
     #[serde(rename = "totalTokens", default)]
     pub total_tokens: u64,
     #[serde(default)]
     pub cost: Cost,
+    /// The part of `cacheWrite` written with one-hour retention (pi 1.6.0; Anthropic, Bedrock).
+    #[serde(
+        rename = "cacheWrite1h",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub cache_write_1h: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -315,12 +333,33 @@ pub struct AssistantMessage {
         default
     )]
     pub response_model: Option<String>,
+    /// The stop reason as the provider worded it (pi 1.6.0).
+    #[serde(
+        rename = "rawStopReason",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub raw_stop_reason: Option<String>,
     #[serde(
         rename = "errorMessage",
         skip_serializing_if = "Option::is_none",
         default
     )]
     pub error_message: Option<String>,
+    /// Milliseconds from the request to the reply's end (pi 1.6.0), on finished replies only.
+    #[serde(
+        rename = "durationMs",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub duration_ms: Option<u64>,
+    /// The thinking level the request asked for (pi 1.6.0), on finished replies only.
+    #[serde(
+        rename = "thinkingLevel",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub thinking_level: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -338,7 +377,10 @@ impl AssistantMessage {
             timestamp: now_ms(),
             response_id: None,
             response_model: None,
+            raw_stop_reason: None,
             error_message: None,
+            duration_ms: None,
+            thinking_level: None,
             extra: Map::new(),
         }
     }
@@ -355,7 +397,10 @@ impl AssistantMessage {
             timestamp: self.timestamp,
             response_id: self.response_id.clone(),
             response_model: self.response_model.clone(),
+            raw_stop_reason: self.raw_stop_reason.clone(),
             error_message: self.error_message.clone(),
+            duration_ms: self.duration_ms,
+            thinking_level: self.thinking_level.clone(),
             extra: self.extra.clone(),
         }
     }

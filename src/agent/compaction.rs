@@ -728,8 +728,22 @@ impl CompactionResult {
 
 /// The combined usage of several calls (counters and costs added).
 pub fn sum_usage(usages: &[Usage]) -> Usage {
+    // One call's usage is reported as it came (pi 1.6.0); a sum keeps the optional splits when
+    // any part has them, and is the provider's bill only when every part is.
+    if let [one] = usages {
+        return one.clone();
+    }
+    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
     let mut sum = Usage::default();
-    for u in usages {
+    for (n, u) in usages.iter().enumerate() {
+        sum.cache_write_1h = add(sum.cache_write_1h, u.cache_write_1h);
+        sum.reasoning = add(sum.reasoning, u.reasoning);
+        let billed = u.cost.total_from_provider == Some(true);
+        sum.cost.total_from_provider =
+            Some(billed && (n == 0 || sum.cost.total_from_provider == Some(true)));
         sum.input += u.input;
         sum.output += u.output;
         sum.cache_read += u.cache_read;

@@ -18,11 +18,12 @@ use crate::rpc::events::{self, Event};
 use crate::session::SessionEntry;
 
 impl Agent {
-    fn compaction_settings(&self) -> CompactionSettings {
-        CompactionSettings {
-            reserve_tokens: self.config.compaction_reserve_tokens(&self.model),
-            keep_recent_tokens: self.config.compaction_keep_recent_tokens(&self.model),
-        }
+    /// Err: pi 1.6.0's text for a bad token setting (the compaction fails with it).
+    fn compaction_settings(&self) -> Result<CompactionSettings, String> {
+        Ok(CompactionSettings {
+            reserve_tokens: self.config.compaction_reserve_tokens(&self.model)?,
+            keep_recent_tokens: self.config.compaction_keep_recent_tokens(&self.model)?,
+        })
     }
 
     /// pi's `_checkCompaction` for the latest reply.
@@ -31,6 +32,14 @@ impl Agent {
         reply: &AssistantMessage,
         include_aborted: bool,
     ) -> Trigger {
+        // A bad token setting fails a compaction when one is asked for; it triggers none.
+        let reserve_tokens = match self.config.compaction_reserve_tokens(&self.model) {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                log::warn!("{e}");
+                return Trigger::Nothing;
+            }
+        };
         let check = |branch: &[&SessionEntry]| {
             TriggerCheck {
                 enabled: self.settings.auto_compaction,
@@ -39,7 +48,7 @@ impl Agent {
                 model: &self.model,
                 messages: &self.messages,
                 branch,
-                reserve_tokens: self.config.compaction_reserve_tokens(&self.model),
+                reserve_tokens,
                 overflow_recovery_attempted: self.runs.overflow_recovery_attempted,
             }
             .decide()
@@ -97,9 +106,11 @@ impl Agent {
         // Either failure to start (no credentials, nothing to compact) ends the compaction the
         // same way: its end event, and a manual one reports the error.
         let started = match self.base_request() {
-            Ok(base) => compaction::prepare(&self.session.branch(), self.compaction_settings())
-                .map(|preparation| (base, preparation))
-                .map_err(|e| e.to_string()),
+            Ok(base) => self.compaction_settings().and_then(|settings| {
+                compaction::prepare(&self.session.branch(), settings)
+                    .map(|preparation| (base, preparation))
+                    .map_err(|e| e.to_string())
+            }),
             Err(()) => Err(self.credentials_error()),
         };
         let (base, preparation) = match started {
@@ -191,6 +202,14 @@ impl Agent {
             }
             StreamEvent::Usage(usage) => {
                 draft.set_usage(usage);
+                None
+            }
+            StreamEvent::PricedUsage(usage) => {
+                draft.set_priced_usage(usage);
+                None
+            }
+            StreamEvent::RawStopReason(reason) => {
+                draft.set_raw_stop_reason(reason);
                 None
             }
             StreamEvent::Done {

@@ -104,8 +104,46 @@ impl Draft {
         }
     }
 
+    /// Prices `usage` from the model's rates; a total the provider billed (OpenRouter) stays.
     pub fn set_usage(&mut self, mut usage: Usage) {
+        let billed = (usage.cost.total_from_provider == Some(true)).then_some(usage.cost.total);
         self.prices.apply_to(&mut usage);
+        if let Some(total) = billed {
+            usage.cost.total = total;
+            usage.cost.total_from_provider = Some(true);
+        }
+        if self.cumulative {
+            // Fields 0.73.1 never sent (the legacy profile leaves them out).
+            usage.reasoning = None;
+            usage.cache_write_1h = None;
+            usage.cost.total_from_provider = None;
+        }
+        self.usage_json = crate::rpc::shared_json(&usage, 128);
+        self.message.usage = usage;
+    }
+
+    /// The stop reason in the provider's words (not in the legacy profile: 0.73.1 had none).
+    pub fn set_raw_stop_reason(&mut self, reason: String) {
+        if !self.cumulative {
+            self.message.raw_stop_reason = Some(reason);
+        }
+    }
+
+    /// pi 1.6.0's closing fields of a reply: how long it took and the thinking level its
+    /// request asked for (not in the legacy profile).
+    pub fn set_timing(
+        &mut self,
+        duration: std::time::Duration,
+        level: crate::config::ThinkingLevel,
+    ) {
+        if !self.cumulative {
+            self.message.duration_ms = Some(duration.as_millis() as u64);
+            self.message.thinking_level = Some(level.as_str().to_string());
+        }
+    }
+
+    /// Usage the provider priced itself, kept as it is.
+    pub fn set_priced_usage(&mut self, usage: Usage) {
         self.usage_json = crate::rpc::shared_json(&usage, 128);
         self.message.usage = usage;
     }

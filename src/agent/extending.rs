@@ -256,6 +256,20 @@ impl Agent {
             .find_map(AgentMessage::as_assistant)
             .map(|a| a.clone_without_content());
         if let Some(reply) = last_reply {
+            // pi 1.6.0 reads the compaction settings before a prompt that follows a reply; a
+            // bad token setting fails the prompt with its text.
+            let bad_setting = self
+                .config
+                .compaction_reserve_tokens(&self.model)
+                .and(self.config.compaction_keep_recent_tokens(&self.model))
+                .err();
+            if let Some(error) = bad_setting {
+                match &from {
+                    PromptFrom::Client(id) => self.respond_error(id.as_ref(), "prompt", &error),
+                    PromptFrom::Extension => log::warn!("{error}"),
+                }
+                return;
+            }
             let reason = match self.compaction_trigger(&reply, true) {
                 compaction::Trigger::Threshold => Some(compaction::CompactionReason::Threshold),
                 compaction::Trigger::Overflow => Some(compaction::CompactionReason::Overflow),

@@ -121,6 +121,8 @@ pub struct Stream {
     pub draft: Draft,
     /// For the idle timeout.
     pub last_event: Instant,
+    /// When the request was sent: the reply's `durationMs` counts from here.
+    pub sent_at: Instant,
     /// An event read ahead while merging deltas, handled next.
     pub lookahead: Option<ProviderEvent>,
 }

@@ -240,6 +240,7 @@ impl Agent {
             events,
             draft: Draft::new(&self.model, self.io.profile),
             last_event: Instant::now(),
+            sent_at: Instant::now(),
             lookahead: None,
         }));
     }
@@ -337,6 +338,14 @@ impl Agent {
                 stream.draft.set_usage(usage);
                 None
             }
+            StreamEvent::PricedUsage(usage) => {
+                stream.draft.set_priced_usage(usage);
+                None
+            }
+            StreamEvent::RawStopReason(reason) => {
+                stream.draft.set_raw_stop_reason(reason);
+                None
+            }
             StreamEvent::Done {
                 stop_reason,
                 error_message,
@@ -370,10 +379,13 @@ impl Agent {
             handle,
             events,
             mut draft,
+            sent_at,
             ..
         } = *stream;
         drop(handle);
         drop(events);
+        // pi 1.6.0 times each finished reply and records the level its request asked for.
+        draft.set_timing(sent_at.elapsed(), self.thinking);
         if !draft.started {
             let start = draft.start_event();
             self.emit(start);

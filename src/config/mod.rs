@@ -879,28 +879,63 @@ impl Config {
         self.settings.get_bool("compaction.enabled").unwrap_or(true)
     }
     /// `compaction.reserveTokens` for `model`: its `compaction.modelOverrides["provider/id"]`
-    /// value first (pi 1.6.0), default 16384.
-    pub fn compaction_reserve_tokens(&self, model: &Model) -> u64 {
-        self.compaction_override(model, "reserveTokens")
-            .or_else(|| self.settings.get_u64("compaction.reserveTokens"))
-            .unwrap_or(16384)
+    /// value first (pi 1.6.0), default 16384. Err: 1.6.0's text for a value that is not a
+    /// non-negative integer (it fails the compaction).
+    pub fn compaction_reserve_tokens(&self, model: &Model) -> Result<u64, String> {
+        self.compaction_tokens(model, "reserveTokens", 16384)
     }
     /// `compaction.keepRecentTokens` for `model`, as [`Config::compaction_reserve_tokens`];
     /// default 20000.
-    pub fn compaction_keep_recent_tokens(&self, model: &Model) -> u64 {
-        self.compaction_override(model, "keepRecentTokens")
-            .or_else(|| self.settings.get_u64("compaction.keepRecentTokens"))
-            .unwrap_or(20000)
+    pub fn compaction_keep_recent_tokens(&self, model: &Model) -> Result<u64, String> {
+        self.compaction_tokens(model, "keepRecentTokens", 20000)
     }
-    /// A model's own compaction token setting; one that is not a non-negative integer is
-    /// ignored (pi 1.6.0 fails the compaction on it), one over 100 M tokens clamped.
-    fn compaction_override(&self, model: &Model, field: &str) -> Option<u64> {
-        self.settings
-            .get("compaction.modelOverrides")?
-            .get(format!("{}/{}", model.provider, model.id))?
-            .get(field)?
-            .as_u64()
-            .map(|tokens| tokens.min(settings::MAX_TOKENS_SETTING))
+    /// A compaction token setting as pi 1.6.0 resolves it: the model's override, else the
+    /// ordinary setting, else `default`; each present value must be a non-negative safe
+    /// integer (and an override entry an object). Values over 100 M tokens are clamped.
+    fn compaction_tokens(&self, model: &Model, field: &str, default: u64) -> Result<u64, String> {
+        fn tokens(value: &serde_json::Value) -> Option<u64> {
+            const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+            let f = value.as_f64()?;
+            (f >= 0.0 && f.fract() == 0.0 && f <= MAX_SAFE_INTEGER).then_some(f as u64)
+        }
+        let invalid = |what: String, value: &serde_json::Value| {
+            format!(
+                "Invalid {what} setting: {}. Expected a non-negative safe integer.",
+                crate::js::js_string(Some(value))
+            )
+        };
+        let ordinary = match self.settings.get(&format!("compaction.{field}")) {
+            None => None,
+            Some(value) => {
+                Some(tokens(value).ok_or_else(|| invalid(format!("compaction.{field}"), value))?)
+            }
+        };
+        let key = format!("{}/{}", model.provider, model.id);
+        let entry = self
+            .settings
+            .get("compaction.modelOverrides")
+            .and_then(|overrides| overrides.get(&key));
+        let over = match entry {
+            None => None,
+            Some(serde_json::Value::Object(entry)) => match entry.get(field) {
+                None => None,
+                Some(value) => Some(tokens(value).ok_or_else(|| {
+                    invalid(
+                        format!("compaction.modelOverrides[\"{key}\"].{field}"),
+                        value,
+                    )
+                })?),
+            },
+            Some(other) => {
+                return Err(format!(
+                    "Invalid compaction.modelOverrides[\"{key}\"] setting: {}. Expected an object.",
+                    crate::js::js_string(Some(other))
+                ));
+            }
+        };
+        Ok(over
+            .or(ordinary)
+            .map_or(default, |t| t.min(settings::MAX_TOKENS_SETTING)))
     }
     pub fn retry_enabled(&self) -> bool {
         self.settings.get_bool("retry.enabled").unwrap_or(true)

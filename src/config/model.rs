@@ -58,9 +58,14 @@ impl ModelCost {
         usage.cost.input = input / 1e6 * usage.input as f64;
         usage.cost.output = output / 1e6 * usage.output as f64;
         usage.cost.cache_read = cache_read / 1e6 * usage.cache_read as f64;
-        usage.cost.cache_write = cache_write / 1e6 * usage.cache_write as f64;
+        // One-hour cache writes cost twice the input price (pi 1.6.0, Anthropic's rule).
+        let long_write = usage.cache_write_1h.unwrap_or(0).min(usage.cache_write);
+        let short_write = usage.cache_write - long_write;
+        usage.cost.cache_write =
+            (cache_write * short_write as f64 + input * 2.0 * long_write as f64) / 1e6;
         usage.cost.total =
             usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
+        usage.cost.total_from_provider = Some(false);
     }
 }
 

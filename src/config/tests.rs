@@ -204,11 +204,35 @@ fn compaction_model_overrides() {
         id: id.into(),
         ..Model::placeholder()
     };
-    assert_eq!(c.compaction_reserve_tokens(&model("big.1")), 50000);
-    assert_eq!(c.compaction_keep_recent_tokens(&model("big.1")), 7);
-    assert_eq!(c.compaction_reserve_tokens(&model("bad")), 1000);
-    assert_eq!(c.compaction_keep_recent_tokens(&model("bad")), 20000);
-    assert_eq!(c.compaction_reserve_tokens(&model("other")), 1000);
+    assert_eq!(c.compaction_reserve_tokens(&model("big.1")), Ok(50000));
+    assert_eq!(c.compaction_keep_recent_tokens(&model("big.1")), Ok(7));
+    // pi 1.6.0 fails the compaction on a value that is not a non-negative integer.
+    assert_eq!(
+        c.compaction_reserve_tokens(&model("bad")),
+        Err("Invalid compaction.modelOverrides[\"p/bad\"].reserveTokens setting: -1. Expected a non-negative safe integer.".into())
+    );
+    assert_eq!(
+        c.compaction_keep_recent_tokens(&model("bad")),
+        Err("Invalid compaction.modelOverrides[\"p/bad\"].keepRecentTokens setting: x. Expected a non-negative safe integer.".into())
+    );
+    assert_eq!(c.compaction_reserve_tokens(&model("other")), Ok(1000));
+    dir.write(
+        "settings.json",
+        r#"{"compaction": {"keepRecentTokens": 2.5, "modelOverrides": {"p/list": [1, 2]}}}"#,
+    );
+    let c = load(&dir, &[]);
+    assert_eq!(
+        c.compaction_reserve_tokens(&model("list")),
+        Err(
+            "Invalid compaction.modelOverrides[\"p/list\"] setting: 1,2. Expected an object."
+                .into()
+        )
+    );
+    assert_eq!(
+        c.compaction_keep_recent_tokens(&model("other")),
+        Err("Invalid compaction.keepRecentTokens setting: 2.5. Expected a non-negative safe integer.".into())
+    );
+    assert_eq!(c.compaction_reserve_tokens(&model("other")), Ok(16384));
 }
 
 #[test]
@@ -235,8 +259,8 @@ fn settings_getters_and_setters() {
     let model = c.available_models().into_iter().next();
     let placeholder = crate::config::Model::placeholder();
     let model = model.as_ref().unwrap_or(&placeholder);
-    assert_eq!(c.compaction_reserve_tokens(model), 999);
-    assert_eq!(c.compaction_keep_recent_tokens(model), 100);
+    assert_eq!(c.compaction_reserve_tokens(model), Ok(999));
+    assert_eq!(c.compaction_keep_recent_tokens(model), Ok(100));
     assert!(c.compaction_enabled());
     assert_eq!(c.default_thinking_level(), Some(ThinkingLevel::High));
     assert_eq!(c.session_dir(), Some(PathBuf::from("/home/u/sessions")));

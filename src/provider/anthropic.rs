@@ -453,13 +453,22 @@ fn tool_result_content(content: &[ContentBlock]) -> Value {
     Value::Array(blocks)
 }
 
-/// Maps Anthropic stop reasons; `Err` carries pi's message for a reason it does not know.
-fn map_stop_reason(reason: &str) -> Result<StopReason, String> {
+/// Maps Anthropic stop reasons, with pi 1.6.0's error text for the error stops; `Err` carries
+/// pi's message for a reason it does not know.
+fn map_stop_reason(reason: &str, details: &Value) -> Result<(StopReason, Option<String>), String> {
     match reason {
-        "end_turn" | "pause_turn" | "stop_sequence" => Ok(StopReason::Stop),
-        "max_tokens" => Ok(StopReason::Length),
-        "tool_use" => Ok(StopReason::ToolUse),
-        "refusal" | "sensitive" => Ok(StopReason::Error),
+        "end_turn" | "pause_turn" | "stop_sequence" => Ok((StopReason::Stop, None)),
+        "max_tokens" => Ok((StopReason::Length, None)),
+        "tool_use" => Ok((StopReason::ToolUse, None)),
+        "refusal" => {
+            let explanation = details["explanation"].as_str().filter(|e| !e.is_empty());
+            let text = explanation.unwrap_or("The model refused to complete the request");
+            Ok((StopReason::Error, Some(text.to_string())))
+        }
+        "sensitive" => Ok((
+            StopReason::Error,
+            Some("Provider stopped with: sensitive".to_string()),
+        )),
         other => Err(format!("Unhandled stop reason: {other}")),
     }
 }
@@ -477,6 +486,8 @@ pub struct Decoder {
     open: OpenBlocks<OpenKind>,
     usage: Usage,
     stop_reason: StopReason,
+    /// The error text of an error stop (`refusal`, `sensitive`).
+    stop_message: Option<String>,
     saw_message_start: bool,
     /// OAuth requests rename tools to Claude Code casing; names coming back are mapped to ours.
     oauth_tool_names: Option<Vec<String>>,
@@ -488,6 +499,7 @@ impl Decoder {
             open: OpenBlocks::new(),
             usage: Usage::default(),
             stop_reason: StopReason::Stop,
+            stop_message: None,
             saw_message_start: false,
             oauth_tool_names: is_oauth_token(&request.api_key)
                 .then(|| request.tools.iter().map(|t| t.name.clone()).collect()),
@@ -597,6 +609,11 @@ impl WireDecoder for Decoder {
                 self.usage.output = usage["output_tokens"].as_u64().unwrap_or(0);
                 self.usage.cache_read = usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
                 self.usage.cache_write = usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_write_1h = Some(
+                    usage["cache_creation"]["ephemeral_1h_input_tokens"]
+                        .as_u64()
+                        .unwrap_or(0),
+                );
                 self.push_usage(out);
             }
             "content_block_start" => self.block_start(&event, out),
@@ -614,8 +631,14 @@ impl WireDecoder for Decoder {
             }
             "message_delta" => {
                 if let Some(reason) = event["delta"]["stop_reason"].as_str() {
-                    match map_stop_reason(reason) {
-                        Ok(stop) => self.stop_reason = stop,
+                    out.raw_stop_reason(reason);
+                    match map_stop_reason(reason, &event["delta"]["stop_details"]) {
+                        Ok((stop, message)) => {
+                            self.stop_reason = stop;
+                            if message.is_some() {
+                                self.stop_message = message;
+                            }
+                        }
                         Err(message) => {
                             out.fail(message);
                             return;
@@ -636,9 +659,19 @@ impl WireDecoder for Decoder {
                 if let Some(v) = usage["cache_creation_input_tokens"].as_u64() {
                     self.usage.cache_write = v;
                 }
+                // Proxies (Vercel AI Gateway) repeat the one-hour split here.
+                if let Some(v) = usage["cache_creation"]["ephemeral_1h_input_tokens"].as_u64() {
+                    self.usage.cache_write_1h = Some(v);
+                }
+                if let Some(v) = usage["output_tokens_details"]["thinking_tokens"].as_u64() {
+                    self.usage.reasoning = Some(v);
+                }
                 self.push_usage(out);
             }
-            "message_stop" => out.done(self.stop_reason),
+            "message_stop" => match self.stop_message.take() {
+                Some(message) => out.done_with_message(self.stop_reason, Some(message)),
+                None => out.done(self.stop_reason),
+            },
             _ => {}
         }
     }
@@ -661,7 +694,9 @@ impl WireDecoder for Decoder {
 
 #[cfg(test)]
 mod tests {
-    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
+    use super::super::decode::{
+        assert_every_split_decodes_the_same, decode_in_parts, raw_stop_reasons,
+    };
     use super::super::test_support::{assistant, header, model, request, tool_result, user};
     use super::super::types::{ProviderError, StreamEvent};
     use super::*;
@@ -922,6 +957,8 @@ data: {\"type\":\"message_stop\"}
             cache_read,
             cache_write,
             total_tokens: input + output + cache_read + cache_write,
+            // message_start reports the one-hour split, 0 when absent.
+            cache_write_1h: Some(0),
             ..Usage::default()
         })
     }
@@ -1044,8 +1081,12 @@ data: {\"type\":\"message_stop\"}
             events.last(),
             Some(&StreamEvent::Done {
                 stop_reason: StopReason::Error,
-                error_message: Some("An unknown error occurred".into())
+                error_message: Some("The model refused to complete the request".into())
             })
+        );
+        assert_eq!(
+            raw_stop_reasons(Decoder::new(&r), &body),
+            ["refusal".to_string()]
         );
 
         let body = format!(

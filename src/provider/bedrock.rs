@@ -691,6 +691,9 @@ impl Decoder {
                 }
             }
             "messageStop" => {
+                if let Some(raw) = event["stopReason"].as_str() {
+                    out.raw_stop_reason(raw);
+                }
                 self.stop_reason =
                     Some(map_stop_reason(event["stopReason"].as_str().unwrap_or("")));
             }
@@ -709,6 +712,14 @@ impl Decoder {
                         cache_read: count("cacheReadInputTokens"),
                         cache_write: count("cacheWriteInputTokens"),
                         total_tokens: total,
+                        // The one-hour part of the writes, when the details are there.
+                        cache_write_1h: usage["cacheDetails"].as_array().map(|details| {
+                            details
+                                .iter()
+                                .filter(|d| d["ttl"] == "1h")
+                                .map(|d| d["inputTokens"].as_u64().unwrap_or(0))
+                                .sum()
+                        }),
                         ..Usage::default()
                     });
                 }

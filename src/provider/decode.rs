@@ -93,6 +93,16 @@ impl Emitter {
         self.events.push(StreamEvent::Usage(usage));
     }
 
+    /// Usage whose cost the provider computed: the agent keeps it unpriced.
+    pub fn priced_usage(&mut self, usage: Usage) {
+        self.events.push(StreamEvent::PricedUsage(usage));
+    }
+
+    /// The provider's own word for why the reply stopped (kept as `rawStopReason`).
+    pub fn raw_stop_reason(&mut self, reason: impl Into<String>) {
+        self.events.push(StreamEvent::RawStopReason(reason.into()));
+    }
+
     /// The stream finished; an error stop carries pi's unknown-error text.
     pub fn done(&mut self, stop_reason: StopReason) {
         let error_message =
@@ -384,7 +394,7 @@ impl Decoder {
 }
 
 /// Test helper: the body pushed in the given pieces, then its end — what the provider thread does
-/// with a body, without HTTP.
+/// with a body, without HTTP. `RawStopReason` events are left out (`raw_stop_reasons` has them).
 #[cfg(test)]
 pub(crate) fn decode_in_parts(
     wire: impl WireDecoder + 'static,
@@ -396,7 +406,23 @@ pub(crate) fn decode_in_parts(
         out.extend(decoder.feed(part));
     }
     out.extend(decoder.finish("text/event-stream"));
+    out.retain(|e| !matches!(e, StreamEvent::RawStopReason(_)));
     out
+}
+
+/// Test helper: the raw stop reasons a whole body reports, in order.
+#[cfg(test)]
+pub(crate) fn raw_stop_reasons(wire: impl WireDecoder + 'static, body: &str) -> Vec<String> {
+    let mut decoder = Decoder::new(wire);
+    let mut events = decoder.feed(body.as_bytes());
+    events.extend(decoder.finish("text/event-stream"));
+    events
+        .into_iter()
+        .filter_map(|e| match e {
+            StreamEvent::RawStopReason(r) => Some(r),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Test helper: the body decoded whole, then split at every byte offset; all must agree.

@@ -478,6 +478,8 @@ pub struct Decoder {
     text: TextRun,
     tool_call_ids: Vec<String>,
     stop_reason: StopReason,
+    /// The last `finishReason`, as Gemini worded it.
+    raw_stop_reason: Option<String>,
 }
 
 impl Decoder {
@@ -486,6 +488,7 @@ impl Decoder {
             text: TextRun::default(),
             tool_call_ids: Vec::new(),
             stop_reason: StopReason::Stop,
+            raw_stop_reason: None,
         }
     }
 
@@ -509,6 +512,8 @@ impl Decoder {
             }
         }
         if let Some(reason) = candidate["finishReason"].as_str().filter(|r| !r.is_empty()) {
+            out.raw_stop_reason(reason);
+            self.raw_stop_reason = Some(reason.to_string());
             match map_finish_reason(reason) {
                 Ok(stop) => {
                     self.stop_reason = if self.tool_call_ids.is_empty() {
@@ -531,6 +536,7 @@ impl Decoder {
                     + token_count(&usage["thoughtsTokenCount"]),
                 cache_read: cached,
                 cache_write: 0,
+                reasoning: Some(token_count(&usage["thoughtsTokenCount"])),
                 total_tokens: token_count(&usage["totalTokenCount"]),
                 ..Usage::default()
             });
@@ -585,7 +591,14 @@ impl WireDecoder for Decoder {
     /// End of body: the open block closes and the reply ends with the last finish reason.
     fn on_eof(&mut self, out: &mut Emitter) {
         self.text.close(out);
-        out.done(self.stop_reason);
+        match (self.stop_reason, &self.raw_stop_reason) {
+            // pi 1.6.0 names the provider's reason for an error stop.
+            (StopReason::Error, Some(raw)) => out.done_with_message(
+                StopReason::Error,
+                Some(format!("Provider stopped with: {raw}")),
+            ),
+            (stop, _) => out.done(stop),
+        }
     }
 
     fn http_error_message(&self, status: u16, body: &str) -> String {
@@ -595,7 +608,9 @@ impl WireDecoder for Decoder {
 
 #[cfg(test)]
 mod tests {
-    use super::super::decode::{assert_every_split_decodes_the_same, decode_in_parts};
+    use super::super::decode::{
+        assert_every_split_decodes_the_same, decode_in_parts, raw_stop_reasons,
+    };
     use super::super::test_support::{model, request, user};
     use super::super::types::{ProviderError, StreamEvent};
     use super::*;
@@ -773,6 +788,7 @@ mod tests {
             StreamEvent::Usage(Usage {
                 input: 1843,
                 output: 57,
+                reasoning: Some(57),
                 total_tokens: total,
                 ..Usage::default()
             })
@@ -808,6 +824,7 @@ mod tests {
                     input: 819,
                     output: 66,
                     cache_read: 1024,
+                    reasoning: Some(57),
                     total_tokens: 1909,
                     ..Usage::default()
                 }),
@@ -866,6 +883,7 @@ mod tests {
                 delta(0, "Checking both."),
                 StreamEvent::Usage(Usage {
                     input: 3000,
+                    reasoning: Some(0),
                     total_tokens: 3004,
                     ..Usage::default()
                 }),
@@ -888,6 +906,7 @@ mod tests {
                 StreamEvent::Usage(Usage {
                     input: 3000,
                     output: 30,
+                    reasoning: Some(0),
                     total_tokens: 3030,
                     ..Usage::default()
                 }),
@@ -933,8 +952,15 @@ mod tests {
             events.last(),
             Some(&StreamEvent::Done {
                 stop_reason: StopReason::Error,
-                error_message: Some("An unknown error occurred".into())
+                error_message: Some("Provider stopped with: SAFETY".into())
             })
+        );
+        assert_eq!(
+            raw_stop_reasons(
+                Decoder::new(&request(google_model("gemini-2.5-flash"), vec![])),
+                include_str!("../../fixtures/google/safety.sse")
+            ),
+            ["SAFETY".to_string()]
         );
         assert!(events.contains(&delta(0, "I can")));
         let finish = |reason: &str| {

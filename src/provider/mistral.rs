@@ -339,6 +339,9 @@ impl Decoder {
             return;
         };
         if let Some(reason) = choice["finish_reason"].as_str() {
+            if !reason.is_empty() {
+                out.raw_stop_reason(reason);
+            }
             self.stop_reason = match reason {
                 "length" | "model_length" => StopReason::Length,
                 "tool_calls" => StopReason::ToolUse,

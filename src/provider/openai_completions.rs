@@ -719,34 +719,67 @@ fn mark_last_text(message: &mut Value, cache_control: &Value) -> bool {
     false
 }
 
-/// pi-ai `parseChunkUsage`: cached tokens split into reads and writes, input without them.
-fn parse_usage(raw: &Value) -> Usage {
+/// pi 1.6.0's `parseChunkUsage`: `cached_tokens` (else DeepSeek's `prompt_cache_hit_tokens`,
+/// else Kimi's top-level `cached_tokens`) are cache reads, `cache_write_tokens` a separate count,
+/// input what is left; reasoning tokens as reported (0 when not). From OpenRouter, the billed
+/// cost rides along as the total (`totalFromProvider`; the agent prices the rest).
+fn parse_usage(raw: &Value, openrouter: bool) -> Usage {
     let number = token_count;
     let prompt = number(&raw["prompt_tokens"]);
     let details = &raw["prompt_tokens_details"];
     // `??`: only a missing/null value falls through to the next source.
-    let reported_cached = if !details["cached_tokens"].is_null() {
-        number(&details["cached_tokens"])
-    } else {
-        number(&raw["prompt_cache_hit_tokens"])
-    };
+    let cache_read = [
+        &details["cached_tokens"],
+        &raw["prompt_cache_hit_tokens"],
+        &raw["cached_tokens"],
+    ]
+    .into_iter()
+    .find(|v| !v.is_null())
+    .map(number)
+    .unwrap_or(0);
     let cache_write = number(&details["cache_write_tokens"]);
-    let cache_read = if cache_write > 0 {
-        reported_cached.saturating_sub(cache_write)
-    } else {
-        reported_cached
-    };
     let input = prompt
         .saturating_sub(cache_read)
         .saturating_sub(cache_write);
     let output = number(&raw["completion_tokens"]);
-    Usage {
+    let reasoning = match number(&raw["completion_tokens_details"]["reasoning_tokens"]) {
+        0 => number(&raw["reasoning_tokens"]),
+        n => n,
+    };
+    let mut usage = Usage {
         input,
         output,
         cache_read,
         cache_write,
+        reasoning: Some(reasoning),
         total_tokens: input + output + cache_read + cache_write,
         ..Usage::default()
+    };
+    if openrouter && let Some(billed) = openrouter_billed_cost(raw) {
+        usage.cost.total = billed;
+        usage.cost.total_from_provider = Some(true);
+    }
+    usage
+}
+
+/// OpenRouter's billed cost of a turn, when its accounting is complete: `cost`, plus the
+/// upstream inference cost when the key is the user's own (`is_byok`).
+fn openrouter_billed_cost(raw: &Value) -> Option<f64> {
+    let valid = |v: &Value| v.as_f64().filter(|f| f.is_finite() && *f >= 0.0);
+    let cost = valid(&raw["cost"])?;
+    match raw["is_byok"].as_bool()? {
+        false => Some(cost),
+        true => {
+            let details = raw.get("cost_details").filter(|d| d.is_object())?;
+            let upstream = match &details["upstream_inference_cost"] {
+                Value::Null if details.get("upstream_inference_cost").is_some() => {
+                    valid(&details["upstream_inference_prompt_cost"])?
+                        + valid(&details["upstream_inference_completions_cost"])?
+                }
+                other => valid(other)?,
+            };
+            Some(cost + upstream)
+        }
     }
 }
 
@@ -777,6 +810,8 @@ enum BlockState {
 /// Chat Completions chunks → `StreamEvent`s.
 pub struct Decoder {
     model_id: String,
+    /// OpenRouter reports the billed cost with the usage.
+    openrouter: bool,
     /// Blocks in content order (all stay open until the stream ends).
     blocks: Vec<BlockState>,
     text_block: Option<usize>,
@@ -793,6 +828,8 @@ impl Decoder {
     pub fn new(request: &StreamRequest) -> Decoder {
         Decoder {
             model_id: request.model.id.clone(),
+            openrouter: request.model.provider == "openrouter"
+                || request.model.base_url.contains("openrouter.ai"),
             blocks: Vec::new(),
             text_block: None,
             thinking_block: None,
@@ -826,7 +863,7 @@ impl Decoder {
         }
         let chunk_usage = chunk.get("usage").filter(|u| js_truthy(u));
         if let Some(usage) = chunk_usage {
-            out.usage(parse_usage(usage));
+            out.usage(parse_usage(usage, self.openrouter));
         }
         let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
             return;
@@ -835,9 +872,10 @@ impl Decoder {
         if chunk_usage.is_none()
             && let Some(usage) = choice.get("usage").filter(|u| js_truthy(u))
         {
-            out.usage(parse_usage(usage));
+            out.usage(parse_usage(usage, self.openrouter));
         }
         if let Some(reason) = choice["finish_reason"].as_str().filter(|r| !r.is_empty()) {
+            out.raw_stop_reason(reason);
             let (stop, message) = map_finish_reason(reason);
             self.stop_reason = stop;
             if message.is_some() {
@@ -1301,6 +1339,7 @@ data: [DONE]
                     output: 20,
                     cache_read: 30,
                     cache_write: 0,
+                    reasoning: Some(0),
                     total_tokens: 120,
                     ..Usage::default()
                 }),
@@ -1371,17 +1410,49 @@ data: [DONE]
                 retry_after: None
             })]
         );
-        // Usage with cache writes (OpenRouter counts them inside cached_tokens).
-        let usage = parse_usage(&json!({"prompt_tokens":100,"completion_tokens":5,
-            "prompt_tokens_details":{"cached_tokens":50,"cache_write_tokens":20}}));
+        // Usage with cache writes: a count of their own beside the reads (pi 1.6.0).
+        let usage = parse_usage(
+            &json!({"prompt_tokens":100,"completion_tokens":5,
+            "prompt_tokens_details":{"cached_tokens":50,"cache_write_tokens":20},
+            "completion_tokens_details":{"reasoning_tokens":3}}),
+            false,
+        );
         assert_eq!(
             (
                 usage.input,
                 usage.cache_read,
                 usage.cache_write,
+                usage.reasoning,
                 usage.total_tokens
             ),
-            (50, 30, 20, 105)
+            (30, 50, 20, Some(3), 105)
         );
+        // OpenRouter's billed cost: its own key, or the user's key plus the upstream cost.
+        let billed = |extra: Value| {
+            let mut raw = json!({"prompt_tokens": 10, "completion_tokens": 2});
+            raw.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            let usage = parse_usage(&raw, true);
+            (usage.cost.total, usage.cost.total_from_provider)
+        };
+        assert_eq!(
+            billed(json!({"cost": 0.5, "is_byok": false})),
+            (0.5, Some(true))
+        );
+        assert_eq!(
+            billed(json!({"cost": 0.5, "is_byok": true,
+                "cost_details": {"upstream_inference_cost": 0.25}})),
+            (0.75, Some(true))
+        );
+        assert_eq!(
+            billed(json!({"cost": 0.5, "is_byok": true,
+                "cost_details": {"upstream_inference_cost": null,
+                    "upstream_inference_prompt_cost": 0.125,
+                    "upstream_inference_completions_cost": 0.125}})),
+            (0.75, Some(true))
+        );
+        assert_eq!(billed(json!({"cost": 0.5})), (0.0, None));
+        assert_eq!(billed(json!({"cost": -1, "is_byok": false})), (0.0, None));
     }
 }

@@ -584,6 +584,9 @@ impl Decoder {
             }
             "response.failed" => {
                 let response = &event["response"];
+                if let Some(status) = response["status"].as_str() {
+                    out.raw_stop_reason(status);
+                }
                 let error = response.get("error").filter(|e| js_truthy(e));
                 let reason = response
                     .pointer("/incomplete_details/reason")
@@ -770,11 +773,23 @@ impl Decoder {
                 output: token_count(&usage["output_tokens"]),
                 cache_read: cached,
                 cache_write: 0,
+                reasoning: Some(token_count(
+                    &usage["output_tokens_details"]["reasoning_tokens"],
+                )),
                 total_tokens: token_count(&usage["total_tokens"]),
                 ..Usage::default()
             });
         }
-        match map_status(response["status"].as_str()) {
+        // The status, with the reason of an incomplete response after a dot (pi 1.6.0).
+        let status = response["status"].as_str();
+        match (status, response["incomplete_details"]["reason"].as_str()) {
+            (_, Some(reason)) => {
+                out.raw_stop_reason(format!("{}.{reason}", status.unwrap_or("undefined")))
+            }
+            (Some(status), None) => out.raw_stop_reason(status),
+            (None, None) => {}
+        }
+        match map_status(status) {
             Ok(StopReason::Stop) if self.has_tool_call => out.done(StopReason::ToolUse),
             Ok(stop) => out.done(stop),
             Err(message) => out.fail(message),
@@ -1019,6 +1034,7 @@ mod tests {
                     output: 85,
                     cache_read: 1024,
                     cache_write: 0,
+                    reasoning: Some(64),
                     total_tokens: 1928,
                     ..Usage::default()
                 }),
@@ -1073,6 +1089,7 @@ mod tests {
                     output: 60,
                     cache_read: 2048,
                     cache_write: 0,
+                    reasoning: Some(0),
                     total_tokens: 3060,
                     ..Usage::default()
                 }),

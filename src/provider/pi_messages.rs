@@ -188,7 +188,9 @@ impl Decoder {
             "done" | "error" => {
                 out.meta(text("responseId"), text("responseModel"));
                 if let Some(usage) = event.get("usage") {
-                    out.usage(serde_json::from_value::<Usage>(usage.clone()).unwrap_or_default());
+                    // pi 1.6.0 keeps the server's usage and cost as they are.
+                    let usage = serde_json::from_value::<Usage>(usage.clone()).unwrap_or_default();
+                    out.priced_usage(usage);
                 }
                 let reason = event
                     .get("reason")

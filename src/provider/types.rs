@@ -118,8 +118,13 @@ pub enum StreamEvent {
         index: usize,
         signature: Option<String>,
     },
-    /// Token counts so far (replaces earlier ones; cost is filled by the agent from the model).
+    /// Token counts so far (replaces earlier ones; cost is filled by the agent from the model,
+    /// except a total the provider billed, marked `totalFromProvider: true`).
     Usage(Usage),
+    /// Token counts with the cost the provider computed itself (pi-messages): kept as they are.
+    PricedUsage(Usage),
+    /// The stop reason in the provider's own words (pi 1.6.0's `rawStopReason`).
+    RawStopReason(String),
     /// The stream finished. An `Error` stop reason carries the provider's message.
     Done {
         stop_reason: StopReason,

@@ -77,7 +77,8 @@ pub fn context(
         .iter()
         .rposition(|&i| matches!(entries[i].kind, EntryKind::Compaction { .. }));
     let Some(compaction_at) = compaction_at else {
-        result.messages = context_messages(entries, &path);
+        let edits = ContextEdits::of(entries, &path);
+        result.messages = context_messages(entries, &path, &edits);
         return result;
     };
     let compaction = &entries[path[compaction_at]];
@@ -96,6 +97,9 @@ pub fn context(
             .position(|&i| entries[i].id == *first_kept_entry_id);
         let kept = kept_from.map_or(&[][..], |from| &path[from..compaction_at]);
         let after = &path[compaction_at + 1..];
+        // Edits count from the entries the context is built of (pi 1.6.0's projection).
+        let mut edits = ContextEdits::of(entries, kept);
+        edits.extend(entries, after);
         let mut messages =
             Vec::with_capacity(2 + countable(entries, kept) + countable(entries, after));
         // The prompt state the compaction kept (pi 1.6.0) leads; the kept entries' own system
@@ -112,10 +116,10 @@ pub fn context(
         }));
         messages.extend(
             kept.iter()
-                .filter_map(|&i| context_message(&entries[i]))
+                .filter_map(|&i| edits.project(&entries[i]))
                 .filter(|m| !matches!(m, AgentMessage::System(_))),
         );
-        messages.extend(after.iter().filter_map(|&i| context_message(&entries[i])));
+        messages.extend(after.iter().filter_map(|&i| edits.project(&entries[i])));
         result.messages = messages;
     }
     result
@@ -123,10 +127,89 @@ pub fn context(
 
 /// The messages of the entries at `path`, in a list of (almost always) exactly the right size:
 /// the caller keeps it for the whole run, and a doubled list of 100k messages wastes tens of MB.
-fn context_messages(entries: &[SessionEntry], path: &[usize]) -> Vec<AgentMessage> {
+fn context_messages(
+    entries: &[SessionEntry],
+    path: &[usize],
+    edits: &ContextEdits,
+) -> Vec<AgentMessage> {
     let mut messages = Vec::with_capacity(countable(entries, path));
-    messages.extend(path.iter().filter_map(|&i| context_message(&entries[i])));
+    messages.extend(path.iter().filter_map(|&i| edits.project(&entries[i])));
     messages
+}
+
+/// pi 1.6.0's `context_edit` entries (append-only edits of the model's context): per target
+/// entry id, the latest edit's replacement — `None` leaves the target out, else its `content`
+/// replaces the message's. The raw entries stay as they are.
+#[derive(Default)]
+struct ContextEdits {
+    latest: HashMap<String, Option<serde_json::Value>>,
+}
+
+impl ContextEdits {
+    fn of(entries: &[SessionEntry], range: &[usize]) -> ContextEdits {
+        let mut edits = ContextEdits::default();
+        edits.extend(entries, range);
+        edits
+    }
+
+    fn extend(&mut self, entries: &[SessionEntry], range: &[usize]) {
+        for &i in range {
+            let EntryKind::Unknown(value) = &entries[i].kind else {
+                continue;
+            };
+            if value["type"] != "context_edit" {
+                continue;
+            }
+            let Some(target) = value["targetId"].as_str() else {
+                continue;
+            };
+            let replacement = match &value["replacement"] {
+                serde_json::Value::Null => None,
+                other => Some(other["content"].clone()),
+            };
+            self.latest.insert(target.to_string(), replacement);
+        }
+    }
+
+    /// The entry's context message with its latest edit applied.
+    fn project(&self, entry: &SessionEntry) -> Option<AgentMessage> {
+        let Some(edit) = self.latest.get(&entry.id) else {
+            return context_message(entry);
+        };
+        let mut message = context_message(entry)?;
+        let content = edit.as_ref()?;
+        // Assistant and tool-result content is a list: a text replacement becomes one block.
+        let blocks = || -> Option<Vec<crate::messages::ContentBlock>> {
+            match content {
+                serde_json::Value::String(text) => Some(vec![crate::messages::ContentBlock::Text(
+                    crate::messages::TextContent::new(text),
+                )]),
+                other => serde_json::from_value(other.clone()).ok(),
+            }
+        };
+        let user_content =
+            || serde_json::from_value::<crate::messages::UserContent>(content.clone());
+        match &mut message {
+            AgentMessage::User(user) => match user_content() {
+                Ok(replaced) => user.content = replaced,
+                Err(e) => log::warn!("context_edit of {}: bad content: {e}", entry.id),
+            },
+            AgentMessage::Custom(custom) => match user_content() {
+                Ok(replaced) => custom.content = replaced,
+                Err(e) => log::warn!("context_edit of {}: bad content: {e}", entry.id),
+            },
+            AgentMessage::Assistant(assistant) => match blocks() {
+                Some(replaced) => assistant.content = replaced,
+                None => log::warn!("context_edit of {}: bad content", entry.id),
+            },
+            AgentMessage::ToolResult(result) => match blocks() {
+                Some(replaced) => result.content = replaced,
+                None => log::warn!("context_edit of {}: bad content", entry.id),
+            },
+            _ => {}
+        }
+        Some(message)
+    }
 }
 
 /// How many of the entries at `path` may contribute a message (a message that does not type

@@ -75,6 +75,50 @@ pub struct Processed {
 pub const OMITTED: &str =
     "[Image omitted: could not be resized below the inline image size limit.]";
 
+/// pi 1.6.0's text when an image of another type (BMP) cannot be converted to PNG.
+pub const NOT_CONVERTED: &str =
+    "[Image omitted: could not be converted to a supported inline image format.]";
+
+/// The types a model takes as they are; anything else (BMP) is converted to PNG first.
+const INLINE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// An image file as pi 1.6.0's `processImage` makes it ready: a type the model does not take
+/// (BMP) converted to PNG first, then scaled into `limits` (`None`: `images.autoResize` off, no
+/// scaling), with `[Image converted from <type> to <type>.]` ahead of any coordinate note.
+pub fn prepare(
+    bytes: &[u8],
+    mime: &str,
+    limits: Option<&ResizeLimits>,
+) -> Result<Processed, String> {
+    let converted;
+    let (bytes, mime, from) = if INLINE_TYPES.contains(&mime) {
+        (bytes, mime, None)
+    } else {
+        converted = decode(bytes)
+            .and_then(|image| encode_png(&image))
+            .ok_or_else(|| NOT_CONVERTED.to_string())?;
+        (&converted[..], "image/png", Some(mime))
+    };
+    let mut processed = match limits {
+        Some(limits) => process(bytes, mime, limits)?,
+        None => Processed {
+            image: content(bytes, mime),
+            note: None,
+        },
+    };
+    if let Some(from) = from.filter(|from| *from != processed.image.mime_type) {
+        let hint = format!(
+            "[Image converted from {from} to {}.]",
+            processed.image.mime_type
+        );
+        processed.note = Some(match processed.note.take() {
+            Some(note) => format!("{hint}\n{note}"),
+            None => hint,
+        });
+    }
+    Ok(processed)
+}
+
 /// The image as the model gets it: unchanged when within `limits` (pixels and base64 size),
 /// otherwise scaled into them (Lanczos3) and re-encoded as the smaller of PNG and JPEG, then
 /// JPEG at falling quality, then smaller still by quarters, as pi 1.6.0 does. `Err(OMITTED)`
@@ -244,7 +288,8 @@ fn encode_jpeg(rgb: &DynamicImage, quality: u8) -> Option<Vec<u8>> {
 /// How many leading bytes [`sniff_mime`] needs to decide (an APNG's `acTL` can sit that far in).
 pub const SNIFF_BYTES: usize = 4100;
 
-/// Supported image type of a file's first bytes (jpeg, png — not animated png —, gif, webp).
+/// Supported image type of a file's first bytes (jpeg, png — not animated png —, gif, webp,
+/// and bmp, which `prepare` converts).
 pub fn sniff_mime(head: &[u8]) -> Option<&'static str> {
     if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
         return Some("image/jpeg");
@@ -263,7 +308,37 @@ pub fn sniff_mime(head: &[u8]) -> Option<&'static str> {
     if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
         return Some("image/webp");
     }
+    if head.starts_with(b"BM") && is_bmp(head) {
+        return Some("image/bmp");
+    }
     None
+}
+
+/// pi 1.6.0's BMP check: a plausible file header and a core or info DIB header with one plane
+/// and a bit depth BMP has.
+fn is_bmp(head: &[u8]) -> bool {
+    let u16_at = |at: usize| u16::from_le_bytes([head[at], head[at + 1]]);
+    let u32_at =
+        |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    if head.len() < 26 {
+        return false;
+    }
+    let (file_size, pixels_at, dib_size) = (u32_at(2), u32_at(10), u32_at(14));
+    if file_size != 0 && file_size < 26 {
+        return false;
+    }
+    if u64::from(pixels_at) < 14 + u64::from(dib_size) {
+        return false;
+    }
+    if file_size != 0 && pixels_at >= file_size {
+        return false;
+    }
+    let (planes, bits) = match dib_size {
+        12 => (u16_at(22), u16_at(24)),
+        40..=124 if head.len() >= 30 => (u16_at(26), u16_at(28)),
+        _ => return false,
+    };
+    planes == 1 && [1, 4, 8, 16, 24, 32].contains(&bits)
 }
 
 fn is_apng(head: &[u8]) -> bool {
@@ -363,6 +438,28 @@ mod tests {
         assert_eq!(to_fixed_2(2.4), "2.40");
         assert_eq!(to_fixed_2(1.0 / 3.0), "0.33");
         assert_eq!(js_round(12.5), 13);
+    }
+
+    #[test]
+    fn bmp_is_converted_to_png_with_pis_hint() {
+        let mut bmp = Vec::new();
+        DynamicImage::ImageRgb8(image::RgbImage::new(4, 3))
+            .write_to(&mut Cursor::new(&mut bmp), image::ImageFormat::Bmp)
+            .unwrap();
+        assert_eq!(sniff_mime(&bmp), Some("image/bmp"));
+        assert_eq!(sniff_mime(&bmp[..20]), None, "too short for a BMP header");
+        let out = prepare(&bmp, "image/bmp", Some(&ResizeLimits::default())).unwrap();
+        assert_eq!(out.image.mime_type, "image/png");
+        assert_eq!(
+            out.note.as_deref(),
+            Some("[Image converted from image/bmp to image/png.]")
+        );
+        let unscaled = prepare(&bmp, "image/bmp", None).unwrap();
+        assert_eq!(unscaled, out);
+        assert_eq!(
+            prepare(b"BM-not-really", "image/bmp", None),
+            Err(NOT_CONVERTED.to_string())
+        );
     }
 
     #[test]

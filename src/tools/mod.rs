@@ -171,7 +171,7 @@ fn definition(name: &str) -> Option<(String, Value)> {
     let found = match name {
         "read" => (
             format!(
-                "Reads a file. Handles text files and images (jpg, png, gif, webp); images come back as attachments. \
+                "Reads a file. Handles text files and images (jpg, png, gif, webp, bmp); images come back as attachments. \
                  Text output stops at {lines} lines or {kb}KB, whichever comes first. For big files use offset/limit, and \
                  keep reading with a larger offset until you have everything you need."
             ),

@@ -158,13 +158,7 @@ fn read_image(
     let processed = if data.len() as u64 > MAX_IMAGE_BYTES {
         Err(image::OMITTED.to_string())
     } else {
-        match &context.image_resize {
-            Some(limits) => image::process(&data, mime, limits),
-            None => Ok(image::Processed {
-                image: image::content(&data, mime),
-                note: None,
-            }),
-        }
+        image::prepare(&data, mime, context.image_resize.as_ref())
     };
     if cancel.is_cancelled() {
         return Err(super::ABORTED.to_string());

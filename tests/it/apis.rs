@@ -143,6 +143,11 @@ fn mistral_streams_thinking_text_and_a_tool_call_and_sends_the_result_back() {
     assert_eq!(messages[0]["responseId"], "cmpl-2");
     assert_eq!(messages[0]["usage"]["totalTokens"], 15);
     assert_eq!(messages[1]["content"][0]["text"], "Done.");
+    // pi 1.6.0's closing fields: the finish reason as sent, the level asked for, the time taken.
+    assert_eq!(messages[0]["rawStopReason"], "tool_calls");
+    assert_eq!(messages[1]["rawStopReason"], "stop");
+    assert_eq!(messages[0]["thinkingLevel"], "high");
+    assert!(messages[1]["durationMs"].is_u64(), "{}", messages[1]);
 
     let requests = fake.requests();
     assert_eq!(requests[0].path, "/v1/chat/completions");
@@ -180,6 +185,7 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
     let messages = assistant_messages(&run);
     assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
     assert_eq!(messages[0]["api"], "openai-codex-responses");
+    assert_eq!(messages[0]["rawStopReason"], "completed");
     let request = &fake.requests()[0];
     assert_eq!(request.path, "/backend-api/codex/responses");
     assert_eq!(request.header("chatgpt-account-id"), Some("acct_42"));

@@ -455,6 +455,11 @@ fn bedrock_tool_round_trip_signed_with_session_credentials() {
     );
     assert_eq!(messages[0]["api"], "bedrock-converse-stream");
     assert_eq!(messages[0]["stopReason"], "toolUse");
+    assert_eq!(messages[0]["rawStopReason"], "tool_use");
+    assert_eq!(messages[1]["rawStopReason"], "end_turn");
+    assert_eq!(messages[0]["thinkingLevel"], "medium");
+    // No cache details in the metadata: no one-hour split.
+    assert!(messages[0]["usage"].get("cacheWrite1h").is_none());
     assert_eq!(messages[0]["usage"]["totalTokens"], 1240);
     assert_eq!(
         messages[1]["content"],

@@ -229,6 +229,8 @@ fn assert_result_shape(result: &Value, tokens_before: &Value) {
             "cacheWrite",
             "totalTokens",
             "cost",
+            // pi 1.6.0: Anthropic's one-hour cache writes, after the cost.
+            "cacheWrite1h",
         ],
     );
     assert_eq!(result["usage"]["input"], 100, "the summary call's usage");
@@ -469,6 +471,48 @@ fn compact_on_an_empty_session_is_nothing_to_compact() {
         ]
     );
     assert!(fake.requests().is_empty(), "a summary was requested");
+    fake.finish();
+}
+
+/// A model's `compaction.modelOverrides` entry that is not a non-negative integer fails a
+/// manual compaction, and a prompt that follows a reply, with pi 1.6.0's text (nothing is
+/// summarized or sent). Reference: passes against 1.6.0.
+#[test]
+fn a_bad_model_override_fails_the_compaction_as_pi_does() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[&first_answer()]))]);
+    let setup = small_window(&fake).settings(json!({
+        "compaction": {"reserveTokens": 1000, "keepRecentTokens": 200,
+            "modelOverrides": {"fake-anthropic/fake-claude-small": {"reserveTokens": "lots"}}},
+        "retry": {"baseDelayMs": 20}
+    }));
+    let mut pi = Pi::spawn(&setup);
+    prompt_and_settle(&mut pi, "p1", &first_question());
+    let error = "Invalid compaction.modelOverrides[\"fake-anthropic/fake-claude-small\"].reserveTokens setting: lots. Expected a non-negative safe integer.";
+    let response = pi.command("p2", "prompt", json!({"message": second_question()}));
+    assert_eq!(
+        response,
+        json!({"id": "p2", "type": "response", "command": "prompt", "success": false,
+               "error": error})
+    );
+    let (response, records) = compact(&mut pi, "c0", json!({}));
+    assert_eq!(
+        response,
+        json!({"id": "c0", "type": "response", "command": "compact", "success": false,
+               "error": error})
+    );
+    assert_eq!(
+        records,
+        [
+            json!({"type": "compaction_start", "reason": "manual"}),
+            json!({"type": "compaction_end", "reason": "manual", "aborted": false,
+                   "willRetry": false, "errorMessage": format!("Compaction failed: {error}")}),
+        ]
+    );
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "no summary or second turn was requested"
+    );
     fake.finish();
 }
 

@@ -99,6 +99,38 @@ fn read_of_a_large_png_sends_it_scaled_with_the_coordinate_note() {
     fake.finish();
 }
 
+/// A BMP file is read as an image, converted to PNG with pi 1.6.0's note (pi-rs read BMP files
+/// as text before). Reference: passes against 1.6.0.
+#[test]
+fn read_of_a_bmp_sends_it_as_png_with_the_conversion_note() {
+    let workspace = Workspace::new();
+    let pixels =
+        image::RgbImage::from_fn(6, 4, |x, y| image::Rgb([x as u8 * 40, y as u8 * 60, 90]));
+    let mut bmp = Vec::new();
+    image::DynamicImage::ImageRgb8(pixels)
+        .write_to(&mut Cursor::new(&mut bmp), image::ImageFormat::Bmp)
+        .expect("encode bmp");
+    std::fs::write(workspace.cwd().join("shot.bmp"), &bmp).unwrap();
+    let fake = FakeProvider::start(tool_script(&[("read", json!({"path": "shot.bmp"}))]));
+    let setup = Setup::anthropic(&fake).arg("--tools").arg("read");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let run = prompt(&mut pi, "p1", "Look at shot.bmp");
+    let ends = tool_ends(run, 1);
+    let content = &ends[0]["result"]["content"];
+    assert_eq!(
+        content[0]["text"],
+        "Read image file [image/png]\n[Image converted from image/bmp to image/png.]"
+    );
+    assert_eq!(content[1]["mimeType"], "image/png");
+    let data = content[1]["data"].as_str().unwrap();
+    assert!(STANDARD.decode(data).unwrap().starts_with(b"\x89PNG"));
+    assert_eq!(dimensions(data), (6, 4));
+    let sent = body_images(&fake.requests()[1].body);
+    assert_eq!(sent, [("image/png".to_string(), data.to_string())]);
+    pi.close_and_wait();
+    fake.finish();
+}
+
 /// A prompt's 2500×600 image is scaled to 2000×480 before the run, the note after the text, in
 /// the user message as recorded and as sent; a small image passes unchanged, and a model's
 /// models.json `inputLimits` sets other bounds.

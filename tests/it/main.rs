@@ -27,6 +27,7 @@ mod images;
 mod lifecycle;
 mod mcp;
 mod mcp_oauth;
+mod message_fields;
 mod network;
 mod oauth;
 mod packages;

@@ -1463,3 +1463,93 @@ fn session_id_creates_reopens_and_names_forks() {
     }
     fake.finish();
 }
+
+/// pi 1.6.0's `context_edit` entries in a session file: the latest edit of a target (by
+/// `targetId`) leaves it out of the model's context (`replacement: null`) or replaces its
+/// content; the raw entries and the edits stay in the file. Reference: passes against 1.6.0.
+#[test]
+fn context_edits_in_a_session_file_shape_what_the_model_sees() {
+    let fake = FakeProvider::start(vec![
+        text_reply("one"),
+        text_reply("two"),
+        text_reply("three"),
+        text_reply("four"),
+    ]);
+    let setup = Setup::anthropic(&fake).with_sessions();
+    let workspace = Workspace::new();
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    for (n, text) in ["first", "second", "third"].iter().enumerate() {
+        prompt(&mut pi, &format!("p{n}"), text);
+    }
+    let file = session_file(&mut pi, "s1");
+    assert!(pi.close_and_wait().success());
+
+    let entries = file_entries(&file);
+    let id_of = |role: &str, text: &str| -> String {
+        entries
+            .iter()
+            .find(|e| {
+                e["message"]["role"] == role && summary(&[e["message"].clone()])[0].ends_with(text)
+            })
+            .unwrap_or_else(|| panic!("no {role} entry saying {text}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let edits = [
+        (id_of("user", "first"), Value::Null),
+        (id_of("assistant", "one"), Value::Null),
+        (
+            id_of("user", "second"),
+            json!({"content": "second, first try"}),
+        ),
+        (
+            id_of("user", "second"),
+            json!({"content": "second, edited"}),
+        ),
+        (
+            id_of("assistant", "two"),
+            json!({"content": [{"type": "text", "text": "two, edited"}]}),
+        ),
+    ];
+    let mut parent = entries.last().unwrap()["id"].as_str().unwrap().to_string();
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    for (n, (target, replacement)) in edits.iter().enumerate() {
+        let id = format!("ce0000{n:02}");
+        let line = json!({"type": "context_edit", "id": id, "parentId": parent,
+            "timestamp": format!("2026-12-02T00:00:0{n}.000Z"), "targetId": target,
+            "replacement": replacement});
+        text.push_str(&format!("{line}\n"));
+        parent = id;
+    }
+    std::fs::write(&file, text).unwrap();
+
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &setup.clone().arg("--session").arg(&file.to_string_lossy()),
+    );
+    prompt(&mut pi, "p4", "fourth");
+    let requests = fake.requests();
+    assert_eq!(
+        summary(requests[3].messages()),
+        [
+            "user:second, edited",
+            "assistant:two, edited",
+            "user:third",
+            "assistant:three",
+            "user:fourth"
+        ]
+    );
+    assert!(pi.close_and_wait().success());
+    let after = file_entries(&file);
+    assert_eq!(
+        after.iter().filter(|e| e["type"] == "context_edit").count(),
+        5,
+        "the edits stay in the file"
+    );
+    assert!(
+        after.iter().any(|e| e["message"]["role"] == "user"
+            && summary(&[e["message"].clone()])[0] == "user:first")
+    );
+    fake.finish();
+}

@@ -293,7 +293,7 @@ fn result_json_follows_the_seed() {
     );
     assert_eq!(
         value["usage"].to_string(),
-        r#"{"input":150,"output":15,"cacheRead":0,"cacheWrite":0,"totalTokens":165,"cost":{"input":1,"output":0.25,"cacheRead":0,"cacheWrite":0,"total":1.25}}"#
+        r#"{"input":150,"output":15,"cacheRead":0,"cacheWrite":0,"totalTokens":165,"cost":{"input":1,"output":0.25,"cacheRead":0,"cacheWrite":0,"total":1.25,"totalFromProvider":false}}"#
     );
     assert_eq!(
         value["details"],
