@@ -56,12 +56,15 @@ pub struct Extensions {
     pub context_hook: Option<crate::extensions::HookId>,
     /// (v2) `wait_for_idle` requests, answered once the agent is idle.
     pub idle_waiters: Vec<(crate::extensions::ExtensionId, String)>,
+    /// (v2) What `reload` loads again.
+    pub reload: super::reload::ReloadInputs,
 }
 
 impl Extensions {
     pub fn new(
         host: Option<crate::extensions::ExtensionHost>,
         events: Receiver<ExtensionEvent>,
+        reload: super::reload::ReloadInputs,
         config: &crate::config::Config,
     ) -> Extensions {
         let hook_deadline = config
@@ -80,6 +83,7 @@ impl Extensions {
             context_hook: None,
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
+            reload,
         }
     }
 }

@@ -139,6 +139,10 @@ impl Agent {
             self.start_exec(extension, id, spec);
             return;
         }
+        if let ControlAction::Reload = action {
+            self.reload_for_extension(extension, id);
+            return;
+        }
         let op = match &action {
             ControlAction::NewSession { parent_session } => Some(SessionOp::New {
                 parent_session: parent_session.clone(),
@@ -425,6 +429,7 @@ impl Agent {
             | ControlAction::Fork { .. }
             | ControlAction::SwitchSession { .. }
             | ControlAction::Exec(_)
+            | ControlAction::Reload
             | ControlAction::WaitForIdle => Ok(Value::Null),
         }
     }

@@ -40,6 +40,7 @@ mod mcp_servers;
 mod model_commands;
 pub mod pattern;
 mod queues;
+pub mod reload;
 pub mod retry;
 mod retry_wait;
 mod session_commands;
@@ -91,6 +92,8 @@ pub struct AgentSetup {
     /// Running extensions (also present, with none loaded, when the approval gate needs dialogs).
     pub extensions: Option<crate::extensions::ExtensionHost>,
     pub extension_events: Receiver<crate::extensions::ExtensionEvent>,
+    /// What an extension's `reload` loads again.
+    pub reload: reload::ReloadInputs,
     pub approvals: crate::extensions::approval::ApprovalPolicy,
     /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
     pub sandbox: crate::sandbox::Sandbox,
@@ -225,8 +228,12 @@ impl Agent {
             setup.approvals,
             setup.sandbox,
         );
-        let extensions =
-            extending::Extensions::new(setup.extensions, setup.extension_events, &setup.config);
+        let extensions = extending::Extensions::new(
+            setup.extensions,
+            setup.extension_events,
+            setup.reload,
+            &setup.config,
+        );
         let settings = Settings {
             scoped_models: setup.scoped_models,
             auto_compaction: setup.config.compaction_enabled(),

@@ -304,9 +304,13 @@ pub enum ControlAction {
     /// through pi-rs (approval gate as `bash`, tool sandbox). Answer: `{stdout, stderr, code,
     /// killed, truncated}`.
     Exec(super::exec::ExecSpec),
+    /// `reload`: extensions, skills, prompt templates and context files are loaded anew (pi's
+    /// `ctx.reload()`). Answer: null, before the extensions stop.
+    Reload,
 }
 
-const CONTROL_TYPES: [&str; 14] = [
+const CONTROL_TYPES: [&str; 15] = [
+    "reload",
     "exec",
     "register_tool",
     "unregister_tool",
@@ -348,6 +352,7 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
             custom_instructions: opt_text("customInstructions")?,
         },
         "abort" => ControlAction::Abort,
+        "reload" => ControlAction::Reload,
         "new_session" => ControlAction::NewSession {
             parent_session: opt_text("parentSession")?,
         },
@@ -913,6 +918,11 @@ pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> Stri
         Err(error) => json!({"type": kind, "id": id, "error": error}),
     }
     .to_string()
+}
+
+/// `session_shutdown` as extensions get it at exit (`quit`) and before a reload (`reload`).
+pub fn session_shutdown_event(reason: &str) -> Value {
+    json!({"type": "session_shutdown", "reason": reason})
 }
 
 pub fn event_line(event: &Value) -> String {

@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use crate::extensions::with_extensions;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, run_cli, tool_result_block, tool_result_block_text};
+use crate::support::{
+    Pi, Setup, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
+};
 
 /// The text of the next `notify` notice starting with `prefix`, without the prefix.
 #[track_caller]
@@ -877,4 +879,128 @@ fn session_before_hooks_can_cancel_a_session_change() {
     let after = pi.command("s2", "get_state", json!({}));
     assert_ne!(after["data"]["sessionId"], before["data"]["sessionId"]);
     fake.finish();
+}
+
+// ---- 6. reload (ext-session) -------------------------------------------------------------------
+
+/// The lines v2.py wrote on stderr about `event_type` events (or answers, `"answer"`):
+/// `(pid, event)`.
+fn stderr_events(stderr: &str, event_type: &str) -> Vec<(String, Value)> {
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("v2.py[")?;
+            let (pid, json) = rest.split_once("] event ").or_else(|| {
+                let (pid, json) = rest.split_once("] answer ")?;
+                (event_type == "answer").then_some((pid, json))
+            })?;
+            let event: Value = serde_json::from_str(json).ok()?;
+            if event_type == "answer" {
+                return event.get("id").is_some().then(|| (pid.to_string(), event));
+            }
+            let event: Value = serde_json::from_str(json).ok()?;
+            (event["type"] == event_type).then(|| (pid.to_string(), event))
+        })
+        .collect()
+}
+
+#[test]
+fn reload_restarts_the_extensions_and_loads_resources_anew() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(
+        Setup::anthropic(&fake).trust_project(),
+        &["v2.py", "recorder.py"],
+    )
+    .arg("--plan");
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
+    let q = |id: &str| json!({"type": "query", "id": id, "query": "system_prompt"});
+    let prompt = ask(&mut pi, &[q("sp1")], "sp1");
+    assert!(!prompt["result"].to_string().contains("RELOADED-RULE"));
+    // Resources that appear after the start are seen only after a reload.
+    std::fs::create_dir_all(pi.cwd().join(".pi/prompts")).unwrap();
+    std::fs::write(pi.cwd().join(".pi/prompts/late.md"), "A late template").unwrap();
+    std::fs::write(pi.cwd().join("AGENTS.md"), "RELOADED-RULE: be brief").unwrap();
+    let names = |pi: &mut Pi, id: &str| -> Vec<String> {
+        let commands = pi.command(id, "get_commands", json!({}));
+        commands["data"]["commands"]
+            .as_array()
+            .expect("commands")
+            .iter()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert!(!names(&mut pi, "c1").contains(&"late".to_string()));
+
+    // The asking process is stopped right after the answer: its notices may not reach stdout.
+    let reload = json!({"type": "reload", "id": "r"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    // The new process gets the command line's flags again and hears session_start "reload".
+    let flags: Value = serde_json::from_str(&next_notice(&mut pi, "flags ")).expect("json");
+    assert_eq!(flags, json!({"plan": true}));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    let stderr = pi.stderr_when(|s| !stderr_events(s, "session_shutdown").is_empty());
+    let shutdowns = stderr_events(&stderr, "session_shutdown");
+    let starts = stderr_events(&stderr, "session_start");
+    assert_eq!(shutdowns.len(), 1, "{stderr}");
+    assert_eq!(shutdowns[0].1["reason"], "reload");
+    assert_eq!(starts.len(), 2, "{stderr}");
+    assert_eq!(starts[0].0, shutdowns[0].0, "the old process stopped");
+    assert_ne!(starts[1].0, starts[0].0, "a new process started");
+    let answers = stderr_events(&stderr, "answer");
+    let answer = answers
+        .iter()
+        .find(|(_, a)| a["id"] == "r")
+        .expect("answered");
+    assert_eq!(
+        answer.1,
+        json!({"type": "action_result", "id": "r", "result": null})
+    );
+
+    let after = names(&mut pi, "c2");
+    assert!(after.contains(&"late".to_string()), "{after:?}");
+    let prompt = ask(&mut pi, &[q("sp2")], "sp2");
+    assert!(
+        prompt["result"].to_string().contains("RELOADED-RULE"),
+        "{prompt}"
+    );
+    // A protocol-1 extension is restarted too.
+    let log = pi.cwd().join("recorder-events.log");
+    let text = wait_for_file(&log, pi.timeout(), |t| {
+        t.matches("session_start").count() == 2
+    });
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["session_start", "session_shutdown", "eof", "session_start"]
+    );
+    // At exit the new process hears session_shutdown "quit".
+    assert!(pi.close_and_wait().success());
+    let stderr = pi.stderr_when(|s| stderr_events(s, "session_shutdown").len() == 2);
+    let shutdowns = stderr_events(&stderr, "session_shutdown");
+    assert_eq!(shutdowns.len(), 2, "{stderr}");
+    assert_eq!(shutdowns[1].1["reason"], "quit");
+    assert_eq!(shutdowns[1].0, starts[1].0);
+    fake.finish();
+}
+
+#[test]
+fn reload_is_refused_while_a_run_is_going() {
+    let fake = FakeProvider::start(vec![Reply::stall_after(
+        sse::AnthropicStream::new().text(&["Busy"]).unfinished(),
+    )]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("message_update");
+    let answer = ask(&mut pi, &[json!({"type": "reload", "id": "r"})], "r");
+    assert_eq!(
+        answer["error"], "Wait for the current response to finish before reloading.",
+        "{answer}"
+    );
+    // The extension still runs: it answers a query.
+    let idle = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "i", "query": "idle"})],
+        "i",
+    );
+    assert_eq!(idle["result"]["idle"], false, "{idle}");
 }
