@@ -58,6 +58,8 @@ pub struct Extensions {
     pub idle_waiters: Vec<(crate::extensions::ExtensionId, String)>,
     /// (v2) What `reload` loads again.
     pub reload: super::reload::ReloadInputs,
+    /// (v2) A `navigate_tree` waiting for the `session_before_tree` hook.
+    pub tree: Option<super::tree_navigation::PendingTree>,
 }
 
 impl Extensions {
@@ -84,6 +86,7 @@ impl Extensions {
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
             reload,
+            tree: None,
         }
     }
 }
@@ -446,6 +449,11 @@ impl Agent {
             ExtensionEvent::HookResult { id, outcome } => {
                 if let HookOutcome::SessionChange { cancel } = outcome
                     && self.on_session_change_hook(id, cancel)
+                {
+                    return;
+                }
+                if let HookOutcome::SessionPrepared { cancel, answer } = &outcome
+                    && self.on_tree_hook(id, *cancel, answer.clone())
                 {
                     return;
                 }

@@ -143,6 +143,10 @@ impl Agent {
             self.reload_for_extension(extension, id);
             return;
         }
+        if let ControlAction::NavigateTree(target) = action {
+            self.navigate_tree(extension, id, target);
+            return;
+        }
         let op = match &action {
             ControlAction::NewSession { parent_session } => Some(SessionOp::New {
                 parent_session: parent_session.clone(),
@@ -430,6 +434,7 @@ impl Agent {
             | ControlAction::SwitchSession { .. }
             | ControlAction::Exec(_)
             | ControlAction::Reload
+            | ControlAction::NavigateTree(_)
             | ControlAction::WaitForIdle => Ok(Value::Null),
         }
     }

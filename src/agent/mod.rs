@@ -48,6 +48,7 @@ pub mod state;
 mod streaming;
 pub mod system_message;
 mod tool_batch;
+mod tree_navigation;
 
 use std::time::Duration;
 

@@ -44,7 +44,10 @@ impl Agent {
     pub(super) fn reload_for_extension(&mut self, extension: ExtensionId, id: Option<String>) {
         let refusal = if matches!(self.phase, Phase::Compacting(_)) {
             Some("Wait for compaction to finish before reloading.")
-        } else if self.is_busy() || !self.extensions.session_changes.is_empty() {
+        } else if self.is_busy()
+            || !self.extensions.session_changes.is_empty()
+            || self.extensions.tree.is_some()
+        {
             Some("Wait for the current response to finish before reloading.")
         } else if self.extensions.reload.events_tx.is_none() {
             Some("reload: no extension host")

@@ -81,6 +81,13 @@ pub enum HookOutcome {
     SessionChange {
         cancel: bool,
     },
+    /// (v2) `session_before_tree` / `session_before_compact`: whether an extension cancelled,
+    /// else the fields the extensions answered (checked; a later answer's field overrides an
+    /// earlier one's).
+    SessionPrepared {
+        cancel: bool,
+        answer: Map<String, Value>,
+    },
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -106,6 +113,8 @@ pub struct HookChain {
     system_prompt_replaced: bool,
     /// (v2 `context`) an extension replaced the messages.
     messages_replaced: bool,
+    /// (v2 `session_before_tree` / `session_before_compact`) the answered fields.
+    prepared: Map<String, Value>,
 }
 
 impl HookChain {
@@ -127,6 +136,7 @@ impl HookChain {
             injected: Vec::new(),
             system_prompt_replaced: false,
             messages_replaced: false,
+            prepared: Map::new(),
         }
     }
 
@@ -202,6 +212,14 @@ impl HookChain {
                     self.handled = true;
                 }
             }
+            HookKind::SessionBeforeTree | HookKind::SessionBeforeCompact => {
+                if result.get("cancel").and_then(Value::as_bool) == Some(true) {
+                    self.handled = true;
+                    return Ok(());
+                }
+                let fields = check_prepared(self.kind, result)?;
+                self.prepared.extend(fields);
+            }
             HookKind::Context => {
                 if let Some(messages) = result.get("messages").filter(|v| !v.is_null()) {
                     let Some(list) = messages.as_array() else {
@@ -276,6 +294,12 @@ impl HookChain {
                     cancel: self.handled,
                 }
             }
+            HookKind::SessionBeforeTree | HookKind::SessionBeforeCompact => {
+                HookOutcome::SessionPrepared {
+                    cancel: self.handled,
+                    answer: self.prepared,
+                }
+            }
             HookKind::Context => HookOutcome::Context(
                 self.messages_replaced
                     .then(|| self.payload.get("messages").cloned())
@@ -295,6 +319,62 @@ impl HookChain {
             }),
         }
     }
+}
+
+/// The fields of a `session_before_tree` answer (`summary: {summary, details?}`,
+/// `customInstructions`, `replaceInstructions`, `label`) or a `session_before_compact` answer
+/// (`compaction: {summary, firstKeptEntryId, tokensBefore, details?}`), checked; others are
+/// ignored. An answer with a field of the wrong shape is refused whole.
+fn check_prepared(
+    kind: HookKind,
+    result: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let hook = kind.as_str();
+    let mut fields = Map::new();
+    let present = |key: &str| result.get(key).filter(|v| !v.is_null());
+    let object_with_summary = |key: &str| -> Result<Option<Value>, String> {
+        let Some(value) = present(key) else {
+            return Ok(None);
+        };
+        let ok = value
+            .get("summary")
+            .is_some_and(|s| s.as_str().is_some_and(|t| !t.is_empty()));
+        if !value.is_object() || !ok {
+            return Err(format!(
+                "{hook} result: {key} needs a non-empty summary text"
+            ));
+        }
+        Ok(Some(value.clone()))
+    };
+    if kind == HookKind::SessionBeforeTree {
+        if let Some(summary) = object_with_summary("summary")? {
+            fields.insert("summary".into(), summary);
+        }
+        for (key, is_right) in [
+            ("customInstructions", Value::is_string as fn(&Value) -> bool),
+            ("replaceInstructions", Value::is_boolean),
+            ("label", Value::is_string),
+        ] {
+            if let Some(value) = present(key) {
+                if !is_right(value) {
+                    return Err(format!("{hook} result: {key} has the wrong type"));
+                }
+                fields.insert(key.into(), value.clone());
+            }
+        }
+    } else if let Some(compaction) = object_with_summary("compaction")? {
+        if !compaction
+            .get("firstKeptEntryId")
+            .is_some_and(Value::is_string)
+            || !compaction.get("tokensBefore").is_some_and(Value::is_u64)
+        {
+            return Err(format!(
+                "{hook} result: compaction needs firstKeptEntryId (text) and tokensBefore (a whole number)"
+            ));
+        }
+        fields.insert("compaction".into(), compaction);
+    }
+    Ok(fields)
 }
 
 fn parse_injected(message: &Value) -> Result<InjectedMessage, String> {

@@ -32,10 +32,14 @@ pub enum HookKind {
     SessionBeforeSwitch,
     /// (v2) Before a fork or clone; `{cancel: true}` stops it.
     SessionBeforeFork,
+    /// (v2) Before a tree navigation (`navigate_tree`); may cancel it or give the summary.
+    SessionBeforeTree,
+    /// (v2) Before a compaction; may cancel it or give the compaction (summary) itself.
+    SessionBeforeCompact,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 7] = [
+    pub const ALL: [HookKind; 9] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
@@ -43,13 +47,19 @@ impl HookKind {
         HookKind::Context,
         HookKind::SessionBeforeSwitch,
         HookKind::SessionBeforeFork,
+        HookKind::SessionBeforeTree,
+        HookKind::SessionBeforeCompact,
     ];
 
     /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
     pub fn needs_v2(self) -> bool {
         matches!(
             self,
-            HookKind::Context | HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork
+            HookKind::Context
+                | HookKind::SessionBeforeSwitch
+                | HookKind::SessionBeforeFork
+                | HookKind::SessionBeforeTree
+                | HookKind::SessionBeforeCompact
         )
     }
 
@@ -62,6 +72,8 @@ impl HookKind {
             HookKind::Context => "context",
             HookKind::SessionBeforeSwitch => "session_before_switch",
             HookKind::SessionBeforeFork => "session_before_fork",
+            HookKind::SessionBeforeTree => "session_before_tree",
+            HookKind::SessionBeforeCompact => "session_before_compact",
         }
     }
 
@@ -307,10 +319,24 @@ pub enum ControlAction {
     /// `reload`: extensions, skills, prompt templates and context files are loaded anew (pi's
     /// `ctx.reload()`). Answer: null, before the extensions stop.
     Reload,
+    /// `navigate_tree` `{targetId, summarize?, customInstructions?, replaceInstructions?,
+    /// label?}` (pi's `ctx.navigateTree`). Answer: `{"cancelled"}`.
+    NavigateTree(TreeTarget),
 }
 
-const CONTROL_TYPES: [&str; 15] = [
+/// (v2) Where `navigate_tree` goes, and how.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TreeTarget {
+    pub target_id: String,
+    pub summarize: bool,
+    pub custom_instructions: Option<String>,
+    pub replace_instructions: Option<bool>,
+    pub label: Option<String>,
+}
+
+const CONTROL_TYPES: [&str; 16] = [
     "reload",
+    "navigate_tree",
     "exec",
     "register_tool",
     "unregister_tool",
@@ -353,6 +379,20 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
         },
         "abort" => ControlAction::Abort,
         "reload" => ControlAction::Reload,
+        "navigate_tree" => {
+            let flag = |key: &str| match fields.0.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Bool(b)) => Ok(Some(*b)),
+                Some(_) => Err(format!("navigate_tree: {key} must be true or false")),
+            };
+            ControlAction::NavigateTree(TreeTarget {
+                target_id: text("targetId")?,
+                summarize: flag("summarize")?.unwrap_or(false),
+                custom_instructions: opt_text("customInstructions")?,
+                replace_instructions: flag("replaceInstructions")?,
+                label: opt_text("label")?,
+            })
+        }
         "new_session" => ControlAction::NewSession {
             parent_session: opt_text("parentSession")?,
         },

@@ -1004,3 +1004,165 @@ fn reload_is_refused_while_a_run_is_going() {
     );
     assert_eq!(idle["result"]["idle"], false, "{idle}");
 }
+
+// ---- 7. tree navigation (ext-session) ----------------------------------------------------------
+
+/// Every `event_type` event v2.py reported so far (in order; also those an `ask` skipped).
+fn events_seen(pi: &Pi, event_type: &str) -> Vec<Value> {
+    pi.records()
+        .iter()
+        .filter_map(|r| r["message"].as_str()?.strip_prefix("event "))
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .filter(|event| event["type"] == event_type)
+        .collect()
+}
+
+#[test]
+fn navigate_tree_moves_the_leaf_through_the_session_before_tree_hook() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    pi.wait_for_event("agent_end");
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let id_of = |role: &str, nth: usize| -> String {
+        entries["result"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .filter(|e| e["type"] == "message" && e["message"]["role"] == role)
+            .nth(nth)
+            .expect("entry")["id"]
+            .as_str()
+            .expect("id")
+            .to_string()
+    };
+    let (a1, u2, a2) = (
+        id_of("assistant", 0),
+        id_of("user", 1),
+        id_of("assistant", 1),
+    );
+    let nav = |id: &str, target: &str, extra: Value| {
+        let mut line = json!({"type": "navigate_tree", "id": id, "targetId": target});
+        line.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        line
+    };
+    let leaf = |pi: &mut Pi, id: &str| -> Value {
+        ask(
+            pi,
+            &[json!({"type": "query", "id": id, "query": "leaf"})],
+            id,
+        )["result"]["id"]
+            .clone()
+    };
+
+    // A user message is re-entered from its parent.
+    let moved = ask(&mut pi, &[nav("n1", &u2, json!({}))], "n1");
+    assert_eq!(moved["result"], json!({"cancelled": false}), "{moved}");
+    let trees = events_seen(&pi, "session_tree");
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let tree = &trees[0];
+    assert_eq!(tree["newLeafId"], a1.as_str(), "{tree}");
+    assert_eq!(tree["oldLeafId"], a2.as_str(), "{tree}");
+    assert!(tree.get("summaryEntry").is_none(), "{tree}");
+    let roles = |pi: &mut Pi, id: &str| -> Vec<String> {
+        let messages = pi.command(id, "get_messages", json!({}));
+        messages["data"]["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or_default().to_string())
+            .filter(|role| role != "system")
+            .collect()
+    };
+    assert_eq!(roles(&mut pi, "m1"), ["user", "assistant"]);
+
+    // The hook cancels; a bad answer counts as none; errors change nothing.
+    let cancelled = ask(
+        &mut pi,
+        &[nav("n2", &a2, json!({"customInstructions": "CANCEL"}))],
+        "n2",
+    );
+    assert_eq!(
+        cancelled["result"],
+        json!({"cancelled": true}),
+        "{cancelled}"
+    );
+    let missing = ask(&mut pi, &[nav("n3", "nope", json!({}))], "n3");
+    assert_eq!(missing["error"], "Entry nope not found", "{missing}");
+    let bad = ask(
+        &mut pi,
+        &[nav(
+            "n4",
+            &id_of("user", 0),
+            json!({"summarize": true, "customInstructions": "BAD"}),
+        )],
+        "n4",
+    );
+    assert!(
+        bad["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("must give the summary")),
+        "{bad}"
+    );
+    assert!(
+        pi.records()
+            .iter()
+            .any(|r| r["type"] == "extension_error" && r["event"] == "session_before_tree"),
+        "the malformed answer is reported"
+    );
+    assert_eq!(leaf(&mut pi, "l1"), a1.as_str());
+
+    // Back to the second reply, then to the first with the extension's summary.
+    ask(&mut pi, &[nav("n5", &a2, json!({}))], "n5");
+    assert_eq!(leaf(&mut pi, "l2"), a2.as_str());
+    let summarized = ask(
+        &mut pi,
+        &[nav(
+            "n6",
+            &a1,
+            json!({"summarize": true, "customInstructions": "SUMMARY"}),
+        )],
+        "n6",
+    );
+    assert_eq!(
+        summarized["result"],
+        json!({"cancelled": false}),
+        "{summarized}"
+    );
+    let trees = events_seen(&pi, "session_tree");
+    assert_eq!(
+        trees.len(),
+        3,
+        "one per navigation that happened: {trees:?}"
+    );
+    let tree = &trees[2];
+    let summary = &tree["summaryEntry"];
+    assert_eq!(summary["type"], "branch_summary", "{tree}");
+    assert_eq!(summary["summary"], "summary by v2.py of 2 entries");
+    assert_eq!(summary["parentId"], a1.as_str());
+    assert_eq!(summary["fromHook"], true);
+    assert_eq!(summary["details"], json!({"by": "v2.py"}));
+    assert_eq!(tree["fromExtension"], true);
+    assert_eq!(roles(&mut pi, "m2"), ["user", "assistant", "branchSummary"]);
+    // The label is on the summary entry.
+    let label = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "lf", "query": "leaf"})],
+        "lf",
+    );
+    assert_eq!(label["result"]["type"], "label", "{label}");
+    assert_eq!(label["result"]["targetId"], summary["id"]);
+    assert_eq!(label["result"]["label"], "from-v2");
+    fake.finish();
+}
