@@ -453,7 +453,8 @@ impl Agent {
                     return;
                 }
                 if let HookOutcome::SessionPrepared { cancel, answer } = &outcome
-                    && self.on_tree_hook(id, *cancel, answer.clone())
+                    && (self.on_before_compact_hook(id, *cancel, answer)
+                        || self.on_tree_hook(id, *cancel, answer.clone()))
                 {
                     return;
                 }

@@ -31,6 +31,7 @@ pub mod bash_command;
 mod bash_jobs;
 mod commands;
 pub mod compaction;
+mod compaction_hook;
 mod compaction_phase;
 pub mod convert;
 pub mod draft;

@@ -498,7 +498,9 @@ fn compaction_with_custom_instructions_from_the_extension() {
     assert_eq!(end["aborted"], false, "{end}");
     assert_eq!(end["reason"], "manual", "{end}");
     let compacted = next_event(&mut pi, "session_compact");
-    assert_eq!(compacted["fromExtension"], true, "{compacted}");
+    // pi's meaning: an extension gave the compaction (here pi-rs summarized).
+    assert_eq!(compacted["fromExtension"], false, "{compacted}");
+    assert_eq!(compacted["reason"], "manual", "{compacted}");
     assert_eq!(
         compacted["compactionEntry"]["type"], "compaction",
         "{compacted}"
@@ -1164,5 +1166,184 @@ fn navigate_tree_moves_the_leaf_through_the_session_before_tree_hook() {
     assert_eq!(label["result"]["type"], "label", "{label}");
     assert_eq!(label["result"]["targetId"], summary["id"]);
     assert_eq!(label["result"]["label"], "from-v2");
+    fake.finish();
+}
+
+// ---- 8. session_before_compact (ext-session) ---------------------------------------------------
+
+fn small_window_with_v2(fake: &FakeProvider) -> Setup {
+    let setup = Setup::new(fake, "fake-anthropic", "fake-claude-small")
+        .models_json(&crate::fake_provider::fixture("models_small_window.json"))
+        .settings(json!({
+            "compaction": {"reserveTokens": 1000, "keepRecentTokens": 200},
+            "retry": {"baseDelayMs": 20}
+        }));
+    with_extensions(setup, &["v2.py"])
+}
+
+fn long_text(word: &str) -> String {
+    format!("{word} {}", "filler ".repeat(200))
+}
+
+#[test]
+fn session_before_compact_cancels_or_gives_the_summary_of_a_manual_compaction() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long_text("second answer")])),
+    ]);
+    let mut pi = Pi::spawn(&small_window_with_v2(&fake));
+    for (id, text) in [
+        ("p1", long_text("first question")),
+        ("p2", long_text("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    let cancelled = pi.command(
+        "c1",
+        "compact",
+        json!({"customInstructions": "CANCEL-COMPACT"}),
+    );
+    assert_eq!(cancelled["success"], false, "{cancelled}");
+    assert_eq!(cancelled["error"], "Compaction cancelled", "{cancelled}");
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["aborted"], true, "{end}");
+    assert!(end.get("errorMessage").is_none(), "{end}");
+    let failed = next_event(&mut pi, "session_compact_failed");
+    assert_eq!(failed["reason"], "manual", "{failed}");
+
+    // The extension's own compaction: saved as given, no summary request.
+    let custom = pi.command(
+        "c2",
+        "compact",
+        json!({"customInstructions": "CUSTOM-COMPACT"}),
+    );
+    assert_eq!(custom["success"], true, "{custom}");
+    let summary = custom["data"]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("custom manual summary by v2.py"),
+        "{custom}"
+    );
+    let compacted = next_event(&mut pi, "session_compact");
+    assert_eq!(compacted["fromExtension"], true, "{compacted}");
+    assert_eq!(
+        compacted["compactionEntry"]["fromHook"], true,
+        "{compacted}"
+    );
+    assert_eq!(compacted["compactionEntry"]["summary"], summary);
+    assert_eq!(
+        compacted["compactionEntry"]["details"],
+        json!({"by": "v2.py"})
+    );
+    assert!(custom["data"]["estimatedTokensAfter"].as_u64().unwrap_or(0) > 0);
+    // No summary request went to the model.
+    assert_eq!(fake.requests().len(), 2);
+    let messages = pi.command("m", "get_messages", json!({}));
+    assert!(
+        messages
+            .to_string()
+            .contains("custom manual summary by v2.py")
+    );
+    fake.finish();
+}
+
+#[test]
+fn a_bad_first_kept_entry_is_refused_and_pi_rs_summarizes() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long_text("second answer")])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nSummarized by the model."])),
+        Reply::sse(sse::anthropic_text(&["## Turn prefix\nSummarized."])),
+    ]);
+    let mut pi = Pi::spawn(&small_window_with_v2(&fake));
+    for (id, text) in [
+        ("p1", long_text("first question")),
+        ("p2", long_text("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    let compacted = pi.command("c", "compact", json!({"customInstructions": "BAD-FIRST"}));
+    assert_eq!(compacted["success"], true, "{compacted}");
+    let summary = compacted["data"]["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("Summarized by the model."), "{compacted}");
+    let error = pi
+        .records()
+        .iter()
+        .find(|r| r["type"] == "extension_error" && r["event"] == "session_before_compact")
+        .cloned()
+        .expect("the refused answer is reported");
+    assert!(
+        error["error"].as_str().unwrap_or_default().contains("nope"),
+        "{error}"
+    );
+    fake.finish();
+}
+
+#[test]
+fn threshold_and_overflow_compactions_use_the_extension_summary() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(3500)
+                .text(&["second answer"])
+                .finish("end_turn"),
+        ),
+        Reply::sse(sse::anthropic_text(&[&long_text("third answer")])),
+        Reply::status(
+            400,
+            crate::fake_provider::fixture("anthropic/error_prompt_too_long.json"),
+            &[],
+        ),
+        Reply::sse(sse::anthropic_text(&["Recovered answer."])),
+    ]);
+    let mut pi = Pi::spawn(&small_window_with_v2(&fake));
+    pi.command(
+        "p1",
+        "prompt",
+        json!({"message": long_text("first question")}),
+    );
+    pi.wait_for_event("agent_settled");
+    pi.command(
+        "p2",
+        "prompt",
+        json!({"message": long_text("second question")}),
+    );
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["reason"], "threshold", "{end}");
+    let summary = end["result"]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("custom threshold summary by v2.py"),
+        "{end}"
+    );
+    pi.wait_for_event("agent_settled");
+    assert_eq!(fake.requests().len(), 2, "no summary request");
+
+    pi.command(
+        "p3",
+        "prompt",
+        json!({"message": long_text("third question")}),
+    );
+    pi.wait_for_event("agent_settled");
+    pi.command("p4", "prompt", json!({"message": "fourth question"}));
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["reason"], "overflow", "{end}");
+    assert_eq!(end["willRetry"], true, "{end}");
+    assert!(
+        end["result"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("custom overflow summary by v2.py")),
+        "{end}"
+    );
+    pi.wait_for_event("agent_settled");
+    let requests = fake.wait_for_requests(5, pi.timeout());
+    assert!(
+        requests[4]
+            .body
+            .to_string()
+            .contains("custom overflow summary by v2.py"),
+        "the retried run starts from the extension's summary"
+    );
     fake.finish();
 }
