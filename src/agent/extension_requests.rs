@@ -330,6 +330,7 @@ impl Agent {
                     host.register_tool(extension, decl);
                 }
                 self.refresh_extension_tools();
+                self.rebuild_system_prompt();
                 Ok(Value::Null)
             }
             ControlAction::UnregisterTool { name } => {
@@ -339,6 +340,7 @@ impl Agent {
                     .as_mut()
                     .is_some_and(|host| host.unregister_tool(extension, &name));
                 self.refresh_extension_tools();
+                self.rebuild_system_prompt();
                 Ok(json!(removed))
             }
             ControlAction::RegisterCommand(decl) => {
@@ -380,6 +382,7 @@ impl Agent {
                     .collect();
                 self.tools.active = Some(active);
                 self.refresh_tool_specs();
+                self.rebuild_system_prompt();
                 Ok(json!(
                     self.tools
                         .specs

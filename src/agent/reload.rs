@@ -107,7 +107,8 @@ impl Agent {
     }
 
     /// The system prompt from the loaded resources, the active built-ins and the offered
-    /// extension tools (start-up's recipe).
+    /// extension tools (start-up's recipe): after a reload, `set_active_tools` and late tool
+    /// registration (pi rebuilds it whenever the active tools change).
     pub(super) fn rebuild_system_prompt(&mut self) {
         let args = &self.extensions.reload.prompt;
         let sources = crate::resources::system_prompt::RunSources {
@@ -118,10 +119,19 @@ impl Agent {
             agent_dir: &self.config.agent_dir,
             project_trusted: self.config.project_trust.trusted,
         };
+        // Extension tools outside an extension's `set_active_tools` are not offered: not listed.
+        let active = self.tools.active.as_ref();
+        let extension_tools: Vec<crate::extensions::ExtensionTool> = self
+            .tools
+            .extension_tools
+            .iter()
+            .filter(|t| active.is_none_or(|names| names.contains(&t.decl.name)))
+            .cloned()
+            .collect();
         self.system_prompt = crate::resources::system_prompt::for_run(
             &sources,
             &self.tools.builtins,
-            &self.tools.extension_tools,
+            &extension_tools,
             &self.resources,
         );
         self.request_cache.invalidate();

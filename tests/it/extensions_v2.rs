@@ -341,6 +341,11 @@ fn active_tools_model_and_thinking_level_are_set_by_the_extension() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert_eq!(names, ["grep", "read"]);
+    // As pi, the system prompt lists only the active tools (here: the request's system text).
+    let system = request.body["system"].to_string();
+    assert!(system.contains("- grep:"), "{system}");
+    assert!(!system.contains("- bash:"), "{system}");
+    assert!(!system.contains("- edit:"), "{system}");
 
     let unknown = ask(
         &mut pi,
