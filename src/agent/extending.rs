@@ -60,6 +60,8 @@ pub struct Extensions {
     pub reload: super::reload::ReloadInputs,
     /// (v2) A `navigate_tree` waiting for the `session_before_tree` hook.
     pub tree: Option<super::tree_navigation::PendingTree>,
+    /// (v2) RPC `bash` commands waiting for the `user_bash` hook.
+    pub user_bash: Vec<super::bash_jobs::UserBash>,
 }
 
 impl Extensions {
@@ -87,6 +89,7 @@ impl Extensions {
             session_changes: Vec::new(),
             reload,
             tree: None,
+            user_bash: Vec::new(),
         }
     }
 }
@@ -449,6 +452,11 @@ impl Agent {
             ExtensionEvent::HookResult { id, outcome } => {
                 if let HookOutcome::SessionChange { cancel } = outcome
                     && self.on_session_change_hook(id, cancel)
+                {
+                    return;
+                }
+                if let HookOutcome::UserBash(outcome) = &outcome
+                    && self.on_user_bash_hook(id, outcome.clone())
                 {
                     return;
                 }

@@ -47,6 +47,7 @@ impl Agent {
         } else if self.is_busy()
             || !self.extensions.session_changes.is_empty()
             || self.extensions.tree.is_some()
+            || !self.extensions.user_bash.is_empty()
         {
             Some("Wait for the current response to finish before reloading.")
         } else if self.extensions.reload.events_tx.is_none() {

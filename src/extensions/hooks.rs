@@ -88,6 +88,9 @@ pub enum HookOutcome {
         cancel: bool,
         answer: Map<String, Value>,
     },
+    /// (v2) `user_bash`: an extension's `result` (`{output, exitCode, cancelled, truncated}`)
+    /// answers the command; a failed extension blocks it (`Err`, as pi); Ok(None): run it.
+    UserBash(Result<Option<Value>, String>),
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -220,6 +223,28 @@ impl HookChain {
                 let fields = check_prepared(self.kind, result)?;
                 self.prepared.extend(fields);
             }
+            HookKind::UserBash => {
+                if result.get("operations").is_some_and(|v| !v.is_null()) {
+                    return Err(
+                        "user_bash result: operations cannot cross the protocol (answer a result)"
+                            .into(),
+                    );
+                }
+                if let Some(answer) = result.get("result").filter(|v| !v.is_null()) {
+                    let ok = answer.get("output").is_some_and(Value::is_string)
+                        && answer
+                            .get("exitCode")
+                            .is_none_or(|c| c.is_null() || c.is_i64())
+                        && answer.get("cancelled").is_none_or(Value::is_boolean)
+                        && answer.get("truncated").is_none_or(Value::is_boolean);
+                    if !ok {
+                        return Err("user_bash result: result needs output (text), exitCode (a whole number or null), cancelled and truncated (true/false)".into());
+                    }
+                    // The first result answers the command; nobody after it is asked.
+                    self.prepared.insert("result".into(), answer.clone());
+                    self.handled = true;
+                }
+            }
             HookKind::Context => {
                 if let Some(messages) = result.get("messages").filter(|v| !v.is_null()) {
                     let Some(list) = messages.as_array() else {
@@ -254,6 +279,10 @@ impl HookChain {
     pub fn apply_failure(&mut self, error: &str) {
         if self.kind == HookKind::ToolCall && self.blocked.is_none() {
             self.blocked = Some(failed_tool_call_reason(error));
+        }
+        // pi: a `user_bash` error blocks the command instead of running it.
+        if self.kind == HookKind::UserBash && self.blocked.is_none() {
+            self.blocked = Some(error.to_string());
         }
     }
 
@@ -294,6 +323,10 @@ impl HookChain {
                     cancel: self.handled,
                 }
             }
+            HookKind::UserBash => HookOutcome::UserBash(match self.blocked {
+                Some(error) => Err(error),
+                None => Ok(self.prepared.get("result").cloned()),
+            }),
             HookKind::SessionBeforeTree | HookKind::SessionBeforeCompact => {
                 HookOutcome::SessionPrepared {
                     cancel: self.handled,

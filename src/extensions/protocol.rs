@@ -36,10 +36,12 @@ pub enum HookKind {
     SessionBeforeTree,
     /// (v2) Before a compaction; may cancel it or give the compaction (summary) itself.
     SessionBeforeCompact,
+    /// (v2) Before the RPC `bash` command runs; may answer it instead (`result`).
+    UserBash,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 9] = [
+    pub const ALL: [HookKind; 10] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
@@ -49,6 +51,7 @@ impl HookKind {
         HookKind::SessionBeforeFork,
         HookKind::SessionBeforeTree,
         HookKind::SessionBeforeCompact,
+        HookKind::UserBash,
     ];
 
     /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
@@ -60,6 +63,7 @@ impl HookKind {
                 | HookKind::SessionBeforeFork
                 | HookKind::SessionBeforeTree
                 | HookKind::SessionBeforeCompact
+                | HookKind::UserBash
         )
     }
 
@@ -74,6 +78,7 @@ impl HookKind {
             HookKind::SessionBeforeFork => "session_before_fork",
             HookKind::SessionBeforeTree => "session_before_tree",
             HookKind::SessionBeforeCompact => "session_before_compact",
+            HookKind::UserBash => "user_bash",
         }
     }
 

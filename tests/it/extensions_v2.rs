@@ -1352,3 +1352,44 @@ fn threshold_and_overflow_compactions_use_the_extension_summary() {
     );
     fake.finish();
 }
+
+// ---- 9. user_bash (ext-session) ----------------------------------------------------------------
+
+#[test]
+fn user_bash_answers_blocks_or_lets_the_rpc_bash_command_run() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let answered = pi.command("b1", "bash", json!({"command": "remote: ls"}));
+    assert_eq!(answered["success"], true, "{answered}");
+    let output = answered["data"]["output"].as_str().unwrap_or_default();
+    assert!(output.starts_with("v2 ran remote: ls in "), "{answered}");
+    assert_eq!(answered["data"]["exitCode"], 0);
+    let messages = pi.command("m", "get_messages", json!({}));
+    let recorded = messages["data"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "bashExecution")
+        .cloned()
+        .expect("the answered command joins the conversation");
+    assert_eq!(recorded["command"], "remote: ls");
+    assert_eq!(recorded["output"], output);
+
+    // A failed extension blocks the command (pi: user_bash errors never fall through).
+    let blocked = pi.command(
+        "b2",
+        "bash",
+        json!({"command": "echo FORBIDDEN > made.txt"}),
+    );
+    assert_eq!(blocked["success"], false, "{blocked}");
+    assert!(
+        blocked["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no FORBIDDEN commands")),
+        "{blocked}"
+    );
+    assert!(!pi.cwd().join("made.txt").exists());
+    // No answer from the hook: the command runs here.
+    let local = pi.command("b3", "bash", json!({"command": "echo local"}));
+    assert_eq!(local["data"]["output"], "local\n", "{local}");
+}
