@@ -62,6 +62,8 @@ pub struct Extensions {
     pub tree: Option<super::tree_navigation::PendingTree>,
     /// (v2) RPC `bash` commands waiting for the `user_bash` hook.
     pub user_bash: Vec<super::bash_jobs::UserBash>,
+    /// (v2) The `resources_discover` hook whose answer adds skill and prompt paths.
+    pub discover_hook: Option<crate::extensions::HookId>,
 }
 
 impl Extensions {
@@ -90,6 +92,7 @@ impl Extensions {
             reload,
             tree: None,
             user_bash: Vec::new(),
+            discover_hook: None,
         }
     }
 }
@@ -452,6 +455,14 @@ impl Agent {
             ExtensionEvent::HookResult { id, outcome } => {
                 if let HookOutcome::SessionChange { cancel } = outcome
                     && self.on_session_change_hook(id, cancel)
+                {
+                    return;
+                }
+                if let HookOutcome::ResourcesDiscover {
+                    skill_paths,
+                    prompt_paths,
+                } = &outcome
+                    && self.on_resources_discovered(id, skill_paths, prompt_paths)
                 {
                     return;
                 }

@@ -281,6 +281,7 @@ impl Agent {
         }
         self.emit_mcp_notices();
         self.emit(Event::Lifecycle(Lifecycle::SessionStart));
+        self.discover_resources("startup");
         while self.io.stdin_open
             && self.io.stdout_open
             && self.io.exit_signal.is_none()

@@ -105,6 +105,49 @@ impl Agent {
         self.refresh_extension_tools();
         self.rebuild_system_prompt();
         self.notify_all_extensions(&json!({"type": "session_start", "reason": "reload"}));
+        self.discover_resources("reload");
+    }
+
+    /// (v2) `resources_discover` after `session_start` (`startup` / `reload`): the extensions'
+    /// skill and prompt paths are loaded besides the run's own (when the answer comes).
+    pub(super) fn discover_resources(&mut self, reason: &str) {
+        let payload = json!({"cwd": self.config.cwd.to_string_lossy(), "reason": reason});
+        let deadline = self.extensions.hook_deadline;
+        self.extensions.discover_hook = self.extensions.host.as_ref().and_then(|host| {
+            host.start_hook(
+                crate::extensions::protocol::HookKind::ResourcesDiscover,
+                payload,
+                deadline,
+            )
+        });
+    }
+
+    /// The `resources_discover` answer: skills and prompt templates are loaded again with the
+    /// extensions' paths (relative ones from the working directory, as `--skill`), and the system
+    /// prompt rebuilt. False when no discovery waited for this hook.
+    pub(super) fn on_resources_discovered(
+        &mut self,
+        hook: crate::extensions::HookId,
+        skill_paths: &[String],
+        prompt_paths: &[String],
+    ) -> bool {
+        if self.extensions.discover_hook != Some(hook) {
+            return false;
+        }
+        self.extensions.discover_hook = None;
+        if skill_paths.is_empty() && prompt_paths.is_empty() {
+            return true;
+        }
+        let mut options = self.extensions.reload.resources.clone();
+        options.cwd = self.config.cwd.clone();
+        options.skip_project = !self.config.project_trust.trusted;
+        options.cli_skills.extend(skill_paths.iter().cloned());
+        options
+            .cli_prompt_templates
+            .extend(prompt_paths.iter().cloned());
+        self.resources = crate::resources::discovery::load_resources(&options);
+        self.rebuild_system_prompt();
+        true
     }
 
     /// The system prompt from the loaded resources, the active built-ins and the offered

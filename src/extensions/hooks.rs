@@ -91,6 +91,11 @@ pub enum HookOutcome {
     /// (v2) `user_bash`: an extension's `result` (`{output, exitCode, cancelled, truncated}`)
     /// answers the command; a failed extension blocks it (`Err`, as pi); Ok(None): run it.
     UserBash(Result<Option<Value>, String>),
+    /// (v2) `resources_discover`: the paths every extension gave, in load order.
+    ResourcesDiscover {
+        skill_paths: Vec<String>,
+        prompt_paths: Vec<String>,
+    },
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -223,6 +228,32 @@ impl HookChain {
                 let fields = check_prepared(self.kind, result)?;
                 self.prepared.extend(fields);
             }
+            HookKind::ResourcesDiscover => {
+                let mut lists = Vec::new();
+                for key in ["skillPaths", "promptPaths", "themePaths"] {
+                    let list = match result.get(key) {
+                        None | Some(Value::Null) => Vec::new(),
+                        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                            items.clone()
+                        }
+                        Some(_) => {
+                            return Err(format!(
+                                "resources_discover result: {key} must be a list of paths"
+                            ));
+                        }
+                    };
+                    lists.push((key, list));
+                }
+                for (key, list) in lists {
+                    if let Value::Array(all) = self
+                        .prepared
+                        .entry(key)
+                        .or_insert_with(|| Value::Array(Vec::new()))
+                    {
+                        all.extend(list);
+                    }
+                }
+            }
             HookKind::UserBash => {
                 if result.get("operations").is_some_and(|v| !v.is_null()) {
                     return Err(
@@ -321,6 +352,23 @@ impl HookChain {
             HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork => {
                 HookOutcome::SessionChange {
                     cancel: self.handled,
+                }
+            }
+            HookKind::ResourcesDiscover => {
+                let paths = |key: &str| -> Vec<String> {
+                    self.prepared
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|p| p.as_str().map(String::from))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                HookOutcome::ResourcesDiscover {
+                    skill_paths: paths("skillPaths"),
+                    prompt_paths: paths("promptPaths"),
                 }
             }
             HookKind::UserBash => HookOutcome::UserBash(match self.blocked {

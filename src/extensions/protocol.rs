@@ -38,10 +38,12 @@ pub enum HookKind {
     SessionBeforeCompact,
     /// (v2) Before the RPC `bash` command runs; may answer it instead (`result`).
     UserBash,
+    /// (v2) After `session_start` (startup, reload): skill and prompt paths to load too.
+    ResourcesDiscover,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 10] = [
+    pub const ALL: [HookKind; 11] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
@@ -52,6 +54,7 @@ impl HookKind {
         HookKind::SessionBeforeTree,
         HookKind::SessionBeforeCompact,
         HookKind::UserBash,
+        HookKind::ResourcesDiscover,
     ];
 
     /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
@@ -64,6 +67,7 @@ impl HookKind {
                 | HookKind::SessionBeforeTree
                 | HookKind::SessionBeforeCompact
                 | HookKind::UserBash
+                | HookKind::ResourcesDiscover
         )
     }
 
@@ -79,6 +83,7 @@ impl HookKind {
             HookKind::SessionBeforeTree => "session_before_tree",
             HookKind::SessionBeforeCompact => "session_before_compact",
             HookKind::UserBash => "user_bash",
+            HookKind::ResourcesDiscover => "resources_discover",
         }
     }
 

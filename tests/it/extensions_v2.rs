@@ -928,6 +928,13 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
     std::fs::create_dir_all(pi.cwd().join(".pi/prompts")).unwrap();
     std::fs::write(pi.cwd().join(".pi/prompts/late.md"), "A late template").unwrap();
     std::fs::write(pi.cwd().join("AGENTS.md"), "RELOADED-RULE: be brief").unwrap();
+    // resources_discover (after the reload) adds this folder's templates.
+    std::fs::create_dir_all(pi.cwd().join("ext-prompts")).unwrap();
+    std::fs::write(
+        pi.cwd().join("ext-prompts/discovered.md"),
+        "From an extension",
+    )
+    .unwrap();
     let names = |pi: &mut Pi, id: &str| -> Vec<String> {
         let commands = pi.command(id, "get_commands", json!({}));
         commands["data"]["commands"]
@@ -966,6 +973,16 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
 
     let after = names(&mut pi, "c2");
     assert!(after.contains(&"late".to_string()), "{after:?}");
+    let deadline = std::time::Instant::now() + pi.timeout();
+    let mut round = 0;
+    while !names(&mut pi, &format!("d{round}")).contains(&"discovered".to_string()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "resources_discover paths not loaded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        round += 1;
+    }
     let prompt = ask(&mut pi, &[q("sp2")], "sp2");
     assert!(
         prompt["result"].to_string().contains("RELOADED-RULE"),
