@@ -245,7 +245,7 @@ fn build_setup(
     // pi packages (settings `packages`, `-e npm:…`/`-e git:…`): missing ones are installed now.
     let (run_packages, package_warnings) = packages::for_run(&config, &args.extensions);
     print_warnings(&package_warnings);
-    let loaded = resources::discovery::load_resources(&resources::discovery::LoadOptions {
+    let resource_options = resources::discovery::LoadOptions {
         cwd: cwd.clone(),
         agent_dir: agent_dir.clone(),
         home: paths::home_dir(),
@@ -260,7 +260,8 @@ fn build_setup(
         skip_project: !config.project_trust.trusted,
         package_skills: run_packages.resources(packages::collect::Kind::Skills),
         package_prompts: run_packages.resources(packages::collect::Kind::Prompts),
-    });
+    };
+    let loaded = resources::discovery::load_resources(&resource_options);
     for warning in &loaded.warnings {
         log::info!("{warning}");
     }
@@ -279,8 +280,13 @@ fn build_setup(
     let (approvals, warnings) =
         extensions::approval::ApprovalPolicy::from_settings(config.setting("approvals"));
     print_warnings(&warnings);
+    let relaunch = extensions::launch::Relaunch {
+        files: run_packages.extension_files(),
+        cli_flags: args.extension_flags.clone(),
+        no_extensions: args.no_extensions,
+    };
     let extensions = extensions::launch::launch(
-        run_packages.extension_files(),
+        relaunch.files.clone(),
         &args.extension_flags,
         args.no_extensions,
         &config,
@@ -347,6 +353,16 @@ fn build_setup(
         client: None,
         extensions: extensions.host,
         extension_events: extensions.events,
+        reload: agent::reload::ReloadInputs {
+            extensions: relaunch,
+            events_tx: extensions.events_tx,
+            resources: resource_options,
+            prompt: agent::reload::PromptArgs {
+                system_prompt: args.system_prompt.clone(),
+                append: args.append_system_prompt.clone(),
+                no_context_files: args.no_context_files,
+            },
+        },
         approvals: extensions.approvals,
         sandbox,
         startup_events,

@@ -77,7 +77,7 @@ impl Agent {
             Command::Bash {
                 command,
                 exclude_from_context,
-            } => self.start_bash(id, command, exclude_from_context),
+            } => self.bash_command(id, command, exclude_from_context),
             Command::AbortBash => self.abort_bash(id),
             Command::Compact {
                 custom_instructions,

@@ -138,7 +138,25 @@ impl Agent {
             retry_at: None,
             usages: Vec::new(),
             preparation,
+            before_hook: None,
         };
+        // (v2) Extensions may cancel it or give the summary first.
+        if let Some(hook) = self.ask_before_compact(&compaction, custom_instructions, base.clone())
+        {
+            compaction.before_hook = Some(hook);
+            self.phase = Phase::Compacting(Box::new(compaction));
+            return;
+        }
+        self.spawn_summaries(compaction, custom_instructions, &base);
+    }
+
+    /// The summary requests of a prepared compaction, started; the phase is `Compacting`.
+    pub(super) fn spawn_summaries(
+        &mut self,
+        mut compaction: Compaction,
+        custom_instructions: Option<&str>,
+        base: &provider::StreamRequest,
+    ) {
         for request in compaction.preparation.summary_requests(custom_instructions) {
             compaction.slots.push(Slot {
                 request,
@@ -148,7 +166,7 @@ impl Agent {
             });
         }
         for index in 0..compaction.slots.len() {
-            self.spawn_summary(&mut compaction, index, &base);
+            self.spawn_summary(&mut compaction, index, base);
         }
         self.phase = Phase::Compacting(Box::new(compaction));
     }
@@ -320,6 +338,21 @@ impl Agent {
         } = *compaction;
         let texts: Vec<String> = slots.into_iter().filter_map(|s| s.text).collect();
         let result = preparation.finish(&texts);
+        self.save_compaction(reason, will_retry, origin, result, usages, false);
+    }
+
+    /// Saves a finished compaction (summarized by pi-rs, or given by an extension's
+    /// `session_before_compact` answer: `from_extension`), rebuilds the context, and ends the
+    /// phase with its end event and answer.
+    pub(super) fn save_compaction(
+        &mut self,
+        reason: CompactionReason,
+        will_retry: bool,
+        origin: CompactionOrigin,
+        mut result: compaction::CompactionResult,
+        usages: Vec<crate::messages::Usage>,
+        from_extension: bool,
+    ) {
         // The prompt state so far travels in the entry (pi 1.6.0), stamped with its time.
         let system =
             super::system_message::compaction_snapshot(&self.messages, crate::time::now_ms());
@@ -327,8 +360,8 @@ impl Agent {
             &result.summary,
             &result.first_kept_entry_id,
             result.tokens_before,
-            Some(result.details.clone()),
-            Some(false),
+            Some(result.details.clone()).filter(|d| !d.is_null()),
+            Some(from_extension),
             system,
         ) {
             // (v2) Extensions hear of the saved compaction (pi's `session_compact`).
@@ -337,13 +370,18 @@ impl Agent {
                 self.notify_extensions_of(serde_json::json!({
                     "type": "session_compact",
                     "compactionEntry": entry,
-                    "fromExtension": matches!(origin, CompactionOrigin::Extension),
+                    "fromExtension": from_extension,
+                    "reason": reason.as_str(),
+                    "willRetry": will_retry,
                 }));
             }
             Err(e) => log::error!("could not save the compaction: {e}"),
         }
         self.messages = self.session.context().messages;
         self.request_cache.invalidate();
+        if from_extension {
+            result.estimated_tokens_after = compaction::estimated_tokens_after(&self.messages);
+        }
         let usage = compaction::sum_usage(&usages);
         self.extra_usage.extend(usages);
         let result_json = result.to_json(Some(&usage));
@@ -430,7 +468,7 @@ impl Agent {
 
     /// What follows a compaction: the command's error, the waiting prompt, or the run's
     /// continuation (the overflow retry, queued messages) — otherwise the chain settles.
-    fn after_compaction(
+    pub(super) fn after_compaction(
         &mut self,
         origin: CompactionOrigin,
         retry_run: bool,

@@ -59,12 +59,21 @@ pub struct Extensions {
     /// (v2) Providers an extension registered with `streamSimple: true`: it streams their
     /// responses itself.
     pub stream_providers: std::collections::HashMap<String, crate::extensions::ExtensionId>,
+    /// (v2) What `reload` loads again.
+    pub reload: super::reload::ReloadInputs,
+    /// (v2) A `navigate_tree` waiting for the `session_before_tree` hook.
+    pub tree: Option<super::tree_navigation::PendingTree>,
+    /// (v2) RPC `bash` commands waiting for the `user_bash` hook.
+    pub user_bash: Vec<super::bash_jobs::UserBash>,
+    /// (v2) The `resources_discover` hook whose answer adds skill and prompt paths.
+    pub discover_hook: Option<crate::extensions::HookId>,
 }
 
 impl Extensions {
     pub fn new(
         host: Option<crate::extensions::ExtensionHost>,
         events: Receiver<ExtensionEvent>,
+        reload: super::reload::ReloadInputs,
         config: &crate::config::Config,
     ) -> Extensions {
         let hook_deadline = config
@@ -84,6 +93,10 @@ impl Extensions {
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
             stream_providers: std::collections::HashMap::new(),
+            reload,
+            tree: None,
+            user_bash: Vec::new(),
+            discover_hook: None,
         }
     }
 }
@@ -460,6 +473,25 @@ impl Agent {
             ExtensionEvent::HookResult { id, outcome } => {
                 if let HookOutcome::SessionChange { cancel } = outcome
                     && self.on_session_change_hook(id, cancel)
+                {
+                    return;
+                }
+                if let HookOutcome::ResourcesDiscover {
+                    skill_paths,
+                    prompt_paths,
+                } = &outcome
+                    && self.on_resources_discovered(id, skill_paths, prompt_paths)
+                {
+                    return;
+                }
+                if let HookOutcome::UserBash(outcome) = &outcome
+                    && self.on_user_bash_hook(id, outcome.clone())
+                {
+                    return;
+                }
+                if let HookOutcome::SessionPrepared { cancel, answer } = &outcome
+                    && (self.on_before_compact_hook(id, *cancel, answer)
+                        || self.on_tree_hook(id, *cancel, answer.clone()))
                 {
                     return;
                 }

@@ -147,6 +147,14 @@ impl Agent {
             self.start_exec(extension, id, spec);
             return;
         }
+        if let ControlAction::Reload = action {
+            self.reload_for_extension(extension, id);
+            return;
+        }
+        if let ControlAction::NavigateTree(target) = action {
+            self.navigate_tree(extension, id, target);
+            return;
+        }
         let op = match &action {
             ControlAction::NewSession { parent_session } => Some(SessionOp::New {
                 parent_session: parent_session.clone(),
@@ -330,6 +338,7 @@ impl Agent {
                     host.register_tool(extension, decl);
                 }
                 self.refresh_extension_tools();
+                self.rebuild_system_prompt();
                 Ok(Value::Null)
             }
             ControlAction::UnregisterTool { name } => {
@@ -339,6 +348,7 @@ impl Agent {
                     .as_mut()
                     .is_some_and(|host| host.unregister_tool(extension, &name));
                 self.refresh_extension_tools();
+                self.rebuild_system_prompt();
                 Ok(json!(removed))
             }
             ControlAction::RegisterCommand(decl) => {
@@ -396,6 +406,7 @@ impl Agent {
                     .collect();
                 self.tools.active = Some(active);
                 self.refresh_tool_specs();
+                self.rebuild_system_prompt();
                 Ok(json!(
                     self.tools
                         .specs
@@ -449,6 +460,8 @@ impl Agent {
             | ControlAction::Fork { .. }
             | ControlAction::SwitchSession { .. }
             | ControlAction::Exec(_)
+            | ControlAction::Reload
+            | ControlAction::NavigateTree(_)
             | ControlAction::WaitForIdle => Ok(Value::Null),
         }
     }

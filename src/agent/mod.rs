@@ -31,6 +31,7 @@ pub mod bash_command;
 mod bash_jobs;
 mod commands;
 pub mod compaction;
+mod compaction_hook;
 mod compaction_phase;
 pub mod convert;
 pub mod draft;
@@ -40,6 +41,7 @@ mod mcp_servers;
 mod model_commands;
 pub mod pattern;
 mod queues;
+pub mod reload;
 pub mod retry;
 mod retry_wait;
 mod session_commands;
@@ -47,6 +49,7 @@ pub mod state;
 mod streaming;
 pub mod system_message;
 mod tool_batch;
+mod tree_navigation;
 
 use std::time::Duration;
 
@@ -91,6 +94,8 @@ pub struct AgentSetup {
     /// Running extensions (also present, with none loaded, when the approval gate needs dialogs).
     pub extensions: Option<crate::extensions::ExtensionHost>,
     pub extension_events: Receiver<crate::extensions::ExtensionEvent>,
+    /// What an extension's `reload` loads again.
+    pub reload: reload::ReloadInputs,
     pub approvals: crate::extensions::approval::ApprovalPolicy,
     /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
     pub sandbox: crate::sandbox::Sandbox,
@@ -228,8 +233,12 @@ impl Agent {
             setup.sandbox,
         );
         tools.client = setup.client;
-        let extensions =
-            extending::Extensions::new(setup.extensions, setup.extension_events, &setup.config);
+        let extensions = extending::Extensions::new(
+            setup.extensions,
+            setup.extension_events,
+            setup.reload,
+            &setup.config,
+        );
         let settings = Settings {
             scoped_models: setup.scoped_models,
             auto_compaction: setup.config.compaction_enabled(),
@@ -275,6 +284,7 @@ impl Agent {
         }
         self.emit_mcp_notices();
         self.emit(Event::Lifecycle(Lifecycle::SessionStart));
+        self.discover_resources("startup");
         while self.io.stdin_open
             && self.io.stdout_open
             && self.io.exit_signal.is_none()

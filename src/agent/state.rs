@@ -262,6 +262,8 @@ pub struct Compaction {
     /// A summary request waiting to be retried: (slot, when).
     pub retry_at: Option<(usize, Instant)>,
     pub(super) usages: Vec<Usage>,
+    /// (v2) Waiting for the extensions' `session_before_compact` hook before summarizing.
+    pub(super) before_hook: Option<super::compaction_hook::BeforeCompact>,
 }
 
 pub struct Slot {

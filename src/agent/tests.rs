@@ -40,6 +40,7 @@ fn agent() -> (Agent, Ends) {
         resources: Default::default(),
         extensions: None,
         extension_events: never(),
+        reload: Default::default(),
         approvals: Default::default(),
         sandbox,
         startup_events: Vec::new(),

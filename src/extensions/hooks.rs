@@ -86,6 +86,21 @@ pub enum HookOutcome {
     ProviderHeaders(Vec<(String, Option<String>)>),
     /// (v2) `before_provider_request`: the body to send instead, when an extension replaced it.
     ProviderPayload(Option<Value>),
+    /// (v2) `session_before_tree` / `session_before_compact`: whether an extension cancelled,
+    /// else the fields the extensions answered (checked; a later answer's field overrides an
+    /// earlier one's).
+    SessionPrepared {
+        cancel: bool,
+        answer: Map<String, Value>,
+    },
+    /// (v2) `user_bash`: an extension's `result` (`{output, exitCode, cancelled, truncated}`)
+    /// answers the command; a failed extension blocks it (`Err`, as pi); Ok(None): run it.
+    UserBash(Result<Option<Value>, String>),
+    /// (v2) `resources_discover`: the paths every extension gave, in load order.
+    ResourcesDiscover {
+        skill_paths: Vec<String>,
+        prompt_paths: Vec<String>,
+    },
 }
 
 /// The text of a `tool_call` blocked because an extension failed.
@@ -115,6 +130,8 @@ pub struct HookChain {
     header_patch: Vec<(String, Option<String>)>,
     /// (v2 `before_provider_request`) an extension replaced the payload.
     payload_replaced: bool,
+    /// (v2 `session_before_tree` / `session_before_compact`) the answered fields.
+    prepared: Map<String, Value>,
 }
 
 impl HookChain {
@@ -138,6 +155,7 @@ impl HookChain {
             messages_replaced: false,
             header_patch: Vec::new(),
             payload_replaced: false,
+            prepared: Map::new(),
         }
     }
 
@@ -213,6 +231,62 @@ impl HookChain {
                     self.handled = true;
                 }
             }
+            HookKind::SessionBeforeTree | HookKind::SessionBeforeCompact => {
+                if result.get("cancel").and_then(Value::as_bool) == Some(true) {
+                    self.handled = true;
+                    return Ok(());
+                }
+                let fields = check_prepared(self.kind, result)?;
+                self.prepared.extend(fields);
+            }
+            HookKind::ResourcesDiscover => {
+                let mut lists = Vec::new();
+                for key in ["skillPaths", "promptPaths", "themePaths"] {
+                    let list = match result.get(key) {
+                        None | Some(Value::Null) => Vec::new(),
+                        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                            items.clone()
+                        }
+                        Some(_) => {
+                            return Err(format!(
+                                "resources_discover result: {key} must be a list of paths"
+                            ));
+                        }
+                    };
+                    lists.push((key, list));
+                }
+                for (key, list) in lists {
+                    if let Value::Array(all) = self
+                        .prepared
+                        .entry(key)
+                        .or_insert_with(|| Value::Array(Vec::new()))
+                    {
+                        all.extend(list);
+                    }
+                }
+            }
+            HookKind::UserBash => {
+                if result.get("operations").is_some_and(|v| !v.is_null()) {
+                    return Err(
+                        "user_bash result: operations cannot cross the protocol (answer a result)"
+                            .into(),
+                    );
+                }
+                if let Some(answer) = result.get("result").filter(|v| !v.is_null()) {
+                    let ok = answer.get("output").is_some_and(Value::is_string)
+                        && answer
+                            .get("exitCode")
+                            .is_none_or(|c| c.is_null() || c.is_i64())
+                        && answer.get("cancelled").is_none_or(Value::is_boolean)
+                        && answer.get("truncated").is_none_or(Value::is_boolean);
+                    if !ok {
+                        return Err("user_bash result: result needs output (text), exitCode (a whole number or null), cancelled and truncated (true/false)".into());
+                    }
+                    // The first result answers the command; nobody after it is asked.
+                    self.prepared.insert("result".into(), answer.clone());
+                    self.handled = true;
+                }
+            }
             HookKind::Context => {
                 if let Some(messages) = result.get("messages").filter(|v| !v.is_null()) {
                     let Some(list) = messages.as_array() else {
@@ -274,6 +348,10 @@ impl HookChain {
         if self.kind == HookKind::ToolCall && self.blocked.is_none() {
             self.blocked = Some(failed_tool_call_reason(error));
         }
+        // pi: a `user_bash` error blocks the command instead of running it.
+        if self.kind == HookKind::UserBash && self.blocked.is_none() {
+            self.blocked = Some(error.to_string());
+        }
     }
 
     pub fn finish(mut self) -> HookOutcome {
@@ -311,6 +389,33 @@ impl HookChain {
             HookKind::SessionBeforeSwitch | HookKind::SessionBeforeFork => {
                 HookOutcome::SessionChange {
                     cancel: self.handled,
+                }
+            }
+            HookKind::ResourcesDiscover => {
+                let paths = |key: &str| -> Vec<String> {
+                    self.prepared
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|p| p.as_str().map(String::from))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                HookOutcome::ResourcesDiscover {
+                    skill_paths: paths("skillPaths"),
+                    prompt_paths: paths("promptPaths"),
+                }
+            }
+            HookKind::UserBash => HookOutcome::UserBash(match self.blocked {
+                Some(error) => Err(error),
+                None => Ok(self.prepared.get("result").cloned()),
+            }),
+            HookKind::SessionBeforeTree | HookKind::SessionBeforeCompact => {
+                HookOutcome::SessionPrepared {
+                    cancel: self.handled,
+                    answer: self.prepared,
                 }
             }
             HookKind::Context => HookOutcome::Context(
@@ -366,6 +471,62 @@ fn parse_header_patch(headers: &Value) -> Result<Vec<(String, Option<String>)>, 
         patch.push((name.clone(), value));
     }
     Ok(patch)
+}
+
+/// The fields of a `session_before_tree` answer (`summary: {summary, details?}`,
+/// `customInstructions`, `replaceInstructions`, `label`) or a `session_before_compact` answer
+/// (`compaction: {summary, firstKeptEntryId, tokensBefore, details?}`), checked; others are
+/// ignored. An answer with a field of the wrong shape is refused whole.
+fn check_prepared(
+    kind: HookKind,
+    result: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let hook = kind.as_str();
+    let mut fields = Map::new();
+    let present = |key: &str| result.get(key).filter(|v| !v.is_null());
+    let object_with_summary = |key: &str| -> Result<Option<Value>, String> {
+        let Some(value) = present(key) else {
+            return Ok(None);
+        };
+        let ok = value
+            .get("summary")
+            .is_some_and(|s| s.as_str().is_some_and(|t| !t.is_empty()));
+        if !value.is_object() || !ok {
+            return Err(format!(
+                "{hook} result: {key} needs a non-empty summary text"
+            ));
+        }
+        Ok(Some(value.clone()))
+    };
+    if kind == HookKind::SessionBeforeTree {
+        if let Some(summary) = object_with_summary("summary")? {
+            fields.insert("summary".into(), summary);
+        }
+        for (key, is_right) in [
+            ("customInstructions", Value::is_string as fn(&Value) -> bool),
+            ("replaceInstructions", Value::is_boolean),
+            ("label", Value::is_string),
+        ] {
+            if let Some(value) = present(key) {
+                if !is_right(value) {
+                    return Err(format!("{hook} result: {key} has the wrong type"));
+                }
+                fields.insert(key.into(), value.clone());
+            }
+        }
+    } else if let Some(compaction) = object_with_summary("compaction")? {
+        if !compaction
+            .get("firstKeptEntryId")
+            .is_some_and(Value::is_string)
+            || !compaction.get("tokensBefore").is_some_and(Value::is_u64)
+        {
+            return Err(format!(
+                "{hook} result: compaction needs firstKeptEntryId (text) and tokensBefore (a whole number)"
+            ));
+        }
+        fields.insert("compaction".into(), compaction);
+    }
+    Ok(fields)
 }
 
 fn parse_injected(message: &Value) -> Result<InjectedMessage, String> {

@@ -731,10 +731,16 @@ impl ExtensionHost {
     /// Ends every extension: `session_shutdown` (reason "quit") to subscribers, stdin closed,
     /// then after `grace` (or as soon as all exited) their process groups are killed and reaped.
     pub fn shutdown(mut self, grace: Duration) {
-        self.stop(grace);
+        self.stop(grace, "quit");
     }
 
-    fn stop(&mut self, grace: Duration) {
+    /// (v2 `reload`) Ends every extension as `shutdown` does, with `session_shutdown` reason
+    /// `reload`; the caller starts the new ones.
+    pub fn shutdown_for_reload(mut self, grace: Duration) {
+        self.stop(grace, "reload");
+    }
+
+    fn stop(&mut self, grace: Duration, reason: &'static str) {
         let Some(router) = self.router.take() else {
             return;
         };
@@ -743,6 +749,7 @@ impl ExtensionHost {
             .control
             .send(Control::Shutdown {
                 grace,
+                reason,
                 done: done_tx,
             })
             .is_ok()
@@ -762,7 +769,7 @@ impl ExtensionHost {
 
 impl Drop for ExtensionHost {
     fn drop(&mut self) {
-        self.stop(Duration::ZERO);
+        self.stop(Duration::ZERO, "quit");
     }
 }
 

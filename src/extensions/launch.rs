@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 
 use super::approval::ApprovalPolicy;
 use super::{ExtensionEvent, ExtensionHost, ExtensionSources};
@@ -23,6 +23,9 @@ pub struct Launched {
     pub host: Option<ExtensionHost>,
     /// What the host reports to the agent (`never()` without a host).
     pub events: Receiver<ExtensionEvent>,
+    /// The sending end of `events` (None without a host): a reload starts the new extensions
+    /// on the same channel.
+    pub events_tx: Option<Sender<ExtensionEvent>>,
     pub approvals: ApprovalPolicy,
     /// `extension_error` records for extensions that failed to load.
     pub startup_events: Vec<Event>,
@@ -34,7 +37,7 @@ pub struct Launched {
 /// A run's extension files besides those the settings' paths and the extension folders name:
 /// `-e` paths, and the extension files of `-e` packages and of settings packages (the packages
 /// module resolves those, each with its package as `sourceInfo`).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ExtensionFiles {
     pub cli: Vec<PathBuf>,
     pub cli_packages: Vec<(PathBuf, SourceInfo)>,
@@ -50,34 +53,62 @@ pub fn launch(
     sandbox: &crate::sandbox::Policy,
     approvals: ApprovalPolicy,
 ) -> Launched {
-    let paths = |project: bool| {
-        config
-            .scoped_list(project, "extensions")
-            .into_iter()
-            .map(PathBuf::from)
-            .collect()
-    };
-    let specs = super::discover(&ExtensionSources {
-        cli: files.cli,
-        cli_packages: files.cli_packages,
-        packages: files.packages,
-        project_settings: paths(true),
-        user_settings: paths(false),
-        cwd: config.cwd.clone(),
-        agent_dir: config.agent_dir.clone(),
-        no_extensions,
-        skip_project: !config.project_trust.trusted,
-    });
+    let specs = discover_specs(files, no_extensions, config);
     if specs.is_empty() && !approvals.is_enabled() {
         return Launched {
             host: None,
             events: crossbeam_channel::never(),
+            events_tx: None,
             approvals,
             startup_events: Vec::new(),
             flag_errors: check_flags(cli_flags, &[]),
         };
     }
     let (events_tx, events) = crossbeam_channel::bounded(256);
+    let (host, startup_events) = start_host(specs, cli_flags, config, session, sandbox, &events_tx);
+    let flag_errors = check_flags(cli_flags, &host.flags());
+    let mut approvals = approvals;
+    approvals.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
+    Launched {
+        host: Some(host),
+        events,
+        events_tx: Some(events_tx),
+        approvals,
+        startup_events,
+        flag_errors,
+    }
+}
+
+/// What starting the extensions again needs (v2 `reload`): the command line's part of
+/// `launch`'s input; settings and the session are read anew.
+#[derive(Clone, Debug, Default)]
+pub struct Relaunch {
+    pub files: ExtensionFiles,
+    pub cli_flags: Vec<(String, serde_json::Value)>,
+    pub no_extensions: bool,
+}
+
+/// Discovers and starts the extensions again (a reload), reporting on `events`. The flags were
+/// checked at start; a flag nobody registers any more is ignored, as pi keeps its old values.
+pub fn relaunch(
+    recipe: &Relaunch,
+    config: &Config,
+    session: &SessionLog,
+    sandbox: &crate::sandbox::Policy,
+    events: &Sender<ExtensionEvent>,
+) -> (ExtensionHost, Vec<Event>) {
+    let specs = discover_specs(recipe.files.clone(), recipe.no_extensions, config);
+    start_host(specs, &recipe.cli_flags, config, session, sandbox, events)
+}
+
+fn start_host(
+    specs: Vec<super::ExtensionSpec>,
+    cli_flags: &[(String, serde_json::Value)],
+    config: &Config,
+    session: &SessionLog,
+    sandbox: &crate::sandbox::Policy,
+    events: &Sender<ExtensionEvent>,
+) -> (ExtensionHost, Vec<Event>) {
     let handshake = super::protocol::Handshake {
         cwd: config.cwd.to_string_lossy().into_owned(),
         session_id: session.id().to_string(),
@@ -88,17 +119,33 @@ pub fn launch(
     };
     // Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
     let confine = sandbox.extensions.then_some(sandbox);
-    let (host, errors) = ExtensionHost::start(specs, &handshake, confine, events_tx);
-    let flag_errors = check_flags(cli_flags, &host.flags());
-    let mut approvals = approvals;
-    approvals.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
-    Launched {
-        host: Some(host),
-        events,
-        approvals,
-        startup_events: errors.iter().map(|e| e.event()).collect(),
-        flag_errors,
-    }
+    let (host, errors) = ExtensionHost::start(specs, &handshake, confine, events.clone());
+    (host, errors.iter().map(|e| e.event()).collect())
+}
+
+fn discover_specs(
+    files: ExtensionFiles,
+    no_extensions: bool,
+    config: &Config,
+) -> Vec<super::ExtensionSpec> {
+    let paths = |project: bool| {
+        config
+            .scoped_list(project, "extensions")
+            .into_iter()
+            .map(PathBuf::from)
+            .collect()
+    };
+    super::discover(&ExtensionSources {
+        cli: files.cli,
+        cli_packages: files.cli_packages,
+        packages: files.packages,
+        project_settings: paths(true),
+        user_settings: paths(false),
+        cwd: config.cwd.clone(),
+        agent_dir: config.agent_dir.clone(),
+        no_extensions,
+        skip_project: !config.project_trust.trusted,
+    })
 }
 
 /// pi's check of the kept `--name [value]` options once extensions registered their flags: a

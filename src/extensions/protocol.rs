@@ -38,10 +38,18 @@ pub enum HookKind {
     BeforeProviderHeaders,
     /// (v2) The request body as built; `{payload}` replaces it.
     BeforeProviderRequest,
+    /// (v2) Before a tree navigation (`navigate_tree`); may cancel it or give the summary.
+    SessionBeforeTree,
+    /// (v2) Before a compaction; may cancel it or give the compaction (summary) itself.
+    SessionBeforeCompact,
+    /// (v2) Before the RPC `bash` command runs; may answer it instead (`result`).
+    UserBash,
+    /// (v2) After `session_start` (startup, reload): skill and prompt paths to load too.
+    ResourcesDiscover,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 9] = [
+    pub const ALL: [HookKind; 13] = [
         HookKind::ToolCall,
         HookKind::ToolResult,
         HookKind::Input,
@@ -51,6 +59,10 @@ impl HookKind {
         HookKind::SessionBeforeFork,
         HookKind::BeforeProviderHeaders,
         HookKind::BeforeProviderRequest,
+        HookKind::SessionBeforeTree,
+        HookKind::SessionBeforeCompact,
+        HookKind::UserBash,
+        HookKind::ResourcesDiscover,
     ];
 
     /// Registered only by protocol-2 extensions (for protocol 1 the name stays unknown).
@@ -62,6 +74,10 @@ impl HookKind {
                 | HookKind::SessionBeforeFork
                 | HookKind::BeforeProviderHeaders
                 | HookKind::BeforeProviderRequest
+                | HookKind::SessionBeforeTree
+                | HookKind::SessionBeforeCompact
+                | HookKind::UserBash
+                | HookKind::ResourcesDiscover
         )
     }
 
@@ -76,6 +92,10 @@ impl HookKind {
             HookKind::SessionBeforeFork => "session_before_fork",
             HookKind::BeforeProviderHeaders => "before_provider_headers",
             HookKind::BeforeProviderRequest => "before_provider_request",
+            HookKind::SessionBeforeTree => "session_before_tree",
+            HookKind::SessionBeforeCompact => "session_before_compact",
+            HookKind::UserBash => "user_bash",
+            HookKind::ResourcesDiscover => "resources_discover",
         }
     }
 
@@ -333,11 +353,29 @@ pub enum ControlAction {
     RegisterProvider { name: String, config: Value },
     /// `unregister_provider` `{name}`. Answer: whether it was registered.
     UnregisterProvider { name: String },
+    /// `reload`: extensions, skills, prompt templates and context files are loaded anew (pi's
+    /// `ctx.reload()`). Answer: null, before the extensions stop.
+    Reload,
+    /// `navigate_tree` `{targetId, summarize?, customInstructions?, replaceInstructions?,
+    /// label?}` (pi's `ctx.navigateTree`). Answer: `{"cancelled"}`.
+    NavigateTree(TreeTarget),
 }
 
-const CONTROL_TYPES: [&str; 16] = [
+/// (v2) Where `navigate_tree` goes, and how.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TreeTarget {
+    pub target_id: String,
+    pub summarize: bool,
+    pub custom_instructions: Option<String>,
+    pub replace_instructions: Option<bool>,
+    pub label: Option<String>,
+}
+
+const CONTROL_TYPES: [&str; 18] = [
     "register_provider",
     "unregister_provider",
+    "reload",
+    "navigate_tree",
     "exec",
     "register_tool",
     "unregister_tool",
@@ -379,6 +417,21 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
             custom_instructions: opt_text("customInstructions")?,
         },
         "abort" => ControlAction::Abort,
+        "reload" => ControlAction::Reload,
+        "navigate_tree" => {
+            let flag = |key: &str| match fields.0.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Bool(b)) => Ok(Some(*b)),
+                Some(_) => Err(format!("navigate_tree: {key} must be true or false")),
+            };
+            ControlAction::NavigateTree(TreeTarget {
+                target_id: text("targetId")?,
+                summarize: flag("summarize")?.unwrap_or(false),
+                custom_instructions: opt_text("customInstructions")?,
+                replace_instructions: flag("replaceInstructions")?,
+                label: opt_text("label")?,
+            })
+        }
         "new_session" => ControlAction::NewSession {
             parent_session: opt_text("parentSession")?,
         },
@@ -968,6 +1021,11 @@ pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> Stri
         Err(error) => json!({"type": kind, "id": id, "error": error}),
     }
     .to_string()
+}
+
+/// `session_shutdown` as extensions get it at exit (`quit`) and before a reload (`reload`).
+pub fn session_shutdown_event(reason: &str) -> Value {
+    json!({"type": "session_shutdown", "reason": reason})
 }
 
 pub fn event_line(event: &Value) -> String {

@@ -152,7 +152,6 @@ pub struct MessageUpdate {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Lifecycle {
     SessionStart,
-    SessionShutdown,
 }
 
 /// Every session event pi-rs emits.
@@ -288,7 +287,6 @@ impl Event {
             Event::ExtensionError { .. } => "extension_error",
             Event::ExtensionUiRequest { .. } => "extension_ui_request",
             Event::Lifecycle(Lifecycle::SessionStart) => "session_start",
-            Event::Lifecycle(Lifecycle::SessionShutdown) => "session_shutdown",
         }
     }
 
@@ -508,7 +506,6 @@ impl Event {
             Event::Lifecycle(lifecycle) => {
                 let reason = match lifecycle {
                     Lifecycle::SessionStart => "startup",
-                    Lifecycle::SessionShutdown => "quit",
                 };
                 json!({"type": self.kind(), "reason": reason}).into()
             }

@@ -681,7 +681,6 @@ impl SessionLog {
 
     /// Moves the leaf to `from_id` (None = before the first entry) and appends a branch_summary
     /// there (`fromId` is the id, or "root").
-    #[cfg(test)]
     pub fn branch_with_summary(
         &mut self,
         from_id: Option<&str>,
@@ -706,7 +705,6 @@ impl SessionLog {
     // Leaf and views
 
     /// Moves the leaf to an existing entry; the next append starts a new branch there.
-    #[cfg(test)]
     pub fn set_leaf(&mut self, id: &str) -> Result<(), SessionError> {
         match self.by_id.get(&self.entries, id) {
             Some(index) => {
@@ -718,7 +716,6 @@ impl SessionLog {
     }
 
     /// Leaf before the first entry: the next append is a new root.
-    #[cfg(test)]
     pub fn reset_leaf(&mut self) {
         self.leaf = None;
     }

@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use crate::extensions::with_extensions;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, run_cli, tool_result_block, tool_result_block_text};
+use crate::support::{
+    Pi, Setup, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
+};
 
 /// The text of the next `notify` notice starting with `prefix`, without the prefix.
 #[track_caller]
@@ -339,6 +341,11 @@ fn active_tools_model_and_thinking_level_are_set_by_the_extension() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert_eq!(names, ["grep", "read"]);
+    // As pi, the system prompt lists only the active tools (here: the request's system text).
+    let system = request.body["system"].to_string();
+    assert!(system.contains("- grep:"), "{system}");
+    assert!(!system.contains("- bash:"), "{system}");
+    assert!(!system.contains("- edit:"), "{system}");
 
     let unknown = ask(
         &mut pi,
@@ -496,7 +503,9 @@ fn compaction_with_custom_instructions_from_the_extension() {
     assert_eq!(end["aborted"], false, "{end}");
     assert_eq!(end["reason"], "manual", "{end}");
     let compacted = next_event(&mut pi, "session_compact");
-    assert_eq!(compacted["fromExtension"], true, "{compacted}");
+    // pi's meaning: an extension gave the compaction (here pi-rs summarized).
+    assert_eq!(compacted["fromExtension"], false, "{compacted}");
+    assert_eq!(compacted["reason"], "manual", "{compacted}");
     assert_eq!(
         compacted["compactionEntry"]["type"], "compaction",
         "{compacted}"
@@ -877,4 +886,527 @@ fn session_before_hooks_can_cancel_a_session_change() {
     let after = pi.command("s2", "get_state", json!({}));
     assert_ne!(after["data"]["sessionId"], before["data"]["sessionId"]);
     fake.finish();
+}
+
+// ---- 6. reload (ext-session) -------------------------------------------------------------------
+
+/// The lines v2.py wrote on stderr about `event_type` events (or answers, `"answer"`):
+/// `(pid, event)`.
+fn stderr_events(stderr: &str, event_type: &str) -> Vec<(String, Value)> {
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("v2.py[")?;
+            let (pid, json) = rest.split_once("] event ").or_else(|| {
+                let (pid, json) = rest.split_once("] answer ")?;
+                (event_type == "answer").then_some((pid, json))
+            })?;
+            let event: Value = serde_json::from_str(json).ok()?;
+            if event_type == "answer" {
+                return event.get("id").is_some().then(|| (pid.to_string(), event));
+            }
+            let event: Value = serde_json::from_str(json).ok()?;
+            (event["type"] == event_type).then(|| (pid.to_string(), event))
+        })
+        .collect()
+}
+
+#[test]
+fn reload_restarts_the_extensions_and_loads_resources_anew() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(
+        Setup::anthropic(&fake).trust_project(),
+        &["v2.py", "recorder.py"],
+    )
+    .arg("--plan");
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
+    let q = |id: &str| json!({"type": "query", "id": id, "query": "system_prompt"});
+    let prompt = ask(&mut pi, &[q("sp1")], "sp1");
+    assert!(!prompt["result"].to_string().contains("RELOADED-RULE"));
+    // Resources that appear after the start are seen only after a reload.
+    std::fs::create_dir_all(pi.cwd().join(".pi/prompts")).unwrap();
+    std::fs::write(pi.cwd().join(".pi/prompts/late.md"), "A late template").unwrap();
+    std::fs::write(pi.cwd().join("AGENTS.md"), "RELOADED-RULE: be brief").unwrap();
+    // resources_discover (after the reload) adds this folder's templates.
+    std::fs::create_dir_all(pi.cwd().join("ext-prompts")).unwrap();
+    std::fs::write(
+        pi.cwd().join("ext-prompts/discovered.md"),
+        "From an extension",
+    )
+    .unwrap();
+    let names = |pi: &mut Pi, id: &str| -> Vec<String> {
+        let commands = pi.command(id, "get_commands", json!({}));
+        commands["data"]["commands"]
+            .as_array()
+            .expect("commands")
+            .iter()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert!(!names(&mut pi, "c1").contains(&"late".to_string()));
+
+    // The asking process is stopped right after the answer: its notices may not reach stdout.
+    let reload = json!({"type": "reload", "id": "r"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    // The new process gets the command line's flags again and hears session_start "reload".
+    let flags: Value = serde_json::from_str(&next_notice(&mut pi, "flags ")).expect("json");
+    assert_eq!(flags, json!({"plan": true}));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    let stderr = pi.stderr_when(|s| !stderr_events(s, "session_shutdown").is_empty());
+    let shutdowns = stderr_events(&stderr, "session_shutdown");
+    let starts = stderr_events(&stderr, "session_start");
+    assert_eq!(shutdowns.len(), 1, "{stderr}");
+    assert_eq!(shutdowns[0].1["reason"], "reload");
+    assert_eq!(starts.len(), 2, "{stderr}");
+    assert_eq!(starts[0].0, shutdowns[0].0, "the old process stopped");
+    assert_ne!(starts[1].0, starts[0].0, "a new process started");
+    let answers = stderr_events(&stderr, "answer");
+    let answer = answers
+        .iter()
+        .find(|(_, a)| a["id"] == "r")
+        .expect("answered");
+    assert_eq!(
+        answer.1,
+        json!({"type": "action_result", "id": "r", "result": null})
+    );
+
+    let after = names(&mut pi, "c2");
+    assert!(after.contains(&"late".to_string()), "{after:?}");
+    let deadline = std::time::Instant::now() + pi.timeout();
+    let mut round = 0;
+    while !names(&mut pi, &format!("d{round}")).contains(&"discovered".to_string()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "resources_discover paths not loaded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        round += 1;
+    }
+    let prompt = ask(&mut pi, &[q("sp2")], "sp2");
+    assert!(
+        prompt["result"].to_string().contains("RELOADED-RULE"),
+        "{prompt}"
+    );
+    // A protocol-1 extension is restarted too.
+    let log = pi.cwd().join("recorder-events.log");
+    let text = wait_for_file(&log, pi.timeout(), |t| {
+        t.matches("session_start").count() == 2
+    });
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["session_start", "session_shutdown", "eof", "session_start"]
+    );
+    // At exit the new process hears session_shutdown "quit".
+    assert!(pi.close_and_wait().success());
+    let stderr = pi.stderr_when(|s| stderr_events(s, "session_shutdown").len() == 2);
+    let shutdowns = stderr_events(&stderr, "session_shutdown");
+    assert_eq!(shutdowns.len(), 2, "{stderr}");
+    assert_eq!(shutdowns[1].1["reason"], "quit");
+    assert_eq!(shutdowns[1].0, starts[1].0);
+    fake.finish();
+}
+
+#[test]
+fn reload_is_refused_while_a_run_is_going() {
+    let fake = FakeProvider::start(vec![Reply::stall_after(
+        sse::AnthropicStream::new().text(&["Busy"]).unfinished(),
+    )]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("message_update");
+    let answer = ask(&mut pi, &[json!({"type": "reload", "id": "r"})], "r");
+    assert_eq!(
+        answer["error"], "Wait for the current response to finish before reloading.",
+        "{answer}"
+    );
+    // The extension still runs: it answers a query.
+    let idle = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "i", "query": "idle"})],
+        "i",
+    );
+    assert_eq!(idle["result"]["idle"], false, "{idle}");
+}
+
+// ---- 7. tree navigation (ext-session) ----------------------------------------------------------
+
+/// Every `event_type` event v2.py reported so far (in order; also those an `ask` skipped).
+fn events_seen(pi: &Pi, event_type: &str) -> Vec<Value> {
+    pi.records()
+        .iter()
+        .filter_map(|r| r["message"].as_str()?.strip_prefix("event "))
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .filter(|event| event["type"] == event_type)
+        .collect()
+}
+
+#[test]
+fn navigate_tree_moves_the_leaf_through_the_session_before_tree_hook() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    pi.wait_for_event("agent_end");
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let id_of = |role: &str, nth: usize| -> String {
+        entries["result"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .filter(|e| e["type"] == "message" && e["message"]["role"] == role)
+            .nth(nth)
+            .expect("entry")["id"]
+            .as_str()
+            .expect("id")
+            .to_string()
+    };
+    let (a1, u2, a2) = (
+        id_of("assistant", 0),
+        id_of("user", 1),
+        id_of("assistant", 1),
+    );
+    let nav = |id: &str, target: &str, extra: Value| {
+        let mut line = json!({"type": "navigate_tree", "id": id, "targetId": target});
+        line.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        line
+    };
+    let leaf = |pi: &mut Pi, id: &str| -> Value {
+        ask(
+            pi,
+            &[json!({"type": "query", "id": id, "query": "leaf"})],
+            id,
+        )["result"]["id"]
+            .clone()
+    };
+
+    // A user message is re-entered from its parent.
+    let moved = ask(&mut pi, &[nav("n1", &u2, json!({}))], "n1");
+    assert_eq!(moved["result"], json!({"cancelled": false}), "{moved}");
+    let trees = events_seen(&pi, "session_tree");
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let tree = &trees[0];
+    assert_eq!(tree["newLeafId"], a1.as_str(), "{tree}");
+    assert_eq!(tree["oldLeafId"], a2.as_str(), "{tree}");
+    assert!(tree.get("summaryEntry").is_none(), "{tree}");
+    let roles = |pi: &mut Pi, id: &str| -> Vec<String> {
+        let messages = pi.command(id, "get_messages", json!({}));
+        messages["data"]["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or_default().to_string())
+            .filter(|role| role != "system")
+            .collect()
+    };
+    assert_eq!(roles(&mut pi, "m1"), ["user", "assistant"]);
+
+    // The hook cancels; a bad answer counts as none; errors change nothing.
+    let cancelled = ask(
+        &mut pi,
+        &[nav("n2", &a2, json!({"customInstructions": "CANCEL"}))],
+        "n2",
+    );
+    assert_eq!(
+        cancelled["result"],
+        json!({"cancelled": true}),
+        "{cancelled}"
+    );
+    let missing = ask(&mut pi, &[nav("n3", "nope", json!({}))], "n3");
+    assert_eq!(missing["error"], "Entry nope not found", "{missing}");
+    let bad = ask(
+        &mut pi,
+        &[nav(
+            "n4",
+            &id_of("user", 0),
+            json!({"summarize": true, "customInstructions": "BAD"}),
+        )],
+        "n4",
+    );
+    assert!(
+        bad["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("must give the summary")),
+        "{bad}"
+    );
+    assert!(
+        pi.records()
+            .iter()
+            .any(|r| r["type"] == "extension_error" && r["event"] == "session_before_tree"),
+        "the malformed answer is reported"
+    );
+    assert_eq!(leaf(&mut pi, "l1"), a1.as_str());
+
+    // Back to the second reply, then to the first with the extension's summary.
+    ask(&mut pi, &[nav("n5", &a2, json!({}))], "n5");
+    assert_eq!(leaf(&mut pi, "l2"), a2.as_str());
+    let summarized = ask(
+        &mut pi,
+        &[nav(
+            "n6",
+            &a1,
+            json!({"summarize": true, "customInstructions": "SUMMARY"}),
+        )],
+        "n6",
+    );
+    assert_eq!(
+        summarized["result"],
+        json!({"cancelled": false}),
+        "{summarized}"
+    );
+    let trees = events_seen(&pi, "session_tree");
+    assert_eq!(
+        trees.len(),
+        3,
+        "one per navigation that happened: {trees:?}"
+    );
+    let tree = &trees[2];
+    let summary = &tree["summaryEntry"];
+    assert_eq!(summary["type"], "branch_summary", "{tree}");
+    assert_eq!(summary["summary"], "summary by v2.py of 2 entries");
+    assert_eq!(summary["parentId"], a1.as_str());
+    assert_eq!(summary["fromHook"], true);
+    assert_eq!(summary["details"], json!({"by": "v2.py"}));
+    assert_eq!(tree["fromExtension"], true);
+    assert_eq!(roles(&mut pi, "m2"), ["user", "assistant", "branchSummary"]);
+    // The label is on the summary entry.
+    let label = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "lf", "query": "leaf"})],
+        "lf",
+    );
+    assert_eq!(label["result"]["type"], "label", "{label}");
+    assert_eq!(label["result"]["targetId"], summary["id"]);
+    assert_eq!(label["result"]["label"], "from-v2");
+    fake.finish();
+}
+
+// ---- 8. session_before_compact (ext-session) ---------------------------------------------------
+
+fn small_window_with_v2(fake: &FakeProvider) -> Setup {
+    let setup = Setup::new(fake, "fake-anthropic", "fake-claude-small")
+        .models_json(&crate::fake_provider::fixture("models_small_window.json"))
+        .settings(json!({
+            "compaction": {"reserveTokens": 1000, "keepRecentTokens": 200},
+            "retry": {"baseDelayMs": 20}
+        }));
+    with_extensions(setup, &["v2.py"])
+}
+
+fn long_text(word: &str) -> String {
+    format!("{word} {}", "filler ".repeat(200))
+}
+
+#[test]
+fn session_before_compact_cancels_or_gives_the_summary_of_a_manual_compaction() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long_text("second answer")])),
+    ]);
+    let mut pi = Pi::spawn(&small_window_with_v2(&fake));
+    for (id, text) in [
+        ("p1", long_text("first question")),
+        ("p2", long_text("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    let cancelled = pi.command(
+        "c1",
+        "compact",
+        json!({"customInstructions": "CANCEL-COMPACT"}),
+    );
+    assert_eq!(cancelled["success"], false, "{cancelled}");
+    assert_eq!(cancelled["error"], "Compaction cancelled", "{cancelled}");
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["aborted"], true, "{end}");
+    assert!(end.get("errorMessage").is_none(), "{end}");
+    let failed = next_event(&mut pi, "session_compact_failed");
+    assert_eq!(failed["reason"], "manual", "{failed}");
+
+    // The extension's own compaction: saved as given, no summary request.
+    let custom = pi.command(
+        "c2",
+        "compact",
+        json!({"customInstructions": "CUSTOM-COMPACT"}),
+    );
+    assert_eq!(custom["success"], true, "{custom}");
+    let summary = custom["data"]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("custom manual summary by v2.py"),
+        "{custom}"
+    );
+    let compacted = next_event(&mut pi, "session_compact");
+    assert_eq!(compacted["fromExtension"], true, "{compacted}");
+    assert_eq!(
+        compacted["compactionEntry"]["fromHook"], true,
+        "{compacted}"
+    );
+    assert_eq!(compacted["compactionEntry"]["summary"], summary);
+    assert_eq!(
+        compacted["compactionEntry"]["details"],
+        json!({"by": "v2.py"})
+    );
+    assert!(custom["data"]["estimatedTokensAfter"].as_u64().unwrap_or(0) > 0);
+    // No summary request went to the model.
+    assert_eq!(fake.requests().len(), 2);
+    let messages = pi.command("m", "get_messages", json!({}));
+    assert!(
+        messages
+            .to_string()
+            .contains("custom manual summary by v2.py")
+    );
+    fake.finish();
+}
+
+#[test]
+fn a_bad_first_kept_entry_is_refused_and_pi_rs_summarizes() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long_text("second answer")])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nSummarized by the model."])),
+        Reply::sse(sse::anthropic_text(&["## Turn prefix\nSummarized."])),
+    ]);
+    let mut pi = Pi::spawn(&small_window_with_v2(&fake));
+    for (id, text) in [
+        ("p1", long_text("first question")),
+        ("p2", long_text("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    let compacted = pi.command("c", "compact", json!({"customInstructions": "BAD-FIRST"}));
+    assert_eq!(compacted["success"], true, "{compacted}");
+    let summary = compacted["data"]["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("Summarized by the model."), "{compacted}");
+    let error = pi
+        .records()
+        .iter()
+        .find(|r| r["type"] == "extension_error" && r["event"] == "session_before_compact")
+        .cloned()
+        .expect("the refused answer is reported");
+    assert!(
+        error["error"].as_str().unwrap_or_default().contains("nope"),
+        "{error}"
+    );
+    fake.finish();
+}
+
+#[test]
+fn threshold_and_overflow_compactions_use_the_extension_summary() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(3500)
+                .text(&["second answer"])
+                .finish("end_turn"),
+        ),
+        Reply::sse(sse::anthropic_text(&[&long_text("third answer")])),
+        Reply::status(
+            400,
+            crate::fake_provider::fixture("anthropic/error_prompt_too_long.json"),
+            &[],
+        ),
+        Reply::sse(sse::anthropic_text(&["Recovered answer."])),
+    ]);
+    let mut pi = Pi::spawn(&small_window_with_v2(&fake));
+    pi.command(
+        "p1",
+        "prompt",
+        json!({"message": long_text("first question")}),
+    );
+    pi.wait_for_event("agent_settled");
+    pi.command(
+        "p2",
+        "prompt",
+        json!({"message": long_text("second question")}),
+    );
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["reason"], "threshold", "{end}");
+    let summary = end["result"]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("custom threshold summary by v2.py"),
+        "{end}"
+    );
+    pi.wait_for_event("agent_settled");
+    assert_eq!(fake.requests().len(), 2, "no summary request");
+
+    pi.command(
+        "p3",
+        "prompt",
+        json!({"message": long_text("third question")}),
+    );
+    pi.wait_for_event("agent_settled");
+    pi.command("p4", "prompt", json!({"message": "fourth question"}));
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["reason"], "overflow", "{end}");
+    assert_eq!(end["willRetry"], true, "{end}");
+    assert!(
+        end["result"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("custom overflow summary by v2.py")),
+        "{end}"
+    );
+    pi.wait_for_event("agent_settled");
+    let requests = fake.wait_for_requests(5, pi.timeout());
+    assert!(
+        requests[4]
+            .body
+            .to_string()
+            .contains("custom overflow summary by v2.py"),
+        "the retried run starts from the extension's summary"
+    );
+    fake.finish();
+}
+
+// ---- 9. user_bash (ext-session) ----------------------------------------------------------------
+
+#[test]
+fn user_bash_answers_blocks_or_lets_the_rpc_bash_command_run() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let answered = pi.command("b1", "bash", json!({"command": "remote: ls"}));
+    assert_eq!(answered["success"], true, "{answered}");
+    let output = answered["data"]["output"].as_str().unwrap_or_default();
+    assert!(output.starts_with("v2 ran remote: ls in "), "{answered}");
+    assert_eq!(answered["data"]["exitCode"], 0);
+    let messages = pi.command("m", "get_messages", json!({}));
+    let recorded = messages["data"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "bashExecution")
+        .cloned()
+        .expect("the answered command joins the conversation");
+    assert_eq!(recorded["command"], "remote: ls");
+    assert_eq!(recorded["output"], output);
+
+    // A failed extension blocks the command (pi: user_bash errors never fall through).
+    let blocked = pi.command(
+        "b2",
+        "bash",
+        json!({"command": "echo FORBIDDEN > made.txt"}),
+    );
+    assert_eq!(blocked["success"], false, "{blocked}");
+    assert!(
+        blocked["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no FORBIDDEN commands")),
+        "{blocked}"
+    );
+    assert!(!pi.cwd().join("made.txt").exists());
+    // No answer from the hook: the command runs here.
+    let local = pi.command("b3", "bash", json!({"command": "echo local"}));
+    assert_eq!(local["data"]["output"], "local\n", "{local}");
 }

@@ -16,7 +16,7 @@ use crate::extensions::hooks::{HookChain, HookOutcome};
 use crate::extensions::protocol::{
     self, DIALOG_METHODS, ExtensionMessage, HookKind, Registration, UiResponse,
 };
-use crate::rpc::events::{Event, Lifecycle};
+use crate::rpc::events::Event;
 use crate::tools::ToolOutput;
 
 pub(super) enum Control {
@@ -58,6 +58,8 @@ pub(super) enum Control {
     },
     Shutdown {
         grace: Duration,
+        /// `session_shutdown.reason`: `quit` at exit, `reload` before a reload.
+        reason: &'static str,
         done: Sender<()>,
     },
     /// (v2) A model response the extension streams: `line` goes to it, its `stream_event`s
@@ -188,14 +190,14 @@ impl Router {
             let wake = self.next_deadline();
             select! {
                 recv(control) -> message => match message {
-                    Ok(Control::Shutdown { grace, done }) => {
-                        self.shutdown(grace);
+                    Ok(Control::Shutdown { grace, reason, done }) => {
+                        self.shutdown(grace, reason);
                         let _ = done.send(());
                         return;
                     }
                     Ok(message) => self.control(message),
                     Err(_) => {
-                        self.shutdown(Duration::ZERO);
+                        self.shutdown(Duration::ZERO, "quit");
                         return;
                     }
                 },
@@ -862,9 +864,8 @@ impl Router {
     }
 
     /// `session_shutdown` to subscribers, stdin closed, a grace period, then the group kill.
-    fn shutdown(&mut self, grace: Duration) {
-        let event = Event::Lifecycle(Lifecycle::SessionShutdown).to_extension_value();
-        let line = protocol::event_line(&event.unwrap_or_default());
+    fn shutdown(&mut self, grace: Duration, reason: &str) {
+        let line = protocol::event_line(&protocol::session_shutdown_event(reason));
         for index in 0..self.extensions.len() {
             let extension = &self.extensions[index];
             if !extension.failed && extension.registration.wants_event("session_shutdown") {

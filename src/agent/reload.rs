@@ -1,0 +1,190 @@
+//! (v2) An extension's `reload` (pi's `ctx.reload()`): the extensions, skills, prompt templates
+//! and context files are loaded anew, as at start. The old extensions hear `session_shutdown`
+//! (reason `reload`) and are stopped; the new ones are started on the same event channel and
+//! hear `session_start` (reason `reload`). The session, model, thinking level and conversation
+//! stay. Settings are not re-read (see README "Extensions").
+//!
+//! Blocking: stopping the old extensions waits at most their grace period (plus the host's
+//! bound); starting the new ones at most the registration timeout, as at start.
+
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use serde_json::{Value, json};
+
+use super::Agent;
+use super::state::Phase;
+use crate::extensions::{ExtensionEvent, ExtensionId};
+
+/// How long the old extensions get to exit after `session_shutdown` (as at exit).
+const RELOAD_GRACE: Duration = Duration::from_millis(500);
+
+/// What the agent needs to load the run's resources again: the command line's part of start-up.
+#[derive(Default)]
+pub struct ReloadInputs {
+    pub extensions: crate::extensions::launch::Relaunch,
+    /// The sending end of the extension event channel (None when no host runs).
+    pub events_tx: Option<Sender<ExtensionEvent>>,
+    pub resources: crate::resources::discovery::LoadOptions,
+    pub prompt: PromptArgs,
+}
+
+/// The command line's system-prompt options (`--system-prompt`, `--append-system-prompt`,
+/// `--no-context-files`).
+#[derive(Clone, Debug, Default)]
+pub struct PromptArgs {
+    pub system_prompt: Option<String>,
+    pub append: Vec<String>,
+    pub no_context_files: bool,
+}
+
+impl Agent {
+    /// `reload` from an extension: refused while a run or a compaction is going (pi's errors);
+    /// otherwise answered (null) first — the asking extension is among those stopped — and done.
+    pub(super) fn reload_for_extension(&mut self, extension: ExtensionId, id: Option<String>) {
+        let refusal = if matches!(self.phase, Phase::Compacting(_)) {
+            Some("Wait for compaction to finish before reloading.")
+        } else if self.is_busy()
+            || !self.extensions.session_changes.is_empty()
+            || self.extensions.tree.is_some()
+            || !self.extensions.user_bash.is_empty()
+        {
+            Some("Wait for the current response to finish before reloading.")
+        } else if self.extensions.reload.events_tx.is_none() {
+            Some("reload: no extension host")
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            self.answer_extension(extension, id, Err(refusal.to_string()));
+            return;
+        }
+        self.answer_extension(extension, id, Ok(Value::Null));
+        self.reload();
+    }
+
+    fn reload(&mut self) {
+        if let Some(host) = self.extensions.host.take() {
+            host.shutdown_for_reload(RELOAD_GRACE);
+        }
+        // What the old extensions said before they stopped is handled now, while no host runs:
+        // their ids (hooks, commands) must not meet the new host's.
+        let pending: Vec<ExtensionEvent> = self.extensions.events.try_iter().collect();
+        for event in pending {
+            self.on_extension_event(event);
+        }
+        // Commands of the old extensions that never said `command_done` end as handled.
+        for (_, id) in std::mem::take(&mut self.extensions.command_runs) {
+            self.respond(crate::rpc::protocol::Response::disposition(
+                id.as_ref(),
+                "prompt",
+                "handled",
+            ));
+        }
+        self.extensions.idle_waiters.clear();
+        self.extensions.pending_execs.clear();
+
+        let inputs = &mut self.extensions.reload.resources;
+        inputs.cwd = self.config.cwd.clone();
+        inputs.skip_project = !self.config.project_trust.trusted;
+        self.resources = crate::resources::discovery::load_resources(inputs);
+
+        if let Some(events) = self.extensions.reload.events_tx.clone() {
+            let (host, errors) = crate::extensions::launch::relaunch(
+                &self.extensions.reload.extensions,
+                &self.config,
+                &self.session,
+                &self.tools.sandbox.policy(),
+                &events,
+            );
+            self.extensions.host = Some(host);
+            for error in errors {
+                self.emit(error);
+            }
+        }
+        self.refresh_extension_tools();
+        self.rebuild_system_prompt();
+        self.notify_all_extensions(&json!({"type": "session_start", "reason": "reload"}));
+        self.discover_resources("reload");
+    }
+
+    /// (v2) `resources_discover` after `session_start` (`startup` / `reload`): the extensions'
+    /// skill and prompt paths are loaded besides the run's own (when the answer comes).
+    pub(super) fn discover_resources(&mut self, reason: &str) {
+        let payload = json!({"cwd": self.config.cwd.to_string_lossy(), "reason": reason});
+        let deadline = self.extensions.hook_deadline;
+        self.extensions.discover_hook = self.extensions.host.as_ref().and_then(|host| {
+            host.start_hook(
+                crate::extensions::protocol::HookKind::ResourcesDiscover,
+                payload,
+                deadline,
+            )
+        });
+    }
+
+    /// The `resources_discover` answer: skills and prompt templates are loaded again with the
+    /// extensions' paths (relative ones from the working directory, as `--skill`), and the system
+    /// prompt rebuilt. False when no discovery waited for this hook.
+    pub(super) fn on_resources_discovered(
+        &mut self,
+        hook: crate::extensions::HookId,
+        skill_paths: &[String],
+        prompt_paths: &[String],
+    ) -> bool {
+        if self.extensions.discover_hook != Some(hook) {
+            return false;
+        }
+        self.extensions.discover_hook = None;
+        if skill_paths.is_empty() && prompt_paths.is_empty() {
+            return true;
+        }
+        let mut options = self.extensions.reload.resources.clone();
+        options.cwd = self.config.cwd.clone();
+        options.skip_project = !self.config.project_trust.trusted;
+        options.cli_skills.extend(skill_paths.iter().cloned());
+        options
+            .cli_prompt_templates
+            .extend(prompt_paths.iter().cloned());
+        self.resources = crate::resources::discovery::load_resources(&options);
+        self.rebuild_system_prompt();
+        true
+    }
+
+    /// The system prompt from the loaded resources, the active built-ins and the offered
+    /// extension tools (start-up's recipe): after a reload, `set_active_tools` and late tool
+    /// registration (pi rebuilds it whenever the active tools change).
+    pub(super) fn rebuild_system_prompt(&mut self) {
+        let args = &self.extensions.reload.prompt;
+        let sources = crate::resources::system_prompt::RunSources {
+            system_prompt: args.system_prompt.as_deref(),
+            append: &args.append,
+            no_context_files: args.no_context_files,
+            cwd: &self.config.cwd,
+            agent_dir: &self.config.agent_dir,
+            project_trusted: self.config.project_trust.trusted,
+        };
+        // Extension tools outside an extension's `set_active_tools` are not offered: not listed.
+        let active = self.tools.active.as_ref();
+        let extension_tools: Vec<crate::extensions::ExtensionTool> = self
+            .tools
+            .extension_tools
+            .iter()
+            .filter(|t| active.is_none_or(|names| names.contains(&t.decl.name)))
+            .cloned()
+            .collect();
+        self.system_prompt = crate::resources::system_prompt::for_run(
+            &sources,
+            &self.tools.builtins,
+            &extension_tools,
+            &self.resources,
+        );
+        self.request_cache.invalidate();
+    }
+
+    /// An event every subscribed extension gets, whatever its protocol (`session_start`).
+    fn notify_all_extensions(&self, event: &Value) {
+        if let Some(host) = &self.extensions.host {
+            host.notify_event(event);
+        }
+    }
+}
