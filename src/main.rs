@@ -12,6 +12,7 @@ mod agent;
 mod auth_command;
 mod child;
 mod cli;
+mod codemode;
 mod config;
 mod deadline;
 mod disk;
