@@ -12,7 +12,6 @@ mod agent;
 mod auth_command;
 mod child;
 mod cli;
-mod codemode;
 mod config;
 mod deadline;
 mod disk;

@@ -156,6 +156,18 @@ pub struct CallSlot {
     /// Passed the approval gate and hooks are under way or done (sequential batches start one
     /// call at a time).
     pub gated: bool,
+    /// A call a `codemode` script made: the script's slot, the script's id for the call, and
+    /// the call's record in the script's `details.calls`. Nested calls get no tool result message.
+    pub parent: Option<NestedOf>,
+    /// A running `codemode` script (this slot is the `codemode` call).
+    pub script: Option<Box<crate::tools::codemode::ScriptRun>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct NestedOf {
+    pub slot: usize,
+    pub script_call: u64,
+    pub record: usize,
 }
 
 impl CallSlot {
@@ -171,6 +183,8 @@ impl CallSlot {
             started: None,
             terminate: false,
             gated: false,
+            parent: None,
+            script: None,
         }
     }
 }

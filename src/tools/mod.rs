@@ -8,6 +8,7 @@
 //! Tool failures are data for the model (`is_error: true`), never a panic or an `Err` to the loop.
 
 pub mod bash;
+pub mod codemode;
 pub mod edit;
 pub mod env;
 pub mod find;
@@ -107,6 +108,8 @@ pub enum ToolEventKind {
     /// Cumulative partial result (replaces the previous one).
     Update(ToolOutput),
     Finished(ToolOutput),
+    /// What a running `codemode` script did (output, a nested call, its end).
+    Script(codemode::engine::FromScript),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -145,6 +148,9 @@ pub fn specs(names: &[String]) -> Vec<ToolSpec> {
     names
         .iter()
         .filter_map(|name| {
+            if name == codemode::TOOL_NAME {
+                return Some(codemode::spec());
+            }
             let (description, parameters) = definition(name)?;
             Some(ToolSpec {
                 name: name.clone(),
@@ -274,6 +280,7 @@ pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])
         "grep" => Some(("Search file contents for patterns (honors .gitignore)", &[])),
         "find" => Some(("Find files by glob pattern (honors .gitignore)", &[])),
         "ls" => Some(("List directory contents", &[])),
+        codemode::TOOL_NAME => Some((codemode::PROMPT_SNIPPET, codemode::PROMPT_GUIDELINES)),
         _ => None,
     }
 }

@@ -1,8 +1,8 @@
 //! One codemode script in its own QuickJS runtime on its own thread ("codemode-<callId>").
 //!
 //! Input: a `ScriptSpec` (the script, the callable tools, the host globals, the store snapshot,
-//! the deadline). Output: `FromScript` events on a channel: output items and calls as the script
-//! makes them, then exactly one `Done`. The host answers calls with `Script::reply`. Nothing of
+//! the deadline). Output: `FromScript` events given to the caller's sink (on the worker thread):
+//! output items and calls as the script makes them, then exactly one `Done`. The host answers calls with `Script::reply`. Nothing of
 //! QuickJS exists until `start` is called, and it is gone when the thread ends.
 //!
 //! Limits: 256 MB of heap (QuickJS throws `InternalError: out of memory` inside the script), a
@@ -70,7 +70,7 @@ pub enum CallTarget {
     Global,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum FromScript {
     Output(OutputItem),
     Call {
@@ -104,11 +104,13 @@ pub enum Outcome {
     Sandbox(String),
 }
 
+/// Where a script's events go; called on the script's worker thread.
+pub type Sink = Box<dyn Fn(FromScript) + Send>;
+
 /// A running script. Dropping it stops the script.
 pub struct Script {
     replies: Option<Sender<Reply>>,
     cancel: Arc<AtomicBool>,
-    pub events: Receiver<FromScript>,
 }
 
 struct Reply {
@@ -153,33 +155,29 @@ impl Drop for Script {
 }
 
 /// Starts the script on its own thread.
-pub fn start(label: &str, spec: ScriptSpec) -> Script {
-    let (event_tx, events) = crossbeam_channel::unbounded();
+pub fn start(label: &str, spec: ScriptSpec, sink: Sink) -> Result<Script, String> {
     let (replies, reply_rx) = crossbeam_channel::unbounded();
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = cancel.clone();
-    let thread_events = event_tx.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("codemode-{label}"))
         .stack_size(THREAD_STACK_BYTES)
         .spawn(move || {
+            let sink: Rc<Sink> = Rc::new(sink);
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(spec, &thread_events, &reply_rx, &flag)
+                run(spec, &sink, &reply_rx, &flag)
             }));
             let outcome =
                 outcome.unwrap_or_else(|_| Outcome::Sandbox("the script's worker failed".into()));
-            let _ = thread_events.send(FromScript::Done(outcome));
+            sink(FromScript::Done(outcome));
         });
     if let Err(e) = spawned {
-        let _ = event_tx.send(FromScript::Done(Outcome::Sandbox(format!(
-            "could not start the script's worker: {e}"
-        ))));
+        return Err(format!("could not start the script's worker: {e}"));
     }
-    Script {
+    Ok(Script {
         replies: Some(replies),
         cancel,
-        events,
-    }
+    })
 }
 
 /// Why the script must stop, if it must: the deadline or abort.
@@ -207,7 +205,7 @@ impl Stop {
 
 fn run(
     spec: ScriptSpec,
-    events: &Sender<FromScript>,
+    events: &Rc<Sink>,
     replies: &Receiver<Reply>,
     cancel: &Arc<AtomicBool>,
 ) -> Outcome {
@@ -251,7 +249,7 @@ fn run(
 fn drive<'js>(
     ctx: &Ctx<'js>,
     spec: &ScriptSpec,
-    events: &Sender<FromScript>,
+    events: &Rc<Sink>,
     replies: &Receiver<Reply>,
     stop: &Stop,
     done: &Rc<Cell<Option<Outcome>>>,
@@ -358,11 +356,7 @@ fn string_of(value: Option<&Value<'_>>) -> Option<String> {
 }
 
 /// One message from the prelude. Malformed messages end the script as a sandbox failure.
-fn bridge_message(
-    args: &[Value<'_>],
-    events: &Sender<FromScript>,
-    done: &Rc<Cell<Option<Outcome>>>,
-) {
+fn bridge_message(args: &[Value<'_>], events: &Rc<Sink>, done: &Rc<Cell<Option<Outcome>>>) {
     let text = |i: usize| string_of(args.get(i));
     let broken = |what: &str| {
         Outcome::Sandbox(format!(
@@ -381,7 +375,7 @@ fn bridge_message(
             } else {
                 CallTarget::Global
             };
-            let _ = events.send(FromScript::Call {
+            events(FromScript::Call {
                 id,
                 target,
                 name,
@@ -400,7 +394,7 @@ fn bridge_message(
                     return;
                 }
             };
-            let _ = events.send(FromScript::Output(item));
+            events(FromScript::Output(item));
         }
         "done" => {
             let previous = done.take();
@@ -517,14 +511,22 @@ mod tests {
         }
     }
 
+    fn channel_sink() -> (Sink, Receiver<FromScript>) {
+        let (sender, events) = crossbeam_channel::unbounded();
+        let sink: Sink = Box::new(move |event| {
+            let _ = sender.send(event);
+        });
+        (sink, events)
+    }
+
     /// Runs a script, answering every tool call with its arguments (or rejecting when the
     /// arguments say `fail`), and returns its output and outcome.
     fn run_script(spec: ScriptSpec) -> (Vec<OutputItem>, Outcome) {
-        let script = start("test", spec);
+        let (sink, events) = channel_sink();
+        let script = start("test", spec, sink).expect("started");
         let mut output = Vec::new();
         loop {
-            let event = script
-                .events
+            let event = events
                 .recv_timeout(Duration::from_secs(60))
                 .expect("the script ends");
             match event {
@@ -664,9 +666,9 @@ mod tests {
 
     #[test]
     fn abort_stops_a_busy_script() {
-        let mut script = start("abort", spec("for (;;) {}"));
+        let (sink, events) = channel_sink();
+        let mut script = start("abort", spec("for (;;) {}"), sink).expect("started");
         std::thread::sleep(Duration::from_millis(100));
-        let events = script.events.clone();
         script.abort();
         let done = events
             .recv_timeout(Duration::from_secs(30))
