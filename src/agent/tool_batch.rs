@@ -317,22 +317,47 @@ impl Agent {
                 return;
             }
         };
-        let tools: Vec<engine::ScriptTool> = self
+        let catalog: Vec<codemode::search::CatalogTool> = self
             .tools
             .specs
             .iter()
             .filter(|spec| spec.name != codemode::TOOL_NAME)
-            .map(|spec| engine::ScriptTool {
+            .map(|spec| codemode::search::CatalogTool {
                 name: spec.name.clone(),
-                js_name: codemode::identifier(&spec.name),
+                sample: codemode::search::sample(&spec.description, &spec.parameters),
                 description: spec.description.clone(),
+                parameters: spec.parameters.clone(),
+                namespace: self
+                    .mcp
+                    .as_ref()
+                    .and_then(|mcp| mcp.namespace_of(&spec.name)),
             })
             .collect();
+        let tools = catalog
+            .iter()
+            .map(|tool| engine::ScriptTool {
+                name: tool.name.clone(),
+                js_name: codemode::identifier(&tool.name),
+                description: tool.sample.clone(),
+            })
+            .collect();
+        let store = codemode::read_store(self.session.branch().into_iter().filter_map(|entry| {
+            match &entry.kind {
+                crate::session::EntryKind::Custom {
+                    custom_type,
+                    data: Some(data),
+                } if custom_type == codemode::STORE_ENTRY_TYPE => Some(data),
+                _ => None,
+            }
+        }));
         let spec = engine::ScriptSpec {
             code,
             tools,
-            globals: Vec::new(),
-            store: Default::default(),
+            globals: codemode::DISCOVERY_GLOBALS
+                .iter()
+                .map(|g| g.to_string())
+                .collect(),
+            store,
             deadline: options
                 .timeout_ms
                 .map(|ms| started + std::time::Duration::from_millis(ms)),
@@ -349,7 +374,7 @@ impl Agent {
         });
         match engine::start(&call.id, spec, sink) {
             Ok(script) => {
-                let run = codemode::ScriptRun::new(script, options, started);
+                let run = codemode::ScriptRun::new(script, catalog, options, started);
                 let details = run.details();
                 batch.calls[index].script = Some(Box::new(run));
                 self.on_tool_update(
@@ -383,10 +408,14 @@ impl Agent {
                 name,
                 args,
             } => self.start_nested_call(index, id, name, args),
-            engine::FromScript::Call { id, name, .. } => {
+            engine::FromScript::Call { id, name, args, .. } => {
                 if let Some(run) = batch.calls[index].script.as_ref() {
-                    run.script
-                        .reply(id, Err(format!("Unknown global \"{name}\"")));
+                    let args = args
+                        .and_then(|json| serde_json::from_str::<Value>(&json).ok())
+                        .unwrap_or_else(|| json!([]));
+                    let answer = codemode::search::call_global(&name, &args, &run.catalog)
+                        .map(|value| value.map(|v| v.to_string()));
+                    run.script.reply(id, answer);
                 }
             }
             engine::FromScript::Done(outcome) => {
@@ -399,7 +428,16 @@ impl Agent {
                             && batch.calls[i].result.is_none()
                     })
                     .collect();
+                // Writes are kept only when the script succeeds, per branch.
+                let store = codemode::store_entry(&outcome);
                 let output = run.finish(outcome);
+                if let Some(data) = store
+                    && let Err(e) = self
+                        .session
+                        .append_custom(codemode::STORE_ENTRY_TYPE, Some(data))
+                {
+                    log::error!("could not record the script's store: {e}");
+                }
                 // Calls still running when the script ends are cancelled.
                 for nested in running {
                     if let Some(batch) = self.batch() {

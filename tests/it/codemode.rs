@@ -255,3 +255,94 @@ fn abort_mid_script_stops_the_script_and_its_calls() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// The `text` of the codemode result of call `id`.
+fn script_text(records: &[Value], id: &str) -> String {
+    result_text(&end_of(records, id)["result"])
+}
+
+#[test]
+fn store_and_load_across_calls_and_branches_and_discovery_globals() {
+    if is_reference() {
+        return;
+    }
+    let discover = r#"const found = await searchTools("echo text back");
+const ns = await describeNamespace("fake");
+const none = await describeTool("no_such_tool");
+text([load("n"), found[0].name, ns.name, ns.tools.includes("mcp__fake__echo"), none === undefined,
+  ALL_TOOLS.some((t) => t.name === "mcp__fake__echo")].join(" "));"#;
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "s1",
+            "store('n', 1); store('gone', 2); store('gone', undefined); text(load('n'));",
+        )]),
+        scripts(&[("s2", "store('n', 99); throw new Error('no');")]),
+        scripts(&[("s3", discover)]),
+        Reply::sse(anthropic_text(&["first done"])),
+        scripts(&[("s4", "store('n', load('n') + 1);")]),
+        Reply::sse(anthropic_text(&["second done"])),
+        scripts(&[("s5", "text(load('n'));")]),
+        Reply::sse(anthropic_text(&["third done"])),
+    ]);
+    let workspace = Workspace::new();
+    let servers = json!({"mcpServers": {"fake": {
+        "command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "exposure": "direct",
+    }}});
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string(&servers).unwrap(),
+    )
+    .unwrap();
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"defaultTools": ["+codemode"]}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "first"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(script_text(&records, "s1").ends_with("Output:\n1"));
+    assert!(script_text(&records, "s2").contains("Script error:\nError: no"));
+    assert!(
+        script_text(&records, "s3")
+            .ends_with("Output:\n1 mcp__fake__echo mcp__fake true true true"),
+        "{}",
+        script_text(&records, "s3")
+    );
+    pi.command("2", "prompt", json!({"message": "second"}));
+    pi.records_until_event("agent_end");
+
+    let state = pi.command("3", "get_state", json!({}));
+    let file = state["data"]["sessionFile"].as_str().unwrap().to_string();
+    let entries = crate::support::read_jsonl(std::path::Path::new(&file));
+    let stores: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "codemode-store")
+        .collect();
+    assert_eq!(
+        stores.len(),
+        2,
+        "only successful scripts that wrote: {stores:?}"
+    );
+    assert_eq!(
+        stores[0]["data"],
+        json!({"set": {"n": 1}, "delete": ["gone"]})
+    );
+    assert_eq!(stores[1]["data"], json!({"set": {"n": 2}, "delete": []}));
+
+    // A branch from before the second prompt sees only the first script's value.
+    let second_user = entries
+        .iter()
+        .find(|e| e["message"]["role"] == "user" && e["message"]["content"][0]["text"] == "second")
+        .unwrap();
+    let forked = pi.command("4", "fork", json!({"entryId": second_user["id"]}));
+    assert_eq!(forked["success"], true, "{forked}");
+    pi.command("5", "prompt", json!({"message": "again"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(
+        script_text(&records, "s5").ends_with("Output:\n1"),
+        "{}",
+        script_text(&records, "s5")
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}

@@ -9,6 +9,7 @@
 //! Nothing here runs, and QuickJS holds no memory, until a `codemode` call starts.
 
 pub mod engine;
+pub mod search;
 
 use std::time::{Duration, Instant};
 
@@ -185,9 +186,68 @@ pub struct CallRecord {
     started: Instant,
 }
 
+/// The custom entry type of a script's `store()` writes (pi 1.6.0's).
+pub const STORE_ENTRY_TYPE: &str = "codemode-store";
+
+/// The discovery globals a script gets.
+pub const DISCOVERY_GLOBALS: [&str; 3] = ["searchTools", "describeTool", "describeNamespace"];
+
+/// `load()`'s values on a branch: its `codemode-store` entries' data (`{set, delete}`) applied
+/// from the root; key → JSON text. Entries of another shape are skipped.
+pub fn read_store<'a>(
+    custom_data: impl IntoIterator<Item = &'a Value>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut store = std::collections::BTreeMap::new();
+    for data in custom_data {
+        let (Some(set), Some(deleted)) = (
+            data.get("set").and_then(Value::as_object),
+            data.get("delete").and_then(Value::as_array),
+        ) else {
+            continue;
+        };
+        if !deleted.iter().all(Value::is_string) {
+            continue;
+        }
+        for key in deleted.iter().filter_map(Value::as_str) {
+            store.remove(key);
+        }
+        for (key, value) in set {
+            store.insert(key.clone(), value.to_string());
+        }
+    }
+    store
+}
+
+/// The data of the `codemode-store` entry for a successful script's writes, None when it wrote
+/// nothing.
+pub fn store_entry(outcome: &Outcome) -> Option<Value> {
+    let Outcome::Completed { writes, .. } = outcome else {
+        return None;
+    };
+    if writes.is_empty() {
+        return None;
+    }
+    let mut set = Map::new();
+    let mut deleted = Vec::new();
+    for (key, json) in writes {
+        match json
+            .as_deref()
+            .and_then(|j| serde_json::from_str::<Value>(j).ok())
+        {
+            Some(value) => {
+                set.insert(key.clone(), value);
+            }
+            None => deleted.push(Value::String(key.clone())),
+        }
+    }
+    Some(json!({ "set": set, "delete": deleted }))
+}
+
 /// A running script: the engine, what it printed, the calls it made.
 pub struct ScriptRun {
     pub script: engine::Script,
+    /// The callable tools, for the discovery globals.
+    pub catalog: Vec<search::CatalogTool>,
     pub options: ScriptOptions,
     pub started: Instant,
     pub output: Vec<OutputItem>,
@@ -197,9 +257,15 @@ pub struct ScriptRun {
 }
 
 impl ScriptRun {
-    pub fn new(script: engine::Script, options: ScriptOptions, started: Instant) -> ScriptRun {
+    pub fn new(
+        script: engine::Script,
+        catalog: Vec<search::CatalogTool>,
+        options: ScriptOptions,
+        started: Instant,
+    ) -> ScriptRun {
         ScriptRun {
             script,
+            catalog,
             options,
             started,
             output: Vec::new(),
