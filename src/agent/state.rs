@@ -161,6 +161,8 @@ pub struct CallSlot {
     pub parent: Option<NestedOf>,
     /// A running `codemode` script (this slot is the `codemode` call).
     pub script: Option<Box<crate::tools::codemode::ScriptRun>>,
+    /// The script's `nestedCalls` record, for its tool result message.
+    pub nested_calls: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -185,6 +187,7 @@ impl CallSlot {
             gated: false,
             parent: None,
             script: None,
+            nested_calls: None,
         }
     }
 }

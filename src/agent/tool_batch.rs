@@ -430,6 +430,7 @@ impl Agent {
                     .collect();
                 // Writes are kept only when the script succeeds, per branch.
                 let store = codemode::store_entry(&outcome);
+                batch.calls[index].nested_calls = run.nested_calls();
                 let output = run.finish(outcome);
                 if let Some(data) = store
                     && let Err(e) = self
@@ -732,11 +733,16 @@ impl Agent {
             call,
             result,
             parent,
+            nested_calls,
             ..
         } in calls
         {
             if parent.is_some() {
                 continue;
+            }
+            let mut extra = serde_json::Map::new();
+            if let Some(nested) = nested_calls {
+                extra.insert("nestedCalls".into(), nested);
             }
             let output =
                 result.unwrap_or_else(|| ToolOutput::error("Tool execution failed unexpectedly"));
@@ -748,7 +754,7 @@ impl Agent {
                 usage: None,
                 is_error: output.is_error,
                 timestamp: now_ms(),
-                extra: Default::default(),
+                extra,
             });
             tool_results.push(self.add_message(message));
         }

@@ -139,6 +139,20 @@ return { calls: results.length };"#;
     );
     // Only the script's result reaches the model: one tool result, for the codemode call.
     assert!(check_tool_pairing(requests[1].messages()).is_empty());
+    let message = records
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "toolResult")
+        .expect("the codemode result message");
+    let nested = &message["message"]["nestedCalls"];
+    assert_eq!(nested["complete"], true, "{nested}");
+    let read = nested["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "read")
+        .expect("the read call is recorded");
+    assert_eq!(read["arguments"], json!({"path": "missing.txt"}));
+    assert_eq!(read["status"], "error");
     let block = tool_result_block(&requests[1], "cm1");
     assert!(tool_result_block_text(&block).contains("echo: two"));
     pi.close_stdin();

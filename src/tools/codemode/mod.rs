@@ -254,7 +254,16 @@ pub struct ScriptRun {
     pub calls: Vec<CallRecord>,
     /// Nested call ids handed out (`<callId>/<n>`).
     pub next_nested: usize,
+    /// The tool result message's `nestedCalls` record (1.6.0's limits: 256 calls, 8 KB of
+    /// arguments a call, 32 KB in all; past them `complete` is false).
+    nested: Vec<Value>,
+    nested_complete: bool,
+    nested_argument_bytes: usize,
 }
+
+const NESTED_MAX_CALLS: usize = 256;
+const NESTED_MAX_ARGUMENT_BYTES: usize = 8 * 1024;
+const NESTED_MAX_ARGUMENT_BYTES_TOTAL: usize = 32 * 1024;
 
 impl ScriptRun {
     pub fn new(
@@ -271,14 +280,47 @@ impl ScriptRun {
             output: Vec::new(),
             calls: Vec::new(),
             next_nested: 0,
+            nested: Vec::new(),
+            nested_complete: true,
+            nested_argument_bytes: 0,
         }
+    }
+
+    /// `nestedCalls` of the tool result message: `{calls, complete}`; None without calls.
+    pub fn nested_calls(&self) -> Option<Value> {
+        if self.nested.is_empty() && self.nested_complete {
+            return None;
+        }
+        let complete = self.nested_complete
+            && self
+                .nested
+                .iter()
+                .all(|call| call["status"] != "unfinished");
+        Some(json!({ "calls": self.nested, "complete": complete }))
     }
 
     /// A nested call starts: its record, and the id its `tool_execution_*` records carry.
     pub fn call_started(&mut self, parent_id: &str, name: &str, args: &Value) -> (usize, String) {
         self.next_nested += 1;
         let id = format!("{parent_id}/{}", self.next_nested);
-        let args = serde_json::to_string(args).unwrap_or_default();
+        let args_json = serde_json::to_string(args).unwrap_or_default();
+        if self.nested.len() >= NESTED_MAX_CALLS {
+            self.nested_complete = false;
+        } else {
+            let mut record = json!({"id": id, "name": name, "status": "unfinished"});
+            let bytes = args_json.len();
+            if bytes > NESTED_MAX_ARGUMENT_BYTES
+                || self.nested_argument_bytes + bytes > NESTED_MAX_ARGUMENT_BYTES_TOTAL
+            {
+                record["argumentsBytes"] = json!(bytes);
+                self.nested_complete = false;
+            } else {
+                record["arguments"] = args.clone();
+                self.nested_argument_bytes += bytes;
+            }
+            self.nested.push(record);
+        }
+        let args = args_json;
         self.calls.push(CallRecord {
             id: id.clone(),
             name: name.to_string(),
@@ -296,6 +338,14 @@ impl ScriptRun {
             return;
         };
         call.duration_ms = Some(call.started.elapsed().as_secs_f64() * 1000.0);
+        if let Some(nested) = self.nested.iter_mut().find(|n| n["id"] == call.id.as_str()) {
+            nested["status"] = json!(if is_error { "error" } else { "ok" });
+            nested["durationMs"] = json!(call.started.elapsed().as_millis() as u64);
+            if is_error && !text.is_empty() {
+                let error: String = text.chars().take(ERROR_PREVIEW_CHARS).collect();
+                nested["error"] = json!(error);
+            }
+        }
         if is_error {
             call.status = if cancelled { "cancelled" } else { "error" };
             let text = if text.is_empty() {
