@@ -401,7 +401,7 @@ impl Agent {
                 }
                 self.tools.builtins = active
                     .iter()
-                    .filter(|n| crate::tools::ALL_TOOLS.contains(&n.as_str()))
+                    .filter(|n| crate::tools::selection::is_builtin(n))
                     .cloned()
                     .collect();
                 self.tools.active = Some(active);

@@ -166,6 +166,20 @@ pub struct CallSlot {
     pub gated: bool,
     /// An MCP call's whole result (`structuredContent` of `tool_execution_end`).
     pub structured: Option<serde_json::Value>,
+    /// A call a `codemode` script made: the script's slot, the script's id for the call, and
+    /// the call's record in the script's `details.calls`. Nested calls get no tool result message.
+    pub parent: Option<NestedOf>,
+    /// A running `codemode` script (this slot is the `codemode` call).
+    pub script: Option<Box<crate::tools::codemode::ScriptRun>>,
+    /// The script's `nestedCalls` record, for its tool result message.
+    pub nested_calls: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct NestedOf {
+    pub slot: usize,
+    pub script_call: u64,
+    pub record: usize,
 }
 
 impl CallSlot {
@@ -182,6 +196,9 @@ impl CallSlot {
             terminate: false,
             gated: false,
             structured: None,
+            parent: None,
+            script: None,
+            nested_calls: None,
         }
     }
 }

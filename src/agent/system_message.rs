@@ -137,6 +137,10 @@ pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
     if builtin && matches!(spec.name.as_str(), "read" | "bash" | "edit" | "write") {
         tool["constrainedSampling"] = json!({"type": "json_schema", "strict": "prefer"});
     }
+    if builtin && spec.name == crate::tools::codemode::TOOL_NAME {
+        tool["constrainedSampling"] = json!({"type": "grammar",
+            "variants": {"openai_lark": crate::tools::codemode::SOURCE_GRAMMAR}});
+    }
     tool
 }
 

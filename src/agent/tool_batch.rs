@@ -25,6 +25,7 @@ use crate::messages::{AgentMessage, ToolCall, ToolResultMessage};
 use crate::rpc::SharedJson;
 use crate::rpc::events::{self, Event};
 use crate::time::now_ms;
+use crate::tools::codemode::{self, engine};
 use crate::tools::{self, ToolContext, ToolEvent, ToolEventKind, ToolOutput};
 
 /// What the model is offered and what a call must pass: the builtin tools, the extensions'
@@ -109,6 +110,12 @@ pub(super) fn all_tool_specs(
                 .filter(|s| !taken.contains(&s.name)),
         );
     }
+    // `codemode.mode` `on`: declared tools say how a script calls them.
+    if builtins.iter().any(|b| b == codemode::TOOL_NAME) {
+        for spec in specs.iter_mut().filter(|s| s.name != codemode::TOOL_NAME) {
+            codemode::script_call_note(spec);
+        }
+    }
     specs
 }
 
@@ -118,7 +125,10 @@ impl Agent {
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
         let count = calls.len();
         for call in &calls {
-            self.emit(Event::ToolExecutionStart { call: call.clone() });
+            self.emit(Event::ToolExecutionStart {
+                call: call.clone(),
+                parent: None,
+            });
         }
         let sequential = calls.iter().any(|call| {
             self.tools
@@ -262,6 +272,10 @@ impl Agent {
                 .mcp
                 .as_ref()
                 .is_some_and(|mcp| mcp.has_tool(&call.name));
+        if owner.is_none() && call.name == codemode::TOOL_NAME {
+            self.start_script(index, call);
+            return;
+        }
         match (owner, &self.extensions.host, &mut self.mcp) {
             (Some(extension), Some(host), _) => {
                 batch.calls[index].by_extension = true;
@@ -287,7 +301,209 @@ impl Agent {
             ToolEventKind::Update(partial) => self.on_tool_update(index, partial),
             ToolEventKind::Structured(result) => batch.calls[index].structured = Some(result),
             ToolEventKind::Finished(output) => self.on_tool_finished(index, output),
+            ToolEventKind::Script(event) => self.on_script_event(index, event),
         }
+    }
+
+    /// A `codemode` call runs: its script starts on a worker of its own; what the script does
+    /// comes back as `ToolEventKind::Script` events on the batch's channel.
+    fn start_script(&mut self, index: usize, call: crate::messages::ToolCall) {
+        let started = std::time::Instant::now();
+        let code = call
+            .arguments
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let (code, options) = match codemode::parse_source(code) {
+            Ok(parsed) => parsed,
+            Err(message) => {
+                self.on_tool_finished(index, ToolOutput::error(message));
+                return;
+            }
+        };
+        let catalog: Vec<codemode::search::CatalogTool> = self
+            .tools
+            .specs
+            .iter()
+            .filter(|spec| spec.name != codemode::TOOL_NAME)
+            .map(|spec| codemode::search::CatalogTool {
+                name: spec.name.clone(),
+                sample: codemode::search::sample(&spec.description, &spec.parameters),
+                description: spec.description.clone(),
+                parameters: spec.parameters.clone(),
+                namespace: self
+                    .mcp
+                    .as_ref()
+                    .and_then(|mcp| mcp.namespace_of(&spec.name)),
+            })
+            .collect();
+        let tools = catalog
+            .iter()
+            .map(|tool| engine::ScriptTool {
+                name: tool.name.clone(),
+                js_name: codemode::identifier(&tool.name),
+                description: tool.sample.clone(),
+            })
+            .collect();
+        let store = codemode::read_store(self.session.branch().into_iter().filter_map(|entry| {
+            match &entry.kind {
+                crate::session::EntryKind::Custom {
+                    custom_type,
+                    data: Some(data),
+                } if custom_type == codemode::STORE_ENTRY_TYPE => Some(data),
+                _ => None,
+            }
+        }));
+        let spec = engine::ScriptSpec {
+            code,
+            tools,
+            globals: codemode::DISCOVERY_GLOBALS
+                .iter()
+                .map(|g| g.to_string())
+                .collect(),
+            store,
+            deadline: options
+                .timeout_ms
+                .map(|ms| started + std::time::Duration::from_millis(ms)),
+            timeout_ms: options.timeout_ms,
+        };
+        let Some(batch) = self.batch() else { return };
+        let sender = batch.sender.clone();
+        let call_id = call.id.clone();
+        let sink: engine::Sink = Box::new(move |event| {
+            let _ = sender.send(ToolEvent {
+                call_id: call_id.clone(),
+                kind: ToolEventKind::Script(event),
+            });
+        });
+        match engine::start(&call.id, spec, sink) {
+            Ok(script) => {
+                let run = codemode::ScriptRun::new(script, catalog, options, started);
+                let details = run.details();
+                batch.calls[index].script = Some(Box::new(run));
+                self.on_tool_update(
+                    index,
+                    ToolOutput {
+                        content: Vec::new(),
+                        details: Some(details),
+                        is_error: false,
+                    },
+                );
+            }
+            Err(error) => self.on_tool_finished(index, codemode::not_started(started, &error)),
+        }
+    }
+
+    /// Output, a nested call or the end of a `codemode` call's script.
+    fn on_script_event(&mut self, index: usize, event: engine::FromScript) {
+        let Some(batch) = self.batch() else { return };
+        if batch.calls[index].script.is_none() {
+            return;
+        }
+        match event {
+            engine::FromScript::Output(item) => {
+                if let Some(run) = batch.calls[index].script.as_mut() {
+                    run.output.push(item);
+                }
+            }
+            engine::FromScript::Call {
+                id,
+                target: engine::CallTarget::Tool,
+                name,
+                args,
+            } => self.start_nested_call(index, id, name, args),
+            engine::FromScript::Call { id, name, args, .. } => {
+                if let Some(run) = batch.calls[index].script.as_ref() {
+                    let args = args
+                        .and_then(|json| serde_json::from_str::<Value>(&json).ok())
+                        .unwrap_or_else(|| json!([]));
+                    let answer = codemode::search::call_global(&name, &args, &run.catalog)
+                        .map(|value| value.map(|v| v.to_string()));
+                    run.script.reply(id, answer);
+                }
+            }
+            engine::FromScript::Done(outcome) => {
+                let Some(run) = batch.calls[index].script.take() else {
+                    return;
+                };
+                let running: Vec<usize> = (0..batch.calls.len())
+                    .filter(|&i| {
+                        batch.calls[i].parent.is_some_and(|p| p.slot == index)
+                            && batch.calls[i].result.is_none()
+                    })
+                    .collect();
+                // Writes are kept only when the script succeeds, per branch.
+                let store = codemode::store_entry(&outcome);
+                batch.calls[index].nested_calls = run.nested_calls();
+                let output = run.finish(outcome);
+                if let Some(data) = store
+                    && let Err(e) = self
+                        .session
+                        .append_custom(codemode::STORE_ENTRY_TYPE, Some(data))
+                {
+                    log::error!("could not record the script's store: {e}");
+                }
+                // Calls still running when the script ends are cancelled.
+                for nested in running {
+                    if let Some(batch) = self.batch() {
+                        batch.calls[nested].handle = None;
+                        batch.calls[nested].wait = None;
+                    }
+                    self.finish_call(nested, ToolOutput::error(tools::ABORTED));
+                }
+                self.on_tool_finished(index, output);
+            }
+        }
+    }
+
+    /// A script calls a tool: a nested call of its own (`<callId>/<n>`), through the same gate,
+    /// hooks and execution as a call of the model.
+    fn start_nested_call(&mut self, index: usize, id: u64, name: String, args: Option<String>) {
+        let callable =
+            name != codemode::TOOL_NAME && self.tools.specs.iter().any(|s| s.name == name);
+        let Some(batch) = self.batch() else { return };
+        let parent_id = batch.calls[index].call.id.clone();
+        let Some(run) = batch.calls[index].script.as_mut() else {
+            return;
+        };
+        if !callable {
+            run.script
+                .reply(id, Err(format!("Unknown tool \"{name}\"")));
+            return;
+        }
+        let arguments = args
+            .and_then(|json| serde_json::from_str::<Value>(&json).ok())
+            .unwrap_or_else(|| json!({}));
+        let (record, nested_id) = run.call_started(&parent_id, &name, &arguments);
+        let details = run.details();
+        let call = crate::messages::ToolCall {
+            id: nested_id,
+            name,
+            arguments,
+            thought_signature: None,
+        };
+        let mut slot = super::state::CallSlot::new(call.clone());
+        slot.gated = true;
+        slot.parent = Some(super::state::NestedOf {
+            slot: index,
+            script_call: id,
+            record,
+        });
+        batch.calls.push(slot);
+        let nested = batch.calls.len() - 1;
+        self.emit(Event::ToolExecutionStart {
+            call,
+            parent: Some(parent_id),
+        });
+        self.on_tool_update(
+            index,
+            ToolOutput {
+                content: Vec::new(),
+                details: Some(details),
+                is_error: false,
+            },
+        );
+        self.gate_call(nested);
     }
 
     /// The batch's channel closed although the batch holds a sender: every running call gets an
@@ -310,9 +526,13 @@ impl Agent {
     pub(super) fn on_tool_update(&mut self, index: usize, mut partial: ToolOutput) {
         partial.redact();
         let Some(batch) = self.batch() else { return };
+        let parent = batch.calls[index]
+            .parent
+            .map(|p| batch.calls[p.slot].call.id.clone());
         let event = Event::ToolExecutionUpdate {
             call: batch.calls[index].call.clone(),
             partial_result: events::tool_result_value(&partial.content, partial.details.as_ref()),
+            parent,
         };
         batch.calls[index].partial = Some(partial);
         self.emit(event);
@@ -444,21 +664,51 @@ impl Agent {
         let duration_ms = batch.calls[index]
             .started
             .map(|at| at.elapsed().as_millis() as u64);
-        let mut result = events::tool_result_value(&output.content, output.details.as_ref());
-        // An MCP call's result also carries the whole `CallToolResult` (and `isError`), as pi's.
-        if let Some(mut structured) = batch.calls[index].structured.take() {
-            crate::redact::default_redactions().apply_value(&mut structured);
-            result["structuredContent"] = structured;
-            if output.is_error {
-                result["isError"] = json!(true);
-            }
-        }
+        let nested_of = batch.calls[index].parent;
         let event = Event::ToolExecutionEnd {
             call: batch.calls[index].call.clone(),
-            result,
+            parent: nested_of.map(|p| batch.calls[p.slot].call.id.clone()),
+            result: events::tool_result_value(&output.content, output.details.as_ref()),
             is_error: output.is_error,
             duration_ms,
         };
+        if let Some(of) = nested_of {
+            // The script gets the call's text; a failure rejects with it.
+            let text = output_text(&output);
+            let name = batch.calls[index].call.name.clone();
+            let cancelled =
+                output.is_error && batch.calls[index].started.is_some() && text == tools::ABORTED;
+            let mut details = None;
+            if let Some(run) = batch.calls[of.slot].script.as_mut() {
+                run.call_finished(of.record, output.is_error, &text, cancelled);
+                let reply = if output.is_error {
+                    Err(if text.is_empty() {
+                        format!("Tool \"{name}\" failed")
+                    } else {
+                        text
+                    })
+                } else {
+                    Ok(Some(serde_json::to_string(&text).unwrap_or_default()))
+                };
+                run.script.reply(of.script_call, reply);
+                details = Some(run.details());
+            }
+            batch.calls[index].result = Some(output);
+            self.emit(event);
+            if let Some(details) = details {
+                self.on_tool_update(
+                    of.slot,
+                    ToolOutput {
+                        content: Vec::new(),
+                        details: Some(details),
+                        is_error: false,
+                    },
+                );
+            }
+            // After an abort the last call to finish may be a nested one.
+            self.finish_tools_if_done();
+            return;
+        }
         batch.calls[index].result = Some(output);
         let next = batch
             .sequential
@@ -490,7 +740,21 @@ impl Agent {
         // Every result asked to end the run (v2 `terminate`): no follow-up model call.
         let terminate = !calls.is_empty() && calls.iter().all(|slot| slot.terminate);
         let mut tool_results = Vec::with_capacity(calls.len());
-        for CallSlot { call, result, .. } in calls {
+        for CallSlot {
+            call,
+            result,
+            parent,
+            nested_calls,
+            ..
+        } in calls
+        {
+            if parent.is_some() {
+                continue;
+            }
+            let mut extra = serde_json::Map::new();
+            if let Some(nested) = nested_calls {
+                extra.insert("nestedCalls".into(), nested);
+            }
             let output =
                 result.unwrap_or_else(|| ToolOutput::error("Tool execution failed unexpectedly"));
             let message = AgentMessage::ToolResult(ToolResultMessage {
@@ -501,7 +765,7 @@ impl Agent {
                 usage: None,
                 is_error: output.is_error,
                 timestamp: now_ms(),
-                extra: Default::default(),
+                extra,
             });
             tool_results.push(self.add_message(message));
         }
@@ -522,6 +786,8 @@ impl Agent {
         for &index in &unfinished {
             batch.calls[index].handle = None;
             batch.calls[index].wait = None;
+            // A script stops at once (its worker is interrupted), with the calls it started.
+            batch.calls[index].script = None;
         }
         let cancelled: Vec<String> = unfinished
             .iter()

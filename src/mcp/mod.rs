@@ -696,6 +696,26 @@ impl McpHost {
         specs
     }
 
+    /// The namespace of an MCP tool for codemode's discovery globals: `mcp__<server>`, with the
+    /// server's name as alias, its configured description and its instructions.
+    pub fn namespace_of(&self, name: &str) -> Option<crate::tools::codemode::search::Namespace> {
+        let tool = self.tools.iter().find(|t| t.name == name)?;
+        let server = self.servers.get(tool.server)?;
+        let server_name = &server.config.name;
+        let prefix = naming::plain_tool_name(server_name, "");
+        Some(crate::tools::codemode::search::Namespace {
+            name: prefix.trim_end_matches('_').to_string(),
+            aliases: vec![server_name.clone()],
+            description: server
+                .config
+                .description
+                .as_ref()
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty()),
+            instructions: server.instructions.clone(),
+        })
+    }
+
     pub fn has_tool(&self, name: &str) -> bool {
         self.tool_specs().iter().any(|s| s.name == name)
     }

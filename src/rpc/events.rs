@@ -178,15 +178,19 @@ pub enum Event {
     MessageEnd {
         message: SharedJson,
     },
+    /// `parent`: the `codemode` call whose script made this call (`parentToolCallId`).
     ToolExecutionStart {
         call: ToolCall,
+        parent: Option<String>,
     },
     ToolExecutionUpdate {
         call: ToolCall,
         partial_result: Value,
+        parent: Option<String>,
     },
     ToolExecutionEnd {
         call: ToolCall,
+        parent: Option<String>,
         result: Value,
         is_error: bool,
         /// How long the tool ran (pi 1.1.0); `None` when it did not run.
@@ -386,17 +390,29 @@ impl Event {
                 text("}"),
             ]),
             Event::MessageUpdate(update) => message_update(update, legacy),
-            Event::ToolExecutionStart { call } => json!({"type": "tool_execution_start",
-                "toolCallId": call.id, "toolName": call.name, "args": call.arguments})
-            .into(),
+            Event::ToolExecutionStart { call, parent } => {
+                let mut record = json!({"type": "tool_execution_start",
+                    "toolCallId": call.id, "toolName": call.name, "args": call.arguments});
+                if let Some(parent) = parent {
+                    record["parentToolCallId"] = json!(parent);
+                }
+                record.into()
+            }
             Event::ToolExecutionUpdate {
                 call,
                 partial_result,
-            } => json!({"type": "tool_execution_update", "toolCallId": call.id,
-                "toolName": call.name, "args": call.arguments, "partialResult": partial_result})
-            .into(),
+                parent,
+            } => {
+                let mut record = json!({"type": "tool_execution_update", "toolCallId": call.id,
+                    "toolName": call.name, "args": call.arguments, "partialResult": partial_result});
+                if let Some(parent) = parent {
+                    record["parentToolCallId"] = json!(parent);
+                }
+                record.into()
+            }
             Event::ToolExecutionEnd {
                 call,
+                parent,
                 result,
                 is_error,
                 duration_ms,
@@ -405,6 +421,9 @@ impl Event {
                     "toolName": call.name, "result": result, "isError": is_error});
                 if let Some(ms) = duration_ms.filter(|_| !legacy) {
                     record["durationMs"] = json!(ms);
+                }
+                if let Some(parent) = parent {
+                    record["parentToolCallId"] = json!(parent);
                 }
                 record.into()
             }

@@ -9,6 +9,7 @@
 
 pub mod bash;
 pub mod client;
+pub mod codemode;
 pub mod edit;
 pub mod env;
 pub mod find;
@@ -115,6 +116,8 @@ pub enum ToolEventKind {
     /// `Finished`: it rides on `tool_execution_end` (and the `tool_result` hook) only.
     Structured(serde_json::Value),
     Finished(ToolOutput),
+    /// What a running `codemode` script did (output, a nested call, its end).
+    Script(codemode::engine::FromScript),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -153,6 +156,9 @@ pub fn specs(names: &[String]) -> Vec<ToolSpec> {
     names
         .iter()
         .filter_map(|name| {
+            if name == codemode::TOOL_NAME {
+                return Some(codemode::spec());
+            }
             let (description, parameters) = definition(name)?;
             Some(ToolSpec {
                 name: name.clone(),
@@ -282,6 +288,7 @@ pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])
         "grep" => Some(("Search file contents for patterns (honors .gitignore)", &[])),
         "find" => Some(("Find files by glob pattern (honors .gitignore)", &[])),
         "ls" => Some(("List directory contents", &[])),
+        codemode::TOOL_NAME => Some((codemode::PROMPT_SNIPPET, codemode::PROMPT_GUIDELINES)),
         _ => None,
     }
 }

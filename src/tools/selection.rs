@@ -19,6 +19,12 @@ use serde_json::Value;
 use super::{ALL_TOOLS, DEFAULT_TOOLS};
 use crate::glob::wildcard_match;
 
+/// A tool pi-rs itself provides: the seven file and shell tools, and `codemode` (offered only
+/// when named: `--tools`, `defaultTools`, `+codemode`; patterns do not match it).
+pub fn is_builtin(name: &str) -> bool {
+    ALL_TOOLS.contains(&name) || name == super::codemode::TOOL_NAME
+}
+
 /// `--no-tools` / `--no-builtin-tools`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoTools {
@@ -171,7 +177,7 @@ pub fn resolve(
     };
     let mut builtins: Vec<String> = Vec::new();
     let initial = selected.unwrap_or(defaults);
-    let named = initial.iter().filter(|n| ALL_TOOLS.contains(&n.as_str()));
+    let named = initial.iter().filter(|n| is_builtin(n));
     // Naming or matching a tool in the allowlist offers it too (`*` patterns).
     let matched = ALL_TOOLS
         .iter()
@@ -197,7 +203,7 @@ pub fn unknown_names<'a>(
         let name = entry.trim_start_matches(['+', '-']);
         let is_known = name.is_empty()
             || name.contains('*')
-            || ALL_TOOLS.contains(&name)
+            || is_builtin(name)
             || known.iter().any(|k| k == name)
             || connects_later(name);
         if !is_known && !unknown.iter().any(|u| u == name) {

@@ -8,6 +8,7 @@ mod approvals;
 mod auth_command;
 mod catalog;
 mod cloud_providers;
+mod codemode;
 mod commands;
 mod compaction;
 mod config_values;

@@ -1,0 +1,362 @@
+//! The `codemode` tool through the real binary: the model (the scripted fake provider) sends a
+//! JavaScript script; its nested calls reach built-in tools and the fake MCP server
+//! (`fixtures/mcp/fake_server.py`) through the same pipeline as direct calls, visible as
+//! `tool_execution_*` records with `parentToolCallId`; only the script's output reaches the
+//! model. Limits and hostile scripts end the script with pi 1.6.0's errors, never the process.
+
+use serde_json::{Value, json};
+
+use crate::fake_provider::{FakeProvider, Reply, check_tool_pairing, fixture_path};
+use crate::sse::{AnthropicStream, anthropic_text};
+use crate::support::{
+    Pi, Setup, Workspace, is_reference, result_text, tool_result_block, tool_result_block_text,
+    wait_for_file,
+};
+
+/// A reply with one codemode call per `(id, code)`.
+fn scripts(calls: &[(&str, &str)]) -> Reply {
+    let mut stream = AnthropicStream::new();
+    for (id, code) in calls {
+        stream = stream.tool_use(id, "codemode", &[&json!({ "code": code }).to_string()]);
+    }
+    Reply::sse(stream.finish("tool_use"))
+}
+
+/// codemode on through settings `defaultTools: ["+codemode"]`, the fake MCP server connected.
+fn spawn_with_fake_server(fake: &FakeProvider) -> (Pi, std::path::PathBuf) {
+    let workspace = Workspace::new();
+    let log = workspace.root().join("fake-mcp.jsonl");
+    let servers = json!({"mcpServers": {"fake": {
+        "command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "env": {"FAKE_MCP_LOG": log.to_string_lossy()},
+        "exposure": "direct",
+    }}});
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string(&servers).unwrap(),
+    )
+    .unwrap();
+    let setup = Setup::anthropic(fake).settings(json!({"defaultTools": ["+codemode"]}));
+    (Pi::spawn_in(&workspace, &setup), log)
+}
+
+/// The `tool_execution_end` of the call `id`.
+fn end_of(records: &[Value], id: &str) -> Value {
+    records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end" && r["toolCallId"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool_execution_end for {id}"))
+}
+
+#[test]
+fn a_parallel_script_with_a_failing_call_in_all_settled() {
+    if is_reference() {
+        return;
+    }
+    let code = r#"const results = await Promise.allSettled([
+  tools.mcp__fake__echo({ text: "one" }),
+  tools.mcp__fake__echo({ text: "two" }),
+  tools.read({ path: "missing.txt" }),
+]);
+console.log("settled", results.length);
+text(results.map((r) => r.status === "fulfilled" ? r.value : "failed: " + r.reason.message).join("\n"));
+return { calls: results.length };"#;
+    let fake = FakeProvider::start(vec![
+        scripts(&[("cm1", code)]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let (mut pi, _log) = spawn_with_fake_server(&fake);
+    pi.command("1", "prompt", json!({"message": "echo twice"}));
+    let records = pi.records_until_event("agent_end");
+    let nested: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_start" && r["parentToolCallId"] == "cm1")
+        .collect();
+    let mut ids: Vec<&str> = nested
+        .iter()
+        .map(|r| r["toolCallId"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["cm1/1", "cm1/2", "cm1/3"], "{nested:?}");
+    let read_end = records
+        .iter()
+        .find(|r| {
+            r["type"] == "tool_execution_end"
+                && r["toolName"] == "read"
+                && r["parentToolCallId"] == "cm1"
+        })
+        .expect("the nested read ends");
+    assert_eq!(read_end["isError"], true);
+    let end = end_of(&records, "cm1");
+    assert_eq!(end["isError"], false, "{end}");
+    assert!(end.get("parentToolCallId").is_none());
+    let text = result_text(&end["result"]);
+    assert!(text.starts_with("Script completed\nWall time "), "{text}");
+    assert!(
+        text.contains("==> text 1/2 <==\necho: one\necho: two\nfailed: "),
+        "{text}"
+    );
+    assert!(text.contains("missing.txt"), "{text}");
+    assert!(text.contains("==> text 2/2 <==\n{\"calls\":3}"), "{text}");
+    assert!(
+        text.ends_with("<console_output>\nsettled 3\n</console_output>"),
+        "{text}"
+    );
+    let calls = end["result"]["details"]["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["name"] == "read" && c["status"] == "error")
+    );
+    assert_eq!(calls.iter().filter(|c| c["status"] == "ok").count(), 2);
+
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let declared = &requests[0].body["tools"];
+    let codemode = declared
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "codemode")
+        .expect("codemode is declared");
+    assert_eq!(
+        codemode["input_schema"]["properties"]["code"]["description"],
+        "Raw JavaScript source."
+    );
+    let read = declared
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "read")
+        .unwrap();
+    assert!(
+        read["description"]
+            .as_str()
+            .unwrap()
+            .ends_with("\n\nCodemode: `tools.read(args)` resolves to a string."),
+        "{read}"
+    );
+    // Only the script's result reaches the model: one tool result, for the codemode call.
+    assert!(check_tool_pairing(requests[1].messages()).is_empty());
+    let message = records
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "toolResult")
+        .expect("the codemode result message");
+    let nested = &message["message"]["nestedCalls"];
+    assert_eq!(nested["complete"], true, "{nested}");
+    let read = nested["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "read")
+        .expect("the read call is recorded");
+    assert_eq!(read["arguments"], json!({"path": "missing.txt"}));
+    assert_eq!(read["status"], "error");
+    let block = tool_result_block(&requests[1], "cm1");
+    assert!(tool_result_block_text(&block).contains("echo: two"));
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn limits_and_hostile_scripts_end_the_script_not_the_process() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        scripts(&[
+            ("loop", "// @options: {\"timeout_ms\": 500}\nfor (;;) {}"),
+            (
+                "memory",
+                "const keep = []; for (;;) keep.push(new Array(1e6).fill(1.5));",
+            ),
+            ("texts", "for (let i = 0; i < 1e6; i++) text(String(i));"),
+            (
+                "long",
+                "// @options: {\"max_output_tokens\": 10}\ntext(\"a\".repeat(500) + \"z\".repeat(500));",
+            ),
+            ("options", "text(1);\n// @options: {}"),
+            ("stall", "await new Promise(() => {});"),
+            ("nested", "await tools.codemode({ code: 'text(1)' });"),
+        ]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let (mut pi, _log) = spawn_with_fake_server(&fake);
+    pi.command("1", "prompt", json!({"message": "be hostile"}));
+    let records = pi.records_until_event("agent_end");
+    let text_of = |id: &str| {
+        let end = end_of(&records, id);
+        assert_eq!(end["isError"], id != "long", "{end}");
+        result_text(&end["result"])
+    };
+    let looped = text_of("loop");
+    assert!(looped.starts_with("Script failed\n"), "{looped}");
+    assert!(
+        looped.contains("Script error:\nScript timed out: Execution timed out after 500 ms\n\nNo tool calls were made."),
+        "{looped}"
+    );
+    let memory = text_of("memory");
+    assert!(memory.contains("out of memory"), "{memory}");
+    let texts = text_of("texts");
+    assert!(
+        texts.contains("RangeError: script output exceeded the limit of 16777216 characters or 100000 text(), image(), and console calls."),
+        "{}",
+        &texts[texts.len().saturating_sub(600)..]
+    );
+    assert!(
+        texts.contains("Warning: truncated output"),
+        "the output is cut"
+    );
+    let long = end_of(&records, "long");
+    let long_text = result_text(&long["result"]);
+    assert!(
+        long_text.contains(&format!(
+            "{}…240 tokens truncated…{}",
+            "a".repeat(20),
+            "z".repeat(20)
+        )),
+        "{long_text}"
+    );
+    let path = long["result"]["details"]["fullOutputPath"]
+        .as_str()
+        .expect("a spill file");
+    assert_eq!(
+        std::fs::read_to_string(path).unwrap(),
+        format!("{}{}", "a".repeat(500), "z".repeat(500))
+    );
+    assert_eq!(
+        text_of("options"),
+        "The // @options: line must be the first line of the input; found one on line 2"
+    );
+    assert!(text_of("stall").contains("The script is waiting on a promise that can never settle"));
+    assert!(
+        text_of("nested").contains("tools.codemode does not exist."),
+        "scripts cannot start other scripts"
+    );
+    // The process is fine: the next command answers.
+    let state = pi.command("2", "get_state", json!({}));
+    assert_eq!(state["success"], true);
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+#[test]
+fn abort_mid_script_stops_the_script_and_its_calls() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![scripts(&[
+        ("slow", "await tools.mcp__fake__slow({}); text('never');"),
+        ("busy", "for (;;) {}"),
+    ])]);
+    let (mut pi, log) = spawn_with_fake_server(&fake);
+    pi.command("1", "prompt", json!({"message": "go"}));
+    pi.find(|r| r["type"] == "tool_execution_start" && r["parentToolCallId"] == "slow");
+    wait_for_file(&log, pi.timeout(), |t| t.contains("\"tools/call\""));
+    pi.command("2", "abort", json!({}));
+    let records = pi.records_until_event("agent_end");
+    for id in ["slow", "busy", "slow/1"] {
+        let end = end_of(&records, id);
+        assert_eq!(end["isError"], true, "{end}");
+    }
+    assert_eq!(end_of(&records, "slow/1")["parentToolCallId"], "slow");
+    wait_for_file(&log, pi.timeout(), |t| {
+        t.contains("notifications/cancelled")
+    });
+    let state = pi.command("3", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], false, "{state}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// The `text` of the codemode result of call `id`.
+fn script_text(records: &[Value], id: &str) -> String {
+    result_text(&end_of(records, id)["result"])
+}
+
+#[test]
+fn store_and_load_across_calls_and_branches_and_discovery_globals() {
+    if is_reference() {
+        return;
+    }
+    let discover = r#"const found = await searchTools("echo text back");
+const ns = await describeNamespace("fake");
+const none = await describeTool("no_such_tool");
+text([load("n"), found[0].name, ns.name, ns.tools.includes("mcp__fake__echo"), none === undefined,
+  ALL_TOOLS.some((t) => t.name === "mcp__fake__echo")].join(" "));"#;
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "s1",
+            "store('n', 1); store('gone', 2); store('gone', undefined); text(load('n'));",
+        )]),
+        scripts(&[("s2", "store('n', 99); throw new Error('no');")]),
+        scripts(&[("s3", discover)]),
+        Reply::sse(anthropic_text(&["first done"])),
+        scripts(&[("s4", "store('n', load('n') + 1);")]),
+        Reply::sse(anthropic_text(&["second done"])),
+        scripts(&[("s5", "text(load('n'));")]),
+        Reply::sse(anthropic_text(&["third done"])),
+    ]);
+    let workspace = Workspace::new();
+    let servers = json!({"mcpServers": {"fake": {
+        "command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "exposure": "direct",
+    }}});
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string(&servers).unwrap(),
+    )
+    .unwrap();
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"defaultTools": ["+codemode"]}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "first"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(script_text(&records, "s1").ends_with("Output:\n1"));
+    assert!(script_text(&records, "s2").contains("Script error:\nError: no"));
+    assert!(
+        script_text(&records, "s3")
+            .ends_with("Output:\n1 mcp__fake__echo mcp__fake true true true"),
+        "{}",
+        script_text(&records, "s3")
+    );
+    pi.command("2", "prompt", json!({"message": "second"}));
+    pi.records_until_event("agent_end");
+
+    let state = pi.command("3", "get_state", json!({}));
+    let file = state["data"]["sessionFile"].as_str().unwrap().to_string();
+    let entries = crate::support::read_jsonl(std::path::Path::new(&file));
+    let stores: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "codemode-store")
+        .collect();
+    assert_eq!(
+        stores.len(),
+        2,
+        "only successful scripts that wrote: {stores:?}"
+    );
+    assert_eq!(
+        stores[0]["data"],
+        json!({"set": {"n": 1}, "delete": ["gone"]})
+    );
+    assert_eq!(stores[1]["data"], json!({"set": {"n": 2}, "delete": []}));
+
+    // A branch from before the second prompt sees only the first script's value.
+    let second_user = entries
+        .iter()
+        .find(|e| e["message"]["role"] == "user" && e["message"]["content"][0]["text"] == "second")
+        .unwrap();
+    let forked = pi.command("4", "fork", json!({"entryId": second_user["id"]}));
+    assert_eq!(forked["success"], true, "{forked}");
+    pi.command("5", "prompt", json!({"message": "again"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(
+        script_text(&records, "s5").ends_with("Output:\n1"),
+        "{}",
+        script_text(&records, "s5")
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
