@@ -9,7 +9,6 @@
 //! runs them outside its TUI.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
