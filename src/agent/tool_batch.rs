@@ -664,11 +664,20 @@ impl Agent {
         let duration_ms = batch.calls[index]
             .started
             .map(|at| at.elapsed().as_millis() as u64);
+        let mut result = events::tool_result_value(&output.content, output.details.as_ref());
+        // An MCP call's result also carries the whole `CallToolResult` (and `isError`), as pi's.
+        if let Some(mut structured) = batch.calls[index].structured.take() {
+            crate::redact::default_redactions().apply_value(&mut structured);
+            result["structuredContent"] = structured;
+            if output.is_error {
+                result["isError"] = json!(true);
+            }
+        }
         let nested_of = batch.calls[index].parent;
         let event = Event::ToolExecutionEnd {
             call: batch.calls[index].call.clone(),
             parent: nested_of.map(|p| batch.calls[p.slot].call.id.clone()),
-            result: events::tool_result_value(&output.content, output.details.as_ref()),
+            result,
             is_error: output.is_error,
             duration_ms,
         };

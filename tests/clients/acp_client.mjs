@@ -409,6 +409,9 @@ scenarios.editor = async (ctx) => {
   // The terminal/release after the cancel's last update may still be on its way.
   for (let i = 0; i < 100 && !editorLog.some((e) => e.method === "terminal/release" && e.terminalId === "term-2"); i++)
     await new Promise((resolve) => setTimeout(resolve, 100));
+  // A killed process's exit is reported by Node a moment after the kill: wait for it (bounded).
+  const settled = [...terminals.values()].map((t) => t.exited);
+  await Promise.race([Promise.all(settled), new Promise((resolve) => setTimeout(resolve, 10000))]);
   out.updates = updates[id];
   out.editorLog = editorLog;
   out.buffers = Object.fromEntries(buffers);
