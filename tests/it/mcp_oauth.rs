@@ -305,6 +305,36 @@ fn store(workspace: &Workspace) -> (Value, String) {
     (serde_json::from_str(&text).unwrap(), text)
 }
 
+/// A session whose model calls the hosted server's `whoami`: the tool's echo of the bearer is
+/// redacted. Returns the provider (keep it alive), the session and the `tool_execution_end`.
+fn whoami_turn(workspace: &Workspace) -> (FakeProvider, Pi, Value) {
+    let provider = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("c1", "mcp__hosted__whoami", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let mut pi = Pi::spawn_in(workspace, &Setup::anthropic(&provider));
+    pi.command("1", "prompt", json!({"message": "who"}));
+    let end = pi.find(|r| r["type"] == "tool_execution_end");
+    assert_eq!(
+        result_text(&end["result"]),
+        "you are Bearer [redacted]",
+        "{end}"
+    );
+    (provider, pi, end)
+}
+
+/// The last `tools/call` the fake MCP server received.
+fn last_tool_call(calls: &[Value]) -> &Value {
+    calls
+        .iter()
+        .rfind(|c| c["body"]["method"] == "tools/call")
+        .expect("a tools/call reached the server")
+}
+
 #[test]
 fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer() {
     if is_reference() {
@@ -390,22 +420,7 @@ fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer
     assert!(!workspace.agent_dir().join("mcp-auth.json.lock").exists());
 
     // A session uses the stored token; the tool's echo of it is redacted.
-    let provider = FakeProvider::start(vec![
-        Reply::sse(
-            AnthropicStream::new()
-                .tool_use("c1", "mcp__hosted__whoami", &["{}"])
-                .finish("tool_use"),
-        ),
-        Reply::sse(anthropic_text(&["Done."])),
-    ]);
-    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
-    pi.command("1", "prompt", json!({"message": "who"}));
-    let end = pi.find(|r| r["type"] == "tool_execution_end");
-    assert_eq!(
-        result_text(&end["result"]),
-        "you are Bearer [redacted]",
-        "{end}"
-    );
+    let (_provider, mut pi, end) = whoami_turn(&workspace);
     // The whole `CallToolResult` rides along as pi's `structuredContent`, redacted too.
     assert_eq!(
         end["result"]["structuredContent"],
@@ -419,10 +434,7 @@ fn login_discovers_registers_signs_in_with_pkce_and_the_session_sends_the_bearer
     pi.close_stdin();
     pi.wait_for_exit();
     let calls: Vec<Value> = fake.calls("/mcp");
-    let call = calls
-        .iter()
-        .rfind(|c| c["body"]["method"] == "tools/call")
-        .unwrap();
+    let call = last_tool_call(&calls);
     assert_eq!(call["authorization"], "Bearer at-2-9c8b7a6d5e4f");
 }
 
@@ -588,22 +600,7 @@ fn a_session_refreshes_a_rejected_token_with_the_configured_client_and_retries()
         serde_json::to_string_pretty(&state).unwrap(),
     )
     .unwrap();
-    let provider = FakeProvider::start(vec![
-        Reply::sse(
-            AnthropicStream::new()
-                .tool_use("c1", "mcp__hosted__whoami", &["{}"])
-                .finish("tool_use"),
-        ),
-        Reply::sse(anthropic_text(&["Done."])),
-    ]);
-    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
-    pi.command("1", "prompt", json!({"message": "who"}));
-    let end = pi.find(|r| r["type"] == "tool_execution_end");
-    assert_eq!(
-        result_text(&end["result"]),
-        "you are Bearer [redacted]",
-        "{end}"
-    );
+    let (_provider, mut pi, _) = whoami_turn(&workspace);
     pi.wait_for_event("agent_end");
     pi.close_stdin();
     pi.wait_for_exit();
@@ -618,10 +615,7 @@ fn a_session_refreshes_a_rejected_token_with_the_configured_client_and_retries()
     assert!(fake.calls("/as/register").is_empty());
     let calls = fake.calls("/mcp");
     assert_eq!(calls[0]["authorization"], "Bearer at-revoked-0a1b2c3d");
-    let call = calls
-        .iter()
-        .rfind(|c| c["body"]["method"] == "tools/call")
-        .unwrap();
+    let call = last_tool_call(&calls);
     assert_eq!(call["authorization"], "Bearer at-1-9c8b7a6d5e4f");
     let (stored, _) = store(&workspace);
     // The refresh token was rotated and stored with the new access token.
