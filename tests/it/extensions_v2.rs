@@ -41,12 +41,24 @@ fn next_notice(pi: &mut Pi, prefix: &str) -> String {
 pub fn ask(pi: &mut Pi, lines: &[Value], id: &str) -> Value {
     let text: Vec<String> = lines.iter().map(Value::to_string).collect();
     pi.send(json!({"type": "prompt", "message": format!("/send {}", text.join("\n"))}));
+    next_answer(pi, id)
+}
+
+/// The next JSON report of v2.py after `prefix` that `wanted` accepts (earlier ones are skipped).
+#[track_caller]
+fn next_report(pi: &mut Pi, prefix: &str, wanted: impl Fn(&Value) -> bool) -> Value {
     loop {
-        let answer: Value = serde_json::from_str(&next_notice(pi, "answer ")).expect("json");
-        if answer["id"] == id {
-            return answer;
+        let report: Value = serde_json::from_str(&next_notice(pi, prefix)).expect("json");
+        if wanted(&report) {
+            return report;
         }
     }
+}
+
+/// v2.py's answer to its request `id`.
+#[track_caller]
+fn next_answer(pi: &mut Pi, id: &str) -> Value {
+    next_report(pi, "answer ", |answer| answer["id"] == id)
 }
 
 // ---- 1. flags and tool overrides ---------------------------------------------------------------
@@ -724,12 +736,7 @@ fn a_blocked_call_can_end_the_run_and_sequential_tools_run_alone() {
 /// The next event v2.py reported, of this type.
 #[track_caller]
 fn next_event(pi: &mut Pi, event_type: &str) -> Value {
-    loop {
-        let event: Value = serde_json::from_str(&next_notice(pi, "event ")).expect("json");
-        if event["type"] == event_type {
-            return event;
-        }
-    }
+    next_report(pi, "event ", |event| event["type"] == event_type)
 }
 
 #[test]
@@ -833,13 +840,8 @@ fn exec_runs_through_the_approval_gate() {
         "{dialog}"
     );
     pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Allow once"}));
-    loop {
-        let answer: Value = serde_json::from_str(&next_notice(&mut pi, "answer ")).expect("json");
-        if answer["id"] == "x3" {
-            assert_eq!(answer["result"]["stdout"], "hello there\n", "{answer}");
-            break;
-        }
-    }
+    let answer = next_answer(&mut pi, "x3");
+    assert_eq!(answer["result"]["stdout"], "hello there\n", "{answer}");
     let no_id = json!({"type": "exec", "command": "true"});
     pi.send(json!({"type": "prompt", "message": format!("/send {no_id}")}));
     let error = pi.find(|r| r["type"] == "extension_error");
