@@ -2,8 +2,11 @@
 //! provider, so start-up reads only the rows of the provider it needs instead of the whole table.
 //!
 //! Writes `$OUT_DIR/catalog_providers.rs`: `CATALOG_PROVIDERS`, each provider's name and the byte
-//! range of its rows, in catalog (registry) order. A row without its 16 TAB-separated fields, or
-//! a provider whose rows are not contiguous, fails the build: the catalog is part of the binary.
+//! range of its rows, in catalog (registry) order; and the id index a lookup by id scans instead
+//! of the whole table: `CATALOG_LOWER_IDS`, every row's id lowercased (`str::to_lowercase`, as
+//! the lookup lowercases what it is given), one per line in row order, and `CATALOG_ROW_STARTS`,
+//! each row's byte offset (plus the table's end). A row without its 18 TAB-separated fields, or a
+//! provider whose rows are not contiguous, fails the build: the catalog is part of the binary.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,6 +19,8 @@ fn main() {
     println!("cargo:rerun-if-changed=src/config/catalog_build.rs");
     let text = std::fs::read_to_string(CATALOG).expect("src/config/catalog.tsv is readable");
     let mut providers: Vec<(String, usize, usize)> = Vec::new();
+    let mut lower_ids = String::new();
+    let mut row_starts = Vec::new();
     let mut start = 0;
     for (index, line) in text.split_inclusive('\n').enumerate() {
         let end = start + line.len();
@@ -27,7 +32,12 @@ fn main() {
             "catalog.tsv line {} has {fields} fields",
             index + 1
         );
-        let provider = row.split('\t').next().unwrap_or_default();
+        let mut split = row.split('\t');
+        let provider = split.next().unwrap_or_default();
+        let id = split.next().unwrap_or_default();
+        lower_ids.push_str(&id.to_lowercase());
+        lower_ids.push('\n');
+        row_starts.push(start);
         match providers.last_mut() {
             Some((name, _, range_end)) if name == provider => *range_end = end,
             _ => {
@@ -50,6 +60,18 @@ fn main() {
         let _ = writeln!(out, "    ({name:?}, {start}, {end}),");
     }
     out.push_str("];\n");
+    row_starts.push(text.len());
+    assert!(
+        u32::try_from(text.len()).is_ok(),
+        "catalog.tsv is under 4 GiB"
+    );
+    let _ = write!(
+        out,
+        "/// Every row's id, lowercased, one per line in row order (generated).\n\
+         const CATALOG_LOWER_IDS: &str = {lower_ids:?};\n\
+         /// Each row's byte offset in `CATALOG`, then its length (generated).\n\
+         const CATALOG_ROW_STARTS: &[u32] = &{row_starts:?};\n"
+    );
     let out_dir = std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR");
     std::fs::write(Path::new(&out_dir).join("catalog_providers.rs"), out)
         .expect("OUT_DIR is writable");

@@ -264,14 +264,10 @@ impl Config {
         self.registry.models()
     }
 
-    /// Models whose provider has credentials configured (pi's "available").
+    /// Models whose provider has credentials configured (pi's "available"), in registry order;
+    /// only those providers' catalog rows are read.
     pub fn available_models(&self) -> Vec<Model> {
-        self.registry
-            .models()
-            .iter()
-            .filter(|m| self.has_auth(&m.provider))
-            .cloned()
-            .collect()
+        self.registry.models_of(&|provider| self.has_auth(provider))
     }
 
     /// The model with this provider and id (read from that provider's rows alone).
@@ -308,19 +304,13 @@ impl Config {
 
     /// The model to start with when no `--model` was given (FACTS §1.8 steps 4–7, no session).
     pub fn initial_model(&self) -> Option<Model> {
-        let saved_provider = self.settings.get_str("defaultProvider");
-        let saved_model = self.settings.get_str("defaultModel");
-        // The saved default, when it exists, decides without the full model list.
-        if let (Some(provider), Some(id)) = (saved_provider, saved_model)
-            && let Some(model) = self.registry.find(provider, id)
-        {
-            return Some(model);
-        }
+        // Neither step builds the full model list: the saved default is one lookup, and the
+        // available models are those of the providers with credentials.
         resolve::initial_model(
-            self.registry.models(),
-            &self.available_models(),
-            saved_provider,
-            saved_model,
+            &|provider, id| self.registry.find(provider, id),
+            &|| self.available_models(),
+            self.settings.get_str("defaultProvider"),
+            self.settings.get_str("defaultModel"),
         )
     }
 

@@ -205,9 +205,11 @@ pub struct ProviderRequestConfig {
 
 /// Built-in models plus models.json, ready for lookups.
 ///
-/// The full list (969 built-ins) is built on its first use only: start-up resolves its model from
-/// one provider's rows (`provider_models`, `find`), which is all `--provider`/`--model`, a saved
-/// default or a resumed session need. Every lookup answers as it would on the full list.
+/// The full list (1698 built-ins) is built on its first use only: start-up resolves its model from
+/// one provider's rows (`provider_models`, `find`, the id index for `with_id`), which is all
+/// `--provider`/`--model`, a saved default or a resumed session need; the models with credentials
+/// (`models_of`) read only those providers' rows. Every lookup answers as it would on the full
+/// list.
 #[derive(Default)]
 pub struct Registry {
     /// models.json's `providers` (validated; empty when there is no file or it was ignored):
@@ -356,16 +358,35 @@ impl Registry {
     /// Every model in registry order: the built-ins (with models.json's overrides), models.json
     /// models replacing theirs in place, the other models.json models after them.
     pub fn models(&self) -> &[Model] {
-        self.all.get_or_init(|| {
-            let mut builtins = Vec::new();
-            for &(provider, start, end) in CATALOG_PROVIDERS {
+        self.all.get_or_init(|| self.build(&|_| true))
+    }
+
+    /// The models of the providers `keep` accepts, in registry order: [`Registry::models`]
+    /// filtered, reading only those providers' catalog rows unless the full list is built
+    /// already.
+    pub fn models_of(&self, keep: &dyn Fn(&str) -> bool) -> Vec<Model> {
+        match self.all.get() {
+            Some(all) => all.iter().filter(|m| keep(&m.provider)).cloned().collect(),
+            None => self.build(keep),
+        }
+    }
+
+    /// The models of the providers `keep` accepts, built from their rows. Every step works per
+    /// provider (store overlay, models.json overrides, a custom model replacing the one with its
+    /// key), so leaving a provider out leaves the others' models and order as the full list has
+    /// them.
+    fn build(&self, keep: &dyn Fn(&str) -> bool) -> Vec<Model> {
+        let mut builtins = Vec::new();
+        for &(provider, start, end) in CATALOG_PROVIDERS {
+            if keep(provider) {
                 builtins.extend(self.store.apply(provider, parse_rows(&CATALOG[start..end])));
-                if provider == PROVIDER_WITHOUT_ROWS.1 {
-                    builtins.extend(self.store.apply(PROVIDER_WITHOUT_ROWS.0, Vec::new()));
-                }
             }
-            self.with_custom(self.configured(builtins), None)
-        })
+            let without_rows = PROVIDER_WITHOUT_ROWS.0;
+            if provider == PROVIDER_WITHOUT_ROWS.1 && keep(without_rows) {
+                builtins.extend(self.store.apply(without_rows, Vec::new()));
+            }
+        }
+        self.with_custom(self.configured(builtins), keep)
     }
 
     /// One provider's built-in models (models-store.json applied, models.json not yet).
@@ -430,13 +451,10 @@ impl Registry {
         models
     }
 
-    /// `models` with models.json's models (of `only` provider, if set) put in: in place of the
-    /// model with their key, else appended.
-    fn with_custom(&self, mut models: Vec<Model>, only: Option<&str>) -> Vec<Model> {
-        let custom = self
-            .custom
-            .iter()
-            .filter(|m| only.is_none_or(|p| m.provider == p));
+    /// `models` with models.json's models (of the providers `keep` accepts) put in: in place of
+    /// the model with their key, else appended.
+    fn with_custom(&self, mut models: Vec<Model>, keep: &dyn Fn(&str) -> bool) -> Vec<Model> {
+        let custom = self.custom.iter().filter(|m| keep(&m.provider));
         for model in custom {
             match models
                 .iter()
@@ -639,10 +657,9 @@ impl ModelSource for Registry {
                 .cloned()
                 .collect();
         }
-        self.with_custom(
-            self.configured(self.provider_builtins(provider)),
-            Some(provider),
-        )
+        self.with_custom(self.configured(self.provider_builtins(provider)), &|p| {
+            p == provider
+        })
     }
 
     /// The spelling of a provider name, matched without case, that the last model in registry
@@ -671,24 +688,27 @@ impl ModelSource for Registry {
             })
     }
 
-    /// A scan of the catalog's id fields; only the matches are read in full.
+    /// A scan of the build script's lowercased id index; only the matches are read in full.
     fn with_id(&self, id: &str) -> Vec<Model> {
         if self.all.get().is_some() || !self.store.is_empty() {
             return with_id(id, self.models());
         }
         let lower = id.to_lowercase();
-        let mut found: Vec<Model> = CATALOG
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split('\t');
+        let mut found: Vec<Model> = CATALOG_LOWER_IDS
+            .split_terminator('\n')
+            .zip(CATALOG_ROW_STARTS.windows(2))
+            .filter(|(row_id, _)| *row_id == lower)
+            .filter_map(|(_, range)| {
+                let row = &CATALOG[range[0] as usize..range[1] as usize];
+                let mut fields = row.split('\t');
                 let (provider, row_id) = (fields.next()?, fields.next()?);
                 // In that place: the built-in, or the models.json model replacing it.
-                (row_id.to_lowercase() == lower).then(|| self.find(provider, row_id))?
+                self.find(provider, row_id)
             })
             .collect();
         // Appended models.json models come after every built-in.
         found.extend(
-            self.with_custom(Vec::new(), None)
+            self.with_custom(Vec::new(), &|_| true)
                 .into_iter()
                 .filter(|m| m.id.to_lowercase() == lower && !is_builtin_model(&m.provider, &m.id)),
         );
@@ -1305,8 +1325,32 @@ mod tests {
             assert_eq!(lazy.with_id("no-such-model"), Vec::new());
             let providers = lazy.provider_names();
             assert_eq!(providers, all.provider_names());
+            assert_models_of_filter(&lazy, all);
             assert!(lazy.all.get().is_none(), "none of that built the full list");
+            assert_models_of_filter(&full, all);
         }
+    }
+
+    /// `models_of` is the full list filtered by provider, whether or not that list is built.
+    fn assert_models_of_filter(registry: &Registry, all: &[Model]) {
+        let sets: [&[&str]; 5] = [
+            &[],
+            &["mock"],
+            &["openai", "anthropic", "Mock"],
+            &["typesafe", "anthropic", "OpenAI", "google"],
+            &["amazon-bedrock", "xiaomi-token-plan-sgp", "mock", "nope"],
+        ];
+        for set in sets {
+            let keep = |provider: &str| set.contains(&provider);
+            let expected: Vec<Model> = all
+                .iter()
+                .filter(|m| set.contains(&m.provider.as_str()))
+                .cloned()
+                .collect();
+            assert_eq!(registry.models_of(&keep), expected, "{set:?}");
+        }
+        let everything = registry.models_of(&|_| true);
+        assert_eq!(everything, all);
     }
 
     /// models-store.json's models answer every lookup as the full list has them, typesafe's
@@ -1349,6 +1393,8 @@ mod tests {
         );
         assert_eq!(lazy.with_id("CLAUDE-NEW"), all.with_id("claude-new"));
         assert_eq!(lazy.provider_names(), all.provider_names());
+        assert_models_of_filter(&lazy, all);
+        assert_models_of_filter(&full, all);
     }
 
     #[test]

@@ -540,18 +540,21 @@ pub fn resolve_model_scope(
     (scoped, warnings)
 }
 
-/// The initial model without `--model`, scope or session (FACTS §1.8 steps 4–6).
+/// The initial model without `--model`, scope or session (FACTS §1.8 steps 4–6): the saved
+/// default if `find` knows it (credentials or not), else the first provider default among the
+/// `available` models, else the first of them. `available` is only asked for when needed.
 pub fn initial_model(
-    all: &[Model],
-    available: &[Model],
+    find: &dyn Fn(&str, &str) -> Option<Model>,
+    available: &dyn Fn() -> Vec<Model>,
     default_provider: Option<&str>,
     default_model: Option<&str>,
 ) -> Option<Model> {
     if let (Some(p), Some(id)) = (default_provider, default_model)
-        && let Some(m) = all.iter().find(|m| m.provider == p && m.id == id)
+        && let Some(m) = find(p, id)
     {
-        return Some(m.clone());
+        return Some(m);
     }
+    let available = available();
     for (provider, id) in super::registry::DEFAULT_MODEL_PER_PROVIDER {
         if let Some(m) = available
             .iter()
@@ -995,22 +998,23 @@ mod tests {
             .filter(|m| m.provider == "openai" || m.provider == "anthropic")
             .cloned()
             .collect();
-        let m = initial_model(&all, &available, None, None).unwrap();
+        let find = |p: &str, id: &str| all.iter().find(|m| m.provider == p && m.id == id).cloned();
+        let m = initial_model(&find, &|| available.clone(), None, None).unwrap();
         assert_eq!(
             (m.provider.as_str(), m.id.as_str()),
             ("anthropic", "claude-opus-5-5")
         );
         // Saved default wins even without auth.
         let m = initial_model(
-            &all,
-            &available,
+            &find,
+            &|| available.clone(),
             Some("google"),
             Some("gemini-3.1-pro-preview"),
         )
         .unwrap();
         assert_eq!(m.provider, "google");
         // Unknown saved default → provider defaults.
-        let m = initial_model(&all, &available[..0], Some("google"), Some("nope"));
+        let m = initial_model(&find, &Vec::new, Some("google"), Some("nope"));
         assert!(m.is_none());
     }
 
