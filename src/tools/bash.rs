@@ -820,11 +820,13 @@ pub fn execute(
                 return;
             }
             *dirty = false;
-            *last = Some(Instant::now());
             let snapshot = output.snapshot(true);
             let mut partial = ToolOutput::text(snapshot.content.clone());
             partial.details = Some(update_details(&snapshot));
             emit(partial);
+            // The interval runs from the end of a delivery: however long the snapshot or the
+            // receiver took (a loaded machine), two deliveries are never closer than it.
+            *last = Some(Instant::now());
         };
     let mut on_event = |event: ShellEvent| {
         match event {
@@ -1223,9 +1225,11 @@ mod tests {
             snapshots.len(),
             started.elapsed()
         );
-        // All but the final flush are ≥100 ms apart (small scheduler slack allowed).
+        // All but the final flush are ≥100 ms apart as the receiver sees them: the interval is
+        // counted from the end of the previous delivery, so scheduling delays cannot shorten it.
         for pair in snapshots[..snapshots.len() - 1].windows(2) {
-            assert!(pair[1].0 - pair[0].0 >= Duration::from_millis(95));
+            let gap = pair[1].0 - pair[0].0;
+            assert!(gap >= UPDATE_THROTTLE, "{gap:?}");
         }
         // Cumulative: each snapshot extends the previous one; the last equals the final text.
         for pair in snapshots.windows(2) {
