@@ -151,6 +151,22 @@ pub fn drop_capabilities(caps: &[u32]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether the child has exited, leaving it unreaped (a zombie keeps its pid and group id
+/// reserved, so the later group kill cannot hit a stranger).
+pub fn has_exited_without_reaping(pid: u32) -> bool {
+    // SAFETY: waitid writes only into the zeroed siginfo we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let result = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        result == 0 && info.si_pid() != 0
+    }
+}
+
 /// SIGKILL to every process of the group `pgid` (the leader alone when the group call fails).
 pub fn kill_group(pgid: i32) {
     if pgid <= 0 {
@@ -243,6 +259,12 @@ impl GroupChild {
     /// The child's pipes (`stdin`, `stdout`, `stderr`) to take.
     pub fn pipes(&mut self) -> &mut Child {
         &mut self.child
+    }
+
+    /// Whether the leader has exited, leaving it unreaped: while it is a zombie its group id
+    /// stays reserved, so a group kill after this cannot hit a stranger that reused the id.
+    pub fn has_exited(&self) -> bool {
+        !self.reaped && has_exited_without_reaping(self.child.id())
     }
 
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {

@@ -157,10 +157,12 @@ fn run(
     let deadline = Instant::now() + spec.timeout.unwrap_or(MAX_TIMEOUT).min(MAX_TIMEOUT);
     let mut killed = false;
     let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) => {}
-            Err(_) => break None,
+        if child.has_exited() {
+            // The whole group goes (a background grandchild would keep the pipes open), while
+            // the unreaped leader still holds the group id: after the reap the id may be reused
+            // by a stranger's process on a busy machine, and this kill would hit it.
+            crate::child::kill_group(pgid);
+            break child.wait().ok();
         }
         if Instant::now() >= deadline || used.load(Ordering::SeqCst) > limit {
             killed = true;
@@ -169,8 +171,6 @@ fn run(
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    // The whole group goes (a background grandchild would keep the pipes open).
-    crate::child::kill_group(pgid);
     LIVE_EXECS.remove(pgid);
     let join = |t: std::io::Result<std::thread::JoinHandle<(Vec<u8>, bool)>>| {
         t.ok().and_then(|t| t.join().ok()).unwrap_or_default()
@@ -204,7 +204,9 @@ mod tests {
             command: command.into(),
             args: args.iter().map(|a| a.to_string()).collect(),
             cwd: None,
-            timeout: Some(Duration::from_secs(10)),
+            // Generous: the commands meant to finish do so at once, but on a loaded machine
+            // starting one can take seconds, and the timeout would turn it into a kill (137).
+            timeout: Some(Duration::from_secs(120)),
             max_buffer: None,
         }
     }

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::startup::*;
 use super::*;
+use crate::child::has_exited_without_reaping;
 use crate::extensions::approval::ApprovalAnswer;
 use crate::extensions::hooks::{HookChain, HookOutcome};
 use crate::extensions::protocol::{
@@ -900,21 +901,5 @@ impl Router {
                 flag.store(false, Ordering::SeqCst);
             }
         }
-    }
-}
-
-/// Whether the child has exited, leaving it unreaped (a zombie keeps its pid and group id
-/// reserved, so the later group kill cannot hit a stranger).
-pub(super) fn has_exited_without_reaping(pid: u32) -> bool {
-    // SAFETY: waitid writes only into the zeroed siginfo we own.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let result = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        result == 0 && info.si_pid() != 0
     }
 }
