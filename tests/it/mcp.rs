@@ -250,18 +250,28 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
         tool_call("c1", "mcp__fake__garbage", json!({})),
         tool_call("c2", "mcp__fake__crash", json!({})),
         tool_call("c3", "mcp__fake__echo", json!({"text": "back again"})),
-        tool_call("c4", "mcp__fake__slow", json!({})),
-        tool_call("c5", "mcp__fake__progress", json!({"seconds": 3})),
+        tool_call("c4", "mcp__timer__slow", json!({})),
+        tool_call("c5", "mcp__timer__progress", json!({"seconds": 6})),
         tool_call("c6", "mcp__fake__huge", json!({"size": 100000})),
         tool_call("c7", "mcp__fake__grow", json!({})),
         tool_call("c8", "mcp__fake__mixed", json!({})),
         Reply::sse(anthropic_text(&["Done."])),
     ]);
     let workspace = Workspace::new();
-    // 2 s: long enough for a python server to restart on a busy machine.
-    let (entry, log) = fake_server(&workspace, json!({"timeout": 2}));
-    write_mcp_json(&workspace, json!({"fake": entry}));
-    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    // Every request's bound, `initialize` included, is the server's `timeout`: the server that
+    // crashes and is restarted gets a generous one (a python start can take seconds on a loaded
+    // machine); the timeout cases run on a second copy whose bound is short enough to wait out,
+    // still far above its start-up and its 0.3 s progress spacing.
+    let (entry, _) = fake_server(&workspace, json!({"timeout": 60}));
+    let log = workspace.root().join("timer-mcp.jsonl");
+    let (timer, _) = fake_server(
+        &workspace,
+        json!({"timeout": 4, "env": {"FAKE_MCP_LOG": log.to_string_lossy()}}),
+    );
+    write_mcp_json(&workspace, json!({"fake": entry, "timer": timer}));
+    let mut setup = Setup::anthropic(&fake);
+    setup.wait_limit = Some(Duration::from_secs(60));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
     pi.command("1", "prompt", json!({"message": "go"}));
 
     // Lines that are not JSON are skipped; the answer still arrives.
@@ -282,9 +292,9 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
     let end = tool_end(&mut pi);
     assert_eq!(
         result_text(&end["result"]),
-        "MCP request timed out after 2000ms"
+        "MCP request timed out after 4000ms"
     );
-    // Progress notifications reset the timeout and show as updates.
+    // Progress notifications reset the timeout (the call outlasts it) and show as updates.
     let records = pi.records_until_event("tool_execution_end");
     let update = records
         .iter()
