@@ -167,16 +167,17 @@ pub fn has_exited_without_reaping(pid: u32) -> bool {
     }
 }
 
-/// SIGKILL to every process of the group `pgid` (the leader alone when the group call fails).
+/// SIGKILL to every process of the group `pgid`. An empty group is left alone: every group here
+/// is made by `isolate` (the leader's setsid ran before `spawn` returned), so a failing group kill
+/// means nobody is left in it, and the leader's pid alone — once reaped, free for any process on
+/// the machine to reuse — is not signalled instead.
 pub fn kill_group(pgid: i32) {
     if pgid <= 0 {
         return;
     }
-    // SAFETY: plain syscalls on a group we created; an already empty group just fails.
+    // SAFETY: a plain syscall on a group we created; an already empty group just fails.
     unsafe {
-        if libc::killpg(pgid, libc::SIGKILL) != 0 {
-            libc::kill(pgid, libc::SIGKILL);
-        }
+        libc::killpg(pgid, libc::SIGKILL);
     }
 }
 
