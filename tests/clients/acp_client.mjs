@@ -488,6 +488,43 @@ scenarios.dialogs = async (ctx) => {
   out.notices = allUpdates.filter((u) => u.sessionUpdate === "notice");
 };
 
+// Resolves with the first update of `sessionId` that `test` accepts (seen or still to come).
+function updateOf(sessionId, test) {
+  const seen = (updates[sessionId] ?? []).find(test);
+  if (seen) return Promise.resolve(seen);
+  return new Promise((resolve) => {
+    const previous = onUpdate;
+    onUpdate = (params) => {
+      previous(params);
+      if (params.sessionId === sessionId && test(params.update)) {
+        onUpdate = previous;
+        resolve(params.update);
+      }
+    };
+  });
+}
+
+// Two sessions stream at once (A's reply stalls, B's is held by the fake); A is cancelled while
+// B's stream is open, B then finishes (the test releases it once A's connection closed), and A
+// prompts again.
+scenarios.pool = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const a = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  const b = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  const chunk = (u) => u.sessionUpdate === "agent_message_chunk";
+  const ra = ctx.request("session/prompt", { sessionId: a, prompt: [{ type: "text", text: "stall" }] });
+  await updateOf(a, chunk);
+  const rb = ctx.request("session/prompt", { sessionId: b, prompt: [{ type: "text", text: "hold" }] });
+  await updateOf(b, chunk);
+  await ctx.notify("session/cancel", { sessionId: a });
+  out.a = await ra;
+  out.b = await rb;
+  out.bText = text(b);
+  updates[a] = [];
+  out.again = await ctx.request("session/prompt", { sessionId: a, prompt: [{ type: "text", text: "again" }] });
+  out.againText = text(a);
+};
+
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];
 if (!scenario) throw new Error(`unknown scenario ${process.env.PI_ACP_SCENARIO}`);
 const timer = setTimeout(() => {

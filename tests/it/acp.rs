@@ -322,6 +322,47 @@ fn two_sessions_at_once_never_mix_their_updates() {
     fake.finish();
 }
 
+/// Sessions share the provider connections, and a cancel ends only its own request: A's stream
+/// stalls and B's is held open, each on its own connection; A's cancel closes A's connection (the
+/// fake sees it) while B's stream goes on and completes; A's next request then reuses B's
+/// connection from the shared pool.
+#[test]
+fn sessions_share_connections_and_a_cancel_ends_only_its_own_request() {
+    if sdk().is_none() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        Reply::stall_after(AnthropicStream::new().text(&["Stalled"]).unfinished()),
+        Reply::hold(&anthropic_text(&["B first ", "B rest"]), "B rest"),
+        Reply::sse(anthropic_text(&["A again"])),
+    ]);
+    let workspace = Workspace::new();
+    let out = std::thread::scope(|scope| {
+        let client = scope.spawn(|| scenario("pool", &workspace, &fake, json!({}), &[]));
+        // B is released only once A's connection was closed by pi-rs (A's cancel).
+        fake.wait_for_stalls_closed_by_client(1, Duration::from_secs(60));
+        fake.release_stalls();
+        client.join().unwrap().unwrap()
+    });
+    assert_eq!(out["a"]["stopReason"], "cancelled", "{out}");
+    assert_eq!(out["b"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["bText"], "B first B rest");
+    assert_eq!(out["again"]["stopReason"], "end_turn");
+    assert_eq!(out["againText"], "A again");
+    let requests = fake.requests();
+    let connections: Vec<usize> = requests.iter().map(|r| r.connection).collect();
+    assert_eq!(connections.len(), 3);
+    assert_ne!(
+        connections[0], connections[1],
+        "two streams at once: {connections:?}"
+    );
+    assert_eq!(
+        connections[2], connections[1],
+        "A's next request reuses B's pooled connection: {connections:?}"
+    );
+    fake.finish();
+}
+
 fn find_session_file(root: &std::path::Path, session_id: &str) -> Option<PathBuf> {
     for dir in std::fs::read_dir(root).ok()?.flatten() {
         for file in std::fs::read_dir(dir.path()).ok()?.flatten() {
