@@ -41,6 +41,7 @@ const responseSchemas = {
   "session/resume": z.zResumeSessionResponse,
   "session/list": z.zListSessionsResponse,
   "session/close": z.zCloseSessionResponse,
+  "session/delete": z.zDeleteSessionResponse,
   "session/set_config_option": z.zSetSessionConfigOptionResponse,
   "session/prompt": z.zPromptResponse,
 };
@@ -55,6 +56,8 @@ const clientMethodSchemas = {
   "terminal/release": z.zReleaseTerminalRequest,
 };
 const sentMethods = new Map();
+// The last response pi-rs wrote, as written (the SDK turns some errors into successes).
+let lastAnswer = null;
 // Ids of our pending requests the agent withdrew ($/cancel_request).
 const withdrawn = [];
 const problems = [];
@@ -92,6 +95,7 @@ const fromAgent = new TransformStream({
         continue;
       }
       if (message.jsonrpc !== "2.0") problems.push(`no jsonrpc 2.0: ${line}`);
+      if (!message.method) lastAnswer = message;
       if (message.method === "session/update") check(z.zSessionNotification, message.params, "session/update");
       else if (message.method === "session/request_permission")
         check(z.zRequestPermissionRequest, message.params, "session/request_permission");
@@ -523,6 +527,23 @@ scenarios.pool = async (ctx) => {
   updates[a] = [];
   out.again = await ctx.request("session/prompt", { sessionId: a, prompt: [{ type: "text", text: "again" }] });
   out.againText = text(a);
+};
+
+// A session with a turn: deleting it while open is refused; closed, it is listed, deleted, and
+// gone from the list; deleting it again finds nothing (-32002).
+scenarios.delete = async (ctx) => {
+  out.init = await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.id = id;
+  await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "keep me" }] });
+  out.whileOpen = await errorOf(ctx.request("session/delete", { sessionId: id }));
+  await ctx.request("session/close", { sessionId: id });
+  out.before = (await ctx.request("session/list", { cwd })).sessions.map((s) => s.sessionId);
+  out.deleted = await ctx.request("session/delete", { sessionId: id });
+  out.after = (await ctx.request("session/list", { cwd })).sessions.map((s) => s.sessionId);
+  // The SDK takes -32002 (no such session) to session/delete as success, as ACP recommends.
+  out.again = await errorOf(ctx.request("session/delete", { sessionId: id }));
+  out.againWritten = lastAnswer;
 };
 
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];

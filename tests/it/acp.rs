@@ -442,6 +442,32 @@ fn each_further_session_costs_little_memory() {
     fake.finish();
 }
 
+/// `session/delete` (offered as `sessionCapabilities.delete`): refused while the session is open,
+/// then its file is removed and it leaves `session/list`; a second delete finds nothing.
+#[test]
+fn a_closed_session_can_be_deleted() {
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Kept."]))]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("delete", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(
+        out["init"]["agentCapabilities"]["sessionCapabilities"]["delete"],
+        json!({})
+    );
+    let id = out["id"].as_str().unwrap();
+    assert_eq!(out["whileOpen"]["code"], -32602, "{out}");
+    assert_eq!(out["before"], json!([id]));
+    assert_eq!(out["deleted"], json!({}));
+    assert_eq!(out["after"], json!([]));
+    // Written as -32002 (no such session), which the SDK, as ACP recommends, takes as success.
+    assert_eq!(out["againWritten"]["error"]["code"], -32002, "{out}");
+    assert_eq!(out["again"], Value::Null);
+    let sessions = workspace.agent_dir().join("sessions");
+    assert_eq!(find_session_file(&sessions, id), None, "the file is gone");
+    fake.finish();
+}
+
 fn find_session_file(root: &std::path::Path, session_id: &str) -> Option<PathBuf> {
     for dir in std::fs::read_dir(root).ok()?.flatten() {
         for file in std::fs::read_dir(dir.path()).ok()?.flatten() {
@@ -567,7 +593,7 @@ fn sessions_close_list_and_load_with_their_history_replayed() {
     };
     assert_eq!(
         out["init"]["agentCapabilities"]["sessionCapabilities"],
-        json!({"list": {}, "close": {}, "resume": {}})
+        json!({"list": {}, "close": {}, "resume": {}, "delete": {}})
     );
     let id = out["sessionId"].as_str().unwrap();
     let live_diff = out["live"]
