@@ -422,6 +422,22 @@ scenarios.editor = async (ctx) => {
   out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
 };
 
+// A bash call with a 3 s timeout runs in the editor's terminal and outlives it: the agent kills
+// the terminal; the turn goes on.
+scenarios.terminalTimeout = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: { terminal: true } });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "slow" }] });
+  for (let i = 0; i < 100 && !editorLog.some((e) => e.method === "terminal/release"); i++)
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  const settled = [...terminals.values()].map((t) => t.exited);
+  await Promise.race([Promise.all(settled), new Promise((resolve) => setTimeout(resolve, 10000))]);
+  out.updates = updates[id];
+  out.text = text(id);
+  out.editorLog = editorLog.map((e) => e.method);
+  out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
+};
+
 // An editor that never answers fs/read_text_file (the agent's deadline is short in the test).
 scenarios.silentEditor = async (ctx) => {
   await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: { fs: { readTextFile: true } } });

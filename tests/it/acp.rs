@@ -468,6 +468,67 @@ fn a_closed_session_can_be_deleted() {
     fake.finish();
 }
 
+/// bash's `timeout` with the command in the editor's terminal: when it passes, the terminal gets
+/// `terminal/kill` (its process ends by the kill), the call fails with pi's timeout text and the
+/// output so far, the terminal is released, and the turn goes on.
+#[test]
+fn a_bash_timeout_kills_the_editors_terminal() {
+    let input = json!({"command": "echo started; sleep 30; echo never", "timeout": 3}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_slow", "bash", &[&input])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Gave up on it."])),
+    ]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("terminalTimeout", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["text"], "Gave up on it.");
+    let log: Vec<&str> = out["editorLog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let kill = log.iter().position(|m| *m == "terminal/kill");
+    let release = log.iter().position(|m| *m == "terminal/release");
+    assert!(
+        log.first() == Some(&"terminal/create") && kill.is_some() && release > kill,
+        "{log:?}"
+    );
+    let terminal = &out["terminals"][0];
+    assert_eq!(terminal["released"], true);
+    assert_eq!(terminal["exitStatus"]["signal"], "SIGKILL", "{out}");
+    let finished = out["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|u| u["toolCallId"] == "toolu_slow" && u["status"].is_string())
+        .unwrap();
+    assert_eq!(finished["status"], "failed", "{finished}");
+    let shown = finished.to_string();
+    assert!(shown.contains("started"), "{shown}");
+    assert!(
+        shown.contains("Command timed out after 3 seconds"),
+        "{shown}"
+    );
+    assert!(!shown.contains("never"), "{shown}");
+    // The model got the same text.
+    let second = &fake.requests()[1];
+    assert!(
+        second
+            .raw_body
+            .windows(33)
+            .any(|w| w == b"Command timed out after 3 seconds"),
+        "the tool result the model saw"
+    );
+    fake.finish();
+}
+
 fn find_session_file(root: &std::path::Path, session_id: &str) -> Option<PathBuf> {
     for dir in std::fs::read_dir(root).ok()?.flatten() {
         for file in std::fs::read_dir(dir.path()).ok()?.flatten() {
