@@ -438,6 +438,26 @@ scenarios.terminalTimeout = async (ctx) => {
   out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
 };
 
+// A prompt while one runs steers it: A's tool waits for a file; B is sent meanwhile; once the
+// agent has B queued (a config change after it is answered only after the agent handled B),
+// the file lets the tool end. A is answered when B is taken into the run, B when the run ends.
+scenarios.steer = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  const order = [];
+  const ra = ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "start" }] });
+  ra.then(() => order.push("a"));
+  await updateOf(id, (u) => u.sessionUpdate === "tool_call_update" && u.status === "in_progress");
+  const rb = ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "also check the tests" }] });
+  rb.then(() => order.push("b"));
+  await ctx.request("session/set_config_option", { sessionId: id, configId: "thought_level", value: "low" });
+  fs.writeFileSync(path.join(cwd, "go"), "");
+  out.a = await ra;
+  out.b = await rb;
+  out.order = order;
+  out.text = text(id);
+};
+
 // An editor that never answers fs/read_text_file (the agent's deadline is short in the test).
 scenarios.silentEditor = async (ctx) => {
   await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: { fs: { readTextFile: true } } });

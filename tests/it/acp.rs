@@ -529,6 +529,41 @@ fn a_bash_timeout_kills_the_editors_terminal() {
     fake.finish();
 }
 
+/// A `session/prompt` while one runs steers the run: it reaches the model after the running
+/// turn's tool result (one run, no second one), the first prompt is answered `end_turn` once it
+/// is taken in, and the second when the run ends.
+#[test]
+fn a_prompt_while_one_runs_steers_it() {
+    let wait = "for i in $(seq 1 600); do [ -e go ] && break; sleep 0.1; done; echo waited";
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_bash("toolu_wait", wait)),
+        Reply::sse(anthropic_text(&["Checked the tests too."])),
+    ]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("steer", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(out["a"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["b"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["order"], json!(["a", "b"]));
+    assert_eq!(out["text"], "Checked the tests too.");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "one run");
+    let messages = requests[1].messages();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user", "{messages:?}");
+    assert!(
+        last.to_string().contains("also check the tests"),
+        "the steering message follows the tool result: {last}"
+    );
+    assert!(
+        messages[messages.len() - 2].to_string().contains("waited")
+            || last.to_string().contains("waited"),
+        "{messages:?}"
+    );
+    fake.finish();
+}
+
 fn find_session_file(root: &std::path::Path, session_id: &str) -> Option<PathBuf> {
     for dir in std::fs::read_dir(root).ok()?.flatten() {
         for file in std::fs::read_dir(dir.path()).ok()?.flatten() {
