@@ -16,10 +16,20 @@
 //! or `*.suffix` matches hosts ending in it, `host:port` only that port. Requests go through the
 //! proxy with `CONNECT host:port` (also for `http://` targets, as pi does), with basic
 //! credentials from the proxy URL's `user:password@`. `ALL_PROXY` is not read (pi does not).
+//!
+//! Cancelling one request on a shared agent: ureq's own `Agent::shutdown` ends every request of
+//! the agent, so the connector chain is wrapped (`CancelConnector`): it learns the sockets each
+//! connection owns (the handles ureq's TCP connector registers) and its transport checks the
+//! calling thread's `Cancel` (set by `Cancel::enter`) around every read and write. `Cancel::cancel`
+//! from another thread shuts down the sockets the request is blocked on at that moment, and any
+//! later read or write of that request fails at once. A socket is only shut down while its
+//! request's thread is inside a call on it, so a connection back in the pool, or serving another
+//! request, is never touched. Threads without a `Cancel` (OAuth, `pi login`) are not affected.
 
+use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
@@ -28,7 +38,7 @@ use rustls_pki_types::{CertificateDer, ServerName};
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
-    TcpConnector, Transport, TransportAdapter,
+    ShutdownHandle, TcpConnector, Transport, TransportAdapter,
 };
 
 /// CA bundles of common systems; the first one present is the system store.
@@ -51,10 +61,11 @@ pub fn agent(connect: Duration, idle: Duration) -> ureq::Agent {
         // Proxies come from `proxy_for`, never from ureq's own reading of the environment.
         .proxy(None)
         .build();
-    let connector =
+    let connector = CancelConnector(
         ().chain(ConnectProxyConnector::default())
             .chain(TcpConnector::default())
-            .chain(TlsConnector);
+            .chain(TlsConnector),
+    );
     ureq::Agent::with_parts(config, connector, DefaultResolver::default())
 }
 
@@ -163,6 +174,249 @@ fn bypasses_proxy(host: &str, port: u16, no_proxy: &str) -> bool {
                 host == name
             }
         })
+}
+
+// ---- cancelling one request -----------------------------------------------------------------------
+
+/// One request's cancellation (see the module doc). Clones share the state.
+#[derive(Clone, Default)]
+pub struct Cancel(Arc<Mutex<CancelState>>);
+
+#[derive(Default)]
+struct CancelState {
+    cancelled: bool,
+    /// The request's answer is complete; only the end of its body is read (`drain`), each read
+    /// bounded by `DRAIN_READ`.
+    draining: bool,
+    /// How deep the request's thread is inside transport calls (a proxy tunnel nests one).
+    depth: usize,
+    /// The sockets those calls use; emptied when `depth` returns to zero.
+    in_use: Vec<Weak<dyn ShutdownHandle>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Cancel>> = const { RefCell::new(None) };
+}
+
+/// The calling thread's requests answer to a `Cancel` until this is dropped.
+pub struct CancelScope(Option<Cancel>);
+
+impl Drop for CancelScope {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+impl Cancel {
+    /// Requests made on this thread answer to this `Cancel` while the scope lives.
+    pub fn enter(&self) -> CancelScope {
+        CancelScope(CURRENT.with(|c| c.borrow_mut().replace(self.clone())))
+    }
+
+    /// Ends the request: sockets it is blocked on are shut down, later reads and writes fail.
+    pub fn cancel(&self) {
+        let in_use = {
+            let mut state = lock(&self.0);
+            state.cancelled = true;
+            std::mem::take(&mut state.in_use)
+        };
+        for handle in in_use.iter().filter_map(Weak::upgrade) {
+            handle.shutdown();
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        lock(&self.0).cancelled
+    }
+
+    /// Marks the thread as inside a call on `sockets`; fails when already cancelled.
+    fn busy(&self, sockets: &[Weak<dyn ShutdownHandle>]) -> Result<Busy, ureq::Error> {
+        let mut state = lock(&self.0);
+        if state.cancelled {
+            return Err(cancelled());
+        }
+        state.depth += 1;
+        state.in_use.extend(sockets.iter().cloned());
+        Ok(Busy(self.clone()))
+    }
+
+    /// A socket created for the request while it connects; shut at once if already cancelled.
+    fn connecting(&self, socket: &Weak<dyn ShutdownHandle>) -> Result<(), ureq::Error> {
+        let mut state = lock(&self.0);
+        if state.cancelled {
+            drop(state);
+            if let Some(handle) = socket.upgrade() {
+                handle.shutdown();
+            }
+            return Err(cancelled());
+        }
+        state.in_use.push(socket.clone());
+        Ok(())
+    }
+}
+
+/// How long each read of `drain` may wait.
+const DRAIN_READ: Duration = Duration::from_millis(500);
+/// How much of a body `drain` reads before it gives up on the connection.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+
+/// Reads what is left of a body whose answer is complete (a stream's terminal event came before
+/// the body's end, which usually follows at once), so the connection goes back to the pool for
+/// the next request instead of being closed. Only on a thread with a `Cancel`, which bounds each
+/// read by `DRAIN_READ` and can still cancel it: a server that keeps the body open after its
+/// answer costs at most that, and the connection.
+pub fn drain(body: &mut dyn Read) {
+    let Some(cancel) = current() else {
+        return;
+    };
+    lock(&cancel.0).draining = true;
+    match std::io::copy(&mut body.take(DRAIN_LIMIT), &mut std::io::sink()) {
+        Ok(n) => log::trace!("drained {n} bytes after the answer"),
+        Err(e) => log::trace!("the body's end was not read: {e}"),
+    }
+}
+
+fn lock(state: &Mutex<CancelState>) -> std::sync::MutexGuard<'_, CancelState> {
+    // The state stays consistent under every operation, so a poisoned lock is still usable.
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cancelled() -> ureq::Error {
+    ureq::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "request cancelled",
+    ))
+}
+
+fn current() -> Option<Cancel> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// The thread is inside a transport call (or a connect) of a request; dropping ends that.
+struct Busy(Cancel);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0.0);
+        state.depth = state.depth.saturating_sub(1);
+        if state.depth == 0 {
+            state.in_use.clear();
+        }
+    }
+}
+
+/// Wraps the whole connector chain: records the sockets each connection owns and makes its
+/// transport answer to the calling thread's `Cancel`.
+struct CancelConnector<C>(C);
+
+impl<C: Connector<()>> Connector<()> for CancelConnector<C> {
+    type Out = CancelTransport;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        _chained: Option<()>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let cancel = current();
+        let _busy = cancel.as_ref().map(|c| c.busy(&[])).transpose()?;
+        let sockets: Arc<Mutex<Vec<Weak<dyn ShutdownHandle>>>> = Arc::default();
+        let recorded = sockets.clone();
+        let outer = details.register_shutdown.clone();
+        let register = move |socket: Weak<dyn ShutdownHandle>| {
+            recorded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(socket.clone());
+            if let Some(cancel) = &cancel {
+                cancel.connecting(&socket)?;
+            }
+            outer(socket)
+        };
+        let inner = ConnectionDetails {
+            uri: details.uri,
+            addrs: details.addrs.clone(),
+            config: details.config,
+            request_level: details.request_level,
+            resolver: details.resolver,
+            now: details.now,
+            timeout: details.timeout,
+            current_time: details.current_time.clone(),
+            run_connector: details.run_connector.clone(),
+            register_shutdown: Arc::new(register),
+        };
+        let Some(transport) = self.0.connect(&inner, None)? else {
+            return Ok(None);
+        };
+        let sockets = std::mem::take(&mut *sockets.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok(Some(CancelTransport {
+            inner: transport.boxed(),
+            sockets,
+        }))
+    }
+}
+
+impl<C> std::fmt::Debug for CancelConnector<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CancelConnector")
+    }
+}
+
+struct CancelTransport {
+    inner: Box<dyn Transport>,
+    sockets: Vec<Weak<dyn ShutdownHandle>>,
+}
+
+impl CancelTransport {
+    /// Runs one call on the transport under the thread's `Cancel`, if it has one. A call that
+    /// returns after a cancel fails even when the shut socket read as a clean end.
+    fn guarded<T>(
+        &mut self,
+        call: impl FnOnce(&mut dyn Transport) -> Result<T, ureq::Error>,
+    ) -> Result<T, ureq::Error> {
+        let Some(cancel) = current() else {
+            return call(&mut *self.inner);
+        };
+        let busy = cancel.busy(&self.sockets)?;
+        let result = call(&mut *self.inner);
+        drop(busy);
+        if cancel.is_cancelled() {
+            return Err(cancelled());
+        }
+        result
+    }
+}
+
+impl Transport for CancelTransport {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        self.inner.buffers()
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        self.guarded(|t| t.transmit_output(amount, timeout))
+    }
+
+    fn await_input(&mut self, mut timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        if current().is_some_and(|c| lock(&c.0).draining) {
+            let cap = ureq::unversioned::transport::time::Duration::from(DRAIN_READ);
+            timeout.per_read = Some(timeout.per_read.map_or(cap, |d| d.min(cap)));
+        }
+        self.guarded(|t| t.await_input(timeout))
+    }
+
+    fn is_open(&mut self) -> bool {
+        self.inner.is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        self.inner.is_tls()
+    }
+}
+
+impl std::fmt::Debug for CancelTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CancelTransport")
+    }
 }
 
 // ---- trust ---------------------------------------------------------------------------------------

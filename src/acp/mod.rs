@@ -79,6 +79,7 @@ pub fn run(host: Host) -> u8 {
         next_request: 0,
         client_capabilities: Value::Null,
         initialized: false,
+        folders: Vec::new(),
     };
     let code = loop {
         select! {
@@ -117,14 +118,17 @@ struct Router<'a> {
     out: Sender<Record>,
     requests_tx: Sender<ToRouter>,
     sessions: HashMap<String, session::Handle>,
-    /// Sessions closed by the client, still stopping.
-    closing: Vec<std::thread::JoinHandle<()>>,
+    /// Sessions closed by the client (id, thread), maybe still stopping.
+    closing: Vec<(String, std::thread::JoinHandle<()>)>,
     /// Requests sent to the client: id → who waits for the answer, and its tag.
     pending: HashMap<u64, (Sender<Reply>, String)>,
     next_request: u64,
     /// What the client said it can do (`initialize`), kept for the sessions' delegation.
     client_capabilities: Value,
     initialized: bool,
+    /// The folders whose sessions this connection opened or listed: where `session/delete`
+    /// (which names no folder) looks for a session's file.
+    folders: Vec<PathBuf>,
 }
 
 impl Router<'_> {
@@ -199,6 +203,10 @@ impl Router<'_> {
                     params: params.clone(),
                 },
             )?,
+            "session/delete" => {
+                self.delete(&params)?;
+                let _ = self.out.send(wire::response(id, json!({})));
+            }
             "session/close" => {
                 let session_id = session_id(&params)?;
                 let Some(handle) = self.sessions.remove(&session_id) else {
@@ -208,7 +216,7 @@ impl Router<'_> {
                     id: Some(id.clone()),
                 });
                 // The driver answers once the agent has stopped.
-                self.closing.push(handle.thread);
+                self.closing.push((session_id, handle.thread));
             }
             other => {
                 return Err(RpcError::new(
@@ -252,7 +260,7 @@ impl Router<'_> {
                 "loadSession": true,
                 "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
                 "mcpCapabilities": {"http": true, "sse": false},
-                "sessionCapabilities": {"list": {}, "close": {}, "resume": {}},
+                "sessionCapabilities": {"list": {}, "close": {}, "resume": {}, "delete": {}},
             },
             "authMethods": [{
                 "id": AUTH_METHOD_ID,
@@ -280,6 +288,7 @@ impl Router<'_> {
             )));
         }
         let mcp = translate::mcp_servers(object.get("mcpServers").unwrap_or(&Value::Null), cwd)?;
+        self.remember_folder(cwd);
         // A saved session is found by its exact id among the directory's sessions and opened by
         // its path: never by an id prefix or a path the client made up.
         let (wanted, file) = if how != Open::New {
@@ -342,12 +351,13 @@ impl Router<'_> {
 
     /// `session/list`: the saved sessions of `cwd` (required here: pi keeps sessions per
     /// directory), most recently active first.
-    fn list(&self, params: &Value) -> Result<Value, RpcError> {
+    fn list(&mut self, params: &Value) -> Result<Value, RpcError> {
         let cwd = params
             .get("cwd")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::params("Invalid params: \"cwd\" must be a string"))?;
         let cwd = Path::new(cwd);
+        self.remember_folder(cwd);
         let dir = (self.host.session_dir)(cwd);
         let sessions: Vec<Value> = crate::session::list_sessions(&dir)
             .into_iter()
@@ -360,6 +370,53 @@ impl Router<'_> {
             })
             .collect();
         Ok(json!({"sessions": sessions}))
+    }
+
+    fn remember_folder(&mut self, cwd: &Path) {
+        let dir = (self.host.session_dir)(cwd);
+        if !self.folders.contains(&dir) {
+            self.folders.push(dir);
+        }
+    }
+
+    /// `session/delete`: removes a saved session's file. The session is found by its exact id
+    /// among the sessions of the folders this connection listed or opened (the request names no
+    /// folder); one open on this connection is refused (close it first), so no agent writes to
+    /// a file that is gone.
+    fn delete(&mut self, params: &Value) -> Result<(), RpcError> {
+        let session_id = session_id(params)?;
+        let stopping = self
+            .closing
+            .iter()
+            .any(|(id, thread)| *id == session_id && !thread.is_finished());
+        if self.sessions.contains_key(&session_id) || stopping {
+            return Err(RpcError::params(format!(
+                "Invalid params: session {session_id} is open on this connection: close it first"
+            )));
+        }
+        // What a closed session queued for the disk (its last appends and sync) lands first, so
+        // no late write brings the file back.
+        if !crate::disk::flush(DELETE_FLUSH_BOUND) {
+            return Err(RpcError::new(
+                wire::INTERNAL_ERROR,
+                "the session files are still being written: try again",
+            ));
+        }
+        let path = self
+            .folders
+            .iter()
+            .flat_map(|dir| crate::session::list_sessions(dir))
+            .find(|(_, header, _)| header.id() == session_id)
+            .map(|(path, _, _)| path)
+            .ok_or_else(|| unknown_session(&session_id))?;
+        std::fs::remove_file(&path).map_err(|e| {
+            RpcError::new(
+                wire::INTERNAL_ERROR,
+                format!("cannot delete {}: {e}", path.display()),
+            )
+        })?;
+        log::debug!("acp: deleted session {session_id} ({})", path.display());
+        Ok(())
     }
 
     fn route(&mut self, params: &Value, command: Command) -> Result<(), RpcError> {
@@ -413,7 +470,7 @@ impl Router<'_> {
                 log::debug!("acp: closing the session in {}", handle.cwd.display());
                 handle.thread
             })
-            .chain(self.closing.drain(..));
+            .chain(self.closing.drain(..).map(|(_, thread)| thread));
         for thread in threads {
             if thread.join().is_err() {
                 log::error!("an ACP session thread panicked");
@@ -421,6 +478,9 @@ impl Router<'_> {
         }
     }
 }
+
+/// How long `session/delete` waits for the disk writes queued before it.
+const DELETE_FLUSH_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The ACP protocol version pi-rs speaks.
 const PROTOCOL_VERSION: u64 = 1;

@@ -4,8 +4,9 @@
 //! to the client's requests, and `session/request_permission` requests for the agent's dialogs.
 //! Nothing in `agent` learns ACP names.
 //!
-//! Prompts run one at a time: a `session/prompt` while one runs waits its turn (and is answered
-//! when it ends). `session/cancel` aborts the run and answers open permission requests for the
+//! A `session/prompt` while one runs steers it (pi's steering message): once the agent takes it
+//! in, the running prompt is answered `end_turn` and the new one owns the rest of the run (see
+//! `Driver::steer`). One that arrives after a cancel waits for the run to stop. `session/cancel` aborts the run and answers open permission requests for the
 //! agent as cancelled. Blocking calls and their bounds: the driver's `select!` over the router's
 //! commands, the agent's records and the client's replies; `call` waits for the agent's answer at
 //! most `CALL_TIMEOUT`.
@@ -160,6 +161,7 @@ pub fn spawn(
         requests,
         next_call: 0,
         prompt: None,
+        steering: VecDeque::new(),
         queued: VecDeque::new(),
         last_reply: None,
         cancelled: false,
@@ -179,6 +181,18 @@ pub fn spawn(
         thread,
         cwd,
     })
+}
+
+/// A `session/prompt` that arrived while another ran: sent to the agent as a steering message.
+struct Steer {
+    /// The client's request, answered when the run that took it in ends.
+    id: Value,
+    /// The agent's id for the `prompt` command.
+    agent_id: String,
+    /// The text as the agent lists it in `queue_update`.
+    text: String,
+    /// Seen in the agent's steering queue: it was queued, so its absence means it was delivered.
+    queued: bool,
 }
 
 /// An agent dialog waiting for the client's answer.
@@ -212,6 +226,8 @@ struct Driver {
     next_call: u64,
     /// The running prompt's request id and the agent-side id of its `prompt` command.
     prompt: Option<(Value, String)>,
+    /// Prompts sent while one ran, as pi's steering messages, not yet delivered into the run.
+    steering: VecDeque<Steer>,
     queued: VecDeque<(Value, Value)>,
     /// The run's last assistant message.
     last_reply: Option<Value>,
@@ -381,6 +397,9 @@ impl Driver {
                     self.send_update(translate::available_commands(&commands));
                 }
             }
+            Command::Prompt { id, params } if self.prompt.is_some() && !self.cancelled => {
+                self.steer(id, &params);
+            }
             Command::Prompt { id, params } => {
                 self.queued.push_back((id, params));
                 self.start_next_prompt();
@@ -490,6 +509,67 @@ impl Driver {
         }
     }
 
+    /// A prompt while one runs steers the run (as the Claude Code adapter does with its SDK's
+    /// input stream): it goes to the agent as pi's steering message, delivered after the running
+    /// turn's tool calls. Once it is delivered the running prompt is answered `end_turn` and this
+    /// one owns the rest of the run.
+    fn steer(&mut self, id: Value, params: &Value) {
+        let (message, images) = match translate::prompt_input(&params["prompt"]) {
+            Ok(input) => input,
+            Err(error) => return self.respond(&id, Err(error)),
+        };
+        let command = AgentCommand::Prompt {
+            message: message.clone(),
+            images,
+            streaming_behavior: Some(crate::rpc::protocol::StreamingBehavior::Steer),
+        };
+        match self.send_agent(command) {
+            Some(agent_id) => self.steering.push_back(Steer {
+                id,
+                agent_id,
+                text: message,
+                queued: false,
+            }),
+            None => self.respond(
+                &id,
+                Err(RpcError::new(INTERNAL_ERROR, "the session has ended")),
+            ),
+        }
+    }
+
+    /// The agent's steering queue as it now stands: steering prompts that were in it and left
+    /// it were delivered into the run, in order.
+    fn steering_changed(&mut self, queue: &[Value]) {
+        let listed = |text: &str| queue.iter().any(|t| t == text);
+        for steer in &mut self.steering {
+            steer.queued |= listed(&steer.text);
+        }
+        while self
+            .steering
+            .front()
+            .is_some_and(|steer| steer.queued && !listed(&steer.text))
+        {
+            let Some(steer) = self.steering.pop_front() else {
+                break;
+            };
+            if let Some((id, _)) = self.prompt.replace((steer.id, steer.agent_id)) {
+                self.respond(&id, Ok(json!({"stopReason": "end_turn"})));
+            }
+        }
+    }
+
+    /// Answers steering prompts the run never took in with `result`; the agent's queue is
+    /// emptied so they do not join a later run.
+    fn drop_steering(&mut self, result: &Result<Value, RpcError>) {
+        if self.steering.is_empty() {
+            return;
+        }
+        for steer in std::mem::take(&mut self.steering) {
+            self.respond(&steer.id, result.clone());
+        }
+        let _ = self.send_agent(AgentCommand::ClearQueue);
+    }
+
     /// Answers the running prompt and starts the next one.
     fn finish_prompt_with(&mut self, result: Result<Value, RpcError>) {
         if let Some((id, _)) = self.prompt.take() {
@@ -524,6 +604,9 @@ impl Driver {
         // The agent aborts what runs and ends; what it still says is not for the client.
         for _ in self.records.iter() {}
         let _ = agent.join();
+        for steer in std::mem::take(&mut self.steering) {
+            self.respond(&steer.id, Ok(json!({"stopReason": "cancelled"})));
+        }
         self.finish_prompt_with(Ok(json!({"stopReason": "cancelled"})));
         for (id, _) in std::mem::take(&mut self.queued) {
             self.respond(&id, Ok(json!({"stopReason": "cancelled"})));
@@ -675,6 +758,38 @@ impl Driver {
                 }
                 self.send_update(update);
             }
+            "queue_update" => {
+                let queue = record["steering"].as_array().cloned().unwrap_or_default();
+                self.steering_changed(&queue);
+            }
+            "response"
+                if self
+                    .steering
+                    .iter()
+                    .any(|steer| record["id"] == steer.agent_id.as_str()) =>
+            {
+                let refused = record["success"] != true;
+                if refused || record["data"]["disposition"] == "handled" {
+                    let Some(at) = self
+                        .steering
+                        .iter()
+                        .position(|steer| record["id"] == steer.agent_id.as_str())
+                    else {
+                        return;
+                    };
+                    let Some(steer) = self.steering.remove(at) else {
+                        return;
+                    };
+                    let result = if refused {
+                        let error = record["error"].as_str().unwrap_or("the prompt was refused");
+                        Err(RpcError::new(INTERNAL_ERROR, error))
+                    } else {
+                        // An extension command took it at once: nothing is queued.
+                        Ok(json!({"stopReason": "end_turn"}))
+                    };
+                    self.respond(&steer.id, result);
+                }
+            }
             "response" => {
                 let is_prompt = self
                     .prompt
@@ -693,6 +808,12 @@ impl Driver {
                 let result = translate::stop_reason(self.last_reply.as_ref(), aborted)
                     .map(|stop| json!({"stopReason": stop}))
                     .map_err(|error| RpcError::new(INTERNAL_ERROR, error));
+                let dropped = if aborted {
+                    Ok(json!({"stopReason": "cancelled"}))
+                } else {
+                    result.clone()
+                };
+                self.drop_steering(&dropped);
                 self.finish_prompt_with(result);
             }
             _ => {}

@@ -36,7 +36,7 @@ enum Stored {
 }
 
 /// The entries of models-store.json that change a provider's models.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelsStore {
     entries: HashMap<String, Stored>,
 }

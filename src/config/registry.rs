@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::{Map, Value};
 
@@ -218,8 +218,9 @@ pub struct Registry {
     /// models.json's own models in file order; each replaces a built-in or an earlier one with
     /// its (provider, id), or is appended.
     custom: Vec<Model>,
-    /// Every model in registry order, once something needs them all.
-    all: OnceLock<Vec<Model>>,
+    /// Every model in registry order, once something needs them all; shared with every other
+    /// registry built from the same inputs (`shared_list`).
+    all: OnceLock<Arc<[Model]>>,
     pub provider_configs: HashMap<String, ProviderRequestConfig>,
     /// models.json per-model headers, keyed by (provider, model id).
     pub model_headers: HashMap<(String, String), Map<String, Value>>,
@@ -358,7 +359,14 @@ impl Registry {
     /// Every model in registry order: the built-ins (with models.json's overrides), models.json
     /// models replacing theirs in place, the other models.json models after them.
     pub fn models(&self) -> &[Model] {
-        self.all.get_or_init(|| self.build(&|_| true))
+        self.all.get_or_init(|| {
+            let inputs = ListInputs {
+                file_providers: self.file_providers.clone(),
+                extension_providers: self.extension_providers.clone(),
+                store: self.store.clone(),
+            };
+            shared_list(inputs, || self.build(&|_| true))
+        })
     }
 
     /// The models of the providers `keep` accepts, in registry order: [`Registry::models`]
@@ -639,6 +647,37 @@ impl ModelSource for [Model] {
     fn has_models(&self) -> bool {
         !self.is_empty()
     }
+}
+
+/// What a registry's full list is built from (the catalog aside, which is compiled in): equal
+/// inputs build equal lists.
+#[derive(PartialEq)]
+struct ListInputs {
+    file_providers: Map<String, Value>,
+    extension_providers: Vec<(String, Value)>,
+    store: ModelsStore,
+}
+
+/// The full list for `inputs`, shared by every registry built from equal inputs while one of
+/// them holds it: `pi --mode acp` loads the configuration for each session, and the list (1698
+/// built-ins parsed, about 5.8 MB) was built once per session. Held weakly here, so the last
+/// registry to drop it frees it.
+fn shared_list(inputs: ListInputs, build: impl FnOnce() -> Vec<Model>) -> Arc<[Model]> {
+    type Lists = Vec<(ListInputs, Weak<[Model]>)>;
+    static LISTS: Mutex<Lists> = Mutex::new(Vec::new());
+    // Held while building: a second registry with the same inputs waits and shares the result.
+    let mut lists = LISTS.lock().unwrap_or_else(|e| e.into_inner());
+    lists.retain(|(_, list)| list.strong_count() > 0);
+    if let Some(list) = lists
+        .iter()
+        .find(|(have, _)| *have == inputs)
+        .and_then(|(_, list)| list.upgrade())
+    {
+        return list;
+    }
+    let list: Arc<[Model]> = build().into();
+    lists.push((inputs, Arc::downgrade(&list)));
+    list
 }
 
 /// `--model` resolution reads the registry without building the full list when it can.
@@ -1145,6 +1184,30 @@ fn check_consistency(providers: &Map<String, Value>, api_key_required: bool) -> 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn registries_with_the_same_inputs_share_one_full_list() {
+        let text = r#"{"providers": {"local": {"baseUrl": "http://127.0.0.1:1", "apiKey": "k",
+            "api": "openai-completions", "models": [{"id": "m1"}]}}}"#;
+        let a = Registry::from_models_json(Some(text));
+        let b = Registry::from_models_json(Some(text));
+        assert!(std::ptr::eq(a.models(), b.models()), "built once, shared");
+        let mut c = Registry::from_models_json(Some(text));
+        c.register_provider("local", &json!({"baseUrl": "http://127.0.0.1:2"}))
+            .unwrap();
+        assert!(
+            !std::ptr::eq(a.models(), c.models()),
+            "other inputs, own list"
+        );
+        assert_eq!(
+            c.find("local", "m1").unwrap().base_url,
+            "http://127.0.0.1:2"
+        );
+        assert_eq!(
+            a.find("local", "m1").unwrap().base_url,
+            "http://127.0.0.1:1"
+        );
+    }
 
     #[test]
     fn catalog_has_every_reference_model_in_order() {

@@ -12,12 +12,17 @@
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent
 //! server ends the request with `Request timed out.`), and `send` on the bounded channel (ends when
 //! the agent reads or drops the receiver). A credential fetch before the request (Vertex's token
-//! exchange, AWS container credentials) runs on the same HTTP agent, under the same bounds and
-//! abort; an AWS `credential_process` is bounded by `config::auth::COMMAND_TIMEOUT`.
+//! exchange, AWS container credentials) runs on the same HTTP agent (the process's shared
+//! connection pool), under the same bounds and abort; an AWS `credential_process` is bounded by `config::auth::COMMAND_TIMEOUT`.
 //!
 //! How it ends: the body reaches EOF or its terminal event (→ `Done`), or fails (→ `Failed`), or
-//! the agent drops the `StreamHandle` (the next `send` fails and the thread returns; a read blocked
-//! on a silent socket ends by the idle timeout). Nothing here waits on the agent.
+//! the agent drops the `StreamHandle` (its `net::Cancel` shuts the request's socket, so a read
+//! blocked on a silent server ends at once, and every later read or write fails). Nothing here
+//! waits on the agent.
+//!
+//! Connections: every request shares one HTTP agent (connection pool) per idle bound, so a turn's
+//! next request, or another ACP session's, reuses a kept-alive connection; cancelling one request
+//! touches no other (`net::Cancel`).
 
 pub mod anthropic;
 pub mod aws_remote;
@@ -62,20 +67,21 @@ pub use types::{
 };
 use types::{HttpRequest, ProviderError};
 
-/// Owns a running request. Dropping it cancels the request: the HTTP agent is shut down, which
-/// interrupts a read blocked on a silent server at once, the thread's next send fails, and a
-/// provider-level retry wait ends (its channel disconnects).
+/// Owns a running request. Dropping it cancels the request: its socket is shut down
+/// (`net::Cancel`), which interrupts a read blocked on a silent server at once, its later reads
+/// and writes fail, and a provider-level retry wait ends (its channel disconnects). Other requests
+/// on the shared connection pool are not touched.
 pub struct StreamHandle {
     pub req: RequestId,
-    http: Option<ureq::Agent>,
+    http: Option<crate::net::Cancel>,
     _cancel: Sender<()>,
     _thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for StreamHandle {
     fn drop(&mut self) {
-        if let Some(agent) = self.http.take() {
-            agent.shutdown();
+        if let Some(http) = self.http.take() {
+            http.cancel();
         }
     }
 }
@@ -89,16 +95,20 @@ pub fn spawn_stream(
     events: Sender<ProviderEvent>,
 ) -> StreamHandle {
     let agent = http_agent(request.idle_timeout);
-    let thread_agent = agent.clone();
+    let http = crate::net::Cancel::default();
+    let thread_http = http.clone();
     // Nothing is ever sent: the handle's drop disconnects it, which wakes a retry wait.
     let (cancel, cancelled) = crossbeam_channel::bounded(0);
     let thread = std::thread::Builder::new()
         .name(format!("provider-{}", req.0))
-        .spawn(move || run_stream(req, &request, &events, thread_agent, &cancelled))
+        .spawn(move || {
+            let _scope = thread_http.enter();
+            run_stream(req, &request, &events, agent, &cancelled)
+        })
         .ok();
     StreamHandle {
         req,
-        http: Some(agent),
+        http: Some(http),
         _cancel: cancel,
         _thread: thread,
     }
@@ -129,10 +139,19 @@ pub fn spawn_served(
     }
 }
 
-/// One HTTP agent per request, so cancelling it (`Agent::shutdown`) touches nothing else. Trust
-/// store and proxy choice: `crate::net`.
+/// The HTTP agent (connection pool) every request with this idle bound shares, across turns and
+/// ACP sessions; the bound comes from one setting, so in practice there is one. A request is
+/// cancelled on its own through `net::Cancel`. Trust store and proxy choice: `crate::net`.
 fn http_agent(idle: Duration) -> ureq::Agent {
-    crate::net::agent(CONNECT_TIMEOUT.min(idle), idle)
+    static AGENTS: std::sync::Mutex<Vec<(Duration, ureq::Agent)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut agents = AGENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, agent)) = agents.iter().find(|(bound, _)| *bound == idle) {
+        return agent.clone();
+    }
+    let agent = crate::net::agent(CONNECT_TIMEOUT.min(idle), idle);
+    agents.push((idle, agent.clone()));
+    agent
 }
 
 /// Connecting gets its own, shorter bound than reads: an unreachable host should fail fast.
@@ -345,6 +364,12 @@ fn run_stream(
         } else {
             decoder.feed(&buf[..n])
         };
+        // A terminal event ends the request even if the server keeps the body open. What follows
+        // it (usually just the body's end) is read before the answer goes out, under a short
+        // bound, so the connection is back in the pool when the agent sends its next request.
+        if n > 0 && decoder.is_finished() {
+            crate::net::drain(&mut reader);
+        }
         if let Some(hooks) = hooks {
             for data in decoder.take_raw_events() {
                 hooks.stream_event(&request.model, data);
@@ -355,7 +380,6 @@ fn run_stream(
                 return;
             }
         }
-        // A terminal event ends the request even if the server keeps the connection open.
         if n == 0 || decoder.is_finished() {
             return;
         }

@@ -41,6 +41,7 @@ const responseSchemas = {
   "session/resume": z.zResumeSessionResponse,
   "session/list": z.zListSessionsResponse,
   "session/close": z.zCloseSessionResponse,
+  "session/delete": z.zDeleteSessionResponse,
   "session/set_config_option": z.zSetSessionConfigOptionResponse,
   "session/prompt": z.zPromptResponse,
 };
@@ -55,6 +56,8 @@ const clientMethodSchemas = {
   "terminal/release": z.zReleaseTerminalRequest,
 };
 const sentMethods = new Map();
+// The last response pi-rs wrote, as written (the SDK turns some errors into successes).
+let lastAnswer = null;
 // Ids of our pending requests the agent withdrew ($/cancel_request).
 const withdrawn = [];
 const problems = [];
@@ -92,6 +95,7 @@ const fromAgent = new TransformStream({
         continue;
       }
       if (message.jsonrpc !== "2.0") problems.push(`no jsonrpc 2.0: ${line}`);
+      if (!message.method) lastAnswer = message;
       if (message.method === "session/update") check(z.zSessionNotification, message.params, "session/update");
       else if (message.method === "session/request_permission")
         check(z.zRequestPermissionRequest, message.params, "session/request_permission");
@@ -418,6 +422,42 @@ scenarios.editor = async (ctx) => {
   out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
 };
 
+// A bash call with a 3 s timeout runs in the editor's terminal and outlives it: the agent kills
+// the terminal; the turn goes on.
+scenarios.terminalTimeout = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: { terminal: true } });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.prompt = await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "slow" }] });
+  for (let i = 0; i < 100 && !editorLog.some((e) => e.method === "terminal/release"); i++)
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  const settled = [...terminals.values()].map((t) => t.exited);
+  await Promise.race([Promise.all(settled), new Promise((resolve) => setTimeout(resolve, 10000))]);
+  out.updates = updates[id];
+  out.text = text(id);
+  out.editorLog = editorLog.map((e) => e.method);
+  out.terminals = [...terminals].map(([id, t]) => ({ id, released: t.released, exitStatus: t.exitStatus }));
+};
+
+// A prompt while one runs steers it: A's tool waits for a file; B is sent meanwhile; once the
+// agent has B queued (a config change after it is answered only after the agent handled B),
+// the file lets the tool end. A is answered when B is taken into the run, B when the run ends.
+scenarios.steer = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  const order = [];
+  const ra = ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "start" }] });
+  ra.then(() => order.push("a"));
+  await updateOf(id, (u) => u.sessionUpdate === "tool_call_update" && u.status === "in_progress");
+  const rb = ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "also check the tests" }] });
+  rb.then(() => order.push("b"));
+  await ctx.request("session/set_config_option", { sessionId: id, configId: "thought_level", value: "low" });
+  fs.writeFileSync(path.join(cwd, "go"), "");
+  out.a = await ra;
+  out.b = await rb;
+  out.order = order;
+  out.text = text(id);
+};
+
 // An editor that never answers fs/read_text_file (the agent's deadline is short in the test).
 scenarios.silentEditor = async (ctx) => {
   await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: { fs: { readTextFile: true } } });
@@ -486,6 +526,60 @@ scenarios.dialogs = async (ctx) => {
   out.permissions = permissions;
   out.elicitations = elicitations;
   out.notices = allUpdates.filter((u) => u.sessionUpdate === "notice");
+};
+
+// Resolves with the first update of `sessionId` that `test` accepts (seen or still to come).
+function updateOf(sessionId, test) {
+  const seen = (updates[sessionId] ?? []).find(test);
+  if (seen) return Promise.resolve(seen);
+  return new Promise((resolve) => {
+    const previous = onUpdate;
+    onUpdate = (params) => {
+      previous(params);
+      if (params.sessionId === sessionId && test(params.update)) {
+        onUpdate = previous;
+        resolve(params.update);
+      }
+    };
+  });
+}
+
+// Two sessions stream at once (A's reply stalls, B's is held by the fake); A is cancelled while
+// B's stream is open, B then finishes (the test releases it once A's connection closed), and A
+// prompts again.
+scenarios.pool = async (ctx) => {
+  await ctx.request("initialize", { protocolVersion: 1 });
+  const a = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  const b = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  const chunk = (u) => u.sessionUpdate === "agent_message_chunk";
+  const ra = ctx.request("session/prompt", { sessionId: a, prompt: [{ type: "text", text: "stall" }] });
+  await updateOf(a, chunk);
+  const rb = ctx.request("session/prompt", { sessionId: b, prompt: [{ type: "text", text: "hold" }] });
+  await updateOf(b, chunk);
+  await ctx.notify("session/cancel", { sessionId: a });
+  out.a = await ra;
+  out.b = await rb;
+  out.bText = text(b);
+  updates[a] = [];
+  out.again = await ctx.request("session/prompt", { sessionId: a, prompt: [{ type: "text", text: "again" }] });
+  out.againText = text(a);
+};
+
+// A session with a turn: deleting it while open is refused; closed, it is listed, deleted, and
+// gone from the list; deleting it again finds nothing (-32002).
+scenarios.delete = async (ctx) => {
+  out.init = await ctx.request("initialize", { protocolVersion: 1 });
+  const id = (await ctx.request("session/new", { cwd, mcpServers: [] })).sessionId;
+  out.id = id;
+  await ctx.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "keep me" }] });
+  out.whileOpen = await errorOf(ctx.request("session/delete", { sessionId: id }));
+  await ctx.request("session/close", { sessionId: id });
+  out.before = (await ctx.request("session/list", { cwd })).sessions.map((s) => s.sessionId);
+  out.deleted = await ctx.request("session/delete", { sessionId: id });
+  out.after = (await ctx.request("session/list", { cwd })).sessions.map((s) => s.sessionId);
+  // The SDK takes -32002 (no such session) to session/delete as success, as ACP recommends.
+  out.again = await errorOf(ctx.request("session/delete", { sessionId: id }));
+  out.againWritten = lastAnswer;
 };
 
 const scenario = scenarios[process.env.PI_ACP_SCENARIO];

@@ -322,6 +322,248 @@ fn two_sessions_at_once_never_mix_their_updates() {
     fake.finish();
 }
 
+/// Sessions share the provider connections, and a cancel ends only its own request: A's stream
+/// stalls and B's is held open, each on its own connection; A's cancel closes A's connection (the
+/// fake sees it) while B's stream goes on and completes; A's next request then reuses B's
+/// connection from the shared pool.
+#[test]
+fn sessions_share_connections_and_a_cancel_ends_only_its_own_request() {
+    if sdk().is_none() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        Reply::stall_after(AnthropicStream::new().text(&["Stalled"]).unfinished()),
+        Reply::hold(&anthropic_text(&["B first ", "B rest"]), "B rest"),
+        Reply::sse(anthropic_text(&["A again"])),
+    ]);
+    let workspace = Workspace::new();
+    let out = std::thread::scope(|scope| {
+        let client = scope.spawn(|| scenario("pool", &workspace, &fake, json!({}), &[]));
+        // B is released only once A's connection was closed by pi-rs (A's cancel).
+        fake.wait_for_stalls_closed_by_client(1, Duration::from_secs(60));
+        fake.release_stalls();
+        client.join().unwrap().unwrap()
+    });
+    assert_eq!(out["a"]["stopReason"], "cancelled", "{out}");
+    assert_eq!(out["b"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["bText"], "B first B rest");
+    assert_eq!(out["again"]["stopReason"], "end_turn");
+    assert_eq!(out["againText"], "A again");
+    let requests = fake.requests();
+    let connections: Vec<usize> = requests.iter().map(|r| r.connection).collect();
+    assert_eq!(connections.len(), 3);
+    assert_ne!(
+        connections[0], connections[1],
+        "two streams at once: {connections:?}"
+    );
+    assert_eq!(
+        connections[2], connections[1],
+        "A's next request reuses B's pooled connection: {connections:?}"
+    );
+    fake.finish();
+}
+
+/// Ten sessions that each ran a turn: after the first, each adds well under 2 MB of anonymous
+/// memory (before the sessions shared the parsed model catalog, each added about 6.5 MB).
+#[test]
+fn each_further_session_costs_little_memory() {
+    const SESSIONS: usize = 10;
+    let fake = FakeProvider::start(
+        (0..SESSIONS)
+            .map(|_| Reply::sse(anthropic_text(&["Hello."])))
+            .collect(),
+    );
+    let workspace = Workspace::new();
+    prepare(&workspace, &fake, json!({}));
+    let mut command = Command::new(binary());
+    command
+        .args(["--mode", "acp"])
+        .args(MODEL_ARGS)
+        .current_dir(workspace.cwd())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    isolate_env(&mut command, &workspace.agent_dir(), workspace.root());
+    let mut child = command.spawn().expect("start pi --mode acp");
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines_tx, lines) = crossbeam_channel::unbounded();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut next_id = 0;
+    let mut call = |method: &str, params: Value| -> Value {
+        next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params});
+        writeln!(stdin, "{request}").unwrap();
+        loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == next_id && message["method"].is_null() {
+                assert!(message["error"].is_null(), "{message}");
+                return message["result"].clone();
+            }
+        }
+    };
+    let anon_kb = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap()
+    };
+    call("initialize", json!({"protocolVersion": 1}));
+    let cwd = workspace.cwd().to_string_lossy().into_owned();
+    let mut after_first = 0;
+    for n in 0..SESSIONS {
+        let session = call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        let prompt =
+            json!({"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": "hi"}]});
+        assert_eq!(call("session/prompt", prompt)["stopReason"], "end_turn");
+        if n == 0 {
+            after_first = anon_kb();
+        }
+    }
+    let per_session = anon_kb().saturating_sub(after_first) / (SESSIONS as u64 - 1);
+    assert!(
+        per_session < 2048,
+        "each further session added {per_session} kB of anonymous memory"
+    );
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    fake.finish();
+}
+
+/// `session/delete` (offered as `sessionCapabilities.delete`): refused while the session is open,
+/// then its file is removed and it leaves `session/list`; a second delete finds nothing.
+#[test]
+fn a_closed_session_can_be_deleted() {
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Kept."]))]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("delete", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(
+        out["init"]["agentCapabilities"]["sessionCapabilities"]["delete"],
+        json!({})
+    );
+    let id = out["id"].as_str().unwrap();
+    assert_eq!(out["whileOpen"]["code"], -32602, "{out}");
+    assert_eq!(out["before"], json!([id]));
+    assert_eq!(out["deleted"], json!({}));
+    assert_eq!(out["after"], json!([]));
+    // Written as -32002 (no such session), which the SDK, as ACP recommends, takes as success.
+    assert_eq!(out["againWritten"]["error"]["code"], -32002, "{out}");
+    assert_eq!(out["again"], Value::Null);
+    let sessions = workspace.agent_dir().join("sessions");
+    assert_eq!(find_session_file(&sessions, id), None, "the file is gone");
+    fake.finish();
+}
+
+/// bash's `timeout` with the command in the editor's terminal: when it passes, the terminal gets
+/// `terminal/kill` (its process ends by the kill), the call fails with pi's timeout text and the
+/// output so far, the terminal is released, and the turn goes on.
+#[test]
+fn a_bash_timeout_kills_the_editors_terminal() {
+    let input = json!({"command": "echo started; sleep 30; echo never", "timeout": 3}).to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("toolu_slow", "bash", &[&input])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Gave up on it."])),
+    ]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("terminalTimeout", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(out["prompt"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["text"], "Gave up on it.");
+    let log: Vec<&str> = out["editorLog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let kill = log.iter().position(|m| *m == "terminal/kill");
+    let release = log.iter().position(|m| *m == "terminal/release");
+    assert!(
+        log.first() == Some(&"terminal/create") && kill.is_some() && release > kill,
+        "{log:?}"
+    );
+    let terminal = &out["terminals"][0];
+    assert_eq!(terminal["released"], true);
+    assert_eq!(terminal["exitStatus"]["signal"], "SIGKILL", "{out}");
+    let finished = out["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|u| u["toolCallId"] == "toolu_slow" && u["status"].is_string())
+        .unwrap();
+    assert_eq!(finished["status"], "failed", "{finished}");
+    let shown = finished.to_string();
+    assert!(shown.contains("started"), "{shown}");
+    assert!(
+        shown.contains("Command timed out after 3 seconds"),
+        "{shown}"
+    );
+    assert!(!shown.contains("never"), "{shown}");
+    // The model got the same text.
+    let second = &fake.requests()[1];
+    assert!(
+        second
+            .raw_body
+            .windows(33)
+            .any(|w| w == b"Command timed out after 3 seconds"),
+        "the tool result the model saw"
+    );
+    fake.finish();
+}
+
+/// A `session/prompt` while one runs steers the run: it reaches the model after the running
+/// turn's tool result (one run, no second one), the first prompt is answered `end_turn` once it
+/// is taken in, and the second when the run ends.
+#[test]
+fn a_prompt_while_one_runs_steers_it() {
+    let wait = "for i in $(seq 1 600); do [ -e go ] && break; sleep 0.1; done; echo waited";
+    let fake = FakeProvider::start(vec![
+        Reply::sse(anthropic_bash("toolu_wait", wait)),
+        Reply::sse(anthropic_text(&["Checked the tests too."])),
+    ]);
+    let workspace = Workspace::new();
+    let Some(out) = scenario("steer", &workspace, &fake, json!({}), &[]) else {
+        return;
+    };
+    assert_eq!(out["a"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["b"]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["order"], json!(["a", "b"]));
+    assert_eq!(out["text"], "Checked the tests too.");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "one run");
+    let messages = requests[1].messages();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user", "{messages:?}");
+    assert!(
+        last.to_string().contains("also check the tests"),
+        "the steering message follows the tool result: {last}"
+    );
+    assert!(
+        messages[messages.len() - 2].to_string().contains("waited")
+            || last.to_string().contains("waited"),
+        "{messages:?}"
+    );
+    fake.finish();
+}
+
 fn find_session_file(root: &std::path::Path, session_id: &str) -> Option<PathBuf> {
     for dir in std::fs::read_dir(root).ok()?.flatten() {
         for file in std::fs::read_dir(dir.path()).ok()?.flatten() {
@@ -447,7 +689,7 @@ fn sessions_close_list_and_load_with_their_history_replayed() {
     };
     assert_eq!(
         out["init"]["agentCapabilities"]["sessionCapabilities"],
-        json!({"list": {}, "close": {}, "resume": {}})
+        json!({"list": {}, "close": {}, "resume": {}, "delete": {}})
     );
     let id = out["sessionId"].as_str().unwrap();
     let live_diff = out["live"]

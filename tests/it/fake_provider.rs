@@ -138,6 +138,9 @@ pub struct RecordedRequest {
     pub raw_body: Vec<u8>,
     /// When the request's body was complete.
     pub received_at: Instant,
+    /// Which accepted connection carried it (0, 1, … in accept order): requests on one number
+    /// shared a kept-alive connection.
+    pub connection: usize,
 }
 
 impl RecordedRequest {
@@ -363,7 +366,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let spawned = thread::Builder::new()
             .name(format!("fake-provider-conn-{index}"))
             .spawn(move || {
-                if let Err(err) = serve_connection(stream, &conn_shared) {
+                if let Err(err) = serve_connection(stream, index, &conn_shared) {
                     // Client hang-ups are normal (aborts, keep-alive pools closing); only report
                     // errors that mean the fake misbehaved or got garbage.
                     if err.kind() == io::ErrorKind::InvalidData {
@@ -381,6 +384,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 struct Connection {
     stream: TcpStream,
     buffer: Vec<u8>,
+    /// The accept order of this connection.
+    index: usize,
 }
 
 enum Fill {
@@ -461,6 +466,7 @@ impl Connection {
             body,
             raw_body,
             received_at: Instant::now(),
+            connection: self.index,
         }))
     }
 
@@ -499,12 +505,13 @@ impl Connection {
     }
 }
 
-fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
+fn serve_connection(stream: TcpStream, index: usize, shared: &Shared) -> io::Result<()> {
     stream.set_read_timeout(Some(POLL_TICK))?;
     stream.set_nodelay(true)?;
     let mut conn = Connection {
         stream,
         buffer: Vec::new(),
+        index,
     };
     if let Fill::Closed = conn.fill(shared)? {
         return Ok(());
