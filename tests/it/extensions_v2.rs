@@ -1009,6 +1009,76 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
     fake.finish();
 }
 
+/// Starts pi-rs with v2.py and has it reload with a new v2.py that waits for the test's word
+/// ("go-register") before registering; returns once the new process waits.
+fn reload_with_a_slow_extension() -> (FakeProvider, Pi) {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
+    std::fs::write(pi.cwd().join("slow-register"), "").unwrap();
+    let reload = json!({"type": "reload", "id": "r"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    let stderr = pi.stderr_when(|s| s.contains("waiting to register"));
+    assert!(stderr.contains("waiting to register"), "{stderr}");
+    (fake, pi)
+}
+
+#[test]
+fn commands_are_answered_while_a_reload_starts_the_extensions() {
+    let (fake, mut pi) = reload_with_a_slow_extension();
+    // The new extension has not registered: the agent still answers, busy.
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["success"], true, "{state}");
+    assert_eq!(state["data"]["isStreaming"], true, "{state}");
+    let prompt = pi.command("p", "prompt", json!({"message": "Hello"}));
+    assert_eq!(prompt["success"], false, "{prompt}");
+    // Registered after the agent answered (past no registration timeout): it is the new host's.
+    std::fs::write(pi.cwd().join("go-register"), "").unwrap();
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    let state = pi.command("s2", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], false, "{state}");
+    let answer = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "i", "query": "idle"})],
+        "i",
+    );
+    assert_eq!(answer["result"]["idle"], true, "{answer}");
+    fake.finish();
+}
+
+#[test]
+fn abort_ends_a_reload_and_the_run_goes_on_without_extensions() {
+    let (fake, mut pi) = reload_with_a_slow_extension();
+    let aborted = pi.command("a", "abort", json!({}));
+    assert_eq!(aborted["success"], true, "{aborted}");
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], false, "{state}");
+    // The extension that registers after the abort is stopped, not adopted: its process ends,
+    // it never hears session_start and its command is not offered.
+    let stderr = pi.stderr_raw();
+    let pid = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("v2.py[")?
+                .strip_suffix("] waiting to register")
+        })
+        .expect("the new process's pid")
+        .to_string();
+    std::fs::write(pi.cwd().join("go-register"), "").unwrap();
+    let proc_dir = std::path::Path::new("/proc").join(&pid);
+    let deadline = std::time::Instant::now() + pi.timeout();
+    while proc_dir.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!proc_dir.exists(), "the new process still runs");
+    let stderr = pi.stderr_raw();
+    assert_eq!(stderr_events(&stderr, "session_start").len(), 1, "{stderr}");
+    let commands = pi.command("c", "get_commands", json!({}));
+    let names = commands["data"]["commands"].to_string();
+    assert!(!names.contains("\"send\""), "{commands}");
+    fake.finish();
+}
+
 #[test]
 fn reload_is_refused_while_a_run_is_going() {
     let fake = FakeProvider::start(vec![Reply::stall_after(
