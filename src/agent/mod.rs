@@ -532,7 +532,10 @@ impl Agent {
         // The transcript learns the prompt and tools this run uses, when they changed (pi 1.6.0).
         if let Some(system) = system_message::patch(
             &self.messages,
-            &self.system_prompt,
+            self.extensions
+                .run_prompt
+                .as_ref()
+                .unwrap_or(&self.system_prompt),
             &self.tools.specs,
             &self.tools.builtins,
             crate::time::now_ms(),

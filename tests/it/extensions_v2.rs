@@ -890,6 +890,90 @@ fn session_before_hooks_can_cancel_a_session_change() {
     fake.finish();
 }
 
+// ---- systemPromptOptions in before_agent_start ------------------------------------------------
+
+#[test]
+fn before_agent_start_sees_and_changes_the_system_prompt_options() {
+    let reply = || Reply::sse(sse::AnthropicStream::new().text(&["Ok"]).finish("end_turn"));
+    let fake = FakeProvider::start(vec![reply(), reply()]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "PROMPT-OPTIONS please"}));
+    let options: Value = serde_json::from_str(&next_notice(&mut pi, "options ")).expect("json");
+    let cwd = pi.cwd().to_string_lossy().into_owned();
+    assert_eq!(options["cwd"], cwd.as_str(), "{options}");
+    let selected = options["selectedTools"].to_string();
+    assert!(
+        selected.contains("\"bash\"") && selected.contains("\"read\""),
+        "{options}"
+    );
+    assert!(options["toolSnippets"]["bash"].is_string(), "{options}");
+    assert_eq!(options["sections"], json!({}), "{options}");
+    assert_eq!(options["promptGuidelines"], json!([]), "{options}");
+    assert!(options["contextFiles"].is_array() && options["skills"].is_array());
+    pi.wait_for_event("agent_end");
+
+    // The run's prompt is built from the changed options; bash is no longer offered.
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    let system = request.body["system"].to_string();
+    assert!(
+        system.contains("<team>\\nTeam rules from v2.py\\n</team>"),
+        "{system}"
+    );
+    assert!(system.contains("- Answer in haiku"), "{system}");
+    assert!(!system.contains("- bash:"), "{system}");
+    let tools = request.body["tools"].to_string();
+    assert!(
+        !tools.contains("\"bash\"") && tools.contains("\"edit\""),
+        "{tools}"
+    );
+    // The transcript's system message carries the section.
+    let patches: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .map(|r| r["message"]["sections"].clone())
+        .collect();
+    assert_eq!(
+        patches[0]["team"], "<team>\nTeam rules from v2.py\n</team>",
+        "{patches:?}"
+    );
+
+    // The next run has the agent's own prompt again (the section is dropped); the tool
+    // selection stays, as after set_active_tools.
+    pi.command("p2", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(2, pi.timeout())[1];
+    let system = request.body["system"].to_string();
+    assert!(!system.contains("Team rules"), "{system}");
+    assert!(!request.body["tools"].to_string().contains("\"bash\""));
+    let patches: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .map(|r| r["message"]["sections"].clone())
+        .collect();
+    assert_eq!(patches.len(), 2, "{patches:?}");
+    assert_eq!(patches[1]["team"], Value::Null, "{patches:?}");
+    assert!(
+        patches[1]
+            .as_object()
+            .is_some_and(|p| p.contains_key("team"))
+    );
+
+    // A section name pi refuses is an extension_error; the run goes on with the agent's prompt.
+    pi.command(
+        "p3",
+        "prompt",
+        json!({"message": "PROMPT-OPTIONS BAD-SECTION"}),
+    );
+    let error = pi.wait_for_event("extension_error");
+    assert_eq!(
+        error["error"], "systemPromptOptions: Invalid system prompt section name: Bad Name",
+        "{error}"
+    );
+    fake.finish();
+}
+
 // ---- 6. reload (ext-session) -------------------------------------------------------------------
 
 /// The lines v2.py wrote on stderr about `event_type` events (or answers, `"answer"`):
