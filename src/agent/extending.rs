@@ -82,6 +82,13 @@ impl Extensions {
             .setting("extensionHookTimeoutMs")
             .and_then(Value::as_u64)
             .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
+        // (v2) Providers of the `register` lines (main registered them) the extensions stream.
+        let stream_providers = host
+            .as_ref()
+            .map(|host| crate::extensions::launch::streamed_providers(host, config))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         Extensions {
             host,
             events,
@@ -95,7 +102,7 @@ impl Extensions {
             context_hook: None,
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
-            stream_providers: std::collections::HashMap::new(),
+            stream_providers,
             reload,
             tree: None,
             user_bash: Vec::new(),

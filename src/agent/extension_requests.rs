@@ -29,7 +29,7 @@ pub struct PendingExec {
 impl Agent {
     /// After the registry changed (an extension's provider): the current model as the registry
     /// now describes it (base URL, headers); a model that left the registry stays as it was.
-    fn refresh_current_model(&mut self) {
+    pub(super) fn refresh_current_model(&mut self) {
         if let Some(model) = self.config.find_model(&self.model.provider, &self.model.id) {
             self.model = model;
         }

@@ -98,8 +98,18 @@ impl Agent {
                 self.after_old_extensions_stopped();
                 self.start_new_extensions();
             }
-            (ReloadStage::Starting, Some(Reloaded::Started(host, errors))) => {
+            (ReloadStage::Starting, Some(Reloaded::Started(host, mut errors))) => {
+                // (v2) The new `register` lines' providers, as at start.
+                errors.extend(crate::extensions::launch::register_providers(
+                    &host,
+                    &mut self.config,
+                ));
+                self.extensions.stream_providers =
+                    crate::extensions::launch::streamed_providers(&host, &self.config)
+                        .into_iter()
+                        .collect();
                 self.extensions.host = Some(host);
+                self.refresh_current_model();
                 for error in errors {
                     self.emit(error);
                 }

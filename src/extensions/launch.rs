@@ -80,6 +80,45 @@ pub fn launch(
     }
 }
 
+/// (v2) Registers the providers of the extensions' `register` lines in `config`'s registry, as
+/// `register_provider` does (before the start-up model is chosen, and after a reload). Returns
+/// an `extension_error` (`event: "register_provider"`) for each refused one.
+pub fn register_providers(host: &ExtensionHost, config: &mut Config) -> Vec<Event> {
+    let mut errors = Vec::new();
+    for (extension, decl) in host.providers() {
+        if let Err(error) = config.register_provider(&decl.name, &decl.config) {
+            errors.push(Event::ExtensionError {
+                extension_path: host
+                    .extension_path(extension)
+                    .unwrap_or_default()
+                    .to_string(),
+                event: "register_provider".into(),
+                error,
+            });
+        }
+    }
+    errors
+}
+
+/// (v2) The providers of the `register` lines that the extensions stream themselves
+/// (`streamSimple: true`) and that `register_providers` took.
+pub fn streamed_providers(
+    host: &ExtensionHost,
+    config: &Config,
+) -> Vec<(String, super::ExtensionId)> {
+    host.providers()
+        .into_iter()
+        .filter(|(_, decl)| {
+            decl.config
+                .get("streamSimple")
+                .and_then(serde_json::Value::as_bool)
+                == Some(true)
+                && config.is_extension_provider(&decl.name)
+        })
+        .map(|(extension, decl)| (decl.name, extension))
+        .collect()
+}
+
 /// What starting the extensions again needs (v2 `reload`): the command line's part of
 /// `launch`'s input; settings and the session are read anew.
 #[derive(Clone, Debug, Default)]
