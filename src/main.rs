@@ -232,13 +232,6 @@ fn build_setup(
         redact::set_default_redactions(config.known_secrets());
     }
     let context = session.context();
-    let model_flags = args.model_flags();
-    let (scoped, warnings) = config::start_model::scoped_models(&model_flags, &config);
-    print_warnings(&warnings);
-    let session_model = context.start_model(resumed);
-    let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)?;
-    print_warnings(&start.warnings);
-    let (model, thinking) = (start.model, start.thinking);
     tools::env::set_passthrough(tools::env::names_from_setting(
         config.setting("shellEnvPassthrough"),
     ));
@@ -301,6 +294,17 @@ fn build_setup(
         return Ok(Built::Exit(1));
     }
     let mut startup_events = extensions.startup_events;
+    // (v2) Providers of the extensions' `register` lines count for the start-up model.
+    if let Some(host) = &extensions.host {
+        startup_events.extend(extensions::launch::register_providers(host, &mut config));
+    }
+    let model_flags = args.model_flags();
+    let (scoped, warnings) = config::start_model::scoped_models(&model_flags, &config);
+    print_warnings(&warnings);
+    let session_model = context.start_model(resumed);
+    let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)?;
+    print_warnings(&start.warnings);
+    let (model, thinking) = (start.model, start.thinking);
     // Skipped project resources are said once, on stderr and to the client.
     if let Some(warning) = config.project_trust.warning() {
         eprintln!("Warning: {warning}");

@@ -40,6 +40,8 @@ pub struct Extensions {
     pub next_turn_messages: Vec<AgentMessage>,
     /// This prompt's system prompt when an extension replaced it (before_agent_start).
     pub run_system_prompt: Option<String>,
+    /// (v2) This prompt's system prompt built from the options `before_agent_start` changed.
+    pub run_prompt: Option<crate::resources::system_prompt::SystemPrompt>,
     /// An extension asked to shut down: exit once nothing runs.
     pub shutdown_requested: bool,
     /// How long extensions get to answer a hook (settings `extensionHookTimeoutMs`, default 30 s).
@@ -80,19 +82,27 @@ impl Extensions {
             .setting("extensionHookTimeoutMs")
             .and_then(Value::as_u64)
             .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
+        // (v2) Providers of the `register` lines (main registered them) the extensions stream.
+        let stream_providers = host
+            .as_ref()
+            .map(|host| crate::extensions::launch::streamed_providers(host, config))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         Extensions {
             host,
             events,
             command_runs: Vec::new(),
             next_turn_messages: Vec::new(),
             run_system_prompt: None,
+            run_prompt: None,
             shutdown_requested: false,
             hook_deadline,
             idle_waiters: Vec::new(),
             context_hook: None,
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
-            stream_providers: std::collections::HashMap::new(),
+            stream_providers,
             reload,
             tree: None,
             user_bash: Vec::new(),
@@ -318,6 +328,9 @@ impl Agent {
             self.messages.push(held);
         }
         let mut payload = json!({ "prompt": text, "systemPrompt": self.system_prompt.text() });
+        if let Some(options) = self.system_prompt.options() {
+            payload["systemPromptOptions"] = serde_json::to_value(options).unwrap_or(Value::Null);
+        }
         if !images.is_empty() {
             payload["images"] = serde_json::to_value(&images).unwrap_or(Value::Null);
         }
@@ -334,6 +347,47 @@ impl Agent {
             }
             None => self.start_prompt_run(text, images, Vec::new(), None),
         }
+    }
+
+    /// (v2) The `systemPromptOptions` the extensions left: a changed tool selection becomes the
+    /// active tools (as `set_active_tools`), and the run's prompt is built from the options
+    /// (its transcript patch names the changed sections). Returns the run's forced prompt: the
+    /// answer's `systemPrompt`, else the options' `forceSystemPrompt`. Options that do not
+    /// parse are an `extension_error` and change nothing.
+    fn apply_prompt_options(
+        &mut self,
+        options: Option<Value>,
+        forced: Option<String>,
+    ) -> Option<String> {
+        self.extensions.run_prompt = None;
+        let Some(options) = options else {
+            return forced;
+        };
+        let parsed =
+            serde_json::from_value::<crate::resources::system_prompt::PromptOptions>(options)
+                .map_err(|e| e.to_string())
+                .and_then(|options| options.check().map(|()| options));
+        let mut options = match parsed {
+            Ok(options) => options,
+            Err(error) => {
+                self.emit(Event::ExtensionError {
+                    extension_path: "before_agent_start".into(),
+                    event: "before_agent_start".into(),
+                    error: format!("systemPromptOptions: {error}"),
+                });
+                return forced;
+            }
+        };
+        let selected = self.system_prompt.options().map(|o| &o.selected_tools);
+        if selected != Some(&options.selected_tools) {
+            self.set_active_tools(&options.selected_tools);
+            if let Some(now) = self.system_prompt.options() {
+                options.selected_tools = now.selected_tools.clone();
+            }
+        }
+        let forced = forced.or(options.force_system_prompt.take());
+        self.extensions.run_prompt = Some(crate::resources::system_prompt::from_options(options));
+        forced
     }
 
     fn start_prompt_run(
@@ -448,7 +502,9 @@ impl Agent {
             }
             (PrepStage::Input, _) => self.after_input(from, text, images),
             (PrepStage::BeforeStart, HookOutcome::BeforeAgentStart(outcome)) => {
-                self.start_prompt_run(text, images, outcome.messages, outcome.system_prompt)
+                let forced =
+                    self.apply_prompt_options(outcome.system_prompt_options, outcome.system_prompt);
+                self.start_prompt_run(text, images, outcome.messages, forced)
             }
             (PrepStage::BeforeStart, _) => self.start_prompt_run(text, images, Vec::new(), None),
         }
@@ -716,6 +772,7 @@ impl Agent {
     /// A custom message that starts a run of its own (an extension's `triggerTurn`).
     fn start_run_without_prompt(&mut self, message: AgentMessage) {
         self.extensions.run_system_prompt = None;
+        self.extensions.run_prompt = None;
         self.start_run(vec![message]);
     }
 

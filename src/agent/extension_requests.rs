@@ -29,7 +29,7 @@ pub struct PendingExec {
 impl Agent {
     /// After the registry changed (an extension's provider): the current model as the registry
     /// now describes it (base URL, headers); a model that left the registry stays as it was.
-    fn refresh_current_model(&mut self) {
+    pub(super) fn refresh_current_model(&mut self) {
         if let Some(model) = self.config.find_model(&self.model.provider, &self.model.id) {
             self.model = model;
         }
@@ -85,12 +85,7 @@ impl Agent {
                 self.model.context_window,
             )
             .unwrap_or(Value::Null),
-            Query::SystemPrompt => json!(
-                self.extensions
-                    .run_system_prompt
-                    .as_deref()
-                    .unwrap_or(self.system_prompt.text())
-            ),
+            Query::SystemPrompt => json!(self.run_system_prompt_text()),
             Query::Session => json!({
                 "sessionId": session.id(),
                 "sessionFile": session.file_path().map(|p| p.to_string_lossy()),
@@ -378,43 +373,7 @@ impl Agent {
                     host.unregister_command(extension, &name)
                 })))
             }
-            ControlAction::SetActiveTools { names } => {
-                let mcp_specs = self
-                    .mcp
-                    .as_ref()
-                    .map(|m| m.tool_specs())
-                    .unwrap_or_default();
-                let known = |name: &String| {
-                    crate::tools::ALL_TOOLS.contains(&name.as_str())
-                        || self
-                            .tools
-                            .extension_tools
-                            .iter()
-                            .any(|t| t.decl.name == *name)
-                        || mcp_specs.iter().any(|s| s.name == *name)
-                };
-                let mut active: Vec<String> = Vec::new();
-                for name in names.iter().filter(|n| known(n)) {
-                    if !active.contains(name) {
-                        active.push(name.clone());
-                    }
-                }
-                self.tools.builtins = active
-                    .iter()
-                    .filter(|n| crate::tools::selection::is_builtin(n))
-                    .cloned()
-                    .collect();
-                self.tools.active = Some(active);
-                self.refresh_tool_specs();
-                self.rebuild_system_prompt();
-                Ok(json!(
-                    self.tools
-                        .specs
-                        .iter()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                ))
-            }
+            ControlAction::SetActiveTools { names } => Ok(json!(self.set_active_tools(&names))),
             ControlAction::SetModel { provider, model_id } => {
                 let model = self
                     .config
@@ -463,6 +422,55 @@ impl Agent {
             | ControlAction::Reload
             | ControlAction::NavigateTree(_)
             | ControlAction::WaitForIdle => Ok(Value::Null),
+        }
+    }
+}
+
+impl Agent {
+    /// (v2 `set_active_tools`, a `before_agent_start` answer's `selectedTools`) The known names,
+    /// in order and once each, become the active tools; returns the tools now offered.
+    pub(super) fn set_active_tools(&mut self, names: &[String]) -> Vec<String> {
+        let mcp_specs = self
+            .mcp
+            .as_ref()
+            .map(|m| m.tool_specs())
+            .unwrap_or_default();
+        let known = |name: &String| {
+            crate::tools::ALL_TOOLS.contains(&name.as_str())
+                || self
+                    .tools
+                    .extension_tools
+                    .iter()
+                    .any(|t| t.decl.name == *name)
+                || mcp_specs.iter().any(|s| s.name == *name)
+        };
+        let mut active: Vec<String> = Vec::new();
+        for name in names.iter().filter(|n| known(n)) {
+            if !active.contains(name) {
+                active.push(name.clone());
+            }
+        }
+        self.tools.builtins = active
+            .iter()
+            .filter(|n| crate::tools::selection::is_builtin(n))
+            .cloned()
+            .collect();
+        self.tools.active = Some(active);
+        self.refresh_tool_specs();
+        self.rebuild_system_prompt();
+        self.tools.specs.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The system prompt the current (or next) request sends: an extension's replacement for
+    /// this run, the run's prompt from changed options, or the agent's.
+    pub(super) fn run_system_prompt_text(&self) -> &str {
+        match (
+            &self.extensions.run_system_prompt,
+            &self.extensions.run_prompt,
+        ) {
+            (Some(forced), _) => forced,
+            (None, Some(prompt)) => prompt.text(),
+            (None, None) => self.system_prompt.text(),
         }
     }
 }

@@ -9,10 +9,10 @@
 //! Blocking calls and how they end: the select wakes on stdin input or its closing, signals, the
 //! writer's closed notice, extension events, RPC bash output, the current provider stream's (or
 //! summary requests') events, the current tool batch's events, a stream's idle timer and the
-//! retry timer, MCP news. Each channel's closing is its own `Incoming` variant: only stdin's ends
-//! the loop; a worker channel that closes is logged and what waited on it is failed. Sending a
-//! record blocks while stdout is full (bounded writer channel): a client that stops reading
-//! pauses the agent, by design.
+//! retry timer, MCP news, a reload's worker. Each channel's closing is its own `Incoming`
+//! variant: only stdin's ends the loop; a worker channel that closes is logged and what waited on
+//! it is failed. Sending a record blocks while stdout is full (bounded writer channel): a client
+//! that stops reading pauses the agent, by design.
 //!
 //! Submodules own one concern each. The client's requests: `commands` (a dispatch table into
 //! handlers), `session_commands`, `model_commands`, `bash_jobs` (RPC bash; the job's thread is
@@ -152,6 +152,8 @@ enum Incoming {
     OAuthRefreshed(Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>),
     /// A prompt's images, scaled (`None`: the worker died).
     ImagesScaled(Option<(String, Vec<crate::messages::ImageContent>)>),
+    /// A reload's worker is done (`None`: it died).
+    Reloaded(Option<state::Reloaded>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -362,6 +364,17 @@ impl Agent {
             Phase::ScalingImages(work) => &work.result,
             _ => &no_images,
         };
+        let no_reload = never();
+        let reloaded = match &self.phase {
+            Phase::Reloading(reloading) => &reloading.done,
+            _ => &no_reload,
+        };
+        // The new extensions' events wait until their host is in place.
+        let no_extension_events = never();
+        let extension_events = match &self.phase {
+            Phase::Reloading(r) if r.stage == state::ReloadStage::Starting => &no_extension_events,
+            _ => &self.extensions.events,
+        };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
             Phase::Compacting(compaction) => match compaction.retry_at {
@@ -380,7 +393,7 @@ impl Agent {
                 Err(_) => Incoming::SignalsGone,
             },
             recv(self.io.writer_events) -> _ => Incoming::StdoutClosed,
-            recv(self.extensions.events) -> event => match event {
+            recv(extension_events) -> event => match event {
                 Ok(event) => Incoming::Extension(event),
                 Err(_) => Incoming::ExtensionsGone,
             },
@@ -402,6 +415,7 @@ impl Agent {
             },
             recv(mcp_wait) -> _ => Incoming::McpWaitOver,
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
+            recv(reloaded) -> step => Incoming::Reloaded(step.ok()),
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
             recv(refresh_result) -> result => Incoming::OAuthRefreshed(result.unwrap_or_else(|_| {
@@ -453,6 +467,7 @@ impl Agent {
             Incoming::McpWaitOver => self.end_mcp_wait(),
             Incoming::OAuthRefreshed(result) => self.on_oauth_refreshed(result),
             Incoming::ImagesScaled(scaled) => self.on_images_scaled(scaled),
+            Incoming::Reloaded(step) => self.on_reload_step(step),
         }
     }
 
@@ -517,7 +532,10 @@ impl Agent {
         // The transcript learns the prompt and tools this run uses, when they changed (pi 1.6.0).
         if let Some(system) = system_message::patch(
             &self.messages,
-            &self.system_prompt,
+            self.extensions
+                .run_prompt
+                .as_ref()
+                .unwrap_or(&self.system_prompt),
             &self.tools.specs,
             &self.tools.builtins,
             crate::time::now_ms(),
@@ -695,6 +713,7 @@ impl Agent {
                     | Phase::WaitingForMcp(_)
                     | Phase::Refreshing(_)
                     | Phase::ScalingImages(_)
+                    | Phase::Reloading(_)
             )
     }
 
@@ -717,6 +736,7 @@ impl Agent {
             Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
             Phase::Refreshing(_) => self.abort_refresh(),
             Phase::ScalingImages(_) => self.abort_scaling(),
+            Phase::Reloading(_) => self.abort_reload(),
             Phase::Idle => self.end_run(),
         }
     }

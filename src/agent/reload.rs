@@ -4,8 +4,10 @@
 //! hear `session_start` (reason `reload`). The session, model, thinking level and conversation
 //! stay. Settings are not re-read (see README "Extensions").
 //!
-//! Blocking: stopping the old extensions waits at most their grace period (plus the host's
-//! bound); starting the new ones at most the registration timeout, as at start.
+//! Blocking: none on the agent thread. Stopping the old extensions (their grace period plus the
+//! host's bound) and starting the new ones (the registration timeout, as at start) run on worker
+//! threads while the agent is in `Phase::Reloading`: commands are answered meanwhile, prompts
+//! are queued as while a run goes, and `abort` ends the wait (see `abort_reload`).
 
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use crossbeam_channel::Sender;
 use serde_json::{Value, json};
 
 use super::Agent;
-use super::state::Phase;
+use super::state::{Phase, ReloadStage, Reloaded, Reloading};
 use crate::extensions::{ExtensionEvent, ExtensionId};
 
 /// How long the old extensions get to exit after `session_shutdown` (as at exit).
@@ -63,12 +65,85 @@ impl Agent {
         self.reload();
     }
 
+    /// Stops the old extensions on a worker; `on_reload_step` goes on when it is done.
     fn reload(&mut self) {
-        if let Some(host) = self.extensions.host.take() {
-            host.shutdown_for_reload(RELOAD_GRACE);
+        let Some(host) = self.extensions.host.take() else {
+            return;
+        };
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("extension-reload-stop".into())
+            .spawn(move || {
+                host.shutdown_for_reload(RELOAD_GRACE);
+                let _ = done_tx.send(Reloaded::Stopped);
+            });
+        if let Err(e) = spawned {
+            // The host went down with the closure: the reload goes on as if it had stopped.
+            log::error!("could not start the reload's worker: {e}");
+            self.after_old_extensions_stopped();
+            self.start_new_extensions();
+            return;
         }
-        // What the old extensions said before they stopped is handled now, while no host runs:
-        // their ids (hooks, commands) must not meet the new host's.
+        let stage = ReloadStage::Stopping;
+        self.phase = Phase::Reloading(Box::new(Reloading { stage, done }));
+    }
+
+    /// The reload's worker reported (`None`: it died without a word).
+    pub(super) fn on_reload_step(&mut self, step: Option<Reloaded>) {
+        let Phase::Reloading(reloading) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        match (reloading.stage, step) {
+            (ReloadStage::Stopping, _) => {
+                self.after_old_extensions_stopped();
+                self.start_new_extensions();
+            }
+            (ReloadStage::Starting, Some(Reloaded::Started(host, mut errors))) => {
+                // (v2) The new `register` lines' providers, as at start.
+                errors.extend(crate::extensions::launch::register_providers(
+                    &host,
+                    &mut self.config,
+                ));
+                self.extensions.stream_providers =
+                    crate::extensions::launch::streamed_providers(&host, &self.config)
+                        .into_iter()
+                        .collect();
+                self.extensions.host = Some(host);
+                self.refresh_current_model();
+                for error in errors {
+                    self.emit(error);
+                }
+                self.refresh_extension_tools();
+                self.rebuild_system_prompt();
+                self.notify_all_extensions(&json!({"type": "session_start", "reason": "reload"}));
+                self.discover_resources("reload");
+                self.after_reload();
+            }
+            (ReloadStage::Starting, _) => {
+                log::error!("the reload's worker died: no extension runs");
+                self.without_extensions();
+                self.after_reload();
+            }
+        }
+    }
+
+    /// `abort` during a reload: the agent does not wait for it. Extensions still stopping stop;
+    /// those starting are stopped once started (the worker's report finds no reader). The run
+    /// goes on without extensions and with the resources it had.
+    pub(super) fn abort_reload(&mut self) {
+        let Phase::Reloading(reloading) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        if reloading.stage == ReloadStage::Stopping {
+            self.after_old_extensions_stopped();
+        }
+        log::warn!("reload aborted: no extension runs until the next start");
+        self.without_extensions();
+    }
+
+    /// What the old extensions said before they stopped is handled now, while no host runs:
+    /// their ids (hooks, commands) must not meet the new host's.
+    fn after_old_extensions_stopped(&mut self) {
         let pending: Vec<ExtensionEvent> = self.extensions.events.try_iter().collect();
         for event in pending {
             self.on_extension_event(event);
@@ -83,29 +158,59 @@ impl Agent {
         }
         self.extensions.idle_waiters.clear();
         self.extensions.pending_execs.clear();
+    }
 
+    /// Loads the resources again and starts the new extensions on a worker (their handshakes
+    /// take up to the registration timeout).
+    fn start_new_extensions(&mut self) {
         let inputs = &mut self.extensions.reload.resources;
         inputs.cwd = self.config.cwd.clone();
         inputs.skip_project = !self.config.project_trust.trusted;
         self.resources = crate::resources::discovery::load_resources(inputs);
 
-        if let Some(events) = self.extensions.reload.events_tx.clone() {
-            let (host, errors) = crate::extensions::launch::relaunch(
-                &self.extensions.reload.extensions,
-                &self.config,
-                &self.session,
-                &self.tools.sandbox.policy(),
-                &events,
-            );
-            self.extensions.host = Some(host);
-            for error in errors {
-                self.emit(error);
+        let Some(events) = self.extensions.reload.events_tx.clone() else {
+            self.without_extensions();
+            return;
+        };
+        let start = crate::extensions::launch::relaunch(
+            &self.extensions.reload.extensions,
+            &self.config,
+            &self.session,
+            &self.tools.sandbox.policy(),
+        );
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("extension-reload-start".into())
+            .spawn(move || {
+                // Nobody reads when the reload was aborted: the host is dropped, which stops it.
+                let (host, errors) = start.run(&events);
+                let _ = done_tx.send(Reloaded::Started(host, errors));
+            });
+        match spawned {
+            Ok(_) => {
+                let stage = ReloadStage::Starting;
+                self.phase = Phase::Reloading(Box::new(Reloading { stage, done }));
+            }
+            Err(e) => {
+                log::error!("could not start the reload's worker: {e}");
+                self.without_extensions();
             }
         }
-        self.refresh_extension_tools();
+    }
+
+    /// No extension runs: their tools are no longer offered.
+    fn without_extensions(&mut self) {
+        self.tools.extension_tools.clear();
+        self.tools.approvals.set_extension_tools(std::iter::empty());
+        self.refresh_tool_specs();
         self.rebuild_system_prompt();
-        self.notify_all_extensions(&json!({"type": "session_start", "reason": "reload"}));
-        self.discover_resources("reload");
+    }
+
+    /// Messages queued while the reload ran (a prompt with `streamingBehavior`) start a run.
+    fn after_reload(&mut self) {
+        if !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty() {
+            self.continue_run();
+        }
     }
 
     /// (v2) `resources_discover` after `session_start` (`startup` / `reload`): the extensions'

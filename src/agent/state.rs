@@ -34,6 +34,34 @@ pub enum Phase {
     Refreshing(Box<Refreshing>),
     /// A prompt's images are being scaled to the model's limits on a worker thread.
     ScalingImages(Box<ImageWork>),
+    /// (v2) An extension's `reload`: the old extensions stop, then the new ones start, each on
+    /// a worker thread.
+    Reloading(Box<Reloading>),
+}
+
+/// A reload's worker and what it reports.
+pub struct Reloading {
+    pub stage: ReloadStage,
+    /// The worker's one report (it disconnects without one only if it died).
+    pub done: Receiver<Reloaded>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReloadStage {
+    /// The old extensions hear `session_shutdown` and get their grace period; their last
+    /// events are still read.
+    Stopping,
+    /// The new extensions are started and registering; their events wait until the new host
+    /// is in place.
+    Starting,
+}
+
+pub enum Reloaded {
+    Stopped,
+    Started(
+        crate::extensions::ExtensionHost,
+        Vec<crate::rpc::events::Event>,
+    ),
 }
 
 /// A login refresh in flight and what waits for it.

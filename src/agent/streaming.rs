@@ -58,11 +58,7 @@ impl Agent {
             model: self.config.request_model(&self.model),
             api_key,
             headers: self.config.request_headers(&self.model),
-            system_prompt: self
-                .extensions
-                .run_system_prompt
-                .clone()
-                .unwrap_or_else(|| self.system_prompt.text().to_string()),
+            system_prompt: self.run_system_prompt_text().to_string(),
             // Filled by `request_completion` (compaction sends messages of its own).
             messages: Vec::new(),
             history: None,

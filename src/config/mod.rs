@@ -823,6 +823,11 @@ impl Config {
         Ok(())
     }
 
+    /// (extensions) Whether an extension registered this provider.
+    pub fn is_extension_provider(&self, name: &str) -> bool {
+        self.registry.is_extension_provider(name)
+    }
+
     /// (extensions) Removes a provider an extension registered; false when there was none.
     pub fn unregister_provider(&mut self, name: &str) -> bool {
         self.registry.unregister_provider(name)

@@ -317,6 +317,11 @@ impl Registry {
         Ok(())
     }
 
+    /// Whether an extension registered this provider.
+    pub fn is_extension_provider(&self, name: &str) -> bool {
+        self.extension_providers.iter().any(|(n, _)| n == name)
+    }
+
     /// Removes an extension's provider registration (pi's `unregisterProvider`): the provider's
     /// built-in or models.json state comes back. False when it was not registered.
     pub fn unregister_provider(&mut self, name: &str) -> bool {

@@ -10,7 +10,9 @@
 //! - `input`: `transform` replaces the text (and images) for later extensions; the first
 //!   `handled` wins and ends the chain; a failed step changes nothing.
 //! - `before_agent_start`: every `message` is collected in order; `systemPrompt` replaces the
-//!   prompt, and later extensions see the replaced one; a failed step changes nothing.
+//!   prompt, and later extensions see the replaced one (also as `systemPromptOptions`'
+//!   `forceSystemPrompt`); `systemPromptOptions` (v2, an object) replaces the options later
+//!   extensions see and the agent builds the run's prompt from; a failed step changes nothing.
 //!
 //! Input: the agent's payload, then one answer object (or one failure) per step. Output: a
 //! `HookOutcome`. No IO; the host drives it.
@@ -67,6 +69,8 @@ pub struct BeforeAgentStartOutcome {
     pub messages: Vec<InjectedMessage>,
     /// The system prompt for this prompt's run, when an extension replaced it.
     pub system_prompt: Option<String>,
+    /// (v2) The `systemPromptOptions` as the extensions left them, when one changed them.
+    pub system_prompt_options: Option<Value>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -124,6 +128,7 @@ pub struct HookChain {
     handled: bool,
     injected: Vec<InjectedMessage>,
     system_prompt_replaced: bool,
+    options_replaced: bool,
     /// (v2 `context`) an extension replaced the messages.
     messages_replaced: bool,
     /// (v2 `before_provider_headers`) the header changes so far.
@@ -152,6 +157,7 @@ impl HookChain {
             handled: false,
             injected: Vec::new(),
             system_prompt_replaced: false,
+            options_replaced: false,
             messages_replaced: false,
             header_patch: Vec::new(),
             payload_replaced: false,
@@ -338,6 +344,25 @@ impl HookChain {
                     self.payload.insert("systemPrompt".into(), prompt.into());
                     self.system_prompt_replaced = true;
                 }
+                if let Some(options) = result.get("systemPromptOptions").filter(|v| !v.is_null()) {
+                    if !options.is_object() {
+                        return Err(
+                            "before_agent_start result: systemPromptOptions must be an object"
+                                .into(),
+                        );
+                    }
+                    self.payload
+                        .insert("systemPromptOptions".into(), options.clone());
+                    self.options_replaced = true;
+                }
+                // pi keeps one field for both: a replaced prompt is the options' forced one.
+                if self.system_prompt_replaced
+                    && let Some(prompt) = self.payload.get("systemPrompt").cloned()
+                    && let Some(Value::Object(options)) =
+                        self.payload.get_mut("systemPromptOptions")
+                {
+                    options.insert("forceSystemPrompt".into(), prompt);
+                }
             }
         }
         Ok(())
@@ -439,6 +464,10 @@ impl HookChain {
                             .and_then(Value::as_str)
                             .map(String::from)
                     })
+                    .flatten(),
+                system_prompt_options: self
+                    .options_replaced
+                    .then(|| self.payload.remove("systemPromptOptions"))
                     .flatten(),
             }),
         }

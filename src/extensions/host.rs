@@ -316,7 +316,6 @@ pub struct ExtensionHost {
 }
 
 struct Loaded {
-    #[cfg_attr(not(test), allow(dead_code))] // read by tests through extension_path
     path: String,
     registration: Registration,
     /// pi's `sourceInfo` of the extension's commands and tools.
@@ -536,13 +535,27 @@ impl ExtensionHost {
             .collect()
     }
 
+    /// (v2) The providers the live extensions registered in their `register` line, in load
+    /// order.
+    pub fn providers(&self) -> Vec<(ExtensionId, protocol::ProviderDecl)> {
+        self.live()
+            .flat_map(|(index, loaded)| {
+                let id = ExtensionId(index);
+                loaded
+                    .registration
+                    .providers
+                    .iter()
+                    .map(move |p| (id, p.clone()))
+            })
+            .collect()
+    }
+
     /// The registrations, by `ExtensionId` (empty for extensions that failed to load).
     #[cfg(test)]
     pub fn registration(&self, extension: ExtensionId) -> Option<&Registration> {
         self.extensions.get(extension.0).map(|l| &l.registration)
     }
 
-    #[cfg(test)]
     pub fn extension_path(&self, extension: ExtensionId) -> Option<&str> {
         self.extensions.get(extension.0).map(|l| l.path.as_str())
     }

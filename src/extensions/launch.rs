@@ -65,7 +65,8 @@ pub fn launch(
         };
     }
     let (events_tx, events) = crossbeam_channel::bounded(256);
-    let (host, startup_events) = start_host(specs, cli_flags, config, session, sandbox, &events_tx);
+    let (host, startup_events) =
+        HostStart::new(specs, cli_flags, config, session, sandbox).run(&events_tx);
     let flag_errors = check_flags(cli_flags, &host.flags());
     let mut approvals = approvals;
     approvals.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
@@ -79,6 +80,45 @@ pub fn launch(
     }
 }
 
+/// (v2) Registers the providers of the extensions' `register` lines in `config`'s registry, as
+/// `register_provider` does (before the start-up model is chosen, and after a reload). Returns
+/// an `extension_error` (`event: "register_provider"`) for each refused one.
+pub fn register_providers(host: &ExtensionHost, config: &mut Config) -> Vec<Event> {
+    let mut errors = Vec::new();
+    for (extension, decl) in host.providers() {
+        if let Err(error) = config.register_provider(&decl.name, &decl.config) {
+            errors.push(Event::ExtensionError {
+                extension_path: host
+                    .extension_path(extension)
+                    .unwrap_or_default()
+                    .to_string(),
+                event: "register_provider".into(),
+                error,
+            });
+        }
+    }
+    errors
+}
+
+/// (v2) The providers of the `register` lines that the extensions stream themselves
+/// (`streamSimple: true`) and that `register_providers` took.
+pub fn streamed_providers(
+    host: &ExtensionHost,
+    config: &Config,
+) -> Vec<(String, super::ExtensionId)> {
+    host.providers()
+        .into_iter()
+        .filter(|(_, decl)| {
+            decl.config
+                .get("streamSimple")
+                .and_then(serde_json::Value::as_bool)
+                == Some(true)
+                && config.is_extension_provider(&decl.name)
+        })
+        .map(|(extension, decl)| (decl.name, extension))
+        .collect()
+}
+
 /// What starting the extensions again needs (v2 `reload`): the command line's part of
 /// `launch`'s input; settings and the session are read anew.
 #[derive(Clone, Debug, Default)]
@@ -88,39 +128,61 @@ pub struct Relaunch {
     pub no_extensions: bool,
 }
 
-/// Discovers and starts the extensions again (a reload), reporting on `events`. The flags were
-/// checked at start; a flag nobody registers any more is ignored, as pi keeps its old values.
+/// Discovers the extensions again (a reload) and prepares their start. The flags were checked at
+/// start; a flag nobody registers any more is ignored, as pi keeps its old values.
 pub fn relaunch(
     recipe: &Relaunch,
     config: &Config,
     session: &SessionLog,
     sandbox: &crate::sandbox::Policy,
-    events: &Sender<ExtensionEvent>,
-) -> (ExtensionHost, Vec<Event>) {
+) -> HostStart {
     let specs = discover_specs(recipe.files.clone(), recipe.no_extensions, config);
-    start_host(specs, &recipe.cli_flags, config, session, sandbox, events)
+    HostStart::new(specs, &recipe.cli_flags, config, session, sandbox)
 }
 
-fn start_host(
+/// A host start, prepared where the config and session are (discovery reads settings and
+/// folders) and run on any thread: its handshakes wait up to the registration timeout, so a
+/// reload runs it on a worker.
+pub struct HostStart {
     specs: Vec<super::ExtensionSpec>,
-    cli_flags: &[(String, serde_json::Value)],
-    config: &Config,
-    session: &SessionLog,
-    sandbox: &crate::sandbox::Policy,
-    events: &Sender<ExtensionEvent>,
-) -> (ExtensionHost, Vec<Event>) {
-    let handshake = super::protocol::Handshake {
-        cwd: config.cwd.to_string_lossy().into_owned(),
-        session_id: session.id().to_string(),
-        session_file: session
-            .file_path()
-            .map(|p| p.to_string_lossy().into_owned()),
-        flag_values: cli_flags.iter().cloned().collect(),
-    };
-    // Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
-    let confine = sandbox.extensions.then_some(sandbox);
-    let (host, errors) = ExtensionHost::start(specs, &handshake, confine, events.clone());
-    (host, errors.iter().map(|e| e.event()).collect())
+    handshake: super::protocol::Handshake,
+    /// Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
+    confine: Option<crate::sandbox::Policy>,
+}
+
+impl HostStart {
+    fn new(
+        specs: Vec<super::ExtensionSpec>,
+        cli_flags: &[(String, serde_json::Value)],
+        config: &Config,
+        session: &SessionLog,
+        sandbox: &crate::sandbox::Policy,
+    ) -> HostStart {
+        let handshake = super::protocol::Handshake {
+            cwd: config.cwd.to_string_lossy().into_owned(),
+            session_id: session.id().to_string(),
+            session_file: session
+                .file_path()
+                .map(|p| p.to_string_lossy().into_owned()),
+            flag_values: cli_flags.iter().cloned().collect(),
+        };
+        HostStart {
+            specs,
+            handshake,
+            confine: sandbox.extensions.then(|| sandbox.clone()),
+        }
+    }
+
+    /// Starts the extensions (blocks for their handshakes), reporting on `events`.
+    pub fn run(self, events: &Sender<ExtensionEvent>) -> (ExtensionHost, Vec<Event>) {
+        let (host, errors) = ExtensionHost::start(
+            self.specs,
+            &self.handshake,
+            self.confine.as_ref(),
+            events.clone(),
+        );
+        (host, errors.iter().map(|e| e.event()).collect())
+    }
 }
 
 fn discover_specs(

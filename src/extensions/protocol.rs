@@ -147,6 +147,18 @@ pub struct Registration {
     pub events: Vec<String>,
     pub hooks: Vec<HookKind>,
     pub flags: Vec<FlagDecl>,
+    /// (v2) `providers`: `[{name, config}]`, as `register_provider` takes them, registered
+    /// before the start-up model is chosen (pi's `registerProvider` during loading).
+    pub providers: Vec<ProviderDecl>,
+}
+
+/// A provider an extension registers (pi's `registerProvider(name, config)`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderDecl {
+    pub name: String,
+    /// pi's provider config (models.json's provider shape: `baseUrl`, `apiKey`, `api`,
+    /// `headers`, `authHeader`, `models`, …; `streamSimple: true` when the extension streams).
+    pub config: Value,
 }
 
 impl Registration {
@@ -744,6 +756,18 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
                 .unwrap_or_else(|| "boolean".to_string()),
             default: flag.0.get("default").cloned(),
         });
+    }
+    if protocol >= 2 {
+        for item in fields.array("providers")? {
+            let provider = Fields(as_object(item, "providers[]")?);
+            registration.providers.push(ProviderDecl {
+                name: provider.string("name")?,
+                config: match provider.0.get("config") {
+                    Some(config @ Value::Object(_)) => config.clone(),
+                    _ => return Err(bad("providers[].config must be an object")),
+                },
+            });
+        }
     }
     Ok(ExtensionMessage::Register {
         protocol,

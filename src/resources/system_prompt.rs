@@ -7,8 +7,17 @@
 //! APPEND_SYSTEM.md, context files, tool summaries, skills); `build` lays them out. pi 1.6.0's
 //! `docs` section points at the documentation installed with pi; pi-rs installs none, so it has
 //! no such section.
+//!
+//! `PromptOptions` is the same input in pi 1.6.0's structured form (`BuildSystemPromptOptions`,
+//! what `before_agent_start.systemPromptOptions` carries to extensions): `for_run` gathers the
+//! options and `from_options` lays them out, so an extension's changed options build the prompt
+//! the same way. Custom `sections` follow `cwd` (one named like a built-in section takes its
+//! place); `promptGuidelines` join the rules after the tools' own.
 
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::extensions::ExtensionTool;
 
@@ -29,6 +38,78 @@ pub struct PromptInputs<'a> {
     /// The skills section's text, when skills are offered.
     pub skills: Option<&'a str>,
     pub cwd: &'a Path,
+    /// Rules beyond the tools' own (`promptGuidelines`).
+    pub guidelines: &'a [String],
+    /// Custom sections (name, body), after `cwd`; a built-in name replaces that section.
+    pub sections: &'a [(String, String)],
+}
+
+/// pi 1.6.0's `BuildSystemPromptOptions`: the structured input of a system prompt.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_prompt: Option<String>,
+    /// The whole prompt, as is (the agent sends it instead of the built one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_system_prompt: Option<String>,
+    #[serde(default)]
+    pub selected_tools: Vec<String>,
+    #[serde(default)]
+    pub hidden_tools: Vec<String>,
+    #[serde(default)]
+    pub tool_snippets: Map<String, Value>,
+    #[serde(default)]
+    pub tool_guidelines: Map<String, Value>,
+    #[serde(default)]
+    pub prompt_guidelines: Vec<String>,
+    #[serde(default)]
+    pub append_system_prompt: String,
+    /// Custom sections by tag name (empty text: left out).
+    #[serde(default)]
+    pub sections: Map<String, Value>,
+    pub cwd: String,
+    #[serde(default)]
+    pub context_files: Vec<ContextFile>,
+    #[serde(default)]
+    pub skills: Vec<PromptSkill>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextFile {
+    pub path: String,
+    pub content: String,
+}
+
+/// A loaded skill as the options carry it (pi's `Skill` without its `sourceInfo`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptSkill {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub file_path: String,
+    #[serde(default)]
+    pub base_dir: String,
+    #[serde(default)]
+    pub disable_model_invocation: bool,
+}
+
+impl PromptOptions {
+    /// pi's check of custom section names: `[a-z][a-z0-9_-]*`, never `preamble`.
+    pub fn check(&self) -> Result<(), String> {
+        for name in self.sections.keys() {
+            let mut chars = name.chars();
+            let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+                && chars
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+                && name != "preamble";
+            if !valid {
+                return Err(format!("Invalid system prompt section name: {name}"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where a run's prompt text comes from besides the tools: the command line and the project.
@@ -48,6 +129,8 @@ pub struct RunSources<'a> {
 pub struct SystemPrompt {
     sections: Vec<(String, String)>,
     text: String,
+    /// What it was built from (`for_run`, `from_options`).
+    options: Option<Box<PromptOptions>>,
 }
 
 impl SystemPrompt {
@@ -58,7 +141,16 @@ impl SystemPrompt {
             .filter(|t| !t.is_empty())
             .collect::<Vec<_>>()
             .join("\n\n");
-        SystemPrompt { sections, text }
+        SystemPrompt {
+            sections,
+            text,
+            options: None,
+        }
+    }
+
+    /// The structured input it was built from (none for a prompt made of bare sections).
+    pub fn options(&self) -> Option<&PromptOptions> {
+        self.options.as_deref()
     }
 
     /// The prompt as the model reads it: the sections joined by blank lines.
@@ -79,7 +171,12 @@ impl SystemPrompt {
             Some(section) => section.1 = cwd_section(cwd),
             None => sections.push(("cwd".to_string(), cwd_section(cwd))),
         }
-        SystemPrompt::from_sections(sections)
+        let mut moved = SystemPrompt::from_sections(sections);
+        moved.options = self.options.clone().map(|mut options| {
+            options.cwd = cwd_text(cwd);
+            options
+        });
+        moved
     }
 }
 
@@ -104,7 +201,7 @@ pub fn build(inputs: &PromptInputs) -> SystemPrompt {
                     .to_string(),
             );
             add("tools", tool_list(inputs.tools));
-            add("rules", rules(inputs.tools));
+            add("rules", rules(inputs.tools, inputs.guidelines));
         }
     }
     if !inputs.append.is_empty() {
@@ -122,6 +219,13 @@ pub fn build(inputs: &PromptInputs) -> SystemPrompt {
         add("skills", skills.to_string());
     }
     add("cwd", cwd_text(inputs.cwd));
+    for (name, body) in inputs.sections.iter().filter(|(_, b)| !b.is_empty()) {
+        let text = format!("<{name}>\n{body}\n</{name}>");
+        match sections.iter_mut().find(|(n, _)| n == name) {
+            Some(section) => section.1 = text,
+            None => sections.push((name.clone(), text)),
+        }
+    }
     SystemPrompt::from_sections(sections)
 }
 
@@ -150,7 +254,7 @@ fn tool_list(tools: &[ToolLine]) -> String {
 
 /// The guideline bullets: how to explore files when only bash can, each tool's own guidelines,
 /// then two general ones; trimmed, empty and repeated lines dropped.
-fn rules(tools: &[ToolLine]) -> String {
+fn rules(tools: &[ToolLine], extra: &[String]) -> String {
     let has = |n: &str| tools.iter().any(|t| t.name == n);
     let mut rules: Vec<String> = Vec::new();
     let mut add = |rule: &str| {
@@ -166,6 +270,9 @@ fn rules(tools: &[ToolLine]) -> String {
         for line in tool.guidelines {
             add(line);
         }
+    }
+    for line in extra {
+        add(line);
     }
     add("Keep your answers concise");
     add("Show file paths clearly when you work with files");
@@ -185,8 +292,23 @@ pub fn for_run(
     extension_tools: &[ExtensionTool],
     loaded: &super::discovery::Resources,
 ) -> SystemPrompt {
+    from_options(options_for_run(
+        sources,
+        tool_names,
+        extension_tools,
+        loaded,
+    ))
+}
+
+/// A run's prompt input in pi's structured form (see `for_run`).
+pub fn options_for_run(
+    sources: &RunSources,
+    tool_names: &[String],
+    extension_tools: &[ExtensionTool],
+    loaded: &super::discovery::Resources,
+) -> PromptOptions {
     let cwd = sources.cwd;
-    let custom = match sources.system_prompt {
+    let custom_prompt = match sources.system_prompt {
         Some(value) => Some(super::text_or_file(value, cwd)),
         None => super::discover_prompt_file(
             "SYSTEM.md",
@@ -216,54 +338,136 @@ pub fn for_run(
     } else {
         super::context_files(cwd, sources.agent_dir)
     };
-    let extension_guidelines: Vec<Vec<&str>> = extension_tools
-        .iter()
-        .map(|t| {
-            t.decl
-                .prompt_guidelines
-                .iter()
-                .map(String::as_str)
-                .collect()
-        })
-        .collect();
+    let mut options = PromptOptions {
+        custom_prompt,
+        append_system_prompt: append.join("\n\n"),
+        cwd: cwd_text(cwd),
+        context_files: context_files
+            .into_iter()
+            .map(|(path, content)| ContextFile { path, content })
+            .collect(),
+        skills: loaded
+            .skills
+            .iter()
+            .map(|skill| PromptSkill {
+                name: skill.name.clone(),
+                description: skill.description.clone(),
+                file_path: skill.file_path.clone(),
+                base_dir: skill.base_dir.clone(),
+                disable_model_invocation: skill.disable_model_invocation,
+            })
+            .collect(),
+        ..PromptOptions::default()
+    };
     // An extension tool named like a builtin replaces it (its own snippet, not the builtin's).
-    let mut tool_lines: Vec<ToolLine> = tool_names
+    for name in tool_names
         .iter()
         .filter(|name| !extension_tools.iter().any(|t| t.decl.name == **name))
-        .map(|name| {
-            let (snippet, guidelines) = match crate::tools::prompt_info(name) {
-                Some((snippet, guidelines)) => (Some(snippet), guidelines),
-                None => (None, &[][..]),
-            };
-            ToolLine {
-                name,
-                snippet,
-                guidelines,
-            }
+    {
+        options.selected_tools.push(name.clone());
+        if let Some((snippet, guidelines)) = crate::tools::prompt_info(name) {
+            options.tool_snippets.insert(name.clone(), snippet.into());
+            options
+                .tool_guidelines
+                .insert(name.clone(), guidelines.to_vec().into());
+        }
+    }
+    for tool in extension_tools {
+        let name = &tool.decl.name;
+        options.selected_tools.push(name.clone());
+        if let Some(snippet) = &tool.decl.prompt_snippet {
+            options
+                .tool_snippets
+                .insert(name.clone(), snippet.clone().into());
+        }
+        if !tool.decl.prompt_guidelines.is_empty() {
+            let guidelines = tool.decl.prompt_guidelines.clone();
+            options
+                .tool_guidelines
+                .insert(name.clone(), guidelines.into());
+        }
+    }
+    options
+}
+
+/// The prompt `options` describe (their `forceSystemPrompt` aside: the caller sends that text
+/// instead). Custom sections with invalid names are left out (`PromptOptions::check` names
+/// them).
+pub fn from_options(options: PromptOptions) -> SystemPrompt {
+    let hidden = |name: &String| options.hidden_tools.contains(name);
+    let declared: Vec<&String> = options
+        .selected_tools
+        .iter()
+        .filter(|n| !hidden(n))
+        .collect();
+    let guidelines: Vec<Vec<&str>> = declared
+        .iter()
+        .map(|name| match options.tool_guidelines.get(name.as_str()) {
+            Some(Value::Array(lines)) => lines.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
         })
         .collect();
-    tool_lines.extend(extension_tools.iter().zip(&extension_guidelines).map(
-        |(tool, guidelines)| ToolLine {
-            name: &tool.decl.name,
-            snippet: tool.decl.prompt_snippet.as_deref(),
+    let tool_lines: Vec<ToolLine> = declared
+        .iter()
+        .zip(&guidelines)
+        .map(|(name, guidelines)| ToolLine {
+            name,
+            snippet: options
+                .tool_snippets
+                .get(name.as_str())
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty()),
             guidelines,
-        },
-    ));
+        })
+        .collect();
     // Skills are offered only when the model can read their files: with `read`, else with
     // `bash` (pi 1.6.0).
     let reader = ["read", "bash"]
         .into_iter()
-        .find(|reader| tool_names.iter().any(|t| t == reader));
-    let skills =
-        reader.and_then(|reader| super::skills::skills_prompt_block(&loaded.skills, reader));
-    build(&PromptInputs {
-        custom: custom.as_deref(),
+        .find(|reader| declared.iter().any(|t| t == reader));
+    let skills: Vec<super::skills::Skill> = options
+        .skills
+        .iter()
+        .map(|skill| super::skills::Skill {
+            name: skill.name.clone(),
+            description: skill.description.clone(),
+            file_path: skill.file_path.clone(),
+            base_dir: skill.base_dir.clone(),
+            disable_model_invocation: skill.disable_model_invocation,
+            source_info: Default::default(),
+        })
+        .collect();
+    let skills = reader.and_then(|reader| super::skills::skills_prompt_block(&skills, reader));
+    let append: Vec<String> = Some(options.append_system_prompt.clone())
+        .filter(|a| !a.is_empty())
+        .into_iter()
+        .collect();
+    let context_files: Vec<(String, String)> = options
+        .context_files
+        .iter()
+        .map(|f| (f.path.clone(), f.content.clone()))
+        .collect();
+    let custom_sections: Vec<(String, String)> = if options.check().is_ok() {
+        options
+            .sections
+            .iter()
+            .filter_map(|(name, body)| Some((name.clone(), body.as_str()?.to_string())))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut prompt = build(&PromptInputs {
+        custom: options.custom_prompt.as_deref().filter(|c| !c.is_empty()),
         tools: &tool_lines,
         append: &append,
         context_files: &context_files,
         skills: skills.as_deref(),
-        cwd,
-    })
+        cwd: Path::new(&options.cwd),
+        guidelines: &options.prompt_guidelines,
+        sections: &custom_sections,
+    });
+    prompt.options = Some(Box::new(options));
+    prompt
 }
 
 #[cfg(test)]
@@ -297,6 +501,8 @@ mod tests {
             context_files: &context,
             skills: Some("\n\nSkill list"),
             cwd: Path::new("/p"),
+            guidelines: &[],
+            sections: &[],
         });
         let names: Vec<&str> = prompt.sections().iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -353,6 +559,59 @@ mod tests {
     }
 
     #[test]
+    fn options_build_the_prompt_with_sections_guidelines_and_hidden_tools() {
+        let mut options = PromptOptions {
+            selected_tools: vec!["read".into(), "bash".into(), "secret".into()],
+            hidden_tools: vec!["secret".into()],
+            cwd: "/p".into(),
+            prompt_guidelines: vec!["Answer in haiku".into()],
+            append_system_prompt: "extra".into(),
+            ..PromptOptions::default()
+        };
+        for name in ["read", "bash", "secret"] {
+            options
+                .tool_snippets
+                .insert(name.into(), format!("{name} things").into());
+        }
+        options.sections.insert("team".into(), "Team rules".into());
+        options
+            .sections
+            .insert("addendum".into(), "replaced".into());
+        options.sections.insert("empty".into(), "".into());
+        let prompt = from_options(options.clone());
+        let names: Vec<&str> = prompt.sections().iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["preamble", "tools", "rules", "addendum", "cwd", "team"]
+        );
+        let text = prompt.text();
+        assert!(
+            text.contains("- read: read things\n- bash: bash things\n"),
+            "{text}"
+        );
+        assert!(!text.contains("secret"), "{text}");
+        assert!(
+            text.contains("- Answer in haiku\n- Keep your answers concise"),
+            "{text}"
+        );
+        assert!(text.contains("<addendum>\nreplaced\n</addendum>"), "{text}");
+        assert!(
+            text.ends_with("</cwd>\n\n<team>\nTeam rules\n</team>"),
+            "{text}"
+        );
+        assert_eq!(prompt.options(), Some(&options));
+
+        options.sections.insert("Bad Name".into(), "x".into());
+        assert_eq!(
+            options.check(),
+            Err("Invalid system prompt section name: Bad Name".into())
+        );
+        options.sections.clear();
+        options.sections.insert("preamble".into(), "x".into());
+        assert!(options.check().is_err());
+    }
+
+    #[test]
     fn a_custom_prompt_replaces_preamble_tools_and_rules() {
         let prompt = build(&PromptInputs {
             custom: Some("Be a test double."),
@@ -361,6 +620,8 @@ mod tests {
             context_files: &[],
             skills: None,
             cwd: Path::new("/p"),
+            guidelines: &[],
+            sections: &[],
         });
         assert_eq!(prompt.text(), "Be a test double.\n\n<cwd>\n/p\n</cwd>");
     }

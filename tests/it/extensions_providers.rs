@@ -300,3 +300,36 @@ fn an_extension_streams_the_responses_of_its_own_provider() {
         );
     }
 }
+
+#[test]
+fn providers_in_the_register_line_count_for_the_start_up_model() {
+    let fake = FakeProvider::start(vec![]);
+    // `--provider ext-boot --model booter`: a provider only the extension knows.
+    let setup = with_extensions(
+        Setup::new(&fake, "ext-boot", "booter"),
+        &["v2_providers.py"],
+    )
+    .file("boot-providers", "");
+    let mut pi = Pi::spawn(&setup);
+    // The malformed one is refused, as register_provider refuses it.
+    let error = pi.wait_for_event("extension_error");
+    assert_eq!(error["event"], "register_provider", "{error}");
+    assert!(
+        error["extensionPath"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("v2_providers.py")),
+        "{error}"
+    );
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["provider"], "ext-boot", "{state}");
+    assert_eq!(state["data"]["model"]["id"], "booter", "{state}");
+    // The extension streams it (the provider was mapped to it at start).
+    pi.command("p", "prompt", json!({"message": "hello boot"}));
+    let end = pi.wait_for_event("agent_end");
+    let reply = end["messages"].as_array().and_then(|m| m.last()).cloned();
+    let reply = reply.expect("a reply");
+    assert_eq!(reply["api"], "ext-boot-api", "{reply}");
+    let text = reply["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("streamed: hello boot ("), "{text}");
+    assert!(fake.requests().is_empty());
+}

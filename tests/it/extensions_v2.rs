@@ -890,6 +890,90 @@ fn session_before_hooks_can_cancel_a_session_change() {
     fake.finish();
 }
 
+// ---- systemPromptOptions in before_agent_start ------------------------------------------------
+
+#[test]
+fn before_agent_start_sees_and_changes_the_system_prompt_options() {
+    let reply = || Reply::sse(sse::AnthropicStream::new().text(&["Ok"]).finish("end_turn"));
+    let fake = FakeProvider::start(vec![reply(), reply()]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "PROMPT-OPTIONS please"}));
+    let options: Value = serde_json::from_str(&next_notice(&mut pi, "options ")).expect("json");
+    let cwd = pi.cwd().to_string_lossy().into_owned();
+    assert_eq!(options["cwd"], cwd.as_str(), "{options}");
+    let selected = options["selectedTools"].to_string();
+    assert!(
+        selected.contains("\"bash\"") && selected.contains("\"read\""),
+        "{options}"
+    );
+    assert!(options["toolSnippets"]["bash"].is_string(), "{options}");
+    assert_eq!(options["sections"], json!({}), "{options}");
+    assert_eq!(options["promptGuidelines"], json!([]), "{options}");
+    assert!(options["contextFiles"].is_array() && options["skills"].is_array());
+    pi.wait_for_event("agent_end");
+
+    // The run's prompt is built from the changed options; bash is no longer offered.
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    let system = request.body["system"].to_string();
+    assert!(
+        system.contains("<team>\\nTeam rules from v2.py\\n</team>"),
+        "{system}"
+    );
+    assert!(system.contains("- Answer in haiku"), "{system}");
+    assert!(!system.contains("- bash:"), "{system}");
+    let tools = request.body["tools"].to_string();
+    assert!(
+        !tools.contains("\"bash\"") && tools.contains("\"edit\""),
+        "{tools}"
+    );
+    // The transcript's system message carries the section.
+    let patches: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .map(|r| r["message"]["sections"].clone())
+        .collect();
+    assert_eq!(
+        patches[0]["team"], "<team>\nTeam rules from v2.py\n</team>",
+        "{patches:?}"
+    );
+
+    // The next run has the agent's own prompt again (the section is dropped); the tool
+    // selection stays, as after set_active_tools.
+    pi.command("p2", "prompt", json!({"message": "Hello"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(2, pi.timeout())[1];
+    let system = request.body["system"].to_string();
+    assert!(!system.contains("Team rules"), "{system}");
+    assert!(!request.body["tools"].to_string().contains("\"bash\""));
+    let patches: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .map(|r| r["message"]["sections"].clone())
+        .collect();
+    assert_eq!(patches.len(), 2, "{patches:?}");
+    assert_eq!(patches[1]["team"], Value::Null, "{patches:?}");
+    assert!(
+        patches[1]
+            .as_object()
+            .is_some_and(|p| p.contains_key("team"))
+    );
+
+    // A section name pi refuses is an extension_error; the run goes on with the agent's prompt.
+    pi.command(
+        "p3",
+        "prompt",
+        json!({"message": "PROMPT-OPTIONS BAD-SECTION"}),
+    );
+    let error = pi.wait_for_event("extension_error");
+    assert_eq!(
+        error["error"], "systemPromptOptions: Invalid system prompt section name: Bad Name",
+        "{error}"
+    );
+    fake.finish();
+}
+
 // ---- 6. reload (ext-session) -------------------------------------------------------------------
 
 /// The lines v2.py wrote on stderr about `event_type` events (or answers, `"answer"`):
@@ -1006,6 +1090,76 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
     assert_eq!(shutdowns.len(), 2, "{stderr}");
     assert_eq!(shutdowns[1].1["reason"], "quit");
     assert_eq!(shutdowns[1].0, starts[1].0);
+    fake.finish();
+}
+
+/// Starts pi-rs with v2.py and has it reload with a new v2.py that waits for the test's word
+/// ("go-register") before registering; returns once the new process waits.
+fn reload_with_a_slow_extension() -> (FakeProvider, Pi) {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
+    std::fs::write(pi.cwd().join("slow-register"), "").unwrap();
+    let reload = json!({"type": "reload", "id": "r"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    let stderr = pi.stderr_when(|s| s.contains("waiting to register"));
+    assert!(stderr.contains("waiting to register"), "{stderr}");
+    (fake, pi)
+}
+
+#[test]
+fn commands_are_answered_while_a_reload_starts_the_extensions() {
+    let (fake, mut pi) = reload_with_a_slow_extension();
+    // The new extension has not registered: the agent still answers, busy.
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["success"], true, "{state}");
+    assert_eq!(state["data"]["isStreaming"], true, "{state}");
+    let prompt = pi.command("p", "prompt", json!({"message": "Hello"}));
+    assert_eq!(prompt["success"], false, "{prompt}");
+    // Registered after the agent answered (past no registration timeout): it is the new host's.
+    std::fs::write(pi.cwd().join("go-register"), "").unwrap();
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    let state = pi.command("s2", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], false, "{state}");
+    let answer = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "i", "query": "idle"})],
+        "i",
+    );
+    assert_eq!(answer["result"]["idle"], true, "{answer}");
+    fake.finish();
+}
+
+#[test]
+fn abort_ends_a_reload_and_the_run_goes_on_without_extensions() {
+    let (fake, mut pi) = reload_with_a_slow_extension();
+    let aborted = pi.command("a", "abort", json!({}));
+    assert_eq!(aborted["success"], true, "{aborted}");
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], false, "{state}");
+    // The extension that registers after the abort is stopped, not adopted: its process ends,
+    // it never hears session_start and its command is not offered.
+    let stderr = pi.stderr_raw();
+    let pid = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("v2.py[")?
+                .strip_suffix("] waiting to register")
+        })
+        .expect("the new process's pid")
+        .to_string();
+    std::fs::write(pi.cwd().join("go-register"), "").unwrap();
+    let proc_dir = std::path::Path::new("/proc").join(&pid);
+    let deadline = std::time::Instant::now() + pi.timeout();
+    while proc_dir.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!proc_dir.exists(), "the new process still runs");
+    let stderr = pi.stderr_raw();
+    assert_eq!(stderr_events(&stderr, "session_start").len(), 1, "{stderr}");
+    let commands = pi.command("c", "get_commands", json!({}));
+    let names = commands["data"]["commands"].to_string();
+    assert!(!names.contains("\"send\""), "{commands}");
     fake.finish();
 }
 
