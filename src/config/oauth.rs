@@ -23,6 +23,9 @@ use serde_json::{Map, Value, json};
 use super::auth::Env;
 use super::auth_lock;
 use super::oauth_chatgpt;
+use super::oauth_kimi;
+use super::oauth_meta;
+use super::oauth_radius;
 use super::oauth_xai;
 use crate::net;
 
@@ -59,7 +62,15 @@ const COPILOT_HEADERS: &[(&str, &str)] = &[
 ];
 
 /// The providers pi can log into with a subscription.
-pub const PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex", "xai"];
+pub const PROVIDERS: &[&str] = &[
+    "anthropic",
+    "github-copilot",
+    "openai-codex",
+    "xai",
+    oauth_kimi::PROVIDER,
+    oauth_meta::PROVIDER,
+    oauth_radius::PROVIDER,
+];
 
 /// Providers whose pi 1.6.0 login pi-rs uses and refreshes but cannot make (`pi login` refuses).
 pub const REFRESH_ONLY: &[&str] = &[oauth_chatgpt::PROVIDER];
@@ -82,6 +93,14 @@ pub struct Endpoints {
     xai: String,
     /// Sign in with ChatGPT's token endpoint (`PI_OAUTH_OPENAI_TOKEN_URL`).
     chatgpt_token: String,
+    /// Kimi Code's authorization server (pi's `KIMI_CODE_OAUTH_HOST` / `KIMI_OAUTH_HOST`).
+    kimi: String,
+    /// Meta's authorization server (`PI_OAUTH_META_URL`) and key-mint host
+    /// (`PI_OAUTH_META_API_URL`).
+    meta: String,
+    meta_api: String,
+    /// The Radius gateway (`PI_OAUTH_RADIUS_URL`).
+    radius: String,
 }
 
 impl Endpoints {
@@ -97,6 +116,14 @@ impl Endpoints {
             xai: get("PI_OAUTH_XAI_URL").unwrap_or_else(|| oauth_xai::DEFAULT_URL.into()),
             chatgpt_token: get("PI_OAUTH_OPENAI_TOKEN_URL")
                 .unwrap_or_else(|| oauth_chatgpt::TOKEN_URL.into()),
+            kimi: get("KIMI_CODE_OAUTH_HOST")
+                .filter(|h| !h.is_empty())
+                .or_else(|| get("KIMI_OAUTH_HOST").filter(|h| !h.is_empty()))
+                .unwrap_or_else(|| oauth_kimi::DEFAULT_URL.into()),
+            meta: get("PI_OAUTH_META_URL").unwrap_or_else(|| oauth_meta::DEFAULT_URL.into()),
+            meta_api: get("PI_OAUTH_META_API_URL")
+                .unwrap_or_else(|| oauth_meta::DEFAULT_API_URL.into()),
+            radius: get("PI_OAUTH_RADIUS_URL").unwrap_or_else(|| oauth_radius::DEFAULT_URL.into()),
         }
     }
 
@@ -242,7 +269,7 @@ impl std::error::Error for OAuthError {
 /// A token endpoint's answer with every token in it redacted: the ones it names
 /// (`access_token`, `refresh_token`, `id_token`, `token`, `device_code`) join the process-wide
 /// set first, the known ones (the login's own) are in it already.
-fn redacted(body: &str) -> String {
+pub(crate) fn redacted(body: &str) -> String {
     if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(body) {
         let named = [
             "access_token",
@@ -384,6 +411,9 @@ fn refresh_entry(
             copilot_entry(agent, endpoints, refresh, enterprise)
         }
         oauth_xai::PROVIDER => oauth_xai::refresh(agent, &endpoints.xai, refresh),
+        oauth_kimi::PROVIDER => oauth_kimi::refresh(agent, &endpoints.kimi, refresh),
+        oauth_meta::PROVIDER => oauth_meta::mint(agent, &endpoints.meta_api, refresh),
+        oauth_radius::PROVIDER => oauth_radius::refresh(agent, &endpoints.radius, refresh),
         oauth_chatgpt::PROVIDER => {
             oauth_chatgpt::refresh(agent, &endpoints.chatgpt_token, entry, refresh)
         }
@@ -711,6 +741,9 @@ pub fn login(
         "anthropic" => login_anthropic(&agent, endpoints, ui),
         "openai-codex" => login_codex(&agent, endpoints, ui),
         oauth_xai::PROVIDER => oauth_xai::login(&agent, &endpoints.xai, ui),
+        oauth_kimi::PROVIDER => oauth_kimi::login(&agent, &endpoints.kimi, ui),
+        oauth_meta::PROVIDER => oauth_meta::login(&agent, &endpoints.meta, &endpoints.meta_api, ui),
+        oauth_radius::PROVIDER => oauth_radius::login(&agent, &endpoints.radius, ui),
         other => Err(OAuthError::NoSubscription(other.to_string())),
     }
 }
