@@ -17,6 +17,7 @@ pub mod matching;
 pub mod model;
 mod models_store;
 pub mod oauth;
+pub mod oauth_callback;
 mod oauth_chatgpt;
 mod oauth_device;
 mod oauth_kimi;

@@ -899,7 +899,8 @@ fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>) {
     (Some(value.to_string()), None)
 }
 
-fn form_decode(text: &str) -> String {
+/// `application/x-www-form-urlencoded` decoding of one value (`+` is a space).
+pub(crate) fn form_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
