@@ -109,4 +109,20 @@ impl LoginUi for Terminal {
             Ok(_) => Some(line.trim().to_string()),
         }
     }
+
+    fn pasted(&mut self, prompt: &str) -> crossbeam_channel::Receiver<String> {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let (sender, lines) = crossbeam_channel::bounded(1);
+        // Left blocked on stdin when the callback wins; the process ends after the login.
+        let _ = std::thread::Builder::new()
+            .name("login-paste".into())
+            .spawn(move || {
+                let mut line = String::new();
+                if let Ok(1..) = std::io::stdin().lock().read_line(&mut line) {
+                    let _ = sender.send(line.trim().to_string());
+                }
+            });
+        lines
+    }
 }

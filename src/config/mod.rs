@@ -22,6 +22,7 @@ mod oauth_chatgpt;
 mod oauth_device;
 mod oauth_kimi;
 mod oauth_meta;
+mod oauth_openrouter;
 mod oauth_radius;
 mod oauth_xai;
 pub mod registry;

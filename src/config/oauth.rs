@@ -25,6 +25,7 @@ use super::auth_lock;
 use super::oauth_chatgpt;
 use super::oauth_kimi;
 use super::oauth_meta;
+use super::oauth_openrouter;
 use super::oauth_radius;
 use super::oauth_xai;
 use crate::net;
@@ -70,6 +71,7 @@ pub const PROVIDERS: &[&str] = &[
     oauth_kimi::PROVIDER,
     oauth_meta::PROVIDER,
     oauth_radius::PROVIDER,
+    oauth_openrouter::PROVIDER,
 ];
 
 /// Providers whose pi 1.6.0 login pi-rs uses and refreshes but cannot make (`pi login` refuses).
@@ -101,6 +103,10 @@ pub struct Endpoints {
     meta_api: String,
     /// The Radius gateway (`PI_OAUTH_RADIUS_URL`).
     radius: String,
+    /// OpenRouter (`PI_OAUTH_OPENROUTER_URL`).
+    openrouter: String,
+    /// Where browser sign-ins listen for their callback (pi's `PI_OAUTH_CALLBACK_HOST`).
+    callback_host: String,
 }
 
 impl Endpoints {
@@ -124,6 +130,11 @@ impl Endpoints {
             meta_api: get("PI_OAUTH_META_API_URL")
                 .unwrap_or_else(|| oauth_meta::DEFAULT_API_URL.into()),
             radius: get("PI_OAUTH_RADIUS_URL").unwrap_or_else(|| oauth_radius::DEFAULT_URL.into()),
+            openrouter: get("PI_OAUTH_OPENROUTER_URL")
+                .unwrap_or_else(|| oauth_openrouter::DEFAULT_URL.into()),
+            callback_host: get("PI_OAUTH_CALLBACK_HOST")
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "127.0.0.1".into()),
         }
     }
 
@@ -382,6 +393,10 @@ fn refresh_entry(
     endpoints: &Endpoints,
     agent: &ureq::Agent,
 ) -> Result<Map<String, Value>, OAuthError> {
+    if provider == oauth_openrouter::PROVIDER {
+        // A permanent key: pi's refresh gives the credential back as it is.
+        return Ok(entry.clone());
+    }
     let refresh = entry
         .get("refresh")
         .and_then(Value::as_str)
@@ -725,6 +740,9 @@ pub trait LoginUi {
     fn show(&mut self, text: &str);
     /// Asks for one line (the pasted code); `None` at end of input.
     fn ask(&mut self, prompt: &str) -> Option<String>;
+    /// Asks for one line without waiting for it (a browser sign-in races it with its callback):
+    /// the line arrives on the channel, which closes at end of input.
+    fn pasted(&mut self, prompt: &str) -> crossbeam_channel::Receiver<String>;
 }
 
 /// Runs `provider`'s login and returns its auth.json entry. `enterprise`: a GitHub Enterprise
@@ -744,6 +762,9 @@ pub fn login(
         oauth_kimi::PROVIDER => oauth_kimi::login(&agent, &endpoints.kimi, ui),
         oauth_meta::PROVIDER => oauth_meta::login(&agent, &endpoints.meta, &endpoints.meta_api, ui),
         oauth_radius::PROVIDER => oauth_radius::login(&agent, &endpoints.radius, ui),
+        oauth_openrouter::PROVIDER => {
+            oauth_openrouter::login(&agent, &endpoints.openrouter, &endpoints.callback_host, ui)
+        }
         other => Err(OAuthError::NoSubscription(other.to_string())),
     }
 }
@@ -867,7 +888,7 @@ pub(crate) fn base64url(bytes: &[u8]) -> String {
 }
 
 /// pi's `parseAuthorizationInput`: a redirect URL, `code#state`, a query string, or the code.
-fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>) {
+pub(crate) fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>) {
     let value = input.trim();
     if value.is_empty() {
         return (None, None);

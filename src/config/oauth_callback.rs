@@ -109,6 +109,46 @@ fn serve<T>(
     }
 }
 
+/// What ended the wait for a browser sign-in.
+pub enum Arrived<T> {
+    Callback(T),
+    /// A line the user pasted (the code or the redirect URL).
+    Pasted(String),
+}
+
+/// Waits for the callback or a pasted line, whichever comes first, for at most `timeout`
+/// (`None`). When the paste channel closes (no terminal), only the callback is waited for.
+pub fn wait<T>(
+    callback: &Callback<T>,
+    pasted: &crossbeam_channel::Receiver<String>,
+    timeout: Duration,
+) -> Option<Arrived<T>> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut paste_open = true;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        if !paste_open {
+            return callback
+                .results
+                .recv_timeout(left)
+                .ok()
+                .map(Arrived::Callback);
+        }
+        crossbeam_channel::select! {
+            recv(callback.results) -> r => return r.ok().map(Arrived::Callback),
+            recv(pasted) -> line => match line {
+                Ok(line) if line.trim().is_empty() => {}
+                Ok(line) => return Some(Arrived::Pasted(line)),
+                Err(_) => paste_open = false,
+            },
+            default(left) => return None,
+        }
+    }
+}
+
 /// A URL or request target without its query and fragment.
 pub fn without_query(url: &str) -> &str {
     url.split(['?', '#']).next().unwrap_or(url)

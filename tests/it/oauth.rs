@@ -874,3 +874,139 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         "radius-refresh-2"
     );
 }
+
+/// A browser sign-in through `pi login <provider>` (stdin closed: only the callback can finish
+/// it): the stderr lines up to the one starting with `marker`, the child still running.
+fn start_browser_login(
+    workspace: &Workspace,
+    provider: &str,
+    env: &[(&str, String)],
+    marker: &str,
+) -> (std::process::Child, Vec<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
+    command.args(["login", provider]);
+    scrub_env(&mut command);
+    let mut child = command
+        .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+        .env("HOME", workspace.root())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+        lines.push(line.trim().to_string());
+        line.clear();
+        if lines.last().unwrap().starts_with(marker) {
+            // The rest of stderr drains on its own, so the child never blocks on it.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return (child, lines);
+        }
+    }
+    panic!("no {marker:?} on stderr: {lines:?}");
+}
+
+/// A GET of `url` (http, 127.0.0.1); the status line.
+fn browser_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, target) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.lines().next().unwrap_or("").to_string()
+}
+
+fn wait_success(child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the login did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
+
+fn s256(verifier: &str) -> String {
+    use base64::Engine;
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+/// `pi login openrouter` (1.6.0's PKCE with a loopback callback on a free port and a random
+/// path): the browser's callback brings the code, which is exchanged for a permanent key; stored
+/// as 1.6.0 stores it (`refresh: ""`, `expires: Number.MAX_SAFE_INTEGER`) and sent as the bearer.
+#[test]
+fn pi_login_openrouter_takes_the_callback_and_stores_a_permanent_key() {
+    if is_reference() {
+        return;
+    }
+    let openrouter = FakeProvider::start_auth_server(vec![json_reply(
+        json!({"key": "sk-or-v1-signed-in", "user_id": "u1"}),
+    )]);
+    let workspace = Workspace::new();
+    let env = [("PI_OAUTH_OPENROUTER_URL", openrouter.base_url())];
+    let (mut child, lines) = start_browser_login(
+        &workspace,
+        "openrouter",
+        &env,
+        "Complete sign-in in your browser. If",
+    );
+    let redirect = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("Listening for OpenRouter OAuth callback on "))
+        .expect("the callback address")
+        .to_string();
+    assert!(
+        redirect.starts_with("http://127.0.0.1:") && redirect.contains("/oauth/callback/"),
+        "{redirect}"
+    );
+    let authorize = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("{}/auth?", openrouter.base_url())))
+        .expect("the authorization URL");
+    assert_eq!(
+        query_param(authorize, "callback_url").map(|u| crate::scripted_http::percent_decode(&u)),
+        Some(redirect.clone())
+    );
+    let challenge = query_param(authorize, "code_challenge").unwrap();
+    // A stray request elsewhere does not end the sign-in.
+    let origin = &redirect[..redirect.find("/oauth").unwrap()];
+    assert!(browser_get(&format!("{origin}/oauth/callback/other?code=x")).contains("404"));
+    assert!(browser_get(&format!("{redirect}?code=or-code-1")).contains("200"));
+    wait_success(&mut child);
+    let exchange = &openrouter.requests()[0];
+    assert_eq!(exchange.path, "/api/v1/auth/keys");
+    let verifier = exchange.body["code_verifier"].as_str().unwrap().to_string();
+    assert_eq!(
+        exchange.body,
+        json!({"code": "or-code-1", "code_verifier": verifier, "code_challenge_method": "S256"})
+    );
+    assert_eq!(s256(&verifier), challenge);
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        auth["openrouter"],
+        json!({"type": "oauth", "access": "sk-or-v1-signed-in", "refresh": "",
+            "expires": 9_007_199_254_740_991_u64})
+    );
+
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let setup = Setup::new(&provider, "openrouter", "aion-labs/aion-2.0")
+        .models_json(r#"{"providers": {"openrouter": {"baseUrl": "__BASE_URL__/v1"}}}"#);
+    let request = prompt_with_login(&workspace, &provider, setup);
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer sk-or-v1-signed-in")
+    );
+}
