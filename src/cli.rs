@@ -384,8 +384,9 @@ Usage:
   pi --export <session> [out]    write a session file as HTML
   pi login <provider> [domain]   subscription login: github-copilot (device code; optional
                                  GitHub Enterprise domain), xai, kimi-coding, meta, radius
-                                 (device code), openrouter (browser callback or pasted
-                                 URL), anthropic, openai-codex (paste code)
+                                 (device code), openai (Sign in with ChatGPT), openrouter
+                                 (browser callback or pasted URL), anthropic, openai-codex
+                                 (paste code)
   pi logout <provider>           remove the provider's credentials from auth.json
   pi auth login|logout <provider>  the same as pi login / pi logout
   pi mcp add|remove|list         edit mcp.json (the MCP servers)

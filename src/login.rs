@@ -76,7 +76,7 @@ fn login(agent_dir: &Path, provider: &str, enterprise: Option<&str>) -> Result<S
         return Err(LoginError::NotSubscription(provider.to_string()));
     }
     let endpoints = Endpoints::from_env(&Env::from_process());
-    let entry = oauth::login(provider, enterprise, &endpoints, &mut Terminal)?;
+    let entry = oauth::login(provider, enterprise, &endpoints, agent_dir, &mut Terminal)?;
     oauth::store_login(agent_dir, provider, entry)?;
     Ok(format!(
         "Logged in to {provider}; credentials saved in {}",

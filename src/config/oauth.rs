@@ -72,14 +72,12 @@ pub const PROVIDERS: &[&str] = &[
     oauth_meta::PROVIDER,
     oauth_radius::PROVIDER,
     oauth_openrouter::PROVIDER,
+    oauth_chatgpt::PROVIDER,
 ];
-
-/// Providers whose pi 1.6.0 login pi-rs uses and refreshes but cannot make (`pi login` refuses).
-pub const REFRESH_ONLY: &[&str] = &[oauth_chatgpt::PROVIDER];
 
 /// Whether a subscription login of `provider` in auth.json is used (and refreshed).
 pub fn is_used(provider: &str) -> bool {
-    PROVIDERS.contains(&provider) || REFRESH_ONLY.contains(&provider)
+    PROVIDERS.contains(&provider)
 }
 
 /// Where the token requests go.
@@ -751,6 +749,7 @@ pub fn login(
     provider: &str,
     enterprise: Option<&str>,
     endpoints: &Endpoints,
+    agent_dir: &Path,
     ui: &mut dyn LoginUi,
 ) -> Result<Map<String, Value>, OAuthError> {
     let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
@@ -765,6 +764,13 @@ pub fn login(
         oauth_openrouter::PROVIDER => {
             oauth_openrouter::login(&agent, &endpoints.openrouter, &endpoints.callback_host, ui)
         }
+        oauth_chatgpt::PROVIDER => oauth_chatgpt::login(
+            &agent,
+            &endpoints.chatgpt_token,
+            &endpoints.callback_host,
+            agent_dir,
+            ui,
+        ),
         other => Err(OAuthError::NoSubscription(other.to_string())),
     }
 }

@@ -1010,3 +1010,110 @@ fn pi_login_openrouter_takes_the_callback_and_stores_a_permanent_key() {
         Some("Bearer sk-or-v1-signed-in")
     );
 }
+
+/// `pi login openai` (1.6.0's Sign in with ChatGPT): the authorization URL names this
+/// installation (settings.json's `deviceId`, made when missing) and pi's dynamic client; a
+/// callback with another state is refused and the sign-in goes on; the right one brings the code
+/// and the issued client id, exchanged with PKCE; stored with 1.6.0's fields.
+#[test]
+fn pi_login_openai_signs_in_with_chatgpt_on_the_1455_callback() {
+    if is_reference() {
+        return;
+    }
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": "chatgpt-access-new", "refresh_token": "chatgpt-refresh-new",
+        "id_token": "header.payload.sig", "expires_in": 3600, "token_type": "Bearer",
+        "scope": "openid profile email offline_access resource.invoke chatgpt.tokens.use.direct"
+    }))]);
+    let workspace = Workspace::new();
+    let env = [(
+        "PI_OAUTH_OPENAI_TOKEN_URL",
+        format!("{}/api/accounts/oauth/token", tokens.base_url()),
+    )];
+    let (mut child, lines) = start_browser_login(
+        &workspace,
+        "openai",
+        &env,
+        "Complete sign-in in your browser. If",
+    );
+    let authorize = lines
+        .iter()
+        .find(|l| l.starts_with("https://auth.openai.com/api/accounts/authorize?"))
+        .expect("the authorization URL")
+        .clone();
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace.agent_dir().join("settings.json")).unwrap(),
+    )
+    .unwrap();
+    let device = settings["deviceId"]
+        .as_str()
+        .expect("a deviceId")
+        .to_string();
+    let get = |name: &str| {
+        query_param(&authorize, name).map(|v| crate::scripted_http::percent_decode(&v))
+    };
+    assert_eq!(get("client_id").as_deref(), Some("dynamic_agent_client"));
+    assert_eq!(get("agent_name_hint").as_deref(), Some("Pi"));
+    assert_eq!(get("ext_agent_host_id"), Some(format!("urn:uuid:{device}")));
+    assert_eq!(
+        get("redirect_uri").as_deref(),
+        Some("http://127.0.0.1:1455/auth/callback")
+    );
+    assert_eq!(
+        get("resource").as_deref(),
+        Some("https://api.openai.com/v1")
+    );
+    assert_eq!(
+        get("scope").as_deref(),
+        Some("openid profile email offline_access resource.invoke chatgpt.tokens.use.direct")
+    );
+    let state = get("state").unwrap();
+    let challenge = get("code_challenge").unwrap();
+    let callback = "http://127.0.0.1:1455/auth/callback";
+    assert!(
+        browser_get(&format!("{callback}?code=c&state=other&client_id=x")).contains("400"),
+        "another login's callback is refused"
+    );
+    let state_q = crate::scripted_http::percent_decode(&state);
+    let ok = format!(
+        "{callback}?code=chatgpt-code-1&state={}&client_id=issued-client-9",
+        form_value(&state_q)
+    );
+    assert!(browser_get(&ok).contains("200"));
+    wait_success(&mut child);
+    let exchange =
+        crate::scripted_http::form(&String::from_utf8_lossy(&tokens.requests()[0].raw_body));
+    let verifier = exchange["code_verifier"].as_str().unwrap().to_string();
+    assert_eq!(s256(&verifier), challenge);
+    assert_eq!(
+        Value::Object(exchange),
+        json!({"grant_type": "authorization_code", "client_id": "issued-client-9",
+            "code": "chatgpt-code-1", "code_verifier": verifier,
+            "redirect_uri": "http://127.0.0.1:1455/auth/callback",
+            "resource": "https://api.openai.com/v1"})
+    );
+    let auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["openai"]
+        .as_object()
+        .expect("openai entry")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["type", "access", "refresh", "expires", "clientId", "scopes"]
+    );
+    assert_eq!(auth["openai"]["access"], "chatgpt-access-new");
+    assert_eq!(auth["openai"]["clientId"], "issued-client-9");
+}
+
+/// A query value as `URLSearchParams` would write it (the state is base64url: nothing to escape
+/// but kept general).
+fn form_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
