@@ -356,3 +356,30 @@ fn chat_template_compat_keys_fill_pis_values_into_the_body() {
     // 16384 for high, less the 1024 left for the answer under max_completion_tokens 10000.
     assert_eq!(body["thinking_token_budget"], 8976);
 }
+
+/// A pi-messages `thinking_end` with `redacted: true` (the gateway's opaque reasoning): the
+/// thinking block of the message says `redacted: true`, as 1.6.0 assembles it. Passes against
+/// pi 1.6.0 too.
+#[test]
+fn pi_messages_thinking_end_carries_the_redacted_flag() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture(
+        "pi-messages/redacted_thinking.sse",
+    )]);
+    let models = r#"{"providers": {"pim": {"baseUrl": "__BASE_URL__/v1", "api": "pi-messages",
+        "apiKey": "pm-key-123456",
+        "models": [{"id": "pm-model", "reasoning": true, "input": ["text"]}]}}}"#;
+    let setup = Setup::new(&fake, "pim", "pm-model")
+        .models_json(models)
+        .arg("--thinking")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    assert_eq!(
+        message["content"][0],
+        json!({"type": "thinking", "thinking": "Plan", "thinkingSignature": "opaque-1",
+            "redacted": true})
+    );
+}
