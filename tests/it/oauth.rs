@@ -908,6 +908,8 @@ fn start_browser_login(
             return (child, lines);
         }
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("no {marker:?} on stderr: {lines:?}");
 }
 
