@@ -76,7 +76,7 @@ fn login(agent_dir: &Path, provider: &str, enterprise: Option<&str>) -> Result<S
         return Err(LoginError::NotSubscription(provider.to_string()));
     }
     let endpoints = Endpoints::from_env(&Env::from_process());
-    let entry = oauth::login(provider, enterprise, &endpoints, &mut Terminal)?;
+    let entry = oauth::login(provider, enterprise, &endpoints, agent_dir, &mut Terminal)?;
     oauth::store_login(agent_dir, provider, entry)?;
     Ok(format!(
         "Logged in to {provider}; credentials saved in {}",
@@ -108,5 +108,21 @@ impl LoginUi for Terminal {
             Ok(0) | Err(_) => None,
             Ok(_) => Some(line.trim().to_string()),
         }
+    }
+
+    fn pasted(&mut self, prompt: &str) -> crossbeam_channel::Receiver<String> {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let (sender, lines) = crossbeam_channel::bounded(1);
+        // Left blocked on stdin when the callback wins; the process ends after the login.
+        let _ = std::thread::Builder::new()
+            .name("login-paste".into())
+            .spawn(move || {
+                let mut line = String::new();
+                if let Ok(1..) = std::io::stdin().lock().read_line(&mut line) {
+                    let _ = sender.send(line.trim().to_string());
+                }
+            });
+        lines
     }
 }

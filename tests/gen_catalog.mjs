@@ -4,6 +4,10 @@
 // Run from the repository root, with the pi-ai package of the reference (pi 1.6.0's
 // `@earendil-works/pi-ai`, found under `bash tests/install_reference.sh --check 1.6.0`'s package):
 //   node tests/gen_catalog.mjs <pi-ai package> > src/config/catalog.tsv
+// It also writes src/config/catalog_generated_at.txt: when the reference's built-in model data was
+// generated (`dist/providers/data/.manifest.json`'s `generatedAt`, in Unix milliseconds, as pi's
+// `getBuiltinModelDataGeneratedAt` reads it), which decides whether a models-store.json catalog
+// is newer than the built-ins (the build script makes it `BUILTIN_GENERATED_AT_MS`).
 //
 // Output: one model per line, 18 fields separated by TAB (pi-rs reads it with splits instead of a
 // JSON parse, and Rust's float parser reads the costs back exactly; serde_json's default one was
@@ -17,6 +21,7 @@
 // parsers read back to the same values. No field may hold a TAB or a newline (checked).
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
+import { readFileSync, writeFileSync } from "node:fs";
 
 const pkg = process.argv[2];
 if (!pkg) {
@@ -60,3 +65,10 @@ for (const [provider, models] of Object.entries(MODELS)) {
   }
 }
 process.stdout.write(rows.join("\n") + "\n");
+
+const manifest = JSON.parse(readFileSync(join(pkg, "dist", "providers", "data", ".manifest.json"), "utf8"));
+const generatedAt = Date.parse(manifest.generatedAt);
+if (!Number.isInteger(generatedAt) || generatedAt <= 0) {
+  throw new Error(`bad generatedAt in the manifest: ${manifest.generatedAt}`);
+}
+writeFileSync(new URL("../src/config/catalog_generated_at.txt", import.meta.url), `${generatedAt}\n`);

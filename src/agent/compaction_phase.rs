@@ -218,6 +218,10 @@ impl Agent {
                 draft.block_end(index, signature);
                 None
             }
+            StreamEvent::ThinkingRedacted { index, redacted } => {
+                draft.set_redacted(index, redacted);
+                None
+            }
             StreamEvent::Usage(usage) => {
                 draft.set_usage(usage);
                 None

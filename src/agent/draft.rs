@@ -334,6 +334,13 @@ impl Draft {
             .collect()
     }
 
+    /// Sets a thinking block's `redacted` flag (shown from its end event on).
+    pub fn set_redacted(&mut self, index: usize, redacted: bool) {
+        if let Some(ContentBlock::Thinking(t)) = self.message.content.get_mut(index) {
+            t.redacted = Some(redacted);
+        }
+    }
+
     pub fn block_end(&mut self, index: usize, signature: Option<String>) -> Option<Event> {
         self.finish_tool_arguments(index);
         let block = self.message.content.get_mut(index)?;

@@ -330,6 +330,10 @@ impl Agent {
                 };
                 stream.draft.block_end(index, signature)
             }
+            StreamEvent::ThinkingRedacted { index, redacted } => {
+                stream.draft.set_redacted(index, redacted);
+                None
+            }
             StreamEvent::Usage(usage) => {
                 stream.draft.set_usage(usage);
                 None

@@ -23,10 +23,10 @@ use serde_json::Value;
 
 use super::model::Model;
 
-/// When 1.6.0's built-in model data was generated (`ai:dist/providers/data/.manifest.json`'s
-/// `generatedAt`, 2026-11-20T10:48:49.496Z): a stored pi.dev catalog overlays the built-ins only
-/// when it is newer. Regenerate with the catalog (`tests/gen_catalog.mjs`).
-pub const BUILTIN_GENERATED_AT_MS: f64 = 1_795_171_729_496.0;
+// `BUILTIN_GENERATED_AT_MS`: when 1.6.0's built-in model data was generated
+// (`ai:dist/providers/data/.manifest.json`'s `generatedAt`), written by `tests/gen_catalog.mjs`
+// with the catalog: a stored pi.dev catalog overlays the built-ins only when it is newer.
+include!(concat!(env!("OUT_DIR"), "/catalog_generated_at.rs"));
 
 /// How one provider's stored catalog combines with its built-in models.
 #[derive(Debug, Clone, PartialEq)]

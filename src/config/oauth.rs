@@ -23,6 +23,10 @@ use serde_json::{Map, Value, json};
 use super::auth::Env;
 use super::auth_lock;
 use super::oauth_chatgpt;
+use super::oauth_kimi;
+use super::oauth_meta;
+use super::oauth_openrouter;
+use super::oauth_radius;
 use super::oauth_xai;
 use crate::net;
 
@@ -59,14 +63,21 @@ const COPILOT_HEADERS: &[(&str, &str)] = &[
 ];
 
 /// The providers pi can log into with a subscription.
-pub const PROVIDERS: &[&str] = &["anthropic", "github-copilot", "openai-codex", "xai"];
-
-/// Providers whose pi 1.6.0 login pi-rs uses and refreshes but cannot make (`pi login` refuses).
-pub const REFRESH_ONLY: &[&str] = &[oauth_chatgpt::PROVIDER];
+pub const PROVIDERS: &[&str] = &[
+    "anthropic",
+    "github-copilot",
+    "openai-codex",
+    "xai",
+    oauth_kimi::PROVIDER,
+    oauth_meta::PROVIDER,
+    oauth_radius::PROVIDER,
+    oauth_openrouter::PROVIDER,
+    oauth_chatgpt::PROVIDER,
+];
 
 /// Whether a subscription login of `provider` in auth.json is used (and refreshed).
 pub fn is_used(provider: &str) -> bool {
-    PROVIDERS.contains(&provider) || REFRESH_ONLY.contains(&provider)
+    PROVIDERS.contains(&provider)
 }
 
 /// Where the token requests go.
@@ -82,6 +93,18 @@ pub struct Endpoints {
     xai: String,
     /// Sign in with ChatGPT's token endpoint (`PI_OAUTH_OPENAI_TOKEN_URL`).
     chatgpt_token: String,
+    /// Kimi Code's authorization server (pi's `KIMI_CODE_OAUTH_HOST` / `KIMI_OAUTH_HOST`).
+    kimi: String,
+    /// Meta's authorization server (`PI_OAUTH_META_URL`) and key-mint host
+    /// (`PI_OAUTH_META_API_URL`).
+    meta: String,
+    meta_api: String,
+    /// The Radius gateway (`PI_OAUTH_RADIUS_URL`).
+    radius: String,
+    /// OpenRouter (`PI_OAUTH_OPENROUTER_URL`).
+    openrouter: String,
+    /// Where browser sign-ins listen for their callback (pi's `PI_OAUTH_CALLBACK_HOST`).
+    callback_host: String,
 }
 
 impl Endpoints {
@@ -97,6 +120,19 @@ impl Endpoints {
             xai: get("PI_OAUTH_XAI_URL").unwrap_or_else(|| oauth_xai::DEFAULT_URL.into()),
             chatgpt_token: get("PI_OAUTH_OPENAI_TOKEN_URL")
                 .unwrap_or_else(|| oauth_chatgpt::TOKEN_URL.into()),
+            kimi: get("KIMI_CODE_OAUTH_HOST")
+                .filter(|h| !h.is_empty())
+                .or_else(|| get("KIMI_OAUTH_HOST").filter(|h| !h.is_empty()))
+                .unwrap_or_else(|| oauth_kimi::DEFAULT_URL.into()),
+            meta: get("PI_OAUTH_META_URL").unwrap_or_else(|| oauth_meta::DEFAULT_URL.into()),
+            meta_api: get("PI_OAUTH_META_API_URL")
+                .unwrap_or_else(|| oauth_meta::DEFAULT_API_URL.into()),
+            radius: get("PI_OAUTH_RADIUS_URL").unwrap_or_else(|| oauth_radius::DEFAULT_URL.into()),
+            openrouter: get("PI_OAUTH_OPENROUTER_URL")
+                .unwrap_or_else(|| oauth_openrouter::DEFAULT_URL.into()),
+            callback_host: get("PI_OAUTH_CALLBACK_HOST")
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "127.0.0.1".into()),
         }
     }
 
@@ -242,7 +278,7 @@ impl std::error::Error for OAuthError {
 /// A token endpoint's answer with every token in it redacted: the ones it names
 /// (`access_token`, `refresh_token`, `id_token`, `token`, `device_code`) join the process-wide
 /// set first, the known ones (the login's own) are in it already.
-fn redacted(body: &str) -> String {
+pub(crate) fn redacted(body: &str) -> String {
     if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(body) {
         let named = [
             "access_token",
@@ -355,6 +391,10 @@ fn refresh_entry(
     endpoints: &Endpoints,
     agent: &ureq::Agent,
 ) -> Result<Map<String, Value>, OAuthError> {
+    if provider == oauth_openrouter::PROVIDER {
+        // A permanent key: pi's refresh gives the credential back as it is.
+        return Ok(entry.clone());
+    }
     let refresh = entry
         .get("refresh")
         .and_then(Value::as_str)
@@ -384,6 +424,9 @@ fn refresh_entry(
             copilot_entry(agent, endpoints, refresh, enterprise)
         }
         oauth_xai::PROVIDER => oauth_xai::refresh(agent, &endpoints.xai, refresh),
+        oauth_kimi::PROVIDER => oauth_kimi::refresh(agent, &endpoints.kimi, refresh),
+        oauth_meta::PROVIDER => oauth_meta::mint(agent, &endpoints.meta_api, refresh),
+        oauth_radius::PROVIDER => oauth_radius::refresh(agent, &endpoints.radius, refresh),
         oauth_chatgpt::PROVIDER => {
             oauth_chatgpt::refresh(agent, &endpoints.chatgpt_token, entry, refresh)
         }
@@ -695,6 +738,9 @@ pub trait LoginUi {
     fn show(&mut self, text: &str);
     /// Asks for one line (the pasted code); `None` at end of input.
     fn ask(&mut self, prompt: &str) -> Option<String>;
+    /// Asks for one line without waiting for it (a browser sign-in races it with its callback):
+    /// the line arrives on the channel, which closes at end of input.
+    fn pasted(&mut self, prompt: &str) -> crossbeam_channel::Receiver<String>;
 }
 
 /// Runs `provider`'s login and returns its auth.json entry. `enterprise`: a GitHub Enterprise
@@ -703,6 +749,7 @@ pub fn login(
     provider: &str,
     enterprise: Option<&str>,
     endpoints: &Endpoints,
+    agent_dir: &Path,
     ui: &mut dyn LoginUi,
 ) -> Result<Map<String, Value>, OAuthError> {
     let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
@@ -711,6 +758,19 @@ pub fn login(
         "anthropic" => login_anthropic(&agent, endpoints, ui),
         "openai-codex" => login_codex(&agent, endpoints, ui),
         oauth_xai::PROVIDER => oauth_xai::login(&agent, &endpoints.xai, ui),
+        oauth_kimi::PROVIDER => oauth_kimi::login(&agent, &endpoints.kimi, ui),
+        oauth_meta::PROVIDER => oauth_meta::login(&agent, &endpoints.meta, &endpoints.meta_api, ui),
+        oauth_radius::PROVIDER => oauth_radius::login(&agent, &endpoints.radius, ui),
+        oauth_openrouter::PROVIDER => {
+            oauth_openrouter::login(&agent, &endpoints.openrouter, &endpoints.callback_host, ui)
+        }
+        oauth_chatgpt::PROVIDER => oauth_chatgpt::login(
+            &agent,
+            &endpoints.chatgpt_token,
+            &endpoints.callback_host,
+            agent_dir,
+            ui,
+        ),
         other => Err(OAuthError::NoSubscription(other.to_string())),
     }
 }
@@ -834,7 +894,7 @@ pub(crate) fn base64url(bytes: &[u8]) -> String {
 }
 
 /// pi's `parseAuthorizationInput`: a redirect URL, `code#state`, a query string, or the code.
-fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>) {
+pub(crate) fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>) {
     let value = input.trim();
     if value.is_empty() {
         return (None, None);
@@ -866,7 +926,8 @@ fn parse_authorization_input(input: &str) -> (Option<String>, Option<String>) {
     (Some(value.to_string()), None)
 }
 
-fn form_decode(text: &str) -> String {
+/// `application/x-www-form-urlencoded` decoding of one value (`+` is a space).
+pub(crate) fn form_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -5,13 +5,10 @@
 //! `expires` five minutes before the token's end. The server (`https://auth.x.ai`) can be pointed
 //! elsewhere with `PI_OAUTH_XAI_URL` (tests, gateways).
 
-use std::io::Read;
-use std::time::{Duration, Instant};
-
 use serde_json::{Map, Value, json};
 
-use super::oauth::{LoginUi, OAuthError, form_encode, now_ms_f64, oauth_entry};
-use crate::net;
+use super::oauth::{LoginUi, OAuthError, now_ms_f64, oauth_entry};
+use super::oauth_device::{self, Poll};
 
 pub const PROVIDER: &str = "xai";
 pub const DEFAULT_URL: &str = "https://auth.x.ai";
@@ -19,37 +16,19 @@ const CLIENT_ID: &str = "b1a00492-073a-47ea-816f-4c329264a828";
 const SCOPE: &str = "openid profile email offline_access grok-cli:access api:access";
 const REFRESH_SKEW_MS: f64 = 5.0 * 60_000.0;
 const DEFAULT_LIFETIME_S: f64 = 3600.0;
-/// RFC 8628: 5 s without `interval`, 5 s more per `slow_down`; pi polls at most once a second.
-const DEFAULT_INTERVAL_MS: f64 = 5000.0;
-const MINIMUM_INTERVAL_MS: f64 = 1000.0;
-const SLOW_DOWN_STEP_MS: f64 = 5000.0;
 
 /// A form POST's status and JSON object body (`{}` when the body is JSON but not an object).
 fn post(agent: &ureq::Agent, url: &str, form: &[(&str, &str)]) -> Result<(u16, Value), OAuthError> {
-    let response = net::post(agent, url)
-        .header("Accept", "application/json")
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .send(form_encode(form).as_bytes())
-        .map_err(|source| OAuthError::Request {
-            url: url.to_string(),
-            source,
-        })?;
-    let status = response.status().as_u16();
-    let mut text = String::new();
-    response
-        .into_body()
-        .into_reader()
-        .take(1024 * 1024)
-        .read_to_string(&mut text)
-        .map_err(|source| OAuthError::ReadBody {
-            url: url.to_string(),
-            source,
-        })?;
-    match serde_json::from_str::<Value>(&text) {
-        Ok(body @ Value::Object(_)) => Ok((status, body)),
-        Ok(_) => Ok((status, json!({}))),
-        Err(_) => Err(OAuthError::Message(format!(
-            "xAI OAuth returned invalid JSON (HTTP {status})"
+    let answer = oauth_device::post_form(agent, url, form)?;
+    match (
+        answer.json,
+        serde_json::from_str::<Value>(&answer.text).is_ok(),
+    ) {
+        (Some(body), _) => Ok((answer.status, body)),
+        (None, true) => Ok((answer.status, json!({}))),
+        (None, false) => Err(OAuthError::Message(format!(
+            "xAI OAuth returned invalid JSON (HTTP {})",
+            answer.status
         ))),
     }
 }
@@ -145,25 +124,13 @@ pub fn login(
         _ => None,
     };
     let expires_in = positive(&device, "expires_in")?;
-    let mut interval_ms = device["interval"]
-        .as_f64()
-        .filter(|i| i.is_finite() && *i > 0.0)
-        .map_or(DEFAULT_INTERVAL_MS, |i| (i * 1000.0).floor())
-        .max(MINIMUM_INTERVAL_MS);
     ui.show(&format!(
         "Open {} and enter code: {user_code}",
         complete.unwrap_or(uri)
     ));
     ui.show("Waiting for xAI to confirm the login...");
-
-    let deadline = Instant::now() + Duration::from_secs_f64(expires_in);
-    let mut slowed_down = false;
-    loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(OAuthError::DeviceFlowTimedOut { slowed_down });
-        }
-        std::thread::sleep(Duration::from_millis(interval_ms as u64).min(remaining));
+    let interval = oauth_device::positive(&device["interval"]);
+    oauth_device::poll(interval, Some(expires_in), true, || {
         let (status, body) = post(
             agent,
             &format!("{base}/oauth2/token"),
@@ -174,29 +141,18 @@ pub fn login(
             ],
         )?;
         if (200..300).contains(&status) {
-            return entry(&body, None);
+            return entry(&body, None).map(Poll::Complete);
         }
-        match body["error"].as_str() {
-            Some("authorization_pending") => {}
-            Some("slow_down") => {
-                slowed_down = true;
-                interval_ms = match body["interval"].as_f64() {
-                    Some(i) if i.is_finite() && i > 0.0 => (i * 1000.0).floor(),
-                    _ => interval_ms + SLOW_DOWN_STEP_MS,
-                }
-                .max(MINIMUM_INTERVAL_MS);
-            }
+        Ok(match body["error"].as_str() {
+            Some("authorization_pending") => Poll::Pending,
+            Some("slow_down") => Poll::SlowDown(oauth_device::positive(&body["interval"])),
             Some("access_denied" | "authorization_denied") => {
-                return Err(OAuthError::Message(
-                    "xAI device authorization was denied".into(),
-                ));
+                Poll::Failed("xAI device authorization was denied".into())
             }
-            Some("expired_token") => {
-                return Err(OAuthError::Message("xAI device code expired".into()));
-            }
+            Some("expired_token") => Poll::Failed("xAI device code expired".into()),
             _ => return Err(failure("device token polling", status, &body)),
-        }
-    }
+        })
+    })
 }
 
 /// The refresh-token grant; the new entry.

@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::config::{Resolver, ServerConfig, Transport};
+use crate::config::oauth_callback::{Callback, Verdict, param, query_params, without_query};
 use crate::config::{auth_lock, oauth as shared};
 
 /// pi's Client ID Metadata Documents.
@@ -209,10 +210,6 @@ pub fn normalize_url(url: &str) -> String {
     }
 }
 
-fn without_query(url: &str) -> &str {
-    url.split(['?', '#']).next().unwrap_or(url)
-}
-
 fn is_loopback(url: &str) -> bool {
     let Ok(uri) = url.parse::<ureq::http::Uri>() else {
         return false;
@@ -234,50 +231,6 @@ fn secure(url: &str) -> Result<&str, String> {
 }
 
 /// The query parameters of a URL, decoded.
-fn query_params(url: &str) -> Vec<(String, String)> {
-    let query = url.split_once('?').map_or("", |(_, q)| q);
-    let query = query.split('#').next().unwrap_or("");
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
-fn param(params: &[(String, String)], name: &str) -> Option<String> {
-    params
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .filter(|v| !v.is_empty())
-}
-
-fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(text.get(i + 1..i + 3).unwrap_or("zz"), 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// 12 characters naming a server URL in server-specific callback paths (pi's `callbackId`).
 fn callback_id(url: &str) -> String {
     let url = normalize_url(url.split('#').next().unwrap_or(url));
@@ -1111,110 +1064,49 @@ pub trait SignInUi {
     fn show_url(&mut self, url: &str);
 }
 
-/// The loopback callback server: binds 127.0.0.1, serves `paths`, and hands the first response
-/// for `state` to the sign-in.
-struct Callback {
-    port: u16,
-    responses: crossbeam_channel::Receiver<Result<Response, String>>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Callback {
-    fn listen(
-        bind: &str,
-        port: u16,
-        paths: Vec<String>,
-        state: String,
-    ) -> Result<Callback, String> {
-        let listener = std::net::TcpListener::bind((bind, port)).map_err(|e| {
-            format!("cannot listen on {bind} port {port} for the OAuth callback: {e}")
-        })?;
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        let (tx, responses) = crossbeam_channel::bounded(1);
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopped = stop.clone();
-        std::thread::Builder::new()
-            .name("mcp-oauth-callback".into())
-            .spawn(move || {
-                while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            if let Some(result) = serve_callback(stream, &paths, &state) {
-                                let _ = tx.send(result);
-                                return;
-                            }
-                        }
-                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                    }
-                }
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(Callback {
-            port,
-            responses,
-            stop,
-        })
-    }
-}
-
-impl Drop for Callback {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// One request to the callback server; Some when it settles the sign-in.
-fn serve_callback(
-    mut stream: std::net::TcpStream,
-    paths: &[String],
-    expected: &str,
-) -> Option<Result<Response, String>> {
-    use std::io::{BufRead, Write};
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut line = String::new();
-    let mut reader = std::io::BufReader::new(stream.try_clone().ok()?);
-    reader.read_line(&mut line).ok()?;
-    let target = line.split(' ').nth(1).unwrap_or("/").to_string();
-    let mut reply = |status: u16, text: &str| {
-        let _ = write!(
-            stream,
-            "HTTP/1.1 {status} OK\r\nContent-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-            text.len()
-        );
-    };
-    let path = without_query(&target);
-    if !paths.iter().any(|p| p == path) {
-        reply(404, "Not found");
-        return None;
-    }
-    let params = query_params(&target);
+/// The MCP sign-in's verdict on a callback request: the response for `expected`, or an error.
+fn judge_callback(target: &str, expected: &str) -> Verdict<Result<Response, String>> {
+    let params = query_params(target);
     if param(&params, "state").as_deref() != Some(expected) {
-        reply(400, "Invalid or expired OAuth state");
-        return None;
+        return Verdict::Reply(400, "Invalid or expired OAuth state".into());
     }
     if let Some(error) = param(&params, "error") {
         let description = param(&params, "error_description").unwrap_or(error);
-        reply(
+        return Verdict::Settle(
             200,
-            &format!("Authorization failed. You may close this window.\n\n{description}"),
+            format!("Authorization failed. You may close this window.\n\n{description}"),
+            Err(description),
         );
-        return Some(Err(description));
     }
     let Some(code) = param(&params, "code") else {
-        reply(400, "Missing authorization code");
-        return Some(Err(
-            "OAuth callback did not include an authorization code".into()
-        ));
+        return Verdict::Settle(
+            400,
+            "Missing authorization code".into(),
+            Err("OAuth callback did not include an authorization code".into()),
+        );
     };
     crate::redact::register_secrets([code.clone()]);
-    reply(200, "Authorization complete. You may close this window.");
-    Some(Ok(Response {
-        code,
-        state: expected.to_string(),
-        iss: param(&params, "iss"),
-    }))
+    Verdict::Settle(
+        200,
+        "Authorization complete. You may close this window.".into(),
+        Ok(Response {
+            code,
+            state: expected.to_string(),
+            iss: param(&params, "iss"),
+        }),
+    )
+}
+
+/// The callback server of one sign-in.
+fn listen(
+    bind: &str,
+    port: u16,
+    paths: Vec<String>,
+    state: String,
+) -> Result<Callback<Result<Response, String>>, String> {
+    Callback::listen(bind, port, paths, move |target| {
+        judge_callback(target, &state)
+    })
 }
 
 /// pi's `responseFromRedirectUrl`: a redirect URL pasted from the browser's address bar.
@@ -1319,7 +1211,7 @@ pub fn sign_in(
         "[::1]" | "::1" => "::1",
         _ => "127.0.0.1",
     };
-    let callback = match Callback::listen(
+    let callback = match listen(
         bind,
         configured_port.or(registered_port).unwrap_or(0),
         paths.clone(),
@@ -1328,7 +1220,7 @@ pub fn sign_in(
         Ok(c) => c,
         // A configured port is required; the stored client's port is only preferred.
         Err(_) if configured_port.is_none() && registered_port.is_some() => {
-            Callback::listen(bind, 0, paths, state_value.clone())?
+            listen(bind, 0, paths, state_value.clone())?
         }
         Err(e) => return Err(e),
     };
@@ -1466,7 +1358,7 @@ pub fn sign_in(
             return Err(TIMED_OUT.into());
         }
         crossbeam_channel::select! {
-            recv(callback.responses) -> r => match r {
+            recv(callback.results) -> r => match r {
                 Ok(r) => break r?,
                 Err(_) => return Err("OAuth callback server closed".into()),
             },
@@ -1573,7 +1465,6 @@ mod tests {
             normalize_url("http://127.0.0.1:9/mcp?x=1"),
             "http://127.0.0.1:9/mcp?x=1"
         );
-        assert_eq!(decode("a%20b+c%2F"), "a b c/");
     }
 
     #[test]

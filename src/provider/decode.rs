@@ -68,6 +68,12 @@ impl Emitter {
         });
     }
 
+    /// A thinking block's `redacted` flag, stated at its end (before `end`).
+    pub fn redacted(&mut self, index: usize, redacted: bool) {
+        self.events
+            .push(StreamEvent::ThinkingRedacted { index, redacted });
+    }
+
     pub fn end(&mut self, index: usize, signature: Option<String>) {
         self.events.push(StreamEvent::BlockEnd { index, signature });
     }

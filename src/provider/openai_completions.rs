@@ -57,6 +57,14 @@ pub struct Compat {
     pub vllm_priority: Option<Value>,
     /// An assistant message with only tool calls has `content: ""` instead of `null`.
     pub requires_non_null_assistant_content: bool,
+    /// `chat_template_kwargs` of the `chat-template` format, `chat_template_args` of `baseten`:
+    /// values, or `{"$var": "thinking.enabled" | "thinking.effort" | "thinking.budget",
+    /// "omitWhenOff"?}` for pi-controlled ones.
+    pub chat_template_kwargs: Map<String, Value>,
+    pub chat_template_args: Map<String, Value>,
+    /// The top-level field capping reasoning with the thinking budget (`thinkingTokenBudgetField`,
+    /// or `thinking_token_budget` with `supportsThinkingTokenBudget`).
+    pub thinking_token_budget_field: Option<String>,
 }
 
 /// pi-ai `detectCompat` + `getCompat`: known servers by provider name or base URL, then the
@@ -161,6 +169,9 @@ pub fn resolve_compat(model: &Model) -> Compat {
         prompt_cache_key_mode: "auto".to_string(),
         vllm_priority: None,
         requires_non_null_assistant_content: false,
+        chat_template_kwargs: Map::new(),
+        chat_template_args: Map::new(),
+        thinking_token_budget_field: None,
     };
     if model.compat.is_none() {
         return detected;
@@ -226,7 +237,103 @@ pub fn resolve_compat(model: &Model) -> Compat {
             "requiresNonNullAssistantContent",
             detected.requires_non_null_assistant_content,
         ),
+        chat_template_kwargs: compat_object(model, "chatTemplateKwargs"),
+        chat_template_args: compat_object(model, "chatTemplateArgs"),
+        // 1.6.0's schema names the three fields servers read (vLLM, Qwen/SGLang, llama.cpp).
+        thinking_token_budget_field: model
+            .compat_str("thinkingTokenBudgetField")
+            .filter(|f| {
+                [
+                    "thinking_token_budget",
+                    "thinking_budget",
+                    "thinking_budget_tokens",
+                ]
+                .contains(f)
+            })
+            .map(str::to_string)
+            .or_else(|| {
+                flag("supportsThinkingTokenBudget", false)
+                    .then(|| "thinking_token_budget".to_string())
+            }),
     }
+}
+
+/// A `compat` object entry (`{}` when absent or not an object, as 1.6.0's detected default).
+fn compat_object(model: &Model, key: &str) -> Map<String, Value> {
+    model
+        .compat
+        .as_ref()
+        .and_then(|c| c.get(key))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// pi's `resolveClampedThinkingBudget`: the level's budget (settings `thinkingBudgets`, else
+/// 1024/2048/8192/16384; xhigh and max count as high), leaving 1024 tokens for the answer under
+/// the request's output cap (else the model's); none without thinking or when nothing is left.
+fn clamped_thinking_budget(
+    request: &StreamRequest,
+    effort: Option<ThinkingLevel>,
+    body: &Map<String, Value>,
+) -> Option<u64> {
+    let slot = match effort? {
+        ThinkingLevel::Minimal => 0,
+        ThinkingLevel::Low => 1,
+        ThinkingLevel::Medium => 2,
+        ThinkingLevel::High | ThinkingLevel::Xhigh | ThinkingLevel::Max => 3,
+        ThinkingLevel::Off => return None,
+    };
+    if !request.model.reasoning {
+        return None;
+    }
+    let ceiling = ["max_tokens", "max_completion_tokens"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_u64))
+        .unwrap_or(request.model.max_tokens);
+    let budget = request.thinking_budgets[slot].unwrap_or([1024, 2048, 8192, 16384][slot]);
+    let budget = budget.min(ceiling.saturating_sub(1024));
+    (budget > 0).then_some(budget)
+}
+
+/// pi's `buildChatTemplateValues`: each value as configured, or the pi-controlled one it names;
+/// `None` when nothing is left.
+fn chat_template_values(
+    model: &Model,
+    effort: Option<ThinkingLevel>,
+    values: &Map<String, Value>,
+    budget: Option<u64>,
+) -> Option<Value> {
+    let mut resolved = Map::new();
+    for (key, value) in values {
+        let Value::Object(spec) = value else {
+            resolved.insert(key.clone(), value.clone());
+            continue;
+        };
+        if effort.is_none() && spec.get("omitWhenOff").is_some_and(js_truthy) {
+            continue;
+        }
+        let value = match spec.get("$var").and_then(Value::as_str) {
+            Some("thinking.enabled") => Some(json!(effort.is_some())),
+            Some("thinking.budget") => budget.map(|b| json!(b)),
+            _ => {
+                let map = model.thinking_level_map.as_ref();
+                let mapped = match effort {
+                    Some(level) => map.and_then(|m| m.get(level.as_str())),
+                    None => map.and_then(|m| m.get("off")),
+                };
+                match mapped {
+                    None => effort.map(|level| json!(level.as_str())),
+                    Some(Value::String(s)) => Some(json!(s)),
+                    Some(_) => None,
+                }
+            }
+        };
+        if let Some(value) = value {
+            resolved.insert(key.clone(), value);
+        }
+    }
+    (!resolved.is_empty()).then_some(Value::Object(resolved))
 }
 
 /// The request pi would send, with cache retention taken from the environment.
@@ -335,6 +442,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         body.insert("priority".into(), priority.clone());
     }
     let off_value = || model.thinking_level_map.as_ref().and_then(|m| m.get("off"));
+    let budget = clamped_thinking_budget(request, effort, &body);
     if model.reasoning {
         match compat.thinking_format.as_str() {
             "zai" => {
@@ -392,6 +500,33 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
                     json!({"enable_thinking": effort.is_some(), "preserve_thinking": true}),
                 );
             }
+            "chat-template" => {
+                let kwargs =
+                    chat_template_values(model, effort, &compat.chat_template_kwargs, budget);
+                if let Some(kwargs) = kwargs {
+                    body.insert("chat_template_kwargs".into(), kwargs);
+                }
+            }
+            "baseten" => {
+                let args = chat_template_values(model, effort, &compat.chat_template_args, budget);
+                if let Some(args) = args {
+                    body.insert("chat_template_args".into(), args);
+                }
+                if compat.supports_reasoning_effort {
+                    let map = model.thinking_level_map.as_ref();
+                    let mapped = match effort {
+                        Some(level) => map.and_then(|m| m.get(level.as_str())),
+                        None => off_value(),
+                    };
+                    let chosen = match mapped {
+                        None => effort.map(|level| json!(level.as_str())),
+                        Some(v) => Some(v.clone()),
+                    };
+                    if let Some(chosen) = chosen.filter(Value::is_string) {
+                        body.insert("reasoning_effort".into(), chosen);
+                    }
+                }
+            }
             "deepseek" => {
                 if effort.is_some() {
                     body.insert("thinking".into(), json!({"type": "enabled"}));
@@ -425,6 +560,11 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             }
             _ => {}
         }
+    }
+    // A top-level cap on reasoning, whatever the thinking format (reasoning and answer share
+    // the output cap on such servers).
+    if let (Some(field), Some(budget)) = (&compat.thinking_token_budget_field, budget) {
+        body.insert(field.clone(), json!(budget));
     }
     if model.base_url.contains("openrouter.ai")
         && let Some(routing) = model

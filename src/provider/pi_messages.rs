@@ -169,6 +169,11 @@ impl Decoder {
             }
             "text_end" | "thinking_end" => {
                 if let Some(block) = self.blocks.get(&wire) {
+                    if let Some(redacted) = event["redacted"].as_bool()
+                        && kind == "thinking_end"
+                    {
+                        out.redacted(block.index, redacted);
+                    }
                     out.end(block.index, text("contentSignature"));
                 }
             }

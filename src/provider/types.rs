@@ -118,6 +118,12 @@ pub enum StreamEvent {
         index: usize,
         signature: Option<String>,
     },
+    /// A thinking block's `redacted` flag as the provider states it at the block's end
+    /// (pi-messages' `thinking_end`); comes right before that block's `BlockEnd`.
+    ThinkingRedacted {
+        index: usize,
+        redacted: bool,
+    },
     /// Token counts so far (replaces earlier ones; cost is filled by the agent from the model,
     /// except a total the provider billed, marked `totalFromProvider: true`).
     Usage(Usage),

@@ -290,3 +290,96 @@ fn pi_messages_errors_carry_the_status_message_and_code() {
         "400 Bad Request: model not enabled (model_disabled)"
     );
 }
+
+/// 1.6.0's template compat keys on Chat Completions, in the body at the server: the
+/// `chat-template` format sends `chatTemplateKwargs` with pi's values filled in (`$var`
+/// `thinking.enabled` / `thinking.effort` / `thinking.budget`, `omitWhenOff`), `baseten` sends
+/// `chatTemplateArgs` as `chat_template_args` with `reasoning_effort`, and
+/// `thinkingTokenBudgetField` caps reasoning with the budget left under the output cap. Passes
+/// against pi 1.6.0 too (`PI_TEST_BIN`).
+#[test]
+fn chat_template_compat_keys_fill_pis_values_into_the_body() {
+    let body_for = |compat: Value, thinking: &str| -> Value {
+        let fake = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+        let models = json!({"providers": {"tpl": {"baseUrl": "__BASE_URL__/v1",
+            "api": "openai-completions", "apiKey": "tpl-key-123456",
+            "models": [{"id": "tpl-model", "reasoning": true, "maxTokens": 10000,
+                "compat": compat}]}}});
+        let setup = Setup::new(&fake, "tpl", "tpl-model")
+            .models_json(&models.to_string())
+            .arg("--thinking")
+            .arg(thinking);
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let message = assistant_messages(&run).remove(0);
+        assert_eq!(message["stopReason"], "stop", "{message}");
+        fake.requests()[0].body.clone()
+    };
+    let kwargs = json!({
+        "enable_thinking": {"$var": "thinking.enabled"},
+        "reasoning_effort": {"$var": "thinking.effort"},
+        "budget": {"$var": "thinking.budget", "omitWhenOff": true},
+        "fixed": "yes"
+    });
+    let body = body_for(
+        json!({"thinkingFormat": "chat-template", "chatTemplateKwargs": kwargs,
+            "thinkingTokenBudgetField": "thinking_budget"}),
+        "medium",
+    );
+    assert_eq!(
+        body["chat_template_kwargs"],
+        json!({"enable_thinking": true, "reasoning_effort": "medium", "budget": 8192,
+            "fixed": "yes"})
+    );
+    assert_eq!(body["thinking_budget"], 8192);
+    assert!(body.get("reasoning_effort").is_none(), "{body}");
+
+    let body = body_for(
+        json!({"thinkingFormat": "chat-template", "chatTemplateKwargs": kwargs,
+            "supportsThinkingTokenBudget": true}),
+        "off",
+    );
+    assert_eq!(
+        body["chat_template_kwargs"],
+        json!({"enable_thinking": false, "fixed": "yes"})
+    );
+    assert!(body.get("thinking_token_budget").is_none(), "{body}");
+
+    let body = body_for(
+        json!({"thinkingFormat": "baseten", "supportsThinkingTokenBudget": true,
+            "chatTemplateArgs": {"enable_thinking": {"$var": "thinking.enabled"}}}),
+        "high",
+    );
+    assert_eq!(body["chat_template_args"], json!({"enable_thinking": true}));
+    assert_eq!(body["reasoning_effort"], "high");
+    // 16384 for high, less the 1024 left for the answer under max_completion_tokens 10000.
+    assert_eq!(body["thinking_token_budget"], 8976);
+}
+
+/// A pi-messages `thinking_end` with `redacted: true` (the gateway's opaque reasoning): the
+/// thinking block of the message says `redacted: true`, as 1.6.0 assembles it. Passes against
+/// pi 1.6.0 too.
+#[test]
+fn pi_messages_thinking_end_carries_the_redacted_flag() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture(
+        "pi-messages/redacted_thinking.sse",
+    )]);
+    let models = r#"{"providers": {"pim": {"baseUrl": "__BASE_URL__/v1", "api": "pi-messages",
+        "apiKey": "pm-key-123456",
+        "models": [{"id": "pm-model", "reasoning": true, "input": ["text"]}]}}}"#;
+    let setup = Setup::new(&fake, "pim", "pm-model")
+        .models_json(models)
+        .arg("--thinking")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    assert_eq!(
+        message["content"][0],
+        json!({"type": "thinking", "thinking": "Plan", "thinkingSignature": "opaque-1",
+            "redacted": true})
+    );
+}

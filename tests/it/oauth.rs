@@ -594,3 +594,528 @@ fn a_chatgpt_login_on_openai_is_refreshed_and_used() {
         json!(["openid", "offline_access", "chatgpt.tokens.use.direct"])
     );
 }
+
+/// A JSON answer with any status (OAuth errors are 4xx with a JSON body).
+fn json_status(status: u16, body: Value) -> Reply {
+    Reply::status(
+        status,
+        body.to_string(),
+        &[("content-type", "application/json")],
+    )
+}
+
+/// The (path, form body) of each request an authorization server received.
+fn paths_and_bodies(server: &FakeProvider) -> Vec<(String, String)> {
+    server
+        .requests()
+        .iter()
+        .map(|r| {
+            (
+                r.path.clone(),
+                String::from_utf8_lossy(&r.raw_body).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// One prompt with `provider`'s login in `workspace` (its auth server at `env`); the request the
+/// fake provider got.
+fn prompt_with_login(
+    workspace: &Workspace,
+    provider: &FakeProvider,
+    setup: Setup,
+) -> crate::fake_provider::RecordedRequest {
+    let mut pi = Pi::spawn_in(workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = run
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    provider.requests()[0].clone()
+}
+
+/// `pi login kimi-coding` (1.6.0's device code at auth.kimi.com, pointed here with pi's own
+/// `KIMI_CODE_OAUTH_HOST`): a pending poll, then tokens stored as 1.6.0 stores them; expired, the
+/// login is refreshed (after one 503, retried as 1.6.0 retries) and its token is the bearer.
+#[test]
+fn pi_login_kimi_coding_runs_the_device_flow_and_the_refresh_is_retried() {
+    if is_reference() {
+        return;
+    }
+    let auth_server = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"device_code": "kdev-1", "user_code": "KIMI-7",
+            "verification_uri": "https://www.kimi.com/device",
+            "verification_uri_complete": "https://www.kimi.com/device?code=KIMI-7",
+            "interval": 1, "expires_in": 60})),
+        json_status(400, json!({"error": "authorization_pending"})),
+        json_reply(
+            json!({"access_token": "kimi-access-1", "refresh_token": "kimi-refresh-1",
+            "expires_in": 900}),
+        ),
+        json_status(503, json!({"error": "unavailable"})),
+        json_reply(
+            json!({"access_token": "kimi-access-2", "refresh_token": "kimi-refresh-2",
+            "expires_in": 900}),
+        ),
+    ]);
+    let workspace = Workspace::new();
+    let env = [("KIMI_CODE_OAUTH_HOST", auth_server.base_url())];
+    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "kimi-coding"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("Open https://www.kimi.com/device?code=KIMI-7 and enter code: KIMI-7"),
+        "{stderr}"
+    );
+    let poll = "client_id=17e5f671-d194-4dfb-9706-5516cb48c098&device_code=kdev-1&grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code";
+    assert_eq!(
+        paths_and_bodies(&auth_server),
+        [
+            (
+                "/api/oauth/device_authorization".to_string(),
+                "client_id=17e5f671-d194-4dfb-9706-5516cb48c098".to_string()
+            ),
+            ("/api/oauth/token".to_string(), poll.to_string()),
+            ("/api/oauth/token".to_string(), poll.to_string()),
+        ]
+    );
+    let mut auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["kimi-coding"]
+        .as_object()
+        .expect("kimi-coding entry")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["type", "access", "refresh", "expires"]);
+    assert_eq!(auth["kimi-coding"]["access"], "kimi-access-1");
+    let expires = auth["kimi-coding"]["expires"].as_f64().unwrap();
+    assert!(
+        (expires - (now_ms() + 900_000.0)).abs() < 60_000.0,
+        "{expires}"
+    );
+
+    auth["kimi-coding"]["expires"] = json!(now_ms() - 1000.0);
+    write_auth(&workspace, &auth);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let setup = Setup::new(&provider, "kimi-coding", "kimi-for-coding")
+        .models_json(r#"{"providers": {"kimi-coding": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("KIMI_CODE_OAUTH_HOST", &auth_server.base_url());
+    let request = prompt_with_login(&workspace, &provider, setup);
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer kimi-access-2")
+    );
+    let refreshes: Vec<String> = paths_and_bodies(&auth_server)[3..]
+        .iter()
+        .map(|(_, body)| body.clone())
+        .collect();
+    let grant = "client_id=17e5f671-d194-4dfb-9706-5516cb48c098&grant_type=refresh_token&refresh_token=kimi-refresh-1";
+    assert_eq!(refreshes, [grant, grant], "one 503, retried");
+    let auth = read_auth(&workspace);
+    assert_eq!(auth["kimi-coding"]["refresh"], "kimi-refresh-2");
+}
+
+/// `pi login meta` (1.6.0's device code at auth.meta.com, then a Model API key minted with the
+/// identity token): stored as `{type, refresh: identity, access: key, expires}`; when the key
+/// expires, a new one is minted with the identity token and sent as the bearer.
+#[test]
+fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
+    if is_reference() {
+        return;
+    }
+    let auth_server = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"device_code": "mdev-1", "user_code": "META-9",
+            "verification_uri": "https://auth.meta.com/device", "interval": 1,
+            "expires_in": 60})),
+        json_status(400, json!({"error": "authorization_pending"})),
+        json_reply(json!({"access_token": "meta-identity-1", "token_type": "Bearer"})),
+    ]);
+    let mint = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"api_key": "meta-key-first"})),
+        json_reply(json!({"api_key": "meta-key-second"})),
+    ]);
+    let workspace = Workspace::new();
+    let env = [
+        ("PI_OAUTH_META_URL", auth_server.base_url()),
+        ("PI_OAUTH_META_API_URL", mint.base_url()),
+    ];
+    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "meta"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("Open https://auth.meta.com/device and enter code: META-9"),
+        "{stderr}"
+    );
+    let poll = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&device_code=mdev-1&client_id=1031625952748946";
+    assert_eq!(
+        paths_and_bodies(&auth_server),
+        [
+            (
+                "/oidc/device/authorization/".to_string(),
+                "client_id=1031625952748946".to_string()
+            ),
+            ("/oidc/device/token/".to_string(), poll.to_string()),
+            ("/oidc/device/token/".to_string(), poll.to_string()),
+        ]
+    );
+    let minted = &mint.requests()[0];
+    assert_eq!(minted.path, "/muse-code/key");
+    assert_eq!(
+        minted.header("authorization"),
+        Some("Bearer meta-identity-1")
+    );
+    assert_eq!(minted.header("x-api-version"), Some("1.0.0"));
+    assert_eq!(String::from_utf8_lossy(&minted.raw_body), "{}");
+    let mut auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["meta"]
+        .as_object()
+        .expect("meta entry")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["type", "refresh", "access", "expires"]);
+    assert_eq!(
+        (&auth["meta"]["refresh"], &auth["meta"]["access"]),
+        (&json!("meta-identity-1"), &json!("meta-key-first"))
+    );
+
+    auth["meta"]["expires"] = json!(now_ms() - 1000.0);
+    write_auth(&workspace, &auth);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let setup = Setup::new(&provider, "meta", "muse-spark-1.3")
+        .models_json(r#"{"providers": {"meta": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("PI_OAUTH_META_API_URL", &mint.base_url());
+    let request = prompt_with_login(&workspace, &provider, setup);
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer meta-key-second")
+    );
+    assert_eq!(
+        mint.requests()[1].header("authorization"),
+        Some("Bearer meta-identity-1")
+    );
+    assert_eq!(read_auth(&workspace)["meta"]["access"], "meta-key-second");
+}
+
+/// `pi login radius` (1.6.0's "Sign in with device code" at the gateway's `/v1/oauth/device`,
+/// polled at once): stored with its `scope` and a minute-early expiry; expired, refreshed at
+/// `/v1/oauth/token` and sent as the bearer of the pi-messages request.
+#[test]
+fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
+    if is_reference() {
+        return;
+    }
+    let gateway = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"device_code": "rdev-1", "user_code": "RAD-1",
+            "verification_uri": "https://radius.pi.dev/device", "interval": 1,
+            "expires_in": 60})),
+        json_status(400, json!({"error": "authorization_pending"})),
+        json_reply(
+            json!({"access_token": "radius-access-1", "refresh_token": "radius-refresh-1",
+            "expires_in": 3600, "scope": "gateway offline_access"}),
+        ),
+        json_reply(
+            json!({"access_token": "radius-access-2", "refresh_token": "radius-refresh-2",
+            "expires_in": 3600, "scope": "gateway offline_access"}),
+        ),
+    ]);
+    let workspace = Workspace::new();
+    let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
+    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "radius"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("Open https://radius.pi.dev/device and enter code: RAD-1"),
+        "{stderr}"
+    );
+    let poll = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=pi-gateway&device_code=rdev-1";
+    assert_eq!(
+        paths_and_bodies(&gateway),
+        [
+            (
+                "/v1/oauth/device".to_string(),
+                "client_id=pi-gateway&scope=gateway+offline_access".to_string()
+            ),
+            ("/v1/oauth/token".to_string(), poll.to_string()),
+            ("/v1/oauth/token".to_string(), poll.to_string()),
+        ]
+    );
+    let mut auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["radius"]
+        .as_object()
+        .expect("radius entry")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["type", "access", "refresh", "expires", "scope"]);
+    let expires = auth["radius"]["expires"].as_f64().unwrap();
+    assert!(
+        (expires - (now_ms() + 3_540_000.0)).abs() < 30_000.0,
+        "{expires}"
+    );
+
+    auth["radius"]["expires"] = json!(now_ms() - 1000.0);
+    write_auth(&workspace, &auth);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("pi-messages/text.sse")]);
+    let setup = Setup::new(&provider, "radius", "balanced")
+        .models_json(r#"{"providers": {"radius": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("PI_OAUTH_RADIUS_URL", &gateway.base_url());
+    let request = prompt_with_login(&workspace, &provider, setup);
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer radius-access-2")
+    );
+    assert_eq!(
+        paths_and_bodies(&gateway)[3].1,
+        "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-refresh-1"
+    );
+    assert_eq!(
+        read_auth(&workspace)["radius"]["refresh"],
+        "radius-refresh-2"
+    );
+}
+
+/// A browser sign-in through `pi login <provider>` (stdin closed: only the callback can finish
+/// it): the stderr lines up to the one starting with `marker`, the child still running.
+fn start_browser_login(
+    workspace: &Workspace,
+    provider: &str,
+    env: &[(&str, String)],
+    marker: &str,
+) -> (std::process::Child, Vec<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
+    command.args(["login", provider]);
+    scrub_env(&mut command);
+    let mut child = command
+        .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+        .env("HOME", workspace.root())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+        lines.push(line.trim().to_string());
+        line.clear();
+        if lines.last().unwrap().starts_with(marker) {
+            // The rest of stderr drains on its own, so the child never blocks on it.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return (child, lines);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no {marker:?} on stderr: {lines:?}");
+}
+
+/// A GET of `url` (http, 127.0.0.1); the status line.
+fn browser_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, target) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.lines().next().unwrap_or("").to_string()
+}
+
+fn wait_success(child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the login did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
+
+fn s256(verifier: &str) -> String {
+    use base64::Engine;
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+/// `pi login openrouter` (1.6.0's PKCE with a loopback callback on a free port and a random
+/// path): the browser's callback brings the code, which is exchanged for a permanent key; stored
+/// as 1.6.0 stores it (`refresh: ""`, `expires: Number.MAX_SAFE_INTEGER`) and sent as the bearer.
+#[test]
+fn pi_login_openrouter_takes_the_callback_and_stores_a_permanent_key() {
+    if is_reference() {
+        return;
+    }
+    let openrouter = FakeProvider::start_auth_server(vec![json_reply(
+        json!({"key": "sk-or-v1-signed-in", "user_id": "u1"}),
+    )]);
+    let workspace = Workspace::new();
+    let env = [("PI_OAUTH_OPENROUTER_URL", openrouter.base_url())];
+    let (mut child, lines) = start_browser_login(
+        &workspace,
+        "openrouter",
+        &env,
+        "Complete sign-in in your browser. If",
+    );
+    let redirect = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("Listening for OpenRouter OAuth callback on "))
+        .expect("the callback address")
+        .to_string();
+    assert!(
+        redirect.starts_with("http://127.0.0.1:") && redirect.contains("/oauth/callback/"),
+        "{redirect}"
+    );
+    let authorize = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("{}/auth?", openrouter.base_url())))
+        .expect("the authorization URL");
+    assert_eq!(
+        query_param(authorize, "callback_url").map(|u| crate::scripted_http::percent_decode(&u)),
+        Some(redirect.clone())
+    );
+    let challenge = query_param(authorize, "code_challenge").unwrap();
+    // A stray request elsewhere does not end the sign-in.
+    let origin = &redirect[..redirect.find("/oauth").unwrap()];
+    assert!(browser_get(&format!("{origin}/oauth/callback/other?code=x")).contains("404"));
+    assert!(browser_get(&format!("{redirect}?code=or-code-1")).contains("200"));
+    wait_success(&mut child);
+    let exchange = &openrouter.requests()[0];
+    assert_eq!(exchange.path, "/api/v1/auth/keys");
+    let verifier = exchange.body["code_verifier"].as_str().unwrap().to_string();
+    assert_eq!(
+        exchange.body,
+        json!({"code": "or-code-1", "code_verifier": verifier, "code_challenge_method": "S256"})
+    );
+    assert_eq!(s256(&verifier), challenge);
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        auth["openrouter"],
+        json!({"type": "oauth", "access": "sk-or-v1-signed-in", "refresh": "",
+            "expires": 9_007_199_254_740_991_u64})
+    );
+
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
+    let setup = Setup::new(&provider, "openrouter", "aion-labs/aion-2.0")
+        .models_json(r#"{"providers": {"openrouter": {"baseUrl": "__BASE_URL__/v1"}}}"#);
+    let request = prompt_with_login(&workspace, &provider, setup);
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer sk-or-v1-signed-in")
+    );
+}
+
+/// `pi login openai` (1.6.0's Sign in with ChatGPT): the authorization URL names this
+/// installation (settings.json's `deviceId`, made when missing) and pi's dynamic client; a
+/// callback with another state is refused and the sign-in goes on; the right one brings the code
+/// and the issued client id, exchanged with PKCE; stored with 1.6.0's fields.
+#[test]
+fn pi_login_openai_signs_in_with_chatgpt_on_the_1455_callback() {
+    if is_reference() {
+        return;
+    }
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": "chatgpt-access-new", "refresh_token": "chatgpt-refresh-new",
+        "id_token": "header.payload.sig", "expires_in": 3600, "token_type": "Bearer",
+        "scope": "openid profile email offline_access resource.invoke chatgpt.tokens.use.direct"
+    }))]);
+    let workspace = Workspace::new();
+    let env = [(
+        "PI_OAUTH_OPENAI_TOKEN_URL",
+        format!("{}/api/accounts/oauth/token", tokens.base_url()),
+    )];
+    let (mut child, lines) = start_browser_login(
+        &workspace,
+        "openai",
+        &env,
+        "Complete sign-in in your browser. If",
+    );
+    let authorize = lines
+        .iter()
+        .find(|l| l.starts_with("https://auth.openai.com/api/accounts/authorize?"))
+        .expect("the authorization URL")
+        .clone();
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace.agent_dir().join("settings.json")).unwrap(),
+    )
+    .unwrap();
+    let device = settings["deviceId"]
+        .as_str()
+        .expect("a deviceId")
+        .to_string();
+    let get = |name: &str| {
+        query_param(&authorize, name).map(|v| crate::scripted_http::percent_decode(&v))
+    };
+    assert_eq!(get("client_id").as_deref(), Some("dynamic_agent_client"));
+    assert_eq!(get("agent_name_hint").as_deref(), Some("Pi"));
+    assert_eq!(get("ext_agent_host_id"), Some(format!("urn:uuid:{device}")));
+    assert_eq!(
+        get("redirect_uri").as_deref(),
+        Some("http://127.0.0.1:1455/auth/callback")
+    );
+    assert_eq!(
+        get("resource").as_deref(),
+        Some("https://api.openai.com/v1")
+    );
+    assert_eq!(
+        get("scope").as_deref(),
+        Some("openid profile email offline_access resource.invoke chatgpt.tokens.use.direct")
+    );
+    let state = get("state").unwrap();
+    let challenge = get("code_challenge").unwrap();
+    let callback = "http://127.0.0.1:1455/auth/callback";
+    assert!(
+        browser_get(&format!("{callback}?code=c&state=other&client_id=x")).contains("400"),
+        "another login's callback is refused"
+    );
+    let state_q = crate::scripted_http::percent_decode(&state);
+    let ok = format!(
+        "{callback}?code=chatgpt-code-1&state={}&client_id=issued-client-9",
+        form_value(&state_q)
+    );
+    assert!(browser_get(&ok).contains("200"));
+    wait_success(&mut child);
+    let exchange =
+        crate::scripted_http::form(&String::from_utf8_lossy(&tokens.requests()[0].raw_body));
+    let verifier = exchange["code_verifier"].as_str().unwrap().to_string();
+    assert_eq!(s256(&verifier), challenge);
+    assert_eq!(
+        Value::Object(exchange),
+        json!({"grant_type": "authorization_code", "client_id": "issued-client-9",
+            "code": "chatgpt-code-1", "code_verifier": verifier,
+            "redirect_uri": "http://127.0.0.1:1455/auth/callback",
+            "resource": "https://api.openai.com/v1"})
+    );
+    let auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["openai"]
+        .as_object()
+        .expect("openai entry")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["type", "access", "refresh", "expires", "clientId", "scopes"]
+    );
+    assert_eq!(auth["openai"]["access"], "chatgpt-access-new");
+    assert_eq!(auth["openai"]["clientId"], "issued-client-9");
+}
+
+/// A query value as `URLSearchParams` would write it (the state is base64url: nothing to escape
+/// but kept general).
+fn form_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
