@@ -285,6 +285,7 @@ impl Agent {
                 batch.calls[index].handle = Some(mcp.spawn_call(call, batch.sender.clone()))
             }
             _ => {
+                batch.calls[index].images_ready = true;
                 batch.calls[index].handle =
                     Some(tools::spawn_tool(call, context, batch.sender.clone()))
             }
@@ -301,6 +302,11 @@ impl Agent {
             ToolEventKind::Update(partial) => self.on_tool_update(index, partial),
             ToolEventKind::Structured(result) => batch.calls[index].structured = Some(result),
             ToolEventKind::Finished(output) => self.on_tool_finished(index, output),
+            ToolEventKind::ImagesReady(output) => {
+                if matches!(batch.calls[index].wait, Some(CallWait::Images)) {
+                    self.finish_call_now(index, output)
+                }
+            }
             ToolEventKind::Script(event) => self.on_script_event(index, event),
         }
     }
@@ -599,6 +605,7 @@ impl Agent {
             (Some(CallWait::ResultHook(_, mut output)), HookOutcome::ToolResult(patch)) => {
                 if let Some(content) = patch.content {
                     output.content = content;
+                    batch.calls[index].images_ready = false;
                     // As pi: the structured result may no longer match the new content.
                     batch.calls[index].structured = None;
                 }
@@ -654,8 +661,55 @@ impl Agent {
         }
     }
 
-    /// Records a call's final result with its end event.
-    pub(super) fn finish_call(&mut self, index: usize, mut output: ToolOutput) {
+    /// Records a call's final result with its end event, once its images are ready: pi 1.6.0
+    /// scales a result's images to the model's limits after the `tool_result` hook (tools of
+    /// extensions and MCP servers send images of any size), on a worker here. A built-in tool's
+    /// own images are ready already (`read` scales them).
+    pub(super) fn finish_call(&mut self, index: usize, output: ToolOutput) {
+        let has_images = output
+            .content
+            .iter()
+            .any(|b| matches!(b, crate::messages::ContentBlock::Image(_)));
+        let limits = self.image_limits();
+        let Some(batch) = self.batch() else { return };
+        if !has_images || batch.calls[index].images_ready {
+            return self.finish_call_now(index, output);
+        }
+        let sender = batch.sender.clone();
+        let call_id = batch.calls[index].call.id.clone();
+        let (content, details, is_error) = (
+            output.content.clone(),
+            output.details.clone(),
+            output.is_error,
+        );
+        let spawned = std::thread::Builder::new()
+            .name("result-images".to_string())
+            .spawn(move || {
+                let normalized =
+                    crate::tools::image::normalize_tool_result(&content, limits.as_ref());
+                let output = ToolOutput {
+                    content: normalized.unwrap_or(content),
+                    details,
+                    is_error,
+                };
+                let _ = sender.send(ToolEvent {
+                    call_id,
+                    kind: ToolEventKind::ImagesReady(output),
+                });
+            });
+        match spawned {
+            Ok(_) => {
+                batch.calls[index].handle = None;
+                batch.calls[index].wait = Some(CallWait::Images);
+            }
+            Err(e) => {
+                log::error!("could not start the image worker ({e}); the result goes as it came");
+                self.finish_call_now(index, output);
+            }
+        }
+    }
+
+    fn finish_call_now(&mut self, index: usize, mut output: ToolOutput) {
         // Again after the hooks: an extension's patch may bring a key back.
         output.redact();
         let Some(batch) = self.batch() else { return };
@@ -842,9 +896,7 @@ impl Agent {
             model_supports_images: self.model.supports_images(),
             sandbox: self.tools.sandbox.policy(),
             session_env: self.session_env(),
-            image_resize: self.config.auto_resize_images().then(|| {
-                crate::tools::image::ResizeLimits::from_input_limits(self.model.input_limits())
-            }),
+            image_resize: self.image_limits(),
             client: self.tools.client.clone(),
             call_id: String::new(),
         }
