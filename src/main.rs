@@ -380,6 +380,7 @@ fn build_setup(
         thinking,
         tool_names,
         tool_filter: selection.filter,
+        restore_tools_with: selection.restore_with,
         system_prompt,
     })))
 }

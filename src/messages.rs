@@ -333,6 +333,9 @@ pub struct AssistantMessage {
         default
     )]
     pub response_model: Option<String>,
+    /// Whether the model ended its turn (pi 1.6.0: ChatGPT Codex's `end_turn`).
+    #[serde(rename = "endTurn", skip_serializing_if = "Option::is_none", default)]
+    pub end_turn: Option<bool>,
     /// The stop reason as the provider worded it (pi 1.6.0).
     #[serde(
         rename = "rawStopReason",
@@ -377,6 +380,7 @@ impl AssistantMessage {
             timestamp: now_ms(),
             response_id: None,
             response_model: None,
+            end_turn: None,
             raw_stop_reason: None,
             error_message: None,
             duration_ms: None,
@@ -397,6 +401,7 @@ impl AssistantMessage {
             timestamp: self.timestamp,
             response_id: self.response_id.clone(),
             response_model: self.response_model.clone(),
+            end_turn: self.end_turn,
             raw_stop_reason: self.raw_stop_reason.clone(),
             error_message: self.error_message.clone(),
             duration_ms: self.duration_ms,

@@ -234,6 +234,10 @@ impl Agent {
                 draft.set_raw_stop_reason(reason);
                 None
             }
+            StreamEvent::EndTurn(end_turn) => {
+                draft.set_end_turn(end_turn);
+                None
+            }
             StreamEvent::Done {
                 stop_reason,
                 error_message,

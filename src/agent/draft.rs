@@ -129,6 +129,13 @@ impl Draft {
         }
     }
 
+    /// Whether the model ended its turn (not in the legacy profile: 0.73.1 had no such field).
+    pub fn set_end_turn(&mut self, end_turn: bool) {
+        if !self.cumulative {
+            self.message.end_turn = Some(end_turn);
+        }
+    }
+
     /// pi 1.6.0's closing fields of a reply: how long it took and the thinking level its
     /// request asked for (not in the legacy profile).
     pub fn set_timing(

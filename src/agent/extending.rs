@@ -400,27 +400,14 @@ impl Agent {
         self.extensions.run_system_prompt = system_prompt;
         let mut rest: Vec<AgentMessage> = injected.into_iter().map(custom_message).collect();
         rest.extend(std::mem::take(&mut self.extensions.next_turn_messages));
-        if images.is_empty() || !self.config.auto_resize_images() {
+        if images.is_empty() {
             self.start_with_prompt(&text, images, rest);
             return;
         }
         // Decoding and scaling take a while for large images: a worker does it, the loop waits
         // in ScalingImages (abort still works).
-        let limits =
-            crate::tools::image::ResizeLimits::from_input_limits(self.model.input_limits());
-        let (tx, result) = crossbeam_channel::bounded(1);
-        let (work_text, work_images) = (text.clone(), images.clone());
-        let spawned = std::thread::Builder::new()
-            .name("prompt-images".to_string())
-            .spawn(move || {
-                let _ = tx.send(crate::tools::image::scale_prompt(
-                    &work_text,
-                    &work_images,
-                    &limits,
-                ));
-            });
-        match spawned {
-            Ok(_) => {
+        match self.scale_images(&text, &images) {
+            Some(result) => {
                 self.phase = Phase::ScalingImages(Box::new(super::state::ImageWork {
                     result,
                     text,
@@ -428,10 +415,7 @@ impl Agent {
                     rest,
                 }))
             }
-            Err(e) => {
-                log::error!("could not start the image worker ({e}); images go unscaled");
-                self.start_with_prompt(&text, images, rest);
-            }
+            None => self.start_with_prompt(&text, images, rest),
         }
     }
 
@@ -777,7 +761,11 @@ impl Agent {
     }
 
     fn enqueue_message(&mut self, steering: bool, text: String, message: AgentMessage) {
-        let queued = QueuedMessage { text, message };
+        let queued = QueuedMessage {
+            text,
+            message,
+            images: None,
+        };
         if steering {
             self.queues.steering.push_back(queued);
         } else {

@@ -87,9 +87,9 @@ impl Agent {
             &self.tools.extension_tools,
             self.mcp.as_ref(),
         );
-        if let Some(names) = &self.tools.active {
-            self.tools.specs.retain(|s| names.contains(&s.name));
-        }
+        let mut specs = std::mem::take(&mut self.tools.specs);
+        specs.retain(|s| self.tools.is_active(&s.name));
+        self.tools.specs = specs;
     }
 
     /// Starts the run, unless the first prompt must wait for MCP servers first.

@@ -84,6 +84,8 @@ pub struct AgentSetup {
     pub tool_names: Vec<String>,
     /// Which extension tools `--tools` / `--exclude-tools` leave (`tools::selection`).
     pub tool_filter: crate::tools::selection::ToolFilter,
+    /// `Selection::restore_with`: the transcript's tools replace the defaults.
+    pub restore_tools_with: Option<Vec<String>>,
     pub system_prompt: crate::resources::system_prompt::SystemPrompt,
     /// `--models` / enabledModels: what cycle_model cycles through (empty: every available model).
     pub scoped_models: Vec<crate::config::ScopedModel>,
@@ -235,6 +237,7 @@ impl Agent {
             setup.sandbox,
         );
         tools.client = setup.client;
+        tools.restore_with = setup.restore_tools_with;
         let extensions = extending::Extensions::new(
             setup.extensions,
             setup.extension_events,
@@ -247,7 +250,7 @@ impl Agent {
             auto_retry: setup.config.retry_enabled(),
             idle_timeout,
         };
-        Agent {
+        let mut agent = Agent {
             phase: Phase::Idle,
             runs: Runs::default(),
             session: setup.session,
@@ -276,7 +279,9 @@ impl Agent {
                 signals: channels.signals,
                 exit_signal: None,
             },
-        }
+        };
+        agent.restore_session_tools();
+        agent
     }
 
     /// Runs until stdin or stdout closes; returns the process exit code.

@@ -269,12 +269,11 @@ impl Agent {
             project_trusted: self.config.project_trust.trusted,
         };
         // Extension tools outside an extension's `set_active_tools` are not offered: not listed.
-        let active = self.tools.active.as_ref();
         let extension_tools: Vec<crate::extensions::ExtensionTool> = self
             .tools
             .extension_tools
             .iter()
-            .filter(|t| active.is_none_or(|names| names.contains(&t.decl.name)))
+            .filter(|t| self.tools.is_active(&t.decl.name))
             .cloned()
             .collect();
         self.system_prompt = crate::resources::system_prompt::for_run(

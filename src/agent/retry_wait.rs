@@ -58,9 +58,36 @@ impl Agent {
             delay_ms: delay.as_millis() as u64,
             error_message: error.to_string(),
         });
+        self.omit_failed_attempt();
         self.phase = Phase::RetryWait(RetryWait {
             deadline: crate::deadline::after(delay),
         });
+    }
+
+    /// pi 1.6.0 keeps a failed attempt in the session but leaves it out of the model's context
+    /// for good: a `context_edit` entry without replacement (announced by `entry_appended`), so a
+    /// resumed session does not send it either. Only a reply the session recorded has one.
+    fn omit_failed_attempt(&mut self) {
+        let Some(leaf) = self.session.leaf_id().map(str::to_string) else {
+            return;
+        };
+        let failed_reply = self.session.entry(&leaf).is_some_and(|entry| {
+            let value = entry.to_value();
+            value["type"] == "message"
+                && value["message"]["role"] == "assistant"
+                && value["message"]["stopReason"] == "error"
+        });
+        if !failed_reply {
+            return;
+        }
+        match self.session.append_context_edit(&leaf, None) {
+            Ok(id) => {
+                if let Some(entry) = self.session.entry(&id).map(|e| e.to_value()) {
+                    self.emit(Event::EntryAppended { entry });
+                }
+            }
+            Err(e) => log::error!("could not record the failed attempt's omission: {e}"),
+        }
     }
 
     /// The delay ran out: continue the conversation with a new run (no new user message).

@@ -299,6 +299,7 @@ impl Agent {
         let context = self.session.context();
         self.messages = context.messages;
         self.request_cache.invalidate();
+        self.restore_session_tools();
         // The old session and conversation are gone: hand their memory back to the system
         // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).
         return_freed_memory();

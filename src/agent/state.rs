@@ -192,6 +192,9 @@ pub struct CallSlot {
     /// Passed the approval gate and hooks are under way or done (sequential batches start one
     /// call at a time).
     pub gated: bool,
+    /// Its result's images are ready for the model as they are: a built-in tool's (`read`
+    /// scales its own), unless the `tool_result` hook replaced the content.
+    pub images_ready: bool,
     /// An MCP call's whole result (`structuredContent` of `tool_execution_end`).
     pub structured: Option<serde_json::Value>,
     /// A call a `codemode` script made: the script's slot, the script's id for the call, and
@@ -223,6 +226,7 @@ impl CallSlot {
             started: None,
             terminate: false,
             gated: false,
+            images_ready: false,
             structured: None,
             parent: None,
             script: None,
@@ -239,6 +243,8 @@ pub enum CallWait {
     CallHook(HookId),
     /// Extensions' `tool_result` hook on the finished output.
     ResultHook(HookId, ToolOutput),
+    /// The final result's images are being scaled (`ToolEventKind::ImagesReady` brings it).
+    Images,
 }
 
 impl ToolBatch {

@@ -346,6 +346,10 @@ impl Agent {
                 stream.draft.set_raw_stop_reason(reason);
                 None
             }
+            StreamEvent::EndTurn(end_turn) => {
+                stream.draft.set_end_turn(end_turn);
+                None
+            }
             StreamEvent::Done {
                 stop_reason,
                 error_message,

@@ -151,6 +151,24 @@ fn systems(messages: &[AgentMessage]) -> impl Iterator<Item = &SystemMessage> {
     })
 }
 
+/// The tool loadout the transcript records: the names it declares now (in declaration order)
+/// and every name it ever added or removed; `None` when it has no system message.
+pub fn loadout(messages: &[AgentMessage]) -> Option<(Vec<String>, Vec<String>)> {
+    systems(messages).next()?;
+    let name = |tool: &Value| tool["name"].as_str().map(str::to_string);
+    let current = current_tools(messages).iter().filter_map(name).collect();
+    let mut mentioned: Vec<String> = Vec::new();
+    for system in systems(messages) {
+        let tools = system.tools_added.iter().chain(system.tools_removed.iter());
+        for tool in tools.flatten() {
+            if let Some(n) = name(tool).filter(|n| !mentioned.contains(n)) {
+                mentioned.push(n);
+            }
+        }
+    }
+    Some((current, mentioned))
+}
+
 /// The tools the transcript declares after every addition and removal, in declaration order.
 fn current_tools(messages: &[AgentMessage]) -> Vec<Value> {
     let mut tools: Vec<Value> = Vec::new();

@@ -34,6 +34,7 @@ fn agent() -> (Agent, Ends) {
         thinking: ThinkingLevel::Off,
         tool_names: Vec::new(),
         tool_filter: Default::default(),
+        restore_tools_with: None,
         system_prompt: Default::default(),
         scoped_models: Vec::new(),
         messages: Vec::new(),

@@ -43,6 +43,13 @@ pub struct Toolbox {
     pub sandbox: crate::sandbox::Sandbox,
     /// An extension's `set_active_tools` (v2): only these names are offered (None: all).
     pub active: Option<Vec<String>>,
+    /// Tools a restored transcript took out (removed there, or by `-name`): not offered.
+    pub withdrawn: Vec<String>,
+    /// The tools follow the defaults: a transcript's loadout replaces them, with these `+name` /
+    /// `-name` entries applied (`Selection::restore_with`).
+    pub restore_with: Option<Vec<String>>,
+    /// The built-ins the command line and settings chose (a new session starts with them).
+    pub startup_builtins: Vec<String>,
     /// The front door's client, when it reads, writes or runs for the built-in tools (ACP).
     pub client: Option<std::sync::Arc<dyn crate::tools::client::Client>>,
 }
@@ -50,9 +57,11 @@ pub struct Toolbox {
 impl Toolbox {
     /// Whether `name` passes an extension's `set_active_tools` filter.
     pub fn is_active(&self, name: &str) -> bool {
-        self.active
-            .as_ref()
-            .is_none_or(|names| names.iter().any(|n| n == name))
+        !self.withdrawn.iter().any(|n| n == name)
+            && self
+                .active
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n == name))
     }
 }
 
@@ -69,6 +78,7 @@ impl Toolbox {
             .map(|h| crate::extensions::offered(h.tools(), &filter))
             .unwrap_or_default();
         let specs = all_tool_specs(&builtins, &extension_tools, mcp);
+        let startup_builtins = builtins.clone();
         Toolbox {
             builtins,
             filter,
@@ -78,6 +88,9 @@ impl Toolbox {
             grants: Default::default(),
             sandbox,
             active: None,
+            withdrawn: Vec::new(),
+            restore_with: None,
+            startup_builtins,
             client: None,
         }
     }
@@ -120,6 +133,63 @@ pub(super) fn all_tool_specs(
 }
 
 impl Agent {
+    /// A resumed or switched-to session: its transcript's tools, when the tools follow the
+    /// defaults (`restore_tools_from_transcript` with the `+name` / `-name` entries).
+    pub(super) fn restore_session_tools(&mut self) {
+        let Some(modifiers) = self.tools.restore_with.clone() else {
+            return;
+        };
+        let restored =
+            !self.tools.withdrawn.is_empty() || self.tools.builtins != self.tools.startup_builtins;
+        if super::system_message::loadout(&self.messages).is_none() && restored {
+            // A session without a loadout (a new one) starts with the command line's tools.
+            self.tools.builtins = self.tools.startup_builtins.clone();
+            self.tools.withdrawn.clear();
+            self.refresh_tool_specs();
+            self.rebuild_system_prompt();
+        }
+        self.restore_tools_from_transcript(&modifiers);
+    }
+
+    /// pi 1.6.0's restore of a transcript's tools: the ones it declares now are offered instead
+    /// of the current set, plus extension tools it never mentions (registered since), with the
+    /// `+name` / `-name` entries of `modifiers` applied; what it removed stays out. A transcript
+    /// without system messages keeps the current tools.
+    pub(super) fn restore_tools_from_transcript(&mut self, modifiers: &[String]) {
+        use crate::tools::selection::{apply_modifiers, is_builtin};
+        let Some((current, mentioned)) = super::system_message::loadout(&self.messages) else {
+            return;
+        };
+        let extension_names: Vec<String> = self
+            .tools
+            .extension_tools
+            .iter()
+            .map(|t| t.decl.name.clone())
+            .collect();
+        let mut names = current;
+        names.extend(
+            extension_names
+                .iter()
+                .filter(|n| !mentioned.contains(n) && !is_builtin(n))
+                .cloned(),
+        );
+        let names = apply_modifiers(&names, modifiers);
+        self.tools.builtins = names
+            .iter()
+            .filter(|n| is_builtin(n) && self.tools.filter.allows(n))
+            .cloned()
+            .collect();
+        let mut withdrawn: Vec<String> = Vec::new();
+        for name in mentioned.into_iter().chain(extension_names) {
+            if !names.contains(&name) && !withdrawn.contains(&name) {
+                withdrawn.push(name);
+            }
+        }
+        self.tools.withdrawn = withdrawn;
+        self.refresh_tool_specs();
+        self.rebuild_system_prompt();
+    }
+
     /// Starts the calls of a reply.
     pub(super) fn start_tools(&mut self, assistant: SharedJson, calls: Vec<ToolCall>) {
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
@@ -285,6 +355,7 @@ impl Agent {
                 batch.calls[index].handle = Some(mcp.spawn_call(call, batch.sender.clone()))
             }
             _ => {
+                batch.calls[index].images_ready = true;
                 batch.calls[index].handle =
                     Some(tools::spawn_tool(call, context, batch.sender.clone()))
             }
@@ -301,6 +372,11 @@ impl Agent {
             ToolEventKind::Update(partial) => self.on_tool_update(index, partial),
             ToolEventKind::Structured(result) => batch.calls[index].structured = Some(result),
             ToolEventKind::Finished(output) => self.on_tool_finished(index, output),
+            ToolEventKind::ImagesReady(output) => {
+                if matches!(batch.calls[index].wait, Some(CallWait::Images)) {
+                    self.finish_call_now(index, output)
+                }
+            }
             ToolEventKind::Script(event) => self.on_script_event(index, event),
         }
     }
@@ -599,6 +675,7 @@ impl Agent {
             (Some(CallWait::ResultHook(_, mut output)), HookOutcome::ToolResult(patch)) => {
                 if let Some(content) = patch.content {
                     output.content = content;
+                    batch.calls[index].images_ready = false;
                     // As pi: the structured result may no longer match the new content.
                     batch.calls[index].structured = None;
                 }
@@ -654,8 +731,55 @@ impl Agent {
         }
     }
 
-    /// Records a call's final result with its end event.
-    pub(super) fn finish_call(&mut self, index: usize, mut output: ToolOutput) {
+    /// Records a call's final result with its end event, once its images are ready: pi 1.6.0
+    /// scales a result's images to the model's limits after the `tool_result` hook (tools of
+    /// extensions and MCP servers send images of any size), on a worker here. A built-in tool's
+    /// own images are ready already (`read` scales them).
+    pub(super) fn finish_call(&mut self, index: usize, output: ToolOutput) {
+        let has_images = output
+            .content
+            .iter()
+            .any(|b| matches!(b, crate::messages::ContentBlock::Image(_)));
+        let limits = self.image_limits();
+        let Some(batch) = self.batch() else { return };
+        if !has_images || batch.calls[index].images_ready {
+            return self.finish_call_now(index, output);
+        }
+        let sender = batch.sender.clone();
+        let call_id = batch.calls[index].call.id.clone();
+        let (content, details, is_error) = (
+            output.content.clone(),
+            output.details.clone(),
+            output.is_error,
+        );
+        let spawned = std::thread::Builder::new()
+            .name("result-images".to_string())
+            .spawn(move || {
+                let normalized =
+                    crate::tools::image::normalize_tool_result(&content, limits.as_ref());
+                let output = ToolOutput {
+                    content: normalized.unwrap_or(content),
+                    details,
+                    is_error,
+                };
+                let _ = sender.send(ToolEvent {
+                    call_id,
+                    kind: ToolEventKind::ImagesReady(output),
+                });
+            });
+        match spawned {
+            Ok(_) => {
+                batch.calls[index].handle = None;
+                batch.calls[index].wait = Some(CallWait::Images);
+            }
+            Err(e) => {
+                log::error!("could not start the image worker ({e}); the result goes as it came");
+                self.finish_call_now(index, output);
+            }
+        }
+    }
+
+    fn finish_call_now(&mut self, index: usize, mut output: ToolOutput) {
         // Again after the hooks: an extension's patch may bring a key back.
         output.redact();
         let Some(batch) = self.batch() else { return };
@@ -842,9 +966,7 @@ impl Agent {
             model_supports_images: self.model.supports_images(),
             sandbox: self.tools.sandbox.policy(),
             session_env: self.session_env(),
-            image_resize: self.config.auto_resize_images().then(|| {
-                crate::tools::image::ResizeLimits::from_input_limits(self.model.input_limits())
-            }),
+            image_resize: self.image_limits(),
             client: self.tools.client.clone(),
             call_id: String::new(),
         }

@@ -234,6 +234,8 @@ impl Agent {
         };
         self.messages = self.session.context().messages;
         self.request_cache.invalidate();
+        // pi 1.6.0: the branch's own tool loadout, whatever the command line chose.
+        self.restore_tools_from_transcript(&[]);
         let mut event = json!({
             "type": "session_tree",
             "newLeafId": self.session.leaf_id(),

@@ -109,6 +109,11 @@ impl Emitter {
         self.events.push(StreamEvent::RawStopReason(reason.into()));
     }
 
+    /// Whether the model ended its turn (kept as `endTurn`).
+    pub fn end_turn(&mut self, end_turn: bool) {
+        self.events.push(StreamEvent::EndTurn(end_turn));
+    }
+
     /// The stream finished; an error stop carries pi's unknown-error text.
     pub fn done(&mut self, stop_reason: StopReason) {
         let error_message =

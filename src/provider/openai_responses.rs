@@ -766,6 +766,12 @@ impl Decoder {
         if let Some(id) = response["id"].as_str().filter(|id| !id.is_empty()) {
             self.set_response_id(id, out);
         }
+        // ChatGPT Codex says whether the model ended its turn (pi 1.6.0 keeps it as `endTurn`).
+        if self.map_event.is_some()
+            && let Some(end_turn) = response["end_turn"].as_bool()
+        {
+            out.end_turn(end_turn);
+        }
         if let Some(usage) = response.get("usage").filter(|u| js_truthy(u)) {
             let cached = token_count(&usage["input_tokens_details"]["cached_tokens"]);
             out.usage(Usage {

@@ -131,6 +131,8 @@ pub enum StreamEvent {
     PricedUsage(Usage),
     /// The stop reason in the provider's own words (pi 1.6.0's `rawStopReason`).
     RawStopReason(String),
+    /// Whether the model ended its turn (ChatGPT Codex's `end_turn`, pi 1.6.0's `endTurn`).
+    EndTurn(bool),
     /// The stream finished. An `Error` stop reason carries the provider's message.
     Done {
         stop_reason: StopReason,

@@ -636,6 +636,26 @@ impl SessionLog {
         })
     }
 
+    /// pi 1.6.0's `context_edit`: from here on the model's context leaves out (`None`) or
+    /// replaces the message of entry `target_id`; the entry itself stays in the file.
+    pub fn append_context_edit(
+        &mut self,
+        target_id: &str,
+        replacement: Option<Value>,
+    ) -> Result<String, SessionError> {
+        let parent = self.leaf_id().map(str::to_string);
+        let id = ids::entry_id(&|candidate| self.by_id.contains(&self.entries, candidate));
+        let timestamp = now_iso();
+        let line = serde_json::json!({
+            "type": "context_edit", "id": id, "parentId": parent, "timestamp": timestamp,
+            "targetId": target_id, "replacement": replacement,
+        });
+        let entry = SessionEntry::new(id.clone(), parent, timestamp, EntryKind::Unknown(line));
+        self.push(entry);
+        self.persist()?;
+        Ok(id)
+    }
+
     pub fn append_custom(
         &mut self,
         custom_type: &str,

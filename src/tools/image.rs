@@ -14,7 +14,7 @@ use image::imageops::FilterType;
 use image::{DynamicImage, ImageDecoder, ImageReader};
 use serde_json::Value;
 
-use crate::messages::ImageContent;
+use crate::messages::{ContentBlock, ImageContent, TextContent};
 
 /// How large an image a model is sent (pi 1.6.0's `inputLimits.images.resize`, its defaults).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,8 +79,26 @@ pub const OMITTED: &str =
 pub const NOT_CONVERTED: &str =
     "[Image omitted: could not be converted to a supported inline image format.]";
 
-/// The types a model takes as they are; anything else (BMP) is converted to PNG first.
-const INLINE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// The type a model takes an image of MIME type `base` as (`image/jpg` is `image/jpeg`); `None`
+/// for a type that is converted to PNG first (BMP).
+fn inline_type(base: &str) -> Option<&'static str> {
+    match base {
+        "image/png" => Some("image/png"),
+        "image/jpeg" | "image/jpg" => Some("image/jpeg"),
+        "image/gif" => Some("image/gif"),
+        "image/webp" => Some("image/webp"),
+        _ => None,
+    }
+}
+
+/// A MIME type without its parameters, lower case (`Image/PNG; x=y` is `image/png`).
+fn base_mime(mime: &str) -> String {
+    mime.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
 
 /// An image file as pi 1.6.0's `processImage` makes it ready: a type the model does not take
 /// (BMP) converted to PNG first, then scaled into `limits` (`None`: `images.autoResize` off, no
@@ -91,13 +109,15 @@ pub fn prepare(
     limits: Option<&ResizeLimits>,
 ) -> Result<Processed, String> {
     let converted;
-    let (bytes, mime, from) = if INLINE_TYPES.contains(&mime) {
-        (bytes, mime, None)
-    } else {
-        converted = decode(bytes)
-            .and_then(|image| encode_png(&image))
-            .ok_or_else(|| NOT_CONVERTED.to_string())?;
-        (&converted[..], "image/png", Some(mime))
+    let base = base_mime(mime);
+    let (bytes, mime, from) = match inline_type(&base) {
+        Some(inline) => (bytes, inline, None),
+        None => {
+            converted = decode(bytes)
+                .and_then(|image| encode_png(&image))
+                .ok_or_else(|| NOT_CONVERTED.to_string())?;
+            (&converted[..], "image/png", Some(base.as_str()))
+        }
     };
     let mut processed = match limits {
         Some(limits) => process(bytes, mime, limits)?,
@@ -196,26 +216,31 @@ pub fn process(bytes: &[u8], mime: &str, limits: &ResizeLimits) -> Result<Proces
     }
 }
 
-/// A prompt's images as pi 1.6.0 sends them: each scaled with `process`; the notes (coordinate
-/// mappings, or `OMITTED` for an image left out) follow the text after a blank line.
+/// A prompt's (or a queued message's) images as pi 1.6.0 sends them: each made ready with
+/// `prepare` (`limits` `None`: `images.autoResize` off); the notes (conversions, coordinate
+/// mappings, or why an image was left out) follow the text after a blank line.
 pub fn scale_prompt(
     text: &str,
     images: &[ImageContent],
-    limits: &ResizeLimits,
+    limits: Option<&ResizeLimits>,
 ) -> (String, Vec<ImageContent>) {
     let mut kept = Vec::with_capacity(images.len());
     let mut notes: Vec<String> = Vec::new();
     for image in images {
-        let processed = STANDARD
-            .decode(image.data.as_bytes())
-            .map_err(|_| OMITTED.to_string())
-            .and_then(|bytes| process(&bytes, &image.mime_type, limits));
-        match processed {
-            Ok(processed) => {
-                kept.push(processed.image);
-                notes.extend(processed.note);
-            }
-            Err(omitted) => notes.push(omitted),
+        match STANDARD.decode(image.data.as_bytes()) {
+            Ok(bytes) => match prepare(&bytes, &image.mime_type, limits) {
+                Ok(processed) => {
+                    kept.push(processed.image);
+                    notes.extend(processed.note);
+                }
+                Err(omitted) => notes.push(omitted),
+            },
+            // Not base64: pi 1.6.0 decodes leniently and then fails to read the image.
+            Err(_) => notes.push(if inline_type(&base_mime(&image.mime_type)).is_some() {
+                OMITTED.to_string()
+            } else {
+                NOT_CONVERTED.to_string()
+            }),
         }
     }
     let text = if notes.is_empty() {
@@ -224,6 +249,41 @@ pub fn scale_prompt(
         format!("{text}\n\n{}", notes.join("\n"))
     };
     (text, kept)
+}
+
+/// A tool result's images as pi 1.6.0 keeps them (extension and MCP tools hand back images of
+/// any size): each made ready with `prepare`, its notes in a text block right after it; an image
+/// that cannot be made ready stays as it came. `None` when nothing changed.
+pub fn normalize_tool_result(
+    content: &[ContentBlock],
+    limits: Option<&ResizeLimits>,
+) -> Option<Vec<ContentBlock>> {
+    if !content.iter().any(|b| matches!(b, ContentBlock::Image(_))) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(content.len() + 1);
+    let mut changed = false;
+    for block in content {
+        let ContentBlock::Image(image) = block else {
+            out.push(block.clone());
+            continue;
+        };
+        let processed = STANDARD
+            .decode(image.data.as_bytes())
+            .map_err(|_| OMITTED.to_string())
+            .and_then(|bytes| prepare(&bytes, &image.mime_type, limits));
+        match processed {
+            Ok(processed) if processed.image != *image || processed.note.is_some() => {
+                out.push(ContentBlock::Image(processed.image));
+                if let Some(note) = processed.note {
+                    out.push(ContentBlock::Text(TextContent::new(&note)));
+                }
+                changed = true;
+            }
+            _ => out.push(block.clone()),
+        }
+    }
+    changed.then_some(out)
 }
 
 /// The note pi 1.6.0 puts beside a scaled image so the model can map coordinates back.

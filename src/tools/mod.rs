@@ -116,6 +116,8 @@ pub enum ToolEventKind {
     /// `Finished`: it rides on `tool_execution_end` (and the `tool_result` hook) only.
     Structured(serde_json::Value),
     Finished(ToolOutput),
+    /// The agent's own: a finished result with its images made ready for the model.
+    ImagesReady(ToolOutput),
     /// What a running `codemode` script did (output, a nested call, its end).
     Script(codemode::engine::FromScript),
 }

@@ -57,6 +57,10 @@ pub struct Selection {
     /// The built-in tools offered, in selection order.
     pub builtins: Vec<String>,
     pub filter: ToolFilter,
+    /// The tools follow the defaults (no `--tools` list, or only `+name` / `-name` entries, and
+    /// no `--no-tools`): a resumed transcript's tools then replace them, with these modifiers
+    /// applied (pi 1.6.0). `None`: the command line chose the tools.
+    pub restore_with: Option<Vec<String>>,
 }
 
 fn matches_any(entries: &[String], name: &str) -> bool {
@@ -90,7 +94,7 @@ pub fn tool_list_error(entries: &[String]) -> Option<String> {
 }
 
 /// `+name` adds a tool, `-name` removes one, in order; other entries are skipped.
-fn apply_modifiers(base: &[String], entries: &[String]) -> Vec<String> {
+pub fn apply_modifiers(base: &[String], entries: &[String]) -> Vec<String> {
     let mut tools = base.to_vec();
     for entry in entries.iter().filter(|e| is_modifier(e)) {
         let name = &entry[1..];
@@ -188,7 +192,14 @@ pub fn resolve(
             builtins.push(name);
         }
     }
-    Selection { builtins, filter }
+    let follows_defaults = no_tools == NoTools::Keep && (tools.is_none() || modifiers.is_some());
+    let restore_with =
+        follows_defaults.then(|| modifiers.map(<[String]>::to_vec).unwrap_or_default());
+    Selection {
+        builtins,
+        filter,
+        restore_with,
+    }
 }
 
 /// The plain names in `lists` (modifiers' names included, patterns skipped) that name no

@@ -230,7 +230,15 @@ fn overloaded_stream_error_is_retried() {
                "errorMessage": error_text})
     );
     let second_run = pi.records_until_event("agent_end");
-    check_transcript(&second_run, &[json!({"type": "agent_start"}), json!(GAP)]);
+    // pi 1.6.0: the failed attempt's context_edit comes first.
+    check_transcript(
+        &second_run,
+        &[
+            json!({"type": "entry_appended", "entry": {"type": "context_edit"}}),
+            json!({"type": "agent_start"}),
+            json!(GAP),
+        ],
+    );
     let labels = event_labels(&second_run);
     assert!(
         !labels.contains(&"message_start:user".to_string()),

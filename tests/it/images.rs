@@ -3,8 +3,14 @@
 //! models.json `inputLimits.images.resize`), re-encoded as the smaller of PNG and JPEG, with
 //! 1.6.0's coordinate note; the fake provider's request bodies show what the model gets.
 //!
-//! Reference: pi 1.6.0 gives the same notes and sizes for these images (checked by hand with the
-//! same files); 0.73.1 sends images unscaled, so these tests fail there by design.
+//! The same holds for the images of `steer` and `follow_up` messages (made ready at delivery),
+//! for BMP images in prompts (converted to PNG), and for the images an MCP server's or an
+//! extension's tool returns (scaled after the `tool_result` hook, the note in a text block right
+//! after the image).
+//!
+//! Reference: pi 1.6.0 gives the same notes and sizes for these images (the queue and MCP tests
+//! pass with `PI_TEST_BIN=<pi 1.6.0>`); 0.73.1 sends images unscaled, so these tests fail there
+//! by design.
 
 use std::io::Cursor;
 use std::time::Duration;
@@ -13,8 +19,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use crate::fake_provider::FakeProvider;
-use crate::support::{Pi, Setup, Workspace, prompt, text_reply, tool_ends, tool_script};
+use crate::fake_provider::{FakeProvider, Reply, fixture_path};
+use crate::support::{
+    GATED_COMMAND, Pi, Setup, Workspace, open_gate, prompt, text_reply, tool_ends, tool_script,
+    write_mcp_json,
+};
 
 /// A `width`×`height` PNG with a smooth pattern (small file, many pixels).
 fn png(width: u32, height: u32) -> Vec<u8> {
@@ -30,6 +39,26 @@ fn png(width: u32, height: u32) -> Vec<u8> {
         .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
         .expect("encode png");
     out
+}
+
+/// A small BMP file (`width`×`height`).
+fn bmp(width: u32, height: u32) -> Vec<u8> {
+    let pixels = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([x as u8 * 40, y as u8 * 60, 90])
+    });
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgb8(pixels)
+        .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Bmp)
+        .expect("encode bmp");
+    out
+}
+
+/// The user messages of a run (`message_end`), in order.
+fn user_messages(run: &[Value]) -> Vec<Value> {
+    run.iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "user")
+        .map(|r| r["message"].clone())
+        .collect()
 }
 
 /// Width and height of a base64 image.
@@ -109,13 +138,7 @@ fn read_of_a_large_png_sends_it_scaled_with_the_coordinate_note() {
 #[test]
 fn read_of_a_bmp_sends_it_as_png_with_the_conversion_note() {
     let workspace = Workspace::new();
-    let pixels =
-        image::RgbImage::from_fn(6, 4, |x, y| image::Rgb([x as u8 * 40, y as u8 * 60, 90]));
-    let mut bmp = Vec::new();
-    image::DynamicImage::ImageRgb8(pixels)
-        .write_to(&mut Cursor::new(&mut bmp), image::ImageFormat::Bmp)
-        .expect("encode bmp");
-    std::fs::write(workspace.cwd().join("shot.bmp"), &bmp).unwrap();
+    std::fs::write(workspace.cwd().join("shot.bmp"), bmp(6, 4)).unwrap();
     let fake = FakeProvider::start(tool_script(&[("read", json!({"path": "shot.bmp"}))]));
     let setup = Setup::anthropic(&fake).arg("--tools").arg("read");
     let mut pi = Pi::spawn_in(&workspace, &setup);
@@ -203,6 +226,143 @@ fn prompt_images_are_scaled_to_the_models_limits() {
         dimensions(user["content"][2]["data"].as_str().unwrap()),
         (100, 50)
     );
+    pi.close_and_wait();
+    fake.finish();
+}
+
+/// A prompt's BMP image is sent as PNG with the conversion note (pi-rs sent it as BMP before).
+#[test]
+fn a_prompt_bmp_image_is_sent_as_png_with_the_conversion_note() {
+    let fake = FakeProvider::start(vec![text_reply("Seen.")]);
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Look",
+                   "images": [{"type": "image", "data": STANDARD.encode(bmp(6, 4)), "mimeType": "image/bmp"}]}));
+    let run = pi.records_until_event("agent_end");
+    let user = user_messages(&run).remove(0);
+    assert_eq!(
+        user["content"][0]["text"],
+        "Look\n\n[Image converted from image/bmp to image/png.]"
+    );
+    assert_eq!(user["content"][1]["mimeType"], "image/png");
+    let data = user["content"][1]["data"].as_str().unwrap();
+    assert_eq!(dimensions(data), (6, 4));
+    assert_eq!(
+        body_images(&fake.requests()[0].body),
+        [("image/png".to_string(), data.to_string())]
+    );
+    pi.close_and_wait();
+    fake.finish();
+}
+
+/// Images sent with `steer` and `follow_up` during a run are made ready when the message is
+/// delivered, as a prompt's are: the large PNG scaled with the coordinate note, the BMP
+/// converted; `queue_update` still lists the texts as sent.
+#[test]
+fn steer_and_follow_up_images_are_scaled_at_delivery() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(crate::sse::anthropic_bash("toolu_gate", GATED_COMMAND)),
+        text_reply("Steered."),
+        text_reply("Followed."),
+    ]);
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake));
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Run the slow thing"}));
+    pi.wait_for_event("tool_execution_start");
+    let large = STANDARD.encode(png(2500, 600));
+    let response = pi.command(
+        "s1",
+        "steer",
+        json!({"message": "Look at this",
+               "images": [{"type": "image", "data": large, "mimeType": "image/png"}]}),
+    );
+    assert_eq!(response["success"], true, "{response}");
+    let response = pi.command(
+        "f1",
+        "follow_up",
+        json!({"message": "And this",
+               "images": [{"type": "image", "data": STANDARD.encode(bmp(6, 4)), "mimeType": "image/bmp"}]}),
+    );
+    assert_eq!(response["success"], true, "{response}");
+    open_gate(&pi);
+    let run = pi.records_until_event("agent_end");
+    let users = user_messages(&run);
+    assert_eq!(users.len(), 2, "{users:?}");
+    assert_eq!(
+        users[0]["content"][0]["text"],
+        "Look at this\n\n[Image: original 2500x600, displayed at 2000x480. Multiply coordinates \
+         by 1.25 to map to original image.]"
+    );
+    let scaled = users[0]["content"][1]["data"].as_str().unwrap();
+    assert_eq!(dimensions(scaled), (2000, 480));
+    assert_eq!(
+        users[1]["content"][0]["text"],
+        "And this\n\n[Image converted from image/bmp to image/png.]"
+    );
+    assert_eq!(users[1]["content"][1]["mimeType"], "image/png");
+    let converted = users[1]["content"][1]["data"].as_str().unwrap();
+    assert_eq!(dimensions(converted), (6, 4));
+    // The queue lists what the client sent.
+    let updates: Vec<&Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "queue_update")
+        .collect();
+    assert_eq!(
+        updates[1],
+        &json!({"type": "queue_update", "steering": ["Look at this"], "followUp": ["And this"]})
+    );
+    let requests = fake.requests();
+    let sent: Vec<String> = body_images(&requests[1].body)
+        .into_iter()
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(sent, [scaled.to_string()]);
+    assert!(
+        body_images(&requests[2].body).contains(&("image/png".to_string(), converted.to_string()))
+    );
+    pi.close_and_wait();
+    fake.finish();
+}
+
+/// An MCP tool's 2400×300 image is scaled to 2000×250 before `tool_execution_end`, the note in
+/// a text block right after it, in the tool result message and the next request alike.
+#[test]
+fn an_mcp_tool_results_image_is_scaled_with_the_note_after_it() {
+    let workspace = Workspace::new();
+    let picture = workspace.cwd().join("big.png");
+    std::fs::write(&picture, png(2400, 300)).unwrap();
+    write_mcp_json(
+        &workspace,
+        json!({"fake": {"command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+                        "exposure": "direct"}}),
+    );
+    let fake = FakeProvider::start(tool_script(&[(
+        "mcp__fake__picture",
+        json!({"text": picture.to_string_lossy()}),
+    )]));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let run = prompt(&mut pi, "p1", "Show the picture");
+    let result_message = run
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "toolResult")
+        .expect("the tool result")["message"]
+        .clone();
+    let ends = tool_ends(run, 1);
+    let content = &ends[0]["result"]["content"];
+    assert_eq!(content[0]["type"], "image", "{content}");
+    let data = content[0]["data"].as_str().unwrap();
+    assert_eq!(dimensions(data), (2000, 250));
+    assert_eq!(
+        content[1],
+        json!({"type": "text", "text": "[Image: original 2400x300, displayed at 2000x250. \
+               Multiply coordinates by 1.20 to map to original image.]"})
+    );
+    assert_eq!(content[2], json!({"type": "text", "text": "a picture"}));
+    assert_eq!(&result_message["content"], content);
+    let sent: Vec<String> = body_images(&fake.requests()[1].body)
+        .into_iter()
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(sent, [data.to_string()]);
     pi.close_and_wait();
     fake.finish();
 }

@@ -455,7 +455,7 @@ fn startup_problems_are_reported_once_and_listed() {
         "{}",
         list[0]
     );
-    assert_eq!(list[2]["toolCount"], 8);
+    assert_eq!(list[2]["toolCount"], 9);
     assert_eq!(list[2]["description"], "Fake server for tests");
 
     // `/mcp` prints the status as pi's command does outside its TUI; `reconnect` connects again.
@@ -470,7 +470,7 @@ fn startup_problems_are_reported_once_and_listed() {
         .pop()
         .unwrap();
     let text = status["message"].as_str().unwrap();
-    assert!(text.starts_with("bad: failed (codemode)\n    MCP connection closed\n    fake server: missing configuration FAKE_CONFIG\noff: disabled (codemode)\nfake: connected, 8 tools (codemode)\nconfig error: "), "{text}");
+    assert!(text.starts_with("bad: failed (codemode)\n    MCP connection closed\n    fake server: missing configuration FAKE_CONFIG\noff: disabled (codemode)\nfake: connected, 9 tools (codemode)\nconfig error: "), "{text}");
     pi.command("3", "prompt", json!({"message": "/mcp reconnect fake"}));
     let deadline = pi.deadline();
     let notices: Vec<String> = pi
@@ -490,7 +490,7 @@ fn startup_problems_are_reported_once_and_listed() {
     // As pi: the outcome only, then the prompt's answer.
     assert_eq!(
         notices,
-        ["Reconnected to MCP server \"fake\" (connected · 8 tools · resources)."]
+        ["Reconnected to MCP server \"fake\" (connected · 9 tools · resources)."]
     );
     let commands = pi.command("4", "get_commands", json!({}));
     assert_eq!(commands["data"]["commands"][0]["name"], "mcp");
@@ -671,7 +671,7 @@ fn pi_mcp_add_list_remove_edit_mcp_json() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let expected = format!(
-        "fake: connected, 8 tools (codemode, global)\n  {} --x\n  tools: echo, crash, garbage, slow, progress, huge, grow, mixed\n  offers resources\nweb: failed (codemode, global)\n  http://127.0.0.1:9/mcp\n  MCP HTTP request failed: ",
+        "fake: connected, 9 tools (codemode, global)\n  {} --x\n  tools: echo, crash, garbage, slow, progress, huge, grow, mixed, picture\n  offers resources\nweb: failed (codemode, global)\n  http://127.0.0.1:9/mcp\n  MCP HTTP request failed: ",
         server.display()
     );
     assert!(stdout.starts_with(&expected), "{stdout}");

@@ -247,3 +247,40 @@ fn pi_messages_keeps_the_servers_usage_and_cost() {
     assert!(message.get("rawStopReason").is_none());
     assert_timed(&message, "medium");
 }
+
+/// ChatGPT Codex says whether the model ended its turn: pi 1.6.0 keeps it as `endTurn`, after
+/// `responseId` and before `rawStopReason`; OpenAI's own Responses API gets no such field.
+/// Reference: the assertions hold against 1.6.0 too; its fake provider then reports the second
+/// request's body as not JSON (1.6.0 compresses Codex bodies), which this fake does not read.
+#[test]
+fn codex_keeps_whether_the_model_ended_its_turn() {
+    use base64::Engine;
+    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct_42"}});
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+    let token = format!("eyJhbGciOiJub25lIn0.{payload}.sig");
+    let done = |end_turn: &str| {
+        fixture("openai-responses/text.sse").replace(
+            "\"status\":\"completed\",\"background\"",
+            &format!("\"status\":\"completed\",\"end_turn\":{end_turn},\"background\""),
+        )
+    };
+    let fake = FakeProvider::start(vec![Reply::sse(done("false")), Reply::sse(done("true"))]);
+    let login = json!({"openai-codex": {"type": "oauth", "access": token, "refresh": "r-123456",
+        "expires": 4102444800000u64, "accountId": "acct_42"}});
+    let setup = Setup::new(&fake, "openai-codex", "gpt-5.2")
+        .models_json(r#"{"providers": {"openai-codex": {"baseUrl": "__BASE_URL__/backend-api"}}}"#)
+        .file("../agent/auth.json", &login.to_string())
+        // 1.6.0 would try a WebSocket first (and record its failure in `diagnostics`).
+        .settings(json!({"transport": "sse"}));
+    let messages = replies(&setup, 2);
+    assert_eq!(messages[0]["endTurn"], false, "{}", messages[0]);
+    assert_eq!(messages[1]["endTurn"], true);
+    let text = messages[0].to_string();
+    let at = |key: &str| text.find(&format!("\"{key}\"")).unwrap();
+    assert!(at("responseId") < at("endTurn") && at("endTurn") < at("rawStopReason"));
+
+    let fake = FakeProvider::start(vec![Reply::sse(done("false"))]);
+    let setup = Setup::new(&fake, "fake-responses", "fake-gpt-5").models_json(MODELS);
+    let message = replies(&setup, 1).remove(0);
+    assert!(message.get("endTurn").is_none(), "{message}");
+}

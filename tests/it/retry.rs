@@ -56,6 +56,7 @@ fn overloaded_529_is_retried_then_succeeds() {
             "turn_end",
             "agent_end",
             "auto_retry_start",
+            "entry_appended",
             "agent_start",
             "turn_start",
             "message_start:assistant",
@@ -91,6 +92,27 @@ fn overloaded_529_is_retried_then_succeeds() {
         *start,
         json!({"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 50,
                "errorMessage": error_text})
+    );
+    // pi 1.6.0 leaves the failed attempt out of the context for good: a context_edit of its
+    // entry (the session's entry before it), without replacement.
+    let edit = &records
+        .iter()
+        .find(|r| r["type"] == "entry_appended")
+        .expect("entry_appended")["entry"];
+    assert_eq!(edit["type"], "context_edit", "{edit}");
+    assert_eq!(edit["targetId"], edit["parentId"], "{edit}");
+    assert_eq!(edit["replacement"], Value::Null);
+    let keys: Vec<&String> = edit.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "type",
+            "id",
+            "parentId",
+            "timestamp",
+            "targetId",
+            "replacement"
+        ]
     );
     let end = records
         .iter()
@@ -222,7 +244,7 @@ fn abort_retry_cancels_the_pending_retry() {
     let records = pi.records_until_event("agent_settled");
     assert_eq!(
         flow(&records),
-        ["auto_retry_end", "agent_settled"],
+        ["entry_appended", "auto_retry_end", "agent_settled"],
         "{records:?}"
     );
     let end = records

@@ -142,3 +142,81 @@ fn unknown_tool_names_are_ignored_with_one_warning() {
     let (names, _) = declared(plain, &["--tools", "+nosuch,-write"]);
     assert_eq!(sorted(names), ["bash", "edit", "read"]);
 }
+
+/// A resumed session offers the tools its transcript declares (its system messages), not the
+/// defaults; `+name` / `-name` adjust that set; an explicit list replaces it. pi 1.6.0 then
+/// records no tool change for the unchanged set (no new system message).
+#[test]
+fn a_resumed_session_restores_the_transcripts_tools() {
+    let fake = FakeProvider::start(vec![
+        text_reply("one"),
+        text_reply("two"),
+        text_reply("three"),
+        text_reply("four"),
+    ]);
+    let workspace = crate::support::Workspace::new();
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .arg("--tools")
+        .arg("read,grep");
+    let mut pi = crate::support::Pi::spawn_in(&workspace, &setup);
+    crate::support::prompt(&mut pi, "p1", "first");
+    let file = crate::support::session_file(&mut pi, "s1");
+    pi.close_and_wait();
+
+    let resume = |extra: &[&str]| {
+        let mut setup = Setup::anthropic(&fake)
+            .with_sessions()
+            .arg("--session")
+            .arg(&file.to_string_lossy());
+        for arg in extra {
+            setup = setup.arg(arg);
+        }
+        let mut pi = crate::support::Pi::spawn_in(&workspace, &setup);
+        let run = crate::support::prompt(&mut pi, "p", "again");
+        pi.close_and_wait();
+        run.iter()
+            .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+            .map(|r| r["message"].clone())
+            .collect::<Vec<_>>()
+    };
+    let names = |n: usize| -> Vec<String> {
+        fake.requests()[n].body["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(sorted(names(0)), ["grep", "read"]);
+
+    // Resumed with the defaults: the transcript's tools, and nothing new to record.
+    let systems = resume(&[]);
+    assert_eq!(sorted(names(1)), ["grep", "read"]);
+    assert!(systems.is_empty(), "{systems:?}");
+
+    // `+bash,-grep` adjusts the restored set; the change is recorded.
+    let systems = resume(&["--tools", "+bash,-grep"]);
+    assert_eq!(sorted(names(2)), ["bash", "read"]);
+    assert_eq!(systems.len(), 1, "{systems:?}");
+    let added: Vec<&str> = systems[0]["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(added, ["bash"]);
+    assert_eq!(
+        systems[0]["toolsRemoved"][0]["name"], "grep",
+        "{}",
+        systems[0]
+    );
+
+    // A plain list replaces it.
+    resume(&["--tools", "ls"]);
+    assert_eq!(sorted(names(3)), ["ls"]);
+    fake.finish();
+}
