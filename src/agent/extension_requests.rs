@@ -128,6 +128,7 @@ impl Agent {
                 .leaf_id()
                 .and_then(entry_value)
                 .unwrap_or(Value::Null),
+            Query::McpServers => self.extensions.mcp_servers.to_json(),
             Query::Idle => json!({
                 "idle": !self.is_busy(),
                 "pendingMessages": !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty(),
@@ -181,6 +182,7 @@ impl Agent {
         }
         let answer = self.control(extension, action);
         self.answer_extension(extension, id, answer);
+        self.send_mcp_servers_change();
     }
 
     /// Answers a control request (`action_result`); without an id a failure is an
@@ -463,6 +465,13 @@ impl Agent {
             | ControlAction::Reload
             | ControlAction::NavigateTree(_)
             | ControlAction::WaitForIdle => Ok(Value::Null),
+            ControlAction::RegisterMcpServer { name, config } => {
+                self.register_mcp_server(extension, &name, &config)
+            }
+            ControlAction::UnregisterMcpServer { name } => {
+                self.unregister_mcp_server(extension, &name);
+                Ok(Value::Null)
+            }
         }
     }
 }

@@ -83,6 +83,10 @@ impl Agent {
         }
         self.extensions.idle_waiters.clear();
         self.extensions.pending_execs.clear();
+        // Registrations are not kept (as in pi): the new extensions register again.
+        if self.extensions.mcp_servers.clear() {
+            self.mcp_servers_changed(false);
+        }
 
         let inputs = &mut self.extensions.reload.resources;
         inputs.cwd = self.config.cwd.clone();

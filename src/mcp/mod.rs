@@ -21,6 +21,7 @@ pub mod log;
 pub mod login;
 pub mod naming;
 pub mod oauth;
+pub mod registered;
 pub mod resources;
 pub mod transport;
 
@@ -88,6 +89,11 @@ struct Server {
     instructions: Option<String>,
     protocol_version: Option<String>,
     error: Option<String>,
+    /// The extension's registration it was started from (registered servers only).
+    registration: Option<registered::Registration>,
+    /// Unregistered: its connection is closed, it is no longer shown, and news from its
+    /// thread is dropped (the slot stays so the other servers' indexes do not move).
+    removed: bool,
 }
 
 /// One tool the model can call.
@@ -158,6 +164,14 @@ pub struct McpHost {
     reconnecting: Vec<(usize, Option<Value>)>,
     /// What the client gets, taken by the agent after each event and command.
     notices: Vec<Notice>,
+    /// Where servers registered later start: the session's directory and the sandbox.
+    cwd: PathBuf,
+    sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
+    /// pi's `overridden` lines: registrations an mcp.json server of the same name replaces.
+    overridden: Vec<String>,
+    /// Servers registered after the startup report: their problems are reported once they
+    /// have all connected or failed (as pi reports the servers it connected).
+    late: Vec<usize>,
 }
 
 impl McpHost {
@@ -172,45 +186,8 @@ impl McpHost {
         reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     ) -> McpHost {
         let (events_tx, events) = crossbeam_channel::unbounded();
-        let mut servers = Vec::new();
-        let mut config_errors = config.errors;
-        for (index, server) in config.servers.into_iter().enumerate() {
-            let mut entry = Server {
-                status: Status::Disabled,
-                commands: None,
-                thread: None,
-                tools: Vec::new(),
-                has_resources: false,
-                instructions: None,
-                protocol_version: None,
-                error: None,
-                config: server,
-            };
-            if entry.config.enabled {
-                let spawned = connection::spawn(
-                    index,
-                    entry.config.clone(),
-                    cwd.clone(),
-                    agent_dir.clone(),
-                    reconnect_sandbox.clone(),
-                    events_tx.clone(),
-                );
-                match spawned {
-                    Ok((commands, thread)) => {
-                        entry.status = Status::Connecting;
-                        entry.commands = Some(commands);
-                        entry.thread = Some(thread);
-                    }
-                    Err(e) => config_errors.push(format!(
-                        "{}: cannot start its thread: {e}",
-                        entry.config.name
-                    )),
-                }
-            }
-            servers.push(entry);
-        }
         let mut host = McpHost {
-            servers,
+            servers: Vec::new(),
             events,
             events_tx,
             agent_dir,
@@ -218,18 +195,170 @@ impl McpHost {
             deferred: Vec::new(),
             tools: Vec::new(),
             filter,
-            config_errors,
+            config_errors: config.errors,
             next_key: Arc::new(AtomicU64::new(1)),
             waited: false,
             reported: false,
             reconnecting: Vec::new(),
             notices: Vec::new(),
+            cwd,
+            sandbox: reconnect_sandbox,
+            overridden: Vec::new(),
+            late: Vec::new(),
         };
+        for server in config.servers {
+            if let Err(e) = host.add_server(server, None) {
+                host.config_errors.push(e);
+            }
+        }
         // With nothing to connect (only invalid or disabled entries) the report is due now.
         if let Some(report) = host.take_startup_report() {
             host.notices.push(Notice::Notify(report, "warning"));
         }
         host
+    }
+
+    /// Adds a server and starts its connection thread when it is enabled (the error names the
+    /// server when the thread cannot start).
+    fn add_server(
+        &mut self,
+        config: ServerConfig,
+        registration: Option<registered::Registration>,
+    ) -> Result<usize, String> {
+        let index = self.servers.len();
+        let mut entry = Server {
+            status: Status::Disabled,
+            commands: None,
+            thread: None,
+            tools: Vec::new(),
+            has_resources: false,
+            instructions: None,
+            protocol_version: None,
+            error: None,
+            registration,
+            removed: false,
+            config,
+        };
+        let mut failure = None;
+        if entry.config.enabled {
+            let spawned = connection::spawn(
+                index,
+                entry.config.clone(),
+                self.cwd.clone(),
+                self.agent_dir.clone(),
+                self.sandbox.clone(),
+                self.events_tx.clone(),
+            );
+            match spawned {
+                Ok((commands, thread)) => {
+                    entry.status = Status::Connecting;
+                    entry.commands = Some(commands);
+                    entry.thread = Some(thread);
+                }
+                Err(e) => {
+                    failure = Some(format!(
+                        "{}: cannot start its thread: {e}",
+                        entry.config.name
+                    ))
+                }
+            }
+        }
+        self.servers.push(entry);
+        failure.map_or(Ok(index), Err)
+    }
+
+    /// The servers extensions registered are now `registrations` (pi's `mcp_servers_change`):
+    /// new ones connect right away; unregistered ones, and re-registered ones with another
+    /// config, are closed (the latter start again). A name an mcp.json server has (by
+    /// namespace) is not connected: `/mcp` and `get_mcp_servers` name the override. Returns
+    /// whether the tool table changed; resolved credential values are added to `secrets`.
+    pub fn set_registered(
+        &mut self,
+        registrations: &[registered::Registration],
+        secrets: &mut Vec<String>,
+    ) -> bool {
+        let mut overridden = Vec::new();
+        let mut wanted = Vec::new();
+        for registration in registrations {
+            let namespace = naming::namespace(&registration.name);
+            let configured = self.servers.iter().find(|s| {
+                !s.removed
+                    && s.registration.is_none()
+                    && naming::namespace(&s.config.name) == namespace
+            });
+            match configured {
+                Some(server) => overridden.push(format!(
+                    "\"{}\" registered by {} is overridden by \"{}\" in {}",
+                    registration.name,
+                    registration.extension_path,
+                    server.config.name,
+                    server.config.source.display()
+                )),
+                None => wanted.push(registration),
+            }
+        }
+        self.overridden = overridden;
+        for index in 0..self.servers.len() {
+            let server = &self.servers[index];
+            let keep = server
+                .registration
+                .as_ref()
+                .is_some_and(|r| wanted.contains(&r));
+            if !server.removed && server.registration.is_some() && !keep {
+                self.remove(index);
+            }
+        }
+        let resolver = config::system_resolver(&self.cwd);
+        for registration in wanted {
+            if self
+                .servers
+                .iter()
+                .any(|s| !s.removed && s.registration.as_ref() == Some(registration))
+            {
+                continue;
+            }
+            let resolved =
+                config::resolve_registered(registration, &self.agent_dir, &resolver, secrets);
+            let added = resolved.and_then(|c| self.add_server(c, Some(registration.clone())));
+            match added {
+                Ok(index) if self.reported => self.late.push(index),
+                Ok(_) => {}
+                Err(e) => self
+                    .notices
+                    .push(Notice::Notify(format!("MCP failed to load: {e}"), "error")),
+            }
+        }
+        let changed = self.rebuild_tools();
+        if self.settled() {
+            self.start_deferred();
+        }
+        changed
+    }
+
+    /// Closes server `index` for good (unregistered): its thread ends when its command sender
+    /// drops; a sign-in or reconnect waiting for it ends.
+    fn remove(&mut self, index: usize) {
+        let server = &mut self.servers[index];
+        server.removed = true;
+        server.commands = None;
+        server.status = Status::Disabled;
+        server.tools.clear();
+        server.has_resources = false;
+        if let Some(login) = self.login.take_if(|l| l.server == index) {
+            self.notices
+                .push(Notice::Notify(oauth::SIGN_IN_CANCELLED.into(), "info"));
+            self.notices.push(Notice::Handled(login.prompt));
+        }
+        if let Some(at) = self.reconnecting.iter().position(|(i, _)| *i == index) {
+            let (_, prompt) = self.reconnecting.remove(at);
+            self.notices.push(Notice::Handled(prompt));
+        }
+        self.late.retain(|i| *i != index);
+    }
+
+    /// The servers still configured or registered, with their indexes.
+    fn live(&self) -> impl Iterator<Item = (usize, &Server)> {
+        self.servers.iter().enumerate().filter(|(_, s)| !s.removed)
     }
 
     pub fn events(&self) -> &Receiver<McpEvent> {
@@ -245,6 +374,9 @@ impl McpHost {
     /// Applies a server's news; returns true when the tool table changed.
     pub fn on_event(&mut self, event: McpEvent) -> bool {
         let index = event.server;
+        if self.servers.get(index).is_none_or(|s| s.removed) {
+            return false;
+        }
         if let McpEventKind::SignIn(news) = event.kind {
             self.on_sign_in(index, news);
             return false;
@@ -261,6 +393,9 @@ impl McpHost {
             self.start_deferred();
         }
         if let Some(report) = self.take_startup_report() {
+            self.notices.push(Notice::Notify(report, "warning"));
+        }
+        if let Some(report) = self.take_late_report() {
             self.notices.push(Notice::Notify(report, "warning"));
         }
         changed
@@ -440,7 +575,11 @@ impl McpHost {
             false => "No enabled MCP server to reconnect.",
         };
         if let Some(name) = name {
-            let Some(index) = self.servers.iter().position(|s| s.config.name == name) else {
+            let Some(index) = self
+                .live()
+                .find(|(_, s)| s.config.name == name)
+                .map(|(i, _)| i)
+            else {
                 return Err(Notice::Notify(
                     format!("No MCP server named \"{name}\"."),
                     "error",
@@ -451,8 +590,10 @@ impl McpHost {
                 false => Err(Notice::Notify(none.into(), "error")),
             };
         }
-        let candidates: Vec<usize> = (0..self.servers.len())
-            .filter(|i| eligible(&self.servers[*i]))
+        let candidates: Vec<usize> = self
+            .live()
+            .filter(|(_, s)| eligible(s))
+            .map(|(i, _)| i)
             .collect();
         let preferred: Vec<usize> = candidates
             .iter()
@@ -531,16 +672,18 @@ impl McpHost {
 
     /// pi's `/mcp` status text outside its TUI.
     fn status_text(&self) -> String {
-        if self.servers.is_empty() && self.config_errors.is_empty() {
+        if self.live().next().is_none()
+            && self.config_errors.is_empty()
+            && self.overridden.is_empty()
+        {
             return format!(
                 "No MCP servers configured. Add them to {} or .pi/mcp.json.",
                 config::user_path(&self.agent_dir).display()
             );
         }
         let mut lines: Vec<String> = self
-            .servers
-            .iter()
-            .map(|s| {
+            .live()
+            .map(|(_, s)| {
                 let name = &s.config.name;
                 let exposure = &s.config.exposure_name;
                 let state = match s.status {
@@ -570,6 +713,7 @@ impl McpHost {
                 .iter()
                 .map(|e| format!("config error: {e}")),
         );
+        lines.extend(self.overridden.iter().map(|o| format!("overridden: {o}")));
         lines.join("\n")
     }
 
@@ -838,40 +982,32 @@ impl McpHost {
             .iter()
             .map(|e| format!("config: {e}"))
             .collect();
-        for server in &self.servers {
-            if server.status == Status::NeedsSignIn {
-                lines.push(format!("{}: needs sign-in", server.config.name));
-            }
-            if server.status == Status::Failed {
-                let first = server
-                    .error
-                    .as_deref()
-                    .unwrap_or("unknown error")
-                    .lines()
-                    .next()
-                    .unwrap_or("");
-                lines.push(format!("{}: failed: {first}", server.config.name));
-            }
-        }
-        if lines.is_empty() {
+        lines.extend(self.servers.iter().filter_map(problem_line));
+        attention(&lines)
+    }
+
+    /// The report for servers registered after the startup report, once they all connected or
+    /// failed (pi's report of the servers it connected: their problems only).
+    fn take_late_report(&mut self) -> Option<String> {
+        let pending = |i: &usize| self.servers[*i].status == Status::Connecting;
+        if self.late.is_empty() || self.late.iter().any(pending) {
             return None;
         }
-        let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
-        Some(format!(
-            "MCP servers need attention:\n{}\nRun /mcp to fix.",
-            body.join("\n")
-        ))
+        let lines: Vec<String> = std::mem::take(&mut self.late)
+            .into_iter()
+            .filter_map(|i| problem_line(&self.servers[i]))
+            .collect();
+        attention(&lines)
     }
 
     /// The `get_mcp_servers` answer: every configured server with its state, and config errors.
     pub fn status(&self) -> Value {
         let servers: Vec<Value> = self
-            .servers
-            .iter()
-            .enumerate()
+            .live()
             .map(|(index, s)| {
                 let mut entry = json!({
                     "name": s.config.name,
+                    "scope": scope(&s.config),
                     "state": s.status.as_str(),
                     "transport": match s.config.transport { config::Transport::Stdio { .. } => "stdio", config::Transport::Http { .. } => "http" },
                     "target": s.config.describe_transport(),
@@ -894,7 +1030,7 @@ impl McpHost {
                 entry
             })
             .collect();
-        json!({"servers": servers, "errors": self.config_errors})
+        json!({"servers": servers, "errors": self.config_errors, "overridden": self.overridden})
     }
 
     /// `pi mcp list --json`'s report, in pi's shape: per server `name`, `scope`, `source`,
@@ -902,12 +1038,11 @@ impl McpHost {
     /// `toolExposure`? (tools whose exposure differs), `resources`?, `error`?; then `errors`.
     pub fn list_report(&self) -> Value {
         let servers: Vec<Value> = self
-            .servers
-            .iter()
-            .map(|s| {
+            .live()
+            .map(|(_, s)| {
                 let mut report = json!({
                     "name": s.config.name,
-                    "scope": if s.config.project { "project" } else { "global" },
+                    "scope": scope(&s.config),
                     "source": s.config.source.display().to_string(),
                 });
                 if let Some(path) = &s.config.override_source {
@@ -963,6 +1098,43 @@ impl McpHost {
             }
         }
         transport::wait_all_stopped(deadline);
+    }
+}
+
+/// A server's line in pi's "need attention" report: it needs a sign-in or failed.
+fn problem_line(server: &Server) -> Option<String> {
+    let name = &server.config.name;
+    match server.status {
+        Status::NeedsSignIn => Some(format!("{name}: needs sign-in")),
+        Status::Failed => {
+            let error = server.error.as_deref().unwrap_or("unknown error");
+            Some(format!(
+                "{name}: failed: {}",
+                error.lines().next().unwrap_or("")
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// pi's report of startup problems (None when there are none).
+fn attention(lines: &[String]) -> Option<String> {
+    if lines.is_empty() {
+        return None;
+    }
+    let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
+    Some(format!(
+        "MCP servers need attention:\n{}\nRun /mcp to fix.",
+        body.join("\n")
+    ))
+}
+
+/// pi's scope of a server: `project`, `global`, or `extension` for a registered one.
+fn scope(config: &ServerConfig) -> &'static str {
+    match (config.registered, config.project) {
+        (true, _) => "extension",
+        (false, true) => "project",
+        (false, false) => "global",
     }
 }
 
