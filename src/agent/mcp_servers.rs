@@ -50,6 +50,16 @@ impl Agent {
                         fields,
                     });
                 }
+                Notice::Select { id, title, options } => {
+                    let mut fields = serde_json::Map::new();
+                    fields.insert("title".into(), json!(title));
+                    fields.insert("options".into(), json!(options));
+                    self.emit(Event::ExtensionUiRequest {
+                        id,
+                        method: "select".into(),
+                        fields,
+                    });
+                }
                 Notice::Handled(prompt) => self.respond_ok(
                     prompt.as_ref(),
                     "prompt",
@@ -76,9 +86,13 @@ impl Agent {
 
     /// The client answered a dialog; true when it was the MCP sign-in's.
     pub(super) fn deliver_mcp_ui_response(&mut self, ui_id: &str, value: Option<&Value>) -> bool {
-        self.mcp
+        let delivered = self
+            .mcp
             .as_mut()
-            .is_some_and(|m| m.deliver_ui_response(ui_id, value.and_then(Value::as_str)))
+            .is_some_and(|m| m.deliver_ui_response(ui_id, value.and_then(Value::as_str)));
+        // A chosen server's command may have started or ended at once.
+        self.emit_mcp_notices();
+        delivered
     }
 
     /// (v2) `register_mcp_server`: pi's checks (the error answers the extension), then the

@@ -118,6 +118,26 @@ pub enum Notice {
     },
     /// The prompt that ran `/mcp …` (its id) is answered `handled`.
     Handled(Option<Value>),
+    /// An `extension_ui_request` with `method:"select"`.
+    Select {
+        id: String,
+        title: String,
+        options: Vec<String>,
+    },
+}
+
+/// The server a subcommand acts on: the one, or ask the user among these.
+enum Picked {
+    One(usize),
+    Ask(Vec<usize>),
+}
+
+/// A subcommand waiting for the user to choose its server.
+struct Choice {
+    dialog: String,
+    action: String,
+    candidates: Vec<usize>,
+    prompt: Option<Value>,
 }
 
 /// A resource tool call waiting for servers still connecting (pi's resource tools wait for
@@ -150,6 +170,8 @@ pub struct McpHost {
     events_tx: Sender<McpEvent>,
     agent_dir: PathBuf,
     login: Option<Login>,
+    /// A `/mcp login|logout|reconnect` without a name, waiting for the `select` answer.
+    choice: Option<Choice>,
     deferred: Vec<DeferredCall>,
     tools: Vec<McpTool>,
     filter: ToolFilter,
@@ -192,6 +214,7 @@ impl McpHost {
             events_tx,
             agent_dir,
             login: None,
+            choice: None,
             deferred: Vec::new(),
             tools: Vec::new(),
             filter,
@@ -505,9 +528,13 @@ impl McpHost {
         }
     }
 
-    /// The client answered a dialog; true when it was the sign-in's (a pasted redirect URL,
-    /// or cancelled: an empty answer).
+    /// The client answered a dialog; true when it was the server choice's or the sign-in's (a
+    /// pasted redirect URL, or cancelled: an empty answer).
     pub fn deliver_ui_response(&mut self, id: &str, value: Option<&str>) -> bool {
+        if let Some(choice) = self.choice.take_if(|c| c.dialog == id) {
+            self.on_choice(choice, value);
+            return true;
+        }
         let Some(login) = self
             .login
             .as_mut()
@@ -547,10 +574,24 @@ impl McpHost {
             [action @ ("login" | "logout" | "reconnect"), ref rest @ ..] if rest.len() <= 1 => {
                 match self.pick(action, rest.first().copied()) {
                     Err(notice) => Some(notice),
-                    Ok(index) if action == "login" => self.sign_in(index, prompt.clone()),
-                    Ok(index) if action == "logout" => Some(self.sign_out(index)),
-                    Ok(index) => {
-                        self.reconnect(index, prompt);
+                    Ok(Picked::One(index)) => return self.act(action, index, prompt),
+                    Ok(Picked::Ask(candidates)) => {
+                        let id = crate::ids::uuid_v4();
+                        let options = candidates
+                            .iter()
+                            .map(|i| self.servers[*i].config.name.clone())
+                            .collect();
+                        self.notices.push(Notice::Select {
+                            id: id.clone(),
+                            title: "MCP server".into(),
+                            options,
+                        });
+                        self.choice = Some(Choice {
+                            dialog: id,
+                            action: action.to_string(),
+                            candidates,
+                            prompt,
+                        });
                         return;
                     }
                 }
@@ -563,10 +604,37 @@ impl McpHost {
         }
     }
 
+    /// Runs `/mcp <action>` on server `index`; the prompt is answered when it is done.
+    fn act(&mut self, action: &str, index: usize, prompt: Option<Value>) {
+        let notice = match action {
+            "login" => self.sign_in(index, prompt.clone()),
+            "logout" => Some(self.sign_out(index)),
+            _ => return self.reconnect(index, prompt),
+        };
+        if let Some(notice) = notice {
+            self.notices.push(notice);
+            self.notices.push(Notice::Handled(prompt));
+        }
+    }
+
+    /// The answer to the `select` dialog of a subcommand without a server name: the chosen
+    /// server gets the action; a cancelled dialog (or a name not offered) ends the command
+    /// without a word, as pi.
+    fn on_choice(&mut self, choice: Choice, value: Option<&str>) {
+        let chosen = choice.candidates.into_iter().find(|i| {
+            let server = &self.servers[*i];
+            !server.removed && Some(server.config.name.as_str()) == value
+        });
+        match chosen {
+            Some(index) => self.act(&choice.action, index, choice.prompt),
+            None => self.notices.push(Notice::Handled(choice.prompt)),
+        }
+    }
+
     /// The server a subcommand acts on (pi's rules): the one named, else the only eligible one,
     /// else the only one that needs it (waits for a sign-in; failed or disconnected for
-    /// `reconnect`). Where pi would ask the user to choose among several, the usage is shown.
-    fn pick(&self, action: &str, name: Option<&str>) -> Result<usize, Notice> {
+    /// `reconnect`), else the user chooses among the eligible ones (a `select` dialog, as pi).
+    fn pick(&self, action: &str, name: Option<&str>) -> Result<Picked, Notice> {
         let signs_in = action != "reconnect";
         let eligible =
             |s: &Server| s.commands.is_some() && (!signs_in || oauth_settings(&s.config).is_some());
@@ -586,7 +654,7 @@ impl McpHost {
                 ));
             };
             return match eligible(&self.servers[index]) {
-                true => Ok(index),
+                true => Ok(Picked::One(index)),
                 false => Err(Notice::Notify(none.into(), "error")),
             };
         }
@@ -606,8 +674,8 @@ impl McpHost {
             .collect();
         match (&candidates[..], &preferred[..]) {
             ([], _) => Err(Notice::Notify(none.into(), "info")),
-            ([only], _) | (_, [only]) => Ok(*only),
-            _ => Err(Notice::Notify(MCP_USAGE.into(), "warning")),
+            ([only], _) | (_, [only]) => Ok(Picked::One(*only)),
+            _ => Ok(Picked::Ask(candidates)),
         }
     }
 

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::scripted_http::{Answer, HttpRequest, ScriptedHttp, form, json_answer, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
-use crate::support::{Pi, Setup, Workspace, file_mode, is_reference, result_text};
+use crate::support::{Pi, Setup, Workspace, file_mode, is_reference, result_text, write_mcp_json};
 
 #[derive(Default)]
 struct State {
@@ -1049,4 +1049,75 @@ fn a_server_asking_for_more_scope_gets_a_new_sign_in_with_the_wider_scope() {
     let (stored, _) = store(&workspace);
     let key = format!("mcp__hosted|{}/mcp", fake.base());
     assert_eq!(stored[&key]["tokens"]["scope"], "mcp.read mcp.write");
+}
+
+#[test]
+fn mcp_login_without_a_name_asks_which_server_when_several_need_a_sign_in() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    let url = format!("{}/mcp", fake.base());
+    write_mcp_json(
+        &workspace,
+        json!({"hosted": {"url": url}, "second": {"url": url}}),
+    );
+    let provider = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
+    assert_eq!(
+        next_notice(&mut pi).0,
+        "MCP servers need attention:\n  hosted: needs sign-in\n  second: needs sign-in\nRun /mcp to fix."
+    );
+    // pi's `ctx.ui.select("MCP server", names)`; the chosen server signs in.
+    pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login"}));
+    let deadline = pi.deadline();
+    let select = pi
+        .recv_until(|r| r["method"] == "select", deadline)
+        .pop()
+        .unwrap();
+    assert_eq!(select["title"], "MCP server");
+    assert_eq!(select["options"], json!(["hosted", "second"]));
+    assert!(!pi.records().iter().any(|r| r["id"] == "l"));
+    pi.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "second"}));
+    let (text, _) = next_notice(&mut pi);
+    assert!(
+        text.starts_with("Sign in to MCP server \"second\" in your browser:\n"),
+        "{text}"
+    );
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
+    assert_eq!(
+        next_notice(&mut pi),
+        ("Sign-in cancelled.".into(), "info".into())
+    );
+    handled(&mut pi, "l");
+    // A dismissed choice ends the command without a word, as pi.
+    pi.send(json!({"id": "r", "type": "prompt", "message": "/mcp reconnect"}));
+    let deadline = pi.deadline();
+    let select = pi
+        .recv_until(|r| r["method"] == "select", deadline)
+        .pop()
+        .unwrap();
+    assert_eq!(select["options"], json!(["hosted", "second"]));
+    pi.send(json!({"type": "extension_ui_response", "id": select["id"], "cancelled": true}));
+    handled(&mut pi, "r");
+    let after = pi
+        .records()
+        .iter()
+        .position(|r| r["id"] == select["id"])
+        .unwrap();
+    assert!(
+        !pi.records()[after..]
+            .iter()
+            .any(|r| r["method"] == "notify"),
+        "{:?}",
+        &pi.records()[after..]
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
 }
