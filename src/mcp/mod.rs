@@ -484,6 +484,7 @@ impl McpHost {
         let name = self.servers[index].config.name.clone();
         match news {
             login::SignInNews::Url(url) => {
+                login::open_browser(&url);
                 self.notices.push(Notice::Notify(
                     format!("Sign in to MCP server \"{name}\" in your browser:\n{url}"),
                     "info",

@@ -6,7 +6,7 @@
 //! stored in pi 1.6.0's `mcp-auth.json` format and sent as the bearer (redacted), refresh before
 //! expiry, step-up on `insufficient_scope`, `pi mcp logout`, and RPC sessions: a server needing
 //! sign-in is a notice and the agent keeps working; `/mcp login` and `/mcp logout` as pi 1.6.0
-//! runs them outside its TUI.
+//! runs them outside its TUI, its server choice and the browser it opens.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::scripted_http::{Answer, HttpRequest, ScriptedHttp, form, json_answer, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
-use crate::support::{Pi, Setup, Workspace, file_mode, is_reference, result_text, write_mcp_json};
+use crate::support::{
+    Pi, Setup, Workspace, file_mode, is_reference, result_text, wait_for_file, write_mcp_json,
+};
 
 #[derive(Default)]
 struct State {
@@ -1120,4 +1122,82 @@ fn mcp_login_without_a_name_asks_which_server_when_several_need_a_sign_in() {
     );
     pi.close_stdin();
     pi.wait_for_exit();
+}
+
+/// A browser launcher named `xdg-open` (what pi 1.6.0 runs on Linux) that records its working
+/// directory and arguments in `opened.txt`; returns the PATH that finds it first.
+fn recording_launcher(workspace: &Workspace) -> (String, std::path::PathBuf) {
+    let bin = workspace.root().join("launcher-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let record = workspace.root().join("opened.txt");
+    let script = bin.join("xdg-open");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s %s\\n' \"$(pwd)\" \"$*\" >> '{}'\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (path, record)
+}
+
+#[test]
+fn sign_in_opens_the_browser_as_pi_does_over_rpc_and_from_the_shell() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    write_config(&workspace, &fake);
+    let (path, record) = recording_launcher(&workspace);
+    let provider = FakeProvider::start(vec![]);
+    let setup = Setup::anthropic(&provider).env("PATH", &path);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    next_notice(&mut pi);
+    pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login hosted"}));
+    let (text, _) = next_notice(&mut pi);
+    let url = text
+        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_string();
+    // `xdg-open <url>` from `/`, as pi's openBrowser; the URL is shown as well.
+    let opened = wait_for_file(&record, pi.timeout(), |t| t.ends_with('\n'));
+    assert_eq!(opened, format!("/ {url}\n"));
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
+    handled(&mut pi, "l");
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    // `pi mcp login` opens it too.
+    std::fs::remove_file(&record).unwrap();
+    let mut login = pi_mcp(&workspace, &["login", "hosted", "--timeout", "30"]);
+    let mut child = login
+        .env("PATH", &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = String::new();
+    stdout.read_line(&mut lines).unwrap();
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let opened = wait_for_file(&record, Duration::from_secs(30), |t| t.ends_with('\n'));
+    assert_eq!(opened, format!("/ {}\n", url.trim()));
+    let _ = child.kill();
+    let _ = child.wait();
 }
