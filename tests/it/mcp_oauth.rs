@@ -1201,3 +1201,59 @@ fn sign_in_opens_the_browser_as_pi_does_over_rpc_and_from_the_shell() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_server_an_extension_registers_signs_in_like_a_configured_one() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let provider = FakeProvider::start(vec![]);
+    let setup = crate::extensions::with_extensions(Setup::anthropic(&provider), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    let register = json!({"type": "register_mcp_server", "id": "r", "name": "hosted",
+        "config": {"url": format!("{}/mcp", fake.base())}});
+    let answer = crate::extensions_v2::ask(&mut pi, &[register], "r");
+    assert_eq!(answer["result"], Value::Null, "{answer}");
+    let server = server_when(&mut pi, "g", |s| s["state"] == "needs-auth");
+    assert_eq!(server["state"], "needs-auth", "{server}");
+    // Its own notice once it settled, as pi reports servers it connects later.
+    let attention = "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix.";
+    assert!(
+        pi.records().iter().any(|r| r["message"] == attention),
+        "{:?}",
+        pi.records()
+    );
+    assert_eq!(server["scope"], "extension");
+    pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login hosted"}));
+    let deadline = pi.deadline();
+    let shown = pi
+        .recv_until(
+            |r| {
+                r["method"] == "notify"
+                    && r["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Sign in to MCP server"))
+            },
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let url = shown["message"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
+        .unwrap()
+        .to_string();
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": authorize(&url)}));
+    let server = server_when(&mut pi, "c", |s| s["state"] == "connected");
+    assert_eq!(server["tools"], json!(["mcp__hosted__whoami"]), "{server}");
+    handled(&mut pi, "l");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
