@@ -155,6 +155,7 @@ pub fn mcp_servers(servers: &Value, cwd: &Path) -> Result<McpConfig, RpcError> {
             source: "ACP client (session/new)".into(),
             project: false,
             override_source: None,
+            registered: false,
         });
     }
     Ok(config)

@@ -69,6 +69,12 @@ pub struct Extensions {
     pub user_bash: Vec<super::bash_jobs::UserBash>,
     /// (v2) The `resources_discover` hook whose answer adds skill and prompt paths.
     pub discover_hook: Option<crate::extensions::HookId>,
+    /// (v2) MCP servers extensions registered (`register_mcp_server`).
+    pub mcp_servers: crate::mcp::registered::Registry,
+    /// (v2) Registered servers already reported as unconnected (no MCP host: `--no-mcp`).
+    pub unconnected_mcp: Vec<String>,
+    /// (v2) `mcp_servers_change` is due (`send_mcp_servers_change`).
+    pub mcp_servers_change: bool,
 }
 
 impl Extensions {
@@ -107,6 +113,9 @@ impl Extensions {
             tree: None,
             user_bash: Vec::new(),
             discover_hook: None,
+            mcp_servers: Default::default(),
+            unconnected_mcp: Vec::new(),
+            mcp_servers_change: false,
         }
     }
 }
@@ -587,7 +596,10 @@ impl Agent {
                 self.emit(error.event());
                 self.refresh_extension_tools();
             }
-            ExtensionEvent::Exited { .. } => self.refresh_extension_tools(),
+            ExtensionEvent::Exited { extension } => {
+                self.refresh_extension_tools();
+                self.drop_mcp_servers_of(extension);
+            }
             ExtensionEvent::Query {
                 extension,
                 id,

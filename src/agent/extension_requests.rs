@@ -123,6 +123,7 @@ impl Agent {
                 .leaf_id()
                 .and_then(entry_value)
                 .unwrap_or(Value::Null),
+            Query::McpServers => self.extensions.mcp_servers.to_json(),
             Query::Idle => json!({
                 "idle": !self.is_busy(),
                 "pendingMessages": !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty(),
@@ -176,6 +177,7 @@ impl Agent {
         }
         let answer = self.control(extension, action);
         self.answer_extension(extension, id, answer);
+        self.send_mcp_servers_change();
     }
 
     /// Answers a control request (`action_result`); without an id a failure is an
@@ -422,6 +424,13 @@ impl Agent {
             | ControlAction::Reload
             | ControlAction::NavigateTree(_)
             | ControlAction::WaitForIdle => Ok(Value::Null),
+            ControlAction::RegisterMcpServer { name, config } => {
+                self.register_mcp_server(extension, &name, &config)
+            }
+            ControlAction::UnregisterMcpServer { name } => {
+                self.unregister_mcp_server(extension, &name);
+                Ok(Value::Null)
+            }
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::Agent;
 use super::state::{McpWait, Phase};
+use crate::extensions::ExtensionId;
 use crate::mcp::Notice;
 use crate::messages::AgentMessage;
 use crate::rpc::events::Event;
@@ -49,6 +50,16 @@ impl Agent {
                         fields,
                     });
                 }
+                Notice::Select { id, title, options } => {
+                    let mut fields = serde_json::Map::new();
+                    fields.insert("title".into(), json!(title));
+                    fields.insert("options".into(), json!(options));
+                    self.emit(Event::ExtensionUiRequest {
+                        id,
+                        method: "select".into(),
+                        fields,
+                    });
+                }
                 Notice::Handled(prompt) => self.respond_ok(
                     prompt.as_ref(),
                     "prompt",
@@ -75,9 +86,93 @@ impl Agent {
 
     /// The client answered a dialog; true when it was the MCP sign-in's.
     pub(super) fn deliver_mcp_ui_response(&mut self, ui_id: &str, value: Option<&Value>) -> bool {
-        self.mcp
+        let delivered = self
+            .mcp
             .as_mut()
-            .is_some_and(|m| m.deliver_ui_response(ui_id, value.and_then(Value::as_str)))
+            .is_some_and(|m| m.deliver_ui_response(ui_id, value.and_then(Value::as_str)));
+        // A chosen server's command may have started or ended at once.
+        self.emit_mcp_notices();
+        delivered
+    }
+
+    /// (v2) `register_mcp_server`: pi's checks (the error answers the extension), then the
+    /// server connects and extensions hear `mcp_servers_change`.
+    pub(super) fn register_mcp_server(
+        &mut self,
+        extension: ExtensionId,
+        name: &str,
+        config: &Value,
+    ) -> Result<Value, String> {
+        let path = self.extension_path(extension);
+        self.extensions.mcp_servers.register(name, config, &path)?;
+        self.mcp_servers_changed(true);
+        Ok(Value::Null)
+    }
+
+    /// (v2) `unregister_mcp_server`: only the extension's own registration is removed.
+    pub(super) fn unregister_mcp_server(&mut self, extension: ExtensionId, name: &str) {
+        let path = self.extension_path(extension);
+        if self.extensions.mcp_servers.unregister(name, &path) {
+            self.mcp_servers_changed(true);
+        }
+    }
+
+    /// An extension exited: the servers it registered close.
+    pub(super) fn drop_mcp_servers_of(&mut self, extension: ExtensionId) {
+        let path = self.extension_path(extension);
+        if self.extensions.mcp_servers.remove_extension(&path) {
+            self.mcp_servers_changed(true);
+            self.send_mcp_servers_change();
+        }
+    }
+
+    /// The registrations changed: the MCP host connects and closes servers to match, and
+    /// (`notify`) protocol-2 extensions hear pi's `mcp_servers_change` with every registration.
+    /// Without an MCP host (`--no-mcp`) and no extension listening, each registration is
+    /// reported once as an `extension_error`, as pi reports registrations nothing connects.
+    pub(super) fn mcp_servers_changed(&mut self, notify: bool) {
+        let registrations = self.extensions.mcp_servers.list().to_vec();
+        if let Some(mcp) = self.mcp.as_mut() {
+            let mut secrets = Vec::new();
+            let changed = mcp.set_registered(&registrations, &mut secrets);
+            self.config.add_known_secrets(&secrets);
+            if changed {
+                self.refresh_tool_specs();
+            }
+            self.emit_mcp_notices();
+        } else if !self
+            .extensions
+            .host
+            .as_ref()
+            .is_some_and(|h| h.wants_event_v2("mcp_servers_change"))
+        {
+            for registration in registrations {
+                if self.extensions.unconnected_mcp.contains(&registration.name) {
+                    continue;
+                }
+                self.extensions
+                    .unconnected_mcp
+                    .push(registration.name.clone());
+                self.emit(Event::ExtensionError {
+                    extension_path: registration.extension_path,
+                    event: "register_mcp_server".into(),
+                    error: format!(
+                        "MCP server \"{}\" is registered, but no loaded extension connects MCP servers; another extension may have replaced the built-in MCP support",
+                        registration.name
+                    ),
+                });
+            }
+        }
+        self.extensions.mcp_servers_change |= notify;
+    }
+
+    /// Sends a pending `mcp_servers_change` (after the answer to the request that caused it:
+    /// in pi the registration returns before handlers run).
+    pub(super) fn send_mcp_servers_change(&mut self) {
+        if std::mem::take(&mut self.extensions.mcp_servers_change) {
+            let servers = self.extensions.mcp_servers.to_json();
+            self.notify_extensions_of(json!({"type": "mcp_servers_change", "servers": servers}));
+        }
     }
 
     /// Builtins, extension tools and MCP tools, as the next request declares them.

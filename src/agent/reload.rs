@@ -158,6 +158,10 @@ impl Agent {
         }
         self.extensions.idle_waiters.clear();
         self.extensions.pending_execs.clear();
+        // Registrations are not kept (as in pi): the new extensions register again.
+        if self.extensions.mcp_servers.clear() {
+            self.mcp_servers_changed(false);
+        }
     }
 
     /// Loads the resources again and starts the new extensions on a worker (their handshakes

@@ -371,6 +371,30 @@ pub enum ControlAction {
     /// `navigate_tree` `{targetId, summarize?, customInstructions?, replaceInstructions?,
     /// label?}` (pi's `ctx.navigateTree`). Answer: `{"cancelled"}`.
     NavigateTree(TreeTarget),
+    // --- MCP servers (issue 28; src/agent/mcp_servers.rs) ---
+    /// `register_mcp_server` `{name, config}` (pi's `registerMcpServer`; `config` an
+    /// `mcpServers` entry): connects it, or replaces this extension's registration of that
+    /// name. Answer: null, or pi's error for an invalid or taken name or config.
+    RegisterMcpServer { name: String, config: Value },
+    /// `unregister_mcp_server` `{name}`: closes this extension's server. Answer: null.
+    UnregisterMcpServer { name: String },
+}
+
+/// (v2) The control types of MCP servers, apart from `CONTROL_TYPES` (issue 28's addition).
+const MCP_CONTROL_TYPES: [&str; 2] = ["register_mcp_server", "unregister_mcp_server"];
+
+fn parse_mcp_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
+    let name = fields.string("name").map_err(|e| format!("{kind}: {e}"))?;
+    Ok(match kind {
+        "register_mcp_server" => ControlAction::RegisterMcpServer {
+            name,
+            config: match fields.0.get("config") {
+                Some(config @ Value::Object(_)) => config.clone(),
+                _ => return Err("register_mcp_server: config must be an object".into()),
+            },
+        },
+        _ => ControlAction::UnregisterMcpServer { name },
+    })
 }
 
 /// (v2) Where `navigate_tree` goes, and how.
@@ -549,6 +573,9 @@ pub enum Query {
     Leaf,
     /// `idle`: whether no run, compaction or retry is in progress, and queued messages.
     Idle,
+    /// `mcp_servers`: the servers extensions registered (pi's `getMcpServers()`):
+    /// `[{name, config, extensionPath}]`.
+    McpServers,
 }
 
 impl Query {
@@ -595,9 +622,10 @@ fn parse_query(name: &str, fields: &Fields) -> Result<Query, String> {
         },
         "leaf" => Query::Leaf,
         "idle" => Query::Idle,
+        "mcp_servers" => Query::McpServers,
         other => {
             return Err(format!(
-                "unknown query {other:?} (known: {})",
+                "unknown query {other:?} (known: {}, mcp_servers)",
                 Query::NAMES.join(", ")
             ));
         }
@@ -703,6 +731,10 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
         kind if CONTROL_TYPES.contains(&kind) => Ok(ExtensionMessage::Control {
             id: fields.opt_string("id")?,
             action: parse_control(kind, &fields),
+        }),
+        kind if MCP_CONTROL_TYPES.contains(&kind) => Ok(ExtensionMessage::Control {
+            id: fields.opt_string("id")?,
+            action: parse_mcp_control(kind, &fields),
         }),
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }

@@ -443,6 +443,7 @@ fn sign_in_or_out(
                 "Sign in to MCP server \"{}\" in your browser:\n{url}\n",
                 self.0
             ));
+            super::login::open_browser(url);
             eprintln!(
                 "If the browser cannot reach this machine, paste the URL it was redirected to: "
             );

@@ -81,6 +81,10 @@ pub struct ServerConfig {
     pub project: bool,
     /// The project file that overrides some of its fields, if any.
     pub override_source: Option<PathBuf>,
+    /// Registered by an extension (`source` is its path; pi's scope `extension`). Its stdio
+    /// server starts in the sandbox from the first start on (the extension may act on what the
+    /// model did).
+    pub registered: bool,
 }
 
 impl ServerConfig {
@@ -531,7 +535,38 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
         source: entry.source.clone(),
         project: entry.project,
         override_source: entry.override_source.clone(),
+        registered: false,
     })
+}
+
+/// A server an extension registered (`registered::Registration`), resolved as an mcp.json entry
+/// is (`${VAR}`, `~/`, a relative `cwd`, OAuth settings); the resolved values are added to
+/// `secrets`. The registry checked the entry already.
+pub fn resolve_registered(
+    registration: &super::registered::Registration,
+    agent_dir: &Path,
+    resolver: &Resolver,
+    secrets: &mut Vec<String>,
+) -> Result<ServerConfig, String> {
+    let Value::Object(raw) = &registration.config else {
+        return Err(format!(
+            "server \"{}\" must be an object",
+            registration.name
+        ));
+    };
+    let entry = Entry {
+        name: registration.name.clone(),
+        raw: raw.clone(),
+        source: PathBuf::from(&registration.extension_path),
+        project: false,
+        override_source: None,
+    };
+    let mut found = Vec::new();
+    let mut server = resolve(&entry, resolver, &mut found)?;
+    super::oauth::attach(&mut server, raw, agent_dir, resolver, &mut found);
+    server.registered = true;
+    secrets.extend(found.into_iter().filter(|s| s.len() >= 6));
+    Ok(server)
 }
 
 // ---- edits (`pi mcp add|remove`) -----------------------------------------------------------------

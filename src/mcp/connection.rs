@@ -268,10 +268,11 @@ impl Connection {
         // The first start is the user's configuration, before the model did anything; a later
         // one may load code the model wrote since (a script in the workspace), so it runs in
         // the sandbox pi-rs started with.
+        // A server an extension registered runs in it from the start.
         let sandbox = self
             .reconnect_sandbox
             .as_deref()
-            .filter(|_| self.generation > 1);
+            .filter(|_| self.generation > 1 || self.config.registered);
         let opened = transport::open(
             &self.config.name,
             &self.config.transport,
@@ -904,6 +905,7 @@ mod tests {
             source: PathBuf::from("mcp.json"),
             project: false,
             override_source: None,
+            registered: false,
         }
     }
 

@@ -14,6 +14,53 @@ use super::oauth::{self, Settings};
 /// How long a sign-in waits for the browser or a pasted URL (as `pi mcp login`'s default).
 pub const TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long the browser launcher is waited for (reaped) before it is left alone.
+const LAUNCHER_REAP: Duration = Duration::from_secs(60);
+
+/// Opens the authorization URL in the user's browser where pi 1.6.0 does (`/mcp login` in a
+/// session, `pi mcp login`): `xdg-open <url>` (`open` on macOS), without a shell, in a session
+/// of its own, output discarded, from `/`, with the tools' environment (no credentials). A
+/// missing launcher or no display is ignored: the URL is shown anyway. Only http(s) URLs are
+/// opened (the URL comes from the authorization server). Never blocks: a thread reaps the
+/// launcher, for at most `LAUNCHER_REAP`.
+pub fn open_browser(url: &str) {
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return;
+    }
+    let launcher = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let mut command = std::process::Command::new(launcher);
+    command
+        .arg(url)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    crate::tools::env::scrub(&mut command);
+    crate::child::isolate(&mut command, crate::child::Origin::Agent);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => return log::debug!("no browser opened ({launcher}): {e}"),
+    };
+    let reaper = std::thread::Builder::new()
+        .name("browser".into())
+        .spawn(move || {
+            let until = std::time::Instant::now() + LAUNCHER_REAP;
+            while std::time::Instant::now() < until {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+    if let Err(e) = reaper {
+        log::debug!("browser launcher not reaped: {e}");
+    }
+}
+
 /// What a sign-in thread reports.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SignInNews {

@@ -21,6 +21,7 @@ pub mod log;
 pub mod login;
 pub mod naming;
 pub mod oauth;
+pub mod registered;
 pub mod resources;
 pub mod transport;
 
@@ -88,6 +89,11 @@ struct Server {
     instructions: Option<String>,
     protocol_version: Option<String>,
     error: Option<String>,
+    /// The extension's registration it was started from (registered servers only).
+    registration: Option<registered::Registration>,
+    /// Unregistered: its connection is closed, it is no longer shown, and news from its
+    /// thread is dropped (the slot stays so the other servers' indexes do not move).
+    removed: bool,
 }
 
 /// One tool the model can call.
@@ -112,6 +118,26 @@ pub enum Notice {
     },
     /// The prompt that ran `/mcp …` (its id) is answered `handled`.
     Handled(Option<Value>),
+    /// An `extension_ui_request` with `method:"select"`.
+    Select {
+        id: String,
+        title: String,
+        options: Vec<String>,
+    },
+}
+
+/// The server a subcommand acts on: the one, or ask the user among these.
+enum Picked {
+    One(usize),
+    Ask(Vec<usize>),
+}
+
+/// A subcommand waiting for the user to choose its server.
+struct Choice {
+    dialog: String,
+    action: String,
+    candidates: Vec<usize>,
+    prompt: Option<Value>,
 }
 
 /// A resource tool call waiting for servers still connecting (pi's resource tools wait for
@@ -144,6 +170,8 @@ pub struct McpHost {
     events_tx: Sender<McpEvent>,
     agent_dir: PathBuf,
     login: Option<Login>,
+    /// A `/mcp login|logout|reconnect` without a name, waiting for the `select` answer.
+    choice: Option<Choice>,
     deferred: Vec<DeferredCall>,
     tools: Vec<McpTool>,
     filter: ToolFilter,
@@ -158,6 +186,14 @@ pub struct McpHost {
     reconnecting: Vec<(usize, Option<Value>)>,
     /// What the client gets, taken by the agent after each event and command.
     notices: Vec<Notice>,
+    /// Where servers registered later start: the session's directory and the sandbox.
+    cwd: PathBuf,
+    sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
+    /// pi's `overridden` lines: registrations an mcp.json server of the same name replaces.
+    overridden: Vec<String>,
+    /// Servers registered after the startup report: their problems are reported once they
+    /// have all connected or failed (as pi reports the servers it connected).
+    late: Vec<usize>,
 }
 
 impl McpHost {
@@ -172,64 +208,180 @@ impl McpHost {
         reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     ) -> McpHost {
         let (events_tx, events) = crossbeam_channel::unbounded();
-        let mut servers = Vec::new();
-        let mut config_errors = config.errors;
-        for (index, server) in config.servers.into_iter().enumerate() {
-            let mut entry = Server {
-                status: Status::Disabled,
-                commands: None,
-                thread: None,
-                tools: Vec::new(),
-                has_resources: false,
-                instructions: None,
-                protocol_version: None,
-                error: None,
-                config: server,
-            };
-            if entry.config.enabled {
-                let spawned = connection::spawn(
-                    index,
-                    entry.config.clone(),
-                    cwd.clone(),
-                    agent_dir.clone(),
-                    reconnect_sandbox.clone(),
-                    events_tx.clone(),
-                );
-                match spawned {
-                    Ok((commands, thread)) => {
-                        entry.status = Status::Connecting;
-                        entry.commands = Some(commands);
-                        entry.thread = Some(thread);
-                    }
-                    Err(e) => config_errors.push(format!(
-                        "{}: cannot start its thread: {e}",
-                        entry.config.name
-                    )),
-                }
-            }
-            servers.push(entry);
-        }
         let mut host = McpHost {
-            servers,
+            servers: Vec::new(),
             events,
             events_tx,
             agent_dir,
             login: None,
+            choice: None,
             deferred: Vec::new(),
             tools: Vec::new(),
             filter,
-            config_errors,
+            config_errors: config.errors,
             next_key: Arc::new(AtomicU64::new(1)),
             waited: false,
             reported: false,
             reconnecting: Vec::new(),
             notices: Vec::new(),
+            cwd,
+            sandbox: reconnect_sandbox,
+            overridden: Vec::new(),
+            late: Vec::new(),
         };
+        for server in config.servers {
+            if let Err(e) = host.add_server(server, None) {
+                host.config_errors.push(e);
+            }
+        }
         // With nothing to connect (only invalid or disabled entries) the report is due now.
         if let Some(report) = host.take_startup_report() {
             host.notices.push(Notice::Notify(report, "warning"));
         }
         host
+    }
+
+    /// Adds a server and starts its connection thread when it is enabled (the error names the
+    /// server when the thread cannot start).
+    fn add_server(
+        &mut self,
+        config: ServerConfig,
+        registration: Option<registered::Registration>,
+    ) -> Result<usize, String> {
+        let index = self.servers.len();
+        let mut entry = Server {
+            status: Status::Disabled,
+            commands: None,
+            thread: None,
+            tools: Vec::new(),
+            has_resources: false,
+            instructions: None,
+            protocol_version: None,
+            error: None,
+            registration,
+            removed: false,
+            config,
+        };
+        let mut failure = None;
+        if entry.config.enabled {
+            let spawned = connection::spawn(
+                index,
+                entry.config.clone(),
+                self.cwd.clone(),
+                self.agent_dir.clone(),
+                self.sandbox.clone(),
+                self.events_tx.clone(),
+            );
+            match spawned {
+                Ok((commands, thread)) => {
+                    entry.status = Status::Connecting;
+                    entry.commands = Some(commands);
+                    entry.thread = Some(thread);
+                }
+                Err(e) => {
+                    failure = Some(format!(
+                        "{}: cannot start its thread: {e}",
+                        entry.config.name
+                    ))
+                }
+            }
+        }
+        self.servers.push(entry);
+        failure.map_or(Ok(index), Err)
+    }
+
+    /// The servers extensions registered are now `registrations` (pi's `mcp_servers_change`):
+    /// new ones connect right away; unregistered ones, and re-registered ones with another
+    /// config, are closed (the latter start again). A name an mcp.json server has (by
+    /// namespace) is not connected: `/mcp` and `get_mcp_servers` name the override. Returns
+    /// whether the tool table changed; resolved credential values are added to `secrets`.
+    pub fn set_registered(
+        &mut self,
+        registrations: &[registered::Registration],
+        secrets: &mut Vec<String>,
+    ) -> bool {
+        let mut overridden = Vec::new();
+        let mut wanted = Vec::new();
+        for registration in registrations {
+            let namespace = naming::namespace(&registration.name);
+            let configured = self.servers.iter().find(|s| {
+                !s.removed
+                    && s.registration.is_none()
+                    && naming::namespace(&s.config.name) == namespace
+            });
+            match configured {
+                Some(server) => overridden.push(format!(
+                    "\"{}\" registered by {} is overridden by \"{}\" in {}",
+                    registration.name,
+                    registration.extension_path,
+                    server.config.name,
+                    server.config.source.display()
+                )),
+                None => wanted.push(registration),
+            }
+        }
+        self.overridden = overridden;
+        for index in 0..self.servers.len() {
+            let server = &self.servers[index];
+            let keep = server
+                .registration
+                .as_ref()
+                .is_some_and(|r| wanted.contains(&r));
+            if !server.removed && server.registration.is_some() && !keep {
+                self.remove(index);
+            }
+        }
+        let resolver = config::system_resolver(&self.cwd);
+        for registration in wanted {
+            if self
+                .servers
+                .iter()
+                .any(|s| !s.removed && s.registration.as_ref() == Some(registration))
+            {
+                continue;
+            }
+            let resolved =
+                config::resolve_registered(registration, &self.agent_dir, &resolver, secrets);
+            let added = resolved.and_then(|c| self.add_server(c, Some(registration.clone())));
+            match added {
+                Ok(index) if self.reported => self.late.push(index),
+                Ok(_) => {}
+                Err(e) => self
+                    .notices
+                    .push(Notice::Notify(format!("MCP failed to load: {e}"), "error")),
+            }
+        }
+        let changed = self.rebuild_tools();
+        if self.settled() {
+            self.start_deferred();
+        }
+        changed
+    }
+
+    /// Closes server `index` for good (unregistered): its thread ends when its command sender
+    /// drops; a sign-in or reconnect waiting for it ends.
+    fn remove(&mut self, index: usize) {
+        let server = &mut self.servers[index];
+        server.removed = true;
+        server.commands = None;
+        server.status = Status::Disabled;
+        server.tools.clear();
+        server.has_resources = false;
+        if let Some(login) = self.login.take_if(|l| l.server == index) {
+            self.notices
+                .push(Notice::Notify(oauth::SIGN_IN_CANCELLED.into(), "info"));
+            self.notices.push(Notice::Handled(login.prompt));
+        }
+        if let Some(at) = self.reconnecting.iter().position(|(i, _)| *i == index) {
+            let (_, prompt) = self.reconnecting.remove(at);
+            self.notices.push(Notice::Handled(prompt));
+        }
+        self.late.retain(|i| *i != index);
+    }
+
+    /// The servers still configured or registered, with their indexes.
+    fn live(&self) -> impl Iterator<Item = (usize, &Server)> {
+        self.servers.iter().enumerate().filter(|(_, s)| !s.removed)
     }
 
     pub fn events(&self) -> &Receiver<McpEvent> {
@@ -245,6 +397,9 @@ impl McpHost {
     /// Applies a server's news; returns true when the tool table changed.
     pub fn on_event(&mut self, event: McpEvent) -> bool {
         let index = event.server;
+        if self.servers.get(index).is_none_or(|s| s.removed) {
+            return false;
+        }
         if let McpEventKind::SignIn(news) = event.kind {
             self.on_sign_in(index, news);
             return false;
@@ -261,6 +416,9 @@ impl McpHost {
             self.start_deferred();
         }
         if let Some(report) = self.take_startup_report() {
+            self.notices.push(Notice::Notify(report, "warning"));
+        }
+        if let Some(report) = self.take_late_report() {
             self.notices.push(Notice::Notify(report, "warning"));
         }
         changed
@@ -326,6 +484,7 @@ impl McpHost {
         let name = self.servers[index].config.name.clone();
         match news {
             login::SignInNews::Url(url) => {
+                login::open_browser(&url);
                 self.notices.push(Notice::Notify(
                     format!("Sign in to MCP server \"{name}\" in your browser:\n{url}"),
                     "info",
@@ -370,9 +529,13 @@ impl McpHost {
         }
     }
 
-    /// The client answered a dialog; true when it was the sign-in's (a pasted redirect URL,
-    /// or cancelled: an empty answer).
+    /// The client answered a dialog; true when it was the server choice's or the sign-in's (a
+    /// pasted redirect URL, or cancelled: an empty answer).
     pub fn deliver_ui_response(&mut self, id: &str, value: Option<&str>) -> bool {
+        if let Some(choice) = self.choice.take_if(|c| c.dialog == id) {
+            self.on_choice(choice, value);
+            return true;
+        }
         let Some(login) = self
             .login
             .as_mut()
@@ -412,10 +575,24 @@ impl McpHost {
             [action @ ("login" | "logout" | "reconnect"), ref rest @ ..] if rest.len() <= 1 => {
                 match self.pick(action, rest.first().copied()) {
                     Err(notice) => Some(notice),
-                    Ok(index) if action == "login" => self.sign_in(index, prompt.clone()),
-                    Ok(index) if action == "logout" => Some(self.sign_out(index)),
-                    Ok(index) => {
-                        self.reconnect(index, prompt);
+                    Ok(Picked::One(index)) => return self.act(action, index, prompt),
+                    Ok(Picked::Ask(candidates)) => {
+                        let id = crate::ids::uuid_v4();
+                        let options = candidates
+                            .iter()
+                            .map(|i| self.servers[*i].config.name.clone())
+                            .collect();
+                        self.notices.push(Notice::Select {
+                            id: id.clone(),
+                            title: "MCP server".into(),
+                            options,
+                        });
+                        self.choice = Some(Choice {
+                            dialog: id,
+                            action: action.to_string(),
+                            candidates,
+                            prompt,
+                        });
                         return;
                     }
                 }
@@ -428,10 +605,37 @@ impl McpHost {
         }
     }
 
+    /// Runs `/mcp <action>` on server `index`; the prompt is answered when it is done.
+    fn act(&mut self, action: &str, index: usize, prompt: Option<Value>) {
+        let notice = match action {
+            "login" => self.sign_in(index, prompt.clone()),
+            "logout" => Some(self.sign_out(index)),
+            _ => return self.reconnect(index, prompt),
+        };
+        if let Some(notice) = notice {
+            self.notices.push(notice);
+            self.notices.push(Notice::Handled(prompt));
+        }
+    }
+
+    /// The answer to the `select` dialog of a subcommand without a server name: the chosen
+    /// server gets the action; a cancelled dialog (or a name not offered) ends the command
+    /// without a word, as pi.
+    fn on_choice(&mut self, choice: Choice, value: Option<&str>) {
+        let chosen = choice.candidates.into_iter().find(|i| {
+            let server = &self.servers[*i];
+            !server.removed && Some(server.config.name.as_str()) == value
+        });
+        match chosen {
+            Some(index) => self.act(&choice.action, index, choice.prompt),
+            None => self.notices.push(Notice::Handled(choice.prompt)),
+        }
+    }
+
     /// The server a subcommand acts on (pi's rules): the one named, else the only eligible one,
     /// else the only one that needs it (waits for a sign-in; failed or disconnected for
-    /// `reconnect`). Where pi would ask the user to choose among several, the usage is shown.
-    fn pick(&self, action: &str, name: Option<&str>) -> Result<usize, Notice> {
+    /// `reconnect`), else the user chooses among the eligible ones (a `select` dialog, as pi).
+    fn pick(&self, action: &str, name: Option<&str>) -> Result<Picked, Notice> {
         let signs_in = action != "reconnect";
         let eligible =
             |s: &Server| s.commands.is_some() && (!signs_in || oauth_settings(&s.config).is_some());
@@ -440,19 +644,25 @@ impl McpHost {
             false => "No enabled MCP server to reconnect.",
         };
         if let Some(name) = name {
-            let Some(index) = self.servers.iter().position(|s| s.config.name == name) else {
+            let Some(index) = self
+                .live()
+                .find(|(_, s)| s.config.name == name)
+                .map(|(i, _)| i)
+            else {
                 return Err(Notice::Notify(
                     format!("No MCP server named \"{name}\"."),
                     "error",
                 ));
             };
             return match eligible(&self.servers[index]) {
-                true => Ok(index),
+                true => Ok(Picked::One(index)),
                 false => Err(Notice::Notify(none.into(), "error")),
             };
         }
-        let candidates: Vec<usize> = (0..self.servers.len())
-            .filter(|i| eligible(&self.servers[*i]))
+        let candidates: Vec<usize> = self
+            .live()
+            .filter(|(_, s)| eligible(s))
+            .map(|(i, _)| i)
             .collect();
         let preferred: Vec<usize> = candidates
             .iter()
@@ -465,8 +675,8 @@ impl McpHost {
             .collect();
         match (&candidates[..], &preferred[..]) {
             ([], _) => Err(Notice::Notify(none.into(), "info")),
-            ([only], _) | (_, [only]) => Ok(*only),
-            _ => Err(Notice::Notify(MCP_USAGE.into(), "warning")),
+            ([only], _) | (_, [only]) => Ok(Picked::One(*only)),
+            _ => Ok(Picked::Ask(candidates)),
         }
     }
 
@@ -531,16 +741,18 @@ impl McpHost {
 
     /// pi's `/mcp` status text outside its TUI.
     fn status_text(&self) -> String {
-        if self.servers.is_empty() && self.config_errors.is_empty() {
+        if self.live().next().is_none()
+            && self.config_errors.is_empty()
+            && self.overridden.is_empty()
+        {
             return format!(
                 "No MCP servers configured. Add them to {} or .pi/mcp.json.",
                 config::user_path(&self.agent_dir).display()
             );
         }
         let mut lines: Vec<String> = self
-            .servers
-            .iter()
-            .map(|s| {
+            .live()
+            .map(|(_, s)| {
                 let name = &s.config.name;
                 let exposure = &s.config.exposure_name;
                 let state = match s.status {
@@ -570,6 +782,7 @@ impl McpHost {
                 .iter()
                 .map(|e| format!("config error: {e}")),
         );
+        lines.extend(self.overridden.iter().map(|o| format!("overridden: {o}")));
         lines.join("\n")
     }
 
@@ -838,40 +1051,32 @@ impl McpHost {
             .iter()
             .map(|e| format!("config: {e}"))
             .collect();
-        for server in &self.servers {
-            if server.status == Status::NeedsSignIn {
-                lines.push(format!("{}: needs sign-in", server.config.name));
-            }
-            if server.status == Status::Failed {
-                let first = server
-                    .error
-                    .as_deref()
-                    .unwrap_or("unknown error")
-                    .lines()
-                    .next()
-                    .unwrap_or("");
-                lines.push(format!("{}: failed: {first}", server.config.name));
-            }
-        }
-        if lines.is_empty() {
+        lines.extend(self.servers.iter().filter_map(problem_line));
+        attention(&lines)
+    }
+
+    /// The report for servers registered after the startup report, once they all connected or
+    /// failed (pi's report of the servers it connected: their problems only).
+    fn take_late_report(&mut self) -> Option<String> {
+        let pending = |i: &usize| self.servers[*i].status == Status::Connecting;
+        if self.late.is_empty() || self.late.iter().any(pending) {
             return None;
         }
-        let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
-        Some(format!(
-            "MCP servers need attention:\n{}\nRun /mcp to fix.",
-            body.join("\n")
-        ))
+        let lines: Vec<String> = std::mem::take(&mut self.late)
+            .into_iter()
+            .filter_map(|i| problem_line(&self.servers[i]))
+            .collect();
+        attention(&lines)
     }
 
     /// The `get_mcp_servers` answer: every configured server with its state, and config errors.
     pub fn status(&self) -> Value {
         let servers: Vec<Value> = self
-            .servers
-            .iter()
-            .enumerate()
+            .live()
             .map(|(index, s)| {
                 let mut entry = json!({
                     "name": s.config.name,
+                    "scope": scope(&s.config),
                     "state": s.status.as_str(),
                     "transport": match s.config.transport { config::Transport::Stdio { .. } => "stdio", config::Transport::Http { .. } => "http" },
                     "target": s.config.describe_transport(),
@@ -894,7 +1099,7 @@ impl McpHost {
                 entry
             })
             .collect();
-        json!({"servers": servers, "errors": self.config_errors})
+        json!({"servers": servers, "errors": self.config_errors, "overridden": self.overridden})
     }
 
     /// `pi mcp list --json`'s report, in pi's shape: per server `name`, `scope`, `source`,
@@ -902,12 +1107,11 @@ impl McpHost {
     /// `toolExposure`? (tools whose exposure differs), `resources`?, `error`?; then `errors`.
     pub fn list_report(&self) -> Value {
         let servers: Vec<Value> = self
-            .servers
-            .iter()
-            .map(|s| {
+            .live()
+            .map(|(_, s)| {
                 let mut report = json!({
                     "name": s.config.name,
-                    "scope": if s.config.project { "project" } else { "global" },
+                    "scope": scope(&s.config),
                     "source": s.config.source.display().to_string(),
                 });
                 if let Some(path) = &s.config.override_source {
@@ -963,6 +1167,43 @@ impl McpHost {
             }
         }
         transport::wait_all_stopped(deadline);
+    }
+}
+
+/// A server's line in pi's "need attention" report: it needs a sign-in or failed.
+fn problem_line(server: &Server) -> Option<String> {
+    let name = &server.config.name;
+    match server.status {
+        Status::NeedsSignIn => Some(format!("{name}: needs sign-in")),
+        Status::Failed => {
+            let error = server.error.as_deref().unwrap_or("unknown error");
+            Some(format!(
+                "{name}: failed: {}",
+                error.lines().next().unwrap_or("")
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// pi's report of startup problems (None when there are none).
+fn attention(lines: &[String]) -> Option<String> {
+    if lines.is_empty() {
+        return None;
+    }
+    let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
+    Some(format!(
+        "MCP servers need attention:\n{}\nRun /mcp to fix.",
+        body.join("\n")
+    ))
+}
+
+/// pi's scope of a server: `project`, `global`, or `extension` for a registered one.
+fn scope(config: &ServerConfig) -> &'static str {
+    match (config.registered, config.project) {
+        (true, _) => "extension",
+        (false, true) => "project",
+        (false, false) => "global",
     }
 }
 

@@ -46,7 +46,7 @@ pub fn ask(pi: &mut Pi, lines: &[Value], id: &str) -> Value {
 
 /// The next JSON report of v2.py after `prefix` that `wanted` accepts (earlier ones are skipped).
 #[track_caller]
-fn next_report(pi: &mut Pi, prefix: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+pub fn next_report(pi: &mut Pi, prefix: &str, wanted: impl Fn(&Value) -> bool) -> Value {
     loop {
         let report: Value = serde_json::from_str(&next_notice(pi, prefix)).expect("json");
         if wanted(&report) {

@@ -28,6 +28,7 @@ mod images;
 mod lifecycle;
 mod mcp;
 mod mcp_oauth;
+mod mcp_registered;
 mod message_fields;
 mod network;
 mod oauth;

@@ -67,7 +67,7 @@ fn fake_server(workspace: &Workspace, extra: Value) -> (Value, PathBuf) {
 }
 
 /// A reply that calls one tool.
-fn tool_call(id: &str, name: &str, args: Value) -> Reply {
+pub fn tool_call(id: &str, name: &str, args: Value) -> Reply {
     Reply::sse(
         AnthropicStream::new()
             .tool_use(id, name, &[&args.to_string()])
@@ -75,7 +75,7 @@ fn tool_call(id: &str, name: &str, args: Value) -> Reply {
     )
 }
 
-fn declared_tools(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
+pub fn declared_tools(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
     request.body["tools"]
         .as_array()
         .map(|t| {

@@ -6,7 +6,7 @@
 //! stored in pi 1.6.0's `mcp-auth.json` format and sent as the bearer (redacted), refresh before
 //! expiry, step-up on `insufficient_scope`, `pi mcp logout`, and RPC sessions: a server needing
 //! sign-in is a notice and the agent keeps working; `/mcp login` and `/mcp logout` as pi 1.6.0
-//! runs them outside its TUI.
+//! runs them outside its TUI, its server choice and the browser it opens.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::scripted_http::{Answer, HttpRequest, ScriptedHttp, form, json_answer, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
-use crate::support::{Pi, Setup, Workspace, file_mode, is_reference, result_text};
+use crate::support::{
+    Pi, Setup, Workspace, file_mode, is_reference, result_text, wait_for_file, write_mcp_json,
+};
 
 #[derive(Default)]
 struct State {
@@ -1049,4 +1051,209 @@ fn a_server_asking_for_more_scope_gets_a_new_sign_in_with_the_wider_scope() {
     let (stored, _) = store(&workspace);
     let key = format!("mcp__hosted|{}/mcp", fake.base());
     assert_eq!(stored[&key]["tokens"]["scope"], "mcp.read mcp.write");
+}
+
+#[test]
+fn mcp_login_without_a_name_asks_which_server_when_several_need_a_sign_in() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    let url = format!("{}/mcp", fake.base());
+    write_mcp_json(
+        &workspace,
+        json!({"hosted": {"url": url}, "second": {"url": url}}),
+    );
+    let provider = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
+    assert_eq!(
+        next_notice(&mut pi).0,
+        "MCP servers need attention:\n  hosted: needs sign-in\n  second: needs sign-in\nRun /mcp to fix."
+    );
+    // pi's `ctx.ui.select("MCP server", names)`; the chosen server signs in.
+    pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login"}));
+    let deadline = pi.deadline();
+    let select = pi
+        .recv_until(|r| r["method"] == "select", deadline)
+        .pop()
+        .unwrap();
+    assert_eq!(select["title"], "MCP server");
+    assert_eq!(select["options"], json!(["hosted", "second"]));
+    assert!(!pi.records().iter().any(|r| r["id"] == "l"));
+    pi.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "second"}));
+    let (text, _) = next_notice(&mut pi);
+    assert!(
+        text.starts_with("Sign in to MCP server \"second\" in your browser:\n"),
+        "{text}"
+    );
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
+    assert_eq!(
+        next_notice(&mut pi),
+        ("Sign-in cancelled.".into(), "info".into())
+    );
+    handled(&mut pi, "l");
+    // A dismissed choice ends the command without a word, as pi.
+    pi.send(json!({"id": "r", "type": "prompt", "message": "/mcp reconnect"}));
+    let deadline = pi.deadline();
+    let select = pi
+        .recv_until(|r| r["method"] == "select", deadline)
+        .pop()
+        .unwrap();
+    assert_eq!(select["options"], json!(["hosted", "second"]));
+    pi.send(json!({"type": "extension_ui_response", "id": select["id"], "cancelled": true}));
+    handled(&mut pi, "r");
+    let after = pi
+        .records()
+        .iter()
+        .position(|r| r["id"] == select["id"])
+        .unwrap();
+    assert!(
+        !pi.records()[after..]
+            .iter()
+            .any(|r| r["method"] == "notify"),
+        "{:?}",
+        &pi.records()[after..]
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// A browser launcher named `xdg-open` (what pi 1.6.0 runs on Linux) that records its working
+/// directory and arguments in `opened.txt`; returns the PATH that finds it first.
+fn recording_launcher(workspace: &Workspace) -> (String, std::path::PathBuf) {
+    let bin = workspace.root().join("launcher-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let record = workspace.root().join("opened.txt");
+    let script = bin.join("xdg-open");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s %s\\n' \"$(pwd)\" \"$*\" >> '{}'\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (path, record)
+}
+
+#[test]
+fn sign_in_opens_the_browser_as_pi_does_over_rpc_and_from_the_shell() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    write_config(&workspace, &fake);
+    let (path, record) = recording_launcher(&workspace);
+    let provider = FakeProvider::start(vec![]);
+    let setup = Setup::anthropic(&provider).env("PATH", &path);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    next_notice(&mut pi);
+    pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login hosted"}));
+    let (text, _) = next_notice(&mut pi);
+    let url = text
+        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_string();
+    // `xdg-open <url>` from `/`, as pi's openBrowser; the URL is shown as well.
+    let opened = wait_for_file(&record, pi.timeout(), |t| t.ends_with('\n'));
+    assert_eq!(opened, format!("/ {url}\n"));
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
+    handled(&mut pi, "l");
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    // `pi mcp login` opens it too.
+    std::fs::remove_file(&record).unwrap();
+    let mut login = pi_mcp(&workspace, &["login", "hosted", "--timeout", "30"]);
+    let mut child = login
+        .env("PATH", &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = String::new();
+    stdout.read_line(&mut lines).unwrap();
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let opened = wait_for_file(&record, Duration::from_secs(30), |t| t.ends_with('\n'));
+    assert_eq!(opened, format!("/ {}\n", url.trim()));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_server_an_extension_registers_signs_in_like_a_configured_one() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let provider = FakeProvider::start(vec![]);
+    let setup = crate::extensions::with_extensions(Setup::anthropic(&provider), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    let register = json!({"type": "register_mcp_server", "id": "r", "name": "hosted",
+        "config": {"url": format!("{}/mcp", fake.base())}});
+    let answer = crate::extensions_v2::ask(&mut pi, &[register], "r");
+    assert_eq!(answer["result"], Value::Null, "{answer}");
+    let server = server_when(&mut pi, "g", |s| s["state"] == "needs-auth");
+    assert_eq!(server["state"], "needs-auth", "{server}");
+    // Its own notice once it settled, as pi reports servers it connects later.
+    let attention = "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix.";
+    assert!(
+        pi.records().iter().any(|r| r["message"] == attention),
+        "{:?}",
+        pi.records()
+    );
+    assert_eq!(server["scope"], "extension");
+    pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login hosted"}));
+    let deadline = pi.deadline();
+    let shown = pi
+        .recv_until(
+            |r| {
+                r["method"] == "notify"
+                    && r["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Sign in to MCP server"))
+            },
+            deadline,
+        )
+        .pop()
+        .unwrap();
+    let url = shown["message"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
+        .unwrap()
+        .to_string();
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .unwrap();
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": authorize(&url)}));
+    let server = server_when(&mut pi, "c", |s| s["state"] == "connected");
+    assert_eq!(server["tools"], json!(["mcp__hosted__whoami"]), "{server}");
+    handled(&mut pi, "l");
+    pi.close_stdin();
+    pi.wait_for_exit();
 }
