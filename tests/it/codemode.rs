@@ -580,3 +580,65 @@ fn mcp_tools_default_to_codemode_and_scripts_reach_them() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// A session pi 1.6.0 wrote (`fixtures/sessions/reference-1.6.0-codemode.jsonl`: a script that
+/// stored `k = 41`, then `tool_search` loaded `mcp__fake__echo`) continues in pi-rs: the script
+/// store is read back and the loaded tool stays declared.
+#[test]
+fn a_session_pi_1_6_0_wrote_with_codemode_and_tool_search_continues() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        scripts(&[("s2", "text(load('k') + 1);")]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let text = crate::fake_provider::fixture("sessions/reference-1.6.0-codemode.jsonl");
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let text = text.replacen(
+        &format!("\"cwd\":{}", header["cwd"]),
+        &format!("\"cwd\":{}", json!(workspace.cwd().to_string_lossy())),
+        1,
+    );
+    let file = workspace.root().join("from-1.6.0.jsonl");
+    std::fs::write(&file, text).unwrap();
+    let setup = setup_with_exposure(
+        &workspace,
+        &fake,
+        Some("deferred"),
+        json!({"defaultTools": ["+codemode"]}),
+    )
+    .arg("--session")
+    .arg(&file.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "again"}));
+    let records = pi.records_until_event("agent_end");
+    let out = script_text(&records, "s2");
+    assert!(out.ends_with("Output:\n42"), "{out}");
+    // pi-rs words its built-in tools its own way, so their declarations are replaced; the
+    // loaded tool is never dropped.
+    for change in records
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+    {
+        let names = |key: &str| -> Vec<Value> {
+            change["message"][key]
+                .as_array()
+                .map(|tools| tools.iter().map(|t| t["name"].clone()).collect())
+                .unwrap_or_default()
+        };
+        let echo = json!("mcp__fake__echo");
+        assert!(
+            !names("toolsRemoved").contains(&echo) || names("toolsAdded").contains(&echo),
+            "{change}"
+        );
+    }
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let names = declared_names(&requests[0]);
+    for name in ["codemode", "tool_search", "mcp__fake__echo"] {
+        assert!(names.contains(&name.to_string()), "{name} in {names:?}");
+    }
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
