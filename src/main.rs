@@ -321,7 +321,21 @@ fn build_setup(
         .unwrap_or_default();
     let selection = select_tools(&args, &config, &extension_tools);
     let extension_tools = extensions::offered(extension_tools, &selection.filter);
-    let tool_names = selection.builtins;
+    let mut mcp = mcp_config.map(|loaded| {
+        let policy = sandbox.policy();
+        let reconnect_sandbox = (policy.mode != sandbox::Mode::Off).then_some(policy);
+        mcp::McpHost::start(
+            loaded,
+            selection.filter.clone(),
+            cwd.clone(),
+            agent_dir.clone(),
+            reconnect_sandbox,
+        )
+    });
+    let mut tool_names = selection.builtins;
+    if let Some(host) = mcp.as_mut() {
+        host.turn_on_discovery(&mut tool_names);
+    }
     let prompt_sources = resources::system_prompt::RunSources {
         system_prompt: args.system_prompt.as_deref(),
         append: &args.append_system_prompt,
@@ -341,17 +355,6 @@ fn build_setup(
         args.name.as_deref(),
     );
 
-    let mcp = mcp_config.map(|loaded| {
-        let policy = sandbox.policy();
-        let reconnect_sandbox = (policy.mode != sandbox::Mode::Off).then_some(policy);
-        mcp::McpHost::start(
-            loaded,
-            selection.filter.clone(),
-            cwd.clone(),
-            agent_dir.clone(),
-            reconnect_sandbox,
-        )
-    });
     Ok(Built::Setup(Box::new(agent::AgentSetup {
         mcp,
         client: None,

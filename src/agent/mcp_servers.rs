@@ -19,7 +19,8 @@ impl Agent {
             self.refresh_tool_specs();
         }
         self.emit_mcp_notices();
-        let still_waiting = self.mcp.as_mut().is_some_and(|m| m.should_wait());
+        let indirect = self.reaches_indirect_tools();
+        let still_waiting = self.mcp.as_mut().is_some_and(|m| m.should_wait(indirect));
         if matches!(self.phase, Phase::WaitingForMcp(_)) && !still_waiting {
             self.end_mcp_wait();
         }
@@ -175,16 +176,46 @@ impl Agent {
         }
     }
 
-    /// Builtins, extension tools and MCP tools, as the next request declares them.
+    /// Builtins, extension tools and MCP tools, as the next request declares them and as
+    /// scripts call them. A `codemode`/`deferred` MCP tool is declared once `tool_search` loaded
+    /// it: on this branch's transcript, or since its last system message.
     pub(super) fn refresh_tool_specs(&mut self) {
-        self.tools.specs = super::tool_batch::all_tool_specs(
-            &self.tools.builtins,
-            &self.tools.extension_tools,
+        let recorded = super::system_message::declared_names(&self.messages);
+        let loading = &self.tools.loading;
+        let loaded =
+            |name: &str| loading.iter().any(|n| n == name) || recorded.iter().any(|n| n == name);
+        let tools = &self.tools;
+        let (specs, callable) = super::tool_batch::tool_sets(
+            &tools.builtins,
+            &tools.extension_tools,
             self.mcp.as_ref(),
+            &|name| tools.is_active(name),
+            &loaded,
         );
-        let mut specs = std::mem::take(&mut self.tools.specs);
-        specs.retain(|s| self.tools.is_active(&s.name));
-        self.tools.specs = specs;
+        (self.tools.specs, self.tools.callable) = (specs, callable);
+    }
+
+    /// The system prompt's `mcp_servers` section as the servers are now (a prompt's start
+    /// declares it when it changed, pi 1.6.0's rule).
+    pub(super) fn refresh_mcp_section(&mut self) {
+        let section = self
+            .mcp
+            .as_ref()
+            .and_then(|m| m.servers_section())
+            .map(|text| format!("<mcp_servers>\n{text}\n</mcp_servers>"));
+        let prompt = self.system_prompt.with_section("mcp_servers", section);
+        if prompt != self.system_prompt {
+            self.system_prompt = prompt;
+            self.request_cache.invalidate();
+        }
+    }
+
+    /// Whether `codemode` or `tool_search` is offered (they reach the tools not declared).
+    pub(super) fn reaches_indirect_tools(&self) -> bool {
+        self.tools.builtins.iter().any(|name| {
+            name == crate::tools::codemode::TOOL_NAME
+                || name == crate::tools::tool_search::TOOL_NAME
+        })
     }
 
     /// Starts the run, unless the first prompt must wait for MCP servers first.
@@ -192,7 +223,8 @@ impl Agent {
         if let Some(mcp) = &self.mcp {
             mcp.pick_up_sign_ins();
         }
-        if self.mcp.as_mut().is_some_and(|m| m.should_wait()) {
+        let indirect = self.reaches_indirect_tools();
+        if self.mcp.as_mut().is_some_and(|m| m.should_wait(indirect)) {
             let deadline = Instant::now() + crate::mcp::DEFAULT_STARTUP_WAIT;
             self.phase = Phase::WaitingForMcp(Box::new(McpWait { messages, deadline }));
             return;

@@ -232,7 +232,6 @@ impl Agent {
             setup.tool_names,
             setup.tool_filter,
             setup.extensions.as_ref(),
-            setup.mcp.as_ref(),
             setup.approvals,
             setup.sandbox,
         );
@@ -280,6 +279,7 @@ impl Agent {
                 exit_signal: None,
             },
         };
+        agent.refresh_tool_specs();
         agent.restore_session_tools();
         agent
     }
@@ -535,6 +535,20 @@ impl Agent {
         self.emit(Event::AgentStart);
         self.emit(Event::TurnStart);
         // The transcript learns the prompt and tools this run uses, when they changed (pi 1.6.0).
+        self.refresh_mcp_section();
+        self.declare_changes();
+        for message in prompt_messages {
+            self.add_message(message);
+        }
+        // Steering queued while idle joins the first turn, right after the prompt.
+        self.deliver_queued(true);
+        self.request_completion();
+    }
+
+    /// Before a request: what changed in the prompt or the tools (a server's section, tools
+    /// `tool_search` loaded) becomes one system message, as pi 1.6.0 declares changes.
+    fn declare_changes(&mut self) {
+        self.refresh_tool_specs();
         if let Some(system) = system_message::patch(
             &self.messages,
             self.extensions
@@ -547,12 +561,8 @@ impl Agent {
         ) {
             self.add_message(AgentMessage::System(system));
         }
-        for message in prompt_messages {
-            self.add_message(message);
-        }
-        // Steering queued while idle joins the first turn, right after the prompt.
-        self.deliver_queued(true);
-        self.request_completion();
+        // The transcript declares what was loading now.
+        self.tools.loading.clear();
     }
 
     /// Emits `message_start`/`message_end` for a complete message and records it everywhere.
@@ -606,10 +616,12 @@ impl Agent {
         }
         if !self.queues.steering.is_empty() {
             self.emit(Event::TurnStart);
+            self.declare_changes();
             self.deliver_queued(true);
             self.request_completion();
         } else if had_tool_calls {
             self.emit(Event::TurnStart);
+            self.declare_changes();
             self.request_completion();
         } else if !self.queues.follow_up.is_empty() {
             self.emit(Event::TurnStart);

@@ -168,6 +168,9 @@ pub struct ToolBatch {
     /// A call's tool has `executionMode: "sequential"` (v2): the calls run one after another.
     pub sequential: bool,
     pub events: Receiver<ToolEvent>,
+    /// The tools the reply's request declared: what the model's calls may name, even after a
+    /// `tool_search` of the same reply loaded more.
+    pub declared: Vec<String>,
 }
 
 /// One tool call of a batch and everything the batch knows about it.

@@ -144,6 +144,14 @@ pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
     tool
 }
 
+/// The names of the tools the transcript declares now.
+pub fn declared_names(messages: &[AgentMessage]) -> Vec<String> {
+    current_tools(messages)
+        .iter()
+        .filter_map(|tool| tool["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 fn systems(messages: &[AgentMessage]) -> impl Iterator<Item = &SystemMessage> {
     messages.iter().filter_map(|m| match m {
         AgentMessage::System(system) => Some(system),

@@ -36,7 +36,14 @@ pub struct Toolbox {
     /// Which extension tools are offered (MCP tools: the MCP host holds the same filter).
     pub filter: crate::tools::selection::ToolFilter,
     pub extension_tools: Vec<ExtensionTool>,
+    /// What the next request declares.
     pub specs: Vec<ToolSpec>,
+    /// What a `codemode` script can call: the declared tools but `codemode` and `tool_search`,
+    /// and the MCP tools with `codemode` or `deferred` exposure.
+    pub callable: Vec<ToolSpec>,
+    /// Tools `tool_search` loaded that the transcript does not declare yet (the next request's
+    /// system message does).
+    pub loading: Vec<String>,
     pub approvals: ApprovalPolicy,
     pub grants: SessionGrants,
     /// The tool sandbox (settings, `--sandbox`; `set_sandbox` changes it).
@@ -70,20 +77,21 @@ impl Toolbox {
         builtins: Vec<String>,
         filter: crate::tools::selection::ToolFilter,
         extensions: Option<&crate::extensions::ExtensionHost>,
-        mcp: Option<&crate::mcp::McpHost>,
         approvals: ApprovalPolicy,
         sandbox: crate::sandbox::Sandbox,
     ) -> Toolbox {
         let extension_tools = extensions
             .map(|h| crate::extensions::offered(h.tools(), &filter))
             .unwrap_or_default();
-        let specs = all_tool_specs(&builtins, &extension_tools, mcp);
+        // The agent fills `specs` and `callable` once it holds the MCP host and the transcript.
         let startup_builtins = builtins.clone();
         Toolbox {
             builtins,
             filter,
             extension_tools,
-            specs,
+            specs: Vec::new(),
+            callable: Vec::new(),
+            loading: Vec::new(),
             approvals,
             grants: Default::default(),
             sandbox,
@@ -96,40 +104,66 @@ impl Toolbox {
     }
 }
 
-/// What the model is offered: builtins, then extension tools, then MCP tools. An extension tool
-/// named like a builtin replaces it in its place (pi: "the extension tool replaces the built-in"),
-/// so every name is offered once.
-pub(super) fn all_tool_specs(
+/// What scripts can call and what the model is offered, as (declared, callable): builtins, then
+/// extension tools, then MCP tools. An extension tool named like a builtin replaces it in its
+/// place (pi: "the extension tool replaces the built-in"), so every name is offered once.
+/// MCP tools with `codemode` or `deferred` exposure are callable (from scripts) but declared
+/// only once `loaded` says `tool_search` found them; `is_active` (an extension's
+/// `set_active_tools`, a restored transcript's withdrawals) limits the others. While `codemode` is declared, the other declared tools
+/// say how a script calls them (`codemode.mode` `on`).
+pub(super) fn tool_sets(
     builtins: &[String],
     extension_tools: &[crate::extensions::ExtensionTool],
     mcp: Option<&crate::mcp::McpHost>,
-) -> Vec<ToolSpec> {
+    is_active: &dyn Fn(&str) -> bool,
+    loaded: &dyn Fn(&str) -> bool,
+) -> (Vec<ToolSpec>, Vec<ToolSpec>) {
     let by_extension = |name: &str| extension_tools.iter().find(|t| t.decl.name == name);
-    let mut specs: Vec<ToolSpec> = tools::specs(builtins)
+    let mut callable: Vec<ToolSpec> = tools::specs(builtins)
         .into_iter()
         .map(|spec| by_extension(&spec.name).map_or(spec, |t| t.spec()))
         .collect();
-    specs.extend(
+    callable.extend(
         extension_tools
             .iter()
             .filter(|t| !builtins.contains(&t.decl.name))
             .map(|t| t.spec()),
     );
+    let mut indirect: Vec<String> = Vec::new();
     if let Some(mcp) = mcp {
-        let taken: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-        specs.extend(
-            mcp.tool_specs()
-                .into_iter()
-                .filter(|s| !taken.contains(&s.name)),
-        );
+        for (spec, exposure) in mcp.tools_with_exposure() {
+            if callable.iter().any(|s| s.name == spec.name) {
+                continue;
+            }
+            if exposure.is_indirect() {
+                indirect.push(spec.name.clone());
+            }
+            callable.push(spec);
+        }
     }
-    // `codemode.mode` `on`: declared tools say how a script calls them.
+    let mut declared: Vec<ToolSpec> = callable
+        .iter()
+        .filter(|spec| match indirect.contains(&spec.name) {
+            true => loaded(&spec.name),
+            false => is_active(&spec.name),
+        })
+        .cloned()
+        .collect();
     if builtins.iter().any(|b| b == codemode::TOOL_NAME) {
-        for spec in specs.iter_mut().filter(|s| s.name != codemode::TOOL_NAME) {
+        for spec in declared
+            .iter_mut()
+            .filter(|s| s.name != codemode::TOOL_NAME)
+        {
             codemode::script_call_note(spec);
         }
     }
-    specs
+    // Scripts reach neither discovery tool, and direct tools only while they are active.
+    callable.retain(|spec| {
+        spec.name != codemode::TOOL_NAME
+            && spec.name != tools::tool_search::TOOL_NAME
+            && (indirect.contains(&spec.name) || is_active(&spec.name))
+    });
+    (declared, callable)
 }
 
 impl Agent {
@@ -213,6 +247,7 @@ impl Agent {
             starting: true,
             sequential,
             events,
+            declared: self.tools.specs.iter().map(|s| s.name.clone()).collect(),
         }));
         let first = if sequential { count.min(1) } else { count };
         for index in 0..first {
@@ -239,14 +274,21 @@ impl Agent {
         let Some(batch) = self.batch() else { return };
         let name = batch.calls[index].call.name.clone();
         let args = batch.calls[index].args.clone();
-        let known = self.tools.is_active(&name)
-            && (self.tools.builtins.contains(&name)
-                || self
-                    .tools
-                    .extension_tools
-                    .iter()
-                    .any(|t| t.decl.name == name)
-                || self.mcp.as_ref().is_some_and(|mcp| mcp.has_tool(&name)));
+        let declared = batch.declared.contains(&name);
+        // The model calls what it was declared; a script what it can call.
+        let known = match batch.calls[index].parent.is_some() {
+            true => self.tools.callable.iter().any(|s| s.name == name),
+            false => {
+                self.tools.is_active(&name)
+                    && (self.tools.builtins.contains(&name)
+                        || self
+                            .tools
+                            .extension_tools
+                            .iter()
+                            .any(|t| t.decl.name == name)
+                        || declared)
+            }
+        };
         if !known {
             self.finish_call(index, ToolOutput::error(format!("Tool {name} not found")));
             return;
@@ -346,6 +388,10 @@ impl Agent {
             self.start_script(index, call);
             return;
         }
+        if owner.is_none() && call.name == tools::tool_search::TOOL_NAME {
+            self.run_tool_search(index, &call.arguments);
+            return;
+        }
         match (owner, &self.extensions.host, &mut self.mcp) {
             (Some(extension), Some(host), _) => {
                 batch.calls[index].by_extension = true;
@@ -381,6 +427,44 @@ impl Agent {
         }
     }
 
+    /// A tool as discovery (`searchTools()`, `tool_search`) sees it.
+    fn catalog_tool(&self, spec: &ToolSpec) -> codemode::search::CatalogTool {
+        codemode::search::CatalogTool {
+            name: spec.name.clone(),
+            sample: codemode::search::sample(&spec.description, &spec.parameters),
+            description: spec.description.clone(),
+            parameters: spec.parameters.clone(),
+            namespace: self
+                .mcp
+                .as_ref()
+                .and_then(|mcp| mcp.namespace_of(&spec.name)),
+        }
+    }
+
+    /// A `tool_search` call: the callable tools not declared yet (`codemode` and `deferred`
+    /// exposure) are ranked; the matches are declared from the next request on.
+    fn run_tool_search(&mut self, index: usize, arguments: &Value) {
+        let candidates: Vec<codemode::search::CatalogTool> = self
+            .tools
+            .callable
+            .iter()
+            .filter(|spec| !self.tools.specs.iter().any(|s| s.name == spec.name))
+            .map(|spec| self.catalog_tool(spec))
+            .collect();
+        let output = match tools::tool_search::run(arguments, &candidates) {
+            Ok((text, loaded)) => {
+                self.tools.loading.extend(loaded.iter().cloned());
+                self.refresh_tool_specs();
+                ToolOutput {
+                    details: Some(json!({ "loaded": loaded })),
+                    ..ToolOutput::text(text)
+                }
+            }
+            Err(error) => ToolOutput::error(error),
+        };
+        self.on_tool_finished(index, output);
+    }
+
     /// A `codemode` call runs: its script starts on a worker of its own; what the script does
     /// comes back as `ToolEventKind::Script` events on the batch's channel.
     fn start_script(&mut self, index: usize, call: crate::messages::ToolCall) {
@@ -399,19 +483,9 @@ impl Agent {
         };
         let catalog: Vec<codemode::search::CatalogTool> = self
             .tools
-            .specs
+            .callable
             .iter()
-            .filter(|spec| spec.name != codemode::TOOL_NAME)
-            .map(|spec| codemode::search::CatalogTool {
-                name: spec.name.clone(),
-                sample: codemode::search::sample(&spec.description, &spec.parameters),
-                description: spec.description.clone(),
-                parameters: spec.parameters.clone(),
-                namespace: self
-                    .mcp
-                    .as_ref()
-                    .and_then(|mcp| mcp.namespace_of(&spec.name)),
-            })
+            .map(|spec| self.catalog_tool(spec))
             .collect();
         let tools = catalog
             .iter()
@@ -535,8 +609,7 @@ impl Agent {
     /// A script calls a tool: a nested call of its own (`<callId>/<n>`), through the same gate,
     /// hooks and execution as a call of the model.
     fn start_nested_call(&mut self, index: usize, id: u64, name: String, args: Option<String>) {
-        let callable =
-            name != codemode::TOOL_NAME && self.tools.specs.iter().any(|s| s.name == name);
+        let callable = self.tools.callable.iter().any(|s| s.name == name);
         let Some(batch) = self.batch() else { return };
         let parent_id = batch.calls[index].call.id.clone();
         let Some(run) = batch.calls[index].script.as_mut() else {
@@ -798,6 +871,9 @@ impl Agent {
             }
         }
         let nested_of = batch.calls[index].parent;
+        // An MCP tool's call resolves a script's call to its whole `CallToolResult`, errors
+        // included (pi 1.6.0); other tools to their text, and a failure rejects with it.
+        let script_value = nested_of.and(result.get("structuredContent").cloned());
         let event = Event::ToolExecutionEnd {
             call: batch.calls[index].call.clone(),
             parent: nested_of.map(|p| batch.calls[p.slot].call.id.clone()),
@@ -806,7 +882,6 @@ impl Agent {
             duration_ms,
         };
         if let Some(of) = nested_of {
-            // The script gets the call's text; a failure rejects with it.
             let text = output_text(&output);
             let name = batch.calls[index].call.name.clone();
             let cancelled =
@@ -814,7 +889,9 @@ impl Agent {
             let mut details = None;
             if let Some(run) = batch.calls[of.slot].script.as_mut() {
                 run.call_finished(of.record, output.is_error, &text, cancelled);
-                let reply = if output.is_error {
+                let reply = if let Some(value) = script_value {
+                    Ok(Some(value.to_string()))
+                } else if output.is_error {
                     Err(if text.is_empty() {
                         format!("Tool \"{name}\" failed")
                     } else {

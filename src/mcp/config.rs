@@ -24,26 +24,35 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const OVERRIDE_KEYS: [&str; 3] = ["enabled", "exposure", "toolExposure"];
 const EXPOSURES: [&str; 4] = ["codemode", "deferred", "direct", "hidden"];
 
-/// How a server's tools reach the model. pi-rs has no `codemode` or `tool_search` tool, so those
-/// exposures (and `deferred`) declare tools like `direct` does.
+/// How a server's tools reach the model (pi 1.6.0): `direct` tools are declared, `codemode` and
+/// `deferred` ones are not (scripts call them; `tool_search` declares the ones it finds; the two
+/// differ only in which of those tools is turned on for them), `hidden` ones are unreachable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exposure {
     Direct,
     Hidden,
-    /// `codemode` or `deferred` in the file: treated as `Direct`.
-    Indirect,
+    Codemode,
+    Deferred,
 }
 
 impl Exposure {
+    /// A file value; `codemode` is the default, and what the checks let through besides the
+    /// four names (`codemode-deferred`) counts as `deferred`.
     fn parse(value: &str) -> Exposure {
         match value {
             "hidden" => Exposure::Hidden,
             "direct" => Exposure::Direct,
-            _ => Exposure::Indirect,
+            "codemode" => Exposure::Codemode,
+            _ => Exposure::Deferred,
         }
     }
+    /// Declared to the model from the start.
     pub fn is_declared(self) -> bool {
-        self != Exposure::Hidden
+        self == Exposure::Direct
+    }
+    /// Reached through `codemode` scripts or found by `tool_search`.
+    pub fn is_indirect(self) -> bool {
+        matches!(self, Exposure::Codemode | Exposure::Deferred)
     }
 }
 
@@ -103,13 +112,20 @@ impl ServerConfig {
             .find(|(k, _)| k.contains('*') && wildcard_match(k, tool, false))
             .map_or(&self.exposure_name, |(_, e)| e)
     }
+    /// The exposures its tools can have, known before it connects: the server's and every
+    /// `toolExposure` value.
+    pub fn configured_exposures(&self) -> Vec<Exposure> {
+        std::iter::once(self.exposure)
+            .chain(self.tool_exposure.iter().map(|(_, e)| Exposure::parse(e)))
+            .collect()
+    }
     /// Whether some tools are declared to the model (the first prompt waits for these servers).
     pub fn has_declared_tools(&self) -> bool {
-        self.exposure.is_declared()
-            || self
-                .tool_exposure
-                .iter()
-                .any(|(_, e)| Exposure::parse(e).is_declared())
+        self.configured_exposures().iter().any(|e| e.is_declared())
+    }
+    /// Whether some tools are reached through `codemode` or `tool_search`.
+    pub fn has_indirect_tools(&self) -> bool {
+        self.configured_exposures().iter().any(|e| e.is_indirect())
     }
     pub fn describe_transport(&self) -> String {
         match &self.transport {
@@ -129,6 +145,9 @@ pub struct McpConfig {
     pub errors: Vec<String>,
     /// Resolved `${VAR}` / `!command` values, for redaction.
     pub secrets: Vec<String>,
+    /// The top-level `autoEnableCodemode` (the project's value over the user's), when set:
+    /// whether `codemode` is turned on for servers with `codemode` tools (default true).
+    pub auto_enable_codemode: Option<bool>,
 }
 
 impl McpConfig {
@@ -222,12 +241,26 @@ struct Entry {
 pub fn load(agent_dir: &Path, cwd: &Path, project_trusted: bool, resolver: &Resolver) -> McpConfig {
     let mut entries: Vec<Entry> = Vec::new();
     let mut errors = Vec::new();
-    read_file(&user_path(agent_dir), false, &mut entries, &mut errors);
+    let mut auto_enable_codemode = None;
+    read_file(
+        &user_path(agent_dir),
+        false,
+        &mut entries,
+        &mut errors,
+        &mut auto_enable_codemode,
+    );
     if project_trusted {
-        read_file(&project_path(cwd), true, &mut entries, &mut errors);
+        read_file(
+            &project_path(cwd),
+            true,
+            &mut entries,
+            &mut errors,
+            &mut auto_enable_codemode,
+        );
     }
     let mut config = McpConfig {
         errors,
+        auto_enable_codemode,
         ..McpConfig::default()
     };
     for entry in entries {
@@ -252,7 +285,13 @@ pub fn load(agent_dir: &Path, cwd: &Path, project_trusted: bool, resolver: &Reso
     config
 }
 
-fn read_file(path: &Path, project: bool, entries: &mut Vec<Entry>, errors: &mut Vec<String>) {
+fn read_file(
+    path: &Path,
+    project: bool,
+    entries: &mut Vec<Entry>,
+    errors: &mut Vec<String>,
+    auto_enable_codemode: &mut Option<bool>,
+) {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -262,6 +301,14 @@ fn read_file(path: &Path, project: bool, entries: &mut Vec<Entry>, errors: &mut 
         Ok(v) => v,
         Err(e) => return errors.push(format!("{}: {e}", path.display())),
     };
+    match parsed.get("autoEnableCodemode") {
+        Some(Value::Bool(value)) => *auto_enable_codemode = Some(*value),
+        Some(_) => errors.push(format!(
+            "{}: autoEnableCodemode must be a boolean",
+            path.display()
+        )),
+        None => {}
+    }
     let servers = match (&parsed, parsed.get("mcpServers")) {
         (Value::Object(_), None) => return,
         (Value::Object(_), Some(Value::Object(servers))) => servers.clone(),
@@ -766,7 +813,8 @@ mod tests {
             }
         );
         assert_eq!(fs.timeout, Duration::from_millis(2500));
-        assert_eq!(fs.exposure, Exposure::Indirect);
+        assert_eq!(fs.exposure, Exposure::Codemode);
+        assert!(fs.has_indirect_tools() && !fs.has_declared_tools());
         let docs = &config.servers[1];
         assert_eq!(docs.tool_exposure("search"), Exposure::Direct);
         assert_eq!(docs.tool_exposure("get_x"), Exposure::Hidden);

@@ -96,6 +96,88 @@ struct Server {
     removed: bool,
 }
 
+/// Characters of the `mcp_servers` section, and of one server's summary in it (pi 1.6.0's).
+const MAX_SERVERS_SECTION_CHARS: usize = 4096;
+const MAX_SERVER_DESCRIPTION_CHARS: usize = 250;
+
+/// The `mcp_servers` section from (namespace, `codemode` or `tool_search`, summary) per server,
+/// in order: pi 1.6.0's intro line for the ways used, then one line a server. Summaries shrink
+/// to fit 4,096 characters; when the bare lines do not fit, the last servers are counted in a
+/// closing line instead.
+fn render_servers_section(servers: &[(String, &str, String)]) -> String {
+    let mut intro = "MCP servers whose tools are not declared to you.".to_string();
+    if servers.iter().any(|(_, reach, _)| *reach == "codemode") {
+        intro.push_str(" Call the tools of `codemode` servers from codemode scripts.");
+    }
+    if servers.iter().any(|(_, reach, _)| *reach == "tool_search") {
+        intro.push_str(" Load the tools of `tool_search` servers with `tool_search`.");
+    }
+    let heads: Vec<String> = servers
+        .iter()
+        .map(|(namespace, reach, _)| format!("- {namespace} ({reach})"))
+        .collect();
+    let omitted = |count: usize| -> Vec<String> {
+        match count {
+            0 => Vec::new(),
+            1 => vec!["- … 1 more server; find their tools with searchTools()".to_string()],
+            n => vec![format!(
+                "- … {n} more servers; find their tools with searchTools()"
+            )],
+        }
+    };
+    let chars = |text: &str| text.encode_utf16().count();
+    let size = |kept: usize| {
+        let mut lines = vec![intro.clone()];
+        lines.extend(heads[..kept].iter().cloned());
+        lines.extend(omitted(servers.len() - kept));
+        chars(&lines.join("\n"))
+    };
+    let mut kept = servers.len();
+    while kept > 0 && size(kept) > MAX_SERVERS_SECTION_CHARS {
+        kept -= 1;
+    }
+    // Each summary also takes a ": " separator.
+    let per_server = MAX_SERVERS_SECTION_CHARS
+        .saturating_sub(size(kept))
+        .checked_div(kept)
+        .map_or(0, |n| n.saturating_sub(2).min(MAX_SERVER_DESCRIPTION_CHARS));
+    let mut lines = vec![intro.clone()];
+    for (head, (_, _, summary)) in heads.iter().zip(servers).take(kept) {
+        let summary = if per_server > 0 {
+            shorten(summary, per_server)
+        } else {
+            String::new()
+        };
+        lines.push(if summary.is_empty() {
+            head.clone()
+        } else {
+            format!("{head}: {summary}")
+        });
+    }
+    lines.extend(omitted(servers.len() - kept));
+    lines.join("\n")
+}
+
+/// `text` within `max` UTF-16 units, cut with `…` when longer.
+fn shorten(text: &str, max: usize) -> String {
+    if text.encode_utf16().count() <= max {
+        return text.to_string();
+    }
+    if max <= 1 {
+        return String::new();
+    }
+    let mut head = String::new();
+    let mut units = 0;
+    for c in text.chars() {
+        units += c.len_utf16();
+        if units > max - 1 {
+            break;
+        }
+        head.push(c);
+    }
+    format!("{}…", head.trim_end())
+}
+
 /// One tool the model can call.
 #[derive(Clone, Debug)]
 struct McpTool {
@@ -103,6 +185,7 @@ struct McpTool {
     server: usize,
     tool: String,
     spec: ToolSpec,
+    exposure: Exposure,
 }
 
 /// What the host has for the client, in order: notices, the dialog asking for a pasted
@@ -181,6 +264,8 @@ pub struct McpHost {
     waited: bool,
     /// Startup problems were reported to the client.
     reported: bool,
+    /// `autoEnableCodemode` of the files (default true).
+    auto_enable_codemode: bool,
     /// Servers `/mcp reconnect` is reconnecting, with the prompt that asked (their outcome
     /// becomes a notice, then the prompt's answer).
     reconnecting: Vec<(usize, Option<Value>)>,
@@ -208,6 +293,7 @@ impl McpHost {
         reconnect_sandbox: Option<std::sync::Arc<crate::sandbox::Policy>>,
     ) -> McpHost {
         let (events_tx, events) = crossbeam_channel::unbounded();
+        let auto_enable_codemode = config.auto_enable_codemode.unwrap_or(true);
         let mut host = McpHost {
             servers: Vec::new(),
             events,
@@ -222,6 +308,7 @@ impl McpHost {
             next_key: Arc::new(AtomicU64::new(1)),
             waited: false,
             reported: false,
+            auto_enable_codemode,
             reconnecting: Vec::new(),
             notices: Vec::new(),
             cwd,
@@ -853,7 +940,8 @@ impl McpHost {
                 let Some(tool_name) = tool.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                if !server.config.tool_exposure(tool_name).is_declared() {
+                let exposure = server.config.tool_exposure(tool_name);
+                if exposure == Exposure::Hidden {
                     continue;
                 }
                 let taken = |candidate: &str| {
@@ -869,6 +957,7 @@ impl McpHost {
                     name: model_name,
                     server: index,
                     tool: tool_name.to_string(),
+                    exposure,
                 });
             }
         }
@@ -896,17 +985,134 @@ impl McpHost {
         !self.resource_servers().is_empty()
     }
 
-    /// What the model is offered: the servers' declared tools, then the resource tools.
+    /// Every tool scripts and the model can reach (not `hidden`): the servers' tools, then the
+    /// resource tools.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        let mut specs: Vec<ToolSpec> = self.tools.iter().map(|t| t.spec.clone()).collect();
+        self.tools_with_exposure()
+            .into_iter()
+            .map(|(spec, _)| spec)
+            .collect()
+    }
+
+    /// The same with each tool's exposure. The resource tools take the widest exposure of the
+    /// servers they reach (`direct`, else `codemode`, else `deferred`), as pi 1.6.0.
+    pub fn tools_with_exposure(&self) -> Vec<(ToolSpec, Exposure)> {
+        let mut specs: Vec<(ToolSpec, Exposure)> = self
+            .tools
+            .iter()
+            .map(|t| (t.spec.clone(), t.exposure))
+            .collect();
         if self.resource_tools_offered() {
+            let exposures: Vec<Exposure> = self
+                .servers
+                .iter()
+                .filter(|s| s.has_resources && s.config.exposure != Exposure::Hidden)
+                .map(|s| s.config.exposure)
+                .collect();
+            let exposure = [Exposure::Direct, Exposure::Codemode, Exposure::Deferred]
+                .into_iter()
+                .find(|e| exposures.contains(e))
+                .unwrap_or(Exposure::Deferred);
             specs.extend(
                 resources::specs()
                     .into_iter()
-                    .filter(|s| self.filter.allows(&s.name)),
+                    .filter(|s| self.filter.allows(&s.name))
+                    .map(|s| (s, exposure)),
             );
         }
         specs
+    }
+
+    /// Which discovery tools the configured exposures of the enabled servers ask for
+    /// (`codemode`, `tool_search`): known from the files, before any server connects.
+    pub fn discovery_needs(&self) -> (bool, bool) {
+        let exposures: Vec<Exposure> = self
+            .servers
+            .iter()
+            .filter(|s| s.config.enabled)
+            .flat_map(|s| s.config.configured_exposures())
+            .collect();
+        (
+            exposures.contains(&Exposure::Codemode),
+            exposures.contains(&Exposure::Deferred),
+        )
+    }
+
+    /// The `mcp_servers` system prompt section (pi 1.6.0's text): every enabled server with
+    /// `codemode` or `deferred` tools, how its tools are reached and its one-line summary (its
+    /// `description`, else its instructions), within 4,096 characters; `None` without any.
+    pub fn servers_section(&self) -> Option<String> {
+        let mut listed: Vec<&Server> = self
+            .servers
+            .iter()
+            .filter(|s| s.config.enabled && s.config.has_indirect_tools())
+            .collect();
+        if listed.is_empty() {
+            return None;
+        }
+        listed.sort_by_key(|s| s.config.name.to_lowercase());
+        let summaries: Vec<(String, &str, String)> = listed
+            .iter()
+            .map(|s| {
+                let reach = if s
+                    .config
+                    .configured_exposures()
+                    .contains(&Exposure::Codemode)
+                {
+                    "codemode"
+                } else {
+                    "tool_search"
+                };
+                let text = [s.config.description.as_deref(), s.instructions.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .map(str::trim)
+                    .find(|t| !t.is_empty())
+                    .unwrap_or("");
+                let summary = text.split('\n').next().unwrap_or("").trim().to_string();
+                (naming::namespace(&s.config.name), reach, summary)
+            })
+            .collect();
+        Some(render_servers_section(&summaries))
+    }
+
+    /// Turns on the tools that reach what the servers' exposures leave undeclared (pi 1.6.0):
+    /// `codemode` for `codemode` tools unless `autoEnableCodemode` is false, `tool_search` for
+    /// `deferred` ones, each where the tool selection allows it (`filter`). When neither is on
+    /// while such tools exist, the client gets pi's one warning.
+    pub fn turn_on_discovery(&mut self, tools: &mut Vec<String>) {
+        use crate::tools::{codemode, tool_search};
+        let (needs_codemode, needs_tool_search) = self.discovery_needs();
+        if !needs_codemode && !needs_tool_search {
+            return;
+        }
+        let mut turn_on = |name: &str, wanted: bool| {
+            if wanted && self.filter.allows(name) && !tools.iter().any(|t| t == name) {
+                tools.push(name.to_string());
+            }
+        };
+        turn_on(
+            codemode::TOOL_NAME,
+            needs_codemode && self.auto_enable_codemode,
+        );
+        turn_on(tool_search::TOOL_NAME, needs_tool_search);
+        if tools
+            .iter()
+            .any(|t| t == codemode::TOOL_NAME || t == tool_search::TOOL_NAME)
+        {
+            return;
+        }
+        let reason = if needs_codemode && !self.auto_enable_codemode {
+            " (autoEnableCodemode is false)"
+        } else {
+            ""
+        };
+        self.notices.push(Notice::Notify(
+            format!(
+                "MCP tools are only reachable from the codemode or tool_search tool, but neither is active{reason}; they cannot be called."
+            ),
+            "warning",
+        ));
     }
 
     /// The namespace of an MCP tool for codemode's discovery globals: `mcp__<server>`, with the
@@ -915,9 +1121,8 @@ impl McpHost {
         let tool = self.tools.iter().find(|t| t.name == name)?;
         let server = self.servers.get(tool.server)?;
         let server_name = &server.config.name;
-        let prefix = naming::plain_tool_name(server_name, "");
         Some(crate::tools::codemode::search::Namespace {
-            name: prefix.trim_end_matches('_').to_string(),
+            name: naming::namespace(server_name),
             aliases: vec![server_name.clone()],
             description: server
                 .config
@@ -1017,14 +1222,17 @@ impl McpHost {
     }
 
     /// Whether the first prompt should wait: a server with declared tools is still connecting.
-    pub fn should_wait(&mut self) -> bool {
+    /// `reach_indirect`: `codemode` or `tool_search` is offered, so servers with tools only
+    /// they reach are waited for too (pi 1.6.0 waits for those when such a call starts).
+    pub fn should_wait(&mut self, reach_indirect: bool) -> bool {
         if self.waited {
             return false;
         }
-        let connecting = self
-            .servers
-            .iter()
-            .any(|s| s.status == Status::Connecting && s.config.has_declared_tools());
+        let connecting = self.servers.iter().any(|s| {
+            s.status == Status::Connecting
+                && (s.config.has_declared_tools()
+                    || (reach_indirect && s.config.has_indirect_tools()))
+        });
         if !connecting {
             self.waited = true;
         }
@@ -1277,6 +1485,32 @@ fn tool_spec(server: &str, tool_name: &str, tool: &Value, name: String) -> ToolS
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_servers_section_shrinks_summaries_then_counts_the_rest() {
+        let section = render_servers_section(&[
+            ("mcp__a".into(), "codemode", "Alpha tools".into()),
+            ("mcp__b".into(), "tool_search", String::new()),
+        ]);
+        assert_eq!(
+            section,
+            "MCP servers whose tools are not declared to you. Call the tools of `codemode` servers from codemode scripts. Load the tools of `tool_search` servers with `tool_search`.\n- mcp__a (codemode): Alpha tools\n- mcp__b (tool_search)"
+        );
+        let many: Vec<(String, &str, String)> = (0..300)
+            .map(|i| (format!("mcp__server_{i}"), "codemode", "x".repeat(300)))
+            .collect();
+        let section = render_servers_section(&many);
+        assert!(section.encode_utf16().count() <= MAX_SERVERS_SECTION_CHARS);
+        assert!(section.ends_with("more servers; find their tools with searchTools()"));
+        let few: Vec<(String, &str, String)> = (0..3)
+            .map(|i| (format!("mcp__s{i}"), "codemode", "y".repeat(400)))
+            .collect();
+        let section = render_servers_section(&few);
+        assert!(
+            section.contains(&format!(": {}…", "y".repeat(249))),
+            "{section}"
+        );
+    }
 
     #[test]
     fn mcp_tool_names() {

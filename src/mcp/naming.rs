@@ -42,7 +42,8 @@ fn sanitize(name: &str) -> String {
         .collect()
 }
 
-/// Server names that differ only in `-` and `_` share one namespace.
+/// The namespace of a server's tools (pi 1.6.0's `mcpNamespace`): `mcp__<server>` with `-` as
+/// `_`; server names that differ only in `-` and `_` share one namespace.
 pub fn namespace(server: &str) -> String {
     format!("mcp__{}", server.replace('-', "_"))
 }

@@ -163,6 +163,21 @@ impl SystemPrompt {
         &self.sections
     }
 
+    /// This prompt with the section `name` set to `text` (appended when new), or without it.
+    pub fn with_section(&self, name: &str, text: Option<String>) -> SystemPrompt {
+        let mut sections = self.sections.clone();
+        let position = sections.iter().position(|(n, _)| n == name);
+        match (position, text) {
+            (Some(index), Some(text)) => sections[index].1 = text,
+            (None, Some(text)) => sections.push((name.to_string(), text)),
+            (Some(index), None) => {
+                sections.remove(index);
+            }
+            (None, None) => {}
+        }
+        SystemPrompt::from_sections(sections)
+    }
+
     /// This prompt with its working-directory section naming `cwd`: a session switched to
     /// another directory moves the agent there.
     pub fn with_cwd(&self, cwd: &Path) -> SystemPrompt {

@@ -20,6 +20,7 @@ pub mod path;
 pub mod path_guard;
 pub mod read;
 pub mod selection;
+pub mod tool_search;
 pub mod truncate;
 pub mod validate;
 pub mod walk;
@@ -161,6 +162,9 @@ pub fn specs(names: &[String]) -> Vec<ToolSpec> {
             if name == codemode::TOOL_NAME {
                 return Some(codemode::spec());
             }
+            if name == tool_search::TOOL_NAME {
+                return Some(tool_search::spec());
+            }
             let (description, parameters) = definition(name)?;
             Some(ToolSpec {
                 name: name.clone(),
@@ -291,6 +295,7 @@ pub fn prompt_info(name: &str) -> Option<(&'static str, &'static [&'static str])
         "find" => Some(("Find files by glob pattern (honors .gitignore)", &[])),
         "ls" => Some(("List directory contents", &[])),
         codemode::TOOL_NAME => Some((codemode::PROMPT_SNIPPET, codemode::PROMPT_GUIDELINES)),
+        tool_search::TOOL_NAME => Some((tool_search::PROMPT_SNIPPET, &[])),
         _ => None,
     }
 }

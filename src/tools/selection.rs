@@ -19,10 +19,13 @@ use serde_json::Value;
 use super::{ALL_TOOLS, DEFAULT_TOOLS};
 use crate::glob::wildcard_match;
 
-/// A tool pi-rs itself provides: the seven file and shell tools, and `codemode` (offered only
-/// when named: `--tools`, `defaultTools`, `+codemode`; patterns do not match it).
+/// A tool pi-rs itself provides: the seven file and shell tools, `codemode` and `tool_search`
+/// (offered only when named: `--tools`, `defaultTools`, `+codemode`, or turned on for MCP
+/// servers whose tools they reach; patterns do not match them).
 pub fn is_builtin(name: &str) -> bool {
-    ALL_TOOLS.contains(&name) || name == super::codemode::TOOL_NAME
+    ALL_TOOLS.contains(&name)
+        || name == super::codemode::TOOL_NAME
+        || name == super::tool_search::TOOL_NAME
 }
 
 /// `--no-tools` / `--no-builtin-tools`.

@@ -60,7 +60,7 @@ fn a_parallel_script_with_a_failing_call_in_all_settled() {
   tools.read({ path: "missing.txt" }),
 ]);
 console.log("settled", results.length);
-text(results.map((r) => r.status === "fulfilled" ? r.value : "failed: " + r.reason.message).join("\n"));
+text(results.map((r) => r.status === "fulfilled" ? r.value.content[0].text : "failed: " + r.reason.message).join("\n"));
 return { calls: results.length };"#;
     let fake = FakeProvider::start(vec![
         scripts(&[("cm1", code)]),
@@ -357,6 +357,288 @@ text([load("n"), found[0].name, ns.name, ns.tools.includes("mcp__fake__echo"), n
         "{}",
         script_text(&records, "s5")
     );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// `workspace` with the fake MCP server with `exposure` (none: the default), and settings
+/// `settings`.
+fn setup_with_exposure(
+    workspace: &Workspace,
+    fake: &FakeProvider,
+    exposure: Option<&str>,
+    settings: Value,
+) -> Setup {
+    let mut server = json!({
+        "command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "description": "Fake tools for tests\nsecond line",
+    });
+    if let Some(exposure) = exposure {
+        server["exposure"] = json!(exposure);
+    }
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string(&json!({"mcpServers": {"fake": server}})).unwrap(),
+    )
+    .unwrap();
+    Setup::anthropic(fake).with_sessions().settings(settings)
+}
+
+fn declared_names(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `deferred` exposure (pi 1.6.0 `docs/mcp.md`): the server's tools are not declared; the
+/// `mcp_servers` section names the server, `tool_search` is turned on and declares what it finds
+/// for the next request through a system message (`toolsAdded`), after which the model calls
+/// the tool directly. A tool not loaded yet is not callable by the model. The loaded tool stays
+/// declared when the session is opened again (`switch_session`). Passes against pi 1.6.0.
+#[test]
+fn deferred_tools_are_found_with_tool_search_then_called_directly() {
+    let search = AnthropicStream::new()
+        .tool_use(
+            "ts1",
+            "tool_search",
+            &[&json!({"query": "echo"}).to_string()],
+        )
+        .tool_use(
+            "early",
+            "mcp__fake__echo",
+            &[&json!({"text": "no"}).to_string()],
+        )
+        .finish("tool_use");
+    let echo = AnthropicStream::new()
+        .tool_use(
+            "e1",
+            "mcp__fake__echo",
+            &[&json!({"text": "hi"}).to_string()],
+        )
+        .tool_use("bad", "tool_search", &[&json!({"query": " "}).to_string()])
+        .finish("tool_use");
+    let fake = FakeProvider::start(vec![
+        Reply::sse(search),
+        Reply::sse(echo),
+        Reply::sse(anthropic_text(&["Done."])),
+        Reply::sse(anthropic_text(&["Again."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = setup_with_exposure(&workspace, &fake, Some("deferred"), json!({}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "find echo"}));
+    let records = pi.records_until_event("agent_end");
+    let search_end = end_of(&records, "ts1");
+    assert_eq!(
+        search_end["result"],
+        json!({"content": [{"type": "text", "text": "Loaded 1 tool. They are available from your next call:\n- mcp__fake__echo: fake echo"}],
+               "details": {"loaded": ["mcp__fake__echo"]}})
+    );
+    let early = end_of(&records, "early");
+    assert_eq!(early["isError"], true, "not declared yet: {early}");
+    assert_eq!(result_text(&end_of(&records, "e1")["result"]), "echo: hi");
+    let bad = end_of(&records, "bad");
+    assert_eq!(bad["isError"], true);
+    assert_eq!(result_text(&bad["result"]), "query must not be empty");
+    let systems: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .map(|r| &r["message"])
+        .collect();
+    assert_eq!(systems.len(), 2, "{systems:?}");
+    assert_eq!(
+        systems[0]["sections"]["mcp_servers"],
+        "<mcp_servers>\nMCP servers whose tools are not declared to you. Load the tools of `tool_search` servers with `tool_search`.\n- mcp__fake (tool_search): Fake tools for tests\n</mcp_servers>"
+    );
+    let first_tools: Vec<&str> = systems[0]["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(first_tools.contains(&"tool_search"), "{first_tools:?}");
+    assert!(!first_tools.iter().any(|t| t.starts_with("mcp__")));
+    assert!(systems[1].get("sections").is_none(), "{}", systems[1]);
+    assert_eq!(
+        systems[1]["toolsAdded"],
+        json!([{"name": "mcp__fake__echo", "description": "fake echo", "parameters": {"type": "object",
+            "properties": {"text": {"type": "string"}, "seconds": {"type": "number"}, "size": {"type": "number"}}}}])
+    );
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    let first = declared_names(&requests[0]);
+    assert!(first.contains(&"tool_search".to_string()), "{first:?}");
+    assert!(!first.iter().any(|t| t.starts_with("mcp__")), "{first:?}");
+    assert!(declared_names(&requests[1]).contains(&"mcp__fake__echo".to_string()));
+    let system = requests[0].body["system"].to_string();
+    assert!(system.contains("- mcp__fake (tool_search): Fake tools for tests"));
+
+    // Resumed by a new process, the branch still declares the loaded tool and adds no system
+    // message, as pi 1.6.0's docs say ("Tools loaded by `tool_search` are recorded in the
+    // transcript and remain declared on that branch"). pi 1.6.0 itself declares it removed on
+    // the next prompt (after `switch_session` too): its MCP tools register inactive.
+    let state = pi.command("2", "get_state", json!({}));
+    let file = state["data"]["sessionFile"].as_str().unwrap().to_string();
+    pi.close_stdin();
+    pi.wait_for_exit();
+    let mut pi = Pi::spawn_in(&workspace, &setup.arg("--session").arg(&file));
+    pi.command("4", "prompt", json!({"message": "again"}));
+    let records = pi.records_until_event("agent_end");
+    let changes: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .map(|r| &r["message"])
+        .collect();
+    let requests = fake.wait_for_requests(4, pi.timeout());
+    let kept = declared_names(&requests[3]).contains(&"mcp__fake__echo".to_string());
+    if is_reference() {
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(
+            changes[0]["toolsRemoved"],
+            json!([{"name": "mcp__fake__echo"}])
+        );
+        assert!(!kept);
+    } else {
+        assert!(changes.is_empty(), "nothing changed: {changes:?}");
+        assert!(kept);
+    }
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// The default exposure is `codemode` (pi 1.6.0): the MCP tools are not declared, `codemode`
+/// is turned on for them and a script calls them; the section says so. With
+/// `autoEnableCodemode: false` nothing reaches them and the client is warned once. Passes
+/// against pi 1.6.0.
+#[test]
+fn mcp_tools_default_to_codemode_and_scripts_reach_them() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "cm1",
+            "const r = await tools.mcp__fake__echo({ text: 'x' }); text(r.content[0].text);",
+        )]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = setup_with_exposure(&workspace, &fake, None, json!({}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "echo"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "cm1");
+    assert!(text.ends_with("Output:\necho: x"), "{text}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let names = declared_names(&requests[0]);
+    assert!(names.contains(&"codemode".to_string()), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|t| t.starts_with("mcp__") || t == "tool_search")
+    );
+    assert!(requests[0].body["system"].to_string().contains(
+        "MCP servers whose tools are not declared to you. Call the tools of `codemode` servers from codemode scripts.\\n- mcp__fake (codemode): Fake tools for tests"
+    ));
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Done."]))]);
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        serde_json::to_string(
+            &json!({"autoEnableCodemode": false, "mcpServers": {"fake": {
+            "command": fixture_path("mcp/fake_server.py").to_string_lossy()}}}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let warning = pi.find(|r| {
+        r["method"] == "notify"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("MCP tools are only reachable"))
+    });
+    assert_eq!(
+        warning["message"],
+        "MCP tools are only reachable from the codemode or tool_search tool, but neither is active (autoEnableCodemode is false); they cannot be called."
+    );
+    assert_eq!(warning["notifyType"], "warning");
+    pi.command("1", "prompt", json!({"message": "hi"}));
+    pi.records_until_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let names = declared_names(&requests[0]);
+    assert!(
+        !names
+            .iter()
+            .any(|t| t.starts_with("mcp__") || t == "codemode"),
+        "{names:?}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// A session pi 1.6.0 wrote (`fixtures/sessions/reference-1.6.0-codemode.jsonl`: a script that
+/// stored `k = 41`, then `tool_search` loaded `mcp__fake__echo`) continues in pi-rs: the script
+/// store is read back and the loaded tool stays declared.
+#[test]
+fn a_session_pi_1_6_0_wrote_with_codemode_and_tool_search_continues() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![
+        scripts(&[("s2", "text(load('k') + 1);")]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let text = crate::fake_provider::fixture("sessions/reference-1.6.0-codemode.jsonl");
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let text = text.replacen(
+        &format!("\"cwd\":{}", header["cwd"]),
+        &format!("\"cwd\":{}", json!(workspace.cwd().to_string_lossy())),
+        1,
+    );
+    let file = workspace.root().join("from-1.6.0.jsonl");
+    std::fs::write(&file, text).unwrap();
+    let setup = setup_with_exposure(
+        &workspace,
+        &fake,
+        Some("deferred"),
+        json!({"defaultTools": ["+codemode"]}),
+    )
+    .arg("--session")
+    .arg(&file.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "again"}));
+    let records = pi.records_until_event("agent_end");
+    let out = script_text(&records, "s2");
+    assert!(out.ends_with("Output:\n42"), "{out}");
+    // pi-rs words its built-in tools its own way, so their declarations are replaced; the
+    // loaded tool is never dropped.
+    for change in records
+        .iter()
+        .filter(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+    {
+        let names = |key: &str| -> Vec<Value> {
+            change["message"][key]
+                .as_array()
+                .map(|tools| tools.iter().map(|t| t["name"].clone()).collect())
+                .unwrap_or_default()
+        };
+        let echo = json!("mcp__fake__echo");
+        assert!(
+            !names("toolsRemoved").contains(&echo) || names("toolsAdded").contains(&echo),
+            "{change}"
+        );
+    }
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let names = declared_names(&requests[0]);
+    for name in ["codemode", "tool_search", "mcp__fake__echo"] {
+        assert!(names.contains(&name.to_string()), "{name} in {names:?}");
+    }
     pi.close_stdin();
     pi.wait_for_exit();
 }

@@ -470,7 +470,7 @@ fn startup_problems_are_reported_once_and_listed() {
         .pop()
         .unwrap();
     let text = status["message"].as_str().unwrap();
-    assert!(text.starts_with("bad: failed (codemode)\n    MCP connection closed\n    fake server: missing configuration FAKE_CONFIG\noff: disabled (codemode)\nfake: connected, 9 tools (codemode)\nconfig error: "), "{text}");
+    assert!(text.starts_with("bad: failed (direct)\n    MCP connection closed\n    fake server: missing configuration FAKE_CONFIG\noff: disabled (direct)\nfake: connected, 9 tools (direct)\nconfig error: "), "{text}");
     pi.command("3", "prompt", json!({"message": "/mcp reconnect fake"}));
     let deadline = pi.deadline();
     let notices: Vec<String> = pi

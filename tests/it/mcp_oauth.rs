@@ -232,7 +232,7 @@ fn answer(request: &HttpRequest, st: &mut State) -> Answer {
 fn write_config(workspace: &Workspace, fake: &FakeOAuth) {
     std::fs::write(
         workspace.agent_dir().join("mcp.json"),
-        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base())}}}).to_string(),
+        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base()), "exposure": "direct"}}}).to_string(),
     )
     .unwrap();
 }
@@ -584,7 +584,7 @@ fn a_session_refreshes_a_rejected_token_with_the_configured_client_and_retries()
     let workspace = Workspace::new();
     std::fs::write(
         workspace.agent_dir().join("mcp.json"),
-        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base()), "oauth": {"clientId": "configured-1"}}}})
+        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base()), "exposure": "direct", "oauth": {"clientId": "configured-1"}}}})
             .to_string(),
     )
     .unwrap();
@@ -710,7 +710,7 @@ fn a_server_taking_client_documents_gets_pis_document_and_the_metadata_url_overr
     let metadata = format!("{}/.well-known/openid-configuration/as", fake.base());
     std::fs::write(
         workspace.agent_dir().join("mcp.json"),
-        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base()), "oauth": {"authServerMetadataUrl": metadata}}}})
+        json!({"mcpServers": {"hosted": {"url": format!("{}/mcp", fake.base()), "exposure": "direct", "oauth": {"authServerMetadataUrl": metadata}}}})
             .to_string(),
     )
     .unwrap();
@@ -882,7 +882,7 @@ fn over_rpc_mcp_login_asks_the_client_for_the_redirect_and_logout_signs_out() {
     assert_eq!(
         next_notice(&mut pi),
         (
-            "hosted: needs sign-in, run /mcp login hosted (codemode)".into(),
+            "hosted: needs sign-in, run /mcp login hosted (direct)".into(),
             "info".into()
         )
     );
@@ -1029,7 +1029,7 @@ fn a_server_asking_for_more_scope_gets_a_new_sign_in_with_the_wider_scope() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!(
-            "hosted: needs sign-in (codemode, global)\n  {}/mcp\n  sign in with: pi mcp login hosted\n",
+            "hosted: needs sign-in (direct, global)\n  {}/mcp\n  sign in with: pi mcp login hosted\n",
             fake.base()
         )
     );

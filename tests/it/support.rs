@@ -972,8 +972,22 @@ pub fn file_mode(path: &Path) -> u32 {
         & 0o7777
 }
 
-/// Writes the agent dir's `mcp.json` with these `mcpServers`.
-pub fn write_mcp_json(workspace: &Workspace, servers: Value) {
+/// Writes the agent dir's `mcp.json` with these `mcpServers`, `direct` unless an entry sets
+/// `exposure`.
+pub fn write_mcp_json(workspace: &Workspace, mut servers: Value) {
+    // The model calls these servers' tools itself: `direct` exposure unless the entry says
+    // otherwise (pi 1.6.0's default, `codemode`, declares none of them).
+    for entry in servers
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|s| s.values_mut())
+    {
+        if let Some(entry) = entry.as_object_mut() {
+            entry
+                .entry("exposure")
+                .or_insert_with(|| Value::String("direct".into()));
+        }
+    }
     std::fs::write(
         workspace.agent_dir().join("mcp.json"),
         serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap(),
