@@ -117,9 +117,12 @@ fn start_host(
             .map(|p| p.to_string_lossy().into_owned()),
         flag_values: cli_flags.iter().cloned().collect(),
     };
+    // The TypeScript modules go to one Node host (or each gets a load error saying why not).
+    let (specs, mut errors) = super::ts_host::gather(specs, config);
     // Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
     let confine = sandbox.extensions.then_some(sandbox);
-    let (host, errors) = ExtensionHost::start(specs, &handshake, confine, events.clone());
+    let (host, start_errors) = ExtensionHost::start(specs, &handshake, confine, events.clone());
+    errors.extend(start_errors);
     (host, errors.iter().map(|e| e.event()).collect())
 }
 
