@@ -97,7 +97,26 @@ fn a_typescript_tool_is_offered_and_runs() {
     assert_eq!(end["result"]["details"], json!({"greeted": "Ada"}));
 }
 
+/// An extension of the tests' own: it writes to stdout (console.log, process.stdout.write) and
+/// its `/where` command reports `process.execPath`, `process.argv` and what ctx says.
+const NOISY: &str = r#"
+console.log("noise from console.log");
+process.stdout.write("noise from stdout.write\n");
+export default function (pi) {
+    console.info("noise at load");
+    pi.registerCommand("where", {
+        description: "Where am I",
+        handler: async (_args, ctx) => {
+            const seen = { execPath: process.execPath, argv: process.argv, hasUI: ctx.hasUI,
+                mode: ctx.mode, custom: await ctx.ui.custom() };
+            ctx.ui.notify(JSON.stringify(seen), "info");
+        },
+    });
+}
+"#;
+
 /// One broken extension is one `load` error naming it; the others load and pi-rs keeps going.
+/// Extensions' stdout goes to stderr; `process.execPath` leads back to pi-rs.
 #[test]
 fn a_broken_typescript_extension_is_reported_and_the_others_load() {
     let Some(reference) = pi_1_6() else { return };
@@ -107,8 +126,11 @@ fn a_broken_typescript_extension_is_reported_and_the_others_load() {
             "broken.ts",
             "export default function (pi) { throw new Error('boom at load'); }\n",
         )
+        .file("noisy.ts", NOISY)
         .arg("-e")
-        .arg("broken.ts");
+        .arg("broken.ts")
+        .arg("-e")
+        .arg("noisy.ts");
     let mut pi = Pi::spawn(&setup);
     let response = pi.command("c", "get_commands", json!({}));
     assert_eq!(response["success"], true, "{response}");
@@ -131,8 +153,27 @@ fn a_broken_typescript_extension_is_reported_and_the_others_load() {
         error["error"].as_str().unwrap().contains("boom at load"),
         "{error}"
     );
-    let state = pi.command("s", "get_state", json!({}));
-    assert_eq!(state["success"], true);
+    let response = pi.command("w", "prompt", json!({"message": "/where"}));
+    assert_eq!(response["success"], true, "{response}");
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    let seen: Value = serde_json::from_str(notice["message"].as_str().unwrap()).unwrap();
+    let exe = std::fs::canonicalize(crate::support::binary()).unwrap();
+    assert_eq!(seen["execPath"], exe.to_string_lossy().as_ref(), "{seen}");
+    assert_eq!(seen["argv"], json!([exe.to_string_lossy()]), "{seen}");
+    assert_eq!(seen["hasUI"], true);
+    assert_eq!(seen["mode"], "rpc");
+    assert!(
+        seen.get("custom").is_none(),
+        "custom() gives undefined: {seen}"
+    );
+    assert_eq!(
+        extension_errors(pi.records()).len(),
+        1,
+        "{:?}",
+        pi.records()
+    );
+    let stderr = pi.stderr_when(|s| s.contains("noise at load"));
+    assert!(stderr.contains("noise from stdout.write"), "{stderr}");
 }
 
 /// No Node (none named, none on PATH), a Node too old, no pi package: one clear `load` error
@@ -238,4 +279,171 @@ fn project_typescript_extensions_load_only_in_a_trusted_project() {
         assert_eq!(script_dir.exists(), trusted, "{}", script_dir.display());
         assert!(extension_errors(pi.records()).is_empty());
     }
+}
+
+// ---- M2: hooks, dialogs, commands, messages -----------------------------------------------------
+
+/// The text of every user message of a recorded Anthropic request, in order.
+fn user_texts(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
+    request
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| match &m["content"] {
+            Value::String(text) => text.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        })
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn system_prompt(request: &crate::fake_provider::RecordedRequest) -> String {
+    match &request.body["system"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+/// permission-gate.ts: a dangerous bash call opens pi's select dialog; "No" blocks it with
+/// the extension's reason, and the command never runs.
+#[test]
+fn permission_gate_asks_and_blocks_a_dangerous_command() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_bash("toolu_1", "rm -rf victim")),
+        Reply::sse(sse::anthropic_text(&["Understood."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["permission-gate.ts"])
+        .file("victim/keep.txt", "keep");
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("p", "prompt", json!({"message": "clean up"}));
+    assert_eq!(response["success"], true, "{response}");
+    let dialog = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "select");
+    assert!(
+        dialog["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("Dangerous command") && t.contains("rm -rf victim")),
+        "{dialog}"
+    );
+    assert_eq!(dialog["options"], json!(["Yes", "No"]));
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "No"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.requests();
+    let block = tool_result_block(&requests[1], "toolu_1");
+    assert_eq!(tool_result_block_text(&block), "Blocked by user");
+    assert!(pi.cwd().join("victim/keep.txt").exists());
+}
+
+/// commands.ts and session-name.ts: `/session-name <name>` names the session (the session
+/// file's `session_info` entry, get_state) and notifies; the extension's commands are listed.
+#[test]
+fn a_typescript_command_names_the_session() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake).with_sessions(),
+        &["session-name.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command(
+        "p",
+        "prompt",
+        json!({"message": "/session-name Harbour map"}),
+    );
+    assert_eq!(response["success"], true, "{response}");
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    assert_eq!(notice["message"], "Session named: Harbour map");
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["sessionName"], "Harbour map", "{state}");
+    let response = pi.command("p2", "prompt", json!({"message": "/session-name"}));
+    assert_eq!(response["success"], true, "{response}");
+    let notice = pi.find(|r| {
+        r["type"] == "extension_ui_request"
+            && r["method"] == "notify"
+            && r["message"] == "Session: Harbour map"
+    });
+    assert_eq!(notice["notifyType"], "info");
+    assert!(fake.requests().is_empty());
+}
+
+/// send-user-message.ts: `/ask <text>` sends a user message that starts a run.
+#[test]
+fn a_typescript_command_sends_a_user_message() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Answer."]))]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake),
+        &["send-user-message.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("p", "prompt", json!({"message": "/ask What is 2+2?"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.wait_for_event("agent_end");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(user_texts(&requests[0]), ["What is 2+2?"]);
+}
+
+/// input-transform.ts: `?quick x` reaches the model rewritten; `ping` is handled (a notice, no
+/// request).
+#[test]
+fn input_transform_rewrites_and_handles_prompts() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Short."]))]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["input-transform.ts"]);
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("p", "prompt", json!({"message": "ping"}));
+    assert_eq!(response["success"], true, "{response}");
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    assert_eq!(notice["message"], "pong");
+    let response = pi.command(
+        "q",
+        "prompt",
+        json!({"message": "?quick why is the sky blue"}),
+    );
+    assert_eq!(response["success"], true, "{response}");
+    pi.wait_for_event("agent_end");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "ping made no request");
+    assert_eq!(
+        user_texts(&requests[0]),
+        ["Respond briefly in 1-2 sentences: why is the sky blue"]
+    );
+}
+
+/// pirate.ts: `/pirate` turns pirate mode on; the next request's system prompt carries it.
+#[test]
+fn pirate_changes_the_system_prompt_after_its_command() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Hello."])),
+        Reply::sse(sse::anthropic_text(&["Arrr."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["pirate.ts"]);
+    let mut pi = Pi::spawn(&setup);
+    pi.command("a", "prompt", json!({"message": "hi"}));
+    pi.wait_for_event("agent_end");
+    pi.command("b", "prompt", json!({"message": "/pirate"}));
+    pi.find(|r| {
+        r["type"] == "extension_ui_request" && r["message"] == "Arrr! Pirate mode enabled!"
+    });
+    pi.command("c", "prompt", json!({"message": "hi again"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(!system_prompt(&requests[0]).contains("PIRATE MODE"));
+    let second = system_prompt(&requests[1]);
+    assert!(
+        second.contains("IMPORTANT: You are now in PIRATE MODE"),
+        "{second}"
+    );
+    assert!(second.starts_with(&system_prompt(&requests[0])[..40]));
 }
