@@ -447,3 +447,166 @@ fn pirate_changes_the_system_prompt_after_its_command() {
     );
     assert!(second.starts_with(&system_prompt(&requests[0])[..40]));
 }
+
+// ---- M3: late tools, tool overrides, provider payloads, compaction --------------------------------
+
+fn tool_names(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// dynamic-tools.ts: `echo_session` is registered at `session_start`, `/add-echo-tool shout`
+/// adds another; both are offered and run.
+#[test]
+fn tools_registered_later_are_offered_and_run() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("toolu_1", "shout", &[r#"{"message":"hey"}"#])
+                .tool_use("toolu_2", "echo_session", &[r#"{"message":"there"}"#])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["dynamic-tools.ts"]);
+    let mut pi = Pi::spawn(&setup);
+    pi.find(|r| {
+        r["type"] == "extension_ui_request"
+            && r["message"] == "Registered dynamic tool: echo_session"
+    });
+    pi.command("a", "prompt", json!({"message": "/add-echo-tool shout"}));
+    pi.find(|r| {
+        r["type"] == "extension_ui_request" && r["message"] == "Registered dynamic tool: shout"
+    });
+    pi.command("p", "prompt", json!({"message": "echo"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.requests();
+    let names = tool_names(&requests[0]);
+    assert!(
+        names.contains(&"shout".to_string()) && names.contains(&"echo_session".to_string()),
+        "{names:?}"
+    );
+    assert_eq!(
+        tool_result_block_text(&tool_result_block(&requests[1], "toolu_1")),
+        "[shout] hey"
+    );
+    assert_eq!(
+        tool_result_block_text(&tool_result_block(&requests[1], "toolu_2")),
+        "[session] there"
+    );
+}
+
+/// tool-override.ts: its `read` replaces the built-in (one `read` in the request, the
+/// extension's description) and refuses `.env`.
+#[test]
+fn a_typescript_tool_overrides_a_built_in() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("toolu_1", "read", &[r#"{"path":".env"}"#])
+                .tool_use("toolu_2", "read", &[r#"{"path":"notes.txt"}"#])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["tool-override.ts"])
+        .file(".env", "SECRET=1")
+        .file("notes.txt", "plain notes");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "read them"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.requests();
+    let reads: Vec<&Value> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "read")
+        .collect();
+    assert_eq!(reads.len(), 1);
+    assert!(
+        reads[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("access logging")
+    );
+    let denied = tool_result_block_text(&tool_result_block(&requests[1], "toolu_1"));
+    assert!(denied.starts_with("Access denied: \".env\""), "{denied}");
+    let read = tool_result_block_text(&tool_result_block(&requests[1], "toolu_2"));
+    assert!(read.contains("plain notes"), "{read}");
+    let log = std::fs::read_to_string(pi.agent_dir().join("read-access.log")).unwrap_or_default();
+    assert!(log.contains("BLOCKED") && log.contains("ALLOWED"), "{log}");
+}
+
+/// provider-payload.ts: every request body and response status lands in `.pi/provider-payload.log`.
+#[test]
+fn provider_payload_logs_each_request_body() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Logged."]))]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake),
+        &["provider-payload.ts"],
+    )
+    .file(".pi/keep", "");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "log me"}));
+    pi.wait_for_event("agent_end");
+    let log =
+        crate::support::wait_for_file(&pi.cwd().join(".pi/provider-payload.log"), WAIT, |l| {
+            l.contains("[200]")
+        });
+    let request = &fake.requests()[0];
+    let first: Value = serde_json::from_str(log.split("\n\n").next().unwrap()).expect("json");
+    assert_eq!(first, request.body);
+    assert!(log.contains("[200] {"), "{log}");
+    assert!(extension_errors(pi.records()).is_empty());
+}
+
+/// trigger-compact.ts: `/trigger-compact` compacts; its notices say started and completed.
+#[test]
+fn trigger_compact_compacts_and_hears_the_end() {
+    let Some(reference) = pi_1_6() else { return };
+    let long = |word: &str| format!("{word} {}", "filler ".repeat(200));
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long("second answer")])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nSummarized."])),
+        Reply::sse(sse::anthropic_text(&["## Turn prefix\nSummarized."])),
+    ]);
+    let setup = Setup::new(&fake, "fake-anthropic", "fake-claude-small")
+        .models_json(&crate::fake_provider::fixture("models_small_window.json"))
+        .settings(json!({"compaction": {"reserveTokens": 1000, "keepRecentTokens": 200}}));
+    let mut pi = Pi::spawn(&with_examples(&reference, setup, &["trigger-compact.ts"]));
+    for (id, text) in [
+        ("p1", long("first question")),
+        ("p2", long("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    pi.command(
+        "c",
+        "prompt",
+        json!({"message": "/trigger-compact KEEP-NAMES"}),
+    );
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Compaction started");
+    let end = pi.wait_for_event("compaction_end");
+    assert_eq!(end["aborted"], false, "{end}");
+    assert!(end.get("errorMessage").is_none(), "{end}");
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Compaction completed");
+    let requests = fake.requests();
+    assert!(
+        requests[2..]
+            .iter()
+            .any(|r| r.body.to_string().contains("KEEP-NAMES"))
+    );
+}

@@ -300,8 +300,9 @@ function bind(runner) {
 			shutdown: () => send({ type: "shutdown" }),
 			getContextUsage: () => state.contextUsage,
 			compact: (options) => {
+				// The answer says it started; `compaction_end` says how it ended.
 				control("compact", { customInstructions: options?.customInstructions }).then(
-					() => {},
+					() => compactions.push(options ?? {}),
 					(err) => options?.onError?.(err instanceof Error ? err : new Error(String(err))),
 				);
 			},
@@ -338,7 +339,17 @@ const HOOKS = new Set([
 	"resources_discover",
 ]);
 // Events the host follows for its own state, whether or not an extension listens.
-const OWN_EVENTS = ["agent_start", "agent_end", "turn_end", "model_select", "thinking_level_select", "session_start"];
+const OWN_EVENTS = [
+	"agent_start",
+	"agent_end",
+	"turn_end",
+	"model_select",
+	"thinking_level_select",
+	"session_start",
+	"compaction_end",
+];
+/** `ctx.compact()` calls waiting for their `compaction_end`, oldest first. */
+const compactions = [];
 
 function toolDecl(tool) {
 	const decl = {
@@ -554,6 +565,12 @@ async function onEvent(runner, event) {
 		case "thinking_level_select":
 			state.thinkingLevel = event.level;
 			break;
+		case "compaction_end": {
+			const waiting = compactions.shift();
+			if (event.result) waiting?.onComplete?.(event.result);
+			else waiting?.onError?.(new Error(event.errorMessage ?? (event.aborted ? "Compaction cancelled" : "Compaction failed")));
+			break;
+		}
 	}
 	if (event.type === "agent_end" || event.type === "turn_end" || event.type === "model_select") {
 		await refreshState();
