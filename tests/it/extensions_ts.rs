@@ -610,3 +610,97 @@ fn trigger_compact_compacts_and_hears_the_end() {
             .any(|r| r.body.to_string().contains("KEEP-NAMES"))
     );
 }
+
+/// todo.ts: its tool keeps state in tool-result details; a second pi-rs continuing the session
+/// rebuilds it at `session_start` from `ctx.sessionManager.getBranch()`.
+#[test]
+fn todo_state_comes_back_from_the_session() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_1",
+                    "todo",
+                    &[r#"{"action":"add","text":"buy milk"}"#],
+                )
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Added."])),
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("toolu_2", "todo", &[r#"{"action":"add","text":"eggs"}"#])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Added too."])),
+    ]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake).with_sessions(),
+        &["todo.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "remember milk"}));
+    pi.wait_for_event("agent_end");
+    let workspace = pi.workspace();
+    pi.close_and_wait();
+    let mut again = Pi::spawn_in(&workspace, &setup.clone().arg("--continue"));
+    again.command("p", "prompt", json!({"message": "and eggs"}));
+    again.wait_for_event("agent_end");
+    let requests = fake.requests();
+    assert_eq!(
+        tool_result_block_text(&tool_result_block(&requests[1], "toolu_1")),
+        "Added todo #1: buy milk"
+    );
+    assert_eq!(
+        tool_result_block_text(&tool_result_block(&requests[3], "toolu_2")),
+        "Added todo #2: eggs"
+    );
+}
+
+/// An extension of the tests' own: `wait_for_abort` resolves only when its signal aborts, and
+/// says so in a file.
+const WAITER: &str = r#"
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+export default function (pi) {
+    pi.registerTool({
+        name: "wait_for_abort",
+        label: "Wait",
+        description: "Waits until aborted",
+        parameters: { type: "object", properties: {} },
+        async execute(_id, _params, signal, _onUpdate, ctx) {
+            if (!signal.aborted) {
+                await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+            }
+            writeFileSync(join(ctx.cwd, "aborted.txt"), "aborted");
+            return { content: [{ type: "text", text: "stopped" }], details: {} };
+        },
+    });
+}
+"#;
+
+/// `abort` reaches a running TypeScript tool through its AbortSignal.
+#[test]
+fn abort_reaches_a_running_typescript_tool() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(
+        sse::AnthropicStream::new()
+            .tool_use("toolu_1", "wait_for_abort", &["{}"])
+            .finish("tool_use"),
+    )]);
+    let mut setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+        .file("waiter.ts", WAITER)
+        .arg("-e")
+        .arg("waiter.ts");
+    setup.wait_limit = Some(WAIT);
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "wait"}));
+    pi.wait_for_event("tool_execution_start");
+    let response = pi.command("a", "abort", json!({}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.wait_for_event("agent_end");
+    let marker =
+        crate::support::wait_for_file(&pi.cwd().join("aborted.txt"), WAIT, |t| t == "aborted");
+    assert_eq!(marker, "aborted");
+}

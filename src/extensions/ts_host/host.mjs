@@ -109,6 +109,54 @@ async function refreshState() {
 	if (typeof systemPrompt === "string") state.systemPrompt = systemPrompt;
 }
 
+// ---- ctx.sessionManager: a read-only view of pi-rs's session --------------------------------------
+
+const session = { entries: [], info: {} };
+
+/** Reads the session anew (at session_start, after each turn, before each command). */
+async function refreshSession() {
+	const [entries, info] = await Promise.all([query("entries"), query("session")]);
+	session.entries = Array.isArray(entries) ? entries : [];
+	session.info = info ?? {};
+}
+
+function branchTo(leafId) {
+	const byId = new Map(session.entries.map((e) => [e.id, e]));
+	const branch = [];
+	for (let entry = byId.get(leafId); entry; entry = byId.get(entry.parentId)) branch.unshift(entry);
+	return branch;
+}
+
+const sessionView = {
+	getEntries: () => session.entries,
+	getBranch: (fromId) => branchTo(fromId ?? session.info.leafId),
+	getLeafId: () => session.info.leafId ?? null,
+	getLeafEntry: () => session.entries.find((e) => e.id === session.info.leafId),
+	getEntry: (id) => session.entries.find((e) => e.id === id),
+	getLabel: (id) => {
+		let label;
+		for (const e of session.entries) if (e.type === "label" && e.targetId === id) label = e.label ?? undefined;
+		return label;
+	},
+	getSessionId: () => session.info.sessionId,
+	getSessionFile: () => session.info.sessionFile ?? undefined,
+	getSessionDir: () => session.info.sessionDir,
+	getSessionName: () => session.info.sessionName ?? undefined,
+	getCwd: () => session.info.cwd,
+	getHeader: () => session.info.header,
+	isPersisted: () => Boolean(session.info.sessionFile),
+};
+
+// Methods pi-rs does not offer fail with a clear message instead of "not a function".
+const sessionManager = new Proxy(sessionView, {
+	get(target, name) {
+		if (name in target || typeof name === "symbol") return target[name];
+		return () => {
+			throw new Error(`ctx.sessionManager.${String(name)} is not available under pi-rs (its session is read-only to extensions)`);
+		};
+	},
+});
+
 // ---- ctx.ui: the UI sub-protocol -----------------------------------------------------------------
 
 let nextDialog = 0;
@@ -183,18 +231,16 @@ async function loadPi() {
 	const url = (relative) => pathToFileURL(path.join(root, relative)).href;
 	// The modules themselves, not dist/index.js: an extension that does not import the package
 	// does not pay for all of it.
-	const [loader, runner, eventBus, sessions] = await Promise.all(
+	const [loader, runner, eventBus] = await Promise.all(
 		[
 			"dist/core/extensions/loader.js",
 			"dist/core/extensions/runner.js",
 			"dist/core/event-bus.js",
-			"dist/core/session-manager.js",
 		].map((file) => import(url(file))),
 	);
 	const needed = {
 		ExtensionRunner: runner.ExtensionRunner,
 		createEventBus: eventBus.createEventBus,
-		SessionManager: sessions.SessionManager,
 		loadExtensions: loader.loadExtensions,
 		createExtensionRuntime: loader.createExtensionRuntime,
 	};
@@ -226,7 +272,6 @@ async function load(cwd) {
 	const runtime = pi.createExtensionRuntime();
 	const result = await pi.loadExtensions(extensionPaths, cwd, eventBus, runtime);
 	for (const { path: p, error } of result.errors) reportError(p, "load", error);
-	const sessionManager = pi.SessionManager.inMemory(cwd);
 	const runner = new pi.ExtensionRunner(result.extensions, result.runtime, cwd, sessionManager, modelRegistry);
 	bind(runner);
 	return runner;
@@ -347,7 +392,11 @@ const OWN_EVENTS = [
 	"thinking_level_select",
 	"session_start",
 	"compaction_end",
+	"session_tree",
+	"session_compact",
 ];
+/** Events after which the session view is read again. */
+const SESSION_CHANGES = new Set(["session_start", "turn_end", "agent_end", "session_tree", "session_compact"]);
 /** `ctx.compact()` calls waiting for their `compaction_end`, oldest first. */
 const compactions = [];
 
@@ -420,9 +469,7 @@ function registerLate(runner) {
 
 const runningTools = new Map();
 
-async function runTool(runner, message) {
-	const abort = new AbortController();
-	runningTools.set(message.id, abort);
+async function runTool(runner, message, abort) {
 	try {
 		const tool = runner?.getToolDefinition(message.toolName);
 		if (!tool) throw new Error(`Tool ${message.toolName} not found`);
@@ -449,6 +496,7 @@ function toolResult(result) {
 
 async function runCommand(runner, message) {
 	try {
+		await refreshSession();
 		const command = runner?.getCommand(message.name);
 		if (!command) throw new Error(`Command /${message.name} not found`);
 		await command.handler(message.args ?? "", runner.createCommandContext());
@@ -575,6 +623,7 @@ async function onEvent(runner, event) {
 	if (event.type === "agent_end" || event.type === "turn_end" || event.type === "model_select") {
 		await refreshState();
 	}
+	if (SESSION_CHANGES.has(event.type)) await refreshSession();
 	if (runner?.hasHandlers(event.type)) await runner.emit(event);
 }
 
@@ -583,6 +632,7 @@ async function onEvent(runner, event) {
 async function main() {
 	const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 	let runner;
+	let events = Promise.resolve();
 	let resolveReady;
 	const ready = new Promise((resolve) => {
 		resolveReady = resolve;
@@ -608,10 +658,22 @@ async function main() {
 				runningTools.get(message.id)?.abort();
 				return;
 		}
+		// A cancel may come while the run still waits for earlier events.
+		const abort = message.type === "run_tool" ? new AbortController() : undefined;
+		if (abort) runningTools.set(message.id, abort);
 		await ready;
+		// Events are handled one after another, in order (pi awaits each before going on);
+		// tools, commands and hooks start once the events that came before them are handled.
+		if (message.type === "event") {
+			events = events.then(() => onEvent(runner, message.event)).catch((err) =>
+				reportError("<runtime>", message.event?.type ?? "event", errorText(err)),
+			);
+			return;
+		}
+		await events;
 		switch (message.type) {
 			case "run_tool":
-				return runTool(runner, message);
+				return runTool(runner, message, abort);
 			case "run_command":
 				return runCommand(runner, message);
 			case "hook":
@@ -620,13 +682,6 @@ async function main() {
 					send({ type: "hook_result", id: message.id, result });
 				} catch (err) {
 					send({ type: "hook_result", id: message.id, error: errorText(err) });
-				}
-				return;
-			case "event":
-				try {
-					await onEvent(runner, message.event);
-				} catch (err) {
-					reportError("<runtime>", message.event?.type ?? "event", errorText(err));
 				}
 				return;
 		}
@@ -671,7 +726,7 @@ async function start(hello) {
 	const [flags, trust] = await Promise.all([query("flags").catch(() => ({})), query("trust").catch(() => undefined)]);
 	for (const [name, value] of Object.entries(flags ?? {})) runner.setFlagValue(name, value);
 	state.trusted = trust?.trusted === true;
-	await refreshState();
+	await Promise.all([refreshState(), refreshSession()]);
 	return runner;
 }
 
