@@ -704,3 +704,40 @@ fn abort_reaches_a_running_typescript_tool() {
         crate::support::wait_for_file(&pi.cwd().join("aborted.txt"), WAIT, |t| t == "aborted");
     assert_eq!(marker, "aborted");
 }
+
+/// protected-paths.ts: a write to `.env` is blocked with its reason and a warning notice; a
+/// write elsewhere goes through.
+#[test]
+fn protected_paths_blocks_writes_to_protected_files() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use("toolu_1", "write", &[r#"{"path":".env","content":"X=1"}"#])
+                .tool_use(
+                    "toolu_2",
+                    "write",
+                    &[r#"{"path":"ok.txt","content":"fine"}"#],
+                )
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["protected-paths.ts"]);
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "write"}));
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    assert_eq!(notice["message"], "Blocked write to protected path: .env");
+    assert_eq!(notice["notifyType"], "warning");
+    pi.wait_for_event("agent_end");
+    let requests = fake.requests();
+    assert_eq!(
+        tool_result_block_text(&tool_result_block(&requests[1], "toolu_1")),
+        "Path \".env\" is protected"
+    );
+    assert!(!pi.cwd().join(".env").exists());
+    assert_eq!(
+        std::fs::read_to_string(pi.cwd().join("ok.txt")).unwrap(),
+        "fine"
+    );
+}
