@@ -741,3 +741,44 @@ fn protected_paths_blocks_writes_to_protected_files() {
         "fine"
     );
 }
+
+/// structured-output.ts: its terminating tool result ends the run without a follow-up request;
+/// the details arrive whole.
+#[test]
+fn structured_output_terminates_the_turn() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(
+        sse::AnthropicStream::new()
+            .tool_use(
+                "toolu_1",
+                "structured_output",
+                &[r#"{"headline":"Plan","summary":"Short.","actionItems":["a","b"]}"#],
+            )
+            .finish("tool_use"),
+    )]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake),
+        &["structured-output.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "summarize"}));
+    let records = pi.records_until_event("agent_end");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool_execution_end");
+    assert_eq!(
+        end["result"]["details"],
+        json!({"headline": "Plan", "summary": "Short.", "actionItems": ["a", "b"]})
+    );
+    assert_eq!(
+        end["result"]["content"][0]["text"],
+        "Saved structured output: Plan"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "no follow-up request after terminate"
+    );
+}
