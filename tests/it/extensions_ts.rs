@@ -782,3 +782,41 @@ fn structured_output_terminates_the_turn() {
         "no follow-up request after terminate"
     );
 }
+
+/// confirm-destructive.ts: `new_session` asks pi's confirm dialog first; "no" cancels it (the
+/// response says so, a notice too), "yes" lets it happen.
+#[test]
+fn confirm_destructive_asks_before_a_new_session() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake),
+        &["confirm-destructive.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    for confirmed in [false, true] {
+        let id = format!("n{confirmed}");
+        pi.send(json!({"type": "new_session", "id": id}));
+        let deadline = pi.deadline();
+        let dialog = pi
+            .recv_until(
+                |r| r["type"] == "extension_ui_request" && r["title"] == "Clear session?",
+                deadline,
+            )
+            .pop()
+            .expect("the dialog");
+        pi.send(
+            json!({"type": "extension_ui_response", "id": dialog["id"], "confirmed": confirmed}),
+        );
+        let response = pi.response_for(&id);
+        assert_eq!(response["success"], true, "{response}");
+        assert_eq!(response["data"]["cancelled"], !confirmed, "{response}");
+        let notices = pi
+            .records()
+            .iter()
+            .filter(|r| r["type"] == "extension_ui_request" && r["message"] == "Clear cancelled")
+            .count();
+        assert_eq!(notices, 1, "one notice, for the cancelled one");
+    }
+}
