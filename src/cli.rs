@@ -433,7 +433,7 @@ Options:
   -h, --help                     this text
   -v, --version                  the pi version whose protocol this speaks (--verbose: also pi-rs's)
 
-Not in pi-rs: pi's interactive terminal UI (--resume, --theme), TypeScript extensions.
+Not in pi-rs: pi's interactive terminal UI (--resume, --theme).
 Config: $PI_CODING_AGENT_DIR (default ~/.pi/agent): settings.json, models.json, auth.json.
 ";
 

@@ -50,6 +50,9 @@ use startup::*;
 
 /// How long `start` waits for every extension's `register` line.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The same for the TypeScript host (Node, the pi package and every TypeScript extension load
+/// before it registers).
+pub const TS_HOST_REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Lines queued for one extension's stdin before it counts as stuck.
 pub const OUTBOUND_CAPACITY: usize = 1024;
 /// The longest line accepted from an extension.
@@ -343,11 +346,9 @@ impl ExtensionHost {
                 event: "load".into(),
                 error,
             };
-            let process = match check_loadable(&spec.path) {
+            let process = match check_loadable(spec) {
                 Err(error) => Err(error),
-                Ok(()) => {
-                    spawn_extension(index, &spec.path, &handshake.cwd, sandbox, from_tx.clone())
-                }
+                Ok(()) => spawn_extension(index, spec, &handshake.cwd, sandbox, from_tx.clone()),
             };
             let process = match process {
                 Ok(process) => {

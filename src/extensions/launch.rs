@@ -148,6 +148,8 @@ pub struct HostStart {
     handshake: super::protocol::Handshake,
     /// Extensions are trusted code the user installed: confined only with `sandbox.extensions`.
     confine: Option<crate::sandbox::Policy>,
+    /// Load errors found while preparing (TypeScript modules with no host to run them).
+    errors: Vec<super::ExtensionError>,
 }
 
 impl HostStart {
@@ -166,21 +168,26 @@ impl HostStart {
                 .map(|p| p.to_string_lossy().into_owned()),
             flag_values: cli_flags.iter().cloned().collect(),
         };
+        // The TypeScript modules go to one Node host (or each gets a load error saying why not).
+        let (specs, errors) = super::ts_host::gather(specs, config);
         HostStart {
             specs,
             handshake,
+            errors,
             confine: sandbox.extensions.then(|| sandbox.clone()),
         }
     }
 
     /// Starts the extensions (blocks for their handshakes), reporting on `events`.
     pub fn run(self, events: &Sender<ExtensionEvent>) -> (ExtensionHost, Vec<Event>) {
-        let (host, errors) = ExtensionHost::start(
+        let (host, start_errors) = ExtensionHost::start(
             self.specs,
             &self.handshake,
             self.confine.as_ref(),
             events.clone(),
         );
+        let mut errors = self.errors;
+        errors.extend(start_errors);
         (host, errors.iter().map(|e| e.event()).collect())
     }
 }

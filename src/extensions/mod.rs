@@ -1,6 +1,7 @@
 //! Extensions: executables (any language) that pi-rs starts as child processes and talks to in
 //! JSONL over their stdin/stdout (README.md, Extensions). pi loads TypeScript modules in-process; pi-rs has
-//! no JavaScript engine, so a `.ts`/`.js` extension is refused with an `extension_error`.
+//! no JavaScript engine, so the `.ts`/`.js` extensions of a run all go to one Node process that
+//! pi-rs starts as a protocol-2 extension (`ts_host`).
 //!
 //! This file owns discovery: which files are extensions, in which order (`-e` paths, `-e`
 //! packages' extensions, project settings paths, user settings paths, `<cwd>/.pi/extensions/`,
@@ -22,6 +23,7 @@ pub mod protocol;
 pub mod providers;
 pub mod queries;
 pub mod shell_split;
+pub mod ts_host;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,8 @@ pub enum ExtensionOrigin {
     User { base_dir: PathBuf },
     /// From a package (settings `packages`, or `-e npm:…`/`-e git:…`): its `sourceInfo`.
     Package(crate::source_info::SourceInfo),
+    /// The Node host of the run's TypeScript extensions (`ts_host`), started as `node <script>`.
+    TsHost(Box<ts_host::TsHostLaunch>),
 }
 
 /// One extension to start.
@@ -78,6 +82,9 @@ impl ExtensionSpec {
             ExtensionOrigin::User { base_dir } => json!({"path": path, "source": "auto",
                 "scope": "user", "origin": "top-level", "baseDir": base_dir.to_string_lossy()}),
             ExtensionOrigin::Package(info) => info.to_json(),
+            ExtensionOrigin::TsHost(_) => {
+                json!({"path": path, "source": "typescript", "scope": "temporary", "origin": "top-level"})
+            }
         }
     }
 }
@@ -103,7 +110,7 @@ pub struct ExtensionSources {
     pub packages: Vec<(PathBuf, crate::source_info::SourceInfo)>,
 }
 
-/// File name endings of JavaScript/TypeScript modules (reported, never run).
+/// File name endings of JavaScript/TypeScript modules (loaded by the Node host, `ts_host`).
 const SCRIPT_MODULE_ENDINGS: [&str; 6] = [".ts", ".js", ".mjs", ".cjs", ".mts", ".cts"];
 
 pub fn is_script_module(path: &Path) -> bool {

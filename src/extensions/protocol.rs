@@ -275,9 +275,12 @@ pub enum ExtensionMessage {
         method: String,
         request: Map<String, Value>,
     },
-    /// A non-fatal error the extension reports about itself.
+    /// A non-fatal error the extension reports about itself. A host of several extensions (the
+    /// TypeScript host) names the one it is about (`extensionPath`) and when (`event`).
     Error {
         error: String,
+        extension_path: Option<String>,
+        event: Option<String>,
     },
     /// (v2) A question for pi-rs, answered by a `query_result` with the same `id`. `query` is
     /// Err (the answer's error text) when the name or its fields are not understood.
@@ -719,6 +722,8 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
         "ui" => parse_ui(&fields),
         "error" => Ok(ExtensionMessage::Error {
             error: fields.string("error")?,
+            extension_path: fields.opt_string("extensionPath")?,
+            event: fields.opt_string("event")?,
         }),
         "query" => {
             let id = fields.string("id")?;

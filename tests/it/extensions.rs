@@ -169,9 +169,10 @@ fn relative_cli_paths_are_taken_from_the_cwd() {
 }
 
 #[test]
-fn a_typescript_extension_is_a_load_error_and_the_others_still_run() {
+fn a_typescript_extension_without_node_is_a_load_error_and_the_others_still_run() {
     let fake = FakeProvider::start(one_text_reply("Still here."));
     let setup = Setup::anthropic(&fake)
+        .env("PI_RS_NODE", "/nonexistent/node")
         .file("ext.ts", "export default function (pi) {}\n")
         .arg("-e")
         .arg("ext.ts");
@@ -183,8 +184,8 @@ fn a_typescript_extension_is_a_load_error_and_the_others_still_run() {
     assert_eq!(error["event"], "load");
     let text = error["error"].as_str().unwrap_or_default();
     assert!(
-        text.contains("executable") && text.contains("TypeScript"),
-        "the error should explain that pi-rs runs executables: {text}"
+        text.contains("/nonexistent/node") && text.contains("Node.js 22.19"),
+        "the error should name the Node it needs: {text}"
     );
     let commands = pi.command("c1", "get_commands", json!({}));
     assert_eq!(commands["data"]["commands"][0]["name"], "hello");

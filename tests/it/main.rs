@@ -16,6 +16,7 @@ mod containers;
 mod errors;
 mod extensions;
 mod extensions_providers;
+mod extensions_ts;
 mod extensions_v2;
 mod fake_provider;
 mod faults;

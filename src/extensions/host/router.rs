@@ -702,9 +702,13 @@ impl Router {
                     },
                 });
             }
-            ExtensionMessage::Error { error } => self.emit(ExtensionEvent::Error(ExtensionError {
-                extension_path: self.path(index),
-                event: "extension".into(),
+            ExtensionMessage::Error {
+                error,
+                extension_path,
+                event,
+            } => self.emit(ExtensionEvent::Error(ExtensionError {
+                extension_path: extension_path.unwrap_or_else(|| self.path(index)),
+                event: event.unwrap_or_else(|| "extension".into()),
                 error,
             })),
         }

@@ -12,7 +12,7 @@ use crate::child::{is_executable, kill_group};
 use crate::extensions::protocol::{
     self, ExtensionMessage, MAX_PROTOCOL_VERSION, PROTOCOL_VERSION, Registration,
 };
-use crate::extensions::{ExtensionSpec, is_script_module};
+use crate::extensions::{ExtensionOrigin, ExtensionSpec, is_script_module};
 use crate::rpc::jsonl::{Frame, Framer};
 
 pub(super) struct Slot {
@@ -38,13 +38,14 @@ impl Process {
     }
 }
 
-pub(super) fn check_loadable(path: &std::path::Path) -> Result<(), String> {
+pub(super) fn check_loadable(spec: &ExtensionSpec) -> Result<(), String> {
+    let path = spec.path.as_path();
+    if let ExtensionOrigin::TsHost(_) = spec.origin {
+        return Ok(());
+    }
     if is_script_module(path) {
-        return Err(
-            "pi-rs runs extensions as executables speaking JSONL on stdin/stdout \
-                    (see the Extensions section of the pi-rs README); JavaScript/TypeScript modules cannot be loaded"
-                .into(),
-        );
+        // `ts_host::gather` hands script modules to the Node host; one left here was not.
+        return Err("a JavaScript/TypeScript module is loaded by the TypeScript host only".into());
     }
     if !path.exists() {
         return Err(format!("not found: {}", path.display()));
@@ -57,14 +58,32 @@ pub(super) fn check_loadable(path: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
+/// How long `spec` may take to register: the TypeScript host loads Node, the pi package and
+/// every TypeScript extension first.
+pub(super) fn register_timeout(spec: &ExtensionSpec) -> std::time::Duration {
+    match spec.origin {
+        ExtensionOrigin::TsHost(_) => TS_HOST_REGISTER_TIMEOUT,
+        _ => REGISTER_TIMEOUT,
+    }
+}
+
 pub(super) fn spawn_extension(
     index: usize,
-    path: &std::path::Path,
+    spec: &ExtensionSpec,
     cwd: &str,
     sandbox: Option<&crate::sandbox::Policy>,
     to_router: Sender<FromExtension>,
 ) -> Result<Process, String> {
-    let mut command = Command::new(path);
+    let mut command = match &spec.origin {
+        ExtensionOrigin::TsHost(launch) => {
+            let mut command = Command::new(&launch.node);
+            command
+                .arg(&launch.script)
+                .env(crate::extensions::ts_host::CONFIG_ENV, &launch.config);
+            command
+        }
+        _ => Command::new(&spec.path),
+    };
     command
         .current_dir(cwd)
         .env("PI_EXTENSION_PROTOCOL", PROTOCOL_VERSION.to_string())
@@ -179,7 +198,8 @@ pub(super) fn wait_for_registrations(
     from: &Receiver<FromExtension>,
     errors: &mut Vec<ExtensionError>,
 ) -> Vec<FromExtension> {
-    let deadline = Instant::now() + REGISTER_TIMEOUT;
+    let started = Instant::now();
+    let deadline_of = |slot: &Slot| started + register_timeout(&slot.spec);
     let mut backlog = Vec::new();
     let pending = |slots: &[Slot]| {
         slots
@@ -197,9 +217,29 @@ pub(super) fn wait_for_registrations(
         });
     };
     while pending(slots) {
+        // Wait until the earliest deadline of a slot still pending; past it, that slot fails.
+        let Some(deadline) = slots
+            .iter()
+            .filter(|s| s.process.is_some() && s.registration.is_none())
+            .map(deadline_of)
+            .min()
+        else {
+            break;
+        };
         let message = match from.recv_deadline(deadline) {
             Ok(message) => message,
-            Err(_) => break,
+            Err(_) => {
+                for slot in slots.iter_mut() {
+                    if slot.process.is_some()
+                        && slot.registration.is_none()
+                        && deadline_of(slot) <= Instant::now()
+                    {
+                        let seconds = register_timeout(&slot.spec).as_secs();
+                        fail(slot, format!("no register line within {seconds} s"), errors);
+                    }
+                }
+                continue;
+            }
         };
         let index = message.index();
         let Some(slot) = slots.get_mut(index) else {
@@ -255,12 +295,6 @@ pub(super) fn wait_for_registrations(
             FromExtension::WriteFailed { error, .. } => {
                 fail(slot, format!("cannot write to it: {error}"), errors)
             }
-        }
-    }
-    for slot in slots.iter_mut() {
-        if slot.process.is_some() && slot.registration.is_none() {
-            let seconds = REGISTER_TIMEOUT.as_secs();
-            fail(slot, format!("no register line within {seconds} s"), errors);
         }
     }
     backlog

@@ -1,0 +1,733 @@
+// pi-rs's host for pi's TypeScript extensions (README "Extensions", "TypeScript extensions").
+//
+// pi-rs embeds this file, writes it to a private cache file and starts it as ONE protocol-2
+// extension: `node <this file>`, with the run's TypeScript extensions in $PI_RS_TS_HOST (JSON:
+// {extensions, package, exe}). It loads them with the pi package's own loader and extension
+// runner (found on the machine, never copied into pi-rs) and translates: registrations → the
+// `register` line; pi-rs's events and hooks → the runner; the runner's actions and ctx getters →
+// v2 queries and actions; ctx.ui → the UI sub-protocol (as pi's RPC mode: hasUI true, mode "rpc",
+// custom() undefined).
+//
+// stdout carries protocol lines only: console.* and process.stdout.write go to stderr before any
+// extension is loaded. Errors about one extension are `error` lines naming it
+// (`extensionPath`, `event`); the others still load.
+
+import { Console } from "node:console";
+import * as path from "node:path";
+import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
+
+const MIN_NODE = [22, 19];
+
+// ---- stdout is protocol only --------------------------------------------------------------------
+
+const protocolWrite = process.stdout.write.bind(process.stdout);
+process.stdout.write = process.stderr.write.bind(process.stderr);
+globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
+
+function send(message) {
+	protocolWrite(`${JSON.stringify(message)}\n`);
+}
+
+const config = JSON.parse(process.env.PI_RS_TS_HOST ?? "{}");
+delete process.env.PI_RS_TS_HOST;
+const extensionPaths = Array.isArray(config.extensions) ? config.extensions : [];
+
+// Subagent-style extensions start `process.execPath` (with argv[1] when it is a script): both
+// lead back to pi-rs, not to this host.
+if (config.exe) {
+	process.execPath = config.exe;
+	process.argv = [config.exe];
+}
+
+// The first line must be `register`: errors found while loading wait for it.
+let beforeRegister = [];
+
+function reportError(extensionPath, event, error) {
+	const line = { type: "error", error: String(error), extensionPath, event };
+	if (beforeRegister) beforeRegister.push(line);
+	else send(line);
+}
+
+function errorText(err) {
+	return err instanceof Error ? err.message : String(err);
+}
+
+// ---- requests to pi-rs (queries and control actions) ----------------------------------------------
+
+let nextRequest = 0;
+const pendingRequests = new Map();
+
+function request(message) {
+	const id = `h${++nextRequest}`;
+	return new Promise((resolve, reject) => {
+		pendingRequests.set(id, { resolve, reject });
+		send({ ...message, id });
+	});
+}
+
+const query = (name, fields = {}) => request({ type: "query", query: name, ...fields });
+const control = (type, fields = {}) => request({ type, ...fields });
+
+function fireAndReport(promise, event) {
+	promise.catch((err) => reportError("<runtime>", event, errorText(err)));
+}
+
+// ---- what the host knows of pi-rs's state (sync getters read these) -------------------------------
+
+const state = {
+	hello: undefined,
+	model: undefined,
+	thinkingLevel: "off",
+	activeTools: [],
+	allTools: [],
+	commands: [],
+	sessionName: undefined,
+	contextUsage: undefined,
+	systemPrompt: "",
+	trusted: false,
+	idle: true,
+	runAbort: undefined,
+};
+
+async function refreshState() {
+	const [model, activeTools, allTools, commands, sessionName, contextUsage, systemPrompt] =
+		await Promise.all(
+			["model", "active_tools", "all_tools", "commands", "session_name", "context_usage", "system_prompt"].map(
+				(name) => query(name).catch(() => undefined),
+			),
+		);
+	if (model) {
+		state.model = model.model ?? undefined;
+		state.thinkingLevel = model.thinkingLevel ?? state.thinkingLevel;
+	}
+	if (activeTools) state.activeTools = activeTools;
+	if (allTools) state.allTools = allTools;
+	if (commands) state.commands = commands;
+	state.sessionName = sessionName ?? undefined;
+	state.contextUsage = contextUsage ?? undefined;
+	if (typeof systemPrompt === "string") state.systemPrompt = systemPrompt;
+}
+
+// ---- ctx.sessionManager: a read-only view of pi-rs's session --------------------------------------
+
+const session = { entries: [], info: {} };
+
+/** Reads the session anew (at session_start, after each turn, before each command). */
+async function refreshSession() {
+	const [entries, info] = await Promise.all([query("entries"), query("session")]);
+	session.entries = Array.isArray(entries) ? entries : [];
+	session.info = info ?? {};
+}
+
+function branchTo(leafId) {
+	const byId = new Map(session.entries.map((e) => [e.id, e]));
+	const branch = [];
+	for (let entry = byId.get(leafId); entry; entry = byId.get(entry.parentId)) branch.unshift(entry);
+	return branch;
+}
+
+const sessionView = {
+	getEntries: () => session.entries,
+	getBranch: (fromId) => branchTo(fromId ?? session.info.leafId),
+	getLeafId: () => session.info.leafId ?? null,
+	getLeafEntry: () => session.entries.find((e) => e.id === session.info.leafId),
+	getEntry: (id) => session.entries.find((e) => e.id === id),
+	getLabel: (id) => {
+		let label;
+		for (const e of session.entries) if (e.type === "label" && e.targetId === id) label = e.label ?? undefined;
+		return label;
+	},
+	getSessionId: () => session.info.sessionId,
+	getSessionFile: () => session.info.sessionFile ?? undefined,
+	getSessionDir: () => session.info.sessionDir,
+	getSessionName: () => session.info.sessionName ?? undefined,
+	getCwd: () => session.info.cwd,
+	getHeader: () => session.info.header,
+	isPersisted: () => Boolean(session.info.sessionFile),
+};
+
+// Methods pi-rs does not offer fail with a clear message instead of "not a function".
+const sessionManager = new Proxy(sessionView, {
+	get(target, name) {
+		if (name in target || typeof name === "symbol") return target[name];
+		return () => {
+			throw new Error(`ctx.sessionManager.${String(name)} is not available under pi-rs (its session is read-only to extensions)`);
+		};
+	},
+});
+
+// ---- ctx.ui: the UI sub-protocol -----------------------------------------------------------------
+
+let nextDialog = 0;
+const pendingDialogs = new Map();
+
+function dialog(method, fields, opts, defaultValue, parse) {
+	if (opts?.signal?.aborted) return Promise.resolve(defaultValue);
+	const id = `d${++nextDialog}`;
+	return new Promise((resolve) => {
+		const onAbort = () => {
+			pendingDialogs.delete(id);
+			resolve(defaultValue);
+		};
+		opts?.signal?.addEventListener("abort", onAbort, { once: true });
+		pendingDialogs.set(id, (response) => {
+			opts?.signal?.removeEventListener("abort", onAbort);
+			resolve(response.cancelled ? defaultValue : parse(response));
+		});
+		const timeout = typeof opts?.timeout === "number" ? { timeout: opts.timeout } : {};
+		send({ type: "ui", id, method, ...fields, ...timeout });
+	});
+}
+
+const notice = (method, fields) => send({ type: "ui", method, ...fields });
+
+const uiContext = {
+	select: (title, options, opts) => dialog("select", { title, options }, opts, undefined, (r) => r.value ?? undefined),
+	confirm: (title, message, opts) => dialog("confirm", { title, message }, opts, false, (r) => r.confirmed === true),
+	input: (title, placeholder, opts) =>
+		dialog("input", { title, placeholder }, opts, undefined, (r) => r.value ?? undefined),
+	editor: (title, prefill) => dialog("editor", { title, prefill }, undefined, undefined, (r) => r.value ?? undefined),
+	notify: (message, type) => notice("notify", { message, notifyType: type }),
+	setStatus: (key, text) => notice("setStatus", { statusKey: key, statusText: text }),
+	setWidget: (key, content, options) => {
+		// As pi's RPC mode: string lines only; component factories need a terminal.
+		if (content === undefined || Array.isArray(content)) {
+			notice("setWidget", { widgetKey: key, widgetLines: content, widgetPlacement: options?.placement });
+		}
+	},
+	setTitle: (title) => notice("setTitle", { title }),
+	setEditorText: (text) => notice("set_editor_text", { text }),
+	pasteToEditor: (text) => notice("set_editor_text", { text }),
+	getEditorText: () => "",
+	custom: async () => undefined,
+	onTerminalInput: () => () => {},
+	setWorkingMessage: () => {},
+	setWorkingVisible: () => {},
+	setWorkingIndicator: () => {},
+	setHiddenThinkingLabel: () => {},
+	setFooter: () => {},
+	setHeader: () => {},
+	addAutocompleteProvider: () => {},
+	setEditorComponent: () => {},
+	getEditorComponent: () => undefined,
+	theme: undefined,
+	getAllThemes: () => [],
+	getTheme: () => undefined,
+	setTheme: () => ({ success: false, error: "Theme switching not supported in RPC mode" }),
+	getToolsExpanded: () => false,
+	setToolsExpanded: () => {},
+};
+
+// ---- loading --------------------------------------------------------------------------------------
+
+function nodeTooOld() {
+	const [major, minor] = process.versions.node.split(".").map(Number);
+	return major < MIN_NODE[0] || (major === MIN_NODE[0] && minor < MIN_NODE[1]);
+}
+
+async function loadPi() {
+	const root = config.package;
+	const url = (relative) => pathToFileURL(path.join(root, relative)).href;
+	// The modules themselves, not dist/index.js: an extension that does not import the package
+	// does not pay for all of it.
+	const [loader, runner, eventBus] = await Promise.all(
+		[
+			"dist/core/extensions/loader.js",
+			"dist/core/extensions/runner.js",
+			"dist/core/event-bus.js",
+		].map((file) => import(url(file))),
+	);
+	const needed = {
+		ExtensionRunner: runner.ExtensionRunner,
+		createEventBus: eventBus.createEventBus,
+		loadExtensions: loader.loadExtensions,
+		createExtensionRuntime: loader.createExtensionRuntime,
+	};
+	const missing = Object.entries(needed)
+		.filter(([, value]) => typeof value !== "function")
+		.map(([name]) => name);
+	if (missing.length > 0) {
+		throw new Error(`the pi package at ${root} does not export ${missing.join(", ")}; install pi 1.6.0 or newer`);
+	}
+	return needed;
+}
+
+/** Loads every extension; returns the runner (or undefined when nothing could be loaded). */
+async function load(cwd) {
+	if (nodeTooOld()) {
+		const problem = `Node ${process.versions.node} (${process.execPath}) is too old for TypeScript extensions: install Node ${MIN_NODE.join(".")} or newer, or name one with PI_RS_NODE`;
+		for (const p of extensionPaths) reportError(p, "load", problem);
+		return undefined;
+	}
+	let pi;
+	try {
+		pi = await loadPi();
+	} catch (err) {
+		const problem = `cannot load the pi package (${config.package}): ${errorText(err)}`;
+		for (const p of extensionPaths) reportError(p, "load", problem);
+		return undefined;
+	}
+	const eventBus = pi.createEventBus();
+	const runtime = pi.createExtensionRuntime();
+	const result = await pi.loadExtensions(extensionPaths, cwd, eventBus, runtime);
+	for (const { path: p, error } of result.errors) reportError(p, "load", error);
+	const runner = new pi.ExtensionRunner(result.extensions, result.runtime, cwd, sessionManager, modelRegistry);
+	bind(runner);
+	return runner;
+}
+
+const modelRegistry = {
+	getAll: () => [],
+	getAvailable: () => [],
+	find: () => undefined,
+};
+
+function bind(runner) {
+	runner.bindCore(
+		{
+			sendMessage: (message, options) =>
+				send({
+					type: "send_message",
+					customType: message.customType,
+					content: message.content,
+					display: message.display,
+					details: message.details,
+					deliverAs: options?.deliverAs,
+					triggerTurn: options?.triggerTurn,
+				}),
+			sendUserMessage: (content, options) =>
+				send({ type: "send_user_message", content, deliverAs: options?.deliverAs }),
+			appendEntry: (customType, data) => send({ type: "append_entry", customType, data }),
+			setSessionName: (name) => {
+				state.sessionName = name;
+				send({ type: "set_session_name", name });
+			},
+			getSessionName: () => state.sessionName,
+			setLabel: (entryId, label) => send({ type: "set_label", entryId, label: label ?? null }),
+			getActiveTools: () => state.activeTools,
+			getAllTools: () => state.allTools,
+			getSettings: () => ({}),
+			setActiveTools: (names) => {
+				state.activeTools = names.filter((n) => state.allTools.some((t) => t.name === n));
+				fireAndReport(
+					control("set_active_tools", { names }).then((active) => {
+						state.activeTools = active;
+					}),
+					"set_active_tools",
+				);
+			},
+			refreshTools: () => registerLate(runner),
+			getCommands: () => state.commands,
+			setModel: async (model) => {
+				const ok = await control("set_model", { provider: model.provider, modelId: model.id });
+				if (ok) await refreshState();
+				return ok;
+			},
+			getThinkingLevel: () => state.thinkingLevel,
+			setThinkingLevel: (level) => {
+				fireAndReport(
+					control("set_thinking_level", { level }).then((effective) => {
+						state.thinkingLevel = effective;
+					}),
+					"set_thinking_level",
+				);
+			},
+		},
+		{
+			getModel: () => state.model,
+			getScopedModels: () => [],
+			isIdle: () => state.idle,
+			isProjectTrusted: () => state.trusted,
+			getSignal: () => state.runAbort?.signal,
+			abort: () => fireAndReport(control("abort"), "abort"),
+			hasPendingMessages: () => false,
+			shutdown: () => send({ type: "shutdown" }),
+			getContextUsage: () => state.contextUsage,
+			compact: (options) => {
+				// The answer says it started; `compaction_end` says how it ended.
+				control("compact", { customInstructions: options?.customInstructions }).then(
+					() => compactions.push(options ?? {}),
+					(err) => options?.onError?.(err instanceof Error ? err : new Error(String(err))),
+				);
+			},
+			getSystemPrompt: () => state.systemPrompt,
+		},
+	);
+	runner.bindCommandContext({
+		waitForIdle: () => control("wait_for_idle"),
+		newSession: (options) => control("new_session", { parentSession: options?.parentSession }),
+		fork: (entryId) => control("fork", { entryId }),
+		navigateTree: (targetId, options) => control("navigate_tree", { targetId, ...options }),
+		switchSession: (sessionPath) => control("switch_session", { sessionPath }),
+		reload: () => control("reload"),
+	});
+	runner.setUIContext(uiContext, "rpc");
+	runner.onError((err) => reportError(err.extensionPath, err.event, err.error));
+}
+
+// ---- registration ---------------------------------------------------------------------------------
+
+const HOOKS = new Set([
+	"tool_call",
+	"tool_result",
+	"input",
+	"before_agent_start",
+	"context",
+	"session_before_switch",
+	"session_before_fork",
+	"session_before_tree",
+	"session_before_compact",
+	"before_provider_headers",
+	"before_provider_request",
+	"user_bash",
+	"resources_discover",
+]);
+// Events the host follows for its own state, whether or not an extension listens.
+const OWN_EVENTS = [
+	"agent_start",
+	"agent_end",
+	"turn_end",
+	"model_select",
+	"thinking_level_select",
+	"session_start",
+	"compaction_end",
+	"session_tree",
+	"session_compact",
+];
+/** Events after which the session view is read again. */
+const SESSION_CHANGES = new Set(["session_start", "turn_end", "agent_end", "session_tree", "session_compact"]);
+/** `ctx.compact()` calls waiting for their `compaction_end`, oldest first. */
+const compactions = [];
+
+function toolDecl(tool) {
+	const decl = {
+		name: tool.name,
+		label: tool.label,
+		description: tool.description ?? "",
+		parameters: JSON.parse(JSON.stringify(tool.parameters ?? { type: "object", properties: {} })),
+	};
+	if (tool.promptSnippet) decl.promptSnippet = tool.promptSnippet;
+	if (Array.isArray(tool.promptGuidelines)) decl.promptGuidelines = tool.promptGuidelines;
+	if (tool.executionMode) decl.executionMode = tool.executionMode;
+	return decl;
+}
+
+function registration(runner) {
+	const handlerNames = new Set();
+	for (const ext of runner?.extensions ?? []) for (const name of ext.handlers.keys()) handlerNames.add(name);
+	const tools = runner ? runner.getAllRegisteredTools().map((t) => toolDecl(t.definition)) : [];
+	const commands = runner
+		? runner.getRegisteredCommands().map((c) => ({ name: c.invocationName, description: c.description }))
+		: [];
+	const flags = runner
+		? [...runner.getFlags().values()].map((f) => ({
+				name: f.name,
+				description: f.description,
+				type: f.type,
+				default: f.default,
+			}))
+		: [];
+	const hooks = [...handlerNames].filter((n) => HOOKS.has(n));
+	const events = [...new Set([...OWN_EVENTS, ...[...handlerNames].filter((n) => !HOOKS.has(n))])];
+	return { type: "register", protocol: 2, name: "typescript", tools, commands, flags, events, hooks };
+}
+
+// Tools and commands registered after start-up (pi.registerTool in a handler): v2 late registration.
+let registered = { tools: new Map(), commands: new Set() };
+let registeredOnce = false;
+
+function remember(runner) {
+	const line = registration(runner);
+	registered = {
+		tools: new Map(line.tools.map((t) => [t.name, JSON.stringify(t)])),
+		commands: new Set(line.commands.map((c) => c.name)),
+	};
+	return line;
+}
+
+function registerLate(runner) {
+	if (!registeredOnce) return;
+	queueMicrotask(() => {
+		const line = registration(runner);
+		for (const tool of line.tools) {
+			if (registered.tools.get(tool.name) !== JSON.stringify(tool)) {
+				registered.tools.set(tool.name, JSON.stringify(tool));
+				fireAndReport(control("register_tool", { tool }), "register_tool");
+			}
+		}
+		for (const command of line.commands) {
+			if (!registered.commands.has(command.name)) {
+				registered.commands.add(command.name);
+				fireAndReport(control("register_command", { command }), "register_command");
+			}
+		}
+	});
+}
+
+// ---- pi-rs → the runner ---------------------------------------------------------------------------
+
+const runningTools = new Map();
+
+async function runTool(runner, message, abort) {
+	try {
+		const tool = runner?.getToolDefinition(message.toolName);
+		if (!tool) throw new Error(`Tool ${message.toolName} not found`);
+		const ctx = runner.createToolContext(message.toolCallId, abort.signal);
+		const args = tool.prepareArguments ? tool.prepareArguments(message.args) : message.args;
+		const onUpdate = (partial) => {
+			if (!abort.signal.aborted) send({ type: "tool_update", id: message.id, partialResult: toolResult(partial) });
+		};
+		const result = await tool.execute(message.toolCallId, args, abort.signal, onUpdate, ctx);
+		send({ type: "tool_result", id: message.id, result: toolResult(result) });
+	} catch (err) {
+		send({ type: "tool_result", id: message.id, error: errorText(err) });
+	} finally {
+		runningTools.delete(message.id);
+	}
+}
+
+function toolResult(result) {
+	const out = { content: result?.content ?? [], details: result?.details };
+	if (result?.isError) out.isError = true;
+	if (result?.terminate) out.terminate = true;
+	return out;
+}
+
+async function runCommand(runner, message) {
+	try {
+		await refreshSession();
+		const command = runner?.getCommand(message.name);
+		if (!command) throw new Error(`Command /${message.name} not found`);
+		await command.handler(message.args ?? "", runner.createCommandContext());
+		send({ type: "command_done", id: message.id });
+	} catch (err) {
+		send({ type: "command_done", id: message.id, error: errorText(err) });
+	}
+}
+
+const changed = (a, b) => JSON.stringify(a) !== JSON.stringify(b);
+
+async function beforeAgentStart(runner, payload) {
+	const ctx = runner.createContext();
+	let systemPrompt = payload.systemPrompt;
+	const result = {};
+	const messages = [];
+	for (const ext of runner.extensions) {
+		for (const handler of ext.handlers.get("before_agent_start") ?? []) {
+			try {
+				const event = {
+					type: "before_agent_start",
+					prompt: payload.prompt,
+					images: payload.images,
+					systemPrompt,
+				};
+				const answer = await handler(event, ctx);
+				if (answer?.message) messages.push(answer.message);
+				if (typeof answer?.systemPrompt === "string") {
+					systemPrompt = answer.systemPrompt;
+					result.systemPrompt = systemPrompt;
+				}
+			} catch (err) {
+				reportError(ext.path, "before_agent_start", errorText(err));
+			}
+		}
+	}
+	// The protocol carries one injected message per answer; several are joined in order.
+	if (messages.length === 1) result.message = messages[0];
+	if (messages.length > 1) {
+		result.message = {
+			...messages[0],
+			content: messages.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content))).join("\n\n"),
+		};
+	}
+	return result;
+}
+
+async function hook(runner, name, payload) {
+	switch (name) {
+		case "tool_call": {
+			const event = { type: "tool_call", toolCallId: payload.toolCallId, toolName: payload.toolName, input: structuredClone(payload.input) };
+			const answer = (await runner.emitToolCall(event)) ?? {};
+			const result = {};
+			if (answer.block) {
+				result.block = true;
+				if (answer.reason !== undefined) result.reason = answer.reason;
+				if (answer.terminate) result.terminate = true;
+			}
+			if (changed(event.input, payload.input)) result.input = event.input;
+			return result;
+		}
+		case "tool_result": {
+			const answer = await runner.emitToolResult({ type: "tool_result", ...payload });
+			if (!answer) return {};
+			return { content: answer.content, details: answer.details, isError: answer.isError };
+		}
+		case "input": {
+			const answer = await runner.emitInput(payload.text, payload.images, payload.source);
+			return answer ?? {};
+		}
+		case "before_agent_start":
+			return beforeAgentStart(runner, payload);
+		case "context": {
+			const messages = await runner.emitContext(payload.messages);
+			return changed(messages, payload.messages) ? { messages } : {};
+		}
+		case "before_provider_request": {
+			const body = await runner.emitBeforeProviderRequest(payload.payload);
+			return changed(body, payload.payload) ? { payload: body } : {};
+		}
+		case "before_provider_headers": {
+			const headers = { ...payload.headers };
+			const after = await runner.emitBeforeProviderHeaders(headers);
+			const diff = {};
+			for (const [key, value] of Object.entries(after)) if (payload.headers[key] !== value) diff[key] = value;
+			for (const key of Object.keys(payload.headers)) if (!(key in after)) diff[key] = null;
+			return Object.keys(diff).length > 0 ? { headers: diff } : {};
+		}
+		case "user_bash":
+			return (await runner.emitUserBash({ type: "user_bash", ...payload })) ?? {};
+		case "resources_discover": {
+			const found = await runner.emitResourcesDiscover(payload.cwd, payload.reason);
+			return {
+				skillPaths: found.skillPaths.map((p) => p.path),
+				promptPaths: found.promptPaths.map((p) => p.path),
+				themePaths: found.themePaths.map((p) => p.path),
+			};
+		}
+		default:
+			return (await runner.emit({ type: name, ...payload })) ?? {};
+	}
+}
+
+async function onEvent(runner, event) {
+	switch (event.type) {
+		case "agent_start":
+			state.idle = false;
+			state.runAbort = new AbortController();
+			break;
+		case "agent_end":
+			state.idle = true;
+			state.runAbort = undefined;
+			break;
+		case "thinking_level_select":
+			state.thinkingLevel = event.level;
+			break;
+		case "compaction_end": {
+			const waiting = compactions.shift();
+			if (event.result) waiting?.onComplete?.(event.result);
+			else waiting?.onError?.(new Error(event.errorMessage ?? (event.aborted ? "Compaction cancelled" : "Compaction failed")));
+			break;
+		}
+	}
+	if (event.type === "agent_end" || event.type === "turn_end" || event.type === "model_select") {
+		await refreshState();
+	}
+	if (SESSION_CHANGES.has(event.type)) await refreshSession();
+	if (runner?.hasHandlers(event.type)) await runner.emit(event);
+}
+
+// ---- the line loop --------------------------------------------------------------------------------
+
+async function main() {
+	const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+	let runner;
+	let events = Promise.resolve();
+	let resolveReady;
+	const ready = new Promise((resolve) => {
+		resolveReady = resolve;
+	});
+	const handle = async (message) => {
+		switch (message.type) {
+			case "query_result":
+			case "action_result": {
+				const pending = pendingRequests.get(message.id);
+				if (!pending) return;
+				pendingRequests.delete(message.id);
+				if (message.error !== undefined) pending.reject(new Error(message.error));
+				else pending.resolve(message.result);
+				return;
+			}
+			case "ui_response": {
+				const answer = pendingDialogs.get(message.id);
+				pendingDialogs.delete(message.id);
+				answer?.(message);
+				return;
+			}
+			case "cancel_tool":
+				runningTools.get(message.id)?.abort();
+				return;
+		}
+		// A cancel may come while the run still waits for earlier events.
+		const abort = message.type === "run_tool" ? new AbortController() : undefined;
+		if (abort) runningTools.set(message.id, abort);
+		await ready;
+		// Events are handled one after another, in order (pi awaits each before going on);
+		// tools, commands and hooks start once the events that came before them are handled.
+		if (message.type === "event") {
+			events = events.then(() => onEvent(runner, message.event)).catch((err) =>
+				reportError("<runtime>", message.event?.type ?? "event", errorText(err)),
+			);
+			return;
+		}
+		await events;
+		switch (message.type) {
+			case "run_tool":
+				return runTool(runner, message, abort);
+			case "run_command":
+				return runCommand(runner, message);
+			case "hook":
+				try {
+					const result = runner ? await hook(runner, message.hook, message.payload ?? {}) : {};
+					send({ type: "hook_result", id: message.id, result });
+				} catch (err) {
+					send({ type: "hook_result", id: message.id, error: errorText(err) });
+				}
+				return;
+		}
+	};
+	lines.on("line", (line) => {
+		if (!line.trim()) return;
+		let message;
+		try {
+			message = JSON.parse(line);
+		} catch {
+			return;
+		}
+		if (message.type === "hello") {
+			state.hello = message;
+			start(message).then(
+				(loaded) => {
+					runner = loaded;
+					resolveReady();
+				},
+				(err) => {
+					reportError("<runtime>", "load", errorText(err));
+					resolveReady();
+				},
+			);
+			return;
+		}
+		handle(message).catch((err) => reportError("<runtime>", message.type, errorText(err)));
+	});
+	lines.on("close", () => {
+		for (const abort of runningTools.values()) abort.abort();
+		process.exit(0);
+	});
+}
+
+async function start(hello) {
+	const runner = await load(hello.cwd);
+	send(remember(runner));
+	registeredOnce = true;
+	for (const line of beforeRegister) send(line);
+	beforeRegister = undefined;
+	if (!runner) return undefined;
+	const [flags, trust] = await Promise.all([query("flags").catch(() => ({})), query("trust").catch(() => undefined)]);
+	for (const [name, value] of Object.entries(flags ?? {})) runner.setFlagValue(name, value);
+	state.trusted = trust?.trusted === true;
+	await Promise.all([refreshState(), refreshSession()]);
+	return runner;
+}
+
+main();
