@@ -167,6 +167,23 @@ impl SystemPrompt {
     pub fn with_section(&self, name: &str, text: Option<String>) -> SystemPrompt {
         let mut sections = self.sections.clone();
         let position = sections.iter().position(|(n, _)| n == name);
+        // The options (what `before_agent_start` sees and may rebuild from) carry the section's
+        // body as a custom section, as pi 1.6.0's do.
+        let mut options = self.options.clone();
+        if let Some(options) = options.as_deref_mut() {
+            match &text {
+                Some(text) => {
+                    let body = text
+                        .strip_prefix(&format!("<{name}>\n"))
+                        .and_then(|t| t.strip_suffix(&format!("\n</{name}>")))
+                        .unwrap_or(text);
+                    options.sections.insert(name.to_string(), body.into());
+                }
+                None => {
+                    options.sections.remove(name);
+                }
+            }
+        }
         match (position, text) {
             (Some(index), Some(text)) => sections[index].1 = text,
             (None, Some(text)) => sections.push((name.to_string(), text)),
@@ -175,7 +192,9 @@ impl SystemPrompt {
             }
             (None, None) => {}
         }
-        SystemPrompt::from_sections(sections)
+        let mut changed = SystemPrompt::from_sections(sections);
+        changed.options = options;
+        changed
     }
 
     /// This prompt with its working-directory section naming `cwd`: a session switched to
@@ -571,6 +590,37 @@ mod tests {
                 prompt.text().strip_suffix("/p\n</cwd>").unwrap()
             )
         );
+    }
+
+    #[test]
+    fn a_section_set_later_keeps_the_options_and_joins_their_sections() {
+        let options = PromptOptions {
+            selected_tools: vec!["read".into()],
+            cwd: "/p".into(),
+            ..PromptOptions::default()
+        };
+        let prompt = from_options(options).with_section(
+            "mcp_servers",
+            Some("<mcp_servers>\nMCP servers\n</mcp_servers>".into()),
+        );
+        assert!(
+            prompt
+                .text()
+                .ends_with("<mcp_servers>\nMCP servers\n</mcp_servers>")
+        );
+        let options = prompt.options().expect("the options survive a new section");
+        assert_eq!(options.sections["mcp_servers"], "MCP servers");
+        let rebuilt = from_options(options.clone());
+        assert_eq!(rebuilt.text(), prompt.text());
+        let removed = prompt.with_section("mcp_servers", None);
+        assert!(
+            !removed
+                .options()
+                .unwrap()
+                .sections
+                .contains_key("mcp_servers")
+        );
+        assert!(!removed.text().contains("mcp_servers"));
     }
 
     #[test]
