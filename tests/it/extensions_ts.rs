@@ -950,3 +950,43 @@ fn every_host_module_gives_runtime_values() {
         pi.records()
     );
 }
+
+/// A second extension of the tests' own that speaks on pi's event bus.
+const BUS_PEER: &str = r#"
+export default function (pi) {
+    pi.registerCommand("peer", {
+        description: "Emit on the bus",
+        handler: async (args) => {
+            pi.events.emit("my:notification", { message: args.trim(), from: "peer" });
+        },
+    });
+}
+"#;
+
+/// event-bus.ts and a peer share `pi.events` (one host for both): the example hears its own
+/// `session_start` emission, its `/emit`, and the peer's `/peer`.
+#[test]
+fn two_typescript_extensions_share_the_event_bus() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["event-bus.ts"])
+        .file("peer.ts", BUS_PEER)
+        .arg("-e")
+        .arg("peer.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.find(|r| {
+        r["type"] == "extension_ui_request"
+            && r["message"] == "Event from event-bus-example: Session started"
+    });
+    pi.command("e", "prompt", json!({"message": "/emit ahoy"}));
+    pi.find(|r| {
+        r["type"] == "extension_ui_request" && r["message"] == "Event from /emit command: ahoy"
+    });
+    pi.command("p", "prompt", json!({"message": "/peer across"}));
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Event from peer: across");
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
