@@ -820,3 +820,173 @@ fn confirm_destructive_asks_before_a_new_session() {
         assert_eq!(notices, 1, "one notice, for the cancelled one");
     }
 }
+
+// ---- M4: labels, shutdown, timed dialogs -----------------------------------------------------------
+
+/// bookmark.ts: `/bookmark <label>` labels the last assistant message (a `label` entry in the
+/// session file aimed at it); `/unbookmark` finds it through `getLabel` and clears it.
+#[test]
+fn bookmark_labels_the_last_assistant_message() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Noted."]))]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake).with_sessions(),
+        &["bookmark.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "remember this"}));
+    pi.wait_for_event("agent_end");
+    pi.command("b", "prompt", json!({"message": "/bookmark harbour"}));
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Bookmarked as: harbour");
+    pi.command("u", "prompt", json!({"message": "/unbookmark"}));
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Removed bookmark: harbour");
+    let workspace = pi.workspace();
+    pi.close_and_wait();
+    let files = workspace.jsonl_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let entries = crate::support::read_jsonl(&files[0]);
+    let assistant = entries
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .expect("assistant entry");
+    let labels: Vec<&Value> = entries.iter().filter(|e| e["type"] == "label").collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    assert_eq!(labels[0]["targetId"], assistant["id"]);
+    assert_eq!(labels[0]["label"], "harbour");
+    assert_eq!(labels[1]["targetId"], assistant["id"]);
+    assert!(labels[1]["label"].is_null(), "{}", labels[1]);
+}
+
+/// shutdown-command.ts: `/quit` ends pi-rs cleanly (exit 0), as `ctx.shutdown()` does in pi.
+#[test]
+fn a_typescript_command_shuts_pi_down() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake),
+        &["shutdown-command.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("q", "prompt", json!({"message": "/quit"}));
+    assert_eq!(response["success"], true, "{response}");
+    let status = pi.wait_for_exit();
+    assert!(status.success(), "{status:?}");
+    assert!(fake.requests().is_empty());
+}
+
+/// timed-confirm.ts: each dialog carries the extension's timeout, and one left unanswered
+/// resolves as cancelled when it runs out (the extension's "timed out" notice).
+#[test]
+fn timed_dialogs_carry_their_timeout_and_run_out() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["timed-confirm.ts"]);
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("t", "prompt", json!({"message": "/timed"}));
+    assert_eq!(response["success"], true, "{response}");
+    let dialog = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "confirm");
+    assert_eq!(dialog["title"], "Timed Confirmation");
+    assert_eq!(dialog["timeout"], 5000, "{dialog}");
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Cancelled or timed out");
+    pi.command("s", "prompt", json!({"message": "/timed-select"}));
+    let dialog = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "select");
+    assert_eq!(
+        dialog["options"],
+        json!(["Option A", "Option B", "Option C"])
+    );
+    assert_eq!(dialog["timeout"], 10000, "{dialog}");
+    pi.find(|r| {
+        r["type"] == "extension_ui_request" && r["message"] == "Selection cancelled or timed out"
+    });
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// fixtures/extensions/host_modules.ts imports a runtime value from each host module (today's
+/// names and the legacy `@mariozechner/*`, `@sinclair/typebox`); the legacy names give the
+/// same values, and a tool built with typebox and pi-ai's `StringEnum` reaches the model.
+#[test]
+fn every_host_module_gives_runtime_values() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Fine."]))]);
+    let path = crate::fake_provider::fixture_path("extensions/host_modules.ts");
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+        .arg("-e")
+        .arg(&path.to_string_lossy());
+    let mut pi = Pi::spawn(&setup);
+    pi.command("m", "prompt", json!({"message": "/modules"}));
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    let report: Value = serde_json::from_str(notice["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        report,
+        json!({
+            "pi-coding-agent": "function", "pi-ai": "function", "pi-tui": "function",
+            "pi-agent-core": "function", "typebox": "function",
+            "legacy-pi-coding-agent": true, "legacy-pi-ai": true, "legacy-pi-tui": true,
+            "legacy-pi-agent-core": true, "legacy-typebox": "function",
+        })
+    );
+    pi.command("p", "prompt", json!({"message": "pick"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.requests()[0];
+    let pick = request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "pick")
+        .expect("pick offered");
+    assert_eq!(
+        pick["input_schema"]["properties"]["colour"]["enum"],
+        json!(["red", "green"])
+    );
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// A second extension of the tests' own that speaks on pi's event bus.
+const BUS_PEER: &str = r#"
+export default function (pi) {
+    pi.registerCommand("peer", {
+        description: "Emit on the bus",
+        handler: async (args) => {
+            pi.events.emit("my:notification", { message: args.trim(), from: "peer" });
+        },
+    });
+}
+"#;
+
+/// event-bus.ts and a peer share `pi.events` (one host for both): the example hears its own
+/// `session_start` emission, its `/emit`, and the peer's `/peer`.
+#[test]
+fn two_typescript_extensions_share_the_event_bus() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["event-bus.ts"])
+        .file("peer.ts", BUS_PEER)
+        .arg("-e")
+        .arg("peer.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.find(|r| {
+        r["type"] == "extension_ui_request"
+            && r["message"] == "Event from event-bus-example: Session started"
+    });
+    pi.command("e", "prompt", json!({"message": "/emit ahoy"}));
+    pi.find(|r| {
+        r["type"] == "extension_ui_request" && r["message"] == "Event from /emit command: ahoy"
+    });
+    pi.command("p", "prompt", json!({"message": "/peer across"}));
+    pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Event from peer: across");
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
