@@ -63,6 +63,9 @@ pub struct Extensions {
     pub stream_providers: std::collections::HashMap<String, crate::extensions::ExtensionId>,
     /// (v2) What `reload` loads again.
     pub reload: super::reload::ReloadInputs,
+    /// The `session_shutdown` / `session_start` pair of a session change whose answer is on
+    /// its way: the extensions are restarted with them once it is sent.
+    pub restart: Option<(serde_json::Value, serde_json::Value)>,
     /// (v2) A `navigate_tree` waiting for the `session_before_tree` hook.
     pub tree: Option<super::tree_navigation::PendingTree>,
     /// (v2) RPC `bash` commands waiting for the `user_bash` hook.
@@ -110,6 +113,7 @@ impl Extensions {
             session_changes: Vec::new(),
             stream_providers,
             reload,
+            restart: None,
             tree: None,
             user_bash: Vec::new(),
             discover_hook: None,

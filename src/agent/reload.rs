@@ -1,8 +1,9 @@
-//! (v2) An extension's `reload` (pi's `ctx.reload()`): the extensions, skills, prompt templates
-//! and context files are loaded anew, as at start. The old extensions hear `session_shutdown`
-//! (reason `reload`) and are stopped; the new ones are started on the same event channel and
-//! hear `session_start` (reason `reload`). The session, model, thinking level and conversation
-//! stay. Settings are not re-read (see README "Extensions").
+//! (v2) An extension's `reload` (pi's `ctx.reload()`) and a session change (new, resume, fork:
+//! pi 1.6.0 replaces its runtime): the extensions, skills, prompt templates and context files
+//! are loaded anew, as at start. The old extensions hear `session_shutdown` (reason `reload`,
+//! or the change's) and are stopped; the new ones are started on the same event channel and
+//! hear `session_start` with the same reason. A reload keeps the session, model, thinking level
+//! and conversation. Settings are not re-read (see README "Extensions").
 //!
 //! Blocking: none on the agent thread. Stopping the old extensions (their grace period plus the
 //! host's bound) and starting the new ones (the registration timeout, as at start) run on worker
@@ -62,11 +63,30 @@ impl Agent {
             return;
         }
         self.answer_extension(extension, id, Ok(Value::Null));
-        self.reload();
+        self.restart_extensions(
+            crate::extensions::protocol::session_shutdown_event("reload"),
+            json!({"type": "session_start", "reason": "reload"}),
+        );
     }
 
-    /// Stops the old extensions on a worker; `on_reload_step` goes on when it is done.
-    fn reload(&mut self) {
+    /// Whether a session change can restart the extensions (as pi 1.6.0 does): they run, and
+    /// nothing else holds the agent's phase.
+    pub(super) fn can_restart_extensions(&self) -> bool {
+        self.extensions.host.is_some()
+            && self.extensions.reload.events_tx.is_some()
+            && matches!(self.phase, Phase::Idle)
+    }
+
+    /// Stops the old extensions on a worker (they hear `shutdown`); `on_reload_step` goes on
+    /// when it is done, and the new ones hear `start`. A reload and a session change (pi
+    /// 1.6.0's runtime replacement) both come here. When the phase is taken (a session change
+    /// raced with something else), the running extensions hear both events and keep running.
+    pub(super) fn restart_extensions(&mut self, shutdown: Value, start_event: Value) {
+        if !self.can_restart_extensions() {
+            self.notify_extensions_of(shutdown);
+            self.notify_extensions_of(start_event);
+            return;
+        }
         let Some(host) = self.extensions.host.take() else {
             return;
         };
@@ -74,18 +94,22 @@ impl Agent {
         let spawned = std::thread::Builder::new()
             .name("extension-reload-stop".into())
             .spawn(move || {
-                host.shutdown_for_reload(RELOAD_GRACE);
+                host.shutdown_for_restart(RELOAD_GRACE, shutdown);
                 let _ = done_tx.send(Reloaded::Stopped);
             });
         if let Err(e) = spawned {
             // The host went down with the closure: the reload goes on as if it had stopped.
             log::error!("could not start the reload's worker: {e}");
             self.after_old_extensions_stopped();
-            self.start_new_extensions();
+            self.start_new_extensions(start_event);
             return;
         }
         let stage = ReloadStage::Stopping;
-        self.phase = Phase::Reloading(Box::new(Reloading { stage, done }));
+        self.phase = Phase::Reloading(Box::new(Reloading {
+            stage,
+            start_event,
+            done,
+        }));
     }
 
     /// The reload's worker reported (`None`: it died without a word).
@@ -96,7 +120,7 @@ impl Agent {
         match (reloading.stage, step) {
             (ReloadStage::Stopping, _) => {
                 self.after_old_extensions_stopped();
-                self.start_new_extensions();
+                self.start_new_extensions(reloading.start_event);
             }
             (ReloadStage::Starting, Some(Reloaded::Started(host, mut errors))) => {
                 // (v2) The new `register` lines' providers, as at start.
@@ -115,8 +139,14 @@ impl Agent {
                 }
                 self.refresh_extension_tools();
                 self.rebuild_system_prompt();
-                self.notify_all_extensions(&json!({"type": "session_start", "reason": "reload"}));
-                self.discover_resources("reload");
+                self.notify_all_extensions(&reloading.start_event);
+                // pi asks `resources_discover` with `reload` after a reload, else `startup`.
+                let reason = if reloading.start_event["reason"] == "reload" {
+                    "reload"
+                } else {
+                    "startup"
+                };
+                self.discover_resources(reason);
                 self.after_reload();
             }
             (ReloadStage::Starting, _) => {
@@ -166,7 +196,7 @@ impl Agent {
 
     /// Loads the resources again and starts the new extensions on a worker (their handshakes
     /// take up to the registration timeout).
-    fn start_new_extensions(&mut self) {
+    fn start_new_extensions(&mut self, start_event: Value) {
         let inputs = &mut self.extensions.reload.resources;
         inputs.cwd = self.config.cwd.clone();
         inputs.skip_project = !self.config.project_trust.trusted;
@@ -193,7 +223,11 @@ impl Agent {
         match spawned {
             Ok(_) => {
                 let stage = ReloadStage::Starting;
-                self.phase = Phase::Reloading(Box::new(Reloading { stage, done }));
+                self.phase = Phase::Reloading(Box::new(Reloading {
+                    stage,
+                    start_event,
+                    done,
+                }));
             }
             Err(e) => {
                 log::error!("could not start the reload's worker: {e}");

@@ -131,6 +131,9 @@ impl Agent {
             OpReply::Client { id, command } => self.respond_result(id.as_ref(), command, result),
             OpReply::Extension { extension, id } => self.answer_extension(extension, id, result),
         }
+        if let Some((shutdown, start)) = self.extensions.restart.take() {
+            self.restart_extensions(shutdown, start);
+        }
     }
 
     fn respond_result(&mut self, id: Option<&Value>, command: &str, result: Result<Value, String>) {
@@ -279,19 +282,26 @@ impl Agent {
     /// Swaps in another session (new, switch, fork, clone). A running run is aborted first — it
     /// must not keep working unseen on the old session. The conversation, model and thinking
     /// level come from the new session's active branch.
-    /// Replaces the session; extensions hear `session_shutdown` (with `targetSessionFile`) and
-    /// then `session_start` (with `previousSessionFile`), `reason` being new, resume or fork.
+    /// Replaces the session; extensions hear `session_shutdown` (with `targetSessionFile`), are
+    /// restarted (see `restart_extensions`), and the new ones hear `session_start` (with
+    /// `previousSessionFile`), `reason` being new, resume or fork.
     fn replace_session(&mut self, log: SessionLog, fresh: bool, reason: &str) {
         if self.is_busy() {
             self.abort_run();
         }
         let file = |log: &SessionLog| log.file_path().map(|p| p.to_string_lossy().into_owned());
         let previous_file = file(&self.session);
-        self.notify_extensions_of(json!({
+        let shutdown = json!({
             "type": "session_shutdown",
             "reason": reason,
             "targetSessionFile": file(&log),
-        }));
+        });
+        // As pi 1.6.0: the extensions are stopped and started anew (after the answer, which
+        // may be for one of them); without a restart they hear both events.
+        let restart = self.can_restart_extensions();
+        if !restart {
+            self.notify_extensions_of(shutdown.clone());
+        }
         if let Err(e) = self.session.sync() {
             log::error!("session sync failed: {e}");
         }
@@ -331,16 +341,22 @@ impl Agent {
             self.queues.follow_up.clear();
             self.emit_queue_update();
         }
-        self.notify_extensions_of(json!({
+        let start = json!({
             "type": "session_start",
             "reason": reason,
             "previousSessionFile": previous_file,
-        }));
+        });
+        if restart {
+            self.extensions.restart = Some((shutdown, start));
+        } else {
+            self.notify_extensions_of(start);
+        }
     }
 
     /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new
-    /// sessions and the prompt's working-directory line follow. Settings, context files, skills,
-    /// templates and extensions stay those loaded at startup (pi reloads them; see README).
+    /// sessions and the prompt's working-directory line follow. Settings stay those read at
+    /// startup (pi reads them again; see README); the restarted extensions, context files,
+    /// skills and templates are loaded for the new directory.
     fn move_to(&mut self, cwd: PathBuf) {
         if cwd == self.config.cwd {
             return;

@@ -42,6 +42,8 @@ pub enum Phase {
 /// A reload's worker and what it reports.
 pub struct Reloading {
     pub stage: ReloadStage,
+    /// The `session_start` the new extensions hear (reason `reload`, `new`, `resume`, `fork`).
+    pub start_event: serde_json::Value,
     /// The worker's one report (it disconnects without one only if it died).
     pub done: Receiver<Reloaded>,
 }

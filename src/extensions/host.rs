@@ -745,16 +745,17 @@ impl ExtensionHost {
     /// Ends every extension: `session_shutdown` (reason "quit") to subscribers, stdin closed,
     /// then after `grace` (or as soon as all exited) their process groups are killed and reaped.
     pub fn shutdown(mut self, grace: Duration) {
-        self.stop(grace, "quit");
+        self.stop(grace, protocol::session_shutdown_event("quit"));
     }
 
-    /// (v2 `reload`) Ends every extension as `shutdown` does, with `session_shutdown` reason
-    /// `reload`; the caller starts the new ones.
-    pub fn shutdown_for_reload(mut self, grace: Duration) {
-        self.stop(grace, "reload");
+    /// (v2 `reload`, session changes) Ends every extension as `shutdown` does, with this
+    /// `session_shutdown` event (reason `reload`, `new`, `resume` or `fork`); the caller starts
+    /// the new ones.
+    pub fn shutdown_for_restart(mut self, grace: Duration, event: Value) {
+        self.stop(grace, event);
     }
 
-    fn stop(&mut self, grace: Duration, reason: &'static str) {
+    fn stop(&mut self, grace: Duration, event: Value) {
         let Some(router) = self.router.take() else {
             return;
         };
@@ -763,7 +764,7 @@ impl ExtensionHost {
             .control
             .send(Control::Shutdown {
                 grace,
-                reason,
+                event,
                 done: done_tx,
             })
             .is_ok()
@@ -783,7 +784,7 @@ impl ExtensionHost {
 
 impl Drop for ExtensionHost {
     fn drop(&mut self) {
-        self.stop(Duration::ZERO, "quit");
+        self.stop(Duration::ZERO, protocol::session_shutdown_event("quit"));
     }
 }
 

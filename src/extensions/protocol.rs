@@ -1084,7 +1084,8 @@ pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> Stri
     .to_string()
 }
 
-/// `session_shutdown` as extensions get it at exit (`quit`) and before a reload (`reload`).
+/// `session_shutdown` as extensions get it at exit (`quit`) and before a reload (`reload`); a
+/// session change adds `targetSessionFile`.
 pub fn session_shutdown_event(reason: &str) -> Value {
     json!({"type": "session_shutdown", "reason": reason})
 }

@@ -61,6 +61,41 @@ fn next_answer(pi: &mut Pi, id: &str) -> Value {
     next_report(pi, "answer ", |answer| answer["id"] == id)
 }
 
+/// Makes v2.py ask for a session change (`line`, with id `id`), which restarts the extensions
+/// (as pi 1.6.0 does): waits for the new process's `session_start` and returns the old one's
+/// answer (read from stderr: the stopped process's notices may not reach stdout).
+#[track_caller]
+fn ask_for_session_change(pi: &mut Pi, line: Value, id: &str) -> Value {
+    let reason = match line["type"].as_str() {
+        Some("new_session") => "new",
+        Some("switch_session") => "resume",
+        _ => "fork",
+    };
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    restarted(pi, reason);
+    let answered = |s: &str| {
+        stderr_events(s, "answer")
+            .iter()
+            .any(|(_, a)| a["id"] == id)
+    };
+    let stderr = pi.stderr_when(answered);
+    let answers = stderr_events(&stderr, "answer");
+    let (_, answer) = answers
+        .into_iter()
+        .rfind(|(_, a)| a["id"] == id)
+        .unwrap_or_else(|| panic!("no answer {id}: {stderr}"));
+    answer
+}
+
+/// Waits until the restarted v2.py heard `session_start` with `reason` (commands sent while
+/// the extensions restart are answered, but `/send` needs the new process).
+#[track_caller]
+fn restarted(pi: &mut Pi, reason: &str) -> Value {
+    let start = next_event(pi, "session_start");
+    assert_eq!(start["reason"], reason, "{start}");
+    start
+}
+
 // ---- 1. flags and tool overrides ---------------------------------------------------------------
 
 #[test]
@@ -456,24 +491,24 @@ fn sessions_are_created_forked_and_switched_by_the_extension() {
         .expect("id")
         .to_string();
 
-    let created = ask(&mut pi, &[json!({"type": "new_session", "id": "n"})], "n");
+    let created = ask_for_session_change(&mut pi, json!({"type": "new_session", "id": "n"}), "n");
     assert_eq!(created["result"], json!({"cancelled": false}), "{created}");
     let state = pi.command("s2", "get_state", json!({}));
     assert_ne!(state["data"]["sessionId"], first["data"]["sessionId"]);
     assert_eq!(state["data"]["messageCount"], 0);
 
-    let back = ask(
+    let back = ask_for_session_change(
         &mut pi,
-        &[json!({"type": "switch_session", "id": "sw", "sessionPath": first_file})],
+        json!({"type": "switch_session", "id": "sw", "sessionPath": first_file}),
         "sw",
     );
     assert_eq!(back["result"], json!({"cancelled": false}), "{back}");
     let state = pi.command("s3", "get_state", json!({}));
     assert_eq!(state["data"]["sessionId"], first["data"]["sessionId"]);
 
-    let forked = ask(
+    let forked = ask_for_session_change(
         &mut pi,
-        &[json!({"type": "fork", "id": "f", "entryId": user_entry})],
+        json!({"type": "fork", "id": "f", "entryId": user_entry}),
         "f",
     );
     assert_eq!(
@@ -763,12 +798,34 @@ fn model_thinking_and_session_changes_reach_v2_extensions() {
     let before = pi.command("s1", "get_state", json!({}));
     pi.command("n", "new_session", json!({}));
     let after = pi.command("s2", "get_state", json!({}));
-    let shutdown = next_event(&mut pi, "session_shutdown");
-    assert_eq!(shutdown["reason"], "new");
-    assert_eq!(shutdown["targetSessionFile"], after["data"]["sessionFile"]);
-    let start = next_event(&mut pi, "session_start");
-    assert_eq!(start["reason"], "new");
+    // As pi 1.6.0: the extension hears session_shutdown "new" and is stopped; a new process
+    // (fresh state) hears session_start "new".
+    let start = restarted(&mut pi, "new");
     assert_eq!(start["previousSessionFile"], before["data"]["sessionFile"]);
+    let stderr = pi.stderr_when(|s| !stderr_events(s, "session_shutdown").is_empty());
+    let shutdowns = stderr_events(&stderr, "session_shutdown");
+    assert_eq!(
+        shutdowns.len(),
+        1,
+        "one session_shutdown, not a second for the stop: {stderr}"
+    );
+    assert_eq!(shutdowns[0].1["reason"], "new");
+    assert_eq!(
+        shutdowns[0].1["targetSessionFile"],
+        after["data"]["sessionFile"]
+    );
+    let starts = stderr_events(&stderr, "session_start");
+    let reasons: Vec<&Value> = starts.iter().map(|(_, e)| &e["reason"]).collect();
+    assert_eq!(reasons, ["startup", "new"], "{stderr}");
+    assert_eq!(starts[0].0, shutdowns[0].0, "the old process stopped");
+    assert_ne!(starts[1].0, starts[0].0, "a new process started");
+    // At exit the new process (and only it) hears session_shutdown "quit".
+    assert!(pi.close_and_wait().success());
+    let stderr = pi.stderr_when(|s| stderr_events(s, "session_shutdown").len() == 2);
+    let shutdowns = stderr_events(&stderr, "session_shutdown");
+    assert_eq!(shutdowns.len(), 2, "{stderr}");
+    assert_eq!(shutdowns[1].1["reason"], "quit");
+    assert_eq!(shutdowns[1].0, starts[1].0);
 }
 
 #[test]
@@ -882,8 +939,9 @@ fn session_before_hooks_can_cancel_a_session_change() {
         json!({"text": "First", "cancelled": false}),
         "{forked}"
     );
+    restarted(&mut pi, "fork");
     // The extension's own request goes through the same hook.
-    let created = ask(&mut pi, &[json!({"type": "new_session", "id": "n"})], "n");
+    let created = ask_for_session_change(&mut pi, json!({"type": "new_session", "id": "n"}), "n");
     assert_eq!(created["result"], json!({"cancelled": false}), "{created}");
     let after = pi.command("s2", "get_state", json!({}));
     assert_ne!(after["data"]["sessionId"], before["data"]["sessionId"]);

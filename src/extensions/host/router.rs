@@ -59,8 +59,9 @@ pub(super) enum Control {
     },
     Shutdown {
         grace: Duration,
-        /// `session_shutdown.reason`: `quit` at exit, `reload` before a reload.
-        reason: &'static str,
+        /// The `session_shutdown` event: reason `quit` at exit, `reload` before a reload,
+        /// `new` / `resume` / `fork` (with `targetSessionFile`) before a session change.
+        event: Value,
         done: Sender<()>,
     },
     /// (v2) A model response the extension streams: `line` goes to it, its `stream_event`s
@@ -191,14 +192,14 @@ impl Router {
             let wake = self.next_deadline();
             select! {
                 recv(control) -> message => match message {
-                    Ok(Control::Shutdown { grace, reason, done }) => {
-                        self.shutdown(grace, reason);
+                    Ok(Control::Shutdown { grace, event, done }) => {
+                        self.shutdown(grace, &event);
                         let _ = done.send(());
                         return;
                     }
                     Ok(message) => self.control(message),
                     Err(_) => {
-                        self.shutdown(Duration::ZERO, "quit");
+                        self.shutdown(Duration::ZERO, &protocol::session_shutdown_event("quit"));
                         return;
                     }
                 },
@@ -869,8 +870,8 @@ impl Router {
     }
 
     /// `session_shutdown` to subscribers, stdin closed, a grace period, then the group kill.
-    fn shutdown(&mut self, grace: Duration, reason: &str) {
-        let line = protocol::event_line(&protocol::session_shutdown_event(reason));
+    fn shutdown(&mut self, grace: Duration, event: &Value) {
+        let line = protocol::event_line(event);
         for index in 0..self.extensions.len() {
             let extension = &self.extensions[index];
             if !extension.failed && extension.registration.wants_event("session_shutdown") {
