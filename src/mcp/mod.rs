@@ -279,6 +279,9 @@ pub struct McpHost {
     /// Servers registered after the startup report: their problems are reported once they
     /// have all connected or failed (as pi reports the servers it connected).
     late: Vec<usize>,
+    /// `/mcp` commands typed while the startup connections were still going (pi's command
+    /// waits for them; bounded by each connection's own timeouts), with their prompts.
+    queued: Vec<(String, Option<Value>)>,
 }
 
 impl McpHost {
@@ -315,6 +318,7 @@ impl McpHost {
             sandbox: reconnect_sandbox,
             overridden: Vec::new(),
             late: Vec::new(),
+            queued: Vec::new(),
         };
         for server in config.servers {
             if let Err(e) = host.add_server(server, None) {
@@ -442,6 +446,8 @@ impl McpHost {
         if self.settled() {
             self.start_deferred();
         }
+        // The last startup connection may have been unregistered.
+        self.after_startup();
         changed
     }
 
@@ -502,13 +508,24 @@ impl McpHost {
         if self.settled() {
             self.start_deferred();
         }
-        if let Some(report) = self.take_startup_report() {
-            self.notices.push(Notice::Notify(report, "warning"));
-        }
+        self.after_startup();
         if let Some(report) = self.take_late_report() {
             self.notices.push(Notice::Notify(report, "warning"));
         }
         changed
+    }
+
+    /// Once the startup connections have all connected or failed: their report, then the
+    /// `/mcp` commands that waited for them.
+    fn after_startup(&mut self) {
+        if let Some(report) = self.take_startup_report() {
+            self.notices.push(Notice::Notify(report, "warning"));
+        }
+        if self.reported {
+            for (args, prompt) in std::mem::take(&mut self.queued) {
+                self.command(&args, prompt);
+            }
+        }
     }
 
     /// Server `index` connected or failed: the `/mcp reconnect` or `/mcp login` waiting for
@@ -655,8 +672,14 @@ impl McpHost {
     /// `/mcp`, `/mcp login|logout|reconnect [server]` (pi's command outside its TUI), run from
     /// the prompt `prompt`; the outcome is in `take_notices`, the prompt's `handled` answer last
     /// (once a sign-in or reconnect is over).
+    /// As pi, every form but one with too many words first waits for the startup connections
+    /// (until each has connected or failed; the startup report comes first).
     pub fn command(&mut self, args: &str, prompt: Option<Value>) {
         let words: Vec<&str> = args.split_whitespace().collect();
+        if words.len() <= 2 && !self.reported {
+            self.queued.push((args.to_string(), prompt));
+            return;
+        }
         let notice = match words[..] {
             [] => Some(Notice::Notify(self.status_text(), "info")),
             [action @ ("login" | "logout" | "reconnect"), ref rest @ ..] if rest.len() <= 1 => {

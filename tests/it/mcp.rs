@@ -996,3 +996,45 @@ fn a_config_with_only_invalid_entries_is_reported_at_startup() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+#[test]
+fn mcp_commands_wait_for_servers_still_connecting() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![]);
+    let workspace = Workspace::new();
+    let (entry, _) = fake_server(&workspace, json!({"args": ["--slow-start", "3"]}));
+    write_mcp_json(&workspace, json!({"slow": entry}));
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    // Too many words: the usage at once, as pi (the server is still asleep).
+    pi.send(json!({"id": "1", "type": "prompt", "message": "/mcp login a b"}));
+    let deadline = pi.deadline();
+    let records = pi.recv_until(|r| r["id"] == "1", deadline);
+    assert!(
+        records.iter().any(|r| r["method"] == "notify"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Usage"))),
+        "{records:?}"
+    );
+    let states = pi.command("s", "get_mcp_servers", json!({}));
+    assert_eq!(states["data"]["servers"][0]["state"], "connecting");
+    // `/mcp` waits until the server connected, then tells its state.
+    pi.send(json!({"id": "2", "type": "prompt", "message": "/mcp"}));
+    let deadline = pi.deadline();
+    let records = pi.recv_until(|r| r["id"] == "2", deadline);
+    assert_eq!(records.last().unwrap()["data"]["disposition"], "handled");
+    let notices: Vec<&str> = records
+        .iter()
+        .filter(|r| r["method"] == "notify")
+        .filter_map(|r| r["message"].as_str())
+        .collect();
+    assert_eq!(
+        notices,
+        ["slow: connected, 9 tools (direct)"],
+        "{records:?}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
