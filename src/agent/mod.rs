@@ -707,11 +707,16 @@ impl Agent {
                 self.emit(compaction::end_event(reason, None, false, false, gave_up));
                 self.settle();
             }
-            compaction::Trigger::Overflow => self.start_compaction(
-                compaction::CompactionReason::Overflow,
-                state::CompactionOrigin::AfterRun,
-                None,
-            ),
+            compaction::Trigger::Overflow => {
+                // As pi 1.6.0: the attempt that overflowed is left out of the context for good
+                // before the compaction that recovers from it.
+                self.omit_failed_attempt();
+                self.start_compaction(
+                    compaction::CompactionReason::Overflow,
+                    state::CompactionOrigin::AfterRun,
+                    None,
+                )
+            }
             compaction::Trigger::Threshold => self.start_compaction(
                 compaction::CompactionReason::Threshold,
                 state::CompactionOrigin::AfterRun,

@@ -66,8 +66,10 @@ impl Agent {
 
     /// pi 1.6.0 keeps a failed attempt in the session but leaves it out of the model's context
     /// for good: a `context_edit` entry without replacement (announced by `entry_appended`), so a
-    /// resumed session does not send it either. Only a reply the session recorded has one.
-    fn omit_failed_attempt(&mut self) {
+    /// resumed session does not send it either. Only a reply the session recorded has one. Used
+    /// before an ordinary retry (an error reply) and before overflow recovery's compaction (an
+    /// error or a `length` reply; a completed `stop` reply is kept, as 1.6.0 keeps it).
+    pub(super) fn omit_failed_attempt(&mut self) {
         let Some(leaf) = self.session.leaf_id().map(str::to_string) else {
             return;
         };
@@ -75,7 +77,10 @@ impl Agent {
             let value = entry.to_value();
             value["type"] == "message"
                 && value["message"]["role"] == "assistant"
-                && value["message"]["stopReason"] == "error"
+                && matches!(
+                    value["message"]["stopReason"].as_str(),
+                    Some("error" | "length")
+                )
         });
         if !failed_reply {
             return;

@@ -621,6 +621,7 @@ fn overflow_is_compacted_and_the_run_retried() {
             "message_end:assistant",
             "turn_end",
             "agent_end",
+            "entry_appended",
             "compaction_start",
             "compaction_end",
             "agent_start",
@@ -637,6 +638,23 @@ fn overflow_is_compacted_and_the_run_retried() {
         .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
         .expect("the failed reply")["message"];
     assert_eq!(failed["stopReason"], "error");
+    // pi 1.6.0 leaves the attempt that overflowed out of the context for good before it
+    // compacts: a context_edit of the failed reply's entry (the leaf), without replacement.
+    let edit = &only(&records, "entry_appended")["entry"];
+    assert_keys(
+        edit,
+        &[
+            "type",
+            "id",
+            "parentId",
+            "timestamp",
+            "targetId",
+            "replacement",
+        ],
+    );
+    assert_eq!(edit["type"], "context_edit", "{edit}");
+    assert_eq!(edit["targetId"], edit["parentId"], "{edit}");
+    assert_eq!(edit["replacement"], Value::Null);
     assert!(
         failed["errorMessage"]
             .as_str()
