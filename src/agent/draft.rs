@@ -361,7 +361,25 @@ impl Draft {
             }
             ContentBlock::Image(_) => {}
         }
-        let event = AssistantEvent::end(index, block);
+        let mut event = AssistantEvent::end(index, block);
+        if self.message.api == "pi-messages" {
+            // pi 1.6.0 passes the gateway's end event on whole: its signature and flag too.
+            if let AssistantEvent::TextEnd {
+                content_signature,
+                redacted,
+                ..
+            } = &mut event
+            {
+                match &self.message.content[index] {
+                    ContentBlock::Text(t) => content_signature.clone_from(&t.text_signature),
+                    ContentBlock::Thinking(t) => {
+                        content_signature.clone_from(&t.thinking_signature);
+                        *redacted = t.redacted;
+                    }
+                    _ => {}
+                }
+            }
+        }
         self.keep_literal(&event);
         self.open_blocks.retain(|open| *open != index);
         Some(self.update(event))

@@ -55,7 +55,10 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
 pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) -> HttpRequest {
     let model = &request.model;
     let oauth = is_oauth_token(&request.api_key);
-    let adaptive = supports_adaptive_thinking(&model.id);
+    // pi 1.6.0 thinks adaptively only where the model's `compat` says `forceAdaptiveThinking`
+    // (the catalog sets it for the Claude models that need it; a custom model opts in).
+    let adaptive = model.compat_bool("forceAdaptiveThinking") == Some(true);
+    let thinking_on = request.thinking != ThinkingLevel::Off;
     let eager_tool_streaming = model
         .compat_bool("supportsEagerToolInputStreaming")
         .unwrap_or(true);
@@ -73,7 +76,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     if !request.tools.is_empty() && !eager_tool_streaming {
         betas.push(FINE_GRAINED_TOOL_STREAMING_BETA);
     }
-    if !adaptive {
+    if model.reasoning && thinking_on && !adaptive {
         betas.push(INTERLEAVED_THINKING_BETA);
     }
     let mut headers: Vec<(String, String)> = vec![
@@ -120,7 +123,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
 
     // Thinking and output budget (pi-ai streamSimpleAnthropic + buildParams).
     let base = base_max_tokens(request);
-    let reasoning = (request.thinking != ThinkingLevel::Off).then_some(request.thinking);
+    let reasoning = thinking_on.then_some(request.thinking);
     let mut max_tokens = base;
     let mut thinking: Option<Value> = None;
     let mut output_config: Option<Value> = None;
@@ -229,20 +232,6 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         headers,
         body: Value::Object(body),
     }
-}
-
-/// Opus 4.6+/Sonnet 4.6 think adaptively (effort instead of a token budget).
-pub fn supports_adaptive_thinking(model_id: &str) -> bool {
-    [
-        "opus-4-6",
-        "opus-4.6",
-        "opus-4-7",
-        "opus-4.7",
-        "sonnet-4-6",
-        "sonnet-4.6",
-    ]
-    .iter()
-    .any(|marker| model_id.contains(marker))
 }
 
 fn is_oauth_token(api_key: &str) -> bool {
@@ -746,7 +735,9 @@ mod tests {
 
     #[test]
     fn adaptive_models_use_effort_and_no_interleaved_beta() {
-        let mut r = request(anthropic_model("claude-opus-4-6", true), vec![user("hi")]);
+        let mut adaptive = anthropic_model("claude-opus-4-6", true);
+        adaptive.compat = json!({"forceAdaptiveThinking": true}).as_object().cloned();
+        let mut r = request(adaptive, vec![user("hi")]);
         r.thinking = ThinkingLevel::Minimal;
         let http = build_request_with(&r, CacheRetention::Long);
         assert_eq!(header(&http, "anthropic-beta"), None);
@@ -871,7 +862,7 @@ mod tests {
         assert_eq!(header(&http, "x-api-key"), None);
         assert_eq!(
             header(&http, "anthropic-beta"),
-            Some("claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14")
+            Some("claude-code-20250219,oauth-2025-04-20")
         );
         assert_eq!(http.body["system"][0]["text"], CLAUDE_CODE_IDENTITY);
         assert_eq!(http.body["system"][1]["text"], "SYS");

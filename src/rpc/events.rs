@@ -55,10 +55,14 @@ pub enum AssistantEvent {
         delta: String,
     },
     /// `text_end`/`thinking_end` with the block's whole text (a JSON string, serialized once).
+    /// `contentSignature` and `redacted` are the wire event's own, which pi 1.6.0 passes on only
+    /// for the `pi-messages` API (`None`: left out).
     TextEnd {
         family: BlockFamily,
         index: usize,
         content: SharedJson,
+        content_signature: Option<String>,
+        redacted: Option<bool>,
     },
     /// `toolcall_end` with the whole content block, `type` included, as pi sends it.
     ToolCallEnd {
@@ -78,11 +82,15 @@ impl AssistantEvent {
                 family: BlockFamily::Text,
                 index,
                 content: json_string(&t.text),
+                content_signature: None,
+                redacted: None,
             },
             ContentBlock::Thinking(t) => AssistantEvent::TextEnd {
                 family: BlockFamily::Thinking,
                 index,
                 content: json_string(&t.thinking),
+                content_signature: None,
+                redacted: None,
             },
             ContentBlock::ToolCall(_) => AssistantEvent::ToolCallEnd {
                 index,
@@ -122,10 +130,23 @@ impl AssistantEvent {
                 line.push_str(r#","delta":"#);
                 line.push_str(&serde_json::to_string(delta).unwrap_or_else(|_| "\"\"".into()));
             }
-            AssistantEvent::TextEnd { content, .. } => {
+            AssistantEvent::TextEnd {
+                content,
+                content_signature,
+                redacted,
+                ..
+            } => {
                 line.push_str(r#","content":"#);
                 parts.push(Part::Text(std::mem::take(line)));
                 parts.push(Part::Shared(content.clone()));
+                if let Some(signature) = content_signature.as_deref().filter(|_| !legacy) {
+                    line.push_str(r#","contentSignature":"#);
+                    line.push_str(&Value::from(signature).to_string());
+                }
+                if let Some(redacted) = redacted.filter(|_| !legacy) {
+                    line.push_str(r#","redacted":"#);
+                    line.push_str(if redacted { "true" } else { "false" });
+                }
             }
             AssistantEvent::ToolCallEnd { tool_call, .. } => {
                 line.push_str(r#","toolCall":"#);

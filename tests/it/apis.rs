@@ -382,4 +382,68 @@ fn pi_messages_thinking_end_carries_the_redacted_flag() {
         json!({"type": "thinking", "thinking": "Plan", "thinkingSignature": "opaque-1",
             "redacted": true})
     );
+    // The `thinking_end` update passes the gateway's signature and flag on, as 1.6.0 does.
+    let end = run
+        .iter()
+        .map(|record| &record["assistantMessageEvent"])
+        .find(|event| event["type"] == "thinking_end")
+        .expect("a thinking_end update");
+    assert_eq!(end["content"], "Plan", "{end}");
+    assert_eq!(end["contentSignature"], "opaque-1", "{end}");
+    assert_eq!(end["redacted"], true, "{end}");
+    let text_end = run
+        .iter()
+        .map(|record| &record["assistantMessageEvent"])
+        .find(|event| event["type"] == "text_end")
+        .expect("a text_end update");
+    assert!(text_end.get("contentSignature").is_none(), "{text_end}");
+}
+
+/// `compat.forceAdaptiveThinking` decides adaptive thinking on Anthropic Messages, as in pi
+/// 1.6.0: with it, `thinking: adaptive` and the effort, no interleaved-thinking beta; without it
+/// (even for an id that names an adaptive Claude) a token budget and the beta. Passes against
+/// pi 1.6.0 too.
+#[test]
+fn force_adaptive_thinking_compat_picks_adaptive_thinking() {
+    let request_for = |compat: Value| {
+        let fake = FakeProvider::start(vec![Reply::sse_fixture("anthropic/text.sse")]);
+        let models = json!({"providers": {"claudeish": {"baseUrl": "__BASE_URL__",
+            "api": "anthropic-messages", "apiKey": "claude-key-123456",
+            "models": [{"id": "claude-opus-4-6", "reasoning": true, "maxTokens": 64000,
+                "compat": compat}]}}});
+        let setup = Setup::new(&fake, "claudeish", "claude-opus-4-6")
+            .models_json(&models.to_string())
+            .arg("--thinking")
+            .arg("medium");
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let message = assistant_messages(&run).remove(0);
+        assert_eq!(message["stopReason"], "stop", "{message}");
+        fake.requests().remove(0)
+    };
+    let adaptive = request_for(json!({"forceAdaptiveThinking": true}));
+    assert_eq!(
+        adaptive.body["thinking"],
+        json!({"type": "adaptive", "display": "summarized"})
+    );
+    assert_eq!(adaptive.body["output_config"], json!({"effort": "medium"}));
+    assert_eq!(adaptive.header("anthropic-beta"), None);
+
+    let budget = request_for(json!({"forceAdaptiveThinking": false}));
+    assert_eq!(
+        budget.body["thinking"]["type"], "enabled",
+        "{}",
+        budget.body
+    );
+    assert_eq!(budget.body["thinking"]["budget_tokens"], 8192);
+    assert!(
+        budget.body.get("output_config").is_none(),
+        "{}",
+        budget.body
+    );
+    assert_eq!(
+        budget.header("anthropic-beta"),
+        Some("interleaved-thinking-2025-05-14")
+    );
 }
