@@ -842,6 +842,77 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_listing_shares_its_budget_round_robin_and_marks_left_out_groups() {
+        let spec = |name: &str, words: usize| ToolSpec {
+            name: name.into(),
+            description: "w ".repeat(words),
+            parameters: json!({"type": "object"}),
+        };
+        let namespace = |name: &str| search::Namespace {
+            name: name.into(),
+            aliases: vec![],
+            description: Some(format!("{name} tools")),
+            instructions: None,
+        };
+        let (small, big, a, b) = (
+            spec("small", 1),
+            spec("big", 400),
+            spec("a", 1),
+            spec("b-x", 1),
+        );
+        let listed = [
+            Listed {
+                spec: &big,
+                guidelines: &["Be brief."],
+                namespace: None,
+            },
+            Listed {
+                spec: &small,
+                guidelines: &[],
+                namespace: None,
+            },
+            Listed {
+                spec: &b,
+                guidelines: &[],
+                namespace: Some(namespace("mcp__z")),
+            },
+            Listed {
+                spec: &a,
+                guidelines: &[],
+                namespace: Some(namespace("mcp__y")),
+            },
+        ];
+        let all = description_listing(&listed, 10_000);
+        let order: Vec<usize> = [
+            "### `big`",
+            "### `small`",
+            "## mcp__y\nmcp__y tools",
+            "### `a`",
+            "## mcp__z\n",
+            "### `b_x` (`b-x`)",
+        ]
+        .iter()
+        .map(|h| all.find(h).unwrap_or_else(|| panic!("{h} in {all}")))
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{all}");
+        assert!(all.contains("- Be brief."));
+        // The big section does not fit: the cheap ones still do, round-robin.
+        let some = description_listing(&listed, 60);
+        assert!(
+            !some.contains("### `big`") && some.contains("### `small`"),
+            "{some}"
+        );
+        assert!(some.contains("## mcp__y\n") && some.contains("### `b_x`"));
+        let none = description_listing(&listed, 0);
+        assert!(none.ends_with("Nested tools:\n\n## mcp__y (tools not listed)\nmcp__y tools\n\n## mcp__z (tools not listed)\nmcp__z tools"), "{none}");
+        assert_eq!(description_listing(&[], 0), spec_description());
+    }
+
+    fn spec_description() -> String {
+        spec().description
+    }
+
+    #[test]
     fn options_line() {
         assert_eq!(
             parse_source("text(1)").unwrap(),
