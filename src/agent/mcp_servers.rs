@@ -191,6 +191,7 @@ impl Agent {
             self.mcp.as_ref(),
             &|name| tools.is_active(name),
             &loaded,
+            self.config.codemode_presentation(),
         );
         (self.tools.specs, self.tools.callable) = (specs, callable);
     }

@@ -109,14 +109,17 @@ impl Toolbox {
 /// place (pi: "the extension tool replaces the built-in"), so every name is offered once.
 /// MCP tools with `codemode` or `deferred` exposure are callable (from scripts) but declared
 /// only once `loaded` says `tool_search` found them; `is_active` (an extension's
-/// `set_active_tools`, a restored transcript's withdrawals) limits the others. While `codemode` is declared, the other declared tools
-/// say how a script calls them (`codemode.mode` `on`).
+/// `set_active_tools`, a restored transcript's withdrawals) limits the others. While `codemode`
+/// is declared, `presentation` (`codemode.mode`) decides the rest: with `on` the other declared
+/// tools say how a script calls them; with `only` the tools scripts reach directly are not
+/// declared and the `codemode` description lists them instead (pi 1.6.0's loadout).
 pub(super) fn tool_sets(
     builtins: &[String],
     extension_tools: &[crate::extensions::ExtensionTool],
     mcp: Option<&crate::mcp::McpHost>,
     is_active: &dyn Fn(&str) -> bool,
     loaded: &dyn Fn(&str) -> bool,
+    presentation: codemode::Presentation,
 ) -> (Vec<ToolSpec>, Vec<ToolSpec>) {
     let by_extension = |name: &str| extension_tools.iter().find(|t| t.decl.name == name);
     let mut callable: Vec<ToolSpec> = tools::specs(builtins)
@@ -149,20 +152,41 @@ pub(super) fn tool_sets(
         })
         .cloned()
         .collect();
-    if builtins.iter().any(|b| b == codemode::TOOL_NAME) {
-        for spec in declared
-            .iter_mut()
-            .filter(|s| s.name != codemode::TOOL_NAME)
-        {
-            codemode::script_call_note(spec);
-        }
-    }
     // Scripts reach neither discovery tool, and direct tools only while they are active.
     callable.retain(|spec| {
         spec.name != codemode::TOOL_NAME
             && spec.name != tools::tool_search::TOOL_NAME
             && (indirect.contains(&spec.name) || is_active(&spec.name))
     });
+    if builtins.iter().any(|b| b == codemode::TOOL_NAME) {
+        if presentation.only {
+            let direct: Vec<&ToolSpec> = callable
+                .iter()
+                .filter(|spec| !indirect.contains(&spec.name))
+                .collect();
+            let listed: Vec<codemode::Listed> = direct
+                .iter()
+                .map(|spec| codemode::Listed {
+                    spec,
+                    guidelines: tools::prompt_info(&spec.name).map_or(&[], |(_, g)| g),
+                    namespace: mcp.and_then(|mcp| mcp.namespace_of(&spec.name)),
+                })
+                .collect();
+            let description = codemode::description_listing(&listed, presentation.inline_budget);
+            let hidden: Vec<String> = direct.iter().map(|spec| spec.name.clone()).collect();
+            declared.retain(|spec| !hidden.contains(&spec.name));
+            if let Some(spec) = declared.iter_mut().find(|s| s.name == codemode::TOOL_NAME) {
+                spec.description = description;
+            }
+        } else {
+            for spec in declared
+                .iter_mut()
+                .filter(|s| s.name != codemode::TOOL_NAME)
+            {
+                codemode::script_call_note(spec);
+            }
+        }
+    }
     (declared, callable)
 }
 

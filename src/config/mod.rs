@@ -1023,6 +1023,20 @@ impl Config {
     pub fn auto_resize_images(&self) -> bool {
         self.settings.get_bool("images.autoResize").unwrap_or(true)
     }
+    /// settings `codemode.mode` (`only`, else pi 1.6.0's `on`) and `codemode.inlineBudget` (a
+    /// number of at least 0, else 3000).
+    pub fn codemode_presentation(&self) -> crate::tools::codemode::Presentation {
+        let default = crate::tools::codemode::Presentation::default();
+        crate::tools::codemode::Presentation {
+            only: self.settings.get_str("codemode.mode") == Some("only"),
+            inline_budget: self
+                .settings
+                .get("codemode.inlineBudget")
+                .and_then(serde_json::Value::as_f64)
+                .filter(|n| n.is_finite() && *n >= 0.0)
+                .map_or(default.inline_budget, |n| n as usize),
+        }
+    }
     /// settings `images.blockImages` (default false).
     pub fn block_images(&self) -> bool {
         self.settings

@@ -642,3 +642,62 @@ fn a_session_pi_1_6_0_wrote_with_codemode_and_tool_search_continues() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// `codemode.mode: "only"` (pi 1.6.0 `docs/settings.md`): only `codemode` is declared; the
+/// built-in tools are listed in its description under `Nested tools:` (with their guidelines)
+/// and scripts still call them. With `codemode.inlineBudget: 0` no tool section fits.
+#[test]
+fn mode_only_declares_codemode_alone_and_scripts_reach_the_hidden_tools() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "only1",
+            "const r = await tools.bash({ command: 'echo from-bash' }); text(r.trim());",
+        )]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake).settings(json!({
+        "defaultTools": ["read", "bash", "codemode"],
+        "codemode": {"mode": "only"},
+    }));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "run"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "only1");
+    assert!(text.ends_with("Output:\nfrom-bash"), "{text}");
+    let nested = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_start" && r["toolName"] == "bash")
+        .expect("the script's bash call is shown");
+    assert_eq!(nested["parentToolCallId"], "only1");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(declared_names(&requests[0]), ["codemode"]);
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let description = tools[0]["description"].as_str().unwrap();
+    assert!(
+        description.contains("\n\nNested tools:\n\n### `read`\n"),
+        "{description}"
+    );
+    assert!(description.contains("\n\n### `bash`\n"), "{description}");
+    assert!(description.contains("- Use read to look at files rather than cat or sed."));
+    assert!(!description.contains("Codemode: `tools."));
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Done."]))]);
+    let setup = Setup::anthropic(&fake).settings(json!({
+        "defaultTools": ["read", "codemode"],
+        "codemode": {"mode": "only", "inlineBudget": 0},
+    }));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "hi"}));
+    pi.records_until_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    assert_eq!(declared_names(&requests[0]), ["codemode"]);
+    let description = requests[0].body["tools"][0]["description"]
+        .as_str()
+        .unwrap();
+    assert!(description.ends_with("\n\nNested tools:"), "{description}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}

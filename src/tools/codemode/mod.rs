@@ -65,6 +65,146 @@ pub fn spec() -> ToolSpec {
     }
 }
 
+/// How `codemode` presents the session's other tools (settings `codemode.mode` and
+/// `codemode.inlineBudget`, pi 1.6.0's defaults `on` and 3000).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Presentation {
+    /// `only`: the tools scripts call directly are not declared; the description lists them.
+    pub only: bool,
+    /// Estimated tokens (characters / 4) the listed tools' sections may spend.
+    pub inline_budget: usize,
+}
+
+impl Default for Presentation {
+    fn default() -> Presentation {
+        Presentation {
+            only: false,
+            inline_budget: 3000,
+        }
+    }
+}
+
+/// A tool the `codemode` description lists: its spec, the guideline bullets the system prompt
+/// has only for declared tools, and its namespace (an MCP server).
+pub struct Listed<'a> {
+    pub spec: &'a ToolSpec,
+    pub guidelines: &'a [&'a str],
+    pub namespace: Option<search::Namespace>,
+}
+
+/// The description with a `Nested tools:` section listing `listed` as pi 1.6.0 does: tools
+/// without a namespace first, then one `## <namespace>` group per namespace by name; sections
+/// are chosen round-robin, cheapest first, within `budget` estimated tokens, and a group with
+/// tools left out says so. Each section is the tool's description, its guidelines and its
+/// parameters (JSON Schema where 1.6.0 renders a TypeScript declaration).
+pub fn description_listing(listed: &[Listed], budget: usize) -> String {
+    let intro = format!("{DESCRIPTION_INTRO}\n\n{DESCRIPTION_GLOBALS}");
+    if listed.is_empty() {
+        return intro;
+    }
+    struct Entry {
+        section: String,
+        cost: usize,
+        shown: bool,
+    }
+    let mut groups: Vec<(Option<&search::Namespace>, Vec<Entry>)> = vec![(None, Vec::new())];
+    for tool in listed {
+        let id = identifier(&tool.spec.name);
+        let heading = match id == tool.spec.name {
+            true => format!("### `{id}`"),
+            false => format!("### `{id}` (`{}`)", tool.spec.name),
+        };
+        let bullets: Vec<String> = tool
+            .guidelines
+            .iter()
+            .filter(|g| !g.trim().is_empty())
+            .map(|g| format!("- {}", g.trim()))
+            .collect();
+        let description = match bullets.is_empty() {
+            true => tool.spec.description.clone(),
+            false => format!("{}\n\n{}", tool.spec.description.trim(), bullets.join("\n")),
+        };
+        let section = format!(
+            "{heading}\n{}",
+            search::sample(&description, &tool.spec.parameters).trim()
+        );
+        let cost = section.encode_utf16().count().div_ceil(4);
+        let entry = Entry {
+            section,
+            cost,
+            shown: false,
+        };
+        let key = tool.namespace.as_ref();
+        match groups
+            .iter_mut()
+            .find(|(n, _)| n.map(|n| &n.name) == key.map(|n| &n.name))
+        {
+            Some((_, entries)) => entries.push(entry),
+            None => groups.push((key, vec![entry])),
+        }
+    }
+    groups[1..].sort_by(|a, b| {
+        let name = |g: &(Option<&search::Namespace>, Vec<Entry>)| g.0.map(|n| n.name.clone());
+        name(a).cmp(&name(b))
+    });
+    // Round-robin: each group places its cheapest remaining tool; one that does not fit ends
+    // that group's turn for good.
+    let mut queues: Vec<Vec<usize>> = groups
+        .iter()
+        .map(|(_, entries)| {
+            let mut order: Vec<usize> = (0..entries.len()).collect();
+            order.sort_by_key(|&i| entries[i].cost);
+            order.reverse();
+            order
+        })
+        .collect();
+    let mut remaining = budget;
+    let mut active: Vec<usize> = (0..groups.len())
+        .filter(|&g| !queues[g].is_empty())
+        .collect();
+    while !active.is_empty() {
+        active.retain(|&g| {
+            let Some(&next) = queues[g].last() else {
+                return false;
+            };
+            let entry = &mut groups[g].1[next];
+            if entry.cost > remaining {
+                return false;
+            }
+            remaining -= entry.cost;
+            entry.shown = true;
+            queues[g].pop();
+            !queues[g].is_empty()
+        });
+    }
+    let mut sections = vec!["Nested tools:".to_string()];
+    for (namespace, entries) in &groups {
+        let shown = entries.iter().filter(|e| e.shown).count();
+        if let Some(namespace) = namespace {
+            let listing = match shown {
+                n if n == entries.len() => "",
+                0 => " (tools not listed)",
+                _ => " (some tools not listed)",
+            };
+            let description = namespace
+                .description
+                .as_deref()
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(|d| format!("\n{d}"))
+                .unwrap_or_default();
+            sections.push(format!("## {}{listing}{description}", namespace.name));
+        }
+        sections.extend(
+            entries
+                .iter()
+                .filter(|e| e.shown)
+                .map(|e| e.section.clone()),
+        );
+    }
+    format!("{intro}\n\n{}", sections.join("\n\n"))
+}
+
 /// What a declared tool's description gains while codemode is offered (`codemode.mode` `on`):
 /// how a script calls it. Every tool resolves to its text in pi-rs.
 pub fn script_call_note(spec: &mut ToolSpec) {
@@ -700,6 +840,77 @@ fn save_images(blocks: Vec<Block>) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_listing_shares_its_budget_round_robin_and_marks_left_out_groups() {
+        let spec = |name: &str, words: usize| ToolSpec {
+            name: name.into(),
+            description: "w ".repeat(words),
+            parameters: json!({"type": "object"}),
+        };
+        let namespace = |name: &str| search::Namespace {
+            name: name.into(),
+            aliases: vec![],
+            description: Some(format!("{name} tools")),
+            instructions: None,
+        };
+        let (small, big, a, b) = (
+            spec("small", 1),
+            spec("big", 400),
+            spec("a", 1),
+            spec("b-x", 1),
+        );
+        let listed = [
+            Listed {
+                spec: &big,
+                guidelines: &["Be brief."],
+                namespace: None,
+            },
+            Listed {
+                spec: &small,
+                guidelines: &[],
+                namespace: None,
+            },
+            Listed {
+                spec: &b,
+                guidelines: &[],
+                namespace: Some(namespace("mcp__z")),
+            },
+            Listed {
+                spec: &a,
+                guidelines: &[],
+                namespace: Some(namespace("mcp__y")),
+            },
+        ];
+        let all = description_listing(&listed, 10_000);
+        let order: Vec<usize> = [
+            "### `big`",
+            "### `small`",
+            "## mcp__y\nmcp__y tools",
+            "### `a`",
+            "## mcp__z\n",
+            "### `b_x` (`b-x`)",
+        ]
+        .iter()
+        .map(|h| all.find(h).unwrap_or_else(|| panic!("{h} in {all}")))
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{all}");
+        assert!(all.contains("- Be brief."));
+        // The big section does not fit: the cheap ones still do, round-robin.
+        let some = description_listing(&listed, 60);
+        assert!(
+            !some.contains("### `big`") && some.contains("### `small`"),
+            "{some}"
+        );
+        assert!(some.contains("## mcp__y\n") && some.contains("### `b_x`"));
+        let none = description_listing(&listed, 0);
+        assert!(none.ends_with("Nested tools:\n\n## mcp__y (tools not listed)\nmcp__y tools\n\n## mcp__z (tools not listed)\nmcp__z tools"), "{none}");
+        assert_eq!(description_listing(&[], 0), spec_description());
+    }
+
+    fn spec_description() -> String {
+        spec().description
+    }
 
     #[test]
     fn options_line() {
