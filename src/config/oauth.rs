@@ -562,8 +562,11 @@ fn post_form_with(
     read_json(response, url)
 }
 
-/// The JSON body of a 2xx response; otherwise the status and the body's start.
-fn read_json(response: ureq::http::Response<ureq::Body>, url: &str) -> Result<Value, OAuthError> {
+/// A response's status and body text (at most 1 MiB): the one read every sign-in flow uses.
+pub(super) fn read_text(
+    response: ureq::http::Response<ureq::Body>,
+    url: &str,
+) -> Result<(u16, String), OAuthError> {
     let status = response.status().as_u16();
     let mut text = String::new();
     response
@@ -575,6 +578,12 @@ fn read_json(response: ureq::http::Response<ureq::Body>, url: &str) -> Result<Va
             url: url.to_string(),
             source,
         })?;
+    Ok((status, text))
+}
+
+/// The JSON body of a 2xx response; otherwise the status and the body's start.
+fn read_json(response: ureq::http::Response<ureq::Body>, url: &str) -> Result<Value, OAuthError> {
+    let (status, text) = read_text(response, url)?;
     if !(200..300).contains(&status) {
         return Err(OAuthError::Status {
             url: url.to_string(),

@@ -3,7 +3,6 @@
 //! least 1 s, 5 s more per `slow_down` unless the server names the new interval, until the code
 //! expires — and the form POST whose status and JSON body the flows judge.
 
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -123,17 +122,7 @@ pub fn post(
             url: url.to_string(),
             source,
         })?;
-    let status = response.status().as_u16();
-    let mut text = String::new();
-    response
-        .into_body()
-        .into_reader()
-        .take(1024 * 1024)
-        .read_to_string(&mut text)
-        .map_err(|source| OAuthError::ReadBody {
-            url: url.to_string(),
-            source,
-        })?;
+    let (status, text) = super::oauth::read_text(response, url)?;
     let json = serde_json::from_str::<Value>(&text)
         .ok()
         .filter(Value::is_object);
