@@ -124,6 +124,7 @@ pub fn mcp_servers(servers: &Value, cwd: &Path) -> Result<McpConfig, RpcError> {
                 headers: pairs("headers", &mut config.secrets)?,
                 // An editor's server comes with its headers; sign-in is `pi mcp login`'s.
                 oauth: None,
+                provider: None,
             },
             Some("sse") => return Err(bad("the SSE transport is not supported")),
             Some(_) => return Err(bad("unknown transport type")),

@@ -172,6 +172,20 @@ pub struct Config {
     oauth_failures: Mutex<HashMap<String, (Instant, String)>>,
 }
 
+/// The credential a request to `provider`'s models would use now (`Config::api_key`: auth.json
+/// read afresh, an expired subscription login refreshed under pi's lock, the provider's key
+/// variable, models.json `apiKey`), for an MCP server's `auth.provider` (pi 1.6.0 reads the
+/// provider's key on every MCP request). Project settings play no part in credentials, so none
+/// are read. `--api-key` is the agent's own and does not count.
+pub fn provider_credential(agent_dir: &Path, provider: &str) -> Option<String> {
+    let config = Config::load(
+        agent_dir.to_path_buf(),
+        agent_dir.to_path_buf(),
+        Some(false),
+    );
+    config.api_key(provider).filter(|key| !key.is_empty())
+}
+
 /// A failed refresh is not retried sooner than this (a prompt asks for the key twice).
 const REFRESH_RETRY_AFTER: Duration = Duration::from_secs(10);
 

@@ -316,10 +316,10 @@ fn list(args: &[String], agent_dir: &Path, cwd: &Path, project_trusted: bool) ->
             out.push_str(&format!("  project override: {path}\n"));
         }
         if s["state"] == "needs-auth" {
-            out.push_str(&format!(
-                "  sign in with: pi mcp login {}\n",
-                text(&s["name"])
-            ));
+            out.push_str(&match s["authProvider"].as_str() {
+                Some(provider) => format!("  sign in with: /login {provider} in pi\n"),
+                None => format!("  sign in with: pi mcp login {}\n", text(&s["name"])),
+            });
         }
         if !tools.is_empty() {
             let listed: Vec<String> = tools
@@ -399,6 +399,16 @@ fn sign_in_or_out(
         return Err(format!(
             "MCP server \"{name}\" is defined in {}, not in the project; omit --local.",
             server.source.display()
+        ));
+    }
+    if let config::Transport::Http {
+        provider: Some(auth),
+        ..
+    } = &server.transport
+    {
+        return Err(format!(
+            "MCP server \"{name}\" uses the credentials of provider \"{}\". Run \"pi auth {command} {}\".",
+            auth.provider, auth.provider
         ));
     }
     let config::Transport::Http {

@@ -67,9 +67,33 @@ pub enum Transport {
     Http {
         url: String,
         headers: Vec<(String, String)>,
-        /// OAuth sign-in, for servers without an `Authorization` header (pi 1.6.0's rule).
-        oauth: Option<super::oauth::Settings>,
+        /// OAuth sign-in, for servers without an `Authorization` header or `auth` (pi 1.6.0's
+        /// rule).
+        oauth: Option<Box<super::oauth::Settings>>,
+        /// `auth.provider`: a provider's credential is the bearer instead (pi 1.6.0).
+        provider: Option<ProviderAuth>,
     },
+}
+
+/// An HTTP server's `"auth": {"provider": "<provider>"}` (pi 1.6.0, global mcp.json and
+/// extensions only): the provider's credential, as a request to its models would use it, is sent
+/// as `Authorization: Bearer`. It is read on every request (auth.json afresh, an expired
+/// subscription login refreshed under pi's lock), so the provider's refreshes apply and MCP
+/// keeps no copy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderAuth {
+    pub provider: String,
+    pub agent_dir: PathBuf,
+}
+
+impl ProviderAuth {
+    /// The credential now (None without one: the server's 401 then asks for a sign-in). It
+    /// joins the redaction set before it is used.
+    pub fn token(&self) -> Option<String> {
+        let token = crate::config::provider_credential(&self.agent_dir, &self.provider)?;
+        crate::redact::add_secret(&token);
+        Some(token)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -369,6 +393,14 @@ fn read_file(
             );
             continue;
         }
+        // A repository must not pick where a provider's credential goes.
+        if project && value.get("auth").is_some() && value.get("url").is_some() {
+            fail(
+                errors,
+                format!("server \"{name}\": auth is only allowed in the global mcp.json"),
+            );
+            continue;
+        }
         let Value::Object(raw) = value else { continue };
         let entry = Entry {
             name: name.clone(),
@@ -426,9 +458,11 @@ pub fn validate(name: &str, raw: &Value) -> Result<(), String> {
     }
     let url = entry.get("url").and_then(Value::as_str);
     let command = entry.get("command").and_then(Value::as_str);
+    let mut http_url = None;
     if let Some(url) = url
         && matches!(kind, None | Some("http") | Some("streamable-http"))
     {
+        http_url = Some(url);
         if !(url.starts_with("http://") || url.starts_with("https://"))
             || url.parse::<ureq::http::Uri>().is_err()
         {
@@ -476,7 +510,25 @@ pub fn validate(name: &str, raw: &Value) -> Result<(), String> {
             ));
         }
     }
+    if let (Some(url), Some(auth)) = (http_url, entry.get("auth")) {
+        return check_auth(auth, url).map_or(Ok(()), bad);
+    }
     Ok(())
+}
+
+/// pi 1.6.0's checks of an HTTP server's `auth` (its credential goes to `url`).
+fn check_auth(auth: &Value, url: &str) -> Option<&'static str> {
+    let provider = auth.get("provider").and_then(Value::as_str);
+    if !auth.is_object() || provider.is_none_or(str::is_empty) {
+        return Some("auth.provider must be a provider name");
+    }
+    let uri = url.parse::<ureq::http::Uri>().ok()?;
+    let host = uri.host().unwrap_or("").to_ascii_lowercase();
+    let https = uri.scheme_str() == Some("https");
+    if !https && !["localhost", "127.0.0.1", "[::1]"].contains(&host.as_str()) {
+        return Some("auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]");
+    }
+    None
 }
 
 /// An HTTP server's credentials as written in mcp.json (`pi mcp add --header` writes them
@@ -519,6 +571,7 @@ fn resolve(entry: &Entry, r: &Resolver, secrets: &mut Vec<String>) -> Result<Ser
                 url,
                 headers,
                 oauth: None,
+                provider: None,
             }
         }
         _ => Transport::Stdio {
@@ -924,5 +977,81 @@ mod tests {
                 .contains("expected an object")
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn auth_names_a_provider_for_https_or_loopback_servers_of_the_global_file_only() {
+        let check = |entry: Value| validate("s", &entry).err();
+        assert_eq!(
+            check(json!({"url": "https://h/mcp", "auth": {"provider": "radius"}})),
+            None
+        );
+        for url in [
+            "http://localhost:9/mcp",
+            "http://127.0.0.1:9/mcp",
+            "http://[::1]:9/mcp",
+        ] {
+            assert_eq!(
+                check(json!({"url": url, "auth": {"provider": "radius"}})),
+                None,
+                "{url}"
+            );
+        }
+        let wrong_host =
+            "server \"s\": auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]";
+        assert_eq!(
+            check(json!({"url": "http://h.example/mcp", "auth": {"provider": "radius"}}))
+                .as_deref(),
+            Some(wrong_host)
+        );
+        let no_provider = "server \"s\": auth.provider must be a provider name";
+        for auth in [
+            json!({}),
+            json!({"provider": ""}),
+            json!("radius"),
+            json!(null),
+        ] {
+            assert_eq!(
+                check(json!({"url": "https://h/mcp", "auth": auth})).as_deref(),
+                Some(no_provider)
+            );
+        }
+        // pi checks `auth` of HTTP servers only.
+        assert_eq!(check(json!({"command": "x", "auth": 1})), None);
+
+        let (agent, cwd) = dirs(
+            json!({"mcpServers": {"r": {"url": "https://h/mcp", "auth": {"provider": "radius"}}}}),
+            Some(json!({"mcpServers": {
+                "p": {"url": "https://p/mcp", "auth": {"provider": "radius"}},
+                "r": {"enabled": false}
+            }})),
+        );
+        let loaded = load(&agent, &cwd, true, &resolver(&cwd));
+        let project = cwd.join(".pi/mcp.json");
+        assert_eq!(
+            loaded.errors,
+            [format!(
+                "{}: server \"p\": auth is only allowed in the global mcp.json",
+                project.display()
+            )]
+        );
+        let [r] = &loaded.servers[..] else {
+            panic!("{:?}", loaded.servers)
+        };
+        assert!(!r.enabled);
+        let Transport::Http {
+            oauth, provider, ..
+        } = &r.transport
+        else {
+            panic!("{r:?}")
+        };
+        assert!(oauth.is_none(), "auth turns OAuth off");
+        assert_eq!(
+            provider,
+            &Some(ProviderAuth {
+                provider: "radius".into(),
+                agent_dir: agent.clone()
+            })
+        );
     }
 }

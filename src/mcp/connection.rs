@@ -309,7 +309,11 @@ impl Connection {
             false => format!("{error}\n{stderr}"),
         };
         log::warn!("MCP server {} failed to connect: {error}", self.name());
-        let message = format!("MCP server \"{}\" failed to connect: {error}", self.name());
+        // A sign-in is needed: pi's message says which (it names the server already).
+        let message = match kind {
+            Failure::SignIn => error.clone(),
+            _ => format!("MCP server \"{}\" failed to connect: {error}", self.name()),
+        };
         for (_, work, _) in std::mem::take(&mut self.queued) {
             work.fail(message.clone());
         }
@@ -607,6 +611,20 @@ impl Connection {
             } if transient => {
                 self.delayed
                     .push((Instant::now() + CONNECT_RETRY_DELAYS[0], key, work));
+            }
+            // The credentials are no longer taken (a refresh did not cure it): the server waits
+            // for a sign-in, as pi marks it, and what was in flight fails the same way.
+            Purpose::Work { work, .. } if kind == Failure::SignIn => {
+                work.fail(error.clone());
+                self.close_transport();
+                for (_, other) in std::mem::take(&mut self.pending) {
+                    if let Purpose::Work { work, .. } = other.purpose {
+                        work.fail(error.clone());
+                    }
+                }
+                self.state = State::Down;
+                self.tokens_at_sign_in = Some(self.stored_tokens());
+                self.emit(McpEventKind::NeedsSignIn(error));
             }
             Purpose::Work { work, .. } => work.fail(error),
         }

@@ -544,6 +544,8 @@ impl McpHost {
                     ),
                     "info",
                 ),
+                // pi's sign-in message, which names the server.
+                Status::NeedsSignIn => Notice::Notify(error.to_string(), "error"),
                 _ => Notice::Notify(
                     format!(
                         "MCP server \"{}\" failed to connect: {error}",
@@ -1351,6 +1353,13 @@ impl McpHost {
                 report["enabled"] = json!(s.config.enabled);
                 report["exposure"] = json!(s.config.exposure_name);
                 report["transport"] = json!(s.config.describe_transport());
+                if let config::Transport::Http {
+                    provider: Some(auth),
+                    ..
+                } = &s.config.transport
+                {
+                    report["authProvider"] = json!(auth.provider);
+                }
                 report["state"] = json!(s.status.as_str());
                 let names: Vec<&str> = s
                     .tools
@@ -1450,7 +1459,7 @@ const NO_OAUTH_SERVER: &str =
 /// A server's OAuth settings (HTTP servers without an `Authorization` header have them).
 fn oauth_settings(config: &ServerConfig) -> Option<&oauth::Settings> {
     match &config.transport {
-        config::Transport::Http { oauth, .. } => oauth.as_ref(),
+        config::Transport::Http { oauth, .. } => oauth.as_deref(),
         _ => None,
     }
 }

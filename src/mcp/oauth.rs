@@ -54,7 +54,9 @@ pub struct Settings {
     pub scope: Option<String>,
 }
 
-/// Gives an HTTP server without an `Authorization` header its OAuth settings (pi 1.6.0's rule).
+/// Gives an HTTP server its credentials (pi 1.6.0's rules): `auth.provider` names a
+/// provider whose credential is the bearer; otherwise a server without an `Authorization`
+/// header gets OAuth settings.
 pub fn attach(
     server: &mut ServerConfig,
     raw: &Map<String, Value>,
@@ -67,10 +69,23 @@ pub fn attach(
         url,
         headers,
         oauth,
+        provider,
     } = &mut server.transport
     else {
         return;
     };
+    let auth_provider = raw
+        .get("auth")
+        .and_then(|a| a.get("provider"))
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty());
+    if let Some(name) = auth_provider {
+        *provider = Some(super::config::ProviderAuth {
+            provider: name.to_string(),
+            agent_dir: agent_dir.to_path_buf(),
+        });
+        return;
+    }
     if headers
         .iter()
         .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
@@ -88,7 +103,7 @@ pub fn attach(
     if let Some(secret) = &client_secret {
         secrets.push(secret.clone());
     }
-    *oauth = Some(Settings {
+    *oauth = Some(Box::new(Settings {
         agent_dir: agent_dir.to_path_buf(),
         server: name,
         url: normalize_url(url),
@@ -103,7 +118,7 @@ pub fn attach(
         callback_url: text("callbackUrl"),
         auth_server_metadata_url: text("authServerMetadataUrl"),
         scope: text("scope"),
-    });
+    }));
 }
 
 /// pi 1.6.0's checks of an entry's `oauth` object; the first problem.

@@ -174,11 +174,15 @@ pub fn open(
             url,
             headers,
             oauth,
+            provider,
         } => Ok(Box::new(HttpTransport::new(
             server,
             url,
             headers,
-            oauth.clone(),
+            Credentials {
+                oauth: oauth.clone(),
+                provider: provider.clone(),
+            },
             timeout,
             generation,
             tx,
@@ -443,11 +447,30 @@ impl Drop for StdioTransport {
 
 // ---- streamable HTTP -------------------------------------------------------------------------
 
+/// Where an HTTP server's bearer comes from: its OAuth sign-in, or a provider's credential
+/// (`auth.provider`); neither for a server with an `Authorization` header.
+#[derive(Clone)]
+struct Credentials {
+    oauth: Option<Box<OAuthSettings>>,
+    provider: Option<super::config::ProviderAuth>,
+}
+
+impl Credentials {
+    /// The bearer for the next request, read now (None: the configured headers only).
+    fn token(&self) -> Option<String> {
+        match (&self.oauth, &self.provider) {
+            (Some(settings), _) => oauth::bearer(settings),
+            (None, Some(provider)) => provider.token(),
+            (None, None) => None,
+        }
+    }
+}
+
 struct HttpTransport {
     server: String,
     url: String,
     headers: Vec<(String, String)>,
-    oauth: Option<OAuthSettings>,
+    credentials: Credentials,
     session: Arc<Mutex<Option<String>>>,
     protocol_version: Option<String>,
     agent: ureq::Agent,
@@ -462,7 +485,7 @@ impl HttpTransport {
         server: &str,
         url: &str,
         headers: &[(String, String)],
-        oauth: Option<OAuthSettings>,
+        credentials: Credentials,
         timeout: Duration,
         generation: u64,
         tx: Tx,
@@ -476,7 +499,7 @@ impl HttpTransport {
             server: server.to_string(),
             url: url.to_string(),
             headers: headers.to_vec(),
-            oauth,
+            credentials,
             session: Arc::default(),
             protocol_version: None,
             agent: config.build().into(),
@@ -493,8 +516,7 @@ impl HttpTransport {
             agent: self.agent.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
-            oauth: self.oauth.clone(),
-            server: self.server.clone(),
+            credentials: self.credentials.clone(),
             session: self.session.clone(),
             protocol_version: self.protocol_version.clone(),
             generation: self.generation,
@@ -509,8 +531,7 @@ struct RequestParts {
     agent: ureq::Agent,
     url: String,
     headers: Vec<(String, String)>,
-    oauth: Option<OAuthSettings>,
-    server: String,
+    credentials: Credentials,
     session: Arc<Mutex<Option<String>>>,
     protocol_version: Option<String>,
     generation: u64,
@@ -520,18 +541,21 @@ struct RequestParts {
 
 impl RequestParts {
     fn builder<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        let token = self.oauth.as_ref().and_then(oauth::bearer);
+        let token = self.credentials.token();
         self.builder_with(request, token.as_deref())
     }
 
-    /// The request's headers, with `token` (an OAuth access token) as the bearer.
+    /// The request's headers, with `token` (an OAuth access token or a provider's credential)
+    /// as the bearer in place of a configured `Authorization` header.
     fn builder_with<B>(
         &self,
         mut request: ureq::RequestBuilder<B>,
         token: Option<&str>,
     ) -> ureq::RequestBuilder<B> {
         for (name, value) in &self.headers {
-            request = request.header(name, value);
+            if token.is_none() || !name.eq_ignore_ascii_case("authorization") {
+                request = request.header(name, value);
+            }
         }
         if let Some(token) = token {
             request = request.header("Authorization", format!("Bearer {token}"));
@@ -576,7 +600,7 @@ impl RequestParts {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
-        let token = self.oauth.as_ref().and_then(oauth::bearer);
+        let token = self.credentials.token();
         let request = self
             .builder_with(self.agent.post(&self.url), token.as_deref())
             .header("Accept", "application/json, text/event-stream")
@@ -618,8 +642,15 @@ impl RequestParts {
             let text: String = text.trim().chars().take(500).collect();
             // More scope needed (RFC 6750 `insufficient_scope`, on a 403 or a 401): a new sign-in.
             let more_scope = challenge.error.as_deref() == Some("insufficient_scope");
-            if status == 401 || (status == 403 && more_scope && self.oauth.is_some()) {
-                let Some(settings) = &self.oauth else {
+            let oauth = &self.credentials.oauth;
+            if status == 401 || (status == 403 && more_scope && oauth.is_some()) {
+                // pi 1.6.0's needs-auth: the provider's own sign-in renews its credential.
+                if let Some(auth) = &self.credentials.provider {
+                    let error =
+                        format!("requires sign-in. Run /login {} to sign in.", auth.provider);
+                    return fail(error, Failure::SignIn);
+                }
+                let Some(settings) = oauth else {
                     let error = "requires authentication (HTTP 401): check the Authorization \
                                  header in mcp.json";
                     return fail(error.into(), Failure::Auth);
@@ -632,8 +663,10 @@ impl RequestParts {
                 {
                     return self.post_once(payload, id, is_initialized, true);
                 }
-                let error = format!("needs sign-in: run \"pi mcp login {}\"", self.server);
-                return fail(error, Failure::SignIn);
+                return fail(
+                    "requires sign-in. Run /mcp to sign in.".into(),
+                    Failure::SignIn,
+                );
             }
             let message = match text.is_empty() {
                 true => format!("MCP HTTP request failed with status {status}"),

@@ -19,8 +19,8 @@ use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::scripted_http::{HttpRequest, ScriptedHttp, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
-    Pi, Setup, Workspace, is_reference, prerequisite_missing, result_text, tool_result_block,
-    tool_result_block_text, wait_for_file, wait_until_gone, write_mcp_json,
+    Pi, Setup, Workspace, is_reference, next_notify, prerequisite_missing, result_text,
+    tool_result_block, tool_result_block_text, wait_for_file, wait_until_gone, write_mcp_json,
 };
 
 /// pi 1.6.0's `get_commands` entry for its built-in `/mcp`, listed unless `--no-mcp`.
@@ -1037,4 +1037,257 @@ fn mcp_commands_wait_for_servers_still_connecting() {
     );
     pi.close_stdin();
     pi.wait_for_exit();
+}
+
+/// A streamable-HTTP server that answers only requests with a bearer (a 401 without one); its
+/// one tool, `whoami`, echoes the `Authorization` header it got.
+fn bearer_server() -> ScriptedHttp {
+    ScriptedHttp::start(Box::new(|request, _| {
+        let Some(authorization) = request
+            .header("authorization")
+            .filter(|a| a.starts_with("Bearer "))
+        else {
+            return (
+                401,
+                vec![("WWW-Authenticate".into(), "Bearer".into())],
+                String::new(),
+            );
+        };
+        match (request.method.as_str(), request.rpc_method()) {
+            ("GET", _) => (405, vec![], String::new()),
+            ("DELETE", _) => (200, vec![], String::new()),
+            (_, "initialize") => {
+                let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "keyed", "version": "1"}});
+                rpc_answer(request, result, "s1")
+            }
+            (_, "tools/list") => rpc_answer(
+                request,
+                json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+                "",
+            ),
+            (_, "tools/call") => rpc_answer(
+                request,
+                json!({"content": [{"type": "text", "text": authorization}]}),
+                "",
+            ),
+            _ => (202, vec![], String::new()),
+        }
+    }))
+}
+
+/// The `Authorization` headers of the server's requests of JSON-RPC `method`.
+fn bearers(server: &ScriptedHttp, method: &str) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.rpc_method() == method)
+        .map(|r| r.header("authorization").unwrap_or("none").to_string())
+        .collect()
+}
+
+/// pi 1.6.0's `"auth": {"provider": "<provider>"}`: the provider's credential is the server's
+/// bearer, read for each request (a changed key is used by the next call), redacted; without
+/// one the server needs a sign-in, which names the provider's `/login`, and `/mcp login` is not
+/// for it (pi's texts). Passes against pi 1.6.0 too (there the tool result is not redacted).
+#[test]
+fn auth_provider_sends_the_providers_credential_read_on_each_request() {
+    let server = bearer_server();
+    let fake = FakeProvider::start(vec![
+        tool_call("c1", "mcp__keyed__whoami", json!({})),
+        Reply::sse(anthropic_text(&["One."])),
+        tool_call("c2", "mcp__keyed__whoami", json!({})),
+        Reply::sse(anthropic_text(&["Two."])),
+        tool_call("c3", "mcp__keyed__whoami", json!({})),
+        Reply::sse(anthropic_text(&["Three."])),
+    ]);
+    let workspace = Workspace::new();
+    let auth = workspace.agent_dir().join("auth.json");
+    let (first, second) = ("sk-mcp-first-4f3e2d1c", "sk-mcp-second-9a8b7c6d");
+    let key = |key: &str| json!({"openai": {"type": "api_key", "key": key}}).to_string();
+    std::fs::write(&auth, key(first)).unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    write_mcp_json(
+        &workspace,
+        json!({"keyed": {"url": url, "auth": {"provider": "openai"}}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
+    let shown = |token: &str| match is_reference() {
+        true => format!("Bearer {token}"),
+        false => "Bearer [redacted]".to_string(),
+    };
+    pi.command("1", "prompt", json!({"message": "who"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), shown(first), "{end}");
+    pi.wait_for_event("agent_end");
+    // Another key (a refresh, a new /login): the next request sends it.
+    std::fs::write(&auth, key(second)).unwrap();
+    pi.command("2", "prompt", json!({"message": "again"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(result_text(&end["result"]), shown(second), "{end}");
+    pi.wait_for_event("agent_end");
+    assert_eq!(bearers(&server, "initialize")[0], format!("Bearer {first}"));
+    assert_eq!(
+        bearers(&server, "tools/call"),
+        [format!("Bearer {first}"), format!("Bearer {second}")]
+    );
+
+    // No credential: the call is refused, and the server waits for the provider's own login.
+    std::fs::write(&auth, "{}").unwrap();
+    let needs_login = "MCP server \"keyed\" requires sign-in. Run /login openai to sign in.";
+    pi.command("3", "prompt", json!({"message": "once more"}));
+    let end = tool_end(&mut pi);
+    assert_eq!(end["isError"], true, "{end}");
+    assert_eq!(result_text(&end["result"]), needs_login, "{end}");
+    pi.wait_for_event("agent_end");
+    pi.send(json!({"id": "s", "type": "prompt", "message": "/mcp"}));
+    assert_eq!(
+        next_notify(&mut pi, "keyed: ").0,
+        "keyed: needs sign-in, run /mcp login keyed (direct)"
+    );
+    pi.send(json!({"id": "r", "type": "prompt", "message": "/mcp reconnect keyed"}));
+    assert_eq!(
+        next_notify(&mut pi, "MCP server"),
+        (needs_login.into(), "error".into())
+    );
+    assert_eq!(pi.response_for("r")["data"]["disposition"], "handled");
+    pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login keyed"}));
+    assert_eq!(
+        next_notify(&mut pi, "No enabled"),
+        (
+            "No enabled MCP server uses OAuth. Only HTTP servers without an Authorization header do.".into(),
+            "error".into()
+        )
+    );
+    assert_eq!(bearers(&server, "initialize").last().unwrap(), "none");
+    if !is_reference() {
+        // The key never reached stdout or the log.
+        let stdout: String = pi.records().iter().map(|r| r.to_string()).collect();
+        assert!(!stdout.contains(first) && !stdout.contains(second));
+        let stderr = pi.stderr_text();
+        assert!(!stderr.contains(first) && !stderr.contains(second));
+    }
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// `pi mcp` for a server with `auth.provider`, as pi 1.6.0 prints it: `list` names the
+/// provider's `/login` (and `authProvider` in `--json`), `login` and `logout` point to
+/// `pi auth`, and an `auth` that would send the credential over plain HTTP is refused. Passes
+/// against pi 1.6.0 too.
+#[test]
+fn pi_mcp_names_the_providers_login_for_an_auth_provider_server() {
+    let server = bearer_server();
+    let workspace = Workspace::new();
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    write_mcp_json(
+        &workspace,
+        json!({
+            "keyed": {"url": url, "auth": {"provider": "radius"}},
+            "plain": {"url": "http://mcp.example.com/mcp", "auth": {"provider": "radius"}}
+        }),
+    );
+    let pi_mcp = |args: &[&str]| {
+        Command::new(crate::support::binary())
+            .arg("mcp")
+            .args(args)
+            .current_dir(workspace.cwd())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PI_CODING_AGENT_DIR", workspace.agent_dir())
+            .env("HOME", workspace.root())
+            .env("PI_OFFLINE", "1")
+            .output()
+            .unwrap()
+    };
+    let file = workspace.agent_dir().join("mcp.json");
+    let out = pi_mcp(&["list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "keyed: needs sign-in (direct, global)\n  {url}\n  sign in with: /login radius in pi\nconfig error: {}: server \"plain\": auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]\n",
+            file.display()
+        )
+    );
+    let out = pi_mcp(&["list", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["servers"][0],
+        json!({"name": "keyed", "scope": "global", "source": file.to_string_lossy(), "enabled": true,
+            "exposure": "direct", "transport": url, "authProvider": "radius", "state": "needs-auth", "tools": []})
+    );
+    for command in ["login", "logout"] {
+        let out = pi_mcp(&[command, "keyed"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!(
+                "MCP server \"keyed\" uses the credentials of provider \"radius\". Run \"pi auth {command} radius\"."
+            )),
+            "{out:?}"
+        );
+    }
+    // No request carried a credential (there is none).
+    assert!(bearers(&server, "initialize").iter().all(|b| b == "none"));
+}
+
+/// An expired subscription login of the provider is refreshed (under pi's lock, written back)
+/// before the MCP request, as the provider's own requests refresh it; the fresh token is the
+/// bearer, and `pi mcp list` uses it too. pi-rs only: the token endpoint is pointed at
+/// 127.0.0.1 with pi-rs's `PI_OAUTH_RADIUS_URL`.
+#[test]
+fn auth_provider_refreshes_an_expired_login_before_the_request() {
+    if is_reference() {
+        return;
+    }
+    let server = bearer_server();
+    let token = |access: &str, refresh: &str| {
+        Reply::status(
+            200,
+            json!({"access_token": access, "refresh_token": refresh, "expires_in": 3600, "scope": "gateway offline_access"}).to_string(),
+            &[("content-type", "application/json")],
+        )
+    };
+    let gateway =
+        FakeProvider::start_auth_server(vec![token("radius-access-2", "radius-refresh-2")]);
+    let workspace = Workspace::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    let auth = workspace.agent_dir().join("auth.json");
+    std::fs::write(
+        &auth,
+        json!({"radius": {"type": "oauth", "access": "radius-access-1", "refresh": "radius-refresh-1",
+            "expires": now - 1000.0, "scope": "gateway offline_access"}})
+        .to_string(),
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    write_mcp_json(
+        &workspace,
+        json!({"keyed": {"url": url, "auth": {"provider": "radius"}}}),
+    );
+    let fake = FakeProvider::start(vec![]);
+    let setup = Setup::anthropic(&fake).env("PI_OAUTH_RADIUS_URL", &gateway.base_url());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let data = crate::support::mcp_servers_until(&mut pi, |d| {
+        crate::support::mcp_server(d, "keyed").is_some_and(|s| s["state"] != "connecting")
+    });
+    let keyed = crate::support::mcp_server(&data, "keyed").unwrap();
+    assert_eq!(keyed["state"], "connected", "{data}");
+    assert_eq!(keyed["tools"], json!(["mcp__keyed__whoami"]));
+    let refreshes = gateway.requests();
+    assert_eq!(refreshes.len(), 1);
+    assert_eq!(refreshes[0].path, "/v1/oauth/token");
+    assert!(
+        bearers(&server, "initialize")
+            .iter()
+            .all(|b| b == "Bearer radius-access-2")
+    );
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&auth).unwrap()).unwrap();
+    assert_eq!(stored["radius"]["refresh"], "radius-refresh-2");
+    pi.close_stdin();
+    pi.wait_for_exit();
+    let stdout: String = pi.records().iter().map(|r| r.to_string()).collect();
+    assert!(!stdout.contains("radius-access-2"));
 }

@@ -995,6 +995,47 @@ pub fn write_mcp_json(workspace: &Workspace, mut servers: Value) {
     .unwrap();
 }
 
+/// Polls `get_mcp_servers` (pi-rs only) until `wanted` accepts its `data`, or the session's
+/// timeout passes; returns the last `data`.
+#[track_caller]
+pub fn mcp_servers_until(pi: &mut Pi, wanted: impl Fn(&Value) -> bool) -> Value {
+    let until = Instant::now() + pi.timeout();
+    loop {
+        let id = format!("mcp-servers-{}", pi.records().len());
+        let data = pi.command(&id, "get_mcp_servers", json!({}))["data"].clone();
+        if wanted(&data) || Instant::now() > until {
+            return data;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The entry of server `name` in a `get_mcp_servers` answer's `data`.
+pub fn mcp_server<'a>(data: &'a Value, name: &str) -> Option<&'a Value> {
+    data["servers"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+}
+
+/// The next `notify` whose message starts with `prefix` (records before it are consumed):
+/// its message and `notifyType`.
+#[track_caller]
+pub fn next_notify(pi: &mut Pi, prefix: &str) -> (String, String) {
+    let deadline = pi.deadline();
+    let records = pi.recv_until(
+        |r| {
+            r["type"] == "extension_ui_request"
+                && r["method"] == "notify"
+                && r["message"].as_str().is_some_and(|m| m.starts_with(prefix))
+        },
+        deadline,
+    );
+    let notice = records.last().expect("a notify record");
+    let text = |key: &str| notice[key].as_str().unwrap_or_default().to_string();
+    (text("message"), text("notifyType"))
+}
+
 /// Whether `pid` is a live process (a zombie counts as dead: it only waits to be reaped).
 pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
