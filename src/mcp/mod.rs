@@ -279,8 +279,9 @@ pub struct McpHost {
     /// Servers registered after the startup report: their problems are reported once they
     /// have all connected or failed (as pi reports the servers it connected).
     late: Vec<usize>,
-    /// `/mcp` commands typed while the startup connections were still going (pi's command
-    /// waits for them; bounded by each connection's own timeouts), with their prompts.
+    /// `/mcp` commands typed while the startup connections, or those of servers registered
+    /// later, were still going (pi's command waits for them; bounded by each connection's own
+    /// timeouts), with their prompts.
     queued: Vec<(String, Option<Value>)>,
 }
 
@@ -509,23 +510,35 @@ impl McpHost {
             self.start_deferred();
         }
         self.after_startup();
-        if let Some(report) = self.take_late_report() {
-            self.notices.push(Notice::Notify(report, "warning"));
-        }
         changed
     }
 
-    /// Once the startup connections have all connected or failed: their report, then the
-    /// `/mcp` commands that waited for them.
+    /// Once the startup connections have all connected or failed: their report; once the
+    /// servers registered since have too: theirs. Then the `/mcp` commands that waited.
     fn after_startup(&mut self) {
         if let Some(report) = self.take_startup_report() {
             self.notices.push(Notice::Notify(report, "warning"));
         }
-        if self.reported {
+        if let Some(report) = self.take_late_report() {
+            self.notices.push(Notice::Notify(report, "warning"));
+        }
+        if self.commands_may_run() {
             for (args, prompt) in std::mem::take(&mut self.queued) {
                 self.command(&args, prompt);
             }
         }
+    }
+
+    /// Whether `/mcp` runs now: the startup connections have each connected or failed, and so
+    /// have the connections of servers extensions registered since (pi 1.6.0's `/mcp` waits for
+    /// the servers it starts with, extensions' among them; pi-rs's extensions register theirs
+    /// after start-up).
+    fn commands_may_run(&self) -> bool {
+        self.reported
+            && !self
+                .late
+                .iter()
+                .any(|i| self.servers[*i].status == Status::Connecting)
     }
 
     /// Server `index` connected or failed: the `/mcp reconnect` or `/mcp login` waiting for
@@ -675,10 +688,11 @@ impl McpHost {
     /// the prompt `prompt`; the outcome is in `take_notices`, the prompt's `handled` answer last
     /// (once a sign-in or reconnect is over).
     /// As pi, every form but one with too many words first waits for the startup connections
-    /// (until each has connected or failed; the startup report comes first).
+    /// and those of servers extensions registered (until each has connected or failed; their
+    /// report comes first).
     pub fn command(&mut self, args: &str, prompt: Option<Value>) {
         let words: Vec<&str> = args.split_whitespace().collect();
-        if words.len() <= 2 && !self.reported {
+        if words.len() <= 2 && !self.commands_may_run() {
             self.queued.push((args.to_string(), prompt));
             return;
         }

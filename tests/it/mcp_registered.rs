@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::extensions::{extension, with_extensions};
 use crate::extensions_v2::{ask, next_report};
-use crate::fake_provider::{FakeProvider, Reply};
+use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::mcp::{declared_tools, everything_server, tool_call};
 use crate::sse::anthropic_text;
 use crate::support::{Pi, Setup, Workspace, is_reference, result_text, write_mcp_json};
@@ -238,6 +238,43 @@ fn without_mcp_support_a_registration_is_an_extension_error_as_in_pi() {
         error,
         json!({"type": "extension_error", "extensionPath": extension("v2.py"), "event": "register_mcp_server",
             "error": "MCP server \"jira\" is registered, but no loaded extension connects MCP servers; another extension may have replaced the built-in MCP support"})
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// A server an extension registers after start-up is waited for as the startup connections
+/// are (pi 1.6.0's `/mcp` waits for the servers it starts with, extensions' among them): `/mcp`
+/// sent while it connects answers once it connected.
+#[test]
+fn mcp_commands_wait_for_a_registered_server_still_connecting() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    let config = json!({"command": fixture_path("mcp/fake_server.py").to_string_lossy(),
+        "args": ["--slow-start", "3"], "exposure": "direct"});
+    let register =
+        json!({"type": "register_mcp_server", "id": "r1", "name": "slow", "config": config});
+    assert_eq!(ask(&mut pi, &[register], "r1")["result"], Value::Null);
+    let states = pi.command("s", "get_mcp_servers", json!({}));
+    assert_eq!(states["data"]["servers"][0]["state"], "connecting");
+    pi.send(json!({"id": "m", "type": "prompt", "message": "/mcp"}));
+    let deadline = pi.deadline();
+    let records = pi.recv_until(|r| r["id"] == "m", deadline);
+    assert_eq!(records.last().unwrap()["data"]["disposition"], "handled");
+    let notices: Vec<&str> = records
+        .iter()
+        .filter(|r| r["method"] == "notify")
+        .filter_map(|r| r["message"].as_str())
+        // v2.py's own report of `mcp_servers_change`.
+        .filter(|m| !m.starts_with("event "))
+        .collect();
+    assert_eq!(
+        notices,
+        ["slow: connected, 9 tools (direct)"],
+        "{records:?}"
     );
     pi.close_stdin();
     pi.wait_for_exit();
