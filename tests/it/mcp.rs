@@ -54,6 +54,12 @@ pub fn everything_server() -> Option<(PathBuf, PathBuf)> {
     }
 }
 
+/// The everything server's stdio entry (`command`, `args`), or None as `everything_server`.
+pub fn everything_stdio() -> Option<Value> {
+    let (node, entry) = everything_server()?;
+    Some(json!({"command": node.to_string_lossy(), "args": [entry.to_string_lossy(), "stdio"]}))
+}
+
 fn fake_server(workspace: &Workspace, extra: Value) -> (Value, PathBuf) {
     let log = workspace.root().join("fake-mcp.jsonl");
     let mut entry = json!({
@@ -103,7 +109,7 @@ fn real_stdio_server_is_used_by_the_model() {
     if is_reference() {
         return;
     }
-    let Some((node, entry)) = everything_server() else {
+    let Some(everything) = everything_stdio() else {
         return;
     };
     let fake = FakeProvider::start(vec![
@@ -115,10 +121,7 @@ fn real_stdio_server_is_used_by_the_model() {
         Reply::sse(anthropic_text(&["Done."])),
     ]);
     let workspace = Workspace::new();
-    write_mcp_json(
-        &workspace,
-        json!({"everything": {"command": node.to_string_lossy(), "args": [entry.to_string_lossy(), "stdio"], "exposure": "direct"}}),
-    );
+    write_mcp_json(&workspace, json!({"everything": everything}));
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&fake));
     pi.command("1", "prompt", json!({"message": "echo something"}));
     let end = tool_end(&mut pi);

@@ -19,7 +19,8 @@ use crate::fake_provider::{FakeProvider, Reply};
 use crate::scripted_http::{Answer, HttpRequest, ScriptedHttp, form, json_answer, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
-    Pi, Setup, Workspace, file_mode, is_reference, result_text, wait_for_file, write_mcp_json,
+    Pi, Setup, Workspace, file_mode, is_reference, mcp_servers_until, mcp_sign_in_dialog,
+    next_notify, result_text, wait_for_file, write_mcp_json,
 };
 
 #[derive(Default)]
@@ -301,6 +302,26 @@ fn finish(
     (status.code().unwrap_or(-1), out, err)
 }
 
+/// `pi mcp login hosted` with the browser following the redirect to the loopback callback:
+/// its exit code, stdout and stderr.
+fn sign_in_from_the_shell(workspace: &Workspace) -> (i32, String, String) {
+    let (child, url, stdout) = start_login(workspace);
+    ureq::get(&authorize(&url)).call().unwrap();
+    finish(child, stdout)
+}
+
+/// `pi mcp login hosted` on a headless machine: the URL the browser was redirected to, as
+/// `paste` changes it, is pasted on stdin; the exit code, stdout and stderr.
+fn sign_in_by_pasting(
+    workspace: &Workspace,
+    paste: impl Fn(String) -> String,
+) -> (i32, String, String) {
+    let (mut child, url, stdout) = start_login(workspace);
+    let pasted = paste(authorize(&url));
+    writeln!(child.stdin.as_mut().unwrap(), "{pasted}").unwrap();
+    finish(child, stdout)
+}
+
 fn store(workspace: &Workspace) -> (Value, String) {
     let path = workspace.agent_dir().join("mcp-auth.json");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -449,21 +470,16 @@ fn headless_sign_in_by_pasted_url_refuses_a_foreign_host_and_a_wrong_iss_then_su
     let workspace = Workspace::new();
     write_config(&workspace, &fake);
     // A pasted URL on another host is refused before anything is exchanged.
-    let (mut child, url, stdout) = start_login(&workspace);
-    let redirected = authorize(&url);
-    let foreign = redirected.replacen("http://127.0.0.1:", "http://evil.example:", 1);
-    writeln!(child.stdin.as_mut().unwrap(), "{foreign}").unwrap();
-    let (code, out, err) = finish(child, stdout);
+    let (code, out, err) = sign_in_by_pasting(&workspace, |redirected| {
+        redirected.replacen("http://127.0.0.1:", "http://evil.example:", 1)
+    });
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains("Sign-in to MCP server \"hosted\" failed: The redirect URL does not match this sign-in's redirect URI"),
         "{err}"
     );
     fake.state.lock().unwrap().wrong_iss = true;
-    let (mut child, url, stdout) = start_login(&workspace);
-    let redirected = authorize(&url);
-    writeln!(child.stdin.as_mut().unwrap(), "{redirected}").unwrap();
-    let (code, out, err) = finish(child, stdout);
+    let (code, out, err) = sign_in_by_pasting(&workspace, |redirected| redirected);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains(&format!(
@@ -476,10 +492,7 @@ fn headless_sign_in_by_pasted_url_refuses_a_foreign_host_and_a_wrong_iss_then_su
     assert!(fake.calls("/as/token").is_empty());
 
     fake.state.lock().unwrap().wrong_iss = false;
-    let (mut child, url, stdout) = start_login(&workspace);
-    let redirected = authorize(&url);
-    writeln!(child.stdin.as_mut().unwrap(), "{redirected}").unwrap();
-    let (code, out, err) = finish(child, stdout);
+    let (code, out, err) = sign_in_by_pasting(&workspace, |redirected| redirected);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out, "Signed in to MCP server \"hosted\".\n");
     // The client registered by the first attempt is reused (same redirect URI and port).
@@ -714,10 +727,7 @@ fn a_server_taking_client_documents_gets_pis_document_and_the_metadata_url_overr
             .to_string(),
     )
     .unwrap();
-    let (child, url, stdout) = start_login(&workspace);
-    let callback = authorize(&url);
-    ureq::get(&callback).call().unwrap();
-    let (code, out, err) = finish(child, stdout);
+    let (code, out, err) = sign_in_from_the_shell(&workspace);
     assert_eq!(code, 0, "{out}{err}");
     // No registration: the client is pi's document, with the plain /callback (the server sends iss).
     assert!(fake.calls("/as/register").is_empty());
@@ -819,37 +829,9 @@ fn pi_mcp_add_writes_oauth_settings_and_checks_them_like_pi() {
     );
 }
 
-/// The next notify record's message (consuming records up to it).
-fn next_notice(pi: &mut Pi) -> (String, String) {
-    let deadline = pi.deadline();
-    let notice = pi
-        .recv_until(
-            |r| r["type"] == "extension_ui_request" && r["method"] == "notify",
-            deadline,
-        )
-        .pop()
-        .unwrap();
-    (
-        notice["message"].as_str().unwrap().to_string(),
-        notice["notifyType"].as_str().unwrap().to_string(),
-    )
-}
-
 /// `get_mcp_servers`' entry of the one server, once `done` holds for it.
-fn server_when(pi: &mut Pi, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let until = Instant::now() + pi.timeout();
-    loop {
-        let answer = pi.command(
-            &format!("{id}-{}", pi.records().len()),
-            "get_mcp_servers",
-            json!({}),
-        );
-        let server = answer["data"]["servers"][0].clone();
-        if done(&server) || Instant::now() > until {
-            return server;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn server_when(pi: &mut Pi, done: impl Fn(&Value) -> bool) -> Value {
+    mcp_servers_until(pi, |data| done(&data["servers"][0]))["servers"][0].clone()
 }
 
 /// The prompt's `handled` answer, once the command it ran is over.
@@ -869,7 +851,7 @@ fn over_rpc_mcp_login_asks_the_client_for_the_redirect_and_logout_signs_out() {
     let provider = FakeProvider::start(vec![]);
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
     assert_eq!(
-        next_notice(&mut pi).0,
+        next_notify(&mut pi, "").0,
         "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix."
     );
     // `/mcp` is offered as pi 1.6.0 lists it, and its status names the way to sign in.
@@ -880,30 +862,20 @@ fn over_rpc_mcp_login_asks_the_client_for_the_redirect_and_logout_signs_out() {
     );
     pi.send(json!({"id": "s", "type": "prompt", "message": "/mcp"}));
     assert_eq!(
-        next_notice(&mut pi),
+        next_notify(&mut pi, ""),
         (
             "hosted: needs sign-in, run /mcp login hosted (direct)".into(),
             "info".into()
         )
     );
     handled(&mut pi, "s");
-    let server = server_when(&mut pi, "g", |_| true);
+    let server = server_when(&mut pi, |_| true);
     assert_eq!(server["state"], "needs-auth");
     assert_eq!(server["tools"], json!([]));
 
     // The sign-in shows the URL, then asks for the redirect URL (the browser is elsewhere).
     pi.send(json!({"id": "l1", "type": "prompt", "message": "/mcp login hosted"}));
-    let (text, level) = next_notice(&mut pi);
-    let url = text
-        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
-        .unwrap_or_else(|| panic!("{text}"))
-        .to_string();
-    assert_eq!(level, "info");
-    let deadline = pi.deadline();
-    let dialog = pi
-        .recv_until(|r| r["method"] == "input", deadline)
-        .pop()
-        .unwrap();
+    let (url, dialog) = mcp_sign_in_dialog(&mut pi, "hosted");
     assert_eq!(
         dialog["title"],
         "Waiting for sign-in to \"hosted\". If the browser cannot reach this machine, paste the URL it was redirected to."
@@ -917,14 +889,14 @@ fn over_rpc_mcp_login_asks_the_client_for_the_redirect_and_logout_signs_out() {
     let redirected = authorize(&url);
     pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": redirected}));
     assert_eq!(
-        next_notice(&mut pi),
+        next_notify(&mut pi, ""),
         (
             "Signed in to MCP server \"hosted\" (1 tools).".into(),
             "info".into()
         )
     );
     handled(&mut pi, "l1");
-    let server = server_when(&mut pi, "g", |s| s["state"] == "connected");
+    let server = server_when(&mut pi, |s| s["state"] == "connected");
     assert_eq!(server["tools"], json!(["mcp__hosted__whoami"]));
     let (stored, _) = store(&workspace);
     let key = format!("mcp__hosted|{}/mcp", fake.base());
@@ -939,32 +911,27 @@ fn over_rpc_mcp_login_asks_the_client_for_the_redirect_and_logout_signs_out() {
     // Sign-out deletes the credentials; the server waits for a sign-in again.
     pi.send(json!({"id": "o", "type": "prompt", "message": "/mcp logout hosted"}));
     assert_eq!(
-        next_notice(&mut pi),
+        next_notify(&mut pi, ""),
         ("Signed out of MCP server \"hosted\".".into(), "info".into())
     );
     handled(&mut pi, "o");
     assert_eq!(store(&workspace).0, json!({}));
-    let server = server_when(&mut pi, "g", |s| s["state"] == "needs-auth");
+    let server = server_when(&mut pi, |s| s["state"] == "needs-auth");
     assert_eq!(server["state"], "needs-auth");
 
     // Dismissing the dialog cancels the sign-in (the login is picked when it is the only one).
     pi.send(json!({"id": "l2", "type": "prompt", "message": "/mcp login"}));
-    next_notice(&mut pi);
-    let deadline = pi.deadline();
-    let dialog = pi
-        .recv_until(|r| r["method"] == "input", deadline)
-        .pop()
-        .unwrap();
+    let (_, dialog) = mcp_sign_in_dialog(&mut pi, "hosted");
     pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
     assert_eq!(
-        next_notice(&mut pi),
+        next_notify(&mut pi, ""),
         ("Sign-in cancelled.".into(), "info".into())
     );
     handled(&mut pi, "l2");
     // A server that does not use OAuth, and one that is not there.
     pi.send(json!({"id": "x", "type": "prompt", "message": "/mcp logout nope"}));
     assert_eq!(
-        next_notice(&mut pi),
+        next_notify(&mut pi, ""),
         ("No MCP server named \"nope\".".into(), "error".into())
     );
     handled(&mut pi, "x");
@@ -985,18 +952,16 @@ fn a_session_picks_up_a_sign_in_done_elsewhere_when_the_next_prompt_starts() {
         Reply::sse(anthropic_text(&["Two."])),
     ]);
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
-    next_notice(&mut pi);
+    next_notify(&mut pi, "");
     pi.command("1", "prompt", json!({"message": "hi"}));
     pi.wait_for_event("agent_end");
     // `pi mcp login` in a shell (the agent's bash tool, say) while the session runs.
-    let (child, url, stdout) = start_login(&workspace);
-    ureq::get(&authorize(&url)).call().unwrap();
-    let (code, out, err) = finish(child, stdout);
+    let (code, out, err) = sign_in_from_the_shell(&workspace);
     assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(server_when(&mut pi, "g", |_| true)["state"], "needs-auth");
+    assert_eq!(server_when(&mut pi, |_| true)["state"], "needs-auth");
     pi.command("2", "prompt", json!({"message": "again"}));
     pi.wait_for_event("agent_end");
-    let server = server_when(&mut pi, "g", |s| s["state"] == "connected");
+    let server = server_when(&mut pi, |s| s["state"] == "connected");
     assert_eq!(server["tools"], json!(["mcp__hosted__whoami"]), "{server}");
     pi.close_stdin();
     pi.wait_for_exit();
@@ -1010,15 +975,13 @@ fn a_server_asking_for_more_scope_gets_a_new_sign_in_with_the_wider_scope() {
     let fake = FakeOAuth::start();
     let workspace = Workspace::new();
     write_config(&workspace, &fake);
-    let (child, url, stdout) = start_login(&workspace);
-    ureq::get(&authorize(&url)).call().unwrap();
-    assert_eq!(finish(child, stdout).0, 0);
+    assert_eq!(sign_in_from_the_shell(&workspace).0, 0);
     // The server now wants `mcp.write` too: a 403 with `insufficient_scope`.
     fake.state.lock().unwrap().required_scope = Some("mcp.write".into());
     let provider = FakeProvider::start(vec![]);
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
     assert_eq!(
-        next_notice(&mut pi).0,
+        next_notify(&mut pi, "").0,
         "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix."
     );
     pi.close_stdin();
@@ -1034,9 +997,7 @@ fn a_server_asking_for_more_scope_gets_a_new_sign_in_with_the_wider_scope() {
         )
     );
     // No refresh (it would keep the old scope): a new authorization asking for both scopes.
-    let (child, url, stdout) = start_login(&workspace);
-    ureq::get(&authorize(&url)).call().unwrap();
-    let (code, out, err) = finish(child, stdout);
+    let (code, out, err) = sign_in_from_the_shell(&workspace);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out, "Signed in to MCP server \"hosted\".\n");
     let grants: Vec<Value> = fake
@@ -1068,7 +1029,7 @@ fn mcp_login_without_a_name_asks_which_server_when_several_need_a_sign_in() {
     let provider = FakeProvider::start(vec![]);
     let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider));
     assert_eq!(
-        next_notice(&mut pi).0,
+        next_notify(&mut pi, "").0,
         "MCP servers need attention:\n  hosted: needs sign-in\n  second: needs sign-in\nRun /mcp to fix."
     );
     // pi's `ctx.ui.select("MCP server", names)`; the chosen server signs in.
@@ -1082,19 +1043,10 @@ fn mcp_login_without_a_name_asks_which_server_when_several_need_a_sign_in() {
     assert_eq!(select["options"], json!(["hosted", "second"]));
     assert!(!pi.records().iter().any(|r| r["id"] == "l"));
     pi.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "second"}));
-    let (text, _) = next_notice(&mut pi);
-    assert!(
-        text.starts_with("Sign in to MCP server \"second\" in your browser:\n"),
-        "{text}"
-    );
-    let deadline = pi.deadline();
-    let dialog = pi
-        .recv_until(|r| r["method"] == "input", deadline)
-        .pop()
-        .unwrap();
+    let (_, dialog) = mcp_sign_in_dialog(&mut pi, "second");
     pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
     assert_eq!(
-        next_notice(&mut pi),
+        next_notify(&mut pi, ""),
         ("Sign-in cancelled.".into(), "info".into())
     );
     handled(&mut pi, "l");
@@ -1161,21 +1113,12 @@ fn sign_in_opens_the_browser_as_pi_does_over_rpc_and_from_the_shell() {
     let provider = FakeProvider::start(vec![]);
     let setup = Setup::anthropic(&provider).env("PATH", &path);
     let mut pi = Pi::spawn_in(&workspace, &setup);
-    next_notice(&mut pi);
+    next_notify(&mut pi, "");
     pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login hosted"}));
-    let (text, _) = next_notice(&mut pi);
-    let url = text
-        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
-        .unwrap_or_else(|| panic!("{text}"))
-        .to_string();
+    let (url, dialog) = mcp_sign_in_dialog(&mut pi, "hosted");
     // `xdg-open <url>` from `/`, as pi's openBrowser; the URL is shown as well.
     let opened = wait_for_file(&record, pi.timeout(), |t| t.ends_with('\n'));
     assert_eq!(opened, format!("/ {url}\n"));
-    let deadline = pi.deadline();
-    let dialog = pi
-        .recv_until(|r| r["method"] == "input", deadline)
-        .pop()
-        .unwrap();
     pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "cancelled": true}));
     handled(&mut pi, "l");
     pi.close_stdin();
@@ -1215,7 +1158,7 @@ fn a_server_an_extension_registers_signs_in_like_a_configured_one() {
         "config": {"url": format!("{}/mcp", fake.base())}});
     let answer = crate::extensions_v2::ask(&mut pi, &[register], "r");
     assert_eq!(answer["result"], Value::Null, "{answer}");
-    let server = server_when(&mut pi, "g", |s| s["state"] == "needs-auth");
+    let server = server_when(&mut pi, |s| s["state"] == "needs-auth");
     assert_eq!(server["state"], "needs-auth", "{server}");
     // Its own notice once it settled, as pi reports servers it connects later.
     let attention = "MCP servers need attention:\n  hosted: needs sign-in\nRun /mcp to fix.";
@@ -1226,32 +1169,9 @@ fn a_server_an_extension_registers_signs_in_like_a_configured_one() {
     );
     assert_eq!(server["scope"], "extension");
     pi.send(json!({"id": "l", "type": "prompt", "message": "/mcp login hosted"}));
-    let deadline = pi.deadline();
-    let shown = pi
-        .recv_until(
-            |r| {
-                r["method"] == "notify"
-                    && r["message"]
-                        .as_str()
-                        .is_some_and(|m| m.starts_with("Sign in to MCP server"))
-            },
-            deadline,
-        )
-        .pop()
-        .unwrap();
-    let url = shown["message"]
-        .as_str()
-        .unwrap()
-        .strip_prefix("Sign in to MCP server \"hosted\" in your browser:\n")
-        .unwrap()
-        .to_string();
-    let deadline = pi.deadline();
-    let dialog = pi
-        .recv_until(|r| r["method"] == "input", deadline)
-        .pop()
-        .unwrap();
+    let (url, dialog) = mcp_sign_in_dialog(&mut pi, "hosted");
     pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": authorize(&url)}));
-    let server = server_when(&mut pi, "c", |s| s["state"] == "connected");
+    let server = server_when(&mut pi, |s| s["state"] == "connected");
     assert_eq!(server["tools"], json!(["mcp__hosted__whoami"]), "{server}");
     handled(&mut pi, "l");
     pi.close_stdin();

@@ -7,58 +7,24 @@
 //! Reference: pi runs TypeScript extensions, not executables; the semantics compared are those
 //! of pi 1.6.0's `dist/core/mcp-servers.js` and `dist/extensions/mcp/index.js`.
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
 use crate::extensions::{extension, with_extensions};
 use crate::extensions_v2::{ask, next_report};
 use crate::fake_provider::{FakeProvider, Reply, fixture_path};
-use crate::mcp::{declared_tools, everything_server, tool_call};
+use crate::mcp::{declared_tools, everything_stdio, tool_call};
 use crate::sse::anthropic_text;
-use crate::support::{Pi, Setup, Workspace, is_reference, result_text, write_mcp_json};
-
-/// Polls `get_mcp_servers` until `wanted` accepts the answer's data; returns it.
-#[track_caller]
-fn wait_for_servers(pi: &mut Pi, wanted: impl Fn(&Value) -> bool) -> Value {
-    let until = Instant::now() + pi.timeout();
-    loop {
-        let id = format!("servers-{}", pi.records().len());
-        let data = pi.command(&id, "get_mcp_servers", json!({}))["data"].clone();
-        if wanted(&data) || Instant::now() > until {
-            return data;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn server<'a>(data: &'a Value, name: &str) -> Option<&'a Value> {
-    data["servers"]
-        .as_array()?
-        .iter()
-        .find(|s| s["name"] == name)
-}
-
-/// The text of the next `notify` whose message starts with `prefix`.
-#[track_caller]
-fn next_notify(pi: &mut Pi, prefix: &str) -> String {
-    let deadline = pi.deadline();
-    let records = pi.recv_until(
-        |r| r["method"] == "notify" && r["message"].as_str().is_some_and(|m| m.starts_with(prefix)),
-        deadline,
-    );
-    records.last().expect("the match")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
+use crate::support::{
+    Pi, Setup, Workspace, is_reference, mcp_server, mcp_servers_until, next_notify, result_text,
+    write_mcp_json,
+};
 
 #[test]
 fn a_registered_server_connects_offers_its_tools_and_leaves_when_unregistered() {
     if is_reference() {
         return;
     }
-    let Some((node, entry)) = everything_server() else {
+    let Some(mut config) = everything_stdio() else {
         return;
     };
     let fake = FakeProvider::start(vec![
@@ -72,10 +38,8 @@ fn a_registered_server_connects_offers_its_tools_and_leaves_when_unregistered() 
     ]);
     let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
     let path = extension("v2.py");
-    let config = json!({
-        "command": node.to_string_lossy(), "args": [entry.to_string_lossy(), "stdio"],
-        "exposure": "direct", "description": "Everything, registered",
-    });
+    config["exposure"] = json!("direct");
+    config["description"] = json!("Everything, registered");
     let register =
         json!({"type": "register_mcp_server", "id": "r1", "name": "everything", "config": config});
     let answer = ask(&mut pi, &[register], "r1");
@@ -88,16 +52,16 @@ fn a_registered_server_connects_offers_its_tools_and_leaves_when_unregistered() 
     let query = json!({"type": "query", "id": "q1", "query": "mcp_servers"});
     assert_eq!(ask(&mut pi, &[query], "q1")["result"], registered);
 
-    let data = wait_for_servers(&mut pi, |d| {
-        server(d, "everything").is_some_and(|s| s["state"] == "connected")
+    let data = mcp_servers_until(&mut pi, |d| {
+        mcp_server(d, "everything").is_some_and(|s| s["state"] == "connected")
     });
-    let everything = server(&data, "everything").expect("listed");
+    let everything = mcp_server(&data, "everything").expect("listed");
     assert_eq!(everything["state"], "connected", "{data}");
     assert_eq!(everything["scope"], "extension", "{everything}");
     assert_eq!(everything["source"], path.as_str(), "{everything}");
     assert_eq!(everything["description"], "Everything, registered");
     pi.send(json!({"id": "m", "type": "prompt", "message": "/mcp"}));
-    let status = next_notify(&mut pi, "everything: ");
+    let (status, _) = next_notify(&mut pi, "everything: ");
     assert!(
         status.starts_with("everything: connected, ") && status.ends_with(" tools (direct)"),
         "{status}"
@@ -123,7 +87,7 @@ fn a_registered_server_connects_offers_its_tools_and_leaves_when_unregistered() 
     let change = next_report(&mut pi, "event ", |e| e["type"] == "mcp_servers_change");
     assert_eq!(change["servers"], json!([]));
     let data = pi.command("s", "get_mcp_servers", json!({}))["data"].clone();
-    assert!(server(&data, "everything").is_none(), "{data}");
+    assert!(mcp_server(&data, "everything").is_none(), "{data}");
     pi.command("p2", "prompt", json!({"message": "again"}));
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(3, pi.timeout());
@@ -141,13 +105,11 @@ fn mcp_json_takes_precedence_bad_registrations_are_refused_and_an_exit_removes_s
     if is_reference() {
         return;
     }
-    let Some((node, entry)) = everything_server() else {
+    let Some(stdio) = everything_stdio() else {
         return;
     };
     let fake = FakeProvider::start(vec![]);
     let workspace = Workspace::new();
-    let stdio =
-        json!({"command": node.to_string_lossy(), "args": [entry.to_string_lossy(), "stdio"]});
     write_mcp_json(&workspace, json!({"docs": stdio}));
     let mut pi = Pi::spawn_in(
         &workspace,
@@ -187,9 +149,9 @@ fn mcp_json_takes_precedence_bad_registrations_are_refused_and_an_exit_removes_s
     );
 
     // `docs` stays mcp.json's (named as an override); `my-tools` connects beside it.
-    let data = wait_for_servers(&mut pi, |d| {
-        server(d, "my-tools").is_some_and(|s| s["state"] == "connected")
-            && server(d, "docs").is_some_and(|s| s["state"] == "connected")
+    let data = mcp_servers_until(&mut pi, |d| {
+        mcp_server(d, "my-tools").is_some_and(|s| s["state"] == "connected")
+            && mcp_server(d, "docs").is_some_and(|s| s["state"] == "connected")
     });
     let names: Vec<&str> = data["servers"]
         .as_array()
@@ -198,7 +160,7 @@ fn mcp_json_takes_precedence_bad_registrations_are_refused_and_an_exit_removes_s
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["docs", "my-tools"], "{data}");
-    assert_eq!(server(&data, "docs").unwrap()["scope"], "global");
+    assert_eq!(mcp_server(&data, "docs").unwrap()["scope"], "global");
     let mcp_json = workspace.agent_dir().join("mcp.json");
     let overridden = format!(
         "\"docs\" registered by {path} is overridden by \"docs\" in {}",
@@ -206,7 +168,7 @@ fn mcp_json_takes_precedence_bad_registrations_are_refused_and_an_exit_removes_s
     );
     assert_eq!(data["overridden"], json!([overridden]), "{data}");
     pi.send(json!({"id": "m", "type": "prompt", "message": "/mcp"}));
-    let status = next_notify(&mut pi, "docs: ");
+    let (status, _) = next_notify(&mut pi, "docs: ");
     assert!(
         status.ends_with(&format!("\noverridden: {overridden}")),
         "{status}"
@@ -215,10 +177,10 @@ fn mcp_json_takes_precedence_bad_registrations_are_refused_and_an_exit_removes_s
     // The extension fails (a line that is not protocol): its server closes.
     pi.send(json!({"id": "x", "type": "prompt", "message": "/send not json"}));
     pi.wait_for_event("extension_error");
-    let data = wait_for_servers(&mut pi, |d| server(d, "my-tools").is_none());
-    assert!(server(&data, "my-tools").is_none(), "{data}");
+    let data = mcp_servers_until(&mut pi, |d| mcp_server(d, "my-tools").is_none());
+    assert!(mcp_server(&data, "my-tools").is_none(), "{data}");
     assert_eq!(data["overridden"], json!([]), "{data}");
-    assert!(server(&data, "docs").is_some(), "{data}");
+    assert!(mcp_server(&data, "docs").is_some(), "{data}");
     pi.close_stdin();
     pi.wait_for_exit();
 }

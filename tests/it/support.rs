@@ -1036,6 +1036,23 @@ pub fn next_notify(pi: &mut Pi, prefix: &str) -> (String, String) {
     (text("message"), text("notifyType"))
 }
 
+/// A `/mcp login` over RPC, once it started for `server`, up to pi's dialog for a pasted
+/// redirect URL: the authorization URL from the `Sign in to MCP server …` notify, and the
+/// `input` dialog.
+#[track_caller]
+pub fn mcp_sign_in_dialog(pi: &mut Pi, server: &str) -> (String, Value) {
+    let shown = format!("Sign in to MCP server \"{server}\" in your browser:\n");
+    let (text, level) = next_notify(pi, &shown);
+    assert_eq!(level, "info");
+    let url = text.strip_prefix(&shown).expect("the prefix").to_string();
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(|r| r["method"] == "input", deadline)
+        .pop()
+        .expect("the sign-in dialog");
+    (url, dialog)
+}
+
 /// Whether `pid` is a live process (a zombie counts as dead: it only waits to be reaped).
 pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
