@@ -1177,3 +1177,77 @@ fn a_server_an_extension_registers_signs_in_like_a_configured_one() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// `oauth.callbackPort` is the loopback redirect's port (pi 1.6.0); the tokens a session uses
+/// reach neither its session file nor the logs (stderr, `mcp.log`): only `mcp-auth.json` holds
+/// them.
+#[test]
+fn the_configured_callback_port_is_used_and_tokens_stay_out_of_session_files_and_logs() {
+    if is_reference() {
+        return;
+    }
+    let fake = FakeOAuth::start();
+    let workspace = Workspace::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    write_mcp_json(
+        &workspace,
+        json!({"hosted": {"url": format!("{}/mcp", fake.base()), "oauth": {"callbackPort": port}}}),
+    );
+    let (code, out, err) = sign_in_from_the_shell(&workspace);
+    assert_eq!(code, 0, "{out}{err}");
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    assert_eq!(fake.calls("/as/authorize")[0]["redirect_uri"], redirect);
+    assert_eq!(
+        fake.calls("/as/register")[0]["redirect_uris"],
+        json!([redirect])
+    );
+    let (stored, _) = store(&workspace);
+    let key = format!("mcp__hosted|{}/mcp", fake.base());
+    let tokens = &stored[&key]["tokens"];
+    let secrets = [
+        tokens["access_token"].as_str().unwrap().to_string(),
+        tokens["refresh_token"].as_str().unwrap().to_string(),
+    ];
+
+    let provider = FakeProvider::start(vec![
+        Reply::sse(
+            AnthropicStream::new()
+                .tool_use("c1", "mcp__hosted__whoami", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let mut pi = Pi::spawn_in(&workspace, &Setup::anthropic(&provider).with_sessions());
+    pi.command("1", "prompt", json!({"message": "who"}));
+    let end = pi.wait_for_event("tool_execution_end");
+    assert_eq!(result_text(&end["result"]), "you are Bearer [redacted]");
+    pi.wait_for_event("agent_end");
+    pi.close_stdin();
+    pi.wait_for_exit();
+    let sessions = workspace.jsonl_files();
+    assert!(!sessions.is_empty(), "no session file");
+    let mut written: Vec<(String, String)> = sessions
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            (p.display().to_string(), text)
+        })
+        .collect();
+    let log = workspace.agent_dir().join("mcp.log");
+    written.push((
+        "mcp.log".into(),
+        std::fs::read_to_string(log).unwrap_or_default(),
+    ));
+    written.push(("stderr".into(), pi.stderr_text()));
+    for (place, text) in &written {
+        for secret in &secrets {
+            assert!(!text.contains(secret.as_str()), "{secret} in {place}");
+        }
+    }
+    // The session did keep the call's (redacted) result.
+    assert!(written[0].1.contains("you are Bearer [redacted]"));
+}
