@@ -84,8 +84,20 @@ pub fn launch(
 /// `register_provider` does (before the start-up model is chosen, and after a reload). Returns
 /// an `extension_error` (`event: "register_provider"`) for each refused one.
 pub fn register_providers(host: &ExtensionHost, config: &mut Config) -> Vec<Event> {
+    register_providers_of(host, config, None)
+}
+
+/// `register_providers` for one extension's (`only`), or every extension's.
+pub fn register_providers_of(
+    host: &ExtensionHost,
+    config: &mut Config,
+    only: Option<super::ExtensionId>,
+) -> Vec<Event> {
     let mut errors = Vec::new();
     for (extension, decl) in host.providers() {
+        if only.is_some_and(|only| only != extension) {
+            continue;
+        }
         if let Err(error) = config.register_provider(&decl.name, &decl.config) {
             errors.push(Event::ExtensionError {
                 extension_path: host
@@ -137,7 +149,10 @@ pub fn relaunch(
     sandbox: &crate::sandbox::Policy,
 ) -> HostStart {
     let specs = discover_specs(recipe.files.clone(), recipe.no_extensions, config);
-    HostStart::new(specs, &recipe.cli_flags, config, session, sandbox)
+    let mut start = HostStart::new(specs, &recipe.cli_flags, config, session, sandbox);
+    // The flags were checked at start.
+    start.defer_ts_host = true;
+    start
 }
 
 /// A host start, prepared where the config and session are (discovery reads settings and
@@ -150,6 +165,9 @@ pub struct HostStart {
     confine: Option<crate::sandbox::Policy>,
     /// Load errors found while preparing (TypeScript modules with no host to run them).
     errors: Vec<super::ExtensionError>,
+    /// The TypeScript host registers later (`ExtensionHost::start`): always, unless
+    /// the command line has extension flags, which are checked against the registrations.
+    defer_ts_host: bool,
 }
 
 impl HostStart {
@@ -175,6 +193,7 @@ impl HostStart {
             handshake,
             errors,
             confine: sandbox.extensions.then(|| sandbox.clone()),
+            defer_ts_host: cli_flags.is_empty(),
         }
     }
 
@@ -185,6 +204,7 @@ impl HostStart {
             &self.handshake,
             self.confine.as_ref(),
             events.clone(),
+            self.defer_ts_host,
         );
         let mut errors = self.errors;
         errors.extend(start_errors);

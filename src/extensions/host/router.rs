@@ -26,6 +26,11 @@ pub(super) enum Control {
         event: Value,
         min_protocol: u64,
     },
+    /// An event for one extension (it subscribed; the agent checked).
+    EventTo {
+        extension: ExtensionId,
+        event: Value,
+    },
     StartHook {
         id: HookId,
         kind: HookKind,
@@ -110,6 +115,30 @@ pub(super) struct RouterExtension {
     pub(super) failed: bool,
     /// v2 requests handed to the agent and not answered yet (bounded by `MAX_IN_FLIGHT`).
     pub(super) in_flight: usize,
+    /// Started, not registered yet: by when its `register` line must come (a deferred start or
+    /// a restart).
+    pub(super) registering: Option<Instant>,
+    /// How to start it again after a crash (the TypeScript host, once).
+    pub(super) restart: Option<Box<Restart>>,
+    /// It was started again once already.
+    pub(super) restarted: bool,
+}
+
+/// What starting the TypeScript host again needs.
+pub(super) struct Restart {
+    pub(super) spec: ExtensionSpec,
+    pub(super) cwd: String,
+    pub(super) sandbox: Option<crate::sandbox::Policy>,
+    /// Its `hello` line, sent again.
+    pub(super) hello: String,
+    pub(super) to_router: Sender<FromExtension>,
+}
+
+impl RouterExtension {
+    /// Running and registered: it can take tool runs and commands.
+    fn is_ready(&self) -> bool {
+        !self.failed && self.registering.is_none()
+    }
 }
 
 impl Drop for RouterExtension {
@@ -241,6 +270,10 @@ impl Router {
                     }
                 }
             }
+            Control::EventTo { extension, event } => {
+                let event_type = event.get("type").and_then(Value::as_str).unwrap_or("");
+                self.send(extension.0, protocol::event_line(&event), event_type);
+            }
             Control::StartHook {
                 id,
                 kind,
@@ -270,7 +303,7 @@ impl Router {
                 args,
             } => {
                 let index = extension.0;
-                if self.extensions.get(index).is_none_or(|e| e.failed) {
+                if self.extensions.get(index).is_none_or(|e| !e.is_ready()) {
                     let path = self.path(index);
                     self.emit(ExtensionEvent::ToolFinished {
                         call_id,
@@ -311,7 +344,7 @@ impl Router {
                 args,
             } => {
                 let index = extension.0;
-                if self.extensions.get(index).is_none_or(|e| e.failed) {
+                if self.extensions.get(index).is_none_or(|e| !e.is_ready()) {
                     self.emit(ExtensionEvent::CommandFinished {
                         id,
                         name,
@@ -503,6 +536,10 @@ impl Router {
         if self.extensions.get(index).is_none_or(|e| e.failed) {
             return;
         }
+        if self.extensions[index].registering.is_some() {
+            self.on_registering_input(index, message);
+            return;
+        }
         match message {
             FromExtension::Line { line, .. } => match protocol::parse_line(&line) {
                 Ok(message) => self.extension_message(index, message),
@@ -520,12 +557,107 @@ impl Router {
                     .take()
                     .and_then(|mut p| p.kill_and_reap());
                 let shown = status.map_or("unknown status".into(), |s| s.to_string());
-                self.fail(index, "exit", format!("exited unexpectedly ({shown})"));
+                if !self.restart(index, &shown) {
+                    self.fail(index, "exit", self.exit_error(index, &shown));
+                }
             }
             FromExtension::WriteFailed { error, .. } => {
                 self.fail(index, "protocol", format!("cannot write to it: {error}"))
             }
         }
+    }
+
+    /// Why an extension that exited is gone: a restarted TypeScript host says it is off for good.
+    fn exit_error(&self, index: usize, status: &str) -> String {
+        match self.extensions[index].restarted {
+            true => format!(
+                "the TypeScript extension host exited again after its restart ({status}); \
+                 TypeScript extensions are off until pi-rs starts again"
+            ),
+            false => format!("exited unexpectedly ({status})"),
+        }
+    }
+
+    /// Input from an extension that has not registered yet: its first line must be `register`.
+    fn on_registering_input(&mut self, index: usize, message: FromExtension) {
+        match message {
+            FromExtension::Line { line, .. } => match parse_register(&line) {
+                Ok(registration) => {
+                    let extension = &mut self.extensions[index];
+                    extension.registering = None;
+                    extension.registration = registration.clone();
+                    if let Some(flag) = self.alive.get(index) {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    self.emit(ExtensionEvent::Registered {
+                        extension: ExtensionId(index),
+                        registration,
+                    });
+                }
+                Err(error) => self.fail(index, "load", error),
+            },
+            FromExtension::TooLong { len, .. } => {
+                self.fail(index, "load", format!("a line of {len} bytes is too long"))
+            }
+            FromExtension::Eof { .. } => {
+                let status = self.extensions[index]
+                    .process
+                    .take()
+                    .and_then(|mut p| p.kill_and_reap());
+                let shown = status.map_or("unknown status".into(), |s| s.to_string());
+                match self.extensions[index].restarted {
+                    true => self.fail(index, "exit", self.exit_error(index, &shown)),
+                    false => self.fail(
+                        index,
+                        "load",
+                        format!("exited before registering ({shown})"),
+                    ),
+                }
+            }
+            // The end of its stdout decides (a restarted host's old writer may still report).
+            FromExtension::WriteFailed { error, .. } => {
+                log::debug!("{}: cannot write to it: {error}", self.path(index))
+            }
+        }
+    }
+
+    /// The TypeScript host's first crash: its work ends with errors, it starts again and
+    /// registers anew (`Restarting`, then `Registered`). False when it has no restart left.
+    fn restart(&mut self, index: usize, status: &str) -> bool {
+        let Some(restart) = self.extensions[index].restart.take() else {
+            return false;
+        };
+        let path = self.path(index);
+        let error = format!("the TypeScript extension host exited ({status}); restarting it");
+        log::warn!("extension {path}: {error}");
+        if let Some(flag) = self.alive.get(index) {
+            flag.store(false, Ordering::SeqCst);
+        }
+        self.resolve_work(index, &error);
+        let extension = &mut self.extensions[index];
+        extension.registration = Registration::default();
+        extension.in_flight = 0;
+        extension.restarted = true;
+        self.emit(ExtensionEvent::Restarting {
+            extension: ExtensionId(index),
+        });
+        let sandbox = restart.sandbox.as_ref();
+        match spawn_extension(
+            index,
+            &restart.spec,
+            &restart.cwd,
+            sandbox,
+            restart.to_router,
+        ) {
+            Ok(process) => {
+                let _ = process.writer.try_send(restart.hello);
+                let extension = &mut self.extensions[index];
+                extension.process = Some(process);
+                extension.registering = Some(Instant::now() + register_timeout(&restart.spec));
+            }
+            Err(e) => self.fail(index, "exit", format!("{error}, but it cannot start: {e}")),
+        }
+        true
     }
 
     fn extension_message(&mut self, index: usize, message: ExtensionMessage) {
@@ -730,6 +862,7 @@ impl Router {
         if let Some(mut process) = extension.process.take() {
             process.kill_and_reap();
         }
+        extension.registering = None;
         let path = extension.path.clone();
         log::warn!("extension {path} failed ({event}): {error}");
         self.emit(ExtensionEvent::Error(ExtensionError {
@@ -737,6 +870,16 @@ impl Router {
             event: event.into(),
             error: error.clone(),
         }));
+        self.resolve_work(index, &error);
+        self.emit(ExtensionEvent::Exited {
+            extension: ExtensionId(index),
+        });
+    }
+
+    /// Ends what waited on an extension that stopped: hook steps take their failure default,
+    /// tool runs and commands end with `error`, its streams and dialogs are dropped.
+    fn resolve_work(&mut self, index: usize, error: &str) {
+        let path = self.path(index);
         let waiting: Vec<HookId> = self
             .hooks
             .iter()
@@ -746,7 +889,7 @@ impl Router {
         for id in waiting {
             if let Some(mut run) = self.hooks.remove(&id) {
                 run.step = None;
-                run.chain.apply_failure(&error);
+                run.chain.apply_failure(error);
                 self.advance_hook(id, run);
             }
         }
@@ -784,9 +927,6 @@ impl Router {
         self.dialogs.retain(|_, dialog| {
             !matches!(dialog.owner, DialogOwner::Extension { extension, .. } if extension == index)
         });
-        self.emit(ExtensionEvent::Exited {
-            extension: ExtensionId(index),
-        });
     }
 
     fn has_open_dialog(&self, index: usize) -> bool {
@@ -797,6 +937,11 @@ impl Router {
 
     fn next_deadline(&self) -> Instant {
         let mut wake = self.last_child_check + CHILD_CHECK_INTERVAL;
+        for extension in self.extensions.iter().filter(|e| !e.failed) {
+            if let Some(by) = extension.registering {
+                wake = wake.min(by);
+            }
+        }
         for run in self.hooks.values() {
             if let Some(step) = &run.step
                 && !self.has_open_dialog(step.extension)
@@ -839,6 +984,20 @@ impl Router {
             .collect();
         for (index, hook, error) in late {
             self.fail(index, hook, error);
+        }
+        let unregistered: Vec<usize> = (0..self.extensions.len())
+            .filter(|i| {
+                let extension = &self.extensions[*i];
+                !extension.failed && extension.registering.is_some_and(|by| by <= now)
+            })
+            .collect();
+        for index in unregistered {
+            let seconds = TS_HOST_REGISTER_TIMEOUT.as_secs();
+            self.fail(
+                index,
+                "load",
+                format!("no register line within {seconds} s"),
+            );
         }
         if now >= self.last_child_check + CHILD_CHECK_INTERVAL {
             self.last_child_check = now;

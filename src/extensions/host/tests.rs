@@ -45,6 +45,7 @@ fn start(names: &[&str]) -> Started {
         &handshake(),
         None,
         tx,
+        false,
     );
     let mut started = Started {
         host,
@@ -166,7 +167,7 @@ fn load_errors_for_modules_non_executables_and_missing_files() {
         .chain([fixture("hello.sh")])
         .collect();
     let (tx, events) = crossbeam_channel::unbounded();
-    let (host, errors) = ExtensionHost::start(specs, &handshake(), None, tx);
+    let (host, errors) = ExtensionHost::start(specs, &handshake(), None, tx, false);
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(errors.iter().all(|e| e.event == "load"));
     // A module not handed to the TypeScript host (`ts_host::gather`) is refused here.
@@ -648,7 +649,7 @@ fn junk_output_stops_the_extension() {
 #[test]
 fn approval_dialogs_answer_or_deny_on_timeout() {
     let (tx, events) = crossbeam_channel::unbounded();
-    let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), None, tx);
+    let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), None, tx, false);
     assert!(errors.is_empty());
     let (ui_id, ui) = host.ask_approval("Allow bash?", "rm x", Duration::from_millis(100));
     let record = ui.to_extension_value().unwrap();
