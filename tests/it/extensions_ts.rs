@@ -1160,6 +1160,65 @@ fn a_crashed_host_is_restarted_once_then_reported() {
     assert_eq!(loads.lines().count(), 2, "{loads}");
 }
 
+/// An extension of the tests' own that tries to write outside the workspace while it loads and
+/// names its command after what happened (`wrote-yes`, or `wrote-<error code>`).
+const WRITES_OUTSIDE: &str = r#"
+import { writeFileSync } from "node:fs";
+export default function (pi) {
+    let wrote = "yes";
+    try {
+        writeFileSync("../from-ts-host.txt", "x");
+    } catch (err) {
+        wrote = String(err.code).toLowerCase();
+    }
+    pi.registerCommand(`wrote-${wrote}`, { description: "What the write did", handler: async () => {} });
+}
+"#;
+
+/// `sandbox.extensions` confines the TypeScript host as it confines executables: the host
+/// still loads its extension, whose write outside the workspace is refused; unconfined, it
+/// writes.
+#[test]
+fn sandbox_extensions_confines_the_typescript_host() {
+    let Some(reference) = pi_1_6() else { return };
+    if !crate::sandbox::landlock_or_skip("sandbox_extensions_confines_the_typescript_host") {
+        return;
+    }
+    let run = |extensions: bool| {
+        let workspace = crate::sandbox::workspace();
+        let fake = FakeProvider::start(Vec::new());
+        let settings = json!({"sandbox": {"mode": "workspace-write", "extensions": extensions}});
+        let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+            .settings(settings)
+            .file("outside.ts", WRITES_OUTSIDE)
+            .arg("-e")
+            .arg("outside.ts");
+        let setup = crate::sandbox::sandboxed(setup, &workspace);
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        let response = pi.command("c", "get_commands", json!({}));
+        let names: Vec<String> = response["data"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect();
+        assert!(
+            extension_errors(pi.records()).is_empty(),
+            "{:?}",
+            pi.records()
+        );
+        pi.close_and_wait();
+        let written = workspace.root().join("from-ts-host.txt").exists();
+        (names, written)
+    };
+    let (names, written) = run(false);
+    assert!(names.contains(&"wrote-yes".to_string()), "{names:?}");
+    assert!(written);
+    let (names, written) = run(true);
+    assert!(names.contains(&"wrote-eacces".to_string()), "{names:?}");
+    assert!(!written, "the confined host cannot write outside");
+}
+
 /// An extension of the tests' own that starts a long `sleep` in the host's process group and
 /// writes its pid to `sleeper.pid`.
 const SPAWNS_A_SLEEPER: &str = r#"

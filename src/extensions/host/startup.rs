@@ -101,7 +101,15 @@ pub(super) fn spawn_extension(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     if let Some(policy) = sandbox {
-        crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
+        let mut policy = policy.clone();
+        // The confined TypeScript host reads its script in the (denied) agent dir.
+        if let ExtensionOrigin::TsHost(launch) = &spec.origin
+            && let Some(folder) = launch.script.parent()
+        {
+            let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+            policy.also_readable.push(folder);
+        }
+        crate::sandbox::confine_child(&mut command, &policy).map_err(|e| e.to_string())?;
     }
     crate::child::isolate(&mut command, crate::child::Origin::Agent);
     let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
