@@ -702,3 +702,79 @@ fn dropping_the_host_kills_everything() {
     drop(started.host);
     assert_gone(&pids);
 }
+
+/// crash.sh started as the TypeScript host (`/bin/sh` as its "Node"), deferred: it registers
+/// through the router; its first exit restarts it (the tool run ends with an error, then
+/// `Restarting` and a new `Registered`); its second exit is one `exit` error and `Exited`.
+#[test]
+fn a_deferred_host_registers_later_and_is_restarted_once() {
+    let script = fixture("crash.sh").path;
+    let spec = ExtensionSpec {
+        path: script.clone(),
+        origin: ExtensionOrigin::TsHost(Box::new(crate::extensions::ts_host::TsHostLaunch {
+            node: PathBuf::from("/bin/sh"),
+            script,
+            config: "{}".into(),
+            modules: Vec::new(),
+        })),
+    };
+    let (tx, events) = crossbeam_channel::unbounded();
+    let (mut host, errors) = ExtensionHost::start(vec![spec], &handshake(), None, tx, true);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(host.is_registering());
+    assert!(host.tools().is_empty());
+    let not_ui = |e: &ExtensionEvent| !matches!(e, ExtensionEvent::UiRequest { .. });
+    let next = || loop {
+        let event = events.recv_timeout(WAIT).expect("an extension event");
+        if not_ui(&event) {
+            return event;
+        }
+    };
+    let register = |host: &mut ExtensionHost, event: ExtensionEvent| match event {
+        ExtensionEvent::Registered {
+            extension,
+            registration,
+        } => host.registered(extension, registration),
+        other => panic!("expected Registered, got {other:?}"),
+    };
+    register(&mut host, next());
+    assert!(!host.is_registering());
+    assert_eq!(host.tools()[0].decl.name, "crash_tool");
+
+    host.run_tool(ExtensionId(0), "call-1", "crash_tool", &json!({}));
+    match next() {
+        ExtensionEvent::ToolFinished {
+            call_id, output, ..
+        } => {
+            assert_eq!(call_id, "call-1");
+            assert!(output.is_error);
+            assert!(
+                format!("{output:?}").contains("restarting it"),
+                "{output:?}"
+            );
+        }
+        other => panic!("expected the tool's error, got {other:?}"),
+    }
+    match next() {
+        ExtensionEvent::Restarting { extension } => host.restarting(extension),
+        other => panic!("expected Restarting, got {other:?}"),
+    }
+    assert!(host.is_registering());
+    register(&mut host, next());
+    assert_eq!(host.tools()[0].decl.name, "crash_tool");
+
+    host.run_tool(ExtensionId(0), "call-2", "crash_tool", &json!({}));
+    match next() {
+        ExtensionEvent::Error(error) => {
+            assert_eq!(error.event, "exit");
+            assert!(
+                error.error.contains("exited again after its restart"),
+                "{error:?}"
+            );
+        }
+        other => panic!("expected the exit error, got {other:?}"),
+    }
+    assert!(matches!(next(), ExtensionEvent::ToolFinished { .. }));
+    assert!(matches!(next(), ExtensionEvent::Exited { .. }));
+    assert!(!host.is_alive(ExtensionId(0)));
+}
