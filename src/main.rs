@@ -278,10 +278,21 @@ fn build_setup(
         cli_flags: args.extension_flags.clone(),
         no_extensions: args.no_extensions,
     };
+    // A `--model` no known provider has may be one a TypeScript extension registers: start-up
+    // then waits for the TypeScript host's registrations (as for extension flags).
+    let unknown_model = args.model.as_deref().is_some_and(|pattern| {
+        config
+            .resolve_cli_model(
+                args.provider.as_deref(),
+                pattern,
+                args.api_key.is_some(),
+                args.thinking.as_deref(),
+            )
+            .is_err()
+    });
     let extensions = extensions::launch::launch(
-        relaunch.files.clone(),
-        &args.extension_flags,
-        args.no_extensions,
+        &relaunch,
+        unknown_model,
         &config,
         &session,
         &sandbox.policy(),

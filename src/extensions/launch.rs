@@ -44,16 +44,19 @@ pub struct ExtensionFiles {
     pub packages: Vec<(PathBuf, SourceInfo)>,
 }
 
+/// `recipe`: the command line's part (kept for reloads). `wait_for_ts_host`: start-up needs the
+/// TypeScript host's registrations (a `--model` only an extension's provider may have);
+/// extension flags on the command line need them too.
 pub fn launch(
-    files: ExtensionFiles,
-    cli_flags: &[(String, serde_json::Value)],
-    no_extensions: bool,
+    recipe: &Relaunch,
+    wait_for_ts_host: bool,
     config: &Config,
     session: &SessionLog,
     sandbox: &crate::sandbox::Policy,
     approvals: ApprovalPolicy,
 ) -> Launched {
-    let specs = discover_specs(files, no_extensions, config);
+    let cli_flags = &recipe.cli_flags[..];
+    let specs = discover_specs(recipe.files.clone(), recipe.no_extensions, config);
     if specs.is_empty() && !approvals.is_enabled() {
         return Launched {
             host: None,
@@ -65,8 +68,9 @@ pub fn launch(
         };
     }
     let (events_tx, events) = crossbeam_channel::bounded(256);
-    let (host, startup_events) =
-        HostStart::new(specs, cli_flags, config, session, sandbox).run(&events_tx);
+    let mut start = HostStart::new(specs, cli_flags, config, session, sandbox);
+    start.defer_ts_host &= !wait_for_ts_host;
+    let (host, startup_events) = start.run(&events_tx);
     let flag_errors = check_flags(cli_flags, &host.flags());
     let mut approvals = approvals;
     approvals.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
