@@ -471,7 +471,8 @@ impl Router {
             let Some(index) = run.remaining.pop_front() else {
                 break;
             };
-            if self.extensions[index].failed {
+            // Failed, or restarting (not registered again yet): skipped.
+            if !self.extensions[index].is_ready() {
                 continue;
             }
             let wire = self.wire_id('h');
