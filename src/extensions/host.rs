@@ -366,7 +366,9 @@ impl ExtensionHost {
             };
             let process = match check_loadable(spec) {
                 Err(error) => Err(error),
-                Ok(()) => spawn_extension(index, spec, &handshake.cwd, sandbox, from_tx.clone()),
+                Ok(()) => {
+                    spawn_extension((index, 0), spec, &handshake.cwd, sandbox, from_tx.clone())
+                }
             };
             let process = match process {
                 Ok(process) => {
@@ -430,6 +432,7 @@ impl ExtensionHost {
                         .then(|| started + register_timeout(&slot.spec)),
                     restart: restarts.remove(&index).map(Box::new),
                     restarted: false,
+                    generation: 0,
                     process: slot.process,
                     path: slot.path,
                     registration: slot.registration.unwrap_or_default(),

@@ -90,11 +90,28 @@ pub(super) enum Control {
     },
 }
 
+/// What an extension's reader and writer threads report. `generation` tells a restarted host's
+/// process from the one before (whose threads may still report after the restart).
 pub(super) enum FromExtension {
-    Line { index: usize, line: Vec<u8> },
-    TooLong { index: usize, len: usize },
-    Eof { index: usize },
-    WriteFailed { index: usize, error: String },
+    Line {
+        index: usize,
+        generation: u32,
+        line: Vec<u8>,
+    },
+    TooLong {
+        index: usize,
+        generation: u32,
+        len: usize,
+    },
+    Eof {
+        index: usize,
+        generation: u32,
+    },
+    WriteFailed {
+        index: usize,
+        generation: u32,
+        error: String,
+    },
 }
 
 impl FromExtension {
@@ -102,8 +119,17 @@ impl FromExtension {
         match self {
             FromExtension::Line { index, .. }
             | FromExtension::TooLong { index, .. }
-            | FromExtension::Eof { index }
+            | FromExtension::Eof { index, .. }
             | FromExtension::WriteFailed { index, .. } => *index,
+        }
+    }
+
+    fn generation(&self) -> u32 {
+        match self {
+            FromExtension::Line { generation, .. }
+            | FromExtension::TooLong { generation, .. }
+            | FromExtension::Eof { generation, .. }
+            | FromExtension::WriteFailed { generation, .. } => *generation,
         }
     }
 }
@@ -122,6 +148,8 @@ pub(super) struct RouterExtension {
     pub(super) restart: Option<Box<Restart>>,
     /// It was started again once already.
     pub(super) restarted: bool,
+    /// Its process's generation (0, 1 after a restart): reports of an older one are dropped.
+    pub(super) generation: u32,
 }
 
 /// What starting the TypeScript host again needs.
@@ -534,7 +562,11 @@ impl Router {
 
     fn on_extension_input(&mut self, message: FromExtension) {
         let index = message.index();
-        if self.extensions.get(index).is_none_or(|e| e.failed) {
+        if self
+            .extensions
+            .get(index)
+            .is_none_or(|e| e.failed || e.generation != message.generation())
+        {
             return;
         }
         if self.extensions[index].registering.is_some() {
@@ -558,13 +590,27 @@ impl Router {
                     .take()
                     .and_then(|mut p| p.kill_and_reap());
                 let shown = status.map_or("unknown status".into(), |s| s.to_string());
-                if !self.restart(index, &shown) {
-                    self.fail(index, "exit", self.exit_error(index, &shown));
-                }
+                self.exited(index, &shown);
             }
             FromExtension::WriteFailed { error, .. } => {
                 self.fail(index, "protocol", format!("cannot write to it: {error}"))
             }
+        }
+    }
+
+    /// An extension's process ended (already reaped): before its first registration a load
+    /// error; the TypeScript host's first exit after it registered restarts it; else an `exit`
+    /// failure.
+    fn exited(&mut self, index: usize, status: &str) {
+        let extension = &self.extensions[index];
+        if extension.registering.is_some() && !extension.restarted {
+            self.fail(
+                index,
+                "load",
+                format!("exited before registering ({status})"),
+            );
+        } else if !self.restart(index, status) {
+            self.fail(index, "exit", self.exit_error(index, status));
         }
     }
 
@@ -606,16 +652,9 @@ impl Router {
                     .take()
                     .and_then(|mut p| p.kill_and_reap());
                 let shown = status.map_or("unknown status".into(), |s| s.to_string());
-                match self.extensions[index].restarted {
-                    true => self.fail(index, "exit", self.exit_error(index, &shown)),
-                    false => self.fail(
-                        index,
-                        "load",
-                        format!("exited before registering ({shown})"),
-                    ),
-                }
+                self.exited(index, &shown);
             }
-            // The end of its stdout decides (a restarted host's old writer may still report).
+            // Its end decides (the end of its stdout, or the registration deadline).
             FromExtension::WriteFailed { error, .. } => {
                 log::debug!("{}: cannot write to it: {error}", self.path(index))
             }
@@ -639,12 +678,14 @@ impl Router {
         extension.registration = Registration::default();
         extension.in_flight = 0;
         extension.restarted = true;
+        extension.generation += 1;
+        let generation = extension.generation;
         self.emit(ExtensionEvent::Restarting {
             extension: ExtensionId(index),
         });
         let sandbox = restart.sandbox.as_ref();
         match spawn_extension(
-            index,
+            (index, generation),
             &restart.spec,
             &restart.cwd,
             sandbox,
@@ -1025,7 +1066,7 @@ impl Router {
                 .take()
                 .and_then(|mut p| p.kill_and_reap());
             let shown = status.map_or("unknown status".into(), |s| s.to_string());
-            self.fail(index, "exit", format!("exited unexpectedly ({shown})"));
+            self.exited(index, &shown);
         }
     }
 

@@ -72,8 +72,10 @@ pub(super) fn register_timeout(spec: &ExtensionSpec) -> std::time::Duration {
     }
 }
 
+/// `(index, generation)`: the extension's load-order index and its process's generation (0; 1
+/// for a restarted TypeScript host), which tag what its threads report.
 pub(super) fn spawn_extension(
-    index: usize,
+    (index, generation): (usize, u32),
     spec: &ExtensionSpec,
     cwd: &str,
     sandbox: Option<&crate::sandbox::Policy>,
@@ -123,11 +125,11 @@ pub(super) fn spawn_extension(
     let writer_report = to_router.clone();
     let spawned_writer = std::thread::Builder::new()
         .name(format!("ext-in-{index}"))
-        .spawn(move || write_lines(index, stdin, queue, writer_report));
+        .spawn(move || write_lines((index, generation), stdin, queue, writer_report));
     let spawned_reader = spawned_writer.and_then(|_| {
         std::thread::Builder::new()
             .name(format!("ext-out-{index}"))
-            .spawn(move || read_lines(index, stdout, to_router))
+            .spawn(move || read_lines((index, generation), stdout, to_router))
     });
     if let Err(e) = spawned_reader {
         kill_group(pgid);
@@ -144,7 +146,7 @@ pub(super) fn spawn_extension(
 /// Thread "ext-in-<n>": queued lines → the child's stdin. Ends when the queue's sender is
 /// dropped (closing stdin, which tells the extension to exit) or the pipe breaks.
 pub(super) fn write_lines(
-    index: usize,
+    (index, generation): (usize, u32),
     mut stdin: std::process::ChildStdin,
     queue: Receiver<String>,
     report: Sender<FromExtension>,
@@ -157,6 +159,7 @@ pub(super) fn write_lines(
         if let Err(e) = written {
             let _ = report.send(FromExtension::WriteFailed {
                 index,
+                generation,
                 error: e.to_string(),
             });
             return;
@@ -167,7 +170,7 @@ pub(super) fn write_lines(
 /// Thread "ext-out-<n>": the child's stdout → framed lines. Ends at EOF (exit or group kill) or
 /// when the router is gone.
 pub(super) fn read_lines(
-    index: usize,
+    (index, generation): (usize, u32),
     mut stdout: std::process::ChildStdout,
     to_router: Sender<FromExtension>,
 ) {
@@ -190,15 +193,23 @@ pub(super) fn read_lines(
         for frame in frames.drain(..) {
             let message = match frame {
                 Frame::Record(line) if line.iter().all(u8::is_ascii_whitespace) => continue,
-                Frame::Record(line) => FromExtension::Line { index, line },
-                Frame::TooLong { len } => FromExtension::TooLong { index, len },
+                Frame::Record(line) => FromExtension::Line {
+                    index,
+                    generation,
+                    line,
+                },
+                Frame::TooLong { len } => FromExtension::TooLong {
+                    index,
+                    generation,
+                    len,
+                },
             };
             if to_router.send(message).is_err() {
                 return;
             }
         }
         if read == 0 {
-            let _ = to_router.send(FromExtension::Eof { index });
+            let _ = to_router.send(FromExtension::Eof { index, generation });
             return;
         }
     }

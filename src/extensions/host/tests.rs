@@ -708,7 +708,30 @@ fn dropping_the_host_kills_everything() {
 /// `Restarting` and a new `Registered`); its second exit is one `exit` error and `Exited`.
 #[test]
 fn a_deferred_host_registers_later_and_is_restarted_once() {
-    let script = fixture("crash.sh").path;
+    restarted_once(fixture("crash.sh").path, "crash_tool");
+}
+
+/// The same when the host exits while a child of its own keeps its stdout open (found by the
+/// child check, not by the end of stdout): what the old process's reader reports after the
+/// restart does not touch the new one.
+#[test]
+fn a_host_that_exits_behind_a_child_holding_its_stdout_is_restarted_once() {
+    let dir = crate::test_support::temp_dir("ts-host-leaves-a-child");
+    let script = dir.join("leaves.sh");
+    std::fs::write(
+        &script,
+        "printf '%s\\n' '{\"type\":\"register\",\"protocol\":1,\"tools\":[{\"name\":\"leave\",\
+         \"description\":\"Exits, its child stays\",\"parameters\":{\"type\":\"object\"}}]}'\n\
+         while IFS= read -r line; do\n\
+           case \"$line\" in '{\"type\":\"run_tool\"'*) sleep 30 & exit 3 ;; esac\n\
+         done\n",
+    )
+    .unwrap();
+    restarted_once(script, "leave");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn restarted_once(script: PathBuf, tool: &str) {
     let spec = ExtensionSpec {
         path: script.clone(),
         origin: ExtensionOrigin::TsHost(Box::new(crate::extensions::ts_host::TsHostLaunch {
@@ -739,9 +762,9 @@ fn a_deferred_host_registers_later_and_is_restarted_once() {
     };
     register(&mut host, next());
     assert!(!host.is_registering());
-    assert_eq!(host.tools()[0].decl.name, "crash_tool");
+    assert_eq!(host.tools()[0].decl.name, tool);
 
-    host.run_tool(ExtensionId(0), "call-1", "crash_tool", &json!({}));
+    host.run_tool(ExtensionId(0), "call-1", tool, &json!({}));
     match next() {
         ExtensionEvent::ToolFinished {
             call_id, output, ..
@@ -761,9 +784,9 @@ fn a_deferred_host_registers_later_and_is_restarted_once() {
     }
     assert!(host.is_registering());
     register(&mut host, next());
-    assert_eq!(host.tools()[0].decl.name, "crash_tool");
+    assert_eq!(host.tools()[0].decl.name, tool);
 
-    host.run_tool(ExtensionId(0), "call-2", "crash_tool", &json!({}));
+    host.run_tool(ExtensionId(0), "call-2", tool, &json!({}));
     match next() {
         ExtensionEvent::Error(error) => {
             assert_eq!(error.event, "exit");
