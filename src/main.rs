@@ -278,10 +278,21 @@ fn build_setup(
         cli_flags: args.extension_flags.clone(),
         no_extensions: args.no_extensions,
     };
+    // A `--model` no known provider has may be one a TypeScript extension registers: start-up
+    // then waits for the TypeScript host's registrations (as for extension flags).
+    let unknown_model = args.model.as_deref().is_some_and(|pattern| {
+        config
+            .resolve_cli_model(
+                args.provider.as_deref(),
+                pattern,
+                args.api_key.is_some(),
+                args.thinking.as_deref(),
+            )
+            .is_err()
+    });
     let extensions = extensions::launch::launch(
-        relaunch.files.clone(),
-        &args.extension_flags,
-        args.no_extensions,
+        &relaunch,
+        unknown_model,
         &config,
         &session,
         &sandbox.policy(),
@@ -319,7 +330,8 @@ fn build_setup(
         .as_ref()
         .map(|h| h.tools())
         .unwrap_or_default();
-    let selection = select_tools(&args, &config, &extension_tools);
+    let registering = extensions.host.as_ref().is_some_and(|h| h.is_registering());
+    let selection = select_tools(&args, &config, &extension_tools, registering);
     let extension_tools = extensions::offered(extension_tools, &selection.filter);
     let mut mcp = mcp_config.map(|loaded| {
         let policy = sandbox.policy();
@@ -515,10 +527,13 @@ fn sandbox_root(
 
 /// The run's tools from `--tools`, `--exclude-tools`, `--no-tools` / `--no-builtin-tools` and
 /// settings `defaultTools` (`tools::selection`); names that match no tool are said once.
+/// `registering`: the TypeScript host registers later, so a name no tool has yet may be one of
+/// its tools (not warned about).
 fn select_tools(
     args: &Args,
     config: &Config,
     extension_tools: &[extensions::ExtensionTool],
+    registering: bool,
 ) -> tools::selection::Selection {
     use tools::selection;
     let defaults = selection::default_tools(
@@ -536,7 +551,7 @@ fn select_tools(
     ];
     let unknown =
         selection::unknown_names(lists.into_iter().flatten(), &known, mcp::is_mcp_tool_name);
-    if !unknown.is_empty() {
+    if !unknown.is_empty() && !registering {
         eprintln!("Warning: no tool is named {}; ignored", unknown.join(", "));
     }
     selection::resolve(

@@ -23,6 +23,10 @@ use crate::rpc::protocol::{Command, Request, StreamingBehavior};
 
 impl Agent {
     pub(super) fn handle_request(&mut self, request: Request) {
+        // What needs the extensions' registrations waits while one still registers.
+        let Some(request) = self.hold_for_registrations(request) else {
+            return;
+        };
         let Request { id, command } = request;
         let id = id.as_ref();
         let name = command.name();

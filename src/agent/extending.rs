@@ -78,6 +78,10 @@ pub struct Extensions {
     pub unconnected_mcp: Vec<String>,
     /// (v2) `mcp_servers_change` is due (`send_mcp_servers_change`).
     pub mcp_servers_change: bool,
+    /// The `session_start` the extensions heard last (`startup_wait::on_registered`).
+    pub session_start: Value,
+    /// A start-up wait for registrations ran out: requests no longer wait for them.
+    pub wait_ran_out: bool,
 }
 
 impl Extensions {
@@ -120,6 +124,8 @@ impl Extensions {
             mcp_servers: Default::default(),
             unconnected_mcp: Vec::new(),
             mcp_servers_change: false,
+            session_start: json!({"type": "session_start", "reason": "startup"}),
+            wait_ran_out: false,
         }
     }
 }
@@ -603,7 +609,13 @@ impl Agent {
             ExtensionEvent::Exited { extension } => {
                 self.refresh_extension_tools();
                 self.drop_mcp_servers_of(extension);
+                self.on_extension_exited(extension);
             }
+            ExtensionEvent::Registered {
+                extension,
+                registration,
+            } => self.on_registered(extension, registration),
+            ExtensionEvent::Restarting { extension } => self.on_restarting(extension),
             ExtensionEvent::Query {
                 extension,
                 id,

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::Agent;
-use super::state::{McpWait, Phase};
+use super::state::{AfterStartupWait, Phase, StartupWait};
 use crate::extensions::ExtensionId;
 use crate::mcp::Notice;
 use crate::messages::AgentMessage;
@@ -20,9 +20,9 @@ impl Agent {
         }
         self.emit_mcp_notices();
         let indirect = self.reaches_indirect_tools();
-        let still_waiting = self.mcp.as_mut().is_some_and(|m| m.should_wait(indirect));
-        if matches!(self.phase, Phase::WaitingForMcp(_)) && !still_waiting {
-            self.end_mcp_wait();
+        let waits_for_mcp = matches!(&self.phase, Phase::StartupWait(w) if matches!(w.then, AfterStartupWait::Run(_)));
+        if waits_for_mcp && !self.mcp.as_mut().is_some_and(|m| m.should_wait(indirect)) {
+            self.end_startup_wait();
         }
     }
 
@@ -227,16 +227,15 @@ impl Agent {
         let indirect = self.reaches_indirect_tools();
         if self.mcp.as_mut().is_some_and(|m| m.should_wait(indirect)) {
             let deadline = Instant::now() + crate::mcp::DEFAULT_STARTUP_WAIT;
-            self.phase = Phase::WaitingForMcp(Box::new(McpWait { messages, deadline }));
+            let then = AfterStartupWait::Run(messages);
+            self.phase = Phase::StartupWait(Box::new(StartupWait { then, deadline }));
             return;
         }
         self.start_run(messages);
     }
 
-    pub(super) fn end_mcp_wait(&mut self) {
-        let Phase::WaitingForMcp(wait) = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            return;
-        };
+    /// The first prompt's run stops waiting for MCP servers (`startup_wait`).
+    pub(super) fn end_mcp_wait(&mut self, messages: Vec<AgentMessage>) {
         if let Some(mcp) = self.mcp.as_mut() {
             mcp.end_wait();
             if !mcp.settled() {
@@ -246,12 +245,11 @@ impl Agent {
                 ));
             }
         }
-        self.start_run(wait.messages);
+        self.start_run(messages);
     }
 
     /// Abort before the run started: nothing ran, nothing more will happen.
     pub(super) fn abort_mcp_wait(&mut self) {
-        self.phase = Phase::Idle;
         if let Some(mcp) = self.mcp.as_mut() {
             mcp.end_wait();
         }

@@ -45,6 +45,7 @@ pub mod reload;
 pub mod retry;
 mod retry_wait;
 mod session_commands;
+mod startup_wait;
 pub mod state;
 mod streaming;
 pub mod system_message;
@@ -148,8 +149,8 @@ enum Incoming {
     Mcp(crate::mcp::connection::McpEvent),
     /// The MCP host's event channel closed.
     McpGone,
-    /// The first prompt's wait for MCP servers is over.
-    McpWaitOver,
+    /// A start-up wait ran out (`startup_wait`).
+    StartupWaitOver,
     /// A login refresh's worker answered (or died: an error).
     OAuthRefreshed(Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>),
     /// A prompt's images, scaled (`None`: the worker died).
@@ -355,8 +356,8 @@ impl Agent {
         };
         let no_mcp = never();
         let mcp_events = self.mcp.as_ref().map_or(&no_mcp, |m| m.events());
-        let mcp_wait = match &self.phase {
-            Phase::WaitingForMcp(wait) => crossbeam_channel::at(wait.deadline),
+        let startup_wait = match &self.phase {
+            Phase::StartupWait(wait) => crossbeam_channel::at(wait.deadline),
             _ => never(),
         };
         let no_refresh = never();
@@ -418,7 +419,7 @@ impl Agent {
                 Ok(event) => Incoming::Mcp(event),
                 Err(_) => Incoming::McpGone,
             },
-            recv(mcp_wait) -> _ => Incoming::McpWaitOver,
+            recv(startup_wait) -> _ => Incoming::StartupWaitOver,
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(reloaded) -> step => Incoming::Reloaded(step.ok()),
             recv(idle_timer) -> _ => Incoming::StreamIdle,
@@ -469,7 +470,7 @@ impl Agent {
                     mcp.events_gone();
                 }
             }
-            Incoming::McpWaitOver => self.end_mcp_wait(),
+            Incoming::StartupWaitOver => self.end_startup_wait(),
             Incoming::OAuthRefreshed(result) => self.on_oauth_refreshed(result),
             Incoming::ImagesScaled(scaled) => self.on_images_scaled(scaled),
             Incoming::Reloaded(step) => self.on_reload_step(step),
@@ -732,7 +733,7 @@ impl Agent {
                 Phase::RetryWait(_)
                     | Phase::Compacting(_)
                     | Phase::Preparing(_)
-                    | Phase::WaitingForMcp(_)
+                    | Phase::StartupWait(_)
                     | Phase::Refreshing(_)
                     | Phase::ScalingImages(_)
                     | Phase::Reloading(_)
@@ -755,7 +756,7 @@ impl Agent {
             Phase::RetryWait(_) => self.cancel_retry(),
             Phase::Compacting(_) => self.abort_compaction(),
             Phase::Preparing(_) => self.abort_preparing(),
-            Phase::WaitingForMcp(_) => self.abort_mcp_wait(),
+            Phase::StartupWait(_) => self.abort_startup_wait(),
             Phase::Refreshing(_) => self.abort_refresh(),
             Phase::ScalingImages(_) => self.abort_scaling(),
             Phase::Reloading(_) => self.abort_reload(),

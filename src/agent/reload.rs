@@ -140,6 +140,7 @@ impl Agent {
                 self.refresh_extension_tools();
                 self.rebuild_system_prompt();
                 self.notify_all_extensions(&reloading.start_event);
+                self.remember_session_start(&reloading.start_event);
                 // pi asks `resources_discover` with `reload` after a reload, else `startup`.
                 let reason = if reloading.start_event["reason"] == "reload" {
                     "reload"

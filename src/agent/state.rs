@@ -28,8 +28,9 @@ pub enum Phase {
     Compacting(Box<Compaction>),
     /// An accepted prompt waiting for an extension hook (`input`, `before_agent_start`).
     Preparing(Box<PromptPrep>),
-    /// The first prompt's run waits (up to 10 s) for MCP servers whose tools it declares.
-    WaitingForMcp(Box<McpWait>),
+    /// The first prompt waits for what is still starting (see `startup_wait`): the TypeScript
+    /// extensions' registrations, MCP servers whose tools its run declares.
+    StartupWait(Box<StartupWait>),
     /// A subscription login is refreshed on a worker before a prompt or a request uses it.
     Refreshing(Box<Refreshing>),
     /// A prompt's images are being scaled to the model's limits on a worker thread.
@@ -100,9 +101,20 @@ pub struct ImageWork {
     pub rest: Vec<AgentMessage>,
 }
 
-pub struct McpWait {
-    pub messages: Vec<AgentMessage>,
+pub struct StartupWait {
+    pub then: AfterStartupWait,
     pub deadline: Instant,
+}
+
+/// What goes on when a start-up wait ends.
+pub enum AfterStartupWait {
+    /// The first prompt's run, once the MCP servers whose tools it declares connected (up to
+    /// `mcp::DEFAULT_STARTUP_WAIT`).
+    Run(Vec<AgentMessage>),
+    /// The client's requests that need the extensions' registrations (a prompt, a session
+    /// change, `get_commands`, …), in order, once no extension is registering any more (up to
+    /// `extensions::TS_HOST_REGISTER_TIMEOUT`).
+    Requests(Vec<crate::rpc::protocol::Request>),
 }
 
 /// A prompt between its arrival and its run, while extensions look at it.

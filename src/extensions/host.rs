@@ -16,7 +16,9 @@
 //! `extension_error`), its process group is killed, its pending work resolves with the defaults
 //! (hooks: see `hooks`; tools: an error result; commands: an error), then `Exited`.
 //!
-//! Blocking calls and how they end: `start` waits for registrations at most `REGISTER_TIMEOUT`;
+//! Blocking calls and how they end: `start` waits for registrations at most `REGISTER_TIMEOUT`
+//! (`TS_HOST_REGISTER_TIMEOUT` for the TypeScript host, unless it is deferred: then the router
+//! takes its `register` line);
 //! `shutdown` at most its grace period plus the kill; the router blocks in `select!` (woken by
 //! control, extension lines, a deadline or the 500 ms child check) and in `send` to the agent's
 //! channel (the agent always drains it). Readers end at EOF, which the group kill guarantees;
@@ -38,10 +40,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use serde_json::{Map, Value};
 
-use super::ExtensionSpec;
 use super::approval::ApprovalAnswer;
 use super::hooks::HookOutcome;
 use super::protocol::{self, Action, Handshake, HookKind, Registration, ToolDecl, UiResponse};
+use super::{ExtensionOrigin, ExtensionSpec};
 use crate::messages::ToolSpec;
 use crate::rpc::events::Event;
 use crate::tools::ToolOutput;
@@ -197,6 +199,15 @@ pub enum ExtensionEvent {
     Error(ExtensionError),
     /// The extension is gone for good (after a failure).
     Exited { extension: ExtensionId },
+    /// A deferred extension (the TypeScript host) registered: pass it to `registered`, then
+    /// offer its tools and commands.
+    Registered {
+        extension: ExtensionId,
+        registration: Registration,
+    },
+    /// The TypeScript host crashed and is started again (once): pass it to `restarting`; its
+    /// work was resolved with errors, and a `Registered` (or an error and `Exited`) follows.
+    Restarting { extension: ExtensionId },
     /// (v2) A control request; when `id` is Some, answer it with
     /// `answer(extension, "action_result", id, …)`.
     Control {
@@ -323,20 +334,27 @@ struct Loaded {
     registration: Registration,
     /// pi's `sourceInfo` of the extension's commands and tools.
     source_info: Value,
+    /// Started, its `register` line not in yet (the TypeScript host loading, or restarting).
+    registering: bool,
 }
 
 impl ExtensionHost {
     /// Starts every extension, sends each `hello`, and waits (at most `REGISTER_TIMEOUT`) for
     /// their `register` lines. Extensions that cannot start, refuse the handshake or are JS/TS
     /// modules are left out and described in the returned errors (event `"load"`); the others
-    /// run. `events` receives every `ExtensionEvent` from now on.
+    /// run. `events` receives every `ExtensionEvent` from now on. With `defer_ts_host`, the
+    /// TypeScript host is not waited for: it registers later (one `Registered` event, within
+    /// `TS_HOST_REGISTER_TIMEOUT`, or a `load` error and `Exited`), and `is_registering` says
+    /// so meanwhile.
     pub fn start(
         specs: Vec<ExtensionSpec>,
         handshake: &Handshake,
         sandbox: Option<&crate::sandbox::Policy>,
         events: Sender<ExtensionEvent>,
+        defer_ts_host: bool,
     ) -> (ExtensionHost, Vec<ExtensionError>) {
         let (from_tx, from_rx) = crossbeam_channel::bounded::<FromExtension>(256);
+        let mut restarts: HashMap<usize, Restart> = HashMap::new();
         let mut errors = Vec::new();
         let mut slots: Vec<Slot> = Vec::new();
         for (index, spec) in specs.iter().enumerate() {
@@ -348,12 +366,26 @@ impl ExtensionHost {
             };
             let process = match check_loadable(spec) {
                 Err(error) => Err(error),
-                Ok(()) => spawn_extension(index, spec, &handshake.cwd, sandbox, from_tx.clone()),
+                Ok(()) => {
+                    spawn_extension((index, 0), spec, &handshake.cwd, sandbox, from_tx.clone())
+                }
             };
             let process = match process {
                 Ok(process) => {
                     let hello = protocol::hello_line(handshake, &path);
-                    let _ = process.writer.try_send(hello);
+                    let _ = process.writer.try_send(hello.clone());
+                    if let ExtensionOrigin::TsHost(_) = spec.origin {
+                        restarts.insert(
+                            index,
+                            Restart {
+                                spec: spec.clone(),
+                                cwd: handshake.cwd.clone(),
+                                sandbox: sandbox.cloned(),
+                                hello,
+                                to_router: from_tx.clone(),
+                            },
+                        );
+                    }
                     Some(process)
                 }
                 Err(error) => {
@@ -361,14 +393,17 @@ impl ExtensionHost {
                     None
                 }
             };
+            let deferred = defer_ts_host && process.is_some() && restarts.contains_key(&index);
             slots.push(Slot {
                 path,
                 spec: spec.clone(),
                 process,
                 registration: None,
+                deferred,
             });
         }
         drop(from_tx);
+        let started = Instant::now();
         let backlog = wait_for_registrations(&mut slots, &from_rx, &mut errors);
 
         let alive: Vec<AtomicBool> = slots
@@ -382,15 +417,22 @@ impl ExtensionHost {
                 path: slot.path.clone(),
                 registration: slot.registration.clone().unwrap_or_default(),
                 source_info: slot.spec.source_info(),
+                registering: slot.deferred && slot.process.is_some(),
             })
             .collect();
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let router_state = Router {
             extensions: slots
                 .into_iter()
-                .map(|slot| RouterExtension {
+                .enumerate()
+                .map(|(index, slot)| RouterExtension {
                     failed: slot.process.is_none(),
                     in_flight: 0,
+                    registering: (slot.deferred && slot.process.is_some())
+                        .then(|| started + register_timeout(&slot.spec)),
+                    restart: restarts.remove(&index).map(Box::new),
+                    restarted: false,
+                    generation: 0,
                     process: slot.process,
                     path: slot.path,
                     registration: slot.registration.unwrap_or_default(),
@@ -565,6 +607,53 @@ impl ExtensionHost {
         self.alive
             .get(extension.0)
             .is_some_and(|a| a.load(Ordering::SeqCst))
+    }
+
+    /// Whether an extension started and has not registered yet (the TypeScript host loading):
+    /// what needs its registrations waits (`Agent`'s start-up wait).
+    pub fn is_registering(&self) -> bool {
+        self.extensions.iter().any(|l| l.registering)
+    }
+
+    /// A `Registered` event: the extension's registrations are in place.
+    pub fn registered(&mut self, extension: ExtensionId, registration: Registration) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            loaded.registration = registration;
+            loaded.registering = false;
+        }
+    }
+
+    /// A `Restarting` event: its registrations are gone until it registers again.
+    pub fn restarting(&mut self, extension: ExtensionId) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            loaded.registration = Registration::default();
+            loaded.registering = true;
+        }
+    }
+
+    /// An `Exited` event: nothing more to wait for from it.
+    pub fn exited(&mut self, extension: ExtensionId) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            loaded.registering = false;
+        }
+    }
+
+    /// An event for one extension only, when it subscribed to its `type` (`session_start` to
+    /// an extension that registered late).
+    pub fn notify_one(&self, extension: ExtensionId, event: &Value) {
+        let wanted = self.is_alive(extension)
+            && self.extensions.get(extension.0).is_some_and(|l| {
+                event
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| l.registration.wants_event(t))
+            });
+        if wanted {
+            let _ = self.control.send(Control::EventTo {
+                extension,
+                event: event.clone(),
+            });
+        }
     }
 
     /// Whether any live extension handles the hook (so the agent can skip the round trip).

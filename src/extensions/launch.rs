@@ -44,16 +44,19 @@ pub struct ExtensionFiles {
     pub packages: Vec<(PathBuf, SourceInfo)>,
 }
 
+/// `recipe`: the command line's part (kept for reloads). `wait_for_ts_host`: start-up needs the
+/// TypeScript host's registrations (a `--model` only an extension's provider may have);
+/// extension flags on the command line need them too.
 pub fn launch(
-    files: ExtensionFiles,
-    cli_flags: &[(String, serde_json::Value)],
-    no_extensions: bool,
+    recipe: &Relaunch,
+    wait_for_ts_host: bool,
     config: &Config,
     session: &SessionLog,
     sandbox: &crate::sandbox::Policy,
     approvals: ApprovalPolicy,
 ) -> Launched {
-    let specs = discover_specs(files, no_extensions, config);
+    let cli_flags = &recipe.cli_flags[..];
+    let specs = discover_specs(recipe.files.clone(), recipe.no_extensions, config);
     if specs.is_empty() && !approvals.is_enabled() {
         return Launched {
             host: None,
@@ -65,8 +68,9 @@ pub fn launch(
         };
     }
     let (events_tx, events) = crossbeam_channel::bounded(256);
-    let (host, startup_events) =
-        HostStart::new(specs, cli_flags, config, session, sandbox).run(&events_tx);
+    let mut start = HostStart::new(specs, cli_flags, config, session, sandbox);
+    start.defer_ts_host &= !wait_for_ts_host;
+    let (host, startup_events) = start.run(&events_tx);
     let flag_errors = check_flags(cli_flags, &host.flags());
     let mut approvals = approvals;
     approvals.set_extension_tools(host.tools().into_iter().map(|t| t.decl.name));
@@ -84,8 +88,20 @@ pub fn launch(
 /// `register_provider` does (before the start-up model is chosen, and after a reload). Returns
 /// an `extension_error` (`event: "register_provider"`) for each refused one.
 pub fn register_providers(host: &ExtensionHost, config: &mut Config) -> Vec<Event> {
+    register_providers_of(host, config, None)
+}
+
+/// `register_providers` for one extension's (`only`), or every extension's.
+pub fn register_providers_of(
+    host: &ExtensionHost,
+    config: &mut Config,
+    only: Option<super::ExtensionId>,
+) -> Vec<Event> {
     let mut errors = Vec::new();
     for (extension, decl) in host.providers() {
+        if only.is_some_and(|only| only != extension) {
+            continue;
+        }
         if let Err(error) = config.register_provider(&decl.name, &decl.config) {
             errors.push(Event::ExtensionError {
                 extension_path: host
@@ -137,7 +153,10 @@ pub fn relaunch(
     sandbox: &crate::sandbox::Policy,
 ) -> HostStart {
     let specs = discover_specs(recipe.files.clone(), recipe.no_extensions, config);
-    HostStart::new(specs, &recipe.cli_flags, config, session, sandbox)
+    let mut start = HostStart::new(specs, &recipe.cli_flags, config, session, sandbox);
+    // The flags were checked at start.
+    start.defer_ts_host = true;
+    start
 }
 
 /// A host start, prepared where the config and session are (discovery reads settings and
@@ -150,6 +169,9 @@ pub struct HostStart {
     confine: Option<crate::sandbox::Policy>,
     /// Load errors found while preparing (TypeScript modules with no host to run them).
     errors: Vec<super::ExtensionError>,
+    /// The TypeScript host registers later (`ExtensionHost::start`): always, unless
+    /// the command line has extension flags, which are checked against the registrations.
+    defer_ts_host: bool,
 }
 
 impl HostStart {
@@ -175,6 +197,7 @@ impl HostStart {
             handshake,
             errors,
             confine: sandbox.extensions.then(|| sandbox.clone()),
+            defer_ts_host: cli_flags.is_empty(),
         }
     }
 
@@ -185,6 +208,7 @@ impl HostStart {
             &self.handshake,
             self.confine.as_ref(),
             events.clone(),
+            self.defer_ts_host,
         );
         let mut errors = self.errors;
         errors.extend(start_errors);

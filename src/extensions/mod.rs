@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 #[allow(unused_imports)]
 pub use host::{
     CommandRunId, ExtensionCommand, ExtensionError, ExtensionEvent, ExtensionHost, ExtensionId,
-    ExtensionTool, HookId, offered,
+    ExtensionTool, HookId, TS_HOST_REGISTER_TIMEOUT, offered,
 };
 
 /// Where an extension path came from (it decides `sourceInfo` in `get_commands`).

@@ -166,6 +166,9 @@ pub struct Policy {
     /// `<agentDir>/bin`: executables pi-rs puts on the shell's PATH stay usable inside a denied
     /// agent dir.
     pub agent_bin: PathBuf,
+    /// More folders readable inside a denied path: the TypeScript host's script folder
+    /// (`<agentDir>/cache/ts-host`) when `extensions` confines the host.
+    pub also_readable: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -250,6 +253,7 @@ pub fn resolve(
         writable_roots,
         read_deny,
         agent_bin: canonical(&agent_dir.join("bin"), cwd),
+        also_readable: Vec::new(),
     }
 }
 

@@ -67,11 +67,13 @@ pub fn plan(policy: &Policy, abi: u32) -> Plan {
             rights: READ_FILE | READ_DIR | extra,
         });
     }
-    if denied.iter().any(|d| policy.agent_bin.starts_with(d)) {
-        plan.rules.push(Rule {
-            path: policy.agent_bin.clone(),
-            rights: READ_RIGHTS,
-        });
+    for readable in std::iter::once(&policy.agent_bin).chain(&policy.also_readable) {
+        if denied.iter().any(|d| readable.starts_with(d)) {
+            plan.rules.push(Rule {
+                path: readable.clone(),
+                rights: READ_RIGHTS,
+            });
+        }
     }
     for root in &policy.writable_roots {
         add_carved(&mut plan.rules, root, READ_RIGHTS | WRITE_RIGHTS, &denied);
@@ -165,6 +167,7 @@ mod tests {
             writable_roots: vec![cwd.to_path_buf()],
             read_deny: deny,
             agent_bin: cwd.join("agent/bin"),
+            also_readable: Vec::new(),
         }
     }
 

@@ -1627,3 +1627,118 @@ fn acp_run(agent: &mut Agent, config: &Config) -> Result<Vec<Outcome>, String> {
     };
     Ok(vec![chunk, mb(rss_one), mb(rss_ten)])
 }
+
+// ---------------------------------------------------------------------------------------------
+// tsstartup: start-up with one TypeScript extension (pi 1.6.0's examples/extensions/hello.ts)
+
+const TS_STARTUP: [Spec; 3] = [
+    spec(
+        "tsstartup.first_get_state_ms",
+        "hello.ts: spawn → first get_state response",
+        Unit::Millis,
+    ),
+    spec(
+        "tsstartup.first_prompt_ms",
+        "hello.ts: spawn → first prompt's agent_end (its tool offered)",
+        Unit::Millis,
+    ),
+    // pi-rs's figure includes its Node host (a child); pi's extensions run in its own process.
+    spec(
+        "tsstartup.tree_rss_mb",
+        "hello.ts: RSS of the process tree after that prompt",
+        Unit::Megabytes,
+    ),
+];
+
+/// pi 1.6.0's Node and package, as `tests/install_reference.sh --check 1.6.0` prints them.
+fn reference_1_6() -> Result<(PathBuf, PathBuf), String> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/install_reference.sh");
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .args(["--check", "1.6.0"])
+        .output()
+        .map_err(|err| format!("cannot run {}: {err}", script.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}=")))
+            .map(PathBuf::from)
+            .filter(|path| path.exists())
+    };
+    match (field("node"), field("package")) {
+        (Some(node), Some(package)) => Ok((node, package)),
+        _ => Err("pi 1.6.0 is not installed: run tests/install_reference.sh 1.6.0".into()),
+    }
+}
+
+/// One TypeScript extension, `-e <pi 1.6.0>/examples/extensions/hello.ts`, for every binary
+/// (pi-rs's host is given pi 1.6.0's Node and package). `get_state` and a prompt go out at
+/// once after the spawn; each is timed from the spawn to its answer (the prompt: its
+/// `agent_end`, and its request must offer the `hello` tool).
+pub fn ts_startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    let found = reference_1_6();
+    alternate(
+        "tsstartup",
+        binaries,
+        config.runs,
+        config,
+        &TS_STARTUP,
+        |binary| {
+            let (node, package) = found.clone()?;
+            let hello = package.join("examples/extensions/hello.ts");
+            let fake = Fake::start(vec![Reply::sse(anthropic_text(&["Hi."]))]);
+            let env = match binary.is_reference {
+                true => Vec::new(),
+                false => vec![
+                    ("PI_RS_NODE", node.display().to_string()),
+                    ("PI_RS_PI_PACKAGE", package.display().to_string()),
+                ],
+            };
+            let mut agent = Agent::spawn(&SpawnOptions {
+                binary: &binary.path,
+                base_url: &fake.base_url(),
+                extra_args: vec!["-e".into(), hello.display().to_string()],
+                session_file: None,
+                files: Vec::new(),
+                rss_cap_kb: config.rss_cap_kb,
+                sessions: false,
+                env,
+                api_key: None,
+                front: None,
+            })?;
+            let deadline = Instant::now() + config.long_wait;
+            agent.send(&json!({"id": "bench-state", "type": "get_state"}))?;
+            let mut watch = PromptWatch::send(&mut agent, "bench-prompt", "hello")?;
+            let mut first_state = None;
+            let spawned_at = agent.spawned_at;
+            agent.pump(deadline, config.stdout_cap, |record, _| {
+                if first_state.is_none() && record.is_response_to("bench-state") {
+                    first_state = Some(spawned_at.elapsed());
+                }
+                match watch.observe(record) {
+                    true => Flow::Stop,
+                    false => Flow::Continue,
+                }
+            })?;
+            watch.result()?;
+            let first_prompt = spawned_at.elapsed();
+            let first_state = first_state.ok_or("no get_state response before agent_end")?;
+            let tree_rss = crate::agent::tree_rss_kb(agent.pid);
+            let offered = fake.0.requests().first().is_some_and(|request| {
+                request.body["tools"]
+                    .as_array()
+                    .is_some_and(|tools| tools.iter().any(|t| t["name"] == "hello"))
+            });
+            if !offered {
+                return Err("the prompt's request did not offer hello.ts's tool".into());
+            }
+            agent.close_and_time_exit(Instant::now() + config.short_wait)?;
+            fake.check(1)?;
+            Ok(vec![
+                millis(first_state),
+                millis(first_prompt),
+                mb(tree_rss),
+            ])
+        },
+    )
+}

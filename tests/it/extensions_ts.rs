@@ -990,3 +990,276 @@ fn two_typescript_extensions_share_the_event_bus() {
         pi.records()
     );
 }
+
+// ---- start-up, restart, sandbox, shutdown ------------------------------------------------------
+
+/// An extension of the tests' own that finishes loading only once the test opens its gate (the
+/// file `gate` in the working directory), then registers a tool and a command.
+const GATED: &str = r#"
+import { existsSync } from "node:fs";
+import { Type } from "typebox";
+export default async function (pi) {
+    const until = Date.now() + 120000;
+    while (!existsSync("gate") && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    pi.registerTool({
+        name: "gated",
+        label: "Gated",
+        description: "Registered once the gate opened",
+        parameters: Type.Object({}),
+        async execute() {
+            return { content: [{ type: "text", text: "ok" }], details: {} };
+        },
+    });
+    pi.registerCommand("gated", { description: "Registered once the gate opened", handler: async () => {} });
+}
+"#;
+
+/// pi-rs answers at once while the host loads (`get_state`, `get_available_models`), while
+/// `get_commands` and the first prompt wait for the extension's registrations: they are
+/// answered only after the gate opened, and the prompt's request offers the extension's tool.
+#[test]
+fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+        .file("gated.ts", GATED)
+        .arg("-e")
+        .arg("gated.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "c", "type": "get_commands"}));
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["success"], true, "{state}");
+    let models = pi.command("m", "get_available_models", json!({}));
+    assert_eq!(models["success"], true, "{models}");
+    // The gate is closed: the extension cannot have registered yet.
+    let waiting = |r: &Value| r["type"] == "response" && (r["id"] == "c" || r["id"] == "p");
+    assert!(
+        !pi.records().iter().any(waiting),
+        "answered before the registrations: {:?}",
+        pi.records()
+    );
+    assert!(fake.requests().is_empty());
+    std::fs::write(pi.cwd().join("gate"), "").unwrap();
+    let commands = pi.response_for("c");
+    let has_gated = commands["data"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "gated");
+    assert!(has_gated, "{commands}");
+    let prompt = pi.response_for("p");
+    assert_eq!(prompt["success"], true, "{prompt}");
+    pi.records_until_event("agent_end");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        tool_names(&requests[0]).contains(&"gated".to_string()),
+        "{:?}",
+        tool_names(&requests[0])
+    );
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// `abort` ends the wait for the host: the held prompt is answered with an error at once (no
+/// request reaches the provider), and the extension still registers afterwards.
+#[test]
+fn abort_ends_the_wait_for_the_host() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+        .file("gated.ts", GATED)
+        .arg("-e")
+        .arg("gated.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let abort = pi.command("a", "abort", json!({}));
+    assert_eq!(abort["success"], true, "{abort}");
+    let prompt = pi.response_for("p");
+    assert_eq!(prompt["success"], false, "{prompt}");
+    assert_eq!(
+        prompt["error"], "Aborted before the prompt started",
+        "{prompt}"
+    );
+    std::fs::write(pi.cwd().join("gate"), "").unwrap();
+    let commands = pi.command("c", "get_commands", json!({}));
+    let has_gated = commands["data"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "gated");
+    assert!(has_gated, "{commands}");
+    assert!(fake.requests().is_empty());
+}
+
+/// fixtures/extensions/crash_host.ts kills its host from its tool. The first crash ends that
+/// tool call with an error and the host starts again (the extension loads a second time and its
+/// tool is offered again); the second crash is one `extension_error`, and pi-rs keeps running.
+#[test]
+fn a_crashed_host_is_restarted_once_then_reported() {
+    let Some(reference) = pi_1_6() else { return };
+    let crash = |id: &str| {
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(id, "crash", &["{}"])
+                .finish("tool_use"),
+        )
+    };
+    let fake = FakeProvider::start(vec![
+        crash("toolu_1"),
+        Reply::sse(sse::anthropic_text(&["First crash seen."])),
+        crash("toolu_2"),
+        Reply::sse(sse::anthropic_text(&["Second crash seen."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+        .arg("-e")
+        .arg(&crate::extensions::extension("crash_host.ts"));
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("p1", "prompt", json!({"message": "crash it"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.records_until_event("agent_end");
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "the first crash restarts quietly: {:?}",
+        pi.records()
+    );
+    // The second prompt waits for the restarted host's registrations.
+    let response = pi.command("p2", "prompt", json!({"message": "crash it again"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.records_until_event("agent_end");
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["success"], true, "{state}");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4);
+    let first = tool_result_block_text(&tool_result_block(&requests[1], "toolu_1"));
+    assert!(first.contains("restarting it"), "{first}");
+    assert!(
+        tool_names(&requests[2]).contains(&"crash".to_string()),
+        "offered again after the restart: {:?}",
+        tool_names(&requests[2])
+    );
+    assert!(!tool_names(&requests[3]).contains(&"crash".to_string()));
+    let errors = extension_errors(pi.records());
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["event"], "exit", "{errors:?}");
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("exited again after its restart"),
+        "{errors:?}"
+    );
+    let loads = std::fs::read_to_string(pi.cwd().join("host-loads.txt")).unwrap();
+    assert_eq!(loads.lines().count(), 2, "{loads}");
+}
+
+/// An extension of the tests' own that tries to write outside the workspace while it loads and
+/// names its command after what happened (`wrote-yes`, or `wrote-<error code>`).
+const WRITES_OUTSIDE: &str = r#"
+import { writeFileSync } from "node:fs";
+export default function (pi) {
+    let wrote = "yes";
+    try {
+        writeFileSync("../from-ts-host.txt", "x");
+    } catch (err) {
+        wrote = String(err.code).toLowerCase();
+    }
+    pi.registerCommand(`wrote-${wrote}`, { description: "What the write did", handler: async () => {} });
+}
+"#;
+
+/// `sandbox.extensions` confines the TypeScript host as it confines executables: the host
+/// still loads its extension, whose write outside the workspace is refused; unconfined, it
+/// writes.
+#[test]
+fn sandbox_extensions_confines_the_typescript_host() {
+    let Some(reference) = pi_1_6() else { return };
+    if !crate::sandbox::landlock_or_skip("sandbox_extensions_confines_the_typescript_host") {
+        return;
+    }
+    let run = |extensions: bool| {
+        let workspace = crate::sandbox::workspace();
+        let fake = FakeProvider::start(Vec::new());
+        let settings = json!({"sandbox": {"mode": "workspace-write", "extensions": extensions}});
+        let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+            .settings(settings)
+            .file("outside.ts", WRITES_OUTSIDE)
+            .arg("-e")
+            .arg("outside.ts");
+        let setup = crate::sandbox::sandboxed(setup, &workspace);
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        let response = pi.command("c", "get_commands", json!({}));
+        let names: Vec<String> = response["data"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect();
+        assert!(
+            extension_errors(pi.records()).is_empty(),
+            "{:?}",
+            pi.records()
+        );
+        pi.close_and_wait();
+        let written = workspace.root().join("from-ts-host.txt").exists();
+        (names, written)
+    };
+    let (names, written) = run(false);
+    assert!(names.contains(&"wrote-yes".to_string()), "{names:?}");
+    assert!(written);
+    let (names, written) = run(true);
+    assert!(names.contains(&"wrote-eacces".to_string()), "{names:?}");
+    assert!(!written, "the confined host cannot write outside");
+}
+
+/// An extension of the tests' own that starts a long `sleep` in the host's process group and
+/// writes its pid to `sleeper.pid`.
+const SPAWNS_A_SLEEPER: &str = r#"
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+export default function (pi) {
+    const child = spawn("sleep", ["300"], { stdio: "ignore" });
+    writeFileSync("sleeper.pid", String(child.pid));
+    pi.registerCommand("sleeper", { description: "Started a sleep", handler: async () => {} });
+}
+"#;
+
+/// At exit pi-rs ends the host's whole process group: the host's children die with it.
+#[test]
+fn shutdown_ends_the_hosts_whole_process_group() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(Vec::new());
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+        .file("sleeper.ts", SPAWNS_A_SLEEPER)
+        .arg("-e")
+        .arg("sleeper.ts");
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("c", "get_commands", json!({}));
+    assert!(
+        response["data"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "sleeper"),
+        "{response}"
+    );
+    let pid: i32 = std::fs::read_to_string(pi.cwd().join("sleeper.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(crate::support::process_alive(pid));
+    let status = pi.close_and_wait();
+    assert!(status.success(), "{status}");
+    assert!(
+        crate::support::wait_until_gone(pid, Duration::from_secs(30)),
+        "the host's child {pid} outlived pi-rs"
+    );
+}

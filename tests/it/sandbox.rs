@@ -39,7 +39,7 @@ fn landlock_abi() -> i64 {
 }
 
 /// False (after printing SKIP) when the kernel cannot run the test.
-fn landlock_or_skip(test: &str) -> bool {
+pub fn landlock_or_skip(test: &str) -> bool {
     if landlock_abi() == 0 {
         println!("SKIP {test}: this kernel has no Landlock");
         eprintln!("SKIP {test}: this kernel has no Landlock");
@@ -49,13 +49,13 @@ fn landlock_or_skip(test: &str) -> bool {
 }
 
 /// A workspace whose temp folder is its own `tmp/` (so `..` of the cwd is outside everything).
-fn workspace() -> Workspace {
+pub fn workspace() -> Workspace {
     let workspace = Workspace::new();
     std::fs::create_dir_all(workspace.root().join("tmp")).unwrap();
     workspace
 }
 
-fn sandboxed(setup: Setup, workspace: &Workspace) -> Setup {
+pub fn sandboxed(setup: Setup, workspace: &Workspace) -> Setup {
     setup.env("TMPDIR", &workspace.root().join("tmp").to_string_lossy())
 }
 

@@ -26,6 +26,11 @@ pub(super) enum Control {
         event: Value,
         min_protocol: u64,
     },
+    /// An event for one extension (it subscribed; the agent checked).
+    EventTo {
+        extension: ExtensionId,
+        event: Value,
+    },
     StartHook {
         id: HookId,
         kind: HookKind,
@@ -85,11 +90,28 @@ pub(super) enum Control {
     },
 }
 
+/// What an extension's reader and writer threads report. `generation` tells a restarted host's
+/// process from the one before (whose threads may still report after the restart).
 pub(super) enum FromExtension {
-    Line { index: usize, line: Vec<u8> },
-    TooLong { index: usize, len: usize },
-    Eof { index: usize },
-    WriteFailed { index: usize, error: String },
+    Line {
+        index: usize,
+        generation: u32,
+        line: Vec<u8>,
+    },
+    TooLong {
+        index: usize,
+        generation: u32,
+        len: usize,
+    },
+    Eof {
+        index: usize,
+        generation: u32,
+    },
+    WriteFailed {
+        index: usize,
+        generation: u32,
+        error: String,
+    },
 }
 
 impl FromExtension {
@@ -97,8 +119,17 @@ impl FromExtension {
         match self {
             FromExtension::Line { index, .. }
             | FromExtension::TooLong { index, .. }
-            | FromExtension::Eof { index }
+            | FromExtension::Eof { index, .. }
             | FromExtension::WriteFailed { index, .. } => *index,
+        }
+    }
+
+    fn generation(&self) -> u32 {
+        match self {
+            FromExtension::Line { generation, .. }
+            | FromExtension::TooLong { generation, .. }
+            | FromExtension::Eof { generation, .. }
+            | FromExtension::WriteFailed { generation, .. } => *generation,
         }
     }
 }
@@ -110,6 +141,32 @@ pub(super) struct RouterExtension {
     pub(super) failed: bool,
     /// v2 requests handed to the agent and not answered yet (bounded by `MAX_IN_FLIGHT`).
     pub(super) in_flight: usize,
+    /// Started, not registered yet: by when its `register` line must come (a deferred start or
+    /// a restart).
+    pub(super) registering: Option<Instant>,
+    /// How to start it again after a crash (the TypeScript host, once).
+    pub(super) restart: Option<Box<Restart>>,
+    /// It was started again once already.
+    pub(super) restarted: bool,
+    /// Its process's generation (0, 1 after a restart): reports of an older one are dropped.
+    pub(super) generation: u32,
+}
+
+/// What starting the TypeScript host again needs.
+pub(super) struct Restart {
+    pub(super) spec: ExtensionSpec,
+    pub(super) cwd: String,
+    pub(super) sandbox: Option<crate::sandbox::Policy>,
+    /// Its `hello` line, sent again.
+    pub(super) hello: String,
+    pub(super) to_router: Sender<FromExtension>,
+}
+
+impl RouterExtension {
+    /// Running and registered: it can take tool runs and commands.
+    fn is_ready(&self) -> bool {
+        !self.failed && self.registering.is_none()
+    }
 }
 
 impl Drop for RouterExtension {
@@ -241,6 +298,10 @@ impl Router {
                     }
                 }
             }
+            Control::EventTo { extension, event } => {
+                let event_type = event.get("type").and_then(Value::as_str).unwrap_or("");
+                self.send(extension.0, protocol::event_line(&event), event_type);
+            }
             Control::StartHook {
                 id,
                 kind,
@@ -270,7 +331,7 @@ impl Router {
                 args,
             } => {
                 let index = extension.0;
-                if self.extensions.get(index).is_none_or(|e| e.failed) {
+                if self.extensions.get(index).is_none_or(|e| !e.is_ready()) {
                     let path = self.path(index);
                     self.emit(ExtensionEvent::ToolFinished {
                         call_id,
@@ -311,7 +372,7 @@ impl Router {
                 args,
             } => {
                 let index = extension.0;
-                if self.extensions.get(index).is_none_or(|e| e.failed) {
+                if self.extensions.get(index).is_none_or(|e| !e.is_ready()) {
                     self.emit(ExtensionEvent::CommandFinished {
                         id,
                         name,
@@ -438,7 +499,8 @@ impl Router {
             let Some(index) = run.remaining.pop_front() else {
                 break;
             };
-            if self.extensions[index].failed {
+            // Failed, or restarting (not registered again yet): skipped.
+            if !self.extensions[index].is_ready() {
                 continue;
             }
             let wire = self.wire_id('h');
@@ -500,7 +562,15 @@ impl Router {
 
     fn on_extension_input(&mut self, message: FromExtension) {
         let index = message.index();
-        if self.extensions.get(index).is_none_or(|e| e.failed) {
+        if self
+            .extensions
+            .get(index)
+            .is_none_or(|e| e.failed || e.generation != message.generation())
+        {
+            return;
+        }
+        if self.extensions[index].registering.is_some() {
+            self.on_registering_input(index, message);
             return;
         }
         match message {
@@ -520,12 +590,116 @@ impl Router {
                     .take()
                     .and_then(|mut p| p.kill_and_reap());
                 let shown = status.map_or("unknown status".into(), |s| s.to_string());
-                self.fail(index, "exit", format!("exited unexpectedly ({shown})"));
+                self.exited(index, &shown);
             }
             FromExtension::WriteFailed { error, .. } => {
                 self.fail(index, "protocol", format!("cannot write to it: {error}"))
             }
         }
+    }
+
+    /// An extension's process ended (already reaped): before its first registration a load
+    /// error; the TypeScript host's first exit after it registered restarts it; else an `exit`
+    /// failure.
+    fn exited(&mut self, index: usize, status: &str) {
+        let extension = &self.extensions[index];
+        if extension.registering.is_some() && !extension.restarted {
+            self.fail(
+                index,
+                "load",
+                format!("exited before registering ({status})"),
+            );
+        } else if !self.restart(index, status) {
+            self.fail(index, "exit", self.exit_error(index, status));
+        }
+    }
+
+    /// Why an extension that exited is gone: a restarted TypeScript host says it is off for good.
+    fn exit_error(&self, index: usize, status: &str) -> String {
+        match self.extensions[index].restarted {
+            true => format!(
+                "the TypeScript extension host exited again after its restart ({status}); \
+                 TypeScript extensions are off until pi-rs starts again"
+            ),
+            false => format!("exited unexpectedly ({status})"),
+        }
+    }
+
+    /// Input from an extension that has not registered yet: its first line must be `register`.
+    fn on_registering_input(&mut self, index: usize, message: FromExtension) {
+        match message {
+            FromExtension::Line { line, .. } => match parse_register(&line) {
+                Ok(registration) => {
+                    let extension = &mut self.extensions[index];
+                    extension.registering = None;
+                    extension.registration = registration.clone();
+                    if let Some(flag) = self.alive.get(index) {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    self.emit(ExtensionEvent::Registered {
+                        extension: ExtensionId(index),
+                        registration,
+                    });
+                }
+                Err(error) => self.fail(index, "load", error),
+            },
+            FromExtension::TooLong { len, .. } => {
+                self.fail(index, "load", format!("a line of {len} bytes is too long"))
+            }
+            FromExtension::Eof { .. } => {
+                let status = self.extensions[index]
+                    .process
+                    .take()
+                    .and_then(|mut p| p.kill_and_reap());
+                let shown = status.map_or("unknown status".into(), |s| s.to_string());
+                self.exited(index, &shown);
+            }
+            // Its end decides (the end of its stdout, or the registration deadline).
+            FromExtension::WriteFailed { error, .. } => {
+                log::debug!("{}: cannot write to it: {error}", self.path(index))
+            }
+        }
+    }
+
+    /// The TypeScript host's first crash: its work ends with errors, it starts again and
+    /// registers anew (`Restarting`, then `Registered`). False when it has no restart left.
+    fn restart(&mut self, index: usize, status: &str) -> bool {
+        let Some(restart) = self.extensions[index].restart.take() else {
+            return false;
+        };
+        let path = self.path(index);
+        let error = format!("the TypeScript extension host exited ({status}); restarting it");
+        log::warn!("extension {path}: {error}");
+        if let Some(flag) = self.alive.get(index) {
+            flag.store(false, Ordering::SeqCst);
+        }
+        self.resolve_work(index, &error);
+        let extension = &mut self.extensions[index];
+        extension.registration = Registration::default();
+        extension.in_flight = 0;
+        extension.restarted = true;
+        extension.generation += 1;
+        let generation = extension.generation;
+        self.emit(ExtensionEvent::Restarting {
+            extension: ExtensionId(index),
+        });
+        let sandbox = restart.sandbox.as_ref();
+        match spawn_extension(
+            (index, generation),
+            &restart.spec,
+            &restart.cwd,
+            sandbox,
+            restart.to_router,
+        ) {
+            Ok(process) => {
+                let _ = process.writer.try_send(restart.hello);
+                let extension = &mut self.extensions[index];
+                extension.process = Some(process);
+                extension.registering = Some(Instant::now() + register_timeout(&restart.spec));
+            }
+            Err(e) => self.fail(index, "exit", format!("{error}, but it cannot start: {e}")),
+        }
+        true
     }
 
     fn extension_message(&mut self, index: usize, message: ExtensionMessage) {
@@ -730,6 +904,7 @@ impl Router {
         if let Some(mut process) = extension.process.take() {
             process.kill_and_reap();
         }
+        extension.registering = None;
         let path = extension.path.clone();
         log::warn!("extension {path} failed ({event}): {error}");
         self.emit(ExtensionEvent::Error(ExtensionError {
@@ -737,6 +912,16 @@ impl Router {
             event: event.into(),
             error: error.clone(),
         }));
+        self.resolve_work(index, &error);
+        self.emit(ExtensionEvent::Exited {
+            extension: ExtensionId(index),
+        });
+    }
+
+    /// Ends what waited on an extension that stopped: hook steps take their failure default,
+    /// tool runs and commands end with `error`, its streams and dialogs are dropped.
+    fn resolve_work(&mut self, index: usize, error: &str) {
+        let path = self.path(index);
         let waiting: Vec<HookId> = self
             .hooks
             .iter()
@@ -746,7 +931,7 @@ impl Router {
         for id in waiting {
             if let Some(mut run) = self.hooks.remove(&id) {
                 run.step = None;
-                run.chain.apply_failure(&error);
+                run.chain.apply_failure(error);
                 self.advance_hook(id, run);
             }
         }
@@ -784,9 +969,6 @@ impl Router {
         self.dialogs.retain(|_, dialog| {
             !matches!(dialog.owner, DialogOwner::Extension { extension, .. } if extension == index)
         });
-        self.emit(ExtensionEvent::Exited {
-            extension: ExtensionId(index),
-        });
     }
 
     fn has_open_dialog(&self, index: usize) -> bool {
@@ -797,6 +979,11 @@ impl Router {
 
     fn next_deadline(&self) -> Instant {
         let mut wake = self.last_child_check + CHILD_CHECK_INTERVAL;
+        for extension in self.extensions.iter().filter(|e| !e.failed) {
+            if let Some(by) = extension.registering {
+                wake = wake.min(by);
+            }
+        }
         for run in self.hooks.values() {
             if let Some(step) = &run.step
                 && !self.has_open_dialog(step.extension)
@@ -840,6 +1027,20 @@ impl Router {
         for (index, hook, error) in late {
             self.fail(index, hook, error);
         }
+        let unregistered: Vec<usize> = (0..self.extensions.len())
+            .filter(|i| {
+                let extension = &self.extensions[*i];
+                !extension.failed && extension.registering.is_some_and(|by| by <= now)
+            })
+            .collect();
+        for index in unregistered {
+            let seconds = TS_HOST_REGISTER_TIMEOUT.as_secs();
+            self.fail(
+                index,
+                "load",
+                format!("no register line within {seconds} s"),
+            );
+        }
         if now >= self.last_child_check + CHILD_CHECK_INTERVAL {
             self.last_child_check = now;
             self.check_children();
@@ -865,7 +1066,7 @@ impl Router {
                 .take()
                 .and_then(|mut p| p.kill_and_reap());
             let shown = status.map_or("unknown status".into(), |s| s.to_string());
-            self.fail(index, "exit", format!("exited unexpectedly ({shown})"));
+            self.exited(index, &shown);
         }
     }
 

@@ -1,5 +1,8 @@
 //! Starting extensions: spawning each in its own process group, its stdin writer and stdout
-//! reader threads, and the handshake (waiting for every `register` line, bounded).
+//! reader threads, and the handshake (waiting for every `register` line, bounded). A deferred
+//! slot (the TypeScript host, unless the command line has extension flags to check) is not
+//! waited for here: its `register` line reaches the router, which accepts it (`parse_register`)
+//! while the agent already answers commands.
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -20,6 +23,8 @@ pub(super) struct Slot {
     pub(super) spec: ExtensionSpec,
     pub(super) process: Option<Process>,
     pub(super) registration: Option<Registration>,
+    /// Registers later, through the router (see the module's doc).
+    pub(super) deferred: bool,
 }
 
 /// A running child and its stdin queue.
@@ -67,8 +72,10 @@ pub(super) fn register_timeout(spec: &ExtensionSpec) -> std::time::Duration {
     }
 }
 
+/// `(index, generation)`: the extension's load-order index and its process's generation (0; 1
+/// for a restarted TypeScript host), which tag what its threads report.
 pub(super) fn spawn_extension(
-    index: usize,
+    (index, generation): (usize, u32),
     spec: &ExtensionSpec,
     cwd: &str,
     sandbox: Option<&crate::sandbox::Policy>,
@@ -96,7 +103,15 @@ pub(super) fn spawn_extension(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     if let Some(policy) = sandbox {
-        crate::sandbox::confine_child(&mut command, policy).map_err(|e| e.to_string())?;
+        let mut policy = policy.clone();
+        // The confined TypeScript host reads its script in the (denied) agent dir.
+        if let ExtensionOrigin::TsHost(launch) = &spec.origin
+            && let Some(folder) = launch.script.parent()
+        {
+            let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+            policy.also_readable.push(folder);
+        }
+        crate::sandbox::confine_child(&mut command, &policy).map_err(|e| e.to_string())?;
     }
     crate::child::isolate(&mut command, crate::child::Origin::Agent);
     let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
@@ -110,11 +125,11 @@ pub(super) fn spawn_extension(
     let writer_report = to_router.clone();
     let spawned_writer = std::thread::Builder::new()
         .name(format!("ext-in-{index}"))
-        .spawn(move || write_lines(index, stdin, queue, writer_report));
+        .spawn(move || write_lines((index, generation), stdin, queue, writer_report));
     let spawned_reader = spawned_writer.and_then(|_| {
         std::thread::Builder::new()
             .name(format!("ext-out-{index}"))
-            .spawn(move || read_lines(index, stdout, to_router))
+            .spawn(move || read_lines((index, generation), stdout, to_router))
     });
     if let Err(e) = spawned_reader {
         kill_group(pgid);
@@ -131,7 +146,7 @@ pub(super) fn spawn_extension(
 /// Thread "ext-in-<n>": queued lines → the child's stdin. Ends when the queue's sender is
 /// dropped (closing stdin, which tells the extension to exit) or the pipe breaks.
 pub(super) fn write_lines(
-    index: usize,
+    (index, generation): (usize, u32),
     mut stdin: std::process::ChildStdin,
     queue: Receiver<String>,
     report: Sender<FromExtension>,
@@ -144,6 +159,7 @@ pub(super) fn write_lines(
         if let Err(e) = written {
             let _ = report.send(FromExtension::WriteFailed {
                 index,
+                generation,
                 error: e.to_string(),
             });
             return;
@@ -154,7 +170,7 @@ pub(super) fn write_lines(
 /// Thread "ext-out-<n>": the child's stdout → framed lines. Ends at EOF (exit or group kill) or
 /// when the router is gone.
 pub(super) fn read_lines(
-    index: usize,
+    (index, generation): (usize, u32),
     mut stdout: std::process::ChildStdout,
     to_router: Sender<FromExtension>,
 ) {
@@ -177,22 +193,48 @@ pub(super) fn read_lines(
         for frame in frames.drain(..) {
             let message = match frame {
                 Frame::Record(line) if line.iter().all(u8::is_ascii_whitespace) => continue,
-                Frame::Record(line) => FromExtension::Line { index, line },
-                Frame::TooLong { len } => FromExtension::TooLong { index, len },
+                Frame::Record(line) => FromExtension::Line {
+                    index,
+                    generation,
+                    line,
+                },
+                Frame::TooLong { len } => FromExtension::TooLong {
+                    index,
+                    generation,
+                    len,
+                },
             };
             if to_router.send(message).is_err() {
                 return;
             }
         }
         if read == 0 {
-            let _ = to_router.send(FromExtension::Eof { index });
+            let _ = to_router.send(FromExtension::Eof { index, generation });
             return;
         }
     }
 }
 
-/// Reads until every started extension registered or failed, or the timeout. Lines that follow
-/// a registration early are kept for the router, in order.
+/// An extension's first line: its `register` message in a protocol pi-rs speaks, or why not.
+pub(super) fn parse_register(line: &[u8]) -> Result<Registration, String> {
+    match protocol::parse_line(line) {
+        Ok(ExtensionMessage::Register {
+            protocol: version,
+            registration,
+        }) if (PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&version) => Ok(registration),
+        Ok(ExtensionMessage::Register {
+            protocol: version, ..
+        }) => Err(format!(
+            "speaks protocol {version}; pi-rs speaks {PROTOCOL_VERSION} to {MAX_PROTOCOL_VERSION}"
+        )),
+        Ok(_) => Err("the first line must be a register message".into()),
+        Err(e) => Err(format!("invalid register line: {e}")),
+    }
+}
+
+/// Reads until every started extension that is not deferred registered or failed, or the
+/// timeout. Lines that follow a registration early, and a deferred slot's lines, are kept for
+/// the router, in order.
 pub(super) fn wait_for_registrations(
     slots: &mut [Slot],
     from: &Receiver<FromExtension>,
@@ -201,11 +243,8 @@ pub(super) fn wait_for_registrations(
     let started = Instant::now();
     let deadline_of = |slot: &Slot| started + register_timeout(&slot.spec);
     let mut backlog = Vec::new();
-    let pending = |slots: &[Slot]| {
-        slots
-            .iter()
-            .any(|s| s.process.is_some() && s.registration.is_none())
-    };
+    let waits_for = |s: &Slot| s.process.is_some() && s.registration.is_none() && !s.deferred;
+    let pending = |slots: &[Slot]| slots.iter().any(waits_for);
     let fail = |slot: &mut Slot, error: String, errors: &mut Vec<ExtensionError>| {
         if let Some(mut process) = slot.process.take() {
             process.kill_and_reap();
@@ -218,22 +257,14 @@ pub(super) fn wait_for_registrations(
     };
     while pending(slots) {
         // Wait until the earliest deadline of a slot still pending; past it, that slot fails.
-        let Some(deadline) = slots
-            .iter()
-            .filter(|s| s.process.is_some() && s.registration.is_none())
-            .map(deadline_of)
-            .min()
-        else {
+        let Some(deadline) = slots.iter().filter(|s| waits_for(s)).map(deadline_of).min() else {
             break;
         };
         let message = match from.recv_deadline(deadline) {
             Ok(message) => message,
             Err(_) => {
                 for slot in slots.iter_mut() {
-                    if slot.process.is_some()
-                        && slot.registration.is_none()
-                        && deadline_of(slot) <= Instant::now()
-                    {
+                    if waits_for(slot) && deadline_of(slot) <= Instant::now() {
                         let seconds = register_timeout(&slot.spec).as_secs();
                         fail(slot, format!("no register line within {seconds} s"), errors);
                     }
@@ -248,33 +279,14 @@ pub(super) fn wait_for_registrations(
         if slot.process.is_none() {
             continue;
         }
-        if slot.registration.is_some() {
+        if slot.registration.is_some() || slot.deferred {
             backlog.push(message);
             continue;
         }
         match message {
-            FromExtension::Line { line, .. } => match protocol::parse_line(&line) {
-                Ok(ExtensionMessage::Register {
-                    protocol: version,
-                    registration,
-                }) if (PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&version) => {
-                    slot.registration = Some(registration)
-                }
-                Ok(ExtensionMessage::Register {
-                    protocol: version, ..
-                }) => fail(
-                    slot,
-                    format!(
-                        "speaks protocol {version}; pi-rs speaks {PROTOCOL_VERSION} to {MAX_PROTOCOL_VERSION}"
-                    ),
-                    errors,
-                ),
-                Ok(_) => fail(
-                    slot,
-                    "the first line must be a register message".into(),
-                    errors,
-                ),
-                Err(e) => fail(slot, format!("invalid register line: {e}"), errors),
+            FromExtension::Line { line, .. } => match parse_register(&line) {
+                Ok(registration) => slot.registration = Some(registration),
+                Err(error) => fail(slot, error, errors),
             },
             FromExtension::TooLong { len, .. } => {
                 fail(slot, format!("a line of {len} bytes is too long"), errors)

@@ -45,6 +45,7 @@ fn start(names: &[&str]) -> Started {
         &handshake(),
         None,
         tx,
+        false,
     );
     let mut started = Started {
         host,
@@ -166,7 +167,7 @@ fn load_errors_for_modules_non_executables_and_missing_files() {
         .chain([fixture("hello.sh")])
         .collect();
     let (tx, events) = crossbeam_channel::unbounded();
-    let (host, errors) = ExtensionHost::start(specs, &handshake(), None, tx);
+    let (host, errors) = ExtensionHost::start(specs, &handshake(), None, tx, false);
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(errors.iter().all(|e| e.event == "load"));
     // A module not handed to the TypeScript host (`ts_host::gather`) is refused here.
@@ -648,7 +649,7 @@ fn junk_output_stops_the_extension() {
 #[test]
 fn approval_dialogs_answer_or_deny_on_timeout() {
     let (tx, events) = crossbeam_channel::unbounded();
-    let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), None, tx);
+    let (host, errors) = ExtensionHost::start(Vec::new(), &handshake(), None, tx, false);
     assert!(errors.is_empty());
     let (ui_id, ui) = host.ask_approval("Allow bash?", "rm x", Duration::from_millis(100));
     let record = ui.to_extension_value().unwrap();
@@ -700,4 +701,103 @@ fn dropping_the_host_kills_everything() {
     let pids = started.pids[&0].clone();
     drop(started.host);
     assert_gone(&pids);
+}
+
+/// crash.sh started as the TypeScript host (`/bin/sh` as its "Node"), deferred: it registers
+/// through the router; its first exit restarts it (the tool run ends with an error, then
+/// `Restarting` and a new `Registered`); its second exit is one `exit` error and `Exited`.
+#[test]
+fn a_deferred_host_registers_later_and_is_restarted_once() {
+    restarted_once(fixture("crash.sh").path, "crash_tool");
+}
+
+/// The same when the host exits while a child of its own keeps its stdout open (found by the
+/// child check, not by the end of stdout): what the old process's reader reports after the
+/// restart does not touch the new one.
+#[test]
+fn a_host_that_exits_behind_a_child_holding_its_stdout_is_restarted_once() {
+    let dir = crate::test_support::temp_dir("ts-host-leaves-a-child");
+    let script = dir.join("leaves.sh");
+    std::fs::write(
+        &script,
+        "printf '%s\\n' '{\"type\":\"register\",\"protocol\":1,\"tools\":[{\"name\":\"leave\",\
+         \"description\":\"Exits, its child stays\",\"parameters\":{\"type\":\"object\"}}]}'\n\
+         while IFS= read -r line; do\n\
+           case \"$line\" in '{\"type\":\"run_tool\"'*) sleep 30 & exit 3 ;; esac\n\
+         done\n",
+    )
+    .unwrap();
+    restarted_once(script, "leave");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn restarted_once(script: PathBuf, tool: &str) {
+    let spec = ExtensionSpec {
+        path: script.clone(),
+        origin: ExtensionOrigin::TsHost(Box::new(crate::extensions::ts_host::TsHostLaunch {
+            node: PathBuf::from("/bin/sh"),
+            script,
+            config: "{}".into(),
+            modules: Vec::new(),
+        })),
+    };
+    let (tx, events) = crossbeam_channel::unbounded();
+    let (mut host, errors) = ExtensionHost::start(vec![spec], &handshake(), None, tx, true);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(host.is_registering());
+    assert!(host.tools().is_empty());
+    let not_ui = |e: &ExtensionEvent| !matches!(e, ExtensionEvent::UiRequest { .. });
+    let next = || loop {
+        let event = events.recv_timeout(WAIT).expect("an extension event");
+        if not_ui(&event) {
+            return event;
+        }
+    };
+    let register = |host: &mut ExtensionHost, event: ExtensionEvent| match event {
+        ExtensionEvent::Registered {
+            extension,
+            registration,
+        } => host.registered(extension, registration),
+        other => panic!("expected Registered, got {other:?}"),
+    };
+    register(&mut host, next());
+    assert!(!host.is_registering());
+    assert_eq!(host.tools()[0].decl.name, tool);
+
+    host.run_tool(ExtensionId(0), "call-1", tool, &json!({}));
+    match next() {
+        ExtensionEvent::ToolFinished {
+            call_id, output, ..
+        } => {
+            assert_eq!(call_id, "call-1");
+            assert!(output.is_error);
+            assert!(
+                format!("{output:?}").contains("restarting it"),
+                "{output:?}"
+            );
+        }
+        other => panic!("expected the tool's error, got {other:?}"),
+    }
+    match next() {
+        ExtensionEvent::Restarting { extension } => host.restarting(extension),
+        other => panic!("expected Restarting, got {other:?}"),
+    }
+    assert!(host.is_registering());
+    register(&mut host, next());
+    assert_eq!(host.tools()[0].decl.name, tool);
+
+    host.run_tool(ExtensionId(0), "call-2", tool, &json!({}));
+    match next() {
+        ExtensionEvent::Error(error) => {
+            assert_eq!(error.event, "exit");
+            assert!(
+                error.error.contains("exited again after its restart"),
+                "{error:?}"
+            );
+        }
+        other => panic!("expected the exit error, got {other:?}"),
+    }
+    assert!(matches!(next(), ExtensionEvent::ToolFinished { .. }));
+    assert!(matches!(next(), ExtensionEvent::Exited { .. }));
+    assert!(!host.is_alive(ExtensionId(0)));
 }
