@@ -5,7 +5,8 @@
 //! fake provider, the tool result, the dialog record, the session entry.
 //!
 //! Under `CI=true` a missing reference fails these tests; elsewhere they are skipped with a
-//! printed reason.
+//! printed reason. The same scripts run against pi 1.6.0 itself with `PI_TEST_BIN=<its pi>`
+//! (README says which tests differ there, and why).
 
 use std::path::PathBuf;
 use std::time::Duration;
