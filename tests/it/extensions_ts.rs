@@ -1250,6 +1250,26 @@ export default function (pi) {
         streamSimple: (m, context, options) =>
             anthropicMessagesApi().streamSimple({ ...m, api: "anthropic-messages" }, context, options),
     });
+    // After start-up: a provider registered and removed from commands.
+    pi.registerCommand("add-late", {
+        description: "Register ts-late",
+        handler: async (_args, ctx) => {
+            pi.registerProvider("ts-late", {
+                baseUrl: "__BASE_URL__",
+                apiKey: "$TS_LATE_KEY",
+                api: "anthropic-messages",
+                models: [model("late-1", "Late One")],
+            });
+        },
+    });
+    pi.registerCommand("drop-late", {
+        description: "Unregister ts-late",
+        handler: async (_args, ctx) => {
+            await ctx.modelRegistry.refresh();
+            ctx.ui.notify(`before: ${ctx.modelRegistry.find("ts-late", "late-1")?.name}`, "info");
+            pi.unregisterProvider("ts-late");
+        },
+    });
 }
 "#;
 
@@ -1263,6 +1283,7 @@ fn providers_registered_from_typescript_serve_requests() {
     let fake = FakeProvider::start(vec![
         Reply::sse(sse::anthropic_text(&["From the gateway."])),
         Reply::sse(sse::anthropic_text(&["From the streamer."])),
+        Reply::sse(sse::anthropic_text(&["From the late one."])),
     ]);
     let extension = PROVIDERS.replace("__BASE_URL__", &fake.base_url());
     let setup = with_examples(
@@ -1273,6 +1294,7 @@ fn providers_registered_from_typescript_serve_requests() {
     .env("TS_GATEWAY_KEY", "gateway-key-1")
     .env("TS_STREAMER_KEY", "streamer-key-2")
     .env("CUSTOM_ANTHROPIC_API_KEY", "custom-key-3")
+    .env("TS_LATE_KEY", "late-key-4")
     .file("providers.ts", &extension)
     .arg("-e")
     .arg("providers.ts");
@@ -1325,8 +1347,35 @@ fn providers_registered_from_typescript_serve_requests() {
     );
     assert_eq!(last["message"]["provider"], "ts-streamer");
 
+    // Registered from a command (v2's register_provider), then removed.
+    assert_eq!(
+        pi.command("a", "prompt", json!({"message": "/add-late"}))["success"],
+        true
+    );
+    let response = pi.command(
+        "sl",
+        "set_model",
+        json!({"provider": "ts-late", "modelId": "late-1"}),
+    );
+    assert_eq!(response["success"], true, "{response}");
+    pi.command("p3", "prompt", json!({"message": "through the late one"}));
+    pi.wait_for_event("agent_end");
+    pi.command("d", "prompt", json!({"message": "/drop-late"}));
+    ui_request(&mut pi, "notify", "message", "before: Late One");
+    let response = pi.command("m2", "get_available_models", json!({}));
+    let providers: Vec<&str> = response["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .filter_map(|m| m["provider"].as_str())
+        .collect();
+    assert!(!providers.contains(&"ts-late"), "{providers:?}");
+    assert!(providers.contains(&"ts-gateway"), "{providers:?}");
+
     let requests = fake.requests();
-    assert_eq!(requests.len(), 2);
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].body["model"], "late-1");
+    assert_eq!(requests[2].header("x-api-key"), Some("late-key-4"));
     assert_eq!(requests[0].body["model"], "gw-1");
     assert_eq!(requests[0].header("x-api-key"), Some("gateway-key-1"));
     assert_eq!(user_texts(&requests[0]), ["through the gateway"]);

@@ -92,12 +92,13 @@ const state = {
 };
 
 async function refreshState() {
-	const [model, activeTools, allTools, commands, sessionName, contextUsage, systemPrompt] =
+	const [model, activeTools, allTools, commands, sessionName, contextUsage, systemPrompt, settings] =
 		await Promise.all(
-			["model", "active_tools", "all_tools", "commands", "session_name", "context_usage", "system_prompt"].map(
+			["model", "active_tools", "all_tools", "commands", "session_name", "context_usage", "system_prompt", "settings"].map(
 				(name) => query(name).catch(() => undefined),
 			),
 		);
+	if (settings) state.settings = settings;
 	if (model) {
 		state.model = model.model ?? undefined;
 		state.thinkingLevel = model.thinkingLevel ?? state.thinkingLevel;
@@ -936,14 +937,9 @@ async function start(hello) {
 	for (const line of beforeRegister) send(line);
 	beforeRegister = undefined;
 	if (!runner) return undefined;
-	const [flags, trust, settings] = await Promise.all([
-		query("flags").catch(() => ({})),
-		query("trust").catch(() => undefined),
-		query("settings").catch(() => ({})),
-	]);
+	const [flags, trust] = await Promise.all([query("flags").catch(() => ({})), query("trust").catch(() => undefined)]);
 	for (const [name, value] of Object.entries(flags ?? {})) runner.setFlagValue(name, value);
 	state.trusted = trust?.trusted === true;
-	state.settings = settings ?? {};
 	await Promise.all([refreshState(), refreshSession(), refreshModels().catch(() => undefined)]);
 	return runner;
 }
