@@ -1440,3 +1440,74 @@ fn the_subagent_example_runs_pi_rs_as_its_subagent() {
         "{block}"
     );
 }
+
+/// A provider whose `streamSimple` never finishes on its own: it opens its reply, and `abort`
+/// reaches its `options.signal` (v2's `cancel_stream`), which it records in a file before it
+/// ends the stream as pi's providers do (pi 1.6.0's abort waits for that end; pi-rs does not).
+const HANGING_PROVIDER: &str = r#"
+import { writeFileSync } from "node:fs";
+import { createAssistantMessageEventStream } from "@earendil-works/pi-ai/compat";
+
+export default function (pi) {
+    pi.registerProvider("ts-hang", {
+        baseUrl: "http://127.0.0.1:9",
+        apiKey: "hang-key-5",
+        api: "ts-hang-api",
+        models: [{ id: "hang-1", name: "Hang", reasoning: false, input: ["text"],
+            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 1000, maxTokens: 100 }],
+        streamSimple: (model, _context, options) => {
+            const stream = createAssistantMessageEventStream();
+            const partial = { role: "assistant", content: [{ type: "text", text: "" }], api: model.api,
+                provider: model.provider, model: model.id, stopReason: "stop", timestamp: Date.now(),
+                usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0,
+                    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } } };
+            stream.push({ type: "start", partial });
+            stream.push({ type: "text_start", contentIndex: 0, partial });
+            stream.push({ type: "text_delta", contentIndex: 0, delta: "thinking it over", partial });
+            // As pi's providers do: an aborted signal ends the stream with an "aborted" error.
+            options.signal.addEventListener("abort", () => {
+                writeFileSync("stream-aborted.txt", `key ${options.apiKey === "hang-key-5"}`);
+                const error = { ...partial, stopReason: "aborted", errorMessage: "Request was aborted" };
+                stream.push({ type: "error", reason: "aborted", error });
+                stream.end();
+            });
+            return stream;
+        },
+    });
+}
+"#;
+
+/// `abort` during a reply a TypeScript `streamSimple` streams: pi-rs stops reading, the run
+/// ends as aborted, and the function's signal is aborted.
+#[test]
+fn abort_reaches_a_typescript_providers_stream() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(&reference, Setup::new(&fake, "ts-hang", "hang-1"), &[])
+        .file("hang.ts", HANGING_PROVIDER)
+        .arg("-e")
+        .arg("hang.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "take your time"}));
+    pi.find(|r| {
+        r["type"] == "message_update" && r["assistantMessageEvent"]["delta"] == "thinking it over"
+    });
+    assert_eq!(pi.command("a", "abort", json!({}))["success"], true);
+    let records = pi.records_until_event("agent_end");
+    let last = records
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .expect("the reply");
+    assert_eq!(last["message"]["stopReason"], "aborted", "{last}");
+    let seen = crate::support::wait_for_file(&pi.cwd().join("stream-aborted.txt"), WAIT, |t| {
+        !t.is_empty()
+    });
+    assert_eq!(seen, "key true");
+    assert!(fake.requests().is_empty());
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
