@@ -124,6 +124,8 @@ impl Agent {
                 .and_then(entry_value)
                 .unwrap_or(Value::Null),
             Query::McpServers => self.extensions.mcp_servers.to_json(),
+            Query::Settings => Value::Object(self.config.all_settings().clone()),
+            Query::Auth { provider, model_id } => self.auth_answer(&provider, model_id)?,
             Query::Idle => json!({
                 "idle": !self.is_busy(),
                 "pendingMessages": !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty(),
@@ -133,6 +135,24 @@ impl Agent {
 }
 
 impl Agent {
+    /// The `auth` query: the key pi-rs resolved (a secret: it goes to the asking extension only,
+    /// never to a log), with a model's request headers when one is named.
+    fn auth_answer(&self, provider: &str, model_id: Option<String>) -> Result<Value, String> {
+        let Some(id) = model_id else {
+            return Ok(json!({ "apiKey": self.config.api_key(provider) }));
+        };
+        let model = self
+            .config
+            .find_model(provider, &id)
+            .ok_or_else(|| format!("Model not found: {provider}/{id}"))?;
+        let (api_key, headers) = self.config.request_auth(&model)?;
+        let headers: serde_json::Map<String, Value> = headers
+            .into_iter()
+            .map(|(name, value)| (name, Value::String(value)))
+            .collect();
+        Ok(json!({ "apiKey": api_key, "headers": headers }))
+    }
+
     pub(super) fn on_extension_control(
         &mut self,
         extension: ExtensionId,

@@ -866,6 +866,11 @@ impl Config {
         self.settings.get(dotted_path)
     }
 
+    /// Every merged setting (pi's `getSettings()`: global and project merged).
+    pub fn all_settings(&self) -> &serde_json::Map<String, Value> {
+        self.settings.merged()
+    }
+
     /// A string list from the global (`project: false`) or project settings file alone.
     pub fn scoped_list(&self, project: bool, key: &str) -> Vec<String> {
         self.settings.scoped_list(project, key)

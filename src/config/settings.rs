@@ -196,6 +196,11 @@ impl Settings {
         (settings, errors)
     }
 
+    /// Every merged setting (global, then the trusted project's on top).
+    pub fn merged(&self) -> &Map<String, Value> {
+        &self.merged
+    }
+
     /// The merged value at a dotted path, e.g. `retry.provider.maxRetryDelayMs`.
     pub fn get(&self, dotted_path: &str) -> Option<&Value> {
         let mut parts = dotted_path.split('.');

@@ -576,13 +576,22 @@ pub enum Query {
     Leaf,
     /// `idle`: whether no run, compaction or retry is in progress, and queued messages.
     Idle,
+    /// `settings`: every setting, global and project merged (pi's `getSettings()`).
+    Settings,
+    /// `auth`: the credential pi-rs resolved for `provider` (`{apiKey}`), or for one of its
+    /// models (`modelId`: `{apiKey, headers}`, the request headers models.json and
+    /// `register_provider` give it).
+    Auth {
+        provider: String,
+        model_id: Option<String>,
+    },
     /// `mcp_servers`: the servers extensions registered (pi's `getMcpServers()`):
     /// `[{name, config, extensionPath}]`.
     McpServers,
 }
 
 impl Query {
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 18] = [
         "flags",
         "model",
         "models",
@@ -599,6 +608,8 @@ impl Query {
         "entry",
         "leaf",
         "idle",
+        "settings",
+        "auth",
     ];
 }
 
@@ -625,6 +636,11 @@ fn parse_query(name: &str, fields: &Fields) -> Result<Query, String> {
         },
         "leaf" => Query::Leaf,
         "idle" => Query::Idle,
+        "settings" => Query::Settings,
+        "auth" => Query::Auth {
+            provider: text("provider")?.ok_or("auth: missing provider")?,
+            model_id: text("modelId")?,
+        },
         "mcp_servers" => Query::McpServers,
         other => {
             return Err(format!(
@@ -1255,6 +1271,21 @@ mod tests {
                     from: Some("e1".into())
                 })
             }
+        );
+        let auth = |fields: Value| match parse(fields).unwrap() {
+            ExtensionMessage::Query { query, .. } => query,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            auth(json!({"type":"query","id":"q","query":"auth","provider":"p","modelId":"m"})),
+            Ok(Query::Auth {
+                provider: "p".into(),
+                model_id: Some("m".into())
+            })
+        );
+        assert_eq!(
+            auth(json!({"type":"query","id":"q","query":"auth"})),
+            Err("auth: missing provider".into())
         );
         let ExtensionMessage::Query { query, .. } =
             parse(json!({"type":"query","id":"q","query":"nope"})).unwrap()

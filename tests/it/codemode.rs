@@ -384,18 +384,6 @@ fn setup_with_exposure(
     Setup::anthropic(fake).with_sessions().settings(settings)
 }
 
-fn declared_names(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
-    request.body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["name"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `deferred` exposure (pi 1.6.0 `docs/mcp.md`): the server's tools are not declared; the
 /// `mcp_servers` section names the server, `tool_search` is turned on and declares what it finds
 /// for the next request through a system message (`toolsAdded`), after which the model calls
@@ -471,10 +459,14 @@ fn deferred_tools_are_found_with_tool_search_then_called_directly() {
             "properties": {"text": {"type": "string"}, "seconds": {"type": "number"}, "size": {"type": "number"}}}}])
     );
     let requests = fake.wait_for_requests(3, pi.timeout());
-    let first = declared_names(&requests[0]);
+    let first = requests[0].tool_names();
     assert!(first.contains(&"tool_search".to_string()), "{first:?}");
     assert!(!first.iter().any(|t| t.starts_with("mcp__")), "{first:?}");
-    assert!(declared_names(&requests[1]).contains(&"mcp__fake__echo".to_string()));
+    assert!(
+        requests[1]
+            .tool_names()
+            .contains(&"mcp__fake__echo".to_string())
+    );
     let system = requests[0].body["system"].to_string();
     assert!(system.contains("- mcp__fake (tool_search): Fake tools for tests"));
 
@@ -495,7 +487,9 @@ fn deferred_tools_are_found_with_tool_search_then_called_directly() {
         .map(|r| &r["message"])
         .collect();
     let requests = fake.wait_for_requests(4, pi.timeout());
-    let kept = declared_names(&requests[3]).contains(&"mcp__fake__echo".to_string());
+    let kept = requests[3]
+        .tool_names()
+        .contains(&"mcp__fake__echo".to_string());
     if is_reference() {
         assert_eq!(changes.len(), 1, "{changes:?}");
         assert_eq!(
@@ -532,7 +526,7 @@ fn mcp_tools_default_to_codemode_and_scripts_reach_them() {
     let text = script_text(&records, "cm1");
     assert!(text.ends_with("Output:\necho: x"), "{text}");
     let requests = fake.wait_for_requests(2, pi.timeout());
-    let names = declared_names(&requests[0]);
+    let names = requests[0].tool_names();
     assert!(names.contains(&"codemode".to_string()), "{names:?}");
     assert!(
         !names
@@ -570,7 +564,7 @@ fn mcp_tools_default_to_codemode_and_scripts_reach_them() {
     pi.command("1", "prompt", json!({"message": "hi"}));
     pi.records_until_event("agent_end");
     let requests = fake.wait_for_requests(1, pi.timeout());
-    let names = declared_names(&requests[0]);
+    let names = requests[0].tool_names();
     assert!(
         !names
             .iter()
@@ -635,7 +629,7 @@ fn a_session_pi_1_6_0_wrote_with_codemode_and_tool_search_continues() {
         );
     }
     let requests = fake.wait_for_requests(1, pi.timeout());
-    let names = declared_names(&requests[0]);
+    let names = requests[0].tool_names();
     for name in ["codemode", "tool_search", "mcp__fake__echo"] {
         assert!(names.contains(&name.to_string()), "{name} in {names:?}");
     }
@@ -671,7 +665,7 @@ fn mode_only_declares_codemode_alone_and_scripts_reach_the_hidden_tools() {
         .expect("the script's bash call is shown");
     assert_eq!(nested["parentToolCallId"], "only1");
     let requests = fake.wait_for_requests(2, pi.timeout());
-    assert_eq!(declared_names(&requests[0]), ["codemode"]);
+    assert_eq!(requests[0].tool_names(), ["codemode"]);
     let tools = requests[0].body["tools"].as_array().unwrap();
     let description = tools[0]["description"].as_str().unwrap();
     assert!(
@@ -693,7 +687,7 @@ fn mode_only_declares_codemode_alone_and_scripts_reach_the_hidden_tools() {
     pi.command("1", "prompt", json!({"message": "hi"}));
     pi.records_until_event("agent_end");
     let requests = fake.wait_for_requests(1, pi.timeout());
-    assert_eq!(declared_names(&requests[0]), ["codemode"]);
+    assert_eq!(requests[0].tool_names(), ["codemode"]);
     let description = requests[0].body["tools"][0]["description"]
         .as_str()
         .unwrap();

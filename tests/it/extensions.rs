@@ -51,18 +51,6 @@ fn system_prompt(request: &crate::fake_provider::RecordedRequest) -> String {
     }
 }
 
-fn tool_names(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
-    request.body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn prompt_response(id: &str, disposition: &str) -> Value {
     json!({"id": id, "type": "response", "command": "prompt", "success": true,
            "data": {"disposition": disposition}})
@@ -672,7 +660,7 @@ fn the_model_calls_an_extension_tool() {
         .as_array()
         .and_then(|tools| tools.iter().find(|t| t["name"] == "word_count"))
         .cloned()
-        .unwrap_or_else(|| panic!("word_count not offered: {:?}", tool_names(&requests[0])));
+        .unwrap_or_else(|| panic!("word_count not offered: {:?}", requests[0].tool_names()));
     assert_eq!(tool["description"], "Counts the words of a text");
     assert_eq!(tool["input_schema"]["properties"]["text"]["type"], "string");
     let block = tool_result_block(&requests[1], "toolu_wc");
@@ -828,9 +816,9 @@ fn a_crashing_extension_is_reported_and_the_agent_goes_on() {
         "{end}"
     );
     let requests = fake.wait_for_requests(2, pi.timeout());
-    assert!(tool_names(&requests[0]).contains(&"crash_tool".to_string()));
+    assert!(requests[0].tool_names().contains(&"crash_tool".to_string()));
     assert!(
-        !tool_names(&requests[1]).contains(&"crash_tool".to_string()),
+        !requests[1].tool_names().contains(&"crash_tool".to_string()),
         "a dead extension's tools are no longer offered"
     );
     assert!(wait_until_gone(pid, Duration::from_secs(5)));

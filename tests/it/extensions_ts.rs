@@ -5,7 +5,8 @@
 //! fake provider, the tool result, the dialog record, the session entry.
 //!
 //! Under `CI=true` a missing reference fails these tests; elsewhere they are skipped with a
-//! printed reason.
+//! printed reason. The same scripts run against pi 1.6.0 itself with `PI_TEST_BIN=<its pi>`
+//! (README says which tests differ there, and why).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -74,13 +75,8 @@ fn a_typescript_tool_is_offered_and_runs() {
     assert!(extension_errors(&records).is_empty(), "{records:?}");
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
-    let tools: Vec<&str> = requests[0].body["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert!(tools.contains(&"hello"), "{tools:?}");
+    let tools = requests[0].tool_names();
+    assert!(tools.iter().any(|t| t == "hello"), "{tools:?}");
     let hello = requests[0].body["tools"]
         .as_array()
         .unwrap()
@@ -450,18 +446,6 @@ fn pirate_changes_the_system_prompt_after_its_command() {
 
 // ---- M3: late tools, tool overrides, provider payloads, compaction --------------------------------
 
-fn tool_names(request: &crate::fake_provider::RecordedRequest) -> Vec<String> {
-    request.body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// dynamic-tools.ts: `echo_session` is registered at `session_start`, `/add-echo-tool shout`
 /// adds another; both are offered and run.
 #[test]
@@ -489,7 +473,7 @@ fn tools_registered_later_are_offered_and_run() {
     pi.command("p", "prompt", json!({"message": "echo"}));
     pi.wait_for_event("agent_end");
     let requests = fake.requests();
-    let names = tool_names(&requests[0]);
+    let names = requests[0].tool_names();
     assert!(
         names.contains(&"shout".to_string()) && names.contains(&"echo_session".to_string()),
         "{names:?}"
@@ -1056,9 +1040,9 @@ fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
     let requests = fake.requests();
     assert_eq!(requests.len(), 1);
     assert!(
-        tool_names(&requests[0]).contains(&"gated".to_string()),
+        requests[0].tool_names().contains(&"gated".to_string()),
         "{:?}",
-        tool_names(&requests[0])
+        requests[0].tool_names()
     );
     assert!(
         extension_errors(pi.records()).is_empty(),
@@ -1141,11 +1125,11 @@ fn a_crashed_host_is_restarted_once_then_reported() {
     let first = tool_result_block_text(&tool_result_block(&requests[1], "toolu_1"));
     assert!(first.contains("restarting it"), "{first}");
     assert!(
-        tool_names(&requests[2]).contains(&"crash".to_string()),
+        requests[2].tool_names().contains(&"crash".to_string()),
         "offered again after the restart: {:?}",
-        tool_names(&requests[2])
+        requests[2].tool_names()
     );
-    assert!(!tool_names(&requests[3]).contains(&"crash".to_string()));
+    assert!(!requests[3].tool_names().contains(&"crash".to_string()));
     let errors = extension_errors(pi.records());
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0]["event"], "exit", "{errors:?}");
@@ -1261,5 +1245,542 @@ fn shutdown_ends_the_hosts_whole_process_group() {
     assert!(
         crate::support::wait_until_gone(pid, Duration::from_secs(30)),
         "the host's child {pid} outlived pi-rs"
+    );
+}
+
+// ---- prompts, rpc-demo, the model registry, settings, providers, subagents ----------------
+
+/// prompt-customizer.ts changes `systemPromptOptions` in place: its `tool_guidance` section,
+/// built from the selected tools, reaches the request's system prompt.
+#[test]
+fn prompt_customizer_adds_a_section_from_the_prompt_options() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Fine."]))]);
+    let setup = with_examples(
+        &reference,
+        Setup::anthropic(&fake),
+        &["prompt-customizer.ts"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "hello"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    let system = system_prompt(&fake.requests()[0]);
+    assert!(system.contains("<tool_guidance>"), "{system}");
+    assert!(
+        system.contains("- Use `read` for file contents; it supports text and images."),
+        "{system}"
+    );
+    assert!(
+        system.contains("- Use `bash` for file operations such as `ls`, `find`, and `grep`."),
+        "{system}"
+    );
+}
+
+fn ui_request(pi: &mut Pi, method: &str, field: &str, value: &str) -> Value {
+    pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == method && r[field] == value)
+}
+
+/// rpc-demo.ts: title, widget and status at start; the status follows the turns; a dangerous
+/// bash call opens its select dialog ("Block" blocks it); `/rpc-input`, `/rpc-editor` and
+/// `/rpc-prefill` drive the input and editor dialogs and the editor text.
+#[test]
+fn rpc_demo_drives_every_dialog_and_notice() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_bash("toolu_1", "sudo rm -rf victim")),
+        Reply::sse(sse::anthropic_text(&["Left alone."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["rpc-demo.ts"])
+        .file("victim/keep.txt", "keep");
+    let mut pi = Pi::spawn(&setup);
+    let widget = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "setWidget");
+    assert_eq!(widget["widgetKey"], "rpc-demo");
+    assert_eq!(
+        widget["widgetLines"],
+        json!(["--- RPC Extension UI Demo ---", "Loaded and ready."])
+    );
+    ui_request(&mut pi, "setTitle", "title", "pi RPC Demo");
+    ui_request(&mut pi, "setStatus", "statusText", "Turns: 0");
+    pi.command("p", "prompt", json!({"message": "clean up"}));
+    let dialog = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "select");
+    assert_eq!(dialog["title"], "Dangerous command: sudo rm -rf victim");
+    assert_eq!(dialog["options"], json!(["Allow", "Block"]));
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Block"}));
+    ui_request(&mut pi, "notify", "message", "Command blocked by user");
+    pi.wait_for_event("agent_end");
+    ui_request(&mut pi, "setStatus", "statusText", "Turn 2 done");
+    let block = tool_result_block(&fake.requests()[1], "toolu_1");
+    assert_eq!(tool_result_block_text(&block), "Blocked by user");
+    assert!(pi.cwd().join("victim/keep.txt").exists());
+
+    // A command's prompt is answered once the command ends, here after its dialog.
+    pi.send(json!({"type": "prompt", "id": "i", "message": "/rpc-input"}));
+    let input = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "input");
+    assert_eq!(input["title"], "Enter a value");
+    assert_eq!(input["placeholder"], "type something...");
+    pi.send(json!({"type": "extension_ui_response", "id": input["id"], "value": "forty-two"}));
+    ui_request(&mut pi, "notify", "message", "You entered: forty-two");
+    assert_eq!(pi.response_for("i")["success"], true);
+
+    pi.send(json!({"type": "prompt", "id": "e", "message": "/rpc-editor"}));
+    let editor = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "editor");
+    assert_eq!(editor["title"], "Edit some text");
+    assert_eq!(editor["prefill"], "Line 1\nLine 2\nLine 3");
+    pi.send(json!({"type": "extension_ui_response", "id": editor["id"], "value": "a\nb"}));
+    ui_request(&mut pi, "notify", "message", "Editor submitted (2 lines)");
+    assert_eq!(pi.response_for("e")["success"], true);
+
+    pi.command("f", "prompt", json!({"message": "/rpc-prefill"}));
+    ui_request(
+        &mut pi,
+        "set_editor_text",
+        "text",
+        "This text was set by the rpc-demo extension.",
+    );
+    ui_request(&mut pi, "notify", "message", "Editor prefilled");
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// One Google streaming reply (`streamGenerateContent?alt=sse`) with `text`.
+fn google_text(text: &str) -> String {
+    let chunk = json!({
+        "candidates": [{"content": {"parts": [{"text": text}], "role": "model"},
+                        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 7, "totalTokenCount": 47},
+    });
+    format!("data: {chunk}\n\n")
+}
+
+/// custom-compaction.ts: at `session_before_compact` it finds google/gemini-2.5-flash in
+/// `ctx.modelRegistry` and summarizes with `modelRegistry.complete()` (pi-ai in the host, with
+/// the key pi-rs resolved); its summary becomes the compaction entry.
+#[test]
+fn custom_compaction_summarizes_with_a_model_of_the_registry() {
+    let Some(reference) = pi_1_6() else { return };
+    let long = |word: &str| format!("{word} {}", "filler ".repeat(200));
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long("first answer")])),
+        Reply::sse(sse::anthropic_text(&[&long("second answer")])),
+        Reply::sse(google_text("## Goal\nCUSTOM SUMMARY FROM GEMINI")),
+    ]);
+    let models = crate::fake_provider::fixture("models_small_window.json").replacen(
+        "\"providers\": {",
+        "\"providers\": {\n    \"google\": {\"baseUrl\": \"__BASE_URL__\", \"apiKey\": \"google-key-for-tests\"},",
+        1,
+    );
+    let setup = Setup::new(&fake, "fake-anthropic", "fake-claude-small")
+        .models_json(&models)
+        .with_sessions()
+        .settings(json!({"compaction": {"reserveTokens": 1000, "keepRecentTokens": 200}}));
+    let mut pi = Pi::spawn(&with_examples(&reference, setup, &["custom-compaction.ts"]));
+    for (id, text) in [
+        ("p1", long("first question")),
+        ("p2", long("second question")),
+    ] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_settled");
+    }
+    pi.send(json!({"type": "compact", "id": "c"}));
+    let response = pi.response_for("c");
+    assert_eq!(response["success"], true, "{response}");
+    assert_eq!(
+        response["data"]["summary"], "## Goal\nCUSTOM SUMMARY FROM GEMINI",
+        "{response}"
+    );
+    ui_request(
+        &mut pi,
+        "notify",
+        "message",
+        "Custom compaction extension triggered",
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "no request of pi-rs's own summarizer");
+    let summary = &requests[2];
+    assert!(
+        summary.path.contains("gemini-2.5-flash"),
+        "{}",
+        summary.path
+    );
+    let key = summary.header("x-goog-api-key").unwrap_or_default();
+    assert!(
+        key == "google-key-for-tests" || summary.path.contains("key=google-key-for-tests"),
+        "the key pi-rs resolved: {:?} {}",
+        summary.headers,
+        summary.path
+    );
+    let asked = summary.body.to_string();
+    assert!(
+        asked.contains("You are a conversation summarizer"),
+        "{asked}"
+    );
+    assert!(asked.contains("first question"), "{asked}");
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// An extension of the tests' own: `/registry` reports what `pi.getSettings()` and
+/// `ctx.modelRegistry` say (credentials only as comparisons, never as text).
+const REGISTRY_READER: &str = r#"
+export default function (pi) {
+    pi.registerCommand("registry", {
+        description: "Report the settings and the model registry",
+        handler: async (_args, ctx) => {
+            const registry = ctx.modelRegistry;
+            const model = registry.find("fake-anthropic", "fake-claude");
+            const auth = await registry.getApiKeyAndHeaders(model);
+            const settings = pi.getSettings();
+            settings.tsMarker = "changed by the extension";
+            const seen = {
+                marker: pi.getSettings().tsMarker,
+                nested: pi.getSettings().compaction,
+                found: model && `${model.provider}/${model.id} ${model.api} ${model.contextWindow}`,
+                missing: registry.find("nobody", "nothing") === undefined,
+                many: registry.getAll().length > 100,
+                available: registry.getAvailable().some((m) => m.provider === "fake-anthropic" && m.id === "fake-claude"),
+                openaiAvailable: registry.getAvailable().some((m) => m.provider === "openai"),
+                configured: registry.hasConfiguredAuth(model),
+                authOk: auth.ok,
+                keyIsTheConfiguredOne: auth.apiKey === "test-key",
+                providerKey: (await registry.getApiKeyForProvider("fake-anthropic")) === "test-key",
+            };
+            ctx.ui.notify(JSON.stringify(seen), "info");
+        },
+    });
+}
+"#;
+
+/// `pi.getSettings()` is a copy of the merged settings; `ctx.modelRegistry` is pi-rs's registry
+/// (every model, the available ones, `find`) and its credentials come from pi-rs's resolver.
+#[test]
+fn settings_and_the_model_registry_reach_typescript_extensions() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
+        .settings(
+            json!({"tsMarker": "from settings.json", "compaction": {"keepRecentTokens": 1234}}),
+        )
+        .file("registry.ts", REGISTRY_READER)
+        .arg("-e")
+        .arg("registry.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("r", "prompt", json!({"message": "/registry"}));
+    let notice = pi.find(|r| r["type"] == "extension_ui_request" && r["method"] == "notify");
+    let seen: Value = serde_json::from_str(notice["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        seen,
+        json!({
+            "marker": "from settings.json",
+            "nested": {"keepRecentTokens": 1234},
+            "found": "fake-anthropic/fake-claude anthropic-messages 200000",
+            "missing": true,
+            "many": true,
+            "available": true,
+            "openaiAvailable": false,
+            "configured": true,
+            "authOk": true,
+            "keyIsTheConfiguredOne": true,
+            "providerKey": true,
+        })
+    );
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// An extension of the tests' own registering two providers as pi's docs show: one on a wire
+/// API pi-rs speaks, one that streams itself (through pi-ai's Anthropic implementation, as
+/// 1.6.0's custom-provider-gitlab-duo does). `__BASE_URL__` is the fake provider.
+const PROVIDERS: &str = r#"
+import { anthropicMessagesApi } from "@earendil-works/pi-ai/compat";
+
+const model = (id, name) => ({
+    id, name, reasoning: false, input: ["text"],
+    cost: { input: 1, output: 2, cacheRead: 0, cacheWrite: 0 }, contextWindow: 100000, maxTokens: 4096,
+});
+
+export default function (pi) {
+    pi.registerProvider("ts-gateway", {
+        baseUrl: "__BASE_URL__",
+        apiKey: "$TS_GATEWAY_KEY",
+        api: "anthropic-messages",
+        models: [model("gw-1", "Gateway One")],
+    });
+    pi.registerProvider("ts-streamer", {
+        baseUrl: "__BASE_URL__",
+        apiKey: "$TS_STREAMER_KEY",
+        api: "ts-streamer-api",
+        models: [model("st-1", "Streamer One")],
+        streamSimple: (m, context, options) =>
+            anthropicMessagesApi().streamSimple({ ...m, api: "anthropic-messages" }, context, options),
+    });
+    // After start-up: a provider registered and removed from commands.
+    pi.registerCommand("add-late", {
+        description: "Register ts-late",
+        handler: async (_args, ctx) => {
+            pi.registerProvider("ts-late", {
+                baseUrl: "__BASE_URL__",
+                apiKey: "$TS_LATE_KEY",
+                api: "anthropic-messages",
+                models: [model("late-1", "Late One")],
+            });
+        },
+    });
+    pi.registerCommand("drop-late", {
+        description: "Unregister ts-late",
+        handler: async (_args, ctx) => {
+            await ctx.modelRegistry.refresh();
+            ctx.ui.notify(`before: ${ctx.modelRegistry.find("ts-late", "late-1")?.name}`, "info");
+            pi.unregisterProvider("ts-late");
+        },
+    });
+}
+"#;
+
+/// `pi.registerProvider` from TypeScript: the models join pi-rs's registry (the start-up model
+/// can name them; 1.6.0's custom-provider-anthropic example's models are listed too); a
+/// provider on `anthropic-messages` is requested by pi-rs itself, one with a `streamSimple`
+/// function through the host; both requests reach the fake provider with their keys.
+#[test]
+fn providers_registered_from_typescript_serve_requests() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["From the gateway."])),
+        Reply::sse(sse::anthropic_text(&["From the streamer."])),
+        Reply::sse(sse::anthropic_text(&["From the late one."])),
+    ]);
+    let extension = PROVIDERS.replace("__BASE_URL__", &fake.base_url());
+    let setup = with_examples(
+        &reference,
+        Setup::new(&fake, "ts-gateway", "gw-1"),
+        &["custom-provider-anthropic"],
+    )
+    .env("TS_GATEWAY_KEY", "gateway-key-1")
+    .env("TS_STREAMER_KEY", "streamer-key-2")
+    .env("CUSTOM_ANTHROPIC_API_KEY", "custom-key-3")
+    .env("TS_LATE_KEY", "late-key-4")
+    .file("providers.ts", &extension)
+    .arg("-e")
+    .arg("providers.ts");
+    let mut pi = Pi::spawn(&setup);
+    let response = pi.command("m", "get_available_models", json!({}));
+    let listed: Vec<String> = response["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{} {}",
+                m["provider"].as_str().unwrap(),
+                m["id"].as_str().unwrap(),
+                m["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for expected in [
+        "ts-gateway/gw-1 Gateway One",
+        "ts-streamer/st-1 Streamer One",
+        "custom-anthropic/claude-sonnet-4-5 Claude Sonnet 4.5 (Custom)",
+    ] {
+        assert!(
+            listed.iter().any(|l| l == expected),
+            "{expected}: {listed:?}"
+        );
+    }
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["provider"], "ts-gateway", "{state}");
+
+    pi.command("p1", "prompt", json!({"message": "through the gateway"}));
+    pi.wait_for_event("agent_end");
+    let response = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "ts-streamer", "modelId": "st-1"}),
+    );
+    assert_eq!(response["success"], true, "{response}");
+    pi.command("p2", "prompt", json!({"message": "through the streamer"}));
+    let records = pi.records_until_event("agent_end");
+    let last = records
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .expect("the reply");
+    assert_eq!(
+        last["message"]["content"][0]["text"], "From the streamer.",
+        "{last}"
+    );
+    assert_eq!(last["message"]["provider"], "ts-streamer");
+
+    // Registered from a command (v2's register_provider), then removed.
+    assert_eq!(
+        pi.command("a", "prompt", json!({"message": "/add-late"}))["success"],
+        true
+    );
+    let response = pi.command(
+        "sl",
+        "set_model",
+        json!({"provider": "ts-late", "modelId": "late-1"}),
+    );
+    assert_eq!(response["success"], true, "{response}");
+    pi.command("p3", "prompt", json!({"message": "through the late one"}));
+    pi.wait_for_event("agent_end");
+    pi.command("d", "prompt", json!({"message": "/drop-late"}));
+    ui_request(&mut pi, "notify", "message", "before: Late One");
+    let response = pi.command("m2", "get_available_models", json!({}));
+    let providers: Vec<&str> = response["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .filter_map(|m| m["provider"].as_str())
+        .collect();
+    assert!(!providers.contains(&"ts-late"), "{providers:?}");
+    assert!(providers.contains(&"ts-gateway"), "{providers:?}");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].body["model"], "late-1");
+    assert_eq!(requests[2].header("x-api-key"), Some("late-key-4"));
+    assert_eq!(requests[0].body["model"], "gw-1");
+    assert_eq!(requests[0].header("x-api-key"), Some("gateway-key-1"));
+    assert_eq!(user_texts(&requests[0]), ["through the gateway"]);
+    assert_eq!(requests[1].body["model"], "st-1");
+    assert_eq!(requests[1].header("x-api-key"), Some("streamer-key-2"));
+    assert_eq!(
+        user_texts(&requests[1]),
+        ["through the gateway", "through the streamer"]
+    );
+    assert_eq!(system_prompt(&requests[1]), system_prompt(&requests[0]));
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// subagent/index.ts: its `subagent` tool starts `process.execPath --mode json -p …` — pi-rs, not the
+/// host — with the agent's prompt; the child's answer is the tool's result.
+#[test]
+fn the_subagent_example_runs_pi_rs_as_its_subagent() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_1",
+                    "subagent",
+                    &[r#"{"agent":"echo","task":"say the word"}"#],
+                )
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["CHILD-ANSWER"])),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    // Installed as its README says: the folder's index.ts (the folder itself is a package
+    // whose prompts pi loads, without this extension).
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["subagent/index.ts"]);
+    let mut pi = Pi::spawn(&setup);
+    let agents = pi.agent_dir().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("echo.md"),
+        "---\nname: echo\ndescription: Repeats its task\n---\n\nYou are the echo agent.\n",
+    )
+    .unwrap();
+    pi.command("p", "prompt", json!({"message": "delegate"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "parent, child, parent");
+    let child = &requests[1];
+    assert_eq!(user_texts(child), ["Task: say the word"]);
+    assert!(
+        system_prompt(child).contains("You are the echo agent."),
+        "{}",
+        system_prompt(child)
+    );
+    let block = tool_result_block(&requests[2], "toolu_1");
+    assert!(
+        tool_result_block_text(&block).contains("CHILD-ANSWER"),
+        "{block}"
+    );
+}
+
+/// A provider whose `streamSimple` never finishes on its own: it opens its reply, and `abort`
+/// reaches its `options.signal` (v2's `cancel_stream`), which it records in a file before it
+/// ends the stream as pi's providers do (pi 1.6.0's abort waits for that end; pi-rs does not).
+const HANGING_PROVIDER: &str = r#"
+import { writeFileSync } from "node:fs";
+import { createAssistantMessageEventStream } from "@earendil-works/pi-ai/compat";
+
+export default function (pi) {
+    pi.registerProvider("ts-hang", {
+        baseUrl: "http://127.0.0.1:9",
+        apiKey: "hang-key-5",
+        api: "ts-hang-api",
+        models: [{ id: "hang-1", name: "Hang", reasoning: false, input: ["text"],
+            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 1000, maxTokens: 100 }],
+        streamSimple: (model, _context, options) => {
+            const stream = createAssistantMessageEventStream();
+            const partial = { role: "assistant", content: [{ type: "text", text: "" }], api: model.api,
+                provider: model.provider, model: model.id, stopReason: "stop", timestamp: Date.now(),
+                usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0,
+                    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } } };
+            stream.push({ type: "start", partial });
+            stream.push({ type: "text_start", contentIndex: 0, partial });
+            stream.push({ type: "text_delta", contentIndex: 0, delta: "thinking it over", partial });
+            // As pi's providers do: an aborted signal ends the stream with an "aborted" error.
+            options.signal.addEventListener("abort", () => {
+                writeFileSync("stream-aborted.txt", `key ${options.apiKey === "hang-key-5"}`);
+                const error = { ...partial, stopReason: "aborted", errorMessage: "Request was aborted" };
+                stream.push({ type: "error", reason: "aborted", error });
+                stream.end();
+            });
+            return stream;
+        },
+    });
+}
+"#;
+
+/// `abort` during a reply a TypeScript `streamSimple` streams: pi-rs stops reading, the run
+/// ends as aborted, and the function's signal is aborted.
+#[test]
+fn abort_reaches_a_typescript_providers_stream() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_examples(&reference, Setup::new(&fake, "ts-hang", "hang-1"), &[])
+        .file("hang.ts", HANGING_PROVIDER)
+        .arg("-e")
+        .arg("hang.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "take your time"}));
+    pi.find(|r| {
+        r["type"] == "message_update" && r["assistantMessageEvent"]["delta"] == "thinking it over"
+    });
+    assert_eq!(pi.command("a", "abort", json!({}))["success"], true);
+    let records = pi.records_until_event("agent_end");
+    let last = records
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .expect("the reply");
+    assert_eq!(last["message"]["stopReason"], "aborted", "{last}");
+    let seen = crate::support::wait_for_file(&pi.cwd().join("stream-aborted.txt"), WAIT, |t| {
+        !t.is_empty()
+    });
+    assert_eq!(seen, "key true");
+    assert!(fake.requests().is_empty());
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
     );
 }

@@ -159,6 +159,19 @@ impl RecordedRequest {
             .map(Vec::as_slice)
             .unwrap_or(&[])
     }
+
+    /// The names of the tools the request declares (`body.tools[].name`), in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.body["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Default)]

@@ -85,18 +85,20 @@ const state = {
 	sessionName: undefined,
 	contextUsage: undefined,
 	systemPrompt: "",
+	settings: {},
 	trusted: false,
 	idle: true,
 	runAbort: undefined,
 };
 
 async function refreshState() {
-	const [model, activeTools, allTools, commands, sessionName, contextUsage, systemPrompt] =
+	const [model, activeTools, allTools, commands, sessionName, contextUsage, systemPrompt, settings] =
 		await Promise.all(
-			["model", "active_tools", "all_tools", "commands", "session_name", "context_usage", "system_prompt"].map(
+			["model", "active_tools", "all_tools", "commands", "session_name", "context_usage", "system_prompt", "settings"].map(
 				(name) => query(name).catch(() => undefined),
 			),
 		);
+	if (settings) state.settings = settings;
 	if (model) {
 		state.model = model.model ?? undefined;
 		state.thinkingLevel = model.thinkingLevel ?? state.thinkingLevel;
@@ -277,11 +279,210 @@ async function load(cwd) {
 	return runner;
 }
 
-const modelRegistry = {
-	getAll: () => [],
-	getAvailable: () => [],
-	find: () => undefined,
+// ---- ctx.modelRegistry: pi-rs's model registry ---------------------------------------------------
+
+const models = { all: [], available: [] };
+
+/** Reads pi-rs's registry anew (`models` query): at start and after a provider (un)registers. */
+async function refreshModels() {
+	const answer = await query("models");
+	models.all = Array.isArray(answer?.all) ? answer.all : [];
+	models.available = Array.isArray(answer?.available) ? answer.available : [];
+}
+
+/** pi-ai as extensions see it (the package's extension view), loaded on first use. */
+let piAiView;
+function piAi() {
+	piAiView ??= import(pathToFileURL(path.join(config.package, "dist/core/extensions/pi-ai-extension-view.js")).href);
+	return piAiView;
+}
+
+const findModel = (provider, id) => models.all.find((m) => m.provider === provider && m.id === id);
+const ofType = (type) => (m) => (m.type ?? "chat") === type;
+
+/** The credential pi-rs resolved for a model (`auth` query), as pi's getApiKeyAndHeaders. */
+async function requestAuth(model) {
+	try {
+		const auth = await query("auth", { provider: model.provider, modelId: model.id });
+		return { ok: true, apiKey: auth?.apiKey ?? undefined, headers: auth?.headers ?? {} };
+	} catch (err) {
+		return { ok: false, error: errorText(err) };
+	}
+}
+
+/** An extension's own model call: pi-ai in this process, with pi-rs's credentials (README). */
+async function modelCall(kind, model, context, options) {
+	const streamer = providerStreamers.get(model.provider);
+	const auth = await requestAuth(model);
+	if (!auth.ok) throw new Error(auth.error);
+	const withAuth = { ...options, apiKey: options?.apiKey ?? auth.apiKey, headers: { ...auth.headers, ...options?.headers } };
+	if (streamer) return streamer(model, (await piAi()).normalizeContext(context), withAuth);
+	return (await piAi())[kind](model, context, withAuth);
+}
+
+/** An event stream whose source is found asynchronously (pi's AssistantMessageEventStream surface). */
+function laterStream(source) {
+	return {
+		async *[Symbol.asyncIterator]() {
+			yield* await source;
+		},
+		result: async () => (await source).result(),
+	};
+}
+
+const modelRegistryView = {
+	refresh: async () => {
+		await refreshModels();
+		return { aborted: false, errors: new Map() };
+	},
+	getError: () => undefined,
+	getAll: () => [...models.all],
+	getAvailable: () => [...models.available],
+	find: (provider, id) => findModel(provider, id),
+	findOfType: (type, provider, id) => models.all.filter(ofType(type)).find((m) => m.provider === provider && m.id === id),
+	getModelOfType: (type, provider, id) => modelRegistryView.findOfType(type, provider, id),
+	getModelsOfType: (type, provider) => models.all.filter((m) => ofType(type)(m) && (!provider || m.provider === provider)),
+	getAvailableOfType: async (type, provider) =>
+		models.available.filter((m) => ofType(type)(m) && (!provider || m.provider === provider)),
+	hasConfiguredAuth: (model) => models.available.some((m) => m.provider === model.provider),
+	getProviderAuthStatus: (provider) => ({ configured: models.available.some((m) => m.provider === provider) }),
+	getProviderDisplayName: (provider) => provider,
+	isUsingOAuth: () => false,
+	getApiKeyAndHeaders: (model) => requestAuth(model),
+	getApiKeyForProvider: async (provider) => (await query("auth", { provider }).catch(() => undefined))?.apiKey ?? undefined,
+	getProviderAuth: async (provider) => {
+		const auth = await query("auth", { provider }).catch(() => undefined);
+		return auth?.apiKey ? { auth: { apiKey: auth.apiKey } } : undefined;
+	},
+	// Older pi's name (0.x): the key for a model's provider.
+	getApiKey: async (model) => (await requestAuth(model)).apiKey,
+	stream: (model, context, options) => laterStream(modelCall("stream", model, context, options)),
+	streamSimple: (model, context, options) => laterStream(modelCall("streamSimple", model, context, options)),
+	complete: async (model, context, options) => (await modelCall("stream", model, context, options)).result(),
+	completeSimple: async (model, context, options) => (await modelCall("streamSimple", model, context, options)).result(),
+	registerProvider: (name, providerConfig) => registerProvider(name, providerConfig),
+	unregisterProvider: (name) => unregisterProvider(name),
+	getRegisteredProviderIds: () => [...registeredProviders.keys()],
+	getRegisteredProviderConfig: (name) => registeredProviders.get(name),
 };
+
+const modelRegistry = new Proxy(modelRegistryView, {
+	get(target, name) {
+		if (name in target || typeof name === "symbol" || name === "then" || name === "toJSON") return target[name];
+		return () => {
+			throw new Error(`ctx.modelRegistry.${String(name)} is not available under pi-rs`);
+		};
+	},
+});
+
+// ---- pi.registerProvider → v2 register_provider -----------------------------------------------------
+
+/** Providers registered from TypeScript: name → the config as the extension gave it. */
+const registeredProviders = new Map();
+/** Providers whose `streamSimple` is a function: name → that function (it serves `stream_request`). */
+const providerStreamers = new Map();
+/** Registrations made while loading: they go into the `register` line. */
+let providersAtStart = [];
+
+const PROVIDER_FIELDS = ["name", "baseUrl", "apiKey", "api", "headers", "authHeader", "compat", "models"];
+
+/** pi's provider config → v2's JSON form: a `streamSimple` function becomes `streamSimple: true`. */
+function providerLine(name, providerConfig) {
+	const out = {};
+	for (const key of PROVIDER_FIELDS) if (providerConfig?.[key] !== undefined) out[key] = providerConfig[key];
+	if (typeof providerConfig?.streamSimple === "function") out.streamSimple = true;
+	return { name, config: JSON.parse(JSON.stringify(out)) };
+}
+
+function registerProvider(name, providerConfig) {
+	if (typeof name !== "string") throw new Error("registerProvider: a native provider object is not supported by pi-rs; give a name and a config");
+	registeredProviders.set(name, providerConfig);
+	if (typeof providerConfig?.streamSimple === "function") providerStreamers.set(name, providerConfig.streamSimple);
+	else providerStreamers.delete(name);
+	const line = providerLine(name, providerConfig);
+	if (providersAtStart) {
+		providersAtStart = providersAtStart.filter((p) => p.name !== name).concat(line);
+		return;
+	}
+	fireAndReport(control("register_provider", line).then(refreshModels), "register_provider");
+}
+
+function unregisterProvider(name) {
+	registeredProviders.delete(name);
+	providerStreamers.delete(name);
+	if (providersAtStart) {
+		providersAtStart = providersAtStart.filter((p) => p.name !== name);
+		return;
+	}
+	fireAndReport(control("unregister_provider", { name }).then(refreshModels), "unregister_provider");
+}
+
+// ---- stream_request: a provider whose streamSimple is a function ----------------------------------
+
+const runningStreams = new Map();
+
+/** pi-ai's stream events → v2 `stream_event`s (README "A provider the extension streams itself"). */
+function streamEvent(event) {
+	switch (event.type) {
+		case "start":
+			return { type: "start" };
+		case "text_start":
+		case "thinking_start":
+			return { type: event.type, contentIndex: event.contentIndex };
+		case "toolcall_start": {
+			const call = event.partial?.content?.[event.contentIndex] ?? {};
+			return { type: "toolcall_start", contentIndex: event.contentIndex, id: call.id, toolName: call.name };
+		}
+		case "text_delta":
+		case "thinking_delta":
+		case "toolcall_delta":
+			return { type: event.type, contentIndex: event.contentIndex, delta: event.delta };
+		case "text_end":
+		case "toolcall_end":
+			return { type: event.type, contentIndex: event.contentIndex };
+		case "thinking_end": {
+			const signature = event.partial?.content?.[event.contentIndex]?.thinkingSignature;
+			return { type: "thinking_end", contentIndex: event.contentIndex, ...(signature ? { signature } : {}) };
+		}
+		case "done":
+			return { type: "done", reason: event.reason, usage: event.message?.usage };
+		case "error":
+			return { type: "error", reason: event.reason, errorMessage: event.error?.errorMessage ?? "The provider failed" };
+		default:
+			return undefined;
+	}
+}
+
+async function serveStream(message) {
+	const abort = new AbortController();
+	runningStreams.set(message.id, abort);
+	const emit = (event) => send({ type: "stream_event", id: message.id, event });
+	try {
+		const streamer = providerStreamers.get(message.model?.provider);
+		if (!streamer) throw new Error(`no streamSimple for provider ${message.model?.provider}`);
+		const { normalizeContext } = await piAi();
+		const options = message.options ?? {};
+		const stream = streamer(message.model, normalizeContext(message.context ?? { messages: [] }), {
+			apiKey: options.apiKey ?? undefined,
+			headers: options.headers,
+			maxTokens: options.maxTokens,
+			sessionId: options.sessionId,
+			reasoning: options.thinkingLevel && options.thinkingLevel !== "off" ? options.thinkingLevel : undefined,
+			signal: abort.signal,
+		});
+		for await (const event of stream) {
+			if (abort.signal.aborted) return;
+			const line = streamEvent(event);
+			if (line) emit(line);
+			if (event.type === "done" || event.type === "error") return;
+		}
+		emit({ type: "error", errorMessage: "The provider's stream ended without done or error" });
+	} catch (err) {
+		if (!abort.signal.aborted) emit({ type: "error", errorMessage: errorText(err) });
+	} finally {
+		runningStreams.delete(message.id);
+	}
+}
 
 function bind(runner) {
 	runner.bindCore(
@@ -307,7 +508,7 @@ function bind(runner) {
 			setLabel: (entryId, label) => send({ type: "set_label", entryId, label: label ?? null }),
 			getActiveTools: () => state.activeTools,
 			getAllTools: () => state.allTools,
-			getSettings: () => ({}),
+			getSettings: () => structuredClone(state.settings),
 			setActiveTools: (names) => {
 				state.activeTools = names.filter((n) => state.allTools.some((t) => t.name === n));
 				fireAndReport(
@@ -353,6 +554,7 @@ function bind(runner) {
 			},
 			getSystemPrompt: () => state.systemPrompt,
 		},
+		{ registerProvider, unregisterProvider },
 	);
 	runner.bindCommandContext({
 		waitForIdle: () => control("wait_for_idle"),
@@ -430,7 +632,8 @@ function registration(runner) {
 		: [];
 	const hooks = [...handlerNames].filter((n) => HOOKS.has(n));
 	const events = [...new Set([...OWN_EVENTS, ...[...handlerNames].filter((n) => !HOOKS.has(n))])];
-	return { type: "register", protocol: 2, name: "typescript", tools, commands, flags, events, hooks };
+	const providers = providersAtStart ?? [];
+	return { type: "register", protocol: 2, name: "typescript", tools, commands, flags, events, hooks, providers };
 }
 
 // Tools and commands registered after start-up (pi.registerTool in a handler): v2 late registration.
@@ -511,6 +714,8 @@ const changed = (a, b) => JSON.stringify(a) !== JSON.stringify(b);
 async function beforeAgentStart(runner, payload) {
 	const ctx = runner.createContext();
 	let systemPrompt = payload.systemPrompt;
+	// pi's extensions change the options in place; later handlers see the changes.
+	const options = payload.systemPromptOptions ? structuredClone(payload.systemPromptOptions) : undefined;
 	const result = {};
 	const messages = [];
 	for (const ext of runner.extensions) {
@@ -521,6 +726,7 @@ async function beforeAgentStart(runner, payload) {
 					prompt: payload.prompt,
 					images: payload.images,
 					systemPrompt,
+					systemPromptOptions: options,
 				};
 				const answer = await handler(event, ctx);
 				if (answer?.message) messages.push(answer.message);
@@ -533,6 +739,7 @@ async function beforeAgentStart(runner, payload) {
 			}
 		}
 	}
+	if (options && changed(options, payload.systemPromptOptions)) result.systemPromptOptions = options;
 	// The protocol carries one injected message per answer; several are joined in order.
 	if (messages.length === 1) result.message = messages[0];
 	if (messages.length > 1) {
@@ -657,6 +864,12 @@ async function main() {
 			case "cancel_tool":
 				runningTools.get(message.id)?.abort();
 				return;
+			case "cancel_stream":
+				runningStreams.get(message.id)?.abort();
+				return;
+			case "stream_request":
+				await ready;
+				return serveStream(message);
 		}
 		// A cancel may come while the run still waits for earlier events.
 		const abort = message.type === "run_tool" ? new AbortController() : undefined;
@@ -720,13 +933,14 @@ async function start(hello) {
 	const runner = await load(hello.cwd);
 	send(remember(runner));
 	registeredOnce = true;
+	providersAtStart = undefined;
 	for (const line of beforeRegister) send(line);
 	beforeRegister = undefined;
 	if (!runner) return undefined;
 	const [flags, trust] = await Promise.all([query("flags").catch(() => ({})), query("trust").catch(() => undefined)]);
 	for (const [name, value] of Object.entries(flags ?? {})) runner.setFlagValue(name, value);
 	state.trusted = trust?.trusted === true;
-	await Promise.all([refreshState(), refreshSession()]);
+	await Promise.all([refreshState(), refreshSession(), refreshModels().catch(() => undefined)]);
 	return runner;
 }
 
