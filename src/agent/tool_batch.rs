@@ -170,6 +170,7 @@ pub(super) fn tool_sets(
                     spec,
                     guidelines: tools::prompt_info(&spec.name).map_or(&[], |(_, g)| g),
                     namespace: mcp.and_then(|mcp| mcp.namespace_of(&spec.name)),
+                    output: script_output_schema(&spec.name, extension_tools, mcp),
                 })
                 .collect();
             let description = codemode::description_listing(&listed, presentation.inline_budget);
@@ -183,11 +184,33 @@ pub(super) fn tool_sets(
                 .iter_mut()
                 .filter(|s| s.name != codemode::TOOL_NAME)
             {
-                codemode::script_call_note(spec);
+                let output = script_output_schema(&spec.name, extension_tools, mcp);
+                codemode::script_call_note(spec, &output);
             }
         }
     }
     (declared, callable)
+}
+
+/// What a script's call of `name` resolves to, as pi 1.6.0's output schemas say: `bash` and
+/// `read` their structured values, an MCP tool its `CallToolResult`, any other tool (an
+/// extension's too, also one replacing a built-in) its text.
+fn script_output_schema(
+    name: &str,
+    extension_tools: &[crate::extensions::ExtensionTool],
+    mcp: Option<&crate::mcp::McpHost>,
+) -> Value {
+    use codemode::declarations;
+    if extension_tools.iter().any(|t| t.decl.name == name) {
+        return declarations::text_output_schema();
+    }
+    match name {
+        "bash" => declarations::bash_output_schema(),
+        "read" => declarations::read_output_schema(),
+        _ => mcp
+            .and_then(|mcp| mcp.output_schema_of(name))
+            .unwrap_or_else(declarations::text_output_schema),
+    }
 }
 
 impl Agent {
@@ -453,9 +476,17 @@ impl Agent {
 
     /// A tool as discovery (`searchTools()`, `tool_search`) sees it.
     fn catalog_tool(&self, spec: &ToolSpec) -> codemode::search::CatalogTool {
+        let guidelines = tools::prompt_info(&spec.name).map_or(&[][..], |(_, g)| g);
+        let output =
+            script_output_schema(&spec.name, &self.tools.extension_tools, self.mcp.as_ref());
         codemode::search::CatalogTool {
             name: spec.name.clone(),
-            sample: codemode::search::sample(&spec.description, &spec.parameters),
+            sample: codemode::declarations::tool_sample(
+                &spec.name,
+                &codemode::with_guidelines(&spec.description, guidelines),
+                &spec.parameters,
+                &output,
+            ),
             description: spec.description.clone(),
             parameters: spec.parameters.clone(),
             namespace: self

@@ -134,7 +134,7 @@ return { calls: results.length };"#;
         read["description"]
             .as_str()
             .unwrap()
-            .ends_with("\n\nCodemode: `tools.read(args)` resolves to a string."),
+            .ends_with("\n\nCodemode: `tools.read(args)` resolves to `string | { data: string; mimeType: string; note: string; type: \"image\"; }`."),
         "{read}"
     );
     // Only the script's result reaches the model: one tool result, for the codemode call.
@@ -651,7 +651,7 @@ fn mode_only_declares_codemode_alone_and_scripts_reach_the_hidden_tools() {
     let fake = FakeProvider::start(vec![
         scripts(&[(
             "only1",
-            "const r = await tools.bash({ command: 'echo from-bash' }); text(r.trim());",
+            "const r = await tools.bash({ command: 'echo from-bash' }); text(r.output.trim());",
         )]),
         Reply::sse(anthropic_text(&["Done."])),
     ]);
@@ -698,6 +698,96 @@ fn mode_only_declares_codemode_alone_and_scripts_reach_the_hidden_tools() {
         .as_str()
         .unwrap();
     assert!(description.ends_with("\n\nNested tools:"), "{description}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// `bash` and `read` resolve to pi 1.6.0's structured values in scripts: `bash` to
+/// `{output, truncated, full_output_path?, exit_code, wall_time_seconds}` (also for a non-zero
+/// exit, whose call is still an error record; `output` holds up to 1 MiB, its first and last
+/// halves around an omission marker past that), `read` to the text, or for an image to an image
+/// block `image()` shows. Direct `tool_execution_end` records carry the value as
+/// `structuredContent`, and the declared tools' descriptions name the shapes. Passes against pi
+/// 1.6.0.
+#[test]
+fn bash_and_read_resolve_to_structured_values_in_scripts() {
+    let code = r#"const ok = await tools.bash({ command: "echo hi" });
+const bad = await tools.bash({ command: "echo oops; exit 3" });
+const big = await tools.bash({ command: "seq 1 300000" });
+const file = await tools.read({ path: "note.txt" });
+const img = await tools.read({ path: "dot.png" });
+text(JSON.stringify({
+  ok: [ok.output, ok.exit_code, ok.truncated, typeof ok.wall_time_seconds, "full_output_path" in ok],
+  bad: [bad.output, bad.exit_code, bad.truncated],
+  big: [big.truncated, typeof big.full_output_path, big.output.length > 1000000, big.output.length <= 1048576 + 64,
+    big.output.startsWith("1\n2\n"), big.output.endsWith("299999\n300000\n"), /\n\n\[\.\.\. \d+ bytes omitted \.\.\.\]\n\n/.test(big.output)],
+  file,
+  img: [img.type, img.mimeType, img.note, img.data.length > 0],
+}));
+image(img);"#;
+    let fake = FakeProvider::start(vec![
+        scripts(&[("st1", code)]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    std::fs::write(workspace.cwd().join("note.txt"), "line one\nline two\n").unwrap();
+    std::fs::write(workspace.cwd().join("dot.png"), crate::images::png(4, 3)).unwrap();
+    let setup = Setup::anthropic(&fake).settings(json!({
+        "defaultTools": ["read", "bash", "codemode"],
+    }));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "run"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "st1");
+    let json_start = text.find("{\"ok\"").unwrap_or_else(|| panic!("{text}"));
+    let json_end = text[json_start..]
+        .find('\n')
+        .map_or(text.len(), |i| json_start + i);
+    let values: Value = serde_json::from_str(&text[json_start..json_end]).unwrap();
+    assert_eq!(
+        values,
+        json!({
+            "ok": ["hi\n", 0, false, "number", false],
+            "bad": ["oops\n", 3, false],
+            "big": [true, "string", true, true, true, true, true],
+            "file": "line one\nline two\n",
+            "img": ["image", "image/png", "Read image file [image/png]", true],
+        }),
+        "{text}"
+    );
+    assert!(text.contains("[Image saved to "), "{text}");
+    // The nested calls' records carry the structured value; the failed one is still an error.
+    let nested: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end" && r["parentToolCallId"] == "st1")
+        .collect();
+    let bad = nested
+        .iter()
+        .find(|r| r["result"]["structuredContent"]["exit_code"] == 3)
+        .expect("the failing bash call carries its value");
+    assert_eq!(bad["isError"], true);
+    assert_eq!(
+        result_text(&bad["result"]),
+        "oops\n\n\nCommand exited with code 3"
+    );
+    let read = nested
+        .iter()
+        .find(|r| r["toolName"] == "read" && r["result"]["structuredContent"].is_string())
+        .expect("the text read carries its value");
+    assert_eq!(read["result"]["structuredContent"], "line one\nline two\n");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let bash = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "bash")
+        .unwrap();
+    assert!(
+        bash["description"].as_str().unwrap().ends_with(
+            "\n\nCodemode: `tools.bash(args)` resolves to `{ output, truncated, full_output_path?, exit_code, wall_time_seconds }`."
+        ),
+        "{bash}"
+    );
     pi.close_stdin();
     pi.wait_for_exit();
 }

@@ -8,6 +8,7 @@
 //! (`agent/tool_batch.rs`) runs each nested call through the same pipeline as a direct call.
 //! Nothing here runs, and QuickJS holds no memory, until a `codemode` call starts.
 
+pub mod declarations;
 pub mod engine;
 pub mod search;
 
@@ -90,13 +91,29 @@ pub struct Listed<'a> {
     pub spec: &'a ToolSpec,
     pub guidelines: &'a [&'a str],
     pub namespace: Option<search::Namespace>,
+    /// What a script's call resolves to (`declarations::*_output_schema`).
+    pub output: Value,
+}
+
+/// What a script sees of a tool's description: the description, then its prompt guidelines
+/// (which the system prompt has only for declared tools) as bullets.
+pub fn with_guidelines(description: &str, guidelines: &[&str]) -> String {
+    let bullets: Vec<String> = guidelines
+        .iter()
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| format!("- {}", g.trim()))
+        .collect();
+    match bullets.is_empty() {
+        true => description.to_string(),
+        false => format!("{}\n\n{}", description.trim(), bullets.join("\n")),
+    }
 }
 
 /// The description with a `Nested tools:` section listing `listed` as pi 1.6.0 does: tools
 /// without a namespace first, then one `## <namespace>` group per namespace by name; sections
 /// are chosen round-robin, cheapest first, within `budget` estimated tokens, and a group with
 /// tools left out says so. Each section is the tool's description, its guidelines and its
-/// parameters (JSON Schema where 1.6.0 renders a TypeScript declaration).
+/// TypeScript declaration.
 pub fn description_listing(listed: &[Listed], budget: usize) -> String {
     let intro = format!("{DESCRIPTION_INTRO}\n\n{DESCRIPTION_GLOBALS}");
     if listed.is_empty() {
@@ -114,20 +131,13 @@ pub fn description_listing(listed: &[Listed], budget: usize) -> String {
             true => format!("### `{id}`"),
             false => format!("### `{id}` (`{}`)", tool.spec.name),
         };
-        let bullets: Vec<String> = tool
-            .guidelines
-            .iter()
-            .filter(|g| !g.trim().is_empty())
-            .map(|g| format!("- {}", g.trim()))
-            .collect();
-        let description = match bullets.is_empty() {
-            true => tool.spec.description.clone(),
-            false => format!("{}\n\n{}", tool.spec.description.trim(), bullets.join("\n")),
-        };
-        let section = format!(
-            "{heading}\n{}",
-            search::sample(&description, &tool.spec.parameters).trim()
+        let sample = declarations::tool_sample(
+            &tool.spec.name,
+            &with_guidelines(&tool.spec.description, tool.guidelines),
+            &tool.spec.parameters,
+            &tool.output,
         );
+        let section = format!("{heading}\n{}", sample.trim());
         let cost = section.encode_utf16().count().div_ceil(4);
         let entry = Entry {
             section,
@@ -206,12 +216,13 @@ pub fn description_listing(listed: &[Listed], budget: usize) -> String {
 }
 
 /// What a declared tool's description gains while codemode is offered (`codemode.mode` `on`):
-/// how a script calls it. Every tool resolves to its text in pi-rs.
-pub fn script_call_note(spec: &mut ToolSpec) {
+/// how a script calls it and what the call resolves to (`output`, its output schema).
+pub fn script_call_note(spec: &mut ToolSpec, output: &Value) {
     spec.description = format!(
-        "{}\n\nCodemode: `tools.{}(args)` resolves to a string.",
+        "{}\n\nCodemode: `tools.{}(args)` resolves to {}.",
         spec.description.trim(),
-        identifier(&spec.name)
+        identifier(&spec.name),
+        declarations::describe_output(&spec.name, output)
     );
 }
 
@@ -865,21 +876,25 @@ mod tests {
                 spec: &big,
                 guidelines: &["Be brief."],
                 namespace: None,
+                output: declarations::text_output_schema(),
             },
             Listed {
                 spec: &small,
                 guidelines: &[],
                 namespace: None,
+                output: declarations::text_output_schema(),
             },
             Listed {
                 spec: &b,
                 guidelines: &[],
                 namespace: Some(namespace("mcp__z")),
+                output: declarations::text_output_schema(),
             },
             Listed {
                 spec: &a,
                 guidelines: &[],
                 namespace: Some(namespace("mcp__y")),
+                output: declarations::text_output_schema(),
             },
         ];
         let all = description_listing(&listed, 10_000);
@@ -897,7 +912,7 @@ mod tests {
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{all}");
         assert!(all.contains("- Be brief."));
         // The big section does not fit: the cheap ones still do, round-robin.
-        let some = description_listing(&listed, 60);
+        let some = description_listing(&listed, 120);
         assert!(
             !some.contains("### `big`") && some.contains("### `small`"),
             "{some}"
