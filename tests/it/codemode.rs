@@ -791,3 +791,54 @@ image(img);"#;
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// The `codemode` listing, `ALL_TOOLS` and `describeTool()` show a tool as pi 1.6.0 does: its
+/// description, then its TypeScript declaration generated from the JSON Schemas (the MCP tool's
+/// arguments as a sorted object type, its result as the `CallToolResult` type). Passes against
+/// pi 1.6.0.
+#[test]
+fn tools_are_described_with_typescript_declarations() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "ts1",
+            r#"const d = await describeTool("mcp__fake__echo");
+text(d);
+text(ALL_TOOLS.find((t) => t.name === "mcp__fake__echo").description === d);"#,
+        )]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = setup_with_exposure(
+        &workspace,
+        &fake,
+        Some("direct"),
+        json!({"defaultTools": ["read", "codemode"], "codemode": {"mode": "only"}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "describe"}));
+    let records = pi.records_until_event("agent_end");
+    let sample = "fake echo\n\ncodemode tool declaration:\n```ts\ndeclare const tools: { mcp__fake__echo(args: { seconds?: number; size?: number; text?: string; }): Promise<{ content: Array<{ data?: string; mimeType?: string; text?: string; type: \"text\" | \"image\" | \"audio\" | \"resource_link\" | \"resource\"; [key: string]: unknown; }>; isError?: boolean; structuredContent?: unknown; [key: string]: unknown; }>; };\n```";
+    let text = script_text(&records, "ts1");
+    assert!(
+        text.ends_with(&format!(
+            "Output:\n==> text 1/2 <==\n{sample}\n==> text 2/2 <==\ntrue"
+        )),
+        "{text}"
+    );
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools.iter().find(|t| t["name"] == "codemode").unwrap();
+    let description = codemode["description"].as_str().unwrap();
+    assert!(
+        description.contains(&format!("\n\n### `mcp__fake__echo`\n{sample}")),
+        "{description}"
+    );
+    assert!(
+        description.contains(
+            "codemode tool declaration:\n```ts\ndeclare const tools: { read(args: {\n  // "
+        ),
+        "{description}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
