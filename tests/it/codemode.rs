@@ -842,3 +842,75 @@ text(ALL_TOOLS.find((t) => t.name === "mcp__fake__echo").description === d);"#,
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// The `models` global (pi 1.6.0 `docs/codemode.md`, "Models"): the catalog by type (chat
+/// models listed without their headers; pi-rs has no image or classifier models), and
+/// `classify()` / `generateImages()` failing with 1.6.0's errors for a model that is not of their
+/// type and for a missing one. The description names `models`. Passes against pi 1.6.0.
+#[test]
+fn the_models_global_lists_the_catalog_and_refuses_what_it_cannot_run() {
+    let code = r#"const chat = await models.getModelsOfType("chat", "fake-anthropic");
+const images = await models.getModelsOfType("image", "fake-anthropic");
+const one = await models.getModelOfType("chat", "fake-anthropic", "fake-claude");
+const none = await models.getModelOfType("classifier", "fake-anthropic", "fake-claude");
+const failed = await Promise.allSettled([
+  models.classify(one, { state: {}, questions: {} }),
+  models.generateImages(undefined, { input: [] }),
+  models.getModelsOfType("llm"),
+  models.getModelOfType("chat", "fake-anthropic/fake-claude"),
+]);
+text(JSON.stringify({
+  chat: chat.some((m) => m.id === "fake-claude" && m.provider === "fake-anthropic"),
+  images,
+  one: [one.provider, one.id, "headers" in one],
+  none: none === undefined,
+  errors: failed.map((r) => r.status === "rejected" ? r.reason.message : "resolved"),
+}));"#;
+    let fake = FakeProvider::start(vec![
+        scripts(&[("m1", code)]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake).settings(json!({"defaultTools": ["read", "codemode"]}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "models"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "m1");
+    let json_start = text.find("{\"chat\"").unwrap_or_else(|| panic!("{text}"));
+    let values: Value = serde_json::from_str(&text[json_start..]).unwrap();
+    assert_eq!(
+        values,
+        json!({
+            "chat": true,
+            "images": [],
+            "one": ["fake-anthropic", "fake-claude", false],
+            "none": true,
+            "errors": [
+                "\"fake-anthropic/fake-claude\" is a chat model, not a classifier model. List the classifier models you can use with models.getAvailableOfType(\"classifier\").",
+                "models.generateImages() expects an image model as its first argument, got null. models.getModelOfType() returns undefined for an unknown provider or id. List the image models you can use with models.getAvailableOfType(\"image\").",
+                "Unknown model type \"llm\". Use \"chat\", \"image\", or \"classifier\".",
+                "models.getModelOfType(type, provider, id) expects three strings, got (a string, a string). The provider and the id are separate arguments, for example models.getModelOfType(\"classifier\", \"typesafe\", \"jev-latest\").",
+            ],
+        }),
+        "{text}"
+    );
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let codemode = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "codemode")
+        .unwrap();
+    let description = codemode["description"].as_str().unwrap();
+    let line = description
+        .lines()
+        .find(|l| l.starts_with("- `models`: "))
+        .unwrap_or_else(|| panic!("{description}"));
+    assert!(
+        line.starts_with("- `models`: classifiers and image generation. Read /")
+            && line.ends_with("/codemode.md first."),
+        "{line}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}

@@ -10,6 +10,7 @@
 
 pub mod declarations;
 pub mod engine;
+pub mod models;
 pub mod search;
 
 use std::time::{Duration, Instant};
@@ -68,12 +69,14 @@ pub fn spec() -> ToolSpec {
 
 /// How `codemode` presents the session's other tools (settings `codemode.mode` and
 /// `codemode.inlineBudget`, pi 1.6.0's defaults `on` and 3000).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Presentation {
     /// `only`: the tools scripts call directly are not declared; the description lists them.
     pub only: bool,
     /// Estimated tokens (characters / 4) the listed tools' sections may spend.
     pub inline_budget: usize,
+    /// The scripts' reference the description's `models` line names (pi's `docs/codemode.md`).
+    pub docs: String,
 }
 
 impl Default for Presentation {
@@ -81,6 +84,7 @@ impl Default for Presentation {
         Presentation {
             only: false,
             inline_budget: 3000,
+            docs: "docs/codemode.md".into(),
         }
     }
 }
@@ -109,13 +113,16 @@ pub fn with_guidelines(description: &str, guidelines: &[&str]) -> String {
     }
 }
 
-/// The description with a `Nested tools:` section listing `listed` as pi 1.6.0 does: tools
+/// The description (its `models` line naming `docs`) with a `Nested tools:` section listing
+/// `listed` as pi 1.6.0 does: tools
 /// without a namespace first, then one `## <namespace>` group per namespace by name; sections
 /// are chosen round-robin, cheapest first, within `budget` estimated tokens, and a group with
 /// tools left out says so. Each section is the tool's description, its guidelines and its
 /// TypeScript declaration.
-pub fn description_listing(listed: &[Listed], budget: usize) -> String {
-    let intro = format!("{DESCRIPTION_INTRO}\n\n{DESCRIPTION_GLOBALS}");
+pub fn description_listing(listed: &[Listed], budget: usize, docs: &str) -> String {
+    let intro = format!(
+        "{DESCRIPTION_INTRO}\n\n{DESCRIPTION_GLOBALS}\n- `models`: classifiers and image generation. Read {docs} first."
+    );
     if listed.is_empty() {
         return intro;
     }
@@ -897,7 +904,7 @@ mod tests {
                 output: declarations::text_output_schema(),
             },
         ];
-        let all = description_listing(&listed, 10_000);
+        let all = description_listing(&listed, 10_000, "D");
         let order: Vec<usize> = [
             "### `big`",
             "### `small`",
@@ -912,15 +919,21 @@ mod tests {
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{all}");
         assert!(all.contains("- Be brief."));
         // The big section does not fit: the cheap ones still do, round-robin.
-        let some = description_listing(&listed, 120);
+        let some = description_listing(&listed, 120, "D");
         assert!(
             !some.contains("### `big`") && some.contains("### `small`"),
             "{some}"
         );
         assert!(some.contains("## mcp__y\n") && some.contains("### `b_x`"));
-        let none = description_listing(&listed, 0);
+        let none = description_listing(&listed, 0, "D");
         assert!(none.ends_with("Nested tools:\n\n## mcp__y (tools not listed)\nmcp__y tools\n\n## mcp__z (tools not listed)\nmcp__z tools"), "{none}");
-        assert_eq!(description_listing(&[], 0), spec_description());
+        assert_eq!(
+            description_listing(&[], 0, "D"),
+            format!(
+                "{}\n- `models`: classifiers and image generation. Read D first.",
+                spec_description()
+            )
+        );
     }
 
     fn spec_description() -> String {
