@@ -914,3 +914,44 @@ text(JSON.stringify({
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// `codemode.mode: "only"`: the system prompt lists the declared tools alone, `codemode`, with
+/// its guideline; the tools scripts call and their guidelines are left out (pi 1.6.0's
+/// `hiddenTools`). Passes against pi 1.6.0.
+#[test]
+fn mode_only_leaves_the_hidden_tools_out_of_the_system_prompt() {
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Done."]))]);
+    let workspace = Workspace::new();
+    let setup = setup_with_exposure(
+        &workspace,
+        &fake,
+        None,
+        json!({
+            "defaultTools": ["read", "bash", "edit", "codemode"],
+            "codemode": {"mode": "only"},
+        }),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "hi"}));
+    pi.records_until_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let system: String = requests[0].body["system"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap_or(""))
+        .collect();
+    let tools = &system[system.find("<tools>\n").unwrap()..system.find("</tools>").unwrap()];
+    assert!(
+        tools.starts_with("<tools>\n- codemode: Run JavaScript that calls other tools\n\n"),
+        "{tools}"
+    );
+    let rules = &system[system.find("<rules>\n").unwrap()..system.find("</rules>").unwrap()];
+    assert!(
+        rules.starts_with("<rules>\n- Use codemode to batch independent tool calls (Promise.allSettled), chain them, or filter large output, instead of many separate calls.\n"),
+        "{rules}"
+    );
+    assert_eq!(rules.lines().count(), 4, "{rules}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
