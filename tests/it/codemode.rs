@@ -955,3 +955,49 @@ fn mode_only_leaves_the_hidden_tools_out_of_the_system_prompt() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// `PI_CODEMODE_MAX_WORKERS` (pi 1.6.0 `docs/codemode.md`, "Limits"): with one worker, a second
+/// script waits for it; one whose `timeout_ms` passes while it waits fails without running, with
+/// 1.6.0's result. Passes against pi 1.6.0.
+#[test]
+fn scripts_wait_for_a_free_worker_and_time_out_waiting() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[
+            (
+                "w1",
+                r#"await tools.bash({ command: "sleep 2" }); text("first");"#,
+            ),
+            (
+                "w2",
+                "// @options: {\"timeout_ms\": 500}\ntext(\"second\");",
+            ),
+        ]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"defaultTools": ["bash", "codemode"]}))
+        .env("PI_CODEMODE_MAX_WORKERS", "1");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "two scripts"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(script_text(&records, "w1").ends_with("Output:\nfirst"));
+    let waited = end_of(&records, "w2");
+    assert_eq!(waited["isError"], true, "{waited}");
+    let content = waited["result"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2, "{waited}");
+    assert!(
+        content[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Script failed\nWall time "),
+        "{waited}"
+    );
+    assert_eq!(
+        content[1]["text"],
+        "Script error:\nScript timed out: Execution timed out after 500 ms while waiting for a free codemode worker\n\nThe script did not start."
+    );
+    assert_eq!(waited["result"]["details"], json!({"calls": []}));
+    pi.close_stdin();
+    pi.wait_for_exit();
+}

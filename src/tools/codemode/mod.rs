@@ -542,6 +542,9 @@ impl ScriptRun {
 
     /// The model's result once the script ended.
     pub fn finish(mut self, outcome: Outcome) -> crate::tools::ToolOutput {
+        if let Outcome::NotStarted(error) = &outcome {
+            return not_started(self.started, error);
+        }
         for call in &mut self.calls {
             if call.status == "running" {
                 call.status = "cancelled";
@@ -609,6 +612,7 @@ impl ScriptRun {
             Outcome::TimedOut(message) => format!("Script timed out: {message}"),
             Outcome::Aborted(message) => format!("Script aborted: {message}"),
             Outcome::Sandbox(message) => format!("Script sandbox failed: {message}"),
+            Outcome::NotStarted(message) => message.clone(),
             Outcome::Completed { .. } => String::new(),
         };
         let summary = if self.calls.is_empty() {
