@@ -69,7 +69,8 @@ pub enum ShellEvent<'a> {
 /// How a command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShellOutcome {
-    /// Exit code; `None` when a signal (not sent by us) ended the shell.
+    /// Exit code (128 + the signal's number when a signal not sent by us ended the shell);
+    /// `None` when it could not be read.
     Exited(Option<i32>),
     TimedOut,
     Aborted,
@@ -272,7 +273,12 @@ pub fn run_shell(
         }
         if exit.is_none() {
             match child.try_wait() {
-                Ok(Some(status)) => exit = Some((status.code(), Instant::now())),
+                // A shell a signal ended gets the shell's convention, 128 + the signal (pi 1.6.0).
+                Ok(Some(status)) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    let code = status.code().or_else(|| status.signal().map(|s| 128 + s));
+                    exit = Some((code, Instant::now()))
+                }
                 Ok(None) => {}
                 Err(_) => exit = Some((None, Instant::now())),
             }
@@ -924,7 +930,7 @@ pub fn execute(
         }
         ShellOutcome::Exited(code) => {
             let (text, details) = format_output(&snapshot, last_line_bytes, "(no output)");
-            // A shell a signal ended has no exit code: scripts get its text.
+            // No exit code could be read: scripts get the text.
             let structured = code.map(|code| {
                 let (full, truncated) = output.full_output(STRUCTURED_OUTPUT_MAX_BYTES);
                 let mut value = json!({"output": full, "truncated": truncated});

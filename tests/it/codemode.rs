@@ -1001,3 +1001,38 @@ fn scripts_wait_for_a_free_worker_and_time_out_waiting() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// A shell a signal ended reports 128 + the signal's number as its exit code (pi 1.6.0's
+/// convention): a script's `bash` value has `exit_code` 137 after `kill -9 $$`, and the call
+/// is an error record. Passes against pi 1.6.0.
+#[test]
+fn a_shell_a_signal_ended_reports_128_plus_the_signal() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "k1",
+            r#"const r = await tools.bash({ command: "kill -9 $$" }); text(JSON.stringify([r.exit_code, r.output, r.truncated]));"#,
+        )]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake).settings(json!({"defaultTools": ["bash", "codemode"]}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "kill"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(
+        script_text(&records, "k1").ends_with("Output:\n[137,\"\",false]"),
+        "{}",
+        script_text(&records, "k1")
+    );
+    let nested = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end" && r["parentToolCallId"] == "k1")
+        .expect("the nested bash call ends");
+    assert_eq!(nested["isError"], true);
+    assert_eq!(
+        result_text(&nested["result"]),
+        "(no output)\n\nCommand exited with code 137"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
