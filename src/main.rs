@@ -355,6 +355,7 @@ fn build_setup(
         cwd: &config.cwd,
         agent_dir: &config.agent_dir,
         project_trusted: config.project_trust.trusted,
+        codemode_only: config.codemode_presentation().only,
     };
     let system_prompt =
         resources::system_prompt::for_run(&prompt_sources, &tool_names, &extension_tools, &loaded);

@@ -306,6 +306,7 @@ impl Agent {
             cwd: &self.config.cwd,
             agent_dir: &self.config.agent_dir,
             project_trusted: self.config.project_trust.trusted,
+            codemode_only: self.config.codemode_presentation().only,
         };
         // Extension tools outside an extension's `set_active_tools` are not offered: not listed.
         let extension_tools: Vec<crate::extensions::ExtensionTool> = self

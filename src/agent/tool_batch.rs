@@ -159,35 +159,59 @@ pub(super) fn tool_sets(
             && (indirect.contains(&spec.name) || is_active(&spec.name))
     });
     if builtins.iter().any(|b| b == codemode::TOOL_NAME) {
-        if presentation.only {
-            let direct: Vec<&ToolSpec> = callable
+        // With `only` the tools scripts reach directly are listed (and not declared); with
+        // `on` no tool is (the MCP tools scripts reach are found with the discovery globals).
+        let direct: Vec<&ToolSpec> = match presentation.only {
+            true => callable
                 .iter()
                 .filter(|spec| !indirect.contains(&spec.name))
-                .collect();
-            let listed: Vec<codemode::Listed> = direct
-                .iter()
-                .map(|spec| codemode::Listed {
-                    spec,
-                    guidelines: tools::prompt_info(&spec.name).map_or(&[], |(_, g)| g),
-                    namespace: mcp.and_then(|mcp| mcp.namespace_of(&spec.name)),
-                })
-                .collect();
-            let description = codemode::description_listing(&listed, presentation.inline_budget);
-            let hidden: Vec<String> = direct.iter().map(|spec| spec.name.clone()).collect();
-            declared.retain(|spec| !hidden.contains(&spec.name));
-            if let Some(spec) = declared.iter_mut().find(|s| s.name == codemode::TOOL_NAME) {
-                spec.description = description;
-            }
-        } else {
-            for spec in declared
-                .iter_mut()
-                .filter(|s| s.name != codemode::TOOL_NAME)
-            {
-                codemode::script_call_note(spec);
+                .collect(),
+            false => Vec::new(),
+        };
+        let listed: Vec<codemode::Listed> = direct
+            .iter()
+            .map(|spec| codemode::Listed {
+                spec,
+                guidelines: tools::prompt_info(&spec.name).map_or(&[], |(_, g)| g),
+                namespace: mcp.and_then(|mcp| mcp.namespace_of(&spec.name)),
+                output: script_output_schema(&spec.name, extension_tools, mcp),
+            })
+            .collect();
+        let description =
+            codemode::description_listing(&listed, presentation.inline_budget, &presentation.docs);
+        let hidden: Vec<String> = direct.iter().map(|spec| spec.name.clone()).collect();
+        declared.retain(|spec| !hidden.contains(&spec.name));
+        for spec in declared.iter_mut() {
+            if spec.name == codemode::TOOL_NAME {
+                spec.description = description.clone();
+            } else if callable.iter().any(|c| c.name == spec.name) {
+                let output = script_output_schema(&spec.name, extension_tools, mcp);
+                codemode::script_call_note(spec, &output);
             }
         }
     }
     (declared, callable)
+}
+
+/// What a script's call of `name` resolves to, as pi 1.6.0's output schemas say: `bash` and
+/// `read` their structured values, an MCP tool its `CallToolResult`, any other tool (an
+/// extension's too, also one replacing a built-in) its text.
+fn script_output_schema(
+    name: &str,
+    extension_tools: &[crate::extensions::ExtensionTool],
+    mcp: Option<&crate::mcp::McpHost>,
+) -> Value {
+    use codemode::declarations;
+    if extension_tools.iter().any(|t| t.decl.name == name) {
+        return declarations::text_output_schema();
+    }
+    match name {
+        "bash" => declarations::bash_output_schema(),
+        "read" => declarations::read_output_schema(),
+        _ => mcp
+            .and_then(|mcp| mcp.output_schema_of(name))
+            .unwrap_or_else(declarations::text_output_schema),
+    }
 }
 
 impl Agent {
@@ -453,9 +477,17 @@ impl Agent {
 
     /// A tool as discovery (`searchTools()`, `tool_search`) sees it.
     fn catalog_tool(&self, spec: &ToolSpec) -> codemode::search::CatalogTool {
+        let guidelines = tools::prompt_info(&spec.name).map_or(&[][..], |(_, g)| g);
+        let output =
+            script_output_schema(&spec.name, &self.tools.extension_tools, self.mcp.as_ref());
         codemode::search::CatalogTool {
             name: spec.name.clone(),
-            sample: codemode::search::sample(&spec.description, &spec.parameters),
+            sample: codemode::declarations::tool_sample(
+                &spec.name,
+                &codemode::with_guidelines(&spec.description, guidelines),
+                &spec.parameters,
+                &output,
+            ),
             description: spec.description.clone(),
             parameters: spec.parameters.clone(),
             namespace: self
@@ -533,6 +565,7 @@ impl Agent {
             tools,
             globals: codemode::DISCOVERY_GLOBALS
                 .iter()
+                .chain(codemode::models::GLOBALS.iter())
                 .map(|g| g.to_string())
                 .collect(),
             store,
@@ -587,12 +620,20 @@ impl Agent {
                 args,
             } => self.start_nested_call(index, id, name, args),
             engine::FromScript::Call { id, name, args, .. } => {
-                if let Some(run) = batch.calls[index].script.as_ref() {
-                    let args = args
-                        .and_then(|json| serde_json::from_str::<Value>(&json).ok())
-                        .unwrap_or_else(|| json!([]));
-                    let answer = codemode::search::call_global(&name, &args, &run.catalog)
-                        .map(|value| value.map(|v| v.to_string()));
+                let args = args
+                    .and_then(|json| serde_json::from_str::<Value>(&json).ok())
+                    .unwrap_or_else(|| json!([]));
+                let answer = match name.starts_with("models.") {
+                    true => self.call_models(&name, &args),
+                    false => match batch.calls[index].script.as_ref() {
+                        Some(run) => codemode::search::call_global(&name, &args, &run.catalog),
+                        None => return,
+                    },
+                };
+                let answer = answer.map(|value| value.map(|v| v.to_string()));
+                if let Some(batch) = self.batch()
+                    && let Some(run) = batch.calls[index].script.as_ref()
+                {
                     run.script.reply(id, answer);
                 }
             }
@@ -628,6 +669,27 @@ impl Agent {
                 self.on_tool_finished(index, output);
             }
         }
+    }
+
+    /// A script's `models.*` call, over the session's model catalog.
+    fn call_models(&self, name: &str, args: &Value) -> Result<Option<Value>, String> {
+        let listed = |models: Vec<crate::config::Model>, provider: Option<&str>| -> Vec<Value> {
+            models
+                .into_iter()
+                .filter(|m| provider.is_none_or(|p| m.provider == p))
+                .filter_map(|m| serde_json::to_value(m).ok())
+                .collect()
+        };
+        let all = |provider: Option<&str>| listed(self.config.all_models().to_vec(), provider);
+        let available = |provider: Option<&str>| listed(self.config.available_models(), provider);
+        codemode::models::call(
+            name,
+            args,
+            &codemode::models::Catalog {
+                all: &all,
+                available: &available,
+            },
+        )
     }
 
     /// A script calls a tool: a nested call of its own (`<callId>/<n>`), through the same gate,

@@ -1054,6 +1054,11 @@ impl Config {
                 .and_then(serde_json::Value::as_f64)
                 .filter(|n| n.is_finite() && *n >= 0.0)
                 .map_or(default.inline_budget, |n| n as usize),
+            docs: self
+                .docs_dir
+                .join("codemode.md")
+                .to_string_lossy()
+                .into_owned(),
         }
     }
     /// settings `images.blockImages` (default false).

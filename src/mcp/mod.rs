@@ -185,6 +185,8 @@ struct McpTool {
     server: usize,
     tool: String,
     spec: ToolSpec,
+    /// The tool's own `outputSchema`, when it declares one.
+    output_schema: Option<Value>,
     exposure: Exposure,
 }
 
@@ -993,6 +995,7 @@ impl McpHost {
                 }
                 tools.push(McpTool {
                     spec: tool_spec(name, tool_name, tool, model_name.clone()),
+                    output_schema: tool.get("outputSchema").filter(|s| s.is_object()).cloned(),
                     name: model_name,
                     server: index,
                     tool: tool_name.to_string(),
@@ -1171,6 +1174,15 @@ impl McpHost {
                 .filter(|d| !d.is_empty()),
             instructions: server.instructions.clone(),
         })
+    }
+
+    /// What a script's call of the server tool `name` resolves to: its `CallToolResult`, typed
+    /// with the tool's own output schema (pi 1.6.0). None for a name that is no server tool.
+    pub fn output_schema_of(&self, name: &str) -> Option<Value> {
+        let tool = self.tools.iter().find(|t| t.name == name)?;
+        Some(crate::tools::codemode::declarations::mcp_result_schema(
+            tool.output_schema.as_ref(),
+        ))
     }
 
     pub fn has_tool(&self, name: &str) -> bool {

@@ -122,6 +122,10 @@ pub struct RunSources<'a> {
     pub cwd: &'a Path,
     pub agent_dir: &'a Path,
     pub project_trusted: bool,
+    /// settings `codemode.mode: "only"`: while `codemode` is active the tools scripts call are
+    /// not declared, so the prompt leaves them and their guidelines out (pi 1.6.0's
+    /// `hiddenTools`).
+    pub codemode_only: bool,
 }
 
 /// A system prompt as its named sections, in order, and their rendering.
@@ -420,6 +424,15 @@ pub fn options_for_run(
                 .tool_guidelines
                 .insert(name.clone(), guidelines.into());
         }
+    }
+    let codemode = crate::tools::codemode::TOOL_NAME;
+    if sources.codemode_only && options.selected_tools.iter().any(|t| t == codemode) {
+        options.hidden_tools = options
+            .selected_tools
+            .iter()
+            .filter(|t| *t != codemode && *t != crate::tools::tool_search::TOOL_NAME)
+            .cloned()
+            .collect();
     }
     options
 }

@@ -69,7 +69,8 @@ pub enum ShellEvent<'a> {
 /// How a command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShellOutcome {
-    /// Exit code; `None` when a signal (not sent by us) ended the shell.
+    /// Exit code (128 + the signal's number when a signal not sent by us ended the shell);
+    /// `None` when it could not be read.
     Exited(Option<i32>),
     TimedOut,
     Aborted,
@@ -272,7 +273,12 @@ pub fn run_shell(
         }
         if exit.is_none() {
             match child.try_wait() {
-                Ok(Some(status)) => exit = Some((status.code(), Instant::now())),
+                // A shell a signal ended gets the shell's convention, 128 + the signal (pi 1.6.0).
+                Ok(Some(status)) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    let code = status.code().or_else(|| status.signal().map(|s| 128 + s));
+                    exit = Some((code, Instant::now()))
+                }
                 Ok(None) => {}
                 Err(_) => exit = Some((None, Instant::now())),
             }
@@ -461,6 +467,57 @@ impl OutputAccumulator {
         if let Some(mut file) = self.temp_file.take() {
             let _ = file.flush();
         }
+    }
+
+    /// The output for programmatic callers (a codemode script's `bash` value, pi 1.6.0): whole
+    /// up to `max_bytes`, else its first and last halves around `[... N bytes omitted ...]`; the
+    /// flag says it was cut. Read after `close_temp_file`; what the spill file holds is redacted.
+    pub fn full_output(&self, max_bytes: usize) -> (String, bool) {
+        let Some(path) = &self.temp_path else {
+            if self.should_use_temp_file() {
+                // No spill file could be made: only the tail is left.
+                return (self.tail_text.clone(), true);
+            }
+            return (self.unspilled.clone(), false);
+        };
+        let read = || -> std::io::Result<(String, bool)> {
+            use std::os::unix::fs::FileExt;
+            let file = File::open(path)?;
+            let size = file.metadata()?.len();
+            let cut = size > max_bytes as u64 || self.spill_dropped > 0;
+            if !cut {
+                let mut text = String::new();
+                (&file).read_to_string(&mut text)?;
+                return Ok((text, false));
+            }
+            let head_bytes = (max_bytes / 2).min(size as usize);
+            let tail_bytes = (max_bytes - max_bytes / 2).min(size as usize - head_bytes);
+            let mut head = vec![0u8; head_bytes];
+            let mut tail = vec![0u8; tail_bytes];
+            file.read_exact_at(&mut head, 0)?;
+            file.read_exact_at(&mut tail, size - tail_bytes as u64)?;
+            let head_end = match std::str::from_utf8(&head) {
+                Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                _ => head.len(),
+            };
+            let tail_start = tail
+                .iter()
+                .position(|b| b & 0xc0 != 0x80)
+                .unwrap_or(tail.len());
+            let omitted = size + self.spill_dropped - head_bytes as u64 - tail_bytes as u64;
+            Ok((
+                format!(
+                    "{}\n\n[... {omitted} bytes omitted ...]\n\n{}",
+                    String::from_utf8_lossy(&head[..head_end]),
+                    String::from_utf8_lossy(&tail[tail_start..])
+                ),
+                true,
+            ))
+        };
+        read().unwrap_or_else(|e| {
+            log::warn!("could not read the bash output back: {e}");
+            (self.tail_text.clone(), true)
+        })
     }
 
     /// Streaming UTF-8 decode: invalid sequences become U+FFFD, an incomplete sequence at the end
@@ -784,13 +841,15 @@ fn append_status(text: &str, status: &str) -> String {
     }
 }
 
-/// The bash tool. `emit` receives the partial results; the return value is the final one.
+/// The bash tool. `emit` receives the partial results; the return value is the final one and,
+/// when the command ran to its exit, the structured value scripts get (pi 1.6.0's
+/// `{output, truncated, full_output_path?, exit_code, wall_time_seconds}`).
 pub fn execute(
     args: &Value,
     context: &ToolContext,
     cancel: &CancelFlag,
     emit: &mut dyn FnMut(ToolOutput),
-) -> ToolOutput {
+) -> (ToolOutput, Option<Value>) {
     let command = args
         .get("command")
         .and_then(Value::as_str)
@@ -840,6 +899,7 @@ pub fn execute(
             emit_update(&mut output, &mut dirty, &mut last_update);
         }
     };
+    let started = Instant::now();
     let client = context.client.as_deref();
     let result = match client.filter(|c| c.runs_commands() && !context.sandbox.is_active()) {
         Some(client) => in_client_terminal(client, &request, context, cancel, &mut on_event),
@@ -851,37 +911,61 @@ pub fn execute(
     output.close_temp_file();
     let outcome = match result {
         Ok(outcome) => outcome,
-        Err(message) => return ToolOutput::error(message),
+        Err(message) => return (ToolOutput::error(message), None),
     };
     let last_line_bytes = output.last_line_bytes();
     match outcome {
         ShellOutcome::Aborted => {
             let (text, _) = format_output(&snapshot, last_line_bytes, "");
-            ToolOutput::error(append_status(&text, "Command aborted"))
+            (
+                ToolOutput::error(append_status(&text, "Command aborted")),
+                None,
+            )
         }
         ShellOutcome::TimedOut => {
             let (text, _) = format_output(&snapshot, last_line_bytes, "");
             let seconds = js_number_string(timeout.unwrap_or(0.0));
-            ToolOutput::error(append_status(
-                &text,
-                &format!("Command timed out after {seconds} seconds"),
-            ))
+            let status = format!("Command timed out after {seconds} seconds");
+            (ToolOutput::error(append_status(&text, &status)), None)
         }
         ShellOutcome::Exited(code) => {
             let (text, details) = format_output(&snapshot, last_line_bytes, "(no output)");
-            match code {
-                Some(code) if code != 0 => ToolOutput::error(append_status(
-                    &text,
-                    &format!("Command exited with code {code}"),
-                )),
+            // No exit code could be read: scripts get the text.
+            let structured = code.map(|code| {
+                let (full, truncated) = output.full_output(STRUCTURED_OUTPUT_MAX_BYTES);
+                let mut value = json!({"output": full, "truncated": truncated});
+                if truncated && let Some(path) = &snapshot.full_output_path {
+                    value["full_output_path"] = json!(path.to_string_lossy());
+                }
+                value["exit_code"] = json!(code);
+                let tenths = (started.elapsed().as_secs_f64() * 10.0).round();
+                value["wall_time_seconds"] = match tenths as u64 % 10 {
+                    0 => json!(tenths as u64 / 10),
+                    _ => json!(tenths / 10.0),
+                };
+                value
+            });
+            let output = match code {
+                Some(code) if code != 0 => ToolOutput {
+                    details,
+                    is_error: true,
+                    ..ToolOutput::text(append_status(
+                        &text,
+                        &format!("Command exited with code {code}"),
+                    ))
+                },
                 _ => ToolOutput {
                     details,
                     ..ToolOutput::text(text)
                 },
-            }
+            };
+            (output, structured)
         }
     }
 }
+
+/// The most `output` a script's `bash` value holds (pi 1.6.0: 1 MiB).
+const STRUCTURED_OUTPUT_MAX_BYTES: usize = 1024 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -891,7 +975,7 @@ mod tests {
 
     fn run(command: &str, ctx: &ToolContext) -> (ToolOutput, Vec<ToolOutput>) {
         let mut updates = Vec::new();
-        let out = execute(
+        let (out, _) = execute(
             &json!({"command": command}),
             ctx,
             &CancelFlag::default(),
@@ -976,7 +1060,7 @@ mod tests {
     fn timeout_kills_and_reports() {
         let dir = temp_dir("timeout");
         let started = Instant::now();
-        let out = execute(
+        let (out, _) = execute(
             &json!({"command":"echo before; sleep 30","timeout":0.3}),
             &ToolContext::for_test(&dir),
             &CancelFlag::default(),
@@ -1206,7 +1290,7 @@ mod tests {
         let dir = temp_dir("throttle");
         let mut stamps: Vec<(Instant, ToolOutput)> = Vec::new();
         let started = Instant::now();
-        let out = execute(
+        let (out, _) = execute(
             &json!({"command":"for i in $(seq 1 30); do echo $i; sleep 0.02; done"}),
             &ToolContext::for_test(&dir),
             &CancelFlag::default(),

@@ -336,7 +336,7 @@ pub fn spawn_tool(
                         &context.cwd,
                     )
                 {
-                    return ToolOutput::error(sentence);
+                    return (ToolOutput::error(sentence), None);
                 }
                 // bash confines its shell instead (between fork and exec), not this thread.
                 if call.name != "bash"
@@ -347,13 +347,23 @@ pub fn spawn_tool(
                         &context.cwd,
                     )
                 {
-                    return ToolOutput::error(blocked.to_string());
+                    return (ToolOutput::error(blocked.to_string()), None);
                 }
                 run_tool(&call.name, &call.arguments, &context, &flag, &mut emit)
             }));
-            let output = outcome.unwrap_or_else(|_| {
-                ToolOutput::error(format!("Tool {} failed unexpectedly", call.name))
-            });
+            let (output, structured) = match outcome {
+                Ok(ran) => ran,
+                Err(_) => (
+                    ToolOutput::error(format!("Tool {} failed unexpectedly", call.name)),
+                    None,
+                ),
+            };
+            if let Some(structured) = structured {
+                let _ = thread_events.send(ToolEvent {
+                    call_id: call_id.clone(),
+                    kind: ToolEventKind::Structured(structured),
+                });
+            }
             let _ = thread_events.send(ToolEvent {
                 call_id,
                 kind: ToolEventKind::Finished(output),
@@ -380,9 +390,9 @@ pub fn run_tool(
     context: &ToolContext,
     cancel: &CancelFlag,
     emit: &mut dyn FnMut(ToolOutput),
-) -> ToolOutput {
+) -> (ToolOutput, Option<Value>) {
     let Some((_, schema)) = definition(name) else {
-        return ToolOutput::error(format!("Tool {name} not found"));
+        return (ToolOutput::error(format!("Tool {name} not found")), None);
     };
     let prepared = if name == "edit" {
         edit::prepare_arguments(arguments.clone())
@@ -391,13 +401,13 @@ pub fn run_tool(
     };
     let args = match validate::validate_arguments(name, &schema, &prepared) {
         Ok(args) => args,
-        Err(message) => return ToolOutput::error(message),
+        Err(message) => return (ToolOutput::error(message), None),
     };
     if name == "bash" {
         return bash::execute(&args, context, cancel, emit);
     }
     if cancel.is_cancelled() {
-        return ToolOutput::error(ABORTED);
+        return (ToolOutput::error(ABORTED), None);
     }
     let result = match name {
         "read" => read::execute(&args, context, cancel),
@@ -409,9 +419,16 @@ pub fn run_tool(
         _ => Err(format!("Tool {name} not found")),
     };
     if cancel.is_cancelled() {
-        return ToolOutput::error(ABORTED);
+        return (ToolOutput::error(ABORTED), None);
     }
-    result.unwrap_or_else(ToolOutput::error)
+    match result {
+        Ok(output) if name == "read" => {
+            let structured = read::script_value(&output);
+            (output, Some(structured))
+        }
+        Ok(output) => (output, None),
+        Err(message) => (ToolOutput::error(message), None),
+    }
 }
 
 /// The error text of a tool run abandoned by the agent (all tools but bash).
@@ -565,7 +582,7 @@ mod tests {
             ("find", json!({"pattern":"a"})),
             ("ls", json!({})),
         ] {
-            let out = run_tool(name, &args, &context(), &cancel, &mut |_| {});
+            let (out, _) = run_tool(name, &args, &context(), &cancel, &mut |_| {});
             assert_eq!(out.first_text(), "Operation aborted", "{name}");
         }
     }

@@ -46,6 +46,29 @@ fn check_readable(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// What a script's `tools.read()` resolves to (pi 1.6.0): the text of a text file; for an
+/// image, an image block `{type, data, mimeType, note}` that `image()` shows, `note` being the
+/// text that goes with it.
+pub fn script_value(output: &ToolOutput) -> Value {
+    let text = output
+        .content
+        .iter()
+        .find_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let image = output.content.iter().find_map(|block| match block {
+        ContentBlock::Image(image) => Some(image),
+        _ => None,
+    });
+    match image {
+        Some(image) => json!({"type": "image", "data": image.data,
+            "mimeType": image.mime_type, "note": text}),
+        None => Value::String(text),
+    }
+}
+
 pub fn execute(
     args: &Value,
     context: &ToolContext,

@@ -40,6 +40,8 @@ pub struct SpawnOptions<'a> {
     pub session_file: Option<String>,
     /// Files created in the cwd before the start: (relative path, contents).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Files created in the agent dir before the start (`mcp.json`, `settings.json`).
+    pub agent_files: Vec<(String, Vec<u8>)>,
     /// Reads give up (and the run is reported n/a) once the process's RSS passes this, so a
     /// process that buffers without bound cannot take the machine down.
     pub rss_cap_kb: u64,
@@ -192,6 +194,9 @@ impl Agent {
             }
             for (relative, contents) in &options.files {
                 std::fs::write(cwd.join(relative), contents)?;
+            }
+            for (relative, contents) in &options.agent_files {
+                std::fs::write(agent_dir.join(relative), contents)?;
             }
             if let Some(contents) = &options.session_file {
                 let cwd_json = serde_json::Value::from(cwd.display().to_string()).to_string();

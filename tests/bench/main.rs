@@ -15,10 +15,12 @@
 //! (20000), PI_BENCH_STALL_MB (50), PI_BENCH_STALL_SECS (10), PI_BENCH_BASH_MB (100),
 //! PI_BENCH_TREE_ENTRIES (100000), PI_BENCH_TURNCPU_API (anthropic-messages; or openai-completions), PI_BENCH_STDOUT_CAP_MB (4096) and PI_BENCH_RSS_CAP_MB (6144): a
 //! run whose stdout or agent RSS grows past these gives up (n/a), PI_BENCH_TIMEOUT_SECS (300: bound on each long wait). Arguments after `--`
-//! select scenarios by name: startup tsstartup turn stream holdback stall bash sandbox tree turncpu disk acp size,
+//! select scenarios by name: startup tsstartup turn codemode stream holdback stall bash sandbox tree turncpu disk acp size,
 //! and `tree1m` (only when named: the tree scenario at 10x PI_BENCH_TREE_ENTRIES, pi-rs alone).
 //! `turncpu` loads a session of 100, then 3000 turns and times the process's CPU over 200 more.
 //! `disk` runs pi-rs alone with its slow-fsync test hook (`PI_TEST_FSYNC_DELAY_MS`).
+//! `codemode` has the fake MCP server (`fixtures/mcp/fake_server.py`) and one script making
+//! 20 parallel calls of it, prompt → `agent_end`.
 //! `acp` runs `--mode acp` against pi-acp (target/acp-sdk, tests/install_acp_sdk.sh) in front of
 //! each reference: initialize → first agent_message_chunk, and the process tree's RSS with 1 and
 //! 10 sessions (each prompted once).
@@ -201,6 +203,9 @@ fn main() {
     }
     if wants("turn") {
         figures.extend(scenarios::tool_turn(&binaries, &config));
+    }
+    if wants("codemode") {
+        figures.extend(scenarios::codemode(&binaries, &config));
     }
     if wants("stream") {
         figures.extend(scenarios::stream(&binaries, &config));

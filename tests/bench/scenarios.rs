@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::agent::{Agent, Flow, Record, SpawnOptions};
-use crate::fake_provider::{FakeProvider, Reply};
+use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::report::{Figure, Outcome, Unit};
 use crate::sse::{AnthropicStream, anthropic_bash, anthropic_text, openai_text};
 
@@ -160,6 +160,7 @@ fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String>
         extra_args: Vec::new(),
         session_file: None,
         files: Vec::new(),
+        agent_files: Vec::new(),
         rss_cap_kb: config.rss_cap_kb,
         sessions: false,
         env: Vec::new(),
@@ -353,6 +354,7 @@ pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 extra_args: Vec::new(),
                 session_file: None,
                 files: Vec::new(),
+                agent_files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
                 api_key: None,
                 front: None,
@@ -420,6 +422,7 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             extra_args: Vec::new(),
             session_file: None,
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
+            agent_files: Vec::new(),
             rss_cap_kb: config.rss_cap_kb,
             sessions: false,
             env: Vec::new(),
@@ -444,6 +447,90 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         fake.check(2)?;
         Ok(vec![mb(peak), millis(wall)])
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// codemode: one script making 20 MCP calls at once (issue 27)
+
+const CODEMODE: [Spec; 2] = [
+    spec(
+        "codemode.wall_ms",
+        "codemode: script with 20 parallel MCP calls, prompt → agent_end",
+        Unit::Millis,
+    ),
+    spec(
+        "codemode.peak_rss_mb",
+        "codemode: peak RSS during that turn",
+        Unit::Megabytes,
+    ),
+];
+
+/// 20 calls of the fake MCP server's `echo` at once; the script returns their texts.
+const PARALLEL_SCRIPT: &str = "const results = await Promise.all(Array.from({ length: 20 }, (_, i) => tools.mcp__fake__echo({ text: `n${i}` })));\nreturn results.map((r) => r.content[0].text).join(\",\");";
+
+/// The fake MCP server (`fixtures/mcp/fake_server.py`, default exposure `codemode`) gets one
+/// script from the model; the run counts when the script's result, with all 20 echoes, went
+/// back to the model.
+pub fn codemode(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
+    alternate(
+        "codemode",
+        binaries,
+        config.runs,
+        config,
+        &CODEMODE,
+        |binary| {
+            let call = AnthropicStream::new()
+                .tool_use(
+                    "toolu_bench_codemode",
+                    "codemode",
+                    &[&json!({ "code": PARALLEL_SCRIPT }).to_string()],
+                )
+                .finish("tool_use");
+            let fake = Fake::start(vec![
+                Reply::sse(call),
+                Reply::sse(anthropic_text(&["Twenty ", "echoes."])),
+            ]);
+            let server = fixture_path("mcp/fake_server.py");
+            let mcp = json!({"mcpServers": {"fake": {"command": server.to_string_lossy()}}});
+            let mut agent = Agent::spawn(&SpawnOptions {
+                binary: &binary.path,
+                base_url: &fake.base_url(),
+                extra_args: Vec::new(),
+                session_file: None,
+                files: Vec::new(),
+                agent_files: vec![("mcp.json".into(), mcp.to_string().into_bytes())],
+                rss_cap_kb: config.rss_cap_kb,
+                sessions: false,
+                env: Vec::new(),
+                api_key: None,
+                front: None,
+            })?;
+            agent.request(
+                "bench-state",
+                "get_state",
+                Instant::now() + config.short_wait,
+            )?;
+            let started = Instant::now();
+            let mut ends = 0;
+            run_prompt(
+                &mut agent,
+                "Echo twenty times.",
+                started + config.long_wait,
+                config.stdout_cap,
+                |record, _| ends += usize::from(record.kind == "tool_execution_end"),
+            )?;
+            let wall = started.elapsed();
+            let peak = agent.peak_rss_kb();
+            fake.check(2)?;
+            let sent_back = fake.0.requests()[1].body.to_string();
+            if !sent_back.contains("Script completed") || !sent_back.contains("echo: n19") {
+                return Err(format!(
+                    "the script did not complete its 20 calls ({ends} tool_execution_end records)"
+                ));
+            }
+            Ok(vec![millis(wall), mb(peak)])
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -671,6 +758,7 @@ pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                     extra_args: Vec::new(),
                     session_file: None,
                     files: Vec::new(),
+                    agent_files: Vec::new(),
                     rss_cap_kb: config.rss_cap_kb,
                     api_key: Some(key),
                     front: None,
@@ -931,6 +1019,7 @@ fn sandbox_run(
         extra_args,
         session_file: None,
         files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
+        agent_files: Vec::new(),
         rss_cap_kb: config.rss_cap_kb,
         api_key: None,
         front: None,
@@ -1143,6 +1232,7 @@ pub fn tree(
                 extra_args: Vec::new(),
                 session_file: Some(contents.clone()),
                 files: Vec::new(),
+                agent_files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
                 sessions: false,
                 env: Vec::new(),
@@ -1259,6 +1349,7 @@ fn cpu_per_turn(
             .to_vec(),
         session_file: Some(session_file_by(2 * retained, writer)),
         files: Vec::new(),
+        agent_files: Vec::new(),
         rss_cap_kb: config.rss_cap_kb,
         sessions: false,
         env: Vec::new(),
@@ -1541,6 +1632,7 @@ pub fn acp(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             extra_args: Vec::new(),
             session_file: None,
             files: Vec::new(),
+            agent_files: Vec::new(),
             rss_cap_kb: config.rss_cap_kb,
             sessions: true,
             env,
@@ -1700,6 +1792,7 @@ pub fn ts_startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 extra_args: vec!["-e".into(), hello.display().to_string()],
                 session_file: None,
                 files: Vec::new(),
+                agent_files: Vec::new(),
                 rss_cap_kb: config.rss_cap_kb,
                 sessions: false,
                 env,

@@ -134,7 +134,7 @@ return { calls: results.length };"#;
         read["description"]
             .as_str()
             .unwrap()
-            .ends_with("\n\nCodemode: `tools.read(args)` resolves to a string."),
+            .ends_with("\n\nCodemode: `tools.read(args)` resolves to `string | { data: string; mimeType: string; note: string; type: \"image\"; }`."),
         "{read}"
     );
     // Only the script's result reaches the model: one tool result, for the codemode call.
@@ -645,7 +645,7 @@ fn mode_only_declares_codemode_alone_and_scripts_reach_the_hidden_tools() {
     let fake = FakeProvider::start(vec![
         scripts(&[(
             "only1",
-            "const r = await tools.bash({ command: 'echo from-bash' }); text(r.trim());",
+            "const r = await tools.bash({ command: 'echo from-bash' }); text(r.output.trim());",
         )]),
         Reply::sse(anthropic_text(&["Done."])),
     ]);
@@ -692,6 +692,341 @@ fn mode_only_declares_codemode_alone_and_scripts_reach_the_hidden_tools() {
         .as_str()
         .unwrap();
     assert!(description.ends_with("\n\nNested tools:"), "{description}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// `bash` and `read` resolve to pi 1.6.0's structured values in scripts: `bash` to
+/// `{output, truncated, full_output_path?, exit_code, wall_time_seconds}` (also for a non-zero
+/// exit, whose call is still an error record; `output` holds up to 1 MiB, its first and last
+/// halves around an omission marker past that), `read` to the text, or for an image to an image
+/// block `image()` shows. Direct `tool_execution_end` records carry the value as
+/// `structuredContent`, and the declared tools' descriptions name the shapes. Passes against pi
+/// 1.6.0.
+#[test]
+fn bash_and_read_resolve_to_structured_values_in_scripts() {
+    let code = r#"const ok = await tools.bash({ command: "echo hi" });
+const bad = await tools.bash({ command: "echo oops; exit 3" });
+const big = await tools.bash({ command: "seq 1 300000" });
+const file = await tools.read({ path: "note.txt" });
+const img = await tools.read({ path: "dot.png" });
+text(JSON.stringify({
+  ok: [ok.output, ok.exit_code, ok.truncated, typeof ok.wall_time_seconds, "full_output_path" in ok],
+  bad: [bad.output, bad.exit_code, bad.truncated],
+  big: [big.truncated, typeof big.full_output_path, big.output.length > 1000000, big.output.length <= 1048576 + 64,
+    big.output.startsWith("1\n2\n"), big.output.endsWith("299999\n300000\n"), /\n\n\[\.\.\. \d+ bytes omitted \.\.\.\]\n\n/.test(big.output)],
+  file,
+  img: [img.type, img.mimeType, img.note, img.data.length > 0],
+}));
+image(img);"#;
+    let fake = FakeProvider::start(vec![
+        scripts(&[("st1", code)]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    std::fs::write(workspace.cwd().join("note.txt"), "line one\nline two\n").unwrap();
+    std::fs::write(workspace.cwd().join("dot.png"), crate::images::png(4, 3)).unwrap();
+    let setup = Setup::anthropic(&fake).settings(json!({
+        "defaultTools": ["read", "bash", "codemode"],
+    }));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "run"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "st1");
+    let json_start = text.find("{\"ok\"").unwrap_or_else(|| panic!("{text}"));
+    let json_end = text[json_start..]
+        .find('\n')
+        .map_or(text.len(), |i| json_start + i);
+    let values: Value = serde_json::from_str(&text[json_start..json_end]).unwrap();
+    assert_eq!(
+        values,
+        json!({
+            "ok": ["hi\n", 0, false, "number", false],
+            "bad": ["oops\n", 3, false],
+            "big": [true, "string", true, true, true, true, true],
+            "file": "line one\nline two\n",
+            "img": ["image", "image/png", "Read image file [image/png]", true],
+        }),
+        "{text}"
+    );
+    assert!(text.contains("[Image saved to "), "{text}");
+    // The nested calls' records carry the structured value; the failed one is still an error.
+    let nested: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end" && r["parentToolCallId"] == "st1")
+        .collect();
+    let bad = nested
+        .iter()
+        .find(|r| r["result"]["structuredContent"]["exit_code"] == 3)
+        .expect("the failing bash call carries its value");
+    assert_eq!(bad["isError"], true);
+    assert_eq!(
+        result_text(&bad["result"]),
+        "oops\n\n\nCommand exited with code 3"
+    );
+    let read = nested
+        .iter()
+        .find(|r| r["toolName"] == "read" && r["result"]["structuredContent"].is_string())
+        .expect("the text read carries its value");
+    assert_eq!(read["result"]["structuredContent"], "line one\nline two\n");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let bash = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "bash")
+        .unwrap();
+    assert!(
+        bash["description"].as_str().unwrap().ends_with(
+            "\n\nCodemode: `tools.bash(args)` resolves to `{ output, truncated, full_output_path?, exit_code, wall_time_seconds }`."
+        ),
+        "{bash}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// The `codemode` listing, `ALL_TOOLS` and `describeTool()` show a tool as pi 1.6.0 does: its
+/// description, then its TypeScript declaration generated from the JSON Schemas (the MCP tool's
+/// arguments as a sorted object type, its result as the `CallToolResult` type). Passes against
+/// pi 1.6.0.
+#[test]
+fn tools_are_described_with_typescript_declarations() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "ts1",
+            r#"const d = await describeTool("mcp__fake__echo");
+text(d);
+text(ALL_TOOLS.find((t) => t.name === "mcp__fake__echo").description === d);"#,
+        )]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = setup_with_exposure(
+        &workspace,
+        &fake,
+        Some("direct"),
+        json!({"defaultTools": ["read", "codemode"], "codemode": {"mode": "only"}}),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "describe"}));
+    let records = pi.records_until_event("agent_end");
+    let sample = "fake echo\n\ncodemode tool declaration:\n```ts\ndeclare const tools: { mcp__fake__echo(args: { seconds?: number; size?: number; text?: string; }): Promise<{ content: Array<{ data?: string; mimeType?: string; text?: string; type: \"text\" | \"image\" | \"audio\" | \"resource_link\" | \"resource\"; [key: string]: unknown; }>; isError?: boolean; structuredContent?: unknown; [key: string]: unknown; }>; };\n```";
+    let text = script_text(&records, "ts1");
+    assert!(
+        text.ends_with(&format!(
+            "Output:\n==> text 1/2 <==\n{sample}\n==> text 2/2 <==\ntrue"
+        )),
+        "{text}"
+    );
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools.iter().find(|t| t["name"] == "codemode").unwrap();
+    let description = codemode["description"].as_str().unwrap();
+    assert!(
+        description.contains(&format!("\n\n### `mcp__fake__echo`\n{sample}")),
+        "{description}"
+    );
+    assert!(
+        description.contains(
+            "codemode tool declaration:\n```ts\ndeclare const tools: { read(args: {\n  // "
+        ),
+        "{description}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// The `models` global (pi 1.6.0 `docs/codemode.md`, "Models"): the catalog by type (chat
+/// models listed without their headers; pi-rs has no image or classifier models), and
+/// `classify()` / `generateImages()` failing with 1.6.0's errors for a model that is not of their
+/// type and for a missing one. The description names `models`. Passes against pi 1.6.0.
+#[test]
+fn the_models_global_lists_the_catalog_and_refuses_what_it_cannot_run() {
+    let code = r#"const chat = await models.getModelsOfType("chat", "fake-anthropic");
+const images = await models.getModelsOfType("image", "fake-anthropic");
+const one = await models.getModelOfType("chat", "fake-anthropic", "fake-claude");
+const none = await models.getModelOfType("classifier", "fake-anthropic", "fake-claude");
+const failed = await Promise.allSettled([
+  models.classify(one, { state: {}, questions: {} }),
+  models.generateImages(undefined, { input: [] }),
+  models.getModelsOfType("llm"),
+  models.getModelOfType("chat", "fake-anthropic/fake-claude"),
+]);
+text(JSON.stringify({
+  chat: chat.some((m) => m.id === "fake-claude" && m.provider === "fake-anthropic"),
+  images,
+  one: [one.provider, one.id, "headers" in one],
+  none: none === undefined,
+  errors: failed.map((r) => r.status === "rejected" ? r.reason.message : "resolved"),
+}));"#;
+    let fake = FakeProvider::start(vec![
+        scripts(&[("m1", code)]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake).settings(json!({"defaultTools": ["read", "codemode"]}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "models"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "m1");
+    let json_start = text.find("{\"chat\"").unwrap_or_else(|| panic!("{text}"));
+    let values: Value = serde_json::from_str(&text[json_start..]).unwrap();
+    assert_eq!(
+        values,
+        json!({
+            "chat": true,
+            "images": [],
+            "one": ["fake-anthropic", "fake-claude", false],
+            "none": true,
+            "errors": [
+                "\"fake-anthropic/fake-claude\" is a chat model, not a classifier model. List the classifier models you can use with models.getAvailableOfType(\"classifier\").",
+                "models.generateImages() expects an image model as its first argument, got null. models.getModelOfType() returns undefined for an unknown provider or id. List the image models you can use with models.getAvailableOfType(\"image\").",
+                "Unknown model type \"llm\". Use \"chat\", \"image\", or \"classifier\".",
+                "models.getModelOfType(type, provider, id) expects three strings, got (a string, a string). The provider and the id are separate arguments, for example models.getModelOfType(\"classifier\", \"typesafe\", \"jev-latest\").",
+            ],
+        }),
+        "{text}"
+    );
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let codemode = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "codemode")
+        .unwrap();
+    let description = codemode["description"].as_str().unwrap();
+    let line = description
+        .lines()
+        .find(|l| l.starts_with("- `models`: "))
+        .unwrap_or_else(|| panic!("{description}"));
+    assert!(
+        line.starts_with("- `models`: classifiers and image generation. Read /")
+            && line.ends_with("/codemode.md first."),
+        "{line}"
+    );
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// `codemode.mode: "only"`: the system prompt lists the declared tools alone, `codemode`, with
+/// its guideline; the tools scripts call and their guidelines are left out (pi 1.6.0's
+/// `hiddenTools`). Passes against pi 1.6.0.
+#[test]
+fn mode_only_leaves_the_hidden_tools_out_of_the_system_prompt() {
+    let fake = FakeProvider::start(vec![Reply::sse(anthropic_text(&["Done."]))]);
+    let workspace = Workspace::new();
+    let setup = setup_with_exposure(
+        &workspace,
+        &fake,
+        None,
+        json!({
+            "defaultTools": ["read", "bash", "edit", "codemode"],
+            "codemode": {"mode": "only"},
+        }),
+    );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "hi"}));
+    pi.records_until_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let system: String = requests[0].body["system"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap_or(""))
+        .collect();
+    let tools = &system[system.find("<tools>\n").unwrap()..system.find("</tools>").unwrap()];
+    assert!(
+        tools.starts_with("<tools>\n- codemode: Run JavaScript that calls other tools\n\n"),
+        "{tools}"
+    );
+    let rules = &system[system.find("<rules>\n").unwrap()..system.find("</rules>").unwrap()];
+    assert!(
+        rules.starts_with("<rules>\n- Use codemode to batch independent tool calls (Promise.allSettled), chain them, or filter large output, instead of many separate calls.\n"),
+        "{rules}"
+    );
+    assert_eq!(rules.lines().count(), 4, "{rules}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// `PI_CODEMODE_MAX_WORKERS` (pi 1.6.0 `docs/codemode.md`, "Limits"): with one worker, a second
+/// script waits for it; one whose `timeout_ms` passes while it waits fails without running, with
+/// 1.6.0's result. Passes against pi 1.6.0.
+#[test]
+fn scripts_wait_for_a_free_worker_and_time_out_waiting() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[
+            (
+                "w1",
+                r#"await tools.bash({ command: "sleep 2" }); text("first");"#,
+            ),
+            (
+                "w2",
+                "// @options: {\"timeout_ms\": 500}\ntext(\"second\");",
+            ),
+        ]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"defaultTools": ["bash", "codemode"]}))
+        .env("PI_CODEMODE_MAX_WORKERS", "1");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "two scripts"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(script_text(&records, "w1").ends_with("Output:\nfirst"));
+    let waited = end_of(&records, "w2");
+    assert_eq!(waited["isError"], true, "{waited}");
+    let content = waited["result"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2, "{waited}");
+    assert!(
+        content[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Script failed\nWall time "),
+        "{waited}"
+    );
+    assert_eq!(
+        content[1]["text"],
+        "Script error:\nScript timed out: Execution timed out after 500 ms while waiting for a free codemode worker\n\nThe script did not start."
+    );
+    assert_eq!(waited["result"]["details"], json!({"calls": []}));
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// A shell a signal ended reports 128 + the signal's number as its exit code (pi 1.6.0's
+/// convention): a script's `bash` value has `exit_code` 137 after `kill -9 $$`, and the call
+/// is an error record. Passes against pi 1.6.0.
+#[test]
+fn a_shell_a_signal_ended_reports_128_plus_the_signal() {
+    let fake = FakeProvider::start(vec![
+        scripts(&[(
+            "k1",
+            r#"const r = await tools.bash({ command: "kill -9 $$" }); text(JSON.stringify([r.exit_code, r.output, r.truncated]));"#,
+        )]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let workspace = Workspace::new();
+    let setup = Setup::anthropic(&fake).settings(json!({"defaultTools": ["bash", "codemode"]}));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "kill"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(
+        script_text(&records, "k1").ends_with("Output:\n[137,\"\",false]"),
+        "{}",
+        script_text(&records, "k1")
+    );
+    let nested = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end" && r["parentToolCallId"] == "k1")
+        .expect("the nested bash call ends");
+    assert_eq!(nested["isError"], true);
+    assert_eq!(
+        result_text(&nested["result"]),
+        "(no output)\n\nCommand exited with code 137"
+    );
     pi.close_stdin();
     pi.wait_for_exit();
 }

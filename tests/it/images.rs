@@ -26,7 +26,7 @@ use crate::support::{
 };
 
 /// A `width`×`height` PNG with a smooth pattern (small file, many pixels).
-fn png(width: u32, height: u32) -> Vec<u8> {
+pub(crate) fn png(width: u32, height: u32) -> Vec<u8> {
     let pixels = image::RgbImage::from_fn(width, height, |x, y| {
         image::Rgb([
             (x * 255 / width) as u8,

@@ -102,6 +102,115 @@ pub enum Outcome {
     Aborted(String),
     /// The sandbox itself failed (QuickJS could not start, the bridge was broken).
     Sandbox(String),
+    /// No worker became free in time (or the wait was aborted): the script did not run.
+    NotStarted(String),
+}
+
+/// Workers alive at once across the process (pi 1.6.0: 2; `PI_CODEMODE_MAX_WORKERS`, a
+/// positive integer, read per script).
+const DEFAULT_MAX_WORKERS: usize = 2;
+/// How long a script waits for a free worker.
+const WORKER_WAIT: Duration = Duration::from_secs(60);
+
+fn max_workers() -> usize {
+    std::env::var("PI_CODEMODE_MAX_WORKERS")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|n| n.fract() == 0.0 && *n > 0.0 && *n < 1e9)
+        .map_or(DEFAULT_MAX_WORKERS, |n| n as usize)
+}
+
+/// The worker slots: how many are held, and the scripts waiting, in arrival order.
+struct Slots {
+    active: usize,
+    waiting: std::collections::VecDeque<u64>,
+    next_ticket: u64,
+}
+
+static SLOTS: std::sync::Mutex<Slots> = std::sync::Mutex::new(Slots {
+    active: 0,
+    waiting: std::collections::VecDeque::new(),
+    next_ticket: 0,
+});
+static SLOT_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A held worker slot, given back when the worker ends.
+struct Slot;
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+        slots.active = slots.active.saturating_sub(1);
+        SLOT_FREED.notify_all();
+    }
+}
+
+/// Takes a place in the line for a worker slot (in the caller's order, before its thread runs).
+fn queue_for_slot() -> u64 {
+    let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    let ticket = slots.next_ticket;
+    slots.next_ticket += 1;
+    slots.waiting.push_back(ticket);
+    ticket
+}
+
+/// Leaves the line without a slot.
+fn leave_queue(ticket: u64) {
+    let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    slots.waiting.retain(|t| *t != ticket);
+    SLOT_FREED.notify_all();
+}
+
+/// Waits, with `ticket`, in arrival order, for a free worker slot: until `started` + 60 s or the script's
+/// deadline, whichever is first, or the cancel flag. The error is the result's (pi 1.6.0's).
+fn reserve_slot(
+    ticket: u64,
+    cancel: &AtomicBool,
+    started: Instant,
+    spec: &ScriptSpec,
+) -> Result<Slot, String> {
+    let wait_until = match spec.deadline {
+        Some(deadline) => deadline.min(started + WORKER_WAIT),
+        None => started + WORKER_WAIT,
+    };
+    let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if slots.waiting.front() == Some(&ticket) && slots.active < max_workers() {
+            slots.waiting.pop_front();
+            slots.active += 1;
+            // The next in line may fit too.
+            SLOT_FREED.notify_all();
+            return Ok(Slot);
+        }
+        let now = Instant::now();
+        let failure = if cancel.load(Ordering::SeqCst) {
+            Some("Script aborted: Execution aborted".to_string())
+        } else if now >= wait_until {
+            Some(match spec.timeout_ms {
+                Some(ms) if Duration::from_millis(ms) <= WORKER_WAIT => format!(
+                    "Script timed out: Execution timed out after {ms} ms while waiting for a free codemode worker"
+                ),
+                _ => format!(
+                    "No codemode worker became free within {} seconds. All {} workers, shared by every session in this process, are held by other scripts. Retry after they finish.",
+                    WORKER_WAIT.as_secs(),
+                    max_workers()
+                ),
+            })
+        } else {
+            None
+        };
+        if let Some(failure) = failure {
+            drop(slots);
+            leave_queue(ticket);
+            return Err(failure);
+        }
+        // Short waits: the cancel flag has no way to wake this one.
+        let wait = (wait_until - now).min(Duration::from_millis(50));
+        slots = SLOT_FREED
+            .wait_timeout(slots, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
 }
 
 /// Where a script's events go; called on the script's worker thread.
@@ -154,8 +263,12 @@ impl Drop for Script {
     }
 }
 
-/// Starts the script on its own thread.
+/// Starts the script on its own thread, once a worker slot is free (at most
+/// `PI_CODEMODE_MAX_WORKERS`, default 2, alive in the process; a script waits up to 60 s or
+/// its deadline, in arrival order).
 pub fn start(label: &str, spec: ScriptSpec, sink: Sink) -> Result<Script, String> {
+    let started = Instant::now();
+    let ticket = queue_for_slot();
     let (replies, reply_rx) = crossbeam_channel::unbounded();
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = cancel.clone();
@@ -164,14 +277,23 @@ pub fn start(label: &str, spec: ScriptSpec, sink: Sink) -> Result<Script, String
         .stack_size(THREAD_STACK_BYTES)
         .spawn(move || {
             let sink: Rc<Sink> = Rc::new(sink);
+            let slot = match reserve_slot(ticket, &flag, started, &spec) {
+                Ok(slot) => slot,
+                Err(error) => {
+                    sink(FromScript::Done(Outcome::NotStarted(error)));
+                    return;
+                }
+            };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 run(spec, &sink, &reply_rx, &flag)
             }));
+            drop(slot);
             let outcome =
                 outcome.unwrap_or_else(|_| Outcome::Sandbox("the script's worker failed".into()));
             sink(FromScript::Done(outcome));
         });
     if let Err(e) = spawned {
+        leave_queue(ticket);
         return Err(format!("could not start the script's worker: {e}"));
     }
     Ok(Script {

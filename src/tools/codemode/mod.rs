@@ -8,7 +8,9 @@
 //! (`agent/tool_batch.rs`) runs each nested call through the same pipeline as a direct call.
 //! Nothing here runs, and QuickJS holds no memory, until a `codemode` call starts.
 
+pub mod declarations;
 pub mod engine;
+pub mod models;
 pub mod search;
 
 use std::time::{Duration, Instant};
@@ -67,12 +69,14 @@ pub fn spec() -> ToolSpec {
 
 /// How `codemode` presents the session's other tools (settings `codemode.mode` and
 /// `codemode.inlineBudget`, pi 1.6.0's defaults `on` and 3000).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Presentation {
     /// `only`: the tools scripts call directly are not declared; the description lists them.
     pub only: bool,
     /// Estimated tokens (characters / 4) the listed tools' sections may spend.
     pub inline_budget: usize,
+    /// The scripts' reference the description's `models` line names (pi's `docs/codemode.md`).
+    pub docs: String,
 }
 
 impl Default for Presentation {
@@ -80,6 +84,7 @@ impl Default for Presentation {
         Presentation {
             only: false,
             inline_budget: 3000,
+            docs: "docs/codemode.md".into(),
         }
     }
 }
@@ -90,15 +95,34 @@ pub struct Listed<'a> {
     pub spec: &'a ToolSpec,
     pub guidelines: &'a [&'a str],
     pub namespace: Option<search::Namespace>,
+    /// What a script's call resolves to (`declarations::*_output_schema`).
+    pub output: Value,
 }
 
-/// The description with a `Nested tools:` section listing `listed` as pi 1.6.0 does: tools
+/// What a script sees of a tool's description: the description, then its prompt guidelines
+/// (which the system prompt has only for declared tools) as bullets.
+pub fn with_guidelines(description: &str, guidelines: &[&str]) -> String {
+    let bullets: Vec<String> = guidelines
+        .iter()
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| format!("- {}", g.trim()))
+        .collect();
+    match bullets.is_empty() {
+        true => description.to_string(),
+        false => format!("{}\n\n{}", description.trim(), bullets.join("\n")),
+    }
+}
+
+/// The description (its `models` line naming `docs`) with a `Nested tools:` section listing
+/// `listed` as pi 1.6.0 does: tools
 /// without a namespace first, then one `## <namespace>` group per namespace by name; sections
 /// are chosen round-robin, cheapest first, within `budget` estimated tokens, and a group with
 /// tools left out says so. Each section is the tool's description, its guidelines and its
-/// parameters (JSON Schema where 1.6.0 renders a TypeScript declaration).
-pub fn description_listing(listed: &[Listed], budget: usize) -> String {
-    let intro = format!("{DESCRIPTION_INTRO}\n\n{DESCRIPTION_GLOBALS}");
+/// TypeScript declaration.
+pub fn description_listing(listed: &[Listed], budget: usize, docs: &str) -> String {
+    let intro = format!(
+        "{DESCRIPTION_INTRO}\n\n{DESCRIPTION_GLOBALS}\n- `models`: classifiers and image generation. Read {docs} first."
+    );
     if listed.is_empty() {
         return intro;
     }
@@ -114,20 +138,13 @@ pub fn description_listing(listed: &[Listed], budget: usize) -> String {
             true => format!("### `{id}`"),
             false => format!("### `{id}` (`{}`)", tool.spec.name),
         };
-        let bullets: Vec<String> = tool
-            .guidelines
-            .iter()
-            .filter(|g| !g.trim().is_empty())
-            .map(|g| format!("- {}", g.trim()))
-            .collect();
-        let description = match bullets.is_empty() {
-            true => tool.spec.description.clone(),
-            false => format!("{}\n\n{}", tool.spec.description.trim(), bullets.join("\n")),
-        };
-        let section = format!(
-            "{heading}\n{}",
-            search::sample(&description, &tool.spec.parameters).trim()
+        let sample = declarations::tool_sample(
+            &tool.spec.name,
+            &with_guidelines(&tool.spec.description, tool.guidelines),
+            &tool.spec.parameters,
+            &tool.output,
         );
+        let section = format!("{heading}\n{}", sample.trim());
         let cost = section.encode_utf16().count().div_ceil(4);
         let entry = Entry {
             section,
@@ -206,12 +223,13 @@ pub fn description_listing(listed: &[Listed], budget: usize) -> String {
 }
 
 /// What a declared tool's description gains while codemode is offered (`codemode.mode` `on`):
-/// how a script calls it. Every tool resolves to its text in pi-rs.
-pub fn script_call_note(spec: &mut ToolSpec) {
+/// how a script calls it and what the call resolves to (`output`, its output schema).
+pub fn script_call_note(spec: &mut ToolSpec, output: &Value) {
     spec.description = format!(
-        "{}\n\nCodemode: `tools.{}(args)` resolves to a string.",
+        "{}\n\nCodemode: `tools.{}(args)` resolves to {}.",
         spec.description.trim(),
-        identifier(&spec.name)
+        identifier(&spec.name),
+        declarations::describe_output(&spec.name, output)
     );
 }
 
@@ -524,6 +542,9 @@ impl ScriptRun {
 
     /// The model's result once the script ended.
     pub fn finish(mut self, outcome: Outcome) -> crate::tools::ToolOutput {
+        if let Outcome::NotStarted(error) = &outcome {
+            return not_started(self.started, error);
+        }
         for call in &mut self.calls {
             if call.status == "running" {
                 call.status = "cancelled";
@@ -591,6 +612,7 @@ impl ScriptRun {
             Outcome::TimedOut(message) => format!("Script timed out: {message}"),
             Outcome::Aborted(message) => format!("Script aborted: {message}"),
             Outcome::Sandbox(message) => format!("Script sandbox failed: {message}"),
+            Outcome::NotStarted(message) => message.clone(),
             Outcome::Completed { .. } => String::new(),
         };
         let summary = if self.calls.is_empty() {
@@ -865,24 +887,28 @@ mod tests {
                 spec: &big,
                 guidelines: &["Be brief."],
                 namespace: None,
+                output: declarations::text_output_schema(),
             },
             Listed {
                 spec: &small,
                 guidelines: &[],
                 namespace: None,
+                output: declarations::text_output_schema(),
             },
             Listed {
                 spec: &b,
                 guidelines: &[],
                 namespace: Some(namespace("mcp__z")),
+                output: declarations::text_output_schema(),
             },
             Listed {
                 spec: &a,
                 guidelines: &[],
                 namespace: Some(namespace("mcp__y")),
+                output: declarations::text_output_schema(),
             },
         ];
-        let all = description_listing(&listed, 10_000);
+        let all = description_listing(&listed, 10_000, "D");
         let order: Vec<usize> = [
             "### `big`",
             "### `small`",
@@ -897,15 +923,21 @@ mod tests {
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{all}");
         assert!(all.contains("- Be brief."));
         // The big section does not fit: the cheap ones still do, round-robin.
-        let some = description_listing(&listed, 60);
+        let some = description_listing(&listed, 120, "D");
         assert!(
             !some.contains("### `big`") && some.contains("### `small`"),
             "{some}"
         );
         assert!(some.contains("## mcp__y\n") && some.contains("### `b_x`"));
-        let none = description_listing(&listed, 0);
+        let none = description_listing(&listed, 0, "D");
         assert!(none.ends_with("Nested tools:\n\n## mcp__y (tools not listed)\nmcp__y tools\n\n## mcp__z (tools not listed)\nmcp__z tools"), "{none}");
-        assert_eq!(description_listing(&[], 0), spec_description());
+        assert_eq!(
+            description_listing(&[], 0, "D"),
+            format!(
+                "{}\n- `models`: classifiers and image generation. Read D first.",
+                spec_description()
+            )
+        );
     }
 
     fn spec_description() -> String {

@@ -29,20 +29,12 @@ pub struct Namespace {
 #[derive(Clone, Debug)]
 pub struct CatalogTool {
     pub name: String,
-    /// What `ALL_TOOLS` and `describeTool()` show: the description and the parameters.
+    /// What `ALL_TOOLS` and `describeTool()` show: the description (with the tool's
+    /// guidelines) and its TypeScript declaration (`declarations::tool_sample`).
     pub sample: String,
     pub description: String,
     pub parameters: Value,
     pub namespace: Option<Namespace>,
-}
-
-/// The sample text of a tool: its description, then its parameters' JSON Schema.
-pub fn sample(description: &str, parameters: &Value) -> String {
-    format!(
-        "{}\n\nParameters (JSON Schema): {}",
-        description.trim(),
-        serde_json::to_string(parameters).unwrap_or_default()
-    )
 }
 
 /// Naive singular form (`issues` → `issue`, `searches` → `search`).
