@@ -798,7 +798,7 @@ fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
     assert_eq!(read_auth(&workspace)["meta"]["access"], "meta-key-second");
 }
 
-/// `pi login radius` (1.6.0's "Sign in with device code" at the gateway's `/v1/oauth/device`,
+/// `pi login radius --no-browser` (1.6.0's "Sign in with device code" at the gateway's `/v1/oauth/device`,
 /// polled at once): stored with its `scope` and a minute-early expiry; expired, refreshed at
 /// `/v1/oauth/token` and sent as the bearer of the pi-messages request.
 #[test]
@@ -822,8 +822,18 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
     ]);
     let workspace = Workspace::new();
     let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "radius"], &env);
+    let (code, stderr) = run_cli(
+        &workspace.agent_dir(),
+        &["login", "radius", "--no-browser"],
+        &env,
+    );
     assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(
+            "Sign in to Radius: Sign in with device code (when signing in from another device)"
+        ),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("Open https://radius.pi.dev/device and enter code: RAD-1"),
         "{stderr}"
@@ -1118,4 +1128,107 @@ fn form_value(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// `pi login radius` (1.6.0's default "Sign in with browser"): the authorization endpoint comes
+/// from the gateway's `/v1/oauth`; the URL carries PKCE and a state; the callback on
+/// 127.0.0.1:1456 refuses another state and a missing code, and answers the right one only after
+/// the code was exchanged; stored as the device-code login is, and refreshed when expired.
+#[test]
+fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
+    if is_reference() {
+        return;
+    }
+    let gateway = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"authorizationEndpoint": "https://radius.pi.dev/oauth/authorize"})),
+        json_reply(
+            json!({"access_token": "radius-browser-1", "refresh_token": "radius-browser-r1",
+            "expires_in": 3600, "scope": "gateway offline_access"}),
+        ),
+        json_reply(
+            json!({"access_token": "radius-browser-2", "refresh_token": "radius-browser-r2",
+            "expires_in": 3600, "scope": "gateway offline_access"}),
+        ),
+    ]);
+    let workspace = Workspace::new();
+    let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
+    let (mut child, lines) = start_browser_login(&workspace, "radius", &env, "To use ");
+    assert!(
+        lines.contains(
+            &"Listening for OAuth callback on http://127.0.0.1:1456/oauth/callback".to_string()
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().unwrap(),
+        "To use \"Sign in with device code (when signing in from another device)\" instead, run \"pi auth login radius --no-browser\""
+    );
+    let authorize = lines
+        .iter()
+        .find(|l| l.starts_with("https://radius.pi.dev/oauth/authorize?"))
+        .expect("the authorization URL")
+        .clone();
+    let get = |name: &str| {
+        query_param(&authorize, name).map(|v| crate::scripted_http::percent_decode(&v))
+    };
+    assert_eq!(get("response_type").as_deref(), Some("code"));
+    assert_eq!(get("client_id").as_deref(), Some("pi-gateway"));
+    assert_eq!(
+        get("redirect_uri").as_deref(),
+        Some("http://127.0.0.1:1456/oauth/callback")
+    );
+    assert_eq!(get("scope").as_deref(), Some("gateway offline_access"));
+    assert_eq!(get("code_challenge_method").as_deref(), Some("S256"));
+    assert_eq!(get("handoff").as_deref(), Some("url"));
+    let state = get("state").unwrap();
+    assert_eq!(state.len(), 36, "a UUID: {state}");
+    let challenge = get("code_challenge").unwrap();
+    let discovery = &gateway.requests()[0];
+    assert_eq!(
+        (discovery.method.as_str(), discovery.path.as_str()),
+        ("GET", "/v1/oauth")
+    );
+    assert_eq!(discovery.header("accept"), Some("application/json"));
+
+    let callback = "http://127.0.0.1:1456/oauth/callback";
+    assert!(browser_get(&format!("{callback}?code=c&state=other")).contains("400"));
+    assert!(browser_get(&format!("{callback}?state={state}")).contains("400"));
+    assert!(browser_get(&format!("{callback}?code=radius-code-1&state={state}")).contains("200"));
+    wait_success(&mut child);
+    let exchange =
+        crate::scripted_http::form(&String::from_utf8_lossy(&gateway.requests()[1].raw_body));
+    let verifier = exchange["code_verifier"].as_str().unwrap().to_string();
+    assert_eq!(s256(&verifier), challenge);
+    assert_eq!(
+        Value::Object(exchange),
+        json!({"grant_type": "authorization_code", "client_id": "pi-gateway",
+            "redirect_uri": "http://127.0.0.1:1456/oauth/callback", "code": "radius-code-1",
+            "code_verifier": verifier})
+    );
+    assert_eq!(gateway.requests()[1].path, "/v1/oauth/token");
+    let mut auth = read_auth(&workspace);
+    let keys: Vec<&str> = auth["radius"]
+        .as_object()
+        .expect("radius entry")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["type", "access", "refresh", "expires", "scope"]);
+    assert_eq!(auth["radius"]["access"], "radius-browser-1");
+
+    auth["radius"]["expires"] = json!(now_ms() - 1000.0);
+    write_auth(&workspace, &auth);
+    let provider = FakeProvider::start(vec![Reply::sse_fixture("pi-messages/text.sse")]);
+    let setup = Setup::new(&provider, "radius", "balanced")
+        .models_json(r#"{"providers": {"radius": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("PI_OAUTH_RADIUS_URL", &gateway.base_url());
+    let request = prompt_with_login(&workspace, &provider, setup);
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer radius-browser-2")
+    );
+    assert_eq!(
+        paths_and_bodies(&gateway)[2].1,
+        "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-browser-r1"
+    );
 }
