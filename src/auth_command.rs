@@ -396,8 +396,9 @@ fn print_credential(kind: Kind, request: &Request, config: &Config) -> Result<St
         ),
         _ => config.api_key(&provider),
     };
+    // Ambient credentials (cloud chains, Anthropic's federation) have no key to print.
     value
-        .filter(|v| !v.is_empty())
+        .filter(|v| !v.is_empty() && v != crate::config::auth::AMBIENT_CREDENTIALS)
         .ok_or_else(|| error(format!("No usable {what} is configured"), 1))
 }
 

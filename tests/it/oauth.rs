@@ -1232,3 +1232,118 @@ fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
         "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-browser-r1"
     );
 }
+
+/// Anthropic workload identity federation (pi 1.6.0 through the Anthropic SDK): with no key but
+/// `ANTHROPIC_FEDERATION_RULE_ID`, `ANTHROPIC_ORGANIZATION_ID` and `ANTHROPIC_IDENTITY_TOKEN_FILE`
+/// set, the identity token is exchanged at `<baseUrl>/v1/oauth/token` (jwt-bearer, the SDK's
+/// betas) and the access token is the bearer; it is reused by the next prompt, exchanged again
+/// once after the API answers 401, and a refused exchange is the prompt's error. The identity
+/// token never reaches a record.
+#[test]
+fn anthropic_workload_identity_federation_exchanges_caches_and_renews_the_token() {
+    if is_reference() {
+        return;
+    }
+    let token = |access: &str| {
+        json_reply(json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600}))
+    };
+    let server = FakeProvider::start_auth_server(vec![
+        token("fed-access-1"),
+        Reply::sse_fixture("anthropic/text.sse"),
+        json_status(
+            401,
+            json!({"type": "error", "error": {"type": "authentication_error", "message": "expired"}}),
+        ),
+        token("fed-access-2"),
+        Reply::sse_fixture("anthropic/text.sse"),
+        json_status(
+            401,
+            json!({"error": "invalid_grant", "error_description": "rule mismatch", "assertion": "x"}),
+        ),
+    ]);
+    let workspace = Workspace::new();
+    let identity = workspace.root().join("identity.jwt");
+    std::fs::write(&identity, "eyJhbGciOi.identity-jwt-secret.sig\n").unwrap();
+    let setup = Setup::new(&server, "anthropic", "claude-haiku-4-5")
+        .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
+        .env("ANTHROPIC_FEDERATION_RULE_ID", "fdrl_01")
+        .env("ANTHROPIC_ORGANIZATION_ID", "org-01")
+        .env("ANTHROPIC_IDENTITY_TOKEN_FILE", identity.to_str().unwrap())
+        .env("ANTHROPIC_SERVICE_ACCOUNT_ID", "svac_01");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let mut records = Vec::new();
+    for id in ["p1", "p2"] {
+        pi.send(json!({"id": id, "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let reply = run
+            .iter()
+            .rev()
+            .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+            .unwrap();
+        assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+        records.extend(run);
+    }
+    let requests = server.requests();
+    let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/oauth/token",
+            "/v1/messages",
+            "/v1/messages",
+            "/v1/oauth/token",
+            "/v1/messages"
+        ]
+    );
+    let exchange = &requests[0];
+    assert_eq!(
+        exchange.body,
+        json!({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+            "assertion": "eyJhbGciOi.identity-jwt-secret.sig", "federation_rule_id": "fdrl_01",
+            "organization_id": "org-01", "service_account_id": "svac_01"})
+    );
+    assert_eq!(
+        exchange.header("anthropic-beta"),
+        Some("oauth-2025-04-20,oidc-federation-2026-04-01")
+    );
+    assert_eq!(exchange.header("content-type"), Some("application/json"));
+    let bearers: Vec<Option<&str>> = [1, 2, 4]
+        .iter()
+        .map(|&i| requests[i].header("authorization"))
+        .collect();
+    assert_eq!(
+        bearers,
+        [
+            Some("Bearer fed-access-1"),
+            Some("Bearer fed-access-1"),
+            Some("Bearer fed-access-2")
+        ]
+    );
+    for &i in &[1, 2, 4] {
+        assert_eq!(requests[i].header("x-api-key"), None);
+        let betas = requests[i].header("anthropic-beta").unwrap_or("");
+        assert!(betas.split(',').any(|b| b == "oauth-2025-04-20"), "{betas}");
+        assert!(!betas.contains("claude-code"), "{betas}");
+    }
+    let all = serde_json::to_string(&records).unwrap();
+    assert!(
+        !all.contains("identity-jwt-secret"),
+        "the identity token leaked"
+    );
+    drop(pi);
+
+    // A refused exchange ends the prompt with the SDK's error text (only the OAuth error fields).
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p3", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = run
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["message"]["stopReason"], "error", "{reply}");
+    assert_eq!(
+        reply["message"]["errorMessage"],
+        "Token exchange failed with status 401: {\"error\":\"invalid_grant\",\"error_description\":\"rule mismatch\"} Ensure your federation rule matches your identity token. If your federation rule is scoped to multiple workspaces, set the ANTHROPIC_WORKSPACE_ID environment variable, the 'workspace_id' config key, or the `workspaceId` option. View your authentication events in the Workload identity page of Claude Console for more details."
+    );
+}
