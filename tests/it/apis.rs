@@ -447,3 +447,64 @@ fn force_adaptive_thinking_compat_picks_adaptive_thinking() {
         Some("interleaved-thinking-2025-05-14")
     );
 }
+
+/// pi-messages sends pi's transcript as it is (pi 1.6.0): the context opens with the run's own
+/// system message — `content` empty, the prompt in `sections`, the tool declarations in
+/// `toolsAdded` — exactly as the `message_end` record shows it, and a later run that changes
+/// nothing sends that one message again, in place, before the conversation. Passes against pi
+/// 1.6.0 too (`PI_TEST_BIN`).
+#[test]
+fn pi_messages_sends_the_transcripts_system_message_with_its_sections() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("pi-messages/text.sse"),
+        Reply::sse_fixture("pi-messages/text.sse"),
+    ]);
+    let models = r#"{"providers": {"pim": {"baseUrl": "__BASE_URL__/v1", "api": "pi-messages",
+        "apiKey": "pm-key-123456", "models": [{"id": "pm-model"}]}}}"#;
+    let setup = Setup::new(&fake, "pim", "pm-model").models_json(models);
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let system = run
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .expect("the run's system message")["message"]
+        .clone();
+    assert_eq!(system["content"], "");
+    let sections: Vec<&str> = system["sections"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(sections, ["preamble", "tools", "rules", "docs", "cwd"]);
+    let first = fake.requests()[0].body["context"]["messages"].clone();
+    assert_eq!(first[0], system, "the transcript's system message, as is");
+    assert_eq!(first.as_array().unwrap().len(), 2);
+    assert!(
+        first[0]["toolsAdded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["constrainedSampling"].is_object()),
+        "{}",
+        first[0]
+    );
+
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let run = pi.records_until_event("agent_end");
+    assert!(
+        !run.iter()
+            .any(|r| r["type"] == "message_end" && r["message"]["role"] == "system"),
+        "nothing changed, so no new system message"
+    );
+    let second = fake.requests()[1].body["context"]["messages"].clone();
+    let roles: Vec<&str> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert_eq!(second[0], system);
+}
