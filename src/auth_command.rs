@@ -292,7 +292,8 @@ fn check(request: &Request, config: &Config) -> (String, u8) {
     } else if stored == Some("oauth") && request.no_refresh {
         config.stored_oauth_access(&provider)
     } else {
-        Some(key).filter(|k| !k.is_empty())
+        // Ambient credentials (cloud chains, Anthropic's federation) have none to show.
+        Some(key).filter(|k| !k.is_empty() && k != crate::config::auth::AMBIENT_CREDENTIALS)
     };
     if request.credentials && credential.is_none() {
         return check_output(

@@ -240,7 +240,8 @@ fn auth_commands_print_and_exit_as_pi_1_6_0() {
 }
 
 /// Anthropic's workload identity federation and AWS's credential chain authenticate without a
-/// key: `check` says ready, `print-api-key` has nothing to print (as 1.6.0; passes against it).
+/// key: `check` says ready, but has no credential to show, and `print-api-key` has nothing to
+/// print (as 1.6.0; passes against it).
 #[test]
 fn ambient_credentials_are_ready_but_print_no_key() {
     let federation = [
@@ -264,6 +265,22 @@ fn ambient_credentials_are_ready_but_print_no_key() {
             "auth check --provider anthropic",
             1,
             "not_ready",
+            "",
+        ),
+        (
+            &federation,
+            None,
+            "auth check --provider anthropic --json --credentials",
+            1,
+            r#"{"status":"not_ready","provider":"anthropic","reason":"credential_not_available"}"#,
+            "",
+        ),
+        (
+            &aws,
+            None,
+            "auth check --provider amazon-bedrock --json --credentials",
+            1,
+            r#"{"status":"not_ready","provider":"amazon-bedrock","reason":"credential_not_available"}"#,
             "",
         ),
         (
