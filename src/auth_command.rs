@@ -292,7 +292,8 @@ fn check(request: &Request, config: &Config) -> (String, u8) {
     } else if stored == Some("oauth") && request.no_refresh {
         config.stored_oauth_access(&provider)
     } else {
-        Some(key).filter(|k| !k.is_empty())
+        // Ambient credentials (cloud chains, Anthropic's federation) have none to show.
+        Some(key).filter(|k| !k.is_empty() && k != crate::config::auth::AMBIENT_CREDENTIALS)
     };
     if request.credentials && credential.is_none() {
         return check_output(
@@ -396,8 +397,9 @@ fn print_credential(kind: Kind, request: &Request, config: &Config) -> Result<St
         ),
         _ => config.api_key(&provider),
     };
+    // Ambient credentials (cloud chains, Anthropic's federation) have no key to print.
     value
-        .filter(|v| !v.is_empty())
+        .filter(|v| !v.is_empty() && v != crate::config::auth::AMBIENT_CREDENTIALS)
         .ok_or_else(|| error(format!("No usable {what} is configured"), 1))
 }
 

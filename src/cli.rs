@@ -383,10 +383,10 @@ Usage:
   pi --list-models [search]      list the models you have credentials for
   pi --export <session> [out]    write a session file as HTML
   pi login <provider> [domain]   subscription login: github-copilot (device code; optional
-                                 GitHub Enterprise domain), xai, kimi-coding, meta, radius
-                                 (device code), openai (Sign in with ChatGPT), openrouter
-                                 (browser callback or pasted URL), anthropic, openai-codex
-                                 (paste code)
+                                 GitHub Enterprise domain), xai, kimi-coding, meta (device
+                                 code), radius (browser callback; --no-browser: device code),
+                                 openai (Sign in with ChatGPT), openrouter (browser callback or
+                                 pasted URL), anthropic, openai-codex (paste code)
   pi logout <provider>           remove the provider's credentials from auth.json
   pi auth login|logout <provider>  the same as pi login / pi logout
   pi mcp add|remove|list         edit mcp.json (the MCP servers)

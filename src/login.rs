@@ -1,4 +1,4 @@
-//! `pi login <provider> [github-enterprise-domain]` and `pi logout <provider>`: subscription logins
+//! `pi login <provider> [github-enterprise-domain] [--no-browser]` and `pi logout <provider>`: subscription logins
 //! for machines without pi. The flows are `config::oauth`'s (GitHub Copilot: device code; Anthropic
 //! and OpenAI Codex: open a URL, paste the code back); this file is the terminal side: instructions
 //! on stderr, the pasted code from stdin, the result stored in auth.json under pi's lock.
@@ -11,6 +11,12 @@ use crate::config::oauth::{self, Endpoints, LoginUi, OAuthError};
 
 /// Runs `login`/`logout` with the words after it; the process exit code.
 pub fn run(command: &str, words: &[String], agent_dir: &Path) -> u8 {
+    let browser = !words.iter().any(|w| w == "--no-browser");
+    let words: Vec<String> = words
+        .iter()
+        .filter(|w| *w != "--no-browser")
+        .cloned()
+        .collect();
     let Some(provider) = words.first() else {
         eprintln!(
             "Usage: pi {command} <provider>   (providers: {})",
@@ -20,7 +26,12 @@ pub fn run(command: &str, words: &[String], agent_dir: &Path) -> u8 {
     };
     let result = match command {
         "logout" => logout(agent_dir, provider),
-        _ => login(agent_dir, provider, words.get(1).map(String::as_str)),
+        _ => login(
+            agent_dir,
+            provider,
+            words.get(1).map(String::as_str),
+            browser,
+        ),
     };
     match result {
         Ok(message) => {
@@ -71,12 +82,24 @@ impl From<OAuthError> for LoginError {
     }
 }
 
-fn login(agent_dir: &Path, provider: &str, enterprise: Option<&str>) -> Result<String, LoginError> {
+fn login(
+    agent_dir: &Path,
+    provider: &str,
+    enterprise: Option<&str>,
+    browser: bool,
+) -> Result<String, LoginError> {
     if !oauth::PROVIDERS.contains(&provider) {
         return Err(LoginError::NotSubscription(provider.to_string()));
     }
     let endpoints = Endpoints::from_env(&Env::from_process());
-    let entry = oauth::login(provider, enterprise, &endpoints, agent_dir, &mut Terminal)?;
+    let entry = oauth::login(
+        provider,
+        enterprise,
+        browser,
+        &endpoints,
+        agent_dir,
+        &mut Terminal,
+    )?;
     oauth::store_login(agent_dir, provider, entry)?;
     Ok(format!(
         "Logged in to {provider}; credentials saved in {}",

@@ -1,6 +1,7 @@
 //! Path rules shared across modules: the home directory, `~` expansion, lexical normalization
 //! (Node's `path.resolve` without touching the disk), and how a model-given path becomes an
-//! absolute one. Pure functions of their inputs and `$HOME`; nothing here reads the file system.
+//! absolute one, and pi's package folder. Pure functions of their inputs, `$HOME` and the
+//! executable's path; nothing here reads the file system.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -19,6 +20,19 @@ pub fn expand_tilde(path: &str, home: &Path) -> PathBuf {
         home.join(rest)
     } else {
         PathBuf::from(path)
+    }
+}
+
+/// pi's package folder (its README.md, `docs/`, `examples/`), as pi 1.6.0 finds it for a
+/// single-binary install: `$PI_PACKAGE_DIR` (`pi_package_dir`, `~` expanded) when set, else the
+/// folder of the executable.
+pub fn package_dir(pi_package_dir: Option<&str>, home: &Path) -> PathBuf {
+    match pi_package_dir.filter(|d| !d.is_empty()) {
+        Some(dir) => normalize_lexically(&expand_tilde(dir, home)),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+            .unwrap_or_default(),
     }
 }
 

@@ -157,6 +157,8 @@ enum Incoming {
     ImagesScaled(Option<(String, Vec<crate::messages::ImageContent>)>),
     /// A reload's worker is done (`None`: it died).
     Reloaded(Option<state::Reloaded>),
+    /// A queued message's images are ready (`None`: the worker died or took too long).
+    QueuedImages(Option<(String, Vec<crate::messages::ImageContent>)>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -370,6 +372,12 @@ impl Agent {
             Phase::ScalingImages(work) => &work.result,
             _ => &no_images,
         };
+        let (queued_images, queued_images_overdue) = match &self.phase {
+            Phase::DeliveringQueued(delivery) => {
+                (&delivery.result, crossbeam_channel::at(delivery.deadline))
+            }
+            _ => (&no_images, never()),
+        };
         let no_reload = never();
         let reloaded = match &self.phase {
             Phase::Reloading(reloading) => &reloading.done,
@@ -421,6 +429,8 @@ impl Agent {
             },
             recv(startup_wait) -> _ => Incoming::StartupWaitOver,
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
+            recv(queued_images) -> ready => Incoming::QueuedImages(ready.ok()),
+            recv(queued_images_overdue) -> _ => Incoming::QueuedImages(None),
             recv(reloaded) -> step => Incoming::Reloaded(step.ok()),
             recv(idle_timer) -> _ => Incoming::StreamIdle,
             recv(retry_timer) -> _ => Incoming::RetryDue,
@@ -473,6 +483,7 @@ impl Agent {
             Incoming::StartupWaitOver => self.end_startup_wait(),
             Incoming::OAuthRefreshed(result) => self.on_oauth_refreshed(result),
             Incoming::ImagesScaled(scaled) => self.on_images_scaled(scaled),
+            Incoming::QueuedImages(ready) => self.on_queued_images(ready),
             Incoming::Reloaded(step) => self.on_reload_step(step),
         }
     }
@@ -520,7 +531,7 @@ impl Agent {
         if self.deliver_queued(true) == 0 {
             self.deliver_queued(false);
         }
-        self.request_completion();
+        self.request_after_delivery();
     }
 
     /// Nothing more will happen by itself.
@@ -543,7 +554,7 @@ impl Agent {
         }
         // Steering queued while idle joins the first turn, right after the prompt.
         self.deliver_queued(true);
-        self.request_completion();
+        self.request_after_delivery();
     }
 
     /// Before a request: what changed in the prompt or the tools (a server's section, tools
@@ -619,7 +630,7 @@ impl Agent {
             self.emit(Event::TurnStart);
             self.declare_changes();
             self.deliver_queued(true);
-            self.request_completion();
+            self.request_after_delivery();
         } else if had_tool_calls {
             self.emit(Event::TurnStart);
             self.declare_changes();
@@ -627,7 +638,7 @@ impl Agent {
         } else if !self.queues.follow_up.is_empty() {
             self.emit(Event::TurnStart);
             self.deliver_queued(false);
-            self.request_completion();
+            self.request_after_delivery();
         } else {
             self.end_run();
         }
@@ -736,6 +747,7 @@ impl Agent {
                     | Phase::StartupWait(_)
                     | Phase::Refreshing(_)
                     | Phase::ScalingImages(_)
+                    | Phase::DeliveringQueued(_)
                     | Phase::Reloading(_)
             )
     }
@@ -759,6 +771,7 @@ impl Agent {
             Phase::StartupWait(_) => self.abort_startup_wait(),
             Phase::Refreshing(_) => self.abort_refresh(),
             Phase::ScalingImages(_) => self.abort_scaling(),
+            Phase::DeliveringQueued(_) => self.abort_delivery(),
             Phase::Reloading(_) => self.abort_reload(),
             Phase::Idle => self.end_run(),
         }

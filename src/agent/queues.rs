@@ -4,11 +4,12 @@
 //! would otherwise stop — all at once or one per turn, as the queue's mode says.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, TryRecvError};
 
 use super::Agent;
+use super::state::{Phase, QueuedDelivery};
 use crate::config::{Config, QueueMode};
 use crate::extensions::HookId;
 use crate::messages::{AgentMessage, ImageContent, UserMessage};
@@ -60,6 +61,7 @@ pub struct QueuedImages {
 
 /// How long a drain point waits for a queued message's images (scaling one takes well under a
 /// second; the worker started when the message was queued). After that it goes as it came.
+/// The agent serves commands meanwhile (`Phase::DeliveringQueued`).
 const QUEUED_IMAGES_WAIT: Duration = Duration::from_secs(60);
 
 impl Queues {
@@ -122,33 +124,123 @@ impl Agent {
     }
 
     /// Delivers queued messages at a drain point: all of them or one, per the queue's mode. Each
-    /// is announced by a `queue_update` just before its `message_start`. Returns how many.
+    /// is announced by a `queue_update` just before its `message_start`. A message whose images
+    /// are not ready yet is waited for in `Phase::DeliveringQueued` (the loop goes on serving
+    /// commands); the caller's request then follows the delivery (`request_after_delivery`).
+    /// Returns how many this drain delivers.
     pub(super) fn deliver_queued(&mut self, steering: bool) -> usize {
         let (queue, mode) = if steering {
-            (&mut self.queues.steering, self.queues.steering_mode)
+            (&self.queues.steering, self.queues.steering_mode)
         } else {
-            (&mut self.queues.follow_up, self.queues.follow_up_mode)
+            (&self.queues.follow_up, self.queues.follow_up_mode)
         };
         let count = match mode {
             QueueMode::All => queue.len(),
             QueueMode::OneAtATime => queue.len().min(1),
         };
-        for _ in 0..count {
+        self.deliver_front(steering, count, None);
+        count
+    }
+
+    /// Delivers `left` messages from the front of the queue, in order. `arrived`: what the
+    /// front message's worker answered (`Some(None)`: nothing, the message goes as it came).
+    /// Stops in `Phase::DeliveringQueued` when a message's images are still being made ready.
+    fn deliver_front(
+        &mut self,
+        steering: bool,
+        mut left: usize,
+        mut arrived: Option<Option<(String, Vec<ImageContent>)>>,
+    ) {
+        let limits = self.image_limits();
+        while left > 0 {
             let queue = if steering {
                 &mut self.queues.steering
             } else {
                 &mut self.queues.follow_up
             };
+            let Some(front) = queue.front_mut() else {
+                break;
+            };
+            if arrived.is_none()
+                && let Some(images) = front.images.as_mut()
+            {
+                // Made ready for the model of this moment, as pi 1.6.0 does at delivery.
+                if images.limits != limits {
+                    images.limits = limits;
+                    images.result = spawn_scaling(&images.text, &images.images, limits);
+                }
+                let Some(result) = images.result.clone() else {
+                    arrived = Some(None);
+                    continue;
+                };
+                match result.try_recv() {
+                    Ok(ready) => arrived = Some(Some(ready)),
+                    Err(TryRecvError::Empty) => {
+                        self.phase = Phase::DeliveringQueued(Box::new(QueuedDelivery {
+                            steering,
+                            left,
+                            result,
+                            deadline: Instant::now() + QUEUED_IMAGES_WAIT,
+                        }));
+                        return;
+                    }
+                    Err(TryRecvError::Disconnected) => arrived = Some(None),
+                }
+            }
             let Some(mut item) = queue.pop_front() else {
                 break;
             };
             self.emit_queue_update();
-            if let Some(images) = item.images.take() {
-                self.images_ready(&mut item.message, images);
+            if item.images.take().is_some() {
+                match arrived.take().flatten() {
+                    Some((text, images)) => images_ready(&mut item.message, &text, images),
+                    None => log::error!(
+                        "a queued message's images were not made ready; sent as they came"
+                    ),
+                }
             }
+            arrived = None;
             self.add_message(item.message);
+            left -= 1;
         }
-        count
+    }
+
+    /// The waiting message's worker answered (`None`: it died, or the wait's bound passed):
+    /// the drain goes on, then the request it was for.
+    pub(super) fn on_queued_images(&mut self, ready: Option<(String, Vec<ImageContent>)>) {
+        let Phase::DeliveringQueued(delivery) = std::mem::replace(&mut self.phase, Phase::Idle)
+        else {
+            return;
+        };
+        // `clear_queue` may have taken the message meanwhile: the answer is then not the front's.
+        let queue = if delivery.steering {
+            &self.queues.steering
+        } else {
+            &self.queues.follow_up
+        };
+        let still_front = queue
+            .front()
+            .and_then(|front| front.images.as_ref())
+            .and_then(|images| images.result.as_ref())
+            .is_some_and(|result| result.same_channel(&delivery.result));
+        let arrived = still_front.then_some(ready);
+        self.deliver_front(delivery.steering, delivery.left, arrived);
+        self.request_after_delivery();
+    }
+
+    /// After a drain point: the next request, unless the drain waits for images (it sends the
+    /// request itself when done).
+    pub(super) fn request_after_delivery(&mut self) {
+        if !matches!(self.phase, Phase::DeliveringQueued(_)) {
+            self.request_completion();
+        }
+    }
+
+    /// Abort while a drain waits for images: the run ends; the message stays queued, as queued
+    /// messages survive an abort.
+    pub(super) fn abort_delivery(&mut self) {
+        self.phase = Phase::Idle;
+        self.end_run();
     }
 
     /// The images settings of the model now: its input limits, or `None` with
@@ -168,29 +260,15 @@ impl Agent {
     ) -> Option<Receiver<(String, Vec<ImageContent>)>> {
         spawn_scaling(text, images, self.image_limits())
     }
+}
 
-    /// A queued user message gets its images made ready, as pi 1.6.0 does at delivery: the
-    /// notes after its text, the images replaced. Waits (bounded) for the worker.
-    fn images_ready(&mut self, message: &mut AgentMessage, queued: QueuedImages) {
-        let limits = self.image_limits();
-        let result = if queued.limits == limits {
-            queued.result
-        } else {
-            spawn_scaling(&queued.text, &queued.images, limits)
-        };
-        let Some(result) = result else { return };
-        let (text, images) = match result.recv_timeout(QUEUED_IMAGES_WAIT) {
-            Ok(ready) => ready,
-            Err(e) => {
-                log::error!("a queued message's images were not ready ({e}); sent as they came");
-                return;
-            }
-        };
-        if let AgentMessage::User(user) = message {
-            let timestamp = user.timestamp;
-            *user = UserMessage::new(&text, images);
-            user.timestamp = timestamp;
-        }
+/// A queued user message with its images made ready, as pi 1.6.0 does at delivery: the notes
+/// after its text, the images replaced, the timestamp kept.
+fn images_ready(message: &mut AgentMessage, text: &str, images: Vec<ImageContent>) {
+    if let AgentMessage::User(user) = message {
+        let timestamp = user.timestamp;
+        *user = UserMessage::new(text, images);
+        user.timestamp = timestamp;
     }
 }
 
@@ -202,9 +280,13 @@ fn spawn_scaling(
 ) -> Option<Receiver<(String, Vec<ImageContent>)>> {
     let (tx, result) = crossbeam_channel::bounded(1);
     let (text, images) = (text.to_string(), images.to_vec());
+    let gate = std::env::var_os("PI_TEST_IMAGE_WORKER_GATE");
     let spawned = std::thread::Builder::new()
         .name("prompt-images".to_string())
         .spawn(move || {
+            if let Some(gate) = gate {
+                wait_for_gate(std::path::Path::new(&gate));
+            }
             let _ = tx.send(scale_prompt(&text, &images, limits.as_ref()));
         });
     match spawned {
@@ -213,5 +295,15 @@ fn spawn_scaling(
             log::error!("could not start the image worker ({e}); images go as they came");
             None
         }
+    }
+}
+
+/// Test hook (`PI_TEST_IMAGE_WORKER_GATE=<path>`): an image worker starts its work only once
+/// `path` exists (at most 60 s later), so a test can hold it while it checks that the agent
+/// goes on serving commands.
+fn wait_for_gate(path: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

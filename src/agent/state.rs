@@ -35,6 +35,9 @@ pub enum Phase {
     Refreshing(Box<Refreshing>),
     /// A prompt's images are being scaled to the model's limits on a worker thread.
     ScalingImages(Box<ImageWork>),
+    /// A drain point waits for a queued message's images (made ready on a worker) before it
+    /// delivers that message and the ones after it.
+    DeliveringQueued(Box<QueuedDelivery>),
     /// (v2) An extension's `reload`: the old extensions stop, then the new ones start, each on
     /// a worker thread.
     Reloading(Box<Reloading>),
@@ -99,6 +102,21 @@ pub struct ImageWork {
     pub images: Vec<ImageContent>,
     /// The messages that follow the prompt into the run (extension-injected, next-turn ones).
     pub rest: Vec<AgentMessage>,
+}
+
+/// A drain point in the middle of delivering queued messages (pi 1.6.0 prepares their images
+/// asynchronously): the message at the queue's front waits for its image worker; the agent
+/// serves commands meanwhile. When the worker answers (or the bound passes: the message then
+/// goes as it came) that message and the rest of the drain are delivered, in order, and the
+/// request follows.
+pub struct QueuedDelivery {
+    /// The steering queue (else the follow-up queue).
+    pub steering: bool,
+    /// How many messages this drain still delivers, the waiting one included.
+    pub left: usize,
+    /// The waiting message's worker.
+    pub result: Receiver<(String, Vec<ImageContent>)>,
+    pub deadline: Instant,
 }
 
 pub struct StartupWait {

@@ -195,7 +195,10 @@ impl Agent {
         };
         request.hooks = self.provider_hooks(true);
         let block_images = self.config.block_images();
-        let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
+        // pi-messages sends pi's transcript as it is, its system messages in place.
+        let keep_system = request.model.api == "pi-messages";
+        let to_llm =
+            |messages: &[AgentMessage]| convert::for_request(messages, block_images, keep_system);
         // (v2) A provider an extension streams itself gets the whole conversation every time.
         let served_by = self
             .extensions

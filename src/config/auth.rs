@@ -161,7 +161,8 @@ pub fn env_key_names(provider: &str) -> Option<&'static [&'static str]> {
 pub const AMBIENT_CREDENTIALS: &str = "<authenticated>";
 
 /// The provider key from the environment (pi-ai's getEnvApiKey), including the ambient-credential
-/// checks for Vertex (ADC file + project + location) and Bedrock (profile, keys, tokens, roles).
+/// checks for Vertex (ADC file + project + location), Bedrock (profile, keys, tokens, roles) and
+/// Anthropic's workload identity federation (rule, organization and identity token file).
 pub fn env_api_key(env: &Env, provider: &str) -> Option<String> {
     if let Some(names) = env_key_names(provider)
         && let Some(value) = names.iter().find_map(|n| env.get(n))
@@ -184,6 +185,16 @@ pub fn env_api_key(env: &Env, provider: &str) -> Option<String> {
             let location = env.get("GOOGLE_CLOUD_LOCATION").is_some();
             (credentials && project && location).then(|| AMBIENT_CREDENTIALS.to_string())
         }
+        // Workload identity federation (pi 1.6.0, through the Anthropic SDK): last in line, the
+        // token is exchanged per request (`provider::anthropic_federation`).
+        "anthropic" => [
+            "ANTHROPIC_FEDERATION_RULE_ID",
+            "ANTHROPIC_ORGANIZATION_ID",
+            "ANTHROPIC_IDENTITY_TOKEN_FILE",
+        ]
+        .iter()
+        .all(|name| env.get(name).is_some())
+        .then(|| AMBIENT_CREDENTIALS.to_string()),
         "amazon-bedrock" => {
             let any = env.get("AWS_PROFILE").is_some()
                 || (env.get("AWS_ACCESS_KEY_ID").is_some()

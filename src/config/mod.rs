@@ -134,16 +134,10 @@ pub fn login_help(docs_dir: &Path) -> String {
     )
 }
 
-/// Default docs dir: `$PI_PACKAGE_DIR/docs` when set (as the reference), else `docs/` next to
-/// the executable.
+/// Default docs dir: `docs/` of pi's package folder (`$PI_PACKAGE_DIR`, else the executable's
+/// folder).
 fn default_docs_dir(env: &Env) -> PathBuf {
-    if let Some(dir) = env.get("PI_PACKAGE_DIR") {
-        return expand_tilde(dir, &env.home()).join("docs");
-    }
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
-    exe_dir.unwrap_or_default().join("docs")
+    crate::paths::package_dir(env.get("PI_PACKAGE_DIR"), &env.home()).join("docs")
 }
 
 /// What a request to a model needs: the API key (if any) and extra headers, in order.

@@ -753,10 +753,12 @@ pub trait LoginUi {
 }
 
 /// Runs `provider`'s login and returns its auth.json entry. `enterprise`: a GitHub Enterprise
-/// domain for Copilot.
+/// domain for Copilot. `browser` false (`--no-browser`): a provider with another method than the
+/// browser sign-in (Radius: the device code) uses it.
 pub fn login(
     provider: &str,
     enterprise: Option<&str>,
+    browser: bool,
     endpoints: &Endpoints,
     agent_dir: &Path,
     ui: &mut dyn LoginUi,
@@ -769,7 +771,7 @@ pub fn login(
         oauth_xai::PROVIDER => oauth_xai::login(&agent, &endpoints.xai, ui),
         oauth_kimi::PROVIDER => oauth_kimi::login(&agent, &endpoints.kimi, ui),
         oauth_meta::PROVIDER => oauth_meta::login(&agent, &endpoints.meta, &endpoints.meta_api, ui),
-        oauth_radius::PROVIDER => oauth_radius::login(&agent, &endpoints.radius, ui),
+        oauth_radius::PROVIDER => oauth_radius::login(&agent, &endpoints.radius, browser, ui),
         oauth_openrouter::PROVIDER => {
             oauth_openrouter::login(&agent, &endpoints.openrouter, &endpoints.callback_host, ui)
         }

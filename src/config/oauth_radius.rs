@@ -1,19 +1,34 @@
-//! The Radius gateway's login, as pi 1.6.0 runs its "Sign in with device code" method
-//! (`ai:dist/auth/oauth/radius.js`): an RFC 8628 device code at `<gateway>/v1/oauth/device`,
-//! tokens from `<gateway>/v1/oauth/token` (also the refresh grant). The access token is the
-//! gateway's API key; auth.json holds `{type, access, refresh, expires, scope}` with `expires` a
-//! minute early. The gateway is pi's `https://radius.pi.dev`, or `PI_OAUTH_RADIUS_URL`.
+//! The Radius gateway's login, as pi 1.6.0 runs it (`ai:dist/auth/oauth/radius.js`), with its two
+//! methods: "Sign in with browser" (the default: the authorization endpoint read from
+//! `<gateway>/v1/oauth`, PKCE, the browser's callback on 127.0.0.1:1456 `/oauth/callback`, the
+//! code exchanged while the browser waits) and "Sign in with device code" (`--no-browser`: an
+//! RFC 8628 device code at `<gateway>/v1/oauth/device`). Tokens come from
+//! `<gateway>/v1/oauth/token` (also the refresh grant). The access token is the gateway's API
+//! key; auth.json holds `{type, access, refresh, expires, scope}` with `expires` a minute early.
+//! The gateway is pi's `https://radius.pi.dev`, or `PI_OAUTH_RADIUS_URL`.
+
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::oauth::{LoginUi, OAuthError, now_ms_f64, oauth_entry, redacted};
+use super::oauth::{LoginUi, OAuthError, form_encode, now_ms_f64, oauth_entry, pkce, redacted};
+use super::oauth_callback::{Callback, Verdict, param, query_params};
 use super::oauth_device::{self, Answer, Poll};
+use crate::net;
 
 pub const PROVIDER: &str = "radius";
 pub const DEFAULT_URL: &str = "https://radius.pi.dev";
 const CLIENT_ID: &str = "pi-gateway";
 const SCOPE: &str = "gateway offline_access";
 const EXPIRY_SKEW_MS: f64 = 60_000.0;
+const CALLBACK_HOST: &str = "127.0.0.1";
+const CALLBACK_PORT: u16 = 1456;
+const CALLBACK_PATH: &str = "/oauth/callback";
+const REDIRECT_URI: &str = "http://127.0.0.1:1456/oauth/callback";
+/// pi waits for the browser until Ctrl+C; pi-rs bounds the wait.
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// 1.6.0's label of the method `--no-browser` picks (the browser one is the default).
+const DEVICE_CODE_LABEL: &str = "Sign in with device code (when signing in from another device)";
 
 /// pi's `OAuthResponseError`: `<what>: <error>[: <description>]`, or the description (the body
 /// when it is not JSON), or the status.
@@ -71,8 +86,128 @@ fn token(
     Ok(oauth_entry(&fields))
 }
 
-/// `pi login radius`: the device code, the address and code shown, then polling.
+/// `pi login radius`: the browser sign-in, or with `browser` false the device code.
 pub fn login(
+    agent: &ureq::Agent,
+    gateway: &str,
+    browser: bool,
+    ui: &mut dyn LoginUi,
+) -> Result<Map<String, Value>, OAuthError> {
+    if browser {
+        let endpoint = authorization_endpoint(agent, gateway)?;
+        login_with_browser(agent, gateway, &endpoint, ui)
+    } else {
+        ui.show(&format!("Sign in to Radius: {DEVICE_CODE_LABEL}"));
+        login_with_device_code(agent, gateway, ui)
+    }
+}
+
+/// The gateway's OAuth discovery (`GET <gateway>/v1/oauth`): its browser authorization endpoint.
+fn authorization_endpoint(agent: &ureq::Agent, gateway: &str) -> Result<String, OAuthError> {
+    let url = format!("{gateway}/v1/oauth");
+    let response = net::get(agent, &url)
+        .header("accept", "application/json")
+        .call()
+        .map_err(|source| OAuthError::Request {
+            url: url.clone(),
+            source,
+        })?;
+    let (status, text) = super::oauth::read_text(response, &url)?;
+    if !(200..300).contains(&status) {
+        return Err(OAuthError::Message(format!(
+            "Could not load Radius OAuth config from {gateway}: {status} {}",
+            redacted(&text.chars().take(300).collect::<String>())
+        )));
+    }
+    let discovery: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    oauth_device::trusted_http_url(discovery["authorizationEndpoint"].as_str())
+        .ok_or_else(|| OAuthError::Message(format!("Invalid Radius OAuth config from {gateway}")))
+}
+
+/// "Sign in with browser": the callback server answers the browser only after the code has been
+/// exchanged, with the result (as 1.6.0's callback server does).
+fn login_with_browser(
+    agent: &ureq::Agent,
+    gateway: &str,
+    endpoint: &str,
+    ui: &mut dyn LoginUi,
+) -> Result<Map<String, Value>, OAuthError> {
+    let (verifier, challenge) = pkce()?;
+    let state = crate::ids::uuid_v4();
+    crate::redact::register_secrets([verifier.clone()]);
+    let (exchange_agent, exchange_gateway, expected) =
+        (agent.clone(), gateway.to_string(), state.clone());
+    let callback = Callback::listen(
+        CALLBACK_HOST,
+        CALLBACK_PORT,
+        vec![CALLBACK_PATH.to_string()],
+        move |target| {
+            let params = query_params(target);
+            if param(&params, "state").as_deref() != Some(expected.as_str()) {
+                return Verdict::Reply(400, "State mismatch.".into());
+            }
+            if let Some(error) = param(&params, "error") {
+                let description = param(&params, "error_description").unwrap_or(error);
+                return Verdict::Settle(
+                    400,
+                    format!("Radius authorization failed.\n\n{description}"),
+                    Err(format!("Radius authorization failed: {description}")),
+                );
+            }
+            let Some(code) = param(&params, "code") else {
+                return Verdict::Reply(400, "Missing authorization code.".into());
+            };
+            crate::redact::add_secret(&code);
+            let form = [
+                ("grant_type", "authorization_code"),
+                ("client_id", CLIENT_ID),
+                ("redirect_uri", REDIRECT_URI),
+                ("code", code.as_str()),
+                ("code_verifier", verifier.as_str()),
+            ];
+            match token(&exchange_agent, &exchange_gateway, &form) {
+                Ok(entry) => Verdict::Settle(
+                    200,
+                    "Signed in to Radius. You may now close this page.".into(),
+                    Ok(entry),
+                ),
+                Err((_, failure)) => Verdict::Settle(
+                    502,
+                    format!("Radius sign-in failed.\n\n{failure}"),
+                    Err(failure.to_string()),
+                ),
+            }
+        },
+    )
+    .map_err(OAuthError::Message)?;
+    let url = format!(
+        "{endpoint}{}{}",
+        if endpoint.contains('?') { "&" } else { "?" },
+        form_encode(&[
+            ("response_type", "code"),
+            ("client_id", CLIENT_ID),
+            ("redirect_uri", REDIRECT_URI),
+            ("scope", SCOPE),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+            ("handoff", "url"),
+            ("state", &state),
+        ])
+    );
+    ui.show(&format!("Listening for OAuth callback on {REDIRECT_URI}"));
+    ui.show(&format!("Open this URL to sign in:\n  {url}"));
+    ui.show("Continue in your browser.");
+    ui.show(&format!(
+        "To use \"{DEVICE_CODE_LABEL}\" instead, run \"pi auth login {PROVIDER} --no-browser\""
+    ));
+    match callback.results.recv_timeout(BROWSER_TIMEOUT) {
+        Ok(result) => result.map_err(OAuthError::Message),
+        Err(_) => Err(OAuthError::Message("Radius sign-in timed out".into())),
+    }
+}
+
+/// "Sign in with device code": the address and code shown, then polling.
+fn login_with_device_code(
     agent: &ureq::Agent,
     gateway: &str,
     ui: &mut dyn LoginUi,

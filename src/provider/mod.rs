@@ -25,6 +25,7 @@
 //! touches no other (`net::Cancel`).
 
 pub mod anthropic;
+pub mod anthropic_federation;
 pub mod aws_remote;
 pub mod azure_responses;
 pub mod bedrock;
@@ -216,6 +217,9 @@ fn wire_api(
     if request.model.provider == "cloudflare-ai-gateway" {
         cloudflare_gateway_auth(&mut http, &request.api_key);
     }
+    if anthropic_federation::applies(request) {
+        anthropic_federation::authorize(&mut http, request, agent, false)?;
+    }
     Ok((http, decoder))
 }
 
@@ -299,11 +303,23 @@ fn run_stream(
         }
     }
     let mut retries_done = 0;
+    let mut reauthorized = false;
     let response = loop {
         let failure = match open_response(req, &agent, &http, &body, &decoder) {
             Ok(response) => break response,
             Err(failure) => failure,
         };
+        // A federated token the API refuses is exchanged again, once (as the Anthropic SDK).
+        if failure.status == Some(401) && !reauthorized && anthropic_federation::applies(request) {
+            reauthorized = true;
+            match anthropic_federation::authorize(&mut http, request, &agent, true) {
+                Ok(()) => continue,
+                Err(message) => {
+                    fail(message, None);
+                    return;
+                }
+            }
+        }
         let server_delay = failure.server_delay;
         let policy = &request.provider_retry;
         match retry::decide(policy, failure, retries_done, retry::clock_jitter()) {

@@ -4,10 +4,12 @@
 //! `text_*`, `thinking_*`, `toolcall_*`) ending in a `done` or `error` event that carries the stop
 //! reason and usage.
 //!
-//! The context is pi's: its messages as the session stores them, after a `system` message that
-//! carries the system prompt and the tools (`toolsAdded`). pi 1.6.0 splits that prompt into
-//! `sections` (preamble, tools, rules, docs, cwd) with an empty `content`; pi-rs sends the whole
-//! prompt as the `content` (README, "Providers").
+//! The context is pi's transcript as 1.6.0 sends it: its messages as the session stores them,
+//! the system messages in place (the agent keeps them for this API, `agent::convert`): the
+//! first carries the prompt in named `sections` (preamble, tools, rules, docs, cwd) with an empty
+//! `content`, and the tools (`toolsAdded`); later ones patch sections and tools. A request
+//! without any (a compaction summary's) opens with the message pi-ai's `normalizeContext` makes:
+//! the whole prompt as `content`, the tools when there are any, `timestamp` 0.
 
 use std::collections::HashMap;
 
@@ -20,17 +22,13 @@ use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::ThinkingLevel;
-use crate::messages::{StopReason, Usage};
+use crate::messages::{AgentMessage, StopReason, Usage};
 
 pub fn build_request(request: &StreamRequest) -> HttpRequest {
-    build_request_with(request, cache_retention_from_env(), crate::time::now_ms())
+    build_request_with(request, cache_retention_from_env())
 }
 
-pub fn build_request_with(
-    request: &StreamRequest,
-    retention: CacheRetention,
-    now_ms: i64,
-) -> HttpRequest {
+pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) -> HttpRequest {
     let model = &request.model;
     let defaults = vec![
         (
@@ -42,19 +40,14 @@ pub fn build_request_with(
     ];
     let headers = with_extra_headers(defaults, model, &request.headers);
 
-    let tools: Vec<Value> = request
-        .tools
+    let transcript = request
+        .messages
         .iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
-        .collect();
-    let mut system = Map::new();
-    system.insert("role".into(), json!("system"));
-    system.insert("content".into(), json!(request.system_prompt));
-    system.insert("timestamp".into(), json!(now_ms));
-    if !tools.is_empty() {
-        system.insert("toolsAdded".into(), Value::Array(tools));
+        .any(|m| matches!(m, AgentMessage::System(_)));
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !transcript {
+        messages.extend(initial_system_message(request));
     }
-    let mut messages = vec![Value::Object(system)];
     messages.extend(
         request
             .messages
@@ -86,6 +79,27 @@ pub fn build_request_with(
             "options": options,
         }),
     }
+}
+
+/// pi-ai's `createInitialSystemMessage`: the prompt and the tools as one leading system message
+/// (none when both are empty).
+fn initial_system_message(request: &StreamRequest) -> Option<Value> {
+    if request.system_prompt.is_empty() && request.tools.is_empty() {
+        return None;
+    }
+    let mut system = Map::new();
+    system.insert("role".into(), json!("system"));
+    system.insert("content".into(), json!(request.system_prompt));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+            .collect();
+        system.insert("toolsAdded".into(), Value::Array(tools));
+    }
+    system.insert("timestamp".into(), json!(0));
+    Some(Value::Object(system))
 }
 
 /// A block the wire opened: its content index and whether argument deltas came for it.
@@ -281,7 +295,7 @@ mod tests {
         r.system_prompt = "SYS".into();
         r.thinking = ThinkingLevel::High;
         r.session_id = "s-1".into();
-        let http = build_request_with(&r, CacheRetention::Long, 7);
+        let http = build_request_with(&r, CacheRetention::Long);
         assert_eq!(http.url, "https://radius.pi.dev/v1/messages");
         assert_eq!(
             http.headers[..3],
@@ -299,7 +313,7 @@ mod tests {
         let messages = http.body["context"]["messages"].as_array().unwrap();
         assert_eq!(
             messages[0],
-            json!({"role": "system", "content": "SYS", "timestamp": 7})
+            json!({"role": "system", "content": "SYS", "timestamp": 0})
         );
         assert_eq!(messages[1]["role"], "user");
         assert_eq!(messages[1]["content"][0]["text"], "hi");

@@ -33,6 +33,22 @@ impl TokenCache {
         }
     }
 
+    /// The cached token for `key` when more than `margin` of its life is left at `now`; unlike
+    /// `get`, a staler entry is kept (a caller may still fall back on it).
+    pub fn get_within(&self, key: &str, now: Instant, margin: Duration) -> Option<String> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(key)
+            .filter(|(_, expires)| now + margin < *expires)
+            .map(|(token, _)| token.clone())
+    }
+
+    /// Drops `key`'s token (the server refused it).
+    pub fn forget(&self, key: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.remove(key);
+    }
+
     pub fn put(&self, key: &str, token: String, lifetime: Duration, now: Instant) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.insert(key.to_string(), (token, now + lifetime));
@@ -70,5 +86,24 @@ mod tests {
         // A token shorter-lived than the margin is never handed out.
         cache.put("short", "tok-2".into(), Duration::from_secs(60), t0);
         assert_eq!(cache.get("short", t0), None);
+    }
+
+    #[test]
+    fn a_margin_of_ones_own_keeps_the_stale_entry() {
+        let cache = TokenCache::default();
+        let t0 = Instant::now();
+        cache.put("k", "tok".into(), Duration::from_secs(100), t0);
+        let minute = Duration::from_secs(60);
+        assert_eq!(cache.get_within("k", t0, minute).as_deref(), Some("tok"));
+        let later = t0 + Duration::from_secs(50);
+        assert_eq!(cache.get_within("k", later, minute), None);
+        assert_eq!(
+            cache
+                .get_within("k", later, Duration::from_secs(30))
+                .as_deref(),
+            Some("tok")
+        );
+        cache.forget("k");
+        assert_eq!(cache.get_within("k", t0, Duration::ZERO), None);
     }
 }

@@ -1,12 +1,13 @@
 //! The system prompt, laid out as pi 1.6.0 lays it out, in pi-rs's own words: named sections in a
 //! fixed order — `preamble` (the intro, or the custom prompt), `tools` (the active tools with
-//! their one-line summaries), `rules` (guidelines), `addendum` (appended text), `project_context`
-//! (context files), `skills`, `cwd` — each but the preamble wrapped in `<name>…</name>`, and
-//! rendered joined by blank lines. The sections are what the transcript's system message carries
-//! (`agent::system_message`). `for_run` gathers a run's parts (flags, SYSTEM.md and
-//! APPEND_SYSTEM.md, context files, tool summaries, skills); `build` lays them out. pi 1.6.0's
-//! `docs` section points at the documentation installed with pi; pi-rs installs none, so it has
-//! no such section.
+//! their one-line summaries), `rules` (guidelines), `docs` (where pi's documentation lives),
+//! `addendum` (appended text), `project_context` (context files), `skills`, `cwd` — each but the
+//! preamble wrapped in `<name>…</name>`, and rendered joined by blank lines; a custom prompt
+//! replaces the preamble, tools, rules and docs. The sections are what the transcript's system
+//! message carries (`agent::system_message`). `for_run` gathers a run's parts (flags, SYSTEM.md
+//! and APPEND_SYSTEM.md, context files, tool summaries, skills); `build` lays them out. The
+//! `docs` section names README.md, `docs/` and `examples/` of pi's package folder
+//! (`paths::package_dir`: `$PI_PACKAGE_DIR`, else the executable's folder), as pi 1.6.0 does.
 //!
 //! `PromptOptions` is the same input in pi 1.6.0's structured form (`BuildSystemPromptOptions`,
 //! what `before_agent_start.systemPromptOptions` carries to extensions): `for_run` gathers the
@@ -42,6 +43,8 @@ pub struct PromptInputs<'a> {
     pub guidelines: &'a [String],
     /// Custom sections (name, body), after `cwd`; a built-in name replaces that section.
     pub sections: &'a [(String, String)],
+    /// pi's package folder, which the `docs` section points into.
+    pub package_dir: &'a Path,
 }
 
 /// pi 1.6.0's `BuildSystemPromptOptions`: the structured input of a system prompt.
@@ -240,6 +243,7 @@ pub fn build(inputs: &PromptInputs) -> SystemPrompt {
             );
             add("tools", tool_list(inputs.tools));
             add("rules", rules(inputs.tools, inputs.guidelines));
+            add("docs", docs(inputs.package_dir));
         }
     }
     if !inputs.append.is_empty() {
@@ -288,6 +292,21 @@ fn tool_list(tools: &[ToolLine]) -> String {
         listed.join("\n")
     };
     format!("{list}\n\nThe project may offer further tools beyond these.")
+}
+
+/// Where pi's documentation is and when to read it (pi 1.6.0's facts, pi-rs's words).
+fn docs(package_dir: &Path) -> String {
+    let at = |name: &str| package_dir.join(name).to_string_lossy().into_owned();
+    [
+        "pi's documentation (read it only when the user asks about pi itself: the harness, its SDK, extensions, themes, skills or the TUI):".to_string(),
+        format!("- Main documentation: {}", at("README.md")),
+        format!("- Further docs: {}", at("docs")),
+        format!("- Examples: {} (extensions, custom tools, SDK)", at("examples")),
+        "- In pi's docs and examples, docs/... paths lie under the further docs and examples/... paths under the examples, not under the working directory".to_string(),
+        "- Where to look: extensions (docs/extensions.md, examples/extensions/), themes (docs/themes.md), skills (docs/skills.md), prompt templates (docs/prompt-templates.md), TUI components (docs/tui.md), keybindings (docs/keybindings.md), SDK integrations (docs/sdk.md), custom providers (docs/custom-provider.md), adding models (docs/models.md), packages (docs/packages.md), environment variables (docs/environment-variables.md), MCP servers (docs/mcp.md), codemode scripts and non-LLM models such as classifiers and image models (docs/codemode.md)".to_string(),
+        "- Before changing the harness, read the docs and examples that concern the change in full, and follow their cross-references.".to_string(),
+    ]
+    .join("\n")
 }
 
 /// The guideline bullets: how to explore files when only bash can, each tool's own guidelines,
@@ -503,7 +522,12 @@ pub fn from_options(options: PromptOptions) -> SystemPrompt {
     } else {
         Vec::new()
     };
+    let package_dir = crate::paths::package_dir(
+        std::env::var("PI_PACKAGE_DIR").ok().as_deref(),
+        &crate::paths::home_dir(),
+    );
     let mut prompt = build(&PromptInputs {
+        package_dir: &package_dir,
         custom: options.custom_prompt.as_deref().filter(|c| !c.is_empty()),
         tools: &tool_lines,
         append: &append,
@@ -550,6 +574,7 @@ mod tests {
             cwd: Path::new("/p"),
             guidelines: &[],
             sections: &[],
+            package_dir: Path::new("/opt/pi"),
         });
         let names: Vec<&str> = prompt.sections().iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -558,6 +583,7 @@ mod tests {
                 "preamble",
                 "tools",
                 "rules",
+                "docs",
                 "addendum",
                 "project_context",
                 "skills",
@@ -586,6 +612,20 @@ mod tests {
             section("addendum"),
             "<addendum>\nextra\n\nmore\n</addendum>"
         );
+        // pi 1.6.0's docs section: the package folder's README.md, docs/ and examples/.
+        let docs = section("docs");
+        assert!(
+            docs.starts_with("<docs>\npi's documentation (read it only when"),
+            "{docs}"
+        );
+        for line in [
+            "- Main documentation: /opt/pi/README.md",
+            "- Further docs: /opt/pi/docs",
+            "- Examples: /opt/pi/examples (extensions, custom tools, SDK)",
+        ] {
+            assert!(docs.lines().any(|l| l == line), "{line}: {docs}");
+        }
+        assert!(docs.contains("MCP servers (docs/mcp.md)"), "{docs}");
         assert!(section("project_context").ends_with(
             "\n\n<project_instructions path=\"/p/AGENTS.md\">\nbe nice\n</project_instructions>\n\
              </project_context>"
@@ -660,7 +700,9 @@ mod tests {
         let names: Vec<&str> = prompt.sections().iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
-            ["preamble", "tools", "rules", "addendum", "cwd", "team"]
+            [
+                "preamble", "tools", "rules", "docs", "addendum", "cwd", "team"
+            ]
         );
         let text = prompt.text();
         assert!(
@@ -700,6 +742,7 @@ mod tests {
             cwd: Path::new("/p"),
             guidelines: &[],
             sections: &[],
+            package_dir: Path::new("/opt/pi"),
         });
         assert_eq!(prompt.text(), "Be a test double.\n\n<cwd>\n/p\n</cwd>");
     }

@@ -291,6 +291,30 @@ fn pi_messages_errors_carry_the_status_message_and_code() {
     );
 }
 
+/// One prompt at `thinking` to the models.json provider `id` (`provider`: its baseUrl, api, key
+/// and one model, with the `compat` under test), answered with `fixture`; the request the fake
+/// provider got. The reply must end cleanly. (The compat checks' common part.)
+fn compat_request(
+    id: &str,
+    provider: Value,
+    fixture: &str,
+    thinking: &str,
+) -> crate::fake_provider::RecordedRequest {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture(fixture)]);
+    let model = provider["models"][0]["id"].as_str().unwrap().to_string();
+    let models = json!({"providers": {id: provider}});
+    let setup = Setup::new(&fake, id, &model)
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg(thinking);
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    fake.requests().remove(0)
+}
+
 /// 1.6.0's template compat keys on Chat Completions, in the body at the server: the
 /// `chat-template` format sends `chatTemplateKwargs` with pi's values filled in (`$var`
 /// `thinking.enabled` / `thinking.effort` / `thinking.budget`, `omitWhenOff`), `baseten` sends
@@ -300,21 +324,11 @@ fn pi_messages_errors_carry_the_status_message_and_code() {
 #[test]
 fn chat_template_compat_keys_fill_pis_values_into_the_body() {
     let body_for = |compat: Value, thinking: &str| -> Value {
-        let fake = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
-        let models = json!({"providers": {"tpl": {"baseUrl": "__BASE_URL__/v1",
-            "api": "openai-completions", "apiKey": "tpl-key-123456",
+        let provider = json!({"baseUrl": "__BASE_URL__/v1", "api": "openai-completions",
+            "apiKey": "tpl-key-123456",
             "models": [{"id": "tpl-model", "reasoning": true, "maxTokens": 10000,
-                "compat": compat}]}}});
-        let setup = Setup::new(&fake, "tpl", "tpl-model")
-            .models_json(&models.to_string())
-            .arg("--thinking")
-            .arg(thinking);
-        let mut pi = Pi::spawn(&setup);
-        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-        let run = pi.records_until_event("agent_end");
-        let message = assistant_messages(&run).remove(0);
-        assert_eq!(message["stopReason"], "stop", "{message}");
-        fake.requests()[0].body.clone()
+                "compat": compat}]});
+        compat_request("tpl", provider, "openai/text.sse", thinking).body
     };
     let kwargs = json!({
         "enable_thinking": {"$var": "thinking.enabled"},
@@ -406,21 +420,11 @@ fn pi_messages_thinking_end_carries_the_redacted_flag() {
 #[test]
 fn force_adaptive_thinking_compat_picks_adaptive_thinking() {
     let request_for = |compat: Value| {
-        let fake = FakeProvider::start(vec![Reply::sse_fixture("anthropic/text.sse")]);
-        let models = json!({"providers": {"claudeish": {"baseUrl": "__BASE_URL__",
-            "api": "anthropic-messages", "apiKey": "claude-key-123456",
+        let provider = json!({"baseUrl": "__BASE_URL__", "api": "anthropic-messages",
+            "apiKey": "claude-key-123456",
             "models": [{"id": "claude-opus-4-6", "reasoning": true, "maxTokens": 64000,
-                "compat": compat}]}}});
-        let setup = Setup::new(&fake, "claudeish", "claude-opus-4-6")
-            .models_json(&models.to_string())
-            .arg("--thinking")
-            .arg("medium");
-        let mut pi = Pi::spawn(&setup);
-        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-        let run = pi.records_until_event("agent_end");
-        let message = assistant_messages(&run).remove(0);
-        assert_eq!(message["stopReason"], "stop", "{message}");
-        fake.requests().remove(0)
+                "compat": compat}]});
+        compat_request("claudeish", provider, "anthropic/text.sse", "medium")
     };
     let adaptive = request_for(json!({"forceAdaptiveThinking": true}));
     assert_eq!(
@@ -446,4 +450,65 @@ fn force_adaptive_thinking_compat_picks_adaptive_thinking() {
         budget.header("anthropic-beta"),
         Some("interleaved-thinking-2025-05-14")
     );
+}
+
+/// pi-messages sends pi's transcript as it is (pi 1.6.0): the context opens with the run's own
+/// system message — `content` empty, the prompt in `sections`, the tool declarations in
+/// `toolsAdded` — exactly as the `message_end` record shows it, and a later run that changes
+/// nothing sends that one message again, in place, before the conversation. Passes against pi
+/// 1.6.0 too (`PI_TEST_BIN`).
+#[test]
+fn pi_messages_sends_the_transcripts_system_message_with_its_sections() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("pi-messages/text.sse"),
+        Reply::sse_fixture("pi-messages/text.sse"),
+    ]);
+    let models = r#"{"providers": {"pim": {"baseUrl": "__BASE_URL__/v1", "api": "pi-messages",
+        "apiKey": "pm-key-123456", "models": [{"id": "pm-model"}]}}}"#;
+    let setup = Setup::new(&fake, "pim", "pm-model").models_json(models);
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Say hello"}));
+    let run = pi.records_until_event("agent_end");
+    let system = run
+        .iter()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
+        .expect("the run's system message")["message"]
+        .clone();
+    assert_eq!(system["content"], "");
+    let sections: Vec<&str> = system["sections"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(sections, ["preamble", "tools", "rules", "docs", "cwd"]);
+    let first = fake.requests()[0].body["context"]["messages"].clone();
+    assert_eq!(first[0], system, "the transcript's system message, as is");
+    assert_eq!(first.as_array().unwrap().len(), 2);
+    assert!(
+        first[0]["toolsAdded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["constrainedSampling"].is_object()),
+        "{}",
+        first[0]
+    );
+
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let run = pi.records_until_event("agent_end");
+    assert!(
+        !run.iter()
+            .any(|r| r["type"] == "message_end" && r["message"]["role"] == "system"),
+        "nothing changed, so no new system message"
+    );
+    let second = fake.requests()[1].body["context"]["messages"].clone();
+    let roles: Vec<&str> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert_eq!(second[0], system);
 }

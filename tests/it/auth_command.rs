@@ -238,3 +238,74 @@ fn auth_commands_print_and_exit_as_pi_1_6_0() {
         );
     }
 }
+
+/// Anthropic's workload identity federation and AWS's credential chain authenticate without a
+/// key: `check` says ready, but has no credential to show, and `print-api-key` has nothing to
+/// print (as 1.6.0; passes against it).
+#[test]
+fn ambient_credentials_are_ready_but_print_no_key() {
+    let federation = [
+        ("ANTHROPIC_FEDERATION_RULE_ID", "fdrl_1"),
+        ("ANTHROPIC_ORGANIZATION_ID", "org-1"),
+        ("ANTHROPIC_IDENTITY_TOKEN_FILE", "/nonexistent/identity.jwt"),
+    ];
+    let aws = [("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b")];
+    let cases: &[Case] = &[
+        (
+            &federation,
+            None,
+            "auth check --provider anthropic --json",
+            0,
+            r#"{"status":"ready","provider":"anthropic","authType":"api_key"}"#,
+            "",
+        ),
+        (
+            &federation[..2],
+            None,
+            "auth check --provider anthropic",
+            1,
+            "not_ready",
+            "",
+        ),
+        (
+            &federation,
+            None,
+            "auth check --provider anthropic --json --credentials",
+            1,
+            r#"{"status":"not_ready","provider":"anthropic","reason":"credential_not_available"}"#,
+            "",
+        ),
+        (
+            &aws,
+            None,
+            "auth check --provider amazon-bedrock --json --credentials",
+            1,
+            r#"{"status":"not_ready","provider":"amazon-bedrock","reason":"credential_not_available"}"#,
+            "",
+        ),
+        (
+            &federation,
+            None,
+            "auth print-api-key --provider anthropic",
+            1,
+            "",
+            "Error: No usable API key is configured",
+        ),
+        (
+            &aws,
+            None,
+            "auth print-api-key --provider amazon-bedrock",
+            1,
+            "",
+            "Error: No usable API key is configured",
+        ),
+    ];
+    for (env, auth, args, code, stdout, stderr) in cases {
+        let got = pi_auth(env, *auth, args);
+        assert_eq!(
+            got,
+            (*code, stdout.to_string(), stderr.to_string()),
+            "pi {args}"
+        );
+    }
+}

@@ -366,3 +366,73 @@ fn an_mcp_tool_results_image_is_scaled_with_the_note_after_it() {
     pi.close_and_wait();
     fake.finish();
 }
+
+/// Issue 22: delivering a queued `steer` with images does not hold up the agent (pi 1.6.0
+/// prepares them asynchronously). The image worker is held by the test hook
+/// `PI_TEST_IMAGE_WORKER_GATE`: at the drain point after the tool turn, `get_state` is still
+/// answered (busy) and nothing is delivered yet; once the worker goes, the steer is delivered
+/// with its image made ready, then the text-only steer queued after it, in order.
+#[test]
+fn queued_images_are_made_ready_while_the_agent_serves_commands() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(crate::sse::anthropic_bash("toolu_gate", GATED_COMMAND)),
+        text_reply("Steered."),
+    ]);
+    let workspace = Workspace::new();
+    let image_gate = workspace.root().join("image-gate");
+    let setup = Setup::anthropic(&fake)
+        .settings(json!({"steeringMode": "all"}))
+        .env("PI_TEST_IMAGE_WORKER_GATE", image_gate.to_str().unwrap());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Run the slow thing"}));
+    pi.wait_for_event("tool_execution_start");
+    for (id, fields) in [
+        (
+            "s1",
+            json!({"message": "Look at this",
+                   "images": [{"type": "image", "data": STANDARD.encode(bmp(6, 4)), "mimeType": "image/bmp"}]}),
+        ),
+        ("s2", json!({"message": "And then this"})),
+    ] {
+        let response = pi.command(id, "steer", fields);
+        assert_eq!(response["success"], true, "{response}");
+    }
+    open_gate(&pi);
+    pi.wait_for_event("turn_end");
+    // The drain point: the next turn starts, the steer waits for its image worker.
+    pi.wait_for_event("turn_start");
+    let state = pi.command("st", "get_state", json!({}));
+    assert_eq!(state["data"]["isStreaming"], true, "{state}");
+    let answered = pi.records().iter().position(|r| r["id"] == "st").unwrap();
+    let delivered_before = pi.records()[..answered]
+        .iter()
+        .filter(|r| r["type"] == "message_start" && r["message"]["role"] == "user")
+        .count();
+    assert_eq!(delivered_before, 1, "only the prompt before the answer");
+    std::fs::write(&image_gate, "").unwrap();
+    let run = pi.records_until_event("agent_end");
+    let users = user_messages(&run);
+    let texts: Vec<&str> = users
+        .iter()
+        .map(|u| u["content"][0]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Look at this\n\n[Image converted from image/bmp to image/png.]",
+            "And then this"
+        ]
+    );
+    assert_eq!(users[0]["content"][1]["mimeType"], "image/png");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "one request after the delivery");
+    assert_eq!(
+        body_images(&requests[1].body)
+            .into_iter()
+            .map(|(mime, _)| mime)
+            .collect::<Vec<_>>(),
+        ["image/png"]
+    );
+    pi.close_and_wait();
+    fake.finish();
+}

@@ -115,9 +115,11 @@ fn an_expired_anthropic_login_is_refreshed_under_pis_lock_and_written_back() {
         auth["openai"],
         json!({"type": "api_key", "key": "sk-openai-kept"})
     );
-    let entry = auth["anthropic"].as_object().unwrap();
-    let keys: Vec<&str> = entry.keys().map(String::as_str).collect();
-    assert_eq!(keys, ["type", "refresh", "access", "expires"]);
+    assert_eq!(
+        entry_keys(&auth, "anthropic"),
+        ["type", "refresh", "access", "expires"]
+    );
+    let entry = &auth["anthropic"];
     assert_eq!(entry["access"], new_access);
     assert_eq!(entry["refresh"], "refresh-NEW-456");
     let expires = entry["expires"].as_f64().unwrap();
@@ -219,13 +221,10 @@ fn an_expired_codex_login_is_refreshed_and_the_backend_gets_the_account() {
     assert_eq!(sent.header("chatgpt-account-id"), Some("acct_new"));
     assert_eq!(sent.header("originator"), Some("pi"));
     let auth = read_auth(&workspace);
-    let keys: Vec<&str> = auth["openai-codex"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(keys, ["type", "access", "refresh", "expires", "accountId"]);
+    assert_eq!(
+        entry_keys(&auth, "openai-codex"),
+        ["type", "access", "refresh", "expires", "accountId"]
+    );
     assert_eq!(auth["openai-codex"]["accountId"], "acct_new");
 }
 
@@ -294,8 +293,7 @@ fn pi_login_github_copilot_runs_the_device_flow_end_to_end() {
         ("PI_OAUTH_GITHUB_URL", github.base_url()),
         ("PI_OAUTH_GITHUB_API_URL", github.base_url()),
     ];
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "github-copilot"], &env);
-    assert_eq!(code, 0, "{stderr}");
+    let stderr = login_ok(&workspace, &["login", "github-copilot"], &env);
     assert!(
         stderr.contains("Open https://github.com/login/device and enter code: ABCD-1234"),
         "{stderr}"
@@ -456,24 +454,13 @@ fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
     ]);
     let workspace = Workspace::new();
     let env = [("PI_OAUTH_XAI_URL", auth_server.base_url())];
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "xai"], &env);
-    assert_eq!(code, 0, "{stderr}");
+    let stderr = login_ok(&workspace, &["login", "xai"], &env);
     assert!(
         stderr.contains("Open https://accounts.x.ai/device?code=GROK-42 and enter code: GROK-42"),
         "{stderr}"
     );
-    let requests = auth_server.requests();
-    let bodies: Vec<(String, String)> = requests
-        .iter()
-        .map(|r| {
-            (
-                r.path.clone(),
-                String::from_utf8_lossy(&r.raw_body).into_owned(),
-            )
-        })
-        .collect();
     assert_eq!(
-        bodies,
+        paths_and_bodies(&auth_server),
         [
             ("/oauth2/device/code".to_string(),
              "client_id=b1a00492-073a-47ea-816f-4c329264a828&scope=openid+profile+email+offline_access+grok-cli%3Aaccess+api%3Aaccess&referrer=pi".to_string()),
@@ -483,10 +470,12 @@ fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
              "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=b1a00492-073a-47ea-816f-4c329264a828&device_code=xdev-1".to_string()),
         ]
     );
-    let mut auth = read_auth(&workspace);
-    let entry = auth["xai"].as_object().expect("xai entry").clone();
-    let keys: Vec<&str> = entry.keys().map(String::as_str).collect();
-    assert_eq!(keys, ["type", "access", "refresh", "expires"]);
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        entry_keys(&auth, "xai"),
+        ["type", "access", "refresh", "expires"]
+    );
+    let entry = &auth["xai"];
     assert_eq!(
         (entry["type"].as_str(), entry["access"].as_str()),
         (Some("oauth"), Some("xai-access-1"))
@@ -498,30 +487,20 @@ fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
     );
 
     // Expired: the next prompt refreshes it first.
-    auth["xai"]["expires"] = json!(now_ms() - 1000.0);
-    write_auth(&workspace, &auth);
-    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
-    let setup = Setup::new(&provider, "xai", "grok-4.7")
-        .models_json(r#"{"providers": {"xai": {"baseUrl": "__BASE_URL__/v1"}}}"#)
-        .env("PI_OAUTH_XAI_URL", &auth_server.base_url());
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-    let run = pi.records_until_event("agent_end");
-    let reply = run
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .unwrap();
-    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    let request = prompt_after_expiry(
+        &workspace,
+        "xai",
+        "grok-4.7",
+        "openai-responses/text.sse",
+        "/v1",
+        &env,
+    );
     let refresh = &auth_server.requests()[3];
     assert_eq!(
         String::from_utf8_lossy(&refresh.raw_body),
         "grant_type=refresh_token&client_id=b1a00492-073a-47ea-816f-4c329264a828&refresh_token=xai-refresh-1"
     );
-    assert_eq!(
-        provider.requests()[0].header("authorization"),
-        Some("Bearer xai-access-2")
-    );
+    assert_eq!(request.header("authorization"), Some("Bearer xai-access-2"));
     let auth = read_auth(&workspace);
     assert_eq!(auth["xai"]["access"], "xai-access-2");
     assert_eq!(
@@ -578,14 +557,8 @@ fn a_chatgpt_login_on_openai_is_refreshed_and_used() {
         Some("Bearer chatgpt-access-2")
     );
     let auth = read_auth(&workspace);
-    let keys: Vec<&str> = auth["openai"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
     assert_eq!(
-        keys,
+        entry_keys(&auth, "openai"),
         ["type", "access", "refresh", "expires", "clientId", "scopes"]
     );
     assert_eq!(auth["openai"]["clientId"], "issued-client-7");
@@ -637,6 +610,46 @@ fn prompt_with_login(
     provider.requests()[0].clone()
 }
 
+/// `pi <args>` (a login) with `env`, which must succeed; its stderr.
+fn login_ok(workspace: &Workspace, args: &[&str], env: &[(&str, String)]) -> String {
+    let (code, stderr) = run_cli(&workspace.agent_dir(), args, env);
+    assert_eq!(code, 0, "{stderr}");
+    stderr
+}
+
+/// The keys of `provider`'s auth.json entry, in their order.
+fn entry_keys(auth: &Value, provider: &str) -> Vec<String> {
+    auth[provider]
+        .as_object()
+        .unwrap_or_else(|| panic!("no {provider} entry: {auth}"))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// `provider`'s login in `workspace` made expired, then one prompt to `model` answered by
+/// `fixture` from a fake provider at `<fake>{base_path}`, with `env` (where the login's
+/// authorization server is); the request the fake provider got, after the refresh.
+fn prompt_after_expiry(
+    workspace: &Workspace,
+    provider: &str,
+    model: &str,
+    fixture: &str,
+    base_path: &str,
+    env: &[(&str, String)],
+) -> crate::fake_provider::RecordedRequest {
+    let mut auth = read_auth(workspace);
+    auth[provider]["expires"] = json!(now_ms() - 1000.0);
+    write_auth(workspace, &auth);
+    let fake = FakeProvider::start(vec![Reply::sse_fixture(fixture)]);
+    let models = json!({"providers": {provider: {"baseUrl": format!("__BASE_URL__{base_path}")}}});
+    let mut setup = Setup::new(&fake, provider, model).models_json(&models.to_string());
+    for (name, value) in env {
+        setup = setup.env(name, value);
+    }
+    prompt_with_login(workspace, &fake, setup)
+}
+
 /// `pi login kimi-coding` (1.6.0's device code at auth.kimi.com, pointed here with pi's own
 /// `KIMI_CODE_OAUTH_HOST`): a pending poll, then tokens stored as 1.6.0 stores them; expired, the
 /// login is refreshed (after one 503, retried as 1.6.0 retries) and its token is the bearer.
@@ -663,8 +676,7 @@ fn pi_login_kimi_coding_runs_the_device_flow_and_the_refresh_is_retried() {
     ]);
     let workspace = Workspace::new();
     let env = [("KIMI_CODE_OAUTH_HOST", auth_server.base_url())];
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "kimi-coding"], &env);
-    assert_eq!(code, 0, "{stderr}");
+    let stderr = login_ok(&workspace, &["login", "kimi-coding"], &env);
     assert!(
         stderr.contains("Open https://www.kimi.com/device?code=KIMI-7 and enter code: KIMI-7"),
         "{stderr}"
@@ -681,14 +693,11 @@ fn pi_login_kimi_coding_runs_the_device_flow_and_the_refresh_is_retried() {
             ("/api/oauth/token".to_string(), poll.to_string()),
         ]
     );
-    let mut auth = read_auth(&workspace);
-    let keys: Vec<&str> = auth["kimi-coding"]
-        .as_object()
-        .expect("kimi-coding entry")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(keys, ["type", "access", "refresh", "expires"]);
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        entry_keys(&auth, "kimi-coding"),
+        ["type", "access", "refresh", "expires"]
+    );
     assert_eq!(auth["kimi-coding"]["access"], "kimi-access-1");
     let expires = auth["kimi-coding"]["expires"].as_f64().unwrap();
     assert!(
@@ -696,13 +705,14 @@ fn pi_login_kimi_coding_runs_the_device_flow_and_the_refresh_is_retried() {
         "{expires}"
     );
 
-    auth["kimi-coding"]["expires"] = json!(now_ms() - 1000.0);
-    write_auth(&workspace, &auth);
-    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai/text.sse")]);
-    let setup = Setup::new(&provider, "kimi-coding", "kimi-for-coding")
-        .models_json(r#"{"providers": {"kimi-coding": {"baseUrl": "__BASE_URL__/v1"}}}"#)
-        .env("KIMI_CODE_OAUTH_HOST", &auth_server.base_url());
-    let request = prompt_with_login(&workspace, &provider, setup);
+    let request = prompt_after_expiry(
+        &workspace,
+        "kimi-coding",
+        "kimi-for-coding",
+        "openai/text.sse",
+        "/v1",
+        &env,
+    );
     assert_eq!(
         request.header("authorization"),
         Some("Bearer kimi-access-2")
@@ -741,8 +751,7 @@ fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
         ("PI_OAUTH_META_URL", auth_server.base_url()),
         ("PI_OAUTH_META_API_URL", mint.base_url()),
     ];
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "meta"], &env);
-    assert_eq!(code, 0, "{stderr}");
+    let stderr = login_ok(&workspace, &["login", "meta"], &env);
     assert!(
         stderr.contains("Open https://auth.meta.com/device and enter code: META-9"),
         "{stderr}"
@@ -767,26 +776,24 @@ fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
     );
     assert_eq!(minted.header("x-api-version"), Some("1.0.0"));
     assert_eq!(String::from_utf8_lossy(&minted.raw_body), "{}");
-    let mut auth = read_auth(&workspace);
-    let keys: Vec<&str> = auth["meta"]
-        .as_object()
-        .expect("meta entry")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(keys, ["type", "refresh", "access", "expires"]);
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        entry_keys(&auth, "meta"),
+        ["type", "refresh", "access", "expires"]
+    );
     assert_eq!(
         (&auth["meta"]["refresh"], &auth["meta"]["access"]),
         (&json!("meta-identity-1"), &json!("meta-key-first"))
     );
 
-    auth["meta"]["expires"] = json!(now_ms() - 1000.0);
-    write_auth(&workspace, &auth);
-    let provider = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
-    let setup = Setup::new(&provider, "meta", "muse-spark-1.3")
-        .models_json(r#"{"providers": {"meta": {"baseUrl": "__BASE_URL__/v1"}}}"#)
-        .env("PI_OAUTH_META_API_URL", &mint.base_url());
-    let request = prompt_with_login(&workspace, &provider, setup);
+    let request = prompt_after_expiry(
+        &workspace,
+        "meta",
+        "muse-spark-1.3",
+        "openai-responses/text.sse",
+        "/v1",
+        &[("PI_OAUTH_META_API_URL", mint.base_url())],
+    );
     assert_eq!(
         request.header("authorization"),
         Some("Bearer meta-key-second")
@@ -798,7 +805,7 @@ fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
     assert_eq!(read_auth(&workspace)["meta"]["access"], "meta-key-second");
 }
 
-/// `pi login radius` (1.6.0's "Sign in with device code" at the gateway's `/v1/oauth/device`,
+/// `pi login radius --no-browser` (1.6.0's "Sign in with device code" at the gateway's `/v1/oauth/device`,
 /// polled at once): stored with its `scope` and a minute-early expiry; expired, refreshed at
 /// `/v1/oauth/token` and sent as the bearer of the pi-messages request.
 #[test]
@@ -822,8 +829,13 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
     ]);
     let workspace = Workspace::new();
     let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "radius"], &env);
-    assert_eq!(code, 0, "{stderr}");
+    let stderr = login_ok(&workspace, &["login", "radius", "--no-browser"], &env);
+    assert!(
+        stderr.contains(
+            "Sign in to Radius: Sign in with device code (when signing in from another device)"
+        ),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("Open https://radius.pi.dev/device and enter code: RAD-1"),
         "{stderr}"
@@ -840,27 +852,25 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
             ("/v1/oauth/token".to_string(), poll.to_string()),
         ]
     );
-    let mut auth = read_auth(&workspace);
-    let keys: Vec<&str> = auth["radius"]
-        .as_object()
-        .expect("radius entry")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(keys, ["type", "access", "refresh", "expires", "scope"]);
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        entry_keys(&auth, "radius"),
+        ["type", "access", "refresh", "expires", "scope"]
+    );
     let expires = auth["radius"]["expires"].as_f64().unwrap();
     assert!(
         (expires - (now_ms() + 3_540_000.0)).abs() < 30_000.0,
         "{expires}"
     );
 
-    auth["radius"]["expires"] = json!(now_ms() - 1000.0);
-    write_auth(&workspace, &auth);
-    let provider = FakeProvider::start(vec![Reply::sse_fixture("pi-messages/text.sse")]);
-    let setup = Setup::new(&provider, "radius", "balanced")
-        .models_json(r#"{"providers": {"radius": {"baseUrl": "__BASE_URL__/v1"}}}"#)
-        .env("PI_OAUTH_RADIUS_URL", &gateway.base_url());
-    let request = prompt_with_login(&workspace, &provider, setup);
+    let request = prompt_after_expiry(
+        &workspace,
+        "radius",
+        "balanced",
+        "pi-messages/text.sse",
+        "/v1",
+        &env,
+    );
     assert_eq!(
         request.header("authorization"),
         Some("Bearer radius-access-2")
@@ -1095,14 +1105,8 @@ fn pi_login_openai_signs_in_with_chatgpt_on_the_1455_callback() {
             "resource": "https://api.openai.com/v1"})
     );
     let auth = read_auth(&workspace);
-    let keys: Vec<&str> = auth["openai"]
-        .as_object()
-        .expect("openai entry")
-        .keys()
-        .map(String::as_str)
-        .collect();
     assert_eq!(
-        keys,
+        entry_keys(&auth, "openai"),
         ["type", "access", "refresh", "expires", "clientId", "scopes"]
     );
     assert_eq!(auth["openai"]["access"], "chatgpt-access-new");
@@ -1118,4 +1122,220 @@ fn form_value(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// `pi login radius` (1.6.0's default "Sign in with browser"): the authorization endpoint comes
+/// from the gateway's `/v1/oauth`; the URL carries PKCE and a state; the callback on
+/// 127.0.0.1:1456 refuses another state and a missing code, and answers the right one only after
+/// the code was exchanged; stored as the device-code login is, and refreshed when expired.
+#[test]
+fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
+    if is_reference() {
+        return;
+    }
+    let gateway = FakeProvider::start_auth_server(vec![
+        json_reply(json!({"authorizationEndpoint": "https://radius.pi.dev/oauth/authorize"})),
+        json_reply(
+            json!({"access_token": "radius-browser-1", "refresh_token": "radius-browser-r1",
+            "expires_in": 3600, "scope": "gateway offline_access"}),
+        ),
+        json_reply(
+            json!({"access_token": "radius-browser-2", "refresh_token": "radius-browser-r2",
+            "expires_in": 3600, "scope": "gateway offline_access"}),
+        ),
+    ]);
+    let workspace = Workspace::new();
+    let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
+    let (mut child, lines) = start_browser_login(&workspace, "radius", &env, "To use ");
+    assert!(
+        lines.contains(
+            &"Listening for OAuth callback on http://127.0.0.1:1456/oauth/callback".to_string()
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().unwrap(),
+        "To use \"Sign in with device code (when signing in from another device)\" instead, run \"pi auth login radius --no-browser\""
+    );
+    let authorize = lines
+        .iter()
+        .find(|l| l.starts_with("https://radius.pi.dev/oauth/authorize?"))
+        .expect("the authorization URL")
+        .clone();
+    let get = |name: &str| {
+        query_param(&authorize, name).map(|v| crate::scripted_http::percent_decode(&v))
+    };
+    assert_eq!(get("response_type").as_deref(), Some("code"));
+    assert_eq!(get("client_id").as_deref(), Some("pi-gateway"));
+    assert_eq!(
+        get("redirect_uri").as_deref(),
+        Some("http://127.0.0.1:1456/oauth/callback")
+    );
+    assert_eq!(get("scope").as_deref(), Some("gateway offline_access"));
+    assert_eq!(get("code_challenge_method").as_deref(), Some("S256"));
+    assert_eq!(get("handoff").as_deref(), Some("url"));
+    let state = get("state").unwrap();
+    assert_eq!(state.len(), 36, "a UUID: {state}");
+    let challenge = get("code_challenge").unwrap();
+    let discovery = &gateway.requests()[0];
+    assert_eq!(
+        (discovery.method.as_str(), discovery.path.as_str()),
+        ("GET", "/v1/oauth")
+    );
+    assert_eq!(discovery.header("accept"), Some("application/json"));
+
+    let callback = "http://127.0.0.1:1456/oauth/callback";
+    assert!(browser_get(&format!("{callback}?code=c&state=other")).contains("400"));
+    assert!(browser_get(&format!("{callback}?state={state}")).contains("400"));
+    assert!(browser_get(&format!("{callback}?code=radius-code-1&state={state}")).contains("200"));
+    wait_success(&mut child);
+    let exchange =
+        crate::scripted_http::form(&String::from_utf8_lossy(&gateway.requests()[1].raw_body));
+    let verifier = exchange["code_verifier"].as_str().unwrap().to_string();
+    assert_eq!(s256(&verifier), challenge);
+    assert_eq!(
+        Value::Object(exchange),
+        json!({"grant_type": "authorization_code", "client_id": "pi-gateway",
+            "redirect_uri": "http://127.0.0.1:1456/oauth/callback", "code": "radius-code-1",
+            "code_verifier": verifier})
+    );
+    assert_eq!(gateway.requests()[1].path, "/v1/oauth/token");
+    let auth = read_auth(&workspace);
+    assert_eq!(
+        entry_keys(&auth, "radius"),
+        ["type", "access", "refresh", "expires", "scope"]
+    );
+    assert_eq!(auth["radius"]["access"], "radius-browser-1");
+
+    let request = prompt_after_expiry(
+        &workspace,
+        "radius",
+        "balanced",
+        "pi-messages/text.sse",
+        "/v1",
+        &env,
+    );
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer radius-browser-2")
+    );
+    assert_eq!(
+        paths_and_bodies(&gateway)[2].1,
+        "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-browser-r1"
+    );
+}
+
+/// Anthropic workload identity federation (pi 1.6.0 through the Anthropic SDK): with no key but
+/// `ANTHROPIC_FEDERATION_RULE_ID`, `ANTHROPIC_ORGANIZATION_ID` and `ANTHROPIC_IDENTITY_TOKEN_FILE`
+/// set, the identity token is exchanged at `<baseUrl>/v1/oauth/token` (jwt-bearer, the SDK's
+/// betas) and the access token is the bearer; it is reused by the next prompt, exchanged again
+/// once after the API answers 401, and a refused exchange is the prompt's error. The identity
+/// token never reaches a record.
+#[test]
+fn anthropic_workload_identity_federation_exchanges_caches_and_renews_the_token() {
+    if is_reference() {
+        return;
+    }
+    let token = |access: &str| {
+        json_reply(json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600}))
+    };
+    let server = FakeProvider::start_auth_server(vec![
+        token("fed-access-1"),
+        Reply::sse_fixture("anthropic/text.sse"),
+        json_status(
+            401,
+            json!({"type": "error", "error": {"type": "authentication_error", "message": "expired"}}),
+        ),
+        token("fed-access-2"),
+        Reply::sse_fixture("anthropic/text.sse"),
+        json_status(
+            401,
+            json!({"error": "invalid_grant", "error_description": "rule mismatch", "assertion": "x"}),
+        ),
+    ]);
+    let workspace = Workspace::new();
+    let identity = workspace.root().join("identity.jwt");
+    std::fs::write(&identity, "eyJhbGciOi.identity-jwt-secret.sig\n").unwrap();
+    let setup = Setup::new(&server, "anthropic", "claude-haiku-4-5")
+        .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
+        .env("ANTHROPIC_FEDERATION_RULE_ID", "fdrl_01")
+        .env("ANTHROPIC_ORGANIZATION_ID", "org-01")
+        .env("ANTHROPIC_IDENTITY_TOKEN_FILE", identity.to_str().unwrap())
+        .env("ANTHROPIC_SERVICE_ACCOUNT_ID", "svac_01");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let mut records = Vec::new();
+    for id in ["p1", "p2"] {
+        pi.send(json!({"id": id, "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let reply = run
+            .iter()
+            .rev()
+            .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+            .unwrap();
+        assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+        records.extend(run);
+    }
+    let requests = server.requests();
+    let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/oauth/token",
+            "/v1/messages",
+            "/v1/messages",
+            "/v1/oauth/token",
+            "/v1/messages"
+        ]
+    );
+    let exchange = &requests[0];
+    assert_eq!(
+        exchange.body,
+        json!({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+            "assertion": "eyJhbGciOi.identity-jwt-secret.sig", "federation_rule_id": "fdrl_01",
+            "organization_id": "org-01", "service_account_id": "svac_01"})
+    );
+    assert_eq!(
+        exchange.header("anthropic-beta"),
+        Some("oauth-2025-04-20,oidc-federation-2026-04-01")
+    );
+    assert_eq!(exchange.header("content-type"), Some("application/json"));
+    let bearers: Vec<Option<&str>> = [1, 2, 4]
+        .iter()
+        .map(|&i| requests[i].header("authorization"))
+        .collect();
+    assert_eq!(
+        bearers,
+        [
+            Some("Bearer fed-access-1"),
+            Some("Bearer fed-access-1"),
+            Some("Bearer fed-access-2")
+        ]
+    );
+    for &i in &[1, 2, 4] {
+        assert_eq!(requests[i].header("x-api-key"), None);
+        let betas = requests[i].header("anthropic-beta").unwrap_or("");
+        assert!(betas.split(',').any(|b| b == "oauth-2025-04-20"), "{betas}");
+        assert!(!betas.contains("claude-code"), "{betas}");
+    }
+    let all = serde_json::to_string(&records).unwrap();
+    assert!(
+        !all.contains("identity-jwt-secret"),
+        "the identity token leaked"
+    );
+    drop(pi);
+
+    // A refused exchange ends the prompt with the SDK's error text (only the OAuth error fields).
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p3", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = run
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["message"]["stopReason"], "error", "{reply}");
+    assert_eq!(
+        reply["message"]["errorMessage"],
+        "Token exchange failed with status 401: {\"error\":\"invalid_grant\",\"error_description\":\"rule mismatch\"} Ensure your federation rule matches your identity token. If your federation rule is scoped to multiple workspaces, set the ANTHROPIC_WORKSPACE_ID environment variable, the 'workspace_id' config key, or the `workspaceId` option. View your authentication events in the Workload identity page of Claude Console for more details."
+    );
 }

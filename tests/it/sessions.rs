@@ -816,7 +816,7 @@ fn reference_session_opens_with_its_branch_tree_and_name_then_continues() {
 /// A file pi 1.6.0 wrote (`tests/session_fixtures/generate.py --v1.6.0`): its system message
 /// and its compaction's `systemMessage` are read back; the compacted context starts with the
 /// compaction's replayed prompt state, the kept entries' own system messages left out; the next
-/// run patches what pi-rs's prompt and tools change (1.6.0's docs section removed, the tool
+/// run patches what pi-rs's prompt and tools change (the docs section in pi-rs's words, the tool
 /// declarations replaced) and the provider gets pi-rs's prompt.
 #[test]
 fn reference_1_6_0_session_with_system_messages_opens_and_continues() {
@@ -851,7 +851,13 @@ fn reference_1_6_0_session_with_system_messages_opens_and_continues() {
         .find(|r| r["type"] == "message_end" && r["message"]["role"] == "system")
         .expect("a system message patching the prompt")["message"];
     assert_eq!(system["content"], "");
-    assert_eq!(system["sections"]["docs"], Value::Null, "{system}");
+    // pi-rs's docs section (its own words, its package folder) patches 1.6.0's.
+    assert!(
+        system["sections"]["docs"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("<docs>\npi's documentation")),
+        "{system}"
+    );
     // The fixture's prompt names the directory it was made in; this one runs elsewhere.
     assert_eq!(
         system["sections"]["cwd"],
@@ -875,6 +881,7 @@ fn reference_1_6_0_session_with_system_messages_opens_and_continues() {
             system["sections"]["preamble"].as_str().unwrap(),
             system["sections"]["tools"].as_str().unwrap(),
             system["sections"]["rules"].as_str().unwrap(),
+            system["sections"]["docs"].as_str().unwrap(),
             system["sections"]["cwd"].as_str().unwrap(),
         ]
         .join("\n\n"),

@@ -161,7 +161,7 @@ fn text_prompt_streams_the_full_event_sequence() {
         .expect("sections")
         .keys()
         .collect();
-    assert_eq!(sections, ["preamble", "tools", "rules", "cwd"]);
+    assert_eq!(sections, ["preamble", "tools", "rules", "docs", "cwd"]);
     let tools: Vec<&str> = system["toolsAdded"]
         .as_array()
         .expect("toolsAdded")
