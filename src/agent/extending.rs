@@ -78,6 +78,10 @@ pub struct Extensions {
     pub unconnected_mcp: Vec<String>,
     /// (v2) `mcp_servers_change` is due (`send_mcp_servers_change`).
     pub mcp_servers_change: bool,
+    /// (v2) Virtual models, by (provider, id), and the extension that routes them.
+    pub virtual_models: std::collections::HashMap<(String, String), crate::extensions::ExtensionId>,
+    /// (v2) The route the next model request waits for (a virtual selection).
+    pub route: Option<super::virtual_models::PendingRoute>,
 }
 
 impl Extensions {
@@ -109,6 +113,8 @@ impl Extensions {
             hook_deadline,
             idle_waiters: Vec::new(),
             context_hook: None,
+            virtual_models: Default::default(),
+            route: None,
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
             stream_providers,
@@ -523,6 +529,9 @@ impl Agent {
 
     pub(super) fn on_extension_event(&mut self, event: ExtensionEvent) {
         match event {
+            ExtensionEvent::Routed { id, result } => {
+                self.on_routed(id, result);
+            }
             ExtensionEvent::HookResult { id, outcome } => {
                 if let HookOutcome::SessionChange { cancel } = outcome
                     && self.on_session_change_hook(id, cancel)

@@ -364,6 +364,12 @@ impl Agent {
                 self.refresh_current_model();
                 Ok(Value::Null)
             }
+            ControlAction::RegisterVirtualModel(decl) => {
+                self.register_virtual_model(extension, &decl)
+            }
+            ControlAction::UnregisterVirtualModel { provider, model_id } => {
+                Ok(self.unregister_virtual_model(&provider, &model_id))
+            }
             ControlAction::UnregisterProvider { name } => {
                 let removed = self.config.unregister_provider(&name);
                 self.extensions.stream_providers.remove(&name);

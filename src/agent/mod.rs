@@ -50,6 +50,7 @@ mod streaming;
 pub mod system_message;
 mod tool_batch;
 mod tree_navigation;
+mod virtual_models;
 
 use std::time::Duration;
 
@@ -635,6 +636,7 @@ impl Agent {
     /// Closes the run with `agent_end`, then either schedules an automatic retry or settles.
     fn end_run(&mut self) {
         self.extensions.context_hook = None;
+        self.extensions.route = None;
         let Some(run) = self.runs.current.take() else {
             return;
         };

@@ -188,6 +188,7 @@ impl Agent {
         }
         self.extensions.idle_waiters.clear();
         self.extensions.pending_execs.clear();
+        self.drop_virtual_models();
         // Registrations are not kept (as in pi): the new extensions register again.
         if self.extensions.mcp_servers.clear() {
             self.mcp_servers_changed(false);

@@ -204,6 +204,11 @@ pub enum ExtensionEvent {
         id: Option<String>,
         action: protocol::ControlAction,
     },
+    /// (v2) The answer to `route` (`Ok`: the extension's result object, unchecked).
+    Routed {
+        id: HookId,
+        result: Result<Value, String>,
+    },
     /// (v2) A query; answer it with `answer(extension, "query_result", id, …)`.
     Query {
         extension: ExtensionId,
@@ -405,6 +410,7 @@ impl ExtensionHost {
             next_wire: 0,
             last_child_check: Instant::now(),
             streams: HashMap::new(),
+            routes: HashMap::new(),
         };
         let router = std::thread::Builder::new()
             .name("extension-host".into())
@@ -643,6 +649,21 @@ impl ExtensionHost {
             reply: None,
         });
         Some(id)
+    }
+
+    /// (v2) Asks `extension` for the route of one request made with its virtual model
+    /// (`request`: the `route` request's fields). Exactly one `Routed` with the returned id
+    /// arrives: the answer, an error answer, or an error when `deadline` passes or the
+    /// extension fails first.
+    pub fn route(&self, extension: ExtensionId, request: Value, deadline: Duration) -> HookId {
+        let id = HookId(self.next_id.fetch_add(1, Ordering::SeqCst));
+        let _ = self.control.send(Control::Route {
+            id,
+            extension,
+            request,
+            deadline,
+        });
+        id
     }
 
     /// (v2) A handle for another thread (a provider thread) to ask hooks and send v2 events.

@@ -267,6 +267,13 @@ pub enum ExtensionMessage {
         id: String,
         event: Value,
     },
+    /// (v2) The answer to a `route` request (`id`: its id): `{model: {provider, id},
+    /// thinkingLevel?, state?}`, or Err (the extension's `error`, or a result that is not an
+    /// object).
+    RouteResult {
+        id: String,
+        result: Result<Value, String>,
+    },
     Action(Action),
     /// A UI request. `id` is the extension's own id (dialogs only); `request` holds the method's
     /// fields in the order of pi's `extension_ui_request`, without `type` and `id`.
@@ -303,6 +310,7 @@ impl ExtensionMessage {
             ExtensionMessage::Query { .. }
                 | ExtensionMessage::Control { .. }
                 | ExtensionMessage::StreamEvent { .. }
+                | ExtensionMessage::RouteResult { .. }
         )
     }
 
@@ -315,6 +323,7 @@ impl ExtensionMessage {
             ExtensionMessage::ToolResult { .. } => "tool_result",
             ExtensionMessage::CommandDone { .. } => "command_done",
             ExtensionMessage::StreamEvent { .. } => "stream_event",
+            ExtensionMessage::RouteResult { .. } => "route_result",
             ExtensionMessage::Action(_) => "action",
             ExtensionMessage::Ui { .. } => "ui",
             ExtensionMessage::Error { .. } => "error",
@@ -381,6 +390,90 @@ pub enum ControlAction {
     RegisterMcpServer { name: String, config: Value },
     /// `unregister_mcp_server` `{name}`: closes this extension's server. Answer: null.
     UnregisterMcpServer { name: String },
+    // --- virtual models (pi 1.6.0 `registerVirtualModel`; src/agent/virtual_models.rs) ---
+    /// `register_virtual_model` `{model: {provider, id, name?, thinkingLevels?, contextWindow?,
+    /// maxTokens?, input?}}`: a selectable model whose requests this extension routes (`route`).
+    /// Answer: null.
+    RegisterVirtualModel(VirtualModelDecl),
+    /// `unregister_virtual_model` `{provider, modelId}`. Answer: whether it was registered.
+    UnregisterVirtualModel { provider: String, model_id: String },
+}
+
+/// (v2) A virtual model's definition (pi 1.6.0's `registerVirtualModel` without `route`, which
+/// the extension answers over `route` requests).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VirtualModelDecl {
+    pub provider: String,
+    pub id: String,
+    pub name: String,
+    /// The levels offered for selection (default `["off"]`).
+    pub thinking_levels: Vec<String>,
+    pub context_window: Option<u64>,
+    pub max_tokens: Option<u64>,
+    /// Input types offered for selection (default text and images).
+    pub input: Option<Vec<String>>,
+}
+
+/// (v2) The control types of virtual models.
+const VIRTUAL_CONTROL_TYPES: [&str; 2] = ["register_virtual_model", "unregister_virtual_model"];
+
+fn parse_virtual_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
+    let err = |e: ProtocolError| format!("{kind}: {e}");
+    if kind == "unregister_virtual_model" {
+        return Ok(ControlAction::UnregisterVirtualModel {
+            provider: fields.string("provider").map_err(err)?,
+            model_id: fields.string("modelId").map_err(err)?,
+        });
+    }
+    let object = fields
+        .0
+        .get("model")
+        .and_then(Value::as_object)
+        .ok_or("register_virtual_model: model must be an object")?;
+    let model = Fields(object);
+    let strings = |key: &str| -> Result<Option<Vec<String>>, String> {
+        match object.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(String::from))
+                .collect::<Option<Vec<String>>>()
+                .map(Some)
+                .ok_or(format!("{kind}: model.{key} must be strings")),
+            Some(_) => Err(format!("{kind}: model.{key} must be an array of strings")),
+        }
+    };
+    let number = |key: &str| match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or(format!("{kind}: model.{key} must be a whole number")),
+    };
+    let provider = model.string("provider").map_err(err)?;
+    let id = model.string("id").map_err(err)?;
+    if provider.trim().is_empty() || id.trim().is_empty() {
+        return Err("Virtual model provider and id must not be empty.".into());
+    }
+    let thinking_levels = strings("thinkingLevels")?.unwrap_or_else(|| vec!["off".into()]);
+    if let Some(level) = thinking_levels
+        .iter()
+        .find(|l| crate::config::ThinkingLevel::parse(l).is_none())
+    {
+        return Err(format!("{kind}: unknown thinking level {level:?}"));
+    }
+    Ok(ControlAction::RegisterVirtualModel(VirtualModelDecl {
+        name: model
+            .opt_string("name")
+            .map_err(err)?
+            .unwrap_or_else(|| id.clone()),
+        provider,
+        id,
+        thinking_levels,
+        context_window: number("contextWindow")?,
+        max_tokens: number("maxTokens")?,
+        input: strings("input")?,
+    }))
 }
 
 /// (v2) The control types of MCP servers, apart from `CONTROL_TYPES` (issue 28's addition).
@@ -741,6 +834,22 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
             id: fields.opt_string("id")?,
             action: parse_mcp_control(kind, &fields),
         }),
+        kind if VIRTUAL_CONTROL_TYPES.contains(&kind) => Ok(ExtensionMessage::Control {
+            id: fields.opt_string("id")?,
+            action: parse_virtual_control(kind, &fields),
+        }),
+        "route_result" => {
+            let id = fields.string("id")?;
+            let result = match object.get("error") {
+                Some(Value::String(error)) => Err(error.clone()),
+                Some(other) if !other.is_null() => Err(other.to_string()),
+                _ => match object.get("result") {
+                    Some(Value::Object(result)) => Ok(Value::Object(result.clone())),
+                    _ => Err("route_result.result must be an object".to_string()),
+                },
+            };
+            Ok(ExtensionMessage::RouteResult { id, result })
+        }
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }
 }
@@ -1106,6 +1215,12 @@ pub fn stream_request_line(id: &str, request: &Value) -> String {
         }
     }
     Value::Object(line).to_string()
+}
+
+/// (v2) `{"type":"route","id","deadlineMs","request"}`: pick the physical model of one request
+/// made with the extension's virtual model.
+pub fn route_line(id: &str, deadline_ms: u64, request: &Value) -> String {
+    json!({"type": "route", "id": id, "deadlineMs": deadline_ms, "request": request}).to_string()
 }
 
 /// (v2) `{"type":"cancel_stream","id"}`: pi-rs no longer reads that stream (abort).

@@ -1624,3 +1624,211 @@ fn user_bash_answers_blocks_or_lets_the_rpc_bash_command_run() {
     let local = pi.command("b3", "bash", json!({"command": "echo local"}));
     assert_eq!(local["data"]["output"], "local\n", "{local}");
 }
+
+/// The router fixture's next `route` report.
+#[track_caller]
+fn next_route(pi: &mut Pi) -> Value {
+    next_report(pi, "route ", |_| true)
+}
+
+#[test]
+fn a_virtual_model_is_selected_and_each_request_is_routed_by_the_extension() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_bash("call_1", "echo routed")),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+        Reply::sse(sse::anthropic_text(&["Thought hard."])),
+    ]);
+    let setup = Setup::anthropic(&fake).with_sessions();
+    let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
+    let registered = next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    assert_eq!(registered["result"], Value::Null, "{registered}");
+    let models = pi.command("am", "get_available_models", json!({}));
+    let listed = models["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .find(|m| m["provider"] == "router" && m["id"] == "auto")
+        .cloned()
+        .expect("router/auto is available (a provider of virtual models only needs no key)");
+    assert_eq!(listed["api"], "pi-virtual", "{listed}");
+    assert_eq!(listed["contextWindow"], 50000, "{listed}");
+    // Registering a physical model's id is refused, as pi 1.6.0 does.
+    let clash = ask(
+        &mut pi,
+        &[json!({"type": "register_virtual_model", "id": "c",
+                 "model": {"provider": "fake-anthropic", "id": "fake-claude"}})],
+        "c",
+    );
+    assert_eq!(
+        clash["error"], "Virtual model fake-anthropic/fake-claude conflicts with a physical model.",
+        "{clash}"
+    );
+
+    // Selection: the virtual model and its levels.
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    let level = pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    assert_eq!(level["success"], true, "{level}");
+
+    // Dispatch: a user turn, then a tool follow-up that stays on the routed model.
+    pi.command("p1", "prompt", json!({"message": "Run it"}));
+    let first = next_route(&mut pi);
+    assert_eq!(
+        first,
+        json!({"reason": "user", "model": "auto", "thinkingLevel": "low", "state": null,
+               "previous": null, "failed": null})
+    );
+    let second = next_route(&mut pi);
+    assert_eq!(
+        second,
+        json!({"reason": "continuation", "model": "auto", "thinkingLevel": "low",
+               "state": {"turns": 1},
+               "previous": {"model": "fake-claude-plain", "thinkingLevel": "off"}, "failed": null})
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[0].body["model"], "fake-claude-plain");
+    assert_eq!(requests[1].body["model"], "fake-claude-plain");
+    assert!(
+        requests[0].body.get("thinking").is_none(),
+        "{}",
+        requests[0].body
+    );
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["id"], "auto", "{state}");
+    assert_eq!(state["data"]["thinkingLevel"], "low", "{state}");
+
+    // A high selection goes to the reasoning model at high.
+    pi.command("tl2", "set_thinking_level", json!({"level": "high"}));
+    pi.command("p2", "prompt", json!({"message": "Think hard"}));
+    let third = next_route(&mut pi);
+    assert_eq!(third["reason"], "user", "{third}");
+    assert_eq!(third["state"], json!({"turns": 1}), "{third}");
+    assert_eq!(third["previous"]["model"], "fake-claude-plain", "{third}");
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert_eq!(requests[2].body["model"], "fake-claude");
+    assert!(
+        requests[2].body.get("thinking").is_some(),
+        "{}",
+        requests[2].body
+    );
+
+    // The session records the selection in model_change / thinking_level_change, the dispatch
+    // in each assistant message, and the router state as pi 1.6.0's custom entry.
+    let path = crate::support::session_file(&mut pi, "sf");
+    let entries = crate::support::read_jsonl(&path);
+    let selection: Vec<String> = entries
+        .iter()
+        .filter_map(|e| match e["type"].as_str() {
+            Some("model_change") => Some(format!(
+                "model {}/{}",
+                e["provider"].as_str()?,
+                e["modelId"].as_str()?
+            )),
+            Some("thinking_level_change") => {
+                Some(format!("level {}", e["thinkingLevel"].as_str()?))
+            }
+            _ => None,
+        })
+        .collect();
+    // (The start-up selection first; medium is clamped to the virtual model's levels: high.)
+    assert_eq!(
+        selection,
+        [
+            "model fake-anthropic/fake-claude",
+            "level medium",
+            "model router/auto",
+            "level high",
+            "level low",
+            "level high"
+        ],
+        "{entries:?}"
+    );
+    let dispatch: Vec<String> = entries
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .map(|e| {
+            let m = &e["message"];
+            format!(
+                "{} {} {} {}",
+                m["provider"], m["api"], m["model"], m["thinkingLevel"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        dispatch,
+        [
+            r#""fake-anthropic" "anthropic-messages" "fake-claude-plain" "off""#,
+            r#""fake-anthropic" "anthropic-messages" "fake-claude-plain" "off""#,
+            r#""fake-anthropic" "anthropic-messages" "fake-claude" "high""#,
+        ]
+    );
+    let states: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "pi.virtual-model-state")
+        .map(|e| &e["data"])
+        .collect();
+    assert_eq!(
+        states,
+        [
+            &json!({"provider": "router", "modelId": "auto", "state": {"turns": 1}}),
+            &json!({"provider": "router", "modelId": "auto", "state": {"turns": 2}}),
+        ]
+    );
+    fake.finish();
+}
+
+#[test]
+fn a_failed_route_ends_the_run_with_an_error_and_sends_nothing() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["router.py"]));
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    for (text, error) in [
+        (
+            "ROUTE-ERROR now",
+            "Virtual model router/auto: routing failed: router exploded",
+        ),
+        (
+            "ROUTE-NOWHERE now",
+            "Virtual model router/auto routed to router/auto, which is not a physical model.",
+        ),
+    ] {
+        pi.command("p", "prompt", json!({"message": text}));
+        let end = pi.wait_for_event("agent_end");
+        let reply = end["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(reply["stopReason"], "error", "{end}");
+        assert_eq!(reply["errorMessage"], error, "{end}");
+    }
+    // After the extension's registration is removed, the selection cannot be routed.
+    let removed = ask(
+        &mut pi,
+        &[
+            json!({"type": "unregister_virtual_model", "id": "u", "provider": "router", "modelId": "auto"}),
+        ],
+        "u",
+    );
+    assert_eq!(removed["result"], true, "{removed}");
+    pi.command("p3", "prompt", json!({"message": "hello"}));
+    let end = pi.wait_for_event("agent_end");
+    assert!(
+        end.to_string()
+            .contains("Virtual model router/auto is not registered."),
+        "{end}"
+    );
+    assert!(fake.requests().is_empty());
+    fake.finish();
+}

@@ -72,6 +72,13 @@ pub(super) enum Control {
         line: String,
         reply: Sender<Value>,
     },
+    /// (v2) Ask `extension` to route a request of its virtual model (`ExtensionEvent::Routed`).
+    Route {
+        id: HookId,
+        extension: ExtensionId,
+        request: Value,
+        deadline: Duration,
+    },
     /// (v2) The stream's reader is gone (abort): the extension is told `cancel_stream`.
     CancelStream {
         wire: String,
@@ -176,6 +183,15 @@ pub(super) struct Router {
     pub(super) last_child_check: Instant,
     /// (v2) Responses extensions stream, by wire id: (extension, where the events go).
     pub(super) streams: HashMap<String, (usize, Sender<Value>)>,
+    /// (v2) `route` requests waiting for their `route_result`, by wire id.
+    pub(super) routes: HashMap<String, RouteWait>,
+}
+
+pub(super) struct RouteWait {
+    pub(super) extension: usize,
+    pub(super) id: HookId,
+    pub(super) deadline: Instant,
+    pub(super) timeout: Duration,
 }
 
 impl Router {
@@ -368,6 +384,32 @@ impl Router {
                 // A failed extension: `reply` is dropped here, the reader sees the stream end.
                 if self.send(extension.0, line, "stream") {
                     self.streams.insert(wire, (extension.0, reply));
+                }
+            }
+            Control::Route {
+                id,
+                extension,
+                request,
+                deadline,
+            } => {
+                let wire = self.wire_id('r');
+                let line = protocol::route_line(&wire, deadline.as_millis() as u64, &request);
+                if self.send(extension.0, line, "route") {
+                    self.routes.insert(
+                        wire,
+                        RouteWait {
+                            extension: extension.0,
+                            id,
+                            deadline: crate::deadline::after(deadline),
+                            timeout: deadline,
+                        },
+                    );
+                } else {
+                    let path = self.path(extension.0);
+                    self.emit(ExtensionEvent::Routed {
+                        id,
+                        result: Err(format!("the extension {path} is not running")),
+                    });
                 }
             }
             Control::CancelStream { wire } => {
@@ -668,6 +710,21 @@ impl Router {
                     self.streams.remove(&id);
                 }
             }
+            ExtensionMessage::RouteResult { id, result } => {
+                if self.routes.get(&id).is_some_and(|r| r.extension == index)
+                    && let Some(wait) = self.routes.remove(&id)
+                {
+                    self.emit(ExtensionEvent::Routed {
+                        id: wait.id,
+                        result,
+                    });
+                } else {
+                    log::debug!(
+                        "late or unknown route answer {id} from {}",
+                        self.path(index)
+                    );
+                }
+            }
             ExtensionMessage::Action(action) => self.emit(ExtensionEvent::Action {
                 extension: ExtensionId(index),
                 action,
@@ -781,6 +838,20 @@ impl Router {
             }
         }
         self.streams.retain(|_, (owner, _)| *owner != index);
+        let routes: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|(_, wait)| wait.extension == index)
+            .map(|(wire, _)| wire.clone())
+            .collect();
+        for wire in routes {
+            if let Some(wait) = self.routes.remove(&wire) {
+                self.emit(ExtensionEvent::Routed {
+                    id: wait.id,
+                    result: Err(format!("the extension failed: {error}")),
+                });
+            }
+        }
         self.dialogs.retain(|_, dialog| {
             !matches!(dialog.owner, DialogOwner::Extension { extension, .. } if extension == index)
         });
@@ -808,6 +879,9 @@ impl Router {
             if let Some(deadline) = dialog.deadline {
                 wake = wake.min(deadline);
             }
+        }
+        for wait in self.routes.values() {
+            wake = wake.min(wait.deadline);
         }
         wake
     }
@@ -839,6 +913,22 @@ impl Router {
             .collect();
         for (index, hook, error) in late {
             self.fail(index, hook, error);
+        }
+        // A router that misses its deadline fails that request only (as an error answer).
+        let late: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|(_, wait)| wait.deadline <= now)
+            .map(|(wire, _)| wire.clone())
+            .collect();
+        for wire in late {
+            if let Some(wait) = self.routes.remove(&wire) {
+                let ms = wait.timeout.as_millis();
+                self.emit(ExtensionEvent::Routed {
+                    id: wait.id,
+                    result: Err(format!("no answer to route within {ms} ms")),
+                });
+            }
         }
         if now >= self.last_child_check + CHILD_CHECK_INTERVAL {
             self.last_child_check = now;
