@@ -17,7 +17,7 @@ use super::Agent;
 use crate::config::{Model, ThinkingLevel};
 use crate::extensions::protocol::VirtualModelDecl;
 use crate::extensions::{ExtensionId, HookId};
-use crate::messages::{AgentMessage, AssistantMessage, StopReason};
+use crate::messages::{AgentMessage, AssistantMessage, ContentBlock, StopReason, TextContent};
 use crate::rpc::events::Event;
 
 /// The custom entry type that stores router state on the session branch (pi 1.6.0).
@@ -115,7 +115,8 @@ impl Agent {
                 "Virtual model {}/{} is not registered.",
                 self.model.provider, self.model.id
             );
-            self.fail_before_stream(error);
+            let model = self.model.clone();
+            self.fail_routing(&model, error);
             return;
         };
         let messages = replacement.as_deref().unwrap_or(&self.messages);
@@ -185,9 +186,33 @@ impl Agent {
                 }
                 self.dispatch(model, level, pending.replacement);
             }
-            Err(error) => self.fail_before_stream(error),
+            Err(error) => self.fail_routing(&pending.model, error),
         }
         true
+    }
+
+    /// A route that failed ends the run with an error response naming the virtual model, as
+    /// 1.6.0 does (`message_start` / `message_end` / `turn_end`, recorded in the session).
+    fn fail_routing(&mut self, model: &Model, error: String) {
+        let mut failure = AssistantMessage::empty(&model.api, &model.provider, &model.id);
+        failure.content = vec![ContentBlock::Text(TextContent::new(""))];
+        failure.stop_reason = StopReason::Error;
+        failure.error_message = Some(error);
+        let message = AgentMessage::Assistant(failure);
+        let json = super::serialize_message(&message);
+        self.emit(Event::MessageStart {
+            message: json.clone(),
+        });
+        self.record_message(&message, &json);
+        self.emit(Event::MessageEnd {
+            message: json.clone(),
+        });
+        self.messages.push(message);
+        self.emit(Event::TurnEnd {
+            message: json,
+            tool_results: Vec::new(),
+        });
+        self.end_run();
     }
 
     /// The answer's physical model (with credentials), its clamped level and new state.
@@ -196,12 +221,13 @@ impl Agent {
         name: &str,
         result: Result<Value, String>,
     ) -> Result<(Model, ThinkingLevel, Option<Value>), String> {
-        let answer = result.map_err(|e| format!("{name}: routing failed: {e}"))?;
+        // An error answer is the router's own error (pi 1.6.0: what `route()` threw).
+        let answer = result?;
         let target = answer.get("model");
         let field = |key: &str| target.and_then(|t| t.get(key)).and_then(Value::as_str);
         let (Some(provider), Some(id)) = (field("provider"), field("id")) else {
             return Err(format!(
-                "{name}: routing failed: the answer's model must be {{provider, id}}"
+                "{name}: the route's model must be {{provider, id}}"
             ));
         };
         let routed = format!("{name} routed to {provider}/{id}");
@@ -216,7 +242,7 @@ impl Agent {
             Some(level) => level
                 .as_str()
                 .and_then(ThinkingLevel::parse)
-                .ok_or_else(|| format!("{name}: routing failed: unknown thinking level {level}"))?,
+                .ok_or_else(|| format!("{name}: the route's thinking level {level} is unknown"))?,
         };
         let level = model.clamp_thinking_level(level);
         let state = answer.get("state").filter(|s| !s.is_null()).cloned();

@@ -1794,24 +1794,32 @@ fn a_failed_route_ends_the_run_with_an_error_and_sends_nothing() {
         json!({"provider": "router", "modelId": "auto"}),
     );
     for (text, error) in [
-        (
-            "ROUTE-ERROR now",
-            "Virtual model router/auto: routing failed: router exploded",
-        ),
+        ("ROUTE-ERROR now", "router exploded"),
         (
             "ROUTE-NOWHERE now",
             "Virtual model router/auto routed to router/auto, which is not a physical model.",
         ),
     ] {
         pi.command("p", "prompt", json!({"message": text}));
+        // As pi 1.6.0: an error response naming the virtual model, recorded, then the end.
+        let deadline = pi.deadline();
+        let records = pi.recv_until(
+            |r| r["type"] == "message_end" && r["message"]["role"] == "assistant",
+            deadline,
+        );
+        let reply = records.last().expect("the match")["message"].clone();
+        let named = (&reply["api"], &reply["provider"], &reply["model"]);
+        assert_eq!(
+            named,
+            (&json!("pi-virtual"), &json!("router"), &json!("auto"))
+        );
+        assert_eq!(reply["stopReason"], "error", "{reply}");
+        assert_eq!(reply["errorMessage"], error, "{reply}");
         let end = pi.wait_for_event("agent_end");
-        let reply = end["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .cloned()
-            .unwrap_or_default();
-        assert_eq!(reply["stopReason"], "error", "{end}");
-        assert_eq!(reply["errorMessage"], error, "{end}");
+        assert_eq!(
+            end["messages"].as_array().and_then(|m| m.last()),
+            Some(&reply)
+        );
     }
     // After the extension's registration is removed, the selection cannot be routed.
     let removed = ask(
