@@ -102,6 +102,12 @@ impl Extensions {
             .unwrap_or_default()
             .into_iter()
             .collect();
+        let virtual_models = host
+            .as_ref()
+            .map(|host| crate::extensions::launch::virtual_model_owners(host, config))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         Extensions {
             host,
             events,
@@ -113,7 +119,7 @@ impl Extensions {
             hook_deadline,
             idle_waiters: Vec::new(),
             context_hook: None,
-            virtual_models: Default::default(),
+            virtual_models,
             route: None,
             pending_execs: Vec::new(),
             session_changes: Vec::new(),

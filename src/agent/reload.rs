@@ -132,6 +132,10 @@ impl Agent {
                     crate::extensions::launch::streamed_providers(&host, &self.config)
                         .into_iter()
                         .collect();
+                self.extensions.virtual_models =
+                    crate::extensions::launch::virtual_model_owners(&host, &self.config)
+                        .into_iter()
+                        .collect();
                 self.extensions.host = Some(host);
                 self.refresh_current_model();
                 for error in errors {

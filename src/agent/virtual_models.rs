@@ -34,42 +34,6 @@ pub struct PendingRoute {
     pub replacement: Option<Vec<AgentMessage>>,
 }
 
-/// The catalog entry of a virtual model (pi 1.6.0's `createVirtualModel`).
-pub fn catalog_entry(decl: &VirtualModelDecl) -> Model {
-    let levels = &decl.thinking_levels;
-    let map: serde_json::Map<String, Value> = ThinkingLevel::ALL
-        .iter()
-        .map(|level| {
-            let name = level.as_str();
-            let value = if levels.iter().any(|l| l == name) {
-                Value::String(name.into())
-            } else {
-                Value::Null
-            };
-            (name.to_string(), value)
-        })
-        .collect();
-    Model {
-        id: decl.id.clone(),
-        name: decl.name.clone(),
-        api: crate::config::model::VIRTUAL_MODEL_API.into(),
-        provider: decl.provider.clone(),
-        base_url: String::new(),
-        reasoning: levels.iter().any(|l| l != "off"),
-        thinking_level_map: Some(map),
-        input: decl
-            .input
-            .clone()
-            .unwrap_or_else(|| vec!["text".into(), "image".into()]),
-        cost: Default::default(),
-        context_window: decl.context_window.unwrap_or(0),
-        max_tokens: decl.max_tokens.unwrap_or(0),
-        headers: None,
-        compat: None,
-        extra: Default::default(),
-    }
-}
-
 impl Agent {
     /// `register_virtual_model`: into the registry, routed by `extension` from now on.
     pub(super) fn register_virtual_model(
@@ -77,7 +41,8 @@ impl Agent {
         extension: ExtensionId,
         decl: &VirtualModelDecl,
     ) -> Result<Value, String> {
-        self.config.register_virtual_model(catalog_entry(decl))?;
+        self.config
+            .register_virtual_model(crate::extensions::providers::virtual_model_entry(decl))?;
         let key = (decl.provider.clone(), decl.id.clone());
         self.extensions.virtual_models.insert(key, extension);
         self.refresh_current_model();

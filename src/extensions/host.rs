@@ -557,6 +557,20 @@ impl ExtensionHost {
             .collect()
     }
 
+    /// (v2) The virtual models of the `register` lines, in load order.
+    pub fn virtual_models(&self) -> Vec<(ExtensionId, protocol::VirtualModelDecl)> {
+        self.live()
+            .flat_map(|(index, loaded)| {
+                let id = ExtensionId(index);
+                loaded
+                    .registration
+                    .virtual_models
+                    .iter()
+                    .map(move |m| (id, m.clone()))
+            })
+            .collect()
+    }
+
     /// The registrations, by `ExtensionId` (empty for extensions that failed to load).
     #[cfg(test)]
     pub fn registration(&self, extension: ExtensionId) -> Option<&Registration> {

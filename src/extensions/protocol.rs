@@ -150,6 +150,9 @@ pub struct Registration {
     /// (v2) `providers`: `[{name, config}]`, as `register_provider` takes them, registered
     /// before the start-up model is chosen (pi's `registerProvider` during loading).
     pub providers: Vec<ProviderDecl>,
+    /// (v2) `virtualModels`: `[{provider, id, …}]`, as `register_virtual_model` takes its
+    /// `model`, registered with the providers (pi's `registerVirtualModel` during loading).
+    pub virtual_models: Vec<VirtualModelDecl>,
 }
 
 /// A provider an extension registers (pi's `registerProvider(name, config)`).
@@ -430,6 +433,15 @@ fn parse_virtual_control(kind: &str, fields: &Fields) -> Result<ControlAction, S
         .get("model")
         .and_then(Value::as_object)
         .ok_or("register_virtual_model: model must be an object")?;
+    parse_virtual_model(kind, object).map(ControlAction::RegisterVirtualModel)
+}
+
+/// A virtual model's definition (`register_virtual_model.model`, `register.virtualModels[]`).
+fn parse_virtual_model(
+    kind: &str,
+    object: &Map<String, Value>,
+) -> Result<VirtualModelDecl, String> {
+    let err = |e: ProtocolError| format!("{kind}: {e}");
     let model = Fields(object);
     let strings = |key: &str| -> Result<Option<Vec<String>>, String> {
         match object.get(key) {
@@ -462,7 +474,7 @@ fn parse_virtual_control(kind: &str, fields: &Fields) -> Result<ControlAction, S
     {
         return Err(format!("{kind}: unknown thinking level {level:?}"));
     }
-    Ok(ControlAction::RegisterVirtualModel(VirtualModelDecl {
+    Ok(VirtualModelDecl {
         name: model
             .opt_string("name")
             .map_err(err)?
@@ -473,7 +485,7 @@ fn parse_virtual_control(kind: &str, fields: &Fields) -> Result<ControlAction, S
         context_window: number("contextWindow")?,
         max_tokens: number("maxTokens")?,
         input: strings("input")?,
-    }))
+    })
 }
 
 /// (v2) The control types of MCP servers, apart from `CONTROL_TYPES` (issue 28's addition).
@@ -913,6 +925,11 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
                     _ => return Err(bad("providers[].config must be an object")),
                 },
             });
+        }
+        for item in fields.array("virtualModels")? {
+            let object = as_object(item, "virtualModels[]")?;
+            let decl = parse_virtual_model("virtualModels[]", object).map_err(bad)?;
+            registration.virtual_models.push(decl);
         }
     }
     Ok(ExtensionMessage::Register {

@@ -183,6 +183,44 @@ impl RequestHooks for ProviderHooks {
     }
 }
 
+// ---- virtual models (pi 1.6.0 `registerVirtualModel`; routed in src/agent/virtual_models.rs) ----
+
+/// The catalog entry of a virtual model (pi 1.6.0's `createVirtualModel`).
+pub fn virtual_model_entry(decl: &super::protocol::VirtualModelDecl) -> Model {
+    let levels = &decl.thinking_levels;
+    let map: serde_json::Map<String, Value> = crate::config::ThinkingLevel::ALL
+        .iter()
+        .map(|level| {
+            let name = level.as_str();
+            let value = if levels.iter().any(|l| l == name) {
+                Value::String(name.into())
+            } else {
+                Value::Null
+            };
+            (name.to_string(), value)
+        })
+        .collect();
+    Model {
+        id: decl.id.clone(),
+        name: decl.name.clone(),
+        api: crate::config::model::VIRTUAL_MODEL_API.into(),
+        provider: decl.provider.clone(),
+        base_url: String::new(),
+        reasoning: levels.iter().any(|l| l != "off"),
+        thinking_level_map: Some(map),
+        input: decl
+            .input
+            .clone()
+            .unwrap_or_else(|| vec!["text".into(), "image".into()]),
+        cost: Default::default(),
+        context_window: decl.context_window.unwrap_or(0),
+        max_tokens: decl.max_tokens.unwrap_or(0),
+        headers: None,
+        compat: None,
+        extra: Default::default(),
+    }
+}
+
 // ---- providers that stream themselves (`register_provider` with `streamSimple: true`) -----------
 
 /// Events of one extension-streamed response waiting for the provider thread.

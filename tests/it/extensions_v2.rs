@@ -1840,3 +1840,27 @@ fn a_failed_route_ends_the_run_with_an_error_and_sends_nothing() {
     assert!(fake.requests().is_empty());
     fake.finish();
 }
+
+#[test]
+fn a_virtual_model_of_the_register_line_can_be_the_start_up_model() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Booted."]))]);
+    let setup = Setup::new(&fake, "router", "boot");
+    let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["provider"], "router", "{state}");
+    assert_eq!(state["data"]["model"]["id"], "boot", "{state}");
+    assert_eq!(state["data"]["thinkingLevel"], "off", "{state}");
+    pi.command("p", "prompt", json!({"message": "Start"}));
+    let route = next_route(&mut pi);
+    assert_eq!(route["model"], "boot", "{route}");
+    assert_eq!(route["reason"], "user", "{route}");
+    let end = pi.wait_for_event("agent_end");
+    let reply = end["messages"].as_array().and_then(|m| m.last()).cloned();
+    let reply = reply.unwrap_or_default();
+    assert_eq!(reply["model"], "fake-claude-plain", "{end}");
+    assert_eq!(
+        fake.wait_for_requests(1, pi.timeout())[0].body["model"],
+        "fake-claude-plain"
+    );
+    fake.finish();
+}
