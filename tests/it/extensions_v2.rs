@@ -1864,3 +1864,28 @@ fn a_virtual_model_of_the_register_line_can_be_the_start_up_model() {
     );
     fake.finish();
 }
+
+#[test]
+fn session_shutdown_is_heard_before_the_session_change_is_answered() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    next_event(&mut pi, "session_start");
+    let answer = ask_for_session_change(&mut pi, json!({"type": "new_session", "id": "n1"}), "n1");
+    assert_eq!(answer["result"], json!({"cancelled": false}), "{answer}");
+    // pi 1.6.0 emits session_shutdown before it replaces the session: the old process hears it
+    // before the answer to its own request, once.
+    let stderr = pi.stderr_text();
+    let old: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            (l.contains("] event ") && l.contains("\"type\": \"session_shutdown\""))
+                || (l.contains("] answer ") && l.contains("\"id\": \"n1\""))
+        })
+        .collect();
+    assert_eq!(old.len(), 2, "{stderr}");
+    assert!(old[0].contains("session_shutdown"), "{stderr}");
+    assert!(old[0].contains("\"reason\": \"new\""), "{stderr}");
+    assert!(old[1].contains("answer"), "{stderr}");
+    fake.finish();
+}

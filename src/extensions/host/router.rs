@@ -60,7 +60,7 @@ pub(super) enum Control {
     Shutdown {
         grace: Duration,
         /// The `session_shutdown` event: reason `quit` at exit, `reload` before a reload,
-        /// `new` / `resume` / `fork` (with `targetSessionFile`) before a session change.
+        /// `new` / `resume` / `fork`: Null, the extensions heard it before the change.
         event: Value,
         done: Sender<()>,
     },
@@ -959,12 +959,17 @@ impl Router {
         }
     }
 
-    /// `session_shutdown` to subscribers, stdin closed, a grace period, then the group kill.
+    /// `session_shutdown` to subscribers (unless `event` is Null), stdin closed, a grace
+    /// period, then the group kill.
     fn shutdown(&mut self, grace: Duration, event: &Value) {
         let line = protocol::event_line(event);
         for index in 0..self.extensions.len() {
             let extension = &self.extensions[index];
-            if !extension.failed && extension.registration.wants_event("session_shutdown") {
+            // Null: they heard it before (a session change tells them before it is made).
+            if !event.is_null()
+                && !extension.failed
+                && extension.registration.wants_event("session_shutdown")
+            {
                 self.send(index, line.clone(), "session_shutdown");
             }
         }
