@@ -420,6 +420,7 @@ impl Agent {
                 if self.is_busy() {
                     self.abort_run();
                 }
+                self.abort_tree_summary();
                 Ok(Value::Null)
             }
             // Handled by `on_extension_control` (they wait for a hook or a worker).

@@ -157,6 +157,9 @@ enum Incoming {
     ImagesScaled(Option<(String, Vec<crate::messages::ImageContent>)>),
     /// A reload's worker is done (`None`: it died).
     Reloaded(Option<state::Reloaded>),
+    /// (v2) An event of a branch summary's request (`None`: its stream ended without one or
+    /// went idle).
+    TreeSummary(Option<ProviderEvent>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -381,6 +384,19 @@ impl Agent {
             Phase::Reloading(r) if r.stage == state::ReloadStage::Starting => &no_extension_events,
             _ => &self.extensions.events,
         };
+        // (v2) A branch summary `navigate_tree` waits for, and its idle timer.
+        let tree_summary = self
+            .extensions
+            .tree
+            .as_ref()
+            .and_then(|t| t.summary.as_ref());
+        let (tree_events, tree_idle) = match tree_summary {
+            Some(summary) => (
+                &summary.events,
+                crossbeam_channel::at(summary.last_event + self.settings.idle_timeout),
+            ),
+            None => (&no_provider, never()),
+        };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
             Phase::Compacting(compaction) => match compaction.retry_at {
@@ -420,6 +436,8 @@ impl Agent {
                 Err(_) => Incoming::McpGone,
             },
             recv(mcp_wait) -> _ => Incoming::McpWaitOver,
+            recv(tree_events) -> event => Incoming::TreeSummary(event.ok()),
+            recv(tree_idle) -> _ => Incoming::TreeSummary(None),
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(reloaded) -> step => Incoming::Reloaded(step.ok()),
             recv(idle_timer) -> _ => Incoming::StreamIdle,
@@ -462,6 +480,7 @@ impl Agent {
             Incoming::Bash(event) => self.on_bash_event(event),
             Incoming::BashGone => self.on_bash_gone(),
             Incoming::Extension(event) => self.on_extension_event(event),
+            Incoming::TreeSummary(event) => self.on_tree_summary_event(event),
             Incoming::ExtensionsGone => self.extensions.events = never(),
             Incoming::Mcp(event) => self.on_mcp_event(event),
             Incoming::McpGone => {

@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use crate::extensions::with_extensions;
-use crate::fake_provider::{FakeProvider, Reply};
+use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{
     Pi, Setup, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
@@ -1260,6 +1260,8 @@ fn navigate_tree_moves_the_leaf_through_the_session_before_tree_hook() {
     let fake = FakeProvider::start(vec![
         Reply::sse(sse::anthropic_text(&["A1"])),
         Reply::sse(sse::anthropic_text(&["A2"])),
+        // The branch summary pi-rs asks for after the malformed answer ("BAD").
+        Reply::status(400, fixture("anthropic/error_400.json"), &[]),
     ]);
     let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
     pi.command("p1", "prompt", json!({"message": "First"}));
@@ -1347,12 +1349,14 @@ fn navigate_tree_moves_the_leaf_through_the_session_before_tree_hook() {
         )],
         "n4",
     );
+    // Without a summary from the hook, the model is asked; its failure fails the navigation.
     assert!(
         bad["error"]
             .as_str()
-            .is_some_and(|e| e.contains("must give the summary")),
+            .is_some_and(|e| e.starts_with("Branch summarization failed: ")),
         "{bad}"
     );
+    assert_eq!(fake.wait_for_requests(3, pi.timeout()).len(), 3);
     assert!(
         pi.records()
             .iter()
@@ -1887,5 +1891,129 @@ fn session_shutdown_is_heard_before_the_session_change_is_answered() {
     assert!(old[0].contains("session_shutdown"), "{stderr}");
     assert!(old[0].contains("\"reason\": \"new\""), "{stderr}");
     assert!(old[1].contains("answer"), "{stderr}");
+    fake.finish();
+}
+
+#[test]
+fn navigate_tree_summarizes_the_abandoned_branch_with_the_model() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_bash("call_1", "echo hi")),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nSay hi"])),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("p2", "prompt", json!({"message": "Second, run echo"}));
+    pi.wait_for_event("agent_end");
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let a1 = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .expect("the first reply")["id"]
+        .clone();
+    let line = json!({"type": "navigate_tree", "id": "n", "targetId": a1, "summarize": true,
+                      "customInstructions": "Focus on the shell", "label": "explored"});
+    let answer = ask(&mut pi, &[line], "n");
+    assert_eq!(answer["result"], json!({"cancelled": false}), "{answer}");
+    // The summary request: the abandoned branch (without tool results) and the instructions.
+    let request = &fake.wait_for_requests(4, pi.timeout())[3];
+    let text = request.body["messages"].to_string();
+    assert!(text.contains("Second, run echo"), "{text}");
+    assert!(
+        text.contains("Additional focus: Focus on the shell"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("First"),
+        "the shared part is not summarized: {text}"
+    );
+    assert!(request.body.get("tools").is_none(), "{}", request.body);
+    let trees = events_seen(&pi, "session_tree");
+    let tree = trees.last().expect("session_tree");
+    let summary = &tree["summaryEntry"];
+    assert_eq!(summary["type"], "branch_summary", "{tree}");
+    assert_eq!(summary["fromHook"], false, "{tree}");
+    assert_eq!(tree["fromExtension"], false, "{tree}");
+    assert_eq!(summary["parentId"], a1, "{tree}");
+    assert_eq!(
+        summary["details"],
+        json!({"readFiles": [], "modifiedFiles": []}),
+        "{tree}"
+    );
+    let text = summary["summary"].as_str().expect("summary");
+    assert!(text.ends_with("## Goal\nSay hi"), "{text}");
+    assert!(
+        text.len() > "## Goal\nSay hi".len(),
+        "a preamble comes first: {text}"
+    );
+    // The conversation now ends with the summary; the label is on it.
+    let messages = pi.command("m", "get_messages", json!({}));
+    let roles: Vec<&str> = messages["data"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .filter(|role| *role != "system")
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "branchSummary"]);
+    let leaf = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "l", "query": "leaf"})],
+        "l",
+    );
+    assert_eq!(leaf["result"]["type"], "label", "{leaf}");
+    assert_eq!(leaf["result"]["label"], "explored", "{leaf}");
+    fake.finish();
+}
+
+#[test]
+fn abort_ends_a_branch_summary_and_the_leaf_stays() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::stall_after(""),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    for (id, text) in [("p1", "First"), ("p2", "Second")] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_end");
+    }
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let replies: Vec<Value> = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .map(|e| e["id"].clone())
+        .collect();
+    let line =
+        json!({"type": "navigate_tree", "id": "n", "targetId": replies[0], "summarize": true});
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    fake.wait_for_requests(3, pi.timeout());
+    pi.command("a", "abort", json!({}));
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(
+        answer["result"],
+        json!({"cancelled": true, "aborted": true}),
+        "{answer}"
+    );
+    let leaf = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "l", "query": "leaf"})],
+        "l",
+    );
+    assert_eq!(leaf["result"]["id"], replies[1], "{leaf}");
     fake.finish();
 }
