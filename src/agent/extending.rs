@@ -80,6 +80,8 @@ pub struct Extensions {
     pub mcp_servers_change: bool,
     /// (v2) Virtual models, by (provider, id), and the extension that routes them.
     pub virtual_models: std::collections::HashMap<(String, String), crate::extensions::ExtensionId>,
+    /// (v2) `refresh_models` requests waiting for their answers.
+    pub model_refreshes: Vec<super::model_refresh::PendingRefresh>,
     /// (v2) The route the next model request waits for (a virtual selection).
     pub route: Option<super::virtual_models::PendingRoute>,
 }
@@ -121,6 +123,7 @@ impl Extensions {
             context_hook: None,
             virtual_models,
             route: None,
+            model_refreshes: Vec::new(),
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
             stream_providers,
@@ -535,8 +538,10 @@ impl Agent {
 
     pub(super) fn on_extension_event(&mut self, event: ExtensionEvent) {
         match event {
-            ExtensionEvent::Routed { id, result } => {
-                self.on_routed(id, result);
+            ExtensionEvent::Answered { id, result } => {
+                if let Err(result) = self.on_routed(id, result) {
+                    self.on_models_refreshed(id, result);
+                }
             }
             ExtensionEvent::HookResult { id, outcome } => {
                 if let HookOutcome::SessionChange { cancel } = outcome

@@ -355,7 +355,11 @@ impl Agent {
                 Ok(Value::Null)
             }
             ControlAction::RegisterProvider { name, config } => {
+                let (config, refresh) = crate::extensions::providers::without_refresh(&config);
                 self.config.register_provider(&name, &config)?;
+                if refresh {
+                    self.refresh_provider_models(extension, &name, config.clone());
+                }
                 if config.get("streamSimple").and_then(Value::as_bool) == Some(true) {
                     self.extensions.stream_providers.insert(name, extension);
                 } else {

@@ -39,6 +39,7 @@ mod extending;
 mod extension_requests;
 mod mcp_servers;
 mod model_commands;
+mod model_refresh;
 pub mod pattern;
 mod queues;
 pub mod reload;
@@ -285,6 +286,8 @@ impl Agent {
         };
         agent.refresh_tool_specs();
         agent.restore_session_tools();
+        // (v2) Providers of the `register` lines whose models their extension refreshes.
+        agent.refresh_registered_providers();
         agent
     }
 

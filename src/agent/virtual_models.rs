@@ -117,7 +117,8 @@ impl Agent {
             request.insert("state".into(), state.clone());
         }
         request.insert("messages".into(), json!(messages));
-        let id = host.route(owner, Value::Object(request), self.extensions.hook_deadline);
+        let deadline = self.extensions.hook_deadline;
+        let id = host.ask("route", owner, Value::Object(request), deadline);
         self.extensions.route = Some(PendingRoute {
             id,
             model: self.model.clone(),
@@ -127,18 +128,22 @@ impl Agent {
     }
 
     /// The router answered (or failed): store new state, then send the request to the physical
-    /// model; a failed route ends the run with an error response. False when `id` is not the
-    /// route waited for (an abort ended the wait).
-    pub(super) fn on_routed(&mut self, id: HookId, result: Result<Value, String>) -> bool {
+    /// model; a failed route ends the run with an error response. Err(the result back) when
+    /// `id` is not the route waited for (another request's answer, or an abort ended the wait).
+    pub(super) fn on_routed(
+        &mut self,
+        id: HookId,
+        result: Result<Value, String>,
+    ) -> Result<(), Result<Value, String>> {
         if self.extensions.route.as_ref().is_none_or(|r| r.id != id) {
-            return false;
+            return Err(result);
         }
         let Some(pending) = self.extensions.route.take() else {
-            return false;
+            return Err(result);
         };
         let waiting = self.runs.current.as_ref().is_some_and(|run| !run.aborted);
         if !waiting {
-            return true;
+            return Ok(());
         }
         let name = format!(
             "Virtual model {}/{}",
@@ -153,7 +158,7 @@ impl Agent {
             }
             Err(error) => self.fail_routing(&pending.model, error),
         }
-        true
+        Ok(())
     }
 
     /// A route that failed ends the run with an error response naming the virtual model, as

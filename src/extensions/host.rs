@@ -204,8 +204,8 @@ pub enum ExtensionEvent {
         id: Option<String>,
         action: protocol::ControlAction,
     },
-    /// (v2) The answer to `route` (`Ok`: the extension's result object, unchecked).
-    Routed {
+    /// (v2) The answer to `ask` (`Ok`: the extension's result object, unchecked).
+    Answered {
         id: HookId,
         result: Result<Value, String>,
     },
@@ -665,13 +665,20 @@ impl ExtensionHost {
         Some(id)
     }
 
-    /// (v2) Asks `extension` for the route of one request made with its virtual model
-    /// (`request`: the `route` request's fields). Exactly one `Routed` with the returned id
-    /// arrives: the answer, an error answer, or an error when `deadline` passes or the
-    /// extension fails first.
-    pub fn route(&self, extension: ExtensionId, request: Value, deadline: Duration) -> HookId {
+    /// (v2) Asks `extension` a `kind` request (`route`: the route of one request made with its
+    /// virtual model; `refresh_models`: its provider's models). Exactly one `Answered` with the
+    /// returned id arrives: the answer, an error answer, or an error when `deadline` passes or
+    /// the extension fails first.
+    pub fn ask(
+        &self,
+        kind: &'static str,
+        extension: ExtensionId,
+        request: Value,
+        deadline: Duration,
+    ) -> HookId {
         let id = HookId(self.next_id.fetch_add(1, Ordering::SeqCst));
-        let _ = self.control.send(Control::Route {
+        let _ = self.control.send(Control::Ask {
+            kind,
             id,
             extension,
             request,

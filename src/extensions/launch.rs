@@ -86,7 +86,8 @@ pub fn launch(
 pub fn register_providers(host: &ExtensionHost, config: &mut Config) -> Vec<Event> {
     let mut errors = Vec::new();
     for (extension, decl) in host.providers() {
-        if let Err(error) = config.register_provider(&decl.name, &decl.config) {
+        let (registered, _) = super::providers::without_refresh(&decl.config);
+        if let Err(error) = config.register_provider(&decl.name, &registered) {
             errors.push(Event::ExtensionError {
                 extension_path: host
                     .extension_path(extension)
@@ -111,6 +112,22 @@ pub fn register_providers(host: &ExtensionHost, config: &mut Config) -> Vec<Even
         }
     }
     errors
+}
+
+/// (v2) The providers of the `register` lines that `register_providers` took and whose
+/// extension refreshes their models (`refreshModels: true`), with the config registered.
+pub fn refreshed_providers(
+    host: &ExtensionHost,
+    config: &Config,
+) -> Vec<(super::ExtensionId, String, serde_json::Value)> {
+    host.providers()
+        .into_iter()
+        .filter_map(|(extension, decl)| {
+            let (registered, refresh) = super::providers::without_refresh(&decl.config);
+            (refresh && config.is_extension_provider(&decl.name))
+                .then_some((extension, decl.name, registered))
+        })
+        .collect()
 }
 
 /// (v2) The virtual models of the `register` lines that `register_providers` took, and the

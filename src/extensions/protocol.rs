@@ -270,10 +270,10 @@ pub enum ExtensionMessage {
         id: String,
         event: Value,
     },
-    /// (v2) The answer to a `route` request (`id`: its id): `{model: {provider, id},
-    /// thinkingLevel?, state?}`, or Err (the extension's `error`, or a result that is not an
-    /// object).
-    RouteResult {
+    /// (v2) The answer to a request pi-rs made of one extension (`id`: its id): `route_result`
+    /// (`{model: {provider, id}, thinkingLevel?, state?}`) or `refresh_models_result`
+    /// (`{models}`); Err: the extension's `error`, or a result that is not an object.
+    RequestResult {
         id: String,
         result: Result<Value, String>,
     },
@@ -313,7 +313,7 @@ impl ExtensionMessage {
             ExtensionMessage::Query { .. }
                 | ExtensionMessage::Control { .. }
                 | ExtensionMessage::StreamEvent { .. }
-                | ExtensionMessage::RouteResult { .. }
+                | ExtensionMessage::RequestResult { .. }
         )
     }
 
@@ -326,7 +326,7 @@ impl ExtensionMessage {
             ExtensionMessage::ToolResult { .. } => "tool_result",
             ExtensionMessage::CommandDone { .. } => "command_done",
             ExtensionMessage::StreamEvent { .. } => "stream_event",
-            ExtensionMessage::RouteResult { .. } => "route_result",
+            ExtensionMessage::RequestResult { .. } => "route_result",
             ExtensionMessage::Action(_) => "action",
             ExtensionMessage::Ui { .. } => "ui",
             ExtensionMessage::Error { .. } => "error",
@@ -850,17 +850,17 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
             id: fields.opt_string("id")?,
             action: parse_virtual_control(kind, &fields),
         }),
-        "route_result" => {
+        "route_result" | "refresh_models_result" => {
             let id = fields.string("id")?;
             let result = match object.get("error") {
                 Some(Value::String(error)) => Err(error.clone()),
                 Some(other) if !other.is_null() => Err(other.to_string()),
                 _ => match object.get("result") {
                     Some(Value::Object(result)) => Ok(Value::Object(result.clone())),
-                    _ => Err("route_result.result must be an object".to_string()),
+                    _ => Err(format!("{kind}.result must be an object")),
                 },
             };
-            Ok(ExtensionMessage::RouteResult { id, result })
+            Ok(ExtensionMessage::RequestResult { id, result })
         }
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }
@@ -1234,10 +1234,11 @@ pub fn stream_request_line(id: &str, request: &Value) -> String {
     Value::Object(line).to_string()
 }
 
-/// (v2) `{"type":"route","id","deadlineMs","request"}`: pick the physical model of one request
-/// made with the extension's virtual model.
-pub fn route_line(id: &str, deadline_ms: u64, request: &Value) -> String {
-    json!({"type": "route", "id": id, "deadlineMs": deadline_ms, "request": request}).to_string()
+/// (v2) `{"type":<kind>,"id","deadlineMs","request"}`: a question for one extension —
+/// `route` (pick the physical model of a request made with its virtual model) or
+/// `refresh_models` (its provider's models now).
+pub fn request_line(kind: &str, id: &str, deadline_ms: u64, request: &Value) -> String {
+    json!({"type": kind, "id": id, "deadlineMs": deadline_ms, "request": request}).to_string()
 }
 
 /// (v2) `{"type":"cancel_stream","id"}`: pi-rs no longer reads that stream (abort).

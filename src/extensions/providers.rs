@@ -183,6 +183,19 @@ impl RequestHooks for ProviderHooks {
     }
 }
 
+// ---- providers whose models the extension refreshes (`refreshModels: true`) -------------------
+
+/// A `register_provider` config without pi-rs's `refreshModels: true` (pi's `refreshModels`
+/// function: the extension answers `refresh_models` requests), and whether it had it.
+pub fn without_refresh(config: &Value) -> (Value, bool) {
+    let mut config = config.clone();
+    let refresh = config
+        .as_object_mut()
+        .and_then(|c| c.remove("refreshModels"))
+        .is_some_and(|v| v == Value::Bool(true));
+    (config, refresh)
+}
+
 // ---- virtual models (pi 1.6.0 `registerVirtualModel`; routed in src/agent/virtual_models.rs) ----
 
 /// The catalog entry of a virtual model (pi 1.6.0's `createVirtualModel`).

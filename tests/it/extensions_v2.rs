@@ -2017,3 +2017,67 @@ fn abort_ends_a_branch_summary_and_the_leaf_stays() {
     assert_eq!(leaf["result"]["id"], replies[1], "{leaf}");
     fake.finish();
 }
+
+/// The ids of `provider`'s models `get_available_models` lists once they include `wanted`
+/// (the refresh is answered while commands are served: asked again until then).
+#[track_caller]
+fn models_once_listed(pi: &mut Pi, provider: &str, wanted: &str) -> Vec<String> {
+    let deadline = pi.deadline();
+    for attempt in 0.. {
+        let models = pi.command(&format!("am{attempt}"), "get_available_models", json!({}));
+        let ids: Vec<String> = models["data"]["models"]
+            .as_array()
+            .expect("models")
+            .iter()
+            .filter(|m| m["provider"] == provider)
+            .filter_map(|m| m["id"].as_str().map(String::from))
+            .collect();
+        if ids.iter().any(|id| id == wanted) {
+            return ids;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{wanted} never listed: {ids:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unreachable!()
+}
+
+#[test]
+fn a_provider_s_models_are_refreshed_by_its_extension() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Fresh."]))]);
+    let setup = Setup::anthropic(&fake).env("ROUTER_DYN_URL", &fake.base_url());
+    let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
+    // The register line's provider is asked once at start; the answer replaces its models.
+    let asked = next_report(&mut pi, "refresh ", |_| true);
+    assert_eq!(asked["provider"], "dyn", "{asked}");
+    assert!(asked["allowNetwork"].is_boolean(), "{asked}");
+    let ids = models_once_listed(&mut pi, "dyn", "dyn-fresh-1");
+    assert_eq!(ids, ["dyn-fresh-1", "dyn-fresh-2"]);
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "dyn", "modelId": "dyn-fresh-2"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    pi.command("p", "prompt", json!({"message": "Hi"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.body["model"], "dyn-fresh-2");
+    assert_eq!(request.header("x-api-key"), Some("dyn-key"));
+
+    // A provider registered later with refreshModels is asked right after its registration.
+    let config = json!({"baseUrl": fake.base_url(), "apiKey": "dyn-key",
+                        "api": "anthropic-messages", "refreshModels": true});
+    // (It is asked before the registration is answered.)
+    let line = json!({"type": "register_provider", "id": "r", "name": "late", "config": config});
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    let asked = next_report(&mut pi, "refresh ", |_| true);
+    assert_eq!(asked["provider"], "late", "{asked}");
+    let registered = next_answer(&mut pi, "r");
+    assert_eq!(registered["result"], Value::Null, "{registered}");
+    let ids = models_once_listed(&mut pi, "late", "late-fresh-1");
+    assert_eq!(ids, ["late-fresh-1", "late-fresh-2"]);
+    fake.finish();
+}

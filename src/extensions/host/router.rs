@@ -72,8 +72,10 @@ pub(super) enum Control {
         line: String,
         reply: Sender<Value>,
     },
-    /// (v2) Ask `extension` to route a request of its virtual model (`ExtensionEvent::Routed`).
-    Route {
+    /// (v2) Ask `extension` a `kind` request (`route`, `refresh_models`); the answer arrives
+    /// as `ExtensionEvent::Answered`.
+    Ask {
+        kind: &'static str,
         id: HookId,
         extension: ExtensionId,
         request: Value,
@@ -183,13 +185,15 @@ pub(super) struct Router {
     pub(super) last_child_check: Instant,
     /// (v2) Responses extensions stream, by wire id: (extension, where the events go).
     pub(super) streams: HashMap<String, (usize, Sender<Value>)>,
-    /// (v2) `route` requests waiting for their `route_result`, by wire id.
+    /// (v2) Requests of one extension (`route`, `refresh_models`) waiting for their answer,
+    /// by wire id.
     pub(super) routes: HashMap<String, RouteWait>,
 }
 
 pub(super) struct RouteWait {
     pub(super) extension: usize,
     pub(super) id: HookId,
+    pub(super) kind: &'static str,
     pub(super) deadline: Instant,
     pub(super) timeout: Duration,
 }
@@ -386,27 +390,30 @@ impl Router {
                     self.streams.insert(wire, (extension.0, reply));
                 }
             }
-            Control::Route {
+            Control::Ask {
+                kind,
                 id,
                 extension,
                 request,
                 deadline,
             } => {
                 let wire = self.wire_id('r');
-                let line = protocol::route_line(&wire, deadline.as_millis() as u64, &request);
-                if self.send(extension.0, line, "route") {
+                let ms = deadline.as_millis() as u64;
+                let line = protocol::request_line(kind, &wire, ms, &request);
+                if self.send(extension.0, line, kind) {
                     self.routes.insert(
                         wire,
                         RouteWait {
                             extension: extension.0,
                             id,
+                            kind,
                             deadline: crate::deadline::after(deadline),
                             timeout: deadline,
                         },
                     );
                 } else {
                     let path = self.path(extension.0);
-                    self.emit(ExtensionEvent::Routed {
+                    self.emit(ExtensionEvent::Answered {
                         id,
                         result: Err(format!("the extension {path} is not running")),
                     });
@@ -710,11 +717,11 @@ impl Router {
                     self.streams.remove(&id);
                 }
             }
-            ExtensionMessage::RouteResult { id, result } => {
+            ExtensionMessage::RequestResult { id, result } => {
                 if self.routes.get(&id).is_some_and(|r| r.extension == index)
                     && let Some(wait) = self.routes.remove(&id)
                 {
-                    self.emit(ExtensionEvent::Routed {
+                    self.emit(ExtensionEvent::Answered {
                         id: wait.id,
                         result,
                     });
@@ -846,7 +853,7 @@ impl Router {
             .collect();
         for wire in routes {
             if let Some(wait) = self.routes.remove(&wire) {
-                self.emit(ExtensionEvent::Routed {
+                self.emit(ExtensionEvent::Answered {
                     id: wait.id,
                     result: Err(format!("the extension failed: {error}")),
                 });
@@ -914,7 +921,7 @@ impl Router {
         for (index, hook, error) in late {
             self.fail(index, hook, error);
         }
-        // A router that misses its deadline fails that request only (as an error answer).
+        // An extension that misses a request's deadline fails that request only (an error).
         let late: Vec<String> = self
             .routes
             .iter()
@@ -924,9 +931,9 @@ impl Router {
         for wire in late {
             if let Some(wait) = self.routes.remove(&wire) {
                 let ms = wait.timeout.as_millis();
-                self.emit(ExtensionEvent::Routed {
+                self.emit(ExtensionEvent::Answered {
                     id: wait.id,
-                    result: Err(format!("no answer to route within {ms} ms")),
+                    result: Err(format!("no answer to {} within {ms} ms", wait.kind)),
                 });
             }
         }
