@@ -1584,4 +1584,60 @@ mod tests {
         assert_eq!(value["sessionId"], "s1");
         assert_eq!(value["sessionFile"], Value::Null);
     }
+
+    #[test]
+    fn virtual_models_and_request_answers_parse() {
+        let message = parse(
+            json!({"type": "register_virtual_model", "id": "1", "model": {
+            "provider": "router", "id": "auto", "thinkingLevels": ["low", "high"],
+            "contextWindow": 5000}}),
+        )
+        .unwrap();
+        let ExtensionMessage::Control {
+            action: Ok(ControlAction::RegisterVirtualModel(decl)),
+            ..
+        } = message
+        else {
+            panic!("{message:?}");
+        };
+        assert_eq!(decl.name, "auto", "the name defaults to the id");
+        assert_eq!(decl.thinking_levels, ["low", "high"]);
+        assert_eq!(decl.context_window, Some(5000));
+        assert_eq!(decl.input, None);
+        let bad = |model: Value| match parse(json!({"type": "register_virtual_model", "id": "1",
+                                                      "model": model}))
+        {
+            Ok(ExtensionMessage::Control { action: Err(e), .. }) => e,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            bad(json!({"provider": "p", "id": "x", "thinkingLevels": ["loud"]}))
+                .contains("unknown thinking level")
+        );
+        assert_eq!(
+            bad(json!({"provider": " ", "id": "x"})),
+            "Virtual model provider and id must not be empty."
+        );
+        assert!(bad(json!({"provider": "p", "id": "x", "maxTokens": -1})).contains("whole number"));
+        let answer = parse(json!({"type": "route_result", "id": "r1", "result": {"model": {}}}));
+        assert!(
+            matches!(answer, Ok(ExtensionMessage::RequestResult { ref id, result: Ok(_) }) if id == "r1")
+        );
+        let error = parse(json!({"type": "refresh_models_result", "id": "r2", "error": "down"}));
+        assert!(
+            matches!(error, Ok(ExtensionMessage::RequestResult { result: Err(ref e), .. }) if e == "down")
+        );
+        let not_object = parse(json!({"type": "route_result", "id": "r3", "result": 3}));
+        assert!(matches!(
+            not_object,
+            Ok(ExtensionMessage::RequestResult { result: Err(_), .. })
+        ));
+        let register = parse(json!({"type": "register", "protocol": 2,
+                                    "virtualModels": [{"provider": "r", "id": "b"}]}))
+        .unwrap();
+        let ExtensionMessage::Register { registration, .. } = register else {
+            panic!("register");
+        };
+        assert_eq!(registration.virtual_models[0].thinking_levels, ["off"]);
+    }
 }

@@ -1097,7 +1097,11 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
     let flags: Value = serde_json::from_str(&next_notice(&mut pi, "flags ")).expect("json");
     assert_eq!(flags, json!({"plan": true}));
     assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
-    let stderr = pi.stderr_when(|s| !stderr_events(s, "session_shutdown").is_empty());
+    // The new process's stderr line may come after its notice on stdout: wait for both.
+    let stderr = pi.stderr_when(|s| {
+        !stderr_events(s, "session_shutdown").is_empty()
+            && stderr_events(s, "session_start").len() >= 2
+    });
     let shutdowns = stderr_events(&stderr, "session_shutdown");
     let starts = stderr_events(&stderr, "session_start");
     assert_eq!(shutdowns.len(), 1, "{stderr}");
