@@ -167,6 +167,7 @@ impl Agent {
         if self.is_busy() {
             self.abort_run();
         }
+        self.abort_tree_summary();
         self.respond_ok(id, "abort", None);
     }
 

@@ -32,7 +32,10 @@ pub use estimate::{
     usage_context_tokens,
 };
 #[allow(unused_imports)]
-pub use prompts::{INITIAL_PROMPT, SYSTEM_PROMPT, TURN_PREFIX_PROMPT, UPDATE_PROMPT};
+pub use prompts::{
+    BRANCH_PREAMBLE, BRANCH_PROMPT, INITIAL_PROMPT, SYSTEM_PROMPT, TURN_PREFIX_PROMPT,
+    UPDATE_PROMPT,
+};
 #[allow(unused_imports)]
 pub use serialize::{
     FileOps, TOOL_RESULT_MAX_CHARS, format_file_lists, serialize_conversation, truncate_for_summary,
@@ -680,7 +683,7 @@ impl Preparation {
 }
 
 /// `<conversation>\n…\n</conversation>\n\n` around the serialized messages.
-fn conversation_block(messages: &[AgentMessage]) -> String {
+pub(super) fn conversation_block(messages: &[AgentMessage]) -> String {
     format!(
         "<conversation>\n{}\n</conversation>\n\n",
         serialize_conversation(&to_llm(messages))

@@ -201,49 +201,7 @@ impl Agent {
             .as_mut()
             .expect("found running above");
         // The summary is not streamed to the client: only the finished text matters.
-        let finished = match event.event {
-            StreamEvent::Opened
-            | StreamEvent::Meta { .. }
-            | StreamEvent::Retrying { .. }
-            | StreamEvent::Waiting { .. } => None,
-            StreamEvent::BlockStart { index, kind } => {
-                draft.block_start(index, kind);
-                None
-            }
-            StreamEvent::Delta { index, delta } => {
-                draft.delta(index, delta);
-                None
-            }
-            StreamEvent::BlockEnd { index, signature } => {
-                draft.block_end(index, signature);
-                None
-            }
-            StreamEvent::ThinkingRedacted { index, redacted } => {
-                draft.set_redacted(index, redacted);
-                None
-            }
-            StreamEvent::Usage(usage) => {
-                draft.set_usage(usage);
-                None
-            }
-            StreamEvent::PricedUsage(usage) => {
-                draft.set_priced_usage(usage);
-                None
-            }
-            StreamEvent::RawStopReason(reason) => {
-                draft.set_raw_stop_reason(reason);
-                None
-            }
-            StreamEvent::EndTurn(end_turn) => {
-                draft.set_end_turn(end_turn);
-                None
-            }
-            StreamEvent::Done {
-                stop_reason,
-                error_message,
-            } => Some((stop_reason, error_message)),
-            StreamEvent::Failed(error) => Some((StopReason::Error, Some(error.message))),
-        };
+        let finished = fold_summary_event(draft, event.event);
         if let Some((stop_reason, error_message)) = finished {
             let (_, draft) = compaction.slots[index]
                 .running
@@ -514,5 +472,56 @@ impl Agent {
                 }
             }
         }
+    }
+}
+
+/// Folds one event of a summary request into its draft; Some(how it ended) at its end. The
+/// summary is not streamed to the client (compaction and branch summaries alike).
+pub(super) fn fold_summary_event(
+    draft: &mut Draft,
+    event: StreamEvent,
+) -> Option<(StopReason, Option<String>)> {
+    match event {
+        StreamEvent::Opened
+        | StreamEvent::Meta { .. }
+        | StreamEvent::Retrying { .. }
+        | StreamEvent::Waiting { .. } => None,
+        StreamEvent::BlockStart { index, kind } => {
+            draft.block_start(index, kind);
+            None
+        }
+        StreamEvent::Delta { index, delta } => {
+            draft.delta(index, delta);
+            None
+        }
+        StreamEvent::BlockEnd { index, signature } => {
+            draft.block_end(index, signature);
+            None
+        }
+        StreamEvent::ThinkingRedacted { index, redacted } => {
+            draft.set_redacted(index, redacted);
+            None
+        }
+        StreamEvent::Usage(usage) => {
+            draft.set_usage(usage);
+            None
+        }
+        StreamEvent::PricedUsage(usage) => {
+            draft.set_priced_usage(usage);
+            None
+        }
+        StreamEvent::RawStopReason(reason) => {
+            draft.set_raw_stop_reason(reason);
+            None
+        }
+        StreamEvent::EndTurn(end_turn) => {
+            draft.set_end_turn(end_turn);
+            None
+        }
+        StreamEvent::Done {
+            stop_reason,
+            error_message,
+        } => Some((stop_reason, error_message)),
+        StreamEvent::Failed(error) => Some((StopReason::Error, Some(error.message))),
     }
 }

@@ -82,6 +82,12 @@ pub struct Extensions {
     pub session_start: Value,
     /// A start-up wait for registrations ran out: requests no longer wait for them.
     pub wait_ran_out: bool,
+    /// (v2) Virtual models, by (provider, id), and the extension that routes them.
+    pub virtual_models: std::collections::HashMap<(String, String), crate::extensions::ExtensionId>,
+    /// (v2) `refresh_models` requests waiting for their answers.
+    pub model_refreshes: Vec<super::model_refresh::PendingRefresh>,
+    /// (v2) The route the next model request waits for (a virtual selection).
+    pub route: Option<super::virtual_models::PendingRoute>,
 }
 
 impl Extensions {
@@ -102,6 +108,12 @@ impl Extensions {
             .unwrap_or_default()
             .into_iter()
             .collect();
+        let virtual_models = host
+            .as_ref()
+            .map(|host| crate::extensions::launch::virtual_model_owners(host, config))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         Extensions {
             host,
             events,
@@ -113,6 +125,9 @@ impl Extensions {
             hook_deadline,
             idle_waiters: Vec::new(),
             context_hook: None,
+            virtual_models,
+            route: None,
+            model_refreshes: Vec::new(),
             pending_execs: Vec::new(),
             session_changes: Vec::new(),
             stream_providers,
@@ -529,6 +544,11 @@ impl Agent {
 
     pub(super) fn on_extension_event(&mut self, event: ExtensionEvent) {
         match event {
+            ExtensionEvent::Answered { id, result } => {
+                if let Err(result) = self.on_routed(id, result) {
+                    self.on_models_refreshed(id, result);
+                }
+            }
             ExtensionEvent::HookResult { id, outcome } => {
                 if let HookOutcome::SessionChange { cancel } = outcome
                     && self.on_session_change_hook(id, cancel)

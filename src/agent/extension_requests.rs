@@ -375,7 +375,11 @@ impl Agent {
                 Ok(Value::Null)
             }
             ControlAction::RegisterProvider { name, config } => {
+                let (config, refresh) = crate::extensions::providers::without_refresh(&config);
                 self.config.register_provider(&name, &config)?;
+                if refresh {
+                    self.refresh_provider_models(extension, &name, config.clone());
+                }
                 if config.get("streamSimple").and_then(Value::as_bool) == Some(true) {
                     self.extensions.stream_providers.insert(name, extension);
                 } else {
@@ -383,6 +387,12 @@ impl Agent {
                 }
                 self.refresh_current_model();
                 Ok(Value::Null)
+            }
+            ControlAction::RegisterVirtualModel(decl) => {
+                self.register_virtual_model(extension, &decl)
+            }
+            ControlAction::UnregisterVirtualModel { provider, model_id } => {
+                Ok(self.unregister_virtual_model(&provider, &model_id))
             }
             ControlAction::UnregisterProvider { name } => {
                 let removed = self.config.unregister_provider(&name);
@@ -434,6 +444,7 @@ impl Agent {
                 if self.is_busy() {
                     self.abort_run();
                 }
+                self.abort_tree_summary();
                 Ok(Value::Null)
             }
             // Handled by `on_extension_control` (they wait for a hook or a worker).

@@ -39,6 +39,7 @@ mod extending;
 mod extension_requests;
 mod mcp_servers;
 mod model_commands;
+mod model_refresh;
 pub mod pattern;
 mod queues;
 pub mod reload;
@@ -51,6 +52,7 @@ mod streaming;
 pub mod system_message;
 mod tool_batch;
 mod tree_navigation;
+mod virtual_models;
 
 use std::time::Duration;
 
@@ -159,6 +161,9 @@ enum Incoming {
     Reloaded(Option<state::Reloaded>),
     /// A queued message's images are ready (`None`: the worker died or took too long).
     QueuedImages(Option<(String, Vec<crate::messages::ImageContent>)>),
+    /// (v2) An event of a branch summary's request (`None`: its stream ended without one or
+    /// went idle).
+    TreeSummary(Option<ProviderEvent>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -284,6 +289,8 @@ impl Agent {
         };
         agent.refresh_tool_specs();
         agent.restore_session_tools();
+        // (v2) Providers of the `register` lines whose models their extension refreshes.
+        agent.refresh_registered_providers();
         agent
     }
 
@@ -389,6 +396,19 @@ impl Agent {
             Phase::Reloading(r) if r.stage == state::ReloadStage::Starting => &no_extension_events,
             _ => &self.extensions.events,
         };
+        // (v2) A branch summary `navigate_tree` waits for, and its idle timer.
+        let tree_summary = self
+            .extensions
+            .tree
+            .as_ref()
+            .and_then(|t| t.summary.as_ref());
+        let (tree_events, tree_idle) = match tree_summary {
+            Some(summary) => (
+                &summary.events,
+                crossbeam_channel::at(summary.last_event + self.settings.idle_timeout),
+            ),
+            None => (&no_provider, never()),
+        };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
             Phase::Compacting(compaction) => match compaction.retry_at {
@@ -428,6 +448,8 @@ impl Agent {
                 Err(_) => Incoming::McpGone,
             },
             recv(startup_wait) -> _ => Incoming::StartupWaitOver,
+            recv(tree_events) -> event => Incoming::TreeSummary(event.ok()),
+            recv(tree_idle) -> _ => Incoming::TreeSummary(None),
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(queued_images) -> ready => Incoming::QueuedImages(ready.ok()),
             recv(queued_images_overdue) -> _ => Incoming::QueuedImages(None),
@@ -472,6 +494,7 @@ impl Agent {
             Incoming::Bash(event) => self.on_bash_event(event),
             Incoming::BashGone => self.on_bash_gone(),
             Incoming::Extension(event) => self.on_extension_event(event),
+            Incoming::TreeSummary(event) => self.on_tree_summary_event(event),
             Incoming::ExtensionsGone => self.extensions.events = never(),
             Incoming::Mcp(event) => self.on_mcp_event(event),
             Incoming::McpGone => {
@@ -647,6 +670,7 @@ impl Agent {
     /// Closes the run with `agent_end`, then either schedules an automatic retry or settles.
     fn end_run(&mut self) {
         self.extensions.context_hook = None;
+        self.extensions.route = None;
         let Some(run) = self.runs.current.take() else {
             return;
         };

@@ -77,13 +77,16 @@ impl Agent {
             && matches!(self.phase, Phase::Idle)
     }
 
-    /// Stops the old extensions on a worker (they hear `shutdown`); `on_reload_step` goes on
+    /// Stops the old extensions on a worker (they hear `shutdown`, unless it is Null); `on_reload_step` goes on
     /// when it is done, and the new ones hear `start`. A reload and a session change (pi
     /// 1.6.0's runtime replacement) both come here. When the phase is taken (a session change
     /// raced with something else), the running extensions hear both events and keep running.
     pub(super) fn restart_extensions(&mut self, shutdown: Value, start_event: Value) {
         if !self.can_restart_extensions() {
-            self.notify_extensions_of(shutdown);
+            // (Null: the extensions heard `session_shutdown` already.)
+            if !shutdown.is_null() {
+                self.notify_extensions_of(shutdown);
+            }
             self.notify_extensions_of(start_event);
             return;
         }
@@ -132,8 +135,13 @@ impl Agent {
                     crate::extensions::launch::streamed_providers(&host, &self.config)
                         .into_iter()
                         .collect();
+                self.extensions.virtual_models =
+                    crate::extensions::launch::virtual_model_owners(&host, &self.config)
+                        .into_iter()
+                        .collect();
                 self.extensions.host = Some(host);
                 self.refresh_current_model();
+                self.refresh_registered_providers();
                 for error in errors {
                     self.emit(error);
                 }
@@ -189,6 +197,7 @@ impl Agent {
         }
         self.extensions.idle_waiters.clear();
         self.extensions.pending_execs.clear();
+        self.drop_virtual_models();
         // Registrations are not kept (as in pi): the new extensions register again.
         if self.extensions.mcp_servers.clear() {
             self.mcp_servers_changed(false);
@@ -326,7 +335,7 @@ impl Agent {
     }
 
     /// An event every subscribed extension gets, whatever its protocol (`session_start`).
-    fn notify_all_extensions(&self, event: &Value) {
+    pub(super) fn notify_all_extensions(&self, event: &Value) {
         if let Some(host) = &self.extensions.host {
             host.notify_event(event);
         }

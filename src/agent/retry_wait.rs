@@ -48,6 +48,7 @@ impl Agent {
     /// retry waits in the loop's select, where `abort` and `abort_retry` cancel it at once.
     pub(super) fn schedule_retry(&mut self, delay: Duration, failed: &AssistantMessage) {
         self.runs.retry_attempt += 1;
+        self.runs.failed_response = Some(failed.clone());
         if matches!(self.messages.last(), Some(AgentMessage::Assistant(_))) {
             self.messages.pop();
         }

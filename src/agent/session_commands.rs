@@ -296,10 +296,13 @@ impl Agent {
             "reason": reason,
             "targetSessionFile": file(&log),
         });
-        // As pi 1.6.0: the extensions are stopped and started anew (after the answer, which
-        // may be for one of them); without a restart they hear both events.
+        // As pi 1.6.0: the extensions hear `session_shutdown` before the change is made, and
+        // are stopped and started anew after the answer (which may be for one of them; the
+        // stop sends no second event); without a restart they hear both events.
         let restart = self.can_restart_extensions();
-        if !restart {
+        if restart {
+            self.notify_all_extensions(&shutdown);
+        } else {
             self.notify_extensions_of(shutdown.clone());
         }
         if let Err(e) = self.session.sync() {
@@ -347,7 +350,7 @@ impl Agent {
             "previousSessionFile": previous_file,
         });
         if restart {
-            self.extensions.restart = Some((shutdown, start));
+            self.extensions.restart = Some((Value::Null, start));
         } else {
             self.notify_extensions_of(start);
         }

@@ -179,6 +179,8 @@ pub struct Stream {
     pub handle: StreamHandle,
     pub events: Receiver<ProviderEvent>,
     pub draft: Draft,
+    /// The level the request asked for (the reply records it).
+    pub thinking: crate::config::ThinkingLevel,
     /// For the idle timeout.
     pub last_event: Instant,
     /// When the request was sent: the reply's `durationMs` counts from here.
@@ -316,6 +318,8 @@ pub struct Runs {
     pub overflow_recovery_attempted: bool,
     /// An abort ended the work since the last `agent_settled` (its `aborted`).
     pub aborted_since_settled: bool,
+    /// (v2) The reply an automatic retry replaces, for a virtual model's router (`failed`).
+    pub failed_response: Option<crate::messages::AssistantMessage>,
 }
 
 // ---- compaction ------------------------------------------------------------------------------

@@ -27,6 +27,10 @@ const COALESCE_LIMIT: usize = 1024;
 
 impl Agent {
     pub(super) fn check_credentials(&self) -> Result<(), String> {
+        // (v2) A virtual selection: the model each request is routed to is checked then.
+        if self.model.is_virtual() {
+            return Ok(());
+        }
         if self.model.is_placeholder() {
             return Err(format!(
                 "No API key found for the selected model.\n\n{}",
@@ -48,22 +52,31 @@ impl Agent {
 
     /// The parts of an LLM request that do not depend on what is asked; Err without a key.
     pub(super) fn base_request(&self) -> Result<StreamRequest, ()> {
-        let mut api_key = self.config.api_key(&self.model.provider).ok_or(())?;
-        if self.config.key_in_headers(&self.model.provider) {
+        self.base_request_for(&self.model, self.thinking)
+    }
+
+    /// `base_request` for another model and level (a virtual selection's routed pair).
+    fn base_request_for(
+        &self,
+        model: &crate::config::Model,
+        thinking: ThinkingLevel,
+    ) -> Result<StreamRequest, ()> {
+        let mut api_key = self.config.api_key(&model.provider).ok_or(())?;
+        if self.config.key_in_headers(&model.provider) {
             // The credential travels in `headers` (Authorization), never as an API key.
             api_key.clear();
         }
         Ok(StreamRequest {
             // After the key: a refreshed Copilot token may name another API host.
-            model: self.config.request_model(&self.model),
+            model: self.config.request_model(model),
             api_key,
-            headers: self.config.request_headers(&self.model),
+            headers: self.config.request_headers(model),
             system_prompt: self.run_system_prompt_text().to_string(),
             // Filled by `request_completion` (compaction sends messages of its own).
             messages: Vec::new(),
             history: None,
             tools: self.tools.specs.clone(),
-            thinking: self.thinking,
+            thinking,
             thinking_budgets: [
                 self.config.thinking_budget(ThinkingLevel::Minimal),
                 self.config.thinking_budget(ThinkingLevel::Low),
@@ -188,7 +201,24 @@ impl Agent {
     }
 
     fn send_request(&mut self, replacement: Option<Vec<AgentMessage>>) {
-        let Ok(mut request) = self.base_request() else {
+        // A retry's failed reply is reported to a router once, with the next request.
+        let failed = self.runs.failed_response.take();
+        if self.model.is_virtual() {
+            self.route_request(replacement, failed);
+            return;
+        }
+        self.dispatch(self.model.clone(), self.thinking, replacement);
+    }
+
+    /// Sends the request to `model` at `thinking` (the selection, or the pair a virtual model
+    /// was routed to: the reply records it).
+    pub(super) fn dispatch(
+        &mut self,
+        model: crate::config::Model,
+        thinking: ThinkingLevel,
+        replacement: Option<Vec<AgentMessage>>,
+    ) {
+        let Ok(mut request) = self.base_request_for(&model, thinking) else {
             let message = self.credentials_error();
             self.fail_before_stream(message);
             return;
@@ -237,7 +267,8 @@ impl Agent {
         self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,
-            draft: Draft::new(&self.model, self.io.profile),
+            draft: Draft::new(&model, self.io.profile),
+            thinking,
             last_event: Instant::now(),
             sent_at: Instant::now(),
             lookahead: None,
@@ -246,7 +277,7 @@ impl Agent {
 
     /// pi's failure path when a request cannot even be made: only `agent_end` with an empty
     /// error reply (FACTS §4.1), kept in agent state but not persisted.
-    fn fail_before_stream(&mut self, error: String) {
+    pub(super) fn fail_before_stream(&mut self, error: String) {
         let mut failure =
             AssistantMessage::empty(&self.model.api, &self.model.provider, &self.model.id);
         failure.content = vec![ContentBlock::Text(TextContent::new(""))];
@@ -387,12 +418,13 @@ impl Agent {
             events,
             mut draft,
             sent_at,
+            thinking,
             ..
         } = *stream;
         drop(handle);
         drop(events);
         // pi 1.6.0 times each finished reply and records the level its request asked for.
-        draft.set_timing(sent_at.elapsed(), self.thinking);
+        draft.set_timing(sent_at.elapsed(), thinking);
         if !draft.started {
             let start = draft.start_event();
             self.emit(start);

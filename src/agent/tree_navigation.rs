@@ -3,15 +3,42 @@
 //! `session_before_tree` hook comes first (it may cancel, give the summary, or change the
 //! instructions and label); `session_tree` tells the extensions afterwards.
 //!
-//! pi-rs does not write a branch summary with the model itself: `summarize` needs the summary
-//! from a `session_before_tree` answer when there is something to summarize.
+//! With `summarize` and something to summarize, and no summary from a `session_before_tree`
+//! answer, the current model writes it (pi 1.6.0's branch summarizer): one summary request on
+//! the loop's select (`TreeSummary`), which `abort` drops; the navigation is answered when it
+//! ends.
 
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
 use serde_json::{Map, Value, json};
 
 use super::Agent;
+use super::compaction::{self, SummaryKind, SummaryRequest};
+use super::draft::Draft;
 use super::state::Phase;
 use crate::extensions::protocol::{HookKind, TreeTarget};
 use crate::extensions::{ExtensionId, HookId};
+use crate::messages::{AgentMessage, CompactionSummaryMessage, ContentBlock, StopReason};
+use crate::provider::{self, ProviderEvent, RequestId, StreamHandle};
+use crate::session::{EntryKind, SessionEntry};
+
+/// Token room left for the reply when the branch is cut to fit (pi 1.6.0's default
+/// `branchSummary.reserveTokens`; settings `branchSummary.reserveTokens` overrides it).
+const DEFAULT_RESERVE_TOKENS: u64 = 16384;
+
+/// The model's summary of the abandoned branch, under way.
+pub struct TreeSummary {
+    /// Field order is drop order: the handle (request) goes before its channel.
+    handle: StreamHandle,
+    pub events: Receiver<ProviderEvent>,
+    draft: Draft,
+    pub last_event: Instant,
+    read_files: Vec<String>,
+    modified_files: Vec<String>,
+    /// The label the navigation ends with.
+    label: Option<String>,
+}
 
 /// A navigation waiting for the `session_before_tree` hook.
 pub struct PendingTree {
@@ -20,8 +47,68 @@ pub struct PendingTree {
     id: Option<String>,
     target: TreeTarget,
     old_leaf: Option<String>,
-    /// Whether the abandoned branch has entries (a summary needs some).
-    has_entries: bool,
+    /// The abandoned entries' ids, oldest first (a summary needs some).
+    abandoned: Vec<String>,
+    /// The model's summary, when it writes one.
+    pub summary: Option<Box<TreeSummary>>,
+}
+
+/// pi 1.6.0's `prepareBranchEntries`: the messages of the abandoned entries, newest first until
+/// `budget` tokens (0: no limit; a summary entry that overflows still goes in while under 90 %
+/// of it), in order; and the files the branch read and modified (tool calls, and the lists of
+/// earlier generated summaries).
+fn branch_messages(
+    entries: &[&SessionEntry],
+    budget: u64,
+) -> (Vec<AgentMessage>, compaction::FileOps) {
+    let mut files = compaction::FileOps::default();
+    for entry in entries {
+        if let EntryKind::BranchSummary {
+            details: Some(details),
+            from_hook,
+            ..
+        } = &entry.kind
+            && *from_hook != Some(true)
+        {
+            files.add_from_details(details);
+        }
+    }
+    let mut messages = Vec::new();
+    let mut total = 0;
+    for entry in entries.iter().rev() {
+        let message = match &entry.kind {
+            EntryKind::Compaction {
+                summary,
+                tokens_before,
+                ..
+            } => Some(AgentMessage::CompactionSummary(CompactionSummaryMessage {
+                summary: summary.clone(),
+                tokens_before: *tokens_before,
+                timestamp: crate::time::ms_from_iso(&entry.timestamp).unwrap_or(0),
+            })),
+            _ => crate::session::context_message(entry)
+                .filter(|m| !matches!(m, AgentMessage::ToolResult(_))),
+        };
+        let Some(message) = message else {
+            continue;
+        };
+        files.add_from_message(&message);
+        let tokens = compaction::estimate_tokens(&message);
+        if budget > 0 && total + tokens > budget {
+            let summary = matches!(
+                entry.kind,
+                EntryKind::Compaction { .. } | EntryKind::BranchSummary { .. }
+            );
+            if summary && (total as f64) < budget as f64 * 0.9 {
+                messages.push(message);
+            }
+            break;
+        }
+        total += tokens;
+        messages.push(message);
+    }
+    messages.reverse();
+    (messages, files)
 }
 
 /// pi's `collectEntriesForBranchSummary`: the entries from the old leaf back to the deepest
@@ -124,7 +211,11 @@ impl Agent {
             id,
             target,
             old_leaf,
-            has_entries: !abandoned.is_empty(),
+            abandoned: abandoned
+                .iter()
+                .filter_map(|e| e["id"].as_str().map(String::from))
+                .collect(),
+            summary: None,
         };
         let deadline = self.extensions.hook_deadline;
         let hook = self.extensions.host.as_ref().and_then(|host| {
@@ -141,8 +232,9 @@ impl Agent {
             }
             None => {
                 let (extension, id) = (pending.extension, pending.id.clone());
-                let answer = self.finish_navigation(pending, false, Map::new());
-                self.answer_extension(extension, id, answer);
+                if let Some(answer) = self.finish_navigation(pending, false, Map::new()) {
+                    self.answer_extension(extension, id, answer);
+                }
                 None
             }
         }
@@ -162,35 +254,216 @@ impl Agent {
             return false;
         };
         let (extension, id) = (pending.extension, pending.id.clone());
-        let result = self.finish_navigation(pending, cancel, answer);
-        self.answer_extension(extension, id, result);
+        if let Some(result) = self.finish_navigation(pending, cancel, answer) {
+            self.answer_extension(extension, id, result);
+        }
         true
     }
 
+    /// Ends the navigation (Some: its answer), or starts the model's summary of the branch
+    /// (None: answered when the summary ends).
     fn finish_navigation(
         &mut self,
         pending: PendingTree,
         cancel: bool,
         answer: Map<String, Value>,
-    ) -> Result<Value, String> {
+    ) -> Option<Result<Value, String>> {
         if cancel {
-            return Ok(json!({ "cancelled": true }));
+            return Some(Ok(json!({ "cancelled": true })));
         }
         if self.is_busy() {
-            return Err(
+            return Some(Err(
                 "Wait for the current response to finish before navigating the session tree."
                     .into(),
-            );
+            ));
         }
         let target = &pending.target;
-        let label = match answer.get("label") {
-            Some(label) => label.as_str().map(String::from),
-            None => target.label.clone(),
+        // The hook's instructions override the request's (pi 1.6.0).
+        let text_field = |key: &str, fallback: &Option<String>| match answer.get(key) {
+            Some(value) => value.as_str().map(String::from),
+            None => fallback.clone(),
         };
-        let summary = answer.get("summary").filter(|_| target.summarize);
-        if target.summarize && pending.has_entries && summary.is_none() {
-            return Err("pi-rs does not summarize a branch itself: a session_before_tree answer must give the summary".into());
+        let label = text_field("label", &target.label);
+        let summary = answer.get("summary").filter(|_| target.summarize).map(|s| {
+            let text = s["summary"].as_str().unwrap_or_default().to_string();
+            let details = s.get("details").filter(|d| !d.is_null()).cloned();
+            (text, details, true)
+        });
+        if target.summarize && !pending.abandoned.is_empty() && summary.is_none() {
+            let instructions = text_field("customInstructions", &target.custom_instructions);
+            let replace = match answer.get("replaceInstructions") {
+                Some(value) => value.as_bool(),
+                None => target.replace_instructions,
+            };
+            return match self.start_branch_summary(&pending, instructions, replace, label) {
+                Ok(summary) => {
+                    self.extensions.tree = Some(PendingTree {
+                        summary: Some(Box::new(summary)),
+                        ..pending
+                    });
+                    None
+                }
+                Err(error) => Some(Err(error)),
+            };
         }
+        Some(self.move_leaf(&pending, label, summary))
+    }
+
+    /// The summary request for the abandoned branch, sent.
+    fn start_branch_summary(
+        &mut self,
+        pending: &PendingTree,
+        instructions: Option<String>,
+        replace: Option<bool>,
+        label: Option<String>,
+    ) -> Result<TreeSummary, String> {
+        let base = self.base_request().map_err(|()| self.credentials_error())?;
+        let entries: Vec<&SessionEntry> = pending
+            .abandoned
+            .iter()
+            .filter_map(|id| self.session.entry(id))
+            .collect();
+        let reserve = self
+            .config
+            .setting("branchSummary.reserveTokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_RESERVE_TOKENS);
+        let window = match self.model.context_window {
+            0 => 128_000,
+            window => window,
+        };
+        let (messages, files) = branch_messages(&entries, window.saturating_sub(reserve));
+        let (read_files, modified_files) = files.lists();
+        let prompt = match (instructions.filter(|i| !i.is_empty()), replace) {
+            (Some(instructions), Some(true)) => instructions,
+            (Some(instructions), _) => {
+                format!(
+                    "{}\n\nAdditional focus: {instructions}",
+                    compaction::BRANCH_PROMPT
+                )
+            }
+            (None, _) => compaction::BRANCH_PROMPT.to_string(),
+        };
+        let request = SummaryRequest {
+            kind: SummaryKind::History,
+            system_prompt: compaction::SYSTEM_PROMPT.to_string(),
+            user_text: format!("{}{prompt}", compaction::conversation_block(&messages)),
+        }
+        .into_stream_request(base);
+        self.runs.next_request += 1;
+        let req = RequestId(self.runs.next_request);
+        let (sender, events) = crossbeam_channel::bounded(super::PROVIDER_CHANNEL_CAPACITY);
+        let handle = provider::spawn_stream(req, request, sender);
+        Ok(TreeSummary {
+            handle,
+            events,
+            draft: Draft::new(&self.model, crate::rpc::Profile::Default),
+            last_event: Instant::now(),
+            read_files,
+            modified_files,
+            label,
+        })
+    }
+
+    /// An event of the branch summary's request (`None`: its stream ended without one, or went
+    /// idle for too long).
+    pub(super) fn on_tree_summary_event(&mut self, event: Option<ProviderEvent>) {
+        let Some(summary) = self
+            .extensions
+            .tree
+            .as_mut()
+            .and_then(|t| t.summary.as_mut())
+        else {
+            return;
+        };
+        summary.last_event = Instant::now();
+        let finished = match event {
+            Some(event) if event.req != summary.handle.req => return,
+            Some(event) => {
+                super::compaction_phase::fold_summary_event(&mut summary.draft, event.event)
+            }
+            None => Some((
+                StopReason::Error,
+                Some("the summary request ended without an answer".into()),
+            )),
+        };
+        let Some((stop_reason, error_message)) = finished else {
+            return;
+        };
+        let Some(mut pending) = self.extensions.tree.take() else {
+            return;
+        };
+        let Some(summary) = pending.summary.take() else {
+            return;
+        };
+        let TreeSummary {
+            handle,
+            events,
+            draft,
+            read_files,
+            modified_files,
+            label,
+            ..
+        } = *summary;
+        drop(handle);
+        drop(events);
+        let reply = draft.finish(stop_reason, error_message);
+        self.extra_usage.push(reply.usage.clone());
+        let result = match reply.stop_reason {
+            StopReason::Aborted => Ok(json!({ "cancelled": true, "aborted": true })),
+            StopReason::Error => Err(format!(
+                "Branch summarization failed: {}",
+                reply.error_message.as_deref().filter(|m| !m.is_empty()).unwrap_or("Unknown error")
+            )),
+            StopReason::Length => Err("Branch summarization failed: generation hit the token cap and the summary is incomplete".into()),
+            _ if reply.content.iter().any(|b| matches!(b, ContentBlock::ToolCall(_))) => {
+                Err("Branch summarization attempted to call a tool".into())
+            }
+            // A run started meanwhile: the leaf must not move under it.
+            _ if self.is_busy() => Err(
+                "Wait for the current response to finish before navigating the session tree."
+                    .into(),
+            ),
+            _ => {
+                let text = crate::messages::joined_text(&reply.content, "\n");
+                let mut summary = format!("{}{text}", compaction::BRANCH_PREAMBLE);
+                summary.push_str(&compaction::format_file_lists(&read_files, &modified_files));
+                let details = json!({"readFiles": read_files, "modifiedFiles": modified_files});
+                self.move_leaf(&pending, label, Some((summary, Some(details), false)))
+            }
+        };
+        let (extension, id) = (pending.extension, pending.id.clone());
+        self.answer_extension(extension, id, result);
+    }
+
+    /// `abort` while the branch is summarized: the request is dropped and the navigation
+    /// answered `{cancelled: true, aborted: true}` (pi 1.6.0).
+    pub(super) fn abort_tree_summary(&mut self) {
+        if self
+            .extensions
+            .tree
+            .as_ref()
+            .is_none_or(|t| t.summary.is_none())
+        {
+            return;
+        }
+        if let Some(pending) = self.extensions.tree.take() {
+            let (extension, id) = (pending.extension, pending.id.clone());
+            drop(pending);
+            let cancelled = json!({ "cancelled": true, "aborted": true });
+            self.answer_extension(extension, id, Ok(cancelled));
+        }
+    }
+
+    /// Moves the leaf (with a summary: `(text, details, from the hook)`) and tells the
+    /// extensions `session_tree`.
+    fn move_leaf(
+        &mut self,
+        pending: &PendingTree,
+        label: Option<String>,
+        summary: Option<(String, Option<Value>, bool)>,
+    ) -> Result<Value, String> {
+        let target = &pending.target;
         let Some(entry) = self.session.entry(&target.target_id) else {
             return Err(format!("Entry {} not found", target.target_id));
         };
@@ -204,13 +477,12 @@ impl Agent {
         } else {
             Some(entry.id.clone())
         };
+        let from_hook = summary.as_ref().map(|(_, _, from_hook)| *from_hook);
         let summary_entry = match summary {
-            Some(summary) => {
-                let text = summary["summary"].as_str().unwrap_or_default();
-                let details = summary.get("details").filter(|d| !d.is_null()).cloned();
+            Some((text, details, from_hook)) => {
                 let summary_id = self
                     .session
-                    .branch_with_summary(new_leaf.as_deref(), text, details, Some(true))
+                    .branch_with_summary(new_leaf.as_deref(), &text, details, Some(from_hook))
                     .map_err(|e| e.to_string())?;
                 if let Some(label) = &label {
                     self.session
@@ -243,7 +515,7 @@ impl Agent {
         });
         if let Some(entry) = summary_entry {
             event["summaryEntry"] = entry;
-            event["fromExtension"] = json!(true);
+            event["fromExtension"] = json!(from_hook);
         }
         self.notify_extensions_of(event);
         Ok(json!({ "cancelled": false }))

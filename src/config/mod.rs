@@ -425,6 +425,7 @@ impl Config {
             return false;
         }
         self.runtime_api_keys.contains_key(provider)
+            || self.registry.is_virtual_only_provider(provider)
             || self.auth.has(provider)
             || self.env_bearer_token(provider).is_some()
             || auth::env_api_key(&self.env, provider).is_some()
@@ -835,6 +836,16 @@ impl Config {
             .collect();
         self.add_known_secrets(&secrets);
         Ok(())
+    }
+
+    /// (extensions) Adds or replaces a virtual model (`Registry::register_virtual_model`).
+    pub fn register_virtual_model(&mut self, model: Model) -> Result<(), String> {
+        self.registry.register_virtual_model(model)
+    }
+
+    /// (extensions) Removes a virtual model; false when there was none.
+    pub fn unregister_virtual_model(&mut self, provider: &str, id: &str) -> bool {
+        self.registry.unregister_virtual_model(provider, id)
     }
 
     /// (extensions) Whether an extension registered this provider.

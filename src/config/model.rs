@@ -101,7 +101,15 @@ pub struct Model {
     pub extra: Map<String, Value>,
 }
 
+/// The `api` of a virtual model's catalog entry (pi 1.6.0): requests for it are routed first.
+pub const VIRTUAL_MODEL_API: &str = "pi-virtual";
+
 impl Model {
+    /// A virtual model (an extension routes each of its requests to a physical model).
+    pub fn is_virtual(&self) -> bool {
+        self.api == VIRTUAL_MODEL_API
+    }
+
     /// `inputLimits` (images: `resize` bounds), from the catalog or models.json; `None` means
     /// pi's defaults.
     pub fn input_limits(&self) -> Option<&Value> {

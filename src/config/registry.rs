@@ -238,6 +238,9 @@ pub struct Registry {
     store: ModelsStore,
     /// Why models-store.json was ignored, if it was.
     pub store_error: Option<String>,
+    /// Virtual models extensions registered (pi 1.6.0 `registerVirtualModel`), in registration
+    /// order; each hides a physical model with its provider and id.
+    virtual_models: Vec<Model>,
 }
 
 impl Registry {
@@ -369,6 +372,7 @@ impl Registry {
                 file_providers: self.file_providers.clone(),
                 extension_providers: self.extension_providers.clone(),
                 store: self.store.clone(),
+                virtual_models: self.virtual_models.clone(),
             };
             shared_list(inputs, || self.build(&|_| true))
         })
@@ -410,6 +414,13 @@ impl Registry {
 
     /// The first model with this provider and id in registry order.
     pub fn find(&self, provider: &str, id: &str) -> Option<Model> {
+        if let Some(model) = self
+            .virtual_models
+            .iter()
+            .find(|m| m.provider == provider && m.id == id)
+        {
+            return Some(model.clone());
+        }
         if let Some(all) = self.all.get() {
             return all
                 .iter()
@@ -477,7 +488,48 @@ impl Registry {
                 None => models.push(model.clone()),
             }
         }
+        for model in self.virtual_models.iter().filter(|m| keep(&m.provider)) {
+            models.retain(|m| !(m.provider == model.provider && m.id == model.id));
+            models.push(model.clone());
+        }
         models
+    }
+
+    /// (extensions) Adds or replaces a virtual model; refused when a physical model of that
+    /// provider has its id (pi 1.6.0's error).
+    pub fn register_virtual_model(&mut self, model: Model) -> Result<(), String> {
+        if self
+            .find(&model.provider, &model.id)
+            .is_some_and(|existing| !existing.is_virtual())
+        {
+            return Err(format!(
+                "Virtual model {}/{} conflicts with a physical model.",
+                model.provider, model.id
+            ));
+        }
+        self.virtual_models
+            .retain(|m| !(m.provider == model.provider && m.id == model.id));
+        self.virtual_models.push(model);
+        self.all = OnceLock::new();
+        Ok(())
+    }
+
+    /// (extensions) Removes a virtual model; false when there was none.
+    pub fn unregister_virtual_model(&mut self, provider: &str, id: &str) -> bool {
+        let before = self.virtual_models.len();
+        self.virtual_models
+            .retain(|m| !(m.provider == provider && m.id == id));
+        let removed = self.virtual_models.len() != before;
+        if removed {
+            self.all = OnceLock::new();
+        }
+        removed
+    }
+
+    /// Whether the provider lists only virtual models (it then needs no credentials).
+    pub fn is_virtual_only_provider(&self, provider: &str) -> bool {
+        self.virtual_models.iter().any(|m| m.provider == provider)
+            && self.provider_models(provider).iter().all(Model::is_virtual)
     }
 
     fn apply(&mut self, providers: Map<String, Value>) {
@@ -661,6 +713,7 @@ struct ListInputs {
     file_providers: Map<String, Value>,
     extension_providers: Vec<(String, Value)>,
     store: ModelsStore,
+    virtual_models: Vec<Model>,
 }
 
 /// The full list for `inputs`, shared by every registry built from equal inputs while one of
@@ -717,7 +770,15 @@ impl ModelSource for Registry {
             .filter(|m| !is_builtin_model(&m.provider, &m.id))
             .find(|m| m.provider.to_lowercase() == lower)
             .map(|m| m.provider.clone());
+        let virtual_provider = || {
+            self.virtual_models
+                .iter()
+                .rev()
+                .find(|m| m.provider.to_lowercase() == lower)
+                .map(|m| m.provider.clone())
+        };
         appended
+            .or_else(virtual_provider)
             .or_else(|| {
                 CATALOG_PROVIDERS
                     .iter()
@@ -734,7 +795,7 @@ impl ModelSource for Registry {
 
     /// A scan of the build script's lowercased id index; only the matches are read in full.
     fn with_id(&self, id: &str) -> Vec<Model> {
-        if self.all.get().is_some() || !self.store.is_empty() {
+        if self.all.get().is_some() || !self.store.is_empty() || !self.virtual_models.is_empty() {
             return with_id(id, self.models());
         }
         let lower = id.to_lowercase();

@@ -215,6 +215,11 @@ pub enum ExtensionEvent {
         id: Option<String>,
         action: protocol::ControlAction,
     },
+    /// (v2) The answer to `ask` (`Ok`: the extension's result object, unchecked).
+    Answered {
+        id: HookId,
+        result: Result<Value, String>,
+    },
     /// (v2) A query; answer it with `answer(extension, "query_result", id, …)`.
     Query {
         extension: ExtensionId,
@@ -447,6 +452,7 @@ impl ExtensionHost {
             next_wire: 0,
             last_child_check: Instant::now(),
             streams: HashMap::new(),
+            routes: HashMap::new(),
         };
         let router = std::thread::Builder::new()
             .name("extension-host".into())
@@ -593,6 +599,20 @@ impl ExtensionHost {
             .collect()
     }
 
+    /// (v2) The virtual models of the `register` lines, in load order.
+    pub fn virtual_models(&self) -> Vec<(ExtensionId, protocol::VirtualModelDecl)> {
+        self.live()
+            .flat_map(|(index, loaded)| {
+                let id = ExtensionId(index);
+                loaded
+                    .registration
+                    .virtual_models
+                    .iter()
+                    .map(move |m| (id, m.clone()))
+            })
+            .collect()
+    }
+
     /// The registrations, by `ExtensionId` (empty for extensions that failed to load).
     #[cfg(test)]
     pub fn registration(&self, extension: ExtensionId) -> Option<&Registration> {
@@ -732,6 +752,28 @@ impl ExtensionHost {
             reply: None,
         });
         Some(id)
+    }
+
+    /// (v2) Asks `extension` a `kind` request (`route`: the route of one request made with its
+    /// virtual model; `refresh_models`: its provider's models). Exactly one `Answered` with the
+    /// returned id arrives: the answer, an error answer, or an error when `deadline` passes or
+    /// the extension fails first.
+    pub fn ask(
+        &self,
+        kind: &'static str,
+        extension: ExtensionId,
+        request: Value,
+        deadline: Duration,
+    ) -> HookId {
+        let id = HookId(self.next_id.fetch_add(1, Ordering::SeqCst));
+        let _ = self.control.send(Control::Ask {
+            kind,
+            id,
+            extension,
+            request,
+            deadline,
+        });
+        id
     }
 
     /// (v2) A handle for another thread (a provider thread) to ask hooks and send v2 events.

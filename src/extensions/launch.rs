@@ -102,7 +102,8 @@ pub fn register_providers_of(
         if only.is_some_and(|only| only != extension) {
             continue;
         }
-        if let Err(error) = config.register_provider(&decl.name, &decl.config) {
+        let (registered, _) = super::providers::without_refresh(&decl.config);
+        if let Err(error) = config.register_provider(&decl.name, &registered) {
             errors.push(Event::ExtensionError {
                 extension_path: host
                     .extension_path(extension)
@@ -113,7 +114,53 @@ pub fn register_providers_of(
             });
         }
     }
+    for (extension, decl) in host.virtual_models() {
+        let entry = super::providers::virtual_model_entry(&decl);
+        if let Err(error) = config.register_virtual_model(entry) {
+            errors.push(Event::ExtensionError {
+                extension_path: host
+                    .extension_path(extension)
+                    .unwrap_or_default()
+                    .to_string(),
+                event: "register_virtual_model".into(),
+                error,
+            });
+        }
+    }
     errors
+}
+
+/// (v2) The providers of the `register` lines that `register_providers` took and whose
+/// extension refreshes their models (`refreshModels: true`), with the config registered.
+pub fn refreshed_providers(
+    host: &ExtensionHost,
+    config: &Config,
+) -> Vec<(super::ExtensionId, String, serde_json::Value)> {
+    host.providers()
+        .into_iter()
+        .filter_map(|(extension, decl)| {
+            let (registered, refresh) = super::providers::without_refresh(&decl.config);
+            (refresh && config.is_extension_provider(&decl.name))
+                .then_some((extension, decl.name, registered))
+        })
+        .collect()
+}
+
+/// (v2) The virtual models of the `register` lines that `register_providers` took, and the
+/// extension that routes each (the last registration of a provider and id wins).
+pub fn virtual_model_owners(
+    host: &ExtensionHost,
+    config: &Config,
+) -> Vec<((String, String), super::ExtensionId)> {
+    host.virtual_models()
+        .into_iter()
+        .filter(|(_, decl)| {
+            config
+                .find_model(&decl.provider, &decl.id)
+                .is_some_and(|m| m.is_virtual())
+        })
+        .map(|(extension, decl)| ((decl.provider, decl.id), extension))
+        .collect()
 }
 
 /// (v2) The providers of the `register` lines that the extensions stream themselves

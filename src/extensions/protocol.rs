@@ -150,6 +150,9 @@ pub struct Registration {
     /// (v2) `providers`: `[{name, config}]`, as `register_provider` takes them, registered
     /// before the start-up model is chosen (pi's `registerProvider` during loading).
     pub providers: Vec<ProviderDecl>,
+    /// (v2) `virtualModels`: `[{provider, id, …}]`, as `register_virtual_model` takes its
+    /// `model`, registered with the providers (pi's `registerVirtualModel` during loading).
+    pub virtual_models: Vec<VirtualModelDecl>,
 }
 
 /// A provider an extension registers (pi's `registerProvider(name, config)`).
@@ -267,6 +270,13 @@ pub enum ExtensionMessage {
         id: String,
         event: Value,
     },
+    /// (v2) The answer to a request pi-rs made of one extension (`id`: its id): `route_result`
+    /// (`{model: {provider, id}, thinkingLevel?, state?}`) or `refresh_models_result`
+    /// (`{models}`); Err: the extension's `error`, or a result that is not an object.
+    RequestResult {
+        id: String,
+        result: Result<Value, String>,
+    },
     Action(Action),
     /// A UI request. `id` is the extension's own id (dialogs only); `request` holds the method's
     /// fields in the order of pi's `extension_ui_request`, without `type` and `id`.
@@ -303,6 +313,7 @@ impl ExtensionMessage {
             ExtensionMessage::Query { .. }
                 | ExtensionMessage::Control { .. }
                 | ExtensionMessage::StreamEvent { .. }
+                | ExtensionMessage::RequestResult { .. }
         )
     }
 
@@ -315,6 +326,7 @@ impl ExtensionMessage {
             ExtensionMessage::ToolResult { .. } => "tool_result",
             ExtensionMessage::CommandDone { .. } => "command_done",
             ExtensionMessage::StreamEvent { .. } => "stream_event",
+            ExtensionMessage::RequestResult { .. } => "route_result",
             ExtensionMessage::Action(_) => "action",
             ExtensionMessage::Ui { .. } => "ui",
             ExtensionMessage::Error { .. } => "error",
@@ -381,6 +393,99 @@ pub enum ControlAction {
     RegisterMcpServer { name: String, config: Value },
     /// `unregister_mcp_server` `{name}`: closes this extension's server. Answer: null.
     UnregisterMcpServer { name: String },
+    // --- virtual models (pi 1.6.0 `registerVirtualModel`; src/agent/virtual_models.rs) ---
+    /// `register_virtual_model` `{model: {provider, id, name?, thinkingLevels?, contextWindow?,
+    /// maxTokens?, input?}}`: a selectable model whose requests this extension routes (`route`).
+    /// Answer: null.
+    RegisterVirtualModel(VirtualModelDecl),
+    /// `unregister_virtual_model` `{provider, modelId}`. Answer: whether it was registered.
+    UnregisterVirtualModel { provider: String, model_id: String },
+}
+
+/// (v2) A virtual model's definition (pi 1.6.0's `registerVirtualModel` without `route`, which
+/// the extension answers over `route` requests).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VirtualModelDecl {
+    pub provider: String,
+    pub id: String,
+    pub name: String,
+    /// The levels offered for selection (default `["off"]`).
+    pub thinking_levels: Vec<String>,
+    pub context_window: Option<u64>,
+    pub max_tokens: Option<u64>,
+    /// Input types offered for selection (default text and images).
+    pub input: Option<Vec<String>>,
+}
+
+/// (v2) The control types of virtual models.
+const VIRTUAL_CONTROL_TYPES: [&str; 2] = ["register_virtual_model", "unregister_virtual_model"];
+
+fn parse_virtual_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
+    let err = |e: ProtocolError| format!("{kind}: {e}");
+    if kind == "unregister_virtual_model" {
+        return Ok(ControlAction::UnregisterVirtualModel {
+            provider: fields.string("provider").map_err(err)?,
+            model_id: fields.string("modelId").map_err(err)?,
+        });
+    }
+    let object = fields
+        .0
+        .get("model")
+        .and_then(Value::as_object)
+        .ok_or("register_virtual_model: model must be an object")?;
+    parse_virtual_model(kind, object).map(ControlAction::RegisterVirtualModel)
+}
+
+/// A virtual model's definition (`register_virtual_model.model`, `register.virtualModels[]`).
+fn parse_virtual_model(
+    kind: &str,
+    object: &Map<String, Value>,
+) -> Result<VirtualModelDecl, String> {
+    let err = |e: ProtocolError| format!("{kind}: {e}");
+    let model = Fields(object);
+    let strings = |key: &str| -> Result<Option<Vec<String>>, String> {
+        match object.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(String::from))
+                .collect::<Option<Vec<String>>>()
+                .map(Some)
+                .ok_or(format!("{kind}: model.{key} must be strings")),
+            Some(_) => Err(format!("{kind}: model.{key} must be an array of strings")),
+        }
+    };
+    let number = |key: &str| match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or(format!("{kind}: model.{key} must be a whole number")),
+    };
+    let provider = model.string("provider").map_err(err)?;
+    let id = model.string("id").map_err(err)?;
+    if provider.trim().is_empty() || id.trim().is_empty() {
+        return Err("Virtual model provider and id must not be empty.".into());
+    }
+    let thinking_levels = strings("thinkingLevels")?.unwrap_or_else(|| vec!["off".into()]);
+    if let Some(level) = thinking_levels
+        .iter()
+        .find(|l| crate::config::ThinkingLevel::parse(l).is_none())
+    {
+        return Err(format!("{kind}: unknown thinking level {level:?}"));
+    }
+    Ok(VirtualModelDecl {
+        name: model
+            .opt_string("name")
+            .map_err(err)?
+            .unwrap_or_else(|| id.clone()),
+        provider,
+        id,
+        thinking_levels,
+        context_window: number("contextWindow")?,
+        max_tokens: number("maxTokens")?,
+        input: strings("input")?,
+    })
 }
 
 /// (v2) The control types of MCP servers, apart from `CONTROL_TYPES` (issue 28's addition).
@@ -757,6 +862,22 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
             id: fields.opt_string("id")?,
             action: parse_mcp_control(kind, &fields),
         }),
+        kind if VIRTUAL_CONTROL_TYPES.contains(&kind) => Ok(ExtensionMessage::Control {
+            id: fields.opt_string("id")?,
+            action: parse_virtual_control(kind, &fields),
+        }),
+        "route_result" | "refresh_models_result" => {
+            let id = fields.string("id")?;
+            let result = match object.get("error") {
+                Some(Value::String(error)) => Err(error.clone()),
+                Some(other) if !other.is_null() => Err(other.to_string()),
+                _ => match object.get("result") {
+                    Some(Value::Object(result)) => Ok(Value::Object(result.clone())),
+                    _ => Err(format!("{kind}.result must be an object")),
+                },
+            };
+            Ok(ExtensionMessage::RequestResult { id, result })
+        }
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }
 }
@@ -820,6 +941,11 @@ fn parse_register(fields: &Fields) -> Result<ExtensionMessage, ProtocolError> {
                     _ => return Err(bad("providers[].config must be an object")),
                 },
             });
+        }
+        for item in fields.array("virtualModels")? {
+            let object = as_object(item, "virtualModels[]")?;
+            let decl = parse_virtual_model("virtualModels[]", object).map_err(bad)?;
+            registration.virtual_models.push(decl);
         }
     }
     Ok(ExtensionMessage::Register {
@@ -1122,6 +1248,13 @@ pub fn stream_request_line(id: &str, request: &Value) -> String {
         }
     }
     Value::Object(line).to_string()
+}
+
+/// (v2) `{"type":<kind>,"id","deadlineMs","request"}`: a question for one extension —
+/// `route` (pick the physical model of a request made with its virtual model) or
+/// `refresh_models` (its provider's models now).
+pub fn request_line(kind: &str, id: &str, deadline_ms: u64, request: &Value) -> String {
+    json!({"type": kind, "id": id, "deadlineMs": deadline_ms, "request": request}).to_string()
 }
 
 /// (v2) `{"type":"cancel_stream","id"}`: pi-rs no longer reads that stream (abort).
@@ -1481,5 +1614,61 @@ mod tests {
         assert_eq!(value["mode"], "rpc");
         assert_eq!(value["sessionId"], "s1");
         assert_eq!(value["sessionFile"], Value::Null);
+    }
+
+    #[test]
+    fn virtual_models_and_request_answers_parse() {
+        let message = parse(
+            json!({"type": "register_virtual_model", "id": "1", "model": {
+            "provider": "router", "id": "auto", "thinkingLevels": ["low", "high"],
+            "contextWindow": 5000}}),
+        )
+        .unwrap();
+        let ExtensionMessage::Control {
+            action: Ok(ControlAction::RegisterVirtualModel(decl)),
+            ..
+        } = message
+        else {
+            panic!("{message:?}");
+        };
+        assert_eq!(decl.name, "auto", "the name defaults to the id");
+        assert_eq!(decl.thinking_levels, ["low", "high"]);
+        assert_eq!(decl.context_window, Some(5000));
+        assert_eq!(decl.input, None);
+        let bad = |model: Value| match parse(json!({"type": "register_virtual_model", "id": "1",
+                                                      "model": model}))
+        {
+            Ok(ExtensionMessage::Control { action: Err(e), .. }) => e,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            bad(json!({"provider": "p", "id": "x", "thinkingLevels": ["loud"]}))
+                .contains("unknown thinking level")
+        );
+        assert_eq!(
+            bad(json!({"provider": " ", "id": "x"})),
+            "Virtual model provider and id must not be empty."
+        );
+        assert!(bad(json!({"provider": "p", "id": "x", "maxTokens": -1})).contains("whole number"));
+        let answer = parse(json!({"type": "route_result", "id": "r1", "result": {"model": {}}}));
+        assert!(
+            matches!(answer, Ok(ExtensionMessage::RequestResult { ref id, result: Ok(_) }) if id == "r1")
+        );
+        let error = parse(json!({"type": "refresh_models_result", "id": "r2", "error": "down"}));
+        assert!(
+            matches!(error, Ok(ExtensionMessage::RequestResult { result: Err(ref e), .. }) if e == "down")
+        );
+        let not_object = parse(json!({"type": "route_result", "id": "r3", "result": 3}));
+        assert!(matches!(
+            not_object,
+            Ok(ExtensionMessage::RequestResult { result: Err(_), .. })
+        ));
+        let register = parse(json!({"type": "register", "protocol": 2,
+                                    "virtualModels": [{"provider": "r", "id": "b"}]}))
+        .unwrap();
+        let ExtensionMessage::Register { registration, .. } = register else {
+            panic!("register");
+        };
+        assert_eq!(registration.virtual_models[0].thinking_levels, ["off"]);
     }
 }

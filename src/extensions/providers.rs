@@ -183,6 +183,57 @@ impl RequestHooks for ProviderHooks {
     }
 }
 
+// ---- providers whose models the extension refreshes (`refreshModels: true`) -------------------
+
+/// A `register_provider` config without pi-rs's `refreshModels: true` (pi's `refreshModels`
+/// function: the extension answers `refresh_models` requests), and whether it had it.
+pub fn without_refresh(config: &Value) -> (Value, bool) {
+    let mut config = config.clone();
+    let refresh = config
+        .as_object_mut()
+        .and_then(|c| c.remove("refreshModels"))
+        .is_some_and(|v| v == Value::Bool(true));
+    (config, refresh)
+}
+
+// ---- virtual models (pi 1.6.0 `registerVirtualModel`; routed in src/agent/virtual_models.rs) ----
+
+/// The catalog entry of a virtual model (pi 1.6.0's `createVirtualModel`).
+pub fn virtual_model_entry(decl: &super::protocol::VirtualModelDecl) -> Model {
+    let levels = &decl.thinking_levels;
+    let map: serde_json::Map<String, Value> = crate::config::ThinkingLevel::ALL
+        .iter()
+        .map(|level| {
+            let name = level.as_str();
+            let value = if levels.iter().any(|l| l == name) {
+                Value::String(name.into())
+            } else {
+                Value::Null
+            };
+            (name.to_string(), value)
+        })
+        .collect();
+    Model {
+        id: decl.id.clone(),
+        name: decl.name.clone(),
+        api: crate::config::model::VIRTUAL_MODEL_API.into(),
+        provider: decl.provider.clone(),
+        base_url: String::new(),
+        reasoning: levels.iter().any(|l| l != "off"),
+        thinking_level_map: Some(map),
+        input: decl
+            .input
+            .clone()
+            .unwrap_or_else(|| vec!["text".into(), "image".into()]),
+        cost: Default::default(),
+        context_window: decl.context_window.unwrap_or(0),
+        max_tokens: decl.max_tokens.unwrap_or(0),
+        headers: None,
+        compat: None,
+        extra: Default::default(),
+    }
+}
+
 // ---- providers that stream themselves (`register_provider` with `streamSimple: true`) -----------
 
 /// Events of one extension-streamed response waiting for the provider thread.

@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use crate::extensions::with_extensions;
-use crate::fake_provider::{FakeProvider, Reply};
+use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{
     Pi, Setup, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
@@ -1097,7 +1097,11 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
     let flags: Value = serde_json::from_str(&next_notice(&mut pi, "flags ")).expect("json");
     assert_eq!(flags, json!({"plan": true}));
     assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
-    let stderr = pi.stderr_when(|s| !stderr_events(s, "session_shutdown").is_empty());
+    // The new process's stderr line may come after its notice on stdout: wait for both.
+    let stderr = pi.stderr_when(|s| {
+        !stderr_events(s, "session_shutdown").is_empty()
+            && stderr_events(s, "session_start").len() >= 2
+    });
     let shutdowns = stderr_events(&stderr, "session_shutdown");
     let starts = stderr_events(&stderr, "session_start");
     assert_eq!(shutdowns.len(), 1, "{stderr}");
@@ -1260,6 +1264,8 @@ fn navigate_tree_moves_the_leaf_through_the_session_before_tree_hook() {
     let fake = FakeProvider::start(vec![
         Reply::sse(sse::anthropic_text(&["A1"])),
         Reply::sse(sse::anthropic_text(&["A2"])),
+        // The branch summary pi-rs asks for after the malformed answer ("BAD").
+        Reply::status(400, fixture("anthropic/error_400.json"), &[]),
     ]);
     let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
     pi.command("p1", "prompt", json!({"message": "First"}));
@@ -1347,12 +1353,14 @@ fn navigate_tree_moves_the_leaf_through_the_session_before_tree_hook() {
         )],
         "n4",
     );
+    // Without a summary from the hook, the model is asked; its failure fails the navigation.
     assert!(
         bad["error"]
             .as_str()
-            .is_some_and(|e| e.contains("must give the summary")),
+            .is_some_and(|e| e.starts_with("Branch summarization failed: ")),
         "{bad}"
     );
+    assert_eq!(fake.wait_for_requests(3, pi.timeout()).len(), 3);
     assert!(
         pi.records()
             .iter()
@@ -1623,4 +1631,457 @@ fn user_bash_answers_blocks_or_lets_the_rpc_bash_command_run() {
     // No answer from the hook: the command runs here.
     let local = pi.command("b3", "bash", json!({"command": "echo local"}));
     assert_eq!(local["data"]["output"], "local\n", "{local}");
+}
+
+/// The router fixture's next `route` report.
+#[track_caller]
+fn next_route(pi: &mut Pi) -> Value {
+    next_report(pi, "route ", |_| true)
+}
+
+#[test]
+fn a_virtual_model_is_selected_and_each_request_is_routed_by_the_extension() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_bash("call_1", "echo routed")),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+        Reply::sse(sse::anthropic_text(&["Thought hard."])),
+    ]);
+    let setup = Setup::anthropic(&fake).with_sessions();
+    let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
+    let registered = next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    assert_eq!(registered["result"], Value::Null, "{registered}");
+    let models = pi.command("am", "get_available_models", json!({}));
+    let listed = models["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .find(|m| m["provider"] == "router" && m["id"] == "auto")
+        .cloned()
+        .expect("router/auto is available (a provider of virtual models only needs no key)");
+    assert_eq!(listed["api"], "pi-virtual", "{listed}");
+    assert_eq!(listed["contextWindow"], 50000, "{listed}");
+    // Registering a physical model's id is refused, as pi 1.6.0 does.
+    let clash = ask(
+        &mut pi,
+        &[json!({"type": "register_virtual_model", "id": "c",
+                 "model": {"provider": "fake-anthropic", "id": "fake-claude"}})],
+        "c",
+    );
+    assert_eq!(
+        clash["error"], "Virtual model fake-anthropic/fake-claude conflicts with a physical model.",
+        "{clash}"
+    );
+
+    // Selection: the virtual model and its levels.
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    let level = pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    assert_eq!(level["success"], true, "{level}");
+
+    // Dispatch: a user turn, then a tool follow-up that stays on the routed model.
+    pi.command("p1", "prompt", json!({"message": "Run it"}));
+    let first = next_route(&mut pi);
+    assert_eq!(
+        first,
+        json!({"reason": "user", "model": "auto", "thinkingLevel": "low", "state": null,
+               "previous": null, "failed": null})
+    );
+    let second = next_route(&mut pi);
+    assert_eq!(
+        second,
+        json!({"reason": "continuation", "model": "auto", "thinkingLevel": "low",
+               "state": {"turns": 1},
+               "previous": {"model": "fake-claude-plain", "thinkingLevel": "off"}, "failed": null})
+    );
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[0].body["model"], "fake-claude-plain");
+    assert_eq!(requests[1].body["model"], "fake-claude-plain");
+    assert!(
+        requests[0].body.get("thinking").is_none(),
+        "{}",
+        requests[0].body
+    );
+    let state = pi.command("s1", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["id"], "auto", "{state}");
+    assert_eq!(state["data"]["thinkingLevel"], "low", "{state}");
+
+    // A high selection goes to the reasoning model at high.
+    pi.command("tl2", "set_thinking_level", json!({"level": "high"}));
+    pi.command("p2", "prompt", json!({"message": "Think hard"}));
+    let third = next_route(&mut pi);
+    assert_eq!(third["reason"], "user", "{third}");
+    assert_eq!(third["state"], json!({"turns": 1}), "{third}");
+    assert_eq!(third["previous"]["model"], "fake-claude-plain", "{third}");
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert_eq!(requests[2].body["model"], "fake-claude");
+    assert!(
+        requests[2].body.get("thinking").is_some(),
+        "{}",
+        requests[2].body
+    );
+
+    // The session records the selection in model_change / thinking_level_change, the dispatch
+    // in each assistant message, and the router state as pi 1.6.0's custom entry.
+    let path = crate::support::session_file(&mut pi, "sf");
+    let entries = crate::support::read_jsonl(&path);
+    let selection: Vec<String> = entries
+        .iter()
+        .filter_map(|e| match e["type"].as_str() {
+            Some("model_change") => Some(format!(
+                "model {}/{}",
+                e["provider"].as_str()?,
+                e["modelId"].as_str()?
+            )),
+            Some("thinking_level_change") => {
+                Some(format!("level {}", e["thinkingLevel"].as_str()?))
+            }
+            _ => None,
+        })
+        .collect();
+    // (The start-up selection first; medium is clamped to the virtual model's levels: high.)
+    assert_eq!(
+        selection,
+        [
+            "model fake-anthropic/fake-claude",
+            "level medium",
+            "model router/auto",
+            "level high",
+            "level low",
+            "level high"
+        ],
+        "{entries:?}"
+    );
+    let dispatch: Vec<String> = entries
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .map(|e| {
+            let m = &e["message"];
+            format!(
+                "{} {} {} {}",
+                m["provider"], m["api"], m["model"], m["thinkingLevel"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        dispatch,
+        [
+            r#""fake-anthropic" "anthropic-messages" "fake-claude-plain" "off""#,
+            r#""fake-anthropic" "anthropic-messages" "fake-claude-plain" "off""#,
+            r#""fake-anthropic" "anthropic-messages" "fake-claude" "high""#,
+        ]
+    );
+    let states: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "pi.virtual-model-state")
+        .map(|e| &e["data"])
+        .collect();
+    assert_eq!(
+        states,
+        [
+            &json!({"provider": "router", "modelId": "auto", "state": {"turns": 1}}),
+            &json!({"provider": "router", "modelId": "auto", "state": {"turns": 2}}),
+        ]
+    );
+    fake.finish();
+}
+
+#[test]
+fn a_failed_route_ends_the_run_with_an_error_and_sends_nothing() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["router.py"]));
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    for (text, error) in [
+        ("ROUTE-ERROR now", "router exploded"),
+        (
+            "ROUTE-NOWHERE now",
+            "Virtual model router/auto routed to router/auto, which is not a physical model.",
+        ),
+    ] {
+        pi.command("p", "prompt", json!({"message": text}));
+        // As pi 1.6.0: an error response naming the virtual model, recorded, then the end.
+        let deadline = pi.deadline();
+        let records = pi.recv_until(
+            |r| r["type"] == "message_end" && r["message"]["role"] == "assistant",
+            deadline,
+        );
+        let reply = records.last().expect("the match")["message"].clone();
+        let named = (&reply["api"], &reply["provider"], &reply["model"]);
+        assert_eq!(
+            named,
+            (&json!("pi-virtual"), &json!("router"), &json!("auto"))
+        );
+        assert_eq!(reply["stopReason"], "error", "{reply}");
+        assert_eq!(reply["errorMessage"], error, "{reply}");
+        let end = pi.wait_for_event("agent_end");
+        assert_eq!(
+            end["messages"].as_array().and_then(|m| m.last()),
+            Some(&reply)
+        );
+    }
+    // After the extension's registration is removed, the selection cannot be routed.
+    let removed = ask(
+        &mut pi,
+        &[
+            json!({"type": "unregister_virtual_model", "id": "u", "provider": "router", "modelId": "auto"}),
+        ],
+        "u",
+    );
+    assert_eq!(removed["result"], true, "{removed}");
+    pi.command("p3", "prompt", json!({"message": "hello"}));
+    let end = pi.wait_for_event("agent_end");
+    assert!(
+        end.to_string()
+            .contains("Virtual model router/auto is not registered."),
+        "{end}"
+    );
+    assert!(fake.requests().is_empty());
+    fake.finish();
+}
+
+#[test]
+fn a_virtual_model_of_the_register_line_can_be_the_start_up_model() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Booted."]))]);
+    let setup = Setup::new(&fake, "router", "boot");
+    let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["data"]["model"]["provider"], "router", "{state}");
+    assert_eq!(state["data"]["model"]["id"], "boot", "{state}");
+    assert_eq!(state["data"]["thinkingLevel"], "off", "{state}");
+    pi.command("p", "prompt", json!({"message": "Start"}));
+    let route = next_route(&mut pi);
+    assert_eq!(route["model"], "boot", "{route}");
+    assert_eq!(route["reason"], "user", "{route}");
+    let end = pi.wait_for_event("agent_end");
+    let reply = end["messages"].as_array().and_then(|m| m.last()).cloned();
+    let reply = reply.unwrap_or_default();
+    assert_eq!(reply["model"], "fake-claude-plain", "{end}");
+    assert_eq!(
+        fake.wait_for_requests(1, pi.timeout())[0].body["model"],
+        "fake-claude-plain"
+    );
+    fake.finish();
+}
+
+#[test]
+fn session_shutdown_is_heard_before_the_session_change_is_answered() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(Setup::anthropic(&fake).with_sessions(), &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    next_event(&mut pi, "session_start");
+    let answer = ask_for_session_change(&mut pi, json!({"type": "new_session", "id": "n1"}), "n1");
+    assert_eq!(answer["result"], json!({"cancelled": false}), "{answer}");
+    // pi 1.6.0 emits session_shutdown before it replaces the session: the old process hears it
+    // before the answer to its own request, once.
+    let stderr = pi.stderr_text();
+    let old: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            (l.contains("] event ") && l.contains("\"type\": \"session_shutdown\""))
+                || (l.contains("] answer ") && l.contains("\"id\": \"n1\""))
+        })
+        .collect();
+    assert_eq!(old.len(), 2, "{stderr}");
+    assert!(old[0].contains("session_shutdown"), "{stderr}");
+    assert!(old[0].contains("\"reason\": \"new\""), "{stderr}");
+    assert!(old[1].contains("answer"), "{stderr}");
+    fake.finish();
+}
+
+#[test]
+fn navigate_tree_summarizes_the_abandoned_branch_with_the_model() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_bash("call_1", "echo hi")),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nSay hi"])),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("p2", "prompt", json!({"message": "Second, run echo"}));
+    pi.wait_for_event("agent_end");
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let a1 = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .expect("the first reply")["id"]
+        .clone();
+    let line = json!({"type": "navigate_tree", "id": "n", "targetId": a1, "summarize": true,
+                      "customInstructions": "Focus on the shell", "label": "explored"});
+    let answer = ask(&mut pi, &[line], "n");
+    assert_eq!(answer["result"], json!({"cancelled": false}), "{answer}");
+    // The summary request: the abandoned branch (without tool results) and the instructions.
+    let request = &fake.wait_for_requests(4, pi.timeout())[3];
+    let text = request.body["messages"].to_string();
+    assert!(text.contains("Second, run echo"), "{text}");
+    assert!(
+        text.contains("Additional focus: Focus on the shell"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("First"),
+        "the shared part is not summarized: {text}"
+    );
+    assert!(request.body.get("tools").is_none(), "{}", request.body);
+    let trees = events_seen(&pi, "session_tree");
+    let tree = trees.last().expect("session_tree");
+    let summary = &tree["summaryEntry"];
+    assert_eq!(summary["type"], "branch_summary", "{tree}");
+    assert_eq!(summary["fromHook"], false, "{tree}");
+    assert_eq!(tree["fromExtension"], false, "{tree}");
+    assert_eq!(summary["parentId"], a1, "{tree}");
+    assert_eq!(
+        summary["details"],
+        json!({"readFiles": [], "modifiedFiles": []}),
+        "{tree}"
+    );
+    let text = summary["summary"].as_str().expect("summary");
+    assert!(text.ends_with("## Goal\nSay hi"), "{text}");
+    assert!(
+        text.len() > "## Goal\nSay hi".len(),
+        "a preamble comes first: {text}"
+    );
+    // The conversation now ends with the summary; the label is on it.
+    let messages = pi.command("m", "get_messages", json!({}));
+    let roles: Vec<&str> = messages["data"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .filter(|role| *role != "system")
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "branchSummary"]);
+    let leaf = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "l", "query": "leaf"})],
+        "l",
+    );
+    assert_eq!(leaf["result"]["type"], "label", "{leaf}");
+    assert_eq!(leaf["result"]["label"], "explored", "{leaf}");
+    fake.finish();
+}
+
+#[test]
+fn abort_ends_a_branch_summary_and_the_leaf_stays() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::stall_after(""),
+    ]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    for (id, text) in [("p1", "First"), ("p2", "Second")] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_end");
+    }
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let replies: Vec<Value> = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .map(|e| e["id"].clone())
+        .collect();
+    let line =
+        json!({"type": "navigate_tree", "id": "n", "targetId": replies[0], "summarize": true});
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    fake.wait_for_requests(3, pi.timeout());
+    pi.command("a", "abort", json!({}));
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(
+        answer["result"],
+        json!({"cancelled": true, "aborted": true}),
+        "{answer}"
+    );
+    let leaf = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "l", "query": "leaf"})],
+        "l",
+    );
+    assert_eq!(leaf["result"]["id"], replies[1], "{leaf}");
+    fake.finish();
+}
+
+/// The ids of `provider`'s models `get_available_models` lists once they include `wanted`
+/// (the refresh is answered while commands are served: asked again until then).
+#[track_caller]
+fn models_once_listed(pi: &mut Pi, provider: &str, wanted: &str) -> Vec<String> {
+    let deadline = pi.deadline();
+    for attempt in 0.. {
+        let models = pi.command(&format!("am{attempt}"), "get_available_models", json!({}));
+        let ids: Vec<String> = models["data"]["models"]
+            .as_array()
+            .expect("models")
+            .iter()
+            .filter(|m| m["provider"] == provider)
+            .filter_map(|m| m["id"].as_str().map(String::from))
+            .collect();
+        if ids.iter().any(|id| id == wanted) {
+            return ids;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{wanted} never listed: {ids:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unreachable!()
+}
+
+#[test]
+fn a_provider_s_models_are_refreshed_by_its_extension() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Fresh."]))]);
+    let setup = Setup::anthropic(&fake).env("ROUTER_DYN_URL", &fake.base_url());
+    let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
+    // The register line's provider is asked once at start; the answer replaces its models.
+    let asked = next_report(&mut pi, "refresh ", |_| true);
+    assert_eq!(asked["provider"], "dyn", "{asked}");
+    assert!(asked["allowNetwork"].is_boolean(), "{asked}");
+    let ids = models_once_listed(&mut pi, "dyn", "dyn-fresh-1");
+    assert_eq!(ids, ["dyn-fresh-1", "dyn-fresh-2"]);
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "dyn", "modelId": "dyn-fresh-2"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    pi.command("p", "prompt", json!({"message": "Hi"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.body["model"], "dyn-fresh-2");
+    assert_eq!(request.header("x-api-key"), Some("dyn-key"));
+
+    // A provider registered later with refreshModels is asked right after its registration.
+    let config = json!({"baseUrl": fake.base_url(), "apiKey": "dyn-key",
+                        "api": "anthropic-messages", "refreshModels": true});
+    // (It is asked before the registration is answered.)
+    let line = json!({"type": "register_provider", "id": "r", "name": "late", "config": config});
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    let asked = next_report(&mut pi, "refresh ", |_| true);
+    assert_eq!(asked["provider"], "late", "{asked}");
+    let registered = next_answer(&mut pi, "r");
+    assert_eq!(registered["result"], Value::Null, "{registered}");
+    let ids = models_once_listed(&mut pi, "late", "late-fresh-1");
+    assert_eq!(ids, ["late-fresh-1", "late-fresh-2"]);
+    fake.finish();
 }

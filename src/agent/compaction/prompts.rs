@@ -104,3 +104,42 @@ Answer in exactly this layout:
 - [What a reader needs to understand the part that was kept]
 
 Stay short and focus on what the kept part depends on.";
+
+/// Summary of a branch `navigate_tree` leaves (pi 1.6.0's branch summarizer; the layout follows
+/// its sections).
+pub const BRANCH_PROMPT: &str = "\
+Summarize this conversation branch as notes for coming back to it later.
+
+Answer in exactly this layout:
+
+## Goal
+[What the user tried to achieve in this branch]
+
+## Constraints & Preferences
+- [Requirements, limits or preferences the user stated]
+- [Write \"(none)\" if there were none]
+
+## Progress
+### Done
+- [x] [Finished tasks and changes]
+
+### In Progress
+- [ ] [Work started but not finished]
+
+### Blocked
+- [Anything stopping progress, if so]
+
+## Key Decisions
+- **[Decision]**: [Why, in a few words]
+
+## Next Steps
+1. [What to do next to go on with this work]
+
+Be brief in every section. Copy file paths, function names and error messages exactly.";
+
+/// What a generated branch summary starts with: the model later reads it in the conversation.
+pub const BRANCH_PREAMBLE: &str = "\
+Before coming back here, the user explored another branch of the conversation.
+What happened there:
+
+";

@@ -65,7 +65,7 @@ pub(super) enum Control {
     Shutdown {
         grace: Duration,
         /// The `session_shutdown` event: reason `quit` at exit, `reload` before a reload,
-        /// `new` / `resume` / `fork` (with `targetSessionFile`) before a session change.
+        /// `new` / `resume` / `fork`: Null, the extensions heard it before the change.
         event: Value,
         done: Sender<()>,
     },
@@ -76,6 +76,15 @@ pub(super) enum Control {
         wire: String,
         line: String,
         reply: Sender<Value>,
+    },
+    /// (v2) Ask `extension` a `kind` request (`route`, `refresh_models`); the answer arrives
+    /// as `ExtensionEvent::Answered`.
+    Ask {
+        kind: &'static str,
+        id: HookId,
+        extension: ExtensionId,
+        request: Value,
+        deadline: Duration,
     },
     /// (v2) The stream's reader is gone (abort): the extension is told `cancel_stream`.
     CancelStream {
@@ -233,6 +242,17 @@ pub(super) struct Router {
     pub(super) last_child_check: Instant,
     /// (v2) Responses extensions stream, by wire id: (extension, where the events go).
     pub(super) streams: HashMap<String, (usize, Sender<Value>)>,
+    /// (v2) Requests of one extension (`route`, `refresh_models`) waiting for their answer,
+    /// by wire id.
+    pub(super) routes: HashMap<String, RouteWait>,
+}
+
+pub(super) struct RouteWait {
+    pub(super) extension: usize,
+    pub(super) id: HookId,
+    pub(super) kind: &'static str,
+    pub(super) deadline: Instant,
+    pub(super) timeout: Duration,
 }
 
 impl Router {
@@ -429,6 +449,35 @@ impl Router {
                 // A failed extension: `reply` is dropped here, the reader sees the stream end.
                 if self.send(extension.0, line, "stream") {
                     self.streams.insert(wire, (extension.0, reply));
+                }
+            }
+            Control::Ask {
+                kind,
+                id,
+                extension,
+                request,
+                deadline,
+            } => {
+                let wire = self.wire_id('r');
+                let ms = deadline.as_millis() as u64;
+                let line = protocol::request_line(kind, &wire, ms, &request);
+                if self.send(extension.0, line, kind) {
+                    self.routes.insert(
+                        wire,
+                        RouteWait {
+                            extension: extension.0,
+                            id,
+                            kind,
+                            deadline: crate::deadline::after(deadline),
+                            timeout: deadline,
+                        },
+                    );
+                } else {
+                    let path = self.path(extension.0);
+                    self.emit(ExtensionEvent::Answered {
+                        id,
+                        result: Err(format!("the extension {path} is not running")),
+                    });
                 }
             }
             Control::CancelStream { wire } => {
@@ -842,6 +891,21 @@ impl Router {
                     self.streams.remove(&id);
                 }
             }
+            ExtensionMessage::RequestResult { id, result } => {
+                if self.routes.get(&id).is_some_and(|r| r.extension == index)
+                    && let Some(wait) = self.routes.remove(&id)
+                {
+                    self.emit(ExtensionEvent::Answered {
+                        id: wait.id,
+                        result,
+                    });
+                } else {
+                    log::debug!(
+                        "late or unknown route answer {id} from {}",
+                        self.path(index)
+                    );
+                }
+            }
             ExtensionMessage::Action(action) => self.emit(ExtensionEvent::Action {
                 extension: ExtensionId(index),
                 action,
@@ -966,6 +1030,20 @@ impl Router {
             }
         }
         self.streams.retain(|_, (owner, _)| *owner != index);
+        let routes: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|(_, wait)| wait.extension == index)
+            .map(|(wire, _)| wire.clone())
+            .collect();
+        for wire in routes {
+            if let Some(wait) = self.routes.remove(&wire) {
+                self.emit(ExtensionEvent::Answered {
+                    id: wait.id,
+                    result: Err(format!("the extension failed: {error}")),
+                });
+            }
+        }
         self.dialogs.retain(|_, dialog| {
             !matches!(dialog.owner, DialogOwner::Extension { extension, .. } if extension == index)
         });
@@ -995,6 +1073,9 @@ impl Router {
             if let Some(deadline) = dialog.deadline {
                 wake = wake.min(deadline);
             }
+        }
+        for wait in self.routes.values() {
+            wake = wake.min(wait.deadline);
         }
         wake
     }
@@ -1041,6 +1122,22 @@ impl Router {
                 format!("no register line within {seconds} s"),
             );
         }
+        // An extension that misses a request's deadline fails that request only (an error).
+        let late: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|(_, wait)| wait.deadline <= now)
+            .map(|(wire, _)| wire.clone())
+            .collect();
+        for wire in late {
+            if let Some(wait) = self.routes.remove(&wire) {
+                let ms = wait.timeout.as_millis();
+                self.emit(ExtensionEvent::Answered {
+                    id: wait.id,
+                    result: Err(format!("no answer to {} within {ms} ms", wait.kind)),
+                });
+            }
+        }
         if now >= self.last_child_check + CHILD_CHECK_INTERVAL {
             self.last_child_check = now;
             self.check_children();
@@ -1070,12 +1167,17 @@ impl Router {
         }
     }
 
-    /// `session_shutdown` to subscribers, stdin closed, a grace period, then the group kill.
+    /// `session_shutdown` to subscribers (unless `event` is Null), stdin closed, a grace
+    /// period, then the group kill.
     fn shutdown(&mut self, grace: Duration, event: &Value) {
         let line = protocol::event_line(event);
         for index in 0..self.extensions.len() {
             let extension = &self.extensions[index];
-            if !extension.failed && extension.registration.wants_event("session_shutdown") {
+            // Null: they heard it before (a session change tells them before it is made).
+            if !event.is_null()
+                && !extension.failed
+                && extension.registration.wants_event("session_shutdown")
+            {
                 self.send(index, line.clone(), "session_shutdown");
             }
         }
