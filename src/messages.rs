@@ -494,8 +494,9 @@ pub struct BranchSummaryMessage {
 
 /// Prompt state in the transcript (pi 1.6.0): `content` (a whole prompt, empty when the sections
 /// carry it), the named `sections` it sets (a `null` removes one; later messages patch earlier
-/// ones by name), and the tool declarations it adds and removes. Not conversation: providers
-/// get the replayed prompt and tools, never the message (see `agent::system_message`).
+/// ones by name), and the tool declarations it adds and removes. Providers get the replayed
+/// prompt and tools, or for a model that takes them the later messages in place (see
+/// `agent::system_message`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SystemMessage {
     pub content: UserContent,
@@ -516,6 +517,44 @@ pub struct SystemMessage {
     pub tools_removed: Option<Vec<Value>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl SystemMessage {
+    /// The content's text (blocks joined by LF, as pi's `contentText`).
+    fn content_text(&self) -> String {
+        match &self.content {
+            UserContent::Text(text) => text.clone(),
+            UserContent::Blocks(blocks) => joined_text(blocks, "\n"),
+        }
+    }
+
+    /// The whole prompt this message states: its content, then its sections in order, the
+    /// non-empty parts joined by blank lines (pi 1.6.0's `getSystemMessageText`).
+    pub fn prompt_text(&self) -> String {
+        let mut parts = vec![self.content_text()];
+        let sections = self.sections.iter().flatten();
+        parts.extend(sections.filter_map(|(_, v)| v.as_str().map(str::to_string)));
+        parts.retain(|part| !part.is_empty());
+        parts.join("\n\n")
+    }
+
+    /// This message as a later, mid-conversation instruction: its content, then each section it
+    /// changes framed by name (pi 1.6.0's `renderSystemMessageUpdate`); empty when it only
+    /// changes tools.
+    pub fn update_text(&self) -> String {
+        let mut parts = Vec::new();
+        let text = self.content_text();
+        if !text.is_empty() {
+            parts.push(text);
+        }
+        for (name, value) in self.sections.iter().flatten() {
+            parts.push(match value.as_str() {
+                None => format!("Removed system prompt section \"{name}\"."),
+                Some(text) => format!("Updated system prompt section \"{name}\":\n\n{text}"),
+            });
+        }
+        parts.join("\n\n")
+    }
 }
 
 /// The text blocks of `content` joined by `separator`; images and other blocks are left out.
@@ -548,6 +587,38 @@ pub struct ToolSpec {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The leading prompt and a later update render as pi 1.6.0's `getSystemMessageText` and
+    /// `renderSystemMessageUpdate` do.
+    #[test]
+    fn system_messages_render_as_a_prompt_and_as_an_update() {
+        let mut sections = Map::new();
+        sections.insert("preamble".into(), json!("Hello."));
+        sections.insert("docs".into(), Value::Null);
+        sections.insert("cwd".into(), json!("<cwd>\n/w\n</cwd>"));
+        let message = SystemMessage {
+            content: UserContent::Text("Base".into()),
+            sections: Some(sections),
+            timestamp: 0,
+            tools_added: None,
+            tools_removed: None,
+            extra: Map::new(),
+        };
+        assert_eq!(message.prompt_text(), "Base\n\nHello.\n\n<cwd>\n/w\n</cwd>");
+        assert_eq!(
+            message.update_text(),
+            "Base\n\nUpdated system prompt section \"preamble\":\n\nHello.\n\n\
+             Removed system prompt section \"docs\".\n\n\
+             Updated system prompt section \"cwd\":\n\n<cwd>\n/w\n</cwd>"
+        );
+        let tools_only = SystemMessage {
+            content: UserContent::Text(String::new()),
+            sections: None,
+            ..message
+        };
+        assert_eq!(tools_only.update_text(), "");
+        assert_eq!(tools_only.prompt_text(), "");
+    }
 
     #[test]
     fn user_message_serializes_like_pi() {

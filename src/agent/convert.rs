@@ -21,9 +21,15 @@ const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
 /// The messages to send, in order: only user, assistant and toolResult remain. System messages
 /// are prompt state, sent as the request's prompt and tools (see `system_message`).
 pub fn to_llm(messages: &[AgentMessage]) -> Vec<AgentMessage> {
+    convert(messages, false)
+}
+
+/// `to_llm`, with `keep_system` the system messages too (for a model that takes them in place).
+fn convert(messages: &[AgentMessage], keep_system: bool) -> Vec<AgentMessage> {
     messages
         .iter()
         .filter_map(|message| match message {
+            AgentMessage::System(_) if keep_system => Some(message.clone()),
             AgentMessage::System(_) => None,
             AgentMessage::User(_) | AgentMessage::Assistant(_) | AgentMessage::ToolResult(_) => {
                 Some(message.clone())
@@ -65,12 +71,16 @@ pub fn to_llm(messages: &[AgentMessage]) -> Vec<AgentMessage> {
         .collect()
 }
 
-/// What a request sends of `messages`: `to_llm`, and `without_images` when settings
-/// `images.blockImages` is on.
-pub fn for_request(messages: &[AgentMessage], block_images: bool) -> Vec<AgentMessage> {
+/// What a request sends of `messages`: `to_llm` (the system messages kept with `keep_system`),
+/// and `without_images` when settings `images.blockImages` is on.
+pub fn for_request(
+    messages: &[AgentMessage],
+    block_images: bool,
+    keep_system: bool,
+) -> Vec<AgentMessage> {
     match block_images {
-        true => without_images(to_llm(messages)),
-        false => to_llm(messages),
+        true => without_images(convert(messages, keep_system)),
+        false => convert(messages, keep_system),
     }
 }
 

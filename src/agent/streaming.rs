@@ -195,7 +195,6 @@ impl Agent {
         };
         request.hooks = self.provider_hooks(true);
         let block_images = self.config.block_images();
-        let to_llm = |messages: &[AgentMessage]| convert::for_request(messages, block_images);
         // (v2) A provider an extension streams itself gets the whole conversation every time.
         let served_by = self
             .extensions
@@ -203,19 +202,44 @@ impl Agent {
             .get(&request.model.provider)
             .copied()
             .zip(self.extensions.host.as_ref().map(|h| h.hook_channel()));
+        // A model that takes system messages mid-conversation gets the transcript's first one as
+        // the prompt and the later ones in place (pi 1.6.0); a forced prompt (an extension's
+        // `before_agent_start`) is sent whole at the head, as 1.6.0 projects it.
+        let messages = replacement.as_deref().unwrap_or(&self.messages);
+        let in_place = served_by.is_none()
+            && self.extensions.run_system_prompt.is_none()
+            && provider::request::sends_mid_convo_system_messages(&request.model);
+        let source = match messages.first() {
+            Some(AgentMessage::System(head)) if in_place => {
+                request.system_prompt = head.prompt_text();
+                &messages[1..]
+            }
+            _ => {
+                // Otherwise the prompt is the transcript's replayed state (a section added later
+                // comes last, as 1.6.0 replays it), unless an extension forced one.
+                let replayed = super::system_message::replay(messages);
+                if let Some(state) =
+                    replayed.filter(|_| self.extensions.run_system_prompt.is_none())
+                {
+                    request.system_prompt = state.prompt_text();
+                }
+                messages
+            }
+        };
+        let keep_system = source.len() < messages.len();
+        let to_llm =
+            |messages: &[AgentMessage]| convert::for_request(messages, block_images, keep_system);
         request.history = match &replacement {
             // This request only: the cache keeps describing the agent's own messages.
-            Some(messages) => {
-                request.messages = to_llm(messages);
+            Some(_) => {
+                request.messages = to_llm(source);
                 None
             }
             None if served_by.is_some() => {
-                request.messages = to_llm(&self.messages);
+                request.messages = to_llm(source);
                 None
             }
-            None => self
-                .request_cache
-                .prepare(&mut request, &self.messages, &to_llm),
+            None => self.request_cache.prepare(&mut request, source, &to_llm),
         };
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);

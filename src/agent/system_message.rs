@@ -8,9 +8,11 @@
 //! something changes (a switched working directory, another tool set). Compaction keeps the
 //! replayed state in its entry (`systemMessage`), so a compacted context still starts with it.
 //!
-//! Providers never see these messages: the request carries the prompt and tools the agent
-//! holds, which the transcript replays to by construction (pi 1.6.0 sends later system messages
-//! in place to models that accept them; pi-rs always sends the replayed state at the head).
+//! A request leads with the replayed state as its prompt; a model whose compat says
+//! `supportsMidConvoSystemMessages` instead gets the first system message as the prompt and the
+//! later ones in place, each rendered as the sections it changes (`SystemMessage::update_text`,
+//! placed by each wire API's builder), as pi 1.6.0 sends them. The tools are always the current
+//! set at the request's top level.
 
 use serde_json::{Map, Value, json};
 

@@ -297,6 +297,10 @@ fn convert_messages(
 ) -> Vec<Value> {
     let transformed = transform_messages(messages, model, &normalize_tool_call_id);
     let mut params: Vec<Value> = Vec::new();
+    // Later system messages (a model that takes them in place) wait until just before the next
+    // assistant message sent, or the end: Anthropic wants a tool's results right after its call,
+    // so an update placed before a user message lands after it (pi 1.6.0).
+    let mut pending_systems: Vec<Value> = Vec::new();
     let mut i = 0;
     while i < transformed.len() {
         match &transformed[i] {
@@ -367,7 +371,15 @@ fn convert_messages(
                     }
                 }
                 if !blocks.is_empty() {
+                    params.append(&mut pending_systems);
                     params.push(json!({"role": "assistant", "content": blocks}));
+                }
+            }
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    pending_systems.push(json!({"role": "system",
+                        "content": [{"type": "text", "text": text}]}));
                 }
             }
             AgentMessage::ToolResult(_) => {
@@ -390,9 +402,10 @@ fn convert_messages(
         i += 1;
     }
 
-    // Cache the conversation so far: the last block of a trailing user message.
+    params.append(&mut pending_systems);
+    // Cache the conversation so far: the last block of a trailing user or system message.
     if let Some(last) = params.last_mut()
-        && last["role"] == "user"
+        && (last["role"] == "user" || last["role"] == "system")
     {
         if let Some(text) = last["content"].as_str().map(str::to_string) {
             last["content"] =

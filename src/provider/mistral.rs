@@ -242,6 +242,13 @@ fn chat_messages(messages: &[AgentMessage], images: bool) -> Vec<Value> {
                 out.push(json!({"role": "tool", "content": content,
                     "tool_call_id": result.tool_call_id, "name": result.tool_name}));
             }
+            // A later system message, where it stands (a model that takes them in place).
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    out.push(json!({"role": "system", "content": text}));
+                }
+            }
             _ => {}
         }
     }

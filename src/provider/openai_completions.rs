@@ -616,15 +616,21 @@ fn normalize_tool_call_id(model: &Model, id: &str) -> String {
 fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
     let mut params = Vec::new();
     if !request.system_prompt.is_empty() {
-        let role = if request.model.reasoning && compat.supports_developer_role {
-            "developer"
-        } else {
-            "system"
-        };
-        params.push(json!({"role": role, "content": request.system_prompt}));
+        params.push(json!({"role": instruction_role(request, compat),
+            "content": request.system_prompt}));
     }
     convert_conversation(request, compat, &mut params);
     params
+}
+
+/// The role of the system prompt and of later system messages: `developer` for OpenAI's
+/// reasoning models, else `system`.
+fn instruction_role(request: &StreamRequest, compat: &Compat) -> &'static str {
+    if request.model.reasoning && compat.supports_developer_role {
+        "developer"
+    } else {
+        "system"
+    }
 }
 
 /// The elements `request.messages` encode to on their own, without the system prompt or cache
@@ -713,6 +719,15 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
                     last_was_tool_result = false;
                 }
                 continue;
+            }
+            // A later system message (the model takes them in place): what it changes, as an
+            // instruction where it stands; one that only changes tools sends nothing.
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    params.push(json!({"role": instruction_role(request, compat),
+                        "content": text}));
+                }
             }
             _ => {}
         }

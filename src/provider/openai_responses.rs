@@ -253,12 +253,12 @@ pub(crate) fn convert_input_with(
     });
 
     let mut input = Vec::new();
+    let role = if model.reasoning && model.compat_bool("supportsDeveloperRole") != Some(false) {
+        "developer"
+    } else {
+        "system"
+    };
     if include_system_prompt && !request.system_prompt.is_empty() {
-        let role = if model.reasoning {
-            "developer"
-        } else {
-            "system"
-        };
         input.push(json!({"role": role, "content": request.system_prompt}));
     }
     // Counts converted messages; names text items that carry no id of their own.
@@ -316,6 +316,13 @@ pub(crate) fn convert_input_with(
                 input.push(
                     json!({"type": "function_call_output", "call_id": call_id, "output": output}),
                 );
+            }
+            // A later system message, where it stands (a model that takes them in place).
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    input.push(json!({"role": role, "content": text}));
+                }
             }
             _ => continue,
         }

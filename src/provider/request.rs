@@ -95,3 +95,20 @@ pub(crate) fn apply_sampling_params(body: &mut Map<String, Value>, request: &Str
         body.insert(key.clone(), value.clone());
     }
 }
+
+/// Whether requests to `model` carry the transcript's later system messages in place, as pi
+/// 1.6.0 sends them to a model whose `compat` says `supportsMidConvoSystemMessages` (on the wire
+/// APIs that have them; Google, Vertex and Bedrock always fold them into the leading prompt).
+/// Otherwise the request leads with the replayed prompt and has no system message after it.
+pub fn sends_mid_convo_system_messages(model: &Model) -> bool {
+    let api_has_them = matches!(
+        model.api.as_str(),
+        "openai-completions"
+            | "openai-responses"
+            | "azure-openai-responses"
+            | "openai-codex-responses"
+            | "anthropic-messages"
+            | "mistral-conversations"
+    );
+    api_has_them && model.compat_bool("supportsMidConvoSystemMessages") == Some(true)
+}

@@ -23,8 +23,9 @@ pub struct StreamRequest {
     /// Extra headers (models.json), already resolved.
     pub headers: Vec<(String, String)>,
     pub system_prompt: String,
-    /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages.
-    /// With `history`, only the messages after it.
+    /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages,
+    /// and the later system messages for a model that takes them in place
+    /// (`request::sends_mid_convo_system_messages`). With `history`, only the messages after it.
     pub messages: Vec<AgentMessage>,
     /// The conversation's start, already encoded for this wire API (`request_cache`).
     pub history: Option<super::history::EncodedHistory>,

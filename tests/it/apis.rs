@@ -447,3 +447,167 @@ fn force_adaptive_thinking_compat_picks_adaptive_thinking() {
         Some("interleaved-thinking-2025-05-14")
     );
 }
+
+/// Two processes on one session: the second adds `--append-system-prompt`, so its run starts
+/// with a system message that sets the `addendum` section. Returns the second request's body.
+fn body_after_a_prompt_change(api: &str, reply: &str, compat: Value) -> Value {
+    let replies = || match api {
+        "mistral-conversations" => Reply::sse(MISTRAL_TEXT),
+        _ => Reply::sse_fixture(reply),
+    };
+    let fake = FakeProvider::start(vec![replies(), replies()]);
+    let models = json!({"providers": {"mc": {"baseUrl": "__BASE_URL__", "api": api,
+        "apiKey": "mc-key-123456",
+        "models": [{"id": "mc-model", "input": ["text"], "compat": compat}]}}});
+    let workspace = Workspace::new();
+    let setup = Setup::new(&fake, "mc", "mc-model")
+        .models_json(&models.to_string())
+        .with_sessions();
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let file = crate::support::session_file(&mut pi, "s");
+    pi.close_and_wait();
+
+    let setup = setup
+        .arg("--session")
+        .arg(&file.to_string_lossy())
+        .arg("--append-system-prompt")
+        .arg("Answer briefly.");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    requests[1].body.clone()
+}
+
+const MISTRAL_TEXT: &str = "data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"mc-model\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Done.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":2,\"total_tokens\":22}}\n\ndata: [DONE]\n\n";
+
+const ADDENDUM_UPDATE: &str =
+    "Updated system prompt section \"addendum\":\n\n<addendum>\nAnswer briefly.\n</addendum>";
+
+/// The text of a wire message's content (a string, or text blocks joined).
+fn content_text(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+/// The roles of a conversation array, user texts and system updates spelled out.
+fn shape(items: &[Value]) -> Vec<String> {
+    items
+        .iter()
+        .map(|m| {
+            let role = m["role"].as_str().unwrap_or("");
+            match role {
+                "user" => format!("user:{}", content_text(m)),
+                "system" | "developer" if content_text(m).starts_with("Updated") => {
+                    format!("{role}:{}", content_text(m))
+                }
+                _ => role.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The prompt after a system-prompt change, as pi 1.6.0 sends it: to a model whose compat says
+/// `supportsMidConvoSystemMessages`, the conversation keeps the first prompt at its head and the
+/// change goes where the transcript has it, rendered as `Updated system prompt section "…"` —
+/// a `system`/`developer` message on Chat Completions, Responses and Mistral; on Anthropic held
+/// until the next assistant message or the end (here: after the new user message, with the
+/// cache marker). Without the key, the head carries the whole new prompt and nothing follows.
+/// Passes against pi 1.6.0 too.
+#[test]
+fn a_prompt_change_reaches_mid_conversation_models_in_place() {
+    let on = json!({"supportsMidConvoSystemMessages": true});
+    let update = |role: &str| format!("{role}:{ADDENDUM_UPDATE}");
+
+    let body = body_after_a_prompt_change("openai-completions", "openai/text.sse", on.clone());
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        shape(messages),
+        [
+            "system",
+            "user:first",
+            "assistant",
+            &update("system"),
+            "user:second"
+        ],
+        "{body}"
+    );
+    assert!(
+        !content_text(&messages[0]).contains("Answer briefly."),
+        "{body}"
+    );
+    let body = body_after_a_prompt_change("openai-completions", "openai/text.sse", json!({}));
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        shape(messages),
+        ["system", "user:first", "assistant", "user:second"],
+        "{body}"
+    );
+    // The replayed prompt: the section added later comes last.
+    assert!(
+        content_text(&messages[0]).ends_with("<addendum>\nAnswer briefly.\n</addendum>"),
+        "{body}"
+    );
+
+    let body =
+        body_after_a_prompt_change("openai-responses", "openai-responses/text.sse", on.clone());
+    let input = body["input"].as_array().unwrap();
+    assert_eq!(
+        shape(input)
+            .into_iter()
+            .map(|s| if s.is_empty() { "item".into() } else { s })
+            .collect::<Vec<_>>(),
+        [
+            "system",
+            "user:first",
+            "item",
+            "assistant",
+            &update("system"),
+            "user:second"
+        ],
+        "{body}"
+    );
+
+    let body = body_after_a_prompt_change("mistral-conversations", "", on.clone());
+    assert_eq!(
+        shape(body["messages"].as_array().unwrap()),
+        [
+            "system",
+            "user:first",
+            "assistant",
+            &update("system"),
+            "user:second"
+        ],
+        "{body}"
+    );
+
+    let body = body_after_a_prompt_change("anthropic-messages", "anthropic/text.sse", on);
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        shape(messages),
+        ["user:first", "assistant", "user:second", &update("system")],
+        "{body}"
+    );
+    assert!(
+        !content_text(&body["system"][0]).contains("Answer briefly."),
+        "{body}"
+    );
+    let last = &messages[3]["content"][0];
+    assert_eq!(
+        last["cache_control"],
+        json!({"type": "ephemeral"}),
+        "{body}"
+    );
+}
