@@ -63,6 +63,13 @@ impl Agent {
             messages: Vec::new(),
             history: None,
             tools: self.tools.specs.clone(),
+            strict_preferred: self
+                .tools
+                .builtins
+                .iter()
+                .filter(|name| super::system_message::prefers_strict(name, true))
+                .cloned()
+                .collect(),
             thinking: self.thinking,
             thinking_budgets: [
                 self.config.thinking_budget(ThinkingLevel::Minimal),

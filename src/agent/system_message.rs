@@ -136,7 +136,7 @@ pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
         "description": spec.description,
         "parameters": spec.parameters,
     });
-    if builtin && matches!(spec.name.as_str(), "read" | "bash" | "edit" | "write") {
+    if prefers_strict(&spec.name, builtin) {
         tool["constrainedSampling"] = json!({"type": "json_schema", "strict": "prefer"});
     }
     if builtin && spec.name == crate::tools::codemode::TOOL_NAME {
@@ -144,6 +144,12 @@ pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
             "variants": {"openai_lark": crate::tools::codemode::SOURCE_GRAMMAR}});
     }
     tool
+}
+
+/// Whether a tool asks for strict JSON-schema sampling where the API allows it (pi 1.6.0 gives
+/// its own read/bash/edit/write `constrainedSampling` `strict: "prefer"`).
+pub fn prefers_strict(name: &str, builtin: bool) -> bool {
+    builtin && matches!(name, "read" | "bash" | "edit" | "write")
 }
 
 /// The names of the tools the transcript declares now.

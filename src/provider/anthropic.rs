@@ -12,7 +12,10 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, OpenBlocks, WireDecoder};
 use super::error_text::anthropic_http_error_message;
 use super::partial_json::parse_json_with_repair;
-use super::request::{api_url, base_max_tokens, mapped_thinking_level, with_extra_headers};
+use super::request::{
+    UnsupportedKeyword, api_url, base_max_tokens, mapped_thinking_level, strict_parameters,
+    with_extra_headers,
+};
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -64,6 +67,10 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         .unwrap_or(true);
     let long_cache = model
         .compat_bool("supportsLongCacheRetention")
+        .unwrap_or(true);
+    let strict_tools = model.compat_bool("supportsStrictTools") == Some(true);
+    let cache_on_tools = model
+        .compat_bool("supportsCacheControlOnTools")
         .unwrap_or(true);
 
     let mut cache_control = json!({"type": "ephemeral"});
@@ -196,23 +203,33 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             .enumerate()
             .map(|(i, tool)| {
                 let mut t = Map::new();
-                let name = if oauth { to_claude_code_name(&tool.name) } else { tool.name.clone() };
+                let name = if oauth {
+                    to_claude_code_name(&tool.name)
+                } else {
+                    tool.name.clone()
+                };
                 t.insert("name".into(), json!(name));
                 t.insert("description".into(), json!(tool.description));
                 if eager_tool_streaming {
                     t.insert("eager_input_streaming".into(), json!(true));
                 }
-                let properties = tool.parameters.get("properties").cloned();
-                let required = tool.parameters.get("required").cloned();
+                let strict = strict_parameters(
+                    request,
+                    tool,
+                    strict_tools,
+                    Some(strict_rejects as UnsupportedKeyword),
+                );
+                if strict.is_some() {
+                    t.insert("strict".into(), json!(true));
+                }
                 t.insert(
                     "input_schema".into(),
-                    json!({
-                        "type": "object",
-                        "properties": properties.filter(|v| !v.is_null()).unwrap_or_else(|| json!({})),
-                        "required": required.filter(|v| !v.is_null()).unwrap_or_else(|| json!([])),
-                    }),
+                    input_schema(
+                        strict.as_ref().unwrap_or(&tool.parameters),
+                        strict.is_some(),
+                    ),
                 );
-                if i == last {
+                if i == last && cache_on_tools {
                     t.insert("cache_control".into(), cache_control.clone());
                 }
                 Value::Object(t)
@@ -282,6 +299,69 @@ pub fn adjust_max_tokens_for_thinking(
         budget = max_tokens.saturating_sub(1024);
     }
     (Some(max_tokens), Some(budget))
+}
+
+/// A tool's `input_schema`: an object with its properties and required names, and its
+/// `additionalProperties`, `$defs` and `definitions` where it has them (Anthropic rejects other
+/// root keywords); a strict schema as converted, with the same keys (pi 1.6.0).
+fn input_schema(schema: &Value, strict: bool) -> Value {
+    let field = |key: &str| schema.get(key).filter(|v| !v.is_null()).cloned();
+    let mut legacy = Map::new();
+    legacy.insert("type".into(), json!("object"));
+    legacy.insert(
+        "properties".into(),
+        field("properties").unwrap_or(json!({})),
+    );
+    legacy.insert("required".into(), field("required").unwrap_or(json!([])));
+    for key in ["additionalProperties", "$defs", "definitions"] {
+        if let Some(value) = schema.get(key) {
+            legacy.insert(key.into(), value.clone());
+        }
+    }
+    if !strict {
+        return Value::Object(legacy);
+    }
+    // A strict schema keeps its own keys in their order, the legacy values over them.
+    let mut merged = schema.as_object().cloned().unwrap_or_default();
+    for (key, value) in legacy {
+        merged.insert(key, value);
+    }
+    Value::Object(merged)
+}
+
+/// Keywords Anthropic's strict tool use rejects for the whole request (pi 1.6.0).
+fn strict_rejects(key: &str, value: &Value) -> bool {
+    const KEYWORDS: [&str; 11] = [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "maxItems",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+    ];
+    const FORMATS: [&str; 10] = [
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "uri",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    ];
+    match key {
+        _ if KEYWORDS.contains(&key) => true,
+        "minItems" => value != &json!(0) && value != &json!(1),
+        "format" => !value.as_str().is_some_and(|f| FORMATS.contains(&f)),
+        _ => false,
+    }
 }
 
 /// Tool call ids Anthropic accepts: `[A-Za-z0-9_-]`, at most 64 characters.

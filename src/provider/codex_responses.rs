@@ -73,7 +73,7 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     body.insert("tool_choice".into(), json!("auto"));
     body.insert("parallel_tool_calls".into(), json!(true));
     if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request, Value::Null));
+        body.insert("tools".into(), tools_json(request, true, Value::Null));
     }
     let level = thinking_level(request);
     if let Some(level) = level {

@@ -12,7 +12,9 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
-use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
+use super::request::{
+    api_url, base_max_tokens, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
+};
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -408,12 +410,17 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
                 .tools
                 .iter()
                 .map(|tool| {
+                    let strict =
+                        strict_parameters(request, tool, compat.supports_strict_mode, None);
                     let mut function = Map::new();
                     function.insert("name".into(), json!(tool.name));
                     function.insert("description".into(), json!(tool.description));
-                    function.insert("parameters".into(), tool.parameters.clone());
+                    function.insert(
+                        "parameters".into(),
+                        strict.clone().unwrap_or_else(|| tool.parameters.clone()),
+                    );
                     if compat.supports_strict_mode {
-                        function.insert("strict".into(), json!(false));
+                        function.insert("strict".into(), json!(strict.is_some()));
                     }
                     json!({"type": "function", "function": function})
                 })

@@ -30,6 +30,9 @@ pub struct StreamRequest {
     /// The conversation's start, already encoded for this wire API (`request_cache`).
     pub history: Option<super::history::EncodedHistory>,
     pub tools: Vec<ToolSpec>,
+    /// The tools that prefer strict JSON-schema sampling (pi 1.6.0's `constrainedSampling`
+    /// `strict: "prefer"`: pi's own read/bash/edit/write), sent strict where the API allows.
+    pub strict_preferred: Vec<String>,
     pub thinking: ThinkingLevel,
     /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
     pub thinking_budgets: [Option<u64>; 4],

@@ -203,7 +203,14 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
     assert_eq!(body["input"][0]["role"], "user");
     assert_eq!(body["text"], json!({"verbosity": "low"}));
     assert_eq!(body["store"], false);
-    assert_eq!(body["tools"][0]["strict"], Value::Null);
+    // Codex's strict mode is on by default (pi 1.6.0): pi's `read` prefers strict sampling, so
+    // it is strict with its schema converted; a tool that does not say so gets `strict: null`.
+    assert_eq!(body["tools"][0]["name"], "read");
+    assert_eq!(body["tools"][0]["strict"], true);
+    assert_eq!(
+        body["tools"][0]["parameters"]["additionalProperties"],
+        false
+    );
     assert!(body.get("max_output_tokens").is_none());
 }
 
@@ -610,4 +617,70 @@ fn a_prompt_change_reaches_mid_conversation_models_in_place() {
         json!({"type": "ephemeral"}),
         "{body}"
     );
+}
+
+/// `supportsStrictTools` on Anthropic Messages, as pi 1.6.0 sends it: pi's read/bash/edit/write
+/// (which prefer strict sampling) say `strict: true` with their schemas made strict — every
+/// property required, optional ones nullable, no additional properties; without the key no tool
+/// says `strict` and optional properties stay optional. Chat Completions does the same with
+/// `supportsStrictMode`. Passes against pi 1.6.0 too.
+#[test]
+fn strict_tool_compat_keys_send_strict_schemas_for_pis_tools() {
+    let tools_for = |api: &str, reply: &str, compat: Value| -> Vec<Value> {
+        let fake = FakeProvider::start(vec![Reply::sse_fixture(reply)]);
+        let models = json!({"providers": {"st": {"baseUrl": "__BASE_URL__", "api": api,
+            "apiKey": "st-key-123456",
+            "models": [{"id": "st-model", "input": ["text"], "compat": compat}]}}});
+        let setup = Setup::new(&fake, "st", "st-model").models_json(&models.to_string());
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+        let body = fake.requests().remove(0).body;
+        body["tools"].as_array().expect("tools").clone()
+    };
+    let check_strict = |tool: &Value, schema: &Value| {
+        let properties = schema["properties"].as_object().unwrap();
+        let names: Vec<&String> = properties.keys().collect();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert_eq!(names, required, "{tool}");
+        assert_eq!(schema["additionalProperties"], false, "{tool}");
+    };
+    let tools = tools_for(
+        "anthropic-messages",
+        "anthropic/text.sse",
+        json!({"supportsStrictTools": true}),
+    );
+    assert_eq!(tools.len(), 4, "{tools:?}");
+    for tool in &tools {
+        assert_eq!(tool["strict"], true, "{tool}");
+        check_strict(tool, &tool["input_schema"]);
+    }
+    let read = tools.iter().find(|t| t["name"] == "read").unwrap();
+    assert_eq!(
+        read["input_schema"]["properties"]["offset"]["anyOf"][1],
+        json!({"type": "null"}),
+        "{read}"
+    );
+    let tools = tools_for("anthropic-messages", "anthropic/text.sse", json!({}));
+    for tool in &tools {
+        assert!(tool.get("strict").is_none(), "{tool}");
+    }
+    let read = tools.iter().find(|t| t["name"] == "read").unwrap();
+    assert_eq!(read["input_schema"]["required"], json!(["path"]), "{read}");
+
+    let tools = tools_for(
+        "openai-completions",
+        "openai/text.sse",
+        json!({"supportsStrictMode": true}),
+    );
+    for tool in &tools {
+        assert_eq!(tool["function"]["strict"], true, "{tool}");
+        check_strict(tool, &tool["function"]["parameters"]);
+    }
 }
