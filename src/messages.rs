@@ -317,6 +317,14 @@ pub struct AssistantMessage {
     pub api: String,
     pub provider: String,
     pub model: String,
+    /// The effort the provider was told in the conversation (pi 1.6.0: Responses'
+    /// `configuration_update`, with `compat.supportsMidConvoEffort`); replayed before this reply.
+    #[serde(
+        rename = "providerThinkingLevel",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub provider_thinking_level: Option<String>,
     pub usage: Usage,
     #[serde(rename = "stopReason")]
     pub stop_reason: StopReason,
@@ -375,6 +383,7 @@ impl AssistantMessage {
             api: api.to_string(),
             provider: provider.to_string(),
             model: model.to_string(),
+            provider_thinking_level: None,
             usage: Usage::default(),
             stop_reason: StopReason::Stop,
             timestamp: now_ms(),
@@ -396,6 +405,7 @@ impl AssistantMessage {
             api: self.api.clone(),
             provider: self.provider.clone(),
             model: self.model.clone(),
+            provider_thinking_level: self.provider_thinking_level.clone(),
             usage: self.usage.clone(),
             stop_reason: self.stop_reason,
             timestamp: self.timestamp,

@@ -149,6 +149,14 @@ impl Draft {
         }
     }
 
+    /// The effort the request told the provider in the conversation (pi 1.6.0's
+    /// `providerThinkingLevel`, on the message from its start; not in the legacy profile).
+    pub fn set_provider_thinking_level(&mut self, level: Option<String>) {
+        if !self.cumulative {
+            self.message.provider_thinking_level = level;
+        }
+    }
+
     /// Usage the provider priced itself, kept as it is.
     pub fn set_priced_usage(&mut self, usage: Usage) {
         self.usage_json = crate::rpc::shared_json(&usage, 128);

@@ -248,6 +248,7 @@ impl Agent {
             }
             None => self.request_cache.prepare(&mut request, source, &to_llm),
         };
+        let provider_thinking_level = provider::request::provider_thinking_level(&request);
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
@@ -262,10 +263,12 @@ impl Agent {
             }
             None => provider::spawn_stream(req, request, sender),
         };
+        let mut draft = Draft::new(&self.model, self.io.profile);
+        draft.set_provider_thinking_level(provider_thinking_level);
         self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,
-            draft: Draft::new(&self.model, self.io.profile),
+            draft,
             last_event: Instant::now(),
             sent_at: Instant::now(),
             lookahead: None,

@@ -77,7 +77,10 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     }
     let level = thinking_level(request);
     if let Some(level) = level {
-        let effort = mapped_effort(model, level, level.as_str());
+        let effort = match super::request::provider_thinking_level(request) {
+            Some(_) => json!(super::request::CONFIGURATION_UPDATE_REQUEST_EFFORT),
+            None => mapped_effort(model, level, level.as_str()),
+        };
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),

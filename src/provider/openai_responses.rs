@@ -20,7 +20,8 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::request::{
-    api_url, base_max_tokens, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
+    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, base_max_tokens, mapped_effort,
+    provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
@@ -117,7 +118,10 @@ pub(crate) fn insert_limits_tools_and_reasoning(
         return;
     }
     if let Some(level) = thinking_level(request) {
-        let effort = mapped_effort(model, level, level.as_str());
+        let effort = match provider_thinking_level(request) {
+            Some(_) => json!(CONFIGURATION_UPDATE_REQUEST_EFFORT),
+            None => mapped_effort(model, level, level.as_str()),
+        };
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
@@ -287,6 +291,7 @@ pub(crate) fn convert_input_with(
     if include_system_prompt && !request.system_prompt.is_empty() {
         input.push(json!({"role": role, "content": request.system_prompt}));
     }
+    let effort_marker = provider_thinking_level(request);
     // Counts converted messages; names text items that carry no id of their own.
     let mut message_index = 0usize;
     for message in &transformed {
@@ -315,6 +320,16 @@ pub(crate) fn convert_input_with(
                 let items = convert_assistant(assistant, model, message_index);
                 if items.is_empty() {
                     continue;
+                }
+                // The effort an earlier reply of this model was given, right before it.
+                let same_model = assistant.provider == model.provider
+                    && assistant.api == model.api
+                    && assistant.model == model.id;
+                if let Some(level) = assistant.provider_thinking_level.as_ref()
+                    && effort_marker.is_some()
+                    && same_model
+                {
+                    input.push(configuration_update(level));
                 }
                 input.extend(items);
             }
@@ -354,7 +369,15 @@ pub(crate) fn convert_input_with(
         }
         message_index += 1;
     }
+    if let Some(level) = effort_marker {
+        input.push(configuration_update(&level));
+    }
     input
+}
+
+/// A Responses item that sets the effort from here on (pi 1.6.0, `supportsMidConvoEffort`).
+fn configuration_update(effort: &str) -> Value {
+    json!({"type": "configuration_update", "reasoning": {"effort": effort}})
 }
 
 fn convert_assistant(

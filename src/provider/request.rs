@@ -113,6 +113,33 @@ pub fn sends_mid_convo_system_messages(model: &Model) -> bool {
     api_has_them && model.compat_bool("supportsMidConvoSystemMessages") == Some(true)
 }
 
+/// The effort a Responses request carries in `configuration_update` items instead of
+/// `reasoning.effort` (pi 1.6.0, `compat.supportsMidConvoEffort` on `openai-responses` and
+/// `openai-codex-responses`, not with Sign in with ChatGPT on `openai`), which the reply records
+/// as `providerThinkingLevel`; `None` otherwise or with thinking off.
+pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
+    let model = &request.model;
+    let chatgpt_sign_in = model.provider == "openai"
+        && model.base_url == "https://api.openai.com/v1"
+        && !request.api_key.starts_with("sk-");
+    let applies = match model.api.as_str() {
+        "openai-responses" => !chatgpt_sign_in,
+        "openai-codex-responses" => true,
+        _ => false,
+    };
+    if !applies || model.compat_bool("supportsMidConvoEffort") != Some(true) {
+        return None;
+    }
+    let level = thinking_level(request)?;
+    match mapped_effort(model, level, level.as_str()) {
+        Value::String(effort) => Some(effort),
+        other => Some(other.to_string()),
+    }
+}
+
+/// `reasoning.effort` while `configuration_update` items carry the level (pi 1.6.0).
+pub(crate) const CONFIGURATION_UPDATE_REQUEST_EFFORT: &str = "medium";
+
 /// Keywords no strict schema may hold (pi 1.6.0's `UNSUPPORTED_STRICT_SCHEMA_KEYS`).
 const UNSUPPORTED_STRICT_KEYS: [&str; 16] = [
     "$ref",

@@ -684,3 +684,61 @@ fn strict_tool_compat_keys_send_strict_schemas_for_pis_tools() {
         check_strict(tool, &tool["function"]["parameters"]);
     }
 }
+
+/// `compat.supportsMidConvoEffort` on OpenAI Responses, as pi 1.6.0 sends it: `reasoning.effort`
+/// stays `medium` and the thinking level travels as `configuration_update` items — one at the
+/// end of the input, and one before each earlier reply of the same model, with the level that
+/// reply records as `providerThinkingLevel`. Passes against pi 1.6.0 too.
+#[test]
+fn mid_conversation_effort_travels_in_configuration_updates() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai-responses/text.sse"),
+        Reply::sse_fixture("openai-responses/text.sse"),
+    ]);
+    let models = json!({"providers": {"me": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-responses", "apiKey": "me-key-123456",
+        "models": [{"id": "me-model", "reasoning": true, "input": ["text"],
+            "compat": {"supportsMidConvoEffort": true}}]}}});
+    let setup = Setup::new(&fake, "me", "me-model")
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    let first = assistant_messages(&run).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    assert_eq!(first["providerThinkingLevel"], "high", "{first}");
+    let start = run
+        .iter()
+        .find(|r| r["type"] == "message_start" && r["message"]["role"] == "assistant")
+        .expect("message_start");
+    assert_eq!(start["message"]["providerThinkingLevel"], "high", "{start}");
+    let response = pi.request(json!({"id": "t", "type": "set_thinking_level", "level": "low"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    let second = assistant_messages(&run).remove(0);
+    assert_eq!(second["providerThinkingLevel"], "low", "{second}");
+
+    let requests = fake.requests();
+    let update =
+        |effort: &str| json!({"type": "configuration_update", "reasoning": {"effort": effort}});
+    for request in &requests {
+        assert_eq!(
+            request.body["reasoning"]["effort"], "medium",
+            "{}",
+            request.body
+        );
+    }
+    let input = requests[0].body["input"].as_array().unwrap();
+    assert_eq!(input.last(), Some(&update("high")), "{input:?}");
+    let input = requests[1].body["input"].as_array().unwrap();
+    assert_eq!(input.last(), Some(&update("low")), "{input:?}");
+    let earlier = input
+        .iter()
+        .position(|i| *i == update("high"))
+        .expect("the first reply's level");
+    assert_eq!(input[earlier - 1]["role"], "user", "{input:?}");
+    assert_eq!(input[earlier + 1]["type"], "reasoning", "{input:?}");
+}
