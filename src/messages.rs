@@ -357,6 +357,10 @@ pub struct AssistantMessage {
         default
     )]
     pub error_message: Option<String>,
+    /// What the provider reported it changed or fell back to (pi 1.6.0: `type`, `timestamp`,
+    /// `error`, `details`), in arrival order.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub diagnostics: Option<Vec<Value>>,
     /// Milliseconds from the request to the reply's end (pi 1.6.0), on finished replies only.
     #[serde(
         rename = "durationMs",
@@ -392,6 +396,7 @@ impl AssistantMessage {
             end_turn: None,
             raw_stop_reason: None,
             error_message: None,
+            diagnostics: None,
             duration_ms: None,
             thinking_level: None,
             extra: Map::new(),
@@ -414,6 +419,7 @@ impl AssistantMessage {
             end_turn: self.end_turn,
             raw_stop_reason: self.raw_stop_reason.clone(),
             error_message: self.error_message.clone(),
+            diagnostics: self.diagnostics.clone(),
             duration_ms: self.duration_ms,
             thinking_level: self.thinking_level.clone(),
             extra: self.extra.clone(),

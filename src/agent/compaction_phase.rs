@@ -204,6 +204,7 @@ impl Agent {
         let finished = match event.event {
             StreamEvent::Opened
             | StreamEvent::Meta { .. }
+            | StreamEvent::Diagnostic(_)
             | StreamEvent::Retrying { .. }
             | StreamEvent::Waiting { .. } => None,
             StreamEvent::BlockStart { index, kind } => {

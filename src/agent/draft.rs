@@ -104,6 +104,14 @@ impl Draft {
         }
     }
 
+    /// One more entry of the reply's `diagnostics` (pi 1.6.0; not in the legacy profile).
+    pub fn add_diagnostic(&mut self, diagnostic: serde_json::Value) {
+        if !self.cumulative {
+            let list = self.message.diagnostics.get_or_insert_with(Vec::new);
+            list.push(diagnostic);
+        }
+    }
+
     /// Prices `usage` from the model's rates; a total the provider billed (OpenRouter) stays.
     pub fn set_usage(&mut self, mut usage: Usage) {
         let billed = (usage.cost.total_from_provider == Some(true)).then_some(usage.cost.total);

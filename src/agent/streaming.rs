@@ -320,6 +320,10 @@ impl Agent {
                 stream.draft.set_meta(response_id, response_model);
                 None
             }
+            StreamEvent::Diagnostic(diagnostic) => {
+                stream.draft.add_diagnostic(diagnostic);
+                None
+            }
             StreamEvent::BlockStart { index, kind } => {
                 let start = (!stream.draft.started).then(|| stream.draft.start_event());
                 if let Some(start) = start {

@@ -329,6 +329,25 @@ fn input_schema(schema: &Value, strict: bool) -> Value {
     Value::Object(merged)
 }
 
+/// The diagnostic of the input transformations Anthropic reports: each one's `type`, `path` and
+/// `reason` where given.
+fn input_transformations_diagnostic(list: &[Value]) -> Value {
+    let transformations: Vec<Value> = list
+        .iter()
+        .map(|t| {
+            let mut kept = Map::new();
+            for key in ["type", "path", "reason"] {
+                if let Some(value) = t.get(key).filter(|v| !v.is_null()) {
+                    kept.insert(key.into(), value.clone());
+                }
+            }
+            Value::Object(kept)
+        })
+        .collect();
+    json!({"type": "anthropic_input_transformations", "timestamp": crate::time::now_ms(),
+        "details": {"transformations": transformations}})
+}
+
 /// Keywords Anthropic's strict tool use rejects for the whole request (pi 1.6.0).
 fn strict_rejects(key: &str, value: &Value) -> bool {
     const KEYWORDS: [&str; 11] = [
@@ -571,6 +590,9 @@ pub struct Decoder {
     /// The error text of an error stop (`refusal`, `sensitive`).
     stop_message: Option<String>,
     saw_message_start: bool,
+    /// The latest `input_transformations` the stream reported (pi 1.6.0 records them in the
+    /// reply's `diagnostics`).
+    input_transformations: Option<Vec<Value>>,
     /// OAuth requests rename tools to Claude Code casing; names coming back are mapped to ours.
     oauth_tool_names: Option<Vec<String>>,
 }
@@ -583,6 +605,7 @@ impl Decoder {
             stop_reason: StopReason::Stop,
             stop_message: None,
             saw_message_start: false,
+            input_transformations: None,
             oauth_tool_names: is_oauth_token(&request.api_key)
                 .then(|| request.tools.iter().map(|t| t.name.clone()).collect()),
         }
@@ -682,6 +705,9 @@ impl WireDecoder for Decoder {
             "message_start" => {
                 self.saw_message_start = true;
                 let message = &event["message"];
+                if let Some(list) = message["input_transformations"].as_array() {
+                    self.input_transformations = Some(list.clone());
+                }
                 let response_id = message["id"].as_str().map(str::to_string);
                 if response_id.is_some() {
                     out.meta(response_id, None);
@@ -712,6 +738,9 @@ impl WireDecoder for Decoder {
                 }
             }
             "message_delta" => {
+                if let Some(list) = event["input_transformations"].as_array() {
+                    self.input_transformations = Some(list.clone());
+                }
                 if let Some(reason) = event["delta"]["stop_reason"].as_str() {
                     out.raw_stop_reason(reason);
                     match map_stop_reason(reason, &event["delta"]["stop_details"]) {
@@ -750,10 +779,18 @@ impl WireDecoder for Decoder {
                 }
                 self.push_usage(out);
             }
-            "message_stop" => match self.stop_message.take() {
-                Some(message) => out.done_with_message(self.stop_reason, Some(message)),
-                None => out.done(self.stop_reason),
-            },
+            "message_stop" => {
+                // A finished reply records what the API changed in its input (pi 1.6.0's
+                // `anthropic_input_transformations`).
+                let changed = self.input_transformations.take().filter(|l| !l.is_empty());
+                if let Some(list) = changed.filter(|_| self.stop_reason != StopReason::Error) {
+                    out.diagnostic(input_transformations_diagnostic(&list));
+                }
+                match self.stop_message.take() {
+                    Some(message) => out.done_with_message(self.stop_reason, Some(message)),
+                    None => out.done(self.stop_reason),
+                }
+            }
             _ => {}
         }
     }

@@ -375,6 +375,32 @@ pub(crate) fn convert_input_with(
     input
 }
 
+/// pi 1.6.0's `openai_input_transformations` diagnostic: the reasoning items the server says it
+/// removed from the input, except at a turn boundary (models that keep only the current turn's
+/// reasoning report every earlier one, every time).
+fn reasoning_removals(transformations: &Value) -> Option<Value> {
+    let removals: Vec<Value> = transformations
+        .as_array()?
+        .iter()
+        .filter(|t| {
+            t["type"] == "reasoning" && t["action"] == "removed" && t["reason"] != "turn_boundary"
+        })
+        .map(|t| {
+            let mut kept = Map::new();
+            for key in ["type", "id", "action", "reason"] {
+                if let Some(value) = t.get(key) {
+                    kept.insert(key.into(), value.clone());
+                }
+            }
+            Value::Object(kept)
+        })
+        .collect();
+    (!removals.is_empty()).then(|| {
+        json!({"type": "openai_input_transformations", "timestamp": crate::time::now_ms(),
+            "details": {"transformations": removals}})
+    })
+}
+
 /// A Responses item that sets the effort from here on (pi 1.6.0, `supportsMidConvoEffort`).
 fn configuration_update(effort: &str) -> Value {
     json!({"type": "configuration_update", "reasoning": {"effort": effort}})
@@ -819,6 +845,9 @@ impl Decoder {
     }
 
     fn completed(&mut self, response: &Value, out: &mut Emitter) {
+        if let Some(diagnostic) = reasoning_removals(&response["input_transformations"]) {
+            out.diagnostic(diagnostic);
+        }
         if let Some(id) = response["id"].as_str().filter(|id| !id.is_empty()) {
             self.set_response_id(id, out);
         }

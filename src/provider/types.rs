@@ -107,6 +107,9 @@ pub enum StreamEvent {
         response_id: Option<String>,
         response_model: Option<String>,
     },
+    /// A note for the reply's `diagnostics` (pi 1.6.0: what the provider changed or fell back
+    /// to, e.g. the input transformations it reports).
+    Diagnostic(serde_json::Value),
     BlockStart {
         index: usize,
         kind: BlockKind,

@@ -742,3 +742,62 @@ fn mid_conversation_effort_travels_in_configuration_updates() {
     assert_eq!(input[earlier - 1]["role"], "user", "{input:?}");
     assert_eq!(input[earlier + 1]["type"], "reasoning", "{input:?}");
 }
+
+/// The reply's `diagnostics`, as pi 1.6.0 records them: the input transformations Anthropic
+/// reports (`anthropic_input_transformations`, each with its `type`/`path`/`reason`) and the
+/// reasoning items OpenAI Responses says it removed (`openai_input_transformations`; a removal
+/// at a turn boundary is normal and left out). A reply without any has no `diagnostics`. Passes
+/// against pi 1.6.0 too.
+#[test]
+fn provider_input_transformations_become_the_replys_diagnostics() {
+    let reply_for = |api: &str, body: String| -> Value {
+        let fake = FakeProvider::start(vec![Reply::sse(body)]);
+        let models = json!({"providers": {"dg": {"baseUrl": "__BASE_URL__/v1", "api": api,
+            "apiKey": "dg-key-123456", "models": [{"id": "dg-model", "input": ["text"]}]}}});
+        let setup = Setup::new(&fake, "dg", "dg-model").models_json(&models.to_string());
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let message = assistant_messages(&run).remove(0);
+        assert_eq!(message["stopReason"], "stop", "{message}");
+        message
+    };
+    let anthropic = fixture("anthropic/text.sse").replacen(
+        "\"message\":{",
+        "\"message\":{\"input_transformations\":[{\"type\":\"thinking_removed\",\
+         \"path\":\"messages.1.content.0\",\"reason\":\"unsigned\",\"extra\":1}],",
+        1,
+    );
+    let message = reply_for("anthropic-messages", anthropic);
+    let diagnostics = message["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(diagnostics.len(), 1, "{message}");
+    assert_eq!(diagnostics[0]["type"], "anthropic_input_transformations");
+    assert!(diagnostics[0]["timestamp"].as_i64().is_some_and(|t| t > 0));
+    assert_eq!(
+        diagnostics[0]["details"],
+        json!({"transformations": [{"type": "thinking_removed",
+            "path": "messages.1.content.0", "reason": "unsigned"}]})
+    );
+
+    let responses = fixture("openai-responses/text.sse").replacen(
+        "\"response\":{\"id\":\"resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9\",\"object\":\"response\",\"created_at\":1767225600,\"status\":\"completed\"",
+        "\"response\":{\"id\":\"resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9\",\"object\":\"response\",\"created_at\":1767225600,\"status\":\"completed\",\
+         \"input_transformations\":[{\"type\":\"reasoning\",\"id\":\"rs_1\",\"action\":\"removed\",\"reason\":\"model_changed\"},\
+         {\"type\":\"reasoning\",\"id\":\"rs_2\",\"action\":\"removed\",\"reason\":\"turn_boundary\"}]",
+        1,
+    );
+    let message = reply_for("openai-responses", responses);
+    let diagnostics = message["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(
+        diagnostics[0]["type"], "openai_input_transformations",
+        "{message}"
+    );
+    assert_eq!(
+        diagnostics[0]["details"],
+        json!({"transformations": [{"type": "reasoning", "id": "rs_1", "action": "removed",
+            "reason": "model_changed"}]})
+    );
+
+    let plain = reply_for("anthropic-messages", fixture("anthropic/text.sse"));
+    assert!(plain.get("diagnostics").is_none(), "{plain}");
+}
