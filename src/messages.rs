@@ -317,6 +317,14 @@ pub struct AssistantMessage {
     pub api: String,
     pub provider: String,
     pub model: String,
+    /// The effort the provider was told in the conversation (pi 1.6.0: Responses'
+    /// `configuration_update`, with `compat.supportsMidConvoEffort`); replayed before this reply.
+    #[serde(
+        rename = "providerThinkingLevel",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub provider_thinking_level: Option<String>,
     pub usage: Usage,
     #[serde(rename = "stopReason")]
     pub stop_reason: StopReason,
@@ -349,6 +357,10 @@ pub struct AssistantMessage {
         default
     )]
     pub error_message: Option<String>,
+    /// What the provider reported it changed or fell back to (pi 1.6.0: `type`, `timestamp`,
+    /// `error`, `details`), in arrival order.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub diagnostics: Option<Vec<Value>>,
     /// Milliseconds from the request to the reply's end (pi 1.6.0), on finished replies only.
     #[serde(
         rename = "durationMs",
@@ -375,6 +387,7 @@ impl AssistantMessage {
             api: api.to_string(),
             provider: provider.to_string(),
             model: model.to_string(),
+            provider_thinking_level: None,
             usage: Usage::default(),
             stop_reason: StopReason::Stop,
             timestamp: now_ms(),
@@ -383,6 +396,7 @@ impl AssistantMessage {
             end_turn: None,
             raw_stop_reason: None,
             error_message: None,
+            diagnostics: None,
             duration_ms: None,
             thinking_level: None,
             extra: Map::new(),
@@ -396,6 +410,7 @@ impl AssistantMessage {
             api: self.api.clone(),
             provider: self.provider.clone(),
             model: self.model.clone(),
+            provider_thinking_level: self.provider_thinking_level.clone(),
             usage: self.usage.clone(),
             stop_reason: self.stop_reason,
             timestamp: self.timestamp,
@@ -404,6 +419,7 @@ impl AssistantMessage {
             end_turn: self.end_turn,
             raw_stop_reason: self.raw_stop_reason.clone(),
             error_message: self.error_message.clone(),
+            diagnostics: self.diagnostics.clone(),
             duration_ms: self.duration_ms,
             thinking_level: self.thinking_level.clone(),
             extra: self.extra.clone(),
@@ -494,8 +510,9 @@ pub struct BranchSummaryMessage {
 
 /// Prompt state in the transcript (pi 1.6.0): `content` (a whole prompt, empty when the sections
 /// carry it), the named `sections` it sets (a `null` removes one; later messages patch earlier
-/// ones by name), and the tool declarations it adds and removes. Not conversation: providers
-/// get the replayed prompt and tools, never the message (see `agent::system_message`).
+/// ones by name), and the tool declarations it adds and removes. Providers get the replayed
+/// prompt and tools, or for a model that takes them the later messages in place (see
+/// `agent::system_message`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SystemMessage {
     pub content: UserContent,
@@ -516,6 +533,44 @@ pub struct SystemMessage {
     pub tools_removed: Option<Vec<Value>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl SystemMessage {
+    /// The content's text (blocks joined by LF, as pi's `contentText`).
+    fn content_text(&self) -> String {
+        match &self.content {
+            UserContent::Text(text) => text.clone(),
+            UserContent::Blocks(blocks) => joined_text(blocks, "\n"),
+        }
+    }
+
+    /// The whole prompt this message states: its content, then its sections in order, the
+    /// non-empty parts joined by blank lines (pi 1.6.0's `getSystemMessageText`).
+    pub fn prompt_text(&self) -> String {
+        let mut parts = vec![self.content_text()];
+        let sections = self.sections.iter().flatten();
+        parts.extend(sections.filter_map(|(_, v)| v.as_str().map(str::to_string)));
+        parts.retain(|part| !part.is_empty());
+        parts.join("\n\n")
+    }
+
+    /// This message as a later, mid-conversation instruction: its content, then each section it
+    /// changes framed by name (pi 1.6.0's `renderSystemMessageUpdate`); empty when it only
+    /// changes tools.
+    pub fn update_text(&self) -> String {
+        let mut parts = Vec::new();
+        let text = self.content_text();
+        if !text.is_empty() {
+            parts.push(text);
+        }
+        for (name, value) in self.sections.iter().flatten() {
+            parts.push(match value.as_str() {
+                None => format!("Removed system prompt section \"{name}\"."),
+                Some(text) => format!("Updated system prompt section \"{name}\":\n\n{text}"),
+            });
+        }
+        parts.join("\n\n")
+    }
 }
 
 /// The text blocks of `content` joined by `separator`; images and other blocks are left out.
@@ -548,6 +603,38 @@ pub struct ToolSpec {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The leading prompt and a later update render as pi 1.6.0's `getSystemMessageText` and
+    /// `renderSystemMessageUpdate` do.
+    #[test]
+    fn system_messages_render_as_a_prompt_and_as_an_update() {
+        let mut sections = Map::new();
+        sections.insert("preamble".into(), json!("Hello."));
+        sections.insert("docs".into(), Value::Null);
+        sections.insert("cwd".into(), json!("<cwd>\n/w\n</cwd>"));
+        let message = SystemMessage {
+            content: UserContent::Text("Base".into()),
+            sections: Some(sections),
+            timestamp: 0,
+            tools_added: None,
+            tools_removed: None,
+            extra: Map::new(),
+        };
+        assert_eq!(message.prompt_text(), "Base\n\nHello.\n\n<cwd>\n/w\n</cwd>");
+        assert_eq!(
+            message.update_text(),
+            "Base\n\nUpdated system prompt section \"preamble\":\n\nHello.\n\n\
+             Removed system prompt section \"docs\".\n\n\
+             Updated system prompt section \"cwd\":\n\n<cwd>\n/w\n</cwd>"
+        );
+        let tools_only = SystemMessage {
+            content: UserContent::Text(String::new()),
+            sections: None,
+            ..message
+        };
+        assert_eq!(tools_only.update_text(), "");
+        assert_eq!(tools_only.prompt_text(), "");
+    }
 
     #[test]
     fn user_message_serializes_like_pi() {

@@ -484,6 +484,7 @@ pub(super) fn fold_summary_event(
     match event {
         StreamEvent::Opened
         | StreamEvent::Meta { .. }
+        | StreamEvent::Diagnostic(_)
         | StreamEvent::Retrying { .. }
         | StreamEvent::Waiting { .. } => None,
         StreamEvent::BlockStart { index, kind } => {

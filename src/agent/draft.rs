@@ -104,6 +104,14 @@ impl Draft {
         }
     }
 
+    /// One more entry of the reply's `diagnostics` (pi 1.6.0; not in the legacy profile).
+    pub fn add_diagnostic(&mut self, diagnostic: serde_json::Value) {
+        if !self.cumulative {
+            let list = self.message.diagnostics.get_or_insert_with(Vec::new);
+            list.push(diagnostic);
+        }
+    }
+
     /// Prices `usage` from the model's rates; a total the provider billed (OpenRouter) stays.
     pub fn set_usage(&mut self, mut usage: Usage) {
         let billed = (usage.cost.total_from_provider == Some(true)).then_some(usage.cost.total);
@@ -146,6 +154,14 @@ impl Draft {
         if !self.cumulative {
             self.message.duration_ms = Some(duration.as_millis() as u64);
             self.message.thinking_level = Some(level.as_str().to_string());
+        }
+    }
+
+    /// The effort the request told the provider in the conversation (pi 1.6.0's
+    /// `providerThinkingLevel`, on the message from its start; not in the legacy profile).
+    pub fn set_provider_thinking_level(&mut self, level: Option<String>) {
+        if !self.cumulative {
+            self.message.provider_thinking_level = level;
         }
     }
 

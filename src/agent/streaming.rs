@@ -76,6 +76,13 @@ impl Agent {
             messages: Vec::new(),
             history: None,
             tools: self.tools.specs.clone(),
+            strict_preferred: self
+                .tools
+                .builtins
+                .iter()
+                .filter(|name| super::system_message::prefers_strict(name, true))
+                .cloned()
+                .collect(),
             thinking,
             thinking_budgets: [
                 self.config.thinking_budget(ThinkingLevel::Minimal),
@@ -226,9 +233,7 @@ impl Agent {
         request.hooks = self.provider_hooks(true);
         let block_images = self.config.block_images();
         // pi-messages sends pi's transcript as it is, its system messages in place.
-        let keep_system = request.model.api == "pi-messages";
-        let to_llm =
-            |messages: &[AgentMessage]| convert::for_request(messages, block_images, keep_system);
+        let pi_messages = request.model.api == "pi-messages";
         // (v2) A provider an extension streams itself gets the whole conversation every time.
         let served_by = self
             .extensions
@@ -236,20 +241,47 @@ impl Agent {
             .get(&request.model.provider)
             .copied()
             .zip(self.extensions.host.as_ref().map(|h| h.hook_channel()));
+        // A model that takes system messages mid-conversation gets the transcript's first one as
+        // the prompt and the later ones in place (pi 1.6.0); a forced prompt (an extension's
+        // `before_agent_start`) is sent whole at the head, as 1.6.0 projects it.
+        let messages = replacement.as_deref().unwrap_or(&self.messages);
+        let in_place = !pi_messages
+            && served_by.is_none()
+            && self.extensions.run_system_prompt.is_none()
+            && provider::request::sends_mid_convo_system_messages(&request.model);
+        let source = match messages.first() {
+            Some(AgentMessage::System(head)) if in_place => {
+                request.system_prompt = head.prompt_text();
+                &messages[1..]
+            }
+            _ => {
+                // Otherwise the prompt is the transcript's replayed state (a section added later
+                // comes last, as 1.6.0 replays it), unless an extension forced one.
+                let replayed = super::system_message::replay(messages);
+                if let Some(state) =
+                    replayed.filter(|_| self.extensions.run_system_prompt.is_none())
+                {
+                    request.system_prompt = state.prompt_text();
+                }
+                messages
+            }
+        };
+        let keep_system = pi_messages || source.len() < messages.len();
+        let to_llm =
+            |messages: &[AgentMessage]| convert::for_request(messages, block_images, keep_system);
         request.history = match &replacement {
             // This request only: the cache keeps describing the agent's own messages.
-            Some(messages) => {
-                request.messages = to_llm(messages);
+            Some(_) => {
+                request.messages = to_llm(source);
                 None
             }
             None if served_by.is_some() => {
-                request.messages = to_llm(&self.messages);
+                request.messages = to_llm(source);
                 None
             }
-            None => self
-                .request_cache
-                .prepare(&mut request, &self.messages, &to_llm),
+            None => self.request_cache.prepare(&mut request, source, &to_llm),
         };
+        let provider_thinking_level = provider::request::provider_thinking_level(&request);
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(PROVIDER_CHANNEL_CAPACITY);
@@ -264,10 +296,12 @@ impl Agent {
             }
             None => provider::spawn_stream(req, request, sender),
         };
+        let mut draft = Draft::new(&model, self.io.profile);
+        draft.set_provider_thinking_level(provider_thinking_level);
         self.phase = Phase::Streaming(Box::new(Stream {
             handle,
             events,
-            draft: Draft::new(&model, self.io.profile),
+            draft,
             thinking,
             last_event: Instant::now(),
             sent_at: Instant::now(),
@@ -318,6 +352,10 @@ impl Agent {
                 response_model,
             } => {
                 stream.draft.set_meta(response_id, response_model);
+                None
+            }
+            StreamEvent::Diagnostic(diagnostic) => {
+                stream.draft.add_diagnostic(diagnostic);
                 None
             }
             StreamEvent::BlockStart { index, kind } => {

@@ -8,9 +8,11 @@
 //! something changes (a switched working directory, another tool set). Compaction keeps the
 //! replayed state in its entry (`systemMessage`), so a compacted context still starts with it.
 //!
-//! Providers never see these messages: the request carries the prompt and tools the agent
-//! holds, which the transcript replays to by construction (pi 1.6.0 sends later system messages
-//! in place to models that accept them; pi-rs always sends the replayed state at the head).
+//! A request leads with the replayed state as its prompt; a model whose compat says
+//! `supportsMidConvoSystemMessages` instead gets the first system message as the prompt and the
+//! later ones in place, each rendered as the sections it changes (`SystemMessage::update_text`,
+//! placed by each wire API's builder), as pi 1.6.0 sends them. The tools are always the current
+//! set at the request's top level.
 
 use serde_json::{Map, Value, json};
 
@@ -134,7 +136,7 @@ pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
         "description": spec.description,
         "parameters": spec.parameters,
     });
-    if builtin && matches!(spec.name.as_str(), "read" | "bash" | "edit" | "write") {
+    if prefers_strict(&spec.name, builtin) {
         tool["constrainedSampling"] = json!({"type": "json_schema", "strict": "prefer"});
     }
     if builtin && spec.name == crate::tools::codemode::TOOL_NAME {
@@ -142,6 +144,12 @@ pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
             "variants": {"openai_lark": crate::tools::codemode::SOURCE_GRAMMAR}});
     }
     tool
+}
+
+/// Whether a tool asks for strict JSON-schema sampling where the API allows it (pi 1.6.0 gives
+/// its own read/bash/edit/write `constrainedSampling` `strict: "prefer"`).
+pub fn prefers_strict(name: &str, builtin: bool) -> bool {
+    builtin && matches!(name, "read" | "bash" | "edit" | "write")
 }
 
 /// The names of the tools the transcript declares now.

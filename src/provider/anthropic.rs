@@ -12,7 +12,10 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, OpenBlocks, WireDecoder};
 use super::error_text::anthropic_http_error_message;
 use super::partial_json::parse_json_with_repair;
-use super::request::{api_url, base_max_tokens, mapped_thinking_level, with_extra_headers};
+use super::request::{
+    UnsupportedKeyword, api_url, base_max_tokens, mapped_thinking_level, strict_parameters,
+    with_extra_headers,
+};
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -64,6 +67,10 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         .unwrap_or(true);
     let long_cache = model
         .compat_bool("supportsLongCacheRetention")
+        .unwrap_or(true);
+    let strict_tools = model.compat_bool("supportsStrictTools") == Some(true);
+    let cache_on_tools = model
+        .compat_bool("supportsCacheControlOnTools")
         .unwrap_or(true);
 
     let mut cache_control = json!({"type": "ephemeral"});
@@ -196,23 +203,33 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             .enumerate()
             .map(|(i, tool)| {
                 let mut t = Map::new();
-                let name = if oauth { to_claude_code_name(&tool.name) } else { tool.name.clone() };
+                let name = if oauth {
+                    to_claude_code_name(&tool.name)
+                } else {
+                    tool.name.clone()
+                };
                 t.insert("name".into(), json!(name));
                 t.insert("description".into(), json!(tool.description));
                 if eager_tool_streaming {
                     t.insert("eager_input_streaming".into(), json!(true));
                 }
-                let properties = tool.parameters.get("properties").cloned();
-                let required = tool.parameters.get("required").cloned();
+                let strict = strict_parameters(
+                    request,
+                    tool,
+                    strict_tools,
+                    Some(strict_rejects as UnsupportedKeyword),
+                );
+                if strict.is_some() {
+                    t.insert("strict".into(), json!(true));
+                }
                 t.insert(
                     "input_schema".into(),
-                    json!({
-                        "type": "object",
-                        "properties": properties.filter(|v| !v.is_null()).unwrap_or_else(|| json!({})),
-                        "required": required.filter(|v| !v.is_null()).unwrap_or_else(|| json!([])),
-                    }),
+                    input_schema(
+                        strict.as_ref().unwrap_or(&tool.parameters),
+                        strict.is_some(),
+                    ),
                 );
-                if i == last {
+                if i == last && cache_on_tools {
                     t.insert("cache_control".into(), cache_control.clone());
                 }
                 Value::Object(t)
@@ -284,6 +301,88 @@ pub fn adjust_max_tokens_for_thinking(
     (Some(max_tokens), Some(budget))
 }
 
+/// A tool's `input_schema`: an object with its properties and required names, and its
+/// `additionalProperties`, `$defs` and `definitions` where it has them (Anthropic rejects other
+/// root keywords); a strict schema as converted, with the same keys (pi 1.6.0).
+fn input_schema(schema: &Value, strict: bool) -> Value {
+    let field = |key: &str| schema.get(key).filter(|v| !v.is_null()).cloned();
+    let mut legacy = Map::new();
+    legacy.insert("type".into(), json!("object"));
+    legacy.insert(
+        "properties".into(),
+        field("properties").unwrap_or(json!({})),
+    );
+    legacy.insert("required".into(), field("required").unwrap_or(json!([])));
+    for key in ["additionalProperties", "$defs", "definitions"] {
+        if let Some(value) = schema.get(key) {
+            legacy.insert(key.into(), value.clone());
+        }
+    }
+    if !strict {
+        return Value::Object(legacy);
+    }
+    // A strict schema keeps its own keys in their order, the legacy values over them.
+    let mut merged = schema.as_object().cloned().unwrap_or_default();
+    for (key, value) in legacy {
+        merged.insert(key, value);
+    }
+    Value::Object(merged)
+}
+
+/// The diagnostic of the input transformations Anthropic reports: each one's `type`, `path` and
+/// `reason` where given.
+fn input_transformations_diagnostic(list: &[Value]) -> Value {
+    let transformations: Vec<Value> = list
+        .iter()
+        .map(|t| {
+            let mut kept = Map::new();
+            for key in ["type", "path", "reason"] {
+                if let Some(value) = t.get(key).filter(|v| !v.is_null()) {
+                    kept.insert(key.into(), value.clone());
+                }
+            }
+            Value::Object(kept)
+        })
+        .collect();
+    json!({"type": "anthropic_input_transformations", "timestamp": crate::time::now_ms(),
+        "details": {"transformations": transformations}})
+}
+
+/// Keywords Anthropic's strict tool use rejects for the whole request (pi 1.6.0).
+fn strict_rejects(key: &str, value: &Value) -> bool {
+    const KEYWORDS: [&str; 11] = [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "maxItems",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+    ];
+    const FORMATS: [&str; 10] = [
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "uri",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    ];
+    match key {
+        _ if KEYWORDS.contains(&key) => true,
+        "minItems" => value != &json!(0) && value != &json!(1),
+        "format" => !value.as_str().is_some_and(|f| FORMATS.contains(&f)),
+        _ => false,
+    }
+}
+
 /// Tool call ids Anthropic accepts: `[A-Za-z0-9_-]`, at most 64 characters.
 pub fn normalize_tool_call_id(id: &str) -> String {
     id_chars(id, 64)
@@ -297,6 +396,10 @@ fn convert_messages(
 ) -> Vec<Value> {
     let transformed = transform_messages(messages, model, &normalize_tool_call_id);
     let mut params: Vec<Value> = Vec::new();
+    // Later system messages (a model that takes them in place) wait until just before the next
+    // assistant message sent, or the end: Anthropic wants a tool's results right after its call,
+    // so an update placed before a user message lands after it (pi 1.6.0).
+    let mut pending_systems: Vec<Value> = Vec::new();
     let mut i = 0;
     while i < transformed.len() {
         match &transformed[i] {
@@ -367,7 +470,15 @@ fn convert_messages(
                     }
                 }
                 if !blocks.is_empty() {
+                    params.append(&mut pending_systems);
                     params.push(json!({"role": "assistant", "content": blocks}));
+                }
+            }
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    pending_systems.push(json!({"role": "system",
+                        "content": [{"type": "text", "text": text}]}));
                 }
             }
             AgentMessage::ToolResult(_) => {
@@ -390,9 +501,10 @@ fn convert_messages(
         i += 1;
     }
 
-    // Cache the conversation so far: the last block of a trailing user message.
+    params.append(&mut pending_systems);
+    // Cache the conversation so far: the last block of a trailing user or system message.
     if let Some(last) = params.last_mut()
-        && last["role"] == "user"
+        && (last["role"] == "user" || last["role"] == "system")
     {
         if let Some(text) = last["content"].as_str().map(str::to_string) {
             last["content"] =
@@ -478,6 +590,9 @@ pub struct Decoder {
     /// The error text of an error stop (`refusal`, `sensitive`).
     stop_message: Option<String>,
     saw_message_start: bool,
+    /// The latest `input_transformations` the stream reported (pi 1.6.0 records them in the
+    /// reply's `diagnostics`).
+    input_transformations: Option<Vec<Value>>,
     /// OAuth requests rename tools to Claude Code casing; names coming back are mapped to ours.
     oauth_tool_names: Option<Vec<String>>,
 }
@@ -490,6 +605,7 @@ impl Decoder {
             stop_reason: StopReason::Stop,
             stop_message: None,
             saw_message_start: false,
+            input_transformations: None,
             oauth_tool_names: is_oauth_token(&request.api_key)
                 .then(|| request.tools.iter().map(|t| t.name.clone()).collect()),
         }
@@ -589,6 +705,9 @@ impl WireDecoder for Decoder {
             "message_start" => {
                 self.saw_message_start = true;
                 let message = &event["message"];
+                if let Some(list) = message["input_transformations"].as_array() {
+                    self.input_transformations = Some(list.clone());
+                }
                 let response_id = message["id"].as_str().map(str::to_string);
                 if response_id.is_some() {
                     out.meta(response_id, None);
@@ -619,6 +738,9 @@ impl WireDecoder for Decoder {
                 }
             }
             "message_delta" => {
+                if let Some(list) = event["input_transformations"].as_array() {
+                    self.input_transformations = Some(list.clone());
+                }
                 if let Some(reason) = event["delta"]["stop_reason"].as_str() {
                     out.raw_stop_reason(reason);
                     match map_stop_reason(reason, &event["delta"]["stop_details"]) {
@@ -657,10 +779,18 @@ impl WireDecoder for Decoder {
                 }
                 self.push_usage(out);
             }
-            "message_stop" => match self.stop_message.take() {
-                Some(message) => out.done_with_message(self.stop_reason, Some(message)),
-                None => out.done(self.stop_reason),
-            },
+            "message_stop" => {
+                // A finished reply records what the API changed in its input (pi 1.6.0's
+                // `anthropic_input_transformations`).
+                let changed = self.input_transformations.take().filter(|l| !l.is_empty());
+                if let Some(list) = changed.filter(|_| self.stop_reason != StopReason::Error) {
+                    out.diagnostic(input_transformations_diagnostic(&list));
+                }
+                match self.stop_message.take() {
+                    Some(message) => out.done_with_message(self.stop_reason, Some(message)),
+                    None => out.done(self.stop_reason),
+                }
+            }
             _ => {}
         }
     }

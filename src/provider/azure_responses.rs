@@ -104,7 +104,7 @@ pub fn build_request_with(
     if !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
-    insert_limits_tools_and_reasoning(&mut body, request, true);
+    insert_limits_tools_and_reasoning(&mut body, request, true, true);
     super::request::apply_sampling_params(&mut body, request);
 
     Ok(HttpRequest {

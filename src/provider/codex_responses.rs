@@ -73,11 +73,14 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     body.insert("tool_choice".into(), json!("auto"));
     body.insert("parallel_tool_calls".into(), json!(true));
     if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request, Value::Null));
+        body.insert("tools".into(), tools_json(request, true, Value::Null));
     }
     let level = thinking_level(request);
     if let Some(level) = level {
-        let effort = mapped_effort(model, level, level.as_str());
+        let effort = match super::request::provider_thinking_level(request) {
+            Some(_) => json!(super::request::CONFIGURATION_UPDATE_REQUEST_EFFORT),
+            None => mapped_effort(model, level, level.as_str()),
+        };
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),

@@ -78,6 +78,10 @@ impl Emitter {
         self.events.push(StreamEvent::BlockEnd { index, signature });
     }
 
+    pub fn diagnostic(&mut self, diagnostic: serde_json::Value) {
+        self.events.push(StreamEvent::Diagnostic(diagnostic));
+    }
+
     pub fn meta(&mut self, response_id: Option<String>, response_model: Option<String>) {
         self.events.push(StreamEvent::Meta {
             response_id,

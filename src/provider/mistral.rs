@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, TextRun, WireDecoder};
 use super::openai_responses::short_hash;
 use super::request::{
-    base_max_tokens, join_url, mapped_effort, thinking_level, with_extra_headers,
+    base_max_tokens, join_url, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::transform_messages;
@@ -81,9 +81,14 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
     body.insert("stream".into(), json!(true));
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
+        // pi 1.6.0: strict for the tools that prefer it, with `compat.supportsStrictMode`.
+        let supported = model.compat_bool("supportsStrictMode") == Some(true);
         let tools = request.tools.iter().map(|tool| {
+            let strict = strict_parameters(request, tool, supported, None);
             json!({"type": "function", "function": {"name": tool.name,
-                "description": tool.description, "strict": false, "parameters": tool.parameters}})
+                "description": tool.description,
+                "parameters": strict.as_ref().unwrap_or(&tool.parameters),
+                "strict": strict.is_some()}})
         });
         body.insert("tools".into(), Value::Array(tools.collect()));
     }
@@ -241,6 +246,13 @@ fn chat_messages(messages: &[AgentMessage], images: bool) -> Vec<Value> {
                 }
                 out.push(json!({"role": "tool", "content": content,
                     "tool_call_id": result.tool_call_id, "name": result.tool_name}));
+            }
+            // A later system message, where it stands (a model that takes them in place).
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    out.push(json!({"role": "system", "content": text}));
+                }
             }
             _ => {}
         }

@@ -12,7 +12,9 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
-use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
+use super::request::{
+    api_url, base_max_tokens, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
+};
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -408,12 +410,17 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
                 .tools
                 .iter()
                 .map(|tool| {
+                    let strict =
+                        strict_parameters(request, tool, compat.supports_strict_mode, None);
                     let mut function = Map::new();
                     function.insert("name".into(), json!(tool.name));
                     function.insert("description".into(), json!(tool.description));
-                    function.insert("parameters".into(), tool.parameters.clone());
+                    function.insert(
+                        "parameters".into(),
+                        strict.clone().unwrap_or_else(|| tool.parameters.clone()),
+                    );
                     if compat.supports_strict_mode {
-                        function.insert("strict".into(), json!(false));
+                        function.insert("strict".into(), json!(strict.is_some()));
                     }
                     json!({"type": "function", "function": function})
                 })
@@ -616,15 +623,21 @@ fn normalize_tool_call_id(model: &Model, id: &str) -> String {
 fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
     let mut params = Vec::new();
     if !request.system_prompt.is_empty() {
-        let role = if request.model.reasoning && compat.supports_developer_role {
-            "developer"
-        } else {
-            "system"
-        };
-        params.push(json!({"role": role, "content": request.system_prompt}));
+        params.push(json!({"role": instruction_role(request, compat),
+            "content": request.system_prompt}));
     }
     convert_conversation(request, compat, &mut params);
     params
+}
+
+/// The role of the system prompt and of later system messages: `developer` for OpenAI's
+/// reasoning models, else `system`.
+fn instruction_role(request: &StreamRequest, compat: &Compat) -> &'static str {
+    if request.model.reasoning && compat.supports_developer_role {
+        "developer"
+    } else {
+        "system"
+    }
 }
 
 /// The elements `request.messages` encode to on their own, without the system prompt or cache
@@ -713,6 +726,15 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
                     last_was_tool_result = false;
                 }
                 continue;
+            }
+            // A later system message (the model takes them in place): what it changes, as an
+            // instruction where it stands; one that only changes tools sends nothing.
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    params.push(json!({"role": instruction_role(request, compat),
+                        "content": text}));
+                }
             }
             _ => {}
         }

@@ -19,7 +19,10 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
-use super::request::{api_url, base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
+use super::request::{
+    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, base_max_tokens, mapped_effort,
+    provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
+};
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
@@ -81,7 +84,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     body.insert("store".into(), json!(false));
     // pi does not tell Copilot's reasoning models to stop reasoning.
     let off_says_none = model.provider != "github-copilot";
-    insert_limits_tools_and_reasoning(&mut body, request, off_says_none);
+    insert_limits_tools_and_reasoning(&mut body, request, off_says_none, false);
     super::request::apply_sampling_params(&mut body, request);
 
     HttpRequest {
@@ -99,19 +102,26 @@ pub(crate) fn insert_limits_tools_and_reasoning(
     body: &mut Map<String, Value>,
     request: &StreamRequest,
     off_says_none: bool,
+    strict_by_default: bool,
 ) {
     let model = &request.model;
     if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
         body.insert("max_output_tokens".into(), json!(max_tokens));
     }
     if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request, json!(false)));
+        body.insert(
+            "tools".into(),
+            tools_json(request, strict_by_default, json!(false)),
+        );
     }
     if !model.reasoning {
         return;
     }
     if let Some(level) = thinking_level(request) {
-        let effort = mapped_effort(model, level, level.as_str());
+        let effort = match provider_thinking_level(request) {
+            Some(_) => json!(CONFIGURATION_UPDATE_REQUEST_EFFORT),
+            None => mapped_effort(model, level, level.as_str()),
+        };
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
@@ -127,10 +137,30 @@ pub(crate) fn insert_limits_tools_and_reasoning(
     }
 }
 
-pub(crate) fn tools_json(request: &StreamRequest, strict: Value) -> Value {
+/// With strict mode (`compat.supportsStrictMode`, else `strict_by_default`), each tool says
+/// `strict`: `true` for one that prefers it and converts (its parameters converted), else
+/// `default_strict`; without, no tool says `strict` (pi 1.6.0's `convertResponsesTools`).
+pub(crate) fn tools_json(
+    request: &StreamRequest,
+    strict_by_default: bool,
+    default_strict: Value,
+) -> Value {
+    let supported = request
+        .model
+        .compat_bool("supportsStrictMode")
+        .unwrap_or(strict_by_default);
     let tools = request.tools.iter().map(|tool| {
-        json!({"type": "function", "name": tool.name, "description": tool.description,
-            "parameters": tool.parameters, "strict": strict})
+        let strict = strict_parameters(request, tool, supported, None);
+        let mut function = json!({"type": "function", "name": tool.name,
+            "description": tool.description,
+            "parameters": strict.as_ref().unwrap_or(&tool.parameters)});
+        if supported {
+            function["strict"] = match strict {
+                Some(_) => json!(true),
+                None => default_strict.clone(),
+            };
+        }
+        function
     });
     Value::Array(tools.collect())
 }
@@ -253,14 +283,15 @@ pub(crate) fn convert_input_with(
     });
 
     let mut input = Vec::new();
+    let role = if model.reasoning && model.compat_bool("supportsDeveloperRole") != Some(false) {
+        "developer"
+    } else {
+        "system"
+    };
     if include_system_prompt && !request.system_prompt.is_empty() {
-        let role = if model.reasoning {
-            "developer"
-        } else {
-            "system"
-        };
         input.push(json!({"role": role, "content": request.system_prompt}));
     }
+    let effort_marker = provider_thinking_level(request);
     // Counts converted messages; names text items that carry no id of their own.
     let mut message_index = 0usize;
     for message in &transformed {
@@ -290,6 +321,16 @@ pub(crate) fn convert_input_with(
                 if items.is_empty() {
                     continue;
                 }
+                // The effort an earlier reply of this model was given, right before it.
+                let same_model = assistant.provider == model.provider
+                    && assistant.api == model.api
+                    && assistant.model == model.id;
+                if let Some(level) = assistant.provider_thinking_level.as_ref()
+                    && effort_marker.is_some()
+                    && same_model
+                {
+                    input.push(configuration_update(level));
+                }
                 input.extend(items);
             }
             AgentMessage::ToolResult(result) => {
@@ -317,11 +358,52 @@ pub(crate) fn convert_input_with(
                     json!({"type": "function_call_output", "call_id": call_id, "output": output}),
                 );
             }
+            // A later system message, where it stands (a model that takes them in place).
+            AgentMessage::System(system) => {
+                let text = system.update_text();
+                if !text.is_empty() {
+                    input.push(json!({"role": role, "content": text}));
+                }
+            }
             _ => continue,
         }
         message_index += 1;
     }
+    if let Some(level) = effort_marker {
+        input.push(configuration_update(&level));
+    }
     input
+}
+
+/// pi 1.6.0's `openai_input_transformations` diagnostic: the reasoning items the server says it
+/// removed from the input, except at a turn boundary (models that keep only the current turn's
+/// reasoning report every earlier one, every time).
+fn reasoning_removals(transformations: &Value) -> Option<Value> {
+    let removals: Vec<Value> = transformations
+        .as_array()?
+        .iter()
+        .filter(|t| {
+            t["type"] == "reasoning" && t["action"] == "removed" && t["reason"] != "turn_boundary"
+        })
+        .map(|t| {
+            let mut kept = Map::new();
+            for key in ["type", "id", "action", "reason"] {
+                if let Some(value) = t.get(key) {
+                    kept.insert(key.into(), value.clone());
+                }
+            }
+            Value::Object(kept)
+        })
+        .collect();
+    (!removals.is_empty()).then(|| {
+        json!({"type": "openai_input_transformations", "timestamp": crate::time::now_ms(),
+            "details": {"transformations": removals}})
+    })
+}
+
+/// A Responses item that sets the effort from here on (pi 1.6.0, `supportsMidConvoEffort`).
+fn configuration_update(effort: &str) -> Value {
+    json!({"type": "configuration_update", "reasoning": {"effort": effort}})
 }
 
 fn convert_assistant(
@@ -763,6 +845,9 @@ impl Decoder {
     }
 
     fn completed(&mut self, response: &Value, out: &mut Emitter) {
+        if let Some(diagnostic) = reasoning_removals(&response["input_transformations"]) {
+            out.diagnostic(diagnostic);
+        }
         if let Some(id) = response["id"].as_str().filter(|id| !id.is_empty()) {
             self.set_response_id(id, out);
         }
@@ -884,9 +969,39 @@ mod tests {
         assert_eq!(header(&http, "authorization"), Some("Bearer KEY"));
         assert_eq!(header(&http, "session_id"), Some("session-1"));
         assert_eq!(header(&http, "x-client-request-id"), Some("session-1"));
-        // Recorded from the reference (system prompt and tools shortened).
-        let expected = r#"{"model":"fake-gpt-5","input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hello"}]}],"stream":true,"prompt_cache_key":"session-1","store":false,"max_output_tokens":32000,"tools":[{"type":"function","name":"bash","description":"Run","parameters":{"type":"object","required":["command"],"properties":{"command":{"type":"string"}}},"strict":false}],"reasoning":{"effort":"medium","summary":"auto"},"include":["reasoning.encrypted_content"]}"#;
+        // Recorded from the reference (system prompt and tools shortened); pi 1.6.0 leaves
+        // `strict` out unless the model's compat says `supportsStrictMode`.
+        let expected = r#"{"model":"fake-gpt-5","input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hello"}]}],"stream":true,"prompt_cache_key":"session-1","store":false,"max_output_tokens":32000,"tools":[{"type":"function","name":"bash","description":"Run","parameters":{"type":"object","required":["command"],"properties":{"command":{"type":"string"}}}}],"reasoning":{"effort":"medium","summary":"auto"},"include":["reasoning.encrypted_content"]}"#;
         assert_eq!(serde_json::to_string(&http.body).unwrap(), expected);
+
+        // With strict mode, a tool that prefers it is strict with its schema converted (every
+        // property required, an optional one nullable); the others say `strict: false`.
+        r.model.compat = Some(
+            json!({"supportsStrictMode": true})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        r.strict_preferred = vec!["bash".into()];
+        r.tools[0].parameters = json!({"type": "object", "required": ["command"],
+            "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}}});
+        r.tools.push(ToolSpec {
+            name: "other".into(),
+            description: "Other".into(),
+            parameters: json!({"type": "object"}),
+        });
+        let tools = build_request_with(&r, CacheRetention::Short).body["tools"].clone();
+        assert_eq!(
+            tools[0],
+            json!({"type": "function", "name": "bash", "description": "Run",
+                "parameters": {"type": "object", "required": ["command", "timeout"],
+                    "properties": {"command": {"type": "string"},
+                        "timeout": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
+                    "additionalProperties": false},
+                "strict": true})
+        );
+        assert_eq!(tools[1]["strict"], false);
+        assert_eq!(tools[1]["parameters"], json!({"type": "object"}));
 
         let long = build_request_with(&r, CacheRetention::Long).body;
         assert_eq!(long["prompt_cache_retention"], "24h");

@@ -95,3 +95,259 @@ pub(crate) fn apply_sampling_params(body: &mut Map<String, Value>, request: &Str
         body.insert(key.clone(), value.clone());
     }
 }
+
+/// Whether requests to `model` carry the transcript's later system messages in place, as pi
+/// 1.6.0 sends them to a model whose `compat` says `supportsMidConvoSystemMessages` (on the wire
+/// APIs that have them; Google, Vertex and Bedrock always fold them into the leading prompt).
+/// Otherwise the request leads with the replayed prompt and has no system message after it.
+pub fn sends_mid_convo_system_messages(model: &Model) -> bool {
+    let api_has_them = matches!(
+        model.api.as_str(),
+        "openai-completions"
+            | "openai-responses"
+            | "azure-openai-responses"
+            | "openai-codex-responses"
+            | "anthropic-messages"
+            | "mistral-conversations"
+    );
+    api_has_them && model.compat_bool("supportsMidConvoSystemMessages") == Some(true)
+}
+
+/// The effort a Responses request carries in `configuration_update` items instead of
+/// `reasoning.effort` (pi 1.6.0, `compat.supportsMidConvoEffort` on `openai-responses` and
+/// `openai-codex-responses`, not with Sign in with ChatGPT on `openai`), which the reply records
+/// as `providerThinkingLevel`; `None` otherwise or with thinking off.
+pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
+    let model = &request.model;
+    let chatgpt_sign_in = model.provider == "openai"
+        && model.base_url == "https://api.openai.com/v1"
+        && !request.api_key.starts_with("sk-");
+    let applies = match model.api.as_str() {
+        "openai-responses" => !chatgpt_sign_in,
+        "openai-codex-responses" => true,
+        _ => false,
+    };
+    if !applies || model.compat_bool("supportsMidConvoEffort") != Some(true) {
+        return None;
+    }
+    let level = thinking_level(request)?;
+    match mapped_effort(model, level, level.as_str()) {
+        Value::String(effort) => Some(effort),
+        other => Some(other.to_string()),
+    }
+}
+
+/// `reasoning.effort` while `configuration_update` items carry the level (pi 1.6.0).
+pub(crate) const CONFIGURATION_UPDATE_REQUEST_EFFORT: &str = "medium";
+
+/// Keywords no strict schema may hold (pi 1.6.0's `UNSUPPORTED_STRICT_SCHEMA_KEYS`).
+const UNSUPPORTED_STRICT_KEYS: [&str; 16] = [
+    "$ref",
+    "$defs",
+    "definitions",
+    "allOf",
+    "oneOf",
+    "patternProperties",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "propertyNames",
+    "contains",
+    "prefixItems",
+    "not",
+    "if",
+    "then",
+    "else",
+];
+
+/// A keyword (with its value) a provider's strict mode rejects besides the common ones.
+pub(crate) type UnsupportedKeyword = fn(&str, &Value) -> bool;
+
+/// The tool's parameters when it is sent strict, else `None`: pi 1.6.0's
+/// `resolveJsonSchemaStrictSampling` for a tool that prefers strict JSON-schema sampling (pi's
+/// read/bash/edit/write) where the API's compat allows it, with `makeStrictJsonSchema`'s
+/// conversion (every property required, optional ones made nullable, no additional properties).
+/// A schema the strict subset cannot express falls back to non-strict.
+pub(crate) fn strict_parameters(
+    request: &StreamRequest,
+    tool: &crate::messages::ToolSpec,
+    supported: bool,
+    unsupported: Option<UnsupportedKeyword>,
+) -> Option<Value> {
+    if !supported || !request.strict_preferred.contains(&tool.name) {
+        return None;
+    }
+    let mut schema = tool.parameters.clone();
+    make_strict(&mut schema, unsupported).ok()?;
+    (schema["type"] == "object").then_some(schema)
+}
+
+fn is_structured(schema: &Value) -> bool {
+    let Some(object) = schema.as_object() else {
+        return false;
+    };
+    let has_type = |t: &str| match &object.get("type") {
+        Some(Value::String(s)) => s == t,
+        Some(Value::Array(types)) => types.iter().any(|v| v == t),
+        _ => false,
+    };
+    has_type("object")
+        || has_type("array")
+        || object.contains_key("properties")
+        || object.contains_key("items")
+}
+
+fn allows_null(schema: &Value) -> bool {
+    let Some(object) = schema.as_object() else {
+        return false;
+    };
+    let null_type = match object.get("type") {
+        Some(Value::String(s)) => s == "null",
+        Some(Value::Array(types)) => types.iter().any(|v| v == "null"),
+        _ => false,
+    };
+    null_type
+        || object.get("const") == Some(&Value::Null)
+        || object
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.contains(&Value::Null))
+        || object
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .is_some_and(|variants| variants.iter().any(allows_null))
+}
+
+/// pi 1.6.0's `makeJsonSchemaNodeStrict`, in place; `Err` for a schema outside the strict subset.
+fn make_strict(schema: &mut Value, unsupported: Option<UnsupportedKeyword>) -> Result<(), ()> {
+    let object = schema.as_object_mut().ok_or(())?;
+    if UNSUPPORTED_STRICT_KEYS
+        .iter()
+        .any(|key| object.contains_key(*key))
+    {
+        return Err(());
+    }
+    if let Some(rejects) = unsupported
+        && object.iter().any(|(key, value)| rejects(key, value))
+    {
+        return Err(());
+    }
+    let typed = ["type", "anyOf", "enum"]
+        .iter()
+        .any(|key| object.contains_key(*key));
+    if !typed {
+        return Err(());
+    }
+    if let Some(variants) = object.get_mut("anyOf") {
+        let variants = variants
+            .as_array_mut()
+            .filter(|v| !v.is_empty())
+            .ok_or(())?;
+        for variant in variants {
+            if is_structured(variant) {
+                return Err(());
+            }
+            make_strict(variant, unsupported)?;
+        }
+    }
+    if let Some(items) = object.get_mut("items") {
+        if items.is_array() {
+            return Err(());
+        }
+        make_strict(items, unsupported)?;
+    }
+    let is_object = object.get("type").and_then(Value::as_str) == Some("object");
+    if object.contains_key("properties") && !is_object {
+        return Err(());
+    }
+    if !is_object {
+        return Ok(());
+    }
+    if object
+        .get("additionalProperties")
+        .is_some_and(|v| *v != Value::Bool(false))
+    {
+        return Err(());
+    }
+    let required: Vec<String> = match object.get("required") {
+        None => Vec::new(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .map(|n| n.as_str().map(str::to_string).ok_or(()))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(()),
+    };
+    let mut names = Vec::new();
+    if let Some(properties) = object.get_mut("properties") {
+        let properties = properties.as_object_mut().ok_or(())?;
+        if required.iter().any(|name| !properties.contains_key(name)) {
+            return Err(());
+        }
+        for (name, property) in properties.iter_mut() {
+            make_strict(property, unsupported)?;
+            if !required.contains(name) && !allows_null(property) {
+                let inner = property.take();
+                *property = json!({"anyOf": [inner, {"type": "null"}]});
+            }
+            names.push(Value::String(name.clone()));
+        }
+    } else if !required.is_empty() {
+        return Err(());
+    }
+    object.insert("required".into(), Value::Array(names));
+    object.insert("additionalProperties".into(), Value::Bool(false));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{model, request};
+    use super::*;
+    use crate::messages::ToolSpec;
+
+    fn strict(parameters: Value, unsupported: Option<UnsupportedKeyword>) -> Option<Value> {
+        let mut r = request(model("openai-completions", "p", "m"), vec![]);
+        r.strict_preferred = vec!["t".into()];
+        let tool = ToolSpec {
+            name: "t".into(),
+            description: String::new(),
+            parameters,
+        };
+        strict_parameters(&r, &tool, true, unsupported)
+    }
+
+    /// pi 1.6.0's `makeStrictJsonSchema`: nested objects and array items converted, nullable
+    /// optionals kept as they are; a schema outside the strict subset is not strict at all.
+    #[test]
+    fn strict_schemas_convert_as_pi_converts_them() {
+        let converted = strict(
+            json!({"type": "object", "properties": {
+                "list": {"type": "array", "items": {"type": "object",
+                    "properties": {"a": {"type": "string"}}}},
+                "maybe": {"type": ["string", "null"]}}}),
+            None,
+        );
+        assert_eq!(
+            converted,
+            Some(json!({"type": "object", "properties": {
+                "list": {"anyOf": [{"type": "array", "items": {"type": "object",
+                    "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+                    "required": ["a"], "additionalProperties": false}}, {"type": "null"}]},
+                "maybe": {"type": ["string", "null"]}},
+                "required": ["list", "maybe"], "additionalProperties": false}))
+        );
+        for outside in [
+            json!({"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}]}}}),
+            json!({"type": "object", "additionalProperties": true}),
+            json!({"type": "object", "properties": {"x": {}}}),
+            json!({"type": "object", "required": ["missing"]}),
+            json!({"type": "string"}),
+        ] {
+            assert_eq!(strict(outside.clone(), None), None, "{outside}");
+        }
+        let bounded =
+            json!({"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}});
+        assert!(strict(bounded.clone(), None).is_some());
+        assert_eq!(strict(bounded, Some(|key, _| key == "minimum")), None);
+    }
+}

@@ -81,10 +81,13 @@ pub fn transform_messages(
     let mut result = Vec::with_capacity(transformed.len());
     let mut pending_calls: Vec<ToolCall> = Vec::new();
     let mut answered: HashSet<String> = HashSet::new();
+    // A system message between a tool call and its results waits until after them (pi 1.6.0:
+    // system messages are transparent to the tool-call accounting).
+    let mut held: Vec<AgentMessage> = Vec::new();
     for message in transformed {
         match message {
             AgentMessage::Assistant(assistant) => {
-                flush_missing_results(&mut result, &mut pending_calls, &mut answered);
+                flush_missing_results(&mut result, &mut pending_calls, &mut answered, &mut held);
                 if matches!(
                     assistant.stop_reason,
                     StopReason::Error | StopReason::Aborted
@@ -103,13 +106,16 @@ pub fn transform_messages(
                 result.push(AgentMessage::ToolResult(tool_result));
             }
             AgentMessage::User(user) => {
-                flush_missing_results(&mut result, &mut pending_calls, &mut answered);
+                flush_missing_results(&mut result, &mut pending_calls, &mut answered, &mut held);
                 result.push(AgentMessage::User(user));
+            }
+            AgentMessage::System(system) if !pending_calls.is_empty() => {
+                held.push(AgentMessage::System(system))
             }
             other => result.push(other),
         }
     }
-    flush_missing_results(&mut result, &mut pending_calls, &mut answered);
+    flush_missing_results(&mut result, &mut pending_calls, &mut answered, &mut held);
     result
 }
 
@@ -197,10 +203,12 @@ fn replace_images(blocks: &[ContentBlock], placeholder: &str) -> Vec<ContentBloc
     out
 }
 
+/// Results for the calls left unanswered, then the system messages held behind them.
 fn flush_missing_results(
     result: &mut Vec<AgentMessage>,
     pending_calls: &mut Vec<ToolCall>,
     answered: &mut HashSet<String>,
+    held: &mut Vec<AgentMessage>,
 ) {
     for call in pending_calls.drain(..) {
         if !answered.contains(&call.id) {
@@ -217,6 +225,7 @@ fn flush_missing_results(
         }
     }
     answered.clear();
+    result.append(held);
 }
 
 #[cfg(test)]
@@ -375,5 +384,48 @@ mod tests {
         m.input = vec!["text".into(), "image".into()];
         let out = transform_messages(&messages, &m, &|id| id.to_string());
         assert_eq!(out, messages);
+    }
+
+    /// A system message between a tool call and its results waits until after them, the
+    /// synthetic result of an unanswered call included (pi 1.6.0).
+    #[test]
+    fn system_messages_wait_behind_pending_tool_results() {
+        let m = model("anthropic-messages", "anthropic", "claude");
+        let mut calling = assistant(
+            "anthropic-messages",
+            "anthropic",
+            "claude",
+            vec![call("a"), call("b")],
+        );
+        calling.stop_reason = StopReason::ToolUse;
+        let system = AgentMessage::System(crate::messages::SystemMessage {
+            content: UserContent::Text("note".into()),
+            sections: None,
+            timestamp: 1,
+            tools_added: None,
+            tools_removed: None,
+            extra: Default::default(),
+        });
+        let messages = vec![
+            user("go"),
+            system.clone(),
+            AgentMessage::Assistant(calling),
+            system.clone(),
+            tool_result("a", "read", "A", false),
+            user("next"),
+        ];
+        let out = transform_messages(&messages, &m, &|id| id.to_string());
+        assert_eq!(
+            summary(&out),
+            [
+                "user:go",
+                "other",
+                "assistant:2",
+                "result:a:false:A",
+                &format!("result:b:true:{NO_RESULT_TEXT}"),
+                "other",
+                "user:next"
+            ]
+        );
     }
 }

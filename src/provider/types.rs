@@ -23,12 +23,16 @@ pub struct StreamRequest {
     /// Extra headers (models.json), already resolved.
     pub headers: Vec<(String, String)>,
     pub system_prompt: String,
-    /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages.
-    /// With `history`, only the messages after it.
+    /// Already converted for the LLM (FACTS §7): only user, assistant and toolResult messages,
+    /// and the later system messages for a model that takes them in place
+    /// (`request::sends_mid_convo_system_messages`). With `history`, only the messages after it.
     pub messages: Vec<AgentMessage>,
     /// The conversation's start, already encoded for this wire API (`request_cache`).
     pub history: Option<super::history::EncodedHistory>,
     pub tools: Vec<ToolSpec>,
+    /// The tools that prefer strict JSON-schema sampling (pi 1.6.0's `constrainedSampling`
+    /// `strict: "prefer"`: pi's own read/bash/edit/write), sent strict where the API allows.
+    pub strict_preferred: Vec<String>,
     pub thinking: ThinkingLevel,
     /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
     pub thinking_budgets: [Option<u64>; 4],
@@ -103,6 +107,9 @@ pub enum StreamEvent {
         response_id: Option<String>,
         response_model: Option<String>,
     },
+    /// A note for the reply's `diagnostics` (pi 1.6.0: what the provider changed or fell back
+    /// to, e.g. the input transformations it reports).
+    Diagnostic(serde_json::Value),
     BlockStart {
         index: usize,
         kind: BlockKind,

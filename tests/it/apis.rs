@@ -203,7 +203,14 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
     assert_eq!(body["input"][0]["role"], "user");
     assert_eq!(body["text"], json!({"verbosity": "low"}));
     assert_eq!(body["store"], false);
-    assert_eq!(body["tools"][0]["strict"], Value::Null);
+    // Codex's strict mode is on by default (pi 1.6.0): pi's `read` prefers strict sampling, so
+    // it is strict with its schema converted; a tool that does not say so gets `strict: null`.
+    assert_eq!(body["tools"][0]["name"], "read");
+    assert_eq!(body["tools"][0]["strict"], true);
+    assert_eq!(
+        body["tools"][0]["parameters"]["additionalProperties"],
+        false
+    );
     assert!(body.get("max_output_tokens").is_none());
 }
 
@@ -511,4 +518,351 @@ fn pi_messages_sends_the_transcripts_system_message_with_its_sections() {
         .collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert_eq!(second[0], system);
+}
+
+/// Two processes on one session: the second adds `--append-system-prompt`, so its run starts
+/// with a system message that sets the `addendum` section. Returns the second request's body.
+fn body_after_a_prompt_change(api: &str, reply: &str, compat: Value) -> Value {
+    let replies = || match api {
+        "mistral-conversations" => Reply::sse(MISTRAL_TEXT),
+        _ => Reply::sse_fixture(reply),
+    };
+    let fake = FakeProvider::start(vec![replies(), replies()]);
+    let models = json!({"providers": {"mc": {"baseUrl": "__BASE_URL__", "api": api,
+        "apiKey": "mc-key-123456",
+        "models": [{"id": "mc-model", "input": ["text"], "compat": compat}]}}});
+    let workspace = Workspace::new();
+    let setup = Setup::new(&fake, "mc", "mc-model")
+        .models_json(&models.to_string())
+        .with_sessions();
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let file = crate::support::session_file(&mut pi, "s");
+    pi.close_and_wait();
+
+    let setup = setup
+        .arg("--session")
+        .arg(&file.to_string_lossy())
+        .arg("--append-system-prompt")
+        .arg("Answer briefly.");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    requests[1].body.clone()
+}
+
+const MISTRAL_TEXT: &str = "data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"mc-model\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Done.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":2,\"total_tokens\":22}}\n\ndata: [DONE]\n\n";
+
+const ADDENDUM_UPDATE: &str =
+    "Updated system prompt section \"addendum\":\n\n<addendum>\nAnswer briefly.\n</addendum>";
+
+/// The text of a wire message's content (a string, or text blocks joined).
+fn content_text(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+/// The roles of a conversation array, user texts and system updates spelled out.
+fn shape(items: &[Value]) -> Vec<String> {
+    items
+        .iter()
+        .map(|m| {
+            let role = m["role"].as_str().unwrap_or("");
+            match role {
+                "user" => format!("user:{}", content_text(m)),
+                "system" | "developer" if content_text(m).starts_with("Updated") => {
+                    format!("{role}:{}", content_text(m))
+                }
+                _ => role.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The prompt after a system-prompt change, as pi 1.6.0 sends it: to a model whose compat says
+/// `supportsMidConvoSystemMessages`, the conversation keeps the first prompt at its head and the
+/// change goes where the transcript has it, rendered as `Updated system prompt section "…"` —
+/// a `system`/`developer` message on Chat Completions, Responses and Mistral; on Anthropic held
+/// until the next assistant message or the end (here: after the new user message, with the
+/// cache marker). Without the key, the head carries the whole new prompt and nothing follows.
+/// Passes against pi 1.6.0 too.
+#[test]
+fn a_prompt_change_reaches_mid_conversation_models_in_place() {
+    let on = json!({"supportsMidConvoSystemMessages": true});
+    let update = |role: &str| format!("{role}:{ADDENDUM_UPDATE}");
+
+    let body = body_after_a_prompt_change("openai-completions", "openai/text.sse", on.clone());
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        shape(messages),
+        [
+            "system",
+            "user:first",
+            "assistant",
+            &update("system"),
+            "user:second"
+        ],
+        "{body}"
+    );
+    assert!(
+        !content_text(&messages[0]).contains("Answer briefly."),
+        "{body}"
+    );
+    let body = body_after_a_prompt_change("openai-completions", "openai/text.sse", json!({}));
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        shape(messages),
+        ["system", "user:first", "assistant", "user:second"],
+        "{body}"
+    );
+    // The replayed prompt: the section added later comes last.
+    assert!(
+        content_text(&messages[0]).ends_with("<addendum>\nAnswer briefly.\n</addendum>"),
+        "{body}"
+    );
+
+    let body =
+        body_after_a_prompt_change("openai-responses", "openai-responses/text.sse", on.clone());
+    let input = body["input"].as_array().unwrap();
+    assert_eq!(
+        shape(input)
+            .into_iter()
+            .map(|s| if s.is_empty() { "item".into() } else { s })
+            .collect::<Vec<_>>(),
+        [
+            "system",
+            "user:first",
+            "item",
+            "assistant",
+            &update("system"),
+            "user:second"
+        ],
+        "{body}"
+    );
+
+    let body = body_after_a_prompt_change("mistral-conversations", "", on.clone());
+    assert_eq!(
+        shape(body["messages"].as_array().unwrap()),
+        [
+            "system",
+            "user:first",
+            "assistant",
+            &update("system"),
+            "user:second"
+        ],
+        "{body}"
+    );
+
+    let body = body_after_a_prompt_change("anthropic-messages", "anthropic/text.sse", on);
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        shape(messages),
+        ["user:first", "assistant", "user:second", &update("system")],
+        "{body}"
+    );
+    assert!(
+        !content_text(&body["system"][0]).contains("Answer briefly."),
+        "{body}"
+    );
+    let last = &messages[3]["content"][0];
+    assert_eq!(
+        last["cache_control"],
+        json!({"type": "ephemeral"}),
+        "{body}"
+    );
+}
+
+/// `supportsStrictTools` on Anthropic Messages, as pi 1.6.0 sends it: pi's read/bash/edit/write
+/// (which prefer strict sampling) say `strict: true` with their schemas made strict — every
+/// property required, optional ones nullable, no additional properties; without the key no tool
+/// says `strict` and optional properties stay optional. Chat Completions does the same with
+/// `supportsStrictMode`. Passes against pi 1.6.0 too.
+#[test]
+fn strict_tool_compat_keys_send_strict_schemas_for_pis_tools() {
+    let tools_for = |api: &str, reply: &str, compat: Value| -> Vec<Value> {
+        let fake = FakeProvider::start(vec![Reply::sse_fixture(reply)]);
+        let models = json!({"providers": {"st": {"baseUrl": "__BASE_URL__", "api": api,
+            "apiKey": "st-key-123456",
+            "models": [{"id": "st-model", "input": ["text"], "compat": compat}]}}});
+        let setup = Setup::new(&fake, "st", "st-model").models_json(&models.to_string());
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+        let body = fake.requests().remove(0).body;
+        body["tools"].as_array().expect("tools").clone()
+    };
+    let check_strict = |tool: &Value, schema: &Value| {
+        let properties = schema["properties"].as_object().unwrap();
+        let names: Vec<&String> = properties.keys().collect();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert_eq!(names, required, "{tool}");
+        assert_eq!(schema["additionalProperties"], false, "{tool}");
+    };
+    let tools = tools_for(
+        "anthropic-messages",
+        "anthropic/text.sse",
+        json!({"supportsStrictTools": true}),
+    );
+    assert_eq!(tools.len(), 4, "{tools:?}");
+    for tool in &tools {
+        assert_eq!(tool["strict"], true, "{tool}");
+        check_strict(tool, &tool["input_schema"]);
+    }
+    let read = tools.iter().find(|t| t["name"] == "read").unwrap();
+    assert_eq!(
+        read["input_schema"]["properties"]["offset"]["anyOf"][1],
+        json!({"type": "null"}),
+        "{read}"
+    );
+    let tools = tools_for("anthropic-messages", "anthropic/text.sse", json!({}));
+    for tool in &tools {
+        assert!(tool.get("strict").is_none(), "{tool}");
+    }
+    let read = tools.iter().find(|t| t["name"] == "read").unwrap();
+    assert_eq!(read["input_schema"]["required"], json!(["path"]), "{read}");
+
+    let tools = tools_for(
+        "openai-completions",
+        "openai/text.sse",
+        json!({"supportsStrictMode": true}),
+    );
+    for tool in &tools {
+        assert_eq!(tool["function"]["strict"], true, "{tool}");
+        check_strict(tool, &tool["function"]["parameters"]);
+    }
+}
+
+/// `compat.supportsMidConvoEffort` on OpenAI Responses, as pi 1.6.0 sends it: `reasoning.effort`
+/// stays `medium` and the thinking level travels as `configuration_update` items — one at the
+/// end of the input, and one before each earlier reply of the same model, with the level that
+/// reply records as `providerThinkingLevel`. Passes against pi 1.6.0 too.
+#[test]
+fn mid_conversation_effort_travels_in_configuration_updates() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai-responses/text.sse"),
+        Reply::sse_fixture("openai-responses/text.sse"),
+    ]);
+    let models = json!({"providers": {"me": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-responses", "apiKey": "me-key-123456",
+        "models": [{"id": "me-model", "reasoning": true, "input": ["text"],
+            "compat": {"supportsMidConvoEffort": true}}]}}});
+    let setup = Setup::new(&fake, "me", "me-model")
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg("high");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    let first = assistant_messages(&run).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    assert_eq!(first["providerThinkingLevel"], "high", "{first}");
+    let start = run
+        .iter()
+        .find(|r| r["type"] == "message_start" && r["message"]["role"] == "assistant")
+        .expect("message_start");
+    assert_eq!(start["message"]["providerThinkingLevel"], "high", "{start}");
+    let response = pi.request(json!({"id": "t", "type": "set_thinking_level", "level": "low"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    let second = assistant_messages(&run).remove(0);
+    assert_eq!(second["providerThinkingLevel"], "low", "{second}");
+
+    let requests = fake.requests();
+    let update =
+        |effort: &str| json!({"type": "configuration_update", "reasoning": {"effort": effort}});
+    for request in &requests {
+        assert_eq!(
+            request.body["reasoning"]["effort"], "medium",
+            "{}",
+            request.body
+        );
+    }
+    let input = requests[0].body["input"].as_array().unwrap();
+    assert_eq!(input.last(), Some(&update("high")), "{input:?}");
+    let input = requests[1].body["input"].as_array().unwrap();
+    assert_eq!(input.last(), Some(&update("low")), "{input:?}");
+    let earlier = input
+        .iter()
+        .position(|i| *i == update("high"))
+        .expect("the first reply's level");
+    assert_eq!(input[earlier - 1]["role"], "user", "{input:?}");
+    assert_eq!(input[earlier + 1]["type"], "reasoning", "{input:?}");
+}
+
+/// The reply's `diagnostics`, as pi 1.6.0 records them: the input transformations Anthropic
+/// reports (`anthropic_input_transformations`, each with its `type`/`path`/`reason`) and the
+/// reasoning items OpenAI Responses says it removed (`openai_input_transformations`; a removal
+/// at a turn boundary is normal and left out). A reply without any has no `diagnostics`. Passes
+/// against pi 1.6.0 too.
+#[test]
+fn provider_input_transformations_become_the_replys_diagnostics() {
+    let reply_for = |api: &str, body: String| -> Value {
+        let fake = FakeProvider::start(vec![Reply::sse(body)]);
+        let models = json!({"providers": {"dg": {"baseUrl": "__BASE_URL__/v1", "api": api,
+            "apiKey": "dg-key-123456", "models": [{"id": "dg-model", "input": ["text"]}]}}});
+        let setup = Setup::new(&fake, "dg", "dg-model").models_json(&models.to_string());
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let message = assistant_messages(&run).remove(0);
+        assert_eq!(message["stopReason"], "stop", "{message}");
+        message
+    };
+    let anthropic = fixture("anthropic/text.sse").replacen(
+        "\"message\":{",
+        "\"message\":{\"input_transformations\":[{\"type\":\"thinking_removed\",\
+         \"path\":\"messages.1.content.0\",\"reason\":\"unsigned\",\"extra\":1}],",
+        1,
+    );
+    let message = reply_for("anthropic-messages", anthropic);
+    let diagnostics = message["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(diagnostics.len(), 1, "{message}");
+    assert_eq!(diagnostics[0]["type"], "anthropic_input_transformations");
+    assert!(diagnostics[0]["timestamp"].as_i64().is_some_and(|t| t > 0));
+    assert_eq!(
+        diagnostics[0]["details"],
+        json!({"transformations": [{"type": "thinking_removed",
+            "path": "messages.1.content.0", "reason": "unsigned"}]})
+    );
+
+    let responses = fixture("openai-responses/text.sse").replacen(
+        "\"response\":{\"id\":\"resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9\",\"object\":\"response\",\"created_at\":1767225600,\"status\":\"completed\"",
+        "\"response\":{\"id\":\"resp_0a1b2c3d4e5f60718293a4b5c6d7e8f9\",\"object\":\"response\",\"created_at\":1767225600,\"status\":\"completed\",\
+         \"input_transformations\":[{\"type\":\"reasoning\",\"id\":\"rs_1\",\"action\":\"removed\",\"reason\":\"model_changed\"},\
+         {\"type\":\"reasoning\",\"id\":\"rs_2\",\"action\":\"removed\",\"reason\":\"turn_boundary\"}]",
+        1,
+    );
+    let message = reply_for("openai-responses", responses);
+    let diagnostics = message["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(
+        diagnostics[0]["type"], "openai_input_transformations",
+        "{message}"
+    );
+    assert_eq!(
+        diagnostics[0]["details"],
+        json!({"transformations": [{"type": "reasoning", "id": "rs_1", "action": "removed",
+            "reason": "model_changed"}]})
+    );
+
+    let plain = reply_for("anthropic-messages", fixture("anthropic/text.sse"));
+    assert!(plain.get("diagnostics").is_none(), "{plain}");
 }
