@@ -990,3 +990,173 @@ fn two_typescript_extensions_share_the_event_bus() {
         pi.records()
     );
 }
+
+// ---- pi's tool factories, ctx.executeTool and pi.exec run through pi-rs (issue 24 item 3) --------
+
+/// A workspace whose temp folder is inside it (so the cwd's `..` is outside everything the
+/// sandbox allows), with the sandbox on.
+fn sandboxed_workspace(setup: Setup) -> (crate::support::Workspace, Setup) {
+    let workspace = crate::support::Workspace::new();
+    std::fs::create_dir_all(workspace.root().join("tmp")).unwrap();
+    let setup = setup
+        .env("TMPDIR", &workspace.root().join("tmp").to_string_lossy())
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}));
+    (workspace, setup)
+}
+
+/// bash-spawn-hook.ts, unchanged: its `createBashTool` tool runs pi-rs's bash, so the spawn
+/// hook's environment reaches the command, the sandbox confines it (pi 1.6.0, which has no
+/// sandbox, writes the file), and abort kills it.
+#[test]
+fn a_factory_bash_tool_runs_in_pi_rs_sandbox_and_abort_kills_it() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        crate::support::tool_reply(
+            "toolu_1",
+            "bash",
+            json!({"command": "echo hook=$PI_SPAWN_HOOK; echo x > ../spawn-out.txt; echo rc=$?"}),
+        ),
+        crate::support::tool_reply(
+            "toolu_2",
+            "bash",
+            json!({"command": "echo started $$; sleep 60"}),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let (workspace, setup) = sandboxed_workspace(Setup::anthropic(&fake));
+    let setup = with_examples(&reference, setup, &["bash-spawn-hook.ts"]);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "run"}));
+    let pid = crate::support::wait_for_tool_pid(&mut pi, "started ");
+    pi.command("a", "abort", json!({}));
+    pi.records_until_event("agent_end");
+    let ends: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .cloned()
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    let first = crate::support::end_text(&ends[0]);
+    assert!(first.contains("hook=1"), "the spawn hook's env: {first}");
+    assert!(
+        first.contains("rc=1"),
+        "the sandbox refused the write: {first}"
+    );
+    assert!(!workspace.root().join("spawn-out.txt").exists());
+    assert_eq!(ends[1]["isError"], true, "{}", ends[1]);
+    assert!(
+        crate::support::wait_until_gone(pid, WAIT),
+        "abort killed the command"
+    );
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// An extension of the tests' own: its tool calls `ctx.executeTool`, `pi.exec` and a factory's
+/// tool, and reports what each gave.
+const ROUTED: &str = r#"
+import { createReadTool } from "@earendil-works/pi-coding-agent";
+export default function (pi) {
+    pi.registerTool({
+        name: "probe", label: "probe", description: "Probes the routed tools",
+        parameters: { type: "object", properties: {} },
+        async execute(_id, _params, _signal, _onUpdate, ctx) {
+            const nested = await ctx.executeTool("write", { path: "../nested-out.txt", content: "x" });
+            const inside = await ctx.executeTool("read", { path: "notes.txt" });
+            const unknown = await ctx.executeTool("nope", {});
+            const exec = await pi.exec("sh", ["-c", "echo x > ../exec-out.txt; echo rc=$?"]);
+            const printf = await pi.exec("printf", ["%s", "hi"]);
+            const missing = await pi.exec("/no/such/program", []);
+            let thrown;
+            try {
+                await createReadTool(ctx.cwd).execute("r", { path: "missing.txt" });
+            } catch (err) {
+                thrown = err.message;
+            }
+            const leak = await createReadTool(ctx.cwd).execute("r", { path: "leak.txt" });
+            const seen = { nested, inside, unknown, exec, printf, missing, thrown, leak };
+            return { content: [{ type: "text", text: JSON.stringify(seen) }], details: {} };
+        },
+    });
+}
+"#;
+
+/// `ctx.executeTool`, `pi.exec` and a factory's tool run in pi-rs: the sandbox blocks their
+/// writes outside the workspace (under pi 1.6.0 both files would be written), their results keep
+/// 1.6.0's shapes (`{toolCall, result, isError}`, `{stdout, stderr, code, killed, truncated}`,
+/// a thrown error for a failed factory tool); what they return is redacted.
+#[test]
+fn execute_tool_and_exec_of_a_typescript_extension_run_in_pi_rs() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        crate::support::tool_reply("toolu_1", "probe", json!({})),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let (workspace, setup) = sandboxed_workspace(Setup::anthropic(&fake));
+    std::fs::write(workspace.cwd().join("notes.txt"), "plain notes\n").unwrap();
+    const KEY: &str = "sk-ant-tshost-0123456789abcdef";
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        json!({"fake-anthropic": {"type": "api_key", "key": KEY}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(workspace.cwd().join("leak.txt"), format!("key={KEY}\n")).unwrap();
+    std::fs::write(workspace.cwd().join("routed.ts"), ROUTED).unwrap();
+    let setup = with_examples(&reference, setup, &[])
+        .arg("-e")
+        .arg("routed.ts");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("p", "prompt", json!({"message": "probe"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool_execution_end");
+    let seen: Value =
+        serde_json::from_str(&crate::support::end_text(end)).unwrap_or_else(|_| panic!("{end}"));
+    assert_eq!(seen["nested"]["isError"], true, "{seen}");
+    assert_eq!(seen["nested"]["toolCall"]["name"], "write", "{seen}");
+    assert!(
+        seen["nested"]["result"]
+            .to_string()
+            .contains("blocked by the sandbox"),
+        "{seen}"
+    );
+    assert_eq!(seen["inside"]["isError"], false, "{seen}");
+    assert!(
+        seen["inside"]["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("plain notes"))
+    );
+    assert_eq!(seen["unknown"]["isError"], true, "{seen}");
+    assert!(
+        seen["exec"]["stderr"]
+            .as_str()
+            .is_some_and(|o| o.contains("Permission denied")),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["printf"],
+        json!({"stdout": "hi", "stderr": "", "code": 0, "killed": false, "truncated": false})
+    );
+    assert_eq!(seen["missing"]["code"], 1, "{seen}");
+    assert!(
+        seen["thrown"]
+            .as_str()
+            .is_some_and(|t| t.contains("missing.txt")),
+        "{seen}"
+    );
+    // The factory's read ran in pi-rs: the key it read is redacted (1.6.0 returns it as is).
+    assert_eq!(
+        seen["leak"]["content"][0]["text"], "key=[redacted]\n",
+        "{seen}"
+    );
+    assert!(!end.to_string().contains(KEY));
+    assert!(!workspace.root().join("nested-out.txt").exists());
+    assert!(!workspace.root().join("exec-out.txt").exists());
+}
