@@ -1113,9 +1113,10 @@ fn execute_tool_and_exec_of_a_typescript_extension_run_in_pi_rs() {
     pi.command("p", "prompt", json!({"message": "probe"}));
     let records = pi.records_until_event("agent_end");
     assert!(extension_errors(&records).is_empty(), "{records:?}");
+    // (1.6.0 also records the nested calls, with their parent's id.)
     let end = records
         .iter()
-        .find(|r| r["type"] == "tool_execution_end")
+        .find(|r| r["type"] == "tool_execution_end" && r["toolCallId"] == "toolu_1")
         .expect("tool_execution_end");
     let seen: Value =
         serde_json::from_str(&crate::support::end_text(end)).unwrap_or_else(|_| panic!("{end}"));
@@ -1128,6 +1129,7 @@ fn execute_tool_and_exec_of_a_typescript_extension_run_in_pi_rs() {
         "{seen}"
     );
     assert_eq!(seen["inside"]["isError"], false, "{seen}");
+    assert!(seen["inside"]["durationMs"].is_u64(), "{seen}");
     assert!(
         seen["inside"]["result"]["content"][0]["text"]
             .as_str()
@@ -1159,4 +1161,66 @@ fn execute_tool_and_exec_of_a_typescript_extension_run_in_pi_rs() {
     assert!(!end.to_string().contains(KEY));
     assert!(!workspace.root().join("nested-out.txt").exists());
     assert!(!workspace.root().join("exec-out.txt").exists());
+}
+
+/// minimal-mode.ts, unchanged: it registers every built-in again from pi's
+/// `create…ToolDefinition` factories (with its own renderers); the model's calls reach those
+/// tools, which run pi-rs's built-ins: the sandbox refuses a write outside the workspace (pi
+/// 1.6.0 writes it), a write inside and a read work.
+#[test]
+fn minimal_mode_tools_from_pi_definitions_run_pi_rs_builtins() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_1",
+                    "write",
+                    &[r#"{"path":"../outside.txt","content":"x"}"#],
+                )
+                .tool_use(
+                    "toolu_2",
+                    "write",
+                    &[r#"{"path":"inside.txt","content":"fine"}"#],
+                )
+                .tool_use("toolu_3", "ls", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let (workspace, setup) = sandboxed_workspace(Setup::anthropic(&fake));
+    let setup = with_examples(&reference, setup, &["minimal-mode.ts"])
+        .arg("--tools")
+        .arg("read,bash,edit,write,grep,find,ls");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("p", "prompt", json!({"message": "write"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    let requests = fake.requests();
+    // The extension's tools (pi's descriptions) replace pi-rs's, each offered once.
+    let writes: Vec<&Value> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "write")
+        .collect();
+    assert_eq!(writes.len(), 1);
+    assert!(
+        writes[0]["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("Write content to a file.")),
+        "{}",
+        writes[0]
+    );
+    let outside = tool_result_block_text(&tool_result_block(&requests[1], "toolu_1"));
+    assert!(outside.contains("blocked by the sandbox"), "{outside}");
+    assert!(!workspace.root().join("outside.txt").exists());
+    let inside = tool_result_block_text(&tool_result_block(&requests[1], "toolu_2"));
+    assert!(inside.contains("inside.txt"), "{inside}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.cwd().join("inside.txt")).unwrap(),
+        "fine"
+    );
+    let listing = tool_result_block_text(&tool_result_block(&requests[1], "toolu_3"));
+    assert!(listing.contains("inside.txt"), "{listing}");
 }

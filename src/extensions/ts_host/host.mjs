@@ -148,10 +148,15 @@ function routeThroughPiRs() {
 	});
 }
 
+/** Set at `session_shutdown`: pi-rs stops the host and answers no more requests. */
+let stopping = false;
+const STOPPING = "pi-rs is stopping its extensions and runs no more tools or commands for them";
+
 /** Runs pi-rs's built-in `name`; resolves to `{content, details?, isError}` (never rejects for a
  * tool failure; pi-rs's refusals come back as error results). */
 async function executeBuiltin(name, args, cwd, signal, onUpdate) {
 	if (signal?.aborted) return { content: [{ type: "text", text: "Operation aborted" }], isError: true };
+	if (stopping) return { content: [{ type: "text", text: STOPPING }], isError: true };
 	const fields = { toolName: name, args };
 	if (cwd && cwd !== state.hello?.cwd) fields.cwd = cwd;
 	const update = onUpdate ? (partial) => onUpdate({ content: partial?.content ?? [], details: partial?.details }) : undefined;
@@ -219,6 +224,7 @@ async function routedExec(command, args, cwd, options) {
 	if (options?.timeout && options.timeout > 0) fields.timeout = Math.ceil(options.timeout);
 	const signal = options?.signal;
 	if (signal?.aborted) return { stdout: "", stderr: "", code: 143, killed: true, truncated: false };
+	if (stopping) return { stdout: "", stderr: STOPPING, code: 1, killed: false, truncated: false };
 	const { id, done } = startRequest({ type: "exec", ...fields });
 	const cancel = () => send({ type: "cancel_request", requestId: id });
 	signal?.addEventListener("abort", cancel, { once: true });
@@ -239,19 +245,27 @@ async function executeTool(runner, callerId, name, args, options = {}) {
 	const toolCall = { type: "toolCall", id: `${callerId}/${++nestedCalls}`, name, arguments: args };
 	const failed = (text) => ({ toolCall, result: { content: [{ type: "text", text }], details: {} }, isError: true });
 	const own = runner.getToolDefinition(name);
+	if (!own && !BUILTIN_TOOLS.includes(name)) return failed(`Tool ${name} not found`);
+	const started = Date.now();
+	let result;
 	if (own) {
 		try {
 			const ctx = runner.createToolContext(toolCall.id, options.signal);
 			const prepared = own.prepareArguments ? own.prepareArguments(args) : args;
-			const result = await own.execute(toolCall.id, prepared, options.signal, options.onUpdate, ctx);
-			return { toolCall, result: { content: result?.content ?? [], details: result?.details }, isError: result?.isError === true };
+			result = await own.execute(toolCall.id, prepared, options.signal, options.onUpdate, ctx);
 		} catch (err) {
-			return failed(errorText(err));
+			result = { content: [{ type: "text", text: errorText(err) }], details: {}, isError: true };
 		}
+	} else {
+		result = await executeBuiltin(name, args, undefined, options.signal, options.onUpdate);
 	}
-	if (!BUILTIN_TOOLS.includes(name)) return failed(`Tool ${name} not found`);
-	const result = await executeBuiltin(name, args, undefined, options.signal, options.onUpdate);
-	return { toolCall, result: { content: result.content ?? [], details: result.details ?? {} }, isError: result.isError === true };
+	// As 1.6.0: a call that ran says how long it took.
+	return {
+		toolCall,
+		result: { content: result?.content ?? [], details: result?.details },
+		isError: result?.isError === true,
+		durationMs: Date.now() - started,
+	};
 }
 
 globalThis[ROUTING] = { tool: routedTool, exec: routedExec };
@@ -853,6 +867,7 @@ async function main() {
 		// Events are handled one after another, in order (pi awaits each before going on);
 		// tools, commands and hooks start once the events that came before them are handled.
 		if (message.type === "event") {
+			if (message.event?.type === "session_shutdown") stopping = true;
 			events = events.then(() => onEvent(runner, message.event)).catch((err) =>
 				reportError("<runtime>", message.event?.type ?? "event", errorText(err)),
 			);
