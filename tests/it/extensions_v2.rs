@@ -1764,6 +1764,20 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
         "{timed_out}"
     );
 
+    // An id that is still running is refused; the run it names goes on until cancelled.
+    let first = json!({"type": "execute_tool", "id": "d1", "toolName": "bash", "args": {"command": "sleep 60"}});
+    let refused = ask(&mut pi, &[first.clone(), first], "d1");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("still running")),
+        "{refused}"
+    );
+    let cancel = json!({"type": "cancel_request", "id": "c2", "requestId": "d1"});
+    assert_eq!(ask(&mut pi, &[cancel], "c2")["result"], true);
+    let ended = next_answer(&mut pi, "d1");
+    assert_eq!(result_text(&ended), "Command aborted", "{ended}");
+
     // Bad requests: clear errors, nothing runs.
     let unknown = json!({"type": "execute_tool", "id": "e1", "toolName": "codemode", "args": {}});
     let error = ask(&mut pi, &[unknown], "e1");
