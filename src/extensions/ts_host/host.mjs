@@ -105,7 +105,11 @@ function wrapExport(source, exported, name, wrapper) {
 }
 
 function routeThroughPiRs() {
-	if (typeof nodeModule.registerHooks !== "function" || !config.package) return;
+	if (!config.package) return;
+	if (typeof nodeModule.registerHooks !== "function") {
+		console.error(`pi-rs host: Node ${process.versions.node} has no module.registerHooks; pi's tool factories run inside the host`);
+		return;
+	}
 	let root;
 	try {
 		root = pathToFileURL(realpathSync(config.package)).href;
