@@ -34,12 +34,28 @@ enum Run {
 }
 
 impl Run {
-    /// The tool and arguments the approval gate judges (and records): `exec` as a `bash` call
-    /// of its command line.
-    fn gated_call(&self) -> (&str, Value) {
+    /// The tool and arguments the approval gate judges (and records), against the session's
+    /// cwd: `exec` as a `bash` call of its command line; an `execute_tool` with a `cwd` of its
+    /// own with its `path` taken from there (or that folder, for the tools that search one), so
+    /// a `cwd` cannot make an outside path look inside.
+    fn gated_call(&self, session_cwd: &std::path::Path) -> (&str, Value) {
         match self {
             Run::Exec(spec) => ("bash", json!({ "command": spec.display_line() })),
-            Run::Tool(spec) => (spec.tool_name.as_str(), spec.args.clone()),
+            Run::Tool(spec) => {
+                let mut args = spec.args.clone();
+                if let Some(dir) = &spec.cwd {
+                    let base = session_cwd.join(dir);
+                    let searches = matches!(spec.tool_name.as_str(), "grep" | "find" | "ls");
+                    match args.get("path").and_then(Value::as_str) {
+                        Some(path) if !path.starts_with('~') && !path.starts_with('@') => {
+                            args["path"] = json!(base.join(path).to_string_lossy());
+                        }
+                        None if searches => args["path"] = json!(base.to_string_lossy()),
+                        _ => {}
+                    }
+                }
+                (spec.tool_name.as_str(), args)
+            }
         }
     }
 }
@@ -239,15 +255,11 @@ impl Agent {
             });
             return;
         };
-        let cwd = match &run {
-            Run::Tool(ToolRunSpec { cwd: Some(dir), .. }) => self.config.cwd.join(dir),
-            _ => self.config.cwd.clone(),
-        };
-        let (tool, args) = run.gated_call();
-        let decision = self
-            .tools
-            .approvals
-            .decide(tool, &args, &cwd, &self.tools.grants);
+        let (tool, args) = run.gated_call(&self.config.cwd);
+        let decision =
+            self.tools
+                .approvals
+                .decide(tool, &args, &self.config.cwd, &self.tools.grants);
         match decision {
             Decision::Allow => {
                 if self.tools.approvals.is_enabled() {
@@ -342,7 +354,7 @@ impl Agent {
             return false;
         };
         let pending = self.extensions.pending_runs.remove(position);
-        let (tool, args) = pending.run.gated_call();
+        let (tool, args) = pending.run.gated_call(&self.config.cwd);
         let tool = tool.to_string();
         match answer {
             ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {

@@ -1189,6 +1189,7 @@ fn minimal_mode_tools_from_pi_definitions_run_pi_rs_builtins() {
         Reply::sse(sse::anthropic_text(&["Done."])),
     ]);
     let (workspace, setup) = sandboxed_workspace(Setup::anthropic(&fake));
+    std::fs::write(workspace.cwd().join("before.txt"), "here\n").unwrap();
     let setup = with_examples(&reference, setup, &["minimal-mode.ts"])
         .arg("--tools")
         .arg("read,bash,edit,write,grep,find,ls");
@@ -1221,6 +1222,7 @@ fn minimal_mode_tools_from_pi_definitions_run_pi_rs_builtins() {
         std::fs::read_to_string(workspace.cwd().join("inside.txt")).unwrap(),
         "fine"
     );
+    // (The calls run in parallel: ls sees the file that was there before.)
     let listing = tool_result_block_text(&tool_result_block(&requests[1], "toolu_3"));
-    assert!(listing.contains("inside.txt"), "{listing}");
+    assert!(listing.contains("before.txt"), "{listing}");
 }

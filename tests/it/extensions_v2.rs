@@ -1726,6 +1726,29 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
         "written"
     );
 
+    // A cwd of its own does not make an outside path look inside to the gate.
+    let elsewhere = json!({"type": "execute_tool", "id": "t6b", "toolName": "write", "cwd": "..",
+        "args": {"path": "gate-out.txt", "content": "x"}});
+    pi.send(json!({"type": "prompt", "message": format!("/send {elsewhere}")}));
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "select",
+            deadline,
+        )
+        .pop()
+        .expect("dialog");
+    assert!(
+        dialog["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("gate-out.txt (outside the working directory)")),
+        "{dialog}"
+    );
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Deny"}));
+    let refused = next_answer(&mut pi, "t6b");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(!workspace.root().join("gate-out.txt").exists());
+
     // Partial results stream as action_update before the answer.
     let streaming = json!({"type": "execute_tool", "id": "t7", "toolName": "bash",
         "args": {"command": "echo one; sleep 2; echo two"}});
