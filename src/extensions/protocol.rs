@@ -1252,6 +1252,62 @@ mod tests {
     }
 
     #[test]
+    fn execute_tool_and_cancel_request_parse_with_clear_errors() {
+        let action = |value: Value| match parse(value) {
+            Ok(ExtensionMessage::Control { action, .. }) => action,
+            other => panic!("not a control request: {other:?}"),
+        };
+        assert_eq!(
+            action(
+                json!({"type": "execute_tool", "id": "1", "toolName": "read",
+                          "args": {"path": "a"}, "cwd": "sub", "timeout": 500})
+            ),
+            Ok(ControlAction::ExecuteTool(
+                super::super::tool_run::ToolRunSpec {
+                    tool_name: "read".into(),
+                    args: json!({"path": "a"}),
+                    cwd: Some("sub".into()),
+                    timeout: Some(std::time::Duration::from_millis(500)),
+                }
+            ))
+        );
+        let no_args = action(json!({"type": "execute_tool", "id": "1", "toolName": "ls"}));
+        assert!(matches!(no_args, Ok(ControlAction::ExecuteTool(spec)) if spec.args == json!({})));
+        let unknown = action(json!({"type": "execute_tool", "id": "1", "toolName": "codemode"}));
+        assert!(
+            unknown
+                .unwrap_err()
+                .starts_with("execute_tool: unknown tool \"codemode\"")
+        );
+        let long = action(json!({"type": "execute_tool", "toolName": "y".repeat(10_000)}));
+        assert!(long.unwrap_err().len() < 300);
+        for (field, value, error) in [
+            (
+                "args",
+                json!("rm -rf /"),
+                "execute_tool: args must be an object",
+            ),
+            (
+                "timeout",
+                json!(-1),
+                "execute_tool: timeout must be a whole number (ms)",
+            ),
+            ("cwd", json!(5), "execute_tool: cwd must be a string"),
+        ] {
+            let mut line = json!({"type": "execute_tool", "toolName": "bash", "args": {}});
+            line[field] = value;
+            assert_eq!(action(line), Err(error.to_string()));
+        }
+        assert_eq!(
+            action(json!({"type": "cancel_request", "requestId": "h3"})),
+            Ok(ControlAction::CancelRequest {
+                request_id: "h3".into()
+            })
+        );
+        assert!(action(json!({"type": "cancel_request"})).is_err());
+    }
+
+    #[test]
     fn register_reads_every_declaration() {
         let message = parse(json!({
             "type": "register", "protocol": 1, "name": "demo",
