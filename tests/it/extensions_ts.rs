@@ -1226,3 +1226,32 @@ fn minimal_mode_tools_from_pi_definitions_run_pi_rs_builtins() {
     let listing = tool_result_block_text(&tool_result_block(&requests[1], "toolu_3"));
     assert!(listing.contains("before.txt"), "{listing}");
 }
+
+/// bash-spawn-hook.ts, unchanged: pi-rs's approval gate judges the command its spawn hook made
+/// (the hook adds `source ~/.profile`), which the model never wrote: a rule denying `source`
+/// blocks the call (pi 1.6.0, which has no gate, runs it).
+#[test]
+fn the_gate_judges_the_command_a_spawn_hook_made() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        crate::support::tool_reply("toolu_1", "bash", json!({"command": "echo hi > made.txt"})),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["bash-spawn-hook.ts"])
+        .settings(json!({"approvals": {"rules": [
+            {"tool": "bash", "command": "source *", "action": "deny", "reason": "No profiles here"}
+        ]}}));
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "run"}));
+    let records = pi.records_until_event("agent_end");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool_execution_end");
+    assert_eq!(end["isError"], true, "{end}");
+    assert!(
+        crate::support::end_text(end).contains("No profiles here"),
+        "{end}"
+    );
+    assert!(!pi.cwd().join("made.txt").exists());
+}
