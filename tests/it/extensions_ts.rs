@@ -1255,3 +1255,63 @@ fn the_gate_judges_the_command_a_spawn_hook_made() {
     );
     assert!(!pi.cwd().join("made.txt").exists());
 }
+
+/// dirty-repo-guard.ts, unchanged: its `pi.exec("git", ["status", "--porcelain"])` runs through
+/// pi-rs. In a repository with an uncommitted file it asks before a new session (and the answer
+/// "No" cancels it, as under 1.6.0); with an approval rule denying `git`, the command fails
+/// (code 1, read by the example as "not a git repo") and the session changes without a dialog —
+/// the gate applies to `pi.exec` (1.6.0 has none).
+#[test]
+fn dirty_repo_guard_runs_git_through_pi_rs_and_its_gate() {
+    let Some(reference) = pi_1_6() else { return };
+    for denied in [false, true] {
+        let fake = FakeProvider::start(vec![]);
+        let workspace = crate::support::Workspace::new();
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(workspace.cwd())
+            .status()
+            .expect("git");
+        assert!(git.success());
+        std::fs::write(workspace.cwd().join("draft.txt"), "uncommitted\n").unwrap();
+        let mut setup = with_examples(
+            &reference,
+            Setup::anthropic(&fake),
+            &["dirty-repo-guard.ts"],
+        );
+        if denied {
+            setup = setup.settings(json!({"approvals": {"rules": [
+                {"tool": "bash", "command": "git *", "action": "deny", "reason": "No git here"}
+            ]}}));
+        }
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        pi.send(json!({"type": "new_session", "id": "n"}));
+        if !denied {
+            let deadline = pi.deadline();
+            let dialog = pi
+                .recv_until(
+                    |r| r["type"] == "extension_ui_request" && r["method"] == "select",
+                    deadline,
+                )
+                .pop()
+                .expect("the dialog");
+            assert!(
+                dialog["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("You have 1 uncommitted file(s).")),
+                "{dialog}"
+            );
+            pi.send(json!({"type": "extension_ui_response", "id": dialog["id"],
+                "value": "No, let me commit first"}));
+        }
+        let response = pi.response_for("n");
+        assert_eq!(response["success"], true, "{response}");
+        assert_eq!(response["data"]["cancelled"], !denied, "{response}");
+        let dialogs = pi
+            .records()
+            .iter()
+            .filter(|r| r["type"] == "extension_ui_request" && r["method"] == "select")
+            .count();
+        assert_eq!(dialogs, usize::from(!denied));
+    }
+}
