@@ -1078,7 +1078,9 @@ export default function (pi) {
                 thrown = err.message;
             }
             const leak = await createReadTool(ctx.cwd).execute("r", { path: "leak.txt" });
-            const seen = { nested, inside, unknown, exec, printf, missing, thrown, leak };
+            const tools = ctx.tools.map((t) => t.name);
+            const viaTools = await ctx.tools.find((t) => t.name === "read").execute("t", { path: "notes.txt" });
+            const seen = { nested, inside, unknown, exec, printf, missing, thrown, leak, tools, viaTools };
             return { content: [{ type: "text", text: JSON.stringify(seen) }], details: {} };
         },
     });
@@ -1151,6 +1153,16 @@ fn execute_tool_and_exec_of_a_typescript_extension_run_in_pi_rs() {
         seen["thrown"]
             .as_str()
             .is_some_and(|t| t.contains("missing.txt")),
+        "{seen}"
+    );
+    // ctx.tools: the active tools, the built-ins running in pi-rs.
+    let tools = seen["tools"].as_array().expect("tools");
+    assert!(
+        tools.contains(&json!("read")) && tools.contains(&json!("probe")),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["viaTools"]["content"][0]["text"], "plain notes\n",
         "{seen}"
     );
     // The factory's read ran in pi-rs: the key it read is redacted (1.6.0 returns it as is).

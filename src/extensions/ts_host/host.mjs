@@ -272,6 +272,34 @@ async function executeTool(runner, callerId, name, args, options = {}) {
 	};
 }
 
+/** ctx.tools: the active tools as agent tools (name, label, description, parameters, execute):
+ * a TypeScript extension's own, or a built-in that runs in pi-rs. MCP tools and executable
+ * extensions' tools are left out (executeTool cannot reach them). */
+function callableTools(runner) {
+	const tools = [];
+	for (const name of state.activeTools) {
+		const own = runner.getToolDefinition(name);
+		if (own) {
+			tools.push({ ...own, label: own.label ?? name });
+			continue;
+		}
+		const info = state.allTools.find((t) => t.name === name);
+		if (!BUILTIN_TOOLS.includes(name) || !info) continue;
+		tools.push({
+			name,
+			label: name,
+			description: info.description,
+			parameters: info.parameters,
+			execute: async (_toolCallId, params, signal, onUpdate) => {
+				const result = await executeBuiltin(name, params, undefined, signal, onUpdate);
+				if (result.isError) throw new Error(resultText(result));
+				return { content: result.content ?? [], details: result.details ?? undefined };
+			},
+		});
+	}
+	return tools;
+}
+
 globalThis[ROUTING] = { tool: routedTool, exec: routedExec };
 routeThroughPiRs();
 
@@ -555,6 +583,7 @@ function bind(runner) {
 			},
 			getSystemPrompt: () => state.systemPrompt,
 			executeTool: (callerId, name, args, options) => executeTool(runner, callerId, name, args, options),
+			getCallableTools: () => callableTools(runner),
 		},
 	);
 	runner.bindCommandContext({
