@@ -164,6 +164,8 @@ impl Agent {
     }
 
     fn abort(&mut self, id: Option<&Value>) {
+        // Also while idle: an extension command's `exec` or `execute_tool` may be running.
+        self.extensions.runs.cancel_all();
         if self.is_busy() {
             self.abort_run();
         }

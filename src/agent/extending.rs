@@ -52,8 +52,10 @@ pub struct Extensions {
         super::session_commands::SessionOp,
         super::session_commands::OpReply,
     )>,
-    /// (v2) `exec` requests waiting for the client's approval.
-    pub pending_execs: Vec<super::extension_requests::PendingExec>,
+    /// (v2) `exec` and `execute_tool` requests waiting for the client's approval.
+    pub pending_runs: Vec<super::extension_requests::PendingRun>,
+    /// (v2) `exec` and `execute_tool` requests running (abort and `cancel_request` end them).
+    pub runs: crate::extensions::tool_run::Runs,
     /// (v2) The `context` hook the next model request waits for.
     pub context_hook: Option<crate::extensions::HookId>,
     /// (v2) `wait_for_idle` requests, answered once the agent is idle.
@@ -128,7 +130,8 @@ impl Extensions {
             virtual_models,
             route: None,
             model_refreshes: Vec::new(),
-            pending_execs: Vec::new(),
+            pending_runs: Vec::new(),
+            runs: Default::default(),
             session_changes: Vec::new(),
             stream_providers,
             reload,
@@ -617,7 +620,7 @@ impl Agent {
             ExtensionEvent::Action { extension, action } => self.on_action(extension, action),
             ExtensionEvent::UiRequest { event } => self.emit(event),
             ExtensionEvent::ApprovalAnswered { ui_id, answer } => {
-                if !self.on_exec_approval(&ui_id, answer) {
+                if !self.on_run_approval(&ui_id, answer) {
                     self.on_approval(&ui_id, answer)
                 }
             }
@@ -627,6 +630,7 @@ impl Agent {
                 self.refresh_extension_tools();
             }
             ExtensionEvent::Exited { extension } => {
+                self.extensions.runs.cancel_of(extension);
                 self.refresh_extension_tools();
                 self.drop_mcp_servers_of(extension);
                 self.on_extension_exited(extension);
@@ -635,7 +639,10 @@ impl Agent {
                 extension,
                 registration,
             } => self.on_registered(extension, registration),
-            ExtensionEvent::Restarting { extension } => self.on_restarting(extension),
+            ExtensionEvent::Restarting { extension } => {
+                self.extensions.runs.cancel_of(extension);
+                self.on_restarting(extension);
+            }
             ExtensionEvent::Query {
                 extension,
                 id,

@@ -15,15 +15,49 @@ use crate::extensions::approval::{ApprovalAnswer, Decision};
 use crate::extensions::exec::ExecSpec;
 use crate::extensions::protocol::{ControlAction, Query};
 use crate::extensions::queries;
+use crate::extensions::tool_run::{self, ToolRunSpec};
 use crate::rpc::events::Event;
 
-/// An extension's `exec` waiting for the client's approval.
-pub struct PendingExec {
+/// An extension's `exec` or `execute_tool` waiting for the client's approval.
+pub struct PendingRun {
     pub ui_id: String,
     grant_key: String,
     extension: ExtensionId,
     id: String,
-    spec: ExecSpec,
+    run: Run,
+}
+
+/// What an extension asked to run.
+enum Run {
+    Exec(ExecSpec),
+    Tool(ToolRunSpec),
+}
+
+impl Run {
+    /// The tool and arguments the approval gate judges (and records), against the session's
+    /// cwd: `exec` as a `bash` call of its command line; an `execute_tool` with a `cwd` of its
+    /// own with its `path` taken from there (or that folder, for the tools that search one), so
+    /// a `cwd` cannot make an outside path look inside.
+    fn gated_call(&self, session_cwd: &std::path::Path) -> (&str, Value) {
+        match self {
+            Run::Exec(spec) => ("bash", json!({ "command": spec.display_line() })),
+            Run::Tool(spec) => {
+                let mut args = spec.args.clone();
+                if let Some(dir) = &spec.cwd {
+                    let base = session_cwd.join(dir);
+                    let searches = matches!(spec.tool_name.as_str(), "grep" | "find" | "ls");
+                    match args.get("path").and_then(Value::as_str) {
+                        Some(path) if !path.starts_with('~') && !path.starts_with('@') => {
+                            args["path"] = json!(base.join(path).to_string_lossy());
+                        }
+                        None if searches => args["path"] = json!(base.to_string_lossy()),
+                        _ => {}
+                    }
+                }
+                (spec.tool_name.as_str(), args)
+            }
+        }
+    }
 }
 
 impl Agent {
@@ -160,7 +194,11 @@ impl Agent {
         action: ControlAction,
     ) {
         if let ControlAction::Exec(spec) = action {
-            self.start_exec(extension, id, spec);
+            self.start_request(extension, id, Run::Exec(spec));
+            return;
+        }
+        if let ControlAction::ExecuteTool(spec) = action {
+            self.start_request(extension, id, Run::Tool(spec));
             return;
         }
         if let ControlAction::Reload = action {
@@ -221,34 +259,37 @@ impl Agent {
         }
     }
 
-    /// `exec`: through the approval gate as a `bash` call of the command line, then run in the
-    /// tool sandbox on a thread of its own, which answers the extension.
-    fn start_exec(&mut self, extension: ExtensionId, id: Option<String>, spec: ExecSpec) {
+    /// `exec` and `execute_tool`: through the approval gate (`exec` as a `bash` call of its
+    /// command line), then run in the tool sandbox on a thread of its own, which answers the
+    /// extension.
+    fn start_request(&mut self, extension: ExtensionId, id: Option<String>, run: Run) {
+        let kind = match run {
+            Run::Exec(_) => "exec",
+            Run::Tool(_) => "execute_tool",
+        };
         let Some(id) = id else {
             self.emit(Event::ExtensionError {
                 extension_path: self.extension_path(extension),
                 event: "extension".into(),
-                error: "exec needs an id (its answer carries the output)".into(),
+                error: format!("{kind} needs an id (its answer carries the output)"),
             });
             return;
         };
-        let args = json!({ "command": spec.display_line() });
+        let (tool, args) = run.gated_call(&self.config.cwd);
         let decision =
             self.tools
                 .approvals
-                .decide("bash", &args, &self.config.cwd, &self.tools.grants);
+                .decide(tool, &args, &self.config.cwd, &self.tools.grants);
         match decision {
             Decision::Allow => {
                 if self.tools.approvals.is_enabled() {
-                    self.record_approval("bash", &args, "allowed by rule");
+                    self.record_approval(tool, &args, "allowed by rule");
                 }
-                self.run_exec(extension, id, spec);
+                self.run_request(extension, id, run);
             }
             Decision::Deny { reason } => {
-                self.record_approval("bash", &args, "denied by rule");
-                if let Some(host) = &self.extensions.host {
-                    host.answer(extension, "action_result", &id, Err(reason));
-                }
+                self.record_approval(tool, &args, "denied by rule");
+                self.answer_denied(extension, &id, &run, reason);
             }
             Decision::Ask {
                 title,
@@ -260,60 +301,99 @@ impl Agent {
                 };
                 let timeout = self.tools.approvals.ask_timeout();
                 let (ui_id, record) = host.ask_approval(&title, &message, timeout);
-                self.extensions.pending_execs.push(PendingExec {
+                self.extensions.pending_runs.push(PendingRun {
                     ui_id,
                     grant_key,
                     extension,
                     id,
-                    spec,
+                    run,
                 });
                 self.emit(record);
             }
         }
     }
 
-    fn run_exec(&mut self, extension: ExtensionId, id: String, spec: ExecSpec) {
+    /// A denied `exec` fails (as before); a denied `execute_tool` answers an error result, as
+    /// the model sees a denied call.
+    fn answer_denied(&self, extension: ExtensionId, id: &str, run: &Run, reason: String) {
         let Some(host) = &self.extensions.host else {
             return;
         };
-        crate::extensions::exec::start(
-            spec,
-            self.config.cwd.clone(),
-            self.tools.sandbox.policy(),
-            host.answerer(),
-            extension,
-            id,
-        );
+        let answer = match run {
+            Run::Exec(_) => Err(reason),
+            Run::Tool(_) => Ok(tool_run::result_value(&crate::tools::ToolOutput::error(
+                reason,
+            ))),
+        };
+        host.answer(extension, "action_result", id, answer);
     }
 
-    /// The client answered an `exec`'s approval dialog. False when no exec waited for it.
-    pub(super) fn on_exec_approval(&mut self, ui_id: &str, answer: ApprovalAnswer) -> bool {
+    fn run_request(&mut self, extension: ExtensionId, id: String, run: Run) {
+        let Some(host) = &self.extensions.host else {
+            return;
+        };
+        let Some(guard) = self.extensions.runs.begin(extension, &id) else {
+            host.answer(
+                extension,
+                "action_result",
+                &id,
+                Err(format!("a request with id {id:?} is still running")),
+            );
+            return;
+        };
+        match run {
+            Run::Exec(spec) => crate::extensions::exec::start(
+                spec,
+                self.config.cwd.clone(),
+                self.tools.sandbox.policy(),
+                guard,
+                host.answerer(),
+                extension,
+                id,
+            ),
+            Run::Tool(spec) => tool_run::start(
+                spec,
+                self.tool_context(),
+                guard,
+                host.answerer(),
+                extension,
+                id,
+            ),
+        }
+    }
+
+    /// The client answered an `exec`'s or `execute_tool`'s approval dialog. False when no
+    /// request waited for it.
+    pub(super) fn on_run_approval(&mut self, ui_id: &str, answer: ApprovalAnswer) -> bool {
         let Some(position) = self
             .extensions
-            .pending_execs
+            .pending_runs
             .iter()
             .position(|p| p.ui_id == ui_id)
         else {
             return false;
         };
-        let pending = self.extensions.pending_execs.remove(position);
-        let args = json!({ "command": pending.spec.display_line() });
+        let pending = self.extensions.pending_runs.remove(position);
+        let (tool, args) = pending.run.gated_call(&self.config.cwd);
+        let tool = tool.to_string();
         match answer {
             ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {
                 if answer == ApprovalAnswer::AllowForSession {
                     self.tools.grants.grant(&pending.grant_key);
                 }
-                self.record_approval("bash", &args, "allowed by the user");
-                self.run_exec(pending.extension, pending.id, pending.spec);
+                self.record_approval(&tool, &args, "allowed by the user");
+                self.run_request(pending.extension, pending.id, pending.run);
             }
             ApprovalAnswer::Deny { .. } => {
-                self.record_approval("bash", &args, "denied by the user");
+                self.record_approval(&tool, &args, "denied by the user");
+                let what = match pending.run {
+                    Run::Exec(_) => "exec",
+                    Run::Tool(_) => tool.as_str(),
+                };
                 let reason = answer
-                    .denial_reason("exec")
+                    .denial_reason(what)
                     .unwrap_or_else(|| "Denied".into());
-                if let Some(host) = &self.extensions.host {
-                    host.answer(pending.extension, "action_result", &pending.id, Err(reason));
-                }
+                self.answer_denied(pending.extension, &pending.id, &pending.run, reason);
             }
         }
         true
@@ -440,7 +520,11 @@ impl Agent {
                 );
                 Ok(json!({ "started": true }))
             }
+            ControlAction::CancelRequest { request_id } => {
+                Ok(json!(self.extensions.runs.cancel(extension, &request_id)))
+            }
             ControlAction::Abort => {
+                self.extensions.runs.cancel_all();
                 if self.is_busy() {
                     self.abort_run();
                 }
@@ -452,6 +536,7 @@ impl Agent {
             | ControlAction::Fork { .. }
             | ControlAction::SwitchSession { .. }
             | ControlAction::Exec(_)
+            | ControlAction::ExecuteTool(_)
             | ControlAction::Reload
             | ControlAction::NavigateTree(_)
             | ControlAction::WaitForIdle => Ok(Value::Null),

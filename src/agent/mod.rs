@@ -780,6 +780,8 @@ impl Agent {
     /// (their group killed) with "aborted" results, and the run ends with its `agent_end`. Queued
     /// steering and follow-ups survive, as in pi.
     fn abort_run(&mut self) {
+        // Extensions' `exec` and `execute_tool` requests end with the run.
+        self.extensions.runs.cancel_all();
         self.runs.aborted_since_settled = true;
         if let Some(run) = self.runs.current.as_mut() {
             run.aborted = true;

@@ -196,8 +196,11 @@ impl Agent {
             ));
         }
         self.extensions.idle_waiters.clear();
-        self.extensions.pending_execs.clear();
         self.drop_virtual_models();
+        self.extensions.pending_runs.clear();
+        // The old extensions' runs end; the new ones (the same ids again) start a fresh table.
+        self.extensions.runs.cancel_all();
+        self.extensions.runs = Default::default();
         // Registrations are not kept (as in pi): the new extensions register again.
         if self.extensions.mcp_servers.clear() {
             self.mcp_servers_changed(false);

@@ -1090,24 +1090,14 @@ impl Agent {
             .filter(|i| batch.calls[**i].by_extension)
             .map(|i| batch.calls[*i].call.id.clone())
             .collect();
-        let texts: Vec<(usize, String)> = unfinished
+        let outputs: Vec<(usize, ToolOutput)> = unfinished
             .iter()
             .map(|&i| {
-                let notice = if batch.calls[i].call.name == "bash" {
-                    "Command aborted"
-                } else {
-                    "Operation aborted"
-                };
-                let partial = batch.calls[i]
-                    .partial
-                    .as_ref()
-                    .map(output_text)
-                    .filter(|t| !t.is_empty());
-                let text = match partial {
-                    Some(partial) => format!("{partial}\n\n{notice}"),
-                    None => notice.to_string(),
-                };
-                (i, text)
+                let call = &batch.calls[i];
+                (
+                    i,
+                    tools::aborted_output(&call.call.name, call.partial.as_ref()),
+                )
             })
             .collect();
         if let Some(host) = &self.extensions.host {
@@ -1115,12 +1105,12 @@ impl Agent {
                 host.cancel_tool(call_id);
             }
         }
-        for (index, text) in texts {
-            self.finish_call(index, ToolOutput::error(text));
+        for (index, output) in outputs {
+            self.finish_call(index, output);
         }
     }
 
-    fn tool_context(&self) -> ToolContext {
+    pub(super) fn tool_context(&self) -> ToolContext {
         ToolContext {
             cwd: self.config.cwd.clone(),
             agent_dir: self.config.agent_dir.clone(),

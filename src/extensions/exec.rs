@@ -67,10 +67,12 @@ impl ExecSpec {
 }
 
 /// Starts the command on its own thread; the answer goes to `extension`'s request `id`.
+/// `guard` (from `tool_run::Runs::begin`) carries the flag that abort and `cancel_request` raise.
 pub fn start(
     spec: ExecSpec,
     cwd: std::path::PathBuf,
     sandbox: Arc<crate::sandbox::Policy>,
+    guard: super::tool_run::RunGuard,
     answerer: Answerer,
     extension: ExtensionId,
     id: String,
@@ -80,8 +82,9 @@ pub fn start(
     let spawned = std::thread::Builder::new()
         .name("ext-exec".into())
         .spawn(move || {
-            let result = run(&spec, &cwd, &sandbox);
+            let result = run(&spec, &cwd, &sandbox, guard.cancel_flag());
             thread_answerer.answer(extension, "action_result", &thread_id, result);
+            drop(guard);
         });
     if let Err(e) = spawned {
         answerer.answer(
@@ -97,6 +100,7 @@ fn run(
     spec: &ExecSpec,
     cwd: &std::path::Path,
     sandbox: &crate::sandbox::Policy,
+    cancel: &crate::child::CancelFlag,
 ) -> Result<Value, String> {
     let dir = spec.cwd.as_ref().map_or(cwd.to_path_buf(), |d| cwd.join(d));
     let mut command = Command::new(&spec.command);
@@ -164,7 +168,10 @@ fn run(
             crate::child::kill_group(pgid);
             break child.wait().ok();
         }
-        if Instant::now() >= deadline || used.load(Ordering::SeqCst) > limit {
+        if Instant::now() >= deadline
+            || used.load(Ordering::SeqCst) > limit
+            || cancel.is_cancelled()
+        {
             killed = true;
             child.kill();
             break None;
@@ -215,10 +222,12 @@ mod tests {
     fn runs_without_a_shell_and_reports_like_pi() {
         let cwd = std::env::temp_dir();
         let policy = crate::sandbox::Policy::off(&cwd, &cwd);
+        let never = crate::child::CancelFlag::default();
         let done = run(
             &spec("sh", &["-c", "echo out; echo err >&2; exit 3"]),
             &cwd,
             &policy,
+            &never,
         )
         .unwrap();
         assert_eq!(done["stdout"], "out\n");
@@ -227,15 +236,19 @@ mod tests {
         assert_eq!(done["killed"], false);
         let mut slow = spec("sleep", &["5"]);
         slow.timeout = Some(Duration::from_millis(100));
-        let killed = run(&slow, &cwd, &policy).unwrap();
+        let killed = run(&slow, &cwd, &policy, &never).unwrap();
         assert_eq!(killed["killed"], true);
         assert_eq!(killed["code"], 137);
         let mut big = spec("sh", &["-c", "yes | head -c 100000"]);
         big.max_buffer = Some(1000);
-        let cut = run(&big, &cwd, &policy).unwrap();
+        let cut = run(&big, &cwd, &policy, &never).unwrap();
         assert_eq!(cut["truncated"], true);
         assert_eq!(cut["stdout"].as_str().unwrap().len(), 1000);
-        assert!(run(&spec("/nonexistent/x", &[]), &cwd, &policy).is_err());
+        assert!(run(&spec("/nonexistent/x", &[]), &cwd, &policy, &never).is_err());
+        let cancelled = crate::child::CancelFlag::default();
+        cancelled.cancel();
+        let ended = run(&spec("sleep", &["30"]), &cwd, &policy, &cancelled).unwrap();
+        assert_eq!(ended["killed"], true);
         assert_eq!(
             spec("git", &["commit", "-m", "it's"]).display_line(),
             "git commit -m 'it'\\''s'"

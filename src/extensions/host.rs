@@ -251,6 +251,18 @@ impl Answerer {
     }
 }
 
+impl Answerer {
+    /// (v2) A cumulative partial result of a running `execute_tool` (`action_update`); dropped
+    /// when the extension does not keep up with its input.
+    pub fn progress(&self, extension: ExtensionId, id: &str, partial: Value) {
+        let _ = self.control.send(Control::Progress {
+            extension,
+            id: id.to_string(),
+            partial,
+        });
+    }
+}
+
 /// (v2) Asks hooks and sends events from a thread that is not the agent (a provider thread):
 /// outcomes come back on a channel of the caller's own, not as `HookResult`s.
 #[derive(Clone)]

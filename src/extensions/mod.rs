@@ -23,6 +23,7 @@ pub mod protocol;
 pub mod providers;
 pub mod queries;
 pub mod shell_split;
+pub mod tool_run;
 pub mod ts_host;
 
 use std::collections::HashSet;

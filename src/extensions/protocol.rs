@@ -374,6 +374,13 @@ pub enum ControlAction {
     /// through pi-rs (approval gate as `bash`, tool sandbox). Answer: `{stdout, stderr, code,
     /// killed, truncated}`.
     Exec(super::exec::ExecSpec),
+    /// `execute_tool` `{toolName, args, cwd?, timeout?}` (needs an `id`): runs one of pi-rs's
+    /// built-in tools through the approval gate (as that tool), the tool sandbox, redaction and
+    /// abort. Partial results come as `action_update`; answer: `{content, details?, isError}`.
+    ExecuteTool(super::tool_run::ToolRunSpec),
+    /// `cancel_request` `{requestId}`: ends this extension's `exec` or `execute_tool` request of
+    /// that id (its answer follows as usual). Answer (with an `id`): whether one was running.
+    CancelRequest { request_id: String },
     // --- providers (issue 23 item 9; src/extensions/providers.rs) ---
     /// `register_provider` `{name, config}` (pi's `registerProvider` config: `baseUrl`,
     /// `apiKey`, `api`, `headers`, `authHeader`, `models`). Answer: null.
@@ -515,7 +522,9 @@ pub struct TreeTarget {
     pub label: Option<String>,
 }
 
-const CONTROL_TYPES: [&str; 18] = [
+const CONTROL_TYPES: [&str; 20] = [
+    "execute_tool",
+    "cancel_request",
     "register_provider",
     "unregister_provider",
     "reload",
@@ -626,6 +635,37 @@ fn parse_control(kind: &str, fields: &Fields) -> Result<ControlAction, String> {
                 max_buffer: number("maxBuffer")?.map(|n| n as usize),
             })
         }
+        "execute_tool" => {
+            let tool_name = text("toolName")?;
+            if !crate::tools::ALL_TOOLS.contains(&tool_name.as_str()) {
+                let shown: String = tool_name.chars().take(80).collect();
+                return Err(format!(
+                    "execute_tool: unknown tool {shown:?} (pi-rs runs its built-in tools: {})",
+                    crate::tools::ALL_TOOLS.join(", ")
+                ));
+            }
+            let args = match fields.0.get("args") {
+                None | Some(Value::Null) => Value::Object(Map::new()),
+                Some(args @ Value::Object(_)) => args.clone(),
+                Some(_) => return Err("execute_tool: args must be an object".into()),
+            };
+            let timeout = match fields.0.get("timeout") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(std::time::Duration::from_millis(
+                    v.as_u64()
+                        .ok_or("execute_tool: timeout must be a whole number (ms)")?,
+                )),
+            };
+            ControlAction::ExecuteTool(super::tool_run::ToolRunSpec {
+                tool_name,
+                args,
+                cwd: opt_text("cwd")?,
+                timeout,
+            })
+        }
+        "cancel_request" => ControlAction::CancelRequest {
+            request_id: text("requestId")?,
+        },
         "unregister_tool" => ControlAction::UnregisterTool {
             name: text("name")?,
         },
@@ -1226,6 +1266,12 @@ pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> Stri
     .to_string()
 }
 
+/// (v2) `{"type":"action_update","id","partialResult":{content, details?, isError}}`: a cumulative
+/// partial result of the extension's `execute_tool` request `id`, before its `action_result`.
+pub fn action_update_line(id: &str, partial: &Value) -> String {
+    json!({"type": "action_update", "id": id, "partialResult": partial}).to_string()
+}
+
 /// `session_shutdown` as extensions get it at exit (`quit`) and before a reload (`reload`); a
 /// session change adds `targetSessionFile`.
 pub fn session_shutdown_event(reason: &str) -> Value {
@@ -1352,6 +1398,62 @@ mod tests {
 
     fn parse(value: Value) -> Result<ExtensionMessage, ProtocolError> {
         parse_line(value.to_string().as_bytes())
+    }
+
+    #[test]
+    fn execute_tool_and_cancel_request_parse_with_clear_errors() {
+        let action = |value: Value| match parse(value) {
+            Ok(ExtensionMessage::Control { action, .. }) => action,
+            other => panic!("not a control request: {other:?}"),
+        };
+        assert_eq!(
+            action(
+                json!({"type": "execute_tool", "id": "1", "toolName": "read",
+                          "args": {"path": "a"}, "cwd": "sub", "timeout": 500})
+            ),
+            Ok(ControlAction::ExecuteTool(
+                super::super::tool_run::ToolRunSpec {
+                    tool_name: "read".into(),
+                    args: json!({"path": "a"}),
+                    cwd: Some("sub".into()),
+                    timeout: Some(std::time::Duration::from_millis(500)),
+                }
+            ))
+        );
+        let no_args = action(json!({"type": "execute_tool", "id": "1", "toolName": "ls"}));
+        assert!(matches!(no_args, Ok(ControlAction::ExecuteTool(spec)) if spec.args == json!({})));
+        let unknown = action(json!({"type": "execute_tool", "id": "1", "toolName": "codemode"}));
+        assert!(
+            unknown
+                .unwrap_err()
+                .starts_with("execute_tool: unknown tool \"codemode\"")
+        );
+        let long = action(json!({"type": "execute_tool", "toolName": "y".repeat(10_000)}));
+        assert!(long.unwrap_err().len() < 300);
+        for (field, value, error) in [
+            (
+                "args",
+                json!("rm -rf /"),
+                "execute_tool: args must be an object",
+            ),
+            (
+                "timeout",
+                json!(-1),
+                "execute_tool: timeout must be a whole number (ms)",
+            ),
+            ("cwd", json!(5), "execute_tool: cwd must be a string"),
+        ] {
+            let mut line = json!({"type": "execute_tool", "toolName": "bash", "args": {}});
+            line[field] = value;
+            assert_eq!(action(line), Err(error.to_string()));
+        }
+        assert_eq!(
+            action(json!({"type": "cancel_request", "requestId": "h3"})),
+            Ok(ControlAction::CancelRequest {
+                request_id: "h3".into()
+            })
+        );
+        assert!(action(json!({"type": "cancel_request"})).is_err());
     }
 
     #[test]

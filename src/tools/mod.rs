@@ -434,6 +434,23 @@ pub fn run_tool(
 /// The error text of a tool run abandoned by the agent (all tools but bash).
 pub const ABORTED: &str = "Operation aborted";
 
+/// The result of a call cut short by abort: the output it had so far, then the notice ("Command
+/// aborted" for bash, `ABORTED` for the others).
+pub fn aborted_output(name: &str, partial: Option<&ToolOutput>) -> ToolOutput {
+    let notice = if name == "bash" {
+        "Command aborted"
+    } else {
+        ABORTED
+    };
+    let partial = partial
+        .map(|p| crate::messages::joined_text(&p.content, "\n"))
+        .filter(|t| !t.is_empty());
+    ToolOutput::error(match partial {
+        Some(partial) => format!("{partial}\n\n{notice}"),
+        None => notice.to_string(),
+    })
+}
+
 impl ToolContext {
     /// The directory ls, find and grep work in: their `path` argument (`.` when absent or
     /// empty) resolved against the cwd, checked for listing.

@@ -1784,3 +1784,340 @@ fn abort_reaches_a_typescript_providers_stream() {
         pi.records()
     );
 }
+
+// ---- pi's tool factories, ctx.executeTool and pi.exec run through pi-rs (issue 24 item 3) --------
+
+/// A workspace whose temp folder is inside it (so the cwd's `..` is outside everything the
+/// sandbox allows), with the sandbox on.
+fn sandboxed_workspace(setup: Setup) -> (crate::support::Workspace, Setup) {
+    let workspace = crate::support::Workspace::new();
+    std::fs::create_dir_all(workspace.root().join("tmp")).unwrap();
+    let setup = setup
+        .env("TMPDIR", &workspace.root().join("tmp").to_string_lossy())
+        .settings(json!({"sandbox": {"mode": "workspace-write"}}));
+    (workspace, setup)
+}
+
+/// bash-spawn-hook.ts, unchanged: its `createBashTool` tool runs pi-rs's bash, so the spawn
+/// hook's environment reaches the command, the sandbox confines it (pi 1.6.0, which has no
+/// sandbox, writes the file), and abort kills it.
+#[test]
+fn a_factory_bash_tool_runs_in_pi_rs_sandbox_and_abort_kills_it() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        crate::support::tool_reply(
+            "toolu_1",
+            "bash",
+            json!({"command": "echo hook=$PI_SPAWN_HOOK; echo x > ../spawn-out.txt; echo rc=$?"}),
+        ),
+        crate::support::tool_reply(
+            "toolu_2",
+            "bash",
+            json!({"command": "echo started $$; sleep 60"}),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let (workspace, setup) = sandboxed_workspace(Setup::anthropic(&fake));
+    let setup = with_examples(&reference, setup, &["bash-spawn-hook.ts"]);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "run"}));
+    let pid = crate::support::wait_for_tool_pid(&mut pi, "started ");
+    pi.command("a", "abort", json!({}));
+    pi.records_until_event("agent_end");
+    let ends: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .cloned()
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    let first = crate::support::end_text(&ends[0]);
+    assert!(first.contains("hook=1"), "the spawn hook's env: {first}");
+    assert!(
+        first.contains("rc=1"),
+        "the sandbox refused the write: {first}"
+    );
+    assert!(!workspace.root().join("spawn-out.txt").exists());
+    assert_eq!(ends[1]["isError"], true, "{}", ends[1]);
+    assert!(
+        crate::support::wait_until_gone(pid, WAIT),
+        "abort killed the command"
+    );
+    assert!(
+        extension_errors(pi.records()).is_empty(),
+        "{:?}",
+        pi.records()
+    );
+}
+
+/// An extension of the tests' own: its tool calls `ctx.executeTool`, `pi.exec` and a factory's
+/// tool, and reports what each gave.
+const ROUTED: &str = r#"
+import { createReadTool } from "@earendil-works/pi-coding-agent";
+export default function (pi) {
+    pi.registerTool({
+        name: "probe", label: "probe", description: "Probes the routed tools",
+        parameters: { type: "object", properties: {} },
+        async execute(_id, _params, _signal, _onUpdate, ctx) {
+            const nested = await ctx.executeTool("write", { path: "../nested-out.txt", content: "x" });
+            const inside = await ctx.executeTool("read", { path: "notes.txt" });
+            const unknown = await ctx.executeTool("nope", {});
+            const exec = await pi.exec("sh", ["-c", "echo x > ../exec-out.txt; echo rc=$?"]);
+            const printf = await pi.exec("printf", ["%s", "hi"]);
+            const missing = await pi.exec("/no/such/program", []);
+            let thrown;
+            try {
+                await createReadTool(ctx.cwd).execute("r", { path: "missing.txt" });
+            } catch (err) {
+                thrown = err.message;
+            }
+            const leak = await createReadTool(ctx.cwd).execute("r", { path: "leak.txt" });
+            const tools = ctx.tools.map((t) => t.name);
+            const viaTools = await ctx.tools.find((t) => t.name === "read").execute("t", { path: "notes.txt" });
+            const seen = { nested, inside, unknown, exec, printf, missing, thrown, leak, tools, viaTools };
+            return { content: [{ type: "text", text: JSON.stringify(seen) }], details: {} };
+        },
+    });
+}
+"#;
+
+/// `ctx.executeTool`, `pi.exec` and a factory's tool run in pi-rs: the sandbox blocks their
+/// writes outside the workspace (under pi 1.6.0 both files would be written), their results keep
+/// 1.6.0's shapes (`{toolCall, result, isError}`, `{stdout, stderr, code, killed, truncated}`,
+/// a thrown error for a failed factory tool); what they return is redacted.
+#[test]
+fn execute_tool_and_exec_of_a_typescript_extension_run_in_pi_rs() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        crate::support::tool_reply("toolu_1", "probe", json!({})),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let (workspace, setup) = sandboxed_workspace(Setup::anthropic(&fake));
+    std::fs::write(workspace.cwd().join("notes.txt"), "plain notes\n").unwrap();
+    const KEY: &str = "sk-ant-tshost-0123456789abcdef";
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        json!({"fake-anthropic": {"type": "api_key", "key": KEY}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(workspace.cwd().join("leak.txt"), format!("key={KEY}\n")).unwrap();
+    std::fs::write(workspace.cwd().join("routed.ts"), ROUTED).unwrap();
+    let setup = with_examples(&reference, setup, &[])
+        .arg("-e")
+        .arg("routed.ts");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("p", "prompt", json!({"message": "probe"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    // (1.6.0 also records the nested calls, with their parent's id.)
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end" && r["toolCallId"] == "toolu_1")
+        .expect("tool_execution_end");
+    let seen: Value =
+        serde_json::from_str(&crate::support::end_text(end)).unwrap_or_else(|_| panic!("{end}"));
+    assert_eq!(seen["nested"]["isError"], true, "{seen}");
+    assert_eq!(seen["nested"]["toolCall"]["name"], "write", "{seen}");
+    assert!(
+        seen["nested"]["result"]
+            .to_string()
+            .contains("blocked by the sandbox"),
+        "{seen}"
+    );
+    assert_eq!(seen["inside"]["isError"], false, "{seen}");
+    assert!(seen["inside"]["durationMs"].is_u64(), "{seen}");
+    assert!(
+        seen["inside"]["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("plain notes"))
+    );
+    assert_eq!(seen["unknown"]["isError"], true, "{seen}");
+    assert!(
+        seen["exec"]["stderr"]
+            .as_str()
+            .is_some_and(|o| o.contains("Permission denied")),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["printf"],
+        json!({"stdout": "hi", "stderr": "", "code": 0, "killed": false, "truncated": false})
+    );
+    assert_eq!(seen["missing"]["code"], 1, "{seen}");
+    assert!(
+        seen["thrown"]
+            .as_str()
+            .is_some_and(|t| t.contains("missing.txt")),
+        "{seen}"
+    );
+    // ctx.tools: the active tools, the built-ins running in pi-rs.
+    let tools = seen["tools"].as_array().expect("tools");
+    assert!(
+        tools.contains(&json!("read")) && tools.contains(&json!("probe")),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["viaTools"]["content"][0]["text"], "plain notes\n",
+        "{seen}"
+    );
+    // The factory's read ran in pi-rs: the key it read is redacted (1.6.0 returns it as is).
+    assert_eq!(
+        seen["leak"]["content"][0]["text"], "key=[redacted]\n",
+        "{seen}"
+    );
+    assert!(!end.to_string().contains(KEY));
+    assert!(!workspace.root().join("nested-out.txt").exists());
+    assert!(!workspace.root().join("exec-out.txt").exists());
+}
+
+/// minimal-mode.ts, unchanged: it registers every built-in again from pi's
+/// `create…ToolDefinition` factories (with its own renderers); the model's calls reach those
+/// tools, which run pi-rs's built-ins: the sandbox refuses a write outside the workspace (pi
+/// 1.6.0 writes it), a write inside and a read work.
+#[test]
+fn minimal_mode_tools_from_pi_definitions_run_pi_rs_builtins() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .tool_use(
+                    "toolu_1",
+                    "write",
+                    &[r#"{"path":"../outside.txt","content":"x"}"#],
+                )
+                .tool_use(
+                    "toolu_2",
+                    "write",
+                    &[r#"{"path":"inside.txt","content":"fine"}"#],
+                )
+                .tool_use("toolu_3", "ls", &["{}"])
+                .finish("tool_use"),
+        ),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let (workspace, setup) = sandboxed_workspace(Setup::anthropic(&fake));
+    std::fs::write(workspace.cwd().join("before.txt"), "here\n").unwrap();
+    let setup = with_examples(&reference, setup, &["minimal-mode.ts"])
+        .arg("--tools")
+        .arg("read,bash,edit,write,grep,find,ls");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("p", "prompt", json!({"message": "write"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    let requests = fake.requests();
+    // The extension's tools (pi's descriptions) replace pi-rs's, each offered once.
+    let writes: Vec<&Value> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "write")
+        .collect();
+    assert_eq!(writes.len(), 1);
+    assert!(
+        writes[0]["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("Write content to a file.")),
+        "{}",
+        writes[0]
+    );
+    let outside = tool_result_block_text(&tool_result_block(&requests[1], "toolu_1"));
+    assert!(outside.contains("blocked by the sandbox"), "{outside}");
+    assert!(!workspace.root().join("outside.txt").exists());
+    let inside = tool_result_block_text(&tool_result_block(&requests[1], "toolu_2"));
+    assert!(inside.contains("inside.txt"), "{inside}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.cwd().join("inside.txt")).unwrap(),
+        "fine"
+    );
+    // (The calls run in parallel: ls sees the file that was there before.)
+    let listing = tool_result_block_text(&tool_result_block(&requests[1], "toolu_3"));
+    assert!(listing.contains("before.txt"), "{listing}");
+}
+
+/// bash-spawn-hook.ts, unchanged: pi-rs's approval gate judges the command its spawn hook made
+/// (the hook adds `source ~/.profile`), which the model never wrote: a rule denying `source`
+/// blocks the call (pi 1.6.0, which has no gate, runs it).
+#[test]
+fn the_gate_judges_the_command_a_spawn_hook_made() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        crate::support::tool_reply("toolu_1", "bash", json!({"command": "echo hi > made.txt"})),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+    ]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake), &["bash-spawn-hook.ts"])
+        .settings(json!({"approvals": {"rules": [
+            {"tool": "bash", "command": "source *", "action": "deny", "reason": "No profiles here"}
+        ]}}));
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "run"}));
+    let records = pi.records_until_event("agent_end");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_end")
+        .expect("tool_execution_end");
+    assert_eq!(end["isError"], true, "{end}");
+    assert!(
+        crate::support::end_text(end).contains("No profiles here"),
+        "{end}"
+    );
+    assert!(!pi.cwd().join("made.txt").exists());
+}
+
+/// dirty-repo-guard.ts, unchanged: its `pi.exec("git", ["status", "--porcelain"])` runs through
+/// pi-rs. In a repository with an uncommitted file it asks before a new session (and the answer
+/// "No" cancels it, as under 1.6.0); with an approval rule denying `git`, the command fails
+/// (code 1, read by the example as "not a git repo") and the session changes without a dialog —
+/// the gate applies to `pi.exec` (1.6.0 has none).
+#[test]
+fn dirty_repo_guard_runs_git_through_pi_rs_and_its_gate() {
+    let Some(reference) = pi_1_6() else { return };
+    for denied in [false, true] {
+        let fake = FakeProvider::start(vec![]);
+        let workspace = crate::support::Workspace::new();
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(workspace.cwd())
+            .status()
+            .expect("git");
+        assert!(git.success());
+        std::fs::write(workspace.cwd().join("draft.txt"), "uncommitted\n").unwrap();
+        let mut setup = with_examples(
+            &reference,
+            Setup::anthropic(&fake),
+            &["dirty-repo-guard.ts"],
+        );
+        if denied {
+            setup = setup.settings(json!({"approvals": {"rules": [
+                {"tool": "bash", "command": "git *", "action": "deny", "reason": "No git here"}
+            ]}}));
+        }
+        let mut pi = Pi::spawn_in(&workspace, &setup);
+        pi.send(json!({"type": "new_session", "id": "n"}));
+        if !denied {
+            let deadline = pi.deadline();
+            let dialog = pi
+                .recv_until(
+                    |r| r["type"] == "extension_ui_request" && r["method"] == "select",
+                    deadline,
+                )
+                .pop()
+                .expect("the dialog");
+            assert!(
+                dialog["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("You have 1 uncommitted file(s).")),
+                "{dialog}"
+            );
+            pi.send(json!({"type": "extension_ui_response", "id": dialog["id"],
+                "value": "No, let me commit first"}));
+        }
+        let response = pi.response_for("n");
+        assert_eq!(response["success"], true, "{response}");
+        assert_eq!(response["data"]["cancelled"], !denied, "{response}");
+        let dialogs = pi
+            .records()
+            .iter()
+            .filter(|r| r["type"] == "extension_ui_request" && r["method"] == "select")
+            .count();
+        assert_eq!(dialogs, usize::from(!denied));
+    }
+}

@@ -2085,3 +2085,255 @@ fn a_provider_s_models_are_refreshed_by_its_extension() {
     assert_eq!(ids, ["late-fresh-1", "late-fresh-2"]);
     fake.finish();
 }
+
+// ---- execute_tool: built-in tools for extensions (issue 24 item 3) --------------------------------
+
+/// The text of an `execute_tool` result (its text blocks joined).
+fn result_text(answer: &Value) -> String {
+    answer["result"]["content"]
+        .as_array()
+        .map(|blocks| blocks.iter().filter_map(|b| b["text"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// Answers the next approval dialog (whose title names `what`) with "Allow once".
+#[track_caller]
+fn allow_once(pi: &mut Pi, what: &str) {
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "select",
+            deadline,
+        )
+        .pop()
+        .expect("dialog");
+    assert!(
+        dialog["title"].as_str().is_some_and(|t| t.contains(what)),
+        "{dialog}"
+    );
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Allow once"}));
+}
+
+#[test]
+fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
+    const KEY: &str = "sk-ant-exectool-0123456789abcdef";
+    let workspace = crate::support::Workspace::new();
+    std::fs::create_dir_all(workspace.root().join("tmp")).unwrap();
+    std::fs::write(
+        workspace.agent_dir().join("auth.json"),
+        json!({"fake-anthropic": {"type": "api_key", "key": KEY}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(workspace.cwd().join("notes.txt"), "first line\n").unwrap();
+    std::fs::write(workspace.cwd().join("leak.txt"), format!("key={KEY}\n")).unwrap();
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py"])
+        .env("TMPDIR", &workspace.root().join("tmp").to_string_lossy())
+        .settings(json!({
+            "sandbox": {"mode": "workspace-write"},
+            "approvals": {"rules": [
+                {"tool": "bash", "command": "rm *", "action": "deny", "reason": "No rm here"},
+                {"tool": "write", "path": "asked/*", "action": "ask"}
+            ]}
+        }));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    // The key is known once a request used it.
+    pi.command("p1", "prompt", json!({"message": "hi"}));
+    pi.wait_for_event("agent_end");
+
+    let read = json!({"type": "execute_tool", "id": "t1", "toolName": "read", "args": {"path": "notes.txt"}});
+    let done = ask(&mut pi, &[read], "t1");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(result_text(&done), "first line\n", "{done}");
+
+    // Redaction: the key a tool read never reaches the extension.
+    let leak = json!({"type": "execute_tool", "id": "t2", "toolName": "read", "args": {"path": "leak.txt"}});
+    let redacted = ask(&mut pi, &[leak], "t2");
+    assert!(!redacted.to_string().contains(KEY), "{redacted}");
+    assert!(result_text(&redacted).contains("[redacted]"), "{redacted}");
+
+    // The sandbox: a write outside the workspace is blocked, inside it is fine.
+    let outside = workspace.root().join("outside.txt");
+    let write_out = json!({"type": "execute_tool", "id": "t3", "toolName": "write",
+        "args": {"path": outside, "content": "x"}});
+    pi.send(json!({"type": "prompt", "message": format!("/send {write_out}")}));
+    allow_once(&mut pi, "outside.txt");
+    let blocked = next_answer(&mut pi, "t3");
+    assert_eq!(blocked["result"]["isError"], true, "{blocked}");
+    assert!(
+        result_text(&blocked).contains("blocked by the sandbox"),
+        "{blocked}"
+    );
+    assert!(!outside.exists());
+    let bash_out = json!({"type": "execute_tool", "id": "t4", "toolName": "bash",
+        "args": {"command": "echo x > ../bash-out.txt; echo rc=$?"}});
+    let confined = ask(&mut pi, &[bash_out], "t4");
+    assert!(result_text(&confined).contains("rc=1"), "{confined}");
+    assert!(!workspace.root().join("bash-out.txt").exists());
+
+    // The approval gate: a rule denies (an error result, as the model gets), a rule asks.
+    let rm = json!({"type": "execute_tool", "id": "t5", "toolName": "bash", "args": {"command": "rm -rf build"}});
+    let denied = ask(&mut pi, &[rm], "t5");
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert_eq!(result_text(&denied), "No rm here", "{denied}");
+    let asked = json!({"type": "execute_tool", "id": "t6", "toolName": "write",
+        "args": {"path": "asked/a.txt", "content": "written"}});
+    pi.send(json!({"type": "prompt", "message": format!("/send {asked}")}));
+    allow_once(&mut pi, "asked/a.txt");
+    let allowed = next_answer(&mut pi, "t6");
+    assert_eq!(allowed["result"]["isError"], false, "{allowed}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.cwd().join("asked/a.txt")).unwrap(),
+        "written"
+    );
+
+    // A cwd of its own does not make an outside path look inside to the gate.
+    let elsewhere = json!({"type": "execute_tool", "id": "t6b", "toolName": "write", "cwd": "..",
+        "args": {"path": "gate-out.txt", "content": "x"}});
+    pi.send(json!({"type": "prompt", "message": format!("/send {elsewhere}")}));
+    let deadline = pi.deadline();
+    let dialog = pi
+        .recv_until(
+            |r| r["type"] == "extension_ui_request" && r["method"] == "select",
+            deadline,
+        )
+        .pop()
+        .expect("dialog");
+    assert!(
+        dialog["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("gate-out.txt (outside the working directory)")),
+        "{dialog}"
+    );
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Deny"}));
+    let refused = next_answer(&mut pi, "t6b");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(!workspace.root().join("gate-out.txt").exists());
+
+    // Partial results stream as action_update before the answer.
+    let streaming = json!({"type": "execute_tool", "id": "t7", "toolName": "bash",
+        "args": {"command": "echo one; sleep 2; echo two"}});
+    pi.send(json!({"type": "prompt", "message": format!("/send {streaming}")}));
+    let update = next_report(&mut pi, "update ", |u| {
+        u["id"] == "t7" && u["partialResult"].to_string().contains("one")
+    });
+    assert_eq!(update["partialResult"]["isError"], false, "{update}");
+    let finished = next_answer(&mut pi, "t7");
+    assert_eq!(result_text(&finished), "one\ntwo\n", "{finished}");
+
+    // Abort ends a running tool, also while the agent is idle; so does the extension's own
+    // cancel_request, and the request's timeout.
+    let slow = json!({"type": "execute_tool", "id": "t8", "toolName": "bash", "args": {"command": "sleep 60"}});
+    pi.send(json!({"type": "prompt", "message": format!("/send {slow}")}));
+    let update = next_report(&mut pi, "update ", |u| u["id"] == "t8");
+    assert_eq!(update["partialResult"]["isError"], false);
+    pi.command("a", "abort", json!({}));
+    let aborted = next_answer(&mut pi, "t8");
+    assert_eq!(aborted["result"]["isError"], true, "{aborted}");
+    assert_eq!(result_text(&aborted), "Command aborted", "{aborted}");
+    let slow = json!({"type": "execute_tool", "id": "t9", "toolName": "bash", "args": {"command": "sleep 60"}});
+    pi.send(json!({"type": "prompt", "message": format!("/send {slow}")}));
+    next_report(&mut pi, "update ", |u| u["id"] == "t9");
+    let forged = json!({"type": "cancel_request", "id": "c0", "requestId": "t1"});
+    let cancel = json!({"type": "cancel_request", "id": "c1", "requestId": "t9"});
+    assert_eq!(ask(&mut pi, &[forged], "c0")["result"], false);
+    assert_eq!(ask(&mut pi, &[cancel], "c1")["result"], true);
+    let cancelled = next_answer(&mut pi, "t9");
+    assert_eq!(result_text(&cancelled), "Command aborted", "{cancelled}");
+    let timed = json!({"type": "execute_tool", "id": "t10", "toolName": "bash",
+        "args": {"command": "sleep 60"}, "timeout": 500});
+    let timed_out = ask(&mut pi, &[timed], "t10");
+    assert!(
+        result_text(&timed_out).contains("timeout (500 ms)"),
+        "{timed_out}"
+    );
+
+    // An id that is still running is refused; the run it names goes on until cancelled.
+    let first = json!({"type": "execute_tool", "id": "d1", "toolName": "bash", "args": {"command": "sleep 60"}});
+    let refused = ask(&mut pi, &[first.clone(), first], "d1");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("still running")),
+        "{refused}"
+    );
+    let cancel = json!({"type": "cancel_request", "id": "c2", "requestId": "d1"});
+    assert_eq!(ask(&mut pi, &[cancel], "c2")["result"], true);
+    let ended = next_answer(&mut pi, "d1");
+    assert_eq!(result_text(&ended), "Command aborted", "{ended}");
+
+    // Bad requests: clear errors, nothing runs.
+    let unknown = json!({"type": "execute_tool", "id": "e1", "toolName": "codemode", "args": {}});
+    let error = ask(&mut pi, &[unknown], "e1");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown tool \"codemode\"")),
+        "{error}"
+    );
+    let bad_args =
+        json!({"type": "execute_tool", "id": "e2", "toolName": "bash", "args": "rm -rf /"});
+    let error = ask(&mut pi, &[bad_args], "e2");
+    assert_eq!(
+        error["error"], "execute_tool: args must be an object",
+        "{error}"
+    );
+    let invalid =
+        json!({"type": "execute_tool", "id": "e3", "toolName": "write", "args": {"path": 5}});
+    let error = ask(&mut pi, &[invalid], "e3");
+    assert_eq!(error["result"]["isError"], true, "{error}");
+    let huge =
+        json!({"type": "execute_tool", "id": "e4", "toolName": "x".repeat(200_000), "args": {}});
+    let error = ask(&mut pi, &[huge], "e4");
+    assert!(
+        error["error"].as_str().is_some_and(|e| e.len() < 400),
+        "{error}"
+    );
+    let response = pi.command("s", "get_state", json!({}));
+    assert_eq!(response["success"], true, "{response}");
+}
+
+/// `fixtures/extensions/audited_bash.py` replaces `bash` with a tool that runs pi-rs's own bash
+/// through `execute_tool`: the model's calls reach it, the gate's rules still apply, its
+/// streaming reaches the client, and abort kills the command.
+#[test]
+fn an_extension_tool_wrapping_the_builtin_bash_stays_under_the_gate_and_abort() {
+    let fake = FakeProvider::start(vec![
+        crate::support::tool_reply("toolu_1", "bash", json!({"command": "echo audited"})),
+        crate::support::tool_reply("toolu_2", "bash", json!({"command": "rm -rf build"})),
+        crate::support::tool_reply(
+            "toolu_3",
+            "bash",
+            json!({"command": "echo started $$; sleep 60"}),
+        ),
+        crate::support::text_reply("done"),
+    ]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["audited_bash.py"]).settings(json!({
+        "approvals": {"rules": [
+            {"tool": "bash", "command": "rm *", "action": "deny", "reason": "No rm here"}
+        ]}
+    }));
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "Go"}));
+    let pid = crate::support::wait_for_tool_pid(&mut pi, "started ");
+    pi.command("a", "abort", json!({}));
+    pi.records_until_event("agent_end");
+    let run = pi.records();
+    let ends: Vec<&Value> = run
+        .iter()
+        .filter(|r| r["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends.len(), 3, "{ends:?}");
+    let text = |end: &Value| crate::support::end_text(end);
+    assert_eq!(text(ends[0]), "audited\n", "{}", ends[0]);
+    assert_eq!(ends[0]["result"]["details"]["audited"], true, "{}", ends[0]);
+    assert_eq!(ends[1]["isError"], true, "{}", ends[1]);
+    assert_eq!(text(ends[1]), "No rm here", "{}", ends[1]);
+    assert_eq!(ends[2]["isError"], true, "{}", ends[2]);
+    assert!(
+        crate::support::wait_until_gone(pid, std::time::Duration::from_secs(20)),
+        "abort killed the command"
+    );
+    let stderr = pi.stderr_when(|s| s.contains("audited_bash: echo started"));
+    assert!(stderr.contains("audited_bash: echo audited"), "{stderr}");
+}

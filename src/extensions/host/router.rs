@@ -90,6 +90,12 @@ pub(super) enum Control {
     CancelStream {
         wire: String,
     },
+    /// (v2) A partial result of an `execute_tool` request still running (`action_update`).
+    Progress {
+        extension: ExtensionId,
+        id: String,
+        partial: Value,
+    },
     /// The agent's answer to a v2 request (`kind`: `query_result` / `action_result`).
     Answer {
         extension: ExtensionId,
@@ -438,6 +444,20 @@ impl Router {
                     extension.in_flight = extension.in_flight.saturating_sub(1);
                 }
                 self.send(index, protocol::answer_line(kind, &id, &answer), kind);
+            }
+            Control::Progress {
+                extension,
+                id,
+                partial,
+            } => {
+                // Optional: a slow reader loses updates, not its connection (the answer follows).
+                let writer = self
+                    .extensions
+                    .get(extension.0)
+                    .and_then(|e| e.process.as_ref().filter(|_| !e.failed).map(|p| &p.writer));
+                if let Some(writer) = writer {
+                    let _ = writer.try_send(protocol::action_update_line(&id, &partial));
+                }
             }
             Control::Shutdown { .. } => {}
             Control::StartStream {

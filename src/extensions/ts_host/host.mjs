@@ -13,6 +13,8 @@
 // (`extensionPath`, `event`); the others still load.
 
 import { Console } from "node:console";
+import { realpathSync } from "node:fs";
+import * as nodeModule from "node:module";
 import * as path from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
@@ -58,13 +60,20 @@ function errorText(err) {
 let nextRequest = 0;
 const pendingRequests = new Map();
 
-function request(message) {
+/** Sends a request; `onUpdate` gets its `action_update`s (execute_tool). Returns its id and answer. */
+function startRequest(message, onUpdate) {
 	const id = `h${++nextRequest}`;
-	return new Promise((resolve, reject) => {
-		pendingRequests.set(id, { resolve, reject });
-		send({ ...message, id });
+	const done = new Promise((resolve, reject) => {
+		pendingRequests.set(id, { resolve, reject, onUpdate });
+		const line = { ...message, id };
+		// A request made while the extensions load (pi.exec in a factory) waits for `register`.
+		if (beforeRegister) beforeRegister.push(line);
+		else send(line);
 	});
+	return { id, done };
 }
+
+const request = (message) => startRequest(message).done;
 
 const query = (name, fields = {}) => request({ type: "query", query: name, ...fields });
 const control = (type, fields = {}) => request({ type, ...fields });
@@ -72,6 +81,227 @@ const control = (type, fields = {}) => request({ type, ...fields });
 function fireAndReport(promise, event) {
 	promise.catch((err) => reportError("<runtime>", event, errorText(err)));
 }
+
+// ---- pi's built-in tools and pi.exec run through pi-rs -------------------------------------------
+//
+// The tools of pi's factories (createBashTool, createReadToolDefinition, …), ctx.executeTool and
+// pi.exec become v2 `execute_tool` / `exec` requests, so pi-rs's approval gate, sandbox, redaction
+// and abort apply to them. The factories are reached through a module load hook: when Node loads
+// the pi package's dist/core/tools/<name>.js (and dist/core/exec.js), the exported factory is
+// renamed and a wrapper of the same name exported in its place (the module's own callers, such as
+// createBashTool, call the wrapper too). A factory given its own `operations` (a remote backend:
+// ssh, a container) keeps them: that backend is the extension's business.
+
+const ROUTING = Symbol.for("pi-rs.ts-host.routing");
+const BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+const ORIGINAL = "__piRsOriginal_";
+
+/** `source` with `exported` (a declaration such as `export function f(`) renamed and `wrapper`
+ * exported in its place; undefined when the declaration is not there (another pi version). */
+function wrapExport(source, exported, name, wrapper) {
+	if (!source.includes(exported)) return undefined;
+	const original = exported.replace("export ", "").replace(`function ${name}(`, `function ${ORIGINAL}${name}(`);
+	return `${source.replace(exported, original)}\nexport function ${name}${wrapper}\n`;
+}
+
+function routeThroughPiRs() {
+	if (!config.package) return;
+	if (typeof nodeModule.registerHooks !== "function") {
+		console.error(`pi-rs host: Node ${process.versions.node} has no module.registerHooks; pi's tool factories run inside the host`);
+		return;
+	}
+	let root;
+	try {
+		root = pathToFileURL(realpathSync(config.package)).href;
+	} catch {
+		return;
+	}
+	const rewrites = new Map();
+	for (const name of BUILTIN_TOOLS) {
+		const factory = `create${name[0].toUpperCase()}${name.slice(1)}ToolDefinition`;
+		rewrites.set(`${root}/dist/core/tools/${name}.js`, (source) =>
+			wrapExport(
+				source,
+				`export function ${factory}(`,
+				factory,
+				`(cwd, options) { return globalThis[Symbol.for("pi-rs.ts-host.routing")].tool(${JSON.stringify(name)}, ${ORIGINAL}${factory}(cwd, options), cwd, options); }`,
+			),
+		);
+	}
+	rewrites.set(`${root}/dist/core/exec.js`, (source) =>
+		wrapExport(
+			source,
+			"export async function execCommand(",
+			"execCommand",
+			`(command, args, cwd, options) { return globalThis[Symbol.for("pi-rs.ts-host.routing")].exec(command, args, cwd, options); }`,
+		),
+	);
+	nodeModule.registerHooks({
+		load(url, context, nextLoad) {
+			const loaded = nextLoad(url, context);
+			const rewrite = rewrites.get(url);
+			if (!rewrite || loaded.source == null) return loaded;
+			const source = typeof loaded.source === "string" ? loaded.source : Buffer.from(loaded.source).toString("utf8");
+			const changed = rewrite(source);
+			if (changed === undefined) {
+				console.error(`pi-rs host: ${url} has no factory to route; its tools run inside the host`);
+				return loaded;
+			}
+			return { ...loaded, source: changed };
+		},
+	});
+}
+
+/** Set at `session_shutdown`: pi-rs stops the host and answers no more requests. */
+let stopping = false;
+const STOPPING = "pi-rs is stopping its extensions and runs no more tools or commands for them";
+
+/** Runs pi-rs's built-in `name`; resolves to `{content, details?, isError}` (never rejects for a
+ * tool failure; pi-rs's refusals come back as error results). */
+async function executeBuiltin(name, args, cwd, signal, onUpdate) {
+	if (signal?.aborted) return { content: [{ type: "text", text: "Operation aborted" }], isError: true };
+	if (stopping) return { content: [{ type: "text", text: STOPPING }], isError: true };
+	const fields = { toolName: name, args };
+	if (cwd && cwd !== state.hello?.cwd) fields.cwd = cwd;
+	const update = onUpdate ? (partial) => onUpdate({ content: partial?.content ?? [], details: partial?.details }) : undefined;
+	const { id, done } = startRequest({ type: "execute_tool", ...fields }, update);
+	const cancel = () => send({ type: "cancel_request", requestId: id });
+	signal?.addEventListener("abort", cancel, { once: true });
+	try {
+		return await done;
+	} catch (err) {
+		return { content: [{ type: "text", text: errorText(err) }], isError: true };
+	} finally {
+		signal?.removeEventListener("abort", cancel);
+	}
+}
+
+const resultText = (result) =>
+	(result.content ?? [])
+		.filter((block) => block.type === "text")
+		.map((block) => block.text)
+		.join("\n");
+
+const shellQuote = (text) => `'${text.replaceAll("'", "'\\''")}'`;
+
+/** bash's `commandPrefix` and `spawnHook` applied here: the command pi-rs runs (and its gate
+ * judges) carries the hook's command, its cwd and its environment changes. */
+function bashArguments(params, cwd, options) {
+	let command = options?.commandPrefix ? `${options.commandPrefix}\n${params.command}` : params.command;
+	if (!options?.spawnHook) return { args: { ...params, command }, cwd };
+	const base = { ...process.env };
+	const spawned = options.spawnHook({ command, cwd, env: { ...base } }) ?? {};
+	const env = spawned.env ?? base;
+	const lines = [];
+	const isName = (key) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(key);
+	for (const [key, value] of Object.entries(env)) {
+		if (isName(key) && value !== undefined && base[key] !== value) lines.push(`export ${key}=${shellQuote(String(value))}`);
+	}
+	for (const key of Object.keys(base)) if (isName(key) && !(key in env)) lines.push(`unset ${key}`);
+	command = [...lines, spawned.command ?? command].join("\n");
+	return { args: { ...params, command }, cwd: spawned.cwd ?? cwd };
+}
+
+/** A factory's tool definition whose execute runs pi-rs's built-in (pi's tools throw on failure). */
+function routedTool(name, definition, cwd, options) {
+	if (options?.operations) return definition;
+	return {
+		...definition,
+		async execute(_toolCallId, params, signal, onUpdate, ctx) {
+			const runCwd = ctx?.cwd || cwd;
+			const routed = name === "bash" ? bashArguments(params, runCwd, options) : { args: params, cwd: runCwd };
+			const result = await executeBuiltin(name, routed.args, routed.cwd, signal, onUpdate);
+			if (result.isError) throw new Error(resultText(result));
+			return { content: result.content ?? [], details: result.details ?? undefined };
+		},
+	};
+}
+
+/** pi.exec through pi-rs: its result shape; a refusal or a program that cannot start is a
+ * failed run (code 1, the reason on stderr), as pi reports a program that cannot start. */
+async function routedExec(command, args, cwd, options) {
+	const maxBuffer = options?.maxBuffer;
+	if (maxBuffer !== undefined && (!Number.isInteger(maxBuffer) || maxBuffer < 0)) {
+		throw new RangeError("maxBuffer must be a whole number of bytes");
+	}
+	const fields = { command, args: (args ?? []).map(String), cwd, maxBuffer };
+	if (options?.timeout && options.timeout > 0) fields.timeout = Math.ceil(options.timeout);
+	const signal = options?.signal;
+	if (signal?.aborted) return { stdout: "", stderr: "", code: 143, killed: true, truncated: false };
+	if (stopping) return { stdout: "", stderr: STOPPING, code: 1, killed: false, truncated: false };
+	const { id, done } = startRequest({ type: "exec", ...fields });
+	const cancel = () => send({ type: "cancel_request", requestId: id });
+	signal?.addEventListener("abort", cancel, { once: true });
+	try {
+		return await done;
+	} catch (err) {
+		return { stdout: "", stderr: errorText(err), code: 1, killed: false, truncated: false };
+	} finally {
+		signal?.removeEventListener("abort", cancel);
+	}
+}
+
+let nestedCalls = 0;
+
+/** ctx.executeTool: a tool a TypeScript extension registered runs here (as pi, the registered
+ * tool wins over a built-in of its name); a built-in runs in pi-rs. Never rejects. */
+async function executeTool(runner, callerId, name, args, options = {}) {
+	const toolCall = { type: "toolCall", id: `${callerId}/${++nestedCalls}`, name, arguments: args };
+	const failed = (text) => ({ toolCall, result: { content: [{ type: "text", text }], details: {} }, isError: true });
+	const own = runner.getToolDefinition(name);
+	if (!own && !BUILTIN_TOOLS.includes(name)) return failed(`Tool ${name} not found`);
+	const started = Date.now();
+	let result;
+	if (own) {
+		try {
+			const ctx = runner.createToolContext(toolCall.id, options.signal);
+			const prepared = own.prepareArguments ? own.prepareArguments(args) : args;
+			result = await own.execute(toolCall.id, prepared, options.signal, options.onUpdate, ctx);
+		} catch (err) {
+			result = { content: [{ type: "text", text: errorText(err) }], details: {}, isError: true };
+		}
+	} else {
+		result = await executeBuiltin(name, args, undefined, options.signal, options.onUpdate);
+	}
+	// As 1.6.0: a call that ran says how long it took.
+	return {
+		toolCall,
+		result: { content: result?.content ?? [], details: result?.details },
+		isError: result?.isError === true,
+		durationMs: Date.now() - started,
+	};
+}
+
+/** ctx.tools: the active tools as agent tools (name, label, description, parameters, execute):
+ * a TypeScript extension's own, or a built-in that runs in pi-rs. MCP tools and executable
+ * extensions' tools are left out (executeTool cannot reach them). */
+function callableTools(runner) {
+	const tools = [];
+	for (const name of state.activeTools) {
+		const own = runner.getToolDefinition(name);
+		if (own) {
+			tools.push({ ...own, label: own.label ?? name });
+			continue;
+		}
+		const info = state.allTools.find((t) => t.name === name);
+		if (!BUILTIN_TOOLS.includes(name) || !info) continue;
+		tools.push({
+			name,
+			label: name,
+			description: info.description,
+			parameters: info.parameters,
+			execute: async (_toolCallId, params, signal, onUpdate) => {
+				const result = await executeBuiltin(name, params, undefined, signal, onUpdate);
+				if (result.isError) throw new Error(resultText(result));
+				return { content: result.content ?? [], details: result.details ?? undefined };
+			},
+		});
+	}
+	return tools;
+}
+
+globalThis[ROUTING] = { tool: routedTool, exec: routedExec };
+routeThroughPiRs();
 
 // ---- what the host knows of pi-rs's state (sync getters read these) -------------------------------
 
@@ -553,6 +783,8 @@ function bind(runner) {
 				);
 			},
 			getSystemPrompt: () => state.systemPrompt,
+			executeTool: (callerId, name, args, options) => executeTool(runner, callerId, name, args, options),
+			getCallableTools: () => callableTools(runner),
 		},
 		{ registerProvider, unregisterProvider },
 	);
@@ -846,6 +1078,9 @@ async function main() {
 	});
 	const handle = async (message) => {
 		switch (message.type) {
+			case "action_update":
+				pendingRequests.get(message.id)?.onUpdate?.(message.partialResult);
+				return;
 			case "query_result":
 			case "action_result": {
 				const pending = pendingRequests.get(message.id);
@@ -878,6 +1113,7 @@ async function main() {
 		// Events are handled one after another, in order (pi awaits each before going on);
 		// tools, commands and hooks start once the events that came before them are handled.
 		if (message.type === "event") {
+			if (message.event?.type === "session_shutdown") stopping = true;
 			events = events.then(() => onEvent(runner, message.event)).catch((err) =>
 				reportError("<runtime>", message.event?.type ?? "event", errorText(err)),
 			);
