@@ -455,8 +455,18 @@ impl Agent {
                 Ok(Value::Null)
             }
             ControlAction::RegisterProvider { name, config } => {
+                crate::extensions::providers::check_oauth(&config)?;
+                let renewer = self.extensions.host.as_ref().and_then(|host| {
+                    crate::extensions::providers::oauth_renewer(
+                        host,
+                        extension,
+                        &config,
+                        &self.config,
+                    )
+                });
                 let (config, refresh) = crate::extensions::providers::without_refresh(&config);
                 self.config.register_provider(&name, &config)?;
+                self.config.set_provider_oauth(&name, renewer);
                 if refresh {
                     self.refresh_provider_models(extension, &name, config.clone());
                 }

@@ -164,6 +164,8 @@ pub struct Config {
     oauth_fresh: Mutex<HashMap<String, oauth::Fresh>>,
     /// The last failed refresh per provider: when, and the message for the user.
     oauth_failures: Mutex<HashMap<String, (Instant, String)>>,
+    /// (extensions) Providers registered with `oauth`: who refreshes their logins.
+    extension_oauth: HashMap<String, std::sync::Arc<dyn oauth::Renewer>>,
 }
 
 /// The credential a request to `provider`'s models would use now (`Config::api_key`: auth.json
@@ -267,6 +269,7 @@ impl Config {
             runtime_api_keys: HashMap::new(),
             oauth_fresh: Mutex::new(HashMap::new()),
             oauth_failures: Mutex::new(HashMap::new()),
+            extension_oauth: HashMap::new(),
             extra_secrets: Vec::new(),
         }
     }
@@ -472,7 +475,7 @@ impl Config {
             Some(Credential::OAuth {
                 access, expires_ms, ..
             }) => {
-                if !oauth::is_used(provider) {
+                if !self.uses_oauth(provider) {
                     return Some(None);
                 }
                 return Some(self.oauth_access(provider, access, expires_ms));
@@ -517,12 +520,21 @@ impl Config {
         match self.oauth_cached(provider, access, expires_ms) {
             Ok(key) => key,
             Err(NeedsRefresh) => {
-                let result = oauth::refresh_locked(
-                    &self.agent_dir,
-                    provider,
-                    &self.oauth_endpoints,
-                    &crate::child::CancelFlag::default(),
-                );
+                let cancel = crate::child::CancelFlag::default();
+                let result = match self.extension_oauth.get(provider) {
+                    Some(renewer) => oauth::refresh_locked_with(
+                        &self.agent_dir,
+                        provider,
+                        renewer.as_ref(),
+                        &cancel,
+                    ),
+                    None => oauth::refresh_locked(
+                        &self.agent_dir,
+                        provider,
+                        &self.oauth_endpoints,
+                        &cancel,
+                    ),
+                };
                 self.finish_oauth_refresh(provider, result)
             }
         }
@@ -561,7 +573,7 @@ impl Config {
             .runtime_api_keys
             .get(provider)
             .is_some_and(|k| !k.is_empty())
-            || !oauth::is_used(provider)
+            || !self.uses_oauth(provider)
         {
             return None;
         }
@@ -576,12 +588,17 @@ impl Config {
         let cancel = crate::child::CancelFlag::default();
         let (agent_dir, endpoints) = (self.agent_dir.clone(), self.oauth_endpoints.clone());
         let (name, watched) = (provider.to_string(), cancel.clone());
+        let renewer = self.extension_oauth.get(provider).cloned();
         let spawned = std::thread::Builder::new()
             .name(format!("oauth-refresh-{provider}"))
             .spawn(move || {
-                let _ = sender.send(oauth::refresh_locked(
-                    &agent_dir, &name, &endpoints, &watched,
-                ));
+                let result = match renewer {
+                    Some(renewer) => {
+                        oauth::refresh_locked_with(&agent_dir, &name, renewer.as_ref(), &watched)
+                    }
+                    None => oauth::refresh_locked(&agent_dir, &name, &endpoints, &watched),
+                };
+                let _ = sender.send(result);
             });
         if let Err(e) = spawned {
             log::warn!("cannot start the {provider} login refresh: {e}");
@@ -855,7 +872,31 @@ impl Config {
 
     /// (extensions) Removes a provider an extension registered; false when there was none.
     pub fn unregister_provider(&mut self, name: &str) -> bool {
+        self.extension_oauth.remove(name);
         self.registry.unregister_provider(name)
+    }
+
+    /// (extensions) Who refreshes the stored login of a provider an extension registered with
+    /// `oauth` (pi's `oauth.refreshToken`); None: the registration has no `oauth`.
+    pub fn set_provider_oauth(
+        &mut self,
+        name: &str,
+        renewer: Option<std::sync::Arc<dyn oauth::Renewer>>,
+    ) {
+        match renewer {
+            Some(renewer) => {
+                self.extension_oauth.insert(name.to_string(), renewer);
+            }
+            None => {
+                self.extension_oauth.remove(name);
+            }
+        }
+    }
+
+    /// Whether a stored OAuth login of `provider` is used (and refreshed): a built-in
+    /// subscription login, or an extension's provider registered with `oauth`.
+    fn uses_oauth(&self, provider: &str) -> bool {
+        oauth::is_used(provider) || self.extension_oauth.contains_key(provider)
     }
 
     /// Whether the project's own config (`.pi/mcp.json`, settings, extensions, …) may be used:

@@ -340,6 +340,69 @@ pub fn refresh_locked_within(
     margin_ms: f64,
     cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
+    let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
+    refresh_locked_by(agent_dir, provider, margin_ms, cancel, &|entry| {
+        refresh_entry(provider, entry, endpoints, &agent)
+    })
+}
+
+/// (extensions) A provider's own token refresh (pi's `oauth.refreshToken` of a provider an
+/// extension registers): the stored credential in, the new one (its `access`, `refresh`,
+/// `expires` and any fields of its own) or the reason it failed out.
+pub trait Renewer: Send + Sync {
+    fn renew(
+        &self,
+        provider: &str,
+        credential: &Map<String, Value>,
+        cancel: &crate::child::CancelFlag,
+    ) -> Result<Map<String, Value>, String>;
+}
+
+/// `refresh_locked` with `renewer` in place of a built-in token endpoint. The answer is stored
+/// as pi 1.6.0 stores it (`{...credential, type: "oauth"}`); one without a non-empty `access`,
+/// a string `refresh` and a numeric `expires` is refused and nothing is written.
+pub fn refresh_locked_with(
+    agent_dir: &Path,
+    provider: &str,
+    renewer: &dyn Renewer,
+    cancel: &crate::child::CancelFlag,
+) -> Result<Fresh, OAuthError> {
+    refresh_locked_by(agent_dir, provider, REFRESH_MARGIN_MS, cancel, &|entry| {
+        let mut renewed = renewer.renew(provider, entry, cancel).map_err(|reason| {
+            OAuthError::Message(format!("OAuth refresh failed for {provider}: {reason}"))
+        })?;
+        let valid = renewed
+            .get("access")
+            .and_then(Value::as_str)
+            .is_some_and(|a| !a.is_empty())
+            && renewed.get("refresh").is_some_and(Value::is_string)
+            && renewed
+                .get("expires")
+                .and_then(Value::as_f64)
+                .is_some_and(f64::is_finite);
+        if !valid {
+            return Err(OAuthError::Message(format!(
+                "OAuth refresh failed for {provider}: the credential needs a non-empty string access, a string refresh and a numeric expires"
+            )));
+        }
+        renewed.insert("type".into(), Value::String("oauth".into()));
+        Ok(renewed)
+    })
+}
+
+/// One provider's auth.json entry.
+type Entry = Map<String, Value>;
+
+/// The locked part of every refresh: re-reads auth.json under pi's lock (another pi may have
+/// refreshed the login meanwhile: then that token is used), else `renew`s the entry and writes
+/// the new one back in pi's format.
+fn refresh_locked_by(
+    agent_dir: &Path,
+    provider: &str,
+    margin_ms: f64,
+    cancel: &crate::child::CancelFlag,
+    renew: &dyn Fn(&Entry) -> Result<Entry, OAuthError>,
+) -> Result<Fresh, OAuthError> {
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path, cancel)?;
     let mut data = read_auth(&path)?;
@@ -353,8 +416,7 @@ pub fn refresh_locked_within(
     if expires.is_some_and(|e| now_ms_f64() + margin_ms < e) {
         return fresh_from(&entry);
     }
-    let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
-    let renewed = refresh_entry(provider, &entry, endpoints, &agent)?;
+    let renewed = renew(&entry)?;
     let mut result = fresh_from(&renewed)?;
     if renewed.get("expires") == Some(&Value::Null) {
         // No expiry given (see `anthropic_entry`): good for this process, as in pi 1.6.0.

@@ -299,6 +299,30 @@ impl HookChannel {
         outcome
     }
 
+    /// (v2) Asks `extension` a `kind` request (`oauth_refresh`), as `ExtensionHost::ask` does;
+    /// its one outcome (the answer, an error answer, or an error when `deadline` passes or the
+    /// extension fails first) arrives on the returned receiver, which disconnects without one
+    /// only when the host is gone.
+    pub fn ask_extension(
+        &self,
+        kind: &'static str,
+        extension: ExtensionId,
+        request: Value,
+        deadline: Duration,
+    ) -> crossbeam_channel::Receiver<Result<Value, String>> {
+        let (reply, outcome) = crossbeam_channel::bounded(1);
+        let id = HookId(self.next_id.fetch_add(1, Ordering::SeqCst));
+        let _ = self.control.send(Control::Ask {
+            kind,
+            id,
+            extension,
+            request,
+            deadline,
+            reply: Some(reply),
+        });
+        outcome
+    }
+
     /// Starts a response `extension` streams (`request`: the `stream_request` fields); returns
     /// the stream's wire id and where its events arrive (at most `capacity` unread; the channel
     /// disconnects after `done`/`error`, when the extension fails, or when the reader is slow).
@@ -784,6 +808,7 @@ impl ExtensionHost {
             extension,
             request,
             deadline,
+            reply: None,
         });
         id
     }

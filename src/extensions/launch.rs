@@ -103,7 +103,13 @@ pub fn register_providers_of(
             continue;
         }
         let (registered, _) = super::providers::without_refresh(&decl.config);
-        if let Err(error) = config.register_provider(&decl.name, &registered) {
+        let result = super::providers::check_oauth(&decl.config)
+            .and_then(|_| config.register_provider(&decl.name, &registered));
+        let renewer = super::providers::oauth_renewer(host, extension, &decl.config, config);
+        if result.is_ok() {
+            config.set_provider_oauth(&decl.name, renewer);
+        }
+        if let Err(error) = result {
             errors.push(Event::ExtensionError {
                 extension_path: host
                     .extension_path(extension)

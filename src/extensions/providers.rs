@@ -186,14 +186,88 @@ impl RequestHooks for ProviderHooks {
 // ---- providers whose models the extension refreshes (`refreshModels: true`) -------------------
 
 /// A `register_provider` config without pi-rs's `refreshModels: true` (pi's `refreshModels`
-/// function: the extension answers `refresh_models` requests), and whether it had it.
+/// function: the extension answers `refresh_models` requests) and without `oauth` (see
+/// `oauth_renewer`), and whether it had `refreshModels: true`.
 pub fn without_refresh(config: &Value) -> (Value, bool) {
     let mut config = config.clone();
-    let refresh = config
-        .as_object_mut()
-        .and_then(|c| c.remove("refreshModels"))
-        .is_some_and(|v| v == Value::Bool(true));
-    (config, refresh)
+    let object = config.as_object_mut();
+    let refresh = object.and_then(|c| {
+        c.remove("oauth");
+        c.remove("refreshModels")
+    });
+    (config, refresh.is_some_and(|v| v == Value::Bool(true)))
+}
+
+// ---- providers whose logins the extension refreshes (`oauth: {name?}`) ----------------------
+
+/// pi 1.6.0 gives a provider's `oauth.refreshToken` this long (`DEFAULT_OAUTH_REFRESH_TIMEOUT_MS`).
+const OAUTH_REFRESH_DEADLINE: Duration = Duration::from_secs(15);
+
+/// Checks a `register_provider` config's `oauth` (pi's OAuth functions; over JSONL `{name?}`:
+/// the registering extension answers `oauth_refresh`). Ok(false) without one.
+pub fn check_oauth(config: &Value) -> Result<bool, String> {
+    match config.get("oauth") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Object(oauth)) if oauth.get("name").is_none_or(Value::is_string) => Ok(true),
+        Some(_) => Err("register_provider: oauth must be an object {name?: string}".into()),
+    }
+}
+
+/// The refresher of a provider registered with `oauth` by `extension` (None without `oauth`):
+/// asks the extension `oauth_refresh` with the stored credential, within 15 s as pi 1.6.0 (less
+/// when the setting `extensionHookTimeoutMs` is less).
+pub fn oauth_renewer(
+    host: &ExtensionHost,
+    extension: ExtensionId,
+    registration: &Value,
+    config: &crate::config::Config,
+) -> Option<Arc<dyn crate::config::oauth::Renewer>> {
+    if !check_oauth(registration).unwrap_or(false) {
+        return None;
+    }
+    let deadline = config
+        .setting("extensionHookTimeoutMs")
+        .and_then(Value::as_u64)
+        .map(Duration::from_millis)
+        .map_or(OAUTH_REFRESH_DEADLINE, |d| d.min(OAUTH_REFRESH_DEADLINE));
+    Some(Arc::new(ExtensionOAuth {
+        channel: host.hook_channel(),
+        extension,
+        deadline,
+    }))
+}
+
+struct ExtensionOAuth {
+    channel: HookChannel,
+    extension: ExtensionId,
+    deadline: Duration,
+}
+
+impl crate::config::oauth::Renewer for ExtensionOAuth {
+    /// Waits for the answer on the refresh worker. As in pi 1.6.0, an abort does not end a
+    /// refresh once asked (the extension may have rotated the refresh token already): the wait
+    /// ends at the answer, the router's deadline, or its own bound.
+    fn renew(
+        &self,
+        provider: &str,
+        credential: &Map<String, Value>,
+        _cancel: &crate::child::CancelFlag,
+    ) -> Result<Map<String, Value>, String> {
+        let request = json!({ "provider": provider, "credential": credential });
+        let outcome =
+            self.channel
+                .ask_extension("oauth_refresh", self.extension, request, self.deadline);
+        let bound = at(crate::deadline::after(self.deadline + WAIT_MARGIN));
+        let answer = select! {
+            recv(outcome) -> answer => answer.unwrap_or_else(|_| Err("the extensions are gone".into())),
+            recv(bound) -> _ => Err(format!("no answer to oauth_refresh within {} ms",
+                self.deadline.as_millis())),
+        }?;
+        match answer {
+            Value::Object(credential) => Ok(credential),
+            _ => Err("oauth_refresh_result.result must be an object".into()),
+        }
+    }
 }
 
 // ---- virtual models (pi 1.6.0 `registerVirtualModel`; routed in src/agent/virtual_models.rs) ----

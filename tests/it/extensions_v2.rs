@@ -2086,6 +2086,93 @@ fn a_provider_s_models_are_refreshed_by_its_extension() {
     fake.finish();
 }
 
+// ---- providers with a login the extension refreshes (`oauth`) ----------------------------------
+
+/// A workspace whose auth.json holds an expired login of oauth.py's provider `corp`.
+fn expired_corp_login() -> crate::support::Workspace {
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": 1000}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    workspace
+}
+
+#[test]
+fn an_expired_login_is_refreshed_by_the_extension_that_registered_the_provider() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Refreshed."])),
+        Reply::sse(sse::anthropic_text(&["Again."])),
+    ]);
+    let workspace = expired_corp_login();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_REFRESH", "corp-refresh-0");
+    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    pi.command("p", "prompt", json!({"message": "Hi"}));
+    // The extension gets the stored credential, before the request.
+    let asked = next_report(&mut pi, "oauth ", |_| true);
+    assert_eq!(
+        asked,
+        json!({"provider": "corp", "refreshMatches": true,
+               "fields": ["access", "expires", "refresh", "type"]})
+    );
+    // The new access token never reaches stdout (it joined the redaction list when stored).
+    let leak = next_notice(&mut pi, "leak ");
+    assert!(!leak.contains("corp-access-1"), "{leak}");
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.header("x-api-key"), Some("corp-access-1"));
+    // Stored as pi 1.6.0 stores it: the answer with `type: "oauth"`, mode 0600.
+    let path = workspace.agent_dir().join("auth.json");
+    let stored: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let corp = &stored["corp"];
+    assert_eq!(corp["type"], "oauth", "{stored}");
+    assert_eq!(corp["access"], "corp-access-1", "{stored}");
+    assert_eq!(corp["refresh"], "corp-refresh-1", "{stored}");
+    assert_eq!(corp["accountId"], "acme", "{stored}");
+    assert!(
+        corp["expires"].as_f64().is_some_and(|e| e > 1e12),
+        "{stored}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // The refreshed token serves the next prompt without another refresh.
+    pi.command("p2", "prompt", json!({"message": "Again"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[1].header("x-api-key"), Some("corp-access-1"));
+    fake.finish();
+}
+
+#[test]
+fn an_extension_that_never_answers_the_refresh_fails_the_prompt_within_the_deadline() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = expired_corp_login();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_SILENT", "1")
+        .settings(json!({"extensionHookTimeoutMs": 1000}));
+    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Hi"}));
+    next_report(&mut pi, "oauth ", |_| true);
+    let deadline = pi.deadline();
+    let response = pi
+        .recv_until(|r| r["type"] == "response" && r["id"] == "p", deadline)
+        .pop()
+        .expect("the prompt's response");
+    assert_eq!(response["success"], false, "{response}");
+    let error = response["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("OAuth refresh failed for corp: no answer to oauth_refresh within 1000 ms"),
+        "{error}"
+    );
+    // Nothing was stored, and no request went out.
+    let stored = std::fs::read_to_string(workspace.agent_dir().join("auth.json")).unwrap();
+    assert!(stored.contains("corp-access-0"), "{stored}");
+    assert!(fake.requests().is_empty());
+}
+
 // ---- execute_tool: built-in tools for extensions (issue 24 item 3) --------------------------------
 
 /// The text of an `execute_tool` result (its text blocks joined).

@@ -77,14 +77,15 @@ pub(super) enum Control {
         line: String,
         reply: Sender<Value>,
     },
-    /// (v2) Ask `extension` a `kind` request (`route`, `refresh_models`); the answer arrives
-    /// as `ExtensionEvent::Answered`.
+    /// (v2) Ask `extension` a `kind` request (`route`, `refresh_models`, `oauth_refresh`); the
+    /// answer arrives as `ExtensionEvent::Answered`, or on `reply` when there is one.
     Ask {
         kind: &'static str,
         id: HookId,
         extension: ExtensionId,
         request: Value,
         deadline: Duration,
+        reply: Option<Sender<Result<Value, String>>>,
     },
     /// (v2) The stream's reader is gone (abort): the extension is told `cancel_stream`.
     CancelStream {
@@ -259,6 +260,8 @@ pub(super) struct RouteWait {
     pub(super) kind: &'static str,
     pub(super) deadline: Instant,
     pub(super) timeout: Duration,
+    /// Where the answer goes when not to the agent (`HookChannel::ask_extension`).
+    pub(super) reply: Option<Sender<Result<Value, String>>>,
 }
 
 impl Router {
@@ -477,6 +480,7 @@ impl Router {
                 extension,
                 request,
                 deadline,
+                reply,
             } => {
                 let wire = self.wire_id('r');
                 let ms = deadline.as_millis() as u64;
@@ -490,14 +494,18 @@ impl Router {
                             kind,
                             deadline: crate::deadline::after(deadline),
                             timeout: deadline,
+                            reply,
                         },
                     );
                 } else {
                     let path = self.path(extension.0);
-                    self.emit(ExtensionEvent::Answered {
-                        id,
-                        result: Err(format!("the extension {path} is not running")),
-                    });
+                    let result = Err(format!("the extension {path} is not running"));
+                    match reply {
+                        Some(reply) => {
+                            let _ = reply.try_send(result);
+                        }
+                        None => self.emit(ExtensionEvent::Answered { id, result }),
+                    }
                 }
             }
             Control::CancelStream { wire } => {
@@ -619,6 +627,30 @@ impl Router {
                 self.fail(index, event, "its input pipe is closed".into());
                 false
             }
+        }
+    }
+
+    /// The one outcome of an `Ask`: to its own channel (never blocking: the channel holds it),
+    /// else to the agent.
+    fn answer_route(&mut self, wait: RouteWait, result: Result<Value, String>) {
+        if wait.kind == "oauth_refresh"
+            && let Ok(Value::Object(credential)) = &result
+        {
+            // New tokens are secrets before the extension's next line is read (it may echo them).
+            crate::redact::register_secrets(
+                ["access", "refresh"]
+                    .iter()
+                    .filter_map(|name| credential.get(*name)?.as_str().map(str::to_string)),
+            );
+        }
+        match wait.reply {
+            Some(reply) => {
+                let _ = reply.try_send(result);
+            }
+            None => self.emit(ExtensionEvent::Answered {
+                id: wait.id,
+                result,
+            }),
         }
     }
 
@@ -915,10 +947,7 @@ impl Router {
                 if self.routes.get(&id).is_some_and(|r| r.extension == index)
                     && let Some(wait) = self.routes.remove(&id)
                 {
-                    self.emit(ExtensionEvent::Answered {
-                        id: wait.id,
-                        result,
-                    });
+                    self.answer_route(wait, result);
                 } else {
                     log::debug!(
                         "late or unknown route answer {id} from {}",
@@ -1058,10 +1087,7 @@ impl Router {
             .collect();
         for wire in routes {
             if let Some(wait) = self.routes.remove(&wire) {
-                self.emit(ExtensionEvent::Answered {
-                    id: wait.id,
-                    result: Err(format!("the extension failed: {error}")),
-                });
+                self.answer_route(wait, Err(format!("the extension failed: {error}")));
             }
         }
         self.dialogs.retain(|_, dialog| {
@@ -1152,10 +1178,8 @@ impl Router {
         for wire in late {
             if let Some(wait) = self.routes.remove(&wire) {
                 let ms = wait.timeout.as_millis();
-                self.emit(ExtensionEvent::Answered {
-                    id: wait.id,
-                    result: Err(format!("no answer to {} within {ms} ms", wait.kind)),
-                });
+                let result = Err(format!("no answer to {} within {ms} ms", wait.kind));
+                self.answer_route(wait, result);
             }
         }
         if now >= self.last_child_check + CHILD_CHECK_INTERVAL {
