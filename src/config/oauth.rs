@@ -1168,6 +1168,66 @@ mod tests {
         assert_eq!(challenge, base64url(digest.as_ref()));
     }
 
+    /// An extension's answer, as `Renewer::renew` returns it.
+    struct Answer(Result<Value, String>);
+
+    impl Renewer for Answer {
+        fn renew(
+            &self,
+            _provider: &str,
+            credential: &Map<String, Value>,
+            _cancel: &crate::child::CancelFlag,
+        ) -> Result<Map<String, Value>, String> {
+            assert_eq!(credential["refresh"], "r0");
+            let answer = self.0.clone()?;
+            Ok(answer.as_object().cloned().unwrap())
+        }
+    }
+
+    #[test]
+    fn an_extension_s_refresh_is_checked_and_stored_like_pi() {
+        let dir = std::env::temp_dir().join(format!("pi-rs-oauth-ext-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let stored = r#"{"corp":{"type":"oauth","refresh":"r0","access":"a0","expires":1}}"#;
+        fs::write(dir.join("auth.json"), stored).unwrap();
+        let cancel = crate::child::CancelFlag::default();
+        let refused = [
+            Answer(Err("down".into())),
+            Answer(Ok(json!({"refresh": "r1", "expires": 5e12}))),
+            Answer(Ok(json!({"access": "", "refresh": "r1", "expires": 5e12}))),
+            Answer(Ok(json!({"access": "a1", "expires": 5e12}))),
+            Answer(Ok(
+                json!({"access": "a1", "refresh": "r1", "expires": "later"}),
+            )),
+        ];
+        for answer in &refused {
+            let error = refresh_locked_with(&dir, "corp", answer, &cancel).unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .starts_with("OAuth refresh failed for corp: "),
+                "{error}"
+            );
+            assert_eq!(fs::read_to_string(dir.join("auth.json")).unwrap(), stored);
+        }
+        // `{...answer, type: "oauth"}`: the answer's fields in its order, `type` last.
+        let good = Answer(Ok(
+            json!({"refresh": "r1", "access": "a1", "expires": 5e12, "id": 7}),
+        ));
+        let fresh = refresh_locked_with(&dir, "corp", &good, &cancel).unwrap();
+        assert_eq!((fresh.access.as_str(), fresh.expires_ms), ("a1", 5e12));
+        let written: Value =
+            serde_json::from_str(&fs::read_to_string(dir.join("auth.json")).unwrap()).unwrap();
+        let keys: Vec<&String> = written["corp"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["refresh", "access", "expires", "id", "type"]);
+        assert_eq!(written["corp"]["type"], "oauth");
+        // Not expired any more: the stored login is used without asking.
+        let fresh = refresh_locked_with(&dir, "corp", &Answer(Err("unasked".into())), &cancel);
+        assert_eq!(fresh.unwrap().access, "a1");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn auth_json_is_written_like_pi() {
         let dir = std::env::temp_dir().join(format!("pi-rs-oauth-write-{}", std::process::id()));
