@@ -2149,11 +2149,21 @@ fn an_expired_login_is_refreshed_by_the_extension_that_registered_the_provider()
 fn an_extension_that_never_answers_the_refresh_fails_the_prompt_within_the_deadline() {
     let fake = FakeProvider::start(vec![]);
     let workspace = expired_corp_login();
-    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+    // This time the provider comes from a `register_provider` action after start.
+    let setup = Setup::anthropic(&fake)
         .env("OAUTH_URL", &fake.base_url())
         .env("OAUTH_SILENT", "1")
+        .env("OAUTH_LATE", "1")
         .settings(json!({"extensionHookTimeoutMs": 1000}));
     let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    let registered = next_answer(&mut pi, "reg");
+    assert_eq!(registered["result"], Value::Null, "{registered}");
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "corp", "modelId": "corp-1"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
     pi.send(json!({"id": "p", "type": "prompt", "message": "Hi"}));
     next_report(&mut pi, "oauth ", |_| true);
     let deadline = pi.deadline();
