@@ -2162,6 +2162,8 @@ export default function (pi: ExtensionAPI) {
             return { model, thinkingLevel: high ? "high" : "medium", state: { turns: (request.state?.turns ?? 0) + 1 } };
         },
     });
+    // Not a thinking level: refused on its own, the other registrations stand.
+    pi.registerVirtualModel({ provider: "router", id: "bad", name: "Bad", thinkingLevels: ["loud"], route: () => undefined });
     pi.registerCommand("add-late", {
         description: "Register router/late",
         handler: async (_args, ctx) => {
@@ -2226,6 +2228,16 @@ fn a_typescript_virtual_model_routes_each_request() {
         .unwrap_or_else(|| panic!("router/auto is listed: {models}"));
     assert_eq!(listed["api"], "pi-virtual", "{listed}");
     assert_eq!(listed["contextWindow"], 50000, "{listed}");
+    if !crate::support::is_reference() {
+        let bad = pi.find(|r| r["type"] == "extension_error");
+        assert_eq!(bad["event"], "register_virtual_model", "{bad}");
+        assert!(
+            bad["extensionPath"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("router.ts")),
+            "{bad}"
+        );
+    }
 
     let set = pi.command(
         "sm",
@@ -2308,10 +2320,12 @@ fn a_typescript_virtual_model_routes_each_request() {
         assert!(std::time::Instant::now() < deadline, "router/late stays");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let errors = extension_errors(pi.records());
     assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
+        errors
+            .iter()
+            .all(|e| e["event"] == "register_virtual_model"),
+        "{errors:?}"
     );
 }
 
@@ -2356,7 +2370,8 @@ export default function (pi: ExtensionAPI) {
 /// A provider's `refreshModels` function: pi-rs asks the host (`refresh_models`) right after the
 /// registration, at start and from a command; the returned models replace the registration's and
 /// a request for one reaches the fake provider with the registration's key. A throwing
-/// refreshModels is an `extension_error` and leaves the provider's models as they were.
+/// refreshModels leaves the provider's models as they were and, under pi-rs, is an
+/// `extension_error`.
 #[test]
 fn a_typescript_provider_s_refresh_models_replaces_its_models() {
     let Some(reference) = pi_1_6() else { return };
@@ -2369,13 +2384,16 @@ fn a_typescript_provider_s_refresh_models_replaces_its_models() {
     let mut pi = Pi::spawn(&setup);
     let ids = crate::extensions_v2::models_once_listed(&mut pi, "dyn", "dyn-fresh-1");
     assert_eq!(ids, ["dyn-fresh-1", "dyn-fresh-2"]);
-    let error = pi.find(|r| r["type"] == "extension_error" && r["event"] == "refresh_models");
-    assert!(
-        error["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("catalog down")),
-        "{error}"
-    );
+    // pi 1.6.0 reports a failed refresh nowhere (neither a record nor stderr); pi-rs says so.
+    if !crate::support::is_reference() {
+        let error = pi.find(|r| r["type"] == "extension_error" && r["event"] == "refresh_models");
+        assert!(
+            error["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("catalog down")),
+            "{error}"
+        );
+    }
     assert_eq!(listed_ids(&mut pi, "b", "broken"), ["broken-initial"]);
 
     let set = pi.command(

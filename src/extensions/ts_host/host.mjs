@@ -827,6 +827,9 @@ async function serveStream(message) {
 }
 
 function bind(runner) {
+	// First: bindCore reports the registrations made while loading that fail (a provider, a
+	// virtual model) through it.
+	runner.onError((err) => reportError(err.extensionPath, err.event, err.error));
 	runner.bindCore(
 		{
 			sendMessage: (message, options) =>
@@ -909,7 +912,6 @@ function bind(runner) {
 		reload: () => control("reload"),
 	});
 	runner.setUIContext(uiContext, "rpc");
-	runner.onError((err) => reportError(err.extensionPath, err.event, err.error));
 }
 
 // ---- registration ---------------------------------------------------------------------------------
