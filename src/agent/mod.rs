@@ -290,7 +290,7 @@ impl Agent {
         agent.refresh_tool_specs();
         agent.restore_session_tools();
         // (v2) Providers of the `register` lines whose models their extension refreshes.
-        agent.refresh_registered_providers();
+        agent.refresh_registered_providers(None);
         agent
     }
 

@@ -49,15 +49,17 @@ impl Agent {
     }
 
     /// The providers of the `register` lines with `refreshModels: true` (at start and after a
-    /// reload): each is asked once.
-    pub(super) fn refresh_registered_providers(&mut self) {
+    /// reload; `only` one extension's, when it registers late): each is asked once.
+    pub(super) fn refresh_registered_providers(&mut self, only: Option<ExtensionId>) {
         let Some(host) = self.extensions.host.as_ref() else {
             return;
         };
         for (extension, name, config) in
             crate::extensions::launch::refreshed_providers(host, &self.config)
         {
-            self.refresh_provider_models(extension, &name, config);
+            if only.is_none_or(|only| only == extension) {
+                self.refresh_provider_models(extension, &name, config);
+            }
         }
     }
 

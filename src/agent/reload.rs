@@ -141,7 +141,7 @@ impl Agent {
                         .collect();
                 self.extensions.host = Some(host);
                 self.refresh_current_model();
-                self.refresh_registered_providers();
+                self.refresh_registered_providers(None);
                 for error in errors {
                     self.emit(error);
                 }

@@ -113,7 +113,8 @@ impl Agent {
     }
 
     /// A late registration (the TypeScript host loaded, or loaded again after a crash): its
-    /// providers, tools and commands count from now on; it hears the session's `session_start`
+    /// providers (asked for their models when it refreshes them), virtual models, tools and
+    /// commands count from now on; it hears the session's `session_start`
     /// and `resources_discover`, as the extensions that registered at start did.
     pub(super) fn on_registered(&mut self, extension: ExtensionId, registration: Registration) {
         let Some(host) = self.extensions.host.as_mut() else {
@@ -130,8 +131,14 @@ impl Agent {
             crate::extensions::launch::streamed_providers(host, &self.config)
                 .into_iter()
                 .collect();
+        // Its virtual models are routed by it (others' registrations stay theirs).
+        let owned = crate::extensions::launch::virtual_model_owners(host, &self.config)
+            .into_iter()
+            .filter(|(_, owner)| *owner == extension);
+        self.extensions.virtual_models.extend(owned);
         host.notify_one(extension, &self.extensions.session_start);
         self.refresh_current_model();
+        self.refresh_registered_providers(Some(extension));
         for error in errors {
             self.emit(error);
         }

@@ -121,6 +121,9 @@ pub fn register_providers_of(
         }
     }
     for (extension, decl) in host.virtual_models() {
+        if only.is_some_and(|only| only != extension) {
+            continue;
+        }
         let entry = super::providers::virtual_model_entry(&decl);
         if let Err(error) = config.register_virtual_model(entry) {
             errors.push(Event::ExtensionError {

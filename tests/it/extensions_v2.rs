@@ -2025,7 +2025,7 @@ fn abort_ends_a_branch_summary_and_the_leaf_stays() {
 /// The ids of `provider`'s models `get_available_models` lists once they include `wanted`
 /// (the refresh is answered while commands are served: asked again until then).
 #[track_caller]
-fn models_once_listed(pi: &mut Pi, provider: &str, wanted: &str) -> Vec<String> {
+pub fn models_once_listed(pi: &mut Pi, provider: &str, wanted: &str) -> Vec<String> {
     let deadline = pi.deadline();
     for attempt in 0.. {
         let models = pi.command(&format!("am{attempt}"), "get_available_models", json!({}));

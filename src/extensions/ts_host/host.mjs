@@ -616,11 +616,13 @@ let providersAtStart = [];
 
 const PROVIDER_FIELDS = ["name", "baseUrl", "apiKey", "api", "headers", "authHeader", "compat", "models"];
 
-/** pi's provider config → v2's JSON form: a `streamSimple` function becomes `streamSimple: true`. */
+/** pi's provider config → v2's JSON form: a `streamSimple` function becomes `streamSimple: true`,
+ * a `refreshModels` function `refreshModels: true` (pi-rs then asks `refresh_models`). */
 function providerLine(name, providerConfig) {
 	const out = {};
 	for (const key of PROVIDER_FIELDS) if (providerConfig?.[key] !== undefined) out[key] = providerConfig[key];
 	if (typeof providerConfig?.streamSimple === "function") out.streamSimple = true;
+	if (typeof providerConfig?.refreshModels === "function") out.refreshModels = true;
 	return { name, config: JSON.parse(JSON.stringify(out)) };
 }
 
@@ -645,6 +647,116 @@ function unregisterProvider(name) {
 		return;
 	}
 	fireAndReport(control("unregister_provider", { name }).then(refreshModels), "unregister_provider");
+}
+
+// ---- refresh_models: a provider whose refreshModels is a function ---------------------------------
+
+/** Calls the provider's `refreshModels` with pi's context (no persisted snapshot under pi-rs:
+ * `stored` is undefined and `publish` changes nothing); its models answer `refresh_models`. */
+async function serveRefresh(message) {
+	const request = message.request ?? {};
+	const abort = new AbortController();
+	const timer = typeof message.deadlineMs === "number" ? setTimeout(() => abort.abort(), message.deadlineMs) : undefined;
+	try {
+		const providerConfig = registeredProviders.get(request.provider);
+		if (typeof providerConfig?.refreshModels !== "function") {
+			throw new Error(`provider ${request.provider} has no refreshModels function`);
+		}
+		const models = await providerConfig.refreshModels({
+			allowNetwork: request.allowNetwork !== false,
+			signal: abort.signal,
+			baseUrl: providerConfig.baseUrl,
+			stored: undefined,
+			publish: async () => false,
+		});
+		if (!Array.isArray(models)) throw new Error("refreshModels must return an array of model definitions");
+		send({ type: "refresh_models_result", id: message.id, result: { models: JSON.parse(JSON.stringify(models)) } });
+	} catch (err) {
+		send({ type: "refresh_models_result", id: message.id, error: errorText(err) });
+	} finally {
+		clearTimeout(timer);
+	}
+}
+
+// ---- pi.registerVirtualModel → v2 virtual models ---------------------------------------------------
+
+/** Virtual models registered from TypeScript: "provider/id" → the definition (with `route`). */
+const virtualModels = new Map();
+/** Registrations made while loading: they go into the `register` line's `virtualModels`. */
+let virtualModelsAtStart = [];
+
+const VIRTUAL_FIELDS = ["provider", "id", "name", "thinkingLevels", "contextWindow", "maxTokens", "input"];
+const THINKING_LEVELS = new Set(["off", "minimal", "low", "medium", "high", "xhigh", "max"]);
+const virtualKey = (provider, id) => `${provider}/${id}`;
+
+/** pi's definition → v2's JSON form (without `route`). Checked here, so that one bad definition
+ * is an error of its own and does not make the whole `register` line malformed. */
+function virtualModelLine(definition) {
+	const { provider, id } = definition ?? {};
+	if (typeof provider !== "string" || !provider.trim() || typeof id !== "string" || !id.trim()) {
+		throw new Error("Virtual model provider and id must not be empty.");
+	}
+	if (typeof definition.route !== "function") throw new Error(`Virtual model ${virtualKey(provider, id)} has no route function.`);
+	const levels = definition.thinkingLevels;
+	if (levels !== undefined && (!Array.isArray(levels) || levels.some((l) => !THINKING_LEVELS.has(l)))) {
+		throw new Error(`Virtual model ${virtualKey(provider, id)}: thinkingLevels must be thinking levels`);
+	}
+	for (const key of ["contextWindow", "maxTokens"]) {
+		const value = definition[key];
+		if (value !== undefined && !(Number.isInteger(value) && value >= 0)) {
+			throw new Error(`Virtual model ${virtualKey(provider, id)}: ${key} must be a whole number`);
+		}
+	}
+	const out = {};
+	for (const key of VIRTUAL_FIELDS) if (definition[key] !== undefined) out[key] = definition[key];
+	return JSON.parse(JSON.stringify(out));
+}
+
+function registerVirtualModel(definition) {
+	const line = virtualModelLine(definition);
+	const key = virtualKey(line.provider, line.id);
+	virtualModels.set(key, definition);
+	if (virtualModelsAtStart) {
+		virtualModelsAtStart = virtualModelsAtStart.filter((m) => virtualKey(m.provider, m.id) !== key).concat(line);
+		return;
+	}
+	fireAndReport(control("register_virtual_model", { model: line }).then(refreshModels), "register_virtual_model");
+}
+
+function unregisterVirtualModel(provider, id) {
+	const key = virtualKey(provider, id);
+	virtualModels.delete(key);
+	if (virtualModelsAtStart) {
+		virtualModelsAtStart = virtualModelsAtStart.filter((m) => virtualKey(m.provider, m.id) !== key);
+		return;
+	}
+	fireAndReport(control("unregister_virtual_model", { provider, modelId: id }).then(refreshModels), "unregister_virtual_model");
+}
+
+/** pi-rs's `route`: the definition's `route(request)` (pi's loader adds the ctx) picks the
+ * physical model; an exception is an error answer. */
+async function serveRoute(message) {
+	const request = message.request ?? {};
+	const key = virtualKey(request.model?.provider, request.model?.id);
+	const abort = new AbortController();
+	const timer = typeof message.deadlineMs === "number" ? setTimeout(() => abort.abort(), message.deadlineMs) : undefined;
+	try {
+		const definition = virtualModels.get(key);
+		if (!definition) throw new Error(`Virtual model ${key} is not registered.`);
+		const route = await definition.route({ ...request, signal: abort.signal });
+		const model = route?.model;
+		if (typeof model?.provider !== "string" || typeof model?.id !== "string") {
+			throw new Error(`Virtual model ${key}: route() returned no model`);
+		}
+		const result = { model: { provider: model.provider, id: model.id }, thinkingLevel: route.thinkingLevel };
+		// Returning request.state itself (or nothing) keeps the current state, as in pi.
+		if (route.state !== undefined && route.state !== request.state) result.state = JSON.parse(JSON.stringify(route.state));
+		send({ type: "route_result", id: message.id, result });
+	} catch (err) {
+		send({ type: "route_result", id: message.id, error: errorText(err) });
+	} finally {
+		clearTimeout(timer);
+	}
 }
 
 // ---- stream_request: a provider whose streamSimple is a function ----------------------------------
@@ -715,6 +827,9 @@ async function serveStream(message) {
 }
 
 function bind(runner) {
+	// First: bindCore reports the registrations made while loading that fail (a provider, a
+	// virtual model) through it.
+	runner.onError((err) => reportError(err.extensionPath, err.event, err.error));
 	runner.bindCore(
 		{
 			sendMessage: (message, options) =>
@@ -786,7 +901,7 @@ function bind(runner) {
 			executeTool: (callerId, name, args, options) => executeTool(runner, callerId, name, args, options),
 			getCallableTools: () => callableTools(runner),
 		},
-		{ registerProvider, unregisterProvider },
+		{ registerProvider, unregisterProvider, registerVirtualModel, unregisterVirtualModel },
 	);
 	runner.bindCommandContext({
 		waitForIdle: () => control("wait_for_idle"),
@@ -797,7 +912,6 @@ function bind(runner) {
 		reload: () => control("reload"),
 	});
 	runner.setUIContext(uiContext, "rpc");
-	runner.onError((err) => reportError(err.extensionPath, err.event, err.error));
 }
 
 // ---- registration ---------------------------------------------------------------------------------
@@ -865,7 +979,9 @@ function registration(runner) {
 	const hooks = [...handlerNames].filter((n) => HOOKS.has(n));
 	const events = [...new Set([...OWN_EVENTS, ...[...handlerNames].filter((n) => !HOOKS.has(n))])];
 	const providers = providersAtStart ?? [];
-	return { type: "register", protocol: 2, name: "typescript", tools, commands, flags, events, hooks, providers };
+	const line = { type: "register", protocol: 2, name: "typescript", tools, commands, flags, events, hooks, providers };
+	if (virtualModelsAtStart?.length) line.virtualModels = virtualModelsAtStart;
+	return line;
 }
 
 // Tools and commands registered after start-up (pi.registerTool in a handler): v2 late registration.
@@ -1105,6 +1221,12 @@ async function main() {
 			case "stream_request":
 				await ready;
 				return serveStream(message);
+			// Not after `ready`: pi-rs asks for the register line's providers right after it.
+			case "refresh_models":
+				return serveRefresh(message);
+			case "route":
+				await ready;
+				return serveRoute(message);
 		}
 		// A cancel may come while the run still waits for earlier events.
 		const abort = message.type === "run_tool" ? new AbortController() : undefined;
@@ -1170,6 +1292,7 @@ async function start(hello) {
 	send(remember(runner));
 	registeredOnce = true;
 	providersAtStart = undefined;
+	virtualModelsAtStart = undefined;
 	for (const line of beforeRegister) send(line);
 	beforeRegister = undefined;
 	if (!runner) return undefined;
