@@ -2412,3 +2412,64 @@ fn a_typescript_provider_s_refresh_models_replaces_its_models() {
     let ids = crate::extensions_v2::models_once_listed(&mut pi, "late", "late-fresh-1");
     assert_eq!(ids, ["late-fresh-1", "late-fresh-2"]);
 }
+
+/// A provider with an `oauth.refreshToken` function (pi's login support for extension providers).
+const CORP_OAUTH: &str = r#"
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+
+export default function (pi: ExtensionAPI) {
+    pi.registerProvider("corp", {
+        baseUrl: "__BASE_URL__",
+        api: "anthropic-messages",
+        models: [{
+            id: "corp-1", name: "Corp 1", reasoning: false, input: ["text"],
+            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 100000, maxTokens: 4096,
+        }],
+        oauth: {
+            name: "Corp SSO",
+            async login() {
+                throw new Error("not used here");
+            },
+            async refreshToken(credentials, signal) {
+                signal.throwIfAborted();
+                if (credentials.refresh !== "corp-refresh-0") throw new Error("wrong refresh token");
+                return { ...credentials, access: "corp-access-1", refresh: "corp-refresh-1", expires: Date.now() + 3600000 };
+            },
+            getApiKey: (credentials) => credentials.access,
+        },
+    });
+}
+"#;
+
+/// An expired login of a provider a TypeScript extension registered with `oauth` is refreshed by
+/// the extension's `refreshToken` (protocol 2's `oauth_refresh`) before the request: the request
+/// carries the new access token and auth.json holds the new login, as pi stores it.
+#[test]
+fn a_typescript_provider_s_expired_login_is_refreshed_by_its_oauth_refresh_token() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Signed in."]))]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": 1000}});
+    let auth_path = workspace.agent_dir().join("auth.json");
+    std::fs::write(&auth_path, auth.to_string()).unwrap();
+    let extension = CORP_OAUTH.replace("__BASE_URL__", &fake.base_url());
+    let setup = with_examples(
+        &reference,
+        Setup::at(&fake.base_url(), "corp", "corp-1"),
+        &[],
+    )
+    .file("corp.ts", &extension)
+    .arg("-e")
+    .arg("corp.ts");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("p", "prompt", json!({"message": "Hi"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.header("x-api-key"), Some("corp-access-1"));
+    let stored: Value = serde_json::from_slice(&std::fs::read(&auth_path).unwrap()).unwrap();
+    assert_eq!(stored["corp"]["type"], "oauth", "{stored}");
+    assert_eq!(stored["corp"]["access"], "corp-access-1", "{stored}");
+    assert_eq!(stored["corp"]["refresh"], "corp-refresh-1", "{stored}");
+}

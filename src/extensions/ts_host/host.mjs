@@ -623,6 +623,10 @@ function providerLine(name, providerConfig) {
 	for (const key of PROVIDER_FIELDS) if (providerConfig?.[key] !== undefined) out[key] = providerConfig[key];
 	if (typeof providerConfig?.streamSimple === "function") out.streamSimple = true;
 	if (typeof providerConfig?.refreshModels === "function") out.refreshModels = true;
+	// pi-rs asks `oauth_refresh` when the stored login runs out; `login` has no JSONL form.
+	if (typeof providerConfig?.oauth?.refreshToken === "function") {
+		out.oauth = typeof providerConfig.oauth.name === "string" ? { name: providerConfig.oauth.name } : {};
+	}
 	return { name, config: JSON.parse(JSON.stringify(out)) };
 }
 
@@ -647,6 +651,29 @@ function unregisterProvider(name) {
 		return;
 	}
 	fireAndReport(control("unregister_provider", { name }).then(refreshModels), "unregister_provider");
+}
+
+// ---- oauth_refresh: a provider whose oauth has a refreshToken function --------------------------
+
+/** Calls the provider's `oauth.refreshToken(credentials, signal)` with the stored login (the
+ * signal aborts at the request's deadline); the new credentials answer `oauth_refresh`. */
+async function serveOauthRefresh(message) {
+	const request = message.request ?? {};
+	const abort = new AbortController();
+	const timer = typeof message.deadlineMs === "number" ? setTimeout(() => abort.abort(), message.deadlineMs) : undefined;
+	try {
+		const oauth = registeredProviders.get(request.provider)?.oauth;
+		if (typeof oauth?.refreshToken !== "function") {
+			throw new Error(`provider ${request.provider} has no oauth.refreshToken function`);
+		}
+		const { type: _type, ...credentials } = request.credential ?? {};
+		const result = await oauth.refreshToken(credentials, abort.signal);
+		send({ type: "oauth_refresh_result", id: message.id, result: JSON.parse(JSON.stringify(result)) });
+	} catch (err) {
+		send({ type: "oauth_refresh_result", id: message.id, error: errorText(err) });
+	} finally {
+		clearTimeout(timer);
+	}
 }
 
 // ---- refresh_models: a provider whose refreshModels is a function ---------------------------------
@@ -1224,6 +1251,9 @@ async function main() {
 			// Not after `ready`: pi-rs asks for the register line's providers right after it.
 			case "refresh_models":
 				return serveRefresh(message);
+			case "oauth_refresh":
+				await ready;
+				return serveOauthRefresh(message);
 			case "route":
 				await ready;
 				return serveRoute(message);
