@@ -15,6 +15,7 @@ pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
+pub mod models_json;
 mod models_store;
 pub mod oauth;
 pub mod oauth_callback;
@@ -282,6 +283,24 @@ impl Config {
     /// only those providers' catalog rows are read.
     pub fn available_models(&self) -> Vec<Model> {
         self.registry.models_of(&|provider| self.has_auth(provider))
+    }
+
+    /// For the extensions' `models` query: every model with its JSON text (written once per
+    /// list, on first use) and which of them are available now (`available_models`' rows, as a
+    /// mask; each provider's credentials checked once).
+    pub fn models_for_answer(&self) -> (std::sync::Arc<models_json::ListJson>, Vec<bool>) {
+        let list = self.registry.list_json();
+        let mut has_auth: HashMap<&str, bool> = HashMap::new();
+        let available = list
+            .models()
+            .iter()
+            .map(|m| {
+                *has_auth
+                    .entry(&m.provider)
+                    .or_insert_with(|| self.has_auth(&m.provider))
+            })
+            .collect();
+        (list, available)
     }
 
     /// The model with this provider and id (read from that provider's rows alone).
