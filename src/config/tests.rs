@@ -398,3 +398,37 @@ fn extension_providers_replace_models_override_fields_and_come_undone() {
         .count();
     assert_eq!(anthropic_after, anthropic_before);
 }
+
+#[test]
+fn provider_credential_loads_again_only_when_auth_json_or_models_json_changes() {
+    let dir = TempDir::new("provider-credential");
+    let auth = |key: &str| format!(r#"{{"cred-test": {{"type": "api_key", "key": "{key}"}}}}"#);
+    dir.write("auth.json", &auth("sk-first"));
+    let first = credential_config(&dir.0);
+    assert_eq!(
+        provider_credential(&dir.0, "cred-test").as_deref(),
+        Some("sk-first")
+    );
+    // Unchanged files: the same configuration answers, nothing is loaded again.
+    assert!(std::sync::Arc::ptr_eq(&first, &credential_config(&dir.0)));
+    // A key of the same length written at once (the same modification time) is still seen.
+    dir.write("auth.json", &auth("sk-other"));
+    assert_eq!(
+        provider_credential(&dir.0, "cred-test").as_deref(),
+        Some("sk-other")
+    );
+    let second = credential_config(&dir.0);
+    assert!(!std::sync::Arc::ptr_eq(&first, &second));
+    // models.json changing loads again too (its `apiKey` is a source).
+    dir.write(
+        "models.json",
+        r#"{"providers": {"file-keyed": {"baseUrl": "http://127.0.0.1:1", "apiKey": "sk-file", "api": "openai-completions", "models": [{"id": "m"}]}}}"#,
+    );
+    assert_eq!(
+        provider_credential(&dir.0, "file-keyed").as_deref(),
+        Some("sk-file")
+    );
+    assert!(!std::sync::Arc::ptr_eq(&second, &credential_config(&dir.0)));
+    dir.write("auth.json", "{}");
+    assert_eq!(provider_credential(&dir.0, "cred-test"), None);
+}
