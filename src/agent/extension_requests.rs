@@ -12,7 +12,7 @@ use super::session_commands::{OpReply, SessionOp};
 use super::state::{CompactionOrigin, Phase};
 use super::{Agent, compaction};
 use crate::config::ThinkingLevel;
-use crate::config::models_json::ListJson;
+use crate::config::models_json::ModelsAnswer;
 use crate::extensions::ExtensionId;
 use crate::extensions::approval::{ApprovalAnswer, Decision};
 use crate::extensions::exec::ExecSpec;
@@ -78,8 +78,8 @@ impl Agent {
             return;
         };
         match self.answer_query(extension, query) {
-            Ok(QueryAnswer::Models(list, available)) => {
-                answer_models(host.answerer(), extension, id, list, available);
+            Ok(QueryAnswer::Models(models)) => {
+                answer_models(host.answerer(), extension, id, Arc::new(models));
             }
             Ok(QueryAnswer::Value(value)) => host.answer(extension, "query_result", id, Ok(value)),
             Err(error) => host.answer(extension, "query_result", id, Err(error)),
@@ -98,10 +98,7 @@ impl Agent {
                 "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
                 "thinkingLevel": self.thinking.as_str(),
             }),
-            Query::Models => {
-                let (list, available) = self.config.models_for_answer();
-                return Ok(QueryAnswer::Models(list, available));
-            }
+            Query::Models => return Ok(QueryAnswer::Models(self.config.models_for_answer())),
             Query::ActiveTools => json!(
                 self.tools
                     .specs
@@ -181,37 +178,26 @@ impl Agent {
 /// A query's answer: a value, or the `models` answer, written off the agent thread.
 enum QueryAnswer {
     Value(Value),
-    /// Every model (its JSON text shared, written once per list) and which are available.
-    Models(Arc<ListJson>, Vec<bool>),
+    /// Every model (its JSON text written once per list) and which are available.
+    Models(ModelsAnswer),
 }
 
 /// Sends the `models` answer (`{"all", "available"}`, about 950 KB with the built-in catalog)
-/// from a thread of its own: the models' text is written there the first time and reused after,
-/// so the agent loop only checks which providers have credentials. Written in place when no
-/// thread can start.
-fn answer_models(
-    answerer: Answerer,
-    extension: ExtensionId,
-    id: &str,
-    list: Arc<ListJson>,
-    available: Vec<bool>,
-) {
+/// from a thread of its own: the model list and its text are built there the first time and
+/// reused after, so the agent loop only checks which providers have credentials. Written in
+/// place when no thread can start.
+fn answer_models(answerer: Answerer, extension: ExtensionId, id: &str, models: Arc<ModelsAnswer>) {
     let id = id.to_string();
     let send = {
-        let (answerer, id, list, available) = (
-            answerer.clone(),
-            id.clone(),
-            list.clone(),
-            available.clone(),
-        );
-        move || answerer.answer_json(extension, "query_result", &id, &list.answer(&available))
+        let (answerer, id, models) = (answerer.clone(), id.clone(), models.clone());
+        move || answerer.answer_json(extension, "query_result", &id, &models.write())
     };
     if let Err(e) = std::thread::Builder::new()
         .name("models-answer".into())
         .spawn(send)
     {
         log::warn!("cannot start a thread for the models answer: {e}");
-        answerer.answer_json(extension, "query_result", &id, &list.answer(&available));
+        answerer.answer_json(extension, "query_result", &id, &models.write());
     }
 }
 

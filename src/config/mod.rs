@@ -342,22 +342,34 @@ impl Config {
         self.registry.models_of(&|provider| self.has_auth(provider))
     }
 
-    /// For the extensions' `models` query: every model with its JSON text (written once per
-    /// list, on first use) and which of them are available now (`available_models`' rows, as a
-    /// mask; each provider's credentials checked once).
-    pub fn models_for_answer(&self) -> (std::sync::Arc<models_json::ListJson>, Vec<bool>) {
-        let list = self.registry.list_json();
-        let mut has_auth: HashMap<&str, bool> = HashMap::new();
-        let available = list
-            .models()
-            .iter()
-            .map(|m| {
-                *has_auth
-                    .entry(&m.provider)
-                    .or_insert_with(|| self.has_auth(&m.provider))
+    /// For the extensions' `models` query: what writes its answer on another thread (the list's
+    /// JSON text, written once per list, or a copy of the registry to build it from) and which
+    /// providers have credentials now (`available_models`' test, each provider checked once).
+    pub fn models_for_answer(&self) -> models_json::ModelsAnswer {
+        let source = match self.registry.list_json_ready() {
+            Some(list) => models_json::ListSource::Ready(list),
+            None => models_json::ListSource::Build(Box::new(self.registry.clone())),
+        };
+        let providers = match &source {
+            models_json::ListSource::Ready(list) => {
+                let mut names: Vec<String> = Vec::new();
+                for model in list.models() {
+                    if names.last() != Some(&model.provider) && !names.contains(&model.provider) {
+                        names.push(model.provider.clone());
+                    }
+                }
+                names
+            }
+            models_json::ListSource::Build(registry) => registry.list_providers(),
+        };
+        let has_auth = providers
+            .into_iter()
+            .map(|p| {
+                let auth = self.has_auth(&p);
+                (p, auth)
             })
             .collect();
-        (list, available)
+        models_json::ModelsAnswer { source, has_auth }
     }
 
     /// The model with this provider and id (read from that provider's rows alone).

@@ -4,9 +4,42 @@
 //! start and after each provider change, and only the availability differs between answers.
 //! Nothing builds it unless an extension asks.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use super::model::Model;
+use super::registry::Registry;
+
+/// The `models` answer to write (`write`, on a thread other than the agent's).
+pub struct ModelsAnswer {
+    pub source: ListSource,
+    /// Whether each provider of the list has credentials.
+    pub has_auth: HashMap<String, bool>,
+}
+
+/// Where the list's text comes from.
+pub enum ListSource {
+    /// Written already.
+    Ready(Arc<ListJson>),
+    /// A copy of the agent's registry: the list and its text are built from it and kept in the
+    /// agent's registry too (they share the cell).
+    Build(Box<Registry>),
+}
+
+impl ModelsAnswer {
+    pub fn write(&self) -> String {
+        let list = match &self.source {
+            ListSource::Ready(list) => list.clone(),
+            ListSource::Build(registry) => registry.list_json(),
+        };
+        let available: Vec<bool> = list
+            .models()
+            .iter()
+            .map(|m| self.has_auth.get(&m.provider).copied().unwrap_or(false))
+            .collect();
+        list.answer(&available)
+    }
+}
 
 /// One full model list and, once first asked for, its models' JSON text.
 pub struct ListJson {
@@ -81,7 +114,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::config::registry::Registry;
 
     /// The text is what the value built from the models would print, for the whole built-in
     /// catalog: every row, a few available, none available.
@@ -103,6 +135,32 @@ mod tests {
         let expected = json!({"all": models, "available": []}).to_string();
         assert_eq!(list.answer(&vec![false; models.len()]), expected);
         assert!(Arc::ptr_eq(&list, &registry.list_json()));
+    }
+
+    /// The providers found without building the list are every provider of the list: the
+    /// catalog's, models.json's, an extension's and a virtual model's.
+    #[test]
+    fn every_provider_of_the_list_is_found_without_building_it() {
+        let mut registry = Registry::from_models_json(Some(
+            r#"{"providers": {"mine": {"baseUrl": "http://127.0.0.1:1", "apiKey": "k", "api": "openai-completions",
+                "models": [{"id": "m1"}]}}}"#,
+        ));
+        let config = json!({"baseUrl": "http://127.0.0.1:1", "apiKey": "k",
+            "api": "openai-completions", "models": [{"id": "e1"}]});
+        registry.register_provider("ext", &config).unwrap();
+        let virtual_model = Model {
+            provider: "virt".into(),
+            id: "v1".into(),
+            ..registry.find("mine", "m1").unwrap()
+        };
+        registry.register_virtual_model(virtual_model).unwrap();
+        let providers = registry.list_providers();
+        for model in registry.models() {
+            assert!(providers.contains(&model.provider), "{}", model.provider);
+        }
+        for name in ["anthropic", "mine", "ext", "virt"] {
+            assert!(providers.iter().any(|p| p == name), "{name}");
+        }
     }
 
     #[test]

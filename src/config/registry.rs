@@ -211,7 +211,8 @@ pub struct ProviderRequestConfig {
 /// `--provider`/`--model`, a saved default or a resumed session need; the models with credentials
 /// (`models_of`) read only those providers' rows. Every lookup answers as it would on the full
 /// list.
-#[derive(Default)]
+/// Cloned (with its list shared) to build the extensions' `models` answer on another thread.
+#[derive(Clone, Default)]
 pub struct Registry {
     /// models.json's `providers` (validated; empty when there is no file or it was ignored):
     /// their `baseUrl`/`compat`/`modelOverrides` apply to built-in rows as they are read.
@@ -222,8 +223,9 @@ pub struct Registry {
     /// Every model in registry order, once something needs them all; shared with every other
     /// registry built from the same inputs (`shared_list`).
     all: OnceLock<Arc<[Model]>>,
-    /// That list's JSON text for the extensions' `models` query, once one asks (`list_json`).
-    list_json: OnceLock<Arc<ListJson>>,
+    /// That list's JSON text for the extensions' `models` query, once one asks (`list_json`);
+    /// shared with this registry's clones, so one built on another thread is kept here.
+    list_json: Arc<OnceLock<Arc<ListJson>>>,
     pub provider_configs: HashMap<String, ProviderRequestConfig>,
     /// models.json per-model headers, keyed by (provider, model id).
     pub model_headers: HashMap<(String, String), Map<String, Value>>,
@@ -381,10 +383,29 @@ impl Registry {
             .clone()
     }
 
+    /// `list_json` when it is written already.
+    pub fn list_json_ready(&self) -> Option<Arc<ListJson>> {
+        self.list_json.get().cloned()
+    }
+
+    /// Every provider a model of the full list can have, found without building it (each one
+    /// the build would consider, catalog, models.json, extensions and virtual models alike).
+    pub fn list_providers(&self) -> Vec<String> {
+        let names = std::cell::RefCell::new(Vec::<String>::new());
+        self.build(&|provider| {
+            let mut names = names.borrow_mut();
+            if !names.iter().any(|n| n == provider) {
+                names.push(provider.to_string());
+            }
+            false
+        });
+        names.into_inner()
+    }
+
     /// The list changed (a provider or virtual model registered or removed): built again on use.
     fn forget_list(&mut self) {
         self.all = OnceLock::new();
-        self.list_json = OnceLock::new();
+        self.list_json = Arc::default();
     }
 
     fn list(&self) -> &Arc<[Model]> {

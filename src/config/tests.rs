@@ -432,3 +432,32 @@ fn provider_credential_loads_again_only_when_auth_json_or_models_json_changes() 
     dir.write("auth.json", "{}");
     assert_eq!(provider_credential(&dir.0, "cred-test"), None);
 }
+
+#[test]
+fn the_models_answer_is_all_and_available_models_written_once_per_list() {
+    let dir = TempDir::new("models-answer");
+    dir.write("models.json", MOCK_MODELS);
+    let mut config = load(&dir, &[("ANTHROPIC_API_KEY", "sk-a"), ("MOCK_ENV", "k")]);
+    let expected = |config: &Config| {
+        serde_json::json!({"all": config.all_models(), "available": config.available_models()})
+            .to_string()
+    };
+    // First asked: written from a copy of the registry, kept in the registry itself.
+    let first = config.models_for_answer();
+    assert!(matches!(first.source, models_json::ListSource::Build(_)));
+    let text = first.write();
+    let again = config.models_for_answer();
+    assert!(matches!(again.source, models_json::ListSource::Ready(_)));
+    assert_eq!(again.write(), text);
+    assert_eq!(text, expected(&config));
+    assert!(text.contains(r#""id":"mock-2""#));
+    // A registered provider: its models join and the text is written again.
+    let provider = serde_json::json!({"baseUrl": "http://127.0.0.1:9", "apiKey": "x",
+        "api": "openai-completions", "models": [{"id": "late-1"}]});
+    config.register_provider("late", &provider).unwrap();
+    let after = config.models_for_answer();
+    assert!(matches!(after.source, models_json::ListSource::Build(_)));
+    let text = after.write();
+    assert!(text.contains(r#""id":"late-1""#));
+    assert_eq!(text, expected(&config));
+}
