@@ -461,3 +461,15 @@ fn the_models_answer_is_all_and_available_models_written_once_per_list() {
     assert!(text.contains(r#""id":"late-1""#));
     assert_eq!(text, expected(&config));
 }
+
+#[test]
+fn nothing_but_the_models_query_writes_the_models_text() {
+    let dir = TempDir::new("models-text-unbuilt");
+    let config = load(&dir, &[("ANTHROPIC_API_KEY", "sk-a")]);
+    assert!(config.initial_model().is_some());
+    assert!(!config.available_models().is_empty());
+    assert!(config.all_models().len() > 1000);
+    assert!(config.registry.list_json_ready().is_none());
+    config.models_for_answer().write();
+    assert!(config.registry.list_json_ready().is_some());
+}
