@@ -4,15 +4,19 @@
 //! gets its answer while the agent waits for the hook — except `wait_for_idle`, answered once
 //! nothing runs (checked after every input the loop handles).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::session_commands::{OpReply, SessionOp};
 use super::state::{CompactionOrigin, Phase};
 use super::{Agent, compaction};
 use crate::config::ThinkingLevel;
+use crate::config::models_json::ModelsAnswer;
 use crate::extensions::ExtensionId;
 use crate::extensions::approval::{ApprovalAnswer, Decision};
 use crate::extensions::exec::ExecSpec;
+use crate::extensions::host::Answerer;
 use crate::extensions::protocol::{ControlAction, Query};
 use crate::extensions::queries;
 use crate::extensions::tool_run::{self, ToolRunSpec};
@@ -70,16 +74,22 @@ impl Agent {
     }
 
     pub(super) fn on_extension_query(&mut self, extension: ExtensionId, id: &str, query: Query) {
-        let answer = self.answer_query(extension, query);
-        if let Some(host) = &self.extensions.host {
-            host.answer(extension, "query_result", id, answer);
+        let Some(host) = &self.extensions.host else {
+            return;
+        };
+        match self.answer_query(extension, query) {
+            Ok(QueryAnswer::Models(models)) => {
+                answer_models(host.answerer(), extension, id, Arc::new(models));
+            }
+            Ok(QueryAnswer::Value(value)) => host.answer(extension, "query_result", id, Ok(value)),
+            Err(error) => host.answer(extension, "query_result", id, Err(error)),
         }
     }
 
-    fn answer_query(&self, extension: ExtensionId, query: Query) -> Result<Value, String> {
+    fn answer_query(&self, extension: ExtensionId, query: Query) -> Result<QueryAnswer, String> {
         let session = &self.session;
         let entry_value = |id: &str| session.entry(id).map(|e| e.to_value());
-        Ok(match query {
+        Ok(QueryAnswer::Value(match query {
             Query::Flags => match &self.extensions.host {
                 Some(host) => Value::Object(host.flag_values(extension)),
                 None => json!({}),
@@ -88,10 +98,7 @@ impl Agent {
                 "model": serde_json::to_value(&self.model).unwrap_or(Value::Null),
                 "thinkingLevel": self.thinking.as_str(),
             }),
-            Query::Models => json!({
-                "all": self.config.all_models(),
-                "available": self.config.available_models(),
-            }),
+            Query::Models => return Ok(QueryAnswer::Models(self.config.models_for_answer())),
             Query::ActiveTools => json!(
                 self.tools
                     .specs
@@ -164,7 +171,33 @@ impl Agent {
                 "idle": !self.is_busy(),
                 "pendingMessages": !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty(),
             }),
-        })
+        }))
+    }
+}
+
+/// A query's answer: a value, or the `models` answer, written off the agent thread.
+enum QueryAnswer {
+    Value(Value),
+    /// Every model (its JSON text written once per list) and which are available.
+    Models(ModelsAnswer),
+}
+
+/// Sends the `models` answer (`{"all", "available"}`, about 950 KB with the built-in catalog)
+/// from a thread of its own: the model list and its text are built there the first time and
+/// reused after, so the agent loop only checks which providers have credentials. Written in
+/// place when no thread can start.
+fn answer_models(answerer: Answerer, extension: ExtensionId, id: &str, models: Arc<ModelsAnswer>) {
+    let id = id.to_string();
+    let send = {
+        let (answerer, id, models) = (answerer.clone(), id.clone(), models.clone());
+        move || answerer.answer_json(extension, "query_result", &id, &models.write())
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("models-answer".into())
+        .spawn(send)
+    {
+        log::warn!("cannot start a thread for the models answer: {e}");
+        answerer.answer_json(extension, "query_result", &id, &models.write());
     }
 }
 

@@ -15,6 +15,7 @@ pub mod google_adc;
 pub mod jsonc;
 pub mod matching;
 pub mod model;
+pub mod models_json;
 mod models_store;
 pub mod oauth;
 pub mod oauth_callback;
@@ -173,13 +174,70 @@ pub struct Config {
 /// variable, models.json `apiKey`), for an MCP server's `auth.provider` (pi 1.6.0 reads the
 /// provider's key on every MCP request). Project settings play no part in credentials, so none
 /// are read. `--api-key` is the agent's own and does not count.
+///
+/// Each call reads auth.json and models.json's size and time; the configuration is loaded again
+/// only when one of them changed since the last call for this agent dir (`credential_config`).
 pub fn provider_credential(agent_dir: &Path, provider: &str) -> Option<String> {
-    let config = Config::load(
+    credential_config(agent_dir)
+        .api_key(provider)
+        .filter(|key| !key.is_empty())
+}
+
+/// A configuration loaded for `provider_credential`, with what it was loaded from.
+struct CredentialSource {
+    agent_dir: PathBuf,
+    stamp: CredentialStamp,
+    config: std::sync::Arc<Config>,
+}
+
+/// auth.json's bytes (compared whole: two writes within one clock tick keep the time) and
+/// models.json's size and modification time.
+#[derive(PartialEq)]
+struct CredentialStamp {
+    auth: Option<Vec<u8>>,
+    models_json: Option<(u64, Option<std::time::SystemTime>)>,
+}
+
+impl CredentialStamp {
+    fn read(agent_dir: &Path) -> CredentialStamp {
+        let models_json = std::fs::metadata(agent_dir.join("models.json"))
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
+        CredentialStamp {
+            auth: std::fs::read(agent_dir.join("auth.json")).ok(),
+            models_json,
+        }
+    }
+}
+
+/// The configuration for `agent_dir`'s credentials: the one loaded before while auth.json and
+/// models.json are unchanged (its refreshed logins and failed refreshes are remembered as the
+/// agent's are), else loaded afresh. The shared copy is used outside the lock, so one server's
+/// slow `!command` or refresh does not hold up another's.
+fn credential_config(agent_dir: &Path) -> std::sync::Arc<Config> {
+    static SOURCES: Mutex<Vec<CredentialSource>> = Mutex::new(Vec::new());
+    let stamp = CredentialStamp::read(agent_dir);
+    if let Some(source) = lock(&SOURCES)
+        .iter()
+        .find(|s| s.agent_dir == agent_dir && s.stamp == stamp)
+    {
+        return source.config.clone();
+    }
+    let config = std::sync::Arc::new(Config::load(
         agent_dir.to_path_buf(),
         agent_dir.to_path_buf(),
         Some(false),
-    );
-    config.api_key(provider).filter(|key| !key.is_empty())
+    ));
+    // Stamped as read before loading: a file changed meanwhile (or auth.json created by the
+    // load) makes the next call load again, never keeps a stale copy.
+    let mut sources = lock(&SOURCES);
+    sources.retain(|s| s.agent_dir != agent_dir);
+    sources.push(CredentialSource {
+        agent_dir: agent_dir.to_path_buf(),
+        stamp,
+        config: config.clone(),
+    });
+    config
 }
 
 /// A failed refresh is not retried sooner than this (a prompt asks for the key twice).
@@ -285,6 +343,36 @@ impl Config {
     /// only those providers' catalog rows are read.
     pub fn available_models(&self) -> Vec<Model> {
         self.registry.models_of(&|provider| self.has_auth(provider))
+    }
+
+    /// For the extensions' `models` query: what writes its answer on another thread (the list's
+    /// JSON text, written once per list, or a copy of the registry to build it from) and which
+    /// providers have credentials now (`available_models`' test, each provider checked once).
+    pub fn models_for_answer(&self) -> models_json::ModelsAnswer {
+        let source = match self.registry.list_json_ready() {
+            Some(list) => models_json::ListSource::Ready(list),
+            None => models_json::ListSource::Build(Box::new(self.registry.clone())),
+        };
+        let providers = match &source {
+            models_json::ListSource::Ready(list) => {
+                let mut names: Vec<String> = Vec::new();
+                for model in list.models() {
+                    if names.last() != Some(&model.provider) && !names.contains(&model.provider) {
+                        names.push(model.provider.clone());
+                    }
+                }
+                names
+            }
+            models_json::ListSource::Build(registry) => registry.list_providers(),
+        };
+        let has_auth = providers
+            .into_iter()
+            .map(|p| {
+                let auth = self.has_auth(&p);
+                (p, auth)
+            })
+            .collect();
+        models_json::ModelsAnswer { source, has_auth }
     }
 
     /// The model with this provider and id (read from that provider's rows alone).

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::jsonc::strip_jsonc;
 use super::model::{Model, ModelCost};
+use super::models_json::ListJson;
 use super::models_store::ModelsStore;
 
 /// Provider → preferred model id, in the priority order used to pick the initial model.
@@ -210,7 +211,8 @@ pub struct ProviderRequestConfig {
 /// `--provider`/`--model`, a saved default or a resumed session need; the models with credentials
 /// (`models_of`) read only those providers' rows. Every lookup answers as it would on the full
 /// list.
-#[derive(Default)]
+/// Cloned (with its list shared) to build the extensions' `models` answer on another thread.
+#[derive(Clone, Default)]
 pub struct Registry {
     /// models.json's `providers` (validated; empty when there is no file or it was ignored):
     /// their `baseUrl`/`compat`/`modelOverrides` apply to built-in rows as they are read.
@@ -221,6 +223,9 @@ pub struct Registry {
     /// Every model in registry order, once something needs them all; shared with every other
     /// registry built from the same inputs (`shared_list`).
     all: OnceLock<Arc<[Model]>>,
+    /// That list's JSON text for the extensions' `models` query, once one asks (`list_json`);
+    /// shared with this registry's clones, so one built on another thread is kept here.
+    list_json: Arc<OnceLock<Arc<ListJson>>>,
     pub provider_configs: HashMap<String, ProviderRequestConfig>,
     /// models.json per-model headers, keyed by (provider, model id).
     pub model_headers: HashMap<(String, String), Map<String, Value>>,
@@ -360,13 +365,50 @@ impl Registry {
         }
         self.provider_configs.clear();
         self.model_headers.clear();
-        self.all = OnceLock::new();
+        self.forget_list();
         self.apply(merged);
     }
 
     /// Every model in registry order: the built-ins (with models.json's overrides), models.json
     /// models replacing theirs in place, the other models.json models after them.
     pub fn models(&self) -> &[Model] {
+        self.list()
+    }
+
+    /// The full list and its JSON text (written on first use, by whoever uses it first), kept
+    /// until the list changes.
+    pub fn list_json(&self) -> Arc<ListJson> {
+        self.list_json
+            .get_or_init(|| Arc::new(ListJson::new(self.list().clone())))
+            .clone()
+    }
+
+    /// `list_json` when it is written already.
+    pub fn list_json_ready(&self) -> Option<Arc<ListJson>> {
+        self.list_json.get().cloned()
+    }
+
+    /// Every provider a model of the full list can have, found without building it (each one
+    /// the build would consider, catalog, models.json, extensions and virtual models alike).
+    pub fn list_providers(&self) -> Vec<String> {
+        let names = std::cell::RefCell::new(Vec::<String>::new());
+        self.build(&|provider| {
+            let mut names = names.borrow_mut();
+            if !names.iter().any(|n| n == provider) {
+                names.push(provider.to_string());
+            }
+            false
+        });
+        names.into_inner()
+    }
+
+    /// The list changed (a provider or virtual model registered or removed): built again on use.
+    fn forget_list(&mut self) {
+        self.all = OnceLock::new();
+        self.list_json = Arc::default();
+    }
+
+    fn list(&self) -> &Arc<[Model]> {
         self.all.get_or_init(|| {
             let inputs = ListInputs {
                 file_providers: self.file_providers.clone(),
@@ -510,7 +552,7 @@ impl Registry {
         self.virtual_models
             .retain(|m| !(m.provider == model.provider && m.id == model.id));
         self.virtual_models.push(model);
-        self.all = OnceLock::new();
+        self.forget_list();
         Ok(())
     }
 
@@ -521,7 +563,7 @@ impl Registry {
             .retain(|m| !(m.provider == provider && m.id == id));
         let removed = self.virtual_models.len() != before;
         if removed {
-            self.all = OnceLock::new();
+            self.forget_list();
         }
         removed
     }

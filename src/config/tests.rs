@@ -398,3 +398,78 @@ fn extension_providers_replace_models_override_fields_and_come_undone() {
         .count();
     assert_eq!(anthropic_after, anthropic_before);
 }
+
+#[test]
+fn provider_credential_loads_again_only_when_auth_json_or_models_json_changes() {
+    let dir = TempDir::new("provider-credential");
+    let auth = |key: &str| format!(r#"{{"cred-test": {{"type": "api_key", "key": "{key}"}}}}"#);
+    dir.write("auth.json", &auth("sk-first"));
+    let first = credential_config(&dir.0);
+    assert_eq!(
+        provider_credential(&dir.0, "cred-test").as_deref(),
+        Some("sk-first")
+    );
+    // Unchanged files: the same configuration answers, nothing is loaded again.
+    assert!(std::sync::Arc::ptr_eq(&first, &credential_config(&dir.0)));
+    // A key of the same length written at once (the same modification time) is still seen.
+    dir.write("auth.json", &auth("sk-other"));
+    assert_eq!(
+        provider_credential(&dir.0, "cred-test").as_deref(),
+        Some("sk-other")
+    );
+    let second = credential_config(&dir.0);
+    assert!(!std::sync::Arc::ptr_eq(&first, &second));
+    // models.json changing loads again too (its `apiKey` is a source).
+    dir.write(
+        "models.json",
+        r#"{"providers": {"file-keyed": {"baseUrl": "http://127.0.0.1:1", "apiKey": "sk-file", "api": "openai-completions", "models": [{"id": "m"}]}}}"#,
+    );
+    assert_eq!(
+        provider_credential(&dir.0, "file-keyed").as_deref(),
+        Some("sk-file")
+    );
+    assert!(!std::sync::Arc::ptr_eq(&second, &credential_config(&dir.0)));
+    dir.write("auth.json", "{}");
+    assert_eq!(provider_credential(&dir.0, "cred-test"), None);
+}
+
+#[test]
+fn the_models_answer_is_all_and_available_models_written_once_per_list() {
+    let dir = TempDir::new("models-answer");
+    dir.write("models.json", MOCK_MODELS);
+    let mut config = load(&dir, &[("ANTHROPIC_API_KEY", "sk-a"), ("MOCK_ENV", "k")]);
+    let expected = |config: &Config| {
+        serde_json::json!({"all": config.all_models(), "available": config.available_models()})
+            .to_string()
+    };
+    // First asked: written from a copy of the registry, kept in the registry itself.
+    let first = config.models_for_answer();
+    assert!(matches!(first.source, models_json::ListSource::Build(_)));
+    let text = first.write();
+    let again = config.models_for_answer();
+    assert!(matches!(again.source, models_json::ListSource::Ready(_)));
+    assert_eq!(again.write(), text);
+    assert_eq!(text, expected(&config));
+    assert!(text.contains(r#""id":"mock-2""#));
+    // A registered provider: its models join and the text is written again.
+    let provider = serde_json::json!({"baseUrl": "http://127.0.0.1:9", "apiKey": "x",
+        "api": "openai-completions", "models": [{"id": "late-1"}]});
+    config.register_provider("late", &provider).unwrap();
+    let after = config.models_for_answer();
+    assert!(matches!(after.source, models_json::ListSource::Build(_)));
+    let text = after.write();
+    assert!(text.contains(r#""id":"late-1""#));
+    assert_eq!(text, expected(&config));
+}
+
+#[test]
+fn nothing_but_the_models_query_writes_the_models_text() {
+    let dir = TempDir::new("models-text-unbuilt");
+    let config = load(&dir, &[("ANTHROPIC_API_KEY", "sk-a")]);
+    assert!(config.initial_model().is_some());
+    assert!(!config.available_models().is_empty());
+    assert!(config.all_models().len() > 1000);
+    assert!(config.registry.list_json_ready().is_none());
+    config.models_for_answer().write();
+    assert!(config.registry.list_json_ready().is_some());
+}

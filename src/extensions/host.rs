@@ -252,6 +252,16 @@ impl Answerer {
 }
 
 impl Answerer {
+    /// (v2) Answers with a `result` already written as JSON text (a large answer built off the
+    /// agent thread: the line is written here, not on the router thread).
+    pub fn answer_json(&self, extension: ExtensionId, kind: &'static str, id: &str, result: &str) {
+        let _ = self.control.send(Control::AnswerLine {
+            extension,
+            kind,
+            line: protocol::answer_line_json(kind, id, result),
+        });
+    }
+
     /// (v2) A cumulative partial result of a running `execute_tool` (`action_update`); dropped
     /// when the extension does not keep up with its input.
     pub fn progress(&self, extension: ExtensionId, id: &str, partial: Value) {

@@ -1266,6 +1266,18 @@ pub fn answer_line(kind: &str, id: &str, answer: &Result<Value, String>) -> Stri
     .to_string()
 }
 
+/// `answer_line` with the `result` given as JSON text (written by `serde_json`), copied as it is.
+pub fn answer_line_json(kind: &str, id: &str, result: &str) -> String {
+    let head = json!({"type": kind, "id": id}).to_string();
+    // `{"type":…,"id":…}` without its closing brace, then the result.
+    let mut line = String::with_capacity(head.len() + result.len() + 12);
+    line.push_str(&head[..head.len() - 1]);
+    line.push_str(",\"result\":");
+    line.push_str(result);
+    line.push('}');
+    line
+}
+
 /// (v2) `{"type":"action_update","id","partialResult":{content, details?, isError}}`: a cumulative
 /// partial result of the extension's `execute_tool` request `id`, before its `action_result`.
 pub fn action_update_line(id: &str, partial: &Value) -> String {
@@ -1398,6 +1410,17 @@ mod tests {
 
     fn parse(value: Value) -> Result<ExtensionMessage, ProtocolError> {
         parse_line(value.to_string().as_bytes())
+    }
+
+    #[test]
+    fn an_answer_written_as_text_is_the_line_of_its_value() {
+        let result = json!({"all": [{"id": "a\"b", "n": 1.5}], "available": []});
+        for id in ["q1", "odd \"id\"\n"] {
+            assert_eq!(
+                answer_line_json("query_result", id, &result.to_string()),
+                answer_line("query_result", id, &Ok(result.clone()))
+            );
+        }
     }
 
     #[test]

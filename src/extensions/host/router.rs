@@ -104,6 +104,12 @@ pub(super) enum Control {
         id: String,
         answer: Result<Value, String>,
     },
+    /// The same, written already (`protocol::answer_line_json`).
+    AnswerLine {
+        extension: ExtensionId,
+        kind: &'static str,
+        line: String,
+    },
 }
 
 /// What an extension's reader and writer threads report. `generation` tells a restarted host's
@@ -442,12 +448,13 @@ impl Router {
                 id,
                 answer,
             } => {
-                let index = extension.0;
-                if let Some(extension) = self.extensions.get_mut(index) {
-                    extension.in_flight = extension.in_flight.saturating_sub(1);
-                }
-                self.send(index, protocol::answer_line(kind, &id, &answer), kind);
+                self.send_answer(extension, kind, protocol::answer_line(kind, &id, &answer));
             }
+            Control::AnswerLine {
+                extension,
+                kind,
+                line,
+            } => self.send_answer(extension, kind, line),
             Control::Progress {
                 extension,
                 id,
@@ -603,6 +610,14 @@ impl Router {
             }
             None => self.emit(ExtensionEvent::HookResult { id, outcome }),
         }
+    }
+
+    /// Sends the agent's answer to one of the extension's requests, which is no longer in flight.
+    fn send_answer(&mut self, extension: ExtensionId, kind: &str, line: String) {
+        if let Some(loaded) = self.extensions.get_mut(extension.0) {
+            loaded.in_flight = loaded.in_flight.saturating_sub(1);
+        }
+        self.send(extension.0, line, kind);
     }
 
     /// Queues a line for an extension; a full queue or a gone writer fails the extension.
