@@ -13,8 +13,8 @@ use super::decode::{Emitter, OpenBlocks, WireDecoder};
 use super::error_text::anthropic_http_error_message;
 use super::partial_json::parse_json_with_repair;
 use super::request::{
-    UnsupportedKeyword, api_url, base_max_tokens, mapped_thinking_level, strict_parameters,
-    with_extra_headers,
+    UnsupportedKeyword, adaptive_effort, anthropic_effort_marker, api_url, base_max_tokens,
+    strict_parameters, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
@@ -27,6 +27,9 @@ use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent
 const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const FINE_GRAINED_TOOL_STREAMING_BETA: &str = "fine-grained-tool-streaming-2025-05-14";
 const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+/// The betas of `compat.supportsMidConvoEffort` (pi 1.6.0): effort set by system messages.
+const MID_CONVERSATION_OUTPUT_CONFIG_BETA: &str = "mid-conversation-output-config-2026-07-01";
+const THINKING_BINDING_CONTROLS_BETA: &str = "thinking-binding-controls-2026-08-01";
 const CLAUDE_CODE_VERSION: &str = "2.1.75";
 const CLAUDE_CODE_IDENTITY: &str = "You are Claude Code, Anthropic's official CLI for Claude.";
 /// Claude Code's tool names; OAuth requests use this casing for tools whose names match.
@@ -72,6 +75,9 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     let cache_on_tools = model
         .compat_bool("supportsCacheControlOnTools")
         .unwrap_or(true);
+    // pi 1.6.0's managed effort: the level of each reply is set by a system message before it
+    // (the last one for this reply), the top-level effort stays "low" so the cached prefix holds.
+    let effort_marker = anthropic_effort_marker(request);
 
     let mut cache_control = json!({"type": "ephemeral"});
     if retention == CacheRetention::Long && long_cache {
@@ -85,6 +91,10 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
     if model.reasoning && thinking_on && !adaptive {
         betas.push(INTERLEAVED_THINKING_BETA);
+    }
+    if model.compat_bool("supportsMidConvoEffort") == Some(true) {
+        betas.push(MID_CONVERSATION_OUTPUT_CONFIG_BETA);
+        betas.push(THINKING_BINDING_CONTROLS_BETA);
     }
     let mut headers: Vec<(String, String)> = vec![
         ("accept".into(), "application/json".into()),
@@ -163,6 +173,13 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             }
         }
     }
+    if effort_marker.is_some() {
+        // Adaptive, so a reply whose thinking no longer matches its prefix loses the block
+        // instead of failing the request; "low" because an organization may cap the effort.
+        thinking = Some(json!({"type": "adaptive", "display": "summarized",
+            "block_binding": {"prefix_mismatch_behavior": "drop_block"}}));
+        output_config = Some(json!({"effort": "low"}));
+    }
     // `options.maxTokens || (model.maxTokens / 3) | 0`
     let max_tokens = max_tokens
         .filter(|m| *m > 0)
@@ -177,6 +194,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             model,
             oauth,
             &cache_control,
+            effort_marker.as_deref(),
         )),
     );
     body.insert("max_tokens".into(), json!(max_tokens));
@@ -261,19 +279,6 @@ fn to_claude_code_name(name: &str) -> String {
         .find(|t| t.eq_ignore_ascii_case(name))
         .map(|t| t.to_string())
         .unwrap_or_else(|| name.to_string())
-}
-
-/// The adaptive-thinking effort for `level`: the model's mapping, else low/medium/high.
-pub(crate) fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
-    if let Some(mapped) = mapped_thinking_level(model, level).and_then(Value::as_str) {
-        return mapped.to_string();
-    }
-    match level {
-        ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        _ => "high",
-    }
-    .to_string()
 }
 
 /// pi-ai `adjustMaxTokensForThinking`: the output cap grows by the thinking budget, bounded by the
@@ -393,6 +398,7 @@ fn convert_messages(
     model: &Model,
     oauth: bool,
     cache_control: &Value,
+    effort_marker: Option<&str>,
 ) -> Vec<Value> {
     let transformed = transform_messages(messages, model, &normalize_tool_call_id);
     let mut params: Vec<Value> = Vec::new();
@@ -471,6 +477,15 @@ fn convert_messages(
                 }
                 if !blocks.is_empty() {
                     params.append(&mut pending_systems);
+                    // The effort an earlier reply from this provider was given, right before it.
+                    if let Some(level) = assistant.provider_thinking_level.as_deref()
+                        && effort_marker.is_some()
+                        && assistant.api == "anthropic-messages"
+                        && assistant.provider == model.provider
+                        && matches!(level, "low" | "medium" | "high" | "xhigh" | "max")
+                    {
+                        params.push(effort_message(level));
+                    }
                     params.push(json!({"role": "assistant", "content": blocks}));
                 }
             }
@@ -514,12 +529,23 @@ fn convert_messages(
             .and_then(|blocks| blocks.last_mut())
         {
             let kind = block["type"].as_str().unwrap_or("");
-            if matches!(kind, "text" | "image" | "tool_result") {
+            if matches!(
+                kind,
+                "text" | "image" | "tool_result" | "tool_addition" | "tool_removal"
+            ) {
                 block["cache_control"] = cache_control.clone();
             }
         }
     }
+    if let Some(level) = effort_marker {
+        params.push(effort_message(level));
+    }
     params
+}
+
+/// A system message that sets the effort of the replies after it (pi 1.6.0's managed effort).
+fn effort_message(level: &str) -> Value {
+    json!({"role": "system", "content": [], "output_config": {"effort": level}})
 }
 
 fn image_block(mime_type: &str, data: &str) -> Value {

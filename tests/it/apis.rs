@@ -866,3 +866,82 @@ fn provider_input_transformations_become_the_replys_diagnostics() {
     let plain = reply_for("anthropic-messages", fixture("anthropic/text.sse"));
     assert!(plain.get("diagnostics").is_none(), "{plain}");
 }
+
+/// `compat.supportsMidConvoEffort` on Anthropic, as pi 1.6.0 sends it: adaptive thinking with
+/// `block_binding`, a top-level effort of `low`, the two betas, and the level as system messages
+/// with `output_config` — one at the end of the conversation, one before each earlier reply of
+/// the provider with the level that reply records as `providerThinkingLevel`. With thinking off
+/// on a reasoning model, no markers and thinking disabled. Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_mid_conversation_effort_travels_in_system_messages() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = json!({"providers": {"ae": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "ae-key-123456",
+        "models": [{"id": "ae-model", "reasoning": true, "input": ["text"],
+            "compat": {"supportsMidConvoEffort": true, "forceAdaptiveThinking": true}}]}}});
+    let setup = Setup::new(&fake, "ae", "ae-model")
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg("medium");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    let first = assistant_messages(&run).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    assert_eq!(first["providerThinkingLevel"], "medium", "{first}");
+    let response = pi.request(json!({"id": "t", "type": "set_thinking_level", "level": "low"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    let second = assistant_messages(&run).remove(0);
+    assert_eq!(second["providerThinkingLevel"], "low", "{second}");
+    let response = pi.request(json!({"id": "t2", "type": "set_thinking_level", "level": "off"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.send(json!({"id": "p3", "type": "prompt", "message": "third"}));
+    let run = pi.records_until_event("agent_end");
+    let third = assistant_messages(&run).remove(0);
+    assert!(third.get("providerThinkingLevel").is_none(), "{third}");
+
+    let requests = fake.requests();
+    let marker = |effort: &str| json!({"role": "system", "content": [], "output_config": {"effort": effort}});
+    for request in &requests[..2] {
+        let betas = request.header("anthropic-beta").unwrap_or("");
+        assert!(
+            betas.contains("mid-conversation-output-config-2026-07-01")
+                && betas.contains("thinking-binding-controls-2026-08-01"),
+            "{betas}"
+        );
+        assert_eq!(
+            request.body["thinking"],
+            json!({"type": "adaptive", "display": "summarized",
+                "block_binding": {"prefix_mismatch_behavior": "drop_block"}}),
+            "{}",
+            request.body
+        );
+        assert_eq!(request.body["output_config"], json!({"effort": "low"}));
+    }
+    let messages = requests[0].body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[1], marker("medium"));
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "system", "assistant", "user", "system"]);
+    assert_eq!(messages[1], marker("medium"));
+    assert_eq!(messages[4], marker("low"));
+    // Thinking off: no markers at all, thinking disabled (the betas stay).
+    let body = &requests[2].body;
+    assert_eq!(body["thinking"], json!({"type": "disabled"}), "{body}");
+    assert!(body.get("output_config").is_none(), "{body}");
+    let messages = body["messages"].as_array().unwrap();
+    assert!(
+        messages.iter().all(|m| m["role"] != "system"),
+        "{messages:?}"
+    );
+}
