@@ -46,6 +46,8 @@ struct Key {
     model: Model,
     api_key: String,
     thinking: ThinkingLevel,
+    /// Anthropic's native tool changes encode the history by them.
+    initial_tools: Vec<crate::messages::ToolSpec>,
 }
 
 #[derive(Default)]
@@ -102,6 +104,7 @@ impl RequestCache {
             model: request.model.clone(),
             api_key: request.api_key.clone(),
             thinking: request.thinking,
+            initial_tools: request.initial_tools.clone(),
         };
         let still_valid = self.key.as_ref() == Some(&key)
             && self.source_len <= source.len()

@@ -945,3 +945,98 @@ fn anthropic_mid_conversation_effort_travels_in_system_messages() {
         "{messages:?}"
     );
 }
+
+/// `compat.supportsMidConvoToolChanges` on Anthropic (with `supportsMidConvoSystemMessages`),
+/// as pi 1.6.0 sends it: the request's tools stay those of the session's first system message,
+/// followed by a deferred placeholder, and a later tool change goes in place as a system message
+/// of `tool_removal` / `tool_addition` blocks after the prompt's changed sections (held until the
+/// end, where it takes the cache marker), with the `inline-tools` beta. Passes against pi 1.6.0
+/// too.
+#[test]
+fn anthropic_mid_conversation_tool_changes_go_in_place() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = json!({"providers": {"at": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "at-key-123456",
+        "models": [{"id": "at-model", "input": ["text"],
+            "compat": {"supportsMidConvoSystemMessages": true,
+                "supportsMidConvoToolChanges": true}}]}}});
+    let workspace = Workspace::new();
+    let setup = Setup::new(&fake, "at", "at-model")
+        .models_json(&models.to_string())
+        .with_sessions();
+    let first_setup = setup.clone().arg("--tools").arg("read,bash");
+    let mut pi = Pi::spawn_in(&workspace, &first_setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let file = crate::support::session_file(&mut pi, "s");
+    pi.close_and_wait();
+
+    let setup = setup
+        .arg("--session")
+        .arg(&file.to_string_lossy())
+        .arg("--tools")
+        .arg("read,grep");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+
+    let names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let placeholder = json!({"name": "__pi_deferred_placeholder__",
+        "description": "Reserved placeholder. Never available. Never call this.",
+        "input_schema": {"type": "object", "properties": {}, "required": []},
+        "defer_loading": true});
+    for request in &requests {
+        let betas = request.header("anthropic-beta").unwrap_or("");
+        assert!(betas.contains("inline-tools-2026-09-15"), "{betas}");
+        assert_eq!(
+            names(&request.body),
+            ["read", "bash", "__pi_deferred_placeholder__"]
+        );
+        let tools = request.body["tools"].as_array().unwrap();
+        assert_eq!(tools[2], placeholder);
+        assert_eq!(tools[1]["cache_control"], json!({"type": "ephemeral"}));
+    }
+    let first = requests[0].body["messages"].as_array().unwrap();
+    assert!(first.iter().all(|m| m["role"] != "system"), "{first:?}");
+
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "system"],
+        "{messages:?}"
+    );
+    // The prompt's changed sections first (the tool list is one), then the tool changes.
+    let content = messages[3]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 3, "{content:?}");
+    assert_eq!(content[0]["type"], "text", "{content:?}");
+    let blocks = &content[1..];
+    assert_eq!(
+        blocks[0],
+        json!({"type": "tool_removal", "tool": {"type": "tool_reference", "name": "bash"}})
+    );
+    assert_eq!(blocks[1]["type"], "tool_addition");
+    assert_eq!(blocks[1]["tool"]["type"], "tool_definition");
+    let definition = &blocks[1]["tool"]["definition"];
+    assert_eq!(definition["name"], "grep");
+    assert_eq!(definition["input_schema"]["type"], "object");
+    assert!(definition.get("cache_control").is_none(), "{definition}");
+    assert_eq!(blocks[1]["cache_control"], json!({"type": "ephemeral"}));
+}
