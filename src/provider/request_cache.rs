@@ -95,7 +95,10 @@ impl RequestCache {
         source: &[AgentMessage],
         to_llm: &dyn Fn(&[AgentMessage]) -> Vec<AgentMessage>,
     ) -> Option<EncodedHistory> {
-        let Some(array) = history_key(&request.model).filter(|_| enabled()) else {
+        // In-place tool additions depend on every system message of the conversation.
+        let Some(array) = history_key(&request.model)
+            .filter(|_| enabled() && !super::request::mid_convo_tool_additions(&request.model))
+        else {
             self.invalidate();
             request.messages = to_llm(source);
             return None;

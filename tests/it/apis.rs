@@ -1040,3 +1040,81 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
     assert!(definition.get("cache_control").is_none(), "{definition}");
     assert_eq!(blocks[1]["cache_control"], json!({"type": "ephemeral"}));
 }
+
+/// `compat.supportsMidConvoToolAdditions` on Chat Completions (with
+/// `supportsMidConvoSystemMessages`), as pi 1.6.0 sends it: a tool added later is declared in
+/// place by a `{role:"system", tools}` message before the change's text, the request's `tools`
+/// staying the first set; after a removal the request's `tools` become the state after it and
+/// nothing is declared in place. Passes against pi 1.6.0 too.
+#[test]
+fn chat_completions_mid_conversation_tool_additions_go_in_place() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai/text.sse"),
+        Reply::sse_fixture("openai/text.sse"),
+        Reply::sse_fixture("openai/text.sse"),
+    ]);
+    let models = json!({"providers": {"ct": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-completions", "apiKey": "ct-key-123456",
+        "models": [{"id": "ct-model", "input": ["text"],
+            "compat": {"supportsMidConvoSystemMessages": true,
+                "supportsMidConvoToolAdditions": true}}]}}});
+    let workspace = Workspace::new();
+    let setup = Setup::new(&fake, "ct", "ct-model")
+        .models_json(&models.to_string())
+        .with_sessions();
+    let mut file: Option<std::path::PathBuf> = None;
+    for (step, tools) in ["read", "read,grep", "grep"].iter().enumerate() {
+        let mut run_setup = setup.clone();
+        if let Some(file) = &file {
+            run_setup = run_setup.arg("--session").arg(&file.to_string_lossy());
+        }
+        let run_setup = run_setup.arg("--tools").arg(tools);
+        let mut pi = Pi::spawn_in(&workspace, &run_setup);
+        pi.send(json!({"id": format!("p{step}"), "type": "prompt", "message": format!("m{step}")}));
+        let run = pi.records_until_event("agent_end");
+        assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+        file.get_or_insert_with(|| crate::support::session_file(&mut pi, "s"));
+        pi.close_and_wait();
+    }
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let names = |tools: &Value| -> Vec<String> {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let in_place = |body: &Value| -> Vec<Value> {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m.get("tools").is_some())
+            .cloned()
+            .collect()
+    };
+    assert_eq!(names(&requests[0].body["tools"]), ["read"]);
+    assert!(in_place(&requests[0].body).is_empty());
+
+    // An addition: declared in place, right before the change's text.
+    let body = &requests[1].body;
+    assert_eq!(names(&body["tools"]), ["read"], "{body}");
+    let messages = body["messages"].as_array().unwrap();
+    let at = messages
+        .iter()
+        .position(|m| m.get("tools").is_some())
+        .expect("an in-place declaration");
+    assert_eq!(messages[at]["role"], "system");
+    assert_eq!(names(&messages[at]["tools"]), ["grep"]);
+    assert!(messages[at].get("content").is_none(), "{}", messages[at]);
+    assert_eq!(messages[at - 1]["role"], "assistant");
+    assert_eq!(messages[at + 1]["role"], "system");
+    assert!(content_text(&messages[at + 1]).starts_with("Updated"));
+
+    // A removal: the request's tools become the state after it, nothing in place.
+    let body = &requests[2].body;
+    assert_eq!(names(&body["tools"]), ["grep"], "{body}");
+    assert!(in_place(body).is_empty(), "{body}");
+}
