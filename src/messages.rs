@@ -599,6 +599,18 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+impl ToolSpec {
+    /// The tool a system message's `toolsAdded` entry declares (name, description, parameters).
+    pub fn from_declaration(tool: &Value) -> ToolSpec {
+        let text = |key: &str| tool[key].as_str().unwrap_or_default().to_string();
+        ToolSpec {
+            name: text("name"),
+            description: text("description"),
+            parameters: tool["parameters"].clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

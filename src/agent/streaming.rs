@@ -76,6 +76,7 @@ impl Agent {
             messages: Vec::new(),
             history: None,
             tools: self.tools.specs.clone(),
+            initial_tools: Vec::new(),
             strict_preferred: self
                 .tools
                 .builtins
@@ -252,6 +253,12 @@ impl Agent {
         let source = match messages.first() {
             Some(AgentMessage::System(head)) if in_place => {
                 request.system_prompt = head.prompt_text();
+                request.initial_tools = head
+                    .tools_added
+                    .iter()
+                    .flatten()
+                    .map(crate::messages::ToolSpec::from_declaration)
+                    .collect();
                 &messages[1..]
             }
             _ => {

@@ -13,8 +13,8 @@ use super::decode::{Emitter, OpenBlocks, WireDecoder};
 use super::error_text::anthropic_http_error_message;
 use super::partial_json::parse_json_with_repair;
 use super::request::{
-    UnsupportedKeyword, api_url, base_max_tokens, mapped_thinking_level, strict_parameters,
-    with_extra_headers,
+    UnsupportedKeyword, adaptive_effort, anthropic_effort_marker, api_url, base_max_tokens,
+    sends_mid_convo_system_messages, strict_parameters, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
@@ -22,11 +22,21 @@ use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::{Model, ThinkingLevel};
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, has_images};
+use crate::messages::{
+    AgentMessage, ContentBlock, StopReason, ToolSpec, Usage, UserContent, has_images,
+};
 
 const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const FINE_GRAINED_TOOL_STREAMING_BETA: &str = "fine-grained-tool-streaming-2025-05-14";
 const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+/// The betas of `compat.supportsMidConvoEffort` (pi 1.6.0): effort set by system messages.
+const MID_CONVERSATION_OUTPUT_CONFIG_BETA: &str = "mid-conversation-output-config-2026-07-01";
+const THINKING_BINDING_CONTROLS_BETA: &str = "thinking-binding-controls-2026-08-01";
+/// The beta of `compat.supportsMidConvoToolChanges` (pi 1.6.0): tools added and removed in place.
+const INLINE_TOOLS_BETA: &str = "inline-tools-2026-09-15";
+/// The deferred tool pi 1.6.0 declares with native tool changes, so the first change keeps the
+/// cached prefix (never activated, the model does not see it).
+const DEFERRED_TOOL_PLACEHOLDER: &str = "__pi_deferred_placeholder__";
 const CLAUDE_CODE_VERSION: &str = "2.1.75";
 const CLAUDE_CODE_IDENTITY: &str = "You are Claude Code, Anthropic's official CLI for Claude.";
 /// Claude Code's tool names; OAuth requests use this casing for tools whose names match.
@@ -65,13 +75,20 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     let eager_tool_streaming = model
         .compat_bool("supportsEagerToolInputStreaming")
         .unwrap_or(true);
+    // pi 1.6.0's native tool changes: the first system message's tools stay the request's tools
+    // (and a deferred placeholder), later changes go in place as tool_addition/tool_removal.
+    let native_tool_changes = sends_mid_convo_system_messages(model)
+        && model.compat_bool("supportsMidConvoToolChanges") == Some(true)
+        && !request.initial_tools.is_empty();
     let long_cache = model
         .compat_bool("supportsLongCacheRetention")
         .unwrap_or(true);
-    let strict_tools = model.compat_bool("supportsStrictTools") == Some(true);
     let cache_on_tools = model
         .compat_bool("supportsCacheControlOnTools")
         .unwrap_or(true);
+    // pi 1.6.0's managed effort: the level of each reply is set by a system message before it
+    // (the last one for this reply), the top-level effort stays "low" so the cached prefix holds.
+    let effort_marker = anthropic_effort_marker(request);
 
     let mut cache_control = json!({"type": "ephemeral"});
     if retention == CacheRetention::Long && long_cache {
@@ -85,6 +102,13 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
     if model.reasoning && thinking_on && !adaptive {
         betas.push(INTERLEAVED_THINKING_BETA);
+    }
+    if model.compat_bool("supportsMidConvoEffort") == Some(true) {
+        betas.push(MID_CONVERSATION_OUTPUT_CONFIG_BETA);
+        betas.push(THINKING_BINDING_CONTROLS_BETA);
+    }
+    if native_tool_changes {
+        betas.push(INLINE_TOOLS_BETA);
     }
     let mut headers: Vec<(String, String)> = vec![
         ("accept".into(), "application/json".into()),
@@ -163,6 +187,13 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             }
         }
     }
+    if effort_marker.is_some() {
+        // Adaptive, so a reply whose thinking no longer matches its prefix loses the block
+        // instead of failing the request; "low" because an organization may cap the effort.
+        thinking = Some(json!({"type": "adaptive", "display": "summarized",
+            "block_binding": {"prefix_mismatch_behavior": "drop_block"}}));
+        output_config = Some(json!({"effort": "low"}));
+    }
     // `options.maxTokens || (model.maxTokens / 3) | 0`
     let max_tokens = max_tokens
         .filter(|m| *m > 0)
@@ -177,6 +208,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             model,
             oauth,
             &cache_control,
+            effort_marker.as_deref(),
+            native_tool_changes.then_some(request),
         )),
     );
     body.insert("max_tokens".into(), json!(max_tokens));
@@ -195,46 +228,16 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     if !system.is_empty() {
         body.insert("system".into(), Value::Array(system));
     }
-    if !request.tools.is_empty() {
-        let last = request.tools.len() - 1;
-        let tools = request
-            .tools
-            .iter()
-            .enumerate()
-            .map(|(i, tool)| {
-                let mut t = Map::new();
-                let name = if oauth {
-                    to_claude_code_name(&tool.name)
-                } else {
-                    tool.name.clone()
-                };
-                t.insert("name".into(), json!(name));
-                t.insert("description".into(), json!(tool.description));
-                if eager_tool_streaming {
-                    t.insert("eager_input_streaming".into(), json!(true));
-                }
-                let strict = strict_parameters(
-                    request,
-                    tool,
-                    strict_tools,
-                    Some(strict_rejects as UnsupportedKeyword),
-                );
-                if strict.is_some() {
-                    t.insert("strict".into(), json!(true));
-                }
-                t.insert(
-                    "input_schema".into(),
-                    input_schema(
-                        strict.as_ref().unwrap_or(&tool.parameters),
-                        strict.is_some(),
-                    ),
-                );
-                if i == last && cache_on_tools {
-                    t.insert("cache_control".into(), cache_control.clone());
-                }
-                Value::Object(t)
-            })
-            .collect();
+    let tool_cache = cache_on_tools.then_some(&cache_control);
+    if native_tool_changes {
+        let mut tools = convert_tools(request, &request.initial_tools, oauth, tool_cache);
+        tools.push(json!({"name": DEFERRED_TOOL_PLACEHOLDER,
+            "description": "Reserved placeholder. Never available. Never call this.",
+            "input_schema": {"type": "object", "properties": {}, "required": []},
+            "defer_loading": true}));
+        body.insert("tools".into(), Value::Array(tools));
+    } else if !request.tools.is_empty() {
+        let tools = convert_tools(request, &request.tools, oauth, tool_cache);
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(thinking) = thinking {
@@ -251,6 +254,59 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 }
 
+/// Tool definitions as Anthropic takes them (OAuth: Claude Code's names), `cache_control` on the
+/// last one.
+fn convert_tools(
+    request: &StreamRequest,
+    tools: &[ToolSpec],
+    oauth: bool,
+    cache_control: Option<&Value>,
+) -> Vec<Value> {
+    let model = &request.model;
+    let eager_tool_streaming = model
+        .compat_bool("supportsEagerToolInputStreaming")
+        .unwrap_or(true);
+    let strict_tools = model.compat_bool("supportsStrictTools") == Some(true);
+    let last = tools.len().saturating_sub(1);
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| {
+            let mut t = Map::new();
+            let name = if oauth {
+                to_claude_code_name(&tool.name)
+            } else {
+                tool.name.clone()
+            };
+            t.insert("name".into(), json!(name));
+            t.insert("description".into(), json!(tool.description));
+            if eager_tool_streaming {
+                t.insert("eager_input_streaming".into(), json!(true));
+            }
+            let strict = strict_parameters(
+                request,
+                tool,
+                strict_tools,
+                Some(strict_rejects as UnsupportedKeyword),
+            );
+            if strict.is_some() {
+                t.insert("strict".into(), json!(true));
+            }
+            t.insert(
+                "input_schema".into(),
+                input_schema(
+                    strict.as_ref().unwrap_or(&tool.parameters),
+                    strict.is_some(),
+                ),
+            );
+            if let Some(cache_control) = cache_control.filter(|_| i == last) {
+                t.insert("cache_control".into(), cache_control.clone());
+            }
+            Value::Object(t)
+        })
+        .collect()
+}
+
 fn is_oauth_token(api_key: &str) -> bool {
     api_key.contains("sk-ant-oat")
 }
@@ -261,19 +317,6 @@ fn to_claude_code_name(name: &str) -> String {
         .find(|t| t.eq_ignore_ascii_case(name))
         .map(|t| t.to_string())
         .unwrap_or_else(|| name.to_string())
-}
-
-/// The adaptive-thinking effort for `level`: the model's mapping, else low/medium/high.
-pub(crate) fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
-    if let Some(mapped) = mapped_thinking_level(model, level).and_then(Value::as_str) {
-        return mapped.to_string();
-    }
-    match level {
-        ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        _ => "high",
-    }
-    .to_string()
 }
 
 /// pi-ai `adjustMaxTokensForThinking`: the output cap grows by the thinking budget, bounded by the
@@ -393,6 +436,9 @@ fn convert_messages(
     model: &Model,
     oauth: bool,
     cache_control: &Value,
+    effort_marker: Option<&str>,
+    // With native tool changes: the request whose tool conversion the additions use.
+    tool_changes: Option<&StreamRequest>,
 ) -> Vec<Value> {
     let transformed = transform_messages(messages, model, &normalize_tool_call_id);
     let mut params: Vec<Value> = Vec::new();
@@ -471,14 +517,52 @@ fn convert_messages(
                 }
                 if !blocks.is_empty() {
                     params.append(&mut pending_systems);
+                    // The effort an earlier reply from this provider was given, right before it.
+                    if let Some(level) = assistant.provider_thinking_level.as_deref()
+                        && effort_marker.is_some()
+                        && assistant.api == "anthropic-messages"
+                        && assistant.provider == model.provider
+                        && matches!(level, "low" | "medium" | "high" | "xhigh" | "max")
+                    {
+                        params.push(effort_message(level));
+                    }
                     params.push(json!({"role": "assistant", "content": blocks}));
                 }
             }
             AgentMessage::System(system) => {
                 let text = system.update_text();
+                let mut blocks = Vec::new();
                 if !text.is_empty() {
-                    pending_systems.push(json!({"role": "system",
-                        "content": [{"type": "text", "text": text}]}));
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                if let Some(request) = tool_changes {
+                    let added: Vec<ToolSpec> = system
+                        .tools_added
+                        .iter()
+                        .flatten()
+                        .map(ToolSpec::from_declaration)
+                        .collect();
+                    for removed in system.tools_removed.iter().flatten() {
+                        let name = removed["name"].as_str().unwrap_or_default();
+                        // A new definition under the same name replaces the old one.
+                        if added.iter().any(|tool| tool.name == name) {
+                            continue;
+                        }
+                        let name = if oauth {
+                            to_claude_code_name(name)
+                        } else {
+                            name.to_string()
+                        };
+                        blocks.push(json!({"type": "tool_removal",
+                            "tool": {"type": "tool_reference", "name": name}}));
+                    }
+                    for definition in convert_tools(request, &added, oauth, None) {
+                        blocks.push(json!({"type": "tool_addition",
+                            "tool": {"type": "tool_definition", "definition": definition}}));
+                    }
+                }
+                if !blocks.is_empty() {
+                    pending_systems.push(json!({"role": "system", "content": blocks}));
                 }
             }
             AgentMessage::ToolResult(_) => {
@@ -514,12 +598,23 @@ fn convert_messages(
             .and_then(|blocks| blocks.last_mut())
         {
             let kind = block["type"].as_str().unwrap_or("");
-            if matches!(kind, "text" | "image" | "tool_result") {
+            if matches!(
+                kind,
+                "text" | "image" | "tool_result" | "tool_addition" | "tool_removal"
+            ) {
                 block["cache_control"] = cache_control.clone();
             }
         }
     }
+    if let Some(level) = effort_marker {
+        params.push(effort_message(level));
+    }
     params
+}
+
+/// A system message that sets the effort of the replies after it (pi 1.6.0's managed effort).
+fn effort_message(level: &str) -> Value {
+    json!({"role": "system", "content": [], "output_config": {"effort": level}})
 }
 
 fn image_block(mime_type: &str, data: &str) -> Value {

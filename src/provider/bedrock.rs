@@ -16,11 +16,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{adaptive_effort, adjust_max_tokens_for_thinking, normalize_tool_call_id};
+use super::anthropic::{adjust_max_tokens_for_thinking, normalize_tool_call_id};
 use super::aws_remote;
 use super::decode::{Emitter, Framing, OpenBlocks, WireDecoder};
 use super::event_stream;
-use super::request::base_max_tokens;
+use super::request::{adaptive_effort, base_max_tokens};
 use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope};
 use super::token_cache;
 use super::transform::transform_messages;

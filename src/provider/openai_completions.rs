@@ -22,7 +22,9 @@ use super::types::{
 };
 use crate::config::{Model, ThinkingLevel};
 use crate::js::js_truthy;
-use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent, joined_text};
+use crate::messages::{
+    AgentMessage, ContentBlock, StopReason, ToolSpec, Usage, UserContent, joined_text,
+};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -404,28 +406,12 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         body.insert(field.into(), json!(max_tokens));
     }
     let mut tools: Option<Vec<Value>> = None;
-    if !request.tools.is_empty() {
-        tools = Some(
-            request
-                .tools
-                .iter()
-                .map(|tool| {
-                    let strict =
-                        strict_parameters(request, tool, compat.supports_strict_mode, None);
-                    let mut function = Map::new();
-                    function.insert("name".into(), json!(tool.name));
-                    function.insert("description".into(), json!(tool.description));
-                    function.insert(
-                        "parameters".into(),
-                        strict.clone().unwrap_or_else(|| tool.parameters.clone()),
-                    );
-                    if compat.supports_strict_mode {
-                        function.insert("strict".into(), json!(strict.is_some()));
-                    }
-                    json!({"type": "function", "function": function})
-                })
-                .collect(),
-        );
+    let request_tools = match tool_additions_split(request) {
+        Some((folded_tools, _)) => folded_tools,
+        None => request.tools.clone(),
+    };
+    if !request_tools.is_empty() {
+        tools = Some(convert_tools(request, &compat, &request_tools));
     } else if compat.requires_tools_with_tool_history && request.history_facts().tool_traffic {
         tools = Some(Vec::new());
     }
@@ -619,6 +605,80 @@ fn normalize_tool_call_id(model: &Model, id: &str) -> String {
     id.to_string()
 }
 
+/// Chat Completions tool definitions (`strict` where the compat has strict mode).
+fn convert_tools(request: &StreamRequest, compat: &Compat, tools: &[ToolSpec]) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            let strict = strict_parameters(request, tool, compat.supports_strict_mode, None);
+            let mut function = Map::new();
+            function.insert("name".into(), json!(tool.name));
+            function.insert("description".into(), json!(tool.description));
+            function.insert(
+                "parameters".into(),
+                strict.clone().unwrap_or_else(|| tool.parameters.clone()),
+            );
+            if compat.supports_strict_mode {
+                function.insert("strict".into(), json!(strict.is_some()));
+            }
+            json!({"type": "function", "function": function})
+        })
+        .collect()
+}
+
+/// With `compat.supportsMidConvoToolAdditions` (and system messages in place), pi 1.6.0's split
+/// of the tool declarations: the request's tools are the state after the last system message
+/// that removes or redeclares a tool (the first one at least), and each later system message
+/// declares its additions in place (Kimi's `{role:"system", tools}`). Returns those tools and
+/// how many of `request.messages`' system messages they fold; `None` without the key.
+fn tool_additions_split(request: &StreamRequest) -> Option<(Vec<ToolSpec>, usize)> {
+    if !super::request::mid_convo_tool_additions(&request.model) {
+        return None;
+    }
+    let systems: Vec<&crate::messages::SystemMessage> = request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            AgentMessage::System(system) => Some(system),
+            _ => None,
+        })
+        .collect();
+    // The first system message is the prompt (`initial_tools`); the later ones count from 1.
+    let mut declared: Vec<String> = request
+        .initial_tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let mut last_change = 0;
+    for (index, system) in systems.iter().enumerate() {
+        if system.tools_removed.as_ref().is_some_and(|r| !r.is_empty()) {
+            last_change = index + 1;
+        }
+        for tool in system.tools_added.iter().flatten() {
+            let name = tool["name"].as_str().unwrap_or_default().to_string();
+            if declared.contains(&name) {
+                last_change = index + 1;
+            } else {
+                declared.push(name);
+            }
+        }
+    }
+    let mut tools = request.initial_tools.clone();
+    for system in &systems[..last_change] {
+        for removed in system.tools_removed.iter().flatten() {
+            tools.retain(|t| removed["name"] != t.name.as_str());
+        }
+        for added in system.tools_added.iter().flatten() {
+            let spec = ToolSpec::from_declaration(added);
+            match tools.iter_mut().find(|t| t.name == spec.name) {
+                Some(slot) => *slot = spec,
+                None => tools.push(spec),
+            }
+        }
+    }
+    Some((tools, last_change))
+}
+
 /// The `messages` array without cache markers: the system prompt, then the conversation.
 fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
     let mut params = Vec::new();
@@ -655,6 +715,9 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
     });
     let bridge = || json!({"role": "assistant", "content": "I have processed the tool results."});
     let mut last_was_tool_result = false;
+    // Later system messages past this many declare their added tools in place.
+    let folded = tool_additions_split(request).map(|(_, folded)| folded);
+    let mut system_index = 0;
     let mut i = 0;
     while i < transformed.len() {
         let message = &transformed[i];
@@ -730,6 +793,17 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
             // A later system message (the model takes them in place): what it changes, as an
             // instruction where it stands; one that only changes tools sends nothing.
             AgentMessage::System(system) => {
+                system_index += 1;
+                let added: Vec<ToolSpec> = system
+                    .tools_added
+                    .iter()
+                    .flatten()
+                    .map(ToolSpec::from_declaration)
+                    .collect();
+                if folded.is_some_and(|folded| system_index > folded) && !added.is_empty() {
+                    params.push(json!({"role": "system",
+                        "tools": convert_tools(request, compat, &added)}));
+                }
                 let text = system.update_text();
                 if !text.is_empty() {
                     params.push(json!({"role": instruction_role(request, compat),

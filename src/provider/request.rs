@@ -113,12 +113,25 @@ pub fn sends_mid_convo_system_messages(model: &Model) -> bool {
     api_has_them && model.compat_bool("supportsMidConvoSystemMessages") == Some(true)
 }
 
-/// The effort a Responses request carries in `configuration_update` items instead of
-/// `reasoning.effort` (pi 1.6.0, `compat.supportsMidConvoEffort` on `openai-responses` and
-/// `openai-codex-responses`, not with Sign in with ChatGPT on `openai`), which the reply records
-/// as `providerThinkingLevel`; `None` otherwise or with thinking off.
+/// Whether tool additions go in place (pi 1.6.0's `compat.supportsMidConvoToolAdditions` on Chat
+/// Completions, with later system messages in place): the request's tools then stop at the last
+/// removal or redeclaration (`openai_completions`).
+pub fn mid_convo_tool_additions(model: &Model) -> bool {
+    model.api == "openai-completions"
+        && sends_mid_convo_system_messages(model)
+        && model.compat_bool("supportsMidConvoToolAdditions") == Some(true)
+}
+
+/// The effort a request carries in the conversation instead of its top level (pi 1.6.0,
+/// `compat.supportsMidConvoEffort`), which the reply records as `providerThinkingLevel`:
+/// Responses' `configuration_update` items (`openai-responses` and `openai-codex-responses`,
+/// not with Sign in with ChatGPT on `openai`; `None` with thinking off), Anthropic's
+/// `output_config` system messages (`anthropic_effort_marker`). `None` otherwise.
 pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
     let model = &request.model;
+    if model.api == "anthropic-messages" {
+        return anthropic_effort_marker(request);
+    }
     let chatgpt_sign_in = model.provider == "openai"
         && model.base_url == "https://api.openai.com/v1"
         && !request.api_key.starts_with("sk-");
@@ -135,6 +148,45 @@ pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
         Value::String(effort) => Some(effort),
         other => Some(other.to_string()),
     }
+}
+
+/// The effort Anthropic's per-reply markers carry (pi 1.6.0, `compat.supportsMidConvoEffort` on
+/// `anthropic-messages`): the adaptive effort of the level where the model thinks adaptively,
+/// else `high`; `None` without the key, or with thinking off on a reasoning model (unless its
+/// `thinkingLevelMap` maps off to `null`: then it cannot be turned off).
+pub(crate) fn anthropic_effort_marker(request: &StreamRequest) -> Option<String> {
+    let model = &request.model;
+    if model.compat_bool("supportsMidConvoEffort") != Some(true) {
+        return None;
+    }
+    let thinking_on = request.thinking != ThinkingLevel::Off;
+    let off_kept = model
+        .thinking_level_map
+        .as_ref()
+        .and_then(|m| m.get(ThinkingLevel::Off.as_str()))
+        .is_some_and(Value::is_null);
+    if model.reasoning && !thinking_on && !off_kept {
+        return None;
+    }
+    let adaptive = model.compat_bool("forceAdaptiveThinking") == Some(true);
+    Some(if thinking_on && adaptive {
+        adaptive_effort(model, request.thinking)
+    } else {
+        "high".to_string()
+    })
+}
+
+/// The adaptive-thinking effort for `level`: the model's mapping, else low/medium/high.
+pub(crate) fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
+    if let Some(mapped) = mapped_thinking_level(model, level).and_then(Value::as_str) {
+        return mapped.to_string();
+    }
+    match level {
+        ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+        ThinkingLevel::Medium => "medium",
+        _ => "high",
+    }
+    .to_string()
 }
 
 /// `reasoning.effort` while `configuration_update` items carry the level (pi 1.6.0).

@@ -46,6 +46,8 @@ struct Key {
     model: Model,
     api_key: String,
     thinking: ThinkingLevel,
+    /// Anthropic's native tool changes encode the history by them.
+    initial_tools: Vec<crate::messages::ToolSpec>,
 }
 
 #[derive(Default)]
@@ -93,7 +95,10 @@ impl RequestCache {
         source: &[AgentMessage],
         to_llm: &dyn Fn(&[AgentMessage]) -> Vec<AgentMessage>,
     ) -> Option<EncodedHistory> {
-        let Some(array) = history_key(&request.model).filter(|_| enabled()) else {
+        // In-place tool additions depend on every system message of the conversation.
+        let Some(array) = history_key(&request.model)
+            .filter(|_| enabled() && !super::request::mid_convo_tool_additions(&request.model))
+        else {
             self.invalidate();
             request.messages = to_llm(source);
             return None;
@@ -102,6 +107,7 @@ impl RequestCache {
             model: request.model.clone(),
             api_key: request.api_key.clone(),
             thinking: request.thinking,
+            initial_tools: request.initial_tools.clone(),
         };
         let still_valid = self.key.as_ref() == Some(&key)
             && self.source_len <= source.len()

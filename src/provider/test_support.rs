@@ -30,6 +30,7 @@ pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
         messages,
         history: None,
         tools: Vec::new(),
+        initial_tools: Vec::new(),
         strict_preferred: Vec::new(),
         thinking: ThinkingLevel::Off,
         thinking_budgets: [None; 4],

@@ -866,3 +866,255 @@ fn provider_input_transformations_become_the_replys_diagnostics() {
     let plain = reply_for("anthropic-messages", fixture("anthropic/text.sse"));
     assert!(plain.get("diagnostics").is_none(), "{plain}");
 }
+
+/// `compat.supportsMidConvoEffort` on Anthropic, as pi 1.6.0 sends it: adaptive thinking with
+/// `block_binding`, a top-level effort of `low`, the two betas, and the level as system messages
+/// with `output_config` — one at the end of the conversation, one before each earlier reply of
+/// the provider with the level that reply records as `providerThinkingLevel`. With thinking off
+/// on a reasoning model, no markers and thinking disabled. Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_mid_conversation_effort_travels_in_system_messages() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = json!({"providers": {"ae": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "ae-key-123456",
+        "models": [{"id": "ae-model", "reasoning": true, "input": ["text"],
+            "compat": {"supportsMidConvoEffort": true, "forceAdaptiveThinking": true}}]}}});
+    let setup = Setup::new(&fake, "ae", "ae-model")
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg("medium");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    let first = assistant_messages(&run).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    assert_eq!(first["providerThinkingLevel"], "medium", "{first}");
+    let response = pi.request(json!({"id": "t", "type": "set_thinking_level", "level": "low"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    let second = assistant_messages(&run).remove(0);
+    assert_eq!(second["providerThinkingLevel"], "low", "{second}");
+    let response = pi.request(json!({"id": "t2", "type": "set_thinking_level", "level": "off"}));
+    assert_eq!(response["success"], true, "{response}");
+    pi.send(json!({"id": "p3", "type": "prompt", "message": "third"}));
+    let run = pi.records_until_event("agent_end");
+    let third = assistant_messages(&run).remove(0);
+    assert!(third.get("providerThinkingLevel").is_none(), "{third}");
+
+    let requests = fake.requests();
+    let marker = |effort: &str| json!({"role": "system", "content": [], "output_config": {"effort": effort}});
+    for request in &requests[..2] {
+        let betas = request.header("anthropic-beta").unwrap_or("");
+        assert!(
+            betas.contains("mid-conversation-output-config-2026-07-01")
+                && betas.contains("thinking-binding-controls-2026-08-01"),
+            "{betas}"
+        );
+        assert_eq!(
+            request.body["thinking"],
+            json!({"type": "adaptive", "display": "summarized",
+                "block_binding": {"prefix_mismatch_behavior": "drop_block"}}),
+            "{}",
+            request.body
+        );
+        assert_eq!(request.body["output_config"], json!({"effort": "low"}));
+    }
+    let messages = requests[0].body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[1], marker("medium"));
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "system", "assistant", "user", "system"]);
+    assert_eq!(messages[1], marker("medium"));
+    assert_eq!(messages[4], marker("low"));
+    // Thinking off: no markers at all, thinking disabled (the betas stay).
+    let body = &requests[2].body;
+    assert_eq!(body["thinking"], json!({"type": "disabled"}), "{body}");
+    assert!(body.get("output_config").is_none(), "{body}");
+    let messages = body["messages"].as_array().unwrap();
+    assert!(
+        messages.iter().all(|m| m["role"] != "system"),
+        "{messages:?}"
+    );
+}
+
+/// `compat.supportsMidConvoToolChanges` on Anthropic (with `supportsMidConvoSystemMessages`),
+/// as pi 1.6.0 sends it: the request's tools stay those of the session's first system message,
+/// followed by a deferred placeholder, and a later tool change goes in place as a system message
+/// of `tool_removal` / `tool_addition` blocks after the prompt's changed sections (held until the
+/// end, where it takes the cache marker), with the `inline-tools` beta. Passes against pi 1.6.0
+/// too.
+#[test]
+fn anthropic_mid_conversation_tool_changes_go_in_place() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = json!({"providers": {"at": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "at-key-123456",
+        "models": [{"id": "at-model", "input": ["text"],
+            "compat": {"supportsMidConvoSystemMessages": true,
+                "supportsMidConvoToolChanges": true}}]}}});
+    let workspace = Workspace::new();
+    let setup = Setup::new(&fake, "at", "at-model")
+        .models_json(&models.to_string())
+        .with_sessions();
+    let first_setup = setup.clone().arg("--tools").arg("read,bash");
+    let mut pi = Pi::spawn_in(&workspace, &first_setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let file = crate::support::session_file(&mut pi, "s");
+    pi.close_and_wait();
+
+    let setup = setup
+        .arg("--session")
+        .arg(&file.to_string_lossy())
+        .arg("--tools")
+        .arg("read,grep");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    let run = pi.records_until_event("agent_end");
+    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+
+    let names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let placeholder = json!({"name": "__pi_deferred_placeholder__",
+        "description": "Reserved placeholder. Never available. Never call this.",
+        "input_schema": {"type": "object", "properties": {}, "required": []},
+        "defer_loading": true});
+    for request in &requests {
+        let betas = request.header("anthropic-beta").unwrap_or("");
+        assert!(betas.contains("inline-tools-2026-09-15"), "{betas}");
+        assert_eq!(
+            names(&request.body),
+            ["read", "bash", "__pi_deferred_placeholder__"]
+        );
+        let tools = request.body["tools"].as_array().unwrap();
+        assert_eq!(tools[2], placeholder);
+        assert_eq!(tools[1]["cache_control"], json!({"type": "ephemeral"}));
+    }
+    let first = requests[0].body["messages"].as_array().unwrap();
+    assert!(first.iter().all(|m| m["role"] != "system"), "{first:?}");
+
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "system"],
+        "{messages:?}"
+    );
+    // The prompt's changed sections first (the tool list is one), then the tool changes.
+    let content = messages[3]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 3, "{content:?}");
+    assert_eq!(content[0]["type"], "text", "{content:?}");
+    let blocks = &content[1..];
+    assert_eq!(
+        blocks[0],
+        json!({"type": "tool_removal", "tool": {"type": "tool_reference", "name": "bash"}})
+    );
+    assert_eq!(blocks[1]["type"], "tool_addition");
+    assert_eq!(blocks[1]["tool"]["type"], "tool_definition");
+    let definition = &blocks[1]["tool"]["definition"];
+    assert_eq!(definition["name"], "grep");
+    assert_eq!(definition["input_schema"]["type"], "object");
+    assert!(definition.get("cache_control").is_none(), "{definition}");
+    assert_eq!(blocks[1]["cache_control"], json!({"type": "ephemeral"}));
+}
+
+/// `compat.supportsMidConvoToolAdditions` on Chat Completions (with
+/// `supportsMidConvoSystemMessages`), as pi 1.6.0 sends it: a tool added later is declared in
+/// place by a `{role:"system", tools}` message before the change's text, the request's `tools`
+/// staying the first set; after a removal the request's `tools` become the state after it and
+/// nothing is declared in place. Passes against pi 1.6.0 too.
+#[test]
+fn chat_completions_mid_conversation_tool_additions_go_in_place() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai/text.sse"),
+        Reply::sse_fixture("openai/text.sse"),
+        Reply::sse_fixture("openai/text.sse"),
+    ]);
+    let models = json!({"providers": {"ct": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-completions", "apiKey": "ct-key-123456",
+        "models": [{"id": "ct-model", "input": ["text"],
+            "compat": {"supportsMidConvoSystemMessages": true,
+                "supportsMidConvoToolAdditions": true}}]}}});
+    let workspace = Workspace::new();
+    let setup = Setup::new(&fake, "ct", "ct-model")
+        .models_json(&models.to_string())
+        .with_sessions();
+    let mut file: Option<std::path::PathBuf> = None;
+    for (step, tools) in ["read", "read,grep", "grep"].iter().enumerate() {
+        let mut run_setup = setup.clone();
+        if let Some(file) = &file {
+            run_setup = run_setup.arg("--session").arg(&file.to_string_lossy());
+        }
+        let run_setup = run_setup.arg("--tools").arg(tools);
+        let mut pi = Pi::spawn_in(&workspace, &run_setup);
+        pi.send(json!({"id": format!("p{step}"), "type": "prompt", "message": format!("m{step}")}));
+        let run = pi.records_until_event("agent_end");
+        assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+        file.get_or_insert_with(|| crate::support::session_file(&mut pi, "s"));
+        pi.close_and_wait();
+    }
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let names = |tools: &Value| -> Vec<String> {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let in_place = |body: &Value| -> Vec<Value> {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m.get("tools").is_some())
+            .cloned()
+            .collect()
+    };
+    assert_eq!(names(&requests[0].body["tools"]), ["read"]);
+    assert!(in_place(&requests[0].body).is_empty());
+
+    // An addition: declared in place, right before the change's text.
+    let body = &requests[1].body;
+    assert_eq!(names(&body["tools"]), ["read"], "{body}");
+    let messages = body["messages"].as_array().unwrap();
+    let at = messages
+        .iter()
+        .position(|m| m.get("tools").is_some())
+        .expect("an in-place declaration");
+    assert_eq!(messages[at]["role"], "system");
+    assert_eq!(names(&messages[at]["tools"]), ["grep"]);
+    assert!(messages[at].get("content").is_none(), "{}", messages[at]);
+    assert_eq!(messages[at - 1]["role"], "assistant");
+    assert_eq!(messages[at + 1]["role"], "system");
+    assert!(content_text(&messages[at + 1]).starts_with("Updated"));
+
+    // A removal: the request's tools become the state after it, nothing in place.
+    let body = &requests[2].body;
+    assert_eq!(names(&body["tools"]), ["grep"], "{body}");
+    assert!(in_place(body).is_empty(), "{body}");
+}

@@ -423,6 +423,7 @@ fn stream_request_has_no_tools_and_the_budget() {
         messages: vec![user("old")],
         history: None,
         tools: crate::tools::specs(&["read".to_string()]),
+        initial_tools: Vec::new(),
         strict_preferred: Vec::new(),
         thinking: ThinkingLevel::High,
         thinking_budgets: [Some(1); 4],
