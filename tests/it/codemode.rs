@@ -1030,3 +1030,49 @@ fn a_shell_a_signal_ended_reports_128_plus_the_signal() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// The reverse of the test above: a session pi-rs wrote with a codemode script that stored
+/// `k = 41` continues in pi 1.6.0, whose script reads the store back (pi-rs writes 1.6.0's
+/// `codemode-store` custom entries).
+#[test]
+fn a_session_pi_rs_wrote_with_codemode_continues_in_pi_1_6_0() {
+    if is_reference() {
+        return;
+    }
+    let Some(reference) = crate::reference_clients::reference("1.6.0") else {
+        return;
+    };
+    let settings = json!({"defaultTools": ["+codemode"]});
+    let workspace = Workspace::new();
+    let fake = FakeProvider::start(vec![
+        scripts(&[("s1", "store('k', 41); text('stored');")]),
+        Reply::sse(anthropic_text(&["Stored."])),
+    ]);
+    let setup = setup_with_exposure(&workspace, &fake, Some("codemode"), settings.clone());
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("1", "prompt", json!({"message": "store it"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(script_text(&records, "s1").contains("stored"), "{records:?}");
+    let state = pi.command("s", "get_state", json!({}));
+    let file = state["data"]["sessionFile"].as_str().unwrap().to_string();
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let fake = FakeProvider::start(vec![
+        scripts(&[("s2", "text(load('k') + 1);")]),
+        Reply::sse(anthropic_text(&["Done."])),
+    ]);
+    let node = reference.node.to_string_lossy().into_owned();
+    let mut setup = setup_with_exposure(&workspace, &fake, Some("codemode"), settings)
+        .wrapped_in(&[&node])
+        .arg("--session")
+        .arg(&file);
+    setup.binary = Some(reference.package.join("dist/cli.js"));
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("2", "prompt", json!({"message": "again"}));
+    let records = pi.records_until_event("agent_end");
+    let out = script_text(&records, "s2");
+    assert!(out.ends_with("Output:\n42"), "{out}");
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
