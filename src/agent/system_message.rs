@@ -185,6 +185,47 @@ pub fn loadout(messages: &[AgentMessage]) -> Option<(Vec<String>, Vec<String>)> 
     Some((current, mentioned))
 }
 
+/// The tools declared with grammar constrained sampling: every declaration the transcript ever
+/// added (the last one per name, removals ignored: pi 1.6.0's `getDeclaredTools`, so a call
+/// replays in the form it was made in), then the current tools the transcript does not declare
+/// yet (`builtins` names pi-rs's own).
+pub fn grammar_tools(
+    messages: &[AgentMessage],
+    specs: &[ToolSpec],
+    builtins: &[String],
+) -> Vec<crate::provider::types::GrammarTool> {
+    let mut declared: Vec<Value> = Vec::new();
+    let added = systems(messages).flat_map(|s| s.tools_added.iter().flatten());
+    let current = specs
+        .iter()
+        .map(|spec| declaration(spec, builtins.contains(&spec.name)));
+    for tool in added.cloned() {
+        match declared.iter_mut().find(|t| t["name"] == tool["name"]) {
+            Some(slot) => *slot = tool,
+            None => declared.push(tool),
+        }
+    }
+    for tool in current {
+        if !declared.iter().any(|t| t["name"] == tool["name"]) {
+            declared.push(tool);
+        }
+    }
+    declared
+        .into_iter()
+        .filter(|tool| tool["constrainedSampling"]["type"] == "grammar")
+        .filter_map(|tool| {
+            let variants = &tool["constrainedSampling"]["variants"];
+            let variant = |key: &str| variants[key].as_str().map(str::to_string);
+            Some(crate::provider::types::GrammarTool {
+                name: tool["name"].as_str()?.to_string(),
+                lark: variant("openai_lark"),
+                regex: variant("openai_regex"),
+                parameters: tool["parameters"].clone(),
+            })
+        })
+        .collect()
+}
+
 /// The tools the transcript declares after every addition and removal, in declaration order.
 fn current_tools(messages: &[AgentMessage]) -> Vec<Value> {
     let mut tools: Vec<Value> = Vec::new();

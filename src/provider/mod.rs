@@ -189,7 +189,7 @@ fn wire_api(
         ),
         "openai-codex-responses" => (
             codex_responses::build_request(request)?,
-            Decoder::new(codex_responses::decoder()),
+            Decoder::new(codex_responses::decoder(request)),
         ),
         "google-generative-ai" => (
             google::build_request(request),

@@ -31,6 +31,7 @@ pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
         history: None,
         tools: Vec::new(),
         strict_preferred: Vec::new(),
+        grammar_tools: Vec::new(),
         thinking: ThinkingLevel::Off,
         thinking_budgets: [None; 4],
         max_tokens: None,

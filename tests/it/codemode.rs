@@ -1030,3 +1030,135 @@ fn a_shell_a_signal_ended_reports_128_plus_the_signal() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// A Responses stream with one `custom_tool_call` of `name` (`call_id`, item `ctc_id`) whose raw
+/// input streams in `pieces`; the finished item and `custom_tool_call_input.done` carry it whole.
+fn responses_custom_call(call_id: &str, ctc_id: &str, name: &str, pieces: &[&str]) -> String {
+    let input: String = pieces.concat();
+    let item = |status: &str, input: &str| {
+        json!({"id": ctc_id, "type": "custom_tool_call", "status": status, "call_id": call_id,
+            "name": name, "input": input})
+    };
+    let mut events = vec![
+        json!({"type": "response.created", "sequence_number": 0,
+            "response": {"id": "resp_g1", "status": "in_progress", "output": []}}),
+        json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+            "item": item("in_progress", "")}),
+    ];
+    for piece in pieces {
+        events.push(json!({"type": "response.custom_tool_call_input.delta",
+            "sequence_number": events.len(), "item_id": ctc_id, "output_index": 0,
+            "delta": piece}));
+    }
+    events.push(json!({"type": "response.custom_tool_call_input.done",
+        "sequence_number": events.len(), "item_id": ctc_id, "output_index": 0, "input": input}));
+    events.push(
+        json!({"type": "response.output_item.done", "sequence_number": events.len(),
+        "output_index": 0, "item": item("completed", &input)}),
+    );
+    events.push(
+        json!({"type": "response.completed", "sequence_number": events.len(),
+        "response": {"id": "resp_g1", "status": "completed",
+            "output": [item("completed", &input)],
+            "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 120}}}),
+    );
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect()
+}
+
+/// A models.json provider `gt` on the OpenAI Responses API with one model whose compat is
+/// `compat`, and `codemode` on next to `read`.
+fn grammar_setup(fake: &FakeProvider, compat: Value) -> Setup {
+    let models = json!({"providers": {"gt": {"baseUrl": "__BASE_URL__", "api": "openai-responses",
+        "apiKey": "gt-key-123456",
+        "models": [{"id": "gt-model", "input": ["text"], "compat": compat}]}}});
+    Setup::new(fake, "gt", "gt-model")
+        .models_json(&models.to_string())
+        .settings(json!({"defaultTools": ["read", "codemode"]}))
+}
+
+/// The grammar-tool form (pi 1.6.0, a model whose compat has `supportsOpenAIGrammarTools`):
+/// `codemode` is declared to OpenAI Responses as a custom tool with its Lark grammar, the model
+/// streams the script as a `custom_tool_call`'s raw input, the script runs, and the next request
+/// replays the call and its result as `custom_tool_call` / `custom_tool_call_output` items.
+/// Without the compat key the function tool with a `code` string stays. Passes against 1.6.0.
+#[test]
+fn grammar_models_get_codemode_as_a_custom_tool_with_raw_input() {
+    let pieces = [
+        "const n = 1 + 2;\n",
+        "text(\"sum=\" + n);\n",
+        "console.log(\"tab\\there\");",
+    ];
+    let script: String = pieces.concat();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(responses_custom_call(
+            "call_g1", "ctc_g1", "codemode", &pieces,
+        )),
+        Reply::sse_fixture("openai-responses/text.sse"),
+    ]);
+    let setup = grammar_setup(&fake, json!({"supportsOpenAIGrammarTools": true}));
+    let mut pi = Pi::spawn(&setup);
+    pi.command("1", "prompt", json!({"message": "add"}));
+    let records = pi.records_until_event("agent_end");
+    let start = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_start" && r["toolCallId"] == "call_g1|ctc_g1")
+        .expect("the custom call runs as a codemode call");
+    assert_eq!(start["toolName"], "codemode");
+    assert_eq!(start["args"], json!({"code": script}));
+    let text = script_text(&records, "call_g1|ctc_g1");
+    assert!(text.contains("sum=3"), "{text}");
+    assert!(text.contains("tab\there"), "{text}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools.iter().find(|t| t["name"] == "codemode").unwrap();
+    assert_eq!(codemode["type"], "custom", "{codemode}");
+    assert_eq!(codemode["format"]["type"], "grammar");
+    assert_eq!(codemode["format"]["syntax"], "lark");
+    let grammar = codemode["format"]["definition"].as_str().unwrap();
+    assert!(grammar.contains("start:"), "{grammar}");
+    assert!(codemode.get("parameters").is_none(), "{codemode}");
+    let read = tools.iter().find(|t| t["name"] == "read").unwrap();
+    assert_eq!(read["type"], "function");
+
+    let input = requests[1].body["input"].as_array().unwrap();
+    let call = input
+        .iter()
+        .find(|i| i["type"] == "custom_tool_call")
+        .expect("the call replays as a custom tool call");
+    assert_eq!(
+        call,
+        &json!({"type": "custom_tool_call", "id": "ctc_g1", "call_id": "call_g1",
+            "name": "codemode", "input": script})
+    );
+    let output = input
+        .iter()
+        .find(|i| i["type"] == "custom_tool_call_output")
+        .expect("its result replays as a custom tool call output");
+    assert_eq!(output["call_id"], "call_g1");
+    assert!(
+        output["output"].as_str().unwrap().contains("sum=3"),
+        "{output}"
+    );
+    assert!(!input.iter().any(|i| i["type"] == "function_call_output"));
+
+    // Without the compat key: the function tool, whose arguments are JSON.
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let mut pi = Pi::spawn(&grammar_setup(&fake, json!({})));
+    pi.command("1", "prompt", json!({"message": "hi"}));
+    pi.records_until_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools.iter().find(|t| t["name"] == "codemode").unwrap();
+    assert_eq!(codemode["type"], "function", "{codemode}");
+    assert_eq!(codemode["parameters"]["required"], json!(["code"]));
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
