@@ -38,6 +38,7 @@ pub mod error_text;
 pub mod event_stream;
 pub mod google;
 pub mod google_auth;
+pub mod grammar;
 pub mod history;
 pub mod mistral;
 pub mod openai_completions;

@@ -19,9 +19,10 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
+use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
-    CONFIGURATION_UPDATE_REQUEST_EFFORT, ResolvedGrammar, api_url, base_max_tokens, grammar_tools,
-    mapped_effort, provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
+    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, base_max_tokens, mapped_effort,
+    provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
@@ -577,96 +578,6 @@ enum Current {
         index: usize,
         input: CustomInput,
     },
-}
-
-/// A custom tool call's raw input as it streams, turned into pieces of the JSON arguments text
-/// `{"<property>":"<input>"}` (pi 1.6.0's grammar tool input buffer). The first piece waits to
-/// go out with the next one, as 1.6.0 sends it.
-struct CustomInput {
-    property: String,
-    input: String,
-    started: bool,
-    closed: bool,
-    unsent: String,
-}
-
-impl CustomInput {
-    fn new(property: String, initial: &str) -> Result<CustomInput, String> {
-        let mut input = CustomInput {
-            property,
-            input: String::new(),
-            started: false,
-            closed: false,
-            unsent: String::new(),
-        };
-        input.unsent = input.append(initial)?.unwrap_or_default();
-        Ok(input)
-    }
-
-    /// The opening `{"<property>":"`, once.
-    fn start(&mut self) -> String {
-        if std::mem::replace(&mut self.started, true) {
-            return String::new();
-        }
-        format!("{{{}:\"", json!(self.property))
-    }
-
-    /// More input → its JSON piece (`None` for an empty delta).
-    fn append(&mut self, delta: &str) -> Result<Option<String>, String> {
-        if self.closed {
-            return Err(self.changed("after it was closed"));
-        }
-        if delta.is_empty() {
-            return Ok(None);
-        }
-        self.input.push_str(delta);
-        Ok(Some(self.start() + &escaped(delta)))
-    }
-
-    /// The end, with the complete input when the server sends it (it must continue what
-    /// streamed) → the rest of the JSON text (`None` when already closed with the same input).
-    fn close(&mut self, complete: Option<&str>) -> Result<Option<String>, String> {
-        if self.closed {
-            return match complete {
-                Some(complete) if complete != self.input => {
-                    Err(self.changed("after it was closed"))
-                }
-                _ => Ok(None),
-            };
-        }
-        let rest = match complete {
-            Some(complete) => match complete.strip_prefix(self.input.as_str()) {
-                Some(rest) => rest.to_string(),
-                None => return Err(self.changed("non-monotonically")),
-            },
-            None => String::new(),
-        };
-        self.input.push_str(&rest);
-        self.closed = true;
-        Ok(Some(format!("{}{}\"}}", self.start(), escaped(&rest))))
-    }
-
-    /// A JSON piece with what waited in front of it.
-    fn send(&mut self, piece: Option<String>) -> Option<String> {
-        let unsent = std::mem::take(&mut self.unsent);
-        match piece {
-            Some(piece) => Some(unsent + &piece),
-            None => (!unsent.is_empty()).then_some(unsent),
-        }
-    }
-
-    fn changed(&self, how: &str) -> String {
-        format!(
-            "grammar tool input for property \"{}\" changed {how}",
-            self.property
-        )
-    }
-}
-
-/// `text` as the inside of a JSON string.
-fn escaped(text: &str) -> String {
-    let quoted = json!(text).to_string();
-    quoted[1..quoted.len() - 1].to_string()
 }
 
 /// Responses stream events → `StreamEvent`s.
@@ -1331,6 +1242,54 @@ mod tests {
 
     const TEXT: &str = include_str!("../../fixtures/openai-responses/text.sse");
     const TOOL_PARALLEL: &str = include_str!("../../fixtures/openai-responses/tool_parallel.sse");
+
+    /// A custom tool call (a grammar tool's raw input) decodes to the JSON arguments text of its
+    /// input property, its first piece sent with the next as pi 1.6.0 does; `toolUse` follows.
+    #[test]
+    fn decodes_a_custom_tool_call_into_its_input_property() {
+        const STREAM: &str = concat!(
+            "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"ctc_1\",\"type\":\"custom_tool_call\",\"call_id\":\"call_1\",\"name\":\"codemode\",\"input\":\"text(\"}}\n\n",
+            "data: {\"type\":\"response.custom_tool_call_input.delta\",\"output_index\":0,\"delta\":\"\\\"hi\\\"\"}\n\n",
+            "data: {\"type\":\"response.custom_tool_call_input.done\",\"output_index\":0,\"input\":\"text(\\\"hi\\\");\"}\n\n",
+            "data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"ctc_1\",\"type\":\"custom_tool_call\",\"call_id\":\"call_1\",\"name\":\"codemode\",\"input\":\"text(\\\"hi\\\");\"}}\n\n",
+            "data: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n",
+        );
+        let mut r = request(responses_model("openai", "gpt-5"), vec![]);
+        r.model.compat = json!({"supportsOpenAIGrammarTools": true})
+            .as_object()
+            .cloned();
+        r.grammar_tools = vec![super::super::types::GrammarTool {
+            name: "codemode".into(),
+            lark: Some("start: SOURCE".into()),
+            regex: None,
+            parameters: json!({"type": "object", "required": ["code"],
+                "properties": {"code": {"type": "string"}}}),
+        }];
+        let events = decode_in_parts(Decoder::new(&r), &[STREAM.as_bytes()]);
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::ToolCall {
+                        id: "call_1|ctc_1".into(),
+                        name: "codemode".into()
+                    }
+                },
+                delta(0, r#"{"code":"text(\"hi\""#),
+                delta(0, r#");"}"#),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: None
+                },
+                StreamEvent::Done {
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None
+                },
+            ]
+        );
+        assert_every_split_decodes_the_same(STREAM, &|| Decoder::new(&r));
+    }
 
     #[test]
     fn decodes_reasoning_summary_and_text() {

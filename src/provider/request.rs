@@ -1,8 +1,6 @@
 //! What the wire API request builders share: the url join, the output cap before thinking
 //! adjustments, and the header merge the SDKs do. Pure.
 
-use std::collections::HashMap;
-
 use serde_json::{Map, Value, json};
 
 use super::types::StreamRequest;
@@ -141,61 +139,6 @@ pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
 
 /// `reasoning.effort` while `configuration_update` items carry the level (pi 1.6.0).
 pub(crate) const CONFIGURATION_UPDATE_REQUEST_EFFORT: &str = "medium";
-
-/// A tool sent as an OpenAI custom tool with a grammar: the grammar's syntax (`lark` or
-/// `regex`), its definition, and the parameter that carries the raw input.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ResolvedGrammar {
-    pub syntax: &'static str,
-    pub definition: String,
-    pub input_property: String,
-}
-
-/// The request's grammar tools by name, where the model's compat has `supportsOpenAIGrammarTools`
-/// (pi 1.6.0's `resolveGrammarConstrainedSampling`: the Lark variant before the regex one; the
-/// input is the one required property, a string). A declaration outside that shape stays a
-/// function tool (1.6.0 fails the request; only pi-rs's own `codemode` declares a grammar).
-pub(crate) fn grammar_tools(request: &StreamRequest) -> HashMap<String, ResolvedGrammar> {
-    if request.model.compat_bool("supportsOpenAIGrammarTools") != Some(true) {
-        return HashMap::new();
-    }
-    let mut resolved = HashMap::new();
-    for tool in &request.grammar_tools {
-        let usable = |d: &Option<String>| d.clone().filter(|d| !d.trim().is_empty());
-        let (syntax, definition) = match (usable(&tool.lark), usable(&tool.regex)) {
-            (Some(lark), _) => ("lark", lark),
-            (None, Some(regex)) => ("regex", regex),
-            (None, None) => {
-                log::warn!("tool {} declares a grammar without a variant", tool.name);
-                continue;
-            }
-        };
-        let schema = &tool.parameters;
-        let input_property = match schema["required"].as_array().map(Vec::as_slice) {
-            Some([Value::String(name)])
-                if schema["type"] == "object" && schema["properties"][name]["type"] == "string" =>
-            {
-                name.clone()
-            }
-            _ => {
-                log::warn!(
-                    "tool {}'s grammar input is not one string property",
-                    tool.name
-                );
-                continue;
-            }
-        };
-        resolved.insert(
-            tool.name.clone(),
-            ResolvedGrammar {
-                syntax,
-                definition,
-                input_property,
-            },
-        );
-    }
-    resolved
-}
 
 /// Keywords no strict schema may hold (pi 1.6.0's `UNSUPPORTED_STRICT_SCHEMA_KEYS`).
 const UNSUPPORTED_STRICT_KEYS: [&str; 16] = [

@@ -1162,3 +1162,78 @@ fn grammar_models_get_codemode_as_a_custom_tool_with_raw_input() {
     pi.close_stdin();
     pi.wait_for_exit();
 }
+
+/// The same on OpenAI Chat Completions (pi 1.6.0): `codemode` is a `custom` tool with its
+/// grammar, a streamed `custom` tool call's input is the script, and the next request replays
+/// the call as a `custom` tool call with its raw input (its result stays a `tool` message).
+/// Passes against 1.6.0.
+#[test]
+fn grammar_models_on_chat_completions_stream_and_replay_custom_calls() {
+    let pieces = ["text(\"chat \" + ", "(2 * 21));"];
+    let script: String = pieces.concat();
+    let mut stream = String::new();
+    let mut chunk = |delta: Value, finish: Value| {
+        let chunk = json!({"id": "chatcmpl-g", "object": "chat.completion.chunk", "created": 1,
+            "model": "gt-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        stream.push_str(&format!("data: {chunk}\n\n"));
+    };
+    chunk(
+        json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_c1", "type": "custom",
+            "custom": {"name": "codemode", "input": ""}}]}),
+        Value::Null,
+    );
+    for piece in pieces {
+        chunk(
+            json!({"tool_calls": [{"index": 0, "custom": {"input": piece}}]}),
+            Value::Null,
+        );
+    }
+    chunk(json!({}), json!("tool_calls"));
+    stream.push_str("data: [DONE]\n\n");
+    let fake = FakeProvider::start(vec![
+        Reply::sse(stream),
+        Reply::sse(crate::sse::openai_text(&["Done."])),
+    ]);
+    let models = json!({"providers": {"gt": {"baseUrl": "__BASE_URL__", "api": "openai-completions",
+        "apiKey": "gt-key-123456",
+        "models": [{"id": "gt-model", "input": ["text"],
+            "compat": {"supportsOpenAIGrammarTools": true}}]}}});
+    let setup = Setup::new(&fake, "gt", "gt-model")
+        .models_json(&models.to_string())
+        .settings(json!({"defaultTools": ["read", "codemode"]}));
+    let mut pi = Pi::spawn(&setup);
+    pi.command("1", "prompt", json!({"message": "multiply"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "call_c1");
+    assert!(text.contains("chat 42"), "{text}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools
+        .iter()
+        .find(|t| t["type"] == "custom")
+        .expect("codemode is a custom tool");
+    assert_eq!(codemode["custom"]["name"], "codemode");
+    assert_eq!(codemode["custom"]["format"]["type"], "grammar");
+    assert_eq!(codemode["custom"]["format"]["grammar"]["syntax"], "lark");
+    assert!(
+        codemode["custom"]["format"]["grammar"]["definition"]
+            .as_str()
+            .unwrap()
+            .contains("start:")
+    );
+    let messages = requests[1].messages();
+    let call = messages
+        .iter()
+        .find_map(|m| m["tool_calls"].as_array())
+        .expect("the call replays");
+    assert_eq!(
+        call,
+        &vec![json!({"id": "call_c1", "type": "custom",
+            "custom": {"name": "codemode", "input": script}})]
+    );
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(result["tool_call_id"], "call_c1");
+}
