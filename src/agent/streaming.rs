@@ -268,8 +268,14 @@ impl Agent {
                 messages
             }
         };
-        request.grammar_tools =
-            super::system_message::grammar_tools(messages, &request.tools, &self.tools.builtins);
+        // Only a model that takes grammar tools reads them (no per-request cost elsewhere).
+        if request.model.compat_bool("supportsOpenAIGrammarTools") == Some(true) {
+            request.grammar_tools = super::system_message::grammar_tools(
+                messages,
+                &request.tools,
+                &self.tools.builtins,
+            );
+        }
         let keep_system = pi_messages || source.len() < messages.len();
         let to_llm =
             |messages: &[AgentMessage]| convert::for_request(messages, block_images, keep_system);

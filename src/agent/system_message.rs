@@ -326,4 +326,27 @@ mod tests {
         .unwrap();
         assert_eq!(read, AgentMessage::System(change));
     }
+
+    /// A tool the transcript declared with a grammar stays a grammar tool after its removal
+    /// (1.6.0's `getDeclaredTools`); a current built-in `codemode` counts before it is declared;
+    /// an extension's tool of that name does not.
+    #[test]
+    fn grammar_tools_come_from_every_declaration_and_the_current_built_ins() {
+        let codemode = crate::tools::codemode::TOOL_NAME;
+        let builtins = vec![codemode.to_string()];
+        let tools = [spec(codemode, "Scripts."), spec("read", "Reads.")];
+        let current = grammar_tools(&[], &tools, &builtins);
+        assert_eq!(current.len(), 1);
+        assert_eq!(current[0].name, codemode);
+        assert!(current[0].lark.as_deref().unwrap().contains("start:"));
+        assert!(grammar_tools(&[], &tools, &[]).is_empty());
+
+        let first = patch(&[], &prompt("/a"), &tools, &builtins, 1).unwrap();
+        let mut transcript = vec![AgentMessage::System(first)];
+        let removed = patch(&transcript, &prompt("/a"), &tools[1..], &builtins, 2).unwrap();
+        transcript.push(AgentMessage::System(removed));
+        let declared = grammar_tools(&transcript, &tools[1..], &builtins);
+        assert_eq!(declared.len(), 1);
+        assert_eq!(declared[0].name, codemode);
+    }
 }
