@@ -84,6 +84,8 @@ impl Agent {
                 .filter(|name| super::system_message::prefers_strict(name, true))
                 .cloned()
                 .collect(),
+            // Filled by `dispatch` from the transcript's declarations.
+            grammar_tools: Vec::new(),
             thinking,
             thinking_budgets: [
                 self.config.thinking_budget(ThinkingLevel::Minimal),
@@ -273,6 +275,14 @@ impl Agent {
                 messages
             }
         };
+        // Only a model that takes grammar tools reads them (no per-request cost elsewhere).
+        if request.model.compat_bool("supportsOpenAIGrammarTools") == Some(true) {
+            request.grammar_tools = super::system_message::grammar_tools(
+                messages,
+                &request.tools,
+                &self.tools.builtins,
+            );
+        }
         let keep_system = pi_messages || source.len() < messages.len();
         let to_llm =
             |messages: &[AgentMessage]| convert::for_request(messages, block_images, keep_system);

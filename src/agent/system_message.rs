@@ -185,6 +185,47 @@ pub fn loadout(messages: &[AgentMessage]) -> Option<(Vec<String>, Vec<String>)> 
     Some((current, mentioned))
 }
 
+/// The tools declared with grammar constrained sampling: every declaration the transcript ever
+/// added (the last one per name, removals ignored: pi 1.6.0's `getDeclaredTools`, so a call
+/// replays in the form it was made in), then the current tools the transcript does not declare
+/// yet (`builtins` names pi-rs's own).
+pub fn grammar_tools(
+    messages: &[AgentMessage],
+    specs: &[ToolSpec],
+    builtins: &[String],
+) -> Vec<crate::provider::types::GrammarTool> {
+    let mut declared: Vec<Value> = Vec::new();
+    let added = systems(messages).flat_map(|s| s.tools_added.iter().flatten());
+    let current = specs
+        .iter()
+        .map(|spec| declaration(spec, builtins.contains(&spec.name)));
+    for tool in added.cloned() {
+        match declared.iter_mut().find(|t| t["name"] == tool["name"]) {
+            Some(slot) => *slot = tool,
+            None => declared.push(tool),
+        }
+    }
+    for tool in current {
+        if !declared.iter().any(|t| t["name"] == tool["name"]) {
+            declared.push(tool);
+        }
+    }
+    declared
+        .into_iter()
+        .filter(|tool| tool["constrainedSampling"]["type"] == "grammar")
+        .filter_map(|tool| {
+            let variants = &tool["constrainedSampling"]["variants"];
+            let variant = |key: &str| variants[key].as_str().map(str::to_string);
+            Some(crate::provider::types::GrammarTool {
+                name: tool["name"].as_str()?.to_string(),
+                lark: variant("openai_lark"),
+                regex: variant("openai_regex"),
+                parameters: tool["parameters"].clone(),
+            })
+        })
+        .collect()
+}
+
 /// The tools the transcript declares after every addition and removal, in declaration order.
 fn current_tools(messages: &[AgentMessage]) -> Vec<Value> {
     let mut tools: Vec<Value> = Vec::new();
@@ -284,5 +325,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read, AgentMessage::System(change));
+    }
+
+    /// A tool the transcript declared with a grammar stays a grammar tool after its removal
+    /// (1.6.0's `getDeclaredTools`); a current built-in `codemode` counts before it is declared;
+    /// an extension's tool of that name does not.
+    #[test]
+    fn grammar_tools_come_from_every_declaration_and_the_current_built_ins() {
+        let codemode = crate::tools::codemode::TOOL_NAME;
+        let builtins = vec![codemode.to_string()];
+        let tools = [spec(codemode, "Scripts."), spec("read", "Reads.")];
+        let current = grammar_tools(&[], &tools, &builtins);
+        assert_eq!(current.len(), 1);
+        assert_eq!(current[0].name, codemode);
+        assert!(current[0].lark.as_deref().unwrap().contains("start:"));
+        assert!(grammar_tools(&[], &tools, &[]).is_empty());
+
+        let first = patch(&[], &prompt("/a"), &tools, &builtins, 1).unwrap();
+        let mut transcript = vec![AgentMessage::System(first)];
+        let removed = patch(&transcript, &prompt("/a"), &tools[1..], &builtins, 2).unwrap();
+        transcript.push(AgentMessage::System(removed));
+        let declared = grammar_tools(&transcript, &tools[1..], &builtins);
+        assert_eq!(declared.len(), 1);
+        assert_eq!(declared[0].name, codemode);
     }
 }

@@ -95,8 +95,9 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
 }
 
 /// The Responses decoder, reading the stream and errors as pi's Codex client does.
-pub fn decoder() -> openai_responses::Decoder {
+pub fn decoder(request: &StreamRequest) -> openai_responses::Decoder {
     openai_responses::Decoder::with_client(map_event, http_error_message)
+        .reading_grammar_tools_of(request)
 }
 
 /// `<base>/codex/responses`, accepting a base that already ends in `/codex` or the full path.

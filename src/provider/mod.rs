@@ -38,6 +38,7 @@ pub mod error_text;
 pub mod event_stream;
 pub mod google;
 pub mod google_auth;
+pub mod grammar;
 pub mod history;
 pub mod mistral;
 pub mod openai_completions;
@@ -189,7 +190,7 @@ fn wire_api(
         ),
         "openai-codex-responses" => (
             codex_responses::build_request(request)?,
-            Decoder::new(codex_responses::decoder()),
+            Decoder::new(codex_responses::decoder(request)),
         ),
         "google-generative-ai" => (
             google::build_request(request),

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
+use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
     api_url, base_max_tokens, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
 };
@@ -607,9 +608,16 @@ fn normalize_tool_call_id(model: &Model, id: &str) -> String {
 
 /// Chat Completions tool definitions (`strict` where the compat has strict mode).
 fn convert_tools(request: &StreamRequest, compat: &Compat, tools: &[ToolSpec]) -> Vec<Value> {
+    let grammars = grammar_tools(request);
     tools
         .iter()
         .map(|tool| {
+            if let Some(grammar) = grammars.get(&tool.name) {
+                return json!({"type": "custom", "custom": {"name": tool.name,
+                    "description": tool.description,
+                    "format": {"type": "grammar", "grammar": {"syntax": grammar.syntax,
+                        "definition": grammar.definition}}}});
+            }
             let strict = strict_parameters(request, tool, compat.supports_strict_mode, None);
             let mut function = Map::new();
             function.insert("name".into(), json!(tool.name));
@@ -713,6 +721,7 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
     let transformed = transform_messages(&request.messages, model, &|id| {
         normalize_tool_call_id(model, id)
     });
+    let grammars = grammar_tools(request);
     let bridge = || json!({"role": "assistant", "content": "I have processed the tool results."});
     let mut last_was_tool_result = false;
     // Later system messages past this many declare their added tools in place.
@@ -746,7 +755,7 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
                 }
             },
             AgentMessage::Assistant(assistant) => {
-                if let Some(converted) = convert_assistant(assistant, model, compat) {
+                if let Some(converted) = convert_assistant(assistant, model, compat, &grammars) {
                     params.push(converted);
                 }
             }
@@ -821,6 +830,7 @@ fn convert_assistant(
     assistant: &crate::messages::AssistantMessage,
     model: &Model,
     compat: &Compat,
+    grammars: &HashMap<String, ResolvedGrammar>,
 ) -> Option<Value> {
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
@@ -878,6 +888,15 @@ fn convert_assistant(
         let tool_calls: Vec<Value> = calls
             .iter()
             .map(|c| {
+                // A grammar tool's call replays its raw input (pi 1.6.0); one whose input is
+                // not a string replays as a function call (1.6.0 fails the request).
+                let custom_input = grammars
+                    .get(&c.name)
+                    .and_then(|g| c.arguments[&g.input_property].as_str());
+                if let Some(input) = custom_input {
+                    return json!({"id": c.id, "type": "custom",
+                        "custom": {"name": c.name, "input": input}});
+                }
                 json!({"id": c.id, "type": "function", "function": {"name": c.name,
                     "arguments": serde_json::to_string(&c.arguments).unwrap_or_default()}})
             })
@@ -1040,6 +1059,8 @@ enum BlockState {
     ToolCall {
         id: String,
         thought_signature: Option<String>,
+        /// A custom tool call's raw input (a grammar tool's), else `None` (JSON arguments).
+        custom: Option<CustomInput>,
     },
 }
 
@@ -1058,6 +1079,8 @@ pub struct Decoder {
     response_model: Option<String>,
     stop_reason: StopReason,
     error_message: Option<String>,
+    /// Grammar tools' input properties by tool name (a custom call of another tool: `input`).
+    grammar_inputs: HashMap<String, String>,
 }
 
 impl Decoder {
@@ -1075,6 +1098,10 @@ impl Decoder {
             response_model: None,
             stop_reason: StopReason::Stop,
             error_message: None,
+            grammar_inputs: grammar_tools(request)
+                .into_iter()
+                .map(|(name, grammar)| (name, grammar.input_property))
+                .collect(),
         }
     }
 
@@ -1188,7 +1215,16 @@ impl Decoder {
     fn tool_call_delta(&mut self, call: &Value, out: &mut Emitter) {
         let stream_index = call["index"].as_u64();
         let id = call["id"].as_str().filter(|s| !s.is_empty());
-        let name = call["function"]["name"].as_str().unwrap_or("");
+        let name = call["function"]["name"]
+            .as_str()
+            .or(call["custom"]["name"].as_str())
+            .unwrap_or("");
+        // A custom call (no `function` member) carries raw input (pi 1.6.0).
+        let custom_input = |property: Option<&String>| {
+            let property = property.cloned().unwrap_or_else(|| "input".into());
+            CustomInput::new(property, "").ok()
+        };
+        let is_custom = call.get("custom").is_some() && call.get("function").is_none();
         let existing = stream_index
             .and_then(|i| self.tool_by_stream_index.get(&i).copied())
             .or_else(|| id.and_then(|id| self.tool_by_id.get(id).copied()));
@@ -1198,6 +1234,9 @@ impl Decoder {
                 BlockState::ToolCall {
                     id: id.unwrap_or("").to_string(),
                     thought_signature: None,
+                    custom: is_custom
+                        .then(|| custom_input(self.grammar_inputs.get(name)))
+                        .flatten(),
                 },
                 BlockKind::ToolCall {
                     id: id.unwrap_or("").to_string(),
@@ -1219,7 +1258,18 @@ impl Decoder {
                 *block_id = id.to_string();
             }
         }
-        out.delta(index, call["function"]["arguments"].as_str().unwrap_or(""));
+        match &mut self.blocks[index] {
+            BlockState::ToolCall {
+                custom: Some(input),
+                ..
+            } => {
+                let piece = call["custom"]["input"]
+                    .as_str()
+                    .and_then(|delta| input.append(delta).ok().flatten());
+                out.delta(index, piece.unwrap_or_default());
+            }
+            _ => out.delta(index, call["function"]["arguments"].as_str().unwrap_or("")),
+        }
     }
 
     fn start_block(&mut self, state: BlockState, kind: BlockKind, out: &mut Emitter) -> usize {
@@ -1229,13 +1279,22 @@ impl Decoder {
 
     /// pi closes every block at the end of the stream, in content order, then reports the outcome.
     fn finish(&mut self, out: &mut Emitter) {
-        for (index, block) in self.blocks.iter().enumerate() {
+        for (index, block) in self.blocks.iter_mut().enumerate() {
             let signature = match block {
                 BlockState::Text => None,
                 BlockState::Thinking { field } => Some(field.clone()),
                 BlockState::ToolCall {
-                    thought_signature, ..
-                } => thought_signature.clone(),
+                    thought_signature,
+                    custom,
+                    ..
+                } => {
+                    // A custom call's input closes its JSON arguments text.
+                    if let Some(piece) = custom.as_mut().and_then(|c| c.close(None).ok().flatten())
+                    {
+                        out.delta(index, piece);
+                    }
+                    thought_signature.clone()
+                }
             };
             out.end(index, signature);
         }

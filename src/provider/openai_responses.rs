@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
+use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
     CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, base_max_tokens, mapped_effort,
     provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
@@ -139,7 +140,8 @@ pub(crate) fn insert_limits_tools_and_reasoning(
 
 /// With strict mode (`compat.supportsStrictMode`, else `strict_by_default`), each tool says
 /// `strict`: `true` for one that prefers it and converts (its parameters converted), else
-/// `default_strict`; without, no tool says `strict` (pi 1.6.0's `convertResponsesTools`).
+/// `default_strict`; without, no tool says `strict` (pi 1.6.0's `convertResponsesTools`). A
+/// grammar tool (`request::grammar_tools`) is a custom tool with its grammar as the format.
 pub(crate) fn tools_json(
     request: &StreamRequest,
     strict_by_default: bool,
@@ -149,7 +151,13 @@ pub(crate) fn tools_json(
         .model
         .compat_bool("supportsStrictMode")
         .unwrap_or(strict_by_default);
+    let grammars = grammar_tools(request);
     let tools = request.tools.iter().map(|tool| {
+        if let Some(grammar) = grammars.get(&tool.name) {
+            return json!({"type": "custom", "name": tool.name, "description": tool.description,
+                "format": {"type": "grammar", "syntax": grammar.syntax,
+                    "definition": grammar.definition}});
+        }
         let strict = strict_parameters(request, tool, supported, None);
         let mut function = json!({"type": "function", "name": tool.name,
             "description": tool.description,
@@ -282,6 +290,8 @@ pub(crate) fn convert_input_with(
         normalize_tool_call_id(model, composite_providers, id, call_sources.get(id))
     });
 
+    // Calls of grammar tools replay as custom tool calls (pi 1.6.0).
+    let grammars = grammar_tools(request);
     let mut input = Vec::new();
     let role = if model.reasoning && model.compat_bool("supportsDeveloperRole") != Some(false) {
         "developer"
@@ -317,7 +327,7 @@ pub(crate) fn convert_input_with(
                 input.push(json!({"role": "user", "content": content}));
             }
             AgentMessage::Assistant(assistant) => {
-                let items = convert_assistant(assistant, model, message_index);
+                let items = convert_assistant(assistant, model, message_index, &grammars);
                 if items.is_empty() {
                     continue;
                 }
@@ -354,9 +364,12 @@ pub(crate) fn convert_input_with(
                     json!(text)
                 };
                 let call_id = result.tool_call_id.split('|').next().unwrap_or("");
-                input.push(
-                    json!({"type": "function_call_output", "call_id": call_id, "output": output}),
-                );
+                let kind = if grammars.contains_key(&result.tool_name) {
+                    "custom_tool_call_output"
+                } else {
+                    "function_call_output"
+                };
+                input.push(json!({"type": kind, "call_id": call_id, "output": output}));
             }
             // A later system message, where it stands (a model that takes them in place).
             AgentMessage::System(system) => {
@@ -410,6 +423,7 @@ fn convert_assistant(
     assistant: &AssistantMessage,
     model: &Model,
     message_index: usize,
+    grammars: &HashMap<String, ResolvedGrammar>,
 ) -> Vec<Value> {
     // Same provider and API but another model: its function-call item ids were paired with its
     // own reasoning items, which this model will not see.
@@ -457,6 +471,10 @@ fn convert_assistant(
                 items.push(Value::Object(item));
             }
             ContentBlock::ToolCall(call) => {
+                if let Some(item) = custom_tool_call(call, grammars, different_model) {
+                    items.push(item);
+                    continue;
+                }
                 let mut parts = call.id.split('|');
                 let call_id = parts.next().unwrap_or("");
                 let item_id = parts
@@ -479,6 +497,39 @@ fn convert_assistant(
         }
     }
     items
+}
+
+/// A grammar tool's call as a `custom_tool_call` item: its raw input, its item id only when it
+/// is a custom call's (`ctc_`) from this model. `None` for another tool, or a call whose input
+/// is not a string (it replays as a function call; pi 1.6.0 fails the request).
+fn custom_tool_call(
+    call: &crate::messages::ToolCall,
+    grammars: &HashMap<String, ResolvedGrammar>,
+    different_model: bool,
+) -> Option<Value> {
+    let grammar = grammars.get(&call.name)?;
+    let Some(input) = call.arguments[&grammar.input_property].as_str() else {
+        log::warn!(
+            "grammar tool call {} has no string {}",
+            call.name,
+            grammar.input_property
+        );
+        return None;
+    };
+    let mut parts = call.id.split('|');
+    let call_id = parts.next().unwrap_or("");
+    let item_id = parts
+        .next()
+        .filter(|id| !different_model && id.starts_with("ctc_"));
+    let mut item = Map::new();
+    item.insert("type".into(), json!("custom_tool_call"));
+    if let Some(item_id) = item_id {
+        item.insert("id".into(), json!(item_id));
+    }
+    item.insert("call_id".into(), json!(call_id));
+    item.insert("name".into(), json!(call.name));
+    item.insert("input".into(), json!(input));
+    Some(Value::Object(item))
 }
 
 /// `a || b` on a JSON member: the member when truthy, else `fallback`.
@@ -522,6 +573,11 @@ enum Current {
         index: usize,
         partial_json: String,
     },
+    /// A grammar tool's call: raw input, sent on as the JSON text of `{"<property>": input}`.
+    CustomCall {
+        index: usize,
+        input: CustomInput,
+    },
 }
 
 /// Responses stream events → `StreamEvent`s.
@@ -534,6 +590,8 @@ pub struct Decoder {
     map_event: Option<EventMapping>,
     /// The error text of a failed HTTP response, as the request's client words it.
     http_error_message: fn(u16, &str) -> String,
+    /// Grammar tools' input properties by tool name (a custom call of another tool: `input`).
+    grammar_inputs: HashMap<String, String>,
 }
 
 /// A backend's own reading of an event's data, before the Responses mapping.
@@ -541,14 +599,25 @@ pub(crate) type EventMapping = fn(&str) -> Result<Option<Value>, String>;
 
 impl Decoder {
     /// The decoder of OpenAI's Responses stream, read as the OpenAI SDK reads it.
-    pub fn new(_request: &StreamRequest) -> Decoder {
+    pub fn new(request: &StreamRequest) -> Decoder {
         Decoder {
             current: Current::None,
             has_tool_call: false,
             response_id: None,
             map_event: None,
             http_error_message: openai_http_error_message,
+            grammar_inputs: HashMap::new(),
         }
+        .reading_grammar_tools_of(request)
+    }
+
+    /// Custom tool calls of `request`'s grammar tools carry their input in the tool's property.
+    pub(crate) fn reading_grammar_tools_of(mut self, request: &StreamRequest) -> Decoder {
+        self.grammar_inputs = grammar_tools(request)
+            .into_iter()
+            .map(|(name, grammar)| (name, grammar.input_property))
+            .collect();
+        self
     }
 
     /// The decoder of a backend that speaks the Responses stream through its own client.
@@ -562,6 +631,7 @@ impl Decoder {
             response_id: None,
             map_event: Some(map_event),
             http_error_message,
+            grammar_inputs: HashMap::new(),
         }
     }
 
@@ -654,6 +724,33 @@ impl Decoder {
                     *partial_json = arguments.to_string();
                 }
             }
+            "response.custom_tool_call_input.delta" => {
+                if let Current::CustomCall { index, input } = &mut self.current {
+                    let delta = js_string(event.get("delta"));
+                    let index = *index;
+                    match input.append(&delta) {
+                        Ok(piece) => {
+                            if let Some(piece) = input.send(piece) {
+                                out.delta(index, piece);
+                            }
+                        }
+                        Err(message) => out.fail(message),
+                    }
+                }
+            }
+            "response.custom_tool_call_input.done" => {
+                if let Current::CustomCall { index, input } = &mut self.current {
+                    let index = *index;
+                    match input.close(event["input"].as_str()) {
+                        Ok(piece) => {
+                            if let Some(piece) = input.send(piece) {
+                                out.delta(index, piece);
+                            }
+                        }
+                        Err(message) => out.fail(message),
+                    }
+                }
+            }
             "response.output_item.done" => self.item_done(&event["item"], out),
             "response.completed" => self.completed(&event["response"], out),
             "error" => {
@@ -737,6 +834,25 @@ impl Decoder {
                     index,
                     partial_json: initial,
                 };
+            }
+            "custom_tool_call" => {
+                let id = format!(
+                    "{}|{}",
+                    js_string(item.get("call_id")),
+                    js_string(item.get("id"))
+                );
+                let name = js_string(item.get("name"));
+                let property = self
+                    .grammar_inputs
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(|| "input".to_string());
+                let index = out.start(BlockKind::ToolCall { id, name });
+                self.has_tool_call = true;
+                match CustomInput::new(property, item["input"].as_str().unwrap_or("")) {
+                    Ok(input) => self.current = Current::CustomCall { index, input },
+                    Err(message) => out.fail(message),
+                }
             }
             _ => {}
         }
@@ -833,6 +949,17 @@ impl Decoder {
                     out.delta(index, arguments.to_string());
                 }
                 out.end(index, None);
+            }
+            Current::CustomCall { index, mut input } if item_type == "custom_tool_call" => {
+                match input.close(item["input"].as_str()) {
+                    Ok(piece) => {
+                        if let Some(piece) = input.send(piece) {
+                            out.delta(index, piece);
+                        }
+                        out.end(index, None);
+                    }
+                    Err(message) => out.fail(message),
+                }
             }
             other => {
                 // An item finishing that is not the one streaming: nothing to close. pi forgets
@@ -1115,6 +1242,54 @@ mod tests {
 
     const TEXT: &str = include_str!("../../fixtures/openai-responses/text.sse");
     const TOOL_PARALLEL: &str = include_str!("../../fixtures/openai-responses/tool_parallel.sse");
+
+    /// A custom tool call (a grammar tool's raw input) decodes to the JSON arguments text of its
+    /// input property, its first piece sent with the next as pi 1.6.0 does; `toolUse` follows.
+    #[test]
+    fn decodes_a_custom_tool_call_into_its_input_property() {
+        const STREAM: &str = concat!(
+            "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"ctc_1\",\"type\":\"custom_tool_call\",\"call_id\":\"call_1\",\"name\":\"codemode\",\"input\":\"text(\"}}\n\n",
+            "data: {\"type\":\"response.custom_tool_call_input.delta\",\"output_index\":0,\"delta\":\"\\\"hi\\\"\"}\n\n",
+            "data: {\"type\":\"response.custom_tool_call_input.done\",\"output_index\":0,\"input\":\"text(\\\"hi\\\");\"}\n\n",
+            "data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"ctc_1\",\"type\":\"custom_tool_call\",\"call_id\":\"call_1\",\"name\":\"codemode\",\"input\":\"text(\\\"hi\\\");\"}}\n\n",
+            "data: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n",
+        );
+        let mut r = request(responses_model("openai", "gpt-5"), vec![]);
+        r.model.compat = json!({"supportsOpenAIGrammarTools": true})
+            .as_object()
+            .cloned();
+        r.grammar_tools = vec![super::super::types::GrammarTool {
+            name: "codemode".into(),
+            lark: Some("start: SOURCE".into()),
+            regex: None,
+            parameters: json!({"type": "object", "required": ["code"],
+                "properties": {"code": {"type": "string"}}}),
+        }];
+        let events = decode_in_parts(Decoder::new(&r), &[STREAM.as_bytes()]);
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::BlockStart {
+                    index: 0,
+                    kind: BlockKind::ToolCall {
+                        id: "call_1|ctc_1".into(),
+                        name: "codemode".into()
+                    }
+                },
+                delta(0, r#"{"code":"text(\"hi\""#),
+                delta(0, r#");"}"#),
+                StreamEvent::BlockEnd {
+                    index: 0,
+                    signature: None
+                },
+                StreamEvent::Done {
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None
+                },
+            ]
+        );
+        assert_every_split_decodes_the_same(STREAM, &|| Decoder::new(&r));
+    }
 
     #[test]
     fn decodes_reasoning_summary_and_text() {

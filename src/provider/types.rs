@@ -11,6 +11,18 @@ use super::retry::ProviderRetry;
 use crate::config::{Model, ThinkingLevel};
 use crate::messages::{AgentMessage, StopReason, ToolSpec, Usage};
 
+/// A tool's grammar constrained sampling as declared: its grammar variants and its parameters
+/// (the one required string property carries the raw input).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrammarTool {
+    pub name: String,
+    /// `variants.openai_lark`.
+    pub lark: Option<String>,
+    /// `variants.openai_regex`.
+    pub regex: Option<String>,
+    pub parameters: Value,
+}
+
 /// A request counter value; events of an abandoned request are recognised by it and dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RequestId(pub u64);
@@ -37,6 +49,10 @@ pub struct StreamRequest {
     /// The tools that prefer strict JSON-schema sampling (pi 1.6.0's `constrainedSampling`
     /// `strict: "prefer"`: pi's own read/bash/edit/write), sent strict where the API allows.
     pub strict_preferred: Vec<String>,
+    /// The tools the transcript declares with grammar constrained sampling (pi 1.6.0's
+    /// `constrainedSampling` `type: "grammar"`: `codemode`), sent as OpenAI custom tools where the
+    /// model's compat has `supportsOpenAIGrammarTools` (`request::grammar_tools`).
+    pub grammar_tools: Vec<GrammarTool>,
     pub thinking: ThinkingLevel,
     /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
     pub thinking_budgets: [Option<u64>; 4],

@@ -1052,7 +1052,10 @@ fn a_session_pi_rs_wrote_with_codemode_continues_in_pi_1_6_0() {
     let mut pi = Pi::spawn_in(&workspace, &setup);
     pi.command("1", "prompt", json!({"message": "store it"}));
     let records = pi.records_until_event("agent_end");
-    assert!(script_text(&records, "s1").contains("stored"), "{records:?}");
+    assert!(
+        script_text(&records, "s1").contains("stored"),
+        "{records:?}"
+    );
     let state = pi.command("s", "get_state", json!({}));
     let file = state["data"]["sessionFile"].as_str().unwrap().to_string();
     pi.close_stdin();
@@ -1075,4 +1078,211 @@ fn a_session_pi_rs_wrote_with_codemode_continues_in_pi_1_6_0() {
     assert!(out.ends_with("Output:\n42"), "{out}");
     pi.close_stdin();
     pi.wait_for_exit();
+}
+
+/// A Responses stream with one `custom_tool_call` of `name` (`call_id`, item `ctc_id`) whose raw
+/// input streams in `pieces`; the finished item and `custom_tool_call_input.done` carry it whole.
+fn responses_custom_call(call_id: &str, ctc_id: &str, name: &str, pieces: &[&str]) -> String {
+    let input: String = pieces.concat();
+    let item = |status: &str, input: &str| {
+        json!({"id": ctc_id, "type": "custom_tool_call", "status": status, "call_id": call_id,
+            "name": name, "input": input})
+    };
+    let mut events = vec![
+        json!({"type": "response.created", "sequence_number": 0,
+            "response": {"id": "resp_g1", "status": "in_progress", "output": []}}),
+        json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+            "item": item("in_progress", "")}),
+    ];
+    for piece in pieces {
+        events.push(json!({"type": "response.custom_tool_call_input.delta",
+            "sequence_number": events.len(), "item_id": ctc_id, "output_index": 0,
+            "delta": piece}));
+    }
+    events.push(json!({"type": "response.custom_tool_call_input.done",
+        "sequence_number": events.len(), "item_id": ctc_id, "output_index": 0, "input": input}));
+    events.push(
+        json!({"type": "response.output_item.done", "sequence_number": events.len(),
+        "output_index": 0, "item": item("completed", &input)}),
+    );
+    events.push(
+        json!({"type": "response.completed", "sequence_number": events.len(),
+        "response": {"id": "resp_g1", "status": "completed",
+            "output": [item("completed", &input)],
+            "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 120}}}),
+    );
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect()
+}
+
+/// A models.json provider `gt` on the OpenAI Responses API with one model whose compat is
+/// `compat`, and `codemode` on next to `read`.
+fn grammar_setup(fake: &FakeProvider, compat: Value) -> Setup {
+    let models = json!({"providers": {"gt": {"baseUrl": "__BASE_URL__", "api": "openai-responses",
+        "apiKey": "gt-key-123456",
+        "models": [{"id": "gt-model", "input": ["text"], "compat": compat}]}}});
+    Setup::new(fake, "gt", "gt-model")
+        .models_json(&models.to_string())
+        .settings(json!({"defaultTools": ["read", "codemode"]}))
+}
+
+/// The grammar-tool form (pi 1.6.0, a model whose compat has `supportsOpenAIGrammarTools`):
+/// `codemode` is declared to OpenAI Responses as a custom tool with its Lark grammar, the model
+/// streams the script as a `custom_tool_call`'s raw input, the script runs, and the next request
+/// replays the call and its result as `custom_tool_call` / `custom_tool_call_output` items.
+/// Without the compat key the function tool with a `code` string stays. Passes against 1.6.0.
+#[test]
+fn grammar_models_get_codemode_as_a_custom_tool_with_raw_input() {
+    let pieces = [
+        "const n = 1 + 2;\n",
+        "text(\"sum=\" + n);\n",
+        "console.log(\"tab\\there\");",
+    ];
+    let script: String = pieces.concat();
+    let fake = FakeProvider::start(vec![
+        Reply::sse(responses_custom_call(
+            "call_g1", "ctc_g1", "codemode", &pieces,
+        )),
+        Reply::sse_fixture("openai-responses/text.sse"),
+    ]);
+    let setup = grammar_setup(&fake, json!({"supportsOpenAIGrammarTools": true}));
+    let mut pi = Pi::spawn(&setup);
+    pi.command("1", "prompt", json!({"message": "add"}));
+    let records = pi.records_until_event("agent_end");
+    let start = records
+        .iter()
+        .find(|r| r["type"] == "tool_execution_start" && r["toolCallId"] == "call_g1|ctc_g1")
+        .expect("the custom call runs as a codemode call");
+    assert_eq!(start["toolName"], "codemode");
+    assert_eq!(start["args"], json!({"code": script}));
+    let text = script_text(&records, "call_g1|ctc_g1");
+    assert!(text.contains("sum=3"), "{text}");
+    assert!(text.contains("tab\there"), "{text}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools.iter().find(|t| t["name"] == "codemode").unwrap();
+    assert_eq!(codemode["type"], "custom", "{codemode}");
+    assert_eq!(codemode["format"]["type"], "grammar");
+    assert_eq!(codemode["format"]["syntax"], "lark");
+    let grammar = codemode["format"]["definition"].as_str().unwrap();
+    assert!(grammar.contains("start:"), "{grammar}");
+    assert!(codemode.get("parameters").is_none(), "{codemode}");
+    let read = tools.iter().find(|t| t["name"] == "read").unwrap();
+    assert_eq!(read["type"], "function");
+
+    let input = requests[1].body["input"].as_array().unwrap();
+    let call = input
+        .iter()
+        .find(|i| i["type"] == "custom_tool_call")
+        .expect("the call replays as a custom tool call");
+    assert_eq!(
+        call,
+        &json!({"type": "custom_tool_call", "id": "ctc_g1", "call_id": "call_g1",
+            "name": "codemode", "input": script})
+    );
+    let output = input
+        .iter()
+        .find(|i| i["type"] == "custom_tool_call_output")
+        .expect("its result replays as a custom tool call output");
+    assert_eq!(output["call_id"], "call_g1");
+    assert!(
+        output["output"].as_str().unwrap().contains("sum=3"),
+        "{output}"
+    );
+    assert!(!input.iter().any(|i| i["type"] == "function_call_output"));
+
+    // Without the compat key: the function tool, whose arguments are JSON.
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let mut pi = Pi::spawn(&grammar_setup(&fake, json!({})));
+    pi.command("1", "prompt", json!({"message": "hi"}));
+    pi.records_until_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools.iter().find(|t| t["name"] == "codemode").unwrap();
+    assert_eq!(codemode["type"], "function", "{codemode}");
+    assert_eq!(codemode["parameters"]["required"], json!(["code"]));
+    pi.close_stdin();
+    pi.wait_for_exit();
+}
+
+/// The same on OpenAI Chat Completions (pi 1.6.0): `codemode` is a `custom` tool with its
+/// grammar, a streamed `custom` tool call's input is the script, and the next request replays
+/// the call as a `custom` tool call with its raw input (its result stays a `tool` message).
+/// Passes against 1.6.0.
+#[test]
+fn grammar_models_on_chat_completions_stream_and_replay_custom_calls() {
+    let pieces = ["text(\"chat \" + ", "(2 * 21));"];
+    let script: String = pieces.concat();
+    let mut stream = String::new();
+    let mut chunk = |delta: Value, finish: Value| {
+        let chunk = json!({"id": "chatcmpl-g", "object": "chat.completion.chunk", "created": 1,
+            "model": "gt-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        stream.push_str(&format!("data: {chunk}\n\n"));
+    };
+    chunk(
+        json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_c1", "type": "custom",
+            "custom": {"name": "codemode", "input": ""}}]}),
+        Value::Null,
+    );
+    for piece in pieces {
+        chunk(
+            json!({"tool_calls": [{"index": 0, "custom": {"input": piece}}]}),
+            Value::Null,
+        );
+    }
+    chunk(json!({}), json!("tool_calls"));
+    stream.push_str("data: [DONE]\n\n");
+    let fake = FakeProvider::start(vec![
+        Reply::sse(stream),
+        Reply::sse(crate::sse::openai_text(&["Done."])),
+    ]);
+    let models = json!({"providers": {"gt": {"baseUrl": "__BASE_URL__", "api": "openai-completions",
+        "apiKey": "gt-key-123456",
+        "models": [{"id": "gt-model", "input": ["text"],
+            "compat": {"supportsOpenAIGrammarTools": true}}]}}});
+    let setup = Setup::new(&fake, "gt", "gt-model")
+        .models_json(&models.to_string())
+        .settings(json!({"defaultTools": ["read", "codemode"]}));
+    let mut pi = Pi::spawn(&setup);
+    pi.command("1", "prompt", json!({"message": "multiply"}));
+    let records = pi.records_until_event("agent_end");
+    let text = script_text(&records, "call_c1");
+    assert!(text.contains("chat 42"), "{text}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    pi.close_stdin();
+    pi.wait_for_exit();
+
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools
+        .iter()
+        .find(|t| t["type"] == "custom")
+        .expect("codemode is a custom tool");
+    assert_eq!(codemode["custom"]["name"], "codemode");
+    assert_eq!(codemode["custom"]["format"]["type"], "grammar");
+    assert_eq!(codemode["custom"]["format"]["grammar"]["syntax"], "lark");
+    assert!(
+        codemode["custom"]["format"]["grammar"]["definition"]
+            .as_str()
+            .unwrap()
+            .contains("start:")
+    );
+    let messages = requests[1].messages();
+    let call = messages
+        .iter()
+        .find_map(|m| m["tool_calls"].as_array())
+        .expect("the call replays");
+    assert_eq!(
+        call,
+        &vec![json!({"id": "call_c1", "type": "custom",
+            "custom": {"name": "codemode", "input": script}})]
+    );
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(result["tool_call_id"], "call_c1");
 }
