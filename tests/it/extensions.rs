@@ -432,6 +432,13 @@ fn a_command_can_name_the_session() {
     assert_eq!(entry["customType"], "full-py-state");
     assert_eq!(entry["data"], json!({"count": 1}));
     assert!(entry["id"].is_string(), "{appended}");
+    // The command's user message was handled before these records (the extension sent it
+    // first): if it started a run, let that run end, so no request is cut off mid-body when the
+    // test ends and pi-rs is killed.
+    let state = pi.command("g2", "get_state", json!({}));
+    if state["data"]["isStreaming"] == true {
+        pi.wait_for_event("agent_end");
+    }
 }
 
 #[test]
