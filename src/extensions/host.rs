@@ -633,28 +633,25 @@ impl ExtensionHost {
     /// (v2) The providers the live extensions registered in their `register` line, in load
     /// order.
     pub fn providers(&self) -> Vec<(ExtensionId, protocol::ProviderDecl)> {
-        self.live()
-            .flat_map(|(index, loaded)| {
-                let id = ExtensionId(index);
-                loaded
-                    .registration
-                    .providers
-                    .iter()
-                    .map(move |p| (id, p.clone()))
-            })
-            .collect()
+        self.each_registered(|registration| &registration.providers)
     }
 
     /// (v2) The virtual models of the `register` lines, in load order.
     pub fn virtual_models(&self) -> Vec<(ExtensionId, protocol::VirtualModelDecl)> {
+        self.each_registered(|registration| &registration.virtual_models)
+    }
+
+    /// One list of the live extensions' `register` lines, each item with its extension, in load
+    /// order.
+    fn each_registered<T: Clone>(
+        &self,
+        list: impl Fn(&protocol::Registration) -> &Vec<T>,
+    ) -> Vec<(ExtensionId, T)> {
         self.live()
             .flat_map(|(index, loaded)| {
-                let id = ExtensionId(index);
-                loaded
-                    .registration
-                    .virtual_models
+                list(&loaded.registration)
                     .iter()
-                    .map(move |m| (id, m.clone()))
+                    .map(move |item| (ExtensionId(index), item.clone()))
             })
             .collect()
     }

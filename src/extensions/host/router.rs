@@ -699,19 +699,22 @@ impl Router {
                 "protocol",
                 format!("malformed output: a line of {len} bytes is too long"),
             ),
-            FromExtension::Eof { .. } => {
-                // Taken out first, so `fail` does not signal the group of a reaped leader again.
-                let status = self.extensions[index]
-                    .process
-                    .take()
-                    .and_then(|mut p| p.kill_and_reap());
-                let shown = status.map_or("unknown status".into(), |s| s.to_string());
-                self.exited(index, &shown);
-            }
+            FromExtension::Eof { .. } => self.reap_and_exit(index),
             FromExtension::WriteFailed { error, .. } => {
                 self.fail(index, "protocol", format!("cannot write to it: {error}"))
             }
         }
+    }
+
+    /// The end of an extension's stdout: its process is reaped, then `exited` decides. Taken out
+    /// first, so `fail` does not signal the group of a reaped leader again.
+    fn reap_and_exit(&mut self, index: usize) {
+        let status = self.extensions[index]
+            .process
+            .take()
+            .and_then(|mut p| p.kill_and_reap());
+        let shown = status.map_or("unknown status".into(), |s| s.to_string());
+        self.exited(index, &shown);
     }
 
     /// An extension's process ended (already reaped): before its first registration a load
@@ -762,14 +765,7 @@ impl Router {
             FromExtension::TooLong { len, .. } => {
                 self.fail(index, "load", format!("a line of {len} bytes is too long"))
             }
-            FromExtension::Eof { .. } => {
-                let status = self.extensions[index]
-                    .process
-                    .take()
-                    .and_then(|mut p| p.kill_and_reap());
-                let shown = status.map_or("unknown status".into(), |s| s.to_string());
-                self.exited(index, &shown);
-            }
+            FromExtension::Eof { .. } => self.reap_and_exit(index),
             // Its end decides (the end of its stdout, or the registration deadline).
             FromExtension::WriteFailed { error, .. } => {
                 log::debug!("{}: cannot write to it: {error}", self.path(index))
