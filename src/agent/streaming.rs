@@ -272,9 +272,26 @@ impl Agent {
                 {
                     request.system_prompt = state.prompt_text();
                 }
+                // 1.6.0's forced prompt is the transcript's only system message and declares the
+                // current tools: for a model that takes tool changes in place, the first ones.
+                if self.extensions.run_system_prompt.is_some()
+                    && !pi_messages
+                    && served_by.is_none()
+                    && provider::request::sends_mid_convo_system_messages(&request.model)
+                {
+                    request.initial_tools = request.tools.clone();
+                }
                 messages
             }
         };
+        // A model that takes tool changes in place may see declarations of removed tools.
+        if in_place {
+            request.strict_preferred = super::system_message::strict_preferred(
+                messages,
+                &request.tools,
+                &self.tools.builtins,
+            );
+        }
         // Only a model that takes grammar tools reads them (no per-request cost elsewhere).
         if request.model.compat_bool("supportsOpenAIGrammarTools") == Some(true) {
             request.grammar_tools = super::system_message::grammar_tools(

@@ -226,6 +226,39 @@ pub fn grammar_tools(
         .collect()
 }
 
+/// The tools that prefer strict JSON-schema sampling: those whose last declaration in the
+/// transcript says so (removed ones too: a model that takes tool changes in place still sees
+/// their first declaration, pi 1.6.0), then the current tools the transcript does not declare
+/// yet, by `prefers_strict` (`builtins` names pi-rs's own).
+pub fn strict_preferred(
+    messages: &[AgentMessage],
+    specs: &[ToolSpec],
+    builtins: &[String],
+) -> Vec<String> {
+    let mut last: Vec<(&str, bool)> = Vec::new();
+    for tool in systems(messages).flat_map(|s| s.tools_added.iter().flatten()) {
+        let Some(name) = tool["name"].as_str() else {
+            continue;
+        };
+        let strict = tool["constrainedSampling"]["type"] == "json_schema"
+            && tool["constrainedSampling"]["strict"] == "prefer";
+        match last.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = strict,
+            None => last.push((name, strict)),
+        }
+    }
+    for spec in specs {
+        if !last.iter().any(|(n, _)| *n == spec.name) {
+            let builtin = builtins.contains(&spec.name);
+            last.push((&spec.name, prefers_strict(&spec.name, builtin)));
+        }
+    }
+    last.into_iter()
+        .filter(|(_, strict)| *strict)
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
 /// The tools the transcript declares after every addition and removal, in declaration order.
 fn current_tools(messages: &[AgentMessage]) -> Vec<Value> {
     let mut tools: Vec<Value> = Vec::new();
@@ -325,6 +358,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read, AgentMessage::System(change));
+    }
+
+    /// A built-in the transcript declared strict stays strict after its removal (a model that
+    /// takes tool changes in place still sees that declaration); a current built-in counts
+    /// before it is declared; an extension's tool of that name does not.
+    #[test]
+    fn strict_tools_come_from_every_declaration_and_the_current_built_ins() {
+        let builtins = vec!["read".to_string(), "bash".to_string()];
+        let tools = [spec("read", "Reads."), spec("bash", "Runs.")];
+        assert_eq!(strict_preferred(&[], &tools, &builtins), ["read", "bash"]);
+        assert!(strict_preferred(&[], &tools, &[]).is_empty());
+
+        let first = patch(&[], &prompt("/a"), &tools[..1], &builtins, 1).unwrap();
+        let mut transcript = vec![AgentMessage::System(first)];
+        let removed = patch(&transcript, &prompt("/a"), &tools[1..], &builtins, 2).unwrap();
+        transcript.push(AgentMessage::System(removed));
+        assert_eq!(
+            strict_preferred(&transcript, &tools[1..], &builtins),
+            ["read", "bash"]
+        );
     }
 
     /// A tool the transcript declared with a grammar stays a grammar tool after its removal

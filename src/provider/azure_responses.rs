@@ -13,13 +13,21 @@
 
 use serde_json::{Map, Value, json};
 
-use super::openai_responses::{convert_input_with, insert_limits_tools_and_reasoning, set_header};
+use super::openai_responses::{
+    ToolStyle, convert_input_with, insert_limits_tools_and_reasoning, set_header,
+};
 use super::request::{join_url, with_extra_headers};
+use super::transcript_tools::transcript_tools;
 use super::types::{HttpRequest, StreamRequest};
 use crate::config::Model;
 
 const DEFAULT_API_VERSION: &str = "v1";
 const TOOL_CALL_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode", "azure"];
+/// Strict mode unless the compat says otherwise (pi 1.6.0).
+const TOOLS: ToolStyle = ToolStyle {
+    strict_by_default: true,
+    null_when_not_strict: false,
+};
 
 /// Why an Azure request could not be built. `Display` is the assistant error's text.
 #[derive(Debug, PartialEq, Eq)]
@@ -91,6 +99,7 @@ pub fn build_request_with(
     let mut headers = with_extra_headers(defaults, model, &request.headers);
     set_header(&mut headers, "api-key", api_key);
 
+    let tools = transcript_tools(request);
     let mut body = Map::new();
     body.insert(
         "model".into(),
@@ -98,13 +107,19 @@ pub fn build_request_with(
     );
     body.insert(
         "input".into(),
-        Value::Array(convert_input_with(request, TOOL_CALL_PROVIDERS, true)),
+        Value::Array(convert_input_with(
+            request,
+            TOOL_CALL_PROVIDERS,
+            true,
+            &tools,
+            TOOLS,
+        )),
     );
     body.insert("stream".into(), json!(true));
     if !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
-    insert_limits_tools_and_reasoning(&mut body, request, true, true);
+    insert_limits_tools_and_reasoning(&mut body, request, &tools.top_level, true, TOOLS);
     super::request::apply_sampling_params(&mut body, request);
 
     Ok(HttpRequest {

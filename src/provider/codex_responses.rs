@@ -11,13 +11,20 @@
 
 use serde_json::{Map, Value, json};
 
-use super::openai_responses::{self, convert_input_with, set_header, tools_json};
+use super::openai_responses::{self, ToolStyle, convert_input_with, set_header, tools_json};
 use super::request::{mapped_effort, thinking_level, with_extra_headers};
+use super::transcript_tools::transcript_tools;
 use super::types::{HttpRequest, StreamRequest};
 use crate::js::js_truthy;
 
 const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
 const TOOL_CALL_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
+/// Strict mode unless the compat says otherwise, `strict: null` for a tool that is not strict
+/// (pi 1.6.0).
+const TOOLS: ToolStyle = ToolStyle {
+    strict_by_default: true,
+    null_when_not_strict: true,
+};
 /// What 0.73.1 sends as its user agent (its `os` module is not loaded in the bundle it runs).
 const USER_AGENT: &str = "pi (browser)";
 const DEFAULT_INSTRUCTIONS: &str = "You are a helpful assistant.";
@@ -61,9 +68,16 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
         &request.system_prompt
     };
     body.insert("instructions".into(), json!(instructions));
+    let tools = transcript_tools(request);
     body.insert(
         "input".into(),
-        Value::Array(convert_input_with(request, TOOL_CALL_PROVIDERS, false)),
+        Value::Array(convert_input_with(
+            request,
+            TOOL_CALL_PROVIDERS,
+            false,
+            &tools,
+            TOOLS,
+        )),
     );
     body.insert("text".into(), json!({"verbosity": "low"}));
     body.insert("include".into(), json!(["reasoning.encrypted_content"]));
@@ -72,8 +86,11 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     }
     body.insert("tool_choice".into(), json!("auto"));
     body.insert("parallel_tool_calls".into(), json!(true));
-    if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(request, true, Value::Null));
+    if !tools.top_level.is_empty() {
+        body.insert(
+            "tools".into(),
+            tools_json(request, &tools.top_level, TOOLS, false),
+        );
     }
     let level = thinking_level(request);
     if let Some(level) = level {

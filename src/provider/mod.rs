@@ -53,6 +53,7 @@ pub mod sse;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod token_cache;
+pub mod transcript_tools;
 pub mod transform;
 pub mod types;
 pub mod vertex;

@@ -17,6 +17,7 @@ use super::request::{
     api_url, base_max_tokens, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
+use super::transcript_tools::transcript_tools;
 use super::transform::{id_chars, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
@@ -407,10 +408,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         body.insert(field.into(), json!(max_tokens));
     }
     let mut tools: Option<Vec<Value>> = None;
-    let request_tools = match tool_additions_split(request) {
-        Some((folded_tools, _)) => folded_tools,
-        None => request.tools.clone(),
-    };
+    // With `compat.supportsMidConvoToolAdditions`, later additions go in place (Kimi's).
+    let request_tools = transcript_tools(request).top_level;
     if !request_tools.is_empty() {
         tools = Some(convert_tools(request, &compat, &request_tools));
     } else if compat.requires_tools_with_tool_history && request.history_facts().tool_traffic {
@@ -634,59 +633,6 @@ fn convert_tools(request: &StreamRequest, compat: &Compat, tools: &[ToolSpec]) -
         .collect()
 }
 
-/// With `compat.supportsMidConvoToolAdditions` (and system messages in place), pi 1.6.0's split
-/// of the tool declarations: the request's tools are the state after the last system message
-/// that removes or redeclares a tool (the first one at least), and each later system message
-/// declares its additions in place (Kimi's `{role:"system", tools}`). Returns those tools and
-/// how many of `request.messages`' system messages they fold; `None` without the key.
-fn tool_additions_split(request: &StreamRequest) -> Option<(Vec<ToolSpec>, usize)> {
-    if !super::request::mid_convo_tool_additions(&request.model) {
-        return None;
-    }
-    let systems: Vec<&crate::messages::SystemMessage> = request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            AgentMessage::System(system) => Some(system),
-            _ => None,
-        })
-        .collect();
-    // The first system message is the prompt (`initial_tools`); the later ones count from 1.
-    let mut declared: Vec<String> = request
-        .initial_tools
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    let mut last_change = 0;
-    for (index, system) in systems.iter().enumerate() {
-        if system.tools_removed.as_ref().is_some_and(|r| !r.is_empty()) {
-            last_change = index + 1;
-        }
-        for tool in system.tools_added.iter().flatten() {
-            let name = tool["name"].as_str().unwrap_or_default().to_string();
-            if declared.contains(&name) {
-                last_change = index + 1;
-            } else {
-                declared.push(name);
-            }
-        }
-    }
-    let mut tools = request.initial_tools.clone();
-    for system in &systems[..last_change] {
-        for removed in system.tools_removed.iter().flatten() {
-            tools.retain(|t| removed["name"] != t.name.as_str());
-        }
-        for added in system.tools_added.iter().flatten() {
-            let spec = ToolSpec::from_declaration(added);
-            match tools.iter_mut().find(|t| t.name == spec.name) {
-                Some(slot) => *slot = spec,
-                None => tools.push(spec),
-            }
-        }
-    }
-    Some((tools, last_change))
-}
-
 /// The `messages` array without cache markers: the system prompt, then the conversation.
 fn convert_messages(request: &StreamRequest, compat: &Compat) -> Vec<Value> {
     let mut params = Vec::new();
@@ -724,8 +670,7 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
     let grammars = grammar_tools(request);
     let bridge = || json!({"role": "assistant", "content": "I have processed the tool results."});
     let mut last_was_tool_result = false;
-    // Later system messages past this many declare their added tools in place.
-    let folded = tool_additions_split(request).map(|(_, folded)| folded);
+    let in_place = transcript_tools(request);
     let mut system_index = 0;
     let mut i = 0;
     while i < transformed.len() {
@@ -802,17 +747,17 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
             // A later system message (the model takes them in place): what it changes, as an
             // instruction where it stands; one that only changes tools sends nothing.
             AgentMessage::System(system) => {
-                system_index += 1;
                 let added: Vec<ToolSpec> = system
                     .tools_added
                     .iter()
                     .flatten()
                     .map(ToolSpec::from_declaration)
                     .collect();
-                if folded.is_some_and(|folded| system_index > folded) && !added.is_empty() {
+                if in_place.in_place_at(system_index) && !added.is_empty() {
                     params.push(json!({"role": "system",
                         "tools": convert_tools(request, compat, &added)}));
                 }
+                system_index += 1;
                 let text = system.update_text();
                 if !text.is_empty() {
                     params.push(json!({"role": instruction_role(request, compat),

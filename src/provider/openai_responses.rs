@@ -25,14 +25,15 @@ use super::request::{
     provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
+use super::transcript_tools::{InPlaceTools, TranscriptTools, transcript_tools};
 use super::transform::{id_chars, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
 use crate::config::Model;
 use crate::messages::{
-    AgentMessage, AssistantMessage, ContentBlock, StopReason, Usage, UserContent, has_images,
-    joined_text,
+    AgentMessage, AssistantMessage, ContentBlock, StopReason, ToolSpec, Usage, UserContent,
+    has_images, joined_text,
 };
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -72,9 +73,19 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         set_header(&mut headers, name, value);
     }
 
+    let tools = transcript_tools(request);
     let mut body = Map::new();
     body.insert("model".into(), json!(model.id));
-    body.insert("input".into(), Value::Array(convert_input(request)));
+    body.insert(
+        "input".into(),
+        Value::Array(convert_input_with(
+            request,
+            COMPOSITE_ID_PROVIDERS,
+            true,
+            &tools,
+            RESPONSES_TOOLS,
+        )),
+    );
     body.insert("stream".into(), json!(true));
     if !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
@@ -85,7 +96,13 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     body.insert("store".into(), json!(false));
     // pi does not tell Copilot's reasoning models to stop reasoning.
     let off_says_none = model.provider != "github-copilot";
-    insert_limits_tools_and_reasoning(&mut body, request, off_says_none, false);
+    insert_limits_tools_and_reasoning(
+        &mut body,
+        request,
+        &tools.top_level,
+        off_says_none,
+        RESPONSES_TOOLS,
+    );
     super::request::apply_sampling_params(&mut body, request);
 
     HttpRequest {
@@ -95,25 +112,37 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 }
 
-/// The tools as Responses function tools (`strict` as the client sends it).
+/// How a Responses client writes tool declarations (pi 1.6.0's `ConvertResponsesToolsOptions`),
+/// at the top level and in the input alike.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ToolStyle {
+    /// Strict mode where the model's compat does not say (`supportsStrictMode`).
+    pub strict_by_default: bool,
+    /// In strict mode, a tool that is not strict says `strict: null` (Codex) instead of `false`.
+    pub null_when_not_strict: bool,
+}
+
+const RESPONSES_TOOLS: ToolStyle = ToolStyle {
+    strict_by_default: false,
+    null_when_not_strict: false,
+};
+
 /// The body members both Responses builders (this one and Azure's) end with, in this order: the
-/// output cap, the tools, the reasoning settings. With thinking off, a reasoning model is told
-/// `none` (its `off` mapping) when `off_says_none`, unless it maps `off` to nothing.
+/// output cap, the top-level tools, the reasoning settings. With thinking off, a reasoning model
+/// is told `none` (its `off` mapping) when `off_says_none`, unless it maps `off` to nothing.
 pub(crate) fn insert_limits_tools_and_reasoning(
     body: &mut Map<String, Value>,
     request: &StreamRequest,
+    tools: &[ToolSpec],
     off_says_none: bool,
-    strict_by_default: bool,
+    style: ToolStyle,
 ) {
     let model = &request.model;
     if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
         body.insert("max_output_tokens".into(), json!(max_tokens));
     }
-    if !request.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            tools_json(request, strict_by_default, json!(false)),
-        );
+    if !tools.is_empty() {
+        body.insert("tools".into(), tools_json(request, tools, style, false));
     }
     if !model.reasoning {
         return;
@@ -138,34 +167,47 @@ pub(crate) fn insert_limits_tools_and_reasoning(
     }
 }
 
-/// With strict mode (`compat.supportsStrictMode`, else `strict_by_default`), each tool says
-/// `strict`: `true` for one that prefers it and converts (its parameters converted), else
-/// `default_strict`; without, no tool says `strict` (pi 1.6.0's `convertResponsesTools`). A
-/// grammar tool (`request::grammar_tools`) is a custom tool with its grammar as the format.
+/// With strict mode (`compat.supportsStrictMode`, else the style's default), each tool says
+/// `strict`: `true` for one that prefers it and converts (its parameters converted), else `false`
+/// (or the style's `null`); without, no tool says `strict` (pi 1.6.0's `convertResponsesTools`).
+/// A grammar tool (`request::grammar_tools`) is a custom tool with its grammar as the format. A
+/// tool search result's tools say `defer_loading: true`.
 pub(crate) fn tools_json(
     request: &StreamRequest,
-    strict_by_default: bool,
-    default_strict: Value,
+    tools: &[ToolSpec],
+    style: ToolStyle,
+    search_result: bool,
 ) -> Value {
     let supported = request
         .model
         .compat_bool("supportsStrictMode")
-        .unwrap_or(strict_by_default);
+        .unwrap_or(style.strict_by_default);
+    let not_strict = match style.null_when_not_strict {
+        true => Value::Null,
+        false => json!(false),
+    };
     let grammars = grammar_tools(request);
-    let tools = request.tools.iter().map(|tool| {
+    let tools = tools.iter().map(|tool| {
         if let Some(grammar) = grammars.get(&tool.name) {
-            return json!({"type": "custom", "name": tool.name, "description": tool.description,
-                "format": {"type": "grammar", "syntax": grammar.syntax,
-                    "definition": grammar.definition}});
+            let mut custom = json!({"type": "custom", "name": tool.name,
+                "description": tool.description, "format": {"type": "grammar",
+                    "syntax": grammar.syntax, "definition": grammar.definition}});
+            if search_result {
+                custom["defer_loading"] = json!(true);
+            }
+            return custom;
         }
         let strict = strict_parameters(request, tool, supported, None);
         let mut function = json!({"type": "function", "name": tool.name,
             "description": tool.description,
             "parameters": strict.as_ref().unwrap_or(&tool.parameters)});
+        if search_result {
+            function["defer_loading"] = json!(true);
+        }
         if supported {
             function["strict"] = match strict {
                 Some(_) => json!(true),
-                None => default_strict.clone(),
+                None => not_strict.clone(),
             };
         }
         function
@@ -264,17 +306,16 @@ fn data_url(mime_type: &str, data: &str) -> String {
     format!("data:{mime_type};base64,{data}")
 }
 
-fn convert_input(request: &StreamRequest) -> Vec<Value> {
-    convert_input_with(request, COMPOSITE_ID_PROVIDERS, true)
-}
-
 /// pi-ai's `convertResponsesMessages`: `composite_providers` keep `call_id|item_id` tool-call ids
 /// (each client has its own list); the system prompt leads the input unless the client sends it
-/// elsewhere (Codex's `instructions`).
+/// elsewhere (Codex's `instructions`); the system messages declare their tools where `tools` puts
+/// them in place, written in the client's `style`.
 pub(crate) fn convert_input_with(
     request: &StreamRequest,
     composite_providers: &[&str],
     include_system_prompt: bool,
+    tools: &TranscriptTools,
+    style: ToolStyle,
 ) -> Vec<Value> {
     let model = &request.model;
     // Which message each tool call came from: the id rewrite depends on its provider and API.
@@ -298,9 +339,21 @@ pub(crate) fn convert_input_with(
     } else {
         "system"
     };
+    let mut declarations = InPlaceDeclarations {
+        request,
+        support: tools.support,
+        style,
+        role,
+        additional_tools_sent: false,
+        unavailable: Vec::new(),
+    };
+    if tools.head_in_place() {
+        declarations.declare(&mut input, &request.initial_tools, "");
+    }
     if include_system_prompt && !request.system_prompt.is_empty() {
         input.push(json!({"role": role, "content": request.system_prompt}));
     }
+    let mut system_index = 0usize;
     let effort_marker = provider_thinking_level(request);
     // Counts converted messages; names text items that carry no id of their own.
     let mut message_index = 0usize;
@@ -371,9 +424,36 @@ pub(crate) fn convert_input_with(
                 };
                 input.push(json!({"type": kind, "call_id": call_id, "output": output}));
             }
-            // A later system message, where it stands (a model that takes them in place).
+            // A later system message, where it stands (a model that takes them in place): its
+            // tool additions first where they go in place, then its text with the removals.
             AgentMessage::System(system) => {
-                let text = system.update_text();
+                let in_place = tools.in_place_at(system_index);
+                system_index += 1;
+                let added: Vec<ToolSpec> = system
+                    .tools_added
+                    .iter()
+                    .flatten()
+                    .map(ToolSpec::from_declaration)
+                    .collect();
+                let mut text = system.update_text();
+                if in_place {
+                    let seed = format!("system:{message_index}");
+                    declarations.declare(&mut input, &added, &seed);
+                    let removed: Vec<&str> = system
+                        .tools_removed
+                        .iter()
+                        .flatten()
+                        .filter_map(|tool| tool["name"].as_str())
+                        // A redefinition is a removal and an addition under one name.
+                        .filter(|name| !added.iter().any(|tool| tool.name == *name))
+                        .collect();
+                    if let Some(notice) = declarations.remove(&removed) {
+                        if !text.is_empty() {
+                            text.push_str("\n\n");
+                        }
+                        text.push_str(&notice);
+                    }
+                }
                 if !text.is_empty() {
                     input.push(json!({"role": role, "content": text}));
                 }
@@ -386,6 +466,88 @@ pub(crate) fn convert_input_with(
         input.push(configuration_update(&level));
     }
     input
+}
+
+/// What the input declares in place so far (pi 1.6.0, `compat.supportsAdditionalTools` /
+/// `supportsToolSearch` with system messages in place).
+struct InPlaceDeclarations<'a> {
+    request: &'a StreamRequest,
+    support: InPlaceTools,
+    style: ToolStyle,
+    /// The role of instructions (the system prompt's).
+    role: &'static str,
+    additional_tools_sent: bool,
+    /// Tools announced as removed and not declared again since, in the order of their removal.
+    unavailable: Vec<String>,
+}
+
+impl InPlaceDeclarations<'_> {
+    /// Declares `tools` here: an `additional_tools` item (after the first, preceded by a notice
+    /// that it adds to the earlier ones), or a client-executed tool search and its result, its
+    /// call id hashed from `seed` and the names.
+    fn declare(&mut self, input: &mut Vec<Value>, tools: &[ToolSpec], seed: &str) {
+        self.unavailable
+            .retain(|name| !tools.iter().any(|tool| tool.name == *name));
+        if tools.is_empty() {
+            return;
+        }
+        match self.support {
+            InPlaceTools::Changes => {
+                if self.additional_tools_sent {
+                    input.push(json!({"role": self.role,
+                        "content": incremental_tools_notice(&self.unavailable)}));
+                }
+                self.additional_tools_sent = true;
+                input.push(json!({"type": "additional_tools", "role": "developer",
+                    "tools": tools_json(self.request, tools, self.style, false)}));
+            }
+            InPlaceTools::Additions => {
+                let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+                let call_id = format!(
+                    "pi_tool_load_{}",
+                    short_hash(&format!("{seed}:{}", names.join(",")))
+                );
+                input.push(json!({"type": "tool_search_call", "call_id": call_id,
+                    "execution": "client", "status": "completed",
+                    "arguments": {"query": names.join(" "), "limit": names.len()}}));
+                input.push(json!({"type": "tool_search_output", "call_id": call_id,
+                    "execution": "client", "status": "completed",
+                    "tools": tools_json(self.request, tools, self.style, true)}));
+            }
+            InPlaceTools::None => {}
+        }
+    }
+
+    /// Records `names` as removed; the notice that says so, unless there are none. The tools stay
+    /// declared: no Responses item can take one back.
+    fn remove(&mut self, names: &[&str]) -> Option<String> {
+        if names.is_empty() {
+            return None;
+        }
+        for name in names {
+            if !self.unavailable.iter().any(|n| n == name) {
+                self.unavailable.push(name.to_string());
+            }
+        }
+        let list: Vec<String> = names.iter().map(|name| format!("- {name}")).collect();
+        Some(format!(
+            "The following tools are no longer available. Do not call them:\n{}",
+            list.join("\n")
+        ))
+    }
+}
+
+/// What precedes every `additional_tools` item after the first (pi 1.6.0's wording: without
+/// it, models take the latest item for the whole set once a removal was announced).
+fn incremental_tools_notice(unavailable: &[String]) -> String {
+    let notice = "This is an incremental tools update. Previously declared tools remain \
+        available unless explicitly marked unavailable. A tool declared again here is available \
+        again, and its latest definition replaces the earlier one.";
+    if unavailable.is_empty() {
+        notice.to_string()
+    } else {
+        format!("{notice}\nStill unavailable: {}.", unavailable.join(", "))
+    }
 }
 
 /// pi 1.6.0's `openai_input_transformations` diagnostic: the reasoning items the server says it

@@ -113,15 +113,6 @@ pub fn sends_mid_convo_system_messages(model: &Model) -> bool {
     api_has_them && model.compat_bool("supportsMidConvoSystemMessages") == Some(true)
 }
 
-/// Whether tool additions go in place (pi 1.6.0's `compat.supportsMidConvoToolAdditions` on Chat
-/// Completions, with later system messages in place): the request's tools then stop at the last
-/// removal or redeclaration (`openai_completions`).
-pub fn mid_convo_tool_additions(model: &Model) -> bool {
-    model.api == "openai-completions"
-        && sends_mid_convo_system_messages(model)
-        && model.compat_bool("supportsMidConvoToolAdditions") == Some(true)
-}
-
 /// The effort a request carries in the conversation instead of its top level (pi 1.6.0,
 /// `compat.supportsMidConvoEffort`), which the reply records as `providerThinkingLevel`:
 /// Responses' `configuration_update` items (`openai-responses` and `openai-codex-responses`,

@@ -95,9 +95,10 @@ impl RequestCache {
         source: &[AgentMessage],
         to_llm: &dyn Fn(&[AgentMessage]) -> Vec<AgentMessage>,
     ) -> Option<EncodedHistory> {
-        // In-place tool additions depend on every system message of the conversation.
+        // In-place tool declarations depend on every system message of the conversation.
+        let in_place_tools = super::transcript_tools::in_place_tools(&request.model);
         let Some(array) = history_key(&request.model)
-            .filter(|_| enabled() && !super::request::mid_convo_tool_additions(&request.model))
+            .filter(|_| enabled() && in_place_tools == super::transcript_tools::InPlaceTools::None)
         else {
             self.invalidate();
             request.messages = to_llm(source);

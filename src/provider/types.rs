@@ -43,8 +43,9 @@ pub struct StreamRequest {
     pub history: Option<super::history::EncodedHistory>,
     pub tools: Vec<ToolSpec>,
     /// The tools the transcript's first system message declares, when the later ones go in place
-    /// (`request::sends_mid_convo_system_messages`): Anthropic's native tool changes keep them
-    /// as the request's tools and send later changes in the conversation (pi 1.6.0).
+    /// (`request::sends_mid_convo_system_messages`; with a forced prompt, the current tools):
+    /// where later tool changes go in the conversation, the first set is declared by itself
+    /// (Anthropic's native tool changes, `transcript_tools`; pi 1.6.0).
     pub initial_tools: Vec<ToolSpec>,
     /// The tools that prefer strict JSON-schema sampling (pi 1.6.0's `constrainedSampling`
     /// `strict: "prefer"`: pi's own read/bash/edit/write), sent strict where the API allows.

@@ -168,10 +168,7 @@ fn mistral_streams_thinking_text_and_a_tool_call_and_sends_the_result_back() {
 
 #[test]
 fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
-    use base64::Engine;
-    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct_42"}});
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
-    let token = format!("eyJhbGciOiJub25lIn0.{payload}.sig");
+    let token = crate::support::codex_token("acct_42");
     let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
     let workspace = Workspace::new();
     let login = json!({"openai-codex": {"type": "oauth", "access": token, "refresh": "r-123456",
@@ -200,17 +197,19 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
     );
     let body = &request.body;
     assert!(body["instructions"].as_str().is_some_and(|s| !s.is_empty()));
-    assert_eq!(body["input"][0]["role"], "user");
+    // The model takes the provider's compat, `supportsAdditionalTools` with system messages in
+    // place: its tools are declared at the head of the input, none at the top level.
+    assert_eq!(body["input"][0]["type"], "additional_tools");
+    assert_eq!(body["input"][1]["role"], "user");
+    assert!(body.get("tools").is_none(), "{body}");
     assert_eq!(body["text"], json!({"verbosity": "low"}));
     assert_eq!(body["store"], false);
     // Codex's strict mode is on by default (pi 1.6.0): pi's `read` prefers strict sampling, so
     // it is strict with its schema converted; a tool that does not say so gets `strict: null`.
-    assert_eq!(body["tools"][0]["name"], "read");
-    assert_eq!(body["tools"][0]["strict"], true);
-    assert_eq!(
-        body["tools"][0]["parameters"]["additionalProperties"],
-        false
-    );
+    let tools = &body["input"][0]["tools"];
+    assert_eq!(tools[0]["name"], "read");
+    assert_eq!(tools[0]["strict"], true);
+    assert_eq!(tools[0]["parameters"]["additionalProperties"], false);
     assert!(body.get("max_output_tokens").is_none());
 }
 
@@ -1117,4 +1116,304 @@ fn chat_completions_mid_conversation_tool_additions_go_in_place() {
     let body = &requests[2].body;
     assert_eq!(names(&body["tools"]), ["grep"], "{body}");
     assert!(in_place(body).is_empty(), "{body}");
+}
+
+/// Four runs on one session, each starting with other active tools (`--tools`, as an
+/// extension or an MCP server would change them): `read`; `read,grep` (an addition); `grep` (a
+/// removal); `grep,find` (an addition after it). A model of `api` with `compat` (system messages
+/// in place, plus `keys`); Codex gets a subscription token and `transport: "sse"`. Returns the
+/// four request bodies.
+fn bodies_as_the_tools_change(api: &str, keys: Value) -> Vec<Value> {
+    let steps = ["read", "read,grep", "grep", "grep,find"];
+    let replies = steps
+        .iter()
+        .map(|_| Reply::sse_fixture("openai-responses/text.sse"))
+        .collect();
+    let fake = FakeProvider::start(replies);
+    let (base_url, key) = match api {
+        "openai-codex-responses" => (
+            "__BASE_URL__/backend-api",
+            crate::support::codex_token("acct_42"),
+        ),
+        _ => ("__BASE_URL__/v1", "tc-key-123456".to_string()),
+    };
+    let mut compat = json!({"supportsMidConvoSystemMessages": true});
+    compat
+        .as_object_mut()
+        .unwrap()
+        .extend(keys.as_object().unwrap().clone());
+    let models = json!({"providers": {"tc": {"baseUrl": base_url, "api": api, "apiKey": key,
+        "models": [{"id": "tc-model", "input": ["text"], "compat": compat}]}}});
+    let workspace = Workspace::new();
+    let setup = Setup::new(&fake, "tc", "tc-model")
+        .models_json(&models.to_string())
+        .settings(json!({"transport": "sse"}))
+        .with_sessions();
+    let mut file: Option<std::path::PathBuf> = None;
+    for (step, tools) in steps.iter().enumerate() {
+        let mut run_setup = setup.clone();
+        if let Some(file) = &file {
+            run_setup = run_setup.arg("--session").arg(&file.to_string_lossy());
+        }
+        let run_setup = run_setup.arg("--tools").arg(tools);
+        let mut pi = Pi::spawn_in(&workspace, &run_setup);
+        pi.send(json!({"id": format!("p{step}"), "type": "prompt", "message": format!("m{step}")}));
+        let run = pi.records_until_event("agent_end");
+        assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+        file.get_or_insert_with(|| crate::support::session_file(&mut pi, "s"));
+        pi.close_and_wait();
+    }
+    let requests = fake.requests();
+    assert_eq!(requests.len(), steps.len());
+    requests.into_iter().map(|r| r.body).collect()
+}
+
+/// The input items of a Responses body as short labels: declarations with their tools' names,
+/// instructions with their text (the session's prompt as `prompt`, a prompt update as `update`
+/// and what follows it), user messages with theirs, replies by their item type.
+fn input_labels(body: &Value) -> Vec<String> {
+    let names = |tools: &Value| -> String {
+        let names: Vec<&str> = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        names.join(",")
+    };
+    let mut labels = Vec::new();
+    for item in body["input"].as_array().unwrap() {
+        let kind = item["type"].as_str().unwrap_or("");
+        let role = item["role"].as_str().unwrap_or("");
+        labels.push(match (kind, role) {
+            ("additional_tools", _) => format!("additional_tools:{}", names(&item["tools"])),
+            ("tool_search_call", _) => format!(
+                "tool_search_call:{}:{}",
+                item["arguments"]["query"].as_str().unwrap(),
+                item["arguments"]["limit"]
+            ),
+            ("tool_search_output", _) => format!("tool_search_output:{}", names(&item["tools"])),
+            ("message", _) | ("reasoning", _) => kind.to_string(),
+            (_, "user") => format!("user:{}", content_text(item)),
+            (_, "system" | "developer") => {
+                let text = content_text(item);
+                if text.starts_with("Updated system prompt section") {
+                    match text.find("\n\nThe following tools") {
+                        Some(at) => format!("update+{}", &text[at + 2..]),
+                        None => "update".to_string(),
+                    }
+                } else if text.starts_with("You are") {
+                    "prompt".to_string()
+                } else {
+                    text
+                }
+            }
+            _ => item.to_string(),
+        });
+    }
+    labels
+}
+
+/// The tools the items of the input declare, by name, with their keys and their `strict`
+/// (`name:key,key,…=strict`).
+fn in_place_declarations(body: &Value) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|item| item["tools"].as_array())
+        .flatten()
+        .map(|tool| {
+            let keys: Vec<&str> = tool
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let strict = tool
+                .get("strict")
+                .map(|s| format!("={s}"))
+                .unwrap_or_default();
+            format!(
+                "{}:{}{strict}",
+                tool["name"].as_str().unwrap(),
+                keys.join(",")
+            )
+        })
+        .collect()
+}
+
+/// The first tool named `name` an input item of `body` declares.
+fn declared_in_place<'a>(body: &'a Value, name: &str) -> &'a Value {
+    body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|item| item["tools"].as_array())
+        .flatten()
+        .find(|tool| tool["name"] == name)
+        .unwrap_or_else(|| panic!("no declaration of {name} in {body}"))
+}
+
+const INCREMENTAL_TOOLS_NOTICE: &str = "This is an incremental tools update. Previously declared \
+    tools remain available unless explicitly marked unavailable. A tool declared again here is \
+    available again, and its latest definition replaces the earlier one.";
+
+/// pi 1.6.0's request bodies for `bodies_as_the_tools_change` on a Responses-family `api`, one
+/// scenario per compat: `supportsAdditionalTools` (alone and with `supportsToolSearch`) declares
+/// every tool in `additional_tools` items — the first at the head, a later one after a notice
+/// that it adds to the earlier ones (and which removed tools stay unavailable) — and announces a
+/// removal after the system message's text; no top-level `tools`. `supportsToolSearch` alone
+/// keeps the top-level `tools` at the state after the last removal and loads a later addition
+/// by a synthetic client tool search (its call id hashed from the position and the names).
+/// `strict` marks the declarations' keys and values on this API (`none`: no `strict` key).
+fn check_in_place_tools(api: &str, strict: [&str; 3]) {
+    let [read_strict, grep_strict, find_strict] = strict;
+    let key_list = |name: &str, strict: &str, deferred: bool| {
+        let deferred = if deferred { ",defer_loading" } else { "" };
+        match strict {
+            "none" => format!("{name}:type,name,description,parameters{deferred}"),
+            value => format!("{name}:type,name,description,parameters{deferred},strict={value}"),
+        }
+    };
+    let read = key_list("read", read_strict, false);
+    let grep = key_list("grep", grep_strict, false);
+    let find = key_list("find", find_strict, false);
+    // Codex sends the session's prompt as `instructions` (pi 0.73.1's Codex body; 1.6.0 puts it
+    // in the input right after the first declarations): left out of the comparison.
+    let labels = |body: &Value| -> Vec<String> {
+        input_labels(body)
+            .into_iter()
+            .filter(|label| label != "prompt")
+            .collect()
+    };
+    let turn = ["reasoning", "message"];
+    let removal = "update+The following tools are no longer available. Do not call them:\n- read";
+    let still_unavailable = format!("{INCREMENTAL_TOOLS_NOTICE}\nStill unavailable: read.");
+
+    let mut changes_bodies = Vec::new();
+    for keys in [
+        json!({"supportsAdditionalTools": true}),
+        json!({"supportsAdditionalTools": true, "supportsToolSearch": true}),
+    ] {
+        let bodies = bodies_as_the_tools_change(api, keys.clone());
+        let mut expected: Vec<String> = vec!["additional_tools:read".into(), "user:m0".into()];
+        assert_eq!(labels(&bodies[0]), expected, "{keys}: {}", bodies[0]);
+        expected.extend(turn.map(String::from));
+        expected.extend([
+            INCREMENTAL_TOOLS_NOTICE.into(),
+            "additional_tools:grep".into(),
+            "update".into(),
+            "user:m1".into(),
+        ]);
+        assert_eq!(labels(&bodies[1]), expected, "{keys}: {}", bodies[1]);
+        expected.extend(turn.map(String::from));
+        expected.extend([removal.into(), "user:m2".into()]);
+        assert_eq!(labels(&bodies[2]), expected, "{keys}: {}", bodies[2]);
+        expected.extend(turn.map(String::from));
+        expected.extend([
+            still_unavailable.clone(),
+            "additional_tools:find".into(),
+            "update".into(),
+            "user:m3".into(),
+        ]);
+        assert_eq!(labels(&bodies[3]), expected, "{keys}: {}", bodies[3]);
+        for body in &bodies {
+            assert!(body.get("tools").is_none(), "{keys}: {body}");
+        }
+        // The removed tool's first declaration stays as it was (strict where it was).
+        assert_eq!(
+            in_place_declarations(&bodies[3]),
+            [read.clone(), grep.clone(), find.clone()],
+            "{keys}"
+        );
+        changes_bodies = bodies;
+    }
+
+    let bodies = bodies_as_the_tools_change(api, json!({"supportsToolSearch": true}));
+    let search = |name: &str, call_id: &str| {
+        json!({"type": "tool_search_call", "call_id": call_id, "execution": "client",
+            "status": "completed", "arguments": {"query": name, "limit": 1}})
+    };
+    let grep_call = search("grep", "pi_tool_load_csad79vystg3");
+    let find_call = search("find", "pi_tool_load_1gzs5tl15ahsdo");
+    let mut expected: Vec<String> = vec!["user:m0".into()];
+    assert_eq!(labels(&bodies[0]), expected, "{}", bodies[0]);
+    let mut with_grep = expected.clone();
+    with_grep.extend(turn.map(String::from));
+    with_grep.extend([
+        "tool_search_call:grep:1".into(),
+        "tool_search_output:grep".into(),
+        "update".into(),
+        "user:m1".into(),
+    ]);
+    assert_eq!(labels(&bodies[1]), with_grep, "{}", bodies[1]);
+    // After the removal the top level is the state after it, and nothing is loaded in place.
+    for step in 1..3 {
+        expected.extend(turn.map(String::from));
+        expected.extend(["update".into(), format!("user:m{step}")]);
+    }
+    assert_eq!(labels(&bodies[2]), expected, "{}", bodies[2]);
+    expected.extend(turn.map(String::from));
+    expected.extend([
+        "tool_search_call:find:1".into(),
+        "tool_search_output:find".into(),
+        "update".into(),
+        "user:m3".into(),
+    ]);
+    assert_eq!(labels(&bodies[3]), expected, "{}", bodies[3]);
+    let top_level = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        [0, 1, 2, 3].map(|i| top_level(&bodies[i])),
+        [["read"], ["read"], ["grep"], ["grep"]]
+    );
+    for (body, call, name, strict) in [
+        (&bodies[1], &grep_call, "grep", grep_strict),
+        (&bodies[3], &find_call, "find", find_strict),
+    ] {
+        let input = body["input"].as_array().unwrap();
+        let at = input.iter().position(|item| item == call).expect(name);
+        assert_eq!(input[at + 1]["call_id"], call["call_id"], "{body}");
+        assert_eq!(input[at + 1]["execution"], "client", "{}", input[at + 1]);
+        assert_eq!(input[at + 1]["status"], "completed", "{}", input[at + 1]);
+        assert_eq!(
+            in_place_declarations(body),
+            [key_list(name, strict, true)],
+            "{body}"
+        );
+    }
+    // An in-place declaration is the top-level one (a tool search result's deferred).
+    let mut loaded = declared_in_place(&bodies[1], "grep").clone();
+    loaded
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("defer_loading");
+    assert_eq!(loaded, bodies[2]["tools"][0]);
+    assert_eq!(
+        declared_in_place(&changes_bodies[0], "read"),
+        &bodies[0]["tools"][0]
+    );
+}
+
+/// `compat.supportsAdditionalTools` and `supportsToolSearch` on OpenAI Responses (with
+/// `supportsMidConvoSystemMessages`), as pi 1.6.0 sends them (`check_in_place_tools`): without
+/// strict mode no declaration says `strict`. Passes against pi 1.6.0 too.
+#[test]
+fn responses_declare_tool_changes_in_the_input() {
+    check_in_place_tools("openai-responses", ["none", "none", "none"]);
+}
+
+/// The same on ChatGPT Codex, whose strict mode is on by default: `read` (which prefers strict
+/// sampling) says `strict: true`, the others `null` — in the input as at the top level. Passes
+/// against pi 1.6.0 too (`transport: "sse"`; its zstd bodies decoded by the fake).
+#[test]
+fn codex_declares_tool_changes_in_the_input() {
+    check_in_place_tools("openai-codex-responses", ["true", "null", "null"]);
 }

@@ -1,8 +1,9 @@
 //! A scripted stand-in for an LLM provider, listening on 127.0.0.1.
 //!
 //! `FakeProvider::start(script)` binds an ephemeral port and serves HTTP/1.1 (keep-alive, one
-//! thread per connection). Every request is recorded (method, path, lowercase headers, JSON body)
-//! and answered with the next `Reply` of the script, in arrival order, whatever the path: the
+//! thread per connection). Every request is recorded (method, path, lowercase headers, JSON body;
+//! a `content-encoding: zstd` body, as pi 1.6.0's Codex client sends it, is decoded with the `zstd`
+//! CLI) and answered with the next `Reply` of the script, in arrival order, whatever the path: the
 //! same server backs the `fake-anthropic` (`/v1/messages`) and `fake-openai`
 //! (`/v1/chat/completions`) providers of `fixtures/models.json`. Streams are written with
 //! `Transfer-Encoding: chunked`, one chunk per SSE event, as the real APIs do.
@@ -471,7 +472,11 @@ impl Connection {
             };
             self.read_exact_body(length, shared)?
         };
-        let body = serde_json::from_slice(&raw_body).unwrap_or(Value::Null);
+        let body = match header("content-encoding").as_deref() {
+            Some("zstd") => zstd_decoded(&raw_body).and_then(|b| serde_json::from_slice(&b).ok()),
+            _ => serde_json::from_slice(&raw_body).ok(),
+        }
+        .unwrap_or(Value::Null);
         Ok(Some(RecordedRequest {
             method,
             path,
@@ -764,6 +769,26 @@ pub fn split_sse_events(body: &str) -> Vec<String> {
         events.push(rest.to_string());
     }
     events
+}
+
+/// A zstd frame decoded by the `zstd` CLI (the tests have no zstd crate); `None` when that
+/// fails (the body then counts as not JSON).
+fn zstd_decoded(compressed: &[u8]) -> Option<Vec<u8>> {
+    let mut child = std::process::Command::new("zstd")
+        .args(["-dcq"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdin = child.stdin.take()?;
+    // Written from another thread: a large output would otherwise fill its pipe first.
+    let output = thread::scope(|scope| {
+        scope.spawn(move || stdin.write_all(compressed));
+        child.wait_with_output()
+    })
+    .ok()?;
+    output.status.success().then_some(output.stdout)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

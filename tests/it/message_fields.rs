@@ -250,14 +250,10 @@ fn pi_messages_keeps_the_servers_usage_and_cost() {
 
 /// ChatGPT Codex says whether the model ended its turn: pi 1.6.0 keeps it as `endTurn`, after
 /// `responseId` and before `rawStopReason`; OpenAI's own Responses API gets no such field.
-/// Reference: the assertions hold against 1.6.0 too; its fake provider then reports the second
-/// request's body as not JSON (1.6.0 compresses Codex bodies), which this fake does not read.
+/// Passes against 1.6.0 too (its Codex bodies are zstd-compressed; the fake decodes them).
 #[test]
 fn codex_keeps_whether_the_model_ended_its_turn() {
-    use base64::Engine;
-    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct_42"}});
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
-    let token = format!("eyJhbGciOiJub25lIn0.{payload}.sig");
+    let token = crate::support::codex_token("acct_42");
     let done = |end_turn: &str| {
         fixture("openai-responses/text.sse").replace(
             "\"status\":\"completed\",\"background\"",

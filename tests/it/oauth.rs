@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, is_reference, scrub_env};
+use crate::support::{Pi, Setup, Workspace, codex_token, is_reference, scrub_env};
 
 const ANTHROPIC_MODELS: &str = r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#;
 
@@ -167,14 +167,6 @@ fn a_failed_refresh_is_one_clear_error_saying_how_to_log_in() {
     assert_eq!(tokens.requests().len(), 1);
     assert!(provider.requests().is_empty());
     assert_eq!(read_auth(&workspace), auth, "auth.json unchanged");
-}
-
-/// A JWT whose claims carry a ChatGPT account id (the signature is not checked by clients).
-fn codex_token(account: &str) -> String {
-    use base64::Engine;
-    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": account}});
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
-    format!("eyJhbGciOiJub25lIn0.{payload}.sig")
 }
 
 #[test]

@@ -1504,6 +1504,15 @@ pub fn state(pi: &mut Pi, id: &str) -> Value {
     response["data"].clone()
 }
 
+/// A ChatGPT subscription's access token: a JWT whose claims carry the account id (clients read
+/// the claims and check no signature).
+pub fn codex_token(account: &str) -> String {
+    use base64::Engine;
+    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": account}});
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+    format!("eyJhbGciOiJub25lIn0.{payload}.sig")
+}
+
 /// The session file get_state names.
 #[track_caller]
 pub fn session_file(pi: &mut Pi, id: &str) -> PathBuf {
