@@ -272,10 +272,10 @@ impl Agent {
                 {
                     request.system_prompt = state.prompt_text();
                 }
-                // 1.6.0's forced prompt is the transcript's only system message and declares the
-                // current tools: for a model that takes tool changes in place, the first ones.
-                if self.extensions.run_system_prompt.is_some()
-                    && !pi_messages
+                // The prompt sent then stands for the transcript's only system message, which
+                // declares the current tools (1.6.0's forced prompt does): for a model that takes
+                // tool changes in place, the first ones.
+                if !pi_messages
                     && served_by.is_none()
                     && provider::request::sends_mid_convo_system_messages(&request.model)
                 {

@@ -353,4 +353,58 @@ mod tests {
         assert_eq!(deployment_name("a", Some(" a = dep-a ,b=c")), "dep-a");
         assert_eq!(deployment_name("z", Some("a=b")), "z");
     }
+
+    /// `compat.supportsAdditionalTools` on Azure (pi 1.6.0): the first tools lead the input in an
+    /// `additional_tools` item, written as Azure writes tools (strict mode on by default, so a
+    /// tool that is not strict says `strict: false`); a later addition follows the update notice;
+    /// nothing at the top level.
+    #[test]
+    fn additional_tools_are_declared_in_the_input() {
+        let mut m = model("azure-openai-responses", "azure-openai-responses", "m");
+        m.compat = json!({"supportsMidConvoSystemMessages": true,
+            "supportsAdditionalTools": true})
+        .as_object()
+        .cloned();
+        let tool = |name: &str| crate::messages::ToolSpec {
+            name: name.into(),
+            description: name.to_uppercase(),
+            parameters: json!({"type": "object"}),
+        };
+        let added = crate::messages::AgentMessage::System(crate::messages::SystemMessage {
+            content: crate::messages::UserContent::Text(String::new()),
+            sections: None,
+            timestamp: 1,
+            tools_added: Some(vec![json!({"name": "grep", "description": "GREP",
+                "parameters": {"type": "object"}})]),
+            tools_removed: None,
+            extra: serde_json::Map::new(),
+        });
+        let mut r = request(m, vec![user("a"), added, user("b")]);
+        r.api_key = "k".into();
+        r.system_prompt = "SYS".into();
+        r.initial_tools = vec![tool("read")];
+        r.tools = vec![tool("read"), tool("grep")];
+        let body = build_request_with(&r, &env("http://127.0.0.1:9/openai/v1"))
+            .unwrap()
+            .body;
+        assert!(body.get("tools").is_none(), "{body}");
+        let declared = |name: &str| {
+            json!({"type": "additional_tools", "role": "developer", "tools": [{"type": "function",
+                "name": name, "description": name.to_uppercase(),
+                "parameters": {"type": "object"}, "strict": false}]})
+        };
+        let input = body["input"].as_array().unwrap();
+        assert_eq!(input[0], declared("read"));
+        assert_eq!(input[1], json!({"role": "system", "content": "SYS"}));
+        assert_eq!(input[3]["role"], "system");
+        assert!(
+            input[3]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("This is an incremental tools update."),
+            "{body}"
+        );
+        assert_eq!(input[4], declared("grep"));
+        assert_eq!(input[5]["role"], "user");
+    }
 }

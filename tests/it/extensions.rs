@@ -628,6 +628,33 @@ fn before_agent_start_injects_a_message_and_replaces_the_system_prompt_for_one_p
     fake.finish();
 }
 
+/// A prompt `before_agent_start` forces stands for the transcript's only system message, which
+/// declares the current tools (pi 1.6.0's projection): where a model takes every tool in the
+/// input (`supportsAdditionalTools`), they lead it, before the forced prompt.
+#[test]
+fn a_forced_prompt_declares_the_current_tools_where_tools_go_in_the_input() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let models = json!({"providers": {"fr": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-responses", "apiKey": "fr-key-123456",
+        "models": [{"id": "fr-model", "input": ["text"],
+            "compat": {"supportsMidConvoSystemMessages": true,
+                "supportsAdditionalTools": true}}]}}});
+    let setup = Setup::new(&fake, "fr", "fr-model").models_json(&models.to_string());
+    let mut pi = Pi::spawn(&with_extensions(setup, &["full.py"]));
+    pi.command("p1", "prompt", json!({"message": "please inject"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    let body = &requests[0].body;
+    assert!(body.get("tools").is_none(), "{body}");
+    let input = body["input"].as_array().unwrap();
+    assert_eq!(input[0]["type"], "additional_tools", "{body}");
+    let declared = input[0]["tools"].as_array().unwrap();
+    assert!(declared.iter().any(|t| t["name"] == "read"), "{body}");
+    let prompt = input[1]["content"].as_str().unwrap_or_default();
+    assert!(prompt.ends_with("\nBe brief."), "{body}");
+    fake.finish();
+}
+
 // ---- extension tools --------------------------------------------------------------------------
 
 #[test]
