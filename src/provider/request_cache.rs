@@ -24,7 +24,9 @@
 //! the cache: Anthropic Messages (Copilot included) and OpenAI Chat Completions (its system
 //! prompt stays the first element: the history goes right after it). The others get the whole
 //! list as before: OpenAI Responses rewrites a tool call's id by the provider of the *last*
-//! message holding that id, so a later turn can change how an earlier one encodes.
+//! message holding that id, so a later turn can change how an earlier one encodes. So does a
+//! model whose tool declarations go in place (`transcript_tools`): where they go depends on the
+//! conversation's later system messages.
 //!
 //! Pure data and functions, on the agent thread (`prepare`) and the provider thread (`splice`).
 //!
@@ -494,6 +496,17 @@ mod tests {
         let mut request = request(responses, Vec::new());
         assert_eq!(cache.prepare(&mut request, &first, &|m| m.to_vec()), None);
         assert_eq!(request.messages, first);
+        // Nor does a conversation whose tool declarations go in place (they depend on every
+        // later system message).
+        let mut kimi = model("openai-completions", "moonshotai", "kimi");
+        kimi.compat = json!({"supportsMidConvoSystemMessages": true,
+            "supportsMidConvoToolAdditions": true})
+        .as_object()
+        .cloned();
+        let mut request = super::super::test_support::request(kimi, Vec::new());
+        assert_eq!(cache.prepare(&mut request, &first, &|m| m.to_vec()), None);
+        assert_eq!(request.messages, first);
+        assert_eq!(cache.source_len, 0);
     }
 
     fn by(model: &Model, content: Vec<ContentBlock>, stop: StopReason, at: i64) -> AgentMessage {
