@@ -1,9 +1,8 @@
 //! A scripted stand-in for an LLM provider, listening on 127.0.0.1.
 //!
 //! `FakeProvider::start(script)` binds an ephemeral port and serves HTTP/1.1 (keep-alive, one
-//! thread per connection). Every request is recorded (method, path, lowercase headers, JSON body;
-//! a `content-encoding: zstd` body, as pi 1.6.0's Codex client sends it, is decoded with the `zstd`
-//! CLI) and answered with the next `Reply` of the script, in arrival order, whatever the path: the
+//! thread per connection). Every request is recorded (method, path, lowercase headers, JSON body)
+//! and answered with the next `Reply` of the script, in arrival order, whatever the path: the
 //! same server backs the `fake-anthropic` (`/v1/messages`) and `fake-openai`
 //! (`/v1/chat/completions`) providers of `fixtures/models.json`. Streams are written with
 //! `Transfer-Encoding: chunked`, one chunk per SSE event, as the real APIs do.
@@ -11,6 +10,9 @@
 //! A connection that opens with a TLS handshake (an `https://` URL pointed at this port) gets a
 //! plain-text 400 and is closed, as real HTTP servers answer it; `tls_handshakes_refused` counts
 //! them.
+//!
+//! A body sent with `Content-Encoding: zstd` (pi 1.6.0's Codex client compresses its requests) is
+//! recorded decompressed, by the system's `zstd` command.
 //!
 //! Checks made on every request, reported by `finish()` or, failing that, by `Drop` (which panics
 //! the test unless it is already panicking): a request arriving after the script ran out, a body
@@ -35,6 +37,27 @@ use serde_json::Value;
 const POLL_TICK: Duration = Duration::from_millis(50);
 /// The first byte of a TLS ClientHello (record type "handshake").
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// `bytes` decompressed by `zstd -d` (no zstd crate among the dependencies).
+fn zstd_decompress(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let mut child = std::process::Command::new("zstd")
+        .args(["-d", "-c", "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = bytes.to_vec();
+    // Written from another thread: a large body would fill both pipes otherwise.
+    let writer = thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output()?;
+    writer
+        .join()
+        .map_err(|_| invalid("zstd writer panicked"))??;
+    if !output.status.success() {
+        return Err(invalid("zstd could not decompress the request body"));
+    }
+    Ok(output.stdout)
+}
 
 /// Absolute path of a file under `fixtures/`.
 pub fn fixture_path(relative: &str) -> PathBuf {
@@ -136,6 +159,7 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON (`Value::Null` if it was empty or not JSON).
     pub body: Value,
+    /// The body's bytes (decompressed when it came zstd-encoded).
     pub raw_body: Vec<u8>,
     /// When the request's body was complete.
     pub received_at: Instant,
@@ -472,11 +496,12 @@ impl Connection {
             };
             self.read_exact_body(length, shared)?
         };
-        let body = match header("content-encoding").as_deref() {
-            Some("zstd") => zstd_decoded(&raw_body).and_then(|b| serde_json::from_slice(&b).ok()),
-            _ => serde_json::from_slice(&raw_body).ok(),
-        }
-        .unwrap_or(Value::Null);
+        let raw_body = if header("content-encoding").as_deref() == Some("zstd") {
+            zstd_decompress(&raw_body)?
+        } else {
+            raw_body
+        };
+        let body = serde_json::from_slice(&raw_body).unwrap_or(Value::Null);
         Ok(Some(RecordedRequest {
             method,
             path,
@@ -769,26 +794,6 @@ pub fn split_sse_events(body: &str) -> Vec<String> {
         events.push(rest.to_string());
     }
     events
-}
-
-/// A zstd frame decoded by the `zstd` CLI (the tests have no zstd crate); `None` when that
-/// fails (the body then counts as not JSON).
-fn zstd_decoded(compressed: &[u8]) -> Option<Vec<u8>> {
-    let mut child = std::process::Command::new("zstd")
-        .args(["-dcq"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .ok()?;
-    let mut stdin = child.stdin.take()?;
-    // Written from another thread: a large output would otherwise fill its pipe first.
-    let output = thread::scope(|scope| {
-        scope.spawn(move || stdin.write_all(compressed));
-        child.wait_with_output()
-    })
-    .ok()?;
-    output.status.success().then_some(output.stdout)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
