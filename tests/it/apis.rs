@@ -1417,3 +1417,10 @@ fn responses_declare_tool_changes_in_the_input() {
 fn codex_declares_tool_changes_in_the_input() {
     check_in_place_tools("openai-codex-responses", ["true", "null", "null"]);
 }
+
+/// The same on Azure OpenAI, whose strict mode is on by default: `read` says `strict: true`, the
+/// others `false`. Passes against pi 1.6.0 too.
+#[test]
+fn azure_declares_tool_changes_in_the_input() {
+    check_in_place_tools("azure-openai-responses", ["true", "false", "false"]);
+}
