@@ -474,10 +474,11 @@ impl Config {
         else {
             return None;
         };
-        if expires_ms.is_some_and(|e| crate::time::now_ms() as f64 + min_validity_ms < e) {
+        // pi 1.6.0 asks for at least its usual five minutes, whatever `--min-expiry` says.
+        let margin = min_validity_ms.max(oauth::REFRESH_MARGIN_MS);
+        if expires_ms.is_some_and(|e| crate::time::now_ms() as f64 + margin < e) {
             return Some(access);
         }
-        let margin = min_validity_ms.max(60_000.0);
         // A command on the terminal: the lock wait is bounded, nothing cancels it.
         let cancel = crate::child::CancelFlag::default();
         let refreshed = oauth::refresh_locked_within(

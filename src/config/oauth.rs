@@ -30,8 +30,9 @@ use super::oauth_radius;
 use super::oauth_xai;
 use crate::net;
 
-/// Refresh this long before the recorded expiry ("nearly expired").
-const REFRESH_MARGIN_MS: f64 = 60_000.0;
+/// A login with less than this left is refreshed before use, built-in or an extension's (pi
+/// 1.6.0's `DEFAULT_OAUTH_MINIMUM_VALIDITY_MS`); also the least `--min-expiry` asks for.
+pub const REFRESH_MARGIN_MS: f64 = 5.0 * 60_000.0;
 /// pi stores Anthropic and Copilot expiries 5 minutes early.
 const EARLY_EXPIRY_MS: f64 = 5.0 * 60_000.0;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
