@@ -640,9 +640,14 @@ impl Config {
         if let Some(fresh) = &fresh
             && !oauth::needs_refresh(Some(fresh.expires_ms))
         {
-            return Ok(Some(fresh.access.clone()));
+            return Ok(Some(fresh.api_key().to_string()));
         }
-        if !oauth::needs_refresh(expires_ms) && !access.is_empty() && fresh.is_none() {
+        // A key the extension derives from the login is asked for like a refresh (on the worker).
+        let derives = self
+            .extension_oauth
+            .get(provider)
+            .is_some_and(|renewer| renewer.derives_key());
+        if !derives && !oauth::needs_refresh(expires_ms) && !access.is_empty() && fresh.is_none() {
             return Ok(Some(access));
         }
         if let Some((at, _)) = lock(&self.oauth_failures).get(provider)
@@ -710,13 +715,13 @@ impl Config {
         match result {
             Ok(fresh) => {
                 crate::redact::add_secret(&fresh.access);
-                if let Some(refresh) = &fresh.refresh {
-                    crate::redact::add_secret(refresh);
+                for secret in fresh.refresh.iter().chain(&fresh.key) {
+                    crate::redact::add_secret(secret);
                 }
                 lock(&self.oauth_failures).remove(provider);
-                let access = fresh.access.clone();
+                let key = fresh.api_key().to_string();
                 lock(&self.oauth_fresh).insert(provider.to_string(), fresh);
-                Some(access)
+                Some(key)
             }
             Err(reason) => {
                 log::warn!("refreshing the {provider} login failed: {reason}");
@@ -961,7 +966,7 @@ impl Config {
 
     /// (extensions) Removes a provider an extension registered; false when there was none.
     pub fn unregister_provider(&mut self, name: &str) -> bool {
-        self.extension_oauth.remove(name);
+        self.set_provider_oauth(name, None);
         self.registry.unregister_provider(name)
     }
 
@@ -972,6 +977,13 @@ impl Config {
         name: &str,
         renewer: Option<std::sync::Arc<dyn oauth::Renewer>>,
     ) {
+        // A key derived by the previous registration's `getApiKey` is not this one's.
+        if lock(&self.oauth_fresh)
+            .get(name)
+            .is_some_and(|fresh| fresh.key.is_some())
+        {
+            lock(&self.oauth_fresh).remove(name);
+        }
         match renewer {
             Some(renewer) => {
                 self.extension_oauth.insert(name.to_string(), renewer);
@@ -1239,6 +1251,10 @@ fn cloudflare_ids(provider: &str) -> &'static [&'static str] {
 }
 
 fn refresh_failed_message(provider: &str, reason: &oauth::OAuthError) -> String {
+    if let oauth::OAuthError::KeyDerivation { .. } = reason {
+        // The login itself is fine: the extension gave no key for it.
+        return reason.to_string();
+    }
     format!(
         "Your {provider} login has expired and could not be refreshed ({reason}). \
          Log in again with `pi login {provider}` (or `/login` in pi), or configure an API key."

@@ -271,8 +271,10 @@ pub enum ExtensionMessage {
         event: Value,
     },
     /// (v2) The answer to a request pi-rs made of one extension (`id`: its id): `route_result`
-    /// (`{model: {provider, id}, thinkingLevel?, state?}`), `refresh_models_result` (`{models}`)
-    /// or `oauth_refresh_result` (`{access, refresh, expires, …}`); Err: the extension's `error`, or a result that is not an object.
+    /// (`{model: {provider, id}, thinkingLevel?, state?}`), `refresh_models_result` (`{models}`),
+    /// `oauth_refresh_result` (`{access, refresh, expires, …}`), `oauth_api_key_result`
+    /// (`{apiKey}`) or `oauth_modify_models_result` (`{models}`); Err: the extension's `error`,
+    /// or a result that is not an object.
     RequestResult {
         id: String,
         result: Result<Value, String>,
@@ -906,7 +908,11 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
             id: fields.opt_string("id")?,
             action: parse_virtual_control(kind, &fields),
         }),
-        "route_result" | "refresh_models_result" | "oauth_refresh_result" => {
+        "route_result"
+        | "refresh_models_result"
+        | "oauth_refresh_result"
+        | "oauth_api_key_result"
+        | "oauth_modify_models_result" => {
             let id = fields.string("id")?;
             let result = match object.get("error") {
                 Some(Value::String(error)) => Err(error.clone()),

@@ -2183,6 +2183,115 @@ fn an_extension_that_never_answers_the_refresh_fails_the_prompt_within_the_deadl
     assert!(fake.requests().is_empty());
 }
 
+fn now_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64
+}
+
+/// The name `get_available_models` gives `provider`/`id`, once it is `wanted`.
+#[track_caller]
+fn model_once_named(pi: &mut Pi, provider: &str, id: &str, wanted: &str) -> Value {
+    let deadline = pi.deadline();
+    for attempt in 0.. {
+        let models = pi.command(&format!("mn{attempt}"), "get_available_models", json!({}));
+        let model = models["data"]["models"]
+            .as_array()
+            .expect("models")
+            .iter()
+            .find(|m| m["provider"] == provider && m["id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null);
+        if model["name"] == wanted {
+            return model;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{provider}/{id} never named {wanted}: {model}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unreachable!()
+}
+
+/// pi 1.6.0's `oauth.getApiKey` and `oauth.modifyModels` over JSONL (`oauth_api_key`,
+/// `oauth_modify_models`), and its five-minute refresh margin: the login's models are adapted at
+/// start, a login with four minutes left is refreshed before the request, and the key the
+/// request sends is the one the extension derived from the new login.
+#[test]
+fn a_login_s_key_and_models_come_from_the_extension_that_registered_the_provider() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Keyed."])),
+        Reply::sse(sse::anthropic_text(&["Again."])),
+    ]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": now_ms() + 4.0 * 60_000.0,
+                               "endpoint": fake.base_url(), "accountId": "acme"}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    // The registration's own base URL goes nowhere: only the adapted models reach the server.
+    let setup = Setup::at("http://127.0.0.1:9", "corp", "corp-1")
+        .env("OAUTH_KEY", "1")
+        .env("OAUTH_MODIFY", "1")
+        .env("OAUTH_REFRESH", "corp-refresh-0");
+    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    let asked = next_report(&mut pi, "modify ", |_| true);
+    assert_eq!(
+        asked,
+        json!({"provider": "corp", "ids": ["corp-1"],
+               "fields": ["access", "accountId", "endpoint", "expires", "refresh", "type"]})
+    );
+    let model = model_once_named(&mut pi, "corp", "corp-1", "Corp 1 for acme");
+    assert_eq!(model["baseUrl"], fake.base_url(), "{model}");
+
+    pi.command("p", "prompt", json!({"message": "Hi"}));
+    next_report(&mut pi, "oauth ", |_| true);
+    let keyed = next_report(&mut pi, "apikey ", |_| true);
+    assert_eq!(keyed, json!({"provider": "corp", "access": 1}));
+    // The derived key never reaches stdout (it joined the redaction list with the answer).
+    let leak = next_notice(&mut pi, "leak ");
+    assert_eq!(leak, "[redacted]");
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    assert_eq!(requests[0].header("x-api-key"), Some("corp-key-corp-access-1"));
+    // The key serves the next prompt as it is.
+    pi.command("p2", "prompt", json!({"message": "Again"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[1].header("x-api-key"), Some("corp-key-corp-access-1"));
+    fake.finish();
+}
+
+#[test]
+fn an_extension_that_gives_no_key_for_the_login_fails_the_prompt_with_its_reason() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_KEY", "fail");
+    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Hi"}));
+    // A valid login is not refreshed; its key is asked for.
+    let keyed = next_report(&mut pi, "apikey ", |_| true);
+    assert_eq!(keyed["access"], 0, "{keyed}");
+    let deadline = pi.deadline();
+    let response = pi
+        .recv_until(|r| r["type"] == "response" && r["id"] == "p", deadline)
+        .pop()
+        .expect("the prompt's response");
+    assert_eq!(response["success"], false, "{response}");
+    let error = response["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("OAuth auth derivation failed for corp: no key for this login"),
+        "{error}"
+    );
+    assert!(fake.requests().is_empty());
+}
+
 // ---- execute_tool: built-in tools for extensions (issue 24 item 3) --------------------------------
 
 /// The text of an `execute_tool` result (its text blocks joined).
