@@ -231,3 +231,21 @@ fn as_definitions(provider: &str, models: Value) -> Result<Value, String> {
         .collect::<Result<Vec<Value>, String>>()
         .map(Value::Array)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modified_models_become_definitions_of_their_provider() {
+        let models = json!([{"id": "a", "provider": "corp", "baseUrl": "x"}, {"id": "b"}]);
+        assert_eq!(
+            as_definitions("corp", models),
+            Ok(json!([{"id": "a", "baseUrl": "x"}, {"id": "b"}]))
+        );
+        let foreign = as_definitions("corp", json!([{"id": "a", "provider": "other"}]));
+        assert!(foreign.unwrap_err().contains("cannot name the provider"));
+        let not_object = as_definitions("corp", json!(["a"]));
+        assert!(not_object.unwrap_err().contains("must be an object"));
+    }
+}

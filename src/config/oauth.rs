@@ -211,7 +211,10 @@ pub enum OAuthError {
     /// A whole sentence from a provider's flow, shown as is (xAI's).
     Message(String),
     /// (extensions) The provider's `getApiKey` (`oauth_api_key`) gave no key for the login.
-    KeyDerivation { provider: String, reason: String },
+    KeyDerivation {
+        provider: String,
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for OAuthError {
@@ -396,37 +399,45 @@ pub fn refresh_locked_with(
     renewer: &dyn Renewer,
     cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
-    let (mut fresh, entry) = refresh_locked_entry(agent_dir, provider, REFRESH_MARGIN_MS, cancel, &|entry| {
-        let mut renewed = renewer.renew(provider, entry, cancel).map_err(|reason| {
-            OAuthError::Message(format!("OAuth refresh failed for {provider}: {reason}"))
-        })?;
-        let valid = renewed
-            .get("access")
-            .and_then(Value::as_str)
-            .is_some_and(|a| !a.is_empty())
-            && renewed.get("refresh").is_some_and(Value::is_string)
-            && renewed
-                .get("expires")
-                .and_then(Value::as_f64)
-                .is_some_and(f64::is_finite);
-        if !valid {
-            return Err(OAuthError::Message(format!(
-                "OAuth refresh failed for {provider}: the credential needs a non-empty string access, a string refresh and a numeric expires"
-            )));
-        }
-        renewed.insert("type".into(), Value::String("oauth".into()));
-        Ok(renewed)
-    })?;
+    let renew = |entry: &Entry| renewed_entry(renewer, provider, entry, cancel);
+    let (mut fresh, entry) =
+        refresh_locked_entry(agent_dir, provider, REFRESH_MARGIN_MS, cancel, &renew)?;
     if renewer.derives_key() {
-        let key = renewer
-            .api_key(provider, &entry)
-            .map_err(|reason| OAuthError::KeyDerivation {
-                provider: provider.to_string(),
-                reason,
-            })?;
-        fresh.key = Some(key);
+        let derived = renewer.api_key(provider, &entry);
+        fresh.key = Some(derived.map_err(|reason| OAuthError::KeyDerivation {
+            provider: provider.to_string(),
+            reason,
+        })?);
     }
     Ok(fresh)
+}
+
+/// The renewer's new credential for `entry`, checked and typed as pi 1.6.0 stores it.
+fn renewed_entry(
+    renewer: &dyn Renewer,
+    provider: &str,
+    entry: &Entry,
+    cancel: &crate::child::CancelFlag,
+) -> Result<Entry, OAuthError> {
+    let mut renewed = renewer.renew(provider, entry, cancel).map_err(|reason| {
+        OAuthError::Message(format!("OAuth refresh failed for {provider}: {reason}"))
+    })?;
+    let valid = renewed
+        .get("access")
+        .and_then(Value::as_str)
+        .is_some_and(|a| !a.is_empty())
+        && renewed.get("refresh").is_some_and(Value::is_string)
+        && renewed
+            .get("expires")
+            .and_then(Value::as_f64)
+            .is_some_and(f64::is_finite);
+    if !valid {
+        return Err(OAuthError::Message(format!(
+            "OAuth refresh failed for {provider}: the credential needs a non-empty string access, a string refresh and a numeric expires"
+        )));
+    }
+    renewed.insert("type".into(), Value::String("oauth".into()));
+    Ok(renewed)
 }
 
 /// One provider's auth.json entry.
@@ -1245,6 +1256,33 @@ mod tests {
         }
     }
 
+    /// An extension with `getApiKey`: the key names the login's `access` and `id`.
+    struct Keyed(Result<(), ()>);
+
+    impl Renewer for Keyed {
+        fn renew(
+            &self,
+            _provider: &str,
+            _credential: &Map<String, Value>,
+            _cancel: &crate::child::CancelFlag,
+        ) -> Result<Map<String, Value>, String> {
+            Err("unasked".into())
+        }
+
+        fn derives_key(&self) -> bool {
+            true
+        }
+
+        fn api_key(&self, _provider: &str, login: &Map<String, Value>) -> Result<String, String> {
+            self.0.map_err(|()| "no key".to_string())?;
+            Ok(format!(
+                "key-{}-{}",
+                login["access"].as_str().unwrap(),
+                login["id"]
+            ))
+        }
+    }
+
     #[test]
     fn an_extension_s_refresh_is_checked_and_stored_like_pi() {
         let dir = std::env::temp_dir().join(format!("pi-rs-oauth-ext-{}", std::process::id()));
@@ -1286,6 +1324,14 @@ mod tests {
         // Not expired any more: the stored login is used without asking.
         let fresh = refresh_locked_with(&dir, "corp", &Answer(Err("unasked".into())), &cancel);
         assert_eq!(fresh.unwrap().access, "a1");
+        // `getApiKey`: the key comes from the login as stored, or the derivation fails.
+        let keyed = refresh_locked_with(&dir, "corp", &Keyed(Ok(())), &cancel).unwrap();
+        assert_eq!((keyed.access.as_str(), keyed.api_key()), ("a1", "key-a1-7"));
+        let error = refresh_locked_with(&dir, "corp", &Keyed(Err(())), &cancel).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "OAuth auth derivation failed for corp: no key"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -214,8 +214,7 @@ pub struct OAuthDecl {
 
 /// Checks a `register_provider` config's `oauth`. Ok(None) without one.
 pub fn check_oauth(config: &Value) -> Result<Option<OAuthDecl>, String> {
-    const SHAPE: &str =
-        "register_provider: oauth must be an object {name?: string, getApiKey?: boolean, modifyModels?: boolean}";
+    const SHAPE: &str = "register_provider: oauth must be an object {name?: string, getApiKey?: boolean, modifyModels?: boolean}";
     let oauth = match config.get("oauth") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(oauth)) => oauth,
@@ -576,6 +575,30 @@ impl StreamState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oauth_declarations_are_checked() {
+        let decl = |oauth: Value| check_oauth(&json!({ "oauth": oauth }));
+        assert_eq!(check_oauth(&json!({})), Ok(None));
+        assert_eq!(decl(Value::Null), Ok(None));
+        assert_eq!(decl(json!({"name": "SSO"})), Ok(Some(OAuthDecl::default())));
+        assert_eq!(
+            decl(json!({"getApiKey": true, "modifyModels": false})),
+            Ok(Some(OAuthDecl {
+                get_api_key: true,
+                modify_models: false
+            }))
+        );
+        for bad in [
+            json!("SSO"),
+            json!({"name": 1}),
+            json!({"getApiKey": "yes"}),
+            json!({"modifyModels": 1}),
+        ] {
+            let error = decl(bad.clone()).expect_err(&bad.to_string());
+            assert!(error.contains("getApiKey?: boolean"), "{error}");
+        }
+    }
 
     #[test]
     fn stream_events_become_pi_rs_stream_events() {

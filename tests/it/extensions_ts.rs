@@ -2519,10 +2519,14 @@ fn a_typescript_provider_s_login_gives_its_key_and_adapts_its_models() {
     let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0", "access": "corp-access-0",
                                "expires": expires, "endpoint": fake.base_url(), "accountId": "acme"}});
     std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
-    let setup = with_examples(&reference, Setup::at("http://127.0.0.1:9", "corp", "corp-1"), &[])
-        .file("corp.ts", CORP_OAUTH_KEYED)
-        .arg("-e")
-        .arg("corp.ts");
+    let setup = with_examples(
+        &reference,
+        Setup::at("http://127.0.0.1:9", "corp", "corp-1"),
+        &[],
+    )
+    .file("corp.ts", CORP_OAUTH_KEYED)
+    .arg("-e")
+    .arg("corp.ts");
     let mut pi = Pi::spawn_in(&workspace, &setup);
     let deadline = pi.deadline();
     for attempt in 0.. {
@@ -2535,7 +2539,10 @@ fn a_typescript_provider_s_login_gives_its_key_and_adapts_its_models() {
             assert_eq!(corp["baseUrl"], fake.base_url(), "{corp}");
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "never adapted: {corp}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never adapted: {corp}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     pi.command("p", "prompt", json!({"message": "Hi"}));

@@ -2254,12 +2254,18 @@ fn a_login_s_key_and_models_come_from_the_extension_that_registered_the_provider
     assert_eq!(leak, "[redacted]");
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(1, pi.timeout());
-    assert_eq!(requests[0].header("x-api-key"), Some("corp-key-corp-access-1"));
+    assert_eq!(
+        requests[0].header("x-api-key"),
+        Some("corp-key-corp-access-1")
+    );
     // The key serves the next prompt as it is.
     pi.command("p2", "prompt", json!({"message": "Again"}));
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(2, pi.timeout());
-    assert_eq!(requests[1].header("x-api-key"), Some("corp-key-corp-access-1"));
+    assert_eq!(
+        requests[1].header("x-api-key"),
+        Some("corp-key-corp-access-1")
+    );
     fake.finish();
 }
 
