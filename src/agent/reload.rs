@@ -3,7 +3,10 @@
 //! are loaded anew, as at start. The old extensions hear `session_shutdown` (reason `reload`,
 //! or the change's) and are stopped; the new ones are started on the same event channel and
 //! hear `session_start` with the same reason. A reload keeps the session, model, thinking level
-//! and conversation. Settings are not re-read (see README "Extensions").
+//! and conversation. settings.json is read again first (pi 1.6.0's `reload` re-reads it, and its
+//! session change builds a runtime that reads it anew): what the agent holds from it (queue
+//! modes, auto-compaction and auto-retry, the stream and hook limits, the settings' skill and
+//! prompt paths) is taken again; the trust decision stays.
 //!
 //! Blocking: none on the agent thread. Stopping the old extensions (their grace period plus the
 //! host's bound) and starting the new ones (the registration timeout, as at start) run on worker
@@ -210,6 +213,7 @@ impl Agent {
     /// Loads the resources again and starts the new extensions on a worker (their handshakes
     /// take up to the registration timeout).
     fn start_new_extensions(&mut self, start_event: Value) {
+        self.reload_settings(start_event["reason"] == "reload");
         let inputs = &mut self.extensions.reload.resources;
         inputs.cwd = self.config.cwd.clone();
         inputs.skip_project = !self.config.project_trust.trusted;
@@ -247,6 +251,23 @@ impl Agent {
                 self.without_extensions();
             }
         }
+    }
+
+    /// settings.json again, and what the agent took from it at start. `keep_broken`: a file
+    /// that does not parse keeps its settings (a `reload`; a session change reads it as empty).
+    pub(super) fn reload_settings(&mut self, keep_broken: bool) {
+        self.config.reload_settings(keep_broken);
+        self.queues.steering_mode = self.config.steering_mode();
+        self.queues.follow_up_mode = self.config.follow_up_mode();
+        self.settings.auto_compaction = self.config.compaction_enabled();
+        self.settings.auto_retry = self.config.retry_enabled();
+        self.settings.idle_timeout = super::idle_timeout(&self.config);
+        self.extensions.hook_deadline = super::extending::hook_deadline(&self.config);
+        let inputs = &mut self.extensions.reload.resources;
+        inputs.project_settings_skills = self.config.scoped_list(true, "skills");
+        inputs.project_settings_prompts = self.config.scoped_list(true, "prompts");
+        inputs.user_settings_skills = self.config.scoped_list(false, "skills");
+        inputs.user_settings_prompts = self.config.scoped_list(false, "prompts");
     }
 
     /// No extension runs: their tools are no longer offered.

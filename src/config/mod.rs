@@ -149,6 +149,8 @@ pub struct Config {
     pub cwd: PathBuf,
     /// Whether the project's `.pi/` resources load (and what was skipped).
     pub project_trust: trust::ProjectTrust,
+    /// The directory `project_trust` was decided for (`cwd` follows a switched-to session).
+    trust_cwd: PathBuf,
     pub diagnostics: Vec<Diagnostic>,
     env: Env,
     settings: Settings,
@@ -314,6 +316,7 @@ impl Config {
         }
         Config {
             agent_dir,
+            trust_cwd: cwd.clone(),
             cwd,
             project_trust,
             diagnostics,
@@ -1007,6 +1010,22 @@ impl Config {
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------
+
+    /// Reads settings.json again (global, and the project's when trusted; the trust decision
+    /// stays): pi 1.6.0's `reload` (`keep_broken`: a file that does not parse keeps its
+    /// previous settings) and the new runtime of its session changes (such a file counts as
+    /// empty). Problems are logged. In another directory (a switched-to session's) no project
+    /// file is read: its trust was never decided.
+    pub fn reload_settings(&mut self, keep_broken: bool) {
+        let project_cwd = (self.project_trust.trusted && self.cwd == self.trust_cwd)
+            .then_some(self.cwd.as_path());
+        for (scope, error) in self.settings.reload(project_cwd, keep_broken) {
+            log::warn!("(reload, {scope} settings) {error}");
+        }
+        for warning in self.settings.numeric_warnings() {
+            log::warn!("(reload) {warning}");
+        }
+    }
 
     /// Any merged setting by dotted path (`"retry.provider.timeoutMs"`).
     pub fn setting(&self, dotted_path: &str) -> Option<&Value> {

@@ -1155,6 +1155,100 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
     fake.finish();
 }
 
+/// `get_state`'s queue modes and auto-compaction: what the agent takes from settings.json.
+fn settings_state(pi: &mut Pi, id: &str) -> Value {
+    let state = pi.command(id, "get_state", json!({}));
+    json!({
+        "steeringMode": state["data"]["steeringMode"],
+        "followUpMode": state["data"]["followUpMode"],
+        "autoCompactionEnabled": state["data"]["autoCompactionEnabled"],
+    })
+}
+
+/// pi 1.6.0's `reload` reads settings.json again (a file that no longer parses keeps its
+/// settings), and so does the new runtime of a session change (where such a file counts as
+/// empty); until then the settings read at start hold.
+#[test]
+fn reload_and_a_session_change_read_settings_anew() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(
+        Setup::anthropic(&fake)
+            .trust_project()
+            .settings(json!({"steeringMode": "one-at-a-time"})),
+        &["v2.py"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
+    let at_start = json!({"steeringMode": "one-at-a-time", "followUpMode": "one-at-a-time",
+                          "autoCompactionEnabled": true});
+    assert_eq!(settings_state(&mut pi, "g1"), at_start);
+    let global = pi.agent_dir().join("settings.json");
+    std::fs::write(
+        &global,
+        json!({"steeringMode": "all", "compaction": {"enabled": false}}).to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(pi.cwd().join(".pi")).unwrap();
+    std::fs::write(
+        pi.cwd().join(".pi/settings.json"),
+        json!({"followUpMode": "all"}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(settings_state(&mut pi, "g2"), at_start);
+
+    let reload = json!({"type": "reload", "id": "r"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    let reread = json!({"steeringMode": "all", "followUpMode": "all",
+                        "autoCompactionEnabled": false});
+    assert_eq!(settings_state(&mut pi, "g3"), reread);
+    // The extensions see them too.
+    let query = json!({"type": "query", "id": "s", "query": "settings"});
+    let seen = ask(&mut pi, &[query], "s");
+    assert_eq!(seen["result"]["steeringMode"], "all", "{seen}");
+    assert_eq!(seen["result"]["followUpMode"], "all", "{seen}");
+
+    // A global file that no longer parses: a reload keeps what it had.
+    std::fs::write(&global, "{not json").unwrap();
+    let reload = json!({"type": "reload", "id": "r2"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    assert_eq!(settings_state(&mut pi, "g4"), reread);
+    // A session change reads it as empty, as pi's new runtime; the project file still counts.
+    let changed = pi.command("n", "new_session", json!({}));
+    assert_eq!(changed["success"], true, "{changed}");
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "new");
+    assert_eq!(
+        settings_state(&mut pi, "g5"),
+        json!({"steeringMode": "one-at-a-time", "followUpMode": "all",
+               "autoCompactionEnabled": true})
+    );
+    fake.finish();
+}
+
+/// Without extensions too, a session change reads settings.json again (a file that no longer
+/// parses counts as empty). Passes against pi 1.6.0 too.
+#[test]
+fn a_session_change_without_extensions_reads_settings_anew() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).settings(json!({"followUpMode": "all"})));
+    let state = pi.command("g1", "get_state", json!({}));
+    assert_eq!(state["data"]["followUpMode"], "all", "{state}");
+    let global = pi.agent_dir().join("settings.json");
+    std::fs::write(&global, json!({"steeringMode": "all"}).to_string()).unwrap();
+    let changed = pi.command("n1", "new_session", json!({}));
+    assert_eq!(changed["success"], true, "{changed}");
+    let state = pi.command("g2", "get_state", json!({}));
+    assert_eq!(state["data"]["followUpMode"], "one-at-a-time", "{state}");
+    assert_eq!(state["data"]["steeringMode"], "all", "{state}");
+    std::fs::write(&global, "{not json").unwrap();
+    let changed = pi.command("n2", "new_session", json!({}));
+    assert_eq!(changed["success"], true, "{changed}");
+    let state = pi.command("g3", "get_state", json!({}));
+    assert_eq!(state["data"]["steeringMode"], "one-at-a-time", "{state}");
+    fake.finish();
+}
+
 /// Starts pi-rs with v2.py and has it reload with a new v2.py that waits for the test's word
 /// ("go-register") before registering; returns once the new process waits.
 fn reload_with_a_slow_extension() -> (FakeProvider, Pi) {
