@@ -2365,31 +2365,37 @@ fn a_login_s_key_and_models_come_from_the_extension_that_registered_the_provider
 
 #[test]
 fn an_extension_that_gives_no_key_for_the_login_fails_the_prompt_with_its_reason() {
-    let fake = FakeProvider::start(vec![]);
-    let workspace = crate::support::Workspace::new();
-    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
-                               "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
-    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
-    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
-        .env("OAUTH_URL", &fake.base_url())
-        .env("OAUTH_KEY", "fail");
-    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
-    pi.send(json!({"id": "p", "type": "prompt", "message": "Hi"}));
-    // A valid login is not refreshed; its key is asked for.
-    let keyed = next_report(&mut pi, "apikey ", |_| true);
-    assert_eq!(keyed["access"], 0, "{keyed}");
-    let deadline = pi.deadline();
-    let response = pi
-        .recv_until(|r| r["type"] == "response" && r["id"] == "p", deadline)
-        .pop()
-        .expect("the prompt's response");
-    assert_eq!(response["success"], false, "{response}");
-    let error = response["error"].as_str().unwrap_or_default();
-    assert!(
-        error.contains("OAuth auth derivation failed for corp: no key for this login"),
-        "{error}"
-    );
-    assert!(fake.requests().is_empty());
+    // An error answer, and an answer of the wrong type.
+    for (mode, reason) in [
+        ("fail", "no key for this login"),
+        ("wrong", "was answered with oauth_refresh_result"),
+    ] {
+        let fake = FakeProvider::start(vec![]);
+        let workspace = crate::support::Workspace::new();
+        let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                                   "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
+        std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+        let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+            .env("OAUTH_URL", &fake.base_url())
+            .env("OAUTH_KEY", mode);
+        let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+        pi.send(json!({"id": "p", "type": "prompt", "message": "Hi"}));
+        // A valid login is not refreshed; its key is asked for.
+        let keyed = next_report(&mut pi, "apikey ", |_| true);
+        assert_eq!(keyed["access"], 0, "{keyed}");
+        let deadline = pi.deadline();
+        let response = pi
+            .recv_until(|r| r["type"] == "response" && r["id"] == "p", deadline)
+            .pop()
+            .expect("the prompt's response");
+        assert_eq!(response["success"], false, "{response}");
+        let error = response["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("OAuth auth derivation failed for corp: ") && error.contains(reason),
+            "{error}"
+        );
+        assert!(fake.requests().is_empty());
+    }
 }
 
 // ---- execute_tool: built-in tools for extensions (issue 24 item 3) --------------------------------

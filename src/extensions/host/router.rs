@@ -958,10 +958,23 @@ impl Router {
                     self.streams.remove(&id);
                 }
             }
-            ExtensionMessage::RequestResult { id, result } => {
+            ExtensionMessage::RequestResult {
+                id,
+                request,
+                result,
+            } => {
                 if self.routes.get(&id).is_some_and(|r| r.extension == index)
                     && let Some(wait) = self.routes.remove(&id)
                 {
+                    // An answer of the wrong type is refused, not taken for the right one.
+                    let result = if request == wait.kind {
+                        result
+                    } else {
+                        Err(format!(
+                            "{} {id} was answered with {request}_result",
+                            wait.kind
+                        ))
+                    };
                     self.answer_route(wait, result);
                 } else {
                     log::debug!(
