@@ -213,7 +213,13 @@ impl Agent {
     /// Loads the resources again and starts the new extensions on a worker (their handshakes
     /// take up to the registration timeout).
     fn start_new_extensions(&mut self, start_event: Value) {
-        self.reload_settings(start_event["reason"] == "reload");
+        if start_event["reason"] == "reload" {
+            let defaults = self.default_tools();
+            self.reload_settings(true);
+            self.activate_added_default_tools(defaults);
+        } else {
+            self.reload_settings(false);
+        }
         let inputs = &mut self.extensions.reload.resources;
         inputs.cwd = self.config.cwd.clone();
         inputs.skip_project = !self.config.project_trust.trusted;
@@ -268,6 +274,47 @@ impl Agent {
         inputs.project_settings_prompts = self.config.scoped_list(true, "prompts");
         inputs.user_settings_skills = self.config.scoped_list(false, "skills");
         inputs.user_settings_prompts = self.config.scoped_list(false, "prompts");
+    }
+
+    /// The built-ins settings `defaultTools` chooses with the command line's `+name` / `-name`
+    /// entries; None when the command line chose the tools.
+    fn default_tools(&self) -> Option<Vec<String>> {
+        use crate::tools::selection;
+        let modifiers = self.tools.restore_with.as_ref()?;
+        let defaults = selection::default_tools(
+            self.config.scoped_setting(false, "defaultTools"),
+            self.config.scoped_setting(true, "defaultTools"),
+        )
+        .unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.map(String::from).to_vec());
+        Some(selection::apply_modifiers(&defaults, modifiers))
+    }
+
+    /// pi 1.6.0's `reload`: the built-ins a changed `defaultTools` adds are offered; the ones it
+    /// drops stay, and so do tools turned off during the session unless it adds them anew.
+    fn activate_added_default_tools(&mut self, before: Option<Vec<String>>) {
+        let (Some(before), Some(after)) = (before, self.default_tools()) else {
+            return;
+        };
+        let added: Vec<String> = after
+            .into_iter()
+            .filter(|name| !before.contains(name))
+            .filter(|name| crate::tools::selection::is_builtin(name))
+            .filter(|name| self.tools.filter.allows(name))
+            .collect();
+        if added.is_empty() {
+            return;
+        }
+        for name in added {
+            self.tools.withdrawn.retain(|n| *n != name);
+            if let Some(active) = self.tools.active.as_mut().filter(|a| !a.contains(&name)) {
+                active.push(name.clone());
+            }
+            if !self.tools.builtins.contains(&name) {
+                self.tools.builtins.push(name);
+            }
+        }
+        self.refresh_tool_specs();
+        self.rebuild_system_prompt();
     }
 
     /// No extension runs: their tools are no longer offered.

@@ -1166,8 +1166,9 @@ fn settings_state(pi: &mut Pi, id: &str) -> Value {
 }
 
 /// pi 1.6.0's `reload` reads settings.json again (a file that no longer parses keeps its
-/// settings), and so does the new runtime of a session change (where such a file counts as
-/// empty); until then the settings read at start hold.
+/// settings; built-ins `defaultTools` adds are offered, dropped ones stay), and so does the new
+/// runtime of a session change (where such a file counts as empty); until then the settings
+/// read at start hold.
 #[test]
 fn reload_and_a_session_change_read_settings_anew() {
     let fake = FakeProvider::start(vec![]);
@@ -1185,7 +1186,9 @@ fn reload_and_a_session_change_read_settings_anew() {
     let global = pi.agent_dir().join("settings.json");
     std::fs::write(
         &global,
-        json!({"steeringMode": "all", "compaction": {"enabled": false}}).to_string(),
+        json!({"steeringMode": "all", "compaction": {"enabled": false},
+               "defaultTools": ["read", "bash", "edit", "grep"]})
+        .to_string(),
     )
     .unwrap();
     std::fs::create_dir_all(pi.cwd().join(".pi")).unwrap();
@@ -1195,6 +1198,19 @@ fn reload_and_a_session_change_read_settings_anew() {
     )
     .unwrap();
     assert_eq!(settings_state(&mut pi, "g2"), at_start);
+    // The built-ins offered (v2.py's own tools follow them).
+    let builtins = |pi: &mut Pi, id: &str| -> Vec<String> {
+        let query = json!({"type": "query", "id": id, "query": "active_tools"});
+        let names = ask(pi, &[query], id)["result"].clone();
+        serde_json::from_value::<Vec<String>>(names)
+            .unwrap()
+            .into_iter()
+            .filter(|n| {
+                ["read", "bash", "edit", "write", "grep", "find", "ls"].contains(&n.as_str())
+            })
+            .collect()
+    };
+    assert_eq!(builtins(&mut pi, "t1"), ["read", "bash", "edit", "write"]);
 
     let reload = json!({"type": "reload", "id": "r"});
     pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
@@ -1207,6 +1223,10 @@ fn reload_and_a_session_change_read_settings_anew() {
     let seen = ask(&mut pi, &[query], "s");
     assert_eq!(seen["result"]["steeringMode"], "all", "{seen}");
     assert_eq!(seen["result"]["followUpMode"], "all", "{seen}");
+    assert_eq!(
+        builtins(&mut pi, "t2"),
+        ["read", "bash", "edit", "write", "grep"]
+    );
 
     // A global file that no longer parses: a reload keeps what it had.
     std::fs::write(&global, "{not json").unwrap();
