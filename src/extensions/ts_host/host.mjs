@@ -670,8 +670,8 @@ async function serveOauthRefresh(message) {
 		if (typeof oauth?.refreshToken !== "function") {
 			throw new Error(`provider ${request.provider} has no oauth.refreshToken function`);
 		}
-		const { type: _type, ...credentials } = request.credential ?? {};
-		const result = await oauth.refreshToken(credentials, abort.signal);
+		// As 1.6.0: the login as stored, `type` included.
+		const result = await oauth.refreshToken(request.credential ?? {}, abort.signal);
 		send({ type: "oauth_refresh_result", id: message.id, result: JSON.parse(JSON.stringify(result)) });
 	} catch (err) {
 		send({ type: "oauth_refresh_result", id: message.id, error: errorText(err) });
