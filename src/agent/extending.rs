@@ -92,6 +92,14 @@ pub struct Extensions {
     pub route: Option<super::virtual_models::PendingRoute>,
 }
 
+/// How long an extension has to answer a hook (settings `extensionHookTimeoutMs`).
+pub(super) fn hook_deadline(config: &crate::config::Config) -> Duration {
+    config
+        .setting("extensionHookTimeoutMs")
+        .and_then(Value::as_u64)
+        .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis)
+}
+
 impl Extensions {
     pub fn new(
         host: Option<crate::extensions::ExtensionHost>,
@@ -99,10 +107,7 @@ impl Extensions {
         reload: super::reload::ReloadInputs,
         config: &crate::config::Config,
     ) -> Extensions {
-        let hook_deadline = config
-            .setting("extensionHookTimeoutMs")
-            .and_then(Value::as_u64)
-            .map_or(DEFAULT_HOOK_DEADLINE, Duration::from_millis);
+        let hook_deadline = hook_deadline(config);
         // (v2) Providers of the `register` lines (main registered them) the extensions stream.
         let stream_providers = host
             .as_ref()

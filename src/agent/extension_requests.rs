@@ -488,7 +488,7 @@ impl Agent {
                 Ok(Value::Null)
             }
             ControlAction::RegisterProvider { name, config } => {
-                crate::extensions::providers::check_oauth(&config)?;
+                let oauth = crate::extensions::providers::check_oauth(&config)?;
                 let renewer = self.extensions.host.as_ref().and_then(|host| {
                     crate::extensions::providers::oauth_renewer(
                         host,
@@ -500,9 +500,8 @@ impl Agent {
                 let (config, refresh) = crate::extensions::providers::without_refresh(&config);
                 self.config.register_provider(&name, &config)?;
                 self.config.set_provider_oauth(&name, renewer);
-                if refresh {
-                    self.refresh_provider_models(extension, &name, config.clone());
-                }
+                let modify = oauth.is_some_and(|oauth| oauth.modify_models);
+                self.refresh_registered(extension, &name, config.clone(), refresh, modify);
                 if config.get("streamSimple").and_then(Value::as_bool) == Some(true) {
                     self.extensions.stream_providers.insert(name, extension);
                 } else {

@@ -230,12 +230,16 @@ struct Io {
     exit_signal: Option<i32>,
 }
 
+/// How long a silent stream may last (settings `retry.provider.timeoutMs`).
+fn idle_timeout(config: &crate::config::Config) -> Duration {
+    config
+        .provider_timeout_ms()
+        .map_or(STREAM_IDLE_TIMEOUT, Duration::from_millis)
+}
+
 impl Agent {
     pub fn new(setup: AgentSetup, channels: Channels) -> Agent {
-        let idle_timeout = setup
-            .config
-            .provider_timeout_ms()
-            .map_or(STREAM_IDLE_TIMEOUT, Duration::from_millis);
+        let idle_timeout = idle_timeout(&setup.config);
         let mut tools = tool_batch::Toolbox::new(
             setup.tool_names,
             setup.tool_filter,

@@ -3,7 +3,10 @@
 //! are loaded anew, as at start. The old extensions hear `session_shutdown` (reason `reload`,
 //! or the change's) and are stopped; the new ones are started on the same event channel and
 //! hear `session_start` with the same reason. A reload keeps the session, model, thinking level
-//! and conversation. Settings are not re-read (see README "Extensions").
+//! and conversation. settings.json is read again first (pi 1.6.0's `reload` re-reads it, and its
+//! session change builds a runtime that reads it anew): what the agent holds from it (queue
+//! modes, auto-compaction and auto-retry, the stream and hook limits, the settings' skill and
+//! prompt paths) is taken again; the trust decision stays.
 //!
 //! Blocking: none on the agent thread. Stopping the old extensions (their grace period plus the
 //! host's bound) and starting the new ones (the registration timeout, as at start) run on worker
@@ -210,6 +213,13 @@ impl Agent {
     /// Loads the resources again and starts the new extensions on a worker (their handshakes
     /// take up to the registration timeout).
     fn start_new_extensions(&mut self, start_event: Value) {
+        if start_event["reason"] == "reload" {
+            let defaults = self.default_tools();
+            self.reload_settings(true);
+            self.activate_added_default_tools(defaults);
+        } else {
+            self.reload_settings(false);
+        }
         let inputs = &mut self.extensions.reload.resources;
         inputs.cwd = self.config.cwd.clone();
         inputs.skip_project = !self.config.project_trust.trusted;
@@ -247,6 +257,64 @@ impl Agent {
                 self.without_extensions();
             }
         }
+    }
+
+    /// settings.json again, and what the agent took from it at start. `keep_broken`: a file
+    /// that does not parse keeps its settings (a `reload`; a session change reads it as empty).
+    pub(super) fn reload_settings(&mut self, keep_broken: bool) {
+        self.config.reload_settings(keep_broken);
+        self.queues.steering_mode = self.config.steering_mode();
+        self.queues.follow_up_mode = self.config.follow_up_mode();
+        self.settings.auto_compaction = self.config.compaction_enabled();
+        self.settings.auto_retry = self.config.retry_enabled();
+        self.settings.idle_timeout = super::idle_timeout(&self.config);
+        self.extensions.hook_deadline = super::extending::hook_deadline(&self.config);
+        let inputs = &mut self.extensions.reload.resources;
+        inputs.project_settings_skills = self.config.scoped_list(true, "skills");
+        inputs.project_settings_prompts = self.config.scoped_list(true, "prompts");
+        inputs.user_settings_skills = self.config.scoped_list(false, "skills");
+        inputs.user_settings_prompts = self.config.scoped_list(false, "prompts");
+    }
+
+    /// The built-ins settings `defaultTools` chooses with the command line's `+name` / `-name`
+    /// entries; None when the command line chose the tools.
+    fn default_tools(&self) -> Option<Vec<String>> {
+        use crate::tools::selection;
+        let modifiers = self.tools.restore_with.as_ref()?;
+        let defaults = selection::default_tools(
+            self.config.scoped_setting(false, "defaultTools"),
+            self.config.scoped_setting(true, "defaultTools"),
+        )
+        .unwrap_or_else(|| crate::tools::DEFAULT_TOOLS.map(String::from).to_vec());
+        Some(selection::apply_modifiers(&defaults, modifiers))
+    }
+
+    /// pi 1.6.0's `reload`: the built-ins a changed `defaultTools` adds are offered; the ones it
+    /// drops stay, and so do tools turned off during the session unless it adds them anew.
+    fn activate_added_default_tools(&mut self, before: Option<Vec<String>>) {
+        let (Some(before), Some(after)) = (before, self.default_tools()) else {
+            return;
+        };
+        let added: Vec<String> = after
+            .into_iter()
+            .filter(|name| !before.contains(name))
+            .filter(|name| crate::tools::selection::is_builtin(name))
+            .filter(|name| self.tools.filter.allows(name))
+            .collect();
+        if added.is_empty() {
+            return;
+        }
+        for name in added {
+            self.tools.withdrawn.retain(|n| *n != name);
+            if let Some(active) = self.tools.active.as_mut().filter(|a| !a.contains(&name)) {
+                active.push(name.clone());
+            }
+            if !self.tools.builtins.contains(&name) {
+                self.tools.builtins.push(name);
+            }
+        }
+        self.refresh_tool_specs();
+        self.rebuild_system_prompt();
     }
 
     /// No extension runs: their tools are no longer offered.

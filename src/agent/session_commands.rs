@@ -127,12 +127,17 @@ impl Agent {
                 SessionOp::Clone => self.clone_at_leaf(),
             }
         };
+        let changed = !cancel && result.is_ok();
         match reply {
             OpReply::Client { id, command } => self.respond_result(id.as_ref(), command, result),
             OpReply::Extension { extension, id } => self.answer_extension(extension, id, result),
         }
         if let Some((shutdown, start)) = self.extensions.restart.take() {
+            // Settings are read again with the new extensions' start.
             self.restart_extensions(shutdown, start);
+        } else if changed {
+            // pi 1.6.0's new runtime reads settings anew, extensions or not.
+            self.reload_settings(false);
         }
     }
 
@@ -357,9 +362,9 @@ impl Agent {
     }
 
     /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new
-    /// sessions and the prompt's working-directory line follow. Settings stay those read at
-    /// startup (pi reads them again; see README); the restarted extensions, context files,
-    /// skills and templates are loaded for the new directory.
+    /// sessions and the prompt's working-directory line follow. Settings are read again, the
+    /// global file only (the new directory's trust is not decided; see README); the restarted
+    /// extensions, context files, skills and templates are loaded for the new directory.
     fn move_to(&mut self, cwd: PathBuf) {
         if cwd == self.config.cwd {
             return;

@@ -149,6 +149,8 @@ pub struct Config {
     pub cwd: PathBuf,
     /// Whether the project's `.pi/` resources load (and what was skipped).
     pub project_trust: trust::ProjectTrust,
+    /// The directory `project_trust` was decided for (`cwd` follows a switched-to session).
+    trust_cwd: PathBuf,
     pub diagnostics: Vec<Diagnostic>,
     env: Env,
     settings: Settings,
@@ -314,6 +316,7 @@ impl Config {
         }
         Config {
             agent_dir,
+            trust_cwd: cwd.clone(),
             cwd,
             project_trust,
             diagnostics,
@@ -474,10 +477,11 @@ impl Config {
         else {
             return None;
         };
-        if expires_ms.is_some_and(|e| crate::time::now_ms() as f64 + min_validity_ms < e) {
+        // pi 1.6.0 asks for at least its usual five minutes, whatever `--min-expiry` says.
+        let margin = min_validity_ms.max(oauth::REFRESH_MARGIN_MS);
+        if expires_ms.is_some_and(|e| crate::time::now_ms() as f64 + margin < e) {
             return Some(access);
         }
-        let margin = min_validity_ms.max(60_000.0);
         // A command on the terminal: the lock wait is bounded, nothing cancels it.
         let cancel = crate::child::CancelFlag::default();
         let refreshed = oauth::refresh_locked_within(
@@ -639,9 +643,14 @@ impl Config {
         if let Some(fresh) = &fresh
             && !oauth::needs_refresh(Some(fresh.expires_ms))
         {
-            return Ok(Some(fresh.access.clone()));
+            return Ok(Some(fresh.api_key().to_string()));
         }
-        if !oauth::needs_refresh(expires_ms) && !access.is_empty() && fresh.is_none() {
+        // A key the extension derives from the login is asked for like a refresh (on the worker).
+        let derives = self
+            .extension_oauth
+            .get(provider)
+            .is_some_and(|renewer| renewer.derives_key());
+        if !derives && !oauth::needs_refresh(expires_ms) && !access.is_empty() && fresh.is_none() {
             return Ok(Some(access));
         }
         if let Some((at, _)) = lock(&self.oauth_failures).get(provider)
@@ -709,13 +718,13 @@ impl Config {
         match result {
             Ok(fresh) => {
                 crate::redact::add_secret(&fresh.access);
-                if let Some(refresh) = &fresh.refresh {
-                    crate::redact::add_secret(refresh);
+                for secret in fresh.refresh.iter().chain(&fresh.key) {
+                    crate::redact::add_secret(secret);
                 }
                 lock(&self.oauth_failures).remove(provider);
-                let access = fresh.access.clone();
+                let key = fresh.api_key().to_string();
                 lock(&self.oauth_fresh).insert(provider.to_string(), fresh);
-                Some(access)
+                Some(key)
             }
             Err(reason) => {
                 log::warn!("refreshing the {provider} login failed: {reason}");
@@ -960,7 +969,7 @@ impl Config {
 
     /// (extensions) Removes a provider an extension registered; false when there was none.
     pub fn unregister_provider(&mut self, name: &str) -> bool {
-        self.extension_oauth.remove(name);
+        self.set_provider_oauth(name, None);
         self.registry.unregister_provider(name)
     }
 
@@ -971,6 +980,13 @@ impl Config {
         name: &str,
         renewer: Option<std::sync::Arc<dyn oauth::Renewer>>,
     ) {
+        // A key derived by the previous registration's `getApiKey` is not this one's.
+        if lock(&self.oauth_fresh)
+            .get(name)
+            .is_some_and(|fresh| fresh.key.is_some())
+        {
+            lock(&self.oauth_fresh).remove(name);
+        }
         match renewer {
             Some(renewer) => {
                 self.extension_oauth.insert(name.to_string(), renewer);
@@ -994,6 +1010,22 @@ impl Config {
     }
 
     // ---- settings (getters; defaults as the reference) --------------------------------------
+
+    /// Reads settings.json again (global, and the project's when trusted; the trust decision
+    /// stays): pi 1.6.0's `reload` (`keep_broken`: a file that does not parse keeps its
+    /// previous settings) and the new runtime of its session changes (such a file counts as
+    /// empty). Problems are logged. In another directory (a switched-to session's) no project
+    /// file is read: its trust was never decided.
+    pub fn reload_settings(&mut self, keep_broken: bool) {
+        let project_cwd = (self.project_trust.trusted && self.cwd == self.trust_cwd)
+            .then_some(self.cwd.as_path());
+        for (scope, error) in self.settings.reload(project_cwd, keep_broken) {
+            log::warn!("(reload, {scope} settings) {error}");
+        }
+        for warning in self.settings.numeric_warnings() {
+            log::warn!("(reload) {warning}");
+        }
+    }
 
     /// Any merged setting by dotted path (`"retry.provider.timeoutMs"`).
     pub fn setting(&self, dotted_path: &str) -> Option<&Value> {
@@ -1238,6 +1270,10 @@ fn cloudflare_ids(provider: &str) -> &'static [&'static str] {
 }
 
 fn refresh_failed_message(provider: &str, reason: &oauth::OAuthError) -> String {
+    if let oauth::OAuthError::KeyDerivation { .. } = reason {
+        // The login itself is fine: the extension gave no key for it.
+        return reason.to_string();
+    }
     format!(
         "Your {provider} login has expired and could not be refreshed ({reason}). \
          Log in again with `pi login {provider}` (or `/login` in pi), or configure an API key."

@@ -30,8 +30,9 @@ use super::oauth_radius;
 use super::oauth_xai;
 use crate::net;
 
-/// Refresh this long before the recorded expiry ("nearly expired").
-const REFRESH_MARGIN_MS: f64 = 60_000.0;
+/// A login with less than this left is refreshed before use, built-in or an extension's (pi
+/// 1.6.0's `DEFAULT_OAUTH_MINIMUM_VALIDITY_MS`); also the least `--min-expiry` asks for.
+pub const REFRESH_MARGIN_MS: f64 = 5.0 * 60_000.0;
 /// pi stores Anthropic and Copilot expiries 5 minutes early.
 const EARLY_EXPIRY_MS: f64 = 5.0 * 60_000.0;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -209,6 +210,11 @@ pub enum OAuthError {
     WorkerGone,
     /// A whole sentence from a provider's flow, shown as is (xAI's).
     Message(String),
+    /// (extensions) The provider's `getApiKey` (`oauth_api_key`) gave no key for the login.
+    KeyDerivation {
+        provider: String,
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for OAuthError {
@@ -257,6 +263,9 @@ impl std::fmt::Display for OAuthError {
             }
             OAuthError::Flow(text) => f.write_str(text),
             OAuthError::WorkerGone => f.write_str("the refresh ended without an answer"),
+            OAuthError::KeyDerivation { provider, reason } => {
+                write!(f, "OAuth auth derivation failed for {provider}: {reason}")
+            }
         }
     }
 }
@@ -316,6 +325,16 @@ pub struct Fresh {
     pub access: String,
     pub refresh: Option<String>,
     pub expires_ms: f64,
+    /// (extensions) The key the provider's `getApiKey` derived from this login; None: `access`
+    /// is the key.
+    pub key: Option<String>,
+}
+
+impl Fresh {
+    /// What requests send as the provider's key.
+    pub fn api_key(&self) -> &str {
+        self.key.as_deref().unwrap_or(&self.access)
+    }
 }
 
 /// Refreshes `provider`'s login in `<agent_dir>/auth.json` under pi's lock: re-reads the file
@@ -356,38 +375,69 @@ pub trait Renewer: Send + Sync {
         credential: &Map<String, Value>,
         cancel: &crate::child::CancelFlag,
     ) -> Result<Map<String, Value>, String>;
+
+    /// Whether the provider's key is derived from the login (pi's `oauth.getApiKey`) rather than
+    /// being its `access` token.
+    fn derives_key(&self) -> bool {
+        false
+    }
+
+    /// The key for a login (`derives_key`), or the reason there is none.
+    fn api_key(&self, provider: &str, _credential: &Map<String, Value>) -> Result<String, String> {
+        Err(format!("{provider} derives no key from its login"))
+    }
 }
 
 /// `refresh_locked` with `renewer` in place of a built-in token endpoint. The answer is stored
 /// as pi 1.6.0 stores it (`{...credential, type: "oauth"}`); one without a non-empty `access`,
-/// a string `refresh` and a numeric `expires` is refused and nothing is written.
+/// a string `refresh` and a numeric `expires` is refused and nothing is written. When the
+/// renewer `derives_key`, the key comes from the login (refreshed or not) after the lock is
+/// released.
 pub fn refresh_locked_with(
     agent_dir: &Path,
     provider: &str,
     renewer: &dyn Renewer,
     cancel: &crate::child::CancelFlag,
 ) -> Result<Fresh, OAuthError> {
-    refresh_locked_by(agent_dir, provider, REFRESH_MARGIN_MS, cancel, &|entry| {
-        let mut renewed = renewer.renew(provider, entry, cancel).map_err(|reason| {
-            OAuthError::Message(format!("OAuth refresh failed for {provider}: {reason}"))
-        })?;
-        let valid = renewed
-            .get("access")
-            .and_then(Value::as_str)
-            .is_some_and(|a| !a.is_empty())
-            && renewed.get("refresh").is_some_and(Value::is_string)
-            && renewed
-                .get("expires")
-                .and_then(Value::as_f64)
-                .is_some_and(f64::is_finite);
-        if !valid {
-            return Err(OAuthError::Message(format!(
-                "OAuth refresh failed for {provider}: the credential needs a non-empty string access, a string refresh and a numeric expires"
-            )));
-        }
-        renewed.insert("type".into(), Value::String("oauth".into()));
-        Ok(renewed)
-    })
+    let renew = |entry: &Entry| renewed_entry(renewer, provider, entry, cancel);
+    let (mut fresh, entry) =
+        refresh_locked_entry(agent_dir, provider, REFRESH_MARGIN_MS, cancel, &renew)?;
+    if renewer.derives_key() {
+        let derived = renewer.api_key(provider, &entry);
+        fresh.key = Some(derived.map_err(|reason| OAuthError::KeyDerivation {
+            provider: provider.to_string(),
+            reason,
+        })?);
+    }
+    Ok(fresh)
+}
+
+/// The renewer's new credential for `entry`, checked and typed as pi 1.6.0 stores it.
+fn renewed_entry(
+    renewer: &dyn Renewer,
+    provider: &str,
+    entry: &Entry,
+    cancel: &crate::child::CancelFlag,
+) -> Result<Entry, OAuthError> {
+    let mut renewed = renewer.renew(provider, entry, cancel).map_err(|reason| {
+        OAuthError::Message(format!("OAuth refresh failed for {provider}: {reason}"))
+    })?;
+    let valid = renewed
+        .get("access")
+        .and_then(Value::as_str)
+        .is_some_and(|a| !a.is_empty())
+        && renewed.get("refresh").is_some_and(Value::is_string)
+        && renewed
+            .get("expires")
+            .and_then(Value::as_f64)
+            .is_some_and(f64::is_finite);
+    if !valid {
+        return Err(OAuthError::Message(format!(
+            "OAuth refresh failed for {provider}: the credential needs a non-empty string access, a string refresh and a numeric expires"
+        )));
+    }
+    renewed.insert("type".into(), Value::String("oauth".into()));
+    Ok(renewed)
 }
 
 /// One provider's auth.json entry.
@@ -403,6 +453,17 @@ fn refresh_locked_by(
     cancel: &crate::child::CancelFlag,
     renew: &dyn Fn(&Entry) -> Result<Entry, OAuthError>,
 ) -> Result<Fresh, OAuthError> {
+    refresh_locked_entry(agent_dir, provider, margin_ms, cancel, renew).map(|(fresh, _)| fresh)
+}
+
+/// `refresh_locked_by`, also returning the login's auth.json entry as it now is.
+fn refresh_locked_entry(
+    agent_dir: &Path,
+    provider: &str,
+    margin_ms: f64,
+    cancel: &crate::child::CancelFlag,
+    renew: &dyn Fn(&Entry) -> Result<Entry, OAuthError>,
+) -> Result<(Fresh, Entry), OAuthError> {
     let path = agent_dir.join("auth.json");
     let _lock = auth_lock::lock(&path, cancel)?;
     let mut data = read_auth(&path)?;
@@ -414,7 +475,7 @@ fn refresh_locked_by(
         .ok_or_else(|| OAuthError::NoLogin(provider.to_string()))?;
     let expires = entry.get("expires").and_then(Value::as_f64);
     if expires.is_some_and(|e| now_ms_f64() + margin_ms < e) {
-        return fresh_from(&entry);
+        return Ok((fresh_from(&entry)?, entry));
     }
     let renewed = renew(&entry)?;
     let mut result = fresh_from(&renewed)?;
@@ -422,12 +483,12 @@ fn refresh_locked_by(
         // No expiry given (see `anthropic_entry`): good for this process, as in pi 1.6.0.
         result.expires_ms = f64::INFINITY;
     }
-    data.insert(provider.to_string(), Value::Object(renewed));
+    data.insert(provider.to_string(), Value::Object(renewed.clone()));
     write_auth(&path, &data).map_err(|source| OAuthError::Write {
         path: path.clone(),
         source,
     })?;
-    Ok(result)
+    Ok((result, renewed))
 }
 
 fn fresh_from(entry: &Map<String, Value>) -> Result<Fresh, OAuthError> {
@@ -443,6 +504,7 @@ fn fresh_from(entry: &Map<String, Value>) -> Result<Fresh, OAuthError> {
             .and_then(Value::as_str)
             .map(str::to_string),
         expires_ms: entry.get("expires").and_then(Value::as_f64).unwrap_or(0.0),
+        key: None,
     })
 }
 
@@ -740,6 +802,16 @@ fn read_auth(path: &Path) -> Result<Map<String, Value>, OAuthError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
         Err(e) => Err(problem(e.to_string())),
     }
+}
+
+/// `provider`'s OAuth login as auth.json holds it now (read without the lock, as pi reads).
+pub fn stored_login(agent_dir: &Path, provider: &str) -> Option<Map<String, Value>> {
+    read_auth(&agent_dir.join("auth.json"))
+        .ok()?
+        .get(provider)
+        .and_then(Value::as_object)
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("oauth"))
+        .cloned()
 }
 
 /// pi's `JSON.stringify(data, null, 2)`, mode 0600, replaced atomically.
@@ -1184,6 +1256,33 @@ mod tests {
         }
     }
 
+    /// An extension with `getApiKey`: the key names the login's `access` and `id`.
+    struct Keyed(Result<(), ()>);
+
+    impl Renewer for Keyed {
+        fn renew(
+            &self,
+            _provider: &str,
+            _credential: &Map<String, Value>,
+            _cancel: &crate::child::CancelFlag,
+        ) -> Result<Map<String, Value>, String> {
+            Err("unasked".into())
+        }
+
+        fn derives_key(&self) -> bool {
+            true
+        }
+
+        fn api_key(&self, _provider: &str, login: &Map<String, Value>) -> Result<String, String> {
+            self.0.map_err(|()| "no key".to_string())?;
+            Ok(format!(
+                "key-{}-{}",
+                login["access"].as_str().unwrap(),
+                login["id"]
+            ))
+        }
+    }
+
     #[test]
     fn an_extension_s_refresh_is_checked_and_stored_like_pi() {
         let dir = std::env::temp_dir().join(format!("pi-rs-oauth-ext-{}", std::process::id()));
@@ -1225,6 +1324,14 @@ mod tests {
         // Not expired any more: the stored login is used without asking.
         let fresh = refresh_locked_with(&dir, "corp", &Answer(Err("unasked".into())), &cancel);
         assert_eq!(fresh.unwrap().access, "a1");
+        // `getApiKey`: the key comes from the login as stored, or the derivation fails.
+        let keyed = refresh_locked_with(&dir, "corp", &Keyed(Ok(())), &cancel).unwrap();
+        assert_eq!((keyed.access.as_str(), keyed.api_key()), ("a1", "key-a1-7"));
+        let error = refresh_locked_with(&dir, "corp", &Keyed(Err(())), &cancel).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "OAuth auth derivation failed for corp: no key"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -196,6 +196,50 @@ impl Settings {
         (settings, errors)
     }
 
+    /// Reads both files again, after the writes queued so far (bounded wait). `keep_broken`: a
+    /// file that does not parse keeps what was read before (pi 1.6.0's `SettingsManager.reload`,
+    /// an extension's `reload`); otherwise it counts as empty (the new `SettingsManager` of its
+    /// session change). Either way it is reported, and a global file that does not parse is not
+    /// written to. What this process changed is in the file now: nothing stays marked modified.
+    pub fn reload(
+        &mut self,
+        project_cwd: Option<&Path>,
+        keep_broken: bool,
+    ) -> Vec<(&'static str, String)> {
+        if !crate::disk::flush(Duration::from_secs(2)) {
+            log::warn!("settings: a queued write is not done; reading the files as they are");
+        }
+        let mut errors = Vec::new();
+        match load_file(&self.global_path) {
+            Ok(global) => {
+                self.global = global;
+                self.global_load_failed = false;
+            }
+            Err(e) => {
+                errors.push(("global", e));
+                self.global_load_failed = true;
+                if !keep_broken {
+                    self.global = Map::new();
+                }
+            }
+        }
+        match project_cwd {
+            Some(cwd) => match load_file(&cwd.join(".pi").join("settings.json")) {
+                Ok(project) => self.project = project,
+                Err(e) => {
+                    errors.push(("project", e));
+                    if !keep_broken {
+                        self.project = Map::new();
+                    }
+                }
+            },
+            None => self.project = Map::new(),
+        }
+        self.modified.clear();
+        self.merged = merge_settings(&self.global, &self.project);
+        errors
+    }
+
     /// Every merged setting (global, then the trusted project's on top).
     pub fn merged(&self) -> &Map<String, Value> {
         &self.merged
@@ -572,6 +616,35 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(leftovers.len(), 2, "{leftovers:?}");
+        let _ = fs::remove_dir_all(&agent);
+    }
+
+    #[test]
+    fn a_reload_keeps_a_broken_file_s_settings_and_a_fresh_read_empties_them() {
+        let agent = temp_dir("reload");
+        let cwd = agent.join("proj");
+        fs::create_dir_all(cwd.join(".pi")).unwrap();
+        let path = agent.join("settings.json");
+        fs::write(&path, r#"{"steeringMode":"all"}"#).unwrap();
+        fs::write(cwd.join(".pi/settings.json"), r#"{"followUpMode":"all"}"#).unwrap();
+        let (mut s, _) = Settings::load(&agent, Some(&cwd));
+        fs::write(&path, r#"{"steeringMode":"one-at-a-time","theme":"x"}"#).unwrap();
+        assert!(s.reload(Some(&cwd), true).is_empty());
+        assert_eq!(s.get_str("theme"), Some("x"));
+        assert_eq!(s.get_str("followUpMode"), Some("all"));
+        fs::write(&path, "{ broken").unwrap();
+        let errors = s.reload(Some(&cwd), true);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(s.get_str("theme"), Some("x"));
+        // Not written to while it does not parse.
+        s.set_top("defaultModel", json!("m"));
+        settled();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "{ broken");
+        assert_eq!(s.reload(Some(&cwd), false).len(), 1);
+        assert_eq!(s.get_str("theme"), None);
+        // Without the project (not trusted), its file is not read.
+        s.reload(None, false);
+        assert_eq!(s.get_str("followUpMode"), None);
         let _ = fs::remove_dir_all(&agent);
     }
 

@@ -140,19 +140,38 @@ pub fn register_providers_of(
 }
 
 /// (v2) The providers of the `register` lines that `register_providers` took and whose
-/// extension refreshes their models (`refreshModels: true`), with the config registered.
-pub fn refreshed_providers(
-    host: &ExtensionHost,
-    config: &Config,
-) -> Vec<(super::ExtensionId, String, serde_json::Value)> {
+/// extension refreshes or adapts their models.
+pub fn refreshed_providers(host: &ExtensionHost, config: &Config) -> Vec<RefreshedProvider> {
     host.providers()
         .into_iter()
         .filter_map(|(extension, decl)| {
-            let (registered, refresh) = super::providers::without_refresh(&decl.config);
-            (refresh && config.is_extension_provider(&decl.name))
-                .then_some((extension, decl.name, registered))
+            let (registered, refresh_models) = super::providers::without_refresh(&decl.config);
+            let modify_models = super::providers::check_oauth(&decl.config)
+                .ok()
+                .flatten()
+                .is_some_and(|oauth| oauth.modify_models);
+            ((refresh_models || modify_models) && config.is_extension_provider(&decl.name)).then(
+                || RefreshedProvider {
+                    extension,
+                    name: decl.name,
+                    config: registered,
+                    refresh_models,
+                    modify_models,
+                },
+            )
         })
         .collect()
+}
+
+/// (v2) A registered provider whose models its extension refreshes (`refreshModels: true`) or
+/// adapts to the stored login (`oauth.modifyModels: true`).
+pub struct RefreshedProvider {
+    pub extension: super::ExtensionId,
+    pub name: String,
+    /// The registration as registered (without `refreshModels` and `oauth`).
+    pub config: serde_json::Value,
+    pub refresh_models: bool,
+    pub modify_models: bool,
 }
 
 /// (v2) The virtual models of the `register` lines that `register_providers` took, and the

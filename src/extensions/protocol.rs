@@ -271,10 +271,14 @@ pub enum ExtensionMessage {
         event: Value,
     },
     /// (v2) The answer to a request pi-rs made of one extension (`id`: its id): `route_result`
-    /// (`{model: {provider, id}, thinkingLevel?, state?}`), `refresh_models_result` (`{models}`)
-    /// or `oauth_refresh_result` (`{access, refresh, expires, …}`); Err: the extension's `error`, or a result that is not an object.
+    /// (`{model: {provider, id}, thinkingLevel?, state?}`), `refresh_models_result` (`{models}`),
+    /// `oauth_refresh_result` (`{access, refresh, expires, …}`), `oauth_api_key_result`
+    /// (`{apiKey}`) or `oauth_modify_models_result` (`{models}`); Err: the extension's `error`,
+    /// or a result that is not an object.
     RequestResult {
         id: String,
+        /// The request it answers (`route`, …: the message type without `_result`).
+        request: &'static str,
         result: Result<Value, String>,
     },
     Action(Action),
@@ -305,6 +309,15 @@ pub enum ExtensionMessage {
     },
 }
 
+/// (v2) The requests pi-rs makes of one extension, and the type of their answers.
+const REQUESTS: &[(&str, &str)] = &[
+    ("route", "route_result"),
+    ("refresh_models", "refresh_models_result"),
+    ("oauth_refresh", "oauth_refresh_result"),
+    ("oauth_api_key", "oauth_api_key_result"),
+    ("oauth_modify_models", "oauth_modify_models_result"),
+];
+
 impl ExtensionMessage {
     /// The message type exists only in protocol 2 (a v1 extension sending it is malformed).
     pub fn needs_v2(&self) -> bool {
@@ -326,7 +339,10 @@ impl ExtensionMessage {
             ExtensionMessage::ToolResult { .. } => "tool_result",
             ExtensionMessage::CommandDone { .. } => "command_done",
             ExtensionMessage::StreamEvent { .. } => "stream_event",
-            ExtensionMessage::RequestResult { .. } => "route_result",
+            ExtensionMessage::RequestResult { request, .. } => REQUESTS
+                .iter()
+                .find(|(name, _)| name == request)
+                .map_or("route_result", |(_, answer)| answer),
             ExtensionMessage::Action(_) => "action",
             ExtensionMessage::Ui { .. } => "ui",
             ExtensionMessage::Error { .. } => "error",
@@ -906,7 +922,11 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
             id: fields.opt_string("id")?,
             action: parse_virtual_control(kind, &fields),
         }),
-        "route_result" | "refresh_models_result" | "oauth_refresh_result" => {
+        kind if REQUESTS.iter().any(|(_, answer)| *answer == kind) => {
+            let request = REQUESTS
+                .iter()
+                .find(|(_, answer)| *answer == kind)
+                .map_or("route", |(name, _)| name);
             let id = fields.string("id")?;
             let result = match object.get("error") {
                 Some(Value::String(error)) => Err(error.clone()),
@@ -916,7 +936,11 @@ pub fn parse_line(line: &[u8]) -> Result<ExtensionMessage, ProtocolError> {
                     _ => Err(format!("{kind}.result must be an object")),
                 },
             };
-            Ok(ExtensionMessage::RequestResult { id, result })
+            Ok(ExtensionMessage::RequestResult {
+                id,
+                request,
+                result,
+            })
         }
         _ => parse_action(&kind, &fields).map(ExtensionMessage::Action),
     }
@@ -1777,11 +1801,17 @@ mod tests {
         assert!(bad(json!({"provider": "p", "id": "x", "maxTokens": -1})).contains("whole number"));
         let answer = parse(json!({"type": "route_result", "id": "r1", "result": {"model": {}}}));
         assert!(
-            matches!(answer, Ok(ExtensionMessage::RequestResult { ref id, result: Ok(_) }) if id == "r1")
+            matches!(answer, Ok(ExtensionMessage::RequestResult { ref id, request: "route", result: Ok(_) }) if id == "r1")
         );
         let error = parse(json!({"type": "refresh_models_result", "id": "r2", "error": "down"}));
         assert!(
-            matches!(error, Ok(ExtensionMessage::RequestResult { result: Err(ref e), .. }) if e == "down")
+            matches!(error, Ok(ExtensionMessage::RequestResult { request: "refresh_models", result: Err(ref e), .. }) if e == "down")
+        );
+        let key =
+            parse(json!({"type": "oauth_api_key_result", "id": "r4", "result": {"apiKey": "k"}}));
+        assert_eq!(
+            key.as_ref().map(|m| m.type_name()),
+            Ok("oauth_api_key_result")
         );
         let not_object = parse(json!({"type": "route_result", "id": "r3", "result": 3}));
         assert!(matches!(

@@ -203,14 +203,35 @@ pub fn without_refresh(config: &Value) -> (Value, bool) {
 /// pi 1.6.0 gives a provider's `oauth.refreshToken` this long (`DEFAULT_OAUTH_REFRESH_TIMEOUT_MS`).
 const OAUTH_REFRESH_DEADLINE: Duration = Duration::from_secs(15);
 
-/// Checks a `register_provider` config's `oauth` (pi's OAuth functions; over JSONL `{name?}`:
-/// the registering extension answers `oauth_refresh`). Ok(false) without one.
-pub fn check_oauth(config: &Value) -> Result<bool, String> {
-    match config.get("oauth") {
+/// A `register_provider` config's `oauth` (pi's OAuth functions; over JSONL `{name?,
+/// getApiKey?, modifyModels?}`: the registering extension answers `oauth_refresh`, and
+/// `oauth_api_key` / `oauth_modify_models` when those are `true`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OAuthDecl {
+    pub get_api_key: bool,
+    pub modify_models: bool,
+}
+
+/// Checks a `register_provider` config's `oauth`. Ok(None) without one.
+pub fn check_oauth(config: &Value) -> Result<Option<OAuthDecl>, String> {
+    const SHAPE: &str = "register_provider: oauth must be an object {name?: string, getApiKey?: boolean, modifyModels?: boolean}";
+    let oauth = match config.get("oauth") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(oauth)) => oauth,
+        Some(_) => return Err(SHAPE.into()),
+    };
+    let flag = |name: &str| match oauth.get(name) {
         None | Some(Value::Null) => Ok(false),
-        Some(Value::Object(oauth)) if oauth.get("name").is_none_or(Value::is_string) => Ok(true),
-        Some(_) => Err("register_provider: oauth must be an object {name?: string}".into()),
+        Some(Value::Bool(value)) => Ok(*value),
+        Some(_) => Err(SHAPE.to_string()),
+    };
+    if !oauth.get("name").is_none_or(Value::is_string) {
+        return Err(SHAPE.into());
     }
+    Ok(Some(OAuthDecl {
+        get_api_key: flag("getApiKey")?,
+        modify_models: flag("modifyModels")?,
+    }))
 }
 
 /// The refresher of a provider registered with `oauth` by `extension` (None without `oauth`):
@@ -222,25 +243,47 @@ pub fn oauth_renewer(
     registration: &Value,
     config: &crate::config::Config,
 ) -> Option<Arc<dyn crate::config::oauth::Renewer>> {
-    if !check_oauth(registration).unwrap_or(false) {
-        return None;
-    }
-    let deadline = config
-        .setting("extensionHookTimeoutMs")
-        .and_then(Value::as_u64)
-        .map(Duration::from_millis)
-        .map_or(OAUTH_REFRESH_DEADLINE, |d| d.min(OAUTH_REFRESH_DEADLINE));
+    let decl = check_oauth(registration).ok()??;
     Some(Arc::new(ExtensionOAuth {
         channel: host.hook_channel(),
         extension,
-        deadline,
+        deadline: oauth_deadline(config),
+        derives_key: decl.get_api_key,
     }))
+}
+
+/// The deadline of the `oauth_*` requests: pi 1.6.0's refresh timeout, 15 s, or the setting
+/// `extensionHookTimeoutMs` when that is less.
+pub fn oauth_deadline(config: &crate::config::Config) -> Duration {
+    config
+        .setting("extensionHookTimeoutMs")
+        .and_then(Value::as_u64)
+        .map(Duration::from_millis)
+        .map_or(OAUTH_REFRESH_DEADLINE, |d| d.min(OAUTH_REFRESH_DEADLINE))
 }
 
 struct ExtensionOAuth {
     channel: HookChannel,
     extension: ExtensionId,
     deadline: Duration,
+    /// `oauth.getApiKey: true`: the key is asked with `oauth_api_key`.
+    derives_key: bool,
+}
+
+impl ExtensionOAuth {
+    /// Asks the extension `kind` and waits for the answer (the router's deadline, else this
+    /// wait's own bound).
+    fn ask(&self, kind: &'static str, request: Value) -> Result<Value, String> {
+        let outcome = self
+            .channel
+            .ask_extension(kind, self.extension, request, self.deadline);
+        let bound = at(crate::deadline::after(self.deadline + WAIT_MARGIN));
+        select! {
+            recv(outcome) -> answer => answer.unwrap_or_else(|_| Err("the extensions are gone".into())),
+            recv(bound) -> _ => Err(format!("no answer to {kind} within {} ms",
+                self.deadline.as_millis())),
+        }
+    }
 }
 
 impl crate::config::oauth::Renewer for ExtensionOAuth {
@@ -254,18 +297,23 @@ impl crate::config::oauth::Renewer for ExtensionOAuth {
         _cancel: &crate::child::CancelFlag,
     ) -> Result<Map<String, Value>, String> {
         let request = json!({ "provider": provider, "credential": credential });
-        let outcome =
-            self.channel
-                .ask_extension("oauth_refresh", self.extension, request, self.deadline);
-        let bound = at(crate::deadline::after(self.deadline + WAIT_MARGIN));
-        let answer = select! {
-            recv(outcome) -> answer => answer.unwrap_or_else(|_| Err("the extensions are gone".into())),
-            recv(bound) -> _ => Err(format!("no answer to oauth_refresh within {} ms",
-                self.deadline.as_millis())),
-        }?;
-        match answer {
+        match self.ask("oauth_refresh", request)? {
             Value::Object(credential) => Ok(credential),
             _ => Err("oauth_refresh_result.result must be an object".into()),
+        }
+    }
+
+    fn derives_key(&self) -> bool {
+        self.derives_key
+    }
+
+    /// pi's `oauth.getApiKey(credential)`: `oauth_api_key`, answered `{apiKey}`.
+    fn api_key(&self, provider: &str, credential: &Map<String, Value>) -> Result<String, String> {
+        let request = json!({ "provider": provider, "credential": credential });
+        let answer = self.ask("oauth_api_key", request)?;
+        match answer.get("apiKey") {
+            Some(Value::String(key)) if !key.is_empty() => Ok(key.clone()),
+            _ => Err("oauth_api_key_result.result.apiKey must be a non-empty string".into()),
         }
     }
 }
@@ -527,6 +575,30 @@ impl StreamState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oauth_declarations_are_checked() {
+        let decl = |oauth: Value| check_oauth(&json!({ "oauth": oauth }));
+        assert_eq!(check_oauth(&json!({})), Ok(None));
+        assert_eq!(decl(Value::Null), Ok(None));
+        assert_eq!(decl(json!({"name": "SSO"})), Ok(Some(OAuthDecl::default())));
+        assert_eq!(
+            decl(json!({"getApiKey": true, "modifyModels": false})),
+            Ok(Some(OAuthDecl {
+                get_api_key: true,
+                modify_models: false
+            }))
+        );
+        for bad in [
+            json!("SSO"),
+            json!({"name": 1}),
+            json!({"getApiKey": "yes"}),
+            json!({"modifyModels": 1}),
+        ] {
+            let error = decl(bad.clone()).expect_err(&bad.to_string());
+            assert!(error.contains("getApiKey?: boolean"), "{error}");
+        }
+    }
 
     #[test]
     fn stream_events_become_pi_rs_stream_events() {

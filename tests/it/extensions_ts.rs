@@ -2473,3 +2473,81 @@ fn a_typescript_provider_s_expired_login_is_refreshed_by_its_oauth_refresh_token
     assert_eq!(stored["corp"]["access"], "corp-access-1", "{stored}");
     assert_eq!(stored["corp"]["refresh"], "corp-refresh-1", "{stored}");
 }
+
+/// A provider whose `oauth` also has `getApiKey` and `modifyModels`.
+const CORP_OAUTH_KEYED: &str = r#"
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+
+export default function (pi: ExtensionAPI) {
+    pi.registerProvider("corp", {
+        baseUrl: "http://127.0.0.1:9",
+        api: "anthropic-messages",
+        models: [{
+            id: "corp-1", name: "Corp 1", reasoning: false, input: ["text"],
+            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 100000, maxTokens: 4096,
+        }],
+        oauth: {
+            name: "Corp SSO",
+            async login() {
+                throw new Error("not used here");
+            },
+            async refreshToken(credentials) {
+                return { ...credentials, access: "corp-access-1", refresh: "corp-refresh-1", expires: Date.now() + 3600000 };
+            },
+            getApiKey: (credentials) => `corp-key-${credentials.access}`,
+            modifyModels: (models, credentials) =>
+                models.map((model) => ({ ...model, baseUrl: credentials.endpoint, name: `${model.name} for ${credentials.accountId}` })),
+        },
+    });
+}
+"#;
+
+/// `oauth.modifyModels` adapts the provider's models to the stored login at start, and
+/// `oauth.getApiKey` derives the request's key from the login, refreshed first because it has
+/// less than five minutes left (protocol 2's `oauth_modify_models`, `oauth_refresh`,
+/// `oauth_api_key`). Passes against pi 1.6.0 too.
+#[test]
+fn a_typescript_provider_s_login_gives_its_key_and_adapts_its_models() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Keyed."]))]);
+    let workspace = crate::support::Workspace::new();
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 4 * 60_000;
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0", "access": "corp-access-0",
+                               "expires": expires, "endpoint": fake.base_url(), "accountId": "acme"}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let setup = with_examples(
+        &reference,
+        Setup::at("http://127.0.0.1:9", "corp", "corp-1"),
+        &[],
+    )
+    .file("corp.ts", CORP_OAUTH_KEYED)
+    .arg("-e")
+    .arg("corp.ts");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let deadline = pi.deadline();
+    for attempt in 0.. {
+        let models = pi.command(&format!("m{attempt}"), "get_available_models", json!({}));
+        let corp = models["data"]["models"]
+            .as_array()
+            .and_then(|all| all.iter().find(|m| m["provider"] == "corp").cloned())
+            .unwrap_or(Value::Null);
+        if corp["name"] == "Corp 1 for acme" {
+            assert_eq!(corp["baseUrl"], fake.base_url(), "{corp}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never adapted: {corp}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pi.command("p", "prompt", json!({"message": "Hi"}));
+    let records = pi.records_until_event("agent_end");
+    assert!(extension_errors(&records).is_empty(), "{records:?}");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.header("x-api-key"), Some("corp-key-corp-access-1"));
+}

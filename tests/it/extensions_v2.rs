@@ -1155,6 +1155,120 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
     fake.finish();
 }
 
+/// `get_state`'s queue modes and auto-compaction: what the agent takes from settings.json.
+fn settings_state(pi: &mut Pi, id: &str) -> Value {
+    let state = pi.command(id, "get_state", json!({}));
+    json!({
+        "steeringMode": state["data"]["steeringMode"],
+        "followUpMode": state["data"]["followUpMode"],
+        "autoCompactionEnabled": state["data"]["autoCompactionEnabled"],
+    })
+}
+
+/// pi 1.6.0's `reload` reads settings.json again (a file that no longer parses keeps its
+/// settings; built-ins `defaultTools` adds are offered, dropped ones stay), and so does the new
+/// runtime of a session change (where such a file counts as empty); until then the settings
+/// read at start hold.
+#[test]
+fn reload_and_a_session_change_read_settings_anew() {
+    let fake = FakeProvider::start(vec![]);
+    let setup = with_extensions(
+        Setup::anthropic(&fake)
+            .trust_project()
+            .settings(json!({"steeringMode": "one-at-a-time"})),
+        &["v2.py"],
+    );
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
+    let at_start = json!({"steeringMode": "one-at-a-time", "followUpMode": "one-at-a-time",
+                          "autoCompactionEnabled": true});
+    assert_eq!(settings_state(&mut pi, "g1"), at_start);
+    let global = pi.agent_dir().join("settings.json");
+    std::fs::write(
+        &global,
+        json!({"steeringMode": "all", "compaction": {"enabled": false},
+               "defaultTools": ["read", "bash", "edit", "grep"]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(pi.cwd().join(".pi")).unwrap();
+    std::fs::write(
+        pi.cwd().join(".pi/settings.json"),
+        json!({"followUpMode": "all"}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(settings_state(&mut pi, "g2"), at_start);
+    // The built-ins offered (v2.py's own tools follow them).
+    let builtins = |pi: &mut Pi, id: &str| -> Vec<String> {
+        let query = json!({"type": "query", "id": id, "query": "active_tools"});
+        let names = ask(pi, &[query], id)["result"].clone();
+        serde_json::from_value::<Vec<String>>(names)
+            .unwrap()
+            .into_iter()
+            .filter(|n| {
+                ["read", "bash", "edit", "write", "grep", "find", "ls"].contains(&n.as_str())
+            })
+            .collect()
+    };
+    assert_eq!(builtins(&mut pi, "t1"), ["read", "bash", "edit", "write"]);
+
+    let reload = json!({"type": "reload", "id": "r"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    let reread = json!({"steeringMode": "all", "followUpMode": "all",
+                        "autoCompactionEnabled": false});
+    assert_eq!(settings_state(&mut pi, "g3"), reread);
+    // The extensions see them too.
+    let query = json!({"type": "query", "id": "s", "query": "settings"});
+    let seen = ask(&mut pi, &[query], "s");
+    assert_eq!(seen["result"]["steeringMode"], "all", "{seen}");
+    assert_eq!(seen["result"]["followUpMode"], "all", "{seen}");
+    assert_eq!(
+        builtins(&mut pi, "t2"),
+        ["read", "bash", "edit", "write", "grep"]
+    );
+
+    // A global file that no longer parses: a reload keeps what it had.
+    std::fs::write(&global, "{not json").unwrap();
+    let reload = json!({"type": "reload", "id": "r2"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "reload");
+    assert_eq!(settings_state(&mut pi, "g4"), reread);
+    // A session change reads it as empty, as pi's new runtime; the project file still counts.
+    let changed = pi.command("n", "new_session", json!({}));
+    assert_eq!(changed["success"], true, "{changed}");
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "new");
+    assert_eq!(
+        settings_state(&mut pi, "g5"),
+        json!({"steeringMode": "one-at-a-time", "followUpMode": "all",
+               "autoCompactionEnabled": true})
+    );
+    fake.finish();
+}
+
+/// Without extensions too, a session change reads settings.json again (a file that no longer
+/// parses counts as empty). Passes against pi 1.6.0 too.
+#[test]
+fn a_session_change_without_extensions_reads_settings_anew() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&Setup::anthropic(&fake).settings(json!({"followUpMode": "all"})));
+    let state = pi.command("g1", "get_state", json!({}));
+    assert_eq!(state["data"]["followUpMode"], "all", "{state}");
+    let global = pi.agent_dir().join("settings.json");
+    std::fs::write(&global, json!({"steeringMode": "all"}).to_string()).unwrap();
+    let changed = pi.command("n1", "new_session", json!({}));
+    assert_eq!(changed["success"], true, "{changed}");
+    let state = pi.command("g2", "get_state", json!({}));
+    assert_eq!(state["data"]["followUpMode"], "one-at-a-time", "{state}");
+    assert_eq!(state["data"]["steeringMode"], "all", "{state}");
+    std::fs::write(&global, "{not json").unwrap();
+    let changed = pi.command("n2", "new_session", json!({}));
+    assert_eq!(changed["success"], true, "{changed}");
+    let state = pi.command("g3", "get_state", json!({}));
+    assert_eq!(state["data"]["steeringMode"], "one-at-a-time", "{state}");
+    fake.finish();
+}
+
 /// Starts pi-rs with v2.py and has it reload with a new v2.py that waits for the test's word
 /// ("go-register") before registering; returns once the new process waits.
 fn reload_with_a_slow_extension() -> (FakeProvider, Pi) {
@@ -2181,6 +2295,127 @@ fn an_extension_that_never_answers_the_refresh_fails_the_prompt_within_the_deadl
     let stored = std::fs::read_to_string(workspace.agent_dir().join("auth.json")).unwrap();
     assert!(stored.contains("corp-access-0"), "{stored}");
     assert!(fake.requests().is_empty());
+}
+
+fn now_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64
+}
+
+/// The name `get_available_models` gives `provider`/`id`, once it is `wanted`.
+#[track_caller]
+fn model_once_named(pi: &mut Pi, provider: &str, id: &str, wanted: &str) -> Value {
+    let deadline = pi.deadline();
+    for attempt in 0.. {
+        let models = pi.command(&format!("mn{attempt}"), "get_available_models", json!({}));
+        let model = models["data"]["models"]
+            .as_array()
+            .expect("models")
+            .iter()
+            .find(|m| m["provider"] == provider && m["id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null);
+        if model["name"] == wanted {
+            return model;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{provider}/{id} never named {wanted}: {model}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unreachable!()
+}
+
+/// pi 1.6.0's `oauth.getApiKey` and `oauth.modifyModels` over JSONL (`oauth_api_key`,
+/// `oauth_modify_models`), and its five-minute refresh margin: the login's models are adapted at
+/// start, a login with four minutes left is refreshed before the request, and the key the
+/// request sends is the one the extension derived from the new login.
+#[test]
+fn a_login_s_key_and_models_come_from_the_extension_that_registered_the_provider() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Keyed."])),
+        Reply::sse(sse::anthropic_text(&["Again."])),
+    ]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": now_ms() + 4.0 * 60_000.0,
+                               "endpoint": fake.base_url(), "accountId": "acme"}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    // The registration's own base URL goes nowhere: only the adapted models reach the server.
+    let setup = Setup::at("http://127.0.0.1:9", "corp", "corp-1")
+        .env("OAUTH_KEY", "1")
+        .env("OAUTH_MODIFY", "1")
+        .env("OAUTH_REFRESH", "corp-refresh-0");
+    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    let asked = next_report(&mut pi, "modify ", |_| true);
+    assert_eq!(
+        asked,
+        json!({"provider": "corp", "ids": ["corp-1"],
+               "fields": ["access", "accountId", "endpoint", "expires", "refresh", "type"]})
+    );
+    let model = model_once_named(&mut pi, "corp", "corp-1", "Corp 1 for acme");
+    assert_eq!(model["baseUrl"], fake.base_url(), "{model}");
+
+    pi.command("p", "prompt", json!({"message": "Hi"}));
+    next_report(&mut pi, "oauth ", |_| true);
+    let keyed = next_report(&mut pi, "apikey ", |_| true);
+    assert_eq!(keyed, json!({"provider": "corp", "access": 1}));
+    // The derived key never reaches stdout (it joined the redaction list with the answer).
+    let leak = next_notice(&mut pi, "leak ");
+    assert_eq!(leak, "[redacted]");
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(1, pi.timeout());
+    assert_eq!(
+        requests[0].header("x-api-key"),
+        Some("corp-key-corp-access-1")
+    );
+    // The key serves the next prompt as it is.
+    pi.command("p2", "prompt", json!({"message": "Again"}));
+    pi.wait_for_event("agent_end");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(
+        requests[1].header("x-api-key"),
+        Some("corp-key-corp-access-1")
+    );
+    fake.finish();
+}
+
+#[test]
+fn an_extension_that_gives_no_key_for_the_login_fails_the_prompt_with_its_reason() {
+    // An error answer, and an answer of the wrong type.
+    for (mode, reason) in [
+        ("fail", "no key for this login"),
+        ("wrong", "was answered with oauth_refresh_result"),
+    ] {
+        let fake = FakeProvider::start(vec![]);
+        let workspace = crate::support::Workspace::new();
+        let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                                   "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
+        std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+        let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+            .env("OAUTH_URL", &fake.base_url())
+            .env("OAUTH_KEY", mode);
+        let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+        pi.send(json!({"id": "p", "type": "prompt", "message": "Hi"}));
+        // A valid login is not refreshed; its key is asked for.
+        let keyed = next_report(&mut pi, "apikey ", |_| true);
+        assert_eq!(keyed["access"], 0, "{keyed}");
+        let deadline = pi.deadline();
+        let response = pi
+            .recv_until(|r| r["type"] == "response" && r["id"] == "p", deadline)
+            .pop()
+            .expect("the prompt's response");
+        assert_eq!(response["success"], false, "{response}");
+        let error = response["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("OAuth auth derivation failed for corp: ") && error.contains(reason),
+            "{error}"
+        );
+        assert!(fake.requests().is_empty());
+    }
 }
 
 // ---- execute_tool: built-in tools for extensions (issue 24 item 3) --------------------------------

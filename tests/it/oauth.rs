@@ -136,6 +136,54 @@ fn an_expired_anthropic_login_is_refreshed_under_pis_lock_and_written_back() {
     assert!(stdout.contains("[redacted]"));
 }
 
+/// pi 1.6.0 refreshes a login with less than five minutes left before using it (its
+/// `DEFAULT_OAUTH_MINIMUM_VALIDITY_MS`), and uses one with more as it is.
+#[test]
+fn a_login_with_less_than_five_minutes_left_is_refreshed_before_the_request() {
+    if is_reference() {
+        return;
+    }
+    let new_access = "sk-ant-oat01-REFRESHED-EARLY-def456";
+    let tokens = FakeProvider::start_auth_server(vec![json_reply(json!({
+        "access_token": new_access, "refresh_token": "refresh-NEW-789", "expires_in": 3600
+    }))]);
+    let provider = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["Refreshed."])),
+        Reply::sse(sse::anthropic_text(&["Kept."])),
+    ]);
+    let workspace = Workspace::new();
+    write_auth(
+        &workspace,
+        &json!({"anthropic": {"type": "oauth", "refresh": "refresh-OLD-789",
+                              "access": "sk-ant-oat01-FOUR-MINUTES-left",
+                              "expires": now_ms() + 4.0 * 60_000.0}}),
+    );
+    let setup = Setup::new(&provider, "anthropic", "claude-sonnet-4-5")
+        .models_json(ANTHROPIC_MODELS)
+        .env(
+            "PI_OAUTH_ANTHROPIC_TOKEN_URL",
+            &format!("{}/v1/oauth/token", tokens.base_url()),
+        );
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.command("p", "prompt", json!({"message": "hi"}));
+    pi.wait_for_event("agent_end");
+    assert_eq!(tokens.requests().len(), 1);
+    let sent = provider.wait_for_requests(1, pi.timeout());
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {new_access}").as_str())
+    );
+    // The new login has 55 minutes left: the next request uses it without a refresh.
+    pi.command("p2", "prompt", json!({"message": "again"}));
+    pi.wait_for_event("agent_end");
+    let sent = provider.wait_for_requests(2, pi.timeout());
+    assert_eq!(
+        sent[1].header("authorization"),
+        Some(format!("Bearer {new_access}").as_str())
+    );
+    assert_eq!(tokens.requests().len(), 1);
+}
+
 #[test]
 fn a_failed_refresh_is_one_clear_error_saying_how_to_log_in() {
     if is_reference() {

@@ -77,7 +77,7 @@ pub(super) enum Control {
         line: String,
         reply: Sender<Value>,
     },
-    /// (v2) Ask `extension` a `kind` request (`route`, `refresh_models`, `oauth_refresh`); the
+    /// (v2) Ask `extension` a `kind` request (`route`, `refresh_models`, `oauth_*`); the
     /// answer arrives as `ExtensionEvent::Answered`, or on `reply` when there is one.
     Ask {
         kind: &'static str,
@@ -648,14 +648,18 @@ impl Router {
     /// The one outcome of an `Ask`: to its own channel (never blocking: the channel holds it),
     /// else to the agent.
     fn answer_route(&mut self, wait: RouteWait, result: Result<Value, String>) {
-        if wait.kind == "oauth_refresh"
-            && let Ok(Value::Object(credential)) = &result
-        {
-            // New tokens are secrets before the extension's next line is read (it may echo them).
+        let secrets: &[&str] = match wait.kind {
+            "oauth_refresh" => &["access", "refresh"],
+            "oauth_api_key" => &["apiKey"],
+            _ => &[],
+        };
+        if let Ok(Value::Object(answer)) = &result {
+            // New tokens and keys are secrets before the extension's next line is read (it may
+            // echo them).
             crate::redact::register_secrets(
-                ["access", "refresh"]
+                secrets
                     .iter()
-                    .filter_map(|name| credential.get(*name)?.as_str().map(str::to_string)),
+                    .filter_map(|name| answer.get(*name)?.as_str().map(str::to_string)),
             );
         }
         match wait.reply {
@@ -954,10 +958,23 @@ impl Router {
                     self.streams.remove(&id);
                 }
             }
-            ExtensionMessage::RequestResult { id, result } => {
+            ExtensionMessage::RequestResult {
+                id,
+                request,
+                result,
+            } => {
                 if self.routes.get(&id).is_some_and(|r| r.extension == index)
                     && let Some(wait) = self.routes.remove(&id)
                 {
+                    // An answer of the wrong type is refused, not taken for the right one.
+                    let result = if request == wait.kind {
+                        result
+                    } else {
+                        Err(format!(
+                            "{} {id} was answered with {request}_result",
+                            wait.kind
+                        ))
+                    };
                     self.answer_route(wait, result);
                 } else {
                     log::debug!(

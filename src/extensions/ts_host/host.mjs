@@ -623,9 +623,13 @@ function providerLine(name, providerConfig) {
 	for (const key of PROVIDER_FIELDS) if (providerConfig?.[key] !== undefined) out[key] = providerConfig[key];
 	if (typeof providerConfig?.streamSimple === "function") out.streamSimple = true;
 	if (typeof providerConfig?.refreshModels === "function") out.refreshModels = true;
-	// pi-rs asks `oauth_refresh` when the stored login runs out; `login` has no JSONL form.
-	if (typeof providerConfig?.oauth?.refreshToken === "function") {
-		out.oauth = typeof providerConfig.oauth.name === "string" ? { name: providerConfig.oauth.name } : {};
+	// pi-rs asks `oauth_refresh` when the stored login runs out, `oauth_api_key` for the key of a
+	// login and `oauth_modify_models` for the models a login sees; `login` has no JSONL form.
+	const oauth = providerConfig?.oauth;
+	if (typeof oauth?.refreshToken === "function") {
+		out.oauth = typeof oauth.name === "string" ? { name: oauth.name } : {};
+		if (typeof oauth.getApiKey === "function") out.oauth.getApiKey = true;
+		if (typeof oauth.modifyModels === "function") out.oauth.modifyModels = true;
 	}
 	return { name, config: JSON.parse(JSON.stringify(out)) };
 }
@@ -666,13 +670,36 @@ async function serveOauthRefresh(message) {
 		if (typeof oauth?.refreshToken !== "function") {
 			throw new Error(`provider ${request.provider} has no oauth.refreshToken function`);
 		}
-		const { type: _type, ...credentials } = request.credential ?? {};
-		const result = await oauth.refreshToken(credentials, abort.signal);
+		// As 1.6.0: the login as stored, `type` included.
+		const result = await oauth.refreshToken(request.credential ?? {}, abort.signal);
 		send({ type: "oauth_refresh_result", id: message.id, result: JSON.parse(JSON.stringify(result)) });
 	} catch (err) {
 		send({ type: "oauth_refresh_result", id: message.id, error: errorText(err) });
 	} finally {
 		clearTimeout(timer);
+	}
+}
+
+/** `oauth_api_key` and `oauth_modify_models`: the provider's `oauth.getApiKey(credential)` and
+ * `oauth.modifyModels(models, credential)` (both synchronous in pi), with the login as stored. */
+async function serveOauthCall(message) {
+	const request = message.request ?? {};
+	const answer = message.type === "oauth_api_key" ? "oauth_api_key_result" : "oauth_modify_models_result";
+	try {
+		const oauth = registeredProviders.get(request.provider)?.oauth;
+		if (message.type === "oauth_api_key") {
+			if (typeof oauth?.getApiKey !== "function") throw new Error(`provider ${request.provider} has no oauth.getApiKey function`);
+			const apiKey = await oauth.getApiKey(request.credential ?? {});
+			if (typeof apiKey !== "string") throw new Error("oauth.getApiKey must return a string");
+			send({ type: answer, id: message.id, result: { apiKey } });
+			return;
+		}
+		if (typeof oauth?.modifyModels !== "function") throw new Error(`provider ${request.provider} has no oauth.modifyModels function`);
+		const models = await oauth.modifyModels(Array.isArray(request.models) ? request.models : [], request.credential ?? {});
+		if (!Array.isArray(models)) throw new Error("oauth.modifyModels must return an array of models");
+		send({ type: answer, id: message.id, result: { models: JSON.parse(JSON.stringify(models)) } });
+	} catch (err) {
+		send({ type: answer, id: message.id, error: errorText(err) });
 	}
 }
 
@@ -1254,6 +1281,12 @@ async function main() {
 			case "oauth_refresh":
 				await ready;
 				return serveOauthRefresh(message);
+			case "oauth_api_key":
+				await ready;
+				return serveOauthCall(message);
+			// As `refresh_models`: asked right after the `register` line.
+			case "oauth_modify_models":
+				return serveOauthCall(message);
 			case "route":
 				await ready;
 				return serveRoute(message);
