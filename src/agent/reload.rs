@@ -222,7 +222,7 @@ impl Agent {
         }
         let inputs = &mut self.extensions.reload.resources;
         inputs.cwd = self.config.cwd.clone();
-        inputs.skip_project = !self.config.project_trust.trusted;
+        inputs.skip_project = !self.config.project_trusted();
         self.resources = crate::resources::discovery::load_resources(inputs);
 
         let Some(events) = self.extensions.reload.events_tx.clone() else {
@@ -364,7 +364,7 @@ impl Agent {
         }
         let mut options = self.extensions.reload.resources.clone();
         options.cwd = self.config.cwd.clone();
-        options.skip_project = !self.config.project_trust.trusted;
+        options.skip_project = !self.config.project_trusted();
         options.cli_skills.extend(skill_paths.iter().cloned());
         options
             .cli_prompt_templates
@@ -385,7 +385,7 @@ impl Agent {
             no_context_files: args.no_context_files,
             cwd: &self.config.cwd,
             agent_dir: &self.config.agent_dir,
-            project_trusted: self.config.project_trust.trusted,
+            project_trusted: self.config.project_trusted(),
             codemode_only: self.config.codemode_presentation().only,
         };
         // Extension tools outside an extension's `set_active_tools` are not offered: not listed.

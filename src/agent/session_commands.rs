@@ -362,16 +362,17 @@ impl Agent {
     }
 
     /// A switched-to session runs in its own directory, as in pi: tools, `bash`, approvals, new
-    /// sessions and the prompt's working-directory line follow. Settings are read again, the
-    /// global file only (the new directory's trust is not decided; see README); the restarted
-    /// extensions, context files, skills and templates are loaded for the new directory.
+    /// sessions and the prompt's working-directory line follow. The new directory's trust is
+    /// decided for it; settings are read again and the restarted extensions, context files,
+    /// skills and templates are loaded for the new directory under that decision.
+    /// The decision is made again even in the same directory: trust.json may have changed, and
+    /// pi's new runtime reads it again.
     fn move_to(&mut self, cwd: PathBuf) {
-        if cwd == self.config.cwd {
-            return;
+        if cwd != self.config.cwd {
+            log::info!("working directory is now {}", cwd.display());
+            self.system_prompt = self.system_prompt.with_cwd(&cwd);
         }
-        log::info!("working directory is now {}", cwd.display());
-        self.system_prompt = self.system_prompt.with_cwd(&cwd);
-        self.config.cwd = cwd;
+        self.config.enter_directory(cwd);
     }
 }
 

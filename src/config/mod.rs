@@ -149,8 +149,8 @@ pub struct Config {
     pub cwd: PathBuf,
     /// Whether the project's `.pi/` resources load (and what was skipped).
     pub project_trust: trust::ProjectTrust,
-    /// The directory `project_trust` was decided for (`cwd` follows a switched-to session).
-    trust_cwd: PathBuf,
+    /// `--approve` / `--no-approve`: it decides for every directory the process works in.
+    trust_override: Option<bool>,
     pub diagnostics: Vec<Diagnostic>,
     env: Env,
     settings: Settings,
@@ -316,7 +316,7 @@ impl Config {
         }
         Config {
             agent_dir,
-            trust_cwd: cwd.clone(),
+            trust_override,
             cwd,
             project_trust,
             diagnostics,
@@ -1009,16 +1009,32 @@ impl Config {
         self.project_trust.trusted
     }
 
+    /// Works in `cwd` from now on (a switched-to session's directory). Its project's trust is
+    /// decided for it by the same rules as at start (`--approve`/`--no-approve`, trust.json,
+    /// `defaultProjectTrust`), as pi 1.6.0's new runtime decides it per directory: the start
+    /// directory's decision never lends trust to another repository's `.pi/`.
+    pub fn enter_directory(&mut self, cwd: PathBuf) {
+        self.project_trust = trust::resolve(
+            &self.agent_dir,
+            &cwd,
+            &self.env.home(),
+            self.trust_override,
+            self.settings.scoped_value(false, "defaultProjectTrust"),
+        );
+        if let Some(warning) = self.project_trust.warning() {
+            log::warn!("{warning}");
+        }
+        self.cwd = cwd;
+    }
+
     // ---- settings (getters; defaults as the reference) --------------------------------------
 
     /// Reads settings.json again (global, and the project's when trusted; the trust decision
     /// stays): pi 1.6.0's `reload` (`keep_broken`: a file that does not parse keeps its
     /// previous settings) and the new runtime of its session changes (such a file counts as
-    /// empty). Problems are logged. In another directory (a switched-to session's) no project
-    /// file is read: its trust was never decided.
+    /// empty). Problems are logged.
     pub fn reload_settings(&mut self, keep_broken: bool) {
-        let project_cwd = (self.project_trust.trusted && self.cwd == self.trust_cwd)
-            .then_some(self.cwd.as_path());
+        let project_cwd = self.project_trust.trusted.then_some(self.cwd.as_path());
         for (scope, error) in self.settings.reload(project_cwd, keep_broken) {
             log::warn!("(reload, {scope} settings) {error}");
         }

@@ -2669,3 +2669,80 @@ fn an_extension_tool_wrapping_the_builtin_bash_stays_under_the_gate_and_abort() 
     let stderr = pi.stderr_when(|s| s.contains("audited_bash: echo started"));
     assert!(stderr.contains("audited_bash: echo audited"), "{stderr}");
 }
+
+/// A switched-to session's directory gets its own trust decision, as pi 1.6.0 decides it per
+/// directory: the start directory's trust.json entry does not cover another repository, so its
+/// `.pi/settings.json` and `.pi/prompts/` stay unread when the restarted extensions and
+/// resources load there, until trust.json trusts that directory too.
+#[test]
+fn a_switched_to_sessions_directory_gets_its_own_trust_decision() {
+    let fake = FakeProvider::start(vec![]);
+    let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
+    assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
+    let start = std::fs::canonicalize(pi.cwd()).unwrap();
+    let trust_file = pi.agent_dir().join("trust.json");
+    std::fs::write(
+        &trust_file,
+        json!({start.to_string_lossy(): true}).to_string(),
+    )
+    .unwrap();
+    let root = pi.workspace().root().to_path_buf();
+    let other = root.join("other-repo");
+    std::fs::create_dir_all(other.join(".pi/prompts")).unwrap();
+    std::fs::write(
+        other.join(".pi/settings.json"),
+        r#"{"followUpMode": "all"}"#,
+    )
+    .unwrap();
+    std::fs::write(other.join(".pi/prompts/planted.md"), "Planted template").unwrap();
+    let session_file = |name: &str| {
+        let file = root.join(format!("stored/{name}.jsonl"));
+        let header = json!({"type": "session", "version": 3,
+                            "id": format!("01a227d7-0000-7000-8000-0000000000{name}"),
+                            "timestamp": "2026-11-29T15:05:34.023Z",
+                            "cwd": other.to_string_lossy()});
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, format!("{header}\n")).unwrap();
+        file
+    };
+    let has_planted = |pi: &mut Pi, id: &str| {
+        let commands = pi.command(id, "get_commands", json!({}));
+        commands["data"]["commands"]
+            .as_array()
+            .expect("commands")
+            .iter()
+            .any(|c| c["name"] == "planted")
+    };
+    let switch = |pi: &mut Pi, id: &str, file: &std::path::Path| {
+        let switched = pi.command(id, "switch_session", json!({"sessionPath": file}));
+        assert_eq!(switched["success"], true, "{switched}");
+        assert_eq!(next_event(pi, "session_start")["reason"], "resume");
+    };
+
+    switch(&mut pi, "w1", &session_file("a1"));
+    let state = pi.command("g1", "get_state", json!({}));
+    assert_eq!(state["data"]["followUpMode"], "one-at-a-time", "{state}");
+    assert!(
+        !has_planted(&mut pi, "c1"),
+        "an untrusted repository's template loaded"
+    );
+    let trust = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "q1", "query": "trust"})],
+        "q1",
+    );
+    assert_eq!(trust["result"]["trusted"], false, "{trust}");
+
+    // Trusted by its own trust.json entry, the next switch there loads its `.pi/`.
+    let other_key = std::fs::canonicalize(&other).unwrap();
+    let both = json!({start.to_string_lossy(): true, other_key.to_string_lossy(): true});
+    std::fs::write(&trust_file, both.to_string()).unwrap();
+    switch(&mut pi, "w2", &session_file("a2"));
+    let state = pi.command("g2", "get_state", json!({}));
+    assert_eq!(state["data"]["followUpMode"], "all", "{state}");
+    assert!(
+        has_planted(&mut pi, "c2"),
+        "a trusted repository's template is offered"
+    );
+    fake.finish();
+}
