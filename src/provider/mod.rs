@@ -26,6 +26,7 @@
 
 pub mod anthropic;
 pub mod anthropic_federation;
+pub mod anthropic_threads;
 pub mod aws_remote;
 pub mod azure_responses;
 pub mod bedrock;
@@ -303,6 +304,13 @@ fn run_stream(
             Err(types::Cancelled) => return,
         }
     }
+    // Anthropic message threads: the body becomes a thread's create or continue.
+    let mut thread = anthropic_threads::ThreadTurn::prepare(
+        request,
+        &http,
+        anthropic::is_oauth_token(&request.api_key),
+        &mut body,
+    );
     let mut retries_done = 0;
     let mut reauthorized = false;
     let response = loop {
@@ -322,9 +330,26 @@ fn run_stream(
             }
         }
         let server_delay = failure.server_delay;
+        let (status, error_code, error_text) = (
+            failure.status,
+            failure.error_code.clone(),
+            failure.message.clone(),
+        );
         let policy = &request.provider_retry;
         match retry::decide(policy, failure, retries_done, retry::clock_jitter()) {
             retry::Decision::Fail(message) => {
+                // A rejected thread is sent again once, in full (a new thread, or none).
+                let resend = thread
+                    .as_mut()
+                    .and_then(|t| t.on_rejection(status, error_code.as_deref(), &error_text));
+                if let Some((resent, diagnostic)) = resend {
+                    if !send(StreamEvent::Diagnostic(diagnostic)) {
+                        return;
+                    }
+                    body = resent;
+                    retries_done = 0;
+                    continue;
+                }
                 fail(message, server_delay);
                 return;
             }
@@ -393,6 +418,9 @@ fn run_stream(
             }
         }
         for event in produced {
+            if let Some(thread) = thread.as_mut() {
+                thread.observe(&event);
+            }
             if !send(event) {
                 return;
             }
@@ -453,6 +481,7 @@ fn open_response(
                 should_retry: None,
                 server_delay: None,
                 message: network_error_message(&error, false),
+                error_code: None,
             });
         }
     };
@@ -476,11 +505,19 @@ fn open_response(
         log::debug!("provider-{}: error body unreadable: {e}", req.0);
     }
     let text = String::from_utf8_lossy(&text);
+    let error_code = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|json| {
+            json.pointer("/error/details/error_code")?
+                .as_str()
+                .map(str::to_string)
+        });
     Err(retry::EarlyFailure {
         status: Some(status),
         should_retry,
         server_delay,
         message: decoder.http_error_message(status, &text),
+        error_code,
     })
 }
 
