@@ -1463,3 +1463,53 @@ fn chat_completions_without_finish_reason_follows_the_compat_key() {
     );
     assert_eq!(reply["stopReason"], "toolUse", "{reply}");
 }
+
+/// A thread continues across a thinking reply and a tool call: the request with the tool's
+/// result sends only that result, and the next prompt only itself, each after the reply before
+/// it. Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_message_threads_continue_after_thinking_and_tool_calls() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/thinking_text.sse"),
+        Reply::sse_fixture("anthropic/tool_bash.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = json!({"providers": {"tt": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "tt-key-123456",
+        "compat": {"supportsMessageThreads": true},
+        "models": [{"id": "fake-claude", "reasoning": true, "input": ["text"]}]}}});
+    let setup = Setup::new(&fake, "tt", "fake-claude")
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg("low");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "hello"}));
+    pi.records_until_event("agent_end");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "run echo"}));
+    let run = pi.records_until_event("agent_end");
+    let replies = assistant_messages(&run);
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[1]["stopReason"], "stop", "{}", replies[1]);
+    let requests = fake.requests();
+    let thread = |i: usize| requests[i].body["thread"].clone();
+    let roles = |i: usize| -> Vec<String> {
+        requests[i].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(thread(0), json!({"type": "create"}));
+    assert_eq!(
+        thread(1),
+        json!({"type": "continue", "previous_message_id": "msg_01Q8Faay6S7QPTvEUUQARt7h"})
+    );
+    assert_eq!(roles(1), ["user"]);
+    assert_eq!(thread(2)["type"], "continue", "{}", requests[2].body);
+    assert_eq!(roles(2), ["user"]);
+    assert_eq!(
+        requests[2].body["messages"][0]["content"][0]["type"],
+        "tool_result"
+    );
+}
