@@ -6,7 +6,10 @@
 //! and maps the framed body events to `StreamEvent`s (a `decode::WireDecoder`). This file is the
 //! dispatcher: it picks the wire API by `model.api` (`wire_api`), owns the thread and the HTTP
 //! exchange (provider-level retries, status errors), and feeds the body to the decoder scaffold
-//! (`decode.rs`). The vocabulary is `types.rs`; the API files never import from here.
+//! (`decode.rs`). The vocabulary is `types.rs`; the API files never import from here. Anthropic
+//! message threads work on the final body and the HTTP exchange, so they are applied here too
+//! (`anthropic_threads`: the body cut for the thread, a rejected thread's resend, the reply
+//! followed to record where the next request continues).
 //!
 //! Blocking calls and their bounds: connecting (`CONNECT_TIMEOUT`), writing the request and every
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent

@@ -26,6 +26,9 @@
 //! list as before: OpenAI Responses rewrites a tool call's id by the provider of the *last*
 //! message holding that id, so a later turn can change how an earlier one encodes.
 //!
+//! Anthropic message threads (`anthropic_threads`) cut a continue from the spliced body, after
+//! this cache has done its part, so a thread sees the same bytes with or without it.
+//!
 //! Pure data and functions, on the agent thread (`prepare`) and the provider thread (`splice`).
 //!
 //! Test hook: `PI_TEST_NO_REQUEST_CACHE=1` turns the cache off, so a test can compare the bodies
