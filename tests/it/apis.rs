@@ -1513,3 +1513,44 @@ fn anthropic_message_threads_continue_after_thinking_and_tool_calls() {
         "tool_result"
     );
 }
+
+/// Catalog models carry 1.6.0's compat keys: Claude Fable 5's fallbacks (with its base URL moved
+/// to the fake server, which also keeps threads off) and GPT-5.6 Sol's explicit prompt-cache mode.
+/// Passes against pi 1.6.0 too.
+#[test]
+fn catalog_compat_keys_reach_the_body() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("anthropic/text.sse")]);
+    let setup = Setup::new(&fake, "anthropic", "claude-fable-5")
+        .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-123456");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    pi.records_until_event("agent_end");
+    let request = fake.requests().remove(0);
+    assert_eq!(
+        request.body["fallbacks"],
+        json!([{"model": "claude-opus-4-8"}, {"model": "claude-opus-5"}])
+    );
+    // (The catalog also gives it mid-conversation tool changes.)
+    assert_eq!(
+        request.header("anthropic-beta"),
+        Some("server-side-fallback-2026-07-01,inline-tools-2026-09-15")
+    );
+    assert!(request.body.get("thread").is_none(), "{}", request.body);
+
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let setup = Setup::new(&fake, "openai", "gpt-5.6-sol")
+        .models_json(r#"{"providers": {"openai": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("OPENAI_API_KEY", "sk-test-123456")
+        .env("PI_CACHE_RETENTION", "long");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    pi.records_until_event("agent_end");
+    let body = fake.requests().remove(0).body;
+    assert_eq!(
+        body["prompt_cache_options"],
+        json!({"ttl": "30m"}),
+        "{body}"
+    );
+    assert!(body.get("prompt_cache_retention").is_none(), "{body}");
+}
