@@ -1063,7 +1063,7 @@ fn check_schema(root: &Value, errors: &mut Errors) {
             check_nonempty_string(config.get(key), &format!("{path}.{key}"), errors);
         }
         check_string_record(config.get("headers"), &format!("{path}.headers"), errors);
-        check_optional_object(config.get("compat"), &format!("{path}.compat"), errors);
+        check_compat(config.get("compat"), &format!("{path}.compat"), errors);
         if let Some(v) = config.get("authHeader")
             && !v.is_boolean()
         {
@@ -1162,7 +1162,7 @@ fn check_model_def(def: &Value, path: &str, full: bool, errors: &mut Errors) {
         }
     }
     check_string_record(def.get("headers"), &format!("{path}.headers"), errors);
-    check_optional_object(def.get("compat"), &format!("{path}.compat"), errors);
+    check_compat(def.get("compat"), &format!("{path}.compat"), errors);
     check_optional_object(
         def.get("samplingParams"),
         &format!("{path}.samplingParams"),
@@ -1195,6 +1195,89 @@ fn expect_object<'a>(
         errors.push((path.to_string(), "must be object".into()));
     }
     obj
+}
+
+/// A `compat` object, with the keys below checked as 1.6.0's schema checks them (its texts, in its
+/// order); other keys pass as they are.
+fn check_compat(v: Option<&Value>, path: &str, errors: &mut Errors) {
+    let Some(compat) = v.and_then(|v| expect_object(v, path, errors)) else {
+        return;
+    };
+    let boolean = |key: &str, errors: &mut Errors| {
+        if compat.get(key).is_some_and(|v| !v.is_boolean()) {
+            errors.push((format!("{path}.{key}"), "must be boolean".into()));
+        }
+    };
+    boolean("supportsFinishReason", errors);
+    boolean("supportsExplicitPromptCacheMode", errors);
+    boolean("supportsMaxOutputTokens", errors);
+    boolean("allowEmptySignature", errors);
+    boolean("supportsMessageThreads", errors);
+    if let Some(list) = compat.get("allowedFallbackModels") {
+        check_fallback_models(list, &format!("{path}.allowedFallbackModels"), errors);
+    }
+    if let Some(v) = compat.get("imageInput")
+        && !matches!(v.as_str(), Some("assets" | "images" | "state-image-urls"))
+    {
+        // One failed branch per allowed value, then the union's own error.
+        let path = format!("{path}.imageInput");
+        for _ in 0..3 {
+            if !v.is_string() {
+                errors.push((path.clone(), "must be string".into()));
+            }
+            errors.push((path.clone(), "must be equal to constant".into()));
+        }
+        errors.push((path, "must match a schema in anyOf".into()));
+    }
+    boolean("sendImageOptInHeader", errors);
+}
+
+/// `compat.allowedFallbackModels`: at most 3 `{provider, model, cost}` (non-empty strings, a
+/// model cost).
+fn check_fallback_models(list: &Value, path: &str, errors: &mut Errors) {
+    let Some(list) = list.as_array() else {
+        errors.push((path.to_string(), "must be array".into()));
+        return;
+    };
+    for (i, entry) in list.iter().enumerate() {
+        let path = format!("{path}.{i}");
+        let Some(entry) = expect_object(entry, &path, errors) else {
+            continue;
+        };
+        check_required(entry, &["provider", "model", "cost"], &path, errors);
+        check_nonempty_string(entry.get("provider"), &format!("{path}.provider"), errors);
+        check_nonempty_string(entry.get("model"), &format!("{path}.model"), errors);
+        if let Some(cost) = entry.get("cost") {
+            let path = format!("{path}.cost");
+            if let Some(cost) = expect_object(cost, &path, errors) {
+                let keys = ["input", "output", "cacheRead", "cacheWrite"];
+                check_required(cost, &keys, &path, errors);
+                for key in keys {
+                    if cost.get(key).is_some_and(|v| !v.is_number()) {
+                        errors.push((format!("{path}.{key}"), "must be number".into()));
+                    }
+                }
+            }
+        }
+    }
+    if list.len() > 3 {
+        errors.push((path.to_string(), "must not have more than 3 items".into()));
+    }
+}
+
+/// The schema's one error for missing properties: at the first, naming all of them.
+fn check_required(object: &Map<String, Value>, keys: &[&str], path: &str, errors: &mut Errors) {
+    let missing: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|key| !object.contains_key(*key))
+        .collect();
+    if let Some(first) = missing.first() {
+        errors.push((
+            format!("{path}.{first}"),
+            format!("must have required properties {}", missing.join(", ")),
+        ));
+    }
 }
 
 fn check_optional_object(v: Option<&Value>, path: &str, errors: &mut Errors) {
@@ -1566,6 +1649,61 @@ mod tests {
         assert_eq!(lazy.provider_names(), all.provider_names());
         assert_models_of_filter(&lazy, all);
         assert_models_of_filter(&full, all);
+    }
+
+    /// The compat keys pi-rs checks, with pi 1.6.0's schema texts (captured from its validator).
+    #[test]
+    fn compat_keys_are_checked_as_pi_checks_them() {
+        let error_of = |compat: &str| {
+            let text = format!(
+                r#"{{"providers": {{"x": {{"baseUrl": "http://h", "api": "anthropic-messages",
+                "apiKey": "k", "models": [{{"id": "m", "compat": {compat}}}]}}}}}}"#
+            );
+            let r = Registry::from_models_json(Some(&text));
+            r.load_error.map(|e| {
+                let list = e
+                    .strip_prefix("Invalid models.json schema:\n")
+                    .unwrap_or(&e);
+                list.replace("providers.x.models.0.compat.", "")
+            })
+        };
+        let valid = r#"{"supportsMessageThreads": true, "imageInput": "assets",
+            "allowedFallbackModels": [{"provider": "p", "model": "m", "extra": 1,
+                "cost": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0}}]}"#;
+        assert_eq!(error_of(valid), None);
+        assert_eq!(
+            error_of(
+                r#"{"sendImageOptInHeader": "x", "supportsMaxOutputTokens": "x",
+                "supportsExplicitPromptCacheMode": 0}"#
+            )
+            .as_deref(),
+            Some(
+                "  - supportsExplicitPromptCacheMode: must be boolean\n  - supportsMaxOutputTokens: must be boolean\n  - sendImageOptInHeader: must be boolean"
+            )
+        );
+        assert_eq!(
+            error_of(r#"{"imageInput": "foo"}"#).as_deref(),
+            Some(
+                "  - imageInput: must be equal to constant\n  - imageInput: must be equal to constant\n  - imageInput: must be equal to constant\n  - imageInput: must match a schema in anyOf"
+            )
+        );
+        assert_eq!(
+            error_of(r#"{"allowedFallbackModels": [{"model": "m", "cost": 5}, 2, 3, 4]}"#)
+                .as_deref(),
+            Some(
+                "  - allowedFallbackModels.0.provider: must have required properties provider\n  - allowedFallbackModels.0.cost: must be object\n  - allowedFallbackModels.1: must be object\n  - allowedFallbackModels.2: must be object\n  - allowedFallbackModels.3: must be object\n  - allowedFallbackModels: must not have more than 3 items"
+            )
+        );
+        assert_eq!(
+            error_of(
+                r#"{"allowedFallbackModels": [{"provider": 1, "model": "",
+                "cost": {"input": "a"}}]}"#
+            )
+            .as_deref(),
+            Some(
+                "  - allowedFallbackModels.0.provider: must be string\n  - allowedFallbackModels.0.model: must not have fewer than 1 characters\n  - allowedFallbackModels.0.cost.output: must have required properties output, cacheRead, cacheWrite\n  - allowedFallbackModels.0.cost.input: must be number"
+            )
+        );
     }
 
     #[test]

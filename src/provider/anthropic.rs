@@ -21,7 +21,7 @@ use super::transform::{id_chars, transform_messages};
 use super::types::{
     BlockKind, CacheRetention, HttpRequest, StreamRequest, cache_retention_from_env,
 };
-use crate::config::{Model, ThinkingLevel};
+use crate::config::{Model, ModelCost, ThinkingLevel};
 use crate::messages::{
     AgentMessage, ContentBlock, StopReason, ToolSpec, Usage, UserContent, has_images,
 };
@@ -34,6 +34,9 @@ const MID_CONVERSATION_OUTPUT_CONFIG_BETA: &str = "mid-conversation-output-confi
 const THINKING_BINDING_CONTROLS_BETA: &str = "thinking-binding-controls-2026-08-01";
 /// The beta of `compat.supportsMidConvoToolChanges` (pi 1.6.0): tools added and removed in place.
 const INLINE_TOOLS_BETA: &str = "inline-tools-2026-09-15";
+/// The beta of `compat.allowedFallbackModels` (pi 1.6.0): the server may answer with a fallback
+/// model when the requested one refuses.
+const SERVER_SIDE_FALLBACK_BETA: &str = "server-side-fallback-2026-07-01";
 /// The deferred tool pi 1.6.0 declares with native tool changes, so the first change keeps the
 /// cached prefix (never activated, the model does not see it).
 const DEFERRED_TOOL_PLACEHOLDER: &str = "__pi_deferred_placeholder__";
@@ -103,12 +106,19 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     if model.reasoning && thinking_on && !adaptive {
         betas.push(INTERLEAVED_THINKING_BETA);
     }
+    let fallbacks = allowed_fallback_models(model);
+    if !fallbacks.is_empty() {
+        betas.push(SERVER_SIDE_FALLBACK_BETA);
+    }
     if model.compat_bool("supportsMidConvoEffort") == Some(true) {
         betas.push(MID_CONVERSATION_OUTPUT_CONFIG_BETA);
         betas.push(THINKING_BINDING_CONTROLS_BETA);
     }
     if native_tool_changes {
         betas.push(INLINE_TOOLS_BETA);
+    }
+    if super::anthropic_threads::applies(request) {
+        betas.push(super::anthropic_threads::MESSAGE_THREADS_BETA);
     }
     let mut headers: Vec<(String, String)> = vec![
         ("accept".into(), "application/json".into()),
@@ -246,12 +256,53 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     if let Some(output_config) = output_config {
         body.insert("output_config".into(), output_config);
     }
+    if !fallbacks.is_empty() {
+        let models: Vec<Value> = fallbacks
+            .iter()
+            .map(|fallback| json!({"model": fallback["model"]}))
+            .collect();
+        body.insert("fallbacks".into(), Value::Array(models));
+    }
 
     HttpRequest {
         url: api_url(model, DEFAULT_BASE_URL, "/v1/messages"),
         headers,
         body: Value::Object(body),
     }
+}
+
+/// A reply as the next request sends it (its assistant message; the placeholder results
+/// `transform_messages` adds for trailing tool calls are left out), for message threads.
+pub(crate) fn reply_messages(reply: &AgentMessage, model: &Model, oauth: bool) -> Vec<Value> {
+    let converted = convert_messages(
+        std::slice::from_ref(reply),
+        model,
+        oauth,
+        &Value::Null,
+        None,
+        None,
+    );
+    converted
+        .into_iter()
+        .filter(|message| message["role"] == "assistant")
+        .collect()
+}
+
+/// `compat.allowedFallbackModels`: the models (`{provider, model, cost}`) Anthropic may answer
+/// with instead of this one (pi 1.6.0 sends them as `fallbacks`, with the server-side fallback
+/// beta, and prices a fallback's reply with its `cost`). Entries without a model are skipped.
+fn allowed_fallback_models(model: &Model) -> Vec<&Map<String, Value>> {
+    let Some(Value::Array(list)) = model
+        .compat
+        .as_ref()
+        .and_then(|c| c.get("allowedFallbackModels"))
+    else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(Value::as_object)
+        .filter(|entry| entry.get("model").and_then(Value::as_str).is_some())
+        .collect()
 }
 
 /// Tool definitions as Anthropic takes them (OAuth: Claude Code's names), `cache_control` on the
@@ -307,7 +358,7 @@ fn convert_tools(
         .collect()
 }
 
-fn is_oauth_token(api_key: &str) -> bool {
+pub(crate) fn is_oauth_token(api_key: &str) -> bool {
     api_key.contains("sk-ant-oat")
 }
 
@@ -441,6 +492,7 @@ fn convert_messages(
     tool_changes: Option<&StreamRequest>,
 ) -> Vec<Value> {
     let transformed = transform_messages(messages, model, &normalize_tool_call_id);
+    let allow_empty_signature = model.compat_bool("allowEmptySignature").unwrap_or(false);
     let mut params: Vec<Value> = Vec::new();
     // Later system messages (a model that takes them in place) wait until just before the next
     // assistant message sent, or the end: Anthropic wants a tool's results right after its call,
@@ -487,15 +539,23 @@ fn convert_messages(
                                     "data": t.thinking_signature.clone().unwrap_or_default()}));
                                 continue;
                             }
-                            if t.thinking.trim().is_empty() {
+                            let signature = t
+                                .thinking_signature
+                                .as_deref()
+                                .filter(|sig| !sig.trim().is_empty());
+                            if t.thinking.trim().is_empty() && signature.is_none() {
                                 continue;
                             }
-                            match t.thinking_signature.as_deref() {
-                                Some(sig) if !sig.trim().is_empty() => blocks.push(json!({
+                            match signature {
+                                Some(sig) => blocks.push(json!({
                                     "type": "thinking", "thinking": t.thinking, "signature": sig})),
+                                // Servers that sign nothing take the block back with an empty
+                                // signature (`compat.allowEmptySignature`).
+                                None if allow_empty_signature => blocks.push(json!({
+                                    "type": "thinking", "thinking": t.thinking, "signature": ""})),
                                 // Unsigned thinking (e.g. an interrupted stream) is replayed as
                                 // plain text; the API rejects thinking without a signature.
-                                _ => blocks.push(json!({"type": "text", "text": t.thinking})),
+                                None => blocks.push(json!({"type": "text", "text": t.thinking})),
                             }
                         }
                         ContentBlock::ToolCall(call) => {
@@ -690,6 +750,14 @@ pub struct Decoder {
     input_transformations: Option<Vec<Value>>,
     /// OAuth requests rename tools to Claude Code casing; names coming back are mapped to ours.
     oauth_tool_names: Option<Vec<String>>,
+    /// The requested model (a reply from another one is a fallback's: `responseModel`).
+    model_id: String,
+    /// The prices of `compat.allowedFallbackModels` of this provider, by model id.
+    fallback_costs: Vec<(String, ModelCost)>,
+    /// The prices of the fallback model that answers, if it has its own.
+    fallback_cost: Option<ModelCost>,
+    /// Whether any content block started (a fallback after that is refused).
+    content_started: bool,
 }
 
 impl Decoder {
@@ -703,13 +771,34 @@ impl Decoder {
             input_transformations: None,
             oauth_tool_names: is_oauth_token(&request.api_key)
                 .then(|| request.tools.iter().map(|t| t.name.clone()).collect()),
+            model_id: request.model.id.clone(),
+            fallback_costs: allowed_fallback_models(&request.model)
+                .into_iter()
+                .filter(|f| {
+                    f.get("provider").and_then(Value::as_str) == Some(&request.model.provider)
+                })
+                .filter_map(|f| {
+                    let cost = serde_json::from_value(f.get("cost")?.clone()).ok()?;
+                    Some((f.get("model")?.as_str()?.to_string(), cost))
+                })
+                .collect(),
+            fallback_cost: None,
+            content_started: false,
         }
     }
 
     fn push_usage(&mut self, out: &mut Emitter) {
         self.usage.total_tokens =
             self.usage.input + self.usage.output + self.usage.cache_read + self.usage.cache_write;
-        out.usage(self.usage.clone());
+        match &self.fallback_cost {
+            // A fallback model's reply costs what that model costs (pi 1.6.0).
+            Some(cost) => {
+                let mut usage = self.usage.clone();
+                cost.apply_to(&mut usage);
+                out.priced_usage(usage);
+            }
+            None => out.usage(self.usage.clone()),
+        }
     }
 
     fn block_start(&mut self, event: &Value, out: &mut Emitter) {
@@ -739,9 +828,16 @@ impl Decoder {
                 }
                 (BlockKind::ToolCall { id, name }, OpenKind::ToolCall)
             }
+            // A server-side fallback before any content is the fallback model taking over; one
+            // after content started is a switch pi 1.6.0 refuses.
+            "fallback" if self.content_started => {
+                out.fail("Anthropic performed an unsupported mid-output model fallback");
+                return;
+            }
             // Server tools, citations and future block types are not part of pi's message.
             _ => return,
         };
+        self.content_started = true;
         self.open.start(wire_index, kind, open_kind, out);
     }
 
@@ -804,8 +900,16 @@ impl WireDecoder for Decoder {
                     self.input_transformations = Some(list.clone());
                 }
                 let response_id = message["id"].as_str().map(str::to_string);
-                if response_id.is_some() {
-                    out.meta(response_id, None);
+                let response_model = message["model"]
+                    .as_str()
+                    .filter(|m| *m != self.model_id)
+                    .map(str::to_string);
+                self.fallback_cost = response_model.as_ref().and_then(|m| {
+                    let found = self.fallback_costs.iter().find(|(id, _)| id == m);
+                    found.map(|(_, cost)| cost.clone())
+                });
+                if response_id.is_some() || response_model.is_some() {
+                    out.meta(response_id, response_model);
                 }
                 let usage = &message["usage"];
                 self.usage.input = usage["input_tokens"].as_u64().unwrap_or(0);
@@ -937,9 +1041,11 @@ mod tests {
         let http = build_request_with(&r, CacheRetention::Short);
         assert_eq!(http.url, "https://api.anthropic.com/v1/messages");
         assert_eq!(header(&http, "x-api-key"), Some("KEY"));
+        // api.anthropic.com with a session: the message-threads beta (the thread itself is added
+        // on the provider thread, `anthropic_threads`).
         assert_eq!(
             header(&http, "anthropic-beta"),
-            Some("interleaved-thinking-2025-05-14")
+            Some("interleaved-thinking-2025-05-14,message-threads-2026-08-12")
         );
         let expected = json!({
             "model": "claude-sonnet-4-5",
@@ -965,7 +1071,10 @@ mod tests {
         let mut r = request(adaptive, vec![user("hi")]);
         r.thinking = ThinkingLevel::Minimal;
         let http = build_request_with(&r, CacheRetention::Long);
-        assert_eq!(header(&http, "anthropic-beta"), None);
+        assert_eq!(
+            header(&http, "anthropic-beta"),
+            Some("message-threads-2026-08-12")
+        );
         assert_eq!(http.body["max_tokens"], 32000);
         assert_eq!(
             http.body["thinking"],
@@ -1066,6 +1175,136 @@ mod tests {
         assert_eq!(body["messages"], expected);
     }
 
+    /// `compat.allowEmptySignature` keeps unsigned thinking as thinking; signed thinking with no
+    /// text is kept too, unsigned thinking with no text is dropped (pi 1.6.0).
+    #[test]
+    fn empty_signatures_follow_the_compat_key() {
+        let thinking = |text: &str, signature: &str| {
+            ContentBlock::Thinking(ThinkingContent {
+                thinking: text.into(),
+                thinking_signature: Some(signature.into()),
+                redacted: None,
+            })
+        };
+        let reply = assistant(
+            "anthropic-messages",
+            "anthropic",
+            "claude-sonnet-4-5",
+            vec![
+                thinking("unsigned", ""),
+                thinking(" ", "SIG"),
+                thinking("", ""),
+            ],
+        );
+        let messages = vec![user("go"), AgentMessage::Assistant(reply), user("next")];
+        let mut m = anthropic_model("claude-sonnet-4-5", true);
+        let content = |m: &Model| {
+            let r = request(m.clone(), messages.clone());
+            build_request_with(&r, CacheRetention::Short).body["messages"][1]["content"].clone()
+        };
+        assert_eq!(
+            content(&m),
+            json!([{"type":"text","text":"unsigned"},
+                {"type":"thinking","thinking":" ","signature":"SIG"}])
+        );
+        m.compat = json!({"allowEmptySignature": true}).as_object().cloned();
+        assert_eq!(
+            content(&m),
+            json!([{"type":"thinking","thinking":"unsigned","signature":""},
+                {"type":"thinking","thinking":" ","signature":"SIG"}])
+        );
+    }
+
+    /// `compat.allowedFallbackModels`: `fallbacks` (models only, last in the body) and the
+    /// server-side fallback beta; entries without a model are skipped; none without the key.
+    #[test]
+    fn allowed_fallback_models_go_into_the_body_and_betas() {
+        let mut m = anthropic_model("claude-sonnet-4-5", false);
+        m.base_url = "http://127.0.0.1:9".into();
+        let r = request(m.clone(), vec![user("hi")]);
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert!(http.body.get("fallbacks").is_none());
+        assert_eq!(header(&http, "anthropic-beta"), None);
+        m.compat = json!({"allowedFallbackModels": [
+            {"provider": "anthropic", "model": "claude-fb", "cost": {"input": 1, "output": 2}},
+            {"provider": "anthropic"}]})
+        .as_object()
+        .cloned();
+        let r = request(m, vec![user("hi")]);
+        let http = build_request_with(&r, CacheRetention::Short);
+        assert_eq!(http.body["fallbacks"], json!([{"model": "claude-fb"}]));
+        let keys: Vec<&String> = http.body.as_object().unwrap().keys().collect();
+        assert_eq!(keys.last().map(|k| k.as_str()), Some("fallbacks"));
+        assert_eq!(
+            header(&http, "anthropic-beta"),
+            Some("server-side-fallback-2026-07-01")
+        );
+    }
+
+    /// A reply from another model says so (`responseModel`); a fallback model of this provider
+    /// in `allowedFallbackModels` prices it with its own cost; a fallback block before content is
+    /// skipped, after content it fails the reply.
+    #[test]
+    fn fallback_replies_are_named_priced_and_refused_mid_output() {
+        let mut m = anthropic_model("claude-main", false);
+        m.compat = json!({"allowedFallbackModels": [
+            {"provider": "anthropic", "model": "claude-fb", "cost": {"input": 1000000, "output": 0}},
+            {"provider": "elsewhere", "model": "claude-other", "cost": {"input": 5, "output": 5}}]})
+        .as_object()
+        .cloned();
+        let r = request(m, vec![]);
+        let start = |model: &str| {
+            format!(
+                "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_1\",\"model\":\"{model}\",\"usage\":{{\"input_tokens\":3,\"output_tokens\":1}}}}}}\n\n"
+            )
+        };
+        let fallback = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"fallback\"}}\n\n";
+        let text = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+        let events = decode(
+            Decoder::new(&r),
+            &format!("{}{fallback}{text}", start("claude-fb")),
+        );
+        assert_eq!(
+            events[0],
+            StreamEvent::Meta {
+                response_id: Some("msg_1".into()),
+                response_model: Some("claude-fb".into())
+            }
+        );
+        let StreamEvent::PricedUsage(usage) = &events[1] else {
+            panic!("{events:?}");
+        };
+        assert_eq!(usage.cost.input, 3.0);
+        assert_eq!(
+            events[2],
+            StreamEvent::BlockStart {
+                index: 0,
+                kind: BlockKind::Text
+            }
+        );
+        // Another provider's entry does not price this one's reply.
+        let events = decode(Decoder::new(&r), &start("claude-other"));
+        assert!(matches!(events[1], StreamEvent::Usage(_)), "{events:?}");
+        let events = decode(
+            Decoder::new(&r),
+            &format!("{}{text}{fallback}", start("claude-main")),
+        );
+        assert_eq!(
+            events[0],
+            StreamEvent::Meta {
+                response_id: Some("msg_1".into()),
+                response_model: None
+            }
+        );
+        assert_eq!(
+            events.last(),
+            Some(&StreamEvent::Failed(ProviderError {
+                message: "Anthropic performed an unsupported mid-output model fallback".into(),
+                retry_after: None
+            }))
+        );
+    }
+
     #[test]
     fn oauth_tokens_use_claude_code_identity() {
         let mut r = request(
@@ -1087,7 +1326,7 @@ mod tests {
         assert_eq!(header(&http, "x-api-key"), None);
         assert_eq!(
             header(&http, "anthropic-beta"),
-            Some("claude-code-20250219,oauth-2025-04-20")
+            Some("claude-code-20250219,oauth-2025-04-20,message-threads-2026-08-12")
         );
         assert_eq!(http.body["system"][0]["text"], CLAUDE_CODE_IDENTITY);
         assert_eq!(http.body["system"][1]["text"], "SYS");
@@ -1181,7 +1420,7 @@ data: {\"type\":\"message_stop\"}
 
     #[test]
     fn decodes_thinking_redacted_text_and_tool_calls() {
-        let r = request(anthropic_model("claude-sonnet-4-5", true), vec![]);
+        let r = request(anthropic_model("claude", true), vec![]);
         let events = decode(Decoder::new(&r), THINKING_AND_TOOLS);
         let delta = |index, d: &str| StreamEvent::Delta {
             index,

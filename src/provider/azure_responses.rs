@@ -119,7 +119,8 @@ pub fn build_request_with(
     if !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
-    insert_limits_tools_and_reasoning(&mut body, request, &tools.top_level, true, TOOLS);
+    // Azure always sends the output cap (pi 1.6.0 reads no `supportsMaxOutputTokens` there).
+    insert_limits_tools_and_reasoning(&mut body, request, &tools.top_level, true, TOOLS, true);
     super::request::apply_sampling_params(&mut body, request);
 
     Ok(HttpRequest {

@@ -11,8 +11,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::openai_responses::{self, ToolStyle, convert_input_with, set_header, tools_json};
-use super::request::{mapped_effort, thinking_level, with_extra_headers};
+use super::openai_responses::{
+    self, MIN_OUTPUT_TOKENS, ToolStyle, convert_input_with, set_header, tools_json,
+};
+use super::request::{base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
 use super::transcript_tools::transcript_tools;
 use super::types::{HttpRequest, StreamRequest};
 use crate::js::js_truthy;
@@ -86,6 +88,16 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     }
     body.insert("tool_choice".into(), json!("auto"));
     body.insert("parallel_tool_calls".into(), json!(true));
+    // pi 1.6.0 caps the output unless the model's `compat` says `supportsMaxOutputTokens: false`
+    // (Codex-protocol gateways that reject the field).
+    if model.compat_bool("supportsMaxOutputTokens").unwrap_or(true)
+        && let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0)
+    {
+        body.insert(
+            "max_output_tokens".into(),
+            json!(max_tokens.max(MIN_OUTPUT_TOKENS)),
+        );
+    }
     if !tools.top_level.is_empty() {
         body.insert(
             "tools".into(),
@@ -273,7 +285,7 @@ mod tests {
         assert_eq!(http.url, "http://127.0.0.1:9/backend-api/codex/responses");
         assert_eq!(
             serde_json::to_string(&http.body).unwrap(),
-            r#"{"model":"gpt-5.2","store":false,"stream":true,"instructions":"SYS","input":[{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"text":{"verbosity":"low"},"include":["reasoning.encrypted_content"],"prompt_cache_key":"session-1","tool_choice":"auto","parallel_tool_calls":true,"tools":[{"type":"function","name":"read","description":"Read","parameters":{"type":"object"},"strict":null}],"reasoning":{"effort":"medium","summary":"auto"}}"#
+            r#"{"model":"gpt-5.2","store":false,"stream":true,"instructions":"SYS","input":[{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"text":{"verbosity":"low"},"include":["reasoning.encrypted_content"],"prompt_cache_key":"session-1","tool_choice":"auto","parallel_tool_calls":true,"max_output_tokens":32000,"tools":[{"type":"function","name":"read","description":"Read","parameters":{"type":"object"},"strict":null}],"reasoning":{"effort":"medium","summary":"auto"}}"#
         );
         let names: Vec<&str> = http.headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -294,6 +306,20 @@ mod tests {
 
         r.thinking = ThinkingLevel::Off;
         assert!(build_request(&r).unwrap().body.get("reasoning").is_none());
+        // A gateway that rejects the output cap gets none; a tiny cap is raised to 16.
+        r.model.compat = json!({"supportsMaxOutputTokens": false})
+            .as_object()
+            .cloned();
+        assert!(
+            build_request(&r)
+                .unwrap()
+                .body
+                .get("max_output_tokens")
+                .is_none()
+        );
+        r.model.compat = None;
+        r.max_tokens = Some(5);
+        assert_eq!(build_request(&r).unwrap().body["max_output_tokens"], 16);
         r.api_key = "not-a-jwt".into();
         assert_eq!(
             build_request(&r).unwrap_err(),

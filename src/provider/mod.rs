@@ -6,7 +6,10 @@
 //! and maps the framed body events to `StreamEvent`s (a `decode::WireDecoder`). This file is the
 //! dispatcher: it picks the wire API by `model.api` (`wire_api`), owns the thread and the HTTP
 //! exchange (provider-level retries, status errors), and feeds the body to the decoder scaffold
-//! (`decode.rs`). The vocabulary is `types.rs`; the API files never import from here.
+//! (`decode.rs`). The vocabulary is `types.rs`; the API files never import from here. Anthropic
+//! message threads work on the final body and the HTTP exchange, so they are applied here too
+//! (`anthropic_threads`: the body cut for the thread, a rejected thread's resend, the reply
+//! followed to record where the next request continues).
 //!
 //! Blocking calls and their bounds: connecting (`CONNECT_TIMEOUT`), writing the request and every
 //! socket read (`StreamRequest::idle_timeout`, ureq's per-read/per-write timeouts, so a silent
@@ -26,6 +29,7 @@
 
 pub mod anthropic;
 pub mod anthropic_federation;
+pub mod anthropic_threads;
 pub mod aws_remote;
 pub mod azure_responses;
 pub mod bedrock;
@@ -304,6 +308,13 @@ fn run_stream(
             Err(types::Cancelled) => return,
         }
     }
+    // Anthropic message threads: the body becomes a thread's create or continue.
+    let mut thread = anthropic_threads::ThreadTurn::prepare(
+        request,
+        &http,
+        anthropic::is_oauth_token(&request.api_key),
+        &mut body,
+    );
     let mut retries_done = 0;
     let mut reauthorized = false;
     let response = loop {
@@ -323,9 +334,26 @@ fn run_stream(
             }
         }
         let server_delay = failure.server_delay;
+        let (status, error_code, error_text) = (
+            failure.status,
+            failure.error_code.clone(),
+            failure.message.clone(),
+        );
         let policy = &request.provider_retry;
         match retry::decide(policy, failure, retries_done, retry::clock_jitter()) {
             retry::Decision::Fail(message) => {
+                // A rejected thread is sent again once, in full (a new thread, or none).
+                let resend = thread
+                    .as_mut()
+                    .and_then(|t| t.on_rejection(status, error_code.as_deref(), &error_text));
+                if let Some((resent, diagnostic)) = resend {
+                    if !send(StreamEvent::Diagnostic(diagnostic)) {
+                        return;
+                    }
+                    body = resent;
+                    retries_done = 0;
+                    continue;
+                }
                 fail(message, server_delay);
                 return;
             }
@@ -394,6 +422,9 @@ fn run_stream(
             }
         }
         for event in produced {
+            if let Some(thread) = thread.as_mut() {
+                thread.observe(&event);
+            }
             if !send(event) {
                 return;
             }
@@ -454,6 +485,7 @@ fn open_response(
                 should_retry: None,
                 server_delay: None,
                 message: network_error_message(&error, false),
+                error_code: None,
             });
         }
     };
@@ -477,11 +509,19 @@ fn open_response(
         log::debug!("provider-{}: error body unreadable: {e}", req.0);
     }
     let text = String::from_utf8_lossy(&text);
+    let error_code = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|json| {
+            json.pointer("/error/details/error_code")?
+                .as_str()
+                .map(str::to_string)
+        });
     Err(retry::EarlyFailure {
         status: Some(status),
         should_retry,
         server_delay,
         message: decoder.http_error_message(status, &text),
+        error_code,
     })
 }
 

@@ -37,6 +37,9 @@ pub struct Compat {
     pub supports_developer_role: bool,
     pub supports_reasoning_effort: bool,
     pub supports_usage_in_streaming: bool,
+    /// The stream says `finish_reason` (a stream without one is an error); without it the stop
+    /// reason is inferred when the stream ends.
+    pub supports_finish_reason: bool,
     /// `max_completion_tokens` or `max_tokens`.
     pub max_tokens_field: String,
     pub requires_tool_result_name: bool,
@@ -149,6 +152,7 @@ pub fn resolve_compat(model: &Model) -> Compat {
             "max_completion_tokens"
         }
         .to_string(),
+        supports_finish_reason: true,
         requires_tool_result_name: false,
         requires_assistant_after_tool_result: false,
         requires_thinking_as_text: false,
@@ -195,6 +199,7 @@ pub fn resolve_compat(model: &Model) -> Compat {
             "supportsUsageInStreaming",
             detected.supports_usage_in_streaming,
         ),
+        supports_finish_reason: flag("supportsFinishReason", detected.supports_finish_reason),
         max_tokens_field: text("maxTokensField", &detected.max_tokens_field),
         requires_tool_result_name: flag(
             "requiresToolResultName",
@@ -1024,6 +1029,10 @@ pub struct Decoder {
     response_model: Option<String>,
     stop_reason: StopReason,
     error_message: Option<String>,
+    /// Whether a chunk said `finish_reason`, and whether the server is expected to
+    /// (`compat.supportsFinishReason`, default true).
+    saw_finish_reason: bool,
+    finish_reason_expected: bool,
     /// Grammar tools' input properties by tool name (a custom call of another tool: `input`).
     grammar_inputs: HashMap<String, String>,
 }
@@ -1043,6 +1052,8 @@ impl Decoder {
             response_model: None,
             stop_reason: StopReason::Stop,
             error_message: None,
+            saw_finish_reason: false,
+            finish_reason_expected: resolve_compat(&request.model).supports_finish_reason,
             grammar_inputs: grammar_tools(request)
                 .into_iter()
                 .map(|(name, grammar)| (name, grammar.input_property))
@@ -1085,6 +1096,7 @@ impl Decoder {
         if let Some(reason) = choice["finish_reason"].as_str().filter(|r| !r.is_empty()) {
             out.raw_stop_reason(reason);
             let (stop, message) = map_finish_reason(reason);
+            self.saw_finish_reason = true;
             self.stop_reason = stop;
             if message.is_some() {
                 self.error_message = message;
@@ -1242,6 +1254,25 @@ impl Decoder {
                 }
             };
             out.end(index, signature);
+        }
+        if !self.saw_finish_reason {
+            if self.finish_reason_expected {
+                out.done_with_message(
+                    StopReason::Error,
+                    Some("Stream ended without finish_reason".to_string()),
+                );
+                return;
+            }
+            // A server without `finish_reason` (pi 1.6.0): tool calls mean toolUse, else stop.
+            let calls = self
+                .blocks
+                .iter()
+                .any(|b| matches!(b, BlockState::ToolCall { .. }));
+            self.stop_reason = if calls {
+                StopReason::ToolUse
+            } else {
+                StopReason::Stop
+            };
         }
         let error_message = match self.stop_reason {
             StopReason::Error => Some(
@@ -1611,6 +1642,55 @@ data: [DONE]
     fn every_split_point_decodes_the_same() {
         let r = request(openai_model("mock", "http://x/v1", true), vec![]);
         assert_every_split_decodes_the_same(PARALLEL_TOOLS, &|| Decoder::new(&r));
+    }
+
+    /// Without `finish_reason` the stream is an error (pi 1.6.0's default); with
+    /// `compat.supportsFinishReason: false` the stop is inferred: tool calls → toolUse, else stop.
+    #[test]
+    fn a_stream_without_finish_reason_follows_the_compat_key() {
+        let text = "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
+        let call = "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"t1\",\"function\":{\"name\":\"read\",\"arguments\":\"{}\"}}]}}]}\n\n";
+        let mut m = openai_model("mock", "http://x/v1", false);
+        let ending = |m: &Model, body: &str| {
+            decode_in_parts(
+                Decoder::new(&request(m.clone(), vec![])),
+                &[body.as_bytes()],
+            )
+            .pop()
+            .unwrap()
+        };
+        assert_eq!(
+            ending(&m, text),
+            StreamEvent::Done {
+                stop_reason: StopReason::Error,
+                error_message: Some("Stream ended without finish_reason".into())
+            }
+        );
+        m.compat = json!({"supportsFinishReason": false}).as_object().cloned();
+        assert_eq!(
+            ending(&m, text),
+            StreamEvent::Done {
+                stop_reason: StopReason::Stop,
+                error_message: None
+            }
+        );
+        assert_eq!(
+            ending(&m, call),
+            StreamEvent::Done {
+                stop_reason: StopReason::ToolUse,
+                error_message: None
+            }
+        );
+        // A finish_reason the server does send still counts.
+        let length =
+            "data: {\"id\":\"c\",\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\n";
+        assert_eq!(
+            ending(&m, length),
+            StreamEvent::Done {
+                stop_reason: StopReason::Length,
+                error_message: None
+            }
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
-    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, base_max_tokens, mapped_effort,
+    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, base_max_tokens, chatgpt_sign_in, mapped_effort,
     provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
@@ -39,6 +39,9 @@ use crate::messages::{
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Providers whose tool-call ids keep the `call_id|item_id` pair when replayed.
 const COMPOSITE_ID_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
+
+/// Responses rejects `max_output_tokens` below this (pi 1.6.0 raises a smaller cap to it).
+pub(crate) const MIN_OUTPUT_TOKENS: u64 = 16;
 
 /// The request pi would send, with cache retention taken from the environment.
 pub fn build_request(request: &StreamRequest) -> HttpRequest {
@@ -90,18 +93,33 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     if !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
-    if retention == CacheRetention::Long && long_cache {
+    // Sign in with ChatGPT rejects the cache settings and the output cap (pi 1.6.0).
+    let omit_unsupported = chatgpt_sign_in(request);
+    // `compat.supportsExplicitPromptCacheMode`: long retention is asked for with
+    // `prompt_cache_options` (a 30-minute ttl) instead of `prompt_cache_retention`.
+    let explicit_cache_mode = model
+        .compat_bool("supportsExplicitPromptCacheMode")
+        .unwrap_or(false);
+    let long = retention == CacheRetention::Long && long_cache && !omit_unsupported;
+    if long && !explicit_cache_mode {
         body.insert("prompt_cache_retention".into(), json!("24h"));
+    }
+    if long && explicit_cache_mode {
+        body.insert("prompt_cache_options".into(), json!({"ttl": "30m"}));
     }
     body.insert("store".into(), json!(false));
     // pi does not tell Copilot's reasoning models to stop reasoning.
     let off_says_none = model.provider != "github-copilot";
+    // `compat.supportsMaxOutputTokens: false`: gateways that reject the output cap get none.
+    let send_output_cap =
+        model.compat_bool("supportsMaxOutputTokens").unwrap_or(true) && !omit_unsupported;
     insert_limits_tools_and_reasoning(
         &mut body,
         request,
         &tools.top_level,
         off_says_none,
         RESPONSES_TOOLS,
+        send_output_cap,
     );
     super::request::apply_sampling_params(&mut body, request);
 
@@ -136,10 +154,14 @@ pub(crate) fn insert_limits_tools_and_reasoning(
     tools: &[ToolSpec],
     off_says_none: bool,
     style: ToolStyle,
+    send_output_cap: bool,
 ) {
     let model = &request.model;
-    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
-        body.insert("max_output_tokens".into(), json!(max_tokens));
+    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0 && send_output_cap) {
+        body.insert(
+            "max_output_tokens".into(),
+            json!(max_tokens.max(MIN_OUTPUT_TOKENS)),
+        );
     }
     if !tools.is_empty() {
         body.insert("tools".into(), tools_json(request, tools, style, false));
@@ -1331,6 +1353,50 @@ mod tests {
         assert_eq!(header(&http, "session_id"), None);
         assert_eq!(header(&http, "x-client-request-id"), None);
         assert_eq!(http.url, "https://api.openai.com/v1/responses");
+    }
+
+    /// `supportsExplicitPromptCacheMode` asks for long retention with `prompt_cache_options`,
+    /// `supportsMaxOutputTokens: false` drops the output cap, and Sign in with ChatGPT (the
+    /// `openai` provider on OpenAI's own API without an `sk-` key) gets neither those nor
+    /// `prompt_cache_retention` (pi 1.6.0).
+    #[test]
+    fn cache_mode_output_cap_and_chatgpt_sign_in() {
+        let mut r = request(responses_model("proxy", "gpt-5"), vec![user("x")]);
+        r.model.compat = json!({"supportsExplicitPromptCacheMode": true})
+            .as_object()
+            .cloned();
+        let long = build_request_with(&r, CacheRetention::Long).body;
+        assert_eq!(long["prompt_cache_options"], json!({"ttl": "30m"}));
+        assert!(long.get("prompt_cache_retention").is_none());
+        let short = build_request_with(&r, CacheRetention::Short).body;
+        assert!(short.get("prompt_cache_options").is_none());
+        r.model.compat = json!({"supportsExplicitPromptCacheMode": true,
+            "supportsLongCacheRetention": false})
+        .as_object()
+        .cloned();
+        let long = build_request_with(&r, CacheRetention::Long).body;
+        assert!(long.get("prompt_cache_options").is_none());
+
+        r.model.compat = json!({"supportsMaxOutputTokens": false})
+            .as_object()
+            .cloned();
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert!(body.get("max_output_tokens").is_none());
+        r.model.compat = None;
+        r.max_tokens = Some(3);
+        let body = build_request_with(&r, CacheRetention::Short).body;
+        assert_eq!(body["max_output_tokens"], 16);
+
+        let mut r = request(responses_model("openai", "gpt-5"), vec![user("x")]);
+        r.model.base_url = "https://api.openai.com/v1".into();
+        r.api_key = "eyJ-chatgpt-token".into();
+        let body = build_request_with(&r, CacheRetention::Long).body;
+        assert!(body.get("prompt_cache_retention").is_none());
+        assert!(body.get("max_output_tokens").is_none());
+        r.api_key = "sk-key".into();
+        let body = build_request_with(&r, CacheRetention::Long).body;
+        assert_eq!(body["prompt_cache_retention"], "24h");
+        assert_eq!(body["max_output_tokens"], 32000);
     }
 
     #[test]

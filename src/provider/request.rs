@@ -113,6 +113,14 @@ pub fn sends_mid_convo_system_messages(model: &Model) -> bool {
     api_has_them && model.compat_bool("supportsMidConvoSystemMessages") == Some(true)
 }
 
+/// Whether an `openai` request to OpenAI's own API uses Sign in with ChatGPT (a key that is not
+/// an `sk-` API key), which rejects some Responses fields (pi 1.6.0).
+pub(crate) fn chatgpt_sign_in(request: &StreamRequest) -> bool {
+    let model = &request.model;
+    model.provider == "openai"
+        && model.base_url == "https://api.openai.com/v1"
+        && !request.api_key.starts_with("sk-")
+}
 /// The effort a request carries in the conversation instead of its top level (pi 1.6.0,
 /// `compat.supportsMidConvoEffort`), which the reply records as `providerThinkingLevel`:
 /// Responses' `configuration_update` items (`openai-responses` and `openai-codex-responses`,
@@ -123,11 +131,8 @@ pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
     if model.api == "anthropic-messages" {
         return anthropic_effort_marker(request);
     }
-    let chatgpt_sign_in = model.provider == "openai"
-        && model.base_url == "https://api.openai.com/v1"
-        && !request.api_key.starts_with("sk-");
     let applies = match model.api.as_str() {
-        "openai-responses" => !chatgpt_sign_in,
+        "openai-responses" => !chatgpt_sign_in(request),
         "openai-codex-responses" => true,
         _ => false,
     };

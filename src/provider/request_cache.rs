@@ -28,6 +28,9 @@
 //! model whose tool declarations go in place (`transcript_tools`): where they go depends on the
 //! conversation's later system messages.
 //!
+//! Anthropic message threads (`anthropic_threads`) cut a continue from the spliced body, after
+//! this cache has done its part, so a thread sees the same bytes with or without it.
+//!
 //! Pure data and functions, on the agent thread (`prepare`) and the provider thread (`splice`).
 //!
 //! Test hook: `PI_TEST_NO_REQUEST_CACHE=1` turns the cache off, so a test can compare the bodies

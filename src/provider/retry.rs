@@ -22,6 +22,8 @@ pub struct EarlyFailure {
     pub server_delay: Option<Duration>,
     /// The error text the request would end with.
     pub message: String,
+    /// The `error.details.error_code` of a JSON error body (Anthropic's thread rejections).
+    pub error_code: Option<String>,
 }
 
 /// What to do after an early failure.
@@ -127,6 +129,7 @@ mod tests {
             should_retry: None,
             server_delay: None,
             message: "500 boom".into(),
+            error_code: None,
         }
     }
 

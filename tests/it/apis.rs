@@ -210,7 +210,8 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
     assert_eq!(tools[0]["name"], "read");
     assert_eq!(tools[0]["strict"], true);
     assert_eq!(tools[0]["parameters"]["additionalProperties"], false);
-    assert!(body.get("max_output_tokens").is_none());
+    // pi 1.6.0 caps Codex's output too (`compat.supportsMaxOutputTokens`, default true).
+    assert_eq!(body["max_output_tokens"], 32000, "{body}");
 }
 
 /// `pi-messages` (pi 1.6.0's tenth wire API, the radius provider's): one POST of
@@ -1423,4 +1424,439 @@ fn codex_declares_tool_changes_in_the_input() {
 #[test]
 fn azure_declares_tool_changes_in_the_input() {
     check_in_place_tools("azure-openai-responses", ["true", "false", "false"]);
+}
+
+/// The models.json provider `id` on Anthropic Messages at the fake server, model `fake-claude`
+/// (the id the fixtures answer with, so a reply is not a fallback model's), with `compat`.
+fn anthropic_compat_models(id: &str, compat: Value) -> String {
+    json!({"providers": {id: {"baseUrl": "__BASE_URL__", "api": "anthropic-messages",
+        "apiKey": "th-key-123456",
+        "models": [{"id": "fake-claude", "input": ["text"], "compat": compat}]}}})
+    .to_string()
+}
+
+/// `compat.supportsMessageThreads` (pi 1.6.0; by default only for api.anthropic.com): every
+/// request of the session has the message-threads beta; the first opens a thread with the whole
+/// request, the next one that starts with that conversation and the reply continues it with only
+/// the new messages (no `system`, no `tools`) after the reply's id. A continue the server no
+/// longer knows (`thread_not_found`) is sent again once as a new thread with everything, and the
+/// reply records an `anthropic_thread_fallback` diagnostic. An endpoint that rejects the `thread`
+/// field (a 400 about it without a code) gets the request again without it, and the session
+/// sends no thread after that (the beta stays). Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_message_threads_send_only_whats_new() {
+    const BETA: &str = "message-threads-2026-08-12";
+    let not_found = json!({"type": "error", "error": {"type": "not_found_error",
+        "message": "thread not found", "details": {"error_code": "thread_not_found"}}});
+    let unknown_field = json!({"type": "error", "error": {"type": "invalid_request_error",
+        "message": "thread: Extra inputs are not permitted"}});
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::status(404, not_found.to_string(), &[]),
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::status(400, unknown_field.to_string(), &[]),
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = anthropic_compat_models("th", json!({"supportsMessageThreads": true}));
+    let setup = Setup::new(&fake, "th", "fake-claude").models_json(&models);
+    let mut pi = Pi::spawn(&setup);
+    let mut replies = Vec::new();
+    for (id, text) in [
+        ("p1", "first"),
+        ("p2", "second"),
+        ("p3", "third"),
+        ("p4", "fourth"),
+        ("p5", "fifth"),
+    ] {
+        pi.send(json!({"id": id, "type": "prompt", "message": text}));
+        let run = pi.records_until_event("agent_end");
+        let reply = assistant_messages(&run).remove(0);
+        assert_eq!(reply["stopReason"], "stop", "{reply}");
+        replies.push(reply);
+    }
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 7);
+    for request in &requests {
+        let betas = request.header("anthropic-beta").unwrap_or("");
+        assert!(betas.split(',').any(|b| b == BETA), "{betas}");
+    }
+    let reply_id = "msg_01XFDUDYJgAACzvnptvVoYEL";
+    let first = &requests[0].body;
+    assert_eq!(first["thread"], json!({"type": "create"}), "{first}");
+    assert!(
+        first.get("system").is_some() && first.get("tools").is_some(),
+        "{first}"
+    );
+    let second = &requests[1].body;
+    assert_eq!(
+        second["thread"],
+        json!({"type": "continue", "previous_message_id": reply_id})
+    );
+    // Byte for byte as 1.6.0 sends it: the request's members in order without `system` and
+    // `tools`, the new message only, `thread` last.
+    assert_eq!(
+        String::from_utf8_lossy(&requests[1].raw_body),
+        r#"{"model":"fake-claude","messages":[{"role":"user","content":[{"type":"text","text":"second","cache_control":{"type":"ephemeral"}}]}],"max_tokens":16384,"stream":true,"thread":{"type":"continue","previous_message_id":"msg_01XFDUDYJgAACzvnptvVoYEL"}}"#
+    );
+    // The third continues the second; the server no longer knows it: a new thread, in full.
+    assert_eq!(requests[2].body["thread"]["type"], "continue");
+    let resent = &requests[3].body;
+    assert_eq!(resent["thread"], json!({"type": "create"}));
+    assert_eq!(resent["messages"].as_array().unwrap().len(), 5, "{resent}");
+    assert!(resent.get("system").is_some(), "{resent}");
+    let diagnostics = replies[2]["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(diagnostics.len(), 1, "{}", replies[2]);
+    assert_eq!(diagnostics[0]["type"], "anthropic_thread_fallback");
+    assert!(diagnostics[0]["timestamp"].as_i64().is_some_and(|t| t > 0));
+    assert_eq!(
+        diagnostics[0]["details"],
+        json!({"reason": "thread_not_found"})
+    );
+    assert_eq!(
+        diagnostics[0]["error"]["message"],
+        format!("404 {not_found}")
+    );
+    // The fourth continues the new thread; the endpoint rejects the field: sent without it,
+    // and the fifth has no thread either.
+    assert_eq!(requests[4].body["thread"]["type"], "continue");
+    assert!(
+        requests[5].body.get("thread").is_none(),
+        "{}",
+        requests[5].body
+    );
+    assert_eq!(requests[5].body["messages"].as_array().unwrap().len(), 7);
+    assert_eq!(
+        replies[3]["diagnostics"][0]["details"],
+        json!({"reason": "400"})
+    );
+    assert!(
+        requests[6].body.get("thread").is_none(),
+        "{}",
+        requests[6].body
+    );
+    assert!(replies[4].get("diagnostics").is_none(), "{}", replies[4]);
+}
+
+/// Without `supportsMessageThreads` a base URL that is not api.anthropic.com gets no threads:
+/// no beta, no `thread`, and the whole conversation each time. Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_message_threads_stay_off_elsewhere_by_default() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = anthropic_compat_models("nt", json!({}));
+    let setup = Setup::new(&fake, "nt", "fake-claude").models_json(&models);
+    let mut pi = Pi::spawn(&setup);
+    for id in ["p1", "p2"] {
+        pi.send(json!({"id": id, "type": "prompt", "message": "hi"}));
+        pi.records_until_event("agent_end");
+    }
+    let requests = fake.requests();
+    for request in &requests {
+        assert_eq!(request.header("anthropic-beta"), None);
+        assert!(request.body.get("thread").is_none(), "{}", request.body);
+    }
+    assert_eq!(requests[1].body["messages"].as_array().unwrap().len(), 3);
+}
+
+/// `compat.allowedFallbackModels` (pi 1.6.0): the request names them in `fallbacks` (models
+/// only) with the server-side fallback beta; a reply from a fallback model says so in
+/// `responseModel` and is priced with that model's `cost`. A fallback block after content has
+/// started is an error. Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_allowed_fallback_models_are_sent_and_priced() {
+    let answered_by = |model: &str| {
+        fixture("anthropic/text.sse").replacen(
+            "\"model\":\"fake-claude\"",
+            &format!("\"model\":\"{model}\""),
+            1,
+        )
+    };
+    let late_fallback = fixture("anthropic/text.sse").replacen(
+        "event: content_block_stop",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\
+         \"content_block\":{\"type\":\"fallback\"}}\n\nevent: content_block_stop",
+        1,
+    );
+    let fake = FakeProvider::start(vec![
+        Reply::sse(answered_by("fb-model")),
+        Reply::sse(late_fallback),
+    ]);
+    let compat = json!({"allowedFallbackModels": [
+        {"provider": "fb", "model": "fb-model",
+            "cost": {"input": 100, "output": 1000, "cacheRead": 0, "cacheWrite": 0}},
+        {"provider": "other", "model": "other-model",
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]});
+    let models = anthropic_compat_models("fb", compat);
+    let setup = Setup::new(&fake, "fb", "fake-claude").models_json(&models);
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = assistant_messages(&run).remove(0);
+    assert_eq!(reply["stopReason"], "stop", "{reply}");
+    assert_eq!(reply["responseModel"], "fb-model", "{reply}");
+    let usage = &reply["usage"];
+    let input = usage["input"].as_f64().unwrap();
+    let output = usage["output"].as_f64().unwrap();
+    assert!(input > 0.0 && output > 0.0, "{usage}");
+    let cost = &usage["cost"];
+    let near = |value: &Value, expected: f64| (value.as_f64().unwrap() - expected).abs() < 1e-12;
+    assert!(near(&cost["input"], 100.0 / 1e6 * input), "{usage}");
+    assert!(near(&cost["output"], 1000.0 / 1e6 * output), "{usage}");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "again"}));
+    let run = pi.records_until_event("agent_end");
+    let reply = assistant_messages(&run).remove(0);
+    assert_eq!(reply["stopReason"], "error", "{reply}");
+    assert_eq!(
+        reply["errorMessage"],
+        "Anthropic performed an unsupported mid-output model fallback"
+    );
+
+    let request = &fake.requests()[0];
+    assert_eq!(
+        request.header("anthropic-beta"),
+        Some("server-side-fallback-2026-07-01")
+    );
+    assert_eq!(
+        request.body["fallbacks"],
+        json!([{"model": "fb-model"}, {"model": "other-model"}])
+    );
+    let keys: Vec<&String> = request.body.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys.last().map(|k| k.as_str()),
+        Some("fallbacks"),
+        "{keys:?}"
+    );
+}
+
+/// `compat.allowEmptySignature` (pi 1.6.0): a thinking block the server left unsigned goes back
+/// as thinking with an empty signature; without the key it goes back as text. Passes against pi
+/// 1.6.0 too.
+#[test]
+fn anthropic_allow_empty_signature_replays_unsigned_thinking() {
+    let unsigned: String = fixture("anthropic/thinking_text.sse")
+        .split_inclusive("\n\n")
+        .filter(|event| !event.contains("signature_delta"))
+        .collect();
+    let second_request = |compat: Value| -> Value {
+        let fake = FakeProvider::start(vec![
+            Reply::sse(unsigned.clone()),
+            Reply::sse_fixture("anthropic/text.sse"),
+        ]);
+        let models = json!({"providers": {"es": {"baseUrl": "__BASE_URL__",
+            "api": "anthropic-messages", "apiKey": "es-key-123456",
+            "models": [{"id": "fake-claude", "reasoning": true, "input": ["text"],
+                "compat": compat}]}}});
+        let setup = Setup::new(&fake, "es", "fake-claude")
+            .models_json(&models.to_string())
+            .arg("--thinking")
+            .arg("low");
+        let mut pi = Pi::spawn(&setup);
+        for id in ["p1", "p2"] {
+            pi.send(json!({"id": id, "type": "prompt", "message": "hi"}));
+            let run = pi.records_until_event("agent_end");
+            let reply = assistant_messages(&run).remove(0);
+            assert_eq!(reply["stopReason"], "stop", "{reply}");
+        }
+        fake.requests()[1].body["messages"][1]["content"][0].clone()
+    };
+    let thought = "The user greets me. A short answer fits.";
+    assert_eq!(
+        second_request(json!({"allowEmptySignature": true})),
+        json!({"type": "thinking", "thinking": thought, "signature": ""})
+    );
+    assert_eq!(
+        second_request(json!({})),
+        json!({"type": "text", "text": thought})
+    );
+}
+
+/// The Responses keys of pi 1.6.0: `supportsMaxOutputTokens: false` leaves `max_output_tokens`
+/// out; `supportsExplicitPromptCacheMode` asks for long retention (`PI_CACHE_RETENTION=long`) with
+/// `prompt_cache_options: {ttl: "30m"}` instead of `prompt_cache_retention`, and short retention
+/// with neither. Passes against pi 1.6.0 too.
+#[test]
+fn responses_output_cap_and_explicit_prompt_cache_compat_keys() {
+    let body_for = |compat: Value, retention: Option<&str>| -> Value {
+        let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+        let models = json!({"providers": {"rs": {"baseUrl": "__BASE_URL__/v1",
+            "api": "openai-responses", "apiKey": "rs-key-123456",
+            "models": [{"id": "rs-model", "input": ["text"], "maxTokens": 4096,
+                "compat": compat}]}}});
+        let mut setup = Setup::new(&fake, "rs", "rs-model").models_json(&models.to_string());
+        if let Some(retention) = retention {
+            setup = setup.env("PI_CACHE_RETENTION", retention);
+        }
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let reply = assistant_messages(&run).remove(0);
+        assert_eq!(reply["stopReason"], "stop", "{reply}");
+        fake.requests().remove(0).body
+    };
+    let body = body_for(json!({}), None);
+    assert_eq!(body["max_output_tokens"], 4096, "{body}");
+    let body = body_for(json!({"supportsMaxOutputTokens": false}), None);
+    assert!(body.get("max_output_tokens").is_none(), "{body}");
+
+    let body = body_for(
+        json!({"supportsExplicitPromptCacheMode": true}),
+        Some("long"),
+    );
+    assert_eq!(
+        body["prompt_cache_options"],
+        json!({"ttl": "30m"}),
+        "{body}"
+    );
+    assert!(body.get("prompt_cache_retention").is_none(), "{body}");
+    let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+    let at = |key: &str| keys.iter().position(|k| *k == key);
+    assert_eq!(
+        at("prompt_cache_options"),
+        at("store").map(|i| i - 1),
+        "{keys:?}"
+    );
+    let body = body_for(json!({"supportsExplicitPromptCacheMode": true}), None);
+    assert!(body.get("prompt_cache_options").is_none(), "{body}");
+    assert!(body.get("prompt_cache_retention").is_none(), "{body}");
+    let body = body_for(json!({}), Some("long"));
+    assert_eq!(body["prompt_cache_retention"], "24h", "{body}");
+    assert!(body.get("prompt_cache_options").is_none(), "{body}");
+}
+
+/// `compat.supportsFinishReason` on Chat Completions (pi 1.6.0): a stream that ends without
+/// `finish_reason` is an error by default; with the key false the reply stops normally, or with
+/// `toolUse` when it has tool calls. Passes against pi 1.6.0 too.
+#[test]
+fn chat_completions_without_finish_reason_follows_the_compat_key() {
+    let strip = |relative: &str| {
+        fixture(relative)
+            .replace("\"finish_reason\":\"stop\"", "\"finish_reason\":null")
+            .replace("\"finish_reason\":\"tool_calls\"", "\"finish_reason\":null")
+    };
+    let reply_for = |compat: Value, bodies: Vec<String>, turns: usize| -> Value {
+        let fake = FakeProvider::start(bodies.into_iter().map(Reply::sse).collect());
+        let models = json!({"providers": {"fr": {"baseUrl": "__BASE_URL__/v1",
+            "api": "openai-completions", "apiKey": "fr-key-123456",
+            "models": [{"id": "fr-model", "input": ["text"], "compat": compat}]}}});
+        let setup = Setup::new(&fake, "fr", "fr-model").models_json(&models.to_string());
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let mut replies = assistant_messages(&run);
+        assert_eq!(replies.len(), turns, "{replies:?}");
+        replies.remove(0)
+    };
+    let reply = reply_for(json!({}), vec![strip("openai/text.sse")], 1);
+    assert_eq!(reply["stopReason"], "error", "{reply}");
+    assert_eq!(reply["errorMessage"], "Stream ended without finish_reason");
+
+    let reply = reply_for(
+        json!({"supportsFinishReason": false}),
+        vec![strip("openai/text.sse")],
+        1,
+    );
+    assert_eq!(reply["stopReason"], "stop", "{reply}");
+    assert!(reply.get("rawStopReason").is_none(), "{reply}");
+
+    let reply = reply_for(
+        json!({"supportsFinishReason": false}),
+        vec![strip("openai/tool_bash.sse"), fixture("openai/text.sse")],
+        2,
+    );
+    assert_eq!(reply["stopReason"], "toolUse", "{reply}");
+}
+
+/// A thread continues across a thinking reply and a tool call: the request with the tool's
+/// result sends only that result, and the next prompt only itself, each after the reply before
+/// it. Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_message_threads_continue_after_thinking_and_tool_calls() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("anthropic/thinking_text.sse"),
+        Reply::sse_fixture("anthropic/tool_bash.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = json!({"providers": {"tt": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "tt-key-123456",
+        "compat": {"supportsMessageThreads": true},
+        "models": [{"id": "fake-claude", "reasoning": true, "input": ["text"]}]}}});
+    let setup = Setup::new(&fake, "tt", "fake-claude")
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg("low");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "hello"}));
+    pi.records_until_event("agent_end");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "run echo"}));
+    let run = pi.records_until_event("agent_end");
+    let replies = assistant_messages(&run);
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[1]["stopReason"], "stop", "{}", replies[1]);
+    let requests = fake.requests();
+    let thread = |i: usize| requests[i].body["thread"].clone();
+    let roles = |i: usize| -> Vec<String> {
+        requests[i].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(thread(0), json!({"type": "create"}));
+    assert_eq!(
+        thread(1),
+        json!({"type": "continue", "previous_message_id": "msg_01Q8Faay6S7QPTvEUUQARt7h"})
+    );
+    assert_eq!(roles(1), ["user"]);
+    assert_eq!(thread(2)["type"], "continue", "{}", requests[2].body);
+    assert_eq!(roles(2), ["user"]);
+    assert_eq!(
+        requests[2].body["messages"][0]["content"][0]["type"],
+        "tool_result"
+    );
+}
+
+/// Catalog models carry 1.6.0's compat keys: Claude Fable 5's fallbacks (with its base URL moved
+/// to the fake server, which also keeps threads off) and GPT-5.6 Sol's explicit prompt-cache mode.
+/// Passes against pi 1.6.0 too.
+#[test]
+fn catalog_compat_keys_reach_the_body() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("anthropic/text.sse")]);
+    let setup = Setup::new(&fake, "anthropic", "claude-fable-5")
+        .models_json(r#"{"providers": {"anthropic": {"baseUrl": "__BASE_URL__"}}}"#)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-123456");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    pi.records_until_event("agent_end");
+    let request = fake.requests().remove(0);
+    assert_eq!(
+        request.body["fallbacks"],
+        json!([{"model": "claude-opus-4-8"}, {"model": "claude-opus-5"}])
+    );
+    // (The catalog also gives it mid-conversation tool changes.)
+    assert_eq!(
+        request.header("anthropic-beta"),
+        Some("server-side-fallback-2026-07-01,inline-tools-2026-09-15")
+    );
+    assert!(request.body.get("thread").is_none(), "{}", request.body);
+
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
+    let setup = Setup::new(&fake, "openai", "gpt-5.6-sol")
+        .models_json(r#"{"providers": {"openai": {"baseUrl": "__BASE_URL__/v1"}}}"#)
+        .env("OPENAI_API_KEY", "sk-test-123456")
+        .env("PI_CACHE_RETENTION", "long");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    pi.records_until_event("agent_end");
+    let body = fake.requests().remove(0).body;
+    assert_eq!(
+        body["prompt_cache_options"],
+        json!({"ttl": "30m"}),
+        "{body}"
+    );
+    assert!(body.get("prompt_cache_retention").is_none(), "{body}");
 }

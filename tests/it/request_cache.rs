@@ -32,11 +32,21 @@ fn script() -> Vec<Reply> {
 }
 
 /// Runs the conversation; returns each request body with the run's own paths and ids masked.
-fn bodies(cache: bool) -> Vec<String> {
+/// `threads`: the Anthropic provider says `supportsMessageThreads` (its requests continue a
+/// message thread with only the new messages).
+fn bodies(cache: bool, threads: bool) -> Vec<String> {
     let fake = FakeProvider::start(script());
     let mut setup = Setup::anthropic(&fake)
         .with_sessions()
         .settings(json!({"compaction": {"keepRecentTokens": 10}}));
+    if threads {
+        let models = crate::fake_provider::fixture("models.json").replacen(
+            "\"api\": \"anthropic-messages\",",
+            "\"api\": \"anthropic-messages\", \"compat\": {\"supportsMessageThreads\": true},",
+            1,
+        );
+        setup = setup.models_json(&models);
+    }
     if !cache {
         setup = setup.env("PI_TEST_NO_REQUEST_CACHE", "1");
     }
@@ -128,10 +138,26 @@ fn find_user_entry(node: &serde_json::Value, text: &str) -> Option<String> {
         .find_map(|key| find_user_entry(&node[*key], text))
 }
 
+/// With Anthropic message threads the bodies are the same too: a continue is cut from the whole
+/// request whether its start came from the kept prefix or not.
+#[test]
+fn thread_request_bodies_are_the_same_with_and_without_the_kept_prefix() {
+    let cached = bodies(true, true);
+    let uncached = bodies(false, true);
+    for (index, (with, without)) in cached.iter().zip(&uncached).enumerate() {
+        assert_eq!(with, without, "request {index} differs");
+    }
+    let continues = cached
+        .iter()
+        .filter(|body| body.contains("\"thread\":{\"type\":\"continue\""))
+        .count();
+    assert!(continues >= 4, "{continues} continues: {cached:?}");
+}
+
 #[test]
 fn request_bodies_are_the_same_with_and_without_the_kept_prefix() {
-    let cached = bodies(true);
-    let uncached = bodies(false);
+    let cached = bodies(true, false);
+    let uncached = bodies(false, false);
     for (index, (with, without)) in cached.iter().zip(&uncached).enumerate() {
         assert_eq!(with, without, "request {index} differs");
     }
