@@ -104,12 +104,22 @@ impl Draft {
         }
     }
 
-    /// One more entry of the reply's `diagnostics` (pi 1.6.0; not in the legacy profile).
+    /// One more entry of the reply's `diagnostics` (pi 1.6.0; not in the legacy profile). The
+    /// list stays where its first entry put it: before the response started, right after
+    /// `timestamp`; otherwise after `errorMessage`.
     pub fn add_diagnostic(&mut self, diagnostic: serde_json::Value) {
-        if !self.cumulative {
-            let list = self.message.diagnostics.get_or_insert_with(Vec::new);
-            list.push(diagnostic);
+        if self.cumulative {
+            return;
         }
+        let message = &mut self.message;
+        let early =
+            message.early_diagnostics.is_some() || (!self.started && message.diagnostics.is_none());
+        let list = if early {
+            &mut message.early_diagnostics
+        } else {
+            &mut message.diagnostics
+        };
+        list.get_or_insert_with(Vec::new).push(diagnostic);
     }
 
     /// Prices `usage` from the model's rates; a total the provider billed (OpenRouter) stays.

@@ -77,14 +77,9 @@ impl Agent {
             history: None,
             tools: self.tools.specs.clone(),
             initial_tools: Vec::new(),
-            strict_preferred: self
-                .tools
-                .builtins
-                .iter()
-                .filter(|name| super::system_message::prefers_strict(name, true))
-                .cloned()
-                .collect(),
             // Filled by `dispatch` from the transcript's declarations.
+            strict_preferred: Vec::new(),
+            strict_tools_refused: self.runs.strict_tools_refused,
             grammar_tools: Vec::new(),
             thinking,
             thinking_budgets: [
@@ -275,6 +270,8 @@ impl Agent {
                 messages
             }
         };
+        request.strict_preferred =
+            super::system_message::strict_preferred(messages, &self.tools.builtins);
         // Only a model that takes grammar tools reads them (no per-request cost elsewhere).
         if request.model.compat_bool("supportsOpenAIGrammarTools") == Some(true) {
             request.grammar_tools = super::system_message::grammar_tools(
@@ -323,7 +320,37 @@ impl Agent {
             last_event: Instant::now(),
             sent_at: Instant::now(),
             lookahead: None,
+            model,
+            replacement,
         }));
+    }
+
+    /// Claude refused the request's strict tools for its limits: the same request goes again
+    /// with the tools that prefer strict sampling non-strict, as they stay for the rest of the
+    /// session (pi 1.6.0). The reply records why and keeps its start (timestamp, `durationMs`).
+    fn send_without_strict_tools(&mut self, diagnostic: serde_json::Value) {
+        let Phase::Streaming(stream) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Stream {
+            handle,
+            events,
+            mut draft,
+            thinking,
+            sent_at,
+            model,
+            replacement,
+            ..
+        } = *stream;
+        drop(handle);
+        drop(events);
+        self.runs.strict_tools_refused = true;
+        self.dispatch(model, thinking, replacement);
+        if let Phase::Streaming(stream) = &mut self.phase {
+            draft.add_diagnostic(diagnostic);
+            stream.draft = draft;
+            stream.sent_at = sent_at;
+        }
     }
 
     /// pi's failure path when a request cannot even be made: only `agent_end` with an empty
@@ -449,6 +476,10 @@ impl Agent {
             StreamEvent::Failed(error) => {
                 self.runs.retry_after = error.retry_after;
                 self.finish_stream(StopReason::Error, Some(error.message));
+                return;
+            }
+            StreamEvent::StrictToolsRefused { diagnostic, .. } => {
+                self.send_without_strict_tools(diagnostic);
                 return;
             }
         };

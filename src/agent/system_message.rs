@@ -148,7 +148,7 @@ pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
 
 /// Whether a tool asks for strict JSON-schema sampling where the API allows it (pi 1.6.0 gives
 /// its own read/bash/edit/write `constrainedSampling` `strict: "prefer"`).
-pub fn prefers_strict(name: &str, builtin: bool) -> bool {
+fn prefers_strict(name: &str, builtin: bool) -> bool {
     builtin && matches!(name, "read" | "bash" | "edit" | "write")
 }
 
@@ -183,6 +183,34 @@ pub fn loadout(messages: &[AgentMessage]) -> Option<(Vec<String>, Vec<String>)> 
         }
     }
     Some((current, mentioned))
+}
+
+/// The tools that prefer strict JSON-schema sampling (`constrainedSampling` `strict: "prefer"`),
+/// by name: those whose last declaration in the transcript asks for it, removed ones too (pi
+/// 1.6.0 decides by the declaration a request sends, and a removed tool stays among Anthropic's
+/// initial tools), then the current built-ins that ask for it and are not declared yet. (A name
+/// redeclared otherwise later counts by its last declaration everywhere.)
+pub fn strict_preferred(messages: &[AgentMessage], builtins: &[String]) -> Vec<String> {
+    let mut last: Vec<(&str, bool)> = Vec::new();
+    for tool in systems(messages).flat_map(|s| s.tools_added.iter().flatten()) {
+        let Some(name) = tool["name"].as_str() else {
+            continue;
+        };
+        let sampling = &tool["constrainedSampling"];
+        let prefers = sampling["type"] == "json_schema" && sampling["strict"] == "prefer";
+        match last.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = prefers,
+            None => last.push((name, prefers)),
+        }
+    }
+    let declared = last.iter().filter(|(_, prefers)| *prefers);
+    let undeclared = builtins
+        .iter()
+        .filter(|name| prefers_strict(name, true) && !last.iter().any(|(n, _)| n == name));
+    declared
+        .map(|(name, _)| name.to_string())
+        .chain(undeclared.cloned())
+        .collect()
 }
 
 /// The tools declared with grammar constrained sampling: every declaration the transcript ever
@@ -325,6 +353,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read, AgentMessage::System(change));
+    }
+
+    /// A removed built-in keeps its strict preference (its declaration says so); an extension's
+    /// tool never has one; a current built-in counts before it is declared.
+    #[test]
+    fn strict_preference_follows_the_declarations_and_the_current_built_ins() {
+        let builtins = vec!["read".to_string(), "bash".to_string()];
+        let tools = [
+            spec("read", "Reads."),
+            spec("bash", "Runs."),
+            spec("ext", "Ext."),
+        ];
+        assert_eq!(strict_preferred(&[], &builtins), ["read", "bash"]);
+        let first = patch(&[], &prompt("/a"), &tools, &builtins, 1).unwrap();
+        let mut transcript = vec![AgentMessage::System(first)];
+        let removed = patch(&transcript, &prompt("/a"), &tools[2..], &[], 2).unwrap();
+        transcript.push(AgentMessage::System(removed));
+        assert_eq!(strict_preferred(&transcript, &[]), ["read", "bash"]);
+        let write = vec!["write".to_string()];
+        assert_eq!(
+            strict_preferred(&transcript, &write),
+            ["read", "bash", "write"]
+        );
     }
 
     /// A tool the transcript declared with a grammar stays a grammar tool after its removal

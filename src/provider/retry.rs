@@ -22,6 +22,9 @@ pub struct EarlyFailure {
     pub server_delay: Option<Duration>,
     /// The error text the request would end with.
     pub message: String,
+    /// The API said the request's strict tools exceed Claude's limits, in these words
+    /// (`strict_limits`).
+    pub strict_limits: Option<String>,
 }
 
 /// What to do after an early failure.
@@ -127,6 +130,7 @@ mod tests {
             should_retry: None,
             server_delay: None,
             message: "500 boom".into(),
+            strict_limits: None,
         }
     }
 
