@@ -950,8 +950,9 @@ fn anthropic_mid_conversation_effort_travels_in_system_messages() {
 /// as pi 1.6.0 sends it: the request's tools stay those of the session's first system message,
 /// followed by a deferred placeholder, and a later tool change goes in place as a system message
 /// of `tool_removal` / `tool_addition` blocks after the prompt's changed sections (held until the
-/// end, where it takes the cache marker), with the `inline-tools` beta. Passes against pi 1.6.0
-/// too.
+/// end, where it takes the cache marker), with the `inline-tools` beta. With
+/// `supportsStrictTools`, a first tool removed since (`bash`) stays strict: its declaration asks
+/// for it. Passes against pi 1.6.0 too.
 #[test]
 fn anthropic_mid_conversation_tool_changes_go_in_place() {
     let fake = FakeProvider::start(vec![
@@ -962,7 +963,7 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
         "api": "anthropic-messages", "apiKey": "at-key-123456",
         "models": [{"id": "at-model", "input": ["text"],
             "compat": {"supportsMidConvoSystemMessages": true,
-                "supportsMidConvoToolChanges": true}}]}}});
+                "supportsMidConvoToolChanges": true, "supportsStrictTools": true}}]}}});
     let workspace = Workspace::new();
     let setup = Setup::new(&fake, "at", "at-model")
         .models_json(&models.to_string())
@@ -1009,6 +1010,10 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
         let tools = request.body["tools"].as_array().unwrap();
         assert_eq!(tools[2], placeholder);
         assert_eq!(tools[1]["cache_control"], json!({"type": "ephemeral"}));
+        assert_eq!(
+            (&tools[0]["strict"], &tools[1]["strict"]),
+            (&json!(true), &json!(true))
+        );
     }
     let first = requests[0].body["messages"].as_array().unwrap();
     assert!(first.iter().all(|m| m["role"] != "system"), "{first:?}");
@@ -1036,6 +1041,7 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
     assert_eq!(blocks[1]["tool"]["type"], "tool_definition");
     let definition = &blocks[1]["tool"]["definition"];
     assert_eq!(definition["name"], "grep");
+    assert!(definition.get("strict").is_none(), "{definition}");
     assert_eq!(definition["input_schema"]["type"], "object");
     assert!(definition.get("cache_control").is_none(), "{definition}");
     assert_eq!(blocks[1]["cache_control"], json!({"type": "ephemeral"}));
@@ -1119,21 +1125,23 @@ fn chat_completions_mid_conversation_tool_additions_go_in_place() {
     assert!(in_place(body).is_empty(), "{body}");
 }
 
-/// Strict tools on Google Generative AI, as pi 1.6.0 sends them (decided by the model id): to a
-/// Gemini 3 or later model pi's read/bash/edit/write go with strict schemas and
+/// Strict tools on Google Generative AI and Vertex AI, as pi 1.6.0 sends them (decided by the
+/// model id): to a Gemini 3 or later model pi's read/bash/edit/write go with strict schemas and
 /// `toolConfig.functionCallingConfig.mode: VALIDATED`; to Gemini 2.5 as they are, without
 /// `toolConfig`. The shape is the one 1.6.0 sent (`tool_shape`). Passes against pi 1.6.0 too.
 #[test]
 fn gemini_3_models_get_strict_tools_and_validated_calls() {
-    let body_for = |id: &str| -> Value {
-        let provider = json!({"baseUrl": "__BASE_URL__/v1beta", "api": "google-generative-ai",
+    let body_for = |api: &str, id: &str| -> Value {
+        let provider = json!({"baseUrl": "__BASE_URL__/v1beta", "api": api,
             "apiKey": "gg-key-123456", "models": [{"id": id, "input": ["text"]}]});
         compat_request("gg", provider, "google/text.sse", "off").body
     };
-    let body = body_for("gemini-3-pro-preview");
-    let declared = json!({"tools": body["tools"], "toolConfig": body["toolConfig"]});
-    assert_eq!(tool_shape(&declared), GEMINI_STRICT_TOOLS);
-    let body = body_for("gemini-2.5-flash");
+    for api in ["google-generative-ai", "google-vertex"] {
+        let body = body_for(api, "gemini-3-pro-preview");
+        let declared = json!({"tools": body["tools"], "toolConfig": body["toolConfig"]});
+        assert_eq!(tool_shape(&declared), GEMINI_STRICT_TOOLS, "{api}");
+    }
+    let body = body_for("google-generative-ai", "gemini-2.5-flash");
     assert!(body.get("toolConfig").is_none(), "{body}");
     let read = &body["tools"][0]["functionDeclarations"][0];
     assert_eq!(read["name"], "read");
