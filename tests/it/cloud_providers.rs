@@ -1216,10 +1216,10 @@ fn vertex_service_account_jwt_is_exchanged_once_and_the_token_used() {
         body["contents"][0],
         json!({"parts": [{"text": "Say hello"}], "role": "user"})
     );
-    // Vertex key order for declarations (the SDK's Vertex converter).
+    // Declarations keep their key order (1.6.0's SDK passes them through on Vertex).
     let declaration = &body["tools"][0]["functionDeclarations"][0];
     let keys: Vec<&String> = declaration.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["description", "name", "parametersJsonSchema"]);
+    assert_eq!(keys, ["name", "description", "parametersJsonSchema"]);
 }
 
 #[test]
