@@ -270,15 +270,16 @@ impl Agent {
                 messages
             }
         };
+        let samplings = super::system_message::Samplings {
+            builtins: &self.tools.builtins,
+            extension_tools: &self.tools.extension_tools,
+        };
         request.strict_preferred =
-            super::system_message::strict_preferred(messages, &self.tools.builtins);
+            super::system_message::strict_preferred(messages, &request.tools, samplings);
         // Only a model that takes grammar tools reads them (no per-request cost elsewhere).
         if request.model.compat_bool("supportsOpenAIGrammarTools") == Some(true) {
-            request.grammar_tools = super::system_message::grammar_tools(
-                messages,
-                &request.tools,
-                &self.tools.builtins,
-            );
+            request.grammar_tools =
+                super::system_message::grammar_tools(messages, &request.tools, samplings);
         }
         let keep_system = pi_messages || source.len() < messages.len();
         let to_llm =
