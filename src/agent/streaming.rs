@@ -77,9 +77,9 @@ impl Agent {
             history: None,
             tools: self.tools.specs.clone(),
             initial_tools: Vec::new(),
+            strict_tools_refused: self.runs.strict_tools_refused,
             // Filled by `dispatch` from the transcript's declarations.
             strict_preferred: Vec::new(),
-            strict_tools_refused: self.runs.strict_tools_refused,
             grammar_tools: Vec::new(),
             thinking,
             thinking_budgets: [
