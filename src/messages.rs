@@ -329,6 +329,14 @@ pub struct AssistantMessage {
     #[serde(rename = "stopReason")]
     pub stop_reason: StopReason,
     pub timestamp: i64,
+    /// `diagnostics` whose first entry came before the response (a fallback's): pi 1.6.0 has
+    /// them right after `timestamp`. Read back as `diagnostics`.
+    #[serde(
+        rename = "diagnostics",
+        skip_serializing_if = "Option::is_none",
+        skip_deserializing
+    )]
+    pub early_diagnostics: Option<Vec<Value>>,
     #[serde(
         rename = "responseId",
         skip_serializing_if = "Option::is_none",
@@ -391,6 +399,7 @@ impl AssistantMessage {
             usage: Usage::default(),
             stop_reason: StopReason::Stop,
             timestamp: now_ms(),
+            early_diagnostics: None,
             response_id: None,
             response_model: None,
             end_turn: None,
@@ -414,6 +423,7 @@ impl AssistantMessage {
             usage: self.usage.clone(),
             stop_reason: self.stop_reason,
             timestamp: self.timestamp,
+            early_diagnostics: self.early_diagnostics.clone(),
             response_id: self.response_id.clone(),
             response_model: self.response_model.clone(),
             end_turn: self.end_turn,

@@ -523,6 +523,9 @@ pub(super) fn fold_summary_event(
             stop_reason,
             error_message,
         } => Some((stop_reason, error_message)),
-        StreamEvent::Failed(error) => Some((StopReason::Error, Some(error.message))),
+        // A summary request declares no tools; were it refused for strict tools, it just fails.
+        StreamEvent::Failed(error) | StreamEvent::StrictToolsRefused { error, .. } => {
+            Some((StopReason::Error, Some(error.message)))
+        }
     }
 }

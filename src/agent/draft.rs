@@ -104,12 +104,22 @@ impl Draft {
         }
     }
 
-    /// One more entry of the reply's `diagnostics` (pi 1.6.0; not in the legacy profile).
+    /// One more entry of the reply's `diagnostics` (pi 1.6.0; not in the legacy profile). The
+    /// list stays where its first entry put it: before the response started, right after
+    /// `timestamp`; otherwise after `errorMessage`.
     pub fn add_diagnostic(&mut self, diagnostic: serde_json::Value) {
-        if !self.cumulative {
-            let list = self.message.diagnostics.get_or_insert_with(Vec::new);
-            list.push(diagnostic);
+        if self.cumulative {
+            return;
         }
+        let message = &mut self.message;
+        let early =
+            message.early_diagnostics.is_some() || (!self.started && message.diagnostics.is_none());
+        let list = if early {
+            &mut message.early_diagnostics
+        } else {
+            &mut message.diagnostics
+        };
+        list.get_or_insert_with(Vec::new).push(diagnostic);
     }
 
     /// Prices `usage` from the model's rates; a total the provider billed (OpenRouter) stays.
@@ -484,6 +494,39 @@ mod tests {
 
     fn value(event: Event) -> Value {
         event.to_extension_value().unwrap()
+    }
+
+    /// The list sits where its first entry put it (pi 1.6.0's key order): before the response,
+    /// right after `timestamp`; later, after `errorMessage`. It reads back as `diagnostics`.
+    #[test]
+    fn diagnostics_stay_where_their_first_entry_put_them() {
+        let keys = |message: &AssistantMessage| -> Vec<String> {
+            let value = serde_json::to_value(message).unwrap();
+            value.as_object().unwrap().keys().cloned().collect()
+        };
+        let model = Model::placeholder();
+        let mut early = Draft::new(&model, Profile::Default);
+        early.add_diagnostic(json!({"type": "a"}));
+        early.start_event();
+        early.add_diagnostic(json!({"type": "b"}));
+        let early = early.finish(StopReason::Error, Some("boom".into()));
+        let order = keys(&early);
+        let at = |key: &str| order.iter().position(|k| k == key).unwrap();
+        assert_eq!(at("diagnostics"), at("timestamp") + 1, "{order:?}");
+        let mut late = Draft::new(&model, Profile::Default);
+        late.start_event();
+        late.add_diagnostic(json!({"type": "c"}));
+        let late = late.finish(StopReason::Error, Some("boom".into()));
+        let order = keys(&late);
+        let at = |key: &str| order.iter().position(|k| k == key).unwrap();
+        assert_eq!(at("diagnostics"), at("errorMessage") + 1, "{order:?}");
+
+        let text = serde_json::to_string(&early).unwrap();
+        let back: AssistantMessage = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            back.diagnostics,
+            Some(vec![json!({"type": "a"}), json!({"type": "b"})])
+        );
     }
 
     #[test]

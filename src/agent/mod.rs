@@ -595,7 +595,10 @@ impl Agent {
                 .as_ref()
                 .unwrap_or(&self.system_prompt),
             &self.tools.specs,
-            &self.tools.builtins,
+            system_message::Samplings {
+                builtins: &self.tools.builtins,
+                extension_tools: &self.tools.extension_tools,
+            },
             crate::time::now_ms(),
         ) {
             self.add_message(AgentMessage::System(system));

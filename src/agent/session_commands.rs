@@ -317,6 +317,8 @@ impl Agent {
         let context = self.session.context();
         self.messages = context.messages;
         self.request_cache.invalidate();
+        // A refusal of strict tools was this session's (pi 1.6.0 forgets it with the session).
+        self.runs.strict_tools_refused = false;
         self.restore_session_tools();
         // The old session and conversation are gone: hand their memory back to the system
         // (glibc otherwise keeps the freed heap, and RSS stays at the old session's plateau).

@@ -187,6 +187,10 @@ pub struct Stream {
     pub sent_at: Instant,
     /// An event read ahead while merging deltas, handled next.
     pub lookahead: Option<ProviderEvent>,
+    /// What the request was dispatched with (the model it went to, the messages an extension's
+    /// `context` put in place of the conversation), to send it again without strict tools.
+    pub model: crate::config::Model,
+    pub replacement: Option<Vec<crate::messages::AgentMessage>>,
 }
 
 pub struct ToolBatch {
@@ -320,6 +324,10 @@ pub struct Runs {
     pub aborted_since_settled: bool,
     /// (v2) The reply an automatic retry replaces, for a virtual model's router (`failed`).
     pub failed_response: Option<crate::messages::AssistantMessage>,
+    /// Claude refused this session's strict tools for its limits: its later requests send the
+    /// tools that prefer strict sampling non-strict at once (pi 1.6.0, until the session is
+    /// replaced).
+    pub strict_tools_refused: bool,
 }
 
 // ---- compaction ------------------------------------------------------------------------------

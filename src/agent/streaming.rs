@@ -77,14 +77,9 @@ impl Agent {
             history: None,
             tools: self.tools.specs.clone(),
             initial_tools: Vec::new(),
-            strict_preferred: self
-                .tools
-                .builtins
-                .iter()
-                .filter(|name| super::system_message::prefers_strict(name, true))
-                .cloned()
-                .collect(),
+            strict_tools_refused: self.runs.strict_tools_refused,
             // Filled by `dispatch` from the transcript's declarations.
+            strict_preferred: Vec::new(),
             grammar_tools: Vec::new(),
             thinking,
             thinking_budgets: [
@@ -284,21 +279,16 @@ impl Agent {
                 messages
             }
         };
-        // A model that takes tool changes in place may see declarations of removed tools.
-        if in_place {
-            request.strict_preferred = super::system_message::strict_preferred(
-                messages,
-                &request.tools,
-                &self.tools.builtins,
-            );
-        }
+        let samplings = super::system_message::Samplings {
+            builtins: &self.tools.builtins,
+            extension_tools: &self.tools.extension_tools,
+        };
+        request.strict_preferred =
+            super::system_message::strict_preferred(messages, &request.tools, samplings);
         // Only a model that takes grammar tools reads them (no per-request cost elsewhere).
         if request.model.compat_bool("supportsOpenAIGrammarTools") == Some(true) {
-            request.grammar_tools = super::system_message::grammar_tools(
-                messages,
-                &request.tools,
-                &self.tools.builtins,
-            );
+            request.grammar_tools =
+                super::system_message::grammar_tools(messages, &request.tools, samplings);
         }
         let keep_system = pi_messages || source.len() < messages.len();
         let to_llm =
@@ -340,7 +330,37 @@ impl Agent {
             last_event: Instant::now(),
             sent_at: Instant::now(),
             lookahead: None,
+            model,
+            replacement,
         }));
+    }
+
+    /// Claude refused the request's strict tools for its limits: the same request goes again
+    /// with the tools that prefer strict sampling non-strict, as they stay for the rest of the
+    /// session (pi 1.6.0). The reply records why and keeps its start (timestamp, `durationMs`).
+    fn send_without_strict_tools(&mut self, diagnostic: serde_json::Value) {
+        let Phase::Streaming(stream) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let Stream {
+            handle,
+            events,
+            mut draft,
+            thinking,
+            sent_at,
+            model,
+            replacement,
+            ..
+        } = *stream;
+        drop(handle);
+        drop(events);
+        self.runs.strict_tools_refused = true;
+        self.dispatch(model, thinking, replacement);
+        if let Phase::Streaming(stream) = &mut self.phase {
+            draft.add_diagnostic(diagnostic);
+            stream.draft = draft;
+            stream.sent_at = sent_at;
+        }
     }
 
     /// pi's failure path when a request cannot even be made: only `agent_end` with an empty
@@ -466,6 +486,10 @@ impl Agent {
             StreamEvent::Failed(error) => {
                 self.runs.retry_after = error.retry_after;
                 self.finish_stream(StopReason::Error, Some(error.message));
+                return;
+            }
+            StreamEvent::StrictToolsRefused { diagnostic, .. } => {
+                self.send_without_strict_tools(diagnostic);
                 return;
             }
         };

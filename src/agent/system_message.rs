@@ -71,12 +71,11 @@ pub fn compaction_snapshot(messages: &[AgentMessage], timestamp: i64) -> Option<
 }
 
 /// The system message that brings the transcript to `prompt` and `tools`, if anything differs.
-/// `builtins` names pi-rs's own tools (their declarations carry pi's `constrainedSampling`).
 pub fn patch(
     messages: &[AgentMessage],
     prompt: &SystemPrompt,
     tools: &[ToolSpec],
-    builtins: &[String],
+    samplings: Samplings,
     timestamp: i64,
 ) -> Option<SystemMessage> {
     let previous = replay(messages);
@@ -98,7 +97,7 @@ pub fn patch(
     let previous_tools = previous.and_then(|m| m.tools_added).unwrap_or_default();
     let current: Vec<Value> = tools
         .iter()
-        .map(|spec| declaration(spec, builtins.contains(&spec.name)))
+        .map(|spec| declaration(spec, samplings))
         .collect();
     let named = |list: &[Value], name: &str| -> Option<Value> {
         list.iter().find(|t| t["name"] == name).cloned()
@@ -128,28 +127,53 @@ pub fn patch(
     })
 }
 
-/// A tool as the transcript declares it: name, description, parameters, and for pi's own
-/// read/bash/edit/write the `constrainedSampling` pi 1.6.0 gives them.
-pub fn declaration(spec: &ToolSpec, builtin: bool) -> Value {
+/// Where the current tools' `constrainedSampling` comes from: pi-rs's own tools (pi 1.6.0's
+/// for read/bash/edit/write and `codemode`) and the extensions' tools (as they declared it).
+#[derive(Clone, Copy)]
+pub struct Samplings<'a> {
+    pub builtins: &'a [String],
+    pub extension_tools: &'a [crate::extensions::ExtensionTool],
+}
+
+impl Samplings<'_> {
+    /// The `constrainedSampling` the tool named `name` is declared with (an extension's tool
+    /// named like a built-in replaces it, and has its own).
+    fn of(&self, name: &str) -> Option<Value> {
+        if let Some(tool) = self.extension_tools.iter().find(|t| t.decl.name == name) {
+            return tool.decl.constrained_sampling.clone();
+        }
+        if !self.builtins.iter().any(|b| b == name) {
+            return None;
+        }
+        match name {
+            "read" | "bash" | "edit" | "write" => {
+                Some(json!({"type": "json_schema", "strict": "prefer"}))
+            }
+            crate::tools::codemode::TOOL_NAME => Some(json!({"type": "grammar",
+                "variants": {"openai_lark": crate::tools::codemode::SOURCE_GRAMMAR}})),
+            _ => None,
+        }
+    }
+}
+
+/// A tool as the transcript declares it: name, description, parameters, and its
+/// `constrainedSampling` where it has one.
+fn declaration(spec: &ToolSpec, samplings: Samplings) -> Value {
     let mut tool = json!({
         "name": spec.name,
         "description": spec.description,
         "parameters": spec.parameters,
     });
-    if prefers_strict(&spec.name, builtin) {
-        tool["constrainedSampling"] = json!({"type": "json_schema", "strict": "prefer"});
-    }
-    if builtin && spec.name == crate::tools::codemode::TOOL_NAME {
-        tool["constrainedSampling"] = json!({"type": "grammar",
-            "variants": {"openai_lark": crate::tools::codemode::SOURCE_GRAMMAR}});
+    if let Some(sampling) = samplings.of(&spec.name) {
+        tool["constrainedSampling"] = sampling;
     }
     tool
 }
 
-/// Whether a tool asks for strict JSON-schema sampling where the API allows it (pi 1.6.0 gives
-/// its own read/bash/edit/write `constrainedSampling` `strict: "prefer"`).
-pub fn prefers_strict(name: &str, builtin: bool) -> bool {
-    builtin && matches!(name, "read" | "bash" | "edit" | "write")
+/// Whether a declaration's `constrainedSampling` asks for strict JSON-schema sampling where the
+/// API allows it (`strict: "prefer"`).
+fn prefers_strict(sampling: &Value) -> bool {
+    sampling["type"] == "json_schema" && sampling["strict"] == "prefer"
 }
 
 /// The names of the tools the transcript declares now.
@@ -185,20 +209,50 @@ pub fn loadout(messages: &[AgentMessage]) -> Option<(Vec<String>, Vec<String>)> 
     Some((current, mentioned))
 }
 
+/// The tools that prefer strict JSON-schema sampling (`constrainedSampling` `strict: "prefer"`),
+/// by name: those whose last declaration in the transcript asks for it, removed ones too (pi
+/// 1.6.0 decides by the declaration a request sends, and a removed tool stays among Anthropic's
+/// initial tools), then the current tools that ask for it and are not declared yet. (A name
+/// redeclared otherwise later counts by its last declaration everywhere.)
+pub fn strict_preferred(
+    messages: &[AgentMessage],
+    specs: &[ToolSpec],
+    samplings: Samplings,
+) -> Vec<String> {
+    let mut last: Vec<(&str, bool)> = Vec::new();
+    for tool in systems(messages).flat_map(|s| s.tools_added.iter().flatten()) {
+        let Some(name) = tool["name"].as_str() else {
+            continue;
+        };
+        let prefers = prefers_strict(&tool["constrainedSampling"]);
+        match last.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = prefers,
+            None => last.push((name, prefers)),
+        }
+    }
+    let declared = last.iter().filter(|(_, prefers)| *prefers);
+    let undeclared = specs.iter().filter(|spec| {
+        !last.iter().any(|(n, _)| *n == spec.name)
+            && samplings.of(&spec.name).is_some_and(|s| prefers_strict(&s))
+    });
+    declared
+        .map(|(name, _)| name.to_string())
+        .chain(undeclared.map(|spec| spec.name.clone()))
+        .collect()
+}
+
 /// The tools declared with grammar constrained sampling: every declaration the transcript ever
 /// added (the last one per name, removals ignored: pi 1.6.0's `getDeclaredTools`, so a call
 /// replays in the form it was made in), then the current tools the transcript does not declare
-/// yet (`builtins` names pi-rs's own).
+/// yet.
 pub fn grammar_tools(
     messages: &[AgentMessage],
     specs: &[ToolSpec],
-    builtins: &[String],
+    samplings: Samplings,
 ) -> Vec<crate::provider::types::GrammarTool> {
     let mut declared: Vec<Value> = Vec::new();
     let added = systems(messages).flat_map(|s| s.tools_added.iter().flatten());
-    let current = specs
-        .iter()
-        .map(|spec| declaration(spec, builtins.contains(&spec.name)));
+    let current = specs.iter().map(|spec| declaration(spec, samplings));
     for tool in added.cloned() {
         match declared.iter_mut().find(|t| t["name"] == tool["name"]) {
             Some(slot) => *slot = tool,
@@ -223,39 +277,6 @@ pub fn grammar_tools(
                 parameters: tool["parameters"].clone(),
             })
         })
-        .collect()
-}
-
-/// The tools that prefer strict JSON-schema sampling: those whose last declaration in the
-/// transcript says so (removed ones too: a model that takes tool changes in place still sees
-/// their first declaration, pi 1.6.0), then the current tools the transcript does not declare
-/// yet, by `prefers_strict` (`builtins` names pi-rs's own).
-pub fn strict_preferred(
-    messages: &[AgentMessage],
-    specs: &[ToolSpec],
-    builtins: &[String],
-) -> Vec<String> {
-    let mut last: Vec<(&str, bool)> = Vec::new();
-    for tool in systems(messages).flat_map(|s| s.tools_added.iter().flatten()) {
-        let Some(name) = tool["name"].as_str() else {
-            continue;
-        };
-        let strict = tool["constrainedSampling"]["type"] == "json_schema"
-            && tool["constrainedSampling"]["strict"] == "prefer";
-        match last.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = strict,
-            None => last.push((name, strict)),
-        }
-    }
-    for spec in specs {
-        if !last.iter().any(|(n, _)| *n == spec.name) {
-            let builtin = builtins.contains(&spec.name);
-            last.push((&spec.name, prefers_strict(&spec.name, builtin)));
-        }
-    }
-    last.into_iter()
-        .filter(|(_, strict)| *strict)
-        .map(|(name, _)| name.to_string())
         .collect()
 }
 
@@ -288,6 +309,14 @@ mod tests {
         }
     }
 
+    /// The samplings of pi-rs's own tools `builtins`, no extension tools.
+    fn own(builtins: &[String]) -> Samplings<'_> {
+        Samplings {
+            builtins,
+            extension_tools: &[],
+        }
+    }
+
     fn prompt(cwd: &str) -> SystemPrompt {
         SystemPrompt::from_sections(vec![
             ("preamble".into(), "Hello.".into()),
@@ -299,7 +328,7 @@ mod tests {
     fn the_first_patch_carries_everything_then_only_changes() {
         let builtins = vec!["read".to_string()];
         let tools = [spec("read", "Reads."), spec("ext", "Extension.")];
-        let first = patch(&[], &prompt("/a"), &tools, &builtins, 5).expect("a first message");
+        let first = patch(&[], &prompt("/a"), &tools, own(&builtins), 5).expect("a first message");
         let value = serde_json::to_value(AgentMessage::System(first.clone())).unwrap();
         let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
         assert_eq!(
@@ -316,10 +345,10 @@ mod tests {
 
         let transcript = vec![AgentMessage::System(first)];
         assert_eq!(
-            patch(&transcript, &prompt("/a"), &tools, &builtins, 6),
+            patch(&transcript, &prompt("/a"), &tools, own(&builtins), 6),
             None
         );
-        let moved = patch(&transcript, &prompt("/b"), &tools[..1], &builtins, 7).unwrap();
+        let moved = patch(&transcript, &prompt("/b"), &tools[..1], own(&builtins), 7).unwrap();
         let value = serde_json::to_value(AgentMessage::System(moved.clone())).unwrap();
         assert_eq!(value["sections"], json!({"cwd": "<cwd>\n/b\n</cwd>"}));
         assert_eq!(value["toolsRemoved"], json!([{"name": "ext"}]));
@@ -345,10 +374,10 @@ mod tests {
     #[test]
     fn a_dropped_section_is_removed_with_null() {
         let transcript = vec![AgentMessage::System(
-            patch(&[], &prompt("/a"), &[], &[], 1).unwrap(),
+            patch(&[], &prompt("/a"), &[], own(&[]), 1).unwrap(),
         )];
         let only_preamble = SystemPrompt::from_sections(vec![("preamble".into(), "Hello.".into())]);
-        let change = patch(&transcript, &only_preamble, &[], &[], 2).unwrap();
+        let change = patch(&transcript, &only_preamble, &[], own(&[]), 2).unwrap();
         assert_eq!(
             change.sections,
             Some(json!({"cwd": null}).as_object().unwrap().clone())
@@ -360,23 +389,67 @@ mod tests {
         assert_eq!(read, AgentMessage::System(change));
     }
 
-    /// A built-in the transcript declared strict stays strict after its removal (a model that
-    /// takes tool changes in place still sees that declaration); a current built-in counts
-    /// before it is declared; an extension's tool of that name does not.
+    /// A removed built-in keeps its strict preference (its declaration says so); an extension's
+    /// tool has the one it registered; a current tool counts before it is declared.
     #[test]
-    fn strict_tools_come_from_every_declaration_and_the_current_built_ins() {
+    fn strict_preference_follows_the_declarations_and_the_current_tools() {
         let builtins = vec!["read".to_string(), "bash".to_string()];
-        let tools = [spec("read", "Reads."), spec("bash", "Runs.")];
-        assert_eq!(strict_preferred(&[], &tools, &builtins), ["read", "bash"]);
-        assert!(strict_preferred(&[], &tools, &[]).is_empty());
-
-        let first = patch(&[], &prompt("/a"), &tools[..1], &builtins, 1).unwrap();
+        let extension_tools = [crate::extensions::ExtensionTool {
+            extension: crate::extensions::ExtensionId(0),
+            decl: crate::extensions::protocol::ToolDecl {
+                name: "ext".into(),
+                label: None,
+                description: "Ext.".into(),
+                parameters: json!({"type": "object", "properties": {}}),
+                prompt_snippet: None,
+                prompt_guidelines: vec![],
+                sequential: false,
+                constrained_sampling: Some(json!({"type": "json_schema", "strict": "prefer"})),
+            },
+        }];
+        let samplings = Samplings {
+            builtins: &builtins,
+            extension_tools: &extension_tools,
+        };
+        let tools = [
+            spec("read", "Reads."),
+            spec("bash", "Runs."),
+            spec("ext", "Ext."),
+            spec("plain", "Plain."),
+        ];
+        assert_eq!(
+            strict_preferred(&[], &tools, samplings),
+            ["read", "bash", "ext"]
+        );
+        let first = patch(&[], &prompt("/a"), &tools, samplings, 1).unwrap();
+        let value = serde_json::to_value(AgentMessage::System(first.clone())).unwrap();
+        assert_eq!(
+            value["toolsAdded"][2]["constrainedSampling"],
+            json!({"type": "json_schema", "strict": "prefer"})
+        );
         let mut transcript = vec![AgentMessage::System(first)];
-        let removed = patch(&transcript, &prompt("/a"), &tools[1..], &builtins, 2).unwrap();
+        let removed = patch(&transcript, &prompt("/a"), &tools[3..], own(&[]), 2).unwrap();
         transcript.push(AgentMessage::System(removed));
         assert_eq!(
-            strict_preferred(&transcript, &tools[1..], &builtins),
-            ["read", "bash"]
+            strict_preferred(&transcript, &tools[3..], own(&[])),
+            ["read", "bash", "ext"]
+        );
+        let write = vec!["write".to_string()];
+        assert_eq!(
+            strict_preferred(&transcript, &[spec("write", "Writes.")], own(&write)),
+            ["read", "bash", "ext", "write"]
+        );
+        // An extension's `write` in place of the built-in declares no preference.
+        let mut replaced = extension_tools[0].clone();
+        replaced.decl.name = "write".into();
+        replaced.decl.constrained_sampling = None;
+        let samplings = Samplings {
+            builtins: &write,
+            extension_tools: std::slice::from_ref(&replaced),
+        };
+        assert_eq!(
+            strict_preferred(&transcript, &[spec("write", "Writes.")], samplings),
+            ["read", "bash", "ext"]
         );
     }
 
@@ -388,17 +461,17 @@ mod tests {
         let codemode = crate::tools::codemode::TOOL_NAME;
         let builtins = vec![codemode.to_string()];
         let tools = [spec(codemode, "Scripts."), spec("read", "Reads.")];
-        let current = grammar_tools(&[], &tools, &builtins);
+        let current = grammar_tools(&[], &tools, own(&builtins));
         assert_eq!(current.len(), 1);
         assert_eq!(current[0].name, codemode);
         assert!(current[0].lark.as_deref().unwrap().contains("start:"));
-        assert!(grammar_tools(&[], &tools, &[]).is_empty());
+        assert!(grammar_tools(&[], &tools, own(&[])).is_empty());
 
-        let first = patch(&[], &prompt("/a"), &tools, &builtins, 1).unwrap();
+        let first = patch(&[], &prompt("/a"), &tools, own(&builtins), 1).unwrap();
         let mut transcript = vec![AgentMessage::System(first)];
-        let removed = patch(&transcript, &prompt("/a"), &tools[1..], &builtins, 2).unwrap();
+        let removed = patch(&transcript, &prompt("/a"), &tools[1..], own(&builtins), 2).unwrap();
         transcript.push(AgentMessage::System(removed));
-        let declared = grammar_tools(&transcript, &tools[1..], &builtins);
+        let declared = grammar_tools(&transcript, &tools[1..], own(&builtins));
         assert_eq!(declared.len(), 1);
         assert_eq!(declared[0].name, codemode);
     }

@@ -123,6 +123,10 @@ pub struct ToolDecl {
     pub prompt_guidelines: Vec<String>,
     /// (v2) `executionMode: "sequential"`: a batch with such a call runs its calls one by one.
     pub sequential: bool,
+    /// `constrainedSampling` as given (pi 1.6.0: `{type: "json_schema", strict}` or
+    /// `{type: "grammar", variants}`): it goes into the tool's declaration in the transcript,
+    /// which decides how the providers send the tool.
+    pub constrained_sampling: Option<Value>,
 }
 
 /// A command-line flag an extension declares (values arrive in `hello.flags`).
@@ -1050,8 +1054,18 @@ fn parse_tool_decl(object: &Map<String, Value>) -> Result<ToolDecl, ProtocolErro
             )));
         }
     };
+    let constrained_sampling = match tool.0.get("constrainedSampling") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(sampling)) => Some(Value::Object(sampling.clone())),
+        Some(_) => {
+            return Err(bad(format!(
+                "tool {name}: constrainedSampling must be an object"
+            )));
+        }
+    };
     Ok(ToolDecl {
         sequential,
+        constrained_sampling,
         label: tool.opt_string("label")?,
         description: tool.opt_string("description")?.unwrap_or_default(),
         parameters,

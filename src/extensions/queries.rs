@@ -139,6 +139,7 @@ mod tests {
                 prompt_snippet: None,
                 prompt_guidelines: vec![],
                 sequential: false,
+                constrained_sampling: None,
             },
         };
         let all = all_tools(&[tool], |_| json!({"source": "cli"}), &[]);

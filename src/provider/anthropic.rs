@@ -317,7 +317,9 @@ fn convert_tools(
     let eager_tool_streaming = model
         .compat_bool("supportsEagerToolInputStreaming")
         .unwrap_or(true);
-    let strict_tools = model.compat_bool("supportsStrictTools") == Some(true);
+    // Unless Claude refused this session's strict tools for its limits (pi 1.6.0).
+    let strict_tools =
+        model.compat_bool("supportsStrictTools") == Some(true) && !request.strict_tools_refused;
     let last = tools.len().saturating_sub(1);
     tools
         .iter()

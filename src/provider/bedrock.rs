@@ -20,7 +20,7 @@ use super::anthropic::{adjust_max_tokens_for_thinking, normalize_tool_call_id};
 use super::aws_remote;
 use super::decode::{Emitter, Framing, OpenBlocks, WireDecoder};
 use super::event_stream;
-use super::request::{adaptive_effort, base_max_tokens};
+use super::request::{adaptive_effort, base_max_tokens, strict_parameters};
 use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope};
 use super::token_cache;
 use super::transform::transform_messages;
@@ -381,13 +381,22 @@ fn build_body(
     }
     body.insert("inferenceConfig".into(), Value::Object(inference));
     if !request.tools.is_empty() {
+        // Strict for the tools that prefer it, with `compat.supportsStrictMode`, unless Claude
+        // refused this session's strict tools for its limits (pi 1.6.0).
+        let supported =
+            model.compat_bool("supportsStrictMode") == Some(true) && !request.strict_tools_refused;
         let tools: Vec<Value> = request
             .tools
             .iter()
             .map(|tool| {
-                json!({"toolSpec": {"name": tool.name,
-                    "inputSchema": {"json": tool.parameters},
-                    "description": tool.description}})
+                let strict = strict_parameters(request, tool, supported, None);
+                let mut spec = json!({"name": tool.name,
+                    "inputSchema": {"json": strict.as_ref().unwrap_or(&tool.parameters)},
+                    "description": tool.description});
+                if strict.is_some() {
+                    spec["strict"] = json!(true);
+                }
+                json!({"toolSpec": spec})
             })
             .collect();
         body.insert("toolConfig".into(), json!({"tools": tools}));
@@ -549,13 +558,22 @@ fn exception_for_status(status: u16) -> &'static str {
 
 /// `<prefix>: <message>` as pi formats the SDK's exception for a failed HTTP response.
 pub fn http_error_message(status: u16, body: &str) -> String {
+    let (name, message) = exception(status, None, body);
+    format!("{}: {message}", error_prefix(&name))
+}
+
+/// The SDK's exception for a failed HTTP response: its name (the `x-amzn-errortype` header
+/// when given, else the body's `__type`/`code`, else the status's) and its message.
+pub(crate) fn exception(status: u16, error_type: Option<&str>, body: &str) -> (String, String) {
     let json: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let text = |key: &str| {
         json.get(key)
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
     };
-    let name = text("__type")
+    let name = error_type
+        .filter(|t| !t.is_empty())
+        .or_else(|| text("__type"))
         .or_else(|| text("code"))
         .or_else(|| text("Code"))
         .map(|t| {
@@ -577,7 +595,7 @@ pub fn http_error_message(status: u16, body: &str) -> String {
                 "UnknownError".to_string()
             }
         });
-    format!("{}: {message}", error_prefix(name))
+    (name.to_string(), message)
 }
 
 fn map_stop_reason(reason: &str) -> StopReason {

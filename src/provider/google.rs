@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, TextRun, WireDecoder, token_count};
-use super::request::{base_max_tokens, join_url, with_extra_headers};
+use super::request::{base_max_tokens, join_url, strict_parameters, with_extra_headers};
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
 use super::types::{BlockKind, HttpRequest, StreamRequest};
@@ -97,18 +97,29 @@ pub(crate) fn request_body(request: &StreamRequest, dialect: Dialect) -> Value {
         );
     }
     if !request.tools.is_empty() {
+        // Gemini 3 and later validate a call against strict schemas (pi 1.6.0).
+        let supported = gemini_major_version(&request.model.id).is_some_and(|major| major >= 3);
+        let mut any_strict = false;
         let declarations: Vec<Value> = request
             .tools
             .iter()
             .map(|tool| {
+                let strict = strict_parameters(request, tool, supported, None);
+                any_strict |= strict.is_some();
                 json!({"name": tool.name, "description": tool.description,
-                    "parametersJsonSchema": tool.parameters})
+                    "parametersJsonSchema": strict.as_ref().unwrap_or(&tool.parameters)})
             })
             .collect();
         body.insert(
             "tools".into(),
             json!([{"functionDeclarations": declarations}]),
         );
+        if any_strict {
+            body.insert(
+                "toolConfig".into(),
+                json!({"functionCallingConfig": {"mode": "VALIDATED"}}),
+            );
+        }
     }
     let mut generation_config = Map::new();
     if let Some(max_tokens) = base_max_tokens(request) {
@@ -249,18 +260,19 @@ fn requires_tool_call_id(model_id: &str) -> bool {
 
 /// Gemini 3 and later (and non-Gemini models) take images inside function responses.
 fn supports_multimodal_function_response(model_id: &str) -> bool {
+    gemini_major_version(model_id).is_none_or(|major| major >= 3)
+}
+
+/// The major version of a `gemini-<n>…` or `gemini-live-<n>…` model id (any case).
+fn gemini_major_version(model_id: &str) -> Option<u64> {
     let id = model_id.to_lowercase();
-    let rest = id
-        .strip_prefix("gemini-live-")
-        .or_else(|| id.strip_prefix("gemini-"));
-    let Some(rest) = rest else {
-        return true;
+    let versioned = |rest: &str| -> Option<u64> {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
     };
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    match digits.parse::<u64>() {
-        Ok(major) => major >= 3,
-        Err(_) => true,
-    }
+    id.strip_prefix("gemini-live-")
+        .and_then(versioned)
+        .or_else(|| id.strip_prefix("gemini-").and_then(versioned))
 }
 
 /// Thought signatures are base64 (the API stores them as bytes); anything else is dropped.

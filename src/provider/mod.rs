@@ -54,6 +54,7 @@ pub mod request_cache;
 pub mod retry;
 pub mod sigv4;
 pub mod sse;
+pub mod strict_limits;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod token_cache;
@@ -318,10 +319,25 @@ fn run_stream(
     let mut retries_done = 0;
     let mut reauthorized = false;
     let response = loop {
-        let failure = match open_response(req, &agent, &http, &body, &decoder) {
+        let mut failure = match open_response(req, request, &agent, &http, &body, &decoder) {
             Ok(response) => break response,
             Err(failure) => failure,
         };
+        // Claude refused the strict tools for its limits: the agent sends the request again
+        // without them (pi 1.6.0; only a request that declared strict tools, only once).
+        if let Some(message) = failure.strict_limits.take()
+            && !request.strict_tools_refused
+            && strict_limits::declares_strict_tools(&http.body)
+        {
+            send(StreamEvent::StrictToolsRefused {
+                diagnostic: strict_limits::fallback_diagnostic(&request.model.api, message),
+                error: ProviderError {
+                    message: failure.message,
+                    retry_after: failure.server_delay,
+                },
+            });
+            return;
+        }
         // A federated token the API refuses is exchanged again, once (as the Anthropic SDK).
         if failure.status == Some(401) && !reauthorized && anthropic_federation::applies(request) {
             reauthorized = true;
@@ -466,6 +482,7 @@ fn headers_record(headers: &ureq::http::HeaderMap) -> serde_json::Value {
 /// the text the request ends with if it is not retried.
 fn open_response(
     req: RequestId,
+    request: &StreamRequest,
     agent: &ureq::Agent,
     http: &HttpRequest,
     body: &[u8],
@@ -486,6 +503,7 @@ fn open_response(
                 server_delay: None,
                 message: network_error_message(&error, false),
                 error_code: None,
+                strict_limits: None,
             });
         }
     };
@@ -499,6 +517,11 @@ fn open_response(
         Some(v) if v == "false" => Some(false),
         _ => None,
     };
+    let error_type = response
+        .headers()
+        .get("x-amzn-errortype")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let mut text = Vec::new();
     let read = response
         .into_body()
@@ -522,6 +545,12 @@ fn open_response(
         server_delay,
         message: decoder.http_error_message(status, &text),
         error_code,
+        strict_limits: strict_limits::refusal_message(
+            &request.model.api,
+            status,
+            error_type.as_deref(),
+            &text,
+        ),
     })
 }
 

@@ -12,10 +12,10 @@
 //! provider splices the kept bytes in front of them (`splice`).
 //!
 //! Invalidation: the cache is keyed by everything the message encoding reads (model with its
-//! api/provider/compat, API key, thinking level); the agent calls `invalidate` whenever its
-//! message list is replaced or shortened (compaction, branch navigation, session switch, an
-//! overflow retry dropping the failed reply), and the first and last cached messages are compared
-//! on every use as a second guard.
+//! api/provider/compat, API key, thinking level, which tools go strict); the agent calls
+//! `invalidate` whenever its message list is replaced or shortened (compaction, branch
+//! navigation, session switch, an overflow retry dropping the failed reply), and the first and
+//! last cached messages are compared on every use as a second guard.
 //!
 //! What a request reads from the whole history besides its elements travels as `HistoryFacts`
 //! (`history.rs`, below both this cache and the request builders, so the arrows run one way),
@@ -53,6 +53,9 @@ struct Key {
     thinking: ThinkingLevel,
     /// Anthropic's native tool changes encode the history by them.
     initial_tools: Vec<crate::messages::ToolSpec>,
+    /// Which tools in-place declarations send strict.
+    strict_preferred: Vec<String>,
+    strict_tools_refused: bool,
 }
 
 #[derive(Default)]
@@ -114,6 +117,8 @@ impl RequestCache {
             api_key: request.api_key.clone(),
             thinking: request.thinking,
             initial_tools: request.initial_tools.clone(),
+            strict_preferred: request.strict_preferred.clone(),
+            strict_tools_refused: request.strict_tools_refused,
         };
         let still_valid = self.key.as_ref() == Some(&key)
             && self.source_len <= source.len()

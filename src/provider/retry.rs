@@ -24,6 +24,9 @@ pub struct EarlyFailure {
     pub message: String,
     /// The `error.details.error_code` of a JSON error body (Anthropic's thread rejections).
     pub error_code: Option<String>,
+    /// The API said the request's strict tools exceed Claude's limits, in these words
+    /// (`strict_limits`).
+    pub strict_limits: Option<String>,
 }
 
 /// What to do after an early failure.
@@ -130,6 +133,7 @@ mod tests {
             server_delay: None,
             message: "500 boom".into(),
             error_code: None,
+            strict_limits: None,
         }
     }
 

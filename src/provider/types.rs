@@ -50,6 +50,10 @@ pub struct StreamRequest {
     /// The tools that prefer strict JSON-schema sampling (pi 1.6.0's `constrainedSampling`
     /// `strict: "prefer"`: pi's own read/bash/edit/write), sent strict where the API allows.
     pub strict_preferred: Vec<String>,
+    /// Claude refused this session's strict tools for its limits (pi 1.6.0's
+    /// `hasExceededStrictToolLimits`): on Anthropic and Bedrock the tools that prefer strict
+    /// sampling go non-strict.
+    pub strict_tools_refused: bool,
     /// The tools the transcript declares with grammar constrained sampling (pi 1.6.0's
     /// `constrainedSampling` `type: "grammar"`: `codemode`), sent as OpenAI custom tools where the
     /// model's compat has `supportsOpenAIGrammarTools` (`request::grammar_tools`).
@@ -168,6 +172,14 @@ pub enum StreamEvent {
     },
     /// The request failed (HTTP status, network, malformed stream). Ends the stream.
     Failed(ProviderError),
+    /// Claude refused the request's strict tools for its limits, before any output (pi 1.6.0's
+    /// strict-tool fallback): the agent sends it again with `strict_tools_refused` and records
+    /// `diagnostic` on the reply. `error` is the failure it would otherwise end with. Ends the
+    /// stream.
+    StrictToolsRefused {
+        diagnostic: serde_json::Value,
+        error: ProviderError,
+    },
     /// A provider-level retry (`retry.provider.maxRetries`) waits this long before sending the
     /// request again; nothing for the client, but the idle timeout starts after the wait.
     Retrying {

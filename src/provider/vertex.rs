@@ -205,8 +205,8 @@ fn model_resource(id: &str) -> String {
 }
 
 /// The SDK's Vertex converter rebuilds some objects with its own key order: `inlineData`
-/// (mimeType, data), `functionCall` (name, args, id) and function declarations (description,
-/// name, parametersJsonSchema).
+/// (mimeType, data) and `functionCall` (name, args, id). Function declarations keep theirs
+/// (pi 1.6.0's SDK passes them through).
 fn vertex_key_order(value: &mut Value) {
     match value {
         Value::Object(map) => {
@@ -217,13 +217,6 @@ fn vertex_key_order(value: &mut Value) {
                     _ => &[],
                 };
                 reorder(child, order);
-                if key == "functionDeclarations"
-                    && let Value::Array(items) = child
-                {
-                    for item in items {
-                        reorder(item, &["description", "name", "parametersJsonSchema"]);
-                    }
-                }
                 vertex_key_order(child);
             }
         }
@@ -286,7 +279,8 @@ mod tests {
     #[test]
     fn bodies_and_urls_match_the_reference() {
         use ThinkingLevel::*;
-        // (model, level, fixture) as pi-ai 0.73.1 + @google/genai sent them with an API key.
+        // (model, level, fixture) as pi-ai 0.73.1 + @google/genai sent them with an API key,
+        // the tool declarations in 1.6.0's key order.
         let cases = [
             ("gemini-2.5-flash", Low, "gemini25flash_low"),
             ("claude-sonnet-4-5", Medium, "claude_medium"),

@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
-use crate::support::{Pi, Setup, Workspace, assistant_messages};
+use crate::support::{Pi, Setup, Workspace, assistant_messages, tool_shape};
 
 #[test]
 fn azure_uses_the_deployment_api_version_and_api_key_header() {
@@ -950,8 +950,9 @@ fn anthropic_mid_conversation_effort_travels_in_system_messages() {
 /// as pi 1.6.0 sends it: the request's tools stay those of the session's first system message,
 /// followed by a deferred placeholder, and a later tool change goes in place as a system message
 /// of `tool_removal` / `tool_addition` blocks after the prompt's changed sections (held until the
-/// end, where it takes the cache marker), with the `inline-tools` beta. Passes against pi 1.6.0
-/// too.
+/// end, where it takes the cache marker), with the `inline-tools` beta. With
+/// `supportsStrictTools`, a first tool removed since (`bash`) stays strict: its declaration asks
+/// for it. Passes against pi 1.6.0 too.
 #[test]
 fn anthropic_mid_conversation_tool_changes_go_in_place() {
     let fake = FakeProvider::start(vec![
@@ -962,7 +963,7 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
         "api": "anthropic-messages", "apiKey": "at-key-123456",
         "models": [{"id": "at-model", "input": ["text"],
             "compat": {"supportsMidConvoSystemMessages": true,
-                "supportsMidConvoToolChanges": true}}]}}});
+                "supportsMidConvoToolChanges": true, "supportsStrictTools": true}}]}}});
     let workspace = Workspace::new();
     let setup = Setup::new(&fake, "at", "at-model")
         .models_json(&models.to_string())
@@ -1009,6 +1010,10 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
         let tools = request.body["tools"].as_array().unwrap();
         assert_eq!(tools[2], placeholder);
         assert_eq!(tools[1]["cache_control"], json!({"type": "ephemeral"}));
+        assert_eq!(
+            (&tools[0]["strict"], &tools[1]["strict"]),
+            (&json!(true), &json!(true))
+        );
     }
     let first = requests[0].body["messages"].as_array().unwrap();
     assert!(first.iter().all(|m| m["role"] != "system"), "{first:?}");
@@ -1036,6 +1041,7 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
     assert_eq!(blocks[1]["tool"]["type"], "tool_definition");
     let definition = &blocks[1]["tool"]["definition"];
     assert_eq!(definition["name"], "grep");
+    assert!(definition.get("strict").is_none(), "{definition}");
     assert_eq!(definition["input_schema"]["type"], "object");
     assert!(definition.get("cache_control").is_none(), "{definition}");
     assert_eq!(blocks[1]["cache_control"], json!({"type": "ephemeral"}));
@@ -1859,4 +1865,115 @@ fn catalog_compat_keys_reach_the_body() {
         "{body}"
     );
     assert!(body.get("prompt_cache_retention").is_none(), "{body}");
+}
+
+/// Strict tools on Google Generative AI and Vertex AI, as pi 1.6.0 sends them (decided by the
+/// model id): to a Gemini 3 or later model pi's read/bash/edit/write go with strict schemas and
+/// `toolConfig.functionCallingConfig.mode: VALIDATED`; to Gemini 2.5 as they are, without
+/// `toolConfig`. The shape is the one 1.6.0 sent (`tool_shape`). Passes against pi 1.6.0 too.
+#[test]
+fn gemini_3_models_get_strict_tools_and_validated_calls() {
+    let body_for = |api: &str, id: &str| -> Value {
+        let provider = json!({"baseUrl": "__BASE_URL__/v1beta", "api": api,
+            "apiKey": "gg-key-123456", "models": [{"id": id, "input": ["text"]}]});
+        compat_request("gg", provider, "google/text.sse", "off").body
+    };
+    for api in ["google-generative-ai", "google-vertex"] {
+        let body = body_for(api, "gemini-3-pro-preview");
+        let declared = json!({"tools": body["tools"], "toolConfig": body["toolConfig"]});
+        assert_eq!(tool_shape(&declared), GEMINI_STRICT_TOOLS, "{api}");
+    }
+    let body = body_for("google-generative-ai", "gemini-2.5-flash");
+    assert!(body.get("toolConfig").is_none(), "{body}");
+    let read = &body["tools"][0]["functionDeclarations"][0];
+    assert_eq!(read["name"], "read");
+    assert_eq!(
+        read["parametersJsonSchema"]["required"],
+        json!(["path"]),
+        "{read}"
+    );
+    assert!(
+        read["parametersJsonSchema"]
+            .get("additionalProperties")
+            .is_none()
+    );
+}
+
+/// What pi 1.6.0 sent a Gemini 3 model (descriptions as `D`).
+const GEMINI_STRICT_TOOLS: &str = r#"{"tools":[{"functionDeclarations":[{"name":"read","description":"D","parametersJsonSchema":{"type":"object","required":["path","offset","limit"],"properties":{"path":{"type":"string","description":"D"},"offset":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]},"limit":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]}},"additionalProperties":false}},{"name":"bash","description":"D","parametersJsonSchema":{"type":"object","required":["command","timeout"],"properties":{"command":{"type":"string","description":"D"},"timeout":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]}},"additionalProperties":false}},{"name":"edit","description":"D","parametersJsonSchema":{"type":"object","required":["path","edits"],"properties":{"path":{"type":"string","description":"D"},"edits":{"type":"array","items":{"type":"object","required":["oldText","newText"],"properties":{"oldText":{"type":"string","description":"D"},"newText":{"type":"string","description":"D"}},"additionalProperties":false},"description":"D"}},"additionalProperties":false}},{"name":"write","description":"D","parametersJsonSchema":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string","description":"D"},"content":{"type":"string","description":"D"}},"additionalProperties":false}}]}],"toolConfig":{"functionCallingConfig":{"mode":"VALIDATED"}}}"#;
+
+/// Claude's strict-tool limits on Anthropic Messages, as pi 1.6.0 meets them: the API refuses the
+/// request (a 400 `invalid_request_error` naming a limit), the same request goes again at once
+/// with pi's tools non-strict, the reply records an `anthropic_strict_tools_fallback` diagnostic
+/// with the SDK's error message (before `responseId`), and the session's next request is
+/// non-strict from the start, without a diagnostic. Passes against pi 1.6.0 too.
+#[test]
+fn anthropic_strict_tools_fall_back_when_claude_refuses_them() {
+    let refusal = json!({"type": "error", "error": {"type": "invalid_request_error",
+        "message": "Schemas contains too many parameters with union types (17 parameters with type arrays or anyOf). Reduce them (limit: 16)."},
+        "request_id": "req_011"})
+    .to_string();
+    let fake = FakeProvider::start(vec![
+        Reply::status(
+            400,
+            refusal.clone(),
+            &[("content-type", "application/json")],
+        ),
+        Reply::sse_fixture("anthropic/text.sse"),
+        Reply::sse_fixture("anthropic/text.sse"),
+    ]);
+    let models = json!({"providers": {"st": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "st-key-123456",
+        "models": [{"id": "st-model", "input": ["text"],
+            "compat": {"supportsStrictTools": true}}]}}});
+    let setup = Setup::new(&fake, "st", "st-model").models_json(&models.to_string());
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p1", "type": "prompt", "message": "hi"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    let keys: Vec<&str> = message
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let at = |key: &str| keys.iter().position(|k| *k == key).unwrap();
+    assert!(at("timestamp") < at("diagnostics") && at("diagnostics") < at("responseId"));
+    let diagnostics = message["diagnostics"].as_array().unwrap();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let fallback = diagnostics[0].as_object().unwrap();
+    let keys: Vec<&str> = fallback.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["type", "timestamp", "error", "details"]);
+    assert_eq!(fallback["type"], "anthropic_strict_tools_fallback");
+    assert_eq!(
+        fallback["error"],
+        json!({"message": format!("400 {refusal}")})
+    );
+    assert_eq!(
+        fallback["details"],
+        json!({"reason": "strict_tool_limits_exceeded"})
+    );
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "again"}));
+    let run = pi.records_until_event("agent_end");
+    let message = assistant_messages(&run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    assert!(message.get("diagnostics").is_none(), "{message}");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let strict = |request: &crate::fake_provider::RecordedRequest| -> Vec<bool> {
+        request.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.get("strict") == Some(&json!(true)))
+            .collect()
+    };
+    assert_eq!(strict(&requests[0]), [true; 4]);
+    for request in &requests[1..] {
+        assert_eq!(strict(request), [false; 4]);
+        let read = &request.body["tools"][0];
+        assert_eq!(read["input_schema"]["required"], json!(["path"]), "{read}");
+    }
 }

@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use crate::fake_provider::fixture;
 use crate::support::{
-    Pi, Setup, TempDir, Workspace, assistant_messages, openssl, prompt, require, which,
+    Pi, Setup, TempDir, Workspace, assistant_messages, openssl, prompt, require, tool_shape, which,
 };
 
 // ---- a small HTTP fake with per-path handlers ----------------------------------------------------
@@ -530,6 +530,82 @@ fn bedrock_tool_round_trip_signed_with_session_credentials() {
         "from-bash"
     );
 }
+
+/// Strict tools on Bedrock, as pi 1.6.0 sends them (`compat.supportsStrictMode`, which the
+/// catalog gives Claude Sonnet 4.5): pi's read/bash/edit/write go `strict: true` with strict
+/// schemas. When Bedrock refuses them for Claude's strict-tool limits, the same request goes
+/// again at once with them non-strict, the reply records a `bedrock_strict_tools_fallback`
+/// diagnostic, and the session's next request is non-strict from the start. The tool shapes are
+/// those 1.6.0 sent; every request is signed. Passes against pi 1.6.0 too.
+#[test]
+fn bedrock_strict_tools_fall_back_when_claude_refuses_them() {
+    let refusal = "Too many strict tools (21). The maximum number of strict tools is 20.";
+    let fake = signed_bedrock(
+        ACCESS_KEY,
+        SECRET,
+        "eu-west-1",
+        vec![
+            Response::json(
+                400,
+                json!({"__type": "ValidationException", "message": refusal}),
+            ),
+            text_turn("Fine."),
+            text_turn("Again."),
+        ],
+    );
+    let setup = bedrock_setup(&fake)
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_REGION", "eu-west-1")
+        .arg("--thinking")
+        .arg("off");
+    let mut pi = Pi::spawn(&setup);
+    let run = prompt(&mut pi, "p1", "hi");
+    let message = assistant_messages(&run).pop().expect("assistant message");
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    let diagnostics = message["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let fallback = diagnostics[0].as_object().unwrap();
+    let keys: Vec<&str> = fallback.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["type", "timestamp", "error", "details"]);
+    assert_eq!(fallback["type"], "bedrock_strict_tools_fallback");
+    assert!(fallback["timestamp"].is_u64());
+    assert_eq!(fallback["error"], json!({"message": refusal}));
+    assert_eq!(
+        fallback["details"],
+        json!({"reason": "strict_tool_limits_exceeded"})
+    );
+    let run = prompt(&mut pi, "p2", "again");
+    let message = assistant_messages(&run).pop().expect("assistant message");
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    assert!(message.get("diagnostics").is_none(), "{message}");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        verify_sigv4(request, ACCESS_KEY, SECRET, "eu-west-1").unwrap();
+    }
+    assert_eq!(
+        tool_shape(&requests[0].json()["toolConfig"]),
+        BEDROCK_STRICT_TOOLS
+    );
+    for request in &requests[1..] {
+        let tools = &request.json()["toolConfig"]["tools"];
+        assert_eq!(tool_shape(&tools[0]), BEDROCK_READ, "{tools}");
+        let strict = tools.as_array().unwrap().iter();
+        assert!(
+            strict
+                .filter_map(|t| t["toolSpec"].get("strict"))
+                .next()
+                .is_none()
+        );
+    }
+}
+
+/// The `toolConfig` pi 1.6.0 sent a Claude model on Bedrock: strict, then after the refusal
+/// (descriptions as `D`).
+const BEDROCK_STRICT_TOOLS: &str = r#"{"tools":[{"toolSpec":{"name":"read","inputSchema":{"json":{"type":"object","required":["path","offset","limit"],"properties":{"path":{"type":"string","description":"D"},"offset":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]},"limit":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]}},"additionalProperties":false}},"description":"D","strict":true}},{"toolSpec":{"name":"bash","inputSchema":{"json":{"type":"object","required":["command","timeout"],"properties":{"command":{"type":"string","description":"D"},"timeout":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]}},"additionalProperties":false}},"description":"D","strict":true}},{"toolSpec":{"name":"edit","inputSchema":{"json":{"type":"object","required":["path","edits"],"properties":{"path":{"type":"string","description":"D"},"edits":{"type":"array","items":{"type":"object","required":["oldText","newText"],"properties":{"oldText":{"type":"string","description":"D"},"newText":{"type":"string","description":"D"}},"additionalProperties":false},"description":"D"}},"additionalProperties":false}},"description":"D","strict":true}},{"toolSpec":{"name":"write","inputSchema":{"json":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string","description":"D"},"content":{"type":"string","description":"D"}},"additionalProperties":false}},"description":"D","strict":true}}]}"#;
+const BEDROCK_READ: &str = r#"{"toolSpec":{"name":"read","inputSchema":{"json":{"type":"object","required":["path"],"properties":{"path":{"type":"string","description":"D"},"offset":{"type":"number","description":"D"},"limit":{"type":"number","description":"D"}}}},"description":"D"}}"#;
 
 #[test]
 fn bedrock_profile_credentials_and_bearer_token() {
@@ -1140,10 +1216,10 @@ fn vertex_service_account_jwt_is_exchanged_once_and_the_token_used() {
         body["contents"][0],
         json!({"parts": [{"text": "Say hello"}], "role": "user"})
     );
-    // Vertex key order for declarations (the SDK's Vertex converter).
+    // Declarations keep their key order (1.6.0's SDK passes them through on Vertex).
     let declaration = &body["tools"][0]["functionDeclarations"][0];
     let keys: Vec<&String> = declaration.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["description", "name", "parametersJsonSchema"]);
+    assert_eq!(keys, ["name", "description", "parametersJsonSchema"]);
 }
 
 #[test]

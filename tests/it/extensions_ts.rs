@@ -2551,3 +2551,70 @@ fn a_typescript_provider_s_login_gives_its_key_and_adapts_its_models() {
     let request = &fake.wait_for_requests(1, pi.timeout())[0];
     assert_eq!(request.header("x-api-key"), Some("corp-key-corp-access-1"));
 }
+
+/// An extension of the tests' own: `lookup` asks for strict JSON-schema sampling where the API
+/// allows it.
+const STRICT_TOOL: &str = r#"
+export default function (pi) {
+    pi.registerTool({
+        name: "lookup",
+        label: "Lookup",
+        description: "Looks a word up",
+        parameters: { type: "object", required: ["q"],
+            properties: { q: { type: "string" }, n: { type: "number" } } },
+        constrainedSampling: { type: "json_schema", strict: "prefer" },
+        async execute() {
+            return { content: [{ type: "text", text: "found" }], details: {} };
+        },
+    });
+}
+"#;
+
+/// A TypeScript tool registered with `constrainedSampling` keeps it in its declaration (the
+/// transcript's system message), and an API with strict tools (Anthropic's
+/// `supportsStrictTools`) gets it strict, its optional parameter nullable, as pi 1.6.0 sends it.
+#[test]
+fn a_typescript_tool_can_ask_for_strict_sampling() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Done."]))]);
+    let models = json!({"providers": {"st": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "st-key-123456",
+        "models": [{"id": "st-model", "input": ["text"],
+            "compat": {"supportsStrictTools": true}}]}}});
+    let setup = Setup::new(&fake, "st", "st-model").models_json(&models.to_string());
+    let setup = with_examples(&reference, setup, &[])
+        .file("strict.ts", STRICT_TOOL)
+        .arg("-e")
+        .arg("strict.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p", "prompt", json!({"message": "look it up"}));
+    let run = pi.wait_for_event("agent_end");
+    let declared = run["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .flat_map(|m| m["toolsAdded"].as_array().cloned().unwrap_or_default())
+        .find(|t| t["name"] == "lookup")
+        .expect("lookup declared");
+    assert_eq!(
+        declared["constrainedSampling"],
+        json!({"type": "json_schema", "strict": "prefer"})
+    );
+    let requests = fake.requests();
+    let lookup = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "lookup")
+        .cloned()
+        .expect("lookup offered");
+    assert_eq!(lookup["strict"], true, "{lookup}");
+    assert_eq!(
+        lookup["input_schema"],
+        json!({"type": "object", "required": ["q", "n"], "properties": {"q": {"type": "string"},
+            "n": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
+            "additionalProperties": false}),
+        "{lookup}"
+    );
+}

@@ -1611,6 +1611,31 @@ pub fn tool_result_block_text(block: &Value) -> String {
     }
 }
 
+/// A tool declaration's shape: `value` serialized in its key order, every `description` as `D`
+/// (pi-rs words its tools its own way; the keys, their order and the schemas are what must be
+/// pi 1.6.0's).
+pub fn tool_shape(value: &Value) -> String {
+    fn shape(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(key, v)| {
+                        let v = if key == "description" {
+                            json!("D")
+                        } else {
+                            shape(v)
+                        };
+                        (key.clone(), v)
+                    })
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+            other => other.clone(),
+        }
+    }
+    shape(value).to_string()
+}
+
 /// The number after `marker` in `text` (e.g. a pid a command printed).
 pub fn number_after(text: &str, marker: &str) -> Option<i32> {
     let start = text.find(marker)? + marker.len();

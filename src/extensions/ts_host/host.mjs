@@ -1012,6 +1012,7 @@ function toolDecl(tool) {
 	if (tool.promptSnippet) decl.promptSnippet = tool.promptSnippet;
 	if (Array.isArray(tool.promptGuidelines)) decl.promptGuidelines = tool.promptGuidelines;
 	if (tool.executionMode) decl.executionMode = tool.executionMode;
+	if (tool.constrainedSampling) decl.constrainedSampling = JSON.parse(JSON.stringify(tool.constrainedSampling));
 	return decl;
 }
 
