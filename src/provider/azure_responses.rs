@@ -98,7 +98,7 @@ pub fn build_request_with(
     );
     body.insert(
         "input".into(),
-        Value::Array(convert_input_with(request, TOOL_CALL_PROVIDERS, true)),
+        Value::Array(convert_input_with(request, TOOL_CALL_PROVIDERS)),
     );
     body.insert("stream".into(), json!(true));
     if !request.session_id.is_empty() {

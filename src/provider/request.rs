@@ -125,7 +125,8 @@ pub fn mid_convo_tool_additions(model: &Model) -> bool {
 /// The effort a request carries in the conversation instead of its top level (pi 1.6.0,
 /// `compat.supportsMidConvoEffort`), which the reply records as `providerThinkingLevel`:
 /// Responses' `configuration_update` items (`openai-responses` and `openai-codex-responses`,
-/// not with Sign in with ChatGPT on `openai`; `None` with thinking off), Anthropic's
+/// not with Sign in with ChatGPT on `openai`; with thinking off `None`, except Codex's off level
+/// on a reasoning model), Anthropic's
 /// `output_config` system messages (`anthropic_effort_marker`). `None` otherwise.
 pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
     let model = &request.model;
@@ -143,10 +144,33 @@ pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
     if !applies || model.compat_bool("supportsMidConvoEffort") != Some(true) {
         return None;
     }
-    let level = thinking_level(request)?;
+    let Some(level) = thinking_level(request) else {
+        // Codex asks a reasoning model for its off level instead (pi 1.6.0).
+        if model.api != "openai-codex-responses" {
+            return None;
+        }
+        return off_effort(model).map(|effort| match effort {
+            Value::String(effort) => effort,
+            other => other.to_string(),
+        });
+    };
     match mapped_effort(model, level, level.as_str()) {
         Value::String(effort) => Some(effort),
         other => Some(other.to_string()),
+    }
+}
+
+/// The effort Codex sends a reasoning model with thinking off (pi 1.6.0 asks for `none`): its
+/// `off` mapping, else "none"; `None` for a model that cannot turn thinking off (`off` mapped to
+/// `null`) or does not reason.
+pub(crate) fn off_effort(model: &Model) -> Option<Value> {
+    if !model.reasoning {
+        return None;
+    }
+    match model.thinking_level_map.as_ref().and_then(|m| m.get("off")) {
+        Some(Value::Null) => None,
+        Some(mapped) => Some(mapped.clone()),
+        None => Some(json!("none")),
     }
 }
 

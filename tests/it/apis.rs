@@ -166,12 +166,17 @@ fn mistral_streams_thinking_text_and_a_tool_call_and_sends_the_result_back() {
     assert_eq!(history[history.len() - 2]["prefix"], false);
 }
 
-#[test]
-fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
+/// A ChatGPT access token whose claims carry the account id `acct_42`.
+fn codex_token() -> String {
     use base64::Engine;
     let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct_42"}});
     let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
-    let token = format!("eyJhbGciOiJub25lIn0.{payload}.sig");
+    format!("eyJhbGciOiJub25lIn0.{payload}.sig")
+}
+
+#[test]
+fn codex_sends_the_account_and_prompt_from_a_subscription_login() {
+    let token = codex_token();
     let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
     let workspace = Workspace::new();
     let login = json!({"openai-codex": {"type": "oauth", "access": token, "refresh": "r-123456",
@@ -199,8 +204,10 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
         Some(format!("Bearer {token}").as_str())
     );
     let body = &request.body;
-    assert!(body["instructions"].as_str().is_some_and(|s| !s.is_empty()));
-    assert_eq!(body["input"][0]["role"], "user");
+    // pi 1.6.0: the system prompt leads the input, nothing goes in `instructions`.
+    assert!(body.get("instructions").is_none(), "{body}");
+    assert_eq!(body["input"][0]["role"], "developer");
+    assert_eq!(body["input"][1]["role"], "user");
     assert_eq!(body["text"], json!({"verbosity": "low"}));
     assert_eq!(body["store"], false);
     // Codex's strict mode is on by default (pi 1.6.0): pi's `read` prefers strict sampling, so
@@ -211,7 +218,92 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
         body["tools"][0]["parameters"]["additionalProperties"],
         false
     );
-    assert!(body.get("max_output_tokens").is_none());
+}
+
+/// The Codex body byte for byte as pi 1.6.0 sends it (its zstd-compressed body decompressed by
+/// the fake): no `instructions`, the system prompt as the leading `developer` item (content a
+/// string), the output cap, and after `set_thinking_level off` effort `none` for the reasoning
+/// model; the second request replays the first reply (reasoning item, message) after the prompt.
+/// Passes against pi 1.6.0 too (`PI_TEST_BIN`; `transport: sse` keeps 1.6.0 off its WebSocket).
+#[test]
+fn codex_body_matches_pi_with_the_prompt_as_a_developer_item() {
+    let token = codex_token();
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai-responses/text.sse"),
+        Reply::sse_fixture("openai-responses/text.sse"),
+    ]);
+    let workspace = Workspace::new();
+    let login = json!({"openai-codex": {"type": "oauth", "access": token, "refresh": "r-123456",
+        "expires": 4102444800000u64, "accountId": "acct_42"}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), login.to_string()).unwrap();
+    let models = r#"{"providers": {"openai-codex": {"baseUrl": "__BASE_URL__/backend-api",
+        "models": [{"id": "codex-test", "name": "Codex Test", "reasoning": true,
+            "input": ["text"], "contextWindow": 200000, "maxTokens": 8192,
+            "cost": {"input": 1, "output": 2, "cacheRead": 0.1, "cacheWrite": 0}}]}}}"#;
+    let setup = Setup::new(&fake, "openai-codex", "codex-test")
+        .models_json(models)
+        .settings(json!({"transport": "sse"}))
+        .arg("--system-prompt")
+        .arg("SYS")
+        .arg("--tools")
+        .arg("read")
+        .arg("--thinking")
+        .arg("medium");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let first = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    pi.command("t", "set_thinking_level", json!({"level": "off"}));
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let second = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(second["stopReason"], "stop", "{second}");
+
+    let requests = fake.requests();
+    let prompt = format!("SYS\n\n<cwd>\n{}\n</cwd>", pi.cwd().display());
+    let user =
+        |text: &str| json!({"role": "user", "content": [{"type": "input_text", "text": text}]});
+    let reply = json!([
+        {"id": "rs_0a1b2c3d4e5f60718293a4b5c6d7e8f9aa", "type": "reasoning",
+         "encrypted_content": "gAAAAABpVGVzdEVuY3J5cHRlZFJlYXNvbmluZ0Jsb2JPbmU=",
+         "summary": [
+             {"type": "summary_text", "text": "**Greeting the user**\n\nThe user wants a short hello."},
+             {"type": "summary_text", "text": "Keep it brief."}]},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "Hello from the fake responses API.", "annotations": []}],
+         "status": "completed", "id": "msg_0a1b2c3d4e5f60718293a4b5c6d7e8f9bb"}
+    ]);
+    let mut second_input = vec![
+        json!({"role": "developer", "content": prompt}),
+        user("Say hello"),
+    ];
+    second_input.extend(reply.as_array().unwrap().iter().cloned());
+    second_input.push(user("Again"));
+    let inputs = [
+        json!([{"role": "developer", "content": prompt}, user("Say hello")]),
+        Value::Array(second_input),
+    ];
+    let efforts = [
+        json!({"effort": "medium", "summary": "auto"}),
+        json!({"effort": "none", "summary": "auto"}),
+    ];
+    for ((request, input), reasoning) in requests.iter().zip(inputs).zip(efforts) {
+        let body = &request.body;
+        assert_eq!(body["tools"][0]["name"], "read", "{body}");
+        // Key order and every value but the session's cache key and the tool (its schema is
+        // checked elsewhere) as 1.6.0 writes them.
+        let expected = json!({
+            "model": "codex-test", "store": false, "stream": true, "input": input,
+            "text": {"verbosity": "low"}, "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": body["prompt_cache_key"], "tool_choice": "auto",
+            "parallel_tool_calls": true, "max_output_tokens": 8192, "tools": body["tools"],
+            "reasoning": reasoning,
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&request.raw_body),
+            expected.to_string()
+        );
+        assert!(body["prompt_cache_key"].is_string());
+    }
 }
 
 /// `pi-messages` (pi 1.6.0's tenth wire API, the radius provider's): one POST of
@@ -1117,4 +1209,42 @@ fn chat_completions_mid_conversation_tool_additions_go_in_place() {
     let body = &requests[2].body;
     assert_eq!(names(&body["tools"]), ["grep"], "{body}");
     assert!(in_place(body).is_empty(), "{body}");
+}
+
+/// The service tier OpenAI served a Responses reply at scales its cost, as pi 1.6.0 prices it:
+/// `priority` twice the model's rates, `flex` half, every part and the total (the fixture's
+/// usage: 819 fresh input, 1024 cached, 85 output tokens). Passes against pi 1.6.0 too.
+#[test]
+fn responses_service_tiers_scale_the_cost() {
+    let tiered = |tier: &str| {
+        Reply::sse(fixture("openai-responses/text.sse").replace(
+            r#""service_tier":"default""#,
+            &format!(r#""service_tier":"{tier}""#),
+        ))
+    };
+    let fake = FakeProvider::start(vec![tiered("priority"), tiered("flex")]);
+    let models = json!({"providers": {"tiers": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-responses", "apiKey": "tier-key-123456",
+        "models": [{"id": "tier-model", "reasoning": true, "input": ["text"],
+            "cost": {"input": 1, "output": 2, "cacheRead": 0.1, "cacheWrite": 0}}]}}});
+    let setup = Setup::new(&fake, "tiers", "tier-model").models_json(&models.to_string());
+    let mut pi = Pi::spawn(&setup);
+    let base = [819e-6, 170e-6, 102.4e-6];
+    for (prompt, multiplier) in [("first", 2.0), ("second", 0.5)] {
+        pi.send(json!({"id": prompt, "type": "prompt", "message": prompt}));
+        let message = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+        assert_eq!(message["stopReason"], "stop", "{message}");
+        let cost = &message["usage"]["cost"];
+        let parts = [&cost["input"], &cost["output"], &cost["cacheRead"]];
+        for (part, base) in parts.iter().zip(base) {
+            let got = part.as_f64().unwrap();
+            assert!((got - base * multiplier).abs() < 1e-12, "{cost}");
+        }
+        let total = cost["total"].as_f64().unwrap();
+        assert!(
+            (total - base.iter().sum::<f64>() * multiplier).abs() < 1e-12,
+            "{cost}"
+        );
+        assert_eq!(cost["cacheWrite"], 0, "{cost}");
+    }
 }

@@ -11,6 +11,9 @@
 //! plain-text 400 and is closed, as real HTTP servers answer it; `tls_handshakes_refused` counts
 //! them.
 //!
+//! A body sent with `Content-Encoding: zstd` (pi 1.6.0's Codex client compresses its requests) is
+//! recorded decompressed, by the system's `zstd` command.
+//!
 //! Checks made on every request, reported by `finish()` or, failing that, by `Drop` (which panics
 //! the test unless it is already panicking): a request arriving after the script ran out, a body
 //! that is not JSON, and a conversation history in which a tool call does not have exactly one
@@ -34,6 +37,27 @@ use serde_json::Value;
 const POLL_TICK: Duration = Duration::from_millis(50);
 /// The first byte of a TLS ClientHello (record type "handshake").
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// `bytes` decompressed by `zstd -d` (no zstd crate among the dependencies).
+fn zstd_decompress(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let mut child = std::process::Command::new("zstd")
+        .args(["-d", "-c", "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = bytes.to_vec();
+    // Written from another thread: a large body would fill both pipes otherwise.
+    let writer = thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output()?;
+    writer
+        .join()
+        .map_err(|_| invalid("zstd writer panicked"))??;
+    if !output.status.success() {
+        return Err(invalid("zstd could not decompress the request body"));
+    }
+    Ok(output.stdout)
+}
 
 /// Absolute path of a file under `fixtures/`.
 pub fn fixture_path(relative: &str) -> PathBuf {
@@ -135,6 +159,7 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON (`Value::Null` if it was empty or not JSON).
     pub body: Value,
+    /// The body's bytes (decompressed when it came zstd-encoded).
     pub raw_body: Vec<u8>,
     /// When the request's body was complete.
     pub received_at: Instant,
@@ -470,6 +495,11 @@ impl Connection {
                 None => 0,
             };
             self.read_exact_body(length, shared)?
+        };
+        let raw_body = if header("content-encoding").as_deref() == Some("zstd") {
+            zstd_decompress(&raw_body)?
+        } else {
+            raw_body
         };
         let body = serde_json::from_slice(&raw_body).unwrap_or(Value::Null);
         Ok(Some(RecordedRequest {
