@@ -120,12 +120,15 @@ fn login(
 }
 
 /// What pi 1.6.0's `pi auth login radius` does once the login is saved, and the lines it prints:
-/// the account's model catalog fetched at once (it replaces the built-in Radius list), then the
+/// the account's model catalog fetched at once (it replaces the built-in Radius list; not with
+/// `PI_OFFLINE`), then the
 /// Radius MCP server in the user's mcp.json pointed at the login. Neither undoes the login when
 /// it fails.
 fn after_radius_login(agent_dir: &Path, endpoints: &Endpoints, access: &str) -> Vec<String> {
     let mut lines = Vec::new();
-    if let Err(e) = oauth::refresh_radius_catalog(endpoints, access, agent_dir) {
+    // 1.6.0's model runtime takes no catalog from the network when PI_OFFLINE is set at all.
+    let offline = std::env::var_os("PI_OFFLINE").is_some();
+    if !offline && let Err(e) = oauth::refresh_radius_catalog(endpoints, access, agent_dir) {
         lines.push(format!(
             "The Radius model catalog could not be refreshed: {e}"
         ));
