@@ -15,7 +15,7 @@
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::{self, convert_input_with, set_header, tools_json};
-use super::request::{base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
+use super::request::{mapped_effort, thinking_level, with_extra_headers};
 use super::types::{HttpRequest, StreamRequest};
 use crate::js::js_truthy;
 
@@ -70,9 +70,8 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     }
     body.insert("tool_choice".into(), json!("auto"));
     body.insert("parallel_tool_calls".into(), json!(true));
-    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0)
-        && model.compat_bool("supportsMaxOutputTokens") != Some(false)
-    {
+    let max_tokens = super::request::context_clamped_max_tokens(request);
+    if max_tokens > 0 && model.compat_bool("supportsMaxOutputTokens") != Some(false) {
         body.insert(
             "max_output_tokens".into(),
             json!(max_tokens.max(MIN_OUTPUT_TOKENS)),
