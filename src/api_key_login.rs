@@ -3,7 +3,8 @@
 //! by id or display name (any case), a terminal required on stdin and stdout, the key read
 //! without echo after `Enter <key name>: `, stored as `{"type": "api_key", "key"}` in auth.json
 //! under pi's lock, and `Saved API key for <name>. Credentials saved to <path>` on stdout. Errors
-//! go to stderr with exit 1. An `auth login` without `--api-key` that parses goes on to
+//! go to stderr with exit 1. A Radius key is followed by what a Radius sign-in is followed by
+//! (`login::after_radius_login`). An `auth login` without `--api-key` that parses goes on to
 //! `pi login` (`login.rs`).
 //!
 //! Not here: the multi-step credential prompts of Amazon Bedrock, Google Vertex AI and the two
@@ -260,7 +261,7 @@ pub fn run(words: &[String], agent_dir: &Path) -> u8 {
     };
     let mut entry = Map::new();
     entry.insert("type".into(), json!("api_key"));
-    entry.insert("key".into(), Value::String(key));
+    entry.insert("key".into(), Value::String(key.clone()));
     if let Err(e) = crate::config::oauth::store_login(agent_dir, id, entry) {
         eprintln!("Failed to log in to {name}: {e}");
         return 1;
@@ -269,6 +270,17 @@ pub fn run(words: &[String], agent_dir: &Path) -> u8 {
         "Saved API key for {name}. Credentials saved to {}\n",
         agent_dir.join("auth.json").display()
     ));
+    // A Radius key gets what a Radius sign-in gets (1.6.0 does both after either).
+    if id == crate::config::oauth::RADIUS_PROVIDER {
+        let env = crate::config::auth::Env::from_process();
+        let endpoints = crate::config::oauth::Endpoints::from_env(&env);
+        for line in crate::login::after_radius_login(agent_dir, &endpoints, &key) {
+            match line {
+                Ok(line) => crate::rpc::print_text(&format!("{line}\n")),
+                Err(line) => eprintln!("{line}"),
+            }
+        }
+    }
     0
 }
 

@@ -113,25 +113,29 @@ fn login(
     if provider == oauth::RADIUS_PROVIDER {
         for line in after_radius_login(agent_dir, &endpoints, &access) {
             message.push('\n');
-            message.push_str(&line);
+            message.push_str(line.as_ref().unwrap_or_else(|e| e));
         }
     }
     Ok(message)
 }
 
-/// What pi 1.6.0's `pi auth login radius` does once the login is saved, and the lines it prints:
-/// the account's model catalog fetched at once (it replaces the built-in Radius list; not with
-/// `PI_OFFLINE`), then the
-/// Radius MCP server in the user's mcp.json pointed at the login. Neither undoes the login when
-/// it fails.
-fn after_radius_login(agent_dir: &Path, endpoints: &Endpoints, access: &str) -> Vec<String> {
+/// What pi 1.6.0's `pi auth login radius` does once a login or key is saved, and the lines it
+/// shows (`Err`: the ones it writes as errors): the account's model catalog fetched at once
+/// with the new credential (it replaces the built-in Radius list; not with `PI_OFFLINE`), then
+/// the Radius MCP server in the user's mcp.json pointed at the login. Neither undoes the login
+/// when it fails.
+pub fn after_radius_login(
+    agent_dir: &Path,
+    endpoints: &Endpoints,
+    credential: &str,
+) -> Vec<Result<String, String>> {
     let mut lines = Vec::new();
     // 1.6.0's model runtime takes no catalog from the network when PI_OFFLINE is set at all.
     let offline = std::env::var_os("PI_OFFLINE").is_some();
-    if !offline && let Err(e) = oauth::refresh_radius_catalog(endpoints, access, agent_dir) {
-        lines.push(format!(
+    if !offline && let Err(e) = oauth::refresh_radius_catalog(endpoints, credential, agent_dir) {
+        lines.push(Ok(format!(
             "The Radius model catalog could not be refreshed: {e}"
-        ));
+        )));
     }
     let url = format!("{}/mcp", oauth::RADIUS_DEFAULT_URL);
     let Some((name, entry)) =
@@ -141,12 +145,12 @@ fn after_radius_login(agent_dir: &Path, endpoints: &Endpoints, access: &str) -> 
     };
     let path = crate::mcp::config::user_path(agent_dir);
     lines.push(match crate::mcp::config::add_server(&path, &name, entry) {
-        Ok(replaced) => format!(
+        Ok(replaced) => Ok(format!(
             "{} MCP server \"{name}\" in {} to use the Radius login.",
             if replaced { "Updated" } else { "Added" },
             path.display()
-        ),
-        Err(e) => format!("Could not update {}: {e}", path.display()),
+        )),
+        Err(e) => Err(format!("Could not update {}: {e}", path.display())),
     });
     lines
 }

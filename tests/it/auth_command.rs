@@ -340,6 +340,15 @@ fn auth_login_refusals_are_pis() {
     }
 }
 
+/// Whether the pseudo-terminal echoes input (its mode read through the master side).
+fn terminal_echoes(master: i32) -> bool {
+    // SAFETY: termios is plain data filled by tcgetattr on our own master fd.
+    let mut mode: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let read = unsafe { libc::tcgetattr(master, &mut mode) };
+    read != 0 || mode.c_lflag & libc::ECHO != 0
+}
+
 /// One `pi <args>` on a pseudo-terminal (stdin, stdout and stderr), answering its first line
 /// that ends in `Enter <key name>: ` with `typed`; what the terminal showed and the exit code.
 fn on_terminal(workspace: &Workspace, args: &str, typed: &[u8]) -> (String, i32) {
@@ -385,7 +394,10 @@ fn on_terminal(workspace: &Workspace, args: &str, typed: &[u8]) -> (String, i32)
             shown.extend_from_slice(&buffer[..n as usize]);
         }
         let text = String::from_utf8_lossy(&shown);
-        if !answered && text.trim_end_matches(' ').ends_with("API key:") {
+        // Typed once the prompt is up and the terminal no longer echoes (the key is read raw;
+        // pi 1.6.0 switches the mode just after writing the prompt).
+        if !answered && text.trim_end_matches(' ').ends_with("API key:") && !terminal_echoes(master)
+        {
             answered = true;
             // SAFETY: writes our bytes to the master.
             let written = unsafe { libc::write(master, typed.as_ptr().cast(), typed.len()) };
@@ -404,8 +416,8 @@ fn on_terminal(workspace: &Workspace, args: &str, typed: &[u8]) -> (String, i32)
 /// `pi auth login groq --api-key` on a terminal, as pi 1.6.0 runs it: `Enter Groq API key: `,
 /// the key typed without echo (Backspace takes a character off), stored as an `api_key` entry,
 /// `Saved API key for Groq. Credentials saved to <auth.json>`, exit 0; Ctrl+C at the prompt is
-/// `Login cancelled.` with exit 1 and nothing stored; a provider with only an account sign-in
-/// says so. Passes against pi 1.6.0 too.
+/// `Login cancelled.` with exit 1 and nothing stored; a Radius key also sets up the Radius MCP
+/// server; a provider with only an account sign-in says so. Passes against pi 1.6.0 too.
 #[test]
 fn auth_login_api_key_prompts_stores_and_exits() {
     let workspace = Workspace::new();
@@ -440,6 +452,28 @@ fn auth_login_api_key_prompts_stores_and_exits() {
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&stored).unwrap(),
         serde_json::json!({})
+    );
+
+    // A Radius key also points the Radius MCP server at the login (its catalog is not fetched
+    // under PI_OFFLINE).
+    let workspace = Workspace::new();
+    let (shown, code) = on_terminal(&workspace, "auth login radius --api-key", b"rad-key-1\r");
+    let mcp_path = workspace.agent_dir().join("mcp.json");
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(
+        shown,
+        format!(
+            "Enter Radius API key: \r\nSaved API key for Radius. Credentials saved to {}\r\nAdded MCP server \"radius\" in {} to use the Radius login.\r\n",
+            workspace.agent_dir().join("auth.json").display(),
+            mcp_path.display()
+        )
+    );
+    let mcp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_path).unwrap()).unwrap();
+    assert_eq!(
+        mcp,
+        serde_json::json!({"mcpServers": {"radius": {"url": "https://radius.pi.dev/mcp",
+            "auth": {"provider": "radius"}}}})
     );
 
     let (shown, code) = on_terminal(&workspace, "auth login openai-codex --api-key", b"");
