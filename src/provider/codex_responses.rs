@@ -4,8 +4,8 @@
 //! (`<base>/codex/responses`), the headers (the ChatGPT account id read from the OAuth access
 //! token, `originator: pi`), the body (pi 1.6.0: the system prompt leads the input as a
 //! `developer` item — Codex appends top-level `instructions` after the input, so a prompt there
-//! kept the prefix from the prompt cache —, fixed verbosity and tool choice, thinking off sent as
-//! effort `none`), the event mapping pi applies before decoding (`mapCodexEvents`) and its HTTP
+//! kept the prefix from the prompt cache —, the output cap fitted into the context window, fixed
+//! verbosity and tool choice, thinking off sent as effort `none`), the event mapping pi applies before decoding (`mapCodexEvents`) and its HTTP
 //! error texts (the usage-limit message).
 //!
 //! pi first tries a WebSocket transport and falls back to SSE, whose body 1.6.0 compresses with
@@ -245,8 +245,9 @@ mod tests {
         format!("eyJhbGciOiJub25lIn0.{payload}.sig")
     }
 
-    /// The body and headers 1.6.0 sends to a local server for `gpt-5.2` with thinking `medium`
-    /// (system prompt shortened; `tools` as its `read` tool; decompressed).
+    /// The body and headers as 1.6.0 builds them for `gpt-5.2` with thinking `medium` (its key
+    /// order and values; the system prompt and the tool shortened — the whole body is compared
+    /// with 1.6.0's in `tests/it/apis.rs`).
     #[test]
     fn request_matches_the_reference() {
         let mut m = model("openai-codex-responses", "openai-codex", "gpt-5.2");
