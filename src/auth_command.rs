@@ -1,8 +1,9 @@
 //! `pi auth check | print-api-key | print-bearer-token | login | logout` as pi 1.6.0 prints them
 //! and exits (`cli/auth-command.js`, `auth-check.js`, `credential-print.js`): a result or a
 //! credential on stdout (only there, and only what 1.6.0 prints), `Error: …` on stderr, exit 0
-//! (ready / printed), 1 (not ready / error) or 2 (invalid; any error of `check`). `login` and
-//! `logout` are `pi login`/`pi logout` (`login.rs`). One entry point, `run`, for main's
+//! (ready / printed), 1 (not ready / error) or 2 (invalid; any error of `check`). `login` is
+//! checked and, with `--api-key`, run by `api_key_login.rs`, otherwise it is `pi login`;
+//! `logout` is `pi logout` (`login.rs`). One entry point, `run`, for main's
 //! subcommand dispatch.
 
 use std::path::Path;
@@ -115,6 +116,9 @@ pub fn run(words: &[String], agent_dir: &Path) -> u8 {
             .filter(|w| *w != "--offline")
             .cloned()
             .collect();
+        if command == "login" {
+            return crate::api_key_login::run(&rest, agent_dir);
+        }
         return crate::login::run(command, &rest, agent_dir);
     }
     let (kind, request) = match parse(words) {

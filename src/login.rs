@@ -100,11 +100,59 @@ fn login(
         agent_dir,
         &mut Terminal,
     )?;
+    let access = entry
+        .get("access")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string();
     oauth::store_login(agent_dir, provider, entry)?;
-    Ok(format!(
+    let mut message = format!(
         "Logged in to {provider}; credentials saved in {}",
         agent_dir.join("auth.json").display()
-    ))
+    );
+    if provider == oauth::RADIUS_PROVIDER {
+        for line in after_radius_login(agent_dir, &endpoints, &access) {
+            message.push('\n');
+            message.push_str(line.as_ref().unwrap_or_else(|e| e));
+        }
+    }
+    Ok(message)
+}
+
+/// What pi 1.6.0's `pi auth login radius` does once a login or key is saved, and the lines it
+/// shows (`Err`: the ones it writes as errors): the account's model catalog fetched at once
+/// with the new credential (it replaces the built-in Radius list; not with `PI_OFFLINE`), then
+/// the Radius MCP server in the user's mcp.json pointed at the login. Neither undoes the login
+/// when it fails.
+pub fn after_radius_login(
+    agent_dir: &Path,
+    endpoints: &Endpoints,
+    credential: &str,
+) -> Vec<Result<String, String>> {
+    let mut lines = Vec::new();
+    // 1.6.0's model runtime takes no catalog from the network when PI_OFFLINE is set at all.
+    let offline = std::env::var_os("PI_OFFLINE").is_some();
+    if !offline && let Err(e) = oauth::refresh_radius_catalog(endpoints, credential, agent_dir) {
+        lines.push(Ok(format!(
+            "The Radius model catalog could not be refreshed: {e}"
+        )));
+    }
+    let url = format!("{}/mcp", oauth::RADIUS_DEFAULT_URL);
+    let Some((name, entry)) =
+        crate::mcp::config::plan_login_server(agent_dir, &url, oauth::RADIUS_PROVIDER)
+    else {
+        return lines;
+    };
+    let path = crate::mcp::config::user_path(agent_dir);
+    lines.push(match crate::mcp::config::add_server(&path, &name, entry) {
+        Ok(replaced) => Ok(format!(
+            "{} MCP server \"{name}\" in {} to use the Radius login.",
+            if replaced { "Updated" } else { "Added" },
+            path.display()
+        )),
+        Err(e) => Err(format!("Could not update {}: {e}", path.display())),
+    });
+    lines
 }
 
 fn logout(agent_dir: &Path, provider: &str) -> Result<String, LoginError> {

@@ -9,6 +9,7 @@
 
 mod acp;
 mod agent;
+mod api_key_login;
 mod auth_command;
 mod child;
 mod cli;

@@ -511,6 +511,10 @@ pub(super) fn fold_summary_event(
             draft.set_priced_usage(usage);
             None
         }
+        StreamEvent::CostMultiplier(multiplier) => {
+            draft.multiply_cost(multiplier);
+            None
+        }
         StreamEvent::RawStopReason(reason) => {
             draft.set_raw_stop_reason(reason);
             None

@@ -176,6 +176,18 @@ impl Draft {
     }
 
     /// Usage the provider priced itself, kept as it is.
+    /// Scales the priced cost, total included (pi 1.6.0 prices OpenAI's flex and priority
+    /// tiers so, after the model's rates).
+    pub fn multiply_cost(&mut self, multiplier: f64) {
+        let cost = &mut self.message.usage.cost;
+        cost.input *= multiplier;
+        cost.output *= multiplier;
+        cost.cache_read *= multiplier;
+        cost.cache_write *= multiplier;
+        cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write;
+        self.usage_json = crate::rpc::shared_json(&self.message.usage, 128);
+    }
+
     pub fn set_priced_usage(&mut self, usage: Usage) {
         self.usage_json = crate::rpc::shared_json(&usage, 128);
         self.message.usage = usage;

@@ -468,6 +468,10 @@ impl Agent {
                 stream.draft.set_priced_usage(usage);
                 None
             }
+            StreamEvent::CostMultiplier(multiplier) => {
+                stream.draft.multiply_cost(multiplier);
+                None
+            }
             StreamEvent::RawStopReason(reason) => {
                 stream.draft.set_raw_stop_reason(reason);
                 None

@@ -1,6 +1,8 @@
 //! pi 1.6.0's `models-store.json` (beside models.json in the agent dir): the provider catalogs
 //! pi refreshed from pi.dev (`pi update --models`, or its periodic refresh) and from the Radius
-//! gateway, so new models arrive without a new build. pi-rs reads it; it never writes it.
+//! gateway, so new models arrive without a new build. pi-rs reads it, and writes one entry only
+//! where 1.6.0 does outside its model refresh: Radius's catalog right after `pi login radius`
+//! (`write_entry`).
 //!
 //! The file is `{ "<provider>": { "models": [<pi-ai model>…], "lastModified": <ms>, "checkedAt":
 //! <ms>, "etag": … } }`. How an entry applies, as 1.6.0 applies it
@@ -41,11 +43,39 @@ pub struct ModelsStore {
     entries: HashMap<String, Stored>,
 }
 
+/// The file in `dir`.
+fn path(dir: &Path) -> std::path::PathBuf {
+    dir.join("models-store.json")
+}
+
+/// Sets `provider`'s entry of `<dir>/models-store.json` under the file's lock (proper-lockfile's
+/// `<file>.lock`, as 1.6.0's store takes it), keeping the other entries; written as 1.6.0 writes
+/// it (two-space JSON, mode 0600, replaced atomically). A file that is not a JSON object is an
+/// error and stays as it is.
+pub fn write_entry(dir: &Path, provider: &str, entry: Value) -> Result<(), String> {
+    let path = path(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let _lock = super::auth_lock::lock(&path, &crate::child::CancelFlag::default())
+        .map_err(|e| e.to_string())?;
+    let mut data = match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim().is_empty() => serde_json::Map::new(),
+        Ok(text) => match serde_json::from_str(text.trim_start_matches('\u{feff}')) {
+            Ok(Value::Object(map)) => map,
+            _ => return Err(format!("{}: not a JSON object", path.display())),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    data.insert(provider.to_string(), entry);
+    let text = serde_json::to_string_pretty(&data).map_err(|e| e.to_string())?;
+    super::oauth::write_private(&path, &text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 impl ModelsStore {
     /// Reads `<dir>/models-store.json`; a missing file is an empty store. The second value is
     /// why the file was ignored, if it was.
     pub fn load(dir: &Path, is_builtin: fn(&str) -> bool) -> (ModelsStore, Option<String>) {
-        let path = dir.join("models-store.json");
+        let path = path(dir);
         match std::fs::read(&path) {
             Ok(bytes) => match ModelsStore::parse(&String::from_utf8_lossy(&bytes), is_builtin) {
                 Ok(store) => (store, None),

@@ -76,6 +76,10 @@ pub const PROVIDERS: &[&str] = &[
     oauth_chatgpt::PROVIDER,
 ];
 
+/// The Radius gateway's provider id and pi's default gateway (its MCP server lives there too).
+pub const RADIUS_PROVIDER: &str = oauth_radius::PROVIDER;
+pub const RADIUS_DEFAULT_URL: &str = oauth_radius::DEFAULT_URL;
+
 /// Whether a subscription login of `provider` in auth.json is used (and refreshed).
 pub fn is_used(provider: &str) -> bool {
     PROVIDERS.contains(&provider)
@@ -834,6 +838,17 @@ pub(crate) fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     file.write_all(text.as_bytes())?;
     file.sync_all()?;
     fs::rename(&temp, path)
+}
+
+/// Radius's catalog fetched with a new login's access token and stored (pi 1.6.0 refreshes it
+/// right after `pi auth login radius`); the number of models.
+pub fn refresh_radius_catalog(
+    endpoints: &Endpoints,
+    access: &str,
+    agent_dir: &Path,
+) -> Result<usize, String> {
+    let agent = net::agent(CONNECT_TIMEOUT, READ_TIMEOUT);
+    oauth_radius::refresh_catalog(&agent, &endpoints.radius, access, agent_dir)
 }
 
 /// Stores a login (`pi login`) under the lock.

@@ -6,6 +6,9 @@
 //! `<gateway>/v1/oauth/token` (also the refresh grant). The access token is the gateway's API
 //! key; auth.json holds `{type, access, refresh, expires, scope}` with `expires` a minute early.
 //! The gateway is pi's `https://radius.pi.dev`, or `PI_OAUTH_RADIUS_URL`.
+//!
+//! Right after a login 1.6.0 also refreshes the account's catalog (`refresh_catalog`): the
+//! gateway's `/v1/config`, stored in `models-store.json`, from then on Radius's model list.
 
 use std::time::Duration;
 
@@ -25,6 +28,10 @@ const CALLBACK_HOST: &str = "127.0.0.1";
 const CALLBACK_PORT: u16 = 1456;
 const CALLBACK_PATH: &str = "/oauth/callback";
 const REDIRECT_URI: &str = "http://127.0.0.1:1456/oauth/callback";
+/// 1.6.0 gives up the catalog refresh after a login at 15 s.
+const CATALOG_TIMEOUT: Duration = Duration::from_secs(15);
+/// A catalog larger than this is refused (the gateway's is a few hundred KB at most).
+const CATALOG_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// pi waits for the browser until Ctrl+C; pi-rs bounds the wait.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// 1.6.0's label of the method `--no-browser` picks (the browser one is the default).
@@ -84,6 +91,75 @@ fn token(
     // `JSON.stringify` leaves out what the gateway did not send.
     fields.retain(|(_, v)| !v.is_null());
     Ok(oauth_entry(&fields))
+}
+
+/// The catalog refresh 1.6.0's `pi auth login` runs after a Radius login: `GET
+/// <gateway>/v1/config` with the new access token, its models (those with 1.6.0's required
+/// fields, as its `sanitizeRadiusGatewayConfig` keeps them) given `api: "pi-messages"`, the
+/// provider and the config's `baseUrl`, stored as `radius: {models, checkedAt}` in
+/// `<agent_dir>/models-store.json`, where they replace the built-in Radius list (`models_store`).
+/// The number of models stored; the error as 1.6.0 words it.
+pub fn refresh_catalog(
+    agent: &ureq::Agent,
+    gateway: &str,
+    access: &str,
+    agent_dir: &std::path::Path,
+) -> Result<usize, String> {
+    let url = format!("{gateway}/v1/config");
+    let response = net::get(agent, &url)
+        .header("accept", "application/json")
+        .header("authorization", &format!("Bearer {access}"))
+        .config()
+        .timeout_global(Some(CATALOG_TIMEOUT))
+        .build()
+        .call()
+        .map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(response.into_body().into_reader(), CATALOG_MAX_BYTES),
+        &mut text,
+    )
+    .map_err(|e| e.to_string())?;
+    if !(200..300).contains(&status) {
+        let body: String = text.trim().chars().take(512).collect();
+        return Err(format!(
+            "Could not load Radius config from {gateway}: {status}: {}",
+            redacted(&body)
+        ));
+    }
+    let invalid = || format!("Invalid Radius config from {gateway}");
+    let config: Value = serde_json::from_str(&text).map_err(|_| invalid())?;
+    let (Some(base_url), Some(models)) = (config["baseUrl"].as_str(), config["models"].as_array())
+    else {
+        return Err(invalid());
+    };
+    let models: Vec<Value> = models
+        .iter()
+        .filter(|m| is_gateway_model(m))
+        .map(|m| {
+            let mut model = m.as_object().cloned().unwrap_or_default();
+            model.insert("api".into(), json!("pi-messages"));
+            model.insert("provider".into(), json!(PROVIDER));
+            model.insert("baseUrl".into(), json!(base_url));
+            Value::Object(model)
+        })
+        .collect();
+    let count = models.len();
+    let entry = json!({"models": models, "checkedAt": crate::time::now_ms()});
+    super::models_store::write_entry(agent_dir, PROVIDER, entry)?;
+    Ok(count)
+}
+
+/// A gateway model with the fields 1.6.0 requires (`isRadiusGatewayModel`).
+fn is_gateway_model(model: &Value) -> bool {
+    model["id"].is_string()
+        && model["name"].is_string()
+        && model["reasoning"].is_boolean()
+        && model["input"].is_array()
+        && model["cost"].is_object()
+        && model["contextWindow"].is_number()
+        && model["maxTokens"].is_number()
 }
 
 /// `pi login radius`: the browser sign-in, or with `browser` false the device code.

@@ -713,6 +713,68 @@ impl std::error::Error for EditError {
     }
 }
 
+/// The user file's entry that makes the MCP server at `url` use the login of `provider` (pi
+/// 1.6.0's `planRadiusMcpServer`, run after `pi login radius`): the valid server whose `url` is
+/// `url` (trailing slashes aside) gets `auth: {provider}` and loses its `oauth` sign-in; without
+/// one, a new `{url, auth}` entry named `radius`, or `radius-mcp`, `radius-mcp-2`, … when that
+/// namespace is taken. `None` when that server already uses the login (or the file is unreadable:
+/// then nothing is touched). The name and the entry.
+pub fn plan_login_server(agent_dir: &Path, url: &str, provider: &str) -> Option<(String, Value)> {
+    let path = user_path(agent_dir);
+    let servers = match std::fs::read_to_string(&path) {
+        Ok(text) => match serde_json::from_str::<Value>(text.trim_start_matches('\u{feff}')) {
+            Ok(Value::Object(mut root)) => match root.remove("mcpServers") {
+                Some(Value::Object(servers)) => servers,
+                None => Map::new(),
+                Some(_) => return None,
+            },
+            _ => return None,
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
+        Err(_) => return None,
+    };
+    let servers: Vec<(&String, &Value)> = servers
+        .iter()
+        .filter(|(name, value)| validate(name, value).is_ok())
+        .collect();
+    let trimmed = |u: &str| u.trim_end_matches('/').to_string();
+    let existing = servers
+        .iter()
+        .find(|(_, value)| value["url"].as_str().map(trimmed) == Some(trimmed(url)));
+    if let Some((_, value)) = existing
+        && value["auth"]["provider"].as_str() == Some(provider)
+    {
+        return None;
+    }
+    let auth = serde_json::json!({"provider": provider});
+    let (name, entry) = match existing {
+        Some((name, Value::Object(config))) => {
+            let mut config = config.clone();
+            config.insert("auth".into(), auth);
+            config.shift_remove("oauth");
+            (name.to_string(), Value::Object(config))
+        }
+        _ => {
+            let taken: Vec<String> = servers
+                .iter()
+                .map(|(name, _)| naming::namespace(name))
+                .collect();
+            let mut name = "radius".to_string();
+            let mut suffix = 1;
+            while taken.contains(&naming::namespace(&name)) {
+                name = if suffix == 1 {
+                    "radius-mcp".to_string()
+                } else {
+                    format!("radius-mcp-{suffix}")
+                };
+                suffix += 1;
+            }
+            (name, serde_json::json!({"url": url, "auth": auth}))
+        }
+    };
+    Some((name, entry))
+}
+
 /// Adds or replaces `name` in the file at `path` (created when missing). Returns whether an
 /// entry was replaced.
 pub fn add_server(path: &Path, name: &str, entry: Value) -> Result<bool, EditError> {
@@ -1053,5 +1115,49 @@ mod tests {
                 agent_dir: agent.clone()
             })
         );
+    }
+
+    /// 1.6.0's plan after a Radius login: an existing server at the URL (slash aside) gets the
+    /// login as its auth and loses its OAuth sign-in, keeping its other keys in place; one that
+    /// already uses the login is left alone; an invalid entry neither matches nor takes a name.
+    #[test]
+    fn a_login_server_is_planned_as_pi_plans_it() {
+        let dir = crate::test_support::temp_dir("mcp-login-plan");
+        let url = "https://radius.pi.dev/mcp";
+        let write = |text: &str| std::fs::write(user_path(&dir), text).unwrap();
+        assert_eq!(
+            plan_login_server(&dir, url, "radius"),
+            Some((
+                "radius".into(),
+                json!({"url": url, "auth": {"provider": "radius"}})
+            ))
+        );
+        write(
+            r#"{"mcpServers": {"r": {"url": "https://radius.pi.dev/mcp/", "oauth": {"clientId": "x"},
+                "headers": {"a": "b"}}}}"#,
+        );
+        assert_eq!(
+            plan_login_server(&dir, url, "radius"),
+            Some((
+                "r".into(),
+                json!({"url": "https://radius.pi.dev/mcp/", "headers": {"a": "b"},
+                    "auth": {"provider": "radius"}})
+            ))
+        );
+        write(
+            r#"{"mcpServers": {"r": {"url": "https://radius.pi.dev/mcp", "auth": {"provider": "radius"}}}}"#,
+        );
+        assert_eq!(plan_login_server(&dir, url, "radius"), None);
+        write(
+            r#"{"mcpServers": {"radius": {"command": "x"}, "radius_mcp": {"command": "y"},
+                "bad name!": {"url": "https://radius.pi.dev/mcp"}}}"#,
+        );
+        assert_eq!(
+            plan_login_server(&dir, url, "radius").map(|(name, _)| name),
+            Some("radius-mcp-2".into())
+        );
+        write("not json");
+        assert_eq!(plan_login_server(&dir, url, "radius"), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -110,7 +110,6 @@ pub fn build_request_with(
         Value::Array(convert_input_with(
             request,
             TOOL_CALL_PROVIDERS,
-            true,
             &tools,
             TOOLS,
         )),

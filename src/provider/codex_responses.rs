@@ -2,19 +2,22 @@
 //! ChatGPT-subscription Codex backend. It speaks the Responses stream, so the input conversion and
 //! the decoder are `openai_responses`'s; what differs lives here: the url
 //! (`<base>/codex/responses`), the headers (the ChatGPT account id read from the OAuth access
-//! token, `originator: pi`), the body (system prompt as `instructions`, no output cap, fixed
-//! verbosity and tool choice), the event mapping pi applies before decoding (`mapCodexEvents`) and
-//! its HTTP error texts (the usage-limit message).
+//! token, `originator: pi`), the body (pi 1.6.0: the system prompt leads the input as a
+//! `developer` item — Codex appends top-level `instructions` after the input, so a prompt there
+//! kept the prefix from the prompt cache —, the output cap fitted into the context window, fixed
+//! verbosity and tool choice, thinking off sent as effort `none`), the event mapping pi applies before decoding (`mapCodexEvents`) and its HTTP
+//! error texts (the usage-limit message).
 //!
-//! pi 0.73.1 first tries a WebSocket transport and falls back to SSE; pi-rs always uses SSE
-//! (pi's `transport: "sse"`), and leaves retries of transient errors to the agent's auto-retry.
+//! pi first tries a WebSocket transport and falls back to SSE, whose body 1.6.0 compresses with
+//! zstd; pi-rs always uses SSE (pi's `transport: "sse"`) with the body as it is, and leaves
+//! retries of transient errors to the agent's auto-retry.
 
 use serde_json::{Map, Value, json};
 
 use super::openai_responses::{
     self, MIN_OUTPUT_TOKENS, ToolStyle, convert_input_with, set_header, tools_json,
 };
-use super::request::{base_max_tokens, mapped_effort, thinking_level, with_extra_headers};
+use super::request::{mapped_effort, thinking_level, with_extra_headers};
 use super::transcript_tools::transcript_tools;
 use super::types::{HttpRequest, StreamRequest};
 use crate::js::js_truthy;
@@ -29,7 +32,6 @@ const TOOLS: ToolStyle = ToolStyle {
 };
 /// What 0.73.1 sends as its user agent (its `os` module is not loaded in the bundle it runs).
 const USER_AGENT: &str = "pi (browser)";
-const DEFAULT_INSTRUCTIONS: &str = "You are a helpful assistant.";
 
 /// The request pi sends; fails like pi when the token carries no ChatGPT account id.
 pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
@@ -56,7 +58,7 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
         set_header(&mut headers, name, &value);
     }
     if !request.session_id.is_empty() {
-        set_header(&mut headers, "session_id", &request.session_id);
+        set_header(&mut headers, "session-id", &request.session_id);
         set_header(&mut headers, "x-client-request-id", &request.session_id);
     }
 
@@ -64,19 +66,12 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     body.insert("model".into(), json!(model.id));
     body.insert("store".into(), json!(false));
     body.insert("stream".into(), json!(true));
-    let instructions = if request.system_prompt.is_empty() {
-        DEFAULT_INSTRUCTIONS
-    } else {
-        &request.system_prompt
-    };
-    body.insert("instructions".into(), json!(instructions));
     let tools = transcript_tools(request);
     body.insert(
         "input".into(),
         Value::Array(convert_input_with(
             request,
             TOOL_CALL_PROVIDERS,
-            false,
             &tools,
             TOOLS,
         )),
@@ -88,11 +83,8 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
     }
     body.insert("tool_choice".into(), json!("auto"));
     body.insert("parallel_tool_calls".into(), json!(true));
-    // pi 1.6.0 caps the output unless the model's `compat` says `supportsMaxOutputTokens: false`
-    // (Codex-protocol gateways that reject the field).
-    if model.compat_bool("supportsMaxOutputTokens").unwrap_or(true)
-        && let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0)
-    {
+    let max_tokens = super::request::context_clamped_max_tokens(request);
+    if max_tokens > 0 && model.compat_bool("supportsMaxOutputTokens") != Some(false) {
         body.insert(
             "max_output_tokens".into(),
             json!(max_tokens.max(MIN_OUTPUT_TOKENS)),
@@ -104,12 +96,16 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
             tools_json(request, &tools.top_level, TOOLS, false),
         );
     }
-    let level = thinking_level(request);
-    if let Some(level) = level {
-        let effort = match super::request::provider_thinking_level(request) {
-            Some(_) => json!(super::request::CONFIGURATION_UPDATE_REQUEST_EFFORT),
-            None => mapped_effort(model, level, level.as_str()),
-        };
+    let effort = match (
+        super::request::provider_thinking_level(request),
+        thinking_level(request),
+    ) {
+        (Some(_), _) => Some(json!(super::request::CONFIGURATION_UPDATE_REQUEST_EFFORT)),
+        (None, Some(level)) => Some(mapped_effort(model, level, level.as_str())),
+        // A reasoning model is told its off level ("none" unless mapped), unless it has none.
+        (None, None) => super::request::off_effort(model),
+    };
+    if let Some(effort) = effort {
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
@@ -125,7 +121,10 @@ pub fn build_request(request: &StreamRequest) -> Result<HttpRequest, String> {
 
 /// The Responses decoder, reading the stream and errors as pi's Codex client does.
 pub fn decoder(request: &StreamRequest) -> openai_responses::Decoder {
-    openai_responses::Decoder::with_client(map_event, http_error_message)
+    let tier_pricing = openai_responses::TierPricing::Codex {
+        model_id: request.model.id.clone(),
+    };
+    openai_responses::Decoder::with_client(map_event, http_error_message, tier_pricing)
         .reading_grammar_tools_of(request)
 }
 
@@ -262,8 +261,9 @@ mod tests {
         format!("eyJhbGciOiJub25lIn0.{payload}.sig")
     }
 
-    /// The body and headers 0.73.1 sent to a local server for `gpt-5.2` with thinking `medium`
-    /// (system prompt shortened; `tools` as its `read` tool).
+    /// The body and headers as 1.6.0 builds them for `gpt-5.2` with thinking `medium` (its key
+    /// order and values; the system prompt and the tool shortened — the whole body is compared
+    /// with 1.6.0's in `tests/it/apis.rs`).
     #[test]
     fn request_matches_the_reference() {
         let mut m = model("openai-codex-responses", "openai-codex", "gpt-5.2");
@@ -285,7 +285,7 @@ mod tests {
         assert_eq!(http.url, "http://127.0.0.1:9/backend-api/codex/responses");
         assert_eq!(
             serde_json::to_string(&http.body).unwrap(),
-            r#"{"model":"gpt-5.2","store":false,"stream":true,"instructions":"SYS","input":[{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"text":{"verbosity":"low"},"include":["reasoning.encrypted_content"],"prompt_cache_key":"session-1","tool_choice":"auto","parallel_tool_calls":true,"max_output_tokens":32000,"tools":[{"type":"function","name":"read","description":"Read","parameters":{"type":"object"},"strict":null}],"reasoning":{"effort":"medium","summary":"auto"}}"#
+            r#"{"model":"gpt-5.2","store":false,"stream":true,"input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"text":{"verbosity":"low"},"include":["reasoning.encrypted_content"],"prompt_cache_key":"session-1","tool_choice":"auto","parallel_tool_calls":true,"max_output_tokens":32000,"tools":[{"type":"function","name":"read","description":"Read","parameters":{"type":"object"},"strict":null}],"reasoning":{"effort":"medium","summary":"auto"}}"#
         );
         let names: Vec<&str> = http.headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -298,15 +298,43 @@ mod tests {
                 "OpenAI-Beta",
                 "accept",
                 "content-type",
-                "session_id",
+                "session-id",
                 "x-client-request-id"
             ]
         );
         assert_eq!(http.headers[1].1, "acct_123");
 
+        // Off: a reasoning model is asked for its off level, "none" unless mapped; a model that
+        // cannot turn thinking off gets no reasoning field.
         r.thinking = ThinkingLevel::Off;
-        assert!(build_request(&r).unwrap().body.get("reasoning").is_none());
-        // A gateway that rejects the output cap gets none; a tiny cap is raised to 16.
+        let reasoning =
+            |r: &StreamRequest| build_request(r).unwrap().body.get("reasoning").cloned();
+        assert_eq!(
+            reasoning(&r),
+            Some(json!({"effort": "none", "summary": "auto"}))
+        );
+        // With `supportsMidConvoEffort` the off level travels as a configuration update.
+        r.model.compat = json!({"supportsMidConvoEffort": true}).as_object().cloned();
+        let body = build_request(&r).unwrap().body;
+        assert_eq!(
+            body["reasoning"],
+            json!({"effort": "medium", "summary": "auto"})
+        );
+        assert_eq!(
+            body["input"][2],
+            json!({"type": "configuration_update", "reasoning": {"effort": "none"}})
+        );
+        r.model.compat = None;
+        r.model.thinking_level_map = json!({"off": "minimal"}).as_object().cloned();
+        assert_eq!(
+            reasoning(&r),
+            Some(json!({"effort": "minimal", "summary": "auto"}))
+        );
+        r.model.thinking_level_map = json!({"off": null}).as_object().cloned();
+        assert_eq!(reasoning(&r), None);
+        r.model.reasoning = false;
+        assert_eq!(reasoning(&r), None);
+        // The output cap is left out where the compat says the backend takes none.
         r.model.compat = json!({"supportsMaxOutputTokens": false})
             .as_object()
             .cloned();

@@ -108,6 +108,11 @@ impl Emitter {
         self.events.push(StreamEvent::PricedUsage(usage));
     }
 
+    /// The usage's cost is multiplied by `multiplier` (a service tier's price).
+    pub fn cost_multiplier(&mut self, multiplier: f64) {
+        self.events.push(StreamEvent::CostMultiplier(multiplier));
+    }
+
     /// The provider's own word for why the reply stopped (kept as `rawStopReason`).
     pub fn raw_stop_reason(&mut self, reason: impl Into<String>) {
         self.events.push(StreamEvent::RawStopReason(reason.into()));

@@ -84,7 +84,6 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
         Value::Array(convert_input_with(
             request,
             COMPOSITE_ID_PROVIDERS,
-            true,
             &tools,
             RESPONSES_TOOLS,
         )),
@@ -329,13 +328,11 @@ fn data_url(mime_type: &str, data: &str) -> String {
 }
 
 /// pi-ai's `convertResponsesMessages`: `composite_providers` keep `call_id|item_id` tool-call ids
-/// (each client has its own list); the system prompt leads the input unless the client sends it
-/// elsewhere (Codex's `instructions`); the system messages declare their tools where `tools` puts
-/// them in place, written in the client's `style`.
+/// (each client has its own list); the system prompt leads the input; the system messages
+/// declare their tools where `tools` puts them in place, written in the client's `style`.
 pub(crate) fn convert_input_with(
     request: &StreamRequest,
     composite_providers: &[&str],
-    include_system_prompt: bool,
     tools: &TranscriptTools,
     style: ToolStyle,
 ) -> Vec<Value> {
@@ -372,7 +369,7 @@ pub(crate) fn convert_input_with(
     if tools.head_in_place() {
         declarations.declare(&mut input, &request.initial_tools, "");
     }
-    if include_system_prompt && !request.system_prompt.is_empty() {
+    if !request.system_prompt.is_empty() {
         input.push(json!({"role": role, "content": request.system_prompt}));
     }
     let mut system_index = 0usize;
@@ -776,6 +773,39 @@ pub struct Decoder {
     http_error_message: fn(u16, &str) -> String,
     /// Grammar tools' input properties by tool name (a custom call of another tool: `input`).
     grammar_inputs: HashMap<String, String>,
+    /// How the client prices the service tier the reply was served at.
+    tier_pricing: TierPricing,
+}
+
+/// The service-tier price rules of pi 1.6.0's Responses clients: the reply's cost is multiplied
+/// by the tier the response names (`flex` half, `priority` twice, two and a half times for
+/// `gpt-5.5`; the OpenAI client also takes `fast` as priority). pi's agent asks for no tier, so
+/// the response's word alone decides. Azure's client prices no tier.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum TierPricing {
+    None,
+    OpenAi { model_id: String },
+    Codex { model_id: String },
+}
+
+impl TierPricing {
+    fn multiplier(&self, tier: &str) -> f64 {
+        let (model_id, fast_is_priority) = match self {
+            TierPricing::None => return 1.0,
+            TierPricing::OpenAi { model_id } => (model_id, true),
+            TierPricing::Codex { model_id } => (model_id, false),
+        };
+        match tier {
+            "flex" => 0.5,
+            "priority" => priority_multiplier(model_id),
+            "fast" if fast_is_priority => priority_multiplier(model_id),
+            _ => 1.0,
+        }
+    }
+}
+
+fn priority_multiplier(model_id: &str) -> f64 {
+    if model_id == "gpt-5.5" { 2.5 } else { 2.0 }
 }
 
 /// A backend's own reading of an event's data, before the Responses mapping.
@@ -791,6 +821,12 @@ impl Decoder {
             map_event: None,
             http_error_message: openai_http_error_message,
             grammar_inputs: HashMap::new(),
+            tier_pricing: match request.model.api.as_str() {
+                "openai-responses" => TierPricing::OpenAi {
+                    model_id: request.model.id.clone(),
+                },
+                _ => TierPricing::None,
+            },
         }
         .reading_grammar_tools_of(request)
     }
@@ -808,6 +844,7 @@ impl Decoder {
     pub(crate) fn with_client(
         map_event: EventMapping,
         http_error_message: fn(u16, &str) -> String,
+        tier_pricing: TierPricing,
     ) -> Decoder {
         Decoder {
             current: Current::None,
@@ -816,6 +853,7 @@ impl Decoder {
             map_event: Some(map_event),
             http_error_message,
             grammar_inputs: HashMap::new(),
+            tier_pricing,
         }
     }
 
@@ -1169,18 +1207,29 @@ impl Decoder {
             out.end_turn(end_turn);
         }
         if let Some(usage) = response.get("usage").filter(|u| js_truthy(u)) {
-            let cached = token_count(&usage["input_tokens_details"]["cached_tokens"]);
+            let details = &usage["input_tokens_details"];
+            let cached = token_count(&details["cached_tokens"]);
+            // The input counts cached and cache-written tokens too (pi 1.6.0 takes both off).
+            let cache_write = token_count(&details["cache_write_tokens"]);
             out.usage(Usage {
-                input: token_count(&usage["input_tokens"]).saturating_sub(cached),
+                input: token_count(&usage["input_tokens"])
+                    .saturating_sub(cached)
+                    .saturating_sub(cache_write),
                 output: token_count(&usage["output_tokens"]),
                 cache_read: cached,
-                cache_write: 0,
+                cache_write,
                 reasoning: Some(token_count(
                     &usage["output_tokens_details"]["reasoning_tokens"],
                 )),
                 total_tokens: token_count(&usage["total_tokens"]),
                 ..Usage::default()
             });
+        }
+        let multiplier = self
+            .tier_pricing
+            .multiplier(response["service_tier"].as_str().unwrap_or(""));
+        if multiplier != 1.0 {
+            out.cost_multiplier(multiplier);
         }
         // The status, with the reason of an incomplete response after a dot (pi 1.6.0).
         let status = response["status"].as_str();
@@ -1728,5 +1777,51 @@ mod tests {
             "data: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"message\",\"id\":\"m\",\"content\":[]}}\n\n",
         );
         assert_eq!(events.last().cloned(), done(StopReason::Stop, None));
+    }
+
+    /// pi 1.6.0's tier prices: the response's `service_tier` scales the cost after the model's
+    /// rates; cache-written tokens come off the input and are counted as cache writes.
+    #[test]
+    fn service_tiers_scale_the_cost_and_cache_writes_are_counted() {
+        let completed = |tier: &str| {
+            decode(&format!(
+                "data: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"r\",\"status\":\"completed\",\"service_tier\":\"{tier}\",\"usage\":{{\"input_tokens\":100,\"input_tokens_details\":{{\"cached_tokens\":20,\"cache_write_tokens\":30}},\"output_tokens\":5,\"total_tokens\":105}}}}}}\n\n"
+            ))
+        };
+        let multiplier = |events: &[StreamEvent]| {
+            events.iter().find_map(|e| match e {
+                StreamEvent::CostMultiplier(m) => Some(*m),
+                _ => None,
+            })
+        };
+        assert_eq!(multiplier(&completed("flex")), Some(0.5));
+        assert_eq!(multiplier(&completed("priority")), Some(2.0));
+        assert_eq!(multiplier(&completed("fast")), Some(2.0));
+        assert_eq!(multiplier(&completed("default")), None);
+        assert_eq!(multiplier(&completed("auto")), None);
+        let usage = completed("flex")
+            .into_iter()
+            .find_map(|e| match e {
+                StreamEvent::Usage(u) => Some(u),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            (usage.input, usage.cache_read, usage.cache_write),
+            (50, 20, 30)
+        );
+
+        let openai = |id: &str| TierPricing::OpenAi {
+            model_id: id.into(),
+        };
+        let codex = |id: &str| TierPricing::Codex {
+            model_id: id.into(),
+        };
+        assert_eq!(openai("gpt-5.5").multiplier("priority"), 2.5);
+        assert_eq!(openai("gpt-5.5").multiplier("fast"), 2.5);
+        assert_eq!(codex("gpt-5.5").multiplier("priority"), 2.5);
+        assert_eq!(codex("gpt-5.4").multiplier("fast"), 1.0);
+        assert_eq!(codex("gpt-5.4").multiplier("flex"), 0.5);
+        assert_eq!(TierPricing::None.multiplier("priority"), 1.0);
     }
 }

@@ -59,6 +59,147 @@ pub(crate) fn base_max_tokens(request: &StreamRequest) -> Option<u64> {
         .or_else(|| (request.model.max_tokens > 0).then(|| request.model.max_tokens.min(32000)))
 }
 
+/// The output cap pi 1.6.0's clients send (pi-ai `clampMaxTokensToContext` over the caller's cap,
+/// else the model's `maxTokens`): no more than what the context window leaves after the input's
+/// estimate and a safety margin of 4096 tokens or 15% of the input (only 4096 once that would
+/// leave less than 32768, the output then capped at 32768), at least 1. The input is estimated
+/// as pi-ai's `estimateContextTokens` does: the last usable reply's reported context plus 3.5
+/// characters a token for what came after it, or everything so estimated (the system prompt and
+/// the tools' JSON included). Codex sends it; the other APIs keep 0.73.1's `base_max_tokens`.
+pub(crate) fn context_clamped_max_tokens(request: &StreamRequest) -> u64 {
+    const SAFETY_TOKENS: u64 = 4096;
+    const MIN_OUTPUT_WITH_RATIO_MARGIN: u64 = 32768;
+    let model = &request.model;
+    let max_tokens = request.max_tokens.unwrap_or(model.max_tokens);
+    if model.context_window == 0 {
+        return max_tokens.max(1);
+    }
+    let window = model.context_window as i64;
+    let input = estimate_input_tokens(request) as i64;
+    let margin = (SAFETY_TOKENS as i64).max((input as f64 * 0.15).ceil() as i64);
+    let mut room = window - input - margin;
+    if room < MIN_OUTPUT_WITH_RATIO_MARGIN as i64 {
+        room = (MIN_OUTPUT_WITH_RATIO_MARGIN as i64).min(window - input - SAFETY_TOKENS as i64);
+    }
+    max_tokens.min(room.max(1) as u64)
+}
+
+/// pi-ai's `estimateContextTokens` over the request's conversation (see
+/// `context_clamped_max_tokens`).
+fn estimate_input_tokens(request: &StreamRequest) -> u64 {
+    use crate::messages::{AgentMessage, StopReason};
+    let estimate = tokens_of_chars;
+    let timestamp = |message: &AgentMessage| match message {
+        AgentMessage::User(m) => m.timestamp,
+        AgentMessage::Assistant(m) => m.timestamp,
+        AgentMessage::ToolResult(m) => m.timestamp,
+        AgentMessage::BashExecution(m) => m.timestamp,
+        AgentMessage::Custom(m) => m.timestamp,
+        AgentMessage::CompactionSummary(m) => m.timestamp,
+        AgentMessage::BranchSummary(m) => m.timestamp,
+        AgentMessage::System(m) => m.timestamp,
+    };
+    let reported = |usage: &crate::messages::Usage| {
+        if usage.total_tokens > 0 {
+            usage.total_tokens
+        } else {
+            usage.input + usage.output + usage.cache_read + usage.cache_write
+        }
+    };
+    let mut latest_prefix = i64::MIN;
+    let mut last_usage = None;
+    for (index, message) in request.messages.iter().enumerate() {
+        if let AgentMessage::Assistant(reply) = message
+            && reply.timestamp >= latest_prefix
+            && !matches!(reply.stop_reason, StopReason::Aborted | StopReason::Error)
+            && reported(&reply.usage) > 0
+        {
+            last_usage = Some((index, reported(&reply.usage)));
+        }
+        latest_prefix = latest_prefix.max(timestamp(message));
+    }
+    match last_usage {
+        Some((index, usage)) => {
+            usage
+                + request.messages[index + 1..]
+                    .iter()
+                    .map(message_tokens)
+                    .sum::<u64>()
+        }
+        None => {
+            let tools = if request.tools.is_empty() {
+                0
+            } else {
+                let declared: Vec<Value> = request
+                    .tools
+                    .iter()
+                    .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+                    .collect();
+                estimate(crate::js::js_len(&Value::Array(declared).to_string()))
+            };
+            estimate(crate::js::js_len(&request.system_prompt))
+                + tools
+                + request.messages.iter().map(message_tokens).sum::<u64>()
+        }
+    }
+}
+
+/// pi-ai's 3.5 characters a token, rounded up: ceil(2 * chars / 7).
+fn tokens_of_chars(chars: u64) -> u64 {
+    (chars * 2).div_ceil(7)
+}
+
+/// pi-ai's `estimateMessageTokens` (JavaScript lengths; an image weighs 4800 characters; a system
+/// message's text and tool lists are rounded each).
+fn message_tokens(message: &crate::messages::AgentMessage) -> u64 {
+    use crate::js::js_len;
+    use crate::messages::{AgentMessage, ContentBlock, UserContent};
+    const IMAGE_CHARS: u64 = 4800;
+    let blocks = |content: &[ContentBlock]| -> u64 {
+        content
+            .iter()
+            .map(|block| match block {
+                ContentBlock::Text(t) => js_len(&t.text),
+                ContentBlock::Image(_) => IMAGE_CHARS,
+                _ => 0,
+            })
+            .sum()
+    };
+    let content = |content: &UserContent| match content {
+        UserContent::Text(text) => js_len(text),
+        UserContent::Blocks(b) => blocks(b),
+    };
+    let chars = match message {
+        AgentMessage::User(m) => content(&m.content),
+        AgentMessage::ToolResult(m) => blocks(&m.content),
+        AgentMessage::Assistant(m) => m
+            .content
+            .iter()
+            .map(|block| match block {
+                ContentBlock::Text(t) => js_len(&t.text),
+                ContentBlock::Thinking(t) => js_len(&t.thinking),
+                ContentBlock::ToolCall(c) => js_len(&c.name) + js_len(&c.arguments.to_string()),
+                ContentBlock::Image(_) => 0,
+            })
+            .sum(),
+        AgentMessage::System(m) => {
+            let tools = |list: &Option<Vec<Value>>| {
+                list.as_ref().filter(|l| !l.is_empty()).map_or(0, |l| {
+                    tokens_of_chars(js_len(&Value::Array(l.clone()).to_string()))
+                })
+            };
+            return tokens_of_chars(js_len(&m.prompt_text()))
+                + tools(&m.tools_added)
+                + tools(&m.tools_removed);
+        }
+        AgentMessage::Custom(m) => content(&m.content),
+        AgentMessage::BashExecution(m) => js_len(&m.command) + js_len(&m.output),
+        AgentMessage::CompactionSummary(m) => js_len(&m.summary),
+        AgentMessage::BranchSummary(m) => js_len(&m.summary),
+    };
+    tokens_of_chars(chars)
+}
+
 /// Adds the model's headers, then the request's, to `defaults`; a later header replaces an earlier
 /// one of the same name regardless of case (as the SDKs merge headers).
 pub(crate) fn with_extra_headers(
@@ -124,7 +265,8 @@ pub(crate) fn chatgpt_sign_in(request: &StreamRequest) -> bool {
 /// The effort a request carries in the conversation instead of its top level (pi 1.6.0,
 /// `compat.supportsMidConvoEffort`), which the reply records as `providerThinkingLevel`:
 /// Responses' `configuration_update` items (`openai-responses` and `openai-codex-responses`,
-/// not with Sign in with ChatGPT on `openai`; `None` with thinking off), Anthropic's
+/// not with Sign in with ChatGPT on `openai`; with thinking off `None`, except Codex's off level
+/// on a reasoning model), Anthropic's
 /// `output_config` system messages (`anthropic_effort_marker`). `None` otherwise.
 pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
     let model = &request.model;
@@ -139,10 +281,33 @@ pub fn provider_thinking_level(request: &StreamRequest) -> Option<String> {
     if !applies || model.compat_bool("supportsMidConvoEffort") != Some(true) {
         return None;
     }
-    let level = thinking_level(request)?;
+    let Some(level) = thinking_level(request) else {
+        // Codex asks a reasoning model for its off level instead (pi 1.6.0).
+        if model.api != "openai-codex-responses" {
+            return None;
+        }
+        return off_effort(model).map(|effort| match effort {
+            Value::String(effort) => effort,
+            other => other.to_string(),
+        });
+    };
     match mapped_effort(model, level, level.as_str()) {
         Value::String(effort) => Some(effort),
         other => Some(other.to_string()),
+    }
+}
+
+/// The effort Codex sends a reasoning model with thinking off (pi 1.6.0 asks for `none`): its
+/// `off` mapping, else "none"; `None` for a model that cannot turn thinking off (`off` mapped to
+/// `null`) or does not reason.
+pub(crate) fn off_effort(model: &Model) -> Option<Value> {
+    if !model.reasoning {
+        return None;
+    }
+    match model.thinking_level_map.as_ref().and_then(|m| m.get("off")) {
+        Some(Value::Null) => None,
+        Some(mapped) => Some(mapped.clone()),
+        None => Some(json!("none")),
     }
 }
 

@@ -21,8 +21,10 @@
 //! (`history.rs`, below both this cache and the request builders, so the arrows run one way),
 //! computed once per kept message: whether there was tool traffic (OpenAI Chat Completions then
 //! sends `tools: []`) and whether there were images (Copilot's vision header). Wire APIs that use
-//! the cache: Anthropic Messages (Copilot included) and OpenAI Chat Completions (its system
-//! prompt stays the first element: the history goes right after it). The others get the whole
+//! the cache: Anthropic Messages (Copilot included; with `compat.supportsMidConvoEffort` every
+//! request ends with an effort marker, which the kept part leaves out and the new part's encoding
+//! brings) and OpenAI Chat Completions (its system prompt stays the first element: the history
+//! goes right after it). The others get the whole
 //! list as before: OpenAI Responses rewrites a tool call's id by the provider of the *last*
 //! message holding that id, so a later turn can change how an earlier one encodes. So does a
 //! model whose tool declarations go in place (`transcript_tools`): where they go depends on the
@@ -263,7 +265,9 @@ fn self_contained(messages: &[AgentMessage]) -> bool {
     })
 }
 
-/// The wire elements `messages` encode to on their own, serialized and comma-joined.
+/// The wire elements `messages` encode to on their own, serialized and comma-joined, without the
+/// elements every request ends with whatever its messages (Anthropic's closing effort marker with
+/// `compat.supportsMidConvoEffort`): the request's own encoding brings those after the history.
 fn encode(request: &StreamRequest, messages: Vec<AgentMessage>, array: &str) -> Option<String> {
     if !self_contained(&messages) {
         return None;
@@ -271,14 +275,18 @@ fn encode(request: &StreamRequest, messages: Vec<AgentMessage>, array: &str) -> 
     let mut probe = request.clone();
     probe.tools = Vec::new();
     probe.messages = Vec::new();
-    // `splice` puts the history first: no API that caches starts every request with elements
-    // of its own.
-    if !elements(&probe, array)?.is_empty() {
+    // `splice` puts the history first, so what an empty conversation encodes to must close every
+    // request: the segment's elements have to end with it.
+    let closing = elements(&probe, array)?;
+    probe.messages = messages;
+    let mut items = elements(&probe, array)?;
+    let kept = items.len().checked_sub(closing.len())?;
+    if items[kept..] != closing[..] {
         return None;
     }
-    probe.messages = messages;
+    items.truncate(kept);
     let mut out = String::new();
-    for (i, element) in elements(&probe, array)?.iter().enumerate() {
+    for (i, element) in items.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -455,6 +463,48 @@ mod tests {
             assert!(used > 0, "the cache was never used");
             assert_eq!(cache.source_len, steps.len() - 1);
         }
+    }
+
+    /// With `compat.supportsMidConvoEffort` every Anthropic request ends with an effort marker
+    /// and each earlier reply of the provider gets one before it: the kept history leaves the
+    /// closing marker out, so the bodies stay those of the whole list and the cache is used.
+    #[test]
+    fn mid_conversation_effort_markers_keep_the_cache_exact() {
+        let mut model = model("anthropic-messages", "anthropic", "claude");
+        model.compat = json!({"supportsMidConvoEffort": true}).as_object().cloned();
+        let with_level = |message: AgentMessage, level: &str| match message {
+            AgentMessage::Assistant(mut a) => {
+                a.provider_thinking_level = Some(level.into());
+                AgentMessage::Assistant(a)
+            }
+            other => other,
+        };
+        let steps: Vec<AgentMessage> = vec![
+            user("first"),
+            with_level(reply(vec![call("c1")], StopReason::ToolUse, 10), "high"),
+            tool_result("c1", "bash", "out", false),
+            with_level(reply(vec![text("done")], StopReason::Stop, 11), "high"),
+            user("second"),
+            with_level(reply(vec![text("ok")], StopReason::Stop, 12), "low"),
+            user("third"),
+            reply(vec![text("unmarked")], StopReason::Stop, 13),
+            user("fourth"),
+        ];
+        let mut cache = RequestCache::default();
+        let mut used = 0;
+        for end in 1..=steps.len() {
+            let (sent, expected) = bodies(&mut cache, &model, &steps[..end]);
+            assert_eq!(sent, expected, "after {end} messages");
+            used += usize::from(cache.source_len > 0);
+        }
+        assert!(used > 0, "the cache was never used");
+        assert_eq!(cache.source_len, steps.len() - 1);
+        let (sent, _) = bodies(&mut cache, &model, &steps);
+        assert_eq!(
+            sent.matches(r#""output_config":{"effort":"#).count(),
+            5,
+            "{sent}"
+        );
     }
 
     #[test]

@@ -161,6 +161,9 @@ pub enum StreamEvent {
     Usage(Usage),
     /// Token counts with the cost the provider computed itself (pi-messages): kept as they are.
     PricedUsage(Usage),
+    /// The priced usage's cost is multiplied by this (the service tier OpenAI served the reply
+    /// at, pi 1.6.0's `applyServiceTierPricing`); comes after the usage.
+    CostMultiplier(f64),
     /// The stop reason in the provider's own words (pi 1.6.0's `rawStopReason`).
     RawStopReason(String),
     /// Whether the model ended its turn (ChatGPT Codex's `end_turn`, pi 1.6.0's `endTurn`).

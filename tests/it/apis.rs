@@ -167,7 +167,7 @@ fn mistral_streams_thinking_text_and_a_tool_call_and_sends_the_result_back() {
 }
 
 #[test]
-fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
+fn codex_sends_the_account_and_prompt_from_a_subscription_login() {
     let token = crate::support::codex_token("acct_42");
     let fake = FakeProvider::start(vec![Reply::sse_fixture("openai-responses/text.sse")]);
     let workspace = Workspace::new();
@@ -196,11 +196,14 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
         Some(format!("Bearer {token}").as_str())
     );
     let body = &request.body;
-    assert!(body["instructions"].as_str().is_some_and(|s| !s.is_empty()));
+    // pi 1.6.0: the system prompt leads the input (after the tools the model's compat declares
+    // there), nothing goes in `instructions`.
+    assert!(body.get("instructions").is_none(), "{body}");
     // The model takes the provider's compat, `supportsAdditionalTools` with system messages in
     // place: its tools are declared at the head of the input, none at the top level.
     assert_eq!(body["input"][0]["type"], "additional_tools");
-    assert_eq!(body["input"][1]["role"], "user");
+    assert_eq!(body["input"][1]["role"], "developer");
+    assert_eq!(body["input"][2]["role"], "user");
     assert!(body.get("tools").is_none(), "{body}");
     assert_eq!(body["text"], json!({"verbosity": "low"}));
     assert_eq!(body["store"], false);
@@ -210,8 +213,100 @@ fn codex_sends_the_account_and_instructions_from_a_subscription_login() {
     assert_eq!(tools[0]["name"], "read");
     assert_eq!(tools[0]["strict"], true);
     assert_eq!(tools[0]["parameters"]["additionalProperties"], false);
-    // pi 1.6.0 caps Codex's output too (`compat.supportsMaxOutputTokens`, default true).
-    assert_eq!(body["max_output_tokens"], 32000, "{body}");
+    // pi 1.6.0 caps Codex's output too (`compat.supportsMaxOutputTokens`, default true): the
+    // catalog model's `maxTokens`, which its context window holds.
+    assert_eq!(body["max_output_tokens"], 128000, "{body}");
+}
+
+/// The Codex body byte for byte as pi 1.6.0 sends it (its zstd-compressed body decompressed by
+/// the fake): no `instructions`, the system prompt as the leading `developer` item (content a
+/// string), the output cap fitted into the small context window (what is left after the input's
+/// estimate — 3.5 characters a token, then the first reply's reported 1928 tokens plus the new
+/// prompt — and 4096 tokens), and after `set_thinking_level off` effort `none` for the reasoning
+/// model; the second request replays the first reply (reasoning item, message) after the prompt.
+/// Passes against pi 1.6.0 too (`PI_TEST_BIN`; `transport: sse` keeps 1.6.0 off its WebSocket).
+#[test]
+fn codex_body_matches_pi_with_the_prompt_as_a_developer_item() {
+    let token = crate::support::codex_token("acct_42");
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai-responses/text.sse"),
+        Reply::sse_fixture("openai-responses/text.sse"),
+    ]);
+    let workspace = Workspace::new();
+    let login = json!({"openai-codex": {"type": "oauth", "access": token, "refresh": "r-123456",
+        "expires": 4102444800000u64, "accountId": "acct_42"}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), login.to_string()).unwrap();
+    let models = r#"{"providers": {"openai-codex": {"baseUrl": "__BASE_URL__/backend-api",
+        "models": [{"id": "codex-test", "name": "Codex Test", "reasoning": true,
+            "input": ["text"], "contextWindow": 12000, "maxTokens": 8192,
+            "cost": {"input": 1, "output": 2, "cacheRead": 0.1, "cacheWrite": 0}}]}}}"#;
+    let setup = Setup::new(&fake, "openai-codex", "codex-test")
+        .models_json(models)
+        .settings(json!({"transport": "sse"}))
+        .arg("--system-prompt")
+        .arg("SYS")
+        .arg("--no-tools")
+        .arg("--thinking")
+        .arg("medium");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let first = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    pi.command("t", "set_thinking_level", json!({"level": "off"}));
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let second = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(second["stopReason"], "stop", "{second}");
+
+    let requests = fake.requests();
+    let prompt = format!("SYS\n\n<cwd>\n{}\n</cwd>", pi.cwd().display());
+    let user =
+        |text: &str| json!({"role": "user", "content": [{"type": "input_text", "text": text}]});
+    let reply = json!([
+        {"id": "rs_0a1b2c3d4e5f60718293a4b5c6d7e8f9aa", "type": "reasoning",
+         "encrypted_content": "gAAAAABpVGVzdEVuY3J5cHRlZFJlYXNvbmluZ0Jsb2JPbmU=",
+         "summary": [
+             {"type": "summary_text", "text": "**Greeting the user**\n\nThe user wants a short hello."},
+             {"type": "summary_text", "text": "Keep it brief."}]},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "Hello from the fake responses API.", "annotations": []}],
+         "status": "completed", "id": "msg_0a1b2c3d4e5f60718293a4b5c6d7e8f9bb"}
+    ]);
+    let mut second_input = vec![
+        json!({"role": "developer", "content": prompt}),
+        user("Say hello"),
+    ];
+    second_input.extend(reply.as_array().unwrap().iter().cloned());
+    second_input.push(user("Again"));
+    let inputs = [
+        json!([{"role": "developer", "content": prompt}, user("Say hello")]),
+        Value::Array(second_input),
+    ];
+    let efforts = [
+        json!({"effort": "medium", "summary": "auto"}),
+        json!({"effort": "none", "summary": "auto"}),
+    ];
+    // ceil(chars / 3.5) of the prompt and of "Say hello"; then the reply's 1928 and "Again".
+    let estimate = |text: &str| (text.len() as u64 * 2).div_ceil(7);
+    let caps = [
+        12000 - 4096 - estimate(&prompt) - estimate("Say hello"),
+        12000 - 4096 - 1928 - estimate("Again"),
+    ];
+    let cases = requests.iter().zip(inputs).zip(efforts).zip(caps);
+    for (((request, input), reasoning), cap) in cases {
+        let body = &request.body;
+        // Key order and every value but the session's cache key as 1.6.0 writes them.
+        let expected = json!({
+            "model": "codex-test", "store": false, "stream": true, "input": input,
+            "text": {"verbosity": "low"}, "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": body["prompt_cache_key"], "tool_choice": "auto",
+            "parallel_tool_calls": true, "max_output_tokens": cap, "reasoning": reasoning,
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&request.raw_body),
+            expected.to_string()
+        );
+        assert!(body["prompt_cache_key"].is_string());
+    }
 }
 
 /// `pi-messages` (pi 1.6.0's tenth wire API, the radius provider's): one POST of
@@ -1975,5 +2070,43 @@ fn anthropic_strict_tools_fall_back_when_claude_refuses_them() {
         assert_eq!(strict(request), [false; 4]);
         let read = &request.body["tools"][0];
         assert_eq!(read["input_schema"]["required"], json!(["path"]), "{read}");
+    }
+}
+
+/// The service tier OpenAI served a Responses reply at scales its cost, as pi 1.6.0 prices it:
+/// `priority` twice the model's rates, `flex` half, every part and the total (the fixture's
+/// usage: 819 fresh input, 1024 cached, 85 output tokens). Passes against pi 1.6.0 too.
+#[test]
+fn responses_service_tiers_scale_the_cost() {
+    let tiered = |tier: &str| {
+        Reply::sse(fixture("openai-responses/text.sse").replace(
+            r#""service_tier":"default""#,
+            &format!(r#""service_tier":"{tier}""#),
+        ))
+    };
+    let fake = FakeProvider::start(vec![tiered("priority"), tiered("flex")]);
+    let models = json!({"providers": {"tiers": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-responses", "apiKey": "tier-key-123456",
+        "models": [{"id": "tier-model", "reasoning": true, "input": ["text"],
+            "cost": {"input": 1, "output": 2, "cacheRead": 0.1, "cacheWrite": 0}}]}}});
+    let setup = Setup::new(&fake, "tiers", "tier-model").models_json(&models.to_string());
+    let mut pi = Pi::spawn(&setup);
+    let base = [819e-6, 170e-6, 102.4e-6];
+    for (prompt, multiplier) in [("first", 2.0), ("second", 0.5)] {
+        pi.send(json!({"id": prompt, "type": "prompt", "message": prompt}));
+        let message = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+        assert_eq!(message["stopReason"], "stop", "{message}");
+        let cost = &message["usage"]["cost"];
+        let parts = [&cost["input"], &cost["output"], &cost["cacheRead"]];
+        for (part, base) in parts.iter().zip(base) {
+            let got = part.as_f64().unwrap();
+            assert!((got - base * multiplier).abs() < 1e-12, "{cost}");
+        }
+        let total = cost["total"].as_f64().unwrap();
+        assert!(
+            (total - base.iter().sum::<f64>() * multiplier).abs() < 1e-12,
+            "{cost}"
+        );
+        assert_eq!(cost["cacheWrite"], 0, "{cost}");
     }
 }

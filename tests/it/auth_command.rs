@@ -309,3 +309,179 @@ fn ambient_credentials_are_ready_but_print_no_key() {
         );
     }
 }
+
+/// `pi auth login` refusals as pi 1.6.0 prints them (stderr, exit 1), before any prompt: the
+/// usage, `--no-browser` with `--api-key`, an unknown provider with the list of those one can
+/// log in to, and no terminal on stdin and stdout. Passes against pi 1.6.0 too.
+#[test]
+fn auth_login_refusals_are_pis() {
+    let providers = "amazon-bedrock, ant-ling, anthropic, azure, baseten, cerebras, cloudflare-ai-gateway, cloudflare-workers-ai, deepseek, fireworks, github-copilot, google, google-vertex, groq, huggingface, kimi-coding, meta, minimax, minimax-cn, mistral, moonshotai, moonshotai-cn, nvidia, openai, openai-codex, opencode, opencode-go, openrouter, qwen-token-plan, qwen-token-plan-cn, qwen-token-plan-individual, qwen-token-plan-individual-cn, radius, together, typesafe, vercel-ai-gateway, xai, xiaomi, xiaomi-token-plan-ams, xiaomi-token-plan-cn, xiaomi-token-plan-sgp, zai, zai-coding-cn";
+    let usage = "Usage: pi auth login <provider> [--api-key] [--no-browser]";
+    let cases: &[(&str, String)] = &[
+        ("auth login", usage.to_string()),
+        ("auth login --api-key", usage.to_string()),
+        ("auth login groq openai --api-key", usage.to_string()),
+        (
+            "auth login groq --api-key --no-browser",
+            "--no-browser only applies to account sign-in; omit it with --api-key.".to_string(),
+        ),
+        (
+            "auth login nosuch --api-key",
+            format!("Unknown provider \"nosuch\".\nProviders: {providers}"),
+        ),
+        (
+            "auth login groq --api-key",
+            format!("\"{usage}\" requires an interactive terminal").replace("Usage: ", ""),
+        ),
+    ];
+    for (args, stderr) in cases {
+        let got = pi_auth(&[], None, args);
+        assert_eq!(got, (1, String::new(), stderr.clone()), "pi {args}");
+    }
+}
+
+/// Whether the pseudo-terminal echoes input (its mode read through the master side).
+fn terminal_echoes(master: i32) -> bool {
+    // SAFETY: termios is plain data filled by tcgetattr on our own master fd.
+    let mut mode: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let read = unsafe { libc::tcgetattr(master, &mut mode) };
+    read != 0 || mode.c_lflag & libc::ECHO != 0
+}
+
+/// One `pi <args>` on a pseudo-terminal (stdin, stdout and stderr), answering its first line
+/// that ends in `Enter <key name>: ` with `typed`; what the terminal showed and the exit code.
+fn on_terminal(workspace: &Workspace, args: &str, typed: &[u8]) -> (String, i32) {
+    use std::os::fd::FromRawFd;
+    let (master, slave, _) = crate::support::open_pty();
+    let mut cmd = Command::new(binary());
+    cmd.current_dir(workspace.cwd());
+    isolate_env(&mut cmd, &workspace.agent_dir(), workspace.root());
+    cmd.env("TERM", "dumb").args(args.split_whitespace());
+    // SAFETY: each Stdio takes its own duplicate of the slave, closed with the Command.
+    unsafe {
+        cmd.stdin(std::process::Stdio::from_raw_fd(libc::dup(slave)))
+            .stdout(std::process::Stdio::from_raw_fd(libc::dup(slave)))
+            .stderr(std::process::Stdio::from_raw_fd(libc::dup(slave)));
+    }
+    let mut child = cmd.spawn().expect("spawn pi");
+    drop(cmd);
+    // SAFETY: our copy of the slave; the master reads EOF/EIO once the child's copies close.
+    unsafe { libc::close(slave) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut shown = Vec::new();
+    let mut answered = false;
+    let mut buffer = [0u8; 4096];
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "it never finished: {}",
+            String::from_utf8_lossy(&shown)
+        );
+        let mut poll = libc::pollfd {
+            fd: master,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on our master; a bounded wait.
+        let ready = unsafe { libc::poll(&mut poll, 1, 200) };
+        if ready > 0 {
+            // SAFETY: reads into a stack buffer of the given length.
+            let n = unsafe { libc::read(master, buffer.as_mut_ptr().cast(), buffer.len()) };
+            if n <= 0 {
+                break;
+            }
+            shown.extend_from_slice(&buffer[..n as usize]);
+        }
+        let text = String::from_utf8_lossy(&shown);
+        // Typed once the prompt is up and the terminal no longer echoes (the key is read raw;
+        // pi 1.6.0 switches the mode just after writing the prompt).
+        if !answered && text.trim_end_matches(' ').ends_with("API key:") && !terminal_echoes(master)
+        {
+            answered = true;
+            // SAFETY: writes our bytes to the master.
+            let written = unsafe { libc::write(master, typed.as_ptr().cast(), typed.len()) };
+            assert_eq!(written, typed.len() as isize);
+        }
+    }
+    let status = child.wait().expect("wait pi");
+    // SAFETY: our master fd, no longer used.
+    unsafe { libc::close(master) };
+    (
+        String::from_utf8_lossy(&shown).into_owned(),
+        status.code().unwrap_or(-1),
+    )
+}
+
+/// `pi auth login groq --api-key` on a terminal, as pi 1.6.0 runs it: `Enter Groq API key: `,
+/// the key typed without echo (Backspace takes a character off), stored as an `api_key` entry,
+/// `Saved API key for Groq. Credentials saved to <auth.json>`, exit 0; Ctrl+C at the prompt is
+/// `Login cancelled.` with exit 1 and nothing stored; a Radius key also sets up the Radius MCP
+/// server; a provider with only an account sign-in says so. Passes against pi 1.6.0 too.
+#[test]
+fn auth_login_api_key_prompts_stores_and_exits() {
+    let workspace = Workspace::new();
+    let (shown, code) = on_terminal(
+        &workspace,
+        "auth login groq --api-key",
+        b"gsk-secret-12x\x7f3\r",
+    );
+    let auth_path = workspace.agent_dir().join("auth.json");
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(
+        shown,
+        format!(
+            "Enter Groq API key: \r\nSaved API key for Groq. Credentials saved to {}\r\n",
+            auth_path.display()
+        )
+    );
+    let auth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&auth_path).unwrap()).unwrap();
+    assert_eq!(
+        auth,
+        serde_json::json!({"groq": {"type": "api_key", "key": "gsk-secret-123"}})
+    );
+
+    let workspace = Workspace::new();
+    let (shown, code) = on_terminal(&workspace, "auth login OpenAI --api-key", b"sk-1\x03");
+    assert_eq!(code, 1, "{shown}");
+    assert_eq!(shown, "Enter OpenAI API key: \r\nLogin cancelled.\r\n");
+    // Nothing stored (1.6.0 leaves an empty auth.json behind, pi-rs none).
+    let stored = std::fs::read_to_string(workspace.agent_dir().join("auth.json"))
+        .unwrap_or_else(|_| "{}".into());
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stored).unwrap(),
+        serde_json::json!({})
+    );
+
+    // A Radius key also points the Radius MCP server at the login (its catalog is not fetched
+    // under PI_OFFLINE).
+    let workspace = Workspace::new();
+    let (shown, code) = on_terminal(&workspace, "auth login radius --api-key", b"rad-key-1\r");
+    let mcp_path = workspace.agent_dir().join("mcp.json");
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(
+        shown,
+        format!(
+            "Enter Radius API key: \r\nSaved API key for Radius. Credentials saved to {}\r\nAdded MCP server \"radius\" in {} to use the Radius login.\r\n",
+            workspace.agent_dir().join("auth.json").display(),
+            mcp_path.display()
+        )
+    );
+    let mcp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_path).unwrap()).unwrap();
+    assert_eq!(
+        mcp,
+        serde_json::json!({"mcpServers": {"radius": {"url": "https://radius.pi.dev/mcp",
+            "auth": {"provider": "radius"}}}})
+    );
+
+    let (shown, code) = on_terminal(&workspace, "auth login openai-codex --api-key", b"");
+    assert_eq!(
+        (code, shown.as_str()),
+        (
+            1,
+            "OpenAI Codex has no API key login. Omit --api-key to sign in.\r\n"
+        )
+    );
+}

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::security::{tool_calls_replies, tool_end};
 use crate::sse;
-use crate::support::{Pi, Setup, Workspace, file_mode, is_root, write_mcp_json};
+use crate::support::{Pi, Setup, Workspace, file_mode, is_root, open_pty, write_mcp_json};
 
 // ---- item 1: tool children have no controlling terminal ---------------------------------------
 
@@ -29,28 +29,6 @@ fn as_terminal_session() -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A pseudo-terminal: (master fd, slave fd, slave path).
-fn open_pty() -> (i32, i32, String) {
-    // SAFETY: the usual posix_openpt sequence; the buffer outlives ptsname_r.
-    unsafe {
-        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
-        assert!(master >= 0, "posix_openpt");
-        assert_eq!(libc::grantpt(master), 0);
-        assert_eq!(libc::unlockpt(master), 0);
-        let mut name = [0 as libc::c_char; 128];
-        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
-        let path = std::ffi::CStr::from_ptr(name.as_ptr())
-            .to_string_lossy()
-            .into_owned();
-        let slave = libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        );
-        assert!(slave >= 0, "open {path}");
-        (master, slave, path)
-    }
 }
 
 /// Whatever the terminal's output side holds now (the echo of injected input shows up here).

@@ -846,8 +846,12 @@ fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
 }
 
 /// `pi login radius --no-browser` (1.6.0's "Sign in with device code" at the gateway's `/v1/oauth/device`,
-/// polled at once): stored with its `scope` and a minute-early expiry; expired, refreshed at
-/// `/v1/oauth/token` and sent as the bearer of the pi-messages request.
+/// polled at once): stored with its `scope` and a minute-early expiry; then, as 1.6.0's `pi auth
+/// login`, the account's catalog is fetched from `/v1/config` with the new token into
+/// models-store.json (the models 1.6.0 keeps, given `pi-messages`, the provider and the config's
+/// `baseUrl`; the list Radius then has) and the Radius MCP server is added to the user's mcp.json
+/// with the login as its auth; expired, refreshed at `/v1/oauth/token` and sent as the bearer of
+/// the pi-messages request.
 #[test]
 fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
     if is_reference() {
@@ -862,12 +866,23 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
             json!({"access_token": "radius-access-1", "refresh_token": "radius-refresh-1",
             "expires_in": 3600, "scope": "gateway offline_access"}),
         ),
+        json_reply(json!({"baseUrl": "https://gw.example/v1", "models": [
+            {"id": "balanced", "name": "Balanced", "reasoning": true, "input": ["text"],
+             "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+             "contextWindow": 200000, "maxTokens": 32000, "lab": "acme"},
+            {"id": "half", "name": "No limits"}]})),
         json_reply(
             json!({"access_token": "radius-access-2", "refresh_token": "radius-refresh-2",
             "expires_in": 3600, "scope": "gateway offline_access"}),
         ),
     ]);
     let workspace = Workspace::new();
+    // A server of another name already in the namespace `radius` would take: `radius-mcp`.
+    std::fs::write(
+        workspace.agent_dir().join("mcp.json"),
+        r#"{"mcpServers": {"radius": {"command": "radius-local"}}}"#,
+    )
+    .unwrap();
     let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
     let stderr = login_ok(&workspace, &["login", "radius", "--no-browser"], &env);
     assert!(
@@ -890,7 +905,41 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
             ),
             ("/v1/oauth/token".to_string(), poll.to_string()),
             ("/v1/oauth/token".to_string(), poll.to_string()),
+            ("/v1/config".to_string(), String::new()),
         ]
+    );
+    let config = &gateway.requests()[3];
+    assert_eq!(config.method, "GET");
+    assert_eq!(
+        config.header("authorization"),
+        Some("Bearer radius-access-1")
+    );
+    assert_eq!(config.header("accept"), Some("application/json"));
+    let store: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace.agent_dir().join("models-store.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        store["radius"]["models"],
+        json!([{"id": "balanced", "name": "Balanced", "reasoning": true, "input": ["text"],
+            "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+            "contextWindow": 200000, "maxTokens": 32000, "lab": "acme",
+            "api": "pi-messages", "provider": "radius", "baseUrl": "https://gw.example/v1"}])
+    );
+    assert!(store["radius"]["checkedAt"].as_f64().unwrap() > 0.0);
+    let mcp_path = workspace.agent_dir().join("mcp.json");
+    let mcp: Value = serde_json::from_str(&std::fs::read_to_string(&mcp_path).unwrap()).unwrap();
+    assert_eq!(
+        mcp["mcpServers"],
+        json!({"radius": {"command": "radius-local"},
+            "radius-mcp": {"url": "https://radius.pi.dev/mcp", "auth": {"provider": "radius"}}})
+    );
+    assert!(
+        stderr.contains(&format!(
+            "Added MCP server \"radius-mcp\" in {} to use the Radius login.",
+            mcp_path.display()
+        )),
+        "{stderr}"
     );
     let auth = read_auth(&workspace);
     assert_eq!(
@@ -916,7 +965,7 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         Some("Bearer radius-access-2")
     );
     assert_eq!(
-        paths_and_bodies(&gateway)[3].1,
+        paths_and_bodies(&gateway)[4].1,
         "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-refresh-1"
     );
     assert_eq!(
@@ -1167,7 +1216,8 @@ fn form_value(text: &str) -> String {
 /// `pi login radius` (1.6.0's default "Sign in with browser"): the authorization endpoint comes
 /// from the gateway's `/v1/oauth`; the URL carries PKCE and a state; the callback on
 /// 127.0.0.1:1456 refuses another state and a missing code, and answers the right one only after
-/// the code was exchanged; stored as the device-code login is, and refreshed when expired.
+/// the code was exchanged; stored as the device-code login is (a catalog the gateway cannot give
+/// leaves the login as it is), and refreshed when expired.
 #[test]
 fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
     if is_reference() {
@@ -1179,6 +1229,7 @@ fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
             json!({"access_token": "radius-browser-1", "refresh_token": "radius-browser-r1",
             "expires_in": 3600, "scope": "gateway offline_access"}),
         ),
+        json_status(503, json!({"error": "catalog down"})),
         json_reply(
             json!({"access_token": "radius-browser-2", "refresh_token": "radius-browser-r2",
             "expires_in": 3600, "scope": "gateway offline_access"}),
@@ -1246,6 +1297,16 @@ fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
         ["type", "access", "refresh", "expires", "scope"]
     );
     assert_eq!(auth["radius"]["access"], "radius-browser-1");
+    // The catalog could not be fetched: the login stays and nothing is stored; the MCP server
+    // is added all the same.
+    assert_eq!(gateway.requests()[2].path, "/v1/config");
+    assert!(!workspace.agent_dir().join("models-store.json").exists());
+    let mcp = std::fs::read_to_string(workspace.agent_dir().join("mcp.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&mcp).unwrap(),
+        json!({"mcpServers": {"radius": {"url": "https://radius.pi.dev/mcp",
+            "auth": {"provider": "radius"}}}})
+    );
 
     let request = prompt_after_expiry(
         &workspace,
@@ -1260,7 +1321,7 @@ fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
         Some("Bearer radius-browser-2")
     );
     assert_eq!(
-        paths_and_bodies(&gateway)[2].1,
+        paths_and_bodies(&gateway)[3].1,
         "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-browser-r1"
     );
 }

@@ -3,7 +3,8 @@
 //! another provider and back — is run twice, with the cache and with `PI_TEST_NO_REQUEST_CACHE=1`,
 //! and every request body must be the same (once each run's own paths and ids are masked). A
 //! second conversation does the same on the OpenAI Chat Completions fake: thinking, tool calls, an
-//! image from the user and one from a tool, a switch to a model without images and back.
+//! image from the user and one from a tool, a switch to a model without images and back. A third
+//! runs Anthropic with `compat.supportsMidConvoEffort` (an effort marker closes every request).
 
 use serde_json::json;
 
@@ -287,4 +288,56 @@ fn openai_request_bodies_are_the_same_with_and_without_the_kept_prefix() {
     }
     // pi 1.6.0 gives a local Chat Completions server `system` (developer is OpenAI's own).
     assert_eq!(last["messages"][0]["role"], "system", "{last}");
+}
+
+/// An Anthropic conversation with `compat.supportsMidConvoEffort`, four turns with a thinking
+/// change in between; the request bodies, masked.
+fn effort_marker_bodies(cache: bool) -> Vec<String> {
+    let fake = FakeProvider::start(
+        (1..=4)
+            .map(|n| text_reply(&format!("answer {n}")))
+            .collect(),
+    );
+    let models = json!({"providers": {"fx": {"baseUrl": "__BASE_URL__", "api": "anthropic-messages",
+        "apiKey": "fx-key-123456", "models": [{"id": "fx-claude", "reasoning": true,
+            "input": ["text"], "compat": {"supportsMidConvoEffort": true,
+                "forceAdaptiveThinking": true}}]}}});
+    let mut setup = Setup::new(&fake, "fx", "fx-claude")
+        .models_json(&models.to_string())
+        .arg("--thinking")
+        .arg("high");
+    if !cache {
+        setup = setup.env("PI_TEST_NO_REQUEST_CACHE", "1");
+    }
+    let mut pi = Pi::spawn(&setup);
+    let masks = vec![pi.cwd().display().to_string()];
+    prompt(&mut pi, "p1", "one");
+    prompt(&mut pi, "p2", "two");
+    let changed = pi.command("t", "set_thinking_level", json!({"level": "low"}));
+    assert_eq!(changed["success"], true, "{changed}");
+    prompt(&mut pi, "p3", "three");
+    prompt(&mut pi, "p4", "four");
+    masked_bodies(&fake.requests(), &masks)
+}
+
+/// With `supportsMidConvoEffort` every Anthropic request ends with its own effort marker and
+/// each earlier reply is preceded by the level it was given: the kept prefix leaves the closing
+/// marker out, and every body is the one the whole list encodes to (the markers as pi 1.6.0
+/// sends them: passes against it too).
+#[test]
+fn effort_marker_bodies_are_the_same_with_and_without_the_kept_prefix() {
+    let cached = effort_marker_bodies(true);
+    let uncached = effort_marker_bodies(false);
+    assert_eq!(cached.len(), 4);
+    for (index, (with, without)) in cached.iter().zip(&uncached).enumerate() {
+        assert_eq!(with, without, "request {index} differs");
+    }
+    let last: serde_json::Value = serde_json::from_str(&cached[3]).unwrap();
+    let efforts: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["output_config"]["effort"].as_str())
+        .collect();
+    assert_eq!(efforts, ["high", "high", "low", "low"], "{last}");
 }
