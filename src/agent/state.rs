@@ -354,6 +354,11 @@ pub struct Compaction {
     pub(super) usages: Vec<Usage>,
     /// (v2) Waiting for the extensions' `session_before_compact` hook before summarizing.
     pub(super) before_hook: Option<super::compaction_hook::BeforeCompact>,
+    /// (v2) Under a virtual selection: the route the summaries wait for (with the custom
+    /// instructions they are then written with)…
+    pub(super) route: Option<(super::virtual_models::DirectRoute, Option<String>)>,
+    /// …and the physical model and level it answered, which every attempt then uses.
+    pub(super) dispatch: Option<(crate::config::Model, crate::config::ThinkingLevel)>,
 }
 
 pub struct Slot {

@@ -56,7 +56,7 @@ impl Agent {
     }
 
     /// `base_request` for another model and level (a virtual selection's routed pair).
-    fn base_request_for(
+    pub(super) fn base_request_for(
         &self,
         model: &crate::config::Model,
         thinking: ThinkingLevel,

@@ -245,7 +245,7 @@ fn branching_context_and_compaction() {
     assert_eq!(context.model, Some(("openai".into(), "gpt".into())));
 
     // Branch summary and custom message are context; custom entries are not.
-    log.branch_with_summary(Some(&u1), "went left", None, Some(false))
+    log.branch_with_summary(Some(&u1), "went left", None, None, Some(false))
         .unwrap();
     log.append_custom("ext", Some(json!({"a": 1}))).unwrap();
     log.append_custom_message("ext", UserContent::Text("note".into()), true, None)
