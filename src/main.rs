@@ -290,9 +290,17 @@ fn build_setup(
             )
             .is_err()
     });
+    // So may the model a resumed session selected (a virtual model, say, that its extension
+    // registers while loading, as under pi 1.6.0).
+    let unknown_session_model = resumed
+        && args.model.is_none()
+        && [&context.model, &context.selected_before_reply]
+            .into_iter()
+            .flatten()
+            .any(|(provider, id)| config.find_model(provider, id).is_none());
     let extensions = extensions::launch::launch(
         &relaunch,
-        unknown_model,
+        unknown_model || unknown_session_model,
         &config,
         &session,
         &sandbox.policy(),
