@@ -313,16 +313,21 @@ impl Agent {
         std::borrow::Cow::Borrowed(&self.model)
     }
 
+    /// The model whose limits the context usage shows: under a virtual selection the physical
+    /// model of the latest successful response, if any (pi 1.6.0's `routedModel`).
+    pub(super) fn usage_limits_model(&self) -> std::borrow::Cow<'_, Model> {
+        if self.model.is_virtual()
+            && let Some(latest) = latest_response(&self.messages)
+            && let Some(model) = self.physical_model(&latest.provider, &latest.model)
+        {
+            return std::borrow::Cow::Owned(model);
+        }
+        std::borrow::Cow::Borrowed(&self.model)
+    }
+
     /// `previous`: the physical model and level of the latest successful response.
     fn previous_response(&self, messages: &[AgentMessage]) -> Option<Value> {
-        let latest = messages.iter().rev().find_map(|m| match m {
-            AgentMessage::Assistant(a)
-                if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
-            {
-                Some(a)
-            }
-            _ => None,
-        })?;
+        let latest = latest_response(messages)?;
         let model = self.physical_model(&latest.provider, &latest.model)?;
         Some(json!({"model": model, "thinkingLevel": latest.thinking_level}))
     }
@@ -356,4 +361,16 @@ impl Agent {
             Err(e) => log::error!("could not store the router state: {e}"),
         }
     }
+}
+
+/// The latest successful response (not failed, not aborted: its model is physical).
+fn latest_response(messages: &[AgentMessage]) -> Option<&AssistantMessage> {
+    messages.iter().rev().find_map(|m| match m {
+        AgentMessage::Assistant(a)
+            if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
+        {
+            Some(a)
+        }
+        _ => None,
+    })
 }

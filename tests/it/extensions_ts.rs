@@ -2480,12 +2480,18 @@ fn a_typescript_router_s_threshold_goes_by_the_routed_model() {
         "set_model",
         json!({"provider": "router", "modelId": "auto"}),
     );
+    let window = |pi: &mut Pi, id: &str| {
+        pi.command(id, "get_session_stats", json!({}))["data"]["contextUsage"]["contextWindow"]
+            .clone()
+    };
+    assert_eq!(window(&mut pi, "st1"), 50000);
     pi.command(
         "p1",
         "prompt",
         json!({"message": format!("First {}", "filler ".repeat(200))}),
     );
     let records = pi.recv_until(|r| r["type"] == "agent_end", pi.deadline());
+    assert_eq!(window(&mut pi, "st2"), 100000);
     assert!(
         records.iter().all(|r| r["type"] != "compaction_start"),
         "{records:?}"

@@ -2572,8 +2572,15 @@ fn threshold_compaction_under_a_virtual_selection_uses_the_routed_model_s_window
     ]);
     let settings = json!({"compaction": {"keepRecentTokens": 200}});
     let mut pi = routed_session(&fake, settings);
+    // The context usage: the virtual model's window until a physical model answered.
+    let window = |pi: &mut Pi, id: &str| {
+        pi.command(id, "get_session_stats", json!({}))["data"]["contextUsage"]["contextWindow"]
+            .clone()
+    };
+    assert_eq!(window(&mut pi, "st1"), 50000);
     pi.command("p1", "prompt", json!({"message": long_text("First")}));
     let records = pi.recv_until(|r| r["type"] == "agent_settled", pi.deadline());
+    assert_eq!(window(&mut pi, "st2"), 100000);
     assert!(
         !crate::support::flow(&records).contains(&"compaction_start".to_string()),
         "{records:?}"
