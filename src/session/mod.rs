@@ -717,7 +717,7 @@ impl SessionLog {
     }
 
     /// Moves the leaf to `from_id` (None = before the first entry) and appends a branch_summary
-    /// there (`fromId` is the id, or "root").
+    /// there (its `fromId` is the leaf left, or "root").
     pub fn branch_with_summary(
         &mut self,
         from_id: Option<&str>,
@@ -726,12 +726,14 @@ impl SessionLog {
         usage: Option<Value>,
         from_hook: Option<bool>,
     ) -> Result<String, SessionError> {
+        // pi's `fromId`: the leaf whose abandoned path is summarized.
+        let left = self.leaf_id().unwrap_or("root").to_string();
         match from_id {
             Some(id) => self.set_leaf(id)?,
             None => self.reset_leaf(),
         }
         let kind = EntryKind::BranchSummary {
-            from_id: from_id.unwrap_or("root").to_string(),
+            from_id: left,
             summary: summary.to_string(),
             details,
             usage,

@@ -2630,6 +2630,10 @@ fn a_typescript_branch_summary_is_retried_and_follows_context_edits() {
         .find(|e| e["type"] == "branch_summary")
         .expect("a branch summary");
     assert_eq!(summary["usage"]["input"], 100, "{summary}");
+    assert_eq!(
+        summary["fromId"], "ce000001",
+        "the leaf left behind: {summary}"
+    );
 }
 
 /// Providers of the tests' own whose `refreshModels` (pi 1.6.0's registerProvider config) returns
