@@ -26,6 +26,9 @@ use crate::provider::{self, ProviderEvent, RequestId, StreamHandle};
 use crate::rpc::events::Event;
 use crate::session::{EntryKind, SessionEntry};
 
+/// The summary of an abandoned branch without messages (pi 1.6.0's text; no request is made).
+const NO_CONTENT: &str = "No content to summarize";
+
 /// Token room left for the reply when the branch is cut to fit (pi 1.6.0's default
 /// `branchSummary.reserveTokens`; settings `branchSummary.reserveTokens` overrides it).
 const DEFAULT_RESERVE_TOKENS: u64 = 16384;
@@ -377,12 +380,22 @@ impl Agent {
         dispatch: Option<(Model, ThinkingLevel)>,
     ) -> Option<Result<Value, String>> {
         match self.start_branch_summary(&pending, plan, dispatch) {
-            Ok(summary) => {
+            Ok(Some(summary)) => {
                 self.extensions.tree = Some(PendingTree {
                     summary: Some(Box::new(summary)),
                     ..pending
                 });
                 None
+            }
+            // No message to summarize: pi 1.6.0's fixed text, without a request.
+            Ok(None) => {
+                let summary = BranchSummary {
+                    text: NO_CONTENT.into(),
+                    details: Some(json!({"readFiles": [], "modifiedFiles": []})),
+                    usage: None,
+                    from_hook: false,
+                };
+                Some(self.move_leaf(&pending, plan.label.clone(), Some(summary)))
             }
             Err(error) => Some(Err(error)),
         }
@@ -413,13 +426,13 @@ impl Agent {
         }
     }
 
-    /// The summary request for the abandoned branch, sent.
+    /// The summary request for the abandoned branch, sent (None: the branch has no message).
     fn start_branch_summary(
         &mut self,
         pending: &PendingTree,
         plan: &SummaryPlan,
         dispatch: Option<(Model, ThinkingLevel)>,
-    ) -> Result<TreeSummary, String> {
+    ) -> Result<Option<TreeSummary>, String> {
         let base = self.summary_base(dispatch.as_ref())?;
         let model = dispatch.map_or_else(|| self.model.clone(), |(model, _)| model);
         let entries: Vec<&SessionEntry> = pending
@@ -437,6 +450,9 @@ impl Agent {
             window => window,
         };
         let (messages, files) = branch_messages(&entries, window.saturating_sub(reserve));
+        if messages.is_empty() {
+            return Ok(None);
+        }
         let (read_files, modified_files) = files.lists();
         let instructions = plan.instructions.clone();
         let prompt = match (instructions.filter(|i| !i.is_empty()), plan.replace) {
@@ -455,7 +471,7 @@ impl Agent {
             user_text: format!("{}{prompt}", compaction::conversation_block(&messages)),
         }
         .into_stream_request(base);
-        Ok(TreeSummary {
+        Ok(Some(TreeSummary {
             running: Some(self.send_tree_summary(&request)),
             draft: Draft::new(&model, crate::rpc::Profile::Default),
             last_event: Instant::now(),
@@ -466,7 +482,7 @@ impl Agent {
             read_files,
             modified_files,
             label: plan.label.clone(),
-        })
+        }))
     }
 
     fn send_tree_summary(

@@ -2636,6 +2636,38 @@ fn a_typescript_branch_summary_is_retried_and_follows_context_edits() {
     );
 }
 
+/// A branch without messages (only a thinking level change) is summarized as "No content to
+/// summarize", without a request.
+#[test]
+fn a_typescript_branch_without_messages_is_summarized_without_a_request() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["A1"]))]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake).with_sessions(), &[])
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("tl", "set_thinking_level", json!({"level": "high"}));
+    pi.command("b", "prompt", json!({"message": "/back"}));
+    let navigated = crate::extensions_v2::next_report(&mut pi, "navigated ", |_| true);
+    assert_eq!(navigated["cancelled"], false, "{navigated}");
+    let path = crate::support::session_file(&mut pi, "sf");
+    let summary = crate::support::read_jsonl(&path)
+        .into_iter()
+        .find(|e| e["type"] == "branch_summary")
+        .expect("a branch summary");
+    assert_eq!(summary["summary"], "No content to summarize", "{summary}");
+    assert_eq!(
+        summary["details"],
+        json!({"readFiles": [], "modifiedFiles": []}),
+        "{summary}"
+    );
+    assert!(summary.get("usage").is_none(), "{summary}");
+    assert_eq!(fake.requests().len(), 1, "no summary request");
+}
+
 /// Providers of the tests' own whose `refreshModels` (pi 1.6.0's registerProvider config) returns
 /// the models: `dyn` (registered while loading, one model `dyn-initial`), `broken` (its
 /// refreshModels throws) and, from `/add-late`, `late`. Each refreshed list is
