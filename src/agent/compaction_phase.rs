@@ -64,6 +64,27 @@ impl Agent {
         }
     }
 
+    /// (v2) pi 1.6.0 checks the context against the window of the model each request of a
+    /// virtual selection is routed to, and compacts first (threshold) when it passes it and there
+    /// is something to compact.
+    pub(super) fn routed_request_needs_compaction(&self, model: &crate::config::Model) -> bool {
+        if !self.settings.auto_compaction || model.context_window == 0 {
+            return false;
+        }
+        let Ok(settings) = self.compaction_settings() else {
+            return false;
+        };
+        let branch = self.session.branch();
+        // Usage from before the latest compaction describes the old context: estimate then.
+        let tokens = if compaction::awaiting_usage_after_compaction(&branch) {
+            self.messages.iter().map(compaction::estimate_tokens).sum()
+        } else {
+            compaction::estimate_context_tokens(&self.messages).tokens
+        };
+        compaction::should_compact(tokens, model.context_window, settings.reserve_tokens)
+            && compaction::prepare(&branch, settings).is_ok()
+    }
+
     /// Starts a compaction; every path ends in `finish_compaction` (possibly at once).
     pub(super) fn start_compaction(
         &mut self,
@@ -502,6 +523,8 @@ impl Agent {
                 ..
             } => {}
             CompactionOrigin::AfterRun => self.settle(),
+            // The run was aborted: it ends here.
+            CompactionOrigin::BeforeRoutedRequest { .. } => self.end_run(),
         }
     }
 
@@ -534,6 +557,23 @@ impl Agent {
                 message,
                 images,
             } => self.begin_prompt(from, message, images),
+            CompactionOrigin::BeforeRoutedRequest {
+                model,
+                thinking,
+                replacement,
+            } => {
+                if self.runs.current.as_ref().is_none_or(|run| run.aborted) {
+                    return self.end_run();
+                }
+                // The route stands (pi 1.6.0); a saved compaction replaced the messages the
+                // `context` hook saw.
+                let compacted = self
+                    .session
+                    .leaf_id()
+                    .and_then(|id| self.session.entry(id))
+                    .is_some_and(|e| e.type_name() == "compaction");
+                self.dispatch(*model, thinking, replacement.filter(|_| !compacted));
+            }
             CompactionOrigin::AfterRun => {
                 if retry_run
                     || !self.queues.steering.is_empty()

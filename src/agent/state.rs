@@ -339,6 +339,14 @@ pub enum CompactionOrigin {
         message: String,
         images: Vec<ImageContent>,
     },
+    /// (v2) Before a routed request whose model's window the context passes (threshold): then
+    /// the request goes to that model as routed (with the `context` hook's messages when
+    /// nothing was compacted).
+    BeforeRoutedRequest {
+        model: Box<crate::config::Model>,
+        thinking: crate::config::ThinkingLevel,
+        replacement: Option<Vec<crate::messages::AgentMessage>>,
+    },
 }
 
 pub struct Compaction {

@@ -155,6 +155,19 @@ impl Agent {
                 if let Some(state) = state.filter(|s| *s != pending.state) {
                     self.store_router_state(&pending.model, state);
                 }
+                if self.routed_request_needs_compaction(&model) {
+                    let origin = super::state::CompactionOrigin::BeforeRoutedRequest {
+                        model: Box::new(model),
+                        thinking: level,
+                        replacement: pending.replacement,
+                    };
+                    self.start_compaction(
+                        super::compaction::CompactionReason::Threshold,
+                        origin,
+                        None,
+                    );
+                    return Ok(());
+                }
                 self.dispatch(model, level, pending.replacement);
             }
             Err(error) => self.fail_routing(&pending.model, error),

@@ -2329,7 +2329,8 @@ fn a_typescript_virtual_model_routes_each_request() {
     );
 }
 
-/// A router as 1.6.0's docs show, which also answers summary requests (`direct`: the model that
+/// A router as 1.6.0's docs show (a user turn at `high` goes to fake-claude, else to
+/// fake-claude-plain), which also answers summary requests (`direct`: the model that
 /// answered last, with a state pi must ignore), and `/back`, which navigates back to the first
 /// reply with a summary (`ctx.navigateTree`).
 const SUMMARY_ROUTER: &str = r#"
@@ -2353,8 +2354,9 @@ export default function (pi: ExtensionAPI) {
                 const state = request.reason === "direct" ? { direct: true } : undefined;
                 return { model: sticky.model, thinkingLevel: sticky.thinkingLevel ?? "medium", state };
             }
-            const model = ctx.modelRegistry.find("fake-anthropic", "fake-claude-plain")!;
-            return { model, thinkingLevel: "medium", state: { turns: (request.state?.turns ?? 0) + 1 } };
+            const high = request.thinkingLevel === "high";
+            const model = ctx.modelRegistry.find("fake-anthropic", high ? "fake-claude" : "fake-claude-plain")!;
+            return { model, thinkingLevel: high ? "high" : "medium", state: { turns: (request.state?.turns ?? 0) + 1 } };
         },
     });
     pi.registerCommand("back", {
@@ -2480,6 +2482,7 @@ fn a_typescript_router_s_threshold_goes_by_the_routed_model() {
         "set_model",
         json!({"provider": "router", "modelId": "auto"}),
     );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
     let window = |pi: &mut Pi, id: &str| {
         pi.command(id, "get_session_stats", json!({}))["data"]["contextUsage"]["contextWindow"]
             .clone()
@@ -2536,6 +2539,7 @@ fn a_typescript_router_s_selection_is_resumed_or_falls_back() {
         "set_model",
         json!({"provider": "router", "modelId": "auto"}),
     );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
     pi.command("p1", "prompt", json!({"message": "First"}));
     pi.wait_for_event("agent_end");
     assert!(pi.close_and_wait().success());
@@ -2666,6 +2670,70 @@ fn a_typescript_branch_without_messages_is_summarized_without_a_request() {
     );
     assert!(summary.get("usage").is_none(), "{summary}");
     assert_eq!(fake.requests().len(), 1, "no summary request");
+}
+
+/// A reply of fake-claude (window 200000) at 90000 tokens compacts nothing after the run, but
+/// the next user turn, routed to fake-claude-plain (100000), is compacted first (its summary
+/// routed direct) and then sent as routed.
+#[test]
+fn a_typescript_routed_request_to_a_smaller_window_is_compacted_first() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(90000)
+                .text(&[&format!("first answer {}", "filler ".repeat(200))])
+                .finish("end_turn"),
+        ),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"compaction": {"keepRecentTokens": 200}}));
+    let setup = with_examples(&reference, setup, &[])
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi.command("th", "set_thinking_level", json!({"level": "high"}));
+    pi.command(
+        "p1",
+        "prompt",
+        json!({"message": format!("First {}", "filler ".repeat(200))}),
+    );
+    let records = pi.recv_until(|r| r["type"] == "agent_end", pi.deadline());
+    assert!(
+        records.iter().all(|r| r["type"] != "compaction_start"),
+        "{records:?}"
+    );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    assert_eq!(next_ts_route(&mut pi)["reason"], "user");
+    let direct = next_ts_route(&mut pi);
+    assert_eq!(direct["reason"], "direct", "{direct}");
+    let records = pi.recv_until(|r| r["type"] == "agent_end", pi.deadline());
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .unwrap_or_else(|| panic!("no compaction: {records:?}"));
+    assert_eq!(end["reason"], "threshold", "{end}");
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert_eq!(requests[1].body["model"], "fake-claude");
+    assert_eq!(requests[2].body["model"], "fake-claude-plain");
+    assert!(
+        requests[2].body["messages"]
+            .to_string()
+            .contains("## Goal\\nCompacted"),
+        "the request after the compaction: {}",
+        requests[2].body
+    );
 }
 
 /// Providers of the tests' own whose `refreshModels` (pi 1.6.0's registerProvider config) returns

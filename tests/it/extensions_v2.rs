@@ -2744,3 +2744,70 @@ fn a_branch_summary_is_retried_follows_context_edits_and_records_its_usage() {
     assert_eq!(summary["usage"]["totalTokens"], 101, "{summary}");
     fake.finish();
 }
+
+/// pi 1.6.0 checks the context against the window of the model each request is routed to: a
+/// reply of fake-claude (window 200000) at 90000 tokens compacts nothing after the run, but the
+/// next user turn, routed to fake-claude-plain (100000), is compacted first (threshold; the
+/// summary routed direct) and then sent to the model the router chose.
+#[test]
+fn a_request_routed_to_a_smaller_window_is_compacted_first() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(90000)
+                .text(&[&long_text("first answer")])
+                .finish("end_turn"),
+        ),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let settings = json!({"compaction": {"keepRecentTokens": 200}});
+    let mut pi = routed_session(&fake, settings);
+    pi.command("th", "set_thinking_level", json!({"level": "high"}));
+    pi.command("p1", "prompt", json!({"message": long_text("First")}));
+    let records = pi.recv_until(|r| r["type"] == "agent_settled", pi.deadline());
+    assert!(
+        records.iter().all(|r| r["type"] != "compaction_start"),
+        "{records:?}"
+    );
+    pi.command("tl2", "set_thinking_level", json!({"level": "low"}));
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    assert_eq!(next_route(&mut pi)["reason"], "user");
+    let direct = next_route(&mut pi);
+    assert_eq!(direct["reason"], "direct", "{direct}");
+    let records = pi.recv_until(|r| r["type"] == "agent_settled", pi.deadline());
+    let labels = crate::support::flow(&records);
+    let at = |label: &str| {
+        labels
+            .iter()
+            .position(|l| l == label)
+            .unwrap_or_else(|| panic!("no {label}: {labels:?}"))
+    };
+    assert!(
+        at("compaction_end") < at("message_start:assistant"),
+        "{labels:?}"
+    );
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .expect("compaction_end");
+    assert_eq!(end["reason"], "threshold", "{end}");
+    assert!(
+        end["result"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("## Goal\nCompacted")),
+        "{end}"
+    );
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    // The summary goes where the direct route sent it (the model that answered last).
+    assert_eq!(requests[1].body["model"], "fake-claude");
+    assert_eq!(requests[2].body["model"], "fake-claude-plain");
+    assert!(
+        requests[2].body["messages"]
+            .to_string()
+            .contains("## Goal\\nCompacted"),
+        "the request after the compaction: {}",
+        requests[2].body
+    );
+    fake.finish();
+}
