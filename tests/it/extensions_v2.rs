@@ -2811,3 +2811,39 @@ fn a_request_routed_to_a_smaller_window_is_compacted_first() {
     );
     fake.finish();
 }
+
+/// `abort` ends a compaction that waits for its direct route (a router that never answers it):
+/// the command answers `Compaction cancelled`, nothing is sent or saved.
+#[test]
+fn abort_ends_a_compaction_waiting_for_its_route() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[&long_text(
+        "first answer",
+    )]))]);
+    let settings = json!({"compaction": {"keepRecentTokens": 200}});
+    let mut pi = routed_session(&fake, settings);
+    pi.command(
+        "p1",
+        "prompt",
+        json!({"message": long_text("First DIRECT-SILENT")}),
+    );
+    next_route(&mut pi);
+    pi.wait_for_event("agent_end");
+    pi.send(json!({"id": "c", "type": "compact"}));
+    assert_eq!(next_route(&mut pi)["reason"], "direct");
+    let aborted = pi.command("a", "abort", json!({}));
+    assert_eq!(aborted["success"], true, "{aborted}");
+    let deadline = pi.deadline();
+    let records = pi.recv_until(|r| r["id"] == "c", deadline);
+    let answer = records.last().expect("the compact answer");
+    assert_eq!(answer["success"], false, "{answer}");
+    assert_eq!(answer["error"], "Compaction cancelled", "{answer}");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .expect("compaction_end");
+    assert_eq!(end["aborted"], true, "{end}");
+    let entries = crate::support::read_jsonl(&crate::support::session_file(&mut pi, "sf"));
+    assert!(entries.iter().all(|e| e["type"] != "compaction"));
+    assert_eq!(fake.requests().len(), 1, "no summary request");
+    fake.finish();
+}
