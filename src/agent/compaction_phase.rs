@@ -74,15 +74,21 @@ impl Agent {
         let Ok(settings) = self.compaction_settings() else {
             return false;
         };
+        let passes = |tokens| {
+            compaction::should_compact(tokens, model.context_window, settings.reserve_tokens)
+        };
+        // The cheap check first: the branch is a walk over the whole session.
+        if !passes(compaction::estimate_context_tokens(&self.messages).tokens) {
+            return false;
+        }
         let branch = self.session.branch();
         // Usage from before the latest compaction describes the old context: estimate then.
-        let tokens = if compaction::awaiting_usage_after_compaction(&branch) {
-            self.messages.iter().map(compaction::estimate_tokens).sum()
-        } else {
-            compaction::estimate_context_tokens(&self.messages).tokens
-        };
-        compaction::should_compact(tokens, model.context_window, settings.reserve_tokens)
-            && compaction::prepare(&branch, settings).is_ok()
+        if compaction::awaiting_usage_after_compaction(&branch)
+            && !passes(self.messages.iter().map(compaction::estimate_tokens).sum())
+        {
+            return false;
+        }
+        compaction::prepare(&branch, settings).is_ok()
     }
 
     /// Starts a compaction; every path ends in `finish_compaction` (possibly at once).
