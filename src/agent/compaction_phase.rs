@@ -563,22 +563,13 @@ impl Agent {
                 message,
                 images,
             } => self.begin_prompt(from, message, images),
-            CompactionOrigin::BeforeRoutedRequest {
-                model,
-                thinking,
-                replacement,
-            } => {
+            CompactionOrigin::BeforeRoutedRequest { model, thinking } => {
                 if self.runs.current.as_ref().is_none_or(|run| run.aborted) {
                     return self.end_run();
                 }
-                // The route stands (pi 1.6.0); a saved compaction replaced the messages the
-                // `context` hook saw.
-                let compacted = self
-                    .session
-                    .leaf_id()
-                    .and_then(|id| self.session.entry(id))
-                    .is_some_and(|e| e.type_name() == "compaction");
-                self.dispatch(*model, thinking, replacement.filter(|_| !compacted));
+                // The route stands (pi 1.6.0); the `context` hook sees the compacted context.
+                self.extensions.routed = Some((*model, thinking));
+                self.ask_context_hook();
             }
             CompactionOrigin::AfterRun => {
                 if retry_run

@@ -679,6 +679,7 @@ impl Agent {
     fn end_run(&mut self) {
         self.extensions.context_hook = None;
         self.extensions.route = None;
+        self.extensions.routed = None;
         let Some(run) = self.runs.current.take() else {
             return;
         };

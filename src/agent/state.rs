@@ -340,12 +340,10 @@ pub enum CompactionOrigin {
         images: Vec<ImageContent>,
     },
     /// (v2) Before a routed request whose model's window the context passes (threshold): then
-    /// the request goes to that model as routed (with the `context` hook's messages when
-    /// nothing was compacted).
+    /// the request (its `context` hook first) goes to that model as routed.
     BeforeRoutedRequest {
         model: Box<crate::config::Model>,
         thinking: crate::config::ThinkingLevel,
-        replacement: Option<Vec<crate::messages::AgentMessage>>,
     },
 }
 

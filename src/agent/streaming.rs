@@ -164,8 +164,9 @@ impl Agent {
             .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
     }
 
-    /// The next model request of the run: v2 extensions' `context` hook first (it may replace
-    /// the messages this request sends), then the request.
+    /// The next model request of the run: (v2) under a virtual selection the route first (as
+    /// 1.6.0's `prepareRequest`, before its `context` hook), then v2 extensions' `context` hook
+    /// (it may replace the messages this request sends), then the request.
     pub(super) fn request_completion(&mut self) {
         // A login that expired during the run is refreshed on a worker; the request follows.
         if let Some(refresh) = self.config.start_oauth_refresh(&self.model.provider) {
@@ -173,6 +174,18 @@ impl Agent {
             self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
             return;
         }
+        // A retry's failed reply is reported to a router once, with the next request.
+        let failed = self.runs.failed_response.take();
+        if self.model.is_virtual() {
+            self.route_request(failed);
+            return;
+        }
+        self.ask_context_hook();
+    }
+
+    /// The `context` hook of the request about to be sent (to `extensions.routed` when a virtual
+    /// selection was routed), or the request at once when no extension handles it.
+    pub(super) fn ask_context_hook(&mut self) {
         let hook = self.extensions.host.as_ref().and_then(|host| {
             if !host.handles_hook(HookKind::Context) {
                 return None;
@@ -211,13 +224,10 @@ impl Agent {
     }
 
     fn send_request(&mut self, replacement: Option<Vec<AgentMessage>>) {
-        // A retry's failed reply is reported to a router once, with the next request.
-        let failed = self.runs.failed_response.take();
-        if self.model.is_virtual() {
-            self.route_request(replacement, failed);
-            return;
+        match self.extensions.routed.take() {
+            Some((model, thinking)) => self.dispatch(model, thinking, replacement),
+            None => self.dispatch(self.model.clone(), self.thinking, replacement),
         }
-        self.dispatch(self.model.clone(), self.thinking, replacement);
     }
 
     /// Sends the request to `model` at `thinking` (the selection, or the pair a virtual model

@@ -37,8 +37,6 @@ pub struct PendingRoute {
     pub model: Model,
     /// The router state the request was asked with (Null: none).
     pub state: Value,
-    /// The `context` hook's messages for this request, if it replaced them.
-    pub replacement: Option<Vec<AgentMessage>>,
 }
 
 impl Agent {
@@ -75,11 +73,7 @@ impl Agent {
 
     /// A request of the current (virtual) model: ask its extension for the route. Answered by
     /// `on_routed`.
-    pub(super) fn route_request(
-        &mut self,
-        replacement: Option<Vec<AgentMessage>>,
-        failed: Option<AssistantMessage>,
-    ) {
+    pub(super) fn route_request(&mut self, failed: Option<AssistantMessage>) {
         let key = (self.model.provider.clone(), self.model.id.clone());
         let owner = self.extensions.virtual_models.get(&key).copied();
         let (Some(owner), Some(host)) = (owner, self.extensions.host.as_ref()) else {
@@ -91,7 +85,7 @@ impl Agent {
             self.fail_routing(&model, error);
             return;
         };
-        let messages = replacement.as_deref().unwrap_or(&self.messages);
+        let messages = &self.messages;
         // Only messages the user wrote start a turn (pi 1.6.0).
         let last_reply = messages
             .iter()
@@ -124,7 +118,6 @@ impl Agent {
             id,
             model: self.model.clone(),
             state,
-            replacement,
         });
     }
 
@@ -159,7 +152,6 @@ impl Agent {
                     let origin = super::state::CompactionOrigin::BeforeRoutedRequest {
                         model: Box::new(model),
                         thinking: level,
-                        replacement: pending.replacement,
                     };
                     self.start_compaction(
                         super::compaction::CompactionReason::Threshold,
@@ -168,7 +160,8 @@ impl Agent {
                     );
                     return Ok(());
                 }
-                self.dispatch(model, level, pending.replacement);
+                self.extensions.routed = Some((model, level));
+                self.ask_context_hook();
             }
             Err(error) => self.fail_routing(&pending.model, error),
         }

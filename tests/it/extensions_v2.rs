@@ -2847,3 +2847,35 @@ fn abort_ends_a_compaction_waiting_for_its_route() {
     assert_eq!(fake.requests().len(), 1, "no summary request");
     fake.finish();
 }
+
+/// As in pi 1.6.0, a virtual selection's request is routed before the `context` hook runs: the
+/// router sees the conversation as it is (here its ROUTE-ERROR, which the hook rewrites away),
+/// and the hook's messages go to the routed model.
+#[test]
+fn a_request_is_routed_before_the_context_hook() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Rewritten."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py", "router.py"]);
+    let mut pi = Pi::spawn(&setup);
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    pi.command("p1", "prompt", json!({"message": "REWRITE-CONTEXT please"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.body["model"], "fake-claude-plain");
+    let sent = request.body["messages"].to_string();
+    assert!(sent.contains("rewritten by v2.py"), "{sent}");
+    pi.command(
+        "p2",
+        "prompt",
+        json!({"message": "REWRITE-CONTEXT ROUTE-ERROR"}),
+    );
+    let end = pi.wait_for_event("agent_end");
+    assert!(end.to_string().contains("router exploded"), "{end}");
+    assert_eq!(fake.requests().len(), 1);
+    fake.finish();
+}
