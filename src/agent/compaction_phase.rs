@@ -206,6 +206,17 @@ impl Agent {
             }
             return;
         }
+        // The routed provider's login, refreshed first when it expired (as the selection's).
+        if let Some((model, _)) = &compaction.dispatch
+            && let Some(refresh) = self.config.start_oauth_refresh(&model.provider)
+        {
+            let then = AfterRefresh::Summaries {
+                compaction: Box::new(compaction),
+                custom_instructions: custom_instructions.map(String::from),
+            };
+            self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
+            return;
+        }
         let base = match self.summary_base(compaction.dispatch.as_ref()) {
             Ok(base) => base,
             Err(error) => {
@@ -258,7 +269,7 @@ impl Agent {
         match dispatch {
             Some((model, level)) => self
                 .base_request_for(model, *level)
-                .map_err(|()| format!("No API key for provider: {}", model.provider)),
+                .map_err(|()| self.credentials_error_for(&model.provider)),
             None => self.base_request().map_err(|()| self.credentials_error()),
         }
     }

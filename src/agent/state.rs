@@ -91,6 +91,17 @@ pub enum AfterRefresh {
         origin: CompactionOrigin,
         custom_instructions: Option<String>,
     },
+    /// (v2) A request a virtual selection was routed to another provider's login.
+    Dispatch {
+        model: Box<crate::config::Model>,
+        thinking: crate::config::ThinkingLevel,
+        replacement: Option<Vec<AgentMessage>>,
+    },
+    /// (v2) A compaction's summaries, routed to another provider's login.
+    Summaries {
+        compaction: Box<Compaction>,
+        custom_instructions: Option<String>,
+    },
 }
 
 /// A prompt waiting for its images (pi 1.6.0 scales them before the run starts).

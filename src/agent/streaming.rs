@@ -137,6 +137,19 @@ impl Agent {
                 origin,
                 custom_instructions,
             } => self.begin_compaction(reason, origin, custom_instructions.as_deref()),
+            AfterRefresh::Dispatch {
+                model,
+                thinking,
+                replacement,
+            } => {
+                if self.runs.current.as_ref().is_some_and(|run| !run.aborted) {
+                    self.dispatch(*model, thinking, replacement);
+                }
+            }
+            AfterRefresh::Summaries {
+                compaction,
+                custom_instructions,
+            } => self.spawn_summaries(*compaction, custom_instructions.as_deref()),
         }
     }
 
@@ -154,14 +167,30 @@ impl Agent {
             AfterRefresh::Compaction { reason, origin, .. } => {
                 self.compaction_aborted(reason, origin)
             }
+            AfterRefresh::Dispatch { .. } => self.end_run(),
+            AfterRefresh::Summaries { compaction, .. } => {
+                let super::state::Compaction {
+                    reason,
+                    origin,
+                    usages,
+                    ..
+                } = *compaction;
+                self.extra_usage.extend(usages);
+                self.compaction_aborted(reason, origin)
+            }
         }
     }
 
     pub(super) fn credentials_error(&self) -> String {
+        self.credentials_error_for(&self.model.provider)
+    }
+
+    /// `credentials_error` for another provider (the one a virtual selection was routed to).
+    pub(super) fn credentials_error_for(&self, provider: &str) -> String {
         // A subscription login that could not be refreshed says how to log in again.
         self.config
-            .auth_notice(&self.model.provider)
-            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
+            .auth_notice(provider)
+            .unwrap_or_else(|| format!("No API key for provider: {provider}"))
     }
 
     /// The next model request of the run: (v2) under a virtual selection the route first (as
@@ -224,10 +253,20 @@ impl Agent {
     }
 
     fn send_request(&mut self, replacement: Option<Vec<AgentMessage>>) {
-        match self.extensions.routed.take() {
-            Some((model, thinking)) => self.dispatch(model, thinking, replacement),
-            None => self.dispatch(self.model.clone(), self.thinking, replacement),
+        let Some((model, thinking)) = self.extensions.routed.take() else {
+            return self.dispatch(self.model.clone(), self.thinking, replacement);
+        };
+        // (v2) The routed provider's login, refreshed first when it expired (as the selection's).
+        if let Some(refresh) = self.config.start_oauth_refresh(&model.provider) {
+            let then = AfterRefresh::Dispatch {
+                model: Box::new(model),
+                thinking,
+                replacement,
+            };
+            self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
+            return;
         }
+        self.dispatch(model, thinking, replacement);
     }
 
     /// Sends the request to `model` at `thinking` (the selection, or the pair a virtual model
@@ -239,7 +278,7 @@ impl Agent {
         replacement: Option<Vec<AgentMessage>>,
     ) {
         let Ok(mut request) = self.base_request_for(&model, thinking) else {
-            let message = self.credentials_error();
+            let message = self.credentials_error_for(&model.provider);
             self.fail_before_stream(message);
             return;
         };

@@ -2879,3 +2879,60 @@ fn a_request_is_routed_before_the_context_hook() {
     assert_eq!(fake.requests().len(), 1);
     fake.finish();
 }
+
+/// `oauth.py` and `router.py` in a workspace where `corp`'s login expired, `router/auto`
+/// selected.
+fn routed_to_an_expired_login(fake: &FakeProvider) -> Pi {
+    let workspace = expired_corp_login();
+    let setup = Setup::anthropic(fake)
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_REFRESH", "corp-refresh-0")
+        .settings(json!({"compaction": {"keepRecentTokens": 200}}));
+    let setup = with_extensions(setup, &["oauth.py", "router.py"]);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi
+}
+
+/// The provider a request is routed to has an expired login (`oauth.py`'s `corp`): it is
+/// refreshed before the request, as the selection's own would be.
+#[test]
+fn a_routed_provider_s_expired_login_is_refreshed_first() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let mut pi = routed_to_an_expired_login(&fake);
+    pi.command("p", "prompt", json!({"message": "ROUTE-CORP hi"}));
+    assert_eq!(next_report(&mut pi, "oauth ", |_| true)["provider"], "corp");
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.body["model"], "corp-1");
+    assert_eq!(request.header("x-api-key"), Some("corp-access-1"));
+    fake.finish();
+}
+
+/// So is the login of the provider a summary is routed to (`direct`).
+#[test]
+fn a_summary_s_routed_provider_login_is_refreshed_first() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+    ]);
+    let mut pi = routed_to_an_expired_login(&fake);
+    pi.command(
+        "p",
+        "prompt",
+        json!({"message": long_text("First DIRECT-CORP")}),
+    );
+    pi.wait_for_event("agent_end");
+    let compacted = pi.command("c", "compact", json!({}));
+    assert_eq!(compacted["success"], true, "{compacted}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[0].body["model"], "fake-claude");
+    assert_eq!(requests[1].body["model"], "corp-1");
+    assert_eq!(requests[1].header("x-api-key"), Some("corp-access-1"));
+    fake.finish();
+}
