@@ -232,7 +232,7 @@ fn build_setup(
         );
         redact::set_default_redactions(config.known_secrets());
     }
-    let context = session.context();
+    let mut context = session.context();
     tools::env::set_passthrough(tools::env::names_from_setting(
         config.setting("shellEnvPassthrough"),
     ));
@@ -291,9 +291,17 @@ fn build_setup(
             )
             .is_err()
     });
+    // So may the model a resumed session selected (a virtual model, say, that its extension
+    // registers while loading, as under pi 1.6.0).
+    let unknown_session_model = resumed
+        && args.model.is_none()
+        && [&context.model, &context.selected_before_reply]
+            .into_iter()
+            .flatten()
+            .any(|(provider, id)| config.find_model(provider, id).is_none());
     let extensions = extensions::launch::launch(
         &relaunch,
-        unknown_model,
+        unknown_model || unknown_session_model,
         &config,
         &session,
         &sandbox.policy(),
@@ -313,6 +321,12 @@ fn build_setup(
     let model_flags = args.model_flags();
     let (scoped, warnings) = config::start_model::scoped_models(&model_flags, &config);
     print_warnings(&warnings);
+    // (v2) The registered virtual models are known now: a session's virtual selection holds.
+    context.resolve_virtual_selection(|provider, id| {
+        config
+            .find_model(provider, id)
+            .is_some_and(|m| m.is_virtual())
+    });
     let session_model = context.start_model(resumed);
     let start = config::start_model::choose(&model_flags, &mut config, &session_model, &scoped)?;
     print_warnings(&start.warnings);

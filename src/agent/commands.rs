@@ -361,7 +361,7 @@ impl Agent {
             &self.session,
             &self.messages,
             &self.extra_usage,
-            &self.model,
+            &self.usage_limits_model(),
         );
         self.respond_ok(id, "get_session_stats", Some(stats));
     }

@@ -13,13 +13,11 @@ use super::compaction::{self, CompactionResult};
 use super::state::{Compaction, CompactionOrigin, Phase};
 use crate::extensions::HookId;
 use crate::extensions::protocol::HookKind;
-use crate::provider::StreamRequest;
 use crate::rpc::events::Event;
 
 /// A compaction waiting for the hook: what starting its summary requests needs.
 pub struct BeforeCompact {
     hook: HookId,
-    base: StreamRequest,
     custom_instructions: Option<String>,
 }
 
@@ -29,7 +27,6 @@ impl Agent {
         &self,
         compaction: &Compaction,
         custom_instructions: Option<&str>,
-        base: StreamRequest,
     ) -> Option<BeforeCompact> {
         let host = self.extensions.host.as_ref()?;
         if !host.handles_hook(HookKind::SessionBeforeCompact) {
@@ -69,7 +66,6 @@ impl Agent {
         )?;
         Some(BeforeCompact {
             hook,
-            base,
             custom_instructions: custom_instructions.map(String::from),
         })
     }
@@ -117,17 +113,9 @@ impl Agent {
                     event: "session_before_compact".into(),
                     error,
                 });
-                self.spawn_summaries(
-                    *compaction,
-                    before.custom_instructions.as_deref(),
-                    &before.base,
-                );
+                self.spawn_summaries(*compaction, before.custom_instructions.as_deref());
             }
-            None => self.spawn_summaries(
-                *compaction,
-                before.custom_instructions.as_deref(),
-                &before.base,
-            ),
+            None => self.spawn_summaries(*compaction, before.custom_instructions.as_deref()),
         }
         true
     }

@@ -40,12 +40,14 @@ impl Agent {
                 return Trigger::Nothing;
             }
         };
+        let limits = self.limits_model(reply);
+        let model = limits.as_ref();
         let check = |branch: &[&SessionEntry]| {
             TriggerCheck {
                 enabled: self.settings.auto_compaction,
                 assistant: reply,
                 include_aborted,
-                model: &self.model,
+                model,
                 messages: &self.messages,
                 branch,
                 reserve_tokens,
@@ -60,6 +62,33 @@ impl Agent {
             Trigger::Nothing => Trigger::Nothing,
             _ => check(&self.session.branch()),
         }
+    }
+
+    /// (v2) pi 1.6.0 checks the context against the window of the model each request of a
+    /// virtual selection is routed to, and compacts first (threshold) when it passes it and there
+    /// is something to compact.
+    pub(super) fn routed_request_needs_compaction(&self, model: &crate::config::Model) -> bool {
+        if !self.settings.auto_compaction || model.context_window == 0 {
+            return false;
+        }
+        let Ok(settings) = self.compaction_settings() else {
+            return false;
+        };
+        let passes = |tokens| {
+            compaction::should_compact(tokens, model.context_window, settings.reserve_tokens)
+        };
+        // The cheap check first: the branch is a walk over the whole session.
+        if !passes(compaction::estimate_context_tokens(&self.messages).tokens) {
+            return false;
+        }
+        let branch = self.session.branch();
+        // Usage from before the latest compaction describes the old context: estimate then.
+        if compaction::awaiting_usage_after_compaction(&branch)
+            && !passes(self.messages.iter().map(compaction::estimate_tokens).sum())
+        {
+            return false;
+        }
+        compaction::prepare(&branch, settings).is_ok()
     }
 
     /// Starts a compaction; every path ends in `finish_compaction` (possibly at once).
@@ -104,16 +133,21 @@ impl Agent {
             CompactionOrigin::Command { .. } | CompactionOrigin::Extension
         );
         // Either failure to start (no credentials, nothing to compact) ends the compaction the
-        // same way: its end event, and a manual one reports the error.
-        let started = match self.base_request() {
-            Ok(base) => self.compaction_settings().and_then(|settings| {
-                compaction::prepare(&self.session.branch(), settings)
-                    .map(|preparation| (base, preparation))
-                    .map_err(|e| e.to_string())
-            }),
-            Err(()) => Err(self.credentials_error()),
+        // same way: its end event, and a manual one reports the error. (v2) A virtual
+        // selection's credentials are those of the model the summary is routed to, checked then.
+        let credentials = match self.model.is_virtual() {
+            true => Ok(()),
+            false => self
+                .base_request()
+                .map(drop)
+                .map_err(|()| self.credentials_error()),
         };
-        let (base, preparation) = match started {
+        let started = credentials.and_then(|()| {
+            self.compaction_settings().and_then(|settings| {
+                compaction::prepare(&self.session.branch(), settings).map_err(|e| e.to_string())
+            })
+        });
+        let preparation = match started {
             Ok(started) => started,
             Err(error) => {
                 let message = manual.then(|| reason.failure_message(&error));
@@ -139,24 +173,58 @@ impl Agent {
             usages: Vec::new(),
             preparation,
             before_hook: None,
+            route: None,
+            dispatch: None,
         };
         // (v2) Extensions may cancel it or give the summary first.
-        if let Some(hook) = self.ask_before_compact(&compaction, custom_instructions, base.clone())
-        {
+        if let Some(hook) = self.ask_before_compact(&compaction, custom_instructions) {
             compaction.before_hook = Some(hook);
             self.phase = Phase::Compacting(Box::new(compaction));
             return;
         }
-        self.spawn_summaries(compaction, custom_instructions, &base);
+        self.spawn_summaries(compaction, custom_instructions);
     }
 
-    /// The summary requests of a prepared compaction, started; the phase is `Compacting`.
+    /// The summary requests of a prepared compaction, started; the phase is `Compacting`. (v2)
+    /// Under a virtual selection the router is asked first (`reason: "direct"`, pi 1.6.0), and
+    /// the summaries go to the model it answers.
     pub(super) fn spawn_summaries(
         &mut self,
         mut compaction: Compaction,
         custom_instructions: Option<&str>,
-        base: &provider::StreamRequest,
     ) {
+        if self.model.is_virtual() && compaction.dispatch.is_none() {
+            let asked = self.ask_direct_route();
+            self.phase = Phase::Compacting(Box::new(compaction));
+            match asked {
+                Ok(route) => {
+                    if let Phase::Compacting(compaction) = &mut self.phase {
+                        compaction.route = Some((route, custom_instructions.map(String::from)));
+                    }
+                }
+                Err(error) => self.fail_compaction(error),
+            }
+            return;
+        }
+        // The routed provider's login, refreshed first when it expired (as the selection's).
+        if let Some((model, _)) = &compaction.dispatch
+            && let Some(refresh) = self.config.start_oauth_refresh(&model.provider)
+        {
+            let then = AfterRefresh::Summaries {
+                compaction: Box::new(compaction),
+                custom_instructions: custom_instructions.map(String::from),
+            };
+            self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
+            return;
+        }
+        let base = match self.summary_base(compaction.dispatch.as_ref()) {
+            Ok(base) => base,
+            Err(error) => {
+                self.phase = Phase::Compacting(Box::new(compaction));
+                return self.fail_compaction(error);
+            }
+        };
+        let base = &base;
         for request in compaction.preparation.summary_requests(custom_instructions) {
             compaction.slots.push(Slot {
                 request,
@@ -171,6 +239,41 @@ impl Agent {
         self.phase = Phase::Compacting(Box::new(compaction));
     }
 
+    /// The router answered a compaction's summary route: summarize with that model, or fail.
+    pub(super) fn on_compaction_routed(&mut self, result: Result<serde_json::Value, String>) {
+        let Phase::Compacting(mut compaction) = std::mem::replace(&mut self.phase, Phase::Idle)
+        else {
+            return;
+        };
+        let Some((route, instructions)) = compaction.route.take() else {
+            self.phase = Phase::Compacting(compaction);
+            return;
+        };
+        match self.direct_route_result(&route, result) {
+            Ok(pair) => {
+                compaction.dispatch = Some(pair);
+                self.spawn_summaries(*compaction, instructions.as_deref());
+            }
+            Err(error) => {
+                self.phase = Phase::Compacting(compaction);
+                self.fail_compaction(error);
+            }
+        }
+    }
+
+    /// The request a summary is built on: the routed pair's (`dispatch`), else the selection's.
+    pub(super) fn summary_base(
+        &self,
+        dispatch: Option<&(crate::config::Model, crate::config::ThinkingLevel)>,
+    ) -> Result<provider::StreamRequest, String> {
+        match dispatch {
+            Some((model, level)) => self
+                .base_request_for(model, *level)
+                .map_err(|()| self.credentials_error_for(&model.provider)),
+            None => self.base_request().map_err(|()| self.credentials_error()),
+        }
+    }
+
     fn spawn_summary(
         &mut self,
         compaction: &mut Compaction,
@@ -179,10 +282,15 @@ impl Agent {
     ) {
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
+        let model = match &compaction.dispatch {
+            Some((model, _)) => model,
+            None => &self.model,
+        };
+        let draft = Draft::new(model, Profile::Default);
         let slot = &mut compaction.slots[index];
         let request = slot.request.clone().into_stream_request(base.clone());
         let handle = provider::spawn_stream(req, request, compaction.sender.clone());
-        slot.running = Some((handle, Draft::new(&self.model, Profile::Default)));
+        slot.running = Some((handle, draft));
     }
 
     pub(super) fn on_compaction_event(&mut self, event: ProviderEvent) {
@@ -233,9 +341,12 @@ impl Agent {
                 let Phase::Compacting(compaction) = &mut self.phase else {
                     return;
                 };
+                let window = match &compaction.dispatch {
+                    Some((model, _)) => model.context_window,
+                    None => self.model.context_window,
+                };
                 let slot = &mut compaction.slots[index];
-                let transient = self.settings.auto_retry
-                    && retry::is_retryable(&reply, self.model.context_window);
+                let transient = self.settings.auto_retry && retry::is_retryable(&reply, window);
                 if transient && slot.attempts < max {
                     slot.attempts += 1;
                     let attempt = slot.attempts;
@@ -269,16 +380,16 @@ impl Agent {
             return;
         };
         self.emit(Event::SummarizationRetryAttemptStart {
-            reason: compaction.reason.as_str(),
+            source: "compaction",
+            reason: Some(compaction.reason.as_str()),
         });
-        match self.base_request() {
+        match self.summary_base(compaction.dispatch.as_ref()) {
             Ok(base) => {
                 self.spawn_summary(&mut compaction, index, &base);
                 self.phase = Phase::Compacting(compaction);
             }
-            Err(()) => {
+            Err(error) => {
                 self.phase = Phase::Compacting(compaction);
-                let error = self.credentials_error();
                 self.fail_compaction(error);
             }
         }
@@ -429,6 +540,8 @@ impl Agent {
                 ..
             } => {}
             CompactionOrigin::AfterRun => self.settle(),
+            // The run was aborted: it ends here.
+            CompactionOrigin::BeforeRoutedRequest { .. } => self.end_run(),
         }
     }
 
@@ -461,6 +574,14 @@ impl Agent {
                 message,
                 images,
             } => self.begin_prompt(from, message, images),
+            CompactionOrigin::BeforeRoutedRequest { model, thinking } => {
+                if self.runs.current.as_ref().is_none_or(|run| run.aborted) {
+                    return self.end_run();
+                }
+                // The route stands (pi 1.6.0); the `context` hook sees the compacted context.
+                self.extensions.routed = Some((*model, thinking));
+                self.ask_context_hook();
+            }
             CompactionOrigin::AfterRun => {
                 if retry_run
                     || !self.queues.steering.is_empty()

@@ -90,6 +90,9 @@ pub struct Extensions {
     pub model_refreshes: Vec<super::model_refresh::PendingRefresh>,
     /// (v2) The route the next model request waits for (a virtual selection).
     pub route: Option<super::virtual_models::PendingRoute>,
+    /// (v2) The physical model and level the next request was routed to, while its `context`
+    /// hook runs.
+    pub routed: Option<(crate::config::Model, crate::config::ThinkingLevel)>,
 }
 
 /// How long an extension has to answer a hook (settings `extensionHookTimeoutMs`).
@@ -134,6 +137,7 @@ impl Extensions {
             context_hook: None,
             virtual_models,
             route: None,
+            routed: None,
             model_refreshes: Vec::new(),
             pending_runs: Vec::new(),
             runs: Default::default(),

@@ -123,7 +123,7 @@ impl Agent {
             Query::ContextUsage => compaction::context_usage(
                 &session.branch(),
                 &self.messages,
-                self.model.context_window,
+                self.usage_limits_model().context_window,
             )
             .unwrap_or(Value::Null),
             Query::SystemPrompt => json!(self.run_system_prompt_text()),

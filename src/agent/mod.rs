@@ -164,6 +164,8 @@ enum Incoming {
     /// (v2) An event of a branch summary's request (`None`: its stream ended without one or
     /// went idle).
     TreeSummary(Option<ProviderEvent>),
+    /// (v2) The retry delay of a branch summary ran out.
+    TreeSummaryRetryDue,
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -406,12 +408,16 @@ impl Agent {
             .tree
             .as_ref()
             .and_then(|t| t.summary.as_ref());
-        let (tree_events, tree_idle) = match tree_summary {
-            Some(summary) => (
-                &summary.events,
+        let (tree_events, tree_idle) = match tree_summary.and_then(|s| s.events().map(|e| (s, e))) {
+            Some((summary, events)) => (
+                events,
                 crossbeam_channel::at(summary.last_event + self.settings.idle_timeout),
             ),
             None => (&no_provider, never()),
+        };
+        let tree_retry = match tree_summary.and_then(|s| s.retry_at) {
+            Some(deadline) => crossbeam_channel::at(deadline),
+            None => never(),
         };
         let retry_timer = match &self.phase {
             Phase::RetryWait(wait) => crossbeam_channel::at(wait.deadline),
@@ -454,6 +460,7 @@ impl Agent {
             recv(startup_wait) -> _ => Incoming::StartupWaitOver,
             recv(tree_events) -> event => Incoming::TreeSummary(event.ok()),
             recv(tree_idle) -> _ => Incoming::TreeSummary(None),
+            recv(tree_retry) -> _ => Incoming::TreeSummaryRetryDue,
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(queued_images) -> ready => Incoming::QueuedImages(ready.ok()),
             recv(queued_images_overdue) -> _ => Incoming::QueuedImages(None),
@@ -499,6 +506,7 @@ impl Agent {
             Incoming::BashGone => self.on_bash_gone(),
             Incoming::Extension(event) => self.on_extension_event(event),
             Incoming::TreeSummary(event) => self.on_tree_summary_event(event),
+            Incoming::TreeSummaryRetryDue => self.retry_tree_summary(),
             Incoming::ExtensionsGone => self.extensions.events = never(),
             Incoming::Mcp(event) => self.on_mcp_event(event),
             Incoming::McpGone => {
@@ -678,6 +686,7 @@ impl Agent {
     fn end_run(&mut self) {
         self.extensions.context_hook = None;
         self.extensions.route = None;
+        self.extensions.routed = None;
         let Some(run) = self.runs.current.take() else {
             return;
         };

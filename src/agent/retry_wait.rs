@@ -17,7 +17,8 @@ impl Agent {
         &mut self,
         failed: &AssistantMessage,
     ) -> Result<Option<Duration>, String> {
-        if !self.settings.auto_retry || !retry::is_retryable(failed, self.model.context_window) {
+        let window = self.limits_model(failed).context_window;
+        if !self.settings.auto_retry || !retry::is_retryable(failed, window) {
             return Ok(None);
         }
         let error = failed.error_message.clone().unwrap_or_default();

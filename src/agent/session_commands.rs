@@ -314,7 +314,12 @@ impl Agent {
             log::error!("session sync failed: {e}");
         }
         self.session = log;
-        let context = self.session.context();
+        let mut context = self.session.context();
+        context.resolve_virtual_selection(|provider, id| {
+            self.config
+                .find_model(provider, id)
+                .is_some_and(|m| m.is_virtual())
+        });
         self.messages = context.messages;
         self.request_cache.invalidate();
         // A refusal of strict tools was this session's (pi 1.6.0 forgets it with the session).

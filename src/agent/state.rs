@@ -91,6 +91,17 @@ pub enum AfterRefresh {
         origin: CompactionOrigin,
         custom_instructions: Option<String>,
     },
+    /// (v2) A request a virtual selection was routed to another provider's login.
+    Dispatch {
+        model: Box<crate::config::Model>,
+        thinking: crate::config::ThinkingLevel,
+        replacement: Option<Vec<AgentMessage>>,
+    },
+    /// (v2) A compaction's summaries, routed to another provider's login.
+    Summaries {
+        compaction: Box<Compaction>,
+        custom_instructions: Option<String>,
+    },
 }
 
 /// A prompt waiting for its images (pi 1.6.0 scales them before the run starts).
@@ -347,6 +358,12 @@ pub enum CompactionOrigin {
         message: String,
         images: Vec<ImageContent>,
     },
+    /// (v2) Before a routed request whose model's window the context passes (threshold): then
+    /// the request (its `context` hook first) goes to that model as routed.
+    BeforeRoutedRequest {
+        model: Box<crate::config::Model>,
+        thinking: crate::config::ThinkingLevel,
+    },
 }
 
 pub struct Compaction {
@@ -362,6 +379,11 @@ pub struct Compaction {
     pub(super) usages: Vec<Usage>,
     /// (v2) Waiting for the extensions' `session_before_compact` hook before summarizing.
     pub(super) before_hook: Option<super::compaction_hook::BeforeCompact>,
+    /// (v2) Under a virtual selection: the route the summaries wait for (with the custom
+    /// instructions they are then written with)…
+    pub(super) route: Option<(super::virtual_models::DirectRoute, Option<String>)>,
+    /// …and the physical model and level it answered, which every attempt then uses.
+    pub(super) dispatch: Option<(crate::config::Model, crate::config::ThinkingLevel)>,
 }
 
 pub struct Slot {

@@ -56,7 +56,7 @@ impl Agent {
     }
 
     /// `base_request` for another model and level (a virtual selection's routed pair).
-    fn base_request_for(
+    pub(super) fn base_request_for(
         &self,
         model: &crate::config::Model,
         thinking: ThinkingLevel,
@@ -132,6 +132,19 @@ impl Agent {
                 origin,
                 custom_instructions,
             } => self.begin_compaction(reason, origin, custom_instructions.as_deref()),
+            AfterRefresh::Dispatch {
+                model,
+                thinking,
+                replacement,
+            } => {
+                if self.runs.current.as_ref().is_some_and(|run| !run.aborted) {
+                    self.dispatch(*model, thinking, replacement);
+                }
+            }
+            AfterRefresh::Summaries {
+                compaction,
+                custom_instructions,
+            } => self.spawn_summaries(*compaction, custom_instructions.as_deref()),
         }
     }
 
@@ -149,18 +162,35 @@ impl Agent {
             AfterRefresh::Compaction { reason, origin, .. } => {
                 self.compaction_aborted(reason, origin)
             }
+            AfterRefresh::Dispatch { .. } => self.end_run(),
+            AfterRefresh::Summaries { compaction, .. } => {
+                let super::state::Compaction {
+                    reason,
+                    origin,
+                    usages,
+                    ..
+                } = *compaction;
+                self.extra_usage.extend(usages);
+                self.compaction_aborted(reason, origin)
+            }
         }
     }
 
     pub(super) fn credentials_error(&self) -> String {
-        // A subscription login that could not be refreshed says how to log in again.
-        self.config
-            .auth_notice(&self.model.provider)
-            .unwrap_or_else(|| format!("No API key for provider: {}", self.model.provider))
+        self.credentials_error_for(&self.model.provider)
     }
 
-    /// The next model request of the run: v2 extensions' `context` hook first (it may replace
-    /// the messages this request sends), then the request.
+    /// `credentials_error` for another provider (the one a virtual selection was routed to).
+    pub(super) fn credentials_error_for(&self, provider: &str) -> String {
+        // A subscription login that could not be refreshed says how to log in again.
+        self.config
+            .auth_notice(provider)
+            .unwrap_or_else(|| format!("No API key for provider: {provider}"))
+    }
+
+    /// The next model request of the run: (v2) under a virtual selection the route first (as
+    /// 1.6.0's `prepareRequest`, before its `context` hook), then v2 extensions' `context` hook
+    /// (it may replace the messages this request sends), then the request.
     pub(super) fn request_completion(&mut self) {
         // A login that expired during the run is refreshed on a worker; the request follows.
         if let Some(refresh) = self.config.start_oauth_refresh(&self.model.provider) {
@@ -168,6 +198,18 @@ impl Agent {
             self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
             return;
         }
+        // A retry's failed reply is reported to a router once, with the next request.
+        let failed = self.runs.failed_response.take();
+        if self.model.is_virtual() {
+            self.route_request(failed);
+            return;
+        }
+        self.ask_context_hook();
+    }
+
+    /// The `context` hook of the request about to be sent (to `extensions.routed` when a virtual
+    /// selection was routed), or the request at once when no extension handles it.
+    pub(super) fn ask_context_hook(&mut self) {
         let hook = self.extensions.host.as_ref().and_then(|host| {
             if !host.handles_hook(HookKind::Context) {
                 return None;
@@ -206,13 +248,20 @@ impl Agent {
     }
 
     fn send_request(&mut self, replacement: Option<Vec<AgentMessage>>) {
-        // A retry's failed reply is reported to a router once, with the next request.
-        let failed = self.runs.failed_response.take();
-        if self.model.is_virtual() {
-            self.route_request(replacement, failed);
+        let Some((model, thinking)) = self.extensions.routed.take() else {
+            return self.dispatch(self.model.clone(), self.thinking, replacement);
+        };
+        // (v2) The routed provider's login, refreshed first when it expired (as the selection's).
+        if let Some(refresh) = self.config.start_oauth_refresh(&model.provider) {
+            let then = AfterRefresh::Dispatch {
+                model: Box::new(model),
+                thinking,
+                replacement,
+            };
+            self.phase = Phase::Refreshing(Box::new(Refreshing { refresh, then }));
             return;
         }
-        self.dispatch(self.model.clone(), self.thinking, replacement);
+        self.dispatch(model, thinking, replacement);
     }
 
     /// Sends the request to `model` at `thinking` (the selection, or the pair a virtual model
@@ -224,7 +273,7 @@ impl Agent {
         replacement: Option<Vec<AgentMessage>>,
     ) {
         let Ok(mut request) = self.base_request_for(&model, thinking) else {
-            let message = self.credentials_error();
+            let message = self.credentials_error_for(&model.provider);
             self.fail_before_stream(message);
             return;
         };

@@ -17,11 +17,17 @@ use super::Agent;
 use super::compaction::{self, SummaryKind, SummaryRequest};
 use super::draft::Draft;
 use super::state::Phase;
+use super::virtual_models::DirectRoute;
+use crate::config::{Model, ThinkingLevel};
 use crate::extensions::protocol::{HookKind, TreeTarget};
 use crate::extensions::{ExtensionId, HookId};
 use crate::messages::{AgentMessage, CompactionSummaryMessage, ContentBlock, StopReason};
 use crate::provider::{self, ProviderEvent, RequestId, StreamHandle};
+use crate::rpc::events::Event;
 use crate::session::{EntryKind, SessionEntry};
+
+/// The summary of an abandoned branch without messages (pi 1.6.0's text; no request is made).
+const NO_CONTENT: &str = "No content to summarize";
 
 /// Token room left for the reply when the branch is cut to fit (pi 1.6.0's default
 /// `branchSummary.reserveTokens`; settings `branchSummary.reserveTokens` overrides it).
@@ -29,15 +35,39 @@ const DEFAULT_RESERVE_TOKENS: u64 = 16384;
 
 /// The model's summary of the abandoned branch, under way.
 pub struct TreeSummary {
-    /// Field order is drop order: the handle (request) goes before its channel.
-    handle: StreamHandle,
-    pub events: Receiver<ProviderEvent>,
+    /// The request under way and its events (tuple order is drop order: the request goes
+    /// before its channel); None while a retry waits.
+    running: Option<(StreamHandle, Receiver<ProviderEvent>)>,
     draft: Draft,
     pub last_event: Instant,
+    /// What is sent again when a transient failure is retried (the retry settings, as 1.6.0's
+    /// `completeSummarization` does).
+    request: provider::StreamRequest,
+    /// The model that writes it (the routed one under a virtual selection).
+    model: Model,
+    attempts: u64,
+    /// When the next attempt is due.
+    pub retry_at: Option<Instant>,
     read_files: Vec<String>,
     modified_files: Vec<String>,
     /// The label the navigation ends with.
     label: Option<String>,
+}
+
+/// The branch_summary entry a navigation leaves: pi-rs's summary or a hook's.
+struct BranchSummary {
+    text: String,
+    details: Option<Value>,
+    /// The summary request's usage (a hook's answer may give one too, as 1.6.0 takes it).
+    usage: Option<Value>,
+    from_hook: bool,
+}
+
+impl TreeSummary {
+    /// The events of the request under way (None while a retry waits).
+    pub fn events(&self) -> Option<&Receiver<ProviderEvent>> {
+        self.running.as_ref().map(|(_, events)| events)
+    }
 }
 
 /// A navigation waiting for the `session_before_tree` hook.
@@ -51,6 +81,18 @@ pub struct PendingTree {
     abandoned: Vec<String>,
     /// The model's summary, when it writes one.
     pub summary: Option<Box<TreeSummary>>,
+    /// (v2) Under a virtual selection: the route the summary waits for, and how it is then
+    /// written.
+    pub route: Option<DirectRoute>,
+    plan: Option<SummaryPlan>,
+}
+
+/// How the branch summary is asked for (the request's or the hook's instructions) and the label
+/// the navigation ends with.
+struct SummaryPlan {
+    instructions: Option<String>,
+    replace: Option<bool>,
+    label: Option<String>,
 }
 
 /// pi 1.6.0's `prepareBranchEntries`: the messages of the abandoned entries, newest first until
@@ -73,6 +115,8 @@ fn branch_messages(
             files.add_from_details(details);
         }
     }
+    // Context edits hide or replace the messages they target, the latest per target (1.6.0).
+    let edits = crate::session::ContextEdits::among(entries.iter().copied());
     let mut messages = Vec::new();
     let mut total = 0;
     for entry in entries.iter().rev() {
@@ -86,8 +130,10 @@ fn branch_messages(
                 tokens_before: *tokens_before,
                 timestamp: crate::time::ms_from_iso(&entry.timestamp).unwrap_or(0),
             })),
-            _ => crate::session::context_message(entry)
+            EntryKind::Message(_) | EntryKind::CustomMessage { .. } => edits
+                .project(entry)
                 .filter(|m| !matches!(m, AgentMessage::ToolResult(_))),
+            _ => crate::session::context_message(entry),
         };
         let Some(message) = message else {
             continue;
@@ -216,6 +262,8 @@ impl Agent {
                 .filter_map(|e| e["id"].as_str().map(String::from))
                 .collect(),
             summary: None,
+            route: None,
+            plan: None,
         };
         let deadline = self.extensions.hook_deadline;
         let hook = self.extensions.host.as_ref().and_then(|host| {
@@ -284,40 +332,109 @@ impl Agent {
             None => fallback.clone(),
         };
         let label = text_field("label", &target.label);
-        let summary = answer.get("summary").filter(|_| target.summarize).map(|s| {
-            let text = s["summary"].as_str().unwrap_or_default().to_string();
-            let details = s.get("details").filter(|d| !d.is_null()).cloned();
-            (text, details, true)
-        });
+        let summary = answer
+            .get("summary")
+            .filter(|_| target.summarize)
+            .map(|s| BranchSummary {
+                text: s["summary"].as_str().unwrap_or_default().to_string(),
+                details: s.get("details").filter(|d| !d.is_null()).cloned(),
+                usage: s.get("usage").filter(|u| !u.is_null()).cloned(),
+                from_hook: true,
+            });
         if target.summarize && !pending.abandoned.is_empty() && summary.is_none() {
             let instructions = text_field("customInstructions", &target.custom_instructions);
             let replace = match answer.get("replaceInstructions") {
                 Some(value) => value.as_bool(),
                 None => target.replace_instructions,
             };
-            return match self.start_branch_summary(&pending, instructions, replace, label) {
-                Ok(summary) => {
-                    self.extensions.tree = Some(PendingTree {
-                        summary: Some(Box::new(summary)),
-                        ..pending
-                    });
-                    None
-                }
-                Err(error) => Some(Err(error)),
+            let plan = SummaryPlan {
+                instructions,
+                replace,
+                label,
             };
+            // (v2) A virtual selection's router picks the model first (`reason: "direct"`).
+            if self.model.is_virtual() {
+                return match self.ask_direct_route() {
+                    Ok(route) => {
+                        self.extensions.tree = Some(PendingTree {
+                            route: Some(route),
+                            plan: Some(plan),
+                            ..pending
+                        });
+                        None
+                    }
+                    Err(error) => Some(Err(error)),
+                };
+            }
+            return self.summarize_branch(pending, &plan, None);
         }
         Some(self.move_leaf(&pending, label, summary))
     }
 
-    /// The summary request for the abandoned branch, sent.
+    /// Starts the model's summary of the branch (with `dispatch`, the pair a virtual selection
+    /// was routed to); Some(answer) when it cannot start.
+    fn summarize_branch(
+        &mut self,
+        pending: PendingTree,
+        plan: &SummaryPlan,
+        dispatch: Option<(Model, ThinkingLevel)>,
+    ) -> Option<Result<Value, String>> {
+        match self.start_branch_summary(&pending, plan, dispatch) {
+            Ok(Some(summary)) => {
+                self.extensions.tree = Some(PendingTree {
+                    summary: Some(Box::new(summary)),
+                    ..pending
+                });
+                None
+            }
+            // No message to summarize: pi 1.6.0's fixed text, without a request.
+            Ok(None) => {
+                let summary = BranchSummary {
+                    text: NO_CONTENT.into(),
+                    details: Some(json!({"readFiles": [], "modifiedFiles": []})),
+                    usage: None,
+                    from_hook: false,
+                };
+                Some(self.move_leaf(&pending, plan.label.clone(), Some(summary)))
+            }
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    /// The router answered the branch summary's route: summarize with that model, or fail the
+    /// navigation with the routing error.
+    pub(super) fn on_branch_summary_routed(&mut self, result: Result<Value, String>) {
+        let Some(mut pending) = self.extensions.tree.take() else {
+            return;
+        };
+        let (Some(route), Some(plan)) = (pending.route.take(), pending.plan.take()) else {
+            self.extensions.tree = Some(pending);
+            return;
+        };
+        let (extension, id) = (pending.extension, pending.id.clone());
+        let answer = match self.direct_route_result(&route, result) {
+            // A run started meanwhile: the leaf must not move under it.
+            Ok(_) if self.is_busy() => Some(Err(
+                "Wait for the current response to finish before navigating the session tree."
+                    .into(),
+            )),
+            Ok(pair) => self.summarize_branch(pending, &plan, Some(pair)),
+            Err(error) => Some(Err(error)),
+        };
+        if let Some(answer) = answer {
+            self.answer_extension(extension, id, answer);
+        }
+    }
+
+    /// The summary request for the abandoned branch, sent (None: the branch has no message).
     fn start_branch_summary(
         &mut self,
         pending: &PendingTree,
-        instructions: Option<String>,
-        replace: Option<bool>,
-        label: Option<String>,
-    ) -> Result<TreeSummary, String> {
-        let base = self.base_request().map_err(|()| self.credentials_error())?;
+        plan: &SummaryPlan,
+        dispatch: Option<(Model, ThinkingLevel)>,
+    ) -> Result<Option<TreeSummary>, String> {
+        let base = self.summary_base(dispatch.as_ref())?;
+        let model = dispatch.map_or_else(|| self.model.clone(), |(model, _)| model);
         let entries: Vec<&SessionEntry> = pending
             .abandoned
             .iter()
@@ -328,13 +445,17 @@ impl Agent {
             .setting("branchSummary.reserveTokens")
             .and_then(Value::as_u64)
             .unwrap_or(DEFAULT_RESERVE_TOKENS);
-        let window = match self.model.context_window {
+        let window = match model.context_window {
             0 => 128_000,
             window => window,
         };
         let (messages, files) = branch_messages(&entries, window.saturating_sub(reserve));
+        if messages.is_empty() {
+            return Ok(None);
+        }
         let (read_files, modified_files) = files.lists();
-        let prompt = match (instructions.filter(|i| !i.is_empty()), replace) {
+        let instructions = plan.instructions.clone();
+        let prompt = match (instructions.filter(|i| !i.is_empty()), plan.replace) {
             (Some(instructions), Some(true)) => instructions,
             (Some(instructions), _) => {
                 format!(
@@ -350,19 +471,58 @@ impl Agent {
             user_text: format!("{}{prompt}", compaction::conversation_block(&messages)),
         }
         .into_stream_request(base);
+        Ok(Some(TreeSummary {
+            running: Some(self.send_tree_summary(&request)),
+            draft: Draft::new(&model, crate::rpc::Profile::Default),
+            last_event: Instant::now(),
+            request,
+            model,
+            attempts: 0,
+            retry_at: None,
+            read_files,
+            modified_files,
+            label: plan.label.clone(),
+        }))
+    }
+
+    fn send_tree_summary(
+        &mut self,
+        request: &provider::StreamRequest,
+    ) -> (StreamHandle, Receiver<ProviderEvent>) {
         self.runs.next_request += 1;
         let req = RequestId(self.runs.next_request);
         let (sender, events) = crossbeam_channel::bounded(super::PROVIDER_CHANNEL_CAPACITY);
-        let handle = provider::spawn_stream(req, request, sender);
-        Ok(TreeSummary {
-            handle,
-            events,
-            draft: Draft::new(&self.model, crate::rpc::Profile::Default),
-            last_event: Instant::now(),
-            read_files,
-            modified_files,
-            label,
-        })
+        (provider::spawn_stream(req, request.clone(), sender), events)
+    }
+
+    /// The retry delay of the branch summary ran out: the request goes again.
+    pub(super) fn retry_tree_summary(&mut self) {
+        let Some(request) = self
+            .extensions
+            .tree
+            .as_ref()
+            .and_then(|t| t.summary.as_ref())
+            .filter(|s| s.retry_at.is_some())
+            .map(|s| s.request.clone())
+        else {
+            return;
+        };
+        self.emit(Event::SummarizationRetryAttemptStart {
+            source: "branchSummary",
+            reason: None,
+        });
+        let running = self.send_tree_summary(&request);
+        if let Some(summary) = self
+            .extensions
+            .tree
+            .as_mut()
+            .and_then(|t| t.summary.as_mut())
+        {
+            summary.retry_at = None;
+            summary.last_event = Instant::now();
+            summary.draft = Draft::new(&summary.model, crate::rpc::Profile::Default);
+            summary.running = Some(running);
+        }
     }
 
     /// An event of the branch summary's request (`None`: its stream ended without one, or went
@@ -376,9 +536,12 @@ impl Agent {
         else {
             return;
         };
+        let Some((handle, _)) = &summary.running else {
+            return;
+        };
         summary.last_event = Instant::now();
         let finished = match event {
-            Some(event) if event.req != summary.handle.req => return,
+            Some(event) if event.req != handle.req => return,
             Some(event) => {
                 super::compaction_phase::fold_summary_event(&mut summary.draft, event.event)
             }
@@ -390,25 +553,31 @@ impl Agent {
         let Some((stop_reason, error_message)) = finished else {
             return;
         };
+        summary.running = None;
+        let draft = std::mem::replace(
+            &mut summary.draft,
+            Draft::new(&summary.model, crate::rpc::Profile::Default),
+        );
+        let reply = draft.finish(stop_reason, error_message);
+        self.extra_usage.push(reply.usage.clone());
+        if self.schedule_tree_summary_retry(&reply) {
+            return;
+        }
         let Some(mut pending) = self.extensions.tree.take() else {
             return;
         };
         let Some(summary) = pending.summary.take() else {
             return;
         };
+        if summary.attempts > 0 {
+            self.emit(Event::SummarizationRetryFinished);
+        }
         let TreeSummary {
-            handle,
-            events,
-            draft,
             read_files,
             modified_files,
             label,
             ..
         } = *summary;
-        drop(handle);
-        drop(events);
-        let reply = draft.finish(stop_reason, error_message);
-        self.extra_usage.push(reply.usage.clone());
         let result = match reply.stop_reason {
             StopReason::Aborted => Ok(json!({ "cancelled": true, "aborted": true })),
             StopReason::Error => Err(format!(
@@ -429,39 +598,80 @@ impl Agent {
                 let mut summary = format!("{}{text}", compaction::BRANCH_PREAMBLE);
                 summary.push_str(&compaction::format_file_lists(&read_files, &modified_files));
                 let details = json!({"readFiles": read_files, "modifiedFiles": modified_files});
-                self.move_leaf(&pending, label, Some((summary, Some(details), false)))
+                let summary = BranchSummary {
+                    text: summary,
+                    details: Some(details),
+                    usage: Some(json!(reply.usage)),
+                    from_hook: false,
+                };
+                self.move_leaf(&pending, label, Some(summary))
             }
         };
         let (extension, id) = (pending.extension, pending.id.clone());
         self.answer_extension(extension, id, result);
     }
 
-    /// `abort` while the branch is summarized: the request is dropped and the navigation
+    /// A transient failure of the branch summary is retried with the retry settings (true: a
+    /// retry is scheduled, `summarization_retry_scheduled` said so).
+    fn schedule_tree_summary_retry(&mut self, reply: &crate::messages::AssistantMessage) -> bool {
+        let max = self.config.retry_max_retries();
+        let base_delay = self.config.retry_base_delay_ms();
+        let auto_retry = self.settings.auto_retry;
+        let Some(summary) = self
+            .extensions
+            .tree
+            .as_mut()
+            .and_then(|t| t.summary.as_mut())
+        else {
+            return false;
+        };
+        let transient =
+            auto_retry && super::retry::is_retryable(reply, summary.model.context_window);
+        if !transient || summary.attempts >= max {
+            return false;
+        }
+        summary.attempts += 1;
+        let attempt = summary.attempts;
+        let delay = super::retry::backoff_delay(base_delay, attempt);
+        summary.retry_at = Some(crate::deadline::after(delay));
+        self.emit(Event::SummarizationRetryScheduled {
+            attempt,
+            max_attempts: max,
+            delay_ms: delay.as_millis() as u64,
+            error_message: reply.error_message.clone().unwrap_or_default(),
+        });
+        true
+    }
+
+    /// `abort` while the branch is summarized (or its route awaited): the request is dropped and the navigation
     /// answered `{cancelled: true, aborted: true}` (pi 1.6.0).
     pub(super) fn abort_tree_summary(&mut self) {
         if self
             .extensions
             .tree
             .as_ref()
-            .is_none_or(|t| t.summary.is_none())
+            .is_none_or(|t| t.summary.is_none() && t.route.is_none())
         {
             return;
         }
         if let Some(pending) = self.extensions.tree.take() {
             let (extension, id) = (pending.extension, pending.id.clone());
+            // A retry under way ends unfinished (1.6.0's `onRetryFinished`).
+            if pending.summary.as_ref().is_some_and(|s| s.attempts > 0) {
+                self.emit(Event::SummarizationRetryFinished);
+            }
             drop(pending);
             let cancelled = json!({ "cancelled": true, "aborted": true });
             self.answer_extension(extension, id, Ok(cancelled));
         }
     }
 
-    /// Moves the leaf (with a summary: `(text, details, from the hook)`) and tells the
-    /// extensions `session_tree`.
+    /// Moves the leaf (with a summary entry) and tells the extensions `session_tree`.
     fn move_leaf(
         &mut self,
         pending: &PendingTree,
         label: Option<String>,
-        summary: Option<(String, Option<Value>, bool)>,
+        summary: Option<BranchSummary>,
     ) -> Result<Value, String> {
         let target = &pending.target;
         let Some(entry) = self.session.entry(&target.target_id) else {
@@ -477,12 +687,18 @@ impl Agent {
         } else {
             Some(entry.id.clone())
         };
-        let from_hook = summary.as_ref().map(|(_, _, from_hook)| *from_hook);
+        let from_hook = summary.as_ref().map(|s| s.from_hook);
         let summary_entry = match summary {
-            Some((text, details, from_hook)) => {
+            Some(summary) => {
                 let summary_id = self
                     .session
-                    .branch_with_summary(new_leaf.as_deref(), &text, details, Some(from_hook))
+                    .branch_with_summary(
+                        new_leaf.as_deref(),
+                        &summary.text,
+                        summary.details,
+                        summary.usage,
+                        Some(summary.from_hook),
+                    )
                     .map_err(|e| e.to_string())?;
                 if let Some(label) = &label {
                     self.session

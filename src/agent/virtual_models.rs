@@ -23,6 +23,13 @@ use crate::rpc::events::Event;
 /// The custom entry type that stores router state on the session branch (pi 1.6.0).
 pub const STATE_ENTRY: &str = "pi.virtual-model-state";
 
+/// A summary request waiting for its route (`reason: "direct"`).
+pub struct DirectRoute {
+    pub id: HookId,
+    /// The virtual model it was asked for.
+    model: Model,
+}
+
 /// A request waiting for its route.
 pub struct PendingRoute {
     pub id: HookId,
@@ -30,8 +37,6 @@ pub struct PendingRoute {
     pub model: Model,
     /// The router state the request was asked with (Null: none).
     pub state: Value,
-    /// The `context` hook's messages for this request, if it replaced them.
-    pub replacement: Option<Vec<AgentMessage>>,
 }
 
 impl Agent {
@@ -68,11 +73,7 @@ impl Agent {
 
     /// A request of the current (virtual) model: ask its extension for the route. Answered by
     /// `on_routed`.
-    pub(super) fn route_request(
-        &mut self,
-        replacement: Option<Vec<AgentMessage>>,
-        failed: Option<AssistantMessage>,
-    ) {
+    pub(super) fn route_request(&mut self, failed: Option<AssistantMessage>) {
         let key = (self.model.provider.clone(), self.model.id.clone());
         let owner = self.extensions.virtual_models.get(&key).copied();
         let (Some(owner), Some(host)) = (owner, self.extensions.host.as_ref()) else {
@@ -84,7 +85,7 @@ impl Agent {
             self.fail_routing(&model, error);
             return;
         };
-        let messages = replacement.as_deref().unwrap_or(&self.messages);
+        let messages = &self.messages;
         // Only messages the user wrote start a turn (pi 1.6.0).
         let last_reply = messages
             .iter()
@@ -98,13 +99,7 @@ impl Agent {
             (None, false) => "continuation",
         };
         let state = self.router_state(&self.model.provider, &self.model.id);
-        let mut request = serde_json::Map::new();
-        request.insert("model".into(), json!(self.model));
-        request.insert("thinkingLevel".into(), json!(self.thinking.as_str()));
-        request.insert("reason".into(), json!(reason));
-        if let Some(previous) = self.previous_response(messages) {
-            request.insert("previous".into(), previous);
-        }
+        let mut request = self.route_payload(reason, messages);
         if let Some(failed) = &failed
             && let Some(model) = self.physical_model(&failed.provider, &failed.model)
         {
@@ -123,7 +118,6 @@ impl Agent {
             id,
             model: self.model.clone(),
             state,
-            replacement,
         });
     }
 
@@ -136,7 +130,7 @@ impl Agent {
         result: Result<Value, String>,
     ) -> Result<(), Result<Value, String>> {
         if self.extensions.route.as_ref().is_none_or(|r| r.id != id) {
-            return Err(result);
+            return self.on_direct_routed(id, result);
         }
         let Some(pending) = self.extensions.route.take() else {
             return Err(result);
@@ -154,11 +148,99 @@ impl Agent {
                 if let Some(state) = state.filter(|s| *s != pending.state) {
                     self.store_router_state(&pending.model, state);
                 }
-                self.dispatch(model, level, pending.replacement);
+                if self.routed_request_needs_compaction(&model) {
+                    let origin = super::state::CompactionOrigin::BeforeRoutedRequest {
+                        model: Box::new(model),
+                        thinking: level,
+                    };
+                    self.start_compaction(
+                        super::compaction::CompactionReason::Threshold,
+                        origin,
+                        None,
+                    );
+                    return Ok(());
+                }
+                self.extensions.routed = Some((model, level));
+                self.ask_context_hook();
             }
             Err(error) => self.fail_routing(&pending.model, error),
         }
         Ok(())
+    }
+
+    /// The fields every route request has: the selection, why, and the latest physical answer.
+    fn route_payload(
+        &self,
+        reason: &str,
+        messages: &[AgentMessage],
+    ) -> serde_json::Map<String, Value> {
+        let mut request = serde_json::Map::new();
+        request.insert("model".into(), json!(self.model));
+        request.insert("thinkingLevel".into(), json!(self.thinking.as_str()));
+        request.insert("reason".into(), json!(reason));
+        if let Some(previous) = self.previous_response(messages) {
+            request.insert("previous".into(), previous);
+        }
+        request
+    }
+
+    /// A summary request (compaction, a branch summary) of the current (virtual) selection asks
+    /// its router once, with `reason: "direct"`, no router state and the conversation (pi 1.6.0's
+    /// `_getSummarizationRequestAuth`). Err: nobody routes the model any more.
+    pub(super) fn ask_direct_route(&self) -> Result<DirectRoute, String> {
+        let key = (self.model.provider.clone(), self.model.id.clone());
+        let owner = self.extensions.virtual_models.get(&key).copied();
+        let (Some(owner), Some(host)) = (owner, self.extensions.host.as_ref()) else {
+            return Err(format!(
+                "Virtual model {}/{} is not registered.",
+                self.model.provider, self.model.id
+            ));
+        };
+        let mut request = self.route_payload("direct", &self.messages);
+        request.insert("messages".into(), json!(self.messages));
+        let deadline = self.extensions.hook_deadline;
+        let id = host.ask("route", owner, Value::Object(request), deadline);
+        Ok(DirectRoute {
+            id,
+            model: self.model.clone(),
+        })
+    }
+
+    /// The physical pair a direct route answered; state it returns is ignored, as 1.6.0 does.
+    pub(super) fn direct_route_result(
+        &self,
+        route: &DirectRoute,
+        result: Result<Value, String>,
+    ) -> Result<(Model, ThinkingLevel), String> {
+        let name = format!("Virtual model {}/{}", route.model.provider, route.model.id);
+        self.check_route(&name, result)
+            .map(|(model, level, _state)| (model, level))
+    }
+
+    /// An answer that may be a summary request's route; Err(the result back) when nothing
+    /// waits for `id` (an abort dropped the request, or it is another kind of answer).
+    fn on_direct_routed(
+        &mut self,
+        id: HookId,
+        result: Result<Value, String>,
+    ) -> Result<(), Result<Value, String>> {
+        let compaction = matches!(&self.phase, super::state::Phase::Compacting(c)
+            if c.route.as_ref().is_some_and(|(r, _)| r.id == id));
+        if compaction {
+            self.on_compaction_routed(result);
+            return Ok(());
+        }
+        let tree = self
+            .extensions
+            .tree
+            .as_ref()
+            .and_then(|t| t.route.as_ref())
+            .is_some_and(|r| r.id == id);
+        if tree {
+            self.on_branch_summary_routed(result);
+            return Ok(());
+        }
+        Err(result)
     }
 
     /// A route that failed ends the run with an error response naming the virtual model, as
@@ -225,16 +307,33 @@ impl Agent {
             .filter(|m| !m.is_virtual())
     }
 
+    /// The model whose limits (context window) apply to `reply`: under a virtual selection the
+    /// physical model that wrote it, else (or when none did) the selection (pi 1.6.0's
+    /// `_modelForMessage(message) ?? model`).
+    pub(super) fn limits_model(&self, reply: &AssistantMessage) -> std::borrow::Cow<'_, Model> {
+        if self.model.is_virtual()
+            && let Some(model) = self.physical_model(&reply.provider, &reply.model)
+        {
+            return std::borrow::Cow::Owned(model);
+        }
+        std::borrow::Cow::Borrowed(&self.model)
+    }
+
+    /// The model whose limits the context usage shows: under a virtual selection the physical
+    /// model of the latest successful response, if any (pi 1.6.0's `routedModel`).
+    pub(super) fn usage_limits_model(&self) -> std::borrow::Cow<'_, Model> {
+        if self.model.is_virtual()
+            && let Some(latest) = latest_response(&self.messages)
+            && let Some(model) = self.physical_model(&latest.provider, &latest.model)
+        {
+            return std::borrow::Cow::Owned(model);
+        }
+        std::borrow::Cow::Borrowed(&self.model)
+    }
+
     /// `previous`: the physical model and level of the latest successful response.
     fn previous_response(&self, messages: &[AgentMessage]) -> Option<Value> {
-        let latest = messages.iter().rev().find_map(|m| match m {
-            AgentMessage::Assistant(a)
-                if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
-            {
-                Some(a)
-            }
-            _ => None,
-        })?;
+        let latest = latest_response(messages)?;
         let model = self.physical_model(&latest.provider, &latest.model)?;
         Some(json!({"model": model, "thinkingLevel": latest.thinking_level}))
     }
@@ -268,4 +367,16 @@ impl Agent {
             Err(e) => log::error!("could not store the router state: {e}"),
         }
     }
+}
+
+/// The latest successful response (not failed, not aborted: its model is physical).
+fn latest_response(messages: &[AgentMessage]) -> Option<&AssistantMessage> {
+    messages.iter().rev().find_map(|m| match m {
+        AgentMessage::Assistant(a)
+            if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
+        {
+            Some(a)
+        }
+        _ => None,
+    })
 }

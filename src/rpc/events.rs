@@ -258,8 +258,10 @@ pub enum Event {
         delay_ms: u64,
         error_message: String,
     },
+    /// `source`: "compaction" (with its `reason`) or "branchSummary".
     SummarizationRetryAttemptStart {
-        reason: &'static str,
+        source: &'static str,
+        reason: Option<&'static str>,
     },
     SummarizationRetryFinished,
     /// One chunk of an RPC `bash` command's output, tagged with that command's id (seed).
@@ -515,10 +517,14 @@ impl Event {
             } => json!({"type": "summarization_retry_scheduled", "attempt": attempt,
                 "maxAttempts": max_attempts, "delayMs": delay_ms, "errorMessage": error_message})
             .into(),
-            Event::SummarizationRetryAttemptStart { reason } => json!({
-                "type": "summarization_retry_attempt_start", "source": "compaction",
-                "reason": reason})
-            .into(),
+            Event::SummarizationRetryAttemptStart { source, reason } => {
+                let mut record =
+                    json!({"type": "summarization_retry_attempt_start", "source": source});
+                if let Some(reason) = reason {
+                    record["reason"] = json!(reason);
+                }
+                record.into()
+            }
             Event::BashExecutionUpdate { id, delta } => {
                 let mut record = Map::new();
                 record.insert("type".into(), json!("bash_execution_update"));

@@ -222,6 +222,8 @@ pub enum EntryKind {
         from_id: String,
         summary: String,
         details: Option<Value>,
+        /// The summary request's usage, when pi wrote the summary (1.6.0).
+        usage: Option<Value>,
         from_hook: Option<bool>,
     },
     Custom {
@@ -511,11 +513,13 @@ impl Serialize for Typed<'_> {
                         from_id,
                         summary,
                         details,
+                        usage,
                         from_hook,
                     } => {
                         map.serialize_entry("fromId", from_id)?;
                         map.serialize_entry("summary", summary)?;
                         some(&mut map, "details", details)?;
+                        some(&mut map, "usage", usage)?;
                         some(&mut map, "fromHook", from_hook)?;
                     }
                     EntryKind::Label { target_id, label } => {
@@ -604,6 +608,7 @@ fn typed_from_value(value: &Value) -> Option<SessionEntry> {
             from_id: text("fromId")?,
             summary: text("summary")?,
             details: optional("details"),
+            usage: optional("usage"),
             from_hook: match object.get("fromHook") {
                 None => None,
                 Some(flag) => Some(flag.as_bool()?),
@@ -674,6 +679,8 @@ struct LineFields<'a> {
     details: Option<Value>,
     #[serde(rename = "fromHook", default, deserialize_with = "present")]
     from_hook: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    usage: Option<Value>,
     #[serde(rename = "systemMessage", default, deserialize_with = "present")]
     system_message: Option<Value>,
     #[serde(rename = "fromId", default, deserialize_with = "present")]
@@ -734,6 +741,7 @@ fn typed_from_fields(
             from_id: fields.from_id?,
             summary: fields.summary?,
             details: fields.details,
+            usage: fields.usage,
             from_hook: fields.from_hook,
         },
         "custom" => EntryKind::Custom {

@@ -35,7 +35,7 @@ pub use locate::{
     SessionArg, default_session_dir, find_by_id, find_most_recent, is_valid_session_id,
     list_sessions, resolve_session_arg, session_file_name,
 };
-pub use tree::{Label, context_message};
+pub use tree::{ContextEdits, Label, context_message};
 
 use crate::config::ThinkingLevel;
 use crate::messages::{AgentMessage, UserContent};
@@ -143,8 +143,25 @@ pub struct SessionContext {
     pub messages: Vec<AgentMessage>,
     /// The last thinking_level_change on the path; None when the branch has none (pi: "off").
     pub thinking_level: Option<ThinkingLevel>,
-    /// (provider, model id) of the last model_change or assistant message.
+    /// (provider, model id) of the last model_change or assistant message (a failed route's
+    /// excepted).
     pub model: Option<(String, String)>,
+    /// When `model` is a reply's: the model_change before it, which is the selection instead
+    /// when it names a registered virtual model (see `resolve_virtual_selection`).
+    pub selected_before_reply: Option<(String, String)>,
+}
+
+impl SessionContext {
+    /// (v2) pi 1.6.0's `getBranchSelection`: replies name the physical model a virtual selection
+    /// was routed to, so a model_change naming a virtual model that is still registered holds
+    /// over later replies; one nobody registers falls back to the model that answered last.
+    pub fn resolve_virtual_selection(&mut self, is_virtual: impl Fn(&str, &str) -> bool) {
+        if let Some((provider, id)) = self.selected_before_reply.take()
+            && is_virtual(&provider, &id)
+        {
+            self.model = Some((provider, id));
+        }
+    }
 }
 
 /// A user message that can be forked from (get_fork_messages).
@@ -700,22 +717,26 @@ impl SessionLog {
     }
 
     /// Moves the leaf to `from_id` (None = before the first entry) and appends a branch_summary
-    /// there (`fromId` is the id, or "root").
+    /// there (its `fromId` is the leaf left, or "root").
     pub fn branch_with_summary(
         &mut self,
         from_id: Option<&str>,
         summary: &str,
         details: Option<Value>,
+        usage: Option<Value>,
         from_hook: Option<bool>,
     ) -> Result<String, SessionError> {
+        // pi's `fromId`: the leaf whose abandoned path is summarized.
+        let left = self.leaf_id().unwrap_or("root").to_string();
         match from_id {
             Some(id) => self.set_leaf(id)?,
             None => self.reset_leaf(),
         }
         let kind = EntryKind::BranchSummary {
-            from_id: from_id.unwrap_or("root").to_string(),
+            from_id: left,
             summary: summary.to_string(),
             details,
+            usage,
             from_hook,
         };
         self.append_with_parent(from_id.map(str::to_string), kind)

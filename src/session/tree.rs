@@ -63,16 +63,30 @@ pub fn context(
             _ => None,
         })
         .and_then(|level| ThinkingLevel::parse(level));
-    result.model = path.iter().rev().find_map(|&i| match &entries[i].kind {
-        EntryKind::ModelChange { provider, model_id } => Some((provider.clone(), model_id.clone())),
-        EntryKind::Message(message) if message.is_assistant() => match message.get().as_deref() {
-            Some(AgentMessage::Assistant(assistant)) => {
-                Some((assistant.provider.clone(), assistant.model.clone()))
-            }
-            _ => None,
-        },
-        _ => None,
+    // The latest model_change, or a later reply: a failed route's reply names the virtual model,
+    // not one that answered, and does not count (pi 1.6.0's `getBranchSelection`).
+    let deciding = path.iter().rposition(|&i| match &entries[i].kind {
+        EntryKind::ModelChange { .. } => true,
+        EntryKind::Message(message) if message.is_assistant() => matches!(
+            message.get().as_deref(),
+            Some(AgentMessage::Assistant(a)) if a.api != crate::config::model::VIRTUAL_MODEL_API
+        ),
+        _ => false,
     });
+    let model_change = |i: usize| match &entries[i].kind {
+        EntryKind::ModelChange { provider, model_id } => Some((provider.clone(), model_id.clone())),
+        _ => None,
+    };
+    if let Some(at) = deciding {
+        result.model =
+            model_change(path[at]).or_else(|| match entries[path[at]].message().as_deref() {
+                Some(AgentMessage::Assistant(a)) => Some((a.provider.clone(), a.model.clone())),
+                _ => None,
+            });
+        if model_change(path[at]).is_none() {
+            result.selected_before_reply = path[..at].iter().rev().find_map(|&i| model_change(i));
+        }
+    }
     let compaction_at = path
         .iter()
         .rposition(|&i| matches!(entries[i].kind, EntryKind::Compaction { .. }));
@@ -141,7 +155,7 @@ fn context_messages(
 /// entry id, the latest edit's replacement — `None` leaves the target out, else its `content`
 /// replaces the message's. The raw entries stay as they are.
 #[derive(Default)]
-struct ContextEdits {
+pub struct ContextEdits {
     latest: HashMap<String, Option<serde_json::Value>>,
 }
 
@@ -152,9 +166,20 @@ impl ContextEdits {
         edits
     }
 
+    /// The edits among `entries` (a branch summary's entries, say), the latest per target.
+    pub fn among<'a>(entries: impl IntoIterator<Item = &'a SessionEntry>) -> ContextEdits {
+        let mut edits = ContextEdits::default();
+        edits.add(entries);
+        edits
+    }
+
     fn extend(&mut self, entries: &[SessionEntry], range: &[usize]) {
-        for &i in range {
-            let EntryKind::Unknown(value) = &entries[i].kind else {
+        self.add(range.iter().map(|&i| &entries[i]));
+    }
+
+    fn add<'a>(&mut self, entries: impl IntoIterator<Item = &'a SessionEntry>) {
+        for entry in entries {
+            let EntryKind::Unknown(value) = &entry.kind else {
                 continue;
             };
             if value["type"] != "context_edit" {
@@ -172,7 +197,7 @@ impl ContextEdits {
     }
 
     /// The entry's context message with its latest edit applied.
-    fn project(&self, entry: &SessionEntry) -> Option<AgentMessage> {
+    pub fn project(&self, entry: &SessionEntry) -> Option<AgentMessage> {
         let Some(edit) = self.latest.get(&entry.id) else {
             return context_message(entry);
         };

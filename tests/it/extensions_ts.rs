@@ -2329,6 +2329,413 @@ fn a_typescript_virtual_model_routes_each_request() {
     );
 }
 
+/// A router as 1.6.0's docs show (a user turn at `high` goes to fake-claude, else to
+/// fake-claude-plain), which also answers summary requests (`direct`: the model that
+/// answered last, with a state pi must ignore), and `/back`, which navigates back to the first
+/// reply with a summary (`ctx.navigateTree`).
+const SUMMARY_ROUTER: &str = r#"
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+
+const pair = (value) => (value ? { model: value.model.id, thinkingLevel: value.thinkingLevel ?? null } : null);
+
+export default function (pi: ExtensionAPI) {
+    pi.registerVirtualModel<{ turns?: number; direct?: boolean }>({
+        provider: "router",
+        id: "auto",
+        name: "Auto",
+        thinkingLevels: ["low", "high"],
+        contextWindow: 50000,
+        route(request, ctx) {
+            const seen = { reason: request.reason, model: request.model.id, thinkingLevel: request.thinkingLevel,
+                state: request.state ?? null, previous: pair(request.previous) };
+            ctx.ui.notify(`route ${JSON.stringify(seen)}`, "info");
+            const sticky = request.failed ?? request.previous;
+            if (request.reason !== "user" && sticky) {
+                const state = request.reason === "direct" ? { direct: true } : undefined;
+                return { model: sticky.model, thinkingLevel: sticky.thinkingLevel ?? "medium", state };
+            }
+            const high = request.thinkingLevel === "high";
+            const model = ctx.modelRegistry.find("fake-anthropic", high ? "fake-claude" : "fake-claude-plain")!;
+            return { model, thinkingLevel: high ? "high" : "medium", state: { turns: (request.state?.turns ?? 0) + 1 } };
+        },
+    });
+    pi.registerCommand("back", {
+        description: "Back to the first reply, with a summary",
+        handler: async (_args, ctx) => {
+            const first = ctx.sessionManager.getBranch().find((e) => e.type === "message" && e.message.role === "assistant");
+            const result = await ctx.navigateTree(first!.id, { summarize: true });
+            ctx.ui.notify(`navigated ${JSON.stringify(result)}`, "info");
+        },
+    });
+}
+"#;
+
+/// Summaries under a virtual selection (pi 1.6.0's `reason: "direct"`): `compact` and a
+/// command's `ctx.navigateTree` with `summarize` ask the router once, without router state,
+/// and go to the model it answers; the state it returns is not stored; the branch summary entry
+/// records the request's usage.
+#[test]
+fn a_typescript_router_routes_summaries_direct() {
+    let Some(reference) = pi_1_6() else { return };
+    let filler = format!("First {}", "filler ".repeat(200));
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&format!(
+            "first answer {}",
+            "filler ".repeat(200)
+        )])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nExplored"])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"compaction": {"keepRecentTokens": 200}}));
+    let setup = with_examples(&reference, setup, &[])
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    for (id, text) in [("p1", filler.as_str()), ("p2", "Second")] {
+        pi.command(id, "prompt", json!({"message": text}));
+        assert_eq!(next_ts_route(&mut pi)["reason"], "user");
+        pi.wait_for_event("agent_end");
+    }
+    let direct = json!({"reason": "direct", "model": "auto", "thinkingLevel": "low", "state": null,
+                        "previous": {"model": "fake-claude-plain", "thinkingLevel": "off"}});
+
+    let compacted = pi.command("k", "compact", json!({}));
+    assert_eq!(next_ts_route(&mut pi), direct);
+    assert_eq!(compacted["success"], true, "{compacted}");
+    assert!(
+        compacted["data"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("## Goal\nCompacted")),
+        "{compacted}"
+    );
+    assert_eq!(
+        fake.wait_for_requests(3, pi.timeout())[2].body["model"],
+        "fake-claude-plain"
+    );
+
+    pi.command("b", "prompt", json!({"message": "/back"}));
+    assert_eq!(next_ts_route(&mut pi), direct);
+    let navigated = crate::extensions_v2::next_report(&mut pi, "navigated ", |_| true);
+    assert_eq!(navigated["cancelled"], false, "{navigated}");
+    assert_eq!(
+        fake.wait_for_requests(4, pi.timeout())[3].body["model"],
+        "fake-claude-plain"
+    );
+    let path = crate::support::session_file(&mut pi, "sf");
+    let entries = crate::support::read_jsonl(&path);
+    let summary = entries
+        .iter()
+        .find(|e| e["type"] == "branch_summary")
+        .expect("a branch summary");
+    assert_eq!(summary["usage"]["input"], 100, "{summary}");
+    assert_eq!(summary["usage"]["totalTokens"], 101, "{summary}");
+    let states: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "pi.virtual-model-state")
+        .map(|e| &e["data"]["state"])
+        .collect();
+    assert_eq!(states, [&json!({"turns": 1}), &json!({"turns": 2})]);
+}
+
+/// Under a virtual selection the threshold goes by the window of the model that answered
+/// (fake-claude-plain: 100000; the virtual model's is 50000): 60000 tokens compact nothing, 90000
+/// do, routed direct.
+#[test]
+fn a_typescript_router_s_threshold_goes_by_the_routed_model() {
+    let Some(reference) = pi_1_6() else { return };
+    let big = |tokens, text: &str| {
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(tokens)
+                .text(&[text])
+                .finish("end_turn"),
+        )
+    };
+    let fake = FakeProvider::start(vec![
+        big(60000, &format!("first answer {}", "filler ".repeat(200))),
+        big(90000, "A2"),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"compaction": {"keepRecentTokens": 200}}));
+    let setup = with_examples(&reference, setup, &[])
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    let window = |pi: &mut Pi, id: &str| {
+        pi.command(id, "get_session_stats", json!({}))["data"]["contextUsage"]["contextWindow"]
+            .clone()
+    };
+    assert_eq!(window(&mut pi, "st1"), 50000);
+    pi.command(
+        "p1",
+        "prompt",
+        json!({"message": format!("First {}", "filler ".repeat(200))}),
+    );
+    let records = pi.recv_until(|r| r["type"] == "agent_end", pi.deadline());
+    assert_eq!(window(&mut pi, "st2"), 100000);
+    assert!(
+        records.iter().all(|r| r["type"] != "compaction_start"),
+        "{records:?}"
+    );
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    let records = pi.recv_until(|r| r["type"] == "compaction_end", pi.deadline());
+    let start = records
+        .iter()
+        .find(|r| r["type"] == "compaction_start")
+        .expect("compaction_start");
+    assert_eq!(start["reason"], "threshold", "{records:?}");
+    let end = records.last().expect("compaction_end");
+    assert!(
+        end["result"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("## Goal\nCompacted")),
+        "{end}"
+    );
+    assert_eq!(
+        fake.wait_for_requests(3, pi.timeout())[2].body["model"],
+        "fake-claude-plain"
+    );
+}
+
+/// Resuming a session whose selection is a virtual model: it holds while the extension
+/// registers it, else the model that answered last (not the default model) is restored.
+#[test]
+fn a_typescript_router_s_selection_is_resumed_or_falls_back() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["A1"]))]);
+    let plain = with_examples(&reference, Setup::anthropic(&fake).with_sessions(), &[]);
+    let routed = plain
+        .clone()
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&routed);
+    let workspace = pi.workspace();
+    assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    assert!(pi.close_and_wait().success());
+
+    let model_of = |setup: Setup| {
+        let mut pi = Pi::spawn_in(&workspace, &setup.without_model_flags().arg("--continue"));
+        assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
+        let state = pi.command("s", "get_state", json!({}));
+        let model = &state["data"]["model"];
+        let named = format!("{}/{}", model["provider"], model["id"]).replace('"', "");
+        assert!(pi.close_and_wait().success());
+        named
+    };
+    assert_eq!(model_of(routed.clone()), "router/auto");
+    assert_eq!(model_of(plain), "fake-anthropic/fake-claude-plain");
+}
+
+/// pi 1.6.0's branch summarizer: a transient failure is retried with the retry settings
+/// (`summarization_retry_*`, `source: "branchSummary"`), a `context_edit` of the branch shapes
+/// what is summarized, and the entry records the usage.
+#[test]
+fn a_typescript_branch_summary_is_retried_and_follows_context_edits() {
+    let Some(reference) = pi_1_6() else { return };
+    let overloaded = crate::fake_provider::fixture("anthropic/error_529.json");
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::status(529, overloaded.clone(), &[]),
+        Reply::sse(sse::anthropic_text(&["## Goal\nRetried"])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"retry": {"baseDelayMs": 20}}));
+    let setup = with_examples(&reference, setup, &[])
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&setup);
+    let workspace = pi.workspace();
+    for (id, text) in [("p1", "First"), ("p2", "Second SECRET")] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_end");
+    }
+    let file = crate::support::session_file(&mut pi, "sf");
+    assert!(pi.close_and_wait().success());
+    let entries = crate::support::read_jsonl(&file);
+    let second = entries
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "user")
+        .nth(1)
+        .expect("the second question")["id"]
+        .clone();
+    let edit = json!({"type": "context_edit", "id": "ce000001",
+        "parentId": entries.last().expect("entries")["id"],
+        "timestamp": "2026-12-02T00:00:01.000Z", "targetId": second,
+        "replacement": {"content": "Second, edited"}});
+    let mut text = std::fs::read_to_string(&file).expect("the session file");
+    text.push_str(&format!("{edit}\n"));
+    std::fs::write(&file, text).expect("write the session file");
+
+    let resumed = setup.arg("--session").arg(&file.to_string_lossy());
+    let mut pi = Pi::spawn_in(&workspace, &resumed);
+    pi.command("b", "prompt", json!({"message": "/back"}));
+    let navigated = crate::extensions_v2::next_report(&mut pi, "navigated ", |_| true);
+    assert_eq!(navigated["cancelled"], false, "{navigated}");
+    let requests = fake.wait_for_requests(4, pi.timeout());
+    let summarized = requests[3].body["messages"].to_string();
+    assert!(summarized.contains("Second, edited"), "{summarized}");
+    assert!(!summarized.contains("SECRET"), "{summarized}");
+    let retries: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| {
+            r["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("summarization_retry"))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(
+        retries,
+        [
+            json!({"type": "summarization_retry_scheduled", "attempt": 1, "maxAttempts": 3,
+                   "delayMs": 20, "errorMessage": format!("529 {overloaded}")}),
+            json!({"type": "summarization_retry_attempt_start", "source": "branchSummary"}),
+            json!({"type": "summarization_retry_finished"}),
+        ]
+    );
+    let path = crate::support::session_file(&mut pi, "sf2");
+    let summary = crate::support::read_jsonl(&path)
+        .into_iter()
+        .find(|e| e["type"] == "branch_summary")
+        .expect("a branch summary");
+    assert_eq!(summary["usage"]["input"], 100, "{summary}");
+    assert_eq!(
+        summary["fromId"], "ce000001",
+        "the leaf left behind: {summary}"
+    );
+}
+
+/// A branch without messages (only a thinking level change) is summarized as "No content to
+/// summarize", without a request.
+#[test]
+fn a_typescript_branch_without_messages_is_summarized_without_a_request() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["A1"]))]);
+    let setup = with_examples(&reference, Setup::anthropic(&fake).with_sessions(), &[])
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&setup);
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("tl", "set_thinking_level", json!({"level": "high"}));
+    pi.command("b", "prompt", json!({"message": "/back"}));
+    let navigated = crate::extensions_v2::next_report(&mut pi, "navigated ", |_| true);
+    assert_eq!(navigated["cancelled"], false, "{navigated}");
+    let path = crate::support::session_file(&mut pi, "sf");
+    let summary = crate::support::read_jsonl(&path)
+        .into_iter()
+        .find(|e| e["type"] == "branch_summary")
+        .expect("a branch summary");
+    assert_eq!(summary["summary"], "No content to summarize", "{summary}");
+    assert_eq!(
+        summary["details"],
+        json!({"readFiles": [], "modifiedFiles": []}),
+        "{summary}"
+    );
+    assert!(summary.get("usage").is_none(), "{summary}");
+    assert_eq!(fake.requests().len(), 1, "no summary request");
+}
+
+/// A reply of fake-claude (window 200000) at 90000 tokens compacts nothing after the run, but
+/// the next user turn, routed to fake-claude-plain (100000), is compacted first (its summary
+/// routed direct) and then sent as routed.
+#[test]
+fn a_typescript_routed_request_to_a_smaller_window_is_compacted_first() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(90000)
+                .text(&[&format!("first answer {}", "filler ".repeat(200))])
+                .finish("end_turn"),
+        ),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"compaction": {"keepRecentTokens": 200}}));
+    let setup = with_examples(&reference, setup, &[])
+        .file("router.ts", SUMMARY_ROUTER)
+        .arg("-e")
+        .arg("router.ts");
+    let mut pi = Pi::spawn(&setup);
+    assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi.command("th", "set_thinking_level", json!({"level": "high"}));
+    pi.command(
+        "p1",
+        "prompt",
+        json!({"message": format!("First {}", "filler ".repeat(200))}),
+    );
+    let records = pi.recv_until(|r| r["type"] == "agent_end", pi.deadline());
+    assert!(
+        records.iter().all(|r| r["type"] != "compaction_start"),
+        "{records:?}"
+    );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    assert_eq!(next_ts_route(&mut pi)["reason"], "user");
+    let direct = next_ts_route(&mut pi);
+    assert_eq!(direct["reason"], "direct", "{direct}");
+    let records = pi.recv_until(|r| r["type"] == "agent_end", pi.deadline());
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .unwrap_or_else(|| panic!("no compaction: {records:?}"));
+    assert_eq!(end["reason"], "threshold", "{end}");
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert_eq!(requests[1].body["model"], "fake-claude");
+    assert_eq!(requests[2].body["model"], "fake-claude-plain");
+    assert!(
+        requests[2].body["messages"]
+            .to_string()
+            .contains("## Goal\\nCompacted"),
+        "the request after the compaction: {}",
+        requests[2].body
+    );
+}
+
 /// Providers of the tests' own whose `refreshModels` (pi 1.6.0's registerProvider config) returns
 /// the models: `dyn` (registered while loading, one model `dyn-initial`), `broken` (its
 /// refreshModels throws) and, from `/add-late`, `late`. Each refreshed list is

@@ -2746,3 +2746,505 @@ fn a_switched_to_sessions_directory_gets_its_own_trust_decision() {
     );
     fake.finish();
 }
+
+// ---- virtual models: summaries, limits, resuming ------------------------------------------------
+
+/// `router.py` with sessions, `router/auto` selected at `low` (its registration awaited).
+fn routed_session(fake: &FakeProvider, settings: Value) -> Pi {
+    let setup = Setup::anthropic(fake).with_sessions().settings(settings);
+    let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    pi
+}
+
+/// A summary request under a virtual selection — the `compact` command and an extension's
+/// `navigate_tree` with `summarize` — asks the router once with `reason: "direct"` (no router
+/// state; what it returns is not stored) and goes to the model it answers, as pi 1.6.0 does. The
+/// branch summary entry records the request's usage.
+#[test]
+fn summaries_under_a_virtual_selection_are_routed_direct() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nExplored"])),
+    ]);
+    let settings = json!({"compaction": {"keepRecentTokens": 200}});
+    let mut pi = routed_session(&fake, settings);
+    pi.command("p1", "prompt", json!({"message": long_text("First")}));
+    assert_eq!(next_route(&mut pi)["reason"], "user");
+    pi.wait_for_event("agent_end");
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    assert_eq!(next_route(&mut pi)["reason"], "user");
+    pi.wait_for_event("agent_end");
+
+    let compacted = pi.command("c", "compact", json!({}));
+    let direct = json!({"reason": "direct", "model": "auto", "thinkingLevel": "low",
+                        "state": null, "failed": null,
+                        "previous": {"model": "fake-claude-plain", "thinkingLevel": "off"}});
+    assert_eq!(next_route(&mut pi), direct);
+    assert_eq!(compacted["success"], true, "{compacted}");
+    assert!(
+        compacted["data"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("## Goal\nCompacted")),
+        "{compacted}"
+    );
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert_eq!(requests[2].body["model"], "fake-claude-plain");
+    assert!(
+        requests[2].body.to_string().contains("First"),
+        "the summary request: {}",
+        requests[2].body
+    );
+
+    let entries = ask(
+        &mut pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let a1 = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .expect("the first reply")["id"]
+        .clone();
+    let line = json!({"type": "navigate_tree", "id": "n", "targetId": a1, "summarize": true});
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    assert_eq!(next_route(&mut pi), direct);
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(answer["result"], json!({"cancelled": false}), "{answer}");
+    let requests = fake.wait_for_requests(4, pi.timeout());
+    assert_eq!(requests[3].body["model"], "fake-claude-plain");
+
+    let path = crate::support::session_file(&mut pi, "sf");
+    let entries = crate::support::read_jsonl(&path);
+    let summary = entries
+        .iter()
+        .find(|e| e["type"] == "branch_summary")
+        .expect("a branch summary");
+    assert!(
+        summary["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("## Goal\nExplored")),
+        "{summary}"
+    );
+    assert_eq!(summary["usage"]["input"], 100, "{summary}");
+    assert_eq!(summary["usage"]["output"], 1, "{summary}");
+    // Only the user turns' state is stored: a direct route's is ignored.
+    let states: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "pi.virtual-model-state")
+        .map(|e| &e["data"]["state"])
+        .collect();
+    assert_eq!(states, [&json!({"turns": 1}), &json!({"turns": 2})]);
+    // A router that cannot be asked fails the summary with the routing error.
+    let removed = ask(
+        &mut pi,
+        &[
+            json!({"type": "unregister_virtual_model", "id": "u", "provider": "router", "modelId": "auto"}),
+        ],
+        "u",
+    );
+    assert_eq!(removed["result"], true, "{removed}");
+    let failed = pi.command("c2", "compact", json!({}));
+    assert_eq!(failed["success"], false, "{failed}");
+    assert_eq!(
+        failed["error"], "Virtual model router/auto is not registered.",
+        "{failed}"
+    );
+    fake.finish();
+}
+
+/// Under a virtual selection, the threshold check goes by the context window of the physical
+/// model that wrote the reply (fake-claude-plain: 100000), not the virtual model's (50000), as
+/// pi 1.6.0 does: 60000 tokens compact nothing, 90000 do (routed direct).
+#[test]
+fn threshold_compaction_under_a_virtual_selection_uses_the_routed_model_s_window() {
+    let big = |tokens, text: &str| {
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(tokens)
+                .text(&[text])
+                .finish("end_turn"),
+        )
+    };
+    let fake = FakeProvider::start(vec![
+        big(60000, &long_text("first answer")),
+        big(90000, "A2"),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+    ]);
+    let settings = json!({"compaction": {"keepRecentTokens": 200}});
+    let mut pi = routed_session(&fake, settings);
+    // The context usage: the virtual model's window until a physical model answered.
+    let window = |pi: &mut Pi, id: &str| {
+        pi.command(id, "get_session_stats", json!({}))["data"]["contextUsage"]["contextWindow"]
+            .clone()
+    };
+    assert_eq!(window(&mut pi, "st1"), 50000);
+    pi.command("p1", "prompt", json!({"message": long_text("First")}));
+    let records = pi.recv_until(|r| r["type"] == "agent_settled", pi.deadline());
+    assert_eq!(window(&mut pi, "st2"), 100000);
+    assert!(
+        !crate::support::flow(&records).contains(&"compaction_start".to_string()),
+        "{records:?}"
+    );
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    let records = pi.recv_until(|r| r["type"] == "agent_settled", pi.deadline());
+    let start = records
+        .iter()
+        .find(|r| r["type"] == "compaction_start")
+        .unwrap_or_else(|| panic!("no compaction: {records:?}"));
+    assert_eq!(start["reason"], "threshold");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .expect("compaction_end");
+    assert!(
+        end["result"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("## Goal\nCompacted")),
+        "{end}"
+    );
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    assert_eq!(requests[2].body["model"], "fake-claude-plain");
+    fake.finish();
+}
+
+/// Resuming a session whose selection is a virtual model: restored while it is registered (the
+/// register line's `router/boot`), else the physical model that answered last — not the
+/// default model — as pi 1.6.0's `getBranchSelection` does.
+#[test]
+fn a_resumed_virtual_selection_holds_or_falls_back_to_the_model_that_answered() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Booted."]))]);
+    let setup = Setup::anthropic(&fake).with_sessions();
+    let mut pi = Pi::spawn(&with_extensions(setup.clone(), &["router.py"]));
+    let workspace = pi.workspace();
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "boot"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    pi.command("p", "prompt", json!({"message": "Start"}));
+    pi.wait_for_event("agent_end");
+    let file = crate::support::session_file(&mut pi, "sf");
+    assert!(pi.close_and_wait().success());
+    let before = crate::support::read_jsonl(&file);
+
+    let setup = setup.without_model_flags().arg("--continue");
+    let resumed = with_extensions(setup.clone(), &["router.py"]);
+    let mut pi = Pi::spawn_in(&workspace, &resumed);
+    let state = pi.command("s", "get_state", json!({}));
+    let model = &state["data"]["model"];
+    assert_eq!(
+        (&model["provider"], &model["id"]),
+        (&json!("router"), &json!("boot"))
+    );
+    assert!(pi.close_and_wait().success());
+    assert_eq!(
+        crate::support::read_jsonl(&file),
+        before,
+        "the same selection: nothing recorded"
+    );
+
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let state = pi.command("s", "get_state", json!({}));
+    let model = &state["data"]["model"];
+    assert_eq!(
+        (&model["provider"], &model["id"]),
+        (&json!("fake-anthropic"), &json!("fake-claude-plain")),
+        "{state}"
+    );
+    fake.finish();
+}
+
+/// pi 1.6.0's branch summarizer: a transient failure is retried with the retry settings
+/// (`summarization_retry_*` with `source: "branchSummary"`), the branch's `context_edit` entries
+/// shape the messages summarized, and the entry records the request's `usage`.
+#[test]
+fn a_branch_summary_is_retried_follows_context_edits_and_records_its_usage() {
+    let overloaded = fixture("anthropic/error_529.json");
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+        Reply::status(529, overloaded.clone(), &[]),
+        Reply::sse(sse::anthropic_text(&["## Goal\nRetried"])),
+    ]);
+    let setup = Setup::anthropic(&fake)
+        .with_sessions()
+        .settings(json!({"retry": {"baseDelayMs": 20}}));
+    let setup = with_extensions(setup, &["v2.py"]);
+    let mut pi = Pi::spawn(&setup);
+    let workspace = pi.workspace();
+    for (id, text) in [("p1", "First"), ("p2", "Second SECRET")] {
+        pi.command(id, "prompt", json!({"message": text}));
+        pi.wait_for_event("agent_end");
+    }
+    let file = crate::support::session_file(&mut pi, "sf");
+    assert!(pi.close_and_wait().success());
+    // The second question, edited after the fact (as 1.6.0 writes such entries).
+    let entries = crate::support::read_jsonl(&file);
+    let id_of = |role: &str, nth: usize| {
+        entries
+            .iter()
+            .filter(|e| e["type"] == "message" && e["message"]["role"] == role)
+            .nth(nth)
+            .expect("the message")["id"]
+            .clone()
+    };
+    let edit = json!({"type": "context_edit", "id": "ce000001",
+        "parentId": entries.last().expect("entries")["id"],
+        "timestamp": "2026-12-02T00:00:01.000Z", "targetId": id_of("user", 1),
+        "replacement": {"content": "Second, edited"}});
+    let mut text = std::fs::read_to_string(&file).expect("the session file");
+    text.push_str(&format!("{edit}\n"));
+    std::fs::write(&file, text).expect("write the session file");
+
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &setup.arg("--session").arg(&file.to_string_lossy()),
+    );
+    let line = json!({"type": "navigate_tree", "id": "n", "targetId": id_of("assistant", 0),
+                      "summarize": true});
+    let answer = ask(&mut pi, &[line], "n");
+    assert_eq!(answer["result"], json!({"cancelled": false}), "{answer}");
+    let requests = fake.wait_for_requests(4, pi.timeout());
+    assert_eq!(requests[3].body, requests[2].body, "the retry repeats it");
+    let summarized = requests[3].body["messages"].to_string();
+    assert!(summarized.contains("Second, edited"), "{summarized}");
+    assert!(!summarized.contains("SECRET"), "{summarized}");
+    let retries: Vec<Value> = pi
+        .records()
+        .iter()
+        .filter(|r| {
+            r["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("summarization_retry"))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(
+        retries,
+        [
+            json!({"type": "summarization_retry_scheduled", "attempt": 1, "maxAttempts": 3,
+                   "delayMs": 20, "errorMessage": format!("529 {overloaded}")}),
+            json!({"type": "summarization_retry_attempt_start", "source": "branchSummary"}),
+            json!({"type": "summarization_retry_finished"}),
+        ]
+    );
+    let path = crate::support::session_file(&mut pi, "sf2");
+    let summary = crate::support::read_jsonl(&path)
+        .into_iter()
+        .find(|e| e["type"] == "branch_summary")
+        .expect("a branch summary");
+    assert!(
+        summary["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("## Goal\nRetried")),
+        "{summary}"
+    );
+    assert_eq!(summary["usage"]["input"], 100, "{summary}");
+    assert_eq!(summary["usage"]["totalTokens"], 101, "{summary}");
+    fake.finish();
+}
+
+/// pi 1.6.0 checks the context against the window of the model each request is routed to: a
+/// reply of fake-claude (window 200000) at 90000 tokens compacts nothing after the run, but the
+/// next user turn, routed to fake-claude-plain (100000), is compacted first (threshold; the
+/// summary routed direct) and then sent to the model the router chose.
+#[test]
+fn a_request_routed_to_a_smaller_window_is_compacted_first() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(
+            sse::AnthropicStream::new()
+                .input_tokens(90000)
+                .text(&[&long_text("first answer")])
+                .finish("end_turn"),
+        ),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let settings = json!({"compaction": {"keepRecentTokens": 200}});
+    let mut pi = routed_session(&fake, settings);
+    pi.command("th", "set_thinking_level", json!({"level": "high"}));
+    pi.command("p1", "prompt", json!({"message": long_text("First")}));
+    let records = pi.recv_until(|r| r["type"] == "agent_settled", pi.deadline());
+    assert!(
+        records.iter().all(|r| r["type"] != "compaction_start"),
+        "{records:?}"
+    );
+    pi.command("tl2", "set_thinking_level", json!({"level": "low"}));
+    pi.command("p2", "prompt", json!({"message": "Second"}));
+    assert_eq!(next_route(&mut pi)["reason"], "user");
+    let direct = next_route(&mut pi);
+    assert_eq!(direct["reason"], "direct", "{direct}");
+    let records = pi.recv_until(|r| r["type"] == "agent_settled", pi.deadline());
+    let labels = crate::support::flow(&records);
+    let at = |label: &str| {
+        labels
+            .iter()
+            .position(|l| l == label)
+            .unwrap_or_else(|| panic!("no {label}: {labels:?}"))
+    };
+    assert!(
+        at("compaction_end") < at("message_start:assistant"),
+        "{labels:?}"
+    );
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .expect("compaction_end");
+    assert_eq!(end["reason"], "threshold", "{end}");
+    assert!(
+        end["result"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("## Goal\nCompacted")),
+        "{end}"
+    );
+    let requests = fake.wait_for_requests(3, pi.timeout());
+    // The summary goes where the direct route sent it (the model that answered last).
+    assert_eq!(requests[1].body["model"], "fake-claude");
+    assert_eq!(requests[2].body["model"], "fake-claude-plain");
+    assert!(
+        requests[2].body["messages"]
+            .to_string()
+            .contains("## Goal\\nCompacted"),
+        "the request after the compaction: {}",
+        requests[2].body
+    );
+    fake.finish();
+}
+
+/// `abort` ends a compaction that waits for its direct route (a router that never answers it):
+/// the command answers `Compaction cancelled`, nothing is sent or saved.
+#[test]
+fn abort_ends_a_compaction_waiting_for_its_route() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&[&long_text(
+        "first answer",
+    )]))]);
+    let settings = json!({"compaction": {"keepRecentTokens": 200}});
+    let mut pi = routed_session(&fake, settings);
+    pi.command(
+        "p1",
+        "prompt",
+        json!({"message": long_text("First DIRECT-SILENT")}),
+    );
+    next_route(&mut pi);
+    pi.wait_for_event("agent_end");
+    pi.send(json!({"id": "c", "type": "compact"}));
+    assert_eq!(next_route(&mut pi)["reason"], "direct");
+    let aborted = pi.command("a", "abort", json!({}));
+    assert_eq!(aborted["success"], true, "{aborted}");
+    let deadline = pi.deadline();
+    let records = pi.recv_until(|r| r["id"] == "c", deadline);
+    let answer = records.last().expect("the compact answer");
+    assert_eq!(answer["success"], false, "{answer}");
+    assert_eq!(answer["error"], "Compaction cancelled", "{answer}");
+    let end = records
+        .iter()
+        .find(|r| r["type"] == "compaction_end")
+        .expect("compaction_end");
+    assert_eq!(end["aborted"], true, "{end}");
+    let entries = crate::support::read_jsonl(&crate::support::session_file(&mut pi, "sf"));
+    assert!(entries.iter().all(|e| e["type"] != "compaction"));
+    assert_eq!(fake.requests().len(), 1, "no summary request");
+    fake.finish();
+}
+
+/// As in pi 1.6.0, a virtual selection's request is routed before the `context` hook runs: the
+/// router sees the conversation as it is (here its ROUTE-ERROR, which the hook rewrites away),
+/// and the hook's messages go to the routed model.
+#[test]
+fn a_request_is_routed_before_the_context_hook() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Rewritten."]))]);
+    let setup = with_extensions(Setup::anthropic(&fake), &["v2.py", "router.py"]);
+    let mut pi = Pi::spawn(&setup);
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    pi.command("p1", "prompt", json!({"message": "REWRITE-CONTEXT please"}));
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.body["model"], "fake-claude-plain");
+    let sent = request.body["messages"].to_string();
+    assert!(sent.contains("rewritten by v2.py"), "{sent}");
+    pi.command(
+        "p2",
+        "prompt",
+        json!({"message": "REWRITE-CONTEXT ROUTE-ERROR"}),
+    );
+    let end = pi.wait_for_event("agent_end");
+    assert!(end.to_string().contains("router exploded"), "{end}");
+    assert_eq!(fake.requests().len(), 1);
+    fake.finish();
+}
+
+/// `oauth.py` and `router.py` in a workspace where `corp`'s login expired, `router/auto`
+/// selected.
+fn routed_to_an_expired_login(fake: &FakeProvider) -> Pi {
+    let workspace = expired_corp_login();
+    let setup = Setup::anthropic(fake)
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_REFRESH", "corp-refresh-0")
+        .settings(json!({"compaction": {"keepRecentTokens": 200}}));
+    let setup = with_extensions(setup, &["oauth.py", "router.py"]);
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    pi
+}
+
+/// The provider a request is routed to has an expired login (`oauth.py`'s `corp`): it is
+/// refreshed before the request, as the selection's own would be.
+#[test]
+fn a_routed_provider_s_expired_login_is_refreshed_first() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
+    let mut pi = routed_to_an_expired_login(&fake);
+    pi.command("p", "prompt", json!({"message": "ROUTE-CORP hi"}));
+    assert_eq!(next_report(&mut pi, "oauth ", |_| true)["provider"], "corp");
+    pi.wait_for_event("agent_end");
+    let request = &fake.wait_for_requests(1, pi.timeout())[0];
+    assert_eq!(request.body["model"], "corp-1");
+    assert_eq!(request.header("x-api-key"), Some("corp-access-1"));
+    fake.finish();
+}
+
+/// So is the login of the provider a summary is routed to (`direct`).
+#[test]
+fn a_summary_s_routed_provider_login_is_refreshed_first() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&[&long_text("first answer")])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nCompacted"])),
+    ]);
+    let mut pi = routed_to_an_expired_login(&fake);
+    pi.command(
+        "p",
+        "prompt",
+        json!({"message": long_text("First DIRECT-CORP")}),
+    );
+    pi.wait_for_event("agent_end");
+    let compacted = pi.command("c", "compact", json!({}));
+    assert_eq!(compacted["success"], true, "{compacted}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[0].body["model"], "fake-claude");
+    assert_eq!(requests[1].body["model"], "corp-1");
+    assert_eq!(requests[1].header("x-api-key"), Some("corp-access-1"));
+    fake.finish();
+}

@@ -169,6 +169,14 @@ impl Setup {
         self
     }
 
+    /// No `--provider`/`--model` flags (a resumed session's model then counts): the models
+    /// stay those of the fake provider.
+    pub fn without_model_flags(mut self) -> Self {
+        self.provider.clear();
+        self.model.clear();
+        self
+    }
+
     /// Sessions on: `--no-session` is not passed.
     pub fn with_sessions(mut self) -> Self {
         self.sessions = true;
@@ -459,10 +467,11 @@ impl Pi {
             } else {
                 &["--no-session"][..]
             })
-            .arg("--provider")
-            .arg(&setup.provider)
-            .arg("--model")
-            .arg(&setup.model)
+            .args(if setup.provider.is_empty() {
+                Vec::new()
+            } else {
+                vec!["--provider", &setup.provider, "--model", &setup.model]
+            })
             .args(&setup.extra_args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
