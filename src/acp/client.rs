@@ -229,6 +229,7 @@ impl Editor {
     fn withdraw(&self, tag: &str) {
         let _ = self.requests.send(ToRouter::Withdraw {
             tag: tag.to_string(),
+            written: None,
         });
     }
 

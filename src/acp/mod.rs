@@ -89,7 +89,12 @@ pub fn run(host: Host) -> u8 {
             },
             recv(requests) -> message => match message {
                 Ok(ToRouter::Request(request)) => router.send_request(request),
-                Ok(ToRouter::Withdraw { tag }) => router.withdraw(&tag),
+                Ok(ToRouter::Withdraw { tag, written }) => {
+                    router.withdraw(&tag);
+                    if let Some(written) = written {
+                        let _ = written.send(());
+                    }
+                }
                 Err(_) => {}
             },
             recv(writer_events) -> event => {

@@ -33,6 +33,10 @@ use crate::rpc::Record;
 use crate::rpc::protocol::{Command as AgentCommand, Request};
 use crate::rpc::stdin_reader::Input;
 
+/// How long a cancel waits for the router to queue its `$/cancel_request` notices (it answers
+/// at once unless stdout is stalled).
+const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
+
 /// How long the driver waits for the agent to answer one of its own queries.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -88,8 +92,12 @@ pub enum ToRouter {
     /// Send a request to the client.
     Request(OutgoingRequest),
     /// The request sent with this tag is moot (its turn was cancelled): tell the client
-    /// (`$/cancel_request`) and drop its answer.
-    Withdraw { tag: String },
+    /// (`$/cancel_request`) and drop its answer. `written`, when given, hears once the notice
+    /// is queued for stdout, so a session can make it precede the answer that ends its turn.
+    Withdraw {
+        tag: String,
+        written: Option<Sender<()>>,
+    },
 }
 
 /// A request to the client, its answer sent back on `reply`.
@@ -587,14 +595,31 @@ impl Driver {
             return;
         }
         self.cancelled = true;
+        // The abort first: a dialog answered before it would let the run go on to its next
+        // request.
+        let _ = self.send_agent(AgentCommand::Abort);
+        // The client learns of each withdrawn request before the prompt's answer: the notices
+        // are the router's to write, the answer is this thread's, so wait (briefly) until the
+        // router has queued them.
+        let (written_tx, written) = crossbeam_channel::bounded(self.dialogs.len());
+        let mut withdrawn = 0;
         for (ui_id, _) in std::mem::take(&mut self.dialogs) {
-            let _ = self
-                .requests
-                .send(ToRouter::Withdraw { tag: ui_id.clone() });
+            let notice = ToRouter::Withdraw {
+                tag: ui_id.clone(),
+                written: Some(written_tx.clone()),
+            };
+            if self.requests.send(notice).is_ok() {
+                withdrawn += 1;
+            }
             self.answer_dialog(ui_id, None, None, true);
         }
+        let deadline = std::time::Instant::now() + WITHDRAW_WAIT;
+        for _ in 0..withdrawn {
+            if written.recv_deadline(deadline).is_err() {
+                break;
+            }
+        }
         self.editor.kill_all();
-        let _ = self.send_agent(AgentCommand::Abort);
     }
 
     fn close(mut self, agent: JoinHandle<()>, id: Option<Value>) {
