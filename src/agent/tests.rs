@@ -159,7 +159,10 @@ fn an_agent_that_ends_leaves_the_shells_of_others_running() {
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !dir.join("started").exists() {
-        assert!(std::time::Instant::now() < deadline, "the shell never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shell never started"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let (agent, ends) = agent();
