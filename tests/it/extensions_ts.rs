@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::extensions_v2::{listed_ids, listed_router_auto, routed_replies, select_router_auto};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::reference_clients::{Reference, reference};
 use crate::sse;
@@ -45,6 +46,22 @@ fn with_examples(reference: &Reference, mut setup: Setup, names: &[&str]) -> Set
     }
     setup.wait_limit = Some(WAIT);
     setup
+}
+
+/// `setup` as `with_examples` makes it, with the extension `source` written to `name` in the
+/// project and loaded with `-e`.
+fn with_source(reference: &Reference, setup: Setup, name: &str, source: &str) -> Setup {
+    with_examples(reference, setup, &[])
+        .file(name, source)
+        .arg("-e")
+        .arg(name)
+}
+
+/// No `extension_error` record so far (the records are shown otherwise).
+#[track_caller]
+fn assert_no_extension_errors(pi: &Pi) {
+    let errors = extension_errors(pi.records());
+    assert!(errors.is_empty(), "{errors:?} in {:?}", pi.records());
 }
 
 fn extension_errors(records: &[Value]) -> Vec<Value> {
@@ -273,7 +290,7 @@ fn project_typescript_extensions_load_only_in_a_trusted_project() {
         assert_eq!(has, trusted, "{response}");
         let script_dir = pi.agent_dir().join("cache/ts-host");
         assert_eq!(script_dir.exists(), trusted, "{}", script_dir.display());
-        assert!(extension_errors(pi.records()).is_empty());
+        assert_no_extension_errors(&pi);
     }
 }
 
@@ -552,7 +569,7 @@ fn provider_payload_logs_each_request_body() {
     let first: Value = serde_json::from_str(log.split("\n\n").next().unwrap()).expect("json");
     assert_eq!(first, request.body);
     assert!(log.contains("[200] {"), "{log}");
-    assert!(extension_errors(pi.records()).is_empty());
+    assert_no_extension_errors(&pi);
 }
 
 /// trigger-compact.ts: `/trigger-compact` compacts; its notices say started and completed.
@@ -673,10 +690,7 @@ fn abort_reaches_a_running_typescript_tool() {
             .tool_use("toolu_1", "wait_for_abort", &["{}"])
             .finish("tool_use"),
     )]);
-    let mut setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("waiter.ts", WAITER)
-        .arg("-e")
-        .arg("waiter.ts");
+    let mut setup = with_source(&reference, Setup::anthropic(&fake), "waiter.ts", WAITER);
     setup.wait_limit = Some(WAIT);
     let mut pi = Pi::spawn(&setup);
     pi.command("p", "prompt", json!({"message": "wait"}));
@@ -884,11 +898,7 @@ fn timed_dialogs_carry_their_timeout_and_run_out() {
     pi.find(|r| {
         r["type"] == "extension_ui_request" && r["message"] == "Selection cancelled or timed out"
     });
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// fixtures/extensions/host_modules.ts imports a runtime value from each host module (today's
@@ -928,11 +938,7 @@ fn every_host_module_gives_runtime_values() {
         pick["input_schema"]["properties"]["colour"]["enum"],
         json!(["red", "green"])
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// A second extension of the tests' own that speaks on pi's event bus.
@@ -968,11 +974,7 @@ fn two_typescript_extensions_share_the_event_bus() {
     });
     pi.command("p", "prompt", json!({"message": "/peer across"}));
     pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Event from peer: across");
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 // ---- start-up, restart, sandbox, shutdown ------------------------------------------------------
@@ -1007,10 +1009,7 @@ export default async function (pi) {
 fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("gated.ts", GATED)
-        .arg("-e")
-        .arg("gated.ts");
+    let setup = with_source(&reference, Setup::anthropic(&fake), "gated.ts", GATED);
     let mut pi = Pi::spawn(&setup);
     pi.send(json!({"id": "c", "type": "get_commands"}));
     pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
@@ -1044,11 +1043,7 @@ fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
         "{:?}",
         requests[0].tool_names()
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// `abort` ends the wait for the host: the held prompt is answered with an error at once (no
@@ -1057,10 +1052,7 @@ fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
 fn abort_ends_the_wait_for_the_host() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![]);
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("gated.ts", GATED)
-        .arg("-e")
-        .arg("gated.ts");
+    let setup = with_source(&reference, Setup::anthropic(&fake), "gated.ts", GATED);
     let mut pi = Pi::spawn(&setup);
     pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
     let abort = pi.command("a", "abort", json!({}));
@@ -1186,11 +1178,7 @@ fn sandbox_extensions_confines_the_typescript_host() {
             .iter()
             .filter_map(|c| c["name"].as_str().map(str::to_string))
             .collect();
-        assert!(
-            extension_errors(pi.records()).is_empty(),
-            "{:?}",
-            pi.records()
-        );
+        assert_no_extension_errors(&pi);
         pi.close_and_wait();
         let written = workspace.root().join("from-ts-host.txt").exists();
         (names, written)
@@ -1220,10 +1208,12 @@ export default function (pi) {
 fn shutdown_ends_the_hosts_whole_process_group() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(Vec::new());
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("sleeper.ts", SPAWNS_A_SLEEPER)
-        .arg("-e")
-        .arg("sleeper.ts");
+    let setup = with_source(
+        &reference,
+        Setup::anthropic(&fake),
+        "sleeper.ts",
+        SPAWNS_A_SLEEPER,
+    );
     let mut pi = Pi::spawn(&setup);
     let response = pi.command("c", "get_commands", json!({}));
     assert!(
@@ -1339,11 +1329,7 @@ fn rpc_demo_drives_every_dialog_and_notice() {
         "This text was set by the rpc-demo extension.",
     );
     ui_request(&mut pi, "notify", "message", "Editor prefilled");
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// One Google streaming reply (`streamGenerateContent?alt=sse`) with `text`.
@@ -1419,11 +1405,7 @@ fn custom_compaction_summarizes_with_a_model_of_the_registry() {
         "{asked}"
     );
     assert!(asked.contains("first question"), "{asked}");
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// An extension of the tests' own: `/registry` reports what `pi.getSettings()` and
@@ -1490,11 +1472,7 @@ fn settings_and_the_model_registry_reach_typescript_extensions() {
             "providerKey": true,
         })
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// An extension of the tests' own registering two providers as pi's docs show: one on a wire
@@ -1659,11 +1637,7 @@ fn providers_registered_from_typescript_serve_requests() {
         ["through the gateway", "through the streamer"]
     );
     assert_eq!(system_prompt(&requests[1]), system_prompt(&requests[0]));
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// subagent/index.ts: its `subagent` tool starts `process.execPath --mode json -p …` — pi-rs, not the
@@ -1756,10 +1730,12 @@ export default function (pi) {
 fn abort_reaches_a_typescript_providers_stream() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![]);
-    let setup = with_examples(&reference, Setup::new(&fake, "ts-hang", "hang-1"), &[])
-        .file("hang.ts", HANGING_PROVIDER)
-        .arg("-e")
-        .arg("hang.ts");
+    let setup = with_source(
+        &reference,
+        Setup::new(&fake, "ts-hang", "hang-1"),
+        "hang.ts",
+        HANGING_PROVIDER,
+    );
     let mut pi = Pi::spawn(&setup);
     pi.command("p", "prompt", json!({"message": "take your time"}));
     pi.find(|r| {
@@ -1778,11 +1754,7 @@ fn abort_reaches_a_typescript_providers_stream() {
     });
     assert_eq!(seen, "key true");
     assert!(fake.requests().is_empty());
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 // ---- pi's tool factories, ctx.executeTool and pi.exec run through pi-rs (issue 24 item 3) --------
@@ -1843,11 +1815,7 @@ fn a_factory_bash_tool_runs_in_pi_rs_sandbox_and_abort_kills_it() {
         crate::support::wait_until_gone(pid, WAIT),
         "abort killed the command"
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// An extension of the tests' own: its tool calls `ctx.executeTool`, `pi.exec` and a factory's
@@ -2187,18 +2155,6 @@ fn next_ts_route(pi: &mut Pi) -> Value {
     crate::extensions_v2::next_report(pi, "route ", |_| true)
 }
 
-/// The ids `get_available_models` lists for `provider`.
-fn listed_ids(pi: &mut Pi, id: &str, provider: &str) -> Vec<String> {
-    let models = pi.command(id, "get_available_models", json!({}));
-    models["data"]["models"]
-        .as_array()
-        .expect("models")
-        .iter()
-        .filter(|m| m["provider"] == provider)
-        .filter_map(|m| m["id"].as_str().map(String::from))
-        .collect()
-}
-
 /// pi.registerVirtualModel: the model is listed and selectable; each request of the agent loop is
 /// routed by the definition's `route()` (user turn, tool follow-up, a high selection), the fake
 /// provider sees the routed model, the router state comes back; a throwing route() ends the turn
@@ -2206,28 +2162,12 @@ fn listed_ids(pi: &mut Pi, id: &str, provider: &str) -> Vec<String> {
 #[test]
 fn a_typescript_virtual_model_routes_each_request() {
     let Some(reference) = pi_1_6() else { return };
-    let fake = FakeProvider::start(vec![
-        Reply::sse(sse::anthropic_bash("call_1", "echo routed")),
-        Reply::sse(sse::anthropic_text(&["Done."])),
-        Reply::sse(sse::anthropic_text(&["Thought hard."])),
-    ]);
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("router.ts", ROUTER)
-        .arg("-e")
-        .arg("router.ts");
+    let fake = FakeProvider::start(routed_replies());
+    let setup = with_source(&reference, Setup::anthropic(&fake), "router.ts", ROUTER);
     let mut pi = Pi::spawn(&setup);
     // get_commands waits for the host's registration (reads are answered at once).
     assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
-    let models = pi.command("am", "get_available_models", json!({}));
-    let listed = models["data"]["models"]
-        .as_array()
-        .expect("models")
-        .iter()
-        .find(|m| m["provider"] == "router" && m["id"] == "auto")
-        .cloned()
-        .unwrap_or_else(|| panic!("router/auto is listed: {models}"));
-    assert_eq!(listed["api"], "pi-virtual", "{listed}");
-    assert_eq!(listed["contextWindow"], 50000, "{listed}");
+    listed_router_auto(&mut pi);
     if !crate::support::is_reference() {
         let bad = pi.find(|r| r["type"] == "extension_error");
         assert_eq!(bad["event"], "register_virtual_model", "{bad}");
@@ -2239,14 +2179,7 @@ fn a_typescript_virtual_model_routes_each_request() {
         );
     }
 
-    let set = pi.command(
-        "sm",
-        "set_model",
-        json!({"provider": "router", "modelId": "auto"}),
-    );
-    assert_eq!(set["success"], true, "{set}");
-    let level = pi.command("tl", "set_thinking_level", json!({"level": "low"}));
-    assert_eq!(level["success"], true, "{level}");
+    select_router_auto(&mut pi);
 
     pi.command("p1", "prompt", json!({"message": "Run it"}));
     let first = next_ts_route(&mut pi);
@@ -2377,10 +2310,12 @@ fn a_typescript_provider_s_refresh_models_replaces_its_models() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Fresh."]))]);
     let extension = REFRESHED.replace("__BASE_URL__", &fake.base_url());
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("refreshed.ts", &extension)
-        .arg("-e")
-        .arg("refreshed.ts");
+    let setup = with_source(
+        &reference,
+        Setup::anthropic(&fake),
+        "refreshed.ts",
+        &extension,
+    );
     let mut pi = Pi::spawn(&setup);
     let ids = crate::extensions_v2::models_once_listed(&mut pi, "dyn", "dyn-fresh-1");
     assert_eq!(ids, ["dyn-fresh-1", "dyn-fresh-2"]);
@@ -2454,14 +2389,12 @@ fn a_typescript_provider_s_expired_login_is_refreshed_by_its_oauth_refresh_token
     let auth_path = workspace.agent_dir().join("auth.json");
     std::fs::write(&auth_path, auth.to_string()).unwrap();
     let extension = CORP_OAUTH.replace("__BASE_URL__", &fake.base_url());
-    let setup = with_examples(
+    let setup = with_source(
         &reference,
         Setup::at(&fake.base_url(), "corp", "corp-1"),
-        &[],
-    )
-    .file("corp.ts", &extension)
-    .arg("-e")
-    .arg("corp.ts");
+        "corp.ts",
+        &extension,
+    );
     let mut pi = Pi::spawn_in(&workspace, &setup);
     pi.command("p", "prompt", json!({"message": "Hi"}));
     let records = pi.records_until_event("agent_end");
