@@ -154,19 +154,11 @@ fn alternate(
 }
 
 fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String> {
-    Agent::spawn(&SpawnOptions {
-        binary: &binary.path,
-        base_url: &fake.base_url(),
-        extra_args: Vec::new(),
-        session_file: None,
-        files: Vec::new(),
-        agent_files: Vec::new(),
-        rss_cap_kb: config.rss_cap_kb,
-        sessions: false,
-        env: Vec::new(),
-        api_key: None,
-        front: None,
-    })
+    Agent::spawn(&SpawnOptions::plain(
+        &binary.path,
+        fake.base_url(),
+        config.rss_cap_kb,
+    ))
 }
 
 /// Tracks one prompt: fails on a `success:false` prompt response, ends at `agent_end`.
@@ -349,17 +341,9 @@ pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 .collect();
             let fake = Fake::start(script);
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
-                extra_args: Vec::new(),
-                session_file: None,
-                files: Vec::new(),
-                agent_files: Vec::new(),
-                rss_cap_kb: config.rss_cap_kb,
-                api_key: None,
-                front: None,
                 sessions: true,
                 env: vec![("PI_TEST_FSYNC_DELAY_MS", SLOW_FSYNC_MS.to_string())],
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
             let mut latencies = Vec::new();
             for turn in 0..DISK_TURNS {
@@ -417,17 +401,8 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             Reply::sse(anthropic_text(&["Both ", "tools ", "ran."])),
         ]);
         let mut agent = Agent::spawn(&SpawnOptions {
-            binary: &binary.path,
-            base_url: &fake.base_url(),
-            extra_args: Vec::new(),
-            session_file: None,
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
-            agent_files: Vec::new(),
-            rss_cap_kb: config.rss_cap_kb,
-            sessions: false,
-            env: Vec::new(),
-            api_key: None,
-            front: None,
+            ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
         })?;
         agent.request(
             "bench-state",
@@ -493,17 +468,8 @@ pub fn codemode(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             let server = fixture_path("mcp/fake_server.py");
             let mcp = json!({"mcpServers": {"fake": {"command": server.to_string_lossy()}}});
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
-                extra_args: Vec::new(),
-                session_file: None,
-                files: Vec::new(),
                 agent_files: vec![("mcp.json".into(), mcp.to_string().into_bytes())],
-                rss_cap_kb: config.rss_cap_kb,
-                sessions: false,
-                env: Vec::new(),
-                api_key: None,
-                front: None,
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
             agent.request(
                 "bench-state",
@@ -753,17 +719,8 @@ pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             for key in ["ollama", BENCH_KEY] {
                 let fake = Fake::start(vec![Reply::sse(body.clone())]);
                 let mut agent = Agent::spawn(&SpawnOptions {
-                    binary: &binary.path,
-                    base_url: &fake.base_url(),
-                    extra_args: Vec::new(),
-                    session_file: None,
-                    files: Vec::new(),
-                    agent_files: Vec::new(),
-                    rss_cap_kb: config.rss_cap_kb,
                     api_key: Some(key),
-                    front: None,
-                    sessions: false,
-                    env: Vec::new(),
+                    ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
                 })?;
                 agent.request(
                     "bench-state",
@@ -1014,17 +971,9 @@ fn sandbox_run(
         None => Vec::new(),
     };
     let mut agent = Agent::spawn(&SpawnOptions {
-        binary: &binary.path,
-        base_url: &fake.base_url(),
         extra_args,
-        session_file: None,
         files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
-        agent_files: Vec::new(),
-        rss_cap_kb: config.rss_cap_kb,
-        api_key: None,
-        front: None,
-        sessions: false,
-        env: Vec::new(),
+        ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
     })?;
     agent.request(
         "bench-state",
@@ -1227,17 +1176,8 @@ pub fn tree(
         |binary| {
             let fake = Fake::start(Vec::new());
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
-                extra_args: Vec::new(),
                 session_file: Some(contents.clone()),
-                files: Vec::new(),
-                agent_files: Vec::new(),
-                rss_cap_kb: config.rss_cap_kb,
-                sessions: false,
-                env: Vec::new(),
-                api_key: None,
-                front: None,
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
             agent.request(
                 "bench-state",
@@ -1342,19 +1282,11 @@ fn cpu_per_turn(
         .collect();
     let fake = Fake::start(script);
     let mut agent = Agent::spawn(&SpawnOptions {
-        binary: &binary.path,
-        base_url: &fake.base_url(),
         extra_args: ["--provider", writer.provider, "--model", writer.model]
             .map(String::from)
             .to_vec(),
         session_file: Some(session_file_by(2 * retained, writer)),
-        files: Vec::new(),
-        agent_files: Vec::new(),
-        rss_cap_kb: config.rss_cap_kb,
-        sessions: false,
-        env: Vec::new(),
-        api_key: None,
-        front: None,
+        ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
     })?;
     agent.request(
         "bench-state",
@@ -1627,17 +1559,10 @@ pub fn acp(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             )
         };
         let mut agent = Agent::spawn(&SpawnOptions {
-            binary: &program,
-            base_url: &fake.base_url(),
-            extra_args: Vec::new(),
-            session_file: None,
-            files: Vec::new(),
-            agent_files: Vec::new(),
-            rss_cap_kb: config.rss_cap_kb,
             sessions: true,
             env,
-            api_key: None,
             front: Some(front),
+            ..SpawnOptions::plain(&program, fake.base_url(), config.rss_cap_kb)
         })?;
         let outcomes = acp_run(&mut agent, config)?;
         fake.check(ACP_SESSIONS)?;
@@ -1787,17 +1712,9 @@ pub fn ts_startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 ],
             };
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
                 extra_args: vec!["-e".into(), hello.display().to_string()],
-                session_file: None,
-                files: Vec::new(),
-                agent_files: Vec::new(),
-                rss_cap_kb: config.rss_cap_kb,
-                sessions: false,
                 env,
-                api_key: None,
-                front: None,
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
             let deadline = Instant::now() + config.long_wait;
             agent.send(&json!({"id": "bench-state", "type": "get_state"}))?;
