@@ -202,6 +202,26 @@ impl PromptWatch {
     }
 }
 
+/// A `get_state` answered within `wait` (the process is up and its loop running).
+fn get_state(agent: &mut Agent, wait: Duration) -> Result<(), String> {
+    agent.request("bench-state", "get_state", Instant::now() + wait)
+}
+
+/// Once the process answers (`get_state`), one prompt run to `agent_end` within `wait`, every
+/// record handed to `visit`: the prompt's wall time and the peak RSS after it.
+fn timed_turn(
+    agent: &mut Agent,
+    config: &Config,
+    message: &str,
+    wait: Duration,
+    visit: impl FnMut(&Record, usize),
+) -> Result<(Duration, Option<u64>), String> {
+    get_state(agent, config.short_wait)?;
+    let started = Instant::now();
+    run_prompt(agent, message, started + wait, config.stdout_cap, visit)?;
+    Ok((started.elapsed(), agent.peak_rss_kb()))
+}
+
 /// Runs a prompt to `agent_end`, handing every record to `visit` as well.
 fn run_prompt(
     agent: &mut Agent,
@@ -268,11 +288,7 @@ pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         |binary| {
             let fake = Fake::start(Vec::new());
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
+            get_state(&mut agent, config.short_wait)?;
             let first_state = agent.spawned_at.elapsed();
             let cpu = agent.threads_cpu_time();
             std::thread::sleep(IDLE_SETTLE);
@@ -357,11 +373,7 @@ pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 )?;
                 for _ in 0..STATES_PER_TURN {
                     let sent = Instant::now();
-                    agent.request(
-                        "bench-state",
-                        "get_state",
-                        Instant::now() + config.short_wait,
-                    )?;
+                    get_state(&mut agent, config.short_wait)?;
                     latencies.push(sent.elapsed());
                 }
             }
@@ -404,21 +416,13 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
             ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
         })?;
-        agent.request(
-            "bench-state",
-            "get_state",
-            Instant::now() + config.short_wait,
-        )?;
-        let started = Instant::now();
-        run_prompt(
+        let (wall, peak) = timed_turn(
             &mut agent,
+            config,
             "Read notes.txt and run echo.",
-            started + config.short_wait,
-            config.stdout_cap,
+            config.short_wait,
             |_, _| {},
         )?;
-        let wall = started.elapsed();
-        let peak = agent.peak_rss_kb();
         fake.check(2)?;
         Ok(vec![mb(peak), millis(wall)])
     })
@@ -471,22 +475,14 @@ pub fn codemode(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 agent_files: vec![("mcp.json".into(), mcp.to_string().into_bytes())],
                 ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
-            let started = Instant::now();
             let mut ends = 0;
-            run_prompt(
+            let (wall, peak) = timed_turn(
                 &mut agent,
+                config,
                 "Echo twenty times.",
-                started + config.long_wait,
-                config.stdout_cap,
+                config.long_wait,
                 |record, _| ends += usize::from(record.kind == "tool_execution_end"),
             )?;
-            let wall = started.elapsed();
-            let peak = agent.peak_rss_kb();
             fake.check(2)?;
             let sent_back = fake.0.requests()[1].body.to_string();
             if !sent_back.contains("Script completed") || !sent_back.contains("echo: n19") {
@@ -607,11 +603,7 @@ pub fn stream(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         |binary| {
             let fake = Fake::start(vec![Reply::sse(body.clone())]);
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
+            get_state(&mut agent, config.short_wait)?;
             let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
             let started = Instant::now();
             let mut tally = DeltaTally::new();
@@ -722,11 +714,7 @@ pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                     api_key: Some(key),
                     ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
                 })?;
-                agent.request(
-                    "bench-state",
-                    "get_state",
-                    Instant::now() + config.short_wait,
-                )?;
+                get_state(&mut agent, config.short_wait)?;
                 let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
                 let started = Instant::now();
                 let mut tally = DeltaTally::new();
@@ -810,11 +798,7 @@ pub fn stall(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         |binary| {
             let fake = Fake::start(vec![Reply::sse(body.clone())]);
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
+            get_state(&mut agent, config.short_wait)?;
             let started = Instant::now();
             let deadline = started + config.long_wait + config.stall;
             let mut tally = DeltaTally::new();
@@ -903,21 +887,13 @@ pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 Reply::sse(anthropic_text(&["Lots of x."])),
             ]);
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
-            let started = Instant::now();
-            run_prompt(
+            let (wall, peak) = timed_turn(
                 &mut agent,
+                config,
                 "Print many x.",
-                started + config.long_wait,
-                config.stdout_cap,
+                config.long_wait,
                 |_, _| {},
             )?;
-            let wall = started.elapsed();
-            let peak = agent.peak_rss_kb();
             fake.check(2)?;
             Ok(vec![mb(peak), millis(wall)])
         },
@@ -975,11 +951,7 @@ fn sandbox_run(
         files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
         ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
     })?;
-    agent.request(
-        "bench-state",
-        "get_state",
-        Instant::now() + config.short_wait,
-    )?;
+    get_state(&mut agent, config.short_wait)?;
     let started = Instant::now();
     let mut bash_start: Option<Instant> = None;
     let mut first_output: Option<Duration> = None;
@@ -1179,11 +1151,7 @@ pub fn tree(
                 session_file: Some(contents.clone()),
                 ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.long_wait,
-            )?;
+            get_state(&mut agent, config.long_wait)?;
             let first_state = agent.spawned_at.elapsed();
             let asked = Instant::now();
             let tree = match agent.request("bench-tree", "get_tree", asked + config.long_wait) {
@@ -1288,11 +1256,7 @@ fn cpu_per_turn(
         session_file: Some(session_file_by(2 * retained, writer)),
         ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
     })?;
-    agent.request(
-        "bench-state",
-        "get_state",
-        Instant::now() + config.long_wait,
-    )?;
+    get_state(&mut agent, config.long_wait)?;
     let mut before = None;
     for turn in 0..turns {
         if turn == TURN_CPU_WARMUP {
