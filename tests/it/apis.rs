@@ -822,8 +822,7 @@ fn provider_input_transformations_become_the_replys_diagnostics() {
             "apiKey": "dg-key-123456", "models": [{"id": "dg-model", "input": ["text"]}]}}});
         let setup = Setup::new(&fake, "dg", "dg-model").models_json(&models.to_string());
         let mut pi = Pi::spawn(&setup);
-        let message = first_reply(&mut pi, "p", "hi");
-        message
+        first_reply(&mut pi, "p", "hi")
     };
     let anthropic = fixture("anthropic/text.sse").replacen(
         "\"message\":{",

@@ -478,7 +478,7 @@ fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         (entry["type"].as_str(), entry["access"].as_str()),
         (Some("oauth"), Some("xai-access-1"))
     );
-    assert_expires_in(&entry, 3_300_000.0, 60_000.0);
+    assert_expires_in(entry, 3_300_000.0, 60_000.0);
 
     // Expired: the next prompt refreshes it first.
     let request = prompt_after_expiry(
