@@ -17,7 +17,7 @@ use crate::extensions_v2::{listed_ids, listed_router_auto, routed_replies, selec
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::reference_clients::{Reference, reference};
 use crate::sse;
-use crate::support::{Pi, Setup, tool_result_block, tool_result_block_text};
+use crate::support::{Pi, Setup, command_names, tool_result_block, tool_result_block_text};
 
 /// Loading Node, the pi package and the extensions takes seconds on a loaded machine.
 const WAIT: Duration = Duration::from_secs(90);
@@ -147,13 +147,8 @@ fn a_broken_typescript_extension_is_reported_and_the_others_load() {
     let mut pi = Pi::spawn(&setup);
     let response = pi.command("c", "get_commands", json!({}));
     assert_eq!(response["success"], true, "{response}");
-    let names: Vec<&str> = response["data"]["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
-    assert!(names.contains(&"commands"), "{names:?}");
+    let names = command_names(&response);
+    assert!(names.iter().any(|n| n == "commands"), "{names:?}");
     let error = pi.find(|r| r["type"] == "extension_error");
     assert_eq!(error["event"], "load");
     assert!(
@@ -250,13 +245,11 @@ fn missing_node_old_node_and_missing_package_are_clear_errors() {
             "{expected}: {error}"
         );
         let response = pi.command("c", "get_commands", json!({}));
-        let names: Vec<&str> = response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["name"].as_str())
-            .collect();
-        assert!(names.contains(&"hello"), "hello.sh still loads: {names:?}");
+        let names = command_names(&response);
+        assert!(
+            names.iter().any(|n| n == "hello"),
+            "hello.sh still loads: {names:?}"
+        );
     }
 }
 
@@ -282,11 +275,7 @@ fn project_typescript_extensions_load_only_in_a_trusted_project() {
         };
         let mut pi = Pi::spawn(&setup);
         let response = pi.command("c", "get_commands", json!({}));
-        let has = response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["name"] == "session-name");
+        let has = command_names(&response).iter().any(|n| n == "session-name");
         assert_eq!(has, trusted, "{response}");
         let script_dir = pi.agent_dir().join("cache/ts-host");
         assert_eq!(script_dir.exists(), trusted, "{}", script_dir.display());
@@ -1027,11 +1016,7 @@ fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
     assert!(fake.requests().is_empty());
     std::fs::write(pi.cwd().join("gate"), "").unwrap();
     let commands = pi.response_for("c");
-    let has_gated = commands["data"]["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|c| c["name"] == "gated");
+    let has_gated = command_names(&commands).iter().any(|n| n == "gated");
     assert!(has_gated, "{commands}");
     let prompt = pi.response_for("p");
     assert_eq!(prompt["success"], true, "{prompt}");
@@ -1065,11 +1050,7 @@ fn abort_ends_the_wait_for_the_host() {
     );
     std::fs::write(pi.cwd().join("gate"), "").unwrap();
     let commands = pi.command("c", "get_commands", json!({}));
-    let has_gated = commands["data"]["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|c| c["name"] == "gated");
+    let has_gated = command_names(&commands).iter().any(|n| n == "gated");
     assert!(has_gated, "{commands}");
     assert!(fake.requests().is_empty());
 }
@@ -1172,12 +1153,7 @@ fn sandbox_extensions_confines_the_typescript_host() {
         let setup = crate::sandbox::sandboxed(setup, &workspace);
         let mut pi = Pi::spawn_in(&workspace, &setup);
         let response = pi.command("c", "get_commands", json!({}));
-        let names: Vec<String> = response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["name"].as_str().map(str::to_string))
-            .collect();
+        let names = command_names(&response);
         assert_no_extension_errors(&pi);
         pi.close_and_wait();
         let written = workspace.root().join("from-ts-host.txt").exists();
@@ -1217,11 +1193,7 @@ fn shutdown_ends_the_hosts_whole_process_group() {
     let mut pi = Pi::spawn(&setup);
     let response = pi.command("c", "get_commands", json!({}));
     assert!(
-        response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["name"] == "sleeper"),
+        command_names(&response).iter().any(|n| n == "sleeper"),
         "{response}"
     );
     let pid: i32 = std::fs::read_to_string(pi.cwd().join("sleeper.pid"))

@@ -14,7 +14,7 @@ use crate::extensions::with_extensions;
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
+    Pi, Setup, command_names, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
 };
 
 /// The text of the next `notify` notice starting with `prefix`, without the prefix.
@@ -636,12 +636,7 @@ fn tools_and_commands_registered_and_removed_after_start() {
     let registered = ask(&mut pi, &lines, "rc");
     assert_eq!(registered["result"], Value::Null, "{registered}");
     let commands = pi.command("c1", "get_commands", json!({}));
-    let names: Vec<&str> = commands["data"]["commands"]
-        .as_array()
-        .expect("commands")
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let names = command_names(&commands);
     assert_eq!(names[..2], ["send", "late"], "{commands}");
     let done = pi.command("p0", "prompt", json!({"message": "/late"}));
     assert_eq!(done["data"]["disposition"], "handled", "{done}");
@@ -1078,15 +1073,7 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
         "From an extension",
     )
     .unwrap();
-    let names = |pi: &mut Pi, id: &str| -> Vec<String> {
-        let commands = pi.command(id, "get_commands", json!({}));
-        commands["data"]["commands"]
-            .as_array()
-            .expect("commands")
-            .iter()
-            .map(|c| c["name"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
+    let names = |pi: &mut Pi, id: &str| command_names(&pi.command(id, "get_commands", json!({})));
     assert!(!names(&mut pi, "c1").contains(&"late".to_string()));
 
     // The asking process is stopped right after the answer: its notices may not reach stdout.
