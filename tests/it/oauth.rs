@@ -199,16 +199,8 @@ fn an_expired_codex_login_is_refreshed_and_the_backend_gets_the_account() {
             "PI_OAUTH_OPENAI_CODEX_TOKEN_URL",
             &format!("{}/oauth/token", tokens.base_url()),
         );
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-    let run = pi.records_until_event("agent_end");
-    let reply = run
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .unwrap();
-    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
-    assert_eq!(reply["message"]["api"], "openai-codex-responses");
+    let reply = prompt_reply(&workspace, &setup);
+    assert_eq!(reply["api"], "openai-codex-responses");
 
     // Nearly expired (10 s left): refreshed with a form post.
     let refresh = &tokens.requests()[0];
@@ -531,15 +523,7 @@ fn a_chatgpt_login_on_openai_is_refreshed_and_used() {
             "PI_OAUTH_OPENAI_TOKEN_URL",
             &format!("{}/api/accounts/oauth/token", tokens.base_url()),
         );
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-    let run = pi.records_until_event("agent_end");
-    let reply = run
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .unwrap();
-    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    prompt_reply(&workspace, &setup);
     let refresh = &tokens.requests()[0];
     assert_eq!(refresh.path, "/api/accounts/oauth/token");
     assert_eq!(
@@ -620,7 +604,15 @@ fn prompt_with_login(
     provider: &FakeProvider,
     setup: Setup,
 ) -> crate::fake_provider::RecordedRequest {
-    let mut pi = Pi::spawn_in(workspace, &setup);
+    prompt_reply(workspace, &setup);
+    provider.requests()[0].clone()
+}
+
+/// The last assistant message of one prompt ("hi") in a process started for `setup` in
+/// `workspace`; it must have stopped normally.
+#[track_caller]
+fn prompt_reply(workspace: &Workspace, setup: &Setup) -> Value {
+    let mut pi = Pi::spawn_in(workspace, setup);
     pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
     let run = pi.records_until_event("agent_end");
     let reply = run
@@ -629,7 +621,7 @@ fn prompt_with_login(
         .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
         .unwrap();
     assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
-    provider.requests()[0].clone()
+    reply["message"].clone()
 }
 
 /// `pi <args>` (a login) with `env`, which must succeed; its stderr.
