@@ -479,10 +479,13 @@ fn run_rpc(setup: agent::AgentSetup, signals: crossbeam_channel::Receiver<i32>) 
         stdin,
         writer_events,
         signals,
-        out: writer.records,
+        out: writer.records.clone(),
     };
     let code = agent::Agent::new(setup, channels).run();
-    // The agent (and with it the last record sender) is gone: the writer flushes and ends.
+    // Before stdout closes: a client that sees the end finds no child of ours left.
+    agent::kill_leftover_children();
+    // With the last record sender gone the writer flushes and ends.
+    drop(writer.records);
     if writer.thread.join().is_err() {
         log::error!("the stdout writer panicked");
     }
@@ -507,9 +510,12 @@ fn run_print(
         stdin: input,
         writer_events,
         signals,
-        out: records_tx,
+        out: records_tx.clone(),
     };
     let agent_code = agent::Agent::new(setup, channels).run();
+    // Before the driver ends the output: no child of ours is left by then.
+    agent::kill_leftover_children();
+    drop(records_tx);
     let driver_code = driver.join().unwrap_or(1);
     Ok(if agent_code != 0 {
         agent_code as u8

@@ -110,6 +110,8 @@ pub fn run(host: Host) -> u8 {
         }
     };
     router.close_all();
+    // Every session has stopped: what they left running goes before stdout closes.
+    crate::agent::kill_leftover_children();
     drop(router);
     drop(writer.records);
     if writer.thread.join().is_err() {

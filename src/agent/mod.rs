@@ -168,6 +168,16 @@ enum Incoming {
     TreeSummaryRetryDue,
 }
 
+/// Kills every child group still running anywhere in the process (tool shells, RPC bash,
+/// extensions' `exec` commands, stdio MCP servers): the process is about to exit and must leave
+/// none behind. Only a mode's end calls it, after its agents have stopped; never one agent's end,
+/// since the lists are process-wide and an ACP connection runs several agents at once.
+pub fn kill_leftover_children() {
+    tools::bash::kill_all_shells();
+    crate::extensions::exec::kill_all();
+    crate::mcp::transport::kill_all();
+}
+
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
 /// model — stays at the top; each part is owned by the file that acts on it.
 pub struct Agent {
@@ -321,20 +331,19 @@ impl Agent {
         if self.is_busy() {
             self.abort_run();
         }
-        // Every shell we started (tools and RPC bash) dies with its process group, now: the
-        // process is about to exit and must leave no children behind.
+        // What this agent started ends with it: its RPC bash commands and its extensions'
+        // `exec` commands die with their process groups. (The process-wide lists are for the
+        // process's exit, `kill_leftover_children`: an ACP connection runs several agents.)
         for job in &self.bash.jobs {
             job.cancel.cancel();
         }
-        tools::bash::kill_all_shells();
-        crate::extensions::exec::kill_all();
+        self.extensions.runs.cancel_all();
         if let Some(host) = self.extensions.host.take() {
             host.shutdown(Duration::from_millis(500));
         }
         if let Some(mcp) = self.mcp.take() {
             mcp.shutdown(Duration::from_millis(500));
         }
-        crate::mcp::transport::kill_all();
         if let Err(e) = self.session.sync() {
             log::error!("session sync at shutdown failed: {e}");
         }

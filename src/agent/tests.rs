@@ -140,3 +140,37 @@ fn a_signal_still_arrives_as_a_signal() {
     let incoming = agent.next_incoming();
     assert!(matches!(incoming, Incoming::Signal(15)));
 }
+
+#[test]
+fn an_agent_that_ends_leaves_the_shells_of_others_running() {
+    // An ACP connection runs several agents in one process: one session's end must not kill
+    // another's tool shell (the process-wide kill is for the process's exit only).
+    let dir = temp_dir("agent-end-shell");
+    let ctx = crate::tools::ToolContext::for_test(&dir);
+    let shell = std::thread::spawn(move || {
+        let command = "touch started; while [ ! -e gate ]; do sleep 0.02; done; echo survived";
+        crate::tools::bash::execute(
+            &serde_json::json!({"command": command}),
+            &ctx,
+            &crate::child::CancelFlag::default(),
+            &mut |_| {},
+        )
+        .0
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !dir.join("started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shell never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (agent, ends) = agent();
+    drop(ends.stdin);
+    assert_eq!(agent.run(), 0);
+    std::fs::write(dir.join("gate"), "").unwrap();
+    let output = shell.join().unwrap();
+    assert!(!output.is_error, "{output:?}");
+    assert_eq!(output.first_text(), "survived\n");
+    let _ = std::fs::remove_dir_all(dir);
+}

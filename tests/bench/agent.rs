@@ -32,7 +32,7 @@ const STDERR_TAIL: usize = 4096;
 /// What to start and where.
 pub struct SpawnOptions<'a> {
     pub binary: &'a Path,
-    pub base_url: &'a str,
+    pub base_url: String,
     /// Extra arguments after `--provider fake-anthropic --model fake-claude`.
     pub extra_args: Vec<String>,
     /// Contents of a session file to open with `--session` (otherwise `--no-session`);
@@ -57,6 +57,26 @@ pub struct SpawnOptions<'a> {
     /// another front door (`--mode acp`) or an adapter (`node pi-acp`). The agent dir's
     /// settings name the fake model as the default (an adapter passes no model options).
     pub front: Option<Vec<String>>,
+}
+
+impl<'a> SpawnOptions<'a> {
+    /// A plain RPC run of `binary` against the fake at `base_url`: no extra arguments, files or
+    /// environment, `--no-session`, the fixture's key.
+    pub fn plain(binary: &'a Path, base_url: String, rss_cap_kb: u64) -> SpawnOptions<'a> {
+        SpawnOptions {
+            binary,
+            base_url,
+            extra_args: Vec::new(),
+            session_file: None,
+            files: Vec::new(),
+            agent_files: Vec::new(),
+            rss_cap_kb,
+            sessions: false,
+            env: Vec::new(),
+            api_key: None,
+            front: None,
+        }
+    }
 }
 
 /// The fields of one stdout record the bench looks at.
@@ -182,7 +202,7 @@ impl Agent {
         let prepare = || -> std::io::Result<()> {
             std::fs::create_dir_all(&agent_dir)?;
             std::fs::create_dir_all(&cwd)?;
-            let mut models = fixture("models.json").replace("__BASE_URL__", options.base_url);
+            let mut models = fixture("models.json").replace("__BASE_URL__", &options.base_url);
             if let Some(key) = options.api_key {
                 models = models.replace("\"test-key\"", &serde_json::Value::from(key).to_string());
             }

@@ -154,19 +154,11 @@ fn alternate(
 }
 
 fn spawn(binary: &Binary, fake: &Fake, config: &Config) -> Result<Agent, String> {
-    Agent::spawn(&SpawnOptions {
-        binary: &binary.path,
-        base_url: &fake.base_url(),
-        extra_args: Vec::new(),
-        session_file: None,
-        files: Vec::new(),
-        agent_files: Vec::new(),
-        rss_cap_kb: config.rss_cap_kb,
-        sessions: false,
-        env: Vec::new(),
-        api_key: None,
-        front: None,
-    })
+    Agent::spawn(&SpawnOptions::plain(
+        &binary.path,
+        fake.base_url(),
+        config.rss_cap_kb,
+    ))
 }
 
 /// Tracks one prompt: fails on a `success:false` prompt response, ends at `agent_end`.
@@ -208,6 +200,26 @@ impl PromptWatch {
             None => Ok(()),
         }
     }
+}
+
+/// A `get_state` answered within `wait` (the process is up and its loop running).
+fn get_state(agent: &mut Agent, wait: Duration) -> Result<(), String> {
+    agent.request("bench-state", "get_state", Instant::now() + wait)
+}
+
+/// Once the process answers (`get_state`), one prompt run to `agent_end` within `wait`, every
+/// record handed to `visit`: the prompt's wall time and the peak RSS after it.
+fn timed_turn(
+    agent: &mut Agent,
+    config: &Config,
+    message: &str,
+    wait: Duration,
+    visit: impl FnMut(&Record, usize),
+) -> Result<(Duration, Option<u64>), String> {
+    get_state(agent, config.short_wait)?;
+    let started = Instant::now();
+    run_prompt(agent, message, started + wait, config.stdout_cap, visit)?;
+    Ok((started.elapsed(), agent.peak_rss_kb()))
 }
 
 /// Runs a prompt to `agent_end`, handing every record to `visit` as well.
@@ -276,11 +288,7 @@ pub fn startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         |binary| {
             let fake = Fake::start(Vec::new());
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
+            get_state(&mut agent, config.short_wait)?;
             let first_state = agent.spawned_at.elapsed();
             let cpu = agent.threads_cpu_time();
             std::thread::sleep(IDLE_SETTLE);
@@ -349,17 +357,9 @@ pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 .collect();
             let fake = Fake::start(script);
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
-                extra_args: Vec::new(),
-                session_file: None,
-                files: Vec::new(),
-                agent_files: Vec::new(),
-                rss_cap_kb: config.rss_cap_kb,
-                api_key: None,
-                front: None,
                 sessions: true,
                 env: vec![("PI_TEST_FSYNC_DELAY_MS", SLOW_FSYNC_MS.to_string())],
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
             let mut latencies = Vec::new();
             for turn in 0..DISK_TURNS {
@@ -373,11 +373,7 @@ pub fn disk(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 )?;
                 for _ in 0..STATES_PER_TURN {
                     let sent = Instant::now();
-                    agent.request(
-                        "bench-state",
-                        "get_state",
-                        Instant::now() + config.short_wait,
-                    )?;
+                    get_state(&mut agent, config.short_wait)?;
                     latencies.push(sent.elapsed());
                 }
             }
@@ -417,33 +413,16 @@ pub fn tool_turn(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             Reply::sse(anthropic_text(&["Both ", "tools ", "ran."])),
         ]);
         let mut agent = Agent::spawn(&SpawnOptions {
-            binary: &binary.path,
-            base_url: &fake.base_url(),
-            extra_args: Vec::new(),
-            session_file: None,
             files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
-            agent_files: Vec::new(),
-            rss_cap_kb: config.rss_cap_kb,
-            sessions: false,
-            env: Vec::new(),
-            api_key: None,
-            front: None,
+            ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
         })?;
-        agent.request(
-            "bench-state",
-            "get_state",
-            Instant::now() + config.short_wait,
-        )?;
-        let started = Instant::now();
-        run_prompt(
+        let (wall, peak) = timed_turn(
             &mut agent,
+            config,
             "Read notes.txt and run echo.",
-            started + config.short_wait,
-            config.stdout_cap,
+            config.short_wait,
             |_, _| {},
         )?;
-        let wall = started.elapsed();
-        let peak = agent.peak_rss_kb();
         fake.check(2)?;
         Ok(vec![mb(peak), millis(wall)])
     })
@@ -493,34 +472,17 @@ pub fn codemode(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             let server = fixture_path("mcp/fake_server.py");
             let mcp = json!({"mcpServers": {"fake": {"command": server.to_string_lossy()}}});
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
-                extra_args: Vec::new(),
-                session_file: None,
-                files: Vec::new(),
                 agent_files: vec![("mcp.json".into(), mcp.to_string().into_bytes())],
-                rss_cap_kb: config.rss_cap_kb,
-                sessions: false,
-                env: Vec::new(),
-                api_key: None,
-                front: None,
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
-            let started = Instant::now();
             let mut ends = 0;
-            run_prompt(
+            let (wall, peak) = timed_turn(
                 &mut agent,
+                config,
                 "Echo twenty times.",
-                started + config.long_wait,
-                config.stdout_cap,
+                config.long_wait,
                 |record, _| ends += usize::from(record.kind == "tool_execution_end"),
             )?;
-            let wall = started.elapsed();
-            let peak = agent.peak_rss_kb();
             fake.check(2)?;
             let sent_back = fake.0.requests()[1].body.to_string();
             if !sent_back.contains("Script completed") || !sent_back.contains("echo: n19") {
@@ -641,11 +603,7 @@ pub fn stream(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         |binary| {
             let fake = Fake::start(vec![Reply::sse(body.clone())]);
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
+            get_state(&mut agent, config.short_wait)?;
             let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
             let started = Instant::now();
             let mut tally = DeltaTally::new();
@@ -753,23 +711,10 @@ pub fn hold_back(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             for key in ["ollama", BENCH_KEY] {
                 let fake = Fake::start(vec![Reply::sse(body.clone())]);
                 let mut agent = Agent::spawn(&SpawnOptions {
-                    binary: &binary.path,
-                    base_url: &fake.base_url(),
-                    extra_args: Vec::new(),
-                    session_file: None,
-                    files: Vec::new(),
-                    agent_files: Vec::new(),
-                    rss_cap_kb: config.rss_cap_kb,
                     api_key: Some(key),
-                    front: None,
-                    sessions: false,
-                    env: Vec::new(),
+                    ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
                 })?;
-                agent.request(
-                    "bench-state",
-                    "get_state",
-                    Instant::now() + config.short_wait,
-                )?;
+                get_state(&mut agent, config.short_wait)?;
                 let cpu_before = agent.cpu_time().ok_or("cannot read /proc/<pid>/stat")?;
                 let started = Instant::now();
                 let mut tally = DeltaTally::new();
@@ -853,11 +798,7 @@ pub fn stall(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
         |binary| {
             let fake = Fake::start(vec![Reply::sse(body.clone())]);
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
+            get_state(&mut agent, config.short_wait)?;
             let started = Instant::now();
             let deadline = started + config.long_wait + config.stall;
             let mut tally = DeltaTally::new();
@@ -946,21 +887,13 @@ pub fn bash_output(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 Reply::sse(anthropic_text(&["Lots of x."])),
             ]);
             let mut agent = spawn(binary, &fake, config)?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.short_wait,
-            )?;
-            let started = Instant::now();
-            run_prompt(
+            let (wall, peak) = timed_turn(
                 &mut agent,
+                config,
                 "Print many x.",
-                started + config.long_wait,
-                config.stdout_cap,
+                config.long_wait,
                 |_, _| {},
             )?;
-            let wall = started.elapsed();
-            let peak = agent.peak_rss_kb();
             fake.check(2)?;
             Ok(vec![mb(peak), millis(wall)])
         },
@@ -1014,23 +947,11 @@ fn sandbox_run(
         None => Vec::new(),
     };
     let mut agent = Agent::spawn(&SpawnOptions {
-        binary: &binary.path,
-        base_url: &fake.base_url(),
         extra_args,
-        session_file: None,
         files: vec![("notes.txt".into(), b"line one\nline two\n".to_vec())],
-        agent_files: Vec::new(),
-        rss_cap_kb: config.rss_cap_kb,
-        api_key: None,
-        front: None,
-        sessions: false,
-        env: Vec::new(),
+        ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
     })?;
-    agent.request(
-        "bench-state",
-        "get_state",
-        Instant::now() + config.short_wait,
-    )?;
+    get_state(&mut agent, config.short_wait)?;
     let started = Instant::now();
     let mut bash_start: Option<Instant> = None;
     let mut first_output: Option<Duration> = None;
@@ -1227,23 +1148,10 @@ pub fn tree(
         |binary| {
             let fake = Fake::start(Vec::new());
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
-                extra_args: Vec::new(),
                 session_file: Some(contents.clone()),
-                files: Vec::new(),
-                agent_files: Vec::new(),
-                rss_cap_kb: config.rss_cap_kb,
-                sessions: false,
-                env: Vec::new(),
-                api_key: None,
-                front: None,
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
-            agent.request(
-                "bench-state",
-                "get_state",
-                Instant::now() + config.long_wait,
-            )?;
+            get_state(&mut agent, config.long_wait)?;
             let first_state = agent.spawned_at.elapsed();
             let asked = Instant::now();
             let tree = match agent.request("bench-tree", "get_tree", asked + config.long_wait) {
@@ -1342,25 +1250,13 @@ fn cpu_per_turn(
         .collect();
     let fake = Fake::start(script);
     let mut agent = Agent::spawn(&SpawnOptions {
-        binary: &binary.path,
-        base_url: &fake.base_url(),
         extra_args: ["--provider", writer.provider, "--model", writer.model]
             .map(String::from)
             .to_vec(),
         session_file: Some(session_file_by(2 * retained, writer)),
-        files: Vec::new(),
-        agent_files: Vec::new(),
-        rss_cap_kb: config.rss_cap_kb,
-        sessions: false,
-        env: Vec::new(),
-        api_key: None,
-        front: None,
+        ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
     })?;
-    agent.request(
-        "bench-state",
-        "get_state",
-        Instant::now() + config.long_wait,
-    )?;
+    get_state(&mut agent, config.long_wait)?;
     let mut before = None;
     for turn in 0..turns {
         if turn == TURN_CPU_WARMUP {
@@ -1627,17 +1523,10 @@ pub fn acp(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
             )
         };
         let mut agent = Agent::spawn(&SpawnOptions {
-            binary: &program,
-            base_url: &fake.base_url(),
-            extra_args: Vec::new(),
-            session_file: None,
-            files: Vec::new(),
-            agent_files: Vec::new(),
-            rss_cap_kb: config.rss_cap_kb,
             sessions: true,
             env,
-            api_key: None,
             front: Some(front),
+            ..SpawnOptions::plain(&program, fake.base_url(), config.rss_cap_kb)
         })?;
         let outcomes = acp_run(&mut agent, config)?;
         fake.check(ACP_SESSIONS)?;
@@ -1787,17 +1676,9 @@ pub fn ts_startup(binaries: &[&Binary], config: &Config) -> Vec<Figure> {
                 ],
             };
             let mut agent = Agent::spawn(&SpawnOptions {
-                binary: &binary.path,
-                base_url: &fake.base_url(),
                 extra_args: vec!["-e".into(), hello.display().to_string()],
-                session_file: None,
-                files: Vec::new(),
-                agent_files: Vec::new(),
-                rss_cap_kb: config.rss_cap_kb,
-                sessions: false,
                 env,
-                api_key: None,
-                front: None,
+                ..SpawnOptions::plain(&binary.path, fake.base_url(), config.rss_cap_kb)
             })?;
             let deadline = Instant::now() + config.long_wait;
             agent.send(&json!({"id": "bench-state", "type": "get_state"}))?;

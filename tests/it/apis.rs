@@ -8,7 +8,44 @@
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
-use crate::support::{Pi, Setup, Workspace, assistant_messages, tool_shape};
+use crate::support::{
+    Pi, Setup, Workspace, assistant_messages, prompt, session_file, tool_shape,
+};
+
+/// The first assistant message of `run`, which must have stopped normally.
+#[track_caller]
+fn first_stopped(run: &[Value]) -> Value {
+    let message = assistant_messages(run).remove(0);
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    message
+}
+
+/// The first assistant message of the run `text` starts (see `first_stopped`).
+#[track_caller]
+fn first_reply(pi: &mut Pi, id: &str, text: &str) -> Value {
+    first_stopped(&prompt(pi, id, text))
+}
+
+/// One process per step on one session (resumed with `--session` from the second step on),
+/// each started with its step's extra arguments and running one prompt of the step's text.
+#[track_caller]
+fn prompts_in_one_session(setup: &Setup, steps: &[(&str, &[&str])]) {
+    let workspace = Workspace::new();
+    let mut file: Option<std::path::PathBuf> = None;
+    for (step, (text, args)) in steps.iter().enumerate() {
+        let mut run_setup = setup.clone();
+        if let Some(file) = &file {
+            run_setup = run_setup.arg("--session").arg(&file.to_string_lossy());
+        }
+        for arg in *args {
+            run_setup = run_setup.arg(arg);
+        }
+        let mut pi = Pi::spawn_in(&workspace, &run_setup);
+        first_reply(&mut pi, &format!("p{step}"), text);
+        file.get_or_insert_with(|| session_file(&mut pi, "s"));
+        pi.close_and_wait();
+    }
+}
 
 #[test]
 fn azure_uses_the_deployment_api_version_and_api_key_header() {
@@ -23,13 +60,10 @@ fn azure_uses_the_deployment_api_version_and_api_key_header() {
         .env("AZURE_OPENAI_DEPLOYMENT_NAME_MAP", "gpt-5.2=prod-gpt52")
         .env("AZURE_OPENAI_API_VERSION", "2025-04-01-preview");
     let mut pi = Pi::spawn(&setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
-    let run = pi.records_until_event("agent_end");
-    let messages = assistant_messages(&run);
-    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
-    assert_eq!(messages[0]["api"], "azure-openai-responses");
+    let message = first_reply(&mut pi, "p", "Say hello");
+    assert_eq!(message["api"], "azure-openai-responses");
     assert_eq!(
-        messages[0]["content"][1]["text"],
+        message["content"][1]["text"],
         "Hello from the fake responses API."
     );
     let request = &fake.requests()[0];
@@ -61,11 +95,8 @@ fn azure_chat_completions_models_use_the_azure_endpoint_and_deployment() {
             "deepseek-v4-pro=prod-ds",
         );
     let mut pi = Pi::spawn(&setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
-    let run = pi.records_until_event("agent_end");
-    let messages = assistant_messages(&run);
-    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
-    assert_eq!(messages[0]["api"], "openai-completions");
+    let message = first_reply(&mut pi, "p", "Say hello");
+    assert_eq!(message["api"], "openai-completions");
     let request = &fake.requests()[0];
     assert_eq!(request.path, "/openai/v1/chat/completions");
     assert_eq!(
@@ -101,10 +132,7 @@ fn cloudflare_urls_get_their_ids_and_the_gateway_its_own_auth_header() {
     )
     .unwrap();
     let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
-    let run = pi.records_until_event("agent_end");
-    let messages = assistant_messages(&run);
-    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
+    first_reply(&mut pi, "p", "Say hello");
     let request = &fake.requests()[0];
     assert_eq!(request.path, "/v1/acct-42/gw-7/compat/chat/completions");
     assert_eq!(
@@ -177,12 +205,9 @@ fn codex_sends_the_account_and_prompt_from_a_subscription_login() {
     let setup = Setup::new(&fake, "openai-codex", "gpt-5.2")
         .models_json(r#"{"providers": {"openai-codex": {"baseUrl": "__BASE_URL__/backend-api"}}}"#);
     let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
-    let run = pi.records_until_event("agent_end");
-    let messages = assistant_messages(&run);
-    assert_eq!(messages[0]["stopReason"], "stop", "{}", messages[0]);
-    assert_eq!(messages[0]["api"], "openai-codex-responses");
-    assert_eq!(messages[0]["rawStopReason"], "completed");
+    let message = first_reply(&mut pi, "p", "Say hello");
+    assert_eq!(message["api"], "openai-codex-responses");
+    assert_eq!(message["rawStopReason"], "completed");
     let request = &fake.requests()[0];
     assert_eq!(request.path, "/backend-api/codex/responses");
     assert_eq!(request.header("chatgpt-account-id"), Some("acct_42"));
@@ -324,10 +349,7 @@ fn pi_messages_posts_the_context_and_reads_the_event_stream() {
         .arg("--thinking")
         .arg("high");
     let mut pi = Pi::spawn(&setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
-    let run = pi.records_until_event("agent_end");
-    let message = assistant_messages(&run).remove(0);
-    assert_eq!(message["stopReason"], "stop", "{message}");
+    let message = first_reply(&mut pi, "p", "Say hello");
     assert_eq!(message["api"], "pi-messages");
     assert_eq!(
         message["content"],
@@ -410,10 +432,7 @@ fn compat_request(
         .arg("--thinking")
         .arg(thinking);
     let mut pi = Pi::spawn(&setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-    let run = pi.records_until_event("agent_end");
-    let message = assistant_messages(&run).remove(0);
-    assert_eq!(message["stopReason"], "stop", "{message}");
+    first_reply(&mut pi, "p", "hi");
     fake.requests().remove(0)
 }
 
@@ -489,10 +508,8 @@ fn pi_messages_thinking_end_carries_the_redacted_flag() {
         .arg("--thinking")
         .arg("high");
     let mut pi = Pi::spawn(&setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
-    let run = pi.records_until_event("agent_end");
-    let message = assistant_messages(&run).remove(0);
-    assert_eq!(message["stopReason"], "stop", "{message}");
+    let run = prompt(&mut pi, "p", "Say hello");
+    let message = first_stopped(&run);
     assert_eq!(
         message["content"][0],
         json!({"type": "thinking", "thinking": "Plan", "thinkingSignature": "opaque-1",
@@ -626,26 +643,16 @@ fn body_after_a_prompt_change(api: &str, reply: &str, compat: Value) -> Value {
     let models = json!({"providers": {"mc": {"baseUrl": "__BASE_URL__", "api": api,
         "apiKey": "mc-key-123456",
         "models": [{"id": "mc-model", "input": ["text"], "compat": compat}]}}});
-    let workspace = Workspace::new();
     let setup = Setup::new(&fake, "mc", "mc-model")
         .models_json(&models.to_string())
         .with_sessions();
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
-    let run = pi.records_until_event("agent_end");
-    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
-    let file = crate::support::session_file(&mut pi, "s");
-    pi.close_and_wait();
-
-    let setup = setup
-        .arg("--session")
-        .arg(&file.to_string_lossy())
-        .arg("--append-system-prompt")
-        .arg("Answer briefly.");
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
-    let run = pi.records_until_event("agent_end");
-    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    prompts_in_one_session(
+        &setup,
+        &[
+            ("first", &[]),
+            ("second", &["--append-system-prompt", "Answer briefly."]),
+        ],
+    );
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
     requests[1].body.clone()
@@ -793,9 +800,7 @@ fn strict_tool_compat_keys_send_strict_schemas_for_pis_tools() {
             "models": [{"id": "st-model", "input": ["text"], "compat": compat}]}}});
         let setup = Setup::new(&fake, "st", "st-model").models_json(&models.to_string());
         let mut pi = Pi::spawn(&setup);
-        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-        let run = pi.records_until_event("agent_end");
-        assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+        first_reply(&mut pi, "p", "hi");
         let body = fake.requests().remove(0).body;
         body["tools"].as_array().expect("tools").clone()
     };
@@ -864,10 +869,8 @@ fn mid_conversation_effort_travels_in_configuration_updates() {
         .arg("--thinking")
         .arg("high");
     let mut pi = Pi::spawn(&setup);
-    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
-    let run = pi.records_until_event("agent_end");
-    let first = assistant_messages(&run).remove(0);
-    assert_eq!(first["stopReason"], "stop", "{first}");
+    let run = prompt(&mut pi, "p1", "first");
+    let first = first_stopped(&run);
     assert_eq!(first["providerThinkingLevel"], "high", "{first}");
     let start = run
         .iter()
@@ -916,11 +919,7 @@ fn provider_input_transformations_become_the_replys_diagnostics() {
             "apiKey": "dg-key-123456", "models": [{"id": "dg-model", "input": ["text"]}]}}});
         let setup = Setup::new(&fake, "dg", "dg-model").models_json(&models.to_string());
         let mut pi = Pi::spawn(&setup);
-        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-        let run = pi.records_until_event("agent_end");
-        let message = assistant_messages(&run).remove(0);
-        assert_eq!(message["stopReason"], "stop", "{message}");
-        message
+        first_reply(&mut pi, "p", "hi")
     };
     let anthropic = fixture("anthropic/text.sse").replacen(
         "\"message\":{",
@@ -983,10 +982,7 @@ fn anthropic_mid_conversation_effort_travels_in_system_messages() {
         .arg("--thinking")
         .arg("medium");
     let mut pi = Pi::spawn(&setup);
-    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
-    let run = pi.records_until_event("agent_end");
-    let first = assistant_messages(&run).remove(0);
-    assert_eq!(first["stopReason"], "stop", "{first}");
+    let first = first_reply(&mut pi, "p1", "first");
     assert_eq!(first["providerThinkingLevel"], "medium", "{first}");
     let response = pi.request(json!({"id": "t", "type": "set_thinking_level", "level": "low"}));
     assert_eq!(response["success"], true, "{response}");
@@ -1059,27 +1055,16 @@ fn anthropic_mid_conversation_tool_changes_go_in_place() {
         "models": [{"id": "at-model", "input": ["text"],
             "compat": {"supportsMidConvoSystemMessages": true,
                 "supportsMidConvoToolChanges": true, "supportsStrictTools": true}}]}}});
-    let workspace = Workspace::new();
     let setup = Setup::new(&fake, "at", "at-model")
         .models_json(&models.to_string())
         .with_sessions();
-    let first_setup = setup.clone().arg("--tools").arg("read,bash");
-    let mut pi = Pi::spawn_in(&workspace, &first_setup);
-    pi.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
-    let run = pi.records_until_event("agent_end");
-    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
-    let file = crate::support::session_file(&mut pi, "s");
-    pi.close_and_wait();
-
-    let setup = setup
-        .arg("--session")
-        .arg(&file.to_string_lossy())
-        .arg("--tools")
-        .arg("read,grep");
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p2", "type": "prompt", "message": "second"}));
-    let run = pi.records_until_event("agent_end");
-    assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
+    prompts_in_one_session(
+        &setup,
+        &[
+            ("first", &["--tools", "read,bash"]),
+            ("second", &["--tools", "read,grep"]),
+        ],
+    );
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
 
@@ -1159,24 +1144,17 @@ fn chat_completions_mid_conversation_tool_additions_go_in_place() {
         "models": [{"id": "ct-model", "input": ["text"],
             "compat": {"supportsMidConvoSystemMessages": true,
                 "supportsMidConvoToolAdditions": true}}]}}});
-    let workspace = Workspace::new();
     let setup = Setup::new(&fake, "ct", "ct-model")
         .models_json(&models.to_string())
         .with_sessions();
-    let mut file: Option<std::path::PathBuf> = None;
-    for (step, tools) in ["read", "read,grep", "grep"].iter().enumerate() {
-        let mut run_setup = setup.clone();
-        if let Some(file) = &file {
-            run_setup = run_setup.arg("--session").arg(&file.to_string_lossy());
-        }
-        let run_setup = run_setup.arg("--tools").arg(tools);
-        let mut pi = Pi::spawn_in(&workspace, &run_setup);
-        pi.send(json!({"id": format!("p{step}"), "type": "prompt", "message": format!("m{step}")}));
-        let run = pi.records_until_event("agent_end");
-        assert_eq!(assistant_messages(&run)[0]["stopReason"], "stop", "{run:?}");
-        file.get_or_insert_with(|| crate::support::session_file(&mut pi, "s"));
-        pi.close_and_wait();
-    }
+    prompts_in_one_session(
+        &setup,
+        &[
+            ("m0", &["--tools", "read"]),
+            ("m1", &["--tools", "read,grep"]),
+            ("m2", &["--tools", "grep"]),
+        ],
+    );
     let requests = fake.requests();
     assert_eq!(requests.len(), 3);
     let names = |tools: &Value| -> Vec<String> {

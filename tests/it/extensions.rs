@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, Workspace, message_text, process_alive, result_text, tool_result_block,
-    tool_result_block_text, wait_for_file, wait_until_gone, write_executable,
+    Pi, Setup, Workspace, command_names, message_text, process_alive, result_text,
+    tool_result_block, tool_result_block_text, wait_for_file, wait_until_gone, write_executable,
 };
 
 /// Absolute path of an extension fixture.
@@ -235,15 +235,6 @@ fn discovery_workspace() -> Workspace {
         "#!/bin/sh\nexit 1\n",
     );
     workspace
-}
-
-fn command_names(response: &Value) -> Vec<String> {
-    response["data"]["commands"]
-        .as_array()
-        .expect("commands")
-        .iter()
-        .filter_map(|c| c["name"].as_str().map(str::to_string))
-        .collect()
 }
 
 #[test]

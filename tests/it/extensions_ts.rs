@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::extensions_v2::{listed_ids, listed_router_auto, routed_replies, select_router_auto};
 use crate::fake_provider::{FakeProvider, Reply};
 use crate::reference_clients::{Reference, reference};
 use crate::sse;
-use crate::support::{Pi, Setup, tool_result_block, tool_result_block_text};
+use crate::support::{Pi, Setup, command_names, tool_result_block, tool_result_block_text};
 
 /// Loading Node, the pi package and the extensions takes seconds on a loaded machine.
 const WAIT: Duration = Duration::from_secs(90);
@@ -45,6 +46,22 @@ fn with_examples(reference: &Reference, mut setup: Setup, names: &[&str]) -> Set
     }
     setup.wait_limit = Some(WAIT);
     setup
+}
+
+/// `setup` as `with_examples` makes it, with the extension `source` written to `name` in the
+/// project and loaded with `-e`.
+fn with_source(reference: &Reference, setup: Setup, name: &str, source: &str) -> Setup {
+    with_examples(reference, setup, &[])
+        .file(name, source)
+        .arg("-e")
+        .arg(name)
+}
+
+/// No `extension_error` record so far (the records are shown otherwise).
+#[track_caller]
+fn assert_no_extension_errors(pi: &Pi) {
+    let errors = extension_errors(pi.records());
+    assert!(errors.is_empty(), "{errors:?} in {:?}", pi.records());
 }
 
 fn extension_errors(records: &[Value]) -> Vec<Value> {
@@ -130,13 +147,8 @@ fn a_broken_typescript_extension_is_reported_and_the_others_load() {
     let mut pi = Pi::spawn(&setup);
     let response = pi.command("c", "get_commands", json!({}));
     assert_eq!(response["success"], true, "{response}");
-    let names: Vec<&str> = response["data"]["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
-    assert!(names.contains(&"commands"), "{names:?}");
+    let names = command_names(&response);
+    assert!(names.iter().any(|n| n == "commands"), "{names:?}");
     let error = pi.find(|r| r["type"] == "extension_error");
     assert_eq!(error["event"], "load");
     assert!(
@@ -233,13 +245,11 @@ fn missing_node_old_node_and_missing_package_are_clear_errors() {
             "{expected}: {error}"
         );
         let response = pi.command("c", "get_commands", json!({}));
-        let names: Vec<&str> = response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["name"].as_str())
-            .collect();
-        assert!(names.contains(&"hello"), "hello.sh still loads: {names:?}");
+        let names = command_names(&response);
+        assert!(
+            names.iter().any(|n| n == "hello"),
+            "hello.sh still loads: {names:?}"
+        );
     }
 }
 
@@ -265,15 +275,11 @@ fn project_typescript_extensions_load_only_in_a_trusted_project() {
         };
         let mut pi = Pi::spawn(&setup);
         let response = pi.command("c", "get_commands", json!({}));
-        let has = response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["name"] == "session-name");
+        let has = command_names(&response).iter().any(|n| n == "session-name");
         assert_eq!(has, trusted, "{response}");
         let script_dir = pi.agent_dir().join("cache/ts-host");
         assert_eq!(script_dir.exists(), trusted, "{}", script_dir.display());
-        assert!(extension_errors(pi.records()).is_empty());
+        assert_no_extension_errors(&pi);
     }
 }
 
@@ -552,7 +558,7 @@ fn provider_payload_logs_each_request_body() {
     let first: Value = serde_json::from_str(log.split("\n\n").next().unwrap()).expect("json");
     assert_eq!(first, request.body);
     assert!(log.contains("[200] {"), "{log}");
-    assert!(extension_errors(pi.records()).is_empty());
+    assert_no_extension_errors(&pi);
 }
 
 /// trigger-compact.ts: `/trigger-compact` compacts; its notices say started and completed.
@@ -673,10 +679,7 @@ fn abort_reaches_a_running_typescript_tool() {
             .tool_use("toolu_1", "wait_for_abort", &["{}"])
             .finish("tool_use"),
     )]);
-    let mut setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("waiter.ts", WAITER)
-        .arg("-e")
-        .arg("waiter.ts");
+    let mut setup = with_source(&reference, Setup::anthropic(&fake), "waiter.ts", WAITER);
     setup.wait_limit = Some(WAIT);
     let mut pi = Pi::spawn(&setup);
     pi.command("p", "prompt", json!({"message": "wait"}));
@@ -884,11 +887,7 @@ fn timed_dialogs_carry_their_timeout_and_run_out() {
     pi.find(|r| {
         r["type"] == "extension_ui_request" && r["message"] == "Selection cancelled or timed out"
     });
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// fixtures/extensions/host_modules.ts imports a runtime value from each host module (today's
@@ -928,11 +927,7 @@ fn every_host_module_gives_runtime_values() {
         pick["input_schema"]["properties"]["colour"]["enum"],
         json!(["red", "green"])
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// A second extension of the tests' own that speaks on pi's event bus.
@@ -968,11 +963,7 @@ fn two_typescript_extensions_share_the_event_bus() {
     });
     pi.command("p", "prompt", json!({"message": "/peer across"}));
     pi.find(|r| r["type"] == "extension_ui_request" && r["message"] == "Event from peer: across");
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 // ---- start-up, restart, sandbox, shutdown ------------------------------------------------------
@@ -1007,10 +998,7 @@ export default async function (pi) {
 fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Hi."]))]);
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("gated.ts", GATED)
-        .arg("-e")
-        .arg("gated.ts");
+    let setup = with_source(&reference, Setup::anthropic(&fake), "gated.ts", GATED);
     let mut pi = Pi::spawn(&setup);
     pi.send(json!({"id": "c", "type": "get_commands"}));
     pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
@@ -1028,11 +1016,7 @@ fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
     assert!(fake.requests().is_empty());
     std::fs::write(pi.cwd().join("gate"), "").unwrap();
     let commands = pi.response_for("c");
-    let has_gated = commands["data"]["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|c| c["name"] == "gated");
+    let has_gated = command_names(&commands).iter().any(|n| n == "gated");
     assert!(has_gated, "{commands}");
     let prompt = pi.response_for("p");
     assert_eq!(prompt["success"], true, "{prompt}");
@@ -1044,11 +1028,7 @@ fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
         "{:?}",
         requests[0].tool_names()
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// `abort` ends the wait for the host: the held prompt is answered with an error at once (no
@@ -1057,10 +1037,7 @@ fn commands_are_answered_while_the_host_loads_and_the_first_prompt_waits() {
 fn abort_ends_the_wait_for_the_host() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![]);
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("gated.ts", GATED)
-        .arg("-e")
-        .arg("gated.ts");
+    let setup = with_source(&reference, Setup::anthropic(&fake), "gated.ts", GATED);
     let mut pi = Pi::spawn(&setup);
     pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
     let abort = pi.command("a", "abort", json!({}));
@@ -1073,11 +1050,7 @@ fn abort_ends_the_wait_for_the_host() {
     );
     std::fs::write(pi.cwd().join("gate"), "").unwrap();
     let commands = pi.command("c", "get_commands", json!({}));
-    let has_gated = commands["data"]["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|c| c["name"] == "gated");
+    let has_gated = command_names(&commands).iter().any(|n| n == "gated");
     assert!(has_gated, "{commands}");
     assert!(fake.requests().is_empty());
 }
@@ -1180,17 +1153,8 @@ fn sandbox_extensions_confines_the_typescript_host() {
         let setup = crate::sandbox::sandboxed(setup, &workspace);
         let mut pi = Pi::spawn_in(&workspace, &setup);
         let response = pi.command("c", "get_commands", json!({}));
-        let names: Vec<String> = response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c["name"].as_str().map(str::to_string))
-            .collect();
-        assert!(
-            extension_errors(pi.records()).is_empty(),
-            "{:?}",
-            pi.records()
-        );
+        let names = command_names(&response);
+        assert_no_extension_errors(&pi);
         pi.close_and_wait();
         let written = workspace.root().join("from-ts-host.txt").exists();
         (names, written)
@@ -1220,18 +1184,16 @@ export default function (pi) {
 fn shutdown_ends_the_hosts_whole_process_group() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(Vec::new());
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("sleeper.ts", SPAWNS_A_SLEEPER)
-        .arg("-e")
-        .arg("sleeper.ts");
+    let setup = with_source(
+        &reference,
+        Setup::anthropic(&fake),
+        "sleeper.ts",
+        SPAWNS_A_SLEEPER,
+    );
     let mut pi = Pi::spawn(&setup);
     let response = pi.command("c", "get_commands", json!({}));
     assert!(
-        response["data"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["name"] == "sleeper"),
+        command_names(&response).iter().any(|n| n == "sleeper"),
         "{response}"
     );
     let pid: i32 = std::fs::read_to_string(pi.cwd().join("sleeper.pid"))
@@ -1339,11 +1301,7 @@ fn rpc_demo_drives_every_dialog_and_notice() {
         "This text was set by the rpc-demo extension.",
     );
     ui_request(&mut pi, "notify", "message", "Editor prefilled");
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// One Google streaming reply (`streamGenerateContent?alt=sse`) with `text`.
@@ -1419,11 +1377,7 @@ fn custom_compaction_summarizes_with_a_model_of_the_registry() {
         "{asked}"
     );
     assert!(asked.contains("first question"), "{asked}");
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// An extension of the tests' own: `/registry` reports what `pi.getSettings()` and
@@ -1490,11 +1444,7 @@ fn settings_and_the_model_registry_reach_typescript_extensions() {
             "providerKey": true,
         })
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// An extension of the tests' own registering two providers as pi's docs show: one on a wire
@@ -1659,11 +1609,7 @@ fn providers_registered_from_typescript_serve_requests() {
         ["through the gateway", "through the streamer"]
     );
     assert_eq!(system_prompt(&requests[1]), system_prompt(&requests[0]));
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// subagent/index.ts: its `subagent` tool starts `process.execPath --mode json -p …` — pi-rs, not the
@@ -1756,10 +1702,12 @@ export default function (pi) {
 fn abort_reaches_a_typescript_providers_stream() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![]);
-    let setup = with_examples(&reference, Setup::new(&fake, "ts-hang", "hang-1"), &[])
-        .file("hang.ts", HANGING_PROVIDER)
-        .arg("-e")
-        .arg("hang.ts");
+    let setup = with_source(
+        &reference,
+        Setup::new(&fake, "ts-hang", "hang-1"),
+        "hang.ts",
+        HANGING_PROVIDER,
+    );
     let mut pi = Pi::spawn(&setup);
     pi.command("p", "prompt", json!({"message": "take your time"}));
     pi.find(|r| {
@@ -1778,11 +1726,7 @@ fn abort_reaches_a_typescript_providers_stream() {
     });
     assert_eq!(seen, "key true");
     assert!(fake.requests().is_empty());
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 // ---- pi's tool factories, ctx.executeTool and pi.exec run through pi-rs (issue 24 item 3) --------
@@ -1843,11 +1787,7 @@ fn a_factory_bash_tool_runs_in_pi_rs_sandbox_and_abort_kills_it() {
         crate::support::wait_until_gone(pid, WAIT),
         "abort killed the command"
     );
-    assert!(
-        extension_errors(pi.records()).is_empty(),
-        "{:?}",
-        pi.records()
-    );
+    assert_no_extension_errors(&pi);
 }
 
 /// An extension of the tests' own: its tool calls `ctx.executeTool`, `pi.exec` and a factory's
@@ -2187,18 +2127,6 @@ fn next_ts_route(pi: &mut Pi) -> Value {
     crate::extensions_v2::next_report(pi, "route ", |_| true)
 }
 
-/// The ids `get_available_models` lists for `provider`.
-fn listed_ids(pi: &mut Pi, id: &str, provider: &str) -> Vec<String> {
-    let models = pi.command(id, "get_available_models", json!({}));
-    models["data"]["models"]
-        .as_array()
-        .expect("models")
-        .iter()
-        .filter(|m| m["provider"] == provider)
-        .filter_map(|m| m["id"].as_str().map(String::from))
-        .collect()
-}
-
 /// pi.registerVirtualModel: the model is listed and selectable; each request of the agent loop is
 /// routed by the definition's `route()` (user turn, tool follow-up, a high selection), the fake
 /// provider sees the routed model, the router state comes back; a throwing route() ends the turn
@@ -2206,28 +2134,12 @@ fn listed_ids(pi: &mut Pi, id: &str, provider: &str) -> Vec<String> {
 #[test]
 fn a_typescript_virtual_model_routes_each_request() {
     let Some(reference) = pi_1_6() else { return };
-    let fake = FakeProvider::start(vec![
-        Reply::sse(sse::anthropic_bash("call_1", "echo routed")),
-        Reply::sse(sse::anthropic_text(&["Done."])),
-        Reply::sse(sse::anthropic_text(&["Thought hard."])),
-    ]);
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("router.ts", ROUTER)
-        .arg("-e")
-        .arg("router.ts");
+    let fake = FakeProvider::start(routed_replies());
+    let setup = with_source(&reference, Setup::anthropic(&fake), "router.ts", ROUTER);
     let mut pi = Pi::spawn(&setup);
     // get_commands waits for the host's registration (reads are answered at once).
     assert_eq!(pi.command("c", "get_commands", json!({}))["success"], true);
-    let models = pi.command("am", "get_available_models", json!({}));
-    let listed = models["data"]["models"]
-        .as_array()
-        .expect("models")
-        .iter()
-        .find(|m| m["provider"] == "router" && m["id"] == "auto")
-        .cloned()
-        .unwrap_or_else(|| panic!("router/auto is listed: {models}"));
-    assert_eq!(listed["api"], "pi-virtual", "{listed}");
-    assert_eq!(listed["contextWindow"], 50000, "{listed}");
+    listed_router_auto(&mut pi);
     if !crate::support::is_reference() {
         let bad = pi.find(|r| r["type"] == "extension_error");
         assert_eq!(bad["event"], "register_virtual_model", "{bad}");
@@ -2239,14 +2151,7 @@ fn a_typescript_virtual_model_routes_each_request() {
         );
     }
 
-    let set = pi.command(
-        "sm",
-        "set_model",
-        json!({"provider": "router", "modelId": "auto"}),
-    );
-    assert_eq!(set["success"], true, "{set}");
-    let level = pi.command("tl", "set_thinking_level", json!({"level": "low"}));
-    assert_eq!(level["success"], true, "{level}");
+    select_router_auto(&mut pi);
 
     pi.command("p1", "prompt", json!({"message": "Run it"}));
     let first = next_ts_route(&mut pi);
@@ -2784,10 +2689,12 @@ fn a_typescript_provider_s_refresh_models_replaces_its_models() {
     let Some(reference) = pi_1_6() else { return };
     let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Fresh."]))]);
     let extension = REFRESHED.replace("__BASE_URL__", &fake.base_url());
-    let setup = with_examples(&reference, Setup::anthropic(&fake), &[])
-        .file("refreshed.ts", &extension)
-        .arg("-e")
-        .arg("refreshed.ts");
+    let setup = with_source(
+        &reference,
+        Setup::anthropic(&fake),
+        "refreshed.ts",
+        &extension,
+    );
     let mut pi = Pi::spawn(&setup);
     let ids = crate::extensions_v2::models_once_listed(&mut pi, "dyn", "dyn-fresh-1");
     assert_eq!(ids, ["dyn-fresh-1", "dyn-fresh-2"]);
@@ -2861,14 +2768,12 @@ fn a_typescript_provider_s_expired_login_is_refreshed_by_its_oauth_refresh_token
     let auth_path = workspace.agent_dir().join("auth.json");
     std::fs::write(&auth_path, auth.to_string()).unwrap();
     let extension = CORP_OAUTH.replace("__BASE_URL__", &fake.base_url());
-    let setup = with_examples(
+    let setup = with_source(
         &reference,
         Setup::at(&fake.base_url(), "corp", "corp-1"),
-        &[],
-    )
-    .file("corp.ts", &extension)
-    .arg("-e")
-    .arg("corp.ts");
+        "corp.ts",
+        &extension,
+    );
     let mut pi = Pi::spawn_in(&workspace, &setup);
     pi.command("p", "prompt", json!({"message": "Hi"}));
     let records = pi.records_until_event("agent_end");

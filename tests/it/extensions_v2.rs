@@ -14,7 +14,7 @@ use crate::extensions::with_extensions;
 use crate::fake_provider::{FakeProvider, Reply, fixture};
 use crate::sse;
 use crate::support::{
-    Pi, Setup, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
+    Pi, Setup, command_names, run_cli, tool_result_block, tool_result_block_text, wait_for_file,
 };
 
 /// The text of the next `notify` notice starting with `prefix`, without the prefix.
@@ -36,11 +36,17 @@ fn next_notice(pi: &mut Pi, prefix: &str) -> String {
     record["message"].as_str().unwrap_or_default()[prefix.len()..].to_string()
 }
 
+/// Makes v2.py send `lines` (its `/send` command); what comes of them is read from its reports.
+#[track_caller]
+fn relay(pi: &mut Pi, lines: &[Value]) {
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    pi.send(json!({"type": "prompt", "message": format!("/send {}", text.join("\n"))}));
+}
+
 /// Makes v2.py send `lines` and returns the answer to the request with id `id`.
 #[track_caller]
 pub fn ask(pi: &mut Pi, lines: &[Value], id: &str) -> Value {
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    pi.send(json!({"type": "prompt", "message": format!("/send {}", text.join("\n"))}));
+    relay(pi, lines);
     next_answer(pi, id)
 }
 
@@ -71,7 +77,7 @@ fn ask_for_session_change(pi: &mut Pi, line: Value, id: &str) -> Value {
         Some("switch_session") => "resume",
         _ => "fork",
     };
-    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    relay(pi, &[line]);
     restarted(pi, reason);
     let answered = |s: &str| {
         stderr_events(s, "answer")
@@ -546,7 +552,10 @@ fn compaction_with_custom_instructions_from_the_extension() {
         "c",
     );
     assert_eq!(started["result"], json!({"started": true}), "{started}");
-    let end = pi.wait_for_event("compaction_end");
+    // The compaction runs while the answer goes round through v2.py: its compaction_end may
+    // come before the answer's notice, which `ask` has consumed, so it is looked up in the whole
+    // log (the two prompts' compactions, if any, are not "manual").
+    let end = pi.find(|r| r["type"] == "compaction_end" && r["reason"] == "manual");
     assert_eq!(end["aborted"], false, "{end}");
     assert_eq!(end["reason"], "manual", "{end}");
     let compacted = next_event(&mut pi, "session_compact");
@@ -578,7 +587,7 @@ fn user_messages_expand_templates_and_need_a_delivery_while_busy() {
     let mut pi = Pi::spawn(&setup);
     let send = json!({"type": "send_user_message", "content": "/greet Ada",
                       "expandPromptTemplates": true});
-    pi.send(json!({"type": "prompt", "message": format!("/send {send}")}));
+    relay(&mut pi, &[send]);
     pi.wait_for_event("agent_end");
     let request = &fake.wait_for_requests(1, pi.timeout())[0];
     assert!(
@@ -591,7 +600,7 @@ fn user_messages_expand_templates_and_need_a_delivery_while_busy() {
     pi.command("p2", "prompt", json!({"message": "Go on"}));
     pi.wait_for_event("message_update");
     let send = json!({"type": "send_user_message", "content": "now!"});
-    pi.send(json!({"type": "prompt", "message": format!("/send {send}")}));
+    relay(&mut pi, &[send]);
     let error = pi.find(|r| r["type"] == "extension_error");
     assert_eq!(error["event"], "send_user_message", "{error}");
     assert!(
@@ -627,12 +636,7 @@ fn tools_and_commands_registered_and_removed_after_start() {
     let registered = ask(&mut pi, &lines, "rc");
     assert_eq!(registered["result"], Value::Null, "{registered}");
     let commands = pi.command("c1", "get_commands", json!({}));
-    let names: Vec<&str> = commands["data"]["commands"]
-        .as_array()
-        .expect("commands")
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let names = command_names(&commands);
     assert_eq!(names[..2], ["send", "late"], "{commands}");
     let done = pi.command("p0", "prompt", json!({"message": "/late"}));
     assert_eq!(done["data"]["disposition"], "handled", "{done}");
@@ -802,7 +806,11 @@ fn model_thinking_and_session_changes_reach_v2_extensions() {
     // (fresh state) hears session_start "new".
     let start = restarted(&mut pi, "new");
     assert_eq!(start["previousSessionFile"], before["data"]["sessionFile"]);
-    let stderr = pi.stderr_when(|s| !stderr_events(s, "session_shutdown").is_empty());
+    // The new process's stderr line may come after its notice on stdout: wait for both.
+    let stderr = pi.stderr_when(|s| {
+        !stderr_events(s, "session_shutdown").is_empty()
+            && stderr_events(s, "session_start").len() >= 2
+    });
     let shutdowns = stderr_events(&stderr, "session_shutdown");
     assert_eq!(
         shutdowns.len(),
@@ -881,26 +889,12 @@ fn exec_runs_through_the_approval_gate() {
     assert_eq!(denied["error"], "No rm here", "{denied}");
 
     let asked = json!({"type": "exec", "id": "x3", "command": "echo", "args": ["hello there"]});
-    pi.send(json!({"type": "prompt", "message": format!("/send {asked}")}));
-    let deadline = pi.deadline();
-    let dialog = pi
-        .recv_until(
-            |r| r["type"] == "extension_ui_request" && r["method"] == "select",
-            deadline,
-        )
-        .pop()
-        .expect("dialog");
-    assert!(
-        dialog["title"]
-            .as_str()
-            .is_some_and(|m| m.contains("echo 'hello there'")),
-        "{dialog}"
-    );
-    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Allow once"}));
+    relay(&mut pi, &[asked]);
+    allow_once(&mut pi, "echo 'hello there'");
     let answer = next_answer(&mut pi, "x3");
     assert_eq!(answer["result"]["stdout"], "hello there\n", "{answer}");
     let no_id = json!({"type": "exec", "command": "true"});
-    pi.send(json!({"type": "prompt", "message": format!("/send {no_id}")}));
+    relay(&mut pi, &[no_id]);
     let error = pi.find(|r| r["type"] == "extension_error");
     assert!(
         error["error"]
@@ -1079,20 +1073,12 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
         "From an extension",
     )
     .unwrap();
-    let names = |pi: &mut Pi, id: &str| -> Vec<String> {
-        let commands = pi.command(id, "get_commands", json!({}));
-        commands["data"]["commands"]
-            .as_array()
-            .expect("commands")
-            .iter()
-            .map(|c| c["name"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
+    let names = |pi: &mut Pi, id: &str| command_names(&pi.command(id, "get_commands", json!({})));
     assert!(!names(&mut pi, "c1").contains(&"late".to_string()));
 
     // The asking process is stopped right after the answer: its notices may not reach stdout.
     let reload = json!({"type": "reload", "id": "r"});
-    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    relay(&mut pi, &[reload]);
     // The new process gets the command line's flags again and hears session_start "reload".
     let flags: Value = serde_json::from_str(&next_notice(&mut pi, "flags ")).expect("json");
     assert_eq!(flags, json!({"plan": true}));
@@ -1119,23 +1105,16 @@ fn reload_restarts_the_extensions_and_loads_resources_anew() {
         json!({"type": "action_result", "id": "r", "result": null})
     );
 
-    let after = names(&mut pi, "c2");
-    assert!(after.contains(&"late".to_string()), "{after:?}");
-    let deadline = std::time::Instant::now() + pi.timeout();
-    let mut round = 0;
-    while !names(&mut pi, &format!("d{round}")).contains(&"discovered".to_string()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "resources_discover paths not loaded"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        round += 1;
-    }
     let prompt = ask(&mut pi, &[q("sp2")], "sp2");
     assert!(
         prompt["result"].to_string().contains("RELOADED-RULE"),
         "{prompt}"
     );
+    // pi-rs asked resources_discover right after session_start, and v2.py answers in order: its
+    // hook_result came before the query just answered, so the discovered paths are loaded.
+    let after = names(&mut pi, "c2");
+    assert!(after.contains(&"late".to_string()), "{after:?}");
+    assert!(after.contains(&"discovered".to_string()), "{after:?}");
     // A protocol-1 extension is restarted too.
     let log = pi.cwd().join("recorder-events.log");
     let text = wait_for_file(&log, pi.timeout(), |t| {
@@ -1277,7 +1256,7 @@ fn reload_with_a_slow_extension() -> (FakeProvider, Pi) {
     assert_eq!(next_event(&mut pi, "session_start")["reason"], "startup");
     std::fs::write(pi.cwd().join("slow-register"), "").unwrap();
     let reload = json!({"type": "reload", "id": "r"});
-    pi.send(json!({"type": "prompt", "message": format!("/send {reload}")}));
+    relay(&mut pi, &[reload]);
     let stderr = pi.stderr_when(|s| s.contains("waiting to register"));
     assert!(stderr.contains("waiting to register"), "{stderr}");
     (fake, pi)
@@ -1755,25 +1734,12 @@ fn next_route(pi: &mut Pi) -> Value {
 
 #[test]
 fn a_virtual_model_is_selected_and_each_request_is_routed_by_the_extension() {
-    let fake = FakeProvider::start(vec![
-        Reply::sse(sse::anthropic_bash("call_1", "echo routed")),
-        Reply::sse(sse::anthropic_text(&["Done."])),
-        Reply::sse(sse::anthropic_text(&["Thought hard."])),
-    ]);
+    let fake = FakeProvider::start(routed_replies());
     let setup = Setup::anthropic(&fake).with_sessions();
     let mut pi = Pi::spawn(&with_extensions(setup, &["router.py"]));
     let registered = next_report(&mut pi, "answer ", |a| a["id"] == "vm");
     assert_eq!(registered["result"], Value::Null, "{registered}");
-    let models = pi.command("am", "get_available_models", json!({}));
-    let listed = models["data"]["models"]
-        .as_array()
-        .expect("models")
-        .iter()
-        .find(|m| m["provider"] == "router" && m["id"] == "auto")
-        .cloned()
-        .expect("router/auto is available (a provider of virtual models only needs no key)");
-    assert_eq!(listed["api"], "pi-virtual", "{listed}");
-    assert_eq!(listed["contextWindow"], 50000, "{listed}");
+    listed_router_auto(&mut pi);
     // Registering a physical model's id is refused, as pi 1.6.0 does.
     let clash = ask(
         &mut pi,
@@ -1787,14 +1753,7 @@ fn a_virtual_model_is_selected_and_each_request_is_routed_by_the_extension() {
     );
 
     // Selection: the virtual model and its levels.
-    let set = pi.command(
-        "sm",
-        "set_model",
-        json!({"provider": "router", "modelId": "auto"}),
-    );
-    assert_eq!(set["success"], true, "{set}");
-    let level = pi.command("tl", "set_thinking_level", json!({"level": "low"}));
-    assert_eq!(level["success"], true, "{level}");
+    select_router_auto(&mut pi);
 
     // Dispatch: a user turn, then a tool follow-up that stays on the routed model.
     pi.command("p1", "prompt", json!({"message": "Run it"}));
@@ -2118,7 +2077,7 @@ fn abort_ends_a_branch_summary_and_the_leaf_stays() {
         .collect();
     let line =
         json!({"type": "navigate_tree", "id": "n", "targetId": replies[0], "summarize": true});
-    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    relay(&mut pi, &[line]);
     fake.wait_for_requests(3, pi.timeout());
     pi.command("a", "abort", json!({}));
     let answer = next_answer(&mut pi, "n");
@@ -2136,20 +2095,66 @@ fn abort_ends_a_branch_summary_and_the_leaf_stays() {
     fake.finish();
 }
 
+/// The ids `get_available_models` (asked with request id `id`) lists for `provider`.
+#[track_caller]
+pub fn listed_ids(pi: &mut Pi, id: &str, provider: &str) -> Vec<String> {
+    let models = pi.command(id, "get_available_models", json!({}));
+    models["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .filter(|m| m["provider"] == provider)
+        .filter_map(|m| m["id"].as_str().map(String::from))
+        .collect()
+}
+
+/// The virtual model router/auto as `get_available_models` lists it, checked as both router
+/// fixtures (router.py, extensions_ts's router.ts) register it.
+#[track_caller]
+pub fn listed_router_auto(pi: &mut Pi) -> Value {
+    let models = pi.command("am", "get_available_models", json!({}));
+    let listed = models["data"]["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .find(|m| m["provider"] == "router" && m["id"] == "auto")
+        .cloned()
+        .unwrap_or_else(|| panic!("router/auto is listed (it needs no key): {models}"));
+    assert_eq!(listed["api"], "pi-virtual", "{listed}");
+    assert_eq!(listed["contextWindow"], 50000, "{listed}");
+    listed
+}
+
+/// Selects router/auto at thinking level low; both must succeed.
+#[track_caller]
+pub fn select_router_auto(pi: &mut Pi) {
+    let set = pi.command(
+        "sm",
+        "set_model",
+        json!({"provider": "router", "modelId": "auto"}),
+    );
+    assert_eq!(set["success"], true, "{set}");
+    let level = pi.command("tl", "set_thinking_level", json!({"level": "low"}));
+    assert_eq!(level["success"], true, "{level}");
+}
+
+/// The replies of the routing tests: a bash call and the answer after it (the user turn and
+/// its tool follow-up), then the answer to a high selection.
+pub fn routed_replies() -> Vec<Reply> {
+    vec![
+        Reply::sse(sse::anthropic_bash("call_1", "echo routed")),
+        Reply::sse(sse::anthropic_text(&["Done."])),
+        Reply::sse(sse::anthropic_text(&["Thought hard."])),
+    ]
+}
+
 /// The ids of `provider`'s models `get_available_models` lists once they include `wanted`
 /// (the refresh is answered while commands are served: asked again until then).
 #[track_caller]
 pub fn models_once_listed(pi: &mut Pi, provider: &str, wanted: &str) -> Vec<String> {
     let deadline = pi.deadline();
     for attempt in 0.. {
-        let models = pi.command(&format!("am{attempt}"), "get_available_models", json!({}));
-        let ids: Vec<String> = models["data"]["models"]
-            .as_array()
-            .expect("models")
-            .iter()
-            .filter(|m| m["provider"] == provider)
-            .filter_map(|m| m["id"].as_str().map(String::from))
-            .collect();
+        let ids = listed_ids(pi, &format!("am{attempt}"), provider);
         if ids.iter().any(|id| id == wanted) {
             return ids;
         }
@@ -2190,7 +2195,7 @@ fn a_provider_s_models_are_refreshed_by_its_extension() {
                         "api": "anthropic-messages", "refreshModels": true});
     // (It is asked before the registration is answered.)
     let line = json!({"type": "register_provider", "id": "r", "name": "late", "config": config});
-    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    relay(&mut pi, &[line]);
     let asked = next_report(&mut pi, "refresh ", |_| true);
     assert_eq!(asked["provider"], "late", "{asked}");
     let registered = next_answer(&mut pi, "r");
@@ -2431,6 +2436,12 @@ fn result_text(answer: &Value) -> String {
 /// Answers the next approval dialog (whose title names `what`) with "Allow once".
 #[track_caller]
 fn allow_once(pi: &mut Pi, what: &str) {
+    answer_gate(pi, what, "Allow once");
+}
+
+/// Answers the approval gate's next dialog, whose title must mention `what`, with `choice`.
+#[track_caller]
+fn answer_gate(pi: &mut Pi, what: &str, choice: &str) {
     let deadline = pi.deadline();
     let dialog = pi
         .recv_until(
@@ -2443,7 +2454,7 @@ fn allow_once(pi: &mut Pi, what: &str) {
         dialog["title"].as_str().is_some_and(|t| t.contains(what)),
         "{dialog}"
     );
-    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Allow once"}));
+    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": choice}));
 }
 
 #[test]
@@ -2488,7 +2499,7 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
     let outside = workspace.root().join("outside.txt");
     let write_out = json!({"type": "execute_tool", "id": "t3", "toolName": "write",
         "args": {"path": outside, "content": "x"}});
-    pi.send(json!({"type": "prompt", "message": format!("/send {write_out}")}));
+    relay(&mut pi, &[write_out]);
     allow_once(&mut pi, "outside.txt");
     let blocked = next_answer(&mut pi, "t3");
     assert_eq!(blocked["result"]["isError"], true, "{blocked}");
@@ -2510,7 +2521,7 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
     assert_eq!(result_text(&denied), "No rm here", "{denied}");
     let asked = json!({"type": "execute_tool", "id": "t6", "toolName": "write",
         "args": {"path": "asked/a.txt", "content": "written"}});
-    pi.send(json!({"type": "prompt", "message": format!("/send {asked}")}));
+    relay(&mut pi, &[asked]);
     allow_once(&mut pi, "asked/a.txt");
     let allowed = next_answer(&mut pi, "t6");
     assert_eq!(allowed["result"]["isError"], false, "{allowed}");
@@ -2522,22 +2533,12 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
     // A cwd of its own does not make an outside path look inside to the gate.
     let elsewhere = json!({"type": "execute_tool", "id": "t6b", "toolName": "write", "cwd": "..",
         "args": {"path": "gate-out.txt", "content": "x"}});
-    pi.send(json!({"type": "prompt", "message": format!("/send {elsewhere}")}));
-    let deadline = pi.deadline();
-    let dialog = pi
-        .recv_until(
-            |r| r["type"] == "extension_ui_request" && r["method"] == "select",
-            deadline,
-        )
-        .pop()
-        .expect("dialog");
-    assert!(
-        dialog["title"]
-            .as_str()
-            .is_some_and(|t| t.contains("gate-out.txt (outside the working directory)")),
-        "{dialog}"
+    relay(&mut pi, &[elsewhere]);
+    answer_gate(
+        &mut pi,
+        "gate-out.txt (outside the working directory)",
+        "Deny",
     );
-    pi.send(json!({"type": "extension_ui_response", "id": dialog["id"], "value": "Deny"}));
     let refused = next_answer(&mut pi, "t6b");
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert!(!workspace.root().join("gate-out.txt").exists());
@@ -2545,7 +2546,7 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
     // Partial results stream as action_update before the answer.
     let streaming = json!({"type": "execute_tool", "id": "t7", "toolName": "bash",
         "args": {"command": "echo one; sleep 2; echo two"}});
-    pi.send(json!({"type": "prompt", "message": format!("/send {streaming}")}));
+    relay(&mut pi, &[streaming]);
     let update = next_report(&mut pi, "update ", |u| {
         u["id"] == "t7" && u["partialResult"].to_string().contains("one")
     });
@@ -2556,7 +2557,7 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
     // Abort ends a running tool, also while the agent is idle; so does the extension's own
     // cancel_request, and the request's timeout.
     let slow = json!({"type": "execute_tool", "id": "t8", "toolName": "bash", "args": {"command": "sleep 60"}});
-    pi.send(json!({"type": "prompt", "message": format!("/send {slow}")}));
+    relay(&mut pi, &[slow]);
     let update = next_report(&mut pi, "update ", |u| u["id"] == "t8");
     assert_eq!(update["partialResult"]["isError"], false);
     pi.command("a", "abort", json!({}));
@@ -2564,7 +2565,7 @@ fn execute_tool_runs_builtins_under_the_gate_sandbox_redaction_and_abort() {
     assert_eq!(aborted["result"]["isError"], true, "{aborted}");
     assert_eq!(result_text(&aborted), "Command aborted", "{aborted}");
     let slow = json!({"type": "execute_tool", "id": "t9", "toolName": "bash", "args": {"command": "sleep 60"}});
-    pi.send(json!({"type": "prompt", "message": format!("/send {slow}")}));
+    relay(&mut pi, &[slow]);
     next_report(&mut pi, "update ", |u| u["id"] == "t9");
     let forged = json!({"type": "cancel_request", "id": "c0", "requestId": "t1"});
     let cancel = json!({"type": "cancel_request", "id": "c1", "requestId": "t9"});

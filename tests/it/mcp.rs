@@ -19,8 +19,9 @@ use crate::fake_provider::{FakeProvider, Reply, fixture_path};
 use crate::scripted_http::{HttpRequest, ScriptedHttp, rpc_answer};
 use crate::sse::{AnthropicStream, anthropic_text};
 use crate::support::{
-    Pi, Setup, Workspace, is_reference, next_notify, prerequisite_missing, result_text,
-    tool_result_block, tool_result_block_text, wait_for_file, wait_until_gone, write_mcp_json,
+    Pi, Setup, Workspace, is_reference, mcp_server, mcp_servers_until, next_notify,
+    prerequisite_missing, result_text, tool_result_block, tool_result_block_text, wait_for_file,
+    wait_until_gone, write_mcp_json,
 };
 
 /// pi 1.6.0's `get_commands` entry for its built-in `/mcp`, listed unless `--no-mcp`.
@@ -257,7 +258,13 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
         tool_call("c5", "mcp__timer__progress", json!({"seconds": 6})),
         tool_call("c6", "mcp__fake__huge", json!({"size": 100000})),
         tool_call("c7", "mcp__fake__grow", json!({})),
-        tool_call("c8", "mcp__fake__mixed", json!({})),
+        // Held until pi-rs has the grown tool list (see below).
+        Reply::hold(
+            &AnthropicStream::new()
+                .tool_use("c8", "mcp__fake__mixed", &["{}"])
+                .finish("tool_use"),
+            "mcp__fake__mixed",
+        ),
         Reply::sse(anthropic_text(&["Done."])),
     ]);
     let workspace = Workspace::new();
@@ -322,8 +329,19 @@ fn fake_server_failures_crash_garbage_timeout_progress_and_huge_results() {
         .expect("fullOutputPath");
     assert_eq!(std::fs::read_to_string(path).unwrap().len(), 100_008);
     std::fs::remove_file(path).unwrap();
-    // list_changed: later requests declare the new tool.
+    // list_changed: later requests declare the new tool. pi-rs fetches the list (two pages)
+    // while the run goes on, so when it has it is a race with the run: the next reply is held
+    // until pi-rs reports the new tool, and the request after that call must declare it.
     tool_end(&mut pi);
+    fake.wait_for_requests(8, pi.timeout());
+    let has_added = |data: &Value| {
+        mcp_server(data, "fake")
+            .and_then(|s| s["tools"].as_array())
+            .is_some_and(|tools| tools.contains(&json!("mcp__fake__added")))
+    };
+    let grown = mcp_servers_until(&mut pi, has_added);
+    assert!(has_added(&grown), "{grown}");
+    fake.release_stalls();
     let end = tool_end(&mut pi);
     assert_eq!(end["isError"], true);
     assert_eq!(

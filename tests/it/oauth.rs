@@ -239,16 +239,8 @@ fn an_expired_codex_login_is_refreshed_and_the_backend_gets_the_account() {
             "PI_OAUTH_OPENAI_CODEX_TOKEN_URL",
             &format!("{}/oauth/token", tokens.base_url()),
         );
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-    let run = pi.records_until_event("agent_end");
-    let reply = run
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .unwrap();
-    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
-    assert_eq!(reply["message"]["api"], "openai-codex-responses");
+    let reply = prompt_reply(&workspace, &setup);
+    assert_eq!(reply["api"], "openai-codex-responses");
 
     // Nearly expired (10 s left): refreshed with a form post.
     let refresh = &tokens.requests()[0];
@@ -499,16 +491,14 @@ fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         stderr.contains("Open https://accounts.x.ai/device?code=GROK-42 and enter code: GROK-42"),
         "{stderr}"
     );
-    assert_eq!(
-        paths_and_bodies(&auth_server),
-        [
-            ("/oauth2/device/code".to_string(),
-             "client_id=b1a00492-073a-47ea-816f-4c329264a828&scope=openid+profile+email+offline_access+grok-cli%3Aaccess+api%3Aaccess&referrer=pi".to_string()),
-            ("/oauth2/token".to_string(),
-             "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=b1a00492-073a-47ea-816f-4c329264a828&device_code=xdev-1".to_string()),
-            ("/oauth2/token".to_string(),
-             "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=b1a00492-073a-47ea-816f-4c329264a828&device_code=xdev-1".to_string()),
-        ]
+    let poll = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=b1a00492-073a-47ea-816f-4c329264a828&device_code=xdev-1";
+    assert_device_flow(
+        &auth_server,
+        (
+            "/oauth2/device/code",
+            "client_id=b1a00492-073a-47ea-816f-4c329264a828&scope=openid+profile+email+offline_access+grok-cli%3Aaccess+api%3Aaccess&referrer=pi",
+        ),
+        ("/oauth2/token", poll),
     );
     let auth = read_auth(&workspace);
     assert_eq!(
@@ -520,11 +510,7 @@ fn pi_login_xai_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         (entry["type"].as_str(), entry["access"].as_str()),
         (Some("oauth"), Some("xai-access-1"))
     );
-    let expires = entry["expires"].as_f64().unwrap();
-    assert!(
-        (expires - (now_ms() + 3_300_000.0)).abs() < 60_000.0,
-        "{expires}"
-    );
+    assert_expires_in(entry, 3_300_000.0, 60_000.0);
 
     // Expired: the next prompt refreshes it first.
     let request = prompt_after_expiry(
@@ -577,15 +563,7 @@ fn a_chatgpt_login_on_openai_is_refreshed_and_used() {
             "PI_OAUTH_OPENAI_TOKEN_URL",
             &format!("{}/api/accounts/oauth/token", tokens.base_url()),
         );
-    let mut pi = Pi::spawn_in(&workspace, &setup);
-    pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
-    let run = pi.records_until_event("agent_end");
-    let reply = run
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
-        .unwrap();
-    assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
+    prompt_reply(&workspace, &setup);
     let refresh = &tokens.requests()[0];
     assert_eq!(refresh.path, "/api/accounts/oauth/token");
     assert_eq!(
@@ -631,6 +609,34 @@ fn paths_and_bodies(server: &FakeProvider) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A device-code sign-in's requests: the device request (path, form body), then two polls
+/// (path, form body): one answered "authorization_pending", one with the tokens.
+#[track_caller]
+fn assert_device_flow(server: &FakeProvider, device: (&str, &str), poll: (&str, &str)) {
+    let expected: Vec<(String, String)> = [device, poll, poll]
+        .iter()
+        .map(|(path, body)| (path.to_string(), body.to_string()))
+        .collect();
+    assert_eq!(paths_and_bodies(server), expected);
+}
+
+/// An auth.json entry's `expires` is `in_ms` from now, give or take `tolerance_ms`.
+#[track_caller]
+fn assert_expires_in(entry: &Value, in_ms: f64, tolerance_ms: f64) {
+    let expires = entry["expires"].as_f64().unwrap();
+    assert!(
+        (expires - (now_ms() + in_ms)).abs() < tolerance_ms,
+        "{expires}"
+    );
+}
+
+/// The provider's request carried `token` as its bearer.
+#[track_caller]
+fn assert_bearer(request: &crate::fake_provider::RecordedRequest, token: &str) {
+    let bearer = format!("Bearer {token}");
+    assert_eq!(request.header("authorization"), Some(bearer.as_str()));
+}
+
 /// One prompt with `provider`'s login in `workspace` (its auth server at `env`); the request the
 /// fake provider got.
 fn prompt_with_login(
@@ -638,7 +644,15 @@ fn prompt_with_login(
     provider: &FakeProvider,
     setup: Setup,
 ) -> crate::fake_provider::RecordedRequest {
-    let mut pi = Pi::spawn_in(workspace, &setup);
+    prompt_reply(workspace, &setup);
+    provider.requests()[0].clone()
+}
+
+/// The last assistant message of one prompt ("hi") in a process started for `setup` in
+/// `workspace`; it must have stopped normally.
+#[track_caller]
+fn prompt_reply(workspace: &Workspace, setup: &Setup) -> Value {
+    let mut pi = Pi::spawn_in(workspace, setup);
     pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
     let run = pi.records_until_event("agent_end");
     let reply = run
@@ -647,7 +661,7 @@ fn prompt_with_login(
         .find(|r| r["type"] == "message_end" && r["message"]["role"] == "assistant")
         .unwrap();
     assert_eq!(reply["message"]["stopReason"], "stop", "{reply}");
-    provider.requests()[0].clone()
+    reply["message"].clone()
 }
 
 /// `pi <args>` (a login) with `env`, which must succeed; its stderr.
@@ -722,16 +736,13 @@ fn pi_login_kimi_coding_runs_the_device_flow_and_the_refresh_is_retried() {
         "{stderr}"
     );
     let poll = "client_id=17e5f671-d194-4dfb-9706-5516cb48c098&device_code=kdev-1&grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code";
-    assert_eq!(
-        paths_and_bodies(&auth_server),
-        [
-            (
-                "/api/oauth/device_authorization".to_string(),
-                "client_id=17e5f671-d194-4dfb-9706-5516cb48c098".to_string()
-            ),
-            ("/api/oauth/token".to_string(), poll.to_string()),
-            ("/api/oauth/token".to_string(), poll.to_string()),
-        ]
+    assert_device_flow(
+        &auth_server,
+        (
+            "/api/oauth/device_authorization",
+            "client_id=17e5f671-d194-4dfb-9706-5516cb48c098",
+        ),
+        ("/api/oauth/token", poll),
     );
     let auth = read_auth(&workspace);
     assert_eq!(
@@ -739,11 +750,7 @@ fn pi_login_kimi_coding_runs_the_device_flow_and_the_refresh_is_retried() {
         ["type", "access", "refresh", "expires"]
     );
     assert_eq!(auth["kimi-coding"]["access"], "kimi-access-1");
-    let expires = auth["kimi-coding"]["expires"].as_f64().unwrap();
-    assert!(
-        (expires - (now_ms() + 900_000.0)).abs() < 60_000.0,
-        "{expires}"
-    );
+    assert_expires_in(&auth["kimi-coding"], 900_000.0, 60_000.0);
 
     let request = prompt_after_expiry(
         &workspace,
@@ -753,10 +760,7 @@ fn pi_login_kimi_coding_runs_the_device_flow_and_the_refresh_is_retried() {
         "/v1",
         &env,
     );
-    assert_eq!(
-        request.header("authorization"),
-        Some("Bearer kimi-access-2")
-    );
+    assert_bearer(&request, "kimi-access-2");
     let refreshes: Vec<String> = paths_and_bodies(&auth_server)[3..]
         .iter()
         .map(|(_, body)| body.clone())
@@ -797,16 +801,10 @@ fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
         "{stderr}"
     );
     let poll = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&device_code=mdev-1&client_id=1031625952748946";
-    assert_eq!(
-        paths_and_bodies(&auth_server),
-        [
-            (
-                "/oidc/device/authorization/".to_string(),
-                "client_id=1031625952748946".to_string()
-            ),
-            ("/oidc/device/token/".to_string(), poll.to_string()),
-            ("/oidc/device/token/".to_string(), poll.to_string()),
-        ]
+    assert_device_flow(
+        &auth_server,
+        ("/oidc/device/authorization/", "client_id=1031625952748946"),
+        ("/oidc/device/token/", poll),
     );
     let minted = &mint.requests()[0];
     assert_eq!(minted.path, "/muse-code/key");
@@ -834,10 +832,7 @@ fn pi_login_meta_mints_a_key_and_mints_again_when_it_expires() {
         "/v1",
         &[("PI_OAUTH_META_API_URL", mint.base_url())],
     );
-    assert_eq!(
-        request.header("authorization"),
-        Some("Bearer meta-key-second")
-    );
+    assert_bearer(&request, "meta-key-second");
     assert_eq!(
         mint.requests()[1].header("authorization"),
         Some("Bearer meta-identity-1")
@@ -946,11 +941,7 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         entry_keys(&auth, "radius"),
         ["type", "access", "refresh", "expires", "scope"]
     );
-    let expires = auth["radius"]["expires"].as_f64().unwrap();
-    assert!(
-        (expires - (now_ms() + 3_540_000.0)).abs() < 30_000.0,
-        "{expires}"
-    );
+    assert_expires_in(&auth["radius"], 3_540_000.0, 30_000.0);
 
     let request = prompt_after_expiry(
         &workspace,
@@ -960,10 +951,7 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
         "/v1",
         &env,
     );
-    assert_eq!(
-        request.header("authorization"),
-        Some("Bearer radius-access-2")
-    );
+    assert_bearer(&request, "radius-access-2");
     assert_eq!(
         paths_and_bodies(&gateway)[4].1,
         "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-refresh-1"
@@ -1106,10 +1094,7 @@ fn pi_login_openrouter_takes_the_callback_and_stores_a_permanent_key() {
     let setup = Setup::new(&provider, "openrouter", "aion-labs/aion-2.0")
         .models_json(r#"{"providers": {"openrouter": {"baseUrl": "__BASE_URL__/v1"}}}"#);
     let request = prompt_with_login(&workspace, &provider, setup);
-    assert_eq!(
-        request.header("authorization"),
-        Some("Bearer sk-or-v1-signed-in")
-    );
+    assert_bearer(&request, "sk-or-v1-signed-in");
 }
 
 /// `pi login openai` (1.6.0's Sign in with ChatGPT): the authorization URL names this
@@ -1316,10 +1301,7 @@ fn pi_login_radius_signs_in_with_the_browser_on_the_1456_callback() {
         "/v1",
         &env,
     );
-    assert_eq!(
-        request.header("authorization"),
-        Some("Bearer radius-browser-2")
-    );
+    assert_bearer(&request, "radius-browser-2");
     assert_eq!(
         paths_and_bodies(&gateway)[3].1,
         "grant_type=refresh_token&client_id=pi-gateway&refresh_token=radius-browser-r1"

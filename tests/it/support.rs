@@ -1019,6 +1019,17 @@ pub fn mcp_servers_until(pi: &mut Pi, wanted: impl Fn(&Value) -> bool) -> Value 
     }
 }
 
+/// The command names of a `get_commands` response, in its order.
+#[track_caller]
+pub fn command_names(response: &Value) -> Vec<String> {
+    response["data"]["commands"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no commands: {response}"))
+        .iter()
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// The entry of server `name` in a `get_mcp_servers` answer's `data`.
 pub fn mcp_server<'a>(data: &'a Value, name: &str) -> Option<&'a Value> {
     data["servers"]
