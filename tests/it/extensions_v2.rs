@@ -947,7 +947,7 @@ fn session_before_hooks_can_cancel_a_session_change() {
 #[test]
 fn before_agent_start_sees_and_changes_the_system_prompt_options() {
     let reply = || Reply::sse(sse::AnthropicStream::new().text(&["Ok"]).finish("end_turn"));
-    let fake = FakeProvider::start(vec![reply(), reply()]);
+    let fake = FakeProvider::start(vec![reply(), reply(), reply()]);
     let mut pi = Pi::spawn(&with_extensions(Setup::anthropic(&fake), &["v2.py"]));
     pi.command("p1", "prompt", json!({"message": "PROMPT-OPTIONS please"}));
     let options: Value = serde_json::from_str(&next_notice(&mut pi, "options ")).expect("json");
@@ -1023,6 +1023,8 @@ fn before_agent_start_sees_and_changes_the_system_prompt_options() {
         error["error"], "systemPromptOptions: Invalid system prompt section name: Bad Name",
         "{error}"
     );
+    // The run goes on: its request is answered before the fake provider is checked.
+    pi.wait_for_event("agent_end");
     fake.finish();
 }
 
