@@ -116,10 +116,13 @@ fn fit_to_context(request: &StreamRequest, input: u64, max_tokens: u64) -> u64 {
 
 /// pi-ai's `estimateContextTokens` over the whole conversation (the kept start's running sums,
 /// then the request's messages); the system prompt and the tools' JSON count as 1.6.0's leading
-/// system message does.
+/// system message does, where the request says they do (`prompt_in_estimate`).
 fn estimate_input_tokens(request: &StreamRequest) -> u64 {
     use super::history::tokens_of_chars;
     request.history_facts().input.tokens(|| {
+        if !request.prompt_in_estimate {
+            return 0;
+        }
         let tools = if request.tools.is_empty() {
             0
         } else {
@@ -473,9 +476,13 @@ mod tests {
         r.max_tokens = None;
         r.model.max_tokens = 4096;
         assert_eq!(thinking_max_tokens_and_budget(&r, ThinkingLevel::Max), (4096, 3072));
-        // A small window: what it leaves after the input (1 token for "hi") and 4096 tokens.
+        // A small window: what it leaves after the input (1 token for "hi", 3 for the prompt
+        // unless it is left out) and 4096 tokens.
         r.model.context_window = 8000;
         r.model.max_tokens = 64000;
+        r.system_prompt = "a system prompt".into();
+        assert_eq!(context_clamped_max_tokens(&r), 8000 - 5 - 1 - 4096);
+        r.prompt_in_estimate = false;
         assert_eq!(context_clamped_max_tokens(&r), 8000 - 1 - 4096);
         assert_eq!(
             thinking_max_tokens_and_budget(&r, ThinkingLevel::High),
