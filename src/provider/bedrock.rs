@@ -340,7 +340,8 @@ fn build_body(
         && claude
         && !adaptive
     {
-        let (grown, thinking_budget) = super::request::thinking_max_tokens_and_budget(request, level);
+        let (grown, thinking_budget) =
+            super::request::thinking_max_tokens_and_budget(request, level);
         max_tokens = grown;
         budget = Some(thinking_budget);
     }

@@ -94,7 +94,10 @@ impl InputEstimate {
             }
         }
         let timestamp = message_timestamp(message);
-        self.latest = Some(self.latest.map_or(timestamp, |latest| latest.max(timestamp)));
+        self.latest = Some(
+            self.latest
+                .map_or(timestamp, |latest| latest.max(timestamp)),
+        );
     }
 
     /// The input's estimate in tokens; `preamble` estimates the system prompt and tool

@@ -18,7 +18,8 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, TextRun, WireDecoder};
 use super::openai_responses::short_hash;
 use super::request::{
-    context_clamped_max_tokens, join_url, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
+    context_clamped_max_tokens, join_url, mapped_effort, strict_parameters, thinking_level,
+    with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::transform_messages;

@@ -21,8 +21,8 @@ use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
-    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, chatgpt_sign_in, context_clamped_max_tokens, mapped_effort,
-    provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
+    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, chatgpt_sign_in, context_clamped_max_tokens,
+    mapped_effort, provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transcript_tools::{InPlaceTools, TranscriptTools, transcript_tools};

@@ -55,7 +55,11 @@ pub(crate) fn mapped_effort(model: &Model, level: ThinkingLevel, default: &str) 
 /// `maxTokens`, fitted into the context window (`fit_to_context`).
 pub(crate) fn context_clamped_max_tokens(request: &StreamRequest) -> u64 {
     let input = estimate_input_tokens(request);
-    fit_to_context(request, input, request.max_tokens.unwrap_or(request.model.max_tokens))
+    fit_to_context(
+        request,
+        input,
+        request.max_tokens.unwrap_or(request.model.max_tokens),
+    )
 }
 
 /// The output cap and thinking budget pi 1.6.0 sends where a thinking budget shares the cap
@@ -76,7 +80,10 @@ pub(crate) fn thinking_max_tokens_and_budget(
         budget = budget.min(grown.saturating_sub(MIN_ANSWER_TOKENS));
     }
     let max_tokens = fit_to_context(request, input, grown);
-    (max_tokens, budget.min(max_tokens.saturating_sub(MIN_ANSWER_TOKENS)))
+    (
+        max_tokens,
+        budget.min(max_tokens.saturating_sub(MIN_ANSWER_TOKENS)),
+    )
 }
 
 /// Tokens a thinking budget always leaves for the answer under a shared cap (pi-ai).
@@ -126,10 +133,19 @@ fn estimate_input_tokens(request: &StreamRequest) -> u64 {
         let tools = if request.tools.is_empty() {
             0
         } else {
+            // 1.6.0's declarations: pi's own tools also say they prefer strict sampling.
             let declared: Vec<Value> = request
                 .tools
                 .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+                .map(|t| {
+                    let mut declared = json!({"name": t.name, "description": t.description,
+                        "parameters": t.parameters});
+                    if request.strict_preferred.contains(&t.name) {
+                        declared["constrainedSampling"] =
+                            json!({"type": "json_schema", "strict": "prefer"});
+                    }
+                    declared
+                })
                 .collect();
             tokens_of_chars(crate::js::js_len(&Value::Array(declared).to_string()))
         };
@@ -466,16 +482,28 @@ mod tests {
         assert_eq!(context_clamped_max_tokens(&r), 64000);
         // A budget fits inside the model's maximum; a caller's cap grows by it (here to less than
         // the 1024 answer tokens: no budget is left, the client then asks for 1024).
-        assert_eq!(thinking_max_tokens_and_budget(&r, ThinkingLevel::Medium), (64000, 8192));
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Medium),
+            (64000, 8192)
+        );
         r.max_tokens = Some(100);
         r.thinking_budgets = [None, Some(500), None, None];
-        assert_eq!(thinking_max_tokens_and_budget(&r, ThinkingLevel::Low), (600, 0));
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Low),
+            (600, 0)
+        );
         r.max_tokens = Some(2000);
-        assert_eq!(thinking_max_tokens_and_budget(&r, ThinkingLevel::Low), (2500, 500));
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Low),
+            (2500, 500)
+        );
         // A cap smaller than the budget leaves 1024 tokens for the answer; max counts as high.
         r.max_tokens = None;
         r.model.max_tokens = 4096;
-        assert_eq!(thinking_max_tokens_and_budget(&r, ThinkingLevel::Max), (4096, 3072));
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Max),
+            (4096, 3072)
+        );
         // A small window: what it leaves after the input (1 token for "hi", 3 for the prompt
         // unless it is left out) and 4096 tokens.
         r.model.context_window = 8000;

@@ -309,6 +309,62 @@ fn codex_body_matches_pi_with_the_prompt_as_a_developer_item() {
     }
 }
 
+/// pi 1.6.0's output cap on Chat Completions: the model's `maxTokens` fitted into a small context
+/// window — what it leaves after the input's estimate (3.5 characters a token of the system
+/// prompt, the tools as 1.6.0 declares them, pi's own preferring strict sampling, and the prompt;
+/// then the first reply's reported context and the new prompt) and 4096 tokens. Passes against
+/// pi 1.6.0 too (`PI_TEST_BIN`).
+#[test]
+fn chat_completions_output_cap_is_fitted_into_the_context_window() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai/text.sse"),
+        Reply::sse_fixture("openai/text.sse"),
+    ]);
+    let models = json!({"providers": {"cap": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-completions", "apiKey": "cap-key-123456",
+        "models": [{"id": "cap-model", "input": ["text"], "contextWindow": 16000,
+            "maxTokens": 16000}]}}});
+    let setup = Setup::new(&fake, "cap", "cap-model")
+        .models_json(&models.to_string())
+        .arg("--system-prompt")
+        .arg("SYS");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let first = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let second = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(second["stopReason"], "stop", "{second}");
+
+    let requests = fake.requests();
+    let estimate = |text: &str| (text.encode_utf16().count() as u64 * 2).div_ceil(7);
+    let body = &requests[0].body;
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    let tools: Vec<Value> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| {
+            let f = &tool["function"];
+            json!({"name": f["name"], "description": f["description"],
+                "parameters": f["parameters"],
+                "constrainedSampling": {"type": "json_schema", "strict": "prefer"}})
+        })
+        .collect();
+    assert_eq!(tools.len(), 4, "pi's own four tools: {tools:?}");
+    let input =
+        estimate(system) + estimate(&Value::Array(tools).to_string()) + estimate("Say hello");
+    assert_eq!(
+        body["max_completion_tokens"],
+        16000 - 4096 - input,
+        "{body}"
+    );
+    let reported = first["usage"]["totalTokens"].as_u64().unwrap();
+    assert!(reported > 0, "{first}");
+    let cap = 16000 - 4096 - reported - estimate("Again");
+    assert_eq!(requests[1].body["max_completion_tokens"], cap);
+}
+
 /// `pi-messages` (pi 1.6.0's tenth wire API, the radius provider's): one POST of
 /// `{model, context, options}` to `<baseUrl>/messages` with a bearer key; the fake answers with
 /// the SSE of serialized assistant-message events 1.6.0 reads (`fixtures/pi-messages/text.sse`).
