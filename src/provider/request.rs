@@ -53,7 +53,7 @@ pub(crate) fn mapped_effort(model: &Model, level: ThinkingLevel, default: &str) 
 
 /// The output cap pi 1.6.0 sends (pi-ai `buildBaseOptions`): the caller's cap, else the model's
 /// `maxTokens`, fitted into the context window (`fit_to_context`).
-pub(crate) fn context_clamped_max_tokens(request: &StreamRequest) -> u64 {
+pub fn context_clamped_max_tokens(request: &StreamRequest) -> u64 {
     let input = estimate_input_tokens(request);
     fit_to_context(
         request,
