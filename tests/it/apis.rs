@@ -3,7 +3,8 @@
 //! pi 0.73.1 sent to a local server (see the unit tests of `src/provider/azure_responses.rs`,
 //! `mistral.rs`, `codex_responses.rs`).
 //!
-//! Reference (PI_TEST_BIN): every test here passes against pi 0.73.1 as well.
+//! Reference (PI_TEST_BIN): every test here passes against pi 0.73.1 as well, but those that check
+//! a behaviour of pi 1.6.0's (they say they pass against 1.6.0; the output cap is 1.6.0's).
 
 use serde_json::{Value, json};
 
