@@ -366,6 +366,41 @@ fn chat_completions_output_cap_is_fitted_into_the_context_window() {
     assert_eq!(requests[1].body["max_completion_tokens"], cap);
 }
 
+/// pi 1.6.0's output cap with budget thinking on Anthropic Messages: the model's `maxTokens` is
+/// fitted into a small window, grown by the medium budget (8192), and fitted again, so the window
+/// still decides the cap and the whole budget fits under it. Passes against pi 1.6.0 too
+/// (`PI_TEST_BIN`).
+#[test]
+fn anthropic_budget_thinking_fits_the_grown_cap_into_the_window() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("anthropic/text.sse")]);
+    let models = json!({"providers": {"capa": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "capa-key-123456",
+        "models": [{"id": "claude-sonnet-4-5", "reasoning": true, "input": ["text"],
+            "contextWindow": 24000, "maxTokens": 64000}]}}});
+    let setup = Setup::new(&fake, "capa", "claude-sonnet-4-5")
+        .models_json(&models.to_string())
+        .arg("--system-prompt")
+        .arg("SYS")
+        .arg("--no-tools")
+        .arg("--thinking")
+        .arg("medium");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let reply = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(reply["stopReason"], "stop", "{reply}");
+
+    let body = &fake.requests()[0].body;
+    let estimate = |text: &str| (text.encode_utf16().count() as u64 * 2).div_ceil(7);
+    let system = body["system"][0]["text"].as_str().unwrap();
+    let input = estimate(system) + estimate("Say hello");
+    let room = 24000 - 4096 - input;
+    assert_eq!(body["max_tokens"], room, "{body}");
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 8192, "display": "summarized"})
+    );
+}
+
 /// `pi-messages` (pi 1.6.0's tenth wire API, the radius provider's): one POST of
 /// `{model, context, options}` to `<baseUrl>/messages` with a bearer key; the fake answers with
 /// the SSE of serialized assistant-message events 1.6.0 reads (`fixtures/pi-messages/text.sse`).
