@@ -111,12 +111,13 @@ fn fit_to_context(request: &StreamRequest, input: u64, max_tokens: u64) -> u64 {
     if request.model.context_window == 0 {
         return max_tokens.max(1);
     }
-    let window = request.model.context_window as i64;
-    let input = input as i64;
+    let window = i64::try_from(request.model.context_window).unwrap_or(i64::MAX);
+    let input = i64::try_from(input).unwrap_or(i64::MAX);
     let margin = SAFETY_TOKENS.max((input as f64 * 0.15).ceil() as i64);
-    let mut room = window - input - margin;
+    let left = |margin: i64| window.saturating_sub(input).saturating_sub(margin);
+    let mut room = left(margin);
     if room < MIN_OUTPUT_WITH_RATIO_MARGIN {
-        room = MIN_OUTPUT_WITH_RATIO_MARGIN.min(window - input - SAFETY_TOKENS);
+        room = MIN_OUTPUT_WITH_RATIO_MARGIN.min(left(SAFETY_TOKENS));
     }
     max_tokens.min(room.max(1) as u64)
 }
