@@ -540,7 +540,10 @@ pub struct SummaryRequest {
 impl SummaryRequest {
     /// The provider request: `base` is the request the agent would send now (model, key,
     /// headers, thinking level, timeouts); its prompt, messages, tools and output cap are
-    /// replaced (the cap: [`summary_max_tokens`], as pi 1.6.0). Thinking stays on only for reasoning models (pi passes the session's level then).
+    /// replaced. The output cap is the provider's (the model's limit fitted to the window), the
+    /// system prompt left out of the input's estimate as pi 1.6.0 leaves it out of a summary
+    /// call's context. Thinking stays on only for reasoning models (pi passes the session's level
+    /// then).
     /// pi makes this call without the session id (no affinity headers, no prompt cache key) and
     /// without the settings' thinking budgets, so both are cleared.
     pub fn into_stream_request(self, mut base: StreamRequest) -> StreamRequest {
@@ -550,7 +553,7 @@ impl SummaryRequest {
             vec![],
         ))];
         base.tools = Vec::new();
-        base.max_tokens = Some(summary_max_tokens(&base.model, &self.user_text));
+        base.prompt_in_estimate = false;
         base.session_id = String::new();
         base.thinking_budgets = [None; 4];
         if !base.model.reasoning {
@@ -575,26 +578,6 @@ impl SummaryRequest {
         }
         Ok(joined_text(&reply.content, "\n"))
     }
-}
-
-/// The output cap of a summary call as pi 1.6.0 sizes it: the model's output limit (no longer a
-/// share of `reserveTokens`), fitted into the context window left after the prompt as pi-ai's
-/// `clampMaxTokensToContext` fits it — the prompt estimated at 3.5 UTF-16 units a token, a margin
-/// of 15 % of it (at least 4096 tokens) kept while that leaves 32768 tokens of output, else only
-/// the 4096 and at most 32768 tokens out; never below 1.
-pub fn summary_max_tokens(model: &Model, user_text: &str) -> u64 {
-    let wanted = i64::try_from(model.max_tokens).unwrap_or(i64::MAX);
-    if model.context_window == 0 {
-        return wanted.max(1) as u64;
-    }
-    let window = i64::try_from(model.context_window).unwrap_or(i64::MAX);
-    let input = (crate::tools::truncate::utf16_len(user_text) as f64 / 3.5).ceil() as i64;
-    let margin = 4096_i64.max((input as f64 * 0.15).ceil() as i64);
-    let mut room = window.saturating_sub(input).saturating_sub(margin);
-    if room < 32768 {
-        room = 32768_i64.min(window.saturating_sub(input).saturating_sub(4096));
-    }
-    wanted.min(room.max(1)).max(0) as u64
 }
 
 impl Preparation {

@@ -89,6 +89,7 @@ impl Agent {
                 self.config.thinking_budget(ThinkingLevel::High),
             ],
             max_tokens: None,
+            prompt_in_estimate: true,
             session_id: self.session.id().to_string(),
             idle_timeout: self.settings.idle_timeout,
             provider_retry: self.config.provider_retry(),

@@ -428,7 +428,8 @@ pub fn stream_request(request: &StreamRequest) -> Value {
             "apiKey": request.api_key,
             "headers": headers,
             "thinkingLevel": request.thinking.as_str(),
-            "maxTokens": request.max_tokens.unwrap_or(request.model.max_tokens.min(32000)),
+            // pi-rs's cap (pi-ai fits a given cap into the window again, to the same value).
+            "maxTokens": crate::provider::request::context_clamped_max_tokens(request),
             "sessionId": request.session_id,
         },
     })

@@ -13,8 +13,9 @@ use super::decode::{Emitter, OpenBlocks, WireDecoder};
 use super::error_text::anthropic_http_error_message;
 use super::partial_json::parse_json_with_repair;
 use super::request::{
-    UnsupportedKeyword, adaptive_effort, anthropic_effort_marker, api_url, base_max_tokens,
-    sends_mid_convo_system_messages, strict_parameters, with_extra_headers,
+    UnsupportedKeyword, adaptive_effort, anthropic_effort_marker, api_url,
+    context_clamped_max_tokens, sends_mid_convo_system_messages, strict_parameters,
+    thinking_max_tokens_and_budget, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::{id_chars, transform_messages};
@@ -163,9 +164,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     let headers = with_extra_headers(headers, model, &super::copilot::extra_headers(request));
 
     // Thinking and output budget (pi-ai streamSimpleAnthropic + buildParams).
-    let base = base_max_tokens(request);
     let reasoning = thinking_on.then_some(request.thinking);
-    let mut max_tokens = base;
+    let mut max_tokens = None;
     let mut thinking: Option<Value> = None;
     let mut output_config: Option<Value> = None;
     match reasoning {
@@ -181,17 +181,12 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             }
         }
         Some(level) => {
-            let (adjusted_max, budget) = adjust_max_tokens_for_thinking(
-                base.unwrap_or(0),
-                model.max_tokens,
-                level,
-                &request.thinking_budgets,
-            );
-            max_tokens = adjusted_max;
+            let (grown, budget) = thinking_max_tokens_and_budget(request, level);
+            max_tokens = Some(grown);
             if model.reasoning {
                 thinking = Some(json!({
                     "type": "enabled",
-                    "budget_tokens": budget.filter(|b| *b > 0).unwrap_or(1024),
+                    "budget_tokens": if budget > 0 { budget } else { 1024 },
                     "display": "summarized",
                 }));
             }
@@ -204,10 +199,7 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
             "block_binding": {"prefix_mismatch_behavior": "drop_block"}}));
         output_config = Some(json!({"effort": "low"}));
     }
-    // `options.maxTokens || (model.maxTokens / 3) | 0`
-    let max_tokens = max_tokens
-        .filter(|m| *m > 0)
-        .unwrap_or(model.max_tokens / 3);
+    let max_tokens = max_tokens.unwrap_or_else(|| context_clamped_max_tokens(request));
 
     let mut body = Map::new();
     body.insert("model".into(), json!(model.id));
@@ -370,31 +362,6 @@ fn to_claude_code_name(name: &str) -> String {
         .find(|t| t.eq_ignore_ascii_case(name))
         .map(|t| t.to_string())
         .unwrap_or_else(|| name.to_string())
-}
-
-/// pi-ai `adjustMaxTokensForThinking`: the output cap grows by the thinking budget, bounded by the
-/// model's maximum; a budget that would not leave 1024 output tokens is shrunk. Returns
-/// `(max_tokens, budget)`; `None` where pi computes NaN/undefined (a level without a budget).
-pub fn adjust_max_tokens_for_thinking(
-    base_max_tokens: u64,
-    model_max_tokens: u64,
-    level: ThinkingLevel,
-    custom_budgets: &[Option<u64>; 4],
-) -> (Option<u64>, Option<u64>) {
-    let slot = match level {
-        ThinkingLevel::Minimal => 0,
-        ThinkingLevel::Low => 1,
-        ThinkingLevel::Medium => 2,
-        ThinkingLevel::High | ThinkingLevel::Xhigh => 3,
-        ThinkingLevel::Off | ThinkingLevel::Max => return (None, None),
-    };
-    let default_budget = [1024, 2048, 8192, 16384][slot];
-    let mut budget = custom_budgets[slot].unwrap_or(default_budget);
-    let max_tokens = (base_max_tokens + budget).min(model_max_tokens);
-    if max_tokens <= budget {
-        budget = max_tokens.saturating_sub(1024);
-    }
-    (Some(max_tokens), Some(budget))
 }
 
 /// A tool's `input_schema`: an object with its properties and required names, and its
@@ -1052,7 +1019,8 @@ mod tests {
         let expected = json!({
             "model": "claude-sonnet-4-5",
             "messages": [{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],
-            "max_tokens": 40192,
+            // pi 1.6.0: the model's 64000 (the window holds it); the budget fits inside it.
+            "max_tokens": 64000,
             "stream": true,
             "system": [{"type":"text","text":"SYS","cache_control":{"type":"ephemeral"}}],
             "tools": [{"name":"read","description":"Read a file","eager_input_streaming":true,
@@ -1077,7 +1045,7 @@ mod tests {
             header(&http, "anthropic-beta"),
             Some("message-threads-2026-08-12")
         );
-        assert_eq!(http.body["max_tokens"], 32000);
+        assert_eq!(http.body["max_tokens"], 64000);
         assert_eq!(
             http.body["thinking"],
             json!({"type":"adaptive","display":"summarized"})
@@ -1092,27 +1060,6 @@ mod tests {
         let http = build_request_with(&r, CacheRetention::Short);
         assert_eq!(http.body["thinking"], json!({"type":"disabled"}));
         assert!(http.body.get("output_config").is_none());
-    }
-
-    #[test]
-    fn budgets_shrink_when_the_model_cap_is_small() {
-        assert_eq!(
-            adjust_max_tokens_for_thinking(32000, 64000, ThinkingLevel::Medium, &[None; 4]),
-            (Some(40192), Some(8192))
-        );
-        assert_eq!(
-            adjust_max_tokens_for_thinking(4096, 4096, ThinkingLevel::High, &[None; 4]),
-            (Some(4096), Some(3072))
-        );
-        assert_eq!(
-            adjust_max_tokens_for_thinking(
-                100,
-                64000,
-                ThinkingLevel::Low,
-                &[None, Some(500), None, None]
-            ),
-            (Some(600), Some(500))
-        );
     }
 
     #[test]
@@ -1333,7 +1280,7 @@ mod tests {
         assert_eq!(http.body["system"][0]["text"], CLAUDE_CODE_IDENTITY);
         assert_eq!(http.body["system"][1]["text"], "SYS");
         assert_eq!(http.body["tools"][0]["name"], "Bash");
-        assert_eq!(http.body["max_tokens"], 32000);
+        assert_eq!(http.body["max_tokens"], 64000);
         assert!(http.body.get("thinking").is_none());
 
         let events = decode(

@@ -16,11 +16,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::anthropic::{adjust_max_tokens_for_thinking, normalize_tool_call_id};
+use super::anthropic::normalize_tool_call_id;
 use super::aws_remote;
 use super::decode::{Emitter, Framing, OpenBlocks, WireDecoder};
 use super::event_stream;
-use super::request::{adaptive_effort, base_max_tokens, strict_parameters};
+use super::request::{adaptive_effort, strict_parameters};
 use super::sigv4::{self, AwsCredentials, SigningRequest, SigningScope};
 use super::token_cache;
 use super::transform::transform_messages;
@@ -332,21 +332,18 @@ fn build_body(
     let claude = is_claude(model);
     let adaptive = supports_adaptive_thinking(model);
 
-    // streamSimpleBedrock: Claude with a budget grows the output cap by the thinking budget.
-    let mut max_tokens = base_max_tokens(request);
+    // pi 1.6.0's cap on every model (`request::context_clamped_max_tokens`); Claude with a budget
+    // grows it by the thinking budget.
+    let mut max_tokens = super::request::context_clamped_max_tokens(request);
     let mut budget = None;
     if let Some(level) = reasoning
         && claude
         && !adaptive
     {
-        let (adjusted, thinking_budget) = adjust_max_tokens_for_thinking(
-            max_tokens.unwrap_or(0),
-            model.max_tokens,
-            level,
-            &request.thinking_budgets,
-        );
-        max_tokens = adjusted;
-        budget = thinking_budget;
+        let (grown, thinking_budget) =
+            super::request::thinking_max_tokens_and_budget(request, level);
+        max_tokens = grown;
+        budget = Some(thinking_budget);
     }
 
     let caching = supports_prompt_caching(model);
@@ -376,9 +373,7 @@ fn build_body(
         body.insert("system".into(), Value::Array(system));
     }
     let mut inference = Map::new();
-    if let Some(max_tokens) = max_tokens {
-        inference.insert("maxTokens".into(), json!(max_tokens));
-    }
+    inference.insert("maxTokens".into(), json!(max_tokens));
     body.insert("inferenceConfig".into(), Value::Object(inference));
     if !request.tools.is_empty() {
         // Strict for the tools that prefer it, with `compat.supportsStrictMode`, unless Claude

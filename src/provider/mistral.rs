@@ -18,7 +18,8 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, TextRun, WireDecoder};
 use super::openai_responses::short_hash;
 use super::request::{
-    base_max_tokens, join_url, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
+    context_clamped_max_tokens, join_url, mapped_effort, strict_parameters, thinking_level,
+    with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::transform_messages;
@@ -75,9 +76,10 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
 
     let mut body = Map::new();
     body.insert("model".into(), json!(model.id));
-    if let Some(max_tokens) = base_max_tokens(request) {
-        body.insert("max_tokens".into(), json!(max_tokens));
-    }
+    body.insert(
+        "max_tokens".into(),
+        json!(context_clamped_max_tokens(request)),
+    );
     body.insert("stream".into(), json!(true));
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {

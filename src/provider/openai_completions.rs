@@ -14,7 +14,8 @@ use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
-    api_url, base_max_tokens, mapped_effort, strict_parameters, thinking_level, with_extra_headers,
+    api_url, context_clamped_max_tokens, mapped_effort, strict_parameters, thinking_budget,
+    thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transcript_tools::transcript_tools;
@@ -280,21 +281,15 @@ fn compat_object(model: &Model, key: &str) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-/// pi's `resolveClampedThinkingBudget`: the level's budget (settings `thinkingBudgets`, else
-/// 1024/2048/8192/16384; xhigh and max count as high), leaving 1024 tokens for the answer under
-/// the request's output cap (else the model's); none without thinking or when nothing is left.
+/// pi's `resolveClampedThinkingBudget`: the level's budget (`request::thinking_budget`), leaving
+/// 1024 tokens for the answer under the request's output cap (else the model's); none without
+/// thinking or when nothing is left.
 fn clamped_thinking_budget(
     request: &StreamRequest,
     effort: Option<ThinkingLevel>,
     body: &Map<String, Value>,
 ) -> Option<u64> {
-    let slot = match effort? {
-        ThinkingLevel::Minimal => 0,
-        ThinkingLevel::Low => 1,
-        ThinkingLevel::Medium => 2,
-        ThinkingLevel::High | ThinkingLevel::Xhigh | ThinkingLevel::Max => 3,
-        ThinkingLevel::Off => return None,
-    };
+    let budget = thinking_budget(request, effort?)?;
     if !request.model.reasoning {
         return None;
     }
@@ -302,7 +297,6 @@ fn clamped_thinking_budget(
         .iter()
         .find_map(|k| body.get(*k).and_then(Value::as_u64))
         .unwrap_or(request.model.max_tokens);
-    let budget = request.thinking_budgets[slot].unwrap_or([1024, 2048, 8192, 16384][slot]);
     let budget = budget.min(ceiling.saturating_sub(1024));
     (budget > 0).then_some(budget)
 }
@@ -404,7 +398,8 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     if compat.supports_store {
         body.insert("store".into(), json!(false));
     }
-    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0) {
+    let max_tokens = context_clamped_max_tokens(request);
+    if max_tokens > 0 {
         let field = if compat.max_tokens_field == "max_tokens" {
             "max_tokens"
         } else {

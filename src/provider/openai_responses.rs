@@ -21,8 +21,8 @@ use super::decode::{Emitter, WireDecoder, token_count};
 use super::error_text::{openai_http_error_message, sdk_error_message};
 use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
-    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, base_max_tokens, chatgpt_sign_in, mapped_effort,
-    provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
+    CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, chatgpt_sign_in, context_clamped_max_tokens,
+    mapped_effort, provider_thinking_level, strict_parameters, thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transcript_tools::{InPlaceTools, TranscriptTools, transcript_tools};
@@ -156,7 +156,8 @@ pub(crate) fn insert_limits_tools_and_reasoning(
     send_output_cap: bool,
 ) {
     let model = &request.model;
-    if let Some(max_tokens) = base_max_tokens(request).filter(|m| *m > 0 && send_output_cap) {
+    let max_tokens = context_clamped_max_tokens(request);
+    if max_tokens > 0 && send_output_cap {
         body.insert(
             "max_output_tokens".into(),
             json!(max_tokens.max(MIN_OUTPUT_TOKENS)),
@@ -1331,7 +1332,7 @@ mod tests {
         assert_eq!(header(&http, "x-client-request-id"), Some("session-1"));
         // Recorded from the reference (system prompt and tools shortened); pi 1.6.0 leaves
         // `strict` out unless the model's compat says `supportsStrictMode`.
-        let expected = r#"{"model":"fake-gpt-5","input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hello"}]}],"stream":true,"prompt_cache_key":"session-1","store":false,"max_output_tokens":32000,"tools":[{"type":"function","name":"bash","description":"Run","parameters":{"type":"object","required":["command"],"properties":{"command":{"type":"string"}}}}],"reasoning":{"effort":"medium","summary":"auto"},"include":["reasoning.encrypted_content"]}"#;
+        let expected = r#"{"model":"fake-gpt-5","input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hello"}]}],"stream":true,"prompt_cache_key":"session-1","store":false,"max_output_tokens":128000,"tools":[{"type":"function","name":"bash","description":"Run","parameters":{"type":"object","required":["command"],"properties":{"command":{"type":"string"}}}}],"reasoning":{"effort":"medium","summary":"auto"},"include":["reasoning.encrypted_content"]}"#;
         assert_eq!(serde_json::to_string(&http.body).unwrap(), expected);
 
         // With strict mode, a tool that prefers it is strict with its schema converted (every
@@ -1445,7 +1446,7 @@ mod tests {
         r.api_key = "sk-key".into();
         let body = build_request_with(&r, CacheRetention::Long).body;
         assert_eq!(body["prompt_cache_retention"], "24h");
-        assert_eq!(body["max_output_tokens"], 32000);
+        assert_eq!(body["max_output_tokens"], 128000);
     }
 
     #[test]

@@ -51,153 +51,107 @@ pub(crate) fn mapped_effort(model: &Model, level: ThinkingLevel, default: &str) 
         .unwrap_or_else(|| json!(default))
 }
 
-/// The output cap before thinking adjustments: the caller's, else min(model.maxTokens, 32000);
-/// `None` when the model declares no maximum (pi leaves it undefined).
-pub(crate) fn base_max_tokens(request: &StreamRequest) -> Option<u64> {
-    request
-        .max_tokens
-        .or_else(|| (request.model.max_tokens > 0).then(|| request.model.max_tokens.min(32000)))
+/// The output cap pi 1.6.0 sends (pi-ai `buildBaseOptions`): the caller's cap, else the model's
+/// `maxTokens`, fitted into the context window (`fit_to_context`).
+pub fn context_clamped_max_tokens(request: &StreamRequest) -> u64 {
+    let input = estimate_input_tokens(request);
+    fit_to_context(
+        request,
+        input,
+        request.max_tokens.unwrap_or(request.model.max_tokens),
+    )
 }
 
-/// The output cap pi 1.6.0's clients send (pi-ai `clampMaxTokensToContext` over the caller's cap,
-/// else the model's `maxTokens`): no more than what the context window leaves after the input's
-/// estimate and a safety margin of 4096 tokens or 15% of the input (only 4096 once that would
-/// leave less than 32768, the output then capped at 32768), at least 1. The input is estimated
-/// as pi-ai's `estimateContextTokens` does: the last usable reply's reported context plus 3.5
-/// characters a token for what came after it, or everything so estimated (the system prompt and
-/// the tools' JSON included). Codex sends it; the other APIs keep 0.73.1's `base_max_tokens`.
-pub(crate) fn context_clamped_max_tokens(request: &StreamRequest) -> u64 {
-    const SAFETY_TOKENS: u64 = 4096;
-    const MIN_OUTPUT_WITH_RATIO_MARGIN: u64 = 32768;
-    let model = &request.model;
-    let max_tokens = request.max_tokens.unwrap_or(model.max_tokens);
-    if model.context_window == 0 {
+/// The output cap and thinking budget pi 1.6.0 sends where a thinking budget shares the cap
+/// (Anthropic Messages and Bedrock Claude without adaptive thinking; pi-ai
+/// `adjustMaxTokensForThinking`): the fitted cap grows by the level's budget up to the model's
+/// `maxTokens`, is fitted into the context window again, and the budget leaves 1024 tokens of it
+/// for the answer.
+pub(crate) fn thinking_max_tokens_and_budget(
+    request: &StreamRequest,
+    level: ThinkingLevel,
+) -> (u64, u64) {
+    let input = estimate_input_tokens(request);
+    let model_max = request.model.max_tokens;
+    let base = fit_to_context(request, input, request.max_tokens.unwrap_or(model_max));
+    let mut budget = thinking_budget(request, level).unwrap_or(0);
+    let grown = (base + budget).min(model_max);
+    if grown <= budget {
+        budget = budget.min(grown.saturating_sub(MIN_ANSWER_TOKENS));
+    }
+    let max_tokens = fit_to_context(request, input, grown);
+    (
+        max_tokens,
+        budget.min(max_tokens.saturating_sub(MIN_ANSWER_TOKENS)),
+    )
+}
+
+/// Tokens a thinking budget always leaves for the answer under a shared cap (pi-ai).
+const MIN_ANSWER_TOKENS: u64 = 1024;
+
+/// The level's thinking budget: settings `thinkingBudgets`, else 1024/2048/8192/16384 for
+/// minimal/low/medium/high; xhigh and max count as high, off has none.
+pub(crate) fn thinking_budget(request: &StreamRequest, level: ThinkingLevel) -> Option<u64> {
+    let slot = match level {
+        ThinkingLevel::Off => return None,
+        ThinkingLevel::Minimal => 0,
+        ThinkingLevel::Low => 1,
+        ThinkingLevel::Medium => 2,
+        ThinkingLevel::High | ThinkingLevel::Xhigh | ThinkingLevel::Max => 3,
+    };
+    Some(request.thinking_budgets[slot].unwrap_or([1024, 2048, 8192, 16384][slot]))
+}
+
+/// pi-ai `clampMaxTokensToContext`: `max_tokens` but no more than what the context window leaves
+/// after the input's estimate and a safety margin of 4096 tokens or 15% of the input (only 4096
+/// once that would leave less than 32768, the output then capped at 32768), at least 1.
+fn fit_to_context(request: &StreamRequest, input: u64, max_tokens: u64) -> u64 {
+    const SAFETY_TOKENS: i64 = 4096;
+    const MIN_OUTPUT_WITH_RATIO_MARGIN: i64 = 32768;
+    if request.model.context_window == 0 {
         return max_tokens.max(1);
     }
-    let window = model.context_window as i64;
-    let input = estimate_input_tokens(request) as i64;
-    let margin = (SAFETY_TOKENS as i64).max((input as f64 * 0.15).ceil() as i64);
-    let mut room = window - input - margin;
-    if room < MIN_OUTPUT_WITH_RATIO_MARGIN as i64 {
-        room = (MIN_OUTPUT_WITH_RATIO_MARGIN as i64).min(window - input - SAFETY_TOKENS as i64);
+    let window = i64::try_from(request.model.context_window).unwrap_or(i64::MAX);
+    let input = i64::try_from(input).unwrap_or(i64::MAX);
+    let margin = SAFETY_TOKENS.max((input as f64 * 0.15).ceil() as i64);
+    let left = |margin: i64| window.saturating_sub(input).saturating_sub(margin);
+    let mut room = left(margin);
+    if room < MIN_OUTPUT_WITH_RATIO_MARGIN {
+        room = MIN_OUTPUT_WITH_RATIO_MARGIN.min(left(SAFETY_TOKENS));
     }
     max_tokens.min(room.max(1) as u64)
 }
 
-/// pi-ai's `estimateContextTokens` over the request's conversation (see
-/// `context_clamped_max_tokens`).
+/// pi-ai's `estimateContextTokens` over the whole conversation (the kept start's running sums,
+/// then the request's messages); the system prompt and the tools' JSON count as 1.6.0's leading
+/// system message does, where the request says they do (`prompt_in_estimate`).
 fn estimate_input_tokens(request: &StreamRequest) -> u64 {
-    use crate::messages::{AgentMessage, StopReason};
-    let estimate = tokens_of_chars;
-    let timestamp = |message: &AgentMessage| match message {
-        AgentMessage::User(m) => m.timestamp,
-        AgentMessage::Assistant(m) => m.timestamp,
-        AgentMessage::ToolResult(m) => m.timestamp,
-        AgentMessage::BashExecution(m) => m.timestamp,
-        AgentMessage::Custom(m) => m.timestamp,
-        AgentMessage::CompactionSummary(m) => m.timestamp,
-        AgentMessage::BranchSummary(m) => m.timestamp,
-        AgentMessage::System(m) => m.timestamp,
-    };
-    let reported = |usage: &crate::messages::Usage| {
-        if usage.total_tokens > 0 {
-            usage.total_tokens
+    use super::history::tokens_of_chars;
+    request.history_facts().input.tokens(|| {
+        if !request.prompt_in_estimate {
+            return 0;
+        }
+        let tools = if request.tools.is_empty() {
+            0
         } else {
-            usage.input + usage.output + usage.cache_read + usage.cache_write
-        }
-    };
-    let mut latest_prefix = i64::MIN;
-    let mut last_usage = None;
-    for (index, message) in request.messages.iter().enumerate() {
-        if let AgentMessage::Assistant(reply) = message
-            && reply.timestamp >= latest_prefix
-            && !matches!(reply.stop_reason, StopReason::Aborted | StopReason::Error)
-            && reported(&reply.usage) > 0
-        {
-            last_usage = Some((index, reported(&reply.usage)));
-        }
-        latest_prefix = latest_prefix.max(timestamp(message));
-    }
-    match last_usage {
-        Some((index, usage)) => {
-            usage
-                + request.messages[index + 1..]
-                    .iter()
-                    .map(message_tokens)
-                    .sum::<u64>()
-        }
-        None => {
-            let tools = if request.tools.is_empty() {
-                0
-            } else {
-                let declared: Vec<Value> = request
-                    .tools
-                    .iter()
-                    .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
-                    .collect();
-                estimate(crate::js::js_len(&Value::Array(declared).to_string()))
-            };
-            estimate(crate::js::js_len(&request.system_prompt))
-                + tools
-                + request.messages.iter().map(message_tokens).sum::<u64>()
-        }
-    }
-}
-
-/// pi-ai's 3.5 characters a token, rounded up: ceil(2 * chars / 7).
-fn tokens_of_chars(chars: u64) -> u64 {
-    (chars * 2).div_ceil(7)
-}
-
-/// pi-ai's `estimateMessageTokens` (JavaScript lengths; an image weighs 4800 characters; a system
-/// message's text and tool lists are rounded each).
-fn message_tokens(message: &crate::messages::AgentMessage) -> u64 {
-    use crate::js::js_len;
-    use crate::messages::{AgentMessage, ContentBlock, UserContent};
-    const IMAGE_CHARS: u64 = 4800;
-    let blocks = |content: &[ContentBlock]| -> u64 {
-        content
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(t) => js_len(&t.text),
-                ContentBlock::Image(_) => IMAGE_CHARS,
-                _ => 0,
-            })
-            .sum()
-    };
-    let content = |content: &UserContent| match content {
-        UserContent::Text(text) => js_len(text),
-        UserContent::Blocks(b) => blocks(b),
-    };
-    let chars = match message {
-        AgentMessage::User(m) => content(&m.content),
-        AgentMessage::ToolResult(m) => blocks(&m.content),
-        AgentMessage::Assistant(m) => m
-            .content
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(t) => js_len(&t.text),
-                ContentBlock::Thinking(t) => js_len(&t.thinking),
-                ContentBlock::ToolCall(c) => js_len(&c.name) + js_len(&c.arguments.to_string()),
-                ContentBlock::Image(_) => 0,
-            })
-            .sum(),
-        AgentMessage::System(m) => {
-            let tools = |list: &Option<Vec<Value>>| {
-                list.as_ref().filter(|l| !l.is_empty()).map_or(0, |l| {
-                    tokens_of_chars(js_len(&Value::Array(l.clone()).to_string()))
+            // 1.6.0's declarations: pi's own tools also say they prefer strict sampling.
+            let declared: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| {
+                    let mut declared = json!({"name": t.name, "description": t.description,
+                        "parameters": t.parameters});
+                    if request.strict_preferred.contains(&t.name) {
+                        declared["constrainedSampling"] =
+                            json!({"type": "json_schema", "strict": "prefer"});
+                    }
+                    declared
                 })
-            };
-            return tokens_of_chars(js_len(&m.prompt_text()))
-                + tools(&m.tools_added)
-                + tools(&m.tools_removed);
-        }
-        AgentMessage::Custom(m) => content(&m.content),
-        AgentMessage::BashExecution(m) => js_len(&m.command) + js_len(&m.output),
-        AgentMessage::CompactionSummary(m) => js_len(&m.summary),
-        AgentMessage::BranchSummary(m) => js_len(&m.summary),
-    };
-    tokens_of_chars(chars)
+                .collect();
+            tokens_of_chars(crate::js::js_len(&Value::Array(declared).to_string()))
+        };
+        tokens_of_chars(crate::js::js_len(&request.system_prompt)) + tools
+    })
 }
 
 /// Adds the model's headers, then the request's, to `defaults`; a later header replaces an earlier
@@ -517,6 +471,66 @@ mod tests {
     use super::super::test_support::{model, request};
     use super::*;
     use crate::messages::ToolSpec;
+
+    /// pi 1.6.0's caps (values computed with pi-ai's `clampMaxTokensToContext` and
+    /// `adjustMaxTokensForThinking`).
+    #[test]
+    fn output_caps_fit_the_model_and_the_context_window() {
+        let mut m = model("anthropic-messages", "p", "m");
+        m.max_tokens = 64000;
+        let mut r = request(m, vec![super::super::test_support::user("hi")]);
+        // The window holds the model's maximum: it is sent whole (no 32000 ceiling any more).
+        assert_eq!(context_clamped_max_tokens(&r), 64000);
+        // A budget fits inside the model's maximum; a caller's cap grows by it (here to less than
+        // the 1024 answer tokens: no budget is left, the client then asks for 1024).
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Medium),
+            (64000, 8192)
+        );
+        r.max_tokens = Some(100);
+        r.thinking_budgets = [None, Some(500), None, None];
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Low),
+            (600, 0)
+        );
+        r.max_tokens = Some(2000);
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Low),
+            (2500, 500)
+        );
+        // A cap smaller than the budget leaves 1024 tokens for the answer; max counts as high.
+        r.max_tokens = None;
+        r.model.max_tokens = 4096;
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::Max),
+            (4096, 3072)
+        );
+        // A small window: what it leaves after the input (1 token for "hi", 3 for the prompt
+        // unless it is left out) and 4096 tokens.
+        r.model.context_window = 8000;
+        r.model.max_tokens = 64000;
+        r.system_prompt = "a system prompt".into();
+        assert_eq!(context_clamped_max_tokens(&r), 8000 - 5 - 1 - 4096);
+        r.prompt_in_estimate = false;
+        assert_eq!(context_clamped_max_tokens(&r), 8000 - 1 - 4096);
+        assert_eq!(
+            thinking_max_tokens_and_budget(&r, ThinkingLevel::High),
+            (3903, 3903 - 1024)
+        );
+        // A large window keeps 15% of the input (here 1_000_000 tokens) as margin while that
+        // leaves 32768 tokens; otherwise 4096, the output then capped at 32768.
+        r.model.max_tokens = 200_000;
+        r.messages = vec![super::super::test_support::user(&"x".repeat(3_500_000))];
+        r.model.context_window = 1_200_000;
+        assert_eq!(context_clamped_max_tokens(&r), 50_000);
+        r.model.context_window = 1_170_000;
+        assert_eq!(context_clamped_max_tokens(&r), 32768);
+        // An input past the window still asks for 1 token; no window, no fitting.
+        r.model.context_window = 900_000;
+        assert_eq!(context_clamped_max_tokens(&r), 1);
+        r.model.context_window = 0;
+        assert_eq!(context_clamped_max_tokens(&r), 200_000);
+    }
 
     fn strict(parameters: Value, unsupported: Option<UnsupportedKeyword>) -> Option<Value> {
         let mut r = request(model("openai-completions", "p", "m"), vec![]);

@@ -20,7 +20,10 @@
 //! What a request reads from the whole history besides its elements travels as `HistoryFacts`
 //! (`history.rs`, below both this cache and the request builders, so the arrows run one way),
 //! computed once per kept message: whether there was tool traffic (OpenAI Chat Completions then
-//! sends `tools: []`) and whether there were images (Copilot's vision header). Wire APIs that use
+//! sends `tools: []`), whether there were images (Copilot's vision header) and the running sums of
+//! the input's size estimate (the output cap is fitted into the context window after the whole
+//! conversation's estimate, so a kept start must still count; the cap itself is a top-level field,
+//! never in the kept bytes). Wire APIs that use
 //! the cache: Anthropic Messages (Copilot included; with `compat.supportsMidConvoEffort` every
 //! request ends with an effort marker, which the kept part leaves out and the new part's encoding
 //! brings) and OpenAI Chat Completions (its system prompt stays the first element: the history
@@ -145,7 +148,7 @@ impl RequestCache {
             .find(|&j| is_boundary(&llm[j - 1], &llm[j]));
         if let Some(j) = boundary {
             let segment: Vec<AgentMessage> = llm.drain(..j).collect();
-            let facts = HistoryFacts::of(&segment);
+            let facts = self.facts.then(&segment);
             match encode(request, segment, array) {
                 Some(encoded) => {
                     let bytes = Arc::make_mut(&mut self.bytes);
@@ -153,7 +156,7 @@ impl RequestCache {
                         bytes.push(',');
                     }
                     bytes.push_str(&encoded);
-                    self.facts = self.facts.or(facts);
+                    self.facts = facts;
                     if self.source_len == 0 {
                         self.first = source.first().map(fingerprint);
                     }
@@ -740,6 +743,54 @@ mod tests {
             headers.contains(&("Copilot-Vision-Request".into(), "true".into())),
             "{headers:?}"
         );
+    }
+
+    /// The output cap is fitted into the context window after the whole conversation's estimate
+    /// (`request::context_clamped_max_tokens`): with a start kept, the cap is still the one the
+    /// whole list gives, whether the kept part or the new one holds the last reported usage.
+    #[test]
+    fn the_output_cap_counts_the_kept_start() {
+        let long = "x".repeat(20_000);
+        let with_usage = |message: AgentMessage, total: u64| match message {
+            AgentMessage::Assistant(mut a) => {
+                a.usage.total_tokens = total;
+                AgentMessage::Assistant(a)
+            }
+            other => other,
+        };
+        let steps: Vec<AgentMessage> = vec![
+            user(&long),
+            reply(vec![text(&long)], StopReason::Stop, 10),
+            user(&long),
+            with_usage(reply(vec![text("ok")], StopReason::Stop, 11), 15_000),
+            user(&long),
+            reply(vec![text(&long)], StopReason::Stop, 12),
+            user(&long),
+            with_usage(reply(vec![text("fine")], StopReason::Stop, 13), 30_000),
+            user("last"),
+        ];
+        for api in ["anthropic-messages", "openai-completions"] {
+            let mut small = model(api, "p", "m");
+            small.context_window = 50_000;
+            small.max_tokens = 40_000;
+            let mut cache = RequestCache::default();
+            let mut caps = Vec::new();
+            for end in 1..=steps.len() {
+                let (sent, expected) = bodies(&mut cache, &small, &steps[..end]);
+                assert_eq!(sent, expected, "{api} after {end} messages");
+                let body: Value = serde_json::from_str(&sent).unwrap();
+                let cap = ["max_tokens", "max_completion_tokens"]
+                    .iter()
+                    .find_map(|k| body[*k].as_u64())
+                    .unwrap();
+                caps.push(cap);
+            }
+            assert!(cache.source_len > 0, "{api}: the cache was never used");
+            // The window binds: the cap shrinks as the conversation grows, and a reply's
+            // reported usage replaces the estimate of what came before it.
+            assert!(caps[1..].iter().all(|c| *c < 40_000), "{api}: {caps:?}");
+            assert_eq!(caps[8], 50_000 - 30_000 - 4096 - 2, "{api}: {caps:?}");
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
         thinking: ThinkingLevel::Off,
         thinking_budgets: [None; 4],
         max_tokens: None,
+        prompt_in_estimate: true,
         session_id: "session-1".into(),
         idle_timeout: Duration::from_secs(5),
         provider_retry: retry::ProviderRetry::default(),

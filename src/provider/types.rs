@@ -61,8 +61,12 @@ pub struct StreamRequest {
     pub thinking: ThinkingLevel,
     /// settings `thinkingBudgets` for minimal/low/medium/high, where set.
     pub thinking_budgets: [Option<u64>; 4],
-    /// Output token cap; `None` → min(model.maxTokens, 32000).
+    /// The caller's output token cap; `None` → the model's `maxTokens`. Either is fitted into the
+    /// context window (`request::context_clamped_max_tokens`).
     pub max_tokens: Option<u64>,
+    /// The system prompt and tools count in the input's estimate for that fitting: pi 1.6.0's
+    /// agent context holds them as its first message, a summary call's context does not.
+    pub prompt_in_estimate: bool,
     pub session_id: String,
     /// A read that delivers nothing for this long fails the request.
     pub idle_timeout: Duration,

@@ -3,7 +3,8 @@
 //! pi 0.73.1 sent to a local server (see the unit tests of `src/provider/azure_responses.rs`,
 //! `mistral.rs`, `codex_responses.rs`).
 //!
-//! Reference (PI_TEST_BIN): every test here passes against pi 0.73.1 as well.
+//! Reference (PI_TEST_BIN): every test here passes against pi 0.73.1 as well, but those that check
+//! a behaviour of pi 1.6.0's (they say they pass against 1.6.0; the output cap is 1.6.0's).
 
 use serde_json::{Value, json};
 
@@ -332,6 +333,97 @@ fn codex_body_matches_pi_with_the_prompt_as_a_developer_item() {
         );
         assert!(body["prompt_cache_key"].is_string());
     }
+}
+
+/// pi 1.6.0's output cap on Chat Completions: the model's `maxTokens` fitted into a small context
+/// window — what it leaves after the input's estimate (3.5 characters a token of the system
+/// prompt, the tools as 1.6.0 declares them, pi's own preferring strict sampling, and the prompt;
+/// then the first reply's reported context and the new prompt) and 4096 tokens. Passes against
+/// pi 1.6.0 too (`PI_TEST_BIN`).
+#[test]
+fn chat_completions_output_cap_is_fitted_into_the_context_window() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse_fixture("openai/text.sse"),
+        Reply::sse_fixture("openai/text.sse"),
+    ]);
+    let models = json!({"providers": {"cap": {"baseUrl": "__BASE_URL__/v1",
+        "api": "openai-completions", "apiKey": "cap-key-123456",
+        "models": [{"id": "cap-model", "input": ["text"], "contextWindow": 16000,
+            "maxTokens": 16000}]}}});
+    let setup = Setup::new(&fake, "cap", "cap-model")
+        .models_json(&models.to_string())
+        .arg("--system-prompt")
+        .arg("SYS");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let first = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(first["stopReason"], "stop", "{first}");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let second = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(second["stopReason"], "stop", "{second}");
+
+    let requests = fake.requests();
+    let estimate = |text: &str| (text.encode_utf16().count() as u64 * 2).div_ceil(7);
+    let body = &requests[0].body;
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    let tools: Vec<Value> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| {
+            let f = &tool["function"];
+            json!({"name": f["name"], "description": f["description"],
+                "parameters": f["parameters"],
+                "constrainedSampling": {"type": "json_schema", "strict": "prefer"}})
+        })
+        .collect();
+    assert_eq!(tools.len(), 4, "pi's own four tools: {tools:?}");
+    let input =
+        estimate(system) + estimate(&Value::Array(tools).to_string()) + estimate("Say hello");
+    assert_eq!(
+        body["max_completion_tokens"],
+        16000 - 4096 - input,
+        "{body}"
+    );
+    let reported = first["usage"]["totalTokens"].as_u64().unwrap();
+    assert!(reported > 0, "{first}");
+    let cap = 16000 - 4096 - reported - estimate("Again");
+    assert_eq!(requests[1].body["max_completion_tokens"], cap);
+}
+
+/// pi 1.6.0's output cap with budget thinking on Anthropic Messages: the model's `maxTokens` is
+/// fitted into a small window, grown by the medium budget (8192), and fitted again, so the window
+/// still decides the cap and the whole budget fits under it. Passes against pi 1.6.0 too
+/// (`PI_TEST_BIN`).
+#[test]
+fn anthropic_budget_thinking_fits_the_grown_cap_into_the_window() {
+    let fake = FakeProvider::start(vec![Reply::sse_fixture("anthropic/text.sse")]);
+    let models = json!({"providers": {"capa": {"baseUrl": "__BASE_URL__",
+        "api": "anthropic-messages", "apiKey": "capa-key-123456",
+        "models": [{"id": "claude-sonnet-4-5", "reasoning": true, "input": ["text"],
+            "contextWindow": 24000, "maxTokens": 64000}]}}});
+    let setup = Setup::new(&fake, "capa", "claude-sonnet-4-5")
+        .models_json(&models.to_string())
+        .arg("--system-prompt")
+        .arg("SYS")
+        .arg("--no-tools")
+        .arg("--thinking")
+        .arg("medium");
+    let mut pi = Pi::spawn(&setup);
+    pi.send(json!({"id": "p", "type": "prompt", "message": "Say hello"}));
+    let reply = assistant_messages(&pi.records_until_event("agent_end")).remove(0);
+    assert_eq!(reply["stopReason"], "stop", "{reply}");
+
+    let body = &fake.requests()[0].body;
+    let estimate = |text: &str| (text.encode_utf16().count() as u64 * 2).div_ceil(7);
+    let system = body["system"][0]["text"].as_str().unwrap();
+    let input = estimate(system) + estimate("Say hello");
+    let room = 24000 - 4096 - input;
+    assert_eq!(body["max_tokens"], room, "{body}");
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 8192, "display": "summarized"})
+    );
 }
 
 /// `pi-messages` (pi 1.6.0's tenth wire API, the radius provider's): one POST of

@@ -490,7 +490,8 @@ fn bedrock_tool_round_trip_signed_with_session_credentials() {
         verify_sigv4(request, ACCESS_KEY, SECRET, "eu-west-1").unwrap();
     }
     let first = requests[0].json();
-    assert_eq!(first["inferenceConfig"], json!({"maxTokens": 40192}));
+    // pi 1.6.0: the model's maxTokens (the context window holds it); the budget fits inside.
+    assert_eq!(first["inferenceConfig"], json!({"maxTokens": 64000}));
     assert_eq!(
         first["additionalModelRequestFields"],
         json!({"thinking": {"type": "enabled", "budget_tokens": 8192, "display": "summarized"},

@@ -145,7 +145,8 @@ fn responses_text_turn_keeps_reasoning_and_message_ids() {
     assert_eq!(body["stream"], true);
     assert_eq!(body["store"], false);
     assert_eq!(body["prompt_cache_key"], session_id);
-    assert_eq!(body["max_output_tokens"], 32000);
+    // pi 1.6.0: the model's maxTokens, which its context window holds.
+    assert_eq!(body["max_output_tokens"], 128000);
     assert_eq!(
         body["reasoning"],
         json!({"effort": "medium", "summary": "auto"})
@@ -308,7 +309,7 @@ fn google_text_turn_keeps_thoughts_and_signature() {
     );
     assert_eq!(
         body["generationConfig"],
-        json!({"maxOutputTokens": 32000,
+        json!({"maxOutputTokens": 65536,
                "thinkingConfig": {"includeThoughts": true, "thinkingBudget": 8192}})
     );
     let keys: Vec<&String> = body.as_object().unwrap().keys().collect();

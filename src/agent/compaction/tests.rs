@@ -378,38 +378,6 @@ fn reply_text_and_failures() {
 
 /// pi-ai's clampMaxTokensToContext, with its own numbers.
 #[test]
-fn summary_output_is_the_models_limit_fitted_to_the_window() {
-    let model = |window: u64, max: u64| Model {
-        context_window: window,
-        max_tokens: max,
-        ..Model::placeholder()
-    };
-    let text = |tokens: usize| "x".repeat((tokens as f64 * 3.5) as usize);
-    // Room to spare: the model's whole output limit.
-    assert_eq!(
-        summary_max_tokens(&model(200_000, 64_000), &text(1000)),
-        64_000
-    );
-    // 15 % margin: 200000 - 100000 - 15000 = 85000 ≥ 32768.
-    assert_eq!(
-        summary_max_tokens(&model(200_000, 128_000), &text(100_000)),
-        85_000
-    );
-    // Less than 32768 left with the 15 % margin: only 4096 kept, at most 32768 out.
-    assert_eq!(
-        summary_max_tokens(&model(200_000, 128_000), &text(150_000)),
-        32_768
-    );
-    assert_eq!(
-        summary_max_tokens(&model(32_000, 8_000), &text(25_000)),
-        2_904
-    );
-    // Overfull: at least one token; unknown window: the limit as it is.
-    assert_eq!(summary_max_tokens(&model(10_000, 8_000), &text(20_000)), 1);
-    assert_eq!(summary_max_tokens(&model(0, 8_000), &text(20_000)), 8_000);
-}
-
-#[test]
 fn stream_request_has_no_tools_and_the_budget() {
     let prep = prepared("turns");
     let request = prep.summary_requests(None).remove(0);
@@ -430,6 +398,7 @@ fn stream_request_has_no_tools_and_the_budget() {
         thinking: ThinkingLevel::High,
         thinking_budgets: [Some(1); 4],
         max_tokens: None,
+        prompt_in_estimate: true,
         session_id: "s".into(),
         idle_timeout: std::time::Duration::from_secs(1),
         provider_retry: Default::default(),
@@ -439,10 +408,9 @@ fn stream_request_has_no_tools_and_the_budget() {
     let stream = request.clone().into_stream_request(base);
     assert_eq!(stream.system_prompt, SYSTEM_PROMPT);
     assert!(stream.tools.is_empty());
-    assert_eq!(
-        stream.max_tokens,
-        Some(summary_max_tokens(&model, &user_text))
-    );
+    // The model's output limit fitted to the window after the prompt alone (pi 1.6.0).
+    assert_eq!(stream.max_tokens, None);
+    assert!(!stream.prompt_in_estimate);
     assert_eq!(stream.thinking, ThinkingLevel::Off);
     assert_eq!(stream.session_id, "");
     assert_eq!(stream.thinking_budgets, [None; 4]);
