@@ -9,9 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::fake_provider::{FakeProvider, Reply, fixture};
-use crate::support::{
-    Pi, Setup, Workspace, assistant_messages, prompt, session_file, tool_shape,
-};
+use crate::support::{Pi, Setup, Workspace, assistant_messages, prompt, session_file, tool_shape};
 
 /// The first assistant message of `run`, which must have stopped normally.
 #[track_caller]
