@@ -97,8 +97,7 @@ pub(crate) fn request_body(request: &StreamRequest, dialect: Dialect) -> Value {
         );
     }
     if !request.tools.is_empty() {
-        // Gemini 3 and later validate a call against strict schemas (pi 1.6.0).
-        let supported = gemini_major_version(&request.model.id).is_some_and(|major| major >= 3);
+        let supported = strict_supported(&request.model.id);
         let mut any_strict = false;
         let declarations: Vec<Value> = request
             .tools
@@ -252,6 +251,11 @@ fn thinking_budget(
         Some(table) => slot.map(|s| table[s]),
         None => Some(-1),
     }
+}
+
+/// Gemini 3 and later validate a call against strict schemas (pi 1.6.0).
+pub(crate) fn strict_supported(model_id: &str) -> bool {
+    gemini_major_version(model_id).is_some_and(|major| major >= 3)
 }
 
 /// Models behind Google's API that need explicit ids on function calls and responses: Claude,
