@@ -80,6 +80,7 @@ impl Agent {
             strict_tools_refused: self.runs.strict_tools_refused,
             // Filled by `dispatch` from the transcript's declarations.
             strict_preferred: Vec::new(),
+            strict_required: Vec::new(),
             grammar_tools: Vec::new(),
             thinking,
             thinking_budgets: [
@@ -335,6 +336,8 @@ impl Agent {
         };
         request.strict_preferred =
             super::system_message::strict_preferred(messages, &request.tools, samplings);
+        request.strict_required =
+            super::system_message::strict_required(messages, &request.tools, samplings);
         // Only a model that takes grammar tools reads them (no per-request cost elsewhere).
         if request.model.compat_bool("supportsOpenAIGrammarTools") == Some(true) {
             request.grammar_tools =

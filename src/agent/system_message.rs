@@ -170,10 +170,10 @@ fn declaration(spec: &ToolSpec, samplings: Samplings) -> Value {
     tool
 }
 
-/// Whether a declaration's `constrainedSampling` asks for strict JSON-schema sampling where the
-/// API allows it (`strict: "prefer"`).
-fn prefers_strict(sampling: &Value) -> bool {
-    sampling["type"] == "json_schema" && sampling["strict"] == "prefer"
+/// Whether a declaration's `constrainedSampling` asks for strict JSON-schema sampling in `mode`:
+/// `"prefer"` (where the API allows it) or `"require"` (or the request fails).
+fn asks_strict(sampling: &Value, mode: &str) -> bool {
+    sampling["type"] == "json_schema" && sampling["strict"] == mode
 }
 
 /// The names of the tools the transcript declares now.
@@ -219,21 +219,42 @@ pub fn strict_preferred(
     specs: &[ToolSpec],
     samplings: Samplings,
 ) -> Vec<String> {
+    strict_in_mode(messages, specs, samplings, "prefer")
+}
+
+/// The tools that require strict JSON-schema sampling (`strict: "require"`), chosen as
+/// `strict_preferred` chooses.
+pub fn strict_required(
+    messages: &[AgentMessage],
+    specs: &[ToolSpec],
+    samplings: Samplings,
+) -> Vec<String> {
+    strict_in_mode(messages, specs, samplings, "require")
+}
+
+fn strict_in_mode(
+    messages: &[AgentMessage],
+    specs: &[ToolSpec],
+    samplings: Samplings,
+    mode: &str,
+) -> Vec<String> {
     let mut last: Vec<(&str, bool)> = Vec::new();
     for tool in systems(messages).flat_map(|s| s.tools_added.iter().flatten()) {
         let Some(name) = tool["name"].as_str() else {
             continue;
         };
-        let prefers = prefers_strict(&tool["constrainedSampling"]);
+        let asks = asks_strict(&tool["constrainedSampling"], mode);
         match last.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = prefers,
-            None => last.push((name, prefers)),
+            Some(slot) => slot.1 = asks,
+            None => last.push((name, asks)),
         }
     }
-    let declared = last.iter().filter(|(_, prefers)| *prefers);
+    let declared = last.iter().filter(|(_, asks)| *asks);
     let undeclared = specs.iter().filter(|spec| {
         !last.iter().any(|(n, _)| *n == spec.name)
-            && samplings.of(&spec.name).is_some_and(|s| prefers_strict(&s))
+            && samplings
+                .of(&spec.name)
+                .is_some_and(|s| asks_strict(&s, mode))
     });
     declared
         .map(|(name, _)| name.to_string())
@@ -451,6 +472,21 @@ mod tests {
             strict_preferred(&transcript, &[spec("write", "Writes.")], samplings),
             ["read", "bash", "ext"]
         );
+        assert!(strict_required(&transcript, &[spec("write", "Writes.")], samplings).is_empty());
+        // An extension's tool that requires strict sampling: required, not preferred, before and
+        // after it is declared.
+        replaced.decl.constrained_sampling =
+            Some(json!({"type": "json_schema", "strict": "require"}));
+        let samplings = Samplings {
+            builtins: &[],
+            extension_tools: std::slice::from_ref(&replaced),
+        };
+        let current = [spec("write", "Writes.")];
+        assert_eq!(strict_required(&[], &current, samplings), ["write"]);
+        assert!(strict_preferred(&[], &current, samplings).is_empty());
+        let declared = patch(&transcript, &prompt("/a"), &current, samplings, 3).unwrap();
+        transcript.push(AgentMessage::System(declared));
+        assert_eq!(strict_required(&transcript, &[], samplings), ["write"]);
     }
 
     /// A tool the transcript declared with a grammar stays a grammar tool after its removal

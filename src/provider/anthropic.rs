@@ -309,9 +309,7 @@ fn convert_tools(
     let eager_tool_streaming = model
         .compat_bool("supportsEagerToolInputStreaming")
         .unwrap_or(true);
-    // Unless Claude refused this session's strict tools for its limits (pi 1.6.0).
-    let strict_tools =
-        model.compat_bool("supportsStrictTools") == Some(true) && !request.strict_tools_refused;
+    let strict_tools = strict_tools_supported(model);
     let last = tools.len().saturating_sub(1);
     tools
         .iter()
@@ -411,8 +409,14 @@ fn input_transformations_diagnostic(list: &[Value]) -> Value {
         "details": {"transformations": transformations}})
 }
 
+/// Strict tools with `compat.supportsStrictTools` (the preferring ones go non-strict after
+/// Claude refused them: `request::strict_parameters`).
+pub(crate) fn strict_tools_supported(model: &crate::config::Model) -> bool {
+    model.compat_bool("supportsStrictTools") == Some(true)
+}
+
 /// Keywords Anthropic's strict tool use rejects for the whole request (pi 1.6.0).
-fn strict_rejects(key: &str, value: &Value) -> bool {
+pub(crate) fn strict_rejects(key: &str, value: &Value) -> bool {
     const KEYWORDS: [&str; 11] = [
         "minimum",
         "maximum",

@@ -24,7 +24,7 @@ use crate::config::Model;
 const DEFAULT_API_VERSION: &str = "v1";
 const TOOL_CALL_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode", "azure"];
 /// Strict mode unless the compat says otherwise (pi 1.6.0).
-const TOOLS: ToolStyle = ToolStyle {
+pub(crate) const TOOLS: ToolStyle = ToolStyle {
     strict_by_default: true,
     null_when_not_strict: false,
 };

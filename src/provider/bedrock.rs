@@ -78,6 +78,12 @@ impl From<aws_remote::RemoteCredentialError> for BedrockError {
 }
 
 /// The request, signed for now with the credentials the environment gives.
+/// Strict tools with `compat.supportsStrictMode` (the catalog sets it for Claude; the preferring
+/// ones go non-strict after Claude refused them: `request::strict_parameters`).
+pub(crate) fn strict_supported(model: &crate::config::Model) -> bool {
+    model.compat_bool("supportsStrictMode") == Some(true)
+}
+
 pub fn build_request(
     request: &StreamRequest,
     agent: &ureq::Agent,
@@ -376,10 +382,7 @@ fn build_body(
     inference.insert("maxTokens".into(), json!(max_tokens));
     body.insert("inferenceConfig".into(), Value::Object(inference));
     if !request.tools.is_empty() {
-        // Strict for the tools that prefer it, with `compat.supportsStrictMode`, unless Claude
-        // refused this session's strict tools for its limits (pi 1.6.0).
-        let supported =
-            model.compat_bool("supportsStrictMode") == Some(true) && !request.strict_tools_refused;
+        let supported = strict_supported(model);
         let tools: Vec<Value> = request
             .tools
             .iter()

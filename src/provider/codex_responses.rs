@@ -26,7 +26,7 @@ const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
 const TOOL_CALL_PROVIDERS: &[&str] = &["openai", "openai-codex", "opencode"];
 /// Strict mode unless the compat says otherwise, `strict: null` for a tool that is not strict
 /// (pi 1.6.0).
-const TOOLS: ToolStyle = ToolStyle {
+pub(crate) const TOOLS: ToolStyle = ToolStyle {
     strict_by_default: true,
     null_when_not_strict: true,
 };

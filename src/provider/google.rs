@@ -97,8 +97,7 @@ pub(crate) fn request_body(request: &StreamRequest, dialect: Dialect) -> Value {
         );
     }
     if !request.tools.is_empty() {
-        // Gemini 3 and later validate a call against strict schemas (pi 1.6.0).
-        let supported = gemini_major_version(&request.model.id).is_some_and(|major| major >= 3);
+        let supported = strict_supported(&request.model.id);
         let mut any_strict = false;
         let declarations: Vec<Value> = request
             .tools
@@ -106,8 +105,9 @@ pub(crate) fn request_body(request: &StreamRequest, dialect: Dialect) -> Value {
             .map(|tool| {
                 let strict = strict_parameters(request, tool, supported, None);
                 any_strict |= strict.is_some();
+                let parameters = const_as_enum(strict.as_ref().unwrap_or(&tool.parameters), false);
                 json!({"name": tool.name, "description": tool.description,
-                    "parametersJsonSchema": strict.as_ref().unwrap_or(&tool.parameters)})
+                    "parametersJsonSchema": parameters})
             })
             .collect();
         body.insert(
@@ -254,9 +254,86 @@ fn thinking_budget(
     }
 }
 
-/// Models behind Google's API that need explicit ids on function calls and responses.
+/// Gemini 3 and later validate a call against strict schemas (pi 1.6.0).
+pub(crate) fn strict_supported(model_id: &str) -> bool {
+    gemini_major_version(model_id).is_some_and(|major| major >= 3)
+}
+
+/// Models behind Google's API that need explicit ids on function calls and responses: Claude,
+/// gpt-oss, and Gemini 3 and later (pi 1.6.0).
 fn requires_tool_call_id(model_id: &str) -> bool {
-    model_id.starts_with("claude-") || model_id.starts_with("gpt-oss-")
+    model_id.starts_with("claude-")
+        || model_id.starts_with("gpt-oss-")
+        || gemini_major_version(model_id).is_some_and(|major| major >= 3)
+}
+
+/// Schema keywords whose values map names to subschemas (their keys are names, not keywords).
+const SCHEMA_NAME_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+];
+
+/// Schema keywords whose value is a subschema or a list of them (not literal data).
+const SCHEMA_SUBSCHEMAS: &[&str] = &[
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedItems",
+    "contains",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contentSchema",
+];
+
+/// Gemini ignores `const` in `parametersJsonSchema` but honours `enum`: a string or number
+/// `const` without an `enum` beside it becomes a one-value `enum` (at the end of its schema), in
+/// every subschema (pi 1.6.0). `names` marks a map from names to subschemas.
+fn const_as_enum(schema: &Value, names: bool) -> Value {
+    match schema {
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| const_as_enum(i, false)).collect())
+        }
+        Value::Object(object) => {
+            let mut result: Map<String, Value> = object
+                .iter()
+                .map(|(key, value)| {
+                    let value = if names || SCHEMA_SUBSCHEMAS.contains(&key.as_str()) {
+                        const_as_enum(value, false)
+                    } else if SCHEMA_NAME_MAPS.contains(&key.as_str()) {
+                        const_as_enum(value, true)
+                    } else {
+                        value.clone()
+                    };
+                    (key.clone(), value)
+                })
+                .collect();
+            let rewritable = matches!(
+                result.get("const"),
+                Some(Value::String(_) | Value::Number(_))
+            );
+            if !names
+                && rewritable
+                && !result.contains_key("enum")
+                && let Some(value) = result.shift_remove("const")
+            {
+                result.insert("enum".into(), json!([value]));
+            }
+            Value::Object(result)
+        }
+        other => other.clone(),
+    }
 }
 
 /// Gemini 3 and later (and non-Gemini models) take images inside function responses.
@@ -315,8 +392,9 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
                         .iter()
                         .filter_map(|block| match block {
                             ContentBlock::Text(t) => Some(json!({"text": t.text})),
-                            ContentBlock::Image(img) => Some(json!({"inlineData":
-                                {"data": img.data, "mimeType": img.mime_type}})),
+                            ContentBlock::Image(img) => {
+                                Some(inline_data(&img.mime_type, &img.data))
+                            }
                             _ => None,
                         })
                         .collect(),
@@ -332,47 +410,49 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
                 for block in &assistant.content {
                     match block {
                         ContentBlock::Text(text) => {
-                            if text.text.trim().is_empty() {
+                            let signature =
+                                signature_for(same_model, text.text_signature.as_deref());
+                            // An empty part that carries a signature goes back: Gemini needs it.
+                            if text.text.trim().is_empty() && signature.is_none() {
                                 continue;
                             }
                             let mut part = Map::new();
                             part.insert("text".into(), json!(text.text));
-                            if let Some(signature) =
-                                signature_for(same_model, text.text_signature.as_deref())
-                            {
+                            if let Some(signature) = signature {
                                 part.insert("thoughtSignature".into(), json!(signature));
                             }
                             parts.push(Value::Object(part));
                         }
                         ContentBlock::Thinking(thinking) => {
-                            if thinking.thinking.trim().is_empty() {
+                            // Another model's thoughts are shown as plain text, unsigned.
+                            let signature =
+                                signature_for(same_model, thinking.thinking_signature.as_deref());
+                            if thinking.thinking.trim().is_empty() && signature.is_none() {
                                 continue;
                             }
                             let mut part = Map::new();
                             part.insert("text".into(), json!(thinking.thinking));
-                            // Another model's thoughts are shown as plain text.
                             if same_model {
                                 part.insert("thought".into(), json!(true));
-                                if let Some(signature) = signature_for(
-                                    same_model,
-                                    thinking.thinking_signature.as_deref(),
-                                ) {
-                                    part.insert("thoughtSignature".into(), json!(signature));
-                                }
+                            }
+                            if let Some(signature) = signature {
+                                part.insert("thoughtSignature".into(), json!(signature));
                             }
                             parts.push(Value::Object(part));
                         }
                         ContentBlock::ToolCall(call) => {
+                            // The Gemini API's converter writes args, id, name (Vertex's keeps
+                            // pi's name, args, id: `vertex.rs`).
                             let mut function_call = Map::new();
-                            if needs_ids {
-                                function_call.insert("id".into(), json!(call.id));
-                            }
                             let args = if call.arguments.is_null() {
                                 json!({})
                             } else {
                                 call.arguments.clone()
                             };
                             function_call.insert("args".into(), args);
+                            if needs_ids {
+                                function_call.insert("id".into(), json!(call.id));
+                            }
                             function_call.insert("name".into(), json!(call.name));
                             let mut part = Map::new();
                             part.insert("functionCall".into(), Value::Object(function_call));
@@ -418,11 +498,10 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
                 function_response.insert("name".into(), json!(result.tool_name));
                 let key = if result.is_error { "error" } else { "output" };
                 function_response.insert("response".into(), json!({key: value}));
-                // These parts are passed through as written (mimeType first), unlike user parts.
                 if !images.is_empty() && multimodal {
                     let parts: Vec<Value> = images
                         .iter()
-                        .map(|(mime, data)| json!({"inlineData": {"mimeType": mime, "data": data}}))
+                        .map(|(mime, data)| inline_data(mime, data))
                         .collect();
                     function_response.insert("parts".into(), Value::Array(parts));
                 }
@@ -450,9 +529,7 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
                 }
                 if !images.is_empty() && !multimodal {
                     let mut parts = vec![json!({"text": "Tool result image:"})];
-                    parts.extend(images.iter().map(
-                        |(mime, data)| json!({"inlineData": {"data": data, "mimeType": mime}}),
-                    ));
+                    parts.extend(images.iter().map(|(mime, data)| inline_data(mime, data)));
                     contents.push(json!({"parts": parts, "role": "user"}));
                 }
             }
@@ -460,6 +537,11 @@ fn convert_messages(request: &StreamRequest) -> Vec<Value> {
         }
     }
     contents
+}
+
+/// An image part, keys as pi writes them (both of 1.6.0's SDK converters pass them through).
+fn inline_data(mime_type: &str, data: &str) -> Value {
+    json!({"inlineData": {"mimeType": mime_type, "data": data}})
 }
 
 /// The error text of a failed request: the SDK re-serializes a JSON body; any other body is
@@ -643,10 +725,11 @@ mod tests {
     /// one turn, images from results, a foreign assistant turn.
     const HISTORY: &str = r#"[{"role": "user", "content": [{"type": "text", "text": "go"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}], "timestamp": 1}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "plan", "thinkingSignature": "c2lnbmF0dXJl"}, {"type": "text", "text": "Looking.", "textSignature": "not base64!"}, {"type": "text", "text": "   "}, {"type": "toolCall", "id": "bash_1_1", "name": "bash", "arguments": {"command": "ls"}, "thoughtSignature": "AAAABBBB"}], "api": "google-generative-ai", "provider": "google", "model": "gemini-2.5-flash", "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}, "stopReason": "toolUse", "timestamp": 2}, {"role": "toolResult", "toolCallId": "bash_1_1", "toolName": "bash", "content": [{"type": "text", "text": "out"}], "isError": false, "timestamp": 3}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "deep", "thinkingSignature": "SIG"}, {"type": "toolCall", "id": "toolu_01|x", "name": "read", "arguments": {"path": "a.png"}}, {"type": "toolCall", "id": "toolu_02", "name": "bash", "arguments": {"command": "pwd"}}], "api": "anthropic-messages", "provider": "anthropic", "model": "claude", "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}, "stopReason": "toolUse", "timestamp": 4}, {"role": "toolResult", "toolCallId": "toolu_01|x", "toolName": "read", "content": [{"type": "text", "text": "an image"}, {"type": "image", "data": "BBBB", "mimeType": "image/jpeg"}], "isError": false, "timestamp": 5}, {"role": "toolResult", "toolCallId": "toolu_02", "toolName": "bash", "content": [{"type": "text", "text": "boom"}], "isError": true, "timestamp": 6}, {"role": "user", "content": "next", "timestamp": 9}]"#;
 
-    /// The bodies pi-ai + @google/genai sent for HISTORY (captured from the reference; the output
-    /// cap is 1.6.0's, the model's `maxTokens` that the window holds).
-    const BODY_GEMINI_25_FLASH: &str = r#"{"contents":[{"parts":[{"text":"go"},{"inlineData":{"data":"AAAA","mimeType":"image/png"}}],"role":"user"},{"parts":[{"text":"plan","thought":true,"thoughtSignature":"c2lnbmF0dXJl"},{"text":"Looking."},{"functionCall":{"args":{"command":"ls"},"name":"bash"},"thoughtSignature":"AAAABBBB"}],"role":"model"},{"parts":[{"functionResponse":{"name":"bash","response":{"output":"out"}}}],"role":"user"},{"parts":[{"text":"deep"},{"functionCall":{"args":{"path":"a.png"},"name":"read"}},{"functionCall":{"args":{"command":"pwd"},"name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"read","response":{"output":"an image"}}}],"role":"user"},{"parts":[{"text":"Tool result image:"},{"inlineData":{"data":"BBBB","mimeType":"image/jpeg"}}],"role":"user"},{"parts":[{"functionResponse":{"name":"bash","response":{"error":"boom"}}}],"role":"user"},{"parts":[{"text":"next"}],"role":"user"}],"systemInstruction":{"parts":[{"text":"SYS"}],"role":"user"},"tools":[{"functionDeclarations":[{"name":"bash","description":"Run","parametersJsonSchema":{"type":"object","properties":{"command":{"type":"string"}}}}]}],"generationConfig":{"maxOutputTokens":65536,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":2048}}}"#;
-    const BODY_CLAUDE_VIA_GOOGLE: &str = r#"{"contents":[{"parts":[{"text":"go"},{"inlineData":{"data":"AAAA","mimeType":"image/png"}}],"role":"user"},{"parts":[{"text":"plan"},{"text":"Looking."},{"functionCall":{"id":"bash_1_1","args":{"command":"ls"},"name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"bash","response":{"output":"out"},"id":"bash_1_1"}}],"role":"user"},{"parts":[{"text":"deep"},{"functionCall":{"id":"toolu_01_x","args":{"path":"a.png"},"name":"read"}},{"functionCall":{"id":"toolu_02","args":{"command":"pwd"},"name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"read","response":{"output":"an image"},"parts":[{"inlineData":{"mimeType":"image/jpeg","data":"BBBB"}}],"id":"toolu_01_x"}},{"functionResponse":{"name":"bash","response":{"error":"boom"},"id":"toolu_02"}}],"role":"user"},{"parts":[{"text":"next"}],"role":"user"}],"generationConfig":{"maxOutputTokens":65536,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":5000}}}"#;
+    /// The bodies pi-ai + @google/genai sent for HISTORY (captured from the reference; parts in
+    /// the key order of 1.6.0's SDK, @google/genai 2.32; the output cap is 1.6.0's, the model's
+    /// `maxTokens` that the window holds).
+    const BODY_GEMINI_25_FLASH: &str = r#"{"contents":[{"parts":[{"text":"go"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}}],"role":"user"},{"parts":[{"text":"plan","thought":true,"thoughtSignature":"c2lnbmF0dXJl"},{"text":"Looking."},{"functionCall":{"args":{"command":"ls"},"name":"bash"},"thoughtSignature":"AAAABBBB"}],"role":"model"},{"parts":[{"functionResponse":{"name":"bash","response":{"output":"out"}}}],"role":"user"},{"parts":[{"text":"deep"},{"functionCall":{"args":{"path":"a.png"},"name":"read"}},{"functionCall":{"args":{"command":"pwd"},"name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"read","response":{"output":"an image"}}}],"role":"user"},{"parts":[{"text":"Tool result image:"},{"inlineData":{"mimeType":"image/jpeg","data":"BBBB"}}],"role":"user"},{"parts":[{"functionResponse":{"name":"bash","response":{"error":"boom"}}}],"role":"user"},{"parts":[{"text":"next"}],"role":"user"}],"systemInstruction":{"parts":[{"text":"SYS"}],"role":"user"},"tools":[{"functionDeclarations":[{"name":"bash","description":"Run","parametersJsonSchema":{"type":"object","properties":{"command":{"type":"string"}}}}]}],"generationConfig":{"maxOutputTokens":65536,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":2048}}}"#;
+    const BODY_CLAUDE_VIA_GOOGLE: &str = r#"{"contents":[{"parts":[{"text":"go"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}}],"role":"user"},{"parts":[{"text":"plan"},{"text":"Looking."},{"functionCall":{"args":{"command":"ls"},"id":"bash_1_1","name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"bash","response":{"output":"out"},"id":"bash_1_1"}}],"role":"user"},{"parts":[{"text":"deep"},{"functionCall":{"args":{"path":"a.png"},"id":"toolu_01_x","name":"read"}},{"functionCall":{"args":{"command":"pwd"},"id":"toolu_02","name":"bash"}}],"role":"model"},{"parts":[{"functionResponse":{"name":"read","response":{"output":"an image"},"parts":[{"inlineData":{"mimeType":"image/jpeg","data":"BBBB"}}],"id":"toolu_01_x"}},{"functionResponse":{"name":"bash","response":{"error":"boom"},"id":"toolu_02"}}],"role":"user"},{"parts":[{"text":"next"}],"role":"user"}],"generationConfig":{"maxOutputTokens":65536,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":5000}}}"#;
 
     fn history_request(id: &str, thinking: ThinkingLevel) -> StreamRequest {
         let messages: Vec<AgentMessage> = serde_json::from_str(HISTORY).unwrap();
@@ -1036,5 +1119,68 @@ mod tests {
         assert!(!supports_multimodal_function_response("gemini-2.5-flash"));
         assert!(supports_multimodal_function_response("gemini-live-3-x"));
         assert!(supports_multimodal_function_response("claude-sonnet"));
+        // Explicit call ids: Claude, gpt-oss and Gemini 3 or later (any case, live models too).
+        for id in [
+            "claude-x",
+            "gpt-oss-120b",
+            "gemini-3-pro-preview",
+            "Gemini-10-x",
+            "gemini-live-3-y",
+        ] {
+            assert!(requires_tool_call_id(id), "{id}");
+        }
+        for id in [
+            "gemini-2.5-flash",
+            "gemma-4-27b",
+            "models/gemini-3-pro",
+            "gemini-flash-latest",
+        ] {
+            assert!(!requires_tool_call_id(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn consts_become_one_value_enums_in_subschemas_only() {
+        let schema = json!({"type": "object", "const": "root", "$schema": "kept",
+            "properties": {
+                "mode": {"const": "fast", "description": "M"},
+                "level": {"type": "number", "const": 3},
+                "flag": {"const": true},
+                "none": {"const": null},
+                "both": {"const": "x", "enum": ["x", "y"]},
+                "const": {"type": "string", "const": "k", "default": {"const": "data"}},
+                "list": {"type": "array", "items": {"const": "a"}},
+                "pick": {"anyOf": [{"const": 1}, {"type": "string"}]}},
+            "additionalProperties": {"const": "extra"}});
+        assert_eq!(
+            const_as_enum(&schema, false).to_string(),
+            json!({"type": "object", "$schema": "kept",
+                "properties": {
+                    "mode": {"description": "M", "enum": ["fast"]},
+                    "level": {"type": "number", "enum": [3]},
+                    "flag": {"const": true},
+                    "none": {"const": null},
+                    "both": {"const": "x", "enum": ["x", "y"]},
+                    "const": {"type": "string", "default": {"const": "data"}, "enum": ["k"]},
+                    "list": {"type": "array", "items": {"enum": ["a"]}},
+                    "pick": {"anyOf": [{"enum": [1]}, {"type": "string"}]}},
+                "additionalProperties": {"enum": ["extra"]}, "enum": ["root"]})
+            .to_string()
+        );
+    }
+
+    #[test]
+    fn empty_signed_parts_are_replayed() {
+        let history = r#"[{"role": "user", "content": "go", "timestamp": 1}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "", "thinkingSignature": "AAAA"}, {"type": "text", "text": " ", "textSignature": "BBBB"}, {"type": "text", "text": ""}, {"type": "thinking", "thinking": " "}], "api": "google-generative-ai", "provider": "google", "model": "gemini-3-pro-preview", "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}, "stopReason": "stop", "timestamp": 2}]"#;
+        let messages: Vec<AgentMessage> = serde_json::from_str(history).unwrap();
+        let same = request(google_model("gemini-3-pro-preview"), messages.clone());
+        assert_eq!(
+            convert_messages(&same)[1],
+            json!({"parts": [{"text": "", "thought": true, "thoughtSignature": "AAAA"},
+                {"text": " ", "thoughtSignature": "BBBB"}], "role": "model"})
+        );
+        // Another model's signatures are dropped, and with them the empty parts.
+        let other = request(google_model("gemini-2.5-pro"), messages);
+        assert_eq!(convert_messages(&other).len(), 1);
     }
 }

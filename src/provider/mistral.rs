@@ -40,6 +40,11 @@ const REASONING_EFFORT_MODELS: &[&str] = &[
 ];
 const IMAGE_OMITTED: &str = "(image omitted: model does not support images)";
 
+/// Strict tools with `compat.supportsStrictMode`.
+pub(crate) fn strict_supported(model: &crate::config::Model) -> bool {
+    model.compat_bool("supportsStrictMode") == Some(true)
+}
+
 pub fn build_request(request: &StreamRequest) -> HttpRequest {
     let model = &request.model;
     let defaults = vec![
@@ -84,7 +89,7 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
         // pi 1.6.0: strict for the tools that prefer it, with `compat.supportsStrictMode`.
-        let supported = model.compat_bool("supportsStrictMode") == Some(true);
+        let supported = strict_supported(model);
         let tools = request.tools.iter().map(|tool| {
             let strict = strict_parameters(request, tool, supported, None);
             json!({"type": "function", "function": {"name": tool.name,

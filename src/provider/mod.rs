@@ -175,6 +175,9 @@ fn wire_api(
     request: &StreamRequest,
     agent: &ureq::Agent,
 ) -> Result<(HttpRequest, Decoder), String> {
+    if let Some(reason) = required_strict_failure(request) {
+        return Err(reason);
+    }
     let responses = || Decoder::new(openai_responses::Decoder::new(request));
     let (mut http, decoder) = match request.model.api.as_str() {
         "anthropic-messages" => (
@@ -228,6 +231,43 @@ fn wire_api(
         anthropic_federation::authorize(&mut http, request, agent, false)?;
     }
     Ok((http, decoder))
+}
+
+/// A tool that requires strict JSON-schema sampling fails the request where the API has no
+/// strict tools or the tool's schema has no strict form (pi 1.6.0's reason text). pi-messages
+/// passes the declarations on and decides nothing.
+fn required_strict_failure(request: &StreamRequest) -> Option<String> {
+    if request.strict_required.is_empty() {
+        return None;
+    }
+    let model = &request.model;
+    let (supported, unsupported) = match model.api.as_str() {
+        "anthropic-messages" => (
+            anthropic::strict_tools_supported(model),
+            Some(anthropic::strict_rejects as request::UnsupportedKeyword),
+        ),
+        "openai-completions" => (
+            openai_completions::resolve_compat(model).supports_strict_mode,
+            None,
+        ),
+        "openai-responses" => (
+            openai_responses::strict_supported(model, openai_responses::RESPONSES_TOOLS),
+            None,
+        ),
+        "azure-openai-responses" => (
+            openai_responses::strict_supported(model, azure_responses::TOOLS),
+            None,
+        ),
+        "openai-codex-responses" => (
+            openai_responses::strict_supported(model, codex_responses::TOOLS),
+            None,
+        ),
+        "google-generative-ai" | "google-vertex" => (google::strict_supported(&model.id), None),
+        "mistral-conversations" => (mistral::strict_supported(model), None),
+        "bedrock-converse-stream" => (bedrock::strict_supported(model), None),
+        _ => return None,
+    };
+    request::required_strict_failure(request, supported, unsupported)
 }
 
 /// Cloudflare's AI Gateway takes the key as `cf-aig-authorization: Bearer <key>` and no

@@ -129,6 +129,13 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     }
 }
 
+/// Strict tools with `compat.supportsStrictMode`, else the API's default.
+pub(crate) fn strict_supported(model: &crate::config::Model, style: ToolStyle) -> bool {
+    model
+        .compat_bool("supportsStrictMode")
+        .unwrap_or(style.strict_by_default)
+}
+
 /// How a Responses client writes tool declarations (pi 1.6.0's `ConvertResponsesToolsOptions`),
 /// at the top level and in the input alike.
 #[derive(Clone, Copy, Debug)]
@@ -139,7 +146,7 @@ pub(crate) struct ToolStyle {
     pub null_when_not_strict: bool,
 }
 
-const RESPONSES_TOOLS: ToolStyle = ToolStyle {
+pub(crate) const RESPONSES_TOOLS: ToolStyle = ToolStyle {
     strict_by_default: false,
     null_when_not_strict: false,
 };
@@ -200,10 +207,7 @@ pub(crate) fn tools_json(
     style: ToolStyle,
     search_result: bool,
 ) -> Value {
-    let supported = request
-        .model
-        .compat_bool("supportsStrictMode")
-        .unwrap_or(style.strict_by_default);
+    let supported = strict_supported(&request.model, style);
     let not_strict = match style.null_when_not_strict {
         true => Value::Null,
         false => json!(false),

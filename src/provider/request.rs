@@ -331,22 +331,67 @@ const UNSUPPORTED_STRICT_KEYS: [&str; 16] = [
 pub(crate) type UnsupportedKeyword = fn(&str, &Value) -> bool;
 
 /// The tool's parameters when it is sent strict, else `None`: pi 1.6.0's
-/// `resolveJsonSchemaStrictSampling` for a tool that prefers strict JSON-schema sampling (pi's
-/// read/bash/edit/write) where the API's compat allows it, with `makeStrictJsonSchema`'s
+/// `resolveJsonSchemaStrictSampling` for a tool that asks for strict JSON-schema sampling
+/// (`constrainedSampling` `strict: "prefer"`, as pi's read/bash/edit/write, or `"require"`) where
+/// the API supports strict tools (`supported`, before any refusal), with `makeStrictJsonSchema`'s
 /// conversion (every property required, optional ones made nullable, no additional properties).
-/// A schema the strict subset cannot express falls back to non-strict.
+/// A preferring tool falls back to non-strict when the schema is outside the strict subset or
+/// Claude refused this session's strict tools; a requiring one never gets here unsendable
+/// (`required_strict_failure` failed the request before).
 pub(crate) fn strict_parameters(
     request: &StreamRequest,
     tool: &crate::messages::ToolSpec,
     supported: bool,
     unsupported: Option<UnsupportedKeyword>,
 ) -> Option<Value> {
-    if !supported || !request.strict_preferred.contains(&tool.name) {
+    let required = request.strict_required.contains(&tool.name);
+    let preferred = request.strict_preferred.contains(&tool.name) && !request.strict_tools_refused;
+    if !supported || !(required || preferred) {
         return None;
     }
-    let mut schema = tool.parameters.clone();
-    make_strict(&mut schema, unsupported).ok()?;
-    (schema["type"] == "object").then_some(schema)
+    strict_schema(&tool.parameters, unsupported).ok()
+}
+
+/// Why the request cannot be sent, when one of its tools requires strict JSON-schema sampling
+/// (`strict: "require"`) that this API or the tool's schema cannot give: pi 1.6.0's error text,
+/// for the first such tool.
+pub(crate) fn required_strict_failure(
+    request: &StreamRequest,
+    supported: bool,
+    unsupported: Option<UnsupportedKeyword>,
+) -> Option<String> {
+    request
+        .tools
+        .iter()
+        .filter(|tool| request.strict_required.contains(&tool.name))
+        .find_map(|tool| {
+            let reason = if supported {
+                strict_schema(&tool.parameters, unsupported).err()?
+            } else {
+                "strict tools are unsupported".to_string()
+            };
+            Some(format!(
+                "Tool \"{}\" requires JSON-schema constrained sampling, but {reason}.",
+                tool.name
+            ))
+        })
+}
+
+/// pi 1.6.0's `makeStrictJsonSchema`: the strict form of a tool's parameters, or why there is none.
+fn strict_schema(
+    parameters: &Value,
+    unsupported: Option<UnsupportedKeyword>,
+) -> Result<Value, String> {
+    const NOT_OBJECT: &str = "root schema must have type object";
+    if !parameters.is_object() {
+        return Err(NOT_OBJECT.into());
+    }
+    let mut schema = parameters.clone();
+    make_strict(&mut schema, unsupported)?;
+    if schema["type"] != "object" {
+        return Err(NOT_OBJECT.into());
+    }
+    Ok(schema)
 }
 
 fn is_structured(schema: &Value) -> bool {
@@ -385,47 +430,51 @@ fn allows_null(schema: &Value) -> bool {
             .is_some_and(|variants| variants.iter().any(allows_null))
 }
 
-/// pi 1.6.0's `makeJsonSchemaNodeStrict`, in place; `Err` for a schema outside the strict subset.
-fn make_strict(schema: &mut Value, unsupported: Option<UnsupportedKeyword>) -> Result<(), ()> {
-    let object = schema.as_object_mut().ok_or(())?;
-    if UNSUPPORTED_STRICT_KEYS
+/// pi 1.6.0's `makeJsonSchemaNodeStrict`, in place; `Err` (its reason, in its words and check
+/// order) for a schema outside the strict subset.
+fn make_strict(schema: &mut Value, unsupported: Option<UnsupportedKeyword>) -> Result<(), String> {
+    let object = schema
+        .as_object_mut()
+        .ok_or("boolean schemas are unsupported")?;
+    if let Some(key) = UNSUPPORTED_STRICT_KEYS
         .iter()
-        .any(|key| object.contains_key(*key))
+        .find(|key| object.contains_key(**key))
     {
-        return Err(());
+        return Err(format!("{key} schemas are unsupported"));
     }
     if let Some(rejects) = unsupported
-        && object.iter().any(|(key, value)| rejects(key, value))
+        && let Some((key, value)) = object.iter().find(|(key, value)| rejects(key, value))
     {
-        return Err(());
+        return Err(format!("{key}: {value} is unsupported"));
     }
+    // A bare enum counts as typed, a bare const does not.
     let typed = ["type", "anyOf", "enum"]
         .iter()
         .any(|key| object.contains_key(*key));
     if !typed {
-        return Err(());
+        return Err("schemas without a type are unsupported".into());
     }
     if let Some(variants) = object.get_mut("anyOf") {
         let variants = variants
             .as_array_mut()
             .filter(|v| !v.is_empty())
-            .ok_or(())?;
+            .ok_or("anyOf must contain at least one schema")?;
         for variant in variants {
             if is_structured(variant) {
-                return Err(());
+                return Err("object and array unions are unsupported".into());
             }
             make_strict(variant, unsupported)?;
         }
     }
     if let Some(items) = object.get_mut("items") {
         if items.is_array() {
-            return Err(());
+            return Err("tuple schemas are unsupported".into());
         }
         make_strict(items, unsupported)?;
     }
     let is_object = object.get("type").and_then(Value::as_str) == Some("object");
     if object.contains_key("properties") && !is_object {
-        return Err(());
+        return Err("properties require type object".into());
     }
     if !is_object {
         return Ok(());
@@ -434,32 +483,36 @@ fn make_strict(schema: &mut Value, unsupported: Option<UnsupportedKeyword>) -> R
         .get("additionalProperties")
         .is_some_and(|v| *v != Value::Bool(false))
     {
-        return Err(());
+        return Err("schema-valued or true additionalProperties is unsupported".into());
+    }
+    if object.get("properties").is_some_and(|p| !p.is_object()) {
+        return Err("object properties must be a schema map".into());
     }
     let required: Vec<String> = match object.get("required") {
         None => Vec::new(),
         Some(Value::Array(names)) => names
             .iter()
-            .map(|n| n.as_str().map(str::to_string).ok_or(()))
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(()),
+            .map(|n| n.as_str().map(str::to_string))
+            .collect::<Option<_>>()
+            .ok_or("object required must be a string array")?,
+        Some(_) => return Err("object required must be a string array".into()),
     };
     let mut names = Vec::new();
-    if let Some(properties) = object.get_mut("properties") {
-        let properties = properties.as_object_mut().ok_or(())?;
-        if required.iter().any(|name| !properties.contains_key(name)) {
-            return Err(());
+    let mut no_properties = Map::new();
+    let properties = match object.get_mut("properties") {
+        Some(Value::Object(properties)) => properties,
+        _ => &mut no_properties,
+    };
+    if required.iter().any(|name| !properties.contains_key(name)) {
+        return Err("required contains an unknown property".into());
+    }
+    for (name, property) in properties.iter_mut() {
+        make_strict(property, unsupported)?;
+        if !required.contains(name) && !allows_null(property) {
+            let inner = property.take();
+            *property = json!({"anyOf": [inner, {"type": "null"}]});
         }
-        for (name, property) in properties.iter_mut() {
-            make_strict(property, unsupported)?;
-            if !required.contains(name) && !allows_null(property) {
-                let inner = property.take();
-                *property = json!({"anyOf": [inner, {"type": "null"}]});
-            }
-            names.push(Value::String(name.clone()));
-        }
-    } else if !required.is_empty() {
-        return Err(());
+        names.push(Value::String(name.clone()));
     }
     object.insert("required".into(), Value::Array(names));
     object.insert("additionalProperties".into(), Value::Bool(false));
@@ -576,5 +629,100 @@ mod tests {
             json!({"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}});
         assert!(strict(bounded.clone(), None).is_some());
         assert_eq!(strict(bounded, Some(|key, _| key == "minimum")), None);
+    }
+
+    /// `strict: "require"`: strict where it can be, else pi 1.6.0's reason for the first tool
+    /// that cannot; a preferring tool goes non-strict after Claude's refusal, a requiring one not.
+    #[test]
+    fn required_strict_tools_are_strict_or_fail_with_the_reason() {
+        let tool = |name: &str, parameters: Value| ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters,
+        };
+        let mut r = request(model("openai-completions", "p", "m"), vec![]);
+        r.tools = vec![
+            tool(
+                "fine",
+                json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+            ),
+            tool("loose", json!({"type": "object", "properties": {"a": {}}})),
+        ];
+        r.strict_required = vec!["fine".into()];
+        assert_eq!(required_strict_failure(&r, true, None), None);
+        assert_eq!(
+            required_strict_failure(&r, false, None).as_deref(),
+            Some(
+                "Tool \"fine\" requires JSON-schema constrained sampling, but strict tools are unsupported."
+            )
+        );
+        r.strict_tools_refused = true;
+        r.strict_preferred = vec!["loose".into()];
+        assert!(strict_parameters(&r, &r.tools[0], true, None).is_some());
+        assert_eq!(strict_parameters(&r, &r.tools[0], false, None), None);
+        r.strict_required = vec!["loose".into(), "fine".into()];
+        assert_eq!(
+            required_strict_failure(&r, true, None).as_deref(),
+            Some(
+                "Tool \"loose\" requires JSON-schema constrained sampling, but schemas without a type are unsupported."
+            )
+        );
+        let reason = |parameters: Value, unsupported: Option<UnsupportedKeyword>| {
+            strict_schema(&parameters, unsupported).unwrap_err()
+        };
+        let object = |property: Value| json!({"type": "object", "properties": {"x": property}});
+        for (schema, expected) in [
+            (json!(true), "root schema must have type object"),
+            (
+                json!({"type": "string"}),
+                "root schema must have type object",
+            ),
+            (object(json!(false)), "boolean schemas are unsupported"),
+            (
+                object(json!({"not": {}, "$ref": "#"})),
+                "$ref schemas are unsupported",
+            ),
+            (
+                object(json!({"anyOf": []})),
+                "anyOf must contain at least one schema",
+            ),
+            (
+                object(json!({"anyOf": [{"type": "object"}]})),
+                "object and array unions are unsupported",
+            ),
+            (
+                object(json!({"type": "array", "items": [{"type": "string"}]})),
+                "tuple schemas are unsupported",
+            ),
+            (
+                object(json!({"type": "string", "properties": {}})),
+                "properties require type object",
+            ),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "string"}}),
+                "schema-valued or true additionalProperties is unsupported",
+            ),
+            (
+                json!({"type": "object", "properties": []}),
+                "object properties must be a schema map",
+            ),
+            (
+                json!({"type": "object", "required": "x"}),
+                "object required must be a string array",
+            ),
+            (
+                json!({"type": "object", "required": ["y"]}),
+                "required contains an unknown property",
+            ),
+        ] {
+            assert_eq!(reason(schema.clone(), None), expected, "{schema}");
+        }
+        assert_eq!(
+            reason(
+                object(json!({"type": "number", "minimum": 1})),
+                Some(|key, _| key == "minimum")
+            ),
+            "minimum: 1 is unsupported"
+        );
     }
 }

@@ -60,6 +60,7 @@ struct Key {
     initial_tools: Vec<crate::messages::ToolSpec>,
     /// Which tools in-place declarations send strict.
     strict_preferred: Vec<String>,
+    strict_required: Vec<String>,
     strict_tools_refused: bool,
 }
 
@@ -123,6 +124,7 @@ impl RequestCache {
             thinking: request.thinking,
             initial_tools: request.initial_tools.clone(),
             strict_preferred: request.strict_preferred.clone(),
+            strict_required: request.strict_required.clone(),
             strict_tools_refused: request.strict_tools_refused,
         };
         let still_valid = self.key.as_ref() == Some(&key)

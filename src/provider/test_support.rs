@@ -32,6 +32,7 @@ pub fn request(model: Model, messages: Vec<AgentMessage>) -> StreamRequest {
         tools: Vec::new(),
         initial_tools: Vec::new(),
         strict_preferred: Vec::new(),
+        strict_required: Vec::new(),
         strict_tools_refused: false,
         grammar_tools: Vec::new(),
         thinking: ThinkingLevel::Off,

@@ -50,6 +50,9 @@ pub struct StreamRequest {
     /// The tools that prefer strict JSON-schema sampling (pi 1.6.0's `constrainedSampling`
     /// `strict: "prefer"`: pi's own read/bash/edit/write), sent strict where the API allows.
     pub strict_preferred: Vec<String>,
+    /// The tools that require it (`strict: "require"`, an extension's declaration): sent strict,
+    /// or the request fails with the reason (`request::required_strict_failure`).
+    pub strict_required: Vec<String>,
     /// Claude refused this session's strict tools for its limits (pi 1.6.0's
     /// `hasExceededStrictToolLimits`): on Anthropic and Bedrock the tools that prefer strict
     /// sampling go non-strict.

@@ -204,16 +204,16 @@ fn model_resource(id: &str) -> String {
     }
 }
 
-/// The SDK's Vertex converter rebuilds some objects with its own key order: `inlineData`
-/// (mimeType, data) and `functionCall` (name, args, id). Function declarations keep theirs
-/// (pi 1.6.0's SDK passes them through).
+/// Where 1.6.0's SDK (@google/genai 2.32) writes Vertex parts differently from the Gemini API's
+/// converter: `functionCall` stays as pi writes it (name, args, id) and `functionResponse` is
+/// rebuilt as id, name, parts, response. Image parts and function declarations pass through.
 fn vertex_key_order(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
                 let order: &[&str] = match key.as_str() {
-                    "inlineData" => &["mimeType", "data"],
                     "functionCall" => &["name", "args", "id"],
+                    "functionResponse" => &["id", "name", "parts", "response"],
                     _ => &[],
                 };
                 reorder(child, order);
@@ -233,7 +233,7 @@ fn reorder(value: &mut Value, order: &[&str]) {
     }
     let mut sorted = Map::new();
     for key in order {
-        if let Some(v) = map.remove(*key) {
+        if let Some(v) = map.shift_remove(*key) {
             sorted.insert((*key).to_string(), v);
         }
     }
@@ -279,8 +279,8 @@ mod tests {
     #[test]
     fn bodies_and_urls_match_the_reference() {
         use ThinkingLevel::*;
-        // (model, level, fixture) as pi-ai 0.73.1 + @google/genai sent them with an API key,
-        // the tool declarations in 1.6.0's key order.
+        // (model, level, fixture) as pi-ai sends them with an API key, parts in the key order
+        // of 1.6.0's @google/genai (2.32) Vertex converter.
         let cases = [
             ("gemini-2.5-flash", Low, "gemini25flash_low"),
             ("claude-sonnet-4-5", Medium, "claude_medium"),

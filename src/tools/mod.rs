@@ -211,10 +211,8 @@ fn definition(name: &str) -> Option<(String, Value)> {
                 "path":{"type":"string","description":"File to edit, relative or absolute"},
                 "edits":{"type":"array","items":{"type":"object","required":["oldText","newText"],"properties":{
                     "oldText":{"type":"string","description":"Exact text of one targeted replacement. It has to be unique in the original file and must not overlap any other edits[].oldText of this call."},
-                    "newText":{"type":"string","description":"Text that replaces oldText."}},
-                    "additionalProperties":false},
-                    "description":"One or more targeted replacements, each matched against the original file (not against the result of earlier edits). No overlapping or nested edits: merge changes to the same block or nearby lines into one edit."}},
-                "additionalProperties":false}),
+                    "newText":{"type":"string","description":"Text that replaces oldText."}}},
+                    "description":"One or more targeted replacements, each matched against the original file (not against the result of earlier edits). No overlapping or nested edits: merge changes to the same block or nearby lines into one edit."}}}),
         ),
         "write" => (
             "Writes content to a file, creating it when missing and overwriting it otherwise. Parent directories are \
@@ -549,13 +547,12 @@ mod tests {
         );
         let edit = &specs[1].parameters;
         let keys: Vec<&String> = edit.as_object().unwrap().keys().collect();
+        // 1.6.0's edit schema allows extra keys (no `additionalProperties`), at the root and
+        // in each edit.
+        assert_eq!(keys, ["type", "required", "properties"]);
         assert_eq!(
-            keys,
-            ["type", "required", "properties", "additionalProperties"]
-        );
-        assert_eq!(
-            edit["properties"]["edits"]["items"]["additionalProperties"],
-            false
+            edit["properties"]["edits"]["items"].get("additionalProperties"),
+            None
         );
         assert_eq!(specs[0].parameters.get("required"), None);
         for name in ALL_TOOLS {
@@ -577,11 +574,13 @@ mod tests {
             out.first_text(),
             "Validation failed for tool \"read\":\n  - limit: must be number\n\nReceived arguments:\n{\n  \"path\": \"x\",\n  \"limit\": \"lots\"\n}"
         );
-        // Legacy edit arguments are folded into edits before validation.
+        // Legacy edit arguments are folded into edits before validation; half a pair is not.
         let out = finished(call("edit", json!({"path":"x","oldText":"a"})));
-        assert!(out.first_text().contains(
-            "  - oldText: schema is false\n  - root: must not have additional properties"
-        ));
+        assert!(
+            out.first_text()
+                .contains("  - edits: must have required properties edits\n")
+        );
+        assert!(!out.first_text().contains("oldText: "));
     }
 
     #[test]

@@ -2033,7 +2033,8 @@ fn catalog_compat_keys_reach_the_body() {
 /// Strict tools on Google Generative AI and Vertex AI, as pi 1.6.0 sends them (decided by the
 /// model id): to a Gemini 3 or later model pi's read/bash/edit/write go with strict schemas and
 /// `toolConfig.functionCallingConfig.mode: VALIDATED`; to Gemini 2.5 as they are, without
-/// `toolConfig`. The shape is the one 1.6.0 sent (`tool_shape`). Passes against pi 1.6.0 too.
+/// `toolConfig` (edit's schema without `additionalProperties`). The shape is the one 1.6.0 sent
+/// (`tool_shape`). Passes against pi 1.6.0 too.
 #[test]
 fn gemini_3_models_get_strict_tools_and_validated_calls() {
     let body_for = |api: &str, id: &str| -> Value {
@@ -2060,10 +2061,136 @@ fn gemini_3_models_get_strict_tools_and_validated_calls() {
             .get("additionalProperties")
             .is_none()
     );
+    // 1.6.0's edit schema allows extra keys: no `additionalProperties` at its root or its items.
+    let edit = &body["tools"][0]["functionDeclarations"][2]["parametersJsonSchema"];
+    assert_eq!(edit["required"], json!(["path", "edits"]), "{edit}");
+    assert!(edit.get("additionalProperties").is_none(), "{edit}");
+    assert!(
+        edit["properties"]["edits"]["items"]
+            .get("additionalProperties")
+            .is_none(),
+        "{edit}"
+    );
 }
 
 /// What pi 1.6.0 sent a Gemini 3 model (descriptions as `D`).
 const GEMINI_STRICT_TOOLS: &str = r#"{"tools":[{"functionDeclarations":[{"name":"read","description":"D","parametersJsonSchema":{"type":"object","required":["path","offset","limit"],"properties":{"path":{"type":"string","description":"D"},"offset":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]},"limit":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]}},"additionalProperties":false}},{"name":"bash","description":"D","parametersJsonSchema":{"type":"object","required":["command","timeout"],"properties":{"command":{"type":"string","description":"D"},"timeout":{"anyOf":[{"type":"number","description":"D"},{"type":"null"}]}},"additionalProperties":false}},{"name":"edit","description":"D","parametersJsonSchema":{"type":"object","required":["path","edits"],"properties":{"path":{"type":"string","description":"D"},"edits":{"type":"array","items":{"type":"object","required":["oldText","newText"],"properties":{"oldText":{"type":"string","description":"D"},"newText":{"type":"string","description":"D"}},"additionalProperties":false},"description":"D"}},"additionalProperties":false}},{"name":"write","description":"D","parametersJsonSchema":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string","description":"D"},"content":{"type":"string","description":"D"}},"additionalProperties":false}}]}],"toolConfig":{"functionCallingConfig":{"mode":"VALIDATED"}}}"#;
+
+/// A 1×1 PNG (the image of the Gemini replay test).
+const ONE_PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+
+/// An extension tool whose schema has `const`s where Gemini honours them (strings, numbers) and
+/// where it does not (a boolean, one beside an `enum`, a property named `const`).
+const CONST_TOOL_EXTENSION: &str = r#"export default function (pi) {
+  pi.registerTool({
+    name: "pick", label: "pick", description: "Pick",
+    parameters: {type: "object", properties: {
+      mode: {const: "fast", description: "M"}, level: {type: "number", const: 3},
+      flag: {const: true}, nested: {type: "object", properties: {const: {type: "string", const: "k"}}},
+      list: {type: "array", items: {const: "a"}}, both: {const: "x", enum: ["x", "y"]}},
+      required: ["mode"]},
+    async execute() { return {content: [{type: "text", text: "ok"}], details: {}}; },
+  });
+}
+"#;
+
+/// Gemini 3 on Google Generative AI and Vertex AI, as pi 1.6.0 sends it: a prompt image, a read
+/// of an image file replayed with the call's id on `functionCall` and `functionResponse` (the id
+/// kept as the model sent it) and the image inside the function response, in each SDK
+/// converter's key order. Passes against pi 1.6.0 too.
+#[test]
+fn gemini_3_replays_call_ids_in_each_converters_key_order() {
+    use base64::Engine as _;
+    let call = r#"data: {"candidates": [{"content": {"parts": [{"functionCall": {"id": "call|1", "name": "read", "args": {"path": "img.png"}}, "thoughtSignature": "CiQB0e2Kb0Z1bmN0aW9uQ2FsbFNpZ25hdHVyZQ=="}], "role": "model"}, "finishReason": "STOP", "index": 0}], "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 18, "totalTokenCount": 28}, "modelVersion": "fake", "responseId": "r1"}
+
+"#;
+    let user = format!(
+        r#"{{"parts":[{{"text":"look"}},{{"inlineData":{{"mimeType":"image/png","data":"{ONE_PIXEL_PNG}"}}}}],"role":"user"}}"#
+    );
+    let signed = r#""thoughtSignature":"CiQB0e2Kb0Z1bmN0aW9uQ2FsbFNpZ25hdHVyZQ==""#;
+    let image =
+        format!(r#"[{{"inlineData":{{"mimeType":"image/png","data":"{ONE_PIXEL_PNG}"}}}}]"#);
+    let output = r#"{"output":"Read image file [image/png]"}"#;
+    let expected = [
+        (
+            "google-generative-ai",
+            format!(
+                r#"[{user},{{"parts":[{{"functionCall":{{"args":{{"path":"img.png"}},"id":"call|1","name":"read"}},{signed}}}],"role":"model"}},{{"parts":[{{"functionResponse":{{"name":"read","response":{output},"parts":{image},"id":"call|1"}}}}],"role":"user"}}]"#
+            ),
+        ),
+        (
+            "google-vertex",
+            format!(
+                r#"[{user},{{"parts":[{{"functionCall":{{"name":"read","args":{{"path":"img.png"}},"id":"call|1"}},{signed}}}],"role":"model"}},{{"parts":[{{"functionResponse":{{"id":"call|1","name":"read","parts":{image},"response":{output}}}}}],"role":"user"}}]"#
+            ),
+        ),
+    ];
+    for (api, contents) in expected {
+        let fake = FakeProvider::start(vec![
+            Reply::sse(call),
+            Reply::sse_fixture("google/text.sse"),
+        ]);
+        let models = json!({"providers": {"gg": {"baseUrl": "__BASE_URL__/v1beta", "api": api,
+            "apiKey": "gg-key-123456",
+            "models": [{"id": "gemini-3-pro-preview", "input": ["text", "image"]}]}}});
+        let setup =
+            Setup::new(&fake, "gg", "gemini-3-pro-preview").models_json(&models.to_string());
+        let mut pi = Pi::spawn(&setup);
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(ONE_PIXEL_PNG)
+            .unwrap();
+        std::fs::write(pi.cwd().join("img.png"), png).unwrap();
+        pi.send(
+            json!({"id": "p", "type": "prompt", "message": "look", "images": [
+            {"type": "image", "data": ONE_PIXEL_PNG, "mimeType": "image/png"}]}),
+        );
+        let run = pi.records_until_event("agent_end");
+        let last = assistant_messages(&run).pop().unwrap();
+        assert_eq!(last["stopReason"], "stop", "{last}");
+        let requests = fake.requests();
+        assert_eq!(requests.len(), 2, "{api}");
+        assert_eq!(requests[1].body["contents"].to_string(), contents, "{api}");
+    }
+}
+
+/// An extension tool's string and number `const`s reach Gemini as one-value `enum`s (a boolean
+/// `const`, one beside an `enum` and a property named `const` stay), on Google Generative AI and
+/// Vertex AI alike, as pi 1.6.0 sends them. Passes against pi 1.6.0 too.
+#[test]
+fn gemini_gets_an_extension_tools_consts_as_enums() {
+    let Some(reference) = crate::reference_clients::reference("1.6.0") else {
+        return;
+    };
+    for api in ["google-generative-ai", "google-vertex"] {
+        let fake = FakeProvider::start(vec![Reply::sse_fixture("google/text.sse")]);
+        let models = json!({"providers": {"gg": {"baseUrl": "__BASE_URL__/v1beta", "api": api,
+            "apiKey": "gg-key-123456", "models": [{"id": "gemini-2.5-flash", "input": ["text"]}]}}});
+        let setup = Setup::new(&fake, "gg", "gemini-2.5-flash")
+            .models_json(&models.to_string())
+            .env("PI_RS_NODE", &reference.node.to_string_lossy())
+            .env("PI_RS_PI_PACKAGE", &reference.package.to_string_lossy())
+            .file("pick.ts", CONST_TOOL_EXTENSION)
+            .arg("-e")
+            .arg("pick.ts");
+        let mut pi = Pi::spawn(&setup);
+        pi.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        let run = pi.records_until_event("agent_end");
+        let last = assistant_messages(&run).pop().unwrap();
+        assert_eq!(last["stopReason"], "stop", "{last}");
+        let body = fake.requests().remove(0).body;
+        let declarations = body["tools"][0]["functionDeclarations"].as_array().unwrap();
+        let pick = declarations
+            .iter()
+            .find(|d| d["name"] == "pick")
+            .expect("pick declared");
+        assert_eq!(
+            pick["parametersJsonSchema"].to_string(),
+            r#"{"type":"object","properties":{"mode":{"description":"M","enum":["fast"]},"level":{"type":"number","enum":[3]},"flag":{"const":true},"nested":{"type":"object","properties":{"const":{"type":"string","enum":["k"]}}},"list":{"type":"array","items":{"enum":["a"]}},"both":{"const":"x","enum":["x","y"]}},"required":["mode"]}"#,
+            "{api}"
+        );
+    }
+}
 
 /// Claude's strict-tool limits on Anthropic Messages, as pi 1.6.0 meets them: the API refuses the
 /// request (a 400 `invalid_request_error` naming a limit), the same request goes again at once

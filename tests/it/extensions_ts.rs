@@ -2930,3 +2930,98 @@ fn a_typescript_tool_can_ask_for_strict_sampling() {
         "{lookup}"
     );
 }
+
+/// An extension of the tests' own: `need` requires strict JSON-schema sampling; its `minimum` is
+/// a keyword Claude's strict mode rejects.
+const REQUIRED_STRICT_TOOL: &str = r#"
+export default function (pi) {
+    pi.registerTool({
+        name: "need",
+        label: "Need",
+        description: "Needs strict sampling",
+        parameters: { type: "object", required: ["q"],
+            properties: { q: { type: "string" }, n: { type: "number", minimum: 1 } } },
+        constrainedSampling: { type: "json_schema", strict: "require" },
+        async execute() {
+            return { content: [{ type: "text", text: "done" }], details: {} };
+        },
+    });
+}
+"#;
+
+/// A TypeScript tool that requires strict sampling (`strict: "require"`) goes strict where the
+/// API has strict tools (Chat Completions' `supportsStrictMode`); where it has none (Gemini 2.5)
+/// or its schema has no strict form there (Anthropic: `minimum`), the request fails before it is
+/// sent, with pi 1.6.0's reason as the assistant error. Passes against pi 1.6.0 too.
+#[test]
+fn a_typescript_tool_that_requires_strict_sampling_is_strict_or_fails_the_request() {
+    let Some(reference) = pi_1_6() else { return };
+    let run = |api: &str, model: &str, compat: Value, fixture: &str| {
+        let fake = FakeProvider::start(vec![Reply::sse_fixture(fixture)]);
+        let models = json!({"providers": {"st": {"baseUrl": "__BASE_URL__/v1", "api": api,
+            "apiKey": "st-key-123456",
+            "models": [{"id": model, "input": ["text"], "compat": compat}]}}});
+        let setup = Setup::new(&fake, "st", model).models_json(&models.to_string());
+        let setup = with_examples(&reference, setup, &[])
+            .file("need.ts", REQUIRED_STRICT_TOOL)
+            .arg("-e")
+            .arg("need.ts");
+        let mut pi = Pi::spawn(&setup);
+        pi.command("p", "prompt", json!({"message": "go"}));
+        let end = pi.wait_for_event("agent_end");
+        let message = end["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rfind(|m| m["role"] == "assistant")
+            .cloned()
+            .expect("an assistant message");
+        (message, fake.requests())
+    };
+    let (message, requests) = run(
+        "openai-completions",
+        "st-model",
+        json!({"supportsStrictMode": true}),
+        "openai/text.sse",
+    );
+    assert_eq!(message["stopReason"], "stop", "{message}");
+    let need = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "need")
+        .cloned()
+        .expect("need offered");
+    assert_eq!(
+        need["function"]["parameters"],
+        json!({"type": "object", "required": ["q", "n"], "properties": {"q": {"type": "string"},
+            "n": {"anyOf": [{"type": "number", "minimum": 1}, {"type": "null"}]}},
+            "additionalProperties": false}),
+        "{need}"
+    );
+    assert_eq!(need["function"]["strict"], true, "{need}");
+
+    for (api, model, compat, reason) in [
+        (
+            "google-generative-ai",
+            "gemini-2.5-flash",
+            json!({}),
+            "strict tools are unsupported",
+        ),
+        (
+            "anthropic-messages",
+            "st-model",
+            json!({"supportsStrictTools": true}),
+            "minimum: 1 is unsupported",
+        ),
+    ] {
+        let (message, requests) = run(api, model, compat, "google/text.sse");
+        assert_eq!(message["stopReason"], "error", "{message}");
+        assert_eq!(
+            message["errorMessage"],
+            format!("Tool \"need\" requires JSON-schema constrained sampling, but {reason}."),
+            "{api}"
+        );
+        assert!(requests.is_empty(), "{api}: {requests:?}");
+    }
+}

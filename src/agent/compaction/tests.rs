@@ -393,6 +393,7 @@ fn stream_request_has_no_tools_and_the_budget() {
         tools: crate::tools::specs(&["read".to_string()]),
         initial_tools: Vec::new(),
         strict_preferred: Vec::new(),
+        strict_required: Vec::new(),
         strict_tools_refused: false,
         grammar_tools: Vec::new(),
         thinking: ThinkingLevel::High,
