@@ -369,14 +369,20 @@ fn ask_credential(login: KeyLogin) -> Result<Map<String, Value>, Refusal> {
                 ],
             )?;
             if choice == 0 {
-                entry.insert("key".into(), json!(ask("Enter Amazon Bedrock bearer token")?));
+                entry.insert(
+                    "key".into(),
+                    json!(ask("Enter Amazon Bedrock bearer token")?),
+                );
             } else {
                 inform(
                     "Amazon Bedrock supports AWS profiles, IAM credentials, and role-based credentials.",
                     AWS_CHAIN_DOCS,
                 );
                 if choice == 1 {
-                    env.insert("AWS_PROFILE".into(), json!(ask_text("Enter AWS profile name")?));
+                    env.insert(
+                        "AWS_PROFILE".into(),
+                        json!(ask_text("Enter AWS profile name")?),
+                    );
                 } else {
                     ask_text("Configure AWS credentials, then press Enter to continue")?;
                 }
@@ -444,8 +450,8 @@ fn select(message: &str, labels: &[&str]) -> Result<usize, Refusal> {
     }
     crate::rpc::print_text(&shown);
     loop {
-        let answer = read_line(&format!("Select 1-{}: ", labels.len()), true)
-            .ok_or(Refusal::Cancelled)?;
+        let answer =
+            read_line(&format!("Select 1-{}: ", labels.len()), true).ok_or(Refusal::Cancelled)?;
         let answer = answer.trim();
         if !answer.is_empty() && answer.bytes().all(|b| b.is_ascii_digit()) {
             let number = answer.parse::<usize>().unwrap_or(0);
@@ -453,10 +459,7 @@ fn select(message: &str, labels: &[&str]) -> Result<usize, Refusal> {
                 return Ok(number - 1);
             }
         }
-        crate::rpc::print_text(&format!(
-            "Enter a number from 1 to {}.\n",
-            labels.len()
-        ));
+        crate::rpc::print_text(&format!("Enter a number from 1 to {}.\n", labels.len()));
     }
 }
 
@@ -536,11 +539,9 @@ fn read_line_bytes(fd: i32, echo: bool) -> Option<String> {
                 }
                 '\u{3}' => return None,
                 '\u{4}' if echo && value.is_empty() => return None,
-                '\u{7f}' | '\u{8}' => {
-                    if value.pop().is_some() {
-                        shown.push_str("\u{8} \u{8}");
-                    }
-                }
+                '\u{7f}' | '\u{8}' if value.pop().is_some() => shown.push_str("\u{8} \u{8}"),
+                // Backspace on an empty line: nothing to take off.
+                '\u{7f}' | '\u{8}' => {}
                 c if c >= ' ' => {
                     value.push(c);
                     shown.push(c);
@@ -591,7 +592,10 @@ mod tests {
         assert_eq!(id("GROQ"), Some("groq"));
         assert_eq!(id("my groq"), Some("groq"));
         assert_eq!(id("Local").map(str::to_string), Some("local".into()));
-        assert_eq!(find(&list, "local").unwrap().login, KeyLogin::Prompt("API key"));
+        assert_eq!(
+            find(&list, "local").unwrap().login,
+            KeyLogin::Prompt("API key")
+        );
         assert_eq!(id("nosuch"), None);
     }
 }

@@ -408,7 +408,10 @@ impl Registry {
         self.providers
             .iter()
             .map(|(id, config)| {
-                let name = config.get("name").and_then(Value::as_str).map(str::to_string);
+                let name = config
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
                 (id.clone(), name)
             })
             .collect()

@@ -606,7 +606,11 @@ fn auth_login_api_key_steps_are_pis() {
     let (shown, auth) = key_login(
         None,
         "cloudflare-ai-gateway",
-        &[("key:", b"cf-key\r"), ("account ID:", b"acc\r"), ("Gateway ID:", b"gw\r")],
+        &[
+            ("key:", b"cf-key\r"),
+            ("account ID:", b"acc\r"),
+            ("Gateway ID:", b"gw\r"),
+        ],
     );
     assert_eq!(
         shown,

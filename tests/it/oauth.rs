@@ -889,8 +889,11 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
     .unwrap();
     let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
     // 1.6.0's lines and words, on stdout as `pi auth login radius` writes them.
-    let (code, stdout, stderr) =
-        run_cli(&workspace.agent_dir(), &["login", "radius", "--no-browser"], &env);
+    let (code, stdout, stderr) = run_cli(
+        &workspace.agent_dir(),
+        &["login", "radius", "--no-browser"],
+        &env,
+    );
     assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
     let mcp_path = workspace.agent_dir().join("mcp.json");
     assert_eq!(
