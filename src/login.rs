@@ -1,7 +1,8 @@
 //! `pi login <provider> [github-enterprise-domain] [--no-browser]` and `pi logout <provider>`: subscription logins
 //! for machines without pi. The flows are `config::oauth`'s (GitHub Copilot: device code; Anthropic
 //! and OpenAI Codex: open a URL, paste the code back); this file is the terminal side: instructions
-//! on stderr, the pasted code from stdin, the result stored in auth.json under pi's lock.
+//! on stderr, the pasted code from stdin, the result stored in auth.json under pi's lock. Radius's
+//! lines go to stdout in 1.6.0's words (`pi auth login radius`), its errors to stderr.
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -34,6 +35,11 @@ pub fn run(command: &str, words: &[String], agent_dir: &Path) -> u8 {
         ),
     };
     match result {
+        // 1.6.0's `pi auth login radius` writes its lines on stdout.
+        Ok(message) if command == "login" && provider == oauth::RADIUS_PROVIDER => {
+            crate::rpc::print_text(&format!("{message}\n"));
+            0
+        }
         Ok(message) => {
             eprintln!("{message}");
             0
@@ -98,7 +104,9 @@ fn login(
         browser,
         &endpoints,
         agent_dir,
-        &mut Terminal,
+        &mut Terminal {
+            stdout: provider == oauth::RADIUS_PROVIDER,
+        },
     )?;
     let access = entry
         .get("access")
@@ -106,14 +114,24 @@ fn login(
         .unwrap_or_default()
         .to_string();
     oauth::store_login(agent_dir, provider, entry)?;
+    let auth_path = agent_dir.join("auth.json");
+    if provider != oauth::RADIUS_PROVIDER {
+        return Ok(format!(
+            "Logged in to {provider}; credentials saved in {}",
+            auth_path.display()
+        ));
+    }
     let mut message = format!(
-        "Logged in to {provider}; credentials saved in {}",
-        agent_dir.join("auth.json").display()
+        "Logged in to Radius. Credentials saved to {}",
+        auth_path.display()
     );
-    if provider == oauth::RADIUS_PROVIDER {
-        for line in after_radius_login(agent_dir, &endpoints, &access) {
-            message.push('\n');
-            message.push_str(line.as_ref().unwrap_or_else(|e| e));
+    for line in after_radius_login(agent_dir, &endpoints, &access) {
+        match line {
+            Ok(line) => {
+                message.push('\n');
+                message.push_str(&line);
+            }
+            Err(line) => eprintln!("{line}"),
         }
     }
     Ok(message)
@@ -133,9 +151,11 @@ pub fn after_radius_login(
     // 1.6.0's model runtime takes no catalog from the network when PI_OFFLINE is set at all.
     let offline = std::env::var_os("PI_OFFLINE").is_some();
     if !offline && let Err(e) = oauth::refresh_radius_catalog(endpoints, credential, agent_dir) {
-        lines.push(Ok(format!(
-            "The Radius model catalog could not be refreshed: {e}"
-        )));
+        log::warn!("Radius model catalog: {e}");
+        lines.push(Ok(
+            "The Radius model catalog could not be refreshed; pi retries on next start."
+                .to_string(),
+        ));
     }
     let url = format!("{}/mcp", oauth::RADIUS_DEFAULT_URL);
     let Some((name, entry)) =
@@ -163,12 +183,18 @@ fn logout(agent_dir: &Path, provider: &str) -> Result<String, LoginError> {
     }
 }
 
-/// stderr for instructions, stdin for the pasted code.
-struct Terminal;
+/// stderr for instructions (stdout for Radius, as 1.6.0), stdin for the pasted code.
+struct Terminal {
+    stdout: bool,
+}
 
 impl LoginUi for Terminal {
     fn show(&mut self, text: &str) {
-        eprintln!("{text}");
+        if self.stdout {
+            crate::rpc::print_text(&format!("{text}\n"));
+        } else {
+            eprintln!("{text}");
+        }
     }
 
     fn ask(&mut self, prompt: &str) -> Option<String> {

@@ -352,6 +352,15 @@ pub struct AssistantMessage {
     /// Whether the model ended its turn (pi 1.6.0: ChatGPT Codex's `end_turn`).
     #[serde(rename = "endTurn", skip_serializing_if = "Option::is_none", default)]
     pub end_turn: Option<bool>,
+    /// `diagnostics` whose first entry came once the response started but before its stop
+    /// reason (OpenAI Responses' input transformations): where 1.6.0 inserts them. Read back as
+    /// `diagnostics`.
+    #[serde(
+        rename = "diagnostics",
+        skip_serializing_if = "Option::is_none",
+        skip_deserializing
+    )]
+    pub mid_diagnostics: Option<Vec<Value>>,
     /// The stop reason as the provider worded it (pi 1.6.0).
     #[serde(
         rename = "rawStopReason",
@@ -359,16 +368,17 @@ pub struct AssistantMessage {
         default
     )]
     pub raw_stop_reason: Option<String>,
+    /// What the provider reported it changed or fell back to (pi 1.6.0: `type`, `timestamp`,
+    /// `error`, `details`), in arrival order: here when the first came after the stop reason,
+    /// and before `errorMessage`, which 1.6.0 sets last.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub diagnostics: Option<Vec<Value>>,
     #[serde(
         rename = "errorMessage",
         skip_serializing_if = "Option::is_none",
         default
     )]
     pub error_message: Option<String>,
-    /// What the provider reported it changed or fell back to (pi 1.6.0: `type`, `timestamp`,
-    /// `error`, `details`), in arrival order.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub diagnostics: Option<Vec<Value>>,
     /// Milliseconds from the request to the reply's end (pi 1.6.0), on finished replies only.
     #[serde(
         rename = "durationMs",
@@ -400,6 +410,7 @@ impl AssistantMessage {
             stop_reason: StopReason::Stop,
             timestamp: now_ms(),
             early_diagnostics: None,
+            mid_diagnostics: None,
             response_id: None,
             response_model: None,
             end_turn: None,
@@ -424,6 +435,7 @@ impl AssistantMessage {
             stop_reason: self.stop_reason,
             timestamp: self.timestamp,
             early_diagnostics: self.early_diagnostics.clone(),
+            mid_diagnostics: self.mid_diagnostics.clone(),
             response_id: self.response_id.clone(),
             response_model: self.response_model.clone(),
             end_turn: self.end_turn,

@@ -105,17 +105,24 @@ impl Draft {
     }
 
     /// One more entry of the reply's `diagnostics` (pi 1.6.0; not in the legacy profile). The
-    /// list stays where its first entry put it: before the response started, right after
-    /// `timestamp`; otherwise after `errorMessage`.
+    /// list stays where its first entry put it, as 1.6.0's key order follows when it was added:
+    /// before the response started, right after `timestamp`; before the stop reason, right
+    /// before `rawStopReason`; otherwise right before `errorMessage` (which 1.6.0 sets last).
     pub fn add_diagnostic(&mut self, diagnostic: serde_json::Value) {
         if self.cumulative {
             return;
         }
         let message = &mut self.message;
-        let early =
-            message.early_diagnostics.is_some() || (!self.started && message.diagnostics.is_none());
-        let list = if early {
+        let list = if message.early_diagnostics.is_some() {
             &mut message.early_diagnostics
+        } else if message.mid_diagnostics.is_some() {
+            &mut message.mid_diagnostics
+        } else if message.diagnostics.is_some() {
+            &mut message.diagnostics
+        } else if !self.started {
+            &mut message.early_diagnostics
+        } else if message.raw_stop_reason.is_none() && message.error_message.is_none() {
+            &mut message.mid_diagnostics
         } else {
             &mut message.diagnostics
         };
@@ -525,13 +532,29 @@ mod tests {
         let order = keys(&early);
         let at = |key: &str| order.iter().position(|k| k == key).unwrap();
         assert_eq!(at("diagnostics"), at("timestamp") + 1, "{order:?}");
+        // Once the response started: before the stop reason and the error message, which
+        // 1.6.0 sets after it.
+        let mut mid = Draft::new(&model, Profile::Default);
+        mid.start_event();
+        mid.add_diagnostic(json!({"type": "c"}));
+        mid.set_raw_stop_reason("completed".into());
+        let mid = mid.finish(StopReason::Error, Some("boom".into()));
+        let order = keys(&mid);
+        let at = |key: &str| order.iter().position(|k| k == key).unwrap();
+        assert_eq!(at("diagnostics") + 1, at("rawStopReason"), "{order:?}");
+        assert!(at("diagnostics") < at("errorMessage"), "{order:?}");
+        // After the stop reason (Anthropic's input transformations): before `errorMessage`.
         let mut late = Draft::new(&model, Profile::Default);
         late.start_event();
-        late.add_diagnostic(json!({"type": "c"}));
+        late.set_raw_stop_reason("end_turn".into());
+        late.add_diagnostic(json!({"type": "d"}));
+        late.add_diagnostic(json!({"type": "e"}));
         let late = late.finish(StopReason::Error, Some("boom".into()));
         let order = keys(&late);
         let at = |key: &str| order.iter().position(|k| k == key).unwrap();
-        assert_eq!(at("diagnostics"), at("errorMessage") + 1, "{order:?}");
+        assert_eq!(at("diagnostics"), at("rawStopReason") + 1, "{order:?}");
+        assert_eq!(at("errorMessage"), at("diagnostics") + 1, "{order:?}");
+        assert_eq!(late.diagnostics.as_ref().map(Vec::len), Some(2));
 
         let text = serde_json::to_string(&early).unwrap();
         let back: AssistantMessage = serde_json::from_str(&text).unwrap();

@@ -16,7 +16,7 @@ pub mod jsonc;
 pub mod matching;
 pub mod model;
 pub mod models_json;
-mod models_store;
+pub mod models_store;
 pub mod oauth;
 pub mod oauth_callback;
 mod oauth_chatgpt;

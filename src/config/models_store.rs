@@ -2,7 +2,7 @@
 //! pi refreshed from pi.dev (`pi update --models`, or its periodic refresh) and from the Radius
 //! gateway, so new models arrive without a new build. pi-rs reads it, and writes one entry only
 //! where 1.6.0 does outside its model refresh: Radius's catalog right after `pi login radius`
-//! (`write_entry`).
+//! (`write_entry`); `pi auth login --api-key` leaves an empty file as 1.6.0 does (`ensure_file`).
 //!
 //! The file is `{ "<provider>": { "models": [<pi-ai model>…], "lastModified": <ms>, "checkedAt":
 //! <ms>, "etag": … } }`. How an entry applies, as 1.6.0 applies it
@@ -69,6 +69,26 @@ pub fn write_entry(dir: &Path, provider: &str, entry: Value) -> Result<(), Strin
     data.insert(provider.to_string(), entry);
     let text = serde_json::to_string_pretty(&data).map_err(|e| e.to_string())?;
     super::oauth::write_private(&path, &text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Creates `<dir>/models-store.json` holding `{}` when it does not exist, as 1.6.0's model
+/// runtime leaves it after `pi auth login` (its store file is created on first use, mode 0600).
+pub fn ensure_file(dir: &Path) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = path(dir);
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+    {
+        Ok(mut file) => file
+            .write_all(b"{}")
+            .map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
 }
 
 impl ModelsStore {

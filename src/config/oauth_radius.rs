@@ -314,7 +314,7 @@ fn login_with_device_code(
         )
     })?;
     ui.show(&format!("Open {uri} and enter code: {user_code}"));
-    ui.show("Waiting for Radius to confirm the login...");
+    ui.show("Waiting for authentication...");
     let interval = oauth_device::positive(&body["interval"]);
     oauth_device::poll(interval, Some(expires), false, || {
         let form = [

@@ -402,6 +402,21 @@ impl Registry {
         names.into_inner()
     }
 
+    /// models.json's providers that pi-rs applies (validated), each with the `name` the file
+    /// gives it, in file order.
+    pub fn file_provider_names(&self) -> Vec<(String, Option<String>)> {
+        self.providers
+            .iter()
+            .map(|(id, config)| {
+                let name = config
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                (id.clone(), name)
+            })
+            .collect()
+    }
+
     /// The list changed (a provider or virtual model registered or removed): built again on use.
     fn forget_list(&mut self) {
         self.all = OnceLock::new();

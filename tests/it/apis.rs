@@ -1007,9 +1007,39 @@ fn provider_input_transformations_become_the_replys_diagnostics() {
         let fake = FakeProvider::start(vec![Reply::sse(body)]);
         let models = json!({"providers": {"dg": {"baseUrl": "__BASE_URL__/v1", "api": api,
             "apiKey": "dg-key-123456", "models": [{"id": "dg-model", "input": ["text"]}]}}});
-        let setup = Setup::new(&fake, "dg", "dg-model").models_json(&models.to_string());
+        let setup = Setup::new(&fake, "dg", "dg-model")
+            .models_json(&models.to_string())
+            .with_sessions();
         let mut pi = Pi::spawn(&setup);
-        first_reply(&mut pi, "p", "hi")
+        let message = first_reply(&mut pi, "p", "hi");
+        // The session file holds the message with the same key order as stdout.
+        let file = session_file(&mut pi, "s");
+        let text = std::fs::read_to_string(&file).expect("session file");
+        let stored = text
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).expect("entry"))
+            .find(|entry| entry["message"]["role"] == "assistant")
+            .expect("assistant entry");
+        assert_eq!(keys_of(&stored["message"]), keys_of(&message), "{stored}");
+        message
+    };
+    // The keys of `message` in order.
+    fn keys_of(message: &Value) -> Vec<String> {
+        message
+            .as_object()
+            .expect("object")
+            .keys()
+            .cloned()
+            .collect()
+    }
+    // Where 1.6.0 puts `diagnostics`: in the order it set the fields.
+    let next_to_diagnostics = |message: &Value| -> (String, String) {
+        let keys = keys_of(message);
+        let at = keys
+            .iter()
+            .position(|k| k == "diagnostics")
+            .expect("diagnostics");
+        (keys[at - 1].clone(), keys[at + 1].clone())
     };
     let anthropic = fixture("anthropic/text.sse").replacen(
         "\"message\":{",
@@ -1018,6 +1048,11 @@ fn provider_input_transformations_become_the_replys_diagnostics() {
         1,
     );
     let message = reply_for("anthropic-messages", anthropic);
+    // Anthropic's come at the end, after the stop reason.
+    assert_eq!(
+        next_to_diagnostics(&message),
+        ("rawStopReason".into(), "durationMs".into())
+    );
     let diagnostics = message["diagnostics"].as_array().expect("diagnostics");
     assert_eq!(diagnostics.len(), 1, "{message}");
     assert_eq!(diagnostics[0]["type"], "anthropic_input_transformations");
@@ -1036,6 +1071,11 @@ fn provider_input_transformations_become_the_replys_diagnostics() {
         1,
     );
     let message = reply_for("openai-responses", responses);
+    // OpenAI's with the completed response, before its stop reason.
+    assert_eq!(
+        next_to_diagnostics(&message),
+        ("responseId".into(), "rawStopReason".into())
+    );
     let diagnostics = message["diagnostics"].as_array().expect("diagnostics");
     assert_eq!(
         diagnostics[0]["type"], "openai_input_transformations",

@@ -349,9 +349,10 @@ fn terminal_echoes(master: i32) -> bool {
     read != 0 || mode.c_lflag & libc::ECHO != 0
 }
 
-/// One `pi <args>` on a pseudo-terminal (stdin, stdout and stderr), answering its first line
-/// that ends in `Enter <key name>: ` with `typed`; what the terminal showed and the exit code.
-fn on_terminal(workspace: &Workspace, args: &str, typed: &[u8]) -> (String, i32) {
+/// One `pi <args>` on a pseudo-terminal (stdin, stdout and stderr), answering its prompts in
+/// turn: each `(end, typed)` is typed once what it showed since the last answer ends in `end`
+/// (spaces aside); what the terminal showed and the exit code.
+fn on_terminal(workspace: &Workspace, args: &str, answers: &[(&str, &[u8])]) -> (String, i32) {
     use std::os::fd::FromRawFd;
     let (master, slave, _) = crate::support::open_pty();
     let mut cmd = Command::new(binary());
@@ -370,7 +371,9 @@ fn on_terminal(workspace: &Workspace, args: &str, typed: &[u8]) -> (String, i32)
     unsafe { libc::close(slave) };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut shown = Vec::new();
-    let mut answered = false;
+    let mut answers = answers.iter();
+    let mut next = answers.next();
+    let mut since = 0;
     let mut buffer = [0u8; 4096];
     loop {
         assert!(
@@ -393,12 +396,15 @@ fn on_terminal(workspace: &Workspace, args: &str, typed: &[u8]) -> (String, i32)
             }
             shown.extend_from_slice(&buffer[..n as usize]);
         }
-        let text = String::from_utf8_lossy(&shown);
-        // Typed once the prompt is up and the terminal no longer echoes (the key is read raw;
+        let text = String::from_utf8_lossy(&shown[since..]);
+        // Typed once the prompt is up and the terminal no longer echoes (answers are read raw;
         // pi 1.6.0 switches the mode just after writing the prompt).
-        if !answered && text.trim_end_matches(' ').ends_with("API key:") && !terminal_echoes(master)
+        if let Some((end, typed)) = next
+            && text.trim_end_matches(' ').ends_with(end)
+            && !terminal_echoes(master)
         {
-            answered = true;
+            since = shown.len();
+            next = answers.next();
             // SAFETY: writes our bytes to the master.
             let written = unsafe { libc::write(master, typed.as_ptr().cast(), typed.len()) };
             assert_eq!(written, typed.len() as isize);
@@ -424,7 +430,7 @@ fn auth_login_api_key_prompts_stores_and_exits() {
     let (shown, code) = on_terminal(
         &workspace,
         "auth login groq --api-key",
-        b"gsk-secret-12x\x7f3\r",
+        &[("API key:", b"gsk-secret-12x\x7f3\r")],
     );
     let auth_path = workspace.agent_dir().join("auth.json");
     assert_eq!(code, 0, "{shown}");
@@ -441,9 +447,16 @@ fn auth_login_api_key_prompts_stores_and_exits() {
         auth,
         serde_json::json!({"groq": {"type": "api_key", "key": "gsk-secret-123"}})
     );
+    // The model store is left empty (its catalog refresh is skipped under PI_OFFLINE).
+    let store = workspace.agent_dir().join("models-store.json");
+    assert_eq!(std::fs::read_to_string(&store).unwrap(), "{}");
 
     let workspace = Workspace::new();
-    let (shown, code) = on_terminal(&workspace, "auth login OpenAI --api-key", b"sk-1\x03");
+    let (shown, code) = on_terminal(
+        &workspace,
+        "auth login OpenAI --api-key",
+        &[("API key:", b"sk-1\x03")],
+    );
     assert_eq!(code, 1, "{shown}");
     assert_eq!(shown, "Enter OpenAI API key: \r\nLogin cancelled.\r\n");
     // Nothing stored (1.6.0 leaves an empty auth.json behind, pi-rs none).
@@ -457,7 +470,11 @@ fn auth_login_api_key_prompts_stores_and_exits() {
     // A Radius key also points the Radius MCP server at the login (its catalog is not fetched
     // under PI_OFFLINE).
     let workspace = Workspace::new();
-    let (shown, code) = on_terminal(&workspace, "auth login radius --api-key", b"rad-key-1\r");
+    let (shown, code) = on_terminal(
+        &workspace,
+        "auth login radius --api-key",
+        &[("API key:", b"rad-key-1\r")],
+    );
     let mcp_path = workspace.agent_dir().join("mcp.json");
     assert_eq!(code, 0, "{shown}");
     assert_eq!(
@@ -476,12 +493,154 @@ fn auth_login_api_key_prompts_stores_and_exits() {
             "auth": {"provider": "radius"}}}})
     );
 
-    let (shown, code) = on_terminal(&workspace, "auth login openai-codex --api-key", b"");
+    let (shown, code) = on_terminal(&workspace, "auth login openai-codex --api-key", &[]);
     assert_eq!(
         (code, shown.as_str()),
         (
             1,
             "OpenAI Codex has no API key login. Omit --api-key to sign in.\r\n"
         )
+    );
+}
+
+/// The auth.json entry `pi auth login <provider> --api-key` stored after `answers`, and what the
+/// terminal showed with the agent dir written `DIR`.
+fn key_login(
+    models_json: Option<&str>,
+    provider: &str,
+    answers: &[(&str, &[u8])],
+) -> (String, serde_json::Value) {
+    let workspace = Workspace::new();
+    if let Some(text) = models_json {
+        std::fs::write(workspace.agent_dir().join("models.json"), text).unwrap();
+    }
+    let (shown, code) = on_terminal(
+        &workspace,
+        &format!("auth login {provider} --api-key"),
+        answers,
+    );
+    assert_eq!(code, 0, "{shown}");
+    let auth = std::fs::read_to_string(workspace.agent_dir().join("auth.json")).unwrap();
+    let dir = workspace.agent_dir().display().to_string();
+    (
+        shown.replace(&dir, "DIR"),
+        serde_json::from_str(&auth).unwrap(),
+    )
+}
+
+/// The key logins in steps, as pi 1.6.0 asks them: Amazon Bedrock's and Google Vertex AI's
+/// numbered choice (a wrong number asked again), their notes with a link, answers echoed, and
+/// the entry with `env`; the Cloudflare key with its ids; a provider only models.json defines,
+/// found by its `name`, with the generic `Enter API key: `. Passes against pi 1.6.0 too.
+#[test]
+fn auth_login_api_key_steps_are_pis() {
+    let bedrock = "Select Amazon Bedrock authentication method:\r\n  1. Bearer token\r\n  2. AWS profile\r\n  3. Existing AWS credential chain\r\n";
+    let (shown, auth) = key_login(
+        None,
+        "amazon-bedrock",
+        &[("1-3:", b"7\r"), ("1-3:", b"2\r"), ("name:", b"work\r")],
+    );
+    assert_eq!(
+        shown,
+        format!(
+            "{bedrock}Select 1-3: 7\r\r\nEnter a number from 1 to 3.\r\nSelect 1-3: 2\r\r\nAmazon Bedrock supports AWS profiles, IAM credentials, and role-based credentials.\r\n  AWS credential provider chain: https://docs.aws.amazon.com/sdkref/latest/guide/standardized-credentials.html\r\nEnter AWS profile name: work\r\r\nSaved API key for Amazon Bedrock. Credentials saved to DIR/auth.json\r\n"
+        )
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"amazon-bedrock": {"type": "api_key", "env": {"AWS_PROFILE": "work"}}})
+    );
+    let (_, auth) = key_login(
+        None,
+        "amazon-bedrock",
+        &[("1-3:", b"1\r"), ("token:", b"tok\r")],
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"amazon-bedrock": {"type": "api_key", "key": "tok"}})
+    );
+    let (_, auth) = key_login(
+        None,
+        "amazon-bedrock",
+        &[("1-3:", b"3\r"), ("continue:", b"\r")],
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"amazon-bedrock": {"type": "api_key"}})
+    );
+
+    let (shown, auth) = key_login(
+        None,
+        "google-vertex",
+        &[
+            ("1-3:", b"3\r"),
+            ("ID:", b"proj\r"),
+            ("location:", b"us-east5\r"),
+            ("path:", b"/keys/sa.json\r"),
+        ],
+    );
+    assert_eq!(
+        shown,
+        "Select Google Vertex AI authentication method:\r\n  1. Google Cloud API key\r\n  2. Application Default Credentials\r\n  3. Service account credentials file\r\nSelect 1-3: 3\r\r\nProvide a service account credentials file, project, and location.\r\n  Application Default Credentials: https://cloud.google.com/docs/authentication/provide-credentials-adc\r\nEnter Google Cloud project ID: proj\r\r\nEnter Google Cloud location: us-east5\r\r\nEnter service account credentials file path: /keys/sa.json\r\r\nSaved API key for Google Vertex AI. Credentials saved to DIR/auth.json\r\n"
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"google-vertex": {"type": "api_key", "env": {"GOOGLE_CLOUD_PROJECT": "proj",
+            "GOOGLE_CLOUD_LOCATION": "us-east5", "GOOGLE_APPLICATION_CREDENTIALS": "/keys/sa.json"}}})
+    );
+    let (shown, auth) = key_login(
+        None,
+        "google-vertex",
+        &[("1-3:", b"2\r"), ("ID:", b"p\r"), ("location:", b"eu\r")],
+    );
+    assert!(
+        shown.contains("Run `gcloud auth application-default login`, then provide the project and location.\r\n"),
+        "{shown}"
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"google-vertex": {"type": "api_key", "env": {"GOOGLE_CLOUD_PROJECT": "p",
+            "GOOGLE_CLOUD_LOCATION": "eu"}}})
+    );
+
+    let (shown, auth) = key_login(
+        None,
+        "cloudflare-ai-gateway",
+        &[
+            ("key:", b"cf-key\r"),
+            ("account ID:", b"acc\r"),
+            ("Gateway ID:", b"gw\r"),
+        ],
+    );
+    assert_eq!(
+        shown,
+        "Enter Cloudflare API key: \r\nEnter Cloudflare account ID: acc\r\r\nEnter Cloudflare AI Gateway ID: gw\r\r\nSaved API key for Cloudflare AI Gateway. Credentials saved to DIR/auth.json\r\n"
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"cloudflare-ai-gateway": {"type": "api_key", "key": "cf-key",
+            "env": {"CLOUDFLARE_ACCOUNT_ID": "acc", "CLOUDFLARE_GATEWAY_ID": "gw"}}})
+    );
+    let (_, auth) = key_login(
+        None,
+        "cloudflare-workers-ai",
+        &[("key:", b"cf-key\r"), ("account ID:", b"acc\r")],
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"cloudflare-workers-ai": {"type": "api_key", "key": "cf-key",
+            "env": {"CLOUDFLARE_ACCOUNT_ID": "acc"}}})
+    );
+
+    let models = r#"{"providers": {"local": {"name": "Lokal", "apiKey": "LOCAL_KEY",
+        "baseUrl": "http://127.0.0.1:1/v1", "api": "openai-completions", "models": [{"id": "m1"}]}}}"#;
+    let (shown, auth) = key_login(Some(models), "LOKAL", &[("API key:", b"k-9\r")]);
+    assert_eq!(
+        shown,
+        "Enter API key: \r\nSaved API key for Lokal. Credentials saved to DIR/auth.json\r\n"
+    );
+    assert_eq!(
+        auth,
+        serde_json::json!({"local": {"type": "api_key", "key": "k-9"}})
     );
 }

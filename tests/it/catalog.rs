@@ -294,3 +294,30 @@ fn a_bare_id_on_several_providers_is_chosen_by_credentials_or_refused() {
         (&json!("opencode"), &json!("gemini-3.7-flash"))
     );
 }
+
+/// A Codex id the catalog lacks (`openai-codex/gpt-5.2`) is 1.6.0's custom model id: everything
+/// but the id and name, compat included, comes from the provider's default model (`gpt-6.2-sol`),
+/// with `--provider`/`--model` and as `provider/id`. Passes against pi 1.6.0 too.
+#[test]
+fn a_codex_id_not_in_the_catalog_takes_the_default_models_settings() {
+    let login = r#"{"openai-codex": {"type": "oauth", "access": "a", "refresh": "r",
+        "expires": 9999999999999, "accountId": "acct"}}"#;
+    let sol = rpc_data_with(
+        &[],
+        Some(login),
+        &["--model", "openai-codex/gpt-6.2-sol"],
+        "get_state",
+    )["model"]
+        .clone();
+    assert!(sol["compat"]["supportsMidConvoEffort"] == true, "{sol}");
+    for args in [
+        &["--provider", "openai-codex", "--model", "gpt-5.2"][..],
+        &["--model", "openai-codex/gpt-5.2"][..],
+    ] {
+        let model = rpc_data_with(&[], Some(login), args, "get_state")["model"].clone();
+        let mut expected = sol.clone();
+        expected["id"] = json!("gpt-5.2");
+        expected["name"] = json!("gpt-5.2");
+        assert_eq!(model, expected, "{args:?}");
+    }
+}

@@ -261,7 +261,7 @@ fn an_expired_codex_login_is_refreshed_and_the_backend_gets_the_account() {
 }
 
 /// Runs `pi <args>` with the test's environment (no protocol); (exit code, stderr).
-fn run_cli(agent_dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, String) {
+fn run_cli(agent_dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, String, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
     command.args(args);
     scrub_env(&mut command);
@@ -297,9 +297,9 @@ fn run_cli(agent_dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, Str
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(out.join().unwrap().is_empty(), "login wrote to stdout");
     (
         status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
         String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
     )
 }
@@ -364,10 +364,13 @@ fn pi_login_github_copilot_runs_the_device_flow_end_to_end() {
             "expires": expires_at * 1000.0 - 300_000.0})
     );
 
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["logout", "github-copilot"], &[]);
+    let (code, stdout, stderr) =
+        run_cli(&workspace.agent_dir(), &["logout", "github-copilot"], &[]);
+    assert_eq!(stdout, "");
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(read_auth(&workspace), json!({}));
-    let (code, stderr) = run_cli(&workspace.agent_dir(), &["login", "groq"], &[]);
+    let (code, stdout, stderr) = run_cli(&workspace.agent_dir(), &["login", "groq"], &[]);
+    assert_eq!(stdout, "");
     assert_eq!(code, 1);
     assert!(
         stderr.contains("no subscription login for groq"),
@@ -666,8 +669,9 @@ fn prompt_reply(workspace: &Workspace, setup: &Setup) -> Value {
 
 /// `pi <args>` (a login) with `env`, which must succeed; its stderr.
 fn login_ok(workspace: &Workspace, args: &[&str], env: &[(&str, String)]) -> String {
-    let (code, stderr) = run_cli(&workspace.agent_dir(), args, env);
+    let (code, stdout, stderr) = run_cli(&workspace.agent_dir(), args, env);
     assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "", "login wrote to stdout");
     stderr
 }
 
@@ -879,16 +883,25 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
     )
     .unwrap();
     let env = [("PI_OAUTH_RADIUS_URL", gateway.base_url())];
-    let stderr = login_ok(&workspace, &["login", "radius", "--no-browser"], &env);
-    assert!(
-        stderr.contains(
-            "Sign in to Radius: Sign in with device code (when signing in from another device)"
-        ),
-        "{stderr}"
+    // 1.6.0's lines and words, on stdout as `pi auth login radius` writes them.
+    let (code, stdout, stderr) = run_cli(
+        &workspace.agent_dir(),
+        &["login", "radius", "--no-browser"],
+        &env,
     );
-    assert!(
-        stderr.contains("Open https://radius.pi.dev/device and enter code: RAD-1"),
-        "{stderr}"
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    let mcp_path = workspace.agent_dir().join("mcp.json");
+    assert_eq!(
+        stdout,
+        format!(
+            "Sign in to Radius: Sign in with device code (when signing in from another device)\n\
+             Open https://radius.pi.dev/device and enter code: RAD-1\n\
+             Waiting for authentication...\n\
+             Logged in to Radius. Credentials saved to {}\n\
+             Added MCP server \"radius-mcp\" in {} to use the Radius login.\n",
+            workspace.agent_dir().join("auth.json").display(),
+            mcp_path.display()
+        )
     );
     let poll = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=pi-gateway&device_code=rdev-1";
     assert_eq!(
@@ -922,19 +935,11 @@ fn pi_login_radius_runs_the_device_flow_and_the_expired_login_is_refreshed() {
             "api": "pi-messages", "provider": "radius", "baseUrl": "https://gw.example/v1"}])
     );
     assert!(store["radius"]["checkedAt"].as_f64().unwrap() > 0.0);
-    let mcp_path = workspace.agent_dir().join("mcp.json");
     let mcp: Value = serde_json::from_str(&std::fs::read_to_string(&mcp_path).unwrap()).unwrap();
     assert_eq!(
         mcp["mcpServers"],
         json!({"radius": {"command": "radius-local"},
             "radius-mcp": {"url": "https://radius.pi.dev/mcp", "auth": {"provider": "radius"}}})
-    );
-    assert!(
-        stderr.contains(&format!(
-            "Added MCP server \"radius-mcp\" in {} to use the Radius login.",
-            mcp_path.display()
-        )),
-        "{stderr}"
     );
     let auth = read_auth(&workspace);
     assert_eq!(
@@ -979,11 +984,26 @@ fn start_browser_login(
         .env("HOME", workspace.root())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    // Radius writes its lines on stdout as 1.6.0 does; the other logins on stderr.
+    let (shown, other): (Box<dyn std::io::Read + Send>, Box<dyn std::io::Read + Send>) =
+        if provider == "radius" {
+            (
+                Box::new(child.stdout.take().unwrap()),
+                Box::new(child.stderr.take().unwrap()),
+            )
+        } else {
+            (
+                Box::new(child.stderr.take().unwrap()),
+                Box::new(child.stdout.take().unwrap()),
+            )
+        };
+    let mut other = other;
+    std::thread::spawn(move || std::io::copy(&mut other, &mut std::io::sink()));
+    let mut stderr = BufReader::new(shown);
     let mut lines = Vec::new();
     let mut line = String::new();
     while stderr.read_line(&mut line).unwrap_or(0) > 0 {
