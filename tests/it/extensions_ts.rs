@@ -2959,6 +2959,80 @@ fn a_typescript_provider_s_login_gives_its_key_and_adapts_its_models() {
     assert_eq!(request.header("x-api-key"), Some("corp-key-corp-access-1"));
 }
 
+/// A provider whose `oauth.getApiKey` numbers the keys it gives.
+const CORP_OAUTH_COUNTED: &str = r#"
+export default function (pi) {
+    let calls = 0;
+    pi.registerProvider("corp", {
+        baseUrl: "__BASE_URL__",
+        api: "anthropic-messages",
+        models: [{
+            id: "corp-1", name: "Corp 1", reasoning: false, input: ["text"],
+            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 100000, maxTokens: 4096,
+        }],
+        oauth: {
+            name: "Corp SSO",
+            async login() {
+                throw new Error("not used here");
+            },
+            async refreshToken(credentials) {
+                return credentials;
+            },
+            getApiKey: (credentials) => `corp-key-${credentials.access}-${++calls}`,
+        },
+    });
+}
+"#;
+
+/// `oauth.getApiKey` is asked for the key of every request, not once per login (protocol 2's
+/// `oauth_api_key`). Passes against pi 1.6.0 too.
+#[test]
+fn a_typescript_provider_s_key_is_asked_for_at_each_request() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["One."])),
+        Reply::sse(sse::anthropic_text(&["Two."])),
+    ]);
+    let workspace = crate::support::Workspace::new();
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": expires}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let extension = CORP_OAUTH_COUNTED.replace("__BASE_URL__", &fake.base_url());
+    let setup = with_examples(
+        &reference,
+        Setup::at(&fake.base_url(), "corp", "corp-1"),
+        &[],
+    )
+    .file("corp.js", &extension)
+    .arg("-e")
+    .arg("corp.js");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    for (id, message) in [("p1", "One"), ("p2", "Two")] {
+        pi.command(id, "prompt", json!({"message": message}));
+        let records = pi.records_until_event("agent_end");
+        assert!(extension_errors(&records).is_empty(), "{records:?}");
+    }
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let keys: Vec<&str> = requests
+        .iter()
+        .map(|r| r.header("x-api-key").unwrap_or_default())
+        .collect();
+    assert!(
+        keys.iter()
+            .all(|k| k.starts_with("corp-key-corp-access-0-")),
+        "{keys:?}"
+    );
+    assert_ne!(
+        keys[0], keys[1],
+        "the second request reused the first one's key"
+    );
+}
+
 /// An extension of the tests' own: `lookup` asks for strict JSON-schema sampling where the API
 /// allows it.
 const STRICT_TOOL: &str = r#"

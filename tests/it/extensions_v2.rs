@@ -2372,8 +2372,10 @@ fn a_login_s_key_and_models_come_from_the_extension_that_registered_the_provider
         requests[0].header("x-api-key"),
         Some("corp-key-corp-access-1")
     );
-    // The key serves the next prompt as it is.
+    // The key is asked for at each request, as 1.6.0 calls `getApiKey` per request.
     pi.command("p2", "prompt", json!({"message": "Again"}));
+    let keyed = next_report(&mut pi, "apikey ", |_| true);
+    assert_eq!(keyed, json!({"provider": "corp", "access": 1}));
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(2, pi.timeout());
     assert_eq!(
