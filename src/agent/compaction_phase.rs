@@ -433,11 +433,18 @@ impl Agent {
         // The prompt state so far travels in the entry (pi 1.6.0), stamped with its time.
         let system =
             super::system_message::compaction_snapshot(&self.messages, crate::time::now_ms());
+        let usage = compaction::sum_usage(&usages);
+        // The entry records the summary requests' usage (pi 1.6.0), an extension's its own.
+        let entry_usage = match from_extension {
+            true => result.extension_usage.clone(),
+            false => Some(serde_json::json!(usage)),
+        };
         match self.session.append_compaction(
             &result.summary,
             &result.first_kept_entry_id,
             result.tokens_before,
             Some(result.details.clone()).filter(|d| !d.is_null()),
+            entry_usage,
             Some(from_extension),
             system,
         ) {
@@ -459,7 +466,6 @@ impl Agent {
         if from_extension {
             result.estimated_tokens_after = compaction::estimated_tokens_after(&self.messages);
         }
-        let usage = compaction::sum_usage(&usages);
         self.extra_usage.extend(usages);
         let result_json = result.to_json(Some(&usage));
         self.emit(compaction::end_event(

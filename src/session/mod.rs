@@ -640,6 +640,7 @@ impl SessionLog {
         first_kept_entry_id: &str,
         tokens_before: u64,
         details: Option<Value>,
+        usage: Option<Value>,
         from_hook: Option<bool>,
         system_message: Option<Value>,
     ) -> Result<String, SessionError> {
@@ -648,6 +649,7 @@ impl SessionLog {
             first_kept_entry_id: first_kept_entry_id.to_string(),
             tokens_before,
             details,
+            usage,
             from_hook,
             system_message,
         })

@@ -228,7 +228,7 @@ fn branching_context_and_compaction() {
 
     // Back on the first branch, compact keeping from u2.
     log.set_leaf(&a2).unwrap();
-    log.append_compaction("summary", &u2, 1234, None, Some(false), None)
+    log.append_compaction("summary", &u2, 1234, None, None, Some(false), None)
         .unwrap();
     log.append_model_change("openai", "gpt").unwrap();
     log.append_message(&user("three")).unwrap();

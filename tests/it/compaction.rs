@@ -242,8 +242,8 @@ fn assert_result_shape(result: &Value, tokens_before: &Value) {
 
 /// The prompt state across a compaction (pi 1.6.0): the first run's system message is the only
 /// one (the second run changes nothing); the compaction entry keeps the replayed state as its
-/// `systemMessage` (keys in 1.6.0's order), the compacted context starts with it, and the next
-/// run adds no system message because nothing changed.
+/// `systemMessage` (keys in 1.6.0's order) and the summary request's `usage`, the compacted
+/// context starts with it, and the next run adds no system message because nothing changed.
 #[test]
 fn compaction_keeps_the_prompt_state_in_its_entry() {
     let mut script = opening(short_second_answer());
@@ -273,6 +273,26 @@ fn compaction_keeps_the_prompt_state_in_its_entry() {
         .iter()
         .find(|e| e["type"] == "compaction")
         .expect("a compaction entry");
+    // pi 1.6.0's entry, in its key order, with the summary request's usage.
+    let entry_keys: Vec<&String> = entry.as_object().expect("entry").keys().collect();
+    assert_eq!(
+        entry_keys,
+        [
+            "type",
+            "id",
+            "parentId",
+            "timestamp",
+            "summary",
+            "firstKeptEntryId",
+            "tokensBefore",
+            "details",
+            "usage",
+            "fromHook",
+            "systemMessage"
+        ]
+    );
+    assert_eq!(entry["usage"], response["data"]["usage"], "{entry}");
+    assert_eq!(entry["usage"]["input"], 100, "{entry}");
     let snapshot = &entry["systemMessage"];
     let keys: Vec<&String> = snapshot
         .as_object()

@@ -244,7 +244,7 @@ mod tests {
         let first = log.append_message(&user("hi")).unwrap();
         log.append_message(&priced(assistant_msg(vec![text("a")]), 50, 5, 0.0))
             .unwrap();
-        log.append_compaction("S", &first, 55, None, Some(false), None)
+        log.append_compaction("S", &first, 55, None, None, Some(false), None)
             .unwrap();
         let messages = log.context().messages;
         let usage = context_usage(&log.branch(), &messages, 200).unwrap();
