@@ -67,7 +67,7 @@ impl Agent {
     /// (v2) pi 1.6.0 checks the context against the window of the model each request of a
     /// virtual selection is routed to, and compacts first (threshold) when it passes it and there
     /// is something to compact.
-    pub(super) fn routed_request_needs_compaction(&self, model: &crate::config::Model) -> bool {
+    pub(super) fn request_needs_compaction(&self, model: &crate::config::Model) -> bool {
         if !self.settings.auto_compaction || model.context_window == 0 {
             return false;
         }
@@ -547,7 +547,8 @@ impl Agent {
             } => {}
             CompactionOrigin::AfterRun => self.settle(),
             // The run was aborted: it ends here.
-            CompactionOrigin::BeforeRoutedRequest { .. } => self.end_run(),
+            CompactionOrigin::BeforeRoutedRequest { .. }
+            | CompactionOrigin::BeforeNextTurn { .. } => self.end_run(),
         }
     }
 
@@ -587,6 +588,13 @@ impl Agent {
                 // The route stands (pi 1.6.0); the `context` hook sees the compacted context.
                 self.extensions.routed = Some((*model, thinking));
                 self.ask_context_hook();
+            }
+            // A failed compaction does not stop the run (pi 1.6.0 goes on with the context).
+            CompactionOrigin::BeforeNextTurn { had_tool_calls } => {
+                if self.runs.current.as_ref().is_none_or(|run| run.aborted) {
+                    return self.end_run();
+                }
+                self.start_next_turn(had_tool_calls);
             }
             CompactionOrigin::AfterRun => {
                 if retry_run

@@ -658,12 +658,26 @@ impl Agent {
     }
 
     /// After `turn_end`: steering first, then another turn for tool results, then follow-ups;
-    /// otherwise the run ends.
+    /// otherwise the run ends. Before another turn, a context past the threshold of the
+    /// (physical) selection is compacted first, as pi 1.6.0 does before the next response; a
+    /// virtual selection is checked against the routed model before its request instead.
     fn after_turn(&mut self, had_tool_calls: bool) {
         if self.runs.current.as_ref().is_some_and(|r| r.aborted) {
             self.end_run();
             return;
         }
+        let next_turn =
+            had_tool_calls || !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty();
+        if next_turn && !self.model.is_virtual() && self.request_needs_compaction(&self.model) {
+            let origin = state::CompactionOrigin::BeforeNextTurn { had_tool_calls };
+            self.start_compaction(compaction::CompactionReason::Threshold, origin, None);
+            return;
+        }
+        self.start_next_turn(had_tool_calls);
+    }
+
+    /// The run's next turn (see `after_turn`), or its end when nothing is left to do.
+    fn start_next_turn(&mut self, had_tool_calls: bool) {
         if !self.queues.steering.is_empty() {
             self.emit(Event::TurnStart);
             self.declare_changes();

@@ -148,7 +148,7 @@ impl Agent {
                 if let Some(state) = state.filter(|s| *s != pending.state) {
                     self.store_router_state(&pending.model, state);
                 }
-                if self.routed_request_needs_compaction(&model) {
+                if self.request_needs_compaction(&model) {
                     let origin = super::state::CompactionOrigin::BeforeRoutedRequest {
                         model: Box::new(model),
                         thinking: level,

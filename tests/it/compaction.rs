@@ -616,6 +616,76 @@ fn threshold_compaction_runs_after_the_run_before_settling() {
     fake.finish();
 }
 
+/// A tool-calling reply whose usage passes the threshold: the context is compacted before the
+/// run's next response (pi 1.6.0's check before the next turn), within the run — no agent_end
+/// between the tool result and the compaction — and the next request gets the compacted
+/// context; the run then ends without compacting again. Passes against pi 1.6.0 too.
+#[test]
+fn threshold_compaction_runs_before_the_next_response_within_a_run() {
+    let big_tool_call = Reply::sse(
+        sse::AnthropicStream::new()
+            .input_tokens(3500)
+            .tool_use(
+                "toolu_echo",
+                "bash",
+                &[&json!({"command": "echo ECHO-MARKER"}).to_string()],
+            )
+            .finish("tool_use"),
+    );
+    let mut script = opening(big_tool_call);
+    script.push(summary_reply());
+    script.push(short_second_answer());
+    let fake = FakeProvider::start(script);
+    let mut pi = Pi::spawn(&small_window(&fake));
+    let records = run_opening(&mut pi);
+    let labels = flow(&records);
+    let start = labels
+        .iter()
+        .position(|l| l == "compaction_start")
+        .unwrap_or_else(|| panic!("no compaction: {labels:?}"));
+    assert_eq!(
+        labels[start - 2..start + 3],
+        [
+            "message_end:toolResult",
+            "turn_end",
+            "compaction_start",
+            "compaction_end",
+            "turn_start"
+        ],
+        "{labels:?}"
+    );
+    assert_eq!(
+        labels.iter().filter(|l| *l == "agent_end").count(),
+        1,
+        "{labels:?}"
+    );
+    assert_eq!(labels.last().map(String::as_str), Some("agent_settled"));
+    assert_eq!(
+        labels.iter().filter(|l| *l == "compaction_start").count(),
+        1,
+        "compacted again after the run: {labels:?}"
+    );
+    assert_eq!(
+        only(&records, "compaction_start"),
+        json!({"type": "compaction_start", "reason": "threshold"})
+    );
+    let end = only(&records, "compaction_end");
+    assert_eq!(end["willRetry"], false);
+    assert_eq!(end["aborted"], false);
+    // The reply's usage and the tool result after it.
+    let tokens_before = end["result"]["tokensBefore"].as_u64().unwrap_or_default();
+    assert!(tokens_before > 3500, "{end}");
+    let requests = fake.wait_for_requests(4, pi.timeout());
+    assert_eq!(requests.len(), 4);
+    assert_summary_request(&requests[2], &requests[1]);
+    assert_compacted_context(&requests[3]);
+    assert!(
+        requests[3].body.to_string().contains("ECHO-MARKER"),
+        "the tool call and its result follow the summary"
+    );
+    fake.finish();
+}
+
 /// A context-overflow error (Anthropic 400 `prompt is too long`): not retried as such, but
 /// compacted (reason overflow, willRetry) and the run continues without a new user message.
 #[test]
