@@ -166,6 +166,8 @@ enum Incoming {
     TreeSummary(Option<ProviderEvent>),
     /// (v2) The retry delay of a branch summary ran out.
     TreeSummaryRetryDue,
+    /// (v2) The login refresh a routed branch summary waits for answered (or its worker died).
+    TreeLoginRefreshed(Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>),
 }
 
 /// The agent's state, in named parts. The core — the session, the conversation, config and the
@@ -415,6 +417,15 @@ impl Agent {
             ),
             None => (&no_provider, never()),
         };
+        let tree_refresh = match self
+            .extensions
+            .tree
+            .as_ref()
+            .and_then(|t| t.refresh.as_ref())
+        {
+            Some(waiting) => &waiting.refresh.result,
+            None => &no_refresh,
+        };
         let tree_retry = match tree_summary.and_then(|s| s.retry_at) {
             Some(deadline) => crossbeam_channel::at(deadline),
             None => never(),
@@ -461,6 +472,9 @@ impl Agent {
             recv(tree_events) -> event => Incoming::TreeSummary(event.ok()),
             recv(tree_idle) -> _ => Incoming::TreeSummary(None),
             recv(tree_retry) -> _ => Incoming::TreeSummaryRetryDue,
+            recv(tree_refresh) -> result => Incoming::TreeLoginRefreshed(result.unwrap_or_else(|_| {
+                Err(crate::config::oauth::OAuthError::WorkerGone)
+            })),
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(queued_images) -> ready => Incoming::QueuedImages(ready.ok()),
             recv(queued_images_overdue) -> _ => Incoming::QueuedImages(None),
@@ -507,6 +521,7 @@ impl Agent {
             Incoming::Extension(event) => self.on_extension_event(event),
             Incoming::TreeSummary(event) => self.on_tree_summary_event(event),
             Incoming::TreeSummaryRetryDue => self.retry_tree_summary(),
+            Incoming::TreeLoginRefreshed(result) => self.on_tree_login_refreshed(result),
             Incoming::ExtensionsGone => self.extensions.events = never(),
             Incoming::Mcp(event) => self.on_mcp_event(event),
             Incoming::McpGone => {

@@ -3197,8 +3197,13 @@ fn a_request_is_routed_before_the_context_hook() {
 /// `oauth.py` and `router.py` in a workspace where `corp`'s login expired, `router/auto`
 /// selected.
 fn routed_to_an_expired_login(fake: &FakeProvider) -> Pi {
+    routed_to_an_expired_login_with(fake, Setup::anthropic(fake))
+}
+
+/// `routed_to_an_expired_login` from `setup`.
+fn routed_to_an_expired_login_with(fake: &FakeProvider, setup: Setup) -> Pi {
     let workspace = expired_corp_login();
-    let setup = Setup::anthropic(fake)
+    let setup = setup
         .env("OAUTH_URL", &fake.base_url())
         .env("OAUTH_REFRESH", "corp-refresh-0")
         .settings(json!({"compaction": {"keepRecentTokens": 200}}));
@@ -3226,6 +3231,66 @@ fn a_routed_provider_s_expired_login_is_refreshed_first() {
     assert_eq!(request.body["model"], "corp-1");
     assert_eq!(request.header("x-api-key"), Some("corp-access-1"));
     fake.finish();
+}
+
+/// And before a branch summary routed to it (an extension's `navigate_tree` with `summarize`):
+/// refreshed on a worker, then the summary goes to the routed model with the new key. Meanwhile
+/// the agent answers commands, and `abort` ends the navigation (a refresh that never answers).
+#[test]
+fn a_branch_summary_s_routed_provider_login_is_refreshed_first() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["First answer."])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nExplored"])),
+    ]);
+    let mut pi = routed_to_an_expired_login(&fake);
+    let line = navigate_to_the_first_prompt(&mut pi);
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    assert_eq!(next_report(&mut pi, "oauth ", |_| true)["provider"], "corp");
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(answer["result"]["cancelled"], false, "{answer}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[0].body["model"], "fake-claude");
+    assert_eq!(requests[1].body["model"], "corp-1");
+    assert_eq!(requests[1].header("x-api-key"), Some("corp-access-1"));
+    fake.finish();
+
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["First answer."]))]);
+    let silent = Setup::anthropic(&fake).env("OAUTH_SILENT", "1");
+    let mut pi = routed_to_an_expired_login_with(&fake, silent);
+    let line = navigate_to_the_first_prompt(&mut pi);
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    next_report(&mut pi, "oauth ", |_| true);
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["success"], true, "{state}");
+    pi.command("a", "abort", json!({}));
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(
+        answer["result"],
+        json!({"cancelled": true, "aborted": true}),
+        "{answer}"
+    );
+    assert_eq!(fake.requests().len(), 1, "no summary request");
+    fake.finish();
+}
+
+/// Runs a first prompt (its summary routed to `corp` by `router.py`); the `navigate_tree` line
+/// back to it, with a summary.
+fn navigate_to_the_first_prompt(pi: &mut Pi) -> Value {
+    pi.command("p", "prompt", json!({"message": "First DIRECT-CORP"}));
+    pi.wait_for_event("agent_end");
+    let entries = ask(
+        pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let first = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "user")
+        .expect("the first prompt")["id"]
+        .clone();
+    json!({"type": "navigate_tree", "id": "n", "targetId": first, "summarize": true})
 }
 
 /// So is the login of the provider a summary is routed to (`direct`).
