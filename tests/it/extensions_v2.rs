@@ -2766,6 +2766,36 @@ fn routed_session(fake: &FakeProvider, settings: Value) -> Pi {
     pi
 }
 
+/// A router state is stored whenever the router answers one (pi 1.6.0 compares objects by
+/// identity, so an equal object is a new state): a user turn answered with a copy of the current
+/// state stores it again.
+#[test]
+fn a_router_state_equal_to_the_current_one_is_stored_again() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let mut pi = routed_session(&fake, json!({}));
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("p2", "prompt", json!({"message": "Second STATE-SAME"}));
+    let second = pi.records_until_event("agent_end");
+    let appended: Vec<&Value> = second
+        .iter()
+        .filter(|r| r["type"] == "entry_appended")
+        .map(|r| &r["entry"]["data"]["state"])
+        .collect();
+    assert_eq!(appended, [&json!({"turns": 1})]);
+    let path = crate::support::session_file(&mut pi, "sf");
+    let states: Vec<Value> = crate::support::read_jsonl(&path)
+        .into_iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "pi.virtual-model-state")
+        .map(|e| e["data"]["state"].clone())
+        .collect();
+    assert_eq!(states, [json!({"turns": 1}), json!({"turns": 1})]);
+    fake.finish();
+}
+
 /// A summary request under a virtual selection — the `compact` command and an extension's
 /// `navigate_tree` with `summarize` — asks the router once with `reason: "direct"` (no router
 /// state; what it returns is not stored) and goes to the model it answers, as pi 1.6.0 does. The
