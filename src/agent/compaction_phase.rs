@@ -439,15 +439,17 @@ impl Agent {
             true => result.extension_usage.clone(),
             false => Some(serde_json::json!(usage)),
         };
-        match self.session.append_compaction(
-            &result.summary,
-            &result.first_kept_entry_id,
-            result.tokens_before,
-            Some(result.details.clone()).filter(|d| !d.is_null()),
-            entry_usage,
-            Some(from_extension),
-            system,
-        ) {
+        match self
+            .session
+            .append_compaction(crate::session::NewCompaction {
+                summary: &result.summary,
+                first_kept_entry_id: &result.first_kept_entry_id,
+                tokens_before: result.tokens_before,
+                details: Some(result.details.clone()).filter(|d| !d.is_null()),
+                usage: entry_usage,
+                from_hook: Some(from_extension),
+                system_message: system,
+            }) {
             // (v2) Extensions hear of the saved compaction (pi's `session_compact`).
             Ok(entry_id) => {
                 let entry = self.session.entry(&entry_id).map(|e| e.to_value());

@@ -977,6 +977,19 @@ impl Config {
         Ok(())
     }
 
+    /// (extensions) The physical models provider `name` would have with the registration
+    /// `config` (the base an `oauth.modifyModels` adapts), the registry left as it is.
+    pub fn models_registered_with(&self, name: &str, config: &Value) -> Result<Vec<Model>, String> {
+        let mut registry = self.registry.clone();
+        registry.register_provider(name, config)?;
+        Ok(registry
+            .models()
+            .iter()
+            .filter(|m| m.provider == name && !m.is_virtual())
+            .cloned()
+            .collect())
+    }
+
     /// (extensions) Adds or replaces a virtual model (`Registry::register_virtual_model`).
     pub fn register_virtual_model(&mut self, model: Model) -> Result<(), String> {
         self.registry.register_virtual_model(model)

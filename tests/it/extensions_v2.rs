@@ -2329,6 +2329,37 @@ fn model_once_named(pi: &mut Pi, provider: &str, id: &str, wanted: &str) -> Valu
     unreachable!()
 }
 
+/// As pi 1.6.0 refreshes every provider's models when a provider or virtual model is
+/// registered or unregistered, `oauth_modify_models` is asked again then, with the login stored
+/// now (here another account's) and the registration's own models as the base.
+#[test]
+fn a_login_s_models_are_adapted_again_after_a_later_registration() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = crate::support::Workspace::new();
+    let login = |account: &str| {
+        json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0", "access": "corp-access-0",
+                        "expires": now_ms() + 3_600_000.0, "endpoint": fake.base_url(),
+                        "accountId": account}})
+    };
+    let auth = workspace.agent_dir().join("auth.json");
+    std::fs::write(&auth, login("acme").to_string()).unwrap();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1").env("OAUTH_MODIFY", "1");
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &with_extensions(setup, &["oauth.py", "router.py"]),
+    );
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    model_once_named(&mut pi, "corp", "corp-1", "Corp 1 for acme");
+
+    std::fs::write(&auth, login("globex").to_string()).unwrap();
+    let line = json!({"type": "unregister_virtual_model", "id": "u", "provider": "router",
+                      "modelId": "auto"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    // Not "Corp 1 for acme for globex": the registration's models are adapted, not the last ones.
+    model_once_named(&mut pi, "corp", "corp-1", "Corp 1 for globex");
+    fake.finish();
+}
+
 /// pi 1.6.0's `oauth.getApiKey` and `oauth.modifyModels` over JSONL (`oauth_api_key`,
 /// `oauth_modify_models`), and its five-minute refresh margin: the login's models are adapted at
 /// start, a login with four minutes left is refreshed before the request, and the key the
