@@ -166,7 +166,7 @@ enum Incoming {
     TreeSummary(Option<ProviderEvent>),
     /// (v2) The retry delay of a branch summary ran out.
     TreeSummaryRetryDue,
-    /// (v2) The login refresh a routed branch summary waits for answered (or its worker died).
+    /// (v2) The login refresh a branch summary waits for answered (or its worker died).
     TreeLoginRefreshed(Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>),
 }
 

@@ -85,15 +85,15 @@ pub struct PendingTree {
     /// written.
     pub route: Option<DirectRoute>,
     plan: Option<SummaryPlan>,
-    /// (v2) The routed provider's login, refreshed on a worker before the summary is written
-    /// by the routed pair.
+    /// (v2) The login of the provider that writes the summary, refreshed on a worker first.
     pub refresh: Option<Box<TreeLoginRefresh>>,
 }
 
-/// A routed branch summary waiting for its provider's login to be refreshed.
+/// A branch summary waiting for its provider's login to be refreshed.
 pub struct TreeLoginRefresh {
     pub refresh: crate::config::OAuthRefresh,
-    dispatch: (Model, ThinkingLevel),
+    /// The routed pair, under a virtual selection.
+    dispatch: Option<(Model, ThinkingLevel)>,
     plan: SummaryPlan,
 }
 
@@ -377,7 +377,7 @@ impl Agent {
                     Err(error) => Some(Err(error)),
                 };
             }
-            return self.summarize_branch(pending, &plan, None);
+            return self.summarize_after_login(pending, plan, None);
         }
         Some(self.move_leaf(&pending, label, summary))
     }
@@ -429,19 +429,7 @@ impl Agent {
                 "Wait for the current response to finish before navigating the session tree."
                     .into(),
             )),
-            // The routed provider's login, refreshed first when it expired (as a compaction's).
-            Ok(pair) => match self.config.start_oauth_refresh(&pair.0.provider) {
-                Some(refresh) => {
-                    pending.refresh = Some(Box::new(TreeLoginRefresh {
-                        refresh,
-                        dispatch: pair,
-                        plan,
-                    }));
-                    self.extensions.tree = Some(pending);
-                    None
-                }
-                None => self.summarize_branch(pending, &plan, Some(pair)),
-            },
+            Ok(pair) => self.summarize_after_login(pending, plan, Some(pair)),
             Err(error) => Some(Err(error)),
         };
         if let Some(answer) = answer {
@@ -449,8 +437,34 @@ impl Agent {
         }
     }
 
-    /// The routed provider's login refresh ended (or its worker died): record it, then write
-    /// the summary with the routed pair (without a key it fails as any summary would).
+    /// `summarize_branch`, once the login of the provider that writes the summary (the routed
+    /// one with `dispatch`) is refreshed on a worker when it must be (expired, or a key its
+    /// extension derives for each request, as a compaction's).
+    fn summarize_after_login(
+        &mut self,
+        mut pending: PendingTree,
+        plan: SummaryPlan,
+        dispatch: Option<(Model, ThinkingLevel)>,
+    ) -> Option<Result<Value, String>> {
+        let provider = dispatch
+            .as_ref()
+            .map_or(&self.model.provider, |(model, _)| &model.provider);
+        match self.config.start_oauth_refresh(provider) {
+            Some(refresh) => {
+                pending.refresh = Some(Box::new(TreeLoginRefresh {
+                    refresh,
+                    dispatch,
+                    plan,
+                }));
+                self.extensions.tree = Some(pending);
+                None
+            }
+            None => self.summarize_branch(pending, &plan, dispatch),
+        }
+    }
+
+    /// The summary's login refresh ended (or its worker died): record it, then write the
+    /// summary (without a key it fails as any summary would).
     pub(super) fn on_tree_login_refreshed(
         &mut self,
         result: Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>,
@@ -475,7 +489,7 @@ impl Agent {
                     .into(),
             ))
         } else {
-            self.summarize_branch(pending, &plan, Some(dispatch))
+            self.summarize_branch(pending, &plan, dispatch)
         };
         if let Some(answer) = answer {
             self.answer_extension(extension, id, answer);

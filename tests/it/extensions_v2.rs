@@ -2329,6 +2329,39 @@ fn model_once_named(pi: &mut Pi, provider: &str, id: &str, wanted: &str) -> Valu
     unreachable!()
 }
 
+/// A branch summary asks for its key too (`oauth_api_key` before its request, as for every
+/// model request), on the refresh worker.
+#[test]
+fn a_branch_summary_asks_for_the_login_s_key() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["First answer."])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nExplored"])),
+    ]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_KEY", "1");
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &with_extensions(setup, &["oauth.py", "router.py"]),
+    );
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    let line = navigate_to_the_first_prompt(&mut pi);
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    assert_eq!(next_report(&mut pi, "apikey ", |_| true)["access"], 0);
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(answer["result"]["cancelled"], false, "{answer}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(
+        requests[1].header("x-api-key"),
+        Some("corp-key-corp-access-0")
+    );
+    fake.finish();
+}
+
 /// As pi 1.6.0 refreshes every provider's models when a provider or virtual model is
 /// registered or unregistered, `oauth_modify_models` is asked again then, with the login stored
 /// now (here another account's) and the registration's own models as the base.
