@@ -751,8 +751,10 @@ impl Config {
             }
             Err(reason) => {
                 log::warn!("refreshing the {provider} login failed: {reason}");
-                // The last login or key no longer counts (a derived key was refused this time).
-                lock(&self.oauth_fresh).remove(provider);
+                // A key the extension refused to derive this time is no longer the key.
+                if matches!(reason, oauth::OAuthError::KeyDerivation { .. }) {
+                    lock(&self.oauth_fresh).remove(provider);
+                }
                 let message = refresh_failed_message(provider, &reason);
                 lock(&self.oauth_failures).insert(provider.to_string(), (Instant::now(), message));
                 None

@@ -2329,6 +2329,37 @@ fn model_once_named(pi: &mut Pi, provider: &str, id: &str, wanted: &str) -> Valu
     unreachable!()
 }
 
+/// The key a request was given is not the next request's: when the extension refuses the next
+/// one, that prompt fails with the reason (the earlier key is not used).
+#[test]
+fn a_key_refused_after_an_earlier_one_fails_the_next_prompt() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Keyed."]))]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_KEY", "fail-later");
+    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    pi.command("p1", "prompt", json!({"message": "Hi"}));
+    pi.wait_for_event("agent_end");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let deadline = pi.deadline();
+    let response = pi
+        .recv_until(|r| r["type"] == "response" && r["id"] == "p2", deadline)
+        .pop()
+        .expect("the prompt's response");
+    assert_eq!(response["success"], false, "{response}");
+    let error = response["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("OAuth auth derivation failed for corp: no key for this login"),
+        "{error}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    fake.finish();
+}
+
 /// A branch summary asks for its key too (`oauth_api_key` before its request, as for every
 /// model request), on the refresh worker.
 #[test]
