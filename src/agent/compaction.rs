@@ -10,8 +10,8 @@
 //! 3. `preparation.summary_requests(custom_instructions)` → 1 or 2 `SummaryRequest`s, each sent
 //!    as a tool-less `StreamRequest`; `SummaryRequest::reply_text` reads each reply.
 //! 4. `preparation.finish(&texts)` → `CompactionResult`; append it to the session
-//!    (`append_compaction(summary, first_kept_entry_id, tokens_before, Some(details), Some(false),
-//!    replayed system message)`),
+//!    (`append_compaction` with the summary, first kept entry, tokens before, details, the
+//!    summed usage, `fromHook: false` and the replayed system message),
 //!    rebuild the messages from the session.
 //! 5. `end_event(reason, Some(result.to_json(usage)), false, will_retry, None)`.
 //!
@@ -661,6 +661,7 @@ impl Preparation {
             tokens_before: self.tokens_before,
             estimated_tokens_after,
             details: json!({"readFiles": read_files, "modifiedFiles": modified_files}),
+            extension_usage: None,
         }
     }
 }
@@ -689,6 +690,8 @@ pub struct CompactionResult {
     pub estimated_tokens_after: u64,
     /// `{readFiles, modifiedFiles}`; stored as the entry's `details`.
     pub details: Value,
+    /// The `usage` an extension's compaction gives (pi 1.6.0 stores it in the entry as it is).
+    pub extension_usage: Option<Value>,
 }
 
 impl CompactionResult {

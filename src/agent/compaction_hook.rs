@@ -136,6 +136,7 @@ impl Agent {
             // Estimated once the context is rebuilt (`save_compaction`).
             estimated_tokens_after: 0,
             details: given.get("details").cloned().unwrap_or(Value::Null),
+            extension_usage: given.get("usage").filter(|u| !u.is_null()).cloned(),
         })
     }
 

@@ -67,7 +67,7 @@ impl Agent {
     /// (v2) pi 1.6.0 checks the context against the window of the model each request of a
     /// virtual selection is routed to, and compacts first (threshold) when it passes it and there
     /// is something to compact.
-    pub(super) fn routed_request_needs_compaction(&self, model: &crate::config::Model) -> bool {
+    pub(super) fn request_needs_compaction(&self, model: &crate::config::Model) -> bool {
         if !self.settings.auto_compaction || model.context_window == 0 {
             return false;
         }
@@ -433,14 +433,23 @@ impl Agent {
         // The prompt state so far travels in the entry (pi 1.6.0), stamped with its time.
         let system =
             super::system_message::compaction_snapshot(&self.messages, crate::time::now_ms());
-        match self.session.append_compaction(
-            &result.summary,
-            &result.first_kept_entry_id,
-            result.tokens_before,
-            Some(result.details.clone()).filter(|d| !d.is_null()),
-            Some(from_extension),
-            system,
-        ) {
+        let usage = compaction::sum_usage(&usages);
+        // The entry records the summary requests' usage (pi 1.6.0), an extension's its own.
+        let entry_usage = match from_extension {
+            true => result.extension_usage.clone(),
+            false => Some(serde_json::json!(usage)),
+        };
+        match self
+            .session
+            .append_compaction(crate::session::NewCompaction {
+                summary: &result.summary,
+                first_kept_entry_id: &result.first_kept_entry_id,
+                tokens_before: result.tokens_before,
+                details: Some(result.details.clone()).filter(|d| !d.is_null()),
+                usage: entry_usage,
+                from_hook: Some(from_extension),
+                system_message: system,
+            }) {
             // (v2) Extensions hear of the saved compaction (pi's `session_compact`).
             Ok(entry_id) => {
                 let entry = self.session.entry(&entry_id).map(|e| e.to_value());
@@ -459,7 +468,6 @@ impl Agent {
         if from_extension {
             result.estimated_tokens_after = compaction::estimated_tokens_after(&self.messages);
         }
-        let usage = compaction::sum_usage(&usages);
         self.extra_usage.extend(usages);
         let result_json = result.to_json(Some(&usage));
         self.emit(compaction::end_event(
@@ -541,7 +549,8 @@ impl Agent {
             } => {}
             CompactionOrigin::AfterRun => self.settle(),
             // The run was aborted: it ends here.
-            CompactionOrigin::BeforeRoutedRequest { .. } => self.end_run(),
+            CompactionOrigin::BeforeRoutedRequest { .. }
+            | CompactionOrigin::BeforeNextTurn { .. } => self.end_run(),
         }
     }
 
@@ -581,6 +590,13 @@ impl Agent {
                 // The route stands (pi 1.6.0); the `context` hook sees the compacted context.
                 self.extensions.routed = Some((*model, thinking));
                 self.ask_context_hook();
+            }
+            // A failed compaction does not stop the run (pi 1.6.0 goes on with the context).
+            CompactionOrigin::BeforeNextTurn { had_tool_calls } => {
+                if self.runs.current.as_ref().is_none_or(|run| run.aborted) {
+                    return self.end_run();
+                }
+                self.start_next_turn(had_tool_calls);
             }
             CompactionOrigin::AfterRun => {
                 if retry_run

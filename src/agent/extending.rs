@@ -88,6 +88,10 @@ pub struct Extensions {
     pub virtual_models: std::collections::HashMap<(String, String), crate::extensions::ExtensionId>,
     /// (v2) `refresh_models` requests waiting for their answers.
     pub model_refreshes: Vec<super::model_refresh::PendingRefresh>,
+    /// (v2) Providers registered with `oauth.modifyModels`: who adapts their models and the
+    /// registration (with its models) the login adapts.
+    pub modified_providers:
+        std::collections::HashMap<String, (crate::extensions::ExtensionId, Value)>,
     /// (v2) The route the next model request waits for (a virtual selection).
     pub route: Option<super::virtual_models::PendingRoute>,
     /// (v2) The physical model and level the next request was routed to, while its `context`
@@ -139,6 +143,7 @@ impl Extensions {
             route: None,
             routed: None,
             model_refreshes: Vec::new(),
+            modified_providers: Default::default(),
             pending_runs: Vec::new(),
             runs: Default::default(),
             session_changes: Vec::new(),

@@ -501,7 +501,11 @@ impl Agent {
                 self.config.register_provider(&name, &config)?;
                 self.config.set_provider_oauth(&name, renewer);
                 let modify = oauth.is_some_and(|oauth| oauth.modify_models);
+                if !modify {
+                    self.extensions.modified_providers.remove(&name);
+                }
                 self.refresh_registered(extension, &name, config.clone(), refresh, modify);
+                self.remodify_providers(Some(&name));
                 if config.get("streamSimple").and_then(Value::as_bool) == Some(true) {
                     self.extensions.stream_providers.insert(name, extension);
                 } else {
@@ -511,15 +515,25 @@ impl Agent {
                 Ok(Value::Null)
             }
             ControlAction::RegisterVirtualModel(decl) => {
-                self.register_virtual_model(extension, &decl)
+                let registered = self.register_virtual_model(extension, &decl)?;
+                self.remodify_providers(None);
+                Ok(registered)
             }
             ControlAction::UnregisterVirtualModel { provider, model_id } => {
-                Ok(self.unregister_virtual_model(&provider, &model_id))
+                let removed = self.unregister_virtual_model(&provider, &model_id);
+                if removed == Value::Bool(true) {
+                    self.remodify_providers(None);
+                }
+                Ok(removed)
             }
             ControlAction::UnregisterProvider { name } => {
                 let removed = self.config.unregister_provider(&name);
                 self.extensions.stream_providers.remove(&name);
+                self.extensions.modified_providers.remove(&name);
                 self.refresh_current_model();
+                if removed {
+                    self.remodify_providers(None);
+                }
                 Ok(json!(removed))
             }
             ControlAction::UnregisterCommand { name } => {

@@ -166,6 +166,8 @@ enum Incoming {
     TreeSummary(Option<ProviderEvent>),
     /// (v2) The retry delay of a branch summary ran out.
     TreeSummaryRetryDue,
+    /// (v2) The login refresh a branch summary waits for answered (or its worker died).
+    TreeLoginRefreshed(Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>),
 }
 
 /// Kills every child group still running anywhere in the process (tool shells, RPC bash,
@@ -424,6 +426,15 @@ impl Agent {
             ),
             None => (&no_provider, never()),
         };
+        let tree_refresh = match self
+            .extensions
+            .tree
+            .as_ref()
+            .and_then(|t| t.refresh.as_ref())
+        {
+            Some(waiting) => &waiting.refresh.result,
+            None => &no_refresh,
+        };
         let tree_retry = match tree_summary.and_then(|s| s.retry_at) {
             Some(deadline) => crossbeam_channel::at(deadline),
             None => never(),
@@ -470,6 +481,9 @@ impl Agent {
             recv(tree_events) -> event => Incoming::TreeSummary(event.ok()),
             recv(tree_idle) -> _ => Incoming::TreeSummary(None),
             recv(tree_retry) -> _ => Incoming::TreeSummaryRetryDue,
+            recv(tree_refresh) -> result => Incoming::TreeLoginRefreshed(result.unwrap_or_else(|_| {
+                Err(crate::config::oauth::OAuthError::WorkerGone)
+            })),
             recv(images) -> scaled => Incoming::ImagesScaled(scaled.ok()),
             recv(queued_images) -> ready => Incoming::QueuedImages(ready.ok()),
             recv(queued_images_overdue) -> _ => Incoming::QueuedImages(None),
@@ -516,6 +530,7 @@ impl Agent {
             Incoming::Extension(event) => self.on_extension_event(event),
             Incoming::TreeSummary(event) => self.on_tree_summary_event(event),
             Incoming::TreeSummaryRetryDue => self.retry_tree_summary(),
+            Incoming::TreeLoginRefreshed(result) => self.on_tree_login_refreshed(result),
             Incoming::ExtensionsGone => self.extensions.events = never(),
             Incoming::Mcp(event) => self.on_mcp_event(event),
             Incoming::McpGone => {
@@ -667,12 +682,26 @@ impl Agent {
     }
 
     /// After `turn_end`: steering first, then another turn for tool results, then follow-ups;
-    /// otherwise the run ends.
+    /// otherwise the run ends. Before another turn, a context past the threshold of the
+    /// (physical) selection is compacted first, as pi 1.6.0 does before the next response; a
+    /// virtual selection is checked against the routed model before its request instead.
     fn after_turn(&mut self, had_tool_calls: bool) {
         if self.runs.current.as_ref().is_some_and(|r| r.aborted) {
             self.end_run();
             return;
         }
+        let next_turn =
+            had_tool_calls || !self.queues.steering.is_empty() || !self.queues.follow_up.is_empty();
+        if next_turn && !self.model.is_virtual() && self.request_needs_compaction(&self.model) {
+            let origin = state::CompactionOrigin::BeforeNextTurn { had_tool_calls };
+            self.start_compaction(compaction::CompactionReason::Threshold, origin, None);
+            return;
+        }
+        self.start_next_turn(had_tool_calls);
+    }
+
+    /// The run's next turn (see `after_turn`), or its end when nothing is left to do.
+    fn start_next_turn(&mut self, had_tool_calls: bool) {
         if !self.queues.steering.is_empty() {
             self.emit(Event::TurnStart);
             self.declare_changes();

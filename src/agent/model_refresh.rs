@@ -75,9 +75,10 @@ impl Agent {
         });
     }
 
-    /// Asks `extension` to adapt the models of its provider `name` (registered with `config`, as
-    /// the registry now has them) to the stored OAuth login; nothing without one. An earlier
-    /// request for the same provider still waiting is dropped (its answer would be stale).
+    /// Asks `extension` to adapt the models of its provider `name` (registered with `config`:
+    /// its models, not those an earlier answer adapted) to the stored OAuth login, as it is;
+    /// nothing without one. An earlier request for the same provider still waiting is dropped
+    /// (its answer would be stale). The provider is remembered for `remodify_providers`.
     pub(super) fn modify_provider_models(
         &mut self,
         extension: ExtensionId,
@@ -87,16 +88,20 @@ impl Agent {
         let Some(host) = self.extensions.host.as_ref() else {
             return;
         };
+        self.extensions
+            .modified_providers
+            .insert(name.to_string(), (extension, config.clone()));
         let Some(credential) = crate::config::oauth::stored_login(&self.config.agent_dir, name)
         else {
             return;
         };
-        let models: Vec<&crate::config::Model> = self
-            .config
-            .all_models()
-            .iter()
-            .filter(|m| m.provider == name && !m.is_virtual())
-            .collect();
+        let models = match self.config.models_registered_with(name, &config) {
+            Ok(models) => models,
+            Err(error) => {
+                log::warn!("cannot ask oauth_modify_models for {name}: {error}");
+                return;
+            }
+        };
         let request = json!({ "provider": name, "models": models, "credential": credential });
         let deadline = crate::extensions::providers::oauth_deadline(&self.config);
         let id = host.ask("oauth_modify_models", extension, request, deadline);
@@ -112,10 +117,33 @@ impl Agent {
         });
     }
 
+    /// A provider or virtual model was registered or unregistered: as pi 1.6.0 refreshes every
+    /// provider's models then (with the stored login as it is), each provider registered with
+    /// `oauth.modifyModels` (but `except`, asked already) is asked again.
+    pub(super) fn remodify_providers(&mut self, except: Option<&str>) {
+        let mut providers: Vec<(String, (ExtensionId, Value))> = self
+            .extensions
+            .modified_providers
+            .iter()
+            .filter(|(name, _)| Some(name.as_str()) != except)
+            .map(|(name, entry)| (name.clone(), entry.clone()))
+            .collect();
+        providers.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, (extension, config)) in providers {
+            if self.config.is_extension_provider(&name) {
+                self.modify_provider_models(extension, &name, config);
+            }
+        }
+    }
+
     /// The providers of the `register` lines with `refreshModels: true` or `oauth.modifyModels:
     /// true` (at start and after a reload; `only` one extension's, when it registers late): each
     /// is asked once.
     pub(super) fn refresh_registered_providers(&mut self, only: Option<ExtensionId>) {
+        if only.is_none() {
+            // The extensions (re)started: theirs register anew.
+            self.extensions.modified_providers.clear();
+        }
         let Some(host) = self.extensions.host.as_ref() else {
             return;
         };

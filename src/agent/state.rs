@@ -358,6 +358,10 @@ pub enum CompactionOrigin {
         message: String,
         images: Vec<ImageContent>,
     },
+    /// Before the next turn of a run whose context passes the selection's threshold (pi 1.6.0's
+    /// check before the next response): then that turn (`had_tool_calls`: the last one called
+    /// tools) goes ahead, on the compacted context.
+    BeforeNextTurn { had_tool_calls: bool },
     /// (v2) Before a routed request whose model's window the context passes (threshold): then
     /// the request (its `context` hook first) goes to that model as routed.
     BeforeRoutedRequest {

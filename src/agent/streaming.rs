@@ -62,6 +62,8 @@ impl Agent {
         thinking: ThinkingLevel,
     ) -> Result<StreamRequest, ()> {
         let mut api_key = self.config.api_key(&model.provider).ok_or(())?;
+        // (v2) A key an extension derives from a login is asked for at each request, as in 1.6.0.
+        self.config.spend_oauth_key(&model.provider);
         if self.config.key_in_headers(&model.provider) {
             // The credential travels in `headers` (Authorization), never as an API key.
             api_key.clear();

@@ -85,6 +85,16 @@ pub struct PendingTree {
     /// written.
     pub route: Option<DirectRoute>,
     plan: Option<SummaryPlan>,
+    /// (v2) The login of the provider that writes the summary, refreshed on a worker first.
+    pub refresh: Option<Box<TreeLoginRefresh>>,
+}
+
+/// A branch summary waiting for its provider's login to be refreshed.
+pub struct TreeLoginRefresh {
+    pub refresh: crate::config::OAuthRefresh,
+    /// The routed pair, under a virtual selection.
+    dispatch: Option<(Model, ThinkingLevel)>,
+    plan: SummaryPlan,
 }
 
 /// How the branch summary is asked for (the request's or the hook's instructions) and the label
@@ -264,6 +274,7 @@ impl Agent {
             summary: None,
             route: None,
             plan: None,
+            refresh: None,
         };
         let deadline = self.extensions.hook_deadline;
         let hook = self.extensions.host.as_ref().and_then(|host| {
@@ -366,7 +377,7 @@ impl Agent {
                     Err(error) => Some(Err(error)),
                 };
             }
-            return self.summarize_branch(pending, &plan, None);
+            return self.summarize_after_login(pending, plan, None);
         }
         Some(self.move_leaf(&pending, label, summary))
     }
@@ -418,8 +429,67 @@ impl Agent {
                 "Wait for the current response to finish before navigating the session tree."
                     .into(),
             )),
-            Ok(pair) => self.summarize_branch(pending, &plan, Some(pair)),
+            Ok(pair) => self.summarize_after_login(pending, plan, Some(pair)),
             Err(error) => Some(Err(error)),
+        };
+        if let Some(answer) = answer {
+            self.answer_extension(extension, id, answer);
+        }
+    }
+
+    /// `summarize_branch`, once the login of the provider that writes the summary (the routed
+    /// one with `dispatch`) is refreshed on a worker when it must be (expired, or a key its
+    /// extension derives for each request, as a compaction's).
+    fn summarize_after_login(
+        &mut self,
+        mut pending: PendingTree,
+        plan: SummaryPlan,
+        dispatch: Option<(Model, ThinkingLevel)>,
+    ) -> Option<Result<Value, String>> {
+        let provider = dispatch
+            .as_ref()
+            .map_or(&self.model.provider, |(model, _)| &model.provider);
+        match self.config.start_oauth_refresh(provider) {
+            Some(refresh) => {
+                pending.refresh = Some(Box::new(TreeLoginRefresh {
+                    refresh,
+                    dispatch,
+                    plan,
+                }));
+                self.extensions.tree = Some(pending);
+                None
+            }
+            None => self.summarize_branch(pending, &plan, dispatch),
+        }
+    }
+
+    /// The summary's login refresh ended (or its worker died): record it, then write the
+    /// summary (without a key it fails as any summary would).
+    pub(super) fn on_tree_login_refreshed(
+        &mut self,
+        result: Result<crate::config::oauth::Fresh, crate::config::oauth::OAuthError>,
+    ) {
+        let Some(mut pending) = self.extensions.tree.take() else {
+            return;
+        };
+        let Some(waiting) = pending.refresh.take() else {
+            self.extensions.tree = Some(pending);
+            return;
+        };
+        let TreeLoginRefresh {
+            refresh,
+            dispatch,
+            plan,
+        } = *waiting;
+        self.config.finish_oauth_refresh(&refresh.provider, result);
+        let (extension, id) = (pending.extension, pending.id.clone());
+        let answer = if self.is_busy() {
+            Some(Err(
+                "Wait for the current response to finish before navigating the session tree."
+                    .into(),
+            ))
+        } else {
+            self.summarize_branch(pending, &plan, dispatch)
         };
         if let Some(answer) = answer {
             self.answer_extension(extension, id, answer);
@@ -643,14 +713,15 @@ impl Agent {
         true
     }
 
-    /// `abort` while the branch is summarized (or its route awaited): the request is dropped and the navigation
+    /// `abort` while the branch is summarized (or its route or login refresh awaited): the
+    /// request (or the refresh's wait for the lock) is dropped and the navigation
     /// answered `{cancelled: true, aborted: true}` (pi 1.6.0).
     pub(super) fn abort_tree_summary(&mut self) {
         if self
             .extensions
             .tree
             .as_ref()
-            .is_none_or(|t| t.summary.is_none() && t.route.is_none())
+            .is_none_or(|t| t.summary.is_none() && t.route.is_none() && t.refresh.is_none())
         {
             return;
         }

@@ -145,10 +145,10 @@ impl Agent {
         );
         match self.check_route(&name, result) {
             Ok((model, level, state)) => {
-                if let Some(state) = state.filter(|s| *s != pending.state) {
+                if let Some(state) = state.filter(|s| is_new_state(s, &pending.state)) {
                     self.store_router_state(&pending.model, state);
                 }
-                if self.routed_request_needs_compaction(&model) {
+                if self.request_needs_compaction(&model) {
                     let origin = super::state::CompactionOrigin::BeforeRoutedRequest {
                         model: Box::new(model),
                         thinking: level,
@@ -379,4 +379,11 @@ fn latest_response(messages: &[AgentMessage]) -> Option<&AssistantMessage> {
         }
         _ => None,
     })
+}
+
+/// Whether a router's answered `state` is stored: as pi 1.6.0 compares it with the current one
+/// (`!==`), an object or array is always a new state, a string, number or boolean only when its
+/// value differs. (`null` and no `state` keep the current one: `check_route` drops them.)
+fn is_new_state(answered: &Value, current: &Value) -> bool {
+    answered.is_object() || answered.is_array() || answered != current
 }

@@ -165,6 +165,9 @@ pub struct Config {
     oauth_endpoints: oauth::Endpoints,
     /// Logins refreshed by this process (auth.json as loaded still holds the old tokens).
     oauth_fresh: Mutex<HashMap<String, oauth::Fresh>>,
+    /// (extensions) Providers whose derived key (`getApiKey`) a model request has used: the next
+    /// request asks for it again, as pi 1.6.0 calls `getApiKey` for every request.
+    oauth_keys_spent: Mutex<std::collections::HashSet<String>>,
     /// The last failed refresh per provider: when, and the message for the user.
     oauth_failures: Mutex<HashMap<String, (Instant, String)>>,
     /// (extensions) Providers registered with `oauth`: who refreshes their logins.
@@ -329,6 +332,7 @@ impl Config {
             resolver: ValueResolver::default(),
             runtime_api_keys: HashMap::new(),
             oauth_fresh: Mutex::new(HashMap::new()),
+            oauth_keys_spent: Mutex::new(Default::default()),
             oauth_failures: Mutex::new(HashMap::new()),
             extension_oauth: HashMap::new(),
             extra_secrets: Vec::new(),
@@ -609,7 +613,7 @@ impl Config {
         access: String,
         expires_ms: Option<f64>,
     ) -> Option<String> {
-        match self.oauth_cached(provider, access, expires_ms) {
+        match self.oauth_cached(provider, access, expires_ms, false) {
             Ok(key) => key,
             Err(NeedsRefresh) => {
                 let cancel = crate::child::CancelFlag::default();
@@ -633,23 +637,28 @@ impl Config {
     }
 
     /// The token when no refresh is needed (`Ok(None)`: the last refresh failed moments ago).
+    /// `for_request`: a model request is about to be built, so a derived key a request has
+    /// used already is asked for again.
     fn oauth_cached(
         &self,
         provider: &str,
         access: String,
         expires_ms: Option<f64>,
+        for_request: bool,
     ) -> Result<Option<String>, NeedsRefresh> {
-        let fresh = lock(&self.oauth_fresh).get(provider).cloned();
-        if let Some(fresh) = &fresh
-            && !oauth::needs_refresh(Some(fresh.expires_ms))
-        {
-            return Ok(Some(fresh.api_key().to_string()));
-        }
         // A key the extension derives from the login is asked for like a refresh (on the worker).
         let derives = self
             .extension_oauth
             .get(provider)
             .is_some_and(|renewer| renewer.derives_key());
+        let spent = for_request && derives && lock(&self.oauth_keys_spent).contains(provider);
+        let fresh = lock(&self.oauth_fresh).get(provider).cloned();
+        if let Some(fresh) = &fresh
+            && !oauth::needs_refresh(Some(fresh.expires_ms))
+            && !spent
+        {
+            return Ok(Some(fresh.api_key().to_string()));
+        }
         if !derives && !oauth::needs_refresh(expires_ms) && !access.is_empty() && fresh.is_none() {
             return Ok(Some(access));
         }
@@ -680,7 +689,8 @@ impl Config {
         else {
             return None;
         };
-        self.oauth_cached(provider, access, expires_ms).err()?;
+        self.oauth_cached(provider, access, expires_ms, true)
+            .err()?;
         let (sender, result) = crossbeam_channel::bounded(1);
         let cancel = crate::child::CancelFlag::default();
         let (agent_dir, endpoints) = (self.agent_dir.clone(), self.oauth_endpoints.clone());
@@ -708,6 +718,18 @@ impl Config {
         })
     }
 
+    /// (extensions) A model request to `provider` is built with its key: a key derived from the
+    /// login (`getApiKey`) is asked for again before the next request (`start_oauth_refresh`).
+    pub fn spend_oauth_key(&self, provider: &str) {
+        if self
+            .extension_oauth
+            .get(provider)
+            .is_some_and(|renewer| renewer.derives_key())
+        {
+            lock(&self.oauth_keys_spent).insert(provider.to_string());
+        }
+    }
+
     /// Records a refresh's outcome (from `start_oauth_refresh`'s worker or done in place); the
     /// new access token, or `None` after a failure.
     pub fn finish_oauth_refresh(
@@ -722,12 +744,17 @@ impl Config {
                     crate::redact::add_secret(secret);
                 }
                 lock(&self.oauth_failures).remove(provider);
+                lock(&self.oauth_keys_spent).remove(provider);
                 let key = fresh.api_key().to_string();
                 lock(&self.oauth_fresh).insert(provider.to_string(), fresh);
                 Some(key)
             }
             Err(reason) => {
                 log::warn!("refreshing the {provider} login failed: {reason}");
+                // A key the extension refused to derive this time is no longer the key.
+                if matches!(reason, oauth::OAuthError::KeyDerivation { .. }) {
+                    lock(&self.oauth_fresh).remove(provider);
+                }
                 let message = refresh_failed_message(provider, &reason);
                 lock(&self.oauth_failures).insert(provider.to_string(), (Instant::now(), message));
                 None
@@ -950,6 +977,19 @@ impl Config {
             .collect();
         self.add_known_secrets(&secrets);
         Ok(())
+    }
+
+    /// (extensions) The physical models provider `name` would have with the registration
+    /// `config` (the base an `oauth.modifyModels` adapts), the registry left as it is.
+    pub fn models_registered_with(&self, name: &str, config: &Value) -> Result<Vec<Model>, String> {
+        let mut registry = self.registry.clone();
+        registry.register_provider(name, config)?;
+        Ok(registry
+            .models()
+            .iter()
+            .filter(|m| m.provider == name && !m.is_virtual())
+            .cloned()
+            .collect())
     }
 
     /// (extensions) Adds or replaces a virtual model (`Registry::register_virtual_model`).

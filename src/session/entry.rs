@@ -213,6 +213,9 @@ pub enum EntryKind {
         first_kept_entry_id: String,
         tokens_before: u64,
         details: Option<Value>,
+        /// The summary requests' usage, summed (pi 1.6.0); an extension's compaction may give
+        /// one.
+        usage: Option<Value>,
         from_hook: Option<bool>,
         /// The transcript's system messages replayed at compaction time (pi 1.6.0): the
         /// compacted context starts with it.
@@ -499,6 +502,7 @@ impl Serialize for Typed<'_> {
                         first_kept_entry_id,
                         tokens_before,
                         details,
+                        usage,
                         from_hook,
                         system_message,
                     } => {
@@ -506,6 +510,7 @@ impl Serialize for Typed<'_> {
                         map.serialize_entry("firstKeptEntryId", first_kept_entry_id)?;
                         map.serialize_entry("tokensBefore", tokens_before)?;
                         some(&mut map, "details", details)?;
+                        some(&mut map, "usage", usage)?;
                         some(&mut map, "fromHook", from_hook)?;
                         some(&mut map, "systemMessage", system_message)?;
                     }
@@ -598,6 +603,7 @@ fn typed_from_value(value: &Value) -> Option<SessionEntry> {
             first_kept_entry_id: text("firstKeptEntryId")?,
             tokens_before: object.get("tokensBefore")?.as_u64()?,
             details: optional("details"),
+            usage: optional("usage"),
             from_hook: match object.get("fromHook") {
                 None => None,
                 Some(flag) => Some(flag.as_bool()?),
@@ -734,6 +740,7 @@ fn typed_from_fields(
             first_kept_entry_id: fields.first_kept_entry_id?,
             tokens_before: fields.tokens_before?,
             details: fields.details,
+            usage: fields.usage,
             from_hook: fields.from_hook,
             system_message: fields.system_message,
         },

@@ -171,6 +171,19 @@ pub struct ForkMessage {
     pub text: String,
 }
 
+/// A `compaction` entry to append (`SessionLog::append_compaction`), in pi 1.6.0's fields.
+pub struct NewCompaction<'a> {
+    pub summary: &'a str,
+    pub first_kept_entry_id: &'a str,
+    pub tokens_before: u64,
+    pub details: Option<Value>,
+    /// The summary requests' usage.
+    pub usage: Option<Value>,
+    pub from_hook: Option<bool>,
+    /// The prompt state replayed at compaction time.
+    pub system_message: Option<Value>,
+}
+
 pub struct SessionLog {
     header: SessionHeader,
     cwd: PathBuf,
@@ -634,22 +647,15 @@ impl SessionLog {
     }
 
     /// pi writes `fromHook: false` for its own compactions.
-    pub fn append_compaction(
-        &mut self,
-        summary: &str,
-        first_kept_entry_id: &str,
-        tokens_before: u64,
-        details: Option<Value>,
-        from_hook: Option<bool>,
-        system_message: Option<Value>,
-    ) -> Result<String, SessionError> {
+    pub fn append_compaction(&mut self, entry: NewCompaction) -> Result<String, SessionError> {
         self.append(EntryKind::Compaction {
-            summary: summary.to_string(),
-            first_kept_entry_id: first_kept_entry_id.to_string(),
-            tokens_before,
-            details,
-            from_hook,
-            system_message,
+            summary: entry.summary.to_string(),
+            first_kept_entry_id: entry.first_kept_entry_id.to_string(),
+            tokens_before: entry.tokens_before,
+            details: entry.details,
+            usage: entry.usage,
+            from_hook: entry.from_hook,
+            system_message: entry.system_message,
         })
     }
 

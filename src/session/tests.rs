@@ -228,8 +228,16 @@ fn branching_context_and_compaction() {
 
     // Back on the first branch, compact keeping from u2.
     log.set_leaf(&a2).unwrap();
-    log.append_compaction("summary", &u2, 1234, None, Some(false), None)
-        .unwrap();
+    log.append_compaction(crate::session::NewCompaction {
+        summary: "summary",
+        first_kept_entry_id: &u2,
+        tokens_before: 1234,
+        details: None,
+        usage: None,
+        from_hook: Some(false),
+        system_message: None,
+    })
+    .unwrap();
     log.append_model_change("openai", "gpt").unwrap();
     log.append_message(&user("three")).unwrap();
     let context = log.context();

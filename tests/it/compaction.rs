@@ -242,8 +242,8 @@ fn assert_result_shape(result: &Value, tokens_before: &Value) {
 
 /// The prompt state across a compaction (pi 1.6.0): the first run's system message is the only
 /// one (the second run changes nothing); the compaction entry keeps the replayed state as its
-/// `systemMessage` (keys in 1.6.0's order), the compacted context starts with it, and the next
-/// run adds no system message because nothing changed.
+/// `systemMessage` (keys in 1.6.0's order) and the summary request's `usage`, the compacted
+/// context starts with it, and the next run adds no system message because nothing changed.
 #[test]
 fn compaction_keeps_the_prompt_state_in_its_entry() {
     let mut script = opening(short_second_answer());
@@ -273,6 +273,26 @@ fn compaction_keeps_the_prompt_state_in_its_entry() {
         .iter()
         .find(|e| e["type"] == "compaction")
         .expect("a compaction entry");
+    // pi 1.6.0's entry, in its key order, with the summary request's usage.
+    let entry_keys: Vec<&String> = entry.as_object().expect("entry").keys().collect();
+    assert_eq!(
+        entry_keys,
+        [
+            "type",
+            "id",
+            "parentId",
+            "timestamp",
+            "summary",
+            "firstKeptEntryId",
+            "tokensBefore",
+            "details",
+            "usage",
+            "fromHook",
+            "systemMessage"
+        ]
+    );
+    assert_eq!(entry["usage"], response["data"]["usage"], "{entry}");
+    assert_eq!(entry["usage"]["input"], 100, "{entry}");
     let snapshot = &entry["systemMessage"];
     let keys: Vec<&String> = snapshot
         .as_object()
@@ -593,6 +613,76 @@ fn threshold_compaction_runs_after_the_run_before_settling() {
     let state = pi.command("s1", "get_state", json!({}));
     assert_eq!(state["data"]["isStreaming"], false);
     assert_eq!(state["data"]["isCompacting"], false);
+    fake.finish();
+}
+
+/// A tool-calling reply whose usage passes the threshold: the context is compacted before the
+/// run's next response (pi 1.6.0's check before the next turn), within the run — no agent_end
+/// between the tool result and the compaction — and the next request gets the compacted
+/// context; the run then ends without compacting again. Passes against pi 1.6.0 too.
+#[test]
+fn threshold_compaction_runs_before_the_next_response_within_a_run() {
+    let big_tool_call = Reply::sse(
+        sse::AnthropicStream::new()
+            .input_tokens(3500)
+            .tool_use(
+                "toolu_echo",
+                "bash",
+                &[&json!({"command": "echo ECHO-MARKER"}).to_string()],
+            )
+            .finish("tool_use"),
+    );
+    let mut script = opening(big_tool_call);
+    script.push(summary_reply());
+    script.push(short_second_answer());
+    let fake = FakeProvider::start(script);
+    let mut pi = Pi::spawn(&small_window(&fake));
+    let records = run_opening(&mut pi);
+    let labels = flow(&records);
+    let start = labels
+        .iter()
+        .position(|l| l == "compaction_start")
+        .unwrap_or_else(|| panic!("no compaction: {labels:?}"));
+    assert_eq!(
+        labels[start - 2..start + 3],
+        [
+            "message_end:toolResult",
+            "turn_end",
+            "compaction_start",
+            "compaction_end",
+            "turn_start"
+        ],
+        "{labels:?}"
+    );
+    assert_eq!(
+        labels.iter().filter(|l| *l == "agent_end").count(),
+        1,
+        "{labels:?}"
+    );
+    assert_eq!(labels.last().map(String::as_str), Some("agent_settled"));
+    assert_eq!(
+        labels.iter().filter(|l| *l == "compaction_start").count(),
+        1,
+        "compacted again after the run: {labels:?}"
+    );
+    assert_eq!(
+        only(&records, "compaction_start"),
+        json!({"type": "compaction_start", "reason": "threshold"})
+    );
+    let end = only(&records, "compaction_end");
+    assert_eq!(end["willRetry"], false);
+    assert_eq!(end["aborted"], false);
+    // The reply's usage and the tool result after it.
+    let tokens_before = end["result"]["tokensBefore"].as_u64().unwrap_or_default();
+    assert!(tokens_before > 3500, "{end}");
+    let requests = fake.wait_for_requests(4, pi.timeout());
+    assert_eq!(requests.len(), 4);
+    assert_summary_request(&requests[2], &requests[1]);
+    assert_compacted_context(&requests[3]);
+    assert!(
+        requests[3].body.to_string().contains("ECHO-MARKER"),
+        "the tool call and its result follow the summary"
+    );
     fake.finish();
 }
 

@@ -2864,6 +2864,169 @@ fn a_typescript_provider_s_login_gives_its_key_and_adapts_its_models() {
     assert_eq!(request.header("x-api-key"), Some("corp-key-corp-access-1"));
 }
 
+/// A provider whose `oauth.modifyModels` names the models after the login's account, and a
+/// command `/later` that registers another provider.
+const CORP_OAUTH_LATER: &str = r#"
+export default function (pi) {
+    pi.registerProvider("corp", {
+        baseUrl: "http://127.0.0.1:9",
+        api: "anthropic-messages",
+        models: [{
+            id: "corp-1", name: "Corp 1", reasoning: false, input: ["text"],
+            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 100000, maxTokens: 4096,
+        }],
+        oauth: {
+            name: "Corp SSO",
+            async login() {
+                throw new Error("not used here");
+            },
+            async refreshToken(credentials) {
+                return credentials;
+            },
+            getApiKey: (credentials) => credentials.access,
+            modifyModels: (models, credentials) =>
+                models.map((model) => ({ ...model, name: `${model.name} for ${credentials.accountId}` })),
+        },
+    });
+    pi.registerCommand("later", {
+        description: "registers another provider",
+        handler: async () => {
+            pi.registerProvider("other", {
+                baseUrl: "http://127.0.0.1:9", api: "anthropic-messages", apiKey: "other-key-123456",
+                models: [{
+                    id: "other-1", name: "Other 1", reasoning: false, input: ["text"],
+                    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 100000, maxTokens: 4096,
+                }],
+            });
+        },
+    });
+}
+"#;
+
+/// `oauth.modifyModels` is applied again, with the login stored now, when another provider is
+/// registered (pi 1.6.0 refreshes every provider's models then). Passes against pi 1.6.0 too.
+#[test]
+fn a_typescript_provider_s_models_are_adapted_again_after_a_later_registration() {
+    let Some(reference) = pi_1_6() else { return };
+    let workspace = crate::support::Workspace::new();
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    let login = |account: &str| {
+        json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0", "access": "corp-access-0",
+                        "expires": expires, "accountId": account}})
+    };
+    let auth = workspace.agent_dir().join("auth.json");
+    std::fs::write(&auth, login("acme").to_string()).unwrap();
+    let setup = with_examples(
+        &reference,
+        Setup::at("http://127.0.0.1:9", "corp", "corp-1"),
+        &[],
+    )
+    .file("corp.js", CORP_OAUTH_LATER)
+    .arg("-e")
+    .arg("corp.js");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    let corp_named = |pi: &mut Pi, wanted: &str| {
+        let deadline = pi.deadline();
+        for attempt in 0.. {
+            let models = pi.command(&format!("m{attempt}"), "get_available_models", json!({}));
+            let corp = models["data"]["models"]
+                .as_array()
+                .and_then(|all| all.iter().find(|m| m["provider"] == "corp").cloned())
+                .unwrap_or(Value::Null);
+            if corp["name"] == wanted {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never {wanted}: {corp}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    corp_named(&mut pi, "Corp 1 for acme");
+    std::fs::write(&auth, login("globex").to_string()).unwrap();
+    pi.command("l", "prompt", json!({"message": "/later"}));
+    corp_named(&mut pi, "Corp 1 for globex");
+}
+
+/// A provider whose `oauth.getApiKey` numbers the keys it gives.
+const CORP_OAUTH_COUNTED: &str = r#"
+export default function (pi) {
+    let calls = 0;
+    pi.registerProvider("corp", {
+        baseUrl: "__BASE_URL__",
+        api: "anthropic-messages",
+        models: [{
+            id: "corp-1", name: "Corp 1", reasoning: false, input: ["text"],
+            cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 100000, maxTokens: 4096,
+        }],
+        oauth: {
+            name: "Corp SSO",
+            async login() {
+                throw new Error("not used here");
+            },
+            async refreshToken(credentials) {
+                return credentials;
+            },
+            getApiKey: (credentials) => `corp-key-${credentials.access}-${++calls}`,
+        },
+    });
+}
+"#;
+
+/// `oauth.getApiKey` is asked for the key of every request, not once per login (protocol 2's
+/// `oauth_api_key`). Passes against pi 1.6.0 too.
+#[test]
+fn a_typescript_provider_s_key_is_asked_for_at_each_request() {
+    let Some(reference) = pi_1_6() else { return };
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["One."])),
+        Reply::sse(sse::anthropic_text(&["Two."])),
+    ]);
+    let workspace = crate::support::Workspace::new();
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": expires}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let extension = CORP_OAUTH_COUNTED.replace("__BASE_URL__", &fake.base_url());
+    let setup = with_examples(
+        &reference,
+        Setup::at(&fake.base_url(), "corp", "corp-1"),
+        &[],
+    )
+    .file("corp.js", &extension)
+    .arg("-e")
+    .arg("corp.js");
+    let mut pi = Pi::spawn_in(&workspace, &setup);
+    for (id, message) in [("p1", "One"), ("p2", "Two")] {
+        pi.command(id, "prompt", json!({"message": message}));
+        let records = pi.records_until_event("agent_end");
+        assert!(extension_errors(&records).is_empty(), "{records:?}");
+    }
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    let keys: Vec<&str> = requests
+        .iter()
+        .map(|r| r.header("x-api-key").unwrap_or_default())
+        .collect();
+    assert!(
+        keys.iter()
+            .all(|k| k.starts_with("corp-key-corp-access-0-")),
+        "{keys:?}"
+    );
+    assert_ne!(
+        keys[0], keys[1],
+        "the second request reused the first one's key"
+    );
+}
+
 /// An extension of the tests' own: `lookup` asks for strict JSON-schema sampling where the API
 /// allows it.
 const STRICT_TOOL: &str = r#"

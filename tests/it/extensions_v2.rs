@@ -2336,6 +2336,101 @@ fn model_once_named(pi: &mut Pi, provider: &str, id: &str, wanted: &str) -> Valu
     unreachable!()
 }
 
+/// The key a request was given is not the next request's: when the extension refuses the next
+/// one, that prompt fails with the reason (the earlier key is not used).
+#[test]
+fn a_key_refused_after_an_earlier_one_fails_the_next_prompt() {
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["Keyed."]))]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_KEY", "fail-later");
+    let mut pi = Pi::spawn_in(&workspace, &with_extensions(setup, &["oauth.py"]));
+    pi.command("p1", "prompt", json!({"message": "Hi"}));
+    pi.wait_for_event("agent_end");
+    pi.send(json!({"id": "p2", "type": "prompt", "message": "Again"}));
+    let deadline = pi.deadline();
+    let response = pi
+        .recv_until(|r| r["type"] == "response" && r["id"] == "p2", deadline)
+        .pop()
+        .expect("the prompt's response");
+    assert_eq!(response["success"], false, "{response}");
+    let error = response["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("OAuth auth derivation failed for corp: no key for this login"),
+        "{error}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    fake.finish();
+}
+
+/// A branch summary asks for its key too (`oauth_api_key` before its request, as for every
+/// model request), on the refresh worker.
+#[test]
+fn a_branch_summary_asks_for_the_login_s_key() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["First answer."])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nExplored"])),
+    ]);
+    let workspace = crate::support::Workspace::new();
+    let auth = json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0",
+                               "access": "corp-access-0", "expires": now_ms() + 3_600_000.0}});
+    std::fs::write(workspace.agent_dir().join("auth.json"), auth.to_string()).unwrap();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1")
+        .env("OAUTH_URL", &fake.base_url())
+        .env("OAUTH_KEY", "1");
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &with_extensions(setup, &["oauth.py", "router.py"]),
+    );
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    let line = navigate_to_the_first_prompt(&mut pi);
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    assert_eq!(next_report(&mut pi, "apikey ", |_| true)["access"], 0);
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(answer["result"]["cancelled"], false, "{answer}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(
+        requests[1].header("x-api-key"),
+        Some("corp-key-corp-access-0")
+    );
+    fake.finish();
+}
+
+/// As pi 1.6.0 refreshes every provider's models when a provider or virtual model is
+/// registered or unregistered, `oauth_modify_models` is asked again then, with the login stored
+/// now (here another account's) and the registration's own models as the base.
+#[test]
+fn a_login_s_models_are_adapted_again_after_a_later_registration() {
+    let fake = FakeProvider::start(vec![]);
+    let workspace = crate::support::Workspace::new();
+    let login = |account: &str| {
+        json!({"corp": {"type": "oauth", "refresh": "corp-refresh-0", "access": "corp-access-0",
+                        "expires": now_ms() + 3_600_000.0, "endpoint": fake.base_url(),
+                        "accountId": account}})
+    };
+    let auth = workspace.agent_dir().join("auth.json");
+    std::fs::write(&auth, login("acme").to_string()).unwrap();
+    let setup = Setup::at(&fake.base_url(), "corp", "corp-1").env("OAUTH_MODIFY", "1");
+    let mut pi = Pi::spawn_in(
+        &workspace,
+        &with_extensions(setup, &["oauth.py", "router.py"]),
+    );
+    next_report(&mut pi, "answer ", |a| a["id"] == "vm");
+    model_once_named(&mut pi, "corp", "corp-1", "Corp 1 for acme");
+
+    std::fs::write(&auth, login("globex").to_string()).unwrap();
+    let line = json!({"type": "unregister_virtual_model", "id": "u", "provider": "router",
+                      "modelId": "auto"});
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    // Not "Corp 1 for acme for globex": the registration's models are adapted, not the last ones.
+    model_once_named(&mut pi, "corp", "corp-1", "Corp 1 for globex");
+    fake.finish();
+}
+
 /// pi 1.6.0's `oauth.getApiKey` and `oauth.modifyModels` over JSONL (`oauth_api_key`,
 /// `oauth_modify_models`), and its five-minute refresh margin: the login's models are adapted at
 /// start, a login with four minutes left is refreshed before the request, and the key the
@@ -2379,8 +2474,10 @@ fn a_login_s_key_and_models_come_from_the_extension_that_registered_the_provider
         requests[0].header("x-api-key"),
         Some("corp-key-corp-access-1")
     );
-    // The key serves the next prompt as it is.
+    // The key is asked for at each request, as 1.6.0 calls `getApiKey` per request.
     pi.command("p2", "prompt", json!({"message": "Again"}));
+    let keyed = next_report(&mut pi, "apikey ", |_| true);
+    assert_eq!(keyed, json!({"provider": "corp", "access": 1}));
     pi.wait_for_event("agent_end");
     let requests = fake.wait_for_requests(2, pi.timeout());
     assert_eq!(
@@ -2765,6 +2862,36 @@ fn routed_session(fake: &FakeProvider, settings: Value) -> Pi {
     assert_eq!(set["success"], true, "{set}");
     pi.command("tl", "set_thinking_level", json!({"level": "low"}));
     pi
+}
+
+/// A router state is stored whenever the router answers one (pi 1.6.0 compares objects by
+/// identity, so an equal object is a new state): a user turn answered with a copy of the current
+/// state stores it again.
+#[test]
+fn a_router_state_equal_to_the_current_one_is_stored_again() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["A1"])),
+        Reply::sse(sse::anthropic_text(&["A2"])),
+    ]);
+    let mut pi = routed_session(&fake, json!({}));
+    pi.command("p1", "prompt", json!({"message": "First"}));
+    pi.wait_for_event("agent_end");
+    pi.command("p2", "prompt", json!({"message": "Second STATE-SAME"}));
+    let second = pi.records_until_event("agent_end");
+    let appended: Vec<&Value> = second
+        .iter()
+        .filter(|r| r["type"] == "entry_appended")
+        .map(|r| &r["entry"]["data"]["state"])
+        .collect();
+    assert_eq!(appended, [&json!({"turns": 1})]);
+    let path = crate::support::session_file(&mut pi, "sf");
+    let states: Vec<Value> = crate::support::read_jsonl(&path)
+        .into_iter()
+        .filter(|e| e["type"] == "custom" && e["customType"] == "pi.virtual-model-state")
+        .map(|e| e["data"]["state"].clone())
+        .collect();
+    assert_eq!(states, [json!({"turns": 1}), json!({"turns": 1})]);
+    fake.finish();
 }
 
 /// A summary request under a virtual selection — the `compact` command and an extension's
@@ -3198,8 +3325,13 @@ fn a_request_is_routed_before_the_context_hook() {
 /// `oauth.py` and `router.py` in a workspace where `corp`'s login expired, `router/auto`
 /// selected.
 fn routed_to_an_expired_login(fake: &FakeProvider) -> Pi {
+    routed_to_an_expired_login_with(fake, Setup::anthropic(fake))
+}
+
+/// `routed_to_an_expired_login` from `setup`.
+fn routed_to_an_expired_login_with(fake: &FakeProvider, setup: Setup) -> Pi {
     let workspace = expired_corp_login();
-    let setup = Setup::anthropic(fake)
+    let setup = setup
         .env("OAUTH_URL", &fake.base_url())
         .env("OAUTH_REFRESH", "corp-refresh-0")
         .settings(json!({"compaction": {"keepRecentTokens": 200}}));
@@ -3227,6 +3359,66 @@ fn a_routed_provider_s_expired_login_is_refreshed_first() {
     assert_eq!(request.body["model"], "corp-1");
     assert_eq!(request.header("x-api-key"), Some("corp-access-1"));
     fake.finish();
+}
+
+/// And before a branch summary routed to it (an extension's `navigate_tree` with `summarize`):
+/// refreshed on a worker, then the summary goes to the routed model with the new key. Meanwhile
+/// the agent answers commands, and `abort` ends the navigation (a refresh that never answers).
+#[test]
+fn a_branch_summary_s_routed_provider_login_is_refreshed_first() {
+    let fake = FakeProvider::start(vec![
+        Reply::sse(sse::anthropic_text(&["First answer."])),
+        Reply::sse(sse::anthropic_text(&["## Goal\nExplored"])),
+    ]);
+    let mut pi = routed_to_an_expired_login(&fake);
+    let line = navigate_to_the_first_prompt(&mut pi);
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    assert_eq!(next_report(&mut pi, "oauth ", |_| true)["provider"], "corp");
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(answer["result"]["cancelled"], false, "{answer}");
+    let requests = fake.wait_for_requests(2, pi.timeout());
+    assert_eq!(requests[0].body["model"], "fake-claude");
+    assert_eq!(requests[1].body["model"], "corp-1");
+    assert_eq!(requests[1].header("x-api-key"), Some("corp-access-1"));
+    fake.finish();
+
+    let fake = FakeProvider::start(vec![Reply::sse(sse::anthropic_text(&["First answer."]))]);
+    let silent = Setup::anthropic(&fake).env("OAUTH_SILENT", "1");
+    let mut pi = routed_to_an_expired_login_with(&fake, silent);
+    let line = navigate_to_the_first_prompt(&mut pi);
+    pi.send(json!({"type": "prompt", "message": format!("/send {line}")}));
+    next_report(&mut pi, "oauth ", |_| true);
+    let state = pi.command("s", "get_state", json!({}));
+    assert_eq!(state["success"], true, "{state}");
+    pi.command("a", "abort", json!({}));
+    let answer = next_answer(&mut pi, "n");
+    assert_eq!(
+        answer["result"],
+        json!({"cancelled": true, "aborted": true}),
+        "{answer}"
+    );
+    assert_eq!(fake.requests().len(), 1, "no summary request");
+    fake.finish();
+}
+
+/// Runs a first prompt (its summary routed to `corp` by `router.py`); the `navigate_tree` line
+/// back to it, with a summary.
+fn navigate_to_the_first_prompt(pi: &mut Pi) -> Value {
+    pi.command("p", "prompt", json!({"message": "First DIRECT-CORP"}));
+    pi.wait_for_event("agent_end");
+    let entries = ask(
+        pi,
+        &[json!({"type": "query", "id": "e", "query": "entries"})],
+        "e",
+    );
+    let first = entries["result"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "user")
+        .expect("the first prompt")["id"]
+        .clone();
+    json!({"type": "navigate_tree", "id": "n", "targetId": first, "summarize": true})
 }
 
 /// So is the login of the provider a summary is routed to (`direct`).

@@ -244,8 +244,16 @@ mod tests {
         let first = log.append_message(&user("hi")).unwrap();
         log.append_message(&priced(assistant_msg(vec![text("a")]), 50, 5, 0.0))
             .unwrap();
-        log.append_compaction("S", &first, 55, None, Some(false), None)
-            .unwrap();
+        log.append_compaction(crate::session::NewCompaction {
+            summary: "S",
+            first_kept_entry_id: &first,
+            tokens_before: 55,
+            details: None,
+            usage: None,
+            from_hook: Some(false),
+            system_message: None,
+        })
+        .unwrap();
         let messages = log.context().messages;
         let usage = context_usage(&log.branch(), &messages, 200).unwrap();
         assert_eq!(

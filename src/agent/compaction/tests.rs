@@ -531,6 +531,7 @@ fn failed_replies_use_the_estimate_and_respect_the_latest_compaction() {
         first_kept_entry_id: "e1".into(),
         tokens_before: 1,
         details: None,
+        usage: None,
         from_hook: Some(false),
         system_message: None,
     });
