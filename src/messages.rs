@@ -558,6 +558,15 @@ pub struct SystemMessage {
 }
 
 impl SystemMessage {
+    /// The tools this message declares, as the request carries them.
+    pub fn added_tools(&self) -> Vec<ToolSpec> {
+        self.tools_added
+            .iter()
+            .flatten()
+            .map(ToolSpec::from_declaration)
+            .collect()
+    }
+
     /// The content's text (blocks joined by LF, as pi's `contentText`).
     fn content_text(&self) -> String {
         match &self.content {
@@ -593,6 +602,22 @@ impl SystemMessage {
         }
         parts.join("\n\n")
     }
+}
+
+/// Characters an image is taken to weigh in pi's token estimates (1200 tokens at 4 a token).
+pub const IMAGE_ESTIMATE_CHARS: u64 = 4800;
+
+/// The characters pi's token estimates count in `blocks`: text in JavaScript lengths, an image
+/// as `IMAGE_ESTIMATE_CHARS`, nothing else.
+pub fn estimated_chars(blocks: &[ContentBlock]) -> u64 {
+    blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(t) => crate::js::js_len(&t.text),
+            ContentBlock::Image(_) => IMAGE_ESTIMATE_CHARS,
+            _ => 0,
+        })
+        .sum()
 }
 
 /// The text blocks of `content` joined by `separator`; images and other blocks are left out.

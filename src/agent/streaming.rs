@@ -303,12 +303,7 @@ impl Agent {
         let source = match messages.first() {
             Some(AgentMessage::System(head)) if in_place => {
                 request.system_prompt = head.prompt_text();
-                request.initial_tools = head
-                    .tools_added
-                    .iter()
-                    .flatten()
-                    .map(crate::messages::ToolSpec::from_declaration)
-                    .collect();
+                request.initial_tools = head.added_tools();
                 &messages[1..]
             }
             _ => {

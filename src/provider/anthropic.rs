@@ -569,12 +569,7 @@ fn convert_messages(
                     blocks.push(json!({"type": "text", "text": text}));
                 }
                 if let Some(request) = tool_changes {
-                    let added: Vec<ToolSpec> = system
-                        .tools_added
-                        .iter()
-                        .flatten()
-                        .map(ToolSpec::from_declaration)
-                        .collect();
+                    let added: Vec<ToolSpec> = system.added_tools();
                     for removed in system.tools_removed.iter().flatten() {
                         let name = removed["name"].as_str().unwrap_or_default();
                         // A new definition under the same name replaces the old one.

@@ -132,17 +132,7 @@ pub(super) fn tokens_of_chars(chars: u64) -> u64 {
 /// message's text and tool lists are rounded each).
 fn message_tokens(message: &AgentMessage) -> u64 {
     use crate::js::js_len;
-    const IMAGE_CHARS: u64 = 4800;
-    let blocks = |content: &[ContentBlock]| -> u64 {
-        content
-            .iter()
-            .map(|block| match block {
-                ContentBlock::Text(t) => js_len(&t.text),
-                ContentBlock::Image(_) => IMAGE_CHARS,
-                _ => 0,
-            })
-            .sum()
-    };
+    use crate::messages::estimated_chars as blocks;
     let content = |content: &UserContent| match content {
         UserContent::Text(text) => js_len(text),
         UserContent::Blocks(b) => blocks(b),

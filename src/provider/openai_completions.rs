@@ -747,12 +747,7 @@ fn convert_conversation(request: &StreamRequest, compat: &Compat, params: &mut V
             // A later system message (the model takes them in place): what it changes, as an
             // instruction where it stands; one that only changes tools sends nothing.
             AgentMessage::System(system) => {
-                let added: Vec<ToolSpec> = system
-                    .tools_added
-                    .iter()
-                    .flatten()
-                    .map(ToolSpec::from_declaration)
-                    .collect();
+                let added: Vec<ToolSpec> = system.added_tools();
                 if in_place.in_place_at(system_index) && !added.is_empty() {
                     params.push(json!({"role": "system",
                         "tools": convert_tools(request, compat, &added)}));

@@ -453,12 +453,7 @@ pub(crate) fn convert_input_with(
             AgentMessage::System(system) => {
                 let in_place = tools.in_place_at(system_index);
                 system_index += 1;
-                let added: Vec<ToolSpec> = system
-                    .tools_added
-                    .iter()
-                    .flatten()
-                    .map(ToolSpec::from_declaration)
-                    .collect();
+                let added: Vec<ToolSpec> = system.added_tools();
                 let mut text = system.update_text();
                 if in_place {
                     let seed = format!("system:{message_index}");

@@ -9,9 +9,6 @@ use crate::js::js_len;
 use crate::messages::{AgentMessage, ContentBlock, StopReason, Usage, UserContent};
 use serde_json::Value;
 
-/// Characters an image is taken to weigh (1200 tokens).
-const IMAGE_CHARS: u64 = 4800;
-
 /// pi's `estimateTokens`: ceil(chars / 4) over what the message would put into the context.
 /// User: text only (images are free); assistant: text, thinking, tool name and JSON arguments;
 /// tool result and custom: text plus a flat weight per image; bash run: command and output;
@@ -40,10 +37,10 @@ pub fn estimate_tokens(message: &AgentMessage) -> u64 {
                 ContentBlock::Image(_) => 0,
             })
             .sum(),
-        AgentMessage::ToolResult(result) => blocks_with_images(&result.content),
+        AgentMessage::ToolResult(result) => crate::messages::estimated_chars(&result.content),
         AgentMessage::Custom(custom) => match &custom.content {
             UserContent::Text(text) => js_len(text),
-            UserContent::Blocks(blocks) => blocks_with_images(blocks),
+            UserContent::Blocks(blocks) => crate::messages::estimated_chars(blocks),
         },
         AgentMessage::BashExecution(bash) => js_len(&bash.command) + js_len(&bash.output),
         AgentMessage::CompactionSummary(summary) => js_len(&summary.summary),
@@ -65,17 +62,6 @@ pub fn estimate_tokens(message: &AgentMessage) -> u64 {
         }
     };
     chars.div_ceil(4)
-}
-
-fn blocks_with_images(blocks: &[ContentBlock]) -> u64 {
-    blocks
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(t) => js_len(&t.text),
-            ContentBlock::Image(_) => IMAGE_CHARS,
-            _ => 0,
-        })
-        .sum()
 }
 
 /// pi's `calculateContextTokens`: the reported total, or the sum of the four counters when the
