@@ -118,6 +118,7 @@ pub fn build_request_with(
     if !request.session_id.is_empty() {
         body.insert("prompt_cache_key".into(), json!(request.session_id));
     }
+    body.insert("store".into(), json!(false));
     // Azure always sends the output cap (pi 1.6.0 reads no `supportsMaxOutputTokens` there).
     insert_limits_tools_and_reasoning(&mut body, request, &tools.top_level, true, TOOLS, true);
     super::request::apply_sampling_params(&mut body, request);
@@ -242,7 +243,8 @@ mod tests {
     }
 
     /// What 0.73.1 sent to a local server for `gpt-5.2` (thinking `medium`, a deployment map and
-    /// an api version) and for `gpt-4.1` (no reasoning), system prompt shortened.
+    /// an api version) and for `gpt-4.1` (no reasoning), system prompt shortened; with 1.6.0's
+    /// `store: false`.
     #[test]
     fn requests_match_the_reference() {
         let mut m = model(
@@ -270,7 +272,7 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_string(&http.body).unwrap(),
-            r#"{"model":"my-dep","input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"stream":true,"prompt_cache_key":"session-1","max_output_tokens":32000,"reasoning":{"effort":"medium","summary":"auto"},"include":["reasoning.encrypted_content"]}"#
+            r#"{"model":"my-dep","input":[{"role":"developer","content":"SYS"},{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"stream":true,"prompt_cache_key":"session-1","store":false,"max_output_tokens":32000,"reasoning":{"effort":"medium","summary":"auto"},"include":["reasoning.encrypted_content"]}"#
         );
         assert!(
             http.headers
@@ -299,7 +301,7 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_string(&http.body).unwrap(),
-            r#"{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"stream":true,"prompt_cache_key":"session-1","max_output_tokens":32000}"#
+            r#"{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"Say hi"}]}],"stream":true,"prompt_cache_key":"session-1","store":false,"max_output_tokens":32000}"#
         );
     }
 

@@ -18,12 +18,13 @@ use serde_json::{Map, Value, json};
 use super::decode::{Emitter, TextRun, WireDecoder};
 use super::openai_responses::short_hash;
 use super::request::{
-    context_clamped_max_tokens, join_url, mapped_effort, strict_parameters, thinking_level,
-    with_extra_headers,
+    context_clamped_max_tokens, join_url, mapped_effort, mapped_thinking_level, strict_parameters,
+    thinking_level, with_extra_headers,
 };
 use super::sse::SseEvent;
 use super::transform::transform_messages;
 use super::types::{BlockKind, HttpRequest, StreamRequest};
+use crate::config::ThinkingLevel;
 use crate::messages::{
     AgentMessage, ContentBlock, StopReason, Usage, UserContent, has_images, joined_text,
 };
@@ -32,12 +33,6 @@ const DEFAULT_BASE_URL: &str = "https://api.mistral.ai";
 const TOOL_CALL_ID_LENGTH: usize = 9;
 const MAX_ERROR_BODY_CHARS: usize = 4000;
 const USER_AGENT: &str = "mistral-client-typescript/2.7.0";
-/// Models that take `reasoning_effort`; other reasoning models take `prompt_mode: "reasoning"`.
-const REASONING_EFFORT_MODELS: &[&str] = &[
-    "mistral-small-2603",
-    "mistral-small-latest",
-    "mistral-medium-3.5",
-];
 const IMAGE_OMITTED: &str = "(image omitted: model does not support images)";
 
 /// Strict tools with `compat.supportsStrictMode`.
@@ -99,14 +94,19 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
         });
         body.insert("tools".into(), Value::Array(tools.collect()));
     }
+    // pi 1.6.0: a reasoning model with a `thinkingLevelMap` takes `reasoning_effort` (its `off`
+    // mapping when thinking is off), any other reasoning model `prompt_mode: "reasoning"`.
     let level = thinking_level(request);
-    if let Some(level) = level.filter(|_| model.reasoning) {
-        if REASONING_EFFORT_MODELS.contains(&model.id.as_str()) {
-            let effort = mapped_effort(model, level, "high");
+    if model.reasoning && model.thinking_level_map.is_some() {
+        let effort = match level {
+            Some(level) => Some(mapped_effort(model, level, "high")),
+            None => mapped_thinking_level(model, ThinkingLevel::Off).cloned(),
+        };
+        if let Some(effort) = effort {
             body.insert("reasoning_effort".into(), effort);
-        } else {
-            body.insert("prompt_mode".into(), json!("reasoning"));
         }
+    } else if model.reasoning && level.is_some() {
+        body.insert("prompt_mode".into(), json!("reasoning"));
     }
 
     let base = if model.base_url.is_empty() {
@@ -481,7 +481,8 @@ mod tests {
     }
 
     /// The second request 0.73.1 sent to a local server for `magistral-medium-latest` with
-    /// thinking `high`, after the fake answered with thinking, text and a bash call.
+    /// thinking `high`, after the fake answered with thinking, text and a bash call (a model
+    /// without a thinking-level map, as 0.73.1's catalog had it: `prompt_mode`).
     #[test]
     fn request_matches_the_reference() {
         let call = ToolCall {
@@ -527,9 +528,23 @@ mod tests {
         assert_eq!(header("authorization"), Some("Bearer KEY"));
         assert_eq!(header("x-affinity"), Some("session-1"));
 
-        let mut small = request(mistral_model("mistral-small-latest"), vec![]);
+        // A model with a thinking-level map (the catalog's Mistral models) takes the effort.
+        let mut mapped = mistral_model("mistral-small-latest");
+        mapped.thinking_level_map = json!({"off": "none", "high": "high", "low": null})
+            .as_object()
+            .cloned();
+        let mut small = request(mapped, vec![]);
         small.thinking = ThinkingLevel::High;
         assert_eq!(build_request(&small).body["reasoning_effort"], "high");
+        // Thinking off: the map's `off` (pi 1.6.0); a reasoning model without a map asks for
+        // `prompt_mode` instead, and nothing when thinking is off.
+        small.thinking = ThinkingLevel::Off;
+        assert_eq!(build_request(&small).body["reasoning_effort"], "none");
+        small.model.thinking_level_map = None;
+        assert!(build_request(&small).body.get("reasoning_effort").is_none());
+        assert!(build_request(&small).body.get("prompt_mode").is_none());
+        small.thinking = ThinkingLevel::High;
+        assert_eq!(build_request(&small).body["prompt_mode"], "reasoning");
     }
 
     #[test]
