@@ -48,9 +48,26 @@ pub fn build_request(request: &StreamRequest) -> HttpRequest {
     build_request_with(request, cache_retention_from_env())
 }
 
+/// How the session's affinity headers are written (pi 1.6.0's `compat.sessionAffinityFormat`):
+/// `openrouter` (`x-session-id`; detected for OpenRouter), `openai` (`session-id` and
+/// `x-client-request-id`; the default) or `openai-nosession` (the latter alone). 0.73.1's
+/// `sendSessionIdHeader: false`, which 1.6.0 no longer reads, still means `openai-nosession`.
+fn session_affinity_format(model: &crate::config::Model) -> &str {
+    if let Some(format) = model.compat_str("sessionAffinityFormat") {
+        return format;
+    }
+    if model.provider == "openrouter" || model.base_url.contains("openrouter.ai") {
+        "openrouter"
+    } else if model.compat_bool("sendSessionIdHeader") == Some(false) {
+        "openai-nosession"
+    } else {
+        "openai"
+    }
+}
+
 pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) -> HttpRequest {
     let model = &request.model;
-    let send_session_id_header = model.compat_bool("sendSessionIdHeader").unwrap_or(true);
+    let affinity = session_affinity_format(model);
     let long_cache = model
         .compat_bool("supportsLongCacheRetention")
         .unwrap_or(true);
@@ -67,10 +84,14 @@ pub fn build_request_with(request: &StreamRequest, retention: CacheRetention) ->
     let mut headers =
         with_extra_headers(defaults, model, &super::copilot::dynamic_headers(request));
     if !request.session_id.is_empty() {
-        if send_session_id_header {
-            set_header(&mut headers, "session_id", &request.session_id);
+        if affinity == "openrouter" {
+            set_header(&mut headers, "x-session-id", &request.session_id);
+        } else {
+            if affinity == "openai" {
+                set_header(&mut headers, "session-id", &request.session_id);
+            }
+            set_header(&mut headers, "x-client-request-id", &request.session_id);
         }
-        set_header(&mut headers, "x-client-request-id", &request.session_id);
     }
     for (name, value) in &request.headers {
         set_header(&mut headers, name, value);
@@ -1327,7 +1348,7 @@ mod tests {
         let http = build_request_with(&r, CacheRetention::Short);
         assert_eq!(http.url, "http://127.0.0.1:9/v1/responses");
         assert_eq!(header(&http, "authorization"), Some("Bearer KEY"));
-        assert_eq!(header(&http, "session_id"), Some("session-1"));
+        assert_eq!(header(&http, "session-id"), Some("session-1"));
         assert_eq!(header(&http, "x-client-request-id"), Some("session-1"));
         // Recorded from the reference (system prompt and tools shortened); pi 1.6.0 leaves
         // `strict` out unless the model's compat says `supportsStrictMode`.
@@ -1399,9 +1420,27 @@ mod tests {
         assert_eq!(http.body["input"][0]["role"], "system");
         assert!(http.body.get("reasoning").is_none());
         assert!(http.body.get("prompt_cache_key").is_none());
-        assert_eq!(header(&http, "session_id"), None);
+        assert_eq!(header(&http, "session-id"), None);
         assert_eq!(header(&http, "x-client-request-id"), None);
         assert_eq!(http.url, "https://api.openai.com/v1/responses");
+        // The session's headers by `sessionAffinityFormat` (pi 1.6.0), 0.73.1's
+        // `sendSessionIdHeader: false` read as `openai-nosession`.
+        r.session_id = "s-1".into();
+        let headers = |r: &StreamRequest| -> Vec<String> {
+            let http = build_request_with(r, CacheRetention::Short);
+            ["session-id", "x-client-request-id", "x-session-id"]
+                .into_iter()
+                .filter(|name| header(&http, name).is_some())
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(headers(&r), ["x-client-request-id"]);
+        r.model.compat = None;
+        assert_eq!(headers(&r), ["session-id", "x-client-request-id"]);
+        r.model.compat = json!({"sessionAffinityFormat": "openrouter"})
+            .as_object()
+            .cloned();
+        assert_eq!(headers(&r), ["x-session-id"]);
     }
 
     /// `supportsExplicitPromptCacheMode` asks for long retention with `prompt_cache_options`,

@@ -137,7 +137,7 @@ fn responses_text_turn_keeps_reasoning_and_message_ids() {
     let request = &requests[0];
     assert_eq!(request.path, "/v1/responses");
     assert_eq!(request.header("authorization"), Some("Bearer test-key"));
-    let session_id = request.header("session_id").expect("session_id header");
+    let session_id = request.header("session-id").expect("session-id header");
     assert!(!session_id.is_empty());
     assert_eq!(request.header("x-client-request-id"), Some(session_id));
     let body = &request.body;
