@@ -855,7 +855,10 @@ mod tests {
         let (url, _server) = serve(Reply::Raw(response));
         let events = collect(&start(openai_request(&url)));
         let error = failed(&events);
-        assert_eq!(error.message, "500 boom internal");
+        assert_eq!(
+            error.message,
+            r#"500: {"message":"boom internal","type":"server_error"}"#
+        );
         assert_eq!(error.retry_after, Some(Duration::from_millis(1500)));
     }
 

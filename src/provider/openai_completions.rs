@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
-use super::error_text::{openai_http_error_message, sdk_error_message};
+use super::error_text::{openai_provider_error_message, sdk_error_message};
 use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
     api_url, context_clamped_max_tokens, mapped_effort, strict_parameters, thinking_budget,
@@ -1308,7 +1308,7 @@ impl WireDecoder for Decoder {
     }
 
     fn http_error_message(&self, status: u16, body: &str) -> String {
-        openai_http_error_message(status, body)
+        openai_provider_error_message(status, body, None)
     }
 }
 

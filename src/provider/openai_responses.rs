@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::decode::{Emitter, WireDecoder, token_count};
-use super::error_text::{openai_http_error_message, sdk_error_message};
+use super::error_text::{openai_provider_error_message, sdk_error_message};
 use super::grammar::{CustomInput, ResolvedGrammar, grammar_tools};
 use super::request::{
     CONFIGURATION_UPDATE_REQUEST_EFFORT, api_url, chatgpt_sign_in, context_clamped_max_tokens,
@@ -783,6 +783,14 @@ enum Current {
 }
 
 /// Responses stream events → `StreamEvent`s.
+/// How a client words a failed HTTP response.
+enum HttpErrorText {
+    /// pi 1.6.0 over the OpenAI SDK, after this prefix (`OpenAI API error`, …).
+    Sdk { prefix: String },
+    /// A client of its own (ChatGPT Codex).
+    Own(fn(u16, &str) -> String),
+}
+
 pub struct Decoder {
     current: Current,
     has_tool_call: bool,
@@ -791,7 +799,7 @@ pub struct Decoder {
     /// (`Ok(None)` skips it, `Err` ends the stream).
     map_event: Option<EventMapping>,
     /// The error text of a failed HTTP response, as the request's client words it.
-    http_error_message: fn(u16, &str) -> String,
+    http_error_text: HttpErrorText,
     /// Grammar tools' input properties by tool name (a custom call of another tool: `input`).
     grammar_inputs: HashMap<String, String>,
     /// How the client prices the service tier the reply was served at.
@@ -840,7 +848,13 @@ impl Decoder {
             has_tool_call: false,
             response_id: None,
             map_event: None,
-            http_error_message: openai_http_error_message,
+            http_error_text: HttpErrorText::Sdk {
+                prefix: match (request.model.api.as_str(), request.model.provider.as_str()) {
+                    ("azure-openai-responses", _) => "Azure OpenAI API error".to_string(),
+                    (_, "openai") => "OpenAI API error".to_string(),
+                    (_, provider) => format!("{provider} API error"),
+                },
+            },
             grammar_inputs: HashMap::new(),
             tier_pricing: match request.model.api.as_str() {
                 "openai-responses" => TierPricing::OpenAi {
@@ -872,7 +886,7 @@ impl Decoder {
             has_tool_call: false,
             response_id: None,
             map_event: Some(map_event),
-            http_error_message,
+            http_error_text: HttpErrorText::Own(http_error_message),
             grammar_inputs: HashMap::new(),
             tier_pricing,
         }
@@ -1300,7 +1314,12 @@ impl WireDecoder for Decoder {
     }
 
     fn http_error_message(&self, status: u16, body: &str) -> String {
-        (self.http_error_message)(status, body)
+        match &self.http_error_text {
+            HttpErrorText::Sdk { prefix } => {
+                openai_provider_error_message(status, body, Some(prefix))
+            }
+            HttpErrorText::Own(message) => message(status, body),
+        }
     }
 }
 
@@ -1773,13 +1792,14 @@ mod tests {
             "quota"
         );
         assert!(last_failure(&decode("data: {oops\n\n")).starts_with("Could not parse"));
-        // HTTP errors take the OpenAI SDK's text.
+        // HTTP errors: pi 1.6.0's text, the status and the body's error object.
         assert_eq!(
-            super::super::error_text::openai_http_error_message(
+            openai_provider_error_message(
                 400,
-                include_str!("../../fixtures/openai-responses/error_400.json")
+                include_str!("../../fixtures/openai-responses/error_400.json"),
+                Some("OpenAI API error")
             ),
-            "400 Invalid value: 'xhigh'. Supported values are: 'low', 'medium', and 'high'."
+            r#"OpenAI API error (400): {"message":"Invalid value: 'xhigh'. Supported values are: 'low', 'medium', and 'high'.","type":"invalid_request_error","param":"reasoning.effort","code":"unsupported_value"}"#
         );
     }
 

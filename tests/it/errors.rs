@@ -153,10 +153,13 @@ fn http_400_ends_the_run_with_the_providers_error_text() {
             "anthropic",
             format!("400 {}", fixture("anthropic/error_400.json")),
         ),
+        // pi 1.6.0: the status and the body's error object.
         (
             "openai",
-            "400 Invalid value for 'messages[1].role': expected one of system, user, assistant, tool."
-                .to_string(),
+            format!(
+                "400: {}",
+                serde_json::from_str::<Value>(&fixture("openai/error_400.json")).unwrap()["error"]
+            ),
         ),
     ] {
         let body = fixture(&format!("{api}/error_400.json"));

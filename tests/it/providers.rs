@@ -229,8 +229,10 @@ fn responses_tool_round_trip_replays_items() {
     fake.finish();
 }
 
+/// pi 1.6.0's text: `<provider> API error (<status>): ` and the body's error object. Passes
+/// against 1.6.0 too.
 #[test]
-fn responses_http_error_uses_the_sdk_text() {
+fn responses_http_error_text_is_pis() {
     let fake = FakeProvider::start(vec![Reply::status(
         400,
         fixture("openai-responses/error_400.json"),
@@ -241,9 +243,10 @@ fn responses_http_error_uses_the_sdk_text() {
     let messages = assistant_messages(&run);
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0]["stopReason"], "error");
+    let error: Value = serde_json::from_str(&fixture("openai-responses/error_400.json")).unwrap();
     assert_eq!(
         messages[0]["errorMessage"],
-        "400 Invalid value: 'xhigh'. Supported values are: 'low', 'medium', and 'high'."
+        format!("fake-responses API error (400): {}", error["error"])
     );
     assert_eq!(messages[0]["content"], json!([]));
     fake.finish();
