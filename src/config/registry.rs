@@ -314,7 +314,7 @@ impl Registry {
         if let Some((path, message)) = errors.first() {
             return Err(format!("register_provider: {path}: {message}"));
         }
-        check_consistency(&providers, false).map_err(|e| format!("register_provider: {e}"))?;
+        check_consistency(&providers).map_err(|e| format!("register_provider: {e}"))?;
         match self.extension_providers.iter_mut().find(|(n, _)| n == name) {
             Some(slot) => slot.1 = config.clone(),
             None => self
@@ -1049,7 +1049,7 @@ fn parse_models_json(text: &str) -> Result<Map<String, Value>, String> {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    check_consistency(&providers, true).map_err(|e| format!("Failed to load models.json: {e}"))?;
+    check_consistency(&providers).map_err(|e| format!("Failed to load models.json: {e}"))?;
     Ok(providers)
 }
 
@@ -1325,10 +1325,10 @@ fn check_string_record(v: Option<&Value>, path: &str, errors: &mut Errors) {
     }
 }
 
-/// The reference's checks beyond the schema; the first failure wins.
-/// `api_key_required`: models.json needs an `apiKey` with custom models; an extension's
-/// registration does not (the user may log in instead).
-fn check_consistency(providers: &Map<String, Value>, api_key_required: bool) -> Result<(), String> {
+/// The reference's checks beyond the schema; the first failure wins. pi 1.6.0 needs no `apiKey`
+/// for custom models (0.73.1 did): without one the provider's key comes from auth.json or the
+/// environment, and its models are unavailable until it has one.
+fn check_consistency(providers: &Map<String, Value>) -> Result<(), String> {
     for (name, config) in providers {
         let is_builtin = is_builtin_provider(name);
         let has = |k: &str| config.get(k).is_some_and(|v| !v.is_null());
@@ -1351,11 +1351,6 @@ fn check_consistency(providers: &Map<String, Value>, api_key_required: bool) -> 
             if !has("baseUrl") {
                 return Err(format!(
                     "Provider {name}: \"baseUrl\" is required when defining custom models."
-                ));
-            }
-            if api_key_required && !has("apiKey") {
-                return Err(format!(
-                    "Provider {name}: \"apiKey\" is required when defining custom models."
                 ));
             }
         }
@@ -1732,6 +1727,12 @@ mod tests {
             )
         );
         assert_eq!(r.models().len(), 1698);
+        // pi 1.6.0 needs no `apiKey` for custom models (0.73.1 refused the file).
+        let r = Registry::from_models_json(Some(
+            r#"{"providers": {"x": {"baseUrl": "http://h/v1", "api": "openai-completions", "models": [{"id": "a"}]}}}"#,
+        ));
+        assert_eq!(r.load_error, None);
+        assert_eq!(r.models().len(), 1699);
         let r = Registry::from_models_json(Some(r#"{"providers": {"x": {}}}"#));
         assert!(r.load_error.unwrap().contains("must specify \"baseUrl\""));
         let r = Registry::from_models_json(Some(
