@@ -1347,12 +1347,10 @@ fn check_consistency(providers: &Map<String, Value>) -> Result<(), String> {
                     "Provider {name}: must specify \"baseUrl\", \"headers\", \"compat\", \"modelOverrides\", or \"models\"."
                 ));
             }
-        } else if !is_builtin {
-            if !has("baseUrl") {
-                return Err(format!(
-                    "Provider {name}: \"baseUrl\" is required when defining custom models."
-                ));
-            }
+        } else if !is_builtin && !has("baseUrl") {
+            return Err(format!(
+                "Provider {name}: \"baseUrl\" is required when defining custom models."
+            ));
         }
         for def in models {
             let id = def.get("id").and_then(Value::as_str).unwrap_or_default();
