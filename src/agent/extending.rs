@@ -108,6 +108,15 @@ pub(super) fn hook_deadline(config: &crate::config::Config) -> Duration {
 }
 
 impl Extensions {
+    /// The branch summary a `navigate_tree` waits for, if any.
+    pub fn tree_summary(&self) -> Option<&super::tree_navigation::TreeSummary> {
+        self.tree.as_ref()?.summary.as_deref()
+    }
+
+    pub fn tree_summary_mut(&mut self) -> Option<&mut super::tree_navigation::TreeSummary> {
+        self.tree.as_mut()?.summary.as_deref_mut()
+    }
+
     pub fn new(
         host: Option<crate::extensions::ExtensionHost>,
         events: Receiver<ExtensionEvent>,

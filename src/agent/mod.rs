@@ -414,11 +414,7 @@ impl Agent {
             _ => &self.extensions.events,
         };
         // (v2) A branch summary `navigate_tree` waits for, and its idle timer.
-        let tree_summary = self
-            .extensions
-            .tree
-            .as_ref()
-            .and_then(|t| t.summary.as_ref());
+        let tree_summary = self.extensions.tree_summary();
         let (tree_events, tree_idle) = match tree_summary.and_then(|s| s.events().map(|e| (s, e))) {
             Some((summary, events)) => (
                 events,

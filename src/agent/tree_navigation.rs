@@ -569,9 +569,7 @@ impl Agent {
     pub(super) fn retry_tree_summary(&mut self) {
         let Some(request) = self
             .extensions
-            .tree
-            .as_ref()
-            .and_then(|t| t.summary.as_ref())
+            .tree_summary()
             .filter(|s| s.retry_at.is_some())
             .map(|s| s.request.clone())
         else {
@@ -582,12 +580,7 @@ impl Agent {
             reason: None,
         });
         let running = self.send_tree_summary(&request);
-        if let Some(summary) = self
-            .extensions
-            .tree
-            .as_mut()
-            .and_then(|t| t.summary.as_mut())
-        {
+        if let Some(summary) = self.extensions.tree_summary_mut() {
             summary.retry_at = None;
             summary.last_event = Instant::now();
             summary.draft = Draft::new(&summary.model, crate::rpc::Profile::Default);
@@ -598,12 +591,7 @@ impl Agent {
     /// An event of the branch summary's request (`None`: its stream ended without one, or went
     /// idle for too long).
     pub(super) fn on_tree_summary_event(&mut self, event: Option<ProviderEvent>) {
-        let Some(summary) = self
-            .extensions
-            .tree
-            .as_mut()
-            .and_then(|t| t.summary.as_mut())
-        else {
+        let Some(summary) = self.extensions.tree_summary_mut() else {
             return;
         };
         let Some((handle, _)) = &summary.running else {
@@ -687,12 +675,7 @@ impl Agent {
         let max = self.config.retry_max_retries();
         let base_delay = self.config.retry_base_delay_ms();
         let auto_retry = self.settings.auto_retry;
-        let Some(summary) = self
-            .extensions
-            .tree
-            .as_mut()
-            .and_then(|t| t.summary.as_mut())
-        else {
+        let Some(summary) = self.extensions.tree_summary_mut() else {
             return false;
         };
         let transient =
